@@ -1,0 +1,44 @@
+/* err.h - the project-wide error table: every function returns 0 or one of
+ * these negative codes (or a negative errno passed through from the system or
+ * libuv). cairn_strerror() names both. */
+#ifndef CAIRN_ERR_H
+#define CAIRN_ERR_H
+
+/* Codes start at -10000 so they never collide with negative errno values,
+ * which pass through unchanged. Append only; never renumber. */
+#define CAIRN_ERR_TABLE(X)                                                         \
+  X(CAIRN_EINVAL,       -10000, "invalid argument")                               \
+  X(CAIRN_ENOMEM,       -10001, "out of memory")                                  \
+  X(CAIRN_ECORRUPT,     -10002, "data is corrupt")                                \
+  X(CAIRN_EBADLEN,      -10003, "batch length field is wrong")                    \
+  X(CAIRN_EBADCRC,      -10004, "batch checksum mismatch")                        \
+  X(CAIRN_EBADMAGIC,    -10005, "unknown batch magic (format version)")           \
+  X(CAIRN_EBADCOUNT,    -10006, "record count does not match the records")        \
+  X(CAIRN_EBADVARINT,   -10007, "malformed varint")                               \
+  X(CAIRN_ETOOLARGE,    -10008, "too large")                                      \
+  X(CAIRN_EBADATTR,     -10009, "unknown or reserved attribute bits set")         \
+  X(CAIRN_EBADRECORD,   -10010, "malformed record")                               \
+  X(CAIRN_ETRUNCATED,   -10011, "input ends before the structure does")           \
+  X(CAIRN_EOFFSET,      -10012, "offset out of range")                            \
+  X(CAIRN_EFATAL,       -10013, "log is in a fatal state after a failed write or fsync") \
+  X(CAIRN_ECLOSED,      -10014, "object is closed")                               \
+  X(CAIRN_EUNSUPPORTED, -10015, "not supported")                                  \
+  X(CAIRN_ENOTFOUND,    -10016, "not found")                                      \
+  X(CAIRN_EEXIST,       -10017, "already exists")                                 \
+  X(CAIRN_EINDEX,       -10018, "raft index goes backwards")
+
+enum cairn_err {
+#define CAIRN_ERR_ENUM(name, value, text) name = value,
+  CAIRN_ERR_TABLE(CAIRN_ERR_ENUM)
+#undef CAIRN_ERR_ENUM
+};
+
+/* Returns a static string for any code this project returns: a cairn_err, a
+ * negative errno, or 0. Never NULL. Context: any thread. */
+const char *cairn_strerror(int err);
+
+/* The symbolic name ("CAIRN_EBADCRC", "ENOSPC", ...) for logs and tests.
+ * Returns a static string, never NULL. Context: any thread. */
+const char *cairn_errname(int err);
+
+#endif

@@ -1,0 +1,290 @@
+/* index.c - sparse offset and time indexes of a segment. */
+#include "storage/index.h"
+
+#include "common/err.h"
+#include "common/fault.h"
+#include "common/fsutil.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static size_t index_entry_size(enum index_kind kind) { return kind == INDEX_OFFSET ? 8 : 12; }
+
+static uint32_t index_magic(enum index_kind kind)
+{
+  return kind == INDEX_OFFSET ? INDEX_MAGIC_OFFSET : INDEX_MAGIC_TIME;
+}
+
+static void index_encode_header(const struct index *ix, uint8_t *h)
+{
+  le_put32(h, index_magic(ix->kind));
+  le_put16(h + 4, INDEX_VERSION);
+  le_put16(h + 6, (uint16_t)index_entry_size(ix->kind));
+  le_put64(h + 8, (uint64_t)ix->base_offset);
+  le_put32(h + 16, crc32c(h, 16));
+}
+
+static void index_encode_entry(enum index_kind kind, const struct index_entry *e, uint8_t *p)
+{
+  if (kind == INDEX_OFFSET) {
+    le_put32(p, (uint32_t)e->key);
+    le_put32(p + 4, e->val);
+  } else {
+    le_put64(p, (uint64_t)e->key);
+    le_put32(p + 8, e->val);
+  }
+}
+
+static void index_decode_entry(enum index_kind kind, const uint8_t *p, struct index_entry *e)
+{
+  if (kind == INDEX_OFFSET) {
+    e->key = le_get32(p);
+    e->val = le_get32(p + 4);
+  } else {
+    e->key = (int64_t)le_get64(p);
+    e->val = le_get32(p + 8);
+  }
+}
+
+static int index_grow(struct index *ix, size_t want)
+{
+  if (want <= ix->cap) {
+    return 0;
+  }
+  size_t cap = ix->cap ? ix->cap : 64;
+  while (cap < want) {
+    cap *= 2;
+  }
+  struct index_entry *ne = realloc(ix->entries, cap * sizeof *ne);
+  if (ne == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  ix->entries = ne;
+  ix->cap = cap;
+  return 0;
+}
+
+/* Parses the file's bytes into entries. CAIRN_ECORRUPT if malformed. */
+static int index_parse(struct index *ix, const uint8_t *buf, size_t len)
+{
+  uint8_t want[INDEX_HEADER_SIZE];
+  index_encode_header(ix, want);
+  if (len < INDEX_HEADER_SIZE || memcmp(buf, want, INDEX_HEADER_SIZE) != 0) {
+    return CAIRN_ECORRUPT;
+  }
+  size_t esz = index_entry_size(ix->kind);
+  size_t body = len - INDEX_HEADER_SIZE;
+  if (body % esz != 0) {
+    return CAIRN_ECORRUPT; /* a torn entry: rebuild rather than guess */
+  }
+  if (index_grow(ix, body / esz) != 0) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t i = 0; i < body / esz; i++) {
+    struct index_entry e;
+    index_decode_entry(ix->kind, buf + INDEX_HEADER_SIZE + i * esz, &e);
+    if (i > 0 && (e.key <= ix->entries[i - 1].key || e.val <= ix->entries[i - 1].val)) {
+      ix->count = 0;
+      return CAIRN_ECORRUPT;
+    }
+    ix->entries[i] = e;
+    ix->count = i + 1;
+  }
+  ix->persisted = ix->count;
+  return 0;
+}
+
+/* Truncates the file to a fresh header. */
+static int index_reset_file(struct index *ix)
+{
+  uint8_t h[INDEX_HEADER_SIZE];
+  index_encode_header(ix, h);
+  if (ftruncate(ix->fd, 0) != 0) {
+    return -errno;
+  }
+  return fs_pwrite_all(ix->fd, h, sizeof h, 0);
+}
+
+int index_open(struct index *ix, enum index_kind kind, const char *path, int64_t base_offset)
+{
+  memset(ix, 0, sizeof *ix);
+  ix->kind = kind;
+  ix->base_offset = base_offset;
+  ix->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (ix->fd < 0) {
+    return -errno;
+  }
+  struct stat st;
+  if (fstat(ix->fd, &st) != 0) {
+    int rv = -errno;
+    index_close(ix);
+    return rv;
+  }
+  if (st.st_size == 0) {
+    int rv = index_reset_file(ix);
+    if (rv != 0) {
+      index_close(ix);
+    }
+    return rv;
+  }
+  /* An index holds at most 2^31 / interval entries: bounded by the
+   * segment size limit, never by what the file claims. */
+  size_t len = (size_t)st.st_size;
+  uint8_t *buf = malloc(len);
+  size_t got = 0;
+  int rv = buf == NULL ? CAIRN_ENOMEM : fs_pread_full(ix->fd, buf, len, 0, &got);
+  if (rv == 0) {
+    rv = index_parse(ix, buf, got);
+  }
+  free(buf);
+  if (rv == CAIRN_ECORRUPT) {
+    ix->count = 0;
+    ix->persisted = 0;
+    int r2 = index_reset_file(ix);
+    if (r2 != 0) {
+      index_close(ix);
+      return r2;
+    }
+    return CAIRN_ECORRUPT;
+  }
+  if (rv != 0) {
+    index_close(ix);
+  }
+  return rv;
+}
+
+void index_close(struct index *ix)
+{
+  if (ix->fd >= 0) {
+    close(ix->fd);
+  }
+  ix->fd = -1;
+  free(ix->entries);
+  ix->entries = NULL;
+  ix->count = ix->cap = ix->persisted = 0;
+}
+
+int index_add(struct index *ix, int64_t key, uint32_t val)
+{
+  if (ix->count > 0) {
+    const struct index_entry *last = &ix->entries[ix->count - 1];
+    if (key <= last->key || val <= last->val) {
+      return CAIRN_EINVAL;
+    }
+  }
+  if (index_grow(ix, ix->count + 1) != 0) {
+    return CAIRN_ENOMEM;
+  }
+  ix->entries[ix->count].key = key;
+  ix->entries[ix->count].val = val;
+  ix->count++;
+  return 0;
+}
+
+bool index_floor(const struct index *ix, int64_t key, struct index_entry *out)
+{
+  size_t lo = 0, hi = ix->count; /* first entry with key > key is in [lo, hi] */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (ix->entries[mid].key <= key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) {
+    return false;
+  }
+  *out = ix->entries[lo - 1];
+  return true;
+}
+
+bool index_floor_val(const struct index *ix, uint32_t val, struct index_entry *out)
+{
+  size_t lo = 0, hi = ix->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (ix->entries[mid].val <= val) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) {
+    return false;
+  }
+  *out = ix->entries[lo - 1];
+  return true;
+}
+
+bool index_last(const struct index *ix, struct index_entry *out)
+{
+  if (ix->count == 0) {
+    return false;
+  }
+  *out = ix->entries[ix->count - 1];
+  return true;
+}
+
+int index_truncate_val(struct index *ix, uint32_t val)
+{
+  size_t keep = ix->count;
+  while (keep > 0 && ix->entries[keep - 1].val >= val) {
+    keep--;
+  }
+  if (keep == ix->count) {
+    return 0;
+  }
+  ix->count = keep;
+  if (ix->persisted > keep) {
+    ix->persisted = keep;
+    off_t size = (off_t)(INDEX_HEADER_SIZE + keep * index_entry_size(ix->kind));
+    if (ftruncate(ix->fd, size) != 0) {
+      return -errno;
+    }
+  }
+  return 0;
+}
+
+int index_clear(struct index *ix)
+{
+  ix->count = 0;
+  ix->persisted = 0;
+  return index_reset_file(ix);
+}
+
+int index_persist(struct index *ix, bool sync)
+{
+  size_t esz = index_entry_size(ix->kind);
+  size_t n = ix->count - ix->persisted;
+  if (n > 0) {
+    uint8_t *buf = malloc(n * esz);
+    if (buf == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+      index_encode_entry(ix->kind, &ix->entries[ix->persisted + i], buf + i * esz);
+    }
+    off_t at = (off_t)(INDEX_HEADER_SIZE + ix->persisted * esz);
+    int rv = fs_pwrite_all(ix->fd, buf, n * esz, at);
+    free(buf);
+    if (rv != 0) {
+      return rv;
+    }
+    ix->persisted = ix->count;
+  }
+  if (!sync) {
+    return 0;
+  }
+  int rv = fault_check(FAULT_SEGMENT_SYNC);
+  if (rv != 0) {
+    return rv;
+  }
+  return fdatasync(ix->fd) == 0 ? 0 : -errno;
+}

@@ -1,0 +1,143 @@
+/* segment.h - one segment of a partition log: the .log file of batches and
+ * its two sparse indexes. The plog owns its segments; a read region pins a
+ * segment (segment_ref) so its fd outlives a deletion until released.
+ *
+ * A segment knows nothing of checkpoints or other segments: plog.c decides
+ * when to roll, sync and delete, plog_recover.c when to scan. */
+#ifndef CAIRN_SEGMENT_H
+#define CAIRN_SEGMENT_H
+
+#include "format/batch.h"
+#include "storage/index.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define SEGMENT_NAME_DIGITS 20
+#define SEGMENT_NAME_MAX 48
+
+struct segment {
+  int64_t base_offset;
+  int64_t next_offset;     /* offset after the last batch */
+  uint64_t size;           /* bytes of whole, valid batches */
+  uint64_t synced_size;    /* bytes known fdatasynced */
+  int64_t max_timestamp;   /* INT64_MIN when empty */
+  int64_t created_ms;      /* wall time of the first append (age roll) */
+  uint64_t last_index;     /* source index of the last batch, 0 if none */
+  uint32_t index_interval; /* bytes between offset index entries */
+  uint64_t last_indexed;   /* position of the last offset index entry */
+  int64_t max_ts_rel;      /* relative offset of the batch holding max_timestamp */
+  int fd;
+  struct index oix;
+  struct index tix;
+  int refs;     /* the owning log's reference + one per pinned region */
+  bool removed; /* files unlinked; fd closes on the last unref */
+  char *dir; /* owned copy of the partition directory */
+};
+
+/* Formats "<20-digit base>.<ext>" into buf (SEGMENT_NAME_MAX bytes). */
+void segment_name(char *buf, int64_t base_offset, const char *ext);
+
+/* Parses a segment file name "<20 digits>.<ext>"; returns true and the base
+ * offset when name has exactly that form. */
+bool segment_parse_name(const char *name, const char *ext, int64_t *base_offset);
+
+/* Creates a new, empty segment at base_offset in dir (the .log must not
+ * exist). On success *out is owned by the caller (free with
+ * segment_unref()). Returns 0 or -errno / CAIRN_EEXIST. */
+__attribute__((warn_unused_result)) int segment_create(const char *dir, int64_t base_offset,
+                                                       uint32_t index_interval,
+                                                       struct segment **out);
+
+/* Opens an existing segment without reading its batches: size is the
+ * file's size and next_offset unknown (= base) until segment_scan() or
+ * segment_check_tail(). *indexes_ok is false when an index was missing
+ * or malformed (it is then empty, ready for a rebuild). Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int segment_open(const char *dir, int64_t base_offset,
+                                                     uint32_t index_interval,
+                                                     struct segment **out, bool *indexes_ok);
+
+/* Pins s (a read region holds it). */
+void segment_ref(struct segment *s);
+
+/* Drops a pin; the last one closes the files and frees s. */
+void segment_unref(struct segment *s);
+
+/* What a scan found. */
+struct segment_scan {
+  uint64_t end;          /* position after the last complete Raft entry */
+  int64_t next_offset;   /* offset after it */
+  uint64_t last_index;   /* source index of its last batch */
+  uint64_t valid_end;    /* position after the last valid batch */
+  uint32_t incomplete;   /* valid batches after end (an entry cut short) */
+  int damage;            /* 0, or why the scan stopped before the file end */
+  uint64_t damage_pos;
+  uint64_t file_size;
+};
+
+/* Reads batches from position pos (a batch boundary holding offset
+ * expect_offset) to the file's end, checking each one (CRC, length, the
+ * offset sequence, source indexes that never go back) and adding index
+ * entries past the indexes' last ones. prev_index is the source index of
+ * the batch before pos. Stops at the first bad batch. Does not change the
+ * file. Returns 0 (findings in *out) or -errno for an I/O failure. */
+__attribute__((warn_unused_result)) int segment_scan(struct segment *s, uint64_t pos,
+                                                     int64_t expect_offset, uint64_t prev_index,
+                                                     uint32_t max_batch_bytes,
+                                                     struct segment_scan *out);
+
+/* Cuts the segment at position pos (a batch boundary found by a scan or
+ * segment_locate) with next_offset the offset there, makes the cut durable
+ * (fdatasync, so cut batches cannot come back after a crash) and drops index
+ * entries at or past it; re-derives last_index and the timestamp summary
+ * from the batches kept (last_index 0 when none is). Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int segment_truncate(struct segment *s, uint64_t pos,
+                                                         int64_t next_offset);
+
+/* Checks a closed segment cheaply: scans only from its last offset index
+ * entry to the file's end. Returns 0 when that tail is whole and agrees with
+ * the indexes (the segment's state is then set), CAIRN_ECORRUPT when it
+ * does not (the caller then does a full segment_scan), or -errno. */
+__attribute__((warn_unused_result)) int segment_check_tail(struct segment *s,
+                                                           uint32_t max_batch_bytes);
+
+/* Appends the batches (already stamped) with one pwritev at the end; hdrs
+ * are their decoded headers. Updates size, next offset, timestamps and the
+ * in-memory indexes. On failure the file's tail is unknown: the caller
+ * must treat the log as fatal. Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int segment_append(struct segment *s, const struct iovec *iov,
+                                                       const struct batch_header *hdrs, size_t n,
+                                                       int64_t now_ms);
+
+/* Reads the header of the batch at pos. Returns 0, CAIRN_ETRUNCATED past
+ * the end, or -errno. */
+__attribute__((warn_unused_result)) int segment_read_header(const struct segment *s, uint64_t pos,
+                                                            struct batch_header *h);
+
+/* Finds the batch holding offset (base_offset <= offset < next_offset):
+ * its position and header. Returns 0, CAIRN_EOFFSET, or an I/O error. */
+__attribute__((warn_unused_result)) int segment_locate(const struct segment *s, int64_t offset,
+                                                       uint64_t *pos, struct batch_header *h);
+
+/* The end of the run of whole batches from pos (a batch boundary) that
+ * fits in max_bytes, but at least one batch; *next_offset the offset after
+ * it. Returns 0 or an I/O error. */
+__attribute__((warn_unused_result)) int segment_span(const struct segment *s, uint64_t pos,
+                                                     size_t max_bytes, uint64_t *end,
+                                                     int64_t *next_offset);
+
+/* The position of the first batch whose max_timestamp >= ts, with its
+ * header; CAIRN_ENOTFOUND if none. */
+__attribute__((warn_unused_result)) int segment_find_time(const struct segment *s, int64_t ts,
+                                                          uint64_t *pos, struct batch_header *h);
+
+/* Writes pending index entries and fdatasyncs the log and both indexes.
+ * Returns 0 or -errno. Blocks. */
+__attribute__((warn_unused_result)) int segment_sync(struct segment *s);
+
+/* Unlinks the segment's files; the fd stays usable until the last unref.
+ * Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int segment_remove(struct segment *s, const char *dir);
+
+#endif

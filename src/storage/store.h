@@ -1,0 +1,166 @@
+/* store.h - the partition store interface: what the layers above (the
+ * Raft state machine, the fetch path) see of a partition's log. Two
+ * implementations: plog (segmented files, the default) and memlog (in
+ * memory, for ephemeral topics and fast tests). Callers never know which.
+ *
+ * Offsets: a store holds the batches with offsets [start, next). Appending
+ * assigns offsets from next on, gap-free. A store built from Raft entries
+ * also remembers the Raft index of the last entry it applied (last_index),
+ * so replaying the Raft log after a crash applies nothing twice.
+ *
+ * Threading: a store is not thread-safe. One owner (the loop thread) makes
+ * every call; a returned region may be read from any thread until released.
+ */
+#ifndef CAIRN_STORE_H
+#define CAIRN_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_ERRMSG_SIZE 256
+
+struct store;
+
+/* Bytes of whole batches, starting with the batch that holds the offset
+ * asked for. Either in a file (fd >= 0: [pos, pos + len), for sendfile) or
+ * in memory (fd < 0: mem[0, len)). The fd and mem stay valid, even if the
+ * store deletes the segment meanwhile, until store_region_release(). */
+struct store_region {
+  int fd;
+  int64_t pos;
+  const uint8_t *mem;
+  size_t len;           /* 0: no batches (the offset asked for is the log end) */
+  int64_t first_offset; /* base offset of the first batch in the region */
+  int64_t next_offset;  /* the offset after the last batch in the region */
+  /* private */
+  void (*release)(struct store_region *r);
+  void *pin;
+};
+
+/* Releases what the region pins. Safe on a zeroed or released region.
+ * Context: the store's owner thread. */
+void store_region_release(struct store_region *r);
+
+/* One batch handed to append: the store stamps the broker fields (base
+ * offset, source index, entry flags) into data in place. */
+struct store_batch {
+  uint8_t *data;
+  size_t len;
+};
+
+struct store_info {
+  int64_t start_offset;   /* first offset readable */
+  int64_t next_offset;    /* offset the next append gets (= log end) */
+  uint64_t last_index;    /* Raft index of the last entry applied, 0 none */
+  int64_t durable_offset; /* every offset below this is on disk (fsynced) */
+  uint64_t durable_index; /* Raft index covered by durable_offset */
+  uint64_t size_bytes;    /* bytes of batches held */
+  uint32_t segments;      /* segment files (memlog: 1) */
+  bool fatal;             /* a write or fsync failed: read-only from now on */
+};
+
+struct store_ops {
+  int (*append)(struct store *s, struct store_batch *batches, size_t n, uint64_t source_index,
+                int64_t *base_offset);
+  int (*read)(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out);
+  int (*lookup_time)(struct store *s, int64_t timestamp, int64_t *offset);
+  int (*flush)(struct store *s, int64_t up_to);
+  int (*truncate)(struct store *s, int64_t offset);
+  int (*delete_before)(struct store *s, int64_t offset);
+  int (*retention)(struct store *s, int64_t now_ms, uint32_t *deleted);
+  void (*info)(struct store *s, struct store_info *out);
+  void (*close)(struct store *s);
+};
+
+/* Every implementation embeds this first. errmsg holds the last failure's
+ * message, each layer wrapping the one below once. */
+struct store {
+  const struct store_ops *ops;
+  char errmsg[STORE_ERRMSG_SIZE];
+};
+
+/* Appends the batches of one Raft entry (n >= 1) as one unit. Each batch is
+ * validated first (length, magic, CRC, records); if any is malformed nothing
+ * is written and the error names it. Offsets are assigned from next_offset;
+ * *base_offset is the first batch's. source_index is the Raft index of the
+ * entry (0: not from Raft, no idempotency check). If source_index <=
+ * last_index the entry was applied before: nothing is written and
+ * CAIRN_EEXIST is returned. Borrows batches; their broker fields are
+ * overwritten. Appended data is readable at once but durable only after
+ * store_flush(). Returns 0 or a negative code; CAIRN_EFATAL once a write has
+ * failed. */
+__attribute__((warn_unused_result)) static inline int
+store_append(struct store *s, struct store_batch *batches, size_t n, uint64_t source_index,
+             int64_t *base_offset)
+{
+  return s->ops->append(s, batches, n, source_index, base_offset);
+}
+
+/* Finds whole batches starting with the one that holds offset, at most
+ * max_bytes of them except that the first batch is always returned whole.
+ * Regions never span segments. offset == next_offset gives len 0. Returns
+ * 0 or CAIRN_EOFFSET (below start or above next). *out must be released
+ * with store_region_release(). */
+__attribute__((warn_unused_result)) static inline int
+store_read(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
+{
+  return s->ops->read(s, offset, max_bytes, out);
+}
+
+/* The offset of the first record whose timestamp is >= timestamp; the log
+ * end (next_offset) if there is none. Returns 0 or a negative code. */
+__attribute__((warn_unused_result)) static inline int
+store_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
+{
+  return s->ops->lookup_time(s, timestamp, offset);
+}
+
+/* Makes every batch below up_to (clamped to next_offset) durable and
+ * records the durable checkpoint. Blocks in fsync. Returns 0, or a negative
+ * code after which the store is fatal (CAIRN_EFATAL from then on). */
+__attribute__((warn_unused_result)) static inline int store_flush(struct store *s, int64_t up_to)
+{
+  return s->ops->flush(s, up_to);
+}
+
+/* Removes every batch at or after offset, which must be a batch boundary
+ * within [start, next]. last_index becomes that of the last batch kept.
+ * Returns 0, CAIRN_EOFFSET or CAIRN_EINVAL (not a boundary). */
+__attribute__((warn_unused_result)) static inline int store_truncate(struct store *s,
+                                                                     int64_t offset)
+{
+  return s->ops->truncate(s, offset);
+}
+
+/* Advances the log start to offset (<= next_offset), deleting the
+ * segments wholly below it. If offset > next_offset the store is emptied
+ * and restarts at offset (a Raft snapshot install). Returns 0 or a negative
+ * code. */
+__attribute__((warn_unused_result)) static inline int store_delete_before(struct store *s,
+                                                                          int64_t offset)
+{
+  return s->ops->delete_before(s, offset);
+}
+
+/* Applies the retention limits the store was opened with (total bytes, age
+ * by the segments' largest timestamp against now_ms): deletes whole, closed
+ * segments, oldest first, and advances the log start. *deleted counts the
+ * segments removed. Returns 0 or a negative code. */
+__attribute__((warn_unused_result)) static inline int
+store_retention(struct store *s, int64_t now_ms, uint32_t *deleted)
+{
+  return s->ops->retention(s, now_ms, deleted);
+}
+
+static inline void store_info(struct store *s, struct store_info *out) { s->ops->info(s, out); }
+
+/* Closes and frees the store (the object and everything it owns; files stay
+ * on disk). Regions still pinned stay readable until released. */
+static inline void store_close(struct store *s) { s->ops->close(s); }
+
+/* The last failure's message. Returns borrowed (valid until the next call
+ * on s). */
+static inline const char *store_errmsg(const struct store *s) { return s->errmsg; }
+
+#endif
