@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets everything up on a fresh Debian 12 machine and runs every test:
+# installs the packages (deploy/setup.sh), builds with ASan+UBSan and
+# -Werror, builds the Release tree the benchmarks use (so it cannot rot),
+# then runs the whole suite through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash deploy/setup.sh
+bash deploy/build.sh release
+bash deploy/build.sh sanitize
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"
+cd build/sanitize
+ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"
