@@ -1,0 +1,598 @@
+/* transport.c - one cluster port per node, shared by every Raft group:
+ * preamble-routed inbound connections and preamble-sending outbound ones,
+ * behind canonical/raft's raft_uv_transport interface. */
+#include "cluster/transport.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the preamble ---- */
+
+int transport_preamble_encode(uint8_t *buf, uint64_t group_id, uint64_t sender_id,
+                              const char *address)
+{
+  size_t n = strlen(address);
+  if (n == 0 || n > TRANSPORT_ADDRESS_MAX) {
+    return CAIRN_EINVAL;
+  }
+  le_put32(buf, TRANSPORT_MAGIC);
+  le_put16(buf + 4, TRANSPORT_VERSION);
+  le_put16(buf + 6, (uint16_t)n);
+  le_put64(buf + 8, group_id);
+  le_put64(buf + 16, sender_id);
+  memcpy(buf + TRANSPORT_PREAMBLE_FIXED, address, n);
+  le_put32(buf + TRANSPORT_PREAMBLE_FIXED + n, crc32c(buf, TRANSPORT_PREAMBLE_FIXED + n));
+  return (int)(TRANSPORT_PREAMBLE_FIXED + n + 4);
+}
+
+/* Bytes the whole preamble takes, once its fixed part is in; 0 if unknown
+ * yet; negative if the fixed part is already wrong. */
+static int transport_preamble_size(const uint8_t *buf, size_t len)
+{
+  if (len >= 4 && le_get32(buf) != TRANSPORT_MAGIC) {
+    return CAIRN_EBADMAGIC;
+  }
+  if (len < TRANSPORT_PREAMBLE_FIXED) {
+    return 0;
+  }
+  if (le_get16(buf + 4) != TRANSPORT_VERSION) {
+    return CAIRN_EUNSUPPORTED;
+  }
+  uint16_t n = le_get16(buf + 6);
+  if (n == 0 || n > TRANSPORT_ADDRESS_MAX) {
+    return CAIRN_EBADLEN;
+  }
+  return TRANSPORT_PREAMBLE_FIXED + n + 4;
+}
+
+int transport_preamble_decode(const uint8_t *buf, size_t len, uint64_t *group_id,
+                              uint64_t *sender_id, char *address)
+{
+  int size = transport_preamble_size(buf, len);
+  if (size <= 0 || len < (size_t)size) {
+    return size < 0 ? size : 0;
+  }
+  size_t n = le_get16(buf + 6);
+  if (le_get32(buf + TRANSPORT_PREAMBLE_FIXED + n) != crc32c(buf, TRANSPORT_PREAMBLE_FIXED + n)) {
+    return CAIRN_EBADCRC;
+  }
+  *group_id = le_get64(buf + 8);
+  *sender_id = le_get64(buf + 16);
+  memcpy(address, buf + TRANSPORT_PREAMBLE_FIXED, n);
+  address[n] = '\0';
+  return size;
+}
+
+/* ---- per-group state behind a raft_uv_transport ---- */
+
+struct transport_group {
+  struct transport *tr;
+  struct raft_uv_transport *rt;
+  uint64_t group_id;
+  raft_id id;
+  char *address;
+  raft_uv_accept_cb accept_cb;
+  bool listening;
+  bool closing;
+  unsigned connects; /* outbound attempts still running */
+  uv_timer_t close_timer;
+  raft_uv_transport_close_cb close_cb;
+};
+
+/* One outbound connection attempt: resolve, connect, write the preamble. */
+struct transport_connect {
+  struct transport_group *g;
+  struct raft_uv_connect *req;
+  raft_uv_connect_cb cb;
+  raft_id peer;
+  uv_getaddrinfo_t resolve;
+  uv_connect_t connect;
+  uv_write_t write;
+  uv_tcp_t *tcp; /* separate allocation: Raft frees it with raft_free */
+  uint8_t preamble[TRANSPORT_PREAMBLE_MAX];
+  int preamble_len;
+  char host[TRANSPORT_ADDRESS_MAX + 1];
+  char port[8];
+};
+
+/* An inbound connection that has not finished its preamble. */
+struct transport_inbound {
+  struct transport *tr;
+  uv_tcp_t *tcp; /* separate allocation: handed to Raft on success */
+  uint8_t buf[TRANSPORT_PREAMBLE_MAX];
+  size_t got;
+  uint64_t deadline;
+  struct transport_inbound *prev, *next;
+};
+
+static size_t transport_group_find(const struct transport *tr, uint64_t group_id, bool *found)
+{
+  size_t lo = 0, hi = tr->ngroups;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (tr->groups[mid]->group_id < group_id) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  *found = lo < tr->ngroups && tr->groups[lo]->group_id == group_id;
+  return lo;
+}
+
+static int transport_group_add(struct transport *tr, struct transport_group *g)
+{
+  bool found;
+  size_t at = transport_group_find(tr, g->group_id, &found);
+  if (found) {
+    return CAIRN_EEXIST;
+  }
+  if (tr->ngroups == tr->cap) {
+    size_t cap = tr->cap ? tr->cap * 2 : 16;
+    struct transport_group **ng = realloc(tr->groups, cap * sizeof *ng);
+    if (ng == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    tr->groups = ng;
+    tr->cap = cap;
+  }
+  memmove(&tr->groups[at + 1], &tr->groups[at], (tr->ngroups - at) * sizeof *tr->groups);
+  tr->groups[at] = g;
+  tr->ngroups++;
+  return 0;
+}
+
+static void transport_group_remove(struct transport *tr, struct transport_group *g)
+{
+  bool found;
+  size_t at = transport_group_find(tr, g->group_id, &found);
+  if (!found || tr->groups[at] != g) {
+    return;
+  }
+  memmove(&tr->groups[at], &tr->groups[at + 1], (tr->ngroups - at - 1) * sizeof *tr->groups);
+  tr->ngroups--;
+}
+
+static int transport_group_on_init(struct raft_uv_transport *rt, raft_id id, const char *address)
+{
+  struct transport_group *g = rt->impl;
+  g->id = id;
+  free(g->address);
+  g->address = strdup(address);
+  return g->address == NULL ? RAFT_NOMEM : 0;
+}
+
+static int transport_group_on_listen(struct raft_uv_transport *rt, raft_uv_accept_cb cb)
+{
+  struct transport_group *g = rt->impl;
+  g->accept_cb = cb;
+  int rv = transport_group_add(g->tr, g);
+  if (rv != 0) {
+    snprintf(rt->errmsg, sizeof rt->errmsg, "group %llu is already listening",
+             (unsigned long long)g->group_id);
+    return rv == CAIRN_ENOMEM ? RAFT_NOMEM : RAFT_INVALID;
+  }
+  g->listening = true;
+  return 0;
+}
+
+static void transport_free_handle(uv_handle_t *h) { free(h); }
+
+static void transport_group_on_closed(uv_handle_t *h)
+{
+  struct transport_group *g = h->data;
+  g->close_cb(g->rt);
+}
+
+/* Completes a group close once no connect attempt is running; the timer
+ * handle's close callback makes the completion asynchronous, as Raft
+ * expects. */
+static void transport_group_maybe_closed(struct transport_group *g)
+{
+  if (!g->closing || g->connects > 0) {
+    return;
+  }
+  uv_timer_init(g->tr->loop, &g->close_timer);
+  g->close_timer.data = g;
+  uv_close((uv_handle_t *)&g->close_timer, transport_group_on_closed);
+}
+
+/* Ends a connect attempt: hands the stream to Raft or reports failure. */
+static void transport_connect_done(struct transport_connect *c, int status)
+{
+  struct transport_group *g = c->g;
+  if (g->closing && status == 0) {
+    status = RAFT_CANCELED;
+  }
+  if (status != 0 && c->tcp != NULL) {
+    uv_close((uv_handle_t *)c->tcp, transport_free_handle);
+  }
+  c->cb(c->req, status == 0 ? (uv_stream_t *)c->tcp : NULL, status);
+  free(c);
+  g->connects--;
+  transport_group_maybe_closed(g);
+}
+
+static void transport_on_preamble_written(uv_write_t *w, int status)
+{
+  struct transport_connect *c = w->data;
+  transport_connect_done(c, status == 0 ? 0 : RAFT_NOCONNECTION);
+}
+
+static void transport_on_connected(uv_connect_t *cr, int status)
+{
+  struct transport_connect *c = cr->data;
+  if (status != 0 || c->g->closing) {
+    transport_connect_done(c, c->g->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
+    return;
+  }
+  uv_buf_t buf = uv_buf_init((char *)c->preamble, (unsigned)c->preamble_len);
+  c->write.data = c;
+  if (uv_write(&c->write, (uv_stream_t *)c->tcp, &buf, 1, transport_on_preamble_written) != 0) {
+    transport_connect_done(c, RAFT_NOCONNECTION);
+  }
+}
+
+static void transport_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+  struct transport_connect *c = req->data;
+  if (status != 0 || res == NULL || c->g->closing) {
+    if (res != NULL) {
+      uv_freeaddrinfo(res);
+    }
+    transport_connect_done(c, c->g->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
+    return;
+  }
+  int rv = CAIRN_ENOMEM;
+  c->tcp = malloc(sizeof *c->tcp);
+  if (c->tcp != NULL) {
+    uv_tcp_init(c->g->tr->loop, c->tcp);
+    uv_tcp_nodelay(c->tcp, 1);
+    c->connect.data = c;
+    rv = uv_tcp_connect(&c->connect, c->tcp, res->ai_addr, transport_on_connected);
+  }
+  uv_freeaddrinfo(res);
+  if (rv != 0) {
+    transport_connect_done(c, RAFT_NOCONNECTION);
+  }
+}
+
+/* Splits "host:port" or "[v6]:port". */
+static int transport_split_address(const char *address, char *host, size_t host_len, char *port,
+                                   size_t port_len)
+{
+  const char *colon = strrchr(address, ':');
+  if (colon == NULL || colon == address || colon[1] == '\0' || strlen(colon + 1) >= port_len) {
+    return CAIRN_EINVAL;
+  }
+  const char *h = address;
+  size_t n = (size_t)(colon - address);
+  if (h[0] == '[' && n >= 2 && h[n - 1] == ']') {
+    h++;
+    n -= 2;
+  }
+  if (n >= host_len) {
+    return CAIRN_EINVAL;
+  }
+  memcpy(host, h, n);
+  host[n] = '\0';
+  strcpy(port, colon + 1);
+  return 0;
+}
+
+static int transport_group_on_connect(struct raft_uv_transport *rt, struct raft_uv_connect *req,
+                                      raft_id id, const char *address, raft_uv_connect_cb cb)
+{
+  struct transport_group *g = rt->impl;
+  struct transport_connect *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    return RAFT_NOMEM;
+  }
+  c->g = g;
+  c->req = req;
+  c->cb = cb;
+  c->peer = id;
+  c->preamble_len = transport_preamble_encode(c->preamble, g->group_id, g->id, g->address);
+  if (c->preamble_len < 0 ||
+      transport_split_address(address, c->host, sizeof c->host, c->port, sizeof c->port) != 0) {
+    snprintf(rt->errmsg, sizeof rt->errmsg, "bad address '%s'", address);
+    free(c);
+    return RAFT_INVALID;
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  c->resolve.data = c;
+  int rv = uv_getaddrinfo(g->tr->loop, &c->resolve, transport_on_resolved, c->host, c->port,
+                          &hints);
+  if (rv != 0) {
+    free(c);
+    return RAFT_NOCONNECTION;
+  }
+  g->connects++;
+  return 0;
+}
+
+static void transport_group_on_close(struct raft_uv_transport *rt, raft_uv_transport_close_cb cb)
+{
+  struct transport_group *g = rt->impl;
+  g->closing = true;
+  g->close_cb = cb;
+  if (g->listening) {
+    transport_group_remove(g->tr, g);
+    g->listening = false;
+  }
+  /* Running attempts see `closing` at their next step and end with
+   * RAFT_CANCELED; the last one completes the close. */
+  transport_group_maybe_closed(g);
+}
+
+int transport_group_init(struct transport *tr, struct raft_uv_transport *rt, uint64_t group_id)
+{
+  struct transport_group *g = calloc(1, sizeof *g);
+  if (g == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  g->tr = tr;
+  g->rt = rt;
+  g->group_id = group_id;
+  memset(rt, 0, sizeof *rt);
+  rt->impl = g;
+  rt->init = transport_group_on_init;
+  rt->listen = transport_group_on_listen;
+  rt->connect = transport_group_on_connect;
+  rt->close = transport_group_on_close;
+  return 0;
+}
+
+void transport_group_release(struct raft_uv_transport *rt)
+{
+  struct transport_group *g = rt->impl;
+  if (g == NULL) {
+    return;
+  }
+  free(g->address);
+  free(g);
+  rt->impl = NULL;
+}
+
+/* ---- the listener ---- */
+
+static uint64_t transport_now(const struct transport *tr) { return uv_now(tr->loop); }
+
+static void transport_inbound_unlink(struct transport_inbound *in)
+{
+  struct transport *tr = in->tr;
+  if (in->prev != NULL) {
+    in->prev->next = in->next;
+  } else {
+    tr->pending = in->next;
+  }
+  if (in->next != NULL) {
+    in->next->prev = in->prev;
+  }
+  tr->npending--;
+}
+
+/* Closes an inbound connection that will not reach a group. */
+static void transport_inbound_reject(struct transport_inbound *in, const char *why)
+{
+  struct transport *tr = in->tr;
+  log_warn("transport", "closing inbound cluster connection: %s", why);
+  tr->rejected++;
+  transport_inbound_unlink(in);
+  uv_close((uv_handle_t *)in->tcp, transport_free_handle);
+  free(in);
+}
+
+static void transport_inbound_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct transport_inbound *in = h->data;
+  /* Never read past the preamble: what follows belongs to Raft. */
+  int size = transport_preamble_size(in->buf, in->got);
+  size_t want = size > 0 ? (size_t)size : TRANSPORT_PREAMBLE_FIXED;
+  *buf = uv_buf_init((char *)in->buf + in->got, (unsigned)(want - in->got));
+}
+
+static void transport_inbound_route(struct transport_inbound *in)
+{
+  struct transport *tr = in->tr;
+  uint64_t group_id, sender;
+  char address[TRANSPORT_ADDRESS_MAX + 1];
+  char why[TRANSPORT_ADDRESS_MAX + 128];
+  int rv = transport_preamble_decode(in->buf, in->got, &group_id, &sender, address);
+  if (rv < 0) {
+    snprintf(why, sizeof why, "bad preamble: %s", cairn_strerror(rv));
+    transport_inbound_reject(in, why);
+    return;
+  }
+  if (rv == 0) {
+    return; /* more to come */
+  }
+  bool found;
+  size_t at = transport_group_find(tr, group_id, &found);
+  if (!found) {
+    snprintf(why, sizeof why, "unknown group %llu (from node %llu at %s)",
+             (unsigned long long)group_id, (unsigned long long)sender, address);
+    transport_inbound_reject(in, why);
+    return;
+  }
+  struct transport_group *g = tr->groups[at];
+  uv_read_stop((uv_stream_t *)in->tcp);
+  transport_inbound_unlink(in);
+  uv_tcp_t *tcp = in->tcp;
+  free(in);
+  tcp->data = NULL;
+  tr->accepted++;
+  g->accept_cb(g->rt, sender, address, (uv_stream_t *)tcp);
+}
+
+static void transport_inbound_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+  struct transport_inbound *in = s->data;
+  if (n == 0) {
+    return;
+  }
+  if (n < 0) {
+    transport_inbound_reject(in, n == UV_EOF ? "peer closed during the preamble"
+                                             : uv_strerror((int)n));
+    return;
+  }
+  in->got += (size_t)n;
+  int size = transport_preamble_size(in->buf, in->got);
+  if (size < 0) {
+    char why[96];
+    snprintf(why, sizeof why, "bad preamble: %s", cairn_strerror(size));
+    transport_inbound_reject(in, why);
+    return;
+  }
+  if (size > 0 && in->got == (size_t)size) {
+    transport_inbound_route(in);
+  }
+}
+
+static void transport_on_connection(uv_stream_t *server, int status)
+{
+  struct transport *tr = server->data;
+  if (status != 0) {
+    log_warn("transport", "accept failed: %s", uv_strerror(status));
+    return;
+  }
+  uv_tcp_t *tcp = malloc(sizeof *tcp);
+  struct transport_inbound *in = calloc(1, sizeof *in);
+  if (tcp == NULL || in == NULL) {
+    free(tcp);
+    free(in);
+    return; /* the connection waits in the backlog; the kernel bounds it */
+  }
+  uv_tcp_init(tr->loop, tcp);
+  if (uv_accept(server, (uv_stream_t *)tcp) != 0) {
+    uv_close((uv_handle_t *)tcp, transport_free_handle);
+    free(in);
+    return;
+  }
+  uv_tcp_nodelay(tcp, 1);
+  in->tr = tr;
+  in->tcp = tcp;
+  in->deadline = transport_now(tr) + tr->preamble_timeout_ms;
+  tcp->data = in;
+  in->next = tr->pending;
+  if (tr->pending != NULL) {
+    tr->pending->prev = in;
+  }
+  tr->pending = in;
+  tr->npending++;
+  if (tr->npending > TRANSPORT_MAX_PENDING) {
+    transport_inbound_reject(in, "too many connections still in their preamble");
+    return;
+  }
+  uv_read_start((uv_stream_t *)tcp, transport_inbound_alloc, transport_inbound_on_read);
+}
+
+static void transport_on_sweep(uv_timer_t *t)
+{
+  struct transport *tr = t->data;
+  uint64_t now = transport_now(tr);
+  struct transport_inbound *in = tr->pending;
+  while (in != NULL) {
+    struct transport_inbound *next = in->next;
+    if (now >= in->deadline) {
+      transport_inbound_reject(in, "no preamble before the deadline");
+    }
+    in = next;
+  }
+}
+
+static int transport_parse_bind(const char *address, struct sockaddr_storage *sa)
+{
+  char host[TRANSPORT_ADDRESS_MAX + 1], port[8];
+  int rv = transport_split_address(address, host, sizeof host, port, sizeof port);
+  if (rv != 0) {
+    return rv;
+  }
+  int p = atoi(port);
+  if (uv_ip4_addr(host, p, (struct sockaddr_in *)sa) == 0 ||
+      uv_ip6_addr(host, p, (struct sockaddr_in6 *)sa) == 0) {
+    return 0;
+  }
+  return CAIRN_EINVAL;
+}
+
+int transport_init(struct transport *tr, uv_loop_t *loop, const char *bind_address)
+{
+  memset(tr, 0, sizeof *tr);
+  tr->loop = loop;
+  tr->preamble_timeout_ms = TRANSPORT_DEFAULT_PREAMBLE_TIMEOUT_MS;
+  struct sockaddr_storage sa;
+  int rv = transport_parse_bind(bind_address, &sa);
+  if (rv != 0) {
+    snprintf(tr->errmsg, sizeof tr->errmsg,
+             "cluster address '%s' is not an IP literal with a port", bind_address);
+    return rv;
+  }
+  tr->bind_address = strdup(bind_address);
+  if (tr->bind_address == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  uv_tcp_init(loop, &tr->listener);
+  tr->listener.data = tr;
+  rv = uv_tcp_bind(&tr->listener, (struct sockaddr *)&sa, 0);
+  if (rv == 0) {
+    rv = uv_listen((uv_stream_t *)&tr->listener, 128, transport_on_connection);
+  }
+  if (rv != 0) {
+    snprintf(tr->errmsg, sizeof tr->errmsg, "listening on %s: %s", bind_address,
+             uv_strerror(rv));
+    uv_close((uv_handle_t *)&tr->listener, NULL);
+    free(tr->bind_address);
+    tr->bind_address = NULL;
+    return rv;
+  }
+  uv_timer_init(loop, &tr->sweeper);
+  tr->sweeper.data = tr;
+  uv_timer_start(&tr->sweeper, transport_on_sweep, 250, 250);
+  uv_unref((uv_handle_t *)&tr->sweeper); /* never keeps the loop alive alone */
+  tr->handles_open = 2;
+  return 0;
+}
+
+int transport_port(const struct transport *tr)
+{
+  struct sockaddr_storage sa;
+  int len = sizeof sa;
+  if (uv_tcp_getsockname(&tr->listener, (struct sockaddr *)&sa, &len) != 0) {
+    return -1;
+  }
+  return sa.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&sa)->sin_port)
+                                 : ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+}
+
+static void transport_on_handle_closed(uv_handle_t *h)
+{
+  struct transport *tr = h->data;
+  if (--tr->handles_open > 0) {
+    return;
+  }
+  free(tr->groups);
+  free(tr->bind_address);
+  tr->groups = NULL;
+  tr->bind_address = NULL;
+  if (tr->close_cb != NULL) {
+    tr->close_cb(tr);
+  }
+}
+
+void transport_close(struct transport *tr, transport_close_cb cb)
+{
+  tr->closing = true;
+  tr->close_cb = cb;
+  while (tr->pending != NULL) {
+    transport_inbound_reject(tr->pending, "node shutting down");
+  }
+  uv_close((uv_handle_t *)&tr->listener, transport_on_handle_closed);
+  uv_close((uv_handle_t *)&tr->sweeper, transport_on_handle_closed);
+}

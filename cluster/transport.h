@@ -1,0 +1,108 @@
+/* transport.h - the node's one cluster port, shared by every Raft group on
+ * the node. Each group gets a struct raft_uv_transport (canonical/raft's
+ * transport interface) backed by this shared object:
+ *
+ *   connect(): dial the peer node's cluster port, send a preamble naming
+ *              the group, the sender id and the sender's address, then hand
+ *              the stream to Raft;
+ *   listener:  read exactly one preamble from each accepted connection (with
+ *              a deadline and a size limit), then hand the stream to the
+ *              accept callback of the group it names.
+ *
+ * A wrong magic, version or checksum, an unknown group, or a peer that says
+ * nothing before the deadline: the connection is closed with a log line;
+ * no other group notices. See docs/replication.md for the limits (one
+ * connection per group per peer pair).
+ *
+ * Preamble, little-endian, version TRANSPORT_VERSION = 1:
+ *    0  u32 magic "CRN1" (TRANSPORT_MAGIC)
+ *    4  u16 version
+ *    6  u16 address length n (1..TRANSPORT_ADDRESS_MAX)
+ *    8  u64 group id
+ *   16  u64 sender (Raft server) id
+ *   24  n   sender's cluster address, "host:port", not NUL-terminated
+ * 24+n  u32 CRC-32C of bytes [0, 24+n)
+ *
+ * Context: everything here runs on the loop thread. */
+#ifndef CAIRN_TRANSPORT_H
+#define CAIRN_TRANSPORT_H
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define TRANSPORT_MAGIC 0x314e5243u /* "CRN1" */
+#define TRANSPORT_VERSION 1
+#define TRANSPORT_ADDRESS_MAX 255
+#define TRANSPORT_PREAMBLE_FIXED 24
+#define TRANSPORT_PREAMBLE_MAX (TRANSPORT_PREAMBLE_FIXED + TRANSPORT_ADDRESS_MAX + 4)
+#define TRANSPORT_DEFAULT_PREAMBLE_TIMEOUT_MS 5000
+#define TRANSPORT_MAX_PENDING 1024 /* inbound connections still in their preamble */
+#define TRANSPORT_ERRMSG_SIZE 256
+
+struct transport_group;
+struct transport_inbound;
+
+struct transport;
+typedef void (*transport_close_cb)(struct transport *tr);
+
+struct transport {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  uv_timer_t sweeper; /* closes inbound connections past their deadline */
+  char *bind_address;
+  unsigned preamble_timeout_ms;
+  struct transport_group **groups; /* sorted by group id */
+  size_t ngroups;
+  size_t cap;
+  struct transport_inbound *pending; /* doubly linked */
+  size_t npending;
+  int handles_open;
+  bool closing;
+  transport_close_cb close_cb;
+  /* Counters for tests and metrics. */
+  uint64_t accepted;
+  uint64_t rejected;
+  char errmsg[TRANSPORT_ERRMSG_SIZE];
+};
+
+/* Initializes tr and starts listening on bind_address ("host:port", IPv4 or
+ * IPv6 literal). Caller allocates tr. Returns 0, or a negative code with
+ * tr->errmsg set (nothing to close then). */
+__attribute__((warn_unused_result)) int transport_init(struct transport *tr, uv_loop_t *loop,
+                                                       const char *bind_address);
+
+/* The port actually bound (useful with port 0). */
+int transport_port(const struct transport *tr);
+
+/* Stops listening, closes inbound connections still in their preamble and
+ * calls cb once every handle is closed. Every group transport must have been
+ * closed (by Raft) before. Callback: fires exactly once. */
+void transport_close(struct transport *tr, transport_close_cb cb);
+
+/* Sets up rt, the transport Raft will use for group group_id; owned by the
+ * caller, which hands it to raft_uv_init(). Raft calls its init, listen,
+ * connect and close. Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int transport_group_init(struct transport *tr,
+                                                             struct raft_uv_transport *rt,
+                                                             uint64_t group_id);
+
+/* Frees what transport_group_init() allocated, after Raft closed rt. */
+void transport_group_release(struct raft_uv_transport *rt);
+
+/* Encodes a preamble into buf (TRANSPORT_PREAMBLE_MAX bytes). Returns its
+ * length, or CAIRN_EINVAL if the address is empty or too long. */
+int transport_preamble_encode(uint8_t *buf, uint64_t group_id, uint64_t sender_id,
+                              const char *address);
+
+/* Parses a preamble from buf[0..len). Returns the preamble's length when
+ * whole (address copied NUL-terminated into address, which has
+ * TRANSPORT_ADDRESS_MAX + 1 bytes), 0 if more bytes are needed, or
+ * CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED (version) / CAIRN_EBADLEN /
+ * CAIRN_EBADCRC. */
+int transport_preamble_decode(const uint8_t *buf, size_t len, uint64_t *group_id,
+                              uint64_t *sender_id, char *address);
+
+#endif
