@@ -62,6 +62,7 @@
 #define BATCH_OFF_RECORD_COUNT 62
 
 #define BATCH_FLAG_ENTRY_END 0x01
+#define BATCH_BROKER_FIELDS_SIZE 21 /* bytes [0, 21): base_offset .. entry_flags */
 
 enum batch_codec { BATCH_CODEC_NONE = 0, BATCH_CODEC_LZ4 = 1, BATCH_CODEC_ZSTD = 2 };
 #define BATCH_ATTR_CODEC_MASK 0x0007
@@ -124,7 +125,8 @@ __attribute__((warn_unused_result)) int batch_validate(const uint8_t *p, size_t 
 __attribute__((warn_unused_result)) int batch_check_crc(const uint8_t *p, size_t len);
 
 /* Writes the broker fields: base offset, source Raft index and entry flags.
- * The CRC does not cover them, so it stays valid. */
+ * The CRC does not cover them, so it stays valid. Touches only bytes
+ * [0, BATCH_BROKER_FIELDS_SIZE), so p may be a copy of just those. */
 void batch_stamp(uint8_t *p, int64_t base_offset, uint64_t source_index, uint8_t entry_flags);
 
 /* One decoded record. Pointers borrow from the batch buffer and are valid

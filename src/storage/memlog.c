@@ -181,20 +181,20 @@ memlog_alloc_tail(struct memlog *m, const struct store_batch *batches, size_t n)
   return 0;
 }
 
-/* Stamps the caller's batch in place (the contract says its broker fields
- * are overwritten) and copies it into b. */
-static void memlog_fill(struct memlog_batch *b, struct store_batch *src, int64_t base,
+/* Copies the caller's batch into b and stamps the copy (the caller's
+ * bytes are never written: store.h). */
+static void memlog_fill(struct memlog_batch *b, const struct store_batch *src, int64_t base,
                         uint64_t source_index, uint8_t flags, uint64_t covered_index)
 {
-  batch_stamp(src->data, base, source_index, flags);
+  memcpy(b->data, src->data, src->len);
+  batch_stamp(b->data, base, source_index, flags);
   struct batch_header h;
-  batch_header_decode(src->data, &h);
+  batch_header_decode(b->data, &h);
   b->base = base;
   b->next = base + h.record_count;
   b->max_timestamp = h.max_timestamp;
   b->covered_index = covered_index;
   b->len = src->len;
-  memcpy(b->data, src->data, src->len);
 }
 
 static int memlog_append(struct store *s, struct store_batch *batches, size_t n,

@@ -150,6 +150,61 @@ static int plog_check_batches(struct plog *pl, const struct store_batch *b, size
   return 0;
 }
 
+/* The write of one entry: per batch, the stamped broker fields from our
+ * own copy, then the rest of the caller's bytes, which are never written
+ * (they may be a Raft entry still being sent to peers). */
+struct plog_entry_io {
+  struct iovec *iov;          /* 2 per batch */
+  struct batch_header *hdrs;  /* as stamped */
+  uint8_t (*stamps)[BATCH_BROKER_FIELDS_SIZE];
+  struct iovec iov_small[2 * PLOG_IOV_STACK];
+  struct batch_header hdrs_small[PLOG_IOV_STACK];
+  uint8_t stamps_small[PLOG_IOV_STACK][BATCH_BROKER_FIELDS_SIZE];
+};
+
+static struct plog_entry_io *plog_entry_io_new(size_t n)
+{
+  size_t size = sizeof(struct plog_entry_io) + n * (2 * sizeof(struct iovec) +
+                                                    sizeof(struct batch_header) +
+                                                    BATCH_BROKER_FIELDS_SIZE);
+  struct plog_entry_io *io = malloc(size);
+  if (io == NULL) {
+    return NULL;
+  }
+  uint8_t *p = (uint8_t *)(io + 1);
+  io->iov = (struct iovec *)p;
+  io->hdrs = (struct batch_header *)(p + n * 2 * sizeof(struct iovec));
+  io->stamps = (void *)(p + n * (2 * sizeof(struct iovec) + sizeof(struct batch_header)));
+  return io;
+}
+
+/* Stamps copies of the broker fields and lays out the iovecs. Returns the
+ * offset after the entry. */
+static int64_t plog_entry_io_fill(struct plog_entry_io *io, const struct store_batch *b,
+                                  size_t n, int64_t base, uint64_t source_index)
+{
+  if (n <= PLOG_IOV_STACK) {
+    io->iov = io->iov_small;
+    io->hdrs = io->hdrs_small;
+    io->stamps = io->stamps_small;
+  }
+  int64_t off = base;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(io->stamps[i], b[i].data, BATCH_BROKER_FIELDS_SIZE);
+    batch_stamp(io->stamps[i], off, source_index, i + 1 == n ? BATCH_FLAG_ENTRY_END : 0);
+    batch_header_decode(b[i].data, &io->hdrs[i]);
+    io->hdrs[i].base_offset = off;
+    io->hdrs[i].source_index = source_index;
+    io->hdrs[i].entry_flags = i + 1 == n ? BATCH_FLAG_ENTRY_END : 0;
+    io->iov[2 * i].iov_base = io->stamps[i];
+    io->iov[2 * i].iov_len = BATCH_BROKER_FIELDS_SIZE;
+    io->iov[2 * i + 1].iov_base = (void *)(b[i].data + BATCH_BROKER_FIELDS_SIZE);
+    io->iov[2 * i + 1].iov_len = b[i].len - BATCH_BROKER_FIELDS_SIZE;
+    off += io->hdrs[i].record_count;
+  }
+  return off;
+}
+
 static int plog_append(struct store *st, struct store_batch *b, size_t n, uint64_t source_index,
                        int64_t *base_offset)
 {
@@ -172,31 +227,15 @@ static int plog_append(struct store *st, struct store_batch *b, size_t n, uint64
   if (plog_should_roll(pl, total, now) && (rv = plog_roll(pl)) != 0) {
     return rv;
   }
-  struct iovec iov_stack[PLOG_IOV_STACK];
-  struct batch_header hdr_stack[PLOG_IOV_STACK];
-  struct iovec *iov = iov_stack;
-  struct batch_header *hdrs = hdr_stack;
-  if (n > PLOG_IOV_STACK) {
-    iov = malloc(n * sizeof *iov);
-    hdrs = malloc(n * sizeof *hdrs);
-    if (iov == NULL || hdrs == NULL) {
-      free(iov);
-      free(hdrs);
-      return CAIRN_ENOMEM;
-    }
+  struct plog_entry_io io_stack;
+  struct plog_entry_io *io = &io_stack;
+  if (n > PLOG_IOV_STACK && (io = plog_entry_io_new(n)) == NULL) {
+    return CAIRN_ENOMEM;
   }
-  int64_t off = pl->next_offset;
-  for (size_t i = 0; i < n; i++) {
-    batch_stamp(b[i].data, off, source_index, i + 1 == n ? BATCH_FLAG_ENTRY_END : 0);
-    batch_header_decode(b[i].data, &hdrs[i]);
-    iov[i].iov_base = b[i].data;
-    iov[i].iov_len = b[i].len;
-    off += hdrs[i].record_count;
-  }
-  rv = segment_append(plog_active(pl), iov, hdrs, n, now);
-  if (iov != iov_stack) {
-    free(iov);
-    free(hdrs);
+  int64_t off = plog_entry_io_fill(io, b, n, pl->next_offset, source_index);
+  rv = segment_append(plog_active(pl), io->iov, io->hdrs, n, now);
+  if (io != &io_stack) {
+    free(io);
   }
   if (rv != 0) {
     return plog_fail(pl, rv, "appending to a segment");
@@ -345,7 +384,9 @@ int plog_do_flush(struct plog *pl, int64_t up_to)
     }
     if (s->next_offset > durable || (s->size > 0 && s->last_index > durable_index)) {
       durable = s->next_offset;
-      durable_index = s->size > 0 ? s->last_index : durable_index;
+      if (s->size > 0 && s->last_index > durable_index) {
+        durable_index = s->last_index;
+      }
     }
   }
   if (pl->dir_dirty) {
@@ -384,11 +425,12 @@ static int plog_clamp_durable(struct plog *pl)
   return plog_write_checkpoint(pl);
 }
 
-/* Recomputes last_index after segments were cut: the last batch kept. */
+/* Recomputes last_index after segments were cut: the last Raft batch kept
+ * (a segment of batches not from Raft only has none). */
 static void plog_refresh_last_index(struct plog *pl)
 {
   for (size_t i = pl->nsegs; i-- > 0;) {
-    if (pl->segs[i]->size > 0) {
+    if (pl->segs[i]->last_index != 0) {
       pl->last_index = pl->segs[i]->last_index;
       return;
     }

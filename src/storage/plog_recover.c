@@ -10,6 +10,8 @@
 #include "storage/checkpoint.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -70,6 +72,13 @@ static void plog_unlink(struct plog *pl, const char *name, const char *why)
   }
 }
 
+/* A directory or device named like a segment is not one. */
+static bool plog_is_regular(int dfd, const char *name)
+{
+  struct stat st;
+  return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Lists the segment files; warns about and skips everything unknown. */
 static int plog_list(struct plog *pl, struct plog_listing *l)
 {
@@ -87,7 +96,7 @@ static int plog_list(struct plog *pl, struct plog_listing *l)
         plog_is_index_name(name, &base)) {
       continue;
     }
-    if (segment_parse_name(name, "log", &base)) {
+    if (segment_parse_name(name, "log", &base) && plog_is_regular(dirfd(d), name)) {
       rv = plog_listing_add(l, base);
     } else if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) {
       plog_unlink(pl, name, "left over from an interrupted write");
@@ -265,7 +274,7 @@ static void plog_settle_offsets(struct plog *pl, bool have_cp, const struct chec
   }
   pl->last_index = 0;
   for (size_t i = pl->nsegs; i-- > 0;) {
-    if (pl->segs[i]->size > 0) {
+    if (pl->segs[i]->last_index != 0) { /* batches not from Raft carry none */
       pl->last_index = pl->segs[i]->last_index;
       break;
     }
@@ -302,7 +311,7 @@ static int plog_recover_segments(struct plog *pl, const struct plog_listing *l, 
       segment_unref(s);
       return rv;
     }
-    if (s->size > 0) {
+    if (s->last_index != 0) {
       prev_index = s->last_index;
     }
     if (damaged && i + 1 < l->n) {

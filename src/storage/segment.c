@@ -169,6 +169,13 @@ int segment_open(const char *dir, int64_t base_offset, uint32_t index_interval,
     segment_free(s);
     return rv;
   }
+  /* Both indexes hold an entry for the first batch of a segment that has
+   * any: an empty one was missing (index_open just created it) or never
+   * written, and trusting it would lose the summary it carries (the time
+   * index's last entry is the segment's largest timestamp). */
+  if (s->size > 0 && (s->oix.count == 0 || s->tix.count == 0)) {
+    *indexes_ok = false;
+  }
   *out = s;
   return 0;
 }
@@ -209,7 +216,9 @@ static int segment_note_batch(struct segment *s, uint64_t pos, const struct batc
   }
   s->size = pos + batch_total_size(h->batch_length);
   s->next_offset = h->base_offset + h->last_offset_delta + 1;
-  s->last_index = h->source_index;
+  if (h->source_index != 0) {
+    s->last_index = h->source_index; /* a batch not from Raft applies no index */
+  }
   return 0;
 }
 
@@ -218,13 +227,13 @@ int segment_append(struct segment *s, const struct iovec *iov, const struct batc
 {
   int rv = fault_check(FAULT_SEGMENT_WRITE);
   if (rv != 0) {
-    /* Injected failure: leave half a batch behind, as a real short write
-     * followed by an error could. */
-    int r2 = fs_pwrite_all(s->fd, iov[0].iov_base, iov[0].iov_len / 2, (off_t)s->size);
+    /* Injected failure: leave part of a batch behind, as a real short
+     * write followed by an error could. */
+    int r2 = fs_pwritev_all(s->fd, iov, 1, (off_t)s->size);
     (void)r2;
     return rv;
   }
-  rv = fs_pwritev_all(s->fd, iov, n, (off_t)s->size);
+  rv = fs_pwritev_all(s->fd, iov, 2 * n, (off_t)s->size);
   if (rv != 0) {
     return rv;
   }
@@ -237,7 +246,7 @@ int segment_append(struct segment *s, const struct iovec *iov, const struct batc
     if (rv != 0) {
       return rv;
     }
-    pos += iov[i].iov_len;
+    pos += batch_total_size(hdrs[i].batch_length);
   }
   return 0;
 }
@@ -312,7 +321,8 @@ int segment_span(const struct segment *s, uint64_t pos, size_t max_bytes, uint64
   }
   uint64_t e = pos + batch_total_size(h.batch_length);
   int64_t next = h.base_offset + h.last_offset_delta + 1;
-  uint64_t limit = pos + max_bytes;
+  /* Saturated: a caller may ask for "all of it" with SIZE_MAX. */
+  uint64_t limit = max_bytes >= s->size - pos ? s->size : pos + max_bytes;
   /* Every indexed position is a batch boundary: jump to the last one
    * within the limit instead of reading each header up to it. */
   struct index_entry ie;
@@ -371,7 +381,9 @@ static int segment_rescan_headers(struct segment *s)
     if (rv != 0) {
       return rv;
     }
-    s->last_index = h.source_index;
+    if (h.source_index != 0) {
+      s->last_index = h.source_index;
+    }
     if (h.max_timestamp > s->max_timestamp) {
       s->max_timestamp = h.max_timestamp;
       s->max_ts_rel = h.base_offset - s->base_offset;
@@ -433,14 +445,16 @@ static int segment_window_fill(struct segment *s, struct segment_window *w, uint
   return fs_pread_full(s->fd, w->buf, n, (off_t)pos, &w->len);
 }
 
-/* Is the source index of batch h allowed after the batches before it? */
-static bool segment_index_in_order(const struct batch_header *h, uint64_t prev_index,
-                                   bool prev_ended)
+/* Is the source index of batch h allowed after the batches before it?
+ * prev_batch is the previous batch's source index, last_raft the last
+ * non-zero one so far (entries not from Raft carry 0). */
+static bool segment_index_in_order(const struct batch_header *h, uint64_t prev_batch,
+                                   uint64_t last_raft, bool prev_ended)
 {
   if (!prev_ended) {
-    return h->source_index == prev_index; /* the same Raft entry goes on */
+    return h->source_index == prev_batch; /* the same entry goes on */
   }
-  return h->source_index == 0 || h->source_index > prev_index;
+  return h->source_index == 0 || h->source_index > last_raft;
 }
 
 int segment_scan(struct segment *s, uint64_t pos, int64_t expect_offset, uint64_t prev_index,
@@ -462,7 +476,8 @@ int segment_scan(struct segment *s, uint64_t pos, int64_t expect_offset, uint64_
 
   struct segment_window w = {0};
   bool ended = true;
-  uint64_t idx = prev_index;
+  uint64_t idx = prev_index; /* source index of the previous batch */
+  uint64_t raft_idx = prev_index;
   int rv = 0;
   char why[160];
   while (pos < out->file_size) {
@@ -495,7 +510,7 @@ int segment_scan(struct segment *s, uint64_t pos, int64_t expect_offset, uint64_
     }
     struct batch_header h;
     batch_header_decode(p, &h);
-    if (h.base_offset != s->next_offset || !segment_index_in_order(&h, idx, ended)) {
+    if (h.base_offset != s->next_offset || !segment_index_in_order(&h, idx, raft_idx, ended)) {
       out->damage = CAIRN_ECORRUPT;
       break;
     }
@@ -505,12 +520,13 @@ int segment_scan(struct segment *s, uint64_t pos, int64_t expect_offset, uint64_
     }
     pos += size;
     idx = h.source_index;
+    raft_idx = idx != 0 ? idx : raft_idx;
     ended = (h.entry_flags & BATCH_FLAG_ENTRY_END) != 0;
     out->valid_end = pos;
     if (ended) {
       out->end = pos;
       out->next_offset = s->next_offset;
-      out->last_index = idx;
+      out->last_index = raft_idx;
       out->incomplete = 0;
     } else {
       out->incomplete++;
@@ -587,6 +603,11 @@ int segment_check_tail(struct segment *s, uint32_t max_batch_bytes)
   if (scan.damage != 0 || scan.end != file_size ||
       (s->max_ts_rel >= 0 && s->base_offset + s->max_ts_rel >= s->next_offset)) {
     return CAIRN_ECORRUPT;
+  }
+  /* The tail held only batches not from Raft: the segment's last Raft
+   * index, if any, is before it. Rare, so read the headers for it. */
+  if (s->last_index == 0 && pos > 0) {
+    return segment_rescan_headers(s);
   }
   return 0;
 }

@@ -24,7 +24,8 @@ struct segment {
   uint64_t synced_size;    /* bytes known fdatasynced */
   int64_t max_timestamp;   /* INT64_MIN when empty */
   int64_t created_ms;      /* wall time of the first append (age roll) */
-  uint64_t last_index;     /* source index of the last batch, 0 if none */
+  uint64_t last_index;     /* source index of the last batch from Raft (non-zero),
+                              0 if none */
   uint32_t index_interval; /* bytes between offset index entries */
   uint64_t last_indexed;   /* position of the last offset index entry */
   int64_t max_ts_rel;      /* relative offset of the batch holding max_timestamp */
@@ -68,7 +69,7 @@ void segment_unref(struct segment *s);
 struct segment_scan {
   uint64_t end;          /* position after the last complete Raft entry */
   int64_t next_offset;   /* offset after it */
-  uint64_t last_index;   /* source index of its last batch */
+  uint64_t last_index;   /* last non-zero source index up to end (prev_index if none) */
   uint64_t valid_end;    /* position after the last valid batch */
   uint32_t incomplete;   /* valid batches after end (an entry cut short) */
   int damage;            /* 0, or why the scan stopped before the file end */
@@ -102,8 +103,9 @@ __attribute__((warn_unused_result)) int segment_truncate(struct segment *s, uint
 __attribute__((warn_unused_result)) int segment_check_tail(struct segment *s,
                                                            uint32_t max_batch_bytes);
 
-/* Appends the batches (already stamped) with one pwritev at the end; hdrs
- * are their decoded headers. Updates size, next offset, timestamps and the
+/* Appends n batches with one pwritev at the end: iov holds two pieces per
+ * batch (its stamped broker fields, then the rest); hdrs are the batches'
+ * headers as stamped. Updates size, next offset, timestamps and the
  * in-memory indexes. On failure the file's tail is unknown: the caller
  * must treat the log as fatal. Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int segment_append(struct segment *s, const struct iovec *iov,

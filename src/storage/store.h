@@ -42,10 +42,12 @@ struct store_region {
  * Context: the store's owner thread. */
 void store_region_release(struct store_region *r);
 
-/* One batch handed to append: the store stamps the broker fields (base
- * offset, source index, entry flags) into data in place. */
+/* One batch handed to append. The store never writes into data: it
+ * writes the broker fields (base offset, source index, entry flags) from its
+ * own copy of the header, so data may be memory the caller shares, such as
+ * a Raft log entry that is still being sent to peers. */
 struct store_batch {
-  uint8_t *data;
+  const uint8_t *data;
   size_t len;
 };
 
@@ -86,8 +88,8 @@ struct store {
  * *base_offset is the first batch's. source_index is the Raft index of the
  * entry (0: not from Raft, no idempotency check). If source_index <=
  * last_index the entry was applied before: nothing is written and
- * CAIRN_EEXIST is returned. Borrows batches; their broker fields are
- * overwritten. Appended data is readable at once but durable only after
+ * CAIRN_EEXIST is returned. Borrows batches for the call only (never
+ * written). Appended data is readable at once but durable only after
  * store_flush(). Returns 0 or a negative code; CAIRN_EFATAL once a write has
  * failed. */
 __attribute__((warn_unused_result)) static inline int
