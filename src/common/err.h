@@ -25,7 +25,10 @@
   X(CAIRN_EUNSUPPORTED, -10015, "not supported")                                  \
   X(CAIRN_ENOTFOUND,    -10016, "not found")                                      \
   X(CAIRN_EEXIST,       -10017, "already exists")                                 \
-  X(CAIRN_EINDEX,       -10018, "raft index goes backwards")
+  X(CAIRN_EINDEX,       -10018, "raft index goes backwards")                      \
+  X(CAIRN_ENOTLEADER,   -10019, "this replica is not the leader")                 \
+  X(CAIRN_ERAFT,        -10020, "raft failure")                                   \
+  X(CAIRN_ESHUTDOWN,    -10021, "shutting down")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

@@ -1,0 +1,151 @@
+/* rgroup.h - a partition replica: one canonical/raft group whose state
+ * machine appends record batches to the partition's store. An acknowledged
+ * produce is committed (in the Raft log of a majority, on disk) and applied.
+ *
+ * Directory of a replica:
+ *   <dir>/log/    the partition log (plog, see src/storage/plog.h)
+ *   <dir>/raft/   canonical/raft's libuv log and snapshots
+ *
+ * Produce path (leader): rgroup_produce() validates the batch and queues
+ * it; while no entry is in flight the queue is proposed at once, otherwise
+ * what arrives meanwhile is coalesced into the next entry (group commit,
+ * bounded by max_entry_bytes). When the entry commits, every replica's state
+ * machine applies it (rgroup_fsm.c): store_append(batches, raft index), so
+ * every replica assigns the same offsets. The leader then answers each
+ * request with its base offset.
+ *
+ * Lifecycle:
+ *   rgroup_open -> RGROUP_RUNNING -- rgroup_close --> RGROUP_CLOSING -> cb
+ *   (rgroup_open failing leaves nothing to close.)
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_RGROUP_H
+#define CAIRN_RGROUP_H
+
+#include "cluster/transport.h"
+#include "storage/plog.h"
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define RGROUP_ERRMSG_SIZE 256
+#define RGROUP_DEFAULT_MAX_ENTRY_BYTES (1u << 20)
+
+enum rgroup_state { RGROUP_RUNNING, RGROUP_CLOSING, RGROUP_CLOSED };
+
+struct rgroup_replica {
+  uint64_t id;
+  const char *address; /* the node's cluster address, "host:port" */
+};
+
+struct rgroup_opts {
+  unsigned heartbeat_ms;       /* 0: 100 */
+  unsigned election_ms;        /* 0: 1000 */
+  unsigned snapshot_threshold; /* entries between snapshots; 0: 1024 */
+  unsigned snapshot_trailing;  /* entries kept after one; 0: 128 */
+  size_t raft_segment_size;    /* raft's open segment size; 0: 1 MiB */
+  size_t max_entry_bytes;      /* group commit bound; 0: 1 MiB */
+  struct plog_opts plog;       /* the partition log's options */
+};
+
+struct rgroup;
+struct rgroup_produce;
+
+/* status 0 and the base offset of the batch, or a negative code
+ * (CAIRN_ENOTLEADER, CAIRN_ESHUTDOWN, ...). */
+typedef void (*rgroup_produce_cb)(struct rgroup_produce *req, int status, int64_t base_offset);
+typedef void (*rgroup_close_cb)(struct rgroup *rg);
+
+/* One produce request; the caller allocates it and keeps it (and the batch
+ * it names) until the callback. */
+struct rgroup_produce {
+  void *data; /* for the caller */
+  /* private */
+  struct rgroup *rg;
+  const uint8_t *batch;
+  size_t len;
+  int32_t records;
+  rgroup_produce_cb cb;
+  struct rgroup_produce *next;
+};
+
+/* One proposed entry and the requests it carries. */
+struct rgroup_entry {
+  struct raft_apply apply;
+  struct rgroup *rg;
+  struct rgroup_produce *reqs; /* in entry order */
+  struct rgroup_entry *next;
+};
+
+struct rgroup {
+  uv_loop_t *loop;
+  uint64_t group_id;
+  uint64_t self_id;
+  char *dir;
+  enum rgroup_state state;
+  struct store *store;
+  struct raft_uv_transport rt;
+  struct raft_io io;
+  struct raft_fsm fsm;
+  struct raft raft;
+  size_t max_entry_bytes;
+  /* group commit */
+  struct rgroup_produce *queue_head, *queue_tail;
+  size_t queue_bytes;
+  struct rgroup_entry *inflight; /* at most one entry in flight */
+  int64_t applied_base;          /* set by the state machine for the apply cb */
+  /* state machine scratch */
+  struct store_batch *scratch;
+  size_t scratch_cap;
+  bool fatal; /* the store failed: this replica applies nothing more */
+  rgroup_close_cb close_cb;
+  uint64_t entries_proposed;
+  uint64_t batches_proposed;
+  char errmsg[RGROUP_ERRMSG_SIZE];
+};
+
+/* Opens (or creates) the replica of group_id in dir with the given replica
+ * set, which every replica must be given identically: a fresh replica
+ * bootstraps that configuration, so all of them agree on it without any
+ * exchange. Starts Raft. Caller allocates rg and keeps tr open until the
+ * close callback. Returns 0, or a negative code with rg->errmsg set (nothing
+ * to close then). */
+__attribute__((warn_unused_result)) int rgroup_open(struct rgroup *rg, uv_loop_t *loop,
+                                                    struct transport *tr, uint64_t group_id,
+                                                    uint64_t self_id, const char *dir,
+                                                    const struct rgroup_replica *replicas,
+                                                    unsigned n, const struct rgroup_opts *opts);
+
+/* Queues one validated batch for replication. Borrows batch until the
+ * callback, which fires exactly once if this returns 0 (with
+ * CAIRN_ESHUTDOWN on close). Returns 0, CAIRN_ENOTLEADER (ask
+ * rgroup_leader), CAIRN_EFATAL, or the batch's validation error with
+ * rg->errmsg set. */
+__attribute__((warn_unused_result)) int rgroup_produce(struct rgroup *rg,
+                                                       struct rgroup_produce *req,
+                                                       const uint8_t *batch, size_t len,
+                                                       rgroup_produce_cb cb);
+
+/* The current leader as this replica knows it: id 0 when unknown. The
+ * address is borrowed, valid until the next loop iteration. */
+void rgroup_leader(struct rgroup *rg, uint64_t *id, const char **address);
+
+/* Is this replica the leader? */
+bool rgroup_is_leader(struct rgroup *rg);
+
+/* The partition store, for reads. Returns borrowed (valid until close).
+ * Everything in it is committed: the high watermark is its next offset. */
+struct store *rgroup_store(struct rgroup *rg);
+
+/* Fails queued requests (CAIRN_ESHUTDOWN), closes Raft, its I/O and the
+ * store, then calls cb. Callback: fires exactly once. */
+void rgroup_close(struct rgroup *rg, rgroup_close_cb cb);
+
+/* Removes a closed replica's directory and everything in it. Returns 0 or
+ * -errno. Blocks. */
+__attribute__((warn_unused_result)) int rgroup_delete(const char *dir);
+
+#endif

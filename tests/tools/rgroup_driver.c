@@ -1,0 +1,491 @@
+/* rgroup_driver.c - `cairn-rgroup-driver`: runs Raft groups (partition
+ * replicas) on one node without the full server, for the replication tests.
+ * One process = one node: a cluster port shared by its groups, and a
+ * line-based control port on loopback that the tests speak:
+ *
+ *   produce G TAG N VSIZE   -> later "ok G TAG OFFSET" or "err G TAG CODE LEADER"
+ *   leader G                -> "leader G ID ROLE"   (ROLE: leader|follower|candidate|unavailable)
+ *   info G                  -> "info G START NEXT LAST_INDEX"
+ *   dump G                  -> "b BASE COUNT KEY0 VALID" per batch, then "end"
+ *   close G                 -> "closed G"  (closes the replica)
+ *   delete G                -> "deleted G" (closes it and removes its data)
+ *   quit                    -> "bye", then a clean shutdown
+ * Batches are built like tests/lib's tu_make_batch(TAG, N, VSIZE), so a
+ * test can tell which produce a stored batch came from by its first key.
+ *
+ * SIGTERM shuts down cleanly; tests use SIGKILL for crashes. */
+#include "cluster/rgroup.h"
+#include "cluster/transport.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "format/batch.h"
+#include "testutil.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define DRIVER_MAX_GROUPS 1024
+#define DRIVER_MAX_REPLICAS 7
+#define DRIVER_LINE_MAX 512
+
+struct driver_conn;
+
+struct driver_group {
+  struct rgroup rg;
+  uint64_t id;
+  bool open;
+  bool delete_after_close;
+  struct driver_conn *closer; /* who asked for close/delete */
+  char dir[PATH_MAX];
+};
+
+struct driver {
+  uv_loop_t *loop;
+  struct transport tr;
+  uv_tcp_t control;
+  uv_signal_t sigterm;
+  uint64_t self;
+  const char *data_dir;
+  struct rgroup_replica replicas[DRIVER_MAX_REPLICAS];
+  unsigned nreplicas;
+  struct driver_group *groups;
+  unsigned ngroups;
+  unsigned open_groups;
+  struct rgroup_opts opts;
+  bool stopping;
+  int exit_code;
+};
+
+struct driver_conn {
+  uv_tcp_t tcp;
+  struct driver *d;
+  char line[DRIVER_LINE_MAX];
+  size_t len;
+  int pending; /* produce requests not answered yet */
+  bool closed;
+};
+
+struct driver_produce {
+  struct rgroup_produce req;
+  struct driver_conn *c;
+  uint64_t group;
+  uint64_t tag;
+  uint8_t *batch;
+};
+
+static struct driver g_driver;
+
+static void driver_free_conn(uv_handle_t *h)
+{
+  struct driver_conn *c = h->data;
+  if (c->pending == 0) {
+    free(c);
+  }
+}
+
+static void driver_on_written(uv_write_t *w, int status)
+{
+  free(w->data);
+  free(w);
+}
+
+static void driver_reply(struct driver_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void driver_reply(struct driver_conn *c, const char *fmt, ...)
+{
+  if (c->closed) {
+    return;
+  }
+  char *buf = malloc(DRIVER_LINE_MAX);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, DRIVER_LINE_MAX - 1, fmt, ap);
+  va_end(ap);
+  if (n > DRIVER_LINE_MAX - 2) {
+    n = DRIVER_LINE_MAX - 2;
+  }
+  buf[n++] = '\n';
+  uv_write_t *w = malloc(sizeof *w);
+  w->data = buf;
+  uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+  if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, driver_on_written) != 0) {
+    free(buf);
+    free(w);
+  }
+}
+
+static struct driver_group *driver_group(struct driver *d, uint64_t id)
+{
+  for (unsigned i = 0; i < d->ngroups; i++) {
+    if (d->groups[i].id == id && d->groups[i].open) {
+      return &d->groups[i];
+    }
+  }
+  return NULL;
+}
+
+static void driver_on_produced(struct rgroup_produce *req, int status, int64_t offset)
+{
+  struct driver_produce *p = req->data;
+  struct driver_conn *c = p->c;
+  struct driver_group *g = driver_group(&g_driver, p->group);
+  if (status == 0) {
+    driver_reply(c, "ok %" PRIu64 " %" PRIu64 " %" PRId64, p->group, p->tag, offset);
+  } else {
+    uint64_t lid = 0;
+    const char *addr;
+    if (g != NULL) {
+      rgroup_leader(&g->rg, &lid, &addr);
+    }
+    driver_reply(c, "err %" PRIu64 " %" PRIu64 " %s %" PRIu64, p->group, p->tag,
+                 cairn_errname(status), lid);
+  }
+  free(p->batch);
+  free(p);
+  if (--c->pending == 0 && c->closed) {
+    free(c);
+  }
+}
+
+static void driver_cmd_produce(struct driver_conn *c, uint64_t gid, uint64_t tag, int n,
+                               size_t vsize)
+{
+  struct driver_group *g = driver_group(c->d, gid);
+  if (g == NULL || n < 1 || n > 100000 || vsize > (1u << 20)) {
+    driver_reply(c, "err %" PRIu64 " %" PRIu64 " CAIRN_EINVAL 0", gid, tag);
+    return;
+  }
+  struct driver_produce *p = calloc(1, sizeof *p);
+  size_t len;
+  p->batch = tu_make_batch(tag, n, vsize, 1700000000000 + (int64_t)tag, &len);
+  p->c = c;
+  p->group = gid;
+  p->tag = tag;
+  p->req.data = p;
+  int rv = rgroup_produce(&g->rg, &p->req, p->batch, len, driver_on_produced);
+  if (rv != 0) {
+    uint64_t lid;
+    const char *addr;
+    rgroup_leader(&g->rg, &lid, &addr);
+    driver_reply(c, "err %" PRIu64 " %" PRIu64 " %s %" PRIu64, gid, tag, cairn_errname(rv), lid);
+    free(p->batch);
+    free(p);
+    return;
+  }
+  c->pending++;
+}
+
+static const char *driver_role(struct rgroup *rg)
+{
+  switch (raft_state(&rg->raft)) {
+  case RAFT_LEADER: return "leader";
+  case RAFT_FOLLOWER: return "follower";
+  case RAFT_CANDIDATE: return "candidate";
+  default: return "unavailable";
+  }
+}
+
+/* Writes every batch of the group's store: base, count, first key. */
+static void driver_cmd_dump(struct driver_conn *c, struct driver_group *g)
+{
+  struct store *s = rgroup_store(&g->rg);
+  struct store_info info;
+  store_info(s, &info);
+  int64_t off = info.start_offset;
+  while (off < info.next_offset) {
+    struct store_region r;
+    if (store_read(s, off, 1 << 20, &r) != 0 || r.len == 0) {
+      driver_reply(c, "error reading offset %" PRId64, off);
+      break;
+    }
+    uint8_t *buf = tu_read_region(r.fd, r.pos, r.len);
+    size_t pos = 0;
+    while (buf != NULL && pos < r.len) {
+      struct batch_header h;
+      batch_header_decode(buf + pos, &h);
+      size_t size = batch_total_size(h.batch_length);
+      struct batch_iter it;
+      struct batch_record rec;
+      char key[64] = "-";
+      int valid = batch_validate(buf + pos, size, BATCH_DEFAULT_MAX_BYTES, NULL, 0) == 0;
+      if (valid && batch_iter_init(&it, buf + pos, size) == 0 && batch_iter_next(&it, &rec) == 1 &&
+          rec.key != NULL && rec.key_len < sizeof key) {
+        memcpy(key, rec.key, rec.key_len);
+        key[rec.key_len] = '\0';
+      }
+      driver_reply(c, "b %" PRId64 " %d %s %d", h.base_offset, h.record_count, key, valid);
+      pos += size;
+    }
+    free(buf);
+    off = r.next_offset;
+    store_region_release(&r);
+  }
+  driver_reply(c, "end");
+}
+
+static void driver_on_group_closed(struct rgroup *rg)
+{
+  struct driver_group *g = (struct driver_group *)rg;
+  struct driver *d = &g_driver;
+  d->open_groups--;
+  if (g->delete_after_close) {
+    int rv = rgroup_delete(g->dir);
+    if (g->closer != NULL) {
+      driver_reply(g->closer, rv == 0 ? "deleted %" PRIu64 : "delete-failed %" PRIu64, g->id);
+    }
+  } else if (g->closer != NULL) {
+    driver_reply(g->closer, "closed %" PRIu64, g->id);
+  }
+  if (d->stopping && d->open_groups == 0) {
+    transport_close(&d->tr, NULL);
+    uv_close((uv_handle_t *)&d->control, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+  }
+}
+
+static void driver_close_group(struct driver_group *g, struct driver_conn *c, bool del)
+{
+  g->open = false;
+  g->closer = c;
+  g->delete_after_close = del;
+  rgroup_close(&g->rg, driver_on_group_closed);
+}
+
+static void driver_stop(struct driver *d)
+{
+  if (d->stopping) {
+    return;
+  }
+  d->stopping = true;
+  log_info("driver", "node %" PRIu64 " shutting down", d->self);
+  for (unsigned i = 0; i < d->ngroups; i++) {
+    if (d->groups[i].open) {
+      driver_close_group(&d->groups[i], NULL, false);
+    }
+  }
+  if (d->open_groups == 0) {
+    transport_close(&d->tr, NULL);
+    uv_close((uv_handle_t *)&d->control, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+  }
+}
+
+static void driver_command(struct driver_conn *c, char *line)
+{
+  char cmd[16];
+  uint64_t gid = 0, tag = 0;
+  int n = 0;
+  size_t vsize = 0;
+  if (sscanf(line, "%15s", cmd) != 1) {
+    return;
+  }
+  if (strcmp(cmd, "produce") == 0 &&
+      sscanf(line, "%*s %" SCNu64 " %" SCNu64 " %d %zu", &gid, &tag, &n, &vsize) == 4) {
+    driver_cmd_produce(c, gid, tag, n, vsize);
+    return;
+  }
+  if (strcmp(cmd, "quit") == 0) {
+    driver_reply(c, "bye");
+    driver_stop(c->d);
+    return;
+  }
+  if (sscanf(line, "%*s %" SCNu64, &gid) != 1) {
+    driver_reply(c, "error bad command");
+    return;
+  }
+  struct driver_group *g = driver_group(c->d, gid);
+  if (g == NULL) {
+    driver_reply(c, "error no group %" PRIu64, gid);
+  } else if (strcmp(cmd, "leader") == 0) {
+    uint64_t lid;
+    const char *addr;
+    rgroup_leader(&g->rg, &lid, &addr);
+    driver_reply(c, "leader %" PRIu64 " %" PRIu64 " %s", gid, lid, driver_role(&g->rg));
+  } else if (strcmp(cmd, "info") == 0) {
+    struct store_info info;
+    store_info(rgroup_store(&g->rg), &info);
+    driver_reply(c, "info %" PRIu64 " %" PRId64 " %" PRId64 " %" PRIu64, gid, info.start_offset,
+                 info.next_offset, info.last_index);
+  } else if (strcmp(cmd, "dump") == 0) {
+    driver_cmd_dump(c, g);
+  } else if (strcmp(cmd, "close") == 0 || strcmp(cmd, "delete") == 0) {
+    driver_close_group(g, c, strcmp(cmd, "delete") == 0);
+  } else {
+    driver_reply(c, "error unknown command %s", cmd);
+  }
+}
+
+static void driver_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct driver_conn *c = h->data;
+  *buf = uv_buf_init(c->line + c->len, (unsigned)(sizeof c->line - 1 - c->len));
+}
+
+static void driver_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+  struct driver_conn *c = s->data;
+  if (n < 0) {
+    c->closed = true;
+    uv_close((uv_handle_t *)s, driver_free_conn);
+    return;
+  }
+  c->len += (size_t)n;
+  char *nl;
+  while ((nl = memchr(c->line, '\n', c->len)) != NULL) {
+    *nl = '\0';
+    driver_command(c, c->line);
+    size_t used = (size_t)(nl + 1 - c->line);
+    memmove(c->line, nl + 1, c->len - used);
+    c->len -= used;
+  }
+  if (c->len == sizeof c->line - 1) {
+    c->len = 0; /* a line too long for any command: drop it */
+    driver_reply(c, "error line too long");
+  }
+}
+
+static void driver_on_control(uv_stream_t *server, int status)
+{
+  struct driver *d = server->data;
+  if (status != 0) {
+    return;
+  }
+  struct driver_conn *c = calloc(1, sizeof *c);
+  c->d = d;
+  uv_tcp_init(d->loop, &c->tcp);
+  c->tcp.data = c;
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+    uv_close((uv_handle_t *)&c->tcp, driver_free_conn);
+    return;
+  }
+  uv_read_start((uv_stream_t *)&c->tcp, driver_alloc, driver_on_read);
+}
+
+static void driver_on_sigterm(uv_signal_t *s, int signum) { driver_stop(s->data); }
+
+/* "1@127.0.0.1:7001,2@127.0.0.1:7002" */
+static int driver_parse_replicas(struct driver *d, char *list)
+{
+  for (char *tok = strtok(list, ","); tok != NULL; tok = strtok(NULL, ",")) {
+    char *at = strchr(tok, '@');
+    if (at == NULL || d->nreplicas == DRIVER_MAX_REPLICAS) {
+      return -1;
+    }
+    *at = '\0';
+    d->replicas[d->nreplicas].id = strtoull(tok, NULL, 10);
+    d->replicas[d->nreplicas].address = at + 1;
+    d->nreplicas++;
+  }
+  return d->nreplicas > 0 ? 0 : -1;
+}
+
+static int driver_listen_control(struct driver *d, const char *address)
+{
+  char host[64];
+  int port;
+  if (sscanf(address, "%63[^:]:%d", host, &port) != 2) {
+    return CAIRN_EINVAL;
+  }
+  struct sockaddr_in sa;
+  int rv = uv_ip4_addr(host, port, &sa);
+  uv_tcp_init(d->loop, &d->control);
+  d->control.data = d;
+  if (rv == 0) {
+    rv = uv_tcp_bind(&d->control, (struct sockaddr *)&sa, 0);
+  }
+  if (rv == 0) {
+    rv = uv_listen((uv_stream_t *)&d->control, 16, driver_on_control);
+  }
+  return rv;
+}
+
+static int driver_open_groups(struct driver *d)
+{
+  d->groups = calloc(d->ngroups, sizeof *d->groups);
+  for (unsigned i = 0; i < d->ngroups; i++) {
+    struct driver_group *g = &d->groups[i];
+    g->id = i + 1;
+    snprintf(g->dir, sizeof g->dir, "%s/group-%u", d->data_dir, i + 1);
+    int rv = rgroup_open(&g->rg, d->loop, &d->tr, g->id, d->self, g->dir, d->replicas,
+                         d->nreplicas, &d->opts);
+    if (rv != 0) {
+      fprintf(stderr, "cairn-rgroup-driver: %s\n", g->rg.errmsg);
+      return rv;
+    }
+    g->open = true;
+    d->open_groups++;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  struct driver *d = &g_driver;
+  const char *cluster = NULL, *control = NULL;
+  char *replicas = NULL;
+  d->ngroups = 1;
+  memset(&d->opts, 0, sizeof d->opts);
+  plog_opts_default(&d->opts.plog);
+  static const struct option opts[] = {
+      {"id", required_argument, NULL, 'i'},        {"cluster", required_argument, NULL, 'c'},
+      {"control", required_argument, NULL, 'C'},   {"dir", required_argument, NULL, 'd'},
+      {"replicas", required_argument, NULL, 'r'},  {"groups", required_argument, NULL, 'g'},
+      {"election-ms", required_argument, NULL, 'e'}, {"heartbeat-ms", required_argument, NULL, 'h'},
+      {"snapshot-threshold", required_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
+  int o;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+    case 'i': d->self = strtoull(optarg, NULL, 10); break;
+    case 'c': cluster = optarg; break;
+    case 'C': control = optarg; break;
+    case 'd': d->data_dir = optarg; break;
+    case 'r': replicas = optarg; break;
+    case 'g': d->ngroups = (unsigned)atoi(optarg); break;
+    case 'e': d->opts.election_ms = (unsigned)atoi(optarg); break;
+    case 'h': d->opts.heartbeat_ms = (unsigned)atoi(optarg); break;
+    case 's': d->opts.snapshot_threshold = (unsigned)atoi(optarg); break;
+    default: return 2;
+    }
+  }
+  if (d->self == 0 || cluster == NULL || control == NULL || d->data_dir == NULL ||
+      replicas == NULL || d->ngroups < 1 || d->ngroups > DRIVER_MAX_GROUPS ||
+      driver_parse_replicas(d, replicas) != 0) {
+    fprintf(stderr, "usage: cairn-rgroup-driver --id N --cluster HOST:PORT --control HOST:PORT "
+                    "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
+                    "[--heartbeat-ms MS] [--snapshot-threshold N]\n");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  d->loop = uv_default_loop();
+  int rv = transport_init(&d->tr, d->loop, cluster);
+  if (rv != 0) {
+    fprintf(stderr, "cairn-rgroup-driver: %s\n", d->tr.errmsg);
+    return 1;
+  }
+  rv = driver_listen_control(d, control);
+  if (rv != 0) {
+    fprintf(stderr, "cairn-rgroup-driver: control port %s: %s\n", control, cairn_strerror(rv));
+    return 1;
+  }
+  uv_signal_init(d->loop, &d->sigterm);
+  d->sigterm.data = d;
+  uv_signal_start(&d->sigterm, driver_on_sigterm, SIGTERM);
+  if (driver_open_groups(d) != 0) {
+    d->exit_code = 1;
+    driver_stop(d);
+  } else {
+    printf("ready\n");
+    fflush(stdout);
+  }
+  uv_run(d->loop, UV_RUN_DEFAULT);
+  uv_loop_close(d->loop);
+  free(d->groups);
+  return d->exit_code;
+}
