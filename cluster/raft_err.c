@@ -14,8 +14,9 @@ int raft_err_to_cairn(int raft_rv)
   case RAFT_NOMEM:
     return CAIRN_ENOMEM;
   case RAFT_NOTLEADER:
-  case RAFT_LEADERSHIPLOST:
     return CAIRN_ENOTLEADER;
+  case RAFT_LEADERSHIPLOST:
+    return CAIRN_EINDOUBT; /* appended, maybe replicated: a later leader may commit it */
   case RAFT_CANCELED:
   case RAFT_SHUTDOWN:
     return CAIRN_ESHUTDOWN;

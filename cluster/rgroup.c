@@ -40,6 +40,7 @@ static void rgroup_opts_fill(struct rgroup_opts *o, const struct rgroup_opts *in
   if (o->snapshot_trailing == 0) o->snapshot_trailing = 128;
   if (o->raft_segment_size == 0) o->raft_segment_size = 1u << 20;
   if (o->max_entry_bytes == 0) o->max_entry_bytes = RGROUP_DEFAULT_MAX_ENTRY_BYTES;
+  if (o->raft_log_budget == 0) o->raft_log_budget = RGROUP_DEFAULT_RAFT_LOG_BUDGET;
 }
 
 /* Creates <dir>/log (the store) and <dir>/raft. */
@@ -101,6 +102,32 @@ static const char *rgroup_self_address(const struct rgroup_replica *replicas, un
   return NULL;
 }
 
+/* The catch-up client applies deferred entries through the state
+ * machine's own path. */
+static int rgroup_apply_deferred(void *data, const uint8_t *entry, size_t len, uint64_t index)
+{
+  return rgroup_fsm_apply_entry(data, entry, len, index, NULL);
+}
+
+/* Sets up fetching from and serving to the other replicas. */
+static int rgroup_open_catchup(struct rgroup *rg, const struct rgroup_replica *replicas,
+                               unsigned n, const char *self_address)
+{
+  struct catchup_peer peers[RGROUP_MAX_REPLICAS];
+  unsigned np = 0;
+  for (unsigned i = 0; i < n; i++) {
+    if (replicas[i].id != rg->self_id) {
+      peers[np].id = replicas[i].id;
+      peers[np].address = (char *)replicas[i].address;
+      np++;
+    }
+  }
+  fetch_server_init(&rg->fetch, rg->loop, rg->store, rg->group_id);
+  transport_group_set_fetch(&rg->rt, fetch_server_accept, &rg->fetch);
+  return catchup_init(&rg->catchup, rg->loop, rg->tr, rg->store, rg->group_id, rg->self_id,
+                      self_address, peers, np, rgroup_apply_deferred, rg);
+}
+
 /* Undoes a partial open, in reverse order. */
 static void rgroup_open_failed(struct rgroup *rg, int stage)
 {
@@ -117,15 +144,24 @@ static void rgroup_open_failed(struct rgroup *rg, int stage)
   free(rg->dir);
 }
 
+static void rgroup_on_tick(uv_timer_t *t);
+
 int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64_t group_id,
                 uint64_t self_id, const char *dir, const struct rgroup_replica *replicas,
                 unsigned n, const struct rgroup_opts *opts)
 {
   memset(rg, 0, sizeof *rg);
   rg->loop = loop;
+  rg->tr = tr;
   rg->group_id = group_id;
   rg->self_id = self_id;
+  rg->preferred_id = n > 0 ? replicas[0].id : 0;
   const char *self_address = rgroup_self_address(replicas, n, self_id);
+  if (n > RGROUP_MAX_REPLICAS) {
+    rgroup_set_errmsg(rg, "group %llu: %u replicas, at most %d", (unsigned long long)group_id, n,
+                      RGROUP_MAX_REPLICAS);
+    return CAIRN_EINVAL;
+  }
   if (self_address == NULL) {
     rgroup_set_errmsg(rg, "group %llu: node %llu is not in its replica set",
                       (unsigned long long)group_id, (unsigned long long)self_id);
@@ -134,6 +170,8 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   struct rgroup_opts o;
   rgroup_opts_fill(&o, opts);
   rg->max_entry_bytes = o.max_entry_bytes;
+  rg->raft_log_budget = opts != NULL && opts->snapshot_threshold != 0 ? 0 : o.raft_log_budget;
+  rg->no_preferred_leader = o.no_preferred_leader;
   rg->dir = strdup(dir);
   if (rg->dir == NULL) {
     return CAIRN_ENOMEM;
@@ -167,6 +205,16 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return raft_err_to_cairn(rv);
   }
   rg->raft.data = rg;
+  rg->last_role = RAFT_UNAVAILABLE;
+  rv = rgroup_open_catchup(rg, replicas, n, self_address);
+  if (rv != 0) {
+    /* raft_init succeeded: only raft_close may release it now; the
+     * catch-up state is zeroed, which closes as nothing. */
+    rgroup_set_errmsg(rg, "group %llu: out of memory", (unsigned long long)group_id);
+    rg->state = RGROUP_CLOSING;
+    rgroup_close(rg, NULL);
+    return rv;
+  }
   raft_set_heartbeat_timeout(&rg->raft, o.heartbeat_ms);
   raft_set_election_timeout(&rg->raft, o.election_ms);
   raft_set_snapshot_threshold(&rg->raft, o.snapshot_threshold);
@@ -187,6 +235,9 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return rv;
   }
   rg->state = RGROUP_RUNNING;
+  uv_timer_init(loop, &rg->tick);
+  rg->tick.data = rg;
+  uv_timer_start(&rg->tick, rgroup_on_tick, RGROUP_TICK_MS, RGROUP_TICK_MS);
   log_info("rgroup", "group %llu: replica %llu open in %s", (unsigned long long)group_id,
            (unsigned long long)self_id, dir);
   return 0;
@@ -195,6 +246,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
 /* ---- produce with group commit ---- */
 
 static void rgroup_propose(struct rgroup *rg);
+static void rgroup_note_role(struct rgroup *rg);
 
 static void rgroup_fail_list(struct rgroup_produce *req, int status)
 {
@@ -226,6 +278,7 @@ static void rgroup_on_applied(struct raft_apply *apply, int status, void *result
   if (rg->state == RGROUP_RUNNING) {
     rgroup_propose(rg);
   }
+  rgroup_note_role(rg);
 }
 
 /* Takes requests off the queue, up to max_entry_bytes (at least one). */
@@ -295,12 +348,12 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
                    size_t len, rgroup_produce_cb cb)
 {
   if (rg->state != RGROUP_RUNNING) {
-    return CAIRN_ESHUTDOWN;
+    return rg->state == RGROUP_TRANSFERRING ? CAIRN_ENOTLEADER : CAIRN_ESHUTDOWN;
   }
   if (rg->fatal) {
     return CAIRN_EFATAL;
   }
-  if (raft_state(&rg->raft) != RAFT_LEADER) {
+  if (raft_state(&rg->raft) != RAFT_LEADER || catchup_active(&rg->catchup)) {
     return CAIRN_ENOTLEADER;
   }
   /* A malformed batch must never reach the Raft log: every replica would
@@ -344,13 +397,132 @@ bool rgroup_is_leader(struct rgroup *rg) { return raft_state(&rg->raft) == RAFT_
 
 struct store *rgroup_store(struct rgroup *rg) { return rg->store; }
 
+/* ---- leadership ---- */
+
+static void rgroup_on_transfer_done(struct raft_transfer *req)
+{
+  struct rgroup *rg = req->data;
+  rg->transferring = false;
+  uint64_t lid;
+  const char *addr;
+  rgroup_leader(rg, &lid, &addr);
+  log_info("rgroup", "group %llu: leadership transfer done, leader is now %llu",
+           (unsigned long long)rg->group_id, (unsigned long long)lid);
+  if (rg->state == RGROUP_TRANSFERRING) {
+    rgroup_close(rg, rg->close_cb);
+  }
+}
+
+/* Starts handing leadership to `to` (0: any caught-up voter). Returns 0 or
+ * a negative code. */
+static int rgroup_transfer(struct rgroup *rg, uint64_t to, const char *why)
+{
+  if (rg->transferring) {
+    return 0;
+  }
+  rg->transfer.data = rg;
+  int rv = raft_transfer(&rg->raft, &rg->transfer, to, rgroup_on_transfer_done);
+  if (rv != 0) {
+    return raft_err_to_cairn(rv);
+  }
+  rg->transferring = true;
+  rg->last_transfer_ms = uv_now(rg->loop);
+  log_info("rgroup", "group %llu: handing leadership to %s (%s)", (unsigned long long)rg->group_id,
+           to ? "the preferred replica" : "a caught-up replica", why);
+  return 0;
+}
+
+/* Is the preferred replica reachable and (nearly) caught up? */
+static bool rgroup_preferred_caught_up(struct rgroup *rg)
+{
+  struct raft *r = &rg->raft;
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    if (r->configuration.servers[i].id != rg->preferred_id) {
+      continue;
+    }
+    const struct raft_progress *p = &r->leader_state.progress[i];
+    return p->recent_recv && p->match_index + 64 >= raft_last_index(r);
+  }
+  return false;
+}
+
+static void rgroup_note_role(struct rgroup *rg)
+{
+  int role = raft_state(&rg->raft);
+  if (role == rg->last_role) {
+    return;
+  }
+  static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
+  log_info("rgroup", "group %llu: replica %llu is now %s (term %llu)",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+           role >= 0 && role <= 3 ? names[role] : "?", (unsigned long long)rg->raft.current_term);
+  rg->last_role = role;
+  rg->preferred_ready = 0;
+}
+
+/* Periodic checks that need no event from Raft (0.15 has no state-change
+ * callback): leadership away while catching up, back to the preferred
+ * replica when it is ready. */
+static void rgroup_on_tick(uv_timer_t *t)
+{
+  struct rgroup *rg = t->data;
+  if (rg->state != RGROUP_RUNNING) {
+    return;
+  }
+  rgroup_note_role(rg);
+  if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
+    return;
+  }
+  if (catchup_active(&rg->catchup)) {
+    int rv = rgroup_transfer(rg, 0, "this replica is catching up");
+    (void)rv; /* retried at the next tick */
+    return;
+  }
+  if (rg->no_preferred_leader || rg->self_id == rg->preferred_id) {
+    return;
+  }
+  rg->preferred_ready = rgroup_preferred_caught_up(rg) ? rg->preferred_ready + 1 : 0;
+  if (rg->preferred_ready >= 4 && uv_now(rg->loop) - rg->last_transfer_ms >= 5000) {
+    int rv = rgroup_transfer(rg, rg->preferred_id, "it is healthy and caught up");
+    (void)rv;
+  }
+}
+
+bool rgroup_is_catching_up(struct rgroup *rg) { return catchup_active(&rg->catchup); }
+
+void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
+{
+  if (rg->state != RGROUP_RUNNING) {
+    return;
+  }
+  rg->close_cb = cb;
+  if (raft_state(&rg->raft) != RAFT_LEADER || rg->raft.configuration.n < 2) {
+    rgroup_close(rg, cb);
+    return;
+  }
+  rg->state = RGROUP_TRANSFERRING;
+  /* Queued requests would only be refused by the next leader's term: send
+   * their producers there now. */
+  struct rgroup_produce *queued = rg->queue_head;
+  rg->queue_head = rg->queue_tail = NULL;
+  rg->queue_bytes = 0;
+  rgroup_fail_list(queued, CAIRN_ENOTLEADER);
+  if (rg->transferring) {
+    return; /* the running transfer's callback closes */
+  }
+  if (rgroup_transfer(rg, 0, "shutting down") != 0) {
+    rgroup_close(rg, cb);
+  }
+}
+
 /* ---- close ---- */
 
-static void rgroup_on_raft_closed(struct raft *r)
+/* The last part of a close: everything that used the store is gone. */
+static void rgroup_on_part_closed(struct rgroup *rg)
 {
-  struct rgroup *rg = r->data;
-  raft_uv_close(&rg->io);
-  transport_group_release(&rg->rt);
+  if (--rg->closing_parts > 0) {
+    return;
+  }
   store_close(rg->store);
   rg->store = NULL;
   rgroup_fsm_close(rg);
@@ -361,6 +533,40 @@ static void rgroup_on_raft_closed(struct raft *r)
            (unsigned long long)rg->self_id);
   if (rg->close_cb != NULL) {
     rg->close_cb(rg);
+  }
+}
+
+static void rgroup_on_catchup_closed(struct catchup *cu)
+{
+  rgroup_on_part_closed(cu->data);
+}
+
+static void rgroup_on_fetch_closed(struct fetch_server *srv)
+{
+  rgroup_on_part_closed((struct rgroup *)((char *)srv - offsetof(struct rgroup, fetch)));
+}
+
+static void rgroup_on_tick_closed(uv_handle_t *h) { rgroup_on_part_closed(h->data); }
+
+static void rgroup_on_raft_closed(struct raft *r)
+{
+  struct rgroup *rg = r->data;
+  raft_uv_close(&rg->io);
+  transport_group_release(&rg->rt);
+  /* Three parts use the store: close them all, then the store. */
+  rg->closing_parts = 3;
+  rg->catchup.data = rg;
+  if (rg->catchup.loop != NULL) {
+    catchup_close(&rg->catchup, rgroup_on_catchup_closed);
+  } else {
+    rgroup_on_part_closed(rg); /* never initialized */
+  }
+  fetch_server_close(&rg->fetch, rgroup_on_fetch_closed);
+  if (uv_is_active((uv_handle_t *)&rg->tick) || rg->tick.loop != NULL) {
+    uv_timer_stop(&rg->tick);
+    uv_close((uv_handle_t *)&rg->tick, rgroup_on_tick_closed);
+  } else {
+    rgroup_on_part_closed(rg);
   }
 }
 

@@ -14,14 +14,31 @@
  * every replica assigns the same offsets. The leader then answers each
  * request with its base offset.
  *
+ * Snapshots and catch-up: a snapshot is the log's manifest (small), taken
+ * after the log is flushed. canonical/raft keeps its entries in memory until
+ * a snapshot, so the snapshot threshold and trailing are retuned from the
+ * entry sizes seen to keep that memory under raft_log_budget bytes. A
+ * replica that restores a descriptor ahead of its log fetches the missing
+ * batches from a peer (catchup.h) and serves its own log to peers that do
+ * (fetch_serve.h).
+ *
+ * Leadership: a tick (RGROUP_TICK_MS) hands leadership away while this
+ * replica is catching up, and back to the preferred replica (the first of
+ * the replica set) once that one is healthy and caught up.
+ * rgroup_shutdown() transfers leadership before closing.
+ *
  * Lifecycle:
- *   rgroup_open -> RGROUP_RUNNING -- rgroup_close --> RGROUP_CLOSING -> cb
+ *   rgroup_open -> RGROUP_RUNNING --rgroup_shutdown--> RGROUP_TRANSFERRING
+ *        |                                                   |
+ *        +------------------rgroup_close-----------------> RGROUP_CLOSING -> cb -> RGROUP_CLOSED
  *   (rgroup_open failing leaves nothing to close.)
  *
  * Context: loop thread only. */
 #ifndef CAIRN_RGROUP_H
 #define CAIRN_RGROUP_H
 
+#include "cluster/catchup.h"
+#include "cluster/fetch_serve.h"
 #include "cluster/transport.h"
 #include "storage/plog.h"
 
@@ -34,7 +51,11 @@
 #define RGROUP_ERRMSG_SIZE 256
 #define RGROUP_DEFAULT_MAX_ENTRY_BYTES (1u << 20)
 
-enum rgroup_state { RGROUP_RUNNING, RGROUP_CLOSING, RGROUP_CLOSED };
+#define RGROUP_TICK_MS 250
+#define RGROUP_DEFAULT_RAFT_LOG_BUDGET (64u << 20)
+#define RGROUP_MAX_REPLICAS 16
+
+enum rgroup_state { RGROUP_RUNNING, RGROUP_TRANSFERRING, RGROUP_CLOSING, RGROUP_CLOSED };
 
 struct rgroup_replica {
   uint64_t id;
@@ -48,14 +69,21 @@ struct rgroup_opts {
   unsigned snapshot_trailing;  /* entries kept after one; 0: 128 */
   size_t raft_segment_size;    /* raft's open segment size; 0: 1 MiB */
   size_t max_entry_bytes;      /* group commit bound; 0: 1 MiB */
+  size_t raft_log_budget;      /* bytes of entries Raft may hold in memory; 0: 64 MiB.
+                                  Ignored when snapshot_threshold is set: then
+                                  the counts are fixed. */
+  bool no_preferred_leader;    /* do not move leadership back to replica 0 */
   struct plog_opts plog;       /* the partition log's options */
 };
 
 struct rgroup;
 struct rgroup_produce;
 
-/* status 0 and the base offset of the batch, or a negative code
- * (CAIRN_ENOTLEADER, CAIRN_ESHUTDOWN, ...). */
+/* status 0 and the base offset of the batch, or a negative code:
+ * CAIRN_ENOTLEADER (never entered the Raft log: retry at the leader),
+ * CAIRN_EINDOUBT (in the log when leadership was lost: a later leader may
+ * still commit it), CAIRN_ESHUTDOWN (closed; in doubt likewise if it was
+ * proposed). */
 typedef void (*rgroup_produce_cb)(struct rgroup_produce *req, int status, int64_t base_offset);
 typedef void (*rgroup_close_cb)(struct rgroup *rg);
 
@@ -82,11 +110,26 @@ struct rgroup_entry {
 
 struct rgroup {
   uv_loop_t *loop;
+  struct transport *tr;
   uint64_t group_id;
   uint64_t self_id;
+  uint64_t preferred_id; /* the first replica of the set */
   char *dir;
   enum rgroup_state state;
   struct store *store;
+  struct catchup catchup;
+  struct fetch_server fetch;
+  uv_timer_t tick;
+  struct raft_transfer transfer;
+  bool transferring;
+  int last_role;            /* raft_state() at the previous tick */
+  unsigned preferred_ready; /* ticks the preferred replica has been caught up */
+  uint64_t last_transfer_ms;
+  int closing_parts;        /* parts still closing after Raft closed */
+  size_t raft_log_budget;
+  double entry_bytes_avg;   /* of entries applied, for the snapshot threshold */
+  uint64_t applies;
+  bool no_preferred_leader;
   struct raft_uv_transport rt;
   struct raft_io io;
   struct raft_fsm fsm;
@@ -143,6 +186,16 @@ struct store *rgroup_store(struct rgroup *rg);
 /* Fails queued requests (CAIRN_ESHUTDOWN), closes Raft, its I/O and the
  * store, then calls cb. Callback: fires exactly once. */
 void rgroup_close(struct rgroup *rg, rgroup_close_cb cb);
+
+/* A clean shutdown: if this replica leads, first hands leadership to a
+ * caught-up follower (waiting at most an election timeout), so producers
+ * see a new leader rather than a gap; then rgroup_close(). Callback: fires
+ * exactly once. */
+void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb);
+
+/* Is this replica catching up (serving nothing it lacks, refusing
+ * produce)? */
+bool rgroup_is_catching_up(struct rgroup *rg);
 
 /* Removes a closed replica's directory and everything in it. Returns 0 or
  * -errno. Blocks. */

@@ -8,9 +8,14 @@
  * snapshot: flush the store up to what is applied, then describe it (the
  *           manifest: offsets, last index, checksummed segments).
  * restore:  a descriptor the store already covers needs nothing. One that
- *           is ahead of the store needs the data fetched from a peer, which
- *           is not built yet: it is refused, so Raft retries and the replica
- *           never applies entries on top of a hole (docs/replication.md). */
+ *           is ahead of the store starts a catch-up (catchup.h): the missing
+ *           batches are fetched from a peer, and the entries Raft applies
+ *           meanwhile are held and applied once the log has caught up, so no
+ *           entry is ever applied on top of a hole.
+ *
+ * Raft keeps entries in memory until a snapshot; the snapshot threshold
+ * and trailing count are retuned from the average entry size so that
+ * (threshold + trailing) x average stays under the group's budget. */
 #include "cluster/rgroup_fsm.h"
 
 #include "common/err.h"
@@ -75,6 +80,22 @@ static int rgroup_fsm_split(struct rgroup *rg, const uint8_t *p, size_t len)
   return n;
 }
 
+/* Keeps Raft's in-memory log under raft_log_budget bytes: Raft 0.15
+ * counts entries, not bytes, so the counts follow the entry sizes seen. */
+static void rgroup_fsm_retune(struct rgroup *rg, size_t len)
+{
+  rg->entry_bytes_avg = rg->applies == 0 ? (double)len : rg->entry_bytes_avg * 0.97 + len * 0.03;
+  if (rg->applies++ % 32 != 0 || rg->raft_log_budget == 0) {
+    return;
+  }
+  double per = rg->entry_bytes_avg > 64 ? rg->entry_bytes_avg : 64;
+  double total = (double)rg->raft_log_budget / per; /* threshold + trailing */
+  unsigned threshold = total / 3 * 2 < 16 ? 16 : total / 3 * 2 > 8192 ? 8192 : (unsigned)(total / 3 * 2);
+  unsigned trailing = threshold / 2 < 8 ? 8 : threshold / 2;
+  raft_set_snapshot_threshold(&rg->raft, threshold);
+  raft_set_snapshot_trailing(&rg->raft, trailing);
+}
+
 static int rgroup_fsm_fail(struct rgroup *rg, raft_index index, int rv)
 {
   rg->fatal = true;
@@ -82,6 +103,28 @@ static int rgroup_fsm_fail(struct rgroup *rg, raft_index index, int rv)
             (unsigned long long)rg->group_id, (unsigned long long)index, cairn_strerror(rv),
             store_errmsg(rg->store));
   return RAFT_IOERR;
+}
+
+int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index,
+                           int64_t *base)
+{
+  int n = rgroup_fsm_split(rg, entry, len);
+  if (n <= 0) {
+    rgroup_fsm_fail(rg, index, n == 0 ? CAIRN_EINVAL : n);
+    return n == 0 ? CAIRN_EINVAL : n;
+  }
+  int64_t b = -1;
+  int rv = store_append(rg->store, rg->scratch, (size_t)n, index, &b);
+  if (rv == CAIRN_EEXIST) {
+    b = -1; /* applied before a restart: nobody waits for it */
+  } else if (rv != 0) {
+    rgroup_fsm_fail(rg, index, rv);
+    return rv;
+  }
+  if (base != NULL) {
+    *base = b;
+  }
+  return 0;
 }
 
 static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
@@ -92,18 +135,17 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
   if (rg->fatal) {
     return RAFT_IOERR;
   }
-  int n = rgroup_fsm_split(rg, buf->base, buf->len);
-  if (n <= 0) {
-    return rgroup_fsm_fail(rg, index, n == 0 ? CAIRN_EINVAL : n);
+  rgroup_fsm_retune(rg, buf->len);
+  if (catchup_active(&rg->catchup)) {
+    /* Behind the snapshot: hold the entry until the log has caught up. */
+    if (catchup_defer(&rg->catchup, buf->base, buf->len, index) != 0) {
+      return rgroup_fsm_fail(rg, index, CAIRN_ETOOLARGE);
+    }
+    return 0;
   }
-  int64_t base = -1;
-  int rv = store_append(rg->store, rg->scratch, (size_t)n, index, &base);
-  if (rv == CAIRN_EEXIST) {
-    base = -1; /* applied before a restart: nobody waits for it */
-  } else if (rv != 0) {
-    return rgroup_fsm_fail(rg, index, rv);
+  if (rgroup_fsm_apply_entry(rg, buf->base, buf->len, index, &rg->applied_base) != 0) {
+    return RAFT_IOERR;
   }
-  rg->applied_base = base;
   *result = &rg->applied_base;
   return 0;
 }
@@ -111,6 +153,11 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
   struct rgroup *rg = fsm->data;
+  if (catchup_active(&rg->catchup) || rg->fatal) {
+    /* The log does not hold what Raft applied: a descriptor of it now
+     * would let Raft drop entries the log still lacks. */
+    return RAFT_BUSY;
+  }
   int rv = store_flush(rg->store, INT64_MAX);
   struct manifest m;
   if (rv == 0) {
@@ -157,17 +204,12 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   struct store_info info;
   store_info(rg->store, &info);
   manifest_free(&m);
+  raft_free(buf->base); /* ours on success */
   if (info.last_index >= m.last_index && info.next_offset >= m.next_offset) {
-    raft_free(buf->base); /* ours on success */
     return 0;
   }
-  log_error("rgroup",
-            "group %llu: snapshot describes offsets up to %lld (raft index %llu) but this "
-            "replica holds up to %lld (index %llu): catch-up from a peer is not available yet",
-            (unsigned long long)rg->group_id, (long long)m.next_offset,
-            (unsigned long long)m.last_index, (long long)info.next_offset,
-            (unsigned long long)info.last_index);
-  return RAFT_IOERR;
+  catchup_start(&rg->catchup, m.next_offset, m.last_index);
+  return 0;
 }
 
 void rgroup_fsm_init(struct rgroup *rg)

@@ -12,4 +12,11 @@ void rgroup_fsm_init(struct rgroup *rg);
 /* Frees the state machine's scratch memory. */
 void rgroup_fsm_close(struct rgroup *rg);
 
+/* Appends one Raft entry's batches to the store with its index: the apply
+ * path, also used for entries held back during a catch-up. *base (if not
+ * NULL) gets the first batch's offset, -1 for an entry applied before.
+ * Returns 0 or a negative code (the replica is then fatal). */
+int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index,
+                           int64_t *base);
+
 #endif

@@ -8,13 +8,14 @@
 #include "format/crc32c.h"
 #include "format/endian.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- the preamble ---- */
 
-int transport_preamble_encode(uint8_t *buf, uint64_t group_id, uint64_t sender_id,
+int transport_preamble_encode(uint8_t *buf, uint16_t kind, uint64_t group_id, uint64_t sender_id,
                               const char *address)
 {
   size_t n = strlen(address);
@@ -23,9 +24,10 @@ int transport_preamble_encode(uint8_t *buf, uint64_t group_id, uint64_t sender_i
   }
   le_put32(buf, TRANSPORT_MAGIC);
   le_put16(buf + 4, TRANSPORT_VERSION);
-  le_put16(buf + 6, (uint16_t)n);
+  le_put16(buf + 6, kind);
   le_put64(buf + 8, group_id);
   le_put64(buf + 16, sender_id);
+  le_put16(buf + 24, (uint16_t)n);
   memcpy(buf + TRANSPORT_PREAMBLE_FIXED, address, n);
   le_put32(buf + TRANSPORT_PREAMBLE_FIXED + n, crc32c(buf, TRANSPORT_PREAMBLE_FIXED + n));
   return (int)(TRANSPORT_PREAMBLE_FIXED + n + 4);
@@ -41,27 +43,30 @@ static int transport_preamble_size(const uint8_t *buf, size_t len)
   if (len < TRANSPORT_PREAMBLE_FIXED) {
     return 0;
   }
-  if (le_get16(buf + 4) != TRANSPORT_VERSION) {
+  uint16_t kind = le_get16(buf + 6);
+  if (le_get16(buf + 4) != TRANSPORT_VERSION ||
+      (kind != TRANSPORT_KIND_RAFT && kind != TRANSPORT_KIND_FETCH)) {
     return CAIRN_EUNSUPPORTED;
   }
-  uint16_t n = le_get16(buf + 6);
+  uint16_t n = le_get16(buf + 24);
   if (n == 0 || n > TRANSPORT_ADDRESS_MAX) {
     return CAIRN_EBADLEN;
   }
   return TRANSPORT_PREAMBLE_FIXED + n + 4;
 }
 
-int transport_preamble_decode(const uint8_t *buf, size_t len, uint64_t *group_id,
+int transport_preamble_decode(const uint8_t *buf, size_t len, uint16_t *kind, uint64_t *group_id,
                               uint64_t *sender_id, char *address)
 {
   int size = transport_preamble_size(buf, len);
   if (size <= 0 || len < (size_t)size) {
     return size < 0 ? size : 0;
   }
-  size_t n = le_get16(buf + 6);
+  size_t n = le_get16(buf + 24);
   if (le_get32(buf + TRANSPORT_PREAMBLE_FIXED + n) != crc32c(buf, TRANSPORT_PREAMBLE_FIXED + n)) {
     return CAIRN_EBADCRC;
   }
+  *kind = le_get16(buf + 6);
   *group_id = le_get64(buf + 8);
   *sender_id = le_get64(buf + 16);
   memcpy(address, buf + TRANSPORT_PREAMBLE_FIXED, n);
@@ -78,6 +83,8 @@ struct transport_group {
   raft_id id;
   char *address;
   raft_uv_accept_cb accept_cb;
+  transport_fetch_cb fetch_cb;
+  void *fetch_data;
   bool listening;
   bool closing;
   unsigned connects; /* outbound attempts still running */
@@ -85,12 +92,15 @@ struct transport_group {
   raft_uv_transport_close_cb close_cb;
 };
 
-/* One outbound connection attempt: resolve, connect, write the preamble. */
+/* One outbound connection attempt: resolve, connect, write the preamble.
+ * Either Raft's (g, req, cb set) or a transport_dial (dial set). */
 struct transport_connect {
+  struct transport *tr;
   struct transport_group *g;
   struct raft_uv_connect *req;
   raft_uv_connect_cb cb;
-  raft_id peer;
+  struct transport_dial *dial;
+  bool canceled;
   uv_getaddrinfo_t resolve;
   uv_connect_t connect;
   uv_write_t write;
@@ -203,17 +213,36 @@ static void transport_group_maybe_closed(struct transport_group *g)
   uv_close((uv_handle_t *)&g->close_timer, transport_group_on_closed);
 }
 
-/* Ends a connect attempt: hands the stream to Raft or reports failure. */
+/* Has the attempt's owner gone away (Raft closed the group, or the dial
+ * was canceled)? */
+static bool transport_connect_canceled(const struct transport_connect *c)
+{
+  return c->canceled || (c->g != NULL && c->g->closing) || c->tr->closing;
+}
+
+/* Ends a connect attempt: hands the stream over or reports failure. status
+ * is 0 or a negative cairn code. */
 static void transport_connect_done(struct transport_connect *c, int status)
 {
-  struct transport_group *g = c->g;
-  if (g->closing && status == 0) {
-    status = RAFT_CANCELED;
+  if (status == 0 && transport_connect_canceled(c)) {
+    status = CAIRN_ESHUTDOWN;
   }
   if (status != 0 && c->tcp != NULL) {
     uv_close((uv_handle_t *)c->tcp, transport_free_handle);
   }
-  c->cb(c->req, status == 0 ? (uv_stream_t *)c->tcp : NULL, status);
+  uv_stream_t *stream = status == 0 ? (uv_stream_t *)c->tcp : NULL;
+  struct transport_group *g = c->g;
+  if (c->dial != NULL) {
+    struct transport_dial *d = c->dial;
+    d->c = NULL;
+    free(c);
+    d->cb(d, stream, status);
+    return;
+  }
+  int raft_status = status == 0 ? 0
+                    : status == CAIRN_ESHUTDOWN ? RAFT_CANCELED
+                                                : RAFT_NOCONNECTION;
+  c->cb(c->req, stream, raft_status);
   free(c);
   g->connects--;
   transport_group_maybe_closed(g);
@@ -222,44 +251,45 @@ static void transport_connect_done(struct transport_connect *c, int status)
 static void transport_on_preamble_written(uv_write_t *w, int status)
 {
   struct transport_connect *c = w->data;
-  transport_connect_done(c, status == 0 ? 0 : RAFT_NOCONNECTION);
+  transport_connect_done(c, status == 0 ? 0 : status);
 }
 
 static void transport_on_connected(uv_connect_t *cr, int status)
 {
   struct transport_connect *c = cr->data;
-  if (status != 0 || c->g->closing) {
-    transport_connect_done(c, c->g->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
+  if (status != 0 || transport_connect_canceled(c)) {
+    transport_connect_done(c, status != 0 ? status : CAIRN_ESHUTDOWN);
     return;
   }
   uv_buf_t buf = uv_buf_init((char *)c->preamble, (unsigned)c->preamble_len);
   c->write.data = c;
-  if (uv_write(&c->write, (uv_stream_t *)c->tcp, &buf, 1, transport_on_preamble_written) != 0) {
-    transport_connect_done(c, RAFT_NOCONNECTION);
+  int rv = uv_write(&c->write, (uv_stream_t *)c->tcp, &buf, 1, transport_on_preamble_written);
+  if (rv != 0) {
+    transport_connect_done(c, rv);
   }
 }
 
 static void transport_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
   struct transport_connect *c = req->data;
-  if (status != 0 || res == NULL || c->g->closing) {
+  if (status != 0 || res == NULL || transport_connect_canceled(c)) {
     if (res != NULL) {
       uv_freeaddrinfo(res);
     }
-    transport_connect_done(c, c->g->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
+    transport_connect_done(c, status != 0 ? status : res == NULL ? -EHOSTUNREACH : CAIRN_ESHUTDOWN);
     return;
   }
   int rv = CAIRN_ENOMEM;
   c->tcp = malloc(sizeof *c->tcp);
   if (c->tcp != NULL) {
-    uv_tcp_init(c->g->tr->loop, c->tcp);
+    uv_tcp_init(c->tr->loop, c->tcp);
     uv_tcp_nodelay(c->tcp, 1);
     c->connect.data = c;
     rv = uv_tcp_connect(&c->connect, c->tcp, res->ai_addr, transport_on_connected);
   }
   uv_freeaddrinfo(res);
   if (rv != 0) {
-    transport_connect_done(c, RAFT_NOCONNECTION);
+    transport_connect_done(c, rv);
   }
 }
 
@@ -286,35 +316,93 @@ static int transport_split_address(const char *address, char *host, size_t host_
   return 0;
 }
 
+/* Allocates an attempt with its preamble and starts resolving the peer. */
+static int transport_connect_start(struct transport *tr, uint16_t kind, uint64_t group_id,
+                                   uint64_t sender_id, const char *sender_address,
+                                   const char *peer_address, struct transport_connect **out)
+{
+  struct transport_connect *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  c->tr = tr;
+  c->preamble_len =
+      transport_preamble_encode(c->preamble, kind, group_id, sender_id, sender_address);
+  if (c->preamble_len < 0 || transport_split_address(peer_address, c->host, sizeof c->host,
+                                                     c->port, sizeof c->port) != 0) {
+    free(c);
+    return CAIRN_EINVAL;
+  }
+  c->resolve.data = c;
+  *out = c;
+  return 0;
+}
+
+static int transport_connect_resolve(struct transport_connect *c)
+{
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  return uv_getaddrinfo(c->tr->loop, &c->resolve, transport_on_resolved, c->host, c->port,
+                        &hints);
+}
+
 static int transport_group_on_connect(struct raft_uv_transport *rt, struct raft_uv_connect *req,
                                       raft_id id, const char *address, raft_uv_connect_cb cb)
 {
   struct transport_group *g = rt->impl;
-  struct transport_connect *c = calloc(1, sizeof *c);
-  if (c == NULL) {
-    return RAFT_NOMEM;
+  struct transport_connect *c;
+  int rv = transport_connect_start(g->tr, TRANSPORT_KIND_RAFT, g->group_id, g->id, g->address,
+                                   address, &c);
+  if (rv != 0) {
+    snprintf(rt->errmsg, sizeof rt->errmsg, "bad address '%s'", address);
+    return rv == CAIRN_ENOMEM ? RAFT_NOMEM : RAFT_INVALID;
   }
   c->g = g;
   c->req = req;
   c->cb = cb;
-  c->peer = id;
-  c->preamble_len = transport_preamble_encode(c->preamble, g->group_id, g->id, g->address);
-  if (c->preamble_len < 0 ||
-      transport_split_address(address, c->host, sizeof c->host, c->port, sizeof c->port) != 0) {
-    snprintf(rt->errmsg, sizeof rt->errmsg, "bad address '%s'", address);
-    free(c);
-    return RAFT_INVALID;
-  }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  c->resolve.data = c;
-  int rv = uv_getaddrinfo(g->tr->loop, &c->resolve, transport_on_resolved, c->host, c->port,
-                          &hints);
-  if (rv != 0) {
+  if (transport_connect_resolve(c) != 0) {
     free(c);
     return RAFT_NOCONNECTION;
   }
   g->connects++;
   return 0;
+}
+
+int transport_dial(struct transport *tr, struct transport_dial *req, uint16_t kind,
+                   uint64_t group_id, uint64_t sender_id, const char *sender_address,
+                   const char *peer_address, transport_dial_cb cb)
+{
+  if (tr->closing) {
+    return CAIRN_ESHUTDOWN;
+  }
+  struct transport_connect *c;
+  int rv = transport_connect_start(tr, kind, group_id, sender_id, sender_address, peer_address,
+                                   &c);
+  if (rv != 0) {
+    return rv;
+  }
+  c->dial = req;
+  req->c = c;
+  req->cb = cb;
+  rv = transport_connect_resolve(c);
+  if (rv != 0) {
+    req->c = NULL;
+    free(c);
+  }
+  return rv;
+}
+
+void transport_dial_cancel(struct transport_dial *req)
+{
+  if (req->c != NULL) {
+    req->c->canceled = true;
+  }
+}
+
+void transport_group_set_fetch(struct raft_uv_transport *rt, transport_fetch_cb cb, void *data)
+{
+  struct transport_group *g = rt->impl;
+  g->fetch_cb = cb;
+  g->fetch_data = data;
 }
 
 static void transport_group_on_close(struct raft_uv_transport *rt, raft_uv_transport_close_cb cb)
@@ -402,9 +490,10 @@ static void transport_inbound_route(struct transport_inbound *in)
 {
   struct transport *tr = in->tr;
   uint64_t group_id, sender;
+  uint16_t kind;
   char address[TRANSPORT_ADDRESS_MAX + 1];
   char why[TRANSPORT_ADDRESS_MAX + 128];
-  int rv = transport_preamble_decode(in->buf, in->got, &group_id, &sender, address);
+  int rv = transport_preamble_decode(in->buf, in->got, &kind, &group_id, &sender, address);
   if (rv < 0) {
     snprintf(why, sizeof why, "bad preamble: %s", cairn_strerror(rv));
     transport_inbound_reject(in, why);
@@ -422,12 +511,22 @@ static void transport_inbound_route(struct transport_inbound *in)
     return;
   }
   struct transport_group *g = tr->groups[at];
+  if (kind == TRANSPORT_KIND_FETCH && g->fetch_cb == NULL) {
+    snprintf(why, sizeof why, "group %llu serves no fetches (from node %llu at %s)",
+             (unsigned long long)group_id, (unsigned long long)sender, address);
+    transport_inbound_reject(in, why);
+    return;
+  }
   uv_read_stop((uv_stream_t *)in->tcp);
   transport_inbound_unlink(in);
   uv_tcp_t *tcp = in->tcp;
   free(in);
   tcp->data = NULL;
   tr->accepted++;
+  if (kind == TRANSPORT_KIND_FETCH) {
+    g->fetch_cb(g->fetch_data, sender, (uv_stream_t *)tcp);
+    return;
+  }
   g->accept_cb(g->rt, sender, address, (uv_stream_t *)tcp);
 }
 

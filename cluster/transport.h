@@ -17,11 +17,13 @@
  * Preamble, little-endian, version TRANSPORT_VERSION = 1:
  *    0  u32 magic "CRN1" (TRANSPORT_MAGIC)
  *    4  u16 version
- *    6  u16 address length n (1..TRANSPORT_ADDRESS_MAX)
+ *    6  u16 kind: TRANSPORT_KIND_RAFT (the stream goes to Raft) or
+ *           TRANSPORT_KIND_FETCH (a replica catching up reads the log)
  *    8  u64 group id
  *   16  u64 sender (Raft server) id
- *   24  n   sender's cluster address, "host:port", not NUL-terminated
- * 24+n  u32 CRC-32C of bytes [0, 24+n)
+ *   24  u16 address length n (1..TRANSPORT_ADDRESS_MAX)
+ *   26  n   sender's cluster address, "host:port", not NUL-terminated
+ * 26+n  u32 CRC-32C of bytes [0, 26+n)
  *
  * Context: everything here runs on the loop thread. */
 #ifndef CAIRN_TRANSPORT_H
@@ -36,7 +38,9 @@
 #define TRANSPORT_MAGIC 0x314e5243u /* "CRN1" */
 #define TRANSPORT_VERSION 1
 #define TRANSPORT_ADDRESS_MAX 255
-#define TRANSPORT_PREAMBLE_FIXED 24
+#define TRANSPORT_PREAMBLE_FIXED 26
+#define TRANSPORT_KIND_RAFT 1
+#define TRANSPORT_KIND_FETCH 2
 #define TRANSPORT_PREAMBLE_MAX (TRANSPORT_PREAMBLE_FIXED + TRANSPORT_ADDRESS_MAX + 4)
 #define TRANSPORT_DEFAULT_PREAMBLE_TIMEOUT_MS 5000
 #define TRANSPORT_MAX_PENDING 1024 /* inbound connections still in their preamble */
@@ -92,17 +96,50 @@ __attribute__((warn_unused_result)) int transport_group_init(struct transport *t
 /* Frees what transport_group_init() allocated, after Raft closed rt. */
 void transport_group_release(struct raft_uv_transport *rt);
 
+/* Handles an inbound TRANSPORT_KIND_FETCH stream for a group: takes the
+ * stream (a malloc'd uv_tcp_t: uv_close it, then free it). */
+typedef void (*transport_fetch_cb)(void *data, uint64_t sender_id, uv_stream_t *stream);
+
+/* Routes the group's fetch connections to cb (NULL: refuse them). Valid
+ * once Raft listens on rt. */
+void transport_group_set_fetch(struct raft_uv_transport *rt, transport_fetch_cb cb, void *data);
+
+/* An outbound connection of any kind. */
+struct transport_dial;
+typedef void (*transport_dial_cb)(struct transport_dial *req, uv_stream_t *stream, int status);
+struct transport_dial {
+  void *data; /* for the caller */
+  /* private */
+  struct transport_connect *c;
+  transport_dial_cb cb;
+};
+
+/* Dials peer_address and sends a preamble (kind, group, sender). The
+ * callback fires exactly once if this returns 0: with status 0 and a
+ * stream the caller owns (a malloc'd uv_tcp_t: uv_close it, then free it),
+ * or a negative code and NULL (CAIRN_ESHUTDOWN after transport_dial_cancel).
+ * Returns 0 or a negative code. */
+__attribute__((warn_unused_result)) int transport_dial(struct transport *tr,
+                                                       struct transport_dial *req, uint16_t kind,
+                                                       uint64_t group_id, uint64_t sender_id,
+                                                       const char *sender_address,
+                                                       const char *peer_address,
+                                                       transport_dial_cb cb);
+
+/* Makes a running dial end as soon as it can, with CAIRN_ESHUTDOWN. */
+void transport_dial_cancel(struct transport_dial *req);
+
 /* Encodes a preamble into buf (TRANSPORT_PREAMBLE_MAX bytes). Returns its
  * length, or CAIRN_EINVAL if the address is empty or too long. */
-int transport_preamble_encode(uint8_t *buf, uint64_t group_id, uint64_t sender_id,
+int transport_preamble_encode(uint8_t *buf, uint16_t kind, uint64_t group_id, uint64_t sender_id,
                               const char *address);
 
 /* Parses a preamble from buf[0..len). Returns the preamble's length when
  * whole (address copied NUL-terminated into address, which has
  * TRANSPORT_ADDRESS_MAX + 1 bytes), 0 if more bytes are needed, or
- * CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED (version) / CAIRN_EBADLEN /
+ * CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED (version or kind) / CAIRN_EBADLEN /
  * CAIRN_EBADCRC. */
-int transport_preamble_decode(const uint8_t *buf, size_t len, uint64_t *group_id,
+int transport_preamble_decode(const uint8_t *buf, size_t len, uint16_t *kind, uint64_t *group_id,
                               uint64_t *sender_id, char *address);
 
 #endif

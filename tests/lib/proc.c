@@ -121,7 +121,7 @@ void tu_proc_kill(struct tu_proc *p)
 
 int tu_free_port(void)
 {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof sa;
   int port = -1;
@@ -155,7 +155,7 @@ int tu_ctl_connect(struct tu_ctl *c, int port, int timeout_ms)
   long long deadline = tu_now_ms() + timeout_ms;
   c->len = 0;
   for (;;) {
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) == 0) {

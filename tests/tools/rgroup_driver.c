@@ -9,18 +9,28 @@
  *   dump G                  -> "b BASE COUNT KEY0 VALID" per batch, then "end"
  *   close G                 -> "closed G"  (closes the replica)
  *   delete G                -> "deleted G" (closes it and removes its data)
+ *   stats                   -> "stats OPEN LEADERS ENTRIES BATCHES": open groups,
+ *                              how many this node leads, and the Raft entries
+ *                              and batches its leaders proposed since start
+ *                              (summed over groups; for benchmarks)
+ *   hash G                  -> "hash G NEXT CRC CATCHING": CRC-32C of every byte of the
+ *                              log's batches from its start, the log end, and
+ *                              whether the replica is catching up (0/1)
  *   quit                    -> "bye", then a clean shutdown
  * Batches are built like tests/lib's tu_make_batch(TAG, N, VSIZE), so a
  * test can tell which produce a stored batch came from by its first key.
  *
- * SIGTERM shuts down cleanly; tests use SIGKILL for crashes. */
+ * SIGTERM shuts down cleanly, each group handing its leadership away
+ * first (rgroup_shutdown); tests use SIGKILL for crashes. */
 #include "cluster/rgroup.h"
 #include "cluster/transport.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "format/batch.h"
+#include "format/crc32c.h"
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -58,6 +68,7 @@ struct driver {
   unsigned ngroups;
   unsigned open_groups;
   struct rgroup_opts opts;
+  struct driver_conn *conns;
   bool stopping;
   int exit_code;
 };
@@ -65,6 +76,7 @@ struct driver {
 struct driver_conn {
   uv_tcp_t tcp;
   struct driver *d;
+  struct driver_conn *prev, *next; /* the open control connections */
   char line[DRIVER_LINE_MAX];
   size_t len;
   int pending; /* produce requests not answered yet */
@@ -81,12 +93,32 @@ struct driver_produce {
 
 static struct driver g_driver;
 
+static void driver_close_all(struct driver *d);
+
 static void driver_free_conn(uv_handle_t *h)
 {
   struct driver_conn *c = h->data;
   if (c->pending == 0) {
     free(c);
   }
+}
+
+/* Closes a control connection once (on EOF, error or shutdown). */
+static void driver_conn_close(struct driver_conn *c)
+{
+  if (c->closed) {
+    return;
+  }
+  c->closed = true;
+  if (c->prev != NULL) {
+    c->prev->next = c->next;
+  } else if (c->d->conns == c) {
+    c->d->conns = c->next;
+  }
+  if (c->next != NULL) {
+    c->next->prev = c->prev;
+  }
+  uv_close((uv_handle_t *)&c->tcp, driver_free_conn);
 }
 
 static void driver_on_written(uv_write_t *w, int status)
@@ -230,6 +262,49 @@ static void driver_cmd_dump(struct driver_conn *c, struct driver_group *g)
   driver_reply(c, "end");
 }
 
+/* CRC-32C over the log's bytes, to compare replicas byte for byte. */
+static void driver_cmd_hash(struct driver_conn *c, struct driver_group *g)
+{
+  struct store *s = rgroup_store(&g->rg);
+  struct store_info info;
+  store_info(s, &info);
+  uint32_t crc = 0;
+  int64_t off = info.start_offset;
+  while (off < info.next_offset) {
+    struct store_region r;
+    if (store_read(s, off, 1 << 20, &r) != 0 || r.len == 0) {
+      driver_reply(c, "error reading offset %" PRId64, off);
+      return;
+    }
+    uint8_t *buf = tu_read_region(r.fd, r.pos, r.len);
+    crc = buf != NULL ? crc32c_extend(crc, buf, r.len) : 0;
+    free(buf);
+    off = r.next_offset;
+    store_region_release(&r);
+  }
+  driver_reply(c, "hash %" PRIu64 " %" PRId64 " %08x %d", g->id, info.next_offset, crc,
+               rgroup_is_catching_up(&g->rg));
+}
+
+/* Node-wide counters, summed over the open groups. */
+static void driver_cmd_stats(struct driver_conn *c)
+{
+  struct driver *d = c->d;
+  unsigned open = 0, leaders = 0;
+  uint64_t entries = 0, batches = 0;
+  for (unsigned i = 0; i < d->ngroups; i++) {
+    struct driver_group *g = &d->groups[i];
+    if (!g->open) {
+      continue;
+    }
+    open++;
+    leaders += rgroup_is_leader(&g->rg);
+    entries += g->rg.entries_proposed;
+    batches += g->rg.batches_proposed;
+  }
+  driver_reply(c, "stats %u %u %" PRIu64 " %" PRIu64, open, leaders, entries, batches);
+}
+
 static void driver_on_group_closed(struct rgroup *rg)
 {
   struct driver_group *g = (struct driver_group *)rg;
@@ -244,9 +319,7 @@ static void driver_on_group_closed(struct rgroup *rg)
     driver_reply(g->closer, "closed %" PRIu64, g->id);
   }
   if (d->stopping && d->open_groups == 0) {
-    transport_close(&d->tr, NULL);
-    uv_close((uv_handle_t *)&d->control, NULL);
-    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    driver_close_all(d);
   }
 }
 
@@ -258,8 +331,60 @@ static void driver_close_group(struct driver_group *g, struct driver_conn *c, bo
   rgroup_close(&g->rg, driver_on_group_closed);
 }
 
+/* A node going down hands each group's leadership away first. */
+static void driver_shutdown_group(struct driver_group *g)
+{
+  g->open = false;
+  g->closer = NULL;
+  rgroup_shutdown(&g->rg, driver_on_group_closed);
+}
+
+/* The node is done: close the cluster port, the control port and every
+ * control connection (a test may still hold one open). */
+static void driver_close_all(struct driver *d)
+{
+  transport_close(&d->tr, NULL);
+  uv_close((uv_handle_t *)&d->control, NULL);
+  uv_close((uv_handle_t *)&d->sigterm, NULL);
+  while (d->conns != NULL) {
+    driver_conn_close(d->conns);
+  }
+}
+
+/* Logs a handle that is keeping the loop alive after shutdown. */
+static void driver_log_handle(uv_handle_t *h, void *arg)
+{
+  if (uv_is_closing(h)) {
+    return;
+  }
+  char local[64] = "-", peer[64] = "-";
+  if (h->type == UV_TCP) {
+    struct sockaddr_storage sa;
+    int len = sizeof sa;
+    if (uv_tcp_getsockname((uv_tcp_t *)h, (struct sockaddr *)&sa, &len) == 0) {
+      uv_ip4_name((struct sockaddr_in *)&sa, local, sizeof local);
+      snprintf(local + strlen(local), sizeof local - strlen(local), ":%d",
+               ntohs(((struct sockaddr_in *)&sa)->sin_port));
+    }
+    len = sizeof sa;
+    if (uv_tcp_getpeername((uv_tcp_t *)h, (struct sockaddr *)&sa, &len) == 0) {
+      uv_ip4_name((struct sockaddr_in *)&sa, peer, sizeof peer);
+      snprintf(peer + strlen(peer), sizeof peer - strlen(peer), ":%d",
+               ntohs(((struct sockaddr_in *)&sa)->sin_port));
+    }
+  }
+  log_warn("driver", "still open after shutdown: %s handle %p active=%d local=%s peer=%s data=%p",
+           uv_handle_type_name(h->type), (void *)h, uv_is_active(h), local, peer, h->data);
+}
+
+static void driver_on_watchdog(uv_timer_t *t) { uv_walk(t->loop, driver_log_handle, NULL); }
+
 static void driver_stop(struct driver *d)
 {
+  static uv_timer_t watchdog;
+  uv_timer_init(d->loop, &watchdog);
+  uv_timer_start(&watchdog, driver_on_watchdog, 3000, 0);
+  uv_unref((uv_handle_t *)&watchdog); /* reports a hang, never causes one */
   if (d->stopping) {
     return;
   }
@@ -267,13 +392,11 @@ static void driver_stop(struct driver *d)
   log_info("driver", "node %" PRIu64 " shutting down", d->self);
   for (unsigned i = 0; i < d->ngroups; i++) {
     if (d->groups[i].open) {
-      driver_close_group(&d->groups[i], NULL, false);
+      driver_shutdown_group(&d->groups[i]);
     }
   }
   if (d->open_groups == 0) {
-    transport_close(&d->tr, NULL);
-    uv_close((uv_handle_t *)&d->control, NULL);
-    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    driver_close_all(d);
   }
 }
 
@@ -289,6 +412,10 @@ static void driver_command(struct driver_conn *c, char *line)
   if (strcmp(cmd, "produce") == 0 &&
       sscanf(line, "%*s %" SCNu64 " %" SCNu64 " %d %zu", &gid, &tag, &n, &vsize) == 4) {
     driver_cmd_produce(c, gid, tag, n, vsize);
+    return;
+  }
+  if (strcmp(cmd, "stats") == 0) {
+    driver_cmd_stats(c);
     return;
   }
   if (strcmp(cmd, "quit") == 0) {
@@ -315,6 +442,8 @@ static void driver_command(struct driver_conn *c, char *line)
                  info.next_offset, info.last_index);
   } else if (strcmp(cmd, "dump") == 0) {
     driver_cmd_dump(c, g);
+  } else if (strcmp(cmd, "hash") == 0) {
+    driver_cmd_hash(c, g);
   } else if (strcmp(cmd, "close") == 0 || strcmp(cmd, "delete") == 0) {
     driver_close_group(g, c, strcmp(cmd, "delete") == 0);
   } else {
@@ -332,8 +461,7 @@ static void driver_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
   struct driver_conn *c = s->data;
   if (n < 0) {
-    c->closed = true;
-    uv_close((uv_handle_t *)s, driver_free_conn);
+    driver_conn_close(c);
     return;
   }
   c->len += (size_t)n;
@@ -365,6 +493,11 @@ static void driver_on_control(uv_stream_t *server, int status)
     uv_close((uv_handle_t *)&c->tcp, driver_free_conn);
     return;
   }
+  c->next = d->conns;
+  if (d->conns != NULL) {
+    d->conns->prev = c;
+  }
+  d->conns = c;
   uv_read_start((uv_stream_t *)&c->tcp, driver_alloc, driver_on_read);
 }
 
@@ -438,7 +571,10 @@ int main(int argc, char **argv)
       {"control", required_argument, NULL, 'C'},   {"dir", required_argument, NULL, 'd'},
       {"replicas", required_argument, NULL, 'r'},  {"groups", required_argument, NULL, 'g'},
       {"election-ms", required_argument, NULL, 'e'}, {"heartbeat-ms", required_argument, NULL, 'h'},
-      {"snapshot-threshold", required_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
+      {"snapshot-threshold", required_argument, NULL, 's'},
+      {"raft-segment-size", required_argument, NULL, 'S'},
+      {"raft-log-budget", required_argument, NULL, 'B'},
+      {"no-preferred-leader", no_argument, NULL, 'P'}, {NULL, 0, NULL, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
@@ -451,6 +587,9 @@ int main(int argc, char **argv)
     case 'e': d->opts.election_ms = (unsigned)atoi(optarg); break;
     case 'h': d->opts.heartbeat_ms = (unsigned)atoi(optarg); break;
     case 's': d->opts.snapshot_threshold = (unsigned)atoi(optarg); break;
+    case 'S': d->opts.raft_segment_size = (size_t)strtoull(optarg, NULL, 10); break;
+    case 'B': d->opts.raft_log_budget = (size_t)strtoull(optarg, NULL, 10); break;
+    case 'P': d->opts.no_preferred_leader = true; break;
     default: return 2;
     }
   }
@@ -459,7 +598,8 @@ int main(int argc, char **argv)
       driver_parse_replicas(d, replicas) != 0) {
     fprintf(stderr, "usage: cairn-rgroup-driver --id N --cluster HOST:PORT --control HOST:PORT "
                     "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
-                    "[--heartbeat-ms MS] [--snapshot-threshold N]\n");
+                    "[--heartbeat-ms MS] [--snapshot-threshold N] [--raft-segment-size BYTES] "
+                    "[--raft-log-budget BYTES] [--no-preferred-leader]\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
