@@ -675,6 +675,8 @@ int main(int argc, char **argv)
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  /* Some checks read the nodes' info lines (leadership moves, catch-up). */
+  setenv("CAIRN_LOG_LEVEL", "info", 1);
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
   }
