@@ -370,6 +370,11 @@ static int memlog_truncate(struct store *s, int64_t offset)
     return memlog_fail(m, CAIRN_EINVAL, "truncate at %lld: inside the batch at %lld",
                        (long long)offset, (long long)m->batches[k]->base);
   }
+  if (k > 0 && k < m->n &&
+      (m->batches[k - 1]->data[BATCH_OFF_ENTRY_FLAGS] & BATCH_FLAG_ENTRY_END) == 0) {
+    return memlog_fail(m, CAIRN_EINVAL, "truncate at %lld: inside a Raft entry",
+                       (long long)offset);
+  }
   for (size_t i = k; i < m->n; i++) {
     m->size_bytes -= m->batches[i]->len;
     free(m->batches[i]);

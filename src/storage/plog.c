@@ -464,6 +464,16 @@ static int plog_truncate(struct store *st, int64_t offset)
                       (long long)h.base_offset);
       return CAIRN_EINVAL;
     }
+    struct batch_header prev;
+    uint64_t prev_pos;
+    rv = segment_locate(s, offset - 1, &prev_pos, &prev);
+    if (rv != 0) {
+      return rv;
+    }
+    if ((prev.entry_flags & BATCH_FLAG_ENTRY_END) == 0) {
+      plog_set_errmsg(pl, "offset %lld is inside a Raft entry", (long long)offset);
+      return CAIRN_EINVAL;
+    }
   }
   while (pl->nsegs > i + 1) {
     int rv = plog_drop_segment(pl, pl->nsegs - 1);

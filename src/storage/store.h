@@ -126,9 +126,13 @@ __attribute__((warn_unused_result)) static inline int store_flush(struct store *
   return s->ops->flush(s, up_to);
 }
 
-/* Removes every batch at or after offset, which must be a batch boundary
- * within [start, next]. last_index becomes that of the last batch kept.
- * Returns 0, CAIRN_EOFFSET or CAIRN_EINVAL (not a boundary). */
+/* Removes every batch at or after offset, which must be the start of a
+ * Raft entry (a batch boundary whose previous batch ends its entry) within
+ * [start, next]: half an entry would be cut at the next recovery anyway.
+ * last_index becomes that of the last batch kept. Known gap (plog): when
+ * nothing is kept after the prefix was deleted, last_index falls to 0 rather
+ * than to the deleted prefix's index. Returns 0, CAIRN_EOFFSET or
+ * CAIRN_EINVAL (not an entry boundary). */
 __attribute__((warn_unused_result)) static inline int store_truncate(struct store *s,
                                                                      int64_t offset)
 {

@@ -274,6 +274,27 @@ static void test_plog_truncate_removes_suffix_and_later_segments(void **state)
   assert_int_equal(info.next_offset, bases[100] + 3);
 }
 
+static void test_plog_truncate_refuses_the_middle_of_a_raft_entry(void **state)
+{
+  struct fixture *f = *state;
+  append_one(f->s, 1, 2, 10, test_now, 1);
+  size_t l1, l2;
+  uint8_t *b1 = tu_make_batch(2, 2, 10, test_now, &l1);
+  uint8_t *b2 = tu_make_batch(3, 2, 10, test_now, &l2);
+  struct store_batch sb[2] = {{b1, l1}, {b2, l2}};
+  int64_t base;
+  assert_int_equal(store_append(f->s, sb, 2, 2, &base), 0); /* one entry, two batches */
+  assert_int_equal(store_truncate(f->s, 4), CAIRN_EINVAL);   /* between its batches */
+  assert_non_null(strstr(store_errmsg(f->s), "inside a Raft entry"));
+  assert_int_equal(store_truncate(f->s, 2), 0); /* the entry's start */
+  struct store_info info;
+  store_info(f->s, &info);
+  assert_int_equal(info.next_offset, 2);
+  assert_int_equal(info.last_index, 1);
+  free(b1);
+  free(b2);
+}
+
 static void test_plog_retention_by_bytes_deletes_oldest_segments(void **state)
 {
   struct fixture *f = *state;
@@ -439,6 +460,8 @@ int main(void)
                                       teardown),
       cmocka_unit_test_setup_teardown(test_plog_flush_writes_checkpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_truncate_removes_suffix_and_later_segments,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plog_truncate_refuses_the_middle_of_a_raft_entry,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_retention_by_bytes_deletes_oldest_segments,
                                       setup, teardown),
