@@ -257,14 +257,43 @@ static void rgroup_fail_list(struct rgroup_produce *req, int status)
   }
 }
 
+/* An entry that was proposed and then failed. Every failure but a refusal
+ * before the append leaves the outcome open: the entry may be on followers,
+ * and a later leader may commit it. */
+static void rgroup_entry_failed(struct rgroup *rg, struct rgroup_entry *e, int status)
+{
+  bool stepped_down = status == RAFT_LEADERSHIPLOST || status == RAFT_NOTLEADER ||
+                      status == RAFT_CANCELED || status == RAFT_SHUTDOWN;
+  if (status != 0 && !stepped_down) {
+    /* raft 0.15 reuses the failed entry's index for the next proposal in
+     * the same term although followers may hold the failed one, and then
+     * commits by counting them (docs/raft-0.15.md): propose nothing more in
+     * this term; the tick hands leadership away. */
+    rg->io_failed_term = rg->raft.current_term;
+    log_error("rgroup", "group %llu: the leader's Raft log write failed (%s): no more proposals "
+              "in term %llu", (unsigned long long)rg->group_id, raft_strerror(status),
+              (unsigned long long)rg->io_failed_term);
+  }
+  rgroup_fail_list(e->reqs, status == RAFT_NOTLEADER ? CAIRN_ENOTLEADER : CAIRN_EINDOUBT);
+  free(e);
+  /* raft 0.15 calls this while stepping down, after freeing its leader
+   * state but still answering RAFT_LEADER: a raft_apply() now would read
+   * freed memory. What is queued never entered the log: its producers go to
+   * the next leader. */
+  struct rgroup_produce *queued = rg->queue_head;
+  rg->queue_head = rg->queue_tail = NULL;
+  rg->queue_bytes = 0;
+  rgroup_fail_list(queued, CAIRN_ENOTLEADER);
+}
+
 static void rgroup_on_applied(struct raft_apply *apply, int status, void *result)
 {
   struct rgroup_entry *e = apply->data;
   struct rgroup *rg = e->rg;
   rg->inflight = NULL;
   if (status != 0 || result == NULL || *(int64_t *)result < 0) {
-    int err = status != 0 ? raft_err_to_cairn(status) : CAIRN_ERAFT;
-    rgroup_fail_list(e->reqs, err);
+    rgroup_entry_failed(rg, e, status);
+    return;
   } else {
     int64_t offset = *(int64_t *)result;
     for (struct rgroup_produce *req = e->reqs, *next; req != NULL; req = next) {
@@ -353,7 +382,8 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
   if (rg->fatal) {
     return CAIRN_EFATAL;
   }
-  if (raft_state(&rg->raft) != RAFT_LEADER || catchup_active(&rg->catchup)) {
+  if (raft_state(&rg->raft) != RAFT_LEADER || catchup_active(&rg->catchup) ||
+      rg->io_failed_term == rg->raft.current_term) {
     return CAIRN_ENOTLEADER;
   }
   /* A malformed batch must never reach the Raft log: every replica would
@@ -403,6 +433,7 @@ static void rgroup_on_transfer_done(struct raft_transfer *req)
 {
   struct rgroup *rg = req->data;
   rg->transferring = false;
+  free(req); /* a fresh one each time: raft may still hold an old one's send */
   uint64_t lid;
   const char *addr;
   rgroup_leader(rg, &lid, &addr);
@@ -420,9 +451,14 @@ static int rgroup_transfer(struct rgroup *rg, uint64_t to, const char *why)
   if (rg->transferring) {
     return 0;
   }
-  rg->transfer.data = rg;
-  int rv = raft_transfer(&rg->raft, &rg->transfer, to, rgroup_on_transfer_done);
+  struct raft_transfer *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  req->data = rg;
+  int rv = raft_transfer(&rg->raft, req, to, rgroup_on_transfer_done);
   if (rv != 0) {
+    free(req);
     return raft_err_to_cairn(rv);
   }
   rg->transferring = true;
@@ -441,7 +477,9 @@ static bool rgroup_preferred_caught_up(struct rgroup *rg)
       continue;
     }
     const struct raft_progress *p = &r->leader_state.progress[i];
-    return p->recent_recv && p->match_index + 64 >= raft_last_index(r);
+    /* Fully caught up: raft 0.15 sends TimeoutNow without waiting for the
+     * target to persist what it lacks (docs/raft-0.15.md). */
+    return p->recent_recv && p->match_index >= raft_last_index(r);
   }
   return false;
 }
@@ -473,8 +511,10 @@ static void rgroup_on_tick(uv_timer_t *t)
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
     return;
   }
-  if (catchup_active(&rg->catchup)) {
-    int rv = rgroup_transfer(rg, 0, "this replica is catching up");
+  if (catchup_active(&rg->catchup) || rg->io_failed_term == rg->raft.current_term) {
+    int rv = rgroup_transfer(rg, 0, catchup_active(&rg->catchup)
+                                        ? "this replica is catching up"
+                                        : "its Raft log write failed in this term");
     (void)rv; /* retried at the next tick */
     return;
   }

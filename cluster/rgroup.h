@@ -120,8 +120,8 @@ struct rgroup {
   struct catchup catchup;
   struct fetch_server fetch;
   uv_timer_t tick;
-  struct raft_transfer transfer;
   bool transferring;
+  raft_term io_failed_term; /* term in which a leader append failed, 0 none */
   int last_role;            /* raft_state() at the previous tick */
   unsigned preferred_ready; /* ticks the preferred replica has been caught up */
   uint64_t last_transfer_ms;
