@@ -22,7 +22,9 @@
  * distinct batches used round-robin; store_append stamps the broker fields
  * in place, which leaves the CRC valid, so pool buffers are appended
  * directly, with no copy. Cairn and raw swap order from one repeat to the
- * next, and each timed section starts after a syncfs(). */
+ * next; each append starts after a syncfs() and a prefault (see
+ * bench_prefault); the reads alternate sides in slices. Every run checks
+ * that the log holds exactly what was appended. */
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -54,11 +56,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_POOL 64               /* distinct batches per workload, used round-robin */
-#define BENCH_GROUP 16              /* batches per store_append in the group variant */
-#define BENCH_READ_CHUNK (1u << 20) /* bytes per store_read / read() */
+#define BENCH_POOL 64                /* distinct batches per workload, used round-robin */
+#define BENCH_GROUP 16               /* batches per store_append in the group variant */
+#define BENCH_READ_CHUNK (1u << 20)  /* bytes per store_read / read() */
+#define BENCH_READ_SLICE (32u << 20) /* read measurements alternate sides every this many bytes */
+#define BENCH_READ_PASSES 2          /* timed passes over each file per read measurement */
 #define BENCH_DEFAULT_BYTES (1ull << 30)
-#define BENCH_DEFAULT_REPEAT 3
+#define BENCH_DEFAULT_REPEAT 4
 #define BENCH_MAX_REPEAT 99
 #define BENCH_WORKLOADS 2
 #define BENCH_FIRST_TS INT64_C(1700000000000)
@@ -226,7 +230,8 @@ static void bench_usage(FILE *f)
           "               (default: $TMPDIR, else /tmp); it is removed at the end\n"
           "  --bytes N    bytes appended per run and workload, suffix K, M or G\n"
           "               (default 1G); the disk needs about 2N free\n"
-          "  --repeat R   runs per measurement, the median is reported (default %d)\n"
+          "  --repeat R   runs per measurement, the median is reported (default %d); cairn\n"
+          "               and raw swap order from run to run, so an even R balances it\n"
           "  --json       print the results as JSON on stdout instead of a table\n"
           "  --help       print this help\n",
           BENCH_DEFAULT_REPEAT);
@@ -364,7 +369,7 @@ static void bench_prefault(uint64_t bytes)
 /* ---- append ---- */
 
 /* Appends w's batches to a fresh log in dir, group per store_append, and
- * flushes. The log is left open in *out for the read sections. */
+ * flushes. The log is left open in *keep for the read sections. */
 static void bench_append_cairn(const struct bench_workload *w, size_t group, const char *dir,
                                struct bench_sample *out, struct store **keep)
 {
@@ -485,6 +490,14 @@ static void bench_append_raw(const struct bench_workload *w, size_t group, const
 
 /* ---- read ---- */
 
+static void bench_expect_bytes(const char *what, uint64_t got, uint64_t want)
+{
+  if (got != want) {
+    bench_die("%s: %llu bytes read, %llu expected", what, (unsigned long long)got,
+              (unsigned long long)want);
+  }
+}
+
 static void bench_sendfile_all(int out_fd, int in_fd, off_t pos, size_t len)
 {
   while (len > 0) {
@@ -499,25 +512,54 @@ static void bench_sendfile_all(int out_fd, int in_fd, off_t pos, size_t len)
   }
 }
 
-/* Reads the whole log through store_read regions; returns the bytes. */
-static uint64_t bench_read_cairn(struct store *s, uint8_t *buf, size_t cap, int null_fd,
-                                 bool use_sendfile, struct bench_sample *out)
+/* One side of a read measurement: where it is in its file and the time
+ * it has spent. Both sides read in turns of BENCH_READ_SLICE bytes, each
+ * going first in half the turns, so drift (a neighbour's load, warm-up)
+ * and position effects fall on both alike. */
+struct bench_reader {
+  enum bench_side side;
+  struct store *s; /* cairn: regions from offset off up to end */
+  int64_t off;
+  int64_t end;
+  int fd; /* raw: the file, read from its current position */
+  uint64_t total;
+  bool done;
+  double secs;
+  double cpu_secs;
+};
+
+/* Reads the next slice: store_read regions of <= BENCH_READ_CHUNK, each
+ * pread() or sendfile()d (cairn), or read()/sendfile() of BENCH_READ_CHUNK
+ * (raw). */
+static void bench_read_slice(struct bench_reader *rd, uint8_t *buf, size_t cap, int null_fd,
+                             bool use_sendfile)
 {
-  struct store_info info;
-  store_info(s, &info);
-  int64_t off = info.start_offset;
-  uint64_t total = 0;
+  uint64_t start = rd->total;
   struct bench_clock c;
   bench_clock_start(&c);
-  while (off < info.next_offset) {
-    struct store_region r;
-    int rv = store_read(s, off, BENCH_READ_CHUNK, &r);
-    if (rv != 0) {
-      bench_die("store_read at %lld: %s", (long long)off, store_errmsg(s));
+  while (!rd->done && rd->total - start < BENCH_READ_SLICE) {
+    if (rd->side == BS_RAW) {
+      ssize_t n = use_sendfile ? sendfile(null_fd, rd->fd, NULL, BENCH_READ_CHUNK)
+                               : read(rd->fd, buf, BENCH_READ_CHUNK);
+      if (n < 0 && errno != EINTR) {
+        bench_die("raw %s: %s", use_sendfile ? "sendfile" : "read", strerror(errno));
+      }
+      rd->total += n > 0 ? (uint64_t)n : 0;
+      rd->done = n == 0;
+      continue;
     }
-    if (r.len == 0 || r.len > cap || r.fd < 0 || r.first_offset != off) {
+    if (rd->off >= rd->end) {
+      rd->done = true;
+      break;
+    }
+    struct store_region r;
+    int rv = store_read(rd->s, rd->off, BENCH_READ_CHUNK, &r);
+    if (rv != 0) {
+      bench_die("store_read at %lld: %s", (long long)rd->off, store_errmsg(rd->s));
+    }
+    if (r.len == 0 || r.len > cap || r.fd < 0 || r.first_offset != rd->off) {
       bench_die("store_read at %lld: unexpected region (len %zu, fd %d, first %lld)",
-                (long long)off, r.len, r.fd, (long long)r.first_offset);
+                (long long)rd->off, r.len, r.fd, (long long)r.first_offset);
     }
     if (use_sendfile) {
       bench_sendfile_all(null_fd, r.fd, (off_t)r.pos, r.len);
@@ -528,42 +570,64 @@ static uint64_t bench_read_cairn(struct store *s, uint8_t *buf, size_t cap, int 
         bench_die("pread of a region: %s", rv != 0 ? cairn_strerror(rv) : "short");
       }
     }
-    total += r.len;
-    off = r.next_offset;
+    rd->total += r.len;
+    rd->off = r.next_offset;
     store_region_release(&r);
   }
-  bench_clock_stop(&c, out);
-  return total;
+  struct bench_sample t;
+  bench_clock_stop(&c, &t);
+  rd->secs += t.secs;
+  rd->cpu_secs += t.cpu_secs;
 }
 
-/* Reads the raw file front to back in BENCH_READ_CHUNK pieces. */
-static uint64_t bench_read_raw(const char *path, uint8_t *buf, int null_fd, bool use_sendfile,
-                               struct bench_sample *out)
+/* One read measurement: BENCH_READ_PASSES passes over the log and over
+ * the raw file, in alternating slices; each side's sample is its mean pass.
+ * A pass with timing false only warms the caches. */
+static void bench_read_pair(int wi, enum bench_measure m, int rep, bool cairn_first,
+                            struct store *s, const char *rawpath, uint8_t *buf, size_t cap,
+                            int null_fd, bool timing)
 {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    bench_die("open %s: %s", path, strerror(errno));
+  const struct bench_workload *w = &bench_workloads[wi];
+  uint64_t bytes = w->nbatches * w->batch_len;
+  struct store_info info;
+  store_info(s, &info);
+  struct bench_reader rd[BS_COUNT];
+  memset(rd, 0, sizeof rd);
+  rd[BS_CAIRN].side = BS_CAIRN;
+  rd[BS_CAIRN].s = s;
+  rd[BS_RAW].side = BS_RAW;
+  rd[BS_RAW].fd = open(rawpath, O_RDONLY | O_CLOEXEC);
+  if (rd[BS_RAW].fd < 0) {
+    bench_die("open %s: %s", rawpath, strerror(errno));
   }
-  uint64_t total = 0;
-  struct bench_clock c;
-  bench_clock_start(&c);
-  for (;;) {
-    ssize_t n = use_sendfile ? sendfile(null_fd, fd, NULL, BENCH_READ_CHUNK)
-                             : read(fd, buf, BENCH_READ_CHUNK);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      bench_die("%s %s: %s", use_sendfile ? "sendfile" : "read", path, strerror(errno));
+  int passes = timing ? BENCH_READ_PASSES : 1;
+  for (int pass = 0; pass < passes; pass++) {
+    bench_check_stop();
+    rd[BS_CAIRN].off = info.start_offset;
+    rd[BS_CAIRN].end = info.next_offset;
+    if (lseek(rd[BS_RAW].fd, 0, SEEK_SET) != 0) {
+      bench_die("lseek %s: %s", rawpath, strerror(errno));
     }
-    if (n == 0) {
-      break;
+    for (int k = 0; k < BS_COUNT; k++) {
+      rd[k].total = 0;
+      rd[k].done = false;
     }
-    total += (uint64_t)n;
+    /* A B B A A B ...: each side goes first in half the pairs. */
+    enum bench_side first = cairn_first ? BS_CAIRN : BS_RAW;
+    while (!rd[BS_CAIRN].done || !rd[BS_RAW].done) {
+      bench_read_slice(&rd[first], buf, cap, null_fd, m == BM_SENDFILE);
+      bench_read_slice(&rd[!first], buf, cap, null_fd, m == BM_SENDFILE);
+      first = !first;
+    }
+    bench_expect_bytes("cairn read", rd[BS_CAIRN].total, bytes);
+    bench_expect_bytes("raw read", rd[BS_RAW].total, bytes);
   }
-  bench_clock_stop(&c, out);
-  close(fd);
-  return total;
+  close(rd[BS_RAW].fd);
+  for (int k = 0; timing && k < BS_COUNT; k++) {
+    struct bench_sample *out = &bench_res[wi][m][k][rep];
+    out->secs = rd[k].secs / passes;
+    out->cpu_secs = rd[k].cpu_secs / passes;
+  }
 }
 
 /* Untimed: checks that the log holds exactly the batches appended, in
@@ -625,14 +689,6 @@ static void bench_verify_log(struct store *s, const struct bench_workload *w, si
   }
 }
 
-static void bench_expect_bytes(const char *what, uint64_t got, uint64_t want)
-{
-  if (got != want) {
-    bench_die("%s: %llu bytes read, %llu expected", what, (unsigned long long)got,
-              (unsigned long long)want);
-  }
-}
-
 /* ---- one run ---- */
 
 static void bench_remove_log(const char *dir)
@@ -673,32 +729,19 @@ static void bench_run(int wi, int rep, uint8_t *buf, size_t cap, int null_fd)
 {
   const struct bench_workload *w = &bench_workloads[wi];
   bool cairn_first = rep % 2 == 0;
-  uint64_t bytes = w->nbatches * w->batch_len;
   char logdir[PATH_MAX], rawpath[PATH_MAX];
   bench_path(logdir, "log");
   bench_path(rawpath, "raw.bin");
   struct store *s = NULL;
 
-  /* One batch per append, then the reads over what it wrote. */
+  /* One batch per append, then the reads over what it wrote. The verify
+   * pass and an untimed pass over both files come first, so no timed read
+   * pays for the first access to freshly written pages. */
   bench_append_pair(wi, BM_APPEND, rep, cairn_first, logdir, rawpath, &s);
   bench_verify_log(s, w, 1, buf, cap);
-  bench_expect_bytes("raw file (warming)",
-                     bench_read_raw(rawpath, buf, null_fd, false, &(struct bench_sample){0}),
-                     bytes);
+  bench_read_pair(wi, BM_READ, rep, cairn_first, s, rawpath, buf, cap, null_fd, false);
   for (enum bench_measure m = BM_READ; m <= BM_SENDFILE; m++) {
-    bool sf = m == BM_SENDFILE;
-    for (int k = 0; k < 2; k++) {
-      bench_check_stop();
-      if ((k == 0) == cairn_first) {
-        bench_expect_bytes(
-            "cairn read",
-            bench_read_cairn(s, buf, cap, null_fd, sf, &bench_res[wi][m][BS_CAIRN][rep]), bytes);
-      } else {
-        bench_expect_bytes(
-            "raw read", bench_read_raw(rawpath, buf, null_fd, sf, &bench_res[wi][m][BS_RAW][rep]),
-            bytes);
-      }
-    }
+    bench_read_pair(wi, m, rep, cairn_first, s, rawpath, buf, cap, null_fd, true);
   }
   store_close(s);
   bench_remove_log(logdir);
