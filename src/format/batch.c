@@ -208,8 +208,8 @@ static int batch_validate_records(const uint8_t *p, size_t len, const struct bat
   return 0;
 }
 
-int batch_validate(const uint8_t *p, size_t len, size_t max_bytes, char *errmsg,
-                   size_t errmsg_len)
+int batch_verify(const uint8_t *p, size_t len, size_t max_bytes, char *errmsg,
+                 size_t errmsg_len)
 {
   if (len < BATCH_HEADER_SIZE) {
     return batch_fail(errmsg, errmsg_len, CAIRN_EBADLEN, "%zu bytes, less than the %d-byte header",
@@ -258,7 +258,19 @@ int batch_validate(const uint8_t *p, size_t len, size_t max_bytes, char *errmsg,
                       "max_timestamp %lld is before first_timestamp %lld",
                       (long long)h.max_timestamp, (long long)h.first_timestamp);
   }
-  if (codec != BATCH_CODEC_NONE) {
+  return 0;
+}
+
+int batch_validate(const uint8_t *p, size_t len, size_t max_bytes, char *errmsg,
+                   size_t errmsg_len)
+{
+  int rv = batch_verify(p, len, max_bytes, errmsg, errmsg_len);
+  if (rv != 0) {
+    return rv;
+  }
+  struct batch_header h;
+  batch_header_decode(p, &h);
+  if ((h.attributes & BATCH_ATTR_CODEC_MASK) != BATCH_CODEC_NONE) {
     return 0; /* records are opaque until decompressed by a consumer */
   }
   return batch_validate_records(p, len, &h, errmsg, errmsg_len);

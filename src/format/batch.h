@@ -110,10 +110,20 @@ enum batch_probe {
 enum batch_probe batch_probe(const uint8_t *p, size_t len, size_t max_bytes, size_t *size,
                              int *err);
 
-/* Fully validates one batch occupying exactly p[0..len): length field,
- * magic, size limit, CRC, attributes, and, for uncompressed batches, every
- * record (varints, lengths, offset deltas 0..n-1, record count, last offset
- * delta). Returns 0 or a precise CAIRN_E* code and, when errmsg is not NULL,
+/* Checks one batch's integrity, occupying exactly p[0..len): length field,
+ * magic, size limit, CRC, attributes, record count against the length and
+ * last offset delta, timestamps in order; not the records one by one. This
+ * is what the partition log checks on append and at recovery: the CRC proves
+ * the bytes are the ones the producer validated. Returns 0 or a precise
+ * CAIRN_E* code with a message as batch_validate(). Context: any thread. */
+__attribute__((warn_unused_result)) int batch_verify(const uint8_t *p, size_t len,
+                                                     size_t max_bytes, char *errmsg,
+                                                     size_t errmsg_len);
+
+/* Fully validates one batch occupying exactly p[0..len): everything
+ * batch_verify() checks and, for uncompressed batches, every record
+ * (varints, lengths, offset deltas 0..n-1, record count, max timestamp).
+ * This is the ingress check for bytes from a producer. Returns 0 or a precise CAIRN_E* code and, when errmsg is not NULL,
  * a message (at most errmsg_len bytes, NUL-terminated) saying what and where.
  * Context: any thread. */
 __attribute__((warn_unused_result)) int batch_validate(const uint8_t *p, size_t len,

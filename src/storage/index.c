@@ -97,6 +97,7 @@ static int index_parse(struct index *ix, const uint8_t *buf, size_t len)
     ix->count = i + 1;
   }
   ix->persisted = ix->count;
+  ix->synced = 0; /* unknown: the next persist syncs once */
   return 0;
 }
 
@@ -244,6 +245,7 @@ int index_truncate_val(struct index *ix, uint32_t val)
   ix->count = keep;
   if (ix->persisted > keep) {
     ix->persisted = keep;
+    ix->synced = 0; /* the shorter file must be synced again */
     off_t size = (off_t)(INDEX_HEADER_SIZE + keep * index_entry_size(ix->kind));
     if (ftruncate(ix->fd, size) != 0) {
       return -errno;
@@ -256,6 +258,7 @@ int index_clear(struct index *ix)
 {
   ix->count = 0;
   ix->persisted = 0;
+  ix->synced = (size_t)-1; /* differs from persisted: the reset file is synced once */
   return index_reset_file(ix);
 }
 
@@ -279,12 +282,16 @@ int index_persist(struct index *ix, bool sync)
     }
     ix->persisted = ix->count;
   }
-  if (!sync) {
-    return 0;
+  if (!sync || ix->synced == ix->persisted) {
+    return 0; /* nothing new to make durable: one fdatasync saved */
   }
   int rv = fault_check(FAULT_SEGMENT_SYNC);
   if (rv != 0) {
     return rv;
   }
-  return fdatasync(ix->fd) == 0 ? 0 : -errno;
+  if (fdatasync(ix->fd) != 0) {
+    return -errno;
+  }
+  ix->synced = ix->persisted;
+  return 0;
 }

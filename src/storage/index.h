@@ -46,6 +46,7 @@ struct index {
   size_t count;
   size_t cap;
   size_t persisted; /* entries [0, persisted) are in the file */
+  size_t synced;    /* entries [0, synced) are fdatasynced */
 };
 
 /* Opens (creating if missing) the index file at path and loads it. Caller

@@ -124,7 +124,7 @@ memlog_validate(struct memlog *m, const struct store_batch *batches, size_t n)
   int64_t records = 0;
   for (size_t i = 0; i < n; i++) {
     char msg[STORE_ERRMSG_SIZE];
-    int rv = batch_validate(batches[i].data, batches[i].len, m->max_batch_bytes, msg, sizeof msg);
+    int rv = batch_verify(batches[i].data, batches[i].len, m->max_batch_bytes, msg, sizeof msg);
     if (rv != 0) {
       return memlog_fail(m, rv, "batch %zu of %zu: %s", i + 1, n, msg);
     }

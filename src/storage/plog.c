@@ -135,7 +135,7 @@ static int plog_check_batches(struct plog *pl, const struct store_batch *b, size
   *total = 0;
   for (size_t i = 0; i < n; i++) {
     char why[160];
-    int rv = batch_validate(b[i].data, b[i].len, pl->opts.max_batch_bytes, why, sizeof why);
+    int rv = batch_verify(b[i].data, b[i].len, pl->opts.max_batch_bytes, why, sizeof why);
     if (rv != 0) {
       plog_set_errmsg(pl, "batch %zu of %zu rejected: %s", i + 1, n, why);
       return rv;

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #define SEGMENT_NAME_DIGITS 20
+#define SEGMENT_WRITEBACK_BYTES (8u << 20) /* start writeback every 8 MiB */
 #define SEGMENT_NAME_MAX 48
 
 struct segment {
@@ -22,6 +23,7 @@ struct segment {
   int64_t next_offset;     /* offset after the last batch */
   uint64_t size;           /* bytes of whole, valid batches */
   uint64_t synced_size;    /* bytes known fdatasynced */
+  uint64_t kicked_size;    /* bytes handed to early writeback */
   int64_t max_timestamp;   /* INT64_MIN when empty */
   int64_t created_ms;      /* wall time of the first append (age roll) */
   uint64_t last_index;     /* source index of the last batch from Raft (non-zero),

@@ -4,6 +4,7 @@
 # careless operator would and check that verify recovers the intact prefix.
 set -euo pipefail
 bin="$1"
+export CAIRN_LOG_LEVEL=info # checks below read the warning lines
 dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-cli-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 log="$dir/p0"
