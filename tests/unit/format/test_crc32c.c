@@ -160,6 +160,31 @@ static void test_crc32c_detects_single_bit_flips(void **state)
   assert_int_equal(crc32c(buf, sizeof buf), orig);
 }
 
+/* The hardware path interleaves three lanes over blocks of 256 and 8192
+ * bytes and joins them: check it against the table version around and well
+ * past those sizes, at odd offsets. */
+static void test_crc32c_interleaved_lanes_match_table_version(void **state)
+{
+  size_t n = (1u << 20) + 64;
+  uint8_t *b = malloc(n);
+  uint64_t x = 88172645463325252ull;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b[i] = (uint8_t)x;
+  }
+  const size_t lens[] = {767, 768, 769, 1536, 2311, 24575, 24576, 24577, 49160, 73729,
+                         100003, 1u << 20};
+  for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+    for (size_t off = 0; off < 8; off += 3) {
+      assert_int_equal(crc32c_extend(0xdeadbeef, b + off, lens[k]),
+                       crc32c_extend_sw(0xdeadbeef, b + off, lens[k]));
+    }
+  }
+  free(b);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -172,6 +197,7 @@ int main(void)
       cmocka_unit_test(test_crc32c_chained_vector_matches_check_value),
       cmocka_unit_test(test_crc32c_hw_path_equals_sw_for_random_lengths_and_alignments),
       cmocka_unit_test(test_crc32c_detects_single_bit_flips),
+      cmocka_unit_test(test_crc32c_interleaved_lanes_match_table_version),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
