@@ -188,12 +188,15 @@ int index_add(struct index *ix, int64_t key, uint32_t val)
   return 0;
 }
 
-bool index_floor(const struct index *ix, int64_t key, struct index_entry *out)
+/* The last entry whose key (by_val false) or val (by_val true) is <= x.
+ * Both increase strictly, so one binary search serves both. */
+static bool index_floor_by(const struct index *ix, bool by_val, int64_t x, struct index_entry *out)
 {
-  size_t lo = 0, hi = ix->count; /* first entry with key > key is in [lo, hi] */
+  size_t lo = 0, hi = ix->count; /* the first entry above x is in [lo, hi] */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (ix->entries[mid].key <= key) {
+    int64_t v = by_val ? (int64_t)ix->entries[mid].val : ix->entries[mid].key;
+    if (v <= x) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -206,22 +209,14 @@ bool index_floor(const struct index *ix, int64_t key, struct index_entry *out)
   return true;
 }
 
+bool index_floor(const struct index *ix, int64_t key, struct index_entry *out)
+{
+  return index_floor_by(ix, false, key, out);
+}
+
 bool index_floor_val(const struct index *ix, uint32_t val, struct index_entry *out)
 {
-  size_t lo = 0, hi = ix->count;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (ix->entries[mid].val <= val) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  if (lo == 0) {
-    return false;
-  }
-  *out = ix->entries[lo - 1];
-  return true;
+  return index_floor_by(ix, true, val, out);
 }
 
 bool index_last(const struct index *ix, struct index_entry *out)
