@@ -63,8 +63,8 @@ struct rgroup_replica {
 };
 
 struct rgroup_opts {
-  unsigned heartbeat_ms;       /* 0: 100 */
-  unsigned election_ms;        /* 0: 1000 */
+  unsigned heartbeat_ms;       /* 0: 250 */
+  unsigned election_ms;        /* 0: 2500 */
   unsigned snapshot_threshold; /* entries between snapshots; 0: 1024 */
   unsigned snapshot_trailing;  /* entries kept after one; 0: 128 */
   size_t raft_segment_size;    /* raft's open segment size; 0: 1 MiB */
