@@ -153,6 +153,22 @@ static void rgroup_open_failed(struct rgroup *rg, int stage)
 
 static void rgroup_on_tick(uv_timer_t *t);
 
+/* raft 0.15 may answer an AppendEntries after the leader it came from is
+ * forgotten, with a NULL destination address, and then crashes creating a
+ * client for it (uvClientInit; fixed upstream in 35479fc, see
+ * docs/raft-0.15.md). Such a message cannot be delivered anyway: refuse it,
+ * which raft treats as a failed send. */
+static int rgroup_io_send(struct raft_io *io, struct raft_io_send *req,
+                          const struct raft_message *message, raft_io_send_cb cb)
+{
+  struct raft *r = io->data; /* raft_init points it at the raft */
+  struct rgroup *rg = r->data;
+  if (message->server_address == NULL) {
+    return RAFT_NOCONNECTION;
+  }
+  return rg->io_send(io, req, message, cb);
+}
+
 int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64_t group_id,
                 uint64_t self_id, const char *dir, const struct rgroup_replica *replicas,
                 unsigned n, const struct rgroup_opts *opts)
@@ -202,6 +218,8 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return raft_err_to_cairn(rv);
   }
   raft_uv_set_segment_size(&rg->io, o.raft_segment_size);
+  rg->io_send = rg->io.send;
+  rg->io.send = rgroup_io_send;
   raft_uv_set_connect_retry_delay(&rg->io, 100);
   rgroup_fsm_init(rg);
   rv = raft_init(&rg->raft, &rg->io, &rg->fsm, self_id, self_address);

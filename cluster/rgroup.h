@@ -132,6 +132,8 @@ struct rgroup {
   bool no_preferred_leader;
   struct raft_uv_transport rt;
   struct raft_io io;
+  int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *message,
+                 raft_io_send_cb cb); /* raft_uv's own, wrapped by rgroup_io_send */
   struct raft_fsm fsm;
   struct raft raft;
   size_t max_entry_bytes;
