@@ -790,6 +790,21 @@ static int produce_big_until_failure(struct cluster *c, int l, int max, int time
   return max;
 }
 
+/* Starts the nodes, each with its Raft directory on its own small tmpfs,
+ * leadership moving only by election, and writes 10 batches. Returns the
+ * leader. */
+static int start_on_small_disks(struct cluster *c)
+{
+  c->no_preferred_leader = true;
+  for (int i = 0; i < NODES; i++) {
+    node_mount_small_fs(c, i);
+  }
+  cluster_start_all(c);
+  int l = find_leader(c);
+  assert_int_equal(produce_many(c, l, 10), 10);
+  return l;
+}
+
 /* A follower's Raft directory fills up: its open segment and its prepared
  * pool run out and the next segment cannot be created, so its appends fail
  * (RAFT_NOSPACE). The leader and the other follower go on committing. Space
@@ -800,14 +815,8 @@ static int produce_big_until_failure(struct cluster *c, int l, int max, int time
 static void test_known_raft_bug_follower_disk_full(void **state)
 {
   struct cluster *c = *state;
-  c->no_preferred_leader = true;
-  for (int i = 0; i < NODES; i++) {
-    node_mount_small_fs(c, i);
-  }
-  cluster_start_all(c);
-  int l = find_leader(c);
+  int l = start_on_small_disks(c);
   int f = (l + 1) % NODES, g = (l + 2) % NODES;
-  assert_int_equal(produce_many(c, l, 10), 10);
   long long filled = node_fill_fs(c, f);
   printf("node %d (follower): filled its Raft filesystem with %lld bytes\n", f + 1, filled);
 
@@ -854,13 +863,7 @@ static void test_known_raft_bug_follower_disk_full(void **state)
 static void test_known_raft_bug_leader_disk_full(void **state)
 {
   struct cluster *c = *state;
-  c->no_preferred_leader = true;
-  for (int i = 0; i < NODES; i++) {
-    node_mount_small_fs(c, i);
-  }
-  cluster_start_all(c);
-  int l = find_leader(c);
-  assert_int_equal(produce_many(c, l, 10), 10);
+  int l = start_on_small_disks(c);
   long long filled = node_fill_fs(c, l);
   printf("node %d (leader): filled its Raft filesystem with %lld bytes\n", l + 1, filled);
   uint64_t failed;
