@@ -244,7 +244,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   raft_set_election_timeout(&rg->raft, o.election_ms);
   raft_set_snapshot_threshold(&rg->raft, o.snapshot_threshold);
   raft_set_snapshot_trailing(&rg->raft, o.snapshot_trailing);
-  rv = rgroup_bootstrap(rg, replicas, n);
+  rv = o.join ? 0 : rgroup_bootstrap(rg, replicas, n);
   if (rv == 0) {
     rv = raft_start(&rg->raft);
     if (rv != 0) {

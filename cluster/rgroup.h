@@ -73,6 +73,10 @@ struct rgroup_opts {
                                   Ignored when snapshot_threshold is set: then
                                   the counts are fixed. */
   bool no_preferred_leader;    /* do not move leadership back to replica 0 */
+  bool join;                   /* start with an empty Raft log instead of
+                                  bootstrapping the replica set: a replica
+                                  added to a running group, which its leader
+                                  brings in (raft_add) and catches up */
   struct plog_opts plog;       /* the partition log's options */
 };
 
@@ -109,6 +113,7 @@ struct rgroup_entry {
 };
 
 struct rgroup {
+  void *owner_data; /* for the owner; set after rgroup_open */
   uv_loop_t *loop;
   struct transport *tr;
   uint64_t group_id;
