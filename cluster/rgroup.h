@@ -112,8 +112,13 @@ struct rgroup_entry {
   struct rgroup_entry *next;
 };
 
+/* Called after entries were appended to the store (the high watermark
+ * moved), from inside Raft's apply: it may not call back into rg. */
+typedef void (*rgroup_applied_cb)(struct rgroup *rg);
+
 struct rgroup {
   void *owner_data; /* for the owner; set after rgroup_open */
+  rgroup_applied_cb on_applied; /* for the owner; set after rgroup_open */
   uv_loop_t *loop;
   struct transport *tr;
   uint64_t group_id;

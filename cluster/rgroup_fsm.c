@@ -124,6 +124,9 @@ int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, 
   if (base != NULL) {
     *base = b;
   }
+  if (rg->on_applied != NULL && b >= 0) {
+    rg->on_applied(rg);
+  }
   return 0;
 }
 
