@@ -29,7 +29,8 @@
   X(CAIRN_ENOTLEADER,   -10019, "this replica is not the leader")                 \
   X(CAIRN_ERAFT,        -10020, "raft failure")                                   \
   X(CAIRN_ESHUTDOWN,    -10021, "shutting down")                                  \
-  X(CAIRN_EINDOUBT,     -10022, "leadership was lost while the batch was in flight: it may or may not be committed")
+  X(CAIRN_EINDOUBT,     -10022, "leadership was lost while the batch was in flight: it may or may not be committed") \
+  X(CAIRN_ECONFIG,      -10040, "invalid configuration")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

@@ -1,0 +1,1242 @@
+/* config.c - cairnd's settings: one table of keys drives the flags, the INI
+ * file (parsed by inih), the --help text and config_write(); values are
+ * checked where they are parsed, combinations once at the end.
+ *
+ * Flow of config_load:
+ *   config_defaults -> config_scan_flags (syntax only: unknown flag, missing
+ *   value; finds --config) -> config_read_file (inih, through our line
+ *   reader for line numbers and long-line detection) -> config_apply_flags
+ *   -> config_derive (advertise, voters) -> config_check (combinations). */
+#include "server/config.h"
+
+#include "common/err.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define CONFIG_KIB ((uint64_t)1024)
+#define CONFIG_MIB (CONFIG_KIB * 1024)
+#define CONFIG_GIB (CONFIG_MIB * 1024)
+#define CONFIG_DAY_MS ((uint64_t)24 * 3600 * 1000)
+#define CONFIG_SEGMENT_ALIGN 4096 /* raft writes its segments in blocks */
+
+enum config_kind {
+  CONFIG_KIND_ID,      /* uint64_t, >= 1 */
+  CONFIG_KIND_UINT,    /* unsigned, min..max */
+  CONFIG_KIND_SIZE,    /* size_t, min..max */
+  CONFIG_KIND_PATH,    /* char[CONFIG_PATH_MAX], not empty */
+  CONFIG_KIND_RACK,    /* char[CONFIG_RACK_MAX + 1], may be empty */
+  CONFIG_KIND_LEVEL,   /* enum log_level, debug..error */
+  CONFIG_KIND_LISTEN,  /* struct config_addr, port 0..65535 */
+  CONFIG_KIND_ADDR,    /* struct config_addr, port 1..65535 */
+  CONFIG_KIND_HOST,    /* the advertise host, kept in the parse state */
+  CONFIG_KIND_VOTERS,  /* ID@HOST:PORT,... */
+};
+
+enum config_key_id {
+  CONFIG_K_NODE_ID,
+  CONFIG_K_DATA_DIR,
+  CONFIG_K_RACK,
+  CONFIG_K_LOG_LEVEL,
+  CONFIG_K_LISTEN,
+  CONFIG_K_CLUSTER_LISTEN,
+  CONFIG_K_ADMIN_LISTEN,
+  CONFIG_K_ADVERTISE,
+  CONFIG_K_ADVERTISE_CLIENT,
+  CONFIG_K_ADVERTISE_CLUSTER,
+  CONFIG_K_VOTERS,
+  CONFIG_K_JOIN,
+  CONFIG_K_NODE_TIMEOUT,
+  CONFIG_K_REPLACE_DELAY,
+  CONFIG_K_MAX_CONNECTIONS,
+  CONFIG_K_MAX_FRAME,
+  CONFIG_K_MAX_INFLIGHT,
+  CONFIG_K_IDLE_TIMEOUT,
+  CONFIG_K_HEARTBEAT,
+  CONFIG_K_ELECTION,
+  CONFIG_K_SEGMENT,
+  CONFIG_K_COUNT
+};
+
+struct config_key {
+  const char *flag;    /* the flag without "--" */
+  const char *section; /* its file section */
+  const char *name;    /* its file key */
+  const char *meta;    /* the value's shape in --help */
+  enum config_kind kind;
+  size_t offset;       /* into struct config (unused for CONFIG_KIND_HOST) */
+  uint64_t min, max;   /* numbers only */
+  const char *help;
+  const char *dflt;    /* default text for --help when not printed from the defaults */
+};
+
+#define CONFIG_OFF(field) offsetof(struct config, field)
+
+/* Indexed by enum config_key_id. The order is the order of --help, of
+ * config_write and of docs/configuration.md. */
+static const struct config_key config_keys[CONFIG_K_COUNT] = {
+    [CONFIG_K_NODE_ID] = {"node-id", "node", "id", "N", CONFIG_KIND_ID, CONFIG_OFF(node_id), 1,
+                          UINT64_MAX, "this node's id, unique in the cluster", NULL},
+    [CONFIG_K_DATA_DIR] = {"data-dir", "node", "data_dir", "DIR", CONFIG_KIND_PATH,
+                           CONFIG_OFF(data_dir), 0, 0, "where the node keeps its data", NULL},
+    [CONFIG_K_RACK] = {"rack", "node", "rack", "NAME", CONFIG_KIND_RACK, CONFIG_OFF(rack), 0, 0,
+                       "failure domain; replicas of a partition go to different racks",
+                       "none"},
+    [CONFIG_K_LOG_LEVEL] = {"log-level", "node", "log_level", "LEVEL", CONFIG_KIND_LEVEL,
+                            CONFIG_OFF(log_level), 0, 0, "debug, info, warn or error", NULL},
+    [CONFIG_K_LISTEN] = {"listen", "network", "listen", "HOST:PORT", CONFIG_KIND_LISTEN,
+                         CONFIG_OFF(listen), 0, 0, "client port (port 0: any free port)", NULL},
+    [CONFIG_K_CLUSTER_LISTEN] = {"cluster-listen", "network", "cluster_listen", "HOST:PORT",
+                                 CONFIG_KIND_LISTEN, CONFIG_OFF(cluster_listen), 0, 0,
+                                 "cluster port: Raft and catch-up between nodes", NULL},
+    [CONFIG_K_ADMIN_LISTEN] = {"admin-listen", "network", "admin_listen", "HOST:PORT",
+                               CONFIG_KIND_LISTEN, CONFIG_OFF(admin_listen), 0, 0,
+                               "admin port for operators", NULL},
+    [CONFIG_K_ADVERTISE] = {"advertise", "network", "advertise", "HOST", CONFIG_KIND_HOST, 0, 0,
+                            0, "host that clients and other nodes dial; ports from the listen "
+                               "addresses",
+                            "the listen hosts"},
+    [CONFIG_K_ADVERTISE_CLIENT] = {"advertise-client", "network", "advertise_client",
+                                   "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(advertise_client), 0,
+                                   0, "client address other parties dial (overrides advertise)",
+                                   "advertise host, listen port"},
+    [CONFIG_K_ADVERTISE_CLUSTER] = {"advertise-cluster", "network", "advertise_cluster",
+                                    "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(advertise_cluster),
+                                    0, 0, "cluster address other nodes dial (overrides advertise)",
+                                    "advertise host, cluster-listen port"},
+    [CONFIG_K_VOTERS] = {"voters", "cluster", "voters", "ID@HOST:PORT,...", CONFIG_KIND_VOTERS, 0,
+                         0, 0, "cluster addresses of the controller voters",
+                         "this node alone (none with --join)"},
+    [CONFIG_K_JOIN] = {"join", "cluster", "join", "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(join),
+                       0, 0, "client address of any node of an existing cluster", "none"},
+    [CONFIG_K_NODE_TIMEOUT] = {"node-timeout-ms", "cluster", "node_timeout_ms", "N",
+                               CONFIG_KIND_UINT, CONFIG_OFF(node_timeout_ms), 100, CONFIG_DAY_MS,
+                               "a node silent this long is marked dead", NULL},
+    [CONFIG_K_REPLACE_DELAY] = {"replace-delay-ms", "cluster", "replace_delay_ms", "N",
+                                CONFIG_KIND_UINT, CONFIG_OFF(replace_delay_ms), 0,
+                                7 * CONFIG_DAY_MS,
+                                "a dead node's replicas are placed elsewhere after this", NULL},
+    [CONFIG_K_MAX_CONNECTIONS] = {"max-connections", "limits", "max_connections", "N",
+                                  CONFIG_KIND_UINT, CONFIG_OFF(max_connections), 1, 1000000,
+                                  "client connections at once", NULL},
+    [CONFIG_K_MAX_FRAME] = {"max-frame-bytes", "limits", "max_frame_bytes", "N", CONFIG_KIND_SIZE,
+                            CONFIG_OFF(max_frame_bytes), 4 * CONFIG_KIB, CONFIG_GIB,
+                            "largest request or response frame", NULL},
+    [CONFIG_K_MAX_INFLIGHT] = {"max-inflight-bytes", "limits", "max_inflight_bytes", "N",
+                               CONFIG_KIND_SIZE, CONFIG_OFF(max_inflight_bytes), 4 * CONFIG_KIB,
+                               64 * CONFIG_GIB,
+                               "bytes of requests in progress per connection", NULL},
+    [CONFIG_K_IDLE_TIMEOUT] = {"idle-timeout-ms", "limits", "idle_timeout_ms", "N",
+                               CONFIG_KIND_UINT, CONFIG_OFF(idle_timeout_ms), 0, CONFIG_DAY_MS,
+                               "close a silent client connection after this (0: never)", NULL},
+    [CONFIG_K_HEARTBEAT] = {"heartbeat-ms", "raft", "heartbeat_ms", "N", CONFIG_KIND_UINT,
+                            CONFIG_OFF(heartbeat_ms), 10, 60000, "Raft leader heartbeat interval",
+                            NULL},
+    [CONFIG_K_ELECTION] = {"election-ms", "raft", "election_ms", "N", CONFIG_KIND_UINT,
+                           CONFIG_OFF(election_ms), 20, 600000,
+                           "Raft election timeout, at least twice the heartbeat", NULL},
+    [CONFIG_K_SEGMENT] = {"raft-segment-bytes", "raft", "segment_bytes", "N", CONFIG_KIND_SIZE,
+                          CONFIG_OFF(raft_segment_bytes), 64 * CONFIG_KIB, CONFIG_GIB,
+                          "size of Raft's log segments, a multiple of 4096", NULL},
+};
+
+static const char *const config_sections[] = {"node", "network", "cluster", "limits", "raft"};
+#define CONFIG_SECTIONS_LEN (sizeof config_sections / sizeof config_sections[0])
+
+static const char *const config_level_names[] = {"debug", "info", "warn", "error"};
+
+/* Where each setting came from, and the reading state of the file. */
+struct config_parse {
+  struct config *cfg;
+  char *errmsg;
+  size_t errlen;
+  int err;                            /* first error, 0 while none */
+  unsigned err_line;                  /* its file line, 0 when not from the file */
+  unsigned line_of[CONFIG_K_COUNT];   /* file line that set the key, 0: not in the file */
+  bool by_flag[CONFIG_K_COUNT];       /* a flag set it */
+  char advertise_host[CONFIG_HOST_MAX + 1];
+  /* the file being read */
+  const char *file;
+  FILE *f;
+  unsigned lineno;            /* line the reader returned last */
+  bool indented;              /* that line starts with blank space */
+  unsigned section_line;      /* line of the last [section] header */
+  int last_key;               /* key of the last handler call, -1: none */
+  unsigned voters_open_line;  /* a voters line ending in ',' waits for a continuation */
+};
+
+static void config_fail(struct config_parse *ps, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records the first error only: later ones are consequences or noise. */
+static void config_fail(struct config_parse *ps, int err, const char *fmt, ...)
+{
+  if (ps->err != 0) {
+    return;
+  }
+  ps->err = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ps->errmsg, ps->errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- values ---- */
+
+/* A decimal number with nothing around it. Returns 0, or CAIRN_ECONFIG with
+ * why filled. */
+static int config_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *why,
+                            size_t whylen)
+{
+  if (*s == '\0') {
+    snprintf(why, whylen, "the value is empty, expected a number");
+    return CAIRN_ECONFIG;
+  }
+  for (const char *p = s; *p != '\0'; p++) {
+    if (!isdigit((unsigned char)*p)) {
+      snprintf(why, whylen, "'%s' is not a number (decimal digits only)", s);
+      return CAIRN_ECONFIG;
+    }
+  }
+  errno = 0;
+  unsigned long long v = strtoull(s, NULL, 10);
+  if (errno == ERANGE || v < min || v > max) {
+    snprintf(why, whylen, "%s is out of range (%" PRIu64 "..%" PRIu64 ")", s, min, max);
+    return CAIRN_ECONFIG;
+  }
+  *out = v;
+  return 0;
+}
+
+static bool config_host_is_ip6(const char *host)
+{
+  struct in6_addr a6;
+  return inet_pton(AF_INET6, host, &a6) == 1;
+}
+
+static bool config_host_is_wildcard(const char *host)
+{
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1) {
+    return a4.s_addr == htonl(INADDR_ANY);
+  }
+  if (inet_pton(AF_INET6, host, &a6) == 1) {
+    return memcmp(&a6, &in6addr_any, sizeof a6) == 0;
+  }
+  return false;
+}
+
+/* A DNS name, an IPv4 address or an IPv6 address (no brackets). */
+static int config_check_host(const char *host, char *why, size_t whylen)
+{
+  size_t len = strlen(host);
+  if (len == 0) {
+    snprintf(why, whylen, "the host is empty");
+    return CAIRN_ECONFIG;
+  }
+  if (strchr(host, ':') != NULL) {
+    if (!config_host_is_ip6(host)) {
+      snprintf(why, whylen, "'%s' is not a valid IPv6 address", host);
+      return CAIRN_ECONFIG;
+    }
+    return 0;
+  }
+  if (len > CONFIG_HOST_MAX) {
+    snprintf(why, whylen, "the host is longer than %d characters", CONFIG_HOST_MAX);
+    return CAIRN_ECONFIG;
+  }
+  bool numeric = true;
+  size_t label = 0;
+  for (const char *p = host;; p++) {
+    if (*p == '.' || *p == '\0') {
+      if (label == 0 || label > 63 || p[-1] == '-') {
+        snprintf(why, whylen, "'%s' is not a valid host name", host);
+        return CAIRN_ECONFIG;
+      }
+      if (*p == '\0') {
+        break;
+      }
+      label = 0;
+      continue;
+    }
+    if (!isalnum((unsigned char)*p) && !(*p == '-' && label > 0)) {
+      snprintf(why, whylen, "'%s' is not a valid host name (letters, digits, '-' and '.' only)",
+               host);
+      return CAIRN_ECONFIG;
+    }
+    if (!isdigit((unsigned char)*p)) {
+      numeric = false;
+    }
+    label++;
+  }
+  struct in_addr a4;
+  if (numeric && inet_pton(AF_INET, host, &a4) != 1) {
+    snprintf(why, whylen, "'%s' is not a valid IPv4 address", host);
+    return CAIRN_ECONFIG;
+  }
+  return 0;
+}
+
+/* host may be a->host itself. */
+static void config_addr_set(struct config_addr *a, const char *host, uint16_t port)
+{
+  if (host != a->host) {
+    snprintf(a->host, sizeof a->host, "%s", host);
+  }
+  host = a->host;
+  a->port = port;
+  bool v6 = strchr(host, ':') != NULL;
+  snprintf(a->str, sizeof a->str, v6 ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+}
+
+/* HOST:PORT or [IPV6]:PORT; port 0 only when allow_port0. */
+static int config_parse_addr(const char *s, bool allow_port0, struct config_addr *out, char *why,
+                             size_t whylen)
+{
+  char host[CONFIG_HOST_MAX + 1];
+  const char *port;
+  if (s[0] == '[') {
+    const char *close = strchr(s, ']');
+    if (close == NULL || close[1] != ':') {
+      snprintf(why, whylen, "'%s' is not [IPV6]:PORT", s);
+      return CAIRN_ECONFIG;
+    }
+    size_t n = (size_t)(close - s - 1);
+    if (n >= sizeof host) {
+      snprintf(why, whylen, "the host in '%s' is too long", s);
+      return CAIRN_ECONFIG;
+    }
+    memcpy(host, s + 1, n);
+    host[n] = '\0';
+    if (!config_host_is_ip6(host)) {
+      snprintf(why, whylen, "'%s' is not a valid IPv6 address", host);
+      return CAIRN_ECONFIG;
+    }
+    port = close + 2;
+  } else {
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL) {
+      snprintf(why, whylen, "'%s' is not HOST:PORT", s);
+      return CAIRN_ECONFIG;
+    }
+    if (strchr(s, ':') != colon) {
+      snprintf(why, whylen, "'%s': an IPv6 address needs brackets, as in [::1]:7400", s);
+      return CAIRN_ECONFIG;
+    }
+    size_t n = (size_t)(colon - s);
+    if (n >= sizeof host) {
+      snprintf(why, whylen, "the host in '%s' is longer than %d characters", s, CONFIG_HOST_MAX);
+      return CAIRN_ECONFIG;
+    }
+    memcpy(host, s, n);
+    host[n] = '\0';
+    char hwhy[CONFIG_ERRMSG_SIZE];
+    if (config_check_host(host, hwhy, sizeof hwhy) != 0) {
+      snprintf(why, whylen, "'%s': %s", s, hwhy);
+      return CAIRN_ECONFIG;
+    }
+    port = colon + 1;
+  }
+  uint64_t p;
+  char pwhy[CONFIG_ERRMSG_SIZE];
+  if (config_parse_u64(port, allow_port0 ? 0 : 1, 65535, &p, pwhy, sizeof pwhy) != 0) {
+    snprintf(why, whylen, "'%s': the port %s", s,
+             *port == '\0' ? "is missing" : (allow_port0 ? "must be 0..65535" : "must be 1..65535"));
+    return CAIRN_ECONFIG;
+  }
+  config_addr_set(out, host, (uint16_t)p);
+  return 0;
+}
+
+static bool config_addr_equal(const struct config_addr *a, const struct config_addr *b)
+{
+  return a->port == b->port && strcasecmp(a->host, b->host) == 0;
+}
+
+/* Copies s without the blank space around it into buf; false if too long. */
+static bool config_trim(const char *s, size_t n, char *buf, size_t buflen)
+{
+  while (n > 0 && isspace((unsigned char)*s)) {
+    s++;
+    n--;
+  }
+  while (n > 0 && isspace((unsigned char)s[n - 1])) {
+    n--;
+  }
+  if (n >= buflen) {
+    return false;
+  }
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  return true;
+}
+
+/* Appends the entries of one voters text to cfg->voters. A trailing ',' is
+ * allowed only when open_ok (a file line continued on the next line); then
+ * *open says whether there was one. */
+static int config_parse_voters(struct config *cfg, const char *s, bool open_ok, bool *open,
+                               char *why, size_t whylen)
+{
+  *open = false;
+  size_t entry_no = cfg->voters_len;
+  const char *p = s;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+    char entry[CONFIG_ADDR_MAX + 32];
+    entry_no++;
+    if (!config_trim(p, n, entry, sizeof entry)) {
+      snprintf(why, whylen, "voter %zu is too long", entry_no);
+      return CAIRN_ECONFIG;
+    }
+    if (entry[0] == '\0') {
+      if (comma == NULL && open_ok && entry_no > 1 && p != s) {
+        *open = true; /* "a, b," continued on the next line */
+        return 0;
+      }
+      snprintf(why, whylen, "%s",
+               s[strspn(s, " \t")] == '\0' ? "the voters list is empty"
+                                           : "empty entry in the voters list (stray ',')");
+      return CAIRN_ECONFIG;
+    }
+    char *at = strchr(entry, '@');
+    if (at == NULL) {
+      snprintf(why, whylen, "voter '%s' is not ID@HOST:PORT", entry);
+      return CAIRN_ECONFIG;
+    }
+    *at = '\0';
+    uint64_t id;
+    char nwhy[CONFIG_ERRMSG_SIZE];
+    if (config_parse_u64(entry, 0, UINT64_MAX, &id, nwhy, sizeof nwhy) != 0) {
+      snprintf(why, whylen, "voter '%s@%s': the id %s", entry, at + 1,
+               entry[0] == '\0' ? "is missing" : "is not a number");
+      return CAIRN_ECONFIG;
+    }
+    if (id == 0) {
+      snprintf(why, whylen, "voter '0@%s': id 0 is not allowed (ids start at 1)", at + 1);
+      return CAIRN_ECONFIG;
+    }
+    struct config_addr addr;
+    char awhy[CONFIG_ERRMSG_SIZE];
+    if (config_parse_addr(at + 1, false, &addr, awhy, sizeof awhy) != 0) {
+      snprintf(why, whylen, "voter %" PRIu64 ": %s", id, awhy);
+      return CAIRN_ECONFIG;
+    }
+    for (size_t i = 0; i < cfg->voters_len; i++) {
+      if (cfg->voters[i].id == id) {
+        snprintf(why, whylen, "voter id %" PRIu64 " appears twice (%s and %s)", id,
+                 cfg->voters[i].addr.str, addr.str);
+        return CAIRN_ECONFIG;
+      }
+      if (config_addr_equal(&cfg->voters[i].addr, &addr)) {
+        snprintf(why, whylen, "voters %" PRIu64 " and %" PRIu64 " have the same address %s",
+                 cfg->voters[i].id, id, addr.str);
+        return CAIRN_ECONFIG;
+      }
+    }
+    if (cfg->voters_len == CONFIG_MAX_VOTERS) {
+      snprintf(why, whylen, "more than %d voters (the controller has at most %d)",
+               CONFIG_MAX_VOTERS, CONFIG_MAX_VOTERS);
+      return CAIRN_ECONFIG;
+    }
+    cfg->voters[cfg->voters_len++] = (struct config_voter){.id = id, .addr = addr};
+    if (comma == NULL) {
+      return 0;
+    }
+    p = comma + 1;
+  }
+}
+
+/* Parses value into the setting k. continued: a continuation line of the
+ * file (voters only). Returns 0, or CAIRN_ECONFIG with why filled. */
+static int config_set(struct config_parse *ps, enum config_key_id k, const char *value,
+                      bool in_file, bool continued, char *why, size_t whylen)
+{
+  const struct config_key *key = &config_keys[k];
+  struct config *cfg = ps->cfg;
+  char *field = (char *)cfg + key->offset;
+  uint64_t v;
+  switch (key->kind) {
+  case CONFIG_KIND_ID:
+    if (config_parse_u64(value, 0, key->max, &v, why, whylen) != 0) {
+      return CAIRN_ECONFIG;
+    }
+    if (v == 0) {
+      snprintf(why, whylen, "node id 0 is not allowed (ids start at 1)");
+      return CAIRN_ECONFIG;
+    }
+    memcpy(field, &v, sizeof(uint64_t));
+    return 0;
+  case CONFIG_KIND_UINT: {
+    if (config_parse_u64(value, key->min, key->max, &v, why, whylen) != 0) {
+      return CAIRN_ECONFIG;
+    }
+    unsigned u = (unsigned)v;
+    memcpy(field, &u, sizeof u);
+    return 0;
+  }
+  case CONFIG_KIND_SIZE: {
+    if (config_parse_u64(value, key->min, key->max, &v, why, whylen) != 0) {
+      return CAIRN_ECONFIG;
+    }
+    if (k == CONFIG_K_SEGMENT && v % CONFIG_SEGMENT_ALIGN != 0) {
+      snprintf(why, whylen, "%s is not a multiple of %d", value, CONFIG_SEGMENT_ALIGN);
+      return CAIRN_ECONFIG;
+    }
+    size_t z = (size_t)v;
+    memcpy(field, &z, sizeof z);
+    return 0;
+  }
+  case CONFIG_KIND_PATH:
+    if (value[0] == '\0') {
+      snprintf(why, whylen, "the directory is empty");
+      return CAIRN_ECONFIG;
+    }
+    if (strlen(value) >= CONFIG_PATH_MAX) {
+      snprintf(why, whylen, "the path is longer than %d bytes", CONFIG_PATH_MAX - 1);
+      return CAIRN_ECONFIG;
+    }
+    snprintf(field, CONFIG_PATH_MAX, "%s", value);
+    return 0;
+  case CONFIG_KIND_RACK:
+    if (strlen(value) > CONFIG_RACK_MAX) {
+      snprintf(why, whylen, "the rack name is longer than %d characters", CONFIG_RACK_MAX);
+      return CAIRN_ECONFIG;
+    }
+    for (const char *p = value; *p != '\0'; p++) {
+      if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') {
+        snprintf(why, whylen, "'%s' has a character other than letters, digits, '-', '_', '.'",
+                 value);
+        return CAIRN_ECONFIG;
+      }
+    }
+    snprintf(field, CONFIG_RACK_MAX + 1, "%s", value);
+    return 0;
+  case CONFIG_KIND_LEVEL:
+    for (size_t i = 0; i < sizeof config_level_names / sizeof config_level_names[0]; i++) {
+      if (strcmp(value, config_level_names[i]) == 0) {
+        enum log_level level = (enum log_level)((int)LOG_DEBUG + (int)i);
+        memcpy(field, &level, sizeof level);
+        return 0;
+      }
+    }
+    snprintf(why, whylen, "'%s' is not a log level (debug, info, warn or error)", value);
+    return CAIRN_ECONFIG;
+  case CONFIG_KIND_LISTEN:
+  case CONFIG_KIND_ADDR: {
+    struct config_addr a;
+    if (config_parse_addr(value, key->kind == CONFIG_KIND_LISTEN, &a, why, whylen) != 0) {
+      return CAIRN_ECONFIG;
+    }
+    if (key->kind == CONFIG_KIND_ADDR && config_host_is_wildcard(a.host)) {
+      snprintf(why, whylen, "'%s' is a wildcard address, which nobody can dial", value);
+      return CAIRN_ECONFIG;
+    }
+    memcpy(field, &a, sizeof a);
+    if (k == CONFIG_K_JOIN) {
+      cfg->join_set = true;
+    }
+    return 0;
+  }
+  case CONFIG_KIND_HOST: {
+    char host[CONFIG_HOST_MAX + 3];
+    size_t n = strlen(value);
+    if (n >= sizeof host) {
+      snprintf(why, whylen, "the host is longer than %d characters", CONFIG_HOST_MAX);
+      return CAIRN_ECONFIG;
+    }
+    /* "[::1]" as well as "::1" */
+    if (n >= 2 && value[0] == '[' && value[n - 1] == ']') {
+      memcpy(host, value + 1, n - 2);
+      host[n - 2] = '\0';
+    } else {
+      memcpy(host, value, n + 1);
+    }
+    if (config_check_host(host, why, whylen) != 0) {
+      return CAIRN_ECONFIG;
+    }
+    if (config_host_is_wildcard(host)) {
+      snprintf(why, whylen, "'%s' is a wildcard address, which nobody can dial", value);
+      return CAIRN_ECONFIG;
+    }
+    size_t hn = strlen(host); /* <= CONFIG_HOST_MAX: config_check_host checked it */
+    memcpy(ps->advertise_host, host, hn + 1);
+    return 0;
+  }
+  case CONFIG_KIND_VOTERS: {
+    if (!continued) {
+      cfg->voters_len = 0;
+    }
+    bool open = false;
+    int rv = config_parse_voters(cfg, value, in_file, &open, why, whylen);
+    if (rv == 0 && in_file) {
+      ps->voters_open_line = open ? ps->lineno : 0;
+    }
+    return rv;
+  }
+  }
+  snprintf(why, whylen, "internal error: unknown kind");
+  return CAIRN_ECONFIG;
+}
+
+/* Formats the value of k in cfg as the file and the flags write it. */
+static void config_format(const struct config *cfg, enum config_key_id k, char *buf, size_t len)
+{
+  const struct config_key *key = &config_keys[k];
+  const char *field = (const char *)cfg + key->offset;
+  buf[0] = '\0';
+  switch (key->kind) {
+  case CONFIG_KIND_ID: {
+    uint64_t v;
+    memcpy(&v, field, sizeof v);
+    snprintf(buf, len, "%" PRIu64, v);
+    break;
+  }
+  case CONFIG_KIND_UINT: {
+    unsigned u;
+    memcpy(&u, field, sizeof u);
+    snprintf(buf, len, "%u", u);
+    break;
+  }
+  case CONFIG_KIND_SIZE: {
+    size_t z;
+    memcpy(&z, field, sizeof z);
+    snprintf(buf, len, "%zu", z);
+    break;
+  }
+  case CONFIG_KIND_PATH:
+  case CONFIG_KIND_RACK:
+    snprintf(buf, len, "%s", field);
+    break;
+  case CONFIG_KIND_LEVEL: {
+    enum log_level level;
+    memcpy(&level, field, sizeof level);
+    snprintf(buf, len, "%s", config_level_names[level - LOG_DEBUG]);
+    break;
+  }
+  case CONFIG_KIND_LISTEN:
+  case CONFIG_KIND_ADDR:
+    snprintf(buf, len, "%s", ((const struct config_addr *)(const void *)field)->str);
+    break;
+  case CONFIG_KIND_HOST:
+    break;
+  case CONFIG_KIND_VOTERS: {
+    size_t used = 0;
+    for (size_t i = 0; i < cfg->voters_len && used < len; i++) {
+      int n = snprintf(buf + used, len - used, "%s%" PRIu64 "@%s", i == 0 ? "" : ",",
+                       cfg->voters[i].id, cfg->voters[i].addr.str);
+      used += n < 0 ? 0 : (size_t)n;
+    }
+    break;
+  }
+  }
+}
+
+static int config_find_flag(const char *name, size_t n)
+{
+  for (int k = 0; k < CONFIG_K_COUNT; k++) {
+    if (strlen(config_keys[k].flag) == n && strncmp(config_keys[k].flag, name, n) == 0) {
+      return k;
+    }
+  }
+  return -1;
+}
+
+static bool config_section_known(const char *section)
+{
+  for (size_t i = 0; i < CONFIG_SECTIONS_LEN; i++) {
+    if (strcmp(config_sections[i], section) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* "N" as in 16777216, with "(16 MiB)" when it is whole mebibytes. */
+static void config_size_note(size_t z, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  if (z >= CONFIG_MIB && z % CONFIG_MIB == 0) {
+    snprintf(buf, len, " (%zu MiB)", z / CONFIG_MIB);
+  } else if (z >= CONFIG_KIB && z % CONFIG_KIB == 0) {
+    snprintf(buf, len, " (%zu KiB)", z / CONFIG_KIB);
+  }
+}
+
+/* Where the current value of k came from, for messages about checks that
+ * involve more than one value. With show_value: "--listen 127.0.0.1:7400",
+ * "[network] listen = 127.0.0.1:7400 (cairnd.conf:3)" or "--listen
+ * 127.0.0.1:7400 (the default)"; without: "--listen", "cairnd.conf:3:
+ * [network] listen" or "default --listen". */
+static void config_origin(const struct config_parse *ps, enum config_key_id k, bool show_value,
+                          char *buf, size_t len)
+{
+  const struct config_key *key = &config_keys[k];
+  char value[CONFIG_ADDR_MAX + 32] = "";
+  if (show_value) {
+    config_format(ps->cfg, k, value, sizeof value);
+  }
+  if (!show_value) {
+    if (ps->by_flag[k]) {
+      snprintf(buf, len, "--%s", key->flag);
+    } else if (ps->line_of[k] != 0) {
+      snprintf(buf, len, "%s:%u: [%s] %s", ps->file, ps->line_of[k], key->section, key->name);
+    } else {
+      snprintf(buf, len, "default --%s", key->flag);
+    }
+  } else if (ps->by_flag[k]) {
+    snprintf(buf, len, "--%s %s", key->flag, value);
+  } else if (ps->line_of[k] != 0) {
+    snprintf(buf, len, "[%s] %s = %s (%s:%u)", key->section, key->name, value, ps->file,
+             ps->line_of[k]);
+  } else {
+    snprintf(buf, len, "--%s %s (the default)", key->flag, value);
+  }
+}
+
+/* ---- defaults ---- */
+
+static void config_defaults(struct config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->node_id = 1;
+  snprintf(cfg->data_dir, sizeof cfg->data_dir, "./data");
+  cfg->log_level = LOG_INFO;
+  config_addr_set(&cfg->listen, "127.0.0.1", 7400);
+  config_addr_set(&cfg->cluster_listen, "127.0.0.1", 7401);
+  config_addr_set(&cfg->admin_listen, "127.0.0.1", 7402);
+  cfg->node_timeout_ms = 10000;
+  cfg->replace_delay_ms = 60000;
+  cfg->max_connections = 1024;
+  cfg->max_frame_bytes = 16 * CONFIG_MIB;
+  cfg->max_inflight_bytes = 64 * CONFIG_MIB;
+  cfg->idle_timeout_ms = 10 * 60 * 1000;
+  cfg->heartbeat_ms = 250;
+  cfg->election_ms = 2500;
+  cfg->raft_segment_bytes = 1 * CONFIG_MIB;
+}
+
+/* ---- flags ---- */
+
+/* Walks argv. When apply is false only the syntax is checked and --config
+ * is recorded; when true every flag's value is parsed into the config. */
+static int config_walk_flags(struct config_parse *ps, int argc, char **argv, bool apply)
+{
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+      config_fail(ps, CAIRN_ECONFIG, "unexpected argument '%s' (flags start with --; see --help)",
+                  arg);
+      return ps->err;
+    }
+    const char *name = arg + 2;
+    const char *eq = strchr(name, '=');
+    size_t n = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    bool is_config = n == strlen("config") && strncmp(name, "config", n) == 0;
+    int k = is_config ? -1 : config_find_flag(name, n);
+    if (!is_config && k < 0) {
+      config_fail(ps, CAIRN_ECONFIG, "unknown flag --%.*s (see --help)", (int)n, name);
+      return ps->err;
+    }
+    const char *value;
+    if (eq != NULL) {
+      value = eq + 1;
+    } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+      value = argv[++i];
+    } else {
+      config_fail(ps, CAIRN_ECONFIG, "--%.*s needs a value (%s)", (int)n, name,
+                  is_config ? "FILE" : config_keys[k].meta);
+      return ps->err;
+    }
+    if (is_config) {
+      if (value[0] == '\0' || strlen(value) >= sizeof ps->cfg->config_file) {
+        config_fail(ps, CAIRN_ECONFIG, "--config: %s",
+                    value[0] == '\0' ? "the file name is empty" : "the path is too long");
+        return ps->err;
+      }
+      if (!apply) {
+        snprintf(ps->cfg->config_file, sizeof ps->cfg->config_file, "%s", value);
+      }
+      continue;
+    }
+    if (!apply) {
+      continue;
+    }
+    char why[CONFIG_ERRMSG_SIZE];
+    if (config_set(ps, (enum config_key_id)k, value, false, false, why, sizeof why) != 0) {
+      config_fail(ps, CAIRN_ECONFIG, "--%s: %s", config_keys[k].flag, why);
+      return ps->err;
+    }
+    ps->by_flag[k] = true;
+  }
+  return 0;
+}
+
+/* ---- the file ---- */
+
+/* inih's line reader: fgets that counts lines, notices indentation (inih
+ * reads an indented line as a continuation of the previous value) and
+ * refuses lines longer than inih's buffer instead of letting it split them. */
+static char *config_read_line(char *str, int num, void *stream)
+{
+  struct config_parse *ps = stream;
+  if (ps->err != 0) {
+    return NULL;
+  }
+  errno = 0;
+  if (fgets(str, num, ps->f) == NULL) {
+    if (ferror(ps->f)) {
+      int err = errno != 0 ? -errno : -EIO;
+      ps->err_line = ps->lineno + 1;
+      config_fail(ps, err, "%s: cannot read line %u: %s", ps->file, ps->lineno + 1,
+                  cairn_strerror(err));
+    }
+    return NULL;
+  }
+  ps->lineno++;
+  size_t len = strlen(str);
+  if (len > 0 && str[len - 1] != '\n' && len == (size_t)num - 1) {
+    /* The buffer is full: fine if the line ends right here. */
+    int c = getc(ps->f);
+    if (c != EOF && c != '\n') {
+      ps->err_line = ps->lineno;
+      config_fail(ps, CAIRN_ECONFIG, "%s:%u: the line is longer than %d characters", ps->file,
+                  ps->lineno, num - 1);
+      return NULL;
+    }
+  }
+  ps->indented = str[0] == ' ' || str[0] == '\t';
+  const char *p = str + strspn(str, " \t");
+  if (ps->lineno == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0) {
+    p += 3;
+  }
+  if (*p == '[') {
+    ps->section_line = ps->lineno;
+    const char *close = strchr(p, ']');
+    if (close != NULL) {
+      char section[64];
+      size_t n = (size_t)(close - p - 1);
+      if (n >= sizeof section) {
+        n = sizeof section - 1;
+      }
+      memcpy(section, p + 1, n);
+      section[n] = '\0';
+      if (!config_section_known(section)) {
+        ps->err_line = ps->lineno;
+        config_fail(ps, CAIRN_ECONFIG,
+                    "%s:%u: unknown section [%s] (sections: node, network, cluster, limits, "
+                    "raft)",
+                    ps->file, ps->lineno, section);
+        return NULL;
+      }
+    }
+  }
+  return str;
+}
+
+static void config_file_fail(struct config_parse *ps, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void config_file_fail(struct config_parse *ps, const char *fmt, ...)
+{
+  if (ps->err != 0) {
+    return;
+  }
+  char what[CONFIG_ERRMSG_SIZE];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  ps->err_line = ps->lineno;
+  config_fail(ps, CAIRN_ECONFIG, "%s:%u: %s", ps->file, ps->lineno, what);
+}
+
+/* A voters line that ended in ',' must be continued by the next value line. */
+static void config_check_open_voters(struct config_parse *ps)
+{
+  if (ps->voters_open_line != 0 && ps->err == 0) {
+    ps->err_line = ps->voters_open_line;
+    config_fail(ps, CAIRN_ECONFIG,
+                "%s:%u: [cluster] voters: the list ends with ',' but no indented line continues it",
+                ps->file, ps->voters_open_line);
+  }
+}
+
+static int config_on_key(void *user, const char *section, const char *name, const char *value)
+{
+  struct config_parse *ps = user;
+  if (ps->err != 0) {
+    return 1; /* the reader stops at the next line */
+  }
+  int last = ps->last_key;
+  bool continued = ps->indented && last >= 0 && strcmp(config_keys[last].name, name) == 0 &&
+                   strcmp(config_keys[last].section, section) == 0;
+  if (continued && last != CONFIG_K_VOTERS) {
+    config_file_fail(ps,
+                     "this line is indented, which continues the value of %s on line %u; only "
+                     "voters may span lines (remove the indentation)",
+                     config_keys[last].name, ps->line_of[last]);
+    return 0;
+  }
+  if (!continued) {
+    config_check_open_voters(ps);
+    if (ps->err != 0) {
+      return 0;
+    }
+  }
+  ps->voters_open_line = 0;
+  if (section[0] == '\0') {
+    config_file_fail(ps, "key '%s' is outside any section (put it under [node], [network], "
+                         "[cluster], [limits] or [raft])",
+                     name);
+    return 0;
+  }
+  if (!config_section_known(section)) {
+    config_file_fail(ps, "unknown section [%s] (sections: node, network, cluster, limits, raft)",
+                     section);
+    return 0;
+  }
+  int k = -1;
+  for (int i = 0; i < CONFIG_K_COUNT; i++) {
+    if (strcmp(config_keys[i].section, section) == 0 && strcmp(config_keys[i].name, name) == 0) {
+      k = i;
+      break;
+    }
+  }
+  if (k < 0) {
+    char known[CONFIG_ERRMSG_SIZE] = "";
+    size_t used = 0;
+    for (int i = 0; i < CONFIG_K_COUNT && used < sizeof known; i++) {
+      if (strcmp(config_keys[i].section, section) == 0) {
+        int n = snprintf(known + used, sizeof known - used, "%s%s", used == 0 ? "" : ", ",
+                         config_keys[i].name);
+        used += n < 0 ? 0 : (size_t)n;
+      }
+    }
+    config_file_fail(ps, "unknown key '%s' in [%s] (keys: %s)", name, section, known);
+    return 0;
+  }
+  if (!continued && ps->line_of[k] != 0) {
+    config_file_fail(ps, "[%s] %s is already set on line %u", section, name, ps->line_of[k]);
+    return 0;
+  }
+  char why[CONFIG_ERRMSG_SIZE];
+  if (config_set(ps, (enum config_key_id)k, value, true, continued, why, sizeof why) != 0) {
+    config_file_fail(ps, "[%s] %s: %s", section, name, why);
+    return 0;
+  }
+  if (!continued) {
+    ps->line_of[k] = ps->lineno;
+  }
+  ps->last_key = k;
+  return 1;
+}
+
+/* Reads line `line` of the file again, for the message about a line inih
+ * refused (it reports only the number). */
+static void config_file_line(FILE *f, unsigned line, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  if (fseek(f, 0, SEEK_SET) != 0) {
+    return;
+  }
+  unsigned at = 1;
+  int c;
+  size_t n = 0;
+  while ((c = getc(f)) != EOF && at <= line) {
+    if (c == '\n') {
+      at++;
+    } else if (at == line && n + 1 < len && c != '\r') {
+      buf[n++] = (char)c;
+    }
+  }
+  buf[n] = '\0';
+}
+
+static int config_read_file(struct config_parse *ps)
+{
+  ps->file = ps->cfg->config_file;
+  ps->f = fopen(ps->file, "r");
+  if (ps->f == NULL) {
+    int err = -errno;
+    config_fail(ps, err, "%s: cannot read: %s", ps->file, strerror(errno));
+    return err;
+  }
+  ps->last_key = -1;
+  int rv = ini_parse_stream(config_read_line, ps, config_on_key, ps);
+  config_check_open_voters(ps);
+  if (rv > 0 && (ps->err == 0 || (unsigned)rv < ps->err_line)) {
+    /* inih's own complaint comes first in the file: report it instead. */
+    char text[80];
+    config_file_line(ps->f, (unsigned)rv, text, sizeof text);
+    ps->err = 0;
+    config_fail(ps, CAIRN_ECONFIG,
+                "%s:%d: '%s' is not 'key = value', a [section] header or a comment", ps->file,
+                rv, text);
+  } else if (rv < 0 && ps->err == 0) {
+    config_fail(ps, CAIRN_ENOMEM, "%s: out of memory while parsing", ps->file);
+  }
+  fclose(ps->f);
+  ps->f = NULL;
+  return ps->err;
+}
+
+/* ---- derived values and combinations ---- */
+
+/* The advertised address of one listener: the specific setting beats the
+ * general advertise host within a layer, a flag beats the file. */
+static void config_derive_advertise(struct config_parse *ps, enum config_key_id specific,
+                                    struct config_addr *out, const struct config_addr *listen)
+{
+  int rank_specific = ps->by_flag[specific] ? 4 : (ps->line_of[specific] != 0 ? 2 : 0);
+  int rank_general = ps->by_flag[CONFIG_K_ADVERTISE]
+                         ? 3
+                         : (ps->line_of[CONFIG_K_ADVERTISE] != 0 ? 1 : 0);
+  if (rank_specific > 0 && rank_specific > rank_general) {
+    return; /* *out holds the parsed specific address */
+  }
+  config_addr_set(out, rank_general > 0 ? ps->advertise_host : listen->host, listen->port);
+}
+
+static int config_check_listen_wildcard(struct config_parse *ps, enum config_key_id listen_k,
+                                        enum config_key_id specific,
+                                        const struct config_addr *adv)
+{
+  if (!config_host_is_wildcard(adv->host)) {
+    return 0;
+  }
+  char where[CONFIG_ERRMSG_SIZE];
+  config_origin(ps, listen_k, false, where, sizeof where);
+  config_fail(ps, CAIRN_ECONFIG,
+              "%s: %s listens on every interface, which nobody can dial; give --advertise HOST "
+              "(or --%s HOST:PORT) with the address others should dial",
+              where, adv->str, config_keys[specific].flag);
+  return ps->err;
+}
+
+static bool config_listeners_clash(const struct config_addr *a, const struct config_addr *b)
+{
+  if (a->port == 0 || a->port != b->port) {
+    return false;
+  }
+  return strcasecmp(a->host, b->host) == 0 || config_host_is_wildcard(a->host) ||
+         config_host_is_wildcard(b->host);
+}
+
+static int config_check(struct config_parse *ps)
+{
+  struct config *cfg = ps->cfg;
+  char a[CONFIG_ERRMSG_SIZE];
+  char b[CONFIG_ERRMSG_SIZE];
+
+  config_derive_advertise(ps, CONFIG_K_ADVERTISE_CLIENT, &cfg->advertise_client, &cfg->listen);
+  config_derive_advertise(ps, CONFIG_K_ADVERTISE_CLUSTER, &cfg->advertise_cluster,
+                          &cfg->cluster_listen);
+  if (config_check_listen_wildcard(ps, CONFIG_K_LISTEN, CONFIG_K_ADVERTISE_CLIENT,
+                                   &cfg->advertise_client) != 0 ||
+      config_check_listen_wildcard(ps, CONFIG_K_CLUSTER_LISTEN, CONFIG_K_ADVERTISE_CLUSTER,
+                                   &cfg->advertise_cluster) != 0) {
+    return ps->err;
+  }
+
+  static const enum config_key_id listeners[] = {CONFIG_K_LISTEN, CONFIG_K_CLUSTER_LISTEN,
+                                                 CONFIG_K_ADMIN_LISTEN};
+  for (size_t i = 0; i < 3; i++) {
+    for (size_t j = i + 1; j < 3; j++) {
+      const struct config_addr *x =
+          (const struct config_addr *)(const void *)((char *)cfg + config_keys[listeners[i]].offset);
+      const struct config_addr *y =
+          (const struct config_addr *)(const void *)((char *)cfg + config_keys[listeners[j]].offset);
+      if (config_listeners_clash(x, y)) {
+        config_origin(ps, listeners[i], true, a, sizeof a);
+        config_origin(ps, listeners[j], true, b, sizeof b);
+        config_fail(ps, CAIRN_ECONFIG, "%s and %s would listen on the same port", a, b);
+        return ps->err;
+      }
+    }
+  }
+
+  bool voters_given = ps->by_flag[CONFIG_K_VOTERS] || ps->line_of[CONFIG_K_VOTERS] != 0;
+  if (!voters_given) {
+    cfg->voters_len = 0;
+    if (!cfg->join_set) {
+      cfg->voters[0] = (struct config_voter){.id = cfg->node_id, .addr = cfg->advertise_cluster};
+      cfg->voters_len = 1;
+    }
+  }
+  for (size_t i = 0; i < cfg->voters_len; i++) {
+    const struct config_voter *v = &cfg->voters[i];
+    if (v->id == cfg->node_id && !config_addr_equal(&v->addr, &cfg->advertise_cluster)) {
+      config_origin(ps, CONFIG_K_VOTERS, false, a, sizeof a);
+      config_fail(ps, CAIRN_ECONFIG,
+                  "%s: voter %" PRIu64 " is this node (node id %" PRIu64
+                  ") but its address %s is not this node's advertised cluster address %s (set "
+                  "by --cluster-listen, --advertise or --advertise-cluster)",
+                  a, v->id, cfg->node_id, v->addr.str, cfg->advertise_cluster.str);
+      return ps->err;
+    }
+  }
+
+  if (cfg->election_ms < 2 * cfg->heartbeat_ms) {
+    config_origin(ps, CONFIG_K_ELECTION, true, a, sizeof a);
+    config_origin(ps, CONFIG_K_HEARTBEAT, true, b, sizeof b);
+    config_fail(ps, CAIRN_ECONFIG,
+                "the election timeout must be at least twice the heartbeat, or followers start "
+                "elections against a healthy leader: %s, %s",
+                a, b);
+    return ps->err;
+  }
+  if (cfg->max_inflight_bytes < cfg->max_frame_bytes) {
+    config_origin(ps, CONFIG_K_MAX_INFLIGHT, true, a, sizeof a);
+    config_origin(ps, CONFIG_K_MAX_FRAME, true, b, sizeof b);
+    config_fail(ps, CAIRN_ECONFIG,
+                "the in-flight limit must hold at least one largest frame: %s is smaller than %s",
+                a, b);
+    return ps->err;
+  }
+  return 0;
+}
+
+/* ---- public ---- */
+
+int config_load(struct config *cfg, int argc, char **argv, char *errmsg, size_t errlen)
+{
+  config_defaults(cfg);
+  if (errlen > 0) {
+    errmsg[0] = '\0';
+  }
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      return CONFIG_HELP;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      return CONFIG_VERSION;
+    }
+  }
+  struct config_parse ps = {.cfg = cfg, .errmsg = errmsg, .errlen = errlen, .last_key = -1};
+  if (config_walk_flags(&ps, argc, argv, false) != 0) {
+    return ps.err;
+  }
+  if (cfg->config_file[0] != '\0' && config_read_file(&ps) != 0) {
+    return ps.err;
+  }
+  if (config_walk_flags(&ps, argc, argv, true) != 0) {
+    return ps.err;
+  }
+  return config_check(&ps);
+}
+
+void config_usage(FILE *out)
+{
+  struct config d;
+  config_defaults(&d);
+  fprintf(out,
+          "usage: cairnd [--config FILE] [flags]\n"
+          "\n"
+          "Runs one Cairn node. With no arguments: a single-node cluster on 127.0.0.1\n"
+          "keeping its data in ./data. Every flag has a key in the config file (shown\n"
+          "in brackets); a flag overrides the file, whatever their order.\n"
+          "\n"
+          "  --config FILE\n"
+          "      read settings from this INI file (docs/configuration.md)\n");
+  for (int k = 0; k < CONFIG_K_COUNT; k++) {
+    const struct config_key *key = &config_keys[k];
+    char dflt[CONFIG_PATH_MAX + 64];
+    if (key->dflt != NULL) {
+      snprintf(dflt, sizeof dflt, "%s", key->dflt);
+    } else {
+      config_format(&d, (enum config_key_id)k, dflt, sizeof dflt);
+      if (key->kind == CONFIG_KIND_SIZE) {
+        size_t z;
+        memcpy(&z, (const char *)&d + key->offset, sizeof z);
+        char note[32];
+        config_size_note(z, note, sizeof note);
+        strncat(dflt, note, sizeof dflt - strlen(dflt) - 1);
+      }
+    }
+    fprintf(out, "  --%s %s\n      %s\n      [%s] %s, default %s\n", key->flag, key->meta,
+            key->help, key->section, key->name, dflt);
+  }
+  fprintf(out, "  --help\n      print this help and exit\n"
+               "  --version\n      print the version and exit\n");
+}
+
+int config_write(const struct config *cfg, FILE *out)
+{
+  const char *section = "";
+  for (int k = 0; k < CONFIG_K_COUNT; k++) {
+    const struct config_key *key = &config_keys[k];
+    if (strcmp(section, key->section) != 0) {
+      fprintf(out, "%s[%s]\n", section[0] == '\0' ? "" : "\n", key->section);
+      section = key->section;
+    }
+    if (k == CONFIG_K_ADVERTISE) {
+      continue; /* written out as advertise_client and advertise_cluster */
+    }
+    if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set)) {
+      fprintf(out, "# %s: not set\n", key->name);
+      continue;
+    }
+    char value[CONFIG_PATH_MAX + CONFIG_MAX_VOTERS * (CONFIG_ADDR_MAX + 24)];
+    config_format(cfg, (enum config_key_id)k, value, sizeof value);
+    if (k == CONFIG_K_VOTERS) {
+      /* One voter a line, so long host names never meet inih's line limit. */
+      fprintf(out, "voters =");
+      for (size_t i = 0; i < cfg->voters_len; i++) {
+        fprintf(out, "%s%" PRIu64 "@%s%s\n", i == 0 ? " " : "    ", cfg->voters[i].id,
+                cfg->voters[i].addr.str, i + 1 < cfg->voters_len ? "," : "");
+      }
+      continue;
+    }
+    fprintf(out, "%s = %s\n", key->name, value);
+  }
+  if (fflush(out) != 0 || ferror(out)) {
+    return errno != 0 ? -errno : -EIO;
+  }
+  return 0;
+}
+
+int config_set_bound_port(struct config *cfg, enum config_listener which, uint16_t port)
+{
+  struct config_addr *listen;
+  struct config_addr *adv = NULL;
+  switch (which) {
+  case CONFIG_CLIENT:
+    listen = &cfg->listen;
+    adv = &cfg->advertise_client;
+    break;
+  case CONFIG_CLUSTER:
+    listen = &cfg->cluster_listen;
+    adv = &cfg->advertise_cluster;
+    break;
+  case CONFIG_ADMIN:
+    listen = &cfg->admin_listen;
+    break;
+  default:
+    return CAIRN_EINVAL;
+  }
+  if (port == 0 || listen->port != 0) {
+    return CAIRN_EINVAL;
+  }
+  config_addr_set(listen, listen->host, port);
+  if (adv == NULL || adv->port != 0) {
+    return 0;
+  }
+  config_addr_set(adv, adv->host, port);
+  if (which == CONFIG_CLUSTER) {
+    for (size_t i = 0; i < cfg->voters_len; i++) {
+      if (cfg->voters[i].id == cfg->node_id && cfg->voters[i].addr.port == 0) {
+        config_addr_set(&cfg->voters[i].addr, cfg->voters[i].addr.host, port);
+      }
+    }
+  }
+  return 0;
+}
