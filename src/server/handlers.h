@@ -1,0 +1,64 @@
+/* handlers.h - the client port's request handlers, one file per API
+ * (handle_<api>.c), reached through one table (dispatch.c).
+ *
+ * Every handler takes a request from the conn layer and finishes it with
+ * exactly one conn_respond() or conn_respond_error(), now or later (see
+ * conn.h: a request may be answered after later ones, and its cancel
+ * callback tells the handler the conn is closing).
+ *
+ * Admin requests (topics, cluster, node registration) are served by the
+ * controller leader; any other node forwards them there unchanged
+ * (handle_forward) and relays the answer.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_HANDLERS_H
+#define CAIRN_HANDLERS_H
+
+#include "net/conn.h"
+#include "server/node.h"
+
+#include <stdbool.h>
+
+/* Routes req to its handler by api (dispatch.c); an unknown api gets
+ * UNSUPPORTED_API. */
+void dispatch_request(struct node *n, struct conn_request *req);
+
+/* handle_hello.c */
+void handle_hello(struct node *n, struct conn_request *req);
+
+/* handle_metadata.c: Metadata, ListTopics, DescribeTopic, DescribeCluster
+ * all describe the same state. */
+void handle_metadata(struct node *n, struct conn_request *req);
+void handle_list_topics(struct node *n, struct conn_request *req);
+void handle_describe_topic(struct node *n, struct conn_request *req);
+void handle_describe_cluster(struct node *n, struct conn_request *req);
+
+/* handle_admin.c: CreateTopic, DeleteTopic, DecommissionNode. */
+void handle_create_topic(struct node *n, struct conn_request *req);
+void handle_delete_topic(struct node *n, struct conn_request *req);
+void handle_decommission(struct node *n, struct conn_request *req);
+
+/* If this node is not the controller leader, forwards req there and
+ * relays the answer (or answers NOT_CONTROLLER), and returns true: req is
+ * finished or will be. Returns false when this node leads the controller
+ * and must serve req itself. (handle_admin.c) */
+bool handle_forward(struct node *n, struct conn_request *req);
+
+/* handle_node.c: a node's registration and heartbeats, both as sender
+ * (handle_node_tick, once per node tick) and as controller leader. */
+void handle_node_register(struct node *n, struct conn_request *req);
+void handle_node_heartbeat(struct node *n, struct conn_request *req);
+void handle_node_tick(struct node *n);
+
+/* handle_produce.c */
+void handle_produce(struct node *n, struct conn_request *req);
+
+/* handle_fetch.c (also node_wake_fetches, node.h) */
+void handle_fetch(struct node *n, struct conn_request *req);
+/* Answers every parked long-polling fetch with what it has (node stop). */
+void handle_fetch_close_all(struct node *n);
+
+/* handle_list_offsets.c */
+void handle_list_offsets(struct node *n, struct conn_request *req);
+
+#endif

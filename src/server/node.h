@@ -1,0 +1,110 @@
+/* node.h - one cairnd node: the parts a node is made of, started and
+ * stopped together on one libuv loop.
+ *
+ *   cluster port (transport.h)  <- Raft of every group, catch-up fetches
+ *   controller (controller.h)   the metadata group's replica on this node
+ *   partitions (partitions.h)   the partition replicas the metadata assigns here
+ *   client port (listener.h)    requests, dispatched by api (dispatch.h)
+ *   peer (peer.h)               this node's own requests to the controller leader
+ *
+ * Once a second (node_on_tick): the controller leader bootstraps the
+ * cluster id if the metadata has none; this node registers itself if the
+ * metadata does not hold its current incarnation, heartbeats the
+ * controller leader with the partitions it leads, and, as partition leader,
+ * steps each group's Raft membership towards the metadata's replica set.
+ * Every applied metadata change reconciles the hosted partitions.
+ *
+ * The data directory:
+ *   <data>/NODE         node id and cluster id of this directory (a data dir
+ *                       of another node or cluster is refused)
+ *   <data>/meta/        the metadata group's Raft log and snapshots
+ *   <data>/partitions/  one directory per hosted partition replica
+ *
+ * Lifecycle:
+ *   node_start -> NODE_RUNNING --node_stop--> NODE_STOPPING -> cb -> NODE_STOPPED
+ *   (a fatal condition, such as a data dir of another cluster, calls
+ *   node_stop itself with exit_code set.)
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_NODE_H
+#define CAIRN_NODE_H
+
+#include "cluster/controller.h"
+#include "cluster/partitions.h"
+#include "cluster/transport.h"
+#include "net/listener.h"
+#include "net/peer.h"
+#include "server/config.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define NODE_TICK_MS 500
+#define NODE_HEARTBEAT_MS 1000
+#define NODE_RPC_TIMEOUT_MS 5000
+#define NODE_ERRMSG_SIZE 512
+#define NODE_ID_FILE "NODE"
+
+enum node_state { NODE_RUNNING, NODE_STOPPING, NODE_STOPPED };
+
+struct node;
+struct fetch_wait;
+typedef void (*node_stop_cb)(struct node *n);
+
+struct node {
+  uv_loop_t *loop;
+  struct config cfg;
+  enum node_state state;
+  uint64_t incarnation;      /* random per process start */
+  char cluster_id[META_CLUSTER_ID_MAX + 1]; /* of the data dir, "" before known */
+  struct transport tr;
+  struct controller ctl;
+  struct parts parts;
+  struct listener lis;
+  struct peer peer;          /* to the controller leader or the join address */
+  uv_timer_t tick;
+  uv_idle_t reconcile;       /* runs a reconcile after metadata changes */
+  bool reconcile_pending;
+  uint64_t last_heartbeat_ms;
+  bool register_inflight;
+  bool heartbeat_inflight;
+  bool bootstrap_inflight;
+  struct peer_call register_call;
+  struct peer_call heartbeat_call;
+  struct ctl_propose bootstrap_req;
+  struct fetch_wait *waits;  /* long-polling fetches (handle_fetch.c) */
+  int parts_open;            /* parts of the current stop stage still closing */
+  int stop_stage;
+  int exit_code;             /* what main returns */
+  node_stop_cb stop_cb;
+  char errmsg[NODE_ERRMSG_SIZE];
+};
+
+/* Opens the data dir, binds the cluster, client and admin ports, starts
+ * the metadata group and the hosted partitions. cfg is copied; listen
+ * ports of 0 are replaced by the ports bound. Caller allocates n. Returns 0,
+ * or a negative code with n->errmsg set (nothing to stop then). */
+__attribute__((warn_unused_result)) int node_start(struct node *n, uv_loop_t *loop,
+                                                   const struct config *cfg);
+
+/* A clean stop: stops accepting clients, hands off leaderships (each
+ * partition replica transfers before closing), lets in-flight requests
+ * finish, closes everything, then cb. Callback: fires exactly once; a
+ * second call does nothing. */
+void node_stop(struct node *n, node_stop_cb cb);
+
+/* The client address of the node with this id, from the metadata; NULL if
+ * unknown. Returns borrowed, valid until the next loop iteration. */
+const char *node_client_address(struct node *n, uint64_t node_id);
+
+/* A hosted partition by topic name, or NULL (unknown topic, partition out
+ * of range, or not hosted here); *topic_out gets the topic (may be NULL
+ * then). Returns borrowed, valid until the next loop iteration. */
+struct part *node_find_part(struct node *n, const char *topic, uint32_t partition,
+                            const struct meta_topic **topic_out);
+
+/* Wakes long-polling fetches waiting on p (its high watermark moved). */
+void node_wake_fetches(struct node *n, struct part *p);
+
+#endif
