@@ -3,15 +3,17 @@
  * checked where they are parsed, combinations once at the end.
  *
  * Flow of config_load:
- *   config_defaults -> config_scan_flags (syntax only: unknown flag, missing
+ *   config_defaults -> config_walk_flags (syntax only: unknown flag, missing
  *   value; finds --config) -> config_read_file (inih, through our line
- *   reader for line numbers and long-line detection) -> config_apply_flags
- *   -> config_derive (advertise, voters) -> config_check (combinations). */
+ *   reader for line numbers and long-line detection) -> config_walk_flags
+ *   again (values) -> config_check (derives advertise addresses and voters,
+ *   then checks combinations). */
 #include "server/config.h"
+
+#include "server/config_value.h"
 
 #include "common/err.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
@@ -28,16 +30,16 @@
 #define CONFIG_SEGMENT_ALIGN 4096 /* raft writes its segments in blocks */
 
 enum config_kind {
-  CONFIG_KIND_ID,      /* uint64_t, >= 1 */
-  CONFIG_KIND_UINT,    /* unsigned, min..max */
-  CONFIG_KIND_SIZE,    /* size_t, min..max */
-  CONFIG_KIND_PATH,    /* char[CONFIG_PATH_MAX], not empty */
-  CONFIG_KIND_RACK,    /* char[CONFIG_RACK_MAX + 1], may be empty */
-  CONFIG_KIND_LEVEL,   /* enum log_level, debug..error */
-  CONFIG_KIND_LISTEN,  /* struct config_addr, port 0..65535 */
-  CONFIG_KIND_ADDR,    /* struct config_addr, port 1..65535 */
-  CONFIG_KIND_HOST,    /* the advertise host, kept in the parse state */
-  CONFIG_KIND_VOTERS,  /* ID@HOST:PORT,... */
+  CONFIG_KIND_ID,     /* uint64_t, >= 1 */
+  CONFIG_KIND_UINT,   /* unsigned, min..max */
+  CONFIG_KIND_SIZE,   /* size_t, min..max */
+  CONFIG_KIND_PATH,   /* char[CONFIG_PATH_MAX], not empty */
+  CONFIG_KIND_RACK,   /* char[CONFIG_RACK_MAX + 1], may be empty */
+  CONFIG_KIND_LEVEL,  /* enum log_level, debug..error */
+  CONFIG_KIND_LISTEN, /* struct config_addr, port 0..65535 */
+  CONFIG_KIND_ADDR,   /* struct config_addr, port 1..65535 */
+  CONFIG_KIND_HOST,   /* the advertise host, kept in the parse state */
+  CONFIG_KIND_VOTERS, /* ID@HOST:PORT,... */
 };
 
 enum config_key_id {
@@ -71,10 +73,10 @@ struct config_key {
   const char *name;    /* its file key */
   const char *meta;    /* the value's shape in --help */
   enum config_kind kind;
-  size_t offset;       /* into struct config (unused for CONFIG_KIND_HOST) */
-  uint64_t min, max;   /* numbers only */
+  size_t offset;     /* into struct config (unused for CONFIG_KIND_HOST) */
+  uint64_t min, max; /* numbers only */
   const char *help;
-  const char *dflt;    /* default text for --help when not printed from the defaults */
+  const char *dflt; /* default text for --help when not printed from the defaults */
 };
 
 #define CONFIG_OFF(field) offsetof(struct config, field)
@@ -87,8 +89,7 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_DATA_DIR] = {"data-dir", "node", "data_dir", "DIR", CONFIG_KIND_PATH,
                            CONFIG_OFF(data_dir), 0, 0, "where the node keeps its data", NULL},
     [CONFIG_K_RACK] = {"rack", "node", "rack", "NAME", CONFIG_KIND_RACK, CONFIG_OFF(rack), 0, 0,
-                       "failure domain; replicas of a partition go to different racks",
-                       "none"},
+                       "failure domain; replicas of a partition go to different racks", "none"},
     [CONFIG_K_LOG_LEVEL] = {"log-level", "node", "log_level", "LEVEL", CONFIG_KIND_LEVEL,
                             CONFIG_OFF(log_level), 0, 0, "debug, info, warn or error", NULL},
     [CONFIG_K_LISTEN] = {"listen", "network", "listen", "HOST:PORT", CONFIG_KIND_LISTEN,
@@ -99,17 +100,17 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_ADMIN_LISTEN] = {"admin-listen", "network", "admin_listen", "HOST:PORT",
                                CONFIG_KIND_LISTEN, CONFIG_OFF(admin_listen), 0, 0,
                                "admin port for operators", NULL},
-    [CONFIG_K_ADVERTISE] = {"advertise", "network", "advertise", "HOST", CONFIG_KIND_HOST, 0, 0,
-                            0, "host that clients and other nodes dial; ports from the listen "
-                               "addresses",
+    [CONFIG_K_ADVERTISE] = {"advertise", "network", "advertise", "HOST", CONFIG_KIND_HOST, 0, 0, 0,
+                            "host that clients and other nodes dial; ports from the listen "
+                            "addresses",
                             "the listen hosts"},
-    [CONFIG_K_ADVERTISE_CLIENT] = {"advertise-client", "network", "advertise_client",
-                                   "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(advertise_client), 0,
-                                   0, "client address other parties dial (overrides advertise)",
+    [CONFIG_K_ADVERTISE_CLIENT] = {"advertise-client", "network", "advertise_client", "HOST:PORT",
+                                   CONFIG_KIND_ADDR, CONFIG_OFF(advertise_client), 0, 0,
+                                   "client address other parties dial (overrides advertise)",
                                    "advertise host, listen port"},
     [CONFIG_K_ADVERTISE_CLUSTER] = {"advertise-cluster", "network", "advertise_cluster",
-                                    "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(advertise_cluster),
-                                    0, 0, "cluster address other nodes dial (overrides advertise)",
+                                    "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(advertise_cluster), 0,
+                                    0, "cluster address other nodes dial (overrides advertise)",
                                     "advertise host, cluster-listen port"},
     [CONFIG_K_VOTERS] = {"voters", "cluster", "voters", "ID@HOST:PORT,...", CONFIG_KIND_VOTERS, 0,
                          0, 0, "cluster addresses of the controller voters",
@@ -131,8 +132,8 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                             "largest request or response frame", NULL},
     [CONFIG_K_MAX_INFLIGHT] = {"max-inflight-bytes", "limits", "max_inflight_bytes", "N",
                                CONFIG_KIND_SIZE, CONFIG_OFF(max_inflight_bytes), 4 * CONFIG_KIB,
-                               64 * CONFIG_GIB,
-                               "bytes of requests in progress per connection", NULL},
+                               64 * CONFIG_GIB, "bytes of requests in progress per connection",
+                               NULL},
     [CONFIG_K_IDLE_TIMEOUT] = {"idle-timeout-ms", "limits", "idle_timeout_ms", "N",
                                CONFIG_KIND_UINT, CONFIG_OFF(idle_timeout_ms), 0, CONFIG_DAY_MS,
                                "close a silent client connection after this (0: never)", NULL},
@@ -157,19 +158,19 @@ struct config_parse {
   struct config *cfg;
   char *errmsg;
   size_t errlen;
-  int err;                            /* first error, 0 while none */
-  unsigned err_line;                  /* its file line, 0 when not from the file */
-  unsigned line_of[CONFIG_K_COUNT];   /* file line that set the key, 0: not in the file */
-  bool by_flag[CONFIG_K_COUNT];       /* a flag set it */
+  int err;                          /* first error, 0 while none */
+  unsigned err_line;                /* its file line, 0 when not from the file */
+  unsigned line_of[CONFIG_K_COUNT]; /* file line that set the key, 0: not in the file */
+  bool by_flag[CONFIG_K_COUNT];     /* a flag set it */
   char advertise_host[CONFIG_HOST_MAX + 1];
   /* the file being read */
   const char *file;
   FILE *f;
-  unsigned lineno;            /* line the reader returned last */
-  bool indented;              /* that line starts with blank space */
-  unsigned section_line;      /* line of the last [section] header */
-  int last_key;               /* key of the last handler call, -1: none */
-  unsigned voters_open_line;  /* a voters line ending in ',' waits for a continuation */
+  unsigned lineno;           /* line the reader returned last */
+  bool indented;             /* that line starts with blank space */
+  unsigned section_line;     /* line of the last [section] header */
+  int last_key;              /* key of the last handler call, -1: none */
+  unsigned voters_open_line; /* a voters line ending in ',' waits for a continuation */
 };
 
 static void config_fail(struct config_parse *ps, int err, const char *fmt, ...)
@@ -186,273 +187,6 @@ static void config_fail(struct config_parse *ps, int err, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(ps->errmsg, ps->errlen, fmt, ap);
   va_end(ap);
-}
-
-/* ---- values ---- */
-
-/* A decimal number with nothing around it. Returns 0, or CAIRN_ECONFIG with
- * why filled. */
-static int config_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *why,
-                            size_t whylen)
-{
-  if (*s == '\0') {
-    snprintf(why, whylen, "the value is empty, expected a number");
-    return CAIRN_ECONFIG;
-  }
-  for (const char *p = s; *p != '\0'; p++) {
-    if (!isdigit((unsigned char)*p)) {
-      snprintf(why, whylen, "'%s' is not a number (decimal digits only)", s);
-      return CAIRN_ECONFIG;
-    }
-  }
-  errno = 0;
-  unsigned long long v = strtoull(s, NULL, 10);
-  if (errno == ERANGE || v < min || v > max) {
-    snprintf(why, whylen, "%s is out of range (%" PRIu64 "..%" PRIu64 ")", s, min, max);
-    return CAIRN_ECONFIG;
-  }
-  *out = v;
-  return 0;
-}
-
-static bool config_host_is_ip6(const char *host)
-{
-  struct in6_addr a6;
-  return inet_pton(AF_INET6, host, &a6) == 1;
-}
-
-static bool config_host_is_wildcard(const char *host)
-{
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1) {
-    return a4.s_addr == htonl(INADDR_ANY);
-  }
-  if (inet_pton(AF_INET6, host, &a6) == 1) {
-    return memcmp(&a6, &in6addr_any, sizeof a6) == 0;
-  }
-  return false;
-}
-
-/* A DNS name, an IPv4 address or an IPv6 address (no brackets). */
-static int config_check_host(const char *host, char *why, size_t whylen)
-{
-  size_t len = strlen(host);
-  if (len == 0) {
-    snprintf(why, whylen, "the host is empty");
-    return CAIRN_ECONFIG;
-  }
-  if (strchr(host, ':') != NULL) {
-    if (!config_host_is_ip6(host)) {
-      snprintf(why, whylen, "'%s' is not a valid IPv6 address", host);
-      return CAIRN_ECONFIG;
-    }
-    return 0;
-  }
-  if (len > CONFIG_HOST_MAX) {
-    snprintf(why, whylen, "the host is longer than %d characters", CONFIG_HOST_MAX);
-    return CAIRN_ECONFIG;
-  }
-  bool numeric = true;
-  size_t label = 0;
-  for (const char *p = host;; p++) {
-    if (*p == '.' || *p == '\0') {
-      if (label == 0 || label > 63 || p[-1] == '-') {
-        snprintf(why, whylen, "'%s' is not a valid host name", host);
-        return CAIRN_ECONFIG;
-      }
-      if (*p == '\0') {
-        break;
-      }
-      label = 0;
-      continue;
-    }
-    if (!isalnum((unsigned char)*p) && !(*p == '-' && label > 0)) {
-      snprintf(why, whylen, "'%s' is not a valid host name (letters, digits, '-' and '.' only)",
-               host);
-      return CAIRN_ECONFIG;
-    }
-    if (!isdigit((unsigned char)*p)) {
-      numeric = false;
-    }
-    label++;
-  }
-  struct in_addr a4;
-  if (numeric && inet_pton(AF_INET, host, &a4) != 1) {
-    snprintf(why, whylen, "'%s' is not a valid IPv4 address", host);
-    return CAIRN_ECONFIG;
-  }
-  return 0;
-}
-
-/* host may be a->host itself. */
-static void config_addr_set(struct config_addr *a, const char *host, uint16_t port)
-{
-  if (host != a->host) {
-    snprintf(a->host, sizeof a->host, "%s", host);
-  }
-  host = a->host;
-  a->port = port;
-  bool v6 = strchr(host, ':') != NULL;
-  snprintf(a->str, sizeof a->str, v6 ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
-}
-
-/* HOST:PORT or [IPV6]:PORT; port 0 only when allow_port0. */
-static int config_parse_addr(const char *s, bool allow_port0, struct config_addr *out, char *why,
-                             size_t whylen)
-{
-  char host[CONFIG_HOST_MAX + 1];
-  const char *port;
-  if (s[0] == '[') {
-    const char *close = strchr(s, ']');
-    if (close == NULL || close[1] != ':') {
-      snprintf(why, whylen, "'%s' is not [IPV6]:PORT", s);
-      return CAIRN_ECONFIG;
-    }
-    size_t n = (size_t)(close - s - 1);
-    if (n >= sizeof host) {
-      snprintf(why, whylen, "the host in '%s' is too long", s);
-      return CAIRN_ECONFIG;
-    }
-    memcpy(host, s + 1, n);
-    host[n] = '\0';
-    if (!config_host_is_ip6(host)) {
-      snprintf(why, whylen, "'%s' is not a valid IPv6 address", host);
-      return CAIRN_ECONFIG;
-    }
-    port = close + 2;
-  } else {
-    const char *colon = strrchr(s, ':');
-    if (colon == NULL) {
-      snprintf(why, whylen, "'%s' is not HOST:PORT", s);
-      return CAIRN_ECONFIG;
-    }
-    if (strchr(s, ':') != colon) {
-      snprintf(why, whylen, "'%s': an IPv6 address needs brackets, as in [::1]:7400", s);
-      return CAIRN_ECONFIG;
-    }
-    size_t n = (size_t)(colon - s);
-    if (n >= sizeof host) {
-      snprintf(why, whylen, "the host in '%s' is longer than %d characters", s, CONFIG_HOST_MAX);
-      return CAIRN_ECONFIG;
-    }
-    memcpy(host, s, n);
-    host[n] = '\0';
-    char hwhy[CONFIG_ERRMSG_SIZE];
-    if (config_check_host(host, hwhy, sizeof hwhy) != 0) {
-      snprintf(why, whylen, "'%s': %s", s, hwhy);
-      return CAIRN_ECONFIG;
-    }
-    port = colon + 1;
-  }
-  uint64_t p;
-  char pwhy[CONFIG_ERRMSG_SIZE];
-  if (config_parse_u64(port, allow_port0 ? 0 : 1, 65535, &p, pwhy, sizeof pwhy) != 0) {
-    snprintf(why, whylen, "'%s': the port %s", s,
-             *port == '\0' ? "is missing" : (allow_port0 ? "must be 0..65535" : "must be 1..65535"));
-    return CAIRN_ECONFIG;
-  }
-  config_addr_set(out, host, (uint16_t)p);
-  return 0;
-}
-
-static bool config_addr_equal(const struct config_addr *a, const struct config_addr *b)
-{
-  return a->port == b->port && strcasecmp(a->host, b->host) == 0;
-}
-
-/* Copies s without the blank space around it into buf; false if too long. */
-static bool config_trim(const char *s, size_t n, char *buf, size_t buflen)
-{
-  while (n > 0 && isspace((unsigned char)*s)) {
-    s++;
-    n--;
-  }
-  while (n > 0 && isspace((unsigned char)s[n - 1])) {
-    n--;
-  }
-  if (n >= buflen) {
-    return false;
-  }
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  return true;
-}
-
-/* Appends the entries of one voters text to cfg->voters. A trailing ',' is
- * allowed only when open_ok (a file line continued on the next line); then
- * *open says whether there was one. */
-static int config_parse_voters(struct config *cfg, const char *s, bool open_ok, bool *open,
-                               char *why, size_t whylen)
-{
-  *open = false;
-  size_t entry_no = cfg->voters_len;
-  const char *p = s;
-  for (;;) {
-    const char *comma = strchr(p, ',');
-    size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
-    char entry[CONFIG_ADDR_MAX + 32];
-    entry_no++;
-    if (!config_trim(p, n, entry, sizeof entry)) {
-      snprintf(why, whylen, "voter %zu is too long", entry_no);
-      return CAIRN_ECONFIG;
-    }
-    if (entry[0] == '\0') {
-      if (comma == NULL && open_ok && entry_no > 1 && p != s) {
-        *open = true; /* "a, b," continued on the next line */
-        return 0;
-      }
-      snprintf(why, whylen, "%s",
-               s[strspn(s, " \t")] == '\0' ? "the voters list is empty"
-                                           : "empty entry in the voters list (stray ',')");
-      return CAIRN_ECONFIG;
-    }
-    char *at = strchr(entry, '@');
-    if (at == NULL) {
-      snprintf(why, whylen, "voter '%s' is not ID@HOST:PORT", entry);
-      return CAIRN_ECONFIG;
-    }
-    *at = '\0';
-    uint64_t id;
-    char nwhy[CONFIG_ERRMSG_SIZE];
-    if (config_parse_u64(entry, 0, UINT64_MAX, &id, nwhy, sizeof nwhy) != 0) {
-      snprintf(why, whylen, "voter '%s@%s': the id %s", entry, at + 1,
-               entry[0] == '\0' ? "is missing" : "is not a number");
-      return CAIRN_ECONFIG;
-    }
-    if (id == 0) {
-      snprintf(why, whylen, "voter '0@%s': id 0 is not allowed (ids start at 1)", at + 1);
-      return CAIRN_ECONFIG;
-    }
-    struct config_addr addr;
-    char awhy[CONFIG_ERRMSG_SIZE];
-    if (config_parse_addr(at + 1, false, &addr, awhy, sizeof awhy) != 0) {
-      snprintf(why, whylen, "voter %" PRIu64 ": %s", id, awhy);
-      return CAIRN_ECONFIG;
-    }
-    for (size_t i = 0; i < cfg->voters_len; i++) {
-      if (cfg->voters[i].id == id) {
-        snprintf(why, whylen, "voter id %" PRIu64 " appears twice (%s and %s)", id,
-                 cfg->voters[i].addr.str, addr.str);
-        return CAIRN_ECONFIG;
-      }
-      if (config_addr_equal(&cfg->voters[i].addr, &addr)) {
-        snprintf(why, whylen, "voters %" PRIu64 " and %" PRIu64 " have the same address %s",
-                 cfg->voters[i].id, id, addr.str);
-        return CAIRN_ECONFIG;
-      }
-    }
-    if (cfg->voters_len == CONFIG_MAX_VOTERS) {
-      snprintf(why, whylen, "more than %d voters (the controller has at most %d)",
-               CONFIG_MAX_VOTERS, CONFIG_MAX_VOTERS);
-      return CAIRN_ECONFIG;
-    }
-    cfg->voters[cfg->voters_len++] = (struct config_voter){.id = id, .addr = addr};
-    if (comma == NULL) {
-      return 0;
-    }
-    p = comma + 1;
-  }
 }
 
 /* Parses value into the setting k. continued: a continuation line of the
@@ -640,6 +374,52 @@ static void config_format(const struct config *cfg, enum config_key_id k, char *
   }
 }
 
+/* Levenshtein distance between a[0..an) and b, for "did you mean"; names
+ * longer than 47 characters are never close. */
+static size_t config_distance(const char *a, size_t an, const char *b)
+{
+  size_t bn = strlen(b);
+  size_t row[48];
+  if (an >= 48 || bn >= 48) {
+    return SIZE_MAX;
+  }
+  for (size_t j = 0; j <= bn; j++) {
+    row[j] = j;
+  }
+  for (size_t i = 1; i <= an; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= bn; j++) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+      if (up + 1 < best) {
+        best = up + 1;
+      }
+      if (row[j - 1] + 1 < best) {
+        best = row[j - 1] + 1;
+      }
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[bn];
+}
+
+/* The flag closest to name[0..n), if a typo away (at most 2 edits), else -1. */
+static int config_closest_flag(const char *name, size_t n)
+{
+  int best = -1;
+  size_t best_d = 3;
+  for (int k = 0; k < CONFIG_K_COUNT; k++) {
+    size_t d = config_distance(name, n, config_keys[k].flag);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
 static int config_find_flag(const char *name, size_t n)
 {
   for (int k = 0; k < CONFIG_K_COUNT; k++) {
@@ -743,7 +523,18 @@ static int config_walk_flags(struct config_parse *ps, int argc, char **argv, boo
     bool is_config = n == strlen("config") && strncmp(name, "config", n) == 0;
     int k = is_config ? -1 : config_find_flag(name, n);
     if (!is_config && k < 0) {
-      config_fail(ps, CAIRN_ECONFIG, "unknown flag --%.*s (see --help)", (int)n, name);
+      int close = config_closest_flag(name, n);
+      const char *hint = close >= 0 ? config_keys[close].flag : NULL;
+      if (config_distance(name, n, "config") <= 2 &&
+          (hint == NULL || config_distance(name, n, "config") < config_distance(name, n, hint))) {
+        hint = "config";
+      }
+      if (hint != NULL) {
+        config_fail(ps, CAIRN_ECONFIG, "unknown flag --%.*s (did you mean --%s?)", (int)n, name,
+                    hint);
+      } else {
+        config_fail(ps, CAIRN_ECONFIG, "unknown flag --%.*s (see --help)", (int)n, name);
+      }
       return ps->err;
     }
     const char *value;
@@ -894,8 +685,9 @@ static int config_on_key(void *user, const char *section, const char *name, cons
   }
   ps->voters_open_line = 0;
   if (section[0] == '\0') {
-    config_file_fail(ps, "key '%s' is outside any section (put it under [node], [network], "
-                         "[cluster], [limits] or [raft])",
+    config_file_fail(ps,
+                     "key '%s' is outside any section (put it under [node], [network], "
+                     "[cluster], [limits] or [raft])",
                      name);
     return 0;
   }
@@ -912,6 +704,13 @@ static int config_on_key(void *user, const char *section, const char *name, cons
     }
   }
   if (k < 0) {
+    for (int i = 0; i < CONFIG_K_COUNT; i++) {
+      if (strcmp(config_keys[i].name, name) == 0) {
+        config_file_fail(ps, "unknown key '%s' in [%s]: %s belongs in [%s]", name, section, name,
+                         config_keys[i].section);
+        return 0;
+      }
+    }
     char known[CONFIG_ERRMSG_SIZE] = "";
     size_t used = 0;
     for (int i = 0; i < CONFIG_K_COUNT && used < sizeof known; i++) {
@@ -979,8 +778,8 @@ static int config_read_file(struct config_parse *ps)
     config_file_line(ps->f, (unsigned)rv, text, sizeof text);
     ps->err = 0;
     config_fail(ps, CAIRN_ECONFIG,
-                "%s:%d: '%s' is not 'key = value', a [section] header or a comment", ps->file,
-                rv, text);
+                "%s:%d: '%s' is not 'key = value', a [section] header or a comment", ps->file, rv,
+                text);
   } else if (rv < 0 && ps->err == 0) {
     config_fail(ps, CAIRN_ENOMEM, "%s: out of memory while parsing", ps->file);
   }
@@ -997,9 +796,8 @@ static void config_derive_advertise(struct config_parse *ps, enum config_key_id 
                                     struct config_addr *out, const struct config_addr *listen)
 {
   int rank_specific = ps->by_flag[specific] ? 4 : (ps->line_of[specific] != 0 ? 2 : 0);
-  int rank_general = ps->by_flag[CONFIG_K_ADVERTISE]
-                         ? 3
-                         : (ps->line_of[CONFIG_K_ADVERTISE] != 0 ? 1 : 0);
+  int rank_general =
+      ps->by_flag[CONFIG_K_ADVERTISE] ? 3 : (ps->line_of[CONFIG_K_ADVERTISE] != 0 ? 1 : 0);
   if (rank_specific > 0 && rank_specific > rank_general) {
     return; /* *out holds the parsed specific address */
   }
@@ -1007,8 +805,7 @@ static void config_derive_advertise(struct config_parse *ps, enum config_key_id 
 }
 
 static int config_check_listen_wildcard(struct config_parse *ps, enum config_key_id listen_k,
-                                        enum config_key_id specific,
-                                        const struct config_addr *adv)
+                                        enum config_key_id specific, const struct config_addr *adv)
 {
   if (!config_host_is_wildcard(adv->host)) {
     return 0;
@@ -1052,9 +849,11 @@ static int config_check(struct config_parse *ps)
   for (size_t i = 0; i < 3; i++) {
     for (size_t j = i + 1; j < 3; j++) {
       const struct config_addr *x =
-          (const struct config_addr *)(const void *)((char *)cfg + config_keys[listeners[i]].offset);
+          (const struct config_addr *)(const void *)((char *)cfg +
+                                                     config_keys[listeners[i]].offset);
       const struct config_addr *y =
-          (const struct config_addr *)(const void *)((char *)cfg + config_keys[listeners[j]].offset);
+          (const struct config_addr *)(const void *)((char *)cfg +
+                                                     config_keys[listeners[j]].offset);
       if (config_listeners_clash(x, y)) {
         config_origin(ps, listeners[i], true, a, sizeof a);
         config_origin(ps, listeners[j], true, b, sizeof b);
@@ -1083,6 +882,15 @@ static int config_check(struct config_parse *ps)
                   a, v->id, cfg->node_id, v->addr.str, cfg->advertise_cluster.str);
       return ps->err;
     }
+  }
+
+  if (cfg->join_set && config_addr_equal(&cfg->join, &cfg->advertise_client)) {
+    config_origin(ps, CONFIG_K_JOIN, false, a, sizeof a);
+    config_fail(ps, CAIRN_ECONFIG,
+                "%s: %s is this node's own client address; join names a node already in the "
+                "cluster",
+                a, cfg->join.str);
+    return ps->err;
   }
 
   if (cfg->election_ms < 2 * cfg->heartbeat_ms) {
@@ -1138,15 +946,14 @@ void config_usage(FILE *out)
 {
   struct config d;
   config_defaults(&d);
-  fprintf(out,
-          "usage: cairnd [--config FILE] [flags]\n"
-          "\n"
-          "Runs one Cairn node. With no arguments: a single-node cluster on 127.0.0.1\n"
-          "keeping its data in ./data. Every flag has a key in the config file (shown\n"
-          "in brackets); a flag overrides the file, whatever their order.\n"
-          "\n"
-          "  --config FILE\n"
-          "      read settings from this INI file (docs/configuration.md)\n");
+  fprintf(out, "usage: cairnd [--config FILE] [flags]\n"
+               "\n"
+               "Runs one Cairn node. With no arguments: a single-node cluster on 127.0.0.1\n"
+               "keeping its data in ./data. Every flag has a key in the config file (shown\n"
+               "in brackets); a flag overrides the file, whatever their order.\n"
+               "\n"
+               "  --config FILE\n"
+               "      read settings from this INI file (docs/configuration.md)\n");
   for (int k = 0; k < CONFIG_K_COUNT; k++) {
     const struct config_key *key = &config_keys[k];
     char dflt[CONFIG_PATH_MAX + 64];
@@ -1169,39 +976,86 @@ void config_usage(FILE *out)
                "  --version\n      print the version and exit\n");
 }
 
+/* Appends one line to the text being built; CAIRN_ETOOLARGE when the line
+ * would not fit inih's line buffer (when reading it back). */
+static int config_emit(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int config_emit(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= len - *used || (size_t)n > INI_MAX_LINE - 1) {
+    buf[*used] = '\0';
+    return CAIRN_ETOOLARGE;
+  }
+  *used += (size_t)n;
+  return 0;
+}
+
+/* False for a value inih would not read back as written: blank space at
+ * either end (stripped), a line break, or ';' after blank space (a comment). */
+static bool config_writable(const char *value)
+{
+  size_t n = strlen(value);
+  if (n > 0 && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[n - 1]))) {
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (value[i] == '\n' || value[i] == '\r' ||
+        (value[i] == ';' && i > 0 && isspace((unsigned char)value[i - 1]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 int config_write(const struct config *cfg, FILE *out)
 {
+  if (!config_writable(cfg->data_dir)) {
+    return CAIRN_EINVAL;
+  }
+  size_t len = 64 * 1024;
+  char *buf = malloc(len);
+  if (buf == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  size_t used = 0;
+  int rv = 0;
   const char *section = "";
-  for (int k = 0; k < CONFIG_K_COUNT; k++) {
+  for (int k = 0; k < CONFIG_K_COUNT && rv == 0; k++) {
     const struct config_key *key = &config_keys[k];
     if (strcmp(section, key->section) != 0) {
-      fprintf(out, "%s[%s]\n", section[0] == '\0' ? "" : "\n", key->section);
+      rv = config_emit(buf, len, &used, "%s[%s]\n", section[0] == '\0' ? "" : "\n", key->section);
       section = key->section;
     }
-    if (k == CONFIG_K_ADVERTISE) {
-      continue; /* written out as advertise_client and advertise_cluster */
+    if (rv != 0 || k == CONFIG_K_ADVERTISE) {
+      continue; /* advertise is written out as advertise_client and advertise_cluster */
     }
     if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set)) {
-      fprintf(out, "# %s: not set\n", key->name);
+      rv = config_emit(buf, len, &used, "# %s: not set\n", key->name);
       continue;
     }
-    char value[CONFIG_PATH_MAX + CONFIG_MAX_VOTERS * (CONFIG_ADDR_MAX + 24)];
-    config_format(cfg, (enum config_key_id)k, value, sizeof value);
     if (k == CONFIG_K_VOTERS) {
-      /* One voter a line, so long host names never meet inih's line limit. */
-      fprintf(out, "voters =");
-      for (size_t i = 0; i < cfg->voters_len; i++) {
-        fprintf(out, "%s%" PRIu64 "@%s%s\n", i == 0 ? " " : "    ", cfg->voters[i].id,
-                cfg->voters[i].addr.str, i + 1 < cfg->voters_len ? "," : "");
+      /* One voter a line, so long host names stay within inih's line limit. */
+      for (size_t i = 0; i < cfg->voters_len && rv == 0; i++) {
+        rv = config_emit(buf, len, &used, "%s%" PRIu64 "@%s%s\n", i == 0 ? "voters = " : "    ",
+                         cfg->voters[i].id, cfg->voters[i].addr.str,
+                         i + 1 < cfg->voters_len ? "," : "");
       }
       continue;
     }
-    fprintf(out, "%s = %s\n", key->name, value);
+    char value[CONFIG_PATH_MAX];
+    config_format(cfg, (enum config_key_id)k, value, sizeof value);
+    rv = config_emit(buf, len, &used, "%s = %s\n", key->name, value);
   }
-  if (fflush(out) != 0 || ferror(out)) {
-    return errno != 0 ? -errno : -EIO;
+  if (rv == 0 && (fwrite(buf, 1, used, out) != used || fflush(out) != 0)) {
+    rv = errno != 0 ? -errno : -EIO;
   }
-  return 0;
+  free(buf);
+  return rv;
 }
 
 int config_set_bound_port(struct config *cfg, enum config_listener which, uint16_t port)

@@ -28,12 +28,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CONFIG_HOST_MAX 253      /* a DNS name's length limit */
-#define CONFIG_ADDR_MAX 263      /* "[" host "]:" 5-digit port */
-#define CONFIG_PATH_MAX 4096     /* bytes of a path, with its terminating NUL */
-#define CONFIG_RACK_MAX 64       /* characters of a rack name */
-#define CONFIG_MAX_VOTERS 7      /* the controller's limit (CTL_MAX_VOTERS) */
-#define CONFIG_ERRMSG_SIZE 512   /* enough for any config_load message */
+#define CONFIG_HOST_MAX 253    /* a DNS name's length limit */
+#define CONFIG_ADDR_MAX 263    /* "[" host "]:" 5-digit port */
+#define CONFIG_PATH_MAX 4096   /* bytes of a path, with its terminating NUL */
+#define CONFIG_RACK_MAX 64     /* characters of a rack name */
+#define CONFIG_MAX_VOTERS 7    /* the controller's limit (CTL_MAX_VOTERS) */
+#define CONFIG_ERRMSG_SIZE 512 /* enough for any config_load message */
 
 /* Positive results of config_load: print and exit 0. */
 enum config_result { CONFIG_OK = 0, CONFIG_HELP = 1, CONFIG_VERSION = 2 };
@@ -60,38 +60,38 @@ struct config {
   char config_file[CONFIG_PATH_MAX]; /* the --config path, "" when none */
 
   /* [node] */
-  uint64_t node_id;                /* id (--node-id), >= 1; default 1 */
-  char data_dir[CONFIG_PATH_MAX];  /* data_dir (--data-dir), never empty; default ./data */
-  char rack[CONFIG_RACK_MAX + 1];  /* rack (--rack), "" when none */
-  enum log_level log_level;        /* log_level (--log-level): debug..error; default info */
+  uint64_t node_id;               /* id (--node-id), >= 1; default 1 */
+  char data_dir[CONFIG_PATH_MAX]; /* data_dir (--data-dir), never empty; default ./data */
+  char rack[CONFIG_RACK_MAX + 1]; /* rack (--rack), "" when none */
+  enum log_level log_level;       /* log_level (--log-level): debug..error; default info */
 
   /* [network] */
-  struct config_addr listen;         /* clients; default 127.0.0.1:7400 */
-  struct config_addr cluster_listen; /* other nodes (Raft, catch-up); default 127.0.0.1:7401 */
-  struct config_addr admin_listen;   /* operators; default 127.0.0.1:7402 */
+  struct config_addr listen;            /* clients; default 127.0.0.1:7400 */
+  struct config_addr cluster_listen;    /* other nodes (Raft, catch-up); default 127.0.0.1:7401 */
+  struct config_addr admin_listen;      /* operators; default 127.0.0.1:7402 */
   struct config_addr advertise_client;  /* where clients dial this node (derived, above) */
   struct config_addr advertise_cluster; /* where other nodes dial it (derived, above) */
 
   /* [cluster] */
   struct config_voter voters[CONFIG_MAX_VOTERS]; /* controller voters, distinct ids
                                                     and addresses */
-  size_t voters_len;                /* 0 only when join_set and no voters were given */
-  bool join_set;                    /* join (--join) was given */
-  struct config_addr join;          /* client address of an existing node */
-  unsigned node_timeout_ms;         /* a node silent this long is dead; default 10000 */
-  unsigned replace_delay_ms;        /* a dead node's replicas move after this; default 60000 */
+  size_t voters_len;                             /* 0 only when join_set and no voters were given */
+  bool join_set;                                 /* join (--join) was given */
+  struct config_addr join;                       /* client address of an existing node */
+  unsigned node_timeout_ms;  /* a node silent this long is dead; default 10000 */
+  unsigned replace_delay_ms; /* a dead node's replicas move after this; default 60000 */
 
   /* [limits] */
-  unsigned max_connections;         /* client connections; default 1024 */
-  size_t max_frame_bytes;           /* one request or response frame; default 16 MiB */
-  size_t max_inflight_bytes;        /* per connection, >= max_frame_bytes; default 64 MiB */
-  unsigned idle_timeout_ms;         /* close a silent client after this, 0: never;
-                                       default 600000 */
+  unsigned max_connections;  /* client connections; default 1024 */
+  size_t max_frame_bytes;    /* one request or response frame; default 16 MiB */
+  size_t max_inflight_bytes; /* per connection, >= max_frame_bytes; default 64 MiB */
+  unsigned idle_timeout_ms;  /* close a silent client after this, 0: never;
+                                default 600000 */
 
   /* [raft] */
-  unsigned heartbeat_ms;            /* default 250 */
-  unsigned election_ms;             /* >= 2 * heartbeat_ms; default 2500 */
-  size_t raft_segment_bytes;        /* segment_bytes; multiple of 4096; default 1 MiB */
+  unsigned heartbeat_ms;     /* default 250 */
+  unsigned election_ms;      /* >= 2 * heartbeat_ms; default 2500 */
+  size_t raft_segment_bytes; /* segment_bytes; multiple of 4096; default 1 MiB */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),
@@ -120,8 +120,12 @@ void config_usage(FILE *out);
 
 /* Writes cfg as a config file that config_load reads back to the same
  * settings: every key, the derived advertise addresses and voters written
- * out explicitly (voters omitted when empty). Returns 0, or a negative errno
- * when writing to out failed.
+ * out explicitly (voters and join commented out when not set). Returns 0;
+ * CAIRN_ETOOLARGE when a line would pass inih's 199-character limit (a very
+ * long data_dir or host name); CAIRN_EINVAL when data_dir cannot be an INI
+ * value (blank space at either end, a line break, or ';' after blank space);
+ * CAIRN_ENOMEM; or a negative errno when writing to out failed. Nothing is
+ * written unless the whole text could be built.
  * Ownership: borrows both. Context: any thread. */
 __attribute__((warn_unused_result)) int config_write(const struct config *cfg, FILE *out);
 
@@ -132,8 +136,7 @@ __attribute__((warn_unused_result)) int config_write(const struct config *cfg, F
  * Returns 0, or CAIRN_EINVAL when port is 0 or that listener was not
  * configured with port 0.
  * Ownership: borrows cfg. Context: the thread that owns cfg. */
-__attribute__((warn_unused_result)) int config_set_bound_port(struct config *cfg,
-                                                              enum config_listener which,
-                                                              uint16_t port);
+__attribute__((warn_unused_result)) int
+config_set_bound_port(struct config *cfg, enum config_listener which, uint16_t port);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -258,14 +259,14 @@ static void test_config_every_flag_sets_its_setting(void **state)
 {
   (void)state;
   struct config cfg;
-  load_ok(&cfg, ARGS("--node-id", "7", "--data-dir=/srv/cairn", "--rack", "r1", "--log-level",
-                     "debug", "--listen", "10.0.0.7:9000", "--cluster-listen=10.0.0.7:9001",
-                     "--admin-listen", "127.0.0.1:9002", "--voters",
-                     "7@10.0.0.7:9001,8@10.0.0.8:9001", "--join", "10.0.0.8:9000",
-                     "--max-connections", "10", "--max-frame-bytes", "65536",
-                     "--max-inflight-bytes", "131072", "--idle-timeout-ms", "0",
-                     "--heartbeat-ms", "100", "--election-ms", "1000", "--raft-segment-bytes",
-                     "8388608", "--node-timeout-ms", "5000", "--replace-delay-ms", "0"));
+  load_ok(&cfg,
+          ARGS("--node-id", "7", "--data-dir=/srv/cairn", "--rack", "r1", "--log-level", "debug",
+               "--listen", "10.0.0.7:9000", "--cluster-listen=10.0.0.7:9001", "--admin-listen",
+               "127.0.0.1:9002", "--voters", "7@10.0.0.7:9001,8@10.0.0.8:9001", "--join",
+               "10.0.0.8:9000", "--max-connections", "10", "--max-frame-bytes", "65536",
+               "--max-inflight-bytes", "131072", "--idle-timeout-ms", "0", "--heartbeat-ms", "100",
+               "--election-ms", "1000", "--raft-segment-bytes", "8388608", "--node-timeout-ms",
+               "5000", "--replace-delay-ms", "0"));
   assert_int_equal(cfg.node_id, 7);
   assert_string_equal(cfg.data_dir, "/srv/cairn");
   assert_string_equal(cfg.rack, "r1");
@@ -307,8 +308,10 @@ static void test_config_every_flag_sets_its_setting(void **state)
 static void test_config_unknown_flag_is_named(void **state)
 {
   (void)state;
-  load_fails(ARGS("--lisen", "127.0.0.1:1"), "unknown flag --lisen", NULL);
-  load_fails(ARGS("--node-id", "2", "--bogus=1"), "unknown flag --bogus", NULL);
+  load_fails(ARGS("--lisen", "127.0.0.1:1"), "unknown flag --lisen (did you mean --listen?)", NULL);
+  load_fails(ARGS("--nodeid=2"), "unknown flag --nodeid (did you mean --node-id?)", NULL);
+  load_fails(ARGS("--confg", "x"), "unknown flag --confg (did you mean --config?)", NULL);
+  load_fails(ARGS("--node-id", "2", "--bogus=1"), "unknown flag --bogus (see --help)", NULL);
   load_fails(ARGS("--"), "unexpected argument '--'", NULL);
   load_fails(ARGS("-v"), "unexpected argument '-v'", NULL);
   load_fails(ARGS("start"), "unexpected argument 'start'", NULL);
@@ -330,8 +333,7 @@ static void test_config_missing_value_is_named(void **state)
 static void test_config_bad_numbers_name_the_flag_and_the_range(void **state)
 {
   (void)state;
-  load_fails(ARGS("--max-connections", "many"), "--max-connections: 'many' is not a number",
-             NULL);
+  load_fails(ARGS("--max-connections", "many"), "--max-connections: 'many' is not a number", NULL);
   load_fails(ARGS("--heartbeat-ms", "-5"), "--heartbeat-ms: '-5' is not a number", NULL);
   load_fails(ARGS("--heartbeat-ms", "1.5"), "'1.5' is not a number", NULL);
   load_fails(ARGS("--heartbeat-ms", "12ms"), "'12ms' is not a number", NULL);
@@ -401,8 +403,8 @@ static void test_config_accepts_names_ipv6_and_port_zero_for_listeners(void **st
 {
   (void)state;
   struct config cfg;
-  load_ok(&cfg, ARGS("--listen", "[::1]:7400", "--cluster-listen", "localhost:0",
-                     "--admin-listen", "Node-1.Example.com:7402"));
+  load_ok(&cfg, ARGS("--listen", "[::1]:7400", "--cluster-listen", "localhost:0", "--admin-listen",
+                     "Node-1.Example.com:7402"));
   assert_string_equal(cfg.listen.host, "::1");
   assert_string_equal(cfg.listen.str, "[::1]:7400");
   assert_string_equal(cfg.advertise_client.str, "[::1]:7400");
@@ -479,8 +481,8 @@ static void test_config_advertised_addresses_follow_their_rules(void **state)
 {
   (void)state;
   struct config cfg;
-  load_ok(&cfg, ARGS("--listen", "0.0.0.0:9000", "--cluster-listen", "0.0.0.0:9001",
-                     "--advertise", "node-1"));
+  load_ok(&cfg, ARGS("--listen", "0.0.0.0:9000", "--cluster-listen", "0.0.0.0:9001", "--advertise",
+                     "node-1"));
   assert_string_equal(cfg.advertise_client.str, "node-1:9000");
   assert_string_equal(cfg.advertise_cluster.str, "node-1:9001");
   assert_string_equal(cfg.voters[0].addr.str, "node-1:9001");
@@ -495,12 +497,12 @@ static void test_config_advertised_addresses_follow_their_rules(void **state)
   assert_string_equal(cfg.advertise_cluster.str, "[::1]:7401");
 
   /* a wildcard listener needs an advertised host */
-  load_fails(ARGS("--listen", "0.0.0.0:9000"),
-             "--listen: 0.0.0.0:9000 listens on every interface", "--advertise HOST");
+  load_fails(ARGS("--listen", "0.0.0.0:9000"), "--listen: 0.0.0.0:9000 listens on every interface",
+             "--advertise HOST");
   load_fails(ARGS("--cluster-listen", "[::]:9001", "--advertise-client", "a:1"),
              "--cluster-listen: [::]:9001 listens on every interface", "--advertise-cluster");
-  load_ok(&cfg, ARGS("--cluster-listen", "[::]:9001", "--advertise-cluster", "a:1",
-                     "--voters", "1@a:1"));
+  load_ok(&cfg,
+          ARGS("--cluster-listen", "[::]:9001", "--advertise-cluster", "a:1", "--voters", "1@a:1"));
   assert_string_equal(cfg.advertise_cluster.str, "a:1");
 }
 
@@ -513,6 +515,62 @@ static void test_config_join_leaves_voters_to_the_cluster(void **state)
   assert_string_equal(cfg.join.str, "node-1:7400");
   assert_int_equal(cfg.voters_len, 0);
   assert_round_trips(&cfg);
+  load_fails(ARGS("--join", "127.0.0.1:7400"),
+             "--join: 127.0.0.1:7400 is this node's own client address", NULL);
+  load_fails(ARGS("--join", "node-1:7400", "--advertise", "NODE-1"),
+             "--join: node-1:7400 is this node's own client address", NULL);
+}
+
+static void test_config_write_refuses_what_it_cannot_read_back(void **state)
+{
+  (void)state;
+  struct config cfg;
+  char path[300];
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  /* data_dir values inih would change */
+  load_ok(&cfg, ARGS("--data-dir", "/srv/a ;b"));
+  assert_int_equal(config_write(&cfg, f), CAIRN_EINVAL);
+  load_ok(&cfg, ARGS("--data-dir", "/srv/a "));
+  assert_int_equal(config_write(&cfg, f), CAIRN_EINVAL);
+  load_ok(&cfg, ARGS("--data-dir", "/srv/a;b"));
+  assert_int_equal(config_write(&cfg, f), 0);
+  /* a line over inih's limit */
+  snprintf(path, sizeof path, "/%0250d", 0);
+  load_ok(&cfg, ARGS("--data-dir", path));
+  assert_int_equal(config_write(&cfg, f), CAIRN_ETOOLARGE);
+  /* nothing was written by the refused calls */
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long size_after_one = ftell(f);
+  load_ok(&cfg, ARGS("--data-dir", "/srv/a;b"));
+  assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+  assert_int_equal(ftruncate(fileno(f), 0), 0);
+  assert_int_equal(config_write(&cfg, f), 0);
+  assert_int_equal(ftell(f), size_after_one);
+  fclose(f);
+  load_ok(&cfg, ARGS("--data-dir", "/srv/a;b"));
+  assert_round_trips(&cfg);
+}
+
+static void test_config_file_accepts_colons_comments_and_blank_space(void **state)
+{
+  (void)state;
+  struct config cfg;
+  assert_int_equal(load_text(&cfg,
+                             "\xEF\xBB\xBF; leading byte-order mark and a comment\n"
+                             "# another comment\n"
+                             "\n"
+                             "[node]\r\n"
+                             "id: 9\r\n"
+                             "  \n"
+                             "data_dir   =   /srv/nine   ; trailing comment\n"
+                             "[raft]\n"
+                             "heartbeat_ms=100\n",
+                             NO_ARGS),
+                   0);
+  assert_int_equal(cfg.node_id, 9);
+  assert_string_equal(cfg.data_dir, "/srv/nine");
+  assert_int_equal(cfg.heartbeat_ms, 100);
 }
 
 static void test_config_combinations_are_checked(void **state)
@@ -571,12 +629,11 @@ static void test_config_file_sets_values_and_flags_override_it_in_any_order(void
   assert_int_equal(cfg.voters[0].id, 6);
 
   /* the flag's value is checked with the file's values in place */
-  load_fails(ARGS("--config", path, "--heartbeat-ms", "600"),
-             "[raft] election_ms = 1000 (", "c.conf:11), --heartbeat-ms 600");
+  load_fails(ARGS("--config", path, "--heartbeat-ms", "600"), "[raft] election_ms = 1000 (",
+             "c.conf:11), --heartbeat-ms 600");
 
   /* a flag's --advertise beats the file's advertise_client */
-  char *path2 = write_file(dir, "d.conf",
-                           "[network]\nadvertise_client = a:1\nadvertise = b\n");
+  char *path2 = write_file(dir, "d.conf", "[network]\nadvertise_client = a:1\nadvertise = b\n");
   load_ok(&cfg, ARGS("--config", path2));
   assert_string_equal(cfg.advertise_client.str, "a:1");
   assert_string_equal(cfg.advertise_cluster.str, "b:7401");
@@ -598,8 +655,7 @@ static void test_config_file_errors_name_file_and_line(void **state)
 {
   (void)state;
   load_text_fails("[network]\nlisten = 127.0.0.1:7400\nlisen = 1\n",
-                  "c.conf:3: unknown key 'lisen' in [network] (keys: listen, cluster_listen",
-                  NULL);
+                  "c.conf:3: unknown key 'lisen' in [network] (keys: listen, cluster_listen", NULL);
   load_text_fails("# c\n[netwrk]\nlisten = 127.0.0.1:7400\n", "c.conf:2: unknown section [netwrk]",
                   NULL);
   load_text_fails("[node]\nid = 1\n[empty]\n", "c.conf:3: unknown section [empty]", NULL);
@@ -619,7 +675,8 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
 {
   (void)state;
   /* join lives in [cluster]; the same key in another section is unknown there */
-  load_text_fails("[network]\njoin = a:1\n", "c.conf:2: unknown key 'join' in [network]", NULL);
+  load_text_fails("[network]\njoin = a:1\n",
+                  "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
                   "election_ms, segment_bytes)",
@@ -681,18 +738,17 @@ static void test_config_file_voters_may_span_indented_lines(void **state)
   assert_string_equal(cfg.voters[3].addr.str, "d:7401");
 
   /* a flag replaces the file's whole list */
-  assert_int_equal(
-      load_text(&cfg, "[cluster]\nvoters = 1@127.0.0.1:7401,\n  2@b:7401\n",
-                ARGS("--voters", "1@127.0.0.1:7401")),
-      0);
+  assert_int_equal(load_text(&cfg, "[cluster]\nvoters = 1@127.0.0.1:7401,\n  2@b:7401\n",
+                             ARGS("--voters", "1@127.0.0.1:7401")),
+                   0);
   assert_int_equal(cfg.voters_len, 1);
 
   load_text_fails("[cluster]\nvoters = 1@127.0.0.1:7401,\njoin = b:7400\n",
                   "c.conf:2: [cluster] voters: the list ends with ',' but no indented line "
                   "continues it",
                   NULL);
-  load_text_fails("[cluster]\nvoters = 1@127.0.0.1:7401,\n", "c.conf:2: [cluster] voters: the list ends",
-                  NULL);
+  load_text_fails("[cluster]\nvoters = 1@127.0.0.1:7401,\n",
+                  "c.conf:2: [cluster] voters: the list ends", NULL);
   load_text_fails("[cluster]\nvoters = 1@127.0.0.1:7401\n    1@b:7401\n",
                   "c.conf:3: [cluster] voters: voter id 1 appears twice", NULL);
   load_text_fails("[cluster]\nvoters = 1@127.0.0.1:7401,\n    2@b:7401,,3@c:1\n",
@@ -773,6 +829,8 @@ int main(void)
       cmocka_unit_test(test_config_advertised_addresses_follow_their_rules),
       cmocka_unit_test(test_config_join_leaves_voters_to_the_cluster),
       cmocka_unit_test(test_config_combinations_are_checked),
+      cmocka_unit_test(test_config_write_refuses_what_it_cannot_read_back),
+      cmocka_unit_test(test_config_file_accepts_colons_comments_and_blank_space),
       cmocka_unit_test(test_config_file_sets_values_and_flags_override_it_in_any_order),
       cmocka_unit_test(test_config_file_errors_name_file_and_line),
       cmocka_unit_test(test_config_unknown_key_in_cluster_section_is_named),
