@@ -520,6 +520,10 @@ static int config_walk_flags(struct config_parse *ps, int argc, char **argv, boo
     const char *name = arg + 2;
     const char *eq = strchr(name, '=');
     size_t n = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    if (eq != NULL && (strncmp(name, "help=", 5) == 0 || strncmp(name, "version=", 8) == 0)) {
+      config_fail(ps, CAIRN_ECONFIG, "--%.*s takes no value", (int)n, name);
+      return ps->err;
+    }
     bool is_config = n == strlen("config") && strncmp(name, "config", n) == 0;
     int k = is_config ? -1 : config_find_flag(name, n);
     if (!is_config && k < 0) {
@@ -609,8 +613,9 @@ static char *config_read_line(char *str, int num, void *stream)
   if (ps->lineno == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0) {
     p += 3;
   }
-  if (*p == '[') {
+  if (*p == '[' && !ps->indented) {
     ps->section_line = ps->lineno;
+    ps->last_key = -1; /* inih continues no value across a header */
     const char *close = strchr(p, ']');
     if (close != NULL) {
       char section[64];

@@ -315,6 +315,8 @@ static void test_config_unknown_flag_is_named(void **state)
   load_fails(ARGS("--"), "unexpected argument '--'", NULL);
   load_fails(ARGS("-v"), "unexpected argument '-v'", NULL);
   load_fails(ARGS("start"), "unexpected argument 'start'", NULL);
+  load_fails(ARGS("--help=yes"), "--help takes no value", NULL);
+  load_fails(ARGS("--version=1"), "--version takes no value", NULL);
   /* syntax errors come before the file is read */
   load_fails(ARGS("--config", "/nonexistent/c.conf", "--nope"), "unknown flag --nope", NULL);
 }
@@ -756,6 +758,11 @@ static void test_config_file_voters_may_span_indented_lines(void **state)
   load_text_fails("[network]\nlisten = 127.0.0.1:7400\n  cluster_listen = 127.0.0.1:7401\n",
                   "c.conf:3: this line is indented, which continues the value of listen on line 2",
                   NULL);
+  /* an indented line after a section header is a key of its own, not a continuation */
+  load_text_fails("[cluster]\nvoters = 1@127.0.0.1:7401\n[cluster]\n  voters = 2@b:7401\n",
+                  "c.conf:4: [cluster] voters is already set on line 2", NULL);
+  assert_int_equal(load_text(&cfg, "[node]\nid = 2\n[cluster]\n  join = a:1\n", NO_ARGS), 0);
+  assert_string_equal(cfg.join.str, "a:1");
   load_text_fails("[cluster]\nvoters =\n", "c.conf:2: [cluster] voters: the voters list is empty",
                   NULL);
 }
