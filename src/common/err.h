@@ -30,7 +30,17 @@
   X(CAIRN_ERAFT,        -10020, "raft failure")                                   \
   X(CAIRN_ESHUTDOWN,    -10021, "shutting down")                                  \
   X(CAIRN_EINDOUBT,     -10022, "leadership was lost while the batch was in flight: it may or may not be committed") \
-  X(CAIRN_ECONFIG,      -10040, "invalid configuration")
+  X(CAIRN_ECONFIG,      -10040, "invalid configuration")                          \
+  X(CAIRN_ETOPIC_EXISTS,       -10045, "topic already exists")                  \
+  X(CAIRN_EUNKNOWN_TOPIC,      -10046, "unknown topic or partition")            \
+  X(CAIRN_EINVALID_TOPIC_NAME, -10047, "invalid topic name")                    \
+  X(CAIRN_EINVALID_RF,         -10048, "invalid replication factor")            \
+  X(CAIRN_EINVALID_PARTITIONS, -10049, "invalid partition count")               \
+  X(CAIRN_ENODE_ID_IN_USE,     -10050, "node id is in use by another live process") \
+  X(CAIRN_ECLUSTER_ID_MISMATCH, -10051, "cluster id mismatch")                  \
+  X(CAIRN_ESTALE,              -10052, "stale term, epoch or incarnation")      \
+  X(CAIRN_EUNKNOWN_NODE,       -10053, "unknown node")                          \
+  X(CAIRN_EINVALID_REPLICAS,   -10054, "invalid replica assignment change")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

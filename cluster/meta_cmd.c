@@ -1,0 +1,140 @@
+/* meta_cmd.c - encoders of the metadata commands (cairn.meta.MetaCommand),
+ * what the controller and the planner propose to the metadata Raft group. */
+#include "cluster/meta_state.h"
+
+#include "common/err.h"
+#include "meta.pb-c.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int meta_cmd_pack(const Cairn__Meta__MetaCommand *m, uint8_t **out, size_t *len)
+{
+  size_t n = cairn__meta__meta_command__get_packed_size(m);
+  if (n > META_CMD_MAX_BYTES)
+    return CAIRN_EINVAL;
+  uint8_t *buf = malloc(n > 0 ? n : 1);
+  if (buf == NULL)
+    return CAIRN_ENOMEM;
+  cairn__meta__meta_command__pack(m, buf);
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+/* protobuf-c's setters take char *; the strings are only read by pack. */
+static char *meta_cmd_str(const char *s) { return (char *)(s != NULL ? s : ""); }
+
+int meta_cmd_bootstrap(const char *cluster_id, const uint64_t *voters, size_t nvoters,
+                       uint8_t **out, size_t *len)
+{
+  if (cluster_id == NULL || (nvoters > 0 && voters == NULL))
+    return CAIRN_EINVAL;
+  Cairn__Meta__Bootstrap b = CAIRN__META__BOOTSTRAP__INIT;
+  b.cluster_id = meta_cmd_str(cluster_id);
+  b.voters = (uint64_t *)voters;
+  b.n_voters = nvoters;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_BOOTSTRAP;
+  m.bootstrap = &b;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_register_node(const struct meta_node_info *info, uint64_t replaces_incarnation,
+                           uint8_t **out, size_t *len)
+{
+  if (info == NULL)
+    return CAIRN_EINVAL;
+  Cairn__Meta__RegisterNode r = CAIRN__META__REGISTER_NODE__INIT;
+  r.node_id = info->node_id;
+  r.incarnation = info->incarnation;
+  r.client_addr = meta_cmd_str(info->client_addr);
+  r.cluster_addr = meta_cmd_str(info->cluster_addr);
+  r.admin_addr = meta_cmd_str(info->admin_addr);
+  r.rack = meta_cmd_str(info->rack);
+  r.replaces_incarnation = replaces_incarnation;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_REGISTER_NODE;
+  m.register_node = &r;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_set_node_state(uint64_t node_id, enum meta_node_state state, uint64_t incarnation,
+                            uint64_t at_ms, uint8_t **out, size_t *len)
+{
+  Cairn__Meta__SetNodeState s = CAIRN__META__SET_NODE_STATE__INIT;
+  s.node_id = node_id;
+  s.state = (Cairn__Meta__NodeState)state;
+  s.incarnation = incarnation;
+  s.at_ms = at_ms;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_SET_NODE_STATE;
+  m.set_node_state = &s;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_create_topic(const char *name, uint32_t partitions, uint32_t rf,
+                          const struct meta_topic_config *cfg, uint8_t **out, size_t *len)
+{
+  if (name == NULL)
+    return CAIRN_EINVAL;
+  Cairn__Meta__TopicConfig tc = CAIRN__META__TOPIC_CONFIG__INIT;
+  Cairn__Meta__CreateTopic c = CAIRN__META__CREATE_TOPIC__INIT;
+  c.name = meta_cmd_str(name);
+  c.partitions = partitions;
+  c.replication_factor = rf;
+  if (cfg != NULL) {
+    tc.retention_bytes = cfg->retention_bytes;
+    tc.retention_ms = cfg->retention_ms;
+    tc.segment_bytes = cfg->segment_bytes;
+    tc.max_batch_bytes = cfg->max_batch_bytes;
+    c.config = &tc;
+  }
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_CREATE_TOPIC;
+  m.create_topic = &c;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_delete_topic(const char *name, uint8_t **out, size_t *len)
+{
+  if (name == NULL)
+    return CAIRN_EINVAL;
+  Cairn__Meta__DeleteTopic d = CAIRN__META__DELETE_TOPIC__INIT;
+  d.name = meta_cmd_str(name);
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_DELETE_TOPIC;
+  m.delete_topic = &d;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_report_leader(uint32_t topic_id, uint32_t partition, uint64_t leader_id,
+                           uint64_t term, uint8_t **out, size_t *len)
+{
+  Cairn__Meta__ReportLeader r = CAIRN__META__REPORT_LEADER__INIT;
+  r.topic_id = topic_id;
+  r.partition = partition;
+  r.leader_id = leader_id;
+  r.term = term;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_REPORT_LEADER;
+  m.report_leader = &r;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_set_replicas(uint32_t topic_id, uint32_t partition, const uint64_t *replicas,
+                          size_t nreplicas, uint64_t expected_epoch, uint8_t **out, size_t *len)
+{
+  if (nreplicas > 0 && replicas == NULL)
+    return CAIRN_EINVAL;
+  Cairn__Meta__SetReplicas s = CAIRN__META__SET_REPLICAS__INIT;
+  s.topic_id = topic_id;
+  s.partition = partition;
+  s.replicas = (uint64_t *)replicas;
+  s.n_replicas = nreplicas;
+  s.expected_epoch = expected_epoch;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_SET_REPLICAS;
+  m.set_replicas = &s;
+  return meta_cmd_pack(&m, out, len);
+}

@@ -1,0 +1,282 @@
+/* meta_snapshot.c - the metadata state as a versioned, checksummed snapshot
+ * (layout in meta_state.h, docs/metadata.md). Encoding walks the state in its
+ * fixed order, so equal states give equal bytes; decoding trusts nothing and
+ * checks every invariant before it replaces the state. */
+#include "cluster/meta_state.h"
+
+#include "common/err.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
+#include "meta.pb-c.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything the protobuf view of a state points to, freed in one place. */
+struct meta_snap_view {
+  Cairn__Meta__NodeRecord *nodes;
+  Cairn__Meta__NodeRecord **node_ptrs;
+  Cairn__Meta__TopicRecord *topics;
+  Cairn__Meta__TopicRecord **topic_ptrs;
+  Cairn__Meta__TopicConfig *configs;
+  Cairn__Meta__PartitionRecord *parts;
+  Cairn__Meta__PartitionRecord **part_ptrs;
+};
+
+static void meta_snap_view_free(struct meta_snap_view *v)
+{
+  free(v->nodes);
+  free(v->node_ptrs);
+  free(v->topics);
+  free(v->topic_ptrs);
+  free(v->configs);
+  free(v->parts);
+  free(v->part_ptrs);
+}
+
+int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len)
+{
+  struct meta_snap_view v;
+  memset(&v, 0, sizeof v);
+  /* +1: calloc(0) may return NULL. */
+  v.nodes = calloc(st->nnodes + 1, sizeof *v.nodes);
+  v.node_ptrs = calloc(st->nnodes + 1, sizeof *v.node_ptrs);
+  v.topics = calloc(st->ntopics + 1, sizeof *v.topics);
+  v.topic_ptrs = calloc(st->ntopics + 1, sizeof *v.topic_ptrs);
+  v.configs = calloc(st->ntopics + 1, sizeof *v.configs);
+  v.parts = calloc(st->total_partitions + 1, sizeof *v.parts);
+  v.part_ptrs = calloc(st->total_partitions + 1, sizeof *v.part_ptrs);
+  if (v.nodes == NULL || v.node_ptrs == NULL || v.topics == NULL || v.topic_ptrs == NULL ||
+      v.configs == NULL || v.parts == NULL || v.part_ptrs == NULL) {
+    meta_snap_view_free(&v);
+    return CAIRN_ENOMEM;
+  }
+  Cairn__Meta__MetaSnapshot snap = CAIRN__META__META_SNAPSHOT__INIT;
+  /* The casts drop const for protobuf-c's field types; pack only reads. */
+  snap.cluster_id = (char *)st->cluster_id;
+  snap.voters = (uint64_t *)st->voters;
+  snap.n_voters = st->nvoters;
+  snap.next_topic_id = st->next_topic_id;
+  snap.last_index = st->last_index;
+  for (size_t i = 0; i < st->nnodes; i++) {
+    const struct meta_node *n = &st->nodes[i];
+    Cairn__Meta__NodeRecord *r = &v.nodes[i];
+    cairn__meta__node_record__init(r);
+    r->id = n->id;
+    r->incarnation = n->incarnation;
+    r->client_addr = (char *)n->client_addr;
+    r->cluster_addr = (char *)n->cluster_addr;
+    r->admin_addr = (char *)n->admin_addr;
+    r->rack = (char *)n->rack;
+    r->state = (Cairn__Meta__NodeState)n->state;
+    r->state_since_ms = n->state_since_ms;
+    v.node_ptrs[i] = r;
+  }
+  snap.nodes = v.node_ptrs;
+  snap.n_nodes = st->nnodes;
+  size_t k = 0;
+  for (size_t i = 0; i < st->ntopics; i++) {
+    const struct meta_topic *t = &st->topics[i];
+    Cairn__Meta__TopicRecord *r = &v.topics[i];
+    cairn__meta__topic_record__init(r);
+    r->id = t->id;
+    r->name = (char *)t->name;
+    r->replication_factor = t->replication_factor;
+    cairn__meta__topic_config__init(&v.configs[i]);
+    v.configs[i].retention_bytes = t->config.retention_bytes;
+    v.configs[i].retention_ms = t->config.retention_ms;
+    v.configs[i].segment_bytes = t->config.segment_bytes;
+    v.configs[i].max_batch_bytes = t->config.max_batch_bytes;
+    r->config = &v.configs[i];
+    r->partitions = &v.part_ptrs[k];
+    r->n_partitions = t->npartitions;
+    for (uint32_t p = 0; p < t->npartitions; p++, k++) {
+      const struct meta_partition *part = &t->partitions[p];
+      Cairn__Meta__PartitionRecord *pr = &v.parts[k];
+      cairn__meta__partition_record__init(pr);
+      pr->replicas = (uint64_t *)part->replicas;
+      pr->n_replicas = part->nreplicas;
+      pr->initial_replicas = (uint64_t *)part->initial_replicas;
+      pr->n_initial_replicas = part->ninitial;
+      pr->leader_id = part->leader_id;
+      pr->leader_term = part->leader_term;
+      pr->replica_epoch = part->replica_epoch;
+      v.part_ptrs[k] = pr;
+    }
+    v.topic_ptrs[i] = r;
+  }
+  snap.topics = v.topic_ptrs;
+  snap.n_topics = st->ntopics;
+
+  size_t plen = cairn__meta__meta_snapshot__get_packed_size(&snap);
+  uint8_t *out = malloc(META_SNAPSHOT_HEADER_BYTES + plen);
+  if (out == NULL) {
+    meta_snap_view_free(&v);
+    return CAIRN_ENOMEM;
+  }
+  cairn__meta__meta_snapshot__pack(&snap, out + META_SNAPSHOT_HEADER_BYTES);
+  meta_snap_view_free(&v);
+  le_put32(out, META_SNAPSHOT_MAGIC);
+  le_put32(out + 4, META_SNAPSHOT_VERSION);
+  le_put32(out + 8, (uint32_t)plen);
+  le_put32(out + 12, crc32c(out + META_SNAPSHOT_HEADER_BYTES, plen));
+  *buf = out;
+  *len = META_SNAPSHOT_HEADER_BYTES + plen;
+  return 0;
+}
+
+static bool meta_snap_str(char *dst, size_t cap, const char *s)
+{
+  size_t n = strlen(s);
+  if (n >= cap)
+    return false;
+  memcpy(dst, s, n + 1);
+  return true;
+}
+
+static bool meta_snap_ids(uint64_t *dst, uint32_t *ndst, const uint64_t *ids, size_t n)
+{
+  if (n == 0 || n > META_MAX_REPLICAS)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] == 0 || meta_replicas_contain(ids, (uint32_t)i, ids[i]))
+      return false;
+  memcpy(dst, ids, n * sizeof *ids);
+  *ndst = (uint32_t)n;
+  return true;
+}
+
+static int meta_snap_name_cmp(const void *a, const void *b)
+{
+  const struct meta_topic *ta = *(const struct meta_topic *const *)a;
+  const struct meta_topic *tb = *(const struct meta_topic *const *)b;
+  return strcmp(ta->name, tb->name);
+}
+
+/* Fills st (zeroed) from snap; false on any broken invariant. */
+static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot *snap, int *rc)
+{
+  *rc = CAIRN_ECORRUPT;
+  if (!meta_snap_str(st->cluster_id, sizeof st->cluster_id, snap->cluster_id) ||
+      snap->n_voters > META_MAX_VOTERS || snap->n_nodes > META_MAX_NODES ||
+      snap->n_topics > META_MAX_TOPICS)
+    return false;
+  if (snap->n_voters > 0)
+    memcpy(st->voters, snap->voters, snap->n_voters * sizeof *snap->voters);
+  st->nvoters = (uint32_t)snap->n_voters;
+  st->next_topic_id = snap->next_topic_id;
+  st->last_index = snap->last_index;
+  *rc = CAIRN_ENOMEM;
+  st->nodes = calloc(snap->n_nodes + 1, sizeof *st->nodes);
+  st->topics = calloc(snap->n_topics + 1, sizeof *st->topics);
+  if (st->nodes == NULL || st->topics == NULL)
+    return false;
+  *rc = CAIRN_ECORRUPT;
+  for (size_t i = 0; i < snap->n_nodes; i++) {
+    const Cairn__Meta__NodeRecord *r = snap->nodes[i];
+    struct meta_node *n = &st->nodes[i];
+    if (r->id == 0 || (i > 0 && r->id <= st->nodes[i - 1].id) || (int)r->state < META_NODE_ALIVE ||
+        (int)r->state > META_NODE_REMOVED ||
+        !meta_snap_str(n->client_addr, sizeof n->client_addr, r->client_addr) ||
+        !meta_snap_str(n->cluster_addr, sizeof n->cluster_addr, r->cluster_addr) ||
+        !meta_snap_str(n->admin_addr, sizeof n->admin_addr, r->admin_addr) ||
+        !meta_snap_str(n->rack, sizeof n->rack, r->rack))
+      return false;
+    n->id = r->id;
+    n->incarnation = r->incarnation;
+    n->state = (enum meta_node_state)r->state;
+    n->state_since_ms = r->state_since_ms;
+    st->nnodes++;
+  }
+  for (size_t i = 0; i < snap->n_topics; i++) {
+    const Cairn__Meta__TopicRecord *r = snap->topics[i];
+    struct meta_topic *t = &st->topics[i];
+    if (r->id == 0 || r->id >= st->next_topic_id || (i > 0 && r->id <= st->topics[i - 1].id) ||
+        !meta_topic_name_valid(r->name) || r->replication_factor == 0 ||
+        r->replication_factor > META_MAX_RF || r->n_partitions == 0 ||
+        r->n_partitions > META_MAX_PARTITIONS ||
+        st->total_partitions + r->n_partitions > META_MAX_TOTAL_PARTITIONS)
+      return false;
+    t->id = r->id;
+    meta_snap_str(t->name, sizeof t->name, r->name);
+    t->replication_factor = r->replication_factor;
+    if (r->config != NULL) {
+      t->config.retention_bytes = r->config->retention_bytes;
+      t->config.retention_ms = r->config->retention_ms;
+      t->config.segment_bytes = r->config->segment_bytes;
+      t->config.max_batch_bytes = r->config->max_batch_bytes;
+    }
+    t->partitions = calloc(r->n_partitions, sizeof *t->partitions);
+    if (t->partitions == NULL) {
+      *rc = CAIRN_ENOMEM;
+      return false;
+    }
+    st->ntopics++; /* owns t->partitions from here on, for meta_state_close */
+    t->npartitions = (uint32_t)r->n_partitions;
+    st->total_partitions += r->n_partitions;
+    for (uint32_t p = 0; p < t->npartitions; p++) {
+      const Cairn__Meta__PartitionRecord *pr = r->partitions[p];
+      struct meta_partition *part = &t->partitions[p];
+      if (!meta_snap_ids(part->replicas, &part->nreplicas, pr->replicas, pr->n_replicas) ||
+          !meta_snap_ids(part->initial_replicas, &part->ninitial, pr->initial_replicas,
+                         pr->n_initial_replicas))
+        return false;
+      part->group_id = meta_group_id(t->id, p);
+      part->leader_id = pr->leader_id;
+      part->leader_term = pr->leader_term;
+      part->replica_epoch = pr->replica_epoch;
+    }
+  }
+  /* Names are unique. */
+  if (st->ntopics > 1) {
+    const struct meta_topic **by_name = calloc(st->ntopics, sizeof *by_name);
+    if (by_name == NULL) {
+      *rc = CAIRN_ENOMEM;
+      return false;
+    }
+    for (size_t i = 0; i < st->ntopics; i++)
+      by_name[i] = &st->topics[i];
+    qsort(by_name, st->ntopics, sizeof *by_name, meta_snap_name_cmp);
+    bool dup = false;
+    for (size_t i = 1; i < st->ntopics && !dup; i++)
+      dup = strcmp(by_name[i - 1]->name, by_name[i]->name) == 0;
+    free(by_name);
+    if (dup)
+      return false;
+  }
+  *rc = 0;
+  return true;
+}
+
+int meta_snapshot_decode(struct meta_state *st, const uint8_t *buf, size_t len)
+{
+  if (len < META_SNAPSHOT_HEADER_BYTES)
+    return CAIRN_ETRUNCATED;
+  if (le_get32(buf) != META_SNAPSHOT_MAGIC || le_get32(buf + 4) != META_SNAPSHOT_VERSION)
+    return CAIRN_EBADMAGIC;
+  uint32_t plen = le_get32(buf + 8);
+  if (plen > META_SNAPSHOT_MAX_BYTES)
+    return CAIRN_ETOOLARGE;
+  if (len - META_SNAPSHOT_HEADER_BYTES < plen)
+    return CAIRN_ETRUNCATED;
+  if (len - META_SNAPSHOT_HEADER_BYTES > plen)
+    return CAIRN_ECORRUPT;
+  const uint8_t *payload = buf + META_SNAPSHOT_HEADER_BYTES;
+  if (crc32c(payload, plen) != le_get32(buf + 12))
+    return CAIRN_EBADCRC;
+  Cairn__Meta__MetaSnapshot *snap = cairn__meta__meta_snapshot__unpack(NULL, plen, payload);
+  if (snap == NULL)
+    return CAIRN_ECORRUPT;
+  struct meta_state fresh;
+  meta_state_init(&fresh);
+  int rc;
+  bool ok = meta_snap_fill(&fresh, snap, &rc);
+  cairn__meta__meta_snapshot__free_unpacked(snap, NULL);
+  if (!ok) {
+    meta_state_close(&fresh);
+    return rc;
+  }
+  meta_state_close(st);
+  *st = fresh;
+  return 0;
+}

@@ -1,0 +1,591 @@
+/* meta_state.c - the metadata state: lookups and meta_apply(), one function
+ * per command. Each apply_* validates everything first and changes the state
+ * only once nothing can fail any more, so a refused command leaves no trace. */
+#include "cluster/meta_state.h"
+
+#include "cluster/placement.h"
+#include "common/err.h"
+#include "meta.pb-c.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void meta_state_init(struct meta_state *st) { memset(st, 0, sizeof *st); }
+
+void meta_state_close(struct meta_state *st)
+{
+  for (size_t i = 0; i < st->ntopics; i++)
+    free(st->topics[i].partitions);
+  free(st->topics);
+  free(st->nodes);
+  memset(st, 0, sizeof *st);
+}
+
+/* ---- lookups ---- */
+
+static size_t meta_node_lower_bound(const struct meta_state *st, uint64_t id)
+{
+  size_t lo = 0, hi = st->nnodes;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (st->nodes[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+const struct meta_node *meta_node_find(const struct meta_state *st, uint64_t node_id)
+{
+  size_t i = meta_node_lower_bound(st, node_id);
+  return i < st->nnodes && st->nodes[i].id == node_id ? &st->nodes[i] : NULL;
+}
+
+const struct meta_topic *meta_topic_find(const struct meta_state *st, const char *name)
+{
+  for (size_t i = 0; i < st->ntopics; i++)
+    if (strcmp(st->topics[i].name, name) == 0)
+      return &st->topics[i];
+  return NULL;
+}
+
+static size_t meta_topic_index(const struct meta_state *st, uint32_t topic_id)
+{
+  size_t lo = 0, hi = st->ntopics;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (st->topics[mid].id < topic_id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+const struct meta_topic *meta_topic_find_id(const struct meta_state *st, uint32_t topic_id)
+{
+  size_t i = meta_topic_index(st, topic_id);
+  return i < st->ntopics && st->topics[i].id == topic_id ? &st->topics[i] : NULL;
+}
+
+const struct meta_partition *meta_partition_find(const struct meta_state *st, uint32_t topic_id,
+                                                 uint32_t partition)
+{
+  const struct meta_topic *t = meta_topic_find_id(st, topic_id);
+  if (t == NULL || partition >= t->npartitions)
+    return NULL;
+  return &t->partitions[partition];
+}
+
+bool meta_group_split(uint64_t group_id, uint32_t *topic_id, uint32_t *partition)
+{
+  uint64_t tid = group_id >> META_PARTITION_BITS;
+  uint64_t p = group_id & ((1u << META_PARTITION_BITS) - 1);
+  if (tid == 0 || tid > UINT32_MAX || p >= META_MAX_PARTITIONS)
+    return false;
+  *topic_id = (uint32_t)tid;
+  *partition = (uint32_t)p;
+  return true;
+}
+
+bool meta_replicas_contain(const uint64_t *replicas, uint32_t n, uint64_t node_id)
+{
+  for (uint32_t i = 0; i < n; i++)
+    if (replicas[i] == node_id)
+      return true;
+  return false;
+}
+
+int meta_node_assignments(const struct meta_state *st, uint64_t node_id,
+                          struct meta_assignment **out, size_t *n)
+{
+  *out = NULL;
+  *n = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < st->ntopics; i++)
+    for (uint32_t p = 0; p < st->topics[i].npartitions; p++) {
+      const struct meta_partition *part = &st->topics[i].partitions[p];
+      if (meta_replicas_contain(part->replicas, part->nreplicas, node_id))
+        count++;
+    }
+  if (count == 0)
+    return 0;
+  struct meta_assignment *a = calloc(count, sizeof *a);
+  if (a == NULL)
+    return CAIRN_ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < st->ntopics; i++)
+    for (uint32_t p = 0; p < st->topics[i].npartitions; p++) {
+      const struct meta_partition *part = &st->topics[i].partitions[p];
+      if (!meta_replicas_contain(part->replicas, part->nreplicas, node_id))
+        continue;
+      a[k].topic_id = st->topics[i].id;
+      a[k].partition = p;
+      a[k].group_id = part->group_id;
+      a[k].bootstraps = meta_replicas_contain(part->initial_replicas, part->ninitial, node_id);
+      k++;
+    }
+  *out = a;
+  *n = count;
+  return 0;
+}
+
+void meta_node_load(const struct meta_state *st, uint64_t node_id, uint32_t *replicas,
+                    uint32_t *preferred_leaders)
+{
+  uint32_t r = 0, l = 0;
+  for (size_t i = 0; i < st->ntopics; i++)
+    for (uint32_t p = 0; p < st->topics[i].npartitions; p++) {
+      const struct meta_partition *part = &st->topics[i].partitions[p];
+      if (meta_replicas_contain(part->replicas, part->nreplicas, node_id))
+        r++;
+      if (part->nreplicas > 0 && part->replicas[0] == node_id)
+        l++;
+    }
+  *replicas = r;
+  *preferred_leaders = l;
+}
+
+uint32_t meta_alive_count(const struct meta_state *st)
+{
+  uint32_t n = 0;
+  for (size_t i = 0; i < st->nnodes; i++)
+    if (st->nodes[i].state == META_NODE_ALIVE)
+      n++;
+  return n;
+}
+
+const char *meta_node_state_name(int state)
+{
+  switch (state) {
+  case META_NODE_ALIVE:
+    return "ALIVE";
+  case META_NODE_DEAD:
+    return "DEAD";
+  case META_NODE_DRAINING:
+    return "DRAINING";
+  case META_NODE_REMOVED:
+    return "REMOVED";
+  default:
+    return "?";
+  }
+}
+
+bool meta_topic_name_valid(const char *name)
+{
+  size_t len = strlen(name);
+  if (len == 0 || len > META_TOPIC_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    return false;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+/* ---- apply ---- */
+
+__attribute__((format(printf, 3, 4))) static int meta_fail(struct meta_result *res, int code,
+                                                          const char *fmt, ...)
+{
+  res->code = code;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(res->msg, sizeof res->msg, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* Copies s into dst[cap] if it fits (and is not NULL); false otherwise. */
+static bool meta_str_fits(const char *s, size_t cap) { return s == NULL || strlen(s) < cap; }
+
+static void meta_str_set(char *dst, size_t cap, const char *s)
+{
+  snprintf(dst, cap, "%s", s != NULL ? s : "");
+}
+
+static bool meta_cluster_id_valid(const char *id)
+{
+  size_t len = strlen(id);
+  if (len == 0 || len > META_CLUSTER_ID_MAX)
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (id[i] < '!' || id[i] > '~')
+      return false;
+  return true;
+}
+
+static uint32_t meta_node_replica_count(const struct meta_state *st, uint64_t node_id)
+{
+  uint32_t r, l;
+  meta_node_load(st, node_id, &r, &l);
+  return r;
+}
+
+static int apply_bootstrap(struct meta_state *st, const Cairn__Meta__Bootstrap *b,
+                           struct meta_result *res)
+{
+  if (!meta_cluster_id_valid(b->cluster_id))
+    return meta_fail(res, CAIRN_EINVAL, "bootstrap: cluster id must be 1..%u printable characters",
+                     META_CLUSTER_ID_MAX);
+  if (st->cluster_id[0] != '\0') {
+    if (strcmp(st->cluster_id, b->cluster_id) == 0)
+      return 0; /* a repeated bootstrap of the same cluster changes nothing */
+    return meta_fail(res, CAIRN_ECLUSTER_ID_MISMATCH,
+                     "bootstrap: this metadata belongs to cluster %s, not %s", st->cluster_id,
+                     b->cluster_id);
+  }
+  if (b->n_voters == 0 || b->n_voters > META_MAX_VOTERS)
+    return meta_fail(res, CAIRN_EINVAL, "bootstrap: 1..%u voters needed, got %zu", META_MAX_VOTERS,
+                     b->n_voters);
+  for (size_t i = 0; i < b->n_voters; i++) {
+    if (b->voters[i] == 0)
+      return meta_fail(res, CAIRN_EINVAL, "bootstrap: voter id 0");
+    for (size_t j = 0; j < i; j++)
+      if (b->voters[j] == b->voters[i])
+        return meta_fail(res, CAIRN_EINVAL, "bootstrap: voter %llu listed twice",
+                         (unsigned long long)b->voters[i]);
+  }
+  meta_str_set(st->cluster_id, sizeof st->cluster_id, b->cluster_id);
+  memcpy(st->voters, b->voters, b->n_voters * sizeof *b->voters);
+  st->nvoters = (uint32_t)b->n_voters;
+  st->next_topic_id = 1;
+  return 0;
+}
+
+static void meta_node_set_info(struct meta_node *n, const Cairn__Meta__RegisterNode *r)
+{
+  n->incarnation = r->incarnation;
+  meta_str_set(n->client_addr, sizeof n->client_addr, r->client_addr);
+  meta_str_set(n->cluster_addr, sizeof n->cluster_addr, r->cluster_addr);
+  meta_str_set(n->admin_addr, sizeof n->admin_addr, r->admin_addr);
+  meta_str_set(n->rack, sizeof n->rack, r->rack);
+}
+
+/* Node identity (docs/metadata.md): a different incarnation may take over an
+ * id only from a DEAD or REMOVED record, or from a live one the proposer
+ * found silent and names in replaces_incarnation (compare-and-swap: if the
+ * record changed meanwhile, the command is refused). */
+static int apply_register_node(struct meta_state *st, const Cairn__Meta__RegisterNode *r,
+                               struct meta_result *res)
+{
+  if (r->node_id == 0 || r->incarnation == 0)
+    return meta_fail(res, CAIRN_EINVAL, "register: node id and incarnation must be non-zero");
+  if (r->client_addr[0] == '\0' || r->cluster_addr[0] == '\0' ||
+      !meta_str_fits(r->client_addr, META_ADDR_MAX + 1) ||
+      !meta_str_fits(r->cluster_addr, META_ADDR_MAX + 1) ||
+      !meta_str_fits(r->admin_addr, META_ADDR_MAX + 1) ||
+      !meta_str_fits(r->rack, META_RACK_MAX + 1))
+    return meta_fail(res, CAIRN_EINVAL,
+                     "register node %llu: client and cluster addresses needed (at most %u "
+                     "bytes), rack at most %u",
+                     (unsigned long long)r->node_id, META_ADDR_MAX, META_RACK_MAX);
+  size_t i = meta_node_lower_bound(st, r->node_id);
+  if (i < st->nnodes && st->nodes[i].id == r->node_id) {
+    struct meta_node *n = &st->nodes[i];
+    if (n->incarnation == r->incarnation) {
+      if (n->state == META_NODE_REMOVED)
+        return meta_fail(res, CAIRN_EINVAL,
+                         "register node %llu: it was removed; only a restarted process "
+                         "(new incarnation) may rejoin",
+                         (unsigned long long)r->node_id);
+      meta_node_set_info(n, r);
+      if (n->state == META_NODE_DEAD)
+        n->state = META_NODE_ALIVE;
+      return 0;
+    }
+    bool live = n->state == META_NODE_ALIVE || n->state == META_NODE_DRAINING;
+    if (live && r->replaces_incarnation != n->incarnation)
+      return meta_fail(res, CAIRN_ENODE_ID_IN_USE,
+                       "register node %llu incarnation %llx: incarnation %llx holds the id and "
+                       "is %s",
+                       (unsigned long long)r->node_id, (unsigned long long)r->incarnation,
+                       (unsigned long long)n->incarnation, meta_node_state_name(n->state));
+    meta_node_set_info(n, r);
+    if (n->state != META_NODE_DRAINING)
+      n->state = META_NODE_ALIVE; /* a restarted draining node keeps draining */
+    return 0;
+  }
+  if (st->nnodes >= META_MAX_NODES)
+    return meta_fail(res, CAIRN_ETOOLARGE, "register: the cluster has %u nodes already",
+                     META_MAX_NODES);
+  struct meta_node *nodes = realloc(st->nodes, (st->nnodes + 1) * sizeof *nodes);
+  if (nodes == NULL)
+    return meta_fail(res, CAIRN_ENOMEM, "register: out of memory");
+  st->nodes = nodes;
+  memmove(&nodes[i + 1], &nodes[i], (st->nnodes - i) * sizeof *nodes);
+  st->nnodes++;
+  memset(&nodes[i], 0, sizeof nodes[i]);
+  nodes[i].id = r->node_id;
+  nodes[i].state = META_NODE_ALIVE;
+  meta_node_set_info(&nodes[i], r);
+  return 0;
+}
+
+static bool meta_transition_allowed(enum meta_node_state from, enum meta_node_state to)
+{
+  switch (from) {
+  case META_NODE_ALIVE:
+    return to == META_NODE_DEAD || to == META_NODE_DRAINING;
+  case META_NODE_DEAD:
+    return to == META_NODE_ALIVE || to == META_NODE_DRAINING || to == META_NODE_REMOVED;
+  case META_NODE_DRAINING:
+    return to == META_NODE_ALIVE || to == META_NODE_REMOVED;
+  case META_NODE_REMOVED:
+    return false;
+  }
+  return false;
+}
+
+static int apply_set_node_state(struct meta_state *st, const Cairn__Meta__SetNodeState *s,
+                                struct meta_result *res)
+{
+  size_t i = meta_node_lower_bound(st, s->node_id);
+  if (i >= st->nnodes || st->nodes[i].id != s->node_id)
+    return meta_fail(res, CAIRN_EUNKNOWN_NODE, "set state: unknown node %llu",
+                     (unsigned long long)s->node_id);
+  struct meta_node *n = &st->nodes[i];
+  int to = (int)s->state;
+  if (to < META_NODE_ALIVE || to > META_NODE_REMOVED)
+    return meta_fail(res, CAIRN_EINVAL, "set state of node %llu: invalid state %d",
+                     (unsigned long long)s->node_id, to);
+  if (s->incarnation != 0 && s->incarnation != n->incarnation)
+    return meta_fail(res, CAIRN_ESTALE,
+                     "set state of node %llu: meant for incarnation %llx, registered is %llx",
+                     (unsigned long long)s->node_id, (unsigned long long)s->incarnation,
+                     (unsigned long long)n->incarnation);
+  if ((int)n->state == to)
+    return 0;
+  if (!meta_transition_allowed(n->state, (enum meta_node_state)to))
+    return meta_fail(res, CAIRN_EINVAL, "set state of node %llu: %s -> %s is not allowed",
+                     (unsigned long long)s->node_id, meta_node_state_name(n->state),
+                     meta_node_state_name(to));
+  if (to == META_NODE_REMOVED) {
+    uint32_t held = meta_node_replica_count(st, n->id);
+    if (held > 0)
+      return meta_fail(res, CAIRN_EINVALID_REPLICAS,
+                       "set state of node %llu: REMOVED needs it to hold no replica, it holds %u",
+                       (unsigned long long)s->node_id, held);
+  }
+  n->state = (enum meta_node_state)to;
+  n->state_since_ms = s->at_ms;
+  return 0;
+}
+
+static int apply_create_topic(struct meta_state *st, const Cairn__Meta__CreateTopic *c,
+                              struct meta_result *res)
+{
+  if (!meta_topic_name_valid(c->name))
+    return meta_fail(res, CAIRN_EINVALID_TOPIC_NAME,
+                     "create topic: invalid name (1..%u of [A-Za-z0-9._-], not . or ..)",
+                     META_TOPIC_NAME_MAX);
+  if (meta_topic_find(st, c->name) != NULL)
+    return meta_fail(res, CAIRN_ETOPIC_EXISTS, "create topic %s: it exists", c->name);
+  if (c->partitions == 0 || c->partitions > META_MAX_PARTITIONS)
+    return meta_fail(res, CAIRN_EINVALID_PARTITIONS, "create topic %s: partitions must be 1..%u",
+                     c->name, META_MAX_PARTITIONS);
+  if (st->total_partitions + c->partitions > META_MAX_TOTAL_PARTITIONS)
+    return meta_fail(res, CAIRN_EINVALID_PARTITIONS,
+                     "create topic %s: the cluster would exceed %u partitions", c->name,
+                     META_MAX_TOTAL_PARTITIONS);
+  uint32_t alive = meta_alive_count(st);
+  if (c->replication_factor == 0 || c->replication_factor > META_MAX_RF ||
+      c->replication_factor > alive)
+    return meta_fail(res, CAIRN_EINVALID_RF,
+                     "create topic %s: replication factor %u, must be 1..%u with %u alive nodes",
+                     c->name, c->replication_factor, META_MAX_RF, alive);
+  if (st->ntopics >= META_MAX_TOPICS || st->next_topic_id == UINT32_MAX)
+    return meta_fail(res, CAIRN_ETOOLARGE, "create topic %s: too many topics", c->name);
+
+  uint32_t rf = c->replication_factor;
+  struct placement_table t;
+  uint64_t *rows = calloc((size_t)c->partitions * rf, sizeof *rows);
+  struct meta_partition *parts = calloc(c->partitions, sizeof *parts);
+  struct meta_topic *topics = realloc(st->topics, (st->ntopics + 1) * sizeof *topics);
+  if (topics != NULL)
+    st->topics = topics; /* capacity only: ntopics is unchanged until the end */
+  if (rows == NULL || parts == NULL || topics == NULL || placement_table_build(st, &t) != 0) {
+    free(rows);
+    free(parts);
+    return meta_fail(res, CAIRN_ENOMEM, "create topic %s: out of memory", c->name);
+  }
+  int rc = placement_assign(&t, c->partitions, rf, rows);
+  placement_table_free(&t);
+  if (rc != 0) {
+    free(rows);
+    free(parts);
+    return meta_fail(res, rc, "create topic %s: cannot place %u replicas", c->name, rf);
+  }
+  uint32_t id = st->next_topic_id;
+  for (uint32_t p = 0; p < c->partitions; p++) {
+    parts[p].group_id = meta_group_id(id, p);
+    memcpy(parts[p].replicas, &rows[(size_t)p * rf], rf * sizeof *rows);
+    memcpy(parts[p].initial_replicas, &rows[(size_t)p * rf], rf * sizeof *rows);
+    parts[p].nreplicas = rf;
+    parts[p].ninitial = rf;
+  }
+  free(rows);
+  struct meta_topic *tp = &st->topics[st->ntopics];
+  memset(tp, 0, sizeof *tp);
+  tp->id = id;
+  meta_str_set(tp->name, sizeof tp->name, c->name);
+  tp->replication_factor = rf;
+  if (c->config != NULL) {
+    tp->config.retention_bytes = c->config->retention_bytes;
+    tp->config.retention_ms = c->config->retention_ms;
+    tp->config.segment_bytes = c->config->segment_bytes;
+    tp->config.max_batch_bytes = c->config->max_batch_bytes;
+  }
+  tp->partitions = parts;
+  tp->npartitions = c->partitions;
+  st->ntopics++;
+  st->next_topic_id++;
+  st->total_partitions += c->partitions;
+  res->topic_id = id;
+  return 0;
+}
+
+static int apply_delete_topic(struct meta_state *st, const Cairn__Meta__DeleteTopic *d,
+                              struct meta_result *res)
+{
+  const struct meta_topic *t = meta_topic_find(st, d->name);
+  if (t == NULL)
+    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "delete topic %s: no such topic", d->name);
+  size_t i = (size_t)(t - st->topics);
+  st->total_partitions -= st->topics[i].npartitions;
+  free(st->topics[i].partitions);
+  memmove(&st->topics[i], &st->topics[i + 1], (st->ntopics - i - 1) * sizeof *st->topics);
+  st->ntopics--;
+  return 0;
+}
+
+static struct meta_partition *meta_partition_find_mut(struct meta_state *st, uint32_t topic_id,
+                                                      uint32_t partition)
+{
+  return (struct meta_partition *)meta_partition_find(st, topic_id, partition);
+}
+
+static int apply_report_leader(struct meta_state *st, const Cairn__Meta__ReportLeader *r,
+                               struct meta_result *res)
+{
+  struct meta_partition *p = meta_partition_find_mut(st, r->topic_id, r->partition);
+  if (p == NULL)
+    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "report leader: no partition %u/%u", r->topic_id,
+                     r->partition);
+  if (r->leader_id == 0)
+    return meta_fail(res, CAIRN_EINVAL, "report leader: leader id 0");
+  if (r->term < p->leader_term)
+    return meta_fail(res, CAIRN_ESTALE,
+                     "report leader of %u/%u: term %llu is older than the recorded %llu",
+                     r->topic_id, r->partition, (unsigned long long)r->term,
+                     (unsigned long long)p->leader_term);
+  p->leader_id = r->leader_id;
+  p->leader_term = r->term;
+  return 0;
+}
+
+static int apply_set_replicas(struct meta_state *st, const Cairn__Meta__SetReplicas *s,
+                              struct meta_result *res)
+{
+  struct meta_partition *p = meta_partition_find_mut(st, s->topic_id, s->partition);
+  if (p == NULL)
+    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "set replicas: no partition %u/%u", s->topic_id,
+                     s->partition);
+  if (s->expected_epoch != p->replica_epoch)
+    return meta_fail(res, CAIRN_ESTALE,
+                     "set replicas of %u/%u: expected epoch %llu, the partition is at %llu",
+                     s->topic_id, s->partition, (unsigned long long)s->expected_epoch,
+                     (unsigned long long)p->replica_epoch);
+  if (s->n_replicas == 0 || s->n_replicas > META_MAX_REPLICAS)
+    return meta_fail(res, CAIRN_EINVALID_REPLICAS, "set replicas of %u/%u: 1..%u replicas needed",
+                     s->topic_id, s->partition, META_MAX_REPLICAS);
+  uint32_t n = (uint32_t)s->n_replicas;
+  uint32_t added = 0, removed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t id = s->replicas[i];
+    if (id == 0 || meta_replicas_contain(s->replicas, i, id))
+      return meta_fail(res, CAIRN_EINVALID_REPLICAS,
+                       "set replicas of %u/%u: node id 0 or listed twice", s->topic_id,
+                       s->partition);
+    if (meta_replicas_contain(p->replicas, p->nreplicas, id))
+      continue;
+    added++;
+    const struct meta_node *node = meta_node_find(st, id);
+    if (node == NULL)
+      return meta_fail(res, CAIRN_EUNKNOWN_NODE, "set replicas of %u/%u: unknown node %llu",
+                       s->topic_id, s->partition, (unsigned long long)id);
+    if (node->state != META_NODE_ALIVE)
+      return meta_fail(res, CAIRN_EINVALID_REPLICAS,
+                       "set replicas of %u/%u: cannot add node %llu, it is %s", s->topic_id,
+                       s->partition, (unsigned long long)id, meta_node_state_name(node->state));
+  }
+  for (uint32_t i = 0; i < p->nreplicas; i++)
+    if (!meta_replicas_contain(s->replicas, n, p->replicas[i]))
+      removed++;
+  if (added + removed > 1)
+    return meta_fail(res, CAIRN_EINVALID_REPLICAS,
+                     "set replicas of %u/%u: one change at a time (%u added, %u removed)",
+                     s->topic_id, s->partition, added, removed);
+  memcpy(p->replicas, s->replicas, n * sizeof *p->replicas);
+  p->nreplicas = n;
+  p->replica_epoch++;
+  return 0;
+}
+
+int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t raft_index,
+               struct meta_result *res)
+{
+  memset(res, 0, sizeof *res);
+  if (raft_index != 0 && raft_index <= st->last_index)
+    return meta_fail(res, CAIRN_EINDEX, "raft index %llu is not after the last applied %llu",
+                     (unsigned long long)raft_index, (unsigned long long)st->last_index);
+  if (raft_index != 0)
+    st->last_index = raft_index;
+  if (len > META_CMD_MAX_BYTES)
+    return meta_fail(res, CAIRN_ETOOLARGE, "command of %zu bytes", len);
+  Cairn__Meta__MetaCommand *m = cairn__meta__meta_command__unpack(NULL, len, cmd);
+  if (m == NULL)
+    return meta_fail(res, CAIRN_ECORRUPT, "malformed command (%zu bytes)", len);
+  int rc;
+  if (m->cmd_case != CAIRN__META__META_COMMAND__CMD_BOOTSTRAP && st->cluster_id[0] == '\0') {
+    rc = meta_fail(res, CAIRN_EINVAL, "not bootstrapped: the first command must be Bootstrap");
+    cairn__meta__meta_command__free_unpacked(m, NULL);
+    return rc;
+  }
+  switch (m->cmd_case) {
+  case CAIRN__META__META_COMMAND__CMD_BOOTSTRAP:
+    rc = apply_bootstrap(st, m->bootstrap, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_REGISTER_NODE:
+    rc = apply_register_node(st, m->register_node, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_SET_NODE_STATE:
+    rc = apply_set_node_state(st, m->set_node_state, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_CREATE_TOPIC:
+    rc = apply_create_topic(st, m->create_topic, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_DELETE_TOPIC:
+    rc = apply_delete_topic(st, m->delete_topic, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_REPORT_LEADER:
+    rc = apply_report_leader(st, m->report_leader, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_SET_REPLICAS:
+    rc = apply_set_replicas(st, m->set_replicas, res);
+    break;
+  default:
+    /* Empty, or a command of a newer version this node does not know. */
+    rc = meta_fail(res, CAIRN_EUNSUPPORTED, "unknown command (case %d)", (int)m->cmd_case);
+    break;
+  }
+  cairn__meta__meta_command__free_unpacked(m, NULL);
+  res->code = rc;
+  return rc;
+}

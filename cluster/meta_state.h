@@ -1,0 +1,285 @@
+/* meta_state.h - the controller's metadata state machine: nodes, topics and
+ * partition assignments, changed only by applying MetaCommand entries
+ * (proto/meta.proto) in Raft log order. Pure logic: no I/O, no clock, no
+ * randomness, so every node that applies the same commands in the same order
+ * holds the same state and encodes byte-identical snapshots. The controller
+ * (cluster/controller.c) calls meta_apply() from its Raft FSM's apply and
+ * meta_snapshot_encode()/decode() from its snapshot hooks. docs/metadata.md
+ * describes the commands, the snapshot format and the rules.
+ *
+ * Node life cycle (enum meta_node_state), the command that makes each
+ * transition, and who proposes it:
+ *
+ *   (unknown) --RegisterNode--> ALIVE        the node process, at start
+ *   ALIVE     --SetNodeState--> DEAD         planner: silent > node_timeout
+ *   DEAD      --SetNodeState--> ALIVE        planner: same incarnation heard again
+ *   DEAD      --RegisterNode--> ALIVE        the node restarted (new incarnation)
+ *   ALIVE     --SetNodeState--> DRAINING     operator: decommission
+ *   DEAD      --SetNodeState--> DRAINING     operator: decommission a lost node
+ *   DRAINING  --SetNodeState--> ALIVE        operator: cancel the decommission
+ *   DRAINING  --SetNodeState--> REMOVED      planner: no replica left on it
+ *   DEAD      --SetNodeState--> REMOVED      operator: only with no replica left
+ *   REMOVED   --RegisterNode--> ALIVE        a new process (new incarnation)
+ *
+ * Every other transition is refused (CAIRN_EINVAL). A REMOVED node keeps its
+ * record (so its id and addresses stay visible) but holds nothing.
+ *
+ * Invariants (checked by meta_snapshot_decode, kept by every apply):
+ * - nodes ascending by id, ids != 0; topics ascending by id, names unique;
+ *   topic ids come from next_topic_id, start at 1, and are never reused;
+ * - every partition has 1..META_MAX_REPLICAS distinct replicas; a replica
+ *   added by SetReplicas was ALIVE when added;
+ * - group id of a partition = meta_group_id(topic id, partition) > 1
+ *   (META_GROUP_ID, the metadata group, is never a partition's).
+ *
+ * Context: none of these functions does I/O or keeps global state; a given
+ * meta_state is used by one thread (the controller's loop thread). */
+#ifndef CAIRN_META_STATE_H
+#define CAIRN_META_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define META_GROUP_ID 1u /* the metadata Raft group */
+#define META_PARTITION_BITS 20
+#define META_MAX_PARTITIONS 10000u /* per topic; < 2^META_PARTITION_BITS */
+#define META_MAX_TOTAL_PARTITIONS 200000u /* whole cluster */
+#define META_MAX_TOPICS 100000u
+#define META_MAX_NODES 1024u
+#define META_MAX_VOTERS 16u
+#define META_MAX_RF 7u
+#define META_MAX_REPLICAS (META_MAX_RF + 1u) /* rf + one being added */
+#define META_TOPIC_NAME_MAX 249u
+#define META_CLUSTER_ID_MAX 64u
+#define META_ADDR_MAX 255u
+#define META_RACK_MAX 63u
+#define META_CMD_MAX_BYTES (1u << 20)
+#define META_SNAPSHOT_MAX_BYTES (256u << 20)
+#define META_SNAPSHOT_MAGIC 0x4154454du /* the bytes "META" read little-endian */
+#define META_SNAPSHOT_VERSION 1u
+#define META_SNAPSHOT_HEADER_BYTES 16u
+
+/* Values equal proto/meta.proto's NodeState. */
+enum meta_node_state {
+  META_NODE_ALIVE = 1,
+  META_NODE_DEAD = 2,
+  META_NODE_DRAINING = 3,
+  META_NODE_REMOVED = 4,
+};
+
+struct meta_node {
+  uint64_t id;
+  uint64_t incarnation; /* random per process start, != 0 */
+  char client_addr[META_ADDR_MAX + 1];
+  char cluster_addr[META_ADDR_MAX + 1];
+  char admin_addr[META_ADDR_MAX + 1];
+  char rack[META_RACK_MAX + 1]; /* "" = no rack */
+  enum meta_node_state state;
+  uint64_t state_since_ms; /* at_ms of the last SetNodeState; for operators */
+};
+
+/* 0 in any field means "the broker's default". */
+struct meta_topic_config {
+  uint64_t retention_bytes;
+  uint64_t retention_ms;
+  uint64_t segment_bytes;
+  uint64_t max_batch_bytes;
+};
+
+struct meta_partition {
+  uint64_t group_id; /* meta_group_id(topic id, index) */
+  /* The target replica set; replicas[0] is the preferred leader. */
+  uint64_t replicas[META_MAX_REPLICAS];
+  uint32_t nreplicas;
+  /* The Raft configuration the group was bootstrapped with: a node listed
+   * here bootstraps the group with it; a node added later starts empty and
+   * joins. Never changes after CreateTopic. */
+  uint64_t initial_replicas[META_MAX_REPLICAS];
+  uint32_t ninitial;
+  uint64_t leader_id;     /* last reported leader, 0 = none yet */
+  uint64_t leader_term;   /* its Raft term */
+  uint64_t replica_epoch; /* +1 on every SetReplicas */
+};
+
+struct meta_topic {
+  uint32_t id;
+  char name[META_TOPIC_NAME_MAX + 1];
+  uint32_t replication_factor;
+  struct meta_topic_config config;
+  struct meta_partition *partitions; /* owned, npartitions entries */
+  uint32_t npartitions;
+};
+
+/* Read the fields directly; change them only through meta_apply() and
+ * meta_snapshot_decode(). Pointers into it (nodes, topics, partitions) are
+ * valid until the next meta_apply(), meta_snapshot_decode() or
+ * meta_state_close() on it. */
+struct meta_state {
+  char cluster_id[META_CLUSTER_ID_MAX + 1]; /* "" until Bootstrap */
+  uint64_t voters[META_MAX_VOTERS];         /* the metadata group's initial voters */
+  uint32_t nvoters;
+  uint32_t next_topic_id;
+  uint64_t last_index; /* Raft index of the last applied command */
+  struct meta_node *nodes; /* owned, ascending id */
+  size_t nnodes;
+  struct meta_topic *topics; /* owned, ascending id */
+  size_t ntopics;
+  size_t total_partitions;
+};
+
+/* The outcome of one command: code is 0 or the negative cairn code that
+ * meta_apply() returned; msg says why in words; topic_id is the id a
+ * CreateTopic assigned. */
+struct meta_result {
+  int code;
+  uint32_t topic_id;
+  char msg[200];
+};
+
+/* Caller allocates st; meta_state_init makes it empty (not bootstrapped).
+ * meta_state_close frees what it owns; st may then be init'ed again. */
+void meta_state_init(struct meta_state *st);
+void meta_state_close(struct meta_state *st);
+
+/* Applies one encoded MetaCommand at Raft index raft_index (0 = unchecked,
+ * for tests; otherwise it must be greater than st->last_index). Borrows cmd.
+ * Returns 0 or a negative code, also stored in res->code with a message.
+ * A refused command changes nothing but st->last_index. Every result is a
+ * deterministic function of (state, command) except CAIRN_ENOMEM: on that
+ * one replicas may diverge, so the controller must stop (not go on). Malformed
+ * bytes give CAIRN_ECORRUPT; the codes per command are in docs/metadata.md. */
+__attribute__((warn_unused_result)) int meta_apply(struct meta_state *st, const uint8_t *cmd,
+                                                   size_t len, uint64_t raft_index,
+                                                   struct meta_result *res);
+
+/* ---- command encoders: each returns 0 and *out owned by the caller (free
+ * with free()), or CAIRN_ENOMEM / CAIRN_EINVAL (a string too long to be
+ * valid, NULL where a value is needed); they check shape only, meta_apply
+ * checks meaning. ---- */
+
+__attribute__((warn_unused_result)) int meta_cmd_bootstrap(const char *cluster_id,
+                                                           const uint64_t *voters, size_t nvoters,
+                                                           uint8_t **out, size_t *len);
+
+/* What a node announces about itself. Strings are borrowed. */
+struct meta_node_info {
+  uint64_t node_id;
+  uint64_t incarnation;
+  const char *client_addr;
+  const char *cluster_addr;
+  const char *admin_addr; /* may be NULL or "" */
+  const char *rack;       /* may be NULL or "" */
+};
+
+/* replaces_incarnation: 0, or the registered incarnation that the proposer
+ * (the controller leader) found silent (docs/metadata.md, "Node identity"). */
+__attribute__((warn_unused_result)) int meta_cmd_register_node(const struct meta_node_info *info,
+                                                               uint64_t replaces_incarnation,
+                                                               uint8_t **out, size_t *len);
+
+/* incarnation: 0 = whatever is registered, else applies only to that one. */
+__attribute__((warn_unused_result)) int meta_cmd_set_node_state(uint64_t node_id,
+                                                                enum meta_node_state state,
+                                                                uint64_t incarnation,
+                                                                uint64_t at_ms, uint8_t **out,
+                                                                size_t *len);
+
+/* cfg may be NULL (all defaults). */
+__attribute__((warn_unused_result)) int meta_cmd_create_topic(const char *name,
+                                                              uint32_t partitions, uint32_t rf,
+                                                              const struct meta_topic_config *cfg,
+                                                              uint8_t **out, size_t *len);
+
+__attribute__((warn_unused_result)) int meta_cmd_delete_topic(const char *name, uint8_t **out,
+                                                              size_t *len);
+
+__attribute__((warn_unused_result)) int meta_cmd_report_leader(uint32_t topic_id,
+                                                               uint32_t partition,
+                                                               uint64_t leader_id, uint64_t term,
+                                                               uint8_t **out, size_t *len);
+
+/* replicas borrowed; expected_epoch = the partition's current replica_epoch. */
+__attribute__((warn_unused_result)) int meta_cmd_set_replicas(uint32_t topic_id,
+                                                              uint32_t partition,
+                                                              const uint64_t *replicas,
+                                                              size_t nreplicas,
+                                                              uint64_t expected_epoch,
+                                                              uint8_t **out, size_t *len);
+
+/* ---- snapshot ----
+ * Layout (little-endian):
+ *   [0..4)   magic META_SNAPSHOT_MAGIC
+ *   [4..8)   version META_SNAPSHOT_VERSION
+ *   [8..12)  payload length N
+ *   [12..16) CRC-32C of the payload
+ *   [16..16+N) payload: cairn.meta.MetaSnapshot (proto/meta.proto)
+ * Equal states encode to equal bytes. */
+
+/* Borrows st. *buf is owned by the caller (free with free()). Returns 0 or
+ * CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int meta_snapshot_encode(const struct meta_state *st,
+                                                             uint8_t **buf, size_t *len);
+
+/* Replaces the contents of st (an init'ed state) with the decoded snapshot.
+ * Borrows buf (untrusted). On failure st is unchanged. Returns 0,
+ * CAIRN_ETRUNCATED, CAIRN_EBADMAGIC (magic or version), CAIRN_EBADCRC,
+ * CAIRN_ETOOLARGE, CAIRN_ECORRUPT (bad protobuf or a broken invariant) or
+ * CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int meta_snapshot_decode(struct meta_state *st,
+                                                             const uint8_t *buf, size_t len);
+
+/* ---- lookups: returned pointers are borrowed from st, valid until the next
+ * meta_apply(), meta_snapshot_decode() or meta_state_close(); NULL if absent. */
+
+const struct meta_node *meta_node_find(const struct meta_state *st, uint64_t node_id);
+const struct meta_topic *meta_topic_find(const struct meta_state *st, const char *name);
+const struct meta_topic *meta_topic_find_id(const struct meta_state *st, uint32_t topic_id);
+const struct meta_partition *meta_partition_find(const struct meta_state *st, uint32_t topic_id,
+                                                 uint32_t partition);
+
+/* The Raft group id of a partition: (topic_id << 20) | partition. */
+static inline uint64_t meta_group_id(uint32_t topic_id, uint32_t partition)
+{
+  return ((uint64_t)topic_id << META_PARTITION_BITS) | partition;
+}
+
+/* Splits a partition group id; false for META_GROUP_ID or anything
+ * meta_group_id() cannot produce. */
+bool meta_group_split(uint64_t group_id, uint32_t *topic_id, uint32_t *partition);
+
+/* True when replicas[0..n) contains node_id. */
+bool meta_replicas_contain(const uint64_t *replicas, uint32_t n, uint64_t node_id);
+
+/* One partition a node hosts. */
+struct meta_assignment {
+  uint32_t topic_id;
+  uint32_t partition;
+  uint64_t group_id;
+  bool bootstraps; /* the node is in initial_replicas: it bootstraps the group;
+                      otherwise it starts empty and is added by the leader */
+};
+
+/* The partitions whose target replicas include node_id, by (topic id,
+ * partition). *out is owned by the caller (free with free(); NULL when
+ * *n == 0). Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int meta_node_assignments(const struct meta_state *st,
+                                                              uint64_t node_id,
+                                                              struct meta_assignment **out,
+                                                              size_t *n);
+
+/* How many partitions list node_id as a replica, and as replicas[0]. */
+void meta_node_load(const struct meta_state *st, uint64_t node_id, uint32_t *replicas,
+                    uint32_t *preferred_leaders);
+
+/* Number of nodes in state ALIVE. */
+uint32_t meta_alive_count(const struct meta_state *st);
+
+/* "ALIVE", "DEAD", ... ; "?" for anything else. Static string. */
+const char *meta_node_state_name(int state);
+
+/* True if name is a valid topic name: [A-Za-z0-9._-], 1..249 characters,
+ * not "." or "..". */
+bool meta_topic_name_valid(const char *name);
+
+#endif
