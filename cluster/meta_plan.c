@@ -83,6 +83,11 @@ static int meta_plan_liveness(struct meta_plan_ctx *x)
     int rc = meta_cmd_set_node_state(n->id, to, n->incarnation, x->in->now_ms, &cmd, &len);
     if (rc != 0)
       return rc;
+    /* No replica moves to a node this run declares dead (SetReplicas would
+     * be refused after the DEAD mark). One declared alive again becomes a
+     * candidate in the next run, once the state says so. */
+    if (to == META_NODE_DEAD)
+      placement_set_eligible(&x->table, n->id, false);
     meta_plan_emit(x, cmd, len, "node %llu %s: silent for %lld ms (timeout %llu)",
                    (unsigned long long)n->id, to == META_NODE_DEAD ? "is dead" : "is back",
                    (long long)silent, (unsigned long long)o->node_timeout_ms);

@@ -162,3 +162,15 @@ void placement_unload(struct placement_table *t, uint64_t from, bool was_leader)
   if (was_leader && pn->leaders > 0)
     pn->leaders--;
 }
+
+void placement_set_eligible(struct placement_table *t, uint64_t id, bool eligible)
+{
+  struct placement_node *pn = placement_node_find(t, id);
+  if (pn == NULL || pn->eligible == eligible)
+    return;
+  pn->eligible = eligible;
+  if (eligible)
+    t->neligible++;
+  else
+    t->neligible--;
+}

@@ -64,6 +64,10 @@ __attribute__((warn_unused_result)) int placement_pick(struct placement_table *t
                                                        const uint64_t *current, uint32_t ncurrent,
                                                        uint64_t leaving, uint64_t *out);
 
+/* Makes node id (in)eligible for the picks that follow, e.g. because the
+ * caller is about to mark it DEAD. No-op for an unknown id. */
+void placement_set_eligible(struct placement_table *t, uint64_t id, bool eligible);
+
 /* Moves one replica's load from node `from` to nothing (a removal), so a
  * caller planning several changes keeps the table current. No-op for an
  * unknown id. */
