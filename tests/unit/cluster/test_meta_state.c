@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <limits.h>
 
 /* ---- helpers ---- */
 
@@ -773,6 +774,133 @@ static void test_meta_random_sequences_give_identical_snapshots(void **state)
   }
 }
 
+/* ---- golden files: the snapshot format and one command's bytes ---- */
+
+#define GOLDEN_NAME "meta_snapshot_v1.bin"
+
+/* A small fixed state: two nodes on two racks, one topic of two partitions
+ * with a config, a reported leader and one replica change. */
+static void golden_state(struct meta_state *st)
+{
+  struct meta_result res;
+  meta_state_init(st);
+  uint64_t voters[] = {1};
+  assert_int_equal(APPLY(st, &res, meta_cmd_bootstrap, "golden-cluster", voters, 1), 0);
+  assert_int_equal(do_register(st, 1, 0x1111, "ra", 0, &res), 0);
+  assert_int_equal(do_register(st, 2, 0x2222, "rb", 0, &res), 0);
+  assert_int_equal(do_register(st, 3, 0x3333, "ra", 0, &res), 0);
+  struct meta_topic_config cfg = {1000000, 3600000, 0, 65536};
+  assert_int_equal(APPLY(st, &res, meta_cmd_create_topic, "golden", 2, 2, &cfg), 0);
+  assert_int_equal(APPLY(st, &res, meta_cmd_report_leader, 1, 0, 1, 3), 0);
+  const struct meta_partition *p = meta_partition_find(st, 1, 1);
+  uint64_t next[3] = {p->replicas[0], p->replicas[1], 6 - p->replicas[0] - p->replicas[1]};
+  assert_int_equal(do_set_replicas(st, 1, 1, next, 3, 0, &res), 0);
+  assert_int_equal(do_state(st, 2, META_NODE_DRAINING, 0, &res), 0);
+  st->last_index = 9;
+}
+
+static void golden_path(char *buf, size_t n)
+{
+  const char *dir = getenv("CAIRN_GOLDEN_DIR");
+  snprintf(buf, n, "%s/%s", dir != NULL && dir[0] != '\0' ? dir : "tests/golden", GOLDEN_NAME);
+}
+
+/* Reads the whole golden file. Returns owned (free with free()). */
+static uint8_t *golden_read(size_t *len)
+{
+  char path[PATH_MAX];
+  golden_path(path, sizeof path);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    fail_msg("cannot open golden file %s (set CAIRN_GOLDEN_DIR, or run from the repo root; "
+             "CAIRN_GOLDEN_WRITE=1 regenerates it)",
+             path);
+  uint8_t *buf = malloc(4096);
+  assert_non_null(buf);
+  *len = fread(buf, 1, 4096, f);
+  assert_int_equal(ferror(f), 0);
+  assert_true(feof(f));
+  fclose(f);
+  return buf;
+}
+
+/* With CAIRN_GOLDEN_WRITE=1, rewrites the golden file. Only for a deliberate
+ * format change, which also needs a new META_SNAPSHOT_VERSION. */
+static int golden_setup(void **state)
+{
+  const char *w = getenv("CAIRN_GOLDEN_WRITE");
+  if (w == NULL || strcmp(w, "1") != 0)
+    return 0;
+  struct meta_state st;
+  golden_state(&st);
+  size_t len;
+  uint8_t *buf = snap(&st, &len);
+  meta_state_close(&st);
+  char path[PATH_MAX];
+  golden_path(path, sizeof path);
+  FILE *f = fopen(path, "wb");
+  int ok = f != NULL && fwrite(buf, 1, len, f) == len;
+  if (f != NULL && fclose(f) != 0)
+    ok = 0;
+  free(buf);
+  fprintf(stderr, "%s %s\n", ok ? "wrote" : "FAILED to write", path);
+  return ok ? 0 : -1;
+}
+
+static void test_meta_snapshot_matches_golden_file(void **state)
+{
+  struct meta_state st;
+  golden_state(&st);
+  size_t len, glen;
+  uint8_t *buf = snap(&st, &len);
+  uint8_t *g = golden_read(&glen);
+  assert_int_equal(len, glen);
+  assert_memory_equal(buf, g, len);
+  free(buf);
+  meta_state_close(&st);
+
+  /* The golden bytes decode to known fields. */
+  assert_memory_equal(g, "META", 4);
+  assert_int_equal(le_get32(g + 4), 1);
+  assert_int_equal(le_get32(g + 8), glen - 16);
+  meta_state_init(&st);
+  assert_int_equal(meta_snapshot_decode(&st, g, glen), 0);
+  assert_string_equal(st.cluster_id, "golden-cluster");
+  assert_int_equal(st.last_index, 9);
+  assert_int_equal(st.next_topic_id, 2);
+  assert_int_equal(st.nnodes, 3);
+  assert_int_equal(st.nodes[1].incarnation, 0x2222);
+  assert_int_equal(st.nodes[1].state, META_NODE_DRAINING);
+  assert_string_equal(st.nodes[1].rack, "rb");
+  const struct meta_topic *t = meta_topic_find(&st, "golden");
+  assert_non_null(t);
+  assert_int_equal(t->config.retention_ms, 3600000);
+  assert_int_equal(t->config.max_batch_bytes, 65536);
+  assert_int_equal(t->partitions[0].leader_id, 1);
+  assert_int_equal(t->partitions[0].leader_term, 3);
+  assert_int_equal(t->partitions[1].nreplicas, 3);
+  assert_int_equal(t->partitions[1].ninitial, 2);
+  assert_int_equal(t->partitions[1].replicas[0] + t->partitions[1].replicas[1] +
+                       t->partitions[1].replicas[2],
+                   6);
+  assert_int_equal(t->partitions[1].replica_epoch, 1);
+  free(g);
+  meta_state_close(&st);
+}
+
+/* The bytes of a command in the Raft log, by hand from proto/meta.proto:
+ * MetaCommand.create_topic (field 4) = {name "ab", partitions 3, rf 2}. */
+static void test_meta_command_bytes_are_stable(void **state)
+{
+  static const uint8_t want[] = {0x22, 0x08, 0x0a, 0x02, 'a', 'b', 0x10, 0x03, 0x18, 0x02};
+  uint8_t *cmd;
+  size_t len;
+  assert_int_equal(meta_cmd_create_topic("ab", 3, 2, NULL, &cmd, &len), 0);
+  assert_int_equal(len, sizeof want);
+  assert_memory_equal(cmd, want, len);
+  free(cmd);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -790,6 +918,8 @@ int main(void)
     cmocka_unit_test(test_meta_snapshot_round_trip_is_exact),
     cmocka_unit_test(test_meta_snapshot_damage_is_refused_and_changes_nothing),
     cmocka_unit_test(test_meta_random_sequences_give_identical_snapshots),
+    cmocka_unit_test(test_meta_snapshot_matches_golden_file),
+    cmocka_unit_test(test_meta_command_bytes_are_stable),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, golden_setup, NULL);
 }
