@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 static int log_level_current = -1; /* -1: not read from the environment yet */
+static char log_prefix[32];         /* "node=3 " once set */
 
 static const char *const log_level_names[] = {"debug", "info", "warn", "error", "off"};
 
@@ -26,6 +27,11 @@ int log_parse_level(const char *s, enum log_level *out)
 }
 
 void log_set_level(enum log_level level) { log_level_current = (int)level; }
+
+void log_set_node(unsigned long long node_id)
+{
+  snprintf(log_prefix, sizeof log_prefix, "node=%llu ", node_id);
+}
 
 static int log_level_get(void)
 {
@@ -50,9 +56,9 @@ void log_write(enum log_level level, const char *module, const char *fmt, ...)
   struct tm tm;
   clock_gettime(CLOCK_REALTIME, &ts);
   gmtime_r(&ts.tv_sec, &tm);
-  int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] ",
+  int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s[%s] ",
                    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                   tm.tm_sec, ts.tv_nsec / 1000000, log_level_names[level], module);
+                   tm.tm_sec, ts.tv_nsec / 1000000, log_level_names[level], log_prefix, module);
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

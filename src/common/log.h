@@ -11,6 +11,10 @@ enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF };
  * Context: call before starting threads. */
 void log_set_level(enum log_level level);
 
+/* Tags every later line with "node=<id>" (cairnd calls it once at start).
+ * Context: call before starting threads. */
+void log_set_node(unsigned long long node_id);
+
 /* Parses "debug|info|warn|error|off". Returns 0 or CAIRN_EINVAL. */
 int log_parse_level(const char *s, enum log_level *out);
 

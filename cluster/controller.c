@@ -1,0 +1,641 @@
+/* controller.c - the metadata Raft group: bootstrap, state machine glue,
+ * and the leader's once-a-second duties (membership of the group itself,
+ * liveness, repair planning). See controller.h. */
+#include "cluster/controller.h"
+
+#include "cluster/raft_err.h"
+#include "common/err.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CTL_ENTRY_HEADER 4
+
+static void ctl_set_errmsg(struct controller *ctl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void ctl_set_errmsg(struct controller *ctl, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctl->errmsg, sizeof ctl->errmsg, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- state machine ---- */
+
+static int ctl_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+  struct controller *ctl = fsm->data;
+  const uint8_t *p = buf->base;
+  *result = NULL;
+  if (buf->len < CTL_ENTRY_HEADER) {
+    log_error("ctl", "entry of %zu bytes: too short, skipped", buf->len);
+    return 0;
+  }
+  uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  if (len > buf->len - CTL_ENTRY_HEADER) {
+    log_error("ctl", "entry length %u beyond its %zu bytes, skipped", len, buf->len);
+    return 0;
+  }
+  /* raft 0.15 applies in order and advances last_applied after apply. */
+  uint64_t index = raft_last_applied(&ctl->raft) + 1;
+  memset(&ctl->result, 0, sizeof ctl->result);
+  int rv = meta_apply(&ctl->st, p + CTL_ENTRY_HEADER, len, index, &ctl->result);
+  if (rv == CAIRN_ENOMEM) {
+    /* Replicas would diverge if this one went on without the command. */
+    log_error("ctl", "out of memory applying metadata entry %llu: stopping the controller",
+              (unsigned long long)index);
+    return RAFT_NOMEM;
+  }
+  *result = &ctl->result;
+  if (ctl->on_change != NULL) {
+    ctl->on_change(ctl, ctl->change_data);
+  }
+  return 0;
+}
+
+static int ctl_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+  struct controller *ctl = fsm->data;
+  uint8_t *enc = NULL;
+  size_t len = 0;
+  int rv = meta_snapshot_encode(&ctl->st, &enc, &len);
+  if (rv != 0) {
+    log_error("ctl", "snapshot: %s", cairn_strerror(rv));
+    return RAFT_NOMEM;
+  }
+  /* raft frees what it is given with raft_free(). */
+  size_t padded = (len + 7) & ~(size_t)7;
+  struct raft_buffer *b = raft_malloc(sizeof *b);
+  void *copy = raft_malloc(padded > 0 ? padded : 8);
+  if (b == NULL || copy == NULL) {
+    raft_free(b);
+    raft_free(copy);
+    free(enc);
+    return RAFT_NOMEM;
+  }
+  memset(copy, 0, padded > 0 ? padded : 8);
+  memcpy(copy, enc, len);
+  free(enc);
+  b->base = copy;
+  b->len = len;
+  *bufs = b;
+  *n_bufs = 1;
+  return 0;
+}
+
+static int ctl_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+  struct controller *ctl = fsm->data;
+  struct meta_state fresh;
+  meta_state_init(&fresh);
+  int rv = meta_snapshot_decode(&fresh, buf->base, buf->len);
+  raft_free(buf->base);
+  if (rv != 0) {
+    meta_state_close(&fresh);
+    log_error("ctl", "snapshot restore: %s", cairn_strerror(rv));
+    return RAFT_CORRUPT;
+  }
+  meta_state_close(&ctl->st);
+  ctl->st = fresh;
+  log_info("ctl", "metadata restored from a snapshot");
+  if (ctl->on_change != NULL) {
+    ctl->on_change(ctl, ctl->change_data);
+  }
+  return 0;
+}
+
+/* ---- open ---- */
+
+static void ctl_opts_fill(struct ctl_opts *o, const struct ctl_opts *in)
+{
+  memset(o, 0, sizeof *o);
+  if (in != NULL) {
+    *o = *in;
+  }
+  o->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 250;
+  o->election_ms = o->election_ms ? o->election_ms : 2500;
+  o->raft_segment_size = o->raft_segment_size ? o->raft_segment_size : (1u << 20);
+  o->node_timeout_ms = o->node_timeout_ms ? o->node_timeout_ms : 10000;
+  o->replace_delay_ms = o->replace_delay_ms ? o->replace_delay_ms : 60000;
+}
+
+/* Every voter bootstraps the same configuration; a restart finds its log
+ * and raft refuses (RAFT_CANTBOOTSTRAP), which is the normal case. */
+static int ctl_bootstrap(struct controller *ctl, const struct ctl_voter *voters, unsigned n)
+{
+  struct raft_configuration conf;
+  raft_configuration_init(&conf);
+  int rv = 0;
+  for (unsigned i = 0; i < n && rv == 0; i++) {
+    rv = raft_configuration_add(&conf, voters[i].id, voters[i].address, RAFT_VOTER);
+  }
+  if (rv == 0) {
+    rv = raft_bootstrap(&ctl->raft, &conf);
+    if (rv == RAFT_CANTBOOTSTRAP) {
+      rv = 0;
+    }
+  }
+  raft_configuration_close(&conf);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: bootstrap: %s", raft_errmsg(&ctl->raft));
+    return raft_err_to_cairn(rv);
+  }
+  return 0;
+}
+
+static void ctl_on_tick(uv_timer_t *t);
+static void ctl_on_raft_closed(struct raft *r);
+
+static int ctl_check_voters(struct controller *ctl, const struct ctl_voter *voters, unsigned n)
+{
+  if (n == 0 || n > CTL_MAX_VOTERS) {
+    ctl_set_errmsg(ctl, "metadata group: %u voters (1..%d)", n, CTL_MAX_VOTERS);
+    return CAIRN_EINVAL;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    if (voters[i].id == ctl->self_id) {
+      ctl->voter = true;
+      if (strcmp(voters[i].address, ctl->self_address) != 0) {
+        ctl_set_errmsg(ctl, "metadata group: voter %llu is at %s but this node's cluster address is %s",
+                       (unsigned long long)voters[i].id, voters[i].address, ctl->self_address);
+        return CAIRN_EINVAL;
+      }
+    }
+  }
+  return 0;
+}
+
+int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint64_t self_id,
+             const char *self_address, const char *dir, const struct ctl_voter *voters,
+             unsigned nvoters, const struct ctl_opts *opts, ctl_change_cb on_change,
+             void *change_data)
+{
+  memset(ctl, 0, sizeof *ctl);
+  ctl->loop = loop;
+  ctl->tr = tr;
+  ctl->self_id = self_id;
+  ctl->on_change = on_change;
+  ctl->change_data = change_data;
+  ctl_opts_fill(&ctl->opts, opts);
+  ctl->self_address = strdup(self_address);
+  ctl->dir = strdup(dir);
+  if (ctl->self_address == NULL || ctl->dir == NULL) {
+    free(ctl->self_address);
+    free(ctl->dir);
+    return CAIRN_ENOMEM;
+  }
+  int rv = ctl_check_voters(ctl, voters, nvoters);
+  if (rv == 0) {
+    rv = fs_mkdir_p(dir);
+    if (rv != 0) {
+      ctl_set_errmsg(ctl, "metadata group: mkdir %s: %s", dir, cairn_strerror(rv));
+    }
+  }
+  if (rv == 0) {
+    rv = transport_group_init(tr, &ctl->rt, CTL_GROUP_ID);
+  }
+  if (rv != 0) {
+    free(ctl->self_address);
+    free(ctl->dir);
+    return rv;
+  }
+  rv = raft_uv_init(&ctl->io, loop, dir, &ctl->rt);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: raft I/O in %s: %s", dir, ctl->io.errmsg);
+    transport_group_release(&ctl->rt);
+    free(ctl->self_address);
+    free(ctl->dir);
+    return raft_err_to_cairn(rv);
+  }
+  raft_uv_set_segment_size(&ctl->io, ctl->opts.raft_segment_size);
+  raft_uv_set_connect_retry_delay(&ctl->io, 100);
+  meta_state_init(&ctl->st);
+  ctl->fsm.version = 1;
+  ctl->fsm.data = ctl;
+  ctl->fsm.apply = ctl_fsm_apply;
+  ctl->fsm.snapshot = ctl_fsm_snapshot;
+  ctl->fsm.restore = ctl_fsm_restore;
+  rv = raft_init(&ctl->raft, &ctl->io, &ctl->fsm, self_id, self_address);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: raft_init: %s", raft_errmsg(&ctl->raft));
+    raft_uv_close(&ctl->io);
+    transport_group_release(&ctl->rt);
+    meta_state_close(&ctl->st);
+    free(ctl->self_address);
+    free(ctl->dir);
+    return raft_err_to_cairn(rv);
+  }
+  ctl->raft.data = ctl;
+  raft_set_heartbeat_timeout(&ctl->raft, ctl->opts.heartbeat_ms);
+  raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
+  raft_set_snapshot_threshold(&ctl->raft, 256);
+  raft_set_snapshot_trailing(&ctl->raft, 64);
+  rv = ctl->voter ? ctl_bootstrap(ctl, voters, nvoters) : 0;
+  if (rv == 0) {
+    rv = raft_start(&ctl->raft);
+    if (rv != 0) {
+      ctl_set_errmsg(ctl, "metadata group: starting raft in %s: %s", dir, raft_errmsg(&ctl->raft));
+      rv = raft_err_to_cairn(rv);
+    }
+  }
+  if (rv != 0) {
+    ctl->state = CTL_CLOSING;
+    ctl->closing_parts = 1;
+    raft_close(&ctl->raft, ctl_on_raft_closed);
+    return rv;
+  }
+  uv_timer_init(loop, &ctl->tick);
+  ctl->tick.data = ctl;
+  uv_timer_start(&ctl->tick, ctl_on_tick, CTL_TICK_MS, CTL_TICK_MS);
+  ctl->state = CTL_RUNNING;
+  log_info("ctl", "metadata replica %llu open in %s (%s)", (unsigned long long)self_id, dir,
+           ctl->voter ? "voter" : "standby");
+  return 0;
+}
+
+/* ---- proposals ---- */
+
+static void ctl_on_applied(struct raft_apply *apply, int status, void *result)
+{
+  struct ctl_propose *req = apply->data;
+  int rv = 0;
+  if (status != 0) {
+    rv = status == RAFT_LEADERSHIPLOST ? CAIRN_EINDOUBT : raft_err_to_cairn(status);
+    result = NULL;
+  }
+  req->cb(req, rv, result);
+}
+
+int ctl_propose(struct controller *ctl, struct ctl_propose *req, const uint8_t *cmd, size_t len,
+                ctl_propose_cb cb)
+{
+  if (ctl->state != CTL_RUNNING) {
+    return CAIRN_ESHUTDOWN;
+  }
+  if (raft_state(&ctl->raft) != RAFT_LEADER) {
+    return CAIRN_ENOTLEADER;
+  }
+  if (len > UINT32_MAX - 16) {
+    return CAIRN_ETOOLARGE;
+  }
+  size_t padded = (CTL_ENTRY_HEADER + len + 7) & ~(size_t)7;
+  struct raft_buffer buf = {.base = raft_malloc(padded), .len = padded};
+  if (buf.base == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  uint8_t *p = buf.base;
+  memset(p, 0, padded);
+  p[0] = (uint8_t)len;
+  p[1] = (uint8_t)(len >> 8);
+  p[2] = (uint8_t)(len >> 16);
+  p[3] = (uint8_t)(len >> 24);
+  memcpy(p + CTL_ENTRY_HEADER, cmd, len);
+  req->ctl = ctl;
+  req->cb = cb;
+  req->apply.data = req;
+  int rv = raft_apply(&ctl->raft, &req->apply, &buf, 1, ctl_on_applied);
+  if (rv != 0) {
+    raft_free(buf.base);
+    return rv == RAFT_NOTLEADER ? CAIRN_ENOTLEADER : raft_err_to_cairn(rv);
+  }
+  return 0;
+}
+
+/* ---- queries ---- */
+
+const struct meta_state *ctl_state(const struct controller *ctl) { return &ctl->st; }
+
+void ctl_leader(struct controller *ctl, uint64_t *id, const char **address)
+{
+  raft_id lid = 0;
+  const char *addr = NULL;
+  if (ctl->state == CTL_RUNNING) {
+    raft_leader(&ctl->raft, &lid, &addr);
+  }
+  *id = lid;
+  *address = addr;
+}
+
+bool ctl_is_leader(struct controller *ctl)
+{
+  return ctl->state == CTL_RUNNING && raft_state(&ctl->raft) == RAFT_LEADER;
+}
+
+/* ---- liveness (leader only) ---- */
+
+static struct ctl_seen *ctl_seen_find(const struct controller *ctl, uint64_t node_id)
+{
+  for (size_t i = 0; i < ctl->nseen; i++) {
+    if (ctl->seen[i].node_id == node_id) {
+      return &ctl->seen[i];
+    }
+  }
+  return NULL;
+}
+
+static struct ctl_seen *ctl_seen_get(struct controller *ctl, uint64_t node_id)
+{
+  struct ctl_seen *s = ctl_seen_find(ctl, node_id);
+  if (s != NULL) {
+    return s;
+  }
+  if (ctl->nseen == ctl->seen_cap) {
+    size_t cap = ctl->seen_cap ? ctl->seen_cap * 2 : 16;
+    struct ctl_seen *ns = realloc(ctl->seen, cap * sizeof *ns);
+    if (ns == NULL) {
+      return NULL;
+    }
+    ctl->seen = ns;
+    ctl->seen_cap = cap;
+  }
+  s = &ctl->seen[ctl->nseen++];
+  memset(s, 0, sizeof *s);
+  s->node_id = node_id;
+  return s;
+}
+
+/* A new leader has heard from nobody: it gives every node a full timeout
+ * before calling it dead. */
+static void ctl_reset_liveness(struct controller *ctl)
+{
+  uint64_t now = uv_now(ctl->loop);
+  ctl->nseen = 0;
+  ctl->nreports = 0;
+  for (size_t i = 0; i < ctl->st.nnodes; i++) {
+    struct ctl_seen *s = ctl_seen_get(ctl, (&ctl->st.nodes[i])->id);
+    if (s != NULL) {
+      s->last_ms = now;
+    }
+  }
+  ctl->leader_term = ctl->raft.current_term;
+}
+
+static void ctl_drop_reports_of(struct controller *ctl, uint64_t node_id)
+{
+  size_t w = 0;
+  for (size_t i = 0; i < ctl->nreports; i++) {
+    if (ctl->reports[i].leader_id != node_id) {
+      ctl->reports[w++] = ctl->reports[i];
+    }
+  }
+  ctl->nreports = w;
+}
+
+void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
+                        const struct ctl_report *reports, size_t n)
+{
+  if (!ctl_is_leader(ctl)) {
+    return;
+  }
+  if (ctl->leader_term != ctl->raft.current_term) {
+    ctl_reset_liveness(ctl);
+  }
+  struct ctl_seen *s = ctl_seen_get(ctl, node_id);
+  if (s == NULL) {
+    return;
+  }
+  s->last_ms = uv_now(ctl->loop);
+  s->incarnation = incarnation;
+  ctl_drop_reports_of(ctl, node_id);
+  if (ctl->nreports + n > ctl->reports_cap) {
+    size_t cap = ctl->reports_cap ? ctl->reports_cap : 64;
+    while (cap < ctl->nreports + n) {
+      cap *= 2;
+    }
+    struct ctl_report *nr = realloc(ctl->reports, cap * sizeof *nr);
+    if (nr == NULL) {
+      return;
+    }
+    ctl->reports = nr;
+    ctl->reports_cap = cap;
+  }
+  for (size_t i = 0; i < n; i++) {
+    ctl->reports[ctl->nreports] = reports[i];
+    ctl->reports[ctl->nreports].leader_id = node_id;
+    ctl->nreports++;
+  }
+}
+
+bool ctl_node_is_live(const struct controller *ctl, uint64_t node_id)
+{
+  const struct ctl_seen *s = ctl_seen_find(ctl, node_id);
+  return s != NULL && uv_now(ctl->loop) - s->last_ms < ctl->opts.node_timeout_ms;
+}
+
+bool ctl_incarnation_is_live(const struct controller *ctl, uint64_t node_id,
+                             uint64_t incarnation)
+{
+  const struct ctl_seen *s = ctl_seen_find(ctl, node_id);
+  return s != NULL && s->incarnation == incarnation &&
+         uv_now(ctl->loop) - s->last_ms < ctl->opts.node_timeout_ms;
+}
+
+/* ---- the leader's tick ---- */
+
+static void ctl_on_change_done(struct raft_change *req, int status)
+{
+  struct controller *ctl = req->data;
+  ctl->changing = false;
+  if (status != 0) {
+    log_warn("ctl", "metadata group membership change: %s", raft_strerror(status));
+  }
+}
+
+static const struct raft_server *ctl_conf_find(const struct controller *ctl, uint64_t id)
+{
+  const struct raft_configuration *c = &ctl->raft.configuration;
+  for (unsigned i = 0; i < c->n; i++) {
+    if (c->servers[i].id == id) {
+      return &c->servers[i];
+    }
+  }
+  return NULL;
+}
+
+/* Brings the group's membership one step closer to the node list: a
+ * registered node not in it is added (as a spare) then made a standby; a
+ * removed node that is a standby leaves. Voters are the configured ones
+ * and are never changed here. */
+static void ctl_step_membership(struct controller *ctl)
+{
+  if (ctl->changing) {
+    return;
+  }
+  ctl->change.data = ctl;
+  for (size_t i = 0; i < ctl->st.nnodes; i++) {
+    const struct meta_node *nd = (&ctl->st.nodes[i]);
+    const struct raft_server *srv = ctl_conf_find(ctl, nd->id);
+    int rv = 0;
+    const char *what = NULL;
+    if (nd->state == META_NODE_REMOVED) {
+      if (srv != NULL && srv->role != RAFT_VOTER) {
+        what = "remove";
+        rv = raft_remove(&ctl->raft, &ctl->change, nd->id, ctl_on_change_done);
+      }
+    } else if (srv == NULL) {
+      what = "add";
+      rv = raft_add(&ctl->raft, &ctl->change, nd->id, nd->cluster_addr, ctl_on_change_done);
+    } else if (srv->role == RAFT_SPARE) {
+      what = "assign standby";
+      rv = raft_assign(&ctl->raft, &ctl->change, nd->id, RAFT_STANDBY, ctl_on_change_done);
+    }
+    if (what == NULL) {
+      continue;
+    }
+    if (rv == 0) {
+      ctl->changing = true;
+      log_info("ctl", "metadata group: %s node %llu", what, (unsigned long long)nd->id);
+    } else {
+      log_warn("ctl", "metadata group: %s node %llu: %s", what, (unsigned long long)nd->id,
+               raft_errmsg(&ctl->raft));
+    }
+    return;
+  }
+}
+
+static void ctl_on_plan_applied(struct ctl_propose *req, int status, const struct meta_result *res)
+{
+  struct controller *ctl = req->data;
+  ctl->plan_inflight--;
+  if (status != 0) {
+    log_warn("ctl", "repair command not applied: %s", cairn_strerror(status));
+  } else if (res != NULL && res->code != 0) {
+    log_warn("ctl", "repair command refused: %s", res->msg);
+  }
+  free(req);
+}
+
+static void ctl_propose_plan(struct controller *ctl, const struct meta_plan_out *out)
+{
+  for (size_t i = 0; i < out->ncmds; i++) {
+    struct ctl_propose *req = calloc(1, sizeof *req);
+    if (req == NULL) {
+      return;
+    }
+    req->data = ctl;
+    int rv = ctl_propose(ctl, req, out->cmds[i].cmd, out->cmds[i].len, ctl_on_plan_applied);
+    if (rv != 0) {
+      free(req);
+      return;
+    }
+    log_info("ctl", "repair: %s", out->cmds[i].why);
+    ctl->plan_inflight++;
+  }
+}
+
+/* Runs the planner on the leader's liveness view and the partition
+ * reports, and proposes what it asks for. */
+static void ctl_plan(struct controller *ctl)
+{
+  if (ctl->plan_inflight > 0) {
+    return; /* one round at a time: the planner sees its own results */
+  }
+  uint64_t now = uv_now(ctl->loop);
+  size_t nn = ctl->st.nnodes;
+  struct meta_plan_liveness *live = calloc(nn > 0 ? nn : 1, sizeof *live);
+  struct meta_plan_config *confs = calloc(ctl->nreports > 0 ? ctl->nreports : 1, sizeof *confs);
+  if (live == NULL || confs == NULL) {
+    free(live);
+    free(confs);
+    return;
+  }
+  size_t nlive = 0;
+  for (size_t i = 0; i < nn; i++) {
+    const struct ctl_seen *s = ctl_seen_find(ctl, ctl->st.nodes[i].id);
+    if (s == NULL) {
+      continue;
+    }
+    live[nlive].node_id = s->node_id;
+    /* A node heard from by no one yet keeps the registered incarnation. */
+    live[nlive].incarnation = s->incarnation ? s->incarnation : ctl->st.nodes[i].incarnation;
+    live[nlive].ms_since_heartbeat = now - s->last_ms;
+    nlive++;
+  }
+  for (size_t i = 0; i < ctl->nreports; i++) {
+    confs[i].topic_id = ctl->reports[i].topic_id;
+    confs[i].partition = ctl->reports[i].partition;
+    confs[i].replica_epoch = ctl->reports[i].replica_epoch;
+    confs[i].voters = ctl->reports[i].voters;
+    confs[i].nvoters = ctl->reports[i].nvoters;
+  }
+  struct meta_plan_input in = {.st = &ctl->st, .live = live, .nlive = nlive, .configs = confs,
+                               .nconfigs = ctl->nreports, .now_ms = uv_now(ctl->loop)};
+  meta_plan_opts_default(&in.opts);
+  in.opts.node_timeout_ms = ctl->opts.node_timeout_ms;
+  in.opts.replace_delay_ms = ctl->opts.replace_delay_ms;
+  struct meta_plan_out out;
+  int rv = meta_plan_run(&in, &out);
+  free(live);
+  free(confs);
+  if (rv != 0) {
+    log_warn("ctl", "planner: %s", cairn_strerror(rv));
+    return;
+  }
+  ctl_propose_plan(ctl, &out);
+  meta_plan_out_free(&out);
+}
+
+static void ctl_on_tick(uv_timer_t *t)
+{
+  struct controller *ctl = t->data;
+  if (!ctl_is_leader(ctl)) {
+    return;
+  }
+  if (ctl->leader_term != ctl->raft.current_term) {
+    ctl_reset_liveness(ctl);
+    return; /* give everyone a timeout before judging */
+  }
+  ctl_step_membership(ctl);
+  ctl_plan(ctl);
+}
+
+/* ---- close ---- */
+
+static void ctl_on_part_closed(struct controller *ctl)
+{
+  if (--ctl->closing_parts > 0) {
+    return;
+  }
+  meta_state_close(&ctl->st);
+  free(ctl->seen);
+  free(ctl->reports);
+  free(ctl->self_address);
+  free(ctl->dir);
+  ctl->seen = NULL;
+  ctl->reports = NULL;
+  ctl->self_address = NULL;
+  ctl->dir = NULL;
+  ctl->state = CTL_CLOSED;
+  if (ctl->close_cb != NULL) {
+    ctl->close_cb(ctl);
+  }
+}
+
+static void ctl_on_raft_closed(struct raft *r)
+{
+  struct controller *ctl = r->data;
+  raft_uv_close(&ctl->io);
+  transport_group_release(&ctl->rt);
+  ctl_on_part_closed(ctl);
+}
+
+static void ctl_on_tick_closed(uv_handle_t *h) { ctl_on_part_closed(h->data); }
+
+void ctl_close(struct controller *ctl, ctl_close_cb cb)
+{
+  if (ctl->state != CTL_RUNNING) {
+    return;
+  }
+  ctl->state = CTL_CLOSING;
+  ctl->close_cb = cb;
+  ctl->closing_parts = 2;
+  uv_close((uv_handle_t *)&ctl->tick, ctl_on_tick_closed);
+  raft_close(&ctl->raft, ctl_on_raft_closed);
+}

@@ -1,0 +1,179 @@
+/* controller.h - the metadata Raft group (the controller, like Kafka's
+ * KRaft): nodes, topics and the placement of partition replicas.
+ *
+ * Every node runs one replica of it, as group CTL_GROUP_ID on the node's
+ * cluster port. The configured controller voters bootstrap it (all with the
+ * same voter list, so they agree without an exchange); every other node
+ * starts with an empty Raft log and is added by the leader as a standby
+ * (RAFT_STANDBY: it receives the log, it never votes), so every node holds
+ * the whole metadata. The state machine is meta_state (meta_state.h);
+ * snapshots are full copies of it (it is small).
+ *
+ * Entries: u32 LE length, an encoded MetaCommand, zero padding to 8 bytes
+ * (raft 0.15 needs entry lengths that are multiples of 8).
+ *
+ * The leader also keeps what is not replicated: when it last heard from
+ * each node (ctl_note_heartbeat) and what each partition leader reported of
+ * its Raft configuration. Once a second it runs the repair planner
+ * (meta_plan.h) on them and proposes what the planner asks for, and brings
+ * the metadata group's own membership in line with the node list (one
+ * change at a time: add a registered node as standby, remove a removed one).
+ *
+ * Lifecycle:
+ *   ctl_open -> CTL_RUNNING --ctl_close--> CTL_CLOSING -> cb -> CTL_CLOSED
+ *   (ctl_open failing leaves nothing to close.)
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_CONTROLLER_H
+#define CAIRN_CONTROLLER_H
+
+#include "cluster/meta_plan.h"
+#include "cluster/meta_state.h"
+#include "cluster/transport.h"
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define CTL_GROUP_ID 1
+#define CTL_TICK_MS 1000
+#define CTL_ERRMSG_SIZE 256
+#define CTL_MAX_VOTERS 7
+#define CTL_MAX_INFLIGHT 64 /* proposals of the planner and of requests */
+
+enum ctl_state { CTL_RUNNING, CTL_CLOSING, CTL_CLOSED };
+
+struct ctl_voter {
+  uint64_t id;
+  const char *address; /* cluster address, "host:port" */
+};
+
+struct ctl_opts {
+  unsigned heartbeat_ms;     /* 0: 250 */
+  unsigned election_ms;      /* 0: 2500 */
+  size_t raft_segment_size;  /* 0: 1 MiB */
+  unsigned node_timeout_ms;  /* 0: 10000 */
+  unsigned replace_delay_ms; /* 0: 60000 */
+};
+
+struct controller;
+struct ctl_propose;
+
+/* status: 0 when the command was applied (res tells whether the state
+ * machine accepted it), or a negative code when it never was (
+ * CAIRN_ENOTLEADER, CAIRN_EINDOUBT, CAIRN_ESHUTDOWN). res is borrowed, valid
+ * during the callback only. */
+typedef void (*ctl_propose_cb)(struct ctl_propose *req, int status, const struct meta_result *res);
+/* Called after every applied command and after a snapshot is restored. */
+typedef void (*ctl_change_cb)(struct controller *ctl, void *data);
+typedef void (*ctl_close_cb)(struct controller *ctl);
+
+/* One proposal; caller allocates it and keeps it until the callback. */
+struct ctl_propose {
+  void *data; /* for the caller */
+  /* private */
+  struct raft_apply apply;
+  struct controller *ctl;
+  ctl_propose_cb cb;
+};
+
+/* A partition's Raft configuration as its leader reported it. */
+struct ctl_report {
+  uint32_t topic_id;
+  uint32_t partition;
+  uint64_t replica_epoch; /* of the metadata the leader had applied */
+  uint64_t leader_id;
+  uint64_t voters[META_MAX_REPLICAS];
+  size_t nvoters;
+};
+
+/* What the leader knows of one node beyond the replicated state. */
+struct ctl_seen {
+  uint64_t node_id;
+  uint64_t last_ms;       /* loop time of the last heartbeat */
+  uint64_t incarnation;
+};
+
+struct controller {
+  uv_loop_t *loop;
+  struct transport *tr;
+  uint64_t self_id;
+  char *self_address;
+  char *dir;
+  enum ctl_state state;
+  bool voter;
+  struct ctl_opts opts;
+  struct meta_state st;
+  struct raft_uv_transport rt;
+  struct raft_io io;
+  struct raft_fsm fsm;
+  struct raft raft;
+  struct meta_result result; /* of the entry being applied */
+  uv_timer_t tick;
+  struct raft_change change;  /* the one membership change in flight */
+  bool changing;
+  bool planning;               /* planner proposals in flight */
+  unsigned plan_inflight;
+  raft_term leader_term;       /* term in which liveness was reset */
+  struct ctl_seen *seen;       /* leader only */
+  size_t nseen, seen_cap;
+  struct ctl_report *reports; /* partition reports, leader only */
+  size_t nreports, reports_cap;
+  ctl_change_cb on_change;
+  void *change_data;
+  ctl_close_cb close_cb;
+  int closing_parts;
+  char errmsg[CTL_ERRMSG_SIZE];
+};
+
+/* Opens (or creates) this node's replica of the metadata group in dir. If
+ * self_id is one of the voters, a fresh replica bootstraps the voter
+ * configuration; otherwise it starts empty and waits to be added as a
+ * standby. on_change (may be NULL) is called after each applied change.
+ * Caller allocates ctl and keeps tr open until the close callback. Returns
+ * 0, or a negative code with ctl->errmsg set (nothing to close then). */
+__attribute__((warn_unused_result)) int ctl_open(struct controller *ctl, uv_loop_t *loop,
+                                                 struct transport *tr, uint64_t self_id,
+                                                 const char *self_address, const char *dir,
+                                                 const struct ctl_voter *voters, unsigned nvoters,
+                                                 const struct ctl_opts *opts,
+                                                 ctl_change_cb on_change, void *change_data);
+
+/* Proposes an encoded MetaCommand (borrowed: copied before return). Leader
+ * only. Callback: fires exactly once if this returns 0. Returns 0,
+ * CAIRN_ENOTLEADER, CAIRN_ESHUTDOWN or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int ctl_propose(struct controller *ctl,
+                                                    struct ctl_propose *req, const uint8_t *cmd,
+                                                    size_t len, ctl_propose_cb cb);
+
+/* The metadata as this replica has applied it. Returns borrowed: valid
+ * until the next loop iteration (applies change it). */
+const struct meta_state *ctl_state(const struct controller *ctl);
+
+/* The controller leader as this replica knows it: id 0 when unknown;
+ * address borrowed (its cluster address), valid until the next iteration. */
+void ctl_leader(struct controller *ctl, uint64_t *id, const char **address);
+
+bool ctl_is_leader(struct controller *ctl);
+
+/* Leader only (ignored otherwise): node_id was heard from now, and these
+ * are the partitions it leads (copied). */
+void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
+                        const struct ctl_report *reports, size_t n);
+
+/* Is node_id heard from within the node timeout (leader's view)? */
+bool ctl_node_is_live(const struct controller *ctl, uint64_t node_id);
+
+/* Has this leader heard from that very incarnation of node_id within the
+ * node timeout? (A leader that has not heard from it since it took office
+ * says no.) */
+bool ctl_incarnation_is_live(const struct controller *ctl, uint64_t node_id,
+                             uint64_t incarnation);
+
+/* Closes Raft and its I/O, fails proposals in flight (CAIRN_ESHUTDOWN),
+ * frees the state. Callback: fires exactly once. */
+void ctl_close(struct controller *ctl, ctl_close_cb cb);
+
+#endif

@@ -1,0 +1,430 @@
+/* partitions.c - the partition replicas this node hosts, reconciled with
+ * the metadata. See partitions.h. */
+#include "cluster/partitions.h"
+
+#include "common/err.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t self_id,
+               const char *data_dir, const struct rgroup_opts *opts)
+{
+  memset(ps, 0, sizeof *ps);
+  ps->loop = loop;
+  ps->tr = tr;
+  ps->self_id = self_id;
+  if (opts != NULL) {
+    ps->opts = *opts;
+  }
+  size_t len = strlen(data_dir) + sizeof PARTS_DIRNAME + 2;
+  ps->root = malloc(len);
+  if (ps->root == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  snprintf(ps->root, len, "%s/%s", data_dir, PARTS_DIRNAME);
+  int rv = fs_mkdir_p(ps->root);
+  if (rv != 0) {
+    free(ps->root);
+    ps->root = NULL;
+  }
+  return rv;
+}
+
+/* ---- the sorted table ---- */
+
+static size_t parts_lower_bound(const struct parts *ps, uint64_t group_id)
+{
+  size_t lo = 0, hi = ps->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (ps->v[mid]->group_id < group_id) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+static struct part *parts_get(struct parts *ps, uint64_t group_id)
+{
+  size_t i = parts_lower_bound(ps, group_id);
+  return i < ps->n && ps->v[i]->group_id == group_id ? ps->v[i] : NULL;
+}
+
+struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition)
+{
+  struct part *p = parts_get(ps, meta_group_id(topic_id, partition));
+  return p != NULL && p->state == PART_OPEN ? p : NULL;
+}
+
+static int parts_insert(struct parts *ps, struct part *p)
+{
+  if (ps->n == ps->cap) {
+    size_t cap = ps->cap ? ps->cap * 2 : 16;
+    struct part **nv = realloc(ps->v, cap * sizeof *nv);
+    if (nv == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    ps->v = nv;
+    ps->cap = cap;
+  }
+  size_t i = parts_lower_bound(ps, p->group_id);
+  memmove(&ps->v[i + 1], &ps->v[i], (ps->n - i) * sizeof *ps->v);
+  ps->v[i] = p;
+  ps->n++;
+  return 0;
+}
+
+static void parts_remove(struct parts *ps, struct part *p)
+{
+  size_t i = parts_lower_bound(ps, p->group_id);
+  if (i < ps->n && ps->v[i] == p) {
+    memmove(&ps->v[i], &ps->v[i + 1], (ps->n - i - 1) * sizeof *ps->v);
+    ps->n--;
+  }
+}
+
+/* ---- open ---- */
+
+static void parts_dir_name(char *buf, size_t len, const char *root, const char *topic,
+                           uint32_t partition, uint32_t topic_id)
+{
+  snprintf(buf, len, "%s/%s-%" PRIu32 ".%" PRIu32, root, topic, partition, topic_id);
+}
+
+/* The replica set to open the group with, with each node's cluster
+ * address: the initial replicas for a node that bootstraps, the current
+ * target for one that joins. Returns the count, 0 if an address is unknown. */
+static unsigned parts_replica_set(const struct meta_state *st, const struct meta_partition *mp,
+                                  bool bootstraps, struct rgroup_replica *out)
+{
+  const uint64_t *ids = bootstraps ? mp->initial_replicas : mp->replicas;
+  unsigned n = bootstraps ? mp->ninitial : mp->nreplicas;
+  for (unsigned i = 0; i < n; i++) {
+    const struct meta_node *nd = meta_node_find(st, ids[i]);
+    if (nd == NULL || nd->cluster_addr[0] == '\0') {
+      return 0;
+    }
+    out[i].id = ids[i];
+    out[i].address = nd->cluster_addr;
+  }
+  return n;
+}
+
+static void parts_open_one(struct parts *ps, const struct meta_state *st,
+                           const struct meta_assignment *a)
+{
+  const struct meta_topic *t = meta_topic_find_id(st, a->topic_id);
+  const struct meta_partition *mp = meta_partition_find(st, a->topic_id, a->partition);
+  if (t == NULL || mp == NULL) {
+    return;
+  }
+  struct rgroup_replica reps[META_MAX_REPLICAS];
+  unsigned n = parts_replica_set(st, mp, a->bootstraps, reps);
+  if (n == 0) {
+    log_warn("parts", "%s-%u: a replica's address is unknown yet", t->name, a->partition);
+    return;
+  }
+  struct part *p = calloc(1, sizeof *p);
+  char dir[PATH_MAX];
+  parts_dir_name(dir, sizeof dir, ps->root, t->name, a->partition, t->id);
+  if (p == NULL || (p->dir = strdup(dir)) == NULL) {
+    free(p);
+    return;
+  }
+  p->owner = ps;
+  p->group_id = a->group_id;
+  p->topic_id = a->topic_id;
+  p->partition = a->partition;
+  snprintf(p->topic, sizeof p->topic, "%s", t->name);
+  struct rgroup_opts o = ps->opts;
+  o.join = !a->bootstraps;
+  if (t->config.segment_bytes != 0) {
+    o.plog.segment_bytes = t->config.segment_bytes;
+  }
+  if (t->config.max_batch_bytes != 0) {
+    o.plog.max_batch_bytes = (uint32_t)t->config.max_batch_bytes;
+  }
+  o.plog.retention_bytes = t->config.retention_bytes;
+  o.plog.retention_ms = (int64_t)t->config.retention_ms;
+  int rv = rgroup_open(&p->rg, ps->loop, ps->tr, p->group_id, ps->self_id, dir, reps, n, &o);
+  if (rv != 0) {
+    log_error("parts", "%s-%u: %s", t->name, a->partition, p->rg.errmsg);
+    free(p->dir);
+    free(p);
+    return;
+  }
+  p->rg.owner_data = p;
+  if (parts_insert(ps, p) != 0) {
+    p->state = PART_CLOSING;
+    rgroup_close(&p->rg, NULL); /* leaks p on this out-of-memory path only */
+    return;
+  }
+  log_info("parts", "%s-%u: replica open (%s)", t->name, a->partition,
+           a->bootstraps ? "bootstrapped" : "joining");
+}
+
+/* ---- close ---- */
+
+static void parts_on_closed(struct rgroup *rg)
+{
+  struct part *p = rg->owner_data;
+  struct parts *ps = p->owner;
+  if (p->remove_data) {
+    int rv = rgroup_delete(p->dir);
+    if (rv != 0) {
+      log_error("parts", "%s-%u: removing %s: %s", p->topic, p->partition, p->dir,
+                cairn_strerror(rv));
+    } else {
+      log_info("parts", "%s-%u: replica removed", p->topic, p->partition);
+    }
+  }
+  parts_remove(ps, p);
+  free(p->dir);
+  free(p);
+  if (ps->closing && --ps->closing_count == 0) {
+    free(ps->v);
+    ps->v = NULL;
+    free(ps->root);
+    ps->root = NULL;
+    if (ps->close_cb != NULL) {
+      ps->close_cb(ps);
+    }
+  }
+}
+
+static void parts_close_one(struct part *p, bool remove_data)
+{
+  if (p->state != PART_OPEN) {
+    return;
+  }
+  p->state = PART_CLOSING;
+  p->remove_data = remove_data;
+  /* Hand leadership to a peer first, so producers see no gap. */
+  rgroup_shutdown(&p->rg, parts_on_closed);
+}
+
+/* ---- reconcile ---- */
+
+static bool parts_assigned(const struct meta_assignment *as, size_t n, uint64_t group_id)
+{
+  for (size_t i = 0; i < n; i++) {
+    if (as[i].group_id == group_id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A topic id below next_topic_id that the state no longer has was
+ * deleted: such data can go whatever the state's age. */
+static bool parts_topic_deleted(const struct meta_state *st, uint32_t topic_id)
+{
+  return topic_id < st->next_topic_id && meta_topic_find_id(st, topic_id) == NULL;
+}
+
+/* Directories of partitions not open: left from before a restart. Removed
+ * when their topic was deleted, or when the state is current and does not
+ * assign them here. */
+static void parts_sweep_dirs(struct parts *ps, const struct meta_state *st,
+                             const struct meta_assignment *as, size_t n, bool synced)
+{
+  DIR *d = opendir(ps->root);
+  if (d == NULL) {
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    const char *dot = strrchr(de->d_name, '.');
+    const char *dash = strrchr(de->d_name, '-');
+    if (de->d_name[0] == '.' || dot == NULL || dash == NULL || dash > dot) {
+      continue;
+    }
+    char *end = NULL;
+    unsigned long tid = strtoul(dot + 1, &end, 10);
+    unsigned long part = strtoul(dash + 1, NULL, 10);
+    if (*end != '\0' || tid == 0 || tid > UINT32_MAX || part >= META_MAX_PARTITIONS) {
+      continue;
+    }
+    uint64_t gid = meta_group_id((uint32_t)tid, (uint32_t)part);
+    if (parts_get(ps, gid) != NULL || parts_assigned(as, n, gid)) {
+      continue;
+    }
+    bool deleted = parts_topic_deleted(st, (uint32_t)tid);
+    if (!deleted && !(synced && (uint32_t)tid < st->next_topic_id)) {
+      continue;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", ps->root, de->d_name);
+    int rv = fs_remove_tree(path);
+    log_info("parts", "removed %s (%s)%s%s", path, deleted ? "topic deleted" : "not assigned",
+             rv != 0 ? ": " : "", rv != 0 ? cairn_strerror(rv) : "");
+  }
+  closedir(d);
+}
+
+void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
+{
+  if (ps->closing || st->cluster_id[0] == '\0') {
+    return;
+  }
+  struct meta_assignment *as = NULL;
+  size_t n = 0;
+  if (meta_node_assignments(st, ps->self_id, &as, &n) != 0) {
+    return;
+  }
+  /* Close what is no longer assigned (iterate over a snapshot of the table:
+   * closing removes entries later, never now). */
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *p = ps->v[i];
+    if (p->state == PART_OPEN && !parts_assigned(as, n, p->group_id)) {
+      bool deleted = parts_topic_deleted(st, p->topic_id);
+      if (deleted || synced) {
+        parts_close_one(p, true);
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (parts_get(ps, as[i].group_id) == NULL) {
+      parts_open_one(ps, st, &as[i]);
+    }
+  }
+  if (synced && !ps->synced) {
+    parts_sweep_dirs(ps, st, as, n, synced);
+  }
+  ps->synced = synced;
+  free(as);
+}
+
+/* ---- membership (leader side) ---- */
+
+static void parts_on_change_done(struct raft_change *req, int status);
+
+static bool parts_is_voter(const struct raft_configuration *c, uint64_t id)
+{
+  for (unsigned i = 0; i < c->n; i++) {
+    if (c->servers[i].id == id) {
+      return c->servers[i].role == RAFT_VOTER;
+    }
+  }
+  return false;
+}
+
+static bool parts_in_conf(const struct raft_configuration *c, uint64_t id)
+{
+  for (unsigned i = 0; i < c->n; i++) {
+    if (c->servers[i].id == id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* One change towards the target: first bring in what is missing (a spare
+ * is added, then assigned the voter role, which raft grants only once it
+ * has caught up), then remove what is no longer listed. */
+static void parts_step_one(struct part *p, const struct meta_state *st,
+                           const struct meta_partition *mp)
+{
+  struct raft *r = &p->rg.raft;
+  const struct raft_configuration *c = &r->configuration;
+  int rv = 0;
+  const char *what = NULL;
+  uint64_t who = 0;
+  for (uint32_t i = 0; i < mp->nreplicas && what == NULL; i++) {
+    who = mp->replicas[i];
+    if (parts_is_voter(c, who)) {
+      continue;
+    }
+    const struct meta_node *nd = meta_node_find(st, who);
+    if (nd == NULL) {
+      return;
+    }
+    if (!parts_in_conf(c, who)) {
+      what = "add";
+      rv = raft_add(r, &p->change, who, nd->cluster_addr, parts_on_change_done);
+    } else {
+      what = "promote";
+      rv = raft_assign(r, &p->change, who, RAFT_VOTER, parts_on_change_done);
+    }
+  }
+  for (unsigned i = 0; i < c->n && what == NULL; i++) {
+    who = c->servers[i].id;
+    if (!meta_replicas_contain(mp->replicas, mp->nreplicas, who) && who != p->rg.self_id) {
+      what = "remove";
+      rv = raft_remove(r, &p->change, who, parts_on_change_done);
+    }
+  }
+  if (what == NULL) {
+    return;
+  }
+  if (rv != 0) {
+    log_warn("parts", "%s-%u: %s replica %llu: %s", p->topic, p->partition, what,
+             (unsigned long long)who, raft_errmsg(r));
+    return;
+  }
+  p->changing = true;
+  log_info("parts", "%s-%u: %s replica %llu", p->topic, p->partition, what,
+           (unsigned long long)who);
+}
+
+static void parts_on_change_done(struct raft_change *req, int status)
+{
+  struct part *p = req->data;
+  p->changing = false;
+  if (status != 0) {
+    log_warn("parts", "%s-%u: membership change: %s", p->topic, p->partition,
+             raft_strerror(status));
+  }
+}
+
+void parts_step_membership(struct parts *ps, const struct meta_state *st)
+{
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *p = ps->v[i];
+    if (p->state != PART_OPEN || p->changing || !rgroup_is_leader(&p->rg)) {
+      continue;
+    }
+    const struct meta_partition *mp = meta_partition_find(st, p->topic_id, p->partition);
+    if (mp == NULL) {
+      continue;
+    }
+    p->change.data = p;
+    parts_step_one(p, st, mp);
+  }
+}
+
+/* ---- shutdown ---- */
+
+void parts_close(struct parts *ps, parts_close_cb cb)
+{
+  ps->closing = true;
+  ps->close_cb = cb;
+  ps->closing_count = 1; /* held until every close has started */
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *p = ps->v[i];
+    ps->closing_count++;
+    if (p->state == PART_OPEN) {
+      p->state = PART_CLOSING;
+      rgroup_shutdown(&p->rg, parts_on_closed);
+    }
+  }
+  /* Parts already closing count too: they call parts_on_closed. */
+  if (--ps->closing_count == 0) {
+    free(ps->v);
+    ps->v = NULL;
+    free(ps->root);
+    ps->root = NULL;
+    if (cb != NULL) {
+      cb(ps);
+    }
+  }
+}

@@ -1,0 +1,99 @@
+/* partitions.h - the partition replicas this node hosts, kept in line with
+ * the metadata (meta_state.h): every partition whose target replica set
+ * names this node has an open Raft group (rgroup.h); every other one is
+ * closed, and its data removed once it is certain the node no longer holds
+ * it (the topic was deleted, or the node was moved off the partition and
+ * its metadata replica is up to date).
+ *
+ * Directory of a hosted replica: <data>/partitions/<topic>-<p>.<topic id>/
+ * (rgroup.h says what is inside).
+ *
+ * A node listed in the partition's initial replicas bootstraps its group
+ * with them; a node added later (repair, decommission) starts empty and is
+ * brought into the Raft configuration by the partition's leader
+ * (parts_step_membership), which then catches it up.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_PARTITIONS_H
+#define CAIRN_PARTITIONS_H
+
+#include "cluster/meta_state.h"
+#include "cluster/rgroup.h"
+#include "cluster/transport.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define PARTS_DIRNAME "partitions"
+
+enum part_state { PART_OPEN, PART_CLOSING };
+
+struct parts;
+
+/* One hosted replica. */
+struct part {
+  struct parts *owner;
+  uint64_t group_id;
+  uint32_t topic_id;
+  uint32_t partition;
+  char topic[META_TOPIC_NAME_MAX + 1];
+  char *dir;
+  enum part_state state;
+  bool remove_data;    /* delete dir once closed */
+  struct rgroup rg;
+  struct raft_change change; /* the one membership change in flight */
+  bool changing;
+  uint64_t change_epoch;     /* replica_epoch the change was made for */
+};
+
+typedef void (*parts_close_cb)(struct parts *ps);
+/* Called when a hosted replica applied entries (its high watermark may
+ * have moved); for long-polling fetches. */
+typedef void (*parts_applied_cb)(struct parts *ps, struct part *p, void *data);
+
+struct parts {
+  uv_loop_t *loop;
+  struct transport *tr;
+  uint64_t self_id;
+  char *root; /* <data>/partitions */
+  struct rgroup_opts opts;
+  struct part **v; /* sorted by group id */
+  size_t n, cap;
+  bool synced;     /* the metadata replica is known to be up to date */
+  bool closing;
+  unsigned closing_count;
+  parts_close_cb close_cb;
+  void *data;      /* for the owner */
+};
+
+/* Initializes an empty set rooted at <data_dir>/partitions (created).
+ * opts (borrowed, copied) are the defaults for every group. Returns 0 or a
+ * negative code. */
+__attribute__((warn_unused_result)) int parts_init(struct parts *ps, uv_loop_t *loop,
+                                                   struct transport *tr, uint64_t self_id,
+                                                   const char *data_dir,
+                                                   const struct rgroup_opts *opts);
+
+/* Opens what st assigns to this node and is not open, closes what it no
+ * longer assigns. synced: st is known to be current (then data of replicas
+ * moved away is removed, and so are directories left over from before a
+ * restart). Failures to open one replica are logged and retried at the
+ * next call. */
+void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced);
+
+/* Leader side of repair: for each hosted partition this node leads whose
+ * Raft voters differ from st's target replicas, makes one membership change
+ * (add the missing replica as a voter — raft catches it up first — or
+ * remove one no longer listed). */
+void parts_step_membership(struct parts *ps, const struct meta_state *st);
+
+/* The hosted replica of (topic id, partition), NULL if none. Returns
+ * borrowed, valid until the next parts_reconcile or the close. */
+struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition);
+
+/* Shuts every replica down (transferring leadership first), then cb.
+ * Callback: fires exactly once. */
+void parts_close(struct parts *ps, parts_close_cb cb);
+
+#endif
