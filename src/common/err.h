@@ -40,7 +40,8 @@
   X(CAIRN_ECLUSTER_ID_MISMATCH, -10051, "cluster id mismatch")                  \
   X(CAIRN_ESTALE,              -10052, "stale term, epoch or incarnation")      \
   X(CAIRN_EUNKNOWN_NODE,       -10053, "unknown node")                          \
-  X(CAIRN_EINVALID_REPLICAS,   -10054, "invalid replica assignment change")
+  X(CAIRN_EINVALID_REPLICAS,   -10054, "invalid replica assignment change") \
+  X(CAIRN_EBADREQUEST,  -10080, "request fields do not match its payload or are not offered")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,
