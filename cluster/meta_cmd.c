@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "meta.pb-c.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,4 +138,66 @@ int meta_cmd_set_replicas(uint32_t topic_id, uint32_t partition, const uint64_t 
   m.cmd_case = CAIRN__META__META_COMMAND__CMD_SET_REPLICAS;
   m.set_replicas = &s;
   return meta_cmd_pack(&m, out, len);
+}
+
+static void meta_cmd_describe_ids(char *buf, size_t cap, const uint64_t *ids, size_t n)
+{
+  size_t used = strlen(buf);
+  for (size_t i = 0; i < n && used + 1 < cap; i++) {
+    int w = snprintf(buf + used, cap - used, "%s%llu", i ? "," : "", (unsigned long long)ids[i]);
+    if (w < 0)
+      return;
+    used += (size_t)w;
+  }
+}
+
+const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t cap)
+{
+  if (cap == 0)
+    return buf;
+  Cairn__Meta__MetaCommand *m =
+    len <= META_CMD_MAX_BYTES ? cairn__meta__meta_command__unpack(NULL, len, cmd) : NULL;
+  if (m == NULL) {
+    snprintf(buf, cap, "malformed command (%zu bytes)", len);
+    return buf;
+  }
+  switch (m->cmd_case) {
+  case CAIRN__META__META_COMMAND__CMD_BOOTSTRAP:
+    snprintf(buf, cap, "Bootstrap cluster=%s voters=", m->bootstrap->cluster_id);
+    meta_cmd_describe_ids(buf, cap, m->bootstrap->voters, m->bootstrap->n_voters);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_REGISTER_NODE: {
+    const Cairn__Meta__RegisterNode *r = m->register_node;
+    snprintf(buf, cap, "RegisterNode %llu incarnation=%llx cluster=%s client=%s rack=%s%s",
+             (unsigned long long)r->node_id, (unsigned long long)r->incarnation, r->cluster_addr,
+             r->client_addr, r->rack, r->replaces_incarnation != 0 ? " (replaces a silent one)" : "");
+    break;
+  }
+  case CAIRN__META__META_COMMAND__CMD_SET_NODE_STATE:
+    snprintf(buf, cap, "SetNodeState %llu %s", (unsigned long long)m->set_node_state->node_id,
+             meta_node_state_name((int)m->set_node_state->state));
+    break;
+  case CAIRN__META__META_COMMAND__CMD_CREATE_TOPIC:
+    snprintf(buf, cap, "CreateTopic %s partitions=%u rf=%u", m->create_topic->name,
+             m->create_topic->partitions, m->create_topic->replication_factor);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_DELETE_TOPIC:
+    snprintf(buf, cap, "DeleteTopic %s", m->delete_topic->name);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_REPORT_LEADER:
+    snprintf(buf, cap, "ReportLeader %u/%u leader=%llu term=%llu", m->report_leader->topic_id,
+             m->report_leader->partition, (unsigned long long)m->report_leader->leader_id,
+             (unsigned long long)m->report_leader->term);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_SET_REPLICAS:
+    snprintf(buf, cap, "SetReplicas %u/%u epoch=%llu replicas=", m->set_replicas->topic_id,
+             m->set_replicas->partition, (unsigned long long)m->set_replicas->expected_epoch);
+    meta_cmd_describe_ids(buf, cap, m->set_replicas->replicas, m->set_replicas->n_replicas);
+    break;
+  default:
+    snprintf(buf, cap, "unknown command (case %d)", (int)m->cmd_case);
+    break;
+  }
+  cairn__meta__meta_command__free_unpacked(m, NULL);
+  return buf;
 }

@@ -29,6 +29,8 @@ struct meta_plan_ctx {
   const struct meta_plan_input *in;
   struct meta_plan_out *out;
   struct placement_table table;
+  bool *leaving; /* per st->nodes index: its replicas move away */
+  const struct meta_plan_config **configs; /* in->configs by (topic, partition) */
 };
 
 static bool meta_plan_full(const struct meta_plan_ctx *x)
@@ -95,11 +97,8 @@ static int meta_plan_liveness(struct meta_plan_ctx *x)
   return 0;
 }
 
-static bool meta_plan_leaving(const struct meta_plan_input *in, uint64_t node_id)
+static bool meta_plan_node_leaving(const struct meta_plan_input *in, const struct meta_node *n)
 {
-  const struct meta_node *n = meta_node_find(in->st, node_id);
-  if (n == NULL)
-    return true; /* a replica on a node the state does not know cannot serve */
   switch (n->state) {
   case META_NODE_DRAINING:
   case META_NODE_REMOVED:
@@ -115,22 +114,59 @@ static bool meta_plan_leaving(const struct meta_plan_input *in, uint64_t node_id
   return false;
 }
 
-static const struct meta_plan_config *meta_plan_config_find(const struct meta_plan_input *in,
+static bool meta_plan_leaving(const struct meta_plan_ctx *x, uint64_t node_id)
+{
+  const struct meta_node *n = meta_node_find(x->in->st, node_id);
+  if (n == NULL)
+    return true; /* a replica on a node the state does not know cannot serve */
+  return x->leaving[n - x->in->st->nodes];
+}
+
+static int meta_plan_config_cmp(const void *a, const void *b)
+{
+  const struct meta_plan_config *ca = *(const struct meta_plan_config *const *)a;
+  const struct meta_plan_config *cb = *(const struct meta_plan_config *const *)b;
+  if (ca->topic_id != cb->topic_id)
+    return ca->topic_id < cb->topic_id ? -1 : 1;
+  if (ca->partition != cb->partition)
+    return ca->partition < cb->partition ? -1 : 1;
+  return 0;
+}
+
+static const struct meta_plan_config *meta_plan_config_find(const struct meta_plan_ctx *x,
                                                             uint32_t topic_id, uint32_t partition)
 {
+  struct meta_plan_config key = {.topic_id = topic_id, .partition = partition};
+  const struct meta_plan_config *kp = &key;
+  const struct meta_plan_config **hit =
+    bsearch(&kp, x->configs, x->in->nconfigs, sizeof *x->configs, meta_plan_config_cmp);
+  return hit != NULL ? *hit : NULL;
+}
+
+/* The per-run indexes: which nodes are leaving, configurations by key. */
+static int meta_plan_index(struct meta_plan_ctx *x)
+{
+  const struct meta_plan_input *in = x->in;
+  x->leaving = calloc(in->st->nnodes + 1, sizeof *x->leaving);
+  x->configs = calloc(in->nconfigs + 1, sizeof *x->configs);
+  if (x->leaving == NULL || x->configs == NULL)
+    return CAIRN_ENOMEM;
+  for (size_t i = 0; i < in->st->nnodes; i++)
+    x->leaving[i] = meta_plan_node_leaving(in, &in->st->nodes[i]);
   for (size_t i = 0; i < in->nconfigs; i++)
-    if (in->configs[i].topic_id == topic_id && in->configs[i].partition == partition)
-      return &in->configs[i];
-  return NULL;
+    x->configs[i] = &in->configs[i];
+  if (in->nconfigs > 1)
+    qsort(x->configs, in->nconfigs, sizeof *x->configs, meta_plan_config_cmp);
+  return 0;
 }
 
 /* Every staying replica is a voter of the configuration reported for this
  * very replica epoch. */
-static bool meta_plan_caught_up(const struct meta_plan_input *in, uint32_t topic_id,
+static bool meta_plan_caught_up(const struct meta_plan_ctx *x, uint32_t topic_id,
                                 uint32_t partition, const struct meta_partition *p,
                                 const uint64_t *staying, uint32_t nstaying)
 {
-  const struct meta_plan_config *c = meta_plan_config_find(in, topic_id, partition);
+  const struct meta_plan_config *c = meta_plan_config_find(x, topic_id, partition);
   if (c == NULL || c->replica_epoch != p->replica_epoch)
     return false;
   for (uint32_t i = 0; i < nstaying; i++) {
@@ -169,7 +205,7 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
   uint32_t nstaying = 0;
   int64_t first_leaving = -1;
   for (uint32_t i = 0; i < p->nreplicas; i++) {
-    if (meta_plan_leaving(x->in, p->replicas[i])) {
+    if (meta_plan_leaving(x, p->replicas[i])) {
       if (first_leaving < 0)
         first_leaving = i;
     } else {
@@ -198,7 +234,7 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
   }
   if (first_leaving < 0 && p->nreplicas <= t->replication_factor)
     return 0;
-  if (!meta_plan_caught_up(x->in, t->id, part, p, staying, nstaying))
+  if (!meta_plan_caught_up(x, t->id, part, p, staying, nstaying))
     return 0; /* wait until the new replica is a voter */
   if (first_leaving >= 0)
     return meta_plan_remove(x, t, part, p, (uint32_t)first_leaving, "its node is leaving");
@@ -238,6 +274,8 @@ int meta_plan_run(const struct meta_plan_input *in, struct meta_plan_out *out)
     return CAIRN_ENOMEM;
   int rc = placement_table_build(in->st, &x.table);
   if (rc == 0)
+    rc = meta_plan_index(&x);
+  if (rc == 0)
     rc = meta_plan_liveness(&x);
   const struct meta_state *st = in->st;
   for (size_t i = 0; rc == 0 && i < st->ntopics && !meta_plan_full(&x); i++)
@@ -246,6 +284,8 @@ int meta_plan_run(const struct meta_plan_input *in, struct meta_plan_out *out)
   if (rc == 0)
     rc = meta_plan_drained(&x);
   placement_table_free(&x.table);
+  free(x.leaving);
+  free(x.configs);
   if (rc != 0)
     meta_plan_out_free(out);
   return rc;

@@ -166,6 +166,15 @@ static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapsho
   st->nvoters = (uint32_t)snap->n_voters;
   st->next_topic_id = snap->next_topic_id;
   st->last_index = snap->last_index;
+  /* Before Bootstrap nothing else exists; after it topic ids start at 1. */
+  bool booted = st->cluster_id[0] != '\0';
+  if (booted ? st->next_topic_id == 0 || snap->n_voters == 0
+             : st->next_topic_id != 0 || snap->n_voters != 0 || snap->n_nodes != 0 ||
+                 snap->n_topics != 0)
+    return false;
+  for (size_t i = 0; i < snap->n_voters; i++)
+    if (snap->voters[i] == 0)
+      return false;
   *rc = CAIRN_ENOMEM;
   st->nodes = calloc(snap->n_nodes + 1, sizeof *st->nodes);
   st->topics = calloc(snap->n_topics + 1, sizeof *st->topics);

@@ -154,9 +154,9 @@ __attribute__((warn_unused_result)) int meta_apply(struct meta_state *st, const 
                                                    struct meta_result *res);
 
 /* ---- command encoders: each returns 0 and *out owned by the caller (free
- * with free()), or CAIRN_ENOMEM / CAIRN_EINVAL (a string too long to be
- * valid, NULL where a value is needed); they check shape only, meta_apply
- * checks meaning. ---- */
+ * with free()), or CAIRN_ENOMEM / CAIRN_EINVAL (NULL where a value is
+ * needed, or an encoding over META_CMD_MAX_BYTES). They check no meaning:
+ * meta_apply does, on every replica alike. ---- */
 
 __attribute__((warn_unused_result)) int meta_cmd_bootstrap(const char *cluster_id,
                                                            const uint64_t *voters, size_t nvoters,
@@ -206,6 +206,11 @@ __attribute__((warn_unused_result)) int meta_cmd_set_replicas(uint32_t topic_id,
                                                               size_t nreplicas,
                                                               uint64_t expected_epoch,
                                                               uint8_t **out, size_t *len);
+
+/* Writes a one-line description of an encoded command into buf[cap] (always
+ * NUL-terminated), e.g. "CreateTopic orders partitions=8 rf=3", or
+ * "malformed command (12 bytes)". For logs. Borrows cmd. Returns buf. */
+const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t cap);
 
 /* ---- snapshot ----
  * Layout (little-endian):

@@ -4,7 +4,9 @@
  * byte-identical snapshots on two replicas. */
 #include "cluster/meta_state.h"
 #include "common/err.h"
+#include "format/crc32c.h"
 #include "format/endian.h"
+#include "meta.pb-c.h"
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -670,6 +672,141 @@ static void test_meta_snapshot_damage_is_refused_and_changes_nothing(void **stat
   meta_state_close(&st);
 }
 
+/* Re-packs a (mutated) snapshot message with a valid header and CRC, so
+ * only the invariant checks can refuse it. */
+static uint8_t *wrap_snapshot(const Cairn__Meta__MetaSnapshot *m, size_t *len)
+{
+  size_t n = cairn__meta__meta_snapshot__get_packed_size(m);
+  uint8_t *buf = malloc(16 + n);
+  assert_non_null(buf);
+  cairn__meta__meta_snapshot__pack(m, buf + 16);
+  le_put32(buf, META_SNAPSHOT_MAGIC);
+  le_put32(buf + 4, META_SNAPSHOT_VERSION);
+  le_put32(buf + 8, (uint32_t)n);
+  le_put32(buf + 12, crc32c(buf + 16, n));
+  *len = 16 + n;
+  return buf;
+}
+
+enum snap_damage {
+  DAMAGE_NONE,
+  DAMAGE_UNBOOTED_WITH_NODES,
+  DAMAGE_NODES_OUT_OF_ORDER,
+  DAMAGE_NODE_STATE,
+  DAMAGE_NODE_ID_ZERO,
+  DAMAGE_DUPLICATE_TOPIC_NAME,
+  DAMAGE_TOPIC_ID_NOT_BELOW_NEXT,
+  DAMAGE_TOPIC_NAME_INVALID,
+  DAMAGE_NO_REPLICAS,
+  DAMAGE_DUPLICATE_REPLICA,
+  DAMAGE_RF_ZERO,
+  DAMAGE_COUNT
+};
+
+static void test_meta_snapshot_decode_checks_every_invariant(void **state)
+{
+  struct meta_state st;
+  build_rich_state(&st);
+  size_t len;
+  uint8_t *good = snap(&st, &len);
+  for (int d = DAMAGE_NONE; d < DAMAGE_COUNT; d++) {
+    Cairn__Meta__MetaSnapshot *m = cairn__meta__meta_snapshot__unpack(NULL, len - 16, good + 16);
+    assert_non_null(m);
+    /* Mutations keep the message's own allocations (strings are overwritten
+     * in place, counts restored) so free_unpacked frees exactly what unpack
+     * allocated. */
+    size_t n_voters = m->n_voters, n_topics = m->n_topics;
+    size_t n_reps = m->topics[0]->partitions[2]->n_replicas;
+    switch (d) {
+    case DAMAGE_UNBOOTED_WITH_NODES:
+      m->cluster_id[0] = '\0';
+      m->n_voters = 0;
+      m->next_topic_id = 0;
+      m->n_topics = 0;
+      break;
+    case DAMAGE_NODES_OUT_OF_ORDER:
+      m->nodes[0]->id = m->nodes[1]->id;
+      break;
+    case DAMAGE_NODE_STATE:
+      m->nodes[2]->state = (Cairn__Meta__NodeState)9;
+      break;
+    case DAMAGE_NODE_ID_ZERO:
+      m->nodes[0]->id = 0;
+      break;
+    case DAMAGE_DUPLICATE_TOPIC_NAME:
+      strcpy(m->topics[0]->name, "logs"); /* "orders" becomes the other one's name */
+      break;
+    case DAMAGE_TOPIC_ID_NOT_BELOW_NEXT:
+      m->topics[1]->id = m->next_topic_id;
+      break;
+    case DAMAGE_TOPIC_NAME_INVALID:
+      m->topics[0]->name[1] = '/';
+      break;
+    case DAMAGE_NO_REPLICAS:
+      m->topics[0]->partitions[2]->n_replicas = 0;
+      break;
+    case DAMAGE_DUPLICATE_REPLICA:
+      m->topics[0]->partitions[1]->replicas[1] = m->topics[0]->partitions[1]->replicas[0];
+      break;
+    case DAMAGE_RF_ZERO:
+      m->topics[0]->replication_factor = 0;
+      break;
+    default:
+      break;
+    }
+    size_t wlen;
+    uint8_t *w = wrap_snapshot(m, &wlen);
+    m->n_voters = n_voters;
+    m->n_topics = n_topics;
+    m->topics[0]->partitions[2]->n_replicas = n_reps;
+    cairn__meta__meta_snapshot__free_unpacked(m, NULL);
+    struct meta_state target;
+    meta_state_init(&target);
+    int rc = meta_snapshot_decode(&target, w, wlen);
+    if (d == DAMAGE_NONE) {
+      assert_int_equal(rc, 0);
+      assert_same_state(&target, &st);
+    } else if (rc != CAIRN_ECORRUPT) {
+      fail_msg("damage %d: got %s, want CAIRN_ECORRUPT", d, cairn_errname(rc));
+    } else {
+      assert_int_equal(target.nnodes, 0); /* untouched */
+    }
+    free(w);
+    meta_state_close(&target);
+  }
+  free(good);
+  meta_state_close(&st);
+}
+
+static void test_meta_cmd_describe_names_each_command(void **state)
+{
+  char buf[160];
+  uint8_t *cmd;
+  size_t len;
+  assert_int_equal(meta_cmd_create_topic("orders", 8, 3, NULL, &cmd, &len), 0);
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf),
+                      "CreateTopic orders partitions=8 rf=3");
+  free(cmd);
+  uint64_t r[3] = {4, 5, 6};
+  assert_int_equal(meta_cmd_set_replicas(2, 1, r, 3, 7, &cmd, &len), 0);
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf),
+                      "SetReplicas 2/1 epoch=7 replicas=4,5,6");
+  /* A short buffer truncates, never overflows. */
+  char tiny[8];
+  assert_int_equal(strlen(meta_cmd_describe(cmd, len, tiny, sizeof tiny)), 7);
+  free(cmd);
+  assert_int_equal(meta_cmd_set_node_state(3, META_NODE_DRAINING, 0, 0, &cmd, &len), 0);
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf), "SetNodeState 3 DRAINING");
+  free(cmd);
+  assert_int_equal(meta_cmd_bootstrap("c", (uint64_t[]){1, 2}, 2, &cmd, &len), 0);
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf), "Bootstrap cluster=c voters=1,2");
+  free(cmd);
+  assert_string_equal(meta_cmd_describe((const uint8_t *)"\xff\xff", 2, buf, sizeof buf),
+                      "malformed command (2 bytes)");
+  assert_string_equal(meta_cmd_describe((const uint8_t *)"", 0, buf, sizeof buf),
+                      "unknown command (case 0)");
+}
+
 /* ---- replicas agree ---- */
 
 /* One random command, valid or not, over a small id space so that many hit. */
@@ -917,6 +1054,8 @@ int main(void)
     cmocka_unit_test(test_meta_apply_refuses_an_index_going_backwards),
     cmocka_unit_test(test_meta_snapshot_round_trip_is_exact),
     cmocka_unit_test(test_meta_snapshot_damage_is_refused_and_changes_nothing),
+    cmocka_unit_test(test_meta_snapshot_decode_checks_every_invariant),
+    cmocka_unit_test(test_meta_cmd_describe_names_each_command),
     cmocka_unit_test(test_meta_random_sequences_give_identical_snapshots),
     cmocka_unit_test(test_meta_snapshot_matches_golden_file),
     cmocka_unit_test(test_meta_command_bytes_are_stable),
