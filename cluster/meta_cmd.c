@@ -24,7 +24,10 @@ static int meta_cmd_pack(const Cairn__Meta__MetaCommand *m, uint8_t **out, size_
 }
 
 /* protobuf-c's setters take char *; the strings are only read by pack. */
-static char *meta_cmd_str(const char *s) { return (char *)(s != NULL ? s : ""); }
+static char *meta_cmd_str(const char *s)
+{
+  return (char *)(s != NULL ? s : "");
+}
 
 int meta_cmd_bootstrap(const char *cluster_id, const uint64_t *voters, size_t nvoters,
                        uint8_t **out, size_t *len)
@@ -109,8 +112,8 @@ int meta_cmd_delete_topic(const char *name, uint8_t **out, size_t *len)
   return meta_cmd_pack(&m, out, len);
 }
 
-int meta_cmd_report_leader(uint32_t topic_id, uint32_t partition, uint64_t leader_id,
-                           uint64_t term, uint8_t **out, size_t *len)
+int meta_cmd_report_leader(uint32_t topic_id, uint32_t partition, uint64_t leader_id, uint64_t term,
+                           uint8_t **out, size_t *len)
 {
   Cairn__Meta__ReportLeader r = CAIRN__META__REPORT_LEADER__INIT;
   r.topic_id = topic_id;
@@ -156,7 +159,7 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
   if (cap == 0)
     return buf;
   Cairn__Meta__MetaCommand *m =
-    len <= META_CMD_MAX_BYTES ? cairn__meta__meta_command__unpack(NULL, len, cmd) : NULL;
+      len <= META_CMD_MAX_BYTES ? cairn__meta__meta_command__unpack(NULL, len, cmd) : NULL;
   if (m == NULL) {
     snprintf(buf, cap, "malformed command (%zu bytes)", len);
     return buf;
@@ -170,7 +173,8 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
     const Cairn__Meta__RegisterNode *r = m->register_node;
     snprintf(buf, cap, "RegisterNode %llu incarnation=%llx cluster=%s client=%s rack=%s%s",
              (unsigned long long)r->node_id, (unsigned long long)r->incarnation, r->cluster_addr,
-             r->client_addr, r->rack, r->replaces_incarnation != 0 ? " (replaces a silent one)" : "");
+             r->client_addr, r->rack,
+             r->replaces_incarnation != 0 ? " (replaces a silent one)" : "");
     break;
   }
   case CAIRN__META__META_COMMAND__CMD_SET_NODE_STATE:

@@ -29,7 +29,7 @@ struct meta_plan_ctx {
   const struct meta_plan_input *in;
   struct meta_plan_out *out;
   struct placement_table table;
-  bool *leaving; /* per st->nodes index: its replicas move away */
+  bool *leaving;                           /* per st->nodes index: its replicas move away */
   const struct meta_plan_config **configs; /* in->configs by (topic, partition) */
 };
 
@@ -39,9 +39,8 @@ static bool meta_plan_full(const struct meta_plan_ctx *x)
 }
 
 /* Appends a command; takes cmd. The caller checked there is room. */
-__attribute__((format(printf, 4, 5))) static int meta_plan_emit(struct meta_plan_ctx *x,
-                                                               uint8_t *cmd, size_t len,
-                                                               const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int
+meta_plan_emit(struct meta_plan_ctx *x, uint8_t *cmd, size_t len, const char *fmt, ...)
 {
   struct meta_plan_cmd *c = &x->out->cmds[x->out->ncmds++];
   c->cmd = cmd;
@@ -105,8 +104,7 @@ static bool meta_plan_node_leaving(const struct meta_plan_input *in, const struc
     return true;
   case META_NODE_DEAD: {
     int64_t silent = meta_plan_silence(in, n);
-    return silent >= 0 &&
-           (uint64_t)silent >= in->opts.node_timeout_ms + in->opts.replace_delay_ms;
+    return silent >= 0 && (uint64_t)silent >= in->opts.node_timeout_ms + in->opts.replace_delay_ms;
   }
   case META_NODE_ALIVE:
     return false;
@@ -139,7 +137,7 @@ static const struct meta_plan_config *meta_plan_config_find(const struct meta_pl
   struct meta_plan_config key = {.topic_id = topic_id, .partition = partition};
   const struct meta_plan_config *kp = &key;
   const struct meta_plan_config **hit =
-    bsearch(&kp, x->configs, x->in->nconfigs, sizeof *x->configs, meta_plan_config_cmp);
+      bsearch(&kp, x->configs, x->in->nconfigs, sizeof *x->configs, meta_plan_config_cmp);
   return hit != NULL ? *hit : NULL;
 }
 
@@ -224,13 +222,12 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
     next[p->nreplicas] = pick;
     uint8_t *cmd;
     size_t len;
-    int rc = meta_cmd_set_replicas(t->id, part, next, p->nreplicas + 1, p->replica_epoch, &cmd,
-                                   &len);
+    int rc =
+        meta_cmd_set_replicas(t->id, part, next, p->nreplicas + 1, p->replica_epoch, &cmd, &len);
     if (rc != 0)
       return rc;
     return meta_plan_emit(x, cmd, len, "%s/%u: add replica %llu (%u of %u replicas staying)",
-                          t->name, part, (unsigned long long)pick, nstaying,
-                          t->replication_factor);
+                          t->name, part, (unsigned long long)pick, nstaying, t->replication_factor);
   }
   if (first_leaving < 0 && p->nreplicas <= t->replication_factor)
     return 0;

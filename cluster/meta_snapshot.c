@@ -101,6 +101,7 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
       pr->leader_id = part->leader_id;
       pr->leader_term = part->leader_term;
       pr->replica_epoch = part->replica_epoch;
+      pr->initial_gone = part->initial_gone;
       v.part_ptrs[k] = pr;
     }
     v.topic_ptrs[i] = r;
@@ -170,7 +171,7 @@ static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapsho
   bool booted = st->cluster_id[0] != '\0';
   if (booted ? st->next_topic_id == 0 || snap->n_voters == 0
              : st->next_topic_id != 0 || snap->n_voters != 0 || snap->n_nodes != 0 ||
-                 snap->n_topics != 0)
+                   snap->n_topics != 0)
     return false;
   for (size_t i = 0; i < snap->n_voters; i++)
     if (snap->voters[i] == 0)
@@ -228,8 +229,10 @@ static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapsho
       struct meta_partition *part = &t->partitions[p];
       if (!meta_snap_ids(part->replicas, &part->nreplicas, pr->replicas, pr->n_replicas) ||
           !meta_snap_ids(part->initial_replicas, &part->ninitial, pr->initial_replicas,
-                         pr->n_initial_replicas))
+                         pr->n_initial_replicas) ||
+          (pr->initial_gone >> part->ninitial) != 0)
         return false;
+      part->initial_gone = pr->initial_gone;
       part->group_id = meta_group_id(t->id, p);
       part->leader_id = pr->leader_id;
       part->leader_term = pr->leader_term;

@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void meta_state_init(struct meta_state *st) { memset(st, 0, sizeof *st); }
+void meta_state_init(struct meta_state *st)
+{
+  memset(st, 0, sizeof *st);
+}
 
 void meta_state_close(struct meta_state *st)
 {
@@ -99,6 +102,14 @@ bool meta_replicas_contain(const uint64_t *replicas, uint32_t n, uint64_t node_i
   return false;
 }
 
+bool meta_partition_bootstraps(const struct meta_partition *p, uint64_t node_id)
+{
+  for (uint32_t i = 0; i < p->ninitial; i++)
+    if (p->initial_replicas[i] == node_id)
+      return (p->initial_gone & (1u << i)) == 0;
+  return false;
+}
+
 int meta_node_assignments(const struct meta_state *st, uint64_t node_id,
                           struct meta_assignment **out, size_t *n)
 {
@@ -125,7 +136,7 @@ int meta_node_assignments(const struct meta_state *st, uint64_t node_id,
       a[k].topic_id = st->topics[i].id;
       a[k].partition = p;
       a[k].group_id = part->group_id;
-      a[k].bootstraps = meta_replicas_contain(part->initial_replicas, part->ninitial, node_id);
+      a[k].bootstraps = meta_partition_bootstraps(part, node_id);
       k++;
     }
   *out = a;
@@ -192,7 +203,7 @@ bool meta_topic_name_valid(const char *name)
 /* ---- apply ---- */
 
 __attribute__((format(printf, 3, 4))) static int meta_fail(struct meta_result *res, int code,
-                                                          const char *fmt, ...)
+                                                           const char *fmt, ...)
 {
   res->code = code;
   va_list ap;
@@ -203,7 +214,10 @@ __attribute__((format(printf, 3, 4))) static int meta_fail(struct meta_result *r
 }
 
 /* Copies s into dst[cap] if it fits (and is not NULL); false otherwise. */
-static bool meta_str_fits(const char *s, size_t cap) { return s == NULL || strlen(s) < cap; }
+static bool meta_str_fits(const char *s, size_t cap)
+{
+  return s == NULL || strlen(s) < cap;
+}
 
 static void meta_str_set(char *dst, size_t cap, const char *s)
 {
@@ -481,10 +495,9 @@ static int apply_report_leader(struct meta_state *st, const Cairn__Meta__ReportL
   if (r->leader_id == 0)
     return meta_fail(res, CAIRN_EINVAL, "report leader: leader id 0");
   if (r->term < p->leader_term)
-    return meta_fail(res, CAIRN_ESTALE,
-                     "report leader of %u/%u: term %llu is older than the recorded %llu",
-                     r->topic_id, r->partition, (unsigned long long)r->term,
-                     (unsigned long long)p->leader_term);
+    return meta_fail(
+        res, CAIRN_ESTALE, "report leader of %u/%u: term %llu is older than the recorded %llu",
+        r->topic_id, r->partition, (unsigned long long)r->term, (unsigned long long)p->leader_term);
   p->leader_id = r->leader_id;
   p->leader_term = r->term;
   return 0;
@@ -532,6 +545,9 @@ static int apply_set_replicas(struct meta_state *st, const Cairn__Meta__SetRepli
     return meta_fail(res, CAIRN_EINVALID_REPLICAS,
                      "set replicas of %u/%u: one change at a time (%u added, %u removed)",
                      s->topic_id, s->partition, added, removed);
+  for (uint32_t i = 0; i < p->ninitial; i++)
+    if (!meta_replicas_contain(s->replicas, n, p->initial_replicas[i]))
+      p->initial_gone |= 1u << i;
   memcpy(p->replicas, s->replicas, n * sizeof *p->replicas);
   p->nreplicas = n;
   p->replica_epoch++;

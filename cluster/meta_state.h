@@ -43,7 +43,7 @@
 
 #define META_GROUP_ID 1u /* the metadata Raft group */
 #define META_PARTITION_BITS 20
-#define META_MAX_PARTITIONS 10000u /* per topic; < 2^META_PARTITION_BITS */
+#define META_MAX_PARTITIONS 10000u        /* per topic; < 2^META_PARTITION_BITS */
 #define META_MAX_TOTAL_PARTITIONS 200000u /* whole cluster */
 #define META_MAX_TOPICS 100000u
 #define META_MAX_NODES 1024u
@@ -97,6 +97,10 @@ struct meta_partition {
    * joins. Never changes after CreateTopic. */
   uint64_t initial_replicas[META_MAX_REPLICAS];
   uint32_t ninitial;
+  /* Bit i set: initial_replicas[i] was removed from replicas at some point.
+   * If it is added again it starts empty and joins like any new replica
+   * (its old data was dropped with the removal); it never bootstraps. */
+  uint32_t initial_gone;
   uint64_t leader_id;     /* last reported leader, 0 = none yet */
   uint64_t leader_term;   /* its Raft term */
   uint64_t replica_epoch; /* +1 on every SetReplicas */
@@ -120,7 +124,7 @@ struct meta_state {
   uint64_t voters[META_MAX_VOTERS];         /* the metadata group's initial voters */
   uint32_t nvoters;
   uint32_t next_topic_id;
-  uint64_t last_index; /* Raft index of the last applied command */
+  uint64_t last_index;     /* Raft index of the last applied command */
   struct meta_node *nodes; /* owned, ascending id */
   size_t nnodes;
   struct meta_topic *topics; /* owned, ascending id */
@@ -179,15 +183,13 @@ __attribute__((warn_unused_result)) int meta_cmd_register_node(const struct meta
                                                                uint8_t **out, size_t *len);
 
 /* incarnation: 0 = whatever is registered, else applies only to that one. */
-__attribute__((warn_unused_result)) int meta_cmd_set_node_state(uint64_t node_id,
-                                                                enum meta_node_state state,
-                                                                uint64_t incarnation,
-                                                                uint64_t at_ms, uint8_t **out,
-                                                                size_t *len);
+__attribute__((warn_unused_result)) int
+meta_cmd_set_node_state(uint64_t node_id, enum meta_node_state state, uint64_t incarnation,
+                        uint64_t at_ms, uint8_t **out, size_t *len);
 
 /* cfg may be NULL (all defaults). */
-__attribute__((warn_unused_result)) int meta_cmd_create_topic(const char *name,
-                                                              uint32_t partitions, uint32_t rf,
+__attribute__((warn_unused_result)) int meta_cmd_create_topic(const char *name, uint32_t partitions,
+                                                              uint32_t rf,
                                                               const struct meta_topic_config *cfg,
                                                               uint8_t **out, size_t *len);
 
@@ -200,12 +202,9 @@ __attribute__((warn_unused_result)) int meta_cmd_report_leader(uint32_t topic_id
                                                                uint8_t **out, size_t *len);
 
 /* replicas borrowed; expected_epoch = the partition's current replica_epoch. */
-__attribute__((warn_unused_result)) int meta_cmd_set_replicas(uint32_t topic_id,
-                                                              uint32_t partition,
-                                                              const uint64_t *replicas,
-                                                              size_t nreplicas,
-                                                              uint64_t expected_epoch,
-                                                              uint8_t **out, size_t *len);
+__attribute__((warn_unused_result)) int
+meta_cmd_set_replicas(uint32_t topic_id, uint32_t partition, const uint64_t *replicas,
+                      size_t nreplicas, uint64_t expected_epoch, uint8_t **out, size_t *len);
 
 /* Writes a one-line description of an encoded command into buf[cap] (always
  * NUL-terminated), e.g. "CreateTopic orders partitions=8 rf=3", or
@@ -256,13 +255,20 @@ bool meta_group_split(uint64_t group_id, uint32_t *topic_id, uint32_t *partition
 /* True when replicas[0..n) contains node_id. */
 bool meta_replicas_contain(const uint64_t *replicas, uint32_t n, uint64_t node_id);
 
+/* True when node_id should bootstrap p's group with initial_replicas as its
+ * configuration (when it has no data for the group): it is an initial
+ * replica that never left. Any other replica starts empty and is added by
+ * the group's leader. */
+bool meta_partition_bootstraps(const struct meta_partition *p, uint64_t node_id);
+
 /* One partition a node hosts. */
 struct meta_assignment {
   uint32_t topic_id;
   uint32_t partition;
   uint64_t group_id;
-  bool bootstraps; /* the node is in initial_replicas: it bootstraps the group;
-                      otherwise it starts empty and is added by the leader */
+  bool bootstraps; /* meta_partition_bootstraps(): bootstrap the group with
+                      initial_replicas; otherwise start empty and wait to be
+                      added by the group's leader */
 };
 
 /* The partitions whose target replicas include node_id, by (topic id,

@@ -51,9 +51,8 @@ void placement_table_free(struct placement_table *t);
  * leader first. Updates t's loads. Returns 0, or CAIRN_EINVALID_RF when rf
  * is 0, above META_MAX_RF or above the number of eligible nodes (out is then
  * untouched). */
-__attribute__((warn_unused_result)) int placement_assign(struct placement_table *t,
-                                                         uint32_t partitions, uint32_t rf,
-                                                         uint64_t *out);
+__attribute__((warn_unused_result)) int
+placement_assign(struct placement_table *t, uint32_t partitions, uint32_t rf, uint64_t *out);
 
 /* Picks one more replica for a partition whose replicas are
  * current[0..ncurrent): an eligible node not in current, spreading racks

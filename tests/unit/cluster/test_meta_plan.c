@@ -47,7 +47,7 @@ static int apply_bytes(struct meta_state *st, uint8_t *cmd, size_t len, struct m
     assert_int_equal(encoder(__VA_ARGS__, &cmd_, &len_), 0);                                       \
     int rc_ = apply_bytes((st), cmd_, len_, &res_);                                                \
     if (rc_ != 0)                                                                                  \
-      fail_msg("%s: %s", cairn_errname(rc_), res_.msg);                                           \
+      fail_msg("%s: %s", cairn_errname(rc_), res_.msg);                                            \
   } while (0)
 
 /* n nodes 1..n (incarnation 100+id, racks none), all heard just now. */
@@ -106,8 +106,8 @@ static void world_report_newest_not_caught_up(struct world *w)
 
 static void world_plan(struct world *w, struct meta_plan_out *out)
 {
-  struct meta_plan_input in = {&w->st, w->live, w->nlive, w->configs, w->nconfigs, w->now_ms,
-                               w->opts};
+  struct meta_plan_input in = {&w->st,      w->live,   w->nlive, w->configs,
+                               w->nconfigs, w->now_ms, w->opts};
   assert_int_equal(meta_plan_run(&in, out), 0);
 }
 
@@ -121,8 +121,7 @@ static size_t world_step(struct world *w)
     struct meta_result res;
     int rc = meta_apply(&w->st, out.cmds[i].cmd, out.cmds[i].len, 0, &res);
     if (rc != 0)
-      fail_msg("planned command '%s' refused: %s: %s", out.cmds[i].why, cairn_errname(rc),
-               res.msg);
+      fail_msg("planned command '%s' refused: %s: %s", out.cmds[i].why, cairn_errname(rc), res.msg);
   }
   size_t n = out.ncmds;
   meta_plan_out_free(&out);
@@ -463,16 +462,16 @@ static void test_meta_plan_random_failures_converge(void **state)
 int main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_meta_plan_quiet_cluster_proposes_nothing),
-    cmocka_unit_test(test_meta_plan_marks_a_silent_node_dead_and_back),
-    cmocka_unit_test(test_meta_plan_moves_a_dead_nodes_replicas_after_the_delay),
-    cmocka_unit_test(test_meta_plan_run_twice_before_apply_is_harmless),
-    cmocka_unit_test(test_meta_plan_drains_a_node_then_removes_it),
-    cmocka_unit_test(test_meta_plan_node_back_in_time_keeps_its_replicas),
-    cmocka_unit_test(test_meta_plan_node_back_after_the_addition_trims_the_extra),
-    cmocka_unit_test(test_meta_plan_waits_when_no_node_can_take_the_replica),
-    cmocka_unit_test(test_meta_plan_output_is_bounded),
-    cmocka_unit_test(test_meta_plan_random_failures_converge),
+      cmocka_unit_test(test_meta_plan_quiet_cluster_proposes_nothing),
+      cmocka_unit_test(test_meta_plan_marks_a_silent_node_dead_and_back),
+      cmocka_unit_test(test_meta_plan_moves_a_dead_nodes_replicas_after_the_delay),
+      cmocka_unit_test(test_meta_plan_run_twice_before_apply_is_harmless),
+      cmocka_unit_test(test_meta_plan_drains_a_node_then_removes_it),
+      cmocka_unit_test(test_meta_plan_node_back_in_time_keeps_its_replicas),
+      cmocka_unit_test(test_meta_plan_node_back_after_the_addition_trims_the_extra),
+      cmocka_unit_test(test_meta_plan_waits_when_no_node_can_take_the_replica),
+      cmocka_unit_test(test_meta_plan_output_is_bounded),
+      cmocka_unit_test(test_meta_plan_random_failures_converge),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,7 +122,7 @@ static void copy_state(const struct meta_state *from, struct meta_state *to)
     copy_state((st), &before_);                                                                    \
     int rc_ = APPLY((st), &r_, encoder, __VA_ARGS__);                                              \
     if (rc_ != (want))                                                                             \
-      fail_msg("got %s (%s), want %s", cairn_errname(rc_), r_.msg, cairn_errname(want));          \
+      fail_msg("got %s (%s), want %s", cairn_errname(rc_), r_.msg, cairn_errname(want));           \
     assert_true(r_.msg[0] != '\0');                                                                \
     assert_same_state((st), &before_);                                                             \
     meta_state_close(&before_);                                                                    \
@@ -184,8 +184,8 @@ static void test_meta_bootstrap_names_the_cluster_once(void **state)
   assert_int_equal(st.next_topic_id, 1);
   /* The same id again is a no-op; another id is another cluster. */
   assert_int_equal(do_bootstrap(&st, "cluster-A", &res), 0);
-  APPLY_REFUSED(&st, CAIRN_ECLUSTER_ID_MISMATCH, meta_cmd_bootstrap, "cluster-B",
-                (uint64_t[]){1}, 1);
+  APPLY_REFUSED(&st, CAIRN_ECLUSTER_ID_MISMATCH, meta_cmd_bootstrap, "cluster-B", (uint64_t[]){1},
+                1);
   meta_state_close(&st);
 }
 
@@ -497,6 +497,24 @@ static void test_meta_set_replicas_one_change_at_a_time(void **state)
   assert_int_equal(meta_node_assignments(&st, cur[0], &as, &n), 0);
   assert_int_equal(n, 0);
   assert_null(as);
+  /* An initial replica removed and added back starts empty: it must not
+   * bootstrap the group again. */
+  uint64_t back[4] = {others[0], cur[1], cur[2], cur[0]};
+  assert_int_equal(do_set_replicas(&st, 1, 0, back, 4, 3, &res), 0);
+  assert_int_equal(meta_node_assignments(&st, cur[0], &as, &n), 0);
+  assert_int_equal(n, 1);
+  assert_false(as[0].bootstraps);
+  free(as);
+  p = meta_partition_find(&st, 1, 0);
+  assert_false(meta_partition_bootstraps(p, cur[0]));
+  assert_true(meta_partition_bootstraps(p, cur[1]));
+  assert_false(meta_partition_bootstraps(p, others[0]));
+  assert_int_equal(p->initial_gone, 1u << 0);
+  /* It survives a snapshot. */
+  struct meta_state copy;
+  copy_state(&st, &copy);
+  assert_int_equal(meta_partition_find(&copy, 1, 0)->initial_gone, 1u << 0);
+  meta_state_close(&copy);
   meta_state_close(&st);
 }
 
@@ -521,9 +539,8 @@ static void test_meta_malformed_commands_are_refused(void **state)
   /* Every prefix of a valid command: refused or applied, never a crash. */
   uint8_t *cmd;
   size_t len;
-  assert_int_equal(meta_cmd_create_topic("b", 2, 2, &(struct meta_topic_config){1, 2, 3, 4}, &cmd,
-                                         &len),
-                   0);
+  assert_int_equal(
+      meta_cmd_create_topic("b", 2, 2, &(struct meta_topic_config){1, 2, 3, 4}, &cmd, &len), 0);
   for (size_t cut = 1; cut < len; cut++) {
     int rc = meta_apply(&st, cmd, cut, 0, &res);
     assert_true(rc != 0); /* every proper prefix is malformed or an incomplete command */
@@ -700,6 +717,7 @@ enum snap_damage {
   DAMAGE_NO_REPLICAS,
   DAMAGE_DUPLICATE_REPLICA,
   DAMAGE_RF_ZERO,
+  DAMAGE_INITIAL_GONE_MASK,
   DAMAGE_COUNT
 };
 
@@ -751,6 +769,10 @@ static void test_meta_snapshot_decode_checks_every_invariant(void **state)
     case DAMAGE_RF_ZERO:
       m->topics[0]->replication_factor = 0;
       break;
+    case DAMAGE_INITIAL_GONE_MASK:
+      m->topics[0]->partitions[0]->initial_gone =
+          1u << m->topics[0]->partitions[0]->n_initial_replicas;
+      break;
     default:
       break;
     }
@@ -799,7 +821,8 @@ static void test_meta_cmd_describe_names_each_command(void **state)
   assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf), "SetNodeState 3 DRAINING");
   free(cmd);
   assert_int_equal(meta_cmd_bootstrap("c", (uint64_t[]){1, 2}, 2, &cmd, &len), 0);
-  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf), "Bootstrap cluster=c voters=1,2");
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf),
+                      "Bootstrap cluster=c voters=1,2");
   free(cmd);
   assert_string_equal(meta_cmd_describe((const uint8_t *)"\xff\xff", 2, buf, sizeof buf),
                       "malformed command (2 bytes)");
@@ -810,8 +833,7 @@ static void test_meta_cmd_describe_names_each_command(void **state)
 /* ---- replicas agree ---- */
 
 /* One random command, valid or not, over a small id space so that many hit. */
-static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t **cmd,
-                           size_t *len)
+static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t **cmd, size_t *len)
 {
   int rc = 0;
   uint64_t node = 1 + tu_rand(rnd) % 8;
@@ -831,8 +853,8 @@ static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t *
     break;
   case 2:
   case 3:
-    rc = meta_cmd_create_topic(name, 1 + (uint32_t)(tu_rand(rnd) % 6),
-                               (uint32_t)(tu_rand(rnd) % 5), NULL, cmd, len);
+    rc = meta_cmd_create_topic(name, 1 + (uint32_t)(tu_rand(rnd) % 6), (uint32_t)(tu_rand(rnd) % 5),
+                               NULL, cmd, len);
     break;
   case 4:
     rc = meta_cmd_delete_topic(name, cmd, len);
@@ -861,8 +883,7 @@ static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t *
       uint32_t victim = (uint32_t)(tu_rand(rnd) % n);
       next[victim] = next[n - 1];
       n--;
-    }
-    else if (n > 1) {
+    } else if (n > 1) {
       uint64_t tmp = next[0];
       next[0] = next[n - 1];
       next[n - 1] = tmp;
@@ -1041,24 +1062,24 @@ static void test_meta_command_bytes_are_stable(void **state)
 int main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_meta_bootstrap_names_the_cluster_once),
-    cmocka_unit_test(test_meta_register_node_adds_and_updates),
-    cmocka_unit_test(test_meta_register_refuses_an_id_held_by_a_live_process),
-    cmocka_unit_test(test_meta_set_node_state_follows_the_diagram),
-    cmocka_unit_test(test_meta_create_topic_places_inside_apply),
-    cmocka_unit_test(test_meta_create_topic_refusals_create_nothing),
-    cmocka_unit_test(test_meta_delete_topic_never_reuses_its_id),
-    cmocka_unit_test(test_meta_report_leader_keeps_the_newest_term),
-    cmocka_unit_test(test_meta_set_replicas_one_change_at_a_time),
-    cmocka_unit_test(test_meta_malformed_commands_are_refused),
-    cmocka_unit_test(test_meta_apply_refuses_an_index_going_backwards),
-    cmocka_unit_test(test_meta_snapshot_round_trip_is_exact),
-    cmocka_unit_test(test_meta_snapshot_damage_is_refused_and_changes_nothing),
-    cmocka_unit_test(test_meta_snapshot_decode_checks_every_invariant),
-    cmocka_unit_test(test_meta_cmd_describe_names_each_command),
-    cmocka_unit_test(test_meta_random_sequences_give_identical_snapshots),
-    cmocka_unit_test(test_meta_snapshot_matches_golden_file),
-    cmocka_unit_test(test_meta_command_bytes_are_stable),
+      cmocka_unit_test(test_meta_bootstrap_names_the_cluster_once),
+      cmocka_unit_test(test_meta_register_node_adds_and_updates),
+      cmocka_unit_test(test_meta_register_refuses_an_id_held_by_a_live_process),
+      cmocka_unit_test(test_meta_set_node_state_follows_the_diagram),
+      cmocka_unit_test(test_meta_create_topic_places_inside_apply),
+      cmocka_unit_test(test_meta_create_topic_refusals_create_nothing),
+      cmocka_unit_test(test_meta_delete_topic_never_reuses_its_id),
+      cmocka_unit_test(test_meta_report_leader_keeps_the_newest_term),
+      cmocka_unit_test(test_meta_set_replicas_one_change_at_a_time),
+      cmocka_unit_test(test_meta_malformed_commands_are_refused),
+      cmocka_unit_test(test_meta_apply_refuses_an_index_going_backwards),
+      cmocka_unit_test(test_meta_snapshot_round_trip_is_exact),
+      cmocka_unit_test(test_meta_snapshot_damage_is_refused_and_changes_nothing),
+      cmocka_unit_test(test_meta_snapshot_decode_checks_every_invariant),
+      cmocka_unit_test(test_meta_cmd_describe_names_each_command),
+      cmocka_unit_test(test_meta_random_sequences_give_identical_snapshots),
+      cmocka_unit_test(test_meta_snapshot_matches_golden_file),
+      cmocka_unit_test(test_meta_command_bytes_are_stable),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

@@ -96,8 +96,8 @@ static void test_placement_four_nodes_is_even(void **state)
   const struct meta_topic *t = meta_topic_find(&st, "a");
   for (uint32_t p = 0; p < t->npartitions; p++)
     for (uint32_t r = 1; r < 3; r++)
-      assert_false(meta_replicas_contain(t->partitions[p].replicas, r,
-                                         t->partitions[p].replicas[r]));
+      assert_false(
+          meta_replicas_contain(t->partitions[p].replicas, r, t->partitions[p].replicas[r]));
   meta_state_close(&st);
 }
 
@@ -232,14 +232,14 @@ static void test_placement_pick_adds_an_outside_node_on_a_missing_rack(void **st
 int main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_placement_six_partitions_rf3_on_three_nodes_is_even),
-    cmocka_unit_test(test_placement_four_nodes_is_even),
-    cmocka_unit_test(test_placement_counts_the_load_already_in_the_cluster),
-    cmocka_unit_test(test_placement_many_topics_stay_balanced),
-    cmocka_unit_test(test_placement_spreads_a_partition_over_racks),
-    cmocka_unit_test(test_placement_uses_the_rare_rack_where_racks_are_uneven),
-    cmocka_unit_test(test_placement_skips_dead_draining_and_removed_nodes),
-    cmocka_unit_test(test_placement_pick_adds_an_outside_node_on_a_missing_rack),
+      cmocka_unit_test(test_placement_six_partitions_rf3_on_three_nodes_is_even),
+      cmocka_unit_test(test_placement_four_nodes_is_even),
+      cmocka_unit_test(test_placement_counts_the_load_already_in_the_cluster),
+      cmocka_unit_test(test_placement_many_topics_stay_balanced),
+      cmocka_unit_test(test_placement_spreads_a_partition_over_racks),
+      cmocka_unit_test(test_placement_uses_the_rare_rack_where_racks_are_uneven),
+      cmocka_unit_test(test_placement_skips_dead_draining_and_removed_nodes),
+      cmocka_unit_test(test_placement_pick_adds_an_outside_node_on_a_missing_rack),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
