@@ -1,0 +1,64 @@
+/* wire_err.c - internal error codes to wire ErrorCode values: one table. */
+#include "net/wire_err.h"
+
+#include "common/err.h"
+
+#include <errno.h>
+#include <stddef.h>
+
+#define WIRE(name) CAIRN__CLIENT__ERROR_CODE__##name
+
+/* Internal code -> wire code. Codes that say nothing a client can act on
+ * (CAIRN_EINVAL, CAIRN_ENOMEM, ...) are left out: they map to UNKNOWN. */
+static const struct {
+  int err;
+  Cairn__Client__ErrorCode code;
+} wire_err_table[] = {
+    {CAIRN_ETOOLARGE, WIRE(REQUEST_TOO_LARGE)},
+    {CAIRN_EFRAMEEMPTY, WIRE(MALFORMED_REQUEST)},
+    {CAIRN_EBADFRAME, WIRE(MALFORMED_REQUEST)},
+    {CAIRN_EBADENVELOPE, WIRE(MALFORMED_REQUEST)},
+    /* A produced batch that fails batch_validate(). */
+    {CAIRN_EBADLEN, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EBADCRC, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EBADMAGIC, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EBADCOUNT, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EBADVARINT, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EBADATTR, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EBADRECORD, WIRE(CORRUPT_BATCH)},
+    {CAIRN_ETRUNCATED, WIRE(CORRUPT_BATCH)},
+    {CAIRN_EOFFSET, WIRE(OFFSET_OUT_OF_RANGE)},
+    /* The replica's disk: a latched log, damage found on disk, I/O errors. */
+    {CAIRN_EFATAL, WIRE(STORAGE_ERROR)},
+    {CAIRN_ECORRUPT, WIRE(STORAGE_ERROR)},
+    {-EIO, WIRE(STORAGE_ERROR)},
+    {-ENOSPC, WIRE(STORAGE_ERROR)},
+    {-EDQUOT, WIRE(STORAGE_ERROR)},
+    {-EROFS, WIRE(STORAGE_ERROR)},
+    {CAIRN_EUNSUPPORTED, WIRE(UNSUPPORTED_VERSION)},
+    {CAIRN_ENOTLEADER, WIRE(NOT_LEADER)},
+    {CAIRN_ESHUTDOWN, WIRE(SHUTTING_DOWN)},
+    {CAIRN_EINDOUBT, WIRE(IN_DOUBT)},
+    {CAIRN_ETOOMANYCONNS, WIRE(RATE_LIMITED)},
+    {-ETIMEDOUT, WIRE(TIMEOUT)},
+};
+
+Cairn__Client__ErrorCode wire_err_from(int err)
+{
+  if (err == 0) {
+    return WIRE(OK);
+  }
+  for (size_t i = 0; i < sizeof wire_err_table / sizeof wire_err_table[0]; i++) {
+    if (wire_err_table[i].err == err) {
+      return wire_err_table[i].code;
+    }
+  }
+  return WIRE(UNKNOWN);
+}
+
+const char *wire_err_name(Cairn__Client__ErrorCode code)
+{
+  const ProtobufCEnumValue *v =
+      protobuf_c_enum_descriptor_get_value(&cairn__client__error_code__descriptor, (int)code);
+  return v != NULL ? v->name : "?";
+}

@@ -1,0 +1,58 @@
+/* test_wire_err.c - internal codes map to the documented wire codes; every
+ * ErrorCode has its schema name. */
+#include "common/err.h"
+#include "net/wire_err.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static void test_wire_err_maps_the_codes_clients_act_on(void **state)
+{
+  assert_int_equal(wire_err_from(0), CAIRN__CLIENT__ERROR_CODE__OK);
+  assert_int_equal(wire_err_from(CAIRN_ETOOLARGE), CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE);
+  assert_int_equal(wire_err_from(CAIRN_EBADFRAME), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  assert_int_equal(wire_err_from(CAIRN_EBADENVELOPE),
+                   CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  assert_int_equal(wire_err_from(CAIRN_EBADCRC), CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH);
+  assert_int_equal(wire_err_from(CAIRN_ENOTLEADER), CAIRN__CLIENT__ERROR_CODE__NOT_LEADER);
+  assert_int_equal(wire_err_from(CAIRN_EINDOUBT), CAIRN__CLIENT__ERROR_CODE__IN_DOUBT);
+  assert_int_equal(wire_err_from(CAIRN_EOFFSET), CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE);
+  assert_int_equal(wire_err_from(CAIRN_EFATAL), CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR);
+  assert_int_equal(wire_err_from(-ENOSPC), CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR);
+  assert_int_equal(wire_err_from(-ETIMEDOUT), CAIRN__CLIENT__ERROR_CODE__TIMEOUT);
+  assert_int_equal(wire_err_from(CAIRN_ESHUTDOWN), CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN);
+}
+
+static void test_wire_err_defaults_to_unknown(void **state)
+{
+  assert_int_equal(wire_err_from(CAIRN_ENOMEM), CAIRN__CLIENT__ERROR_CODE__UNKNOWN);
+  assert_int_equal(wire_err_from(-EPERM), CAIRN__CLIENT__ERROR_CODE__UNKNOWN);
+  assert_int_equal(wire_err_from(-99999), CAIRN__CLIENT__ERROR_CODE__UNKNOWN);
+}
+
+static void test_wire_err_names_come_from_the_schema(void **state)
+{
+  assert_string_equal(wire_err_name(CAIRN__CLIENT__ERROR_CODE__OK), "OK");
+  assert_string_equal(wire_err_name(CAIRN__CLIENT__ERROR_CODE__NOT_LEADER), "NOT_LEADER");
+  assert_string_equal(wire_err_name(CAIRN__CLIENT__ERROR_CODE__RATE_LIMITED), "RATE_LIMITED");
+  assert_string_equal(wire_err_name((Cairn__Client__ErrorCode)999), "?");
+  /* Every value 0..24 has a name. */
+  for (int i = 0; i <= 24; i++) {
+    assert_string_not_equal(wire_err_name((Cairn__Client__ErrorCode)i), "?");
+  }
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_wire_err_maps_the_codes_clients_act_on),
+      cmocka_unit_test(test_wire_err_defaults_to_unknown),
+      cmocka_unit_test(test_wire_err_names_come_from_the_schema),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
