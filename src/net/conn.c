@@ -1,0 +1,941 @@
+/* conn.c - one client connection: bounded reads, frame dispatch, answers
+ * written out of order as gather writes and sendfile regions. The state
+ * diagram and the limits are in conn.h. */
+#include "net/conn.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "net/frame.h"
+#include "net/wire_err.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+
+#define CONN_LOG "conn"
+#define CONN_POLL_SLICE_MS 100 /* how often a blocked sendfile checks for abort */
+
+/* One answer: its header (L, E, envelope) then its parts. */
+struct conn_out {
+  struct conn_out *next;
+  uint8_t *hdr;
+  size_t hdr_len;
+  bool hdr_issued;
+  size_t issued;   /* parts [0, issued) have been handed to a write */
+  unsigned pending; /* writes of this answer not yet completed */
+  size_t nparts;
+  struct conn_part parts[];
+};
+
+/* One uv_write: maybe the header, then parts [first, first + nparts). */
+struct conn_write {
+  uv_write_t req;
+  struct conn *c;
+  struct conn_out *o;
+  size_t first, nparts;
+  size_t bytes;
+  unsigned nbufs;
+  uv_buf_t bufs[];
+};
+
+/* One file region sent on the thread pool. */
+struct conn_sendfile {
+  uv_work_t work;
+  struct conn *c;
+  struct conn_out *o;
+  size_t part;
+  int sock;
+  unsigned timeout_ms;
+  atomic_bool abort;
+  int status;
+};
+
+static uint64_t conn_next_id = 1;
+
+static const char *const conn_state_names[] = {
+#define CONN_STATE_NAME(name) #name,
+    CONN_STATE_TABLE(CONN_STATE_NAME)
+#undef CONN_STATE_NAME
+};
+
+const char *conn_state_name(enum conn_state state) { return conn_state_names[state]; }
+
+void conn_limits_default(struct conn_limits *lim)
+{
+  lim->max_frame_bytes = FRAME_DEFAULT_MAX_BYTES;
+  lim->max_inflight_bytes = CONN_DEFAULT_MAX_INFLIGHT_BYTES;
+  lim->max_inflight_requests = CONN_DEFAULT_MAX_INFLIGHT_REQUESTS;
+  lim->max_write_queue_bytes = CONN_DEFAULT_MAX_WRITE_QUEUE_BYTES;
+  lim->idle_timeout_ms = CONN_DEFAULT_IDLE_TIMEOUT_MS;
+  lim->close_grace_ms = CONN_DEFAULT_CLOSE_GRACE_MS;
+  lim->write_timeout_ms = CONN_DEFAULT_WRITE_TIMEOUT_MS;
+}
+
+static void conn_set_state(struct conn *c, enum conn_state state)
+{
+  /* Transitions only go forward: OPEN -> DRAINING -> CLOSING -> CLOSED,
+   * and OPEN -> CLOSING directly. */
+  assert(state > c->state);
+  log_debug(CONN_LOG, "conn %" PRIu64 " %s: %s -> %s", c->id, c->peer, conn_state_name(c->state),
+            conn_state_name(state));
+  c->state = state;
+}
+
+static void conn_close_now(struct conn *c, int err);
+static void conn_pump(struct conn *c);
+static void conn_update_reading(struct conn *c);
+static void conn_drain_check(struct conn *c);
+static void conn_process(struct conn *c);
+static void conn_on_timer(uv_timer_t *t);
+
+/* ---- freeing ---- */
+
+static void conn_maybe_free(struct conn *c)
+{
+  if (c->state != CONN_CLOSING || c->busy > 0 || c->handles_open > 0 || c->nreqs > 0 ||
+      c->nouts > 0 || c->sf != NULL) {
+    return;
+  }
+  conn_set_state(c, CONN_CLOSED);
+  if (c->closed_cb != NULL) {
+    c->closed_cb(c);
+  }
+  free(c->rbuf);
+  free(c);
+}
+
+static void conn_on_handle_closed(uv_handle_t *h)
+{
+  struct conn *c = h->data;
+  c->handles_open--;
+  conn_maybe_free(c);
+}
+
+static void conn_close_handles(struct conn *c)
+{
+  /* The worker still uses the socket while a sendfile runs: close after it. */
+  if (c->handles_closing || c->sf != NULL) {
+    return;
+  }
+  c->handles_closing = true;
+  uv_close((uv_handle_t *)&c->tcp, conn_on_handle_closed);
+  uv_close((uv_handle_t *)&c->timer, conn_on_handle_closed);
+  uv_close((uv_handle_t *)&c->kick, conn_on_handle_closed);
+}
+
+/* ---- the write side ---- */
+
+static void conn_part_release(struct conn_part *p, int status)
+{
+  if (p->release != NULL) {
+    conn_release_cb cb = p->release;
+    p->release = NULL;
+    cb(p->arg, status);
+  }
+}
+
+static void conn_out_free(struct conn *c, struct conn_out *o)
+{
+  free(o->hdr);
+  free(o);
+  c->nouts--;
+}
+
+/* An answer whose parts are all issued and whose writes all completed. */
+static void conn_out_done_check(struct conn *c, struct conn_out *o)
+{
+  if (o->issued == o->nparts && o->hdr_issued && o->pending == 0) {
+    conn_out_free(c, o);
+    c->responses++;
+  }
+}
+
+static void conn_outq_pop(struct conn *c)
+{
+  struct conn_out *o = c->outq_head;
+  c->outq_head = o->next;
+  if (c->outq_head == NULL) {
+    c->outq_tail = NULL;
+  }
+  o->next = NULL;
+}
+
+static uint64_t conn_out_unissued_bytes(const struct conn_out *o)
+{
+  uint64_t n = o->hdr_issued ? 0 : o->hdr_len;
+  for (size_t i = o->issued; i < o->nparts; i++) {
+    n += o->parts[i].len;
+  }
+  return n;
+}
+
+/* Drops every answer not yet fully issued (the conn is closing). */
+static void conn_outq_drop(struct conn *c, int status)
+{
+  while (c->outq_head != NULL) {
+    struct conn_out *o = c->outq_head;
+    conn_outq_pop(c);
+    c->write_queue_bytes -= conn_out_unissued_bytes(o);
+    for (size_t i = o->issued; i < o->nparts; i++) {
+      conn_part_release(&o->parts[i], status);
+    }
+    o->issued = o->nparts;
+    o->hdr_issued = true;
+    if (o->pending == 0) {
+      conn_out_free(c, o);
+    }
+  }
+}
+
+static void conn_after_write_progress(struct conn *c, size_t bytes, int status)
+{
+  c->write_queue_bytes -= bytes;
+  if (status != 0) {
+    if (c->state < CONN_CLOSING) {
+      snprintf(c->errmsg, sizeof c->errmsg, "write: %s", cairn_strerror(status));
+      log_info(CONN_LOG, "conn %" PRIu64 " %s: write failed: %s", c->id, c->peer,
+               cairn_strerror(status));
+    }
+    conn_close_now(c, status);
+  } else if (c->state == CONN_OPEN && c->lim.idle_timeout_ms > 0) {
+    uv_timer_again(&c->timer);
+  }
+  conn_pump(c);
+  conn_update_reading(c);
+  conn_drain_check(c);
+}
+
+static void conn_on_write(uv_write_t *req, int status)
+{
+  struct conn_write *w = (struct conn_write *)req;
+  struct conn *c = w->c;
+  struct conn_out *o = w->o;
+  c->busy++;
+  for (size_t i = w->first; i < w->first + w->nparts; i++) {
+    conn_part_release(&o->parts[i], status);
+  }
+  size_t bytes = w->bytes;
+  free(w);
+  c->writes_pending--;
+  o->pending--;
+  conn_out_done_check(c, o);
+  conn_after_write_progress(c, bytes, status);
+  c->busy--;
+  conn_maybe_free(c);
+}
+
+static void conn_sendfile_work(uv_work_t *work)
+{
+  /* Thread pool: touches only the socket, the file and this struct. */
+  struct conn_sendfile *sf = (struct conn_sendfile *)work;
+  const struct conn_part *p = &sf->o->parts[sf->part];
+  off_t off = (off_t)p->offset;
+  size_t left = p->len;
+  unsigned waited = 0;
+  sf->status = 0;
+  while (left > 0) {
+    if (atomic_load(&sf->abort)) {
+      sf->status = UV_ECANCELED;
+      return;
+    }
+    ssize_t n = sendfile(sf->sock, p->fd, &off, left);
+    if (n > 0) {
+      left -= (size_t)n;
+      waited = 0;
+      continue;
+    }
+    if (n == 0) {
+      sf->status = CAIRN_ETRUNCATED; /* the file is shorter than the region */
+      return;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EAGAIN) {
+      sf->status = -errno;
+      return;
+    }
+    /* The socket is full: wait for room, a slice at a time, so a close can
+     * abort us and a peer that never reads times out. */
+    if (waited >= sf->timeout_ms) {
+      sf->status = -ETIMEDOUT;
+      return;
+    }
+    struct pollfd pfd = {.fd = sf->sock, .events = POLLOUT};
+    int pr = poll(&pfd, 1, CONN_POLL_SLICE_MS);
+    if (pr == 0) {
+      waited += CONN_POLL_SLICE_MS;
+    } else if (pr < 0 && errno != EINTR) {
+      sf->status = -errno;
+      return;
+    }
+  }
+}
+
+static void conn_sendfile_after(uv_work_t *work, int status)
+{
+  struct conn_sendfile *sf = (struct conn_sendfile *)work;
+  struct conn *c = sf->c;
+  struct conn_out *o = sf->o;
+  int rv = status != 0 ? status : sf->status;
+  size_t bytes = o->parts[sf->part].len;
+  c->busy++;
+  conn_part_release(&o->parts[sf->part], rv);
+  c->sf = NULL;
+  free(sf);
+  o->pending--;
+  conn_out_done_check(c, o);
+  if (c->state == CONN_CLOSING) {
+    conn_close_handles(c);
+  }
+  conn_after_write_progress(c, bytes, rv);
+  c->busy--;
+  conn_maybe_free(c);
+}
+
+/* Issues what can be issued from the head of the queue: memory parts as
+ * uv_writes (libuv keeps their order), a file part once the writes before
+ * it have completed, one at a time. */
+static void conn_pump(struct conn *c)
+{
+  while (c->outq_head != NULL && c->sf == NULL && c->state < CONN_CLOSING) {
+    struct conn_out *o = c->outq_head;
+    size_t first = o->issued;
+    size_t end = first;
+    while (end < o->nparts && o->parts[end].kind == CONN_PART_MEM) {
+      end++;
+    }
+    unsigned nbufs = (unsigned)(end - first) + (o->hdr_issued ? 0 : 1);
+    if (nbufs > 0) {
+      struct conn_write *w = malloc(sizeof *w + nbufs * sizeof(uv_buf_t));
+      if (w == NULL) {
+        snprintf(c->errmsg, sizeof c->errmsg, "out of memory for a write");
+        conn_close_now(c, CAIRN_ENOMEM);
+        return;
+      }
+      w->c = c;
+      w->o = o;
+      w->first = first;
+      w->nparts = end - first;
+      w->bytes = 0;
+      w->nbufs = 0;
+      if (!o->hdr_issued) {
+        w->bufs[w->nbufs++] = uv_buf_init((char *)o->hdr, (unsigned)o->hdr_len);
+        w->bytes += o->hdr_len;
+      }
+      for (size_t i = first; i < end; i++) {
+        w->bufs[w->nbufs++] = uv_buf_init((char *)o->parts[i].base, (unsigned)o->parts[i].len);
+        w->bytes += o->parts[i].len;
+      }
+      int rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, w->bufs, w->nbufs, conn_on_write);
+      if (rv != 0) {
+        free(w);
+        snprintf(c->errmsg, sizeof c->errmsg, "write: %s", uv_strerror(rv));
+        conn_close_now(c, rv);
+        return;
+      }
+      o->hdr_issued = true;
+      o->issued = end;
+      o->pending++;
+      c->writes_pending++;
+    }
+    if (o->issued < o->nparts) {
+      /* A file part: the socket must carry everything before it first. */
+      if (c->writes_pending > 0) {
+        return;
+      }
+      struct conn_sendfile *sf = calloc(1, sizeof *sf);
+      uv_os_fd_t sock;
+      if (sf == NULL || uv_fileno((uv_handle_t *)&c->tcp, &sock) != 0) {
+        free(sf);
+        snprintf(c->errmsg, sizeof c->errmsg, "cannot start a sendfile");
+        conn_close_now(c, CAIRN_ENOMEM);
+        return;
+      }
+      sf->c = c;
+      sf->o = o;
+      sf->part = o->issued;
+      sf->sock = sock;
+      sf->timeout_ms = c->lim.write_timeout_ms;
+      atomic_init(&sf->abort, false);
+      int rv = uv_queue_work(c->loop, &sf->work, conn_sendfile_work, conn_sendfile_after);
+      if (rv != 0) {
+        free(sf);
+        conn_close_now(c, rv);
+        return;
+      }
+      c->sf = sf;
+      o->issued++;
+      o->pending++;
+    }
+    if (o->issued == o->nparts) {
+      conn_outq_pop(c);
+      conn_out_done_check(c, o);
+    }
+  }
+}
+
+static void conn_enqueue(struct conn *c, Cairn__Client__Envelope *e, const struct conn_part *parts,
+                         size_t nparts)
+{
+  uint64_t payload = 0;
+  for (size_t i = 0; i < nparts; i++) {
+    payload += parts[i].len;
+  }
+  struct conn_out *o = malloc(sizeof *o + nparts * sizeof *parts);
+  size_t hdr_len = frame_header_size(e);
+  uint8_t *hdr = malloc(hdr_len);
+  int rv = (o == NULL || hdr == NULL) ? CAIRN_ENOMEM : frame_encode_header(e, payload, hdr);
+  if (rv != 0) {
+    free(o);
+    free(hdr);
+    for (size_t i = 0; i < nparts; i++) {
+      struct conn_part p = parts[i];
+      conn_part_release(&p, rv);
+    }
+    snprintf(c->errmsg, sizeof c->errmsg, "encoding an answer of %" PRIu64 " payload bytes: %s",
+             payload, cairn_strerror(rv));
+    log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
+    conn_close_now(c, rv);
+    return;
+  }
+  o->next = NULL;
+  o->hdr = hdr;
+  o->hdr_len = hdr_len;
+  o->hdr_issued = false;
+  o->issued = 0;
+  o->pending = 0;
+  o->nparts = nparts;
+  if (nparts > 0) {
+    memcpy(o->parts, parts, nparts * sizeof *parts);
+  }
+  if (c->outq_tail != NULL) {
+    c->outq_tail->next = o;
+  } else {
+    c->outq_head = o;
+  }
+  c->outq_tail = o;
+  c->nouts++;
+  c->write_queue_bytes += hdr_len + payload;
+  if (c->write_queue_bytes > c->peak_write_queue_bytes) {
+    c->peak_write_queue_bytes = c->write_queue_bytes;
+  }
+  conn_pump(c);
+}
+
+/* ---- requests ---- */
+
+static void conn_request_unlink(struct conn *c, struct conn_request *req)
+{
+  if (req->prev != NULL) {
+    req->prev->next = req->next;
+  } else {
+    c->reqs = req->next;
+  }
+  if (req->next != NULL) {
+    req->next->prev = req->prev;
+  }
+  c->nreqs--;
+  c->inflight_bytes -= req->charge;
+}
+
+static void conn_request_free(struct conn_request *req)
+{
+  cairn__client__envelope__free_unpacked(req->env, NULL);
+  free(req);
+}
+
+void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb) { req->cancel_cb = cb; }
+
+void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
+                  const struct conn_part *parts, size_t nparts)
+{
+  struct conn *c = req->c;
+  c->busy++;
+  conn_request_unlink(c, req);
+  if (req->canceled || c->state >= CONN_CLOSING) {
+    for (size_t i = 0; i < nparts; i++) {
+      struct conn_part p = parts[i];
+      conn_part_release(&p, CAIRN_ECLOSED);
+    }
+  } else {
+    Cairn__Client__Envelope e = *env; /* shallow: only packed, never freed */
+    e.correlation_id = req->correlation_id;
+    e.api = req->api;
+    conn_enqueue(c, &e, parts, nparts);
+  }
+  conn_request_free(req);
+  c->busy--;
+  conn_update_reading(c);
+  conn_drain_check(c);
+  conn_maybe_free(c);
+}
+
+void conn_respond_error(struct conn_request *req, Cairn__Client__ErrorCode code,
+                        const char *message)
+{
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = code;
+  err.message = (char *)(message != NULL ? message : "");
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP;
+  env.error_resp = &err;
+  conn_respond(req, &env, NULL, 0);
+}
+
+/* Cancels every unanswered request; the handlers finish them later. */
+static void conn_cancel_requests(struct conn *c)
+{
+  struct conn_request *req = c->reqs;
+  while (req != NULL) {
+    /* The cancel callback may finish req (conn_respond frees it). */
+    struct conn_request *next = req->next;
+    if (!req->canceled) {
+      req->canceled = true;
+      if (req->cancel_cb != NULL) {
+        req->cancel_cb(req);
+      }
+    }
+    req = next;
+  }
+}
+
+/* ---- closing ---- */
+
+static void conn_close_now(struct conn *c, int err)
+{
+  if (c->state >= CONN_CLOSING) {
+    return;
+  }
+  c->busy++;
+  conn_set_state(c, CONN_CLOSING);
+  if (c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+  }
+  uv_timer_stop(&c->timer);
+  uv_timer_stop(&c->kick);
+  if (c->sf != NULL) {
+    atomic_store(&c->sf->abort, true);
+  }
+  conn_outq_drop(c, CAIRN_ECLOSED);
+  conn_cancel_requests(c);
+  conn_close_handles(c);
+  c->busy--;
+  conn_maybe_free(c);
+}
+
+static void conn_on_shutdown(uv_shutdown_t *req, int status)
+{
+  struct conn *c = req->data;
+  if (status == 0 && c->peer_eof) {
+    conn_close_now(c, 0);
+  }
+  /* Otherwise the peer's EOF or the grace timer closes. */
+}
+
+/* DRAINING: once nothing is owed to the peer, send FIN and close when the
+ * peer has closed its side too. */
+static void conn_drain_check(struct conn *c)
+{
+  if (c->state != CONN_DRAINING || c->nreqs > 0 || c->nouts > 0 || c->sf != NULL) {
+    return;
+  }
+  if (c->peer_eof && c->shutdown_sent) {
+    conn_close_now(c, 0);
+    return;
+  }
+  if (!c->shutdown_sent) {
+    c->shutdown_sent = true;
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) {
+      conn_close_now(c, 0);
+    }
+  }
+}
+
+static void conn_start_draining(struct conn *c)
+{
+  if (c->state != CONN_OPEN) {
+    return;
+  }
+  conn_set_state(c, CONN_DRAINING);
+  uv_timer_stop(&c->kick);
+  uv_timer_start(&c->timer, conn_on_timer, c->lim.close_grace_ms, 0);
+  c->rstart = c->rend = 0; /* nothing more is dispatched */
+  conn_update_reading(c);
+  conn_drain_check(c);
+}
+
+void conn_close(struct conn *c)
+{
+  c->busy++;
+  conn_start_draining(c);
+  c->busy--;
+  conn_maybe_free(c);
+}
+
+/* Answers a frame that cannot be handled with error_resp (correlation id 0
+ * when unknown), logs one line, and drains. */
+static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id,
+                                const char *what)
+{
+  Cairn__Client__ErrorCode code = wire_err_from(err);
+  snprintf(c->errmsg, sizeof c->errmsg, "%s (%s): answered %s and closing", what,
+           cairn_errname(err), wire_err_name(code));
+  log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
+  Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+  e.code = code;
+  e.message = (char *)what;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.correlation_id = correlation_id;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP;
+  env.error_resp = &e;
+  conn_enqueue(c, &env, NULL, 0);
+  conn_start_draining(c);
+}
+
+/* ---- the read side ---- */
+
+static bool conn_under_limits(const struct conn *c)
+{
+  return c->inflight_bytes < c->lim.max_inflight_bytes &&
+         c->nreqs < c->lim.max_inflight_requests &&
+         c->write_queue_bytes < c->lim.max_write_queue_bytes;
+}
+
+static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct conn *c = h->data;
+  if (c->state != CONN_OPEN) {
+    c->rstart = c->rend = 0; /* draining: read to discard */
+  } else if (c->rend == c->rcap && c->rstart > 0) {
+    memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+    c->rend -= c->rstart;
+    c->rstart = 0;
+  }
+  *buf = uv_buf_init((char *)c->rbuf + c->rend, (unsigned)(c->rcap - c->rend));
+}
+
+/* Makes room for `need` more bytes after the unconsumed ones, growing the
+ * buffer up to CONN_READ_BUF_LIMIT. The frame decoder has checked L against
+ * max_frame_bytes already, so need never passes the limit. */
+static int conn_reserve(struct conn *c, size_t need)
+{
+  size_t have = c->rend - c->rstart;
+  size_t want = have + need;
+  size_t limit = CONN_READ_BUF_LIMIT(c->lim.max_frame_bytes);
+  if (want > limit) {
+    return CAIRN_ETOOLARGE;
+  }
+  if (c->rstart > 0 && c->rstart + want > c->rcap) {
+    memmove(c->rbuf, c->rbuf + c->rstart, have);
+    c->rstart = 0;
+    c->rend = have;
+  }
+  if (want > c->rcap) {
+    size_t cap = c->rcap * 2 > want ? c->rcap * 2 : want;
+    if (cap > limit) {
+      cap = limit;
+    }
+    uint8_t *p = realloc(c->rbuf, cap);
+    if (p == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    c->rbuf = p;
+    c->rcap = cap;
+    if (cap > c->peak_rbuf) {
+      c->peak_rbuf = cap;
+    }
+  }
+  return 0;
+}
+
+/* The read buffer goes back to its initial size when a large frame is gone,
+ * so idle conns stay small. */
+static void conn_shrink(struct conn *c)
+{
+  if (c->rstart == c->rend) {
+    c->rstart = c->rend = 0;
+    if (c->rcap > CONN_READ_BUF_INITIAL) {
+      uint8_t *p = realloc(c->rbuf, CONN_READ_BUF_INITIAL);
+      if (p != NULL) {
+        c->rbuf = p;
+        c->rcap = CONN_READ_BUF_INITIAL;
+      }
+    }
+  }
+}
+
+static int conn_dispatch_frame(struct conn *c, const struct frame *f)
+{
+  Cairn__Client__Envelope *env;
+  int rv = frame_unpack_envelope(f, &env);
+  if (rv != 0) {
+    return rv;
+  }
+  struct conn_request *req = malloc(sizeof *req + f->payload_len);
+  if (req == NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+    return CAIRN_ENOMEM;
+  }
+  memset(req, 0, sizeof *req);
+  uint8_t *copy = (uint8_t *)(req + 1);
+  if (f->payload_len > 0) {
+    memcpy(copy, f->payload, f->payload_len);
+  }
+  req->c = c;
+  req->correlation_id = env->correlation_id;
+  req->api = env->api;
+  req->api_version = env->api_version;
+  req->env = env;
+  req->payload = copy;
+  req->payload_len = f->payload_len;
+  req->charge = f->size;
+  req->next = c->reqs;
+  if (c->reqs != NULL) {
+    c->reqs->prev = req;
+  }
+  c->reqs = req;
+  c->nreqs++;
+  c->inflight_bytes += req->charge;
+  if (c->inflight_bytes > c->peak_inflight_bytes) {
+    c->peak_inflight_bytes = c->inflight_bytes;
+  }
+  c->requests++;
+  /* Consumed before the handler runs: it may close the conn. */
+  c->rstart += f->size;
+  c->dispatch(req, c->data);
+  return 0;
+}
+
+/* Dispatches the whole frames in the buffer while the limits allow. */
+static void conn_process(struct conn *c)
+{
+  c->busy++;
+  while (c->state == CONN_OPEN && conn_under_limits(c)) {
+    struct frame f;
+    int rv = frame_decode(c->rbuf + c->rstart, c->rend - c->rstart, c->lim.max_frame_bytes, &f);
+    if (rv == FRAME_NEED_MORE) {
+      rv = conn_reserve(c, f.need);
+      if (rv != 0) {
+        conn_protocol_error(c, rv, 0, "cannot buffer the frame");
+      }
+      break;
+    }
+    if (rv < 0) {
+      char what[160];
+      if (rv == CAIRN_ETOOLARGE) {
+        snprintf(what, sizeof what, "frame of %" PRIu32 " bytes above the limit of %" PRIu32,
+                 f.length, c->lim.max_frame_bytes);
+      } else {
+        snprintf(what, sizeof what, "malformed frame header (length %" PRIu32 ")", f.length);
+      }
+      conn_protocol_error(c, rv, 0, what);
+      break;
+    }
+    rv = conn_dispatch_frame(c, &f);
+    if (rv != 0) {
+      conn_protocol_error(c, rv, 0, "the envelope does not parse");
+      break;
+    }
+  }
+  c->backlog = c->state == CONN_OPEN && c->rend > c->rstart && !conn_under_limits(c);
+  if (c->state == CONN_OPEN) {
+    conn_shrink(c);
+  }
+  c->busy--;
+  conn_update_reading(c);
+}
+
+static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  struct conn *c = s->data;
+  c->busy++;
+  if (nread > 0) {
+    if (c->state == CONN_OPEN) {
+      c->rend += (size_t)nread;
+      if (c->lim.idle_timeout_ms > 0) {
+        uv_timer_again(&c->timer);
+      }
+      conn_process(c);
+    } else {
+      c->rstart = c->rend = 0; /* draining: discarded */
+    }
+  } else if (nread == UV_EOF) {
+    c->peer_eof = true;
+    if (c->reading) {
+      uv_read_stop(s);
+      c->reading = false;
+    }
+    if (c->state == CONN_OPEN) {
+      log_debug(CONN_LOG, "conn %" PRIu64 " %s: peer closed its side", c->id, c->peer);
+      conn_start_draining(c);
+    } else {
+      conn_drain_check(c);
+    }
+  } else if (nread < 0) {
+    if (c->state < CONN_CLOSING) {
+      snprintf(c->errmsg, sizeof c->errmsg, "read: %s", uv_strerror((int)nread));
+      log_info(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
+    }
+    conn_close_now(c, (int)nread);
+  }
+  c->busy--;
+  conn_maybe_free(c);
+}
+
+static void conn_on_kick(uv_timer_t *t)
+{
+  struct conn *c = t->data;
+  conn_process(c);
+  conn_maybe_free(c);
+}
+
+/* Starts or stops reading as the state and the limits say. Resuming with
+ * whole frames already buffered dispatches them from the kick timer, never
+ * from the caller's stack (a handler calling conn_respond() is not
+ * re-entered). */
+static void conn_update_reading(struct conn *c)
+{
+  bool want;
+  if (c->state == CONN_OPEN) {
+    want = conn_under_limits(c);
+    if (want && c->backlog && !uv_is_active((uv_handle_t *)&c->kick)) {
+      uv_timer_start(&c->kick, conn_on_kick, 0, 0);
+    }
+  } else {
+    want = c->state == CONN_DRAINING && !c->peer_eof;
+  }
+  if (want && !c->reading) {
+    int rv = uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read);
+    if (rv != 0) {
+      snprintf(c->errmsg, sizeof c->errmsg, "read start: %s", uv_strerror(rv));
+      conn_close_now(c, rv);
+      return;
+    }
+    c->reading = true;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+  }
+}
+
+static void conn_on_timer(uv_timer_t *t)
+{
+  struct conn *c = t->data;
+  c->busy++;
+  if (c->state == CONN_OPEN) {
+    if (c->nreqs > 0 || c->nouts > 0) {
+      uv_timer_again(&c->timer); /* busy, not idle: a long poll, a slow reader */
+    } else {
+      snprintf(c->errmsg, sizeof c->errmsg, "idle for %u ms", c->lim.idle_timeout_ms);
+      log_info(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
+      conn_close_now(c, -ETIMEDOUT);
+    }
+  } else if (c->state == CONN_DRAINING) {
+    if (c->nreqs > 0 || c->nouts > 0) {
+      log_info(CONN_LOG,
+               "conn %" PRIu64 " %s: close grace of %u ms over with %" PRIu32
+               " requests and %" PRIu32 " answers unfinished",
+               c->id, c->peer, c->lim.close_grace_ms, c->nreqs, c->nouts);
+    }
+    conn_close_now(c, -ETIMEDOUT);
+  }
+  c->busy--;
+  conn_maybe_free(c);
+}
+
+/* ---- creation ---- */
+
+static void conn_on_accept_failed_closed(uv_handle_t *h)
+{
+  struct conn *c = h->data;
+  if (--c->handles_open == 0) {
+    free(c->rbuf);
+    free(c);
+  }
+}
+
+int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim,
+             conn_dispatch_cb dispatch, void *data, conn_closed_cb closed_cb, struct conn **out)
+{
+  struct conn *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  c->loop = loop;
+  c->lim = *lim;
+  if (c->lim.max_frame_bytes > FRAME_MAX_BYTES_LIMIT) {
+    c->lim.max_frame_bytes = FRAME_MAX_BYTES_LIMIT;
+  }
+  c->id = conn_next_id++;
+  c->dispatch = dispatch;
+  c->data = data;
+  c->closed_cb = closed_cb;
+  c->rbuf = malloc(CONN_READ_BUF_INITIAL);
+  c->rcap = CONN_READ_BUF_INITIAL;
+  c->peak_rbuf = c->rcap;
+  snprintf(c->peer, sizeof c->peer, "?");
+  int rv = c->rbuf == NULL ? CAIRN_ENOMEM : uv_tcp_init(loop, &c->tcp);
+  if (rv != 0) {
+    free(c->rbuf);
+    free(c);
+    return rv;
+  }
+  c->tcp.data = c;
+  c->timer.data = c;
+  c->kick.data = c;
+  c->handles_open = 1;
+  rv = uv_accept(server, (uv_stream_t *)&c->tcp);
+  if (rv == 0) {
+    rv = uv_timer_init(loop, &c->timer);
+    if (rv == 0) {
+      c->handles_open++;
+      rv = uv_timer_init(loop, &c->kick);
+      if (rv == 0) {
+        c->handles_open++;
+      }
+    }
+  }
+  if (rv != 0) {
+    uv_close((uv_handle_t *)&c->tcp, conn_on_accept_failed_closed);
+    if (c->handles_open >= 2) {
+      uv_close((uv_handle_t *)&c->timer, conn_on_accept_failed_closed);
+    }
+    return rv;
+  }
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    char host[48] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+      uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
+      port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
+      port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+  }
+  (void)uv_tcp_nodelay(&c->tcp, 1);
+  if (c->lim.idle_timeout_ms > 0) {
+    uv_timer_start(&c->timer, conn_on_timer, c->lim.idle_timeout_ms, c->lim.idle_timeout_ms);
+  }
+  c->state = CONN_OPEN;
+  conn_update_reading(c);
+  if (c->state != CONN_OPEN) {
+    /* Reading could not start: it closes itself, closed_cb never fires. */
+    c->closed_cb = NULL;
+    return CAIRN_ECLOSED;
+  }
+  log_debug(CONN_LOG, "conn %" PRIu64 " %s: accepted", c->id, c->peer);
+  *out = c;
+  return 0;
+}

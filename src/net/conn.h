@@ -1,0 +1,229 @@
+/* conn.h - one accepted connection on the client port: reads frames into a
+ * bounded buffer, hands each request to a dispatch callback, and writes the
+ * answers, in whatever order they come, as gather writes of memory buffers
+ * and file regions (sendfile on the thread pool).
+ *
+ * States (one setter, conn_set_state(), logs and asserts each transition):
+ *
+ *   CONN_OPEN ---- conn_close(), peer EOF, a malformed or oversized frame
+ *     |            (answered with an error_resp first) -------> CONN_DRAINING
+ *     |  read/write error, idle timeout                             |
+ *     v                                                             |
+ *   CONN_CLOSING <--- every request answered and every byte written,|
+ *     |               FIN sent and the peer's EOF seen, or the      |
+ *     |               close grace expired (conn_drain_check,        |
+ *     |               conn_on_timer) -------------------------------+
+ *     |  in-flight requests canceled, handles closed (conn_close_now)
+ *     v
+ *   CONN_CLOSED   the handles' close callbacks have fired and every
+ *                 request has been finished: closed_cb, then freed.
+ *
+ * In CONN_DRAINING nothing new is dispatched; bytes that still arrive are
+ * read and discarded (so the peer is not reset before it reads our last
+ * answer); answers to earlier requests are still sent.
+ *
+ * Limits (struct conn_limits), each checked where it grows:
+ *   - the read buffer grows to CONN_READ_BUF_LIMIT(max_frame_bytes) at most
+ *     and shrinks back to CONN_READ_BUF_INITIAL when empty;
+ *   - reading stops (uv_read_stop) while unanswered requests hold more than
+ *     max_inflight_bytes (frame bytes) or number max_inflight_requests, or
+ *     answers not yet written exceed max_write_queue_bytes; it resumes when
+ *     they drop. A peer that never reads therefore costs at most about one
+ *     frame and one answer above those limits.
+ *
+ * Context: everything here runs on the loop thread. */
+#ifndef CAIRN_CONN_H
+#define CAIRN_CONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "client.pb-c.h"
+
+#define CONN_READ_BUF_INITIAL (64u * 1024)
+#define CONN_READ_BUF_LIMIT(max_frame_bytes) ((size_t)(max_frame_bytes) + 8)
+#define CONN_DEFAULT_MAX_INFLIGHT_BYTES (64u * 1024 * 1024)
+#define CONN_DEFAULT_MAX_INFLIGHT_REQUESTS 1024
+#define CONN_DEFAULT_MAX_WRITE_QUEUE_BYTES (64u * 1024 * 1024)
+#define CONN_DEFAULT_IDLE_TIMEOUT_MS (10u * 60 * 1000)
+#define CONN_DEFAULT_CLOSE_GRACE_MS 5000
+#define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
+#define CONN_ERRMSG_SIZE 256
+
+#define CONN_STATE_TABLE(X) \
+  X(CONN_OPEN)              \
+  X(CONN_DRAINING)          \
+  X(CONN_CLOSING)           \
+  X(CONN_CLOSED)
+
+enum conn_state {
+#define CONN_STATE_ENUM(name) name,
+  CONN_STATE_TABLE(CONN_STATE_ENUM)
+#undef CONN_STATE_ENUM
+};
+
+/* The state's name ("CONN_OPEN"), a static string. */
+const char *conn_state_name(enum conn_state state);
+
+struct conn_limits {
+  uint32_t max_frame_bytes;       /* bound on a frame's L; at most FRAME_MAX_BYTES_LIMIT */
+  uint64_t max_inflight_bytes;    /* frame bytes of unanswered requests before reads pause */
+  uint32_t max_inflight_requests; /* unanswered requests before reads pause */
+  uint64_t max_write_queue_bytes; /* answer bytes not yet written before reads pause */
+  unsigned idle_timeout_ms;       /* nothing read and nothing in flight this long: close; 0 never */
+  unsigned close_grace_ms;        /* how long a draining conn waits for answers and the peer */
+  unsigned write_timeout_ms;      /* a file region that cannot progress this long fails the conn */
+};
+
+/* Fills lim with the CONN_DEFAULT_* values and FRAME_DEFAULT_MAX_BYTES. */
+void conn_limits_default(struct conn_limits *lim);
+
+struct conn;
+struct conn_request;
+
+/* A new request. The handler owns req from now on and finishes it with
+ * exactly one conn_respond() or conn_respond_error(), now or later (other
+ * requests of the same conn may be dispatched and answered before). */
+typedef void (*conn_dispatch_cb)(struct conn_request *req, void *data);
+
+/* The conn is closing before req was answered: the handler stops its work
+ * and finishes req (conn_respond drops the answer), now or soon. Fires at
+ * most once, on the loop thread. The conn stays allocated until every
+ * request is finished, so a handler never writes to a freed conn. */
+typedef void (*conn_cancel_cb)(struct conn_request *req);
+
+/* The conn is gone (CONN_CLOSED); c is freed when this returns. */
+typedef void (*conn_closed_cb)(struct conn *c);
+
+/* A response part has been sent (status 0) or dropped (a negative code:
+ * the conn closed or the write failed). Fires exactly once per part given
+ * to conn_respond(). */
+typedef void (*conn_release_cb)(void *arg, int status);
+
+struct conn_request {
+  /* Read-only for the handler. */
+  struct conn *c;
+  uint64_t correlation_id;
+  Cairn__Client__Api api;
+  uint32_t api_version;
+  Cairn__Client__Envelope *env; /* owned by the request, freed with it */
+  const uint8_t *payload;       /* a copy owned by the request: valid until it
+                                 * is finished, whatever else is read meanwhile */
+  size_t payload_len;
+  bool canceled; /* the conn is closing: the answer will be dropped */
+  /* Free for the handler. */
+  void *handler_data;
+  /* Private. */
+  conn_cancel_cb cancel_cb;
+  size_t charge; /* bytes counted in the conn's in-flight total */
+  struct conn_request *prev, *next;
+};
+
+enum conn_part_kind { CONN_PART_MEM = 0, CONN_PART_FILE };
+
+/* One region of a response payload. */
+struct conn_part {
+  enum conn_part_kind kind;
+  const void *base;        /* CONN_PART_MEM: len bytes from base */
+  int fd;                  /* CONN_PART_FILE: len bytes of fd from offset */
+  int64_t offset;
+  size_t len;
+  conn_release_cb release; /* may be NULL */
+  void *arg;
+};
+
+struct conn_out;
+struct conn_sendfile;
+
+struct conn {
+  uv_loop_t *loop;
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* idle timeout in CONN_OPEN, close grace in CONN_DRAINING */
+  uv_timer_t kick;  /* resumes dispatch of buffered frames outside callers' stacks */
+  uv_shutdown_t shutdown_req;
+  struct conn_limits lim;
+  enum conn_state state;
+  uint64_t id;
+  char peer[64];
+  conn_dispatch_cb dispatch;
+  void *data;
+  conn_closed_cb closed_cb;
+  void *owner; /* for the creator (the listener) */
+  struct conn *prev, *next; /* the owner's list */
+
+  /* Read side: bytes [rstart, rend) of rbuf are received and not consumed. */
+  uint8_t *rbuf;
+  size_t rcap, rstart, rend;
+  bool reading;
+  bool backlog; /* whole frames wait in rbuf for the limits to allow them */
+  bool peer_eof;
+  bool shutdown_sent;
+
+  /* Requests dispatched and not finished. */
+  struct conn_request *reqs;
+  uint32_t nreqs;
+  uint64_t inflight_bytes;
+
+  /* Write side: answers whose parts are not all issued, in order. */
+  struct conn_out *outq_head, *outq_tail;
+  uint32_t nouts;             /* answers not fully written (queued or issued) */
+  uint64_t write_queue_bytes; /* answer bytes not yet written */
+  uint32_t writes_pending;    /* uv_write requests in flight */
+  struct conn_sendfile *sf;   /* the file region on the thread pool, or NULL */
+
+  int handles_open;
+  bool handles_closing;
+  int busy; /* > 0 while a function up the stack still uses c */
+
+  /* Counters for tests and metrics. */
+  uint64_t requests;
+  uint64_t responses;
+  uint64_t peak_inflight_bytes;
+  uint64_t peak_write_queue_bytes;
+  size_t peak_rbuf;
+  char errmsg[CONN_ERRMSG_SIZE]; /* why it closed, when it did not close cleanly */
+};
+
+/* Accepts one pending connection from server into a new conn in CONN_OPEN
+ * and starts reading. lim is copied. dispatch(req, data) fires once per
+ * request; closed_cb(c) fires once when the conn is gone (after any close
+ * reason), then c is freed. Returns 0 and *out (owned by the loop: it frees
+ * itself after closed_cb), or a negative code (nothing to free, closed_cb
+ * never fires). Context: loop thread. */
+__attribute__((warn_unused_result)) int conn_new(uv_loop_t *loop, uv_stream_t *server,
+                                                 const struct conn_limits *lim,
+                                                 conn_dispatch_cb dispatch, void *data,
+                                                 conn_closed_cb closed_cb, struct conn **out);
+
+/* Starts a clean close: nothing new is dispatched, answers to dispatched
+ * requests are still sent for up to close_grace_ms, then the requests left
+ * are canceled and the conn closes; closed_cb fires when it is gone. No-op
+ * if already draining or closing. Context: loop thread. */
+void conn_close(struct conn *c);
+
+/* Sets the cancel callback of req. Set it from the dispatch callback (a
+ * request is never canceled before that returns); set later, check
+ * req->canceled first. Context: loop thread. */
+void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb);
+
+/* Finishes req by queuing its answer: env (its correlation_id and api are
+ * replaced by the request's) then the parts' bytes as the payload, in
+ * order. Memory parts are not copied: they must stay valid until their
+ * release callback. File parts are sent with sendfile on the thread pool.
+ * If the conn is closing (req->canceled) the answer is dropped.
+ * Ownership: always consumes req (freed here, with its env and payload)
+ * and the parts (each release callback fires exactly once: 0 when the
+ * bytes were written, a negative code when dropped); borrows env and the
+ * parts array. Context: loop thread. */
+void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
+                  const struct conn_part *parts, size_t nparts);
+
+/* Finishes req with an envelope holding only error_resp {code, message}.
+ * Ownership and context as conn_respond(). */
+void conn_respond_error(struct conn_request *req, Cairn__Client__ErrorCode code,
+                        const char *message);
+
+#endif

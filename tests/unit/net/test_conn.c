@@ -1,0 +1,767 @@
+/* test_conn.c - the client port's connection layer over a real libuv loop:
+ * a listener on 127.0.0.1:0 runs in a server thread with a test dispatcher
+ * (echo, answer later, big answers, file regions, never answer); blocking
+ * wire clients drive it from the test thread. Every test stops the server
+ * and checks that the loop closes with no handle left. */
+#include "common/err.h"
+#include "net/conn.h"
+#include "net/frame.h"
+#include "net/listener.h"
+#include "testutil.h"
+#include "wire_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define RECV_MS 5000
+
+struct srv {
+  uv_loop_t loop;
+  struct listener l;
+  uv_async_t stop_async;
+  pthread_t thread;
+  char address[64];
+  char *tmpdir;
+  int file_fd; /* for "file" answers */
+  /* Written on the loop thread, read by the test thread (atomics), or read
+   * after the join. */
+  atomic_int requests;
+  atomic_int canceled;
+  atomic_int released_ok;
+  atomic_int released_err;
+  atomic_int parts_given;
+  uint64_t peak_inflight_bytes;
+  uint64_t peak_write_queue_bytes;
+  size_t peak_rbuf;
+  uint64_t accepted, rejected;
+  bool listener_closed;
+};
+
+/* One part's memory and the server it counts on. */
+struct part_ctx {
+  struct srv *s;
+  void *mem;
+};
+
+struct deferred {
+  uv_timer_t timer;
+  struct conn_request *req;
+  struct srv *s;
+};
+
+static void srv_note_peaks(struct srv *s, const struct conn *c)
+{
+  if (c->peak_inflight_bytes > s->peak_inflight_bytes) {
+    s->peak_inflight_bytes = c->peak_inflight_bytes;
+  }
+  if (c->peak_write_queue_bytes > s->peak_write_queue_bytes) {
+    s->peak_write_queue_bytes = c->peak_write_queue_bytes;
+  }
+  if (c->peak_rbuf > s->peak_rbuf) {
+    s->peak_rbuf = c->peak_rbuf;
+  }
+}
+
+static void srv_on_release(void *arg, int status)
+{
+  struct part_ctx *pc = arg;
+  if (status == 0) {
+    atomic_fetch_add(&pc->s->released_ok, 1);
+  } else {
+    atomic_fetch_add(&pc->s->released_err, 1);
+  }
+  free(pc->mem);
+  free(pc);
+}
+
+static struct conn_part srv_mem_part(struct srv *s, const void *p, size_t len)
+{
+  struct part_ctx *pc = malloc(sizeof *pc);
+  pc->s = s;
+  pc->mem = malloc(len > 0 ? len : 1);
+  memcpy(pc->mem, p, len);
+  atomic_fetch_add(&s->parts_given, 1);
+  return (struct conn_part){
+      .kind = CONN_PART_MEM, .base = pc->mem, .len = len, .release = srv_on_release, .arg = pc};
+}
+
+/* Answers with hello_resp {cluster_id = the request's client_id} and parts. */
+static void srv_answer(struct conn_request *req, const struct conn_part *parts, size_t n)
+{
+  Cairn__Client__HelloResponse hr = CAIRN__CLIENT__HELLO_RESPONSE__INIT;
+  hr.cluster_id = req->env->hello_req != NULL ? req->env->hello_req->client_id : "";
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_RESP;
+  env.hello_resp = &hr;
+  conn_respond(req, &env, parts, n);
+}
+
+static void srv_on_deferred_closed(uv_handle_t *h) { free(h); }
+
+static void srv_on_deferred(uv_timer_t *t)
+{
+  struct deferred *d = t->data;
+  struct conn_part p = srv_mem_part(d->s, d->req->payload, d->req->payload_len);
+  srv_answer(d->req, &p, 1);
+  uv_close((uv_handle_t *)&d->timer, srv_on_deferred_closed);
+}
+
+static void srv_on_cancel(struct conn_request *req)
+{
+  struct srv *s = req->c->data;
+  atomic_fetch_add(&s->canceled, 1);
+  struct deferred *d = req->handler_data;
+  if (d != NULL) {
+    uv_timer_stop(&d->timer);
+    uv_close((uv_handle_t *)&d->timer, srv_on_deferred_closed);
+  }
+  /* The answer is dropped, but the part must still be released. */
+  struct conn_part p = srv_mem_part(s, "x", 1);
+  srv_answer(req, &p, 1);
+}
+
+/* The client_id of a Hello request says what to do:
+ *   "echo"          answer now with the request's payload
+ *   "later:MS"      answer with the payload after MS milliseconds
+ *   "hold"          never answer (until canceled)
+ *   "big:N"         answer now with N bytes
+ *   "file:OFF:LEN"  answer "<" + LEN bytes of the file from OFF + ">" */
+static void srv_dispatch(struct conn_request *req, void *data)
+{
+  struct srv *s = data;
+  atomic_fetch_add(&s->requests, 1);
+  srv_note_peaks(s, req->c);
+  const char *what = req->env->hello_req != NULL ? req->env->hello_req->client_id : "echo";
+  conn_request_set_cancel(req, srv_on_cancel);
+  if (strcmp(what, "echo") == 0) {
+    struct conn_part p = srv_mem_part(s, req->payload, req->payload_len);
+    srv_answer(req, &p, 1);
+  } else if (strncmp(what, "later:", 6) == 0) {
+    struct deferred *d = calloc(1, sizeof *d);
+    d->req = req;
+    d->s = s;
+    req->handler_data = d;
+    assert_int_equal(uv_timer_init(&s->loop, &d->timer), 0);
+    d->timer.data = d;
+    assert_int_equal(uv_timer_start(&d->timer, srv_on_deferred, strtoul(what + 6, NULL, 10), 0), 0);
+  } else if (strcmp(what, "hold") == 0) {
+    /* Answered by srv_on_cancel. */
+  } else if (strncmp(what, "big:", 4) == 0) {
+    size_t n = strtoul(what + 4, NULL, 10);
+    uint8_t *b = malloc(n);
+    memset(b, 0xab, n);
+    struct conn_part p = srv_mem_part(s, b, n);
+    free(b);
+    srv_answer(req, &p, 1);
+  } else if (strncmp(what, "file:", 5) == 0) {
+    char *end;
+    int64_t off = strtoll(what + 5, &end, 10);
+    size_t len = strtoul(end + 1, NULL, 10);
+    struct part_ctx *pc = calloc(1, sizeof *pc);
+    pc->s = s;
+    atomic_fetch_add(&s->parts_given, 1);
+    struct conn_part parts[3] = {
+        srv_mem_part(s, "<", 1),
+        {.kind = CONN_PART_FILE,
+         .fd = s->file_fd,
+         .offset = off,
+         .len = len,
+         .release = srv_on_release,
+         .arg = pc},
+        srv_mem_part(s, ">", 1),
+    };
+    srv_answer(req, parts, 3);
+  } else {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_API, "unknown test action");
+  }
+}
+
+static void srv_on_listener_closed(struct listener *l)
+{
+  struct srv *s = (struct srv *)((char *)l - offsetof(struct srv, l));
+  s->listener_closed = true;
+}
+
+static void srv_on_stop(uv_async_t *a)
+{
+  struct srv *s = a->data;
+  for (struct conn *c = s->l.conns; c != NULL; c = c->next) {
+    srv_note_peaks(s, c);
+  }
+  s->accepted = s->l.accepted;
+  s->rejected = s->l.rejected;
+  listener_close(&s->l, srv_on_listener_closed);
+  uv_close((uv_handle_t *)&s->stop_async, NULL);
+}
+
+static void *srv_thread(void *arg)
+{
+  struct srv *s = arg;
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+static struct srv *srv_start(const struct conn_limits *lim, unsigned max_conns)
+{
+  struct srv *s = calloc(1, sizeof *s);
+  assert_int_equal(uv_loop_init(&s->loop), 0);
+  struct listener_config cfg = {.bind_address = "127.0.0.1:0",
+                                .max_conns = max_conns,
+                                .dispatch = srv_dispatch,
+                                .data = s};
+  if (lim != NULL) {
+    cfg.limits = *lim;
+  } else {
+    conn_limits_default(&cfg.limits);
+  }
+  assert_int_equal(listener_init(&s->l, &s->loop, &cfg), 0);
+  assert_true(s->l.port > 0);
+  snprintf(s->address, sizeof s->address, "127.0.0.1:%d", s->l.port);
+  assert_int_equal(uv_async_init(&s->loop, &s->stop_async, srv_on_stop), 0);
+  s->stop_async.data = s;
+  s->file_fd = -1;
+  assert_int_equal(pthread_create(&s->thread, NULL, srv_thread, s), 0);
+  return s;
+}
+
+static void walk_print(uv_handle_t *h, void *arg)
+{
+  fprintf(stderr, "leaked handle: %s\n", uv_handle_type_name(uv_handle_get_type(h)));
+}
+
+/* Stops the server: every conn closes within its grace, the loop ends, and
+ * no handle is left. */
+static void srv_stop(struct srv *s)
+{
+  assert_int_equal(uv_async_send(&s->stop_async), 0);
+  assert_int_equal(pthread_join(s->thread, NULL), 0);
+  assert_true(s->listener_closed);
+  int rv = uv_loop_close(&s->loop);
+  if (rv != 0) {
+    uv_walk(&s->loop, walk_print, NULL);
+  }
+  assert_int_equal(rv, 0);
+  /* Every part handed to conn_respond() was released exactly once. */
+  assert_int_equal(atomic_load(&s->released_ok) + atomic_load(&s->released_err),
+                   atomic_load(&s->parts_given));
+}
+
+static void srv_free(struct srv *s)
+{
+  if (s->file_fd >= 0) {
+    close(s->file_fd);
+  }
+  if (s->tmpdir != NULL) {
+    tu_tmpdir_free(s->tmpdir);
+  }
+  free(s);
+}
+
+static void client_send(struct wc *w, uint64_t corr, const char *what, const void *payload,
+                        size_t len)
+{
+  Cairn__Client__HelloRequest hr = CAIRN__CLIENT__HELLO_REQUEST__INIT;
+  hr.client_id = (char *)what;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.correlation_id = corr;
+  env.api = CAIRN__CLIENT__API__API_HELLO;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ;
+  env.hello_req = &hr;
+  struct iovec iov = {.iov_base = (void *)payload, .iov_len = len};
+  assert_int_equal(wc_send(w, &env, &iov, len > 0 ? 1 : 0), 0);
+}
+
+/* Receives one answer and checks its correlation id and payload. */
+static void client_expect(struct wc *w, uint64_t corr, const void *payload, size_t len)
+{
+  Cairn__Client__Envelope *env;
+  uint8_t *p;
+  size_t plen;
+  int rv = wc_recv(w, RECV_MS, &env, &p, &plen);
+  if (rv != 0) {
+    fail_msg("expected answer %llu: %s", (unsigned long long)corr, cairn_strerror(rv));
+  }
+  assert_int_equal(env->correlation_id, corr);
+  assert_int_equal(env->api, CAIRN__CLIENT__API__API_HELLO);
+  assert_int_equal(env->body_case, CAIRN__CLIENT__ENVELOPE__BODY_HELLO_RESP);
+  assert_int_equal(plen, len);
+  if (len > 0) {
+    assert_memory_equal(p, payload, len);
+  }
+  free(p);
+  cairn__client__envelope__free_unpacked(env, NULL);
+}
+
+/* Receives an error_resp with code and correlation id 0, then EOF. */
+static void client_expect_error_then_close(struct wc *w, Cairn__Client__ErrorCode code)
+{
+  Cairn__Client__Envelope *env;
+  assert_int_equal(wc_recv(w, RECV_MS, &env, NULL, NULL), 0);
+  assert_int_equal(env->correlation_id, 0);
+  assert_int_equal(env->body_case, CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP);
+  assert_int_equal(env->error_resp->code, code);
+  assert_true(strlen(env->error_resp->message) > 0);
+  cairn__client__envelope__free_unpacked(env, NULL);
+  assert_int_equal(wc_wait_closed(w, RECV_MS), 0);
+}
+
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_conn_echo_round_trip(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 42, "echo", "payload bytes", 13);
+  client_expect(&w, 42, "payload bytes", 13);
+  client_send(&w, 43, "echo", NULL, 0);
+  client_expect(&w, 43, NULL, 0);
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), 2);
+  assert_int_equal(atomic_load(&s->released_ok), 2);
+  srv_free(s);
+}
+
+static void test_conn_pipelines_1000_requests(void **state)
+{
+  uint64_t seed = tu_seed(__func__);
+  uint64_t rng = seed;
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  enum { N = 1000 };
+  static uint8_t payload[4096];
+  size_t lens[N];
+  for (size_t i = 0; i < sizeof payload; i++) {
+    payload[i] = (uint8_t)(i * 7);
+  }
+  /* All sent before any is read (the socket buffers hold them: 1000 small
+   * frames plus answers stay well under the kernel's defaults). */
+  for (int i = 0; i < N; i++) {
+    lens[i] = tu_rand(&rng) % 1024;
+    client_send(&w, (uint64_t)i + 1, "echo", payload + (i % 64), lens[i]);
+  }
+  for (int i = 0; i < N; i++) {
+    client_expect(&w, (uint64_t)i + 1, payload + (i % 64), lens[i]);
+  }
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), N);
+  srv_free(s);
+}
+
+static void test_conn_answers_out_of_order(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 1, "later:300", "first", 5);
+  client_send(&w, 2, "echo", "second", 6);
+  client_send(&w, 3, "later:100", "third", 5);
+  client_send(&w, 4, "echo", "fourth", 6);
+  client_expect(&w, 2, "second", 6);
+  client_expect(&w, 4, "fourth", 6);
+  client_expect(&w, 3, "third", 5);
+  client_expect(&w, 1, "first", 5);
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->canceled), 0);
+  srv_free(s);
+}
+
+static void test_conn_oversized_frame_is_answered_then_closed(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.max_frame_bytes = 4096;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 7, "echo", "ok", 2);
+  /* Only the header of a 1 MB frame: the answer must not wait for the rest. */
+  uint8_t hdr[8] = {0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02};
+  assert_int_equal(wc_send_raw(&w, hdr, sizeof hdr), 0);
+  client_expect(&w, 7, "ok", 2);
+  client_expect_error_then_close(&w, CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE);
+  wc_close(&w);
+  srv_stop(s);
+  srv_free(s);
+}
+
+static void test_conn_large_frame_within_the_limit_is_buffered_and_shrinks(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.max_frame_bytes = 1 << 20;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  size_t n = (1 << 20) - 100;
+  uint8_t *big = malloc(n);
+  for (size_t i = 0; i < n; i++) {
+    big[i] = (uint8_t)(i * 13 + 1);
+  }
+  client_send(&w, 1, "echo", big, n);
+  client_expect(&w, 1, big, n);
+  client_send(&w, 2, "echo", "small", 5);
+  client_expect(&w, 2, "small", 5);
+  wc_close(&w);
+  srv_stop(s);
+  assert_true(s->peak_rbuf >= n);
+  assert_true(s->peak_rbuf <= CONN_READ_BUF_LIMIT(lim.max_frame_bytes));
+  free(big);
+  srv_free(s);
+}
+
+static void test_conn_garbage_bytes_get_malformed_request_then_close(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  /* An HTTP client: "GET " read as L is far above the limit. */
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  assert_int_equal(wc_send_raw(&w, http, strlen(http)), 0);
+  client_expect_error_then_close(&w, CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE);
+  wc_close(&w);
+  /* A zero-length frame. */
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  uint8_t zero[4] = {0};
+  assert_int_equal(wc_send_raw(&w, zero, 4), 0);
+  client_expect_error_then_close(&w, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  wc_close(&w);
+  /* E > L - 4. */
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  uint8_t bad_e[12] = {0, 0, 0, 8, 0, 0, 0, 9, 1, 2, 3, 4};
+  assert_int_equal(wc_send_raw(&w, bad_e, sizeof bad_e), 0);
+  client_expect_error_then_close(&w, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  wc_close(&w);
+  /* A whole frame whose envelope is not protobuf, after a good request. */
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 5, "echo", "fine", 4);
+  uint8_t bad_pb[12] = {0, 0, 0, 8, 0, 0, 0, 4, 0x0f, 0xff, 0xff, 0xff};
+  assert_int_equal(wc_send_raw(&w, bad_pb, sizeof bad_pb), 0);
+  client_expect(&w, 5, "fine", 4);
+  client_expect_error_then_close(&w, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  wc_close(&w);
+  /* Random garbage, seeded: always an error answer or a close, never a crash. */
+  uint64_t seed = tu_seed(__func__);
+  uint64_t rng = seed;
+  for (int round = 0; round < 20; round++) {
+    assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+    uint8_t junk[256];
+    for (size_t i = 0; i < sizeof junk; i++) {
+      junk[i] = (uint8_t)tu_rand(&rng);
+    }
+    if (round % 2 == 0) {
+      junk[0] = 0; /* a plausible length, so the envelope parser sees junk */
+      junk[1] = 0;
+      junk[2] = 0;
+      junk[3] = 252;
+      junk[4] = junk[5] = junk[6] = 0;
+    }
+    assert_int_equal(wc_send_raw(&w, junk, sizeof junk), 0);
+    Cairn__Client__Envelope *env;
+    int rv;
+    while ((rv = wc_recv(&w, RECV_MS, &env, NULL, NULL)) == 0) {
+      cairn__client__envelope__free_unpacked(env, NULL);
+    }
+    assert_true(rv == CAIRN_ECLOSED || rv == -ECONNRESET);
+    wc_close(&w);
+  }
+  srv_stop(s);
+  srv_free(s);
+}
+
+/* A client that sends and never reads: the conn stops reading once its
+ * unwritten answers pass the bound, so the server's memory stays bounded
+ * while the client's sends stall; reading later gets every answer. */
+static void test_conn_backpressure_bounds_memory_of_a_client_that_stops_reading(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.max_write_queue_bytes = 256 * 1024;
+  lim.max_inflight_bytes = 64 * 1024;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  int small = 1 << 14;
+  setsockopt(w.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  enum { ANSWER = 64 * 1024, REQUEST_PAYLOAD = 8 * 1024 };
+  /* Build one request frame and send it non-blocking until no progress for
+   * half a second. */
+  Cairn__Client__HelloRequest hr = CAIRN__CLIENT__HELLO_REQUEST__INIT;
+  char what[32];
+  snprintf(what, sizeof what, "big:%d", ANSWER);
+  hr.client_id = what;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_HELLO;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ;
+  env.hello_req = &hr;
+  int sent = 0;
+  int64_t last_progress = now_ms();
+  static uint8_t frame[256 + REQUEST_PAYLOAD];
+  size_t flen = 0, foff = 0;
+  while (now_ms() - last_progress < 500 && sent < 100000) {
+    if (foff == flen) {
+      env.correlation_id = (uint64_t)sent + 1;
+      size_t hlen = frame_header_size(&env);
+      assert_int_equal(frame_encode_header(&env, REQUEST_PAYLOAD, frame), 0);
+      memset(frame + hlen, 0x5a, REQUEST_PAYLOAD);
+      flen = hlen + REQUEST_PAYLOAD;
+      foff = 0;
+    }
+    ssize_t r = send(w.fd, frame + foff, flen - foff, MSG_DONTWAIT);
+    if (r > 0) {
+      foff += (size_t)r;
+      if (foff == flen) {
+        sent++;
+      }
+      last_progress = now_ms();
+    } else {
+      usleep(1000);
+    }
+  }
+  int dispatched = atomic_load(&s->requests);
+  fprintf(stderr, "backpressure: sent %d requests, %d dispatched while the client did not read\n",
+          sent, dispatched);
+  /* The server stopped reading: far fewer dispatched than the client would
+   * send, and it could not send everything. */
+  assert_true(sent < 100000);
+  assert_true(dispatched < sent || foff != 0);
+  assert_true((uint64_t)dispatched * ANSWER < 64u * 1024 * 1024);
+  /* Read everything, finishing the partial frame as room appears (a
+   * blocking send here would deadlock: the server waits for us to read). */
+  int total = sent + (foff > 0 && foff < flen ? 1 : 0);
+  int64_t deadline = now_ms() + 30000;
+  for (int i = 0; i < total;) {
+    assert_true(now_ms() < deadline);
+    if (foff > 0 && foff < flen) {
+      ssize_t r = send(w.fd, frame + foff, flen - foff, MSG_DONTWAIT);
+      if (r > 0) {
+        foff += (size_t)r;
+      }
+    }
+    Cairn__Client__Envelope *e;
+    uint8_t *p;
+    size_t plen;
+    int rv = wc_recv(&w, 20, &e, &p, &plen);
+    if (rv == -ETIMEDOUT) {
+      continue;
+    }
+    assert_int_equal(rv, 0);
+    i++;
+    assert_int_equal(e->correlation_id, (uint64_t)i);
+    assert_int_equal(plen, ANSWER);
+    free(p);
+    cairn__client__envelope__free_unpacked(e, NULL);
+  }
+  wc_close(&w);
+  srv_stop(s);
+  fprintf(stderr, "backpressure: peak write queue %llu, peak in flight %llu, read buffer %zu\n",
+          (unsigned long long)s->peak_write_queue_bytes,
+          (unsigned long long)s->peak_inflight_bytes, s->peak_rbuf);
+  /* At most one answer and one frame past each bound. */
+  assert_true(s->peak_write_queue_bytes <= lim.max_write_queue_bytes + ANSWER + 256);
+  assert_true(s->peak_inflight_bytes <= lim.max_inflight_bytes + REQUEST_PAYLOAD + 256);
+  assert_int_equal(s->peak_rbuf, CONN_READ_BUF_INITIAL);
+  srv_free(s);
+}
+
+static void test_conn_idle_timeout_closes_only_idle_conns(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.idle_timeout_ms = 200;
+  lim.close_grace_ms = 300;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc idle, busy;
+  assert_int_equal(wc_connect(&idle, s->address, RECV_MS), 0);
+  assert_int_equal(wc_connect(&busy, s->address, RECV_MS), 0);
+  client_send(&busy, 1, "hold", NULL, 0); /* a long poll keeps it busy */
+  int64_t t0 = now_ms();
+  assert_int_equal(wc_wait_closed(&idle, RECV_MS), 0);
+  int64_t took = now_ms() - t0;
+  assert_true(took >= 150);
+  assert_true(took < 3000);
+  Cairn__Client__Envelope *env;
+  assert_int_equal(wc_recv(&busy, 500, &env, NULL, NULL), -ETIMEDOUT);
+  wc_close(&idle);
+  srv_stop(s); /* the held request is canceled after the close grace */
+  assert_int_equal(wc_wait_closed(&busy, RECV_MS), 0);
+  wc_close(&busy);
+  assert_int_equal(atomic_load(&s->canceled), 1);
+  srv_free(s);
+}
+
+static void test_conn_max_connections_closes_the_extra_one(void **state)
+{
+  struct srv *s = srv_start(NULL, 2);
+  struct wc a, b, c;
+  assert_int_equal(wc_connect(&a, s->address, RECV_MS), 0);
+  client_send(&a, 1, "echo", "a", 1);
+  client_expect(&a, 1, "a", 1);
+  assert_int_equal(wc_connect(&b, s->address, RECV_MS), 0);
+  client_send(&b, 1, "echo", "b", 1);
+  client_expect(&b, 1, "b", 1);
+  assert_int_equal(wc_connect(&c, s->address, RECV_MS), 0);
+  int rv = wc_wait_closed(&c, RECV_MS);
+  assert_true(rv == 0 || rv == -ECONNRESET);
+  wc_close(&c);
+  client_send(&a, 2, "echo", "still", 5);
+  client_expect(&a, 2, "still", 5);
+  /* A slot frees when a conn goes. */
+  wc_close(&b);
+  int accepted = 0;
+  for (int tries = 0; tries < 50 && !accepted; tries++) {
+    usleep(20000);
+    assert_int_equal(wc_connect(&c, s->address, RECV_MS), 0);
+    client_send(&c, 9, "echo", "c", 1);
+    Cairn__Client__Envelope *env;
+    if (wc_recv(&c, 1000, &env, NULL, NULL) == 0) {
+      cairn__client__envelope__free_unpacked(env, NULL);
+      accepted = 1;
+    }
+    wc_close(&c);
+  }
+  assert_true(accepted);
+  wc_close(&a);
+  srv_stop(s);
+  assert_true(s->rejected >= 1);
+  srv_free(s);
+}
+
+static void test_conn_close_sends_in_flight_answers_then_cancels_the_rest(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.close_grace_ms = 1000;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 1, "later:200", "late", 4);
+  client_send(&w, 2, "hold", NULL, 0);
+  while (atomic_load(&s->requests) < 2) {
+    usleep(1000);
+  }
+  int64_t t0 = now_ms();
+  assert_int_equal(uv_async_send(&s->stop_async), 0);
+  client_expect(&w, 1, "late", 4); /* answered during the grace */
+  assert_int_equal(wc_wait_closed(&w, RECV_MS), 0);
+  int64_t took = now_ms() - t0;
+  assert_true(took >= 900); /* the held request kept it for the grace */
+  wc_close(&w);
+  assert_int_equal(pthread_join(s->thread, NULL), 0);
+  assert_int_equal(uv_loop_close(&s->loop), 0);
+  assert_int_equal(atomic_load(&s->canceled), 1);
+  assert_int_equal(atomic_load(&s->released_ok) + atomic_load(&s->released_err),
+                   atomic_load(&s->parts_given));
+  srv_free(s);
+}
+
+static void test_conn_peer_half_close_still_gets_its_answers(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 1, "later:100", "one", 3);
+  client_send(&w, 2, "echo", "two", 3);
+  shutdown(w.fd, SHUT_WR);
+  client_expect(&w, 2, "two", 3);
+  client_expect(&w, 1, "one", 3);
+  assert_int_equal(wc_wait_closed(&w, RECV_MS), 0);
+  wc_close(&w);
+  srv_stop(s);
+  srv_free(s);
+}
+
+static void test_conn_sends_file_regions_between_memory_parts(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  s->tmpdir = tu_tmpdir("conn");
+  char path[512];
+  snprintf(path, sizeof path, "%s/region", s->tmpdir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  size_t n = 3 << 20;
+  uint8_t *content = malloc(n);
+  for (size_t i = 0; i < n; i++) {
+    content[i] = (uint8_t)((i * 31) ^ (i >> 9));
+  }
+  assert_int_equal(write(fd, content, n), (ssize_t)n);
+  s->file_fd = fd; /* set before any request reads it */
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  struct {
+    int64_t off;
+    size_t len;
+  } regions[] = {{0, 10}, {4096, 2 << 20}, {12345, 1}, {1, n - 1}};
+  size_t nreg = sizeof regions / sizeof regions[0];
+  char what[64];
+  for (size_t i = 0; i < nreg; i++) {
+    snprintf(what, sizeof what, "file:%lld:%zu", (long long)regions[i].off, regions[i].len);
+    client_send(&w, i + 1, what, NULL, 0);
+    client_send(&w, 100 + i, "echo", "between", 7); /* answers queue behind the file */
+  }
+  uint8_t *expect = malloc(n + 2);
+  for (size_t i = 0; i < nreg; i++) {
+    expect[0] = '<';
+    memcpy(expect + 1, content + regions[i].off, regions[i].len);
+    expect[regions[i].len + 1] = '>';
+    snprintf(what, sizeof what, "file:%lld:%zu", (long long)regions[i].off, regions[i].len);
+    Cairn__Client__Envelope *env;
+    uint8_t *p;
+    size_t plen;
+    assert_int_equal(wc_recv(&w, RECV_MS, &env, &p, &plen), 0);
+    assert_int_equal(env->correlation_id, i + 1);
+    assert_string_equal(env->hello_resp->cluster_id, what);
+    assert_int_equal(plen, regions[i].len + 2);
+    assert_memory_equal(p, expect, plen);
+    free(p);
+    cairn__client__envelope__free_unpacked(env, NULL);
+    client_expect(&w, 100 + i, "between", 7);
+  }
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->released_err), 0);
+  free(expect);
+  free(content);
+  srv_free(s);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conn_echo_round_trip),
+      cmocka_unit_test(test_conn_pipelines_1000_requests),
+      cmocka_unit_test(test_conn_answers_out_of_order),
+      cmocka_unit_test(test_conn_oversized_frame_is_answered_then_closed),
+      cmocka_unit_test(test_conn_large_frame_within_the_limit_is_buffered_and_shrinks),
+      cmocka_unit_test(test_conn_garbage_bytes_get_malformed_request_then_close),
+      cmocka_unit_test(test_conn_backpressure_bounds_memory_of_a_client_that_stops_reading),
+      cmocka_unit_test(test_conn_idle_timeout_closes_only_idle_conns),
+      cmocka_unit_test(test_conn_max_connections_closes_the_extra_one),
+      cmocka_unit_test(test_conn_close_sends_in_flight_answers_then_cancels_the_rest),
+      cmocka_unit_test(test_conn_peer_half_close_still_gets_its_answers),
+      cmocka_unit_test(test_conn_sends_file_regions_between_memory_parts),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
