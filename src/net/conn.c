@@ -26,7 +26,7 @@ struct conn_out {
   uint8_t *hdr;
   size_t hdr_len;
   bool hdr_issued;
-  size_t issued;   /* parts [0, issued) have been handed to a write */
+  size_t issued;    /* parts [0, issued) have been handed to a write */
   unsigned pending; /* writes of this answer not yet completed */
   size_t nparts;
   struct conn_part parts[];
@@ -63,7 +63,10 @@ static const char *const conn_state_names[] = {
 #undef CONN_STATE_NAME
 };
 
-const char *conn_state_name(enum conn_state state) { return conn_state_names[state]; }
+const char *conn_state_name(enum conn_state state)
+{
+  return conn_state_names[state];
+}
 
 void conn_limits_default(struct conn_limits *lim)
 {
@@ -450,7 +453,10 @@ static void conn_request_free(struct conn_request *req)
   free(req);
 }
 
-void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb) { req->cancel_cb = cb; }
+void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb)
+{
+  req->cancel_cb = cb;
+}
 
 void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
                   const struct conn_part *parts, size_t nparts)
@@ -582,8 +588,7 @@ void conn_close(struct conn *c)
 
 /* Answers a frame that cannot be handled with error_resp (correlation id 0
  * when unknown), logs one line, and drains. */
-static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id,
-                                const char *what)
+static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id, const char *what)
 {
   Cairn__Client__ErrorCode code = wire_err_from(err);
   snprintf(c->errmsg, sizeof c->errmsg, "%s (%s): answered %s and closing", what,
@@ -604,8 +609,7 @@ static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id
 
 static bool conn_under_limits(const struct conn *c)
 {
-  return c->inflight_bytes < c->lim.max_inflight_bytes &&
-         c->nreqs < c->lim.max_inflight_requests &&
+  return c->inflight_bytes < c->lim.max_inflight_bytes && c->nreqs < c->lim.max_inflight_requests &&
          c->write_queue_bytes < c->lim.max_write_queue_bytes;
 }
 

@@ -53,10 +53,10 @@
 #define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
 #define CONN_ERRMSG_SIZE 256
 
-#define CONN_STATE_TABLE(X) \
-  X(CONN_OPEN)              \
-  X(CONN_DRAINING)          \
-  X(CONN_CLOSING)           \
+#define CONN_STATE_TABLE(X)                                                                        \
+  X(CONN_OPEN)                                                                                     \
+  X(CONN_DRAINING)                                                                                 \
+  X(CONN_CLOSING)                                                                                  \
   X(CONN_CLOSED)
 
 enum conn_state {
@@ -127,8 +127,8 @@ enum conn_part_kind { CONN_PART_MEM = 0, CONN_PART_FILE };
 /* One region of a response payload. */
 struct conn_part {
   enum conn_part_kind kind;
-  const void *base;        /* CONN_PART_MEM: len bytes from base */
-  int fd;                  /* CONN_PART_FILE: len bytes of fd from offset */
+  const void *base; /* CONN_PART_MEM: len bytes from base */
+  int fd;           /* CONN_PART_FILE: len bytes of fd from offset */
   int64_t offset;
   size_t len;
   conn_release_cb release; /* may be NULL */
@@ -151,7 +151,7 @@ struct conn {
   conn_dispatch_cb dispatch;
   void *data;
   conn_closed_cb closed_cb;
-  void *owner; /* for the creator (the listener) */
+  void *owner;              /* for the creator (the listener) */
   struct conn *prev, *next; /* the owner's list */
 
   /* Read side: bytes [rstart, rend) of rbuf are received and not consumed. */

@@ -33,9 +33,9 @@
 #include "client.pb-c.h"
 
 #define FRAME_VERSION 1
-#define FRAME_HEADER_SIZE 8         /* L and E */
-#define FRAME_LENGTH_FIELD_SIZE 4   /* L counts the bytes after this */
-#define FRAME_MIN_LENGTH 4          /* the smallest valid L: E = 0, no payload */
+#define FRAME_HEADER_SIZE 8       /* L and E */
+#define FRAME_LENGTH_FIELD_SIZE 4 /* L counts the bytes after this */
+#define FRAME_MIN_LENGTH 4        /* the smallest valid L: E = 0, no payload */
 /* The node's default limit on L (Hello tells clients the one in force):
  * a 16 MiB batch (BATCH_DEFAULT_MAX_BYTES) plus room for its envelope. */
 #define FRAME_DEFAULT_MAX_BYTES (16u * 1024 * 1024 + 64 * 1024)

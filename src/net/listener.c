@@ -34,7 +34,10 @@ static void listener_on_conn_closed(struct conn *c)
   listener_finish_check(l);
 }
 
-static void listener_on_reject_closed(uv_handle_t *h) { free(h); }
+static void listener_on_reject_closed(uv_handle_t *h)
+{
+  free(h);
+}
 
 /* Over the limit: take the connection off the backlog and close it. */
 static void listener_reject(struct listener *l)
@@ -116,7 +119,10 @@ static int listener_parse_address(const char *address, struct sockaddr_storage *
   return CAIRN_EINVAL;
 }
 
-static void listener_on_handle_freed(uv_handle_t *h) { free(h); }
+static void listener_on_handle_freed(uv_handle_t *h)
+{
+  free(h);
+}
 
 int listener_init(struct listener *l, uv_loop_t *loop, const struct listener_config *cfg)
 {
@@ -130,8 +136,7 @@ int listener_init(struct listener *l, uv_loop_t *loop, const struct listener_con
   struct sockaddr_storage ss;
   int rv = listener_parse_address(cfg->bind_address, &ss);
   if (rv != 0) {
-    snprintf(l->errmsg, sizeof l->errmsg, "client address '%s': not host:port",
-             cfg->bind_address);
+    snprintf(l->errmsg, sizeof l->errmsg, "client address '%s': not host:port", cfg->bind_address);
     return rv;
   }
   /* The handle is on the heap so that a failed init closes it without
@@ -152,8 +157,7 @@ int listener_init(struct listener *l, uv_loop_t *loop, const struct listener_con
     rv = uv_listen((uv_stream_t *)l->tcp, LISTENER_BACKLOG, listener_on_connection);
   }
   if (rv != 0) {
-    snprintf(l->errmsg, sizeof l->errmsg, "client port %s: %s", cfg->bind_address,
-             uv_strerror(rv));
+    snprintf(l->errmsg, sizeof l->errmsg, "client port %s: %s", cfg->bind_address, uv_strerror(rv));
     uv_close((uv_handle_t *)l->tcp, listener_on_handle_freed);
     l->tcp = NULL;
     return rv;

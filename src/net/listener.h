@@ -33,7 +33,7 @@ typedef void (*listener_close_cb)(struct listener *l);
 
 struct listener {
   uv_loop_t *loop;
-  uv_tcp_t *tcp; /* owned; freed by its close callback */
+  uv_tcp_t *tcp;              /* owned; freed by its close callback */
   struct listener_config cfg; /* bind_address not kept */
   int port;                   /* the bound port */
   struct conn *conns;         /* live conns, doubly linked through conn->prev/next */

@@ -109,7 +109,10 @@ static void srv_answer(struct conn_request *req, const struct conn_part *parts, 
   conn_respond(req, &env, parts, n);
 }
 
-static void srv_on_deferred_closed(uv_handle_t *h) { free(h); }
+static void srv_on_deferred_closed(uv_handle_t *h)
+{
+  free(h);
+}
 
 static void srv_on_deferred(uv_timer_t *t)
 {
@@ -218,10 +221,8 @@ static struct srv *srv_start(const struct conn_limits *lim, unsigned max_conns)
 {
   struct srv *s = calloc(1, sizeof *s);
   assert_int_equal(uv_loop_init(&s->loop), 0);
-  struct listener_config cfg = {.bind_address = "127.0.0.1:0",
-                                .max_conns = max_conns,
-                                .dispatch = srv_dispatch,
-                                .data = s};
+  struct listener_config cfg = {
+      .bind_address = "127.0.0.1:0", .max_conns = max_conns, .dispatch = srv_dispatch, .data = s};
   if (lim != NULL) {
     cfg.limits = *lim;
   } else {
@@ -577,8 +578,8 @@ static void test_conn_backpressure_bounds_memory_of_a_client_that_stops_reading(
   wc_close(&w);
   srv_stop(s);
   fprintf(stderr, "backpressure: peak write queue %llu, peak in flight %llu, read buffer %zu\n",
-          (unsigned long long)s->peak_write_queue_bytes,
-          (unsigned long long)s->peak_inflight_bytes, s->peak_rbuf);
+          (unsigned long long)s->peak_write_queue_bytes, (unsigned long long)s->peak_inflight_bytes,
+          s->peak_rbuf);
   /* At most one answer and one frame past each bound. */
   assert_true(s->peak_write_queue_bytes <= lim.max_write_queue_bytes + ANSWER + 256);
   assert_true(s->peak_inflight_bytes <= lim.max_inflight_bytes + REQUEST_PAYLOAD + 256);

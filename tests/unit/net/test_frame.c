@@ -224,7 +224,8 @@ static void test_frame_round_trips_a_produce_request_with_payload_regions(void *
   env.api_version = 2;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
   env.produce_req = &req;
-  struct iovec iov[2] = {{.iov_base = "11111", .iov_len = 5}, {.iov_base = "2222222", .iov_len = 7}};
+  struct iovec iov[2] = {{.iov_base = "11111", .iov_len = 5},
+                         {.iov_base = "2222222", .iov_len = 7}};
   assert_int_equal(frame_iov_len(iov, 2), 12);
   uint8_t *hdr;
   size_t hdr_len;

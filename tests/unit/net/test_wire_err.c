@@ -16,8 +16,7 @@ static void test_wire_err_maps_the_codes_clients_act_on(void **state)
   assert_int_equal(wire_err_from(0), CAIRN__CLIENT__ERROR_CODE__OK);
   assert_int_equal(wire_err_from(CAIRN_ETOOLARGE), CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE);
   assert_int_equal(wire_err_from(CAIRN_EBADFRAME), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
-  assert_int_equal(wire_err_from(CAIRN_EBADENVELOPE),
-                   CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  assert_int_equal(wire_err_from(CAIRN_EBADENVELOPE), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
   assert_int_equal(wire_err_from(CAIRN_EBADCRC), CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH);
   assert_int_equal(wire_err_from(CAIRN_ENOTLEADER), CAIRN__CLIENT__ERROR_CODE__NOT_LEADER);
   assert_int_equal(wire_err_from(CAIRN_EINDOUBT), CAIRN__CLIENT__ERROR_CODE__IN_DOUBT);
