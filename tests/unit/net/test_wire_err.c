@@ -25,6 +25,11 @@ static void test_wire_err_maps_the_codes_clients_act_on(void **state)
   assert_int_equal(wire_err_from(-ENOSPC), CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR);
   assert_int_equal(wire_err_from(-ETIMEDOUT), CAIRN__CLIENT__ERROR_CODE__TIMEOUT);
   assert_int_equal(wire_err_from(CAIRN_ESHUTDOWN), CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN);
+  assert_int_equal(wire_err_from(CAIRN_ETOPIC_EXISTS), CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS);
+  assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_TOPIC), CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC);
+  assert_int_equal(wire_err_from(CAIRN_EINVALID_RF),
+                   CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR);
+  assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_NODE), CAIRN__CLIENT__ERROR_CODE__UNKNOWN_NODE);
 }
 
 static void test_wire_err_defaults_to_unknown(void **state)
