@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libuv1-dev libprotobuf-c-dev protobuf-c-compiler
   libraft-dev libcmocka-dev
+  clang libclang-rt-dev
   libinih-dev
 )
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh Debian 12 machine and runs every test:
 # installs the packages (deploy/setup.sh), builds with ASan+UBSan and
-# -Werror, builds the Release tree the benchmarks use (so it cannot rot),
-# then runs the whole suite through ctest.
+# -Werror, builds the Release tree the benchmarks use (so it cannot rot)
+# and the fuzz targets (clang), then runs the whole suite through ctest
+# (including a 20 s fuzzing run per target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/setup.sh
 bash deploy/build.sh release
 bash deploy/build.sh sanitize
+# The libFuzzer targets (clang, build/fuzz): ctest's fuzz_short runs them.
+if command -v clang >/dev/null; then bash tests/fuzz/run.sh --build-only; fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"

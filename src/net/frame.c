@@ -3,6 +3,7 @@
 
 #include "common/err.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,10 +64,62 @@ int frame_decode(const uint8_t *p, size_t len, uint32_t max_frame_bytes, struct 
   return FRAME_WHOLE;
 }
 
+/* protobuf-c 1.4 accepts a field number 0 written as an overlong varint
+ * (0x80 0x00) and keeps it as an unknown field; packed again it becomes a
+ * one-byte tag 0 that no parser accepts, so a forwarded envelope would be
+ * refused downstream (found by tests/fuzz/fuzz_frame.c). Field 0 is not
+ * valid protobuf: refuse it at any depth. */
+static bool frame_message_ok(const ProtobufCMessage *m, int depth)
+{
+  if (depth > FRAME_ENVELOPE_MAX_DEPTH) {
+    return false;
+  }
+  for (unsigned i = 0; i < m->n_unknown_fields; i++) {
+    if (m->unknown_fields[i].tag == 0) {
+      return false;
+    }
+  }
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  const char *base = (const char *)m;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *fd = &d->fields[i];
+    if (fd->type != PROTOBUF_C_TYPE_MESSAGE) {
+      continue;
+    }
+    if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+      size_t n = *(const size_t *)(base + fd->quantifier_offset);
+      ProtobufCMessage *const *items = *(ProtobufCMessage *const *const *)(base + fd->offset);
+      for (size_t j = 0; j < n; j++) {
+        if (!frame_message_ok(items[j], depth + 1)) {
+          return false;
+        }
+      }
+      continue;
+    }
+    if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+        *(const uint32_t *)(base + fd->quantifier_offset) != fd->id) {
+      continue; /* another member of the oneof is set: this pointer is not ours */
+    }
+    const ProtobufCMessage *sub = *(ProtobufCMessage *const *)(base + fd->offset);
+    if (sub != NULL && !frame_message_ok(sub, depth + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 int frame_unpack_envelope(const struct frame *f, Cairn__Client__Envelope **env)
 {
   *env = cairn__client__envelope__unpack(NULL, f->envelope_len, f->envelope);
-  return *env != NULL ? 0 : CAIRN_EBADENVELOPE;
+  if (*env == NULL) {
+    return CAIRN_EBADENVELOPE;
+  }
+  if (!frame_message_ok(&(*env)->base, 0)) {
+    cairn__client__envelope__free_unpacked(*env, NULL);
+    *env = NULL;
+    return CAIRN_EBADENVELOPE;
+  }
+  return 0;
 }
 
 size_t frame_header_size(const Cairn__Client__Envelope *env)

@@ -42,6 +42,9 @@
 /* No limit may exceed this: frame sizes then always fit an int. */
 #define FRAME_MAX_BYTES_LIMIT (1u << 30)
 
+/* Envelope messages nest at most this deep (the schema needs 4). */
+#define FRAME_ENVELOPE_MAX_DEPTH 16
+
 /* Positive decode results (errors are negative). */
 enum frame_status { FRAME_NEED_MORE = 1, FRAME_WHOLE = 2 };
 
@@ -70,7 +73,8 @@ __attribute__((warn_unused_result)) int frame_decode(const uint8_t *p, size_t le
 
 /* Unpacks the envelope of a decoded frame. Returns 0 and *env (owned: free
  * with cairn__client__envelope__free_unpacked(*env, NULL)), or
- * CAIRN_EBADENVELOPE. The envelope copies what it needs: it stays valid
+ * CAIRN_EBADENVELOPE (not protobuf, a field number 0 anywhere, or nested
+ * deeper than FRAME_ENVELOPE_MAX_DEPTH). The envelope copies what it needs: it stays valid
  * after the buffer is gone. Context: any thread. */
 __attribute__((warn_unused_result)) int frame_unpack_envelope(const struct frame *f,
                                                               Cairn__Client__Envelope **env);

@@ -205,6 +205,27 @@ static void test_frame_envelope_garbage_does_not_unpack(void **state)
   }
 }
 
+/* protobuf-c takes an overlong field number 0 (0x80 0x00) as an unknown
+ * field that would pack into bytes no parser accepts: refused. */
+static void test_frame_envelope_with_field_number_zero_is_refused(void **state)
+{
+  uint8_t top[] = {0, 0, 0, 8, 0, 0, 0, 4, 0x80, 0x00, 0xc0, 0x13};
+  struct frame f;
+  assert_int_equal(frame_decode(top, sizeof top, 1024, &f), FRAME_WHOLE);
+  Cairn__Client__Envelope *env;
+  assert_int_equal(frame_unpack_envelope(&f, &env), CAIRN_EBADENVELOPE);
+  /* Nested: hello_req (field 10) holding the same field. */
+  uint8_t nested[] = {0, 0, 0, 10, 0, 0, 0, 6, 0x52, 0x04, 0x80, 0x00, 0xc0, 0x13};
+  assert_int_equal(frame_decode(nested, sizeof nested, 1024, &f), FRAME_WHOLE);
+  assert_int_equal(frame_unpack_envelope(&f, &env), CAIRN_EBADENVELOPE);
+  /* The same hello_req with a real unknown field (number 15) is fine. */
+  uint8_t unknown[] = {0, 0, 0, 10, 0, 0, 0, 6, 0x52, 0x04, 0x78, 0x01, 0x1a, 0x00};
+  assert_int_equal(frame_decode(unknown, sizeof unknown, 1024, &f), FRAME_WHOLE);
+  assert_int_equal(frame_unpack_envelope(&f, &env), 0);
+  assert_int_equal(env->body_case, CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ);
+  cairn__client__envelope__free_unpacked(env, NULL);
+}
+
 static void test_frame_round_trips_a_produce_request_with_payload_regions(void **state)
 {
   Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
@@ -274,6 +295,7 @@ int main(void)
       cmocka_unit_test(test_frame_rejects_lengths_that_cannot_hold_the_envelope),
       cmocka_unit_test(test_frame_minimal_frame_is_an_empty_envelope),
       cmocka_unit_test(test_frame_envelope_garbage_does_not_unpack),
+      cmocka_unit_test(test_frame_envelope_with_field_number_zero_is_refused),
       cmocka_unit_test(test_frame_round_trips_a_produce_request_with_payload_regions),
       cmocka_unit_test(test_frame_encode_refuses_a_payload_past_the_hard_limit),
   };
