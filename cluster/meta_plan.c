@@ -15,6 +15,7 @@ void meta_plan_opts_default(struct meta_plan_opts *o)
   o->node_timeout_ms = 10000;
   o->replace_delay_ms = 5 * 60 * 1000;
   o->max_commands = 32;
+  o->max_moves = 16;
 }
 
 void meta_plan_out_free(struct meta_plan_out *out)
@@ -31,6 +32,7 @@ struct meta_plan_ctx {
   struct placement_table table;
   bool *leaving;                           /* per st->nodes index: its replicas move away */
   const struct meta_plan_config **configs; /* in->configs by (topic, partition) */
+  size_t moves;                            /* partitions over rf, with this run's additions */
 };
 
 static bool meta_plan_full(const struct meta_plan_ctx *x)
@@ -153,6 +155,12 @@ static int meta_plan_index(struct meta_plan_ctx *x)
     x->leaving[i] = meta_plan_node_leaving(in, &in->st->nodes[i]);
   for (size_t i = 0; i < in->nconfigs; i++)
     x->configs[i] = &in->configs[i];
+  for (size_t i = 0; i < in->st->ntopics; i++) {
+    const struct meta_topic *t = &in->st->topics[i];
+    for (uint32_t p = 0; p < t->npartitions; p++)
+      if (t->partitions[p].nreplicas > t->replication_factor)
+        x->moves++;
+  }
   if (in->nconfigs > 1)
     qsort(x->configs, in->nconfigs, sizeof *x->configs, meta_plan_config_cmp);
   return 0;
@@ -213,6 +221,13 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
   if (nstaying < t->replication_factor) {
     if (p->nreplicas >= META_MAX_REPLICAS)
       return 0;
+    /* Only an addition that takes the partition over rf starts a move; one
+     * to a partition already over rf continues its move (blocking it would
+     * deadlock: it cannot shrink before it has rf staying replicas), one to
+     * a partition under rf restores redundancy and is never held back. */
+    bool starts_move = p->nreplicas == t->replication_factor;
+    if (starts_move && x->in->opts.max_moves != 0 && x->moves >= x->in->opts.max_moves)
+      return 0; /* enough replicas catching up already */
     uint64_t leaving = first_leaving >= 0 ? p->replicas[first_leaving] : 0;
     uint64_t pick;
     if (placement_pick(&x->table, p->replicas, p->nreplicas, leaving, &pick) != 0)
@@ -226,6 +241,8 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
         meta_cmd_set_replicas(t->id, part, next, p->nreplicas + 1, p->replica_epoch, &cmd, &len);
     if (rc != 0)
       return rc;
+    if (starts_move)
+      x->moves++;
     return meta_plan_emit(x, cmd, len, "%s/%u: add replica %llu (%u of %u replicas staying)",
                           t->name, part, (unsigned long long)pick, nstaying, t->replication_factor);
   }

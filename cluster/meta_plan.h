@@ -26,7 +26,12 @@
  *      the next replica becomes the preferred leader);
  *      no leaving replica but more than rf -> SetReplicas without the last.
  * 3. A DRAINING node that no partition lists any more -> SetNodeState REMOVED.
- * At most opts.max_commands commands per run.
+ * At most opts.max_commands commands per run. A move starts (an addition to
+ * a partition with exactly rf replicas) only while fewer than
+ * opts.max_moves partitions have more replicas than rf, counting the moves
+ * this run starts: catch-up traffic stays bounded however many partitions a
+ * dead node held. Additions to a partition already over rf (a move in
+ * progress) or under rf (restoring redundancy) are not held back.
  *
  * Context: pure; any thread, as long as the state is not applied to meanwhile. */
 #ifndef CAIRN_META_PLAN_H
@@ -41,9 +46,10 @@ struct meta_plan_opts {
   uint64_t node_timeout_ms;  /* silent this long: DEAD */
   uint64_t replace_delay_ms; /* DEAD this much longer: its replicas move */
   size_t max_commands;       /* per run */
+  size_t max_moves;          /* partitions over rf at once; 0 = no limit */
 };
 
-/* node_timeout 10 s, replace_delay 5 min, 32 commands. */
+/* node_timeout 10 s, replace_delay 5 min, 32 commands, 16 moves. */
 void meta_plan_opts_default(struct meta_plan_opts *o);
 
 /* What the leader knows of one node's heartbeats. A node the leader has not

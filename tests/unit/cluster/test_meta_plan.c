@@ -400,6 +400,59 @@ static void test_meta_plan_output_is_bounded(void **state)
   meta_state_close(&w.st);
 }
 
+static void test_meta_plan_limits_moves_in_flight(void **state)
+{
+  struct world w;
+  world_init(&w, 4);
+  APPLY_OK(&w.st, meta_cmd_create_topic, "t", 40, 3, NULL);
+  APPLY_OK(&w.st, meta_cmd_set_node_state, 1, META_NODE_DRAINING, 0, 0);
+  w.opts.max_moves = 4;
+  /* Nothing catches up: 4 additions, then nothing more, run after run. */
+  assert_int_equal(world_step(&w), 4);
+  assert_int_equal(world_step(&w), 0);
+  world_report_newest_not_caught_up(&w);
+  assert_int_equal(world_step(&w), 0);
+  /* Caught up: the 4 removals finish those moves, and the next run may
+   * start 4 more. */
+  world_report_all_caught_up(&w);
+  assert_int_equal(world_step(&w), 4);
+  assert_int_equal(replicas_on(&w, 1), 26);
+  assert_int_equal(world_step(&w), 4);
+  size_t over = 0;
+  for (uint32_t p = 0; p < 40; p++)
+    over += meta_partition_find(&w.st, 1, p)->nreplicas > 3;
+  assert_int_equal(over, 4);
+  /* The default bounds it too. */
+  struct meta_plan_opts o;
+  meta_plan_opts_default(&o);
+  assert_int_equal(o.max_moves, 16);
+  meta_state_close(&w.st);
+}
+
+/* Two replicas of one partition leaving under a move limit of 1: the
+ * second addition continues the move in progress instead of waiting for a
+ * removal that cannot come first. */
+static void test_meta_plan_move_limit_lets_a_move_in_progress_finish(void **state)
+{
+  struct world w;
+  world_init(&w, 5);
+  APPLY_OK(&w.st, meta_cmd_create_topic, "t", 1, 3, NULL);
+  const struct meta_partition *p = meta_partition_find(&w.st, 1, 0);
+  uint64_t a = p->replicas[1], b = p->replicas[2];
+  APPLY_OK(&w.st, meta_cmd_set_node_state, a, META_NODE_DRAINING, 0, 0);
+  APPLY_OK(&w.st, meta_cmd_set_node_state, b, META_NODE_DRAINING, 0, 0);
+  w.opts.max_moves = 1;
+  for (int round = 0; round < 10; round++) {
+    world_report_all_caught_up(&w);
+    if (world_step(&w) == 0)
+      break;
+  }
+  assert_int_equal(node_state(&w, a), META_NODE_REMOVED);
+  assert_int_equal(node_state(&w, b), META_NODE_REMOVED);
+  assert_fully_replicated_without(&w, a);
+  meta_state_close(&w.st);
+}
+
 /* Random kills, revivals and drains with a leader that proposes what the
  * planner says and partitions that catch up at once: whenever the chaos
  * stops, the cluster converges to full replication on ALIVE nodes. */
@@ -414,6 +467,7 @@ static void test_meta_plan_random_failures_converge(void **state)
     APPLY_OK(&w.st, meta_cmd_create_topic, "a", 12, 3, NULL);
     APPLY_OK(&w.st, meta_cmd_create_topic, "b", 5, 2, NULL);
     APPLY_OK(&w.st, meta_cmd_create_topic, "c", 3, 1, NULL);
+    w.opts.max_moves = tu_rand(&rnd) % 6; /* 0 = no limit */
     int drains = 0;
     for (int tick = 0; tick < 60; tick++) {
       uint64_t id = 1 + tu_rand(&rnd) % 7;
@@ -441,7 +495,7 @@ static void test_meta_plan_random_failures_converge(void **state)
     /* Chaos over: everyone not drained is heard; time passes. */
     for (size_t i = 0; i < w.nlive; i++)
       w.live[i].ms_since_heartbeat = 0;
-    for (int round = 0; round < 40; round++) {
+    for (int round = 0; round < 200; round++) {
       world_report_all_caught_up(&w);
       if (world_step(&w) == 0)
         break;
@@ -471,6 +525,8 @@ int main(void)
       cmocka_unit_test(test_meta_plan_node_back_after_the_addition_trims_the_extra),
       cmocka_unit_test(test_meta_plan_waits_when_no_node_can_take_the_replica),
       cmocka_unit_test(test_meta_plan_output_is_bounded),
+      cmocka_unit_test(test_meta_plan_limits_moves_in_flight),
+      cmocka_unit_test(test_meta_plan_move_limit_lets_a_move_in_progress_finish),
       cmocka_unit_test(test_meta_plan_random_failures_converge),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
