@@ -135,80 +135,58 @@ static bool meta_snap_str(char *dst, size_t cap, const char *s)
   return true;
 }
 
+/* Copies a replica list if it fits the fixed array; the invariants (non-zero,
+ * distinct) are meta_state_check's. */
 static bool meta_snap_ids(uint64_t *dst, uint32_t *ndst, const uint64_t *ids, size_t n)
 {
-  if (n == 0 || n > META_MAX_REPLICAS)
+  if (n > META_MAX_REPLICAS)
     return false;
-  for (size_t i = 0; i < n; i++)
-    if (ids[i] == 0 || meta_replicas_contain(ids, (uint32_t)i, ids[i]))
-      return false;
-  memcpy(dst, ids, n * sizeof *ids);
+  if (n > 0)
+    memcpy(dst, ids, n * sizeof *ids);
   *ndst = (uint32_t)n;
   return true;
 }
 
-static int meta_snap_name_cmp(const void *a, const void *b)
+/* Fills st (zeroed) from snap as far as the fixed-size fields and the limits
+ * allow (memory safety); meta_state_check judges the meaning afterwards.
+ * Returns 0, CAIRN_ECORRUPT or CAIRN_ENOMEM. */
+static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot *snap)
 {
-  const struct meta_topic *ta = *(const struct meta_topic *const *)a;
-  const struct meta_topic *tb = *(const struct meta_topic *const *)b;
-  return strcmp(ta->name, tb->name);
-}
-
-/* Fills st (zeroed) from snap; false on any broken invariant. */
-static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot *snap, int *rc)
-{
-  *rc = CAIRN_ECORRUPT;
   if (!meta_snap_str(st->cluster_id, sizeof st->cluster_id, snap->cluster_id) ||
       snap->n_voters > META_MAX_VOTERS || snap->n_nodes > META_MAX_NODES ||
       snap->n_topics > META_MAX_TOPICS)
-    return false;
+    return CAIRN_ECORRUPT;
   if (snap->n_voters > 0)
     memcpy(st->voters, snap->voters, snap->n_voters * sizeof *snap->voters);
   st->nvoters = (uint32_t)snap->n_voters;
   st->next_topic_id = snap->next_topic_id;
   st->last_index = snap->last_index;
-  /* Before Bootstrap nothing else exists; after it topic ids start at 1. */
-  bool booted = st->cluster_id[0] != '\0';
-  if (booted ? st->next_topic_id == 0 || snap->n_voters == 0
-             : st->next_topic_id != 0 || snap->n_voters != 0 || snap->n_nodes != 0 ||
-                   snap->n_topics != 0)
-    return false;
-  for (size_t i = 0; i < snap->n_voters; i++)
-    if (snap->voters[i] == 0)
-      return false;
-  *rc = CAIRN_ENOMEM;
   st->nodes = calloc(snap->n_nodes + 1, sizeof *st->nodes);
   st->topics = calloc(snap->n_topics + 1, sizeof *st->topics);
   if (st->nodes == NULL || st->topics == NULL)
-    return false;
-  *rc = CAIRN_ECORRUPT;
+    return CAIRN_ENOMEM;
   for (size_t i = 0; i < snap->n_nodes; i++) {
     const Cairn__Meta__NodeRecord *r = snap->nodes[i];
     struct meta_node *n = &st->nodes[i];
-    if (r->id == 0 || (i > 0 && r->id <= st->nodes[i - 1].id) || (int)r->state < META_NODE_ALIVE ||
-        (int)r->state > META_NODE_REMOVED ||
-        !meta_snap_str(n->client_addr, sizeof n->client_addr, r->client_addr) ||
+    if (!meta_snap_str(n->client_addr, sizeof n->client_addr, r->client_addr) ||
         !meta_snap_str(n->cluster_addr, sizeof n->cluster_addr, r->cluster_addr) ||
         !meta_snap_str(n->admin_addr, sizeof n->admin_addr, r->admin_addr) ||
         !meta_snap_str(n->rack, sizeof n->rack, r->rack))
-      return false;
+      return CAIRN_ECORRUPT;
     n->id = r->id;
     n->incarnation = r->incarnation;
-    n->state = (enum meta_node_state)r->state;
+    n->state = (enum meta_node_state)r->state; /* range checked by meta_state_check */
     n->state_since_ms = r->state_since_ms;
     st->nnodes++;
   }
   for (size_t i = 0; i < snap->n_topics; i++) {
     const Cairn__Meta__TopicRecord *r = snap->topics[i];
     struct meta_topic *t = &st->topics[i];
-    if (r->id == 0 || r->id >= st->next_topic_id || (i > 0 && r->id <= st->topics[i - 1].id) ||
-        !meta_topic_name_valid(r->name) || r->replication_factor == 0 ||
-        r->replication_factor > META_MAX_RF || r->n_partitions == 0 ||
-        r->n_partitions > META_MAX_PARTITIONS ||
-        st->total_partitions + r->n_partitions > META_MAX_TOTAL_PARTITIONS)
-      return false;
+    if (r->n_partitions == 0 || r->n_partitions > META_MAX_PARTITIONS ||
+        st->total_partitions + r->n_partitions > META_MAX_TOTAL_PARTITIONS ||
+        !meta_snap_str(t->name, sizeof t->name, r->name))
+      return CAIRN_ECORRUPT;
     t->id = r->id;
-    meta_snap_str(t->name, sizeof t->name, r->name);
     t->replication_factor = r->replication_factor;
     if (r->config != NULL) {
       t->config.retention_bytes = r->config->retention_bytes;
@@ -217,10 +195,8 @@ static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapsho
       t->config.max_batch_bytes = r->config->max_batch_bytes;
     }
     t->partitions = calloc(r->n_partitions, sizeof *t->partitions);
-    if (t->partitions == NULL) {
-      *rc = CAIRN_ENOMEM;
-      return false;
-    }
+    if (t->partitions == NULL)
+      return CAIRN_ENOMEM;
     st->ntopics++; /* owns t->partitions from here on, for meta_state_close */
     t->npartitions = (uint32_t)r->n_partitions;
     st->total_partitions += r->n_partitions;
@@ -229,9 +205,8 @@ static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapsho
       struct meta_partition *part = &t->partitions[p];
       if (!meta_snap_ids(part->replicas, &part->nreplicas, pr->replicas, pr->n_replicas) ||
           !meta_snap_ids(part->initial_replicas, &part->ninitial, pr->initial_replicas,
-                         pr->n_initial_replicas) ||
-          (pr->initial_gone >> part->ninitial) != 0)
-        return false;
+                         pr->n_initial_replicas))
+        return CAIRN_ECORRUPT;
       part->initial_gone = pr->initial_gone;
       part->group_id = meta_group_id(t->id, p);
       part->leader_id = pr->leader_id;
@@ -239,25 +214,7 @@ static bool meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapsho
       part->replica_epoch = pr->replica_epoch;
     }
   }
-  /* Names are unique. */
-  if (st->ntopics > 1) {
-    const struct meta_topic **by_name = calloc(st->ntopics, sizeof *by_name);
-    if (by_name == NULL) {
-      *rc = CAIRN_ENOMEM;
-      return false;
-    }
-    for (size_t i = 0; i < st->ntopics; i++)
-      by_name[i] = &st->topics[i];
-    qsort(by_name, st->ntopics, sizeof *by_name, meta_snap_name_cmp);
-    bool dup = false;
-    for (size_t i = 1; i < st->ntopics && !dup; i++)
-      dup = strcmp(by_name[i - 1]->name, by_name[i]->name) == 0;
-    free(by_name);
-    if (dup)
-      return false;
-  }
-  *rc = 0;
-  return true;
+  return 0;
 }
 
 int meta_snapshot_decode(struct meta_state *st, const uint8_t *buf, size_t len)
@@ -281,10 +238,11 @@ int meta_snapshot_decode(struct meta_state *st, const uint8_t *buf, size_t len)
     return CAIRN_ECORRUPT;
   struct meta_state fresh;
   meta_state_init(&fresh);
-  int rc;
-  bool ok = meta_snap_fill(&fresh, snap, &rc);
+  int rc = meta_snap_fill(&fresh, snap);
   cairn__meta__meta_snapshot__free_unpacked(snap, NULL);
-  if (!ok) {
+  if (rc == 0)
+    rc = meta_state_check(&fresh, NULL, 0);
+  if (rc != 0) {
     meta_state_close(&fresh);
     return rc;
   }

@@ -200,6 +200,119 @@ bool meta_topic_name_valid(const char *name)
   return true;
 }
 
+/* ---- invariants ---- */
+
+static bool meta_cluster_id_valid(const char *id);
+
+__attribute__((format(printf, 3, 4))) static int meta_check_fail(char *why, size_t cap,
+                                                                 const char *fmt, ...)
+{
+  if (why != NULL && cap > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+  }
+  return CAIRN_ECORRUPT;
+}
+
+static bool meta_ids_valid(const uint64_t *ids, uint32_t n, uint32_t max)
+{
+  if (n == 0 || n > max)
+    return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (ids[i] == 0 || meta_replicas_contain(ids, i, ids[i]))
+      return false;
+  return true;
+}
+
+static int meta_check_name_cmp(const void *a, const void *b)
+{
+  const struct meta_topic *ta = *(const struct meta_topic *const *)a;
+  const struct meta_topic *tb = *(const struct meta_topic *const *)b;
+  return strcmp(ta->name, tb->name);
+}
+
+static int meta_check_names_unique(const struct meta_state *st, char *why, size_t cap)
+{
+  if (st->ntopics < 2)
+    return 0;
+  const struct meta_topic **by_name = calloc(st->ntopics, sizeof *by_name);
+  if (by_name == NULL)
+    return CAIRN_ENOMEM;
+  for (size_t i = 0; i < st->ntopics; i++)
+    by_name[i] = &st->topics[i];
+  qsort(by_name, st->ntopics, sizeof *by_name, meta_check_name_cmp);
+  int rc = 0;
+  for (size_t i = 1; i < st->ntopics && rc == 0; i++)
+    if (strcmp(by_name[i - 1]->name, by_name[i]->name) == 0)
+      rc = meta_check_fail(why, cap, "topic name %s used twice", by_name[i]->name);
+  free(by_name);
+  return rc;
+}
+
+int meta_state_check(const struct meta_state *st, char *why, size_t cap)
+{
+  if (st->cluster_id[0] == '\0') {
+    if (st->nvoters != 0 || st->nnodes != 0 || st->ntopics != 0 || st->next_topic_id != 0)
+      return meta_check_fail(why, cap, "not bootstrapped, yet holds voters, nodes or topics");
+    return 0;
+  }
+  if (!meta_cluster_id_valid(st->cluster_id))
+    return meta_check_fail(why, cap, "invalid cluster id");
+  if (!meta_ids_valid(st->voters, st->nvoters, META_MAX_VOTERS))
+    return meta_check_fail(why, cap, "voters: none, too many, 0 or repeated");
+  if (st->next_topic_id == 0)
+    return meta_check_fail(why, cap, "next topic id 0 after bootstrap");
+  if (st->nnodes > META_MAX_NODES || st->ntopics > META_MAX_TOPICS)
+    return meta_check_fail(why, cap, "%zu nodes, %zu topics: over the limits", st->nnodes,
+                           st->ntopics);
+  for (size_t i = 0; i < st->nnodes; i++) {
+    const struct meta_node *n = &st->nodes[i];
+    if (n->id == 0 || (i > 0 && n->id <= st->nodes[i - 1].id))
+      return meta_check_fail(why, cap, "node ids not ascending or 0 at index %zu", i);
+    if ((int)n->state < META_NODE_ALIVE || (int)n->state > META_NODE_REMOVED)
+      return meta_check_fail(why, cap, "node %llu: invalid state %d", (unsigned long long)n->id,
+                             (int)n->state);
+    if (n->incarnation == 0)
+      return meta_check_fail(why, cap, "node %llu: incarnation 0", (unsigned long long)n->id);
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < st->ntopics; i++) {
+    const struct meta_topic *t = &st->topics[i];
+    if (t->id == 0 || t->id >= st->next_topic_id || (i > 0 && t->id <= st->topics[i - 1].id))
+      return meta_check_fail(why, cap, "topic ids not ascending, 0 or not below %u at index %zu",
+                             st->next_topic_id, i);
+    if (!meta_topic_name_valid(t->name))
+      return meta_check_fail(why, cap, "topic %u: invalid name", t->id);
+    if (t->replication_factor == 0 || t->replication_factor > META_MAX_RF)
+      return meta_check_fail(why, cap, "topic %u: replication factor %u", t->id,
+                             t->replication_factor);
+    if (t->npartitions == 0 || t->npartitions > META_MAX_PARTITIONS)
+      return meta_check_fail(why, cap, "topic %u: %u partitions", t->id, t->npartitions);
+    total += t->npartitions;
+    for (uint32_t p = 0; p < t->npartitions; p++) {
+      const struct meta_partition *part = &t->partitions[p];
+      if (part->group_id != meta_group_id(t->id, p))
+        return meta_check_fail(why, cap, "partition %u/%u: group id %llu", t->id, p,
+                               (unsigned long long)part->group_id);
+      if (!meta_ids_valid(part->replicas, part->nreplicas, META_MAX_REPLICAS))
+        return meta_check_fail(why, cap, "partition %u/%u: replicas none, too many, 0 or repeated",
+                               t->id, p);
+      if (!meta_ids_valid(part->initial_replicas, part->ninitial, META_MAX_RF))
+        return meta_check_fail(
+            why, cap, "partition %u/%u: initial replicas none, too many, 0 or repeated", t->id, p);
+      if ((part->initial_gone >> part->ninitial) != 0)
+        return meta_check_fail(why, cap, "partition %u/%u: initial_gone names no initial replica",
+                               t->id, p);
+    }
+  }
+  if (total != st->total_partitions || total > META_MAX_TOTAL_PARTITIONS)
+    return meta_check_fail(why, cap, "%zu partitions, total_partitions says %zu", total,
+                           st->total_partitions);
+  return meta_check_names_unique(st, why, cap);
+}
+
 /* ---- apply ---- */
 
 __attribute__((format(printf, 3, 4))) static int meta_fail(struct meta_result *res, int code,

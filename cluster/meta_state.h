@@ -24,13 +24,19 @@
  * Every other transition is refused (CAIRN_EINVAL). A REMOVED node keeps its
  * record (so its id and addresses stay visible) but holds nothing.
  *
- * Invariants (checked by meta_snapshot_decode, kept by every apply):
- * - nodes ascending by id, ids != 0; topics ascending by id, names unique;
- *   topic ids come from next_topic_id, start at 1, and are never reused;
- * - every partition has 1..META_MAX_REPLICAS distinct replicas; a replica
- *   added by SetReplicas was ALIVE when added;
+ * Invariants (meta_state_check; kept by every apply, checked on every
+ * decoded snapshot):
+ * - not bootstrapped: no voters, nodes or topics; bootstrapped: a valid
+ *   cluster id, 1..META_MAX_VOTERS distinct non-zero voters;
+ * - nodes ascending by id, ids != 0, a valid state, incarnation != 0;
+ * - topics ascending by id, names valid and unique; topic ids come from
+ *   next_topic_id, start at 1, and are never reused;
+ * - every partition has 1..META_MAX_REPLICAS distinct non-zero replicas and
+ *   1..META_MAX_RF distinct non-zero initial replicas; a replica added by
+ *   SetReplicas was ALIVE when added;
  * - group id of a partition = meta_group_id(topic id, partition) > 1
- *   (META_GROUP_ID, the metadata group, is never a partition's).
+ *   (META_GROUP_ID, the metadata group, is never a partition's);
+ * - total_partitions is the sum, at most META_MAX_TOTAL_PARTITIONS.
  *
  * Context: none of these functions does I/O or keeps global state; a given
  * meta_state is used by one thread (the controller's loop thread). */
@@ -232,6 +238,12 @@ __attribute__((warn_unused_result)) int meta_snapshot_encode(const struct meta_s
  * CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int meta_snapshot_decode(struct meta_state *st,
                                                              const uint8_t *buf, size_t len);
+
+/* Checks every invariant above. Returns 0, CAIRN_ECORRUPT with the first
+ * broken one described in why[cap] (may be NULL), or CAIRN_ENOMEM. O(size of
+ * the state): for decoding and tests, not for every apply. */
+__attribute__((warn_unused_result)) int meta_state_check(const struct meta_state *st, char *why,
+                                                         size_t cap);
 
 /* ---- lookups: returned pointers are borrowed from st, valid until the next
  * meta_apply(), meta_snapshot_decode() or meta_state_close(); NULL if absent. */

@@ -125,6 +125,9 @@ static size_t world_step(struct world *w)
   }
   size_t n = out.ncmds;
   meta_plan_out_free(&out);
+  char why[200];
+  if (meta_state_check(&w->st, why, sizeof why) != 0)
+    fail_msg("invariant broken: %s", why);
   return n;
 }
 

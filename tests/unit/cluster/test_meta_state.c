@@ -131,6 +131,10 @@ static void copy_state(const struct meta_state *from, struct meta_state *to)
 /* Structural invariants every state must keep. */
 static void check_invariants(const struct meta_state *st)
 {
+  char why[200];
+  int rc = meta_state_check(st, why, sizeof why);
+  if (rc != 0)
+    fail_msg("invariant broken: %s", why);
   for (size_t i = 1; i < st->nnodes; i++)
     assert_true(st->nodes[i - 1].id < st->nodes[i].id);
   size_t total = 0;
@@ -718,6 +722,8 @@ enum snap_damage {
   DAMAGE_DUPLICATE_REPLICA,
   DAMAGE_RF_ZERO,
   DAMAGE_INITIAL_GONE_MASK,
+  DAMAGE_INCARNATION_ZERO,
+  DAMAGE_VOTER_ZERO,
   DAMAGE_COUNT
 };
 
@@ -768,6 +774,12 @@ static void test_meta_snapshot_decode_checks_every_invariant(void **state)
       break;
     case DAMAGE_RF_ZERO:
       m->topics[0]->replication_factor = 0;
+      break;
+    case DAMAGE_INCARNATION_ZERO:
+      m->nodes[1]->incarnation = 0;
+      break;
+    case DAMAGE_VOTER_ZERO:
+      m->voters[0] = 0;
       break;
     case DAMAGE_INITIAL_GONE_MASK:
       m->topics[0]->partitions[0]->initial_gone =
