@@ -391,6 +391,34 @@ static void test_meta_create_topic_refusals_create_nothing(void **state)
   meta_state_close(&st);
 }
 
+static void test_meta_cluster_limits_are_enforced(void **state)
+{
+  struct meta_state st;
+  struct meta_result res;
+  make_cluster(&st, 1);
+  /* 200,000 partitions in all: 20 topics of the per-topic maximum. */
+  for (int i = 0; i < (int)(META_MAX_TOTAL_PARTITIONS / META_MAX_PARTITIONS); i++) {
+    char name[16];
+    snprintf(name, sizeof name, "big%d", i);
+    assert_int_equal(do_create(&st, name, META_MAX_PARTITIONS, 1, &res), 0);
+  }
+  assert_int_equal(st.total_partitions, META_MAX_TOTAL_PARTITIONS);
+  APPLY_REFUSED(&st, CAIRN_EINVALID_PARTITIONS, meta_cmd_create_topic, "one-more", 1, 1, NULL);
+  /* Deleting one makes room again. */
+  assert_int_equal(APPLY(&st, &res, meta_cmd_delete_topic, "big3"), 0);
+  assert_int_equal(do_create(&st, "one-more", 1, 1, &res), 0);
+  check_invariants(&st);
+  meta_state_close(&st);
+
+  /* At most META_MAX_NODES nodes. */
+  make_cluster(&st, (int)META_MAX_NODES);
+  APPLY_REFUSED(&st, CAIRN_ETOOLARGE, meta_cmd_register_node,
+                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", ""}), 0);
+  /* Re-registering a known node is still fine. */
+  assert_int_equal(do_register(&st, 5, 105, "r", 0, &res), 0);
+  meta_state_close(&st);
+}
+
 static void test_meta_delete_topic_never_reuses_its_id(void **state)
 {
   struct meta_state st;
@@ -1080,7 +1108,8 @@ int main(void)
       cmocka_unit_test(test_meta_set_node_state_follows_the_diagram),
       cmocka_unit_test(test_meta_create_topic_places_inside_apply),
       cmocka_unit_test(test_meta_create_topic_refusals_create_nothing),
-      cmocka_unit_test(test_meta_delete_topic_never_reuses_its_id),
+      cmocka_unit_test(test_meta_cluster_limits_are_enforced),
+    cmocka_unit_test(test_meta_delete_topic_never_reuses_its_id),
       cmocka_unit_test(test_meta_report_leader_keeps_the_newest_term),
       cmocka_unit_test(test_meta_set_replicas_one_change_at_a_time),
       cmocka_unit_test(test_meta_malformed_commands_are_refused),
