@@ -20,6 +20,9 @@
  *   DRAINING  --SetNodeState--> REMOVED      planner: no replica left on it
  *   DEAD      --SetNodeState--> REMOVED      operator: only with no replica left
  *   REMOVED   --RegisterNode--> ALIVE        a new process (new incarnation)
+ *   ALIVE, DRAINING --RegisterNode--> same state, new incarnation: only with
+ *                                    replaces_incarnation = the registered one,
+ *                                    which the controller leader found silent
  *
  * Every other transition is refused (CAIRN_EINVAL). A REMOVED node keeps its
  * record (so its id and addresses stay visible) but holds nothing.
