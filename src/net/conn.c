@@ -95,6 +95,7 @@ static void conn_update_reading(struct conn *c);
 static void conn_drain_check(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_on_timer(uv_timer_t *t);
+static void conn_direct_drop(struct conn *c);
 
 /* ---- freeing ---- */
 
@@ -526,6 +527,7 @@ static void conn_close_now(struct conn *c, int err)
   }
   uv_timer_stop(&c->timer);
   uv_timer_stop(&c->kick);
+  conn_direct_drop(c);
   if (c->sf != NULL) {
     atomic_store(&c->sf->abort, true);
   }
@@ -574,6 +576,7 @@ static void conn_start_draining(struct conn *c)
   uv_timer_stop(&c->kick);
   uv_timer_start(&c->timer, conn_on_timer, c->lim.close_grace_ms, 0);
   c->rstart = c->rend = 0; /* nothing more is dispatched */
+  conn_direct_drop(c);
   conn_update_reading(c);
   conn_drain_check(c);
 }
@@ -616,6 +619,13 @@ static bool conn_under_limits(const struct conn *c)
 static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   struct conn *c = h->data;
+  if (c->direct != NULL) {
+    /* A large frame is read straight into its request's block, never past
+     * its end. */
+    uint8_t *frame = (uint8_t *)(c->direct + 1);
+    *buf = uv_buf_init((char *)frame + c->direct_have, (unsigned)(c->direct_size - c->direct_have));
+    return;
+  }
   if (c->state != CONN_OPEN) {
     c->rstart = c->rend = 0; /* draining: read to discard */
   } else if (c->rend == c->rcap && c->rstart > 0) {
@@ -626,81 +636,27 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   *buf = uv_buf_init((char *)c->rbuf + c->rend, (unsigned)(c->rcap - c->rend));
 }
 
-/* Makes room for `need` more bytes after the unconsumed ones, growing the
- * buffer up to CONN_READ_BUF_LIMIT. The frame decoder has checked L against
- * max_frame_bytes already, so need never passes the limit. */
-static int conn_reserve(struct conn *c, size_t need)
+static void conn_direct_drop(struct conn *c)
 {
-  size_t have = c->rend - c->rstart;
-  size_t want = have + need;
-  size_t limit = CONN_READ_BUF_LIMIT(c->lim.max_frame_bytes);
-  if (want > limit) {
-    return CAIRN_ETOOLARGE;
-  }
-  if (c->rstart > 0 && c->rstart + want > c->rcap) {
-    memmove(c->rbuf, c->rbuf + c->rstart, have);
-    c->rstart = 0;
-    c->rend = have;
-  }
-  if (want > c->rcap) {
-    size_t cap = c->rcap * 2 > want ? c->rcap * 2 : want;
-    if (cap > limit) {
-      cap = limit;
-    }
-    uint8_t *p = realloc(c->rbuf, cap);
-    if (p == NULL) {
-      return CAIRN_ENOMEM;
-    }
-    c->rbuf = p;
-    c->rcap = cap;
-    if (cap > c->peak_rbuf) {
-      c->peak_rbuf = cap;
-    }
-  }
-  return 0;
+  free(c->direct);
+  c->direct = NULL;
+  c->direct_size = c->direct_have = 0;
 }
 
-/* The read buffer goes back to its initial size when a large frame is gone,
- * so idle conns stay small. */
-static void conn_shrink(struct conn *c)
+/* Links req (its payload in place) and hands it to the handler. */
+static void conn_dispatch_request(struct conn *c, struct conn_request *req,
+                                  Cairn__Client__Envelope *env, const uint8_t *payload,
+                                  size_t payload_len, size_t frame_size)
 {
-  if (c->rstart == c->rend) {
-    c->rstart = c->rend = 0;
-    if (c->rcap > CONN_READ_BUF_INITIAL) {
-      uint8_t *p = realloc(c->rbuf, CONN_READ_BUF_INITIAL);
-      if (p != NULL) {
-        c->rbuf = p;
-        c->rcap = CONN_READ_BUF_INITIAL;
-      }
-    }
-  }
-}
-
-static int conn_dispatch_frame(struct conn *c, const struct frame *f)
-{
-  Cairn__Client__Envelope *env;
-  int rv = frame_unpack_envelope(f, &env);
-  if (rv != 0) {
-    return rv;
-  }
-  struct conn_request *req = malloc(sizeof *req + f->payload_len);
-  if (req == NULL) {
-    cairn__client__envelope__free_unpacked(env, NULL);
-    return CAIRN_ENOMEM;
-  }
   memset(req, 0, sizeof *req);
-  uint8_t *copy = (uint8_t *)(req + 1);
-  if (f->payload_len > 0) {
-    memcpy(copy, f->payload, f->payload_len);
-  }
   req->c = c;
   req->correlation_id = env->correlation_id;
   req->api = env->api;
   req->api_version = env->api_version;
   req->env = env;
-  req->payload = copy;
-  req->payload_len = f->payload_len;
-  req->charge = f->size;
+  req->payload = payload;
+  req->payload_len = payload_len;
+  req->charge = frame_size;
   req->next = c->reqs;
   if (c->reqs != NULL) {
     c->reqs->prev = req;
@@ -712,9 +668,73 @@ static int conn_dispatch_frame(struct conn *c, const struct frame *f)
     c->peak_inflight_bytes = c->inflight_bytes;
   }
   c->requests++;
+  c->dispatch(req, c->data);
+}
+
+/* A whole frame in rbuf: its payload is copied into the request (small
+ * frames only: at most CONN_READ_BUF_INITIAL bytes). */
+static int conn_dispatch_buffered(struct conn *c, const struct frame *f)
+{
+  Cairn__Client__Envelope *env;
+  int rv = frame_unpack_envelope(f, &env);
+  if (rv != 0) {
+    return rv;
+  }
+  struct conn_request *req = malloc(sizeof *req + f->payload_len);
+  if (req == NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+    return CAIRN_ENOMEM;
+  }
+  uint8_t *copy = (uint8_t *)(req + 1);
+  if (f->payload_len > 0) {
+    memcpy(copy, f->payload, f->payload_len);
+  }
   /* Consumed before the handler runs: it may close the conn. */
   c->rstart += f->size;
-  c->dispatch(req, c->data);
+  conn_dispatch_request(c, req, env, copy, f->payload_len, f->size);
+  return 0;
+}
+
+/* The direct block is full: dispatch it, the payload left in place. */
+static int conn_dispatch_direct(struct conn *c)
+{
+  struct conn_request *req = c->direct;
+  const uint8_t *frame = (const uint8_t *)(req + 1);
+  struct frame f;
+  int rv = frame_decode(frame, c->direct_size, c->lim.max_frame_bytes, &f);
+  assert(rv == FRAME_WHOLE); /* its header was checked before the block was made */
+  Cairn__Client__Envelope *env;
+  rv = frame_unpack_envelope(&f, &env);
+  size_t size = c->direct_size;
+  c->direct = NULL; /* the request owns the block from here, or it is freed */
+  c->direct_size = c->direct_have = 0;
+  if (rv != 0) {
+    free(req);
+    return rv;
+  }
+  conn_dispatch_request(c, req, env, f.payload, f.payload_len, size);
+  return 0;
+}
+
+/* Moves the start of a large frame (header checked, f->size bytes in all)
+ * out of rbuf into a block that will become its request, and reads the
+ * rest there: no copy of the payload, and rbuf never grows. */
+static int conn_direct_start(struct conn *c, size_t frame_size)
+{
+  assert(frame_size <= CONN_READ_BUF_LIMIT(c->lim.max_frame_bytes));
+  struct conn_request *block = malloc(sizeof *block + frame_size);
+  if (block == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  size_t have = c->rend - c->rstart;
+  memcpy(block + 1, c->rbuf + c->rstart, have);
+  c->rstart = c->rend = 0;
+  c->direct = block;
+  c->direct_size = frame_size;
+  c->direct_have = have;
+  if (frame_size > c->peak_rbuf) {
+    c->peak_rbuf = frame_size;
+  }
   return 0;
 }
 
@@ -722,13 +742,21 @@ static int conn_dispatch_frame(struct conn *c, const struct frame *f)
 static void conn_process(struct conn *c)
 {
   c->busy++;
-  while (c->state == CONN_OPEN && conn_under_limits(c)) {
+  while (c->state == CONN_OPEN && conn_under_limits(c) && c->direct == NULL) {
     struct frame f;
-    int rv = frame_decode(c->rbuf + c->rstart, c->rend - c->rstart, c->lim.max_frame_bytes, &f);
+    size_t have = c->rend - c->rstart;
+    int rv = frame_decode(c->rbuf + c->rstart, have, c->lim.max_frame_bytes, &f);
     if (rv == FRAME_NEED_MORE) {
-      rv = conn_reserve(c, f.need);
-      if (rv != 0) {
-        conn_protocol_error(c, rv, 0, "cannot buffer the frame");
+      size_t frame_size = have + f.need;
+      if (have >= FRAME_HEADER_SIZE && frame_size > c->rcap) {
+        rv = conn_direct_start(c, frame_size);
+        if (rv != 0) {
+          conn_protocol_error(c, rv, 0, "no memory for the frame");
+        }
+      } else if (c->rstart + frame_size > c->rcap) {
+        memmove(c->rbuf, c->rbuf + c->rstart, have);
+        c->rstart = 0;
+        c->rend = have;
       }
       break;
     }
@@ -743,15 +771,15 @@ static void conn_process(struct conn *c)
       conn_protocol_error(c, rv, 0, what);
       break;
     }
-    rv = conn_dispatch_frame(c, &f);
+    rv = conn_dispatch_buffered(c, &f);
     if (rv != 0) {
       conn_protocol_error(c, rv, 0, "the envelope does not parse");
       break;
     }
   }
   c->backlog = c->state == CONN_OPEN && c->rend > c->rstart && !conn_under_limits(c);
-  if (c->state == CONN_OPEN) {
-    conn_shrink(c);
+  if (c->rstart == c->rend) {
+    c->rstart = c->rend = 0;
   }
   c->busy--;
   conn_update_reading(c);
@@ -763,9 +791,19 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   c->busy++;
   if (nread > 0) {
     if (c->state == CONN_OPEN) {
-      c->rend += (size_t)nread;
       if (c->lim.idle_timeout_ms > 0) {
         uv_timer_again(&c->timer);
+      }
+      if (c->direct != NULL) {
+        c->direct_have += (size_t)nread;
+        if (c->direct_have == c->direct_size) {
+          int rv = conn_dispatch_direct(c);
+          if (rv != 0) {
+            conn_protocol_error(c, rv, 0, "the envelope does not parse");
+          }
+        }
+      } else {
+        c->rend += (size_t)nread;
       }
       conn_process(c);
     } else {

@@ -23,8 +23,10 @@
  * answer); answers to earlier requests are still sent.
  *
  * Limits (struct conn_limits), each checked where it grows:
- *   - the read buffer grows to CONN_READ_BUF_LIMIT(max_frame_bytes) at most
- *     and shrinks back to CONN_READ_BUF_INITIAL when empty;
+ *   - the read buffer is CONN_READ_BUF_INITIAL bytes; a larger frame (its
+ *     header checked against max_frame_bytes first) is read into a block of
+ *     its exact size, at most CONN_READ_BUF_LIMIT(max_frame_bytes), that
+ *     becomes the request: one such block per conn at a time;
  *   - reading stops (uv_read_stop) while unanswered requests hold more than
  *     max_inflight_bytes (frame bytes) or number max_inflight_requests, or
  *     answers not yet written exceed max_write_queue_bytes; it resumes when
@@ -110,8 +112,10 @@ struct conn_request {
   Cairn__Client__Api api;
   uint32_t api_version;
   Cairn__Client__Envelope *env; /* owned by the request, freed with it */
-  const uint8_t *payload;       /* a copy owned by the request: valid until it
-                                 * is finished, whatever else is read meanwhile */
+  const uint8_t *payload;       /* owned by the request (a copy of a small
+                                 * frame's, or read in place for a large one):
+                                 * valid until it is finished, whatever else
+                                 * is read meanwhile */
   size_t payload_len;
   bool canceled; /* the conn is closing: the answer will be dropped */
   /* Free for the handler. */
@@ -154,9 +158,14 @@ struct conn {
   void *owner;              /* for the creator (the listener) */
   struct conn *prev, *next; /* the owner's list */
 
-  /* Read side: bytes [rstart, rend) of rbuf are received and not consumed. */
+  /* Read side: bytes [rstart, rend) of rbuf are received and not consumed.
+   * A frame larger than rbuf is read into `direct` instead: a block that
+   * becomes its request (struct conn_request, then the frame), so large
+   * payloads are never copied. */
   uint8_t *rbuf;
   size_t rcap, rstart, rend;
+  struct conn_request *direct;
+  size_t direct_size, direct_have;
   bool reading;
   bool backlog; /* whole frames wait in rbuf for the limits to allow them */
   bool peer_eof;
@@ -183,7 +192,7 @@ struct conn {
   uint64_t responses;
   uint64_t peak_inflight_bytes;
   uint64_t peak_write_queue_bytes;
-  size_t peak_rbuf;
+  size_t peak_rbuf;              /* the largest read buffer or direct block */
   char errmsg[CONN_ERRMSG_SIZE]; /* why it closed, when it did not close cleanly */
 };
 

@@ -140,6 +140,7 @@ static void srv_on_cancel(struct conn_request *req)
  *   "echo"          answer now with the request's payload
  *   "later:MS"      answer with the payload after MS milliseconds
  *   "hold"          never answer (until canceled)
+ *   "close"         close the conn, then answer with the payload
  *   "big:N"         answer now with N bytes
  *   "file:OFF:LEN"  answer "<" + LEN bytes of the file from OFF + ">" */
 static void srv_dispatch(struct conn_request *req, void *data)
@@ -160,6 +161,11 @@ static void srv_dispatch(struct conn_request *req, void *data)
     assert_int_equal(uv_timer_init(&s->loop, &d->timer), 0);
     d->timer.data = d;
     assert_int_equal(uv_timer_start(&d->timer, srv_on_deferred, strtoul(what + 6, NULL, 10), 0), 0);
+  } else if (strcmp(what, "close") == 0) {
+    /* The handler closes the conn from inside dispatch, then answers. */
+    conn_close(req->c);
+    struct conn_part p = srv_mem_part(s, req->payload, req->payload_len);
+    srv_answer(req, &p, 1);
   } else if (strcmp(what, "hold") == 0) {
     /* Answered by srv_on_cancel. */
   } else if (strncmp(what, "big:", 4) == 0) {
@@ -408,7 +414,7 @@ static void test_conn_oversized_frame_is_answered_then_closed(void **state)
   srv_free(s);
 }
 
-static void test_conn_large_frame_within_the_limit_is_buffered_and_shrinks(void **state)
+static void test_conn_large_frame_is_read_in_place_within_the_limit(void **state)
 {
   struct conn_limits lim;
   conn_limits_default(&lim);
@@ -430,6 +436,100 @@ static void test_conn_large_frame_within_the_limit_is_buffered_and_shrinks(void 
   assert_true(s->peak_rbuf >= n);
   assert_true(s->peak_rbuf <= CONN_READ_BUF_LIMIT(lim.max_frame_bytes));
   free(big);
+  srv_free(s);
+}
+
+/* Large frames (read into their own blocks) and small ones (copied out of
+ * the read buffer) back to back in one write: the direct read stops exactly
+ * at each large frame's end. */
+static void test_conn_large_and_small_frames_interleave_in_one_write(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  size_t sizes[] = {200000, 3, 65536 - 40, 65536, 300001, 0, 70000, 70000, 1};
+  size_t n = sizeof sizes / sizeof sizes[0];
+  uint8_t *data = malloc(300001 + n);
+  for (size_t i = 0; i < 300001 + n; i++) {
+    data[i] = (uint8_t)(i * 11 + 5);
+  }
+  for (size_t i = 0; i < n; i++) {
+    client_send(&w, i + 1, "echo", data + i, sizes[i]);
+  }
+  for (size_t i = 0; i < n; i++) {
+    client_expect(&w, i + 1, data + i, sizes[i]);
+  }
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), (int)n);
+  free(data);
+  srv_free(s);
+}
+
+static void test_conn_large_frame_with_a_bad_envelope_or_cut_short(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  size_t size = 200000;
+  uint8_t *frame = calloc(1, size);
+  uint32_t l = (uint32_t)(size - 4);
+  frame[0] = (uint8_t)(l >> 24);
+  frame[1] = (uint8_t)(l >> 16);
+  frame[2] = (uint8_t)(l >> 8);
+  frame[3] = (uint8_t)l;
+  frame[7] = 4;
+  memcpy(frame + 8, "\x0f\xff\xff\xff", 4); /* not protobuf */
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  assert_int_equal(wc_send_raw(&w, frame, size), 0);
+  client_expect_error_then_close(&w, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  wc_close(&w);
+  /* Half a large frame, then the client goes away: the block is freed
+   * (the leak checker would see it otherwise). */
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  assert_int_equal(wc_send_raw(&w, frame, size / 2), 0);
+  usleep(100000);
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), 0);
+  free(frame);
+  srv_free(s);
+}
+
+static void test_conn_inflight_request_limit_pauses_reading(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.max_inflight_requests = 4;
+  lim.close_grace_ms = 200;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  for (int i = 0; i < 10; i++) {
+    client_send(&w, (uint64_t)i + 1, "hold", NULL, 0);
+  }
+  usleep(300000);
+  assert_int_equal(atomic_load(&s->requests), 4);
+  srv_stop(s); /* the four held are canceled; the six unread never dispatched */
+  assert_int_equal(atomic_load(&s->canceled), 4);
+  assert_int_equal(atomic_load(&s->requests), 4);
+  wc_close(&w);
+  srv_free(s);
+}
+
+static void test_conn_handler_may_close_from_dispatch(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 1, "later:100", "early", 5);
+  client_send(&w, 2, "close", "bye", 3);
+  client_send(&w, 3, "echo", "never", 5); /* after the close: not dispatched */
+  client_expect(&w, 2, "bye", 3);
+  client_expect(&w, 1, "early", 5);
+  assert_int_equal(wc_wait_closed(&w, RECV_MS), 0);
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), 2);
   srv_free(s);
 }
 
@@ -755,7 +855,11 @@ int main(void)
       cmocka_unit_test(test_conn_pipelines_1000_requests),
       cmocka_unit_test(test_conn_answers_out_of_order),
       cmocka_unit_test(test_conn_oversized_frame_is_answered_then_closed),
-      cmocka_unit_test(test_conn_large_frame_within_the_limit_is_buffered_and_shrinks),
+      cmocka_unit_test(test_conn_large_frame_is_read_in_place_within_the_limit),
+      cmocka_unit_test(test_conn_large_and_small_frames_interleave_in_one_write),
+      cmocka_unit_test(test_conn_large_frame_with_a_bad_envelope_or_cut_short),
+      cmocka_unit_test(test_conn_inflight_request_limit_pauses_reading),
+      cmocka_unit_test(test_conn_handler_may_close_from_dispatch),
       cmocka_unit_test(test_conn_garbage_bytes_get_malformed_request_then_close),
       cmocka_unit_test(test_conn_backpressure_bounds_memory_of_a_client_that_stops_reading),
       cmocka_unit_test(test_conn_idle_timeout_closes_only_idle_conns),
