@@ -141,6 +141,8 @@ static Cairn__Client__Envelope *call(struct wc *w, Cairn__Client__Envelope *env,
   return resp;
 }
 
+static int64_t last_timestamp; /* of the last list_offset() answer */
+
 /* ListOffsets of one partition; returns the result's offset, *code the
  * partition's error. */
 static int64_t list_offset(struct wc *w, const char *topic, uint32_t partition,
@@ -162,6 +164,7 @@ static int64_t list_offset(struct wc *w, const char *topic, uint32_t partition,
   assert_int_equal(resp->list_offsets_resp->n_partitions, 1);
   const Cairn__Client__ListOffsetsPartitionResult *res = resp->list_offsets_resp->partitions[0];
   *code = err_code(res->error);
+  last_timestamp = res->timestamp;
   int64_t off = res->offset;
   cairn__client__envelope__free_unpacked(resp, NULL);
   return off;
@@ -290,6 +293,10 @@ static void test_single_node_produce_fetch_list_offsets_round_trip(void **state)
       list_offset(&w, TOPIC, 0, CAIRN__CLIENT__OFFSET_SPEC__OFFSET_TIMESTAMP, 2001, &code),
       REC + 1);
   assert_int_equal(code, 0);
+  assert_int_equal(last_timestamp, 2001);
+  assert_int_equal(
+      list_offset(&w, TOPIC, 0, CAIRN__CLIENT__OFFSET_SPEC__OFFSET_TIMESTAMP, 1500, &code), REC);
+  assert_int_equal(last_timestamp, 2000);
   assert_int_equal(
       list_offset(&w, TOPIC, 0, CAIRN__CLIENT__OFFSET_SPEC__OFFSET_TIMESTAMP, 999999, &code), -1);
   assert_int_equal(code, 0);
@@ -324,6 +331,30 @@ static void test_single_node_produce_fetch_list_offsets_round_trip(void **state)
     batch_header_decode(data + pos, &h);
     assert_int_equal(h.base_offset, k < 3 ? k * REC : 0);
   }
+  free(data);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+
+  /* The response's budget: p0's first batch fills it, p1 gets nothing
+   * (its batch would pass the budget and is not the response's first). */
+  fr.max_bytes = lens[0] + 1;
+  resp = call(&w, &env, NULL, 0, &data, &dlen);
+  frr = resp->fetch_resp;
+  assert_int_equal(frr->partitions[0]->bytes, lens[0]);
+  assert_int_equal(frr->partitions[1]->bytes, 0);
+  assert_int_equal(err_code(frr->partitions[1]->error), 0);
+  assert_int_equal(dlen, lens[0]);
+  free(data);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  /* Per-partition max_bytes 1: each partition still gets one whole batch. */
+  fr.max_bytes = 0;
+  fp[0].max_bytes = 1;
+  fp[1].max_bytes = 1;
+  resp = call(&w, &env, NULL, 0, &data, &dlen);
+  frr = resp->fetch_resp;
+  assert_int_equal(frr->partitions[0]->bytes, lens[0]);
+  assert_int_equal(frr->partitions[1]->bytes, lens[3]);
+  assert_int_equal(dlen, lens[0] + lens[3]);
+  assert_int_equal(tu_check_batch(data + lens[0], lens[3], 4, REC, VALUE), 0);
   free(data);
   cairn__client__envelope__free_unpacked(resp, NULL);
 
