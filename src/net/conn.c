@@ -913,8 +913,26 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
   }
   c->loop = loop;
   c->lim = *lim;
+  /* A zero bound would never let a request in: it means the default. */
+  struct conn_limits def;
+  conn_limits_default(&def);
+  if (c->lim.max_frame_bytes == 0) {
+    c->lim.max_frame_bytes = def.max_frame_bytes;
+  }
   if (c->lim.max_frame_bytes > FRAME_MAX_BYTES_LIMIT) {
     c->lim.max_frame_bytes = FRAME_MAX_BYTES_LIMIT;
+  }
+  if (c->lim.max_inflight_bytes == 0) {
+    c->lim.max_inflight_bytes = def.max_inflight_bytes;
+  }
+  if (c->lim.max_inflight_requests == 0) {
+    c->lim.max_inflight_requests = def.max_inflight_requests;
+  }
+  if (c->lim.max_write_queue_bytes == 0) {
+    c->lim.max_write_queue_bytes = def.max_write_queue_bytes;
+  }
+  if (c->lim.write_timeout_ms == 0) {
+    c->lim.write_timeout_ms = def.write_timeout_ms;
   }
   c->id = conn_next_id++;
   c->dispatch = dispatch;

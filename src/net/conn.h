@@ -70,6 +70,8 @@ enum conn_state {
 /* The state's name ("CONN_OPEN"), a static string. */
 const char *conn_state_name(enum conn_state state);
 
+/* Zero in a max_* field or write_timeout_ms means its default; zero
+ * idle_timeout_ms means never, zero close_grace_ms means at once. */
 struct conn_limits {
   uint32_t max_frame_bytes;       /* bound on a frame's L; at most FRAME_MAX_BYTES_LIMIT */
   uint64_t max_inflight_bytes;    /* frame bytes of unanswered requests before reads pause */
