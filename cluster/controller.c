@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CTL_ENTRY_HEADER 4
 
@@ -155,8 +156,10 @@ static void ctl_on_raft_closed(struct raft *r);
 
 static int ctl_check_voters(struct controller *ctl, const struct ctl_voter *voters, unsigned n)
 {
-  if (n == 0 || n > CTL_MAX_VOTERS) {
-    ctl_set_errmsg(ctl, "metadata group: %u voters (1..%d)", n, CTL_MAX_VOTERS);
+  /* No voters: a node that joins an existing cluster learns them from the
+   * group's log. */
+  if (n > CTL_MAX_VOTERS) {
+    ctl_set_errmsg(ctl, "metadata group: %u voters (at most %d)", n, CTL_MAX_VOTERS);
     return CAIRN_EINVAL;
   }
   for (unsigned i = 0; i < n; i++) {
@@ -437,6 +440,15 @@ bool ctl_incarnation_is_live(const struct controller *ctl, uint64_t node_id,
          uv_now(ctl->loop) - s->last_ms < ctl->opts.node_timeout_ms;
 }
 
+/* Wall-clock ms: what the planner stamps into node state changes, for
+ * operators (liveness itself runs on the loop's monotonic clock). */
+static uint64_t ctl_wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* ---- the leader's tick ---- */
 
 static void ctl_on_change_done(struct raft_change *req, int status)
@@ -566,7 +578,7 @@ static void ctl_plan(struct controller *ctl)
     confs[i].nvoters = ctl->reports[i].nvoters;
   }
   struct meta_plan_input in = {.st = &ctl->st, .live = live, .nlive = nlive, .configs = confs,
-                               .nconfigs = ctl->nreports, .now_ms = uv_now(ctl->loop)};
+                               .nconfigs = ctl->nreports, .now_ms = ctl_wall_ms()};
   meta_plan_opts_default(&in.opts);
   in.opts.node_timeout_ms = ctl->opts.node_timeout_ms;
   in.opts.replace_delay_ms = ctl->opts.replace_delay_ms;

@@ -130,8 +130,8 @@ struct controller {
 
 /* Opens (or creates) this node's replica of the metadata group in dir. If
  * self_id is one of the voters, a fresh replica bootstraps the voter
- * configuration; otherwise it starts empty and waits to be added as a
- * standby. on_change (may be NULL) is called after each applied change.
+ * configuration; otherwise (also with no voters at all: a node joining an
+ * existing cluster) it starts empty and waits to be added as a standby. on_change (may be NULL) is called after each applied change.
  * Caller allocates ctl and keeps tr open until the close callback. Returns
  * 0, or a negative code with ctl->errmsg set (nothing to close then). */
 __attribute__((warn_unused_result)) int ctl_open(struct controller *ctl, uv_loop_t *loop,

@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#define HANDLE_MESSAGE_SIZE 200
-#define HANDLE_ADDRESS_SIZE 128
+#define HANDLE_MESSAGE_SIZE 512 /* room for a 249-byte topic name */
+#define HANDLE_ADDRESS_SIZE 264 /* META_ADDR_MAX + 1 */
 
 struct node;
 struct part;

@@ -70,6 +70,9 @@ struct node {
   bool register_inflight;
   bool heartbeat_inflight;
   bool bootstrap_inflight;
+  bool join_checked;         /* the --join node's cluster id matches ours */
+  bool join_inflight;
+  struct peer_call join_call;
   struct peer_call register_call;
   struct peer_call heartbeat_call;
   struct ctl_propose bootstrap_req;

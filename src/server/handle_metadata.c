@@ -1,0 +1,306 @@
+/* handle_metadata.c - Metadata, ListTopics, DescribeTopic and
+ * DescribeCluster: views of this node's copy of the metadata, completed
+ * with what the node knows first hand of the partitions it hosts (leader,
+ * high watermark, log start, in-sync replicas when it leads).
+ *
+ * Any node answers from its own replica of the metadata group (every node
+ * holds one), so a client discovers leaders from whichever node it reaches;
+ * a node's copy may lag the controller by a heartbeat or so, and a client
+ * that is sent to a stale leader gets NOT_LEADER with a better hint. */
+#include "server/handlers.h"
+
+#include "common/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A replica is in sync when the leader heard from it lately and it is at
+ * most this many Raft entries behind. */
+#define MD_ISR_MAX_LAG_ENTRIES 64
+
+static const char *md_state_name(enum meta_node_state s)
+{
+  switch (s) {
+  case META_NODE_ALIVE: return "alive";
+  case META_NODE_DEAD: return "dead";
+  case META_NODE_DRAINING: return "draining";
+  case META_NODE_REMOVED: return "removed";
+  }
+  return "unknown";
+}
+
+static void md_node(Cairn__Client__NodeInfo *ni, const struct meta_node *nd)
+{
+  cairn__client__node_info__init(ni);
+  ni->id = nd->id;
+  ni->client_address = (char *)nd->client_addr;
+  ni->cluster_address = (char *)nd->cluster_addr;
+  ni->admin_address = (char *)nd->admin_addr;
+  ni->rack = (char *)nd->rack;
+  ni->state = (char *)md_state_name(nd->state);
+}
+
+/* Everything a response borrows and must free after conn_respond(). */
+struct md_frees {
+  void **v;
+  size_t n, cap;
+  bool failed;
+};
+
+static void *md_alloc(struct md_frees *f, size_t size)
+{
+  if (f->n == f->cap) {
+    size_t cap = f->cap ? f->cap * 2 : 16;
+    void **nv = realloc(f->v, cap * sizeof *nv);
+    if (nv == NULL) {
+      f->failed = true;
+      return NULL;
+    }
+    f->v = nv;
+    f->cap = cap;
+  }
+  void *p = calloc(1, size > 0 ? size : 1);
+  if (p == NULL) {
+    f->failed = true;
+    return NULL;
+  }
+  f->v[f->n++] = p;
+  return p;
+}
+
+static void md_free_all(struct md_frees *f)
+{
+  for (size_t i = 0; i < f->n; i++) {
+    free(f->v[i]);
+  }
+  free(f->v);
+}
+
+/* In-sync replicas as the leader sees them: voters it heard from lately
+ * and that are close to its last index (itself included). */
+static size_t md_isr_local(struct rgroup *rg, uint64_t *out)
+{
+  struct raft *r = &rg->raft;
+  size_t k = 0;
+  raft_index last = raft_last_index(r);
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    const struct raft_server *s = &r->configuration.servers[i];
+    if (s->role != RAFT_VOTER) {
+      continue;
+    }
+    const struct raft_progress *p = &r->leader_state.progress[i];
+    bool self = s->id == r->id;
+    if (self || (p->recent_recv && p->match_index + MD_ISR_MAX_LAG_ENTRIES >= last)) {
+      out[k++] = s->id;
+    }
+  }
+  return k;
+}
+
+/* Without first-hand knowledge: the replicas whose nodes are alive. */
+static size_t md_isr_alive(const struct meta_state *st, const struct meta_partition *mp,
+                           uint64_t *out)
+{
+  size_t k = 0;
+  for (uint32_t i = 0; i < mp->nreplicas; i++) {
+    const struct meta_node *nd = meta_node_find(st, mp->replicas[i]);
+    if (nd != NULL && nd->state == META_NODE_ALIVE) {
+      out[k++] = mp->replicas[i];
+    }
+  }
+  return k;
+}
+
+static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
+                         const struct meta_topic *t, uint32_t index)
+{
+  const struct meta_partition *mp = &t->partitions[index];
+  cairn__client__partition_info__init(pi);
+  pi->partition = index;
+  pi->group_id = mp->group_id;
+  pi->leader_id = mp->leader_id;
+  pi->leader_term = mp->leader_term;
+  pi->n_replicas = mp->nreplicas;
+  pi->replicas = (uint64_t *)mp->replicas;
+  pi->log_start_offset = -1;
+  pi->high_watermark = -1;
+  uint64_t *isr = md_alloc(f, META_MAX_REPLICAS * sizeof *isr);
+  if (isr == NULL) {
+    return;
+  }
+  pi->isr = isr;
+  struct part *p = parts_find(&n->parts, t->id, index);
+  if (p == NULL) {
+    pi->n_isr = md_isr_alive(ctl_state(&n->ctl), mp, isr);
+    return;
+  }
+  struct store_info si;
+  store_info(rgroup_store(&p->rg), &si);
+  pi->log_start_offset = si.start_offset;
+  pi->high_watermark = si.next_offset;
+  if (rgroup_is_leader(&p->rg)) {
+    pi->leader_id = n->cfg.node_id;
+    pi->leader_term = p->rg.raft.current_term;
+    pi->n_isr = md_isr_local(&p->rg, isr);
+  } else {
+    pi->n_isr = md_isr_alive(ctl_state(&n->ctl), mp, isr);
+  }
+}
+
+static void md_topic(struct node *n, struct md_frees *f, Cairn__Client__TopicInfo *ti,
+                     const struct meta_topic *t, bool with_partitions)
+{
+  cairn__client__topic_info__init(ti);
+  ti->name = (char *)t->name;
+  ti->topic_id = t->id;
+  ti->partition_count = t->npartitions;
+  ti->replication_factor = t->replication_factor;
+  Cairn__Client__TopicConfig *tc = md_alloc(f, sizeof *tc);
+  if (tc != NULL) {
+    cairn__client__topic_config__init(tc);
+    tc->retention_bytes = (int64_t)t->config.retention_bytes;
+    tc->retention_ms = (int64_t)t->config.retention_ms;
+    tc->segment_bytes = t->config.segment_bytes;
+    tc->max_batch_bytes = (uint32_t)t->config.max_batch_bytes;
+    ti->config = tc;
+  }
+  if (!with_partitions) {
+    return;
+  }
+  Cairn__Client__PartitionInfo *pis = md_alloc(f, t->npartitions * sizeof *pis);
+  Cairn__Client__PartitionInfo **pp = md_alloc(f, t->npartitions * sizeof *pp);
+  if (pis == NULL || pp == NULL) {
+    return;
+  }
+  for (uint32_t i = 0; i < t->npartitions; i++) {
+    md_partition(n, f, &pis[i], t, i);
+    pp[i] = &pis[i];
+  }
+  ti->partitions = pp;
+  ti->n_partitions = t->npartitions;
+}
+
+static Cairn__Client__Error md_unknown_topic = {PROTOBUF_C_MESSAGE_INIT(&cairn__client__error__descriptor),
+                                                CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC,
+                                                (char *)"no such topic"};
+
+/* Topics named by names[0..nnames) (all when nnames is 0), in name order
+ * of the request, or id order for all. */
+static Cairn__Client__TopicInfo **md_topics(struct node *n, struct md_frees *f, char **names,
+                                            size_t nnames, bool with_partitions, size_t *count)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  size_t k = nnames > 0 ? nnames : st->ntopics;
+  Cairn__Client__TopicInfo *tis = md_alloc(f, k * sizeof *tis);
+  Cairn__Client__TopicInfo **tp = md_alloc(f, k * sizeof *tp);
+  if (tis == NULL || tp == NULL) {
+    *count = 0;
+    return NULL;
+  }
+  for (size_t i = 0; i < k; i++) {
+    const struct meta_topic *t = nnames > 0 ? meta_topic_find(st, names[i]) : &st->topics[i];
+    if (t != NULL) {
+      md_topic(n, f, &tis[i], t, with_partitions);
+    } else {
+      cairn__client__topic_info__init(&tis[i]);
+      tis[i].name = names[i];
+      tis[i].error = &md_unknown_topic;
+    }
+    tp[i] = &tis[i];
+  }
+  *count = k;
+  return tp;
+}
+
+static Cairn__Client__NodeInfo **md_nodes(struct node *n, struct md_frees *f, size_t *count)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  Cairn__Client__NodeInfo *nis = md_alloc(f, st->nnodes * sizeof *nis);
+  Cairn__Client__NodeInfo **np = md_alloc(f, st->nnodes * sizeof *np);
+  if (nis == NULL || np == NULL) {
+    *count = 0;
+    return NULL;
+  }
+  for (size_t i = 0; i < st->nnodes; i++) {
+    md_node(&nis[i], &st->nodes[i]);
+    np[i] = &nis[i];
+  }
+  *count = st->nnodes;
+  return np;
+}
+
+static uint64_t md_controller(struct node *n)
+{
+  uint64_t id = 0;
+  const char *addr = NULL;
+  ctl_leader(&n->ctl, &id, &addr);
+  return id;
+}
+
+/* Answers env, or an error if building it ran out of memory. */
+static void md_respond(struct conn_request *req, Cairn__Client__Envelope *env, struct md_frees *f)
+{
+  if (f->failed) {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
+  } else {
+    conn_respond(req, env, NULL, 0);
+  }
+  md_free_all(f);
+}
+
+void handle_metadata(struct node *n, struct conn_request *req)
+{
+  const Cairn__Client__MetadataRequest *mr = req->env->metadata_req;
+  struct md_frees f = {0};
+  Cairn__Client__MetadataResponse resp = CAIRN__CLIENT__METADATA_RESPONSE__INIT;
+  resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
+  resp.controller_id = md_controller(n);
+  resp.nodes = md_nodes(n, &f, &resp.n_nodes);
+  resp.topics = md_topics(n, &f, mr->topics, mr->n_topics, true, &resp.n_topics);
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP;
+  env.metadata_resp = &resp;
+  md_respond(req, &env, &f);
+}
+
+void handle_list_topics(struct node *n, struct conn_request *req)
+{
+  struct md_frees f = {0};
+  Cairn__Client__ListTopicsResponse resp = CAIRN__CLIENT__LIST_TOPICS_RESPONSE__INIT;
+  resp.topics = md_topics(n, &f, NULL, 0, false, &resp.n_topics);
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_RESP;
+  env.list_topics_resp = &resp;
+  md_respond(req, &env, &f);
+}
+
+void handle_describe_topic(struct node *n, struct conn_request *req)
+{
+  char *name = req->env->describe_topic_req->name;
+  struct md_frees f = {0};
+  Cairn__Client__DescribeTopicResponse resp = CAIRN__CLIENT__DESCRIBE_TOPIC_RESPONSE__INIT;
+  size_t count = 0;
+  Cairn__Client__TopicInfo **tp = md_topics(n, &f, &name, 1, true, &count);
+  if (tp != NULL) {
+    resp.topic = tp[0];
+    resp.error = tp[0]->error;
+  }
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_TOPIC_RESP;
+  env.describe_topic_resp = &resp;
+  md_respond(req, &env, &f);
+}
+
+void handle_describe_cluster(struct node *n, struct conn_request *req)
+{
+  struct md_frees f = {0};
+  Cairn__Client__DescribeClusterResponse resp = CAIRN__CLIENT__DESCRIBE_CLUSTER_RESPONSE__INIT;
+  resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
+  resp.controller_id = md_controller(n);
+  resp.nodes = md_nodes(n, &f, &resp.n_nodes);
+  resp.topics = md_topics(n, &f, NULL, 0, true, &resp.n_topics);
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP;
+  env.describe_cluster_resp = &resp;
+  md_respond(req, &env, &f);
+}

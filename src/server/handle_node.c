@@ -1,0 +1,468 @@
+/* handle_node.c - node registration and heartbeats, from both ends.
+ *
+ * A node registers itself when the metadata does not hold its current
+ * incarnation (first start, restart, after removal), and heartbeats the
+ * controller leader once a second with the partitions it leads: their Raft
+ * term and voters. It sends both to the controller leader's client port,
+ * or to its --join address while it knows no leader (that node forwards);
+ * when it is the controller leader itself, it calls the leader side
+ * directly.
+ *
+ * The controller leader refuses a registration of an id whose registered
+ * incarnation it heard from within the node timeout (NODE_ID_IN_USE: two
+ * live processes with one id), and one carrying another cluster's id
+ * (CLUSTER_ID_MISMATCH). Heartbeats feed its liveness view and partition
+ * reports (ctl_note_heartbeat); a reported leadership newer than the
+ * metadata's is proposed as ReportLeader. */
+#include "server/handlers.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "net/wire_err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- leader side: registration ---- */
+
+typedef void (*hn_done_cb)(struct node *n, void *data, Cairn__Client__ErrorCode code,
+                           const char *msg);
+
+struct hn_register {
+  struct ctl_propose prop;
+  struct node *n;
+  hn_done_cb done;
+  void *data;
+};
+
+static void hn_on_registered(struct ctl_propose *prop, int status, const struct meta_result *res)
+{
+  struct hn_register *op = prop->data;
+  struct node *n = op->n;
+  hn_done_cb done = op->done;
+  void *data = op->data;
+  free(op);
+  if (status != 0) {
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, cairn_strerror(status));
+  } else if (res->code != 0) {
+    done(n, data, wire_err_from(res->code), res->msg);
+  } else {
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__OK, "");
+  }
+}
+
+/* Checks and proposes a registration; done fires exactly once. */
+static void hn_register_apply(struct node *n, const Cairn__Client__NodeRegisterRequest *r,
+                              hn_done_cb done, void *data)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  char msg[512];
+  if (r->node == NULL || r->node->id == 0 || r->incarnation == 0) {
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST, "node id and incarnation needed");
+    return;
+  }
+  if (st->cluster_id[0] == '\0') {
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, "the cluster is not bootstrapped yet");
+    return;
+  }
+  if (r->cluster_id[0] != '\0' && strcmp(r->cluster_id, st->cluster_id) != 0) {
+    snprintf(msg, sizeof msg, "node %" PRIu64 " has data of cluster %s; this cluster is %s",
+             r->node->id, r->cluster_id, st->cluster_id);
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__CLUSTER_ID_MISMATCH, msg);
+    return;
+  }
+  const struct meta_node *old = meta_node_find(st, r->node->id);
+  uint64_t replaces = 0;
+  if (old != NULL && old->incarnation != r->incarnation) {
+    if (old->state == META_NODE_ALIVE &&
+        ctl_incarnation_is_live(&n->ctl, old->id, old->incarnation)) {
+      snprintf(msg, sizeof msg,
+               "node id %" PRIu64 " is in use by a live process (clients %s): pick another id",
+               old->id, old->client_addr);
+      done(n, data, CAIRN__CLIENT__ERROR_CODE__NODE_ID_IN_USE, msg);
+      return;
+    }
+    replaces = old->incarnation;
+  }
+  struct meta_node_info info = {.node_id = r->node->id,
+                                .incarnation = r->incarnation,
+                                .client_addr = r->node->client_address,
+                                .cluster_addr = r->node->cluster_address,
+                                .admin_addr = r->node->admin_address,
+                                .rack = r->node->rack};
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  int rv = meta_cmd_register_node(&info, replaces, &cmd, &len);
+  struct hn_register *op = rv == 0 ? calloc(1, sizeof *op) : NULL;
+  if (op == NULL) {
+    free(cmd);
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST,
+         rv != 0 ? cairn_strerror(rv) : "out of memory");
+    return;
+  }
+  op->n = n;
+  op->done = done;
+  op->data = data;
+  op->prop.data = op;
+  rv = ctl_propose(&n->ctl, &op->prop, cmd, len, hn_on_registered);
+  free(cmd);
+  if (rv != 0) {
+    free(op);
+    done(n, data, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, cairn_strerror(rv));
+  }
+}
+
+/* ---- leader side: heartbeats ---- */
+
+static void hn_on_reported(struct ctl_propose *prop, int status, const struct meta_result *res)
+{
+  free(prop);
+}
+
+/* Proposes ReportLeader for a leadership the metadata does not show yet. */
+static void hn_report_leader(struct node *n, uint64_t node_id,
+                             const Cairn__Client__PartitionReport *pr)
+{
+  const struct meta_partition *mp =
+      meta_partition_find(ctl_state(&n->ctl), pr->topic_id, pr->partition);
+  if (mp == NULL || !pr->leader || (mp->leader_id == node_id && mp->leader_term >= pr->term) ||
+      mp->leader_term > pr->term) {
+    return;
+  }
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  if (meta_cmd_report_leader(pr->topic_id, pr->partition, node_id, pr->term, &cmd, &len) != 0) {
+    return;
+  }
+  struct ctl_propose *prop = calloc(1, sizeof *prop);
+  if (prop != NULL && ctl_propose(&n->ctl, prop, cmd, len, hn_on_reported) != 0) {
+    free(prop);
+  }
+  free(cmd);
+}
+
+static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
+                                                   const Cairn__Client__NodeHeartbeatRequest *hb)
+{
+  const struct meta_node *nd = meta_node_find(ctl_state(&n->ctl), hb->node_id);
+  if (nd == NULL || nd->incarnation != hb->incarnation) {
+    return CAIRN__CLIENT__ERROR_CODE__UNKNOWN_NODE; /* it registers again */
+  }
+  size_t k = hb->n_partitions;
+  struct ctl_report *reps = calloc(k > 0 ? k : 1, sizeof *reps);
+  if (reps == NULL) {
+    return CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  }
+  for (size_t i = 0; i < k; i++) {
+    const Cairn__Client__PartitionReport *pr = hb->partitions[i];
+    reps[i].topic_id = pr->topic_id;
+    reps[i].partition = pr->partition;
+    reps[i].replica_epoch = pr->replica_epoch;
+    reps[i].nvoters = pr->n_voters < META_MAX_REPLICAS ? pr->n_voters : META_MAX_REPLICAS;
+    memcpy(reps[i].voters, pr->voters, reps[i].nvoters * sizeof(uint64_t));
+    hn_report_leader(n, hb->node_id, pr);
+  }
+  ctl_note_heartbeat(&n->ctl, hb->node_id, hb->incarnation, reps, k);
+  free(reps);
+  return CAIRN__CLIENT__ERROR_CODE__OK;
+}
+
+/* ---- requests from other nodes ---- */
+
+static void hn_respond_register(struct node *n, void *data, Cairn__Client__ErrorCode code,
+                                const char *msg)
+{
+  struct conn_request *req = data;
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = code;
+  err.message = (char *)msg;
+  Cairn__Client__NodeRegisterResponse resp = CAIRN__CLIENT__NODE_REGISTER_RESPONSE__INIT;
+  resp.error = &err;
+  resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_REGISTER_RESP;
+  env.node_register_resp = &resp;
+  if (req->canceled) {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "connection closing");
+    return;
+  }
+  conn_respond(req, &env, NULL, 0);
+}
+
+void handle_node_register(struct node *n, struct conn_request *req)
+{
+  if (handle_forward(n, req)) {
+    return;
+  }
+  /* The proposal's callback answers; a conn closing meanwhile drops it
+   * (conn keeps req until it is finished). */
+  hn_register_apply(n, req->env->node_register_req, hn_respond_register, req);
+}
+
+void handle_node_heartbeat(struct node *n, struct conn_request *req)
+{
+  if (handle_forward(n, req)) {
+    return;
+  }
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = hn_heartbeat_apply(n, req->env->node_heartbeat_req);
+  Cairn__Client__NodeHeartbeatResponse resp = CAIRN__CLIENT__NODE_HEARTBEAT_RESPONSE__INIT;
+  resp.error = &err;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_RESP;
+  env.node_heartbeat_resp = &resp;
+  conn_respond(req, &env, NULL, 0);
+}
+
+/* ---- this node's side ---- */
+
+/* A refusal that means this process must not run: another live process
+ * has its id, or its data dir is another cluster's. */
+static void hn_registered(struct node *n, void *data, Cairn__Client__ErrorCode code,
+                          const char *msg)
+{
+  n->register_inflight = false;
+  if (code == CAIRN__CLIENT__ERROR_CODE__OK) {
+    log_info("node", "node %" PRIu64 " registered (incarnation %016" PRIx64 ")", n->cfg.node_id,
+             n->incarnation);
+    return;
+  }
+  if (code == CAIRN__CLIENT__ERROR_CODE__NODE_ID_IN_USE ||
+      code == CAIRN__CLIENT__ERROR_CODE__CLUSTER_ID_MISMATCH) {
+    log_error("node", "registration refused: %s", msg);
+    n->exit_code = 2;
+    node_stop(n, n->stop_cb);
+    return;
+  }
+  log_debug("node", "registration: %s: %s", wire_err_name(code), msg);
+}
+
+static void hn_on_register_answer(struct peer_call *call, int status,
+                                  const Cairn__Client__Envelope *resp, const uint8_t *payload,
+                                  size_t len)
+{
+  struct node *n = call->data;
+  if (status != 0) {
+    hn_registered(n, NULL, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, cairn_strerror(status));
+    return;
+  }
+  const Cairn__Client__Error *e = NULL;
+  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_NODE_REGISTER_RESP) {
+    e = resp->node_register_resp->error;
+  } else if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
+    e = resp->error_resp;
+  }
+  hn_registered(n, NULL, e != NULL ? e->code : CAIRN__CLIENT__ERROR_CODE__OK,
+                e != NULL && e->message != NULL ? e->message : "");
+}
+
+/* Where this node sends its own requests: the controller leader's client
+ * port, or the join address while no leader is known. NULL: nowhere yet. */
+static const char *hn_target(struct node *n)
+{
+  uint64_t id = 0;
+  const char *addr = NULL;
+  ctl_leader(&n->ctl, &id, &addr);
+  const char *client = id != 0 ? node_client_address(n, id) : NULL;
+  if (client != NULL) {
+    return client;
+  }
+  return n->cfg.join_set ? n->cfg.join.str : NULL;
+}
+
+static void hn_node_info(struct node *n, Cairn__Client__NodeInfo *ni)
+{
+  cairn__client__node_info__init(ni);
+  ni->id = n->cfg.node_id;
+  ni->client_address = n->cfg.advertise_client.str;
+  ni->cluster_address = n->cfg.advertise_cluster.str;
+  ni->admin_address = n->cfg.admin_listen.str;
+  ni->rack = n->cfg.rack;
+}
+
+static void hn_register(struct node *n)
+{
+  Cairn__Client__NodeInfo ni;
+  hn_node_info(n, &ni);
+  Cairn__Client__NodeRegisterRequest r = CAIRN__CLIENT__NODE_REGISTER_REQUEST__INIT;
+  r.node = &ni;
+  r.incarnation = n->incarnation;
+  r.cluster_id = n->cluster_id;
+  n->register_inflight = true;
+  if (ctl_is_leader(&n->ctl)) {
+    hn_register_apply(n, &r, hn_registered, NULL);
+    return;
+  }
+  const char *target = hn_target(n);
+  if (target == NULL) {
+    n->register_inflight = false;
+    return;
+  }
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_NODE_REGISTER;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_REGISTER_REQ;
+  env.node_register_req = &r;
+  n->register_call.data = n;
+  if (peer_call(&n->peer, target, &n->register_call, &env, NULL, 0, NODE_RPC_TIMEOUT_MS,
+                hn_on_register_answer) != 0) {
+    n->register_inflight = false;
+  }
+}
+
+static void hn_on_heartbeat_answer(struct peer_call *call, int status,
+                                   const Cairn__Client__Envelope *resp, const uint8_t *payload,
+                                   size_t len)
+{
+  struct node *n = call->data;
+  n->heartbeat_inflight = false;
+}
+
+/* The partitions this node leads, as heartbeat reports. *out owned: free
+ * each report's voters, then the arrays. */
+static size_t hn_reports(struct node *n, Cairn__Client__PartitionReport **out)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  size_t k = 0;
+  for (size_t i = 0; i < n->parts.n; i++) {
+    struct part *p = n->parts.v[i];
+    if (p->state != PART_OPEN || !rgroup_is_leader(&p->rg)) {
+      continue;
+    }
+    Cairn__Client__PartitionReport *pr = out[k];
+    cairn__client__partition_report__init(pr);
+    pr->topic_id = p->topic_id;
+    pr->partition = p->partition;
+    pr->term = p->rg.raft.current_term;
+    pr->leader = true;
+    const struct meta_partition *mp = meta_partition_find(st, p->topic_id, p->partition);
+    pr->replica_epoch = mp != NULL ? mp->replica_epoch : 0;
+    const struct raft_configuration *c = &p->rg.raft.configuration;
+    pr->voters = calloc(c->n > 0 ? c->n : 1, sizeof *pr->voters);
+    for (unsigned j = 0; pr->voters != NULL && j < c->n; j++) {
+      if (c->servers[j].role == RAFT_VOTER) {
+        pr->voters[pr->n_voters++] = c->servers[j].id;
+      }
+    }
+    struct store_info si;
+    store_info(rgroup_store(&p->rg), &si);
+    pr->high_watermark = si.next_offset;
+    pr->log_start_offset = si.start_offset;
+    k++;
+  }
+  return k;
+}
+
+static void hn_heartbeat(struct node *n)
+{
+  size_t cap = n->parts.n;
+  Cairn__Client__PartitionReport *reps = calloc(cap > 0 ? cap : 1, sizeof *reps);
+  Cairn__Client__PartitionReport **rp = calloc(cap > 0 ? cap : 1, sizeof *rp);
+  if (reps == NULL || rp == NULL) {
+    free(reps);
+    free(rp);
+    return;
+  }
+  for (size_t i = 0; i < cap; i++) {
+    rp[i] = &reps[i];
+  }
+  Cairn__Client__NodeHeartbeatRequest hb = CAIRN__CLIENT__NODE_HEARTBEAT_REQUEST__INIT;
+  hb.node_id = n->cfg.node_id;
+  hb.incarnation = n->incarnation;
+  hb.n_partitions = hn_reports(n, rp);
+  hb.partitions = rp;
+  n->last_heartbeat_ms = uv_now(n->loop);
+  if (ctl_is_leader(&n->ctl)) {
+    hn_heartbeat_apply(n, &hb);
+  } else {
+    const char *target = hn_target(n);
+    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+    env.api = CAIRN__CLIENT__API__API_NODE_HEARTBEAT;
+    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_REQ;
+    env.node_heartbeat_req = &hb;
+    n->heartbeat_call.data = n;
+    if (target != NULL && peer_call(&n->peer, target, &n->heartbeat_call, &env, NULL, 0,
+                                    NODE_RPC_TIMEOUT_MS, hn_on_heartbeat_answer) == 0) {
+      n->heartbeat_inflight = true;
+    }
+  }
+  for (size_t i = 0; i < hb.n_partitions; i++) {
+    free(reps[i].voters);
+  }
+  free(reps);
+  free(rp);
+}
+
+/* A node joining through --join checks first that the cluster there is
+ * the one its data dir belongs to. */
+static void hn_on_join_hello(struct peer_call *call, int status,
+                             const Cairn__Client__Envelope *resp, const uint8_t *payload,
+                             size_t len)
+{
+  struct node *n = call->data;
+  n->join_inflight = false;
+  if (status != 0 || resp->body_case != CAIRN__CLIENT__ENVELOPE__BODY_HELLO_RESP) {
+    log_warn("node", "--join %s: %s", n->cfg.join.str,
+             status != 0 ? cairn_strerror(status) : "unexpected answer");
+    return;
+  }
+  const char *theirs = resp->hello_resp->cluster_id;
+  if (theirs == NULL || theirs[0] == '\0') {
+    return; /* that cluster is not bootstrapped yet: ask again */
+  }
+  if (n->cluster_id[0] != '\0' && strcmp(n->cluster_id, theirs) != 0) {
+    log_error("node",
+              "data dir %s belongs to cluster %s, but the cluster at %s is %s: refusing to join",
+              n->cfg.data_dir, n->cluster_id, n->cfg.join.str, theirs);
+    n->exit_code = 2;
+    node_stop(n, n->stop_cb);
+    return;
+  }
+  n->join_checked = true;
+}
+
+static void hn_join_check(struct node *n)
+{
+  Cairn__Client__HelloRequest hr = CAIRN__CLIENT__HELLO_REQUEST__INIT;
+  hr.min_version = 1;
+  hr.max_version = 1;
+  hr.client_id = "cairnd-join";
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_HELLO;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ;
+  env.hello_req = &hr;
+  n->join_call.data = n;
+  if (peer_call(&n->peer, n->cfg.join.str, &n->join_call, &env, NULL, 0, NODE_RPC_TIMEOUT_MS,
+                hn_on_join_hello) == 0) {
+    n->join_inflight = true;
+  }
+}
+
+void handle_node_tick(struct node *n)
+{
+  if (n->cfg.join_set && !n->join_checked) {
+    if (!n->join_inflight) {
+      hn_join_check(n);
+    }
+    return;
+  }
+  const struct meta_state *st = ctl_state(&n->ctl);
+  const struct meta_node *self = meta_node_find(st, n->cfg.node_id);
+  bool registered = self != NULL && self->incarnation == n->incarnation;
+  if (registered && self->state == META_NODE_REMOVED) {
+    /* Decommissioned: it holds nothing and waits to be stopped. A new
+     * process (a new incarnation) may register again. */
+    return;
+  }
+  if (!registered) {
+    if (!n->register_inflight) {
+      hn_register(n);
+    }
+    return;
+  }
+  if (!n->heartbeat_inflight && uv_now(n->loop) - n->last_heartbeat_ms >= NODE_HEARTBEAT_MS) {
+    hn_heartbeat(n);
+  }
+}

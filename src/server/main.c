@@ -1,0 +1,115 @@
+/* main.c - cairnd, the Cairn node daemon: reads the configuration (see
+ * docs/configuration.md), runs one node on one libuv loop until SIGTERM or
+ * SIGINT, then stops it cleanly (leaderships handed off first).
+ *
+ * Exit codes: 0 after a clean stop; 1 when the node cannot start (a port
+ * in use, an unreadable data dir); 2 for a bad configuration or a refused
+ * identity (a data dir of another node or cluster, a node id in use). */
+#include "common/err.h"
+#include "common/log.h"
+#include "server/config.h"
+#include "server/node.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define CAIRND_VERSION "0.1.0"
+/* A clean stop that takes longer than this ends the process anyway. */
+#define CAIRND_STOP_TIMEOUT_MS 30000
+
+struct cairnd {
+  struct node node;
+  uv_signal_t sigterm;
+  uv_signal_t sigint;
+  uv_timer_t stop_timer;
+  bool stopping;
+};
+
+/* Each partition replica holds a few files and sockets: raise the soft
+ * limit on open files to the hard one. */
+static void cairnd_raise_nofile(void)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      log_warn("cairnd", "could not raise the open-file limit");
+    }
+  }
+}
+
+static void cairnd_on_closed(uv_handle_t *h) { (void)h; }
+
+static void cairnd_on_stopped(struct node *n)
+{
+  struct cairnd *d = (struct cairnd *)((char *)n - offsetof(struct cairnd, node));
+  uv_close((uv_handle_t *)&d->sigterm, cairnd_on_closed);
+  uv_close((uv_handle_t *)&d->sigint, cairnd_on_closed);
+  uv_close((uv_handle_t *)&d->stop_timer, cairnd_on_closed);
+}
+
+static void cairnd_on_stop_timeout(uv_timer_t *t)
+{
+  log_error("cairnd", "clean stop took over %d ms: exiting", CAIRND_STOP_TIMEOUT_MS);
+  exit(1);
+}
+
+static void cairnd_on_signal(uv_signal_t *s, int signum)
+{
+  struct cairnd *d = s->data;
+  if (d->stopping) {
+    log_warn("cairnd", "second signal: exiting at once");
+    exit(1);
+  }
+  d->stopping = true;
+  log_info("cairnd", "signal %d: stopping", signum);
+  uv_timer_start(&d->stop_timer, cairnd_on_stop_timeout, CAIRND_STOP_TIMEOUT_MS, 0);
+  node_stop(&d->node, cairnd_on_stopped);
+}
+
+int main(int argc, char **argv)
+{
+  static struct config cfg;
+  char errmsg[CONFIG_ERRMSG_SIZE];
+  int rv = config_load(&cfg, argc, argv, errmsg, sizeof errmsg);
+  if (rv == CONFIG_HELP) {
+    config_usage(stdout);
+    return 0;
+  }
+  if (rv == CONFIG_VERSION) {
+    printf("cairnd %s\n", CAIRND_VERSION);
+    return 0;
+  }
+  if (rv != 0) {
+    fprintf(stderr, "cairnd: %s\n", errmsg);
+    fprintf(stderr, "cairnd: see cairnd --help\n");
+    return 2;
+  }
+  log_set_level(cfg.log_level);
+  log_set_node((unsigned long long)cfg.node_id);
+  signal(SIGPIPE, SIG_IGN);
+  cairnd_raise_nofile();
+
+  uv_loop_t *loop = uv_default_loop();
+  static struct cairnd d;
+  rv = node_start(&d.node, loop, &cfg);
+  if (rv != 0) {
+    fprintf(stderr, "cairnd: %s\n", d.node.errmsg);
+    return rv == CAIRN_EINVAL || rv == CAIRN_ECORRUPT ? 2 : 1;
+  }
+  uv_signal_init(loop, &d.sigterm);
+  uv_signal_init(loop, &d.sigint);
+  uv_timer_init(loop, &d.stop_timer);
+  d.sigterm.data = d.sigint.data = &d;
+  uv_signal_start(&d.sigterm, cairnd_on_signal, SIGTERM);
+  uv_signal_start(&d.sigint, cairnd_on_signal, SIGINT);
+  /* A fatal condition found while running stops the node by itself. */
+  d.node.stop_cb = cairnd_on_stopped;
+  uv_run(loop, UV_RUN_DEFAULT);
+  int code = d.node.exit_code;
+  uv_loop_close(loop);
+  return code;
+}

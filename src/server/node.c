@@ -1,0 +1,518 @@
+/* node.c - one cairnd node: start, the once-a-second duties, stop. See
+ * node.h. Requests are handled in dispatch.c and handle_*.c. */
+#include "server/node.h"
+
+#include "common/err.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "server/handlers.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static void node_set_errmsg(struct node *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void node_set_errmsg(struct node *n, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(n->errmsg, sizeof n->errmsg, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the data dir's identity (<data>/NODE) ----
+ * Two lines, "node_id=N" and "cluster_id=ID" (empty until the node has seen
+ * the cluster's id). Replaced atomically. */
+
+static int node_id_save(struct node *n)
+{
+  char buf[128 + META_CLUSTER_ID_MAX];
+  int len = snprintf(buf, sizeof buf, "node_id=%" PRIu64 "\ncluster_id=%s\n", n->cfg.node_id,
+                     n->cluster_id);
+  int rv = fs_replace_file(n->cfg.data_dir, NODE_ID_FILE, buf, (size_t)len);
+  if (rv != 0) {
+    node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, NODE_ID_FILE, cairn_strerror(rv));
+  }
+  return rv;
+}
+
+static int node_id_parse(struct node *n, char *text)
+{
+  uint64_t id = 0;
+  bool have_id = false;
+  for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    if (strncmp(line, "node_id=", 8) == 0) {
+      char *end = NULL;
+      id = strtoull(line + 8, &end, 10);
+      have_id = *end == '\0' && id != 0;
+    } else if (strncmp(line, "cluster_id=", 11) == 0) {
+      snprintf(n->cluster_id, sizeof n->cluster_id, "%s", line + 11);
+    }
+  }
+  if (!have_id) {
+    node_set_errmsg(n, "%s/%s: no valid node_id line: not a cairnd data dir, or damaged",
+                    n->cfg.data_dir, NODE_ID_FILE);
+    return CAIRN_ECORRUPT;
+  }
+  if (id != n->cfg.node_id) {
+    node_set_errmsg(n,
+                    "data dir %s belongs to node %" PRIu64 ", not %" PRIu64
+                    " (use that node id, or another data dir)",
+                    n->cfg.data_dir, id, n->cfg.node_id);
+    return CAIRN_EINVAL;
+  }
+  return 0;
+}
+
+/* Checks the data dir is this node's, or claims an empty one. */
+static int node_id_load(struct node *n)
+{
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rv = fs_read_file(n->cfg.data_dir, NODE_ID_FILE, 4096, &buf, &len);
+  if (rv == -ENOENT) {
+    return node_id_save(n);
+  }
+  if (rv != 0) {
+    node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, NODE_ID_FILE, cairn_strerror(rv));
+    return rv;
+  }
+  char *text = malloc(len + 1);
+  if (text == NULL) {
+    free(buf);
+    return CAIRN_ENOMEM;
+  }
+  memcpy(text, buf, len);
+  text[len] = '\0';
+  free(buf);
+  rv = node_id_parse(n, text);
+  free(text);
+  return rv;
+}
+
+/* ---- start ---- */
+
+static void node_on_meta_change(struct controller *ctl, void *data);
+static void node_on_tick(uv_timer_t *t);
+static void node_dispatch(struct conn_request *req, void *data);
+
+static void node_part_applied(struct rgroup *rg)
+{
+  struct part *p = rg->owner_data;
+  node_wake_fetches(p->owner->data, p);
+}
+
+static int node_start_ports(struct node *n)
+{
+  int rv = transport_init(&n->tr, n->loop, n->cfg.cluster_listen.str);
+  if (rv != 0) {
+    node_set_errmsg(n, "cluster port %s: %s", n->cfg.cluster_listen.str, n->tr.errmsg);
+    return rv;
+  }
+  if (n->cfg.cluster_listen.port == 0) {
+    rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
+  }
+  struct listener_config lc = {.bind_address = n->cfg.listen.str,
+                               .max_conns = n->cfg.max_connections,
+                               .dispatch = node_dispatch,
+                               .data = n};
+  conn_limits_default(&lc.limits);
+  lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
+  lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
+  lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
+  if (rv == 0) {
+    rv = listener_init(&n->lis, n->loop, &lc);
+    if (rv != 0) {
+      node_set_errmsg(n, "client port %s: %s", n->cfg.listen.str, n->lis.errmsg);
+    }
+  }
+  if (rv == 0 && n->cfg.listen.port == 0) {
+    rv = config_set_bound_port(&n->cfg, CONFIG_CLIENT, (uint16_t)n->lis.port);
+  }
+  return rv;
+}
+
+static int node_start_groups(struct node *n)
+{
+  struct ctl_voter voters[CONFIG_MAX_VOTERS];
+  for (size_t i = 0; i < n->cfg.voters_len; i++) {
+    voters[i].id = n->cfg.voters[i].id;
+    voters[i].address = n->cfg.voters[i].addr.str;
+  }
+  struct ctl_opts co = {.heartbeat_ms = n->cfg.heartbeat_ms,
+                        .election_ms = n->cfg.election_ms,
+                        .raft_segment_size = n->cfg.raft_segment_bytes,
+                        .node_timeout_ms = n->cfg.node_timeout_ms,
+                        .replace_delay_ms = n->cfg.replace_delay_ms};
+  char dir[CONFIG_PATH_MAX + 8];
+  snprintf(dir, sizeof dir, "%s/meta", n->cfg.data_dir);
+  int rv = ctl_open(&n->ctl, n->loop, &n->tr, n->cfg.node_id, n->cfg.advertise_cluster.str, dir,
+                    voters, (unsigned)n->cfg.voters_len, &co, node_on_meta_change, n);
+  if (rv != 0) {
+    node_set_errmsg(n, "%s", n->ctl.errmsg);
+    return rv;
+  }
+  struct rgroup_opts ro;
+  memset(&ro, 0, sizeof ro);
+  ro.heartbeat_ms = n->cfg.heartbeat_ms;
+  ro.election_ms = n->cfg.election_ms;
+  ro.raft_segment_size = n->cfg.raft_segment_bytes;
+  plog_opts_default(&ro.plog);
+  rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
+  if (rv != 0) {
+    node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, PARTS_DIRNAME, cairn_strerror(rv));
+    return rv;
+  }
+  n->parts.data = n;
+  return 0;
+}
+
+int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
+{
+  memset(n, 0, sizeof *n);
+  n->loop = loop;
+  n->cfg = *cfg;
+  if (getrandom(&n->incarnation, sizeof n->incarnation, 0) != sizeof n->incarnation ||
+      n->incarnation == 0) {
+    n->incarnation = (uint64_t)uv_hrtime() | 1;
+  }
+  int rv = fs_mkdir_p(cfg->data_dir);
+  if (rv != 0) {
+    node_set_errmsg(n, "data dir %s: %s", cfg->data_dir, cairn_strerror(rv));
+    return rv;
+  }
+  /* Opening the metadata group may apply entries at once (a restart), and
+   * applies schedule a reconcile: the idle handle must exist first. */
+  uv_idle_init(loop, &n->reconcile);
+  n->reconcile.data = n;
+  rv = node_id_load(n);
+  if (rv == 0) {
+    rv = node_start_ports(n);
+  }
+  if (rv == 0) {
+    rv = node_start_groups(n);
+  }
+  if (rv != 0) {
+    /* The ports and groups are not yet worth a clean stop: the process
+     * exits with the message. */
+    return rv;
+  }
+  rv = peer_init(&n->peer, loop, (uint32_t)n->cfg.max_frame_bytes);
+  if (rv != 0) {
+    return rv;
+  }
+  uv_timer_init(loop, &n->tick);
+  n->tick.data = n;
+  uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
+  n->state = NODE_RUNNING;
+  log_info("node", "node %" PRIu64 " up: clients %s, cluster %s, data %s", n->cfg.node_id,
+           n->cfg.advertise_client.str, n->cfg.advertise_cluster.str, n->cfg.data_dir);
+  return 0;
+}
+
+/* ---- lookups ---- */
+
+const char *node_client_address(struct node *n, uint64_t node_id)
+{
+  const struct meta_node *nd = meta_node_find(ctl_state(&n->ctl), node_id);
+  return nd != NULL && nd->client_addr[0] != '\0' ? nd->client_addr : NULL;
+}
+
+struct part *node_find_part(struct node *n, const char *topic, uint32_t partition,
+                            const struct meta_topic **topic_out)
+{
+  const struct meta_topic *t = meta_topic_find(ctl_state(&n->ctl), topic);
+  if (topic_out != NULL) {
+    *topic_out = t;
+  }
+  if (t == NULL || partition >= t->npartitions) {
+    return NULL;
+  }
+  return parts_find(&n->parts, t->id, partition);
+}
+
+/* ---- metadata changes ---- */
+
+/* The metadata replica is current: it knows a leader and has applied
+ * everything that leader told it is committed. */
+static bool node_meta_synced(struct node *n)
+{
+  uint64_t id = 0;
+  const char *addr = NULL;
+  ctl_leader(&n->ctl, &id, &addr);
+  struct raft *r = &n->ctl.raft;
+  return id != 0 && r->commit_index > 0 && raft_last_applied(r) >= r->commit_index;
+}
+
+static void node_fatal(struct node *n, const char *msg)
+{
+  log_error("node", "%s", msg);
+  n->exit_code = 2;
+  node_stop(n, n->stop_cb);
+}
+
+/* A cluster id differing from the data dir's means this dir was made by
+ * another cluster: refuse to touch anything in it. */
+static bool node_check_cluster_id(struct node *n, const struct meta_state *st)
+{
+  if (st->cluster_id[0] == '\0') {
+    return true;
+  }
+  if (n->cluster_id[0] == '\0') {
+    snprintf(n->cluster_id, sizeof n->cluster_id, "%s", st->cluster_id);
+    if (node_id_save(n) != 0) {
+      log_error("node", "%s", n->errmsg);
+    }
+    return true;
+  }
+  if (strcmp(n->cluster_id, st->cluster_id) == 0) {
+    return true;
+  }
+  char msg[CONFIG_PATH_MAX + 2 * META_CLUSTER_ID_MAX + 128];
+  snprintf(msg, sizeof msg, "data dir %s belongs to cluster %s, but this cluster is %s: refusing it",
+           n->cfg.data_dir, n->cluster_id, st->cluster_id);
+  node_fatal(n, msg);
+  return false;
+}
+
+/* The configured controller voters must be the ones the cluster was
+ * bootstrapped with. */
+static bool node_check_voters(struct node *n, const struct meta_state *st)
+{
+  if (n->cfg.voters_len == 0 || st->nvoters == 0) {
+    return true;
+  }
+  bool same = n->cfg.voters_len == st->nvoters;
+  for (size_t i = 0; same && i < n->cfg.voters_len; i++) {
+    bool found = false;
+    for (uint32_t j = 0; j < st->nvoters; j++) {
+      found = found || st->voters[j] == n->cfg.voters[i].id;
+    }
+    same = found;
+  }
+  if (same) {
+    return true;
+  }
+  char have[256] = "", want[256] = "";
+  size_t off = 0;
+  for (uint32_t j = 0; j < st->nvoters && off < sizeof have; j++) {
+    off += (size_t)snprintf(have + off, sizeof have - off, "%s%" PRIu64, j ? "," : "",
+                            st->voters[j]);
+  }
+  off = 0;
+  for (size_t i = 0; i < n->cfg.voters_len && off < sizeof want; i++) {
+    off += (size_t)snprintf(want + off, sizeof want - off, "%s%" PRIu64, i ? "," : "",
+                            n->cfg.voters[i].id);
+  }
+  char msg[sizeof have + sizeof want + 160];
+  snprintf(msg, sizeof msg,
+           "--voters names nodes %s but the cluster's controller voters are %s: every node must "
+           "be given the same voter list",
+           want, have);
+  node_fatal(n, msg);
+  return false;
+}
+
+static void node_on_reconcile(uv_idle_t *h)
+{
+  struct node *n = h->data;
+  uv_idle_stop(h);
+  n->reconcile_pending = false;
+  if (n->state != NODE_RUNNING) {
+    return;
+  }
+  const struct meta_state *st = ctl_state(&n->ctl);
+  if (!node_check_cluster_id(n, st) || !node_check_voters(n, st)) {
+    return;
+  }
+  parts_reconcile(&n->parts, st, node_meta_synced(n));
+  for (size_t i = 0; i < n->parts.n; i++) {
+    n->parts.v[i]->rg.on_applied = node_part_applied;
+  }
+}
+
+/* Called from inside the metadata group's apply: the work is deferred to
+ * the loop's idle phase. */
+static void node_on_meta_change(struct controller *ctl, void *data)
+{
+  struct node *n = data;
+  if (n->state == NODE_RUNNING && !n->reconcile_pending) {
+    n->reconcile_pending = true;
+    uv_idle_start(&n->reconcile, node_on_reconcile);
+  }
+}
+
+/* ---- the tick ---- */
+
+static void node_on_bootstrapped(struct ctl_propose *req, int status, const struct meta_result *res)
+{
+  struct node *n = req->data;
+  n->bootstrap_inflight = false;
+  if (status != 0 || res == NULL || res->code != 0) {
+    log_warn("node", "cluster bootstrap: %s",
+             status != 0 ? cairn_strerror(status) : res != NULL ? res->msg : "?");
+  }
+}
+
+static void node_random_id(char *out, size_t len)
+{
+  uint8_t b[16];
+  if (getrandom(b, sizeof b, 0) != sizeof b) {
+    uint64_t t = uv_hrtime();
+    memcpy(b, &t, 8);
+    memcpy(b + 8, &t, 8);
+  }
+  b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* a version 4 UUID */
+  b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+  snprintf(out, len,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
+}
+
+/* The controller leader of a new cluster names it. A data dir that already
+ * carries a cluster id (a voter whose metadata log was lost) keeps it. */
+static void node_maybe_bootstrap(struct node *n)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  if (st->cluster_id[0] != '\0' || n->bootstrap_inflight || !ctl_is_leader(&n->ctl)) {
+    return;
+  }
+  char id[META_CLUSTER_ID_MAX + 1];
+  if (n->cluster_id[0] != '\0') {
+    snprintf(id, sizeof id, "%s", n->cluster_id);
+  } else {
+    node_random_id(id, sizeof id);
+  }
+  uint64_t voters[CONFIG_MAX_VOTERS];
+  for (size_t i = 0; i < n->cfg.voters_len; i++) {
+    voters[i] = n->cfg.voters[i].id;
+  }
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  int rv = meta_cmd_bootstrap(id, voters, n->cfg.voters_len, &cmd, &len);
+  if (rv == 0) {
+    n->bootstrap_req.data = n;
+    rv = ctl_propose(&n->ctl, &n->bootstrap_req, cmd, len, node_on_bootstrapped);
+    free(cmd);
+  }
+  if (rv != 0) {
+    log_warn("node", "cluster bootstrap: %s", cairn_strerror(rv));
+    return;
+  }
+  n->bootstrap_inflight = true;
+  log_info("node", "bootstrapping cluster %s", id);
+}
+
+static void node_on_tick(uv_timer_t *t)
+{
+  struct node *n = t->data;
+  if (n->state != NODE_RUNNING) {
+    return;
+  }
+  node_maybe_bootstrap(n);
+  handle_node_tick(n);
+  parts_step_membership(&n->parts, ctl_state(&n->ctl));
+}
+
+/* ---- requests ---- */
+
+static void node_dispatch(struct conn_request *req, void *data)
+{
+  struct node *n = data;
+  if (n->state != NODE_RUNNING) {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "the node is stopping");
+    return;
+  }
+  dispatch_request(n, req);
+}
+
+/* ---- stop ---- */
+
+static void node_stop_step(struct node *n);
+
+static void node_on_peer_closed(struct peer *p)
+{
+  struct node *n = (struct node *)((char *)p - offsetof(struct node, peer));
+  node_stop_step(n);
+}
+
+static void node_on_parts_closed(struct parts *ps) { node_stop_step(ps->data); }
+
+static void node_on_ctl_closed(struct controller *ctl)
+{
+  struct node *n = (struct node *)((char *)ctl - offsetof(struct node, ctl));
+  node_stop_step(n);
+}
+
+static void node_on_tr_closed(struct transport *tr)
+{
+  struct node *n = (struct node *)((char *)tr - offsetof(struct node, tr));
+  node_stop_step(n);
+}
+
+static void node_on_lis_closed(struct listener *l)
+{
+  struct node *n = (struct node *)((char *)l - offsetof(struct node, lis));
+  node_stop_step(n);
+}
+
+static void node_on_handle_closed(uv_handle_t *h) { node_stop_step(h->data); }
+
+/* The stop runs in stages, each started when the previous one is done:
+ * clients (answers in flight still go out), partitions (each hands its
+ * leadership away first), the peer, the metadata group, the cluster port. */
+static void node_stop_step(struct node *n)
+{
+  if (--n->parts_open > 0) {
+    return;
+  }
+  switch (n->stop_stage++) {
+  case 0:
+    n->parts_open = 3;
+    handle_fetch_close_all(n);
+    uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
+    uv_close((uv_handle_t *)&n->reconcile, node_on_handle_closed);
+    listener_close(&n->lis, node_on_lis_closed);
+    break;
+  case 1:
+    n->parts_open = 2;
+    parts_close(&n->parts, node_on_parts_closed);
+    peer_close(&n->peer, node_on_peer_closed);
+    break;
+  case 2:
+    n->parts_open = 1;
+    ctl_close(&n->ctl, node_on_ctl_closed);
+    break;
+  case 3:
+    n->parts_open = 1;
+    transport_close(&n->tr, node_on_tr_closed);
+    break;
+  default:
+    n->state = NODE_STOPPED;
+    log_info("node", "node %" PRIu64 " stopped", n->cfg.node_id);
+    if (n->stop_cb != NULL) {
+      n->stop_cb(n);
+    }
+    break;
+  }
+}
+
+void node_stop(struct node *n, node_stop_cb cb)
+{
+  if (n->state != NODE_RUNNING) {
+    return;
+  }
+  n->state = NODE_STOPPING;
+  n->stop_cb = cb;
+  log_info("node", "node %" PRIu64 " stopping", n->cfg.node_id);
+  n->parts_open = 1;
+  n->stop_stage = 0;
+  node_stop_step(n);
+}

@@ -1,0 +1,481 @@
+/* test_cluster.c - cairnd and the metadata group with real processes on
+ * loopback: a cluster forms from empty data dirs, topics are placed evenly,
+ * the controller survives the loss of its leader, a dead node's replicas
+ * are re-placed and hold the whole log, a node joins and takes new
+ * partitions, a decommissioned node is drained, a restart of everything
+ * keeps metadata and data, and bad identities and topic requests are
+ * refused with clear messages.
+ *
+ * Usage: test_cluster <path of cairnd> <path of cairn-log>
+ * CAIRN_TEST_FILTER='*replaced*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
+ * the data dirs and node logs. */
+#include "cairnd.h"
+#include "format/batch.h"
+#include "proc.h"
+#include "testutil.h"
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define WAIT_MS 30000
+#define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 2000"
+#define MAX_ACKED 1024
+
+static const char *cairnd_bin;
+static const char *cairn_log_bin;
+
+/* ---- acknowledged batches ---- */
+
+struct acked {
+  char topic[64];
+  uint32_t partition;
+  int64_t offset;
+  uint64_t tag;
+};
+
+static struct acked acked[MAX_ACKED];
+static int nacked;
+static uint64_t next_tag = 1;
+
+#define BATCH_RECORDS 3
+#define BATCH_VALUE 40
+
+/* Produces one batch and records it: it must be acknowledged. */
+static void produce_one(struct cd_cluster *c, const char *topic, uint32_t partition)
+{
+  size_t len = 0;
+  uint64_t tag = next_tag++;
+  uint8_t *b = tu_make_batch(tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)tag, &len);
+  int64_t base = -1;
+  int rv = cd_produce(c, topic, partition, b, len, WAIT_MS, &base);
+  free(b);
+  if (rv != 0) {
+    fail_msg("produce to %s-%u: wire code %d", topic, partition, rv);
+  }
+  assert_true(nacked < MAX_ACKED);
+  struct acked *a = &acked[nacked++];
+  snprintf(a->topic, sizeof a->topic, "%s", topic);
+  a->partition = partition;
+  a->offset = base;
+  a->tag = tag;
+}
+
+/* Every acknowledged batch is at its offset, read from the partition's
+ * leader. */
+static void check_acked(struct cd_cluster *c)
+{
+  for (int i = 0; i < nacked; i++) {
+    const struct acked *a = &acked[i];
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int64_t hw = -1;
+    int rv = cd_fetch(c, a->topic, a->partition, a->offset, 1 << 20, WAIT_MS, &data, &len, &hw);
+    if (rv != 0) {
+      fail_msg("fetch %s-%u@%" PRId64 ": wire code %d", a->topic, a->partition, a->offset, rv);
+    }
+    assert_true(len > 0);
+    /* The first batch returned is the one acknowledged at that offset. */
+    size_t size = 0;
+    int err = 0;
+    assert_int_equal(batch_probe(data, len, len, &size, &err), BATCH_PROBE_OK);
+    if (tu_check_batch(data, size, a->tag, BATCH_RECORDS, BATCH_VALUE) != 0) {
+      fail_msg("%s-%u@%" PRId64 " does not hold batch %" PRIu64, a->topic, a->partition,
+               a->offset, a->tag);
+    }
+    free(data);
+  }
+}
+
+/* ---- metadata helpers ---- */
+
+struct md {
+  Cairn__Client__Envelope *env;
+  Cairn__Client__MetadataResponse *m;
+};
+
+static bool md_get(struct cd_cluster *c, int i, struct md *md)
+{
+  md->env = NULL;
+  md->m = cd_metadata(c, i, &md->env);
+  return md->m != NULL;
+}
+
+static void md_free(struct md *md)
+{
+  if (md->env != NULL) {
+    cairn__client__envelope__free_unpacked(md->env, NULL);
+  }
+  md->env = NULL;
+  md->m = NULL;
+}
+
+static const Cairn__Client__TopicInfo *md_topic(const struct md *md, const char *name)
+{
+  for (size_t t = 0; t < md->m->n_topics; t++) {
+    if (strcmp(md->m->topics[t]->name, name) == 0) {
+      return md->m->topics[t];
+    }
+  }
+  return NULL;
+}
+
+static const char *md_node_state(const struct md *md, uint64_t id)
+{
+  for (size_t k = 0; k < md->m->n_nodes; k++) {
+    if (md->m->nodes[k]->id == id) {
+      return md->m->nodes[k]->state;
+    }
+  }
+  return "absent";
+}
+
+/* Metadata from node i once it shows topic (a node's copy of the metadata
+ * follows the controller's by a heartbeat or so). */
+static const Cairn__Client__TopicInfo *md_wait_topic(struct cd_cluster *c, int i, const char *name,
+                                                     struct md *md)
+{
+  long long end = tu_now_ms() + WAIT_MS;
+  while (tu_now_ms() < end) {
+    if (md_get(c, i, md)) {
+      const Cairn__Client__TopicInfo *ti = md_topic(md, name);
+      if (ti != NULL) {
+        return ti;
+      }
+      md_free(md);
+    }
+    usleep(50 * 1000);
+  }
+  fail_msg("node %d never showed topic %s", i + 1, name);
+  return NULL;
+}
+
+static int running_node(struct cd_cluster *c)
+{
+  for (int i = 0; i < c->n; i++) {
+    if (cd_running(c, i)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* Waits until every partition of topic has a reported leader. */
+static void wait_leaders(struct cd_cluster *c, const char *topic)
+{
+  long long end = tu_now_ms() + WAIT_MS;
+  while (tu_now_ms() < end) {
+    struct md md;
+    bool ok = false;
+    if (md_get(c, running_node(c), &md)) {
+      const Cairn__Client__TopicInfo *ti = md_topic(&md, topic);
+      ok = ti != NULL && ti->n_partitions > 0;
+      for (size_t p = 0; ok && p < ti->n_partitions; p++) {
+        ok = ti->partitions[p]->leader_id != 0;
+      }
+    }
+    md_free(&md);
+    if (ok) {
+      return;
+    }
+    usleep(100 * 1000);
+  }
+  fail_msg("topic %s: not every partition reported a leader", topic);
+}
+
+static void start_all(struct cd_cluster *c)
+{
+  uint64_t ids[CD_MAX_NODES];
+  for (int i = 0; i < c->n; i++) {
+    assert_int_equal(cd_start(c, i), 0);
+    ids[i] = c->nodes[i].id;
+  }
+  if (cd_wait_alive(c, 0, ids, (size_t)c->n, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form: see %s", c->root);
+  }
+}
+
+static int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+/* ---- tests ---- */
+
+/* Three voters form a cluster from empty dirs; a 6-partition, rf 3 topic is
+ * placed evenly (6 replicas and 2 preferred leaderships per node); bad
+ * topic requests are refused and create nothing; the controller survives
+ * the loss of its leader; a full restart keeps metadata and data. */
+static void test_cluster_forms_places_evenly_and_survives_restarts(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  start_all(&c);
+  char msg[256];
+  assert_int_equal(cd_create_topic(&c, 1, "orders", 6, 3, WAIT_MS, msg, sizeof msg), 0);
+
+  struct md md;
+  const Cairn__Client__TopicInfo *ti = md_wait_topic(&c, 2, "orders", &md);
+  assert_int_equal(ti->n_partitions, 6);
+  int replicas[4] = {0}, preferred[4] = {0};
+  for (size_t p = 0; p < ti->n_partitions; p++) {
+    const Cairn__Client__PartitionInfo *pi = ti->partitions[p];
+    assert_int_equal(pi->n_replicas, 3);
+    assert_true(pi->replicas[0] != pi->replicas[1] && pi->replicas[1] != pi->replicas[2] &&
+                pi->replicas[0] != pi->replicas[2]);
+    for (size_t r = 0; r < pi->n_replicas; r++) {
+      replicas[pi->replicas[r]]++;
+    }
+    preferred[pi->replicas[0]]++;
+  }
+  for (int id = 1; id <= 3; id++) {
+    assert_int_equal(replicas[id], 6);
+    assert_int_equal(preferred[id], 2);
+  }
+  md_free(&md);
+
+  /* Refused, nothing created. */
+  assert_int_equal(cd_create_topic(&c, 0, "bad name!", 1, 1, WAIT_MS, msg, sizeof msg),
+                   CAIRN__CLIENT__ERROR_CODE__INVALID_TOPIC);
+  assert_int_equal(cd_create_topic(&c, 0, "zero-rf", 1, 0, WAIT_MS, msg, sizeof msg),
+                   CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR);
+  assert_int_equal(cd_create_topic(&c, 2, "too-many", 1, 4, WAIT_MS, msg, sizeof msg),
+                   CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR);
+  assert_non_null(strstr(msg, "3"));
+  assert_int_equal(cd_create_topic(&c, 0, "no-parts", 0, 1, WAIT_MS, msg, sizeof msg),
+                   CAIRN__CLIENT__ERROR_CODE__INVALID_PARTITIONS);
+  assert_int_equal(cd_create_topic(&c, 0, "orders", 6, 3, WAIT_MS, msg, sizeof msg),
+                   CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS);
+  assert_true(md_get(&c, 0, &md));
+  assert_int_equal(md.m->n_topics, 1);
+  md_free(&md);
+
+  wait_leaders(&c, "orders");
+  for (uint32_t p = 0; p < 6; p++) {
+    for (int k = 0; k < 4; k++) {
+      produce_one(&c, "orders", p);
+    }
+  }
+
+  /* Kill the controller leader: another takes over, topics still get made. */
+  assert_true(md_get(&c, 0, &md));
+  uint64_t ctl_id = md.m->controller_id;
+  md_free(&md);
+  assert_true(ctl_id >= 1 && ctl_id <= 3);
+  int victim = cd_index(&c, ctl_id);
+  cd_kill(&c, victim);
+  int other = (victim + 1) % 3;
+  assert_int_equal(cd_create_topic(&c, other, "after", 3, 3, WAIT_MS, msg, sizeof msg), 0);
+  assert_true(md_get(&c, other, &md));
+  assert_true(md.m->controller_id != ctl_id && md.m->controller_id != 0);
+  md_free(&md);
+  assert_int_equal(cd_start(&c, victim), 0);
+  uint64_t all[3] = {1, 2, 3};
+  assert_int_equal(cd_wait_alive(&c, victim, all, 3, WAIT_MS), 0);
+  wait_leaders(&c, "after");
+  produce_one(&c, "after", 1);
+
+  /* A clean stop of everything, then a restart: same metadata, same data. */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(exit_code_of(cd_term(&c, i, 30000)), 0);
+  }
+  start_all(&c);
+  md_free(&md);
+  md_wait_topic(&c, 1, "after", &md);
+  assert_int_equal(md.m->n_topics, 2);
+  ti = md_topic(&md, "orders");
+  assert_non_null(ti);
+  assert_int_equal(ti->n_partitions, 6);
+  md_free(&md);
+  wait_leaders(&c, "orders");
+  check_acked(&c);
+  nacked = 0;
+  cd_destroy(&c);
+}
+
+/* A node that joins takes part in new topics; a dead node's replicas move
+ * to live nodes after the delay and the new replicas hold the whole log;
+ * a decommissioned node is drained and removed. */
+static void test_cluster_dead_node_replaced_join_and_decommission(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 4, 3, FAST), 0);
+  start_all(&c); /* node 4 joins through node 1 */
+  char msg[256];
+  assert_int_equal(cd_create_topic(&c, 3, "events", 4, 3, WAIT_MS, msg, sizeof msg), 0);
+  struct md md;
+  const Cairn__Client__TopicInfo *ti = md_wait_topic(&c, 0, "events", &md);
+  int on4 = 0;
+  for (size_t p = 0; p < ti->n_partitions; p++) {
+    for (size_t r = 0; r < ti->partitions[p]->n_replicas; r++) {
+      on4 += ti->partitions[p]->replicas[r] == 4;
+    }
+  }
+  assert_int_equal(on4, 3); /* 12 replicas over 4 nodes */
+  md_free(&md);
+  wait_leaders(&c, "events");
+  for (uint32_t p = 0; p < 4; p++) {
+    for (int k = 0; k < 5; k++) {
+      produce_one(&c, "events", p);
+    }
+  }
+
+  /* Node 3 dies: marked dead, then its replicas move to the others. */
+  cd_kill(&c, 2);
+  long long end = tu_now_ms() + 60000;
+  bool moved = false;
+  while (!moved && tu_now_ms() < end) {
+    usleep(200 * 1000);
+    if (!md_get(&c, 0, &md)) {
+      continue;
+    }
+    ti = md_topic(&md, "events");
+    moved = strcmp(md_node_state(&md, 3), "dead") == 0 && ti != NULL;
+    for (size_t p = 0; moved && p < ti->n_partitions; p++) {
+      const Cairn__Client__PartitionInfo *pi = ti->partitions[p];
+      moved = pi->n_replicas == 3 && pi->n_isr == 3;
+      for (size_t r = 0; moved && r < pi->n_replicas; r++) {
+        moved = pi->replicas[r] != 3;
+      }
+    }
+    md_free(&md);
+  }
+  if (!moved) {
+    fail_msg("node 3's replicas were not re-placed: see %s", c.root);
+  }
+  for (uint32_t p = 0; p < 4; p++) {
+    produce_one(&c, "events", p);
+  }
+  check_acked(&c);
+
+  /* Node 3 comes back (holding nothing now); node 4 is decommissioned:
+   * its replicas move to node 3 and it ends removed. */
+  assert_int_equal(cd_start(&c, 2), 0);
+  uint64_t all[4] = {1, 2, 3, 4};
+  assert_int_equal(cd_wait_alive(&c, 0, all, 4, WAIT_MS), 0);
+  Cairn__Client__DecommissionNodeRequest dr = CAIRN__CLIENT__DECOMMISSION_NODE_REQUEST__INIT;
+  dr.node_id = 4;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_DECOMMISSION_NODE;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_REQ;
+  env.decommission_req = &dr;
+  Cairn__Client__Envelope *resp = NULL;
+  bool done = false;
+  end = tu_now_ms() + WAIT_MS;
+  while (!done && tu_now_ms() < end) {
+    if (cd_call(&c, 1, &env, NULL, 0, 5000, &resp, NULL, NULL) == 0) {
+      done = resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP &&
+             (resp->decommission_resp->error == NULL ||
+              resp->decommission_resp->error->code == 0);
+      cairn__client__envelope__free_unpacked(resp, NULL);
+    }
+    if (!done) {
+      usleep(200 * 1000);
+    }
+  }
+  assert_true(done);
+  end = tu_now_ms() + 60000;
+  bool drained = false;
+  while (!drained && tu_now_ms() < end) {
+    usleep(200 * 1000);
+    if (!md_get(&c, 0, &md)) {
+      continue;
+    }
+    drained = strcmp(md_node_state(&md, 4), "removed") == 0;
+    ti = md_topic(&md, "events");
+    for (size_t p = 0; drained && ti != NULL && p < ti->n_partitions; p++) {
+      for (size_t r = 0; r < ti->partitions[p]->n_replicas; r++) {
+        drained = drained && ti->partitions[p]->replicas[r] != 4;
+      }
+    }
+    md_free(&md);
+  }
+  if (!drained) {
+    fail_msg("node 4 was not drained: see %s", c.root);
+  }
+  check_acked(&c);
+  nacked = 0;
+  cd_destroy(&c);
+}
+
+/* A second process with a live node's id, and a data dir of another
+ * cluster, are refused: the process exits 2 and says why. */
+static void test_cluster_refuses_duplicate_id_and_foreign_data_dir(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  start_all(&c);
+
+  /* Another single-node cluster, to make a foreign data dir. */
+  struct cd_cluster other;
+  assert_int_equal(cd_init(&other, cairnd_bin, 1, 1, FAST), 0);
+  assert_int_equal(cd_start(&other, 0), 0);
+  uint64_t one = 1;
+  assert_int_equal(cd_wait_alive(&other, 0, &one, 1, WAIT_MS), 0);
+  assert_int_equal(exit_code_of(cd_term(&other, 0, 30000)), 0);
+
+  /* Node id 2 again, joining: refused while node 2 lives. */
+  int dup = cd_add_node(&c);
+  assert_true(dup >= 0);
+  c.nodes[dup].id = 2;
+  assert_int_equal(cd_start(&c, dup), 0);
+  int st = tu_proc_wait(&c.nodes[dup].proc, WAIT_MS);
+  assert_int_equal(exit_code_of(st), 2);
+  assert_true(tu_file_contains(c.nodes[dup].log, "in use"));
+
+  /* The other cluster's node-1 data dir, joining as node 1 of this one. */
+  int foreign = cd_add_node(&c);
+  assert_true(foreign >= 0);
+  c.nodes[foreign].id = 1;
+  snprintf(c.nodes[foreign].dir, sizeof c.nodes[foreign].dir, "%s", other.nodes[0].dir);
+  assert_int_equal(cd_start(&c, foreign), 0);
+  st = tu_proc_wait(&c.nodes[foreign].proc, WAIT_MS);
+  assert_int_equal(exit_code_of(st), 2);
+  assert_true(tu_file_contains(c.nodes[foreign].log, "cluster"));
+
+  /* The cluster is unharmed. */
+  uint64_t all[3] = {1, 2, 3};
+  assert_int_equal(cd_wait_alive(&c, 0, all, 3, WAIT_MS), 0);
+  cd_destroy(&other);
+  cd_destroy(&c);
+}
+
+/* cairnd refuses a bad configuration with exit code 2 and a message. */
+static void test_cluster_bad_config_is_refused(void **state)
+{
+  struct tu_proc p = {0};
+  char *root = tu_tmpdir("cairnd-cfg");
+  char log[600];
+  snprintf(log, sizeof log, "%s/out.log", root);
+  char *argv[] = {(char *)cairnd_bin, "--node-id", "0", NULL};
+  assert_int_equal(tu_proc_start(&p, argv, log), 0);
+  assert_int_equal(exit_code_of(tu_proc_wait(&p, 10000)), 2);
+  assert_true(tu_file_contains(log, "--node-id"));
+  tu_tmpdir_free(root);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s CAIRND [CAIRN-LOG]\n", argv[0]);
+    return 2;
+  }
+  cairnd_bin = argv[1];
+  cairn_log_bin = argc > 2 ? argv[2] : NULL;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cluster_bad_config_is_refused),
+      cmocka_unit_test(test_cluster_forms_places_evenly_and_survives_restarts),
+      cmocka_unit_test(test_cluster_dead_node_replaced_join_and_decommission),
+      cmocka_unit_test(test_cluster_refuses_duplicate_id_and_foreign_data_dir),
+  };
+  if (getenv("CAIRN_TEST_FILTER") != NULL) {
+    cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
+  }
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
