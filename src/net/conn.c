@@ -196,14 +196,16 @@ static void conn_outq_drop(struct conn *c, int status)
   }
 }
 
-static void conn_after_write_progress(struct conn *c, size_t bytes, int status)
+/* what: NULL for a uv_write, else a description of the file region. */
+static void conn_after_write_progress(struct conn *c, size_t bytes, int status, const char *what)
 {
   c->write_queue_bytes -= bytes;
   if (status != 0) {
     if (c->state < CONN_CLOSING) {
-      snprintf(c->errmsg, sizeof c->errmsg, "write: %s", cairn_strerror(status));
-      log_info(CONN_LOG, "conn %" PRIu64 " %s: write failed: %s", c->id, c->peer,
-               cairn_strerror(status));
+      snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", what != NULL ? what : "write",
+               status == CAIRN_ETRUNCATED ? "the file ends before the region"
+                                          : cairn_strerror(status));
+      log_info(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
     }
     conn_close_now(c, status);
   } else if (c->state == CONN_OPEN && c->lim.idle_timeout_ms > 0) {
@@ -228,7 +230,7 @@ static void conn_on_write(uv_write_t *req, int status)
   c->writes_pending--;
   o->pending--;
   conn_out_done_check(c, o);
-  conn_after_write_progress(c, bytes, status);
+  conn_after_write_progress(c, bytes, status, NULL);
   c->busy--;
   conn_maybe_free(c);
 }
@@ -288,6 +290,9 @@ static void conn_sendfile_after(uv_work_t *work, int status)
   struct conn_out *o = sf->o;
   int rv = status != 0 ? status : sf->status;
   size_t bytes = o->parts[sf->part].len;
+  char what[96];
+  snprintf(what, sizeof what, "sendfile of %zu bytes at %lld of fd %d", bytes,
+           (long long)o->parts[sf->part].offset, o->parts[sf->part].fd);
   c->busy++;
   conn_part_release(&o->parts[sf->part], rv);
   c->sf = NULL;
@@ -297,7 +302,7 @@ static void conn_sendfile_after(uv_work_t *work, int status)
   if (c->state == CONN_CLOSING) {
     conn_close_handles(c);
   }
-  conn_after_write_progress(c, bytes, rv);
+  conn_after_write_progress(c, bytes, rv, what);
   c->busy--;
   conn_maybe_free(c);
 }

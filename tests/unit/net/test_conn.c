@@ -848,6 +848,32 @@ static void test_conn_sends_file_regions_between_memory_parts(void **state)
   srv_free(s);
 }
 
+/* A file region past the end of the file cannot be sent whole: the answer
+ * would be cut, so the conn fails (the client sees the close, never a short
+ * frame followed by the next one) and every part is released with an error
+ * or success as far as it got. */
+static void test_conn_file_region_past_end_of_file_fails_the_conn(void **state)
+{
+  struct srv *s = srv_start(NULL, 0);
+  s->tmpdir = tu_tmpdir("conn");
+  char path[512];
+  snprintf(path, sizeof path, "%s/short", s->tmpdir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "0123456789", 10), 10);
+  s->file_fd = fd;
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 1, "file:5:100", NULL, 0);
+  Cairn__Client__Envelope *env;
+  int rv = wc_recv(&w, RECV_MS, &env, NULL, NULL);
+  assert_true(rv == CAIRN_ECLOSED || rv == -ECONNRESET);
+  wc_close(&w);
+  srv_stop(s);
+  assert_true(atomic_load(&s->released_err) >= 1);
+  srv_free(s);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -867,6 +893,7 @@ int main(void)
       cmocka_unit_test(test_conn_close_sends_in_flight_answers_then_cancels_the_rest),
       cmocka_unit_test(test_conn_peer_half_close_still_gets_its_answers),
       cmocka_unit_test(test_conn_sends_file_regions_between_memory_parts),
+      cmocka_unit_test(test_conn_file_region_past_end_of_file_fails_the_conn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
