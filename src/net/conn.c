@@ -19,6 +19,7 @@
 
 #define CONN_LOG "conn"
 #define CONN_POLL_SLICE_MS 100 /* how often a blocked sendfile checks for abort */
+#define CONN_SWEEP_MIN_MS 10   /* the idle/write timeout sweep runs at most this often */
 
 /* One answer: its header (L, E, envelope) then its parts. */
 struct conn_out {
@@ -208,8 +209,8 @@ static void conn_after_write_progress(struct conn *c, size_t bytes, int status, 
       log_info(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
     }
     conn_close_now(c, status);
-  } else if (c->state == CONN_OPEN && c->lim.idle_timeout_ms > 0) {
-    uv_timer_again(&c->timer);
+  } else {
+    c->last_activity_ms = c->last_write_ms = uv_now(c->loop);
   }
   conn_pump(c);
   conn_update_reading(c);
@@ -429,6 +430,9 @@ static void conn_enqueue(struct conn *c, Cairn__Client__Envelope *e, const struc
     c->outq_head = o;
   }
   c->outq_tail = o;
+  if (c->nouts == 0) {
+    c->last_write_ms = uv_now(c->loop); /* the write clock starts now */
+  }
   c->nouts++;
   c->write_queue_bytes += hdr_len + payload;
   if (c->write_queue_bytes > c->peak_write_queue_bytes) {
@@ -796,9 +800,7 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   c->busy++;
   if (nread > 0) {
     if (c->state == CONN_OPEN) {
-      if (c->lim.idle_timeout_ms > 0) {
-        uv_timer_again(&c->timer);
-      }
+      c->last_activity_ms = uv_now(c->loop);
       if (c->direct != NULL) {
         c->direct_have += (size_t)nread;
         if (c->direct_have == c->direct_size) {
@@ -878,9 +880,23 @@ static void conn_on_timer(uv_timer_t *t)
   struct conn *c = t->data;
   c->busy++;
   if (c->state == CONN_OPEN) {
-    if (c->nreqs > 0 || c->nouts > 0) {
-      uv_timer_again(&c->timer); /* busy, not idle: a long poll, a slow reader */
-    } else {
+    uint64_t now = uv_now(c->loop);
+    /* Part of a large uv_write went out: progress, though no write completed. */
+    size_t unsent = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    if (unsent != c->last_unsent) {
+      c->last_unsent = unsent;
+      c->last_write_ms = now;
+    }
+    /* A file region on the thread pool times out by itself. */
+    if (c->nouts > 0 && c->sf == NULL && now - c->last_write_ms >= c->lim.write_timeout_ms) {
+      snprintf(c->errmsg, sizeof c->errmsg,
+               "the peer took nothing for %u ms with %" PRIu64 " answer bytes queued",
+               c->lim.write_timeout_ms, c->write_queue_bytes);
+      log_info(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
+      conn_close_now(c, -ETIMEDOUT);
+    } else if (c->lim.idle_timeout_ms > 0 && c->nreqs == 0 && c->nouts == 0 &&
+               now - c->last_activity_ms >= c->lim.idle_timeout_ms) {
+      /* In flight (a long poll) or writing is not idle. */
       snprintf(c->errmsg, sizeof c->errmsg, "idle for %u ms", c->lim.idle_timeout_ms);
       log_info(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
       conn_close_now(c, -ETIMEDOUT);
@@ -990,9 +1006,15 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
   }
   (void)uv_tcp_nodelay(&c->tcp, 1);
-  if (c->lim.idle_timeout_ms > 0) {
-    uv_timer_start(&c->timer, conn_on_timer, c->lim.idle_timeout_ms, c->lim.idle_timeout_ms);
+  /* One periodic sweep checks both the idle and the write timeouts, each
+   * within a quarter of its length. */
+  uint64_t period = c->lim.write_timeout_ms;
+  if (c->lim.idle_timeout_ms > 0 && c->lim.idle_timeout_ms < period) {
+    period = c->lim.idle_timeout_ms;
   }
+  period = period / 4 > CONN_SWEEP_MIN_MS ? period / 4 : CONN_SWEEP_MIN_MS;
+  c->last_activity_ms = c->last_write_ms = uv_now(loop);
+  uv_timer_start(&c->timer, conn_on_timer, period, period);
   c->state = CONN_OPEN;
   conn_update_reading(c);
   if (c->state != CONN_OPEN) {

@@ -79,7 +79,8 @@ struct conn_limits {
   uint64_t max_write_queue_bytes; /* answer bytes not yet written before reads pause */
   unsigned idle_timeout_ms;       /* nothing read and nothing in flight this long: close; 0 never */
   unsigned close_grace_ms;        /* how long a draining conn waits for answers and the peer */
-  unsigned write_timeout_ms;      /* a file region that cannot progress this long fails the conn */
+  unsigned write_timeout_ms;      /* answers queued and nothing written this long (the
+                                   * peer does not read): close */
 };
 
 /* Fills lim with the CONN_DEFAULT_* values and FRAME_DEFAULT_MAX_BYTES. */
@@ -147,7 +148,7 @@ struct conn_sendfile;
 struct conn {
   uv_loop_t *loop;
   uv_tcp_t tcp;
-  uv_timer_t timer; /* idle timeout in CONN_OPEN, close grace in CONN_DRAINING */
+  uv_timer_t timer; /* idle/write timeout sweep in CONN_OPEN, close grace in CONN_DRAINING */
   uv_timer_t kick;  /* resumes dispatch of buffered frames outside callers' stacks */
   uv_shutdown_t shutdown_req;
   struct conn_limits lim;
@@ -184,6 +185,10 @@ struct conn {
   uint64_t write_queue_bytes; /* answer bytes not yet written */
   uint32_t writes_pending;    /* uv_write requests in flight */
   struct conn_sendfile *sf;   /* the file region on the thread pool, or NULL */
+
+  uint64_t last_activity_ms; /* uv_now() of the last read or write progress */
+  uint64_t last_write_ms;    /* ... of the last write progress, or since answers queued */
+  size_t last_unsent;        /* libuv's unwritten bytes at the last sweep */
 
   int handles_open;
   bool handles_closing;

@@ -713,6 +713,68 @@ static void test_conn_idle_timeout_closes_only_idle_conns(void **state)
   srv_free(s);
 }
 
+/* A peer that sends a request and never reads its (large) answer is closed
+ * after write_timeout_ms instead of holding the answer forever. */
+static void test_conn_write_timeout_closes_a_peer_that_never_reads(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.write_timeout_ms = 300;
+  lim.idle_timeout_ms = 0;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  int64_t t0 = now_ms();
+  client_send(&w, 1, "big:33554432", NULL, 0); /* 32 MiB: more than the socket buffers */
+  /* The conn gives up on the answer: its part is released with an error. */
+  while (atomic_load(&s->released_err) == 0 && now_ms() - t0 < RECV_MS) {
+    usleep(10000);
+  }
+  int64_t took = now_ms() - t0;
+  assert_int_equal(atomic_load(&s->released_err), 1);
+  assert_true(took >= 300);
+  wc_close(&w);
+  srv_stop(s);
+  srv_free(s);
+}
+
+/* A slow reader of a large answer makes progress: not a write timeout. */
+static void test_conn_write_timeout_spares_a_slow_reader(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.write_timeout_ms = 300;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  client_send(&w, 1, "big:8388608", NULL, 0);
+  size_t total = 0;
+  size_t want = 8388608; /* at least the payload, plus the header */
+  uint8_t *chunk = malloc(128 * 1024);
+  int64_t t0 = now_ms();
+  for (;;) {
+    usleep(20000);
+    ssize_t r = recv(w.fd, chunk, 128 * 1024, MSG_DONTWAIT);
+    if (r > 0) {
+      total += (size_t)r;
+    } else if (r == 0) {
+      break;
+    }
+    if (total > want || now_ms() - t0 > 20000) {
+      break;
+    }
+  }
+  int64_t took = now_ms() - t0;
+  fprintf(stderr, "slow reader: %zu bytes in %lld ms\n", total, (long long)took);
+  assert_true(total > want);
+  assert_true(took > 300); /* it really was slower than the timeout */
+  free(chunk);
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->released_ok), 1);
+  srv_free(s);
+}
+
 static void test_conn_max_connections_closes_the_extra_one(void **state)
 {
   struct srv *s = srv_start(NULL, 2);
@@ -889,6 +951,8 @@ int main(void)
       cmocka_unit_test(test_conn_garbage_bytes_get_malformed_request_then_close),
       cmocka_unit_test(test_conn_backpressure_bounds_memory_of_a_client_that_stops_reading),
       cmocka_unit_test(test_conn_idle_timeout_closes_only_idle_conns),
+      cmocka_unit_test(test_conn_write_timeout_closes_a_peer_that_never_reads),
+      cmocka_unit_test(test_conn_write_timeout_spares_a_slow_reader),
       cmocka_unit_test(test_conn_max_connections_closes_the_extra_one),
       cmocka_unit_test(test_conn_close_sends_in_flight_answers_then_cancels_the_rest),
       cmocka_unit_test(test_conn_peer_half_close_still_gets_its_answers),
