@@ -9,6 +9,7 @@ PACKAGES=(
   libraft-dev libcmocka-dev
   clang libclang-rt-dev
   libinih-dev
+  liblz4-dev libzstd-dev
 )
 
 missing=()

@@ -45,7 +45,22 @@
   X(CAIRN_EFRAMEEMPTY,  -10055, "zero-length frame")                              \
   X(CAIRN_EBADFRAME,    -10056, "malformed frame: envelope length does not fit the frame") \
   X(CAIRN_EBADENVELOPE, -10057, "frame envelope does not parse")                  \
-  X(CAIRN_ETOOMANYCONNS, -10058, "too many connections")
+  X(CAIRN_ETOOMANYCONNS, -10058, "too many connections")                           \
+  X(CAIRN_EQUEUE_FULL,         -10090, "producer buffer is full: wait for deliveries or raise buffer_bytes") \
+  X(CAIRN_EDELIVERY_TIMEOUT,   -10091, "not delivered within the delivery timeout") \
+  X(CAIRN_EUNREACHABLE,        -10092, "no node of the cluster could be reached")   \
+  X(CAIRN_EUNKNOWN_PARTITION,  -10093, "unknown partition")                        \
+  X(CAIRN_ENOT_CONTROLLER,     -10094, "no controller leader is known right now")  \
+  X(CAIRN_EPRODUCER_FENCED,    -10095, "a newer epoch of this producer id exists") \
+  X(CAIRN_EOUT_OF_ORDER,       -10096, "batch sequence out of order for this producer") \
+  X(CAIRN_EUNKNOWN_PRODUCER,   -10097, "the partition has no state for this producer id") \
+  X(CAIRN_EPROTOCOL,           -10098, "the node answered something this client does not understand") \
+  X(CAIRN_EREMOTE,             -10099, "the node reported an internal error")      \
+  X(CAIRN_ESTORAGE,            -10100, "the node's storage failed")               \
+  X(CAIRN_ERATE_LIMITED,       -10101, "rate limited by the node")                 \
+  X(CAIRN_EREQUEST_TIMEOUT,    -10102, "the node did not answer within the request timeout") \
+  X(CAIRN_EREPLICA_NOT_AVAILABLE, -10103, "the partition replica is not available yet") \
+  X(CAIRN_ECOMPRESS,           -10104, "compression or decompression failed")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,
