@@ -738,6 +738,46 @@ static void test_leader_sigkill_loses_no_acknowledged_produce(void **state)
   struct cd_cluster c;
   start_cluster(&c, 3);
   create_topic(&c, TOPIC, 1, 3);
+  /* A follower refuses both APIs with NOT_LEADER and names the leader. */
+  int first = -1;
+  long long until = tu_now_ms() + WAIT_MS;
+  while ((first = find_serving_leader(&c, TOPIC, 0)) < 0 && tu_now_ms() < until) {
+    usleep(50 * 1000);
+  }
+  assert_true(first >= 0);
+  int follower = (first + 1) % c.n;
+  struct wc fw;
+  assert_int_equal(wc_connect(&fw, c.nodes[follower].client_addr, 2000), 0);
+  struct one_fetch of;
+  one_fetch_init(&of, TOPIC, 0, 0, 0);
+  Cairn__Client__Envelope *resp = NULL;
+  const Cairn__Client__FetchPartitionResult *fres = NULL;
+  /* A follower learns the leader from its first heartbeat. */
+  for (until = tu_now_ms() + 5000;; usleep(50 * 1000)) {
+    resp = call(&fw, &of.env, NULL, 0, NULL, NULL);
+    fres = resp->fetch_resp->partitions[0];
+    assert_int_equal(err_code(fres->error), CODE(NOT_LEADER));
+    if (fres->leader_id != 0 || tu_now_ms() > until) {
+      break;
+    }
+    cairn__client__envelope__free_unpacked(resp, NULL);
+  }
+  printf("  fetch at a follower: %s\n", fres->error->message);
+  assert_int_equal(fres->leader_id, c.nodes[first].id);
+  assert_string_equal(fres->leader_address, c.nodes[first].client_addr);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  size_t len;
+  uint8_t *batch = tu_make_batch(999999, REC, VALUE, 9000, &len);
+  uint32_t blen = (uint32_t)len;
+  struct one_produce op;
+  one_produce_init(&op, TOPIC, 0, &blen, 1);
+  resp = call(&fw, &op.env, batch, len, NULL, NULL);
+  assert_int_equal(err_code(resp->produce_resp->partitions[0]->error), CODE(NOT_LEADER));
+  assert_int_equal(resp->produce_resp->partitions[0]->leader_id, c.nodes[first].id);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  free(batch);
+  wc_close(&fw);
+
   struct ack acks[STREAM_ACKS];
   int nacks = 0, failed = 0, not_leader = 0;
   uint64_t tag = 1;
@@ -800,12 +840,12 @@ static void test_leader_sigkill_loses_no_acknowledged_produce(void **state)
     for (size_t at = 0; at < log_len;) {
       struct batch_header h;
       batch_header_decode(log + at, &h);
-      size_t blen = batch_total_size(h.batch_length);
-      if (tu_check_batch(log + at, blen, acks[k].tag, REC, VALUE) == 0) {
+      size_t size = batch_total_size(h.batch_length);
+      if (tu_check_batch(log + at, size, acks[k].tag, REC, VALUE) == 0) {
         found++;
         at_offset = h.base_offset;
       }
-      at += blen;
+      at += size;
     }
     if (found != 1 || at_offset != acks[k].offset) {
       fail_msg("acknowledged batch %" PRIu64 " at %" PRId64 ": found %d times, at %" PRId64,
