@@ -161,8 +161,13 @@ static int batch_record_parse(const uint8_t *p, size_t len, int64_t base_offset,
   }
   r->headers_len = (size_t)(q + qpos - r->headers);
   r->header_count = nh;
-  r->offset = base_offset + off_delta;
-  r->timestamp = first_ts + ts_delta;
+  /* Deltas come from the producer and base_offset is outside the CRC:
+   * a sum past int64 is a malformed record, not undefined behaviour
+   * (found by tests/fuzz/fuzz_batch.c). */
+  if (__builtin_add_overflow(base_offset, (int64_t)off_delta, &r->offset) ||
+      __builtin_add_overflow(first_ts, ts_delta, &r->timestamp)) {
+    return CAIRN_EBADRECORD;
+  }
   *used = pos + qlen;
   return 0;
 }

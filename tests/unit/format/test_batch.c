@@ -286,6 +286,29 @@ static void test_batch_timestamps_may_go_backwards_within_a_batch(void **state)
   free(p);
 }
 
+/* A timestamp delta that takes first_timestamp past int64 is a malformed
+ * record (it was signed overflow: found by tests/fuzz/fuzz_batch.c). */
+static void test_batch_rejects_timestamp_delta_overflowing_int64(void **state)
+{
+  (void)state;
+  struct batch_builder b;
+  assert_int_equal(batch_builder_init(&b, BATCH_DEFAULT_MAX_BYTES), 0);
+  assert_int_equal(batch_builder_add(&b, 100, "k", 1, "v", 1, NULL, 0), 0);
+  assert_int_equal(batch_builder_add(&b, 90, "k", 1, "v", 1, NULL, 0), 0); /* delta -10 */
+  uint8_t *p;
+  size_t len;
+  assert_int_equal(batch_builder_finish(&b, &p, &len), 0);
+  batch_builder_close(&b);
+  expect_valid(p, len);
+  le_put64(p + BATCH_OFF_FIRST_TIMESTAMP, (uint64_t)INT64_MIN);
+  le_put32(p + BATCH_OFF_CRC, crc32c(p + BATCH_CRC_START, len - BATCH_CRC_START));
+  char msg[256];
+  assert_int_equal(batch_validate(p, len, BATCH_DEFAULT_MAX_BYTES, msg, sizeof msg),
+                   CAIRN_EBADRECORD);
+  assert_non_null(strstr(msg, "record 1"));
+  free(p);
+}
+
 /* ---- builder ---- */
 
 static void test_batch_builder_finish_without_records_is_einval(void **state)
@@ -1158,6 +1181,7 @@ int main(void)
       cmocka_unit_test(test_batch_accepts_batch_of_minimal_records),
       cmocka_unit_test(test_batch_round_trips_large_values_and_many_records),
       cmocka_unit_test(test_batch_timestamps_may_go_backwards_within_a_batch),
+      cmocka_unit_test(test_batch_rejects_timestamp_delta_overflowing_int64),
       cmocka_unit_test(test_batch_builder_finish_without_records_is_einval),
       cmocka_unit_test(test_batch_builder_rejects_record_past_max_bytes_and_stays_unchanged),
       cmocka_unit_test(test_batch_builder_rejects_null_header_key),
