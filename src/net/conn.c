@@ -98,10 +98,53 @@ static void conn_process(struct conn *c);
 static void conn_on_timer(uv_timer_t *t);
 static void conn_direct_drop(struct conn *c);
 
+/* ---- invariants (debug builds) ---- */
+
+#ifndef NDEBUG
+/* The counters agree with the lists they summarize; the read buffer and the
+ * direct block are within their bounds. O(requests + answers): called after
+ * each batch of work, never per byte. */
+static void conn_check(const struct conn *c)
+{
+  uint32_t n = 0;
+  uint64_t bytes = 0;
+  for (const struct conn_request *r = c->reqs; r != NULL; r = r->next) {
+    assert(r->c == c);
+    assert(r->next == NULL || r->next->prev == r);
+    n++;
+    bytes += r->charge;
+  }
+  assert(n == c->nreqs);
+  assert(bytes == c->inflight_bytes);
+  uint32_t queued = 0;
+  uint64_t unissued = 0;
+  for (const struct conn_out *o = c->outq_head; o != NULL; o = o->next) {
+    assert(o->next != NULL || o == c->outq_tail);
+    queued++;
+    unissued += o->hdr_issued ? 0 : o->hdr_len;
+    for (size_t i = o->issued; i < o->nparts; i++) {
+      unissued += o->parts[i].len;
+    }
+  }
+  assert(queued <= c->nouts);
+  assert(unissued <= c->write_queue_bytes);
+  assert(c->rstart <= c->rend && c->rend <= c->rcap && c->rcap == CONN_READ_BUF_INITIAL);
+  assert(c->direct == NULL || (c->direct_have < c->direct_size &&
+                               c->direct_size <= CONN_READ_BUF_LIMIT(c->lim.max_frame_bytes)));
+  assert(c->state != CONN_CLOSED);
+}
+#else
+static void conn_check(const struct conn *c)
+{
+  (void)c;
+}
+#endif
+
 /* ---- freeing ---- */
 
 static void conn_maybe_free(struct conn *c)
 {
+  conn_check(c);
   if (c->state != CONN_CLOSING || c->busy > 0 || c->handles_open > 0 || c->nreqs > 0 ||
       c->nouts > 0 || c->sf != NULL) {
     return;
