@@ -128,7 +128,8 @@ static void conn_check(const struct conn *c)
   }
   assert(queued <= c->nouts);
   assert(unissued <= c->write_queue_bytes);
-  assert(c->rstart <= c->rend && c->rend <= c->rcap && c->rcap == CONN_READ_BUF_INITIAL);
+  assert(c->rstart <= c->rend && c->rend <= c->rcap);
+  assert(c->rbuf == NULL ? c->rcap == 0 : c->rcap == CONN_READ_BUF_INITIAL);
   assert(c->direct == NULL || (c->direct_have < c->direct_size &&
                                c->direct_size <= CONN_READ_BUF_LIMIT(c->lim.max_frame_bytes)));
   assert(c->state != CONN_CLOSED);
@@ -678,6 +679,13 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)frame + c->direct_have, (unsigned)(c->direct_size - c->direct_have));
     return;
   }
+  if (c->rbuf == NULL) {
+    /* Freed while the conn was idle (conn_on_timer). On failure libuv
+     * reports UV_ENOBUFS to conn_on_read, which closes. */
+    c->rbuf = malloc(CONN_READ_BUF_INITIAL);
+    c->rcap = c->rbuf != NULL ? CONN_READ_BUF_INITIAL : 0;
+    c->rstart = c->rend = 0;
+  }
   if (c->state != CONN_OPEN) {
     c->rstart = c->rend = 0; /* draining: read to discard */
   } else if (c->rend == c->rcap && c->rstart > 0) {
@@ -794,7 +802,8 @@ static int conn_direct_start(struct conn *c, size_t frame_size)
 static void conn_process(struct conn *c)
 {
   c->busy++;
-  while (c->state == CONN_OPEN && conn_under_limits(c) && c->direct == NULL) {
+  while (c->state == CONN_OPEN && conn_under_limits(c) && c->direct == NULL &&
+         c->rend > c->rstart) {
     struct frame f;
     size_t have = c->rend - c->rstart;
     int rv = frame_decode(c->rbuf + c->rstart, have, c->lim.max_frame_bytes, &f);
@@ -943,6 +952,13 @@ static void conn_on_timer(uv_timer_t *t)
       snprintf(c->errmsg, sizeof c->errmsg, "idle for %u ms", c->lim.idle_timeout_ms);
       log_info(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
       conn_close_now(c, -ETIMEDOUT);
+    } else if (c->rbuf != NULL && c->rstart == c->rend && c->direct == NULL &&
+               now - c->last_activity_ms >= c->sweep_ms) {
+      /* Nothing read for a sweep: give the read buffer back, so idle
+       * conns cost their struct only. conn_on_alloc makes a new one. */
+      free(c->rbuf);
+      c->rbuf = NULL;
+      c->rcap = c->rstart = c->rend = 0;
     }
   } else if (c->state == CONN_DRAINING) {
     if (c->nreqs > 0 || c->nouts > 0) {
@@ -1057,6 +1073,7 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
   }
   period = period / 4 > CONN_SWEEP_MIN_MS ? period / 4 : CONN_SWEEP_MIN_MS;
   c->last_activity_ms = c->last_write_ms = uv_now(loop);
+  c->sweep_ms = period;
   uv_timer_start(&c->timer, conn_on_timer, period, period);
   c->state = CONN_OPEN;
   conn_update_reading(c);

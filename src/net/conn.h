@@ -23,10 +23,12 @@
  * answer); answers to earlier requests are still sent.
  *
  * Limits (struct conn_limits), each checked where it grows:
- *   - the read buffer is CONN_READ_BUF_INITIAL bytes; a larger frame (its
- *     header checked against max_frame_bytes first) is read into a block of
- *     its exact size, at most CONN_READ_BUF_LIMIT(max_frame_bytes), that
- *     becomes the request: one such block per conn at a time;
+ *   - the read buffer is CONN_READ_BUF_INITIAL bytes, freed when nothing
+ *     has been read for a sweep period (a quarter of the shorter timeout)
+ *     and made again on the next read; a larger frame (its header checked
+ *     against max_frame_bytes first) is read into a block of its exact
+ *     size, at most CONN_READ_BUF_LIMIT(max_frame_bytes), that becomes the
+ *     request: one such block per conn at a time;
  *   - reading stops (uv_read_stop) while unanswered requests hold more than
  *     max_inflight_bytes (frame bytes) or number max_inflight_requests, or
  *     answers not yet written exceed max_write_queue_bytes; it resumes when
@@ -189,6 +191,7 @@ struct conn {
   uint64_t last_activity_ms; /* uv_now() of the last read or write progress */
   uint64_t last_write_ms;    /* ... of the last write progress, or since answers queued */
   size_t last_unsent;        /* libuv's unwritten bytes at the last sweep */
+  uint64_t sweep_ms;         /* the timer's period in CONN_OPEN */
 
   int handles_open;
   bool handles_closing;

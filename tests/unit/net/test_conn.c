@@ -47,6 +47,7 @@ struct srv {
   uint64_t peak_write_queue_bytes;
   size_t peak_rbuf;
   uint64_t accepted, rejected;
+  int conns_without_rbuf; /* at stop: idle conns that gave their read buffer back */
   bool listener_closed;
 };
 
@@ -209,6 +210,7 @@ static void srv_on_stop(uv_async_t *a)
   struct srv *s = a->data;
   for (struct conn *c = s->l.conns; c != NULL; c = c->next) {
     srv_note_peaks(s, c);
+    s->conns_without_rbuf += c->rbuf == NULL;
   }
   s->accepted = s->l.accepted;
   s->rejected = s->l.rejected;
@@ -775,6 +777,35 @@ static void test_conn_write_timeout_spares_a_slow_reader(void **state)
   srv_free(s);
 }
 
+/* An idle conn gives its read buffer back and makes a new one on the next
+ * request. */
+static void test_conn_idle_conn_frees_its_read_buffer(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.write_timeout_ms = 400; /* sweeps every 100 ms */
+  lim.idle_timeout_ms = 0;
+  struct srv *s = srv_start(&lim, 0);
+  struct wc a, b;
+  assert_int_equal(wc_connect(&a, s->address, RECV_MS), 0);
+  assert_int_equal(wc_connect(&b, s->address, RECV_MS), 0);
+  client_send(&a, 1, "echo", "x", 1);
+  client_expect(&a, 1, "x", 1);
+  usleep(400 * 1000);
+  client_send(&a, 2, "echo", "again", 5); /* a new buffer for a */
+  client_expect(&a, 2, "again", 5);
+  client_send(&b, 1, "echo", "y", 1);
+  client_expect(&b, 1, "y", 1);
+  usleep(400 * 1000); /* both idle again */
+  client_send(&b, 2, "echo", "z", 1);
+  client_expect(&b, 2, "z", 1);
+  srv_stop(s); /* a has been idle 400 ms: its buffer is gone */
+  assert_true(s->conns_without_rbuf >= 1);
+  wc_close(&a);
+  wc_close(&b);
+  srv_free(s);
+}
+
 static void test_conn_max_connections_closes_the_extra_one(void **state)
 {
   struct srv *s = srv_start(NULL, 2);
@@ -953,6 +984,7 @@ int main(void)
       cmocka_unit_test(test_conn_idle_timeout_closes_only_idle_conns),
       cmocka_unit_test(test_conn_write_timeout_closes_a_peer_that_never_reads),
       cmocka_unit_test(test_conn_write_timeout_spares_a_slow_reader),
+      cmocka_unit_test(test_conn_idle_conn_frees_its_read_buffer),
       cmocka_unit_test(test_conn_max_connections_closes_the_extra_one),
       cmocka_unit_test(test_conn_close_sends_in_flight_answers_then_cancels_the_rest),
       cmocka_unit_test(test_conn_peer_half_close_still_gets_its_answers),
