@@ -7,7 +7,7 @@
  *
  *   CONN_OPEN ---- conn_close(), peer EOF, a malformed or oversized frame
  *     |            (answered with an error_resp first) -------> CONN_DRAINING
- *     |  read/write error, idle timeout                             |
+ *     |  read/write error, idle or write timeout (conn_on_timer)   |
  *     v                                                             |
  *   CONN_CLOSING <--- every request answered and every byte written,|
  *     |               FIN sent and the peer's EOF seen, or the      |
@@ -33,7 +33,8 @@
  *     max_inflight_bytes (frame bytes) or number max_inflight_requests, or
  *     answers not yet written exceed max_write_queue_bytes; it resumes when
  *     they drop. A peer that never reads therefore costs at most about one
- *     frame and one answer above those limits.
+ *     frame and one answer above those limits, and is closed once it has
+ *     taken no answer bytes for write_timeout_ms.
  *
  * Context: everything here runs on the loop thread. */
 #ifndef CAIRN_CONN_H
