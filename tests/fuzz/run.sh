@@ -36,7 +36,9 @@ mkdir -p build/fuzz/artifacts
 for t in "${targets[@]}"; do
   corpus="build/fuzz/corpus/$t"
   mkdir -p "$corpus"
-  cp -n tests/fuzz/seeds/"$t"/* "$corpus"/
+  for f in tests/fuzz/seeds/"$t"/*; do
+    [ -e "$corpus/$(basename "$f")" ] || cp "$f" "$corpus/"
+  done
   log="build/fuzz/fuzz_$t.log"
   if ! "build/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$t-" "$corpus" >"$log" 2>&1; then
