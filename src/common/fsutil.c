@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -218,6 +219,24 @@ int fs_pwritev_all(int fd, const struct iovec *iov, size_t n, off_t off)
       i++;
     }
     skip += left;
+  }
+  return 0;
+}
+
+int fs_raise_nofile(uint64_t *limit)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    return -errno;
+  }
+  if (rl.rlim_cur != rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      return -errno;
+    }
+  }
+  if (limit != NULL) {
+    *limit = (uint64_t)rl.rlim_cur;
   }
   return 0;
 }

@@ -40,6 +40,13 @@ __attribute__((warn_unused_result)) int fs_remove_tree(const char *dir);
 /* Creates dir and missing parents (mode 0755). Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int fs_mkdir_p(const char *dir);
 
+/* Raises this process's soft limit on open files (RLIMIT_NOFILE) to its
+ * hard limit: a node holds ~11 descriptors per Raft group (sockets, raft's
+ * open segments, the partition log, an eventfd), and Debian's default soft
+ * limit of 1,024 runs out at ~90 groups. *limit (may be NULL) is the soft
+ * limit in force afterwards. Returns 0 or -errno. Context: process start,
+ * before other threads. */
+__attribute__((warn_unused_result)) int fs_raise_nofile(uint64_t *limit);
 
 #include <sys/uio.h>
 /* Writes every byte of iov[0..n) at off (pwritev, continuing after short
