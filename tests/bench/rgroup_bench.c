@@ -23,8 +23,8 @@
  *             io_destroy  io_setup(1) + io_destroy of a kernel AIO context:
  *                         raft 0.15 pays one on the loop thread per group
  *                         opened (its I/O probe) and per full open segment;
- *   startup   time until each driver answers (the drivers open every group
- *             before their loops run), then until every group has a leader
+ *   startup   time until each driver answers (a driver opens its groups a
+ *             few per loop iteration and reads commands once all are open), then until every group has a leader
  *             that every node agrees on. Every group lists the same replicas,
  *             so the drivers run with --no-preferred-leader (leaders stay
  *             where elections put them) unless --preferred-leader;
@@ -114,6 +114,7 @@ struct bench_opts {
   bool restart;
   int repeat; /* runs of the whole produce sweep */
   bool preferred_leader; /* leave the drivers' preferred leader (node 1) on */
+  bool sync_aio_destroy; /* drivers destroy raft's AIO contexts on the loop thread */
 };
 
 struct bench_node {
@@ -562,6 +563,9 @@ static void bench_node_start(int i, const char *replicas)
    * stay where elections put them unless asked. */
   if (!bench_o.preferred_leader) {
     argv[argc++] = "--no-preferred-leader";
+  }
+  if (bench_o.sync_aio_destroy) {
+    argv[argc++] = "--sync-aio-destroy";
   }
   argv[argc] = NULL;
   if (tu_proc_start(&nd->proc, argv, nd->log) != 0) {
@@ -1132,10 +1136,13 @@ static void bench_usage_text(FILE *f)
           "         [--idle S] [--settle S] [--baseline S] [--segment-size BYTES]\n"
           "         [--heartbeat-ms MS] [--election-ms MS] [--threadpool N] [--dir DIR]\n"
           "         [--keep] [--no-produce] [--restart] [--repeat R] [--preferred-leader]\n"
+          "         [--sync-aio-destroy]\n"
           "Starts NODES cairn-rgroup-driver processes with G Raft groups each, measures\n"
           "per-group memory, fds, disk and idle CPU, then produce throughput over P\n"
           "partitions, beside the fdatasync rate of the same disk. --restart: then kills\n"
-          "the drivers (SIGKILL) and times their restart on the same data.\n");
+          "the drivers (SIGKILL) and times their restart on the same data.\n"
+          "--sync-aio-destroy: the drivers leave raft's io_destroy on the loop thread\n"
+          "(as before cluster/aio_defer.c), for comparison.\n");
 }
 
 static void bench_parse_list(const char *s, struct bench_opts *o)
@@ -1175,6 +1182,7 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
       {"keep", no_argument, NULL, 'k'},             {"no-produce", no_argument, NULL, 'N'},
       {"restart", no_argument, NULL, 'R'},          {"repeat", required_argument, NULL, 'r'},
       {"preferred-leader", no_argument, NULL, 'P'},
+      {"sync-aio-destroy", no_argument, NULL, 'A'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1199,6 +1207,7 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
     case 'R': o->restart = true; break;
     case 'r': o->repeat = atoi(optarg); break;
     case 'P': o->preferred_leader = true; break;
+    case 'A': o->sync_aio_destroy = true; break;
     case 'h': bench_usage_text(stdout); exit(0);
     default: bench_usage_text(stderr); exit(2);
     }
@@ -1221,13 +1230,14 @@ static double bench_start_nodes(const char *replicas, double *leaders_s)
   for (int i = 0; i < bench_o.nodes; i++) {
     bench_node_start(i, replicas);
   }
+  int connect_ms = 60000;
   for (int i = 0; i < bench_o.nodes; i++) {
-    if (tu_ctl_connect(&bench_nodes[i].ctl, bench_nodes[i].control_port, 60000) != 0) {
-      bench_die("node %d: no control port after 60 s", i + 1);
+    if (tu_ctl_connect(&bench_nodes[i].ctl, bench_nodes[i].control_port, connect_ms) != 0) {
+      bench_die("node %d: no control port after %d s", i + 1, connect_ms / 1000);
     }
   }
-  /* The drivers open their groups before their loops run: the first
-   * answer comes once every group is open. */
+  /* A driver reads commands once every group is open (with
+   * --sync-aio-destroy ~40 ms a group): the first answer says so. */
   uint64_t unused[BENCH_MAX_NODES];
   bench_collect_stats(unused, 60 + bench_o.groups * 0.5);
   double startup = bench_now() - t0;
@@ -1312,9 +1322,10 @@ int main(int argc, char **argv)
   bench_fmt_opt(el, sizeof el, bench_o.election_ms, "default");
   printf("setup:     %d node(s) on loopback, %d groups (a replica of each on every node), "
          "raft segment size %s, heartbeat %s ms, election timeout %s ms, libuv threadpool %d, "
-         "%s\n",
+         "%s, io_destroy %s\n",
          bench_o.nodes, bench_o.groups, seg, hb, el, bench_threadpool_size(),
-         bench_o.preferred_leader ? "preferred leader node 1" : "leaders where elected");
+         bench_o.preferred_leader ? "preferred leader node 1" : "leaders where elected",
+         bench_o.sync_aio_destroy ? "on the loop thread" : "deferred to threads");
 
   struct bench_baseline base;
   bench_baseline(&base);

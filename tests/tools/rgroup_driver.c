@@ -20,11 +20,22 @@
  * Batches are built like tests/lib's tu_make_batch(TAG, N, VSIZE), so a
  * test can tell which produce a stored batch came from by its first key.
  *
+ * Groups open a few per loop iteration (cluster/gstart.h), so those open
+ * keep their heartbeats while the rest open. The control port listens from
+ * the start, but commands are read only once every group is open (then
+ * "ready" is printed), so a test never sees a group still opening. At start the driver raises
+ * its open-file limit to the hard limit and moves raft's io_destroy calls
+ * off the loop thread (cluster/aio_defer.h); --sync-aio-destroy keeps them
+ * on it, for comparison.
+ *
  * SIGTERM shuts down cleanly, each group handing its leadership away
  * first (rgroup_shutdown); tests use SIGKILL for crashes. */
+#include "cluster/aio_defer.h"
+#include "cluster/gstart.h"
 #include "cluster/rgroup.h"
 #include "cluster/transport.h"
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "format/batch.h"
 #include "format/crc32c.h"
@@ -48,6 +59,7 @@ struct driver_conn;
 
 struct driver_group {
   struct rgroup rg;
+  struct gstart_job job;
   uint64_t id;
   bool open;
   bool delete_after_close;
@@ -67,6 +79,9 @@ struct driver {
   struct driver_group *groups;
   unsigned ngroups;
   unsigned open_groups;
+  struct gstart gs;
+  unsigned opens_done; /* groups whose open ran (or was cancelled) */
+  bool ready;          /* every group open: control connections are read */
   struct rgroup_opts opts;
   struct driver_conn *conns;
   bool stopping;
@@ -292,7 +307,7 @@ static void driver_cmd_stats(struct driver_conn *c)
   struct driver *d = c->d;
   unsigned open = 0, leaders = 0;
   uint64_t entries = 0, batches = 0;
-  for (unsigned i = 0; i < d->ngroups; i++) {
+  for (unsigned i = 0; i < d->ngroups && d->groups != NULL; i++) {
     struct driver_group *g = &d->groups[i];
     if (!g->open) {
       continue;
@@ -344,6 +359,9 @@ static void driver_shutdown_group(struct driver_group *g)
 static void driver_close_all(struct driver *d)
 {
   transport_close(&d->tr, NULL);
+  if (d->gs.loop != NULL && !d->gs.closing) {
+    gstart_close(&d->gs, NULL);
+  }
   uv_close((uv_handle_t *)&d->control, NULL);
   uv_close((uv_handle_t *)&d->sigterm, NULL);
   while (d->conns != NULL) {
@@ -390,7 +408,7 @@ static void driver_stop(struct driver *d)
   }
   d->stopping = true;
   log_info("driver", "node %" PRIu64 " shutting down", d->self);
-  for (unsigned i = 0; i < d->ngroups; i++) {
+  for (unsigned i = 0; i < d->ngroups && d->groups != NULL; i++) {
     if (d->groups[i].open) {
       driver_shutdown_group(&d->groups[i]);
     }
@@ -498,10 +516,26 @@ static void driver_on_control(uv_stream_t *server, int status)
     d->conns->prev = c;
   }
   d->conns = c;
-  uv_read_start((uv_stream_t *)&c->tcp, driver_alloc, driver_on_read);
+  if (d->ready) {
+    uv_read_start((uv_stream_t *)&c->tcp, driver_alloc, driver_on_read);
+  }
 }
 
 static void driver_on_sigterm(uv_signal_t *s, int signum) { driver_stop(s->data); }
+
+/* Every group has had its turn: start reading the control connections. */
+static void driver_opened_all(struct driver *d)
+{
+  if (d->stopping) {
+    return;
+  }
+  d->ready = true;
+  for (struct driver_conn *c = d->conns; c != NULL; c = c->next) {
+    uv_read_start((uv_stream_t *)&c->tcp, driver_alloc, driver_on_read);
+  }
+  printf("ready\n");
+  fflush(stdout);
+}
 
 /* "1@127.0.0.1:7001,2@127.0.0.1:7002" */
 static int driver_parse_replicas(struct driver *d, char *list)
@@ -539,23 +573,49 @@ static int driver_listen_control(struct driver *d, const char *address)
   return rv;
 }
 
+static void driver_opened_all(struct driver *d);
+
+/* One group's turn to open (gstart). */
+static void driver_on_open_turn(struct gstart_job *job, int status)
+{
+  struct driver_group *g = job->data;
+  struct driver *d = &g_driver;
+  d->opens_done++;
+  if (status == 0 && !d->stopping) {
+    status = rgroup_open(&g->rg, d->loop, &d->tr, g->id, d->self, g->dir, d->replicas,
+                         d->nreplicas, &d->opts);
+    if (status == 0) {
+      g->open = true;
+      d->open_groups++;
+    } else {
+      /* As before the opens were staggered: the first failure stops the
+       * node, and the opens still queued are cancelled. */
+      fprintf(stderr, "cairn-rgroup-driver: %s\n", g->rg.errmsg);
+      d->exit_code = 1;
+      driver_stop(d);
+    }
+  }
+  if (d->opens_done == d->ngroups) {
+    driver_opened_all(d);
+  }
+}
+
+/* Queues every group's open; they run a few per loop iteration. */
 static int driver_open_groups(struct driver *d)
 {
   d->groups = calloc(d->ngroups, sizeof *d->groups);
-  for (unsigned i = 0; i < d->ngroups; i++) {
+  if (d->groups == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  int rv = gstart_init(&d->gs, d->loop, 0);
+  for (unsigned i = 0; i < d->ngroups && rv == 0; i++) {
     struct driver_group *g = &d->groups[i];
     g->id = i + 1;
     snprintf(g->dir, sizeof g->dir, "%s/group-%u", d->data_dir, i + 1);
-    int rv = rgroup_open(&g->rg, d->loop, &d->tr, g->id, d->self, g->dir, d->replicas,
-                         d->nreplicas, &d->opts);
-    if (rv != 0) {
-      fprintf(stderr, "cairn-rgroup-driver: %s\n", g->rg.errmsg);
-      return rv;
-    }
-    g->open = true;
-    d->open_groups++;
+    g->job.data = g;
+    rv = gstart_push(&d->gs, &g->job, driver_on_open_turn);
   }
-  return 0;
+  return rv;
 }
 
 int main(int argc, char **argv)
@@ -574,7 +634,9 @@ int main(int argc, char **argv)
       {"snapshot-threshold", required_argument, NULL, 's'},
       {"raft-segment-size", required_argument, NULL, 'S'},
       {"raft-log-budget", required_argument, NULL, 'B'},
-      {"no-preferred-leader", no_argument, NULL, 'P'}, {NULL, 0, NULL, 0}};
+      {"no-preferred-leader", no_argument, NULL, 'P'},
+      {"sync-aio-destroy", no_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
+  bool sync_aio_destroy = false;
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
@@ -590,6 +652,7 @@ int main(int argc, char **argv)
     case 'S': d->opts.raft_segment_size = (size_t)strtoull(optarg, NULL, 10); break;
     case 'B': d->opts.raft_log_budget = (size_t)strtoull(optarg, NULL, 10); break;
     case 'P': d->opts.no_preferred_leader = true; break;
+    case 'A': sync_aio_destroy = true; break;
     default: return 2;
     }
   }
@@ -599,12 +662,26 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: cairn-rgroup-driver --id N --cluster HOST:PORT --control HOST:PORT "
                     "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
                     "[--heartbeat-ms MS] [--snapshot-threshold N] [--raft-segment-size BYTES] "
-                    "[--raft-log-budget BYTES] [--no-preferred-leader]\n");
+                    "[--raft-log-budget BYTES] [--no-preferred-leader] [--sync-aio-destroy]\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  uint64_t nofile = 0;
+  int rv = fs_raise_nofile(&nofile);
+  if (rv != 0 || nofile < (uint64_t)d->ngroups * 12 + 64) {
+    /* ~11 per group with 3 replicas: say so now rather than fail later. */
+    log_warn("driver", "open-file limit %" PRIu64 " (%s) may be too low for %u groups", nofile,
+             cairn_strerror(rv), d->ngroups);
+  }
+  if (!sync_aio_destroy) {
+    rv = aio_defer_start(AIO_DEFER_DEFAULT_THREADS, AIO_DEFER_DEFAULT_MAX_PENDING);
+    if (rv != 0) {
+      fprintf(stderr, "cairn-rgroup-driver: deferring io_destroy: %s\n", cairn_strerror(rv));
+      return 1;
+    }
+  }
   d->loop = uv_default_loop();
-  int rv = transport_init(&d->tr, d->loop, cluster);
+  rv = transport_init(&d->tr, d->loop, cluster);
   if (rv != 0) {
     fprintf(stderr, "cairn-rgroup-driver: %s\n", d->tr.errmsg);
     return 1;
@@ -617,15 +694,15 @@ int main(int argc, char **argv)
   uv_signal_init(d->loop, &d->sigterm);
   d->sigterm.data = d;
   uv_signal_start(&d->sigterm, driver_on_sigterm, SIGTERM);
-  if (driver_open_groups(d) != 0) {
+  rv = driver_open_groups(d);
+  if (rv != 0) {
+    fprintf(stderr, "cairn-rgroup-driver: queueing group opens: %s\n", cairn_strerror(rv));
     d->exit_code = 1;
     driver_stop(d);
-  } else {
-    printf("ready\n");
-    fflush(stdout);
   }
   uv_run(d->loop, UV_RUN_DEFAULT);
   uv_loop_close(d->loop);
   free(d->groups);
+  aio_defer_stop();
   return d->exit_code;
 }
