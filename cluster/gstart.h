@@ -69,8 +69,9 @@ __attribute__((warn_unused_result)) int gstart_push(struct gstart *gs, struct gs
 unsigned gstart_queued(const struct gstart *gs);
 
 /* Calls every job not yet run with CAIRN_ESHUTDOWN (in order), closes the
- * starter's handle, then cb (may be NULL). Callback: fires exactly once, in
- * a later loop iteration. */
+ * starter's handle, then cb (may be NULL). May be called from a job's
+ * callback: no further job runs in that turn. Callback: fires exactly once,
+ * in a later loop iteration. */
 void gstart_close(struct gstart *gs, gstart_close_cb cb);
 
 #endif

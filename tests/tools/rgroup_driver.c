@@ -23,10 +23,10 @@
  * Groups open a few per loop iteration (cluster/gstart.h), so those open
  * keep their heartbeats while the rest open. The control port listens from
  * the start, but commands are read only once every group is open (then
- * "ready" is printed), so a test never sees a group still opening. At start the driver raises
- * its open-file limit to the hard limit and moves raft's io_destroy calls
- * off the loop thread (cluster/aio_defer.h); --sync-aio-destroy keeps them
- * on it, for comparison.
+ * "ready" is printed), so a test never sees a group still opening. At
+ * start the driver raises its open-file limit to the hard limit and moves
+ * raft's io_destroy calls off the loop thread (cluster/aio_defer.h);
+ * --sync-aio-destroy keeps them on it, for comparison.
  *
  * SIGTERM shuts down cleanly, each group handing its leadership away
  * first (rgroup_shutdown); tests use SIGKILL for crashes. */
@@ -572,8 +572,6 @@ static int driver_listen_control(struct driver *d, const char *address)
   }
   return rv;
 }
-
-static void driver_opened_all(struct driver *d);
 
 /* One group's turn to open (gstart). */
 static void driver_on_open_turn(struct gstart_job *job, int status)
