@@ -236,8 +236,10 @@ void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb);
  * If the conn is closing (req->canceled) the answer is dropped.
  * Ownership: always consumes req (freed here, with its env and payload)
  * and the parts (each release callback fires exactly once: 0 when the
- * bytes were written, a negative code when dropped); borrows env and the
- * parts array. Context: loop thread. */
+ * bytes were written, a negative code when dropped; when dropped at once,
+ * for a closing conn or an answer too large to encode, before this
+ * returns); borrows env and the parts array. A file part's fd must stay
+ * open until its release callback. Context: loop thread. */
 void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
                   const struct conn_part *parts, size_t nparts);
 
