@@ -391,6 +391,40 @@ static void ctl_drop_reports_of(struct controller *ctl, uint64_t node_id)
   ctl->nreports = w;
 }
 
+static int ctl_reports_reserve(struct controller *ctl, size_t more)
+{
+  if (ctl->nreports + more <= ctl->reports_cap) {
+    return 0;
+  }
+  size_t cap = ctl->reports_cap ? ctl->reports_cap : 64;
+  while (cap < ctl->nreports + more) {
+    cap *= 2;
+  }
+  struct ctl_report *nr = realloc(ctl->reports, cap * sizeof *nr);
+  if (nr == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  ctl->reports = nr;
+  ctl->reports_cap = cap;
+  return 0;
+}
+
+/* Adds r unless a report of a higher term exists for its partition;
+ * replaces one of a lower or equal term. */
+static void ctl_report_put(struct controller *ctl, const struct ctl_report *r)
+{
+  for (size_t i = 0; i < ctl->nreports; i++) {
+    struct ctl_report *o = &ctl->reports[i];
+    if (o->topic_id == r->topic_id && o->partition == r->partition) {
+      if (o->term <= r->term) {
+        *o = *r;
+      }
+      return;
+    }
+  }
+  ctl->reports[ctl->nreports++] = *r;
+}
+
 void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
                         const struct ctl_report *reports, size_t n)
 {
@@ -407,22 +441,13 @@ void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incar
   s->last_ms = uv_now(ctl->loop);
   s->incarnation = incarnation;
   ctl_drop_reports_of(ctl, node_id);
-  if (ctl->nreports + n > ctl->reports_cap) {
-    size_t cap = ctl->reports_cap ? ctl->reports_cap : 64;
-    while (cap < ctl->nreports + n) {
-      cap *= 2;
-    }
-    struct ctl_report *nr = realloc(ctl->reports, cap * sizeof *nr);
-    if (nr == NULL) {
-      return;
-    }
-    ctl->reports = nr;
-    ctl->reports_cap = cap;
+  if (ctl_reports_reserve(ctl, n) != 0) {
+    return;
   }
   for (size_t i = 0; i < n; i++) {
-    ctl->reports[ctl->nreports] = reports[i];
-    ctl->reports[ctl->nreports].leader_id = node_id;
-    ctl->nreports++;
+    struct ctl_report r = reports[i];
+    r.leader_id = node_id;
+    ctl_report_put(ctl, &r);
   }
 }
 

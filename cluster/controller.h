@@ -85,6 +85,7 @@ struct ctl_report {
   uint32_t partition;
   uint64_t replica_epoch; /* of the metadata the leader had applied */
   uint64_t leader_id;
+  uint64_t term;          /* the leader's Raft term: a newer one replaces */
   uint64_t voters[META_MAX_REPLICAS];
   size_t nvoters;
 };
@@ -159,7 +160,9 @@ void ctl_leader(struct controller *ctl, uint64_t *id, const char **address);
 bool ctl_is_leader(struct controller *ctl);
 
 /* Leader only (ignored otherwise): node_id was heard from now, and these
- * are the partitions it leads (copied). */
+ * are the partitions it leads (copied). A partition keeps one report: the
+ * one of the highest term (a dead leader's last report is replaced by its
+ * successor's). */
 void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
                         const struct ctl_report *reports, size_t n);
 

@@ -383,6 +383,8 @@ static void parts_on_change_done(struct raft_change *req, int status)
   if (status != 0) {
     log_warn("parts", "%s-%u: membership change: %s", p->topic, p->partition,
              raft_strerror(status));
+  } else {
+    log_info("parts", "%s-%u: membership change done", p->topic, p->partition);
   }
 }
 

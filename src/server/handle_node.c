@@ -161,6 +161,7 @@ static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
     reps[i].topic_id = pr->topic_id;
     reps[i].partition = pr->partition;
     reps[i].replica_epoch = pr->replica_epoch;
+    reps[i].term = pr->term;
     reps[i].nvoters = pr->n_voters < META_MAX_REPLICAS ? pr->n_voters : META_MAX_REPLICAS;
     memcpy(reps[i].voters, pr->voters, reps[i].nvoters * sizeof(uint64_t));
     hn_report_leader(n, hb->node_id, pr);

@@ -5,7 +5,9 @@
  * Exit codes: 0 after a clean stop; 1 when the node cannot start (a port
  * in use, an unreadable data dir); 2 for a bad configuration or a refused
  * identity (a data dir of another node or cluster, a node id in use). */
+#include "cluster/aio_defer.h"
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "server/config.h"
 #include "server/node.h"
@@ -14,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #define CAIRND_VERSION "0.1.0"
 /* A clean stop that takes longer than this ends the process anyway. */
@@ -27,19 +28,6 @@ struct cairnd {
   uv_timer_t stop_timer;
   bool stopping;
 };
-
-/* Each partition replica holds a few files and sockets: raise the soft
- * limit on open files to the hard one. */
-static void cairnd_raise_nofile(void)
-{
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-      log_warn("cairnd", "could not raise the open-file limit");
-    }
-  }
-}
 
 static void cairnd_on_closed(uv_handle_t *h) { (void)h; }
 
@@ -91,7 +79,17 @@ int main(int argc, char **argv)
   log_set_level(cfg.log_level);
   log_set_node((unsigned long long)cfg.node_id);
   signal(SIGPIPE, SIG_IGN);
-  cairnd_raise_nofile();
+  /* Each partition replica holds a few files and sockets. */
+  uint64_t nofile = 0;
+  if (fs_raise_nofile(&nofile) != 0) {
+    log_warn("cairnd", "could not raise the open-file limit");
+  }
+  /* raft 0.15 tears down a kernel AIO context on the loop thread at every
+   * group open and every full segment (~33 ms each): done on threads
+   * instead (cluster/aio_defer.h says why that is safe). */
+  if (aio_defer_start(AIO_DEFER_DEFAULT_THREADS, AIO_DEFER_DEFAULT_MAX_PENDING) != 0) {
+    log_warn("cairnd", "io_destroy stays on the loop thread");
+  }
 
   uv_loop_t *loop = uv_default_loop();
   static struct cairnd d;
@@ -111,5 +109,6 @@ int main(int argc, char **argv)
   uv_run(loop, UV_RUN_DEFAULT);
   int code = d.node.exit_code;
   uv_loop_close(loop);
+  aio_defer_stop();
   return code;
 }

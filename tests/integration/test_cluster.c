@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
 #define WAIT_MS 30000
 #define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 2000"
@@ -204,6 +205,52 @@ static void start_all(struct cd_cluster *c)
   }
 }
 
+/* Does <node dir>/partitions hold an entry starting with prefix? */
+static bool dir_has_prefix(const char *node_dir, const char *prefix)
+{
+  char path[700];
+  snprintf(path, sizeof path, "%s/partitions", node_dir);
+  DIR *d = opendir(path);
+  if (d == NULL) {
+    return false;
+  }
+  bool found = false;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    found = found || strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+  }
+  closedir(d);
+  return found;
+}
+
+/* Deletes topic "doomed" through node i. Returns the wire code. */
+static int cd_delete_topic(struct cd_cluster *c, int i, int timeout_ms)
+{
+  long long end = tu_now_ms() + timeout_ms;
+  int code = -1;
+  while (tu_now_ms() < end) {
+    Cairn__Client__DeleteTopicRequest r = CAIRN__CLIENT__DELETE_TOPIC_REQUEST__INIT;
+    r.name = "doomed";
+    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+    env.api = CAIRN__CLIENT__API__API_DELETE_TOPIC;
+    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_REQ;
+    env.delete_topic_req = &r;
+    Cairn__Client__Envelope *resp = NULL;
+    if (cd_call(c, i, &env, NULL, 0, 5000, &resp, NULL, NULL) == 0) {
+      code = resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP &&
+                     resp->delete_topic_resp->error != NULL
+                 ? (int)resp->delete_topic_resp->error->code
+                 : resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP ? 0 : -1;
+      cairn__client__envelope__free_unpacked(resp, NULL);
+      if (code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER) {
+        return code;
+      }
+    }
+    usleep(100 * 1000);
+  }
+  return code;
+}
+
 static int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 /* ---- tests ---- */
@@ -275,6 +322,28 @@ static void test_cluster_forms_places_evenly_and_survives_restarts(void **state)
   assert_true(md_get(&c, other, &md));
   assert_true(md.m->controller_id != ctl_id && md.m->controller_id != 0);
   md_free(&md);
+  /* A deleted topic's groups and data go from every node. */
+  assert_int_equal(cd_create_topic(&c, other, "doomed", 2, 3, WAIT_MS, msg, sizeof msg), 0);
+  wait_leaders(&c, "doomed");
+  produce_one(&c, "doomed", 0);
+  nacked--; /* not checked after the delete */
+  assert_int_equal(cd_delete_topic(&c, other, WAIT_MS), 0);
+  long long gone_by = tu_now_ms() + WAIT_MS;
+  bool gone = false;
+  while (!gone && tu_now_ms() < gone_by) {
+    usleep(100 * 1000);
+    gone = true;
+    for (int i = 0; i < 3; i++) {
+      if (i != victim) {
+        gone = gone && !dir_has_prefix(c.nodes[i].dir, "doomed-");
+      }
+    }
+  }
+  assert_true(gone);
+  assert_true(md_get(&c, other, &md));
+  assert_null(md_topic(&md, "doomed"));
+  md_free(&md);
+
   assert_int_equal(cd_start(&c, victim), 0);
   uint64_t all[3] = {1, 2, 3};
   assert_int_equal(cd_wait_alive(&c, victim, all, 3, WAIT_MS), 0);
@@ -438,6 +507,16 @@ static void test_cluster_refuses_duplicate_id_and_foreign_data_dir(void **state)
   st = tu_proc_wait(&c.nodes[foreign].proc, WAIT_MS);
   assert_int_equal(exit_code_of(st), 2);
   assert_true(tu_file_contains(c.nodes[foreign].log, "cluster"));
+
+  /* A node given another controller voter list than the cluster's. */
+  int wrong = cd_add_node(&c);
+  assert_true(wrong >= 0);
+  snprintf(c.nodes[wrong].extra, sizeof c.nodes[wrong].extra, "--voters 1@127.0.0.1:%d,2@127.0.0.1:%d",
+           c.nodes[0].cluster_port, c.nodes[1].cluster_port);
+  assert_int_equal(cd_start(&c, wrong), 0);
+  st = tu_proc_wait(&c.nodes[wrong].proc, WAIT_MS);
+  assert_int_equal(exit_code_of(st), 2);
+  assert_true(tu_file_contains(c.nodes[wrong].log, "same voter list"));
 
   /* The cluster is unharmed. */
   uint64_t all[3] = {1, 2, 3};

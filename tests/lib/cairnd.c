@@ -72,8 +72,8 @@ int cd_start(struct cd_cluster *c, int i)
   snprintf(cluster, sizeof cluster, "127.0.0.1:%d", nd->cluster_port);
   snprintf(admin, sizeof admin, "127.0.0.1:%d", nd->admin_port);
   snprintf(join, sizeof join, "127.0.0.1:%d", c->nodes[0].client_port);
-  char extra[512];
-  snprintf(extra, sizeof extra, "%s", c->extra);
+  char extra[1100];
+  snprintf(extra, sizeof extra, "%s %s", c->extra, nd->extra);
   char *argv[64];
   int k = 0;
   argv[k++] = (char *)c->bin;

@@ -27,6 +27,7 @@ struct cd_node {
   char dir[600];
   char log[600];
   char client_addr[64];
+  char extra[512]; /* flags for this node only, after the cluster's */
   struct tu_proc proc;
 };
 
