@@ -967,12 +967,137 @@ static void test_conn_file_region_past_end_of_file_fails_the_conn(void **state)
   srv_free(s);
 }
 
+/* Random request streams: sizes on both sides of the read buffer, some
+ * answered late, the bytes cut into random chunks with pauses. Every answer
+ * arrives once, with its own payload. */
+struct stream_job {
+  int fd;
+  const uint8_t *bytes;
+  size_t len;
+  uint64_t seed;
+};
+
+static void *stream_sender(void *arg)
+{
+  struct stream_job *j = arg;
+  uint64_t rng = j->seed ^ 0x9e3779b97f4a7c15ULL;
+  size_t off = 0;
+  while (off < j->len) {
+    size_t chunk = 1 + tu_rand(&rng) % (tu_rand(&rng) % 4 == 0 ? 7 : 150000);
+    if (chunk > j->len - off) {
+      chunk = j->len - off;
+    }
+    ssize_t r = send(j->fd, j->bytes + off, chunk, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EINTR) {
+        usleep(1000);
+        continue;
+      }
+      break;
+    }
+    off += (size_t)r;
+    if (tu_rand(&rng) % 16 == 0) {
+      usleep(2000);
+    }
+  }
+  return NULL;
+}
+
+static uint8_t stream_byte(uint64_t corr, size_t i)
+{
+  return (uint8_t)(corr * 131 + i * 7 + (i >> 8));
+}
+
+static void test_conn_random_streams_of_mixed_frames(void **state)
+{
+  uint64_t seed = tu_seed(__func__);
+  uint64_t rng = seed;
+  struct srv *s = srv_start(NULL, 0);
+  enum { N = 300 };
+  size_t sizes[N];
+  uint8_t *stream = NULL;
+  size_t slen = 0;
+  uint8_t *payload = malloc(300000);
+  for (int i = 0; i < N; i++) {
+    uint64_t corr = (uint64_t)i + 1;
+    switch (tu_rand(&rng) % 3) {
+    case 0:
+      sizes[i] = tu_rand(&rng) % 100;
+      break;
+    case 1:
+      sizes[i] = 60000 + tu_rand(&rng) % 10000;
+      break; /* around the 64 KiB buffer */
+    default:
+      sizes[i] = 100000 + tu_rand(&rng) % 200000;
+      break;
+    }
+    for (size_t k = 0; k < sizes[i]; k++) {
+      payload[k] = stream_byte(corr, k);
+    }
+    char what[32];
+    if (tu_rand(&rng) % 4 == 0) {
+      snprintf(what, sizeof what, "later:%d", (int)(tu_rand(&rng) % 30));
+    } else {
+      snprintf(what, sizeof what, "echo");
+    }
+    Cairn__Client__HelloRequest hr = CAIRN__CLIENT__HELLO_REQUEST__INIT;
+    hr.client_id = what;
+    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+    env.correlation_id = corr;
+    env.api = CAIRN__CLIENT__API__API_HELLO;
+    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ;
+    env.hello_req = &hr;
+    size_t hlen = frame_header_size(&env);
+    stream = realloc(stream, slen + hlen + sizes[i]);
+    assert_int_equal(frame_encode_header(&env, sizes[i], stream + slen), 0);
+    memcpy(stream + slen + hlen, payload, sizes[i]);
+    slen += hlen + sizes[i];
+  }
+  struct wc w;
+  assert_int_equal(wc_connect(&w, s->address, RECV_MS), 0);
+  struct stream_job job = {.fd = w.fd, .bytes = stream, .len = slen, .seed = seed};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, stream_sender, &job), 0);
+  bool seen[N] = {false};
+  for (int got = 0; got < N; got++) {
+    Cairn__Client__Envelope *env;
+    uint8_t *p;
+    size_t plen;
+    int rv = wc_recv(&w, 10000, &env, &p, &plen);
+    if (rv != 0) {
+      fail_msg("answer %d of %d: %s (seed %llu)", got, N, cairn_strerror(rv),
+               (unsigned long long)seed);
+    }
+    uint64_t corr = env->correlation_id;
+    assert_true(corr >= 1 && corr <= N);
+    assert_false(seen[corr - 1]);
+    seen[corr - 1] = true;
+    assert_int_equal(plen, sizes[corr - 1]);
+    for (size_t k = 0; k < plen; k++) {
+      if (p[k] != stream_byte(corr, k)) {
+        fail_msg("answer %llu byte %zu differs (seed %llu)", (unsigned long long)corr, k,
+                 (unsigned long long)seed);
+      }
+    }
+    free(p);
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  assert_int_equal(pthread_join(th, NULL), 0);
+  wc_close(&w);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), N);
+  free(payload);
+  free(stream);
+  srv_free(s);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conn_echo_round_trip),
       cmocka_unit_test(test_conn_pipelines_1000_requests),
       cmocka_unit_test(test_conn_answers_out_of_order),
+      cmocka_unit_test(test_conn_random_streams_of_mixed_frames),
       cmocka_unit_test(test_conn_oversized_frame_is_answered_then_closed),
       cmocka_unit_test(test_conn_large_frame_is_read_in_place_within_the_limit),
       cmocka_unit_test(test_conn_large_and_small_frames_interleave_in_one_write),
