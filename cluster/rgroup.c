@@ -4,6 +4,7 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/rgroup_fsm.h"
+#include "cluster/rgroup_raft.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -51,9 +52,10 @@ static void rgroup_opts_fill(struct rgroup_opts *o, const struct rgroup_opts *in
 }
 
 /* Creates <dir>/log (the store) and <dir>/raft. */
-static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, char *raft_dir,
-                             size_t raft_dir_len)
+static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o)
 {
+  char raft_dir[PATH_MAX];
+  size_t raft_dir_len = sizeof raft_dir;
   char log_dir[PATH_MAX];
   if (snprintf(log_dir, sizeof log_dir, "%s/log", rg->dir) >= (int)sizeof log_dir ||
       snprintf(raft_dir, raft_dir_len, "%s/raft", rg->dir) >= (int)raft_dir_len) {
@@ -135,39 +137,18 @@ static int rgroup_open_catchup(struct rgroup *rg, const struct rgroup_replica *r
                       self_address, peers, np, rgroup_apply_deferred, rg);
 }
 
-/* Undoes a partial open, in reverse order. */
-static void rgroup_open_failed(struct rgroup *rg, int stage)
+/* Undoes a partial open, before Raft was initialized. */
+static void rgroup_open_failed(struct rgroup *rg, bool store_open)
 {
-  if (stage >= 3) {
-    raft_uv_close(&rg->io);
-  }
-  if (stage >= 2) {
-    transport_group_release(&rg->rt);
-  }
-  if (stage >= 1) {
+  if (store_open) {
     store_close(rg->store);
   }
   rgroup_fsm_close(rg);
   free(rg->dir);
+  free(rg->self_address);
 }
 
 static void rgroup_on_tick(uv_timer_t *t);
-
-/* raft 0.15 may answer an AppendEntries after the leader it came from is
- * forgotten, with a NULL destination address, and then crashes creating a
- * client for it (uvClientInit; fixed upstream in 35479fc, see
- * docs/raft-0.15.md). Such a message cannot be delivered anyway: refuse it,
- * which raft treats as a failed send. */
-static int rgroup_io_send(struct raft_io *io, struct raft_io_send *req,
-                          const struct raft_message *message, raft_io_send_cb cb)
-{
-  struct raft *r = io->data; /* raft_init points it at the raft */
-  struct rgroup *rg = r->data;
-  if (message->server_address == NULL) {
-    return RAFT_NOCONNECTION;
-  }
-  return rg->io_send(io, req, message, cb);
-}
 
 int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64_t group_id,
                 uint64_t self_id, const char *dir, const struct rgroup_replica *replicas,
@@ -190,78 +171,58 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
                       (unsigned long long)group_id, (unsigned long long)self_id);
     return CAIRN_EINVAL;
   }
-  struct rgroup_opts o;
-  rgroup_opts_fill(&o, opts);
-  rg->max_entry_bytes = o.max_entry_bytes;
-  rg->raft_log_budget = opts != NULL && opts->snapshot_threshold != 0 ? 0 : o.raft_log_budget;
-  rg->no_preferred_leader = o.no_preferred_leader;
+  rgroup_opts_fill(&rg->opts, opts);
+  rg->max_entry_bytes = rg->opts.max_entry_bytes;
+  rg->raft_log_budget =
+      opts != NULL && opts->snapshot_threshold != 0 ? 0 : rg->opts.raft_log_budget;
+  rg->no_preferred_leader = rg->opts.no_preferred_leader;
   rg->dir = strdup(dir);
-  if (rg->dir == NULL) {
+  rg->self_address = strdup(self_address);
+  if (rg->dir == NULL || rg->self_address == NULL) {
+    rgroup_open_failed(rg, false);
     return CAIRN_ENOMEM;
   }
-  char raft_dir[PATH_MAX];
-  int rv = rgroup_open_store(rg, &o, raft_dir, sizeof raft_dir);
+  int rv = rgroup_open_store(rg, &rg->opts);
   if (rv != 0) {
-    rgroup_open_failed(rg, 0);
+    rgroup_open_failed(rg, false);
     return rv;
   }
-  rv = transport_group_init(tr, &rg->rt, group_id);
+  rv = rgroup_raft_init(rg);
   if (rv != 0) {
-    rgroup_open_failed(rg, 1);
+    rgroup_open_failed(rg, true);
     return rv;
   }
-  rv = raft_uv_init(&rg->io, loop, raft_dir, &rg->rt);
-  if (rv != 0) {
-    rgroup_set_errmsg(rg, "group %llu: raft I/O in %s: %s", (unsigned long long)group_id,
-                      raft_dir, rg->io.errmsg);
-    rgroup_open_failed(rg, 2);
-    return raft_err_to_cairn(rv);
-  }
-  raft_uv_set_segment_size(&rg->io, o.raft_segment_size);
-  rg->io_send = rg->io.send;
-  rg->io.send = rgroup_io_send;
-  raft_uv_set_connect_retry_delay(&rg->io, 100);
-  rgroup_fsm_init(rg);
-  rv = raft_init(&rg->raft, &rg->io, &rg->fsm, self_id, self_address);
-  if (rv != 0) {
-    rgroup_set_errmsg(rg, "group %llu: raft_init: %s", (unsigned long long)group_id,
-                      raft_errmsg(&rg->raft));
-    rgroup_open_failed(rg, 3);
-    return raft_err_to_cairn(rv);
-  }
-  rg->raft.data = rg;
-  rg->last_role = RAFT_UNAVAILABLE;
+  /* From here on only rgroup_close releases what is open: Raft, the
+   * handles, the catch-up state (zeroed: closes as nothing). */
+  rgroup_raft_handles_init(rg);
+  uv_timer_init(loop, &rg->tick);
+  rg->tick.data = rg;
   rv = rgroup_open_catchup(rg, replicas, n, self_address);
   if (rv != 0) {
-    /* raft_init succeeded: only raft_close may release it now; the
-     * catch-up state is zeroed, which closes as nothing. */
     rgroup_set_errmsg(rg, "group %llu: out of memory", (unsigned long long)group_id);
-    rg->state = RGROUP_CLOSING;
     rgroup_close(rg, NULL);
     return rv;
   }
-  raft_set_heartbeat_timeout(&rg->raft, o.heartbeat_ms);
-  raft_set_election_timeout(&rg->raft, o.election_ms);
-  raft_set_snapshot_threshold(&rg->raft, o.snapshot_threshold);
-  raft_set_snapshot_trailing(&rg->raft, o.snapshot_trailing);
-  rv = o.join ? 0 : rgroup_bootstrap(rg, replicas, n);
+  rgroup_raft_configure(rg);
+  rv = rg->opts.join ? 0 : rgroup_bootstrap(rg, replicas, n);
   if (rv == 0) {
     rv = raft_start(&rg->raft);
     if (rv != 0) {
-      rgroup_set_errmsg(rg, "group %llu: starting raft in %s: %s", (unsigned long long)group_id,
-                        raft_dir, raft_errmsg(&rg->raft));
+      rgroup_set_errmsg(rg, "group %llu: starting raft in %s/raft: %s",
+                        (unsigned long long)group_id, dir, raft_errmsg(&rg->raft));
       rv = raft_err_to_cairn(rv);
     }
   }
+  if (rv == 0 && rg->raft_failed) {
+    rgroup_set_errmsg(rg, "group %llu: a Raft write failed while starting: %s",
+                      (unsigned long long)group_id, rg->io.errmsg);
+    rv = CAIRN_ERAFT;
+  }
   if (rv != 0) {
-    /* raft_init succeeded: only raft_close may release it now. */
-    rg->state = RGROUP_CLOSING;
     rgroup_close(rg, NULL);
     return rv;
   }
   rg->state = RGROUP_RUNNING;
-  uv_timer_init(loop, &rg->tick);
-  rg->tick.data = rg;
   uv_timer_start(&rg->tick, rgroup_on_tick, RGROUP_TICK_MS, RGROUP_TICK_MS);
   log_info("rgroup", "group %llu: replica %llu open in %s", (unsigned long long)group_id,
            (unsigned long long)self_id, dir);
@@ -282,33 +243,30 @@ static void rgroup_fail_list(struct rgroup_produce *req, int status)
   }
 }
 
+void rgroup_fail_queue(struct rgroup *rg, int status)
+{
+  struct rgroup_produce *queued = rg->queue_head;
+  rg->queue_head = rg->queue_tail = NULL;
+  rg->queue_bytes = 0;
+  rgroup_fail_list(queued, status);
+}
+
 /* An entry that was proposed and then failed. Every failure but a refusal
  * before the append leaves the outcome open: the entry may be on followers,
- * and a later leader may commit it. */
+ * and a later leader may commit it. A failed write (RAFT_IOERR,
+ * RAFT_NOSPACE, ...) has latched the Raft instance already
+ * (rgroup_raft_fail): raft 0.15 would reuse the failed entry's index for
+ * the next proposal in the same term although followers may hold the
+ * failed one (docs/raft-0.15.md, row 2). */
 static void rgroup_entry_failed(struct rgroup *rg, struct rgroup_entry *e, int status)
 {
-  bool stepped_down = status == RAFT_LEADERSHIPLOST || status == RAFT_NOTLEADER ||
-                      status == RAFT_CANCELED || status == RAFT_SHUTDOWN;
-  if (status != 0 && !stepped_down) {
-    /* raft 0.15 reuses the failed entry's index for the next proposal in
-     * the same term although followers may hold the failed one, and then
-     * commits by counting them (docs/raft-0.15.md): propose nothing more in
-     * this term; the tick hands leadership away. */
-    rg->io_failed_term = rg->raft.current_term;
-    log_error("rgroup", "group %llu: the leader's Raft log write failed (%s): no more proposals "
-              "in term %llu", (unsigned long long)rg->group_id, raft_strerror(status),
-              (unsigned long long)rg->io_failed_term);
-  }
   rgroup_fail_list(e->reqs, status == RAFT_NOTLEADER ? CAIRN_ENOTLEADER : CAIRN_EINDOUBT);
   free(e);
   /* raft 0.15 calls this while stepping down, after freeing its leader
    * state but still answering RAFT_LEADER: a raft_apply() now would read
    * freed memory. What is queued never entered the log: its producers go to
    * the next leader. */
-  struct rgroup_produce *queued = rg->queue_head;
-  rg->queue_head = rg->queue_tail = NULL;
-  rg->queue_bytes = 0;
-  rgroup_fail_list(queued, CAIRN_ENOTLEADER);
+  rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
 }
 
 static void rgroup_on_applied(struct raft_apply *apply, int status, void *result)
@@ -359,7 +317,8 @@ static struct rgroup_produce *rgroup_take(struct rgroup *rg, size_t *bytes)
 /* Proposes the queued requests as one Raft entry, if none is in flight. */
 static void rgroup_propose(struct rgroup *rg)
 {
-  if (rg->inflight != NULL || rg->queue_head == NULL) {
+  if (rg->inflight != NULL || rg->queue_head == NULL || rg->state != RGROUP_RUNNING ||
+      rg->raft_failed) {
     return;
   }
   size_t bytes;
@@ -389,26 +348,30 @@ static void rgroup_propose(struct rgroup *rg)
   e->apply.data = e;
   int rv = raft_apply(&rg->raft, &e->apply, &buf, 1, rgroup_on_applied);
   if (rv != 0) {
+    /* Never entered the log (raft 0.15 discards the entry when the append
+     * cannot be submitted). */
     raft_free(buf.base);
     free(e);
-    rgroup_fail_list(reqs, raft_err_to_cairn(rv));
+    rgroup_fail_list(reqs, rg->raft_failed || rv == RAFT_NOTLEADER ? CAIRN_ENOTLEADER
+                                                                    : raft_err_to_cairn(rv));
     return;
   }
   rg->inflight = e;
   rg->entries_proposed++;
+  rgroup_raft_note_append(rg);
 }
 
 int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t *batch,
                    size_t len, rgroup_produce_cb cb)
 {
   if (rg->state != RGROUP_RUNNING) {
-    return rg->state == RGROUP_TRANSFERRING ? CAIRN_ENOTLEADER : CAIRN_ESHUTDOWN;
+    return rg->state == RGROUP_TRANSFERRING || rg->state == RGROUP_RECOVERING ? CAIRN_ENOTLEADER
+                                                                              : CAIRN_ESHUTDOWN;
   }
   if (rg->fatal) {
     return CAIRN_EFATAL;
   }
-  if (raft_state(&rg->raft) != RAFT_LEADER || catchup_active(&rg->catchup) ||
-      rg->io_failed_term == rg->raft.current_term) {
+  if (raft_state(&rg->raft) != RAFT_LEADER || catchup_active(&rg->catchup) || rg->raft_failed) {
     return CAIRN_ENOTLEADER;
   }
   /* A malformed batch must never reach the Raft log: every replica would
@@ -439,26 +402,36 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
   return 0;
 }
 
+/* Is there a Raft instance to ask (not recovering, not closing)? */
+static bool rgroup_raft_up(const struct rgroup *rg)
+{
+  return (rg->state == RGROUP_RUNNING || rg->state == RGROUP_TRANSFERRING) && rg->raft_open &&
+         !rg->raft_failed;
+}
+
 void rgroup_leader(struct rgroup *rg, uint64_t *id, const char **address)
 {
   raft_id lid = 0;
   const char *addr = NULL;
-  raft_leader(&rg->raft, &lid, &addr);
+  if (rgroup_raft_up(rg)) {
+    raft_leader(&rg->raft, &lid, &addr);
+  }
   *id = lid;
   *address = addr;
 }
 
-bool rgroup_is_leader(struct rgroup *rg) { return raft_state(&rg->raft) == RAFT_LEADER; }
+bool rgroup_is_leader(struct rgroup *rg)
+{
+  return rgroup_raft_up(rg) && raft_state(&rg->raft) == RAFT_LEADER;
+}
 
 struct store *rgroup_store(struct rgroup *rg) { return rg->store; }
 
 /* ---- leadership ---- */
 
-static void rgroup_on_transfer_done(struct raft_transfer *req)
+void rgroup_on_transfer_done(struct rgroup *rg)
 {
-  struct rgroup *rg = req->data;
   rg->transferring = false;
-  free(req); /* a fresh one each time: raft may still hold an old one's send */
   uint64_t lid;
   const char *addr;
   rgroup_leader(rg, &lid, &addr);
@@ -476,14 +449,10 @@ static int rgroup_transfer(struct rgroup *rg, uint64_t to, const char *why)
   if (rg->transferring) {
     return 0;
   }
-  struct raft_transfer *req = calloc(1, sizeof *req);
-  if (req == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  req->data = rg;
-  int rv = raft_transfer(&rg->raft, req, to, rgroup_on_transfer_done);
+  /* A fresh request each time, freed only once raft cannot reference it
+   * (rgroup_raft.c; docs/raft-0.15.md, row 7). */
+  int rv = rgroup_raft_transfer(rg, to);
   if (rv != 0) {
-    free(req);
     return raft_err_to_cairn(rv);
   }
   rg->transferring = true;
@@ -536,10 +505,8 @@ static void rgroup_on_tick(uv_timer_t *t)
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
     return;
   }
-  if (catchup_active(&rg->catchup) || rg->io_failed_term == rg->raft.current_term) {
-    int rv = rgroup_transfer(rg, 0, catchup_active(&rg->catchup)
-                                        ? "this replica is catching up"
-                                        : "its Raft log write failed in this term");
+  if (catchup_active(&rg->catchup)) {
+    int rv = rgroup_transfer(rg, 0, "this replica is catching up");
     (void)rv; /* retried at the next tick */
     return;
   }
@@ -557,6 +524,10 @@ bool rgroup_is_catching_up(struct rgroup *rg) { return catchup_active(&rg->catch
 
 void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
 {
+  if (rg->state == RGROUP_RECOVERING) {
+    rgroup_close(rg, cb); /* nothing to hand over */
+    return;
+  }
   if (rg->state != RGROUP_RUNNING) {
     return;
   }
@@ -568,10 +539,7 @@ void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
   rg->state = RGROUP_TRANSFERRING;
   /* Queued requests would only be refused by the next leader's term: send
    * their producers there now. */
-  struct rgroup_produce *queued = rg->queue_head;
-  rg->queue_head = rg->queue_tail = NULL;
-  rg->queue_bytes = 0;
-  rgroup_fail_list(queued, CAIRN_ENOTLEADER);
+  rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
   if (rg->transferring) {
     return; /* the running transfer's callback closes */
   }
@@ -593,6 +561,8 @@ static void rgroup_on_part_closed(struct rgroup *rg)
   rgroup_fsm_close(rg);
   free(rg->dir);
   rg->dir = NULL;
+  free(rg->self_address);
+  rg->self_address = NULL;
   rg->state = RGROUP_CLOSED;
   log_info("rgroup", "group %llu: replica %llu closed", (unsigned long long)rg->group_id,
            (unsigned long long)rg->self_id);
@@ -613,13 +583,12 @@ static void rgroup_on_fetch_closed(struct fetch_server *srv)
 
 static void rgroup_on_tick_closed(uv_handle_t *h) { rgroup_on_part_closed(h->data); }
 
-static void rgroup_on_raft_closed(struct raft *r)
+/* Closes everything that uses the store, then the store (Raft is closed). */
+static void rgroup_close_parts(struct rgroup *rg)
 {
-  struct rgroup *rg = r->data;
-  raft_uv_close(&rg->io);
-  transport_group_release(&rg->rt);
-  /* Three parts use the store: close them all, then the store. */
-  rg->closing_parts = 3;
+  /* Five parts: the catch-up, the fetch server, the tick and the two
+   * handles of rgroup_raft.c. */
+  rg->closing_parts = 5;
   rg->catchup.data = rg;
   if (rg->catchup.loop != NULL) {
     catchup_close(&rg->catchup, rgroup_on_catchup_closed);
@@ -627,25 +596,36 @@ static void rgroup_on_raft_closed(struct raft *r)
     rgroup_on_part_closed(rg); /* never initialized */
   }
   fetch_server_close(&rg->fetch, rgroup_on_fetch_closed);
-  if (uv_is_active((uv_handle_t *)&rg->tick) || rg->tick.loop != NULL) {
-    uv_timer_stop(&rg->tick);
-    uv_close((uv_handle_t *)&rg->tick, rgroup_on_tick_closed);
-  } else {
-    rgroup_on_part_closed(rg);
+  uv_timer_stop(&rg->tick);
+  uv_close((uv_handle_t *)&rg->tick, rgroup_on_tick_closed);
+  rgroup_raft_handles_close(rg, rgroup_on_part_closed);
+}
+
+void rgroup_on_raft_closed(struct rgroup *rg)
+{
+  if (rg->state == RGROUP_RECOVERING) {
+    rgroup_raft_backoff(rg); /* then reopen */
+    return;
   }
+  rgroup_close_parts(rg);
 }
 
 void rgroup_close(struct rgroup *rg, rgroup_close_cb cb)
 {
+  if (rg->state == RGROUP_CLOSING || rg->state == RGROUP_CLOSED) {
+    return;
+  }
   rg->state = RGROUP_CLOSING;
   rg->close_cb = cb;
-  struct rgroup_produce *queued = rg->queue_head;
-  rg->queue_head = rg->queue_tail = NULL;
-  rg->queue_bytes = 0;
-  rgroup_fail_list(queued, CAIRN_ESHUTDOWN);
-  /* An entry in flight gets RAFT_CANCELED from raft_close. */
-  rg->raft.data = rg;
-  raft_close(&rg->raft, rgroup_on_raft_closed);
+  rgroup_fail_queue(rg, CAIRN_ESHUTDOWN);
+  uv_timer_stop(&rg->recover_timer);
+  if (rg->raft_open) {
+    /* An entry in flight gets RAFT_CANCELED from raft_close. */
+    rgroup_raft_close(rg);
+  } else if (!rg->raft_closing) {
+    rgroup_close_parts(rg); /* recovering, between a close and a reopen */
+  }
+  /* else: a recovery's raft_close is under way; rgroup_on_raft_closed goes on. */
 }
 
 int rgroup_delete(const char *dir) { return fs_remove_tree(dir); }

@@ -27,10 +27,27 @@
  * the replica set) once that one is healthy and caught up.
  * rgroup_shutdown() transfers leadership before closing.
  *
- * Lifecycle:
- *   rgroup_open -> RGROUP_RUNNING --rgroup_shutdown--> RGROUP_TRANSFERRING
- *        |                                                   |
- *        +------------------rgroup_close-----------------> RGROUP_CLOSING -> cb -> RGROUP_CLOSED
+ * Lifecycle (rg->state; the function that makes each transition):
+ *
+ *   rgroup_open --> RUNNING --rgroup_shutdown--> TRANSFERRING --transfer done--+
+ *                   |    ^                            |                        |
+ *   a Raft write    |    | rgroup_raft_reopen         | a Raft write fails:    |
+ *   fails:          v    | (raft_start succeeded)     | rgroup_raft_on_timer   |
+ *   rgroup_raft_fail RECOVERING ---+                  |  -> rgroup_close       |
+ *                   |    ^         | reopen failed:   v                        v
+ *                   |    +---------+ retry after  CLOSING <---rgroup_close-----+
+ *                   |      rgroup_raft_backoff()     |   (from any state)
+ *                   +-------rgroup_close------------>+--all parts closed--> CLOSED
+ *
+ *   RECOVERING is the pager-style fatal state of one Raft instance: after a
+ *   failed append (or term/vote/truncate write) nothing more is proposed,
+ *   queued produces fail (CAIRN_EINDOUBT for the entry in flight, which
+ *   followers may hold; CAIRN_ENOTLEADER for what never entered the log),
+ *   Raft and its libuv I/O are closed and reopened from what is on disk,
+ *   with a backoff while the disk stays full. The store, the catch-up and
+ *   the fetch server stay open. Meanwhile rgroup_produce() answers
+ *   CAIRN_ENOTLEADER, rgroup_leader() id 0 and rgroup_is_leader() false
+ *   (docs/raft-0.15.md, rows 2 and 3).
  *   (rgroup_open failing leaves nothing to close.)
  *
  * Context: loop thread only. */
@@ -55,7 +72,16 @@
 #define RGROUP_DEFAULT_RAFT_LOG_BUDGET (64u << 20)
 #define RGROUP_MAX_REPLICAS 16
 
-enum rgroup_state { RGROUP_RUNNING, RGROUP_TRANSFERRING, RGROUP_CLOSING, RGROUP_CLOSED };
+enum rgroup_state {
+  RGROUP_RUNNING,
+  RGROUP_TRANSFERRING,
+  RGROUP_RECOVERING, /* a Raft write failed: Raft is closed and reopened */
+  RGROUP_CLOSING,
+  RGROUP_CLOSED
+};
+
+#define RGROUP_RECOVER_MIN_MS 50    /* first reopen after a failed write */
+#define RGROUP_RECOVER_MAX_MS 5000  /* backoff cap while the disk stays full */
 
 struct rgroup_replica {
   uint64_t id;
@@ -82,6 +108,20 @@ struct rgroup_opts {
 
 struct rgroup;
 struct rgroup_produce;
+struct rgroup_transfer;
+
+/* raft_uv's methods that rgroup interposes (rgroup_raft.c). */
+struct rgroup_raft_io_ops {
+  int (*send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *message,
+              raft_io_send_cb cb);
+  int (*append)(struct raft_io *io, struct raft_io_append *req, const struct raft_entry entries[],
+                unsigned n, raft_io_append_cb cb);
+  int (*start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
+  int (*set_term)(struct raft_io *io, raft_term term);
+  int (*set_vote)(struct raft_io *io, raft_id server_id);
+  int (*truncate)(struct raft_io *io, raft_index index);
+  raft_io_recv_cb recv; /* raft's receive callback, given to start */
+};
 
 /* status 0 and the base offset of the batch, or a negative code:
  * CAIRN_ENOTLEADER (never entered the Raft log: retry at the leader),
@@ -131,7 +171,7 @@ struct rgroup {
   struct fetch_server fetch;
   uv_timer_t tick;
   bool transferring;
-  raft_term io_failed_term; /* term in which a leader append failed, 0 none */
+  struct rgroup_transfer *transfers; /* every raft_transfer raft may still reference */
   int last_role;            /* raft_state() at the previous tick */
   unsigned preferred_ready; /* ticks the preferred replica has been caught up */
   uint64_t last_transfer_ms;
@@ -142,8 +182,23 @@ struct rgroup {
   bool no_preferred_leader;
   struct raft_uv_transport rt;
   struct raft_io io;
-  int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *message,
-                 raft_io_send_cb cb); /* raft_uv's own, wrapped by rgroup_io_send */
+  struct rgroup_raft_io_ops io_ops; /* raft_uv's own methods, wrapped (rgroup_raft.c) */
+  /* the Raft instance (rgroup_raft.c) */
+  struct rgroup_opts opts;  /* filled options, for reopening */
+  char *self_address;
+  bool raft_open;           /* raft_init done, raft_close not called yet */
+  bool raft_closing;        /* raft_close called, its callback pending */
+  bool raft_failed;         /* a write of this Raft instance failed: latched */
+  unsigned recover_delay_ms; /* next reopen delay; 0 after a write succeeded */
+  uint64_t recoveries;      /* reopens after a failed write */
+  uv_timer_t recover_timer; /* defers the close after a failure; backoff */
+  uv_check_t barrier_check; /* a barrier right after becoming leader */
+  void (*handle_closed_cb)(struct rgroup *rg);
+  raft_term term_appended;  /* last term in which this replica appended as leader */
+  raft_index term_first_index; /* index of its first entry in that term */
+  uint64_t barriers;        /* barriers appended at the start of a term */
+  uint64_t results_held;    /* AppendEntries results dropped until the term's
+                               first entry was durable (rgroup_raft_io_recv) */
   struct raft_fsm fsm;
   struct raft raft;
   size_t max_entry_bytes;
@@ -184,11 +239,12 @@ __attribute__((warn_unused_result)) int rgroup_produce(struct rgroup *rg,
                                                        const uint8_t *batch, size_t len,
                                                        rgroup_produce_cb cb);
 
-/* The current leader as this replica knows it: id 0 when unknown. The
+/* The current leader as this replica knows it: id 0 when unknown (also
+ * while recovering from a failed write, or once closing). The
  * address is borrowed, valid until the next loop iteration. */
 void rgroup_leader(struct rgroup *rg, uint64_t *id, const char **address);
 
-/* Is this replica the leader? */
+/* Is this replica the leader? False while it recovers. */
 bool rgroup_is_leader(struct rgroup *rg);
 
 /* The partition store, for reads. Returns borrowed (valid until close).

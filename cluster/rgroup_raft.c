@@ -1,0 +1,509 @@
+/* rgroup_raft.c - the Raft instance under a partition replica: open and
+ * reopen, the raft_io interposers, the latch after a failed write, the
+ * barrier at the start of a term and the transfer requests (rgroup_raft.h).
+ *
+ * Why each interposer exists (docs/raft-0.15.md):
+ *   send      refuses messages with no address (35479fc); sees the TimeoutNow
+ *             of a transfer, to free the request only after it (row 7); sees
+ *             a new leader's first AppendEntries (row 1).
+ *   append    sees a failed write: latch and recover (rows 2, 3); refuses
+ *             every write after that, so none lands at a wrong index.
+ *   set_term, set_vote, truncate
+ *             the other writes: latch and recover likewise.
+ *   start     to interpose the receive callback.
+ *   recv      holds back (drops) AppendEntries results of a term until the
+ *             leader's first entry of that term is durable (row 1). */
+#include "cluster/rgroup_raft.h"
+
+#include "cluster/raft_err.h"
+#include "cluster/rgroup_fsm.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One leadership transfer. raft 0.15 embeds the TimeoutNow send in struct
+ * raft_transfer and may call the transfer's callback before that send
+ * completes (c6cfe58): the request lives until both are over. */
+struct rgroup_transfer {
+  struct raft_transfer req; /* first: raft hands back &req */
+  struct rgroup *rg;
+  bool done;         /* its callback fired */
+  bool send_pending; /* its TimeoutNow send has not called back */
+  struct rgroup_transfer *next;
+};
+
+/* One interposed append: raft's request and callback, called on completion. */
+struct rgroup_append {
+  struct raft_io_append req; /* the one raft_uv sees */
+  struct raft_io_append *orig;
+  raft_io_append_cb cb;
+  struct rgroup *rg;
+};
+
+static struct rgroup *rgroup_raft_of(struct raft_io *io)
+{
+  return (struct rgroup *)((char *)io - offsetof(struct rgroup, io));
+}
+
+/* ---- transfers ---- */
+
+static void rgroup_transfer_maybe_free(struct rgroup *rg, struct rgroup_transfer *t)
+{
+  if (!t->done || t->send_pending) {
+    return;
+  }
+  for (struct rgroup_transfer **p = &rg->transfers; *p != NULL; p = &(*p)->next) {
+    if (*p == t) {
+      *p = t->next;
+      break;
+    }
+  }
+  free(t);
+}
+
+static void rgroup_raft_on_transfer(struct raft_transfer *req)
+{
+  struct rgroup_transfer *t = (struct rgroup_transfer *)req;
+  struct rgroup *rg = t->rg;
+  t->done = true;
+  rgroup_transfer_maybe_free(rg, t);
+  rgroup_on_transfer_done(rg);
+}
+
+static void rgroup_raft_on_timeout_now_sent(struct raft_io_send *send, int status)
+{
+  (void)status;
+  struct rgroup_transfer *t =
+      (struct rgroup_transfer *)((char *)send - offsetof(struct rgroup_transfer, req.send));
+  t->send_pending = false;
+  rgroup_transfer_maybe_free(t->rg, t);
+}
+
+int rgroup_raft_transfer(struct rgroup *rg, uint64_t to)
+{
+  struct rgroup_transfer *t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    return RAFT_NOMEM;
+  }
+  t->rg = rg;
+  t->req.data = rg;
+  int rv = raft_transfer(&rg->raft, &t->req, to, rgroup_raft_on_transfer);
+  if (rv != 0) {
+    free(t); /* raft keeps no reference when it refuses */
+    return rv;
+  }
+  t->next = rg->transfers;
+  rg->transfers = t;
+  return 0;
+}
+
+static void rgroup_raft_free_transfers(struct rgroup *rg)
+{
+  while (rg->transfers != NULL) {
+    struct rgroup_transfer *t = rg->transfers;
+    rg->transfers = t->next;
+    free(t);
+  }
+}
+
+/* ---- the barrier at the start of a term ---- */
+
+/* Is the leader's first entry of its current term on its own disk? Until
+ * then raft 0.15 evaluates the quorum at its last stored index, which is of
+ * an older term, and would commit it by counting replicas. */
+static bool rgroup_raft_term_durable(struct rgroup *rg)
+{
+  return rg->term_appended == rg->raft.current_term &&
+         rg->raft.last_stored >= rg->term_first_index;
+}
+
+void rgroup_raft_note_append(struct rgroup *rg)
+{
+  if (rg->term_appended != rg->raft.current_term) {
+    rg->term_appended = rg->raft.current_term;
+    rg->term_first_index = raft_last_index(&rg->raft);
+  }
+}
+
+static void rgroup_raft_on_barrier(struct raft_barrier *req, int status)
+{
+  (void)status; /* failed: leadership was lost; nothing waits for it */
+  free(req);
+}
+
+/* Runs after the poll phase of the iteration in which this replica became
+ * leader, before the next poll: no follower's reply to this term's first
+ * AppendEntries can have been read yet. */
+static void rgroup_raft_on_check(uv_check_t *h)
+{
+  struct rgroup *rg = h->data;
+  uv_check_stop(h);
+  struct raft *r = &rg->raft;
+  if (rg->state != RGROUP_RUNNING || rg->raft_failed || raft_state(r) != RAFT_LEADER ||
+      rg->term_appended == r->current_term) {
+    return;
+  }
+  struct raft_barrier *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    return; /* the next message received re-arms the check */
+  }
+  req->data = rg;
+  int rv = raft_barrier(r, req, rgroup_raft_on_barrier);
+  if (rv != 0) {
+    free(req);
+    log_warn("rgroup", "group %llu: barrier at the start of term %llu: %s",
+             (unsigned long long)rg->group_id, (unsigned long long)r->current_term,
+             raft_strerror(rv));
+    return;
+  }
+  rgroup_raft_note_append(rg);
+  rg->barriers++;
+  log_info("rgroup", "group %llu: replica %llu leads term %llu: barrier at index %llu",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+           (unsigned long long)r->current_term, (unsigned long long)rg->term_first_index);
+}
+
+static void rgroup_raft_want_barrier(struct rgroup *rg)
+{
+  if (!uv_is_active((uv_handle_t *)&rg->barrier_check)) {
+    uv_check_start(&rg->barrier_check, rgroup_raft_on_check);
+  }
+}
+
+/* ---- the interposers ---- */
+
+static int rgroup_raft_refuse(struct rgroup *rg)
+{
+  snprintf(rg->io.errmsg, sizeof rg->io.errmsg,
+           "refused: an earlier Raft write of this replica failed");
+  return RAFT_IOERR;
+}
+
+static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
+                               const struct raft_message *message, raft_io_send_cb cb)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  struct raft *r = &rg->raft;
+  /* raft 0.15 may answer an AppendEntries after the leader it came from is
+   * forgotten, with a NULL destination address, and then crashes creating
+   * a client for it (uvClientInit; fixed upstream in 35479fc). Such a
+   * message cannot be delivered anyway: refuse it, which raft treats as a
+   * failed send. */
+  if (message->server_address == NULL) {
+    return RAFT_NOCONNECTION;
+  }
+  if (message->type == RAFT_IO_APPEND_ENTRIES && r->state == RAFT_LEADER &&
+      rg->term_appended != r->current_term) {
+    rgroup_raft_want_barrier(rg); /* raft 0.15 sends heartbeats at conversion */
+  }
+  if (message->type == RAFT_IO_TIMEOUT_NOW && r->transfer != NULL && req == &r->transfer->send &&
+      cb == NULL) {
+    struct rgroup_transfer *t = (struct rgroup_transfer *)r->transfer;
+    int rv = rg->io_ops.send(io, req, message, rgroup_raft_on_timeout_now_sent);
+    if (rv == 0) {
+      t->send_pending = true;
+    }
+    return rv;
+  }
+  return rg->io_ops.send(io, req, message, cb);
+}
+
+static void rgroup_raft_on_append(struct raft_io_append *req, int status)
+{
+  struct rgroup_append *a = req->data;
+  struct rgroup *rg = a->rg;
+  struct raft_io_append *orig = a->orig;
+  raft_io_append_cb cb = a->cb;
+  free(a);
+  if (status != 0) {
+    /* Latch before raft sees the failure: its callbacks (the apply
+     * callback on a leader) must find the replica recovering. */
+    rgroup_raft_fail(rg, status, "appending to the Raft log");
+  } else {
+    rg->recover_delay_ms = 0;
+  }
+  cb(orig, status);
+}
+
+static int rgroup_raft_io_append(struct raft_io *io, struct raft_io_append *req,
+                                 const struct raft_entry entries[], unsigned n,
+                                 raft_io_append_cb cb)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  if (rg->raft_failed) {
+    return rgroup_raft_refuse(rg);
+  }
+  struct rgroup_append *a = malloc(sizeof *a);
+  if (a == NULL) {
+    return RAFT_NOMEM;
+  }
+  a->orig = req;
+  a->cb = cb;
+  a->rg = rg;
+  a->req.data = a;
+  int rv = rg->io_ops.append(io, &a->req, entries, n, rgroup_raft_on_append);
+  if (rv != 0) {
+    free(a);
+    rgroup_raft_fail(rg, rv, "submitting a Raft log append");
+  }
+  return rv;
+}
+
+static int rgroup_raft_io_set_term(struct raft_io *io, raft_term term)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  if (rg->raft_failed) {
+    return rgroup_raft_refuse(rg);
+  }
+  int rv = rg->io_ops.set_term(io, term);
+  if (rv != 0) {
+    rgroup_raft_fail(rg, rv, "persisting the Raft term");
+  }
+  return rv;
+}
+
+static int rgroup_raft_io_set_vote(struct raft_io *io, raft_id server_id)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  if (rg->raft_failed) {
+    return rgroup_raft_refuse(rg);
+  }
+  int rv = rg->io_ops.set_vote(io, server_id);
+  if (rv != 0) {
+    rgroup_raft_fail(rg, rv, "persisting the Raft vote");
+  }
+  return rv;
+}
+
+static int rgroup_raft_io_truncate(struct raft_io *io, raft_index index)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  if (rg->raft_failed) {
+    return rgroup_raft_refuse(rg);
+  }
+  int rv = rg->io_ops.truncate(io, index);
+  if (rv != 0) {
+    rgroup_raft_fail(rg, rv, "truncating the Raft log");
+  }
+  return rv;
+}
+
+static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  struct raft *r = &rg->raft;
+  /* raft 0.15 commits by counting replicas at its last stored index, of
+   * whatever term (row 1). Until the leader's first entry of this term is
+   * on its disk, a result of this term could make it commit an older
+   * term's entry: drop it as if lost; the follower is asked again at the
+   * next heartbeat. Results of other terms cannot commit anything. */
+  if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
+      message->append_entries_result.term == r->current_term && !rgroup_raft_term_durable(rg)) {
+    rg->results_held++;
+    rgroup_raft_want_barrier(rg);
+    return;
+  }
+  rg->io_ops.recv(io, message);
+  if (r->state == RAFT_LEADER && rg->term_appended != r->current_term) {
+    rgroup_raft_want_barrier(rg); /* became leader on this message (a vote) */
+  }
+}
+
+static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                                raft_io_recv_cb recv)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  rg->io_ops.recv = recv;
+  return rg->io_ops.start(io, msecs, tick, rgroup_raft_io_recv);
+}
+
+static void rgroup_raft_interpose(struct rgroup *rg)
+{
+  rg->io_ops.send = rg->io.send;
+  rg->io_ops.append = rg->io.append;
+  rg->io_ops.start = rg->io.start;
+  rg->io_ops.set_term = rg->io.set_term;
+  rg->io_ops.set_vote = rg->io.set_vote;
+  rg->io_ops.truncate = rg->io.truncate;
+  rg->io.send = rgroup_raft_io_send;
+  rg->io.append = rgroup_raft_io_append;
+  rg->io.start = rgroup_raft_io_start;
+  rg->io.set_term = rgroup_raft_io_set_term;
+  rg->io.set_vote = rgroup_raft_io_set_vote;
+  rg->io.truncate = rgroup_raft_io_truncate;
+}
+
+/* ---- open, close, recover ---- */
+
+int rgroup_raft_init(struct rgroup *rg)
+{
+  char raft_dir[PATH_MAX];
+  if (snprintf(raft_dir, sizeof raft_dir, "%s/raft", rg->dir) >= (int)sizeof raft_dir) {
+    snprintf(rg->errmsg, sizeof rg->errmsg, "%s: path too long", rg->dir);
+    return CAIRN_EINVAL;
+  }
+  int rv = transport_group_init(rg->tr, &rg->rt, rg->group_id);
+  if (rv != 0) {
+    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: transport: %s",
+             (unsigned long long)rg->group_id, cairn_strerror(rv));
+    return rv;
+  }
+  /* The fetch server (initialized once, at open) keeps serving across a
+   * reopen; the new transport routes to it. */
+  transport_group_set_fetch(&rg->rt, fetch_server_accept, &rg->fetch);
+  rv = raft_uv_init(&rg->io, rg->loop, raft_dir, &rg->rt);
+  if (rv != 0) {
+    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft I/O in %.120s: %.100s",
+             (unsigned long long)rg->group_id, raft_dir, rg->io.errmsg);
+    transport_group_release(&rg->rt);
+    return raft_err_to_cairn(rv);
+  }
+  raft_uv_set_segment_size(&rg->io, rg->opts.raft_segment_size);
+  raft_uv_set_connect_retry_delay(&rg->io, 100);
+  rgroup_raft_interpose(rg);
+  rgroup_fsm_init(rg);
+  rv = raft_init(&rg->raft, &rg->io, &rg->fsm, rg->self_id, rg->self_address);
+  if (rv != 0) {
+    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft_init: %s",
+             (unsigned long long)rg->group_id, raft_errmsg(&rg->raft));
+    raft_uv_close(&rg->io);
+    transport_group_release(&rg->rt);
+    return raft_err_to_cairn(rv);
+  }
+  rg->raft.data = rg;
+  rg->raft_open = true;
+  rg->raft_failed = false;
+  rg->term_appended = 0;
+  rg->term_first_index = 0;
+  rg->last_role = RAFT_UNAVAILABLE;
+  return 0;
+}
+
+void rgroup_raft_configure(struct rgroup *rg)
+{
+  raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
+  raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
+  raft_set_snapshot_threshold(&rg->raft, rg->opts.snapshot_threshold);
+  raft_set_snapshot_trailing(&rg->raft, rg->opts.snapshot_trailing);
+}
+
+static void rgroup_raft_on_closed(struct raft *r)
+{
+  struct rgroup *rg = r->data;
+  raft_uv_close(&rg->io);
+  transport_group_release(&rg->rt);
+  /* Nothing of this instance can reference a transfer any more. */
+  rgroup_raft_free_transfers(rg);
+  rg->transferring = false;
+  uv_check_stop(&rg->barrier_check);
+  rg->raft_closing = false;
+  rgroup_on_raft_closed(rg);
+}
+
+void rgroup_raft_close(struct rgroup *rg)
+{
+  rg->raft_open = false;
+  rg->raft_closing = true;
+  rg->raft.data = rg;
+  raft_close(&rg->raft, rgroup_raft_on_closed);
+}
+
+/* Opens Raft again from what is on disk; on failure, closes what was
+ * opened and tries again later. */
+static void rgroup_raft_reopen(struct rgroup *rg)
+{
+  int rv = rgroup_raft_init(rg);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: reopening Raft: %s", (unsigned long long)rg->group_id,
+             rg->errmsg);
+    rgroup_raft_backoff(rg);
+    return;
+  }
+  rgroup_raft_configure(rg);
+  rv = raft_start(&rg->raft);
+  if (rv != 0 || rg->raft_failed) {
+    log_warn("rgroup", "group %llu: restarting Raft: %s", (unsigned long long)rg->group_id,
+             rv != 0 ? raft_errmsg(&rg->raft) : "a write failed");
+    uv_timer_stop(&rg->recover_timer);
+    rg->raft_failed = true;
+    rgroup_raft_close(rg); /* then rgroup_on_raft_closed: backoff */
+    return;
+  }
+  rg->state = RGROUP_RUNNING;
+  rg->recoveries++;
+  log_warn("rgroup", "group %llu: replica %llu reopened Raft from disk after a failed write "
+           "(recovery %llu)", (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+           (unsigned long long)rg->recoveries);
+}
+
+static void rgroup_raft_on_timer(uv_timer_t *t)
+{
+  struct rgroup *rg = t->data;
+  switch (rg->state) {
+  case RGROUP_TRANSFERRING:
+    /* Shutting down anyway: close rather than reopen. */
+    rgroup_close(rg, rg->close_cb);
+    break;
+  case RGROUP_RECOVERING:
+    if (rg->raft_open) {
+      rgroup_raft_close(rg);
+    } else if (!rg->raft_closing) {
+      rgroup_raft_reopen(rg);
+    }
+    break;
+  default:
+    break;
+  }
+}
+
+void rgroup_raft_backoff(struct rgroup *rg)
+{
+  unsigned d = rg->recover_delay_ms;
+  d = d == 0 ? RGROUP_RECOVER_MIN_MS : d >= RGROUP_RECOVER_MAX_MS / 2 ? RGROUP_RECOVER_MAX_MS : d * 2;
+  rg->recover_delay_ms = d;
+  uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, d, 0);
+}
+
+void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
+{
+  if (rg->raft_failed) {
+    return;
+  }
+  rg->raft_failed = true;
+  log_error("rgroup", "group %llu: replica %llu: %s failed (%s: %s); no more proposals, Raft is "
+            "closed and reopened from disk", (unsigned long long)rg->group_id,
+            (unsigned long long)rg->self_id, what, cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
+  if (rg->state == RGROUP_RUNNING) {
+    rg->state = RGROUP_RECOVERING;
+    /* Never entered the log: their producers go to the next leader. */
+    rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
+  }
+  /* Not from inside raft's own callbacks: on the next iteration. */
+  uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, 0, 0);
+}
+
+void rgroup_raft_handles_init(struct rgroup *rg)
+{
+  uv_timer_init(rg->loop, &rg->recover_timer);
+  rg->recover_timer.data = rg;
+  uv_check_init(rg->loop, &rg->barrier_check);
+  rg->barrier_check.data = rg;
+}
+
+static void rgroup_raft_on_handle_closed(uv_handle_t *h)
+{
+  struct rgroup *rg = h->data;
+  rg->handle_closed_cb(rg);
+}
+
+void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg))
+{
+  rg->handle_closed_cb = done;
+  uv_close((uv_handle_t *)&rg->recover_timer, rgroup_raft_on_handle_closed);
+  uv_close((uv_handle_t *)&rg->barrier_check, rgroup_raft_on_handle_closed);
+}

@@ -1,0 +1,77 @@
+/* rgroup_raft.h - the Raft instance under a partition replica: opening and
+ * reopening it, the raft_io methods rgroup interposes, the latch after a
+ * failed write and the barrier at the start of a term. Internal to rgroup;
+ * these are the application-level fixes for raft 0.15's weak spots
+ * (docs/raft-0.15.md, rows 1, 2, 3 and 7).
+ *
+ * Failed write (rows 2, 3): every append, term, vote and truncate write goes
+ * through an interposer. The first one that fails latches the instance
+ * (rg->raft_failed): later writes are refused before they reach the disk,
+ * rgroup proposes nothing more, the replica enters RGROUP_RECOVERING, and
+ * Raft is closed and reopened from what is on disk, retrying with a backoff
+ * (RGROUP_RECOVER_MIN_MS doubling up to RGROUP_RECOVER_MAX_MS) while the
+ * writes keep failing.
+ *
+ * Start of a term (row 1): the moment this replica leads in a term in which
+ * it has appended nothing, a uv_check handle appends a raft_barrier in the
+ * same loop iteration; until the term's first entry is durable on the
+ * leader, AppendEntries results of that term are dropped, so raft 0.15 can
+ * only count replicas at an index of the current term.
+ *
+ * Transfers (row 7): each raft_transfer is its own allocation, freed once
+ * both its callback and its TimeoutNow send have completed, or when Raft
+ * has closed.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_RGROUP_RAFT_H
+#define CAIRN_RGROUP_RAFT_H
+
+#include "cluster/rgroup.h"
+
+/* Initializes the group's Raft transport, raft_uv with its interposers and
+ * struct raft (not started; the caller sets timeouts, bootstraps if needed,
+ * and calls raft_start). Returns 0 with rg->raft_open set, or a negative code
+ * with rg->errmsg set and nothing left to close. */
+__attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
+
+/* Applies rg->opts' timeouts and snapshot counts to rg->raft. */
+void rgroup_raft_configure(struct rgroup *rg);
+
+/* Initializes the recovery timer and the barrier check (once, at open). */
+void rgroup_raft_handles_init(struct rgroup *rg);
+
+/* Closes the two handles; done is called once per handle closed (2 calls). */
+void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg));
+
+/* Closes the Raft instance (rg->raft_open must be set); rgroup_on_raft_closed
+ * fires exactly once when it is closed, after raft_uv, the transport and
+ * every raft_transfer were released. */
+void rgroup_raft_close(struct rgroup *rg);
+
+/* Implemented in rgroup.c: the Raft instance closed (rgroup_raft_close). */
+void rgroup_on_raft_closed(struct rgroup *rg);
+
+/* Implemented in rgroup.c: fails every queued (not yet proposed) request
+ * with status. */
+void rgroup_fail_queue(struct rgroup *rg, int status);
+
+/* Implemented in rgroup.c: a leadership transfer finished. */
+void rgroup_on_transfer_done(struct rgroup *rg);
+
+/* After the Raft instance closed while recovering: schedules the reopen
+ * after the backoff delay. */
+void rgroup_raft_backoff(struct rgroup *rg);
+
+/* Latches the instance after a failed write (status: a RAFT_* code) and
+ * starts the recovery. Idempotent for one instance. */
+void rgroup_raft_fail(struct rgroup *rg, int status, const char *what);
+
+/* Records that rgroup appended an entry as leader (after raft_apply). */
+void rgroup_raft_note_append(struct rgroup *rg);
+
+/* Starts a leadership transfer to `to` (0: any caught-up voter) with a
+ * fresh struct raft_transfer; rgroup_on_transfer_done fires once if this
+ * returns 0. Returns 0 or a RAFT_* code. */
+__attribute__((warn_unused_result)) int rgroup_raft_transfer(struct rgroup *rg, uint64_t to);
+
+#endif
