@@ -23,9 +23,12 @@
  * The tmpfs tests need root (mount(2)); they skip otherwise. Each mount is
  * under the test's temporary directory and is unmounted in teardown.
  *
- * On stock raft 0.15.0 three of these fail, each on a bug fixed upstream
- * later (docs/raft-0.15.md, "What was observed"): old_term_entry_is_not_
- * committed_by_counting, follower_disk_full and leader_disk_full.
+ * Against stock raft 0.15.0 three of these fail without rgroup's
+ * application-level fixes (cluster/rgroup_raft.c), each on a bug fixed
+ * upstream later (docs/raft-0.15.md, "What was observed"):
+ * old_term_entry_is_not_committed_by_counting,
+ * follower_disk_full_recovers_and_catches_up and
+ * leader_disk_full_recovers_without_divergence.
  *
  * CAIRN_TEST_FILTER=PATTERN runs only the matching tests ("*disk_full"),
  * CAIRN_TEST_SKIP=PATTERN skips the matching ones.
@@ -305,8 +308,10 @@ static void test_divergent_tail_is_truncated_never_resurrected(void **state)
  * more up to date than C's (last term t), so if C has nothing of term t3, B
  * is elected and overwrites index i with Y, although A and C applied X
  * there. Neither X nor Y was acknowledged; the replicas must still agree and
- * the group must stay available. */
-static void test_known_raft_bug_old_term_entry_committed_by_counting(void **state)
+ * the group must stay available. rgroup makes it so by appending a barrier
+ * the moment A leads term t3, so C gets X only together with an entry of
+ * term t3 and then votes for A's log over B's (cluster/rgroup_raft.c). */
+static void test_old_term_entry_is_not_committed_by_counting(void **state)
 {
   struct tc_cluster *c = *state;
   c->no_preferred_leader = true;
@@ -407,8 +412,9 @@ static int start_on_small_disks(struct tc_cluster *c)
  * comes back: the follower must catch up (write what it could not, apply
  * it). Then it must be able to form a majority with the leader while the
  * other follower is down, survive a restart from its own disk, and agree
- * with everyone. */
-static void test_known_raft_bug_follower_disk_full(void **state)
+ * with everyone. (raft 0.15 alone never catches up; rgroup closes and
+ * reopens the follower's Raft from disk after the failed write.) */
+static void test_follower_disk_full_recovers_and_catches_up(void **state)
 {
   struct tc_cluster *c = *state;
   int l = start_on_small_disks(c);
@@ -455,8 +461,10 @@ static void test_known_raft_bug_follower_disk_full(void **state)
  * next produce, Y. If the leader reuses X's index in the same term for Y
  * (raft 0.15 neither steps down after a failed write nor keeps the failed
  * entry), the followers, which hold X under the same index and term, never
- * take Y, and commit X while the leader commits and acknowledges Y. */
-static void test_known_raft_bug_leader_disk_full(void **state)
+ * take Y, and commit X while the leader commits and acknowledges Y. rgroup
+ * prevents it by latching the leader after the failed write (no proposal
+ * in that Raft instance any more) and reopening its Raft from disk. */
+static void test_leader_disk_full_recovers_without_divergence(void **state)
 {
   struct tc_cluster *c = *state;
   int l = start_on_small_disks(c);
@@ -502,10 +510,10 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(test_leader_frozen_or_killed_mid_burst, setup, teardown),
       cmocka_unit_test_setup_teardown(test_divergent_tail_is_truncated_never_resurrected, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_known_raft_bug_old_term_entry_committed_by_counting, setup,
+      cmocka_unit_test_setup_teardown(test_old_term_entry_is_not_committed_by_counting, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_known_raft_bug_follower_disk_full, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_known_raft_bug_leader_disk_full, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_follower_disk_full_recovers_and_catches_up, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_leader_disk_full_recovers_without_divergence, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
