@@ -212,6 +212,9 @@ struct rgroup {
   size_t scratch_cap;
   bool fatal; /* the store failed: this replica applies nothing more */
   rgroup_close_cb close_cb;
+  uint64_t snapshots;            /* taken by this replica */
+  uint64_t snapshot_flush_ns;    /* loop-thread time in their store flush */
+  uint64_t snapshot_manifest_ns; /* and in building their manifest */
   uint64_t entries_proposed;
   uint64_t batches_proposed;
   char errmsg[RGROUP_ERRMSG_SIZE];

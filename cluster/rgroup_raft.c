@@ -220,11 +220,12 @@ static void rgroup_raft_on_append(struct raft_io_append *req, int status)
   struct raft_io_append *orig = a->orig;
   raft_io_append_cb cb = a->cb;
   free(a);
-  if (status != 0) {
+  if (status != 0 && !rg->raft_closing) {
     /* Latch before raft sees the failure: its callbacks (the apply
-     * callback on a leader) must find the replica recovering. */
+     * callback on a leader) must find the replica recovering. (Appends
+     * canceled by raft_close are no failure of the disk.) */
     rgroup_raft_fail(rg, status, "appending to the Raft log");
-  } else {
+  } else if (status == 0) {
     rg->recover_delay_ms = 0;
   }
   cb(orig, status);
@@ -475,6 +476,9 @@ void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
     return;
   }
   rg->raft_failed = true;
+  if (rg->state == RGROUP_CLOSING || rg->state == RGROUP_CLOSED) {
+    return; /* closing anyway; later writes are refused */
+  }
   log_error("rgroup", "group %llu: replica %llu: %s failed (%s: %s); no more proposals, Raft is "
             "closed and reopened from disk", (unsigned long long)rg->group_id,
             (unsigned long long)rg->self_id, what, cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
