@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "format/batch.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +26,42 @@ static void rgroup_set_errmsg(struct rgroup *rg, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(rg->errmsg, sizeof rg->errmsg, fmt, ap);
   va_end(ap);
+}
+
+static const char *rgroup_state_name(enum rgroup_state st)
+{
+  static const char *const names[] = {
+#define RGROUP_STATE_NAME(name, text) text,
+      RGROUP_STATE_TABLE(RGROUP_STATE_NAME)
+#undef RGROUP_STATE_NAME
+  };
+  return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
+}
+
+/* Is from -> to a transition of the lifecycle in rgroup.h? */
+static bool rgroup_state_allowed(enum rgroup_state from, enum rgroup_state to)
+{
+  switch (to) {
+  case RGROUP_RUNNING:
+    return from == RGROUP_OPENING || from == RGROUP_RECOVERING;
+  case RGROUP_TRANSFERRING:
+  case RGROUP_RECOVERING:
+    return from == RGROUP_RUNNING;
+  case RGROUP_CLOSING:
+    return from != RGROUP_CLOSING && from != RGROUP_CLOSED;
+  case RGROUP_CLOSED:
+    return from == RGROUP_CLOSING;
+  default:
+    return false;
+  }
+}
+
+void rgroup_set_state(struct rgroup *rg, enum rgroup_state to)
+{
+  assert(rgroup_state_allowed(rg->state, to));
+  log_debug("rgroup", "group %llu: replica %llu: %s -> %s", (unsigned long long)rg->group_id,
+            (unsigned long long)rg->self_id, rgroup_state_name(rg->state), rgroup_state_name(to));
+  rg->state = to;
 }
 
 static void rgroup_opts_fill(struct rgroup_opts *o, const struct rgroup_opts *in)
@@ -222,7 +259,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     rgroup_close(rg, NULL);
     return rv;
   }
-  rg->state = RGROUP_RUNNING;
+  rgroup_set_state(rg, RGROUP_RUNNING);
   uv_timer_start(&rg->tick, rgroup_on_tick, RGROUP_TICK_MS, RGROUP_TICK_MS);
   log_info("rgroup", "group %llu: replica %llu open in %s", (unsigned long long)group_id,
            (unsigned long long)self_id, dir);
@@ -536,7 +573,7 @@ void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
     rgroup_close(rg, cb);
     return;
   }
-  rg->state = RGROUP_TRANSFERRING;
+  rgroup_set_state(rg, RGROUP_TRANSFERRING);
   /* Queued requests would only be refused by the next leader's term: send
    * their producers there now. */
   rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
@@ -563,7 +600,7 @@ static void rgroup_on_part_closed(struct rgroup *rg)
   rg->dir = NULL;
   free(rg->self_address);
   rg->self_address = NULL;
-  rg->state = RGROUP_CLOSED;
+  rgroup_set_state(rg, RGROUP_CLOSED);
   log_info("rgroup", "group %llu: replica %llu closed", (unsigned long long)rg->group_id,
            (unsigned long long)rg->self_id);
   if (rg->close_cb != NULL) {
@@ -615,7 +652,7 @@ void rgroup_close(struct rgroup *rg, rgroup_close_cb cb)
   if (rg->state == RGROUP_CLOSING || rg->state == RGROUP_CLOSED) {
     return;
   }
-  rg->state = RGROUP_CLOSING;
+  rgroup_set_state(rg, RGROUP_CLOSING);
   rg->close_cb = cb;
   rgroup_fail_queue(rg, CAIRN_ESHUTDOWN);
   uv_timer_stop(&rg->recover_timer);

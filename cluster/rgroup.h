@@ -27,17 +27,20 @@
  * the replica set) once that one is healthy and caught up.
  * rgroup_shutdown() transfers leadership before closing.
  *
- * Lifecycle (rg->state; the function that makes each transition):
+ * Lifecycle (rg->state, set only by rgroup_set_state, which logs and
+ * asserts the transition):
  *
- *   rgroup_open --> RUNNING --rgroup_shutdown--> TRANSFERRING --transfer done--+
- *                   |    ^                            |                        |
- *   a Raft write    |    | rgroup_raft_reopen         | a Raft write fails:    |
- *   fails:          v    | (raft_start succeeded)     | rgroup_raft_on_timer   |
- *   rgroup_raft_fail RECOVERING ---+                  |  -> rgroup_close       |
- *                   |    ^         | reopen failed:   v                        v
- *                   |    +---------+ retry after  CLOSING <---rgroup_close-----+
- *                   |      rgroup_raft_backoff()     |   (from any state)
- *                   +-------rgroup_close------------>+--all parts closed--> CLOSED
+ *   from            event                                to            by
+ *   OPENING         Raft started                         RUNNING       rgroup_open
+ *   RUNNING         rgroup_shutdown while leading        TRANSFERRING  rgroup_shutdown
+ *   RUNNING         a Raft write failed                  RECOVERING    rgroup_raft_fail
+ *   RECOVERING      Raft closed; a reopen failed         (stays; retried after a backoff,
+ *                                                         rgroup_raft_backoff)
+ *   RECOVERING      Raft reopened and started            RUNNING       rgroup_raft_reopen
+ *   TRANSFERRING    transfer done, or a write failed     CLOSING       rgroup_on_transfer_done,
+ *                                                                      rgroup_raft_on_timer
+ *   any but CLOSED  rgroup_close (or open failing)       CLOSING       rgroup_close
+ *   CLOSING         Raft and every part closed           CLOSED        rgroup_on_part_closed
  *
  *   RECOVERING is the pager-style fatal state of one Raft instance: after a
  *   failed append (or term/vote/truncate write) nothing more is proposed,
@@ -72,12 +75,18 @@
 #define RGROUP_DEFAULT_RAFT_LOG_BUDGET (64u << 20)
 #define RGROUP_MAX_REPLICAS 16
 
+#define RGROUP_STATE_TABLE(X)                                                      \
+  X(RGROUP_OPENING, "opening")                                                     \
+  X(RGROUP_RUNNING, "running")                                                     \
+  X(RGROUP_TRANSFERRING, "transferring")                                           \
+  X(RGROUP_RECOVERING, "recovering") /* a Raft write failed: closed and reopened */ \
+  X(RGROUP_CLOSING, "closing")                                                     \
+  X(RGROUP_CLOSED, "closed")
+
 enum rgroup_state {
-  RGROUP_RUNNING,
-  RGROUP_TRANSFERRING,
-  RGROUP_RECOVERING, /* a Raft write failed: Raft is closed and reopened */
-  RGROUP_CLOSING,
-  RGROUP_CLOSED
+#define RGROUP_STATE_ENUM(name, text) name,
+  RGROUP_STATE_TABLE(RGROUP_STATE_ENUM)
+#undef RGROUP_STATE_ENUM
 };
 
 #define RGROUP_RECOVER_MIN_MS 50    /* first reopen after a failed write */

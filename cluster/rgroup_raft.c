@@ -435,7 +435,7 @@ static void rgroup_raft_reopen(struct rgroup *rg)
     rgroup_raft_close(rg); /* then rgroup_on_raft_closed: backoff */
     return;
   }
-  rg->state = RGROUP_RUNNING;
+  rgroup_set_state(rg, RGROUP_RUNNING);
   rg->recoveries++;
   log_warn("rgroup", "group %llu: replica %llu reopened Raft from disk after a failed write "
            "(recovery %llu)", (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
@@ -483,7 +483,7 @@ void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
             "closed and reopened from disk", (unsigned long long)rg->group_id,
             (unsigned long long)rg->self_id, what, cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
   if (rg->state == RGROUP_RUNNING) {
-    rg->state = RGROUP_RECOVERING;
+    rgroup_set_state(rg, RGROUP_RECOVERING);
     /* Never entered the log: their producers go to the next leader. */
     rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
   }

@@ -28,6 +28,10 @@
 
 #include "cluster/rgroup.h"
 
+/* Implemented in rgroup.c: the one setter of rg->state; logs the change
+ * and asserts that the lifecycle in rgroup.h allows it. */
+void rgroup_set_state(struct rgroup *rg, enum rgroup_state to);
+
 /* Initializes the group's Raft transport, raft_uv with its interposers and
  * struct raft (not started; the caller sets timeouts, bootstraps if needed,
  * and calls raft_start). Returns 0 with rg->raft_open set, or a negative code
