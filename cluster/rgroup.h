@@ -130,6 +130,7 @@ struct rgroup_raft_io_ops {
   int (*set_vote)(struct raft_io *io, raft_id server_id);
   int (*truncate)(struct raft_io *io, raft_index index);
   raft_io_recv_cb recv; /* raft's receive callback, given to start */
+  raft_io_tick_cb tick; /* and its tick callback */
 };
 
 /* status 0 and the base offset of the batch, or a negative code:

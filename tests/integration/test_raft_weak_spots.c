@@ -475,6 +475,10 @@ static void test_leader_disk_full_recovers_without_divergence(void **state)
   int acked = produce_big_until_failure(c, l, 80, 10000, &failed, why, sizeof why);
   printf("with the leader's disk full: %d big produces acknowledged, then tag %" PRIu64 ": %s\n",
          acked, failed, why);
+  /* The failed entry was sent to the followers: a later leader may commit
+   * it, so its producer must hear "in doubt", not a plain failure. */
+  assert_true(failed != 0);
+  assert_non_null(strstr(why, "CAIRN_EINDOUBT"));
   char role[32];
   printf("node %d is %s\n", l + 1, tc_node_role(c, l, 1, role, sizeof role));
   node_free_fs(c, l);
