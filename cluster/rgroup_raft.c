@@ -54,7 +54,7 @@ static struct rgroup *rgroup_raft_of(struct raft_io *io)
 
 /* ---- transfers ---- */
 
-static void rgroup_transfer_maybe_free(struct rgroup *rg, struct rgroup_transfer *t)
+static void rgroup_raft_transfer_maybe_free(struct rgroup *rg, struct rgroup_transfer *t)
 {
   if (!t->done || t->send_pending) {
     return;
@@ -73,7 +73,7 @@ static void rgroup_raft_on_transfer(struct raft_transfer *req)
   struct rgroup_transfer *t = (struct rgroup_transfer *)req;
   struct rgroup *rg = t->rg;
   t->done = true;
-  rgroup_transfer_maybe_free(rg, t);
+  rgroup_raft_transfer_maybe_free(rg, t);
   rgroup_on_transfer_done(rg);
 }
 
@@ -83,7 +83,7 @@ static void rgroup_raft_on_timeout_now_sent(struct raft_io_send *send, int statu
   struct rgroup_transfer *t =
       (struct rgroup_transfer *)((char *)send - offsetof(struct rgroup_transfer, req.send));
   t->send_pending = false;
-  rgroup_transfer_maybe_free(t->rg, t);
+  rgroup_raft_transfer_maybe_free(t->rg, t);
 }
 
 int rgroup_raft_transfer(struct rgroup *rg, uint64_t to)
@@ -103,7 +103,7 @@ int rgroup_raft_transfer(struct rgroup *rg, uint64_t to)
      * to send never calls back. */
     t->done = true;
     t->send_pending = false;
-    rgroup_transfer_maybe_free(rg, t);
+    rgroup_raft_transfer_maybe_free(rg, t);
   }
   return rv;
 }
@@ -124,8 +124,7 @@ static void rgroup_raft_free_transfers(struct rgroup *rg)
  * an older term, and would commit it by counting replicas. */
 static bool rgroup_raft_term_durable(struct rgroup *rg)
 {
-  return rg->term_appended == rg->raft.current_term &&
-         rg->raft.last_stored >= rg->term_first_index;
+  return rg->term_appended == rg->raft.current_term && rg->raft.last_stored >= rg->term_first_index;
 }
 
 void rgroup_raft_note_append(struct rgroup *rg)
@@ -485,8 +484,10 @@ static void rgroup_raft_reopen(struct rgroup *rg)
   }
   rgroup_set_state(rg, RGROUP_RUNNING);
   rg->recoveries++;
-  log_warn("rgroup", "group %llu: replica %llu reopened Raft from disk after a failed write "
-           "(recovery %llu)", (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+  log_warn("rgroup",
+           "group %llu: replica %llu reopened Raft from disk after a failed write "
+           "(recovery %llu)",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
            (unsigned long long)rg->recoveries);
 }
 
@@ -513,7 +514,9 @@ static void rgroup_raft_on_timer(uv_timer_t *t)
 void rgroup_raft_backoff(struct rgroup *rg)
 {
   unsigned d = rg->recover_delay_ms;
-  d = d == 0 ? RGROUP_RECOVER_MIN_MS : d >= RGROUP_RECOVER_MAX_MS / 2 ? RGROUP_RECOVER_MAX_MS : d * 2;
+  d = d == 0                           ? RGROUP_RECOVER_MIN_MS
+      : d >= RGROUP_RECOVER_MAX_MS / 2 ? RGROUP_RECOVER_MAX_MS
+                                       : d * 2;
   rg->recover_delay_ms = d;
   uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, d, 0);
 }
@@ -527,9 +530,11 @@ void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
   if (rg->state == RGROUP_CLOSING || rg->state == RGROUP_CLOSED) {
     return; /* closing anyway; later writes are refused */
   }
-  log_error("rgroup", "group %llu: replica %llu: %s failed (%s: %s); no more proposals, Raft is "
-            "closed and reopened from disk", (unsigned long long)rg->group_id,
-            (unsigned long long)rg->self_id, what, cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
+  log_error("rgroup",
+            "group %llu: replica %llu: %s failed (%s: %s); no more proposals, Raft is "
+            "closed and reopened from disk",
+            (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, what,
+            cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
   if (rg->state == RGROUP_RUNNING) {
     rgroup_set_state(rg, RGROUP_RECOVERING);
     /* Never entered the log: their producers go to the next leader. */
