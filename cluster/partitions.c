@@ -7,6 +7,7 @@
 #include "common/log.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +31,9 @@ int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t
   }
   snprintf(ps->root, len, "%s/%s", data_dir, PARTS_DIRNAME);
   int rv = fs_mkdir_p(ps->root);
+  if (rv == 0) {
+    rv = gstart_init(&ps->gs, loop, 0);
+  }
   if (rv != 0) {
     free(ps->root);
     ps->root = NULL;
@@ -163,6 +167,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
     return;
   }
   p->rg.owner_data = p;
+  p->rg.on_applied = ps->on_applied;
   if (parts_insert(ps, p) != 0) {
     p->state = PART_CLOSING;
     rgroup_close(&p->rg, NULL); /* leaks p on this out-of-memory path only */
@@ -172,7 +177,67 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
            a->bootstraps ? "bootstrapped" : "joining");
 }
 
+/* ---- queued opens ---- */
+
+static bool parts_is_opening(const struct parts *ps, uint64_t group_id)
+{
+  for (const struct part_open *o = ps->opening; o != NULL; o = o->next) {
+    if (o->a.group_id == group_id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static void parts_unqueue(struct parts *ps, struct part_open *o)
+{
+  for (struct part_open **pp = &ps->opening; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == o) {
+      *pp = o->next;
+      return;
+    }
+  }
+}
+
+/* Its turn: opens the replica if the latest state still assigns it here. */
+static void parts_on_open_turn(struct gstart_job *job, int status)
+{
+  struct part_open *o = job->data;
+  struct parts *ps = o->ps;
+  parts_unqueue(ps, o);
+  const struct meta_partition *mp =
+      status == 0 && !ps->closing ? meta_partition_find(ps->st, o->a.topic_id, o->a.partition)
+                                  : NULL;
+  if (mp != NULL && meta_replicas_contain(mp->replicas, mp->nreplicas, ps->self_id) &&
+      parts_get(ps, o->a.group_id) == NULL) {
+    parts_open_one(ps, ps->st, &o->a);
+  }
+  free(o);
+}
+
+static void parts_queue_open(struct parts *ps, const struct meta_assignment *a)
+{
+  if (parts_is_opening(ps, a->group_id)) {
+    return;
+  }
+  struct part_open *o = calloc(1, sizeof *o);
+  if (o == NULL) {
+    return; /* the next reconcile tries again */
+  }
+  o->ps = ps;
+  o->a = *a;
+  o->job.data = o;
+  if (gstart_push(&ps->gs, &o->job, parts_on_open_turn) != 0) {
+    free(o);
+    return;
+  }
+  o->next = ps->opening;
+  ps->opening = o;
+}
+
 /* ---- close ---- */
+
+static void parts_release(struct parts *ps);
 
 static void parts_on_closed(struct rgroup *rg)
 {
@@ -191,13 +256,7 @@ static void parts_on_closed(struct rgroup *rg)
   free(p->dir);
   free(p);
   if (ps->closing && --ps->closing_count == 0) {
-    free(ps->v);
-    ps->v = NULL;
-    free(ps->root);
-    ps->root = NULL;
-    if (ps->close_cb != NULL) {
-      ps->close_cb(ps);
-    }
+    parts_release(ps);
   }
 }
 
@@ -292,9 +351,10 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
       }
     }
   }
+  ps->st = st;
   for (size_t i = 0; i < n; i++) {
     if (parts_get(ps, as[i].group_id) == NULL) {
-      parts_open_one(ps, st, &as[i]);
+      parts_queue_open(ps, &as[i]);
     }
   }
   if (synced && !ps->synced) {
@@ -406,11 +466,33 @@ void parts_step_membership(struct parts *ps, const struct meta_state *st)
 
 /* ---- shutdown ---- */
 
+static void parts_release(struct parts *ps)
+{
+  free(ps->v);
+  ps->v = NULL;
+  free(ps->root);
+  ps->root = NULL;
+  if (ps->close_cb != NULL) {
+    ps->close_cb(ps);
+  }
+}
+
+static void parts_on_gstart_closed(struct gstart *gs)
+{
+  struct parts *ps = (struct parts *)((char *)gs - offsetof(struct parts, gs));
+  if (--ps->closing_count == 0) {
+    parts_release(ps);
+  }
+}
+
 void parts_close(struct parts *ps, parts_close_cb cb)
 {
   ps->closing = true;
   ps->close_cb = cb;
-  ps->closing_count = 1; /* held until every close has started */
+  /* Held until every close has started; the starter counts as one part
+   * (queued opens end with CAIRN_ESHUTDOWN and are freed). */
+  ps->closing_count = 2;
+  gstart_close(&ps->gs, parts_on_gstart_closed);
   for (size_t i = 0; i < ps->n; i++) {
     struct part *p = ps->v[i];
     ps->closing_count++;
@@ -421,12 +503,6 @@ void parts_close(struct parts *ps, parts_close_cb cb)
   }
   /* Parts already closing count too: they call parts_on_closed. */
   if (--ps->closing_count == 0) {
-    free(ps->v);
-    ps->v = NULL;
-    free(ps->root);
-    ps->root = NULL;
-    if (cb != NULL) {
-      cb(ps);
-    }
+    parts_release(ps);
   }
 }

@@ -17,6 +17,7 @@
 #ifndef CAIRN_PARTITIONS_H
 #define CAIRN_PARTITIONS_H
 
+#include "cluster/gstart.h"
 #include "cluster/meta_state.h"
 #include "cluster/rgroup.h"
 #include "cluster/transport.h"
@@ -48,9 +49,16 @@ struct part {
 };
 
 typedef void (*parts_close_cb)(struct parts *ps);
-/* Called when a hosted replica applied entries (its high watermark may
- * have moved); for long-polling fetches. */
-typedef void (*parts_applied_cb)(struct parts *ps, struct part *p, void *data);
+
+/* A replica waiting for its turn to open (opens are spread over loop
+ * iterations by a gstart, so a node opening hundreds of replicas keeps
+ * serving the ones already open). */
+struct part_open {
+  struct gstart_job job;
+  struct parts *ps;
+  struct meta_assignment a;
+  struct part_open *next;
+};
 
 struct parts {
   uv_loop_t *loop;
@@ -60,6 +68,10 @@ struct parts {
   struct rgroup_opts opts;
   struct part **v; /* sorted by group id */
   size_t n, cap;
+  struct gstart gs;
+  struct part_open *opening;       /* queued opens */
+  const struct meta_state *st;     /* the state of the last reconcile */
+  rgroup_applied_cb on_applied;    /* given to every replica opened */
   bool synced;     /* the metadata replica is known to be up to date */
   bool closing;
   unsigned closing_count;
@@ -75,8 +87,9 @@ __attribute__((warn_unused_result)) int parts_init(struct parts *ps, uv_loop_t *
                                                    const char *data_dir,
                                                    const struct rgroup_opts *opts);
 
-/* Opens what st assigns to this node and is not open, closes what it no
- * longer assigns. synced: st is known to be current (then data of replicas
+/* Queues the opening of what st assigns to this node and is not open
+ * (opened over the next loop iterations; st must stay valid, as the
+ * controller's state does), closes what it no longer assigns. synced: st is known to be current (then data of replicas
  * moved away is removed, and so are directories left over from before a
  * restart). Failures to open one replica are logged and retried at the
  * next call. */

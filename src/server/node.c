@@ -170,6 +170,7 @@ static int node_start_groups(struct node *n)
     return rv;
   }
   n->parts.data = n;
+  n->parts.on_applied = node_part_applied;
   return 0;
 }
 
@@ -332,9 +333,6 @@ static void node_on_reconcile(uv_idle_t *h)
     return;
   }
   parts_reconcile(&n->parts, st, node_meta_synced(n));
-  for (size_t i = 0; i < n->parts.n; i++) {
-    n->parts.v[i]->rg.on_applied = node_part_applied;
-  }
 }
 
 /* Called from inside the metadata group's apply: the work is deferred to
