@@ -58,7 +58,13 @@ static bool rgroup_state_allowed(enum rgroup_state from, enum rgroup_state to)
 
 void rgroup_set_state(struct rgroup *rg, enum rgroup_state to)
 {
-  assert(rgroup_state_allowed(rg->state, to));
+  if (!rgroup_state_allowed(rg->state, to)) {
+    /* A bug: loud in every build, fatal where assertions are on. */
+    log_error("rgroup", "group %llu: transition %s -> %s is not in the lifecycle",
+              (unsigned long long)rg->group_id, rgroup_state_name(rg->state),
+              rgroup_state_name(to));
+    assert(false);
+  }
   log_debug("rgroup", "group %llu: replica %llu: %s -> %s", (unsigned long long)rg->group_id,
             (unsigned long long)rg->self_id, rgroup_state_name(rg->state), rgroup_state_name(to));
   rg->state = to;
