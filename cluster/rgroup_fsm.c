@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define RGROUP_SNAPSHOT_SLOW_NS (10u * 1000 * 1000) /* 10 ms */
+
 static int rgroup_fsm_scratch(struct rgroup *rg, size_t n)
 {
   if (n <= rg->scratch_cap) {
@@ -176,10 +178,12 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     rg->snapshots++;
     rg->snapshot_flush_ns += t1 - t0;
     rg->snapshot_manifest_ns += t2 - t1;
-    log_info("rgroup", "group %llu: snapshot at index %llu: flush %.3f ms, manifest %.3f ms "
-             "(%zu segments, next offset %lld)", (unsigned long long)rg->group_id,
-             (unsigned long long)raft_last_applied(&rg->raft), (double)(t1 - t0) / 1e6,
-             (double)(t2 - t1) / 1e6, m.nsegments, (long long)m.next_offset);
+    /* Worth a line at info level only when it stalled the loop. */
+    log_write(t2 - t0 >= RGROUP_SNAPSHOT_SLOW_NS ? LOG_INFO : LOG_DEBUG, "rgroup",
+              "group %llu: snapshot at index %llu: flush %.3f ms, manifest %.3f ms "
+              "(%zu segments, next offset %lld)", (unsigned long long)rg->group_id,
+              (unsigned long long)raft_last_applied(&rg->raft), (double)(t1 - t0) / 1e6,
+              (double)(t2 - t1) / 1e6, m.nsegments, (long long)m.next_offset);
   }
   uint8_t *enc = NULL;
   size_t len = 0;
