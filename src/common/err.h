@@ -60,7 +60,17 @@
   X(CAIRN_ERATE_LIMITED,       -10101, "rate limited by the node")                 \
   X(CAIRN_EREQUEST_TIMEOUT,    -10102, "the node did not answer within the request timeout") \
   X(CAIRN_EREPLICA_NOT_AVAILABLE, -10103, "the partition replica is not available yet") \
-  X(CAIRN_ECOMPRESS,           -10104, "compression or decompression failed")
+  X(CAIRN_ECOMPRESS,           -10104, "compression or decompression failed") \
+  X(CAIRN_ENOT_COORDINATOR,    -10150, "this node is not the group's coordinator") \
+  X(CAIRN_ECOORDINATOR_LOADING, -10151, "the group coordinator is loading its offsets") \
+  X(CAIRN_EUNKNOWN_MEMBER,     -10152, "unknown member id: join the group again") \
+  X(CAIRN_EILLEGAL_GENERATION, -10153, "a newer generation of the group exists") \
+  X(CAIRN_EREBALANCE,          -10154, "the group is rebalancing: join again") \
+  X(CAIRN_EINCONSISTENT_PROTOCOL, -10155, "no assignment strategy every member supports") \
+  X(CAIRN_EGROUP_NOT_EMPTY,    -10156, "the group has members") \
+  X(CAIRN_ENOT_ASSIGNED,       -10157, "the partition is not assigned to this member") \
+  X(CAIRN_EUNKNOWN_GROUP,      -10158, "unknown group") \
+  X(CAIRN_EINVALID_GROUP,      -10159, "invalid group name, session timeout or subscription")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

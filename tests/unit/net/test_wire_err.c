@@ -32,6 +32,30 @@ static void test_wire_err_maps_the_codes_clients_act_on(void **state)
   assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_NODE), CAIRN__CLIENT__ERROR_CODE__UNKNOWN_NODE);
 }
 
+static void test_wire_err_maps_the_group_codes(void **state)
+{
+  assert_int_equal(wire_err_from(CAIRN_ENOT_COORDINATOR),
+                   CAIRN__CLIENT__ERROR_CODE__NOT_COORDINATOR);
+  assert_int_equal(wire_err_from(CAIRN_ECOORDINATOR_LOADING),
+                   CAIRN__CLIENT__ERROR_CODE__COORDINATOR_LOADING);
+  assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_MEMBER),
+                   CAIRN__CLIENT__ERROR_CODE__UNKNOWN_MEMBER_ID);
+  assert_int_equal(wire_err_from(CAIRN_EILLEGAL_GENERATION),
+                   CAIRN__CLIENT__ERROR_CODE__ILLEGAL_GENERATION);
+  assert_int_equal(wire_err_from(CAIRN_EREBALANCE),
+                   CAIRN__CLIENT__ERROR_CODE__REBALANCE_IN_PROGRESS);
+  assert_int_equal(wire_err_from(CAIRN_EINCONSISTENT_PROTOCOL),
+                   CAIRN__CLIENT__ERROR_CODE__INCONSISTENT_PROTOCOL);
+  assert_int_equal(wire_err_from(CAIRN_EGROUP_NOT_EMPTY),
+                   CAIRN__CLIENT__ERROR_CODE__GROUP_NOT_EMPTY);
+  assert_int_equal(wire_err_from(CAIRN_ENOT_ASSIGNED), CAIRN__CLIENT__ERROR_CODE__NOT_ASSIGNED);
+  assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_GROUP), CAIRN__CLIENT__ERROR_CODE__UNKNOWN_GROUP);
+  assert_int_equal(wire_err_from(CAIRN_EINVALID_GROUP), CAIRN__CLIENT__ERROR_CODE__INVALID_GROUP);
+  for (int i = 40; i <= 49; i++) {
+    assert_string_not_equal(wire_err_name((Cairn__Client__ErrorCode)i), "?");
+  }
+}
+
 static void test_wire_err_defaults_to_unknown(void **state)
 {
   assert_int_equal(wire_err_from(CAIRN_ENOMEM), CAIRN__CLIENT__ERROR_CODE__UNKNOWN);
@@ -55,6 +79,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wire_err_maps_the_codes_clients_act_on),
+      cmocka_unit_test(test_wire_err_maps_the_group_codes),
       cmocka_unit_test(test_wire_err_defaults_to_unknown),
       cmocka_unit_test(test_wire_err_names_come_from_the_schema),
   };

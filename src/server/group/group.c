@@ -1,0 +1,681 @@
+/* group.c - a consumer group's membership state machine and committed
+ * offsets (group.h). */
+#include "server/group/group.h"
+
+#include "common/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const group_state_names[] = {
+#define GROUP_STATE_NAME(name, text) text,
+    GROUP_STATE_TABLE(GROUP_STATE_NAME)
+#undef GROUP_STATE_NAME
+};
+
+const char *group_state_name(enum group_state s)
+{
+  return (unsigned)s < sizeof group_state_names / sizeof group_state_names[0]
+             ? group_state_names[s]
+             : "?";
+}
+
+int group_init(struct group *g, const char *name, int32_t generation, uint64_t wall_ms)
+{
+  memset(g, 0, sizeof *g);
+  size_t len = strlen(name);
+  if (len == 0 || len > GROUP_NAME_MAX) {
+    return CAIRN_EINVAL;
+  }
+  memcpy(g->name, name, len + 1);
+  g->state = GROUP_EMPTY;
+  g->generation = generation;
+  g->empty_since_wall_ms = wall_ms;
+  return 0;
+}
+
+static void group_member_free(struct group_member *m)
+{
+  free(m->topics);
+  free(m->assigned);
+  m->topics = NULL;
+  m->assigned = NULL;
+}
+
+void group_close(struct group *g)
+{
+  for (size_t i = 0; i < g->nmembers; i++) {
+    group_member_free(&g->members[i]);
+  }
+  free(g->members);
+  for (size_t i = 0; i < g->ntopics; i++) {
+    free(g->topics[i]);
+  }
+  free(g->topics);
+  free(g->counts);
+  for (size_t i = 0; i < g->noffsets; i++) {
+    free(g->offsets[i].metadata);
+  }
+  free(g->offsets);
+  memset(g, 0, sizeof *g);
+}
+
+void group_actions_free(struct group_actions *a)
+{
+  free(a->v);
+  memset(a, 0, sizeof *a);
+}
+
+static int group_act(struct group_actions *a, enum group_action_type type, const char *member_id,
+                     int err)
+{
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 8;
+    struct group_action *v = realloc(a->v, cap * sizeof *v);
+    if (v == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    a->v = v;
+    a->cap = cap;
+  }
+  struct group_action *x = &a->v[a->n++];
+  x->type = type;
+  snprintf(x->member_id, sizeof x->member_id, "%s", member_id);
+  x->err = err;
+  return 0;
+}
+
+/* ---- topics ---- */
+
+long group_topic_index(struct group *g, const char *topic, bool add)
+{
+  for (size_t i = 0; i < g->ntopics; i++) {
+    if (strcmp(g->topics[i], topic) == 0) {
+      return (long)i;
+    }
+  }
+  if (!add) {
+    return -1;
+  }
+  if (g->ntopics >= GROUP_MAX_TOPICS) {
+    return CAIRN_ETOOLARGE;
+  }
+  char **topics = realloc(g->topics, (g->ntopics + 1) * sizeof *topics);
+  if (topics == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  g->topics = topics;
+  uint32_t *counts = realloc(g->counts, (g->ntopics + 1) * sizeof *counts);
+  if (counts == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  g->counts = counts;
+  char *copy = strdup(topic);
+  if (copy == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  g->topics[g->ntopics] = copy;
+  g->counts[g->ntopics] = 0;
+  return (long)g->ntopics++;
+}
+
+/* ---- members ---- */
+
+static struct group_member *group_member_get(struct group *g, const char *member_id)
+{
+  for (size_t i = 0; i < g->nmembers; i++) {
+    if (strcmp(g->members[i].id, member_id) == 0) {
+      return &g->members[i];
+    }
+  }
+  return NULL;
+}
+
+const struct group_member *group_member_find(const struct group *g, const char *member_id)
+{
+  return group_member_get((struct group *)g, member_id);
+}
+
+static void group_member_remove(struct group *g, struct group_member *m)
+{
+  size_t i = (size_t)(m - g->members);
+  group_member_free(m);
+  memmove(&g->members[i], &g->members[i + 1], (g->nmembers - i - 1) * sizeof *m);
+  g->nmembers--;
+  if (strcmp(g->leader, "") != 0 && group_member_get(g, g->leader) == NULL) {
+    g->leader[0] = '\0';
+  }
+}
+
+static bool group_assigned_has(const struct group_member *m, uint32_t t, uint32_t p)
+{
+  for (size_t i = 0; i < m->nassigned; i++) {
+    if (m->assigned[i].topic == t && m->assigned[i].partition == p) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool group_member_owns(const struct group *g, const char *member_id, const char *topic,
+                       uint32_t partition)
+{
+  if (member_id[0] == '\0') {
+    return true;
+  }
+  const struct group_member *m = group_member_find(g, member_id);
+  long t = group_topic_index((struct group *)g, topic, false);
+  return m != NULL && t >= 0 && group_assigned_has(m, (uint32_t)t, partition);
+}
+
+const struct group_member *group_owner(const struct group *g, const char *topic,
+                                       uint32_t partition)
+{
+  long t = group_topic_index((struct group *)g, topic, false);
+  if (t < 0) {
+    return NULL;
+  }
+  for (size_t i = 0; i < g->nmembers; i++) {
+    if (group_assigned_has(&g->members[i], (uint32_t)t, partition)) {
+      return &g->members[i];
+    }
+  }
+  return NULL;
+}
+
+/* ---- rebalance ---- */
+
+static void group_start_rebalance(struct group *g, uint64_t now_ms)
+{
+  uint32_t longest = 0;
+  for (size_t i = 0; i < g->nmembers; i++) {
+    g->members[i].joining = false;
+    if (g->members[i].rebalance_timeout_ms > longest) {
+      longest = g->members[i].rebalance_timeout_ms;
+    }
+  }
+  g->state = GROUP_PREPARING;
+  g->rebalance_deadline_ms = now_ms + longest;
+  g->initial_until_ms = 0;
+}
+
+static void group_become_empty(struct group *g, uint64_t wall_ms)
+{
+  g->state = GROUP_EMPTY;
+  g->leader[0] = '\0';
+  g->empty_since_wall_ms = wall_ms;
+}
+
+/* The first strategy of the leader's preferences that every member
+ * supports; -1 if none. */
+static int group_pick_strategy(const struct group *g)
+{
+  const struct group_member *lead = &g->members[0];
+  for (uint32_t k = 0; k < lead->nstrategies; k++) {
+    uint8_t s = lead->strategies[k];
+    bool all = true;
+    for (size_t i = 1; i < g->nmembers && all; i++) {
+      bool has = false;
+      for (uint32_t j = 0; j < g->members[i].nstrategies; j++) {
+        has = has || g->members[i].strategies[j] == s;
+      }
+      all = has;
+    }
+    if (all) {
+      return s;
+    }
+  }
+  return -1;
+}
+
+/* Finishes the rebalance: drops who did not rejoin, a new generation, the
+ * assignment, every waiting join answered. */
+static int group_complete(struct group *g, const struct group_env *env, uint64_t now_ms,
+                          uint64_t wall_ms, struct group_actions *acts)
+{
+  for (size_t i = g->nmembers; i-- > 0;) {
+    if (!g->members[i].joining) {
+      group_member_remove(g, &g->members[i]);
+    }
+  }
+  g->generation++;
+  if (g->nmembers == 0) {
+    group_become_empty(g, wall_ms);
+    return 0;
+  }
+  int s = group_pick_strategy(g);
+  if (s < 0) {
+    s = ASSIGN_RANGE; /* joins keep a common strategy: unreachable */
+  }
+  for (size_t t = 0; t < g->ntopics; t++) {
+    g->counts[t] = env->partitions(env->ctx, g->topics[t]);
+  }
+  struct assign_member *am = calloc(g->nmembers, sizeof *am);
+  if (am == NULL) {
+    g->generation--;
+    return CAIRN_ENOMEM;
+  }
+  for (size_t i = 0; i < g->nmembers; i++) {
+    am[i].topics = g->members[i].topics;
+    am[i].ntopics = g->members[i].ntopics;
+    am[i].prev = g->members[i].assigned;
+    am[i].nprev = g->members[i].nassigned;
+  }
+  int rv = assign_run((enum assign_strategy)s, g->counts, g->ntopics, am, g->nmembers);
+  if (rv != 0) {
+    free(am);
+    g->generation--;
+    return rv;
+  }
+  g->strategy = (enum assign_strategy)s;
+  if (g->leader[0] == '\0') {
+    snprintf(g->leader, sizeof g->leader, "%s", g->members[0].id);
+  }
+  for (size_t i = 0; i < g->nmembers; i++) {
+    struct group_member *m = &g->members[i];
+    free(m->assigned);
+    m->assigned = am[i].out;
+    m->nassigned = am[i].nout;
+    m->joining = false;
+    m->synced = false;
+    m->last_seen_ms = now_ms;
+  }
+  free(am);
+  g->state = GROUP_COMPLETING;
+  for (size_t i = 0; i < g->nmembers; i++) {
+    rv = group_act(acts, GROUP_ACT_JOIN_DONE, g->members[i].id, 0);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  return 0;
+}
+
+static int group_maybe_complete(struct group *g, const struct group_env *env, uint64_t now_ms,
+                                uint64_t wall_ms, struct group_actions *acts)
+{
+  if (g->state != GROUP_PREPARING) {
+    return 0;
+  }
+  bool all = true;
+  for (size_t i = 0; i < g->nmembers && all; i++) {
+    all = g->members[i].joining;
+  }
+  if ((all && now_ms >= g->initial_until_ms) || now_ms >= g->rebalance_deadline_ms) {
+    return group_complete(g, env, now_ms, wall_ms, acts);
+  }
+  return 0;
+}
+
+/* A member is gone (left or expired): answer its waiting join, rebalance
+ * the rest. */
+static int group_drop(struct group *g, struct group_member *m, uint64_t now_ms, uint64_t wall_ms,
+                      struct group_actions *acts)
+{
+  int rv = 0;
+  if (m->joining) {
+    rv = group_act(acts, GROUP_ACT_JOIN_DONE, m->id, CAIRN_EUNKNOWN_MEMBER);
+  }
+  group_member_remove(g, m);
+  if (g->nmembers == 0) {
+    if (g->state != GROUP_EMPTY) {
+      g->generation++;
+    }
+    group_become_empty(g, wall_ms);
+  } else if (g->state != GROUP_PREPARING) {
+    group_start_rebalance(g, now_ms);
+  }
+  return rv;
+}
+
+/* ---- events ---- */
+
+/* Parses the strategies a JOIN offers; 0 known gives
+ * CAIRN_EINCONSISTENT_PROTOCOL. */
+static int group_parse_strategies(const struct group_event *ev, uint8_t *out, uint32_t *n)
+{
+  *n = 0;
+  for (size_t i = 0; i < ev->nstrategies; i++) {
+    int s = assign_strategy_parse(ev->strategies[i]);
+    bool dup = false;
+    for (uint32_t j = 0; j < *n; j++) {
+      dup = dup || out[j] == s;
+    }
+    if (s >= 0 && !dup) {
+      out[(*n)++] = (uint8_t)s;
+    }
+  }
+  return *n > 0 ? 0 : CAIRN_EINCONSISTENT_PROTOCOL;
+}
+
+/* Does every other member support one of the strategies offered? */
+static bool group_strategies_fit(const struct group *g, const char *self, const uint8_t *offer,
+                                 uint32_t noffer)
+{
+  for (uint32_t k = 0; k < noffer; k++) {
+    bool all = true;
+    for (size_t i = 0; i < g->nmembers && all; i++) {
+      const struct group_member *m = &g->members[i];
+      if (strcmp(m->id, self) == 0) {
+        continue;
+      }
+      bool has = false;
+      for (uint32_t j = 0; j < m->nstrategies; j++) {
+        has = has || m->strategies[j] == offer[k];
+      }
+      all = has;
+    }
+    if (all) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static int group_on_join(struct group *g, const struct group_env *env,
+                         const struct group_event *ev, struct group_actions *acts)
+{
+  uint32_t session = ev->session_timeout_ms ? ev->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
+  uint32_t rebalance = ev->rebalance_timeout_ms ? ev->rebalance_timeout_ms : session;
+  if (session < GROUP_MIN_SESSION_MS || session > GROUP_MAX_SESSION_MS ||
+      rebalance > GROUP_MAX_SESSION_MS || ev->ntopics == 0 ||
+      ev->ntopics > GROUP_MAX_SUBSCRIPTION ||
+      (ev->client_id != NULL && strlen(ev->client_id) > GROUP_CLIENT_ID_MAX)) {
+    return CAIRN_EINVALID_GROUP;
+  }
+  for (size_t i = 0; i < ev->ntopics; i++) {
+    size_t len = strlen(ev->topics[i]);
+    if (len == 0 || len > GROUP_NAME_MAX) {
+      return CAIRN_EINVALID_GROUP;
+    }
+  }
+  uint8_t offer[ASSIGN_NSTRATEGIES];
+  uint32_t noffer = 0;
+  int rv = group_parse_strategies(ev, offer, &noffer);
+  if (rv != 0) {
+    return rv;
+  }
+  bool first = ev->member_id[0] == '\0';
+  const char *id = first ? ev->new_member_id : ev->member_id;
+  struct group_member *m = first ? NULL : group_member_get(g, ev->member_id);
+  if (!first && m == NULL) {
+    return CAIRN_EUNKNOWN_MEMBER;
+  }
+  if (first && (id == NULL || id[0] == '\0' || strlen(id) > GROUP_MEMBER_ID_MAX ||
+                group_member_get(g, id) != NULL)) {
+    return CAIRN_EINVAL;
+  }
+  if (!group_strategies_fit(g, id, offer, noffer)) {
+    return CAIRN_EINCONSISTENT_PROTOCOL;
+  }
+  if (first && g->nmembers >= GROUP_MAX_MEMBERS) {
+    return CAIRN_ETOOLARGE;
+  }
+  /* The subscription, interned (topics added stay: harmless). */
+  uint32_t *topics = malloc(ev->ntopics * sizeof *topics);
+  if (topics == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  size_t ntopics = 0;
+  for (size_t i = 0; i < ev->ntopics; i++) {
+    long t = group_topic_index(g, ev->topics[i], true);
+    if (t < 0) {
+      free(topics);
+      return (int)t;
+    }
+    bool dup = false;
+    for (size_t j = 0; j < ntopics; j++) {
+      dup = dup || topics[j] == (uint32_t)t;
+    }
+    if (!dup) {
+      topics[ntopics++] = (uint32_t)t;
+    }
+  }
+  if (first) {
+    struct group_member *v = realloc(g->members, (g->nmembers + 1) * sizeof *v);
+    if (v == NULL) {
+      free(topics);
+      return CAIRN_ENOMEM;
+    }
+    g->members = v;
+    m = &g->members[g->nmembers++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->id, sizeof m->id, "%s", id);
+  }
+  snprintf(m->client_id, sizeof m->client_id, "%s", ev->client_id ? ev->client_id : "");
+  m->session_timeout_ms = session;
+  m->rebalance_timeout_ms = rebalance;
+  memcpy(m->strategies, offer, sizeof offer);
+  m->nstrategies = noffer;
+  free(m->topics);
+  m->topics = topics;
+  m->ntopics = ntopics;
+  m->last_seen_ms = ev->now_ms;
+  if (g->state == GROUP_EMPTY) {
+    g->state = GROUP_PREPARING;
+    g->rebalance_deadline_ms = ev->now_ms + rebalance;
+    g->initial_until_ms = ev->now_ms + (GROUP_INITIAL_DELAY_MS < rebalance
+                                            ? GROUP_INITIAL_DELAY_MS
+                                            : rebalance);
+  } else if (g->state != GROUP_PREPARING) {
+    group_start_rebalance(g, ev->now_ms);
+  } else if (g->initial_until_ms != 0) {
+    /* A new group still gathering: each join gives the others a moment. */
+    uint64_t until = ev->now_ms + GROUP_INITIAL_DELAY_MS;
+    g->initial_until_ms = until < g->rebalance_deadline_ms ? until : g->rebalance_deadline_ms;
+  }
+  if (ev->now_ms + rebalance > g->rebalance_deadline_ms && g->initial_until_ms == 0) {
+    g->rebalance_deadline_ms = ev->now_ms + rebalance;
+  }
+  m->joining = true;
+  return group_maybe_complete(g, env, ev->now_ms, ev->wall_ms, acts);
+}
+
+/* SYNC and HEARTBEAT: the member and generation checks. */
+static int group_fence(struct group *g, const struct group_event *ev, struct group_member **out)
+{
+  struct group_member *m = group_member_get(g, ev->member_id);
+  if (m == NULL) {
+    return CAIRN_EUNKNOWN_MEMBER;
+  }
+  if (ev->generation != g->generation) {
+    return CAIRN_EILLEGAL_GENERATION;
+  }
+  m->last_seen_ms = ev->now_ms;
+  if (g->state == GROUP_PREPARING) {
+    return CAIRN_EREBALANCE;
+  }
+  *out = m;
+  return 0;
+}
+
+static int group_on_tick(struct group *g, const struct group_env *env,
+                         const struct group_event *ev, struct group_actions *acts)
+{
+  int rv = 0;
+  for (size_t i = g->nmembers; i-- > 0;) {
+    struct group_member *m = &g->members[i];
+    if (!m->joining && ev->now_ms > m->last_seen_ms + m->session_timeout_ms) {
+      int r = group_drop(g, m, ev->now_ms, ev->wall_ms, acts);
+      rv = rv != 0 ? rv : r;
+    }
+  }
+  if (g->state == GROUP_STABLE || g->state == GROUP_COMPLETING) {
+    for (size_t i = 0; i < g->nmembers; i++) {
+      const struct group_member *m = &g->members[i];
+      bool changed = false;
+      for (size_t k = 0; k < m->ntopics && !changed; k++) {
+        uint32_t t = m->topics[k];
+        changed = env->partitions(env->ctx, g->topics[t]) != g->counts[t];
+      }
+      if (changed) {
+        group_start_rebalance(g, ev->now_ms);
+        break;
+      }
+    }
+  }
+  int r = group_maybe_complete(g, env, ev->now_ms, ev->wall_ms, acts);
+  return rv != 0 ? rv : r;
+}
+
+int group_step(struct group *g, const struct group_env *env, const struct group_event *ev,
+               struct group_actions *acts)
+{
+  struct group_member *m = NULL;
+  int rv;
+  switch (ev->type) {
+  case GROUP_EV_JOIN:
+    return group_on_join(g, env, ev, acts);
+  case GROUP_EV_SYNC:
+    rv = group_fence(g, ev, &m);
+    if (rv != 0) {
+      return rv;
+    }
+    m->synced = true;
+    if (g->state == GROUP_COMPLETING) {
+      bool all = true;
+      for (size_t i = 0; i < g->nmembers && all; i++) {
+        all = g->members[i].synced;
+      }
+      if (all) {
+        g->state = GROUP_STABLE;
+      }
+    }
+    return 0;
+  case GROUP_EV_HEARTBEAT:
+    return group_fence(g, ev, &m);
+  case GROUP_EV_LEAVE:
+    m = group_member_get(g, ev->member_id);
+    if (m == NULL) {
+      return CAIRN_EUNKNOWN_MEMBER;
+    }
+    rv = group_drop(g, m, ev->now_ms, ev->wall_ms, acts);
+    if (rv == 0) {
+      rv = group_maybe_complete(g, env, ev->now_ms, ev->wall_ms, acts);
+    }
+    return rv;
+  case GROUP_EV_TICK:
+    return group_on_tick(g, env, ev, acts);
+  }
+  return CAIRN_EINVAL;
+}
+
+int group_commit_check(struct group *g, const char *member_id, int32_t generation,
+                       uint64_t now_ms)
+{
+  if (member_id[0] == '\0' && generation == -1) {
+    return g->nmembers == 0 ? 0 : CAIRN_EUNKNOWN_MEMBER;
+  }
+  struct group_member *m = group_member_get(g, member_id);
+  if (m == NULL) {
+    return CAIRN_EUNKNOWN_MEMBER;
+  }
+  if (generation != g->generation) {
+    return CAIRN_EILLEGAL_GENERATION;
+  }
+  m->last_seen_ms = now_ms;
+  return 0;
+}
+
+/* ---- offsets ---- */
+
+/* Index of (t, p) in g->offsets, or where it would go (*found false). */
+static size_t group_offset_pos(const struct group *g, uint32_t t, uint32_t p, bool *found)
+{
+  size_t lo = 0, hi = g->noffsets;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    const struct group_offset *o = &g->offsets[mid];
+    if (o->topic < t || (o->topic == t && o->partition < p)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  *found = lo < g->noffsets && g->offsets[lo].topic == t && g->offsets[lo].partition == p;
+  return lo;
+}
+
+int group_offset_set(struct group *g, const char *topic, uint32_t partition, int64_t offset,
+                     const char *metadata, int64_t commit_time_ms)
+{
+  if (strlen(metadata) > GROUP_METADATA_MAX) {
+    return CAIRN_ETOOLARGE;
+  }
+  long t = group_topic_index(g, topic, true);
+  if (t < 0) {
+    return (int)t;
+  }
+  char *md = strdup(metadata);
+  if (md == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  bool found = false;
+  size_t pos = group_offset_pos(g, (uint32_t)t, partition, &found);
+  if (!found) {
+    if (g->noffsets == g->offsets_cap) {
+      size_t cap = g->offsets_cap ? g->offsets_cap * 2 : 16;
+      struct group_offset *v = realloc(g->offsets, cap * sizeof *v);
+      if (v == NULL) {
+        free(md);
+        return CAIRN_ENOMEM;
+      }
+      g->offsets = v;
+      g->offsets_cap = cap;
+    }
+    memmove(&g->offsets[pos + 1], &g->offsets[pos], (g->noffsets - pos) * sizeof *g->offsets);
+    g->noffsets++;
+    g->offsets[pos].topic = (uint32_t)t;
+    g->offsets[pos].partition = partition;
+  } else {
+    free(g->offsets[pos].metadata);
+  }
+  g->offsets[pos].offset = offset;
+  g->offsets[pos].metadata = md;
+  g->offsets[pos].commit_time_ms = commit_time_ms;
+  return 0;
+}
+
+const struct group_offset *group_offset_find(const struct group *g, const char *topic,
+                                             uint32_t partition)
+{
+  long t = group_topic_index((struct group *)g, topic, false);
+  if (t < 0) {
+    return NULL;
+  }
+  bool found = false;
+  size_t pos = group_offset_pos(g, (uint32_t)t, partition, &found);
+  return found ? &g->offsets[pos] : NULL;
+}
+
+void group_offset_delete(struct group *g, const char *topic, uint32_t partition)
+{
+  long t = group_topic_index(g, topic, false);
+  if (t < 0) {
+    return;
+  }
+  bool found = false;
+  size_t pos = group_offset_pos(g, (uint32_t)t, partition, &found);
+  if (!found) {
+    return;
+  }
+  free(g->offsets[pos].metadata);
+  memmove(&g->offsets[pos], &g->offsets[pos + 1],
+          (g->noffsets - pos - 1) * sizeof *g->offsets);
+  g->noffsets--;
+}
+
+bool group_expired(const struct group *g, uint64_t wall_ms, uint64_t retention_ms)
+{
+  if (g->state != GROUP_EMPTY || g->nmembers > 0) {
+    return false;
+  }
+  uint64_t last = g->empty_since_wall_ms;
+  for (size_t i = 0; i < g->noffsets; i++) {
+    if (g->offsets[i].commit_time_ms > 0 && (uint64_t)g->offsets[i].commit_time_ms > last) {
+      last = (uint64_t)g->offsets[i].commit_time_ms;
+    }
+  }
+  return wall_ms >= last + retention_ms;
+}

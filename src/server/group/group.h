@@ -1,0 +1,237 @@
+/* group.h - one consumer group as its coordinator sees it: members,
+ * generation, assignment and committed offsets, changed only by
+ * group_step() (membership events) and the offset functions. Pure: no I/O;
+ * the clock and the topics' partition counts come in with each event, so
+ * unit tests replay any order of events (docs/consumer-groups.md).
+ *
+ * States (g->state) and the transitions group_step makes:
+ *
+ *   from        event                                      to
+ *   EMPTY       JOIN                                       PREPARING (waits
+ *                                                          GROUP_INITIAL_DELAY_MS
+ *                                                          for more members)
+ *   PREPARING   every member joined (and the initial delay
+ *               passed), or the rebalance deadline: the
+ *               generation is bumped, members that did not
+ *               rejoin are dropped, the assignment computed,
+ *               every waiting JOIN answered (JOIN_DONE)    COMPLETING
+ *   PREPARING   the same with no member left               EMPTY
+ *   COMPLETING  every member synced (SYNC)                 STABLE
+ *   COMPLETING,
+ *   STABLE      JOIN, LEAVE, a session expiring (TICK),
+ *               a subscribed topic's partition count
+ *               changing (TICK)                            PREPARING
+ *   any         the last member leaves or expires          EMPTY
+ *
+ * Fencing: SYNC, HEARTBEAT and commits name a member id and a generation;
+ * an unknown member gets CAIRN_EUNKNOWN_MEMBER, another generation
+ * CAIRN_EILLEGAL_GENERATION. While PREPARING, HEARTBEAT and SYNC answer
+ * CAIRN_EREBALANCE (join again), but commits of the current generation are
+ * still accepted for the partitions the member holds: eager rebalancing,
+ * where a member commits and gives up everything before rejoining.
+ *
+ * Context: none of these functions does I/O or keeps global state; a group
+ * is used by one thread. */
+#ifndef CAIRN_GROUP_H
+#define CAIRN_GROUP_H
+
+#include "server/group/assign.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GROUP_NAME_MAX 249u
+#define GROUP_MEMBER_ID_MAX 127u
+#define GROUP_CLIENT_ID_MAX 63u
+#define GROUP_METADATA_MAX 4096u
+#define GROUP_MAX_MEMBERS 1000u
+#define GROUP_MAX_SUBSCRIPTION 100u     /* topics per member */
+#define GROUP_MAX_TOPICS 10000u         /* distinct topics a group names */
+#define GROUP_DEFAULT_SESSION_MS 10000u
+#define GROUP_MIN_SESSION_MS 500u
+#define GROUP_MAX_SESSION_MS 300000u
+#define GROUP_INITIAL_DELAY_MS 1000u    /* a new group waits this for more joins */
+
+#define GROUP_STATE_TABLE(X)                                              \
+  X(GROUP_EMPTY, "empty")                                                 \
+  X(GROUP_PREPARING, "preparing")   /* rebalancing: waiting for joins */  \
+  X(GROUP_COMPLETING, "completing") /* assigned: waiting for syncs */     \
+  X(GROUP_STABLE, "stable")
+
+enum group_state {
+#define GROUP_STATE_ENUM(name, text) name,
+  GROUP_STATE_TABLE(GROUP_STATE_ENUM)
+#undef GROUP_STATE_ENUM
+};
+
+struct group_member {
+  char id[GROUP_MEMBER_ID_MAX + 1];
+  char client_id[GROUP_CLIENT_ID_MAX + 1];
+  uint32_t session_timeout_ms;
+  uint32_t rebalance_timeout_ms;
+  uint8_t strategies[ASSIGN_NSTRATEGIES]; /* preference order */
+  uint32_t nstrategies;
+  uint32_t *topics; /* subscription: indices into g->topics; owned */
+  size_t ntopics;
+  uint64_t last_seen_ms;
+  bool joining; /* its JoinGroup of this rebalance waits for the answer */
+  bool synced;  /* it has synced the current generation */
+  struct assign_tp *assigned; /* of the current generation; owned, sorted */
+  size_t nassigned;
+};
+
+/* A committed offset; topic indexes g->topics. */
+struct group_offset {
+  uint32_t topic;
+  uint32_t partition;
+  int64_t offset;
+  char *metadata; /* owned, never NULL */
+  int64_t commit_time_ms;
+};
+
+struct group {
+  char name[GROUP_NAME_MAX + 1];
+  enum group_state state;
+  int32_t generation;
+  enum assign_strategy strategy; /* of the current generation */
+  char leader[GROUP_MEMBER_ID_MAX + 1]; /* member id, "" none */
+  struct group_member *members; /* by join order; owned */
+  size_t nmembers;
+  char **topics;     /* every topic the group names, interned; owned */
+  uint32_t *counts;  /* partition counts the current assignment used */
+  size_t ntopics;
+  uint64_t rebalance_deadline_ms;
+  uint64_t initial_until_ms;
+  uint64_t empty_since_wall_ms; /* wall clock: for the offsets' retention */
+  struct group_offset *offsets; /* by (topic index, partition); owned */
+  size_t noffsets, offsets_cap;
+};
+
+/* The topics' partition counts, as the metadata has them now: 0 for a topic
+ * that does not exist. */
+struct group_env {
+  uint32_t (*partitions)(void *ctx, const char *topic);
+  void *ctx;
+};
+
+enum group_event_type {
+  GROUP_EV_JOIN,
+  GROUP_EV_SYNC,
+  GROUP_EV_HEARTBEAT,
+  GROUP_EV_LEAVE,
+  GROUP_EV_TICK,
+};
+
+/* One event; strings are borrowed for the call. */
+struct group_event {
+  enum group_event_type type;
+  uint64_t now_ms;  /* monotonic: sessions and rebalance deadlines */
+  uint64_t wall_ms; /* wall clock: when the group became empty */
+  const char *member_id;     /* "" for a first JOIN */
+  int32_t generation;        /* SYNC, HEARTBEAT */
+  /* JOIN only: */
+  const char *new_member_id; /* the id a first JOIN gets (unique: the caller's) */
+  const char *client_id;
+  uint32_t session_timeout_ms;   /* 0: GROUP_DEFAULT_SESSION_MS */
+  uint32_t rebalance_timeout_ms; /* 0: the session timeout */
+  const char *const *topics;
+  size_t ntopics;
+  const char *const *strategies; /* names, preferred first */
+  size_t nstrategies;
+};
+
+/* JOIN_DONE: answer the waiting JoinGroup of member_id with err (0: with
+ * the group's new generation, leader, strategy and members). */
+enum group_action_type { GROUP_ACT_JOIN_DONE };
+
+struct group_action {
+  enum group_action_type type;
+  char member_id[GROUP_MEMBER_ID_MAX + 1];
+  int err;
+};
+
+/* Actions accumulate here (the caller empties it: n = 0). */
+struct group_actions {
+  struct group_action *v; /* owned: free with group_actions_free */
+  size_t n, cap;
+};
+
+/* Caller allocates g. generation: the number the group's generations
+ * continue from (the highest a previous coordinator used, from the commit
+ * records). Returns 0 or CAIRN_EINVAL (name empty or too long). */
+__attribute__((warn_unused_result)) int group_init(struct group *g, const char *name,
+                                                   int32_t generation, uint64_t wall_ms);
+
+/* Frees what g owns. */
+void group_close(struct group *g);
+
+void group_actions_free(struct group_actions *a);
+
+/* Applies one event. Returns 0 or a negative code (nothing changed then,
+ * except a member's last-seen time):
+ *   JOIN: 0 = the answer comes as a JOIN_DONE action, in this call's
+ *     actions or a later one's; CAIRN_EINVALID_GROUP (session timeout out of
+ *     range, no topic, too many, a name too long), CAIRN_EINCONSISTENT_PROTOCOL
+ *     (no known strategy, or none in common with the other members),
+ *     CAIRN_EUNKNOWN_MEMBER (a member id this group does not know),
+ *     CAIRN_ETOOLARGE (GROUP_MAX_MEMBERS), CAIRN_ENOMEM.
+ *   SYNC: 0 (the member's assignment is m->assigned of group_member_find),
+ *     CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION, CAIRN_EREBALANCE.
+ *   HEARTBEAT: 0, CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION,
+ *     CAIRN_EREBALANCE.
+ *   LEAVE: 0 or CAIRN_EUNKNOWN_MEMBER.
+ *   TICK: 0 (or CAIRN_ENOMEM computing an assignment: retried next tick).
+ * env is consulted when a rebalance completes and on TICK. */
+__attribute__((warn_unused_result)) int group_step(struct group *g, const struct group_env *env,
+                                                   const struct group_event *ev,
+                                                   struct group_actions *acts);
+
+/* May member_id of generation commit offsets now? Counts as a heartbeat.
+ * member_id "" with generation -1 commits outside membership: allowed only
+ * while the group has no member. Returns 0, CAIRN_EUNKNOWN_MEMBER or
+ * CAIRN_EILLEGAL_GENERATION. */
+__attribute__((warn_unused_result)) int group_commit_check(struct group *g, const char *member_id,
+                                                           int32_t generation, uint64_t now_ms);
+
+/* Does member_id hold (topic, partition) in the current generation? True
+ * for any partition when member_id is "" (a commit outside membership). */
+bool group_member_owns(const struct group *g, const char *member_id, const char *topic,
+                       uint32_t partition);
+
+/* The member, or NULL. Returns borrowed, valid until the next group_step. */
+const struct group_member *group_member_find(const struct group *g, const char *member_id);
+
+/* Who holds (topic, partition) in the current generation; NULL none. */
+const struct group_member *group_owner(const struct group *g, const char *topic,
+                                       uint32_t partition);
+
+/* The interned topic's index, adding it when add is true. Returns the index,
+ * -1 if absent (add false), CAIRN_ETOOLARGE (GROUP_MAX_TOPICS) or
+ * CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) long group_topic_index(struct group *g, const char *topic,
+                                                           bool add);
+
+/* Sets the committed offset of (topic, partition). Copies metadata.
+ * Returns 0, CAIRN_ETOOLARGE or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int group_offset_set(struct group *g, const char *topic,
+                                                         uint32_t partition, int64_t offset,
+                                                         const char *metadata,
+                                                         int64_t commit_time_ms);
+
+/* The committed offset of (topic, partition), or NULL. Returns borrowed,
+ * valid until the next change of g's offsets. */
+const struct group_offset *group_offset_find(const struct group *g, const char *topic,
+                                             uint32_t partition);
+
+/* Forgets (topic, partition)'s offset; no-op if none. */
+void group_offset_delete(struct group *g, const char *topic, uint32_t partition);
+
+/* True when the group is empty and neither it nor any of its offsets has
+ * changed for retention_ms of wall clock: its offsets may be dropped. */
+bool group_expired(const struct group *g, uint64_t wall_ms, uint64_t retention_ms);
+
+/* "empty", "preparing", "completing", "stable". Static string. */
+const char *group_state_name(enum group_state s);
+
+#endif

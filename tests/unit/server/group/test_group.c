@@ -1,0 +1,360 @@
+/* test_group.c - the consumer group state machine: joins gather into one
+ * generation, sessions expire and trigger a rebalance, generations fence
+ * old members, strategies must be shared, added partitions rebalance, and
+ * offsets are kept and expire. Random event orders print their seed. */
+#include "common/err.h"
+#include "server/group/group.h"
+#include "testutil.h"
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static uint32_t topic_count = 12;
+
+static uint32_t env_partitions(void *ctx, const char *topic)
+{
+  (void)ctx;
+  return strcmp(topic, "orders") == 0 ? topic_count : 0;
+}
+
+static const struct group_env env = {.partitions = env_partitions};
+static const char *const topics[] = {"orders"};
+static const char *const all_strategies[] = {"sticky", "range", "roundrobin"};
+
+static int join(struct group *g, const char *member, const char *new_id, uint64_t now,
+                struct group_actions *a)
+{
+  struct group_event ev = {.type = GROUP_EV_JOIN,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = member,
+                           .new_member_id = new_id,
+                           .client_id = "t",
+                           .session_timeout_ms = 3000,
+                           .rebalance_timeout_ms = 5000,
+                           .topics = topics,
+                           .ntopics = 1,
+                           .strategies = all_strategies,
+                           .nstrategies = 3};
+  return group_step(g, &env, &ev, a);
+}
+
+static int simple(struct group *g, enum group_event_type type, const char *member, int32_t gen,
+                  uint64_t now, struct group_actions *a)
+{
+  struct group_event ev = {
+      .type = type, .now_ms = now, .wall_ms = 1000000 + now, .member_id = member, .generation = gen};
+  return group_step(g, &env, &ev, a);
+}
+
+static bool acted(const struct group_actions *a, const char *member, int err)
+{
+  for (size_t i = 0; i < a->n; i++) {
+    if (strcmp(a->v[i].member_id, member) == 0 && a->v[i].err == err) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Three members join a new group together: one generation, 4 each. */
+static void form_three(struct group *g, struct group_actions *a)
+{
+  assert_int_equal(group_init(g, "g1", 0, 0), 0);
+  assert_int_equal(join(g, "", "a", 0, a), 0);
+  assert_int_equal(join(g, "", "b", 100, a), 0);
+  assert_int_equal(join(g, "", "c", 200, a), 0);
+  assert_int_equal(a->n, 0); /* the initial delay gathers them */
+  assert_int_equal(g->state, GROUP_PREPARING);
+  assert_int_equal(simple(g, GROUP_EV_TICK, "", 0, 200 + GROUP_INITIAL_DELAY_MS, a), 0);
+  assert_int_equal(a->n, 3);
+  assert_true(acted(a, "a", 0) && acted(a, "b", 0) && acted(a, "c", 0));
+  a->n = 0;
+  assert_int_equal(g->state, GROUP_COMPLETING);
+  assert_int_equal(g->generation, 1);
+  assert_int_equal(g->strategy, ASSIGN_STICKY);
+  assert_string_equal(g->leader, "a");
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(g->members[i].nassigned, 4);
+  }
+  uint64_t now = 1300;
+  assert_int_equal(simple(g, GROUP_EV_SYNC, "a", 1, now, a), 0);
+  assert_int_equal(simple(g, GROUP_EV_SYNC, "b", 1, now, a), 0);
+  assert_int_equal(g->state, GROUP_COMPLETING);
+  assert_int_equal(simple(g, GROUP_EV_SYNC, "c", 1, now, a), 0);
+  assert_int_equal(g->state, GROUP_STABLE);
+}
+
+static void test_group_three_joins_form_one_generation(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  form_three(&g, &a);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+static void test_group_silent_member_expires_and_its_partitions_move(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  form_three(&g, &a);
+  const struct group_member *c = group_member_find(&g, "c");
+  struct assign_tp cs[4];
+  memcpy(cs, c->assigned, sizeof cs);
+  /* a and b heartbeat; c is silent past its 3 s session. */
+  uint64_t now = 1300;
+  for (int i = 0; i < 5; i++) {
+    now += 1000;
+    int ra = simple(&g, GROUP_EV_HEARTBEAT, "a", 1, now, &a);
+    int rb = simple(&g, GROUP_EV_HEARTBEAT, "b", 1, now, &a);
+    assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, now, &a), 0);
+    if (ra == CAIRN_EREBALANCE || rb == CAIRN_EREBALANCE) {
+      break;
+    }
+  }
+  assert_null(group_member_find(&g, "c"));
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "a", 1, now, &a), CAIRN_EREBALANCE);
+  /* Commits of generation 1 still go through while preparing. */
+  assert_int_equal(group_commit_check(&g, "a", 1, now), 0);
+  assert_int_equal(join(&g, "a", NULL, now, &a), 0);
+  assert_int_equal(a.n, 0);
+  assert_int_equal(join(&g, "b", NULL, now, &a), 0);
+  assert_int_equal(a.n, 2);
+  assert_int_equal(g.generation, 2);
+  assert_int_equal(group_member_find(&g, "a")->nassigned, 6);
+  assert_int_equal(group_member_find(&g, "b")->nassigned, 6);
+  for (int k = 0; k < 4; k++) {
+    const struct group_member *o = group_owner(&g, "orders", cs[k].partition);
+    assert_non_null(o);
+    assert_string_not_equal(o->id, "c");
+  }
+  /* The old generation is fenced. */
+  assert_int_equal(group_commit_check(&g, "a", 1, now), CAIRN_EILLEGAL_GENERATION);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "a", 1, now, &a), CAIRN_EILLEGAL_GENERATION);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "c", 2, now, &a), CAIRN_EUNKNOWN_MEMBER);
+  assert_int_equal(group_commit_check(&g, "a", 2, now), 0);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+static void test_group_rebalance_deadline_drops_members_that_do_not_rejoin(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  form_three(&g, &a);
+  uint64_t now = 2000;
+  assert_int_equal(join(&g, "", "d", now, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(join(&g, "a", NULL, now + 10, &a), 0);
+  /* b heartbeats (alive) but never rejoins; c is silent. */
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "b", 1, now + 100, &a), CAIRN_EREBALANCE);
+  assert_int_equal(a.n, 0);
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, now + 5001, &a), 0);
+  assert_int_equal(a.n, 2);
+  assert_true(acted(&a, "a", 0) && acted(&a, "d", 0));
+  assert_int_equal(g.nmembers, 2);
+  assert_int_equal(g.generation, 2);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+static void test_group_bad_joins_are_refused_and_the_group_goes_on(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  form_three(&g, &a);
+  static const char *const odd[] = {"cooperative-sticky"};
+  struct group_event ev = {.type = GROUP_EV_JOIN,
+                           .now_ms = 1400,
+                           .member_id = "",
+                           .new_member_id = "x",
+                           .session_timeout_ms = 3000,
+                           .topics = topics,
+                           .ntopics = 1,
+                           .strategies = odd,
+                           .nstrategies = 1};
+  assert_int_equal(group_step(&g, &env, &ev, &a), CAIRN_EINCONSISTENT_PROTOCOL);
+  static const char *const rr[] = {"roundrobin"};
+  ev.strategies = rr;
+  struct group solo;
+  assert_int_equal(group_init(&solo, "solo", 0, 0), 0);
+  assert_int_equal(group_step(&solo, &env, &ev, &a), 0); /* alone, any known one */
+  group_close(&solo);
+  a.n = 0;
+  /* The group's members speak sticky and range too, so roundrobin alone fits. */
+  ev.new_member_id = "y";
+  ev.session_timeout_ms = 10;
+  assert_int_equal(group_step(&g, &env, &ev, &a), CAIRN_EINVALID_GROUP);
+  ev.session_timeout_ms = 3000;
+  ev.ntopics = 0;
+  assert_int_equal(group_step(&g, &env, &ev, &a), CAIRN_EINVALID_GROUP);
+  ev.ntopics = 1;
+  ev.member_id = "nobody";
+  assert_int_equal(group_step(&g, &env, &ev, &a), CAIRN_EUNKNOWN_MEMBER);
+  assert_int_equal(g.state, GROUP_STABLE);
+  assert_int_equal(g.nmembers, 3);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "a", 1, 1500, &a), 0);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "a", 7, 1500, &a), CAIRN_EILLEGAL_GENERATION);
+  assert_int_equal(g.state, GROUP_STABLE);
+  /* Ownership: each member owns only its 4. */
+  const struct group_member *b = group_member_find(&g, "b");
+  uint32_t bp = b->assigned[0].partition;
+  assert_true(group_member_owns(&g, "b", "orders", bp));
+  assert_false(group_member_owns(&g, "a", "orders", bp));
+  assert_false(group_member_owns(&g, "a", "other", 0));
+  /* A commit outside membership is refused while the group has members. */
+  assert_int_equal(group_commit_check(&g, "", -1, 1500), CAIRN_EUNKNOWN_MEMBER);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+static void test_group_leave_and_added_partitions_rebalance(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  form_three(&g, &a);
+  assert_int_equal(simple(&g, GROUP_EV_LEAVE, "b", 0, 1500, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(join(&g, "a", NULL, 1600, &a), 0);
+  assert_int_equal(join(&g, "c", NULL, 1600, &a), 0);
+  assert_int_equal(g.generation, 2);
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "a", 2, 1700, &a), 0);
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "c", 2, 1700, &a), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  topic_count = 16;
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, 1800, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  a.n = 0;
+  assert_int_equal(join(&g, "a", NULL, 1900, &a), 0);
+  assert_int_equal(join(&g, "c", NULL, 1900, &a), 0);
+  assert_int_equal(a.n, 2);
+  assert_int_equal(group_member_find(&g, "a")->nassigned, 8);
+  topic_count = 12;
+  /* Everyone leaves: empty, and a waiting join is answered on leave. */
+  assert_int_equal(join(&g, "a", NULL, 2000, &a), 0);
+  a.n = 0;
+  assert_int_equal(simple(&g, GROUP_EV_LEAVE, "a", 0, 2100, &a), 0);
+  assert_true(acted(&a, "a", CAIRN_EUNKNOWN_MEMBER));
+  assert_int_equal(simple(&g, GROUP_EV_LEAVE, "c", 0, 2100, &a), 0);
+  assert_int_equal(g.state, GROUP_EMPTY);
+  assert_int_equal(g.nmembers, 0);
+  assert_int_equal(group_commit_check(&g, "", -1, 2200), 0);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+static void test_group_offsets_are_kept_and_expire(void **state)
+{
+  struct group g;
+  assert_int_equal(group_init(&g, "g", 5, 1000), 0);
+  assert_int_equal(group_offset_set(&g, "orders", 3, 42, "m", 2000), 0);
+  assert_int_equal(group_offset_set(&g, "orders", 1, 7, "", 2000), 0);
+  assert_int_equal(group_offset_set(&g, "orders", 3, 43, "n", 3000), 0);
+  const struct group_offset *o = group_offset_find(&g, "orders", 3);
+  assert_non_null(o);
+  assert_int_equal(o->offset, 43);
+  assert_string_equal(o->metadata, "n");
+  assert_int_equal(g.noffsets, 2);
+  assert_null(group_offset_find(&g, "orders", 2));
+  assert_false(group_expired(&g, 3000 + 999, 1000));
+  assert_true(group_expired(&g, 3000 + 1000, 1000));
+  group_offset_delete(&g, "orders", 3);
+  assert_null(group_offset_find(&g, "orders", 3));
+  assert_int_equal(g.noffsets, 1);
+  group_close(&g);
+}
+
+/* Random orders of joins, heartbeats, syncs, leaves and ticks: every
+ * answered join of generation G sees an assignment that covers the 12
+ * partitions once, members of a stable group hold 4 or fewer apart by at
+ * most one, and generations only grow. */
+static void test_group_random_event_orders_keep_invariants(void **state)
+{
+  uint64_t seed = tu_seed("test_group_random");
+  uint64_t rs = seed;
+  for (int round = 0; round < 200; round++) {
+    struct group g;
+    struct group_actions a = {0};
+    assert_int_equal(group_init(&g, "r", 0, 0), 0);
+    uint64_t now = 0;
+    int32_t last_gen = 0;
+    for (int step = 0; step < 200; step++) {
+      now += tu_rand(&rs) % 700;
+      int kind = (int)(tu_rand(&rs) % 6);
+      char who[8];
+      snprintf(who, sizeof who, "m%d", (int)(tu_rand(&rs) % 6));
+      int rv;
+      switch (kind) {
+      case 0:
+        if (group_member_find(&g, who) != NULL) {
+          rv = join(&g, who, NULL, now, &a);
+        } else {
+          rv = join(&g, "", who, now, &a);
+        }
+        assert_int_equal(rv, 0);
+        break;
+      case 1:
+      case 2:
+        rv = simple(&g, GROUP_EV_HEARTBEAT, who, g.generation, now, &a);
+        break;
+      case 3:
+        rv = simple(&g, GROUP_EV_SYNC, who, g.generation, now, &a);
+        break;
+      case 4:
+        rv = simple(&g, GROUP_EV_LEAVE, who, 0, now, &a);
+        break;
+      default:
+        rv = simple(&g, GROUP_EV_TICK, "", 0, now, &a);
+        assert_int_equal(rv, 0);
+        break;
+      }
+      (void)rv;
+      if (g.generation < last_gen) {
+        fail_msg("seed %" PRIu64 ": generation went back", seed);
+      }
+      last_gen = g.generation;
+      if (g.state == GROUP_COMPLETING || g.state == GROUP_STABLE) {
+        size_t total = 0, lo = SIZE_MAX, hi = 0;
+        for (size_t i = 0; i < g.nmembers; i++) {
+          size_t k = g.members[i].nassigned;
+          total += k;
+          lo = k < lo ? k : lo;
+          hi = k > hi ? k : hi;
+        }
+        if (total != 12 || hi - lo > 1) {
+          fail_msg("seed %" PRIu64 " round %d step %d: %zu assigned, spread %zu", seed, round,
+                   step, total, hi - lo);
+        }
+        for (uint32_t p = 0; p < 12; p++) {
+          assert_non_null(group_owner(&g, "orders", p));
+        }
+      }
+      a.n = 0;
+    }
+    group_actions_free(&a);
+    group_close(&g);
+  }
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_group_three_joins_form_one_generation),
+      cmocka_unit_test(test_group_silent_member_expires_and_its_partitions_move),
+      cmocka_unit_test(test_group_rebalance_deadline_drops_members_that_do_not_rejoin),
+      cmocka_unit_test(test_group_bad_joins_are_refused_and_the_group_goes_on),
+      cmocka_unit_test(test_group_leave_and_added_partitions_rebalance),
+      cmocka_unit_test(test_group_offsets_are_kept_and_expire),
+      cmocka_unit_test(test_group_random_event_orders_keep_invariants),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
