@@ -3,12 +3,14 @@
 #include "format/batch.h"
 
 #include "common/err.h"
+#include "format/codec.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
 #include "format/varint.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void batch_header_decode(const uint8_t *p, struct batch_header *h)
@@ -172,11 +174,13 @@ static int batch_record_parse(const uint8_t *p, size_t len, int64_t base_offset,
   return 0;
 }
 
-/* Checks the records of an uncompressed batch against its header. */
-static int batch_validate_records(const uint8_t *p, size_t len, const struct batch_header *h,
-                                  char *errmsg, size_t errmsg_len)
+/* Checks the records section p[0..len) (decompressed when the batch is
+ * compressed) against the batch's header. Byte positions in messages count
+ * from the batch's start for an uncompressed batch, from the section's
+ * start otherwise. */
+static int batch_validate_records(const uint8_t *p, size_t len, size_t pos,
+                                  const struct batch_header *h, char *errmsg, size_t errmsg_len)
 {
-  size_t pos = BATCH_HEADER_SIZE;
   int64_t max_ts = INT64_MIN;
   for (int32_t i = 0; i < h->record_count; i++) {
     if (pos == len) {
@@ -258,6 +262,12 @@ int batch_verify(const uint8_t *p, size_t len, size_t max_bytes, char *errmsg,
                       "record_count %d cannot fit in %zu bytes of records", h.record_count,
                       len - BATCH_HEADER_SIZE);
   }
+  if (codec != BATCH_CODEC_NONE &&
+      (size_t)h.record_count > max_bytes / BATCH_MIN_RECORD_SIZE) {
+    return batch_fail(errmsg, errmsg_len, CAIRN_EBADCOUNT,
+                      "record_count %d cannot fit in %zu decompressed bytes", h.record_count,
+                      max_bytes);
+  }
   if (h.max_timestamp < h.first_timestamp) {
     return batch_fail(errmsg, errmsg_len, CAIRN_EBADRECORD,
                       "max_timestamp %lld is before first_timestamp %lld",
@@ -275,10 +285,25 @@ int batch_validate(const uint8_t *p, size_t len, size_t max_bytes, char *errmsg,
   }
   struct batch_header h;
   batch_header_decode(p, &h);
-  if ((h.attributes & BATCH_ATTR_CODEC_MASK) != BATCH_CODEC_NONE) {
-    return 0; /* records are opaque until decompressed by a consumer */
+  int codec = h.attributes & BATCH_ATTR_CODEC_MASK;
+  if (codec == BATCH_CODEC_NONE) {
+    return batch_validate_records(p, len, BATCH_HEADER_SIZE, &h, errmsg, errmsg_len);
   }
-  return batch_validate_records(p, len, &h, errmsg, errmsg_len);
+  /* Compressed: decompress the records into a buffer that may grow to the
+   * batch size limit and no further, then check them as above. */
+  uint8_t *rec;
+  size_t rec_len;
+  rv = codec_decompress((enum batch_codec)codec, p + BATCH_HEADER_SIZE, len - BATCH_HEADER_SIZE,
+                        max_bytes > BATCH_HEADER_SIZE ? max_bytes - BATCH_HEADER_SIZE : 0, &rec,
+                        &rec_len);
+  if (rv != 0) {
+    return batch_fail(errmsg, errmsg_len, rv == CAIRN_ENOMEM ? rv : CAIRN_EBADRECORD,
+                      "%s records do not decompress within %zu bytes: %s",
+                      codec == BATCH_CODEC_LZ4 ? "lz4" : "zstd", max_bytes, cairn_strerror(rv));
+  }
+  rv = batch_validate_records(rec, rec_len, 0, &h, errmsg, errmsg_len);
+  free(rec);
+  return rv;
 }
 
 int batch_iter_init(struct batch_iter *it, const uint8_t *p, size_t len)

@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 #include "format/batch_builder.h"
+#include "format/codec.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
 #include "format/varint.h"
@@ -648,21 +649,46 @@ static void test_batch_rejects_unknown_codec(void **state)
   free(p);
 }
 
-static void test_batch_accepts_known_codec_without_decoding_records(void **state)
+static void test_batch_validates_compressed_records_after_decompressing(void **state)
+{
+  (void)state;
+  for (int codec = BATCH_CODEC_LZ4; codec <= BATCH_CODEC_ZSTD; codec++) {
+    size_t len;
+    uint8_t *p = tu_make_batch(7, 50, 40, 1000, &len);
+    size_t plain_len = len;
+    assert_int_equal(codec_batch_compress((enum batch_codec)codec, 0, &p, &len), 0);
+    assert_true(len < plain_len);
+    assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+    expect_valid(p, len);
+    /* Iteration refuses it; decompressing gives back the plain batch. */
+    struct batch_iter it;
+    assert_int_equal(batch_iter_init(&it, p, len), CAIRN_EUNSUPPORTED);
+    uint8_t *plain;
+    size_t n;
+    assert_int_equal(codec_batch_decompress(p, len, BATCH_DEFAULT_MAX_BYTES, &plain, &n), 0);
+    assert_int_equal(n, plain_len);
+    expect_valid(plain, n);
+    /* The limit bounds the decompressed size: below it, refused. */
+    expect_invalid(p, len, plain_len - 1, CAIRN_EBADRECORD);
+    free(plain);
+    /* Garbage in place of the compressed records: refused. */
+    memset(p + BATCH_HEADER_SIZE, 0xEE, len - BATCH_HEADER_SIZE);
+    fix_crc(p, len);
+    expect_invalid(p, len, BATCH_DEFAULT_MAX_BYTES, CAIRN_EBADRECORD);
+    free(p);
+  }
+}
+
+static void test_batch_rejects_compressed_batch_with_bad_record(void **state)
 {
   (void)state;
   size_t len;
-  uint8_t *p = make_small_batch(&len);
-  /* Records are opaque under a codec: garbage in them passes validation,
-   * but iteration refuses a compressed batch. */
-  memset(p + BATCH_HEADER_SIZE, 0xEE, len - BATCH_HEADER_SIZE);
-  for (uint16_t codec = BATCH_CODEC_LZ4; codec <= BATCH_CODEC_ZSTD; codec++) {
-    le_put16(p + BATCH_OFF_ATTRIBUTES, codec);
-    fix_crc(p, len);
-    expect_valid(p, len);
-    struct batch_iter it;
-    assert_int_equal(batch_iter_init(&it, p, len), CAIRN_EUNSUPPORTED);
-  }
+  uint8_t *p = tu_make_batch(7, 50, 40, 1000, &len);
+  p[record_pos(p, len, 1) + 3] = 4 << 1; /* record 1's offset delta says 4 */
+  fix_crc(p, len);
+  assert_int_equal(codec_batch_compress(BATCH_CODEC_ZSTD, 0, &p, &len), 0);
+  assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, BATCH_CODEC_ZSTD);
+  expect_invalid(p, len, BATCH_DEFAULT_MAX_BYTES, CAIRN_EBADRECORD);
   free(p);
 }
 
@@ -1201,7 +1227,8 @@ int main(void)
       cmocka_unit_test(test_batch_rejects_batch_larger_than_max_bytes),
       cmocka_unit_test(test_batch_rejects_reserved_attribute_bit),
       cmocka_unit_test(test_batch_rejects_unknown_codec),
-      cmocka_unit_test(test_batch_accepts_known_codec_without_decoding_records),
+      cmocka_unit_test(test_batch_validates_compressed_records_after_decompressing),
+      cmocka_unit_test(test_batch_rejects_compressed_batch_with_bad_record),
       cmocka_unit_test(test_batch_rejects_record_count_larger_than_records),
       cmocka_unit_test(test_batch_rejects_record_count_smaller_than_records),
       cmocka_unit_test(test_batch_rejects_zero_or_negative_record_count),
