@@ -1,0 +1,512 @@
+/* conn.c - one TCP connection per node address: resolve, connect, Hello,
+ * then pipelined requests matched to answers by correlation id, each with
+ * its own deadline.
+ *
+ * States (lc_conn_set_state):
+ *   RESOLVING --lc_conn_on_resolved--> CONNECTING --lc_conn_on_connect-->
+ *   HELLO --lc_conn_on_hello--> READY
+ *   any --lc_conn_fail--> CLOSING (requests fail; freed when libuv has
+ *   called back for every handle and request it holds)
+ * Requests made before READY wait in cn->reqs unwritten and are written
+ * when Hello is answered. A failed connection is unlinked at once, so the
+ * next lc_conn_get for its address dials a fresh one. */
+#include "internal.h"
+
+#include "common/err.h"
+#include "net/frame.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Answers larger than this close the connection (a named bound on what
+ * a peer can make us buffer). */
+#define LC_MAX_ANSWER_BYTES (256u * 1024 * 1024)
+
+static void lc_conn_set_state(struct lc_conn *cn, enum lc_conn_state s) { cn->state = s; }
+
+static void lc_conn_maybe_free(struct lc_conn *cn)
+{
+  if (cn->state != LC_CONN_CLOSING || cn->handles > 0) {
+    return;
+  }
+  free(cn->rbuf);
+  free(cn);
+}
+
+static void lc_req_release(struct lc_req *r)
+{
+  if (--r->refs == 0) {
+    free(r->frame);
+    free(r);
+  }
+}
+
+static void lc_req_unlink(struct lc_conn *cn, struct lc_req *r)
+{
+  if (r->prev != NULL) {
+    r->prev->next = r->next;
+  } else {
+    cn->reqs = r->next;
+  }
+  if (r->next != NULL) {
+    r->next->prev = r->prev;
+  }
+  r->prev = r->next = NULL;
+}
+
+/* Answers r (once): unlinks it, calls back, drops the answer's ref. */
+static void lc_req_finish(struct lc_conn *cn, struct lc_req *r, int status,
+                          Cairn__Client__Envelope *env, const uint8_t *payload, size_t len)
+{
+  lc_req_unlink(cn, r);
+  r->answered = true;
+  r->cb(cn->c, status, env, payload, len, r->data);
+  lc_req_release(r);
+}
+
+static void lc_conn_on_close(uv_handle_t *h)
+{
+  struct lc_conn *cn = h->data;
+  cn->handles--;
+  lc_conn_maybe_free(cn);
+}
+
+void lc_conn_fail(struct lc_conn *cn, int status, const char *why)
+{
+  if (cn->state == LC_CONN_CLOSING) {
+    return;
+  }
+  lc_conn_set_state(cn, LC_CONN_CLOSING);
+  cn->fail_status = status;
+  if (status != UV_ECANCELED) {
+    cn->c->stats.conn_failures++;
+  }
+  lc_fmt(cn->errmsg, sizeof cn->errmsg, "%s: %s: %s", cn->addr, why, cairn_strerror(status));
+  struct cairn_client *c = cn->c;
+  for (struct lc_conn **pp = &c->conns; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == cn) {
+      *pp = cn->next;
+      break;
+    }
+  }
+  cn->handles++; /* held while failing requests, so callbacks cannot free cn */
+  while (cn->reqs != NULL) {
+    lc_req_finish(cn, cn->reqs, status, NULL, NULL, 0);
+  }
+  if (cn->gai_active) {
+    uv_cancel((uv_req_t *)&cn->gai);
+  }
+  if (cn->tcp_open) {
+    cn->tcp_open = false;
+    cn->handles++;
+    uv_close((uv_handle_t *)&cn->tcp, lc_conn_on_close);
+  }
+  cn->handles--;
+  lc_conn_maybe_free(cn);
+}
+
+static void lc_conn_on_write(uv_write_t *w, int status)
+{
+  struct lc_req *r = w->data;
+  struct lc_conn *cn = r->cn;
+  cn->handles--;
+  r->written = true;
+  lc_req_release(r);
+  if (status < 0 && status != UV_ECANCELED) {
+    lc_conn_fail(cn, status, "write");
+  }
+  lc_conn_maybe_free(cn);
+}
+
+static int lc_conn_write(struct lc_conn *cn, struct lc_req *r)
+{
+  uv_buf_t b = uv_buf_init((char *)r->frame, (unsigned)r->frame_len);
+  r->wr.data = r;
+  int rv = uv_write(&r->wr, (uv_stream_t *)&cn->tcp, &b, 1, lc_conn_on_write);
+  if (rv != 0) {
+    return rv;
+  }
+  r->refs++;
+  cn->handles++;
+  return 0;
+}
+
+/* Builds the frame of env + payload into r->frame. */
+static int lc_req_build(struct lc_req *r, Cairn__Client__Envelope *env, const uv_buf_t *payload,
+                        int npayload)
+{
+  uint64_t plen = 0;
+  for (int i = 0; i < npayload; i++) {
+    plen += payload[i].len;
+  }
+  size_t hl = frame_header_size(env);
+  if (hl + plen > FRAME_MAX_BYTES_LIMIT) {
+    return CAIRN_ETOOLARGE;
+  }
+  r->frame_len = hl + (size_t)plen;
+  if ((r->frame = malloc(r->frame_len)) == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  int rv = frame_encode_header(env, plen, r->frame);
+  if (rv != 0) {
+    free(r->frame);
+    r->frame = NULL;
+    return rv;
+  }
+  size_t pos = hl;
+  for (int i = 0; i < npayload; i++) {
+    if (payload[i].len > 0) {
+      memcpy(r->frame + pos, payload[i].base, payload[i].len);
+      pos += payload[i].len;
+    }
+  }
+  return 0;
+}
+
+/* Queues a request on cn (writes it now if READY, or in HELLO for the
+ * Hello itself). */
+static int lc_conn_submit(struct lc_conn *cn, Cairn__Client__Envelope *env,
+                          const uv_buf_t *payload, int npayload, uint32_t timeout_ms,
+                          bool write_now, lc_req_cb cb, void *data)
+{
+  struct lc_req *r = calloc(1, sizeof *r);
+  if (r == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  r->cn = cn;
+  r->corr = ++cn->next_corr;
+  env->correlation_id = r->corr;
+  int rv = lc_req_build(r, env, payload, npayload);
+  if (rv != 0) {
+    free(r);
+    return rv;
+  }
+  r->refs = 1;
+  r->cb = cb;
+  r->data = data;
+  r->deadline_ms = lc_now(cn->c) + timeout_ms;
+  if (write_now && (rv = lc_conn_write(cn, r)) != 0) {
+    free(r->frame);
+    free(r);
+    return rv;
+  }
+  r->next = cn->reqs;
+  if (cn->reqs != NULL) {
+    cn->reqs->prev = r;
+  }
+  cn->reqs = r;
+  return 0;
+}
+
+int lc_conn_call(struct lc_conn *cn, Cairn__Client__Envelope *env, const uv_buf_t *payload,
+                 int npayload, uint32_t timeout_ms, lc_req_cb cb, void *data)
+{
+  if (cn->state == LC_CONN_CLOSING) {
+    return CAIRN_ECLOSED;
+  }
+  return lc_conn_submit(cn, env, payload, npayload, timeout_ms, cn->state == LC_CONN_READY, cb,
+                        data);
+}
+
+int lc_call(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *env,
+            const uv_buf_t *payload, int npayload, uint32_t timeout_ms, lc_req_cb cb, void *data)
+{
+  struct lc_conn *cn;
+  int rv = lc_conn_get(c, addr, &cn);
+  if (rv != 0) {
+    return rv;
+  }
+  return lc_conn_call(cn, env, payload, npayload, timeout_ms, cb, data);
+}
+
+static void lc_conn_on_hello(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                             const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_conn *cn = data;
+  if (status != 0) {
+    if (cn->state != LC_CONN_CLOSING) {
+      lc_conn_fail(cn, status, "hello");
+    }
+    return;
+  }
+  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_HELLO_RESP) {
+    lc_conn_fail(cn, CAIRN_EPROTOCOL, "hello answered with another api");
+    return;
+  }
+  Cairn__Client__HelloResponse *hr = env->hello_resp;
+  if (hr->error != NULL && hr->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    lc_conn_fail(cn, lc_wire_err((int)hr->error->code), "hello refused");
+    return;
+  }
+  cn->node_id = hr->node_id;
+  if (hr->max_frame_bytes != 0) {
+    cn->max_frame_bytes = hr->max_frame_bytes;
+  }
+  for (size_t i = 0; i < hr->n_apis; i++) {
+    if ((int)hr->apis[i] >= 0 && (int)hr->apis[i] < LC_MAX_APIS) {
+      cn->apis[hr->apis[i]] = true;
+    }
+  }
+  lc_conn_set_state(cn, LC_CONN_READY);
+  /* Write what waited, oldest first (the list is newest first). */
+  struct lc_req *last = cn->reqs;
+  while (last != NULL && last->next != NULL) {
+    last = last->next;
+  }
+  for (struct lc_req *r = last; r != NULL;) {
+    struct lc_req *prev = r->prev;
+    if (!r->written && r->refs == 1) {
+      int rv = lc_conn_write(cn, r);
+      if (rv != 0) {
+        lc_conn_fail(cn, rv, "write");
+        return;
+      }
+    }
+    r = prev;
+  }
+}
+
+static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct lc_conn *cn = h->data;
+  if (cn->rcap - cn->rlen < LC_READ_CHUNK) {
+    size_t cap = cn->rlen + LC_READ_CHUNK;
+    uint8_t *nb = realloc(cn->rbuf, cap);
+    if (nb == NULL) {
+      *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+      return;
+    }
+    cn->rbuf = nb;
+    cn->rcap = cap;
+  }
+  *buf = uv_buf_init((char *)cn->rbuf + cn->rlen, (unsigned)(cn->rcap - cn->rlen));
+}
+
+/* Handles every whole frame in rbuf. */
+static void lc_conn_process(struct lc_conn *cn)
+{
+  size_t pos = 0;
+  while (cn->state != LC_CONN_CLOSING) {
+    struct frame f;
+    int rv = frame_decode(cn->rbuf + pos, cn->rlen - pos, LC_MAX_ANSWER_BYTES, &f);
+    if (rv == FRAME_NEED_MORE) {
+      break;
+    }
+    if (rv != FRAME_WHOLE) {
+      lc_conn_fail(cn, CAIRN_EPROTOCOL, "malformed frame from the node");
+      return;
+    }
+    Cairn__Client__Envelope *env;
+    if ((rv = frame_unpack_envelope(&f, &env)) != 0) {
+      lc_conn_fail(cn, CAIRN_EPROTOCOL, "envelope does not parse");
+      return;
+    }
+    if (env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP &&
+        env->correlation_id == 0) {
+      /* The node could not decode a frame of ours: it closes after this. */
+      char why[LC_ERRMSG_SIZE];
+      lc_fmt(why, sizeof why, "the node refused a frame (%s)",
+               env->error_resp->message != NULL ? env->error_resp->message : "");
+      cairn__client__envelope__free_unpacked(env, NULL);
+      lc_conn_fail(cn, CAIRN_EPROTOCOL, why);
+      return;
+    }
+    struct lc_req *r = cn->reqs;
+    while (r != NULL && r->corr != env->correlation_id) {
+      r = r->next;
+    }
+    if (r != NULL) { /* else: an answer after its request timed out */
+      lc_req_finish(cn, r, 0, env, f.payload, f.payload_len);
+    }
+    cairn__client__envelope__free_unpacked(env, NULL);
+    pos += f.size;
+  }
+  if (cn->state != LC_CONN_CLOSING && pos > 0) {
+    memmove(cn->rbuf, cn->rbuf + pos, cn->rlen - pos);
+    cn->rlen -= pos;
+  }
+}
+
+static void lc_conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  struct lc_conn *cn = s->data;
+  if (nread < 0) {
+    lc_conn_fail(cn, nread == UV_EOF ? CAIRN_ECLOSED : (int)nread, "read");
+    return;
+  }
+  cn->rlen += (size_t)nread;
+  cn->handles++; /* callbacks below must not free cn under us */
+  lc_conn_process(cn);
+  cn->handles--;
+  lc_conn_maybe_free(cn);
+}
+
+static void lc_conn_on_connect(uv_connect_t *req, int status)
+{
+  struct lc_conn *cn = req->data;
+  cn->handles--;
+  if (cn->state == LC_CONN_CLOSING) {
+    lc_conn_maybe_free(cn);
+    return;
+  }
+  if (status < 0) {
+    lc_conn_fail(cn, status, "connect");
+    return;
+  }
+  uv_tcp_nodelay(&cn->tcp, 1);
+  int rv = uv_read_start((uv_stream_t *)&cn->tcp, lc_conn_on_alloc, lc_conn_on_read);
+  if (rv != 0) {
+    lc_conn_fail(cn, rv, "read start");
+    return;
+  }
+  lc_conn_set_state(cn, LC_CONN_HELLO);
+  Cairn__Client__HelloRequest hr = CAIRN__CLIENT__HELLO_REQUEST__INIT;
+  hr.min_version = 1;
+  hr.max_version = 1;
+  hr.client_id = cn->c->client_id;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_HELLO;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ;
+  env.hello_req = &hr;
+  rv = lc_conn_submit(cn, &env, NULL, 0, cn->c->opts.connect_timeout_ms, true, lc_conn_on_hello,
+                      cn);
+  if (rv != 0) {
+    lc_conn_fail(cn, rv, "hello");
+  }
+}
+
+static void lc_conn_on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
+{
+  struct lc_conn *cn = gai->data;
+  cn->handles--;
+  cn->gai_active = false;
+  if (cn->state == LC_CONN_CLOSING) {
+    uv_freeaddrinfo(res);
+    lc_conn_maybe_free(cn);
+    return;
+  }
+  if (status < 0) {
+    lc_conn_fail(cn, status, "resolve");
+    return;
+  }
+  int rv = uv_tcp_init(cn->c->loop, &cn->tcp);
+  if (rv == 0) {
+    cn->tcp.data = cn;
+    cn->tcp_open = true;
+    cn->connect_req.data = cn;
+    rv = uv_tcp_connect(&cn->connect_req, &cn->tcp, res->ai_addr, lc_conn_on_connect);
+  }
+  uv_freeaddrinfo(res);
+  if (rv != 0) {
+    lc_conn_fail(cn, rv, "connect");
+    return;
+  }
+  cn->handles++;
+  lc_conn_set_state(cn, LC_CONN_CONNECTING);
+}
+
+/* Splits "host:port" / "[v6]:port" into host and port. */
+static int lc_split_addr(const char *addr, char *host, size_t hostlen, char *port,
+                         size_t portlen)
+{
+  const char *colon = strrchr(addr, ':');
+  if (colon == NULL || colon[1] == '\0' || colon == addr) {
+    return CAIRN_EINVAL;
+  }
+  const char *h = addr;
+  size_t hl = (size_t)(colon - addr);
+  if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+    h++;
+    hl -= 2;
+  }
+  if (hl == 0 || hl >= hostlen || strlen(colon + 1) >= portlen) {
+    return CAIRN_EINVAL;
+  }
+  memcpy(host, h, hl);
+  host[hl] = '\0';
+  strcpy(port, colon + 1);
+  return 0;
+}
+
+int lc_conn_get(struct cairn_client *c, const char *addr, struct lc_conn **out)
+{
+  for (struct lc_conn *cn = c->conns; cn != NULL; cn = cn->next) {
+    if (strcmp(cn->addr, addr) == 0) {
+      *out = cn;
+      return 0;
+    }
+  }
+  if (c->closing) {
+    return CAIRN_ECLOSED;
+  }
+  char host[LC_ADDR_MAX], port[16];
+  int rv = lc_split_addr(addr, host, sizeof host, port, sizeof port);
+  if (rv != 0) {
+    return rv;
+  }
+  struct lc_conn *cn = calloc(1, sizeof *cn);
+  if (cn == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  cn->c = c;
+  lc_strlcpy(cn->addr, addr, sizeof cn->addr);
+  cn->max_frame_bytes = FRAME_DEFAULT_MAX_BYTES;
+  cn->connect_deadline_ms = lc_now(c) + c->opts.connect_timeout_ms;
+  cn->gai.data = cn;
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  lc_conn_set_state(cn, LC_CONN_RESOLVING);
+  rv = uv_getaddrinfo(c->loop, &cn->gai, lc_conn_on_resolved, host, port, &hints);
+  if (rv != 0) {
+    free(cn);
+    return rv;
+  }
+  cn->gai_active = true;
+  cn->handles++;
+  cn->next = c->conns;
+  c->conns = cn;
+  *out = cn;
+  return 0;
+}
+
+int lc_conn_has_api(struct cairn_client *c, const char *addr, int api)
+{
+  for (struct lc_conn *cn = c->conns; cn != NULL; cn = cn->next) {
+    if (strcmp(cn->addr, addr) == 0 && cn->state == LC_CONN_READY) {
+      return api >= 0 && api < LC_MAX_APIS && cn->apis[api];
+    }
+  }
+  return -1;
+}
+
+/* Finds one expired request or connection and fails it; returns whether
+ * it did (callbacks may change every list, so the sweep restarts). */
+static bool lc_conn_sweep_one(struct cairn_client *c, uint64_t now)
+{
+  for (struct lc_conn *cn = c->conns; cn != NULL; cn = cn->next) {
+    if (cn->state != LC_CONN_READY && now >= cn->connect_deadline_ms) {
+      lc_conn_fail(cn, UV_ETIMEDOUT, "connect or hello timed out");
+      return true;
+    }
+    for (struct lc_req *r = cn->reqs; r != NULL; r = r->next) {
+      if (now >= r->deadline_ms) {
+        cn->handles++;
+        lc_req_finish(cn, r, CAIRN_EREQUEST_TIMEOUT, NULL, NULL, 0);
+        cn->handles--;
+        lc_conn_maybe_free(cn);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void lc_conn_sweep(struct cairn_client *c)
+{
+  uint64_t now = lc_now(c);
+  while (lc_conn_sweep_one(c, now)) {
+  }
+}

@@ -1,0 +1,252 @@
+/* op.c - one request retried until a deadline: to any node (admin calls)
+ * or to a partition's leader (ListOffsets). Connection failures,
+ * timeouts, NOT_LEADER, NOT_CONTROLLER and the like wait a backoff with
+ * jitter (refreshing metadata when routing may be wrong) and try again;
+ * anything else, or the deadline, ends the op.
+ *
+ *   lc_op_start -> lc_op_attempt -> (route; maybe lc_meta_refresh ->
+ *   lc_op_on_meta) -> lc_call -> lc_op_on_answer -> DONE: lc_op_finish
+ *                                                -> RETRY: wake_ms set;
+ *   lc_op_tick wakes it (lc_op_attempt) or ends it at the deadline. */
+#include "internal.h"
+
+#include "common/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lc_op *lc_op_new(struct cairn_client *c)
+{
+  struct lc_op *op = calloc(1, sizeof *op);
+  if (op != NULL) {
+    op->c = c;
+  }
+  return op;
+}
+
+static void lc_op_finish(struct lc_op *op, int status)
+{
+  struct cairn_client *c = op->c;
+  if (op->prev != NULL) {
+    op->prev->next = op->next;
+  } else {
+    c->ops = op->next;
+  }
+  if (op->next != NULL) {
+    op->next->prev = op->prev;
+  }
+  op->status = status;
+  if (status != 0 && op->errmsg[0] == '\0') {
+    lc_strlcpy(op->errmsg, cairn_strerror(status), sizeof op->errmsg);
+  }
+  op->done(op);
+  if (op->req != NULL && op->free_req != NULL) {
+    op->free_req(op->req);
+  }
+  free(op->topic);
+  free(op);
+}
+
+/* Status to report when the deadline ends a retried op: connection
+ * trouble everywhere reads as "unreachable". */
+static int lc_op_final_status(const struct lc_op *op)
+{
+  int s = op->status;
+  if (s == CAIRN_ECLOSED || s == CAIRN_EREQUEST_TIMEOUT || (s < 0 && s > -4096)) {
+    return op->target == LC_OP_ANY ? CAIRN_EUNREACHABLE : s;
+  }
+  return s != 0 ? s : CAIRN_EREQUEST_TIMEOUT;
+}
+
+static void lc_op_retry_later(struct lc_op *op)
+{
+  struct cairn_client *c = op->c;
+  uint64_t now = lc_now(c);
+  if (!lc_retriable(op->status) || now >= op->deadline_ms) {
+    int final = lc_retriable(op->status) ? lc_op_final_status(op) : op->status;
+    if (final == CAIRN_EUNREACHABLE && op->status != CAIRN_EUNREACHABLE) {
+      char last[LC_ERRMSG_SIZE];
+      lc_strlcpy(last, op->errmsg, sizeof last);
+      lc_fmt(op->errmsg, sizeof op->errmsg, "no node answered within %u ms (last: %s)",
+             c->opts.request_timeout_ms, last);
+    }
+    lc_op_finish(op, final);
+    return;
+  }
+  if (lc_needs_refresh(op->status)) {
+    lc_meta_invalidate(c);
+  }
+  op->any_cursor++;
+  c->stats.retries++;
+  uint64_t wake = now + lc_backoff_next(&op->bk);
+  op->wake_ms = wake < op->deadline_ms ? wake : op->deadline_ms;
+}
+
+static void lc_op_attempt(struct lc_op *op);
+
+static void lc_op_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                            const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_op *op = data;
+  op->in_flight = false;
+  if (op->canceled || (status == UV_ECANCELED && c->closing)) {
+    lc_op_finish(op, UV_ECANCELED);
+    return;
+  }
+  if (status != 0) {
+    op->status = status;
+    lc_fmt(op->errmsg, sizeof op->errmsg, "%s: %s", op->addr, cairn_strerror(status));
+    lc_op_retry_later(op);
+    return;
+  }
+  op->errmsg[0] = '\0';
+  if (env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP && op->answer_errors == false) {
+    /* The node refused the request as a whole (unknown api, malformed). */
+    op->status = env->error_resp->code != CAIRN__CLIENT__ERROR_CODE__OK
+                     ? lc_wire_err((int)env->error_resp->code)
+                     : CAIRN_EPROTOCOL;
+    lc_fmt(op->errmsg, sizeof op->errmsg, "%s: %s", cairn_strerror(op->status),
+           env->error_resp->message != NULL ? env->error_resp->message : "");
+    if (lc_retriable(op->status)) {
+      lc_op_retry_later(op);
+    } else {
+      lc_op_finish(op, op->status);
+    }
+    return;
+  }
+  if (op->answer(op, env) == LC_OP_DONE) {
+    lc_op_finish(op, op->status);
+    return;
+  }
+  lc_op_retry_later(op);
+}
+
+static void lc_op_on_meta(struct cairn_client *c, int status, const char *errmsg, void *data)
+{
+  struct lc_op *op = data;
+  op->in_flight = false;
+  if (op->canceled || status == UV_ECANCELED) {
+    lc_op_finish(op, UV_ECANCELED);
+    return;
+  }
+  if (status != 0) {
+    op->status = status;
+    lc_strlcpy(op->errmsg, errmsg, sizeof op->errmsg);
+    lc_op_retry_later(op);
+    return;
+  }
+  const char *addr;
+  int rv = lc_route(c, op->topic, op->partition, op->meta_gen, &addr);
+  if (rv < 0) {
+    lc_op_finish(op, rv);
+    return;
+  }
+  if (rv == LC_ROUTE_WAIT) {
+    op->status = CAIRN_ENOTLEADER; /* no leader known yet */
+    lc_strlcpy(op->errmsg, "no leader known for the partition", sizeof op->errmsg);
+    lc_op_retry_later(op);
+    return;
+  }
+  lc_op_attempt(op);
+}
+
+static void lc_op_attempt(struct lc_op *op)
+{
+  struct cairn_client *c = op->c;
+  const char *addr = NULL;
+  if (op->target == LC_OP_LEADER) {
+    int rv = lc_route(c, op->topic, op->partition, op->meta_gen, &addr);
+    if (rv < 0) {
+      lc_op_finish(op, rv);
+      return;
+    }
+    if (rv == LC_ROUTE_WAIT) {
+      op->in_flight = true;
+      rv = lc_meta_refresh(c, lc_op_on_meta, op);
+      if (rv != 0) {
+        op->in_flight = false;
+        lc_op_finish(op, rv);
+      }
+      return;
+    }
+  } else {
+    size_t count;
+    lc_meta_candidate(c, 0, &count);
+    if (count == 0) {
+      lc_op_finish(op, CAIRN_EUNREACHABLE);
+      return;
+    }
+    addr = lc_meta_candidate(c, op->any_cursor % count, &count);
+  }
+  uint64_t now = lc_now(c);
+  uint64_t left = op->deadline_ms > now ? op->deadline_ms - now : 1;
+  uint32_t timeout = c->opts.request_timeout_ms;
+  if (left < timeout) {
+    timeout = (uint32_t)left;
+  }
+  lc_strlcpy(op->addr, addr, sizeof op->addr);
+  op->in_flight = true;
+  int rv = lc_call(c, addr, op->req, NULL, 0, timeout, lc_op_on_answer, op);
+  if (rv != 0) {
+    op->in_flight = false;
+    op->status = rv;
+    lc_op_retry_later(op);
+  }
+}
+
+void lc_op_start(struct cairn_client *c, struct lc_op *op)
+{
+  op->c = c;
+  op->deadline_ms = lc_now(c) + c->opts.request_timeout_ms;
+  op->meta_gen = c->meta.generation;
+  op->any_cursor = (size_t)lc_rand(c);
+  lc_backoff_init(&op->bk, c->opts.retry_backoff_ms, c->opts.retry_backoff_max_ms, lc_rand(c));
+  op->next = c->ops;
+  if (c->ops != NULL) {
+    c->ops->prev = op;
+  }
+  c->ops = op;
+  lc_op_attempt(op);
+}
+
+/* Finds one op to wake or expire; the callbacks may change the list. */
+static bool lc_op_tick_one(struct cairn_client *c, uint64_t now)
+{
+  for (struct lc_op *op = c->ops; op != NULL; op = op->next) {
+    if (op->in_flight) {
+      continue;
+    }
+    if (op->wake_ms != 0 && now >= op->wake_ms) {
+      op->wake_ms = 0;
+      if (now >= op->deadline_ms) {
+        lc_op_retry_later(op); /* past the deadline: finishes it */
+      } else {
+        lc_op_attempt(op);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+void lc_op_tick(struct cairn_client *c)
+{
+  uint64_t now = lc_now(c);
+  for (int i = 0; i < 1000 && lc_op_tick_one(c, now); i++) {
+  }
+}
+
+void lc_op_cancel_all(struct cairn_client *c)
+{
+  struct lc_op *op = c->ops;
+  while (op != NULL) {
+    struct lc_op *next = op->next;
+    if (op->in_flight) {
+      op->canceled = true; /* its request or refresh calls back canceled */
+    } else {
+      lc_op_finish(op, UV_ECANCELED);
+    }
+    op = next;
+  }
+}

@@ -1,0 +1,1033 @@
+/* producer.c - the producer: partitioning, buffer accounting, sealing
+ * batches, sending them to partition leaders in ProduceRequests (one per
+ * leader per round), retries within the delivery timeout, in-order
+ * delivery callbacks, flush and close.
+ *
+ * Happy path: cairn_producer_send -> lc_prod_route_msg (partition) ->
+ * lc_acc_append -> (linger, size or flush) lc_acc_seal -> lc_prod_send_all
+ * -> lc_prod_on_answer -> batch done -> lc_prod_complete (callbacks in
+ * partition order).
+ * Failure modes: a retriable error (NOT_LEADER, IN_DOUBT, timeout, closed
+ * or refused connection) puts the batch back, blocks the partition until
+ * its other batches in flight return, then resends the same bytes from
+ * the first unacknowledged batch, after a backoff with jitter and a
+ * metadata refresh; a final error (or the delivery timeout) fails the
+ * batch's messages.
+ * Non-idempotent (producer id -1): a batch retried after IN_DOUBT or a
+ * timeout may be written twice. */
+#include "internal.h"
+
+#include "accumulator.h"
+#include "common/err.h"
+#include "format/batch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A ProduceRequest's payload stays below this (frames allow 16 MiB). */
+#define LC_PROD_MAX_REQUEST_BYTES (8u * 1024 * 1024)
+
+/* One partition's producer state. */
+struct lc_ppart {
+  struct lc_acc acc;
+  uint64_t wake_ms; /* not before: backoff after a failure */
+  bool retrying;    /* a batch came back: resend from the head once idle */
+  struct lc_backoff bk;
+};
+
+struct lc_ptopic {
+  char *name;
+  int32_t count;
+  struct lc_ppart *parts;
+  int32_t sticky; /* keyless messages go here; -1: pick one */
+  bool sticky_used;
+};
+
+/* A message waiting for its topic's metadata (copied, owned). */
+struct lc_held {
+  struct lc_held *next;
+  char *topic;
+  struct cairn_message m; /* pointers into buf */
+  struct cairn_header *headers;
+  uint8_t *buf;
+  struct lc_msg msg;
+  uint64_t deadline_ms;
+};
+
+struct lc_flush {
+  struct lc_flush *next;
+  uint64_t upto; /* messages with id < upto count */
+  size_t remaining;
+  cairn_producer_cb cb;
+  void *data;
+};
+
+enum lc_pid_state { LC_PID_UNKNOWN, LC_PID_ASKING, LC_PID_READY };
+
+struct cairn_producer {
+  struct cairn_producer *next; /* in c->producers */
+  struct cairn_client *c;
+  struct cairn_producer_options o;
+  struct lc_ptopic **topics;
+  size_t ntopics;
+  struct lc_held *held, *held_tail;
+  uint64_t held_gen;      /* metadata generation when the held were last routed */
+  bool held_refreshing;
+  uint64_t mem;
+  size_t pending;
+  uint64_t next_id;
+  struct lc_flush *flushes;
+  bool force_seal;
+  enum lc_pid_state pid_state;
+  int64_t pid;
+  int16_t epoch;
+  uint64_t pid_wake_ms;
+  int reqs_in_flight;
+  uv_timer_t kick;
+  bool kick_armed;
+  bool closing;
+  bool closed; /* kick handle closing */
+  cairn_producer_cb close_cb;
+  void *close_data;
+};
+
+/* One batch of a ProduceRequest in flight. */
+struct lc_preq_item {
+  struct lc_ptopic *t;
+  int32_t partition;
+  struct lc_batch *b;
+};
+
+struct lc_preq {
+  struct cairn_producer *p;
+  struct lc_preq_item *items;
+  size_t n;
+};
+
+static void lc_prod_kick(struct cairn_producer *p);
+
+struct cairn_producer *lc_producer_next(struct cairn_producer *p) { return p->next; }
+
+void cairn_producer_options_init(struct cairn_producer_options *o)
+{
+  memset(o, 0, sizeof *o);
+  o->linger_ms = 5;
+  o->batch_bytes = 65536;
+  o->max_batch_bytes = 1048576;
+  o->buffer_bytes = 33554432;
+  o->compression = CAIRN_COMPRESSION_NONE;
+  o->max_in_flight = 5;
+  o->idempotence = true;
+}
+
+static int64_t lc_prod_wallclock_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- delivery ---- */
+
+static void lc_prod_flush_progress(struct cairn_producer *p, uint64_t id)
+{
+  for (struct lc_flush *f = p->flushes; f != NULL; f = f->next) {
+    if (id < f->upto && f->remaining > 0) {
+      f->remaining--;
+    }
+  }
+}
+
+/* Tells one message's outcome and releases what it held. */
+static void lc_prod_deliver(struct cairn_producer *p, const struct lc_msg *msg, int status,
+                            const char *topic, int32_t partition, int64_t offset)
+{
+  p->mem -= msg->mem;
+  p->pending--;
+  lc_prod_flush_progress(p, msg->id);
+  if (msg->cb != NULL) {
+    struct cairn_delivery d = {topic, partition, status == 0 ? offset : -1, msg->timestamp};
+    msg->cb(p, status, &d, msg->data);
+  }
+}
+
+/* Pops and reports the done batches at the head of a partition queue, so
+ * callbacks come in partition order. */
+static void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int32_t partition)
+{
+  struct lc_acc *a = &t->parts[partition].acc;
+  while (a->head != NULL && a->head->done) {
+    struct lc_batch *b = lc_acc_pop(a);
+    for (size_t i = 0; i < b->nmsgs; i++) {
+      lc_prod_deliver(p, &b->msgs[i], b->status, t->name, partition,
+                      b->base_offset >= 0 ? b->base_offset + (int64_t)i : -1);
+    }
+    lc_acc_batch_free(b);
+  }
+}
+
+static void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offset)
+{
+  b->done = true;
+  b->in_flight = false;
+  b->status = status;
+  b->base_offset = base_offset;
+}
+
+/* ---- topics and partitioning ---- */
+
+static struct lc_ptopic *lc_prod_topic(struct cairn_producer *p, const char *name)
+{
+  for (size_t i = 0; i < p->ntopics; i++) {
+    if (strcmp(p->topics[i]->name, name) == 0) {
+      return p->topics[i];
+    }
+  }
+  return NULL;
+}
+
+/* The producer's state for a topic the metadata knows with count
+ * partitions (grown if the count grew). NULL on no memory. */
+static struct lc_ptopic *lc_prod_topic_get(struct cairn_producer *p, const char *name,
+                                           int32_t count)
+{
+  struct lc_ptopic *t = lc_prod_topic(p, name);
+  if (t != NULL && t->count >= count) {
+    return t;
+  }
+  if (t == NULL) {
+    struct lc_ptopic **nt = realloc(p->topics, (p->ntopics + 1) * sizeof *nt);
+    if (nt == NULL) {
+      return NULL;
+    }
+    p->topics = nt;
+    if ((t = calloc(1, sizeof *t)) == NULL || (t->name = strdup(name)) == NULL) {
+      free(t);
+      return NULL;
+    }
+    t->sticky = -1;
+    p->topics[p->ntopics++] = t;
+  }
+  struct lc_ppart *parts = realloc(t->parts, (size_t)count * sizeof *parts);
+  if (parts == NULL) {
+    return NULL;
+  }
+  for (int32_t i = t->count; i < count; i++) {
+    memset(&parts[i], 0, sizeof parts[i]);
+    lc_acc_init(&parts[i].acc);
+    lc_backoff_init(&parts[i].bk, p->c->opts.retry_backoff_ms, p->c->opts.retry_backoff_max_ms,
+                    lc_rand(p->c));
+  }
+  t->parts = parts;
+  t->count = count;
+  return t;
+}
+
+/* The partition for m in t (count > 0). */
+static int32_t lc_prod_choose(struct cairn_producer *p, struct lc_ptopic *t,
+                              const struct cairn_message *m)
+{
+  if (m->partition != CAIRN_PARTITION_ANY) {
+    return m->partition;
+  }
+  if (m->key != NULL) {
+    return lc_partition_for_key(m->key, m->key_len, t->count);
+  }
+  /* Sticky: stay while the chosen partition's batch is open; once it is
+   * sealed, move on to another partition at random. */
+  bool sealed = t->sticky >= 0 && t->sticky < t->count &&
+                (t->parts[t->sticky].acc.tail == NULL || !t->parts[t->sticky].acc.tail->open);
+  if (t->sticky < 0 || t->sticky >= t->count || (sealed && t->sticky_used)) {
+    int32_t old = t->sticky;
+    int32_t next = (int32_t)(lc_rand(p->c) % (uint64_t)t->count);
+    if (t->count > 1 && next == old) {
+      next = (next + 1) % t->count;
+    }
+    t->sticky = next;
+    t->sticky_used = false;
+  }
+  t->sticky_used = true;
+  return t->sticky;
+}
+
+/* Bytes a message counts against buffer_bytes, and a bound on its encoded
+ * record's size. */
+static size_t lc_prod_msg_bytes(const struct cairn_message *m)
+{
+  size_t n = m->key_len + m->value_len;
+  for (size_t i = 0; i < m->header_count; i++) {
+    n += m->headers[i].key_len + m->headers[i].value_len + 10;
+  }
+  return n;
+}
+
+/* Appends m (already checked) to its partition. Returns 0 or a code for
+ * the delivery callback. */
+static int lc_prod_append(struct cairn_producer *p, struct lc_ptopic *t, int32_t partition,
+                          const struct cairn_message *m, const struct lc_msg *msg,
+                          uint64_t deadline_ms)
+{
+  if (partition < 0 || partition >= t->count) {
+    return CAIRN_EUNKNOWN_PARTITION;
+  }
+  struct lc_ppart *pp = &t->parts[partition];
+  bool opened;
+  int rv = lc_acc_append(&pp->acc, p->o.batch_bytes, p->o.max_batch_bytes, lc_now(p->c),
+                         deadline_ms, m, msg->timestamp, msg, &opened);
+  if (rv == 0 && pp->acc.tail != NULL &&
+      batch_builder_size(&pp->acc.tail->bb) >= p->o.batch_bytes) {
+    lc_prod_kick(p); /* a full batch goes without waiting for linger */
+  }
+  return rv;
+}
+
+/* ---- held messages (topic not in the cache yet) ---- */
+
+static void lc_prod_held_free(struct lc_held *h)
+{
+  free(h->topic);
+  free(h->headers);
+  free(h->buf);
+  free(h);
+}
+
+static int lc_prod_hold(struct cairn_producer *p, const struct cairn_message *m,
+                        const struct lc_msg *msg, uint64_t deadline_ms)
+{
+  struct lc_held *h = calloc(1, sizeof *h);
+  if (h == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  size_t n = m->key_len + m->value_len;
+  for (size_t i = 0; i < m->header_count; i++) {
+    n += m->headers[i].key_len + m->headers[i].value_len;
+  }
+  h->topic = strdup(m->topic);
+  h->buf = malloc(n + 1);
+  h->headers = calloc(m->header_count + 1, sizeof *h->headers);
+  if (h->topic == NULL || h->buf == NULL || h->headers == NULL) {
+    lc_prod_held_free(h);
+    return CAIRN_ENOMEM;
+  }
+  uint8_t *w = h->buf;
+  h->m = *m;
+  h->m.topic = h->topic;
+#define LC_COPY(dst, src, len)          \
+  do {                                  \
+    if ((src) != NULL) {                \
+      memcpy(w, (src), (len));          \
+      (dst) = w;                        \
+      w += (len);                       \
+    }                                   \
+  } while (0)
+  LC_COPY(h->m.key, m->key, m->key_len);
+  LC_COPY(h->m.value, m->value, m->value_len);
+  for (size_t i = 0; i < m->header_count; i++) {
+    h->headers[i] = m->headers[i];
+    LC_COPY(h->headers[i].key, m->headers[i].key, m->headers[i].key_len);
+    if (h->headers[i].key == NULL) {
+      h->headers[i].key = w; /* a header key is never null */
+    }
+    LC_COPY(h->headers[i].value, m->headers[i].value, m->headers[i].value_len);
+  }
+#undef LC_COPY
+  h->m.headers = h->headers;
+  h->msg = *msg;
+  h->deadline_ms = deadline_ms;
+  if (p->held_tail != NULL) {
+    p->held_tail->next = h;
+  } else {
+    p->held = h;
+  }
+  p->held_tail = h;
+  return 0;
+}
+
+static void lc_prod_on_held_meta(struct cairn_client *c, int status, const char *errmsg,
+                                 void *data)
+{
+  struct cairn_producer *p = data;
+  p->held_refreshing = false;
+  lc_prod_kick(p);
+}
+
+/* Routes held messages whose topic is now known; fails those whose topic
+ * or partition a refresh after they were held says does not exist. */
+static void lc_prod_route_held(struct cairn_producer *p)
+{
+  if (p->held == NULL) {
+    return;
+  }
+  struct cairn_client *c = p->c;
+  uint64_t now = lc_now(c);
+  bool need_refresh = false;
+  struct lc_held **pp = &p->held;
+  struct lc_held *prev = NULL;
+  while (*pp != NULL) {
+    struct lc_held *h = *pp;
+    const struct lc_topic *mt = lc_meta_topic(c, h->topic);
+    bool fresh = c->meta.generation > p->held_gen;
+    int status = 1; /* 1: keep holding */
+    if (p->closing) {
+      status = UV_ECANCELED;
+    } else if (mt != NULL && mt->count > 0 &&
+               (h->m.partition == CAIRN_PARTITION_ANY || h->m.partition < mt->count)) {
+      struct lc_ptopic *t = lc_prod_topic_get(p, h->topic, mt->count);
+      status = t == NULL ? CAIRN_ENOMEM
+                         : lc_prod_append(p, t, lc_prod_choose(p, t, &h->m), &h->m, &h->msg,
+                                          h->deadline_ms);
+      if (status == 0) {
+        status = -1; /* appended: its callback comes with the batch */
+      }
+    } else if (fresh) {
+      status = mt == NULL ? CAIRN_EUNKNOWN_TOPIC : CAIRN_EUNKNOWN_PARTITION;
+    } else if (now >= h->deadline_ms) {
+      status = CAIRN_EDELIVERY_TIMEOUT;
+    } else {
+      need_refresh = true;
+    }
+    if (status == 1) {
+      prev = h;
+      pp = &h->next;
+      continue;
+    }
+    *pp = h->next;
+    if (p->held_tail == h) {
+      p->held_tail = prev;
+    }
+    if (status != -1) {
+      lc_prod_deliver(p, &h->msg, status, h->topic,
+                      h->m.partition == CAIRN_PARTITION_ANY ? -1 : h->m.partition, -1);
+    }
+    lc_prod_held_free(h);
+  }
+  if (need_refresh && !p->held_refreshing) {
+    p->held_gen = c->meta.generation;
+    p->held_refreshing = true;
+    if (lc_meta_refresh(c, lc_prod_on_held_meta, p) != 0) {
+      p->held_refreshing = false;
+    }
+  }
+}
+
+/* ---- send ---- */
+
+int cairn_producer_new(struct cairn_client *c, const struct cairn_producer_options *o,
+                       struct cairn_producer **out)
+{
+  struct cairn_producer_options opts;
+  if (o == NULL) {
+    cairn_producer_options_init(&opts);
+  } else {
+    opts = *o;
+  }
+  if (c->closing) {
+    return CAIRN_ECLOSED;
+  }
+  if (opts.batch_bytes == 0 || opts.max_batch_bytes < 128 ||
+      opts.batch_bytes > opts.max_batch_bytes || opts.compression < CAIRN_COMPRESSION_NONE ||
+      opts.compression > CAIRN_COMPRESSION_ZSTD || opts.buffer_bytes == 0) {
+    return CAIRN_EINVAL;
+  }
+  if (opts.max_in_flight == 0) {
+    opts.max_in_flight = 1;
+  }
+  struct cairn_producer *p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  p->c = c;
+  p->o = opts;
+  p->pid = -1;
+  p->epoch = -1;
+  p->pid_state = opts.idempotence ? LC_PID_UNKNOWN : LC_PID_READY;
+  int rv = uv_timer_init(c->loop, &p->kick);
+  if (rv != 0) {
+    free(p);
+    return rv;
+  }
+  p->kick.data = p;
+  p->next = c->producers;
+  c->producers = p;
+  c->nproducers++;
+  *out = p;
+  lc_prod_kick(p); /* ask for the producer id early */
+  return 0;
+}
+
+int cairn_producer_send(struct cairn_producer *p, const struct cairn_message *m,
+                        cairn_delivery_cb cb, void *data)
+{
+  if (p->closing) {
+    return CAIRN_ECLOSED;
+  }
+  if (m == NULL || m->topic == NULL || m->topic[0] == '\0' ||
+      (m->partition < 0 && m->partition != CAIRN_PARTITION_ANY) ||
+      (m->header_count > 0 && m->headers == NULL) || m->header_count > INT32_MAX) {
+    return CAIRN_EINVAL;
+  }
+  size_t bytes = lc_prod_msg_bytes(m);
+  if (bytes + BATCH_HEADER_SIZE + BATCH_MIN_RECORD_SIZE > p->o.max_batch_bytes) {
+    return CAIRN_ETOOLARGE;
+  }
+  size_t mem = bytes + LC_ACC_MSG_OVERHEAD;
+  if (p->mem + mem > p->o.buffer_bytes) {
+    return CAIRN_EQUEUE_FULL;
+  }
+  struct lc_msg msg = {cb, data,
+                       m->timestamp_ms == CAIRN_TIMESTAMP_NOW ? lc_prod_wallclock_ms()
+                                                              : m->timestamp_ms,
+                       mem, p->next_id};
+  uint64_t deadline = lc_now(p->c) + p->c->opts.delivery_timeout_ms;
+  const struct lc_topic *mt = lc_meta_topic(p->c, m->topic);
+  int rv;
+  if (mt != NULL && mt->count > 0 &&
+      (m->partition == CAIRN_PARTITION_ANY || m->partition < mt->count)) {
+    struct lc_ptopic *t = lc_prod_topic_get(p, m->topic, mt->count);
+    rv = t == NULL ? CAIRN_ENOMEM
+                   : lc_prod_append(p, t, lc_prod_choose(p, t, m), m, &msg, deadline);
+  } else {
+    rv = lc_prod_hold(p, m, &msg, deadline);
+    lc_prod_kick(p);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  p->next_id++;
+  p->mem += mem;
+  p->pending++;
+  return 0;
+}
+
+static void lc_prod_preq_free(struct lc_preq *r)
+{
+  free(r->items);
+  free(r);
+}
+
+/* Looks up the result for (topic, partition) in a ProduceResponse; the
+ * node answers in request order, so entry i is tried first. */
+static const Cairn__Client__ProducePartitionResult *
+lc_prod_result(const Cairn__Client__ProduceResponse *resp, size_t i, const char *topic,
+               int32_t partition)
+{
+  if (i < resp->n_partitions && resp->partitions[i]->topic != NULL &&
+      strcmp(resp->partitions[i]->topic, topic) == 0 &&
+      resp->partitions[i]->partition == (uint32_t)partition) {
+    return resp->partitions[i];
+  }
+  for (size_t k = 0; k < resp->n_partitions; k++) {
+    if (resp->partitions[k]->topic != NULL && strcmp(resp->partitions[k]->topic, topic) == 0 &&
+        resp->partitions[k]->partition == (uint32_t)partition) {
+      return resp->partitions[k];
+    }
+  }
+  return NULL;
+}
+
+/* A batch came back with err: retry it later, or fail it for good. */
+static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
+                                 int32_t partition, struct lc_batch *b, int err, bool hinted)
+{
+  struct lc_ppart *pp = &t->parts[partition];
+  uint64_t now = lc_now(p->c);
+  b->in_flight = false;
+  b->last_err = err;
+  if (!lc_retriable(err) || p->closing) {
+    lc_prod_batch_done(b, p->closing && lc_retriable(err) ? UV_ECANCELED : err, -1);
+    return;
+  }
+  if (now >= b->deadline_ms) {
+    lc_prod_batch_done(b, CAIRN_EDELIVERY_TIMEOUT, -1);
+    return;
+  }
+  if (lc_needs_refresh(err) && !hinted) {
+    lc_meta_invalidate(p->c);
+  }
+  pp->retrying = true;
+  p->c->stats.retries++;
+  uint64_t wake = now + (hinted ? 1 : lc_backoff_next(&pp->bk));
+  if (wake > pp->wake_ms) {
+    pp->wake_ms = wake;
+  }
+}
+
+static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                              const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_preq *r = data;
+  struct cairn_producer *p = r->p;
+  p->reqs_in_flight--;
+  const Cairn__Client__ProduceResponse *resp = NULL;
+  if (status == 0) {
+    if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP) {
+      status = CAIRN_EPROTOCOL;
+    } else {
+      resp = env->produce_resp;
+      if (resp->error != NULL && resp->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+        status = lc_wire_err((int)resp->error->code);
+      }
+    }
+  }
+  /* Items are grouped by partition in request order: result index k. */
+  size_t k = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    struct lc_preq_item *it = &r->items[i];
+    it->t->parts[it->partition].acc.in_flight--;
+    if (i > 0 && (it->t != r->items[i - 1].t || it->partition != r->items[i - 1].partition)) {
+      k++;
+    }
+    size_t nth = 0; /* the batch's index within its partition's entry */
+    for (size_t j = i; j > 0 && r->items[j - 1].t == it->t &&
+                       r->items[j - 1].partition == it->partition;
+         j--) {
+      nth++;
+    }
+    if (status != 0) {
+      lc_prod_batch_failed(p, it->t, it->partition, it->b, status, false);
+      continue;
+    }
+    const Cairn__Client__ProducePartitionResult *pr =
+        lc_prod_result(resp, k, it->t->name, it->partition);
+    if (pr == NULL) {
+      lc_prod_batch_failed(p, it->t, it->partition, it->b, CAIRN_EPROTOCOL, false);
+      continue;
+    }
+    int64_t base = nth < pr->n_base_offsets ? pr->base_offsets[nth]
+                                            : (nth == 0 ? pr->base_offset : -1);
+    if (base >= 0) {
+      /* Committed, whatever the partition's error says about others. */
+      lc_backoff_reset(&it->t->parts[it->partition].bk);
+      lc_prod_batch_done(it->b, 0, base);
+      continue;
+    }
+    int err = pr->error != NULL ? lc_wire_err((int)pr->error->code) : CAIRN_EPROTOCOL;
+    if (err == 0) {
+      err = CAIRN_EPROTOCOL; /* OK without an offset */
+    }
+    bool hinted = false;
+    if (err == CAIRN_ENOTLEADER) {
+      c->stats.not_leader++;
+      lc_meta_set_leader(c, it->t->name, it->partition, pr->leader_id, pr->leader_address);
+      hinted = pr->leader_id != 0 && pr->leader_address != NULL && pr->leader_address[0] != '\0';
+    }
+    lc_prod_batch_failed(p, it->t, it->partition, it->b, err, hinted);
+  }
+  for (size_t i = 0; i < r->n; i++) {
+    lc_prod_complete(p, r->items[i].t, r->items[i].partition);
+  }
+  lc_prod_preq_free(r);
+  lc_prod_kick(p);
+}
+
+/* Sends every sendable batch, one ProduceRequest per leader address. */
+static void lc_prod_send_all(struct cairn_producer *p)
+{
+  struct cairn_client *c = p->c;
+  uint64_t now = lc_now(c);
+  /* Collect (address, item) pairs, then group by address. */
+  size_t cap = 0, n = 0;
+  struct lc_preq_item *items = NULL;
+  const char **addrs = NULL;
+  bool need_refresh = false;
+  for (size_t ti = 0; ti < p->ntopics; ti++) {
+    struct lc_ptopic *t = p->topics[ti];
+    for (int32_t pi = 0; pi < t->count; pi++) {
+      struct lc_ppart *pp = &t->parts[pi];
+      struct lc_acc *a = &pp->acc;
+      if (a->head == NULL || now < pp->wake_ms) {
+        continue;
+      }
+      if (pp->retrying) {
+        if (a->in_flight > 0) {
+          continue; /* resend from the head once the others are back */
+        }
+        pp->retrying = false;
+      }
+      const char *addr;
+      int rv = lc_route(c, t->name, pi, UINT64_MAX, &addr);
+      if (rv != 0) {
+        need_refresh = true;
+        pp->wake_ms = now + lc_backoff_next(&pp->bk);
+        continue;
+      }
+      for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+        if (b->open || (uint32_t)a->in_flight >= p->o.max_in_flight) {
+          break;
+        }
+        if (b->in_flight || b->done) {
+          continue;
+        }
+        if (n == cap) {
+          cap = cap == 0 ? 32 : cap * 2;
+          struct lc_preq_item *ni = realloc(items, cap * sizeof *ni);
+          const char **na = realloc(addrs, cap * sizeof *na);
+          if (ni != NULL) {
+            items = ni;
+          }
+          if (na != NULL) {
+            addrs = na;
+          }
+          if (ni == NULL || na == NULL) {
+            goto send;
+          }
+        }
+        items[n] = (struct lc_preq_item){t, pi, b};
+        addrs[n] = addr;
+        n++;
+        b->in_flight = true; /* claimed; undone below if not sent */
+        a->in_flight++;
+      }
+    }
+  }
+send:
+  if (need_refresh) {
+    lc_meta_invalidate(c);
+  }
+  bool *used = calloc(n + 1, sizeof *used);
+  for (size_t i = 0; i < n && used != NULL; i++) {
+    if (used[i]) {
+      continue;
+    }
+    struct lc_preq *r = calloc(1, sizeof *r);
+    struct lc_preq_item *ri = calloc(n - i, sizeof *ri);
+    uv_buf_t *bufs = calloc(n - i, sizeof *bufs);
+    Cairn__Client__ProducePartition *pps = calloc(n - i, sizeof *pps);
+    Cairn__Client__ProducePartition **ppp = calloc(n - i, sizeof *ppp);
+    uint32_t *lens = calloc(n - i, sizeof *lens);
+    int rv = CAIRN_ENOMEM;
+    if (r != NULL && ri != NULL && bufs != NULL && pps != NULL && ppp != NULL && lens != NULL) {
+      /* Items of one address, in collection order (so grouped by
+       * partition, batches in queue order), up to the request bound. */
+      size_t m = 0, np = 0, bytes = 0;
+      for (size_t j = i; j < n; j++) {
+        if (used[j] || strcmp(addrs[j], addrs[i]) != 0) {
+          continue;
+        }
+        if (m > 0 && bytes + items[j].b->len > LC_PROD_MAX_REQUEST_BYTES) {
+          break; /* the rest goes in the next round */
+        }
+        bool same = m > 0 && ri[m - 1].t == items[j].t && ri[m - 1].partition == items[j].partition;
+        if (!same) {
+          cairn__client__produce_partition__init(&pps[np]);
+          pps[np].topic = items[j].t->name;
+          pps[np].partition = (uint32_t)items[j].partition;
+          pps[np].batch_lengths = &lens[m];
+          ppp[np] = &pps[np];
+          np++;
+        }
+        pps[np - 1].n_batch_lengths++;
+        lens[m] = (uint32_t)items[j].b->len;
+        bufs[m] = uv_buf_init((char *)items[j].b->bytes, (unsigned)items[j].b->len);
+        bytes += items[j].b->len;
+        ri[m++] = items[j];
+        used[j] = true;
+      }
+      Cairn__Client__ProduceRequest req = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
+      req.acks = CAIRN__CLIENT__ACKS__ACKS_ALL;
+      req.timeout_ms = c->opts.request_timeout_ms > 1000 ? c->opts.request_timeout_ms - 500
+                                                          : c->opts.request_timeout_ms;
+      req.n_partitions = np;
+      req.partitions = ppp;
+      Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+      env.api = CAIRN__CLIENT__API__API_PRODUCE;
+      env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
+      env.produce_req = &req;
+      r->p = p;
+      r->items = ri;
+      r->n = m;
+      rv = lc_call(c, addrs[i], &env, bufs, (int)m, c->opts.request_timeout_ms, lc_prod_on_answer,
+                   r);
+      if (rv == 0) {
+        p->reqs_in_flight++;
+        ri = NULL;
+        r = NULL;
+      } else {
+        /* Not sent: undo the claims; retried after a backoff. */
+        for (size_t j = 0; j < m; j++) {
+          ri[j].b->in_flight = false;
+          ri[j].t->parts[ri[j].partition].acc.in_flight--;
+          lc_prod_batch_failed(p, ri[j].t, ri[j].partition, ri[j].b, rv, false);
+        }
+      }
+    } else {
+      used[i] = true;
+      items[i].b->in_flight = false;
+      items[i].t->parts[items[i].partition].acc.in_flight--;
+    }
+    free(bufs);
+    free(pps);
+    free(ppp);
+    /* lens is referenced by the packed request only during lc_call. */
+    free(lens);
+    free(ri);
+    free(r);
+  }
+  if (used == NULL) {
+    for (size_t i = 0; i < n; i++) {
+      items[i].b->in_flight = false;
+      items[i].t->parts[items[i].partition].acc.in_flight--;
+    }
+  }
+  free(used);
+  free(items);
+  free(addrs);
+}
+
+/* ---- the producer id ---- */
+
+struct lc_pid_req {
+  Cairn__Client__Envelope env;
+  Cairn__Client__InitProducerIdRequest ir;
+  struct cairn_producer *p;
+};
+
+static void lc_pid_free(Cairn__Client__Envelope *env) { free(env); }
+
+static enum lc_op_verdict lc_pid_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
+{
+  struct lc_pid_req *r = op->data;
+  /* The node's Hello did not list InitProducerId: run non-idempotent. */
+  if (lc_conn_has_api(op->c, op->addr, CAIRN__CLIENT__API__API_INIT_PRODUCER_ID) == 0) {
+    op->status = CAIRN_EUNSUPPORTED;
+    return LC_OP_DONE;
+  }
+  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_RESP) {
+    op->status = env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP
+                     ? CAIRN_EUNSUPPORTED
+                     : CAIRN_EPROTOCOL;
+    return LC_OP_DONE;
+  }
+  const Cairn__Client__InitProducerIdResponse *ir = env->init_producer_id_resp;
+  if (ir->error != NULL && ir->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    op->status = lc_wire_err((int)ir->error->code);
+    return lc_retriable(op->status) ? LC_OP_RETRY : LC_OP_DONE;
+  }
+  r->p->pid = (int64_t)ir->producer_id;
+  r->p->epoch = (int16_t)ir->producer_epoch;
+  op->status = 0;
+  return LC_OP_DONE;
+}
+
+static void lc_pid_on_done(struct lc_op *op)
+{
+  struct lc_pid_req *r = op->data;
+  struct cairn_producer *p = r->p;
+  if (op->status == 0 || op->status == CAIRN_EUNSUPPORTED ||
+      op->status == CAIRN_EBADREQUEST || p->closing) {
+    if (op->status != 0) {
+      p->pid = -1;
+      p->epoch = -1;
+    }
+    p->pid_state = LC_PID_READY;
+  } else {
+    /* No node reachable yet: ask again after a backoff. */
+    p->pid_state = LC_PID_UNKNOWN;
+    p->pid_wake_ms = lc_now(op->c) + op->c->opts.retry_backoff_max_ms;
+  }
+  lc_prod_kick(p);
+}
+
+static void lc_prod_ask_pid(struct cairn_producer *p)
+{
+  struct lc_pid_req *r = calloc(1, sizeof *r);
+  struct lc_op *op = lc_op_new(p->c);
+  if (r == NULL || op == NULL) {
+    free(r);
+    free(op);
+    return; /* the next round asks again */
+  }
+  cairn__client__envelope__init(&r->env);
+  cairn__client__init_producer_id_request__init(&r->ir);
+  r->env.api = CAIRN__CLIENT__API__API_INIT_PRODUCER_ID;
+  r->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_REQ;
+  r->env.init_producer_id_req = &r->ir;
+  r->p = p;
+  op->target = LC_OP_ANY;
+  op->answer_errors = true;
+  op->req = &r->env;
+  op->free_req = lc_pid_free;
+  op->answer = lc_pid_on_answer;
+  op->done = lc_pid_on_done;
+  op->data = r;
+  p->pid_state = LC_PID_ASKING;
+  lc_op_start(p->c, op);
+}
+
+/* ---- the round: route held messages, seal, expire, send ---- */
+
+static void lc_prod_free(uv_handle_t *h)
+{
+  struct cairn_producer *p = h->data;
+  for (size_t i = 0; i < p->ntopics; i++) {
+    for (int32_t k = 0; k < p->topics[i]->count; k++) {
+      lc_acc_close(&p->topics[i]->parts[k].acc);
+    }
+    free(p->topics[i]->parts);
+    free(p->topics[i]->name);
+    free(p->topics[i]);
+  }
+  free(p->topics);
+  if (p->close_cb != NULL) {
+    p->close_cb(p, 0, p->close_data); /* p must not be used from here on */
+  }
+  free(p);
+}
+
+static void lc_prod_fire_flushes(struct cairn_producer *p, int status)
+{
+  struct lc_flush **pp = &p->flushes;
+  while (*pp != NULL) {
+    struct lc_flush *f = *pp;
+    if (f->remaining == 0 || status != 0) {
+      *pp = f->next;
+      f->cb(p, status, f->data);
+      free(f);
+    } else {
+      pp = &f->next;
+    }
+  }
+}
+
+static bool lc_prod_idle(const struct cairn_producer *p)
+{
+  if (p->held != NULL || p->reqs_in_flight > 0 || p->pid_state == LC_PID_ASKING) {
+    return false;
+  }
+  for (size_t i = 0; i < p->ntopics; i++) {
+    for (int32_t k = 0; k < p->topics[i]->count; k++) {
+      if (p->topics[i]->parts[k].acc.head != NULL) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+static void lc_prod_round(struct cairn_producer *p)
+{
+  struct cairn_client *c = p->c;
+  uint64_t now = lc_now(c);
+  if (p->closed) {
+    return;
+  }
+  if (p->pid_state == LC_PID_UNKNOWN && !p->closing && now >= p->pid_wake_ms) {
+    lc_prod_ask_pid(p);
+  }
+  lc_prod_route_held(p);
+  bool force = p->force_seal || p->closing;
+  p->force_seal = false;
+  for (size_t ti = 0; ti < p->ntopics; ti++) {
+    struct lc_ptopic *t = p->topics[ti];
+    for (int32_t pi = 0; pi < t->count; pi++) {
+      struct lc_acc *a = &t->parts[pi].acc;
+      /* Seal the open tail when due (only once the producer id is known:
+       * it is part of the sealed bytes). */
+      if (p->pid_state == LC_PID_READY && !p->closing &&
+          lc_acc_tail_ready(a, p->o.batch_bytes, p->o.linger_ms, now, force)) {
+        if (lc_acc_seal(a, a->tail, p->pid, p->epoch, p->o.compression,
+                        p->o.compression_level) != 0) {
+          continue; /* out of memory: try again next round */
+        }
+      }
+      /* Expire or cancel batches not in flight, from the head on (their
+       * deadlines grow along the queue). */
+      for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+        if (b->in_flight || b->done) {
+          continue;
+        }
+        if (p->closing) {
+          lc_prod_batch_done(b, UV_ECANCELED, -1);
+        } else if (now >= b->deadline_ms) {
+          lc_prod_batch_done(b, b->last_err != 0 && !lc_retriable(b->last_err)
+                                    ? b->last_err
+                                    : CAIRN_EDELIVERY_TIMEOUT,
+                             -1);
+        } else {
+          break;
+        }
+      }
+      if (a->head != NULL && a->head->done) {
+        lc_prod_complete(p, t, pi);
+      }
+    }
+  }
+  if (!p->closing && p->pid_state == LC_PID_READY) {
+    lc_prod_send_all(p);
+  }
+  lc_prod_fire_flushes(p, 0);
+  if (p->closing && lc_prod_idle(p)) {
+    lc_prod_fire_flushes(p, UV_ECANCELED);
+    struct cairn_producer **pp = &c->producers;
+    while (*pp != p) {
+      pp = &(*pp)->next;
+    }
+    *pp = p->next;
+    c->nproducers--;
+    p->closed = true;
+    uv_timer_stop(&p->kick);
+    uv_close((uv_handle_t *)&p->kick, lc_prod_free);
+  }
+}
+
+static void lc_prod_on_kick(uv_timer_t *t)
+{
+  struct cairn_producer *p = t->data;
+  p->kick_armed = false;
+  lc_prod_round(p);
+}
+
+/* Runs a round on the next loop iteration (never inside the caller). */
+static void lc_prod_kick(struct cairn_producer *p)
+{
+  if (!p->kick_armed && !p->closed) {
+    p->kick_armed = true;
+    uv_timer_start(&p->kick, lc_prod_on_kick, 0, 0);
+  }
+}
+
+void lc_producer_tick(struct cairn_producer *p) { lc_prod_round(p); }
+
+int cairn_producer_flush(struct cairn_producer *p, cairn_producer_cb cb, void *data)
+{
+  if (cb == NULL) {
+    return CAIRN_EINVAL;
+  }
+  if (p->closing) {
+    return CAIRN_ECLOSED;
+  }
+  struct lc_flush *f = calloc(1, sizeof *f);
+  if (f == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  f->upto = p->next_id;
+  f->remaining = p->pending;
+  f->cb = cb;
+  f->data = data;
+  f->next = p->flushes;
+  p->flushes = f;
+  p->force_seal = true;
+  lc_prod_kick(p);
+  return 0;
+}
+
+size_t cairn_producer_pending(const struct cairn_producer *p) { return p->pending; }
+
+void cairn_producer_id(const struct cairn_producer *p, int64_t *producer_id, int16_t *epoch)
+{
+  *producer_id = p->pid_state == LC_PID_READY ? p->pid : -1;
+  *epoch = p->pid_state == LC_PID_READY ? p->epoch : -1;
+}
+
+void cairn_producer_close(struct cairn_producer *p, cairn_producer_cb cb, void *data)
+{
+  if (p->closing) {
+    return;
+  }
+  p->closing = true;
+  p->close_cb = cb;
+  p->close_data = data;
+  lc_prod_kick(p);
+}

@@ -1,0 +1,625 @@
+/* test_client.c - libcairn against real cairnd processes on loopback:
+ * admin calls and a produce/consume round trip (keys, values with any
+ * bytes, headers, both codecs, seeks), a stream of produces across a
+ * SIGKILL of the partition leader read back with nothing acknowledged
+ * missing and order kept, NOT_LEADER and refused connections absorbed,
+ * the delivery timeout with the cluster gone, and the bad-input errors
+ * (unreachable bootstrap list, unknown topic, oversized message).
+ *
+ * Usage: test_client <path of cairnd>
+ * CAIRN_TEST_FILTER='*sigkill*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
+ * the data dirs and node logs. */
+#include "cairnd.h"
+#include "proc.h"
+#include "testutil.h"
+
+#include <cairn/cairn.h>
+
+#include "internal.h" /* lc_stats and lc_meta_set_leader, to force a NOT_LEADER */
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define WAIT_MS 30000
+#define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
+
+static const char *cairnd_bin;
+
+/* ---- cluster set-up ---- */
+
+static void start_cluster(struct cd_cluster *c, int n)
+{
+  assert_int_equal(cd_init(c, cairnd_bin, n, n, FAST), 0);
+  uint64_t ids[CD_MAX_NODES];
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(cd_start(c, i), 0);
+    ids[i] = c->nodes[i].id;
+  }
+  if (cd_wait_alive(c, 0, ids, (size_t)n, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c->root);
+  }
+}
+
+/* "addr,addr,..." of the running nodes. */
+static void bootstrap_list(const struct cd_cluster *c, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  for (int i = 0; i < c->n; i++) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s%s", used > 0 ? "," : "", c->nodes[i].client_addr);
+  }
+}
+
+static struct cairn_sync *connect_sync(const char *bootstrap, uint32_t delivery_ms)
+{
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.client_id = "test_client";
+  o.request_timeout_ms = 10000;
+  o.connect_timeout_ms = 2000;
+  o.delivery_timeout_ms = delivery_ms;
+  o.retry_backoff_ms = 50;
+  o.retry_backoff_max_ms = 500;
+  struct cairn_sync *s;
+  char err[512];
+  int rv = cairn_sync_new(bootstrap, &o, &s, err, sizeof err);
+  if (rv != 0) {
+    fail_msg("cairn_sync_new(%s): %s: %s", bootstrap, cairn_errname(rv), err);
+  }
+  return s;
+}
+
+/* ---- delivery bookkeeping ---- */
+
+struct sent {
+  int status;
+  int32_t partition;
+  int64_t offset;
+  bool done;
+};
+
+static void on_delivery(struct cairn_producer *p, int status, const struct cairn_delivery *d,
+                        void *data)
+{
+  struct sent *s = data;
+  assert_false(s->done);
+  s->done = true;
+  s->status = status;
+  s->partition = d->partition;
+  s->offset = d->offset;
+}
+
+/* Reads every record of (topic, partition) from the start until
+ * `want` records arrived or nothing came for idle_ms. Returns how many;
+ * calls fn on each. */
+static size_t consume_all(struct cairn_sync *s, const char *topic, int32_t partition,
+                          size_t want, int idle_ms,
+                          void (*fn)(const struct cairn_record *r, void *arg), void *arg)
+{
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
+  assert_int_equal(cairn_consumer_assign(cons, topic, partition, CAIRN_OFFSET_EARLIEST), 0);
+  size_t n = 0;
+  int64_t last = -1;
+  while (n < want) {
+    const struct cairn_record *r;
+    int rv = cairn_sync_poll(s, cons, idle_ms, &r, NULL, NULL);
+    if (rv == UV_ETIMEDOUT) {
+      break;
+    }
+    assert_int_equal(rv, 0);
+    assert_true(r->offset > last); /* offsets strictly increase */
+    last = r->offset;
+    assert_string_equal(r->topic, topic);
+    assert_int_equal(r->partition, partition);
+    fn(r, arg);
+    n++;
+  }
+  cairn_sync_consumer_close(s, cons);
+  return n;
+}
+
+/* ---- round trip ---- */
+
+struct rt_check {
+  size_t seen;
+  int64_t first_ts;
+};
+
+/* Record i: key "key-i" (null for i % 10 == 9), value of i % 300 bytes
+ * of (i * 7 + k) & 0xff (including zeros), headers "h" = "i" and "nul" =
+ * null on even i. */
+static void rt_message(struct cairn_message *m, int i, char *key, uint8_t *value,
+                       struct cairn_header *h, char *hv)
+{
+  cairn_message_init(m);
+  m->topic = "rt";
+  m->partition = i % 2;
+  int kl = snprintf(key, 32, "key-%d", i);
+  if (i % 10 != 9) {
+    m->key = key;
+    m->key_len = (size_t)kl;
+  }
+  size_t vl = (size_t)(i % 300);
+  for (size_t k = 0; k < vl; k++) {
+    value[k] = (uint8_t)((size_t)i * 7 + k);
+  }
+  m->value = value;
+  m->value_len = vl;
+  int hl = snprintf(hv, 16, "%d", i);
+  h[0] = (struct cairn_header){"h", 1, hv, (size_t)hl};
+  h[1] = (struct cairn_header){"nul", 3, NULL, 0};
+  m->headers = h;
+  m->header_count = i % 2 == 0 ? 2 : 1;
+  m->timestamp_ms = 1700000000000 + i;
+}
+
+static void rt_on_record(const struct cairn_record *r, void *arg)
+{
+  struct rt_check *ck = arg;
+  /* Offsets map back to message numbers: partition p holds i = 2k + p,
+   * produced three times (none, lz4, zstd) in order. */
+  int i = (int)(r->offset % 150) * 2 + r->partition;
+  struct cairn_message m;
+  char key[32], hv[16];
+  uint8_t value[300];
+  struct cairn_header h[2];
+  rt_message(&m, i, key, value, h, hv);
+  if (m.key == NULL) {
+    assert_null(r->key);
+  } else {
+    assert_int_equal(r->key_len, m.key_len);
+    assert_memory_equal(r->key, m.key, m.key_len);
+  }
+  assert_non_null(r->value);
+  assert_int_equal(r->value_len, m.value_len);
+  if (m.value_len > 0) {
+    assert_memory_equal(r->value, m.value, m.value_len);
+  }
+  assert_int_equal(r->timestamp_ms, m.timestamp_ms);
+  assert_int_equal(r->header_count, m.header_count);
+  assert_int_equal(r->headers[0].key_len, 1);
+  assert_memory_equal(r->headers[0].value, hv, strlen(hv));
+  if (m.header_count == 2) {
+    assert_memory_equal(r->headers[1].key, "nul", 3);
+    assert_null(r->headers[1].value);
+  }
+  ck->seen++;
+}
+
+/* Admin calls, then 300 records in two partitions produced three times
+ * (uncompressed, lz4, zstd) and read back byte for byte; ListOffsets and
+ * a timestamp seek. */
+static void test_client_admin_and_round_trip_with_both_codecs(void **state)
+{
+  struct cd_cluster c;
+  start_cluster(&c, 1);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 30000);
+
+  assert_int_equal(cairn_sync_create_topic(s, "rt", 2, 1, NULL), 0);
+  assert_int_equal(cairn_sync_create_topic(s, "rt", 2, 1, NULL), CAIRN_ETOPIC_EXISTS);
+  assert_true(strlen(cairn_sync_errmsg(s)) > 0);
+  assert_int_equal(cairn_sync_create_topic(s, "bad name!", 1, 1, NULL), CAIRN_EINVALID_TOPIC_NAME);
+  struct cairn_topic_info *t;
+  assert_int_equal(cairn_sync_describe_topic(s, "rt", &t), 0);
+  assert_string_equal(t->name, "rt");
+  assert_int_equal(t->partition_count, 2);
+  assert_int_equal(t->partition_info_count, 2);
+  assert_int_equal(t->partitions[0].leader_id, c.nodes[0].id);
+  cairn_topic_info_free(t);
+  assert_int_equal(cairn_sync_describe_topic(s, "nope", &t), CAIRN_EUNKNOWN_TOPIC);
+  struct cairn_topic_list *l;
+  assert_int_equal(cairn_sync_list_topics(s, &l), 0);
+  assert_int_equal(l->count, 1);
+  assert_string_equal(l->topics[0].name, "rt");
+  cairn_topic_list_free(l);
+  struct cairn_cluster_info *ci;
+  assert_int_equal(cairn_sync_describe_cluster(s, &ci), 0);
+  assert_int_equal(ci->node_count, 1);
+  assert_int_equal(ci->controller_id, c.nodes[0].id);
+  assert_string_equal(ci->nodes[0].client_address, c.nodes[0].client_addr);
+  cairn_cluster_info_free(ci);
+
+  const enum cairn_compression codecs[3] = {CAIRN_COMPRESSION_NONE, CAIRN_COMPRESSION_LZ4,
+                                            CAIRN_COMPRESSION_ZSTD};
+  struct sent *sent = calloc(900, sizeof *sent);
+  for (int round = 0; round < 3; round++) {
+    struct cairn_producer_options po;
+    cairn_producer_options_init(&po);
+    po.compression = codecs[round];
+    po.linger_ms = 20;
+    struct cairn_producer *p;
+    assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+    for (int i = 0; i < 300; i++) {
+      struct cairn_message m;
+      char key[32], hv[16];
+      uint8_t value[300];
+      struct cairn_header h[2];
+      rt_message(&m, i, key, value, h, hv);
+      assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[round * 300 + i]), 0);
+    }
+    assert_int_equal(cairn_sync_flush(s, p), 0);
+    assert_int_equal(cairn_producer_pending(p), 0);
+    cairn_sync_producer_close(s, p);
+  }
+  for (int k = 0; k < 900; k++) {
+    int i = k % 300;
+    assert_true(sent[k].done);
+    assert_int_equal(sent[k].status, 0);
+    assert_int_equal(sent[k].partition, i % 2);
+    assert_int_equal(sent[k].offset, (k / 300) * 150 + i / 2);
+  }
+  free(sent);
+  struct rt_check ck = {0, 0};
+  for (int32_t part = 0; part < 2; part++) {
+    assert_int_equal(consume_all(s, "rt", part, 450, 3000, rt_on_record, &ck), 450);
+  }
+  assert_int_equal(ck.seen, 900);
+
+  int64_t off, ts;
+  assert_int_equal(cairn_sync_list_offsets(s, "rt", 1, CAIRN_OFFSET_SPEC_LATEST, 0, &off, NULL), 0);
+  assert_int_equal(off, 450);
+  assert_int_equal(
+      cairn_sync_list_offsets(s, "rt", 0, CAIRN_OFFSET_SPEC_TIMESTAMP, 1700000000000 + 100, &off, &ts),
+      0);
+  assert_int_equal(off, 50); /* message 100 is partition 0's 51st */
+  /* A consumer seeking by timestamp starts at the first batch holding it. */
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
+  assert_int_equal(cairn_consumer_assign(cons, "rt", 0, CAIRN_OFFSET_LATEST), 0);
+  assert_int_equal(cairn_consumer_seek_timestamp(cons, "rt", 0, 1700000000000 + 100), 0);
+  const struct cairn_record *r;
+  assert_int_equal(cairn_sync_poll(s, cons, 5000, &r, NULL, NULL), 0);
+  assert_int_equal(r->offset, 50);
+  assert_int_equal(cairn_consumer_seek(cons, "rt", 0, 449), 0);
+  assert_int_equal(cairn_sync_poll(s, cons, 5000, &r, NULL, NULL), 0);
+  assert_int_equal(r->offset, 449);
+  int64_t pos, hw;
+  assert_int_equal(cairn_consumer_position(cons, "rt", 0, &pos, &hw), 0);
+  assert_int_equal(pos, 450);
+  assert_int_equal(hw, 450);
+  /* At the end: nothing within the timeout. */
+  assert_int_equal(cairn_sync_poll(s, cons, 300, &r, NULL, NULL), UV_ETIMEDOUT);
+  cairn_sync_consumer_close(s, cons);
+
+  int rv = cairn_sync_delete_topic(s, "rt");
+  assert_int_equal(rv, 0);
+  rv = cairn_sync_delete_topic(s, "rt");
+  if (rv != CAIRN_EUNKNOWN_TOPIC) {
+    fail_msg("second delete: %s: %s", cairn_errname(rv), cairn_sync_errmsg(s));
+  }
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+/* ---- leader SIGKILL ---- */
+
+#define KILL_N 2000
+#define KILL_PARTS 2
+
+struct kill_check {
+  int *times_seen;      /* per message id */
+  int last_first[KILL_PARTS]; /* last message id seen for the first time */
+  int duplicates;
+  int32_t partition;
+  bool in_order;
+};
+
+static void kill_on_record(const struct cairn_record *r, void *arg)
+{
+  struct kill_check *k = arg;
+  assert_true(r->value_len > 2 && r->value_len < 16);
+  char buf[16];
+  memcpy(buf, r->value, r->value_len);
+  buf[r->value_len] = '\0';
+  int id = atoi(buf + 2);
+  assert_true(id >= 0 && id < KILL_N);
+  if (k->times_seen[id]++ > 0) {
+    k->duplicates++;
+    return;
+  }
+  if (id < k->last_first[k->partition]) {
+    k->in_order = false;
+  }
+  k->last_first[k->partition] = id;
+}
+
+/* 2000 keyed messages to a 3-replica topic; the leader of partition 0 is
+ * SIGKILLed after the first 700 are acknowledged. Every message must be
+ * delivered (no application error), every acknowledged offset must hold
+ * its message, each partition must hold its messages in send order
+ * (counting first occurrences), and duplicates (a non-idempotent retry
+ * after IN_DOUBT) are counted and printed. */
+static void test_client_produce_across_leader_sigkill(void **state)
+{
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 60000);
+  assert_int_equal(cairn_sync_create_topic(s, "kill", KILL_PARTS, 3, NULL), 0);
+  struct cairn_topic_info *t;
+  assert_int_equal(cairn_sync_describe_topic(s, "kill", &t), 0);
+  uint64_t leader = t->partitions[0].leader_id;
+  cairn_topic_info_free(t);
+  assert_true(leader != 0);
+
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.linger_ms = 2;
+  po.batch_bytes = 2048; /* many small batches: several in flight */
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+  int64_t pid;
+  int16_t epoch;
+  struct sent *sent = calloc(KILL_N, sizeof *sent);
+  long long t0 = tu_now_ms(), t_kill = 0;
+  for (int i = 0; i < KILL_N; i++) {
+    char key[16], value[16];
+    int kl = snprintf(key, sizeof key, "k%d", i % 40);
+    int vl = snprintf(value, sizeof value, "m-%d", i);
+    struct cairn_message m;
+    cairn_message_init(&m);
+    m.topic = "kill";
+    m.key = key;
+    m.key_len = (size_t)kl;
+    m.value = value;
+    m.value_len = (size_t)vl;
+    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[i]), 0);
+    if (i == 700) {
+      assert_int_equal(cairn_sync_flush(s, p), 0);
+      cd_kill(&c, cd_index(&c, leader));
+      t_kill = tu_now_ms();
+    }
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  long long t_end = tu_now_ms();
+  cairn_producer_id(p, &pid, &epoch);
+  assert_int_equal(pid, -1); /* cairnd does not offer InitProducerId yet */
+  cairn_sync_producer_close(s, p);
+  int failed = 0;
+  for (int i = 0; i < KILL_N; i++) {
+    assert_true(sent[i].done);
+    if (sent[i].status != 0) {
+      failed++;
+      print_message("message %d: %s\n", i, cairn_errname(sent[i].status));
+    }
+  }
+  assert_int_equal(failed, 0);
+  struct lc_stats st = cairn_sync_client(s)->stats;
+
+  struct kill_check k = {calloc(KILL_N, sizeof(int)), {-1, -1}, 0, 0, true};
+  size_t total = 0;
+  for (int32_t part = 0; part < KILL_PARTS; part++) {
+    k.partition = part;
+    total += consume_all(s, "kill", part, SIZE_MAX, 3000, kill_on_record, &k);
+  }
+  for (int i = 0; i < KILL_N; i++) {
+    if (k.times_seen[i] == 0) {
+      fail_msg("message %d (acknowledged at %d/%" PRId64 ") is missing", i, sent[i].partition,
+               sent[i].offset);
+    }
+  }
+  assert_true(k.in_order);
+  print_message("sigkill: %d messages in %lld ms (%lld ms after the kill), read %zu, "
+                "duplicates %d; client: %" PRIu64 " NOT_LEADER followed, %" PRIu64
+                " connection failures, %" PRIu64 " retries, %" PRIu64 " metadata refreshes\n",
+                KILL_N, t_end - t0, t_end - t_kill, total, k.duplicates, st.not_leader,
+                st.conn_failures, st.retries, st.meta_refreshes);
+  /* Every acknowledged offset holds its message. */
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
+  for (int i = 0; i < KILL_N; i += 97) {
+    assert_int_equal(cairn_consumer_assign(cons, "kill", sent[i].partition, sent[i].offset), 0);
+    const struct cairn_record *r;
+    assert_int_equal(cairn_sync_poll(s, cons, 5000, &r, NULL, NULL), 0);
+    assert_int_equal(r->offset, sent[i].offset);
+    char want[16];
+    int wl = snprintf(want, sizeof want, "m-%d", i);
+    assert_int_equal(r->value_len, (size_t)wl);
+    assert_memory_equal(r->value, want, (size_t)wl);
+    assert_int_equal(cairn_consumer_unassign(cons, "kill", sent[i].partition), 0);
+  }
+  cairn_sync_consumer_close(s, cons);
+  free(k.times_seen);
+  free(sent);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+/* ---- NOT_LEADER and refused connections ---- */
+
+/* The bootstrap list starts with a port nobody listens on, and the cached
+ * leader of the partition is forced to a follower: produce and consume
+ * succeed anyway, the client having followed a NOT_LEADER hint and
+ * skipped the refused address. */
+static void test_client_not_leader_and_refused_connection_are_absorbed(void **state)
+{
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[300];
+  snprintf(boot, sizeof boot, "127.0.0.1:1,%s", c.nodes[1].client_addr);
+  struct cairn_sync *s = connect_sync(boot, 30000);
+  assert_int_equal(cairn_sync_create_topic(s, "nl", 1, 3, NULL), 0);
+  struct cairn_topic_info *t;
+  assert_int_equal(cairn_sync_describe_topic(s, "nl", &t), 0);
+  uint64_t leader = t->partitions[0].leader_id;
+  cairn_topic_info_free(t);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = "nl";
+  m.value = "first";
+  m.value_len = 5;
+  int32_t part;
+  int64_t off;
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, &off), 0);
+  assert_int_equal(off, 0);
+  /* Point the cache at a follower. */
+  struct cairn_client *cl = cairn_sync_client(s);
+  int fi = (cd_index(&c, leader) + 1) % 3;
+  lc_meta_set_leader(cl, "nl", 0, c.nodes[fi].id, c.nodes[fi].client_addr);
+  uint64_t before = cl->stats.not_leader;
+  m.value = "second";
+  m.value_len = 6;
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, &off), 0);
+  assert_int_equal(off, 1);
+  assert_true(cl->stats.not_leader > before);
+  /* And the consumer from a follower too. */
+  lc_meta_set_leader(cl, "nl", 0, c.nodes[fi].id, c.nodes[fi].client_addr);
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
+  assert_int_equal(cairn_consumer_assign(cons, "nl", 0, 1), 0);
+  const struct cairn_record *r;
+  assert_int_equal(cairn_sync_poll(s, cons, 5000, &r, NULL, NULL), 0);
+  assert_int_equal(r->offset, 1);
+  assert_memory_equal(r->value, "second", 6);
+  print_message("NOT_LEADER followed %" PRIu64 " times, %" PRIu64 " connection failures\n",
+                cl->stats.not_leader, cl->stats.conn_failures);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+/* ---- timeouts and bad input ---- */
+
+/* One node, killed after a first delivery: the next message fails with
+ * CAIRN_EDELIVERY_TIMEOUT close to the 2 s delivery timeout. */
+static void test_client_delivery_timeout_fires_when_cluster_is_gone(void **state)
+{
+  struct cd_cluster c;
+  start_cluster(&c, 1);
+  struct cairn_sync *s = connect_sync(c.nodes[0].client_addr, 2000);
+  assert_int_equal(cairn_sync_create_topic(s, "gone", 1, 1, NULL), 0);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = "gone";
+  m.value = "x";
+  m.value_len = 1;
+  assert_int_equal(cairn_sync_produce(s, p, &m, NULL, NULL), 0);
+  cd_kill(&c, 0);
+  long long t0 = tu_now_ms();
+  assert_int_equal(cairn_sync_produce(s, p, &m, NULL, NULL), CAIRN_EDELIVERY_TIMEOUT);
+  long long took = tu_now_ms() - t0;
+  print_message("delivery timeout 2000 ms fired after %lld ms\n", took);
+  assert_true(took >= 1900 && took < 4000);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+/* Nobody listens: cairn_sync_new gives CAIRN_EUNREACHABLE within about
+ * the request timeout, with a message naming the addresses; a malformed
+ * list is CAIRN_EINVAL at once. */
+static void test_client_unreachable_bootstrap_fails_within_timeout(void **state)
+{
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.request_timeout_ms = 1500;
+  o.connect_timeout_ms = 500;
+  o.retry_backoff_ms = 50;
+  struct cairn_sync *s = NULL;
+  char err[512] = "";
+  long long t0 = tu_now_ms();
+  int rv = cairn_sync_new("127.0.0.1:1,127.0.0.1:2", &o, &s, err, sizeof err);
+  long long took = tu_now_ms() - t0;
+  print_message("unreachable: %s after %lld ms: %s\n", cairn_errname(rv), took, err);
+  assert_int_equal(rv, CAIRN_EUNREACHABLE);
+  assert_null(s);
+  assert_true(took < 3000);
+  assert_non_null(strstr(err, "127.0.0.1:"));
+  assert_int_equal(cairn_sync_new("localhost", &o, &s, err, sizeof err), CAIRN_EINVAL);
+  assert_int_equal(cairn_sync_new("", &o, &s, err, sizeof err), CAIRN_EINVAL);
+  assert_int_equal(cairn_sync_new("host:port", &o, &s, err, sizeof err), CAIRN_EINVAL);
+}
+
+/* An unknown topic fails the delivery (and a consumer's poll) with
+ * CAIRN_EUNKNOWN_TOPIC; a message above max_batch_bytes is refused by the
+ * send call; one above the node's 1 MiB entry bound (with a producer
+ * allowed larger batches) fails its delivery with CAIRN_ETOOLARGE. */
+static void test_client_unknown_topic_and_oversized_message_give_errors(void **state)
+{
+  struct cd_cluster c;
+  start_cluster(&c, 1);
+  struct cairn_sync *s = connect_sync(c.nodes[0].client_addr, 10000);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = "nope";
+  m.value = "x";
+  m.value_len = 1;
+  int32_t part = 7;
+  long long t0 = tu_now_ms();
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, NULL), CAIRN_EUNKNOWN_TOPIC);
+  assert_true(tu_now_ms() - t0 < 5000);
+  assert_int_equal(part, -1);
+
+  assert_int_equal(cairn_sync_create_topic(s, "big", 1, 1, NULL), 0);
+  m.topic = "big";
+  m.partition = 3;
+  assert_int_equal(cairn_sync_produce(s, p, &m, NULL, NULL), CAIRN_EUNKNOWN_PARTITION);
+  m.partition = CAIRN_PARTITION_ANY;
+  size_t big = 2u * 1024 * 1024;
+  uint8_t *v = calloc(1, big);
+  m.value = v;
+  m.value_len = big;
+  assert_int_equal(cairn_sync_produce(s, p, &m, NULL, NULL), CAIRN_ETOOLARGE);
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.max_batch_bytes = 4u * 1024 * 1024;
+  struct cairn_producer *p2;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p2), 0);
+  assert_int_equal(cairn_sync_produce(s, p2, &m, NULL, NULL), CAIRN_ETOOLARGE);
+  free(v);
+  /* The producer still works after those. */
+  m.value = "ok";
+  m.value_len = 2;
+  int64_t off = -1;
+  assert_int_equal(cairn_sync_produce(s, p2, &m, NULL, &off), 0);
+  assert_int_equal(off, 0);
+
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
+  assert_int_equal(cairn_consumer_assign(cons, "nope", 0, CAIRN_OFFSET_EARLIEST), 0);
+  const struct cairn_record *r;
+  const char *et = NULL;
+  int32_t ep = -1;
+  assert_int_equal(cairn_sync_poll(s, cons, 10000, &r, &et, &ep), CAIRN_EUNKNOWN_TOPIC);
+  assert_string_equal(et, "nope");
+  assert_int_equal(ep, 0);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <path of cairnd>\n", argv[0]);
+    return 2;
+  }
+  cairnd_bin = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_client_unreachable_bootstrap_fails_within_timeout),
+      cmocka_unit_test(test_client_admin_and_round_trip_with_both_codecs),
+      cmocka_unit_test(test_client_unknown_topic_and_oversized_message_give_errors),
+      cmocka_unit_test(test_client_delivery_timeout_fires_when_cluster_is_gone),
+      cmocka_unit_test(test_client_not_leader_and_refused_connection_are_absorbed),
+      cmocka_unit_test(test_client_produce_across_leader_sigkill),
+  };
+  const char *filter = getenv("CAIRN_TEST_FILTER");
+  if (filter != NULL) {
+    cmocka_set_test_filter(filter);
+  }
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
