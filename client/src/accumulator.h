@@ -81,7 +81,7 @@ __attribute__((warn_unused_result)) int lc_acc_append(struct lc_acc *a, size_t b
 bool lc_acc_tail_ready(const struct lc_acc *a, size_t batch_bytes, uint64_t linger_ms,
                        uint64_t now_ms, bool force);
 
-/* Seals batch b (open, so the tail): stamps producer_id/epoch and, for an
+/* Seals batch b (open; every batch before it sealed): stamps producer_id/epoch and, for an
  * idempotent producer (producer_id >= 0), the next sequence of the
  * partition; compresses the records with codec when it saves bytes.
  * A batch whose compression fails goes uncompressed. Returns 0 or

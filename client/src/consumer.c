@@ -77,6 +77,7 @@ struct cairn_consumer {
   struct lc_cpart *parts;
   struct lc_cfetch *fetches;
   uint64_t next_fetch_id;
+  uint64_t epochs; /* partition epochs handed out */
   int resolving; /* ListOffsets calls in flight */
   cairn_records_cb cb;
   void *data;
@@ -150,7 +151,7 @@ static void lc_cons_set_start(struct cairn_consumer *cons, struct lc_cpart *cp, 
                               bool by_time, int64_t timestamp)
 {
   lc_cons_drop_chunks(cons, cp);
-  cp->epoch++;
+  cp->epoch = ++cons->epochs; /* unique per consumer, across unassign/assign */
   cp->fetch_req = 0;
   cp->err = 0;
   cp->err_reported = false;

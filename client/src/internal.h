@@ -319,7 +319,11 @@ struct cairn_client {
 uint64_t lc_rand(struct cairn_client *c);
 
 /* Now, in loop milliseconds. */
-static inline uint64_t lc_now(const struct cairn_client *c) { return uv_now(c->loop); }
+static inline uint64_t lc_now(const struct cairn_client *c)
+{
+  uv_update_time(c->loop); /* deadlines count from the call, not the loop turn */
+  return uv_now(c->loop);
+}
 
 /* Called by the tick (producer.c, consumer.c); *_next walks c's lists. */
 struct cairn_producer *lc_producer_next(struct cairn_producer *p);

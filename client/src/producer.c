@@ -54,6 +54,7 @@ struct lc_held {
   uint8_t *buf;
   struct lc_msg msg;
   uint64_t deadline_ms;
+  uint64_t meta_gen; /* metadata generation when it was held */
 };
 
 struct lc_flush {
@@ -73,7 +74,6 @@ struct cairn_producer {
   struct lc_ptopic **topics;
   size_t ntopics;
   struct lc_held *held, *held_tail;
-  uint64_t held_gen;      /* metadata generation when the held were last routed */
   bool held_refreshing;
   uint64_t mem;
   size_t pending;
@@ -336,6 +336,7 @@ static int lc_prod_hold(struct cairn_producer *p, const struct cairn_message *m,
   h->m.headers = h->headers;
   h->msg = *msg;
   h->deadline_ms = deadline_ms;
+  h->meta_gen = p->c->meta.generation;
   if (p->held_tail != NULL) {
     p->held_tail->next = h;
   } else {
@@ -368,7 +369,7 @@ static void lc_prod_route_held(struct cairn_producer *p)
   while (*pp != NULL) {
     struct lc_held *h = *pp;
     const struct lc_topic *mt = lc_meta_topic(c, h->topic);
-    bool fresh = c->meta.generation > p->held_gen;
+    bool fresh = c->meta.generation > h->meta_gen;
     int status = 1; /* 1: keep holding */
     if (p->closing) {
       status = UV_ECANCELED;
@@ -404,7 +405,6 @@ static void lc_prod_route_held(struct cairn_producer *p)
     lc_prod_held_free(h);
   }
   if (need_refresh && !p->held_refreshing) {
-    p->held_gen = c->meta.generation;
     p->held_refreshing = true;
     if (lc_meta_refresh(c, lc_prod_on_held_meta, p) != 0) {
       p->held_refreshing = false;
@@ -925,11 +925,15 @@ static void lc_prod_round(struct cairn_producer *p)
       struct lc_acc *a = &t->parts[pi].acc;
       /* Seal the open tail when due (only once the producer id is known:
        * it is part of the sealed bytes). */
-      if (p->pid_state == LC_PID_READY && !p->closing &&
-          lc_acc_tail_ready(a, p->o.batch_bytes, p->o.linger_ms, now, force)) {
-        if (lc_acc_seal(a, a->tail, p->pid, p->epoch, p->o.compression,
-                        p->o.compression_level) != 0) {
-          continue; /* out of memory: try again next round */
+      if (p->pid_state == LC_PID_READY && !p->closing) {
+        bool tail_ready = lc_acc_tail_ready(a, p->o.batch_bytes, p->o.linger_ms, now, force);
+        /* Open batches before the tail take no more records: seal them in
+         * order, and the tail when it is due. */
+        for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+          if (b->open && (b != a->tail || tail_ready) &&
+              lc_acc_seal(a, b, p->pid, p->epoch, p->o.compression, p->o.compression_level) != 0) {
+            break; /* out of memory: try again next round */
+          }
         }
       }
       /* Expire or cancel batches not in flight, from the head on (their

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -74,6 +75,25 @@ static struct cairn_sync *connect_sync(const char *bootstrap, uint32_t delivery_
     fail_msg("cairn_sync_new(%s): %s: %s", bootstrap, cairn_errname(rv), err);
   }
   return s;
+}
+
+/* The leader of (topic, partition) as DescribeTopic reports it, waiting
+ * for one to be known (the answering node may lag the election). */
+static uint64_t leader_of(struct cairn_sync *s, const char *topic, int32_t partition)
+{
+  long long end = tu_now_ms() + WAIT_MS;
+  while (tu_now_ms() < end) {
+    struct cairn_topic_info *t;
+    assert_int_equal(cairn_sync_describe_topic(s, topic, &t), 0);
+    uint64_t leader = t->partitions[partition].leader_id;
+    cairn_topic_info_free(t);
+    if (leader != 0) {
+      return leader;
+    }
+    usleep(50 * 1000);
+  }
+  fail_msg("%s/%d has no leader after %d ms", topic, partition, WAIT_MS);
+  return 0;
 }
 
 /* ---- delivery bookkeeping ---- */
@@ -347,11 +367,7 @@ static void test_client_produce_across_leader_sigkill(void **state)
   bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
   assert_int_equal(cairn_sync_create_topic(s, "kill", KILL_PARTS, 3, NULL), 0);
-  struct cairn_topic_info *t;
-  assert_int_equal(cairn_sync_describe_topic(s, "kill", &t), 0);
-  uint64_t leader = t->partitions[0].leader_id;
-  cairn_topic_info_free(t);
-  assert_true(leader != 0);
+  uint64_t leader = leader_of(s, "kill", 0);
 
   struct cairn_producer_options po;
   cairn_producer_options_init(&po);
@@ -450,10 +466,7 @@ static void test_client_not_leader_and_refused_connection_are_absorbed(void **st
   snprintf(boot, sizeof boot, "127.0.0.1:1,%s", c.nodes[1].client_addr);
   struct cairn_sync *s = connect_sync(boot, 30000);
   assert_int_equal(cairn_sync_create_topic(s, "nl", 1, 3, NULL), 0);
-  struct cairn_topic_info *t;
-  assert_int_equal(cairn_sync_describe_topic(s, "nl", &t), 0);
-  uint64_t leader = t->partitions[0].leader_id;
-  cairn_topic_info_free(t);
+  uint64_t leader = leader_of(s, "nl", 0);
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
   struct cairn_message m;
