@@ -622,15 +622,21 @@ void plog_recovery_info(struct store *st, struct plog_recovery *out)
 }
 
 /* CRC-32C of a segment file's first size bytes, read in chunks. */
-static int plog_segment_crc(const struct segment *s, uint32_t *out)
+/* The CRC-32C of a segment's valid bytes, reading only what was appended
+ * since the last call (the rest is cached in the segment). */
+static int plog_segment_crc(struct segment *s, uint32_t *out)
 {
   enum { CHUNK = 1 << 20 };
-  uint8_t *buf = malloc(CHUNK);
-  if (buf == NULL) {
+  uint32_t crc = s->crc_prefix;
+  uint64_t pos = s->crc_prefix_size;
+  if (pos > s->size) {
+    crc = 0;
+    pos = 0;
+  }
+  uint8_t *buf = pos < s->size ? malloc(CHUNK) : NULL;
+  if (pos < s->size && buf == NULL) {
     return CAIRN_ENOMEM;
   }
-  uint32_t crc = 0;
-  uint64_t pos = 0;
   int rv = 0;
   while (rv == 0 && pos < s->size) {
     size_t want = s->size - pos < CHUNK ? (size_t)(s->size - pos) : CHUNK;
@@ -643,6 +649,10 @@ static int plog_segment_crc(const struct segment *s, uint32_t *out)
     pos += got;
   }
   free(buf);
+  if (rv == 0) {
+    s->crc_prefix = crc;
+    s->crc_prefix_size = pos;
+  }
   *out = crc;
   return rv;
 }
@@ -655,7 +665,7 @@ int plog_segments(struct store *st, struct plog_segment_desc **out, size_t *n)
     return CAIRN_ENOMEM;
   }
   for (size_t i = 0; i < pl->nsegs; i++) {
-    const struct segment *s = pl->segs[i];
+    struct segment *s = pl->segs[i];
     d[i].base_offset = s->base_offset;
     d[i].next_offset = s->next_offset;
     d[i].size_bytes = s->size;

@@ -417,6 +417,10 @@ int segment_truncate(struct segment *s, uint64_t pos, int64_t next_offset)
   }
   s->size = pos;
   s->next_offset = next_offset;
+  if (s->crc_prefix_size > pos) {
+    s->crc_prefix = 0;
+    s->crc_prefix_size = 0;
+  }
   if (s->synced_size > pos) {
     s->synced_size = pos;
   }
@@ -489,6 +493,8 @@ int segment_scan(struct segment *s, uint64_t pos, int64_t expect_offset, uint64_
   out->last_index = prev_index;
   /* The in-memory state follows the scan batch by batch. */
   s->size = pos;
+  s->crc_prefix = 0;
+  s->crc_prefix_size = 0;
   s->next_offset = expect_offset;
   s->last_index = prev_index;
 

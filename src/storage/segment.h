@@ -31,6 +31,11 @@ struct segment {
   uint32_t index_interval; /* bytes between offset index entries */
   uint64_t last_indexed;   /* position of the last offset index entry */
   int64_t max_ts_rel;      /* relative offset of the batch holding max_timestamp */
+  /* CRC-32C of the file's bytes [0, crc_prefix_size), kept so a manifest
+   * only reads what was appended since the last one (bytes below size never
+   * change; truncation drops the cache). */
+  uint32_t crc_prefix;
+  uint64_t crc_prefix_size;
   int fd;
   struct index oix;
   struct index tix;
