@@ -223,6 +223,10 @@ struct rgroup {
   bool fatal; /* the store failed: this replica applies nothing more */
   rgroup_close_cb close_cb;
   uint64_t snapshots;            /* taken by this replica */
+  uint64_t restores;             /* snapshots installed (restored) on this replica */
+  uint64_t snapshots_sent;       /* InstallSnapshot messages sent to followers */
+  uint64_t apply_ns;             /* uv_hrtime() when the entry being applied, or the
+                                    last one, began applying (its commit time) */
   uint64_t snapshot_flush_ns;    /* loop-thread time in their store flush */
   uint64_t snapshot_manifest_ns; /* and in building their manifest */
   uint64_t entries_proposed;

@@ -137,6 +137,7 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
   struct rgroup *rg = fsm->data;
   raft_index index = raft_last_applied(&rg->raft) + 1;
   *result = NULL;
+  rg->apply_ns = uv_hrtime(); /* the entry is committed: slow-request tracing */
   if (rg->fatal) {
     return RAFT_IOERR;
   }
@@ -216,6 +217,7 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
 static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
   struct rgroup *rg = fsm->data;
+  rg->restores++;
   struct manifest m;
   int rv = manifest_decode(buf->base, buf->len, &m);
   if (rv != 0) {

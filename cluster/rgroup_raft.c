@@ -194,6 +194,9 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
 {
   struct rgroup *rg = rgroup_raft_of(io);
   struct raft *r = &rg->raft;
+  if (message->type == RAFT_IO_INSTALL_SNAPSHOT) {
+    rg->snapshots_sent++; /* for the node's metrics */
+  }
   /* raft 0.15 may answer an AppendEntries after the leader it came from is
    * forgotten, with a NULL destination address, and then crashes creating
    * a client for it (uvClientInit; fixed upstream in 35479fc). Such a

@@ -10,6 +10,7 @@ PACKAGES=(
   clang libclang-rt-dev
   libinih-dev
   liblz4-dev libzstd-dev
+  libmicrohttpd-dev
 )
 
 missing=()

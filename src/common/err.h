@@ -70,7 +70,8 @@
   X(CAIRN_EGROUP_NOT_EMPTY,    -10156, "the group has members") \
   X(CAIRN_ENOT_ASSIGNED,       -10157, "the partition is not assigned to this member") \
   X(CAIRN_EUNKNOWN_GROUP,      -10158, "unknown group") \
-  X(CAIRN_EINVALID_GROUP,      -10159, "invalid group name, session timeout or subscription")
+  X(CAIRN_EINVALID_GROUP,      -10159, "invalid group name, session timeout or subscription") \
+  X(CAIRN_EHTTP,               -10120, "the admin HTTP server could not start")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

@@ -434,8 +434,9 @@ static void conn_pump(struct conn *c)
   }
 }
 
-static void conn_enqueue(struct conn *c, Cairn__Client__Envelope *e, const struct conn_part *parts,
-                         size_t nparts)
+/* Queues one answer; returns its bytes (0 when it could not be encoded). */
+static uint64_t conn_enqueue(struct conn *c, Cairn__Client__Envelope *e,
+                             const struct conn_part *parts, size_t nparts)
 {
   uint64_t payload = 0;
   for (size_t i = 0; i < nparts; i++) {
@@ -456,7 +457,7 @@ static void conn_enqueue(struct conn *c, Cairn__Client__Envelope *e, const struc
              payload, cairn_strerror(rv));
     log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
     conn_close_now(c, rv);
-    return;
+    return 0;
   }
   o->next = NULL;
   o->hdr = hdr;
@@ -483,6 +484,7 @@ static void conn_enqueue(struct conn *c, Cairn__Client__Envelope *e, const struc
     c->peak_write_queue_bytes = c->write_queue_bytes;
   }
   conn_pump(c);
+  return hdr_len + payload;
 }
 
 /* ---- requests ---- */
@@ -518,6 +520,7 @@ void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
   struct conn *c = req->c;
   c->busy++;
   conn_request_unlink(c, req);
+  uint64_t bytes = 0;
   if (req->canceled || c->state >= CONN_CLOSING) {
     for (size_t i = 0; i < nparts; i++) {
       struct conn_part p = parts[i];
@@ -527,7 +530,10 @@ void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
     Cairn__Client__Envelope e = *env; /* shallow: only packed, never freed */
     e.correlation_id = req->correlation_id;
     e.api = req->api;
-    conn_enqueue(c, &e, parts, nparts);
+    bytes = conn_enqueue(c, &e, parts, nparts);
+  }
+  if (c->answered != NULL) {
+    c->answered(req, env, bytes, c->data);
   }
   conn_request_free(req);
   c->busy--;
@@ -717,6 +723,7 @@ static void conn_dispatch_request(struct conn *c, struct conn_request *req,
   req->payload = payload;
   req->payload_len = payload_len;
   req->charge = frame_size;
+  req->arrival_ns = uv_hrtime();
   req->next = c->reqs;
   if (c->reqs != NULL) {
     c->reqs->prev = req;

@@ -58,6 +58,11 @@
 #define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
 #define CONN_ERRMSG_SIZE 256
 
+/* Phases a handler may mark on a request (conn_request.mark_ns), read by
+ * the answered callback to trace slow requests: the request was handed to
+ * its Raft group, its entry was committed (applying began), and applied. */
+enum conn_mark { CONN_MARK_PROPOSED, CONN_MARK_COMMITTED, CONN_MARK_APPLIED, CONN_MARKS };
+
 #define CONN_STATE_TABLE(X)                                                                        \
   X(CONN_OPEN)                                                                                     \
   X(CONN_DRAINING)                                                                                 \
@@ -103,6 +108,15 @@ typedef void (*conn_dispatch_cb)(struct conn_request *req, void *data);
  * request is finished, so a handler never writes to a freed conn. */
 typedef void (*conn_cancel_cb)(struct conn_request *req);
 
+/* req is being finished with the answer env (borrowed: the envelope as
+ * given to conn_respond, valid during the call), bytes_out answer bytes
+ * queued (0 when dropped). For metrics and tracing: it may read req (its
+ * api, arrival_ns, mark_ns, charge) but not finish or keep it. data is the
+ * conn's dispatch data. Fires once per request, on the loop thread. */
+typedef void (*conn_answered_cb)(const struct conn_request *req,
+                                 const Cairn__Client__Envelope *env, uint64_t bytes_out,
+                                 void *data);
+
 /* The conn is gone (CONN_CLOSED); c is freed when this returns. */
 typedef void (*conn_closed_cb)(struct conn *c);
 
@@ -124,8 +138,11 @@ struct conn_request {
                                  * is read meanwhile */
   size_t payload_len;
   bool canceled; /* the conn is closing: the answer will be dropped */
+  uint64_t arrival_ns; /* uv_hrtime() when it was dispatched */
   /* Free for the handler. */
   void *handler_data;
+  uint64_t mark_ns[CONN_MARKS]; /* phase times (uv_hrtime(), 0: not reached)
+                                 * for slow-request tracing */
   /* Private. */
   conn_cancel_cb cancel_cb;
   size_t charge; /* bytes counted in the conn's in-flight total */
@@ -161,6 +178,7 @@ struct conn {
   conn_dispatch_cb dispatch;
   void *data;
   conn_closed_cb closed_cb;
+  conn_answered_cb answered; /* may be NULL; set by the creator after conn_new */
   void *owner;              /* for the creator (the listener) */
   struct conn *prev, *next; /* the owner's list */
 

@@ -78,6 +78,7 @@ static void listener_on_connection(uv_stream_t *server, int status)
     return;
   }
   c->owner = l;
+  c->answered = l->cfg.answered;
   c->prev = NULL;
   c->next = l->conns;
   if (l->conns != NULL) {

@@ -25,6 +25,7 @@ struct listener_config {
   unsigned max_conns;       /* live conns; 0 means LISTENER_DEFAULT_MAX_CONNS */
   struct conn_limits limits;
   conn_dispatch_cb dispatch; /* every conn's requests go here, with data */
+  conn_answered_cb answered; /* may be NULL: every conn's answers, with data */
   void *data;
 };
 

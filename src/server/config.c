@@ -47,6 +47,7 @@ enum config_key_id {
   CONFIG_K_DATA_DIR,
   CONFIG_K_RACK,
   CONFIG_K_LOG_LEVEL,
+  CONFIG_K_SLOW_REQUEST,
   CONFIG_K_LISTEN,
   CONFIG_K_CLUSTER_LISTEN,
   CONFIG_K_ADMIN_LISTEN,
@@ -92,6 +93,10 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                        "failure domain; replicas of a partition go to different racks", "none"},
     [CONFIG_K_LOG_LEVEL] = {"log-level", "node", "log_level", "LEVEL", CONFIG_KIND_LEVEL,
                             CONFIG_OFF(log_level), 0, 0, "debug, info, warn or error", NULL},
+    [CONFIG_K_SLOW_REQUEST] = {"slow-request-ms", "node", "slow_request_ms", "N", CONFIG_KIND_UINT,
+                               CONFIG_OFF(slow_request_ms), 0, CONFIG_DAY_MS,
+                               "log requests slower than this, with their phases (0: never)",
+                               NULL},
     [CONFIG_K_LISTEN] = {"listen", "network", "listen", "HOST:PORT", CONFIG_KIND_LISTEN,
                          CONFIG_OFF(listen), 0, 0, "client port (port 0: any free port)", NULL},
     [CONFIG_K_CLUSTER_LISTEN] = {"cluster-listen", "network", "cluster_listen", "HOST:PORT",
@@ -490,6 +495,7 @@ static void config_defaults(struct config *cfg)
   cfg->node_id = 1;
   snprintf(cfg->data_dir, sizeof cfg->data_dir, "./data");
   cfg->log_level = LOG_INFO;
+  cfg->slow_request_ms = 1000;
   config_addr_set(&cfg->listen, "127.0.0.1", 7400);
   config_addr_set(&cfg->cluster_listen, "127.0.0.1", 7401);
   config_addr_set(&cfg->admin_listen, "127.0.0.1", 7402);

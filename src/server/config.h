@@ -64,6 +64,8 @@ struct config {
   char data_dir[CONFIG_PATH_MAX]; /* data_dir (--data-dir), never empty; default ./data */
   char rack[CONFIG_RACK_MAX + 1]; /* rack (--rack), "" when none */
   enum log_level log_level;       /* log_level (--log-level): debug..error; default info */
+  unsigned slow_request_ms;       /* slow_request_ms (--slow-request-ms): log requests slower
+                                     than this with their phases; 0: never; default 1000 */
 
   /* [network] */
   struct config_addr listen;            /* clients; default 127.0.0.1:7400 */

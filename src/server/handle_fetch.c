@@ -227,8 +227,14 @@ static void handle_fetch_on_part_sent(void *arg, int status)
 
 /* Sends fr as the answer to req, handing the regions to the conn (each
  * released by its part's callback). Consumes req and fr. */
-static void handle_fetch_send(struct conn_request *req, struct handle_fetch_result *fr)
+static void handle_fetch_send(struct node *n, struct conn_request *req,
+                              struct handle_fetch_result *fr)
 {
+  for (size_t i = 0; i < fr->n; i++) {
+    if (fr->targets[i].p != NULL && fr->errs[i].code == CAIRN__CLIENT__ERROR_CODE__OK) {
+      metrics_part_fetched(&n->metrics, fr->targets[i].p->group_id, fr->res[i].bytes);
+    }
+  }
   struct conn_part *parts = calloc(fr->nregions > 0 ? fr->nregions : 1, sizeof *parts);
   if (parts == NULL) {
     handle_fetch_result_free(fr);
@@ -272,7 +278,7 @@ static void handle_fetch_answer_now(struct node *n, struct conn_request *req)
                                cairn_strerror(CAIRN_ENOMEM));
     return;
   }
-  handle_fetch_send(req, &fr);
+  handle_fetch_send(n, req, &fr);
 }
 
 static void handle_fetch_on_timer_closed(uv_handle_t *h)
@@ -313,7 +319,7 @@ static void handle_fetch_on_timer(uv_timer_t *timer)
     return;
   }
   if (fr.total >= fq->min_bytes || fr.any_error || now >= w->deadline || n->state != NODE_RUNNING) {
-    handle_fetch_send(handle_fetch_unpark(w), &fr);
+    handle_fetch_send(n, handle_fetch_unpark(w), &fr);
     return;
   }
   handle_fetch_result_free(&fr);
@@ -349,7 +355,7 @@ void handle_fetch(struct node *n, struct conn_request *req)
     return;
   }
   if (fr.total >= fq->min_bytes || fr.any_error || fq->max_wait_ms == 0) {
-    handle_fetch_send(req, &fr);
+    handle_fetch_send(n, req, &fr);
     return;
   }
   /* Park: nothing stays pinned while waiting. */

@@ -111,6 +111,15 @@ static size_t md_isr_alive(const struct meta_state *st, const struct meta_partit
   return k;
 }
 
+size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, struct part *p,
+                           uint64_t *out)
+{
+  if (p != NULL && rgroup_is_leader(&p->rg)) {
+    return md_isr_local(&p->rg, out);
+  }
+  return md_isr_alive(ctl_state(&n->ctl), mp, out);
+}
+
 static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
                          const struct meta_topic *t, uint32_t index)
 {
@@ -130,8 +139,8 @@ static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__Part
   }
   pi->isr = isr;
   struct part *p = parts_find(&n->parts, t->id, index);
+  pi->n_isr = handle_metadata_isr(n, mp, p, isr);
   if (p == NULL) {
-    pi->n_isr = md_isr_alive(ctl_state(&n->ctl), mp, isr);
     return;
   }
   struct store_info si;
@@ -141,9 +150,6 @@ static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__Part
   if (rgroup_is_leader(&p->rg)) {
     pi->leader_id = n->cfg.node_id;
     pi->leader_term = p->rg.raft.current_term;
-    pi->n_isr = md_isr_local(&p->rg, isr);
-  } else {
-    pi->n_isr = md_isr_alive(ctl_state(&n->ctl), mp, isr);
   }
 }
 

@@ -47,6 +47,7 @@ struct handle_produce_op;
 struct handle_produce_batch {
   struct rgroup_produce rp; /* rp.data: this */
   struct handle_produce_op *op;
+  struct rgroup *rg; /* the replica it was handed to */
   int status; /* HANDLE_PRODUCE_PENDING, 0 or a negative code */
   int64_t base_offset;
 };
@@ -112,6 +113,12 @@ static void handle_produce_on_done(struct rgroup_produce *rp, int status, int64_
   b->status = status;
   b->base_offset = base_offset;
   op->pending--;
+  if (op->req != NULL) {
+    /* Phases for slow-request tracing: the last batch's times count. */
+    uint64_t now = uv_hrtime();
+    op->req->mark_ns[CONN_MARK_COMMITTED] = b->rg->apply_ns != 0 ? b->rg->apply_ns : now;
+    op->req->mark_ns[CONN_MARK_APPLIED] = now;
+  }
   if (op->submitting) {
     return; /* called back from inside rgroup_produce: handle_produce goes on */
   }
@@ -185,6 +192,9 @@ static void handle_produce_answer(struct handle_produce_op *op)
       for (size_t b = 0; b < pp->nbatches; b++) {
         const struct handle_produce_batch *hb = &op->batches[pp->first + b];
         offsets[pp->first + b] = hb->status == 0 ? hb->base_offset : -1;
+        if (hb->status == 0) {
+          metrics_part_produced(&op->n->metrics, hb->rg->group_id, pp->batches[b].len);
+        }
       }
       r->base_offset = offsets[pp->first];
       if (hp->target.code != CAIRN__CLIENT__ERROR_CODE__OK) {
@@ -274,9 +284,13 @@ static void handle_produce_submit_part(struct handle_produce_op *op, size_t i)
   for (size_t b = 0; b < pp->nbatches; b++) {
     struct handle_produce_batch *hb = &op->batches[pp->first + b];
     hb->op = op;
+    hb->rg = rg;
     hb->rp.data = hb;
     hb->status = HANDLE_PRODUCE_PENDING;
     op->pending++;
+    if (op->req->mark_ns[CONN_MARK_PROPOSED] == 0) {
+      op->req->mark_ns[CONN_MARK_PROPOSED] = uv_hrtime();
+    }
     int rv =
         rgroup_produce(rg, &hb->rp, pp->batches[b].p, pp->batches[b].len, handle_produce_on_done);
     if (rv != 0) {

@@ -32,6 +32,11 @@ void handle_metadata(struct node *n, struct conn_request *req);
 void handle_list_topics(struct node *n, struct conn_request *req);
 void handle_describe_topic(struct node *n, struct conn_request *req);
 void handle_describe_cluster(struct node *n, struct conn_request *req);
+/* The in-sync replicas of mp into out[META_MAX_REPLICAS]: as its leader
+ * sees them when p (this node's replica, may be NULL) leads, else the
+ * replicas on alive nodes. Returns how many. (Also the admin port's.) */
+size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, struct part *p,
+                           uint64_t *out);
 
 /* handle_admin.c: CreateTopic, DeleteTopic, DecommissionNode. */
 void handle_create_topic(struct node *n, struct conn_request *req);

@@ -2,6 +2,7 @@
  * node.h. Requests are handled in dispatch.c and handle_*.c. */
 #include "server/node.h"
 
+#include "admin/admin.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -121,6 +122,7 @@ static int node_start_ports(struct node *n)
   struct listener_config lc = {.bind_address = n->cfg.listen.str,
                                .max_conns = n->cfg.max_connections,
                                .dispatch = node_dispatch,
+                               .answered = admin_on_answered,
                                .data = n};
   conn_limits_default(&lc.limits);
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
@@ -134,6 +136,9 @@ static int node_start_ports(struct node *n)
   }
   if (rv == 0 && n->cfg.listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLIENT, (uint16_t)n->lis.port);
+  }
+  if (rv == 0) {
+    rv = admin_start(n, &n->admin);
   }
   return rv;
 }
@@ -463,6 +468,8 @@ static void node_on_lis_closed(struct listener *l)
 
 static void node_on_handle_closed(uv_handle_t *h) { node_stop_step(h->data); }
 
+static void node_on_admin_closed(void *data) { node_stop_step(data); }
+
 /* The stop runs in stages, each started when the previous one is done:
  * clients (answers in flight still go out), partitions (each hands its
  * leadership away first), the peer, the metadata group, the cluster port. */
@@ -473,8 +480,9 @@ static void node_stop_step(struct node *n)
   }
   switch (n->stop_stage++) {
   case 0:
-    n->parts_open = 3;
+    n->parts_open = 4;
     handle_fetch_close_all(n);
+    admin_close(n->admin, node_on_admin_closed, n);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
     uv_close((uv_handle_t *)&n->reconcile, node_on_handle_closed);
     listener_close(&n->lis, node_on_lis_closed);
@@ -494,6 +502,7 @@ static void node_stop_step(struct node *n)
     break;
   default:
     n->state = NODE_STOPPED;
+    metrics_close(&n->metrics);
     log_info("node", "node %" PRIu64 " stopped", n->cfg.node_id);
     if (n->stop_cb != NULL) {
       n->stop_cb(n);

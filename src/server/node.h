@@ -6,6 +6,7 @@
  *   partitions (partitions.h)   the partition replicas the metadata assigns here
  *   client port (listener.h)    requests, dispatched by api (dispatch.h)
  *   peer (peer.h)               this node's own requests to the controller leader
+ *   admin port (admin.h)        metrics, health, JSON views, the status page
  *
  * Once a second (node_on_tick): the controller leader bootstraps the
  * cluster id if the metadata has none; this node registers itself if the
@@ -29,6 +30,7 @@
 #ifndef CAIRN_NODE_H
 #define CAIRN_NODE_H
 
+#include "admin/metrics.h"
 #include "cluster/controller.h"
 #include "cluster/partitions.h"
 #include "cluster/transport.h"
@@ -50,6 +52,7 @@ enum node_state { NODE_RUNNING, NODE_STOPPING, NODE_STOPPED };
 
 struct node;
 struct fetch_wait;
+struct admin;
 typedef void (*node_stop_cb)(struct node *n);
 
 struct node {
@@ -63,6 +66,8 @@ struct node {
   struct parts parts;
   struct listener lis;
   struct peer peer;          /* to the controller leader or the join address */
+  struct admin *admin;       /* the admin HTTP port (src/admin/admin.h) */
+  struct metrics metrics;    /* counters the request path updates (src/admin/metrics.h) */
   uv_timer_t tick;
   uv_idle_t reconcile;       /* runs a reconcile after metadata changes */
   bool reconcile_pending;

@@ -105,6 +105,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_string_equal(a->data_dir, b->data_dir);
   assert_string_equal(a->rack, b->rack);
   assert_int_equal(a->log_level, b->log_level);
+  assert_int_equal(a->slow_request_ms, b->slow_request_ms);
   assert_string_equal(a->listen.str, b->listen.str);
   assert_string_equal(a->cluster_listen.str, b->cluster_listen.str);
   assert_string_equal(a->admin_listen.str, b->admin_listen.str);
@@ -160,6 +161,7 @@ static void test_config_no_arguments_give_the_single_node_cluster(void **state)
   assert_string_equal(cfg.data_dir, "./data");
   assert_string_equal(cfg.rack, "");
   assert_int_equal(cfg.log_level, LOG_INFO);
+  assert_int_equal(cfg.slow_request_ms, 1000);
   assert_string_equal(cfg.listen.str, "127.0.0.1:7400");
   assert_string_equal(cfg.listen.host, "127.0.0.1");
   assert_int_equal(cfg.listen.port, 7400);

@@ -1,0 +1,426 @@
+/* metrics_text.c - the Prometheus text exposition (format 0.0.4) of the
+ * node's metrics: its counters (metrics.h) and what is read, when scraped,
+ * from the client port, the hosted Raft groups, their stores and the
+ * metadata. See metrics_node.h; docs/observability.md lists every metric.
+ *
+ * Counters summed over hosted groups (snapshots, catch-up bytes) drop when
+ * a replica moves away; Prometheus' rate() treats a drop as a reset. */
+#include "admin/metrics_node.h"
+
+#include "admin/admin_state.h"
+#include "admin/metrics.h"
+#include "server/node.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+
+/* Latency buckets exported: powers of two microseconds, 2^7 (128 us) to
+ * 2^25 (33.5 s), each an exact bucket bound of metrics_hist. */
+#define METRICS_TEXT_LE_MIN_LOG2 7
+#define METRICS_TEXT_LE_MAX_LOG2 25
+
+static void metrics_text_family(struct admin_buf *b, const char *name, const char *type,
+                                const char *help)
+{
+  admin_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with Prometheus' escapes (\\, \", \n). */
+static void metrics_text_label_value(struct admin_buf *b, const char *v)
+{
+  for (const char *p = v; *p != '\0'; p++) {
+    if (*p == '\\' || *p == '"') {
+      char esc[2] = {'\\', *p};
+      admin_buf_put(b, esc, 2);
+    } else if (*p == '\n') {
+      admin_buf_puts(b, "\\n");
+    } else {
+      admin_buf_put(b, p, 1);
+    }
+  }
+}
+
+/* A lower-case copy of an enum value name without its prefix:
+ * "API_PRODUCE" -> "produce", "NOT_LEADER" -> "not_leader". */
+static void metrics_text_enum_name(const ProtobufCEnumDescriptor *d, int v, const char *prefix,
+                                   char *out, size_t cap)
+{
+  const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(d, v);
+  if (ev == NULL) {
+    snprintf(out, cap, "%d", v);
+    return;
+  }
+  const char *s = ev->name;
+  size_t plen = strlen(prefix);
+  if (strncmp(s, prefix, plen) == 0) {
+    s += plen;
+  }
+  size_t i = 0;
+  for (; s[i] != '\0' && i + 1 < cap; i++) {
+    out[i] = (char)tolower((unsigned char)s[i]);
+  }
+  out[i] = '\0';
+}
+
+/* ---- node ---- */
+
+static void metrics_text_requests(struct node *n, struct admin_buf *b)
+{
+  const struct metrics *m = &n->metrics;
+  metrics_text_family(b, "cairn_requests_total", "counter",
+                      "Client requests answered, by api and the answer's error code.");
+  for (unsigned api = 0; api < METRICS_API_SLOTS; api++) {
+    for (unsigned code = 0; code < METRICS_CODE_SLOTS; code++) {
+      if (m->requests[api][code] == 0) {
+        continue;
+      }
+      char an[48], cn[48];
+      metrics_text_enum_name(&cairn__client__api__descriptor, (int)api, "API_", an, sizeof an);
+      metrics_text_enum_name(&cairn__client__error_code__descriptor, (int)code, "", cn, sizeof cn);
+      admin_buf_printf(b, "cairn_requests_total{api=\"%s\",code=\"%s\"} %" PRIu64 "\n", an, cn,
+                       m->requests[api][code]);
+    }
+  }
+  metrics_text_family(b, "cairn_request_duration_seconds", "histogram",
+                      "Time from a request's dispatch to its answer being queued (a fetch "
+                      "includes its long-poll wait).");
+  static const char *const names[METRICS_LAT_COUNT] = {"produce", "fetch"};
+  for (int k = 0; k < METRICS_LAT_COUNT; k++) {
+    const struct metrics_hist *h = &m->latency[k];
+    for (int e = METRICS_TEXT_LE_MIN_LOG2; e <= METRICS_TEXT_LE_MAX_LOG2; e++) {
+      uint64_t le_us = (uint64_t)1 << e;
+      admin_buf_printf(b,
+                       "cairn_request_duration_seconds_bucket{api=\"%s\",le=\"%" PRIu64
+                       ".%06" PRIu64 "\"} %" PRIu64 "\n",
+                       names[k], le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
+    }
+    admin_buf_printf(b,
+                     "cairn_request_duration_seconds_bucket{api=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
+                     names[k], h->count);
+    admin_buf_printf(b,
+                     "cairn_request_duration_seconds_sum{api=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n",
+                     names[k], h->sum / 1000000, h->sum % 1000000);
+    admin_buf_printf(b, "cairn_request_duration_seconds_count{api=\"%s\"} %" PRIu64 "\n", names[k],
+                     h->count);
+  }
+  metrics_text_family(b, "cairn_slow_requests_total", "counter",
+                      "Requests answered later than slow_request_ms (each logged with its "
+                      "phases).");
+  admin_buf_printf(b, "cairn_slow_requests_total %" PRIu64 "\n", m->slow_requests);
+}
+
+static void metrics_text_client_port(struct node *n, struct admin_buf *b)
+{
+  const struct metrics *m = &n->metrics;
+  metrics_text_family(b, "cairn_client_connections", "gauge", "Open client connections.");
+  admin_buf_printf(b, "cairn_client_connections %u\n", n->lis.nconns);
+  metrics_text_family(b, "cairn_client_connections_accepted_total", "counter",
+                      "Client connections accepted.");
+  admin_buf_printf(b, "cairn_client_connections_accepted_total %" PRIu64 "\n", n->lis.accepted);
+  metrics_text_family(b, "cairn_client_connections_rejected_total", "counter",
+                      "Client connections closed at once because max_connections were open.");
+  admin_buf_printf(b, "cairn_client_connections_rejected_total %" PRIu64 "\n", n->lis.rejected);
+  metrics_text_family(b, "cairn_client_received_bytes_total", "counter",
+                      "Request frame bytes received from clients (counted when answered).");
+  admin_buf_printf(b, "cairn_client_received_bytes_total %" PRIu64 "\n", m->bytes_in);
+  metrics_text_family(b, "cairn_client_sent_bytes_total", "counter",
+                      "Answer bytes queued for clients (frames and payloads).");
+  admin_buf_printf(b, "cairn_client_sent_bytes_total %" PRIu64 "\n", m->bytes_out);
+}
+
+/* Sums over the hosted partition groups. */
+struct metrics_text_sums {
+  uint64_t roles[4]; /* leader, follower, candidate, other */
+  uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries;
+  uint64_t catchup_in, catchup_out, log_bytes, catching_up;
+};
+
+static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
+{
+  memset(s, 0, sizeof *s);
+  for (size_t i = 0; i < n->parts.n; i++) {
+    struct rgroup *rg = &n->parts.v[i]->rg;
+    int role = 3;
+    if (rg->raft_open && !rg->raft_closing) {
+      int st = raft_state(&rg->raft);
+      role = st == RAFT_LEADER ? 0 : st == RAFT_FOLLOWER ? 1 : st == RAFT_CANDIDATE ? 2 : 3;
+    }
+    s->roles[role]++;
+    s->snapshots_taken += rg->snapshots;
+    s->snapshots_sent += rg->snapshots_sent;
+    s->snapshots_installed += rg->restores;
+    s->recoveries += rg->recoveries;
+    s->catchup_in += rg->catchup.fetched_bytes;
+    s->catchup_out += rg->fetch.served_bytes;
+    s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
+    struct store_info si;
+    store_info(rgroup_store(rg), &si);
+    s->log_bytes += si.size_bytes;
+  }
+}
+
+static void metrics_text_raft(struct node *n, struct admin_buf *b)
+{
+  struct metrics_text_sums s;
+  metrics_text_sum(n, &s);
+  metrics_text_family(b, "cairn_raft_groups", "gauge",
+                      "Hosted partition Raft groups by this replica's role.");
+  static const char *const roles[4] = {"leader", "follower", "candidate", "unavailable"};
+  for (int i = 0; i < 4; i++) {
+    admin_buf_printf(b, "cairn_raft_groups{role=\"%s\"} %" PRIu64 "\n", roles[i], s.roles[i]);
+  }
+  metrics_text_family(b, "cairn_raft_groups_catching_up", "gauge",
+                      "Hosted replicas fetching their log from a peer after a snapshot.");
+  admin_buf_printf(b, "cairn_raft_groups_catching_up %" PRIu64 "\n", s.catching_up);
+  metrics_text_family(b, "cairn_raft_elections_total", "counter",
+                      "Raft term changes seen in the hosted groups and the metadata group "
+                      "(each is an election).");
+  admin_buf_printf(b, "cairn_raft_elections_total %" PRIu64 "\n", n->metrics.elections);
+  metrics_text_family(b, "cairn_raft_snapshots_taken_total", "counter",
+                      "Snapshots taken by hosted replicas.");
+  admin_buf_printf(b, "cairn_raft_snapshots_taken_total %" PRIu64 "\n", s.snapshots_taken);
+  metrics_text_family(b, "cairn_raft_snapshots_sent_total", "counter",
+                      "InstallSnapshot messages sent by hosted leaders.");
+  admin_buf_printf(b, "cairn_raft_snapshots_sent_total %" PRIu64 "\n", s.snapshots_sent);
+  metrics_text_family(b, "cairn_raft_snapshots_installed_total", "counter",
+                      "Snapshots installed (restored) by hosted replicas.");
+  admin_buf_printf(b, "cairn_raft_snapshots_installed_total %" PRIu64 "\n", s.snapshots_installed);
+  metrics_text_family(b, "cairn_raft_recoveries_total", "counter",
+                      "Raft instances reopened after a failed write.");
+  admin_buf_printf(b, "cairn_raft_recoveries_total %" PRIu64 "\n", s.recoveries);
+  metrics_text_family(b, "cairn_catchup_received_bytes_total", "counter",
+                      "Log bytes fetched from peers by catching-up replicas.");
+  admin_buf_printf(b, "cairn_catchup_received_bytes_total %" PRIu64 "\n", s.catchup_in);
+  metrics_text_family(b, "cairn_catchup_served_bytes_total", "counter",
+                      "Log bytes served to catching-up peers.");
+  admin_buf_printf(b, "cairn_catchup_served_bytes_total %" PRIu64 "\n", s.catchup_out);
+  metrics_text_family(b, "cairn_log_bytes", "gauge",
+                      "Bytes of record batches held by the hosted partition logs.");
+  admin_buf_printf(b, "cairn_log_bytes %" PRIu64 "\n", s.log_bytes);
+}
+
+static void metrics_text_process(struct node *n, struct admin_buf *b)
+{
+  struct statvfs vfs;
+  if (statvfs(n->cfg.data_dir, &vfs) == 0) {
+    metrics_text_family(b, "cairn_data_dir_filesystem_size_bytes", "gauge",
+                        "Size of the filesystem holding the data directory.");
+    admin_buf_printf(b, "cairn_data_dir_filesystem_size_bytes %" PRIu64 "\n",
+                     (uint64_t)vfs.f_blocks * vfs.f_frsize);
+    metrics_text_family(b, "cairn_data_dir_filesystem_avail_bytes", "gauge",
+                        "Bytes of that filesystem still available to the node.");
+    admin_buf_printf(b, "cairn_data_dir_filesystem_avail_bytes %" PRIu64 "\n",
+                     (uint64_t)vfs.f_bavail * vfs.f_frsize);
+  }
+  DIR *d = opendir("/proc/self/fd");
+  if (d != NULL) {
+    uint64_t fds = 0;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+      fds += e->d_name[0] != '.' ? 1 : 0;
+    }
+    closedir(d);
+    metrics_text_family(b, "process_open_fds", "gauge", "Open file descriptors.");
+    admin_buf_printf(b, "process_open_fds %" PRIu64 "\n", fds > 0 ? fds - 1 : 0);
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    metrics_text_family(b, "process_max_fds", "gauge", "The open file descriptor limit.");
+    admin_buf_printf(b, "process_max_fds %" PRIu64 "\n", (uint64_t)rl.rlim_cur);
+  }
+}
+
+/* ---- partitions ---- */
+
+static void metrics_text_part_labels(struct admin_buf *b, const struct part *p)
+{
+  admin_buf_puts(b, "{topic=\"");
+  metrics_text_label_value(b, p->topic);
+  admin_buf_printf(b, "\",partition=\"%" PRIu32 "\"", p->partition);
+}
+
+/* The per-partition series, one value each per hosted replica. */
+enum metrics_text_pm {
+  MT_HIGH_WATERMARK,
+  MT_LOG_START,
+  MT_SIZE,
+  MT_LEADER,
+  MT_PRODUCED_BYTES,
+  MT_PRODUCED_BATCHES,
+  MT_FETCHED_BYTES,
+  MT_FETCHES,
+  MT_COUNT
+};
+
+static const struct {
+  const char *name, *type, *help;
+} metrics_text_pms[MT_COUNT] = {
+    [MT_HIGH_WATERMARK] = {"cairn_partition_high_watermark", "gauge",
+                           "Next offset of the hosted replica's log (everything below is "
+                           "committed)."},
+    [MT_LOG_START] = {"cairn_partition_log_start_offset", "gauge",
+                      "First offset still held by the hosted replica's log."},
+    [MT_SIZE] = {"cairn_partition_size_bytes", "gauge",
+                 "Bytes of record batches held by the hosted replica's log."},
+    [MT_LEADER] = {"cairn_partition_leader", "gauge",
+                   "1 when this node's replica leads the partition, else 0."},
+    [MT_PRODUCED_BYTES] = {"cairn_partition_produced_bytes_total", "counter",
+                           "Batch bytes acknowledged to producers by this node as leader."},
+    [MT_PRODUCED_BATCHES] = {"cairn_partition_produced_batches_total", "counter",
+                             "Batches acknowledged to producers by this node as leader."},
+    [MT_FETCHED_BYTES] = {"cairn_partition_fetched_bytes_total", "counter",
+                          "Record bytes answered to consumers by this node as leader."},
+    [MT_FETCHES] = {"cairn_partition_fetches_total", "counter",
+                    "Partition reads answered to consumers by this node as leader."},
+};
+
+static int64_t metrics_text_pm_value(struct node *n, struct part *p, enum metrics_text_pm k)
+{
+  struct store_info si;
+  store_info(rgroup_store(&p->rg), &si);
+  const struct metrics_part *mp = metrics_part(&n->metrics, p->group_id);
+  struct metrics_part zero = {0};
+  if (mp == NULL) {
+    mp = &zero;
+  }
+  switch (k) {
+  case MT_HIGH_WATERMARK:
+    return si.next_offset;
+  case MT_LOG_START:
+    return si.start_offset;
+  case MT_SIZE:
+    return (int64_t)si.size_bytes;
+  case MT_LEADER:
+    return rgroup_is_leader(&p->rg) ? 1 : 0;
+  case MT_PRODUCED_BYTES:
+    return (int64_t)mp->produced_bytes;
+  case MT_PRODUCED_BATCHES:
+    return (int64_t)mp->produced_batches;
+  case MT_FETCHED_BYTES:
+    return (int64_t)mp->fetched_bytes;
+  case MT_FETCHES:
+    return (int64_t)mp->fetches;
+  case MT_COUNT:
+    break;
+  }
+  return 0;
+}
+
+static void metrics_text_partitions(struct node *n, struct admin_buf *b)
+{
+  for (int k = 0; k < MT_COUNT; k++) {
+    metrics_text_family(b, metrics_text_pms[k].name, metrics_text_pms[k].type,
+                        metrics_text_pms[k].help);
+    for (size_t i = 0; i < n->parts.n; i++) {
+      struct part *p = n->parts.v[i];
+      admin_buf_puts(b, metrics_text_pms[k].name);
+      metrics_text_part_labels(b, p);
+      admin_buf_printf(b, "} %" PRId64 "\n", metrics_text_pm_value(n, p, (enum metrics_text_pm)k));
+    }
+  }
+}
+
+/* Per follower of each partition this node leads. */
+static void metrics_text_lag(struct node *n, struct admin_buf *b)
+{
+  static const char *const names[3] = {"cairn_partition_replica_lag_entries",
+                                       "cairn_partition_replica_lag_offsets",
+                                       "cairn_partition_replica_lag_ms"};
+  static const char *const helps[3] = {
+      "Raft entries a follower lacks, as this node, its leader, knows (match index).",
+      "Offsets a follower lacks, estimated by its leader from its log samples.",
+      "How long ago the leader first held an entry the follower lacks (0 when caught up)."};
+  uint64_t now = uv_now(n->loop);
+  for (int k = 0; k < 3; k++) {
+    metrics_text_family(b, names[k], "gauge", helps[k]);
+    for (size_t i = 0; i < n->parts.n; i++) {
+      struct part *p = n->parts.v[i];
+      struct raft *r = &p->rg.raft;
+      if (!rgroup_is_leader(&p->rg)) {
+        continue;
+      }
+      struct store_info si;
+      store_info(rgroup_store(&p->rg), &si);
+      struct metrics_part *mp = metrics_part(&n->metrics, p->group_id);
+      raft_index last = raft_last_index(r);
+      for (unsigned s = 0; s < r->configuration.n; s++) {
+        const struct raft_server *srv = &r->configuration.servers[s];
+        if (srv->id == r->id) {
+          continue;
+        }
+        raft_index match = r->leader_state.progress[s].match_index;
+        int64_t lag_offsets = 0;
+        uint64_t lag_ms = 0;
+        if (mp != NULL) {
+          metrics_lag_estimate(mp, now, last, si.next_offset, match, &lag_offsets, &lag_ms);
+        }
+        int64_t v = k == 0   ? (int64_t)(last > match ? last - match : 0)
+                    : k == 1 ? lag_offsets
+                             : (int64_t)lag_ms;
+        admin_buf_puts(b, names[k]);
+        metrics_text_part_labels(b, p);
+        admin_buf_printf(b, ",replica=\"%" PRIu64 "\"} %" PRId64 "\n", (uint64_t)srv->id, v);
+      }
+    }
+  }
+}
+
+/* ---- the metadata ---- */
+
+static void metrics_text_cluster(struct node *n, struct admin_buf *b)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  metrics_text_family(b, "cairn_controller_leader", "gauge",
+                      "1 when this node leads the metadata group (the controller).");
+  admin_buf_printf(b, "cairn_controller_leader %d\n", ctl_is_leader(&n->ctl) ? 1 : 0);
+  uint64_t by_state[5] = {0};
+  for (size_t i = 0; i < st->nnodes; i++) {
+    unsigned s = (unsigned)st->nodes[i].state;
+    by_state[s < 5 ? s : 0]++;
+  }
+  metrics_text_family(b, "cairn_cluster_nodes", "gauge",
+                      "Registered nodes by state, in this node's copy of the metadata.");
+  static const char *const states[5] = {"", "alive", "dead", "draining", "removed"};
+  for (int s = 1; s < 5; s++) {
+    admin_buf_printf(b, "cairn_cluster_nodes{state=\"%s\"} %" PRIu64 "\n", states[s], by_state[s]);
+  }
+  uint64_t under = 0, offline = 0;
+  for (size_t i = 0; i < st->ntopics; i++) {
+    const struct meta_topic *t = &st->topics[i];
+    for (uint32_t k = 0; k < t->npartitions; k++) {
+      enum admin_part_health h = admin_part_health(st, t, &t->partitions[k]);
+      under += h == ADMIN_PART_UNDER_REPLICATED ? 1 : 0;
+      offline += h == ADMIN_PART_OFFLINE ? 1 : 0;
+    }
+  }
+  metrics_text_family(b, "cairn_cluster_topics", "gauge", "Topics in the metadata.");
+  admin_buf_printf(b, "cairn_cluster_topics %zu\n", st->ntopics);
+  metrics_text_family(b, "cairn_cluster_partitions", "gauge", "Partitions in the metadata.");
+  admin_buf_printf(b, "cairn_cluster_partitions %zu\n", st->total_partitions);
+  metrics_text_family(b, "cairn_cluster_under_replicated_partitions", "gauge",
+                      "Partitions with a replica on a node that is not live, or fewer "
+                      "replicas than their replication factor.");
+  admin_buf_printf(b, "cairn_cluster_under_replicated_partitions %" PRIu64 "\n", under);
+  metrics_text_family(b, "cairn_cluster_offline_partitions", "gauge",
+                      "Partitions with fewer than a majority of their replicas on live nodes.");
+  admin_buf_printf(b, "cairn_cluster_offline_partitions %" PRIu64 "\n", offline);
+}
+
+void metrics_node_write(struct node *n, struct admin_buf *b)
+{
+  metrics_text_family(b, "cairn_node_info", "gauge", "This node's id and cluster (always 1).");
+  admin_buf_printf(b, "cairn_node_info{node_id=\"%" PRIu64 "\",cluster_id=\"", n->cfg.node_id);
+  metrics_text_label_value(b, ctl_state(&n->ctl)->cluster_id);
+  admin_buf_puts(b, "\"} 1\n");
+  metrics_text_client_port(n, b);
+  metrics_text_requests(n, b);
+  metrics_text_raft(n, b);
+  metrics_text_process(n, b);
+  metrics_text_partitions(n, b);
+  metrics_text_lag(n, b);
+  metrics_text_cluster(n, b);
+}
