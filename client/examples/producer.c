@@ -2,8 +2,9 @@
  *
  *   cairn-example-producer HOST:PORT[,HOST:PORT...] TOPIC [COUNT]
  *
- * Sends COUNT messages ("message-0", ...; keys "key-0", ...) to TOPIC,
- * then flushes and prints how many were delivered. */
+ * Creates TOPIC (one partition, one replica) if it does not exist, sends
+ * COUNT messages ("message-0", ...; keys "key-0", ...) to it, then flushes
+ * and prints how many were delivered. */
 #include <cairn/cairn.h>
 
 #include <inttypes.h>
@@ -43,6 +44,19 @@ int main(int argc, char **argv)
   int rv = cairn_sync_new(argv[1], &o, &s, err, sizeof err);
   if (rv != 0) {
     fprintf(stderr, "cannot reach the cluster: %s\n", err);
+    return 1;
+  }
+  struct cairn_topic_info *info;
+  rv = cairn_sync_describe_topic(s, argv[2], &info);
+  if (rv == CAIRN_EUNKNOWN_TOPIC) {
+    rv = cairn_sync_create_topic(s, argv[2], 1, 1, NULL);
+  } else if (rv == 0) {
+    printf("topic %s: %u partitions\n", info->name, info->partition_count);
+    cairn_topic_info_free(info);
+  }
+  if (rv != 0) {
+    fprintf(stderr, "topic %s: %s\n", argv[2], cairn_sync_errmsg(s));
+    cairn_sync_free(s);
     return 1;
   }
   struct cairn_producer_options po;

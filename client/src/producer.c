@@ -75,6 +75,8 @@ struct cairn_producer {
   size_t ntopics;
   struct lc_held *held, *held_tail;
   bool held_refreshing;
+  uint64_t held_wake_ms; /* no refresh for held messages before this */
+  struct lc_backoff held_bk;
   uint64_t mem;
   size_t pending;
   uint64_t next_id;
@@ -351,6 +353,12 @@ static void lc_prod_on_held_meta(struct cairn_client *c, int status, const char 
 {
   struct cairn_producer *p = data;
   p->held_refreshing = false;
+  if (status != 0) {
+    /* Nobody answered: ask again after a backoff, not at once. */
+    p->held_wake_ms = lc_now(c) + lc_backoff_next(&p->held_bk);
+  } else {
+    lc_backoff_reset(&p->held_bk);
+  }
   lc_prod_kick(p);
 }
 
@@ -404,7 +412,7 @@ static void lc_prod_route_held(struct cairn_producer *p)
     }
     lc_prod_held_free(h);
   }
-  if (need_refresh && !p->held_refreshing) {
+  if (need_refresh && !p->held_refreshing && now >= p->held_wake_ms) {
     p->held_refreshing = true;
     if (lc_meta_refresh(c, lc_prod_on_held_meta, p) != 0) {
       p->held_refreshing = false;
@@ -443,6 +451,8 @@ int cairn_producer_new(struct cairn_client *c, const struct cairn_producer_optio
   p->pid = -1;
   p->epoch = -1;
   p->pid_state = opts.idempotence ? LC_PID_UNKNOWN : LC_PID_READY;
+  lc_backoff_init(&p->held_bk, c->opts.retry_backoff_ms, c->opts.retry_backoff_max_ms,
+                  lc_rand(c));
   int rv = uv_timer_init(c->loop, &p->kick);
   if (rv != 0) {
     free(p);

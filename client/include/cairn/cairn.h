@@ -7,6 +7,8 @@
  *   - the blocking API (cairn_sync_*) runs a private loop of its own until
  *     each call completes, for programs without a loop.
  *
+ * The client's timer keeps the loop alive until cairn_client_close.
+ *
  * Conventions (as libuv's):
  *   - every int-returning function returns 0 or a negative code: a
  *     CAIRN_E* code from <cairn/err.h> or a negative errno / UV_E* code
@@ -399,11 +401,13 @@ size_t cairn_producer_pending(const struct cairn_producer *p);
  * known). Context: the loop thread. */
 void cairn_producer_id(const struct cairn_producer *p, int64_t *producer_id, int16_t *epoch);
 
-/* Closes the producer without waiting: every message not yet delivered
- * gets UV_ECANCELED (a batch already sent may still be committed; to
- * deliver everything, flush first and close from the flush callback),
- * then cb (may be NULL) fires with status 0 and the producer is freed.
- * Context: the loop thread. */
+/* Closes the producer: messages not yet sent get UV_ECANCELED at once;
+ * batches in flight get the node's answer (or UV_ECANCELED if it fails
+ * retriably), which takes at most request_timeout_ms; then cb (may be
+ * NULL) fires with status 0 and the producer is freed (do not use p in or
+ * after cb). To deliver everything, flush first and close from the flush
+ * callback. Closing a closing producer does nothing. Context: the loop
+ * thread. */
 void cairn_producer_close(struct cairn_producer *p, cairn_producer_cb cb, void *data);
 
 /* ------------------------------------------------------------------------
@@ -496,8 +500,9 @@ void cairn_consumer_stop(struct cairn_consumer *cons);
 typedef void (*cairn_consumer_close_cb)(struct cairn_consumer *cons, void *data);
 
 /* Stops everything, drops prefetched records, waits for requests in
- * flight to be answered or canceled, then cb (may be NULL) fires and the
- * consumer is freed. Context: the loop thread (not from inside its
+ * flight to be answered (a long poll ends within fetch_max_wait_ms), then
+ * cb (may be NULL) fires and the consumer is freed (do not use cons in or
+ * after cb). Context: the loop thread (not from inside its
  * records callback: stop there and close afterwards). */
 void cairn_consumer_close(struct cairn_consumer *cons, cairn_consumer_close_cb cb, void *data);
 
