@@ -18,9 +18,10 @@ prog="deploy/cluster.sh"
 
 usage() {
   cat <<EOF
-usage: $prog start  [-n NODES] [-d DIR] [--base-port PORT] [--cairnd PATH] [--fresh] [--wait-s S]
+usage: $prog start  [-n NODES] [-d DIR] [--base-port PORT] [--cairnd PATH] [--cli PATH]
+                     [--fresh] [--wait-s S]
        $prog stop   [-d DIR] [--timeout-s S]
-       $prog status [-d DIR]
+       $prog status [-d DIR] [--cli PATH]
 
 Runs a local Cairn cluster of NODES cairnd processes (default 3) on
 127.0.0.1 under DIR (default ./cairn-local, or \$CAIRN_CLUSTER_DIR).
@@ -31,6 +32,7 @@ first three nodes are the controller's voters; the others join them.
   start       start every node in the background and wait until the
               cluster answers (controller elected, every node alive).
               A DIR used before keeps its data and settings (a restart);
+              with some nodes running, only the stopped ones start;
               --fresh removes the nodes' data and logs first.
   stop        SIGTERM each recorded PID, SIGKILL after --timeout-s
               (default 40) if it has not exited; data is kept.
@@ -39,6 +41,9 @@ first three nodes are the controller's voters; the others join them.
 
   --cairnd PATH   the cairnd binary (default: build/release/cairnd, else
                   build/sanitize/cairnd, else \`cairnd\` on PATH)
+  --cli PATH      the cairn CLI start and status use (default:
+                  build/release/cairn, else build/sanitize/cairn, else
+                  \`cairn\` on PATH; without one start only waits for ports)
   --wait-s S      how long start waits for the cluster (default 60)
 
 Then:  export CAIRN_BOOTSTRAP=\$(cat DIR/bootstrap)
@@ -72,6 +77,7 @@ nodes=""
 dir="${CAIRN_CLUSTER_DIR:-./cairn-local}"
 base_port=""
 cairnd=""
+cli="${CAIRN_CLI:-}"
 fresh=0
 wait_s=60
 stop_timeout_s=40
@@ -83,6 +89,7 @@ while [ $# -gt 0 ]; do
     -d | --dir) need "$@"; dir="$2"; shift 2 ;;
     --base-port) need "$@"; base_port="$2"; shift 2 ;;
     --cairnd) need "$@"; cairnd="$2"; shift 2 ;;
+    --cli) need "$@"; cli="$2"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     --wait-s) need "$@"; wait_s="$2"; shift 2 ;;
     --timeout-s) need "$@"; stop_timeout_s="$2"; shift 2 ;;
@@ -121,6 +128,7 @@ port_in_use() {
 
 cli_bin() {
   local b
+  if [ -n "$cli" ]; then echo "$cli"; return; fi
   for b in "$repo/build/release/cairn" "$repo/build/sanitize/cairn"; do
     if [ -x "$b" ]; then echo "$b"; return; fi
   done
@@ -180,22 +188,26 @@ do_status() {
       echo "node $i: stopped, client 127.0.0.1:$p, log $dir/node$i.log"
     fi
   done
-  local cli
-  cli=$(cli_bin)
-  if [ "$running" -gt 0 ] && [ -n "$cli" ]; then
+  local c
+  c=$(cli_bin)
+  if [ "$running" -gt 0 ] && [ -n "$c" ]; then
     echo
-    "$cli" -b "$(cat "$dir/bootstrap")" cluster status || true
+    "$c" -b "$(cat "$dir/bootstrap")" cluster status || true
   fi
   [ "$running" -eq "$NODES" ]
 }
 
 do_start() {
   mkdir -p "$dir"
+  local running=""
   if load_conf; then
     local i
     for i in $(seq 1 "$NODES"); do
-      [ -z "$(pid_of "$i")" ] || die "node $i of $dir is already running (pid $(pid_of "$i")); stop it first: $prog stop -d $dir"
+      [ -z "$(pid_of "$i")" ] || running="$running $i"
     done
+    if [ -n "$running" ] && { [ "$fresh" -eq 1 ] || [ -n "$nodes$base_port" ]; }; then
+      die "node(s)$running of $dir are running; stop them first: $prog stop -d $dir"
+    fi
     if [ "$fresh" -eq 1 ]; then
       # Only what this script made: the nodes' dirs, logs and settings.
       for i in $(seq 1 "$NODES"); do rm -rf "$dir/node$i" "$dir/node$i.log" "$dir/node$i.pid"; done
@@ -230,6 +242,7 @@ do_start() {
   for i in $(seq 1 "$nodes"); do
     p=$((base_port + 10 * (i - 1)))
     for q in "$p" $((p + 1)) $((p + 2)); do
+      [[ " $running " != *" $i "* ]] || continue
       port_in_use "$q" && die "port $q on 127.0.0.1 is in use (another cluster? $prog status); choose another --base-port"
     done
     if [ "$i" -le "$nvoters" ]; then voters="$voters${voters:+,}$i@127.0.0.1:$((p + 1))"; fi
@@ -241,6 +254,7 @@ do_start() {
   local adir
   adir="$(cd "$dir" && pwd)"
   for i in $(seq 1 "$nodes"); do
+    [[ " $running " != *" $i "* ]] || continue
     p=$((base_port + 10 * (i - 1)))
     local args=(--node-id "$i" --data-dir "$adir/node$i" --listen "127.0.0.1:$p"
       --cluster-listen "127.0.0.1:$((p + 1))" --admin-listen "127.0.0.1:$((p + 2))")
@@ -249,12 +263,16 @@ do_start() {
     "$cairnd" "${args[@]}" </dev/null >>"$adir/node$i.log" 2>&1 &
     echo $! >"$dir/node$i.pid"
   done
-  echo "started $nodes node(s) under $dir (logs: $dir/node*.log)"
+  if [ -n "$running" ]; then
+    echo "node(s)$running already running; started the others under $dir (logs: $dir/node*.log)"
+  else
+    echo "started $nodes node(s) under $dir (logs: $dir/node*.log)"
+  fi
 
   # Wait: every process up and its client port open, then (with the CLI)
   # a controller and every node alive.
-  local deadline=$((SECONDS + wait_s)) cli ready
-  cli=$(cli_bin)
+  local deadline=$((SECONDS + wait_s)) c ready
+  c=$(cli_bin)
   while :; do
     ready=1
     for i in $(seq 1 "$nodes"); do
@@ -266,15 +284,11 @@ do_start() {
       fi
       port_in_use $((base_port + 10 * (i - 1))) || ready=0
     done
-    if [ "$ready" -eq 1 ] && [ -n "$cli" ]; then
-      "$cli" -b "$bootstrap" --timeout-ms 2000 cluster status --json 2>/dev/null |
-        grep -q '"controller_id": *[1-9]' || ready=0
-      if [ "$ready" -eq 1 ]; then
-        local alive
-        alive=$("$cli" -b "$bootstrap" --timeout-ms 2000 cluster status --json 2>/dev/null |
-          grep -o '"state": *"alive"' | wc -l)
-        [ "$alive" -ge "$nodes" ] || ready=0
-      fi
+    if [ "$ready" -eq 1 ] && [ -n "$c" ]; then
+      local st
+      st=$("$c" -b "$bootstrap" --timeout-ms 2000 cluster status --json 2>/dev/null) || ready=0
+      grep -q '"controller_id": *[1-9]' <<<"$st" || ready=0
+      [ "$(grep -c '"state": *"alive"' <<<"$st")" -ge "$nodes" ] || ready=0
     fi
     [ "$ready" -eq 0 ] || break
     if [ "$SECONDS" -ge "$deadline" ]; then

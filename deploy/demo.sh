@@ -1,95 +1,94 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the main job. Until the node daemon (cairnd)
-# lands, the main job is shown in two parts: the durable partition log
-# (append, read, a torn tail recovered) and a partition replicated by Raft
-# across three node processes on loopback (produce, kill the leader, a new
-# leader takes over, the old one comes back and catches up).
+# The main job, in one step from a fresh clone: installs what is needed,
+# builds, starts a local 3-node Cairn cluster from scratch (real cairnd
+# processes on 127.0.0.1:7400/7410/7420, data under ./cairn-local),
+# creates a topic replicated on all three nodes, produces and consumes a
+# few messages with the `cairn` command line, shows the cluster's status,
+# and says what to do next.
+#
+# The cluster is LEFT RUNNING at the end so you can use it; the last lines
+# say how to stop it (bash deploy/cluster.sh stop). Running the demo again
+# stops the previous demo cluster and starts over with an empty one in the
+# same directory; nothing outside that directory is touched.
+#
+# CAIRN_DEMO_DIR (default ./cairn-local) and CAIRN_DEMO_BASE_PORT (default
+# 7400) change where it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/setup.sh
 bash deploy/build.sh release
-bin=build/release/cairn-log
-dir="${CAIRN_DEMO_DIR:-./data/demo-partition}"
-rm -rf "$dir"
+cli="$PWD/build/release/cairn"
+dir="${CAIRN_DEMO_DIR:-./cairn-local}"
+base="${CAIRN_DEMO_BASE_PORT:-7400}"
+export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"
 step() { printf '\n== %s\n' "$*"; }
-
-step "append 5 batches of 4 records into $dir (small segments so it rolls)"
-"$bin" append "$dir" --batches 5 --records 4 --value-size 20 --segment-bytes 512
-ls -l "$dir"
-
-step "dump the batches and their records"
-"$bin" dump "$dir" --show-records
-
-step "look up the first offset at or after a timestamp"
-"$bin" lookup "$dir" --time 0
-
-newest=$(ls "$dir"/*.log | sort | tail -1)
-step "simulate a crash mid-write: cut 9 bytes off $(basename "$newest")"
-echo "(these bytes were flushed, so the log also reports data lost below its checkpoint)"
-truncate -s -9 "$newest"
-
-step "open the log again: recovery keeps the intact prefix"
-"$bin" verify "$dir"
-
-step "appending goes on from the recovered end"
-"$bin" append "$dir" --batches 1 --records 4 --value-size 20 --segment-bytes 512
-
-# ---- part 2: one partition replicated across three nodes ----
-drv=build/release/cairn-rgroup-driver
-rdir="${CAIRN_DEMO_DIR:-./data}/demo-cluster"
-rm -rf "$rdir"
-mkdir -p "$rdir"
-base=$((20000 + RANDOM % 20000))
-replicas="1@127.0.0.1:$((base + 1)),2@127.0.0.1:$((base + 2)),3@127.0.0.1:$((base + 3))"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-start_node() {
-  local i=$1
-  "$drv" --id "$i" --cluster "127.0.0.1:$((base + i))" --control "127.0.0.1:$((base + 10 + i))" \
-    --dir "$rdir/node$i" --replicas "$replicas" >>"$rdir/node$i.log" 2>&1 &
-  pids[$i]=$!
-  disown "${pids[$i]}" # no job-control chatter when the demo kills it
-}
-# ask NODE COMMAND: one command on the node's control port, first answer line.
-ask() {
-  local line
-  exec 9<>"/dev/tcp/127.0.0.1/$((base + 10 + $1))" || return 1
-  printf '%s\n' "$2" >&9
-  IFS= read -r -t 10 line <&9 || true
-  exec 9>&-
-  printf '%s\n' "$line"
-}
-leader() {
-  for _ in $(seq 1 100); do
-    for i in 1 2 3; do
-      if [ -n "${pids[$i]:-}" ] && ask "$i" "leader 1" 2>/dev/null | grep -q " leader$"; then
-        echo "$i"; return
-      fi
-    done
-    sleep 0.2
-  done
-  echo "no leader" >&2; return 1
+show() {
+  printf '$ %s\n' "$*"
+  "$@"
 }
 
-step "start three nodes replicating partition 1 (logs in $rdir)"
-for i in 1 2 3; do start_node "$i"; done
-sleep 1
-l=$(leader)
-echo "node $l leads"
+step "start a local 3-node cluster under $dir (ports $base, $((base + 10)), $((base + 20)))"
+if [ -f "$dir/cluster.conf" ]; then
+  echo "(a cluster from an earlier run is in $dir: stopping it and starting over)"
+  bash deploy/cluster.sh stop -d "$dir"
+fi
+bash deploy/cluster.sh start -d "$dir" -n 3 --base-port "$base" --fresh --cli "$cli"
+export CAIRN_BOOTSTRAP
+CAIRN_BOOTSTRAP=$(cat "$dir/bootstrap")
+# The cairn command finds the cluster through CAIRN_BOOTSTRAP (or -b);
+# shown below as plain `cairn`.
+cairn() { "$cli" "$@"; }
 
-step "produce 5 batches to the leader (acknowledged after a majority has them on disk)"
-for t in 1 2 3 4 5; do ask "$l" "produce 1 $t 3 32"; done
+step "create a topic of 3 partitions, each replicated on all 3 nodes"
+show cairn topic create demo --partitions 3 --replication-factor 3
+# Each partition elects its own Raft leader: wait until all have one.
+for _ in $(seq 1 100); do
+  if cairn topic describe demo --json | grep -q '"leader_id": 0'; then sleep 0.2; else break; fi
+done
+show cairn topic describe demo
 
-step "kill -9 the leader (node $l)"
-kill -9 "${pids[$l]}"; pids[$l]=""
-nl=$(leader)
-echo "node $nl leads now"
-for t in 6 7 8; do ask "$nl" "produce 1 $t 3 32"; done
+step "produce 6 messages, one per line, key and value split at ':'"
+printf '%s\n' 'alice:hello' 'bob:how are you' 'carol:fine, thanks' \
+  'alice:the same key goes to the same partition' 'bob:every message is on 2 of 3 disks before it is acknowledged' \
+  'dave:bye' >"$dir/demo-messages.txt"
+cat "$dir/demo-messages.txt"
+printf '$ cairn produce demo -k : < %s\n' "$dir/demo-messages.txt"
+cairn produce demo -k : <"$dir/demo-messages.txt"
 
-step "restart node $l: it catches up from its peers"
-start_node "$l"
-sleep 2
-for i in 1 2 3; do echo "node $i: $(ask "$i" "hash 1")   (hash GROUP LOG-END CRC CATCHING-UP)"; done
-echo
-echo "demo done; the partition directory is $dir and the cluster's is $rdir"
+step "consume them back from the beginning (-e: stop at the end)"
+show cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\n'
+
+step "the cluster: nodes, controller leader, each partition's leader and replicas"
+show cairn cluster status
+
+cat <<EOF
+
+== done: the cluster is still running
+
+Try it yourself (this shell needs the two lines below; the default
+bootstrap 127.0.0.1:7400 already points at node 1 when the ports are the
+default ones):
+
+  export PATH="$PWD/build/release:\$PATH"
+  export CAIRN_BOOTSTRAP=$CAIRN_BOOTSTRAP
+
+  echo 'hello again' | cairn produce demo           # one message per line
+  cairn consume demo -o beginning -e                 # values, one per line
+  cairn consume demo                                 # keep reading (Ctrl-C stops)
+  cairn consume demo --json -e                       # JSON Lines for scripts
+  cairn topic create mytopic --partitions 6 --replication-factor 3
+  cairn cluster status
+  cairn --help                                       # every command; each has --help
+
+Kill a node and watch the cluster carry on:
+
+  kill -9 \$(cat $dir/node1.pid); sleep 3; cairn cluster status
+  bash deploy/cluster.sh start -d $dir                # restarts the stopped node
+
+Stop the cluster (its data stays in $dir; start brings it back):
+
+  bash deploy/cluster.sh stop -d $dir
+  bash deploy/cluster.sh status -d $dir
+
+Node logs: $dir/node1.log, node2.log, node3.log.
+EOF

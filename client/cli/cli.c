@@ -1,0 +1,276 @@
+/* cli.c - the parts every `cairn` command shares: common options, number
+ * and escape parsing, error messages that say what to do, and the
+ * connection to the cluster. See cli.h. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char cli_common_help[] =
+    "common options (before or after the command):\n"
+    "  -b, --bootstrap HOST:PORT[,HOST:PORT...]\n"
+    "                     any node(s) of the cluster (default: $CAIRN_BOOTSTRAP,\n"
+    "                     else " CLI_DEFAULT_BOOTSTRAP ")\n"
+    "  --json             print JSON for scripts instead of tables\n"
+    "  --timeout-ms N     give up on the cluster after N ms (default 10000)\n"
+    "  -h, --help         help for this command\n";
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "cairn%s%s: ", cmd[0] != '\0' ? " " : "", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n(see: cairn%s%s --help)\n", cmd[0] != '\0' ? " " : "", cmd);
+  va_end(ap);
+  return CLI_USAGE;
+}
+
+int cli_fail(const char *cmd, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "cairn %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return CLI_FAIL;
+}
+
+int cli_parse_u64(const char *cmd, const char *name, const char *s, uint64_t min, uint64_t max,
+                  uint64_t *out)
+{
+  uint64_t v = 0;
+  bool ok = s[0] != '\0';
+  for (const char *p = s; ok && *p != '\0'; p++) {
+    if (*p < '0' || *p > '9' || v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
+      ok = false;
+    } else {
+      v = v * 10 + (uint64_t)(*p - '0');
+    }
+  }
+  if (!ok) {
+    cli_usage_error(cmd, "%s: '%s' is not a number (decimal digits only)", name, s);
+    return -1;
+  }
+  if (v < min || v > max) {
+    cli_usage_error(cmd, "%s: %s is out of range (%llu..%llu)", name, s, (unsigned long long)min,
+                    (unsigned long long)max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int cli_common_opt(struct cli *c, const char *cmd, int o, const char *arg)
+{
+  switch (o) {
+  case 'b':
+    if (arg[0] == '\0') {
+      cli_usage_error(cmd, "-b needs HOST:PORT[,HOST:PORT...]");
+      return -1;
+    }
+    c->bootstrap = arg;
+    return 1;
+  case CLI_OPT_JSON:
+    c->json = true;
+    return 1;
+  case CLI_OPT_TIMEOUT: {
+    uint64_t v;
+    if (cli_parse_u64(cmd, "--timeout-ms", arg, 1, 86400000, &v) != 0) {
+      return -1;
+    }
+    c->timeout_ms = (uint32_t)v;
+    return 1;
+  }
+  default:
+    return 0;
+  }
+}
+
+int cli_unescape(const char *cmd, const char *name, const char *s, char *out, size_t *len)
+{
+  size_t n = 0;
+  for (const char *p = s; *p != '\0'; p++) {
+    if (*p != '\\') {
+      out[n++] = *p;
+      continue;
+    }
+    p++;
+    switch (*p) {
+    case 'n': out[n++] = '\n'; break;
+    case 't': out[n++] = '\t'; break;
+    case 'r': out[n++] = '\r'; break;
+    case '0': out[n++] = '\0'; break;
+    case '\\': out[n++] = '\\'; break;
+    case 'x': {
+      int v = 0;
+      for (int k = 1; k <= 2; k++) {
+        char h = p[k];
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (d < 0) {
+          cli_usage_error(cmd, "%s: \\x needs two hex digits, as in \\x1f", name);
+          return -1;
+        }
+        v = v * 16 + d;
+      }
+      out[n++] = (char)v;
+      p += 2;
+      break;
+    }
+    case '\0':
+      cli_usage_error(cmd, "%s: a lone \\ at the end (write \\\\ for a backslash)", name);
+      return -1;
+    default:
+      cli_usage_error(cmd, "%s: unknown escape \\%c (known: \\n \\t \\r \\0 \\\\ \\xHH)", name, *p);
+      return -1;
+    }
+  }
+  *len = n;
+  return 0;
+}
+
+/* What a user can do about a failed call: one line, or NULL. */
+static const char *cli_hint(int rv)
+{
+  switch (rv) {
+  case CAIRN_EUNREACHABLE:
+    return "is the cluster running and is the address right? Give any node with "
+           "-b HOST:PORT or CAIRN_BOOTSTRAP; a local cluster starts with "
+           "`bash deploy/cluster.sh start`";
+  case CAIRN_EUNKNOWN_TOPIC:
+    return "`cairn topic list` shows the topics; create one with "
+           "`cairn topic create NAME --partitions N --replication-factor R`";
+  case CAIRN_EUNKNOWN_PARTITION:
+    return "`cairn topic describe TOPIC` shows its partitions";
+  case CAIRN_ETOPIC_EXISTS:
+    return "`cairn topic describe NAME` shows it; delete it first to recreate it";
+  case CAIRN_EINVALID_RF:
+    return "the replication factor must be at most the number of alive nodes "
+           "(`cairn cluster status`)";
+  case CAIRN_ENOT_CONTROLLER:
+    return "the cluster has no controller leader: a majority of its voters must be up "
+           "(`cairn cluster status`); retry in a moment";
+  case CAIRN_EDELIVERY_TIMEOUT:
+  case CAIRN_EREQUEST_TIMEOUT:
+  case UV_ETIMEDOUT:
+    return "the cluster did not answer in time: check it with `cairn cluster status`, or "
+           "give it longer with --timeout-ms";
+  case CAIRN_EUNKNOWN_NODE:
+    return "`cairn cluster status` lists the node ids";
+  case CAIRN_ETOOLARGE:
+    return "a message is larger than the largest batch the producer sends (1 MiB)";
+  default:
+    return NULL;
+  }
+}
+
+int cli_fail_call(struct cli *c, const char *cmd, const char *what, int rv)
+{
+  const char *detail = c->sync != NULL ? cairn_sync_errmsg(c->sync) : "";
+  fprintf(stderr, "cairn %s: %s: %s", cmd, what, cairn_strerror(rv));
+  if (detail != NULL && detail[0] != '\0') {
+    fprintf(stderr, " (%s)", detail);
+  }
+  fputc('\n', stderr);
+  const char *hint = cli_hint(rv);
+  if (hint != NULL) {
+    fprintf(stderr, "cairn %s: %s\n", cmd, hint);
+  }
+  return CLI_FAIL;
+}
+
+int cli_connect(struct cli *c, const char *cmd)
+{
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.client_id = "cairn-cli";
+  o.request_timeout_ms = c->timeout_ms;
+  o.delivery_timeout_ms = c->timeout_ms;
+  if (o.connect_timeout_ms > c->timeout_ms) {
+    o.connect_timeout_ms = c->timeout_ms;
+  }
+  char errmsg[512] = "";
+  int rv = cairn_sync_new(c->bootstrap, &o, &c->sync, errmsg, sizeof errmsg);
+  if (rv == 0) {
+    return CLI_OK;
+  }
+  c->sync = NULL;
+  if (rv == CAIRN_EINVAL) {
+    fprintf(stderr, "cairn %s: bootstrap list '%s' is not HOST:PORT[,HOST:PORT...]%s%s\n", cmd,
+            c->bootstrap, errmsg[0] != '\0' ? ": " : "", errmsg);
+    return CLI_USAGE;
+  }
+  fprintf(stderr, "cairn %s: cannot reach the cluster at %s within %u ms: %s%s%s\n", cmd,
+          c->bootstrap, c->timeout_ms, cairn_strerror(rv), errmsg[0] != '\0' ? ": " : "",
+          errmsg);
+  const char *hint = cli_hint(rv == CAIRN_EUNREACHABLE ? rv : CAIRN_EUNREACHABLE);
+  fprintf(stderr, "cairn %s: %s\n", cmd, hint);
+  return CLI_FAIL;
+}
+
+int cli_opt_error(const char *cmd, int o, char **argv)
+{
+  const char *arg = argv[optind - 1];
+  if (o == ':') {
+    return cli_usage_error(cmd, "%s needs a value", arg);
+  }
+  if (optopt != 0) {
+    return cli_usage_error(cmd, "unknown option -%c", optopt);
+  }
+  return cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char *own_short,
+               const struct option *own, cli_opt_fn on_opt, void *ctx, void (*help)(FILE *),
+               int *first)
+{
+  struct option all[CLI_MAX_OPTS + 5] = {CLI_COMMON_LONG};
+  size_t n = 4;
+  for (size_t k = 0; own != NULL && own[k].name != NULL; k++) {
+    if (n >= CLI_MAX_OPTS + 4) {
+      abort(); /* a command with more options than CLI_MAX_OPTS: a programming error */
+    }
+    all[n++] = own[k];
+  }
+  all[n] = (struct option){NULL, 0, NULL, 0};
+  char shorts[64];
+  snprintf(shorts, sizeof shorts, "%s%s", CLI_COMMON_SHORT, own_short != NULL ? own_short : "");
+  opterr = 0;
+  optind = 0; /* glibc: start over (each command parses once) */
+  int o;
+  while ((o = getopt_long(argc, argv, shorts, all, NULL)) != -1) {
+    if (o == 'h') {
+      help(stdout);
+      return CLI_HELP_DONE;
+    }
+    if (o == '?' || o == ':') {
+      return cli_opt_error(cmd, o, argv);
+    }
+    int r = cli_common_opt(c, cmd, o, optarg);
+    if (r < 0) {
+      return CLI_USAGE;
+    }
+    if (r == 0) {
+      int rv = on_opt != NULL ? on_opt(ctx, o, optarg) : CLI_USAGE;
+      if (rv != CLI_OK) {
+        return rv;
+      }
+    }
+  }
+  *first = optind;
+  return CLI_OK;
+}
+
+void cli_close(struct cli *c)
+{
+  cairn_sync_free(c->sync);
+  c->sync = NULL;
+}

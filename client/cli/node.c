@@ -1,0 +1,73 @@
+/* node.c - `cairn node decommission ID`: the controller moves the node's
+ * partition replicas to other nodes, then marks it removed. */
+#include "cli.h"
+#include "output.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static void node_help(FILE *out)
+{
+  fprintf(out,
+          "usage: cairn node decommission ID\n"
+          "\n"
+          "Asks the controller to move every partition replica of node ID to the\n"
+          "other nodes; once it holds none, the node is marked removed and can be\n"
+          "stopped. The command returns when the controller has accepted the\n"
+          "request; follow the move with `cairn cluster status` (the node's state\n"
+          "goes from draining to removed).\n"
+          "\n"
+          "%s",
+          cli_common_help);
+}
+
+int cli_node(struct cli *c, int argc, char **argv)
+{
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    node_help(argc < 2 ? stderr : stdout);
+    return argc < 2 ? CLI_USAGE : CLI_OK;
+  }
+  if (strcmp(argv[1], "decommission") != 0) {
+    return cli_usage_error("node", "unknown subcommand '%s' (decommission)", argv[1]);
+  }
+  const char *cmd = "node decommission";
+  int first;
+  int rv = cli_getopt(c, cmd, argc - 1, argv + 1, NULL, NULL, NULL, NULL, node_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  char **ops = argv + 1 + first;
+  int nops = argc - 1 - first;
+  if (nops != 1) {
+    return cli_usage_error(cmd, nops == 0 ? "which node? (cairn node decommission ID; "
+                                            "`cairn cluster status` lists the ids)"
+                                          : "one node id at a time");
+  }
+  uint64_t id;
+  if (cli_parse_u64(cmd, "ID", ops[0], 1, UINT64_MAX, &id) != 0) {
+    return CLI_USAGE;
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  rv = cairn_sync_decommission_node(c->sync, id);
+  if (rv != 0) {
+    char what[48];
+    snprintf(what, sizeof what, "node %" PRIu64, id);
+    return cli_fail_call(c, cmd, what, rv);
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "decommissioning");
+    oj_uint(&j, id);
+    oj_object_end(&j);
+    oj_end(&j);
+  } else {
+    printf("node %" PRIu64 " is being decommissioned: its partitions move to other nodes; "
+           "`cairn cluster status` shows it as removed when done\n",
+           id);
+  }
+  return CLI_OK;
+}

@@ -1,0 +1,437 @@
+/* topic.c - `cairn topic create|list|describe|delete`, and how a topic and
+ * its partitions are printed (also by `cairn cluster status`). */
+#include "cli.h"
+#include "output.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOPIC_NAME_MAX 249 /* the controller's bound (cluster/meta_state.h) */
+#define TOPIC_MAX_PARTITIONS 10000
+#define TOPIC_MAX_RF 7
+
+static void topic_help(FILE *out)
+{
+  fprintf(out,
+          "usage: cairn topic create NAME --partitions N --replication-factor R\n"
+          "       cairn topic list\n"
+          "       cairn topic describe NAME\n"
+          "       cairn topic delete NAME\n"
+          "\n"
+          "  create     a topic of N partitions (1..%d), each replicated on R nodes\n"
+          "             (1..%d, at most the alive nodes); NAME is 1..%d of\n"
+          "             A-Z a-z 0-9 . _ - (not . or ..)\n"
+          "  list       every topic: name, partitions, replication factor\n"
+          "  describe   one topic's partitions: leader, replicas, in-sync replicas,\n"
+          "             log start and high watermark\n"
+          "  delete     remove a topic and its data on every node\n"
+          "\n"
+          "create options:\n"
+          "  -P, --partitions N             partition count (required)\n"
+          "  -r, --replication-factor R     replicas per partition (required)\n"
+          "  --retention-ms N, --retention-bytes N\n"
+          "                                 delete old data past this (default: keep all)\n"
+          "\n"
+          "%s",
+          TOPIC_MAX_PARTITIONS, TOPIC_MAX_RF, TOPIC_NAME_MAX, cli_common_help);
+}
+
+void cli_id_list(char *buf, size_t n, const uint64_t *ids, size_t count)
+{
+  size_t off = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < count && off < n; i++) {
+    off += (size_t)snprintf(buf + off, n - off, "%s%" PRIu64, i > 0 ? "," : "", ids[i]);
+  }
+  if (count == 0) {
+    snprintf(buf, n, "-");
+  }
+}
+
+void cli_offset_str(char *buf, size_t n, int64_t v)
+{
+  if (v < 0) {
+    snprintf(buf, n, "?");
+  } else {
+    snprintf(buf, n, "%" PRId64, v);
+  }
+}
+
+static void topic_json_ids(struct oj *j, const uint64_t *ids, size_t count)
+{
+  oj_array_begin(j);
+  for (size_t i = 0; i < count; i++) {
+    oj_uint(j, ids[i]);
+  }
+  oj_array_end(j);
+}
+
+void cli_json_topic(struct oj *j, const struct cairn_topic_info *t, bool with_partitions)
+{
+  oj_object_begin(j);
+  oj_key(j, "name");
+  oj_str(j, t->name);
+  oj_key(j, "topic_id");
+  oj_uint(j, t->topic_id);
+  oj_key(j, "partition_count");
+  oj_uint(j, t->partition_count);
+  oj_key(j, "replication_factor");
+  oj_uint(j, t->replication_factor);
+  oj_key(j, "config");
+  oj_object_begin(j);
+  oj_key(j, "retention_bytes");
+  oj_int(j, t->config.retention_bytes);
+  oj_key(j, "retention_ms");
+  oj_int(j, t->config.retention_ms);
+  oj_key(j, "segment_bytes");
+  oj_uint(j, t->config.segment_bytes);
+  oj_key(j, "max_batch_bytes");
+  oj_uint(j, t->config.max_batch_bytes);
+  oj_object_end(j);
+  if (with_partitions) {
+    oj_key(j, "partitions");
+    oj_array_begin(j);
+    for (size_t i = 0; i < t->partition_info_count; i++) {
+      const struct cairn_partition_info *p = &t->partitions[i];
+      oj_object_begin(j);
+      oj_key(j, "partition");
+      oj_uint(j, p->partition);
+      oj_key(j, "leader_id");
+      oj_uint(j, p->leader_id);
+      oj_key(j, "leader_term");
+      oj_uint(j, p->leader_term);
+      oj_key(j, "replicas");
+      topic_json_ids(j, p->replicas, p->replica_count);
+      oj_key(j, "isr");
+      topic_json_ids(j, p->isr, p->isr_count);
+      oj_key(j, "log_start_offset");
+      oj_int(j, p->log_start_offset);
+      oj_key(j, "high_watermark");
+      oj_int(j, p->high_watermark);
+      oj_object_end(j);
+    }
+    oj_array_end(j);
+  }
+  oj_object_end(j);
+}
+
+int cli_partition_rows(struct tbl *tb, const struct cairn_topic_info *t, bool with_topic)
+{
+  for (size_t i = 0; i < t->partition_info_count; i++) {
+    const struct cairn_partition_info *p = &t->partitions[i];
+    char part[16], leader[24], reps[160], isr[160], start[24], hw[24];
+    snprintf(part, sizeof part, "%" PRIu32, p->partition);
+    if (p->leader_id == 0) {
+      snprintf(leader, sizeof leader, "none");
+    } else {
+      snprintf(leader, sizeof leader, "%" PRIu64, p->leader_id);
+    }
+    cli_id_list(reps, sizeof reps, p->replicas, p->replica_count);
+    cli_id_list(isr, sizeof isr, p->isr, p->isr_count);
+    cli_offset_str(start, sizeof start, p->log_start_offset);
+    cli_offset_str(hw, sizeof hw, p->high_watermark);
+    const char *with[] = {t->name, part, leader, reps, isr, start, hw};
+    int rv = tbl_row(tb, with_topic ? with : with + 1);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  return 0;
+}
+
+/* The controller's rule, checked here so a typo is told at once. */
+static bool topic_name_ok(const char *s)
+{
+  size_t n = strlen(s);
+  if (n == 0 || n > TOPIC_NAME_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) {
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char ch = s[i];
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct topic_create_opts {
+  uint64_t partitions;
+  uint64_t rf;
+  struct cairn_topic_config cfg;
+};
+
+#define TOPIC_OPT_RET_MS 2000
+#define TOPIC_OPT_RET_BYTES 2001
+
+static int topic_create_opt(void *ctx, int o, const char *arg)
+{
+  struct topic_create_opts *t = ctx;
+  const char *cmd = "topic create";
+  uint64_t v;
+  switch (o) {
+  case 'P':
+    return cli_parse_u64(cmd, "--partitions", arg, 1, TOPIC_MAX_PARTITIONS, &t->partitions) == 0
+               ? CLI_OK
+               : CLI_USAGE;
+  case 'r':
+    return cli_parse_u64(cmd, "--replication-factor", arg, 1, TOPIC_MAX_RF, &t->rf) == 0
+               ? CLI_OK
+               : CLI_USAGE;
+  case TOPIC_OPT_RET_MS:
+  case TOPIC_OPT_RET_BYTES:
+    if (cli_parse_u64(cmd, o == TOPIC_OPT_RET_MS ? "--retention-ms" : "--retention-bytes", arg, 0,
+                      INT64_MAX, &v) != 0) {
+      return CLI_USAGE;
+    }
+    if (o == TOPIC_OPT_RET_MS) {
+      t->cfg.retention_ms = (int64_t)v;
+    } else {
+      t->cfg.retention_bytes = (int64_t)v;
+    }
+    return CLI_OK;
+  default:
+    return cli_usage_error(cmd, "unexpected option");
+  }
+}
+
+/* The operands of a command that takes exactly one NAME. */
+static int topic_one_name(const char *cmd, int argc, char **argv, int first, const char **name)
+{
+  if (first >= argc) {
+    return cli_usage_error(cmd, "which topic? (cairn %s NAME)", cmd);
+  }
+  if (argc - first > 1) {
+    return cli_usage_error(cmd, "one topic at a time: '%s' is extra", argv[first + 1]);
+  }
+  *name = argv[first];
+  return CLI_OK;
+}
+
+static int topic_create(struct cli *c, int argc, char **argv)
+{
+  const char *cmd = "topic create";
+  static const struct option own[] = {
+      {"partitions", required_argument, NULL, 'P'},
+      {"replication-factor", required_argument, NULL, 'r'},
+      {"retention-ms", required_argument, NULL, TOPIC_OPT_RET_MS},
+      {"retention-bytes", required_argument, NULL, TOPIC_OPT_RET_BYTES},
+      {NULL, 0, NULL, 0}};
+  struct topic_create_opts t = {0};
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, "P:r:", own, topic_create_opt, &t, topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  const char *name;
+  if ((rv = topic_one_name(cmd, argc, argv, first, &name)) != CLI_OK) {
+    return rv;
+  }
+  if (!topic_name_ok(name)) {
+    return cli_usage_error(cmd,
+                           "'%s' is not a valid topic name: 1..%d of A-Z a-z 0-9 . _ - "
+                           "(not . or ..)",
+                           name, TOPIC_NAME_MAX);
+  }
+  if (t.partitions == 0) {
+    return cli_usage_error(cmd, "how many partitions? (--partitions N)");
+  }
+  if (t.rf == 0) {
+    return cli_usage_error(cmd, "how many replicas? (--replication-factor R, e.g. 3)");
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  rv = cairn_sync_create_topic(c->sync, name, (uint32_t)t.partitions, (uint32_t)t.rf, &t.cfg);
+  if (rv != 0) {
+    return cli_fail_call(c, cmd, name, rv);
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "created");
+    oj_str(&j, name);
+    oj_key(&j, "partitions");
+    oj_uint(&j, t.partitions);
+    oj_key(&j, "replication_factor");
+    oj_uint(&j, t.rf);
+    oj_object_end(&j);
+    oj_end(&j);
+  } else {
+    printf("created topic %s: %" PRIu64 " partition(s), replication factor %" PRIu64 "\n", name,
+           t.partitions, t.rf);
+  }
+  return CLI_OK;
+}
+
+static int topic_list(struct cli *c, int argc, char **argv)
+{
+  const char *cmd = "topic list";
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, NULL, NULL, NULL, NULL, topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  if (first < argc) {
+    return cli_usage_error(cmd, "takes no operand ('%s'); describe one topic with "
+                                "`cairn topic describe NAME`",
+                           argv[first]);
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  struct cairn_topic_list *l = NULL;
+  rv = cairn_sync_list_topics(c->sync, &l);
+  if (rv != 0) {
+    return cli_fail_call(c, cmd, "listing topics", rv);
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "topics");
+    oj_array_begin(&j);
+    for (size_t i = 0; i < l->count; i++) {
+      cli_json_topic(&j, &l->topics[i], false);
+    }
+    oj_array_end(&j);
+    oj_object_end(&j);
+    oj_end(&j);
+  } else if (l->count == 0) {
+    printf("no topics (create one: cairn topic create NAME --partitions N "
+           "--replication-factor R)\n");
+  } else {
+    static const char *const head[] = {"TOPIC", "PARTITIONS", "REPLICATION-FACTOR"};
+    struct tbl tb;
+    tbl_init(&tb, 3, head);
+    for (size_t i = 0; i < l->count && rv == 0; i++) {
+      char parts[16], rf[16];
+      snprintf(parts, sizeof parts, "%" PRIu32, l->topics[i].partition_count);
+      snprintf(rf, sizeof rf, "%" PRIu32, l->topics[i].replication_factor);
+      const char *row[] = {l->topics[i].name, parts, rf};
+      rv = tbl_row(&tb, row);
+    }
+    if (rv == 0) {
+      tbl_print(&tb, stdout);
+    }
+    tbl_free(&tb);
+  }
+  cairn_topic_list_free(l);
+  return rv == 0 ? CLI_OK : cli_fail(cmd, "%s", cairn_strerror(rv));
+}
+
+static void topic_print_config(const struct cairn_topic_config *cfg)
+{
+  if (cfg->retention_ms > 0) {
+    printf(", retention %" PRId64 " ms", cfg->retention_ms);
+  }
+  if (cfg->retention_bytes > 0) {
+    printf(", retention %" PRId64 " bytes per partition", cfg->retention_bytes);
+  }
+  if (cfg->retention_ms <= 0 && cfg->retention_bytes <= 0) {
+    printf(", data kept forever");
+  }
+}
+
+static int topic_describe(struct cli *c, int argc, char **argv)
+{
+  const char *cmd = "topic describe";
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, NULL, NULL, NULL, NULL, topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  const char *name;
+  if ((rv = topic_one_name(cmd, argc, argv, first, &name)) != CLI_OK) {
+    return rv;
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  struct cairn_topic_info *t = NULL;
+  rv = cairn_sync_describe_topic(c->sync, name, &t);
+  if (rv != 0) {
+    return cli_fail_call(c, cmd, name, rv);
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    cli_json_topic(&j, t, true);
+    oj_end(&j);
+  } else {
+    printf("topic %s (id %" PRIu32 "): %" PRIu32 " partition(s), replication factor %" PRIu32,
+           t->name, t->topic_id, t->partition_count, t->replication_factor);
+    topic_print_config(&t->config);
+    printf("\n\n");
+    static const char *const head[] = {"PARTITION", "LEADER",    "REPLICAS",
+                                       "IN-SYNC",   "LOG-START", "HIGH-WATERMARK"};
+    struct tbl tb;
+    tbl_init(&tb, 6, head);
+    rv = cli_partition_rows(&tb, t, false);
+    if (rv == 0) {
+      tbl_print(&tb, stdout);
+    }
+    tbl_free(&tb);
+  }
+  cairn_topic_info_free(t);
+  return rv == 0 ? CLI_OK : cli_fail(cmd, "%s", cairn_strerror(rv));
+}
+
+static int topic_delete(struct cli *c, int argc, char **argv)
+{
+  const char *cmd = "topic delete";
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, NULL, NULL, NULL, NULL, topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  const char *name;
+  if ((rv = topic_one_name(cmd, argc, argv, first, &name)) != CLI_OK) {
+    return rv;
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  rv = cairn_sync_delete_topic(c->sync, name);
+  if (rv != 0) {
+    return cli_fail_call(c, cmd, name, rv);
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "deleted");
+    oj_str(&j, name);
+    oj_object_end(&j);
+    oj_end(&j);
+  } else {
+    printf("deleted topic %s\n", name);
+  }
+  return CLI_OK;
+}
+
+int cli_topic(struct cli *c, int argc, char **argv)
+{
+  static const struct {
+    const char *name;
+    int (*run)(struct cli *, int, char **);
+  } subs[] = {{"create", topic_create},
+              {"list", topic_list},
+              {"describe", topic_describe},
+              {"delete", topic_delete}};
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    topic_help(argc < 2 ? stderr : stdout);
+    return argc < 2 ? CLI_USAGE : CLI_OK;
+  }
+  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+    if (strcmp(argv[1], subs[i].name) == 0) {
+      return subs[i].run(c, argc - 1, argv + 1);
+    }
+  }
+  return cli_usage_error("topic", "unknown subcommand '%s' (create, list, describe or delete)",
+                         argv[1]);
+}

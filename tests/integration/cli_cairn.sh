@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# The `cairn` command line end to end, against a real 3-node cluster of
+# cairnd processes (deploy/cluster.sh, on free ports under a temporary
+# directory): topic create/list/describe/delete; produce and consume of
+# keys, headers and values with any bytes (NUL-separated input); start
+# positions, counts and formats; --json output that parses; bad command
+# lines (exit 2 and a message), an unreachable cluster (exit 1 within the
+# timeout) and a topic that does not exist (exit 1).
+#
+# usage: cli_cairn.sh CAIRN CAIRND
+# The processes it starts are stopped by PID whatever happens (trap);
+# CAIRN_KEEP_TEST_DIR=1 keeps the directory (node logs) afterwards.
+set -euo pipefail
+cli="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+cairnd="$2"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cluster_sh="$repo/deploy/cluster.sh"
+export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"
+unset CAIRN_BOOTSTRAP
+dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-cli-test-XXXXXX")
+cdir="$dir/cluster"
+pids=()
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -f "$cdir/cluster.conf" ]; then
+    bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1
+  fi
+  # Whatever stop could not do: the PIDs recorded at start, if they are
+  # still our cairnd processes.
+  for p in "${pids[@]}"; do
+    if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--data-dir $cdir/node"; then
+      kill -KILL "$p" 2>/dev/null
+    fi
+  done
+  if [ "$rc" -ne 0 ]; then
+    for f in "$cdir"/node*.log; do
+      [ -f "$f" ] && { echo "--- tail of $f"; tail -20 "$f"; }
+    done
+  fi
+  if [ -n "${CAIRN_KEEP_TEST_DIR:-}" ] || [ "$rc" -ne 0 ]; then
+    echo "kept $dir"
+  else
+    rm -rf "$dir"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+step() { echo "== $*"; }
+
+# expect CODE CMD...: runs CMD with stdout/stderr in $dir/out, $dir/err and
+# checks its exit status.
+expect() {
+  local want=$1 got=0
+  shift
+  "$@" >"$dir/out" 2>"$dir/err" || got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "stdout:" >&2; head -20 "$dir/out" >&2
+    echo "stderr:" >&2; head -20 "$dir/err" >&2
+    fail "exit $got, not $want: $*"
+  fi
+}
+err_has() { grep -q -- "$1" "$dir/err" || fail "stderr lacks '$1': $(cat "$dir/err")"; }
+out_has() { grep -q -- "$1" "$dir/out" || fail "stdout lacks '$1': $(cat "$dir/out")"; }
+json_ok() { python3 -m json.tool "$1" >/dev/null || fail "not valid JSON: $(head -c 400 "$1")"; }
+# pyj FILE EXPR: evaluates a Python expression over the JSON document j.
+pyj() {
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" ||
+    fail "JSON check '$2' is false for $(head -c 600 "$1")"
+}
+
+command -v python3 >/dev/null || fail "python3 is needed (deploy/setup.sh installs it)"
+
+step "help and bad command lines (nothing is sent: exit 2 and a message)"
+expect 0 "$cli" --help
+out_has "usage: cairn"
+for c in "topic" "produce" "consume" "cluster" "node"; do
+  expect 0 "$cli" $c --help
+  out_has "usage: cairn $c"
+done
+expect 0 "$cli" topic create --help
+out_has "replication-factor"
+expect 0 "$cli" produce --help
+out_has "cannot contain a newline"
+expect 2 "$cli"
+expect 2 "$cli" frobnicate
+err_has "unknown command 'frobnicate'"
+expect 2 "$cli" topic frobnicate
+err_has "unknown subcommand"
+expect 2 "$cli" topic create t1
+err_has "how many partitions"
+expect 2 "$cli" topic create t1 --partitions 3
+err_has "replication-factor"
+expect 2 "$cli" topic create t1 --partitions abc --replication-factor 3
+err_has "'abc' is not a number"
+expect 2 "$cli" topic create t1 --partitions 0 --replication-factor 3
+err_has "out of range"
+expect 2 "$cli" topic create 'bad name!' --partitions 1 --replication-factor 1
+err_has "not a valid topic name"
+expect 2 "$cli" topic create t1 --partitions 1 --replication-factor 1 --frob
+err_has "unknown option '--frob'"
+expect 2 "$cli" topic describe
+err_has "which topic"
+expect 2 "$cli" topic create t1 --partitions
+err_has "needs a value"
+expect 2 "$cli" produce
+err_has "which topic"
+expect 2 "$cli" produce t1 -H novalue
+err_has "NAME=VALUE"
+expect 2 "$cli" produce t1 -D ab
+err_has "one byte"
+expect 2 "$cli" consume t1 -o sideways
+err_has "not beginning, end"
+expect 2 "$cli" consume t1 -f '%z'
+err_has "not a conversion"
+expect 2 "$cli" consume t1 -n 0
+expect 2 "$cli" --timeout-ms never topic list
+expect 2 "$cli" node decommission abc
+expect 2 "$cli" -x topic list
+err_has "unknown option"
+[ ! -s "$dir/out" ] || fail "a usage error printed to stdout"
+
+step "an unreachable cluster fails within the timeout"
+start=$SECONDS
+expect 1 "$cli" -b 127.0.0.1:1 --timeout-ms 2000 topic list
+[ $((SECONDS - start)) -le 10 ] || fail "unreachable bootstrap took $((SECONDS - start)) s with a 2 s timeout"
+err_has "cannot reach"
+err_has "deploy/cluster.sh"
+start=$SECONDS
+CAIRN_BOOTSTRAP=127.0.0.1:1,127.0.0.1:2 expect 1 "$cli" --timeout-ms 2000 cluster status
+[ $((SECONDS - start)) -le 10 ] || fail "unreachable CAIRN_BOOTSTRAP took $((SECONDS - start)) s"
+err_has "127.0.0.1:1,127.0.0.1:2"
+
+step "start a 3-node cluster"
+# Ports below the kernel's ephemeral range (which the C tests' free ports
+# come from); another base if one is taken.
+started=0
+for attempt in 1 2 3 4 5; do
+  base=$((20000 + (RANDOM % 1200) * 10))
+  if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
+    --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
+    started=1
+    break
+  fi
+  cat "$dir/start.out"
+  grep -q "in use" "$dir/start.out" || break
+done
+for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+[ "$started" -eq 1 ] || fail "the cluster did not start"
+[ "${#pids[@]}" -eq 3 ] || fail "expected 3 PIDs, got ${#pids[*]}"
+export CAIRN_BOOTSTRAP
+CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+echo "bootstrap $CAIRN_BOOTSTRAP, pids ${pids[*]}"
+
+step "cluster status"
+expect 0 "$cli" cluster status
+out_has "controller leader: node"
+out_has "alive"
+expect 0 "$cli" cluster status --json
+cp "$dir/out" "$dir/status.json"
+json_ok "$dir/status.json"
+pyj "$dir/status.json" 'j["controller_id"] in (1,2,3) and sorted(n["id"] for n in j["nodes"]) == [1,2,3] and all(n["state"] == "alive" for n in j["nodes"])'
+# Only one node in the bootstrap list is enough.
+expect 0 "$cli" -b "${CAIRN_BOOTSTRAP##*,}" cluster status --json
+
+step "topic create / list / describe"
+expect 0 "$cli" topic create t3 --partitions 3 --replication-factor 3
+out_has "created topic t3"
+expect 1 "$cli" topic create t3 --partitions 3 --replication-factor 3
+err_has "exists"
+expect 1 "$cli" topic create big --partitions 1 --replication-factor 5
+err_has "replication factor"
+expect 0 "$cli" topic create t1 --partitions 1 --replication-factor 3 --json
+json_ok "$dir/out"
+pyj "$dir/out" 'j["created"] == "t1"'
+expect 0 "$cli" topic list
+out_has "^t3 *3 *3"
+out_has "^t1 *1 *3"
+expect 0 "$cli" topic list --json
+cp "$dir/out" "$dir/list.json"
+json_ok "$dir/list.json"
+pyj "$dir/list.json" 'sorted(t["name"] for t in j["topics"]) == ["t1","t3"]'
+# Partitions get their leaders shortly after creation.
+for _ in $(seq 1 100); do
+  "$cli" topic describe t3 --json >"$dir/desc.json"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if all(p["leader_id"] > 0 for p in j["partitions"]) else 1)' "$dir/desc.json" && break
+  sleep 0.2
+done
+json_ok "$dir/desc.json"
+pyj "$dir/desc.json" 'j["name"] == "t3" and j["partition_count"] == 3 and len(j["partitions"]) == 3 and all(sorted(p["replicas"]) == [1,2,3] and p["leader_id"] in p["replicas"] for p in j["partitions"])'
+expect 0 "$cli" topic describe t3
+out_has "PARTITION"
+[ "$(grep -c '^[0-2] ' "$dir/out")" -eq 3 ] || fail "describe should list 3 partitions: $(cat "$dir/out")"
+
+step "a topic that does not exist is an error"
+expect 1 "$cli" topic describe nosuch
+err_has "nosuch"
+err_has "cairn topic list"
+expect 1 "$cli" consume nosuch -e
+err_has "nosuch"
+echo x | expect 1 "$cli" produce nosuch
+err_has "nosuch"
+expect 1 "$cli" topic delete nosuch
+expect 1 "$cli" consume t3 -p 7 -e
+err_has "partitions 0..2"
+
+step "produce and consume keys, values and headers"
+printf 'k1:v1\nk2:v2:with colon\nno key here\n\nk5:\n' >"$dir/in"
+expect 0 "$cli" produce t3 -k : -H a=1 -H b=x=y <"$dir/in"
+out_has "produced 5 message(s) to t3"
+expect 0 "$cli" consume t3 -o beginning -e -f '%K|%k|%v|%h|%S\n'
+sort "$dir/out" >"$dir/got"
+printf '%s\n' '-1||no key here|a=1,b=x=y|11' '-1|||a=1,b=x=y|0' '2|k1|v1|a=1,b=x=y|2' \
+  '2|k2|v2:with colon|a=1,b=x=y|13' '2|k5||a=1,b=x=y|0' | sort >"$dir/want"
+diff "$dir/want" "$dir/got" || fail "keys, values or headers did not round-trip"
+# The default output: one value per line.
+expect 0 "$cli" consume t3 -e
+[ "$(sort "$dir/out" | tr '\n' '|')" = "||no key here|v1|v2:with colon|" ] ||
+  fail "default consume output: $(cat "$dir/out")"
+# The same key always lands in the same partition.
+printf 'k1:again\n' | expect 0 "$cli" produce t3 -k :
+expect 0 "$cli" consume t3 -e -f '%k %p\n'
+[ "$(grep -c '^k1 ' "$dir/out")" -eq 2 ] && [ "$(grep '^k1 ' "$dir/out" | sort -u | wc -l)" -eq 1 ] ||
+  fail "key k1 went to two partitions: $(cat "$dir/out")"
+# An explicit partition.
+printf 'p2a\np2b\n' | expect 0 "$cli" produce t3 -p 2 --json
+json_ok "$dir/out"
+pyj "$dir/out" 'j["produced"] == 2 and j["failed"] == 0 and [p["partition"] for p in j["partitions"]] == [2]'
+expect 0 "$cli" consume t3 -p 2 -o -2 -e
+[ "$(tr '\n' '|' <"$dir/out")" = "p2a|p2b|" ] || fail "-p 2 -o -2: $(cat "$dir/out")"
+
+step "values with any bytes (NUL-separated input)"
+# Every byte value but NUL, newlines and tabs inside values, an empty value,
+# and bytes that are not UTF-8.
+python3 - "$dir/bytes.in" <<'EOF'
+import sys
+vals = [bytes(range(1, 256)), b"line1\nline2\n", b"tab\there", b"", b"\xff\xfe\x80",
+        "h\u00e9llo \u20ac".encode(), b"\\x00 not an escape", b"%v %k %%"]
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\0".join(vals) + b"\0")
+EOF
+expect 0 "$cli" produce t1 --null <"$dir/bytes.in"
+out_has "produced 8 message(s) to t1: partition 0 offsets 0..7"
+expect 0 "$cli" consume t1 -o beginning -e -f '%v\0'
+cmp "$dir/bytes.in" "$dir/out" || fail "values did not round-trip byte for byte"
+# With a length prefix, NUL-containing values can be read back too.
+printf 'a\0b\x01' | expect 0 "$cli" produce t1 -D '\x01'
+expect 0 "$cli" consume t1 -o 8 -e -f '%S:%v'
+printf '3:a\0b' | cmp - "$dir/out" || fail "a value with a NUL byte did not round-trip"
+# JSON Lines: text as text, other bytes as base64.
+expect 0 "$cli" consume t1 -o beginning -e --json
+cp "$dir/out" "$dir/records.jsonl"
+python3 - "$dir/records.jsonl" "$dir/bytes.in" <<'EOF' || fail "consume --json did not give back the bytes"
+import base64, json, sys
+recs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+want = open(sys.argv[2], "rb").read().split(b"\0")[:-1] + [b"a\0b"]
+got = []
+for r in recs:
+    assert r["topic"] == "t1" and r["partition"] == 0 and r["key"] is None
+    got.append(base64.b64decode(r["value_base64"]) if r["value"] is None else r["value"].encode())
+assert [r["offset"] for r in recs] == list(range(9)), [r["offset"] for r in recs]
+assert got == want, (got, want)
+assert recs[5]["value"] == "h\u00e9llo \u20ac"
+EOF
+
+step "start positions and counts"
+expect 0 "$cli" consume t1 -o end -e
+[ ! -s "$dir/out" ] || fail "-o end -e should print nothing"
+expect 0 "$cli" consume t1 -o 6 -e -f '%o\n'
+[ "$(tr '\n' ' ' <"$dir/out")" = "6 7 8 " ] || fail "-o 6: $(cat "$dir/out")"
+expect 0 "$cli" consume t1 -o beginning -n 2 -f '%o\n'
+[ "$(tr '\n' ' ' <"$dir/out")" = "0 1 " ] || fail "-n 2: $(cat "$dir/out")"
+expect 0 "$cli" consume t1 -o @0 -e -f '%o\n'
+[ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @0 should read everything"
+expect 0 "$cli" consume t1 -o "@$(($(date +%s) * 1000 + 3600000))" -e
+[ ! -s "$dir/out" ] || fail "-o @(an hour ahead) should print nothing"
+expect 1 "$cli" consume t1 -o 100 -e
+err_has "offsets 0..8"
+# Records produced while consuming arrive; the consumer stops at -n.
+# (From offset 9, the end now: -o end would race with the produce below.)
+"$cli" consume t1 -o 9 -n 2 -f '%v\n' >"$dir/live" 2>"$dir/live.err" &
+live=$!
+sleep 0.5
+printf 'live1\nlive2\n' | expect 0 "$cli" produce t1
+for _ in $(seq 1 100); do kill -0 "$live" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$live" 2>/dev/null; then kill "$live"; fail "consume -o 9 -n 2 did not see 2 new records"; fi
+wait "$live" || fail "consume -o 9 -n 2 failed: $(cat "$dir/live.err")"
+[ "$(tr '\n' ' ' <"$dir/live")" = "live1 live2 " ] || fail "live records: $(cat "$dir/live")"
+# A reader that goes away early is not an error.
+"$cli" consume t1 -o beginning -e | head -c 1 >/dev/null || fail "consume | head failed"
+
+step "--json everywhere parses"
+for args in "cluster status" "topic list" "topic describe t3" "topic describe t1"; do
+  expect 0 "$cli" $args --json
+  json_ok "$dir/out"
+done
+expect 0 "$cli" cluster status --json
+cp "$dir/out" "$dir/status.json"
+pyj "$dir/status.json" 'sorted(t["name"] for t in j["topics"]) == ["t1","t3"] and all(p["high_watermark"] >= 0 and len(p["isr"]) >= 1 for t in j["topics"] for p in t["partitions"])'
+pyj "$dir/status.json" '[p["high_watermark"] for t in j["topics"] if t["name"] == "t1" for p in t["partitions"]] == [11]'
+expect 0 "$cli" cluster status
+out_has "HIGH-WATERMARK"
+out_has "^t1 *0 "
+
+step "node decommission of an unknown node"
+expect 1 "$cli" node decommission 99
+err_has "99"
+
+step "topic delete"
+expect 0 "$cli" topic delete t3
+out_has "deleted topic t3"
+expect 0 "$cli" topic list --json
+pyj "$dir/out" '[t["name"] for t in j["topics"]] == ["t1"]'
+expect 1 "$cli" topic describe t3
+expect 0 "$cli" topic delete t1 --json
+pyj "$dir/out" 'j["deleted"] == "t1"'
+expect 0 "$cli" topic list
+out_has "no topics"
+
+step "stop the cluster by its PIDs"
+bash "$cluster_sh" stop -d "$cdir" --timeout-s 30 >"$dir/stop.out"
+for p in "${pids[@]}"; do
+  ! kill -0 "$p" 2>/dev/null || fail "pid $p still runs after stop"
+done
+echo "cairn CLI: all checks passed"
