@@ -64,7 +64,8 @@ struct produce {
   /* delivery results */
   uint64_t sent;
   uint64_t delivered;
-  uint64_t failed;
+  uint64_t failed;      /* delivery callbacks with an error */
+  uint64_t send_failed; /* 1 if reading stopped at a send that failed at once */
   int first_error;
   struct produce_part *parts;
   size_t nparts;
@@ -211,7 +212,7 @@ static void produce_report(struct cli *c, struct produce *p)
     oj_key(&j, "produced");
     oj_uint(&j, p->delivered);
     oj_key(&j, "failed");
-    oj_uint(&j, p->sent - p->delivered);
+    oj_uint(&j, p->sent - p->delivered + p->send_failed);
     oj_key(&j, "error");
     oj_str(&j, p->first_error != 0 ? cairn_strerror(p->first_error) : NULL);
     oj_key(&j, "partitions");
@@ -278,6 +279,10 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     m.header_count = p->header_count;
     rv = cairn_sync_send(c->sync, pr, &m, produce_on_delivery, p);
     if (rv != 0) {
+      p->send_failed = 1;
+      if (p->first_error == 0) {
+        p->first_error = rv;
+      }
       char what[64];
       snprintf(what, sizeof what, "message %" PRIu64 " (%zu bytes)", p->sent + 1, len);
       cli_fail_call(c, cmd, what, rv);
