@@ -285,10 +285,14 @@ do_start() {
       port_in_use $((base_port + 10 * (i - 1))) || ready=0
     done
     if [ "$ready" -eq 1 ] && [ -n "$c" ]; then
+      # Each node answers from its own copy of the metadata: ask each.
       local st
-      st=$("$c" -b "$bootstrap" --timeout-ms 2000 cluster status --json 2>/dev/null) || ready=0
-      grep -q '"controller_id": *[1-9]' <<<"$st" || ready=0
-      [ "$(grep -c '"state": *"alive"' <<<"$st")" -ge "$nodes" ] || ready=0
+      for i in $(seq 1 "$nodes"); do
+        [ "$ready" -eq 1 ] || break
+        st=$("$c" -b "127.0.0.1:$((base_port + 10 * (i - 1)))" --timeout-ms 2000 cluster status --json 2>/dev/null) || ready=0
+        grep -q '"controller_id": *[1-9]' <<<"$st" || ready=0
+        [ "$(grep -c '"state": *"alive"' <<<"$st")" -ge "$nodes" ] || ready=0
+      done
     fi
     [ "$ready" -eq 0 ] || break
     if [ "$SECONDS" -ge "$deadline" ]; then

@@ -208,9 +208,8 @@ int cli_connect(struct cli *c, const char *cmd)
             c->bootstrap, errmsg[0] != '\0' ? ": " : "", errmsg);
     return CLI_USAGE;
   }
-  fprintf(stderr, "cairn %s: cannot reach the cluster at %s within %u ms: %s%s%s\n", cmd,
-          c->bootstrap, c->timeout_ms, cairn_strerror(rv), errmsg[0] != '\0' ? ": " : "",
-          errmsg);
+  fprintf(stderr, "cairn %s: could not reach any node of %s within %u ms: %s\n", cmd,
+          c->bootstrap, c->timeout_ms, errmsg[0] != '\0' ? errmsg : cairn_strerror(rv));
   const char *hint = cli_hint(rv == CAIRN_EUNREACHABLE ? rv : CAIRN_EUNREACHABLE);
   fprintf(stderr, "cairn %s: %s\n", cmd, hint);
   return CLI_FAIL;

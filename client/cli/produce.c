@@ -202,7 +202,9 @@ static int produce_part_cmp(const void *a, const void *b)
 
 static void produce_report(struct cli *c, struct produce *p)
 {
-  qsort(p->parts, p->nparts, sizeof *p->parts, produce_part_cmp);
+  if (p->nparts > 1) {
+    qsort(p->parts, p->nparts, sizeof *p->parts, produce_part_cmp);
+  }
   if (c->json) {
     struct oj j;
     oj_init(&j, stdout, true);
