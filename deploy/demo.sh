@@ -56,7 +56,8 @@ printf '$ cairn produce demo -k : < %s\n' "$dir/demo-messages.txt"
 cairn produce demo -k : <"$dir/demo-messages.txt"
 
 step "consume them back from the beginning (-e: stop at the end)"
-show cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\n'
+echo "\$ cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\\n'"
+cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\n'
 
 step "the cluster: nodes, controller leader, each partition's leader and replicas"
 show cairn cluster status
