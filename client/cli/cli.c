@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char cli_common_help[] =
     "common options (before or after the command):\n"
@@ -266,6 +267,26 @@ int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char
   }
   *first = optind;
   return CLI_OK;
+}
+
+int cli_describe_topic(struct cli *c, const char *name, struct cairn_topic_info **out)
+{
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  uint32_t settle = c->timeout_ms < CLI_TOPIC_SETTLE_MS ? c->timeout_ms : CLI_TOPIC_SETTLE_MS;
+  for (;;) {
+    int rv = cairn_sync_describe_topic(c->sync, name, out);
+    if (rv != CAIRN_EUNKNOWN_TOPIC) {
+      return rv;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ms = (int64_t)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (ms + CLI_TOPIC_RETRY_MS > (int64_t)settle) {
+      return rv;
+    }
+    struct timespec d = {.tv_sec = 0, .tv_nsec = CLI_TOPIC_RETRY_MS * 1000000L};
+    nanosleep(&d, NULL);
+  }
 }
 
 void cli_close(struct cli *c)

@@ -94,6 +94,14 @@ int cli_parse_u64(const char *cmd, const char *name, const char *s, uint64_t min
  * CLI_FAIL. */
 int cli_connect(struct cli *c, const char *cmd);
 
+/* cairn_sync_describe_topic, except that CAIRN_EUNKNOWN_TOPIC is retried
+ * for up to CLI_TOPIC_SETTLE_MS (bounded by the timeout): a topic created
+ * a moment ago is known to the controller leader first and to the other
+ * nodes, which may answer, after they apply it. Same results. */
+#define CLI_TOPIC_SETTLE_MS 2000
+#define CLI_TOPIC_RETRY_MS 100
+int cli_describe_topic(struct cli *c, const char *name, struct cairn_topic_info **out);
+
 /* Frees c->sync. */
 void cli_close(struct cli *c);
 

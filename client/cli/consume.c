@@ -379,7 +379,7 @@ int cli_consume(struct cli *c, int argc, char **argv)
     return rv;
   }
   struct cairn_topic_info *t = NULL;
-  rv = cairn_sync_describe_topic(c->sync, cs.topic, &t);
+  rv = cli_describe_topic(c, cs.topic, &t);
   if (rv != 0) {
     return cli_fail_call(c, cmd, cs.topic, rv);
   }

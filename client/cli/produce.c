@@ -331,7 +331,7 @@ int cli_produce(struct cli *c, int argc, char **argv)
   /* Ask first, so that a wrong topic or partition is said once, before
    * stdin is read, rather than once per message. */
   struct cairn_topic_info *t = NULL;
-  rv = cairn_sync_describe_topic(c->sync, p.topic, &t);
+  rv = cli_describe_topic(c, p.topic, &t);
   if (rv != 0) {
     return cli_fail_call(c, cmd, p.topic, rv);
   }

@@ -353,7 +353,7 @@ static int topic_describe(struct cli *c, int argc, char **argv)
     return rv;
   }
   struct cairn_topic_info *t = NULL;
-  rv = cairn_sync_describe_topic(c->sync, name, &t);
+  rv = cli_describe_topic(c, name, &t);
   if (rv != 0) {
     return cli_fail_call(c, cmd, name, rv);
   }
