@@ -60,15 +60,17 @@ echo "\$ cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\\
 cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\n'
 
 step "the cluster: nodes, controller leader, each partition's leader and replicas"
+# Leaders report their partitions' state to the controller once a second.
+sleep 2
 show cairn cluster status
 
 cat <<EOF
 
 == done: the cluster is still running
 
-Try it yourself (this shell needs the two lines below; the default
-bootstrap 127.0.0.1:7400 already points at node 1 when the ports are the
-default ones):
+Try it yourself. In your shell, the first line makes \`cairn\` a command;
+the second names the nodes (any one would do; with the default ports,
+127.0.0.1:7400 is also cairn's default):
 
   export PATH="$PWD/build/release:\$PATH"
   export CAIRN_BOOTSTRAP=$CAIRN_BOOTSTRAP
