@@ -12,6 +12,7 @@ PACKAGES=(
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
   liblz4-dev libzstd-dev
   libmicrohttpd-dev
+  chromium            # test_admin loads the admin port's status page headless
 )
 
 missing=()

@@ -169,7 +169,7 @@ const char admin_page_html[] =
     "    t += \"<table><tr><th>partition</th><th>leader</th><th>replicas</th><th>in sync</th><th>log start</th><th>high watermark</th><th>health</th></tr>\";\n"
     "    tp.partitions.forEach(function (p) {\n"
     "      var reps = p.replicas.map(function (r) { return r === p.leader_id ? \"<span class=\\\"leader\\\">\" + r + \"</span>\" : String(r); }).join(\", \");\n"
-    "      t += \"<tr class=\\\"\" + esc(p.health) + \"\\\"><td>\" + p.partition + \"</td><td>\" + nodeName(c, p.leader_id) + \"</td><td>\" + reps +\n"
+    "      t += \"<tr id=\\\"part-\" + esc(tp.name) + \"-\" + p.partition + \"\\\" class=\\\"\" + esc(p.health) + \"\\\"><td>\" + p.partition + \"</td><td>\" + nodeName(c, p.leader_id) + \"</td><td>\" + reps +\n"
     "        \"</td><td>\" + p.isr.join(\", \") + \"</td><td>\" + (p.log_start_offset < 0 ? \"-\" : p.log_start_offset) +\n"
     "        \"</td><td>\" + (p.high_watermark < 0 ? \"-\" : p.high_watermark) + \"</td><td>\" + esc(p.health.replace(\"_\", \" \")) + \"</td></tr>\";\n"
     "    });\n"

@@ -8,7 +8,8 @@
  * replica lag this node knows as a leader.
  *
  * Element ids the script fills (and tests look for): summary, nodes,
- * topics, chart-throughput, chart-lag, updated, error. */
+ * topics, chart-throughput, chart-lag, updated, error; rows it draws:
+ * node-<id> per node, part-<topic>-<partition> per partition. */
 #ifndef CAIRN_ADMIN_PAGE_H
 #define CAIRN_ADMIN_PAGE_H
 

@@ -3,8 +3,12 @@
  * cluster, /metrics parses as Prometheus text under a strict parser and its
  * counters move when produces flow, slow requests are logged with their
  * phases, the JSON views list what the client protocol's Metadata lists,
- * the status page carries the element ids its script fills, and unknown
- * paths and other methods get 404 and 405 with a JSON error.
+ * the status page carries the element ids its script fills and, loaded in
+ * headless Chromium against a 3-node cluster with a dead node, lists the
+ * nodes and highlights the under-replicated partitions (a screenshot is
+ * kept in test-artifacts/ or $CAIRN_TEST_ARTIFACTS; skipped without
+ * chromium), and unknown paths and other methods get 404 and 405 with a
+ * JSON error.
  *
  * Usage: test_admin <path of cairnd>
  * CAIRN_TEST_FILTER='*ready*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
@@ -655,6 +659,108 @@ static void test_admin_slow_produce_logs_its_phases(void **state)
   cd_destroy(&c);
 }
 
+/* The chromium binary, or NULL when it is not installed. */
+static const char *find_chromium(void)
+{
+  static const char *const paths[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    if (access(paths[i], X_OK) == 0) {
+      return paths[i];
+    }
+  }
+  return NULL;
+}
+
+/* Runs headless chromium on url with extra flags, its stdout to out_path.
+ * Returns its exit status. */
+static int run_chromium(const char *bin, const struct cd_cluster *c, const char *flags,
+                        const char *url, const char *out_path)
+{
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 %s --headless --no-sandbox --disable-gpu --hide-scrollbars "
+           "--user-data-dir=%s/chromium --virtual-time-budget=10000 %s %s > %s 2>%s/chromium.log",
+           bin, c->root, flags, url, out_path, c->root);
+  return system(cmd);
+}
+
+static char *read_all(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    return NULL;
+  }
+  char *buf = malloc(HTTP_MAX + 1);
+  size_t len = fread(buf, 1, HTTP_MAX, f);
+  buf[len] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static void test_admin_status_page_in_headless_chromium(void **state)
+{
+  const char *chromium = find_chromium();
+  if (chromium == NULL) {
+    printf("chromium is not installed (Debian package chromium): skipped\n");
+    skip();
+  }
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cd_start(&c, i), 0);
+  }
+  uint64_t ids[3] = {1, 2, 3};
+  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_create_topic(&c, 0, "payments", 3, 3, WAIT_MS, NULL, 0), 0);
+  size_t bytes = 0;
+  produce_batches(&c, "payments", 6, &bytes);
+  /* Node 3 dies: the page must show it dead and every partition
+   * under-replicated. */
+  cd_kill(&c, 2);
+  int port = c.nodes[0].admin_port;
+  assert_true(http_wait_body(port, "/v1/cluster", "\"under_replicated_partitions\":3", WAIT_MS));
+
+  char url[64], dom_path[600];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
+  snprintf(dom_path, sizeof dom_path, "%s/dom.html", c.root);
+  assert_int_equal(run_chromium(chromium, &c, "--dump-dom", url, dom_path), 0);
+  char *dom = read_all(dom_path);
+  assert_non_null(dom);
+  for (int i = 1; i <= 3; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "<tr id=\"node-%d\">", i);
+    assert_non_null(strstr(dom, want));
+  }
+  assert_non_null(strstr(dom, "class=\"state-dead\">dead</td>"));
+  for (int p = 0; p < 3; p++) {
+    char want[96];
+    snprintf(want, sizeof want, "<tr id=\"part-payments-%d\" class=\"under_replicated\">", p);
+    assert_non_null(strstr(dom, want));
+  }
+  assert_non_null(strstr(dom, "under-replicated: <b>3</b>"));
+  assert_null(strstr(dom, "id=\"updated\">never<")); /* the script ran and polled */
+  free(dom);
+
+  /* The screenshot, kept as the test's artifact. */
+  const char *dir =
+      getenv("CAIRN_TEST_ARTIFACTS") != NULL ? getenv("CAIRN_TEST_ARTIFACTS") : "test-artifacts";
+  char flags[700], shot[600];
+  snprintf(shot, sizeof shot, "%s/status_page.png", dir);
+  snprintf(flags, sizeof flags, "--window-size=1200,1100 --screenshot=%s", shot);
+  char mk[700];
+  snprintf(mk, sizeof mk, "mkdir -p %s", dir);
+  assert_int_equal(system(mk), 0);
+  assert_int_equal(run_chromium(chromium, &c, flags, url, "/dev/null"), 0);
+  FILE *f = fopen(shot, "rb");
+  assert_non_null(f);
+  unsigned char magic[8] = {0};
+  assert_int_equal(fread(magic, 1, 8, f), 8);
+  fclose(f);
+  assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
+  printf("status page screenshot: %s\n", shot);
+  cd_destroy(&c);
+}
+
 static void test_admin_ready_only_after_joining(void **state)
 {
   struct cd_cluster c;
@@ -696,6 +802,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_admin_json_views_status_page_and_errors),
       cmocka_unit_test(test_admin_slow_produce_logs_its_phases),
       cmocka_unit_test(test_admin_ready_only_after_joining),
+      cmocka_unit_test(test_admin_status_page_in_headless_chromium),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
