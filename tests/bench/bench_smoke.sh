@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench_smoke.sh - cairn-bench runs a tiny workload against one real cairnd:
+# produce while tailing (end-to-end latency), then read everything back;
+# both summaries must say ok and count every message. Not a measurement.
+#   bench_smoke.sh CAIRND CAIRN_BENCH
+set -euo pipefail
+cairnd=$1
+bench=$2
+dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-bench-smoke.XXXXXX")
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+# Free ports: let the kernel pick three, then hand them to cairnd.
+read -r p1 p2 p3 < <(python3 -c 'import socket
+ss=[socket.socket() for _ in range(3)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(*[s.getsockname()[1] for s in ss])')
+"$cairnd" --node-id 1 --data-dir "$dir/data" --listen "127.0.0.1:$p1" \
+  --cluster-listen "127.0.0.1:$p2" --admin-listen "127.0.0.1:$p3" --log-level warn \
+  >"$dir/cairnd.log" 2>&1 &
+pid=$!
+boot="127.0.0.1:$p1"
+fail() { echo "bench_smoke: $*" >&2; cat "$dir/cairnd.log" >&2; exit 1; }
+
+out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 2 --consumers 2 \
+  --count 3000 --size 64 --linger-ms 1 --json --quiet) || fail "produce+tail failed: $out"
+echo "$out"
+echo "$out" | grep -q '"ok":true' || fail "produce+tail not ok"
+echo "$out" | grep -q '"produce":{"messages":3000,' || fail "not 3000 produced"
+echo "$out" | grep -q '"consume":{"messages":3000,' || fail "not 3000 consumed"
+echo "$out" | grep -q '"e2e_latency":{"count":3000,' || fail "no latency samples"
+
+out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 0 --consumers 2 \
+  --json --quiet) || fail "read-back failed: $out"
+echo "$out"
+echo "$out" | grep -q '"consume":{"messages":3000,"expected":3000,' || fail "read-back count"
+
+out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 1 --rate 2000 \
+  --duration 1 --quiet) || fail "paced run failed: $out"
+echo "$out"
+echo "$out" | grep -q '^ack latency' || fail "no ack latency line"
+echo "bench_smoke: ok"
