@@ -157,7 +157,9 @@ int lc_acc_seal(struct lc_acc *a, struct lc_batch *b, int64_t producer_id, int16
   b->len = len;
   b->base_seq = seq;
   if (producer_id >= 0) {
-    a->next_seq += (int32_t)b->nmsgs;
+    /* A batch of n records takes sequences base .. base + n - 1; after
+     * 2^31 - 1 comes 0 (docs/protocol.md, "Idempotent batches"). */
+    a->next_seq = (int32_t)(((uint32_t)a->next_seq + (uint32_t)b->nmsgs) & 0x7fffffffu);
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,9 +94,23 @@ static void lc_client_on_tick(uv_timer_t *t)
   }
 }
 
+/* A write to a node that just died raises SIGPIPE, whose default action
+ * kills the process: ignore it unless the application chose a handler. */
+static void lc_client_ignore_sigpipe(void)
+{
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGPIPE, &sa, NULL);
+  }
+}
+
 int cairn_client_new(uv_loop_t *loop, const char *bootstrap, const struct cairn_options *o,
                      struct cairn_client **out)
 {
+  lc_client_ignore_sigpipe();
   if (loop == NULL || bootstrap == NULL || out == NULL) {
     return CAIRN_EINVAL;
   }

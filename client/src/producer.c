@@ -26,6 +26,10 @@
 #include <string.h>
 #include <time.h>
 
+/* Batches in flight per partition for an idempotent producer at most (the
+ * partition's duplicate window, docs/protocol.md). */
+#define LC_PROD_MAX_IDEMPOTENT_IN_FLIGHT 5
+
 /* A ProduceRequest's payload stays below this (frames allow 16 MiB). */
 #define LC_PROD_MAX_REQUEST_BYTES (8u * 1024 * 1024)
 
@@ -441,6 +445,11 @@ int cairn_producer_new(struct cairn_client *c, const struct cairn_producer_optio
   }
   if (opts.max_in_flight == 0) {
     opts.max_in_flight = 1;
+  }
+  if (opts.idempotence && opts.max_in_flight > LC_PROD_MAX_IDEMPOTENT_IN_FLIGHT) {
+    /* A partition remembers its last 5 batches per producer: more in
+     * flight could not all be recognized as duplicates on a retry. */
+    opts.max_in_flight = LC_PROD_MAX_IDEMPOTENT_IN_FLIGHT;
   }
   struct cairn_producer *p = calloc(1, sizeof *p);
   if (p == NULL) {

@@ -400,7 +400,6 @@ static void test_client_produce_across_leader_sigkill(void **state)
   assert_int_equal(cairn_sync_flush(s, p), 0);
   long long t_end = tu_now_ms();
   cairn_producer_id(p, &pid, &epoch);
-  assert_int_equal(pid, -1); /* cairnd does not offer InitProducerId yet */
   cairn_sync_producer_close(s, p);
   int failed = 0;
   for (int i = 0; i < KILL_N; i++) {
@@ -426,10 +425,14 @@ static void test_client_produce_across_leader_sigkill(void **state)
     }
   }
   assert_true(k.in_order);
-  print_message("sigkill: %d messages in %lld ms (%lld ms after the kill), read %zu, "
+  if (pid >= 0) {
+    assert_int_equal(k.duplicates, 0); /* idempotent: each batch once */
+  }
+  print_message("sigkill (%s, producer id %" PRId64 "): %d messages in %lld ms (%lld ms after the kill), read %zu, "
                 "duplicates %d; client: %" PRIu64 " NOT_LEADER followed, %" PRIu64
                 " connection failures, %" PRIu64 " retries, %" PRIu64 " metadata refreshes\n",
-                KILL_N, t_end - t0, t_end - t_kill, total, k.duplicates, st.not_leader,
+                pid >= 0 ? "idempotent" : "not idempotent", pid, KILL_N, t_end - t0,
+                t_end - t_kill, total, k.duplicates, st.not_leader,
                 st.conn_failures, st.retries, st.meta_refreshes);
   /* Every acknowledged offset holds its message. */
   struct cairn_consumer *cons;

@@ -9,6 +9,11 @@
  *
  * The client's timer keeps the loop alive until cairn_client_close.
  *
+ * Signals: a write to a node that just died raises SIGPIPE; if SIGPIPE
+ * still has its default action (terminate) when a client is created,
+ * cairn_client_new sets it to ignored. An application that installs its
+ * own handler keeps it.
+ *
  * Conventions (as libuv's):
  *   - every int-returning function returns 0 or a negative code: a
  *     CAIRN_E* code from <cairn/err.h> or a negative errno / UV_E* code
@@ -325,9 +330,10 @@ __attribute__((warn_unused_result)) int cairn_list_offsets(struct cairn_client *
  *
  * Idempotence: when enabled and the node's Hello lists InitProducerId, the
  * producer obtains (producer id, epoch) and stamps every batch with it and
- * a per-partition sequence; a retry resends the same batch bytes, so the
- * partition drops duplicates; up to max_in_flight batches per partition
- * are in flight. Otherwise batches carry producer id -1 (at-least-once: a
+ * a per-partition base sequence (a batch of n records takes n sequences,
+ * counted from 0 per partition); a retry resends the same batch bytes, so
+ * the partition drops duplicates; up to max_in_flight batches per
+ * partition are in flight. Otherwise batches carry producer id -1 (at-least-once: a
  * retry after IN_DOUBT or a timeout may write a batch twice), still up to
  * max_in_flight per partition, resent in order.
  * ------------------------------------------------------------------------ */
@@ -341,7 +347,9 @@ struct cairn_producer_options {
   uint64_t buffer_bytes;    /* memory for undelivered messages. 33554432 */
   enum cairn_compression compression; /* CAIRN_COMPRESSION_NONE */
   int compression_level;    /* 0: the codec's default */
-  uint32_t max_in_flight;   /* batches in flight per partition. 5 */
+  uint32_t max_in_flight;   /* batches in flight per partition. 5 (at most 5
+                               when idempotent: the partition's duplicate
+                               window) */
   bool idempotence;         /* use InitProducerId when offered. true */
 };
 
