@@ -188,8 +188,50 @@ int cli_fail_call(struct cli *c, const char *cmd, const char *what, int rv)
   return CLI_FAIL;
 }
 
+/* Checks the shape of a bootstrap list before anything is dialed, so that
+ * a typo is a usage error, not a timeout: HOST:PORT entries (HOST not
+ * empty, [v6] allowed) with PORT 1..65535, separated by commas. */
+static bool cli_bootstrap_ok(const char *list)
+{
+  const char *p = list;
+  for (;;) {
+    const char *end = strchr(p, ',');
+    size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++) {
+      if (p[i] == ':') {
+        colon = p + i; /* the last one: [::1]:7400 */
+      }
+    }
+    if (colon == NULL || colon == p || colon == p + len - 1) {
+      return false;
+    }
+    unsigned long port = 0;
+    for (const char *q = colon + 1; q < p + len; q++) {
+      if (*q < '0' || *q > '9' || port > 65535) {
+        return false;
+      }
+      port = port * 10 + (unsigned long)(*q - '0');
+    }
+    if (port == 0 || port > 65535) {
+      return false;
+    }
+    if (end == NULL) {
+      return true;
+    }
+    p = end + 1;
+  }
+}
+
 int cli_connect(struct cli *c, const char *cmd)
 {
+  if (!cli_bootstrap_ok(c->bootstrap)) {
+    fprintf(stderr,
+            "cairn %s: bootstrap list '%s' is not HOST:PORT[,HOST:PORT...] (ports 1..65535), "
+            "e.g. -b 127.0.0.1:7400\n",
+            cmd, c->bootstrap);
+    return CLI_USAGE;
+  }
   struct cairn_options o;
   cairn_options_init(&o);
   o.client_id = "cairn-cli";
@@ -209,8 +251,12 @@ int cli_connect(struct cli *c, const char *cmd)
             c->bootstrap, errmsg[0] != '\0' ? ": " : "", errmsg);
     return CLI_USAGE;
   }
-  fprintf(stderr, "cairn %s: could not reach any node of %s within %u ms: %s\n", cmd,
-          c->bootstrap, c->timeout_ms, errmsg[0] != '\0' ? errmsg : cairn_strerror(rv));
+  if (errmsg[0] != '\0') {
+    fprintf(stderr, "cairn %s: could not reach any node of %s: %s\n", cmd, c->bootstrap, errmsg);
+  } else {
+    fprintf(stderr, "cairn %s: could not reach any node of %s within %u ms: %s\n", cmd,
+            c->bootstrap, c->timeout_ms, cairn_strerror(rv));
+  }
   const char *hint = cli_hint(rv == CAIRN_EUNREACHABLE ? rv : CAIRN_EUNREACHABLE);
   fprintf(stderr, "cairn %s: %s\n", cmd, hint);
   return CLI_FAIL;
