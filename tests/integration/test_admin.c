@@ -659,6 +659,68 @@ static void test_admin_slow_produce_logs_its_phases(void **state)
   cd_destroy(&c);
 }
 
+/* A connection to 127.0.0.1:port with a tiny receive buffer, or -1. */
+static int stuck_client(int port)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int small = 1024;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void test_admin_stuck_scrapers_do_not_stall_produce(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  assert_int_equal(cd_start(&c, 0), 0);
+  int port = c.nodes[0].admin_port;
+  assert_int_equal(http_wait_status(port, "/ready", 200, WAIT_MS), 200);
+  assert_int_equal(cd_create_topic(&c, 0, "flow", 2, 1, WAIT_MS, NULL, 0), 0);
+  size_t bytes = 0;
+  produce_batches(&c, "flow", 2, &bytes);
+  /* Scrapers that ask for /metrics and the page and never read the answer,
+   * and connections that send half a request line, up to the port's
+   * limit (64) and past it. */
+  enum { STUCK = 80 };
+  int fds[STUCK];
+  for (int i = 0; i < STUCK; i++) {
+    fds[i] = stuck_client(port);
+    if (fds[i] < 0) {
+      continue;
+    }
+    const char *req = i % 3 == 0   ? "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+                      : i % 3 == 1 ? "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+                                   : "GET /metr";
+    ssize_t n = write(fds[i], req, strlen(req));
+    (void)n;
+  }
+  /* Produce and fetch go on at their usual pace meanwhile. */
+  long long t0 = tu_now_ms();
+  produce_batches(&c, "flow", 20, &bytes);
+  long long took = tu_now_ms() - t0;
+  uint8_t *data = NULL;
+  size_t len = 0;
+  int64_t hw = -1;
+  assert_int_equal(cd_fetch(&c, "flow", 0, 0, 1 << 20, WAIT_MS, &data, &len, &hw), 0);
+  free(data);
+  printf("20 produces with %d stuck admin connections: %lld ms\n", STUCK, took);
+  assert_true(took < 10000);
+  for (int i = 0; i < STUCK; i++) {
+    if (fds[i] >= 0) {
+      close(fds[i]);
+    }
+  }
+  /* Once they are gone the port serves again. */
+  assert_int_equal(http_wait_status(port, "/health", 200, WAIT_MS), 200);
+  cd_destroy(&c);
+}
+
 /* The chromium binary, or NULL when it is not installed. */
 static const char *find_chromium(void)
 {
@@ -802,6 +864,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_admin_json_views_status_page_and_errors),
       cmocka_unit_test(test_admin_slow_produce_logs_its_phases),
       cmocka_unit_test(test_admin_ready_only_after_joining),
+      cmocka_unit_test(test_admin_stuck_scrapers_do_not_stall_produce),
       cmocka_unit_test(test_admin_status_page_in_headless_chromium),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
