@@ -146,7 +146,7 @@ static enum MHD_Result admin_get_page(struct MHD_Connection *mc)
   return admin_answer_buf(mc, MHD_HTTP_OK, "text/html; charset=utf-8", &b);
 }
 
-/* /v1/...: JSON views; NULL-named topics are 404. */
+/* /v1/...: the JSON views; an unknown view or topic is 404. */
 static enum MHD_Result admin_get_view(struct admin *a, struct MHD_Connection *mc, const char *url)
 {
   struct admin_buf b;
