@@ -18,7 +18,7 @@
  *                                 SUB + (g-2)*SUB + ((w >> (g-2)) & 3)
  *   w >= 2^(METRICS_HIST_MAX_LOG2+1)   the last bucket
  * Bucket i holds the values v with metrics_hist_lower(i) < v <=
- * metrics_hist_upper(i). The relative width of a bucket is at most 1/4, and
+ * metrics_hist_upper(i) (bucket 0 also holds 0). The relative width of a bucket is at most 1/4, and
  * the count of values <= B is exact for every B that is a bucket's upper
  * bound (every power of two among them).
  *
