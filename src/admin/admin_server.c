@@ -240,6 +240,9 @@ static void admin_on_sample(uv_timer_t *t)
 }
 
 static void admin_on_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void admin_on_log(void *cls, const char *fmt, va_list ap)
 {
   char msg[256];
   vsnprintf(msg, sizeof msg, fmt, ap);
