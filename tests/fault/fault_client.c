@@ -1,0 +1,328 @@
+/* fault_client.c - blocking client calls of the fault rig. See fault_client.h. */
+#include "fault_client.h"
+
+#include "wire_client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FC_CONNECT_MS 1000
+#define FC_RETRY_MS 200
+
+long long fc_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int fc_nodes_parse(struct fc_nodes *ns, const char *list)
+{
+  memset(ns, 0, sizeof *ns);
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", list);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    char *at = strchr(tok, '@');
+    if (at == NULL || ns->n >= FC_MAX_NODES || strlen(at + 1) >= sizeof ns->addr[0]) {
+      return -1;
+    }
+    *at = '\0';
+    ns->id[ns->n] = strtoull(tok, NULL, 10);
+    snprintf(ns->addr[ns->n], sizeof ns->addr[0], "%s", at + 1);
+    ns->n++;
+  }
+  return ns->n > 0 ? 0 : -1;
+}
+
+int fc_index(const struct fc_nodes *ns, uint64_t id)
+{
+  for (int i = 0; i < ns->n; i++) {
+    if (ns->id[i] == id) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+int fc_call(const char *addr, Cairn__Client__Envelope *req, const void *payload, size_t len,
+            int timeout_ms, Cairn__Client__Envelope **resp, uint8_t **payload_out,
+            size_t *payload_len_out, bool *sent)
+{
+  *sent = false;
+  struct wc w;
+  int rv = wc_connect(&w, addr, FC_CONNECT_MS);
+  if (rv != 0) {
+    return rv;
+  }
+  struct iovec iov = {.iov_base = (void *)payload, .iov_len = len};
+  rv = wc_send(&w, req, &iov, len > 0 ? 1 : 0);
+  /* A failed send may still have delivered the whole frame. */
+  *sent = true;
+  if (rv == 0) {
+    uint8_t *p = NULL;
+    size_t plen = 0;
+    rv = wc_recv(&w, timeout_ms, resp, &p, &plen);
+    if (rv == 0 && payload_out != NULL) {
+      *payload_out = p;
+      *payload_len_out = plen;
+    } else {
+      free(p);
+    }
+  }
+  wc_close(&w);
+  return rv;
+}
+
+Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,
+                                             Cairn__Client__Envelope **env)
+{
+  Cairn__Client__MetadataRequest mr = CAIRN__CLIENT__METADATA_REQUEST__INIT;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_METADATA;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_REQ;
+  req.metadata_req = &mr;
+  Cairn__Client__Envelope *resp = NULL;
+  bool sent;
+  if (fc_call(ns->addr[i], &req, NULL, 0, 2000, &resp, NULL, NULL, &sent) != 0) {
+    return NULL;
+  }
+  if (resp->body_case != CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP) {
+    cairn__client__envelope__free_unpacked(resp, NULL);
+    return NULL;
+  }
+  *env = resp;
+  return resp->metadata_resp;
+}
+
+int fc_find_leader(const struct fc_nodes *ns, int first, const char *topic, uint32_t partition)
+{
+  for (int k = 0; k < ns->n; k++) {
+    int i = (first + k) % ns->n;
+    Cairn__Client__Envelope *env = NULL;
+    Cairn__Client__MetadataResponse *md = fc_metadata(ns, i, &env);
+    int found = -1;
+    for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
+      const Cairn__Client__TopicInfo *ti = md->topics[t];
+      for (size_t p = 0; strcmp(ti->name, topic) == 0 && p < ti->n_partitions; p++) {
+        if (ti->partitions[p]->partition == partition && ti->partitions[p]->leader_id != 0) {
+          found = fc_index(ns, ti->partitions[p]->leader_id);
+        }
+      }
+    }
+    if (env != NULL) {
+      cairn__client__envelope__free_unpacked(env, NULL);
+    }
+    if (found >= 0) {
+      return found;
+    }
+  }
+  return -1;
+}
+
+int fc_find_controller(const struct fc_nodes *ns)
+{
+  for (int i = 0; i < ns->n; i++) {
+    Cairn__Client__Envelope *env = NULL;
+    Cairn__Client__MetadataResponse *md = fc_metadata(ns, i, &env);
+    int found = md != NULL && md->controller_id != 0 ? fc_index(ns, md->controller_id) : -1;
+    if (env != NULL) {
+      cairn__client__envelope__free_unpacked(env, NULL);
+    }
+    if (found >= 0) {
+      return found;
+    }
+  }
+  return -1;
+}
+
+/* The error of an admin answer: 0, a wire code, or -1 for another body. */
+static int fc_admin_code(const Cairn__Client__Envelope *resp)
+{
+  const Cairn__Client__Error *e = NULL;
+  switch (resp->body_case) {
+  case CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP:
+    e = resp->create_topic_resp->error;
+    break;
+  case CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP:
+    e = resp->decommission_resp->error;
+    break;
+  case CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP:
+    e = resp->error_resp;
+    break;
+  default:
+    return -1;
+  }
+  return e != NULL ? (int)e->code : 0;
+}
+
+/* Sends an admin request to each node in turn until one answers with
+ * something other than NOT_CONTROLLER, or timeout_ms passes. */
+static int fc_admin(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int timeout_ms)
+{
+  long long end = fc_now_ms() + timeout_ms;
+  int code = -1;
+  for (int k = 0; fc_now_ms() < end; k++) {
+    Cairn__Client__Envelope *resp = NULL;
+    bool sent;
+    if (fc_call(ns->addr[k % ns->n], req, NULL, 0, 5000, &resp, NULL, NULL, &sent) != 0) {
+      usleep(FC_RETRY_MS * 1000);
+      continue;
+    }
+    code = fc_admin_code(resp);
+    cairn__client__envelope__free_unpacked(resp, NULL);
+    if (code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER &&
+        code != CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN) {
+      return code;
+    }
+    usleep(FC_RETRY_MS * 1000);
+  }
+  return code;
+}
+
+int fc_create_topic(const struct fc_nodes *ns, const char *topic, uint32_t partitions, uint32_t rf,
+                    int timeout_ms)
+{
+  Cairn__Client__CreateTopicRequest r = CAIRN__CLIENT__CREATE_TOPIC_REQUEST__INIT;
+  r.name = (char *)topic;
+  r.partitions = partitions;
+  r.replication_factor = rf;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_CREATE_TOPIC;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_REQ;
+  req.create_topic_req = &r;
+  int code = fc_admin(ns, &req, timeout_ms);
+  return code == CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS ? 0 : code;
+}
+
+int fc_decommission(const struct fc_nodes *ns, uint64_t id, int timeout_ms)
+{
+  Cairn__Client__DecommissionNodeRequest r = CAIRN__CLIENT__DECOMMISSION_NODE_REQUEST__INIT;
+  r.node_id = id;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_DECOMMISSION_NODE;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_REQ;
+  req.decommission_req = &r;
+  return fc_admin(ns, &req, timeout_ms);
+}
+
+/* Codes after which the batch was certainly not appended: the request was
+ * refused before reaching the partition's Raft log. */
+static bool fc_code_definite(int code)
+{
+  switch (code) {
+  case CAIRN__CLIENT__ERROR_CODE__NOT_LEADER:
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC:
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PARTITION:
+  case CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE:
+  case CAIRN__CLIENT__ERROR_CODE__RATE_LIMITED:
+  case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
+  case CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST:
+  case CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE:
+    return true;
+  default:
+    return false;
+  }
+}
+
+enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *topic,
+                                uint32_t partition, const uint8_t *batch, size_t len, int *code,
+                                int64_t *offset, int *hint)
+{
+  *hint = -1;
+  uint32_t blen = (uint32_t)len;
+  Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
+  pp.topic = (char *)topic;
+  pp.partition = partition;
+  pp.n_batch_lengths = 1;
+  pp.batch_lengths = &blen;
+  Cairn__Client__ProducePartition *ppp = &pp;
+  Cairn__Client__ProduceRequest r = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
+  r.timeout_ms = 5000;
+  r.n_partitions = 1;
+  r.partitions = &ppp;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_PRODUCE;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
+  req.produce_req = &r;
+  Cairn__Client__Envelope *resp = NULL;
+  bool sent;
+  int rv = fc_call(ns->addr[i], &req, batch, len, 8000, &resp, NULL, NULL, &sent);
+  if (rv != 0) {
+    *code = rv;
+    return sent ? FC_INDETERMINATE : FC_FAIL;
+  }
+  enum fc_outcome out = FC_INDETERMINATE;
+  *code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP) {
+    const Cairn__Client__ProduceResponse *pr = resp->produce_resp;
+    if (pr->error != NULL && pr->error->code != 0) {
+      /* A whole-request refusal happens before anything is produced. */
+      *code = (int)pr->error->code;
+      out = FC_FAIL;
+    } else if (pr->n_partitions == 1) {
+      const Cairn__Client__ProducePartitionResult *res = pr->partitions[0];
+      *code = res->error != NULL ? (int)res->error->code : 0;
+      if (*code == 0) {
+        *offset = res->base_offset;
+        out = FC_ACK;
+      } else if (fc_code_definite(*code)) {
+        out = FC_FAIL;
+        if (*code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER && res->leader_id != 0) {
+          *hint = fc_index(ns, res->leader_id);
+        }
+      }
+    }
+  } else if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
+    *code = resp->error_resp != NULL ? (int)resp->error_resp->code : -1;
+    out = FC_FAIL;
+  }
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  return out;
+}
+
+int fc_fetch_once(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
+                  int64_t offset, uint32_t max_bytes, uint8_t **data, size_t *len, int64_t *hw)
+{
+  Cairn__Client__FetchPartition fp = CAIRN__CLIENT__FETCH_PARTITION__INIT;
+  fp.topic = (char *)topic;
+  fp.partition = partition;
+  fp.offset = offset;
+  fp.max_bytes = max_bytes;
+  Cairn__Client__FetchPartition *fpp = &fp;
+  Cairn__Client__FetchRequest r = CAIRN__CLIENT__FETCH_REQUEST__INIT;
+  r.max_bytes = max_bytes;
+  r.n_partitions = 1;
+  r.partitions = &fpp;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_FETCH;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_FETCH_REQ;
+  req.fetch_req = &r;
+  Cairn__Client__Envelope *resp = NULL;
+  uint8_t *p = NULL;
+  size_t plen = 0;
+  bool sent;
+  int rv = fc_call(ns->addr[i], &req, NULL, 0, 5000, &resp, &p, &plen, &sent);
+  if (rv != 0) {
+    return rv < 0 ? rv : -EIO;
+  }
+  int code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_FETCH_RESP &&
+      resp->fetch_resp->n_partitions == 1) {
+    const Cairn__Client__FetchPartitionResult *fr = resp->fetch_resp->partitions[0];
+    code = fr->error != NULL ? (int)fr->error->code : 0;
+    if (code == 0) {
+      *data = p;
+      *len = plen;
+      *hw = fr->high_watermark;
+      p = NULL;
+    }
+  }
+  free(p);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  return code;
+}

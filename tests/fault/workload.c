@@ -1,0 +1,871 @@
+/* workload.c - cairn-fault-workload, the fault rig's client and checker.
+ *
+ * While the nemesis (tests/fault/nemesis.sh) injects faults, producer
+ * threads write unique, checksummed values to the partitions of one topic
+ * (value "p<producer> s<seq> q<partition> c<crc32c of the rest>", one
+ * record per batch, one request in flight per producer) and consumer
+ * threads read every partition from its leader. When the run is over and
+ * the cluster is healed (--ready-file appears), a sentinel value is
+ * produced to each partition (so its leader has committed in its own term)
+ * and every partition is read back from its leader in full. Then it checks:
+ *
+ *  - every acknowledged value is in the final log, at its acknowledged offset;
+ *  - no value appears twice (a value is never sent again once it may have
+ *    been written, so a duplicate is the broker's doing);
+ *  - no value refused with a definite error (NOT_LEADER, ...) appears;
+ *  - a producer's acknowledged values of a partition appear in sequence order;
+ *  - offsets run contiguous from the log start, every value's checksum holds;
+ *  - every consumer read, at every offset, what the final log holds there.
+ *
+ * It prints a summary and writes OUT/history.json (every produce operation,
+ * the faults of --faults, the availability gaps, the violations) and
+ * OUT/final-p<P>.txt ("offset value" lines) for the replica comparison.
+ * Exit status: 0 no violation, 1 violations, 2 usage or setup failure. */
+#include "fault_client.h"
+
+#include "format/batch.h"
+#include "format/batch_builder.h"
+#include "format/crc32c.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WL_MAX_PARTS 64
+#define WL_MAX_THREADS 32
+#define WL_VALUE_LEN 48
+#define WL_OP_DEADLINE_MS 10000 /* a produce retried on definite refusals this long */
+#define WL_FETCH_BYTES (256 * 1024)
+#define WL_GAP_MS 2000 /* a pause of acknowledgements this long is reported */
+#define WL_MAX_VIOLATIONS_SHOWN 30
+
+struct wl_op {
+  int64_t seq;
+  uint32_t partition;
+  long long start, end; /* ms since the run started */
+  enum fc_outcome out;
+  int code;
+  int64_t offset;
+};
+
+struct wl_producer {
+  int id;
+  pthread_t th;
+  uint64_t rng;
+  struct wl_op *ops;
+  size_t n, cap;
+  int leader[WL_MAX_PARTS];
+  /* filled by the check: where each seq was found (-1: absent) */
+  int64_t *found;
+};
+
+struct wl_obs {
+  uint32_t partition;
+  int64_t offset;
+  char value[WL_VALUE_LEN];
+};
+
+struct wl_consumer {
+  int id;
+  pthread_t th;
+  uint64_t rng;
+  struct wl_obs *obs;
+  size_t n, cap;
+  int64_t next[WL_MAX_PARTS];
+  int leader[WL_MAX_PARTS];
+  uint64_t fetches, errors;
+  char problem[400]; /* the first thing it saw that was wrong, "" if none */
+};
+
+struct wl_log {
+  char (*v)[WL_VALUE_LEN];
+  size_t n, cap;
+  int64_t start, hw;
+};
+
+static struct {
+  struct fc_nodes ns;
+  const char *topic;
+  uint32_t parts;
+  uint32_t rf;
+  int nproducers, nconsumers;
+  int seconds;
+  double rate;
+  uint64_t seed;
+  const char *ready_file;
+  const char *faults_file;
+  const char *out_dir;
+  long long t0;
+  atomic_bool stop;
+  struct wl_producer prod[WL_MAX_THREADS];
+  struct wl_consumer cons[WL_MAX_THREADS];
+  struct wl_log log[WL_MAX_PARTS];
+  FILE *viol;  /* violations, one JSON string per line (temp file) */
+  long nviol;
+} wl;
+
+static uint64_t wl_rand(uint64_t *s)
+{
+  /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static long long wl_now(void) { return fc_now_ms() - wl.t0; }
+
+static void wl_sleep_ms(long ms)
+{
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+__attribute__((format(printf, 1, 2))) static void wl_violation(const char *fmt, ...)
+{
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (wl.nviol < WL_MAX_VIOLATIONS_SHOWN) {
+    fprintf(stderr, "VIOLATION: %s\n", buf);
+  }
+  wl.nviol++;
+  fprintf(wl.viol, "%s\n", buf);
+}
+
+/* "p<id> s<seq> q<part>" and its checksum. */
+static void wl_value(char *out, size_t len, int producer, int64_t seq, uint32_t partition)
+{
+  char body[WL_VALUE_LEN];
+  int n = snprintf(body, sizeof body, "p%d s%" PRId64 " q%" PRIu32, producer, seq, partition);
+  if (n < 0 || (size_t)n >= sizeof body - 10) {
+    n = (int)sizeof body - 11; /* not reached with ids and sequences in range */
+    body[n] = '\0';
+  }
+  unsigned crc = crc32c(body, (size_t)n);
+  int m = snprintf(out, len, "%.37s c%08x", body, crc);
+  (void)m;
+}
+
+/* Parses and checks a value; returns 1 with the fields, 0 for a sentinel,
+ * -1 for a value whose checksum or shape is wrong. */
+static int wl_parse(const char *v, int *producer, int64_t *seq, uint32_t *partition)
+{
+  if (strncmp(v, "sentinel", 8) == 0) {
+    return 0;
+  }
+  unsigned crc;
+  if (sscanf(v, "p%d s%" SCNd64 " q%" SCNu32 " c%x", producer, seq, partition, &crc) != 4) {
+    return -1;
+  }
+  char want[WL_VALUE_LEN];
+  wl_value(want, sizeof want, *producer, *seq, *partition);
+  return strcmp(want, v) == 0 ? 1 : -1;
+}
+
+/* One batch of one record holding value; returns it (owned, free()) or NULL. */
+static uint8_t *wl_batch(const char *value, size_t *len)
+{
+  struct batch_builder b;
+  if (batch_builder_init(&b, 4096) != 0) {
+    return NULL;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  uint8_t *out = NULL;
+  if (batch_builder_add(&b, now, NULL, 0, value, strlen(value), NULL, 0) != 0 ||
+      batch_builder_finish(&b, &out, len) != 0) {
+    out = NULL;
+  }
+  batch_builder_close(&b);
+  return out;
+}
+
+static int wl_push_op(struct wl_producer *p, const struct wl_op *op)
+{
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 1024;
+    struct wl_op *ops = realloc(p->ops, cap * sizeof *ops);
+    if (ops == NULL) {
+      return -1;
+    }
+    p->ops = ops;
+    p->cap = cap;
+  }
+  p->ops[p->n++] = *op;
+  return 0;
+}
+
+/* Produces value to partition until acknowledged, answered in doubt, or
+ * refused for WL_OP_DEADLINE_MS (definite refusals are retried: nothing was
+ * written). Never sends a value again once it may have been written. */
+static void wl_produce(struct wl_producer *p, struct wl_op *op, const uint8_t *batch, size_t len)
+{
+  long long deadline = fc_now_ms() + WL_OP_DEADLINE_MS;
+  int hint = -1;
+  op->out = FC_FAIL;
+  op->code = -1;
+  while (fc_now_ms() < deadline) {
+    int i = hint >= 0 ? hint : p->leader[op->partition];
+    if (i < 0) {
+      i = fc_find_leader(&wl.ns, (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n), wl.topic,
+                         op->partition);
+    }
+    if (i < 0) {
+      wl_sleep_ms(100);
+      continue;
+    }
+    op->out = fc_produce_once(&wl.ns, i, wl.topic, op->partition, batch, len, &op->code,
+                              &op->offset, &hint);
+    if (op->out != FC_FAIL) {
+      p->leader[op->partition] = op->out == FC_ACK ? i : -1;
+      return;
+    }
+    p->leader[op->partition] = -1;
+    wl_sleep_ms(50 + (long)(wl_rand(&p->rng) % 100));
+  }
+}
+
+static void *wl_producer_main(void *arg)
+{
+  struct wl_producer *p = arg;
+  long period_ms = wl.rate > 0 ? (long)(1000.0 / wl.rate) : 0;
+  for (int64_t seq = 0; !atomic_load(&wl.stop); seq++) {
+    struct wl_op op = {.seq = seq, .partition = (uint32_t)(wl_rand(&p->rng) % wl.parts)};
+    char value[WL_VALUE_LEN];
+    wl_value(value, sizeof value, p->id, seq, op.partition);
+    size_t len;
+    uint8_t *batch = wl_batch(value, &len);
+    if (batch == NULL) {
+      break;
+    }
+    op.start = wl_now();
+    wl_produce(p, &op, batch, len);
+    op.end = wl_now();
+    free(batch);
+    if (wl_push_op(p, &op) != 0) {
+      break;
+    }
+    long spent = (long)(op.end - op.start);
+    if (spent < period_ms) {
+      wl_sleep_ms(period_ms - spent);
+    }
+  }
+  return NULL;
+}
+
+static int wl_push_obs(struct wl_consumer *c, uint32_t partition, int64_t offset, const uint8_t *v,
+                       size_t vlen)
+{
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 4096;
+    struct wl_obs *obs = realloc(c->obs, cap * sizeof *obs);
+    if (obs == NULL) {
+      return -1;
+    }
+    c->obs = obs;
+    c->cap = cap;
+  }
+  struct wl_obs *o = &c->obs[c->n++];
+  o->partition = partition;
+  o->offset = offset;
+  size_t n = vlen < WL_VALUE_LEN - 1 ? vlen : WL_VALUE_LEN - 1;
+  memcpy(o->value, v, n);
+  o->value[n] = '\0';
+  return 0;
+}
+
+/* Walks the batches of a fetch answer: calls back for each record, checks
+ * each batch and that offsets continue from *next. Returns 0, or -1 with
+ * why filled. */
+typedef int (*wl_record_fn)(void *ctx, uint32_t partition, int64_t offset, const uint8_t *v,
+                            size_t vlen);
+static int wl_walk(const uint8_t *data, size_t len, uint32_t partition, int64_t *next,
+                   wl_record_fn fn, void *ctx, char *why, size_t whylen)
+{
+  size_t pos = 0;
+  while (pos < len) {
+    if (len - pos < BATCH_HEADER_SIZE) {
+      snprintf(why, whylen, "partition %" PRIu32 ": %zu trailing bytes", partition, len - pos);
+      return -1;
+    }
+    struct batch_header h;
+    batch_header_decode(data + pos, &h);
+    size_t size = batch_total_size(h.batch_length);
+    char vwhy[160] = "";
+    if (h.batch_length <= 0 || size > len - pos ||
+        batch_validate(data + pos, size, BATCH_DEFAULT_MAX_BYTES, vwhy, sizeof vwhy) != 0) {
+      snprintf(why, whylen, "partition %" PRIu32 ": bad batch at offset %" PRId64 ": %s",
+               partition, h.base_offset, vwhy);
+      return -1;
+    }
+    struct batch_iter it;
+    if (batch_iter_init(&it, data + pos, size) != 0) {
+      snprintf(why, whylen, "partition %" PRIu32 ": batch at %" PRId64 " does not iterate",
+               partition, h.base_offset);
+      return -1;
+    }
+    struct batch_record r;
+    while (batch_iter_next(&it, &r) == 1) {
+      if (r.offset < *next) {
+        continue; /* a fetch may start inside a batch */
+      }
+      if (r.offset != *next) {
+        snprintf(why, whylen, "partition %" PRIu32 ": offset %" PRId64 " follows %" PRId64,
+                 partition, r.offset, *next - 1);
+        return -1;
+      }
+      if (fn(ctx, partition, r.offset, r.value, r.value_len) != 0) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+      }
+      *next = r.offset + 1;
+    }
+    pos += size;
+  }
+  return 0;
+}
+
+static int wl_consumer_record(void *ctx, uint32_t partition, int64_t offset, const uint8_t *v,
+                              size_t vlen)
+{
+  return wl_push_obs(ctx, partition, offset, v, vlen);
+}
+
+static void *wl_consumer_main(void *arg)
+{
+  struct wl_consumer *c = arg;
+  for (uint32_t q = 0; !atomic_load(&wl.stop); q = (q + 1) % wl.parts) {
+    int i = c->leader[q];
+    if (i < 0) {
+      i = fc_find_leader(&wl.ns, (int)(wl_rand(&c->rng) % (uint64_t)wl.ns.n), wl.topic, q);
+      c->leader[q] = i;
+    }
+    if (i < 0) {
+      wl_sleep_ms(50);
+      continue;
+    }
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int64_t hw = 0;
+    c->fetches++;
+    int rv = fc_fetch_once(&wl.ns, i, wl.topic, q, c->next[q], WL_FETCH_BYTES, &data, &len, &hw);
+    if (rv != 0) {
+      c->errors++;
+      c->leader[q] = -1;
+      wl_sleep_ms(20);
+      continue;
+    }
+    char why[256];
+    if (wl_walk(data, len, q, &c->next[q], wl_consumer_record, c, why, sizeof why) != 0 &&
+        c->problem[0] == '\0') {
+      snprintf(c->problem, sizeof c->problem, "consumer %d from node %" PRIu64 ": %s", c->id,
+               wl.ns.id[i], why);
+    }
+    free(data);
+    if (len == 0) {
+      wl_sleep_ms(20);
+    }
+  }
+  return NULL;
+}
+
+static int wl_log_record(void *ctx, uint32_t partition, int64_t offset, const uint8_t *v,
+                         size_t vlen)
+{
+  (void)partition;
+  (void)offset;
+  struct wl_log *lg = ctx;
+  if (lg->n == lg->cap) {
+    size_t cap = lg->cap ? lg->cap * 2 : 4096;
+    void *nv = realloc(lg->v, cap * sizeof *lg->v);
+    if (nv == NULL) {
+      return -1;
+    }
+    lg->v = nv;
+    lg->cap = cap;
+  }
+  size_t n = vlen < WL_VALUE_LEN - 1 ? vlen : WL_VALUE_LEN - 1;
+  memcpy(lg->v[lg->n], v, n);
+  lg->v[lg->n][n] = '\0';
+  lg->n++;
+  return 0;
+}
+
+/* Produces a sentinel to partition q until acknowledged: its leader has
+ * then committed an entry of its own term, so its high watermark covers
+ * everything committed before. Returns 0 or -1 after timeout_ms. */
+static int wl_sentinel(uint32_t q, int timeout_ms)
+{
+  char value[WL_VALUE_LEN];
+  snprintf(value, sizeof value, "sentinel q%" PRIu32, q);
+  size_t len;
+  uint8_t *batch = wl_batch(value, &len);
+  long long end = fc_now_ms() + timeout_ms;
+  int rv = -1;
+  uint64_t rng = wl.seed ^ q;
+  while (batch != NULL && rv != 0 && fc_now_ms() < end) {
+    int i = fc_find_leader(&wl.ns, (int)(wl_rand(&rng) % (uint64_t)wl.ns.n), wl.topic, q);
+    int code, hint;
+    int64_t off;
+    if (i >= 0 &&
+        fc_produce_once(&wl.ns, i, wl.topic, q, batch, len, &code, &off, &hint) == FC_ACK) {
+      rv = 0;
+    } else {
+      wl_sleep_ms(200);
+    }
+  }
+  free(batch);
+  return rv;
+}
+
+/* Reads partition q from its leader, from offset 0 to the high watermark,
+ * into wl.log[q]. Retries from scratch until timeout_ms. Returns 0 or -1. */
+static int wl_read_back(uint32_t q, int timeout_ms)
+{
+  long long end = fc_now_ms() + timeout_ms;
+  uint64_t rng = wl.seed ^ (q + 1000);
+  struct wl_log *lg = &wl.log[q];
+  while (fc_now_ms() < end) {
+    lg->n = 0;
+    lg->start = 0;
+    int64_t next = 0;
+    int64_t hw = -1;
+    int i = fc_find_leader(&wl.ns, (int)(wl_rand(&rng) % (uint64_t)wl.ns.n), wl.topic, q);
+    bool ok = i >= 0;
+    while (ok && (hw < 0 || next < hw)) {
+      uint8_t *data = NULL;
+      size_t len = 0;
+      int rv = fc_fetch_once(&wl.ns, i, wl.topic, q, next, WL_FETCH_BYTES, &data, &len, &hw);
+      char why[256];
+      if (rv != 0) {
+        ok = false;
+      } else if (wl_walk(data, len, q, &next, wl_log_record, lg, why, sizeof why) != 0) {
+        wl_violation("final read-back of partition %" PRIu32 " from node %" PRIu64 ": %s", q,
+                     wl.ns.id[i], why);
+        free(data);
+        return -1;
+      } else if (len == 0 && next < hw) {
+        ok = false;
+      }
+      free(data);
+    }
+    if (ok) {
+      lg->hw = hw;
+      return 0;
+    }
+    wl_sleep_ms(300);
+  }
+  return -1;
+}
+
+static int wl_cmp_i64(const void *a, const void *b)
+{
+  long long x = *(const long long *)a, y = *(const long long *)b;
+  return (x > y) - (x < y);
+}
+
+static const char *wl_outcome_name(enum fc_outcome o)
+{
+  return o == FC_ACK ? "ack" : o == FC_FAIL ? "fail" : "indeterminate";
+}
+
+/* The checks of the file comment; fills each producer's found[]. */
+static void wl_check(void)
+{
+  for (int k = 0; k < wl.nproducers; k++) {
+    struct wl_producer *p = &wl.prod[k];
+    p->found = malloc((p->n + 1) * sizeof *p->found);
+    for (size_t s = 0; s <= p->n; s++) {
+      p->found[s] = -1;
+    }
+  }
+  for (uint32_t q = 0; q < wl.parts; q++) {
+    const struct wl_log *lg = &wl.log[q];
+    for (size_t j = 0; j < lg->n; j++) {
+      int producer;
+      int64_t seq;
+      uint32_t part;
+      int rv = wl_parse(lg->v[j], &producer, &seq, &part);
+      if (rv == 0) {
+        continue;
+      }
+      if (rv < 0 || producer < 0 || producer >= wl.nproducers || part != q || seq < 0 ||
+          (size_t)seq >= wl.prod[producer].n + 1) {
+        wl_violation("partition %" PRIu32 " offset %zu: value '%s' was never produced here", q, j,
+                     lg->v[j]);
+        continue;
+      }
+      struct wl_producer *p = &wl.prod[producer];
+      if (p->found[seq] >= 0) {
+        wl_violation("value '%s' appears twice in partition %" PRIu32 ": offsets %" PRId64
+                     " and %zu",
+                     lg->v[j], q, p->found[seq], j);
+        continue;
+      }
+      p->found[seq] = (int64_t)j;
+    }
+  }
+  for (int k = 0; k < wl.nproducers; k++) {
+    struct wl_producer *p = &wl.prod[k];
+    int64_t last_off[WL_MAX_PARTS];
+    int64_t last_seq[WL_MAX_PARTS];
+    for (uint32_t q = 0; q < wl.parts; q++) {
+      last_off[q] = -1;
+      last_seq[q] = -1;
+    }
+    for (size_t s = 0; s < p->n; s++) {
+      const struct wl_op *op = &p->ops[s];
+      int64_t f = p->found[s];
+      char value[WL_VALUE_LEN];
+      wl_value(value, sizeof value, p->id, op->seq, op->partition);
+      if (op->out == FC_ACK) {
+        if (f < 0) {
+          wl_violation("acknowledged value '%s' (partition %" PRIu32 " offset %" PRId64
+                       ", acked at %lld ms) is missing from the final log",
+                       value, op->partition, op->offset, op->end);
+        } else if (f != op->offset) {
+          wl_violation("acknowledged value '%s' was acked at offset %" PRId64
+                       " but is at offset %" PRId64 " of partition %" PRIu32,
+                       value, op->offset, f, op->partition);
+        }
+        if (f >= 0) {
+          if (f <= last_off[op->partition]) {
+            wl_violation("order: producer %d's seq %" PRId64 " at offset %" PRId64
+                         " of partition %" PRIu32 " is not after seq %" PRId64 " at %" PRId64,
+                         p->id, op->seq, f, op->partition, last_seq[op->partition],
+                         last_off[op->partition]);
+          }
+          last_off[op->partition] = f;
+          last_seq[op->partition] = op->seq;
+        }
+      } else if (op->out == FC_FAIL && f >= 0) {
+        wl_violation("value '%s' was refused (code %d) but is at offset %" PRId64
+                     " of partition %" PRIu32,
+                     value, op->code, f, op->partition);
+      }
+    }
+  }
+  for (int c = 0; c < wl.nconsumers; c++) {
+    const struct wl_consumer *cs = &wl.cons[c];
+    if (cs->problem[0] != '\0') {
+      wl_violation("%s", cs->problem);
+    }
+    long bad = 0;
+    for (size_t j = 0; j < cs->n; j++) {
+      const struct wl_obs *o = &cs->obs[j];
+      const struct wl_log *lg = &wl.log[o->partition];
+      const char *final = o->offset < (int64_t)lg->n ? lg->v[o->offset] : NULL;
+      if (final == NULL || strcmp(final, o->value) != 0) {
+        if (bad++ < 5) {
+          wl_violation("consumer %d read '%s' at offset %" PRId64 " of partition %" PRIu32
+                       " but the final log has %s%s%s",
+                       c, o->value, o->offset, o->partition, final ? "'" : "",
+                       final ? final : "nothing there", final ? "'" : "");
+        }
+      }
+    }
+    if (bad > 5) {
+      wl_violation("consumer %d: %ld more reads differ from the final log", c, bad - 5);
+    }
+  }
+}
+
+static void wl_json_str(FILE *f, const char *s)
+{
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') {
+      fputc('\\', f);
+    }
+    if ((unsigned char)*s < 0x20) {
+      fprintf(f, "\\u%04x", *s);
+    } else {
+      fputc(*s, f);
+    }
+  }
+  fputc('"', f);
+}
+
+static int wl_report(void)
+{
+  long attempted = 0, acked = 0, failed = 0, indet = 0, indet_present = 0;
+  size_t nends = 0;
+  for (int k = 0; k < wl.nproducers; k++) {
+    nends += wl.prod[k].n;
+  }
+  long long *ends = malloc((nends + 2) * sizeof *ends);
+  size_t ne = 0;
+  ends[ne++] = 0;
+  for (int k = 0; k < wl.nproducers; k++) {
+    const struct wl_producer *p = &wl.prod[k];
+    for (size_t s = 0; s < p->n; s++) {
+      attempted++;
+      switch (p->ops[s].out) {
+      case FC_ACK:
+        acked++;
+        ends[ne++] = p->ops[s].end;
+        break;
+      case FC_FAIL:
+        failed++;
+        break;
+      case FC_INDETERMINATE:
+        indet++;
+        indet_present += p->found[s] >= 0;
+        break;
+      }
+    }
+  }
+  ends[ne++] = (long long)wl.seconds * 1000;
+  qsort(ends, ne, sizeof *ends, wl_cmp_i64);
+  long long reads = 0, fetches = 0, ferrs = 0;
+  for (int c = 0; c < wl.nconsumers; c++) {
+    reads += (long long)wl.cons[c].n;
+    fetches += (long long)wl.cons[c].fetches;
+    ferrs += (long long)wl.cons[c].errors;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/history.json", wl.out_dir);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "cairn-fault-workload: %s: %s\n", path, strerror(errno));
+    free(ends);
+    return -1;
+  }
+  fprintf(f, "{\"seed\": %" PRIu64 ", \"seconds\": %d, \"topic\": ", wl.seed, wl.seconds);
+  wl_json_str(f, wl.topic);
+  fprintf(f, ", \"partitions\": %" PRIu32 ", \"producers\": %d, \"consumers\": %d,\n",
+          wl.parts, wl.nproducers, wl.nconsumers);
+  fprintf(f,
+          "\"summary\": {\"attempted\": %ld, \"acknowledged\": %ld, \"failed\": %ld, "
+          "\"indeterminate\": %ld, \"indeterminate_present\": %ld, \"consumer_reads\": %lld, "
+          "\"violations\": %ld},\n",
+          attempted, acked, failed, indet, indet_present, reads, wl.nviol);
+  fprintf(f, "\"gaps\": [");
+  int ngaps = 0;
+  long long max_gap = 0;
+  for (size_t j = 1; j < ne; j++) {
+    long long g = ends[j] - ends[j - 1];
+    max_gap = g > max_gap ? g : max_gap;
+    if (g >= WL_GAP_MS) {
+      fprintf(f, "%s{\"from_ms\": %lld, \"ms\": %lld}", ngaps++ ? ", " : "", ends[j - 1], g);
+    }
+  }
+  fprintf(f, "],\n\"final_log\": [");
+  for (uint32_t q = 0; q < wl.parts; q++) {
+    fprintf(f, "%s{\"partition\": %" PRIu32 ", \"records\": %zu, \"high_watermark\": %" PRId64 "}",
+            q ? ", " : "", q, wl.log[q].n, wl.log[q].hw);
+  }
+  fprintf(f, "],\n\"faults\": [");
+  FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
+  char line[1024];
+  int nfaults = 0;
+  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    fprintf(f, "%s\n  ", nfaults++ ? "," : "");
+    wl_json_str(f, line);
+  }
+  if (ff != NULL) {
+    fclose(ff);
+  }
+  fprintf(f, "],\n\"violations\": [");
+  rewind(wl.viol);
+  int nv = 0;
+  while (fgets(line, sizeof line, wl.viol) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    fprintf(f, "%s\n  ", nv++ ? "," : "");
+    wl_json_str(f, line);
+  }
+  fprintf(f, "],\n\"ops\": [");
+  bool first = true;
+  for (int k = 0; k < wl.nproducers; k++) {
+    const struct wl_producer *p = &wl.prod[k];
+    for (size_t s = 0; s < p->n; s++) {
+      const struct wl_op *op = &p->ops[s];
+      fprintf(f,
+              "%s\n {\"producer\": %d, \"seq\": %" PRId64 ", \"partition\": %" PRIu32
+              ", \"start_ms\": %lld, \"end_ms\": %lld, \"result\": \"%s\", \"code\": %d, "
+              "\"offset\": %" PRId64 ", \"found_at\": %" PRId64 "}",
+              first ? "" : ",", p->id, op->seq, op->partition, op->start, op->end,
+              wl_outcome_name(op->out), op->code, op->out == FC_ACK ? op->offset : -1,
+              p->found[s]);
+      first = false;
+    }
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
+
+  printf("workload: seed %" PRIu64 ", %d s, %d producers, %d consumers, topic %s with %" PRIu32
+         " partitions (rf %" PRIu32 ")\n",
+         wl.seed, wl.seconds, wl.nproducers, wl.nconsumers, wl.topic, wl.parts, wl.rf);
+  printf("workload: produces attempted %ld, acknowledged %ld, failed %ld, indeterminate %ld "
+         "(%ld of them in the log)\n",
+         attempted, acked, failed, indet, indet_present);
+  printf("workload: consumers read %lld records in %lld fetches (%lld failed)\n", reads, fetches,
+         ferrs);
+  printf("workload: faults injected %d; acknowledgement gaps >= %d ms: %d, longest %lld ms\n",
+         nfaults, WL_GAP_MS, ngaps, max_gap);
+  printf("workload: violations %ld; history in %s\n", wl.nviol, path);
+  free(ends);
+  return 0;
+}
+
+static int wl_write_final(void)
+{
+  for (uint32_t q = 0; q < wl.parts; q++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/final-p%" PRIu32 ".txt", wl.out_dir, q);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+      return -1;
+    }
+    for (size_t j = 0; j < wl.log[q].n; j++) {
+      fprintf(f, "%zu %s\n", j, wl.log[q].v[j]);
+    }
+    fclose(f);
+  }
+  return 0;
+}
+
+static void wl_usage(void)
+{
+  fprintf(stderr,
+          "usage: cairn-fault-workload --nodes ID@HOST:PORT,... --out DIR [--topic T]\n"
+          "  [--partitions N] [--rf N] [--producers N] [--consumers N] [--time SECONDS]\n"
+          "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n");
+}
+
+int main(int argc, char **argv)
+{
+  static const struct option opts[] = {
+      {"nodes", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
+      {"partitions", required_argument, 0, 'p'}, {"rf", required_argument, 0, 'r'},
+      {"producers", required_argument, 0, 'P'},  {"consumers", required_argument, 0, 'C'},
+      {"time", required_argument, 0, 'T'},       {"rate", required_argument, 0, 'R'},
+      {"seed", required_argument, 0, 's'},       {"ready-file", required_argument, 0, 'y'},
+      {"faults", required_argument, 0, 'f'},     {"out", required_argument, 0, 'o'},
+      {0, 0, 0, 0}};
+  wl.topic = "fault";
+  wl.parts = 4;
+  wl.rf = 3;
+  wl.nproducers = 4;
+  wl.nconsumers = 2;
+  wl.seconds = 60;
+  wl.rate = 20;
+  wl.seed = 1;
+  const char *nodes = NULL;
+  int c;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'n': nodes = optarg; break;
+    case 't': wl.topic = optarg; break;
+    case 'p': wl.parts = (uint32_t)atoi(optarg); break;
+    case 'r': wl.rf = (uint32_t)atoi(optarg); break;
+    case 'P': wl.nproducers = atoi(optarg); break;
+    case 'C': wl.nconsumers = atoi(optarg); break;
+    case 'T': wl.seconds = atoi(optarg); break;
+    case 'R': wl.rate = atof(optarg); break;
+    case 's': wl.seed = strtoull(optarg, NULL, 10); break;
+    case 'y': wl.ready_file = optarg; break;
+    case 'f': wl.faults_file = optarg; break;
+    case 'o': wl.out_dir = optarg; break;
+    default: wl_usage(); return 2;
+    }
+  }
+  if (nodes == NULL || wl.out_dir == NULL || fc_nodes_parse(&wl.ns, nodes) != 0 ||
+      wl.parts < 1 || wl.parts > WL_MAX_PARTS || wl.nproducers < 1 ||
+      wl.nproducers > WL_MAX_THREADS || wl.nconsumers < 0 || wl.nconsumers > WL_MAX_THREADS) {
+    wl_usage();
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  wl.viol = tmpfile();
+  if (wl.viol == NULL || (mkdir(wl.out_dir, 0755) != 0 && errno != EEXIST)) {
+    fprintf(stderr, "cairn-fault-workload: cannot set up %s\n", wl.out_dir);
+    return 2;
+  }
+  int code = fc_create_topic(&wl.ns, wl.topic, wl.parts, wl.rf, 120000);
+  if (code != 0) {
+    fprintf(stderr, "cairn-fault-workload: CreateTopic %s failed (code %d); seed %" PRIu64 "\n",
+            wl.topic, code, wl.seed);
+    return 2;
+  }
+  for (uint32_t q = 0; q < wl.parts; q++) {
+    if (wl_sentinel(q, 60000) != 0) {
+      fprintf(stderr, "cairn-fault-workload: partition %" PRIu32 " never took a write\n", q);
+      return 2;
+    }
+  }
+  printf("workload: topic %s ready; running %d s\n", wl.topic, wl.seconds);
+  wl.t0 = fc_now_ms();
+  uint64_t rng = wl.seed;
+  for (int k = 0; k < wl.nproducers; k++) {
+    wl.prod[k].id = k;
+    wl.prod[k].rng = wl_rand(&rng);
+    for (int q = 0; q < WL_MAX_PARTS; q++) {
+      wl.prod[k].leader[q] = -1;
+    }
+    pthread_create(&wl.prod[k].th, NULL, wl_producer_main, &wl.prod[k]);
+  }
+  for (int k = 0; k < wl.nconsumers; k++) {
+    wl.cons[k].id = k;
+    wl.cons[k].rng = wl_rand(&rng);
+    for (int q = 0; q < WL_MAX_PARTS; q++) {
+      wl.cons[k].leader[q] = -1;
+    }
+    pthread_create(&wl.cons[k].th, NULL, wl_consumer_main, &wl.cons[k]);
+  }
+  while (wl_now() < (long long)wl.seconds * 1000) {
+    wl_sleep_ms(200);
+  }
+  atomic_store(&wl.stop, true);
+  for (int k = 0; k < wl.nproducers; k++) {
+    pthread_join(wl.prod[k].th, NULL);
+  }
+  for (int k = 0; k < wl.nconsumers; k++) {
+    pthread_join(wl.cons[k].th, NULL);
+  }
+  printf("workload: run over at %lld ms; waiting for the cluster to be healed\n", wl_now());
+  long long wait_end = fc_now_ms() + 600000;
+  while (wl.ready_file != NULL && access(wl.ready_file, F_OK) != 0 && fc_now_ms() < wait_end) {
+    wl_sleep_ms(200);
+  }
+  int rv = 0;
+  for (uint32_t q = 0; q < wl.parts; q++) {
+    if (wl_sentinel(q, 120000) != 0 || wl_read_back(q, 120000) != 0) {
+      wl_violation("partition %" PRIu32 " unavailable after healing (no write or full read in "
+                   "120 s)",
+                   q);
+      rv = 1;
+    }
+  }
+  if (rv == 0) {
+    wl_check();
+  } else {
+    for (int k = 0; k < wl.nproducers; k++) {
+      wl.prod[k].found = calloc(wl.prod[k].n + 1, sizeof *wl.prod[k].found);
+    }
+  }
+  if (wl_write_final() != 0 || wl_report() != 0) {
+    return 2;
+  }
+  if (wl.nviol > 0) {
+    printf("workload: FAILED with %ld violation(s); reproduce with seed %" PRIu64 "\n", wl.nviol,
+           wl.seed);
+    return 1;
+  }
+  return 0;
+}
