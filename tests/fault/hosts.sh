@@ -7,7 +7,7 @@
 #               :7401 (cluster), :7402 (admin), data in DIR/nodeI
 #   PREFIX-cl   the client host: eth0 = 10.77.0.100/24 (workload, probes)
 # Nothing is added to the root namespace's networking; all addresses live in
-# namespaces this script made. Nodes 1..min(N,3) are the controller voters,
+# namespaces this script made. Needs root, iproute2 and nftables. Nodes 1..min(N,3) are the controller voters,
 # the others join through a voter.
 #
 # As a command:
@@ -68,8 +68,17 @@ hosts_wire() {
   ip -n "$br" link set "$veth" up
   ip -n "$ns" addr add "$addr/24" dev eth0
   ip -n "$ns" link set eth0 up
-  # The ingress hook the partition faults hang their drop filters on.
-  tc -n "$ns" qdisc add dev eth0 clsact
+}
+
+# The nftables table the partition and lossy-link faults add rules to
+# (nemesis.sh): input and output chains, empty (accept) when healed.
+hosts_nft_init() {
+  ip netns exec "$1" nft -f - <<'NFT'
+table inet cairnfault {
+  chain input { type filter hook input priority 0; policy accept; }
+  chain output { type filter hook output priority 0; policy accept; }
+}
+NFT
 }
 
 # hosts_create N: the namespaces, the bridge and the wires; no process yet.
@@ -86,6 +95,7 @@ hosts_create() {
   for ((i = 1; i <= n; i++)); do
     hosts_netns_add "$prefix-n$i" || return 1
     hosts_wire "$prefix-n$i" "v$i" "$(hosts_ip "$i")" || return 1
+    hosts_nft_init "$prefix-n$i" || return 1
     mkdir -p "$HOSTS_DIR/node$i"
   done
   hosts_netns_add "$prefix-cl" || return 1
@@ -127,29 +137,32 @@ hosts_start() {
   hosts_log "started node $i (pid $!)"
 }
 
-# Reaps host I's process if it is our child; prints its exit status.
+# Reaps host I's process (a child of this shell: call it directly, not in
+# $(...)); sets HOSTS_STATUS to its exit status (128+N after signal N).
+HOSTS_STATUS=0
 hosts_reap() {
-  local pid st=0
+  local pid
+  HOSTS_STATUS=0
   pid=$(hosts_pid "$1")
   [ -n "$pid" ] || return 0
-  wait "$pid" 2>/dev/null || st=$?
-  echo "$st"
+  wait "$pid" 2>/dev/null || HOSTS_STATUS=$?
 }
 
 hosts_kill() {
   local pid
   pid=$(hosts_pid "$1")
   if hosts_alive "$1"; then kill -9 "$pid" 2>/dev/null || true; fi
-  hosts_reap "$1" >/dev/null
+  hosts_reap "$1"
   rm -f "$HOSTS_DIR/pid.$1"
 }
 
-# hosts_term I [TIMEOUT_S]: SIGTERM, waits; prints the exit status (137 when
-# it had to be killed).
+# hosts_term I [TIMEOUT_S]: SIGTERM, waits; HOSTS_STATUS gets the exit
+# status (137 when it had to be killed). Call it directly, not in $(...).
 hosts_term() {
   local i=$1 t=${2:-30} pid k
   pid=$(hosts_pid "$i")
-  [ -n "$pid" ] || { echo 0; return 0; }
+  HOSTS_STATUS=0
+  [ -n "$pid" ] || return 0
   kill -CONT "$pid" 2>/dev/null || true
   kill -TERM "$pid" 2>/dev/null || true
   for ((k = 0; k < t * 10; k++)); do
@@ -192,8 +205,8 @@ hosts_down() {
 # Whether this machine can run the rig: root and network namespaces.
 hosts_supported() {
   if [ "$(id -u)" -ne 0 ]; then echo "needs root (network namespaces)"; return 1; fi
-  if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
-    echo "needs iproute2 (ip, tc)"; return 1
+  if ! command -v ip >/dev/null || ! command -v tc >/dev/null || ! command -v nft >/dev/null; then
+    echo "needs iproute2 (ip, tc) and nftables (nft): bash deploy/setup.sh"; return 1
   fi
   local probe="cfprobe$$"
   if ! ip netns add "$probe" 2>/dev/null; then echo "cannot create network namespaces"; return 1; fi

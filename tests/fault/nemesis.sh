@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# nemesis.sh - named faults for the hosts of hosts.sh, combined and
+# scheduled. Source it after hosts.sh; run.sh drives it.
+#
+# Faults (NEM_LIST, comma separated):
+#   kill       SIGKILL a node and restart it 1-6 s later; the target is a
+#              random node, the controller leader or a partition leader
+#              (found through Metadata on the client port)
+#   pause      SIGSTOP a node (same targets) for 1.5-3 election timeouts, SIGCONT
+#   partition  drop traffic between nodes (nftables rules inside the
+#              nodes' namespaces; the client reaches every node): a random
+#              minority from the majority, the leader alone, a bridge (two
+#              halves that only one node sees both of), or a ring (each
+#              node sees its two neighbours only); healed after 8-20 s
+#   netem      a bad network on some nodes' links for 8-20 s: tc netem
+#              delay/loss/reordering when the kernel has sch_netem, else
+#              random loss (nftables numgen) and a bandwidth cap (tc tbf)
+#              that queues packets into delays
+#   lostcache  SIGKILL a node, cut the unsynced tail off its partitions'
+#              newest segments (cairn-fault-ctl cut-unsynced), restart it
+#   churn      decommission a non-voter node (5 hosts), wait until it is
+#              removed, stop it, wipe its data, start it again as a fresh node
+#
+# Each step starts one fault, or two at once (a third of the steps), keeps
+# them for a while, heals them, and leaves the cluster a quiet period. The
+# schedule comes from bash's RANDOM, seeded with the run's seed. Every
+# fault is a line in NEM_FAULTS ("<seconds> <what>"). A node that exits on
+# its own (not by a fault) is a crash: recorded in NEM_CRASHES and restarted.
+#
+# Needs: HOSTS_DIR (hosts.sh), NEM_CTL (cairn-fault-ctl), NEM_TOPIC,
+# NEM_PARTS, NEM_ELECTION_MS, NEM_FAULTS, NEM_CRASHES, NEM_LIST.
+
+NEM_ALL="kill,pause,partition,netem,lostcache,churn"
+: "${NEM_QUIET_S:=5}"
+nem_t0=$SECONDS
+declare -A nem_down=()   # nodes a fault has stopped on purpose
+nem_netem_kernel=""
+
+nem_rand() { echo $((RANDOM % $1)); } # 0 .. $1-1
+nem_elapsed() { echo $((SECONDS - nem_t0)); }
+
+nem_record() {
+  echo "$(nem_elapsed) $*" >>"$NEM_FAULTS"
+  printf '%s nemesis: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
+}
+
+nem_ctl() { hosts_client "$NEM_CTL" "$@" 2>/dev/null; }
+
+# A target node: random, the controller leader, or a partition's leader.
+nem_target() {
+  local n kind id
+  n=$(hosts_count)
+  kind=$(nem_rand 3)
+  id=""
+  case $kind in
+    1) id=$(nem_ctl controller "$(hosts_client_list)") && id="$id controller" ;;
+    2) local q; q=$(nem_rand "$NEM_PARTS")
+       id=$(nem_ctl leader "$(hosts_client_list)" "$NEM_TOPIC" "$q") && id="$id leader-of-p$q" ;;
+  esac
+  if [ -z "$id" ] || [ -n "${nem_down[${id%% *}]:-}" ]; then
+    id="$(($(nem_rand "$n") + 1)) random"
+  fi
+  echo "$id"
+}
+
+# ---- kill ----
+nem_kill_start() {
+  read -r nem_kill_node nem_kill_why < <(nem_target)
+  nem_down[$nem_kill_node]=1
+  hosts_kill "$nem_kill_node"
+  nem_record "kill node $nem_kill_node ($nem_kill_why)"
+  nem_kill_hold=$((1 + $(nem_rand 6)))
+}
+nem_kill_heal() {
+  hosts_start "$nem_kill_node" 2>/dev/null
+  unset "nem_down[$nem_kill_node]"
+  nem_record "restart node $nem_kill_node"
+}
+
+# ---- pause ----
+nem_pause_start() {
+  read -r nem_pause_node nem_pause_why < <(nem_target)
+  hosts_pause "$nem_pause_node"
+  nem_record "pause node $nem_pause_node ($nem_pause_why)"
+  nem_pause_hold=$(((NEM_ELECTION_MS * (15 + $(nem_rand 16)) / 10 + 999) / 1000))
+}
+nem_pause_heal() {
+  hosts_resume "$nem_pause_node"
+  nem_record "resume node $nem_pause_node"
+}
+
+# ---- partition ----
+# Drops everything between nodes a and b, both ways.
+nem_cut() {
+  local a=$1 b=$2
+  hosts_exec "$a" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$b")" drop
+  hosts_exec "$a" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$b")" drop
+  hosts_exec "$b" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$a")" drop
+  hosts_exec "$b" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$a")" drop
+}
+
+# The nodes 1..n in a seeded random order.
+nem_shuffle() {
+  local n=$1 i j t a=()
+  for ((i = 1; i <= n; i++)); do a+=("$i"); done
+  for ((i = n - 1; i > 0; i--)); do
+    j=$(nem_rand $((i + 1))); t=${a[i]}; a[i]=${a[j]}; a[j]=$t
+  done
+  echo "${a[@]}"
+}
+
+# Cuts every pair of which one side is in group A and the other in group B.
+nem_cut_groups() {
+  local a b
+  for a in $1; do for b in $2; do nem_cut "$a" "$b"; done; done
+}
+
+nem_partition_start() {
+  local n mode order k i j
+  n=$(hosts_count)
+  read -r -a order < <(nem_shuffle "$n")
+  mode=$(nem_rand 4)
+  if ((n < 4 && mode == 3)); then mode=0; fi
+  case $mode in
+    0) k=$(((n - 1) / 2))
+       nem_cut_groups "${order[*]:0:k}" "${order[*]:k}"
+       nem_record "partition majority/minority: {${order[*]:k}} | {${order[*]:0:k}}" ;;
+    1) local l why
+       read -r l why < <(nem_target)
+       local rest=""
+       for ((i = 1; i <= n; i++)); do ((i == l)) || rest+="$i "; done
+       nem_cut_groups "$l" "$rest"
+       nem_record "partition isolate node $l ($why) from {$rest}" ;;
+    2) k=$(((n - 1) / 2))
+       nem_cut_groups "${order[*]:0:k}" "${order[*]:k+1}"
+       nem_record "partition bridge: {${order[*]:0:k}} - ${order[k]} - {${order[*]:k+1}}" ;;
+    3) for ((i = 0; i < n; i++)); do
+         for ((j = i + 2; j < n; j++)); do
+           ((i == 0 && j == n - 1)) || nem_cut "${order[i]}" "${order[j]}"
+         done
+       done
+       nem_record "partition ring: ${order[*]} (each node sees its neighbours only)" ;;
+  esac
+  nem_partition_hold=$((8 + $(nem_rand 13)))
+}
+nem_partition_heal() {
+  local i n
+  n=$(hosts_count)
+  for ((i = 1; i <= n; i++)); do
+    hosts_exec "$i" nft flush chain inet cairnfault input
+    hosts_exec "$i" nft flush chain inet cairnfault output
+  done
+  nem_record "partition healed"
+}
+
+# ---- netem ----
+nem_netem_probe() {
+  if [ -z "$nem_netem_kernel" ]; then
+    if hosts_client tc qdisc add dev lo root netem delay 1ms 2>/dev/null; then
+      hosts_client tc qdisc del dev lo root
+      nem_netem_kernel=yes
+    else
+      nem_netem_kernel=no
+    fi
+  fi
+}
+nem_netem_start() {
+  local n i delay loss what=""
+  n=$(hosts_count)
+  nem_netem_probe
+  nem_netem_nodes=""
+  for ((i = 1; i <= n; i++)); do
+    (($(nem_rand 2) == 0)) || continue
+    nem_netem_nodes+="$i "
+    delay=$((20 + $(nem_rand 200)))
+    loss=$(($(nem_rand 10) + 1))
+    if [ "$nem_netem_kernel" = yes ]; then
+      hosts_exec "$i" tc qdisc add dev eth0 root netem delay "${delay}ms" "$((delay / 2))ms" \
+        loss "${loss}%" reorder 25% 50%
+      what+=" node $i: delay ${delay}ms±$((delay / 2)) loss ${loss}% reorder 25%;"
+    else
+      hosts_exec "$i" nft add rule inet cairnfault input ip saddr != "$HOSTS_CLIENT_IP" \
+        numgen random mod 100 '<' "$loss" drop
+      hosts_exec "$i" tc qdisc add dev eth0 root tbf rate 2mbit burst 32kb latency "${delay}ms"
+      what+=" node $i: loss ${loss}% rate 2mbit queue ${delay}ms;"
+    fi
+  done
+  [ -n "$what" ] || what=" none chosen"
+  nem_record "netem${nem_netem_kernel/no/ (no sch_netem: nft loss + tbf)}:$what"
+  nem_netem_hold=$((8 + $(nem_rand 13)))
+}
+nem_netem_heal() {
+  local i
+  for i in $nem_netem_nodes; do
+    hosts_exec "$i" tc qdisc del dev eth0 root 2>/dev/null || true
+    hosts_exec "$i" nft flush chain inet cairnfault input
+  done
+  nem_record "netem healed"
+}
+
+# ---- lostcache ----
+nem_lostcache_start() {
+  local d
+  read -r nem_lc_node nem_lc_why < <(nem_target)
+  nem_down[$nem_lc_node]=1
+  hosts_kill "$nem_lc_node"
+  local cut=""
+  for d in "$HOSTS_DIR/node$nem_lc_node"/partitions/*/log; do
+    [ -d "$d" ] || continue
+    cut+="$("$NEM_CTL" cut-unsynced "$d" "$((RANDOM * 65536 + RANDOM))" | sed 's/.*: durable/durable/'); "
+  done
+  nem_record "lostcache node $nem_lc_node ($nem_lc_why): $cut"
+  nem_lostcache_hold=$((1 + $(nem_rand 3)))
+}
+nem_lostcache_heal() {
+  hosts_start "$nem_lc_node" 2>/dev/null
+  unset "nem_down[$nem_lc_node]"
+  nem_record "restart node $nem_lc_node"
+}
+
+# ---- churn ----
+nem_churn_start() {
+  local n v
+  n=$(hosts_count)
+  v=$(hosts_voter_count)
+  nem_churn_node=""
+  nem_churn_hold=0
+  if ((n <= v)); then
+    nem_record "churn skipped (no non-voter node with $n hosts)"
+    return
+  fi
+  nem_churn_node=$((v + 1 + $(nem_rand $((n - v)))))
+  local code
+  code=$(nem_ctl decommission "$(hosts_client_list)" "$nem_churn_node")
+  nem_record "churn: decommission node $nem_churn_node (code ${code:-none})"
+}
+nem_churn_heal() {
+  [ -n "$nem_churn_node" ] || return 0
+  local k state="" st
+  for ((k = 0; k < 240; k++)); do
+    state=$(nem_ctl state "$(hosts_client_list)" "$nem_churn_node") || state=""
+    [ "$state" = removed ] && break
+    sleep 1
+  done
+  nem_record "churn: node $nem_churn_node is ${state:-unknown} after ${k} s"
+  nem_down[$nem_churn_node]=1
+  hosts_term "$nem_churn_node" 30
+  st=$HOSTS_STATUS
+  nem_record "churn: node $nem_churn_node stopped (exit $st); restarting it as a fresh node"
+  if [ "$st" != 0 ]; then
+    echo "node $nem_churn_node exited $st on SIGTERM (churn)" >>"$NEM_CRASHES"
+  fi
+  hosts_start "$nem_churn_node" --fresh 2>/dev/null
+  unset "nem_down[$nem_churn_node]"
+}
+
+# Restarts any node that died without a fault stopping it, and says so.
+nem_check_crashes() {
+  local i n st
+  n=$(hosts_count)
+  for ((i = 1; i <= n; i++)); do
+    [ -z "${nem_down[$i]:-}" ] || continue
+    if [ -f "$HOSTS_DIR/pid.$i" ] && ! hosts_alive "$i"; then
+      hosts_reap "$i"
+      st=$HOSTS_STATUS
+      nem_record "CRASH: node $i exited by itself (status $st); restarting it"
+      echo "node $i exited by itself (status $st) at $(nem_elapsed) s" >>"$NEM_CRASHES"
+      hosts_start "$i" 2>/dev/null
+    fi
+  done
+}
+
+# Heals everything: rules, qdiscs, paused and stopped nodes.
+nem_heal_all() {
+  local i n
+  n=$(hosts_count)
+  for ((i = 1; i <= n; i++)); do
+    hosts_exec "$i" nft flush chain inet cairnfault input
+    hosts_exec "$i" nft flush chain inet cairnfault output
+    hosts_exec "$i" tc qdisc del dev eth0 root 2>/dev/null || true
+    hosts_resume "$i"
+  done
+  nem_check_crashes
+  for ((i = 1; i <= n; i++)); do
+    if ! hosts_alive "$i"; then hosts_start "$i" 2>/dev/null; fi
+  done
+  nem_down=()
+  nem_record "healed everything"
+}
+
+# Waits until every node is alive in the controller's metadata (timeout s).
+nem_wait_alive() {
+  local t=$1 k i n ok state
+  n=$(hosts_count)
+  for ((k = 0; k < t; k++)); do
+    ok=1
+    for ((i = 1; i <= n; i++)); do
+      state=$(nem_ctl state "$(hosts_client_list)" "$i") || state=""
+      [ "$state" = alive ] || { ok=0; break; }
+    done
+    ((ok)) && return 0
+    sleep 1
+  done
+  return 1
+}
+
+# nem_run SECONDS: the schedule.
+nem_run() {
+  local end=$((SECONDS + $1)) list faults f g hold h
+  IFS=, read -r -a list <<<"$NEM_LIST"
+  while ((SECONDS < end)); do
+    nem_check_crashes
+    faults=("${list[$(nem_rand ${#list[@]})]}")
+    if ((${#list[@]} > 1 && $(nem_rand 3) == 0)); then
+      g=${list[$(nem_rand ${#list[@]})]}
+      [ "$g" = "${faults[0]}" ] || faults+=("$g")
+    fi
+    hold=0
+    for f in "${faults[@]}"; do
+      "nem_${f}_start"
+      h="nem_${f}_hold"
+      ((${!h} > hold)) && hold=${!h}
+    done
+    ((SECONDS + hold < end)) || hold=$((end - SECONDS > 1 ? end - SECONDS : 1))
+    sleep "$hold"
+    for ((k = ${#faults[@]} - 1; k >= 0; k--)); do "nem_${faults[k]}_heal"; done
+    sleep "$NEM_QUIET_S"
+  done
+}
