@@ -73,6 +73,7 @@ struct node {
   bool reconcile_pending;
   uint64_t last_heartbeat_ms;
   bool register_inflight;
+  uint64_t id_refused_ms;    /* first NODE_ID_IN_USE answer to this process, 0: none */
   bool heartbeat_inflight;
   bool bootstrap_inflight;
   bool join_checked;         /* the --join node's cluster id matches ours */
