@@ -13,6 +13,7 @@
 #include "server/node.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,23 @@ int main(int argc, char **argv)
 {
   static struct config cfg;
   char errmsg[CONFIG_ERRMSG_SIZE];
+  /* --check-config belongs to this program, not to the settings: taken out
+   * of argv before the settings are read. */
+  bool check_only = false;
+  int nargs = 0;
+  for (int i = 0; i < argc; i++) {
+    if (i > 0 && strcmp(argv[i], "--check-config") == 0) {
+      check_only = true;
+    } else {
+      argv[nargs++] = argv[i];
+    }
+  }
+  argc = nargs;
   int rv = config_load(&cfg, argc, argv, errmsg, sizeof errmsg);
   if (rv == CONFIG_HELP) {
     config_usage(stdout);
+    printf("  --check-config\n      check the settings, print them as a config file (every\n"
+           "      key, derived addresses written out) and exit: 0 valid, 2 not\n");
     return 0;
   }
   if (rv == CONFIG_VERSION) {
@@ -75,6 +90,13 @@ int main(int argc, char **argv)
     fprintf(stderr, "cairnd: %s\n", errmsg);
     fprintf(stderr, "cairnd: see cairnd --help\n");
     return 2;
+  }
+  if (check_only) {
+    if (config_write(&cfg, stdout) != 0) {
+      fprintf(stderr, "cairnd: the settings are valid but cannot be written out as a file\n");
+      return 2;
+    }
+    return 0;
   }
   log_set_level(cfg.log_level);
   log_set_node((unsigned long long)cfg.node_id);

@@ -116,6 +116,7 @@ if ! nem_wait_alive 120; then
   exit 2
 fi
 
+: >"$out/workload.log"
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --topic "$NEM_TOPIC" --partitions "$parts" --rf 3 --producers "$producers" --consumers 2 \
   --time "$time_s" --seed "$seed" --ready-file "$out/ready" --faults "$NEM_FAULTS" \

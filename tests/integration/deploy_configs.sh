@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# deploy_configs.sh - exercises deploy/ where it can run here: every example
+# config parses (cairnd --check-config), install.sh stages a machine install
+# whose systemd ExecStart command line validates for nodes 1..3, the
+# container entrypoint derives node ids and addresses from the Kubernetes
+# and compose settings (taken from the manifests themselves), and
+# deploy/local/cluster brings a 3-node loopback cluster up, reports it and
+# takes it down.
+#   deploy_configs.sh BUILD_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+bin="$build/cairnd"
+tmp=$(mktemp -d /tmp/cairn-deploy-XXXXXX)
+cleanup() {
+  if [ -f "$tmp/local/cluster.conf" ]; then "$root/deploy/local/cluster" down -d "$tmp/local" >/dev/null 2>&1 || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+check() { # check NAME WANT-ID CMD...: the command validates and names node WANT-ID
+  local name=$1 want=$2 out
+  shift 2
+  if ! out=$("$@" 2>&1); then
+    echo "FAIL $name: $out"; fails=$((fails + 1)); return
+  fi
+  if ! grep -qx "id = $want" <<<"$out"; then
+    echo "FAIL $name: the settings are not node $want:"; echo "$out" | head -5; fails=$((fails + 1)); return
+  fi
+  echo "ok   $name"
+}
+
+# Example configs.
+check "deploy/cairnd.conf" 2 "$bin" --config "$root/deploy/cairnd.conf" --check-config
+for i in 1 2 3; do
+  check "deploy/systemd/node-$i.conf" "$i" "$bin" --config "$root/deploy/systemd/node-$i.conf" --check-config
+done
+# A broken config is refused with exit 2.
+printf '[network]\nlisen = 1.2.3.4:7400\n' >"$tmp/bad.conf"
+if "$bin" --config "$tmp/bad.conf" --check-config >/dev/null 2>&1; then
+  echo "FAIL --check-config accepted an unknown key"; fails=$((fails + 1))
+else
+  st=$?; [ "$st" = 2 ] && echo "ok   --check-config refuses a bad file (exit 2)" ||
+    { echo "FAIL --check-config exit $st (want 2)"; fails=$((fails + 1)); }
+fi
+
+# A staged machine install and the unit's command lines.
+bash "$root/deploy/install.sh" --build-dir "$build" --destdir "$tmp/stage" >/dev/null
+unit="$tmp/stage/etc/systemd/system/cairnd@.service"
+for f in "$tmp/stage/usr/local/bin/cairnd" "$unit" "$tmp/stage/etc/cairn/node-1.conf"; do
+  [ -e "$f" ] || { echo "FAIL install.sh did not stage $f"; fails=$((fails + 1)); }
+done
+for key in ExecStart ExecStartPre; do
+  line=$(sed -n "s/^$key=//p" "$unit")
+  for i in 1 2 3; do
+    cmd=${line//%i/$i}
+    cmd=${cmd//\/usr\/local\/bin\/cairnd/$tmp/stage/usr/local/bin/cairnd}
+    cmd=${cmd//\/etc\/cairn/$tmp/stage/etc/cairn}
+    read -r -a argv <<<"$cmd"
+    [[ " ${argv[*]} " == *" --check-config "* ]] || argv+=(--check-config)
+    check "cairnd@$i.service $key" "$i" "${argv[@]}"
+  done
+done
+
+# The container entrypoint with the manifests' own settings.
+k8s_voters=$(sed -n '/name: CAIRN_VOTERS/{n;s/.*value: "\(.*\)"/\1/p}' "$root/deploy/k8s/cairn.yaml")
+compose_voters=$(sed -n 's/^ *CAIRN_VOTERS: *//p' "$root/deploy/docker/compose.yaml")
+[ -n "$k8s_voters" ] && [ -n "$compose_voters" ] || { echo "FAIL voters not found in the manifests"; fails=$((fails + 1)); }
+for o in 0 1 2; do
+  check "k8s pod cairn-$o" $((o + 1)) env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/k8s" \
+    CAIRN_ADVERTISE="cairn-$o.cairn.default.svc.cluster.local" CAIRN_VOTERS="$k8s_voters" \
+    sh "$root/deploy/docker/entrypoint.sh" --check-config
+  check "compose service cairn-$o" $((o + 1)) env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" \
+    CAIRN_ADVERTISE="cairn-$o" CAIRN_VOTERS="$compose_voters" \
+    sh "$root/deploy/docker/entrypoint.sh" --check-config
+done
+
+# The local cluster on loopback.
+if [ -f "$root/deploy/cluster.sh" ]; then
+  port=$((20000 + (RANDOM % 400) * 100))
+  if out=$("$root/deploy/local/cluster" up 3 -d "$tmp/local" --base-port "$port" --cairnd "$bin" 2>&1) &&
+    grep -q "^bootstrap: 127.0.0.1:$port,127.0.0.1:$((port + 10)),127.0.0.1:$((port + 20))$" <<<"$out" &&
+    [ "$(grep -c "admin 127.0.0.1:" <<<"$out")" = 3 ]; then
+    echo "ok   deploy/local/cluster up 3"
+  else
+    echo "FAIL deploy/local/cluster up 3:"; echo "$out"; fails=$((fails + 1))
+  fi
+  if "$root/deploy/local/cluster" status -d "$tmp/local" >"$tmp/status" 2>&1 &&
+    [ "$(grep -c ": running" "$tmp/status")" = 3 ]; then
+    echo "ok   deploy/local/cluster status"
+  else
+    echo "FAIL deploy/local/cluster status:"; cat "$tmp/status"; fails=$((fails + 1))
+  fi
+  "$root/deploy/local/cluster" down -d "$tmp/local" >/dev/null
+  if "$root/deploy/local/cluster" status -d "$tmp/local" >"$tmp/status" 2>&1 ||
+    [ "$(grep -c ": stopped" "$tmp/status")" != 3 ]; then
+    echo "FAIL deploy/local/cluster down left nodes running:"; cat "$tmp/status"; fails=$((fails + 1))
+  else
+    echo "ok   deploy/local/cluster down"
+  fi
+else
+  echo "skip deploy/local/cluster: deploy/cluster.sh is not in this tree"
+fi
+
+if ((fails > 0)); then echo "$fails failure(s)"; exit 1; fi
+echo "all deploy checks passed"
