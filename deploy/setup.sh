@@ -13,6 +13,8 @@ PACKAGES=(
   liblz4-dev libzstd-dev
   libmicrohttpd-dev
   chromium            # test_admin loads the admin port's status page headless
+  # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
+  iproute2 nftables
 )
 
 missing=()

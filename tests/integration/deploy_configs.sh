@@ -75,6 +75,25 @@ for o in 0 1 2; do
     sh "$root/deploy/docker/entrypoint.sh" --check-config
 done
 
+# The image's runtime packages hold every shared library cairnd links.
+if command -v dpkg >/dev/null; then
+  runtime=$(sed -n 's/.*apt-get install -y --no-install-recommends \(.*\) \\$/\1/p' "$root/deploy/docker/Dockerfile")
+  missing=""
+  # The libraries cairnd names itself (NEEDED), not what they pull in.
+  ma=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+  for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    pkg=$(dpkg -S "/lib/$ma/$lib" "/usr/lib/$ma/$lib" 2>/dev/null |
+      head -1 | cut -d: -f1) || pkg=""
+    case "$pkg" in "" | libc6 | libgcc-s1 | libasan* | libubsan* | libstdc++*) continue ;; esac
+    [[ " $runtime " == *" $pkg "* ]] || missing+=" $pkg"
+  done
+  if [ -n "$missing" ]; then
+    echo "FAIL the Dockerfile's runtime stage lacks:$missing"; fails=$((fails + 1))
+  else
+    echo "ok   the Dockerfile installs every library cairnd links ($runtime)"
+  fi
+fi
+
 # The local cluster on loopback.
 if [ -f "$root/deploy/cluster.sh" ]; then
   port=$((20000 + (RANDOM % 400) * 100))
