@@ -108,10 +108,10 @@ static void admin_view_partition(struct node *n, struct admin_json *w, const str
   uint64_t isr[META_MAX_REPLICAS];
   size_t nisr = handle_metadata_isr(n, mp, p, isr);
   admin_json_object_begin(w);
+  /* The fields `cairn --json cluster status` prints come first, in its
+   * order: tests compare the two. */
   admin_json_key(w, "partition");
   admin_json_u64(w, index);
-  admin_json_key(w, "group_id");
-  admin_json_u64(w, mp->group_id);
   admin_json_key(w, "leader_id");
   admin_json_u64(w, leader);
   admin_json_key(w, "leader_term");
@@ -124,6 +124,8 @@ static void admin_view_partition(struct node *n, struct admin_json *w, const str
   admin_json_i64(w, start);
   admin_json_key(w, "high_watermark");
   admin_json_i64(w, hw);
+  admin_json_key(w, "group_id");
+  admin_json_u64(w, mp->group_id);
   admin_json_key(w, "health");
   admin_json_string(w, admin_part_health_name(admin_part_health(st, t, mp)));
   admin_json_key(w, "hosted_here");

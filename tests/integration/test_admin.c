@@ -10,7 +10,7 @@
  * chromium), and unknown paths and other methods get 404 and 405 with a
  * JSON error.
  *
- * Usage: test_admin <path of cairnd>
+ * Usage: test_admin <path of cairnd> [<path of the cairn CLI>]
  * CAIRN_TEST_FILTER='*ready*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs and node logs. */
 #include "cairnd.h"
@@ -42,6 +42,7 @@
 #define HTTP_MAX (8u << 20)
 
 static const char *cairnd_bin;
+static const char *cairn_cli_bin; /* the cairn CLI, or NULL */
 
 /* ---- a tiny HTTP/1.1 client: one request per connection ---- */
 
@@ -823,6 +824,100 @@ static void test_admin_status_page_in_headless_chromium(void **state)
   cd_destroy(&c);
 }
 
+/* s without blank space (outside strings: the CLI's strings have none). */
+static void strip_space(char *s)
+{
+  char *o = s;
+  for (char *p = s; *p != '\0'; p++) {
+    if (!isspace((unsigned char)*p)) {
+      *o++ = *p;
+    }
+  }
+  *o = '\0';
+}
+
+/* Every object of the CLI's text that starts with `start` (up to its first
+ * '}', or up to `end` when given) appears in the view. Returns how many. */
+static int cli_objects_in(const char *cli, const char *view, const char *start, const char *end)
+{
+  int n = 0;
+  for (const char *p = strstr(cli, start); p != NULL; p = strstr(p + 1, start)) {
+    const char *q = end != NULL ? strstr(p, end) : strchr(p, '}');
+    assert_non_null(q);
+    size_t len = (size_t)(q - p) + (end != NULL ? strlen(end) : 0);
+    char *obj = strndup(p, len);
+    if (strstr(view, obj) == NULL) {
+      fail_msg("the CLI's %s is not in /v1/cluster:\n%s\nview: %s", start, obj, view);
+    }
+    free(obj);
+    n++;
+  }
+  return n;
+}
+
+static void test_admin_json_matches_the_cli(void **state)
+{
+  if (cairn_cli_bin == NULL) {
+    printf("no cairn CLI given: skipped\n");
+    skip();
+  }
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cd_start(&c, i), 0);
+  }
+  uint64_t ids[3] = {1, 2, 3};
+  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_create_topic(&c, 0, "ledger", 4, 3, WAIT_MS, NULL, 0), 0);
+  assert_int_equal(cd_create_topic(&c, 0, "audit", 1, 2, WAIT_MS, NULL, 0), 0);
+  size_t bytes = 0;
+  produce_batches(&c, "ledger", 5, &bytes);
+  int port = c.nodes[0].admin_port;
+  assert_true(http_wait_body(port, "/v1/cluster", "\"name\":\"audit\"", WAIT_MS));
+  assert_int_equal(http_wait_status(port, "/ready", 200, WAIT_MS), 200);
+  /* Leaders settle, and the CLI and the view read the same node: retry
+   * while a leader moves between the two reads. */
+  char cmd[1024], out_path[600];
+  snprintf(out_path, sizeof out_path, "%s/cli.json", c.root);
+  snprintf(cmd, sizeof cmd, "%s -b %s --json cluster status > %s", cairn_cli_bin,
+           c.nodes[0].client_addr, out_path);
+  bool same = false;
+  for (int attempt = 0; attempt < 20 && !same; attempt++) {
+    assert_int_equal(system(cmd), 0);
+    char *cli = read_all(out_path);
+    assert_non_null(cli);
+    strip_space(cli);
+    struct http_answer a;
+    assert_int_equal(http_get(port, "/v1/cluster", &a), 0);
+    /* Compare only once both reads agree on every partition (leaders and
+     * high watermarks: they are two reads, moments apart). */
+    same = true;
+    for (const char *p = strstr(cli, "{\"partition\":"); p != NULL && same;
+         p = strstr(p + 1, "{\"partition\":")) {
+      const char *q = strchr(p, '}');
+      char *obj = strndup(p, (size_t)(q - p));
+      same = strstr(a.body, obj) != NULL;
+      free(obj);
+    }
+    if (same) {
+      char head[256];
+      const char *cid = strstr(cli, "\"cluster_id\":");
+      assert_non_null(cid);
+      snprintf(head, sizeof head, "%.*s", (int)(strchr(cid + 14, '"') - cid + 1), cid);
+      assert_non_null(strstr(a.body, head));
+      assert_int_equal(cli_objects_in(cli, a.body, "{\"id\":", NULL), 3);
+      assert_int_equal(cli_objects_in(cli, a.body, "{\"name\":", "\"partitions\":["), 2);
+      assert_int_equal(cli_objects_in(cli, a.body, "{\"partition\":", NULL), 5);
+    } else {
+      usleep(300 * 1000);
+    }
+    http_answer_free(&a);
+    free(cli);
+  }
+  assert_true(same);
+  cd_destroy(&c);
+}
+
 static void test_admin_ready_only_after_joining(void **state)
 {
   struct cd_cluster c;
@@ -855,14 +950,16 @@ static void test_admin_ready_only_after_joining(void **state)
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s CAIRND\n", argv[0]);
+    fprintf(stderr, "usage: %s CAIRND [CAIRN-CLI]\n", argv[0]);
     return 2;
   }
   cairnd_bin = argv[1];
+  cairn_cli_bin = argc > 2 ? argv[2] : NULL;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_admin_metrics_move_with_produces_and_parse_strictly),
       cmocka_unit_test(test_admin_json_views_status_page_and_errors),
       cmocka_unit_test(test_admin_slow_produce_logs_its_phases),
+      cmocka_unit_test(test_admin_json_matches_the_cli),
       cmocka_unit_test(test_admin_ready_only_after_joining),
       cmocka_unit_test(test_admin_stuck_scrapers_do_not_stall_produce),
       cmocka_unit_test(test_admin_status_page_in_headless_chromium),
