@@ -15,6 +15,7 @@ PACKAGES=(
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
   iproute2 nftables
+  nats-server libnats-dev redis-server redis-tools  # the peers bench/compare measures
 )
 
 missing=()
@@ -24,12 +25,27 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+# bench/compare runs its own redis-server and nats-server processes on
+# ports of their own; system services started by the packages would only
+# compete for the CPUs and the disk: stop and disable them.
+stop_peer_services() {
+  local svc
+  for svc in redis-server nats-server; do
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+      $SUDO systemctl disable --now "$svc" || true
+    elif command -v service >/dev/null 2>&1 && service "$svc" status >/dev/null 2>&1; then
+      $SUDO service "$svc" stop || true
+    fi
+  done
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  stop_peer_services
+  exit 0
+fi
 
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
@@ -38,3 +54,4 @@ if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+stop_peer_services

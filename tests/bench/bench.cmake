@@ -14,3 +14,21 @@ target_link_libraries(test_hist PRIVATE cairn_bench_hist m)
 add_test(NAME test_cairn_bench COMMAND bash ${CMAKE_SOURCE_DIR}/tests/bench/bench_smoke.sh
   $<TARGET_FILE:cairnd> $<TARGET_FILE:cairn-bench>)
 set_tests_properties(test_cairn_bench PROPERTIES TIMEOUT 120)
+
+# The peers' side of bench/compare: a JetStream client on libnats, and the
+# machine's limits (fdatasync, synced writes, loopback). Built only where
+# libnats is installed (deploy/setup.sh installs it).
+find_library(CAIRN_NATS_LIB nats)
+if(CAIRN_NATS_LIB AND EXISTS /usr/include/nats/nats.h)
+  add_executable(cairn-nats-bench tests/bench/nats_bench.c tests/bench/hist.c)
+  target_include_directories(cairn-nats-bench PRIVATE ${CMAKE_SOURCE_DIR}/tests/bench)
+  target_link_libraries(cairn-nats-bench PRIVATE ${CAIRN_NATS_LIB} pthread)
+endif()
+add_executable(cairn-limits-bench tests/bench/limits_bench.c tests/bench/hist.c)
+target_include_directories(cairn-limits-bench PRIVATE ${CMAKE_SOURCE_DIR}/tests/bench)
+target_link_libraries(cairn-limits-bench PRIVATE pthread)
+
+# bench/compare's results parsed into its table, against fixture files.
+add_test(NAME test_compare_parse COMMAND python3 ${CMAKE_SOURCE_DIR}/bench/compare_table.py
+  --self-test ${CMAKE_SOURCE_DIR}/tests/bench/fixtures)
+set_tests_properties(test_compare_parse PROPERTIES TIMEOUT 60)

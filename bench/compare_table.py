@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""compare_table.py - turns bench/compare's results directory into one
+Markdown table: every figure, Cairn's ratio to each peer, and the issue's
+targets met or missed.
+
+  compare_table.py RESULTS_DIR          print the table
+  compare_table.py --self-test FIXTURES check the parsing against fixtures
+
+Inputs (one file per system and workload; a missing file is a blank cell):
+  limits.json                          cairn-limits-bench --json
+  {cairn3,cairn1,nats3,nats1}.{produce100,produce1k,latency,read100,read1k}.json
+                                       cairn-bench / cairn-nats-bench --json
+  {redis_aof,redis_mem}.{produce100,produce1k,read100,read1k}.csv
+                                       redis-benchmark --csv
+"""
+import csv
+import json
+import os
+import sys
+
+SYSTEMS = ["cairn3", "nats3", "cairn1", "nats1", "redis_aof", "redis_mem"]
+TITLES = {
+    "cairn3": "Cairn 3 nodes rf 3",
+    "nats3": "NATS JS R3",
+    "cairn1": "Cairn 1 node",
+    "nats1": "NATS JS R1",
+    "redis_aof": "Redis always",
+    "redis_mem": "Redis no persistence",
+}
+# XRANGE ... COUNT 1000: one request returns this many entries.
+REDIS_PAGE = 1000
+SIZES = {"100": 100, "1k": 1024}
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    # The JSON object is the last non-empty line (a program may print
+    # warnings before it on stdout).
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def load_redis_rps(path):
+    """requests/s from redis-benchmark --csv: a header row, then one row
+    per test: "test","rps",...; returns the first test's rps."""
+    try:
+        with open(path) as f:
+            rows = [r for r in csv.reader(f) if r]
+    except OSError:
+        return None
+    for r in rows:
+        if len(r) >= 2 and r[0] != "test":
+            try:
+                return float(r[1])
+            except ValueError:
+                continue
+    return None
+
+
+def collect(d):
+    """Returns {(system, metric): value}; metrics: msgs_100, mb_1k,
+    lat_p50, lat_p99, lat_p999, read_msgs_100, read_mb_1k, and limits."""
+    v = {}
+    for s in SYSTEMS:
+        if s.startswith("redis"):
+            rps = load_redis_rps(os.path.join(d, s + ".produce100.csv"))
+            if rps is not None:
+                v[(s, "msgs_100")] = rps
+            rps = load_redis_rps(os.path.join(d, s + ".produce1k.csv"))
+            if rps is not None:
+                v[(s, "mb_1k")] = rps * 1024 / 1e6
+            rps = load_redis_rps(os.path.join(d, s + ".read100.csv"))
+            if rps is not None:
+                v[(s, "read_msgs_100")] = rps * REDIS_PAGE
+            rps = load_redis_rps(os.path.join(d, s + ".read1k.csv"))
+            if rps is not None:
+                v[(s, "read_mb_1k")] = rps * REDIS_PAGE * 1024 / 1e6
+            continue
+        j = load_json(os.path.join(d, s + ".produce100.json"))
+        if j and j.get("ok"):
+            v[(s, "msgs_100")] = j["produce"]["msgs_per_s"]
+            v[(s, "mb_100")] = j["produce"]["mb_per_s"]
+        j = load_json(os.path.join(d, s + ".produce1k.json"))
+        if j and j.get("ok"):
+            v[(s, "mb_1k")] = j["produce"]["mb_per_s"]
+            v[(s, "msgs_1k")] = j["produce"]["msgs_per_s"]
+        j = load_json(os.path.join(d, s + ".latency.json"))
+        if j and j.get("ok"):
+            lat = j["ack_latency"]
+            v[(s, "lat_p50")] = lat["p50_us"]
+            v[(s, "lat_p99")] = lat["p99_us"]
+            v[(s, "lat_p999")] = lat["p999_us"]
+            v[(s, "lat_max")] = lat["max_us"]
+        j = load_json(os.path.join(d, s + ".read100.json"))
+        if j and j.get("ok"):
+            v[(s, "read_msgs_100")] = j["consume"]["msgs_per_s"]
+        j = load_json(os.path.join(d, s + ".read1k.json"))
+        if j and j.get("ok"):
+            v[(s, "read_mb_1k")] = j["consume"]["mb_per_s"]
+    lim = load_json(os.path.join(d, "limits.json"))
+    if lim:
+        for k, x in lim.items():
+            v[("limits", k)] = x
+    return v
+
+
+ROWS = [
+    ("msgs_100", "produce 100 B, msg/s", True),
+    ("mb_100", "produce 100 B, MB/s", True),
+    ("msgs_1k", "produce 1 KiB, msg/s", True),
+    ("mb_1k", "produce 1 KiB, MB/s", True),
+    ("lat_p50", "ack latency at a fixed rate, p50 µs", False),
+    ("lat_p99", "ack latency at a fixed rate, p99 µs", False),
+    ("lat_p999", "ack latency at a fixed rate, p99.9 µs", False),
+    ("lat_max", "ack latency at a fixed rate, max µs", False),
+    ("read_msgs_100", "read-back 100 B, msg/s", True),
+    ("read_mb_1k", "read-back 1 KiB, MB/s", True),
+]
+
+
+def fmt(x):
+    if x is None:
+        return ""
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def ratio(a, b, higher_better):
+    """Cairn's ratio to a peer, as 'better by' factor: a/b for rates, b/a
+    for latencies would hide direction, so both are plain a/b."""
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def table(v):
+    out = []
+    hdr = ["workload"] + [TITLES[s] for s in SYSTEMS] + [
+        "Cairn3 ÷ NATS R3", "Cairn1 ÷ NATS R1", "Cairn1 ÷ Redis always", "Cairn1 ÷ Redis no persistence"]
+    out.append("| " + " | ".join(hdr) + " |")
+    out.append("|" + "---|" + "---:|" * (len(hdr) - 1))
+    for key, title, hb in ROWS:
+        cells = [fmt(v.get((s, key))) for s in SYSTEMS]
+        rs = [
+            ratio(v.get(("cairn3", key)), v.get(("nats3", key)), hb),
+            ratio(v.get(("cairn1", key)), v.get(("nats1", key)), hb),
+            ratio(v.get(("cairn1", key)), v.get(("redis_aof", key)), hb),
+            ratio(v.get(("cairn1", key)), v.get(("redis_mem", key)), hb),
+        ]
+        if all(c == "" for c in cells):
+            continue
+        out.append("| " + " | ".join([title] + cells + [
+            "" if r is None else f"{r:.2f}×" for r in rs]) + " |")
+    lim = [(k, v[("limits", k)]) for (s, k) in sorted(v) if s == "limits"]
+    if lim:
+        out.append("")
+        out.append("Machine limits, same run: " + ", ".join(f"{k} {fmt(x)}" for k, x in lim))
+    out.append("")
+    out.extend(targets(v))
+    return "\n".join(out)
+
+
+def targets(v):
+    """The issue's targets that this run measures, met or missed."""
+    g = lambda s, k: v.get((s, k))
+    lines = ["| target | measured | met |", "|---|---|---|"]
+
+    def row(name, measured, ok):
+        if measured is None:
+            return
+        lines.append(f"| {name} | {measured} | {'yes' if ok else '**no**'} |")
+
+    a, b = g("cairn3", "msgs_100"), g("nats3", "msgs_100")
+    if a and b:
+        row("produce rf 3, 100 B: ≥ 3× NATS R3 msg/s", f"{a / b:.2f}×", a / b >= 3)
+    a, b = g("cairn3", "mb_1k"), g("nats3", "mb_1k")
+    if a and b:
+        row("produce rf 3, 1 KiB: ≥ 1.5× NATS R3 MB/s", f"{a / b:.2f}×", a / b >= 1.5)
+    p50 = g("cairn3", "lat_p50")
+    fs, rtt = g("limits", "fdatasync_4k_p50_us"), g("limits", "loopback_rtt_p50_us")
+    if p50 and fs and rtt:
+        floor = fs + rtt
+        row("ack p50 within 2× floor (fdatasync + RTT)",
+            f"{p50:.0f} µs vs floor {floor:.0f} µs ({p50 / floor:.1f}×)", p50 <= 2 * floor)
+    a, b = g("cairn3", "lat_p99"), g("nats3", "lat_p99")
+    if a and b:
+        row("ack p99 ≤ NATS R3 p99 (one at a time)", f"{a:.0f} µs vs {b:.0f} µs", a <= b)
+    a, b = g("cairn3", "read_msgs_100"), g("nats3", "read_msgs_100")
+    if a and b:
+        row("read-back ≥ 2× NATS R3 msg/s", f"{a / b:.2f}×", a / b >= 2)
+    a, b = g("cairn3", "read_mb_1k"), g("limits", "loopback_tcp_mb_per_s")
+    if a and b:
+        row("read-back 1 KiB ≥ 0.8× loopback MB/s", f"{a / b:.2f}×", a / b >= 0.8)
+    a, b = g("cairn1", "msgs_100"), g("redis_aof", "msgs_100")
+    if a and b:
+        row("single node 100 B ≥ Redis appendfsync always msg/s", f"{a / b:.2f}×", a >= b)
+    return lines
+
+
+def self_test(fixtures):
+    v = collect(fixtures)
+    # Values straight from the fixture files.
+    assert v[("cairn3", "msgs_100")] == 250000, v.get(("cairn3", "msgs_100"))
+    assert v[("nats3", "msgs_100")] == 50000
+    assert abs(v[("redis_aof", "msgs_100")] - 41000.5) < 1e-6
+    assert abs(v[("redis_mem", "read_msgs_100")] - 12.5 * REDIS_PAGE) < 1e-6
+    assert abs(v[("redis_aof", "mb_1k")] - 20000 * 1024 / 1e6) < 1e-9
+    assert v[("limits", "fdatasync_4k_p50_us")] == 250.0
+    # A failed run (ok false) is a blank, not a figure.
+    assert ("cairn1", "msgs_100") not in v
+    t = table(v)
+    assert "| produce 100 B, msg/s | 250,000 | 50,000 |" in t, t
+    assert "5.00×" in t, t
+    assert "| produce rf 3, 100 B: ≥ 3× NATS R3 msg/s | 5.00× | yes |" in t, t
+    # p50 1000 µs against a floor of 250 + 10 µs: missed.
+    assert "| ack p50 within 2× floor (fdatasync + RTT) | 1000 µs vs floor 260 µs (3.8×) | **no** |" in t, t
+    print(t)
+    print("compare_table self-test: ok")
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--self-test":
+        self_test(sys.argv[2])
+        return 0
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print(table(collect(sys.argv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
