@@ -103,11 +103,21 @@ int cli_unescape(const char *cmd, const char *name, const char *s, char *out, si
     }
     p++;
     switch (*p) {
-    case 'n': out[n++] = '\n'; break;
-    case 't': out[n++] = '\t'; break;
-    case 'r': out[n++] = '\r'; break;
-    case '0': out[n++] = '\0'; break;
-    case '\\': out[n++] = '\\'; break;
+    case 'n':
+      out[n++] = '\n';
+      break;
+    case 't':
+      out[n++] = '\t';
+      break;
+    case 'r':
+      out[n++] = '\r';
+      break;
+    case '0':
+      out[n++] = '\0';
+      break;
+    case '\\':
+      out[n++] = '\\';
+      break;
     case 'x': {
       int v = 0;
       for (int k = 1; k <= 2; k++) {
@@ -326,7 +336,8 @@ int cli_describe_topic(struct cli *c, const char *name, struct cairn_topic_info 
       return rv;
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t ms = (int64_t)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    int64_t ms =
+        (int64_t)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     if (ms + CLI_TOPIC_RETRY_MS > (int64_t)settle) {
       return rv;
     }

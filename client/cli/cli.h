@@ -24,9 +24,9 @@
 
 /* Options every command takes, before or after its own. */
 struct cli {
-  const char *bootstrap; /* -b, else $CAIRN_BOOTSTRAP, else the default */
-  uint32_t timeout_ms;   /* --timeout-ms */
-  bool json;             /* --json */
+  const char *bootstrap;   /* -b, else $CAIRN_BOOTSTRAP, else the default */
+  uint32_t timeout_ms;     /* --timeout-ms */
+  bool json;               /* --json */
   struct cairn_sync *sync; /* the cluster, once cli_connect() succeeded */
 };
 
@@ -38,8 +38,11 @@ struct cli {
 #define CLI_OPT_TIMEOUT 1001
 #define CLI_COMMON_SHORT ":b:h"
 #define CLI_COMMON_LONG                                                                            \
-  {"bootstrap", required_argument, NULL, 'b'}, {"json", no_argument, NULL, CLI_OPT_JSON},         \
-      {"timeout-ms", required_argument, NULL, CLI_OPT_TIMEOUT}, {"help", no_argument, NULL, 'h'}
+  {"bootstrap", required_argument, NULL, 'b'}, {"json", no_argument, NULL, CLI_OPT_JSON},          \
+      {"timeout-ms", required_argument, NULL, CLI_OPT_TIMEOUT},                                    \
+  {                                                                                                \
+    "help", no_argument, NULL, 'h'                                                                 \
+  }
 
 #define CLI_MAX_OPTS 16
 #define CLI_HELP_DONE (-1)
@@ -55,9 +58,10 @@ typedef int (*cli_opt_fn)(void *ctx, int o, const char *arg);
  * NULL) to on_opt. Returns CLI_OK with the operands in argv[*first ..
  * argc), CLI_HELP_DONE after printing help(stdout) for -h/--help, or
  * CLI_USAGE after printing what is wrong. */
-int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char *own_short,
-               const struct option *own, cli_opt_fn on_opt, void *ctx, void (*help)(FILE *),
-               int *first);
+__attribute__((warn_unused_result)) int cli_getopt(struct cli *c, const char *cmd, int argc,
+                                                   char **argv, const char *own_short,
+                                                   const struct option *own, cli_opt_fn on_opt,
+                                                   void *ctx, void (*help)(FILE *), int *first);
 
 /* Text about the common options, for every --help. */
 extern const char cli_common_help[];
@@ -66,7 +70,8 @@ extern const char cli_common_help[];
  * was fine, 0 if o is not a common option, or -1 after printing what is
  * wrong with its value. 'h' is left to the caller (each prints its own
  * help). */
-int cli_common_opt(struct cli *c, const char *cmd, int o, const char *arg);
+__attribute__((warn_unused_result)) int cli_common_opt(struct cli *c, const char *cmd, int o,
+                                                       const char *arg);
 
 /* For getopt_long's '?' (unknown option) and ':' (a value missing), with
  * opterr 0: prints which and returns CLI_USAGE. */
@@ -86,13 +91,14 @@ int cli_fail_call(struct cli *c, const char *cmd, const char *what, int rv);
 
 /* Parses decimal digits into [min, max]; prints the reason and returns -1
  * if s is not such a number. name is the option's name for the message. */
-int cli_parse_u64(const char *cmd, const char *name, const char *s, uint64_t min, uint64_t max,
-                  uint64_t *out);
+__attribute__((warn_unused_result)) int cli_parse_u64(const char *cmd, const char *name,
+                                                      const char *s, uint64_t min, uint64_t max,
+                                                      uint64_t *out);
 
 /* Connects to the cluster (cairn_sync_new with the options' timeouts).
  * Returns CLI_OK with c->sync set, or prints why not and returns
  * CLI_FAIL. */
-int cli_connect(struct cli *c, const char *cmd);
+__attribute__((warn_unused_result)) int cli_connect(struct cli *c, const char *cmd);
 
 /* cairn_sync_describe_topic, except that CAIRN_EUNKNOWN_TOPIC is retried
  * for up to CLI_TOPIC_SETTLE_MS (bounded by the timeout): a topic created
@@ -100,7 +106,8 @@ int cli_connect(struct cli *c, const char *cmd);
  * nodes, which may answer, after they apply it. Same results. */
 #define CLI_TOPIC_SETTLE_MS 2000
 #define CLI_TOPIC_RETRY_MS 100
-int cli_describe_topic(struct cli *c, const char *name, struct cairn_topic_info **out);
+__attribute__((warn_unused_result)) int cli_describe_topic(struct cli *c, const char *name,
+                                                           struct cairn_topic_info **out);
 
 /* Frees c->sync. */
 void cli_close(struct cli *c);
@@ -108,7 +115,8 @@ void cli_close(struct cli *c);
 /* Turns the escapes \n \t \r \0 \\ \xHH in s into bytes, in place-free
  * fashion: writes at most strlen(s) bytes to out, sets *len. Returns 0 or
  * -1 (an unknown escape or a cut \x; printed with cmd and name). */
-int cli_unescape(const char *cmd, const char *name, const char *s, char *out, size_t *len);
+__attribute__((warn_unused_result)) int cli_unescape(const char *cmd, const char *name,
+                                                     const char *s, char *out, size_t *len);
 
 struct oj;
 struct tbl;

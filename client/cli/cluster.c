@@ -87,7 +87,7 @@ static int cluster_table(const struct cairn_cluster_info *ci)
     char id[24];
     snprintf(id, sizeof id, "%" PRIu64 "%s", n->id, n->id == ci->controller_id ? "*" : "");
     const char *rack = n->rack != NULL && n->rack[0] != '\0' ? n->rack : "-";
-    const char *row[] = {id, n->state, n->client_address, n->cluster_address, n->admin_address,
+    const char *row[] = {id,  n->state, n->client_address, n->cluster_address, n->admin_address,
                          rack};
     rv = tbl_row(&tb, row);
   }

@@ -167,14 +167,30 @@ static void consume_print_format(const struct consume *cs, const struct cairn_re
       continue;
     }
     switch (cs->format[++i]) {
-    case 'v': consume_put(r->value, r->value_len); break;
-    case 'k': consume_put(r->key, r->key_len); break;
-    case 'o': printf("%" PRId64, r->offset); break;
-    case 'p': printf("%" PRId32, r->partition); break;
-    case 't': printf("%" PRId64, r->timestamp_ms); break;
-    case 'T': fputs(r->topic, stdout); break;
-    case 'S': printf("%lld", r->value == NULL ? -1LL : (long long)r->value_len); break;
-    case 'K': printf("%lld", r->key == NULL ? -1LL : (long long)r->key_len); break;
+    case 'v':
+      consume_put(r->value, r->value_len);
+      break;
+    case 'k':
+      consume_put(r->key, r->key_len);
+      break;
+    case 'o':
+      printf("%" PRId64, r->offset);
+      break;
+    case 'p':
+      printf("%" PRId32, r->partition);
+      break;
+    case 't':
+      printf("%" PRId64, r->timestamp_ms);
+      break;
+    case 'T':
+      fputs(r->topic, stdout);
+      break;
+    case 'S':
+      printf("%lld", r->value == NULL ? -1LL : (long long)r->value_len);
+      break;
+    case 'K':
+      printf("%lld", r->key == NULL ? -1LL : (long long)r->key_len);
+      break;
     case 'h':
       for (size_t h = 0; h < r->header_count; h++) {
         if (h > 0) {
@@ -185,7 +201,9 @@ static void consume_print_format(const struct consume *cs, const struct cairn_re
         consume_put(r->headers[h].value, r->headers[h].value_len);
       }
       break;
-    default: putchar('%'); break; /* %% */
+    default:
+      putchar('%');
+      break; /* %% */
     }
   }
 }
@@ -246,8 +264,8 @@ static int consume_resolve(struct cli *c, struct consume *cs, struct consume_par
   int64_t earliest, latest, at, ts;
   char what[300];
   snprintf(what, sizeof what, "%s partition %" PRId32, cs->topic, pp->partition);
-  int rv = cairn_sync_list_offsets(c->sync, cs->topic, pp->partition, CAIRN_OFFSET_SPEC_EARLIEST,
-                                   0, &earliest, &ts);
+  int rv = cairn_sync_list_offsets(c->sync, cs->topic, pp->partition, CAIRN_OFFSET_SPEC_EARLIEST, 0,
+                                   &earliest, &ts);
   if (rv == 0) {
     rv = cairn_sync_list_offsets(c->sync, cs->topic, pp->partition, CAIRN_OFFSET_SPEC_LATEST, 0,
                                  &latest, &ts);
@@ -273,15 +291,14 @@ static int consume_resolve(struct cli *c, struct consume *cs, struct consume_par
     pp->next = (int64_t)cs->start_value;
     if (pp->next < earliest) {
       fprintf(stderr,
-              "cairn consume: %s: offset %" PRId64 " is no longer kept; starting at %" PRId64
-              "\n",
+              "cairn consume: %s: offset %" PRId64 " is no longer kept; starting at %" PRId64 "\n",
               what, pp->next, earliest);
       pp->next = earliest;
     }
     break;
   case CONSUME_LAST:
-    pp->next = latest - earliest > (int64_t)cs->start_value ? latest - (int64_t)cs->start_value
-                                                            : earliest;
+    pp->next =
+        latest - earliest > (int64_t)cs->start_value ? latest - (int64_t)cs->start_value : earliest;
     break;
   case CONSUME_TIME:
     rv = cairn_sync_list_offsets(c->sync, cs->topic, pp->partition, CAIRN_OFFSET_SPEC_TIMESTAMP,
@@ -356,12 +373,10 @@ static int consume_loop(struct cli *c, struct consume *cs, struct cairn_consumer
 int cli_consume(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "consume";
-  static const struct option own[] = {{"offset", required_argument, NULL, 'o'},
-                                      {"partition", required_argument, NULL, 'p'},
-                                      {"count", required_argument, NULL, 'n'},
-                                      {"exit-at-end", no_argument, NULL, 'e'},
-                                      {"format", required_argument, NULL, 'f'},
-                                      {NULL, 0, NULL, 0}};
+  static const struct option own[] = {
+      {"offset", required_argument, NULL, 'o'}, {"partition", required_argument, NULL, 'p'},
+      {"count", required_argument, NULL, 'n'},  {"exit-at-end", no_argument, NULL, 'e'},
+      {"format", required_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
   struct consume cs = {.start = CONSUME_BEGINNING, .only_partition = -1};
   int first;
   int rv = cli_getopt(c, cmd, argc, argv, "o:p:n:ef:", own, consume_opt, &cs, consume_help, &first);

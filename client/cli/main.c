@@ -78,8 +78,7 @@ int main(int argc, char **argv)
       return CLI_OK;
     }
     if (strcmp(a, "--version") == 0) {
-      printf("cairn %s (libcairn %d.%d)\n", CLI_VERSION, CAIRN_VERSION_MAJOR,
-             CAIRN_VERSION_MINOR);
+      printf("cairn %s (libcairn %d.%d)\n", CLI_VERSION, CAIRN_VERSION_MAJOR, CAIRN_VERSION_MINOR);
       return CLI_OK;
     }
     if (strcmp(a, "--json") == 0) {
@@ -112,8 +111,11 @@ int main(int argc, char **argv)
   static const struct {
     const char *name;
     int (*run)(struct cli *, int, char **);
-  } groups[] = {{"topic", cli_topic},     {"produce", cli_produce}, {"consume", cli_consume},
-                {"cluster", cli_cluster}, {"node", cli_node}};
+  } groups[] = {{"topic", cli_topic},
+                {"produce", cli_produce},
+                {"consume", cli_consume},
+                {"cluster", cli_cluster},
+                {"node", cli_node}};
   for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
     if (strcmp(argv[i], groups[g].name) == 0) {
       int code = groups[g].run(&c, argc - i, argv + i);

@@ -67,10 +67,22 @@ static void oj_close(struct oj *j, char c)
   fputc(c, j->f);
 }
 
-void oj_object_begin(struct oj *j) { oj_open(j, '{', true); }
-void oj_object_end(struct oj *j) { oj_close(j, '}'); }
-void oj_array_begin(struct oj *j) { oj_open(j, '[', false); }
-void oj_array_end(struct oj *j) { oj_close(j, ']'); }
+void oj_object_begin(struct oj *j)
+{
+  oj_open(j, '{', true);
+}
+void oj_object_end(struct oj *j)
+{
+  oj_close(j, '}');
+}
+void oj_array_begin(struct oj *j)
+{
+  oj_open(j, '[', false);
+}
+void oj_array_end(struct oj *j)
+{
+  oj_close(j, ']');
+}
 
 /* The escaped body of a string: the two-character escapes JSON has, \u00XX
  * for the other control characters, every other byte as it is. */
@@ -80,13 +92,27 @@ static void oj_escape(FILE *f, const unsigned char *s, size_t len)
   for (size_t i = 0; i < len; i++) {
     unsigned char c = s[i];
     switch (c) {
-    case '"': fputs("\\\"", f); break;
-    case '\\': fputs("\\\\", f); break;
-    case '\n': fputs("\\n", f); break;
-    case '\r': fputs("\\r", f); break;
-    case '\t': fputs("\\t", f); break;
-    case '\b': fputs("\\b", f); break;
-    case '\f': fputs("\\f", f); break;
+    case '"':
+      fputs("\\\"", f);
+      break;
+    case '\\':
+      fputs("\\\\", f);
+      break;
+    case '\n':
+      fputs("\\n", f);
+      break;
+    case '\r':
+      fputs("\\r", f);
+      break;
+    case '\t':
+      fputs("\\t", f);
+      break;
+    case '\b':
+      fputs("\\b", f);
+      break;
+    case '\f':
+      fputs("\\f", f);
+      break;
     default:
       if (c < 0x20 || c == 0x7f) {
         fprintf(f, "\\u%04x", c);

@@ -168,8 +168,8 @@ static struct produce_part *produce_part(struct produce *p, int32_t partition)
   return &n[p->nparts++];
 }
 
-static void produce_on_delivery(struct cairn_producer *pr, int status, const struct cairn_delivery *d,
-                                void *data)
+static void produce_on_delivery(struct cairn_producer *pr, int status,
+                                const struct cairn_delivery *d, void *data)
 {
   struct produce *p = data;
   if (status != 0) {
@@ -303,14 +303,14 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
 int cli_produce(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "produce";
-  static const struct option own[] = {{"key-separator", required_argument, NULL, 'k'},
-                                      {"partition", required_argument, NULL, 'p'},
-                                      {"header", required_argument, NULL, 'H'},
-                                      {"delimiter", required_argument, NULL, 'D'},
-                                      {"null", no_argument, NULL, PRODUCE_OPT_NULL},
-                                      {"compression", required_argument, NULL,
-                                       PRODUCE_OPT_COMPRESSION},
-                                      {NULL, 0, NULL, 0}};
+  static const struct option own[] = {
+      {"key-separator", required_argument, NULL, 'k'},
+      {"partition", required_argument, NULL, 'p'},
+      {"header", required_argument, NULL, 'H'},
+      {"delimiter", required_argument, NULL, 'D'},
+      {"null", no_argument, NULL, PRODUCE_OPT_NULL},
+      {"compression", required_argument, NULL, PRODUCE_OPT_COMPRESSION},
+      {NULL, 0, NULL, 0}};
   struct produce p = {.partition = -1, .delim = '\n'};
   int first;
   int rv = cli_getopt(c, cmd, argc, argv, "k:p:H:D:", own, produce_opt, &p, produce_help, &first);
@@ -367,9 +367,10 @@ int cli_produce(struct cli *c, int argc, char **argv)
       /* Not exiting through cli_fail_call: its detail text belongs to the
        * last sync call, not to this delivery. */
       fprintf(stderr, "; the first error: %s\n", cairn_strerror(p.first_error));
-      fprintf(stderr, "cairn produce: messages not acknowledged may or may not have been "
-                      "written; check with `cairn consume %s -o beginning -e` and "
-                      "`cairn cluster status`\n",
+      fprintf(stderr,
+              "cairn produce: messages not acknowledged may or may not have been "
+              "written; check with `cairn consume %s -o beginning -e` and "
+              "`cairn cluster status`\n",
               p.topic);
     } else {
       fprintf(stderr, "\n");

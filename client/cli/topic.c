@@ -277,8 +277,9 @@ static int topic_list(struct cli *c, int argc, char **argv)
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
   if (first < argc) {
-    return cli_usage_error(cmd, "takes no operand ('%s'); describe one topic with "
-                                "`cairn topic describe NAME`",
+    return cli_usage_error(cmd,
+                           "takes no operand ('%s'); describe one topic with "
+                           "`cairn topic describe NAME`",
                            argv[first]);
   }
   if ((rv = cli_connect(c, cmd)) != CLI_OK) {

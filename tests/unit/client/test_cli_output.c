@@ -34,7 +34,10 @@ static const char *mem_text(struct mem *m)
   return m->buf;
 }
 
-static void mem_free(struct mem *m) { free(m->buf); }
+static void mem_free(struct mem *m)
+{
+  free(m->buf);
+}
 
 static void test_oj_compact_document_has_commas_and_no_blanks(void **state)
 {
@@ -138,20 +141,20 @@ static void test_oj_is_utf8_accepts_text_and_refuses_malformed_sequences(void **
   (void)state;
   assert_true(oj_is_utf8("", 0));
   assert_true(oj_is_utf8("plain", 5));
-  assert_true(oj_is_utf8("\xc3\xa9", 2));             /* é */
-  assert_true(oj_is_utf8("\xe2\x82\xac", 3));         /* € */
-  assert_true(oj_is_utf8("\xf0\x9f\x98\x80", 4));     /* U+1F600 */
-  assert_true(oj_is_utf8("\xf4\x8f\xbf\xbf", 4));     /* U+10FFFF */
-  assert_true(oj_is_utf8("a\0b", 3));                 /* NUL is a character */
-  assert_false(oj_is_utf8("\xff", 1));                /* never in UTF-8 */
-  assert_false(oj_is_utf8("\x80", 1));                /* continuation first */
-  assert_false(oj_is_utf8("\xc3", 1));                /* cut short */
-  assert_false(oj_is_utf8("\xc0\xaf", 2));            /* overlong '/' */
-  assert_false(oj_is_utf8("\xe0\x80\xaf", 3));        /* overlong */
-  assert_false(oj_is_utf8("\xed\xa0\x80", 3));        /* surrogate D800 */
-  assert_false(oj_is_utf8("\xf4\x90\x80\x80", 4));    /* above U+10FFFF */
-  assert_false(oj_is_utf8("\xe2\x82", 2));            /* cut short */
-  assert_false(oj_is_utf8("\xe2\x28\xa1", 3));        /* bad continuation */
+  assert_true(oj_is_utf8("\xc3\xa9", 2));          /* é */
+  assert_true(oj_is_utf8("\xe2\x82\xac", 3));      /* € */
+  assert_true(oj_is_utf8("\xf0\x9f\x98\x80", 4));  /* U+1F600 */
+  assert_true(oj_is_utf8("\xf4\x8f\xbf\xbf", 4));  /* U+10FFFF */
+  assert_true(oj_is_utf8("a\0b", 3));              /* NUL is a character */
+  assert_false(oj_is_utf8("\xff", 1));             /* never in UTF-8 */
+  assert_false(oj_is_utf8("\x80", 1));             /* continuation first */
+  assert_false(oj_is_utf8("\xc3", 1));             /* cut short */
+  assert_false(oj_is_utf8("\xc0\xaf", 2));         /* overlong '/' */
+  assert_false(oj_is_utf8("\xe0\x80\xaf", 3));     /* overlong */
+  assert_false(oj_is_utf8("\xed\xa0\x80", 3));     /* surrogate D800 */
+  assert_false(oj_is_utf8("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+  assert_false(oj_is_utf8("\xe2\x82", 2));         /* cut short */
+  assert_false(oj_is_utf8("\xe2\x28\xa1", 3));     /* bad continuation */
 }
 
 static void test_oj_base64_pads_each_remainder(void **state)
@@ -160,8 +163,12 @@ static void test_oj_base64_pads_each_remainder(void **state)
   static const struct {
     const char *in;
     const char *out;
-  } cases[] = {{"", "\"\""},           {"f", "\"Zg==\""},         {"fo", "\"Zm8=\""},
-               {"foo", "\"Zm9v\""},   {"foob", "\"Zm9vYg==\""},  {"fooba", "\"Zm9vYmE=\""},
+  } cases[] = {{"", "\"\""},
+               {"f", "\"Zg==\""},
+               {"fo", "\"Zm8=\""},
+               {"foo", "\"Zm9v\""},
+               {"foob", "\"Zm9vYg==\""},
+               {"fooba", "\"Zm9vYmE=\""},
                {"foobar", "\"Zm9vYmFy\""}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     struct mem m;
@@ -195,8 +202,9 @@ static void test_oj_bytes_member_writes_text_or_null_plus_base64(void **state)
   oj_bytes_member(&j, "value", "\xff\x00", 2);
   oj_object_end(&j);
   oj_end(&j);
-  assert_string_equal(mem_text(&m),
-                      "{\"key\":null,\"text\":\"h\xc3\xa9\",\"value\":null,\"value_base64\":\"/wA=\"}\n");
+  assert_string_equal(
+      mem_text(&m),
+      "{\"key\":null,\"text\":\"h\xc3\xa9\",\"value\":null,\"value_base64\":\"/wA=\"}\n");
   mem_free(&m);
 }
 
