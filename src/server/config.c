@@ -58,6 +58,8 @@ enum config_key_id {
   CONFIG_K_JOIN,
   CONFIG_K_NODE_TIMEOUT,
   CONFIG_K_REPLACE_DELAY,
+  CONFIG_K_OFFSETS_PARTITIONS,
+  CONFIG_K_OFFSETS_RETENTION,
   CONFIG_K_MAX_CONNECTIONS,
   CONFIG_K_MAX_FRAME,
   CONFIG_K_MAX_INFLIGHT,
@@ -129,6 +131,15 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                 CONFIG_KIND_UINT, CONFIG_OFF(replace_delay_ms), 0,
                                 7 * CONFIG_DAY_MS,
                                 "a dead node's replicas are placed elsewhere after this", NULL},
+    [CONFIG_K_OFFSETS_PARTITIONS] = {"offsets-partitions", "cluster", "offsets_partitions", "N",
+                                     CONFIG_KIND_UINT, CONFIG_OFF(offsets_partitions), 1, 1000,
+                                     "partitions of __cairn_offsets, where consumer groups "
+                                     "commit (read when the cluster creates it)",
+                                     NULL},
+    [CONFIG_K_OFFSETS_RETENTION] = {"offsets-retention-ms", "cluster", "offsets_retention_ms",
+                                    "N", CONFIG_KIND_UINT, CONFIG_OFF(offsets_retention_ms), 1000,
+                                    30 * CONFIG_DAY_MS,
+                                    "an empty group's offsets are dropped after this", NULL},
     [CONFIG_K_MAX_CONNECTIONS] = {"max-connections", "limits", "max_connections", "N",
                                   CONFIG_KIND_UINT, CONFIG_OFF(max_connections), 1, 1000000,
                                   "client connections at once", NULL},
@@ -501,6 +512,8 @@ static void config_defaults(struct config *cfg)
   config_addr_set(&cfg->admin_listen, "127.0.0.1", 7402);
   cfg->node_timeout_ms = 10000;
   cfg->replace_delay_ms = 60000;
+  cfg->offsets_partitions = 8;
+  cfg->offsets_retention_ms = 7 * CONFIG_DAY_MS;
   cfg->max_connections = 1024;
   cfg->max_frame_bytes = 16 * CONFIG_MIB;
   cfg->max_inflight_bytes = 64 * CONFIG_MIB;

@@ -82,6 +82,8 @@ struct config {
   struct config_addr join;                       /* client address of an existing node */
   unsigned node_timeout_ms;  /* a node silent this long is dead; default 10000 */
   unsigned replace_delay_ms; /* a dead node's replicas move after this; default 60000 */
+  unsigned offsets_partitions;   /* of __cairn_offsets when this node creates it; default 8 */
+  unsigned offsets_retention_ms; /* an empty group's offsets live this long; default 7 days */
 
   /* [limits] */
   unsigned max_connections;  /* client connections; default 1024 */

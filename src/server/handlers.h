@@ -66,4 +66,22 @@ void handle_fetch_close_all(struct node *n);
 /* handle_list_offsets.c */
 void handle_list_offsets(struct node *n, struct conn_request *req);
 
+/* Consumer groups (docs/consumer-groups.md), served by the group's
+ * coordinator (server/group/coord.h); any other node answers
+ * NOT_COORDINATOR with the coordinator it knows.
+ * handle_group_admin.c: FindCoordinator (any node), ListGroups,
+ * DescribeGroups. */
+void handle_find_coordinator(struct node *n, struct conn_request *req);
+void handle_list_groups(struct node *n, struct conn_request *req);
+void handle_describe_groups(struct node *n, struct conn_request *req);
+/* handle_group_member.c: a JoinGroup waits until its rebalance completes. */
+void handle_join_group(struct node *n, struct conn_request *req);
+void handle_sync_group(struct node *n, struct conn_request *req);
+void handle_heartbeat(struct node *n, struct conn_request *req);
+void handle_leave_group(struct node *n, struct conn_request *req);
+/* handle_group_offsets.c: commits answer once committed by Raft. */
+void handle_offset_commit(struct node *n, struct conn_request *req);
+void handle_offset_fetch(struct node *n, struct conn_request *req);
+void handle_reset_offsets(struct node *n, struct conn_request *req);
+
 #endif

@@ -213,6 +213,7 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   if (rv != 0) {
     return rv;
   }
+  coord_init(&n->coord, n);
   uv_timer_init(loop, &n->tick);
   n->tick.data = n;
   uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
@@ -483,6 +484,7 @@ static void node_stop_step(struct node *n)
     n->parts_open = 4;
     handle_fetch_close_all(n);
     admin_close(n->admin, node_on_admin_closed, n);
+    coord_close(&n->coord);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
     uv_close((uv_handle_t *)&n->reconcile, node_on_handle_closed);
     listener_close(&n->lis, node_on_lis_closed);
@@ -501,6 +503,7 @@ static void node_stop_step(struct node *n)
     transport_close(&n->tr, node_on_tr_closed);
     break;
   default:
+    coord_free(&n->coord);
     n->state = NODE_STOPPED;
     metrics_close(&n->metrics);
     log_info("node", "node %" PRIu64 " stopped", n->cfg.node_id);

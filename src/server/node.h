@@ -7,6 +7,8 @@
  *   client port (listener.h)    requests, dispatched by api (dispatch.h)
  *   peer (peer.h)               this node's own requests to the controller leader
  *   admin port (admin.h)        metrics, health, JSON views, the status page
+ *   coord (group/coord.h)       the consumer groups whose offsets partition
+ *                               this node leads
  *
  * Once a second (node_on_tick): the controller leader bootstraps the
  * cluster id if the metadata has none; this node registers itself if the
@@ -37,6 +39,7 @@
 #include "net/listener.h"
 #include "net/peer.h"
 #include "server/config.h"
+#include "server/group/coord.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,6 +86,7 @@ struct node {
   struct peer_call heartbeat_call;
   struct ctl_propose bootstrap_req;
   struct fetch_wait *waits;  /* long-polling fetches (handle_fetch.c) */
+  struct coord coord;        /* consumer groups this node coordinates */
   int parts_open;            /* parts of the current stop stage still closing */
   int stop_stage;
   int exit_code;             /* what main returns */

@@ -106,6 +106,7 @@ struct group {
   uint64_t empty_since_wall_ms; /* wall clock: for the offsets' retention */
   struct group_offset *offsets; /* by (topic index, partition); owned */
   size_t noffsets, offsets_cap;
+  bool dropping; /* for the coordinator: tombstones of every offset are in flight */
 };
 
 /* The topics' partition counts, as the metadata has them now: 0 for a topic

@@ -1,0 +1,569 @@
+/* coord.c - the group coordinator's slots, lookups, waiting joins and tick
+ * (coord.h). The log side (commits, loading) is in coord_log.c. */
+#include "server/group/coord.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "net/wire_err.h"
+#include "server/handle_target.h"
+#include "server/node.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A JoinGroup waiting for its rebalance to complete. */
+struct coord_join {
+  struct coord *c;
+  struct conn_request *req;
+  uint32_t partition;
+  char group[GROUP_NAME_MAX + 1];
+  char member[GROUP_MEMBER_ID_MAX + 1];
+  struct coord_join *prev, *next;
+};
+
+static uint64_t coord_wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void coord_event_clock(struct coord *c, struct group_event *ev)
+{
+  ev->now_ms = uv_now(c->n->loop);
+  ev->wall_ms = coord_wall_ms();
+}
+
+uint32_t coord_partition_of(const char *group, uint32_t npartitions)
+{
+  uint32_t h = 2166136261u;
+  for (const unsigned char *p = (const unsigned char *)group; *p != '\0'; p++) {
+    h ^= *p;
+    h *= 16777619u;
+  }
+  return npartitions > 0 ? h % npartitions : 0;
+}
+
+uint32_t coord_topic_partitions(void *node, const char *topic)
+{
+  struct node *n = node;
+  const struct meta_topic *t = meta_topic_find(ctl_state(&n->ctl), topic);
+  return t != NULL ? t->npartitions : 0;
+}
+
+/* ---- waiting joins ---- */
+
+static void coord_join_unlink(struct coord *c, struct coord_join *j)
+{
+  if (j->prev != NULL) {
+    j->prev->next = j->next;
+  } else {
+    c->joins = j->next;
+  }
+  if (j->next != NULL) {
+    j->next->prev = j->prev;
+  }
+  j->prev = j->next = NULL;
+}
+
+static void coord_join_on_cancel(struct conn_request *req)
+{
+  struct coord_join *j = req->handler_data;
+  coord_join_unlink(j->c, j);
+  free(j);
+  req->handler_data = NULL;
+  conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "connection closing");
+}
+
+static void coord_join_respond_error(struct conn_request *req, int err, const char *message)
+{
+  Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+  e.code = wire_err_from(err);
+  e.message = (char *)message;
+  Cairn__Client__JoinGroupResponse resp = CAIRN__CLIENT__JOIN_GROUP_RESPONSE__INIT;
+  resp.error = &e;
+  resp.generation = -1;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_JOIN_GROUP_RESP;
+  env.join_group_resp = &resp;
+  conn_respond(req, &env, NULL, 0);
+}
+
+void coord_answer_join(struct coord *c, struct group *g, const char *member_id, int err,
+                       struct conn_request *req)
+{
+  (void)c;
+  if (err != 0) {
+    coord_join_respond_error(req, err, cairn_strerror(err));
+    return;
+  }
+  size_t nm = g->nmembers;
+  Cairn__Client__GroupMember *mv = calloc(nm + 1, sizeof *mv);
+  Cairn__Client__GroupMember **mp = calloc(nm + 1, sizeof *mp);
+  char ***topics = calloc(nm + 1, sizeof *topics);
+  bool ok = mv != NULL && mp != NULL && topics != NULL;
+  for (size_t i = 0; ok && i < nm; i++) {
+    const struct group_member *m = &g->members[i];
+    cairn__client__group_member__init(&mv[i]);
+    mp[i] = &mv[i];
+    mv[i].member_id = (char *)m->id;
+    mv[i].client_id = (char *)m->client_id;
+    mv[i].session_timeout_ms = m->session_timeout_ms;
+    topics[i] = calloc(m->ntopics + 1, sizeof *topics[i]);
+    ok = topics[i] != NULL;
+    for (size_t k = 0; ok && k < m->ntopics; k++) {
+      topics[i][k] = g->topics[m->topics[k]];
+    }
+    mv[i].topics = topics[i];
+    mv[i].n_topics = m->ntopics;
+  }
+  if (!ok) {
+    coord_join_respond_error(req, CAIRN_ENOMEM, cairn_strerror(CAIRN_ENOMEM));
+  } else {
+    Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+    Cairn__Client__JoinGroupResponse resp = CAIRN__CLIENT__JOIN_GROUP_RESPONSE__INIT;
+    resp.error = &e;
+    resp.generation = g->generation;
+    resp.member_id = (char *)member_id;
+    resp.leader_id = g->leader;
+    resp.strategy = (char *)assign_strategy_name(g->strategy);
+    resp.members = mp;
+    resp.n_members = nm;
+    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_JOIN_GROUP_RESP;
+    env.join_group_resp = &resp;
+    conn_respond(req, &env, NULL, 0);
+  }
+  for (size_t i = 0; topics != NULL && i < nm; i++) {
+    free(topics[i]);
+  }
+  free(topics);
+  free(mv);
+  free(mp);
+}
+
+int coord_park_join(struct coord *c, struct coord_slot *slot, struct group *g,
+                    const char *member_id, struct conn_request *req)
+{
+  /* A member joining again while a join of its own waits: the older one is
+   * answered (the client gave up on it). */
+  for (struct coord_join *j = c->joins; j != NULL; j = j->next) {
+    if (j->partition == slot->partition && strcmp(j->group, g->name) == 0 &&
+        strcmp(j->member, member_id) == 0) {
+      coord_join_unlink(c, j);
+      j->req->handler_data = NULL;
+      coord_join_respond_error(j->req, CAIRN_EREBALANCE,
+                               "superseded by a newer JoinGroup of the same member");
+      free(j);
+      break;
+    }
+  }
+  struct coord_join *j = calloc(1, sizeof *j);
+  if (j == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  j->c = c;
+  j->req = req;
+  j->partition = slot->partition;
+  snprintf(j->group, sizeof j->group, "%s", g->name);
+  snprintf(j->member, sizeof j->member, "%s", member_id);
+  j->next = c->joins;
+  if (c->joins != NULL) {
+    c->joins->prev = j;
+  }
+  c->joins = j;
+  req->handler_data = j;
+  conn_request_set_cancel(req, coord_join_on_cancel);
+  return 0;
+}
+
+void coord_unpark_join(struct coord *c, struct conn_request *req)
+{
+  struct coord_join *j = req->handler_data;
+  if (j == NULL) {
+    return;
+  }
+  coord_join_unlink(c, j);
+  free(j);
+  req->handler_data = NULL;
+  conn_request_set_cancel(req, NULL);
+}
+
+/* Answers the waiting join of (slot, group, member), if any. */
+static void coord_finish_join(struct coord *c, struct coord_slot *slot, struct group *g,
+                              const char *member_id, int err)
+{
+  for (struct coord_join *j = c->joins; j != NULL; j = j->next) {
+    if (j->partition == slot->partition && strcmp(j->group, g->name) == 0 &&
+        strcmp(j->member, member_id) == 0) {
+      coord_join_unlink(c, j);
+      struct conn_request *req = j->req;
+      free(j);
+      req->handler_data = NULL;
+      coord_answer_join(c, g, member_id, err, req);
+      return;
+    }
+  }
+}
+
+/* Answers every waiting join of slot (every slot: NULL) with err. */
+static void coord_fail_joins(struct coord *c, const struct coord_slot *slot, int err,
+                             const char *message)
+{
+  struct coord_join *j = c->joins;
+  while (j != NULL) {
+    struct coord_join *next = j->next;
+    if (slot == NULL || j->partition == slot->partition) {
+      coord_join_unlink(c, j);
+      j->req->handler_data = NULL;
+      coord_join_respond_error(j->req, err, message);
+      free(j);
+    }
+    j = next;
+  }
+}
+
+int coord_step(struct coord *c, struct coord_slot *slot, struct group *g, struct group_event *ev)
+{
+  struct group_env env = {.partitions = coord_topic_partitions, .ctx = c->n};
+  struct group_actions acts = {0};
+  int rv = group_step(g, &env, ev, &acts);
+  for (size_t i = 0; i < acts.n; i++) {
+    coord_finish_join(c, slot, g, acts.v[i].member_id, acts.v[i].err);
+  }
+  group_actions_free(&acts);
+  return rv;
+}
+
+/* ---- slots and groups ---- */
+
+struct group *coord_group(struct coord_slot *slot, const char *name, bool create)
+{
+  for (size_t i = 0; i < slot->ngroups; i++) {
+    if (strcmp(slot->groups[i]->name, name) == 0) {
+      return slot->groups[i];
+    }
+  }
+  if (!create) {
+    return NULL;
+  }
+  struct group **v = realloc(slot->groups, (slot->ngroups + 1) * sizeof *v);
+  if (v == NULL) {
+    return NULL;
+  }
+  slot->groups = v;
+  struct group *g = malloc(sizeof *g);
+  if (g == NULL || group_init(g, name, 0, coord_wall_ms()) != 0) {
+    free(g);
+    return NULL;
+  }
+  slot->groups[slot->ngroups++] = g;
+  return g;
+}
+
+static void coord_drop_group(struct coord_slot *slot, size_t i)
+{
+  group_close(slot->groups[i]);
+  free(slot->groups[i]);
+  slot->groups[i] = slot->groups[--slot->ngroups];
+}
+
+void coord_unload(struct coord *c, struct coord_slot *slot, const char *why)
+{
+  if (slot->state != COORD_UNLOADED) {
+    log_info("coord", "%s/%" PRIu32 ": no longer coordinating (%s)", COORD_OFFSETS_TOPIC,
+             slot->partition, why);
+  }
+  coord_fail_joins(c, slot, CAIRN_ENOT_COORDINATOR, "the coordinator moved: FindCoordinator");
+  while (slot->ngroups > 0) {
+    coord_drop_group(slot, slot->ngroups - 1);
+  }
+  free(slot->groups);
+  slot->groups = NULL;
+  slot->state = COORD_UNLOADED;
+  slot->epoch++;
+}
+
+static int coord_ensure_slots(struct coord *c, uint32_t n)
+{
+  if (n <= c->nslots) {
+    return 0;
+  }
+  struct coord_slot *v = realloc(c->slots, n * sizeof *v);
+  if (v == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t i = c->nslots; i < n; i++) {
+    memset(&v[i], 0, sizeof v[i]);
+    v[i].partition = (uint32_t)i;
+  }
+  c->slots = v;
+  c->nslots = n;
+  return 0;
+}
+
+/* ---- the offsets topic's creation ---- */
+
+struct coord_create {
+  struct coord *c;
+  struct ctl_propose prop;
+  struct peer_call call;
+};
+
+static void coord_created(struct coord *c, int status, int code, const char *what)
+{
+  c->creating = false;
+  if (status != 0 || (code != 0 && code != CAIRN_ETOPIC_EXISTS)) {
+    c->create_after_ms = uv_now(c->n->loop) + 1000;
+    log_warn("coord", "creating %s: %s", COORD_OFFSETS_TOPIC,
+             status != 0 ? cairn_strerror(status) : what);
+  }
+}
+
+static void coord_on_create_applied(struct ctl_propose *prop, int status,
+                                    const struct meta_result *res)
+{
+  struct coord_create *cc = prop->data;
+  coord_created(cc->c, status, res != NULL ? res->code : 0, res != NULL ? res->msg : "?");
+  free(cc);
+}
+
+static void coord_on_create_answer(struct peer_call *call, int status,
+                                   const Cairn__Client__Envelope *resp, const uint8_t *payload,
+                                   size_t payload_len)
+{
+  (void)payload;
+  (void)payload_len;
+  struct coord_create *cc = call->data;
+  int code = 0;
+  const char *msg = "?";
+  if (status == 0 && resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP &&
+      resp->create_topic_resp->error != NULL) {
+    Cairn__Client__ErrorCode w = resp->create_topic_resp->error->code;
+    code = w == CAIRN__CLIENT__ERROR_CODE__OK             ? 0
+           : w == CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS ? CAIRN_ETOPIC_EXISTS
+                                                          : CAIRN_EREMOTE;
+    msg = resp->create_topic_resp->error->message;
+  } else if (status == 0 && resp->body_case != CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP) {
+    code = CAIRN_EREMOTE;
+    msg = "the controller leader answered something else";
+  }
+  if (!cc->c->closing) {
+    coord_created(cc->c, status, code, msg);
+  }
+  free(cc);
+}
+
+/* Asks the controller leader to create __cairn_offsets with
+ * offsets_partitions partitions and min(3, alive nodes) replicas. */
+static void coord_create_offsets(struct coord *c)
+{
+  struct node *n = c->n;
+  if (c->creating || c->closing || uv_now(n->loop) < c->create_after_ms) {
+    return;
+  }
+  uint32_t alive = meta_alive_count(ctl_state(&n->ctl));
+  uint32_t rf = alive < 3 ? alive : 3;
+  if (rf == 0) {
+    return;
+  }
+  struct coord_create *cc = calloc(1, sizeof *cc);
+  if (cc == NULL) {
+    return;
+  }
+  cc->c = c;
+  int rv;
+  if (ctl_is_leader(&n->ctl)) {
+    uint8_t *cmd = NULL;
+    size_t len = 0;
+    rv = meta_cmd_create_topic(COORD_OFFSETS_TOPIC, n->cfg.offsets_partitions, rf, NULL, &cmd,
+                               &len);
+    if (rv == 0) {
+      cc->prop.data = cc;
+      rv = ctl_propose(&n->ctl, &cc->prop, cmd, len, coord_on_create_applied);
+      free(cmd);
+    }
+  } else {
+    uint64_t id = 0;
+    const char *cluster_addr = NULL;
+    ctl_leader(&n->ctl, &id, &cluster_addr);
+    const char *addr = id != 0 ? node_client_address(n, id) : NULL;
+    rv = CAIRN_ENOT_CONTROLLER;
+    if (addr != NULL) {
+      Cairn__Client__CreateTopicRequest ct = CAIRN__CLIENT__CREATE_TOPIC_REQUEST__INIT;
+      ct.name = COORD_OFFSETS_TOPIC;
+      ct.partitions = n->cfg.offsets_partitions;
+      ct.replication_factor = rf;
+      Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+      env.api = CAIRN__CLIENT__API__API_CREATE_TOPIC;
+      env.api_version = 1;
+      env.forwarded = 1; /* the controller leader serves it, never forwards */
+      env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_REQ;
+      env.create_topic_req = &ct;
+      cc->call.data = cc;
+      rv = peer_call(&n->peer, addr, &cc->call, &env, NULL, 0, NODE_RPC_TIMEOUT_MS,
+                     coord_on_create_answer);
+    }
+  }
+  if (rv != 0) {
+    free(cc);
+    c->create_after_ms = uv_now(n->loop) + 1000;
+    return;
+  }
+  c->creating = true;
+  log_info("coord", "creating %s: %u partitions, %" PRIu32 " replicas", COORD_OFFSETS_TOPIC,
+           n->cfg.offsets_partitions, rf);
+}
+
+/* ---- lookup ---- */
+
+int coord_lookup(struct coord *c, const char *group, struct coord_slot **slot,
+                 uint64_t *leader_id, const char **leader_address)
+{
+  struct node *n = c->n;
+  *slot = NULL;
+  *leader_id = 0;
+  *leader_address = NULL;
+  size_t len = strlen(group);
+  if (len == 0 || len > GROUP_NAME_MAX) {
+    return CAIRN_EINVALID_GROUP;
+  }
+  if (n->state != NODE_RUNNING || c->closing) {
+    return CAIRN_ESHUTDOWN;
+  }
+  const struct meta_topic *t = meta_topic_find(ctl_state(&n->ctl), COORD_OFFSETS_TOPIC);
+  if (t == NULL) {
+    coord_create_offsets(c);
+    return CAIRN_ECOORDINATOR_LOADING;
+  }
+  uint32_t k = coord_partition_of(group, t->npartitions);
+  if (coord_ensure_slots(c, t->npartitions) != 0) {
+    return CAIRN_ENOMEM;
+  }
+  struct handle_target tg;
+  handle_find_leader(n, COORD_OFFSETS_TOPIC, k, &tg);
+  if (tg.code == CAIRN__CLIENT__ERROR_CODE__OK) {
+    struct coord_slot *s = &c->slots[k];
+    if (s->state != COORD_LOADED || s->term != tg.p->rg.raft.current_term) {
+      coord_load_step(c, s);
+      return CAIRN_ECOORDINATOR_LOADING;
+    }
+    *slot = s;
+    return 0;
+  }
+  if (tg.code == CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE) {
+    return CAIRN_ECOORDINATOR_LOADING;
+  }
+  *leader_id = tg.leader_id;
+  *leader_address = tg.leader_id != 0 ? node_client_address(n, tg.leader_id) : NULL;
+  return CAIRN_ENOT_COORDINATOR;
+}
+
+/* ---- the tick ---- */
+
+static void coord_expire(struct coord *c, struct coord_slot *slot, uint64_t wall)
+{
+  for (size_t i = 0; i < slot->ngroups; i++) {
+    struct group *g = slot->groups[i];
+    if (g->dropping || !group_expired(g, wall, c->n->cfg.offsets_retention_ms)) {
+      continue;
+    }
+    size_t n = g->noffsets;
+    struct coord_record *recs = calloc(n + 1, sizeof *recs);
+    bool *tomb = calloc(n + 1, sizeof *tomb);
+    int rv = CAIRN_ENOMEM;
+    if (recs != NULL && tomb != NULL) {
+      for (size_t k = 0; k < n; k++) {
+        recs[k].group = g->name;
+        recs[k].topic = g->topics[g->offsets[k].topic];
+        recs[k].partition = g->offsets[k].partition;
+        recs[k].metadata = "";
+        tomb[k] = true;
+      }
+      rv = coord_append(c, slot, recs, tomb, n, NULL, NULL);
+    }
+    free(recs);
+    free(tomb);
+    if (rv == 0) {
+      g->dropping = true;
+      log_info("coord", "group %s: empty and unchanged for %u ms: dropping %zu offsets",
+               g->name, c->n->cfg.offsets_retention_ms, n);
+    }
+  }
+}
+
+static void coord_tick_slot(struct coord *c, struct coord_slot *slot)
+{
+  coord_load_step(c, slot);
+  if (slot->state != COORD_LOADED) {
+    return;
+  }
+  struct group_event ev = {.type = GROUP_EV_TICK, .member_id = ""};
+  coord_event_clock(c, &ev);
+  for (size_t i = 0; i < slot->ngroups; i++) {
+    int rv = coord_step(c, slot, slot->groups[i], &ev);
+    if (rv != 0) {
+      log_warn("coord", "group %s: tick: %s", slot->groups[i]->name, cairn_strerror(rv));
+    }
+  }
+  /* A group with no member and no offset is forgotten. */
+  for (size_t i = slot->ngroups; i-- > 0;) {
+    struct group *g = slot->groups[i];
+    if (g->state == GROUP_EMPTY && g->nmembers == 0 && g->noffsets == 0) {
+      coord_drop_group(slot, i);
+    }
+  }
+  if (ev.now_ms >= slot->last_expire_ms + COORD_EXPIRE_EVERY_MS) {
+    slot->last_expire_ms = ev.now_ms;
+    coord_expire(c, slot, ev.wall_ms);
+  }
+}
+
+static void coord_on_timer(uv_timer_t *t)
+{
+  struct coord *c = t->data;
+  if (c->closing || c->n->state != NODE_RUNNING) {
+    return;
+  }
+  const struct meta_topic *mt = meta_topic_find(ctl_state(&c->n->ctl), COORD_OFFSETS_TOPIC);
+  if (mt != NULL && coord_ensure_slots(c, mt->npartitions) != 0) {
+    return;
+  }
+  for (size_t i = 0; i < c->nslots; i++) {
+    coord_tick_slot(c, &c->slots[i]);
+  }
+}
+
+void coord_init(struct coord *c, struct node *n)
+{
+  memset(c, 0, sizeof *c);
+  c->n = n;
+  uv_timer_init(n->loop, &c->timer);
+  c->timer.data = c;
+  uv_timer_start(&c->timer, coord_on_timer, COORD_TICK_MS, COORD_TICK_MS);
+}
+
+static void coord_on_timer_closed(uv_handle_t *h) { (void)h; }
+
+void coord_close(struct coord *c)
+{
+  if (c->closing) {
+    return;
+  }
+  c->closing = true;
+  coord_fail_joins(c, NULL, CAIRN_ESHUTDOWN, "the node is stopping");
+  for (size_t i = 0; i < c->nslots; i++) {
+    coord_unload(c, &c->slots[i], "the node is stopping");
+  }
+  uv_close((uv_handle_t *)&c->timer, coord_on_timer_closed);
+}
+
+void coord_free(struct coord *c)
+{
+  free(c->slots);
+  c->slots = NULL;
+  c->nslots = 0;
+}

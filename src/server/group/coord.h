@@ -1,0 +1,169 @@
+/* coord.h - the group coordinator of one node: for each partition of the
+ * internal topic __cairn_offsets that this node leads, the consumer groups
+ * whose names hash to it (group.h), their committed offsets, and the
+ * requests waiting on them. docs/consumer-groups.md describes the
+ * protocol and the guarantees.
+ *
+ * Committed offsets are records in the offsets partition's log (Raft,
+ * replicated like any partition): a commit is answered once its batch is
+ * committed (rgroup_produce), and applied to the in-memory map then, in
+ * log order. The map is rebuilt when the node becomes the partition's
+ * leader:
+ *
+ *   slot state     event                                   next
+ *   UNLOADED       tick: this replica leads (term T)       MARKING: a marker
+ *                                                          record is produced
+ *   MARKING        the marker commits at offset M          LOADING: read
+ *                                                          [log start, M) a
+ *                                                          bounded amount per
+ *                                                          tick, last record
+ *                                                          per key wins
+ *   LOADING        everything read                         LOADED (term T)
+ *   any            leadership lost, a new term, a failed   UNLOADED: groups
+ *                  commit or load                          dropped, waiting
+ *                                                          joins answered
+ *                                                          NOT_COORDINATOR
+ *
+ * Every record appended in term T is applied to the map when it commits;
+ * if one fails (in doubt), the slot unloads and reloads from the log, so
+ * the map never differs from the log.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_GROUP_COORD_H
+#define CAIRN_GROUP_COORD_H
+
+#include "net/conn.h"
+#include "server/group/group.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define COORD_OFFSETS_TOPIC "__cairn_offsets"
+#define COORD_TICK_MS 100
+#define COORD_LOAD_BYTES_PER_TICK (4u << 20)
+#define COORD_MAX_COMMIT_PARTITIONS 10000u
+#define COORD_EXPIRE_EVERY_MS 1000u
+#define COORD_RECORD_VERSION 1u
+
+struct node;
+struct coord_join;
+
+enum coord_slot_state { COORD_UNLOADED, COORD_MARKING, COORD_LOADING, COORD_LOADED };
+
+/* One partition of __cairn_offsets as this node coordinates it. */
+struct coord_slot {
+  uint32_t partition;
+  enum coord_slot_state state;
+  uint64_t term;         /* the Raft term the state belongs to */
+  uint64_t epoch;        /* bumped on every unload: fences callbacks of older loads */
+  int64_t load_next;     /* LOADING: next offset to read */
+  int64_t load_end;      /* LOADING: the marker's offset */
+  struct group **groups; /* owned */
+  size_t ngroups;
+  int32_t *load_gens;    /* LOADING: highest generation seen, per group */
+  uint64_t next_member;  /* for member ids */
+  uint64_t last_expire_ms;
+};
+
+struct coord {
+  struct node *n;
+  uv_timer_t timer;
+  bool closing;
+  struct coord_slot *slots; /* indexed by partition; owned */
+  size_t nslots;
+  struct coord_join *joins; /* waiting JoinGroups, all slots */
+  bool creating;            /* a CreateTopic of __cairn_offsets is in flight */
+  uint64_t create_after_ms; /* no new attempt before this */
+};
+
+/* Starts the coordinator's timer. Caller allocates c (in the node). */
+void coord_init(struct coord *c, struct node *n);
+
+/* Answers waiting joins (SHUTTING_DOWN), drops every group, stops the
+ * timer. Commits in flight keep their memory until their callbacks, which
+ * the partitions' close fires (the slots array lives until coord_free). */
+void coord_close(struct coord *c);
+
+/* Frees the slots after every partition has closed. */
+void coord_free(struct coord *c);
+
+/* The partition of __cairn_offsets that group hashes to: FNV-1a 32 of the
+ * name's bytes, modulo npartitions (docs/consumer-groups.md). */
+uint32_t coord_partition_of(const char *group, uint32_t npartitions);
+
+/* Where group is coordinated. Returns 0 with *slot (borrowed, valid until
+ * the next loop iteration) when this node leads its offsets partition and
+ * has loaded it; otherwise CAIRN_ENOT_COORDINATOR with *leader_id /
+ * leader_address (a borrowed client address or NULL), or
+ * CAIRN_ECOORDINATOR_LOADING (the topic is being created or the slot
+ * loaded; retry), or CAIRN_EINVALID_GROUP (a bad name). */
+__attribute__((warn_unused_result)) int coord_lookup(struct coord *c, const char *group,
+                                                     struct coord_slot **slot,
+                                                     uint64_t *leader_id,
+                                                     const char **leader_address);
+
+/* The group in slot, or NULL; with create, made when absent (NULL only
+ * when out of memory). Returns borrowed, valid until the next tick. */
+struct group *coord_group(struct coord_slot *slot, const char *name, bool create);
+
+/* Feeds ev to the group and answers the joins its actions finish. */
+__attribute__((warn_unused_result)) int coord_step(struct coord *c, struct coord_slot *slot,
+                                                   struct group *g, struct group_event *ev);
+
+/* Parks req, a JoinGroup of member_id in g, until its JOIN_DONE (or the
+ * slot unloads, or the conn closes). Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int coord_park_join(struct coord *c, struct coord_slot *slot,
+                                                        struct group *g, const char *member_id,
+                                                        struct conn_request *req);
+
+/* Forgets the parked req without answering it (the caller answers). */
+void coord_unpark_join(struct coord *c, struct conn_request *req);
+
+/* Answers req (a JoinGroup) for member_id of g with err or the group's
+ * generation. */
+void coord_answer_join(struct coord *c, struct group *g, const char *member_id, int err,
+                       struct conn_request *req);
+
+/* The partition counts the metadata has (for group_env). */
+uint32_t coord_topic_partitions(void *node, const char *topic);
+
+/* Fills ev's clocks. */
+void coord_event_clock(struct coord *c, struct group_event *ev);
+
+/* ---- commits (coord_commit.c) ---- */
+
+/* One offset to append: value NULL means a tombstone. */
+struct coord_record {
+  const char *group;
+  const char *topic;
+  uint32_t partition;
+  int64_t offset;
+  const char *metadata;
+  int32_t generation;
+};
+
+typedef void (*coord_append_cb)(void *data, int status);
+
+/* Appends records (borrowed for the call) to slot's partition as one batch;
+ * tombstones[i] true makes records[i] a deletion. When the batch commits,
+ * the records are applied to the slot's groups, then cb(data, 0); on
+ * failure the slot unloads and cb(data, code). Callback: fires exactly
+ * once if this returns 0, never if it fails, and never before this returns
+ * (a refusal inside the replica is returned instead). Returns 0, CAIRN_ETOOLARGE,
+ * CAIRN_ENOTLEADER or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int coord_append(struct coord *c, struct coord_slot *slot,
+                                                     const struct coord_record *records,
+                                                     const bool *tombstones, size_t n,
+                                                     coord_append_cb cb, void *data);
+
+/* Unloads slot: its groups dropped, waiting joins answered NOT_COORDINATOR. */
+void coord_unload(struct coord *c, struct coord_slot *slot, const char *why);
+
+/* ---- loading (coord_load.c) ---- */
+
+/* Drives slot towards LOADED or UNLOADED from this node's replica of its
+ * partition; called every tick. */
+void coord_load_step(struct coord *c, struct coord_slot *slot);
+
+#endif

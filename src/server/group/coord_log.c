@@ -1,0 +1,397 @@
+/* coord_log.c - the coordinator's side of the offsets log: commit records
+ * appended through the partition's Raft group, the marker that starts a
+ * load, and the load itself (coord.h has the slot states).
+ *
+ * Record layout (docs/consumer-groups.md): one batch per append, one record
+ * per offset; key = cairn.group.OffsetRecordKey, value =
+ * cairn.group.OffsetRecordValue, or null for a tombstone. */
+#include "server/group/coord.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "format/batch.h"
+#include "format/batch_builder.h"
+#include "group.pb-c.h"
+#include "server/node.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One append in flight: rgroup borrows the batch until the callback. */
+struct coord_op {
+  struct rgroup_produce rp;
+  struct coord *c;
+  uint32_t partition;
+  uint64_t epoch;
+  bool marker;
+  bool submitting; /* inside rgroup_produce: a callback now is a refusal */
+  bool fired;
+  int sync_status;
+  uint8_t *batch;
+  size_t len;
+  coord_append_cb cb;
+  void *data;
+};
+
+static int64_t coord_log_wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- applying records ---- */
+
+static void coord_apply_record(struct coord_slot *slot, const struct batch_record *rec,
+                               int64_t fallback_time)
+{
+  if (rec->key == NULL || rec->key_len == 0) {
+    return;
+  }
+  Cairn__Group__OffsetRecordKey *key =
+      cairn__group__offset_record_key__unpack(NULL, rec->key_len, rec->key);
+  if (key == NULL) {
+    log_warn("coord", "%s/%" PRIu32 " offset %" PRId64 ": a key that does not parse: skipped",
+             COORD_OFFSETS_TOPIC, slot->partition, rec->offset);
+    return;
+  }
+  if (key->kind != CAIRN__GROUP__RECORD_KIND__RECORD_OFFSET || key->group[0] == '\0' ||
+      key->topic[0] == '\0') {
+    cairn__group__offset_record_key__free_unpacked(key, NULL);
+    return;
+  }
+  if (rec->value == NULL || rec->value_len == 0) {
+    struct group *g = coord_group(slot, key->group, false);
+    if (g != NULL) {
+      group_offset_delete(g, key->topic, key->partition);
+      if (g->noffsets == 0) {
+        g->dropping = false;
+      }
+    }
+    cairn__group__offset_record_key__free_unpacked(key, NULL);
+    return;
+  }
+  Cairn__Group__OffsetRecordValue *val =
+      cairn__group__offset_record_value__unpack(NULL, rec->value_len, rec->value);
+  struct group *g = val != NULL ? coord_group(slot, key->group, true) : NULL;
+  if (g != NULL) {
+    int64_t when = val->commit_time_ms != 0 ? val->commit_time_ms : fallback_time;
+    int rv = group_offset_set(g, key->topic, key->partition, val->offset, val->metadata, when);
+    if (rv != 0) {
+      log_warn("coord", "group %s: keeping the offset of %s/%" PRIu32 ": %s", key->group,
+               key->topic, key->partition, cairn_strerror(rv));
+    }
+    /* Generations continue from the highest a previous coordinator used. */
+    if (g->nmembers == 0 && val->generation > g->generation) {
+      g->generation = val->generation;
+    }
+  }
+  if (val != NULL) {
+    cairn__group__offset_record_value__free_unpacked(val, NULL);
+  }
+  cairn__group__offset_record_key__free_unpacked(key, NULL);
+}
+
+/* Applies the records of one batch below end. */
+static void coord_apply_batch(struct coord_slot *slot, const uint8_t *p, size_t len, int64_t end)
+{
+  struct batch_iter it;
+  if (batch_iter_init(&it, p, len) != 0) {
+    log_warn("coord", "%s/%" PRIu32 ": a batch that does not iterate: skipped",
+             COORD_OFFSETS_TOPIC, slot->partition);
+    return;
+  }
+  struct batch_record rec;
+  while (batch_iter_next(&it, &rec) == 1) {
+    if (rec.offset >= end) {
+      break;
+    }
+    coord_apply_record(slot, &rec, rec.timestamp);
+  }
+}
+
+/* ---- building and appending batches ---- */
+
+static int coord_add_record(struct batch_builder *b, const struct coord_record *r, bool tomb,
+                            int64_t now)
+{
+  Cairn__Group__OffsetRecordKey key = CAIRN__GROUP__OFFSET_RECORD_KEY__INIT;
+  key.version = COORD_RECORD_VERSION;
+  key.kind = CAIRN__GROUP__RECORD_KIND__RECORD_OFFSET;
+  key.group = (char *)r->group;
+  key.topic = (char *)r->topic;
+  key.partition = r->partition;
+  Cairn__Group__OffsetRecordValue val = CAIRN__GROUP__OFFSET_RECORD_VALUE__INIT;
+  val.offset = r->offset;
+  val.metadata = (char *)(r->metadata != NULL ? r->metadata : "");
+  val.commit_time_ms = now;
+  val.generation = r->generation;
+  size_t klen = cairn__group__offset_record_key__get_packed_size(&key);
+  size_t vlen = tomb ? 0 : cairn__group__offset_record_value__get_packed_size(&val);
+  uint8_t *kb = malloc(klen + 1), *vb = malloc(vlen + 1);
+  int rv = CAIRN_ENOMEM;
+  if (kb != NULL && vb != NULL) {
+    cairn__group__offset_record_key__pack(&key, kb);
+    if (!tomb) {
+      cairn__group__offset_record_value__pack(&val, vb);
+    }
+    rv = batch_builder_add(b, now, kb, klen, tomb ? NULL : vb, vlen, NULL, 0);
+  }
+  free(kb);
+  free(vb);
+  return rv;
+}
+
+static int coord_add_marker(struct batch_builder *b, int64_t now)
+{
+  Cairn__Group__OffsetRecordKey key = CAIRN__GROUP__OFFSET_RECORD_KEY__INIT;
+  key.version = COORD_RECORD_VERSION;
+  key.kind = CAIRN__GROUP__RECORD_KIND__RECORD_MARKER;
+  uint8_t kb[16];
+  size_t klen = cairn__group__offset_record_key__pack(&key, kb);
+  return batch_builder_add(b, now, kb, klen, NULL, 0, NULL, 0);
+}
+
+static void coord_on_produced(struct rgroup_produce *rp, int status, int64_t base_offset)
+{
+  struct coord_op *op = rp->data;
+  if (op->submitting) {
+    op->fired = true;
+    op->sync_status = status != 0 ? status : CAIRN_EINVAL;
+    return;
+  }
+  struct coord *c = op->c;
+  struct coord_slot *slot = op->partition < c->nslots ? &c->slots[op->partition] : NULL;
+  bool current = slot != NULL && slot->epoch == op->epoch && !c->closing;
+  if (current && op->marker && slot->state == COORD_MARKING) {
+    if (status == 0) {
+      slot->state = COORD_LOADING;
+      slot->load_next = 0;
+      slot->load_end = base_offset;
+    } else {
+      coord_unload(c, slot, cairn_strerror(status));
+    }
+  } else if (current && !op->marker) {
+    if (status == 0 && slot->state == COORD_LOADED) {
+      coord_apply_batch(slot, op->batch, op->len, INT64_MAX);
+    } else if (status != 0) {
+      /* Perhaps in the log after all: only a reload knows. */
+      coord_unload(c, slot, cairn_strerror(status));
+    }
+  }
+  if (op->cb != NULL) {
+    op->cb(op->data, status);
+  }
+  free(op->batch);
+  free(op);
+}
+
+/* Produces the batch built by the caller (taken). Returns 0 or a code (no
+ * callback then). */
+static int coord_produce(struct coord *c, struct coord_slot *slot, struct part *p, uint8_t *batch,
+                         size_t len, bool marker, coord_append_cb cb, void *data)
+{
+  struct coord_op *op = calloc(1, sizeof *op);
+  if (op == NULL) {
+    free(batch);
+    return CAIRN_ENOMEM;
+  }
+  op->c = c;
+  op->partition = slot->partition;
+  op->epoch = slot->epoch;
+  op->marker = marker;
+  op->batch = batch;
+  op->len = len;
+  op->cb = cb;
+  op->data = data;
+  op->rp.data = op;
+  op->submitting = true;
+  int rv = rgroup_produce(&p->rg, &op->rp, batch, len, coord_on_produced);
+  op->submitting = false;
+  if (rv == 0 && op->fired) {
+    rv = op->sync_status;
+  }
+  if (rv != 0) {
+    free(op->batch);
+    free(op);
+  }
+  return rv;
+}
+
+static struct part *coord_leading_part(struct coord *c, const struct coord_slot *slot)
+{
+  struct part *p = node_find_part(c->n, COORD_OFFSETS_TOPIC, slot->partition, NULL);
+  if (p == NULL || p->state != PART_OPEN || !rgroup_is_leader(&p->rg) ||
+      rgroup_is_catching_up(&p->rg)) {
+    return NULL;
+  }
+  return p;
+}
+
+int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_record *records,
+                 const bool *tombstones, size_t n, coord_append_cb cb, void *data)
+{
+  struct part *p = coord_leading_part(c, slot);
+  if (p == NULL || slot->state != COORD_LOADED) {
+    return CAIRN_ENOTLEADER;
+  }
+  if (n == 0 || n > COORD_MAX_COMMIT_PARTITIONS) {
+    return n == 0 ? CAIRN_EINVAL : CAIRN_ETOOLARGE;
+  }
+  size_t max = p->rg.max_entry_bytes < BATCH_DEFAULT_MAX_BYTES ? p->rg.max_entry_bytes
+                                                                 : BATCH_DEFAULT_MAX_BYTES;
+  struct batch_builder b;
+  int rv = batch_builder_init(&b, max);
+  if (rv != 0) {
+    return rv;
+  }
+  int64_t now = coord_log_wall_ms();
+  for (size_t i = 0; i < n && rv == 0; i++) {
+    rv = coord_add_record(&b, &records[i], tombstones != NULL && tombstones[i], now);
+  }
+  uint8_t *batch = NULL;
+  size_t len = 0;
+  if (rv == 0) {
+    rv = batch_builder_finish(&b, &batch, &len);
+  }
+  batch_builder_close(&b);
+  if (rv != 0) {
+    return rv;
+  }
+  return coord_produce(c, slot, p, batch, len, false, cb, data);
+}
+
+/* ---- loading ---- */
+
+/* Reads a region's bytes: its memory, or a copy read from its file. */
+static int coord_region_bytes(const struct store_region *r, uint8_t **copy, const uint8_t **p)
+{
+  *copy = NULL;
+  if (r->fd < 0) {
+    *p = r->mem;
+    return 0;
+  }
+  *copy = malloc(r->len);
+  if (*copy == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t got = 0; got < r->len;) {
+    ssize_t k = pread(r->fd, *copy + got, r->len - got, r->pos + (off_t)got);
+    if (k <= 0) {
+      free(*copy);
+      *copy = NULL;
+      return k < 0 ? -errno : CAIRN_ETRUNCATED;
+    }
+    got += (size_t)k;
+  }
+  *p = *copy;
+  return 0;
+}
+
+/* Reads up to COORD_LOAD_BYTES_PER_TICK of the log into the slot. */
+static void coord_load_some(struct coord *c, struct coord_slot *slot, struct part *p)
+{
+  struct store *s = rgroup_store(&p->rg);
+  struct store_info info;
+  store_info(s, &info);
+  if (slot->load_next < info.start_offset) {
+    slot->load_next = info.start_offset;
+  }
+  size_t budget = COORD_LOAD_BYTES_PER_TICK;
+  while (slot->load_next < slot->load_end && budget > 0) {
+    struct store_region r;
+    memset(&r, 0, sizeof r);
+    r.fd = -1;
+    int rv = store_read(s, slot->load_next, budget, &r);
+    if (rv == 0 && r.len == 0) {
+      store_region_release(&r);
+      break;
+    }
+    uint8_t *copy = NULL;
+    const uint8_t *bytes = NULL;
+    if (rv == 0) {
+      rv = coord_region_bytes(&r, &copy, &bytes);
+    }
+    if (rv != 0) {
+      store_region_release(&r);
+      char why[160];
+      snprintf(why, sizeof why, "reading at %" PRId64 ": %s", slot->load_next,
+               cairn_strerror(rv));
+      coord_unload(c, slot, why);
+      return;
+    }
+    for (size_t pos = 0; pos + BATCH_HEADER_SIZE <= r.len;) {
+      struct batch_header h;
+      batch_header_decode(bytes + pos, &h);
+      size_t size = batch_total_size(h.batch_length);
+      if (size < BATCH_HEADER_SIZE || pos + size > r.len) {
+        break;
+      }
+      coord_apply_batch(slot, bytes + pos, size, slot->load_end);
+      pos += size;
+    }
+    free(copy);
+    slot->load_next = r.next_offset > slot->load_next ? r.next_offset : slot->load_end;
+    budget -= r.len < budget ? r.len : budget;
+    store_region_release(&r);
+  }
+  if (slot->load_next >= slot->load_end) {
+    slot->state = COORD_LOADED;
+    log_info("coord", "%s/%" PRIu32 ": coordinating (term %" PRIu64 "): %zu groups loaded",
+             COORD_OFFSETS_TOPIC, slot->partition, slot->term, slot->ngroups);
+  }
+}
+
+void coord_load_step(struct coord *c, struct coord_slot *slot)
+{
+  if (c->closing) {
+    return;
+  }
+  struct part *p = coord_leading_part(c, slot);
+  if (p == NULL) {
+    if (slot->state != COORD_UNLOADED) {
+      coord_unload(c, slot, "not the leader");
+    }
+    return;
+  }
+  uint64_t term = p->rg.raft.current_term;
+  if (slot->state != COORD_UNLOADED && slot->term != term) {
+    coord_unload(c, slot, "a new term");
+  }
+  switch (slot->state) {
+  case COORD_UNLOADED: {
+    struct batch_builder b;
+    uint8_t *batch = NULL;
+    size_t len = 0;
+    int rv = batch_builder_init(&b, 4096);
+    if (rv == 0) {
+      rv = coord_add_marker(&b, coord_log_wall_ms());
+      if (rv == 0) {
+        rv = batch_builder_finish(&b, &batch, &len);
+      }
+      batch_builder_close(&b);
+    }
+    slot->state = COORD_MARKING;
+    slot->term = term;
+    if (rv == 0) {
+      rv = coord_produce(c, slot, p, batch, len, true, NULL, NULL);
+    }
+    if (rv != 0) {
+      slot->state = COORD_UNLOADED;
+      log_warn("coord", "%s/%" PRIu32 ": the load marker: %s", COORD_OFFSETS_TOPIC,
+               slot->partition, cairn_strerror(rv));
+    }
+    return;
+  }
+  case COORD_LOADING:
+    coord_load_some(c, slot, p);
+    return;
+  default:
+    return;
+  }
+}
