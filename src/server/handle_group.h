@@ -14,10 +14,10 @@
 
 /* A group request's outcome in wire form. */
 struct handle_group_err {
-  Cairn__Client__Error e;           /* e.message points at msg */
+  Cairn__Client__Error e; /* e.message points at msg */
   char msg[HANDLE_GROUP_MESSAGE_SIZE];
-  uint64_t coordinator_id;          /* with NOT_COORDINATOR, 0 unknown */
-  char coordinator_address[264];    /* "" unknown */
+  uint64_t coordinator_id;       /* with NOT_COORDINATOR, 0 unknown */
+  char coordinator_address[264]; /* "" unknown */
 };
 
 /* Fills he from an internal code (0: OK) about group, with the coordinator

@@ -22,8 +22,8 @@ struct handle_commit_op {
   bool reset;
   char group[GROUP_NAME_MAX + 1];
   size_t n;
-  int *codes;    /* per partition: its refusal, or HANDLE_COMMIT_SENT */
-  int status;    /* the batch's outcome */
+  int *codes; /* per partition: its refusal, or HANDLE_COMMIT_SENT */
+  int status; /* the batch's outcome */
 };
 
 #define HANDLE_COMMIT_SENT 1
@@ -124,9 +124,8 @@ static void handle_commit_on_appended(void *data, int status)
     conn_request_set_cancel(op->req, NULL);
     /* Not committed: the client retries at the coordinator FindCoordinator
      * names (IN_DOUBT: the offsets may be in the log after all). */
-    op->status = status == CAIRN_ENOTLEADER || status == CAIRN_ESHUTDOWN
-                     ? CAIRN_ENOT_COORDINATOR
-                     : status;
+    op->status =
+        status == CAIRN_ENOTLEADER || status == CAIRN_ESHUTDOWN ? CAIRN_ENOT_COORDINATOR : status;
     handle_commit_finish(op);
   }
   handle_commit_free(op);
@@ -147,7 +146,7 @@ static int handle_commit_check_part(struct node *n, const struct group *g, const
     return CAIRN_EUNKNOWN_PARTITION;
   }
   if (p->offset < 0 || strlen(p->metadata) > GROUP_METADATA_MAX) {
-    return CAIRN_EINVAL;
+    return CAIRN_EINVALID_GROUP;
   }
   if (!group_member_owns(g, member, p->topic, p->partition)) {
     return CAIRN_ENOT_ASSIGNED;
@@ -220,8 +219,8 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
     recs[nrec].generation = outside ? -1 : generation;
     nrec++;
   }
-  rv = nrec > 0 ? coord_append(&n->coord, slot, recs, NULL, nrec, handle_commit_on_appended, op)
-                : 0;
+  rv =
+      nrec > 0 ? coord_append(&n->coord, slot, recs, NULL, nrec, handle_commit_on_appended, op) : 0;
   free(recs);
   if (nrec == 0 || rv != 0) {
     op->status = rv == CAIRN_ENOTLEADER ? CAIRN_ENOT_COORDINATOR : rv;
@@ -246,8 +245,7 @@ void handle_reset_offsets(struct node *n, struct conn_request *req)
 
 /* ---- OffsetFetch ---- */
 
-static void handle_fetch_offsets_answer(struct conn_request *req,
-                                        const struct handle_group_err *he,
+static void handle_fetch_offsets_answer(struct conn_request *req, const struct handle_group_err *he,
                                         Cairn__Client__OffsetFetchPartitionResult **res, size_t n)
 {
   Cairn__Client__OffsetFetchResponse resp = CAIRN__CLIENT__OFFSET_FETCH_RESPONSE__INIT;

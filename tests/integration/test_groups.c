@@ -31,8 +31,8 @@
 #include <cmocka.h>
 
 #define WAIT_MS 30000
-#define FAST                                                                                   \
-  "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 600000 " \
+#define FAST                                                                                       \
+  "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 600000 "        \
   "--offsets-partitions 4"
 #define TOPIC "orders"
 #define NPART 12
@@ -43,7 +43,10 @@
 
 static const char *cairnd_bin;
 
-static int err_code(const Cairn__Client__Error *e) { return e != NULL ? (int)e->code : 0; }
+static int err_code(const Cairn__Client__Error *e)
+{
+  return e != NULL ? (int)e->code : 0;
+}
 
 /* One request on w, the answer in *resp (free with ..._free_unpacked).
  * Returns 0 or a negative code. */
@@ -190,10 +193,10 @@ static int commit_on(struct wc *w, const char *member, int32_t gen, const uint32
   }
   Cairn__Client__Envelope *resp = NULL;
   assert_int_equal(call(w, &env, &resp), 0);
-  const Cairn__Client__Error *top = reset ? resp->reset_offsets_resp->error
-                                          : resp->offset_commit_resp->error;
-  size_t nres = reset ? resp->reset_offsets_resp->n_partitions
-                      : resp->offset_commit_resp->n_partitions;
+  const Cairn__Client__Error *top =
+      reset ? resp->reset_offsets_resp->error : resp->offset_commit_resp->error;
+  size_t nres =
+      reset ? resp->reset_offsets_resp->n_partitions : resp->offset_commit_resp->n_partitions;
   Cairn__Client__OffsetCommitPartitionResult **res =
       reset ? resp->reset_offsets_resp->partitions : resp->offset_commit_resp->partitions;
   int code = err_code(top);
@@ -443,8 +446,8 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
     for (size_t k = 0; k < ms[i]->nparts; k++) {
       offs[k] = 1;
     }
-    assert_int_equal(commit_on(&ms[i]->w, ms[i]->id, ms[i]->gen, ms[i]->parts, offs,
-                               ms[i]->nparts, codes, false),
+    assert_int_equal(commit_on(&ms[i]->w, ms[i]->id, ms[i]->gen, ms[i]->parts, offs, ms[i]->nparts,
+                               codes, false),
                      0);
     for (size_t k = 0; k < ms[i]->nparts; k++) {
       assert_int_equal(codes[k], 0);
@@ -577,8 +580,8 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
   }
   assert_int_equal(code, 0);
   assert_int_not_equal(nci, ci);
-  printf("new coordinator node %" PRIu64 " answered %lld ms after the SIGKILL\n",
-         c.nodes[nci].id, tu_now_ms() - killed);
+  printf("new coordinator node %" PRIu64 " answered %lld ms after the SIGKILL\n", c.nodes[nci].id,
+         tu_now_ms() - killed);
   for (int p = 0; p < NPART; p++) {
     if (got[p] != want[p]) {
       fail_msg("partition %d: committed %" PRId64 ", expected %" PRId64, p, got[p], want[p]);
@@ -610,8 +613,7 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
     join_all(one, 1, "range");
     assert_true(r.gen > a.gen); /* generations continue past the old coordinator's */
     assert_int_equal(r.nparts, NPART);
-    assert_int_equal(commit_on(&r.w, "", -1, parts, zeros, 1, codes, true),
-                     CODE(GROUP_NOT_EMPTY));
+    assert_int_equal(commit_on(&r.w, "", -1, parts, zeros, 1, codes, true), CODE(GROUP_NOT_EMPTY));
     wc_close(&r.w);
   }
   /* A clean stop of a coordinator with a group loaded (the sanitizers
@@ -619,6 +621,70 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
   int status = cd_term(&c, nci, 15000);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
+  cd_destroy(&c);
+}
+
+/* One node, offsets kept 1 s after a group empties: a reset of a group
+ * that never had members creates its offsets; they survive a restart
+ * (reloaded from the log); once expired they are gone, and stay gone after
+ * another restart (the tombstones are in the log). */
+static void test_groups_offsets_of_a_gone_group_expire_and_stay_gone(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1,
+                           "--heartbeat-ms 100 --election-ms 1000 --offsets-partitions 2 "
+                           "--offsets-retention-ms 3000"),
+                   0);
+  assert_int_equal(cd_start(&c, 0), 0);
+  uint64_t id = c.nodes[0].id;
+  if (cd_wait_alive(&c, 0, &id, 1, WAIT_MS) != 0) {
+    fail_msg("the node did not start (logs under %s)", c.root);
+  }
+  char msg[256] = "";
+  assert_int_equal(cd_create_topic(&c, 0, TOPIC, NPART, 1, WAIT_MS, msg, sizeof msg), 0);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, c.nodes[find_coordinator(&c, 0)].client_addr, 5000), 0);
+  assert_int_equal(wait_loaded(&w), CODE(UNKNOWN_GROUP));
+  uint32_t parts[2] = {0, 5};
+  int64_t offs[2] = {7, 9};
+  int codes[2];
+  assert_int_equal(commit_on(&w, "", -1, parts, offs, 2, codes, true), 0);
+  assert_int_equal(codes[0], 0);
+  assert_int_equal(codes[1], 0);
+  wc_close(&w);
+  long long committed = tu_now_ms();
+
+  /* A restart: reloaded from the log. */
+  assert_int_equal(cd_term(&c, 0, 15000), 0);
+  assert_int_equal(cd_start(&c, 0), 0);
+  assert_int_equal(wc_connect(&w, c.nodes[find_coordinator(&c, 0)].client_addr, 5000), 0);
+  assert_int_equal(wait_loaded(&w), 0);
+  int64_t got[NPART];
+  assert_int_equal(fetch_offsets(&w, got), 0);
+  if (tu_now_ms() - committed < 3000) {
+    assert_int_equal(got[0], 7);
+    assert_int_equal(got[5], 9);
+  } else {
+    printf("the restart took %lld ms: the offsets may have expired already\n",
+           tu_now_ms() - committed);
+  }
+
+  /* Expired: gone. */
+  long long end = tu_now_ms() + WAIT_MS;
+  int code = 0;
+  while (tu_now_ms() < end && (code = fetch_offsets(&w, got)) == 0) {
+    usleep(200 * 1000);
+  }
+  assert_int_equal(code, CODE(UNKNOWN_GROUP));
+  printf("offsets dropped %lld ms after the commit (retention 3000 ms)\n", tu_now_ms() - committed);
+  wc_close(&w);
+
+  /* And after a restart still gone. */
+  assert_int_equal(cd_term(&c, 0, 15000), 0);
+  assert_int_equal(cd_start(&c, 0), 0);
+  assert_int_equal(wc_connect(&w, c.nodes[find_coordinator(&c, 0)].client_addr, 5000), 0);
+  assert_int_equal(wait_loaded(&w), CODE(UNKNOWN_GROUP));
+  wc_close(&w);
   cd_destroy(&c);
 }
 
@@ -631,6 +697,7 @@ int main(int argc, char **argv)
   cairnd_bin = argv[1];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_share_rebalance_fence_and_survive_the_coordinator),
+      cmocka_unit_test(test_groups_offsets_of_a_gone_group_expire_and_stay_gone),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

@@ -33,9 +33,9 @@ struct assign_ctx {
   size_t ntopics;
   struct assign_member *m;
   size_t nm;
-  bool *subs;      /* nm * ntopics */
-  size_t *base;    /* ntopics + 1: prefix sums of counts */
-  int32_t *owner;  /* base[ntopics] entries: member index or -1 */
+  bool *subs;     /* nm * ntopics */
+  size_t *base;   /* ntopics + 1: prefix sums of counts */
+  int32_t *owner; /* base[ntopics] entries: member index or -1 */
 };
 
 static bool assign_subscribes(const struct assign_ctx *c, size_t mi, uint32_t t)

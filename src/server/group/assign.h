@@ -33,11 +33,11 @@ struct assign_tp {
 
 /* One member's input and output. */
 struct assign_member {
-  const uint32_t *topics;      /* subscription: topic indices, any order, no duplicates */
+  const uint32_t *topics; /* subscription: topic indices, any order, no duplicates */
   size_t ntopics;
   const struct assign_tp *prev; /* held before this rebalance (sticky); may be NULL */
   size_t nprev;
-  struct assign_tp *out;        /* set by assign_run: owned, free with free(); sorted */
+  struct assign_tp *out; /* set by assign_run: owned, free with free(); sorted */
   size_t nout;
 };
 

@@ -379,8 +379,8 @@ static void coord_create_offsets(struct coord *c)
   if (ctl_is_leader(&n->ctl)) {
     uint8_t *cmd = NULL;
     size_t len = 0;
-    rv = meta_cmd_create_topic(COORD_OFFSETS_TOPIC, n->cfg.offsets_partitions, rf, NULL, &cmd,
-                               &len);
+    rv =
+        meta_cmd_create_topic(COORD_OFFSETS_TOPIC, n->cfg.offsets_partitions, rf, NULL, &cmd, &len);
     if (rv == 0) {
       cc->prop.data = cc;
       rv = ctl_propose(&n->ctl, &cc->prop, cmd, len, coord_on_create_applied);
@@ -420,8 +420,8 @@ static void coord_create_offsets(struct coord *c)
 
 /* ---- lookup ---- */
 
-int coord_lookup(struct coord *c, const char *group, struct coord_slot **slot,
-                 uint64_t *leader_id, const char **leader_address)
+int coord_lookup(struct coord *c, const char *group, struct coord_slot **slot, uint64_t *leader_id,
+                 const char **leader_address)
 {
   struct node *n = c->n;
   *slot = NULL;
@@ -489,8 +489,8 @@ static void coord_expire(struct coord *c, struct coord_slot *slot, uint64_t wall
     free(tomb);
     if (rv == 0) {
       g->dropping = true;
-      log_info("coord", "group %s: empty and unchanged for %u ms: dropping %zu offsets",
-               g->name, c->n->cfg.offsets_retention_ms, n);
+      log_info("coord", "group %s: empty and unchanged for %u ms: dropping %zu offsets", g->name,
+               c->n->cfg.offsets_retention_ms, n);
     }
   }
 }
@@ -546,7 +546,10 @@ void coord_init(struct coord *c, struct node *n)
   uv_timer_start(&c->timer, coord_on_timer, COORD_TICK_MS, COORD_TICK_MS);
 }
 
-static void coord_on_timer_closed(uv_handle_t *h) { (void)h; }
+static void coord_on_timer_closed(uv_handle_t *h)
+{
+  (void)h;
+}
 
 void coord_close(struct coord *c)
 {

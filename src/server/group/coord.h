@@ -61,8 +61,8 @@ struct coord_slot {
   int64_t load_end;      /* LOADING: the marker's offset */
   struct group **groups; /* owned */
   size_t ngroups;
-  int32_t *load_gens;    /* LOADING: highest generation seen, per group */
-  uint64_t next_member;  /* for member ids */
+  int32_t *load_gens;   /* LOADING: highest generation seen, per group */
+  uint64_t next_member; /* for member ids */
   uint64_t last_expire_ms;
 };
 
@@ -99,8 +99,7 @@ uint32_t coord_partition_of(const char *group, uint32_t npartitions);
  * CAIRN_ECOORDINATOR_LOADING (the topic is being created or the slot
  * loaded; retry), or CAIRN_EINVALID_GROUP (a bad name). */
 __attribute__((warn_unused_result)) int coord_lookup(struct coord *c, const char *group,
-                                                     struct coord_slot **slot,
-                                                     uint64_t *leader_id,
+                                                     struct coord_slot **slot, uint64_t *leader_id,
                                                      const char **leader_address);
 
 /* The group in slot, or NULL; with create, made when absent (NULL only

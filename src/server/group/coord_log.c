@@ -102,8 +102,8 @@ static void coord_apply_batch(struct coord_slot *slot, const uint8_t *p, size_t 
 {
   struct batch_iter it;
   if (batch_iter_init(&it, p, len) != 0) {
-    log_warn("coord", "%s/%" PRIu32 ": a batch that does not iterate: skipped",
-             COORD_OFFSETS_TOPIC, slot->partition);
+    log_warn("coord", "%s/%" PRIu32 ": a batch that does not iterate: skipped", COORD_OFFSETS_TOPIC,
+             slot->partition);
     return;
   }
   struct batch_record rec;
@@ -244,7 +244,7 @@ int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_re
     return n == 0 ? CAIRN_EINVAL : CAIRN_ETOOLARGE;
   }
   size_t max = p->rg.max_entry_bytes < BATCH_DEFAULT_MAX_BYTES ? p->rg.max_entry_bytes
-                                                                 : BATCH_DEFAULT_MAX_BYTES;
+                                                               : BATCH_DEFAULT_MAX_BYTES;
   struct batch_builder b;
   int rv = batch_builder_init(&b, max);
   if (rv != 0) {
@@ -320,8 +320,7 @@ static void coord_load_some(struct coord *c, struct coord_slot *slot, struct par
     if (rv != 0) {
       store_region_release(&r);
       char why[160];
-      snprintf(why, sizeof why, "reading at %" PRId64 ": %s", slot->load_next,
-               cairn_strerror(rv));
+      snprintf(why, sizeof why, "reading at %" PRId64 ": %s", slot->load_next, cairn_strerror(rv));
       coord_unload(c, slot, why);
       return;
     }
@@ -383,8 +382,8 @@ void coord_load_step(struct coord *c, struct coord_slot *slot)
     }
     if (rv != 0) {
       slot->state = COORD_UNLOADED;
-      log_warn("coord", "%s/%" PRIu32 ": the load marker: %s", COORD_OFFSETS_TOPIC,
-               slot->partition, cairn_strerror(rv));
+      log_warn("coord", "%s/%" PRIu32 ": the load marker: %s", COORD_OFFSETS_TOPIC, slot->partition,
+               cairn_strerror(rv));
     }
     return;
   }

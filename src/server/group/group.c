@@ -16,9 +16,8 @@ static const char *const group_state_names[] = {
 
 const char *group_state_name(enum group_state s)
 {
-  return (unsigned)s < sizeof group_state_names / sizeof group_state_names[0]
-             ? group_state_names[s]
-             : "?";
+  return (unsigned)s < sizeof group_state_names / sizeof group_state_names[0] ? group_state_names[s]
+                                                                              : "?";
 }
 
 int group_init(struct group *g, const char *name, int32_t generation, uint64_t wall_ms)
@@ -169,8 +168,7 @@ bool group_member_owns(const struct group *g, const char *member_id, const char 
   return m != NULL && t >= 0 && group_assigned_has(m, (uint32_t)t, partition);
 }
 
-const struct group_member *group_owner(const struct group *g, const char *topic,
-                                       uint32_t partition)
+const struct group_member *group_owner(const struct group *g, const char *topic, uint32_t partition)
 {
   long t = group_topic_index((struct group *)g, topic, false);
   if (t < 0) {
@@ -373,8 +371,8 @@ static bool group_strategies_fit(const struct group *g, const char *self, const 
   return false;
 }
 
-static int group_on_join(struct group *g, const struct group_env *env,
-                         const struct group_event *ev, struct group_actions *acts)
+static int group_on_join(struct group *g, const struct group_env *env, const struct group_event *ev,
+                         struct group_actions *acts)
 {
   uint32_t session = ev->session_timeout_ms ? ev->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
   uint32_t rebalance = ev->rebalance_timeout_ms ? ev->rebalance_timeout_ms : session;
@@ -455,9 +453,8 @@ static int group_on_join(struct group *g, const struct group_env *env,
   if (g->state == GROUP_EMPTY) {
     g->state = GROUP_PREPARING;
     g->rebalance_deadline_ms = ev->now_ms + rebalance;
-    g->initial_until_ms = ev->now_ms + (GROUP_INITIAL_DELAY_MS < rebalance
-                                            ? GROUP_INITIAL_DELAY_MS
-                                            : rebalance);
+    g->initial_until_ms =
+        ev->now_ms + (GROUP_INITIAL_DELAY_MS < rebalance ? GROUP_INITIAL_DELAY_MS : rebalance);
   } else if (g->state != GROUP_PREPARING) {
     group_start_rebalance(g, ev->now_ms);
   } else if (g->initial_until_ms != 0) {
@@ -490,8 +487,8 @@ static int group_fence(struct group *g, const struct group_event *ev, struct gro
   return 0;
 }
 
-static int group_on_tick(struct group *g, const struct group_env *env,
-                         const struct group_event *ev, struct group_actions *acts)
+static int group_on_tick(struct group *g, const struct group_env *env, const struct group_event *ev,
+                         struct group_actions *acts)
 {
   int rv = 0;
   for (size_t i = g->nmembers; i-- > 0;) {
@@ -561,8 +558,7 @@ int group_step(struct group *g, const struct group_env *env, const struct group_
   return CAIRN_EINVAL;
 }
 
-int group_commit_check(struct group *g, const char *member_id, int32_t generation,
-                       uint64_t now_ms)
+int group_commit_check(struct group *g, const char *member_id, int32_t generation, uint64_t now_ms)
 {
   if (member_id[0] == '\0' && generation == -1) {
     return g->nmembers == 0 ? 0 : CAIRN_EUNKNOWN_MEMBER;
@@ -661,8 +657,7 @@ void group_offset_delete(struct group *g, const char *topic, uint32_t partition)
     return;
   }
   free(g->offsets[pos].metadata);
-  memmove(&g->offsets[pos], &g->offsets[pos + 1],
-          (g->noffsets - pos - 1) * sizeof *g->offsets);
+  memmove(&g->offsets[pos], &g->offsets[pos + 1], (g->noffsets - pos - 1) * sizeof *g->offsets);
   g->noffsets--;
 }
 

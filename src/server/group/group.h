@@ -46,17 +46,17 @@
 #define GROUP_CLIENT_ID_MAX 63u
 #define GROUP_METADATA_MAX 4096u
 #define GROUP_MAX_MEMBERS 1000u
-#define GROUP_MAX_SUBSCRIPTION 100u     /* topics per member */
-#define GROUP_MAX_TOPICS 10000u         /* distinct topics a group names */
+#define GROUP_MAX_SUBSCRIPTION 100u /* topics per member */
+#define GROUP_MAX_TOPICS 10000u     /* distinct topics a group names */
 #define GROUP_DEFAULT_SESSION_MS 10000u
 #define GROUP_MIN_SESSION_MS 500u
 #define GROUP_MAX_SESSION_MS 300000u
-#define GROUP_INITIAL_DELAY_MS 1000u    /* a new group waits this for more joins */
+#define GROUP_INITIAL_DELAY_MS 1000u /* a new group waits this for more joins */
 
-#define GROUP_STATE_TABLE(X)                                              \
-  X(GROUP_EMPTY, "empty")                                                 \
-  X(GROUP_PREPARING, "preparing")   /* rebalancing: waiting for joins */  \
-  X(GROUP_COMPLETING, "completing") /* assigned: waiting for syncs */     \
+#define GROUP_STATE_TABLE(X)                                                                       \
+  X(GROUP_EMPTY, "empty")                                                                          \
+  X(GROUP_PREPARING, "preparing")   /* rebalancing: waiting for joins */                           \
+  X(GROUP_COMPLETING, "completing") /* assigned: waiting for syncs */                              \
   X(GROUP_STABLE, "stable")
 
 enum group_state {
@@ -75,8 +75,8 @@ struct group_member {
   uint32_t *topics; /* subscription: indices into g->topics; owned */
   size_t ntopics;
   uint64_t last_seen_ms;
-  bool joining; /* its JoinGroup of this rebalance waits for the answer */
-  bool synced;  /* it has synced the current generation */
+  bool joining;               /* its JoinGroup of this rebalance waits for the answer */
+  bool synced;                /* it has synced the current generation */
   struct assign_tp *assigned; /* of the current generation; owned, sorted */
   size_t nassigned;
 };
@@ -94,12 +94,12 @@ struct group {
   char name[GROUP_NAME_MAX + 1];
   enum group_state state;
   int32_t generation;
-  enum assign_strategy strategy; /* of the current generation */
+  enum assign_strategy strategy;        /* of the current generation */
   char leader[GROUP_MEMBER_ID_MAX + 1]; /* member id, "" none */
-  struct group_member *members; /* by join order; owned */
+  struct group_member *members;         /* by join order; owned */
   size_t nmembers;
-  char **topics;     /* every topic the group names, interned; owned */
-  uint32_t *counts;  /* partition counts the current assignment used */
+  char **topics;    /* every topic the group names, interned; owned */
+  uint32_t *counts; /* partition counts the current assignment used */
   size_t ntopics;
   uint64_t rebalance_deadline_ms;
   uint64_t initial_until_ms;
@@ -127,10 +127,10 @@ enum group_event_type {
 /* One event; strings are borrowed for the call. */
 struct group_event {
   enum group_event_type type;
-  uint64_t now_ms;  /* monotonic: sessions and rebalance deadlines */
-  uint64_t wall_ms; /* wall clock: when the group became empty */
-  const char *member_id;     /* "" for a first JOIN */
-  int32_t generation;        /* SYNC, HEARTBEAT */
+  uint64_t now_ms;       /* monotonic: sessions and rebalance deadlines */
+  uint64_t wall_ms;      /* wall clock: when the group became empty */
+  const char *member_id; /* "" for a first JOIN */
+  int32_t generation;    /* SYNC, HEARTBEAT */
   /* JOIN only: */
   const char *new_member_id; /* the id a first JOIN gets (unique: the caller's) */
   const char *client_id;

@@ -49,8 +49,11 @@ static int join(struct group *g, const char *member, const char *new_id, uint64_
 static int simple(struct group *g, enum group_event_type type, const char *member, int32_t gen,
                   uint64_t now, struct group_actions *a)
 {
-  struct group_event ev = {
-      .type = type, .now_ms = now, .wall_ms = 1000000 + now, .member_id = member, .generation = gen};
+  struct group_event ev = {.type = type,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = member,
+                           .generation = gen};
   return group_step(g, &env, &ev, a);
 }
 
@@ -331,8 +334,8 @@ static void test_group_random_event_orders_keep_invariants(void **state)
           hi = k > hi ? k : hi;
         }
         if (total != 12 || hi - lo > 1) {
-          fail_msg("seed %" PRIu64 " round %d step %d: %zu assigned, spread %zu", seed, round,
-                   step, total, hi - lo);
+          fail_msg("seed %" PRIu64 " round %d step %d: %zu assigned, spread %zu", seed, round, step,
+                   total, hi - lo);
         }
         for (uint32_t p = 0; p < 12; p++) {
           assert_non_null(group_owner(&g, "orders", p));
