@@ -40,7 +40,7 @@
 #define METRICS_HIST_SUB 4
 #define METRICS_HIST_MAX_LOG2 40
 #define METRICS_HIST_BUCKETS (METRICS_HIST_SUB + (METRICS_HIST_MAX_LOG2 - 1) * METRICS_HIST_SUB)
-#define METRICS_API_SLOTS 32  /* wire api numbers 0..31 */
+#define METRICS_API_SLOTS 48  /* wire api numbers 0..47 (groups are 30..39) */
 #define METRICS_CODE_SLOTS 64 /* wire error codes 0..62; larger ones share the last */
 #define METRICS_LAG_SAMPLES 64
 #define METRICS_LAG_SAMPLE_MS 250
