@@ -353,8 +353,14 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
   }
   ps->st = st;
   for (size_t i = 0; i < n; i++) {
-    if (parts_get(ps, as[i].group_id) == NULL) {
+    struct part *p = parts_get(ps, as[i].group_id);
+    if (p == NULL) {
       parts_queue_open(ps, &as[i]);
+      continue;
+    }
+    const struct meta_partition *mp = meta_partition_find(st, as[i].topic_id, as[i].partition);
+    if (p->state == PART_OPEN && mp != NULL && mp->nreplicas > 0) {
+      rgroup_set_preferred(&p->rg, mp->replicas[0]);
     }
   }
   if (synced && !ps->synced) {

@@ -513,6 +513,9 @@ static bool rgroup_preferred_caught_up(struct rgroup *rg)
     if (r->configuration.servers[i].id != rg->preferred_id) {
       continue;
     }
+    if (r->configuration.servers[i].role != RAFT_VOTER) {
+      return false; /* still being added: not a transfer target yet */
+    }
     const struct raft_progress *p = &r->leader_state.progress[i];
     /* Fully caught up: raft 0.15 sends TimeoutNow without waiting for the
      * target to persist what it lacks (docs/raft-0.15.md). */
@@ -564,6 +567,14 @@ static void rgroup_on_tick(uv_timer_t *t)
 }
 
 bool rgroup_is_catching_up(struct rgroup *rg) { return catchup_active(&rg->catchup); }
+
+void rgroup_set_preferred(struct rgroup *rg, uint64_t id)
+{
+  if (rg->preferred_id != id) {
+    rg->preferred_id = id;
+    rg->preferred_ready = 0;
+  }
+}
 
 void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
 {

@@ -278,6 +278,10 @@ void rgroup_close(struct rgroup *rg, rgroup_close_cb cb);
  * exactly once. */
 void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb);
 
+/* The replica leadership goes back to when it is healthy and caught up
+ * (the metadata's first replica; it changes when replicas are re-placed). */
+void rgroup_set_preferred(struct rgroup *rg, uint64_t id);
+
 /* Is this replica catching up (serving nothing it lacks, refusing
  * produce)? */
 bool rgroup_is_catching_up(struct rgroup *rg);
