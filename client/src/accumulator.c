@@ -5,6 +5,8 @@
 
 #include "common/err.h"
 #include "format/codec.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +135,11 @@ bool lc_acc_tail_ready(const struct lc_acc *a, size_t batch_bytes, uint64_t ling
   return force || batch_builder_size(&b->bb) >= batch_bytes || now_ms - b->created_ms >= linger_ms;
 }
 
+static int32_t lc_acc_seq_after(int32_t seq, size_t n)
+{
+  return (int32_t)(((uint32_t)seq + (uint32_t)n) & 0x7fffffffu);
+}
+
 int lc_acc_seal(struct lc_acc *a, struct lc_batch *b, int64_t producer_id, int16_t epoch,
                 enum cairn_compression codec, int level)
 {
@@ -159,9 +166,28 @@ int lc_acc_seal(struct lc_acc *a, struct lc_batch *b, int64_t producer_id, int16
   if (producer_id >= 0) {
     /* A batch of n records takes sequences base .. base + n - 1; after
      * 2^31 - 1 comes 0 (docs/protocol.md, "Idempotent batches"). */
-    a->next_seq = (int32_t)(((uint32_t)a->next_seq + (uint32_t)b->nmsgs) & 0x7fffffffu);
+    a->next_seq = lc_acc_seq_after(a->next_seq, b->nmsgs);
   }
   return 0;
+}
+
+void lc_acc_restamp(struct lc_acc *a, int64_t producer_id, int16_t epoch)
+{
+  a->next_seq = 0;
+  for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+    if (b->open || b->done) {
+      continue;
+    }
+    int32_t seq = producer_id >= 0 ? a->next_seq : -1;
+    le_put64(b->bytes + BATCH_OFF_PRODUCER_ID, (uint64_t)producer_id);
+    le_put16(b->bytes + BATCH_OFF_PRODUCER_EPOCH, (uint16_t)(producer_id >= 0 ? epoch : -1));
+    le_put32(b->bytes + BATCH_OFF_BASE_SEQUENCE, (uint32_t)seq);
+    le_put32(b->bytes + BATCH_OFF_CRC, crc32c(b->bytes + BATCH_CRC_START, b->len - BATCH_CRC_START));
+    b->base_seq = seq;
+    if (producer_id >= 0) {
+      a->next_seq = lc_acc_seq_after(a->next_seq, b->nmsgs);
+    }
+  }
 }
 
 struct lc_batch *lc_acc_pop(struct lc_acc *a)

@@ -90,6 +90,12 @@ __attribute__((warn_unused_result)) int lc_acc_seal(struct lc_acc *a, struct lc_
                                                     int64_t producer_id, int16_t epoch,
                                                     enum cairn_compression codec, int level);
 
+/* After the producer's epoch changed (or idempotence was dropped): sets
+ * every sealed batch not yet done to (producer_id, epoch) and sequences
+ * from 0 again, in queue order, rewriting its header and CRC (the records
+ * stay as they are, compressed or not). No batch may be in flight. */
+void lc_acc_restamp(struct lc_acc *a, int64_t producer_id, int16_t epoch);
+
 /* Removes and returns the head batch (the caller delivers or fails its
  * messages, then frees it with lc_acc_batch_free). NULL when empty. */
 struct lc_batch *lc_acc_pop(struct lc_acc *a);

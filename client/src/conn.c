@@ -205,6 +205,13 @@ int lc_conn_call(struct lc_conn *cn, Cairn__Client__Envelope *env, const uv_buf_
   if (cn->state == LC_CONN_CLOSING) {
     return CAIRN_ECLOSED;
   }
+  uint64_t plen = 0;
+  for (int i = 0; i < npayload; i++) {
+    plen += payload[i].len;
+  }
+  if (plen + frame_header_size(env) > (uint64_t)cn->max_frame_bytes + FRAME_LENGTH_FIELD_SIZE) {
+    return CAIRN_ETOOLARGE; /* the node would refuse the frame and close */
+  }
   return lc_conn_submit(cn, env, payload, npayload, timeout_ms, cn->state == LC_CONN_READY, cb,
                         data);
 }

@@ -87,6 +87,7 @@ struct cairn_producer {
   struct lc_flush *flushes;
   bool force_seal;
   enum lc_pid_state pid_state;
+  bool bump_needed; /* an idempotent batch failed for good: new epoch first */
   int64_t pid;
   int16_t epoch;
   uint64_t pid_wake_ms;
@@ -180,6 +181,17 @@ static void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offs
   b->in_flight = false;
   b->status = status;
   b->base_offset = base_offset;
+}
+
+/* A batch failed for good. If it carried a sequence, the partition's
+ * sequences now have a gap (or an unknown outcome): the producer bumps
+ * its epoch and renumbers what is not sent yet before sending more. */
+static void lc_prod_batch_failed_for_good(struct cairn_producer *p, struct lc_batch *b, int status)
+{
+  lc_prod_batch_done(b, status, -1);
+  if (b->base_seq >= 0 && !p->closing) {
+    p->bump_needed = true;
+  }
 }
 
 /* ---- topics and partitioning ---- */
@@ -558,11 +570,11 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
   b->in_flight = false;
   b->last_err = err;
   if (!lc_retriable(err) || p->closing) {
-    lc_prod_batch_done(b, p->closing && lc_retriable(err) ? UV_ECANCELED : err, -1);
+    lc_prod_batch_failed_for_good(p, b, p->closing && lc_retriable(err) ? UV_ECANCELED : err);
     return;
   }
   if (now >= b->deadline_ms) {
-    lc_prod_batch_done(b, CAIRN_EDELIVERY_TIMEOUT, -1);
+    lc_prod_batch_failed_for_good(p, b, CAIRN_EDELIVERY_TIMEOUT);
     return;
   }
   if (lc_needs_refresh(err) && !hinted) {
@@ -729,7 +741,7 @@ send:
           continue;
         }
         if (m > 0 && bytes + items[j].b->len > LC_PROD_MAX_REQUEST_BYTES) {
-          break; /* the rest goes in the next round */
+          break; /* the rest goes in another request, right after this one */
         }
         bool same = m > 0 && ri[m - 1].t == items[j].t && ri[m - 1].partition == items[j].partition;
         if (!same) {
@@ -806,6 +818,17 @@ struct lc_pid_req {
   struct cairn_producer *p;
 };
 
+/* Renumbers every partition's unsent batches for the producer id and
+ * epoch now in force. */
+static void lc_prod_restamp(struct cairn_producer *p)
+{
+  for (size_t i = 0; i < p->ntopics; i++) {
+    for (int32_t k = 0; k < p->topics[i]->count; k++) {
+      lc_acc_restamp(&p->topics[i]->parts[k].acc, p->pid, p->epoch);
+    }
+  }
+}
+
 static void lc_pid_free(Cairn__Client__Envelope *env) { free(env); }
 
 static enum lc_op_verdict lc_pid_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
@@ -844,6 +867,10 @@ static void lc_pid_on_done(struct lc_op *op)
       p->epoch = -1;
     }
     p->pid_state = LC_PID_READY;
+    if (p->bump_needed) {
+      lc_prod_restamp(p);
+      p->bump_needed = false;
+    }
   } else {
     /* No node reachable yet: ask again after a backoff. */
     p->pid_state = LC_PID_UNKNOWN;
@@ -866,6 +893,7 @@ static void lc_prod_ask_pid(struct cairn_producer *p)
   r->env.api = CAIRN__CLIENT__API__API_INIT_PRODUCER_ID;
   r->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_REQ;
   r->env.init_producer_id_req = &r->ir;
+  r->ir.producer_id = p->pid >= 0 ? (uint64_t)p->pid : 0; /* known: bump its epoch */
   r->p = p;
   op->target = LC_OP_ANY;
   op->answer_errors = true;
@@ -938,6 +966,10 @@ static void lc_prod_round(struct cairn_producer *p)
   if (p->pid_state == LC_PID_UNKNOWN && !p->closing && now >= p->pid_wake_ms) {
     lc_prod_ask_pid(p);
   }
+  if (p->bump_needed && p->pid_state == LC_PID_READY && p->reqs_in_flight == 0 && !p->closing) {
+    lc_prod_ask_pid(p); /* nothing in flight: a new epoch, then renumber */
+  }
+  bool can_send = p->pid_state == LC_PID_READY && !p->bump_needed && !p->closing;
   lc_prod_route_held(p);
   bool force = p->force_seal || p->closing;
   p->force_seal = false;
@@ -947,7 +979,7 @@ static void lc_prod_round(struct cairn_producer *p)
       struct lc_acc *a = &t->parts[pi].acc;
       /* Seal the open tail when due (only once the producer id is known:
        * it is part of the sealed bytes). */
-      if (p->pid_state == LC_PID_READY && !p->closing) {
+      if (can_send) {
         bool tail_ready = lc_acc_tail_ready(a, p->o.batch_bytes, p->o.linger_ms, now, force);
         /* Open batches before the tail take no more records: seal them in
          * order, and the tail when it is due. */
@@ -967,10 +999,10 @@ static void lc_prod_round(struct cairn_producer *p)
         if (p->closing) {
           lc_prod_batch_done(b, UV_ECANCELED, -1);
         } else if (now >= b->deadline_ms) {
-          lc_prod_batch_done(b, b->last_err != 0 && !lc_retriable(b->last_err)
-                                    ? b->last_err
-                                    : CAIRN_EDELIVERY_TIMEOUT,
-                             -1);
+          lc_prod_batch_failed_for_good(p, b,
+                                        b->last_err != 0 && !lc_retriable(b->last_err)
+                                            ? b->last_err
+                                            : CAIRN_EDELIVERY_TIMEOUT);
         } else {
           break;
         }
@@ -980,7 +1012,7 @@ static void lc_prod_round(struct cairn_producer *p)
       }
     }
   }
-  if (!p->closing && p->pid_state == LC_PID_READY) {
+  if (can_send) {
     lc_prod_send_all(p);
   }
   lc_prod_fire_flushes(p, 0);

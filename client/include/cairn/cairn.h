@@ -333,7 +333,10 @@ __attribute__((warn_unused_result)) int cairn_list_offsets(struct cairn_client *
  * a per-partition base sequence (a batch of n records takes n sequences,
  * counted from 0 per partition); a retry resends the same batch bytes, so
  * the partition drops duplicates; up to max_in_flight batches per
- * partition are in flight. Otherwise batches carry producer id -1 (at-least-once: a
+ * partition are in flight. A batch that fails for good leaves a gap in
+ * its partition's sequences: the producer then takes a new epoch and
+ * renumbers what it has not delivered yet (a batch in doubt at that
+ * moment may then be written twice; docs/client.md). Otherwise batches carry producer id -1 (at-least-once: a
  * retry after IN_DOUBT or a timeout may write a batch twice), still up to
  * max_in_flight per partition, resent in order.
  * ------------------------------------------------------------------------ */

@@ -151,6 +151,27 @@ static void test_accumulator_seals_with_producer_fields_and_sequences(void **sta
   assert_int_equal(h.producer_id, -1);
   assert_int_equal(h.producer_epoch, -1);
   assert_int_equal(h.base_sequence, -1);
+  /* A new epoch renumbers what is sealed and not done, from 0, and the
+   * batches stay valid. */
+  lc_acc_restamp(&a, 42, 4);
+  batch_header_decode(b0->bytes, &h);
+  assert_int_equal(h.producer_epoch, 4);
+  assert_int_equal(h.base_sequence, 0);
+  batch_header_decode(b1->bytes, &h);
+  assert_int_equal(h.base_sequence, 3);
+  assert_int_equal(batch_validate(b1->bytes, b1->len, BATCH_DEFAULT_MAX_BYTES, NULL, 0), 0);
+  batch_header_decode(a.tail->bytes, &h);
+  assert_int_equal(h.producer_id, 42);
+  assert_int_equal(h.base_sequence, 6);
+  assert_int_equal(a.next_seq, 7);
+  b0->done = true; /* a done batch keeps its numbers */
+  lc_acc_restamp(&a, -1, -1);
+  batch_header_decode(b0->bytes, &h);
+  assert_int_equal(h.producer_id, 42);
+  batch_header_decode(b1->bytes, &h);
+  assert_int_equal(h.producer_id, -1);
+  assert_int_equal(h.base_sequence, -1);
+  assert_int_equal(batch_validate(b1->bytes, b1->len, BATCH_DEFAULT_MAX_BYTES, NULL, 0), 0);
   /* Pops come in order. */
   struct lc_batch *p = lc_acc_pop(&a);
   assert_ptr_equal(p, b0);
