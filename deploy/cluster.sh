@@ -36,7 +36,7 @@ first three nodes are the controller's voters; the others join them.
               --fresh removes the nodes' data and logs first.
   stop        SIGTERM each recorded PID, SIGKILL after --timeout-s
               (default 40) if it has not exited; data is kept.
-  status      each node's PID and whether it runs, then
+  status      each node's PID and whether it runs (exit 0 when all do), then
               \`cairn cluster status\` when the CLI is built.
 
   --cairnd PATH   the cairnd binary (default: build/release/cairnd, else
