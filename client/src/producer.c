@@ -253,11 +253,13 @@ static int32_t lc_prod_choose(struct cairn_producer *p, struct lc_ptopic *t,
   if (m->key != NULL) {
     return lc_partition_for_key(m->key, m->key_len, t->count);
   }
-  /* Sticky: stay while the chosen partition's batch is open; once it is
-   * sealed, move on to another partition at random. */
-  bool sealed = t->sticky >= 0 && t->sticky < t->count &&
-                (t->parts[t->sticky].acc.tail == NULL || !t->parts[t->sticky].acc.tail->open);
-  if (t->sticky < 0 || t->sticky >= t->count || (sealed && t->sticky_used)) {
+  /* Sticky: stay while the chosen partition's batch is open and not
+   * full; once it is full or sealed, move on to another partition at
+   * random. */
+  const struct lc_batch *tail =
+      t->sticky >= 0 && t->sticky < t->count ? t->parts[t->sticky].acc.tail : NULL;
+  bool done = tail == NULL || !tail->open || batch_builder_size(&tail->bb) >= p->o.batch_bytes;
+  if (t->sticky < 0 || t->sticky >= t->count || (done && t->sticky_used)) {
     int32_t old = t->sticky;
     int32_t next = (int32_t)(lc_rand(p->c) % (uint64_t)t->count);
     if (t->count > 1 && next == old) {

@@ -311,6 +311,36 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
   assert_int_equal(cairn_sync_poll(s, cons, 300, &r, NULL, NULL), UV_ETIMEDOUT);
   cairn_sync_consumer_close(s, cons);
 
+  /* Keyless messages are sticky: one partition per batch, not one per
+   * message. */
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.batch_bytes = 1000;
+  po.linger_ms = 1000;
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+  struct sent keyless[300];
+  memset(keyless, 0, sizeof keyless);
+  for (int i = 0; i < 300; i++) {
+    struct cairn_message m;
+    cairn_message_init(&m);
+    m.topic = "rt";
+    m.value = "twenty bytes of text";
+    m.value_len = 20;
+    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &keyless[i]), 0);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  cairn_sync_producer_close(s, p);
+  int switches = 0, used[2] = {0, 0};
+  for (int i = 0; i < 300; i++) {
+    assert_int_equal(keyless[i].status, 0);
+    used[keyless[i].partition]++;
+    switches += i > 0 && keyless[i].partition != keyless[i - 1].partition;
+  }
+  print_message("keyless: %d and %d messages, %d partition switches\n", used[0], used[1], switches);
+  assert_true(used[0] > 0 && used[1] > 0);
+  assert_true(switches >= 2 && switches <= 20); /* ~28 bytes a record: ~35 per batch */
+
   int rv = cairn_sync_delete_topic(s, "rt");
   assert_int_equal(rv, 0);
   rv = cairn_sync_delete_topic(s, "rt");
