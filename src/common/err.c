@@ -2,6 +2,7 @@
 #include "common/err.h"
 
 #include <string.h>
+#include <uv.h>
 
 const char *cairn_strerror(int err)
 {
@@ -16,6 +17,10 @@ const char *cairn_strerror(int err)
 #undef CAIRN_ERR_TEXT
   default:
     break;
+  }
+  if (err <= -3000 && err > -3100) {
+    /* libuv's getaddrinfo codes (UV_EAI_*), not errno values. */
+    return uv_strerror(err);
   }
   if (err < 0 && err > -4096) {
     return strerror(-err); /* glibc: static strings for known codes */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <uv.h>
 
 struct err_entry {
   int code;
@@ -137,9 +138,19 @@ static void test_err_unknown_codes_get_a_non_null_text(void **state)
   assert_string_equal(cairn_strerror(7), "unknown error");
 }
 
+/* libuv's getaddrinfo codes are not errno values: they get libuv's text,
+ * not "Unknown error 3008". */
+static void test_err_libuv_resolver_codes_have_their_text(void **state)
+{
+  (void)state;
+  assert_string_equal(cairn_strerror(UV_EAI_NONAME), uv_strerror(UV_EAI_NONAME));
+  assert_null(strstr(cairn_strerror(UV_EAI_NONAME), "Unknown error"));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_err_libuv_resolver_codes_have_their_text),
       cmocka_unit_test(test_err_table_is_not_empty),
       cmocka_unit_test(test_err_codes_are_distinct_and_below_errno_range),
       cmocka_unit_test(test_err_strerror_gives_table_text_for_every_code),
