@@ -327,12 +327,12 @@ int admin_start(struct node *n, struct admin **out)
   }
   a->n = n;
   /* No thread of MHD's own: epoll, driven from the loop below. */
-  a->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, admin_on_request, a,
-                          MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
-                          (unsigned)ADMIN_MAX_CONNS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                          (size_t)ADMIN_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
-                          (unsigned)ADMIN_CONN_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, admin_on_log,
-                          a, MHD_OPTION_END);
+  a->d = MHD_start_daemon(
+      MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, admin_on_request, a,
+      MHD_OPTION_EXTERNAL_LOGGER, admin_on_log, a, /* first, so it gets every message */
+      MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)ADMIN_MAX_CONNS, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONN_MEMORY,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_CONN_TIMEOUT_S, MHD_OPTION_END);
   const union MHD_DaemonInfo *info =
       a->d != NULL ? MHD_get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
   if (info == NULL) {

@@ -15,15 +15,34 @@
 
 #define CD_CALL_RETRY_MS 100
 
+/* A free port that no node up to i (whose unset ports are 0) was given:
+ * tu_free_port may hand out the same port twice, since it is free again
+ * once its probe socket closes, and every node binds all three of its
+ * ports (client, cluster, admin). */
+static int cd_pick_port(const struct cd_cluster *c, int i)
+{
+  for (;;) {
+    int port = tu_free_port();
+    bool taken = false;
+    for (int j = 0; j <= i && !taken; j++) {
+      const struct cd_node *o = &c->nodes[j];
+      taken = port == o->client_port || port == o->cluster_port || port == o->admin_port;
+    }
+    if (!taken || port < 0) {
+      return port;
+    }
+  }
+}
+
 static void cd_node_setup(struct cd_cluster *c, int i, bool voter)
 {
   struct cd_node *nd = &c->nodes[i];
   memset(nd, 0, sizeof *nd);
   nd->id = (uint64_t)i + 1;
   nd->voter = voter;
-  nd->client_port = tu_free_port();
-  nd->cluster_port = tu_free_port();
-  nd->admin_port = tu_free_port();
+  nd->client_port = cd_pick_port(c, i);
+  nd->cluster_port = cd_pick_port(c, i);
+  nd->admin_port = cd_pick_port(c, i);
   snprintf(nd->dir, sizeof nd->dir, "%s/node%d", c->root, i + 1);
   snprintf(nd->log, sizeof nd->log, "%s/node%d.log", c->root, i + 1);
   snprintf(nd->client_addr, sizeof nd->client_addr, "127.0.0.1:%d", nd->client_port);
