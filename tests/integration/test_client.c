@@ -6,7 +6,7 @@
  * the delivery timeout with the cluster gone, and the bad-input errors
  * (unreachable bootstrap list, unknown topic, oversized message).
  *
- * Usage: test_client <path of cairnd>
+ * Usage: test_client <path of cairnd> [<directory of cairn-example-*>]
  * CAIRN_TEST_FILTER='*sigkill*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs and node logs. */
 #include "cairnd.h"
@@ -32,6 +32,7 @@
 #define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
 
 static const char *cairnd_bin;
+static const char *examples_dir; /* where cairn-example-* are, or NULL */
 
 /* ---- cluster set-up ---- */
 
@@ -648,6 +649,43 @@ static void test_client_unknown_topic_and_oversized_message_give_errors(void **s
   cd_destroy(&c);
 }
 
+/* The example programs run against one node: the producer creates its
+ * topic and delivers 50 messages, the consumer prints them back. */
+static void test_client_examples_produce_and_consume(void **state)
+{
+  if (examples_dir == NULL) {
+    skip();
+  }
+  struct cd_cluster c;
+  start_cluster(&c, 1);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s/cairn-example-producer %s demo 50", examples_dir,
+           c.nodes[0].client_addr);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  char line[256];
+  bool delivered = false;
+  while (fgets(line, sizeof line, f) != NULL) {
+    delivered = delivered || strcmp(line, "delivered 50, failed 0\n") == 0;
+  }
+  assert_int_equal(pclose(f), 0);
+  assert_true(delivered);
+  snprintf(cmd, sizeof cmd, "%s/cairn-example-consumer %s demo 0 50", examples_dir,
+           c.nodes[0].client_addr);
+  f = popen(cmd, "r");
+  assert_non_null(f);
+  int n = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    char want[64];
+    snprintf(want, sizeof want, "%d key-%d message-%d\n", n, n, n);
+    assert_string_equal(line, want);
+    n++;
+  }
+  assert_int_equal(pclose(f), 0);
+  assert_int_equal(n, 50);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -655,7 +693,9 @@ int main(int argc, char **argv)
     return 2;
   }
   cairnd_bin = argv[1];
+  examples_dir = argc > 2 ? argv[2] : NULL;
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_client_examples_produce_and_consume),
       cmocka_unit_test(test_client_unreachable_bootstrap_fails_within_timeout),
       cmocka_unit_test(test_client_admin_and_round_trip_with_both_codecs),
       cmocka_unit_test(test_client_unknown_topic_and_oversized_message_give_errors),
