@@ -110,7 +110,7 @@ static struct {
   struct wl_producer prod[WL_MAX_THREADS];
   struct wl_consumer cons[WL_MAX_THREADS];
   struct wl_log log[WL_MAX_PARTS];
-  FILE *viol;  /* violations, one JSON string per line (temp file) */
+  FILE *viol; /* violations, one JSON string per line (temp file) */
   long nviol;
 } wl;
 
@@ -123,7 +123,10 @@ static uint64_t wl_rand(uint64_t *s)
   return z ^ (z >> 31);
 }
 
-static long long wl_now(void) { return fc_now_ms() - wl.t0; }
+static long long wl_now(void)
+{
+  return fc_now_ms() - wl.t0;
+}
 
 static void wl_sleep_ms(long ms)
 {
@@ -308,8 +311,8 @@ static int wl_walk(const uint8_t *data, size_t len, uint32_t partition, int64_t 
     char vwhy[160] = "";
     if (h.batch_length <= 0 || size > len - pos ||
         batch_validate(data + pos, size, BATCH_DEFAULT_MAX_BYTES, vwhy, sizeof vwhy) != 0) {
-      snprintf(why, whylen, "partition %" PRIu32 ": bad batch at offset %" PRId64 ": %s",
-               partition, h.base_offset, vwhy);
+      snprintf(why, whylen, "partition %" PRIu32 ": bad batch at offset %" PRId64 ": %s", partition,
+               h.base_offset, vwhy);
       return -1;
     }
     struct batch_iter it;
@@ -647,8 +650,8 @@ static int wl_report(void)
   }
   fprintf(f, "{\"seed\": %" PRIu64 ", \"seconds\": %d, \"topic\": ", wl.seed, wl.seconds);
   wl_json_str(f, wl.topic);
-  fprintf(f, ", \"partitions\": %" PRIu32 ", \"producers\": %d, \"consumers\": %d,\n",
-          wl.parts, wl.nproducers, wl.nconsumers);
+  fprintf(f, ", \"partitions\": %" PRIu32 ", \"producers\": %d, \"consumers\": %d,\n", wl.parts,
+          wl.nproducers, wl.nconsumers);
   fprintf(f,
           "\"summary\": {\"attempted\": %ld, \"acknowledged\": %ld, \"failed\": %ld, "
           "\"indeterminate\": %ld, \"indeterminate_present\": %ld, \"consumer_reads\": %lld, "
@@ -700,8 +703,7 @@ static int wl_report(void)
               ", \"start_ms\": %lld, \"end_ms\": %lld, \"result\": \"%s\", \"code\": %d, "
               "\"offset\": %" PRId64 ", \"found_at\": %" PRId64 "}",
               first ? "" : ",", p->id, op->seq, op->partition, op->start, op->end,
-              wl_outcome_name(op->out), op->code, op->out == FC_ACK ? op->offset : -1,
-              p->found[s]);
+              wl_outcome_name(op->out), op->code, op->out == FC_ACK ? op->offset : -1, p->found[s]);
       first = false;
     }
   }
@@ -742,22 +744,26 @@ static int wl_write_final(void)
 
 static void wl_usage(void)
 {
-  fprintf(stderr,
-          "usage: cairn-fault-workload --nodes ID@HOST:PORT,... --out DIR [--topic T]\n"
-          "  [--partitions N] [--rf N] [--producers N] [--consumers N] [--time SECONDS]\n"
-          "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n");
+  fprintf(stderr, "usage: cairn-fault-workload --nodes ID@HOST:PORT,... --out DIR [--topic T]\n"
+                  "  [--partitions N] [--rf N] [--producers N] [--consumers N] [--time SECONDS]\n"
+                  "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n");
 }
 
 int main(int argc, char **argv)
 {
-  static const struct option opts[] = {
-      {"nodes", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
-      {"partitions", required_argument, 0, 'p'}, {"rf", required_argument, 0, 'r'},
-      {"producers", required_argument, 0, 'P'},  {"consumers", required_argument, 0, 'C'},
-      {"time", required_argument, 0, 'T'},       {"rate", required_argument, 0, 'R'},
-      {"seed", required_argument, 0, 's'},       {"ready-file", required_argument, 0, 'y'},
-      {"faults", required_argument, 0, 'f'},     {"out", required_argument, 0, 'o'},
-      {0, 0, 0, 0}};
+  static const struct option opts[] = {{"nodes", required_argument, 0, 'n'},
+                                       {"topic", required_argument, 0, 't'},
+                                       {"partitions", required_argument, 0, 'p'},
+                                       {"rf", required_argument, 0, 'r'},
+                                       {"producers", required_argument, 0, 'P'},
+                                       {"consumers", required_argument, 0, 'C'},
+                                       {"time", required_argument, 0, 'T'},
+                                       {"rate", required_argument, 0, 'R'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"ready-file", required_argument, 0, 'y'},
+                                       {"faults", required_argument, 0, 'f'},
+                                       {"out", required_argument, 0, 'o'},
+                                       {0, 0, 0, 0}};
   wl.topic = "fault";
   wl.parts = 4;
   wl.rf = 3;
@@ -770,24 +776,50 @@ int main(int argc, char **argv)
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
-    case 'n': nodes = optarg; break;
-    case 't': wl.topic = optarg; break;
-    case 'p': wl.parts = (uint32_t)atoi(optarg); break;
-    case 'r': wl.rf = (uint32_t)atoi(optarg); break;
-    case 'P': wl.nproducers = atoi(optarg); break;
-    case 'C': wl.nconsumers = atoi(optarg); break;
-    case 'T': wl.seconds = atoi(optarg); break;
-    case 'R': wl.rate = atof(optarg); break;
-    case 's': wl.seed = strtoull(optarg, NULL, 10); break;
-    case 'y': wl.ready_file = optarg; break;
-    case 'f': wl.faults_file = optarg; break;
-    case 'o': wl.out_dir = optarg; break;
-    default: wl_usage(); return 2;
+    case 'n':
+      nodes = optarg;
+      break;
+    case 't':
+      wl.topic = optarg;
+      break;
+    case 'p':
+      wl.parts = (uint32_t)atoi(optarg);
+      break;
+    case 'r':
+      wl.rf = (uint32_t)atoi(optarg);
+      break;
+    case 'P':
+      wl.nproducers = atoi(optarg);
+      break;
+    case 'C':
+      wl.nconsumers = atoi(optarg);
+      break;
+    case 'T':
+      wl.seconds = atoi(optarg);
+      break;
+    case 'R':
+      wl.rate = atof(optarg);
+      break;
+    case 's':
+      wl.seed = strtoull(optarg, NULL, 10);
+      break;
+    case 'y':
+      wl.ready_file = optarg;
+      break;
+    case 'f':
+      wl.faults_file = optarg;
+      break;
+    case 'o':
+      wl.out_dir = optarg;
+      break;
+    default:
+      wl_usage();
+      return 2;
     }
   }
-  if (nodes == NULL || wl.out_dir == NULL || fc_nodes_parse(&wl.ns, nodes) != 0 ||
-      wl.parts < 1 || wl.parts > WL_MAX_PARTS || wl.nproducers < 1 ||
-      wl.nproducers > WL_MAX_THREADS || wl.nconsumers < 0 || wl.nconsumers > WL_MAX_THREADS) {
+  if (nodes == NULL || wl.out_dir == NULL || fc_nodes_parse(&wl.ns, nodes) != 0 || wl.parts < 1 ||
+      wl.parts > WL_MAX_PARTS || wl.nproducers < 1 || wl.nproducers > WL_MAX_THREADS ||
+      wl.nconsumers < 0 || wl.nconsumers > WL_MAX_THREADS) {
     wl_usage();
     return 2;
   }
