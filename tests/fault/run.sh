@@ -208,11 +208,17 @@ for ((q = 0; q < parts; q++)); do
 done
 echo "replicas compared: $replicas (lagging: $lagging)"
 
-nfaults=$(grep -c -v -E "healed|restart node|resume node|churn: node .* (is|stopped)" "$NEM_FAULTS" || true)
+nfaults=$(grep -c -v -E "healed|restart node|resume node|skipped|churn: node .* (is|stopped)" "$NEM_FAULTS" || true)
 {
   echo "seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST"
   grep "^workload: " "$out/workload.log" || true
   echo "faults injected: $nfaults (list in faults.txt)"
+  kinds=""
+  for k in "kill:kill node" "pause:pause node" "partition:partition (majority|isolate|bridge|ring)" \
+    "netem:netem( \(|:)" "lostcache:lostcache node" "churn:churn: decommission" "crash:CRASH"; do
+    kinds+="${kinds:+, }${k%%:*} $(grep -c -E "^[0-9]+ ${k#*:}" "$NEM_FAULTS" || true)"
+  done
+  echo "by kind: $kinds"
   echo "replicas compared: $replicas (lagging: $lagging)"
   echo "violations: $violations"
 } >"$out/summary.txt"

@@ -718,7 +718,7 @@ static int wl_report(void)
          attempted, acked, failed, indet, indet_present);
   printf("workload: consumers read %lld records in %lld fetches (%lld failed)\n", reads, fetches,
          ferrs);
-  printf("workload: faults injected %d; acknowledgement gaps >= %d ms: %d, longest %lld ms\n",
+  printf("workload: nemesis events %d; acknowledgement gaps >= %d ms: %d, longest %lld ms\n",
          nfaults, WL_GAP_MS, ngaps, max_gap);
   printf("workload: violations %ld; history in %s\n", wl.nviol, path);
   free(ends);
