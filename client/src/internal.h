@@ -233,8 +233,11 @@ bool lc_needs_refresh(int err);
 /* ---- op.c: a request retried within a deadline ---- */
 
 enum lc_op_target {
-  LC_OP_ANY,       /* any node: admin calls */
-  LC_OP_LEADER     /* the leader of (topic, partition) */
+  LC_OP_ANY,        /* any node: admin calls */
+  LC_OP_LEADER,     /* the leader of (topic, partition) */
+  LC_OP_COORDINATOR /* the coordinator of the group named by topic: found with
+                       FindCoordinator at any node, again after NOT_COORDINATOR
+                       or a connection failure (docs/consumer-groups.md) */
 };
 
 /* What an op's answer handler decided. */
@@ -262,6 +265,9 @@ struct lc_op {
   struct lc_backoff bk;
   uint64_t meta_gen; /* metadata generation when routing last failed */
   char addr[LC_ADDR_MAX]; /* where the last attempt went */
+  char coord[LC_ADDR_MAX]; /* LC_OP_COORDINATOR: the coordinator, "" to find */
+  uint32_t timeout_ms;     /* 0: request_timeout_ms; else the deadline and each
+                              call's timeout (a JoinGroup waits a rebalance) */
   size_t any_cursor;
   bool in_flight;
   bool canceled;
@@ -272,8 +278,9 @@ struct lc_op {
 };
 
 /* Starts op (filled by the caller: target, req, answer, done, data,
- * topic/partition for LC_OP_LEADER); its deadline is now +
- * request_timeout_ms. done fires exactly once, then the op is freed (with
+ * topic/partition for LC_OP_LEADER, topic = the group for
+ * LC_OP_COORDINATOR, optionally coord and timeout_ms); its deadline is now
+ * + timeout_ms (0: request_timeout_ms). done fires exactly once, then the op is freed (with
  * its req). */
 void lc_op_start(struct cairn_client *c, struct lc_op *op);
 

@@ -77,6 +77,9 @@ static void lc_op_retry_later(struct lc_op *op)
   if (lc_needs_refresh(op->status)) {
     lc_meta_invalidate(c);
   }
+  if (op->target == LC_OP_COORDINATOR && op->status != CAIRN_ECOORDINATOR_LOADING) {
+    op->coord[0] = '\0'; /* find it again */
+  }
   op->any_cursor++;
   c->stats.retries++;
   uint64_t wake = now + lc_backoff_next(&op->bk);
@@ -151,11 +154,78 @@ static void lc_op_on_meta(struct cairn_client *c, int status, const char *errmsg
   lc_op_attempt(op);
 }
 
+/* FindCoordinator's answer for an LC_OP_COORDINATOR op. */
+static void lc_op_on_coord(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                           const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_op *op = data;
+  op->in_flight = false;
+  if (op->canceled || (status == UV_ECANCELED && c->closing)) {
+    lc_op_finish(op, UV_ECANCELED);
+    return;
+  }
+  if (status == 0 && env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_FIND_COORDINATOR_RESP) {
+    status = env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP
+                 ? lc_wire_err((int)env->error_resp->code)
+                 : CAIRN_EPROTOCOL;
+  }
+  if (status != 0) {
+    op->status = status;
+    lc_fmt(op->errmsg, sizeof op->errmsg, "finding the coordinator at %s: %s", op->addr,
+           cairn_strerror(status));
+    if (lc_retriable(status)) {
+      lc_op_retry_later(op);
+    } else {
+      lc_op_finish(op, status);
+    }
+    return;
+  }
+  const Cairn__Client__FindCoordinatorResponse *r = env->find_coordinator_resp;
+  int code = r->error != NULL ? lc_wire_err((int)r->error->code) : 0;
+  if (code == 0 && (r->coordinator_address == NULL || r->coordinator_address[0] == '\0')) {
+    code = CAIRN_ENOT_COORDINATOR;
+  }
+  if (code != 0) {
+    op->status = code;
+    lc_fmt(op->errmsg, sizeof op->errmsg, "%s", r->error != NULL && r->error->message != NULL
+                                                    ? r->error->message
+                                                    : cairn_strerror(code));
+    if (lc_retriable(code)) {
+      lc_op_retry_later(op);
+    } else {
+      lc_op_finish(op, code);
+    }
+    return;
+  }
+  lc_strlcpy(op->coord, r->coordinator_address, sizeof op->coord);
+  lc_op_attempt(op);
+}
+
 static void lc_op_attempt(struct lc_op *op)
 {
   struct cairn_client *c = op->c;
   const char *addr = NULL;
-  if (op->target == LC_OP_LEADER) {
+  lc_req_cb cb = lc_op_on_answer;
+  Cairn__Client__Envelope *req = op->req;
+  Cairn__Client__FindCoordinatorRequest fc = CAIRN__CLIENT__FIND_COORDINATOR_REQUEST__INIT;
+  Cairn__Client__Envelope fenv = CAIRN__CLIENT__ENVELOPE__INIT;
+  if (op->target == LC_OP_COORDINATOR && op->coord[0] != '\0') {
+    addr = op->coord;
+  } else if (op->target == LC_OP_COORDINATOR) {
+    size_t count;
+    lc_meta_candidate(c, 0, &count);
+    if (count == 0) {
+      lc_op_finish(op, CAIRN_EUNREACHABLE);
+      return;
+    }
+    addr = lc_meta_candidate(c, op->any_cursor % count, &count);
+    fc.group = op->topic;
+    fenv.api = CAIRN__CLIENT__API__API_FIND_COORDINATOR;
+    fenv.body_case = CAIRN__CLIENT__ENVELOPE__BODY_FIND_COORDINATOR_REQ;
+    fenv.find_coordinator_req = &fc;
+    req = &fenv;
+    cb = lc_op_on_coord;
+  } else if (op->target == LC_OP_LEADER) {
     int rv = lc_route(c, op->topic, op->partition, op->meta_gen, &addr);
     if (rv < 0) {
       lc_op_finish(op, rv);
@@ -181,13 +251,13 @@ static void lc_op_attempt(struct lc_op *op)
   }
   uint64_t now = lc_now(c);
   uint64_t left = op->deadline_ms > now ? op->deadline_ms - now : 1;
-  uint32_t timeout = c->opts.request_timeout_ms;
+  uint32_t timeout = op->timeout_ms != 0 ? op->timeout_ms : c->opts.request_timeout_ms;
   if (left < timeout) {
     timeout = (uint32_t)left;
   }
   lc_strlcpy(op->addr, addr, sizeof op->addr);
   op->in_flight = true;
-  int rv = lc_call(c, addr, op->req, NULL, 0, timeout, lc_op_on_answer, op);
+  int rv = lc_call(c, addr, req, NULL, 0, timeout, cb, op);
   if (rv != 0) {
     op->in_flight = false;
     op->status = rv;
@@ -198,7 +268,8 @@ static void lc_op_attempt(struct lc_op *op)
 void lc_op_start(struct cairn_client *c, struct lc_op *op)
 {
   op->c = c;
-  op->deadline_ms = lc_now(c) + c->opts.request_timeout_ms;
+  op->deadline_ms =
+      lc_now(c) + (op->timeout_ms != 0 ? op->timeout_ms : c->opts.request_timeout_ms);
   op->meta_gen = c->meta.generation;
   op->any_cursor = (size_t)lc_rand(c);
   lc_backoff_init(&op->bk, c->opts.retry_backoff_ms, c->opts.retry_backoff_max_ms, lc_rand(c));

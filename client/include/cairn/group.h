@@ -1,0 +1,113 @@
+/* group.h - libcairn's consumer groups (include after <cairn/cairn.h>):
+ * a group consumer that shares the partitions of its topics with the other
+ * members of its group, follows rebalances and commits offsets, and the
+ * group admin calls. docs/consumer-groups.md describes the protocol.
+ *
+ * A group consumer wraps a cairn_consumer: the coordinator's assignment
+ * decides which partitions it reads, each starting at the group's
+ * committed offset (or at offset_reset when none is committed).
+ *
+ * Delivery is at-least-once: a partition's position counts a record as
+ * processed once the records callback it was handed to has returned, and
+ * only such positions are committed (every auto_commit_interval_ms, on a
+ * rebalance before the partitions are given up, and on close; or by
+ * cairn_group_commit). Rebalancing is eager: at every rebalance the member
+ * gives up all its partitions (on_revoked), then gets its new ones
+ * (on_assigned).
+ *
+ * Conventions: as <cairn/cairn.h> (return codes, callbacks, the loop
+ * thread, ownership words). */
+#ifndef CAIRN_GROUP_H
+#define CAIRN_GROUP_H
+
+#include <cairn/cairn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cairn_group_consumer;
+
+/* One partition of an assignment. */
+struct cairn_group_partition {
+  const char *topic;
+  int32_t partition;
+};
+
+/* The partitions just assigned, or about to be given up. The array is
+ * borrowed for the callback. */
+typedef void (*cairn_group_partitions_cb)(struct cairn_group_consumer *gc,
+                                          const struct cairn_group_partition *parts, size_t count,
+                                          void *data);
+
+/* A final error of the membership (CAIRN_EINCONSISTENT_PROTOCOL,
+ * CAIRN_EINVALID_GROUP, ...): the consumer stops taking part; close it.
+ * errmsg is borrowed for the callback. */
+typedef void (*cairn_group_error_cb)(struct cairn_group_consumer *gc, int status,
+                                     const char *errmsg, void *data);
+
+struct cairn_group_options {
+  uint32_t session_timeout_ms;           /* 10000 (500..300000) */
+  uint32_t rebalance_timeout_ms;         /* 0: the session timeout */
+  uint32_t heartbeat_interval_ms;        /* 0: a third of the session timeout */
+  uint32_t auto_commit_interval_ms;      /* 5000; 0: commit only on cairn_group_commit */
+  const char *strategy;                  /* "sticky" (default), "range" or "roundrobin":
+                                            preferred; the other two are offered after it */
+  int offset_reset;                      /* without a committed offset: CAIRN_OFFSET_SPEC_EARLIEST
+                                            (default) or CAIRN_OFFSET_SPEC_LATEST */
+  cairn_group_partitions_cb on_assigned; /* may be NULL */
+  cairn_group_partitions_cb on_revoked;  /* may be NULL */
+  cairn_group_error_cb on_error;         /* may be NULL */
+  void *cb_data;
+  struct cairn_consumer_options consumer;
+};
+
+/* Fills o with the defaults above. Context: any thread. */
+void cairn_group_options_init(struct cairn_group_options *o);
+
+/* Creates a member of group subscribed to topics[0..ntopics) and starts
+ * joining (FindCoordinator, JoinGroup, SyncGroup, OffsetFetch). Records
+ * flow once cairn_group_consumer_start is called. Ownership: borrows c (it
+ * must outlive gc), group, topics and o (copied); *out returns owned
+ * (close with cairn_group_consumer_close). Returns 0, CAIRN_EINVAL or
+ * CAIRN_ENOMEM. Context: the loop thread. */
+__attribute__((warn_unused_result)) int
+cairn_group_consumer_new(struct cairn_client *c, const char *group, const char *const *topics,
+                         size_t ntopics, const struct cairn_group_options *o,
+                         struct cairn_group_consumer **out);
+
+/* Hands records of the assigned partitions to cb (as cairn_consumer_start;
+ * cons is the wrapped consumer). Returns 0 or CAIRN_ECLOSED. */
+__attribute__((warn_unused_result)) int cairn_group_consumer_start(struct cairn_group_consumer *gc,
+                                                                   cairn_records_cb cb, void *data);
+
+/* Commits the position of every assigned partition (the offset after the
+ * last record whose callback returned). cb gets 0 (also when there was
+ * nothing to commit), or the coordinator's refusal (CAIRN_EREBALANCE,
+ * CAIRN_EILLEGAL_GENERATION: the member was fenced; CAIRN_ENOT_ASSIGNED,
+ * ...). cb may be NULL. Callback: as at the top of cairn.h. */
+__attribute__((warn_unused_result)) int cairn_group_commit(struct cairn_group_consumer *gc,
+                                                           cairn_done_cb cb, void *data);
+
+/* The member id ("" before the first join) and generation (-1 before).
+ * Returns borrowed (valid until the next rebalance). */
+const char *cairn_group_member_id(const struct cairn_group_consumer *gc);
+int32_t cairn_group_generation(const struct cairn_group_consumer *gc);
+
+/* How many partitions are assigned now. */
+size_t cairn_group_assigned_count(const struct cairn_group_consumer *gc);
+
+typedef void (*cairn_group_close_cb)(struct cairn_group_consumer *gc, void *data);
+
+/* Stops handing out records, commits (with auto commit), leaves the group
+ * (the others rebalance at once), closes the consumer, then cb (may be
+ * NULL) and gc is freed. Context: the loop thread, not from inside the
+ * records callback. */
+void cairn_group_consumer_close(struct cairn_group_consumer *gc, cairn_group_close_cb cb,
+                                void *data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
