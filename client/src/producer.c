@@ -3,7 +3,7 @@
  * leader per round), retries within the delivery timeout, in-order
  * delivery callbacks, flush and close.
  *
- * Happy path: cairn_producer_send -> lc_prod_route_msg (partition) ->
+ * Happy path: cairn_producer_send -> lc_prod_choose (partition) ->
  * lc_acc_append -> (linger, size or flush) lc_acc_seal -> lc_prod_send_all
  * -> lc_prod_on_answer -> batch done -> lc_prod_complete (callbacks in
  * partition order).
@@ -15,9 +15,8 @@
  * batch's messages.
  * Non-idempotent (producer id -1): a batch retried after IN_DOUBT or a
  * timeout may be written twice. */
-#include "internal.h"
+#include "producer.h"
 
-#include "accumulator.h"
 #include "common/err.h"
 #include "format/batch.h"
 
@@ -26,94 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Batches in flight per partition for an idempotent producer at most (the
- * partition's duplicate window, docs/protocol.md). */
-#define LC_PROD_MAX_IDEMPOTENT_IN_FLIGHT 5
-
-/* A ProduceRequest's payload stays below this (frames allow 16 MiB). */
-#define LC_PROD_MAX_REQUEST_BYTES (8u * 1024 * 1024)
-
-/* One partition's producer state. */
-struct lc_ppart {
-  struct lc_acc acc;
-  uint64_t wake_ms; /* not before: backoff after a failure */
-  bool retrying;    /* a batch came back: resend from the head once idle */
-  struct lc_backoff bk;
-};
-
-struct lc_ptopic {
-  char *name;
-  int32_t count;
-  struct lc_ppart *parts;
-  int32_t sticky; /* keyless messages go here; -1: pick one */
-  bool sticky_used;
-};
-
-/* A message waiting for its topic's metadata (copied, owned). */
-struct lc_held {
-  struct lc_held *next;
-  char *topic;
-  struct cairn_message m; /* pointers into buf */
-  struct cairn_header *headers;
-  uint8_t *buf;
-  struct lc_msg msg;
-  uint64_t deadline_ms;
-  uint64_t meta_gen; /* metadata generation when it was held */
-};
-
-struct lc_flush {
-  struct lc_flush *next;
-  uint64_t upto; /* messages with id < upto count */
-  size_t remaining;
-  cairn_producer_cb cb;
-  void *data;
-};
-
-enum lc_pid_state { LC_PID_UNKNOWN, LC_PID_ASKING, LC_PID_READY };
-
-struct cairn_producer {
-  struct cairn_producer *next; /* in c->producers */
-  struct cairn_client *c;
-  struct cairn_producer_options o;
-  struct lc_ptopic **topics;
-  size_t ntopics;
-  struct lc_held *held, *held_tail;
-  bool held_refreshing;
-  uint64_t held_wake_ms; /* no refresh for held messages before this */
-  struct lc_backoff held_bk;
-  uint64_t mem;
-  size_t pending;
-  uint64_t next_id;
-  struct lc_flush *flushes;
-  bool force_seal;
-  enum lc_pid_state pid_state;
-  bool bump_needed; /* an idempotent batch failed for good: new epoch first */
-  int64_t pid;
-  int16_t epoch;
-  uint64_t pid_wake_ms;
-  int reqs_in_flight;
-  uv_timer_t kick;
-  bool kick_armed;
-  bool closing;
-  bool closed; /* kick handle closing */
-  cairn_producer_cb close_cb;
-  void *close_data;
-};
-
-/* One batch of a ProduceRequest in flight. */
-struct lc_preq_item {
-  struct lc_ptopic *t;
-  int32_t partition;
-  struct lc_batch *b;
-};
-
-struct lc_preq {
-  struct cairn_producer *p;
-  struct lc_preq_item *items;
-  size_t n;
-};
-
-static void lc_prod_kick(struct cairn_producer *p);
 
 struct cairn_producer *lc_producer_next(struct cairn_producer *p) { return p->next; }
 
@@ -162,7 +73,7 @@ static void lc_prod_deliver(struct cairn_producer *p, const struct lc_msg *msg, 
 
 /* Pops and reports the done batches at the head of a partition queue, so
  * callbacks come in partition order. */
-static void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int32_t partition)
+void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int32_t partition)
 {
   struct lc_acc *a = &t->parts[partition].acc;
   while (a->head != NULL && a->head->done) {
@@ -175,7 +86,7 @@ static void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int3
   }
 }
 
-static void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offset)
+void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offset)
 {
   b->done = true;
   b->in_flight = false;
@@ -186,7 +97,7 @@ static void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offs
 /* A batch failed for good. If it carried a sequence, the partition's
  * sequences now have a gap (or an unknown outcome): the producer bumps
  * its epoch and renumbers what is not sent yet before sending more. */
-static void lc_prod_batch_failed_for_good(struct cairn_producer *p, struct lc_batch *b, int status)
+void lc_prod_batch_failed_for_good(struct cairn_producer *p, struct lc_batch *b, int status)
 {
   lc_prod_batch_done(b, status, -1);
   if (b->base_seq >= 0 && !p->closing) {
@@ -537,377 +448,6 @@ int cairn_producer_send(struct cairn_producer *p, const struct cairn_message *m,
   return 0;
 }
 
-static void lc_prod_preq_free(struct lc_preq *r)
-{
-  free(r->items);
-  free(r);
-}
-
-/* Looks up the result for (topic, partition) in a ProduceResponse; the
- * node answers in request order, so entry i is tried first. */
-static const Cairn__Client__ProducePartitionResult *
-lc_prod_result(const Cairn__Client__ProduceResponse *resp, size_t i, const char *topic,
-               int32_t partition)
-{
-  if (i < resp->n_partitions && resp->partitions[i]->topic != NULL &&
-      strcmp(resp->partitions[i]->topic, topic) == 0 &&
-      resp->partitions[i]->partition == (uint32_t)partition) {
-    return resp->partitions[i];
-  }
-  for (size_t k = 0; k < resp->n_partitions; k++) {
-    if (resp->partitions[k]->topic != NULL && strcmp(resp->partitions[k]->topic, topic) == 0 &&
-        resp->partitions[k]->partition == (uint32_t)partition) {
-      return resp->partitions[k];
-    }
-  }
-  return NULL;
-}
-
-/* A batch came back with err: retry it later, or fail it for good. */
-static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
-                                 int32_t partition, struct lc_batch *b, int err, bool hinted)
-{
-  struct lc_ppart *pp = &t->parts[partition];
-  uint64_t now = lc_now(p->c);
-  b->in_flight = false;
-  b->last_err = err;
-  if (!lc_retriable(err) || p->closing) {
-    lc_prod_batch_failed_for_good(p, b, p->closing && lc_retriable(err) ? UV_ECANCELED : err);
-    return;
-  }
-  if (now >= b->deadline_ms) {
-    lc_prod_batch_failed_for_good(p, b, CAIRN_EDELIVERY_TIMEOUT);
-    return;
-  }
-  if (lc_needs_refresh(err) && !hinted) {
-    lc_meta_invalidate(p->c);
-  }
-  pp->retrying = true;
-  p->c->stats.retries++;
-  uint64_t wake = now + (hinted ? 1 : lc_backoff_next(&pp->bk));
-  if (wake > pp->wake_ms) {
-    pp->wake_ms = wake;
-  }
-}
-
-static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                              const uint8_t *payload, size_t len, void *data)
-{
-  struct lc_preq *r = data;
-  struct cairn_producer *p = r->p;
-  p->reqs_in_flight--;
-  const Cairn__Client__ProduceResponse *resp = NULL;
-  if (status == 0) {
-    if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP) {
-      status = CAIRN_EPROTOCOL;
-    } else {
-      resp = env->produce_resp;
-      if (resp->error != NULL && resp->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
-        status = lc_wire_err((int)resp->error->code);
-      }
-    }
-  }
-  /* Items are grouped by partition in request order: result index k. */
-  size_t k = 0;
-  for (size_t i = 0; i < r->n; i++) {
-    struct lc_preq_item *it = &r->items[i];
-    it->t->parts[it->partition].acc.in_flight--;
-    if (i > 0 && (it->t != r->items[i - 1].t || it->partition != r->items[i - 1].partition)) {
-      k++;
-    }
-    size_t nth = 0; /* the batch's index within its partition's entry */
-    for (size_t j = i; j > 0 && r->items[j - 1].t == it->t &&
-                       r->items[j - 1].partition == it->partition;
-         j--) {
-      nth++;
-    }
-    if (status != 0) {
-      lc_prod_batch_failed(p, it->t, it->partition, it->b, status, false);
-      continue;
-    }
-    const Cairn__Client__ProducePartitionResult *pr =
-        lc_prod_result(resp, k, it->t->name, it->partition);
-    if (pr == NULL) {
-      lc_prod_batch_failed(p, it->t, it->partition, it->b, CAIRN_EPROTOCOL, false);
-      continue;
-    }
-    int64_t base = nth < pr->n_base_offsets ? pr->base_offsets[nth]
-                                            : (nth == 0 ? pr->base_offset : -1);
-    if (base >= 0) {
-      /* Committed, whatever the partition's error says about others. */
-      lc_backoff_reset(&it->t->parts[it->partition].bk);
-      lc_prod_batch_done(it->b, 0, base);
-      continue;
-    }
-    int err = pr->error != NULL ? lc_wire_err((int)pr->error->code) : CAIRN_EPROTOCOL;
-    if (err == 0) {
-      err = CAIRN_EPROTOCOL; /* OK without an offset */
-    }
-    bool hinted = false;
-    if (err == CAIRN_ENOTLEADER) {
-      c->stats.not_leader++;
-      lc_meta_set_leader(c, it->t->name, it->partition, pr->leader_id, pr->leader_address);
-      hinted = pr->leader_id != 0 && pr->leader_address != NULL && pr->leader_address[0] != '\0';
-    }
-    lc_prod_batch_failed(p, it->t, it->partition, it->b, err, hinted);
-  }
-  for (size_t i = 0; i < r->n; i++) {
-    lc_prod_complete(p, r->items[i].t, r->items[i].partition);
-  }
-  lc_prod_preq_free(r);
-  lc_prod_kick(p);
-}
-
-/* Sends every sendable batch, one ProduceRequest per leader address. */
-static void lc_prod_send_all(struct cairn_producer *p)
-{
-  struct cairn_client *c = p->c;
-  uint64_t now = lc_now(c);
-  /* Collect (address, item) pairs, then group by address. */
-  size_t cap = 0, n = 0;
-  struct lc_preq_item *items = NULL;
-  const char **addrs = NULL;
-  bool need_refresh = false;
-  for (size_t ti = 0; ti < p->ntopics; ti++) {
-    struct lc_ptopic *t = p->topics[ti];
-    for (int32_t pi = 0; pi < t->count; pi++) {
-      struct lc_ppart *pp = &t->parts[pi];
-      struct lc_acc *a = &pp->acc;
-      if (a->head == NULL || now < pp->wake_ms) {
-        continue;
-      }
-      if (pp->retrying) {
-        if (a->in_flight > 0) {
-          continue; /* resend from the head once the others are back */
-        }
-        pp->retrying = false;
-      }
-      const char *addr;
-      int rv = lc_route(c, t->name, pi, UINT64_MAX, &addr);
-      if (rv != 0) {
-        need_refresh = true;
-        pp->wake_ms = now + lc_backoff_next(&pp->bk);
-        continue;
-      }
-      for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
-        if (b->open || (uint32_t)a->in_flight >= p->o.max_in_flight) {
-          break;
-        }
-        if (b->in_flight || b->done) {
-          continue;
-        }
-        if (n == cap) {
-          cap = cap == 0 ? 32 : cap * 2;
-          struct lc_preq_item *ni = realloc(items, cap * sizeof *ni);
-          const char **na = realloc(addrs, cap * sizeof *na);
-          if (ni != NULL) {
-            items = ni;
-          }
-          if (na != NULL) {
-            addrs = na;
-          }
-          if (ni == NULL || na == NULL) {
-            goto send;
-          }
-        }
-        items[n] = (struct lc_preq_item){t, pi, b};
-        addrs[n] = addr;
-        n++;
-        b->in_flight = true; /* claimed; undone below if not sent */
-        a->in_flight++;
-      }
-    }
-  }
-send:
-  if (need_refresh) {
-    lc_meta_invalidate(c);
-  }
-  bool *used = calloc(n + 1, sizeof *used);
-  for (size_t i = 0; i < n && used != NULL; i++) {
-    if (used[i]) {
-      continue;
-    }
-    struct lc_preq *r = calloc(1, sizeof *r);
-    struct lc_preq_item *ri = calloc(n - i, sizeof *ri);
-    uv_buf_t *bufs = calloc(n - i, sizeof *bufs);
-    Cairn__Client__ProducePartition *pps = calloc(n - i, sizeof *pps);
-    Cairn__Client__ProducePartition **ppp = calloc(n - i, sizeof *ppp);
-    uint32_t *lens = calloc(n - i, sizeof *lens);
-    int rv = CAIRN_ENOMEM;
-    if (r != NULL && ri != NULL && bufs != NULL && pps != NULL && ppp != NULL && lens != NULL) {
-      /* Items of one address, in collection order (so grouped by
-       * partition, batches in queue order), up to the request bound. */
-      size_t m = 0, np = 0, bytes = 0;
-      for (size_t j = i; j < n; j++) {
-        if (used[j] || strcmp(addrs[j], addrs[i]) != 0) {
-          continue;
-        }
-        if (m > 0 && bytes + items[j].b->len > LC_PROD_MAX_REQUEST_BYTES) {
-          break; /* the rest goes in another request, right after this one */
-        }
-        bool same = m > 0 && ri[m - 1].t == items[j].t && ri[m - 1].partition == items[j].partition;
-        if (!same) {
-          cairn__client__produce_partition__init(&pps[np]);
-          pps[np].topic = items[j].t->name;
-          pps[np].partition = (uint32_t)items[j].partition;
-          pps[np].batch_lengths = &lens[m];
-          ppp[np] = &pps[np];
-          np++;
-        }
-        pps[np - 1].n_batch_lengths++;
-        lens[m] = (uint32_t)items[j].b->len;
-        bufs[m] = uv_buf_init((char *)items[j].b->bytes, (unsigned)items[j].b->len);
-        bytes += items[j].b->len;
-        ri[m++] = items[j];
-        used[j] = true;
-      }
-      Cairn__Client__ProduceRequest req = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-      req.acks = CAIRN__CLIENT__ACKS__ACKS_ALL;
-      req.timeout_ms = c->opts.request_timeout_ms > 1000 ? c->opts.request_timeout_ms - 500
-                                                          : c->opts.request_timeout_ms;
-      req.n_partitions = np;
-      req.partitions = ppp;
-      Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-      env.api = CAIRN__CLIENT__API__API_PRODUCE;
-      env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-      env.produce_req = &req;
-      r->p = p;
-      r->items = ri;
-      r->n = m;
-      rv = lc_call(c, addrs[i], &env, bufs, (int)m, c->opts.request_timeout_ms, lc_prod_on_answer,
-                   r);
-      if (rv == 0) {
-        p->reqs_in_flight++;
-        ri = NULL;
-        r = NULL;
-      } else {
-        /* Not sent: undo the claims; retried after a backoff. */
-        for (size_t j = 0; j < m; j++) {
-          ri[j].b->in_flight = false;
-          ri[j].t->parts[ri[j].partition].acc.in_flight--;
-          lc_prod_batch_failed(p, ri[j].t, ri[j].partition, ri[j].b, rv, false);
-        }
-      }
-    } else {
-      used[i] = true;
-      items[i].b->in_flight = false;
-      items[i].t->parts[items[i].partition].acc.in_flight--;
-    }
-    free(bufs);
-    free(pps);
-    free(ppp);
-    /* lens is referenced by the packed request only during lc_call. */
-    free(lens);
-    free(ri);
-    free(r);
-  }
-  if (used == NULL) {
-    for (size_t i = 0; i < n; i++) {
-      items[i].b->in_flight = false;
-      items[i].t->parts[items[i].partition].acc.in_flight--;
-    }
-  }
-  free(used);
-  free(items);
-  free(addrs);
-}
-
-/* ---- the producer id ---- */
-
-struct lc_pid_req {
-  Cairn__Client__Envelope env;
-  Cairn__Client__InitProducerIdRequest ir;
-  struct cairn_producer *p;
-};
-
-/* Renumbers every partition's unsent batches for the producer id and
- * epoch now in force. */
-static void lc_prod_restamp(struct cairn_producer *p)
-{
-  for (size_t i = 0; i < p->ntopics; i++) {
-    for (int32_t k = 0; k < p->topics[i]->count; k++) {
-      lc_acc_restamp(&p->topics[i]->parts[k].acc, p->pid, p->epoch);
-    }
-  }
-}
-
-static void lc_pid_free(Cairn__Client__Envelope *env) { free(env); }
-
-static enum lc_op_verdict lc_pid_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
-{
-  struct lc_pid_req *r = op->data;
-  /* The node's Hello did not list InitProducerId: run non-idempotent. */
-  if (lc_conn_has_api(op->c, op->addr, CAIRN__CLIENT__API__API_INIT_PRODUCER_ID) == 0) {
-    op->status = CAIRN_EUNSUPPORTED;
-    return LC_OP_DONE;
-  }
-  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_RESP) {
-    op->status = env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP
-                     ? CAIRN_EUNSUPPORTED
-                     : CAIRN_EPROTOCOL;
-    return LC_OP_DONE;
-  }
-  const Cairn__Client__InitProducerIdResponse *ir = env->init_producer_id_resp;
-  if (ir->error != NULL && ir->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
-    op->status = lc_wire_err((int)ir->error->code);
-    return lc_retriable(op->status) ? LC_OP_RETRY : LC_OP_DONE;
-  }
-  r->p->pid = (int64_t)ir->producer_id;
-  r->p->epoch = (int16_t)ir->producer_epoch;
-  op->status = 0;
-  return LC_OP_DONE;
-}
-
-static void lc_pid_on_done(struct lc_op *op)
-{
-  struct lc_pid_req *r = op->data;
-  struct cairn_producer *p = r->p;
-  if (op->status == 0 || op->status == CAIRN_EUNSUPPORTED ||
-      op->status == CAIRN_EBADREQUEST || p->closing) {
-    if (op->status != 0) {
-      p->pid = -1;
-      p->epoch = -1;
-    }
-    p->pid_state = LC_PID_READY;
-    if (p->bump_needed) {
-      lc_prod_restamp(p);
-      p->bump_needed = false;
-    }
-  } else {
-    /* No node reachable yet: ask again after a backoff. */
-    p->pid_state = LC_PID_UNKNOWN;
-    p->pid_wake_ms = lc_now(op->c) + op->c->opts.retry_backoff_max_ms;
-  }
-  lc_prod_kick(p);
-}
-
-static void lc_prod_ask_pid(struct cairn_producer *p)
-{
-  struct lc_pid_req *r = calloc(1, sizeof *r);
-  struct lc_op *op = lc_op_new(p->c);
-  if (r == NULL || op == NULL) {
-    free(r);
-    free(op);
-    return; /* the next round asks again */
-  }
-  cairn__client__envelope__init(&r->env);
-  cairn__client__init_producer_id_request__init(&r->ir);
-  r->env.api = CAIRN__CLIENT__API__API_INIT_PRODUCER_ID;
-  r->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_REQ;
-  r->env.init_producer_id_req = &r->ir;
-  r->ir.producer_id = p->pid >= 0 ? (uint64_t)p->pid : 0; /* known: bump its epoch */
-  r->p = p;
-  op->target = LC_OP_ANY;
-  op->answer_errors = true;
-  op->req = &r->env;
-  op->free_req = lc_pid_free;
-  op->answer = lc_pid_on_answer;
-  op->done = lc_pid_on_done;
-  op->data = r;
-  p->pid_state = LC_PID_ASKING;
-  lc_op_start(p->c, op);
-}
-
 /* ---- the round: route held messages, seal, expire, send ---- */
 
 static void lc_prod_free(uv_handle_t *h)
@@ -1040,7 +580,7 @@ static void lc_prod_on_kick(uv_timer_t *t)
 }
 
 /* Runs a round on the next loop iteration (never inside the caller). */
-static void lc_prod_kick(struct cairn_producer *p)
+void lc_prod_kick(struct cairn_producer *p)
 {
   if (!p->kick_armed && !p->closed) {
     p->kick_armed = true;

@@ -1,0 +1,288 @@
+/* produce_send.c - ProduceRequests: batches grouped by leader node, the
+ * answers matched back to batches, and what each outcome means (delivered,
+ * retried after a backoff, failed for good). See producer.c for the
+ * happy path and failure modes. */
+#include "producer.h"
+
+#include "common/err.h"
+#include "format/batch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void lc_prod_preq_free(struct lc_preq *r)
+{
+  free(r->items);
+  free(r);
+}
+
+/* Looks up the result for (topic, partition) in a ProduceResponse; the
+ * node answers in request order, so entry i is tried first. */
+static const Cairn__Client__ProducePartitionResult *
+lc_prod_result(const Cairn__Client__ProduceResponse *resp, size_t i, const char *topic,
+               int32_t partition)
+{
+  if (i < resp->n_partitions && resp->partitions[i]->topic != NULL &&
+      strcmp(resp->partitions[i]->topic, topic) == 0 &&
+      resp->partitions[i]->partition == (uint32_t)partition) {
+    return resp->partitions[i];
+  }
+  for (size_t k = 0; k < resp->n_partitions; k++) {
+    if (resp->partitions[k]->topic != NULL && strcmp(resp->partitions[k]->topic, topic) == 0 &&
+        resp->partitions[k]->partition == (uint32_t)partition) {
+      return resp->partitions[k];
+    }
+  }
+  return NULL;
+}
+
+/* A batch came back with err: retry it later, or fail it for good. */
+static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
+                                 int32_t partition, struct lc_batch *b, int err, bool hinted)
+{
+  struct lc_ppart *pp = &t->parts[partition];
+  uint64_t now = lc_now(p->c);
+  b->in_flight = false;
+  b->last_err = err;
+  if (!lc_retriable(err) || p->closing) {
+    lc_prod_batch_failed_for_good(p, b, p->closing && lc_retriable(err) ? UV_ECANCELED : err);
+    return;
+  }
+  if (now >= b->deadline_ms) {
+    lc_prod_batch_failed_for_good(p, b, CAIRN_EDELIVERY_TIMEOUT);
+    return;
+  }
+  if (lc_needs_refresh(err) && !hinted) {
+    lc_meta_invalidate(p->c);
+  }
+  pp->retrying = true;
+  p->c->stats.retries++;
+  uint64_t wake = now + (hinted ? 1 : lc_backoff_next(&pp->bk));
+  if (wake > pp->wake_ms) {
+    pp->wake_ms = wake;
+  }
+}
+
+static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                              const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_preq *r = data;
+  struct cairn_producer *p = r->p;
+  p->reqs_in_flight--;
+  const Cairn__Client__ProduceResponse *resp = NULL;
+  if (status == 0) {
+    if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP) {
+      status = CAIRN_EPROTOCOL;
+    } else {
+      resp = env->produce_resp;
+      if (resp->error != NULL && resp->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+        status = lc_wire_err((int)resp->error->code);
+      }
+    }
+  }
+  /* Items are grouped by partition in request order: result index k. */
+  size_t k = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    struct lc_preq_item *it = &r->items[i];
+    it->t->parts[it->partition].acc.in_flight--;
+    if (i > 0 && (it->t != r->items[i - 1].t || it->partition != r->items[i - 1].partition)) {
+      k++;
+    }
+    size_t nth = 0; /* the batch's index within its partition's entry */
+    for (size_t j = i; j > 0 && r->items[j - 1].t == it->t &&
+                       r->items[j - 1].partition == it->partition;
+         j--) {
+      nth++;
+    }
+    if (status != 0) {
+      lc_prod_batch_failed(p, it->t, it->partition, it->b, status, false);
+      continue;
+    }
+    const Cairn__Client__ProducePartitionResult *pr =
+        lc_prod_result(resp, k, it->t->name, it->partition);
+    if (pr == NULL) {
+      lc_prod_batch_failed(p, it->t, it->partition, it->b, CAIRN_EPROTOCOL, false);
+      continue;
+    }
+    int64_t base = nth < pr->n_base_offsets ? pr->base_offsets[nth]
+                                            : (nth == 0 ? pr->base_offset : -1);
+    if (base >= 0) {
+      /* Committed, whatever the partition's error says about others. */
+      lc_backoff_reset(&it->t->parts[it->partition].bk);
+      lc_prod_batch_done(it->b, 0, base);
+      continue;
+    }
+    int err = pr->error != NULL ? lc_wire_err((int)pr->error->code) : CAIRN_EPROTOCOL;
+    if (err == 0) {
+      err = CAIRN_EPROTOCOL; /* OK without an offset */
+    }
+    bool hinted = false;
+    if (err == CAIRN_ENOTLEADER) {
+      c->stats.not_leader++;
+      lc_meta_set_leader(c, it->t->name, it->partition, pr->leader_id, pr->leader_address);
+      hinted = pr->leader_id != 0 && pr->leader_address != NULL && pr->leader_address[0] != '\0';
+    }
+    lc_prod_batch_failed(p, it->t, it->partition, it->b, err, hinted);
+  }
+  for (size_t i = 0; i < r->n; i++) {
+    lc_prod_complete(p, r->items[i].t, r->items[i].partition);
+  }
+  lc_prod_preq_free(r);
+  lc_prod_kick(p);
+}
+
+/* Sends every sendable batch, one ProduceRequest per leader address. */
+void lc_prod_send_all(struct cairn_producer *p)
+{
+  struct cairn_client *c = p->c;
+  uint64_t now = lc_now(c);
+  /* Collect (address, item) pairs, then group by address. */
+  size_t cap = 0, n = 0;
+  struct lc_preq_item *items = NULL;
+  const char **addrs = NULL;
+  bool need_refresh = false;
+  for (size_t ti = 0; ti < p->ntopics; ti++) {
+    struct lc_ptopic *t = p->topics[ti];
+    for (int32_t pi = 0; pi < t->count; pi++) {
+      struct lc_ppart *pp = &t->parts[pi];
+      struct lc_acc *a = &pp->acc;
+      if (a->head == NULL || now < pp->wake_ms) {
+        continue;
+      }
+      if (pp->retrying) {
+        if (a->in_flight > 0) {
+          continue; /* resend from the head once the others are back */
+        }
+        pp->retrying = false;
+      }
+      const char *addr;
+      int rv = lc_route(c, t->name, pi, UINT64_MAX, &addr);
+      if (rv != 0) {
+        need_refresh = true;
+        pp->wake_ms = now + lc_backoff_next(&pp->bk);
+        continue;
+      }
+      for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+        if (b->open || (uint32_t)a->in_flight >= p->o.max_in_flight) {
+          break;
+        }
+        if (b->in_flight || b->done) {
+          continue;
+        }
+        if (n == cap) {
+          cap = cap == 0 ? 32 : cap * 2;
+          struct lc_preq_item *ni = realloc(items, cap * sizeof *ni);
+          const char **na = realloc(addrs, cap * sizeof *na);
+          if (ni != NULL) {
+            items = ni;
+          }
+          if (na != NULL) {
+            addrs = na;
+          }
+          if (ni == NULL || na == NULL) {
+            goto send;
+          }
+        }
+        items[n] = (struct lc_preq_item){t, pi, b};
+        addrs[n] = addr;
+        n++;
+        b->in_flight = true; /* claimed; undone below if not sent */
+        a->in_flight++;
+      }
+    }
+  }
+send:
+  if (need_refresh) {
+    lc_meta_invalidate(c);
+  }
+  bool *used = calloc(n + 1, sizeof *used);
+  for (size_t i = 0; i < n && used != NULL; i++) {
+    if (used[i]) {
+      continue;
+    }
+    struct lc_preq *r = calloc(1, sizeof *r);
+    struct lc_preq_item *ri = calloc(n - i, sizeof *ri);
+    uv_buf_t *bufs = calloc(n - i, sizeof *bufs);
+    Cairn__Client__ProducePartition *pps = calloc(n - i, sizeof *pps);
+    Cairn__Client__ProducePartition **ppp = calloc(n - i, sizeof *ppp);
+    uint32_t *lens = calloc(n - i, sizeof *lens);
+    int rv = CAIRN_ENOMEM;
+    if (r != NULL && ri != NULL && bufs != NULL && pps != NULL && ppp != NULL && lens != NULL) {
+      /* Items of one address, in collection order (so grouped by
+       * partition, batches in queue order), up to the request bound. */
+      size_t m = 0, np = 0, bytes = 0;
+      for (size_t j = i; j < n; j++) {
+        if (used[j] || strcmp(addrs[j], addrs[i]) != 0) {
+          continue;
+        }
+        if (m > 0 && bytes + items[j].b->len > LC_PROD_MAX_REQUEST_BYTES) {
+          break; /* the rest goes in another request, right after this one */
+        }
+        bool same = m > 0 && ri[m - 1].t == items[j].t && ri[m - 1].partition == items[j].partition;
+        if (!same) {
+          cairn__client__produce_partition__init(&pps[np]);
+          pps[np].topic = items[j].t->name;
+          pps[np].partition = (uint32_t)items[j].partition;
+          pps[np].batch_lengths = &lens[m];
+          ppp[np] = &pps[np];
+          np++;
+        }
+        pps[np - 1].n_batch_lengths++;
+        lens[m] = (uint32_t)items[j].b->len;
+        bufs[m] = uv_buf_init((char *)items[j].b->bytes, (unsigned)items[j].b->len);
+        bytes += items[j].b->len;
+        ri[m++] = items[j];
+        used[j] = true;
+      }
+      Cairn__Client__ProduceRequest req = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
+      req.acks = CAIRN__CLIENT__ACKS__ACKS_ALL;
+      req.timeout_ms = c->opts.request_timeout_ms > 1000 ? c->opts.request_timeout_ms - 500
+                                                          : c->opts.request_timeout_ms;
+      req.n_partitions = np;
+      req.partitions = ppp;
+      Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+      env.api = CAIRN__CLIENT__API__API_PRODUCE;
+      env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
+      env.produce_req = &req;
+      r->p = p;
+      r->items = ri;
+      r->n = m;
+      rv = lc_call(c, addrs[i], &env, bufs, (int)m, c->opts.request_timeout_ms, lc_prod_on_answer,
+                   r);
+      if (rv == 0) {
+        p->reqs_in_flight++;
+        ri = NULL;
+        r = NULL;
+      } else {
+        /* Not sent: undo the claims; retried after a backoff. */
+        for (size_t j = 0; j < m; j++) {
+          ri[j].b->in_flight = false;
+          ri[j].t->parts[ri[j].partition].acc.in_flight--;
+          lc_prod_batch_failed(p, ri[j].t, ri[j].partition, ri[j].b, rv, false);
+        }
+      }
+    } else {
+      used[i] = true;
+      items[i].b->in_flight = false;
+      items[i].t->parts[items[i].partition].acc.in_flight--;
+    }
+    free(bufs);
+    free(pps);
+    free(ppp);
+    /* lens is referenced by the packed request only during lc_call. */
+    free(lens);
+    free(ri);
+    free(r);
+  }
+  if (used == NULL) {
+    for (size_t i = 0; i < n; i++) {
+      items[i].b->in_flight = false;
+      items[i].t->parts[items[i].partition].acc.in_flight--;
+    }
+  }
+  free(used);
+  free(items);
+  free(addrs);
+}
+

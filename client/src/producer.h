@@ -1,0 +1,117 @@
+/* producer.h - the producer's private state, shared by producer.c (API,
+ * partitioning, the round), produce_send.c (ProduceRequests and their
+ * answers) and producer_id.c (InitProducerId, epochs). Never installed. */
+#ifndef CAIRN_LC_PRODUCER_H
+#define CAIRN_LC_PRODUCER_H
+
+#include "internal.h"
+
+#include "accumulator.h"
+
+/* Batches in flight per partition for an idempotent producer at most (the
+ * partition's duplicate window, docs/protocol.md). */
+#define LC_PROD_MAX_IDEMPOTENT_IN_FLIGHT 5
+
+/* A ProduceRequest's payload stays below this (frames allow 16 MiB). */
+#define LC_PROD_MAX_REQUEST_BYTES (8u * 1024 * 1024)
+
+/* One partition's producer state. */
+struct lc_ppart {
+  struct lc_acc acc;
+  uint64_t wake_ms; /* not before: backoff after a failure */
+  bool retrying;    /* a batch came back: resend from the head once idle */
+  struct lc_backoff bk;
+};
+
+struct lc_ptopic {
+  char *name;
+  int32_t count;
+  struct lc_ppart *parts;
+  int32_t sticky; /* keyless messages go here; -1: pick one */
+  bool sticky_used;
+};
+
+/* A message waiting for its topic's metadata (copied, owned). */
+struct lc_held {
+  struct lc_held *next;
+  char *topic;
+  struct cairn_message m; /* pointers into buf */
+  struct cairn_header *headers;
+  uint8_t *buf;
+  struct lc_msg msg;
+  uint64_t deadline_ms;
+  uint64_t meta_gen; /* metadata generation when it was held */
+};
+
+struct lc_flush {
+  struct lc_flush *next;
+  uint64_t upto; /* messages with id < upto count */
+  size_t remaining;
+  cairn_producer_cb cb;
+  void *data;
+};
+
+enum lc_pid_state { LC_PID_UNKNOWN, LC_PID_ASKING, LC_PID_READY };
+
+struct cairn_producer {
+  struct cairn_producer *next; /* in c->producers */
+  struct cairn_client *c;
+  struct cairn_producer_options o;
+  struct lc_ptopic **topics;
+  size_t ntopics;
+  struct lc_held *held, *held_tail;
+  bool held_refreshing;
+  uint64_t held_wake_ms; /* no refresh for held messages before this */
+  struct lc_backoff held_bk;
+  uint64_t mem;
+  size_t pending;
+  uint64_t next_id;
+  struct lc_flush *flushes;
+  bool force_seal;
+  enum lc_pid_state pid_state;
+  bool bump_needed; /* an idempotent batch failed for good: new epoch first */
+  int64_t pid;
+  int16_t epoch;
+  uint64_t pid_wake_ms;
+  int reqs_in_flight;
+  uv_timer_t kick;
+  bool kick_armed;
+  bool closing;
+  bool closed; /* kick handle closing */
+  cairn_producer_cb close_cb;
+  void *close_data;
+};
+
+/* One batch of a ProduceRequest in flight. */
+struct lc_preq_item {
+  struct lc_ptopic *t;
+  int32_t partition;
+  struct lc_batch *b;
+};
+
+struct lc_preq {
+  struct cairn_producer *p;
+  struct lc_preq_item *items;
+  size_t n;
+};
+
+
+/* Runs a round on the next loop iteration (never inside the caller). */
+void lc_prod_kick(struct cairn_producer *p);
+
+/* Pops and reports the done batches at the head of a partition's queue. */
+void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int32_t partition);
+
+/* Marks b answered for good (status, and base_offset when delivered). */
+void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offset);
+
+/* b failed for good; a sequenced batch makes the producer bump its epoch. */
+void lc_prod_batch_failed_for_good(struct cairn_producer *p, struct lc_batch *b, int status);
+
+/* Sends every sendable batch, one ProduceRequest per leader address. */
+void lc_prod_send_all(struct cairn_producer *p);
+
+/* Asks for a producer id, or a new epoch of the one in use. */
+void lc_prod_ask_pid(struct cairn_producer *p);
+
+#endif
