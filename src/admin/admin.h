@@ -1,6 +1,6 @@
 /* admin.h - the node's admin HTTP port: Prometheus metrics, health and
  * readiness probes, JSON views of the cluster, and a status page
- * (docs/observability.md lists every endpoint and metric).
+ * (docs/operations.md lists every endpoint and metric).
  *
  * HTTP is Debian's libmicrohttpd, run in its external-event-loop mode: its
  * epoll descriptor is watched by a uv_poll_t and its timeouts by a

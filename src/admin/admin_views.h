@@ -2,7 +2,7 @@
  * the client protocol's DescribeCluster and DescribeTopic, from this
  * node's replica of the metadata completed with what it knows first hand
  * of the partitions it hosts (handle_metadata.c does the same for the
- * client port). docs/observability.md shows each document.
+ * client port). docs/operations.md shows each document.
  *
  * Context: loop thread only. Each writes one complete JSON value into w. */
 #ifndef CAIRN_ADMIN_VIEWS_H

@@ -1,7 +1,7 @@
 /* metrics_node.h - the node's metrics as the admin port serves them: the
  * periodic samples (replica lag, Raft terms) and the Prometheus text
  * exposition (format 0.0.4) of the counters in n->metrics together with
- * what is read from the node's state when scraped. docs/observability.md
+ * what is read from the node's state when scraped. docs/operations.md
  * lists every metric.
  *
  * Context: loop thread only. */

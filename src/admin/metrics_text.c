@@ -1,7 +1,7 @@
 /* metrics_text.c - the Prometheus text exposition (format 0.0.4) of the
  * node's metrics: its counters (metrics.h) and what is read, when scraped,
  * from the client port, the hosted Raft groups, their stores and the
- * metadata. See metrics_node.h; docs/observability.md lists every metric.
+ * metadata. See metrics_node.h; docs/operations.md lists every metric.
  *
  * Counters summed over hosted groups (snapshots, catch-up bytes) drop when
  * a replica moves away; Prometheus' rate() treats a drop as a reset. */
