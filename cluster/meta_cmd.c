@@ -154,6 +154,16 @@ static void meta_cmd_describe_ids(char *buf, size_t cap, const uint64_t *ids, si
   }
 }
 
+int meta_cmd_allocate_producer_id(uint64_t producer_id, uint8_t **out, size_t *len)
+{
+  Cairn__Meta__AllocateProducerId a = CAIRN__META__ALLOCATE_PRODUCER_ID__INIT;
+  a.producer_id = producer_id;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_ALLOCATE_PRODUCER_ID;
+  m.allocate_producer_id = &a;
+  return meta_cmd_pack(&m, out, len);
+}
+
 const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t cap)
 {
   if (cap == 0)
@@ -197,6 +207,13 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
     snprintf(buf, cap, "SetReplicas %u/%u epoch=%llu replicas=", m->set_replicas->topic_id,
              m->set_replicas->partition, (unsigned long long)m->set_replicas->expected_epoch);
     meta_cmd_describe_ids(buf, cap, m->set_replicas->replicas, m->set_replicas->n_replicas);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ALLOCATE_PRODUCER_ID:
+    if (m->allocate_producer_id->producer_id == 0)
+      snprintf(buf, cap, "AllocateProducerId new");
+    else
+      snprintf(buf, cap, "AllocateProducerId bump %llu",
+               (unsigned long long)m->allocate_producer_id->producer_id);
     break;
   default:
     snprintf(buf, cap, "unknown command (case %d)", (int)m->cmd_case);

@@ -21,6 +21,8 @@ struct meta_snap_view {
   Cairn__Meta__TopicConfig *configs;
   Cairn__Meta__PartitionRecord *parts;
   Cairn__Meta__PartitionRecord **part_ptrs;
+  Cairn__Meta__ProducerEpoch *producers;
+  Cairn__Meta__ProducerEpoch **producer_ptrs;
 };
 
 static void meta_snap_view_free(struct meta_snap_view *v)
@@ -32,6 +34,8 @@ static void meta_snap_view_free(struct meta_snap_view *v)
   free(v->configs);
   free(v->parts);
   free(v->part_ptrs);
+  free(v->producers);
+  free(v->producer_ptrs);
 }
 
 int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len)
@@ -46,8 +50,11 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   v.configs = calloc(st->ntopics + 1, sizeof *v.configs);
   v.parts = calloc(st->total_partitions + 1, sizeof *v.parts);
   v.part_ptrs = calloc(st->total_partitions + 1, sizeof *v.part_ptrs);
+  v.producers = calloc(st->nproducers + 1, sizeof *v.producers);
+  v.producer_ptrs = calloc(st->nproducers + 1, sizeof *v.producer_ptrs);
   if (v.nodes == NULL || v.node_ptrs == NULL || v.topics == NULL || v.topic_ptrs == NULL ||
-      v.configs == NULL || v.parts == NULL || v.part_ptrs == NULL) {
+      v.configs == NULL || v.parts == NULL || v.part_ptrs == NULL || v.producers == NULL ||
+      v.producer_ptrs == NULL) {
     meta_snap_view_free(&v);
     return CAIRN_ENOMEM;
   }
@@ -108,6 +115,17 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   }
   snap.topics = v.topic_ptrs;
   snap.n_topics = st->ntopics;
+  /* Both absent (0, empty) until a producer id is handed out: a state
+   * without producers encodes as it did before they existed. */
+  snap.producer_ids = st->producer_ids;
+  for (size_t i = 0; i < st->nproducers; i++) {
+    cairn__meta__producer_epoch__init(&v.producers[i]);
+    v.producers[i].id = st->producers[i].id;
+    v.producers[i].epoch = st->producers[i].epoch;
+    v.producer_ptrs[i] = &v.producers[i];
+  }
+  snap.producer_epochs = v.producer_ptrs;
+  snap.n_producer_epochs = st->nproducers;
 
   size_t plen = cairn__meta__meta_snapshot__get_packed_size(&snap);
   uint8_t *out = malloc(META_SNAPSHOT_HEADER_BYTES + plen);
@@ -161,10 +179,19 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
   st->nvoters = (uint32_t)snap->n_voters;
   st->next_topic_id = snap->next_topic_id;
   st->last_index = snap->last_index;
+  if (snap->n_producer_epochs > META_MAX_PRODUCER_EPOCHS)
+    return CAIRN_ECORRUPT;
+  st->producer_ids = snap->producer_ids;
   st->nodes = calloc(snap->n_nodes + 1, sizeof *st->nodes);
   st->topics = calloc(snap->n_topics + 1, sizeof *st->topics);
-  if (st->nodes == NULL || st->topics == NULL)
+  st->producers = calloc(snap->n_producer_epochs + 1, sizeof *st->producers);
+  if (st->nodes == NULL || st->topics == NULL || st->producers == NULL)
     return CAIRN_ENOMEM;
+  for (size_t i = 0; i < snap->n_producer_epochs; i++) {
+    st->producers[i].id = snap->producer_epochs[i]->id;
+    st->producers[i].epoch = snap->producer_epochs[i]->epoch;
+    st->nproducers++;
+  }
   for (size_t i = 0; i < snap->n_nodes; i++) {
     const Cairn__Meta__NodeRecord *r = snap->nodes[i];
     struct meta_node *n = &st->nodes[i];

@@ -23,6 +23,7 @@ void meta_state_close(struct meta_state *st)
     free(st->topics[i].partitions);
   free(st->topics);
   free(st->nodes);
+  free(st->producers);
   memset(st, 0, sizeof *st);
 }
 
@@ -254,7 +255,8 @@ static int meta_check_names_unique(const struct meta_state *st, char *why, size_
 int meta_state_check(const struct meta_state *st, char *why, size_t cap)
 {
   if (st->cluster_id[0] == '\0') {
-    if (st->nvoters != 0 || st->nnodes != 0 || st->ntopics != 0 || st->next_topic_id != 0)
+    if (st->nvoters != 0 || st->nnodes != 0 || st->ntopics != 0 || st->next_topic_id != 0 ||
+        st->producer_ids != 0 || st->nproducers != 0)
       return meta_check_fail(why, cap, "not bootstrapped, yet holds voters, nodes or topics");
     return 0;
   }
@@ -310,6 +312,18 @@ int meta_state_check(const struct meta_state *st, char *why, size_t cap)
   if (total != st->total_partitions || total > META_MAX_TOTAL_PARTITIONS)
     return meta_check_fail(why, cap, "%zu partitions, total_partitions says %zu", total,
                            st->total_partitions);
+  if (st->producer_ids > META_MAX_PRODUCER_ID || st->nproducers > META_MAX_PRODUCER_EPOCHS)
+    return meta_check_fail(why, cap, "producer ids %llu, %zu bumped epochs: over the limits",
+                           (unsigned long long)st->producer_ids, st->nproducers);
+  for (size_t i = 0; i < st->nproducers; i++) {
+    const struct meta_producer *pr = &st->producers[i];
+    if (pr->id == 0 || pr->id > st->producer_ids || (i > 0 && pr->id <= st->producers[i - 1].id))
+      return meta_check_fail(why, cap, "producer ids not ascending, 0 or not handed out at %zu",
+                             i);
+    if (pr->epoch == 0 || pr->epoch > META_MAX_PRODUCER_EPOCH)
+      return meta_check_fail(why, cap, "producer %llu: epoch %u", (unsigned long long)pr->id,
+                             pr->epoch);
+  }
   return meta_check_names_unique(st, why, cap);
 }
 
@@ -667,6 +681,66 @@ static int apply_set_replicas(struct meta_state *st, const Cairn__Meta__SetRepli
   return 0;
 }
 
+static size_t meta_producer_lower_bound(const struct meta_state *st, uint64_t id)
+{
+  size_t lo = 0, hi = st->nproducers;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (st->producers[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+uint32_t meta_producer_epoch(const struct meta_state *st, uint64_t producer_id)
+{
+  size_t i = meta_producer_lower_bound(st, producer_id);
+  return i < st->nproducers && st->producers[i].id == producer_id ? st->producers[i].epoch : 0;
+}
+
+/* Producer ids (docs/metadata.md): a new one is the next of a counter, so
+ * never handed out twice; a bump raises a known id's epoch, or hands out a
+ * new id when the epoch or the table of bumped epochs is exhausted. */
+static int apply_allocate_producer_id(struct meta_state *st,
+                                      const Cairn__Meta__AllocateProducerId *a,
+                                      struct meta_result *res)
+{
+  uint64_t id = a->producer_id;
+  if (id > st->producer_ids)
+    return meta_fail(res, CAIRN_EUNKNOWN_PRODUCER, "allocate producer id: %llu was never handed out",
+                     (unsigned long long)id);
+  size_t i = meta_producer_lower_bound(st, id);
+  bool known = id != 0 && i < st->nproducers && st->producers[i].id == id;
+  uint32_t epoch = known ? st->producers[i].epoch + 1 : 1;
+  bool fresh = id == 0 || epoch > META_MAX_PRODUCER_EPOCH ||
+               (!known && st->nproducers >= META_MAX_PRODUCER_EPOCHS);
+  if (fresh) {
+    if (st->producer_ids >= META_MAX_PRODUCER_ID)
+      return meta_fail(res, CAIRN_EINVAL, "allocate producer id: every id was handed out");
+    st->producer_ids++;
+    res->producer_id = st->producer_ids;
+    res->producer_epoch = 0;
+    return 0;
+  }
+  if (!known) {
+    struct meta_producer *np =
+        realloc(st->producers, (st->nproducers + 1) * sizeof *st->producers);
+    if (np == NULL)
+      return meta_fail(res, CAIRN_ENOMEM, "allocate producer id: out of memory");
+    st->producers = np;
+    memmove(&st->producers[i + 1], &st->producers[i],
+            (st->nproducers - i) * sizeof *st->producers);
+    st->nproducers++;
+    st->producers[i].id = id;
+  }
+  st->producers[i].epoch = epoch;
+  res->producer_id = id;
+  res->producer_epoch = epoch;
+  return 0;
+}
+
 int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t raft_index,
                struct meta_result *res)
 {
@@ -708,6 +782,9 @@ int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t r
     break;
   case CAIRN__META__META_COMMAND__CMD_SET_REPLICAS:
     rc = apply_set_replicas(st, m->set_replicas, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ALLOCATE_PRODUCER_ID:
+    rc = apply_allocate_producer_id(st, m->allocate_producer_id, res);
     break;
   default:
     /* Empty, or a command of a newer version this node does not know. */

@@ -39,7 +39,10 @@
  *   SetReplicas was ALIVE when added;
  * - group id of a partition = meta_group_id(topic id, partition) > 1
  *   (META_GROUP_ID, the metadata group, is never a partition's);
- * - total_partitions is the sum, at most META_MAX_TOTAL_PARTITIONS.
+ * - total_partitions is the sum, at most META_MAX_TOTAL_PARTITIONS;
+ * - producer ids 1..producer_ids were handed out and are never handed out
+ *   again; producer_epochs lists ids among them ascending, each with an
+ *   epoch 1..META_MAX_PRODUCER_EPOCH, at most META_MAX_PRODUCER_EPOCHS.
  *
  * Context: none of these functions does I/O or keeps global state; a given
  * meta_state is used by one thread (the controller's loop thread). */
@@ -64,6 +67,9 @@
 #define META_ADDR_MAX 255u
 #define META_RACK_MAX 63u
 #define META_CMD_MAX_BYTES (1u << 20)
+#define META_MAX_PRODUCER_EPOCHS 100000u /* ids with a bumped epoch kept */
+#define META_MAX_PRODUCER_EPOCH 32767u   /* the batch header's epoch is an i16 */
+#define META_MAX_PRODUCER_ID ((uint64_t)INT64_MAX) /* the batch header's id is an i64 */
 #define META_SNAPSHOT_MAX_BYTES (256u << 20)
 #define META_SNAPSHOT_MAGIC 0x4154454du /* the bytes "META" read little-endian */
 #define META_SNAPSHOT_VERSION 1u
@@ -115,6 +121,12 @@ struct meta_partition {
   uint64_t replica_epoch; /* +1 on every SetReplicas */
 };
 
+/* An idempotent producer id whose epoch was bumped. */
+struct meta_producer {
+  uint64_t id;
+  uint32_t epoch;
+};
+
 struct meta_topic {
   uint32_t id;
   char name[META_TOPIC_NAME_MAX + 1];
@@ -139,14 +151,20 @@ struct meta_state {
   struct meta_topic *topics; /* owned, ascending id */
   size_t ntopics;
   size_t total_partitions;
+  uint64_t producer_ids;              /* ids 1..producer_ids were handed out */
+  struct meta_producer *producers;    /* owned, ascending id: bumped epochs */
+  size_t nproducers;
 };
 
 /* The outcome of one command: code is 0 or the negative cairn code that
  * meta_apply() returned; msg says why in words; topic_id is the id a
- * CreateTopic assigned. */
+ * CreateTopic assigned; producer_id and producer_epoch what an
+ * AllocateProducerId handed out. */
 struct meta_result {
   int code;
   uint32_t topic_id;
+  uint64_t producer_id;
+  uint32_t producer_epoch;
   char msg[200];
 };
 
@@ -214,6 +232,13 @@ __attribute__((warn_unused_result)) int meta_cmd_report_leader(uint32_t topic_id
 __attribute__((warn_unused_result)) int
 meta_cmd_set_replicas(uint32_t topic_id, uint32_t partition, const uint64_t *replicas,
                       size_t nreplicas, uint64_t expected_epoch, uint8_t **out, size_t *len);
+
+/* producer_id 0: a new producer id; else bump that id's epoch. */
+__attribute__((warn_unused_result)) int meta_cmd_allocate_producer_id(uint64_t producer_id,
+                                                                      uint8_t **out, size_t *len);
+
+/* The current epoch of a handed-out producer id (0 if never bumped). */
+uint32_t meta_producer_epoch(const struct meta_state *st, uint64_t producer_id);
 
 /* Writes a one-line description of an encoded command into buf[cap] (always
  * NUL-terminated), e.g. "CreateTopic orders partitions=8 rf=3", or

@@ -4,6 +4,8 @@
 #include "cluster/producer_state.h"
 
 #include "common/err.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
 #include "storage.pb-c.h"
 
 #include <limits.h>
@@ -224,13 +226,17 @@ int producer_state_encode(const struct producer_state *ps, int64_t next_offset,
   t.producers = rec_ptrs;
   t.n_producers = ps->n;
   size_t n = cairn__storage__producer_table__get_packed_size(&t);
-  uint8_t *buf = malloc(n ? n : 1);
+  uint8_t *buf = malloc(PRODUCER_STATE_HEADER_BYTES + n);
   if (buf == NULL) {
     goto done;
   }
-  cairn__storage__producer_table__pack(&t, buf);
+  cairn__storage__producer_table__pack(&t, buf + PRODUCER_STATE_HEADER_BYTES);
+  le_put32(buf, PRODUCER_STATE_MAGIC);
+  le_put32(buf + 4, PRODUCER_STATE_VERSION);
+  le_put32(buf + 8, (uint32_t)n);
+  le_put32(buf + 12, crc32c(buf + PRODUCER_STATE_HEADER_BYTES, n));
   *out = buf;
-  *len = n;
+  *len = PRODUCER_STATE_HEADER_BYTES + n;
   rv = 0;
 done:
   free(recs);
@@ -284,7 +290,21 @@ int producer_state_decode(struct producer_state *ps, const uint8_t *buf, size_t 
   if (len > PRODUCER_STATE_MAX_BYTES) {
     return CAIRN_ETOOLARGE;
   }
-  Cairn__Storage__ProducerTable *t = cairn__storage__producer_table__unpack(NULL, len, buf);
+  if (len < PRODUCER_STATE_HEADER_BYTES) {
+    return CAIRN_ETRUNCATED;
+  }
+  if (le_get32(buf) != PRODUCER_STATE_MAGIC || le_get32(buf + 4) != PRODUCER_STATE_VERSION) {
+    return CAIRN_EBADMAGIC;
+  }
+  size_t plen = le_get32(buf + 8);
+  if (plen != len - PRODUCER_STATE_HEADER_BYTES) {
+    return plen > len - PRODUCER_STATE_HEADER_BYTES ? CAIRN_ETRUNCATED : CAIRN_ECORRUPT;
+  }
+  if (crc32c(buf + PRODUCER_STATE_HEADER_BYTES, plen) != le_get32(buf + 12)) {
+    return CAIRN_EBADCRC;
+  }
+  Cairn__Storage__ProducerTable *t =
+      cairn__storage__producer_table__unpack(NULL, plen, buf + PRODUCER_STATE_HEADER_BYTES);
   if (t == NULL) {
     return CAIRN_ECORRUPT;
   }

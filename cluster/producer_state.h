@@ -29,8 +29,15 @@
  * last append has the lowest Raft index. A dropped producer's next batch
  * gets CAIRN_EUNKNOWN_PRODUCER unless it starts at sequence 0.
  *
- * Encoding: cairn.storage.ProducerTable (proto/storage.proto), producers
- * ascending by id; docs/replication.md.
+ * Encoding (the same bytes in a replica's snapshot and in its file
+ * <replica>/producers; docs/replication.md), little-endian:
+ *   [0..4)   magic PRODUCER_STATE_MAGIC ("CPT1")
+ *   [4..8)   version PRODUCER_STATE_VERSION
+ *   [8..12)  payload length N
+ *   [12..16) CRC-32C of the payload
+ *   [16..16+N) cairn.storage.ProducerTable (proto/storage.proto), producers
+ *            ascending by id
+ * Equal tables encode to equal bytes.
  *
  * Context: a table is used by one thread; the functions keep no global
  * state. */
@@ -45,6 +52,9 @@
 #define PRODUCER_STATE_MAX 10000u
 #define PRODUCER_STATE_IDLE_MS (7LL * 24 * 3600 * 1000)
 #define PRODUCER_STATE_MAX_BYTES (64u << 20) /* an encoded table, decode bound */
+#define PRODUCER_STATE_MAGIC 0x31545043u        /* the bytes "CPT1" read little-endian */
+#define PRODUCER_STATE_VERSION 1u
+#define PRODUCER_STATE_HEADER_BYTES 16u
 
 /* What the table needs of a batch header (format/batch.h). */
 struct producer_batch_info {
@@ -116,7 +126,8 @@ __attribute__((warn_unused_result)) int producer_state_encode(const struct produ
 
 /* Replaces ps's contents (an init'ed table) with the decoded buf[0..len)
  * (untrusted) and sets *next_offset and *last_index (may be NULL). On
- * failure ps is unchanged. Returns 0, CAIRN_ETOOLARGE, CAIRN_ECORRUPT (bad
+ * failure ps is unchanged. Returns 0, CAIRN_ETOOLARGE, CAIRN_ETRUNCATED,
+ * CAIRN_EBADMAGIC (magic or version), CAIRN_EBADCRC, CAIRN_ECORRUPT (bad
  * protobuf, ids not ascending, an empty or oversized window, a count over
  * the bound) or CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int producer_state_decode(struct producer_state *ps,

@@ -158,7 +158,7 @@ static const char *rgroup_self_address(const struct rgroup_replica *replicas, un
  * machine's own path. */
 static int rgroup_apply_deferred(void *data, const uint8_t *entry, size_t len, uint64_t index)
 {
-  return rgroup_fsm_apply_entry(data, entry, len, index, NULL);
+  return rgroup_fsm_apply_entry(data, entry, len, index);
 }
 
 /* Sets up fetching from and serving to the other replicas. */
@@ -198,6 +198,8 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
                 unsigned n, const struct rgroup_opts *opts)
 {
   memset(rg, 0, sizeof *rg);
+  producer_state_init(&rg->producers);
+  producer_state_init(&rg->snap_producers);
   rg->loop = loop;
   rg->tr = tr;
   rg->group_id = group_id;
@@ -230,6 +232,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     rgroup_open_failed(rg, false);
     return rv;
   }
+  rgroup_fsm_producers_open(rg);
   rv = rgroup_raft_init(rg);
   if (rv != 0) {
     rgroup_open_failed(rg, true);
@@ -316,17 +319,20 @@ static void rgroup_on_applied(struct raft_apply *apply, int status, void *result
 {
   struct rgroup_entry *e = apply->data;
   struct rgroup *rg = e->rg;
+  const struct rgroup_applied *ap = result;
   rg->inflight = NULL;
-  if (status != 0 || result == NULL || *(int64_t *)result < 0) {
+  if (status != 0 || ap == NULL || ap->n == 0) {
     rgroup_entry_failed(rg, e, status);
     return;
-  } else {
-    int64_t offset = *(int64_t *)result;
-    for (struct rgroup_produce *req = e->reqs, *next; req != NULL; req = next) {
-      next = req->next;
-      int64_t base = offset;
-      offset += req->records;
-      req->cb(req, 0, base);
+  }
+  /* The entry holds one batch per request, in order. */
+  size_t i = 0;
+  for (struct rgroup_produce *req = e->reqs, *next; req != NULL; req = next, i++) {
+    next = req->next;
+    if (i < ap->n) {
+      req->cb(req, ap->results[i].status, ap->results[i].offset);
+    } else {
+      req->cb(req, CAIRN_EINDOUBT, -1); /* cannot happen: an entry is its requests */
     }
   }
   free(e);

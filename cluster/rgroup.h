@@ -12,7 +12,18 @@
  * bounded by max_entry_bytes). When the entry commits, every replica's state
  * machine applies it (rgroup_fsm.c): store_append(batches, raft index), so
  * every replica assigns the same offsets. The leader then answers each
- * request with its base offset.
+ * request with its own outcome (its base offset, or why it was refused).
+ *
+ * Idempotent producers: a batch with a producer id is judged at apply, on
+ * every replica alike, against the partition's producer table
+ * (producer_state.h): a duplicate of one of the producer's last batches is
+ * not appended again and is answered with the original offset; a batch
+ * whose sequence or epoch does not fit is refused (CAIRN_EOUT_OF_ORDER,
+ * CAIRN_EUNKNOWN_PRODUCER, CAIRN_EPRODUCER_FENCED); the rest of the entry
+ * is appended. The table travels in the snapshot next to the manifest, is
+ * written to <dir>/producers at each snapshot, and is brought up to the
+ * log's end from the headers of the batches after that point before the
+ * next entry is applied (after a restart or a catch-up).
  *
  * Snapshots and catch-up: a snapshot is the log's manifest (small), taken
  * after the log is flushed. canonical/raft keeps its entries in memory until
@@ -59,6 +70,7 @@
 
 #include "cluster/catchup.h"
 #include "cluster/fetch_serve.h"
+#include "cluster/producer_state.h"
 #include "cluster/transport.h"
 #include "storage/plog.h"
 
@@ -133,11 +145,14 @@ struct rgroup_raft_io_ops {
   raft_io_tick_cb tick; /* and its tick callback */
 };
 
-/* status 0 and the base offset of the batch, or a negative code:
- * CAIRN_ENOTLEADER (never entered the Raft log: retry at the leader),
- * CAIRN_EINDOUBT (in the log when leadership was lost: a later leader may
- * still commit it), CAIRN_ESHUTDOWN (closed; in doubt likewise if it was
- * proposed). */
+/* status 0 and the base offset of the batch (for a duplicate of an
+ * idempotent producer's batch: the offset it was first written at), or a
+ * negative code: CAIRN_ENOTLEADER (never entered the Raft log: retry at the
+ * leader), CAIRN_EINDOUBT (in the log when leadership was lost: a later
+ * leader may still commit it), CAIRN_ESHUTDOWN (closed; in doubt likewise
+ * if it was proposed), CAIRN_EOUT_OF_ORDER, CAIRN_EUNKNOWN_PRODUCER,
+ * CAIRN_EPRODUCER_FENCED (committed but refused by the producer table:
+ * nothing was written). */
 typedef void (*rgroup_produce_cb)(struct rgroup_produce *req, int status, int64_t base_offset);
 typedef void (*rgroup_close_cb)(struct rgroup *rg);
 
@@ -160,6 +175,19 @@ struct rgroup_entry {
   struct rgroup *rg;
   struct rgroup_produce *reqs; /* in entry order */
   struct rgroup_entry *next;
+};
+
+/* The outcome of one batch of the entry being applied. */
+struct rgroup_batch_result {
+  int status; /* 0 or a refusal of the producer table */
+  int64_t offset; /* its base offset (a duplicate's original), -1 if refused */
+};
+
+/* What the state machine hands to the apply callback: one result per
+ * batch of the entry, n 0 for an entry applied before a restart. */
+struct rgroup_applied {
+  struct rgroup_batch_result *results; /* rg's scratch, valid during the callback */
+  size_t n;
 };
 
 /* Called after entries were appended to the store (the high watermark
@@ -216,10 +244,22 @@ struct rgroup {
   struct rgroup_produce *queue_head, *queue_tail;
   size_t queue_bytes;
   struct rgroup_entry *inflight; /* at most one entry in flight */
-  int64_t applied_base;          /* set by the state machine for the apply cb */
+  struct rgroup_applied applied; /* set by the state machine for the apply cb */
   /* state machine scratch */
   struct store_batch *scratch;
   size_t scratch_cap;
+  struct rgroup_batch_result *results; /* results_cap entries, for applied */
+  size_t results_cap;
+  /* idempotent producers (rgroup_fsm.c) */
+  struct producer_state producers; /* covers the store below producers_offset */
+  int64_t producers_offset;
+  uint64_t producers_index;        /* Raft index of the last entry it covers */
+  bool producers_loaded;           /* <dir>/producers read (or found absent) */
+  struct producer_state snap_producers; /* a restored snapshot's table, adopted */
+  int64_t snap_producers_offset;        /* once the log reaches this offset */
+  bool snap_producers_pending;
+  uint64_t producer_duplicates;    /* batches answered as duplicates */
+  uint64_t producer_refusals;      /* batches refused by the table */
   bool fatal; /* the store failed: this replica applies nothing more */
   rgroup_close_cb close_cb;
   uint64_t snapshots;            /* taken by this replica */

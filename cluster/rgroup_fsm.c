@@ -1,17 +1,32 @@
 /* rgroup_fsm.c - the partition replica's state machine.
  *
- * apply:    split the entry into its batches and store_append() them with
- *           the entry's Raft index. canonical/raft 0.15 applies entries in
- *           order and sets last_applied only after apply returns, so the
- *           entry's index is raft_last_applied() + 1. An index the store
- *           already holds (a replay after a restart) is skipped.
+ * apply:    split the entry into its batches, judge each one against the
+ *           producer table (producer_state.h: a duplicate or a refused batch
+ *           is left out, with its own outcome for the leader to answer) and
+ *           store_append() the rest with the entry's Raft index.
+ *           canonical/raft 0.15 applies entries in order and sets
+ *           last_applied only after apply returns, so the entry's index is
+ *           raft_last_applied() + 1. An index the store already holds (a
+ *           replay after a restart) is skipped.
  * snapshot: flush the store up to what is applied, then describe it (the
- *           manifest: offsets, last index, checksummed segments).
+ *           manifest: offsets, last index, checksummed segments, and the
+ *           producer table as of its end); the table is also written to
+ *           <dir>/producers.
  * restore:  a descriptor the store already covers needs nothing. One that
  *           is ahead of the store starts a catch-up (catchup.h): the missing
  *           batches are fetched from a peer, and the entries Raft applies
  *           meanwhile are held and applied once the log has caught up, so no
- *           entry is ever applied on top of a hole.
+ *           entry is ever applied on top of a hole. The descriptor's producer
+ *           table replaces this replica's once the log reaches its end.
+ *
+ * The producer table is a function of the appended batches' headers only
+ * (refused and duplicate batches change nothing), so before an entry is
+ * applied or a snapshot taken, the table is brought up to the log's end by
+ * recording the headers of the batches it does not cover yet: after a
+ * restart those after <dir>/producers, after a catch-up those fetched past
+ * the snapshot (rgroup_fsm_producers_sync). An entry whose batches were all
+ * refused leaves no trace in the store, so a replay after a restart judges
+ * it again against the same table, with the same outcome.
  *
  * Raft keeps entries in memory until a snapshot; the snapshot threshold
  * and trailing count are retuned from the average entry size so that
@@ -19,14 +34,18 @@
 #include "cluster/rgroup_fsm.h"
 
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "format/batch.h"
 #include "storage/manifest.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define RGROUP_SNAPSHOT_SLOW_NS (10u * 1000 * 1000) /* 10 ms */
+#define RGROUP_PRODUCERS_FILE "producers"
+#define RGROUP_PRODUCERS_READ_BYTES (1u << 20) /* per store_read while rebuilding */
 
 static int rgroup_fsm_scratch(struct rgroup *rg, size_t n)
 {
@@ -43,6 +62,24 @@ static int rgroup_fsm_scratch(struct rgroup *rg, size_t n)
   }
   rg->scratch = ns;
   rg->scratch_cap = cap;
+  return 0;
+}
+
+static int rgroup_fsm_results(struct rgroup *rg, size_t n)
+{
+  if (n <= rg->results_cap) {
+    return 0;
+  }
+  size_t cap = rg->results_cap ? rg->results_cap * 2 : 16;
+  while (cap < n) {
+    cap *= 2;
+  }
+  struct rgroup_batch_result *nr = realloc(rg->results, cap * sizeof *nr);
+  if (nr == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  rg->results = nr;
+  rg->results_cap = cap;
   return 0;
 }
 
@@ -107,26 +144,231 @@ static int rgroup_fsm_fail(struct rgroup *rg, raft_index index, int rv)
   return RAFT_IOERR;
 }
 
-int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index,
-                           int64_t *base)
+/* ---- the producer table ---- */
+
+static void rgroup_fsm_batch_info(const struct batch_header *h, struct producer_batch_info *b)
 {
+  b->producer_id = h->producer_id;
+  b->epoch = h->producer_epoch;
+  b->base_sequence = h->base_sequence;
+  b->record_count = h->record_count;
+  b->max_timestamp = h->max_timestamp;
+}
+
+/* Records the batches of the store in [from, to) into the table, from
+ * their headers (base offset and source index as the store stamped them).
+ * Returns 0 or a negative code. Blocks (reads the log). */
+static int rgroup_fsm_producers_scan(struct rgroup *rg, int64_t from, int64_t to)
+{
+  int64_t off = from;
+  while (off < to) {
+    struct store_region r;
+    int rv = store_read(rg->store, off, RGROUP_PRODUCERS_READ_BYTES, &r);
+    if (rv != 0) {
+      return rv;
+    }
+    if (r.len == 0) {
+      store_region_release(&r);
+      break;
+    }
+    size_t pos = 0;
+    while (rv == 0 && pos + BATCH_HEADER_SIZE <= r.len) {
+      uint8_t hdr[BATCH_HEADER_SIZE];
+      const uint8_t *p = r.mem != NULL ? r.mem + pos : hdr;
+      if (r.fd >= 0) {
+        size_t got = 0;
+        rv = fs_pread_full(r.fd, hdr, sizeof hdr, (off_t)(r.pos + (int64_t)pos), &got);
+        if (rv == 0 && got != sizeof hdr) {
+          rv = CAIRN_ETRUNCATED;
+        }
+        p = hdr;
+      }
+      if (rv != 0) {
+        break;
+      }
+      struct batch_header h;
+      batch_header_decode(p, &h);
+      struct producer_batch_info b;
+      rgroup_fsm_batch_info(&h, &b);
+      rv = producer_state_record(&rg->producers, &b, h.base_offset, h.source_index);
+      pos += batch_total_size(h.batch_length);
+    }
+    off = r.next_offset;
+    store_region_release(&r);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  return 0;
+}
+
+/* Brings the producer table up to the log's end (rgroup_fsm.c header):
+ * adopts a restored snapshot's table once the log has reached it, then
+ * records the batches the table does not cover yet. Returns 0 or a
+ * negative code. */
+static int rgroup_fsm_producers_sync(struct rgroup *rg)
+{
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (rg->snap_producers_pending && info.next_offset >= rg->snap_producers_offset) {
+    producer_state_close(&rg->producers);
+    rg->producers = rg->snap_producers;
+    producer_state_init(&rg->snap_producers);
+    rg->producers_offset = rg->snap_producers_offset;
+    rg->snap_producers_pending = false;
+    log_info("rgroup", "group %llu: producer table of the snapshot adopted (%zu producers, "
+             "offset %lld)", (unsigned long long)rg->group_id, rg->producers.n,
+             (long long)rg->producers_offset);
+  }
+  if (rg->producers_offset == info.next_offset) {
+    return 0;
+  }
+  if (rg->producers_offset > info.next_offset) {
+    /* The log was cut below what the table covers: rebuild it all. */
+    log_warn("rgroup", "group %llu: producer table covers offset %lld, the log ends at %lld: "
+             "rebuilding it from the log", (unsigned long long)rg->group_id,
+             (long long)rg->producers_offset, (long long)info.next_offset);
+    producer_state_close(&rg->producers);
+    rg->producers_offset = info.start_offset;
+  }
+  if (rg->producers_offset < info.start_offset) {
+    log_warn("rgroup", "group %llu: batches [%lld, %lld) are gone from the log before the "
+             "producer table recorded them: their producers may be unknown here",
+             (unsigned long long)rg->group_id, (long long)rg->producers_offset,
+             (long long)info.start_offset);
+    rg->producers_offset = info.start_offset;
+  }
+  uint64_t t0 = uv_hrtime();
+  int rv = rgroup_fsm_producers_scan(rg, rg->producers_offset, info.next_offset);
+  if (rv != 0) {
+    log_error("rgroup", "group %llu: rebuilding the producer table from offset %lld: %s",
+              (unsigned long long)rg->group_id, (long long)rg->producers_offset,
+              cairn_strerror(rv));
+    return rv;
+  }
+  log_write((uv_hrtime() - t0) >= RGROUP_SNAPSHOT_SLOW_NS ? LOG_INFO : LOG_DEBUG, "rgroup",
+            "group %llu: producer table brought from offset %lld to %lld in %.3f ms "
+            "(%zu producers)", (unsigned long long)rg->group_id, (long long)rg->producers_offset,
+            (long long)info.next_offset, (double)(uv_hrtime() - t0) / 1e6, rg->producers.n);
+  rg->producers_offset = info.next_offset;
+  rg->producers_index = info.last_index;
+  return 0;
+}
+
+void rgroup_fsm_producers_open(struct rgroup *rg)
+{
+  struct store_info info;
+  store_info(rg->store, &info);
+  rg->producers_offset = info.start_offset; /* without a file: from the log start */
+  rg->producers_index = 0;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rv = fs_read_file(rg->dir, RGROUP_PRODUCERS_FILE, PRODUCER_STATE_MAX_BYTES, &buf, &len);
+  if (rv == -ENOENT) {
+    return;
+  }
+  int64_t offset = 0;
+  uint64_t index = 0;
+  if (rv == 0) {
+    rv = producer_state_decode(&rg->producers, buf, len, &offset, &index);
+  }
+  free(buf);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: %s/%s: %s: rebuilding the producer table from the log",
+             (unsigned long long)rg->group_id, rg->dir, RGROUP_PRODUCERS_FILE, cairn_strerror(rv));
+    return;
+  }
+  rg->producers_offset = offset;
+  rg->producers_index = index;
+}
+
+/* Writes the table (covering the flushed log) to <dir>/producers, so that a
+ * restart rebuilds only what follows. A failure costs a longer rebuild. */
+static void rgroup_fsm_producers_save(struct rgroup *rg, const uint8_t *enc, size_t len)
+{
+  int rv = fs_replace_file(rg->dir, RGROUP_PRODUCERS_FILE, enc, len);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: writing %s/%s: %s", (unsigned long long)rg->group_id,
+             rg->dir, RGROUP_PRODUCERS_FILE, cairn_strerror(rv));
+  }
+}
+
+/* ---- apply ---- */
+
+int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index)
+{
+  rg->applied.results = rg->results;
+  rg->applied.n = 0;
+  int rv = rgroup_fsm_producers_sync(rg);
+  if (rv != 0) {
+    rgroup_fsm_fail(rg, index, rv);
+    return rv;
+  }
   int n = rgroup_fsm_split(rg, entry, len);
   if (n <= 0) {
     rgroup_fsm_fail(rg, index, n == 0 ? CAIRN_EINVAL : n);
     return n == 0 ? CAIRN_EINVAL : n;
   }
-  int64_t b = -1;
-  int rv = store_append(rg->store, rg->scratch, (size_t)n, index, &b);
-  if (rv == CAIRN_EEXIST) {
-    b = -1; /* applied before a restart: nobody waits for it */
-  } else if (rv != 0) {
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (index <= info.last_index) {
+    return 0; /* applied before a restart: nobody waits for it */
+  }
+  if (rgroup_fsm_results(rg, (size_t)n) != 0) {
+    rgroup_fsm_fail(rg, index, CAIRN_ENOMEM);
+    return CAIRN_ENOMEM;
+  }
+  /* Judge each batch in entry order, recording the ones to append at the
+   * offsets the store will give them (gap-free from next_offset), so that a
+   * later batch of the same producer in this entry sees the earlier one. */
+  int64_t next = info.next_offset;
+  size_t nappend = 0;
+  for (int i = 0; i < n; i++) {
+    struct batch_header h;
+    batch_header_decode(rg->scratch[i].data, &h);
+    struct producer_batch_info b;
+    rgroup_fsm_batch_info(&h, &b);
+    bool duplicate = false;
+    int64_t original = -1;
+    int verdict = producer_state_check(&rg->producers, &b, &duplicate, &original);
+    if (verdict != 0 || duplicate) {
+      rg->results[i].status = verdict;
+      rg->results[i].offset = verdict == 0 ? original : -1;
+      if (duplicate) {
+        rg->producer_duplicates++;
+      } else {
+        rg->producer_refusals++;
+      }
+      continue;
+    }
+    rv = producer_state_record(&rg->producers, &b, next, index);
+    if (rv != 0) {
+      rgroup_fsm_fail(rg, index, rv);
+      return rv;
+    }
+    rg->results[i].status = 0;
+    rg->results[i].offset = next;
+    next += h.record_count;
+    rg->scratch[nappend++] = rg->scratch[i];
+  }
+  rg->applied.results = rg->results;
+  rg->applied.n = (size_t)n;
+  if (nappend == 0) {
+    return 0; /* every batch refused or a duplicate: the store is unchanged */
+  }
+  int64_t base = -1;
+  rv = store_append(rg->store, rg->scratch, nappend, index, &base);
+  if (rv == 0 && base != info.next_offset) {
+    rv = CAIRN_ECORRUPT; /* the store numbered the batches otherwise */
+  }
+  if (rv != 0) {
+    rg->applied.n = 0;
     rgroup_fsm_fail(rg, index, rv);
     return rv;
   }
-  if (base != NULL) {
-    *base = b;
-  }
-  if (rg->on_applied != NULL && b >= 0) {
+  rg->producers_offset = next;
+  rg->producers_index = index;
+  if (rg->on_applied != NULL) {
     rg->on_applied(rg);
   }
   return 0;
@@ -149,10 +391,10 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     }
     return 0;
   }
-  if (rgroup_fsm_apply_entry(rg, buf->base, buf->len, index, &rg->applied_base) != 0) {
+  if (rgroup_fsm_apply_entry(rg, buf->base, buf->len, index) != 0) {
     return RAFT_IOERR;
   }
-  *result = &rg->applied_base;
+  *result = &rg->applied;
   return 0;
 }
 
@@ -168,11 +410,24 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
    * in reading every segment for its CRC (docs/replication.md, snapshot
    * cost). Timed so that the cost shows in the log. */
   uint64_t t0 = uv_hrtime();
-  int rv = store_flush(rg->store, INT64_MAX);
+  int rv = rgroup_fsm_producers_sync(rg);
+  if (rv == 0) {
+    rv = store_flush(rg->store, INT64_MAX);
+  }
   uint64_t t1 = uv_hrtime();
   struct manifest m;
   if (rv == 0) {
     rv = manifest_build(rg->store, &m);
+  }
+  if (rv == 0) {
+    /* The table as of the manifest's end, which is the log's end. */
+    rv = producer_state_encode(&rg->producers, m.next_offset, m.last_index, &m.producers,
+                               &m.producers_len);
+    if (rv == 0) {
+      rgroup_fsm_producers_save(rg, m.producers, m.producers_len);
+    } else {
+      manifest_free(&m);
+    }
   }
   uint64_t t2 = uv_hrtime();
   if (rv == 0) {
@@ -225,14 +480,37 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
               (unsigned long long)rg->group_id, cairn_strerror(rv));
     return RAFT_CORRUPT;
   }
+  struct producer_state table;
+  producer_state_init(&table);
+  int64_t table_offset = m.next_offset;
+  if (m.producers != NULL) {
+    rv = producer_state_decode(&table, m.producers, m.producers_len, &table_offset, NULL);
+    if (rv != 0 || table_offset != m.next_offset) {
+      log_error("rgroup", "group %llu: the snapshot's producer table is malformed: %s",
+                (unsigned long long)rg->group_id, cairn_strerror(rv != 0 ? rv : CAIRN_ECORRUPT));
+      manifest_free(&m);
+      return RAFT_CORRUPT;
+    }
+  }
   struct store_info info;
   store_info(rg->store, &info);
+  int64_t next_offset = m.next_offset;
+  uint64_t last_index = m.last_index;
+  bool has_table = m.producers != NULL;
   manifest_free(&m);
   raft_free(buf->base); /* ours on success */
-  if (info.last_index >= m.last_index && info.next_offset >= m.next_offset) {
+  if (info.last_index >= last_index && info.next_offset >= next_offset) {
+    producer_state_close(&table); /* this replica's own table covers as much */
     return 0;
   }
-  catchup_start(&rg->catchup, m.next_offset, m.last_index);
+  if (has_table) {
+    /* Adopted once the fetched log reaches the snapshot's end. */
+    producer_state_close(&rg->snap_producers);
+    rg->snap_producers = table;
+    rg->snap_producers_offset = table_offset;
+    rg->snap_producers_pending = true;
+  }
+  catchup_start(&rg->catchup, next_offset, last_index);
   return 0;
 }
 
@@ -251,4 +529,9 @@ void rgroup_fsm_close(struct rgroup *rg)
   free(rg->scratch);
   rg->scratch = NULL;
   rg->scratch_cap = 0;
+  free(rg->results);
+  rg->results = NULL;
+  rg->results_cap = 0;
+  producer_state_close(&rg->producers);
+  producer_state_close(&rg->snap_producers);
 }

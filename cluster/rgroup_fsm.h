@@ -1,6 +1,8 @@
 /* rgroup_fsm.h - a partition replica's Raft state machine: applying an
- * entry appends its batches to the store; a snapshot is a small descriptor
- * of the log (its manifest), never the data. Internal to rgroup. */
+ * entry appends its batches to the store, minus an idempotent producer's
+ * duplicates and refused batches; a snapshot is a small descriptor of the
+ * log (its manifest and the producer table), never the data. Internal to
+ * rgroup. */
 #ifndef CAIRN_RGROUP_FSM_H
 #define CAIRN_RGROUP_FSM_H
 
@@ -12,11 +14,16 @@ void rgroup_fsm_init(struct rgroup *rg);
 /* Frees the state machine's scratch memory. */
 void rgroup_fsm_close(struct rgroup *rg);
 
-/* Appends one Raft entry's batches to the store with its index: the apply
- * path, also used for entries held back during a catch-up. *base (if not
- * NULL) gets the first batch's offset, -1 for an entry applied before.
- * Returns 0 or a negative code (the replica is then fatal). */
-int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index,
-                           int64_t *base);
+/* Judges one Raft entry's batches against the producer table and appends
+ * those to write to the store with its index: the apply path, also used
+ * for entries held back during a catch-up. rg->applied gets one result per
+ * batch (n 0 for an entry applied before a restart), valid until the next
+ * call. Returns 0 or a negative code (the replica is then fatal). */
+int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index);
+
+/* Reads <dir>/producers into rg->producers (initialized, empty) after the
+ * store is open; without it (or with a damaged one, logged) the table is
+ * rebuilt from the log's start before the first entry is applied. Blocks. */
+void rgroup_fsm_producers_open(struct rgroup *rg);
 
 #endif

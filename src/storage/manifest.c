@@ -41,6 +41,8 @@ int manifest_encode(const struct manifest *m, uint8_t **out, size_t *len)
   }
   msg.n_segments = m->nsegments;
   msg.segments = ptrs;
+  msg.producer_table.data = m->producers;
+  msg.producer_table.len = m->producers_len;
   size_t n = cairn__storage__log_manifest__get_packed_size(&msg);
   uint8_t *buf = malloc(n ? n : 1);
   if (buf != NULL) {
@@ -90,6 +92,15 @@ int manifest_decode(const uint8_t *buf, size_t len, struct manifest *m)
   if (m->segments == NULL) {
     rv = CAIRN_ENOMEM;
   }
+  if (rv == 0 && msg->producer_table.len > 0) {
+    m->producers = malloc(msg->producer_table.len);
+    if (m->producers == NULL) {
+      rv = CAIRN_ENOMEM;
+    } else {
+      memcpy(m->producers, msg->producer_table.data, msg->producer_table.len);
+      m->producers_len = msg->producer_table.len;
+    }
+  }
   for (size_t i = 0; rv == 0 && i < msg->n_segments; i++) {
     m->segments[i].base_offset = msg->segments[i]->base_offset;
     m->segments[i].next_offset = msg->segments[i]->next_offset;
@@ -111,4 +122,7 @@ void manifest_free(struct manifest *m)
   free(m->segments);
   m->segments = NULL;
   m->nsegments = 0;
+  free(m->producers);
+  m->producers = NULL;
+  m->producers_len = 0;
 }

@@ -19,6 +19,11 @@ struct manifest {
   uint64_t last_index;
   struct plog_segment_desc *segments; /* owned */
   size_t nsegments;
+  /* The partition's encoded producer table as of next_offset
+   * (cluster/producer_state.h), opaque here: owned, NULL/0 when absent
+   * (manifest_build leaves it so; snapshots of older versions lack it). */
+  uint8_t *producers;
+  size_t producers_len;
 };
 
 /* Builds the manifest of a plog (reads every segment to checksum it:
@@ -37,6 +42,7 @@ __attribute__((warn_unused_result)) int manifest_encode(const struct manifest *m
 __attribute__((warn_unused_result)) int manifest_decode(const uint8_t *buf, size_t len,
                                                         struct manifest *m);
 
+/* Frees what m owns (segments and producers). */
 void manifest_free(struct manifest *m);
 
 #endif

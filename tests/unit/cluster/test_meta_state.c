@@ -550,6 +550,56 @@ static void test_meta_set_replicas_one_change_at_a_time(void **state)
   meta_state_close(&st);
 }
 
+/* ---- producer ids ---- */
+
+static int do_alloc(struct meta_state *st, uint64_t id, struct meta_result *res)
+{
+  return APPLY(st, res, meta_cmd_allocate_producer_id, id);
+}
+
+static void test_meta_producer_ids_are_unique_and_epochs_bump(void **state)
+{
+  struct meta_state st;
+  struct meta_result res;
+  make_cluster(&st, 1);
+  /* New ids count up from 1, each at epoch 0. */
+  for (uint64_t want = 1; want <= 3; want++) {
+    assert_int_equal(do_alloc(&st, 0, &res), 0);
+    assert_int_equal(res.producer_id, want);
+    assert_int_equal(res.producer_epoch, 0);
+  }
+  /* A bump keeps the id and raises its epoch. */
+  assert_int_equal(do_alloc(&st, 2, &res), 0);
+  assert_int_equal(res.producer_id, 2);
+  assert_int_equal(res.producer_epoch, 1);
+  assert_int_equal(do_alloc(&st, 2, &res), 0);
+  assert_int_equal(res.producer_epoch, 2);
+  assert_int_equal(meta_producer_epoch(&st, 2), 2);
+  assert_int_equal(meta_producer_epoch(&st, 1), 0);
+  /* An id never handed out is refused and changes nothing. */
+  APPLY_REFUSED(&st, CAIRN_EUNKNOWN_PRODUCER, meta_cmd_allocate_producer_id, 4);
+  /* It all survives a snapshot, and the counter goes on from there. */
+  struct meta_state copy;
+  copy_state(&st, &copy);
+  assert_same_state(&st, &copy);
+  assert_int_equal(meta_producer_epoch(&copy, 2), 2);
+  assert_int_equal(do_alloc(&copy, 0, &res), 0);
+  assert_int_equal(res.producer_id, 4);
+  /* An exhausted epoch hands out a new id instead. */
+  copy.producers[0].epoch = META_MAX_PRODUCER_EPOCH;
+  assert_int_equal(do_alloc(&copy, 2, &res), 0);
+  assert_int_equal(res.producer_id, 5);
+  assert_int_equal(res.producer_epoch, 0);
+  assert_int_equal(meta_producer_epoch(&copy, 2), META_MAX_PRODUCER_EPOCH);
+  char why[200];
+  assert_int_equal(meta_state_check(&copy, why, sizeof why), 0);
+  /* A bumped id above the counter is a broken invariant. */
+  copy.producers[0].id = copy.producer_ids + 1;
+  assert_int_equal(meta_state_check(&copy, why, sizeof why), CAIRN_ECORRUPT);
+  meta_state_close(&copy);
+  meta_state_close(&st);
+}
+
 /* ---- malformed input, raft index ---- */
 
 static void test_meta_malformed_commands_are_refused(void **state)
@@ -864,6 +914,12 @@ static void test_meta_cmd_describe_names_each_command(void **state)
   assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf),
                       "Bootstrap cluster=c voters=1,2");
   free(cmd);
+  assert_int_equal(meta_cmd_allocate_producer_id(0, &cmd, &len), 0);
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf), "AllocateProducerId new");
+  free(cmd);
+  assert_int_equal(meta_cmd_allocate_producer_id(12, &cmd, &len), 0);
+  assert_string_equal(meta_cmd_describe(cmd, len, buf, sizeof buf), "AllocateProducerId bump 12");
+  free(cmd);
   assert_string_equal(meta_cmd_describe((const uint8_t *)"\xff\xff", 2, buf, sizeof buf),
                       "malformed command (2 bytes)");
   assert_string_equal(meta_cmd_describe((const uint8_t *)"", 0, buf, sizeof buf),
@@ -902,6 +958,10 @@ static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t *
   case 5:
     rc = meta_cmd_report_leader(1 + (uint32_t)(tu_rand(rnd) % (st->next_topic_id + 1)),
                                 (uint32_t)(tu_rand(rnd) % 6), node, tu_rand(rnd) % 10, cmd, len);
+    break;
+  case 6:
+    /* A new id, a bump of a handed-out one, or an unknown one. */
+    rc = meta_cmd_allocate_producer_id(tu_rand(rnd) % (st->producer_ids + 2), cmd, len);
     break;
   default: {
     /* A replica change derived from the current state: add, remove or
@@ -1120,6 +1180,7 @@ int main(void)
       cmocka_unit_test(test_meta_cmd_describe_names_each_command),
       cmocka_unit_test(test_meta_random_sequences_give_identical_snapshots),
       cmocka_unit_test(test_meta_snapshot_matches_golden_file),
+      cmocka_unit_test(test_meta_producer_ids_are_unique_and_epochs_bump),
       cmocka_unit_test(test_meta_command_bytes_are_stable),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);

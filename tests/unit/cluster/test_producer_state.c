@@ -225,6 +225,13 @@ static void test_producer_state_encoding_round_trips(void **state)
   assert_int_equal(back.n, ps.n);
   assert_int_equal(producer_state_decode(&back, enc, PRODUCER_STATE_MAX_BYTES + 1, NULL, NULL),
                    CAIRN_ETOOLARGE);
+  enc[len - 1] ^= 0x40; /* a flipped bit in the payload */
+  assert_int_equal(producer_state_decode(&back, enc, len, NULL, NULL), CAIRN_EBADCRC);
+  enc[len - 1] ^= 0x40;
+  enc[0] ^= 1;
+  assert_int_equal(producer_state_decode(&back, enc, len, NULL, NULL), CAIRN_EBADMAGIC);
+  enc[0] ^= 1;
+  assert_int_equal(back.n, ps.n);
   free(enc);
   free(enc2);
   /* Ids out of order are refused. */

@@ -23,6 +23,12 @@ static void test_wire_err_maps_the_codes_clients_act_on(void **state)
   assert_int_equal(wire_err_from(CAIRN_EOFFSET), CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE);
   assert_int_equal(wire_err_from(CAIRN_EFATAL), CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR);
   assert_int_equal(wire_err_from(-ENOSPC), CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR);
+  assert_int_equal(wire_err_from(CAIRN_EOUT_OF_ORDER),
+                   CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE);
+  assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_PRODUCER),
+                   CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER);
+  assert_int_equal(wire_err_from(CAIRN_EPRODUCER_FENCED),
+                   CAIRN__CLIENT__ERROR_CODE__PRODUCER_FENCED);
   assert_int_equal(wire_err_from(-ETIMEDOUT), CAIRN__CLIENT__ERROR_CODE__TIMEOUT);
   assert_int_equal(wire_err_from(CAIRN_ESHUTDOWN), CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN);
   assert_int_equal(wire_err_from(CAIRN_ETOPIC_EXISTS), CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS);

@@ -56,6 +56,20 @@ static void test_manifest_describes_every_segment_with_its_checksum(void **state
   assert_int_equal(d.nsegments, m.nsegments);
   assert_memory_equal(d.segments, m.segments, m.nsegments * sizeof *m.segments);
   assert_int_equal(d.last_index, 100);
+  assert_null(d.producers); /* none given: absent, as in older snapshots */
+  manifest_free(&d);
+
+  /* The producer table travels as opaque bytes. */
+  static const uint8_t table[] = {1, 2, 3, 0, 250, 7};
+  m.producers = malloc(sizeof table);
+  memcpy(m.producers, table, sizeof table);
+  m.producers_len = sizeof table;
+  free(enc);
+  assert_int_equal(manifest_encode(&m, &enc, &len), 0);
+  assert_int_equal(manifest_decode(enc, len, &d), 0);
+  assert_int_equal(d.producers_len, sizeof table);
+  assert_memory_equal(d.producers, table, sizeof table);
+  assert_int_equal(d.nsegments, m.nsegments);
 
   /* A truncated encoding and garbage are refused, never half-read. */
   struct manifest bad;
