@@ -46,11 +46,13 @@ const struct producer_entry *producer_state_find(const struct producer_state *ps
   return i < ps->n && ps->entries[i].producer_id == producer_id ? &ps->entries[i] : NULL;
 }
 
-/* The last sequence of a batch: sequences wrap from INT32_MAX to 0. */
+/* The last sequence of a batch. A batch takes one sequence number,
+ * whatever its record count: the sequence counts batches per partition
+ * (proto/client.proto, InitProducerId). */
 static int32_t producer_state_last_seq(int32_t base, int32_t count)
 {
-  int64_t last = (int64_t)base + (count > 0 ? count : 1) - 1;
-  return (int32_t)(last % ((int64_t)INT32_MAX + 1));
+  (void)count;
+  return base;
 }
 
 static int32_t producer_state_next_seq(int32_t last)

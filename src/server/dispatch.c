@@ -53,6 +53,8 @@ static const struct dispatch_entry dispatch_table[] = {
      handle_reset_offsets},
     {CAIRN__CLIENT__API__API_NODE_REGISTER, CAIRN__CLIENT__ENVELOPE__BODY_NODE_REGISTER_REQ,
      handle_node_register},
+    {CAIRN__CLIENT__API__API_INIT_PRODUCER_ID, CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_REQ,
+     handle_init_producer_id},
     {CAIRN__CLIENT__API__API_NODE_HEARTBEAT, CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_REQ,
      handle_node_heartbeat},
 };

@@ -17,6 +17,7 @@ static const Cairn__Client__Api hello_apis[] = {
     CAIRN__CLIENT__API__API_LEAVE_GROUP,    CAIRN__CLIENT__API__API_OFFSET_COMMIT,
     CAIRN__CLIENT__API__API_OFFSET_FETCH,   CAIRN__CLIENT__API__API_LIST_GROUPS,
     CAIRN__CLIENT__API__API_DESCRIBE_GROUPS, CAIRN__CLIENT__API__API_RESET_OFFSETS,
+    CAIRN__CLIENT__API__API_INIT_PRODUCER_ID,
 };
 
 void handle_hello(struct node *n, struct conn_request *req)

@@ -63,6 +63,9 @@ void handle_fetch(struct node *n, struct conn_request *req);
 /* Answers every parked long-polling fetch with what it has (node stop). */
 void handle_fetch_close_all(struct node *n);
 
+/* handle_init_producer_id.c: served by the controller leader. */
+void handle_init_producer_id(struct node *n, struct conn_request *req);
+
 /* handle_list_offsets.c */
 void handle_list_offsets(struct node *n, struct conn_request *req);
 
