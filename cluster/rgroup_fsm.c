@@ -255,7 +255,7 @@ static int rgroup_fsm_producers_sync(struct rgroup *rg)
   return 0;
 }
 
-void rgroup_fsm_producers_open(struct rgroup *rg)
+static void rgroup_fsm_producers_load(struct rgroup *rg)
 {
   struct store_info info;
   store_info(rg->store, &info);
@@ -280,6 +280,24 @@ void rgroup_fsm_producers_open(struct rgroup *rg)
   }
   rg->producers_offset = offset;
   rg->producers_index = index;
+}
+
+/* Now, while nothing else has touched the opened store (no retention can
+ * have removed batches the table has not recorded). A failure is retried
+ * before the first apply, which goes fatal if it fails again. */
+static void rgroup_fsm_producers_sync_at_open(struct rgroup *rg)
+{
+  int rv = rgroup_fsm_producers_sync(rg);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: producer table not rebuilt at open: %s",
+             (unsigned long long)rg->group_id, cairn_strerror(rv));
+  }
+}
+
+void rgroup_fsm_producers_open(struct rgroup *rg)
+{
+  rgroup_fsm_producers_load(rg);
+  rgroup_fsm_producers_sync_at_open(rg);
 }
 
 /* Writes the table (covering the flushed log) to <dir>/producers, so that a

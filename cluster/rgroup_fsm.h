@@ -22,8 +22,9 @@ void rgroup_fsm_close(struct rgroup *rg);
 int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index);
 
 /* Reads <dir>/producers into rg->producers (initialized, empty) after the
- * store is open; without it (or with a damaged one, logged) the table is
- * rebuilt from the log's start before the first entry is applied. Blocks. */
+ * store is open, then records the headers of the batches after the point
+ * it covers; without the file (or with a damaged one, logged) the table is
+ * rebuilt from the log's start. Blocks (reads the log). */
 void rgroup_fsm_producers_open(struct rgroup *rg);
 
 #endif

@@ -13,8 +13,6 @@
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
 #include "cairnd.h"
 #include "format/batch.h"
-#include "format/crc32c.h"
-#include "format/endian.h"
 #include "proc.h"
 #include "testutil.h"
 #include "wire_client.h"
@@ -51,10 +49,7 @@ static const char *cairnd_bin;
 static uint8_t *stamped_batch(uint64_t tag, int64_t pid, int16_t epoch, int32_t seq, size_t *len)
 {
   uint8_t *b = tu_make_batch(tag, REC, VALUE, 9000, len);
-  le_put64(b + BATCH_OFF_PRODUCER_ID, (uint64_t)pid);
-  le_put16(b + BATCH_OFF_PRODUCER_EPOCH, (uint16_t)epoch);
-  le_put32(b + BATCH_OFF_BASE_SEQUENCE, (uint32_t)seq);
-  le_put32(b + BATCH_OFF_CRC, crc32c(b + BATCH_CRC_START, *len - BATCH_CRC_START));
+  tu_stamp_batch(b, *len, pid, epoch, seq);
   return b;
 }
 

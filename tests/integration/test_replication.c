@@ -304,6 +304,107 @@ static void test_follower_far_behind_catches_up_through_snapshot(void **state)
   cluster_stop(&c);
 }
 
+/* Node i's view of producer pid in group g: "EPOCH SEQ OFFSET N" or "none". */
+static void node_pstate(struct tc_cluster *c, int i, int g, int64_t pid, char *out, size_t n)
+{
+  char line[256];
+  assert_int_equal(tc_ask(c, i, line, sizeof line, "pstate %d %" PRId64, g, pid), 0);
+  const char *rest = strchr(line + strlen("pstate "), ' ');
+  assert_non_null(rest);
+  snprintf(out, n, "%s", rest + 1);
+}
+
+/* An idempotent produce of sequence seq through node i; returns the
+ * answer line. An acknowledgement is recorded for the log checks unless
+ * retry (a retry carries a new tag: the partition answers it with the
+ * original batch's offset and does not store it). */
+static void iproduce_as(struct tc_cluster *c, int i, int g, int64_t pid, int seq, bool retry,
+                        char *out, size_t n)
+{
+  uint64_t tag = c->next_tag++;
+  assert_int_equal(tu_ctl_send(&c->n[i].ctl, "iproduce %d %" PRIu64 " %" PRId64 " 0 %d", g, tag,
+                               pid, seq),
+                   0);
+  assert_int_equal(tu_ctl_line(&c->n[i].ctl, out, n, 15000), 1);
+  int64_t off;
+  uint64_t got;
+  int gg;
+  if (!retry && sscanf(out, "ok %d %" SCNu64 " %" SCNd64, &gg, &got, &off) == 3) {
+    tc_record_ack(c, got, off);
+  }
+}
+
+static void iproduce(struct tc_cluster *c, int i, int g, int64_t pid, int seq, char *out,
+                     size_t n)
+{
+  iproduce_as(c, i, g, pid, seq, false, out, n);
+}
+
+/* The producer table reaches a replica that catches up through a snapshot
+ * (taken from the snapshot, plus what was fetched after it), and one that
+ * restarts (from <replica>/producers plus the batches after it): a retry
+ * is judged the same on every replica. */
+static void test_producer_table_survives_snapshot_catch_up_and_restart(void **state)
+{
+  static struct tc_cluster c;
+  cluster_start_with(&c, 1, small_raft_log);
+  int l = tc_find_leader(&c, 1);
+  int f = (l + 1) % TC_NODES;
+  char line[256], want[128], got[128];
+  iproduce(&c, l, 1, 42, 0, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  tc_node_kill(&c, f);
+  /* Far more entries than Raft keeps with a 32 KiB budget: f will need
+   * the snapshot, whose producer table includes producer 42. */
+  int seq = 1;
+  for (int k = 0; k < 150; k++) {
+    assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
+    if (k % 10 == 0) {
+      iproduce(&c, l, 1, 42, seq++, line, sizeof line);
+      assert_true(strncmp(line, "ok ", 3) == 0);
+    }
+  }
+  iproduce(&c, l, 1, 43, 0, line, sizeof line); /* a producer only in the tail */
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  assert_true(tu_file_contains(c.n[f].log, "caught up"));
+  /* One more entry so that f applies after the catch-up (the table is
+   * adopted before the first apply). */
+  iproduce(&c, l, 1, 42, seq++, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  wait_identical(&c, l, f, 1);
+  assert_true(tu_file_contains(c.n[f].log, "producer table of the snapshot adopted"));
+  node_pstate(&c, l, 1, 42, want, sizeof want);
+  node_pstate(&c, f, 1, 42, got, sizeof got);
+  assert_string_equal(got, want);
+  printf("  producer 42 after the catch-up (epoch, sequence, offset, window): %s on both\n",
+         got);
+  assert_int_equal(atoi(strchr(got, ' ') + 1), seq - 1);
+  node_pstate(&c, l, 1, 43, want, sizeof want);
+  node_pstate(&c, f, 1, 43, got, sizeof got);
+  assert_string_equal(got, want);
+  /* A restart of the follower: the file and the tail give the same table. */
+  tc_node_kill(&c, f);
+  tc_node_start(&c, f);
+  node_pstate(&c, l, 1, 42, want, sizeof want);
+  node_pstate(&c, f, 1, 42, got, sizeof got);
+  assert_string_equal(got, want);
+  /* A retry of the newest batch is a duplicate: the log does not grow. */
+  struct tc_dump *d = malloc(sizeof *d);
+  tc_dump_node(&c, l, 1, d);
+  int64_t end = d->next;
+  iproduce_as(&c, l, 1, 42, seq - 1, true, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  iproduce(&c, l, 1, 42, seq + 1, line, sizeof line);
+  assert_non_null(strstr(line, "CAIRN_EOUT_OF_ORDER"));
+  tc_dump_node(&c, l, 1, d);
+  assert_int_equal(d->next, end);
+  free(d);
+  tc_check_all_agree(&c, 1);
+  cluster_stop(&c);
+}
+
 static void test_catch_up_completes_from_third_replica_when_leader_dies(void **state)
 {
   static struct tc_cluster c;
@@ -404,6 +505,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_garbage_on_cluster_port_disturbs_no_group),
       cmocka_unit_test(test_follower_far_behind_catches_up_through_snapshot),
       cmocka_unit_test(test_catch_up_completes_from_third_replica_when_leader_dies),
+      cmocka_unit_test(test_producer_table_survives_snapshot_catch_up_and_restart),
       cmocka_unit_test(test_sigterm_hands_leadership_over_first),
       cmocka_unit_test(test_preferred_replica_takes_leadership_back),
   };

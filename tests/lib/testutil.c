@@ -4,6 +4,8 @@
 #include "common/fsutil.h"
 #include "format/batch.h"
 #include "format/batch_builder.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -195,4 +197,12 @@ const char *tu_segname(char *buf, int64_t base, const char *ext)
 {
   snprintf(buf, 40, "%020lld.%s", (long long)base, ext);
   return buf;
+}
+
+void tu_stamp_batch(uint8_t *b, size_t len, int64_t producer_id, int16_t epoch, int32_t seq)
+{
+  le_put64(b + BATCH_OFF_PRODUCER_ID, (uint64_t)producer_id);
+  le_put16(b + BATCH_OFF_PRODUCER_EPOCH, (uint16_t)epoch);
+  le_put32(b + BATCH_OFF_BASE_SEQUENCE, (uint32_t)seq);
+  le_put32(b + BATCH_OFF_CRC, crc32c(b + BATCH_CRC_START, len - BATCH_CRC_START));
 }

@@ -25,6 +25,10 @@ uint64_t tu_rand(uint64_t *state);
  * failure. */
 uint8_t *tu_make_batch(uint64_t tag, int n, size_t value_size, int64_t ts, size_t *len);
 
+/* Stamps the batch at b[0..len) as an idempotent producer's (producer id,
+ * epoch, base sequence) and recomputes its CRC. */
+void tu_stamp_batch(uint8_t *b, size_t len, int64_t producer_id, int16_t epoch, int32_t seq);
+
 /* Checks that the batch at p[0..len) is valid and is the one
  * tu_make_batch(tag, n, value_size, ts) built. Returns 0 or -1. */
 int tu_check_batch(const uint8_t *p, size_t len, uint64_t tag, int n, size_t value_size);

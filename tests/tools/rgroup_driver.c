@@ -4,6 +4,11 @@
  * line-based control port on loopback that the tests speak:
  *
  *   produce G TAG N VSIZE   -> later "ok G TAG OFFSET" or "err G TAG CODE LEADER"
+ *   iproduce G TAG PID EPOCH SEQ -> the same for one record of 16 bytes, stamped
+ *                              as producer PID's (EPOCH, SEQ)
+ *   pstate G PID            -> "pstate G EPOCH SEQ OFFSET N": the producer's
+ *                              epoch, its newest sequence and that batch's
+ *                              offset, N batches in its window; or "pstate G none"
  *   leader G                -> "leader G ID ROLE"   (ROLE: leader|follower|candidate|unavailable)
  *   info G                  -> "info G START NEXT LAST_INDEX"
  *   dump G                  -> "b BASE COUNT KEY0 VALID" per batch, then "end"
@@ -201,8 +206,10 @@ static void driver_on_produced(struct rgroup_produce *req, int status, int64_t o
   }
 }
 
+/* A batch of n records; stamped as producer pid's (epoch, seq) when
+ * pid >= 0. */
 static void driver_cmd_produce(struct driver_conn *c, uint64_t gid, uint64_t tag, int n,
-                               size_t vsize)
+                               size_t vsize, int64_t pid, int epoch, int seq)
 {
   struct driver_group *g = driver_group(c->d, gid);
   if (g == NULL || n < 1 || n > 100000 || vsize > (1u << 20)) {
@@ -212,6 +219,9 @@ static void driver_cmd_produce(struct driver_conn *c, uint64_t gid, uint64_t tag
   struct driver_produce *p = calloc(1, sizeof *p);
   size_t len;
   p->batch = tu_make_batch(tag, n, vsize, 1700000000000 + (int64_t)tag, &len);
+  if (pid >= 0) {
+    tu_stamp_batch(p->batch, len, pid, (int16_t)epoch, seq);
+  }
   p->c = c;
   p->group = gid;
   p->tag = tag;
@@ -429,7 +439,15 @@ static void driver_command(struct driver_conn *c, char *line)
   }
   if (strcmp(cmd, "produce") == 0 &&
       sscanf(line, "%*s %" SCNu64 " %" SCNu64 " %d %zu", &gid, &tag, &n, &vsize) == 4) {
-    driver_cmd_produce(c, gid, tag, n, vsize);
+    driver_cmd_produce(c, gid, tag, n, vsize, -1, -1, -1);
+    return;
+  }
+  int64_t pid = -1;
+  int epoch = -1, seq = -1;
+  if (strcmp(cmd, "iproduce") == 0 &&
+      sscanf(line, "%*s %" SCNu64 " %" SCNu64 " %" SCNd64 " %d %d", &gid, &tag, &pid, &epoch,
+             &seq) == 5) {
+    driver_cmd_produce(c, gid, tag, 1, 16, pid, epoch, seq);
     return;
   }
   if (strcmp(cmd, "stats") == 0) {
@@ -458,6 +476,20 @@ static void driver_command(struct driver_conn *c, char *line)
     store_info(rgroup_store(&g->rg), &info);
     driver_reply(c, "info %" PRIu64 " %" PRId64 " %" PRId64 " %" PRIu64, gid, info.start_offset,
                  info.next_offset, info.last_index);
+  } else if (strcmp(cmd, "pstate") == 0) {
+    /* pstate G PID: the producer's epoch, newest sequence and its offset. */
+    int64_t qpid = -1;
+    const struct producer_entry *e = NULL;
+    if (sscanf(line, "%*s %*u %" SCNd64, &qpid) == 1) {
+      e = producer_state_find(&g->rg.producers, qpid);
+    }
+    if (e == NULL) {
+      driver_reply(c, "pstate %" PRIu64 " none", gid);
+    } else {
+      const struct producer_batch *b = &e->batches[e->nbatches - 1];
+      driver_reply(c, "pstate %" PRIu64 " %d %d %" PRId64 " %u", gid, (int)e->epoch,
+                   (int)b->last_sequence, b->base_offset, e->nbatches);
+    }
   } else if (strcmp(cmd, "dump") == 0) {
     driver_cmd_dump(c, g);
   } else if (strcmp(cmd, "hash") == 0) {
