@@ -46,13 +46,13 @@ const struct producer_entry *producer_state_find(const struct producer_state *ps
   return i < ps->n && ps->entries[i].producer_id == producer_id ? &ps->entries[i] : NULL;
 }
 
-/* The last sequence of a batch. A batch takes one sequence number,
- * whatever its record count: the sequence counts batches per partition
- * (proto/client.proto, InitProducerId). */
+/* The last sequence of a batch: one sequence number per record, as
+ * Kafka's producers and libcairn (client/src/accumulator.c) count them;
+ * sequences wrap from INT32_MAX to 0. */
 static int32_t producer_state_last_seq(int32_t base, int32_t count)
 {
-  (void)count;
-  return base;
+  int64_t last = (int64_t)base + (count > 0 ? count : 1) - 1;
+  return (int32_t)(last % ((int64_t)INT32_MAX + 1));
 }
 
 static int32_t producer_state_next_seq(int32_t last)

@@ -15,10 +15,10 @@
  *                       sequence: a duplicate (its base offset); the
  *                       sequence after the newest batch's last: appends;
  *                       anything else: CAIRN_EOUT_OF_ORDER
- * A batch takes one sequence number whatever its record count (the
- * sequence counts batches per partition, proto/client.proto); sequences
- * wrap from INT32_MAX to 0. A batch without a producer id (-1) always
- * appends and is not recorded.
+ * A batch of n records takes the sequences base .. base + n - 1 (one per
+ * record, as Kafka and libcairn count them; a retry must resend the same
+ * batch); sequences wrap from INT32_MAX to 0. A batch without a producer id
+ * (-1) always appends and is not recorded.
  *
  * Only appended batches change the table (producer_state_record), so the
  * table after a log prefix is a function of that prefix's batch headers:
@@ -70,8 +70,7 @@ struct producer_batch_info {
 /* One appended batch of a producer. */
 struct producer_batch {
   int32_t first_sequence;
-  int32_t last_sequence; /* = first_sequence: one per batch (kept for a
-                            format that numbers records) */
+  int32_t last_sequence; /* first_sequence + records - 1, wrapped */
   int64_t base_offset;
 };
 

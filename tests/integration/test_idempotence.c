@@ -44,12 +44,13 @@ static const char *cairnd_bin;
 
 /* ---- helpers ---- */
 
-/* A batch for tag, stamped with (producer id, epoch, sequence) and its CRC
- * recomputed. Returns owned (free()). */
-static uint8_t *stamped_batch(uint64_t tag, int64_t pid, int16_t epoch, int32_t seq, size_t *len)
+/* The batch for tag, stamped with (producer id, epoch) as the producer's
+ * batch number n: its REC records take sequences n * REC .. n * REC + REC - 1.
+ * Returns owned (free()). */
+static uint8_t *stamped_batch(uint64_t tag, int64_t pid, int16_t epoch, int32_t n, size_t *len)
 {
   uint8_t *b = tu_make_batch(tag, REC, VALUE, 9000, len);
-  tu_stamp_batch(b, *len, pid, epoch, seq);
+  tu_stamp_batch(b, *len, pid, epoch, n * REC);
   return b;
 }
 

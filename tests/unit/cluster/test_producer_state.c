@@ -50,21 +50,26 @@ static void test_producer_state_duplicate_in_window_gets_original_offset(void **
   struct producer_state ps;
   producer_state_init(&ps);
   int64_t next = 100, dup = -1;
-  /* One sequence number per batch, whatever its record count. */
+  /* One sequence number per record: batches of 3 take 0-2, 3-5, ... */
   for (int i = 0; i < PRODUCER_STATE_WINDOW; i++) {
-    assert_int_equal(offer(&ps, pb(7, 0, i, 3, 1000), &next, 10 + i, &dup), 0);
+    assert_int_equal(offer(&ps, pb(7, 0, i * 3, 3, 1000), &next, 10 + i, &dup), 0);
   }
   assert_int_equal(next, 100 + 3 * PRODUCER_STATE_WINDOW);
   /* Every batch of the window is a duplicate with its own offset. */
   for (int i = 0; i < PRODUCER_STATE_WINDOW; i++) {
-    assert_int_equal(offer(&ps, pb(7, 0, i, 3, 1000), &next, 20, &dup), 1);
+    assert_int_equal(offer(&ps, pb(7, 0, i * 3, 3, 1000), &next, 20, &dup), 1);
     assert_int_equal(dup, 100 + 3 * i);
   }
+  /* Same first sequence but another length is not the same batch. */
+  assert_int_equal(offer(&ps, pb(7, 0, 0, 2, 1000), &next, 20, &dup), CAIRN_EOUT_OF_ORDER);
+  /* The next sequence counts records, not batches. */
+  assert_int_equal(offer(&ps, pb(7, 0, PRODUCER_STATE_WINDOW, 1, 1000), &next, 21, &dup),
+                   CAIRN_EOUT_OF_ORDER);
   /* One more pushes the oldest out of the window: it is then too old to
    * tell from a reordering, and refused. */
-  assert_int_equal(offer(&ps, pb(7, 0, PRODUCER_STATE_WINDOW, 1, 1000), &next, 21, &dup), 0);
+  assert_int_equal(offer(&ps, pb(7, 0, 3 * PRODUCER_STATE_WINDOW, 1, 1000), &next, 21, &dup), 0);
   assert_int_equal(offer(&ps, pb(7, 0, 0, 3, 1000), &next, 22, &dup), CAIRN_EOUT_OF_ORDER);
-  assert_int_equal(offer(&ps, pb(7, 0, 1, 3, 1000), &next, 22, &dup), 1);
+  assert_int_equal(offer(&ps, pb(7, 0, 3, 3, 1000), &next, 22, &dup), 1);
   assert_int_equal(dup, 103);
   producer_state_close(&ps);
 }
@@ -136,13 +141,15 @@ static void test_producer_state_sequence_wraps_to_zero(void **state)
   producer_state_init(&ps);
   int64_t next = 0, dup = -1;
   /* A producer close to the end (recorded directly: record does not judge). */
-  struct producer_batch_info near = pb(5, 0, INT32_MAX - 1, 2, 5);
+  struct producer_batch_info near = pb(5, 0, INT32_MAX - 3, 2, 5); /* MAX-3, MAX-2 */
   assert_int_equal(producer_state_record(&ps, &near, next, 2), 0);
   next += 2;
-  assert_int_equal(offer(&ps, pb(5, 0, INT32_MAX, 3, 5), &next, 3, &dup), 0);
-  assert_int_equal(offer(&ps, pb(5, 0, INT32_MAX, 3, 5), &next, 4, &dup), 1);
-  assert_int_equal(offer(&ps, pb(5, 0, 1, 1, 5), &next, 4, &dup), CAIRN_EOUT_OF_ORDER);
-  assert_int_equal(offer(&ps, pb(5, 0, 0, 1, 5), &next, 4, &dup), 0); /* after MAX comes 0 */
+  assert_int_equal(offer(&ps, pb(5, 0, INT32_MAX - 1, 3, 5), &next, 3, &dup), 0);
+  const struct producer_entry *e = producer_state_find(&ps, 5);
+  assert_int_equal(e->batches[e->nbatches - 1].last_sequence, 0); /* MAX-1, MAX, 0 */
+  assert_int_equal(offer(&ps, pb(5, 0, INT32_MAX - 1, 3, 5), &next, 4, &dup), 1);
+  assert_int_equal(offer(&ps, pb(5, 0, 2, 1, 5), &next, 4, &dup), CAIRN_EOUT_OF_ORDER);
+  assert_int_equal(offer(&ps, pb(5, 0, 1, 1, 5), &next, 4, &dup), 0); /* after 0 comes 1 */
   producer_state_close(&ps);
 }
 
@@ -196,7 +203,7 @@ static void test_producer_state_encoding_round_trips(void **state)
   int64_t next = 0, dup = -1;
   for (int p = 1; p <= 20; p++) {
     for (int s = 0; s < p % 8; s++) {
-      assert_int_equal(offer(&ps, pb(p * 11, (int16_t)(p % 3), s, 2, 1000 + p), &next,
+      assert_int_equal(offer(&ps, pb(p * 11, (int16_t)(p % 3), s * 2, 2, 1000 + p), &next,
                              (uint64_t)(p * 100 + s), &dup),
                        0);
     }
@@ -311,7 +318,7 @@ static void test_producer_state_rebuilt_from_appends_equals_live(void **state)
     log[nlog].idx = idx;
     nlog++;
     next += b.record_count;
-    seqs[p] = seq + 1;
+    seqs[p] = seq + b.record_count;
   }
   for (size_t i = 0; i < nlog; i++) {
     assert_int_equal(producer_state_record(&rebuilt, &log[i].b, log[i].off, log[i].idx), 0);
