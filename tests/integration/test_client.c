@@ -561,6 +561,31 @@ static void test_client_delivery_timeout_fires_when_cluster_is_gone(void **state
   long long took = tu_now_ms() - t0;
   print_message("delivery timeout 2000 ms fired after %lld ms\n", took);
   assert_true(took >= 1900 && took < 4000);
+
+  /* Bounded memory: with 1000 bytes of buffer, a second 500-byte message
+   * is refused at once (CAIRN_EQUEUE_FULL); the blocking send waits until
+   * the first one's delivery (a timeout here) frees the room. */
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.buffer_bytes = 1000;
+  struct cairn_producer *small;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &small), 0);
+  char value[500];
+  memset(value, 'v', sizeof value);
+  m.value = value;
+  m.value_len = sizeof value;
+  struct sent first = {0}, second = {0};
+  assert_int_equal(cairn_producer_send(small, &m, on_delivery, &first), 0);
+  assert_int_equal(cairn_producer_send(small, &m, on_delivery, &second), CAIRN_EQUEUE_FULL);
+  t0 = tu_now_ms();
+  assert_int_equal(cairn_sync_send(s, small, &m, on_delivery, &second), 0);
+  took = tu_now_ms() - t0;
+  assert_true(first.done);
+  assert_int_equal(first.status, CAIRN_EDELIVERY_TIMEOUT);
+  print_message("a full buffer blocked the blocking send for %lld ms\n", took);
+  assert_true(took >= 1500);
+  assert_int_equal(cairn_sync_flush(s, small), 0);
+  assert_int_equal(second.status, CAIRN_EDELIVERY_TIMEOUT);
   cairn_sync_free(s);
   cd_destroy(&c);
 }
