@@ -17,6 +17,7 @@ static void consume_help(FILE *out)
 {
   fprintf(out,
           "usage: cairn consume TOPIC [-o POSITION] [-p N] [-n COUNT] [-e] [-f FORMAT]\n"
+          "       cairn consume -g GROUP TOPIC...   (a group member: cairn group --help)\n"
           "\n"
           "Prints TOPIC's records, by default each value's raw bytes followed by a\n"
           "newline, as they arrive, until interrupted (Ctrl-C), COUNT records, or\n"
@@ -372,6 +373,14 @@ static int consume_loop(struct cli *c, struct consume *cs, struct cairn_consumer
 
 int cli_consume(struct cli *c, int argc, char **argv)
 {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) {
+      break;
+    }
+    if (strncmp(argv[i], "-g", 2) == 0 || strncmp(argv[i], "--group", 7) == 0) {
+      return cli_group_consume(c, argc, argv); /* a group member (group.c) */
+    }
+  }
   const char *cmd = "consume";
   static const struct option own[] = {
       {"offset", required_argument, NULL, 'o'}, {"partition", required_argument, NULL, 'p'},

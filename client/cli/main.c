@@ -21,6 +21,8 @@ static void main_usage(FILE *out)
           "  topic list | describe NAME | delete NAME\n"
           "  produce TOPIC        send stdin to TOPIC, one message per line\n"
           "  consume TOPIC        print TOPIC's messages, one value per line\n"
+          "  consume -g GROUP TOPIC...  the same as a member of a consumer group\n"
+          "  group list | describe GROUP | reset-offsets GROUP ...  consumer groups\n"
           "  cluster status       nodes, controller leader, every partition's leader,\n"
           "                       replicas, in-sync replicas and high watermark\n"
           "  node decommission ID move node ID's partitions away, then remove it\n"
@@ -115,7 +117,8 @@ int main(int argc, char **argv)
                 {"produce", cli_produce},
                 {"consume", cli_consume},
                 {"cluster", cli_cluster},
-                {"node", cli_node}};
+                {"node", cli_node},
+                {"group", cli_group}};
   for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
     if (strcmp(argv[i], groups[g].name) == 0) {
       int code = groups[g].run(&c, argc - i, argv + i);
@@ -124,7 +127,7 @@ int main(int argc, char **argv)
     }
   }
   fprintf(stderr,
-          "cairn: unknown command '%s' (commands: topic, produce, consume, cluster, node; "
+          "cairn: unknown command '%s' (commands: topic, produce, consume, cluster, node, group; "
           "see: cairn --help)\n",
           argv[i]);
   return CLI_USAGE;

@@ -106,6 +106,105 @@ typedef void (*cairn_group_close_cb)(struct cairn_group_consumer *gc, void *data
 void cairn_group_consumer_close(struct cairn_group_consumer *gc, cairn_group_close_cb cb,
                                 void *data);
 
+/* ------------------------------------------------------------------------
+ * Group admin calls (at the group's coordinator, found by the library)
+ * ------------------------------------------------------------------------ */
+
+struct cairn_group_listing {
+  char *group;
+  char *state; /* "empty" "preparing" "completing" "stable" */
+  uint32_t members;
+  uint64_t coordinator_id;
+};
+
+struct cairn_group_list {
+  struct cairn_group_listing *groups;
+  size_t count;
+};
+
+struct cairn_group_member_info {
+  char *member_id;
+  char *client_id;
+  struct cairn_group_partition *assignment; /* topics owned by the info */
+  size_t assignment_count;
+};
+
+/* One partition the group has committed or been assigned. */
+struct cairn_group_offset_info {
+  char *topic;
+  int32_t partition;
+  int64_t committed;      /* -1: nothing committed */
+  int64_t high_watermark; /* -1: unknown to the coordinator's node */
+  int64_t lag;            /* high_watermark - committed; -1 unknown */
+  char *member_id;        /* owner now, "" none */
+};
+
+struct cairn_group_info {
+  char *group;
+  char *state;
+  char *strategy;
+  int32_t generation;
+  char *leader_id;
+  uint64_t coordinator_id;
+  struct cairn_group_member_info *members;
+  size_t member_count;
+  struct cairn_group_offset_info *offsets;
+  size_t offset_count;
+};
+
+/* One new committed offset for cairn_reset_offsets. */
+struct cairn_group_reset {
+  const char *topic;
+  int32_t partition;
+  int64_t offset; /* >= 0 */
+};
+
+/* Free what the calls return; NULL is fine. Context: any thread. */
+void cairn_group_list_free(struct cairn_group_list *l);
+void cairn_group_info_free(struct cairn_group_info *g);
+
+typedef void (*cairn_group_list_cb)(struct cairn_client *c, int status, const char *errmsg,
+                                    struct cairn_group_list *l, void *data);
+typedef void (*cairn_group_info_cb)(struct cairn_client *c, int status, const char *errmsg,
+                                    struct cairn_group_info *g, void *data);
+
+/* Every group of the cluster: ListGroups at every alive node (each lists
+ * the groups it coordinates), merged, by name. cb gets the list (returns
+ * owned: free with cairn_group_list_free) or a code when no node answered.
+ * Callback, context: as cairn.h's admin calls. */
+__attribute__((warn_unused_result)) int cairn_list_groups(struct cairn_client *c,
+                                                          cairn_group_list_cb cb, void *data);
+
+/* DescribeGroups of one group at its coordinator: members, assignment,
+ * committed offsets and lag. cb gets CAIRN_EUNKNOWN_GROUP for a group with
+ * no members and no offsets. */
+__attribute__((warn_unused_result)) int
+cairn_describe_group(struct cairn_client *c, const char *group, cairn_group_info_cb cb, void *data);
+
+/* ResetOffsets: sets the group's committed offsets (only while it has no
+ * members: else CAIRN_EGROUP_NOT_EMPTY). A refused partition's code
+ * (CAIRN_EUNKNOWN_TOPIC, ...) is the call's status. Ownership: borrows
+ * group and resets for the call. */
+__attribute__((warn_unused_result)) int cairn_reset_offsets(struct cairn_client *c,
+                                                            const char *group,
+                                                            const struct cairn_group_reset *resets,
+                                                            size_t count, cairn_done_cb cb,
+                                                            void *data);
+
+/* The same, blocking, on a cairn_sync's client (errmsg, errmsg_len: the
+ * failure's text, may be NULL). Results are returned owned. */
+__attribute__((warn_unused_result)) int cairn_sync_list_groups(struct cairn_sync *s,
+                                                               struct cairn_group_list **out,
+                                                               char *errmsg, size_t errmsg_len);
+__attribute__((warn_unused_result)) int cairn_sync_describe_group(struct cairn_sync *s,
+                                                                  const char *group,
+                                                                  struct cairn_group_info **out,
+                                                                  char *errmsg, size_t errmsg_len);
+__attribute__((warn_unused_result)) int
+cairn_sync_reset_offsets(struct cairn_sync *s, const char *group,
+                         const struct cairn_group_reset *resets, size_t count, char *errmsg,
+                         size_t errmsg_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# `cairn consume -g` and `cairn group list|describe|reset-offsets` end to
+# end, against a real 3-node cluster (deploy/cluster.sh): two group members
+# share a topic's records with nothing read twice; describe shows the
+# committed offsets with lag 0, list names the group; reset-offsets is
+# refused while a member is active and works once the group is empty; a
+# member then reads again from the reset offsets; bad command lines exit 2.
+#
+# usage: cli_group.sh CAIRN CAIRND
+# The processes it starts are stopped by PID whatever happens (trap);
+# CAIRN_KEEP_TEST_DIR=1 keeps the directory (node logs) afterwards.
+set -euo pipefail
+cli="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+cairnd="$2"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cluster_sh="$repo/deploy/cluster.sh"
+export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"
+unset CAIRN_BOOTSTRAP
+dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-cli-group-XXXXXX")
+cdir="$dir/cluster"
+pids=()
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -f "$cdir/cluster.conf" ]; then
+    bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1
+  fi
+  # Whatever stop could not do: the PIDs recorded at start, if they are
+  # still our cairnd processes.
+  for p in "${pids[@]}"; do
+    if { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -q -- "--data-dir $cdir/node"; then
+      kill -KILL "$p" 2>/dev/null
+    fi
+  done
+  if [ "$rc" -ne 0 ]; then
+    for f in "$cdir"/node*.log; do
+      [ -f "$f" ] && { echo "--- tail of $f"; tail -20 "$f"; }
+    done
+  fi
+  if [ -n "${CAIRN_KEEP_TEST_DIR:-}" ] || [ "$rc" -ne 0 ]; then
+    echo "kept $dir"
+  else
+    rm -rf "$dir"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+step() { echo "== $*"; }
+
+# expect CODE CMD...: runs CMD with stdout/stderr in $dir/out, $dir/err and
+# checks its exit status.
+expect() {
+  local want=$1 got=0
+  shift
+  "$@" >"$dir/out" 2>"$dir/err" || got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "stdout:" >&2; head -20 "$dir/out" >&2
+    echo "stderr:" >&2; head -20 "$dir/err" >&2
+    fail "exit $got, not $want: $*"
+  fi
+}
+# eventually CODE CMD...: as expect, retried for up to 5 s (for answers
+# from a node whose metadata may lag the controller's by a moment).
+eventually() {
+  local want=$1 got
+  for _ in $(seq 1 50); do
+    got=0
+    "${@:2}" >"$dir/out" 2>"$dir/err" || got=$?
+    [ "$got" -ne "$want" ] || return 0
+    sleep 0.1
+  done
+  expect "$@"
+}
+# topics_are NAMES: waits until every node lists exactly the topics NAMES
+# (comma-separated, sorted; "" for none). The node asked is the library's
+# choice, and a node's metadata may lag the controller's by a moment: 6
+# answers in a row must agree.
+topics_are() {
+  local ok=0
+  for _ in $(seq 1 100); do
+    "$cli" topic list --json >"$dir/out"
+    if python3 -c 'import json,sys; sys.exit(0 if ",".join(sorted(t["name"] for t in json.load(open(sys.argv[1]))["topics"])) == sys.argv[2] else 1)' "$dir/out" "$1"; then
+      ok=$((ok + 1))
+      [ "$ok" -lt 6 ] || return 0
+    else
+      ok=0
+      sleep 0.1
+    fi
+  done
+  fail "topic list is not '$1' after 10 s: $(cat "$dir/out")"
+}
+err_has() { grep -q -- "$1" "$dir/err" || fail "stderr lacks '$1': $(cat "$dir/err")"; }
+out_has() { grep -q -- "$1" "$dir/out" || fail "stdout lacks '$1': $(cat "$dir/out")"; }
+json_ok() { python3 -m json.tool "$1" >/dev/null || fail "not valid JSON: $(head -c 400 "$1")"; }
+# pyj FILE EXPR: evaluates a Python expression over the JSON document j.
+pyj() {
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" ||
+    fail "JSON check '$2' is false for $(head -c 600 "$1")"
+}
+
+
+command -v python3 >/dev/null || fail "python3 is needed (deploy/setup.sh installs it)"
+
+step "help and bad command lines"
+expect 0 "$cli" group --help
+out_has "usage: cairn group list"
+expect 2 "$cli" group frobnicate
+err_has "unknown subcommand"
+expect 2 "$cli" group describe
+err_has "which group"
+expect 2 "$cli" group reset-offsets g1
+err_has "which topic"
+expect 2 "$cli" group reset-offsets g1 --topic t
+err_has "to where"
+expect 2 "$cli" consume -g g1
+err_has "which topics"
+
+step "start a 3-node cluster"
+started=0
+for attempt in 1 2 3 4 5; do
+  base=$((20000 + (RANDOM % 1200) * 10))
+  if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
+    --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
+    started=1
+    break
+  fi
+  cat "$dir/start.out"
+  grep -q "in use" "$dir/start.out" || break
+done
+for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+[ "$started" -eq 1 ] || fail "the cluster did not start"
+export CAIRN_BOOTSTRAP
+CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+
+step "a topic of 6 partitions with 60 records"
+expect 0 "$cli" topic create jobs --partitions 6 --replication-factor 3
+for i in $(seq 1 60); do echo "k$i:job-$i"; done >"$dir/keyed"
+seq 1 60 | sed 's/^/job-/' >"$dir/in"
+expect 0 "$cli" produce jobs -k : <"$dir/keyed"
+
+step "two members of g1 read everything once between them"
+"$cli" consume -g g1 jobs >"$dir/m1.out" 2>"$dir/m1.err" &
+m1=$!
+"$cli" consume -g g1 jobs >"$dir/m2.out" 2>"$dir/m2.err" &
+m2=$!
+for _ in $(seq 1 300); do
+  n=$(cat "$dir/m1.out" "$dir/m2.out" | wc -l)
+  [ "$n" -ge 60 ] && break
+  sleep 0.1
+done
+sleep 2 # both joined, auto commit done
+kill -INT "$m1" "$m2"
+wait "$m1" || fail "member 1 exited $?: $(cat "$dir/m1.err")"
+wait "$m2" || fail "member 2 exited $?: $(cat "$dir/m2.err")"
+cat "$dir/m1.out" "$dir/m2.out" | sort >"$dir/all"
+sort "$dir/in" >"$dir/want"
+diff "$dir/want" "$dir/all" >/dev/null || fail "the members did not read each record once: $(diff "$dir/want" "$dir/all" | head)"
+echo "member 1 read $(wc -l <"$dir/m1.out"), member 2 read $(wc -l <"$dir/m2.out")"
+
+step "describe: committed offsets at the end, lag 0; list names the group"
+eventually 0 "$cli" group describe g1 --json
+json_ok "$dir/out"
+pyj "$dir/out" 'j["group"] == "g1" and len(j["offsets"]) == 6 and all(o["lag"] == 0 and o["committed"] == o["high_watermark"] for o in j["offsets"]) and sum(o["committed"] for o in j["offsets"]) == 60'
+expect 0 "$cli" group describe g1
+out_has "COMMITTED"
+expect 0 "$cli" group list --json
+pyj "$dir/out" 'any(g["group"] == "g1" and g["state"] == "empty" for g in j)'
+expect 1 "$cli" group describe nobody
+err_has "unknown group"
+
+step "reset-offsets: refused while a member is active, done once empty"
+"$cli" consume -g g1 jobs >"$dir/m3.out" 2>"$dir/m3.err" &
+m3=$!
+for _ in $(seq 1 100); do
+  "$cli" group describe g1 --json >"$dir/d.json" 2>/dev/null || true
+  python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["members"]) == 1 else 1)' "$dir/d.json" 2>/dev/null && break
+  sleep 0.1
+done
+expect 1 "$cli" group reset-offsets g1 --topic jobs --to-earliest
+err_has "has 1 members"
+kill -INT "$m3"
+wait "$m3" || fail "member 3 exited $?: $(cat "$dir/m3.err")"
+[ ! -s "$dir/m3.out" ] || fail "member 3 read records already committed: $(head -3 "$dir/m3.out")"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --to-earliest
+out_has "set to 0"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-offset 1
+expect 0 "$cli" group describe g1 --json
+pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 1'
+
+step "after the reset a member reads again from there"
+expect 0 "$cli" consume -g g1 -n 59 jobs
+[ "$(wc -l <"$dir/out")" -ge 59 ] || fail "read $(wc -l <"$dir/out") records after the reset"
+
+step "stop the cluster"
+bash "$cluster_sh" stop -d "$cdir" --timeout-s 30 >"$dir/stop.out"
+echo "PASS"
