@@ -188,13 +188,12 @@ int producer_state_record(struct producer_state *ps, const struct producer_batch
 
 /* ---- encoding ---- */
 
-int producer_state_encode(const struct producer_state *ps, int64_t next_offset,
-                          uint64_t last_index, uint8_t **out, size_t *len)
+int producer_state_encode(const struct producer_state *ps, int64_t next_offset, uint64_t last_index,
+                          uint8_t **out, size_t *len)
 {
   Cairn__Storage__ProducerRecord *recs = calloc(ps->n + 1, sizeof *recs);
   Cairn__Storage__ProducerRecord **rec_ptrs = calloc(ps->n + 1, sizeof *rec_ptrs);
-  Cairn__Storage__ProducerBatch *bats =
-      calloc(ps->n * PRODUCER_STATE_WINDOW + 1, sizeof *bats);
+  Cairn__Storage__ProducerBatch *bats = calloc(ps->n * PRODUCER_STATE_WINDOW + 1, sizeof *bats);
   Cairn__Storage__ProducerBatch **bat_ptrs =
       calloc(ps->n * PRODUCER_STATE_WINDOW + 1, sizeof *bat_ptrs);
   int rv = CAIRN_ENOMEM;

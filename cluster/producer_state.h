@@ -54,7 +54,7 @@
 #define PRODUCER_STATE_MAX 10000u
 #define PRODUCER_STATE_IDLE_MS (7LL * 24 * 3600 * 1000)
 #define PRODUCER_STATE_MAX_BYTES (64u << 20) /* an encoded table, decode bound */
-#define PRODUCER_STATE_MAGIC 0x31545043u        /* the bytes "CPT1" read little-endian */
+#define PRODUCER_STATE_MAGIC 0x31545043u     /* the bytes "CPT1" read little-endian */
 #define PRODUCER_STATE_VERSION 1u
 #define PRODUCER_STATE_HEADER_BYTES 16u
 
@@ -79,8 +79,8 @@ struct producer_entry {
   int16_t epoch;
   uint32_t nbatches;                                    /* 1..WINDOW */
   struct producer_batch batches[PRODUCER_STATE_WINDOW]; /* oldest first */
-  uint64_t last_index;    /* Raft index of its newest batch */
-  int64_t last_timestamp; /* max timestamp of its newest batch */
+  uint64_t last_index;                                  /* Raft index of its newest batch */
+  int64_t last_timestamp;                               /* max timestamp of its newest batch */
 };
 
 /* Read the fields; change them only through the functions below. */
@@ -102,8 +102,7 @@ void producer_state_close(struct producer_state *ps);
  * CAIRN_EPRODUCER_FENCED, CAIRN_EOUT_OF_ORDER (do not append). Borrows b. */
 __attribute__((warn_unused_result)) int producer_state_check(const struct producer_state *ps,
                                                              const struct producer_batch_info *b,
-                                                             bool *duplicate,
-                                                             int64_t *base_offset);
+                                                             bool *duplicate, int64_t *base_offset);
 
 /* Records an appended batch (one producer_state_check accepted, in append
  * order) at base_offset, from the entry at Raft index. A batch without a

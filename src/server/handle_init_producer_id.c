@@ -64,8 +64,7 @@ static void init_pid_on_applied(struct ctl_propose *prop, int status, const stru
     init_pid_respond(req, wire_err_from(res->code), msg, 0, 0);
     return;
   }
-  init_pid_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, NULL, res->producer_id,
-                   res->producer_epoch);
+  init_pid_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, NULL, res->producer_id, res->producer_epoch);
 }
 
 void handle_init_producer_id(struct node *n, struct conn_request *req)

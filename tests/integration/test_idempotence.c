@@ -33,9 +33,10 @@
 #define REC 3
 #define VALUE 40
 #define TOPIC "idem"
-#define STREAM 16  /* stamped batches of the stream the SIGKILL interrupts */
-#define INFLIGHT 5 /* at most in flight: the partition's dedup window
-                      (PRODUCER_STATE_WINDOW), as libcairn's max_in_flight */
+#define STREAM 16 /* stamped batches of the stream the SIGKILL interrupts */
+#define INFLIGHT                                                                                   \
+  5 /* at most in flight: the partition's dedup window                                             \
+       (PRODUCER_STATE_WINDOW), as libcairn's max_in_flight */
 #define MAX_TAGS 64
 
 #define CODE(name) CAIRN__CLIENT__ERROR_CODE__##name
@@ -287,8 +288,8 @@ static void test_idempotent_producer_stores_each_batch_once(void **state)
   uint32_t none_epoch = 0;
   assert_int_equal(init_producer_id(&c, 1, pid2 + 1000, &none, &none_epoch),
                    CODE(UNKNOWN_PRODUCER));
-  printf("  producer ids %" PRIu64 " and %" PRIu64 "; %" PRIu64 " bumped to epoch %u\n", pid,
-         pid2, bumped, bumped_epoch);
+  printf("  producer ids %" PRIu64 " and %" PRIu64 "; %" PRIu64 " bumped to epoch %u\n", pid, pid2,
+         bumped, bumped_epoch);
   int16_t ep = (int16_t)bumped_epoch;
 
   /* A retry of the same stamped batch: the first offset, stored once. */
@@ -324,7 +325,8 @@ static void test_idempotent_producer_stores_each_batch_once(void **state)
   free(b);
   tags[nseq++] = 2;
   printf("  duplicate answered with offset %" PRId64 "; skip, old epoch and unknown producer "
-         "refused\n", off0);
+         "refused\n",
+         off0);
 
   /* Several stamped batches in flight, then the leader dies. */
   int leader = wait_serving_leader(&c);
@@ -367,7 +369,8 @@ static void test_idempotent_producer_stores_each_batch_once(void **state)
   }
   wc_close(&w);
   printf("  SIGKILL of the leader (node %" PRIu64 ") with %d of %d stamped batches in flight: "
-         "%d acknowledged\n", c.nodes[leader].id, INFLIGHT, STREAM, acked);
+         "%d acknowledged\n",
+         c.nodes[leader].id, INFLIGHT, STREAM, acked);
   /* Retry every unacknowledged one, in sequence order, at the new leader
    * (some of them were committed before the SIGKILL: those are answered
    * with their offset, not written again). */
@@ -444,7 +447,8 @@ static void test_idempotent_producer_stores_each_batch_once(void **state)
   assert_int_equal(count_tag(log, log_len, 500, &at), 1);
   free(log);
   printf("  after a restart of every replica: retries answered as duplicates, the next "
-         "sequence appended at %" PRId64 "\n", at);
+         "sequence appended at %" PRId64 "\n",
+         at);
   cd_destroy(&c);
 }
 

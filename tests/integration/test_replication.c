@@ -405,6 +405,56 @@ static void test_producer_table_survives_snapshot_catch_up_and_restart(void **st
   cluster_stop(&c);
 }
 
+/* Pipelined idempotent produces, each sent twice in a row, so that group
+ * commit puts originals and their duplicates into the same Raft entries:
+ * every request gets its own answer, a duplicate the offset of its
+ * original, and each batch is stored once. */
+static void test_duplicates_within_one_entry_get_the_original_offset(void **state)
+{
+  static struct tc_cluster c;
+  cluster_start(&c, 1);
+  int l = tc_find_leader(&c, 1);
+  enum { N = 40 };
+  uint64_t tags[2 * N];
+  for (int k = 0; k < N; k++) {
+    for (int copy = 0; copy < 2; copy++) {
+      tags[2 * k + copy] = c.next_tag++;
+      assert_int_equal(tu_ctl_send(&c.n[l].ctl, "iproduce 1 %" PRIu64 " 7 0 %d",
+                                   tags[2 * k + copy], k),
+                       0);
+    }
+  }
+  int64_t off[2 * N];
+  for (int k = 0; k < 2 * N; k++) {
+    off[k] = -2;
+  }
+  for (int k = 0; k < 2 * N; k++) {
+    char line[256];
+    assert_int_equal(tu_ctl_line(&c.n[l].ctl, line, sizeof line, 15000), 1);
+    uint64_t tag;
+    int64_t o;
+    int g;
+    if (sscanf(line, "ok %d %" SCNu64 " %" SCNd64, &g, &tag, &o) != 3) {
+      fail_msg("answer %d: %s", k, line);
+    }
+    for (int j = 0; j < 2 * N; j++) {
+      if (tags[j] == tag) {
+        off[j] = o;
+      }
+    }
+  }
+  for (int k = 0; k < N; k++) {
+    assert_int_equal(off[2 * k + 1], off[2 * k]); /* the duplicate: the original's offset */
+    assert_int_equal(off[2 * k], k);              /* one record each, stored once, in order */
+    tc_record_ack(&c, tags[2 * k], off[2 * k]);
+  }
+  char line[256];
+  assert_int_equal(tc_ask(&c, l, line, sizeof line, "stats"), 0);
+  printf("  %d produces (half of them duplicates) answered; leader stats: %s\n", 2 * N, line);
+  tc_check_all_agree(&c, 1);
+  cluster_stop(&c);
+}
+
 static void test_catch_up_completes_from_third_replica_when_leader_dies(void **state)
 {
   static struct tc_cluster c;
@@ -506,6 +556,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_follower_far_behind_catches_up_through_snapshot),
       cmocka_unit_test(test_catch_up_completes_from_third_replica_when_leader_dies),
       cmocka_unit_test(test_producer_table_survives_snapshot_catch_up_and_restart),
+      cmocka_unit_test(test_duplicates_within_one_entry_get_the_original_offset),
       cmocka_unit_test(test_sigterm_hands_leadership_over_first),
       cmocka_unit_test(test_preferred_replica_takes_leadership_back),
   };

@@ -165,8 +165,7 @@ static void test_producer_state_expires_idle_producers_by_batch_time(void **stat
   /* Producer 2 stays active; producer 1 idles past the horizon. */
   assert_int_equal(offer(&ps, pb(2, 0, 1, 1, t0 + PRODUCER_STATE_IDLE_MS), &next, 3, &dup), 0);
   assert_non_null(producer_state_find(&ps, 1)); /* expiry runs on a new producer only */
-  assert_int_equal(offer(&ps, pb(3, 0, 0, 1, t0 + PRODUCER_STATE_IDLE_MS + 1), &next, 4, &dup),
-                   0);
+  assert_int_equal(offer(&ps, pb(3, 0, 0, 1, t0 + PRODUCER_STATE_IDLE_MS + 1), &next, 4, &dup), 0);
   assert_null(producer_state_find(&ps, 1));
   assert_non_null(producer_state_find(&ps, 2));
   assert_int_equal(ps.expired, 1);
@@ -304,8 +303,7 @@ static void test_producer_state_rebuilt_from_appends_equals_live(void **state)
     default:
       break;
     }
-    struct producer_batch_info b = pb(100 + p, epochs[p], seq, 1 + rand() % 3,
-                                      (int64_t)idx * 1000);
+    struct producer_batch_info b = pb(100 + p, epochs[p], seq, 1 + rand() % 3, (int64_t)idx * 1000);
     bool dup;
     int64_t off;
     int rv = producer_state_check(&live, &b, &dup, &off);
