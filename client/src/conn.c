@@ -277,8 +277,15 @@ static void lc_conn_on_hello(struct cairn_client *c, int status, Cairn__Client__
 static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   struct lc_conn *cn = h->data;
-  if (cn->rcap - cn->rlen < LC_READ_CHUNK) {
-    size_t cap = cn->rlen + LC_READ_CHUNK;
+  /* Room for a chunk, and at once for the whole frame being read when its
+   * length is known (growing by chunks would copy a large answer over and
+   * over). */
+  size_t want = cn->rlen + LC_READ_CHUNK;
+  if (cn->rwant > want) {
+    want = cn->rwant;
+  }
+  if (cn->rcap < want) {
+    size_t cap = want;
     uint8_t *nb = realloc(cn->rbuf, cap);
     if (nb == NULL) {
       *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
@@ -298,8 +305,10 @@ static void lc_conn_process(struct lc_conn *cn)
     struct frame f;
     int rv = frame_decode(cn->rbuf + pos, cn->rlen - pos, LC_MAX_ANSWER_BYTES, &f);
     if (rv == FRAME_NEED_MORE) {
+      cn->rwant = cn->rlen - pos + f.need;
       break;
     }
+    cn->rwant = 0;
     if (rv != FRAME_WHOLE) {
       lc_conn_fail(cn, CAIRN_EPROTOCOL, "malformed frame from the node");
       return;

@@ -100,6 +100,7 @@ struct lc_conn {
   bool apis[LC_MAX_APIS];
   uint8_t *rbuf;
   size_t rlen, rcap;
+  size_t rwant; /* bytes the frame being read needs in rbuf; 0: unknown */
   struct lc_req *reqs; /* sent or waiting for READY */
   int fail_status;
   char errmsg[LC_ERRMSG_SIZE];

@@ -344,9 +344,11 @@ __attribute__((warn_unused_result)) int cairn_list_offsets(struct cairn_client *
 struct cairn_producer_options {
   uint32_t linger_ms;       /* wait this long for a batch to fill. 5 */
   uint32_t batch_bytes;     /* send a batch at this size. 65536 */
-  uint32_t max_batch_bytes; /* no batch (so no message) is larger; a bigger
-                               message fails with CAIRN_ETOOLARGE. 1048576
-                               (the node's default entry bound) */
+  uint32_t max_batch_bytes; /* no batch (so no message) is larger,
+                               uncompressed; a bigger message fails with
+                               CAIRN_ETOOLARGE. 1048576 (the node's default
+                               entry bound, which a compressed batch must
+                               also meet once decompressed) */
   uint64_t buffer_bytes;    /* memory for undelivered messages. 33554432 */
   enum cairn_compression compression; /* CAIRN_COMPRESSION_NONE */
   int compression_level;    /* 0: the codec's default */
