@@ -168,7 +168,8 @@ typedef void (*cairn_client_close_cb)(struct cairn_client *c, void *data);
  * connections and timers close, then cb fires (may be NULL) and the client
  * is freed. Producers and consumers on it must have been closed first
  * (their close callbacks fired); otherwise returns UV_EBUSY and nothing
- * happens. Returns 0 or UV_EBUSY. Context: the loop thread. */
+ * happens. Returns 0, UV_EBUSY, or CAIRN_ECLOSED (already closing).
+ * Context: the loop thread. */
 int cairn_client_close(struct cairn_client *c, cairn_client_close_cb cb, void *data);
 
 /* The loop the client runs on. Returns borrowed. */
