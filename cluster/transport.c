@@ -3,12 +3,14 @@
  * behind canonical/raft's raft_uv_transport interface. */
 #include "cluster/transport.h"
 
+#include "cluster/chs.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +111,12 @@ struct transport_connect {
   int preamble_len;
   char host[TRANSPORT_ADDRESS_MAX + 1];
   char port[8];
+  /* the authenticated handshake (a cluster key is set) */
+  struct chs hs;
+  bool handshaking; /* linked in tr->handshaking */
+  uint64_t deadline;
+  struct transport_connect *prev, *next;
+  uint8_t rbuf[CHS_CHALLENGE_LEN];
 };
 
 /* An inbound connection that has not finished its preamble. */
@@ -119,7 +127,69 @@ struct transport_inbound {
   size_t got;
   uint64_t deadline;
   struct transport_inbound *prev, *next;
+  struct chs hs; /* with a cluster key: the preamble arrives inside it */
+  uint8_t rbuf[CHS_ANSWER_MAX];
 };
+
+/* A write that owns a copy of its bytes, so the connection's owner may
+ * change (or close the stream) while it is in flight; freed by its
+ * callback, which fires even when the stream is closed first. */
+struct transport_wr {
+  uv_write_t req;
+  size_t len;
+  uint8_t bytes[];
+};
+
+static void transport_on_wr_done(uv_write_t *w, int status)
+{
+  (void)status; /* a failed write shows up as a failed read or a closed peer */
+  free(w->data);
+}
+
+static int transport_write_copy(uv_stream_t *s, const uint8_t *bytes, size_t len)
+{
+  struct transport_wr *wr = malloc(sizeof *wr + len);
+  if (wr == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  memcpy(wr->bytes, bytes, len);
+  wr->len = len;
+  wr->req.data = wr;
+  uv_buf_t buf = uv_buf_init((char *)wr->bytes, (unsigned)len);
+  int rv = uv_write(&wr->req, s, &buf, 1, transport_on_wr_done);
+  if (rv != 0) {
+    free(wr);
+  }
+  return rv;
+}
+
+/* Logs an authentication failure: at most one line a second per transport,
+ * saying how many were not logged since the last. */
+static void transport_log_auth(struct transport *tr, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void transport_log_auth(struct transport *tr, const char *fmt, ...)
+{
+  tr->auth_failed++;
+  uint64_t now = uv_now(tr->loop);
+  if (tr->auth_log_ms != 0 && now - tr->auth_log_ms < 1000) {
+    tr->auth_unlogged++;
+    return;
+  }
+  char line[TRANSPORT_ADDRESS_MAX + 256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (tr->auth_unlogged > 0) {
+    log_warn("transport", "%s (and %llu more authentication failures in the last seconds)", line,
+             (unsigned long long)tr->auth_unlogged);
+  } else {
+    log_warn("transport", "%s", line);
+  }
+  tr->auth_log_ms = now;
+  tr->auth_unlogged = 0;
+}
 
 static size_t transport_group_find(const struct transport *tr, uint64_t group_id, bool *found)
 {
@@ -224,6 +294,19 @@ static bool transport_connect_canceled(const struct transport_connect *c)
  * is 0 or a negative cairn code. */
 static void transport_connect_done(struct transport_connect *c, int status)
 {
+  if (c->handshaking) {
+    struct transport *tr = c->tr;
+    if (c->prev != NULL) {
+      c->prev->next = c->next;
+    } else {
+      tr->handshaking = c->next;
+    }
+    if (c->next != NULL) {
+      c->next->prev = c->prev;
+    }
+    c->handshaking = false;
+    uv_read_stop((uv_stream_t *)c->tcp);
+  }
   if (status == 0 && transport_connect_canceled(c)) {
     status = CAIRN_ESHUTDOWN;
   }
@@ -254,11 +337,98 @@ static void transport_on_preamble_written(uv_write_t *w, int status)
   transport_connect_done(c, status == 0 ? 0 : status);
 }
 
+/* "host:port" of the peer of an outbound attempt, for logs. */
+static void transport_connect_peer(const struct transport_connect *c, char *buf, size_t len)
+{
+  snprintf(buf, len, "%s:%s", c->host, c->port);
+}
+
+static void transport_dialer_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct transport_connect *c = h->data;
+  /* Never read past the handshake: what follows belongs to the stream's
+   * next owner. */
+  size_t want = chs_want(&c->hs);
+  *buf = uv_buf_init((char *)c->rbuf, (unsigned)(want < sizeof c->rbuf ? want : sizeof c->rbuf));
+}
+
+static void transport_dialer_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+  struct transport_connect *c = s->data;
+  char peer[TRANSPORT_ADDRESS_MAX + 16];
+  transport_connect_peer(c, peer, sizeof peer);
+  if (n == 0) {
+    return;
+  }
+  if (n < 0) {
+    /* A listener that refuses our MAC, or has no key, closes. */
+    transport_log_auth(c->tr,
+                       "cluster handshake with %s: %s (does the peer have this cluster's "
+                       "secret?)",
+                       peer, n == UV_EOF ? "closed by the peer" : uv_strerror((int)n));
+    transport_connect_done(c, CAIRN_ECLUSTER_AUTH);
+    return;
+  }
+  int rv = chs_feed(&c->hs, (const uint8_t *)buf->base, (size_t)n);
+  if (rv == CHS_SEND) {
+    size_t len;
+    const uint8_t *out = chs_output(&c->hs, &len);
+    rv = transport_write_copy(s, out, len);
+    if (rv != 0) {
+      transport_connect_done(c, rv);
+    }
+    return;
+  }
+  if (rv == CHS_OK) {
+    transport_connect_done(c, 0);
+    return;
+  }
+  if (rv < 0) {
+    transport_log_auth(c->tr, "cluster handshake with %s refused: %s", peer, cairn_strerror(rv));
+    transport_connect_done(c, CAIRN_ECLUSTER_AUTH);
+  }
+}
+
+/* With a cluster key: wait for the listener's challenge (chs.h). */
+static int transport_dialer_start(struct transport_connect *c)
+{
+  struct transport *tr = c->tr;
+  uint8_t nonce[CHS_NONCE_LEN];
+  int rv = chs_random(nonce, sizeof nonce);
+  if (rv == 0) {
+    rv = chs_dialer_init(&c->hs, tr->key, tr->key_len, nonce, c->preamble, (size_t)c->preamble_len);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  c->tcp->data = c;
+  rv = uv_read_start((uv_stream_t *)c->tcp, transport_dialer_alloc, transport_dialer_on_read);
+  if (rv != 0) {
+    return rv;
+  }
+  c->deadline = uv_now(tr->loop) + tr->preamble_timeout_ms;
+  c->handshaking = true;
+  c->prev = NULL;
+  c->next = tr->handshaking;
+  if (tr->handshaking != NULL) {
+    tr->handshaking->prev = c;
+  }
+  tr->handshaking = c;
+  return 0;
+}
+
 static void transport_on_connected(uv_connect_t *cr, int status)
 {
   struct transport_connect *c = cr->data;
   if (status != 0 || transport_connect_canceled(c)) {
     transport_connect_done(c, status != 0 ? status : CAIRN_ESHUTDOWN);
+    return;
+  }
+  if (c->tr->key != NULL) {
+    int rv = transport_dialer_start(c);
+    if (rv != 0) {
+      transport_connect_done(c, rv);
+    }
     return;
   }
   uv_buf_t buf = uv_buf_init((char *)c->preamble, (unsigned)c->preamble_len);
@@ -480,6 +650,12 @@ static void transport_inbound_reject(struct transport_inbound *in, const char *w
 static void transport_inbound_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   struct transport_inbound *in = h->data;
+  if (in->tr->key != NULL) {
+    /* Never read past the handshake's answer: the dialer sends nothing
+     * more before our proof. */
+    *buf = uv_buf_init((char *)in->rbuf, (unsigned)chs_want(&in->hs));
+    return;
+  }
   /* Never read past the preamble: what follows belongs to Raft. */
   int size = transport_preamble_size(in->buf, in->got);
   size_t want = size > 0 ? (size_t)size : TRANSPORT_PREAMBLE_FIXED;
@@ -518,6 +694,18 @@ static void transport_inbound_route(struct transport_inbound *in)
     return;
   }
   uv_read_stop((uv_stream_t *)in->tcp);
+  if (tr->key != NULL) {
+    /* The dialer waits for our proof before its first byte; the write
+     * owns its bytes, so the stream can change hands at once. */
+    size_t len;
+    const uint8_t *proof = chs_output(&in->hs, &len);
+    rv = transport_write_copy((uv_stream_t *)in->tcp, proof, len);
+    if (rv != 0) {
+      snprintf(why, sizeof why, "sending the handshake proof: %s", cairn_strerror(rv));
+      transport_inbound_reject(in, why);
+      return;
+    }
+  }
   transport_inbound_unlink(in);
   uv_tcp_t *tcp = in->tcp;
   free(in);
@@ -530,6 +718,52 @@ static void transport_inbound_route(struct transport_inbound *in)
   g->accept_cb(g->rt, sender, address, (uv_stream_t *)tcp);
 }
 
+/* With a cluster key: the dialer's answer, holding the preamble. */
+static void transport_inbound_on_handshake(struct transport_inbound *in, const uint8_t *bytes,
+                                           size_t n)
+{
+  struct transport *tr = in->tr;
+  /* A dialer without the key sends a plain preamble: say so. */
+  bool plain = in->hs.got == 0 && n >= 4 && le_get32(bytes) == TRANSPORT_MAGIC;
+  int rv = chs_feed(&in->hs, bytes, n);
+  if (rv == CHS_AGAIN) {
+    return;
+  }
+  if (rv == CHS_OK) {
+    size_t len;
+    const uint8_t *pre = chs_payload(&in->hs, &len);
+    if (len > sizeof in->buf) {
+      transport_inbound_reject(in, "bad preamble: too long");
+      return;
+    }
+    memcpy(in->buf, pre, len);
+    in->got = len;
+    int size = transport_preamble_size(in->buf, in->got);
+    if (size <= 0 || (size_t)size != len) {
+      transport_inbound_reject(in, size < 0 ? "bad preamble in the handshake"
+                                            : "bad preamble: wrong length in the handshake");
+      return;
+    }
+    transport_inbound_route(in);
+    return;
+  }
+  char peer[64] = "?";
+  struct sockaddr_storage sa;
+  int salen = sizeof sa;
+  if (uv_tcp_getpeername(in->tcp, (struct sockaddr *)&sa, &salen) == 0) {
+    uv_ip_name((struct sockaddr *)&sa, peer, sizeof peer);
+  }
+  transport_log_auth(tr, "closing inbound cluster connection from %s: %s", peer,
+                     plain ? "a plain preamble without the handshake (a node without the "
+                             "cluster secret?)"
+                           : cairn_strerror(rv < 0 ? rv : CAIRN_EINVAL));
+  /* Logged above (rate-limited): close without a second line. */
+  tr->rejected++;
+  transport_inbound_unlink(in);
+  uv_close((uv_handle_t *)in->tcp, transport_free_handle);
+  free(in);
+}
+
 static void transport_inbound_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
   struct transport_inbound *in = s->data;
@@ -539,6 +773,10 @@ static void transport_inbound_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t 
   if (n < 0) {
     transport_inbound_reject(in, n == UV_EOF ? "peer closed during the preamble"
                                              : uv_strerror((int)n));
+    return;
+  }
+  if (in->tr->key != NULL) {
+    transport_inbound_on_handshake(in, (const uint8_t *)buf->base, (size_t)n);
     return;
   }
   in->got += (size_t)n;
@@ -589,7 +827,44 @@ static void transport_on_connection(uv_stream_t *server, int status)
     transport_inbound_reject(in, "too many connections still in their preamble");
     return;
   }
+  if (tr->key != NULL) {
+    uint8_t nonce[CHS_NONCE_LEN];
+    int rv = chs_random(nonce, sizeof nonce);
+    if (rv == 0) {
+      chs_listener_init(&in->hs, tr->key, tr->key_len, nonce);
+      size_t len;
+      const uint8_t *challenge = chs_output(&in->hs, &len);
+      rv = transport_write_copy((uv_stream_t *)tcp, challenge, len);
+    }
+    if (rv != 0) {
+      char why[96];
+      snprintf(why, sizeof why, "sending the handshake challenge: %s", cairn_strerror(rv));
+      transport_inbound_reject(in, why);
+      return;
+    }
+  }
   uv_read_start((uv_stream_t *)tcp, transport_inbound_alloc, transport_inbound_on_read);
+}
+
+/* Ends outbound handshakes past their deadline, and those whose owner went
+ * away (they wait on a read that may never come). */
+static void transport_sweep_dialers(struct transport *tr, uint64_t now)
+{
+  struct transport_connect *c = tr->handshaking;
+  while (c != NULL) {
+    struct transport_connect *next = c->next;
+    if (transport_connect_canceled(c)) {
+      transport_connect_done(c, CAIRN_ESHUTDOWN);
+    } else if (now >= c->deadline) {
+      char peer[TRANSPORT_ADDRESS_MAX + 16];
+      transport_connect_peer(c, peer, sizeof peer);
+      transport_log_auth(tr, "cluster handshake with %s: %s", peer,
+                         "no challenge before the deadline (does the peer have the cluster "
+                         "secret?)");
+      transport_connect_done(c, CAIRN_ECLUSTER_AUTH);
+    }
+    c = next;
+  }
 }
 
 static void transport_on_sweep(uv_timer_t *t)
@@ -600,10 +875,12 @@ static void transport_on_sweep(uv_timer_t *t)
   while (in != NULL) {
     struct transport_inbound *next = in->next;
     if (now >= in->deadline) {
-      transport_inbound_reject(in, "no preamble before the deadline");
+      transport_inbound_reject(in, tr->key != NULL ? "no handshake before the deadline"
+                                                   : "no preamble before the deadline");
     }
     in = next;
   }
+  transport_sweep_dialers(tr, now);
 }
 
 static int transport_parse_bind(const char *address, struct sockaddr_storage *sa)
@@ -659,6 +936,12 @@ int transport_init(struct transport *tr, uv_loop_t *loop, const char *bind_addre
   return 0;
 }
 
+void transport_set_key(struct transport *tr, const uint8_t *key, size_t key_len)
+{
+  tr->key = key;
+  tr->key_len = key_len;
+}
+
 int transport_port(const struct transport *tr)
 {
   struct sockaddr_storage sa;
@@ -691,6 +974,9 @@ void transport_close(struct transport *tr, transport_close_cb cb)
   tr->close_cb = cb;
   while (tr->pending != NULL) {
     transport_inbound_reject(tr->pending, "node shutting down");
+  }
+  while (tr->handshaking != NULL) {
+    transport_connect_done(tr->handshaking, CAIRN_ESHUTDOWN);
   }
   uv_close((uv_handle_t *)&tr->listener, transport_on_handle_closed);
   uv_close((uv_handle_t *)&tr->sweeper, transport_on_handle_closed);

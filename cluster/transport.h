@@ -14,6 +14,16 @@
  * no other group notices. See docs/replication.md for the limits (one
  * connection per group per peer pair).
  *
+ * With a cluster key (transport_set_key, --cluster-secret-file) the
+ * preamble travels inside the authenticated handshake of chs.h: the
+ * listener sends a challenge first, the dialer answers with its preamble
+ * and an HMAC, the listener proves the key back; only then does the stream
+ * go to Raft or the fetch server (on both ends). A peer without the key, a
+ * wrong MAC, or no handshake before the deadline: closed with a log line
+ * (auth failures at most one line a second per end, with a count of the
+ * ones not logged). Every node of a cluster must have the same key, or
+ * none: the two modes do not talk to each other. docs/security.md.
+ *
  * Preamble, little-endian, version TRANSPORT_VERSION = 1:
  *    0  u32 magic "CRN1" (TRANSPORT_MAGIC)
  *    4  u16 version
@@ -66,9 +76,15 @@ struct transport {
   int handles_open;
   bool closing;
   transport_close_cb close_cb;
+  const uint8_t *key; /* cluster key (borrowed), NULL: no handshake */
+  size_t key_len;
+  struct transport_connect *handshaking; /* outbound, awaiting the listener's proof */
+  uint64_t auth_log_ms;                  /* when an auth failure was last logged */
+  uint64_t auth_unlogged;                /* auth failures since, not logged */
   /* Counters for tests and metrics. */
   uint64_t accepted;
   uint64_t rejected;
+  uint64_t auth_failed; /* handshakes refused (either end) */
   char errmsg[TRANSPORT_ERRMSG_SIZE];
 };
 
@@ -77,6 +93,12 @@ struct transport {
  * tr->errmsg set (nothing to close then). */
 __attribute__((warn_unused_result)) int transport_init(struct transport *tr, uv_loop_t *loop,
                                                        const char *bind_address);
+
+/* Requires the authenticated handshake (chs.h) with key on every
+ * connection from now on, both ways. Call it right after transport_init,
+ * before any group listens. Ownership: borrows key, which must stay valid
+ * until transport_close's callback. */
+void transport_set_key(struct transport *tr, const uint8_t *key, size_t key_len);
 
 /* The port actually bound (useful with port 0). */
 int transport_port(const struct transport *tr);

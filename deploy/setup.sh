@@ -9,6 +9,7 @@ PACKAGES=(
   libraft-dev libcmocka-dev
   clang libclang-rt-dev
   libinih-dev
+  libssl-dev openssl      # cluster-port HMAC handshake, client-port TLS; openssl makes test certificates
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
   liblz4-dev libzstd-dev
   libmicrohttpd-dev

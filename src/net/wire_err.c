@@ -66,6 +66,8 @@ static const struct {
     {CAIRN_ENOT_ASSIGNED, WIRE(NOT_ASSIGNED)},
     {CAIRN_EUNKNOWN_GROUP, WIRE(UNKNOWN_GROUP)},
     {CAIRN_EINVALID_GROUP, WIRE(INVALID_GROUP)},
+    /* Security. */
+    {CAIRN_ECLUSTER_AUTH, WIRE(CLUSTER_AUTH_FAILED)},
 };
 
 Cairn__Client__ErrorCode wire_err_from(int err)

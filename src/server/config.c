@@ -40,6 +40,7 @@ enum config_kind {
   CONFIG_KIND_ADDR,   /* struct config_addr, port 1..65535 */
   CONFIG_KIND_HOST,   /* the advertise host, kept in the parse state */
   CONFIG_KIND_VOTERS, /* ID@HOST:PORT,... */
+  CONFIG_KIND_FILE,   /* char[CONFIG_PATH_MAX], "" when not set */
 };
 
 enum config_key_id {
@@ -67,6 +68,7 @@ enum config_key_id {
   CONFIG_K_HEARTBEAT,
   CONFIG_K_ELECTION,
   CONFIG_K_SEGMENT,
+  CONFIG_K_CLUSTER_SECRET_FILE,
   CONFIG_K_COUNT
 };
 
@@ -162,9 +164,16 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_SEGMENT] = {"raft-segment-bytes", "raft", "segment_bytes", "N", CONFIG_KIND_SIZE,
                           CONFIG_OFF(raft_segment_bytes), 64 * CONFIG_KIB, CONFIG_GIB,
                           "size of Raft's log segments, a multiple of 4096", NULL},
+    [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
+                                      "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
+                                      0, 0,
+                                      "file holding the cluster's shared secret (16+ bytes); "
+                                      "set on every node or none (docs/security.md)",
+                                      "none"},
 };
 
-static const char *const config_sections[] = {"node", "network", "cluster", "limits", "raft"};
+static const char *const config_sections[] = {"node",   "network", "cluster",
+                                              "limits", "raft",    "security"};
 #define CONFIG_SECTIONS_LEN (sizeof config_sections / sizeof config_sections[0])
 
 static const char *const config_level_names[] = {"debug", "info", "warn", "error"};
@@ -255,6 +264,13 @@ static int config_set(struct config_parse *ps, enum config_key_id k, const char 
       return CAIRN_ECONFIG;
     }
     snprintf(field, CONFIG_PATH_MAX, "%s", value);
+    return 0;
+  case CONFIG_KIND_FILE:
+    if (strlen(value) >= CONFIG_PATH_MAX) {
+      snprintf(why, whylen, "the path is longer than %d bytes", CONFIG_PATH_MAX - 1);
+      return CAIRN_ECONFIG;
+    }
+    snprintf(field, CONFIG_PATH_MAX, "%s", value); /* "": not set */
     return 0;
   case CONFIG_KIND_RACK:
     if (strlen(value) > CONFIG_RACK_MAX) {
@@ -363,6 +379,7 @@ static void config_format(const struct config *cfg, enum config_key_id k, char *
     break;
   }
   case CONFIG_KIND_PATH:
+  case CONFIG_KIND_FILE:
   case CONFIG_KIND_RACK:
     snprintf(buf, len, "%s", field);
     break;
@@ -648,7 +665,7 @@ static char *config_read_line(char *str, int num, void *stream)
         ps->err_line = ps->lineno;
         config_fail(ps, CAIRN_ECONFIG,
                     "%s:%u: unknown section [%s] (sections: node, network, cluster, limits, "
-                    "raft)",
+                    "raft, security)",
                     ps->file, ps->lineno, section);
         return NULL;
       }
@@ -716,7 +733,9 @@ static int config_on_key(void *user, const char *section, const char *name, cons
     return 0;
   }
   if (!config_section_known(section)) {
-    config_file_fail(ps, "unknown section [%s] (sections: node, network, cluster, limits, raft)",
+    config_file_fail(ps,
+                     "unknown section [%s] (sections: node, network, cluster, limits, raft, "
+                     "security)",
                      section);
     return 0;
   }
@@ -1038,7 +1057,7 @@ static bool config_writable(const char *value)
 
 int config_write(const struct config *cfg, FILE *out)
 {
-  if (!config_writable(cfg->data_dir)) {
+  if (!config_writable(cfg->data_dir) || !config_writable(cfg->cluster_secret_file)) {
     return CAIRN_EINVAL;
   }
   size_t len = 64 * 1024;
@@ -1058,7 +1077,8 @@ int config_write(const struct config *cfg, FILE *out)
     if (rv != 0 || k == CONFIG_K_ADVERTISE) {
       continue; /* advertise is written out as advertise_client and advertise_cluster */
     }
-    if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set)) {
+    if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set) ||
+        (key->kind == CONFIG_KIND_FILE && ((const char *)cfg + key->offset)[0] == '\0')) {
       rv = config_emit(buf, len, &used, "# %s: not set\n", key->name);
       continue;
     }

@@ -96,6 +96,10 @@ struct config {
   unsigned heartbeat_ms;     /* default 250 */
   unsigned election_ms;      /* >= 2 * heartbeat_ms; default 2500 */
   size_t raft_segment_bytes; /* segment_bytes; multiple of 4096; default 1 MiB */
+
+  /* [security] */
+  char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):
+                                                the cluster port's shared key; "" when none */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),
@@ -126,7 +130,7 @@ void config_usage(FILE *out);
  * settings: every key, the derived advertise addresses and voters written
  * out explicitly (voters and join commented out when not set). Returns 0;
  * CAIRN_ETOOLARGE when a line would pass inih's 199-character limit (a very
- * long data_dir or host name); CAIRN_EINVAL when data_dir cannot be an INI
+ * long data_dir or host name); CAIRN_EINVAL when data_dir or cluster_secret_file cannot be an INI
  * value (blank space at either end, a line break, or ';' after blank space);
  * CAIRN_ENOMEM; or a negative errno when writing to out failed. Nothing is
  * written unless the whole text could be built.

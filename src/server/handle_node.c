@@ -13,11 +13,18 @@
  * live processes with one id), and one carrying another cluster's id
  * (CLUSTER_ID_MISMATCH). Heartbeats feed its liveness view and partition
  * reports (ctl_note_heartbeat); a reported leadership newer than the
- * metadata's is proposed as ReportLeader. */
+ * metadata's is proposed as ReportLeader.
+ *
+ * With a cluster secret (--cluster-secret-file) both requests carry a
+ * cluster_proof, an HMAC with the cluster key over what they claim; the
+ * leader refuses one without a valid proof (CLUSTER_AUTH_FAILED), so a
+ * node without the secret cannot register, and a refused node exits. */
 #include "server/handlers.h"
 
+#include "cluster/chs.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "format/endian.h"
 #include "net/wire_err.h"
 
 #include <inttypes.h>
@@ -25,6 +32,88 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* ---- proofs with the cluster key ---- */
+
+#define HN_LABEL_REGISTER "cairn node register v1"
+#define HN_LABEL_HEARTBEAT "cairn node heartbeat v1"
+
+/* Appends a string as u16 length (clamped: the request is refused anyway
+ * when longer) and bytes. */
+static size_t hn_put_str(uint8_t *p, const char *str)
+{
+  size_t n = str != NULL ? strlen(str) : 0;
+  if (n > UINT16_MAX) {
+    n = UINT16_MAX;
+  }
+  le_put16(p, (uint16_t)n);
+  if (n > 0) {
+    memcpy(p + 2, str, n);
+  }
+  return 2 + n;
+}
+
+static size_t hn_str_size(const char *str)
+{
+  size_t n = str != NULL ? strlen(str) : 0;
+  return 2 + (n > UINT16_MAX ? UINT16_MAX : n);
+}
+
+/* HMAC over a registration's id, incarnation, addresses, rack and cluster
+ * id. Returns 0 or CAIRN_ENOMEM. */
+static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegisterRequest *r,
+                             uint8_t mac[CHS_MAC_LEN])
+{
+  const Cairn__Client__NodeInfo *ni = r->node;
+  size_t len = 16 + hn_str_size(ni->client_address) + hn_str_size(ni->cluster_address) +
+               hn_str_size(ni->admin_address) + hn_str_size(ni->rack) + hn_str_size(r->cluster_id);
+  uint8_t *buf = malloc(len);
+  if (buf == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  le_put64(buf, ni->id);
+  le_put64(buf + 8, r->incarnation);
+  size_t at = 16;
+  at += hn_put_str(buf + at, ni->client_address);
+  at += hn_put_str(buf + at, ni->cluster_address);
+  at += hn_put_str(buf + at, ni->admin_address);
+  at += hn_put_str(buf + at, ni->rack);
+  at += hn_put_str(buf + at, r->cluster_id);
+  chs_mac(n->cluster_key, n->cluster_key_len, HN_LABEL_REGISTER, buf, at, mac);
+  free(buf);
+  return 0;
+}
+
+static void hn_heartbeat_proof(const struct node *n, uint64_t node_id, uint64_t incarnation,
+                               uint8_t mac[CHS_MAC_LEN])
+{
+  uint8_t buf[16];
+  le_put64(buf, node_id);
+  le_put64(buf + 8, incarnation);
+  chs_mac(n->cluster_key, n->cluster_key_len, HN_LABEL_HEARTBEAT, buf, sizeof buf, mac);
+}
+
+/* True when the proof verifies (or the cluster has no secret). */
+static bool hn_proof_ok(const uint8_t expected[CHS_MAC_LEN], ProtobufCBinaryData got)
+{
+  return got.len == CHS_MAC_LEN && chs_mac_equal(expected, got.data);
+}
+
+/* One log line per refused node id and ten seconds (a refused node retries). */
+static void hn_log_auth_refused(struct node *n, const char *what, uint64_t node_id,
+                                const char *address)
+{
+  uint64_t now = uv_now(n->loop);
+  if (n->auth_refused_id == node_id && now - n->auth_refused_log_ms < 10000) {
+    return;
+  }
+  n->auth_refused_id = node_id;
+  n->auth_refused_log_ms = now;
+  log_warn("node",
+           "%s from node %" PRIu64 " (%s) refused: no valid cluster proof (its "
+           "cluster secret is missing or differs)",
+           what, node_id, address != NULL ? address : "?");
+}
 
 /* ---- leader side: registration ---- */
 
@@ -63,6 +152,22 @@ static void hn_register_apply(struct node *n, const Cairn__Client__NodeRegisterR
   if (r->node == NULL || r->node->id == 0 || r->incarnation == 0) {
     done(n, data, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST, "node id and incarnation needed");
     return;
+  }
+  if (n->cluster_key != NULL) {
+    uint8_t mac[CHS_MAC_LEN];
+    if (hn_register_proof(n, r, mac) != 0) {
+      done(n, data, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
+      return;
+    }
+    if (!hn_proof_ok(mac, r->cluster_proof)) {
+      hn_log_auth_refused(n, "registration", r->node->id, r->node->cluster_address);
+      snprintf(msg, sizeof msg,
+               "node %" PRIu64 ": no valid cluster proof; every node of this cluster needs its "
+               "cluster secret (--cluster-secret-file)",
+               r->node->id);
+      done(n, data, CAIRN__CLIENT__ERROR_CODE__CLUSTER_AUTH_FAILED, msg);
+      return;
+    }
   }
   if (st->cluster_id[0] == '\0') {
     done(n, data, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, "the cluster is not bootstrapped yet");
@@ -147,6 +252,14 @@ static void hn_report_leader(struct node *n, uint64_t node_id,
 static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
                                                    const Cairn__Client__NodeHeartbeatRequest *hb)
 {
+  if (n->cluster_key != NULL) {
+    uint8_t mac[CHS_MAC_LEN];
+    hn_heartbeat_proof(n, hb->node_id, hb->incarnation, mac);
+    if (!hn_proof_ok(mac, hb->cluster_proof)) {
+      hn_log_auth_refused(n, "heartbeat", hb->node_id, NULL);
+      return CAIRN__CLIENT__ERROR_CODE__CLUSTER_AUTH_FAILED;
+    }
+  }
   const struct meta_node *nd = meta_node_find(ctl_state(&n->ctl), hb->node_id);
   if (nd == NULL || nd->incarnation != hb->incarnation) {
     return CAIRN__CLIENT__ERROR_CODE__UNKNOWN_NODE; /* it registers again */
@@ -248,7 +361,8 @@ static void hn_registered(struct node *n, void *data, Cairn__Client__ErrorCode c
     }
   }
   if (code == CAIRN__CLIENT__ERROR_CODE__NODE_ID_IN_USE ||
-      code == CAIRN__CLIENT__ERROR_CODE__CLUSTER_ID_MISMATCH) {
+      code == CAIRN__CLIENT__ERROR_CODE__CLUSTER_ID_MISMATCH ||
+      code == CAIRN__CLIENT__ERROR_CODE__CLUSTER_AUTH_FAILED) {
     log_error("node", "registration refused: %s", msg);
     n->exit_code = 2;
     node_stop(n, n->stop_cb);
@@ -308,6 +422,14 @@ static void hn_register(struct node *n)
   r.node = &ni;
   r.incarnation = n->incarnation;
   r.cluster_id = n->cluster_id;
+  uint8_t proof[CHS_MAC_LEN];
+  if (n->cluster_key != NULL) {
+    if (hn_register_proof(n, &r, proof) != 0) {
+      return; /* out of memory: the next tick tries again */
+    }
+    r.cluster_proof.data = proof;
+    r.cluster_proof.len = sizeof proof;
+  }
   n->register_inflight = true;
   if (ctl_is_leader(&n->ctl)) {
     hn_register_apply(n, &r, hn_registered, NULL);
@@ -390,6 +512,12 @@ static void hn_heartbeat(struct node *n)
   hb.incarnation = n->incarnation;
   hb.n_partitions = hn_reports(n, rp);
   hb.partitions = rp;
+  uint8_t proof[CHS_MAC_LEN];
+  if (n->cluster_key != NULL) {
+    hn_heartbeat_proof(n, hb.node_id, hb.incarnation, proof);
+    hb.cluster_proof.data = proof;
+    hb.cluster_proof.len = sizeof proof;
+  }
   n->last_heartbeat_ms = uv_now(n->loop);
   if (ctl_is_leader(&n->ctl)) {
     hn_heartbeat_apply(n, &hb);

@@ -109,12 +109,41 @@ static void node_part_applied(struct rgroup *rg)
   node_wake_fetches(p->owner->data, p);
 }
 
+/* Reads --cluster-secret-file, if set, into n->cluster_key. */
+static int node_load_cluster_key(struct node *n)
+{
+  if (n->cfg.cluster_secret_file[0] == '\0') {
+    return 0;
+  }
+  bool warned = false;
+  char why[NODE_ERRMSG_SIZE];
+  int rv = chs_key_load(n->cfg.cluster_secret_file, &n->cluster_key, &n->cluster_key_len, &warned,
+                        why, sizeof why);
+  if (rv != 0) {
+    node_set_errmsg(n, "%s", why);
+    return rv;
+  }
+  if (warned) {
+    log_warn("node", "%s", why);
+  }
+  return 0;
+}
+
 static int node_start_ports(struct node *n)
 {
-  int rv = transport_init(&n->tr, n->loop, n->cfg.cluster_listen.str);
+  int rv = node_load_cluster_key(n);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = transport_init(&n->tr, n->loop, n->cfg.cluster_listen.str);
   if (rv != 0) {
     node_set_errmsg(n, "cluster port %s: %s", n->cfg.cluster_listen.str, n->tr.errmsg);
     return rv;
+  }
+  if (n->cluster_key != NULL) {
+    transport_set_key(&n->tr, n->cluster_key, n->cluster_key_len);
+    log_info("node", "cluster port: authenticated handshake with the key of %s",
+             n->cfg.cluster_secret_file);
   }
   if (n->cfg.cluster_listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
@@ -504,6 +533,8 @@ static void node_stop_step(struct node *n)
     break;
   default:
     coord_free(&n->coord);
+    chs_key_free(n->cluster_key, n->cluster_key_len);
+    n->cluster_key = NULL;
     n->state = NODE_STOPPED;
     metrics_close(&n->metrics);
     log_info("node", "node %" PRIu64 " stopped", n->cfg.node_id);

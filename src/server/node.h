@@ -35,6 +35,7 @@
 #include "admin/metrics.h"
 #include "cluster/controller.h"
 #include "cluster/partitions.h"
+#include "cluster/chs.h"
 #include "cluster/transport.h"
 #include "net/listener.h"
 #include "net/peer.h"
@@ -65,6 +66,10 @@ struct node {
   uint64_t incarnation;      /* random per process start */
   char cluster_id[META_CLUSTER_ID_MAX + 1]; /* of the data dir, "" before known */
   struct transport tr;
+  uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
+  size_t cluster_key_len;
+  uint64_t auth_refused_id;     /* node whose unproven request was logged last */
+  uint64_t auth_refused_log_ms; /* and when */
   struct controller ctl;
   struct parts parts;
   struct listener lis;

@@ -57,6 +57,8 @@ static void test_wire_err_maps_the_group_codes(void **state)
   assert_int_equal(wire_err_from(CAIRN_ENOT_ASSIGNED), CAIRN__CLIENT__ERROR_CODE__NOT_ASSIGNED);
   assert_int_equal(wire_err_from(CAIRN_EUNKNOWN_GROUP), CAIRN__CLIENT__ERROR_CODE__UNKNOWN_GROUP);
   assert_int_equal(wire_err_from(CAIRN_EINVALID_GROUP), CAIRN__CLIENT__ERROR_CODE__INVALID_GROUP);
+  assert_int_equal(wire_err_from(CAIRN_ECLUSTER_AUTH),
+                   CAIRN__CLIENT__ERROR_CODE__CLUSTER_AUTH_FAILED);
   for (int i = 40; i <= 49; i++) {
     assert_string_not_equal(wire_err_name((Cairn__Client__ErrorCode)i), "?");
   }
