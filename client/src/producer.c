@@ -213,6 +213,9 @@ static int lc_prod_append(struct cairn_producer *p, struct lc_ptopic *t, int32_t
   if (rv == 0 && pp->acc.tail != NULL &&
       (p->o.linger_ms == 0 || batch_builder_size(&pp->acc.tail->bb) >= p->o.batch_bytes)) {
     lc_prod_kick(p);
+  } else if (rv == 0 && opened) {
+    /* A new batch is due after linger_ms exactly, not at a later tick. */
+    lc_prod_kick_at(p, lc_now(p->c) + p->o.linger_ms);
   }
   return rv;
 }
@@ -579,14 +582,19 @@ static void lc_prod_on_kick(uv_timer_t *t)
   lc_prod_round(p);
 }
 
-/* Runs a round on the next loop iteration (never inside the caller). */
-void lc_prod_kick(struct cairn_producer *p)
+void lc_prod_kick_at(struct cairn_producer *p, uint64_t due_ms)
 {
-  if (!p->kick_armed && !p->closed) {
-    p->kick_armed = true;
-    uv_timer_start(&p->kick, lc_prod_on_kick, 0, 0);
+  if (p->closed || (p->kick_armed && p->kick_due_ms <= due_ms)) {
+    return; /* a round comes at least as early */
   }
+  uint64_t now = lc_now(p->c);
+  p->kick_armed = true;
+  p->kick_due_ms = due_ms;
+  uv_timer_start(&p->kick, lc_prod_on_kick, due_ms > now ? due_ms - now : 0, 0);
 }
+
+/* Runs a round on the next loop iteration (never inside the caller). */
+void lc_prod_kick(struct cairn_producer *p) { lc_prod_kick_at(p, 0); }
 
 void lc_producer_tick(struct cairn_producer *p) { lc_prod_round(p); }
 

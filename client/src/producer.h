@@ -76,6 +76,7 @@ struct cairn_producer {
   int reqs_in_flight;
   uv_timer_t kick;
   bool kick_armed;
+  uint64_t kick_due_ms; /* when the armed kick fires (loop time) */
   bool closing;
   bool closed; /* kick handle closing */
   cairn_producer_cb close_cb;
@@ -98,6 +99,9 @@ struct lc_preq {
 
 /* Runs a round on the next loop iteration (never inside the caller). */
 void lc_prod_kick(struct cairn_producer *p);
+
+/* Runs a round at due_ms (loop time) or earlier. */
+void lc_prod_kick_at(struct cairn_producer *p, uint64_t due_ms);
 
 /* Pops and reports the done batches at the head of a partition's queue. */
 void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int32_t partition);
