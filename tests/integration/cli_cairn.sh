@@ -15,6 +15,7 @@ cli="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 cairnd="$2"
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cluster_sh="$repo/deploy/cluster.sh"
+. "$repo/tests/lib/ports.sh"
 export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"
 unset CAIRN_BOOTSTRAP
 dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-cli-test-XXXXXX")
@@ -177,7 +178,7 @@ step "start a 3-node cluster"
 # come from); another base if one is taken.
 started=0
 for attempt in 1 2 3 4 5; do
-  base=$((20000 + (RANDOM % 1200) * 10))
+  base=$(free_base_port 3)
   if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
     --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
     started=1

@@ -9,6 +9,7 @@
 #   deploy_configs.sh BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/lib/ports.sh"
 build=$(cd "$1" && pwd)
 bin="$build/cairnd"
 tmp=$(mktemp -d /tmp/cairn-deploy-XXXXXX)
@@ -96,7 +97,7 @@ fi
 
 # The local cluster on loopback.
 if [ -f "$root/deploy/cluster.sh" ]; then
-  port=$((20000 + (RANDOM % 400) * 100))
+  port=$(free_base_port 3)
   if out=$("$root/deploy/local/cluster" up 3 -d "$tmp/local" --base-port "$port" --cairnd "$bin" 2>&1) &&
     grep -q "^bootstrap: 127.0.0.1:$port,127.0.0.1:$((port + 10)),127.0.0.1:$((port + 20))$" <<<"$out" &&
     [ "$(grep -c "admin 127.0.0.1:" <<<"$out")" = 3 ]; then
