@@ -410,6 +410,8 @@ static void test_client_produce_across_leader_sigkill(void **state)
   int16_t epoch;
   struct sent *sent = calloc(KILL_N, sizeof *sent);
   long long t0 = tu_now_ms(), t_kill = 0;
+  struct cairn_consumer *tail = NULL;
+  int64_t tail_next = 0;
   for (int i = 0; i < KILL_N; i++) {
     char key[16], value[16];
     int kl = snprintf(key, sizeof key, "k%d", i % 40);
@@ -424,6 +426,15 @@ static void test_client_produce_across_leader_sigkill(void **state)
     assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[i]), 0);
     if (i == 700) {
       assert_int_equal(cairn_sync_flush(s, p), 0);
+      /* A consumer of partition 0 reads a little from the leader... */
+      assert_int_equal(cairn_sync_consumer_new(s, NULL, &tail), 0);
+      assert_int_equal(cairn_consumer_assign(tail, "kill", 0, CAIRN_OFFSET_EARLIEST), 0);
+      for (int k = 0; k < 50; k++) {
+        const struct cairn_record *r;
+        assert_int_equal(cairn_sync_poll(s, tail, 5000, &r, NULL, NULL), 0);
+        assert_int_equal(r->offset, tail_next);
+        tail_next++;
+      }
       cd_kill(&c, cd_index(&c, leader));
       t_kill = tu_now_ms();
     }
@@ -432,6 +443,21 @@ static void test_client_produce_across_leader_sigkill(void **state)
   long long t_end = tu_now_ms();
   cairn_producer_id(p, &pid, &epoch);
   cairn_sync_producer_close(s, p);
+  /* ... and goes on at the new leader, without an error, to the end. */
+  int64_t end0;
+  assert_int_equal(cairn_sync_list_offsets(s, "kill", 0, CAIRN_OFFSET_SPEC_LATEST, 0, &end0, NULL),
+                   0);
+  while (tail_next < end0) {
+    const struct cairn_record *r;
+    int rv = cairn_sync_poll(s, tail, 10000, &r, NULL, NULL);
+    if (rv != 0) {
+      fail_msg("the consumer stopped at %" PRId64 " of %" PRId64 ": %s", tail_next, end0,
+               cairn_errname(rv));
+    }
+    assert_int_equal(r->offset, tail_next);
+    tail_next++;
+  }
+  cairn_sync_consumer_close(s, tail);
   int failed = 0;
   for (int i = 0; i < KILL_N; i++) {
     assert_true(sent[i].done);
