@@ -19,7 +19,12 @@
  *   (coordinator unreachable) is tried again a second later.
  *
  * Positions: a partition's position is the offset after the last record
- * whose records callback returned (at-least-once); commits send those. */
+ * whose records callback returned (at-least-once); commits send those.
+ *
+ * Close: waits for the join, sync or offset fetch in flight (a JoinGroup
+ * answered after the close would leave a member behind until its session
+ * expires), commits with auto commit, sends LeaveGroup, closes the
+ * consumer and the timer, and frees once every request has called back. */
 #include "internal.h"
 
 #include <cairn/group.h>
@@ -109,6 +114,7 @@ struct lc_gop {
   Cairn__Client__OffsetCommitPartition *cparts;
   Cairn__Client__OffsetCommitPartition **cptrs;
   size_t ncparts;
+  bool outside; /* resent outside membership (member "", generation -1) */
   cairn_done_cb user_cb;
   void *user_data;
   void (*then)(struct cairn_group_consumer *gc, int status); /* after a commit */
@@ -127,6 +133,7 @@ struct lc_gop {
 static void lc_group_start_join(struct cairn_group_consumer *gc);
 static void lc_group_revoke(struct cairn_group_consumer *gc);
 static void lc_group_maybe_free(struct cairn_group_consumer *gc);
+static void lc_group_close_leave(struct cairn_group_consumer *gc, int status);
 
 /* ---- small helpers ---- */
 
@@ -427,7 +434,15 @@ static void lc_gop_on_done(struct lc_op *op)
   case LC_G_SYNC:
   case LC_G_FETCH:
     gc->step_inflight = false;
-    if (gc->closing || status == UV_ECANCELED) {
+    if (gc->closing) {
+      /* The close waited for this step: a member that joined leaves. */
+      if (g->kind == LC_G_JOIN && status == 0) {
+        lc_strlcpy(gc->member, g->member, sizeof gc->member);
+      }
+      lc_group_close_leave(gc, 0);
+      break;
+    }
+    if (status == UV_ECANCELED) {
       break;
     }
     if (status != 0) {
@@ -463,6 +478,29 @@ static void lc_gop_on_done(struct lc_op *op)
     }
     break;
   case LC_G_COMMIT:
+    if ((status == CAIRN_EUNKNOWN_MEMBER || status == CAIRN_EUNKNOWN_GROUP) && !g->outside) {
+      /* The coordinator moved and does not know this member (membership
+       * is not replicated): the positions it processed are still worth
+       * keeping, and the coordinator takes them outside membership while
+       * the group has no member. */
+      g->outside = true;
+      g->u.commit.member_id = "";
+      g->u.commit.generation = -1;
+      cairn_done_cb user_cb = g->user_cb;
+      void *user_data = g->user_data;
+      void (*then)(struct cairn_group_consumer *, int) = g->then;
+      int rv = lc_gop_run(g, 0); /* g goes on, or is freed when this fails */
+      if (rv != 0) {
+        if (user_cb != NULL) {
+          user_cb(gc->c, status, op->errmsg, user_data);
+        }
+        if (then != NULL) {
+          then(gc, status);
+        }
+        lc_group_maybe_free(gc);
+      }
+      return;
+    }
     if (g->user_cb != NULL) {
       g->user_cb(gc->c, status, status != 0 ? op->errmsg : "", g->user_data);
     }
@@ -894,6 +932,9 @@ void cairn_group_consumer_close(struct cairn_group_consumer *gc, cairn_group_clo
   gc->close_cb = cb;
   gc->close_data = data;
   cairn_consumer_stop(gc->cons);
+  if (gc->step_inflight) {
+    return; /* its answer goes on with the close (lc_gop_on_done) */
+  }
   if (gc->state == LC_G_STABLE && gc->o.auto_commit_interval_ms != 0 &&
       lc_group_commit(gc, NULL, NULL, lc_group_close_leave) == 0) {
     return;

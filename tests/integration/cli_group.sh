@@ -4,7 +4,9 @@
 # share a topic's records with nothing read twice; describe shows the
 # committed offsets with lag 0, list names the group; reset-offsets is
 # refused while a member is active and works once the group is empty; a
-# member then reads again from the reset offsets; bad command lines exit 2.
+# member then reads again from the reset offsets; a member SIGKILLed hands
+# its partitions to the other within the session timeout with no record
+# skipped; bad command lines exit 2.
 #
 # usage: cli_group.sh CAIRN CAIRND
 # The processes it starts are stopped by PID whatever happens (trap);
@@ -198,6 +200,33 @@ pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 1'
 step "after the reset a member reads again from there"
 expect 0 "$cli" consume -g g1 -n 59 jobs
 [ "$(wc -l <"$dir/out")" -ge 59 ] || fail "read $(wc -l <"$dir/out") records after the reset"
+
+step "a member SIGKILLed: the other takes its partitions; nothing skipped"
+"$cli" consume -g g2 jobs >"$dir/m4.out" 2>"$dir/m4.err" &
+m4=$!
+"$cli" consume -g g2 jobs >"$dir/m5.out" 2>"$dir/m5.err" &
+m5=$!
+for _ in $(seq 1 200); do
+  "$cli" group describe g2 --json >"$dir/d.json" 2>/dev/null || true
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["state"] == "stable" and len(j["members"]) == 2 and all(len(m["partitions"]) == 3 for m in j["members"]) else 1)' "$dir/d.json" 2>/dev/null && break
+  sleep 0.1
+done
+pyj "$dir/d.json" 'len(j["members"]) == 2'
+kill -KILL "$m5"
+wait "$m5" 2>/dev/null || true
+killed=$SECONDS
+for i in $(seq 61 120); do echo "k$i:job-$i"; done >"$dir/keyed2"
+expect 0 "$cli" produce jobs -k : <"$dir/keyed2"
+seq 1 120 | sed 's/^/job-/' | sort >"$dir/want2"
+for _ in $(seq 1 300); do
+  cat "$dir/m4.out" "$dir/m5.out" | sort -u >"$dir/all2"
+  cmp -s "$dir/want2" "$dir/all2" && break
+  sleep 0.1
+done
+cmp -s "$dir/want2" "$dir/all2" || fail "records skipped after the SIGKILL: $(comm -23 "$dir/want2" "$dir/all2" | head | tr '\n' ' ')"
+echo "every record read $((SECONDS - killed)) s after the SIGKILL (session timeout 10 s); $(cat "$dir/m4.out" "$dir/m5.out" | sort | uniq -d | wc -l) read twice"
+kill -INT "$m4"
+wait "$m4" || fail "member 4 exited $?: $(cat "$dir/m4.err")"
 
 step "stop the cluster"
 bash "$cluster_sh" stop -d "$cdir" --timeout-s 30 >"$dir/stop.out"
