@@ -44,7 +44,6 @@
 #define COORD_LOAD_BYTES_PER_TICK (4u << 20)
 #define COORD_MAX_COMMIT_PARTITIONS 10000u
 #define COORD_EXPIRE_EVERY_MS 1000u
-#define COORD_RECORD_VERSION 1u
 
 struct node;
 struct coord_join;

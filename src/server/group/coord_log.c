@@ -2,16 +2,14 @@
  * appended through the partition's Raft group, the marker that starts a
  * load, and the load itself (coord.h has the slot states).
  *
- * Record layout (docs/consumer-groups.md): one batch per append, one record
- * per offset; key = cairn.group.OffsetRecordKey, value =
- * cairn.group.OffsetRecordValue, or null for a tombstone. */
+ * Records: offset_record.h (one batch per append, one record per offset). */
 #include "server/group/coord.h"
 
 #include "common/err.h"
 #include "common/log.h"
 #include "format/batch.h"
 #include "format/batch_builder.h"
-#include "group.pb-c.h"
+#include "server/group/offset_record.h"
 #include "server/node.h"
 
 #include <errno.h>
@@ -50,51 +48,40 @@ static int64_t coord_log_wall_ms(void)
 static void coord_apply_record(struct coord_slot *slot, const struct batch_record *rec,
                                int64_t fallback_time)
 {
-  if (rec->key == NULL || rec->key_len == 0) {
-    return;
-  }
-  Cairn__Group__OffsetRecordKey *key =
-      cairn__group__offset_record_key__unpack(NULL, rec->key_len, rec->key);
-  if (key == NULL) {
-    log_warn("coord", "%s/%" PRIu32 " offset %" PRId64 ": a key that does not parse: skipped",
+  struct offset_record *r = malloc(sizeof *r);
+  if (r == NULL) {
+    log_warn("coord", "%s/%" PRIu32 " offset %" PRId64 ": out of memory: skipped",
              COORD_OFFSETS_TOPIC, slot->partition, rec->offset);
     return;
   }
-  if (key->kind != CAIRN__GROUP__RECORD_KIND__RECORD_OFFSET || key->group[0] == '\0' ||
-      key->topic[0] == '\0') {
-    cairn__group__offset_record_key__free_unpacked(key, NULL);
-    return;
-  }
-  if (rec->value == NULL || rec->value_len == 0) {
-    struct group *g = coord_group(slot, key->group, false);
+  int rv = offset_record_decode(rec->key, rec->key_len, rec->value, rec->value_len, r);
+  if (rv != 0) {
+    log_warn("coord", "%s/%" PRIu32 " offset %" PRId64 ": a record that does not parse: skipped",
+             COORD_OFFSETS_TOPIC, slot->partition, rec->offset);
+  } else if (r->kind == OFFSET_RECORD_TOMBSTONE) {
+    struct group *g = coord_group(slot, r->group, false);
     if (g != NULL) {
-      group_offset_delete(g, key->topic, key->partition);
+      group_offset_delete(g, r->topic, r->partition);
       if (g->noffsets == 0) {
         g->dropping = false;
       }
     }
-    cairn__group__offset_record_key__free_unpacked(key, NULL);
-    return;
-  }
-  Cairn__Group__OffsetRecordValue *val =
-      cairn__group__offset_record_value__unpack(NULL, rec->value_len, rec->value);
-  struct group *g = val != NULL ? coord_group(slot, key->group, true) : NULL;
-  if (g != NULL) {
-    int64_t when = val->commit_time_ms != 0 ? val->commit_time_ms : fallback_time;
-    int rv = group_offset_set(g, key->topic, key->partition, val->offset, val->metadata, when);
-    if (rv != 0) {
-      log_warn("coord", "group %s: keeping the offset of %s/%" PRIu32 ": %s", key->group,
-               key->topic, key->partition, cairn_strerror(rv));
-    }
-    /* Generations continue from the highest a previous coordinator used. */
-    if (g->nmembers == 0 && val->generation > g->generation) {
-      g->generation = val->generation;
+  } else if (r->kind == OFFSET_RECORD_COMMIT) {
+    struct group *g = coord_group(slot, r->group, true);
+    if (g != NULL) {
+      int64_t when = r->commit_time_ms != 0 ? r->commit_time_ms : fallback_time;
+      rv = group_offset_set(g, r->topic, r->partition, r->offset, r->metadata, when);
+      if (rv != 0) {
+        log_warn("coord", "group %s: keeping the offset of %s/%" PRIu32 ": %s", r->group, r->topic,
+                 r->partition, cairn_strerror(rv));
+      }
+      /* Generations continue from the highest a previous coordinator used. */
+      if (g->nmembers == 0 && r->generation > g->generation) {
+        g->generation = r->generation;
+      }
     }
   }
-  if (val != NULL) {
-    cairn__group__offset_record_value__free_unpacked(val, NULL);
-  }
-  cairn__group__offset_record_key__free_unpacked(key, NULL);
+  free(r);
 }
 
 /* Applies the records of one batch below end. */
@@ -120,41 +107,39 @@ static void coord_apply_batch(struct coord_slot *slot, const uint8_t *p, size_t 
 static int coord_add_record(struct batch_builder *b, const struct coord_record *r, bool tomb,
                             int64_t now)
 {
-  Cairn__Group__OffsetRecordKey key = CAIRN__GROUP__OFFSET_RECORD_KEY__INIT;
-  key.version = COORD_RECORD_VERSION;
-  key.kind = CAIRN__GROUP__RECORD_KIND__RECORD_OFFSET;
-  key.group = (char *)r->group;
-  key.topic = (char *)r->topic;
-  key.partition = r->partition;
-  Cairn__Group__OffsetRecordValue val = CAIRN__GROUP__OFFSET_RECORD_VALUE__INIT;
-  val.offset = r->offset;
-  val.metadata = (char *)(r->metadata != NULL ? r->metadata : "");
-  val.commit_time_ms = now;
-  val.generation = r->generation;
-  size_t klen = cairn__group__offset_record_key__get_packed_size(&key);
-  size_t vlen = tomb ? 0 : cairn__group__offset_record_value__get_packed_size(&val);
-  uint8_t *kb = malloc(klen + 1), *vb = malloc(vlen + 1);
-  int rv = CAIRN_ENOMEM;
-  if (kb != NULL && vb != NULL) {
-    cairn__group__offset_record_key__pack(&key, kb);
-    if (!tomb) {
-      cairn__group__offset_record_value__pack(&val, vb);
-    }
-    rv = batch_builder_add(b, now, kb, klen, tomb ? NULL : vb, vlen, NULL, 0);
+  struct offset_record *x = calloc(1, sizeof *x);
+  if (x == NULL) {
+    return CAIRN_ENOMEM;
   }
-  free(kb);
-  free(vb);
+  x->kind = tomb ? OFFSET_RECORD_TOMBSTONE : OFFSET_RECORD_COMMIT;
+  int rv = 0;
+  if (strlen(r->group) > OFFSET_RECORD_NAME_MAX || strlen(r->topic) > OFFSET_RECORD_NAME_MAX ||
+      (r->metadata != NULL && strlen(r->metadata) > OFFSET_RECORD_METADATA_MAX)) {
+    rv = CAIRN_EINVAL;
+  } else {
+    snprintf(x->group, sizeof x->group, "%s", r->group);
+    snprintf(x->topic, sizeof x->topic, "%s", r->topic);
+    snprintf(x->metadata, sizeof x->metadata, "%s", r->metadata != NULL ? r->metadata : "");
+    x->partition = r->partition;
+    x->offset = r->offset;
+    x->commit_time_ms = now;
+    x->generation = r->generation;
+    rv = offset_record_add(b, x, now);
+  }
+  free(x);
   return rv;
 }
 
 static int coord_add_marker(struct batch_builder *b, int64_t now)
 {
-  Cairn__Group__OffsetRecordKey key = CAIRN__GROUP__OFFSET_RECORD_KEY__INIT;
-  key.version = COORD_RECORD_VERSION;
-  key.kind = CAIRN__GROUP__RECORD_KIND__RECORD_MARKER;
-  uint8_t kb[16];
-  size_t klen = cairn__group__offset_record_key__pack(&key, kb);
-  return batch_builder_add(b, now, kb, klen, NULL, 0, NULL, 0);
+  struct offset_record *x = calloc(1, sizeof *x);
+  if (x == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  x->kind = OFFSET_RECORD_MARKER;
+  int rv = offset_record_add(b, x, now);
+  free(x);
+  return rv;
 }
 
 static void coord_on_produced(struct rgroup_produce *rp, int status, int64_t base_offset)

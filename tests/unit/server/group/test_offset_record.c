@@ -1,0 +1,175 @@
+/* test_offset_record.c - the records of __cairn_offsets: a batch of a
+ * commit, a tombstone and a marker matches the golden file byte for byte,
+ * the golden bytes decode to the known fields, and bad keys are refused.
+ * CAIRN_GOLDEN_WRITE=1 rewrites the golden file (a deliberate format change
+ * only, with a new OFFSET_RECORD_VERSION). */
+#include "common/err.h"
+#include "format/batch.h"
+#include "format/batch_builder.h"
+#include "server/group/offset_record.h"
+
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define GOLDEN_NAME "offsets_records_v1.bin"
+#define GOLDEN_TS 1700000000000LL
+
+static void golden_path(char *buf, size_t n)
+{
+  const char *dir = getenv("CAIRN_GOLDEN_DIR");
+  snprintf(buf, n, "%s/%s", dir != NULL && dir[0] != '\0' ? dir : "tests/golden", GOLDEN_NAME);
+}
+
+/* The batch the golden file holds. Returns owned (free with free()). */
+static uint8_t *golden_batch(size_t *len)
+{
+  struct batch_builder b;
+  assert_int_equal(batch_builder_init(&b, 1 << 16), 0);
+  struct offset_record *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  r->kind = OFFSET_RECORD_COMMIT;
+  strcpy(r->group, "billing");
+  strcpy(r->topic, "orders");
+  r->partition = 3;
+  r->offset = 42;
+  strcpy(r->metadata, "host-a");
+  r->commit_time_ms = GOLDEN_TS;
+  r->generation = 7;
+  assert_int_equal(offset_record_add(&b, r, GOLDEN_TS), 0);
+  r->kind = OFFSET_RECORD_TOMBSTONE;
+  r->partition = 4;
+  assert_int_equal(offset_record_add(&b, r, GOLDEN_TS + 1), 0);
+  memset(r, 0, sizeof *r);
+  r->kind = OFFSET_RECORD_MARKER;
+  assert_int_equal(offset_record_add(&b, r, GOLDEN_TS + 2), 0);
+  free(r);
+  uint8_t *out = NULL;
+  assert_int_equal(batch_builder_finish(&b, &out, len), 0);
+  batch_builder_close(&b);
+  return out;
+}
+
+static int golden_setup(void **state)
+{
+  const char *w = getenv("CAIRN_GOLDEN_WRITE");
+  if (w == NULL || strcmp(w, "1") != 0) {
+    return 0;
+  }
+  size_t len = 0;
+  uint8_t *buf = golden_batch(&len);
+  char path[PATH_MAX];
+  golden_path(path, sizeof path);
+  FILE *f = fopen(path, "wb");
+  int ok = f != NULL && fwrite(buf, 1, len, f) == len;
+  if (f != NULL && fclose(f) != 0) {
+    ok = 0;
+  }
+  free(buf);
+  fprintf(stderr, "%s %s\n", ok ? "wrote" : "FAILED to write", path);
+  return ok ? 0 : -1;
+}
+
+static uint8_t *golden_read(size_t *len)
+{
+  char path[PATH_MAX];
+  golden_path(path, sizeof path);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    fail_msg("cannot open golden file %s (set CAIRN_GOLDEN_DIR, or run from the repo root)", path);
+  }
+  uint8_t *buf = malloc(4096);
+  assert_non_null(buf);
+  *len = fread(buf, 1, 4096, f);
+  assert_true(feof(f));
+  fclose(f);
+  return buf;
+}
+
+static void test_offset_records_match_the_golden_file(void **state)
+{
+  size_t len = 0, glen = 0;
+  uint8_t *buf = golden_batch(&len);
+  uint8_t *g = golden_read(&glen);
+  assert_int_equal(len, glen);
+  assert_memory_equal(buf, g, len);
+  free(buf);
+
+  assert_int_equal(batch_validate(g, glen, 1 << 20, NULL, 0), 0);
+  struct batch_iter it;
+  assert_int_equal(batch_iter_init(&it, g, glen), 0);
+  struct batch_record rec;
+  struct offset_record *r = malloc(sizeof *r);
+  assert_non_null(r);
+  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
+  assert_int_equal(r->kind, OFFSET_RECORD_COMMIT);
+  assert_string_equal(r->group, "billing");
+  assert_string_equal(r->topic, "orders");
+  assert_int_equal(r->partition, 3);
+  assert_int_equal(r->offset, 42);
+  assert_string_equal(r->metadata, "host-a");
+  assert_int_equal(r->commit_time_ms, GOLDEN_TS);
+  assert_int_equal(r->generation, 7);
+  assert_int_equal(rec.timestamp, GOLDEN_TS);
+  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  assert_null(rec.value);
+  assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
+  assert_int_equal(r->kind, OFFSET_RECORD_TOMBSTONE);
+  assert_int_equal(r->partition, 4);
+  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
+  assert_int_equal(r->kind, OFFSET_RECORD_MARKER);
+  assert_int_equal(batch_iter_next(&it, &rec), 0);
+  free(r);
+  free(g);
+}
+
+static void test_offset_records_refuse_bad_keys_and_names(void **state)
+{
+  struct offset_record *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  static const uint8_t junk[] = {0xff, 0xff, 0xff};
+  assert_int_equal(offset_record_decode(junk, sizeof junk, NULL, 0, r), CAIRN_ECORRUPT);
+  assert_int_equal(offset_record_decode(NULL, 0, NULL, 0, r), CAIRN_ECORRUPT);
+  /* A key of version 2: 08 02 (field 1, varint 2). */
+  static const uint8_t v2[] = {0x08, 0x02};
+  assert_int_equal(offset_record_decode(v2, sizeof v2, NULL, 0, r), CAIRN_ECORRUPT);
+  /* A commit without a group. */
+  struct batch_builder b;
+  assert_int_equal(batch_builder_init(&b, 1 << 16), 0);
+  r->kind = OFFSET_RECORD_COMMIT;
+  strcpy(r->topic, "t");
+  assert_int_equal(offset_record_add(&b, r, 1), CAIRN_EINVAL);
+  /* A commit with all-default fields has an empty value, not a null one. */
+  strcpy(r->group, "g");
+  assert_int_equal(offset_record_add(&b, r, 1), 0);
+  uint8_t *out = NULL;
+  size_t len = 0;
+  assert_int_equal(batch_builder_finish(&b, &out, &len), 0);
+  batch_builder_close(&b);
+  struct batch_iter it;
+  struct batch_record rec;
+  assert_int_equal(batch_iter_init(&it, out, len), 0);
+  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
+  assert_int_equal(r->kind, OFFSET_RECORD_COMMIT);
+  assert_int_equal(r->offset, 0);
+  free(out);
+  free(r);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_offset_records_match_the_golden_file),
+      cmocka_unit_test(test_offset_records_refuse_bad_keys_and_names),
+  };
+  return cmocka_run_group_tests(tests, golden_setup, NULL);
+}
