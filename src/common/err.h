@@ -73,7 +73,8 @@
   X(CAIRN_EINVALID_GROUP,      -10159, "invalid group name, session timeout or subscription") \
   X(CAIRN_EHTTP,               -10120, "the admin HTTP server could not start") \
   X(CAIRN_ECLUSTER_AUTH,       -10180, "cluster authentication failed: wrong or missing cluster secret") \
-  X(CAIRN_EBADSECRET,          -10181, "unusable cluster secret file")
+  X(CAIRN_EBADSECRET,          -10181, "unusable cluster secret file") \
+  X(CAIRN_ETLS,                -10182, "TLS failed (handshake, certificate or record)")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "net/frame.h"
+#include "net/tls.h"
 #include "net/wire_err.h"
 
 #include <assert.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <unistd.h>
 
 #define CONN_LOG "conn"
 #define CONN_POLL_SLICE_MS 100 /* how often a blocked sendfile checks for abort */
@@ -40,6 +42,7 @@ struct conn_write {
   struct conn_out *o;
   size_t first, nparts;
   size_t bytes;
+  uint8_t *cipher; /* with TLS: the encrypted bytes actually written (owned) */
   unsigned nbufs;
   uv_buf_t bufs[];
 };
@@ -54,6 +57,7 @@ struct conn_sendfile {
   unsigned timeout_ms;
   atomic_bool abort;
   int status;
+  uint8_t *buf; /* with TLS: the region read by pread, to be encrypted (owned) */
 };
 
 static uint64_t conn_next_id = 1;
@@ -154,6 +158,8 @@ static void conn_maybe_free(struct conn *c)
   if (c->closed_cb != NULL) {
     c->closed_cb(c);
   }
+  tls_session_free(c->tls);
+  free(c->tls_in);
   free(c->rbuf);
   free(c);
 }
@@ -261,6 +267,62 @@ static void conn_after_write_progress(struct conn *c, size_t bytes, int status, 
   conn_drain_check(c);
 }
 
+/* ---- TLS glue ---- */
+
+/* A write of ciphertext the session produced on its own (handshake,
+ * alerts, close_notify), not part of any answer. */
+struct conn_tls_wr {
+  uv_write_t req;
+  uint8_t bytes[];
+};
+
+static void conn_on_tls_wr(uv_write_t *req, int status)
+{
+  (void)status; /* a failed write shows as a read error or a close */
+  free(req->data);
+}
+
+/* Writes whatever ciphertext the session holds, in the order it was made
+ * (every producer of ciphertext calls this or takes it at once). */
+static void conn_tls_flush(struct conn *c)
+{
+  size_t n = tls_out_pending(c->tls);
+  if (n == 0 || c->handles_closing) {
+    return;
+  }
+  struct conn_tls_wr *wr = malloc(sizeof *wr + n);
+  if (wr == NULL) {
+    return; /* the peer times out the handshake; a close follows */
+  }
+  n = tls_take_out(c->tls, wr->bytes, n);
+  wr->req.data = wr;
+  uv_buf_t buf = uv_buf_init((char *)wr->bytes, (unsigned)n);
+  if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &buf, 1, conn_on_tls_wr) != 0) {
+    free(wr);
+  }
+}
+
+/* Encrypts w's plaintext buffers into w->cipher and points w's single
+ * buffer at it. Returns 0 or a negative code. */
+static int conn_tls_seal(struct conn *c, struct conn_write *w)
+{
+  for (unsigned i = 0; i < w->nbufs; i++) {
+    int rv = tls_write(c->tls, (const uint8_t *)w->bufs[i].base, w->bufs[i].len);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  size_t n = tls_out_pending(c->tls);
+  w->cipher = malloc(n > 0 ? n : 1);
+  if (w->cipher == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  n = tls_take_out(c->tls, w->cipher, n);
+  w->bufs[0] = uv_buf_init((char *)w->cipher, (unsigned)n);
+  w->nbufs = 1;
+  return 0;
+}
+
 static void conn_on_write(uv_write_t *req, int status)
 {
   struct conn_write *w = (struct conn_write *)req;
@@ -271,6 +333,7 @@ static void conn_on_write(uv_write_t *req, int status)
     conn_part_release(&o->parts[i], status);
   }
   size_t bytes = w->bytes;
+  free(w->cipher);
   free(w);
   c->writes_pending--;
   o->pending--;
@@ -289,6 +352,30 @@ static void conn_sendfile_work(uv_work_t *work)
   size_t left = p->len;
   unsigned waited = 0;
   sf->status = 0;
+  if (sf->buf != NULL) {
+    /* TLS: read the region; the loop thread encrypts it. */
+    size_t got = 0;
+    while (got < p->len) {
+      if (atomic_load(&sf->abort)) {
+        sf->status = UV_ECANCELED;
+        return;
+      }
+      ssize_t n = pread(p->fd, sf->buf + got, p->len - got, off + (off_t)got);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n < 0) {
+        sf->status = -errno;
+        return;
+      }
+      if (n == 0) {
+        sf->status = CAIRN_ETRUNCATED;
+        return;
+      }
+      got += (size_t)n;
+    }
+    return;
+  }
   while (left > 0) {
     if (atomic_load(&sf->abort)) {
       sf->status = UV_ECANCELED;
@@ -339,6 +426,44 @@ static void conn_sendfile_after(uv_work_t *work, int status)
   snprintf(what, sizeof what, "sendfile of %zu bytes at %lld of fd %d", bytes,
            (long long)o->parts[sf->part].offset, o->parts[sf->part].fd);
   c->busy++;
+  if (sf->buf != NULL && rv == 0 && c->state < CONN_CLOSING) {
+    /* TLS: encrypt the region and write it; the write's callback releases
+     * the part and counts the bytes, as for a memory part. */
+    struct conn_write *w = calloc(1, sizeof *w + sizeof(uv_buf_t));
+    rv = CAIRN_ENOMEM;
+    if (w != NULL) {
+      w->c = c;
+      w->o = o;
+      w->first = sf->part;
+      w->nparts = 1;
+      w->bytes = bytes;
+      w->bufs[0] = uv_buf_init((char *)sf->buf, (unsigned)bytes);
+      w->nbufs = 1;
+      rv = conn_tls_seal(c, w);
+      if (rv == 0) {
+        rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, w->bufs, w->nbufs, conn_on_write);
+      }
+      if (rv != 0) {
+        free(w->cipher);
+        free(w);
+      }
+    }
+    free(sf->buf);
+    sf->buf = NULL;
+    if (rv == 0) {
+      c->sf = NULL;
+      free(sf);
+      c->writes_pending++; /* o->pending passes from the region to the write */
+      conn_pump(c);
+      conn_update_reading(c);
+      conn_drain_check(c);
+      c->busy--;
+      conn_maybe_free(c);
+      return;
+    }
+    snprintf(what, sizeof what, "encrypting a file region of %zu bytes", bytes);
+  }
+  free(sf->buf);
   conn_part_release(&o->parts[sf->part], rv);
   c->sf = NULL;
   free(sf);
@@ -377,6 +502,7 @@ static void conn_pump(struct conn *c)
       w->first = first;
       w->nparts = end - first;
       w->bytes = 0;
+      w->cipher = NULL;
       w->nbufs = 0;
       if (!o->hdr_issued) {
         w->bufs[w->nbufs++] = uv_buf_init((char *)o->hdr, (unsigned)o->hdr_len);
@@ -386,10 +512,14 @@ static void conn_pump(struct conn *c)
         w->bufs[w->nbufs++] = uv_buf_init((char *)o->parts[i].base, (unsigned)o->parts[i].len);
         w->bytes += o->parts[i].len;
       }
-      int rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, w->bufs, w->nbufs, conn_on_write);
+      int rv = c->tls != NULL ? conn_tls_seal(c, w) : 0;
+      if (rv == 0) {
+        rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, w->bufs, w->nbufs, conn_on_write);
+      }
       if (rv != 0) {
+        free(w->cipher);
         free(w);
-        snprintf(c->errmsg, sizeof c->errmsg, "write: %s", uv_strerror(rv));
+        snprintf(c->errmsg, sizeof c->errmsg, "write: %s", cairn_strerror(rv));
         conn_close_now(c, rv);
         return;
       }
@@ -417,8 +547,19 @@ static void conn_pump(struct conn *c)
       sf->sock = sock;
       sf->timeout_ms = c->lim.write_timeout_ms;
       atomic_init(&sf->abort, false);
+      if (c->tls != NULL) {
+        /* No sendfile through TLS: the region is read, then encrypted. */
+        sf->buf = malloc(o->parts[o->issued].len > 0 ? o->parts[o->issued].len : 1);
+        if (sf->buf == NULL) {
+          free(sf);
+          snprintf(c->errmsg, sizeof c->errmsg, "no memory to read a file region for TLS");
+          conn_close_now(c, CAIRN_ENOMEM);
+          return;
+        }
+      }
       int rv = uv_queue_work(c->loop, &sf->work, conn_sendfile_work, conn_sendfile_after);
       if (rv != 0) {
+        free(sf->buf);
         free(sf);
         conn_close_now(c, rv);
         return;
@@ -619,6 +760,10 @@ static void conn_drain_check(struct conn *c)
   }
   if (!c->shutdown_sent) {
     c->shutdown_sent = true;
+    if (c->tls != NULL) {
+      tls_shutdown(c->tls);
+      conn_tls_flush(c);
+    }
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) {
       conn_close_now(c, 0);
@@ -675,9 +820,9 @@ static bool conn_under_limits(const struct conn *c)
          c->write_queue_bytes < c->lim.max_write_queue_bytes;
 }
 
-static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Where the next plaintext bytes go: a large frame's block, or rbuf. */
+static void conn_plain_target(struct conn *c, uv_buf_t *buf)
 {
-  struct conn *c = h->data;
   if (c->direct != NULL) {
     /* A large frame is read straight into its request's block, never past
      * its end. */
@@ -700,6 +845,21 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     c->rstart = 0;
   }
   *buf = uv_buf_init((char *)c->rbuf + c->rend, (unsigned)(c->rcap - c->rend));
+}
+
+static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct conn *c = h->data;
+  if (c->tls != NULL) {
+    /* Ciphertext: at most one buffer per read, so what waits inside the
+     * session while reading is paused stays bounded. */
+    if (c->tls_in == NULL) {
+      c->tls_in = malloc(CONN_TLS_IN_SIZE);
+    }
+    *buf = uv_buf_init((char *)c->tls_in, c->tls_in != NULL ? CONN_TLS_IN_SIZE : 0);
+    return;
+  }
+  conn_plain_target(c, buf);
 }
 
 static void conn_direct_drop(struct conn *c)
@@ -853,11 +1013,100 @@ static void conn_process(struct conn *c)
   conn_update_reading(c);
 }
 
+/* nread plaintext bytes arrived where conn_plain_target() said. */
+static void conn_plain_input(struct conn *c, size_t nread)
+{
+  if (c->state == CONN_OPEN) {
+    c->last_activity_ms = uv_now(c->loop);
+    if (c->direct != NULL) {
+      c->direct_have += nread;
+      if (c->direct_have == c->direct_size) {
+        int rv = conn_dispatch_direct(c);
+        if (rv != 0) {
+          conn_protocol_error(c, rv, 0, "the envelope does not parse");
+        }
+      }
+    } else {
+      c->rend += nread;
+    }
+    conn_process(c);
+  } else {
+    c->rstart = c->rend = 0; /* draining: discarded */
+  }
+}
+
+static void conn_on_eof(struct conn *c)
+{
+  c->peer_eof = true;
+  if (c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+  }
+  if (c->state == CONN_OPEN) {
+    log_debug(CONN_LOG, "conn %" PRIu64 " %s: peer closed its side", c->id, c->peer);
+    conn_start_draining(c);
+  } else {
+    conn_drain_check(c);
+  }
+}
+
+/* TLS: pulls plaintext out of the session while the conn may read. What is
+ * left stays in the session until reading resumes (conn_update_reading
+ * starts the kick timer for it). */
+static void conn_tls_pull(struct conn *c)
+{
+  while (c->state == CONN_DRAINING || (c->state == CONN_OPEN && conn_under_limits(c))) {
+    uv_buf_t b;
+    conn_plain_target(c, &b);
+    if (b.len == 0 || b.base == NULL) {
+      break;
+    }
+    bool was_done = tls_handshake_done(c->tls);
+    char why[TLS_ERRMSG_SIZE];
+    int n = tls_read(c->tls, (uint8_t *)b.base, b.len, why, sizeof why);
+    conn_tls_flush(c);
+    if (!was_done && tls_handshake_done(c->tls)) {
+      const char *who = tls_peer_principal(c->tls);
+      log_debug(CONN_LOG, "conn %" PRIu64 " %s: %s %s%s%s", c->id, c->peer, tls_version(c->tls),
+                tls_cipher(c->tls), who[0] != '\0' ? ", client certificate " : "", who);
+    }
+    if (n > 0) {
+      conn_plain_input(c, (size_t)n);
+      continue;
+    }
+    if (n == TLS_WANT_READ) {
+      break;
+    }
+    if (n == TLS_EOF) {
+      conn_on_eof(c);
+      break;
+    }
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", why);
+    log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
+    /* The alert goes out if the socket takes it now; the close follows. */
+    size_t pending = tls_out_pending(c->tls);
+    if (pending > 0 && pending <= CONN_TLS_IN_SIZE && c->tls_in != NULL) {
+      size_t k = tls_take_out(c->tls, c->tls_in, pending);
+      uv_buf_t alert = uv_buf_init((char *)c->tls_in, (unsigned)k);
+      (void)uv_try_write((uv_stream_t *)&c->tcp, &alert, 1);
+    }
+    conn_close_now(c, CAIRN_ETLS);
+    break;
+  }
+}
+
 static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
   struct conn *c = s->data;
   c->busy++;
-  if (nread > 0) {
+  if (nread > 0 && c->tls != NULL) {
+    if (tls_feed(c->tls, (const uint8_t *)buf->base, (size_t)nread) != 0) {
+      snprintf(c->errmsg, sizeof c->errmsg, "no memory for TLS input");
+      conn_close_now(c, CAIRN_ENOMEM);
+    } else {
+      conn_tls_pull(c);
+    }
+  } else if (nread > 0) {
     if (c->state == CONN_OPEN) {
       c->last_activity_ms = uv_now(c->loop);
       if (c->direct != NULL) {
@@ -876,17 +1125,7 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
       c->rstart = c->rend = 0; /* draining: discarded */
     }
   } else if (nread == UV_EOF) {
-    c->peer_eof = true;
-    if (c->reading) {
-      uv_read_stop(s);
-      c->reading = false;
-    }
-    if (c->state == CONN_OPEN) {
-      log_debug(CONN_LOG, "conn %" PRIu64 " %s: peer closed its side", c->id, c->peer);
-      conn_start_draining(c);
-    } else {
-      conn_drain_check(c);
-    }
+    conn_on_eof(c);
   } else if (nread < 0) {
     if (c->state < CONN_CLOSING) {
       snprintf(c->errmsg, sizeof c->errmsg, "read: %s", uv_strerror((int)nread));
@@ -901,7 +1140,12 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void conn_on_kick(uv_timer_t *t)
 {
   struct conn *c = t->data;
+  c->busy++;
+  if (c->tls != NULL) {
+    conn_tls_pull(c); /* what waited in the session while reading was paused */
+  }
   conn_process(c);
+  c->busy--;
   conn_maybe_free(c);
 }
 
@@ -914,7 +1158,8 @@ static void conn_update_reading(struct conn *c)
   bool want;
   if (c->state == CONN_OPEN) {
     want = conn_under_limits(c);
-    if (want && c->backlog && !uv_is_active((uv_handle_t *)&c->kick)) {
+    if (want && (c->backlog || (c->tls != NULL && tls_read_pending(c->tls))) &&
+        !uv_is_active((uv_handle_t *)&c->kick)) {
       uv_timer_start(&c->kick, conn_on_kick, 0, 0);
     }
   } else {
@@ -947,7 +1192,13 @@ static void conn_on_timer(uv_timer_t *t)
       c->last_write_ms = now;
     }
     /* A file region on the thread pool times out by itself. */
-    if (c->nouts > 0 && c->sf == NULL && now - c->last_write_ms >= c->lim.write_timeout_ms) {
+    if (c->tls != NULL && !tls_handshake_done(c->tls) &&
+        now - c->created_ms >= TLS_HANDSHAKE_TIMEOUT_MS) {
+      snprintf(c->errmsg, sizeof c->errmsg, "no TLS handshake within %u ms",
+               TLS_HANDSHAKE_TIMEOUT_MS);
+      log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
+      conn_close_now(c, -ETIMEDOUT);
+    } else if (c->nouts > 0 && c->sf == NULL && now - c->last_write_ms >= c->lim.write_timeout_ms) {
       snprintf(c->errmsg, sizeof c->errmsg,
                "the peer took nothing for %u ms with %" PRIu64 " answer bytes queued",
                c->lim.write_timeout_ms, c->write_queue_bytes);
@@ -1079,7 +1330,7 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
     period = c->lim.idle_timeout_ms;
   }
   period = period / 4 > CONN_SWEEP_MIN_MS ? period / 4 : CONN_SWEEP_MIN_MS;
-  c->last_activity_ms = c->last_write_ms = uv_now(loop);
+  c->last_activity_ms = c->last_write_ms = c->created_ms = uv_now(loop);
   c->sweep_ms = period;
   uv_timer_start(&c->timer, conn_on_timer, period, period);
   c->state = CONN_OPEN;
@@ -1092,4 +1343,24 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
   log_debug(CONN_LOG, "conn %" PRIu64 " %s: accepted", c->id, c->peer);
   *out = c;
   return 0;
+}
+
+int conn_start_tls(struct conn *c, struct tls_ctx *ctx)
+{
+  int rv = tls_session_new(ctx, &c->tls);
+  if (rv != 0) {
+    snprintf(c->errmsg, sizeof c->errmsg, "no memory for a TLS session");
+    return rv;
+  }
+  /* The handshake deadline is checked by the sweep: run it often enough. */
+  if (c->sweep_ms > TLS_HANDSHAKE_TIMEOUT_MS / 4) {
+    uv_timer_start(&c->timer, conn_on_timer, TLS_HANDSHAKE_TIMEOUT_MS / 4,
+                   TLS_HANDSHAKE_TIMEOUT_MS / 4);
+  }
+  return 0;
+}
+
+const char *conn_tls_principal(const struct conn *c)
+{
+  return c->tls != NULL ? tls_peer_principal(c->tls) : "";
 }

@@ -36,6 +36,19 @@
  *     frame and one answer above those limits, and is closed once it has
  *     taken no answer bytes for write_timeout_ms.
  *
+ * TLS (conn_start_tls, src/net/tls.h): the session sits between the socket
+ * and the frame decoder. Ciphertext is read into a fixed buffer of
+ * CONN_TLS_IN_SIZE bytes and fed to the session; plaintext is pulled into
+ * the read buffer (or a large frame's block) only while the limits allow
+ * reading, so backpressure holds: what is left waits inside the session
+ * (at most one read's ciphertext and one record) and is pulled by the kick
+ * timer when reading resumes. Answers are encrypted when issued and the
+ * ciphertext is written instead; a file part cannot be sendfile'd through
+ * TLS, so its region is read (pread on the thread pool, the session never
+ * leaves the loop thread), then encrypted and written. A handshake not
+ * done within TLS_HANDSHAKE_TIMEOUT_MS, a failed one, or a bad record:
+ * closed with a log line. A clean close sends close_notify before the FIN.
+ *
  * Context: everything here runs on the loop thread. */
 #ifndef CAIRN_CONN_H
 #define CAIRN_CONN_H
@@ -57,6 +70,7 @@
 #define CONN_DEFAULT_CLOSE_GRACE_MS 5000
 #define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
 #define CONN_ERRMSG_SIZE 256
+#define CONN_TLS_IN_SIZE (17u * 1024) /* one TLS record and its overhead */
 
 /* Phases a handler may mark on a request (conn_request.mark_ns), read by
  * the answered callback to trace slow requests: the request was handed to
@@ -164,6 +178,8 @@ struct conn_part {
 
 struct conn_out;
 struct conn_sendfile;
+struct tls_ctx;
+struct tls_session;
 
 struct conn {
   uv_loop_t *loop;
@@ -212,6 +228,11 @@ struct conn {
   size_t last_unsent;        /* libuv's unwritten bytes at the last sweep */
   uint64_t sweep_ms;         /* the timer's period in CONN_OPEN */
 
+  /* TLS (NULL: plain TCP) */
+  struct tls_session *tls;
+  uint8_t *tls_in;     /* ciphertext read buffer, CONN_TLS_IN_SIZE bytes */
+  uint64_t created_ms; /* for the handshake deadline */
+
   int handles_open;
   bool handles_closing;
   int busy; /* > 0 while a function up the stack still uses c */
@@ -235,6 +256,16 @@ __attribute__((warn_unused_result)) int conn_new(uv_loop_t *loop, uv_stream_t *s
                                                  const struct conn_limits *lim,
                                                  conn_dispatch_cb dispatch, void *data,
                                                  conn_closed_cb closed_cb, struct conn **out);
+
+/* Makes c speak TLS with ctx's settings. Call it right after conn_new(),
+ * before control returns to the loop (no byte has been read yet). Returns
+ * 0, or CAIRN_ENOMEM (then close the conn with conn_close()). ctx is
+ * borrowed only during the call. Context: loop thread. */
+__attribute__((warn_unused_result)) int conn_start_tls(struct conn *c, struct tls_ctx *ctx);
+
+/* The client certificate's principal under mutual TLS ("" when none).
+ * Returns borrowed, valid while c is. */
+const char *conn_tls_principal(const struct conn *c);
 
 /* Starts a clean close: nothing new is dispatched, answers to dispatched
  * requests are still sent for up to close_grace_ms, then the requests left

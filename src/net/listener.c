@@ -87,6 +87,10 @@ static void listener_on_connection(uv_stream_t *server, int status)
   l->conns = c;
   l->nconns++;
   l->accepted++;
+  if (l->cfg.tls != NULL && conn_start_tls(c, l->cfg.tls) != 0) {
+    log_warn(LISTENER_LOG, "port %d: %s", l->port, c->errmsg);
+    conn_close(c);
+  }
 }
 
 /* Splits "host:port" or "[v6]:port" into a socket address. */

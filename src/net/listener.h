@@ -27,6 +27,8 @@ struct listener_config {
   conn_dispatch_cb dispatch; /* every conn's requests go here, with data */
   conn_answered_cb answered; /* may be NULL: every conn's answers, with data */
   void *data;
+  struct tls_ctx *tls; /* NULL: plain TCP; else every conn speaks TLS with it
+                          (borrowed: valid until the close callback) */
 };
 
 struct listener;

@@ -40,7 +40,7 @@ enum config_kind {
   CONFIG_KIND_ADDR,   /* struct config_addr, port 1..65535 */
   CONFIG_KIND_HOST,   /* the advertise host, kept in the parse state */
   CONFIG_KIND_VOTERS, /* ID@HOST:PORT,... */
-  CONFIG_KIND_FILE,   /* char[CONFIG_PATH_MAX], "" when not set */
+  CONFIG_KIND_FILE,   /* char[CONFIG_PATH_MAX], "" when not set: a path or a list */
 };
 
 enum config_key_id {
@@ -69,6 +69,10 @@ enum config_key_id {
   CONFIG_K_ELECTION,
   CONFIG_K_SEGMENT,
   CONFIG_K_CLUSTER_SECRET_FILE,
+  CONFIG_K_TLS_CERT,
+  CONFIG_K_TLS_KEY,
+  CONFIG_K_TLS_CA,
+  CONFIG_K_TLS_CIPHERS,
   CONFIG_K_COUNT
 };
 
@@ -170,6 +174,20 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                       "file holding the cluster's shared secret (16+ bytes); "
                                       "set on every node or none (docs/security.md)",
                                       "none"},
+    [CONFIG_K_TLS_CERT] = {"tls-cert", "security", "tls_cert", "PATH", CONFIG_KIND_FILE,
+                           CONFIG_OFF(tls_cert), 0, 0,
+                           "PEM certificate (chain) of the client port: clients speak TLS",
+                           "none (plain TCP)"},
+    [CONFIG_K_TLS_KEY] = {"tls-key", "security", "tls_key", "PATH", CONFIG_KIND_FILE,
+                          CONFIG_OFF(tls_key), 0, 0, "PEM private key of --tls-cert", "none"},
+    [CONFIG_K_TLS_CA] = {"tls-ca", "security", "tls_ca", "PATH", CONFIG_KIND_FILE,
+                         CONFIG_OFF(tls_ca), 0, 0,
+                         "PEM CAs: clients must present a certificate they signed (mutual TLS)",
+                         "none"},
+    [CONFIG_K_TLS_CIPHERS] = {"tls-ciphers", "security", "tls_ciphers", "LIST", CONFIG_KIND_FILE,
+                              CONFIG_OFF(tls_ciphers), 0, 0,
+                              "OpenSSL cipher list for TLS 1.2 (1.3 uses OpenSSL's suites)",
+                              "OpenSSL's defaults"},
 };
 
 static const char *const config_sections[] = {"node",   "network", "cluster",
@@ -945,6 +963,13 @@ static int config_check(struct config_parse *ps)
                 a, b);
     return ps->err;
   }
+  bool cert = cfg->tls_cert[0] != '\0', key = cfg->tls_key[0] != '\0';
+  if (cert != key || (!cert && (cfg->tls_ca[0] != '\0' || cfg->tls_ciphers[0] != '\0'))) {
+    config_fail(ps, CAIRN_ECONFIG,
+                "TLS on the client port needs both --tls-cert and --tls-key; --tls-ca and "
+                "--tls-ciphers only go with them");
+    return ps->err;
+  }
   if (cfg->max_inflight_bytes < cfg->max_frame_bytes) {
     config_origin(ps, CONFIG_K_MAX_INFLIGHT, true, a, sizeof a);
     config_origin(ps, CONFIG_K_MAX_FRAME, true, b, sizeof b);
@@ -1057,7 +1082,9 @@ static bool config_writable(const char *value)
 
 int config_write(const struct config *cfg, FILE *out)
 {
-  if (!config_writable(cfg->data_dir) || !config_writable(cfg->cluster_secret_file)) {
+  if (!config_writable(cfg->data_dir) || !config_writable(cfg->cluster_secret_file) ||
+      !config_writable(cfg->tls_cert) || !config_writable(cfg->tls_key) ||
+      !config_writable(cfg->tls_ca) || !config_writable(cfg->tls_ciphers)) {
     return CAIRN_EINVAL;
   }
   size_t len = 64 * 1024;

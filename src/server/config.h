@@ -100,6 +100,10 @@ struct config {
   /* [security] */
   char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):
                                                 the cluster port's shared key; "" when none */
+  char tls_cert[CONFIG_PATH_MAX];    /* tls_cert (--tls-cert): TLS on the client port; "" none */
+  char tls_key[CONFIG_PATH_MAX];     /* tls_key (--tls-key): with tls_cert */
+  char tls_ca[CONFIG_PATH_MAX];      /* tls_ca (--tls-ca): verify client certificates; "" none */
+  char tls_ciphers[CONFIG_PATH_MAX]; /* tls_ciphers (--tls-ciphers): "" OpenSSL's defaults */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),

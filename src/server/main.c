@@ -26,6 +26,7 @@ struct cairnd {
   struct node node;
   uv_signal_t sigterm;
   uv_signal_t sigint;
+  uv_signal_t sighup; /* reloads the client port's TLS certificate and key */
   uv_timer_t stop_timer;
   bool stopping;
 };
@@ -37,6 +38,7 @@ static void cairnd_on_stopped(struct node *n)
   struct cairnd *d = (struct cairnd *)((char *)n - offsetof(struct cairnd, node));
   uv_close((uv_handle_t *)&d->sigterm, cairnd_on_closed);
   uv_close((uv_handle_t *)&d->sigint, cairnd_on_closed);
+  uv_close((uv_handle_t *)&d->sighup, cairnd_on_closed);
   uv_close((uv_handle_t *)&d->stop_timer, cairnd_on_closed);
 }
 
@@ -57,6 +59,14 @@ static void cairnd_on_signal(uv_signal_t *s, int signum)
   log_info("cairnd", "signal %d: stopping", signum);
   uv_timer_start(&d->stop_timer, cairnd_on_stop_timeout, CAIRND_STOP_TIMEOUT_MS, 0);
   node_stop(&d->node, cairnd_on_stopped);
+}
+
+static void cairnd_on_sighup(uv_signal_t *s, int signum)
+{
+  struct cairnd *d = s->data;
+  if (!d->stopping) {
+    (void)node_reload_tls(&d->node);
+  }
 }
 
 int main(int argc, char **argv)
@@ -126,6 +136,9 @@ int main(int argc, char **argv)
   d.sigterm.data = d.sigint.data = &d;
   uv_signal_start(&d.sigterm, cairnd_on_signal, SIGTERM);
   uv_signal_start(&d.sigint, cairnd_on_signal, SIGINT);
+  uv_signal_init(loop, &d.sighup);
+  d.sighup.data = &d;
+  uv_signal_start(&d.sighup, cairnd_on_sighup, SIGHUP);
   /* A fatal condition found while running stops the node by itself. */
   d.node.stop_cb = cairnd_on_stopped;
   uv_run(loop, UV_RUN_DEFAULT);

@@ -148,7 +148,22 @@ static int node_start_ports(struct node *n)
   if (n->cfg.cluster_listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
   }
+  if (rv == 0 && n->cfg.tls_cert[0] != '\0') {
+    struct tls_config tc = {.cert_file = n->cfg.tls_cert,
+                            .key_file = n->cfg.tls_key,
+                            .ca_file = n->cfg.tls_ca,
+                            .ciphers = n->cfg.tls_ciphers};
+    char why[TLS_ERRMSG_SIZE];
+    rv = tls_ctx_new(&tc, &n->tls, why, sizeof why);
+    if (rv != 0) {
+      node_set_errmsg(n, "client port TLS: %s", why);
+      return rv;
+    }
+    log_info("node", "client port: TLS with %s%s", n->cfg.tls_cert,
+             tls_ctx_mutual(n->tls) ? ", client certificates required" : "");
+  }
   struct listener_config lc = {.bind_address = n->cfg.listen.str,
+                               .tls = n->tls,
                                .max_conns = n->cfg.max_connections,
                                .dispatch = node_dispatch,
                                .answered = admin_on_answered,
@@ -535,6 +550,8 @@ static void node_stop_step(struct node *n)
     coord_free(&n->coord);
     chs_key_free(n->cluster_key, n->cluster_key_len);
     n->cluster_key = NULL;
+    tls_ctx_free(n->tls);
+    n->tls = NULL;
     n->state = NODE_STOPPED;
     metrics_close(&n->metrics);
     log_info("node", "node %" PRIu64 " stopped", n->cfg.node_id);
@@ -543,6 +560,22 @@ static void node_stop_step(struct node *n)
     }
     break;
   }
+}
+
+int node_reload_tls(struct node *n)
+{
+  if (n->tls == NULL) {
+    return 0;
+  }
+  char why[TLS_ERRMSG_SIZE];
+  int rv = tls_ctx_reload(n->tls, why, sizeof why);
+  if (rv != 0) {
+    log_error("node", "TLS reload failed, the previous certificate stays in use: %s", why);
+    return rv;
+  }
+  log_info("node", "TLS certificate and key reloaded from %s and %s: new connections use them",
+           n->cfg.tls_cert, n->cfg.tls_key);
+  return 0;
 }
 
 void node_stop(struct node *n, node_stop_cb cb)

@@ -38,6 +38,7 @@
 #include "cluster/chs.h"
 #include "cluster/transport.h"
 #include "net/listener.h"
+#include "net/tls.h"
 #include "net/peer.h"
 #include "server/config.h"
 #include "server/group/coord.h"
@@ -68,6 +69,7 @@ struct node {
   struct transport tr;
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
+  struct tls_ctx *tls;          /* the client port's TLS (src/net/tls.h), NULL: plain TCP */
   uint64_t auth_refused_id;     /* node whose unproven request was logged last */
   uint64_t auth_refused_log_ms; /* and when */
   struct controller ctl;
@@ -111,6 +113,12 @@ __attribute__((warn_unused_result)) int node_start(struct node *n, uv_loop_t *lo
  * finish, closes everything, then cb. Callback: fires exactly once; a
  * second call does nothing. */
 void node_stop(struct node *n, node_stop_cb cb);
+
+/* Reloads the client port's TLS certificate and key from their files
+ * (SIGHUP): new connections use them, open ones keep theirs. Returns 0 (or
+ * 0 without TLS), or CAIRN_ETLS with a log line (the old ones stay).
+ * Context: loop thread. */
+int node_reload_tls(struct node *n);
 
 /* The client address of the node with this id, from the metadata; NULL if
  * unknown. Returns borrowed, valid until the next loop iteration. */
