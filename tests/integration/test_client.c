@@ -463,7 +463,7 @@ static void test_client_produce_across_leader_sigkill(void **state)
     assert_true(sent[i].done);
     if (sent[i].status != 0) {
       failed++;
-      print_message("message %d: %s\n", i, cairn_errname(sent[i].status));
+      fprintf(stderr, "message %d: %s\n", i, cairn_errname(sent[i].status));
     }
   }
   assert_int_equal(failed, 0);
