@@ -79,6 +79,11 @@ static void coord_apply_record(struct coord_slot *slot, const struct batch_recor
       if (g->nmembers == 0 && r->generation > g->generation) {
         g->generation = r->generation;
       }
+      /* A group met while loading is empty since its last commit, not since
+       * this load: its offsets' retention counts from the commit times. */
+      if (slot->state == COORD_LOADING) {
+        g->empty_since_wall_ms = 0;
+      }
     }
   }
   free(r);
