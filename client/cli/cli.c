@@ -18,6 +18,11 @@ const char cli_common_help[] =
     "                     else " CLI_DEFAULT_BOOTSTRAP ")\n"
     "  --json             print JSON for scripts instead of tables\n"
     "  --timeout-ms N     give up on the cluster after N ms (default 10000)\n"
+    "  --tls              speak TLS to nodes started with --tls-cert\n"
+    "  --tls-ca FILE      PEM CAs the nodes' certificates must chain to (implies\n"
+    "                     --tls; default: the system's CAs)\n"
+    "  --tls-cert FILE, --tls-key FILE\n"
+    "                     a client certificate and key (mutual TLS; implies --tls)\n"
     "  -h, --help         help for this command\n";
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -79,6 +84,15 @@ int cli_common_opt(struct cli *c, const char *cmd, int o, const char *arg)
     return 1;
   case CLI_OPT_JSON:
     c->json = true;
+    return 1;
+  case CLI_OPT_TLS:
+    c->tls = true;
+    return 1;
+  case CLI_OPT_TLS_CA:
+  case CLI_OPT_TLS_CERT:
+  case CLI_OPT_TLS_KEY:
+    c->tls = true;
+    *(o == CLI_OPT_TLS_CA ? &c->tls_ca : o == CLI_OPT_TLS_CERT ? &c->tls_cert : &c->tls_key) = arg;
     return 1;
   case CLI_OPT_TIMEOUT: {
     uint64_t v;
@@ -247,6 +261,13 @@ int cli_connect(struct cli *c, const char *cmd)
   o.client_id = "cairn-cli";
   o.request_timeout_ms = c->timeout_ms;
   o.delivery_timeout_ms = c->timeout_ms;
+  if ((c->tls_cert != NULL) != (c->tls_key != NULL)) {
+    return cli_usage_error(cmd, "--tls-cert and --tls-key go together");
+  }
+  o.tls = c->tls;
+  o.tls_ca_file = c->tls_ca;
+  o.tls_cert_file = c->tls_cert;
+  o.tls_key_file = c->tls_key;
   if (o.connect_timeout_ms > c->timeout_ms) {
     o.connect_timeout_ms = c->timeout_ms;
   }
@@ -256,6 +277,11 @@ int cli_connect(struct cli *c, const char *cmd)
     return CLI_OK;
   }
   c->sync = NULL;
+  if (rv == CAIRN_ETLS) {
+    fprintf(stderr, "cairn %s: TLS settings: %s\n", cmd,
+            errmsg[0] != '\0' ? errmsg : "a CA, certificate or key file does not load");
+    return CLI_USAGE;
+  }
   if (rv == CAIRN_EINVAL) {
     fprintf(stderr, "cairn %s: bootstrap list '%s' is not HOST:PORT[,HOST:PORT...]%s%s\n", cmd,
             c->bootstrap, errmsg[0] != '\0' ? ": " : "", errmsg);
@@ -288,10 +314,10 @@ int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char
                const struct option *own, cli_opt_fn on_opt, void *ctx, void (*help)(FILE *),
                int *first)
 {
-  struct option all[CLI_MAX_OPTS + 5] = {CLI_COMMON_LONG};
-  size_t n = 4;
+  struct option all[CLI_MAX_OPTS + CLI_COMMON_COUNT + 1] = {CLI_COMMON_LONG};
+  size_t n = CLI_COMMON_COUNT;
   for (size_t k = 0; own != NULL && own[k].name != NULL; k++) {
-    if (n >= CLI_MAX_OPTS + 4) {
+    if (n >= CLI_MAX_OPTS + CLI_COMMON_COUNT) {
       abort(); /* a command with more options than CLI_MAX_OPTS: a programming error */
     }
     all[n++] = own[k];

@@ -28,6 +28,10 @@ struct cli {
   uint32_t timeout_ms;     /* --timeout-ms */
   bool json;               /* --json */
   struct cairn_sync *sync; /* the cluster, once cli_connect() succeeded */
+  bool tls;                /* --tls (implied by the three below) */
+  const char *tls_ca;      /* --tls-ca FILE: CAs the nodes' certificates chain to */
+  const char *tls_cert;    /* --tls-cert FILE: client certificate (mutual TLS) */
+  const char *tls_key;     /* --tls-key FILE: its key */
 };
 
 /* The common options as getopt_long entries (long names only, plus -b):
@@ -36,10 +40,19 @@ struct cli {
  * apart from an unknown option). */
 #define CLI_OPT_JSON 1000
 #define CLI_OPT_TIMEOUT 1001
+#define CLI_OPT_TLS 1002
+#define CLI_OPT_TLS_CA 1003
+#define CLI_OPT_TLS_CERT 1004
+#define CLI_OPT_TLS_KEY 1005
+#define CLI_COMMON_COUNT 8 /* entries in CLI_COMMON_LONG */
 #define CLI_COMMON_SHORT ":b:h"
 #define CLI_COMMON_LONG                                                                            \
   {"bootstrap", required_argument, NULL, 'b'}, {"json", no_argument, NULL, CLI_OPT_JSON},          \
       {"timeout-ms", required_argument, NULL, CLI_OPT_TIMEOUT},                                    \
+      {"tls", no_argument, NULL, CLI_OPT_TLS},                                                     \
+      {"tls-ca", required_argument, NULL, CLI_OPT_TLS_CA},                                         \
+      {"tls-cert", required_argument, NULL, CLI_OPT_TLS_CERT},                                     \
+      {"tls-key", required_argument, NULL, CLI_OPT_TLS_KEY},                                       \
   {                                                                                                \
     "help", no_argument, NULL, 'h'                                                                 \
   }

@@ -87,6 +87,25 @@ int main(int argc, char **argv)
       c.json = true;
       continue;
     }
+    if (strcmp(a, "--tls") == 0) {
+      c.tls = true;
+      continue;
+    }
+    static const struct {
+      const char *name;
+      int opt;
+    } tls_opts[] = {{"--tls-ca", CLI_OPT_TLS_CA},
+                    {"--tls-cert", CLI_OPT_TLS_CERT},
+                    {"--tls-key", CLI_OPT_TLS_KEY}};
+    bool taken = false;
+    for (size_t k = 0; k < 3 && !taken && !missing; k++) {
+      if ((v = main_opt_value(argc, argv, &i, tls_opts[k].name, NULL, &missing)) != NULL) {
+        taken = cli_common_opt(&c, "", tls_opts[k].opt, v) > 0;
+      }
+    }
+    if (taken) {
+      continue;
+    }
     if ((v = main_opt_value(argc, argv, &i, "--bootstrap", "-b", &missing)) != NULL) {
       if (cli_common_opt(&c, "", 'b', v) < 0) {
         return CLI_USAGE;

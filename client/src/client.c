@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include "common/err.h"
+#include "net/tls.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -156,8 +157,21 @@ int cairn_client_new(uv_loop_t *loop, const char *bootstrap, const struct cairn_
   if (c->rng == 0) {
     c->rng = 1;
   }
+  if (c->opts.tls) {
+    struct tls_config tc = {.ca_file = c->opts.tls_ca_file,
+                            .cert_file = c->opts.tls_cert_file,
+                            .key_file = c->opts.tls_key_file};
+    char why[TLS_ERRMSG_SIZE];
+    rv = tls_client_ctx_new(&tc, &c->tls, why, sizeof why);
+    if (rv != 0) {
+      free(c);
+      return CAIRN_ETLS;
+    }
+  }
+  c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file = NULL; /* not kept */
   lc_meta_init(&c->meta);
   if ((rv = uv_timer_init(loop, &c->tick)) != 0) {
+    tls_ctx_free(c->tls);
     free(c);
     return rv;
   }
@@ -174,6 +188,7 @@ static void lc_client_on_close(uv_handle_t *h)
 {
   struct cairn_client *c = h->data;
   lc_meta_close(&c->meta);
+  tls_ctx_free(c->tls);
   if (c->close_cb != NULL) {
     c->close_cb(c, c->close_data);
   }

@@ -8,12 +8,17 @@
  *   any --lc_conn_fail--> CLOSING (requests fail; freed when libuv has
  *   called back for every handle and request it holds)
  * Requests made before READY wait in cn->reqs unwritten and are written
- * when Hello is answered. A failed connection is unlinked at once, so the
- * next lc_conn_get for its address dials a fresh one. */
+ * when Hello is answered. With TLS (opts.tls) CONNECTING lasts until the
+ * handshake is done (src/net/tls.h, memory BIOs: nothing blocks); Hello
+ * goes out then, and every frame is encrypted when written, every read
+ * decrypted into rbuf. The connect deadline covers the handshake.
+ * A failed connection is unlinked at once, so the next lc_conn_get for its
+ * address dials a fresh one. */
 #include "internal.h"
 
 #include "common/err.h"
 #include "net/frame.h"
+#include "net/tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +35,8 @@ static void lc_conn_maybe_free(struct lc_conn *cn)
   if (cn->state != LC_CONN_CLOSING || cn->handles > 0) {
     return;
   }
+  tls_session_free(cn->tls);
+  free(cn->tls_in);
   free(cn->rbuf);
   free(cn);
 }
@@ -38,6 +45,7 @@ static void lc_req_release(struct lc_req *r)
 {
   if (--r->refs == 0) {
     free(r->frame);
+    free(r->cipher);
     free(r);
   }
 }
@@ -119,9 +127,50 @@ static void lc_conn_on_write(uv_write_t *w, int status)
   lc_conn_maybe_free(cn);
 }
 
+/* TLS: a write of ciphertext the session made on its own (handshake,
+ * alerts); self-contained, so it never touches cn. */
+struct lc_tls_wr {
+  uv_write_t req;
+  uint8_t bytes[];
+};
+
+static void lc_on_tls_wr(uv_write_t *w, int status)
+{
+  (void)status; /* a failure shows as a read error */
+  free(w->data);
+}
+
+/* Writes the ciphertext waiting in the session, in the order it was made. */
+static void lc_conn_tls_flush(struct lc_conn *cn)
+{
+  size_t n = tls_out_pending(cn->tls);
+  if (n == 0 || !cn->tcp_open) {
+    return;
+  }
+  struct lc_tls_wr *wr = malloc(sizeof *wr + n);
+  if (wr == NULL) {
+    return; /* the connect deadline fails the connection */
+  }
+  n = tls_take_out(cn->tls, wr->bytes, n);
+  wr->req.data = wr;
+  uv_buf_t b = uv_buf_init((char *)wr->bytes, (unsigned)n);
+  if (uv_write(&wr->req, (uv_stream_t *)&cn->tcp, &b, 1, lc_on_tls_wr) != 0) {
+    free(wr);
+  }
+}
+
 static int lc_conn_write(struct lc_conn *cn, struct lc_req *r)
 {
   uv_buf_t b = uv_buf_init((char *)r->frame, (unsigned)r->frame_len);
+  if (cn->tls != NULL) {
+    int rv = tls_write(cn->tls, r->frame, r->frame_len);
+    size_t n = tls_out_pending(cn->tls);
+    if (rv != 0 || (r->cipher = malloc(n > 0 ? n : 1)) == NULL) {
+      return rv != 0 ? rv : CAIRN_ENOMEM;
+    }
+    n = tls_take_out(cn->tls, r->cipher, n);
+    b = uv_buf_init((char *)r->cipher, (unsigned)n);
+  }
   r->wr.data = r;
   int rv = uv_write(&r->wr, (uv_stream_t *)&cn->tcp, &b, 1, lc_conn_on_write);
   if (rv != 0) {
@@ -274,9 +323,9 @@ static void lc_conn_on_hello(struct cairn_client *c, int status, Cairn__Client__
   }
 }
 
-static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Where the next plaintext goes in rbuf (grown as needed). */
+static void lc_conn_room(struct lc_conn *cn, uv_buf_t *buf)
 {
-  struct lc_conn *cn = h->data;
   /* Room for a chunk, and at once for the whole frame being read when its
    * length is known (growing by chunks would copy a large answer over and
    * over). */
@@ -295,6 +344,19 @@ static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     cn->rcap = cap;
   }
   *buf = uv_buf_init((char *)cn->rbuf + cn->rlen, (unsigned)(cn->rcap - cn->rlen));
+}
+
+static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct lc_conn *cn = h->data;
+  if (cn->tls != NULL) {
+    if (cn->tls_in == NULL) {
+      cn->tls_in = malloc(LC_TLS_IN_SIZE);
+    }
+    *buf = uv_buf_init((char *)cn->tls_in, cn->tls_in != NULL ? LC_TLS_IN_SIZE : 0);
+    return;
+  }
+  lc_conn_room(cn, buf);
 }
 
 /* Handles every whole frame in rbuf. */
@@ -344,6 +406,45 @@ static void lc_conn_process(struct lc_conn *cn)
   }
 }
 
+static void lc_conn_send_hello(struct lc_conn *cn);
+
+/* TLS: decrypts what was fed into rbuf; sends Hello once the handshake is
+ * done. Returns false when the connection failed. */
+static bool lc_conn_tls_pull(struct lc_conn *cn)
+{
+  for (;;) {
+    uv_buf_t b;
+    lc_conn_room(cn, &b);
+    if (b.base == NULL) {
+      lc_conn_fail(cn, CAIRN_ENOMEM, "read buffer");
+      return false;
+    }
+    bool was_done = tls_handshake_done(cn->tls);
+    char why[TLS_ERRMSG_SIZE];
+    int n = tls_read(cn->tls, (uint8_t *)b.base, b.len, why, sizeof why);
+    lc_conn_tls_flush(cn);
+    if (!was_done && tls_handshake_done(cn->tls)) {
+      lc_conn_send_hello(cn);
+      if (cn->state == LC_CONN_CLOSING) {
+        return false;
+      }
+    }
+    if (n > 0) {
+      cn->rlen += (size_t)n;
+      continue;
+    }
+    if (n == TLS_WANT_READ) {
+      return true;
+    }
+    if (n == TLS_EOF) {
+      lc_conn_fail(cn, CAIRN_ECLOSED, "read");
+      return false;
+    }
+    lc_conn_fail(cn, CAIRN_ETLS, why);
+    return false;
+  }
+}
+
 static void lc_conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
   struct lc_conn *cn = s->data;
@@ -351,8 +452,16 @@ static void lc_conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     lc_conn_fail(cn, nread == UV_EOF ? CAIRN_ECLOSED : (int)nread, "read");
     return;
   }
-  cn->rlen += (size_t)nread;
   cn->handles++; /* callbacks below must not free cn under us */
+  if (cn->tls != NULL) {
+    if (nread > 0 && tls_feed(cn->tls, (const uint8_t *)buf->base, (size_t)nread) != 0) {
+      lc_conn_fail(cn, CAIRN_ENOMEM, "TLS input");
+    } else if (nread > 0) {
+      (void)lc_conn_tls_pull(cn);
+    }
+  } else {
+    cn->rlen += (size_t)nread;
+  }
   lc_conn_process(cn);
   cn->handles--;
   lc_conn_maybe_free(cn);
@@ -376,6 +485,26 @@ static void lc_conn_on_connect(uv_connect_t *req, int status)
     lc_conn_fail(cn, rv, "read start");
     return;
   }
+  if (cn->c->tls != NULL) {
+    /* Hello waits for the handshake (lc_conn_tls_pull). */
+    rv = tls_client_session_new(cn->c->tls, cn->host, &cn->tls);
+    if (rv != 0) {
+      lc_conn_fail(cn, rv, "TLS session");
+      return;
+    }
+    char why[TLS_ERRMSG_SIZE];
+    rv = tls_read(cn->tls, NULL, 0, why, sizeof why); /* the ClientHello */
+    lc_conn_tls_flush(cn);
+    if (rv < 0) {
+      lc_conn_fail(cn, CAIRN_ETLS, why);
+    }
+    return;
+  }
+  lc_conn_send_hello(cn);
+}
+
+static void lc_conn_send_hello(struct lc_conn *cn)
+{
   lc_conn_set_state(cn, LC_CONN_HELLO);
   Cairn__Client__HelloRequest hr = CAIRN__CLIENT__HELLO_REQUEST__INIT;
   hr.min_version = 1;
@@ -385,8 +514,8 @@ static void lc_conn_on_connect(uv_connect_t *req, int status)
   env.api = CAIRN__CLIENT__API__API_HELLO;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HELLO_REQ;
   env.hello_req = &hr;
-  rv = lc_conn_submit(cn, &env, NULL, 0, cn->c->opts.connect_timeout_ms, true, lc_conn_on_hello,
-                      cn);
+  int rv =
+      lc_conn_submit(cn, &env, NULL, 0, cn->c->opts.connect_timeout_ms, true, lc_conn_on_hello, cn);
   if (rv != 0) {
     lc_conn_fail(cn, rv, "hello");
   }
@@ -467,6 +596,7 @@ int lc_conn_get(struct cairn_client *c, const char *addr, struct lc_conn **out)
   }
   cn->c = c;
   lc_strlcpy(cn->addr, addr, sizeof cn->addr);
+  lc_strlcpy(cn->host, host, sizeof cn->host);
   cn->max_frame_bytes = FRAME_DEFAULT_MAX_BYTES;
   cn->connect_deadline_ms = lc_now(c) + c->opts.connect_timeout_ms;
   cn->gai.data = cn;

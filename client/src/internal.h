@@ -13,12 +13,16 @@
 
 #include "client.pb-c.h"
 
+struct tls_ctx;
+struct tls_session;
+
 #define LC_TICK_MS 10          /* the client's sweep: timeouts, retries, linger */
 #define LC_ADDR_MAX 256        /* "host:port" */
 #define LC_ERRMSG_SIZE 256
 #define LC_MAX_BOOTSTRAP 32
 #define LC_MAX_APIS 64
 #define LC_READ_CHUNK 65536
+#define LC_TLS_IN_SIZE (17 * 1024) /* one TLS record and its overhead */
 
 /* ---- backoff.c: exponential backoff with jitter (pure) ---- */
 
@@ -73,6 +77,7 @@ struct lc_req {
   uint64_t corr;
   uint64_t deadline_ms;
   uint8_t *frame; /* the whole frame, owned */
+  uint8_t *cipher; /* with TLS: the frame encrypted, as written (owned) */
   size_t frame_len;
   uv_write_t wr;
   int refs; /* 1 for the answer, 1 while the write is queued */
@@ -102,6 +107,9 @@ struct lc_conn {
   size_t rlen, rcap;
   size_t rwant; /* bytes the frame being read needs in rbuf; 0: unknown */
   struct lc_req *reqs; /* sent or waiting for READY */
+  struct tls_session *tls; /* with TLS: the session (src/net/tls.h) */
+  uint8_t *tls_in;         /* ciphertext read buffer, LC_TLS_IN_SIZE bytes */
+  char host[LC_ADDR_MAX];  /* the host dialed: the node's certificate must name it */
   int fail_status;
   char errmsg[LC_ERRMSG_SIZE];
   struct lc_conn *next; /* in c->conns */
@@ -309,6 +317,7 @@ struct cairn_client {
   size_t nbootstrap;
   uv_timer_t tick;
   struct lc_conn *conns;
+  struct tls_ctx *tls; /* opts.tls: every connection's TLS settings, else NULL */
   struct lc_meta meta;
   struct lc_op *ops;
   int nproducers;

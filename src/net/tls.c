@@ -8,12 +8,17 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
 struct tls_ctx {
   SSL_CTX *ssl;
+  bool client;
   char cert_file[TLS_PATH_MAX];
   char key_file[TLS_PATH_MAX];
   char ca_file[TLS_PATH_MAX];
@@ -43,7 +48,7 @@ static void tls_errmsg(char *errmsg, size_t errlen, const char *what)
 static SSL_CTX *tls_ctx_build(const struct tls_ctx *ctx, char *errmsg, size_t errlen)
 {
   char what[2 * TLS_PATH_MAX + 64];
-  SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
+  SSL_CTX *ssl = SSL_CTX_new(ctx->client ? TLS_client_method() : TLS_server_method());
   if (ssl == NULL) {
     tls_errmsg(errmsg, errlen, "SSL_CTX_new");
     return NULL;
@@ -56,6 +61,19 @@ static SSL_CTX *tls_ctx_build(const struct tls_ctx *ctx, char *errmsg, size_t er
   if (ctx->ciphers[0] != '\0' && SSL_CTX_set_cipher_list(ssl, ctx->ciphers) != 1) {
     snprintf(what, sizeof what, "--tls-ciphers '%s'", ctx->ciphers);
     goto fail;
+  }
+  if (ctx->client) {
+    /* The node's certificate is always checked: against the CA file, or
+     * the system's CAs. */
+    snprintf(what, sizeof what, "CA file %s", ctx->ca_file);
+    if ((ctx->ca_file[0] != '\0' ? SSL_CTX_load_verify_locations(ssl, ctx->ca_file, NULL)
+                                 : SSL_CTX_set_default_verify_paths(ssl)) != 1) {
+      goto fail;
+    }
+    SSL_CTX_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+    if (ctx->cert_file[0] == '\0') {
+      return ssl;
+    }
   }
   if (SSL_CTX_use_certificate_chain_file(ssl, ctx->cert_file) != 1) {
     snprintf(what, sizeof what, "certificate %s", ctx->cert_file);
@@ -70,7 +88,7 @@ static SSL_CTX *tls_ctx_build(const struct tls_ctx *ctx, char *errmsg, size_t er
              ctx->cert_file);
     goto fail;
   }
-  if (ctx->ca_file[0] != '\0') {
+  if (!ctx->client && ctx->ca_file[0] != '\0') {
     if (SSL_CTX_load_verify_locations(ssl, ctx->ca_file, NULL) != 1) {
       snprintf(what, sizeof what, "CA file %s", ctx->ca_file);
       goto fail;
@@ -99,15 +117,18 @@ static int tls_copy(char *dst, size_t cap, const char *src)
   return 0;
 }
 
-int tls_ctx_new(const struct tls_config *cfg, struct tls_ctx **out, char *errmsg, size_t errlen)
+static int tls_ctx_make(const struct tls_config *cfg, bool client, struct tls_ctx **out,
+                        char *errmsg, size_t errlen)
 {
   struct tls_ctx *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) {
     snprintf(errmsg, errlen, "out of memory");
     return CAIRN_ENOMEM;
   }
-  if (cfg->cert_file == NULL || cfg->cert_file[0] == '\0' || cfg->key_file == NULL ||
-      cfg->key_file[0] == '\0') {
+  ctx->client = client;
+  bool cert = cfg->cert_file != NULL && cfg->cert_file[0] != '\0';
+  bool key = cfg->key_file != NULL && cfg->key_file[0] != '\0';
+  if (client ? cert != key : !(cert && key)) {
     snprintf(errmsg, errlen, "TLS needs both a certificate and a key");
     free(ctx);
     return CAIRN_ETLS;
@@ -129,6 +150,17 @@ int tls_ctx_new(const struct tls_config *cfg, struct tls_ctx **out, char *errmsg
   return 0;
 }
 
+int tls_ctx_new(const struct tls_config *cfg, struct tls_ctx **out, char *errmsg, size_t errlen)
+{
+  return tls_ctx_make(cfg, false, out, errmsg, errlen);
+}
+
+int tls_client_ctx_new(const struct tls_config *cfg, struct tls_ctx **out, char *errmsg,
+                       size_t errlen)
+{
+  return tls_ctx_make(cfg, true, out, errmsg, errlen);
+}
+
 int tls_ctx_reload(struct tls_ctx *ctx, char *errmsg, size_t errlen)
 {
   SSL_CTX *ssl = tls_ctx_build(ctx, errmsg, errlen);
@@ -142,7 +174,7 @@ int tls_ctx_reload(struct tls_ctx *ctx, char *errmsg, size_t errlen)
 
 bool tls_ctx_mutual(const struct tls_ctx *ctx)
 {
-  return ctx->ca_file[0] != '\0';
+  return ctx->client ? ctx->cert_file[0] != '\0' : ctx->ca_file[0] != '\0';
 }
 
 void tls_ctx_free(struct tls_ctx *ctx)
@@ -153,7 +185,19 @@ void tls_ctx_free(struct tls_ctx *ctx)
   }
 }
 
+static int tls_session_make(struct tls_ctx *ctx, const char *host, struct tls_session **out);
+
 int tls_session_new(struct tls_ctx *ctx, struct tls_session **out)
+{
+  return tls_session_make(ctx, NULL, out);
+}
+
+int tls_client_session_new(struct tls_ctx *ctx, const char *host, struct tls_session **out)
+{
+  return tls_session_make(ctx, host, out);
+}
+
+static int tls_session_make(struct tls_ctx *ctx, const char *host, struct tls_session **out)
 {
   struct tls_session *s = calloc(1, sizeof *s);
   if (s == NULL) {
@@ -174,7 +218,24 @@ int tls_session_new(struct tls_ctx *ctx, struct tls_session **out)
   BIO_set_mem_eof_return(s->rbio, -1);
   BIO_set_mem_eof_return(s->wbio, -1);
   SSL_set_bio(s->ssl, s->rbio, s->wbio);
-  SSL_set_accept_state(s->ssl);
+  if (!ctx->client) {
+    SSL_set_accept_state(s->ssl);
+    *out = s;
+    return 0;
+  }
+  /* The node's certificate must name the host or IP address dialed. */
+  unsigned char ip[16];
+  bool literal = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+  X509_VERIFY_PARAM *param = SSL_get0_param(s->ssl);
+  int ok = literal ? X509_VERIFY_PARAM_set1_ip_asc(param, host)
+                   : (X509_VERIFY_PARAM_set1_host(param, host, 0) == 1 &&
+                      SSL_set_tlsext_host_name(s->ssl, host) == 1);
+  if (ok != 1) {
+    tls_session_free(s);
+    ERR_clear_error();
+    return CAIRN_ENOMEM;
+  }
+  SSL_set_connect_state(s->ssl);
   *out = s;
   return 0;
 }
@@ -222,7 +283,9 @@ int tls_read(struct tls_session *s, uint8_t *buf, size_t cap, char *errmsg, size
       long v = SSL_get_verify_result(s->ssl);
       char what[128];
       snprintf(what, sizeof what, "TLS handshake failed%s%s",
-               v != X509_V_OK ? ": client certificate: " : "",
+               v != X509_V_OK ? (SSL_is_server(s->ssl) ? ": client certificate: "
+                                                       : ": the node's certificate: ")
+                              : "",
                v != X509_V_OK ? X509_verify_cert_error_string(v) : "");
       tls_errmsg(errmsg, errlen, what);
       return CAIRN_ETLS;

@@ -15,6 +15,11 @@
  * minimum; renegotiation is off (a TLS 1.2 peer cannot start a handshake
  * in the middle of the stream, so a tls_write never waits for input).
  *
+ * The client side (libcairn) uses the same sessions from a client context
+ * (tls_client_ctx_new): it verifies the node's certificate against a CA
+ * file (or the system's CAs) and the host or IP address it dialed, and may
+ * present a certificate of its own (mutual TLS).
+ *
  * Context: the loop thread (a tls_ctx may be shared by every session of
  * that loop). */
 #ifndef CAIRN_TLS_H
@@ -59,6 +64,20 @@ bool tls_ctx_mutual(const struct tls_ctx *ctx);
 
 /* Frees ctx; sessions still open keep what they need. NULL is fine. */
 void tls_ctx_free(struct tls_ctx *ctx);
+
+/* A client context: cfg->ca_file verifies the node (NULL or "": the
+ * system's default CAs), cfg->cert_file/key_file (both or neither) are the
+ * client's certificate for mutual TLS, cfg->ciphers as for the node.
+ * Returns 0 with *out (free with tls_ctx_free) or CAIRN_ETLS with errmsg. */
+__attribute__((warn_unused_result)) int
+tls_client_ctx_new(const struct tls_config *cfg, struct tls_ctx **out, char *errmsg, size_t errlen);
+
+/* A client-side session on ctx for host (a name or an IP literal: sent as
+ * SNI for names, and the node's certificate must match it). Drive the
+ * handshake with tls_read(s, NULL, 0, ...) at once: the ClientHello then
+ * waits in tls_take_out(). Returns 0 with *out, or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int
+tls_client_session_new(struct tls_ctx *ctx, const char *host, struct tls_session **out);
 
 /* A server-side session on ctx. Returns 0 with *out (owned: free with
  * tls_session_free) or CAIRN_ENOMEM. */

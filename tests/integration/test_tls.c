@@ -6,7 +6,11 @@
  * client without a certificate or with one from another CA are refused;
  * SIGHUP reloads the certificate without dropping open connections.
  *
- * Usage: test_tls <path of cairnd>
+ * libcairn and the `cairn` CLI (--tls, --tls-ca, --tls-cert/--tls-key) are
+ * checked through the CLI: the right CA works, another CA or plain TCP
+ * fails, and under mutual TLS only the client with a certificate works.
+ *
+ * Usage: test_tls <path of cairnd> <path of cairn>
  * CAIRN_TEST_FILTER='*mutual*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs, certificates and node logs. */
 #include "cairnd.h"
@@ -29,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -36,6 +41,7 @@
 #define WAIT_MS 30000
 
 static const char *cairnd_bin;
+static const char *cairn_bin; /* the CLI, over libcairn */
 
 /* ---- certificates ---- */
 
@@ -202,8 +208,10 @@ static int tc_metadata(struct tc *t)
   if (tc_call(t, &env, NULL, 0, &resp, NULL, NULL) != 0) {
     return -1;
   }
+  /* answered, and the cluster is bootstrapped */
   int ok =
-      resp->correlation_id == 7 && resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP
+      resp->correlation_id == 7 && resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP &&
+              resp->metadata_resp->cluster_id != NULL && resp->metadata_resp->cluster_id[0] != '\0'
           ? 0
           : -1;
   cairn__client__envelope__free_unpacked(resp, NULL);
@@ -530,6 +538,87 @@ static void test_tls_mutual_requires_a_client_certificate_from_the_ca(void **sta
   cd_destroy(&tn.c);
 }
 
+/* Runs the CLI against node 0 with the given options; returns its exit
+ * code. out (may be NULL) gets its stdout. */
+static int cli(struct tls_node *tn, const char *stdin_text, char *out, size_t outlen,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int cli(struct tls_node *tn, const char *stdin_text, char *out, size_t outlen,
+               const char *fmt, ...)
+{
+  char args[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  char outfile[800];
+  snprintf(outfile, sizeof outfile, "%s/cli.out", tn->c.root);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "printf '%s' | %s -b 127.0.0.1:%d --timeout-ms 5000 %s > %s 2>&1",
+           stdin_text != NULL ? stdin_text : "", cairn_bin, tn->c.nodes[0].client_port, args,
+           outfile);
+  int st = system(cmd);
+  if (out != NULL) {
+    FILE *f = fopen(outfile, "r");
+    size_t n = f != NULL ? fread(out, 1, outlen - 1, f) : 0;
+    out[n] = '\0';
+    if (f != NULL) {
+      fclose(f);
+    }
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_tls_cli_and_libcairn(void **state)
+{
+  if (cairn_bin == NULL) {
+    skip();
+  }
+  struct tls_node tn;
+  start_tls_node(&tn, false);
+  char out[4096];
+  const char *d = tn.certs;
+  /* (retried while the fresh node registers itself alive) */
+  long long end = tu_now_ms() + WAIT_MS;
+  while (cli(&tn, NULL, out, sizeof out,
+             "--tls-ca %s/ca.pem topic create cli-tls --partitions 1 --replication-factor 1",
+             d) != 0) {
+    if (tu_now_ms() >= end) {
+      fail_msg("cairn topic create over TLS: %s", out);
+    }
+    usleep(200 * 1000);
+  }
+  assert_int_equal(
+      cli(&tn, "one\\ntwo\\n", out, sizeof out, "--tls-ca %s/ca.pem produce cli-tls", d), 0);
+  assert_int_equal(cli(&tn, NULL, out, sizeof out, "--tls-ca %s/ca.pem consume cli-tls -e", d), 0);
+  assert_string_equal(out, "one\ntwo\n");
+  /* Another CA: the node's certificate is refused. Plain TCP: no answer. */
+  assert_int_not_equal(cli(&tn, NULL, out, sizeof out, "--tls-ca %s/rogue.pem topic list", d), 0);
+  assert_int_not_equal(cli(&tn, NULL, out, sizeof out, "topic list"), 0);
+  /* A CA file that does not exist: a usage error, nothing dialed. */
+  assert_int_equal(cli(&tn, NULL, out, sizeof out, "--tls-ca %s/missing.pem topic list", d), 2);
+  assert_non_null(strstr(out, "TLS"));
+  assert_int_equal(cd_term(&tn.c, 0, 30000), 0);
+  cd_destroy(&tn.c);
+
+  /* Mutual TLS: only with a certificate the node's CA signed. */
+  start_tls_node(&tn, true);
+  d = tn.certs;
+  assert_int_equal(cli(&tn, NULL, out, sizeof out,
+                       "--tls-ca %s/ca.pem --tls-cert %s/alice.pem --tls-key %s/alice.key "
+                       "topic list",
+                       d, d, d),
+                   0);
+  assert_int_not_equal(cli(&tn, NULL, out, sizeof out, "--tls-ca %s/ca.pem topic list", d), 0);
+  assert_int_not_equal(cli(&tn, NULL, out, sizeof out,
+                           "--tls-ca %s/ca.pem --tls-cert %s/mallory.pem --tls-key "
+                           "%s/mallory.key topic list",
+                           d, d, d),
+                       0);
+  assert_int_equal(cd_term(&tn.c, 0, 30000), 0);
+  cd_destroy(&tn.c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -537,10 +626,12 @@ int main(int argc, char **argv)
     return 2;
   }
   cairnd_bin = argv[1];
+  cairn_bin = argc > 2 ? argv[2] : NULL;
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tls_produce_fetch_refusals_and_reload),
       cmocka_unit_test(test_tls_mutual_requires_a_client_certificate_from_the_ca),
+      cmocka_unit_test(test_tls_cli_and_libcairn),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

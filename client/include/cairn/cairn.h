@@ -144,6 +144,14 @@ struct cairn_options {
   uint32_t retry_backoff_max_ms; /* delays double up to this. 1000 */
   /* Each delay is drawn uniformly from [0.8 d, 1.2 d] (jitter), d the
    * doubling delay above, capped at retry_backoff_max_ms. */
+  /* TLS (nodes started with --tls-cert; docs/security.md). The files are
+   * read by cairn_client_new; the strings are not kept. */
+  int tls;                   /* nonzero: every connection speaks TLS 1.2+. 0 */
+  const char *tls_ca_file;   /* PEM CAs the nodes' certificates must chain to;
+                                NULL: the system's CAs. The certificate must also
+                                name the host or IP address dialed */
+  const char *tls_cert_file; /* PEM client certificate for mutual TLS, or NULL */
+  const char *tls_key_file;  /* its private key (with tls_cert_file) */
 };
 
 /* Fills o with the defaults listed above. Context: any thread. */
@@ -157,7 +165,8 @@ struct cairn_client;
  * Ownership: borrows loop (it must outlive the client), bootstrap and o
  * (copied; o NULL = defaults); *out returns owned (close with
  * cairn_client_close). Returns 0, CAIRN_EINVAL (empty or malformed list,
- * e.g. a missing port) or CAIRN_ENOMEM. Context: the loop thread. */
+ * e.g. a missing port), CAIRN_ETLS (o->tls and a CA, certificate or key
+ * file that does not load) or CAIRN_ENOMEM. Context: the loop thread. */
 __attribute__((warn_unused_result)) int cairn_client_new(uv_loop_t *loop, const char *bootstrap,
                                                          const struct cairn_options *o,
                                                          struct cairn_client **out);
