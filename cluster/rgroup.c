@@ -474,6 +474,13 @@ bool rgroup_is_leader(struct rgroup *rg)
   return rgroup_raft_up(rg) && raft_state(&rg->raft) == RAFT_LEADER;
 }
 
+bool rgroup_leader_caught_up(struct rgroup *rg)
+{
+  struct raft *r = &rg->raft;
+  return rgroup_is_leader(rg) && rg->term_appended == r->current_term &&
+         raft_last_applied(r) >= rg->term_first_index;
+}
+
 struct store *rgroup_store(struct rgroup *rg) { return rg->store; }
 
 /* ---- leadership ---- */
@@ -554,6 +561,7 @@ static void rgroup_on_tick(uv_timer_t *t)
     return;
   }
   rgroup_note_role(rg);
+  rgroup_raft_ensure_barrier(rg);
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
     return;
   }

@@ -304,6 +304,13 @@ void rgroup_leader(struct rgroup *rg, uint64_t *id, const char **address);
 /* Is this replica the leader? False while it recovers. */
 bool rgroup_is_leader(struct rgroup *rg);
 
+/* Is it the leader, and has it applied its term's first entry? Until then
+ * entries committed in earlier terms may still be unapplied here (a new
+ * leader learns they are committed only by committing an entry of its own
+ * term), so its high watermark can be behind what the previous leader
+ * served: reads must wait (produce may queue). */
+bool rgroup_leader_caught_up(struct rgroup *rg);
+
 /* The partition store, for reads. Returns borrowed (valid until close).
  * Everything in it is committed: the high watermark is its next offset. */
 struct store *rgroup_store(struct rgroup *rg);

@@ -180,6 +180,14 @@ static void rgroup_raft_want_barrier(struct rgroup *rg)
   }
 }
 
+void rgroup_raft_ensure_barrier(struct rgroup *rg)
+{
+  if (rg->state == RGROUP_RUNNING && !rg->raft_failed && raft_state(&rg->raft) == RAFT_LEADER &&
+      rg->term_appended != rg->raft.current_term) {
+    rgroup_raft_want_barrier(rg);
+  }
+}
+
 /* ---- the interposers ---- */
 
 static int rgroup_raft_refuse(struct rgroup *rg)

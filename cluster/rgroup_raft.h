@@ -73,6 +73,10 @@ void rgroup_raft_fail(struct rgroup *rg, int status, const char *what);
 /* Records that rgroup appended an entry as leader (after raft_apply). */
 void rgroup_raft_note_append(struct rgroup *rg);
 
+/* A leader that has appended nothing in its term yet gets its barrier (a
+ * single-voter group sends no heartbeat that would trigger it). */
+void rgroup_raft_ensure_barrier(struct rgroup *rg);
+
 /* Starts a leadership transfer to `to` (0: any caught-up voter) with a
  * fresh struct raft_transfer; rgroup_on_transfer_done fires once if this
  * returns 0. Returns 0 or a RAFT_* code. */

@@ -81,5 +81,15 @@ void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
     handle_target_hint(n, t, p, mt, topic, partition);
     return;
   }
+  if (!rgroup_leader_caught_up(&p->rg)) {
+    /* A new leader whose high watermark may still be behind the previous
+     * leader's: an offset a consumer already read would look out of range. */
+    t->code = CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE;
+    snprintf(t->message, sizeof t->message,
+             "node %" PRIu64 " leads %s/%" PRIu32 " since a moment and is still applying what "
+             "earlier leaders committed: retry shortly",
+             n->cfg.node_id, p->topic, partition);
+    return;
+  }
   t->p = p;
 }
