@@ -154,6 +154,38 @@ static void meta_cmd_describe_ids(char *buf, size_t cap, const uint64_t *ids, si
   }
 }
 
+int meta_cmd_upsert_user(const char *name, const struct scram_cred *cred, uint8_t **out,
+                         size_t *len)
+{
+  if (!meta_user_cred_ok(name, cred->salt_len, cred->iterations, SCRAM_KEY_LEN, SCRAM_KEY_LEN))
+    return CAIRN_EINVAL;
+  Cairn__Meta__UpsertUser u = CAIRN__META__UPSERT_USER__INIT;
+  u.name = meta_cmd_str(name);
+  u.salt.data = (uint8_t *)cred->salt;
+  u.salt.len = cred->salt_len;
+  u.iterations = cred->iterations;
+  u.stored_key.data = (uint8_t *)cred->stored_key;
+  u.stored_key.len = SCRAM_KEY_LEN;
+  u.server_key.data = (uint8_t *)cred->server_key;
+  u.server_key.len = SCRAM_KEY_LEN;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_UPSERT_USER;
+  m.upsert_user = &u;
+  return meta_cmd_pack(&m, out, len);
+}
+
+int meta_cmd_delete_user(const char *name, uint8_t **out, size_t *len)
+{
+  if (name == NULL || !scram_user_ok(name))
+    return CAIRN_EINVAL;
+  Cairn__Meta__DeleteUser d = CAIRN__META__DELETE_USER__INIT;
+  d.name = meta_cmd_str(name);
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_DELETE_USER;
+  m.delete_user = &d;
+  return meta_cmd_pack(&m, out, len);
+}
+
 int meta_cmd_allocate_producer_id(uint64_t producer_id, uint8_t **out, size_t *len)
 {
   Cairn__Meta__AllocateProducerId a = CAIRN__META__ALLOCATE_PRODUCER_ID__INIT;
@@ -214,6 +246,13 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
     else
       snprintf(buf, cap, "AllocateProducerId bump %llu",
                (unsigned long long)m->allocate_producer_id->producer_id);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_UPSERT_USER:
+    /* the name only: a credential never goes to a log */
+    snprintf(buf, cap, "UpsertUser %.64s", m->upsert_user->name);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_DELETE_USER:
+    snprintf(buf, cap, "DeleteUser %.64s", m->delete_user->name);
     break;
   default:
     snprintf(buf, cap, "unknown command (case %d)", (int)m->cmd_case);

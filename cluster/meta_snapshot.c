@@ -9,6 +9,7 @@
 #include "format/endian.h"
 #include "meta.pb-c.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ struct meta_snap_view {
   Cairn__Meta__PartitionRecord **part_ptrs;
   Cairn__Meta__ProducerEpoch *producers;
   Cairn__Meta__ProducerEpoch **producer_ptrs;
+  Cairn__Meta__UserRecord *users;
+  Cairn__Meta__UserRecord **user_ptrs;
 };
 
 static void meta_snap_view_free(struct meta_snap_view *v)
@@ -36,6 +39,8 @@ static void meta_snap_view_free(struct meta_snap_view *v)
   free(v->part_ptrs);
   free(v->producers);
   free(v->producer_ptrs);
+  free(v->users);
+  free(v->user_ptrs);
 }
 
 int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len)
@@ -52,9 +57,11 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   v.part_ptrs = calloc(st->total_partitions + 1, sizeof *v.part_ptrs);
   v.producers = calloc(st->nproducers + 1, sizeof *v.producers);
   v.producer_ptrs = calloc(st->nproducers + 1, sizeof *v.producer_ptrs);
+  v.users = calloc(st->nusers + 1, sizeof *v.users);
+  v.user_ptrs = calloc(st->nusers + 1, sizeof *v.user_ptrs);
   if (v.nodes == NULL || v.node_ptrs == NULL || v.topics == NULL || v.topic_ptrs == NULL ||
       v.configs == NULL || v.parts == NULL || v.part_ptrs == NULL || v.producers == NULL ||
-      v.producer_ptrs == NULL) {
+      v.producer_ptrs == NULL || v.users == NULL || v.user_ptrs == NULL) {
     meta_snap_view_free(&v);
     return CAIRN_ENOMEM;
   }
@@ -126,6 +133,24 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   }
   snap.producer_epochs = v.producer_ptrs;
   snap.n_producer_epochs = st->nproducers;
+  /* Absent until a user is created: a state without users encodes as it
+   * did before they existed. */
+  for (size_t i = 0; i < st->nusers; i++) {
+    const struct meta_user *u = &st->users[i];
+    Cairn__Meta__UserRecord *r = &v.users[i];
+    cairn__meta__user_record__init(r);
+    r->name = (char *)u->name;
+    r->salt.data = (uint8_t *)u->cred.salt;
+    r->salt.len = u->cred.salt_len;
+    r->iterations = u->cred.iterations;
+    r->stored_key.data = (uint8_t *)u->cred.stored_key;
+    r->stored_key.len = SCRAM_KEY_LEN;
+    r->server_key.data = (uint8_t *)u->cred.server_key;
+    r->server_key.len = SCRAM_KEY_LEN;
+    v.user_ptrs[i] = r;
+  }
+  snap.users = v.user_ptrs;
+  snap.n_users = st->nusers;
 
   size_t plen = cairn__meta__meta_snapshot__get_packed_size(&snap);
   uint8_t *out = malloc(META_SNAPSHOT_HEADER_BYTES + plen);
@@ -179,8 +204,25 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
   st->nvoters = (uint32_t)snap->n_voters;
   st->next_topic_id = snap->next_topic_id;
   st->last_index = snap->last_index;
-  if (snap->n_producer_epochs > META_MAX_PRODUCER_EPOCHS)
+  if (snap->n_producer_epochs > META_MAX_PRODUCER_EPOCHS || snap->n_users > META_MAX_USERS)
     return CAIRN_ECORRUPT;
+  st->users = calloc(snap->n_users + 1, sizeof *st->users);
+  if (st->users == NULL)
+    return CAIRN_ENOMEM;
+  for (size_t i = 0; i < snap->n_users; i++) {
+    const Cairn__Meta__UserRecord *r = snap->users[i];
+    if (!meta_user_cred_ok(r->name, r->salt.len, r->iterations, r->stored_key.len,
+                           r->server_key.len))
+      return CAIRN_ECORRUPT;
+    struct meta_user *u = &st->users[i];
+    snprintf(u->name, sizeof u->name, "%s", r->name);
+    memcpy(u->cred.salt, r->salt.data, r->salt.len);
+    u->cred.salt_len = r->salt.len;
+    u->cred.iterations = r->iterations;
+    memcpy(u->cred.stored_key, r->stored_key.data, SCRAM_KEY_LEN);
+    memcpy(u->cred.server_key, r->server_key.data, SCRAM_KEY_LEN);
+    st->nusers++;
+  }
   st->producer_ids = snap->producer_ids;
   st->nodes = calloc(snap->n_nodes + 1, sizeof *st->nodes);
   st->topics = calloc(snap->n_topics + 1, sizeof *st->topics);

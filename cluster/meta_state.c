@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "meta.pb-c.h"
 
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,9 @@ void meta_state_close(struct meta_state *st)
   free(st->topics);
   free(st->nodes);
   free(st->producers);
+  if (st->users != NULL)
+    OPENSSL_cleanse(st->users, st->nusers * sizeof *st->users);
+  free(st->users);
   memset(st, 0, sizeof *st);
 }
 
@@ -312,6 +316,15 @@ int meta_state_check(const struct meta_state *st, char *why, size_t cap)
   if (total != st->total_partitions || total > META_MAX_TOTAL_PARTITIONS)
     return meta_check_fail(why, cap, "%zu partitions, total_partitions says %zu", total,
                            st->total_partitions);
+  if (st->nusers > META_MAX_USERS)
+    return meta_check_fail(why, cap, "%zu users: over the limit", st->nusers);
+  for (size_t i = 0; i < st->nusers; i++) {
+    const struct meta_user *u = &st->users[i];
+    if (!meta_user_cred_ok(u->name, u->cred.salt_len, u->cred.iterations, SCRAM_KEY_LEN,
+                           SCRAM_KEY_LEN) ||
+        (i > 0 && strcmp(u->name, st->users[i - 1].name) <= 0))
+      return meta_check_fail(why, cap, "user %zu: bad name or credential, or not ascending", i);
+  }
   if (st->producer_ids > META_MAX_PRODUCER_ID || st->nproducers > META_MAX_PRODUCER_EPOCHS)
     return meta_check_fail(why, cap, "producer ids %llu, %zu bumped epochs: over the limits",
                            (unsigned long long)st->producer_ids, st->nproducers);
@@ -741,6 +754,78 @@ static int apply_allocate_producer_id(struct meta_state *st,
   return 0;
 }
 
+/* ---- users ---- */
+
+static size_t meta_user_lower_bound(const struct meta_state *st, const char *name)
+{
+  size_t lo = 0, hi = st->nusers;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (strcmp(st->users[mid].name, name) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+const struct meta_user *meta_user_find(const struct meta_state *st, const char *name)
+{
+  size_t i = meta_user_lower_bound(st, name);
+  return i < st->nusers && strcmp(st->users[i].name, name) == 0 ? &st->users[i] : NULL;
+}
+
+/* A credential as it travels in commands and snapshots. */
+bool meta_user_cred_ok(const char *name, size_t salt_len, uint32_t iterations, size_t stored_len,
+                       size_t server_len)
+{
+  return name != NULL && scram_user_ok(name) && salt_len >= 1 && salt_len <= SCRAM_SALT_MAX &&
+         iterations >= SCRAM_ITERATIONS_MIN && iterations <= SCRAM_ITERATIONS_MAX &&
+         stored_len == SCRAM_KEY_LEN && server_len == SCRAM_KEY_LEN;
+}
+
+static int apply_upsert_user(struct meta_state *st, const Cairn__Meta__UpsertUser *u,
+                             struct meta_result *res)
+{
+  if (!meta_user_cred_ok(u->name, u->salt.len, u->iterations, u->stored_key.len, u->server_key.len))
+    return meta_fail(res, CAIRN_EINVAL, "upsert user: a bad name or credential");
+  size_t i = meta_user_lower_bound(st, u->name);
+  bool known = i < st->nusers && strcmp(st->users[i].name, u->name) == 0;
+  if (!known) {
+    if (st->nusers >= META_MAX_USERS)
+      return meta_fail(res, CAIRN_EINVAL, "upsert user %s: %u users already", u->name,
+                       META_MAX_USERS);
+    struct meta_user *nu = realloc(st->users, (st->nusers + 1) * sizeof *st->users);
+    if (nu == NULL)
+      return meta_fail(res, CAIRN_ENOMEM, "upsert user: out of memory");
+    st->users = nu;
+    memmove(&st->users[i + 1], &st->users[i], (st->nusers - i) * sizeof *st->users);
+    st->nusers++;
+  }
+  struct meta_user *mu = &st->users[i];
+  memset(mu, 0, sizeof *mu);
+  snprintf(mu->name, sizeof mu->name, "%s", u->name);
+  memcpy(mu->cred.salt, u->salt.data, u->salt.len);
+  mu->cred.salt_len = u->salt.len;
+  mu->cred.iterations = u->iterations;
+  memcpy(mu->cred.stored_key, u->stored_key.data, SCRAM_KEY_LEN);
+  memcpy(mu->cred.server_key, u->server_key.data, SCRAM_KEY_LEN);
+  return 0;
+}
+
+static int apply_delete_user(struct meta_state *st, const Cairn__Meta__DeleteUser *d,
+                             struct meta_result *res)
+{
+  const char *name = d->name != NULL ? d->name : "";
+  size_t i = meta_user_lower_bound(st, name);
+  if (i >= st->nusers || strcmp(st->users[i].name, name) != 0)
+    return meta_fail(res, CAIRN_EUNKNOWN_USER, "delete user: no user '%.64s'", name);
+  OPENSSL_cleanse(&st->users[i], sizeof st->users[i]);
+  memmove(&st->users[i], &st->users[i + 1], (st->nusers - i - 1) * sizeof *st->users);
+  st->nusers--;
+  return 0;
+}
+
 int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t raft_index,
                struct meta_result *res)
 {
@@ -785,6 +870,12 @@ int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t r
     break;
   case CAIRN__META__META_COMMAND__CMD_ALLOCATE_PRODUCER_ID:
     rc = apply_allocate_producer_id(st, m->allocate_producer_id, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_UPSERT_USER:
+    rc = apply_upsert_user(st, m->upsert_user, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_DELETE_USER:
+    rc = apply_delete_user(st, m->delete_user, res);
     break;
   default:
     /* Empty, or a command of a newer version this node does not know. */

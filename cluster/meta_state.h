@@ -49,6 +49,7 @@
 #ifndef CAIRN_META_STATE_H
 #define CAIRN_META_STATE_H
 
+#include "net/scram.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,6 +69,7 @@
 #define META_RACK_MAX 63u
 #define META_CMD_MAX_BYTES (1u << 20)
 #define META_MAX_PRODUCER_EPOCHS 100000u /* ids with a bumped epoch kept */
+#define META_MAX_USERS 10000u            /* users of the client port */
 #define META_MAX_PRODUCER_EPOCH 32767u   /* the batch header's epoch is an i16 */
 #define META_MAX_PRODUCER_ID ((uint64_t)INT64_MAX) /* the batch header's id is an i64 */
 #define META_SNAPSHOT_MAX_BYTES (256u << 20)
@@ -121,6 +123,13 @@ struct meta_partition {
   uint64_t replica_epoch; /* +1 on every SetReplicas */
 };
 
+/* A user of the client port: its SCRAM credential (src/net/scram.h),
+ * never its password. */
+struct meta_user {
+  char name[SCRAM_USER_MAX + 1];
+  struct scram_cred cred;
+};
+
 /* An idempotent producer id whose epoch was bumped. */
 struct meta_producer {
   uint64_t id;
@@ -154,6 +163,8 @@ struct meta_state {
   uint64_t producer_ids;              /* ids 1..producer_ids were handed out */
   struct meta_producer *producers;    /* owned, ascending id: bumped epochs */
   size_t nproducers;
+  struct meta_user *users; /* owned, ascending name */
+  size_t nusers;
 };
 
 /* The outcome of one command: code is 0 or the negative cairn code that
@@ -236,6 +247,23 @@ meta_cmd_set_replicas(uint32_t topic_id, uint32_t partition, const uint64_t *rep
 /* producer_id 0: a new producer id; else bump that id's epoch. */
 __attribute__((warn_unused_result)) int meta_cmd_allocate_producer_id(uint64_t producer_id,
                                                                       uint8_t **out, size_t *len);
+
+/* Creates user name or replaces its credential. CAIRN_EINVAL for a bad
+ * name or credential (at encoding or, from another node, at apply). */
+__attribute__((warn_unused_result)) int
+meta_cmd_upsert_user(const char *name, const struct scram_cred *cred, uint8_t **out, size_t *len);
+
+/* Deletes user name: CAIRN_EUNKNOWN_USER at apply when there is none. */
+__attribute__((warn_unused_result)) int meta_cmd_delete_user(const char *name, uint8_t **out,
+                                                             size_t *len);
+
+/* True when name and a credential's sizes are acceptable (used by apply,
+ * the snapshot decoder and the command encoder). */
+bool meta_user_cred_ok(const char *name, size_t salt_len, uint32_t iterations, size_t stored_len,
+                       size_t server_len);
+
+/* The user called name, or NULL. Returns borrowed (valid as meta_node_find's). */
+const struct meta_user *meta_user_find(const struct meta_state *st, const char *name);
 
 /* The current epoch of a handed-out producer id (0 if never bumped). */
 uint32_t meta_producer_epoch(const struct meta_state *st, uint64_t producer_id);
