@@ -158,6 +158,9 @@ static void conn_maybe_free(struct conn *c)
   if (c->closed_cb != NULL) {
     c->closed_cb(c);
   }
+  if (c->auth != NULL && c->auth_free != NULL) {
+    c->auth_free(c->auth);
+  }
   tls_session_free(c->tls);
   free(c->tls_in);
   free(c->rbuf);

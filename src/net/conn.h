@@ -71,6 +71,7 @@
 #define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
 #define CONN_ERRMSG_SIZE 256
 #define CONN_TLS_IN_SIZE (17u * 1024) /* one TLS record and its overhead */
+#define CONN_PRINCIPAL_MAX 256
 
 /* Phases a handler may mark on a request (conn_request.mark_ns), read by
  * the answered callback to trace slow requests: the request was handed to
@@ -227,6 +228,13 @@ struct conn {
   uint64_t last_write_ms;    /* ... of the last write progress, or since answers queued */
   size_t last_unsent;        /* libuv's unwritten bytes at the last sweep */
   uint64_t sweep_ms;         /* the timer's period in CONN_OPEN */
+
+  /* Authentication (src/server/handle_auth.c): the principal once
+   * authenticated ("" before), the exchange in progress, failures. */
+  char principal[CONN_PRINCIPAL_MAX];
+  void *auth; /* owned by the auth handler; freed with auth_free */
+  void (*auth_free)(void *auth);
+  uint32_t auth_failures;
 
   /* TLS (NULL: plain TCP) */
   struct tls_session *tls;

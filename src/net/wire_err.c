@@ -68,6 +68,8 @@ static const struct {
     {CAIRN_EINVALID_GROUP, WIRE(INVALID_GROUP)},
     /* Security. */
     {CAIRN_ECLUSTER_AUTH, WIRE(CLUSTER_AUTH_FAILED)},
+    {CAIRN_EAUTH, WIRE(AUTHENTICATION_FAILED)},
+    {CAIRN_EUNKNOWN_USER, WIRE(UNKNOWN_USER)},
 };
 
 Cairn__Client__ErrorCode wire_err_from(int err)

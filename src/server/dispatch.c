@@ -57,6 +57,14 @@ static const struct dispatch_entry dispatch_table[] = {
      handle_init_producer_id},
     {CAIRN__CLIENT__API__API_NODE_HEARTBEAT, CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_REQ,
      handle_node_heartbeat},
+    {CAIRN__CLIENT__API__API_AUTHENTICATE, CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_REQ,
+     handle_authenticate},
+    {CAIRN__CLIENT__API__API_UPSERT_USER, CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_REQ,
+     handle_upsert_user},
+    {CAIRN__CLIENT__API__API_DELETE_USER, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_USER_REQ,
+     handle_delete_user},
+    {CAIRN__CLIENT__API__API_LIST_USERS, CAIRN__CLIENT__ENVELOPE__BODY_LIST_USERS_REQ,
+     handle_list_users},
 };
 
 void dispatch_request(struct node *n, struct conn_request *req)

@@ -55,6 +55,13 @@ void handle_node_register(struct node *n, struct conn_request *req);
 void handle_node_heartbeat(struct node *n, struct conn_request *req);
 void handle_node_tick(struct node *n);
 
+/* handle_auth.c: Authenticate (SCRAM-SHA-256, state on the conn),
+ * UpsertUser/DeleteUser (controller leader), ListUsers (any node). */
+void handle_authenticate(struct node *n, struct conn_request *req);
+void handle_upsert_user(struct node *n, struct conn_request *req);
+void handle_delete_user(struct node *n, struct conn_request *req);
+void handle_list_users(struct node *n, struct conn_request *req);
+
 /* handle_produce.c */
 void handle_produce(struct node *n, struct conn_request *req);
 

@@ -9,6 +9,8 @@
  * the data dirs and node logs. */
 #include "cairnd.h"
 #include "format/endian.h"
+#include "net/scram.h"
+#include "wire_client.h"
 #include "proc.h"
 #include "testutil.h"
 
@@ -246,6 +248,203 @@ static void test_security_voter_with_wrong_secret_cannot_join_raft(void **state)
   cd_destroy(&c);
 }
 
+/* ---- SCRAM authentication on the client port ---- */
+
+/* One request on w and its answer (owned: free_unpacked). */
+static Cairn__Client__Envelope *wcall(struct wc *w, Cairn__Client__Envelope *env)
+{
+  if (wc_send(w, env, NULL, 0) != 0) {
+    return NULL;
+  }
+  Cairn__Client__Envelope *resp = NULL;
+  return wc_recv(w, 10000, &resp, NULL, NULL) == 0 ? resp : NULL;
+}
+
+/* One Authenticate step; returns the answer (owned) or NULL. */
+static Cairn__Client__Envelope *auth_step(struct wc *w, const char *msg)
+{
+  Cairn__Client__AuthenticateRequest r = CAIRN__CLIENT__AUTHENTICATE_REQUEST__INIT;
+  r.mechanism = "SCRAM-SHA-256";
+  r.message.data = (uint8_t *)msg;
+  r.message.len = strlen(msg);
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_AUTHENTICATE;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_REQ;
+  env.authenticate_req = &r;
+  Cairn__Client__Envelope *resp = wcall(w, &env);
+  assert_true(resp == NULL || resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_RESP);
+  return resp;
+}
+
+static int auth_code(const Cairn__Client__Envelope *resp)
+{
+  const Cairn__Client__Error *e = resp->authenticate_resp->error;
+  return e != NULL ? (int)e->code : 0;
+}
+
+/* A whole SCRAM login on w; returns the wire code (0: authenticated) and,
+ * when final is not NULL, the client-final message sent. */
+static int login(struct wc *w, const char *user, const char *password, char *final, size_t cap)
+{
+  struct scram_client sc;
+  char first[SCRAM_MSG_MAX], cf[SCRAM_MSG_MAX];
+  assert_true(scram_client_start(&sc, user, password, "testclientnonce", first, sizeof first) > 0);
+  Cairn__Client__Envelope *resp = auth_step(w, first);
+  assert_non_null(resp);
+  int code = auth_code(resp);
+  if (code != 0) {
+    cairn__client__envelope__free_unpacked(resp, NULL);
+    return code;
+  }
+  const ProtobufCBinaryData *m = &resp->authenticate_resp->message;
+  int n = scram_client_final(&sc, (const char *)m->data, m->len, cf, sizeof cf);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  assert_true(n > 0);
+  if (final != NULL) {
+    snprintf(final, cap, "%s", cf);
+  }
+  resp = auth_step(w, cf);
+  assert_non_null(resp);
+  code = auth_code(resp);
+  if (code == 0) {
+    assert_true(resp->authenticate_resp->done);
+    assert_string_equal(resp->authenticate_resp->principal, "User:alice");
+    const ProtobufCBinaryData *v = &resp->authenticate_resp->message;
+    assert_int_equal(scram_client_verify(&sc, (const char *)v->data, v->len), 0);
+  }
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  scram_client_wipe(&sc);
+  return code;
+}
+
+static int upsert_user(struct wc *w, const char *name, const char *password)
+{
+  static const uint8_t salt[16] = "per-user-salt-01";
+  struct scram_cred cred;
+  assert_int_equal(scram_cred_make(password, salt, sizeof salt, 4096, &cred), 0);
+  Cairn__Client__UpsertUserRequest r = CAIRN__CLIENT__UPSERT_USER_REQUEST__INIT;
+  r.name = (char *)name;
+  r.salt.data = cred.salt;
+  r.salt.len = cred.salt_len;
+  r.iterations = cred.iterations;
+  r.stored_key.data = cred.stored_key;
+  r.stored_key.len = SCRAM_KEY_LEN;
+  r.server_key.data = cred.server_key;
+  r.server_key.len = SCRAM_KEY_LEN;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_UPSERT_USER;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_REQ;
+  env.upsert_user_req = &r;
+  long long end = tu_now_ms() + WAIT_MS;
+  for (;;) {
+    Cairn__Client__Envelope *resp = wcall(w, &env);
+    assert_non_null(resp);
+    assert_int_equal(resp->body_case, CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_RESP);
+    int code = resp->upsert_user_resp->error != NULL ? (int)resp->upsert_user_resp->error->code : 0;
+    cairn__client__envelope__free_unpacked(resp, NULL);
+    if (code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER || tu_now_ms() > end) {
+      return code;
+    }
+    usleep(200 * 1000);
+  }
+}
+
+static void test_security_scram_login_wrong_password_replay_and_limits(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  assert_int_equal(cd_start(&c, 0), 0);
+  uint64_t one = 1;
+  assert_int_equal(cd_wait_alive(&c, 0, &one, 1, WAIT_MS), 0);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", c.nodes[0].client_port);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  assert_int_equal(upsert_user(&w, "alice", "correct horse"), 0);
+  assert_int_equal(upsert_user(&w, "bad name!", "x"), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST);
+  /* ListUsers names her; no credential in the answer. */
+  Cairn__Client__ListUsersRequest lr = CAIRN__CLIENT__LIST_USERS_REQUEST__INIT;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_LIST_USERS;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_USERS_REQ;
+  env.list_users_req = &lr;
+  Cairn__Client__Envelope *resp = wcall(&w, &env);
+  assert_non_null(resp);
+  assert_int_equal(resp->list_users_resp->n_names, 1);
+  assert_string_equal(resp->list_users_resp->names[0], "alice");
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  wc_close(&w);
+
+  /* The right password; the recorded client-final for the replay. */
+  char recorded[SCRAM_MSG_MAX];
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  assert_int_equal(login(&w, "alice", "correct horse", recorded, sizeof recorded), 0);
+  wc_close(&w);
+
+  /* A wrong password, and an unknown user: the same refusal. */
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  assert_int_equal(login(&w, "alice", "wrong", NULL, 0),
+                   CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  assert_int_equal(login(&w, "mallory", "x", NULL, 0),
+                   CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  wc_close(&w);
+
+  /* A replay: the same client-first gets a fresh server nonce; the old
+   * client-final is refused. */
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  struct scram_client sc;
+  char first[SCRAM_MSG_MAX];
+  assert_true(scram_client_start(&sc, "alice", "correct horse", "testclientnonce", first,
+                                 sizeof first) > 0);
+  resp = auth_step(&w, first);
+  assert_int_equal(auth_code(resp), 0);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  resp = auth_step(&w, recorded);
+  assert_int_equal(auth_code(resp), CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  wc_close(&w);
+
+  /* Oversized and garbage messages, then the third failure closes. */
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  char big[SCRAM_MSG_MAX + 100];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  resp = auth_step(&w, big);
+  assert_int_equal(auth_code(resp), CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  resp = auth_step(&w, "garbage");
+  assert_int_equal(auth_code(resp), CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  resp = auth_step(&w, "n,,n=x,r=y");
+  assert_non_null(resp); /* the challenge for an unknown user */
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  resp = auth_step(&w, "c=biws,r=y,p=AAAA");
+  assert_int_equal(auth_code(resp), CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  int rv = wc_wait_closed(&w, 10000);
+  assert_true(rv == 0 || rv == -ECONNRESET);
+  wc_close(&w);
+
+  /* Attempts in a loop from one address: rate limited; the node and
+   * other requests are fine. */
+  int limited = 0;
+  for (int i = 0; i < 30 && limited == 0; i++) {
+    assert_int_equal(wc_connect(&w, addr, 5000), 0);
+    int code = login(&w, "alice", "wrong", NULL, 0);
+    if (code == CAIRN__CLIENT__ERROR_CODE__RATE_LIMITED) {
+      limited = i + 1;
+    } else {
+      assert_int_equal(code, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+    }
+    wc_close(&w);
+  }
+  assert_true(limited > 0);
+  assert_int_equal(cd_wait_alive(&c, 0, &one, 1, WAIT_MS), 0);
+  assert_true(tu_file_contains(c.nodes[0].log, "authentication of 'alice' failed"));
+  assert_false(tu_file_contains(c.nodes[0].log, "correct horse"));
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -256,6 +455,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_security_cluster_with_secret_works_and_strangers_are_refused),
       cmocka_unit_test(test_security_voter_with_wrong_secret_cannot_join_raft),
+      cmocka_unit_test(test_security_scram_login_wrong_password_replay_and_limits),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

@@ -1,0 +1,343 @@
+/* handle_auth.c - Authenticate (SCRAM-SHA-256 on the connection, against
+ * the users in the metadata state) and the user admin requests
+ * (UpsertUser and DeleteUser through the controller leader, ListUsers from
+ * any node's state). docs/security.md.
+ *
+ * Bad input: a SCRAM message is at most SCRAM_MSG_MAX bytes; a connection
+ * with AUTH_CONN_FAILURES failed attempts is closed; a source address with
+ * AUTH_ADDR_FAILURES failures within AUTH_ADDR_WINDOW_MS gets RATE_LIMITED
+ * until the window passes (a fixed table of AUTH_ADDR_SLOTS addresses, the
+ * oldest slot reused), so other clients are not affected. One log line per
+ * failed connection. */
+#include "server/handlers.h"
+
+#include "cluster/chs.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "net/scram.h"
+#include "net/wire_err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AUTH_MECHANISM "SCRAM-SHA-256"
+#define AUTH_CONN_FAILURES 3
+#define AUTH_ADDR_FAILURES 20
+#define AUTH_ADDR_WINDOW_MS 60000
+#define AUTH_ADDR_SLOTS 256
+
+/* Failures per source address (the host part of the conn's peer). */
+struct auth_slot {
+  char host[64];
+  uint64_t since_ms;
+  uint32_t failures;
+};
+
+static struct auth_slot auth_slots[AUTH_ADDR_SLOTS];
+static uint8_t auth_fake_key[32]; /* makes an unknown user's salt stable */
+static bool auth_fake_key_set;
+
+static void auth_host(const struct conn *c, char *host, size_t cap)
+{
+  snprintf(host, cap, "%s", c->peer);
+  char *colon = strrchr(host, ':');
+  if (colon != NULL) {
+    *colon = '\0';
+  }
+}
+
+/* The slot of host (made when missing); NULL never. */
+static struct auth_slot *auth_slot_of(const char *host, uint64_t now)
+{
+  struct auth_slot *oldest = &auth_slots[0];
+  for (size_t i = 0; i < AUTH_ADDR_SLOTS; i++) {
+    struct auth_slot *s = &auth_slots[i];
+    if (strcmp(s->host, host) == 0) {
+      if (now - s->since_ms >= AUTH_ADDR_WINDOW_MS) {
+        s->since_ms = now;
+        s->failures = 0;
+      }
+      return s;
+    }
+    if (s->since_ms < oldest->since_ms) {
+      oldest = s;
+    }
+  }
+  snprintf(oldest->host, sizeof oldest->host, "%s", host);
+  oldest->since_ms = now;
+  oldest->failures = 0;
+  return oldest;
+}
+
+static void auth_respond(struct conn_request *req, Cairn__Client__ErrorCode code, const char *msg,
+                         const char *out, bool done, const char *principal)
+{
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = code;
+  err.message = (char *)(msg != NULL ? msg : "");
+  Cairn__Client__AuthenticateResponse r = CAIRN__CLIENT__AUTHENTICATE_RESPONSE__INIT;
+  r.error = &err;
+  if (out != NULL) {
+    r.message.data = (uint8_t *)out;
+    r.message.len = strlen(out);
+  }
+  r.done = done;
+  r.principal = (char *)(principal != NULL ? principal : "");
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_RESP;
+  env.authenticate_resp = &r;
+  conn_respond(req, &env, NULL, 0);
+}
+
+static void auth_state_free(void *p)
+{
+  if (p != NULL) {
+    memset(p, 0, sizeof(struct scram_server));
+    free(p);
+  }
+}
+
+/* A failed attempt: counted on the conn and its address, logged once per
+ * conn; the conn closes at AUTH_CONN_FAILURES. */
+static void auth_fail(struct node *n, struct conn_request *req, const char *user, const char *why,
+                      const char *out)
+{
+  struct conn *c = req->c;
+  auth_state_free(c->auth);
+  c->auth = NULL;
+  c->auth_failures++;
+  char host[64];
+  auth_host(c, host, sizeof host);
+  auth_slot_of(host, uv_now(n->loop))->failures++;
+  if (c->auth_failures == 1) {
+    log_warn("auth", "conn %" PRIu64 " %s: authentication of '%s' failed: %s", c->id, c->peer, user,
+             why);
+  }
+  auth_respond(req, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED, why, out, false, NULL);
+  if (c->auth_failures >= AUTH_CONN_FAILURES) {
+    log_warn("auth", "conn %" PRIu64 " %s: %u failed authentications, closing", c->id, c->peer,
+             c->auth_failures);
+    conn_close(c);
+  }
+}
+
+void handle_authenticate(struct node *n, struct conn_request *req)
+{
+  const Cairn__Client__AuthenticateRequest *r = req->env->authenticate_req;
+  struct conn *c = req->c;
+  char host[64];
+  auth_host(c, host, sizeof host);
+  struct auth_slot *slot = auth_slot_of(host, uv_now(n->loop));
+  if (slot->failures >= AUTH_ADDR_FAILURES) {
+    auth_respond(req, CAIRN__CLIENT__ERROR_CODE__RATE_LIMITED,
+                 "too many failed authentications from this address: wait a minute", NULL, false,
+                 NULL);
+    return;
+  }
+  if (r->mechanism == NULL || strcmp(r->mechanism, AUTH_MECHANISM) != 0) {
+    auth_fail(n, req, "?", "unsupported mechanism (SCRAM-SHA-256 only)", NULL);
+    return;
+  }
+  if (r->message.len > SCRAM_MSG_MAX) {
+    auth_fail(n, req, "?", "SCRAM message too large", NULL);
+    return;
+  }
+  if (c->principal[0] != '\0' && c->auth == NULL) {
+    auth_respond(req, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED,
+                 "this connection is already authenticated", NULL, false, NULL);
+    return;
+  }
+  const char *msg = (const char *)r->message.data;
+  size_t len = r->message.len;
+  char out[SCRAM_MSG_MAX + 1];
+  if (c->auth == NULL) {
+    /* client-first */
+    struct scram_server *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+      conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
+      return;
+    }
+    if (scram_server_parse_first(s, msg != NULL ? msg : "", len) != 0) {
+      free(s);
+      auth_fail(n, req, "?", "malformed SCRAM client-first message", NULL);
+      return;
+    }
+    uint8_t raw[SCRAM_NONCE_RAW];
+    char snonce[SCRAM_NONCE_TEXT];
+    if (!auth_fake_key_set) {
+      auth_fake_key_set = chs_random(auth_fake_key, sizeof auth_fake_key) == 0;
+    }
+    uint8_t fake_salt[CHS_MAC_LEN];
+    chs_mac(auth_fake_key, sizeof auth_fake_key, "cairn fake salt", (const uint8_t *)s->user,
+            strlen(s->user), fake_salt);
+    if (!auth_fake_key_set || chs_random(raw, sizeof raw) != 0) {
+      free(s);
+      conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "no randomness");
+      return;
+    }
+    scram_nonce(raw, snonce);
+    const struct meta_user *u = meta_user_find(ctl_state(&n->ctl), s->user);
+    int rv =
+        scram_server_challenge(s, u != NULL ? &u->cred : NULL, snonce, fake_salt, out, sizeof out);
+    if (rv < 0) {
+      free(s);
+      auth_fail(n, req, "?", "cannot answer that client-first message", NULL);
+      return;
+    }
+    c->auth = s;
+    c->auth_free = auth_state_free;
+    auth_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, "", out, false, NULL);
+    return;
+  }
+  /* client-final */
+  struct scram_server *s = c->auth;
+  char user[SCRAM_USER_MAX + 1];
+  snprintf(user, sizeof user, "%s", s->user);
+  int rv = scram_server_final(s, msg != NULL ? msg : "", len, out, sizeof out);
+  if (rv != 0) {
+    auth_fail(n, req, user,
+              rv == CAIRN_EAUTH ? "wrong password or unknown user"
+                                : "malformed or replayed SCRAM client-final message",
+              rv == CAIRN_EAUTH ? out : NULL);
+    return;
+  }
+  auth_state_free(c->auth);
+  c->auth = NULL;
+  snprintf(c->principal, sizeof c->principal, "User:%s", user);
+  log_info("auth", "conn %" PRIu64 " %s: authenticated as %s", c->id, c->peer, c->principal);
+  auth_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, "", out, true, c->principal);
+}
+
+/* ---- user admin ---- */
+
+struct auth_op {
+  struct ctl_propose prop;
+  struct conn_request *req;
+  Cairn__Client__Envelope__BodyCase resp_case;
+};
+
+static void auth_admin_respond(struct conn_request *req, Cairn__Client__Envelope__BodyCase body,
+                               Cairn__Client__ErrorCode code, const char *msg)
+{
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = code;
+  err.message = (char *)(msg != NULL ? msg : "");
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  Cairn__Client__UpsertUserResponse up = CAIRN__CLIENT__UPSERT_USER_RESPONSE__INIT;
+  Cairn__Client__DeleteUserResponse del = CAIRN__CLIENT__DELETE_USER_RESPONSE__INIT;
+  env.body_case = body;
+  if (body == CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_RESP) {
+    up.error = &err;
+    env.upsert_user_resp = &up;
+  } else {
+    del.error = &err;
+    env.delete_user_resp = &del;
+  }
+  if (req->canceled) {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "connection closing");
+    return;
+  }
+  conn_respond(req, &env, NULL, 0);
+}
+
+static void auth_on_applied(struct ctl_propose *prop, int status, const struct meta_result *res)
+{
+  struct auth_op *op = prop->data;
+  if (status != 0) {
+    auth_admin_respond(op->req, op->resp_case, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER,
+                       cairn_strerror(status));
+  } else {
+    auth_admin_respond(op->req, op->resp_case, wire_err_from(res->code),
+                       res->code != 0 ? res->msg : "");
+  }
+  free(op);
+}
+
+static void auth_propose(struct node *n, struct conn_request *req, uint8_t *cmd, size_t len,
+                         int encode_rv, Cairn__Client__Envelope__BodyCase resp_case)
+{
+  if (encode_rv != 0) {
+    auth_admin_respond(req, resp_case, CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST,
+                       "a bad user name or credential (names: 1..64 of A-Z a-z 0-9 . _ @ -)");
+    return;
+  }
+  struct auth_op *op = calloc(1, sizeof *op);
+  if (op == NULL) {
+    free(cmd);
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
+    return;
+  }
+  op->req = req;
+  op->resp_case = resp_case;
+  op->prop.data = op;
+  int rv = ctl_propose(&n->ctl, &op->prop, cmd, len, auth_on_applied);
+  free(cmd);
+  if (rv != 0) {
+    free(op);
+    auth_admin_respond(req, resp_case, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER,
+                       cairn_strerror(rv));
+  }
+}
+
+void handle_upsert_user(struct node *n, struct conn_request *req)
+{
+  if (handle_forward(n, req)) {
+    return;
+  }
+  const Cairn__Client__UpsertUserRequest *r = req->env->upsert_user_req;
+  struct scram_cred cred;
+  memset(&cred, 0, sizeof cred);
+  int rv = CAIRN_EINVAL;
+  if (r->name != NULL && meta_user_cred_ok(r->name, r->salt.len, r->iterations, r->stored_key.len,
+                                           r->server_key.len)) {
+    memcpy(cred.salt, r->salt.data, r->salt.len);
+    cred.salt_len = r->salt.len;
+    cred.iterations = r->iterations;
+    memcpy(cred.stored_key, r->stored_key.data, SCRAM_KEY_LEN);
+    memcpy(cred.server_key, r->server_key.data, SCRAM_KEY_LEN);
+    rv = 0;
+  }
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  if (rv == 0) {
+    rv = meta_cmd_upsert_user(r->name, &cred, &cmd, &len);
+  }
+  auth_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_RESP);
+}
+
+void handle_delete_user(struct node *n, struct conn_request *req)
+{
+  if (handle_forward(n, req)) {
+    return;
+  }
+  const Cairn__Client__DeleteUserRequest *r = req->env->delete_user_req;
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  int rv = meta_cmd_delete_user(r->name, &cmd, &len);
+  auth_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_USER_RESP);
+}
+
+void handle_list_users(struct node *n, struct conn_request *req)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  char **names = calloc(st->nusers + 1, sizeof *names);
+  if (names == NULL) {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < st->nusers; i++) {
+    names[i] = (char *)st->users[i].name;
+  }
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  Cairn__Client__ListUsersResponse r = CAIRN__CLIENT__LIST_USERS_RESPONSE__INIT;
+  r.error = &err;
+  r.names = names;
+  r.n_names = st->nusers;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_USERS_RESP;
+  env.list_users_resp = &r;
+  conn_respond(req, &env, NULL, 0);
+  free(names);
+}
