@@ -26,6 +26,8 @@ static void main_usage(FILE *out)
           "  cluster status       nodes, controller leader, every partition's leader,\n"
           "                       replicas, in-sync replicas and high watermark\n"
           "  node decommission ID move node ID's partitions away, then remove it\n"
+          "  user create NAME | delete NAME | list  users of the client port (SCRAM;\n"
+          "                       create reads the password from stdin)\n"
           "\n"
           "`cairn COMMAND --help` says more about each.\n"
           "\n"
@@ -137,6 +139,7 @@ int main(int argc, char **argv)
                 {"consume", cli_consume},
                 {"cluster", cli_cluster},
                 {"node", cli_node},
+                {"user", cli_user},
                 {"group", cli_group}};
   for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
     if (strcmp(argv[i], groups[g].name) == 0) {

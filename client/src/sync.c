@@ -223,6 +223,34 @@ int cairn_sync_describe_cluster(struct cairn_sync *s, struct cairn_cluster_info 
   return rv;
 }
 
+static void lc_sync_on_users(struct cairn_client *c, int status, const char *errmsg,
+                             struct cairn_user_list *l, void *data)
+{
+  struct lc_swait *w = data;
+  w->result = l;
+  lc_sync_on_done(c, status, errmsg, data);
+}
+
+int cairn_sync_user_set(struct cairn_sync *s, const char *name, const char *password)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w, cairn_user_set(s->c, name, password, lc_sync_on_done, &w));
+}
+
+int cairn_sync_user_delete(struct cairn_sync *s, const char *name)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w, cairn_user_delete(s->c, name, lc_sync_on_done, &w));
+}
+
+int cairn_sync_list_users(struct cairn_sync *s, struct cairn_user_list **out)
+{
+  struct lc_swait w = {.s = s};
+  int rv = lc_sync_wait(s, &w, cairn_list_users(s->c, lc_sync_on_users, &w));
+  *out = rv == 0 ? w.result : NULL;
+  return rv;
+}
+
 int cairn_sync_decommission_node(struct cairn_sync *s, uint64_t node_id)
 {
   struct lc_swait w = {.s = s};

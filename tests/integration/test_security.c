@@ -4,7 +4,10 @@
  * its cluster port, a node with another secret and a node with none are
  * refused with a log line, and the cluster is not disturbed.
  *
- * Usage: test_security <path of cairnd>
+ * SCRAM: users created, listed and deleted (through the wire and through
+ * `cairn user`), logins right and wrong, replays, bad input and limits.
+ *
+ * Usage: test_security <path of cairnd> [<path of cairn>]
  * CAIRN_TEST_FILTER='*voter*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs and node logs. */
 #include "cairnd.h"
@@ -35,6 +38,7 @@
 #define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 2000"
 
 static const char *cairnd_bin;
+static const char *cairn_bin; /* the CLI: `cairn user` (optional second argument) */
 
 static int exit_code_of(int st)
 {
@@ -445,6 +449,64 @@ static void test_security_scram_login_wrong_password_replay_and_limits(void **st
   cd_destroy(&c);
 }
 
+/* `cairn user ...` against node 0 with stdin; returns the exit code, out
+ * gets stdout and stderr. */
+static int cli_user(struct cd_cluster *c, const char *stdin_text, char *out, size_t cap,
+                    const char *args)
+{
+  char file[700], cmd[2048];
+  snprintf(file, sizeof file, "%s/cli.out", c->root);
+  snprintf(cmd, sizeof cmd, "printf '%s' | %s -b 127.0.0.1:%d --timeout-ms 10000 user %s > %s 2>&1",
+           stdin_text, cairn_bin, c->nodes[0].client_port, args, file);
+  int st = system(cmd);
+  FILE *f = fopen(file, "r");
+  size_t n = f != NULL ? fread(out, 1, cap - 1, f) : 0;
+  out[n] = '\0';
+  if (f != NULL) {
+    fclose(f);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_security_cli_user_create_list_delete(void **state)
+{
+  if (cairn_bin == NULL) {
+    skip();
+  }
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  assert_int_equal(cd_start(&c, 0), 0);
+  uint64_t one = 1;
+  assert_int_equal(cd_wait_alive(&c, 0, &one, 1, WAIT_MS), 0);
+  char out[4096];
+  assert_int_equal(cli_user(&c, "s3cret pass\\n", out, sizeof out, "create alice"), 0);
+  assert_int_equal(cli_user(&c, "", out, sizeof out, "list"), 0);
+  assert_string_equal(out, "alice\n");
+  assert_int_equal(cli_user(&c, "", out, sizeof out, "list --json"), 0);
+  assert_non_null(strstr(out, "\"alice\""));
+  /* The credential the CLI derived logs in with the password. */
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", c.nodes[0].client_port);
+  struct wc w;
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  assert_int_equal(login(&w, "alice", "s3cret pass", NULL, 0), 0);
+  wc_close(&w);
+  /* Bad input: no password, a bad name; an unknown user to delete. */
+  assert_int_equal(cli_user(&c, "", out, sizeof out, "create bob"), 2);
+  assert_int_equal(cli_user(&c, "pw\\n", out, sizeof out, "create 'bad name'"), 1);
+  assert_int_not_equal(cli_user(&c, "", out, sizeof out, "delete nobody"), 0);
+  assert_non_null(strstr(out, "unknown user"));
+  assert_int_equal(cli_user(&c, "", out, sizeof out, "delete alice"), 0);
+  assert_int_equal(cli_user(&c, "", out, sizeof out, "list"), 0);
+  assert_string_equal(out, "");
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  assert_int_equal(login(&w, "alice", "s3cret pass", NULL, 0),
+                   CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  wc_close(&w);
+  assert_false(tu_file_contains(c.nodes[0].log, "s3cret"));
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -452,10 +514,12 @@ int main(int argc, char **argv)
     return 2;
   }
   cairnd_bin = argv[1];
+  cairn_bin = argc > 2 ? argv[2] : NULL;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_security_cluster_with_secret_works_and_strangers_are_refused),
       cmocka_unit_test(test_security_voter_with_wrong_secret_cannot_join_raft),
       cmocka_unit_test(test_security_scram_login_wrong_password_replay_and_limits),
+      cmocka_unit_test(test_security_cli_user_create_list_delete),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

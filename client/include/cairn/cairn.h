@@ -255,6 +255,38 @@ struct cairn_cluster_info {
 /* Free what the admin calls return; NULL is fine. Context: any thread. */
 void cairn_topic_info_free(struct cairn_topic_info *t);
 void cairn_topic_list_free(struct cairn_topic_list *l);
+
+/* ---- users of the client port (docs/security.md) ---- */
+
+/* Names of the users, ascending. Free with cairn_user_list_free. */
+struct cairn_user_list {
+  char **names;
+  size_t count;
+};
+void cairn_user_list_free(struct cairn_user_list *l);
+
+typedef void (*cairn_user_list_cb)(struct cairn_client *c, int status, const char *errmsg,
+                                   struct cairn_user_list *list, void *data);
+
+/* Creates user name (1..64 of A-Z a-z 0-9 . _ @ -) or changes its password.
+ * The SCRAM-SHA-256 credential is derived here with a fresh salt; the
+ * password is never sent. cb gets 0 or a code (CAIRN_ENOT_CONTROLLER after
+ * the retries, ...). Ownership: borrows name and password (not kept).
+ * Returns 0 (cb fires exactly once), CAIRN_EINVAL (bad name, NULL
+ * arguments), CAIRN_ECLOSED or CAIRN_ENOMEM. Context: the loop thread. */
+__attribute__((warn_unused_result)) int cairn_user_set(struct cairn_client *c, const char *name,
+                                                       const char *password, cairn_done_cb cb,
+                                                       void *data);
+
+/* Deletes user name: cb gets 0, CAIRN_EUNKNOWN_USER, or another code. As
+ * cairn_user_set otherwise. */
+__attribute__((warn_unused_result)) int cairn_user_delete(struct cairn_client *c, const char *name,
+                                                          cairn_done_cb cb, void *data);
+
+/* The users' names: cb gets 0 with a list (owned by cb: free with
+ * cairn_user_list_free), or a code and NULL. */
+__attribute__((warn_unused_result)) int cairn_list_users(struct cairn_client *c,
+                                                         cairn_user_list_cb cb, void *data);
 void cairn_cluster_info_free(struct cairn_cluster_info *ci);
 
 /* Result callbacks: status 0 with the result (returns owned: the callee
@@ -581,6 +613,12 @@ __attribute__((warn_unused_result)) int cairn_sync_describe_cluster(struct cairn
                                                                     struct cairn_cluster_info **out);
 __attribute__((warn_unused_result)) int cairn_sync_decommission_node(struct cairn_sync *s,
                                                                      uint64_t node_id);
+__attribute__((warn_unused_result)) int cairn_sync_user_set(struct cairn_sync *s, const char *name,
+                                                            const char *password);
+__attribute__((warn_unused_result)) int cairn_sync_user_delete(struct cairn_sync *s,
+                                                               const char *name);
+__attribute__((warn_unused_result)) int cairn_sync_list_users(struct cairn_sync *s,
+                                                              struct cairn_user_list **out);
 __attribute__((warn_unused_result)) int cairn_sync_list_offsets(struct cairn_sync *s,
                                                                 const char *topic,
                                                                 int32_t partition,
