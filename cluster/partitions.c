@@ -238,6 +238,7 @@ static void parts_queue_open(struct parts *ps, const struct meta_assignment *a)
 /* ---- close ---- */
 
 static void parts_release(struct parts *ps);
+static bool parts_close_next(struct parts *ps);
 
 static void parts_on_closed(struct rgroup *rg)
 {
@@ -255,8 +256,11 @@ static void parts_on_closed(struct rgroup *rg)
   parts_remove(ps, p);
   free(p->dir);
   free(p);
-  if (ps->closing && --ps->closing_count == 0) {
-    parts_release(ps);
+  if (ps->closing) {
+    parts_close_next(ps);
+    if (--ps->closing_count == 0) {
+      parts_release(ps);
+    }
   }
 }
 
@@ -491,6 +495,62 @@ static void parts_on_gstart_closed(struct gstart *gs)
   }
 }
 
+/* Shuts down the next open replica, if any (one at a time: see
+ * parts_close). Returns whether one was started. */
+static bool parts_close_next(struct parts *ps)
+{
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *p = ps->v[i];
+    if (p->state == PART_OPEN) {
+      p->state = PART_CLOSING;
+      ps->closing_count++;
+      rgroup_shutdown(&p->rg, parts_on_closed);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The closes proper, one replica at a time: canonical/raft 0.15 crashes
+ * when many of its instances close at once (a segment writer's poll handle
+ * is closed after its memory was freed: SIGTERM of a node with 4 or more
+ * partitions holding data failed every time; one at a time never did).
+ * Each close is quick once leadership is handed off. */
+static void parts_close_all(struct parts *ps)
+{
+  /* Parts already closing count too: they call parts_on_closed. */
+  for (size_t i = 0; i < ps->n; i++) {
+    if (ps->v[i]->state == PART_CLOSING) {
+      ps->closing_count++;
+    }
+  }
+  parts_close_next(ps);
+  if (--ps->closing_count == 0) {
+    parts_release(ps);
+  }
+}
+
+static void parts_on_handoff_closed(uv_handle_t *h)
+{
+  parts_close_all(h->data);
+}
+
+/* Waits for the leadership transfers started by parts_close to end (or
+ * for the deadline), then closes. */
+static void parts_on_handoff_tick(uv_timer_t *t)
+{
+  struct parts *ps = t->data;
+  bool busy = false;
+  for (size_t i = 0; i < ps->n && !busy; i++) {
+    busy = ps->v[i]->state == PART_OPEN && rgroup_handing_off(&ps->v[i]->rg);
+  }
+  if (busy && uv_now(ps->loop) < ps->handoff_deadline) {
+    return;
+  }
+  uv_timer_stop(t);
+  uv_close((uv_handle_t *)t, parts_on_handoff_closed);
+}
+
 void parts_close(struct parts *ps, parts_close_cb cb)
 {
   ps->closing = true;
@@ -499,16 +559,16 @@ void parts_close(struct parts *ps, parts_close_cb cb)
    * (queued opens end with CAIRN_ESHUTDOWN and are freed). */
   ps->closing_count = 2;
   gstart_close(&ps->gs, parts_on_gstart_closed);
+  /* Every leadership is handed off at once (producers see a new leader,
+   * not a gap), then the replicas close one by one. */
   for (size_t i = 0; i < ps->n; i++) {
-    struct part *p = ps->v[i];
-    ps->closing_count++;
-    if (p->state == PART_OPEN) {
-      p->state = PART_CLOSING;
-      rgroup_shutdown(&p->rg, parts_on_closed);
+    if (ps->v[i]->state == PART_OPEN && rgroup_handoff(&ps->v[i]->rg) != 0) {
+      log_warn("parts", "%s-%u: handing off leadership failed", ps->v[i]->topic,
+               ps->v[i]->partition);
     }
   }
-  /* Parts already closing count too: they call parts_on_closed. */
-  if (--ps->closing_count == 0) {
-    parts_release(ps);
-  }
+  uv_timer_init(ps->loop, &ps->handoff_timer);
+  ps->handoff_timer.data = ps;
+  ps->handoff_deadline = uv_now(ps->loop) + PARTS_HANDOFF_MAX_MS;
+  uv_timer_start(&ps->handoff_timer, parts_on_handoff_tick, 0, 20);
 }

@@ -27,6 +27,8 @@
 #include <uv.h>
 
 #define PARTS_DIRNAME "partitions"
+/* How long a stopping node waits for its leadership transfers. */
+#define PARTS_HANDOFF_MAX_MS 5000
 
 enum part_state { PART_OPEN, PART_CLOSING };
 
@@ -75,6 +77,8 @@ struct parts {
   bool synced;     /* the metadata replica is known to be up to date */
   bool closing;
   unsigned closing_count;
+  uv_timer_t handoff_timer;    /* parts_close: waits for the transfers */
+  uint64_t handoff_deadline;
   parts_close_cb close_cb;
   void *data;      /* for the owner */
 };
@@ -105,7 +109,9 @@ void parts_step_membership(struct parts *ps, const struct meta_state *st);
  * borrowed, valid until the next parts_reconcile or the close. */
 struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition);
 
-/* Shuts every replica down (transferring leadership first), then cb.
+/* Shuts every replica down: hands off every leadership at once, waits for
+ * the transfers (at most PARTS_HANDOFF_MAX_MS), then closes the replicas
+ * one at a time (raft 0.15 crashes closing many at once), then cb.
  * Callback: fires exactly once. */
 void parts_close(struct parts *ps, parts_close_cb cb);
 

@@ -590,6 +590,17 @@ void rgroup_set_preferred(struct rgroup *rg, uint64_t id)
   }
 }
 
+int rgroup_handoff(struct rgroup *rg)
+{
+  if (rg->state != RGROUP_RUNNING || !rgroup_is_leader(rg) || rg->raft.configuration.n < 2) {
+    return 0;
+  }
+  rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
+  return rgroup_transfer(rg, 0, "shutting down");
+}
+
+bool rgroup_handing_off(struct rgroup *rg) { return rg->transferring; }
+
 void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
 {
   if (rg->state == RGROUP_RECOVERING) {

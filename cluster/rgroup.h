@@ -325,6 +325,15 @@ void rgroup_close(struct rgroup *rg, rgroup_close_cb cb);
  * exactly once. */
 void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb);
 
+/* If this replica leads, starts handing leadership to a caught-up peer
+ * (without closing), failing queued produces with CAIRN_ENOTLEADER: a node
+ * that stops hands off every partition at once, then closes them.
+ * Returns 0 or a negative code (nothing to hand off is 0). */
+__attribute__((warn_unused_result)) int rgroup_handoff(struct rgroup *rg);
+
+/* Is a leadership transfer of this replica under way? */
+bool rgroup_handing_off(struct rgroup *rg);
+
 /* The replica leadership goes back to when it is healthy and caught up
  * (the metadata's first replica; it changes when replicas are re-placed). */
 void rgroup_set_preferred(struct rgroup *rg, uint64_t id);
