@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "net/frame.h"
+#include "net/tls.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -72,10 +73,16 @@ static void peer_fail_all(struct peer *p, int status)
 
 /* ---- connection teardown ---- */
 
+void peer_set_tls(struct peer *p, struct tls_ctx *ctx) { p->tls_ctx = ctx; }
+
 static void peer_on_tcp_closed(uv_handle_t *h)
 {
   struct peer *p = h->data;
   p->tcp_open = false;
+  tls_session_free(p->tls);
+  p->tls = NULL;
+  free(p->tls_in);
+  p->tls_in = NULL;
   free(p->rbuf);
   p->rbuf = NULL;
   p->rlen = p->rcap = 0;
@@ -115,9 +122,9 @@ static void peer_reset(struct peer *p, int status, const char *why)
 
 /* ---- reading answers ---- */
 
-static void peer_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* Room for plaintext in rbuf, grown up to its bound. */
+static void peer_room(struct peer *p, uv_buf_t *buf)
 {
-  struct peer *p = h->data;
   size_t limit = (size_t)p->max_frame_bytes + FRAME_HEADER_SIZE;
   if (p->rcap - p->rlen < 64 * 1024 && p->rcap < limit) {
     size_t cap = p->rcap ? p->rcap * 2 : 64 * 1024;
@@ -130,6 +137,49 @@ static void peer_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
   }
   buf->base = (char *)p->rbuf + p->rlen;
   buf->len = p->rcap - p->rlen;
+}
+
+static void peer_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+  struct peer *p = h->data;
+  if (p->tls != NULL) {
+    if (p->tls_in == NULL) {
+      p->tls_in = malloc(PEER_TLS_IN_SIZE);
+    }
+    *buf = uv_buf_init((char *)p->tls_in, p->tls_in != NULL ? PEER_TLS_IN_SIZE : 0);
+    return;
+  }
+  peer_room(p, buf);
+}
+
+/* TLS: a write of ciphertext the session made on its own (handshake). */
+struct peer_tls_wr {
+  uv_write_t req;
+  uint8_t bytes[];
+};
+
+static void peer_on_tls_wr(uv_write_t *w, int status)
+{
+  (void)status; /* a failure shows as a read error */
+  free(w->data);
+}
+
+static void peer_tls_flush(struct peer *p)
+{
+  size_t n = tls_out_pending(p->tls);
+  if (n == 0 || !p->tcp_open) {
+    return;
+  }
+  struct peer_tls_wr *wr = malloc(sizeof *wr + n);
+  if (wr == NULL) {
+    return; /* the call deadlines reset the connection */
+  }
+  n = tls_take_out(p->tls, wr->bytes, n);
+  wr->req.data = wr;
+  uv_buf_t b = uv_buf_init((char *)wr->bytes, (unsigned)n);
+  if (uv_write(&wr->req, (uv_stream_t *)&p->tcp, &b, 1, peer_on_tls_wr) != 0) {
+    free(wr);
+  }
 }
 
 static struct peer_call *peer_find(struct peer *p, uint64_t corr)
@@ -173,6 +223,44 @@ static int peer_consume(struct peer *p)
   return 0;
 }
 
+static void peer_write_pending(struct peer *p);
+
+/* TLS: decrypts into rbuf; the handshake's end makes the peer READY.
+ * Returns 0 or a negative code (the connection must go). */
+static int peer_tls_pull(struct peer *p, const uint8_t *data, size_t len)
+{
+  if (tls_feed(p->tls, data, len) != 0) {
+    return CAIRN_ENOMEM;
+  }
+  for (;;) {
+    uv_buf_t b;
+    peer_room(p, &b);
+    bool was_done = tls_handshake_done(p->tls);
+    char why[TLS_ERRMSG_SIZE];
+    int n = tls_read(p->tls, (uint8_t *)b.base, b.len, why, sizeof why);
+    peer_tls_flush(p);
+    if (!was_done && tls_handshake_done(p->tls) && p->state == PEER_CONNECTING) {
+      p->state = PEER_READY;
+      peer_write_pending(p);
+    }
+    if (n > 0) {
+      p->rlen += (size_t)n;
+      if (b.len == (size_t)n && p->rlen == p->rcap) {
+        return 0; /* full: the size check below decides */
+      }
+      continue;
+    }
+    if (n == TLS_WANT_READ) {
+      return 0;
+    }
+    if (n == TLS_EOF) {
+      return -ECONNRESET;
+    }
+    log_warn("peer", "%s: %s", p->address, why);
+    return CAIRN_ETLS;
+  }
+}
+
 static void peer_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
   struct peer *p = s->data;
@@ -183,7 +271,15 @@ static void peer_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     peer_reset(p, nread == UV_EOF ? -ECONNRESET : (int)nread, "read");
     return;
   }
-  p->rlen += (size_t)nread;
+  if (p->tls != NULL) {
+    int rv = peer_tls_pull(p, (const uint8_t *)buf->base, (size_t)nread);
+    if (rv != 0) {
+      peer_reset(p, rv, "TLS");
+      return;
+    }
+  } else {
+    p->rlen += (size_t)nread;
+  }
   int rv = peer_consume(p);
   if (rv != 0) {
     peer_reset(p, rv, "answer");
@@ -205,6 +301,19 @@ static void peer_on_written(uv_write_t *wr, int status)
 
 static int peer_write(struct peer *p, struct peer_call *call)
 {
+  if (p->tls != NULL) {
+    /* Replace the plaintext by its ciphertext. */
+    struct peer_wbuf *plain = call->wb;
+    int rv = tls_write(p->tls, plain->data, plain->len);
+    size_t n = tls_out_pending(p->tls);
+    struct peer_wbuf *enc = rv == 0 ? malloc(sizeof *enc + n) : NULL;
+    if (enc == NULL) {
+      return rv != 0 ? rv : CAIRN_ENOMEM;
+    }
+    enc->len = tls_take_out(p->tls, enc->data, n);
+    free(plain);
+    call->wb = enc;
+  }
   struct peer_wbuf *wb = call->wb;
   uv_buf_t b = uv_buf_init((char *)wb->data, (unsigned)wb->len);
   wb->wr.data = p;
@@ -241,6 +350,25 @@ static void peer_on_connect(uv_connect_t *req, int status)
     return;
   }
   uv_tcp_nodelay(&p->tcp, 1);
+  if (p->tls_ctx != NULL) {
+    /* READY once the handshake is done (peer_tls_pull). */
+    int rv = tls_client_session_new(p->tls_ctx, p->host, &p->tls);
+    if (rv == 0) {
+      rv = uv_read_start((uv_stream_t *)&p->tcp, peer_on_alloc, peer_on_read);
+    }
+    if (rv != 0) {
+      peer_reset(p, rv, "TLS start");
+      return;
+    }
+    char why[TLS_ERRMSG_SIZE];
+    rv = tls_read(p->tls, NULL, 0, why, sizeof why); /* the ClientHello */
+    peer_tls_flush(p);
+    if (rv < 0) {
+      log_warn("peer", "%s: %s", p->address, why);
+      peer_reset(p, rv, "TLS start");
+    }
+    return;
+  }
   p->state = PEER_READY;
   int rv = uv_read_start((uv_stream_t *)&p->tcp, peer_on_alloc, peer_on_read);
   if (rv != 0) {
@@ -312,6 +440,7 @@ static int peer_connect(struct peer *p, const char *address)
     return rv;
   }
   snprintf(p->address, sizeof p->address, "%s", address);
+  snprintf(p->host, sizeof p->host, "%s", host);
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_STREAM;

@@ -12,6 +12,10 @@
  * Memory: the read buffer is bounded by max_frame_bytes + 8; calls in
  * flight by PEER_MAX_CALLS.
  *
+ * TLS (peer_set_tls, when the nodes' client ports speak TLS): CONNECTING
+ * lasts until the handshake is done (src/net/tls.h over memory BIOs);
+ * calls are encrypted when written, answers decrypted into the buffer.
+ *
  * Context: loop thread only. */
 #ifndef CAIRN_PEER_H
 #define CAIRN_PEER_H
@@ -26,6 +30,7 @@
 #define PEER_ADDRESS_MAX 263
 #define PEER_MAX_CALLS 1024
 #define PEER_SWEEP_MS 100
+#define PEER_TLS_IN_SIZE (17 * 1024) /* one TLS record and its overhead */
 
 enum peer_state {
   PEER_IDLE,
@@ -40,6 +45,8 @@ enum peer_state {
 struct peer;
 struct peer_call;
 struct peer_wbuf;
+struct tls_ctx;
+struct tls_session;
 
 /* status 0 with the answer (resp and payload borrowed, valid during the
  * callback only), or a negative code: -ETIMEDOUT, CAIRN_ESHUTDOWN, a
@@ -80,7 +87,16 @@ struct peer {
   int handles_closing;
   peer_close_cb close_cb;
   uint64_t failures; /* connections that ended in an error */
+  struct tls_ctx *tls_ctx;         /* borrowed; NULL: plain TCP */
+  struct tls_session *tls;         /* the connection's session */
+  uint8_t *tls_in;                 /* ciphertext read buffer */
+  char host[PEER_ADDRESS_MAX + 1]; /* dialed: the node's certificate must name it */
 };
+
+/* Makes every later connection speak TLS with ctx (a client context:
+ * tls_client_ctx_new). Ownership: borrows ctx until peer_close's callback.
+ * Call before the first peer_call. */
+void peer_set_tls(struct peer *p, struct tls_ctx *ctx);
 
 /* Initializes an idle peer. Returns 0 or a negative code. */
 __attribute__((warn_unused_result)) int peer_init(struct peer *p, uv_loop_t *loop,

@@ -257,6 +257,22 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   if (rv != 0) {
     return rv;
   }
+  if (n->tls != NULL) {
+    /* Other nodes' client ports speak TLS too: this node dials them with
+     * its own certificate (their --tls-ca checks it) and checks theirs
+     * against its --tls-ca (the system's CAs without one). */
+    struct tls_config pc = {.cert_file = n->cfg.tls_cert,
+                            .key_file = n->cfg.tls_key,
+                            .ca_file = n->cfg.tls_ca,
+                            .ciphers = n->cfg.tls_ciphers};
+    char why[TLS_ERRMSG_SIZE];
+    rv = tls_client_ctx_new(&pc, &n->peer_tls, why, sizeof why);
+    if (rv != 0) {
+      node_set_errmsg(n, "TLS to other nodes: %s", why);
+      return rv;
+    }
+    peer_set_tls(&n->peer, n->peer_tls);
+  }
   coord_init(&n->coord, n);
   uv_timer_init(loop, &n->tick);
   n->tick.data = n;
@@ -552,6 +568,8 @@ static void node_stop_step(struct node *n)
     n->cluster_key = NULL;
     tls_ctx_free(n->tls);
     n->tls = NULL;
+    tls_ctx_free(n->peer_tls);
+    n->peer_tls = NULL;
     n->state = NODE_STOPPED;
     metrics_close(&n->metrics);
     log_info("node", "node %" PRIu64 " stopped", n->cfg.node_id);
@@ -569,6 +587,9 @@ int node_reload_tls(struct node *n)
   }
   char why[TLS_ERRMSG_SIZE];
   int rv = tls_ctx_reload(n->tls, why, sizeof why);
+  if (rv == 0 && n->peer_tls != NULL) {
+    rv = tls_ctx_reload(n->peer_tls, why, sizeof why);
+  }
   if (rv != 0) {
     log_error("node", "TLS reload failed, the previous certificate stays in use: %s", why);
     return rv;
