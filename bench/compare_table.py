@@ -109,6 +109,26 @@ def collect(d):
         j = load_json(os.path.join(d, s + ".read1k.json"))
         if j and j.get("ok"):
             v[(s, "read_mb_1k")] = j["consume"]["mb_per_s"]
+    for s in ("cairn3", "nats3"):
+        j = load_json(os.path.join(d, s + ".disk.json"))
+        if j:
+            v[(s, "disk_per_byte")] = j["bytes_per_payload_byte_per_replica"]
+    j = load_json(os.path.join(d, "scale.produce_many.json"))
+    if j and j.get("ok"):
+        v[("scale", "many_msgs")] = j["produce"]["msgs_per_s"]
+        v[("scale", "many_partitions")] = j["partitions"]
+    j = load_json(os.path.join(d, "scale.produce_ten.json"))
+    if j and j.get("ok"):
+        v[("scale", "ten_msgs")] = j["produce"]["msgs_per_s"]
+    j = load_json(os.path.join(d, "scale.idle.json"))
+    if j:
+        v[("scale", "idle_max")] = max(x for k, x in j.items() if k.startswith("idle_cpu_pct"))
+        v[("scale", "idle_partitions")] = j["partitions"]
+    for tag in ("failover_default", "failover_fast"):
+        j = load_json(os.path.join(d, tag + ".json"))
+        if j:
+            v[(tag, "gap_ms")] = j["produce"]["max_ack_gap_ms"]
+            v[(tag, "ok")] = bool(j.get("ok"))
     lim = load_json(os.path.join(d, "limits.json"))
     if lim:
         for k, x in lim.items():
@@ -127,6 +147,7 @@ ROWS = [
     ("lat_max", "ack latency at a fixed rate, max µs", False),
     ("read_msgs_100", "read-back 100 B, msg/s", True),
     ("read_mb_1k", "read-back 1 KiB, MB/s", True),
+    ("disk_per_byte", "bytes on disk per payload byte per replica", False),
 ]
 
 
@@ -166,6 +187,22 @@ def table(v):
             continue
         out.append("| " + " | ".join([title] + cells + [
             "" if r is None else f"{r:.2f}×" for r in rs]) + " |")
+    extra = []
+    if ("scale", "idle_max") in v:
+        extra.append(f"idle CPU with {v[('scale', 'idle_partitions')]:.0f} partitions rf 3, "
+                     f"busiest node: {v[('scale', 'idle_max')]:.1f} %")
+    if ("scale", "many_msgs") in v and ("scale", "ten_msgs") in v:
+        extra.append(f"produce 100 B over {v[('scale', 'many_partitions')]:.0f} partitions: "
+                     f"{fmt(v[('scale', 'many_msgs')])} msg/s; over 10: {fmt(v[('scale', 'ten_msgs')])} msg/s")
+    for tag, name in (("failover_default", "default Raft timings"),
+                      ("failover_fast", "--election-ms 500 --heartbeat-ms 100")):
+        if (tag, "gap_ms") in v:
+            extra.append(f"failover ({name}): partition 0 without acknowledgements for "
+                         f"{v[(tag, 'gap_ms')]:,.0f} ms"
+                         + ("" if v[(tag, "ok")] else " (some messages failed)"))
+    if extra:
+        out.append("")
+        out.extend("- " + e for e in extra)
     lim = [(k, v[("limits", k)]) for (s, k) in sorted(v) if s == "limits"]
     if lim:
         out.append("")
@@ -209,6 +246,18 @@ def targets(v):
     a, b = g("cairn1", "msgs_100"), g("redis_aof", "msgs_100")
     if a and b:
         row("single node 100 B ≥ Redis appendfsync always msg/s", f"{a / b:.2f}×", a >= b)
+    a = g("scale", "idle_max")
+    if a is not None:
+        row(f"idle CPU per node, {g('scale', 'idle_partitions'):.0f} partitions rf 3: < 5 %",
+            f"{a:.1f} %", a < 5)
+    a, b = g("scale", "many_msgs"), g("scale", "ten_msgs")
+    if a and b:
+        row("produce over many partitions ≥ 0.5× over 10", f"{a / b:.2f}×", a / b >= 0.5)
+    for tag, name in (("failover_default", "default timings"),
+                      ("failover_fast", "election 500 ms")):
+        a = g(tag, "gap_ms")
+        if a is not None:
+            row(f"failover: writing again within 2 s ({name})", f"{a:,.0f} ms", a <= 2000)
     return lines
 
 
@@ -229,6 +278,9 @@ def self_test(fixtures):
     assert "| produce rf 3, 100 B: ≥ 3× NATS R3 msg/s | 5.00× | yes |" in t, t
     # p50 1000 µs against a floor of 250 + 10 µs: missed.
     assert "| ack p50 within 2× floor (fdatasync + RTT) | 1000 µs vs floor 260 µs (3.8×) | **no** |" in t, t
+    assert "| idle CPU per node, 1000 partitions rf 3: < 5 % | 8.0 % | **no** |" in t, t
+    assert "| failover: writing again within 2 s (default timings) | 8,378 ms | **no** |" in t, t
+    assert "| produce over many partitions ≥ 0.5× over 10 | 1.16× | yes |" in t, t
     print(t)
     print("compare_table self-test: ok")
 

@@ -63,6 +63,7 @@ struct bench_opts {
   bool json;
   bool quiet;
   bool idempotence;
+  uint32_t backoff_max_ms; /* 0: the library's default */
 };
 
 /* Totals shared by the threads, read by the progress line. */
@@ -95,6 +96,9 @@ struct bench_worker {
   uint64_t failed;
   uint64_t t_start_ns;
   uint64_t t_last_ack_ns;
+  uint64_t *part_last_ack_ns; /* per partition: the last acknowledgement */
+  uint64_t max_gap_ns;        /* longest silence of a partition between acks */
+  int32_t max_gap_partition;
   bool sending_done;
   bool flushing;
   uint8_t *value;
@@ -198,7 +202,6 @@ static void bench_on_delivery(struct cairn_producer *p, int status, const struct
                               void *data)
 {
   (void)p;
-  (void)d;
   struct bench_worker *w = bench_tl_worker;
   uint64_t now = bench_now_ns();
   if (status == 0) {
@@ -207,6 +210,16 @@ static void bench_on_delivery(struct cairn_producer *p, int status, const struct
     /* data is not a pointer: it carries the send time in ns (below). */
     hist_record(&w->lat, now - (uint64_t)(uintptr_t)data);
     w->t_last_ack_ns = now;
+    /* The longest time a partition went without an acknowledgement while
+     * this producer kept sending to it: a leader change shows here. */
+    if (d->partition >= 0 && (uint32_t)d->partition < w->o->partitions) {
+      uint64_t *last = &w->part_last_ack_ns[d->partition];
+      if (*last != 0 && now - *last > w->max_gap_ns) {
+        w->max_gap_ns = now - *last;
+        w->max_gap_partition = d->partition;
+      }
+      *last = now;
+    }
   } else if (status != UV_ECANCELED) {
     w->failed++;
     atomic_fetch_add_explicit(&w->sh->failed, 1, memory_order_relaxed);
@@ -328,7 +341,8 @@ static int bench_producer_setup(struct bench_worker *w)
     return rv;
   }
   w->value = calloc(1, o->size > 0 ? o->size : 1);
-  if (w->value == NULL) {
+  w->part_last_ack_ns = calloc(o->partitions, sizeof *w->part_last_ack_ns);
+  if (w->value == NULL || w->part_last_ack_ns == NULL) {
     return CAIRN_ENOMEM;
   }
   for (size_t i = 8; i < o->size; i++) {
@@ -530,6 +544,12 @@ static void *bench_worker_main(void *arg)
   struct cairn_options co;
   cairn_options_init(&co);
   co.client_id = w->producer ? "cairn-bench-producer" : "cairn-bench-consumer";
+  if (w->o->backoff_max_ms > 0) {
+    co.retry_backoff_max_ms = w->o->backoff_max_ms;
+    if (co.retry_backoff_ms > co.retry_backoff_max_ms) {
+      co.retry_backoff_ms = co.retry_backoff_max_ms;
+    }
+  }
   int rv = uv_loop_init(&w->loop);
   if (rv == 0) {
     rv = cairn_client_new(&w->loop, w->o->bootstrap, &co, &w->client);
@@ -628,6 +648,8 @@ static void bench_usage(FILE *f)
           "  --buffer-bytes B    producer memory for undelivered messages. 33554432\n"
           "  --acks all          acknowledgement after commit on a majority (the only mode)\n"
           "  --no-idempotence    plain at-least-once producer\n"
+          "  --retry-backoff-max-ms MS  cap of the client's retry delays (leader\n"
+          "                      changes). The library's default: 1000\n"
           "  --rate R            messages/s over all producers; 0 = flat out. 0\n"
           "  --count C           messages over all producers\n"
           "  --duration S        seconds of producing (when no --count). 10\n"
@@ -666,7 +688,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
                            .duration = 10, .idempotence = true};
   int from = -1; /* -1: by mode */
   enum { O_BOOT = 1, O_TOPIC, O_PARTS, O_RF, O_PROD, O_CONS, O_SIZE, O_BATCH, O_LINGER, O_MIF,
-         O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_HELP };
+         O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_HELP };
   static const struct option lo[] = {
     {"bootstrap", 1, 0, O_BOOT},   {"topic", 1, 0, O_TOPIC},         {"partitions", 1, 0, O_PARTS},
     {"rf", 1, 0, O_RF},            {"producers", 1, 0, O_PROD},      {"consumers", 1, 0, O_CONS},
@@ -674,7 +696,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     {"max-in-flight", 1, 0, O_MIF}, {"buffer-bytes", 1, 0, O_BUF},   {"acks", 1, 0, O_ACKS},
     {"rate", 1, 0, O_RATE},        {"count", 1, 0, O_COUNT},         {"duration", 1, 0, O_DUR},
     {"from", 1, 0, O_FROM},        {"json", 0, 0, O_JSON},           {"quiet", 0, 0, O_QUIET},
-    {"no-idempotence", 0, 0, O_NOIDEM}, {"help", 0, 0, O_HELP},      {0, 0, 0, 0}};
+    {"no-idempotence", 0, 0, O_NOIDEM}, {"retry-backoff-max-ms", 1, 0, O_BACKOFF},
+    {"help", 0, 0, O_HELP},        {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (c) {
@@ -706,6 +729,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     case O_JSON: o->json = true; break;
     case O_QUIET: o->quiet = true; break;
     case O_NOIDEM: o->idempotence = false; break;
+    case O_BACKOFF: o->backoff_max_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
     case O_HELP: bench_usage(stdout); exit(0);
     default: return -1;
     }
@@ -824,6 +848,8 @@ int main(int argc, char **argv)
   hist_init(&e2e);
   uint64_t acked = 0, failed = 0, consumed = 0, cbytes = 0;
   uint64_t p_start = UINT64_MAX, p_end = 0, c_start = UINT64_MAX, c_end = 0;
+  uint64_t max_gap = 0;
+  int32_t max_gap_partition = -1;
   int errors = 0;
   for (int i = 0; i < nw; i++) {
     struct bench_worker *w = &ws[i];
@@ -836,6 +862,10 @@ int main(int argc, char **argv)
       }
       if (w->t_last_ack_ns > p_end) {
         p_end = w->t_last_ack_ns;
+      }
+      if (w->max_gap_ns > max_gap) {
+        max_gap = w->max_gap_ns;
+        max_gap_partition = w->max_gap_partition;
       }
     } else {
       hist_merge(&e2e, &w->lat);
@@ -852,6 +882,7 @@ int main(int argc, char **argv)
       errors++;
     }
     free(w->value);
+    free(w->part_last_ack_ns);
     free(w->parts);
     free(w->end);
   }
@@ -877,8 +908,9 @@ int main(int argc, char **argv)
            o.topic, o.partitions, o.rf, o.producers, o.consumers, o.size, o.batch_bytes,
            o.linger_ms, o.rate);
     printf("\"produce\":{\"messages\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"seconds\":%.3f,"
-           "\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f},",
-           acked, failed, p_secs, p_mps, p_mbs);
+           "\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f,\"max_ack_gap_ms\":%.1f,"
+           "\"max_ack_gap_partition\":%" PRId32 "},",
+           acked, failed, p_secs, p_mps, p_mbs, (double)max_gap / 1e6, max_gap_partition);
     printf("\"consume\":{\"messages\":%" PRIu64 ",\"expected\":%" PRIu64 ",\"bytes\":%" PRIu64
            ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f},",
            consumed, o.consumers > 0 ? expected_reads : 0, cbytes, c_secs, c_mps, c_mbs);
@@ -894,6 +926,9 @@ int main(int argc, char **argv)
       printf("produced  %" PRIu64 " messages (%" PRIu64 " failed) in %.2f s: %.0f msg/s, "
              "%.2f MB/s\n",
              acked, failed, p_secs, p_mps, p_mbs);
+      printf("longest silence of a partition between acknowledgements: %.1f ms (partition %" PRId32
+             ")\n",
+             (double)max_gap / 1e6, max_gap_partition);
     }
     if (o.consumers > 0) {
       printf("consumed  %" PRIu64 " of %" PRIu64 " messages in %.2f s: %.0f msg/s, %.2f MB/s\n",
