@@ -64,6 +64,7 @@ struct bench_opts {
   bool quiet;
   bool idempotence;
   uint32_t backoff_max_ms; /* 0: the library's default */
+  bool round_robin;        /* message i to partition i % P, not the sticky partitioner */
 };
 
 /* Totals shared by the threads, read by the progress line. */
@@ -237,6 +238,9 @@ static int bench_send_one(struct bench_worker *w)
   struct cairn_message m;
   cairn_message_init(&m);
   m.topic = w->o->topic;
+  if (w->o->round_robin) {
+    m.partition = (int32_t)(w->sent % w->o->partitions);
+  }
   m.value = w->value;
   m.value_len = w->o->size;
   uint64_t now = bench_now_ns();
@@ -648,6 +652,8 @@ static void bench_usage(FILE *f)
           "  --buffer-bytes B    producer memory for undelivered messages. 33554432\n"
           "  --acks all          acknowledgement after commit on a majority (the only mode)\n"
           "  --no-idempotence    plain at-least-once producer\n"
+          "  --round-robin       message i goes to partition i %% P (every partition\n"
+          "                      keeps getting messages, e.g. through a failover)\n"
           "  --retry-backoff-max-ms MS  cap of the client's retry delays (leader\n"
           "                      changes). The library's default: 1000\n"
           "  --rate R            messages/s over all producers; 0 = flat out. 0\n"
@@ -688,7 +694,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
                            .duration = 10, .idempotence = true};
   int from = -1; /* -1: by mode */
   enum { O_BOOT = 1, O_TOPIC, O_PARTS, O_RF, O_PROD, O_CONS, O_SIZE, O_BATCH, O_LINGER, O_MIF,
-         O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_HELP };
+         O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_RR, O_HELP };
   static const struct option lo[] = {
     {"bootstrap", 1, 0, O_BOOT},   {"topic", 1, 0, O_TOPIC},         {"partitions", 1, 0, O_PARTS},
     {"rf", 1, 0, O_RF},            {"producers", 1, 0, O_PROD},      {"consumers", 1, 0, O_CONS},
@@ -697,7 +703,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     {"rate", 1, 0, O_RATE},        {"count", 1, 0, O_COUNT},         {"duration", 1, 0, O_DUR},
     {"from", 1, 0, O_FROM},        {"json", 0, 0, O_JSON},           {"quiet", 0, 0, O_QUIET},
     {"no-idempotence", 0, 0, O_NOIDEM}, {"retry-backoff-max-ms", 1, 0, O_BACKOFF},
-    {"help", 0, 0, O_HELP},        {0, 0, 0, 0}};
+    {"round-robin", 0, 0, O_RR},   {"help", 0, 0, O_HELP},           {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (c) {
@@ -729,6 +735,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     case O_JSON: o->json = true; break;
     case O_QUIET: o->quiet = true; break;
     case O_NOIDEM: o->idempotence = false; break;
+    case O_RR: o->round_robin = true; break;
     case O_BACKOFF: o->backoff_max_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
     case O_HELP: bench_usage(stdout); exit(0);
     default: return -1;
