@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # hosts.sh - N test hosts as Linux network namespaces, one cairnd in each.
 #
-# Layout (PREFIX is "cf" and 5 random hex digits, so runs never collide):
+# Layout (PREFIX is "cf" and 5 hex digits from the pid and the clock, one
+# no namespace has yet, so concurrent runs do not collide):
 #   PREFIX-br   the bridge's own namespace: br0, and one veth end per host
 #   PREFIX-nI   host I (1..N): eth0 = 10.77.0.I/24, cairnd on :7400 (client),
 #               :7401 (cluster), :7402 (admin), data in DIR/nodeI
 #   PREFIX-cl   the client host: eth0 = 10.77.0.100/24 (workload, probes)
 # Nothing is added to the root namespace's networking; all addresses live in
-# namespaces this script made. Needs root, iproute2 and nftables. Nodes 1..min(N,3) are the controller voters,
-# the others join through a voter.
+# namespaces this script made. Needs root, iproute2 and nftables. Nodes
+# 1..min(N,3) are the controller voters, the others join through a voter.
 #
 # As a command:
 #   hosts.sh up N DIR [CAIRND [FLAGS...]]   create, start, print the node list
@@ -85,7 +86,13 @@ NFT
 hosts_create() {
   local n=$1 prefix i
   mkdir -p "$HOSTS_DIR"
-  prefix="cf$(printf '%05x' $((RANDOM * 32 + RANDOM % 32)))"
+  # Not from RANDOM: run.sh seeds it, and two runs of one seed must not clash.
+  local salt=$(($$ ^ 10#$(date +%N)))
+  prefix="cf$(printf '%05x' $((salt & 0xfffff)))"
+  while ip netns list | grep -q "^$prefix-"; do
+    salt=$((salt + 1))
+    prefix="cf$(printf '%05x' $((salt & 0xfffff)))"
+  done
   echo "$prefix" >"$HOSTS_DIR/prefix"
   echo "$n" >"$HOSTS_DIR/count"
   : >"$HOSTS_DIR/namespaces"
