@@ -146,6 +146,7 @@ hosts_start() {
 
 # Reaps host I's process (a child of this shell: call it directly, not in
 # $(...)); sets HOSTS_STATUS to its exit status (128+N after signal N).
+# shellcheck disable=SC2034 # read by the callers
 HOSTS_STATUS=0
 hosts_reap() {
   local pid
@@ -203,7 +204,7 @@ hosts_down() {
   fi
   if [ -f "$HOSTS_DIR/namespaces" ]; then
     while read -r ns; do
-      [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null || true
+      if [ -n "$ns" ]; then ip netns del "$ns" 2>/dev/null || true; fi
     done <"$HOSTS_DIR/namespaces"
     : >"$HOSTS_DIR/namespaces"
   fi

@@ -30,6 +30,8 @@
 # Needs: HOSTS_DIR (hosts.sh), NEM_CTL (cairn-fault-ctl), NEM_TOPIC,
 # NEM_PARTS, NEM_ELECTION_MS, NEM_FAULTS, NEM_CRASHES, NEM_LIST.
 
+# The nem_*_hold variables and NEM_ALL are read indirectly (${!h}) or by run.sh.
+# shellcheck disable=SC2034
 NEM_ALL="kill,pause,partition,netem,lostcache,churn"
 : "${NEM_QUIET_S:=5}"
 nem_t0=$SECONDS
