@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # HOSTS_STATUS is set for the callers to read
 # hosts.sh - N test hosts as Linux network namespaces, one cairnd in each.
 #
 # Layout (PREFIX is "cf" and 5 hex digits from the pid and the clock, one
@@ -146,7 +147,6 @@ hosts_start() {
 
 # Reaps host I's process (a child of this shell: call it directly, not in
 # $(...)); sets HOSTS_STATUS to its exit status (128+N after signal N).
-# shellcheck disable=SC2034 # read by the callers
 HOSTS_STATUS=0
 hosts_reap() {
   local pid

@@ -145,7 +145,7 @@ touch "$out/ready"
 wait "$wl_pid"
 wl_rc=$?
 wl_pid=""
-cat "$out/workload.log" | grep -v "^[0-9T:.-]*Z " || true
+grep -v "^[0-9T:.-]*Z " "$out/workload.log" || true
 
 violations=0
 fail() { echo "VIOLATION: $*"; echo "$*" >>"$out/violations.txt"; violations=$((violations + 1)); }
@@ -198,7 +198,7 @@ for ((q = 0; q < parts; q++)); do
         END { printf "END %d %d %d\n", bad + 0, have + 0, n + 0 }' "$final" "$dump")
       while read -r line; do
         case "$line" in
-          END*) read -r _ bad have n <<<"$line"
+          END*) read -r _ _ have n <<<"$line"
                 ((have >= n)) || { lagging=$((lagging + 1)); echo "note: node $i partition $q holds $have of $n committed records (lagging)"; } ;;
           *) fail "replicas disagree: $line" ;;
         esac
