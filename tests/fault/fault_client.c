@@ -161,7 +161,8 @@ static int fc_admin_code(const Cairn__Client__Envelope *resp)
 }
 
 /* Sends an admin request to each node in turn until one answers with
- * something other than NOT_CONTROLLER, or timeout_ms passes. */
+ * something other than a passing state (no controller, a node stopping,
+ * not enough nodes alive yet), or timeout_ms passes. */
 static int fc_admin(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int timeout_ms)
 {
   long long end = fc_now_ms() + timeout_ms;
@@ -175,8 +176,10 @@ static int fc_admin(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int
     }
     code = fc_admin_code(resp);
     cairn__client__envelope__free_unpacked(resp, NULL);
+    /* INVALID_REPLICATION_FACTOR: fewer nodes alive than asked for, yet. */
     if (code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER &&
-        code != CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN) {
+        code != CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN &&
+        code != CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR) {
       return code;
     }
     usleep(FC_RETRY_MS * 1000);
