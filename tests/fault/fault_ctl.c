@@ -109,9 +109,14 @@ static int ctl_cut_unsynced(const char *dir, uint64_t seed)
     pos = st.st_size;
   }
   off_t span = st.st_size - pos;
-  off_t keep = span > 0 ? (off_t)(seed % (uint64_t)(span + 1)) : 0;
+  /* splitmix64 of the seed: callers pass small seeds. */
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  off_t keep = span > 0 ? (off_t)(z % (uint64_t)(span + 1)) : 0;
   /* Half the time nothing of the unsynced part survives. */
-  if ((seed >> 32) % 2 == 0) {
+  if ((z >> 63) == 0) {
     keep = 0;
   }
   int rv = ftruncate(fd, pos + keep);
