@@ -151,6 +151,9 @@ static int fc_admin_code(const Cairn__Client__Envelope *resp)
   case CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP:
     e = resp->decommission_resp->error;
     break;
+  case CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_RESP:
+    e = resp->init_producer_id_resp->error;
+    break;
   case CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP:
     e = resp->error_resp;
     break;
@@ -163,7 +166,18 @@ static int fc_admin_code(const Cairn__Client__Envelope *resp)
 /* Sends an admin request to each node in turn until one answers with
  * something other than a passing state (no controller, a node stopping,
  * not enough nodes alive yet), or timeout_ms passes. */
+static int fc_admin_resp(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int timeout_ms,
+                         Cairn__Client__Envelope **out);
+
 static int fc_admin(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int timeout_ms)
+{
+  return fc_admin_resp(ns, req, timeout_ms, NULL);
+}
+
+/* fc_admin, handing the final answer (owned) to *out when out is not NULL
+ * and an answer came. */
+static int fc_admin_resp(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int timeout_ms,
+                         Cairn__Client__Envelope **out)
 {
   long long end = fc_now_ms() + timeout_ms;
   int code = -1;
@@ -175,13 +189,18 @@ static int fc_admin(const struct fc_nodes *ns, Cairn__Client__Envelope *req, int
       continue;
     }
     code = fc_admin_code(resp);
-    cairn__client__envelope__free_unpacked(resp, NULL);
     /* INVALID_REPLICATION_FACTOR: fewer nodes alive than asked for, yet. */
     if (code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER &&
         code != CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN &&
         code != CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR) {
+      if (out != NULL) {
+        *out = resp;
+      } else {
+        cairn__client__envelope__free_unpacked(resp, NULL);
+      }
       return code;
     }
+    cairn__client__envelope__free_unpacked(resp, NULL);
     usleep(FC_RETRY_MS * 1000);
   }
   return code;
@@ -213,6 +232,28 @@ int fc_decommission(const struct fc_nodes *ns, uint64_t id, int timeout_ms)
   return fc_admin(ns, &req, timeout_ms);
 }
 
+int fc_init_producer(const struct fc_nodes *ns, int timeout_ms, int64_t *producer_id,
+                     int16_t *epoch)
+{
+  Cairn__Client__InitProducerIdRequest r = CAIRN__CLIENT__INIT_PRODUCER_ID_REQUEST__INIT;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_INIT_PRODUCER_ID;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_REQ;
+  req.init_producer_id_req = &r;
+  Cairn__Client__Envelope *resp = NULL;
+  int code = fc_admin_resp(ns, &req, timeout_ms, &resp);
+  if (code == 0 && resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_RESP) {
+    *producer_id = (int64_t)resp->init_producer_id_resp->producer_id;
+    *epoch = (int16_t)resp->init_producer_id_resp->producer_epoch;
+  } else if (code == 0) {
+    code = -1;
+  }
+  if (resp != NULL) {
+    cairn__client__envelope__free_unpacked(resp, NULL);
+  }
+  return code;
+}
+
 /* Codes after which the batch was certainly not appended: the request was
  * refused before reaching the partition's Raft log. */
 static bool fc_code_definite(int code)
@@ -226,6 +267,10 @@ static bool fc_code_definite(int code)
   case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
   case CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST:
   case CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE:
+  case CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR:
+  case CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE:
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER:
+  case CAIRN__CLIENT__ERROR_CODE__PRODUCER_FENCED:
     return true;
   default:
     return false;

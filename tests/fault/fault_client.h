@@ -70,6 +70,13 @@ int fc_create_topic(const struct fc_nodes *ns, const char *topic, uint32_t parti
  * timeout_ms. Returns the wire code or -1. */
 int fc_decommission(const struct fc_nodes *ns, uint64_t id, int timeout_ms);
 
+/* InitProducerId (a new id) through any node, retrying while the
+ * controller elects, until timeout_ms. Returns 0 with *producer_id and
+ * *epoch, the wire code (UNSUPPORTED_API: the nodes offer no idempotence),
+ * or -1 with no answer. */
+int fc_init_producer(const struct fc_nodes *ns, int timeout_ms, int64_t *producer_id,
+                     int16_t *epoch);
+
 /* One produce of batch to node index i. Returns the outcome; *code gets
  * the wire code (or a negative transport code), *offset the base offset
  * on FC_ACK, *hint the NOT_LEADER hint's node index or -1. Borrows batch. */

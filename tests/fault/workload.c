@@ -65,6 +65,12 @@ struct wl_producer {
   struct wl_op *ops;
   size_t n, cap;
   int leader[WL_MAX_PARTS];
+  /* idempotent mode: the producer id and epoch, the next sequence per
+   * partition, and whether the partitions' answers broke the sequence */
+  int64_t pid;
+  int16_t epoch;
+  int32_t next_seq[WL_MAX_PARTS];
+  bool broken;
   /* filled by the check: where each seq was found (-1: absent) */
   int64_t *found;
 };
@@ -102,6 +108,8 @@ static struct {
   int seconds;
   double rate;
   uint64_t seed;
+  const char *idem_mode; /* "auto", "on", "off" */
+  bool idem;
   const char *ready_file;
   const char *faults_file;
   const char *out_dir;
@@ -178,8 +186,10 @@ static int wl_parse(const char *v, int *producer, int64_t *seq, uint32_t *partit
   return strcmp(want, v) == 0 ? 1 : -1;
 }
 
-/* One batch of one record holding value; returns it (owned, free()) or NULL. */
-static uint8_t *wl_batch(const char *value, size_t *len)
+/* One batch of one record holding value, stamped with p's producer id,
+ * epoch and next sequence for partition q when p is idempotent (p may be
+ * NULL); returns it (owned, free()) or NULL. */
+static uint8_t *wl_batch(const char *value, size_t *len, const struct wl_producer *p, uint32_t q)
 {
   struct batch_builder b;
   if (batch_builder_init(&b, 4096) != 0) {
@@ -188,6 +198,9 @@ static uint8_t *wl_batch(const char *value, size_t *len)
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  if (p != NULL && wl.idem) {
+    batch_builder_set_producer(&b, p->pid, p->epoch, p->next_seq[q]);
+  }
   uint8_t *out = NULL;
   if (batch_builder_add(&b, now, NULL, 0, value, strlen(value), NULL, 0) != 0 ||
       batch_builder_finish(&b, &out, len) != 0) {
@@ -242,21 +255,81 @@ static void wl_produce(struct wl_producer *p, struct wl_op *op, const uint8_t *b
   }
 }
 
+/* The idempotent producer's produce: every unacknowledged batch is sent
+ * again, unchanged, until it is acknowledged (the partition answers a
+ * resend of its last batch with the original offset), the run is over
+ * (then retried WL_OP_DEADLINE_MS more), or the partition refuses the
+ * sequence, which with one batch in flight it never should. */
+static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8_t *batch,
+                            size_t len)
+{
+  long long stop_deadline = 0;
+  bool sent = false;
+  int hint = -1;
+  op->code = -1;
+  for (;;) {
+    if (atomic_load(&wl.stop)) {
+      if (stop_deadline == 0) {
+        stop_deadline = fc_now_ms() + WL_OP_DEADLINE_MS;
+      } else if (fc_now_ms() > stop_deadline) {
+        break;
+      }
+    }
+    int i = hint >= 0 ? hint : p->leader[op->partition];
+    if (i < 0) {
+      i = fc_find_leader(&wl.ns, (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n), wl.topic,
+                         op->partition);
+    }
+    if (i < 0) {
+      wl_sleep_ms(100);
+      continue;
+    }
+    enum fc_outcome o = fc_produce_once(&wl.ns, i, wl.topic, op->partition, batch, len, &op->code,
+                                        &op->offset, &hint);
+    if (o == FC_ACK) {
+      p->leader[op->partition] = i;
+      op->out = FC_ACK;
+      return;
+    }
+    p->leader[op->partition] = -1;
+    sent = sent || o == FC_INDETERMINATE;
+    if (op->code == CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE ||
+        op->code == CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER ||
+        op->code == CAIRN__CLIENT__ERROR_CODE__PRODUCER_FENCED) {
+      wl_violation("producer %d (id %" PRId64 "): partition %" PRIu32 " answered code %d to "
+                   "sequence %" PRId32 " with one batch in flight; the producer stops",
+                   p->id, p->pid, op->partition, op->code, p->next_seq[op->partition]);
+      p->broken = true;
+      sent = true;
+      break;
+    }
+    wl_sleep_ms(50 + (long)(wl_rand(&p->rng) % 100));
+  }
+  op->out = sent ? FC_INDETERMINATE : FC_FAIL;
+}
+
 static void *wl_producer_main(void *arg)
 {
   struct wl_producer *p = arg;
   long period_ms = wl.rate > 0 ? (long)(1000.0 / wl.rate) : 0;
-  for (int64_t seq = 0; !atomic_load(&wl.stop); seq++) {
+  for (int64_t seq = 0; !atomic_load(&wl.stop) && !p->broken; seq++) {
     struct wl_op op = {.seq = seq, .partition = (uint32_t)(wl_rand(&p->rng) % wl.parts)};
     char value[WL_VALUE_LEN];
     wl_value(value, sizeof value, p->id, seq, op.partition);
     size_t len;
-    uint8_t *batch = wl_batch(value, &len);
+    uint8_t *batch = wl_batch(value, &len, p, op.partition);
     if (batch == NULL) {
       break;
     }
     op.start = wl_now();
-    wl_produce(p, &op, batch, len);
+    if (wl.idem) {
+      wl_produce_idem(p, &op, batch, len);
+      if (op.out == FC_ACK) {
+        p->next_seq[op.partition]++;
+      }
+    } else {
+      wl_produce(p, &op, batch, len);
+    }
     op.end = wl_now();
     free(batch);
     if (wl_push_op(p, &op) != 0) {
@@ -416,7 +489,7 @@ static int wl_sentinel(uint32_t q, int timeout_ms)
   char value[WL_VALUE_LEN];
   snprintf(value, sizeof value, "sentinel q%" PRIu32, q);
   size_t len;
-  uint8_t *batch = wl_batch(value, &len);
+  uint8_t *batch = wl_batch(value, &len, NULL, q);
   long long end = fc_now_ms() + timeout_ms;
   int rv = -1;
   uint64_t rng = wl.seed ^ q;
@@ -648,7 +721,8 @@ static int wl_report(void)
     free(ends);
     return -1;
   }
-  fprintf(f, "{\"seed\": %" PRIu64 ", \"seconds\": %d, \"topic\": ", wl.seed, wl.seconds);
+  fprintf(f, "{\"seed\": %" PRIu64 ", \"seconds\": %d, \"idempotent\": %s, \"topic\": ", wl.seed,
+          wl.seconds, wl.idem ? "true" : "false");
   wl_json_str(f, wl.topic);
   fprintf(f, ", \"partitions\": %" PRIu32 ", \"producers\": %d, \"consumers\": %d,\n", wl.parts,
           wl.nproducers, wl.nconsumers);
@@ -713,6 +787,10 @@ static int wl_report(void)
   printf("workload: seed %" PRIu64 ", %d s, %d producers, %d consumers, topic %s with %" PRIu32
          " partitions (rf %" PRIu32 ")\n",
          wl.seed, wl.seconds, wl.nproducers, wl.nconsumers, wl.topic, wl.parts, wl.rf);
+  printf("workload: producers %s\n",
+         wl.idem ? "idempotent (in-doubt batches resent; a duplicate is a violation)"
+                 : "plain (a value that may be written is never resent; a duplicate is a "
+                   "violation)");
   printf("workload: produces attempted %ld, acknowledged %ld, failed %ld, indeterminate %ld "
          "(%ld of them in the log)\n",
          attempted, acked, failed, indet, indet_present);
@@ -746,24 +824,20 @@ static void wl_usage(void)
 {
   fprintf(stderr, "usage: cairn-fault-workload --nodes ID@HOST:PORT,... --out DIR [--topic T]\n"
                   "  [--partitions N] [--rf N] [--producers N] [--consumers N] [--time SECONDS]\n"
-                  "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n");
+                  "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n"
+                  "  [--idempotent auto|on|off]   (auto: when the nodes offer InitProducerId)\n");
 }
 
 int main(int argc, char **argv)
 {
-  static const struct option opts[] = {{"nodes", required_argument, 0, 'n'},
-                                       {"topic", required_argument, 0, 't'},
-                                       {"partitions", required_argument, 0, 'p'},
-                                       {"rf", required_argument, 0, 'r'},
-                                       {"producers", required_argument, 0, 'P'},
-                                       {"consumers", required_argument, 0, 'C'},
-                                       {"time", required_argument, 0, 'T'},
-                                       {"rate", required_argument, 0, 'R'},
-                                       {"seed", required_argument, 0, 's'},
-                                       {"ready-file", required_argument, 0, 'y'},
-                                       {"faults", required_argument, 0, 'f'},
-                                       {"out", required_argument, 0, 'o'},
-                                       {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"nodes", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
+      {"partitions", required_argument, 0, 'p'}, {"rf", required_argument, 0, 'r'},
+      {"producers", required_argument, 0, 'P'},  {"consumers", required_argument, 0, 'C'},
+      {"time", required_argument, 0, 'T'},       {"rate", required_argument, 0, 'R'},
+      {"seed", required_argument, 0, 's'},       {"ready-file", required_argument, 0, 'y'},
+      {"faults", required_argument, 0, 'f'},     {"out", required_argument, 0, 'o'},
+      {"idempotent", required_argument, 0, 'i'}, {0, 0, 0, 0}};
   wl.topic = "fault";
   wl.parts = 4;
   wl.rf = 3;
@@ -772,6 +846,7 @@ int main(int argc, char **argv)
   wl.seconds = 60;
   wl.rate = 20;
   wl.seed = 1;
+  wl.idem_mode = "auto";
   const char *nodes = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -812,6 +887,9 @@ int main(int argc, char **argv)
     case 'o':
       wl.out_dir = optarg;
       break;
+    case 'i':
+      wl.idem_mode = optarg;
+      break;
     default:
       wl_usage();
       return 2;
@@ -834,6 +912,15 @@ int main(int argc, char **argv)
     fprintf(stderr, "cairn-fault-workload: CreateTopic %s failed (code %d); seed %" PRIu64 "\n",
             wl.topic, code, wl.seed);
     return 2;
+  }
+  wl.idem = strcmp(wl.idem_mode, "off") != 0;
+  for (int k = 0; k < wl.nproducers && wl.idem; k++) {
+    int rc = fc_init_producer(&wl.ns, 60000, &wl.prod[k].pid, &wl.prod[k].epoch);
+    if (rc != 0 && strcmp(wl.idem_mode, "on") == 0) {
+      fprintf(stderr, "cairn-fault-workload: InitProducerId failed (code %d)\n", rc);
+      return 2;
+    }
+    wl.idem = rc == 0;
   }
   for (uint32_t q = 0; q < wl.parts; q++) {
     if (wl_sentinel(q, 60000) != 0) {
