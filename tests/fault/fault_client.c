@@ -140,8 +140,9 @@ int fc_find_controller(const struct fc_nodes *ns)
   return -1;
 }
 
-/* The error of an admin answer: 0, a wire code, or -1 for another body. */
-static int fc_admin_code(const Cairn__Client__Envelope *resp)
+/* The error of an admin answer: 0, a wire code, or -1 for another body;
+ * *msg (may be NULL) gets the error's message, borrowed from resp. */
+static int fc_admin_code_msg(const Cairn__Client__Envelope *resp, const char **msg)
 {
   const Cairn__Client__Error *e = NULL;
   switch (resp->body_case) {
@@ -159,6 +160,9 @@ static int fc_admin_code(const Cairn__Client__Envelope *resp)
     break;
   default:
     return -1;
+  }
+  if (msg != NULL) {
+    *msg = e != NULL && e->message != NULL ? e->message : "";
   }
   return e != NULL ? (int)e->code : 0;
 }
@@ -188,9 +192,20 @@ static int fc_admin_resp(const struct fc_nodes *ns, Cairn__Client__Envelope *req
       usleep(FC_RETRY_MS * 1000);
       continue;
     }
-    code = fc_admin_code(resp);
-    /* INVALID_REPLICATION_FACTOR: fewer nodes alive than asked for, yet. */
-    if (code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER &&
+    const char *msg = "";
+    code = fc_admin_code_msg(resp, &msg);
+    /* Passing states: INVALID_REPLICATION_FACTOR (fewer nodes alive than
+     * asked for, yet); UNKNOWN, IN_DOUBT, TIMEOUT (the controller lost
+     * leadership or could not finish: a retry of a create that did land is
+     * answered TOPIC_EXISTS). The last three are said on stderr. */
+    bool odd = code == CAIRN__CLIENT__ERROR_CODE__UNKNOWN ||
+               code == CAIRN__CLIENT__ERROR_CODE__IN_DOUBT ||
+               code == CAIRN__CLIENT__ERROR_CODE__TIMEOUT;
+    if (odd) {
+      fprintf(stderr, "fault client: admin request to %s answered code %d (%s); retrying\n",
+              ns->addr[k % ns->n], code, msg);
+    }
+    if (!odd && code != CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER &&
         code != CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN &&
         code != CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR) {
       if (out != NULL) {

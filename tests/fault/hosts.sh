@@ -128,6 +128,13 @@ hosts_start() {
   ip=$(hosts_ip "$i")
   ns=$(hosts_ns "$i")
   v=$(hosts_voter_count)
+  # Two faults that stopped the same node both restart it: the second finds
+  # it running (a second process would fail on its ports, and its pid would
+  # hide the first one's).
+  if hosts_alive "$i"; then
+    hosts_log "node $i already runs (pid $(hosts_pid "$i"))"
+    return 0
+  fi
   if [ "${2:-}" = --fresh ]; then rm -rf "$HOSTS_DIR/node$i"; mkdir -p "$HOSTS_DIR/node$i"; fi
   local args=(--node-id "$i" --data-dir "$HOSTS_DIR/node$i"
     --listen "$ip:7400" --cluster-listen "$ip:7401" --admin-listen "$ip:7402")

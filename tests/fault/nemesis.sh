@@ -36,6 +36,7 @@ NEM_ALL="kill,pause,partition,netem,lostcache,churn"
 : "${NEM_QUIET_S:=5}"
 nem_t0=$SECONDS
 declare -A nem_down=()   # nodes a fault has stopped on purpose
+nem_churn_stuck=""       # nodes whose decommission never finished
 nem_netem_kernel=""
 
 nem_rand() { echo $((RANDOM % $1)); } # 0 .. $1-1
@@ -232,10 +233,17 @@ nem_churn_start() {
     return
   fi
   nem_churn_node=$((v + 1 + $(nem_rand $((n - v)))))
+  if [[ " $nem_churn_stuck " == *" $nem_churn_node "* ]]; then
+    nem_record "churn skipped (node $nem_churn_node's decommission never finished)"
+    nem_churn_node=""
+    return
+  fi
   local code
   code=$(nem_ctl decommission "$(hosts_client_list)" "$nem_churn_node")
   nem_record "churn: decommission node $nem_churn_node (code ${code:-none})"
 }
+# Runs after the step's other faults are healed (nem_run), so a drain is
+# judged on a healthy network: one still draining after 240 s is a finding.
 nem_churn_heal() {
   [ -n "$nem_churn_node" ] || return 0
   local k state="" st
@@ -245,6 +253,11 @@ nem_churn_heal() {
     sleep 1
   done
   nem_record "churn: node $nem_churn_node is ${state:-unknown} after ${k} s"
+  if [ "$state" != removed ]; then
+    echo "node $nem_churn_node still ${state:-unknown} 240 s after its decommission (network healed)" >>"$NEM_CRASHES"
+    nem_churn_stuck="$nem_churn_stuck $nem_churn_node"
+    return 0
+  fi
   nem_down[$nem_churn_node]=1
   hosts_term "$nem_churn_node" 30
   st=$HOSTS_STATUS
@@ -298,6 +311,8 @@ nem_wait_alive() {
     ok=1
     for ((i = 1; i <= n; i++)); do
       state=$(nem_ctl state "$(hosts_client_list)" "$i") || state=""
+      # A node whose drain never finished is already reported.
+      if [ "$state" = draining ] && [[ " $nem_churn_stuck " == *" $i "* ]]; then continue; fi
       [ "$state" = alive ] || { ok=0; break; }
     done
     ((ok)) && return 0
@@ -325,7 +340,11 @@ nem_run() {
     done
     ((SECONDS + hold < end)) || hold=$((end - SECONDS > 1 ? end - SECONDS : 1))
     sleep "$hold"
-    for ((k = ${#faults[@]} - 1; k >= 0; k--)); do "nem_${faults[k]}_heal"; done
+    # Healed in reverse order, churn last: its heal waits for the drain.
+    for ((k = ${#faults[@]} - 1; k >= 0; k--)); do
+      [ "${faults[k]}" = churn ] || "nem_${faults[k]}_heal"
+    done
+    for f in "${faults[@]}"; do [ "$f" != churn ] || nem_churn_heal; done
     sleep "$NEM_QUIET_S"
   done
 }

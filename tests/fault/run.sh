@@ -138,8 +138,12 @@ set +e
 nem_run "$((time_s > 10 ? time_s - 5 : time_s))"
 nem_heal_all
 if ! nem_wait_alive 180; then
-  nem_record "not every node is alive 180 s after healing"
-  echo "some node is not alive 180 s after healing" >>"$NEM_CRASHES"
+  states=""
+  for ((i = 1; i <= nodes; i++)); do
+    states+=" node $i: $(nem_ctl state "$(hosts_client_list)" "$i" || echo unknown);"
+  done
+  nem_record "not every node is alive 180 s after healing:$states"
+  echo "not every node is alive 180 s after healing:$states" >>"$NEM_CRASHES"
 fi
 touch "$out/ready"
 wait "$wl_pid"
