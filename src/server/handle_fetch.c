@@ -109,7 +109,7 @@ static void handle_fetch_collect_part(struct node *n, const Cairn__Client__Fetch
   Cairn__Client__FetchPartitionResult *r = &fr->res[i];
   Cairn__Client__Error *err = &fr->errs[i];
   struct handle_target *t = &fr->targets[i];
-  handle_find_leader(n, fp->topic, fp->partition, t);
+  handle_find_reader(n, fp->topic, fp->partition, t);
   r->topic = fp->topic;
   r->partition = fp->partition;
   r->high_watermark = -1;

@@ -89,7 +89,7 @@ static void handle_list_offsets_one(struct node *n, const Cairn__Client__ListOff
   r->partition = lp->partition;
   r->offset = -1;
   r->timestamp = -1;
-  handle_find_leader(n, lp->topic, lp->partition, t);
+  handle_find_reader(n, lp->topic, lp->partition, t);
   if (t->code != CAIRN__CLIENT__ERROR_CODE__OK) {
     err->code = t->code;
     err->message = t->message;

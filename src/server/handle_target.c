@@ -81,15 +81,23 @@ void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
     handle_target_hint(n, t, p, mt, topic, partition);
     return;
   }
-  if (!rgroup_leader_caught_up(&p->rg)) {
-    /* A new leader whose high watermark may still be behind the previous
-     * leader's: an offset a consumer already read would look out of range. */
-    t->code = CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE;
-    snprintf(t->message, sizeof t->message,
-             "node %" PRIu64 " leads %s/%" PRIu32 " since a moment and is still applying what "
-             "earlier leaders committed: retry shortly",
-             n->cfg.node_id, p->topic, partition);
+  t->p = p;
+}
+
+void handle_find_reader(struct node *n, const char *topic, uint32_t partition,
+                        struct handle_target *t)
+{
+  handle_find_leader(n, topic, partition, t);
+  if (t->code != CAIRN__CLIENT__ERROR_CODE__OK || rgroup_leader_caught_up(&t->p->rg)) {
     return;
   }
-  t->p = p;
+  /* A new leader whose high watermark may still be behind the previous
+   * leader's: an offset a consumer already read would look out of range.
+   * (A produce may go ahead: its entry queues behind the term's first.) */
+  t->code = CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE;
+  snprintf(t->message, sizeof t->message,
+           "node %" PRIu64 " leads %s/%" PRIu32 " since a moment and is still applying what "
+           "earlier leaders committed: retry shortly",
+           n->cfg.node_id, t->p->topic, partition);
+  t->p = NULL;
 }

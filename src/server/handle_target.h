@@ -34,4 +34,11 @@ struct handle_target {
 void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
                         struct handle_target *t);
 
+/* handle_find_leader for reads (Fetch, ListOffsets): also refuses with
+ * REPLICA_NOT_AVAILABLE while a new leader has not applied its term's first
+ * entry (rgroup_leader_caught_up), when its high watermark may be behind
+ * what the previous leader served. Context: loop thread. */
+void handle_find_reader(struct node *n, const char *topic, uint32_t partition,
+                        struct handle_target *t);
+
 #endif
