@@ -189,6 +189,15 @@ hosts_term() {
   rm -f "$HOSTS_DIR/pid.$i"
 }
 
+# Whether any process runs with host I's data dir (recorded or not).
+hosts_dir_in_use() {
+  local f
+  for f in /proc/[0-9]*/cmdline; do
+    if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF -- "$HOSTS_DIR/node$1"; then return 0; fi
+  done
+  return 1
+}
+
 hosts_pause() { kill -STOP "$(hosts_pid "$1")" 2>/dev/null || true; }
 hosts_resume() { kill -CONT "$(hosts_pid "$1")" 2>/dev/null || true; }
 

@@ -207,6 +207,14 @@ nem_lostcache_start() {
   read -r nem_lc_node nem_lc_why < <(nem_target)
   nem_down[$nem_lc_node]=1
   hosts_kill "$nem_lc_node"
+  # Never cut the files of a live process (that is not a fault Cairn claims
+  # to survive): a run whose bookkeeping lost a process says so instead.
+  if hosts_dir_in_use "$nem_lc_node"; then
+    nem_record "lostcache node $nem_lc_node skipped: a process still has its data dir"
+    echo "node $nem_lc_node: a process the rig does not know has its data dir" >>"$NEM_CRASHES"
+    nem_lostcache_hold=1
+    return
+  fi
   local cut=""
   for d in "$HOSTS_DIR/node$nem_lc_node"/partitions/*/log; do
     [ -d "$d" ] || continue
