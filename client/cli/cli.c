@@ -23,6 +23,8 @@ const char cli_common_help[] =
     "                     --tls; default: the system's CAs)\n"
     "  --tls-cert FILE, --tls-key FILE\n"
     "                     a client certificate and key (mutual TLS; implies --tls)\n"
+    "  --user NAME        log in as NAME (SCRAM-SHA-256); the password comes from\n"
+    "                     $CAIRN_PASSWORD\n"
     "  -h, --help         help for this command\n";
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -87,6 +89,9 @@ int cli_common_opt(struct cli *c, const char *cmd, int o, const char *arg)
     return 1;
   case CLI_OPT_TLS:
     c->tls = true;
+    return 1;
+  case CLI_OPT_USER:
+    c->user = arg;
     return 1;
   case CLI_OPT_TLS_CA:
   case CLI_OPT_TLS_CERT:
@@ -265,6 +270,14 @@ int cli_connect(struct cli *c, const char *cmd)
     return cli_usage_error(cmd, "--tls-cert and --tls-key go together");
   }
   o.tls = c->tls;
+  if (c->user != NULL) {
+    const char *pw = getenv("CAIRN_PASSWORD");
+    if (pw == NULL) {
+      return cli_usage_error(cmd, "--user needs the password in $CAIRN_PASSWORD");
+    }
+    o.user = c->user;
+    o.password = pw;
+  }
   o.tls_ca_file = c->tls_ca;
   o.tls_cert_file = c->tls_cert;
   o.tls_key_file = c->tls_key;

@@ -32,6 +32,7 @@ struct cli {
   const char *tls_ca;      /* --tls-ca FILE: CAs the nodes' certificates chain to */
   const char *tls_cert;    /* --tls-cert FILE: client certificate (mutual TLS) */
   const char *tls_key;     /* --tls-key FILE: its key */
+  const char *user;        /* --user NAME: log in (password: $CAIRN_PASSWORD) */
 };
 
 /* The common options as getopt_long entries (long names only, plus -b):
@@ -44,7 +45,8 @@ struct cli {
 #define CLI_OPT_TLS_CA 1003
 #define CLI_OPT_TLS_CERT 1004
 #define CLI_OPT_TLS_KEY 1005
-#define CLI_COMMON_COUNT 8 /* entries in CLI_COMMON_LONG */
+#define CLI_OPT_USER 1006
+#define CLI_COMMON_COUNT 9 /* entries in CLI_COMMON_LONG */
 #define CLI_COMMON_SHORT ":b:h"
 #define CLI_COMMON_LONG                                                                            \
   {"bootstrap", required_argument, NULL, 'b'}, {"json", no_argument, NULL, CLI_OPT_JSON},          \
@@ -53,6 +55,7 @@ struct cli {
       {"tls-ca", required_argument, NULL, CLI_OPT_TLS_CA},                                         \
       {"tls-cert", required_argument, NULL, CLI_OPT_TLS_CERT},                                     \
       {"tls-key", required_argument, NULL, CLI_OPT_TLS_KEY},                                       \
+      {"user", required_argument, NULL, CLI_OPT_USER},                                             \
   {                                                                                                \
     "help", no_argument, NULL, 'h'                                                                 \
   }

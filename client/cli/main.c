@@ -98,9 +98,10 @@ int main(int argc, char **argv)
       int opt;
     } tls_opts[] = {{"--tls-ca", CLI_OPT_TLS_CA},
                     {"--tls-cert", CLI_OPT_TLS_CERT},
-                    {"--tls-key", CLI_OPT_TLS_KEY}};
+                    {"--tls-key", CLI_OPT_TLS_KEY},
+                    {"--user", CLI_OPT_USER}};
     bool taken = false;
-    for (size_t k = 0; k < 3 && !taken && !missing; k++) {
+    for (size_t k = 0; k < 4 && !taken && !missing; k++) {
       if ((v = main_opt_value(argc, argv, &i, tls_opts[k].name, NULL, &missing)) != NULL) {
         taken = cli_common_opt(&c, "", tls_opts[k].opt, v) > 0;
       }

@@ -169,6 +169,17 @@ int cairn_client_new(uv_loop_t *loop, const char *bootstrap, const struct cairn_
     }
   }
   c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file = NULL; /* not kept */
+  if (c->opts.user != NULL) {
+    if (strlen(c->opts.user) >= sizeof c->user || c->opts.password == NULL ||
+        strlen(c->opts.password) >= sizeof c->password) {
+      tls_ctx_free(c->tls);
+      free(c);
+      return CAIRN_EINVAL;
+    }
+    lc_strlcpy(c->user, c->opts.user, sizeof c->user);
+    lc_strlcpy(c->password, c->opts.password, sizeof c->password);
+  }
+  c->opts.user = c->opts.password = NULL; /* copied */
   lc_meta_init(&c->meta);
   if ((rv = uv_timer_init(loop, &c->tick)) != 0) {
     tls_ctx_free(c->tls);
@@ -189,6 +200,7 @@ static void lc_client_on_close(uv_handle_t *h)
   struct cairn_client *c = h->data;
   lc_meta_close(&c->meta);
   tls_ctx_free(c->tls);
+  memset(c->password, 0, sizeof c->password);
   if (c->close_cb != NULL) {
     c->close_cb(c, c->close_data);
   }

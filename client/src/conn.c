@@ -18,7 +18,10 @@
 
 #include "common/err.h"
 #include "net/frame.h"
+#include "net/scram.h"
 #include "net/tls.h"
+
+#include <openssl/rand.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,10 @@ static void lc_conn_maybe_free(struct lc_conn *cn)
   }
   tls_session_free(cn->tls);
   free(cn->tls_in);
+  if (cn->scram != NULL) {
+    scram_client_wipe(cn->scram);
+    free(cn->scram);
+  }
   free(cn->rbuf);
   free(cn);
 }
@@ -276,6 +283,97 @@ int lc_call(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *e
   return lc_conn_call(cn, env, payload, npayload, timeout_ms, cb, data);
 }
 
+static void lc_conn_ready(struct lc_conn *cn);
+
+/* ---- login: SCRAM-SHA-256 after Hello (opts.user) ---- */
+
+static int lc_conn_auth_send(struct lc_conn *cn, const char *msg, size_t len, lc_req_cb cb)
+{
+  Cairn__Client__AuthenticateRequest r = CAIRN__CLIENT__AUTHENTICATE_REQUEST__INIT;
+  r.mechanism = "SCRAM-SHA-256";
+  r.message.data = (uint8_t *)msg;
+  r.message.len = len;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_AUTHENTICATE;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_REQ;
+  env.authenticate_req = &r;
+  return lc_conn_submit(cn, &env, NULL, 0, cn->c->opts.connect_timeout_ms, true, cb, cn);
+}
+
+/* The answer's SCRAM message, or a failure of cn (returns NULL). */
+static const ProtobufCBinaryData *lc_conn_auth_answer(struct lc_conn *cn, int status,
+                                                      const Cairn__Client__Envelope *env)
+{
+  if (status != 0) {
+    if (cn->state != LC_CONN_CLOSING) {
+      lc_conn_fail(cn, status, "authenticate");
+    }
+    return NULL;
+  }
+  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_RESP) {
+    lc_conn_fail(cn, CAIRN_EPROTOCOL, "authenticate answered with another api");
+    return NULL;
+  }
+  const Cairn__Client__AuthenticateResponse *r = env->authenticate_resp;
+  if (r->error != NULL && r->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    lc_conn_fail(cn, lc_wire_err((int)r->error->code), "login refused");
+    return NULL;
+  }
+  return &r->message;
+}
+
+static void lc_conn_on_auth_final(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                                  const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_conn *cn = data;
+  const ProtobufCBinaryData *m = lc_conn_auth_answer(cn, status, env);
+  if (m == NULL) {
+    return;
+  }
+  int rv = scram_client_verify(cn->scram, (const char *)m->data, m->len);
+  scram_client_wipe(cn->scram);
+  free(cn->scram);
+  cn->scram = NULL;
+  if (rv != 0) {
+    lc_conn_fail(cn, CAIRN_EAUTH, "the node did not prove it knows the credential");
+    return;
+  }
+  lc_conn_ready(cn);
+}
+
+static void lc_conn_on_auth_first(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
+                                  const uint8_t *payload, size_t len, void *data)
+{
+  struct lc_conn *cn = data;
+  const ProtobufCBinaryData *m = lc_conn_auth_answer(cn, status, env);
+  if (m == NULL) {
+    return;
+  }
+  char out[SCRAM_MSG_MAX + 1];
+  int n = scram_client_final(cn->scram, (const char *)m->data, m->len, out, sizeof out);
+  if (n < 0 || lc_conn_auth_send(cn, out, (size_t)n, lc_conn_on_auth_final) != 0) {
+    lc_conn_fail(cn, n < 0 ? n : CAIRN_ENOMEM, "login");
+  }
+}
+
+static void lc_conn_login(struct lc_conn *cn)
+{
+  struct cairn_client *c = cn->c;
+  uint8_t raw[SCRAM_NONCE_RAW];
+  char nonce[SCRAM_NONCE_TEXT];
+  char out[SCRAM_MSG_MAX + 1];
+  cn->scram = calloc(1, sizeof *cn->scram);
+  if (cn->scram == NULL || RAND_bytes(raw, sizeof raw) != 1) {
+    lc_conn_fail(cn, CAIRN_ENOMEM, "login");
+    return;
+  }
+  scram_nonce(raw, nonce);
+  int n = scram_client_start(cn->scram, c->user, c->password, nonce, out, sizeof out);
+  if (n < 0 || lc_conn_auth_send(cn, out, (size_t)n, lc_conn_on_auth_first) != 0) {
+    lc_conn_fail(cn, n < 0 ? n : CAIRN_ENOMEM, "login");
+  }
+}
+
 static void lc_conn_on_hello(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
                              const uint8_t *payload, size_t len, void *data)
 {
@@ -304,8 +402,17 @@ static void lc_conn_on_hello(struct cairn_client *c, int status, Cairn__Client__
       cn->apis[hr->apis[i]] = true;
     }
   }
+  if (cn->c->user[0] != '\0') {
+    lc_conn_login(cn);
+    return;
+  }
+  lc_conn_ready(cn);
+}
+
+/* READY: writes what waited, oldest first (the list is newest first). */
+static void lc_conn_ready(struct lc_conn *cn)
+{
   lc_conn_set_state(cn, LC_CONN_READY);
-  /* Write what waited, oldest first (the list is newest first). */
   struct lc_req *last = cn->reqs;
   while (last != NULL && last->next != NULL) {
     last = last->next;

@@ -15,6 +15,7 @@
 
 struct tls_ctx;
 struct tls_session;
+struct scram_client;
 
 #define LC_TICK_MS 10          /* the client's sweep: timeouts, retries, linger */
 #define LC_ADDR_MAX 256        /* "host:port" */
@@ -108,6 +109,7 @@ struct lc_conn {
   size_t rwant; /* bytes the frame being read needs in rbuf; 0: unknown */
   struct lc_req *reqs; /* sent or waiting for READY */
   struct tls_session *tls; /* with TLS: the session (src/net/tls.h) */
+  struct scram_client *scram; /* the login in progress (opts.user), else NULL */
   uint8_t *tls_in;         /* ciphertext read buffer, LC_TLS_IN_SIZE bytes */
   char host[LC_ADDR_MAX];  /* the host dialed: the node's certificate must name it */
   int fail_status;
@@ -318,6 +320,8 @@ struct cairn_client {
   uv_timer_t tick;
   struct lc_conn *conns;
   struct tls_ctx *tls; /* opts.tls: every connection's TLS settings, else NULL */
+  char user[65];       /* opts.user: every connection logs in as this user, "" none */
+  char password[256];  /* its password (wiped when the client is freed) */
   struct lc_meta meta;
   struct lc_op *ops;
   int nproducers;

@@ -1070,6 +1070,10 @@ static void conn_tls_pull(struct conn *c)
     conn_tls_flush(c);
     if (!was_done && tls_handshake_done(c->tls)) {
       const char *who = tls_peer_principal(c->tls);
+      if (who[0] != '\0' && c->principal[0] == '\0') {
+        /* mutual TLS: the verified certificate is the principal */
+        snprintf(c->principal, sizeof c->principal, "User:%s", who);
+      }
       log_debug(CONN_LOG, "conn %" PRIu64 " %s: %s %s%s%s", c->id, c->peer, tls_version(c->tls),
                 tls_cipher(c->tls), who[0] != '\0' ? ", client certificate " : "", who);
     }

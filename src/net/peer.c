@@ -8,6 +8,8 @@
 #include "net/tls.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +74,13 @@ static void peer_fail_all(struct peer *p, int status)
 }
 
 /* ---- connection teardown ---- */
+
+void peer_set_node_auth(struct peer *p, uint64_t node_id, const uint8_t *key, size_t key_len)
+{
+  p->node_id = node_id;
+  p->node_key = key;
+  p->node_key_len = key_len;
+}
 
 void peer_set_tls(struct peer *p, struct tls_ctx *ctx) { p->tls_ctx = ctx; }
 
@@ -192,12 +201,101 @@ static struct peer_call *peer_find(struct peer *p, uint64_t corr)
   return NULL;
 }
 
+static int peer_write(struct peer *p, struct peer_call *call);
+static void peer_write_pending(struct peer *p);
+
+/* Sends one Authenticate step of the node exchange. */
+static int peer_auth_send(struct peer *p, const uint8_t *msg, size_t len)
+{
+  Cairn__Client__AuthenticateRequest r = CAIRN__CLIENT__AUTHENTICATE_REQUEST__INIT;
+  r.mechanism = "CAIRN-NODE";
+  r.message.data = (uint8_t *)msg;
+  r.message.len = len;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_AUTHENTICATE;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_REQ;
+  env.authenticate_req = &r;
+  env.correlation_id = p->auth_corr = p->next_corr++;
+  uint8_t *hdr = NULL;
+  size_t hdr_len = 0;
+  int rv = frame_encode(&env, NULL, 0, &hdr, &hdr_len);
+  if (rv != 0) {
+    return rv;
+  }
+  struct peer_call tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.wb = malloc(sizeof *tmp.wb + hdr_len);
+  if (tmp.wb == NULL) {
+    free(hdr);
+    return CAIRN_ENOMEM;
+  }
+  memcpy(tmp.wb->data, hdr, hdr_len);
+  tmp.wb->len = hdr_len;
+  free(hdr);
+  rv = peer_write(p, &tmp);
+  if (rv != 0) {
+    free(tmp.wb);
+  }
+  return rv;
+}
+
+/* The connection is up (TLS done): authenticate first, or be READY. */
+static void peer_on_up(struct peer *p)
+{
+  if (p->node_key == NULL) {
+    p->state = PEER_READY;
+    peer_write_pending(p);
+    return;
+  }
+  p->state = PEER_AUTHING;
+  char first[64];
+  int n = snprintf(first, sizeof first, "node=%llu", (unsigned long long)p->node_id);
+  int rv = peer_auth_send(p, (const uint8_t *)first, (size_t)n);
+  if (rv != 0) {
+    peer_reset(p, rv, "authenticate");
+  }
+}
+
+/* An answer to the node exchange: the nonce (answer with the proof) or
+ * the verdict. Returns 0 or a negative code (the connection must go). */
+static int peer_auth_answer(struct peer *p, const Cairn__Client__Envelope *env)
+{
+  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_RESP) {
+    return CAIRN_EPROTOCOL;
+  }
+  const Cairn__Client__AuthenticateResponse *r = env->authenticate_resp;
+  if (r->error != NULL && r->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    log_warn("peer", "%s: node authentication refused: %s", p->address,
+             r->error->message != NULL ? r->error->message : "");
+    return CAIRN_EAUTH;
+  }
+  if (r->done) {
+    p->state = PEER_READY;
+    peer_write_pending(p);
+    return 0;
+  }
+  char t[128];
+  int n = snprintf(t, sizeof t, "%.*snode=%llu", (int)(r->message.len < 64 ? r->message.len : 64),
+                   (const char *)r->message.data, (unsigned long long)p->node_id);
+  /* HMAC-SHA256(key, label || nonce || "node=ID"), as cluster/chs.h's chs_mac */
+  char labeled[160];
+  int ln = snprintf(labeled, sizeof labeled, "cairn node auth v1%s", t);
+  uint8_t mac[32];
+  unsigned mac_len = sizeof mac;
+  if (n < 0 || ln < 0 || (size_t)ln >= sizeof labeled ||
+      HMAC(EVP_sha256(), p->node_key, (int)p->node_key_len, (const uint8_t *)labeled, (size_t)ln,
+           mac, &mac_len) == NULL) {
+    return CAIRN_EAUTH;
+  }
+  return peer_auth_send(p, mac, sizeof mac);
+}
+
 /* Handles the whole frames in the buffer. Returns 0 or a negative code
  * (the connection must go). */
 static int peer_consume(struct peer *p)
 {
   size_t pos = 0;
-  while (p->state == PEER_READY) {
+  while (p->state == PEER_READY || p->state == PEER_AUTHING) {
     struct frame f;
     int rv = frame_decode(p->rbuf + pos, p->rlen - pos, p->max_frame_bytes, &f);
     if (rv == FRAME_NEED_MORE) {
@@ -210,6 +308,15 @@ static int peer_consume(struct peer *p)
     rv = frame_unpack_envelope(&f, &env);
     if (rv != 0) {
       return rv;
+    }
+    if (p->state == PEER_AUTHING && env->correlation_id == p->auth_corr) {
+      rv = peer_auth_answer(p, env);
+      cairn__client__envelope__free_unpacked(env, NULL);
+      if (rv != 0) {
+        return rv;
+      }
+      pos += f.size;
+      continue;
     }
     struct peer_call *call = peer_find(p, env->correlation_id);
     if (call != NULL) {
@@ -240,8 +347,7 @@ static int peer_tls_pull(struct peer *p, const uint8_t *data, size_t len)
     int n = tls_read(p->tls, (uint8_t *)b.base, b.len, why, sizeof why);
     peer_tls_flush(p);
     if (!was_done && tls_handshake_done(p->tls) && p->state == PEER_CONNECTING) {
-      p->state = PEER_READY;
-      peer_write_pending(p);
+      peer_on_up(p);
     }
     if (n > 0) {
       p->rlen += (size_t)n;
@@ -369,13 +475,12 @@ static void peer_on_connect(uv_connect_t *req, int status)
     }
     return;
   }
-  p->state = PEER_READY;
   int rv = uv_read_start((uv_stream_t *)&p->tcp, peer_on_alloc, peer_on_read);
   if (rv != 0) {
     peer_reset(p, rv, "read start");
     return;
   }
-  peer_write_pending(p);
+  peer_on_up(p);
 }
 
 static void peer_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)

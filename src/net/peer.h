@@ -36,6 +36,7 @@ enum peer_state {
   PEER_IDLE,
   PEER_RESOLVING,
   PEER_CONNECTING,
+  PEER_AUTHING, /* proving the cluster key (peer_set_node_auth) before any call */
   PEER_READY,
   PEER_RESETTING, /* handles closing after an error; back to IDLE */
   PEER_CLOSING,
@@ -91,7 +92,18 @@ struct peer {
   struct tls_session *tls;         /* the connection's session */
   uint8_t *tls_in;                 /* ciphertext read buffer */
   char host[PEER_ADDRESS_MAX + 1]; /* dialed: the node's certificate must name it */
+  const uint8_t *node_key;         /* borrowed cluster key; NULL: no node authentication */
+  size_t node_key_len;
+  uint64_t node_id;
+  uint64_t auth_corr; /* the Authenticate in flight */
 };
+
+/* Makes every later connection authenticate as node node_id with the
+ * cluster key (Authenticate, mechanism CAIRN-NODE: "node=ID", then
+ * HMAC-SHA256(key, "cairn node auth v1" || the node's nonce || "node=ID"))
+ * before its first call, for nodes that require authentication. Borrows
+ * key until peer_close's callback. */
+void peer_set_node_auth(struct peer *p, uint64_t node_id, const uint8_t *key, size_t key_len);
 
 /* Makes every later connection speak TLS with ctx (a client context:
  * tls_client_ctx_new). Ownership: borrows ctx until peer_close's callback.

@@ -73,6 +73,7 @@ enum config_key_id {
   CONFIG_K_TLS_KEY,
   CONFIG_K_TLS_CA,
   CONFIG_K_TLS_CIPHERS,
+  CONFIG_K_AUTH,
   CONFIG_K_COUNT
 };
 
@@ -188,6 +189,11 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                               CONFIG_OFF(tls_ciphers), 0, 0,
                               "OpenSSL cipher list for TLS 1.2 (1.3 uses OpenSSL's suites)",
                               "OpenSSL's defaults"},
+    [CONFIG_K_AUTH] = {"auth", "security", "auth", "MODE", CONFIG_KIND_FILE, CONFIG_OFF(auth), 0,
+                       0,
+                       "none, or required: clients must authenticate (SCRAM or a client "
+                       "certificate) before anything but Hello",
+                       NULL},
 };
 
 static const char *const config_sections[] = {"node",   "network", "cluster",
@@ -556,6 +562,7 @@ static void config_defaults(struct config *cfg)
   cfg->heartbeat_ms = 250;
   cfg->election_ms = 2500;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
+  snprintf(cfg->auth, sizeof cfg->auth, "none");
 }
 
 /* ---- flags ---- */
@@ -961,6 +968,17 @@ static int config_check(struct config_parse *ps)
                 "the election timeout must be at least twice the heartbeat, or followers start "
                 "elections against a healthy leader: %s, %s",
                 a, b);
+    return ps->err;
+  }
+  if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "required") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--auth: '%s' is not none or required", cfg->auth);
+    return ps->err;
+  }
+  if (strcmp(cfg->auth, "required") == 0 && cfg->cluster_secret_file[0] == '\0' &&
+      (cfg->voters_len > 1 || cfg->join_set)) {
+    config_fail(ps, CAIRN_ECONFIG,
+                "--auth required in a cluster of several nodes needs --cluster-secret-file: "
+                "nodes authenticate to each other with it");
     return ps->err;
   }
   bool cert = cfg->tls_cert[0] != '\0', key = cfg->tls_key[0] != '\0';

@@ -104,6 +104,7 @@ struct config {
   char tls_key[CONFIG_PATH_MAX];     /* tls_key (--tls-key): with tls_cert */
   char tls_ca[CONFIG_PATH_MAX];      /* tls_ca (--tls-ca): verify client certificates; "" none */
   char tls_ciphers[CONFIG_PATH_MAX]; /* tls_ciphers (--tls-ciphers): "" OpenSSL's defaults */
+  char auth[CONFIG_PATH_MAX]; /* auth (--auth): "none" (default) or "required" */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),

@@ -23,6 +23,8 @@
 #include <string.h>
 
 #define AUTH_MECHANISM "SCRAM-SHA-256"
+#define AUTH_NODE_MECHANISM "CAIRN-NODE" /* nodes, with the cluster key */
+#define AUTH_NODE_LABEL "cairn node auth v1"
 #define AUTH_CONN_FAILURES 3
 #define AUTH_ADDR_FAILURES 20
 #define AUTH_ADDR_WINDOW_MS 60000
@@ -99,12 +101,90 @@ static void auth_state_free(void *p)
   }
 }
 
+static void auth_fail(struct node *n, struct conn_request *req, const char *user, const char *why,
+                      const char *out);
+
+/* Marks a node exchange in c->auth (a SCRAM state never has it). */
+#define AUTH_NODE_STATE 99
+
+bool handle_auth_exempt(struct node *n, const struct conn_request *req)
+{
+  switch (req->api) {
+  case CAIRN__CLIENT__API__API_HELLO:
+  case CAIRN__CLIENT__API__API_AUTHENTICATE:
+    return true;
+  case CAIRN__CLIENT__API__API_NODE_REGISTER:
+  case CAIRN__CLIENT__API__API_NODE_HEARTBEAT:
+    return n->cluster_key != NULL; /* they carry a cluster proof, checked */
+  case CAIRN__CLIENT__API__API_UPSERT_USER:
+    /* The first user of a cluster can only be made this way. */
+    return ctl_state(&n->ctl)->nusers == 0;
+  default:
+    return false;
+  }
+}
+
+/* A node's exchange: "node=ID", then HMAC(cluster key, label || nonce ||
+ * "node=ID") over the nonce this node sent. */
+struct auth_node {
+  struct scram_server pad; /* freed by auth_state_free like a SCRAM state */
+  char first[64];
+  char nonce[SCRAM_NONCE_TEXT];
+};
+
+static void auth_node_step(struct node *n, struct conn_request *req, const char *msg, size_t len)
+{
+  struct conn *c = req->c;
+  if (n->cluster_key == NULL) {
+    auth_fail(n, req, "?", "node authentication needs the cluster secret", NULL);
+    return;
+  }
+  if (c->auth == NULL) {
+    struct auth_node *a = calloc(1, sizeof *a);
+    uint8_t raw[SCRAM_NONCE_RAW];
+    if (a == NULL || len < 6 || len >= sizeof a->first || memcmp(msg, "node=", 5) != 0 ||
+        chs_random(raw, sizeof raw) != 0) {
+      free(a);
+      auth_fail(n, req, "?", "malformed node authentication", NULL);
+      return;
+    }
+    memcpy(a->first, msg, len);
+    a->pad.state = (enum scram_server_state)AUTH_NODE_STATE;
+    scram_nonce(raw, a->nonce);
+    c->auth = a;
+    c->auth_free = auth_state_free;
+    auth_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, "", a->nonce, false, NULL);
+    return;
+  }
+  struct auth_node *a = c->auth;
+  if ((int)a->pad.state != AUTH_NODE_STATE) {
+    auth_fail(n, req, "?", "mechanisms mixed in one exchange", NULL);
+    return;
+  }
+  char t[sizeof a->nonce + sizeof a->first];
+  int tn = snprintf(t, sizeof t, "%s%s", a->nonce, a->first);
+  uint8_t mac[CHS_MAC_LEN];
+  chs_mac(n->cluster_key, n->cluster_key_len, AUTH_NODE_LABEL, (const uint8_t *)t, (size_t)tn, mac);
+  if (len != CHS_MAC_LEN || !chs_mac_equal(mac, (const uint8_t *)msg)) {
+    auth_fail(n, req, a->first, "wrong cluster proof", NULL);
+    return;
+  }
+  snprintf(c->principal, sizeof c->principal, "Node:%s", a->first + 5);
+  auth_state_free(c->auth);
+  c->auth = NULL;
+  log_debug("auth", "conn %" PRIu64 " %s: authenticated as %s", c->id, c->peer, c->principal);
+  auth_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, "", NULL, true, c->principal);
+}
+
 /* A failed attempt: counted on the conn and its address, logged once per
  * conn; the conn closes at AUTH_CONN_FAILURES. */
 static void auth_fail(struct node *n, struct conn_request *req, const char *user, const char *why,
                       const char *out)
 {
   struct conn *c = req->c;
+  char who[SCRAM_USER_MAX + 8];
+  snprintf(who, sizeof who, "%s", user); /* user may point into c->auth */
+  user = who;
   auth_state_free(c->auth);
   c->auth = NULL;
   c->auth_failures++;
@@ -134,6 +214,11 @@ void handle_authenticate(struct node *n, struct conn_request *req)
     auth_respond(req, CAIRN__CLIENT__ERROR_CODE__RATE_LIMITED,
                  "too many failed authentications from this address: wait a minute", NULL, false,
                  NULL);
+    return;
+  }
+  if (r->mechanism != NULL && strcmp(r->mechanism, AUTH_NODE_MECHANISM) == 0 &&
+      r->message.len <= SCRAM_MSG_MAX && (c->principal[0] == '\0' || c->auth != NULL)) {
+    auth_node_step(n, req, (const char *)r->message.data, r->message.len);
     return;
   }
   if (r->mechanism == NULL || strcmp(r->mechanism, AUTH_MECHANISM) != 0) {
@@ -193,6 +278,10 @@ void handle_authenticate(struct node *n, struct conn_request *req)
   }
   /* client-final */
   struct scram_server *s = c->auth;
+  if ((int)s->state == AUTH_NODE_STATE) {
+    auth_fail(n, req, "?", "mechanisms mixed in one exchange", NULL);
+    return;
+  }
   char user[SCRAM_USER_MAX + 1];
   snprintf(user, sizeof user, "%s", s->user);
   int rv = scram_server_final(s, msg != NULL ? msg : "", len, out, sizeof out);

@@ -376,6 +376,13 @@ static void hn_on_register_answer(struct peer_call *call, int status,
                                   size_t len)
 {
   struct node *n = call->data;
+  if (status == CAIRN_EAUTH) {
+    /* The node there refused this node's CAIRN-NODE proof (peer.c). */
+    hn_registered(n, NULL, CAIRN__CLIENT__ERROR_CODE__CLUSTER_AUTH_FAILED,
+                  "the cluster refused this node's proof: its cluster secret differs "
+                  "(--cluster-secret-file)");
+    return;
+  }
   if (status != 0) {
     hn_registered(n, NULL, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, cairn_strerror(status));
     return;
@@ -548,6 +555,16 @@ static void hn_on_join_hello(struct peer_call *call, int status,
 {
   struct node *n = call->data;
   n->join_inflight = false;
+  if (status == CAIRN_EAUTH) {
+    /* The node there refused this node's CAIRN-NODE proof (peer.c). */
+    log_error("node",
+              "--join %s: the cluster refused this node's proof: its cluster secret "
+              "differs (--cluster-secret-file)",
+              n->cfg.join.str);
+    n->exit_code = 2;
+    node_stop(n, n->stop_cb);
+    return;
+  }
   if (status != 0 || resp->body_case != CAIRN__CLIENT__ENVELOPE__BODY_HELLO_RESP) {
     log_warn("node", "--join %s: %s", n->cfg.join.str,
              status != 0 ? cairn_strerror(status) : "unexpected answer");

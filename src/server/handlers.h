@@ -61,6 +61,10 @@ void handle_authenticate(struct node *n, struct conn_request *req);
 void handle_upsert_user(struct node *n, struct conn_request *req);
 void handle_delete_user(struct node *n, struct conn_request *req);
 void handle_list_users(struct node *n, struct conn_request *req);
+/* With --auth required: whether req may run on an unauthenticated conn
+ * (Hello, Authenticate; node requests when they carry a cluster proof;
+ * the first UpsertUser while the cluster has no user). */
+bool handle_auth_exempt(struct node *n, const struct conn_request *req);
 
 /* handle_produce.c */
 void handle_produce(struct node *n, struct conn_request *req);

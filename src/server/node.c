@@ -148,6 +148,11 @@ static int node_start_ports(struct node *n)
   if (n->cfg.cluster_listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
   }
+  n->auth_required = strcmp(n->cfg.auth, "required") == 0;
+  if (n->auth_required) {
+    log_info("node", "client port: authentication required (SCRAM-SHA-256 or client "
+                     "certificates)");
+  }
   if (rv == 0 && n->cfg.tls_cert[0] != '\0') {
     struct tls_config tc = {.cert_file = n->cfg.tls_cert,
                             .key_file = n->cfg.tls_key,
@@ -256,6 +261,11 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   rv = peer_init(&n->peer, loop, (uint32_t)n->cfg.max_frame_bytes);
   if (rv != 0) {
     return rv;
+  }
+  if (n->cluster_key != NULL) {
+    /* This node's own requests prove the cluster key (CAIRN-NODE), so
+     * nodes requiring authentication serve them. */
+    peer_set_node_auth(&n->peer, n->cfg.node_id, n->cluster_key, n->cluster_key_len);
   }
   if (n->tls != NULL) {
     /* Other nodes' client ports speak TLS too: this node dials them with
@@ -492,6 +502,12 @@ static void node_dispatch(struct conn_request *req, void *data)
   struct node *n = data;
   if (n->state != NODE_RUNNING) {
     conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "the node is stopping");
+    return;
+  }
+  if (n->auth_required && req->c->principal[0] == '\0' && !handle_auth_exempt(n, req)) {
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_REQUIRED,
+                       "authenticate first (SCRAM-SHA-256, or a client certificate under mutual "
+                       "TLS): only Hello and Authenticate are open");
     return;
   }
   dispatch_request(n, req);

@@ -69,6 +69,7 @@ struct node {
   struct transport tr;
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
+  bool auth_required;          /* --auth required */
   struct tls_ctx *peer_tls;     /* TLS of this node's own requests to other nodes, NULL: none */
   struct tls_ctx *tls;          /* the client port's TLS (src/net/tls.h), NULL: plain TCP */
   uint64_t auth_refused_id;     /* node whose unproven request was logged last */

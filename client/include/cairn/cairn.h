@@ -152,6 +152,11 @@ struct cairn_options {
                                 name the host or IP address dialed */
   const char *tls_cert_file; /* PEM client certificate for mutual TLS, or NULL */
   const char *tls_key_file;  /* its private key (with tls_cert_file) */
+  /* Authentication (nodes started with --auth required; docs/security.md):
+   * every connection logs in with SCRAM-SHA-256 after Hello. Copied; NULL:
+   * none. A refused login fails the connection with CAIRN_EAUTH. */
+  const char *user;
+  const char *password;
 };
 
 /* Fills o with the defaults listed above. Context: any thread. */
