@@ -174,6 +174,32 @@ int meta_cmd_upsert_user(const char *name, const struct scram_cred *cred, uint8_
   return meta_cmd_pack(&m, out, len);
 }
 
+int meta_cmd_acl(const struct meta_acl *a, bool add, uint8_t **out, size_t *len)
+{
+  if (!meta_acl_ok(a))
+    return CAIRN_EINVAL;
+  Cairn__Meta__AclEntry e = CAIRN__META__ACL_ENTRY__INIT;
+  e.principal = (char *)a->principal;
+  e.resource_type = a->resource_type;
+  e.resource = (char *)a->resource;
+  e.prefix = a->prefix;
+  e.operation = a->operation;
+  e.allow = a->allow;
+  Cairn__Meta__AddAcl ad = CAIRN__META__ADD_ACL__INIT;
+  Cairn__Meta__RemoveAcl rm = CAIRN__META__REMOVE_ACL__INIT;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  if (add) {
+    ad.entry = &e;
+    m.cmd_case = CAIRN__META__META_COMMAND__CMD_ADD_ACL;
+    m.add_acl = &ad;
+  } else {
+    rm.entry = &e;
+    m.cmd_case = CAIRN__META__META_COMMAND__CMD_REMOVE_ACL;
+    m.remove_acl = &rm;
+  }
+  return meta_cmd_pack(&m, out, len);
+}
+
 int meta_cmd_delete_user(const char *name, uint8_t **out, size_t *len)
 {
   if (name == NULL || !scram_user_ok(name))
@@ -254,6 +280,18 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
   case CAIRN__META__META_COMMAND__CMD_DELETE_USER:
     snprintf(buf, cap, "DeleteUser %.64s", m->delete_user->name);
     break;
+  case CAIRN__META__META_COMMAND__CMD_ADD_ACL:
+  case CAIRN__META__META_COMMAND__CMD_REMOVE_ACL: {
+    const Cairn__Meta__AclEntry *e = m->cmd_case == CAIRN__META__META_COMMAND__CMD_ADD_ACL
+                                         ? m->add_acl->entry
+                                         : m->remove_acl->entry;
+    snprintf(buf, cap, "%s %.128s %s type=%u resource=%.64s%s op=%u",
+             m->cmd_case == CAIRN__META__META_COMMAND__CMD_ADD_ACL ? "AddAcl" : "RemoveAcl",
+             e != NULL ? e->principal : "?", e != NULL && e->allow ? "allow" : "deny",
+             e != NULL ? e->resource_type : 0, e != NULL ? e->resource : "",
+             e != NULL && e->prefix ? "*" : "", e != NULL ? e->operation : 0);
+    break;
+  }
   default:
     snprintf(buf, cap, "unknown command (case %d)", (int)m->cmd_case);
     break;

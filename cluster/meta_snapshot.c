@@ -26,6 +26,8 @@ struct meta_snap_view {
   Cairn__Meta__ProducerEpoch **producer_ptrs;
   Cairn__Meta__UserRecord *users;
   Cairn__Meta__UserRecord **user_ptrs;
+  Cairn__Meta__AclEntry *acls;
+  Cairn__Meta__AclEntry **acl_ptrs;
 };
 
 static void meta_snap_view_free(struct meta_snap_view *v)
@@ -41,6 +43,8 @@ static void meta_snap_view_free(struct meta_snap_view *v)
   free(v->producer_ptrs);
   free(v->users);
   free(v->user_ptrs);
+  free(v->acls);
+  free(v->acl_ptrs);
 }
 
 int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len)
@@ -59,9 +63,12 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   v.producer_ptrs = calloc(st->nproducers + 1, sizeof *v.producer_ptrs);
   v.users = calloc(st->nusers + 1, sizeof *v.users);
   v.user_ptrs = calloc(st->nusers + 1, sizeof *v.user_ptrs);
+  v.acls = calloc(st->nacls + 1, sizeof *v.acls);
+  v.acl_ptrs = calloc(st->nacls + 1, sizeof *v.acl_ptrs);
   if (v.nodes == NULL || v.node_ptrs == NULL || v.topics == NULL || v.topic_ptrs == NULL ||
       v.configs == NULL || v.parts == NULL || v.part_ptrs == NULL || v.producers == NULL ||
-      v.producer_ptrs == NULL || v.users == NULL || v.user_ptrs == NULL) {
+      v.producer_ptrs == NULL || v.users == NULL || v.user_ptrs == NULL || v.acls == NULL ||
+      v.acl_ptrs == NULL) {
     meta_snap_view_free(&v);
     return CAIRN_ENOMEM;
   }
@@ -151,6 +158,20 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   }
   snap.users = v.user_ptrs;
   snap.n_users = st->nusers;
+  for (size_t i = 0; i < st->nacls; i++) {
+    const struct meta_acl *a = &st->acls[i];
+    Cairn__Meta__AclEntry *e = &v.acls[i];
+    cairn__meta__acl_entry__init(e);
+    e->principal = (char *)a->principal;
+    e->resource_type = a->resource_type;
+    e->resource = (char *)a->resource;
+    e->prefix = a->prefix;
+    e->operation = a->operation;
+    e->allow = a->allow;
+    v.acl_ptrs[i] = e;
+  }
+  snap.acls = v.acl_ptrs;
+  snap.n_acls = st->nacls;
 
   size_t plen = cairn__meta__meta_snapshot__get_packed_size(&snap);
   uint8_t *out = malloc(META_SNAPSHOT_HEADER_BYTES + plen);
@@ -207,8 +228,23 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
   if (snap->n_producer_epochs > META_MAX_PRODUCER_EPOCHS || snap->n_users > META_MAX_USERS)
     return CAIRN_ECORRUPT;
   st->users = calloc(snap->n_users + 1, sizeof *st->users);
-  if (st->users == NULL)
-    return CAIRN_ENOMEM;
+  st->acls = calloc(snap->n_acls + 1, sizeof *st->acls);
+  if (st->users == NULL || st->acls == NULL || snap->n_acls > META_MAX_ACLS)
+    return st->users == NULL || st->acls == NULL ? CAIRN_ENOMEM : CAIRN_ECORRUPT;
+  for (size_t i = 0; i < snap->n_acls; i++) {
+    const Cairn__Meta__AclEntry *e = snap->acls[i];
+    struct meta_acl *a = &st->acls[i];
+    if (e->principal == NULL || e->resource == NULL || strlen(e->principal) > META_PRINCIPAL_MAX ||
+        strlen(e->resource) > META_RESOURCE_MAX)
+      return CAIRN_ECORRUPT;
+    snprintf(a->principal, sizeof a->principal, "%s", e->principal);
+    snprintf(a->resource, sizeof a->resource, "%s", e->resource);
+    a->resource_type = e->resource_type;
+    a->prefix = e->prefix;
+    a->operation = e->operation;
+    a->allow = e->allow;
+    st->nacls++;
+  }
   for (size_t i = 0; i < snap->n_users; i++) {
     const Cairn__Meta__UserRecord *r = snap->users[i];
     if (!meta_user_cred_ok(r->name, r->salt.len, r->iterations, r->stored_key.len,

@@ -28,6 +28,7 @@ void meta_state_close(struct meta_state *st)
   if (st->users != NULL)
     OPENSSL_cleanse(st->users, st->nusers * sizeof *st->users);
   free(st->users);
+  free(st->acls);
   memset(st, 0, sizeof *st);
 }
 
@@ -316,6 +317,12 @@ int meta_state_check(const struct meta_state *st, char *why, size_t cap)
   if (total != st->total_partitions || total > META_MAX_TOTAL_PARTITIONS)
     return meta_check_fail(why, cap, "%zu partitions, total_partitions says %zu", total,
                            st->total_partitions);
+  if (st->nacls > META_MAX_ACLS)
+    return meta_check_fail(why, cap, "%zu acl entries: over the limit", st->nacls);
+  for (size_t i = 0; i < st->nacls; i++) {
+    if (!meta_acl_ok(&st->acls[i]) || (i > 0 && meta_acl_cmp(&st->acls[i - 1], &st->acls[i]) >= 0))
+      return meta_check_fail(why, cap, "acl entry %zu: bad, or not ascending", i);
+  }
   if (st->nusers > META_MAX_USERS)
     return meta_check_fail(why, cap, "%zu users: over the limit", st->nusers);
   for (size_t i = 0; i < st->nusers; i++) {
@@ -826,6 +833,115 @@ static int apply_delete_user(struct meta_state *st, const Cairn__Meta__DeleteUse
   return 0;
 }
 
+/* ---- access control entries ---- */
+
+bool meta_acl_ok(const struct meta_acl *a)
+{
+  size_t pn = strnlen(a->principal, sizeof a->principal);
+  size_t rn = strnlen(a->resource, sizeof a->resource);
+  if (pn == 0 || pn > META_PRINCIPAL_MAX || rn > META_RESOURCE_MAX ||
+      a->operation < META_ACL_READ || a->operation > META_ACL_ALTER ||
+      a->resource_type < META_ACL_TOPIC || a->resource_type > META_ACL_CLUSTER)
+    return false;
+  if (a->resource_type == META_ACL_CLUSTER)
+    return rn == 0 && !a->prefix;
+  return rn > 0 || a->prefix; /* "" with prefix: every topic (or group) */
+}
+
+int meta_acl_cmp(const struct meta_acl *a, const struct meta_acl *b)
+{
+  int c = strcmp(a->principal, b->principal);
+  if (c == 0)
+    c = (a->resource_type > b->resource_type) - (a->resource_type < b->resource_type);
+  if (c == 0)
+    c = strcmp(a->resource, b->resource);
+  if (c == 0)
+    c = (int)a->prefix - (int)b->prefix;
+  if (c == 0)
+    c = (a->operation > b->operation) - (a->operation < b->operation);
+  if (c == 0)
+    c = (int)a->allow - (int)b->allow;
+  return c;
+}
+
+static size_t meta_acl_lower_bound(const struct meta_state *st, const struct meta_acl *a)
+{
+  size_t lo = 0, hi = st->nacls;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (meta_acl_cmp(&st->acls[mid], a) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_t type,
+                     const char *name, uint32_t op)
+{
+  bool allowed = false;
+  for (size_t i = 0; i < st->nacls; i++) {
+    const struct meta_acl *a = &st->acls[i];
+    if (a->resource_type != type || a->operation != op ||
+        (strcmp(a->principal, "*") != 0 && strcmp(a->principal, principal) != 0))
+      continue;
+    bool match = a->prefix ? strncmp(name, a->resource, strlen(a->resource)) == 0
+                           : strcmp(name, a->resource) == 0;
+    if (!match)
+      continue;
+    if (!a->allow)
+      return false; /* a deny wins */
+    allowed = true;
+  }
+  return allowed;
+}
+
+/* Copies a wire entry into a; false when a field does not fit. */
+static bool meta_acl_from(const Cairn__Meta__AclEntry *e, struct meta_acl *a)
+{
+  memset(a, 0, sizeof *a);
+  if (e == NULL || e->principal == NULL || e->resource == NULL ||
+      strlen(e->principal) > META_PRINCIPAL_MAX || strlen(e->resource) > META_RESOURCE_MAX)
+    return false;
+  snprintf(a->principal, sizeof a->principal, "%s", e->principal);
+  snprintf(a->resource, sizeof a->resource, "%s", e->resource);
+  a->resource_type = e->resource_type;
+  a->prefix = e->prefix;
+  a->operation = e->operation;
+  a->allow = e->allow;
+  return meta_acl_ok(a);
+}
+
+static int apply_acl(struct meta_state *st, const Cairn__Meta__AclEntry *e, bool add,
+                     struct meta_result *res)
+{
+  struct meta_acl a;
+  if (!meta_acl_from(e, &a))
+    return meta_fail(res, CAIRN_EINVAL, "acl: a bad principal, resource or operation");
+  size_t i = meta_acl_lower_bound(st, &a);
+  bool known = i < st->nacls && meta_acl_cmp(&st->acls[i], &a) == 0;
+  if (!add) {
+    if (!known)
+      return meta_fail(res, CAIRN_EUNKNOWN_ACL, "remove acl: no such entry for %s", a.principal);
+    memmove(&st->acls[i], &st->acls[i + 1], (st->nacls - i - 1) * sizeof *st->acls);
+    st->nacls--;
+    return 0;
+  }
+  if (known)
+    return 0; /* already there */
+  if (st->nacls >= META_MAX_ACLS)
+    return meta_fail(res, CAIRN_EINVAL, "add acl: %u entries already", META_MAX_ACLS);
+  struct meta_acl *na = realloc(st->acls, (st->nacls + 1) * sizeof *st->acls);
+  if (na == NULL)
+    return meta_fail(res, CAIRN_ENOMEM, "add acl: out of memory");
+  st->acls = na;
+  memmove(&st->acls[i + 1], &st->acls[i], (st->nacls - i) * sizeof *st->acls);
+  st->acls[i] = a;
+  st->nacls++;
+  return 0;
+}
+
 int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t raft_index,
                struct meta_result *res)
 {
@@ -876,6 +992,12 @@ int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t r
     break;
   case CAIRN__META__META_COMMAND__CMD_DELETE_USER:
     rc = apply_delete_user(st, m->delete_user, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ADD_ACL:
+    rc = apply_acl(st, m->add_acl->entry, true, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_REMOVE_ACL:
+    rc = apply_acl(st, m->remove_acl->entry, false, res);
     break;
   default:
     /* Empty, or a command of a newer version this node does not know. */

@@ -70,6 +70,9 @@
 #define META_CMD_MAX_BYTES (1u << 20)
 #define META_MAX_PRODUCER_EPOCHS 100000u /* ids with a bumped epoch kept */
 #define META_MAX_USERS 10000u            /* users of the client port */
+#define META_MAX_ACLS 10000u             /* access control entries */
+#define META_PRINCIPAL_MAX 128           /* "User:" + a user name, "Node:" + an id, "*" */
+#define META_RESOURCE_MAX 255            /* a topic or group name or prefix */
 #define META_MAX_PRODUCER_EPOCH 32767u   /* the batch header's epoch is an i16 */
 #define META_MAX_PRODUCER_ID ((uint64_t)INT64_MAX) /* the batch header's id is an i64 */
 #define META_SNAPSHOT_MAX_BYTES (256u << 20)
@@ -130,6 +133,25 @@ struct meta_user {
   struct scram_cred cred;
 };
 
+/* An access control entry (docs/security.md). */
+enum meta_acl_resource { META_ACL_TOPIC = 1, META_ACL_GROUP = 2, META_ACL_CLUSTER = 3 };
+enum meta_acl_op {
+  META_ACL_READ = 1,
+  META_ACL_WRITE = 2,
+  META_ACL_CREATE = 3,
+  META_ACL_DELETE = 4,
+  META_ACL_DESCRIBE = 5,
+  META_ACL_ALTER = 6
+};
+struct meta_acl {
+  char principal[META_PRINCIPAL_MAX + 1]; /* "User:NAME", "Node:ID" or "*" */
+  uint32_t resource_type;                 /* enum meta_acl_resource */
+  char resource[META_RESOURCE_MAX + 1];   /* "" for the cluster */
+  bool prefix;                            /* resource is a name prefix */
+  uint32_t operation;                     /* enum meta_acl_op */
+  bool allow;                             /* false: deny */
+};
+
 /* An idempotent producer id whose epoch was bumped. */
 struct meta_producer {
   uint64_t id;
@@ -165,6 +187,8 @@ struct meta_state {
   size_t nproducers;
   struct meta_user *users; /* owned, ascending name */
   size_t nusers;
+  struct meta_acl *acls; /* owned, ascending (meta_acl_cmp), no duplicates */
+  size_t nacls;
 };
 
 /* The outcome of one command: code is 0 or the negative cairn code that
@@ -261,6 +285,26 @@ __attribute__((warn_unused_result)) int meta_cmd_delete_user(const char *name, u
  * the snapshot decoder and the command encoder). */
 bool meta_user_cred_ok(const char *name, size_t salt_len, uint32_t iterations, size_t stored_len,
                        size_t server_len);
+
+/* Adds an ACL entry (an existing identical one: no change) or removes one
+ * (CAIRN_EUNKNOWN_ACL at apply when there is none). CAIRN_EINVAL for a bad
+ * entry. Borrows a. */
+__attribute__((warn_unused_result)) int meta_cmd_acl(const struct meta_acl *a, bool add,
+                                                     uint8_t **out, size_t *len);
+
+/* True when an entry's fields are acceptable. */
+bool meta_acl_ok(const struct meta_acl *a);
+
+/* The total order of ACL entries (snapshots list them in it). */
+int meta_acl_cmp(const struct meta_acl *a, const struct meta_acl *b);
+
+/* Whether principal may do op on the resource (type, name): false when any
+ * matching entry denies (a deny wins), true when one allows, false when
+ * none matches. An entry matches when its principal is principal or "*",
+ * its type is type, and its resource is name (or, with prefix, starts
+ * name; the cluster's resource is ""). */
+bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_t type,
+                     const char *name, uint32_t op);
 
 /* The user called name, or NULL. Returns borrowed (valid as meta_node_find's). */
 const struct meta_user *meta_user_find(const struct meta_state *st, const char *name);

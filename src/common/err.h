@@ -76,7 +76,8 @@
   X(CAIRN_EBADSECRET,          -10181, "unusable cluster secret file") \
   X(CAIRN_ETLS,                -10182, "TLS failed (handshake, certificate or record)") \
   X(CAIRN_EAUTH,               -10183, "authentication failed") \
-  X(CAIRN_EUNKNOWN_USER,       -10184, "unknown user")
+  X(CAIRN_EUNKNOWN_USER,       -10184, "unknown user") \
+  X(CAIRN_EUNKNOWN_ACL,        -10185, "no such access control entry")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,
