@@ -109,6 +109,29 @@ static void node_part_applied(struct rgroup *rg)
   node_wake_fetches(p->owner->data, p);
 }
 
+/* Says at start who can reach the client port: only this host (the
+ * default), or the network, loudly when without TLS or authentication. */
+static void node_say_exposure(struct node *n)
+{
+  const char *h = n->cfg.listen.host;
+  bool loopback =
+      strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0 || strcmp(h, "localhost") == 0;
+  bool tls = n->cfg.tls_cert[0] != '\0';
+  if (loopback) {
+    log_info("node", "client port %s: this host only%s", n->cfg.listen.str,
+             tls || n->auth_required ? "" : " (no TLS, no authentication: docs/security.md)");
+    return;
+  }
+  if (!tls || !n->auth_required) {
+    log_warn("node",
+             "WARNING: client port %s is open to the network %s%s%s: anyone who reaches it can "
+             "%s (docs/security.md: --tls-cert, --auth required)",
+             n->cfg.listen.str, !tls ? "without TLS" : "", !tls && !n->auth_required ? " and " : "",
+             !n->auth_required ? "without authentication" : "",
+             !n->auth_required ? "read, write, create and delete topics" : "read the traffic");
+  }
+}
+
 /* Reads --cluster-secret-file, if set, into n->cluster_key. */
 static int node_load_cluster_key(struct node *n)
 {
@@ -149,6 +172,7 @@ static int node_start_ports(struct node *n)
     rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
   }
   n->auth_required = strcmp(n->cfg.auth, "required") == 0;
+  node_say_exposure(n);
   if (n->auth_required) {
     log_info("node", "client port: authentication required (SCRAM-SHA-256 or client "
                      "certificates)");

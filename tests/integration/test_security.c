@@ -453,6 +453,21 @@ static void test_security_scram_login_wrong_password_replay_and_limits(void **st
   assert_int_equal(cd_wait_alive(&c, 0, &one, 1, WAIT_MS), 0);
   assert_true(tu_file_contains(c.nodes[0].log, "authentication of 'alice' failed"));
   assert_false(tu_file_contains(c.nodes[0].log, "correct horse"));
+  /* the default run says it serves this host only */
+  assert_true(tu_file_contains(c.nodes[0].log, "this host only"));
+  cd_destroy(&c);
+
+  /* a node open to the network without TLS or authentication says so loudly */
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  snprintf(c.nodes[0].extra, sizeof c.nodes[0].extra, "--listen 0.0.0.0:%d --advertise 127.0.0.1",
+           c.nodes[0].client_port);
+  assert_int_equal(cd_start(&c, 0), 0);
+  long long end = tu_now_ms() + WAIT_MS;
+  while (!tu_file_contains(c.nodes[0].log, "WARNING: client port 0.0.0.0")) {
+    assert_true(tu_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  assert_true(tu_file_contains(c.nodes[0].log, "without TLS and without authentication"));
   cd_destroy(&c);
 }
 
