@@ -589,10 +589,14 @@ static void test_conn_garbage_bytes_get_malformed_request_then_close(void **stat
     assert_int_equal(wc_send_raw(&w, junk, sizeof junk), 0);
     Cairn__Client__Envelope *env;
     int rv;
+    bool served = false; /* protobuf is lenient: random bytes may be a request */
     while ((rv = wc_recv(&w, RECV_MS, &env, NULL, NULL)) == 0) {
+      served = served || env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP;
       cairn__client__envelope__free_unpacked(env, NULL);
     }
-    assert_true(rv == CAIRN_ECLOSED || rv == -ECONNRESET);
+    /* A refused frame is answered and closed; one that parsed was served
+     * and the connection rightly stays open for more. */
+    assert_true(rv == CAIRN_ECLOSED || rv == -ECONNRESET || (served && rv == -ETIMEDOUT));
     wc_close(&w);
   }
   srv_stop(s);
