@@ -1,0 +1,103 @@
+# cli_test.sh - the scaffolding the cairn CLI's shell tests share: the
+# binaries, a temporary directory, a local cluster stopped by PID whatever
+# happens (trap), and assertions on exit codes, output and JSON.
+#
+# Source it after `set -euo pipefail` with CLI_TEST_TAG set (names the
+# temporary directory) and the test's arguments: CAIRN CAIRND.
+cli="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+cairnd="$2"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cluster_sh="$repo/deploy/cluster.sh"
+. "$repo/tests/lib/ports.sh"
+export CAIRN_LOG_LEVEL="${CAIRN_LOG_LEVEL:-warn}"
+unset CAIRN_BOOTSTRAP
+dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-${CLI_TEST_TAG}-XXXXXX")
+cdir="$dir/cluster"
+pids=()
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -f "$cdir/cluster.conf" ]; then
+    bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1
+  fi
+  # Whatever stop could not do: the PIDs recorded at start, if they are
+  # still our cairnd processes.
+  for p in "${pids[@]}"; do
+    if { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -q -- "--data-dir $cdir/node"; then
+      kill -KILL "$p" 2>/dev/null
+    fi
+  done
+  if [ "$rc" -ne 0 ]; then
+    for f in "$cdir"/node*.log; do
+      [ -f "$f" ] && { echo "--- tail of $f"; tail -20 "$f"; }
+    done
+  fi
+  if [ -n "${CAIRN_KEEP_TEST_DIR:-}" ] || [ "$rc" -ne 0 ]; then
+    echo "kept $dir"
+  else
+    rm -rf "$dir"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+step() { echo "== $*"; }
+
+# expect CODE CMD...: runs CMD with stdout/stderr in $dir/out, $dir/err and
+# checks its exit status.
+expect() {
+  local want=$1 got=0
+  shift
+  "$@" >"$dir/out" 2>"$dir/err" || got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "stdout:" >&2; head -20 "$dir/out" >&2
+    echo "stderr:" >&2; head -20 "$dir/err" >&2
+    fail "exit $got, not $want: $*"
+  fi
+}
+# eventually CODE CMD...: as expect, retried for up to 5 s (for answers
+# from a node whose metadata may lag the controller's by a moment).
+eventually() {
+  local want=$1 got
+  for _ in $(seq 1 50); do
+    got=0
+    "${@:2}" >"$dir/out" 2>"$dir/err" || got=$?
+    [ "$got" -ne "$want" ] || return 0
+    sleep 0.1
+  done
+  expect "$@"
+}
+# topics_are NAMES: waits until every node lists exactly the topics NAMES
+# (comma-separated, sorted; "" for none). The node asked is the library's
+# choice, and a node's metadata may lag the controller's by a moment: 6
+# answers in a row must agree.
+topics_are() {
+  local ok=0
+  for _ in $(seq 1 100); do
+    "$cli" topic list --json >"$dir/out"
+    if python3 -c 'import json,sys; sys.exit(0 if ",".join(sorted(t["name"] for t in json.load(open(sys.argv[1]))["topics"])) == sys.argv[2] else 1)' "$dir/out" "$1"; then
+      ok=$((ok + 1))
+      [ "$ok" -lt 6 ] || return 0
+    else
+      ok=0
+      sleep 0.1
+    fi
+  done
+  fail "topic list is not '$1' after 10 s: $(cat "$dir/out")"
+}
+err_has() { grep -q -- "$1" "$dir/err" || fail "stderr lacks '$1': $(cat "$dir/err")"; }
+out_has() { grep -q -- "$1" "$dir/out" || fail "stdout lacks '$1': $(cat "$dir/out")"; }
+json_ok() { python3 -m json.tool "$1" >/dev/null || fail "not valid JSON: $(head -c 400 "$1")"; }
+# pyj FILE EXPR: evaluates a Python expression over the JSON document j.
+pyj() {
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" ||
+    fail "JSON check '$2' is false for $(head -c 600 "$1")"
+}
+
+command -v python3 >/dev/null || fail "python3 is needed (deploy/setup.sh installs it)"
