@@ -12,26 +12,49 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #define CD_CALL_RETRY_MS 100
 
-/* A free port that no node up to i (whose unset ports are 0) was given:
- * tu_free_port may hand out the same port twice, since it is free again
- * once its probe socket closes, and every node binds all three of its
- * ports (client, cluster, admin). */
+/* Can a TCP socket bind 127.0.0.1:port right now? */
+static bool cd_port_bindable(int port)
+{
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return false;
+  }
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+/* A free port that no node up to i (whose unset ports are 0) was given.
+ * Drawn from 20000-32767, below Linux's ephemeral range (32768-60999):
+ * nodes are restarted on their ports, and a port from the ephemeral range
+ * can be taken meanwhile by any outgoing connection on the machine (a
+ * restart then failed with "address already in use"). */
 static int cd_pick_port(const struct cd_cluster *c, int i)
 {
-  for (;;) {
-    int port = tu_free_port();
+  static uint64_t rng;
+  if (rng == 0) {
+    rng = (uint64_t)tu_now_ms() * 2654435761u ^ (uint64_t)getpid();
+  }
+  for (int tries = 0; tries < 10000; tries++) {
+    int port = 20000 + (int)(tu_rand(&rng) % 12768);
     bool taken = false;
     for (int j = 0; j <= i && !taken; j++) {
       const struct cd_node *o = &c->nodes[j];
       taken = port == o->client_port || port == o->cluster_port || port == o->admin_port;
     }
-    if (!taken || port < 0) {
+    if (!taken && cd_port_bindable(port)) {
       return port;
     }
   }
+  return tu_free_port();
 }
 
 static void cd_node_setup(struct cd_cluster *c, int i, bool voter)
