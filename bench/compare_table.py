@@ -19,6 +19,8 @@ import os
 import sys
 
 SYSTEMS = ["cairn3", "nats3", "cairn1", "nats1", "redis_aof", "redis_mem"]
+# Read like the Cairn systems, shown in their own table (the cost of TLS).
+EXTRA_SYSTEMS = ["cairn1tls"]
 TITLES = {
     "cairn3": "Cairn 3 nodes rf 3",
     "nats3": "NATS JS R3",
@@ -73,7 +75,7 @@ def collect(d):
     """Returns {(system, metric): value}; metrics: msgs_100, mb_1k,
     lat_p50, lat_p99, lat_p999, read_msgs_100, read_mb_1k, and limits."""
     v = {}
-    for s in SYSTEMS:
+    for s in SYSTEMS + EXTRA_SYSTEMS:
         if s.startswith("redis"):
             rps = load_redis_rps(os.path.join(d, s + ".produce100.csv"))
             if rps is not None:
@@ -203,6 +205,7 @@ def table(v):
     if extra:
         out.append("")
         out.extend("- " + e for e in extra)
+    out.extend(tls_table(v))
     lim = [(k, v[("limits", k)]) for (s, k) in sorted(v) if s == "limits"]
     if lim:
         out.append("")
@@ -210,6 +213,20 @@ def table(v):
     out.append("")
     out.extend(targets(v))
     return "\n".join(out)
+
+
+def tls_table(v):
+    """Cairn 1 node with TLS on the client port beside plain TCP."""
+    rows = []
+    for key, title, _ in ROWS:
+        a, b = v.get(("cairn1tls", key)), v.get(("cairn1", key))
+        if a is None or b is None:
+            continue
+        rows.append(f"| {title} | {fmt(b)} | {fmt(a)} | {a / b:.2f}× |")
+    if not rows:
+        return []
+    return ["", "| workload (Cairn 1 node) | plain TCP | TLS | TLS ÷ plain |",
+            "|---|---:|---:|---:|"] + rows
 
 
 def targets(v):
@@ -281,6 +298,8 @@ def self_test(fixtures):
     assert "| idle CPU per node, 1000 partitions rf 3: < 5 % | 8.0 % | **no** |" in t, t
     assert "| failover: writing again within 2 s (default timings) | 8,378 ms | **no** |" in t, t
     assert "| produce over many partitions ≥ 0.5× over 10 | 1.16× | yes |" in t, t
+    # TLS beside plain TCP, Cairn 1 node.
+    assert "| read-back 1 KiB, MB/s | 1,000 | 400 | 0.40× |" in t, t
     print(t)
     print("compare_table self-test: ok")
 

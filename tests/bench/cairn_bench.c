@@ -65,6 +65,12 @@ struct bench_opts {
   bool idempotence;
   uint32_t backoff_max_ms; /* 0: the library's default */
   bool round_robin;        /* message i to partition i % P, not the sticky partitioner */
+  bool tls;                /* connections speak TLS (implied by tls_ca) */
+  const char *tls_ca;      /* CA file the nodes' certificates chain to, or NULL */
+  const char *tls_cert;    /* client certificate for mutual TLS, or NULL */
+  const char *tls_key;
+  const char *user;        /* SCRAM-SHA-256 login, or NULL */
+  const char *password;
 };
 
 /* Totals shared by the threads, read by the progress line. */
@@ -540,6 +546,17 @@ static void bench_on_ready(struct cairn_client *c, int status, const char *errms
   }
 }
 
+/* The connection settings every client of the run shares: TLS and login. */
+static void bench_client_options(const struct bench_opts *o, struct cairn_options *co)
+{
+  co->tls = o->tls ? 1 : 0;
+  co->tls_ca_file = o->tls_ca;
+  co->tls_cert_file = o->tls_cert;
+  co->tls_key_file = o->tls_key;
+  co->user = o->user;
+  co->password = o->password;
+}
+
 static void *bench_worker_main(void *arg)
 {
   struct bench_worker *w = arg;
@@ -547,6 +564,7 @@ static void *bench_worker_main(void *arg)
   hist_init(&w->lat);
   struct cairn_options co;
   cairn_options_init(&co);
+  bench_client_options(w->o, &co);
   co.client_id = w->producer ? "cairn-bench-producer" : "cairn-bench-consumer";
   if (w->o->backoff_max_ms > 0) {
     co.retry_backoff_max_ms = w->o->backoff_max_ms;
@@ -578,6 +596,7 @@ static int bench_prepare_topic(const struct bench_opts *o)
 {
   struct cairn_options co;
   cairn_options_init(&co);
+  bench_client_options(o, &co);
   co.client_id = "cairn-bench-admin";
   co.request_timeout_ms = 20000;
   struct cairn_sync *s;
@@ -661,6 +680,12 @@ static void bench_usage(FILE *f)
           "  --duration S        seconds of producing (when no --count). 10\n"
           "  --from earliest|latest  where consumers start. latest with producers,\n"
           "                      earliest without (read-back)\n"
+          "  --tls               connections speak TLS (the system's CAs)\n"
+          "  --tls-ca FILE       CA the nodes' certificates chain to (implies --tls)\n"
+          "  --tls-cert FILE     client certificate for mutual TLS (with --tls-key)\n"
+          "  --tls-key FILE      its private key\n"
+          "  --user NAME         log in with SCRAM-SHA-256 (password from\n"
+          "                      CAIRN_PASSWORD)\n"
           "  --json              the summary as one JSON object\n"
           "  --quiet             no progress lines\n");
 }
@@ -694,7 +719,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
                            .duration = 10, .idempotence = true};
   int from = -1; /* -1: by mode */
   enum { O_BOOT = 1, O_TOPIC, O_PARTS, O_RF, O_PROD, O_CONS, O_SIZE, O_BATCH, O_LINGER, O_MIF,
-         O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_RR, O_HELP };
+         O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_RR, O_HELP,
+         O_TLS, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_USER };
   static const struct option lo[] = {
     {"bootstrap", 1, 0, O_BOOT},   {"topic", 1, 0, O_TOPIC},         {"partitions", 1, 0, O_PARTS},
     {"rf", 1, 0, O_RF},            {"producers", 1, 0, O_PROD},      {"consumers", 1, 0, O_CONS},
@@ -703,7 +729,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     {"rate", 1, 0, O_RATE},        {"count", 1, 0, O_COUNT},         {"duration", 1, 0, O_DUR},
     {"from", 1, 0, O_FROM},        {"json", 0, 0, O_JSON},           {"quiet", 0, 0, O_QUIET},
     {"no-idempotence", 0, 0, O_NOIDEM}, {"retry-backoff-max-ms", 1, 0, O_BACKOFF},
-    {"round-robin", 0, 0, O_RR},   {"help", 0, 0, O_HELP},           {0, 0, 0, 0}};
+    {"round-robin", 0, 0, O_RR},   {"help", 0, 0, O_HELP},           {"tls", 0, 0, O_TLS},
+    {"tls-ca", 1, 0, O_TLS_CA},    {"tls-cert", 1, 0, O_TLS_CERT},   {"tls-key", 1, 0, O_TLS_KEY},
+    {"user", 1, 0, O_USER},        {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (c) {
@@ -737,12 +765,25 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     case O_NOIDEM: o->idempotence = false; break;
     case O_RR: o->round_robin = true; break;
     case O_BACKOFF: o->backoff_max_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+    case O_TLS: o->tls = true; break;
+    case O_TLS_CA: o->tls = true; o->tls_ca = optarg; break;
+    case O_TLS_CERT: o->tls_cert = optarg; break;
+    case O_TLS_KEY: o->tls_key = optarg; break;
+    case O_USER: o->user = optarg; o->password = getenv("CAIRN_PASSWORD"); break;
     case O_HELP: bench_usage(stdout); exit(0);
     default: return -1;
     }
   }
   if (o->bootstrap == NULL || o->topic == NULL) {
     fprintf(stderr, "cairn-bench: --bootstrap and --topic are required\n");
+    return -1;
+  }
+  if ((o->tls_cert == NULL) != (o->tls_key == NULL)) {
+    fprintf(stderr, "cairn-bench: --tls-cert and --tls-key go together\n");
+    return -1;
+  }
+  if (o->user != NULL && o->password == NULL) {
+    fprintf(stderr, "cairn-bench: --user needs the password in CAIRN_PASSWORD\n");
     return -1;
   }
   if (strcmp(o->acks, "all") != 0) {
