@@ -297,24 +297,11 @@ enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *to
                                 int64_t *offset, int *hint)
 {
   *hint = -1;
-  uint32_t blen = (uint32_t)len;
-  Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
-  pp.topic = (char *)topic;
-  pp.partition = partition;
-  pp.n_batch_lengths = 1;
-  pp.batch_lengths = &blen;
-  Cairn__Client__ProducePartition *ppp = &pp;
-  Cairn__Client__ProduceRequest r = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-  r.timeout_ms = 5000;
-  r.n_partitions = 1;
-  r.partitions = &ppp;
-  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
-  req.api = CAIRN__CLIENT__API__API_PRODUCE;
-  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-  req.produce_req = &r;
+  struct wc_produce p;
+  wc_produce_init(&p, topic, partition, len, 5000);
   Cairn__Client__Envelope *resp = NULL;
   bool sent;
-  int rv = fc_call(ns->addr[i], &req, batch, len, 8000, &resp, NULL, NULL, &sent);
+  int rv = fc_call(ns->addr[i], &p.env, batch, len, 8000, &resp, NULL, NULL, &sent);
   if (rv != 0) {
     *code = rv;
     return sent ? FC_INDETERMINATE : FC_FAIL;

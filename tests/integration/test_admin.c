@@ -16,6 +16,7 @@
 #include "cairnd.h"
 #include "proc.h"
 #include "testutil.h"
+#include "wire_client.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -651,22 +652,10 @@ static void test_admin_slow_produce_logs_its_phases(void **state)
   size_t len = 0;
   uint8_t *b = tu_make_batch(99, 3, 40, 5000, &len);
   /* Straight to the leader: asking a stopped node for it would wait. */
-  uint32_t blen = (uint32_t)len;
-  Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
-  pp.topic = (char *)"slow";
-  pp.n_batch_lengths = 1;
-  pp.batch_lengths = &blen;
-  Cairn__Client__ProducePartition *ppp = &pp;
-  Cairn__Client__ProduceRequest pr = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-  pr.timeout_ms = 10000;
-  pr.n_partitions = 1;
-  pr.partitions = &ppp;
-  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-  env.api = CAIRN__CLIENT__API__API_PRODUCE;
-  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-  env.produce_req = &pr;
+  struct wc_produce req;
+  wc_produce_init(&req, "slow", 0, len, 10000);
   Cairn__Client__Envelope *resp = NULL;
-  int rv = cd_call(&c, leader, &env, b, len, WAIT_MS, &resp, NULL, NULL);
+  int rv = cd_call(&c, leader, &req.env, b, len, WAIT_MS, &resp, NULL, NULL);
   free(b);
   pthread_join(th, NULL);
   assert_int_equal(rv, 0);

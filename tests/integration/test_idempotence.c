@@ -147,22 +147,10 @@ static int produce_until_answered(struct cd_cluster *c, const uint8_t *batch, si
     if (i < 0) {
       continue;
     }
-    uint32_t blen = (uint32_t)len;
-    Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
-    pp.topic = TOPIC;
-    pp.batch_lengths = &blen;
-    pp.n_batch_lengths = 1;
-    Cairn__Client__ProducePartition *ppp = &pp;
-    Cairn__Client__ProduceRequest r = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-    r.timeout_ms = 5000;
-    r.partitions = &ppp;
-    r.n_partitions = 1;
-    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-    env.api = CAIRN__CLIENT__API__API_PRODUCE;
-    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-    env.produce_req = &r;
+    struct wc_produce p;
+    wc_produce_init(&p, TOPIC, 0, len, 5000);
     Cairn__Client__Envelope *resp = NULL;
-    if (cd_call(c, i, &env, batch, len, 7000, &resp, NULL, NULL) != 0) {
+    if (cd_call(c, i, &p.env, batch, len, 7000, &resp, NULL, NULL) != 0) {
       continue;
     }
     code = -1;
@@ -233,24 +221,11 @@ static int count_tag(const uint8_t *log, size_t log_len, uint64_t tag, int64_t *
 /* Sends one produce of batch on w without waiting, correlation id tag. */
 static int send_produce(struct wc *w, uint64_t tag, const uint8_t *batch, size_t len)
 {
-  uint32_t blen = (uint32_t)len;
-  Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
-  pp.topic = TOPIC;
-  pp.partition = 0;
-  pp.batch_lengths = &blen;
-  pp.n_batch_lengths = 1;
-  Cairn__Client__ProducePartition *ppp = &pp;
-  Cairn__Client__ProduceRequest r = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-  r.timeout_ms = 5000;
-  r.partitions = &ppp;
-  r.n_partitions = 1;
-  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-  env.api = CAIRN__CLIENT__API__API_PRODUCE;
-  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-  env.produce_req = &r;
-  env.correlation_id = tag;
+  struct wc_produce p;
+  wc_produce_init(&p, TOPIC, 0, len, 5000);
+  p.env.correlation_id = tag;
   struct iovec iov = {.iov_base = (void *)batch, .iov_len = len};
-  return wc_send(w, &env, &iov, 1);
+  return wc_send(w, &p.env, &iov, 1);
 }
 
 /* ---- the test ---- */

@@ -229,22 +229,10 @@ static int tc_metadata(struct tc *t)
 /* Produces one batch over t; returns its base offset or -1. */
 static int64_t tc_produce(struct tc *t, const char *topic, const uint8_t *batch, size_t len)
 {
-  uint32_t blen = (uint32_t)len;
-  Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
-  pp.topic = (char *)topic;
-  pp.n_batch_lengths = 1;
-  pp.batch_lengths = &blen;
-  Cairn__Client__ProducePartition *ppp = &pp;
-  Cairn__Client__ProduceRequest r = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-  r.timeout_ms = 5000;
-  r.n_partitions = 1;
-  r.partitions = &ppp;
-  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-  env.api = CAIRN__CLIENT__API__API_PRODUCE;
-  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-  env.produce_req = &r;
+  struct wc_produce p;
+  wc_produce_init(&p, topic, 0, len, 5000);
   Cairn__Client__Envelope *resp = NULL;
-  if (tc_call(t, &env, batch, len, &resp, NULL, NULL) != 0) {
+  if (tc_call(t, &p.env, batch, len, &resp, NULL, NULL) != 0) {
     return -1;
   }
   int64_t base = -1;

@@ -340,23 +340,10 @@ int cd_produce(struct cd_cluster *c, const char *topic, uint32_t partition, cons
       usleep(CD_CALL_RETRY_MS * 1000);
       continue;
     }
-    uint32_t blen = (uint32_t)len;
-    Cairn__Client__ProducePartition pp = CAIRN__CLIENT__PRODUCE_PARTITION__INIT;
-    pp.topic = (char *)topic;
-    pp.partition = partition;
-    pp.n_batch_lengths = 1;
-    pp.batch_lengths = &blen;
-    Cairn__Client__ProducePartition *ppp = &pp;
-    Cairn__Client__ProduceRequest r = CAIRN__CLIENT__PRODUCE_REQUEST__INIT;
-    r.timeout_ms = 5000;
-    r.n_partitions = 1;
-    r.partitions = &ppp;
-    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-    env.api = CAIRN__CLIENT__API__API_PRODUCE;
-    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
-    env.produce_req = &r;
+    struct wc_produce p;
+    wc_produce_init(&p, topic, partition, len, 5000);
     Cairn__Client__Envelope *resp = NULL;
-    if (cd_call(c, i, &env, batch, len, 7000, &resp, NULL, NULL) != 0) {
+    if (cd_call(c, i, &p.env, batch, len, 7000, &resp, NULL, NULL) != 0) {
       usleep(CD_CALL_RETRY_MS * 1000);
       continue;
     }

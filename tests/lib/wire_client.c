@@ -289,3 +289,23 @@ void wc_close(struct wc *w)
   free(w->buf);
   w->buf = NULL;
 }
+
+void wc_produce_init(struct wc_produce *p, const char *topic, uint32_t partition,
+                     size_t batch_len, uint32_t timeout_ms)
+{
+  p->batch_len = (uint32_t)batch_len;
+  cairn__client__produce_partition__init(&p->part);
+  p->part.topic = (char *)topic;
+  p->part.partition = partition;
+  p->part.n_batch_lengths = 1;
+  p->part.batch_lengths = &p->batch_len;
+  p->parts[0] = &p->part;
+  cairn__client__produce_request__init(&p->req);
+  p->req.timeout_ms = timeout_ms;
+  p->req.n_partitions = 1;
+  p->req.partitions = p->parts;
+  cairn__client__envelope__init(&p->env);
+  p->env.api = CAIRN__CLIENT__API__API_PRODUCE;
+  p->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ;
+  p->env.produce_req = &p->req;
+}

@@ -51,6 +51,24 @@ __attribute__((warn_unused_result)) int wc_recv(struct wc *w, int timeout_ms,
  * (-ECONNRESET counts as closed too and is returned as is). */
 __attribute__((warn_unused_result)) int wc_wait_closed(struct wc *w, int timeout_ms);
 
+/* A Produce request of one batch to one partition, built in place: env
+ * points into the struct (and borrows topic), so keep both where they are
+ * until the request is sent. The batch itself travels as the frame's
+ * payload (wc_send's payload, or cd_call's). */
+struct wc_produce {
+  uint32_t batch_len;
+  Cairn__Client__ProducePartition part;
+  Cairn__Client__ProducePartition *parts[1];
+  Cairn__Client__ProduceRequest req;
+  Cairn__Client__Envelope env;
+};
+
+/* Fills p: topic/partition, a batch of batch_len bytes, the node's wait
+ * for the commit timeout_ms. Correlation id 0 (set p->env.correlation_id
+ * to pipeline). */
+void wc_produce_init(struct wc_produce *p, const char *topic, uint32_t partition,
+                     size_t batch_len, uint32_t timeout_ms);
+
 /* Closes the socket and frees the buffer. */
 void wc_close(struct wc *w);
 
