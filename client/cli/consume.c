@@ -2,7 +2,7 @@
  * start position and prints each record, raw (one value per line by
  * default), through a format string, or as JSON Lines. */
 #include "cli.h"
-#include "output.h"
+#include "record_print.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CONSUME_FORMAT_MAX 4096
 #define CONSUME_POLL_MS 200
 
 static void consume_help(FILE *out)
@@ -35,22 +34,10 @@ static void consume_help(FILE *out)
           "  -n, --count COUNT      exit after COUNT records\n"
           "  -e, --exit-at-end      exit once every partition's end (its high\n"
           "                         watermark when the command started) is reached\n"
-          "  -f, --format FORMAT    print each record through FORMAT instead of \"%%v\\n\":\n"
-          "                           %%v value    %%k key      %%o offset   %%p partition\n"
-          "                           %%t timestamp (ms)       %%T topic\n"
-          "                           %%h headers as name=value,name=value\n"
-          "                           %%S value length, %%K key length (-1: null)\n"
-          "                           %%%% a percent sign; escapes \\n \\t \\r \\0 \\\\ \\xHH\n"
-          "                         keys and values are printed as raw bytes: to read\n"
-          "                         back values with any bytes use e.g. -f '%%v\\0' or\n"
-          "                         -f '%%S %%v', or --json\n"
-          "  --json                 one JSON object per line (JSON Lines): topic,\n"
-          "                         partition, offset, timestamp, key, value, headers;\n"
-          "                         a key or value that is not UTF-8 text is null, its\n"
-          "                         bytes in key_base64 / value_base64\n"
+          "%s"
           "\n"
           "%s",
-          cli_common_help);
+          rp_format_help, cli_common_help);
 }
 
 enum consume_start { CONSUME_BEGINNING, CONSUME_END, CONSUME_OFFSET, CONSUME_LAST, CONSUME_TIME };
@@ -68,8 +55,7 @@ struct consume {
   int64_t only_partition; /* -1: all */
   uint64_t count;         /* 0: no limit */
   bool exit_at_end;
-  char format[CONSUME_FORMAT_MAX];
-  size_t format_len;
+  struct rp_format format;
   struct consume_part *parts;
   size_t nparts;
 };
@@ -126,115 +112,10 @@ static int consume_opt(void *ctx, int o, const char *arg)
     cs->exit_at_end = true;
     return CLI_OK;
   case 'f':
-    if (strlen(arg) >= sizeof cs->format) {
-      return cli_usage_error(cmd, "-f: the format is longer than %d bytes", CONSUME_FORMAT_MAX);
-    }
-    if (cli_unescape(cmd, "-f", arg, cs->format, &cs->format_len) != 0) {
-      return CLI_USAGE;
-    }
-    /* Check the conversions now rather than at the first record. */
-    for (size_t i = 0; i < cs->format_len; i++) {
-      if (cs->format[i] != '%') {
-        continue;
-      }
-      if (++i == cs->format_len || strchr("vkoptThSK%", cs->format[i]) == NULL ||
-          cs->format[i] == '\0') {
-        return cli_usage_error(cmd,
-                               "-f: '%%%c' is not a conversion (%%v %%k %%o %%p %%t %%T %%h %%S "
-                               "%%K %%%%)",
-                               i == cs->format_len ? ' ' : cs->format[i]);
-      }
-    }
-    return CLI_OK;
+    return rp_format_parse(cmd, arg, &cs->format);
   default:
     return cli_usage_error(cmd, "unexpected option");
   }
-}
-
-/* Writes bytes (NULL: nothing). */
-static void consume_put(const void *p, size_t len)
-{
-  if (p != NULL && len > 0) {
-    fwrite(p, 1, len, stdout);
-  }
-}
-
-static void consume_print_format(const struct consume *cs, const struct cairn_record *r)
-{
-  for (size_t i = 0; i < cs->format_len; i++) {
-    char ch = cs->format[i];
-    if (ch != '%') {
-      putchar(ch);
-      continue;
-    }
-    switch (cs->format[++i]) {
-    case 'v':
-      consume_put(r->value, r->value_len);
-      break;
-    case 'k':
-      consume_put(r->key, r->key_len);
-      break;
-    case 'o':
-      printf("%" PRId64, r->offset);
-      break;
-    case 'p':
-      printf("%" PRId32, r->partition);
-      break;
-    case 't':
-      printf("%" PRId64, r->timestamp_ms);
-      break;
-    case 'T':
-      fputs(r->topic, stdout);
-      break;
-    case 'S':
-      printf("%lld", r->value == NULL ? -1LL : (long long)r->value_len);
-      break;
-    case 'K':
-      printf("%lld", r->key == NULL ? -1LL : (long long)r->key_len);
-      break;
-    case 'h':
-      for (size_t h = 0; h < r->header_count; h++) {
-        if (h > 0) {
-          putchar(',');
-        }
-        consume_put(r->headers[h].key, r->headers[h].key_len);
-        putchar('=');
-        consume_put(r->headers[h].value, r->headers[h].value_len);
-      }
-      break;
-    default:
-      putchar('%');
-      break; /* %% */
-    }
-  }
-}
-
-static void consume_print_json(const struct cairn_record *r)
-{
-  struct oj j;
-  oj_init(&j, stdout, false);
-  oj_object_begin(&j);
-  oj_key(&j, "topic");
-  oj_str(&j, r->topic);
-  oj_key(&j, "partition");
-  oj_int(&j, r->partition);
-  oj_key(&j, "offset");
-  oj_int(&j, r->offset);
-  oj_key(&j, "timestamp");
-  oj_int(&j, r->timestamp_ms);
-  oj_bytes_member(&j, "key", r->key, r->key_len);
-  oj_bytes_member(&j, "value", r->value, r->value_len);
-  oj_key(&j, "headers");
-  oj_array_begin(&j);
-  for (size_t h = 0; h < r->header_count; h++) {
-    oj_object_begin(&j);
-    oj_bytes_member(&j, "name", r->headers[h].key, r->headers[h].key_len);
-    oj_bytes_member(&j, "value", r->headers[h].value, r->headers[h].value_len);
-    oj_object_end(&j);
-  }
-  oj_array_end(&j);
-  oj_object_end(&j);
-  oj_end(&j);
 }
 
 static struct consume_part *consume_part(struct consume *cs, int32_t partition)
@@ -347,14 +228,7 @@ static int consume_loop(struct cli *c, struct consume *cs, struct cairn_consumer
     if (pp != NULL && r->offset < pp->next) {
       continue; /* before the start asked for (should not happen: the library skips) */
     }
-    if (c->json) {
-      consume_print_json(r);
-    } else if (cs->format_len > 0) {
-      consume_print_format(cs, r);
-    } else {
-      consume_put(r->value, r->value_len);
-      putchar('\n');
-    }
+    rp_print(&cs->format, c->json, r);
     if (ferror(stdout)) {
       break; /* the reader went away (EPIPE): that is the end */
     }

@@ -5,6 +5,7 @@
  * record is printed). docs/consumer-groups.md has the protocol. */
 #include "cli.h"
 #include "output.h"
+#include "record_print.h"
 
 #include <cairn/group.h>
 
@@ -22,7 +23,7 @@ static void group_help(FILE *out)
           "       cairn group describe GROUP\n"
           "       cairn group reset-offsets GROUP --topic TOPIC [--partition N]\n"
           "                                 (--to-earliest | --to-latest | --to-offset N)\n"
-          "       cairn consume -g GROUP TOPIC... [-n COUNT] [-o beginning|end]\n"
+          "       cairn consume -g GROUP TOPIC... [-n COUNT] [-o beginning|end] [-f FORMAT]\n"
           "\n"
           "list           every consumer group of the cluster: state, members\n"
           "describe       the members with their partitions, and per partition the\n"
@@ -34,7 +35,8 @@ static void group_help(FILE *out)
           "               this member; offsets are committed once printed;\n"
           "               -o says where partitions without a committed offset start;\n"
           "               -n exits after COUNT records or a few more (a batch is\n"
-          "               printed whole, so what is committed was printed)\n"
+          "               printed whole, so what is committed was printed);\n"
+          "               -f FORMAT prints as `cairn consume -f` does\n"
           "\n"
           "%s",
           cli_common_help);
@@ -391,6 +393,7 @@ int cli_group(struct cli *c, int argc, char **argv)
 /* ---- consume -g ---- */
 
 struct group_consume {
+  struct rp_format format;
   uint64_t count; /* 0: no limit */
   uint64_t printed;
   bool json;
@@ -419,29 +422,7 @@ static void group_on_records(struct cairn_consumer *cons, int status, const char
     return;
   }
   for (size_t i = 0; i < count; i++) {
-    const struct cairn_record *r = &records[i];
-    if (gs->json) {
-      struct oj j;
-      oj_init(&j, stdout, false);
-      oj_object_begin(&j);
-      oj_key(&j, "topic");
-      oj_str(&j, r->topic);
-      oj_key(&j, "partition");
-      oj_int(&j, r->partition);
-      oj_key(&j, "offset");
-      oj_int(&j, r->offset);
-      oj_key(&j, "timestamp");
-      oj_int(&j, r->timestamp_ms);
-      oj_bytes_member(&j, "key", r->key, r->key_len);
-      oj_bytes_member(&j, "value", r->value, r->value_len);
-      oj_object_end(&j);
-      oj_end(&j);
-    } else {
-      if (r->value != NULL && r->value_len > 0) {
-        fwrite(r->value, 1, r->value_len, stdout);
-      }
-      putchar('\n');
-    }
+    rp_print(&gs->format, gs->json, &records[i]);
     gs->printed++;
   }
   fflush(stdout);
@@ -472,6 +453,8 @@ static int group_consume_opt(void *ctx, int o, const char *arg)
     return CLI_OK;
   case 'n':
     return cli_parse_u64("consume", "-n", arg, 1, UINT64_MAX, &gs->count) == 0 ? CLI_OK : CLI_USAGE;
+  case 'f':
+    return rp_format_parse("consume", arg, &gs->format);
   case 'o':
     if (strcmp(arg, "beginning") == 0 || strcmp(arg, "end") == 0) {
       gs->latest = strcmp(arg, "end") == 0;
@@ -490,11 +473,12 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
   static const struct option own[] = {{"group", required_argument, NULL, 'g'},
                                       {"count", required_argument, NULL, 'n'},
                                       {"offset", required_argument, NULL, 'o'},
+                                      {"format", required_argument, NULL, 'f'},
                                       {NULL, 0, NULL, 0}};
   struct group_consume gs = {0};
   int first;
   int rv =
-      cli_getopt(c, cmd, argc, argv, "g:n:o:", own, group_consume_opt, &gs, group_help, &first);
+      cli_getopt(c, cmd, argc, argv, "g:n:o:f:", own, group_consume_opt, &gs, group_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }

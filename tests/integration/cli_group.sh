@@ -28,6 +28,8 @@ expect 2 "$cli" group reset-offsets g1 --topic t
 err_has "to where"
 expect 2 "$cli" consume -g g1
 err_has "which topics"
+expect 2 "$cli" consume -g g1 -f '%z' jobs
+err_has "not a conversion"
 
 step "start a 3-node cluster"
 started=0
@@ -104,6 +106,9 @@ pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 1'
 step "after the reset a member reads again from there"
 expect 0 "$cli" consume -g g1 -n 59 jobs
 [ "$(wc -l <"$dir/out")" -ge 59 ] || fail "read $(wc -l <"$dir/out") records after the reset"
+expect 0 "$cli" consume -g g3 -n 5 -f 'p%p o%o %v|\n' jobs
+[ "$(grep -cE '^p[0-9]+ o[0-9]+ job-[0-9]+[|]$' "$dir/out")" -ge 5 ] ||
+  fail "consume -g -f: $(head -3 "$dir/out")"
 
 step "a member SIGKILLed: the other takes its partitions; nothing skipped"
 "$cli" consume -g g2 jobs >"$dir/m4.out" 2>"$dir/m4.err" &
