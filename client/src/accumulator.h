@@ -48,6 +48,11 @@ struct lc_batch {
   int64_t base_offset;
   int attempts;
   int last_err;
+  /* Sent, and no answer yet told whether it was written (a timeout, a
+   * lost connection, IN_DOUBT): the partition may hold it. Such a batch
+   * must not be renumbered under a new epoch, which the partition could
+   * not match to the first copy; producer.c resolves it first. */
+  bool maybe_written;
 };
 
 struct lc_acc {

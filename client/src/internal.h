@@ -238,6 +238,10 @@ int lc_wire_err(int wire_code);
  * timeouts, connection failures. */
 bool lc_retriable(int err);
 
+/* Whether err is a negative errno from the system or libuv (connection
+ * trouble), not a library code and not a cancellation. */
+bool lc_is_errno(int err);
+
 /* Whether err means "the routing is wrong": refresh metadata first. */
 bool lc_needs_refresh(int err);
 

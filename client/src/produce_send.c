@@ -37,6 +37,25 @@ lc_prod_result(const Cairn__Client__ProduceResponse *resp, size_t i, const char 
   return NULL;
 }
 
+/* Whether a batch that came back with err may still have been written:
+ * the request reached the node and the answer does not say it was not
+ * (a timeout, a lost connection, IN_DOUBT, a node stopping or failing
+ * its disk after proposing). Refusals (NOT_LEADER, OUT_OF_ORDER_SEQUENCE,
+ * REQUEST_TOO_LARGE, ...) are answered before anything is proposed. */
+static bool lc_prod_outcome_unknown(int err)
+{
+  switch (err) {
+  case CAIRN_EINDOUBT:
+  case CAIRN_EREQUEST_TIMEOUT:
+  case CAIRN_ESHUTDOWN:
+  case CAIRN_ESTORAGE:
+  case CAIRN_ECLOSED:
+    return true;
+  default:
+    return lc_is_errno(err);
+  }
+}
+
 /* A batch came back with err: retry it later, or fail it for good. */
 static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
                                  int32_t partition, struct lc_batch *b, int err, bool hinted)
@@ -45,6 +64,15 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
   uint64_t now = lc_now(p->c);
   b->in_flight = false;
   b->last_err = err;
+  if (err == CAIRN_EOUT_OF_ORDER && p->bump_needed && !p->closing) {
+    /* After a gap: the partition does not hold this batch (producer.c,
+     * "Epoch bumps"); it is renumbered under the new epoch. */
+    b->maybe_written = false;
+    return;
+  }
+  if (lc_prod_outcome_unknown(err)) {
+    b->maybe_written = true;
+  }
   if (!lc_retriable(err) || p->closing) {
     lc_prod_batch_failed_for_good(p, b, p->closing && lc_retriable(err) ? UV_ECANCELED : err);
     return;
@@ -170,6 +198,9 @@ void lc_prod_send_all(struct cairn_producer *p)
         if (b->in_flight || b->done) {
           continue;
         }
+        if (p->resolving && !b->maybe_written) {
+          break; /* only what may be written goes out before the new epoch */
+        }
         if (n == cap) {
           cap = cap == 0 ? 32 : cap * 2;
           struct lc_preq_item *ni = realloc(items, cap * sizeof *ni);
@@ -255,11 +286,14 @@ send:
         ri = NULL;
         r = NULL;
       } else {
-        /* Not sent: undo the claims; retried after a backoff. */
+        /* Not sent: undo the claims; retried after a backoff. Nothing
+         * reached a node, so what was known of each batch's fate holds. */
         for (size_t j = 0; j < m; j++) {
+          bool maybe_written = ri[j].b->maybe_written;
           ri[j].b->in_flight = false;
           ri[j].t->parts[ri[j].partition].acc.in_flight--;
           lc_prod_batch_failed(p, ri[j].t, ri[j].partition, ri[j].b, rv, false);
+          ri[j].b->maybe_written = maybe_written;
         }
       }
     } else {

@@ -14,7 +14,20 @@
  * metadata refresh; a final error (or the delivery timeout) fails the
  * batch's messages.
  * Non-idempotent (producer id -1): a batch retried after IN_DOUBT or a
- * timeout may be written twice. */
+ * timeout may be written twice.
+ *
+ * Epoch bumps (idempotent): a batch that fails for good leaves a gap in
+ * its partition's sequences, so the producer takes a new epoch and
+ * renumbers the batches not yet delivered from sequence 0. A batch that
+ * may already be written (lc_batch.maybe_written) cannot be renumbered:
+ * the partition would take the new copy as a new batch. So first, with
+ * sealing and other sends held, those batches are resent as they are,
+ * under the old epoch (p->resolving): the partition answers a copy it
+ * holds with its offset (delivered, once), appends one that is next in
+ * sequence (delivered), or refuses one after the gap with
+ * OUT_OF_ORDER_SEQUENCE, which proves it does not hold it (its last
+ * PRODUCER_STATE_WINDOW batches are remembered, and no more than that are
+ * ever in flight): that one is renumbered. Only then the new epoch. */
 #include "producer.h"
 
 #include "common/err.h"
@@ -501,6 +514,21 @@ static bool lc_prod_idle(const struct cairn_producer *p)
   return true;
 }
 
+/* Whether a batch not yet answered for good may already be written. */
+static bool lc_prod_any_maybe_written(const struct cairn_producer *p)
+{
+  for (size_t i = 0; i < p->ntopics; i++) {
+    for (int32_t k = 0; k < p->topics[i]->count; k++) {
+      for (const struct lc_batch *b = p->topics[i]->parts[k].acc.head; b != NULL; b = b->next) {
+        if (b->maybe_written && !b->done) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 static void lc_prod_round(struct cairn_producer *p)
 {
   struct cairn_client *c = p->c;
@@ -511,10 +539,13 @@ static void lc_prod_round(struct cairn_producer *p)
   if (p->pid_state == LC_PID_UNKNOWN && !p->closing && now >= p->pid_wake_ms) {
     lc_prod_ask_pid(p);
   }
-  if (p->bump_needed && p->pid_state == LC_PID_READY && p->reqs_in_flight == 0 && !p->closing) {
-    lc_prod_ask_pid(p); /* nothing in flight: a new epoch, then renumber */
+  p->resolving = p->bump_needed && lc_prod_any_maybe_written(p);
+  if (p->bump_needed && !p->resolving && p->pid_state == LC_PID_READY &&
+      p->reqs_in_flight == 0 && !p->closing) {
+    lc_prod_ask_pid(p); /* nothing in flight or in doubt: a new epoch, then renumber */
   }
-  bool can_send = p->pid_state == LC_PID_READY && !p->bump_needed && !p->closing;
+  bool can_seal = p->pid_state == LC_PID_READY && !p->bump_needed && !p->closing;
+  bool can_send = can_seal || (p->resolving && p->pid_state == LC_PID_READY && !p->closing);
   lc_prod_route_held(p);
   bool force = p->force_seal || p->closing;
   p->force_seal = false;
@@ -524,7 +555,7 @@ static void lc_prod_round(struct cairn_producer *p)
       struct lc_acc *a = &t->parts[pi].acc;
       /* Seal the open tail when due (only once the producer id is known:
        * it is part of the sealed bytes). */
-      if (can_send) {
+      if (can_seal) {
         bool tail_ready = lc_acc_tail_ready(a, p->o.batch_bytes, p->o.linger_ms, now, force);
         /* Open batches before the tail take no more records: seal them in
          * order, and the tail when it is due. */

@@ -70,6 +70,9 @@ struct cairn_producer {
   bool force_seal;
   enum lc_pid_state pid_state;
   bool bump_needed; /* an idempotent batch failed for good: new epoch first */
+  bool resolving;   /* bump_needed and batches maybe written: those are resent
+                     * under the old epoch until the partition says whether
+                     * it holds them (producer.c, "Epoch bumps") */
   int64_t pid;
   int16_t epoch;
   uint64_t pid_wake_ms;
@@ -112,7 +115,9 @@ void lc_prod_batch_done(struct lc_batch *b, int status, int64_t base_offset);
 /* b failed for good; a sequenced batch makes the producer bump its epoch. */
 void lc_prod_batch_failed_for_good(struct cairn_producer *p, struct lc_batch *b, int status);
 
-/* Sends every sendable batch, one ProduceRequest per leader address. */
+/* Sends every sendable batch, one ProduceRequest per leader address;
+ * while p->resolving only the batches maybe written (a prefix of each
+ * partition's unanswered batches). */
 void lc_prod_send_all(struct cairn_producer *p);
 
 /* Asks for a producer id, or a new epoch of the one in use. */

@@ -84,8 +84,7 @@ int lc_wire_err(int wire_code)
   return e == 0 && wire_code != 0 ? CAIRN_EREMOTE : e;
 }
 
-/* A negative errno from the system or libuv (connection trouble). */
-static bool lc_is_errno(int err) { return err < 0 && err > -4096 && err != UV_ECANCELED; }
+bool lc_is_errno(int err) { return err < 0 && err > -4096 && err != UV_ECANCELED; }
 
 bool lc_retriable(int err)
 {

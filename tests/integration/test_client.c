@@ -12,6 +12,7 @@
 #include "cairnd.h"
 #include "proc.h"
 #include "testutil.h"
+#include "tproxy.h"
 
 #include <cairn/cairn.h>
 
@@ -739,6 +740,120 @@ static void test_client_examples_produce_and_consume(void **state)
   cd_destroy(&c);
 }
 
+/* ---- a batch in doubt when the epoch must change ---- */
+
+struct doubt_read {
+  char values[8][16];
+  size_t n;
+};
+
+static void doubt_collect(const struct cairn_record *r, void *arg)
+{
+  struct doubt_read *d = arg;
+  if (d->n < 8) {
+    snprintf(d->values[d->n], sizeof d->values[d->n], "%.*s", (int)r->value_len,
+             (const char *)r->value);
+  }
+  d->n++;
+}
+
+/* The node writes batch m2 but its answer is lost (a proxy in front of the
+ * client port drops it; the connection stays up, so the client's request
+ * times out). Meanwhile another batch of the same producer fails for good
+ * (REQUEST_TOO_LARGE), so the producer must take a new epoch and renumber.
+ * m2 may be written: it must be resolved under the old epoch first (the
+ * partition answers it as a duplicate, at its first offset), not renumbered
+ * and written a second time. */
+static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  struct tp *px = tp_start(c.nodes[0].client_addr);
+  assert_non_null(px);
+  /* Clients learn the proxy as the node's address, so every connection
+   * of the producer goes through it. */
+  snprintf(c.nodes[0].extra, sizeof c.nodes[0].extra, "--advertise-client 127.0.0.1:%d",
+           tp_port(px));
+  assert_int_equal(cd_start(&c, 0), 0);
+  uint64_t id = c.nodes[0].id;
+  assert_int_equal(cd_wait_alive(&c, 0, &id, 1, WAIT_MS), 0);
+  assert_int_equal(cd_create_topic(&c, 0, "doubt", 2, 1, WAIT_MS, NULL, 0), 0);
+
+  char boot[64];
+  snprintf(boot, sizeof boot, "127.0.0.1:%d", tp_port(px));
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.client_id = "test_client_doubt";
+  o.request_timeout_ms = 1500; /* how long the lost answer is waited for */
+  o.delivery_timeout_ms = 30000;
+  o.retry_backoff_ms = 50;
+  o.retry_backoff_max_ms = 200;
+  struct cairn_sync *s;
+  char err[512];
+  assert_int_equal(cairn_sync_new(boot, &o, &s, err, sizeof err), 0);
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.linger_ms = 0;
+  po.max_batch_bytes = 4u << 20; /* past the node's 1 MiB: refused there, for good */
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+
+  struct cairn_message m = {.topic = "doubt", .partition = 0, .value = "m1", .value_len = 2};
+  int32_t part;
+  int64_t off = -1;
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, &off), 0);
+  assert_int_equal(off, 0);
+
+  /* m2: written by the node, its answer dropped. */
+  tp_drop_next(px, CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP, 1);
+  struct sent s2 = {0};
+  m.value = "m2";
+  assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &s2), 0);
+  uv_loop_t *loop = cairn_client_loop(cairn_sync_client(s));
+  for (long long end = tu_now_ms() + WAIT_MS; tp_dropped(px) == 0 && tu_now_ms() < end;) {
+    uv_run(loop, UV_RUN_NOWAIT);
+    usleep(1000);
+  }
+  assert_int_equal(tp_dropped(px), 1);
+  assert_false(s2.done);
+
+  /* While m2 waits for its answer: a batch refused for good. */
+  size_t big_len = (size_t)3 << 19; /* 1.5 MiB */
+  uint8_t *big = calloc(1, big_len);
+  assert_non_null(big);
+  struct sent sb = {0};
+  struct cairn_message mb = {.topic = "doubt", .partition = 1, .value = big, .value_len = big_len};
+  assert_int_equal(cairn_sync_send(s, p, &mb, on_delivery, &sb), 0);
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  free(big);
+  assert_true(sb.done && s2.done);
+  assert_int_equal(sb.status, CAIRN_ETOOLARGE);
+  assert_int_equal(s2.status, 0);
+  assert_int_equal(s2.offset, 1); /* the first copy's offset */
+
+  m.value = "m3";
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, &off), 0);
+  assert_int_equal(off, 2);
+  int64_t pid;
+  int16_t epoch;
+  cairn_producer_id(p, &pid, &epoch);
+  assert_true(pid >= 0);
+  assert_true(epoch >= 1); /* the epoch did change */
+
+  struct doubt_read d = {0};
+  consume_all(s, "doubt", 0, 8, 1500, doubt_collect, &d);
+  assert_int_equal(d.n, 3);
+  assert_string_equal(d.values[0], "m1");
+  assert_string_equal(d.values[1], "m2");
+  assert_string_equal(d.values[2], "m3");
+
+  cairn_sync_free(s);
+  assert_int_equal(cd_term(&c, 0, 10000), 0);
+  tp_stop(px);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -755,6 +870,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_client_delivery_timeout_fires_when_cluster_is_gone),
       cmocka_unit_test(test_client_not_leader_and_refused_connection_are_absorbed),
       cmocka_unit_test(test_client_produce_across_leader_sigkill),
+      cmocka_unit_test(test_client_batch_in_doubt_at_an_epoch_bump_is_written_once),
   };
   const char *filter = getenv("CAIRN_TEST_FILTER");
   if (filter != NULL) {
