@@ -455,7 +455,7 @@ static bool memlog_expired(const struct memlog *m, const struct memlog_batch *b,
   return m->retention_ms > 0 && b->max_timestamp < cutoff;
 }
 
-static int memlog_retention(struct store *s, int64_t now_ms, uint32_t *deleted)
+static int memlog_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
 {
   struct memlog *m = memlog_from(s);
   int64_t cutoff = now_ms - m->retention_ms;
@@ -466,7 +466,8 @@ static int memlog_retention(struct store *s, int64_t now_ms, uint32_t *deleted)
    * must stay readable for lookups and the next append. */
   size_t k = 0;
   uint64_t held = m->size_bytes;
-  while (k + 1 < m->n && k < UINT32_MAX && memlog_expired(m, m->batches[k], held, cutoff)) {
+  while (k + 1 < m->n && k < UINT32_MAX && m->batches[k + 1]->base <= below &&
+         memlog_expired(m, m->batches[k], held, cutoff)) {
     held -= m->batches[k]->len;
     k++;
   }

@@ -549,10 +549,12 @@ static uint64_t plog_total_bytes(const struct plog *pl)
   return total;
 }
 
-/* Should the oldest segment go? Never the active one. */
-static bool plog_retention_due(const struct plog *pl, uint64_t total, int64_t now_ms)
+/* Should the oldest segment go? Never the active one, nor one that holds
+ * offsets at or above below (it ends where the next one starts). */
+static bool plog_retention_due(const struct plog *pl, uint64_t total, int64_t now_ms,
+                               int64_t below)
 {
-  if (pl->nsegs < 2) {
+  if (pl->nsegs < 2 || pl->segs[1]->base_offset > below) {
     return false;
   }
   const struct segment *s = pl->segs[0];
@@ -563,7 +565,7 @@ static bool plog_retention_due(const struct plog *pl, uint64_t total, int64_t no
   return pl->opts.retention_ms > 0 && s->max_timestamp < now_ms - pl->opts.retention_ms;
 }
 
-static int plog_retention(struct store *st, int64_t now_ms, uint32_t *deleted)
+static int plog_retention(struct store *st, int64_t now_ms, int64_t below, uint32_t *deleted)
 {
   struct plog *pl = (struct plog *)st;
   *deleted = 0;
@@ -571,7 +573,7 @@ static int plog_retention(struct store *st, int64_t now_ms, uint32_t *deleted)
     return CAIRN_EFATAL;
   }
   uint64_t total = plog_total_bytes(pl);
-  while (plog_retention_due(pl, total, now_ms)) {
+  while (plog_retention_due(pl, total, now_ms, below)) {
     total -= pl->segs[0]->size;
     int rv = plog_drop_segment(pl, 0);
     if (rv != 0) {

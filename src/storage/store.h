@@ -70,7 +70,7 @@ struct store_ops {
   int (*flush)(struct store *s, int64_t up_to);
   int (*truncate)(struct store *s, int64_t offset);
   int (*delete_before)(struct store *s, int64_t offset);
-  int (*retention)(struct store *s, int64_t now_ms, uint32_t *deleted);
+  int (*retention)(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted);
   void (*info)(struct store *s, struct store_info *out);
   void (*close)(struct store *s);
 };
@@ -151,12 +151,14 @@ __attribute__((warn_unused_result)) static inline int store_delete_before(struct
 
 /* Applies the retention limits the store was opened with (total bytes, age
  * by the segments' largest timestamp against now_ms): deletes whole, closed
- * segments, oldest first, and advances the log start. *deleted counts the
- * segments removed. Returns 0 or a negative code. */
+ * segments, oldest first, and advances the log start; never a segment
+ * holding an offset at or above below (the caller's bound: what it has
+ * recorded elsewhere, e.g. a replica's producer table; INT64_MAX: none).
+ * *deleted counts the segments removed. Returns 0 or a negative code. */
 __attribute__((warn_unused_result)) static inline int
-store_retention(struct store *s, int64_t now_ms, uint32_t *deleted)
+store_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
 {
-  return s->ops->retention(s, now_ms, deleted);
+  return s->ops->retention(s, now_ms, below, deleted);
 }
 
 static inline void store_info(struct store *s, struct store_info *out) { s->ops->info(s, out); }

@@ -707,14 +707,18 @@ static void test_memlog_retention_by_bytes_drops_oldest_batches_but_never_the_ne
   }
   assert_int_equal(t->made[0].len, one);
   uint32_t deleted = 99;
-  assert_int_equal(store_retention(t->s, 0, &deleted), 0);
-  assert_int_equal(deleted, 3);
+  /* The caller's bound: batch [4, 6) holds offset 5, so it stays. */
+  assert_int_equal(store_retention(t->s, 0, 5, &deleted), 0);
+  assert_int_equal(deleted, 2);
+  assert_int_equal(mlt_info(t).start_offset, 4);
+  assert_int_equal(store_retention(t->s, 0, INT64_MAX, &deleted), 0);
+  assert_int_equal(deleted, 1);
   struct store_info info = mlt_info(t);
   assert_int_equal(info.start_offset, 6);
   assert_int_equal(info.size_bytes, 2 * one);
   assert_int_equal(info.durable_offset, 6);
   assert_int_equal(info.durable_index, 3);
-  assert_int_equal(store_retention(t->s, 0, &deleted), 0);
+  assert_int_equal(store_retention(t->s, 0, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 0);
   mlt_close(t);
 
@@ -722,7 +726,7 @@ static void test_memlog_retention_by_bytes_drops_oldest_batches_but_never_the_ne
   t = mlt_open(&opts);
   mlt_append_one(t, 0, 2, 0);
   mlt_append_one(t, 0, 2, 2);
-  assert_int_equal(store_retention(t->s, 0, &deleted), 0);
+  assert_int_equal(store_retention(t->s, 0, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 1);
   assert_int_equal(mlt_info(t).start_offset, 2);
   assert_int_equal(mlt_info(t).size_bytes, one);
@@ -739,12 +743,12 @@ static void test_memlog_retention_by_age_drops_old_batches_but_never_the_newest(
   assert_int_equal(mlt_append_ts(t, 0, 1, (int[]){2}, 2000, NULL), 0);
   assert_int_equal(mlt_append_ts(t, 0, 1, (int[]){2}, 3000, NULL), 0);
   uint32_t deleted = 99;
-  assert_int_equal(store_retention(t->s, 2501, &deleted), 0);
+  assert_int_equal(store_retention(t->s, 2501, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 0); /* 1001 is not older than 2501 - 1500 */
-  assert_int_equal(store_retention(t->s, 3600, &deleted), 0);
+  assert_int_equal(store_retention(t->s, 3600, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 2);
   assert_int_equal(mlt_info(t).start_offset, 4);
-  assert_int_equal(store_retention(t->s, 1000000, &deleted), 0);
+  assert_int_equal(store_retention(t->s, 1000000, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 0);
   assert_int_equal(mlt_info(t).start_offset, 4);
   assert_int_equal(mlt_info(t).next_offset, 6);
@@ -756,9 +760,9 @@ static void test_memlog_retention_without_limits_deletes_nothing(void **state)
   (void)state;
   struct mlt *t = mlt_open_two_entries(NULL);
   uint32_t deleted = 99;
-  assert_int_equal(store_retention(t->s, INT64_MAX, &deleted), 0);
+  assert_int_equal(store_retention(t->s, INT64_MAX, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 0);
-  assert_int_equal(store_retention(t->s, INT64_MIN, &deleted), 0);
+  assert_int_equal(store_retention(t->s, INT64_MIN, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 0);
   assert_int_equal(mlt_info(t).start_offset, 0);
   mlt_close(t);

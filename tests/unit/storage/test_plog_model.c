@@ -851,7 +851,7 @@ static void pm_op_retention(struct pm *p)
   int64_t start_before = m->start;
   int64_t now = p->clock + 100 - (int64_t)pm_rand(p, 1000);
   uint32_t deleted = 99;
-  PM_EQ(p, store_retention(p->pl, now, &deleted), 0);
+  PM_EQ(p, store_retention(p->pl, now, INT64_MAX, &deleted), 0);
   p->bases_ok = false;
   pm_bases(p);
   PM_EQ(p, deleted, before - p->nbases);
@@ -1002,7 +1002,7 @@ static void pm_exec_step(struct pm *p, struct crash_step *st, struct crash_repor
     rep->rv = store_delete_before(p->pl, st->arg);
     break;
   case PM_STEP_RETENTION:
-    rep->rv = store_retention(p->pl, st->arg, &deleted);
+    rep->rv = store_retention(p->pl, st->arg, INT64_MAX, &deleted);
     break;
   }
   struct store_info info;
