@@ -572,3 +572,16 @@ void parts_close(struct parts *ps, parts_close_cb cb)
   ps->handoff_deadline = uv_now(ps->loop) + PARTS_HANDOFF_MAX_MS;
   uv_timer_start(&ps->handoff_timer, parts_on_handoff_tick, 0, 20);
 }
+
+uint32_t parts_retention(struct parts *ps, int64_t now_ms)
+{
+  uint32_t total = 0;
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *p = ps->v[i];
+    uint32_t deleted = 0;
+    if (p->state == PART_OPEN && rgroup_retention(&p->rg, now_ms, &deleted) == 0) {
+      total += deleted;
+    }
+  }
+  return total;
+}

@@ -115,4 +115,9 @@ struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition)
  * Callback: fires exactly once. */
 void parts_close(struct parts *ps, parts_close_cb cb);
 
+/* Applies each open replica's retention limits (rgroup_retention) at
+ * now_ms (wall clock, as record timestamps). Returns the segments deleted
+ * in all. */
+uint32_t parts_retention(struct parts *ps, int64_t now_ms);
+
 #endif

@@ -582,6 +582,33 @@ static void rgroup_on_tick(uv_timer_t *t)
 
 bool rgroup_is_catching_up(struct rgroup *rg) { return catchup_active(&rg->catchup); }
 
+int rgroup_retention(struct rgroup *rg, int64_t now_ms, uint32_t *deleted)
+{
+  *deleted = 0;
+  bool serving = rg->state == RGROUP_RUNNING || rg->state == RGROUP_TRANSFERRING;
+  if (!serving || catchup_active(&rg->catchup)) {
+    return 0;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  int64_t point = store_retention_point(rg->store, now_ms);
+  if (point <= info.start_offset) {
+    return 0; /* nothing due */
+  }
+  int rv = 0;
+  if (rg->producers_saved_offset < point) {
+    rv = rgroup_fsm_producers_checkpoint(rg);
+  }
+  if (rv == 0) {
+    rv = store_retention(rg->store, now_ms, rg->producers_saved_offset, deleted);
+  }
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: retention: %s", (unsigned long long)rg->group_id,
+             store_errmsg(rg->store));
+  }
+  return rv;
+}
+
 void rgroup_set_preferred(struct rgroup *rg, uint64_t id)
 {
   if (rg->preferred_id != id) {

@@ -254,6 +254,8 @@ struct rgroup {
   struct producer_state producers; /* covers the store below producers_offset */
   int64_t producers_offset;
   uint64_t producers_index;        /* Raft index of the last entry it covers */
+  int64_t producers_saved_offset;  /* what <dir>/producers covers (durable log);
+                                    * retention deletes only below it */
   bool producers_loaded;           /* <dir>/producers read (or found absent) */
   struct producer_state snap_producers; /* a restored snapshot's table, adopted */
   int64_t snap_producers_offset;        /* once the log reaches this offset */
@@ -341,6 +343,17 @@ void rgroup_set_preferred(struct rgroup *rg, uint64_t id);
 /* Is this replica catching up (serving nothing it lacks, refusing
  * produce)? */
 bool rgroup_is_catching_up(struct rgroup *rg);
+
+/* Applies the topic's retention limits (rgroup_opts.plog) to this
+ * replica's log, as every replica does on its own (Kafka's way): deletes
+ * whole segments too old or beyond the size limit, oldest first, but only
+ * below what the replica's saved producer table covers, so a restart
+ * rebuilds that table from the log that is left and a retried batch is
+ * still known. Nothing while the replica is opening, recovering, closing
+ * or catching up. *deleted counts the segments removed. Returns 0 or a
+ * negative code (the store's; logged). Context: loop thread. */
+__attribute__((warn_unused_result)) int rgroup_retention(struct rgroup *rg, int64_t now_ms,
+                                                         uint32_t *deleted);
 
 /* Removes a closed replica's directory and everything in it. Returns 0 or
  * -errno. Blocks. */

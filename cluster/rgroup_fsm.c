@@ -280,6 +280,7 @@ static void rgroup_fsm_producers_load(struct rgroup *rg)
   }
   rg->producers_offset = offset;
   rg->producers_index = index;
+  rg->producers_saved_offset = offset;
 }
 
 /* Now, while nothing else has touched the opened store (no retention can
@@ -300,15 +301,42 @@ void rgroup_fsm_producers_open(struct rgroup *rg)
   rgroup_fsm_producers_sync_at_open(rg);
 }
 
-/* Writes the table (covering the flushed log) to <dir>/producers, so that a
- * restart rebuilds only what follows. A failure costs a longer rebuild. */
-static void rgroup_fsm_producers_save(struct rgroup *rg, const uint8_t *enc, size_t len)
+/* Writes the table (covering the flushed log up to offset covers) to
+ * <dir>/producers, so that a restart rebuilds only what follows, and
+ * retention may delete below covers. A failure costs a longer rebuild. */
+static void rgroup_fsm_producers_save(struct rgroup *rg, const uint8_t *enc, size_t len,
+                                      int64_t covers)
 {
   int rv = fs_replace_file(rg->dir, RGROUP_PRODUCERS_FILE, enc, len);
-  if (rv != 0) {
+  if (rv == 0) {
+    rg->producers_saved_offset = covers;
+  } else {
     log_warn("rgroup", "group %llu: writing %s/%s: %s", (unsigned long long)rg->group_id,
              rg->dir, RGROUP_PRODUCERS_FILE, cairn_strerror(rv));
   }
+}
+
+int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
+{
+  int rv = rgroup_fsm_producers_sync(rg);
+  if (rv != 0) {
+    return rv;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  rv = store_flush(rg->store, info.next_offset);
+  if (rv != 0) {
+    return rv;
+  }
+  uint8_t *enc = NULL;
+  size_t len = 0;
+  rv = producer_state_encode(&rg->producers, info.next_offset, info.last_index, &enc, &len);
+  if (rv != 0) {
+    return rv;
+  }
+  rgroup_fsm_producers_save(rg, enc, len, info.next_offset);
+  free(enc);
+  return rg->producers_saved_offset == info.next_offset ? 0 : -EIO; /* logged by the save */
 }
 
 /* ---- apply ---- */
@@ -442,7 +470,7 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     rv = producer_state_encode(&rg->producers, m.next_offset, m.last_index, &m.producers,
                                &m.producers_len);
     if (rv == 0) {
-      rgroup_fsm_producers_save(rg, m.producers, m.producers_len);
+      rgroup_fsm_producers_save(rg, m.producers, m.producers_len, m.next_offset);
     } else {
       manifest_free(&m);
     }

@@ -27,4 +27,12 @@ int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, 
  * rebuilt from the log's start. Blocks (reads the log). */
 void rgroup_fsm_producers_open(struct rgroup *rg);
 
+/* Makes <dir>/producers cover the whole log, so retention may delete up to
+ * its end: brings the table to the log's end, flushes the log there and
+ * writes the table (rg->producers_saved_offset then is the log's end).
+ * Blocks in fdatasync (retention is rare: once per check interval, and only
+ * when segments are due). Returns 0 or a negative code (the store's; a
+ * failed flush leaves the store fatal). */
+__attribute__((warn_unused_result)) int rgroup_fsm_producers_checkpoint(struct rgroup *rg);
+
 #endif

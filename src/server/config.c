@@ -61,6 +61,7 @@ enum config_key_id {
   CONFIG_K_REPLACE_DELAY,
   CONFIG_K_OFFSETS_PARTITIONS,
   CONFIG_K_OFFSETS_RETENTION,
+  CONFIG_K_RETENTION_CHECK,
   CONFIG_K_MAX_CONNECTIONS,
   CONFIG_K_MAX_FRAME,
   CONFIG_K_MAX_INFLIGHT,
@@ -147,6 +148,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                     "N", CONFIG_KIND_UINT, CONFIG_OFF(offsets_retention_ms), 1000,
                                     30 * CONFIG_DAY_MS,
                                     "an empty group's offsets are dropped after this", NULL},
+    [CONFIG_K_RETENTION_CHECK] = {"retention-check-ms", "cluster", "retention_check_ms", "N",
+                                  CONFIG_KIND_UINT, CONFIG_OFF(retention_check_ms), 100,
+                                  CONFIG_DAY_MS,
+                                  "how often each replica deletes the segments its topic's "
+                                  "retention limits let go",
+                                  NULL},
     [CONFIG_K_MAX_CONNECTIONS] = {"max-connections", "limits", "max_connections", "N",
                                   CONFIG_KIND_UINT, CONFIG_OFF(max_connections), 1, 1000000,
                                   "client connections at once", NULL},
@@ -555,6 +562,7 @@ static void config_defaults(struct config *cfg)
   cfg->replace_delay_ms = 60000;
   cfg->offsets_partitions = 8;
   cfg->offsets_retention_ms = 7 * CONFIG_DAY_MS;
+  cfg->retention_check_ms = 5 * 60 * 1000;
   cfg->max_connections = 1024;
   cfg->max_frame_bytes = 16 * CONFIG_MIB;
   cfg->max_inflight_bytes = 64 * CONFIG_MIB;

@@ -84,6 +84,7 @@ struct config {
   unsigned replace_delay_ms; /* a dead node's replicas move after this; default 60000 */
   unsigned offsets_partitions;   /* of __cairn_offsets when this node creates it; default 8 */
   unsigned offsets_retention_ms; /* an empty group's offsets live this long; default 7 days */
+  unsigned retention_check_ms;   /* topics' retention applied this often; default 5 min */
 
   /* [limits] */
   unsigned max_connections;  /* client connections; default 1024 */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/random.h>
 
 static void node_set_errmsg(struct node *n, const char *fmt, ...)
@@ -508,6 +509,24 @@ static void node_maybe_bootstrap(struct node *n)
   log_info("node", "bootstrapping cluster %s", id);
 }
 
+/* Every retention_check_ms: each hosted replica deletes the segments its
+ * topic's retention lets go (Kafka's log.retention.check.interval.ms). */
+static void node_maybe_retention(struct node *n)
+{
+  uint64_t now = uv_now(n->loop);
+  if (now - n->last_retention_ms < n->cfg.retention_check_ms) {
+    return;
+  }
+  n->last_retention_ms = now;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  uint32_t deleted = parts_retention(&n->parts, wall_ms);
+  if (deleted > 0) {
+    log_debug("node", "retention removed %u segment(s)", deleted);
+  }
+}
+
 static void node_on_tick(uv_timer_t *t)
 {
   struct node *n = t->data;
@@ -517,6 +536,7 @@ static void node_on_tick(uv_timer_t *t)
   node_maybe_bootstrap(n);
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl));
+  node_maybe_retention(n);
 }
 
 /* ---- requests ---- */

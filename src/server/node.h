@@ -84,6 +84,7 @@ struct node {
   uv_idle_t reconcile;       /* runs a reconcile after metadata changes */
   bool reconcile_pending;
   uint64_t last_heartbeat_ms;
+  uint64_t last_retention_ms; /* loop time of the last retention pass */
   bool register_inflight;
   uint64_t id_refused_ms;    /* first NODE_ID_IN_USE answer to this process, 0: none */
   bool heartbeat_inflight;

@@ -455,15 +455,16 @@ static bool memlog_expired(const struct memlog *m, const struct memlog_batch *b,
   return m->retention_ms > 0 && b->max_timestamp < cutoff;
 }
 
-static int memlog_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
+/* How many batches from the front retention drops at now_ms, none holding
+ * an offset at or above below. The newest batch stays, as plog keeps its
+ * active segment: the log end must stay readable for lookups and the next
+ * append. */
+static size_t memlog_retention_count(const struct memlog *m, int64_t now_ms, int64_t below)
 {
-  struct memlog *m = memlog_from(s);
   int64_t cutoff = now_ms - m->retention_ms;
   if (m->retention_ms > 0 && now_ms < INT64_MIN + m->retention_ms) {
     cutoff = INT64_MIN; /* nothing can be that old */
   }
-  /* The newest batch stays, as plog keeps its active segment: the log end
-   * must stay readable for lookups and the next append. */
   size_t k = 0;
   uint64_t held = m->size_bytes;
   while (k + 1 < m->n && k < UINT32_MAX && m->batches[k + 1]->base <= below &&
@@ -471,6 +472,20 @@ static int memlog_retention(struct store *s, int64_t now_ms, int64_t below, uint
     held -= m->batches[k]->len;
     k++;
   }
+  return k;
+}
+
+static int64_t memlog_retention_point(struct store *s, int64_t now_ms)
+{
+  struct memlog *m = memlog_from(s);
+  size_t k = memlog_retention_count(m, now_ms, INT64_MAX);
+  return k > 0 ? m->batches[k]->base : m->start;
+}
+
+static int memlog_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
+{
+  struct memlog *m = memlog_from(s);
+  size_t k = memlog_retention_count(m, now_ms, below);
   memlog_drop_front(m, k);
   if (m->n > 0 && m->batches[0]->base > m->start) {
     m->start = m->batches[0]->base;
@@ -515,6 +530,7 @@ static const struct store_ops memlog_ops = {
     .truncate = memlog_truncate,
     .delete_before = memlog_delete_before,
     .retention = memlog_retention,
+    .retention_point = memlog_retention_point,
     .info = memlog_info,
     .close = memlog_close,
 };

@@ -549,20 +549,35 @@ static uint64_t plog_total_bytes(const struct plog *pl)
   return total;
 }
 
-/* Should the oldest segment go? Never the active one, nor one that holds
- * offsets at or above below (it ends where the next one starts). */
-static bool plog_retention_due(const struct plog *pl, uint64_t total, int64_t now_ms,
-                               int64_t below)
+/* The first segment that retention keeps (nsegs - 1 at most: the active
+ * one always stays), segments wholly below below being the only ones it
+ * may drop; *total_out: the bytes from it on. */
+static size_t plog_retention_keep(const struct plog *pl, int64_t now_ms, int64_t below,
+                                  uint64_t *total_out)
 {
-  if (pl->nsegs < 2 || pl->segs[1]->base_offset > below) {
-    return false;
+  uint64_t total = plog_total_bytes(pl);
+  size_t k = 0;
+  while (k + 1 < pl->nsegs && pl->segs[k + 1]->base_offset <= below) {
+    const struct segment *s = pl->segs[k];
+    bool by_size = pl->opts.retention_bytes > 0 && total > pl->opts.retention_bytes &&
+                   total - pl->opts.retention_bytes >= s->size;
+    bool by_age = pl->opts.retention_ms > 0 && s->max_timestamp < now_ms - pl->opts.retention_ms;
+    if (!by_size && !by_age) {
+      break;
+    }
+    total -= s->size;
+    k++;
   }
-  const struct segment *s = pl->segs[0];
-  if (pl->opts.retention_bytes > 0 && total > pl->opts.retention_bytes &&
-      total - pl->opts.retention_bytes >= s->size) {
-    return true;
-  }
-  return pl->opts.retention_ms > 0 && s->max_timestamp < now_ms - pl->opts.retention_ms;
+  *total_out = total;
+  return k;
+}
+
+static int64_t plog_retention_point(struct store *st, int64_t now_ms)
+{
+  struct plog *pl = (struct plog *)st;
+  uint64_t total;
+  size_t k = pl->fatal ? 0 : plog_retention_keep(pl, now_ms, INT64_MAX, &total);
+  return k > 0 ? pl->segs[k]->base_offset : pl->start_offset;
 }
 
 static int plog_retention(struct store *st, int64_t now_ms, int64_t below, uint32_t *deleted)
@@ -572,9 +587,9 @@ static int plog_retention(struct store *st, int64_t now_ms, int64_t below, uint3
   if (pl->fatal) {
     return CAIRN_EFATAL;
   }
-  uint64_t total = plog_total_bytes(pl);
-  while (plog_retention_due(pl, total, now_ms, below)) {
-    total -= pl->segs[0]->size;
+  uint64_t total;
+  size_t k = plog_retention_keep(pl, now_ms, below, &total);
+  for (size_t i = 0; i < k; i++) {
     int rv = plog_drop_segment(pl, 0);
     if (rv != 0) {
       return plog_fail(pl, rv, "removing a segment for retention");
@@ -690,6 +705,7 @@ const struct store_ops plog_ops = {
     .truncate = plog_truncate,
     .delete_before = plog_delete_before,
     .retention = plog_retention,
+    .retention_point = plog_retention_point,
     .info = plog_info,
     .close = plog_close,
 };

@@ -71,6 +71,7 @@ struct store_ops {
   int (*truncate)(struct store *s, int64_t offset);
   int (*delete_before)(struct store *s, int64_t offset);
   int (*retention)(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted);
+  int64_t (*retention_point)(struct store *s, int64_t now_ms);
   void (*info)(struct store *s, struct store_info *out);
   void (*close)(struct store *s);
 };
@@ -159,6 +160,13 @@ __attribute__((warn_unused_result)) static inline int
 store_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
 {
   return s->ops->retention(s, now_ms, below, deleted);
+}
+
+/* Where the log would start if store_retention ran now without a bound
+ * (the log start when nothing is due). Changes nothing. */
+static inline int64_t store_retention_point(struct store *s, int64_t now_ms)
+{
+  return s->ops->retention_point(s, now_ms);
 }
 
 static inline void store_info(struct store *s, struct store_info *out) { s->ops->info(s, out); }

@@ -18,6 +18,7 @@
 
 #include "internal.h" /* lc_stats and lc_meta_set_leader, to force a NOT_LEADER */
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -740,6 +741,158 @@ static void test_client_examples_produce_and_consume(void **state)
   cd_destroy(&c);
 }
 
+/* ---- retention ---- */
+
+/* The lowest base offset of the segment files of replica (topic, 0) on
+ * node i (<data>/partitions/<topic>-0.<id>/log/<base>.<ext>), or -1. */
+static long long lowest_segment(const struct cd_cluster *c, int i, const char *topic)
+{
+  char path[1024];
+  snprintf(path, sizeof path, "%s/partitions", c->nodes[i].dir);
+  DIR *d = opendir(path);
+  if (d == NULL) {
+    return -1;
+  }
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, "%s-0.", topic);
+  char rep[300] = "";
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+      snprintf(rep, sizeof rep, "%s", e->d_name);
+    }
+  }
+  closedir(d);
+  snprintf(path, sizeof path, "%s/partitions/%s/log", c->nodes[i].dir, rep);
+  d = rep[0] != '\0' ? opendir(path) : NULL;
+  if (d == NULL) {
+    return -1;
+  }
+  long long low = -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (strlen(e->d_name) > 21 && e->d_name[20] == '.') {
+      long long b = strtoll(e->d_name, NULL, 10);
+      low = low < 0 || b < low ? b : low;
+    }
+  }
+  closedir(d);
+  return low;
+}
+
+struct ret_check {
+  int64_t next;  /* the offset expected next */
+  size_t bad;    /* records whose value is not "r<offset>" */
+};
+
+static void ret_collect(const struct cairn_record *r, void *arg)
+{
+  struct ret_check *k = arg;
+  char want[32];
+  int n = snprintf(want, sizeof want, "r%lld", (long long)r->offset);
+  if (k->next >= 0 && r->offset != k->next) {
+    k->bad++; /* a gap */
+  }
+  if (r->value_len < (size_t)n || memcmp(r->value, want, (size_t)n) != 0) {
+    k->bad++;
+  }
+  k->next = r->offset + 1;
+}
+
+/* Produces records "r<offset>" padded to 1 KiB, from offset `from`, one at
+ * a time acknowledged in a burst (the producer batches them). */
+static void ret_produce(struct cairn_sync *s, struct cairn_producer *p, const char *topic,
+                        int64_t from, int count)
+{
+  static char value[1024];
+  for (int i = 0; i < count; i++) {
+    memset(value, '.', sizeof value);
+    int n = snprintf(value, sizeof value, "r%lld", (long long)(from + i));
+    value[n] = ' ';
+    struct cairn_message m = {.topic = topic, .partition = 0, .value = value,
+                              .value_len = sizeof value};
+    assert_int_equal(cairn_sync_send(s, p, &m, NULL, NULL), 0);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+}
+
+/* A topic with small segments and a size limit: every replica deletes its
+ * oldest segments by itself; what is left starts at the log start, is
+ * contiguous and intact, and stays so across a SIGKILL and restart of the
+ * leader (whose producer table, saved before the segments went, still
+ * knows the producer). */
+static void test_client_retention_deletes_old_segments_on_every_replica(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST " --retention-check-ms 200"), 0);
+  uint64_t ids[3];
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cd_start(&c, i), 0);
+    ids[i] = c.nodes[i].id;
+  }
+  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 60000);
+  struct cairn_topic_config cfg = {.retention_bytes = 256 * 1024, .segment_bytes = 64 * 1024};
+  assert_int_equal(cairn_sync_create_topic(s, "ret", 1, 3, &cfg), 0);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  const int n = 3000; /* 3 MiB: about 48 segments of 64 KiB */
+  ret_produce(s, p, "ret", 0, n);
+
+  /* Every replica lets its oldest segments go: most of 3 MiB, 256 KiB
+   * kept (a replica may be caught between two unlinks: wait). */
+  long long end = tu_now_ms() + WAIT_MS;
+  bool all = false;
+  while (!all && tu_now_ms() < end) {
+    all = true;
+    for (int i = 0; i < 3; i++) {
+      all = all && lowest_segment(&c, i, "ret") > 1000;
+    }
+    if (!all) {
+      usleep(200 * 1000);
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    long long low = lowest_segment(&c, i, "ret");
+    print_message("node %d: log starts at segment %lld\n", i + 1, low);
+    assert_true(low > 1000);
+  }
+  int64_t start = -1, hw = -1;
+  for (end = tu_now_ms() + WAIT_MS; start <= 0 && tu_now_ms() < end; usleep(100 * 1000)) {
+    assert_int_equal(cairn_sync_list_offsets(s, "ret", 0, CAIRN_OFFSET_SPEC_EARLIEST, 0, &start,
+                                             NULL), 0);
+  }
+  assert_int_equal(cairn_sync_list_offsets(s, "ret", 0, CAIRN_OFFSET_SPEC_LATEST, 0, &hw, NULL), 0);
+  assert_true(start > 0);
+  assert_int_equal(hw, n);
+  struct ret_check k = {.next = -1};
+  size_t got = consume_all(s, "ret", 0, (size_t)(hw - start), 3000, ret_collect, &k);
+  assert_int_equal(got, (size_t)(hw - start));
+  assert_int_equal(k.bad, 0);
+
+  /* The leader SIGKILLed and restarted: still intact; the producer goes on
+   * (its id and sequences are still known to every replica). */
+  uint64_t leader = leader_of(s, "ret", 0);
+  int li = cd_index(&c, leader);
+  cd_kill(&c, li);
+  ret_produce(s, p, "ret", n, 500);
+  assert_int_equal(cd_start(&c, li), 0);
+  assert_int_equal(cd_wait_alive(&c, li, ids, 3, WAIT_MS), 0);
+  ret_produce(s, p, "ret", n + 500, 500);
+  assert_int_equal(cairn_sync_list_offsets(s, "ret", 0, CAIRN_OFFSET_SPEC_LATEST, 0, &hw, NULL), 0);
+  assert_int_equal(hw, n + 1000);
+  assert_int_equal(cairn_sync_list_offsets(s, "ret", 0, CAIRN_OFFSET_SPEC_EARLIEST, 0, &start,
+                                           NULL), 0);
+  k = (struct ret_check){.next = -1};
+  got = consume_all(s, "ret", 0, (size_t)(hw - start), 3000, ret_collect, &k);
+  assert_int_equal(got, (size_t)(hw - start));
+  assert_int_equal(k.bad, 0);
+  assert_int_equal(k.next, hw);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
 /* ---- a batch in doubt when the epoch must change ---- */
 
 struct doubt_read {
@@ -871,6 +1024,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_client_not_leader_and_refused_connection_are_absorbed),
       cmocka_unit_test(test_client_produce_across_leader_sigkill),
       cmocka_unit_test(test_client_batch_in_doubt_at_an_epoch_bump_is_written_once),
+      cmocka_unit_test(test_client_retention_deletes_old_segments_on_every_replica),
   };
   const char *filter = getenv("CAIRN_TEST_FILTER");
   if (filter != NULL) {

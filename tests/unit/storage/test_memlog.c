@@ -707,6 +707,8 @@ static void test_memlog_retention_by_bytes_drops_oldest_batches_but_never_the_ne
   }
   assert_int_equal(t->made[0].len, one);
   uint32_t deleted = 99;
+  assert_int_equal(store_retention_point(t->s, 0), 6); /* changes nothing */
+  assert_int_equal(mlt_info(t).start_offset, 0);
   /* The caller's bound: batch [4, 6) holds offset 5, so it stays. */
   assert_int_equal(store_retention(t->s, 0, 5, &deleted), 0);
   assert_int_equal(deleted, 2);

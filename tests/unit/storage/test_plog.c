@@ -306,6 +306,8 @@ static void test_plog_retention_by_bytes_deletes_oldest_segments(void **state)
   struct store_info before, after;
   store_info(f->s, &before);
   uint32_t deleted;
+  int64_t point = store_retention_point(f->s, test_now);
+  assert_true(point > 2500);
   /* The caller's bound first: nothing that holds offset 2500 or above. */
   assert_int_equal(store_retention(f->s, test_now, 2500, &deleted), 0);
   store_info(f->s, &after);
@@ -323,6 +325,8 @@ static void test_plog_retention_by_bytes_deletes_oldest_segments(void **state)
   assert_true(after.size_bytes <= 200 * 1024 + 64 * 1024);
   assert_true(after.size_bytes >= 200 * 1024);
   assert_true(after.start_offset > 2500);
+  assert_int_equal(after.start_offset, point); /* as the dry run said */
+  assert_int_equal(store_retention_point(f->s, test_now), point); /* nothing more due */
   assert_int_equal(store_read(f->s, after.start_offset - 1, 100, &r), CAIRN_EOFFSET);
   expect_batch(f->s, after.start_offset, (uint64_t)(after.start_offset / 5), 5, 100);
   reopen(f);
