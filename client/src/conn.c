@@ -11,7 +11,10 @@
  * when Hello is answered. With TLS (opts.tls) CONNECTING lasts until the
  * handshake is done (src/net/tls.h, memory BIOs: nothing blocks); Hello
  * goes out then, and every frame is encrypted when written, every read
- * decrypted into rbuf. The connect deadline covers the handshake.
+ * decrypted into the reader. The connect deadline covers the handshake.
+ * Answers are cut into frames by the reader (reader.c): a large answer is
+ * read into a buffer of its own size, which callbacks may keep (lc_buf_ref)
+ * instead of copying its payload.
  * A failed connection is unlinked at once, so the next lc_conn_get for its
  * address dials a fresh one. */
 #include "internal.h"
@@ -23,6 +26,7 @@
 
 #include <openssl/rand.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,7 @@ static void lc_conn_maybe_free(struct lc_conn *cn)
     scram_client_wipe(cn->scram);
     free(cn->scram);
   }
-  free(cn->rbuf);
+  lc_reader_close(&cn->rd);
   free(cn);
 }
 
@@ -72,11 +76,12 @@ static void lc_req_unlink(struct lc_conn *cn, struct lc_req *r)
 
 /* Answers r (once): unlinks it, calls back, drops the answer's ref. */
 static void lc_req_finish(struct lc_conn *cn, struct lc_req *r, int status,
-                          Cairn__Client__Envelope *env, const uint8_t *payload, size_t len)
+                          Cairn__Client__Envelope *env, const uint8_t *payload, size_t len,
+                          struct lc_buf *buf)
 {
   lc_req_unlink(cn, r);
   r->answered = true;
-  r->cb(cn->c, status, env, payload, len, r->data);
+  r->cb(cn->c, status, env, payload, len, buf, r->data);
   lc_req_release(r);
 }
 
@@ -107,7 +112,7 @@ void lc_conn_fail(struct lc_conn *cn, int status, const char *why)
   }
   cn->handles++; /* held while failing requests, so callbacks cannot free cn */
   while (cn->reqs != NULL) {
-    lc_req_finish(cn, cn->reqs, status, NULL, NULL, 0);
+    lc_req_finish(cn, cn->reqs, status, NULL, NULL, 0, NULL);
   }
   if (cn->gai_active) {
     uv_cancel((uv_req_t *)&cn->gai);
@@ -323,7 +328,8 @@ static const ProtobufCBinaryData *lc_conn_auth_answer(struct lc_conn *cn, int st
 }
 
 static void lc_conn_on_auth_final(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                                  const uint8_t *payload, size_t len, void *data)
+                                  const uint8_t *payload, size_t len, struct lc_buf *buf,
+                                  void *data)
 {
   struct lc_conn *cn = data;
   const ProtobufCBinaryData *m = lc_conn_auth_answer(cn, status, env);
@@ -342,7 +348,8 @@ static void lc_conn_on_auth_final(struct cairn_client *c, int status, Cairn__Cli
 }
 
 static void lc_conn_on_auth_first(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                                  const uint8_t *payload, size_t len, void *data)
+                                  const uint8_t *payload, size_t len, struct lc_buf *buf,
+                                  void *data)
 {
   struct lc_conn *cn = data;
   const ProtobufCBinaryData *m = lc_conn_auth_answer(cn, status, env);
@@ -375,7 +382,8 @@ static void lc_conn_login(struct lc_conn *cn)
 }
 
 static void lc_conn_on_hello(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                             const uint8_t *payload, size_t len, void *data)
+                             const uint8_t *payload, size_t len, struct lc_buf *buf,
+                                  void *data)
 {
   struct lc_conn *cn = data;
   if (status != 0) {
@@ -430,27 +438,19 @@ static void lc_conn_ready(struct lc_conn *cn)
   }
 }
 
-/* Where the next plaintext goes in rbuf (grown as needed). */
+/* Where the next plaintext goes (the reader's room). */
 static void lc_conn_room(struct lc_conn *cn, uv_buf_t *buf)
 {
-  /* Room for a chunk, and at once for the whole frame being read when its
-   * length is known (growing by chunks would copy a large answer over and
-   * over). */
-  size_t want = cn->rlen + LC_READ_CHUNK;
-  if (cn->rwant > want) {
-    want = cn->rwant;
+  uint8_t *p;
+  size_t len;
+  if (lc_reader_room(&cn->rd, &p, &len) != 0) {
+    *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+    return;
   }
-  if (cn->rcap < want) {
-    size_t cap = want;
-    uint8_t *nb = realloc(cn->rbuf, cap);
-    if (nb == NULL) {
-      *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
-      return;
-    }
-    cn->rbuf = nb;
-    cn->rcap = cap;
+  if (len > UINT_MAX) {
+    len = UINT_MAX;
   }
-  *buf = uv_buf_init((char *)cn->rbuf + cn->rlen, (unsigned)(cn->rcap - cn->rlen));
+  *buf = uv_buf_init((char *)p, (unsigned)len);
 }
 
 static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -466,18 +466,16 @@ static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   lc_conn_room(cn, buf);
 }
 
-/* Handles every whole frame in rbuf. */
+/* Handles every whole frame read. */
 static void lc_conn_process(struct lc_conn *cn)
 {
-  size_t pos = 0;
   while (cn->state != LC_CONN_CLOSING) {
     struct frame f;
-    int rv = frame_decode(cn->rbuf + pos, cn->rlen - pos, LC_MAX_ANSWER_BYTES, &f);
+    struct lc_buf *buf;
+    int rv = lc_reader_next(&cn->rd, &f, &buf);
     if (rv == FRAME_NEED_MORE) {
-      cn->rwant = cn->rlen - pos + f.need;
       break;
     }
-    cn->rwant = 0;
     if (rv != FRAME_WHOLE) {
       lc_conn_fail(cn, CAIRN_EPROTOCOL, "malformed frame from the node");
       return;
@@ -502,20 +500,15 @@ static void lc_conn_process(struct lc_conn *cn)
       r = r->next;
     }
     if (r != NULL) { /* else: an answer after its request timed out */
-      lc_req_finish(cn, r, 0, env, f.payload, f.payload_len);
+      lc_req_finish(cn, r, 0, env, f.payload, f.payload_len, buf);
     }
     cairn__client__envelope__free_unpacked(env, NULL);
-    pos += f.size;
-  }
-  if (cn->state != LC_CONN_CLOSING && pos > 0) {
-    memmove(cn->rbuf, cn->rbuf + pos, cn->rlen - pos);
-    cn->rlen -= pos;
   }
 }
 
 static void lc_conn_send_hello(struct lc_conn *cn);
 
-/* TLS: decrypts what was fed into rbuf; sends Hello once the handshake is
+/* TLS: decrypts what was fed into the reader; sends Hello once the handshake is
  * done. Returns false when the connection failed. */
 static bool lc_conn_tls_pull(struct lc_conn *cn)
 {
@@ -537,7 +530,7 @@ static bool lc_conn_tls_pull(struct lc_conn *cn)
       }
     }
     if (n > 0) {
-      cn->rlen += (size_t)n;
+      lc_reader_commit(&cn->rd, (size_t)n);
       continue;
     }
     if (n == TLS_WANT_READ) {
@@ -567,7 +560,7 @@ static void lc_conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
       (void)lc_conn_tls_pull(cn);
     }
   } else {
-    cn->rlen += (size_t)nread;
+    lc_reader_commit(&cn->rd, (size_t)nread);
   }
   lc_conn_process(cn);
   cn->handles--;
@@ -705,6 +698,7 @@ int lc_conn_get(struct cairn_client *c, const char *addr, struct lc_conn **out)
   lc_strlcpy(cn->addr, addr, sizeof cn->addr);
   lc_strlcpy(cn->host, host, sizeof cn->host);
   cn->max_frame_bytes = FRAME_DEFAULT_MAX_BYTES;
+  lc_reader_init(&cn->rd, LC_MAX_ANSWER_BYTES);
   cn->connect_deadline_ms = lc_now(c) + c->opts.connect_timeout_ms;
   cn->gai.data = cn;
   struct addrinfo hints;
@@ -747,7 +741,7 @@ static bool lc_conn_sweep_one(struct cairn_client *c, uint64_t now)
     for (struct lc_req *r = cn->reqs; r != NULL; r = r->next) {
       if (now >= r->deadline_ms) {
         cn->handles++;
-        lc_req_finish(cn, r, CAIRN_EREQUEST_TIMEOUT, NULL, NULL, 0);
+        lc_req_finish(cn, r, CAIRN_EREQUEST_TIMEOUT, NULL, NULL, 0, NULL);
         cn->handles--;
         lc_conn_maybe_free(cn);
         return true;

@@ -2,6 +2,9 @@
  * ListOffsets, one long-poll Fetch at a time per leader node carrying all
  * its partitions, prefetching up to prefetch_bytes per partition, and
  * records handed to the application one batch at a time per partition.
+ * A fetch answer's payload is not copied: each partition's chunk holds a
+ * reference to the answer's read buffer (reader.c) unless its share is
+ * small beside that buffer (LC_CONS_SHARE_MIN), and records point into it.
  *
  * A partition's states:
  *   RESOLVE  --lc_cons_resolve (ListOffsets)--> RESOLVING
@@ -25,10 +28,19 @@
 
 enum lc_cpart_state { LC_CP_RESOLVE, LC_CP_RESOLVING, LC_CP_FETCH, LC_CP_PAUSED };
 
-/* Fetched bytes of one partition: whole batches, owned. */
+/* A chunk keeps the fetch answer's read buffer (no copy) when its share
+ * is at least 1/LC_CONS_SHARE_MIN of that buffer; a smaller share is
+ * copied, so that buffers kept alive are at most this many times the
+ * bytes they hold for the consumer. */
+#define LC_CONS_SHARE_MIN 4
+
+/* Fetched bytes of one partition: whole batches, in a buffer held by
+ * reference (the answer's own, shared with the other partitions' chunks
+ * of that answer, or a copy of this share). */
 struct lc_chunk {
   struct lc_chunk *next;
-  uint8_t *data;
+  struct lc_buf *buf; /* holds data: one reference, owned */
+  const uint8_t *data;
   size_t len;
   size_t pos; /* the next batch starts here */
 };
@@ -127,7 +139,7 @@ static void lc_cons_drop_chunks(struct cairn_consumer *cons, struct lc_cpart *cp
       ch->next = cons->graveyard; /* the callback's records may point here */
       cons->graveyard = ch;
     } else {
-      free(ch->data);
+      lc_buf_release(ch->buf);
       free(ch);
     }
     ch = next;
@@ -141,7 +153,7 @@ static void lc_cons_bury(struct cairn_consumer *cons)
   while (cons->graveyard != NULL) {
     struct lc_chunk *ch = cons->graveyard;
     cons->graveyard = ch->next;
-    free(ch->data);
+    lc_buf_release(ch->buf);
     free(ch);
   }
 }
@@ -390,9 +402,11 @@ static void lc_cons_fetch_free(struct lc_cfetch *f)
   free(f);
 }
 
-/* Appends the whole batches of data[0..len) to cp and moves its fetch
- * offset past them. Takes data (always consumes it). */
-static void lc_cons_add_chunk(struct lc_cpart *cp, uint8_t *data, size_t len)
+/* Appends the whole batches of data[0..len) (inside buf) to cp and moves
+ * its fetch offset past them. Takes a reference to buf (always consumes
+ * it). */
+static void lc_cons_add_chunk(struct lc_cpart *cp, struct lc_buf *buf, const uint8_t *data,
+                              size_t len)
 {
   size_t pos = 0;
   int64_t next = cp->fetch_offset;
@@ -410,14 +424,15 @@ static void lc_cons_add_chunk(struct lc_cpart *cp, uint8_t *data, size_t len)
     pos += size;
   }
   if (pos == 0) {
-    free(data);
+    lc_buf_release(buf);
     return;
   }
   struct lc_chunk *ch = calloc(1, sizeof *ch);
   if (ch == NULL) {
-    free(data);
+    lc_buf_release(buf);
     return; /* fetched again from the same offset */
   }
+  ch->buf = buf;
   ch->data = data;
   ch->len = pos;
   if (cp->chunks_tail != NULL) {
@@ -431,7 +446,8 @@ static void lc_cons_add_chunk(struct lc_cpart *cp, uint8_t *data, size_t len)
 }
 
 static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                             const uint8_t *payload, size_t len, void *data)
+                             const uint8_t *payload, size_t len, struct lc_buf *buf,
+                              void *data)
 {
   struct lc_cfetch *f = data;
   struct cairn_consumer *cons = f->cons;
@@ -491,10 +507,14 @@ static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__
       cp->hw = pr->high_watermark;
       lc_backoff_reset(&cp->bk);
       if (share > 0 && cp->fetch_offset == fp->offset) {
-        uint8_t *copy = malloc(share);
-        if (copy != NULL) {
-          memcpy(copy, bytes, share);
-          lc_cons_add_chunk(cp, copy, share);
+        if (buf != NULL && share * LC_CONS_SHARE_MIN >= buf->cap) {
+          lc_cons_add_chunk(cp, lc_buf_ref(buf), bytes, share);
+        } else {
+          struct lc_buf *copy = lc_buf_new(share);
+          if (copy != NULL) { /* else fetched again from the same offset */
+            memcpy(copy->data, bytes, share);
+            lc_cons_add_chunk(cp, copy, copy->data, share);
+          }
         }
       }
       continue;

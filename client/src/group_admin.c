@@ -352,7 +352,8 @@ static int lc_glist_add(struct cairn_group_list *out, const Cairn__Client__Group
 }
 
 static void lc_glist_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                               const uint8_t *payload, size_t len, void *data)
+                               const uint8_t *payload, size_t len, struct lc_buf *buf,
+                              void *data)
 {
   struct lc_glist *l = data;
   if (status == 0 && env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_LIST_GROUPS_RESP) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "client.pb-c.h"
+#include "net/frame.h"
 
 struct tls_ctx;
 struct tls_session;
@@ -22,7 +23,7 @@ struct scram_client;
 #define LC_ERRMSG_SIZE 256
 #define LC_MAX_BOOTSTRAP 32
 #define LC_MAX_APIS 64
-#define LC_READ_CHUNK 65536
+#define LC_READ_CHUNK 65536 /* the read buffer of small frames; larger ones get their own */
 #define LC_TLS_IN_SIZE (17 * 1024) /* one TLS record and its overhead */
 
 /* ---- backoff.c: exponential backoff with jitter (pure) ---- */
@@ -53,6 +54,65 @@ uint32_t lc_partition_hash(const void *key, size_t key_len);
 /* crc32c(key) % count. count > 0. */
 int32_t lc_partition_for_key(const void *key, size_t key_len, int32_t count);
 
+/* ---- reader.c: incoming bytes cut into frames, payloads by reference ---- */
+
+/* A read buffer: counted references, so a payload outlives the read that
+ * brought it for as long as someone holds the buffer. */
+struct lc_buf {
+  int refs;
+  size_t cap;
+  uint8_t data[];
+};
+
+/* A buffer of cap bytes with one reference. Returns owned (release with
+ * lc_buf_release), NULL on no memory. */
+struct lc_buf *lc_buf_new(size_t cap);
+
+/* Another reference to b. Returns owned (release with lc_buf_release). */
+struct lc_buf *lc_buf_ref(struct lc_buf *b);
+
+/* Drops one reference (NULL: nothing); the last one frees b. */
+void lc_buf_release(struct lc_buf *b);
+
+/* The frames of one byte stream. A frame whose size is above
+ * LC_READ_CHUNK is read into a buffer of its own size (and nothing else is
+ * read into it); smaller frames share an LC_READ_CHUNK buffer. Memory held
+ * by the reader itself: one buffer of at most max(LC_READ_CHUNK, 4 +
+ * max_frame_bytes) bytes; a frame announcing more is refused from its
+ * first 4 bytes. Holders of handed-out buffers keep them alive on their
+ * own. Context: one thread at a time (the connection's loop thread). */
+struct lc_reader {
+  struct lc_buf *buf; /* where bytes are read; NULL before the first read */
+  size_t start, end;  /* unread bytes: buf->data[start..end) */
+  size_t want;        /* the whole size of the frame at start once known; 0 */
+  uint32_t max_frame_bytes; /* bound on a frame's L */
+  bool after_large;   /* the last frame had its own buffer */
+};
+
+/* An empty reader refusing frames with L > max_frame_bytes. */
+void lc_reader_init(struct lc_reader *rd, uint32_t max_frame_bytes);
+
+/* Drops the reader's buffer (holders keep theirs). */
+void lc_reader_close(struct lc_reader *rd);
+
+/* Where the next bytes read go: *p, room for *len (> 0) bytes. Returns 0,
+ * or CAIRN_ENOMEM (rd unchanged). *p is borrowed: valid until the next
+ * call on rd. */
+__attribute__((warn_unused_result)) int lc_reader_room(struct lc_reader *rd, uint8_t **p,
+                                                       size_t *len);
+
+/* n bytes (at most the *len of the last lc_reader_room) were written at
+ * the *p it gave. */
+void lc_reader_commit(struct lc_reader *rd, size_t n);
+
+/* The next whole frame, consumed: FRAME_WHOLE with *f pointing into
+ * (*buf)->data, FRAME_NEED_MORE, or a negative frame_decode code (the
+ * stream is then unusable). *buf is borrowed: valid until the next call on
+ * rd; take lc_buf_ref to keep the frame's bytes longer (they are never
+ * written again). */
+__attribute__((warn_unused_result)) int lc_reader_next(struct lc_reader *rd, struct frame *f,
+                                                       struct lc_buf **buf);
+
 /* ---- conn.c: one connection per node address ---- */
 
 enum lc_conn_state {
@@ -66,12 +126,16 @@ enum lc_conn_state {
 struct lc_req;
 
 /* Fires exactly once per lc_conn_call that returned 0: status 0 with the
- * answer (env and payload borrowed for the callback), or a negative code
+ * answer (env and payload borrowed for the callback; buf is the buffer
+ * holding payload, borrowed too: lc_buf_ref keeps the payload's bytes
+ * past the callback without a copy; NULL when there is no answer), or a
+ * negative code
  * (CAIRN_EREQUEST_TIMEOUT, a libuv connection error such as
  * UV_ECONNREFUSED, CAIRN_ECLOSED when the node closed, CAIRN_EPROTOCOL,
  * UV_ECANCELED when the client closes). */
 typedef void (*lc_req_cb)(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                          const uint8_t *payload, size_t payload_len, void *data);
+                          const uint8_t *payload, size_t payload_len, struct lc_buf *buf,
+                          void *data);
 
 struct lc_req {
   struct lc_conn *cn;
@@ -104,9 +168,7 @@ struct lc_conn {
   uint64_t node_id; /* from Hello */
   uint32_t max_frame_bytes;
   bool apis[LC_MAX_APIS];
-  uint8_t *rbuf;
-  size_t rlen, rcap;
-  size_t rwant; /* bytes the frame being read needs in rbuf; 0: unknown */
+  struct lc_reader rd; /* answers (plaintext, after TLS) */
   struct lc_req *reqs; /* sent or waiting for READY */
   struct tls_session *tls; /* with TLS: the session (src/net/tls.h) */
   struct scram_client *scram; /* the login in progress (opts.user), else NULL */

@@ -127,7 +127,8 @@ int lc_meta_apply(struct cairn_client *c, const Cairn__Client__MetadataResponse 
 static void lc_meta_ask_next(struct cairn_client *c);
 
 static void lc_meta_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                              const uint8_t *payload, size_t len, void *data)
+                              const uint8_t *payload, size_t len, struct lc_buf *buf,
+                              void *data)
 {
   struct lc_meta *m = &c->meta;
   const char *addr = data;

@@ -89,7 +89,8 @@ static void lc_op_retry_later(struct lc_op *op)
 static void lc_op_attempt(struct lc_op *op);
 
 static void lc_op_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                            const uint8_t *payload, size_t len, void *data)
+                            const uint8_t *payload, size_t len, struct lc_buf *buf,
+                              void *data)
 {
   struct lc_op *op = data;
   op->in_flight = false;
@@ -156,7 +157,8 @@ static void lc_op_on_meta(struct cairn_client *c, int status, const char *errmsg
 
 /* FindCoordinator's answer for an LC_OP_COORDINATOR op. */
 static void lc_op_on_coord(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                           const uint8_t *payload, size_t len, void *data)
+                           const uint8_t *payload, size_t len, struct lc_buf *buf,
+                              void *data)
 {
   struct lc_op *op = data;
   op->in_flight = false;

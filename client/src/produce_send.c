@@ -93,7 +93,8 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
 }
 
 static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
-                              const uint8_t *payload, size_t len, void *data)
+                              const uint8_t *payload, size_t len, struct lc_buf *buf,
+                              void *data)
 {
   struct lc_preq *r = data;
   struct cairn_producer *p = r->p;
