@@ -83,12 +83,42 @@ void batch_stamp(uint8_t *p, int64_t base_offset, uint64_t source_index, uint8_t
   p[BATCH_OFF_ENTRY_FLAGS] = entry_flags;
 }
 
+/* varint_get64 with the one- and two-byte forms decoded here, inline:
+ * nearly every length and delta in a record takes one of them, and the
+ * record walk is on the consumer's hot path. Same results as
+ * varint_get64 (a 2-byte value never reaches the overflow checks). */
+static inline int batch_varint64(const uint8_t *p, size_t len, int64_t *out)
+{
+  if (len >= 1 && p[0] < 0x80) {
+    uint64_t u = p[0];
+    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    return 1;
+  }
+  if (len >= 2 && p[1] < 0x80) {
+    uint64_t u = (uint64_t)(p[0] & 0x7f) | ((uint64_t)p[1] << 7);
+    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    return 2;
+  }
+  return varint_get64(p, len, out);
+}
+
+static inline int batch_varint32(const uint8_t *p, size_t len, int32_t *out)
+{
+  if (len >= 2 && (p[0] < 0x80 || p[1] < 0x80)) {
+    int64_t v;
+    int rv = batch_varint64(p, len, &v);
+    *out = (int32_t)v; /* at most 14 bits */
+    return rv;
+  }
+  return varint_get32(p, len, out);
+}
+
 /* Reads a length-prefixed byte string (length -1 = null when allow_null). */
 static int batch_get_bytes(const uint8_t *p, size_t len, size_t *pos, bool allow_null,
                            const uint8_t **out, size_t *out_len)
 {
   int32_t n;
-  int rv = varint_get32(p + *pos, len - *pos, &n);
+  int rv = batch_varint32(p + *pos, len - *pos, &n);
   if (rv < 0) {
     return rv == CAIRN_ETRUNCATED ? CAIRN_EBADRECORD : rv;
   }
@@ -113,7 +143,7 @@ static int batch_record_parse(const uint8_t *p, size_t len, int64_t base_offset,
                               int64_t first_ts, struct batch_record *r, size_t *used)
 {
   int32_t rec_len;
-  int rv = varint_get32(p, len, &rec_len);
+  int rv = batch_varint32(p, len, &rec_len);
   if (rv < 0) {
     return rv == CAIRN_ETRUNCATED ? CAIRN_EBADCOUNT : rv;
   }
@@ -129,11 +159,11 @@ static int batch_record_parse(const uint8_t *p, size_t len, int64_t base_offset,
   }
   int64_t ts_delta;
   int32_t off_delta;
-  if ((rv = varint_get64(q + qpos, qlen - qpos, &ts_delta)) < 0) {
+  if ((rv = batch_varint64(q + qpos, qlen - qpos, &ts_delta)) < 0) {
     return rv == CAIRN_ETRUNCATED ? CAIRN_EBADRECORD : rv;
   }
   qpos += (size_t)rv;
-  if ((rv = varint_get32(q + qpos, qlen - qpos, &off_delta)) < 0) {
+  if ((rv = batch_varint32(q + qpos, qlen - qpos, &off_delta)) < 0) {
     return rv == CAIRN_ETRUNCATED ? CAIRN_EBADRECORD : rv;
   }
   qpos += (size_t)rv;
@@ -142,7 +172,7 @@ static int batch_record_parse(const uint8_t *p, size_t len, int64_t base_offset,
     return rv;
   }
   int32_t nh;
-  if ((rv = varint_get32(q + qpos, qlen - qpos, &nh)) < 0) {
+  if ((rv = batch_varint32(q + qpos, qlen - qpos, &nh)) < 0) {
     return rv == CAIRN_ETRUNCATED ? CAIRN_EBADRECORD : rv;
   }
   qpos += (size_t)rv;
