@@ -61,7 +61,6 @@ struct lc_cpart {
   uint64_t meta_gen;  /* metadata generation at assign/seek */
   struct lc_chunk *chunks, *chunks_tail;
   size_t buffered;
-  bool corrupt; /* the batch after the chunks failed its CRC: pause there */
   uint64_t wake_ms;
   struct lc_backoff bk;
   int err;
@@ -147,7 +146,6 @@ static void lc_cons_drop_chunks(struct cairn_consumer *cons, struct lc_cpart *cp
   }
   cp->chunks = cp->chunks_tail = NULL;
   cp->buffered = 0;
-  cp->corrupt = false;
 }
 
 static void lc_cons_bury(struct cairn_consumer *cons)
@@ -405,11 +403,8 @@ static void lc_cons_fetch_free(struct lc_cfetch *f)
 }
 
 /* Appends the whole batches of data[0..len) (inside buf) to cp and moves
- * its fetch offset past them. Each batch's CRC is checked here, while the
- * bytes just read are still in the CPU's cache (checked later, from a
- * prefetch of megabytes, the check ran at a third of the speed); a batch
- * that fails it ends the chunk and marks cp corrupt. Takes a reference to
- * buf (always consumes it). */
+ * its fetch offset past them. Takes a reference to buf (always consumes
+ * it). */
 static void lc_cons_add_chunk(struct lc_cpart *cp, struct lc_buf *buf, const uint8_t *data,
                               size_t len)
 {
@@ -420,10 +415,6 @@ static void lc_cons_add_chunk(struct lc_cpart *cp, struct lc_buf *buf, const uin
     int err;
     if (batch_probe(data + pos, len - pos, SIZE_MAX, &size, &err) != BATCH_PROBE_OK) {
       break; /* a partial batch at the end (or garbage): fetched again */
-    }
-    if (batch_check_crc(data + pos, size) != 0) {
-      cp->corrupt = true; /* delivery pauses after the batches before it */
-      break;
     }
     struct batch_header h;
     batch_header_decode(data + pos, &h);
@@ -582,7 +573,7 @@ static void lc_cons_fetch_all(struct cairn_consumer *cons)
     size_t n = 0;
     for (struct lc_cpart *cp = cons->parts; cp != NULL; cp = cp->next) {
       if (cp->state != LC_CP_FETCH || cp->fetch_req != 0 || now < cp->wake_ms ||
-          cp->buffered >= cons->o.prefetch_bytes || cp->corrupt) {
+          cp->buffered >= cons->o.prefetch_bytes) {
         continue;
       }
       const char *a;
@@ -625,7 +616,7 @@ static void lc_cons_fetch_all(struct cairn_consumer *cons)
     for (struct lc_cpart *cp = cons->parts; cp != NULL && k < n; cp = cp->next) {
       const char *a;
       if (cp->state != LC_CP_FETCH || cp->fetch_req != 0 || now < cp->wake_ms ||
-          cp->buffered >= cons->o.prefetch_bytes || cp->corrupt ||
+          cp->buffered >= cons->o.prefetch_bytes ||
           lc_route(c, cp->topic, cp->partition, cp->meta_gen, &a) != 0 ||
           strcmp(a, f->addr) != 0) {
         continue;
@@ -683,10 +674,6 @@ static bool lc_cons_deliver_one(struct cairn_consumer *cons, struct lc_cpart *cp
 {
   struct lc_chunk *ch = cp->chunks;
   if (ch == NULL) {
-    if (cp->corrupt) {
-      lc_cons_pause(cp, CAIRN_ECORRUPT);
-      return true;
-    }
     return false;
   }
   const uint8_t *p = ch->data + ch->pos;
@@ -713,8 +700,8 @@ static bool lc_cons_deliver_one(struct cairn_consumer *cons, struct lc_cpart *cp
   const uint8_t *b = p;
   struct batch_header h;
   batch_header_decode(p, &h);
-  int rv = 0; /* the CRC was checked on arrival (lc_cons_add_chunk) */
-  if ((h.attributes & BATCH_ATTR_CODEC_MASK) != BATCH_CODEC_NONE) {
+  int rv = batch_check_crc(p, size);
+  if (rv == 0 && (h.attributes & BATCH_ATTR_CODEC_MASK) != BATCH_CODEC_NONE) {
     rv = codec_batch_decompress(p, size, BATCH_DEFAULT_MAX_BYTES, &plain, &plain_len);
     b = plain;
   }

@@ -257,6 +257,15 @@ static void test_batch_round_trips_large_values_and_many_records(void **state)
   expect_valid(p, len);
   assert_int_equal(tu_check_batch(p, len, 5, 4, 20000), 0);
   free(p);
+  /* Each side of the 1/2 and 2/3-byte varint boundaries (zigzag: 63/64
+   * and 8191/8192), which the record walk decodes on different paths. */
+  static const size_t edges[] = {63, 64, 8191, 8192};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+    p = tu_make_batch(6 + i, 3, edges[i], 0, &len);
+    expect_valid(p, len);
+    assert_int_equal(tu_check_batch(p, len, 6 + i, 3, edges[i]), 0);
+    free(p);
+  }
 }
 
 static void test_batch_timestamps_may_go_backwards_within_a_batch(void **state)
