@@ -77,7 +77,8 @@
   X(CAIRN_ETLS,                -10182, "TLS failed (handshake, certificate or record)") \
   X(CAIRN_EAUTH,               -10183, "authentication failed") \
   X(CAIRN_EUNKNOWN_USER,       -10184, "unknown user") \
-  X(CAIRN_EUNKNOWN_ACL,        -10185, "no such access control entry")
+  X(CAIRN_EUNKNOWN_ACL,        -10185, "no such access control entry") \
+  X(CAIRN_ESYNC_CANCELED,      -10240, "a log sync was canceled before it ran (the log was needed meanwhile)")
 
 enum cairn_err {
 #define CAIRN_ERR_ENUM(name, value, text) name = value,

@@ -290,3 +290,11 @@ int index_persist(struct index *ix, bool sync)
   ix->synced = ix->persisted;
   return 0;
 }
+
+void index_note_synced(struct index *ix, size_t n)
+{
+  /* (size_t)-1 marks a reset file never synced (index_clear). */
+  if (ix->synced == (size_t)-1 || ix->synced < n) {
+    ix->synced = n;
+  }
+}

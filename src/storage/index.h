@@ -84,4 +84,9 @@ __attribute__((warn_unused_result)) int index_clear(struct index *ix);
  * Returns 0 or -errno. Blocks. */
 __attribute__((warn_unused_result)) int index_persist(struct index *ix, bool sync);
 
+/* Records that the file's entries [0, n) were fdatasynced by someone
+ * else (a log sync on the thread pool, plog_sync.h); never lowers what is
+ * recorded. Context: the index's owner. */
+void index_note_synced(struct index *ix, size_t n);
+
 #endif

@@ -74,7 +74,7 @@ int plog_drop_segment(struct plog *pl, size_t i)
 
 /* Latches the fatal state: the file's tail is unknown after a failed write
  * or fsync, so nothing more may be acknowledged on top of it. */
-static int plog_fail(struct plog *pl, int err, const char *what)
+int plog_fail(struct plog *pl, int err, const char *what)
 {
   pl->fatal = true;
   plog_set_errmsg(pl, "%s: %s: %s", pl->dir, what, cairn_strerror(err));
@@ -407,6 +407,7 @@ int plog_do_flush(struct plog *pl, int64_t up_to)
 static int plog_flush(struct store *st, int64_t up_to)
 {
   struct plog *pl = (struct plog *)st;
+  plog_sync_collect(pl); /* its checkpoint first; fatal if it failed */
   if (pl->fatal) {
     return CAIRN_EFATAL;
   }
@@ -441,6 +442,7 @@ static void plog_refresh_last_index(struct plog *pl)
 static int plog_truncate(struct store *st, int64_t offset)
 {
   struct plog *pl = (struct plog *)st;
+  plog_sync_collect(pl); /* it must not sync bytes cut here, nor race the checkpoint */
   if (pl->fatal) {
     return CAIRN_EFATAL;
   }
@@ -521,6 +523,7 @@ static int plog_reset_at(struct plog *pl, int64_t offset)
 static int plog_delete_before(struct store *st, int64_t offset)
 {
   struct plog *pl = (struct plog *)st;
+  plog_sync_collect(pl); /* its checkpoint names the old start: ours must be the last */
   if (pl->fatal) {
     return CAIRN_EFATAL;
   }
@@ -584,6 +587,7 @@ static int plog_retention(struct store *st, int64_t now_ms, int64_t below, uint3
 {
   struct plog *pl = (struct plog *)st;
   *deleted = 0;
+  plog_sync_collect(pl); /* as delete_before */
   if (pl->fatal) {
     return CAIRN_EFATAL;
   }
@@ -621,6 +625,9 @@ static void plog_info(struct store *st, struct store_info *out)
 static void plog_close(struct store *st)
 {
   struct plog *pl = (struct plog *)st;
+  /* A job's outcome first (its segments stay pinned by it until its owner
+   * ends it). */
+  plog_sync_collect(pl);
   /* A clean close leaves nothing to recover: all of it durable. */
   if (!pl->fatal && pl->nsegs > 0 && plog_do_flush(pl, pl->next_offset) != 0) {
     log_error("plog", "%s: flush at close failed: %s", pl->dir, pl->base.errmsg);
@@ -638,37 +645,20 @@ void plog_recovery_info(struct store *st, struct plog_recovery *out)
   *out = ((struct plog *)st)->rec;
 }
 
-/* CRC-32C of a segment file's first size bytes, read in chunks. */
 /* The CRC-32C of a segment's valid bytes, reading only what was appended
  * since the last call (the rest is cached in the segment). */
 static int plog_segment_crc(struct segment *s, uint32_t *out)
 {
-  enum { CHUNK = 1 << 20 };
   uint32_t crc = s->crc_prefix;
   uint64_t pos = s->crc_prefix_size;
   if (pos > s->size) {
     crc = 0;
     pos = 0;
   }
-  uint8_t *buf = pos < s->size ? malloc(CHUNK) : NULL;
-  if (pos < s->size && buf == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  int rv = 0;
-  while (rv == 0 && pos < s->size) {
-    size_t want = s->size - pos < CHUNK ? (size_t)(s->size - pos) : CHUNK;
-    size_t got = 0;
-    rv = fs_pread_full(s->fd, buf, want, (off_t)pos, &got);
-    if (rv == 0 && got != want) {
-      rv = CAIRN_ETRUNCATED;
-    }
-    crc = crc32c_extend(crc, buf, got);
-    pos += got;
-  }
-  free(buf);
+  int rv = segment_crc_extend(s->fd, crc, pos, s->size, &crc);
   if (rv == 0) {
     s->crc_prefix = crc;
-    s->crc_prefix_size = pos;
+    s->crc_prefix_size = s->size;
   }
   *out = crc;
   return rv;

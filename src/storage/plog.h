@@ -19,8 +19,13 @@
  *   - once a write or fsync fails the log is fatal: it refuses appends and
  *     flushes (CAIRN_EFATAL) because the file's state is unknown.
  *
+ *   - while a sync job is out (plog_sync.h), only appends, reads and info
+ *     run beside it; flush, truncate, delete_before, retention and close
+ *     collect it first (wait for it, or cancel it if it has not started).
+ *
  * Happy path: append -> pwritev to the active segment, index entries kept
- * in memory; flush -> fdatasync segments and indexes, then the checkpoint.
+ * in memory; flush -> fdatasync segments and indexes, then the checkpoint
+ * (on the loop: store_flush; or on the thread pool: plog_sync.h).
  * Failure modes: crash before flush loses only unflushed batches (Raft
  * replays them); torn or corrupt tail -> truncated at open; missing or
  * corrupt index -> rebuilt from the segment at open; unknown files -> left

@@ -21,6 +21,7 @@ struct plog {
   uint64_t durable_index;
   bool dir_dirty; /* files created or removed since the last dir fsync */
   bool fatal;
+  struct plog_sync *sync; /* a sync job out (plog_sync.h: "syncing"), or NULL */
   struct plog_recovery rec;
 };
 
@@ -36,6 +37,15 @@ int plog_do_flush(struct plog *pl, int64_t up_to);
 /* Runs recovery over pl->dir, filling pl's segments and offsets. Defined
  * in plog_recover.c. */
 int plog_recover(struct plog *pl);
+
+/* If a sync job is out, applies its outcome now: cancels it if no worker
+ * started it, waits for it if one is running (plog_sync.h). Returns the
+ * job's status (0 when there was none); the log is fatal if it failed.
+ * Defined in plog_sync.c. Context: the loop. */
+int plog_sync_collect(struct plog *pl);
+
+/* Latches the fatal state with the message "<dir>: <what>: <error>". */
+int plog_fail(struct plog *pl, int err, const char *what);
 
 /* Sets pl->base.errmsg. */
 void plog_set_errmsg(struct plog *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

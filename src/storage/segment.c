@@ -5,6 +5,7 @@
 #include "common/fault.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "format/crc32c.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -579,6 +580,121 @@ int segment_sync(struct segment *s)
     s->synced_size = s->size;
   }
   return rv;
+}
+
+int segment_sync_capture(struct segment *s, struct segment_sync *ss)
+{
+  int rv = index_persist(&s->oix, false);
+  if (rv == 0) {
+    rv = index_persist(&s->tix, false);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  memset(ss, 0, sizeof *ss);
+  segment_ref(s);
+  ss->s = s;
+  ss->fd = s->fd;
+  ss->oix_fd = s->oix.fd;
+  ss->tix_fd = s->tix.fd;
+  ss->base_offset = s->base_offset;
+  ss->next_offset = s->next_offset;
+  ss->last_index = s->last_index;
+  ss->size = s->size;
+  ss->oix_persisted = s->oix.persisted;
+  ss->tix_persisted = s->tix.persisted;
+  ss->sync_log = s->synced_size != s->size;
+  ss->sync_oix = s->oix.synced != s->oix.persisted;
+  ss->sync_tix = s->tix.synced != s->tix.persisted;
+  ss->crc = s->crc_prefix;
+  ss->crc_size = s->crc_prefix_size;
+  return 0;
+}
+
+static int segment_fdatasync(int fd)
+{
+  int rv = fault_check(FAULT_SEGMENT_SYNC);
+  if (rv == 0 && fdatasync(fd) != 0) {
+    rv = -errno;
+  }
+  return rv;
+}
+
+int segment_sync_run(struct segment_sync *ss)
+{
+  int rv = 0;
+  if (ss->sync_oix) {
+    rv = segment_fdatasync(ss->oix_fd);
+  }
+  if (rv == 0 && ss->sync_tix) {
+    rv = segment_fdatasync(ss->tix_fd);
+  }
+  if (rv == 0 && ss->sync_log) {
+    rv = segment_fdatasync(ss->fd);
+  }
+  return rv;
+}
+
+int segment_crc_extend(int fd, uint32_t crc, uint64_t from, uint64_t to, uint32_t *out)
+{
+  enum { CHUNK = 1 << 20 };
+  uint8_t *buf = from < to ? malloc(CHUNK) : NULL;
+  if (from < to && buf == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  int rv = 0;
+  while (rv == 0 && from < to) {
+    size_t want = to - from < CHUNK ? (size_t)(to - from) : CHUNK;
+    size_t got = 0;
+    rv = fs_pread_full(fd, buf, want, (off_t)from, &got);
+    if (rv == 0 && got != want) {
+      rv = CAIRN_ETRUNCATED;
+    }
+    if (rv == 0) {
+      crc = crc32c_extend(crc, buf, got);
+      from += got;
+    }
+  }
+  free(buf);
+  *out = crc;
+  return rv;
+}
+
+int segment_sync_crc(struct segment_sync *ss)
+{
+  if (ss->crc_size > ss->size) {
+    ss->crc = 0; /* cached beyond what is captured: cannot be (no truncation), start over */
+    ss->crc_size = 0;
+  }
+  uint32_t crc;
+  int rv = segment_crc_extend(ss->fd, ss->crc, ss->crc_size, ss->size, &crc);
+  if (rv == 0) {
+    ss->crc = crc;
+    ss->crc_size = ss->size;
+  }
+  return rv;
+}
+
+void segment_sync_commit(const struct segment_sync *ss)
+{
+  struct segment *s = ss->s;
+  if (s->synced_size < ss->size) {
+    s->synced_size = ss->size;
+  }
+  index_note_synced(&s->oix, ss->oix_persisted);
+  index_note_synced(&s->tix, ss->tix_persisted);
+  if (ss->crc_size == ss->size && ss->crc_size > s->crc_prefix_size && ss->size <= s->size) {
+    s->crc_prefix = ss->crc;
+    s->crc_prefix_size = ss->crc_size;
+  }
+}
+
+void segment_sync_release(struct segment_sync *ss)
+{
+  if (ss->s != NULL) {
+    segment_unref(ss->s);
+    ss->s = NULL;
+  }
 }
 
 int segment_remove(struct segment *s, const char *dir)

@@ -145,6 +145,58 @@ __attribute__((warn_unused_result)) int segment_find_time(const struct segment *
  * Returns 0 or -errno. Blocks. */
 __attribute__((warn_unused_result)) int segment_sync(struct segment *s);
 
+/* A segment's share of a log sync run off the loop thread (plog_sync.h).
+ * segment_sync_capture() fills it on the loop; segment_sync_run() and
+ * segment_sync_crc() read only what it holds (fds, sizes, CRC state), so
+ * they may run on any thread while the loop appends past size; the loop
+ * then records the outcome (segment_sync_commit) and drops the pin
+ * (segment_sync_release). Bytes below size never change meanwhile: only a
+ * truncation would change them, and the log waits for the sync first. */
+struct segment_sync {
+  struct segment *s;       /* pinned from capture to release */
+  int fd, oix_fd, tix_fd;  /* s's descriptors, open while s is pinned */
+  int64_t base_offset;
+  int64_t next_offset;     /* at capture */
+  uint64_t last_index;     /* at capture */
+  uint64_t size;           /* bytes at capture: what the run makes durable */
+  size_t oix_persisted;    /* index entries in the files at capture */
+  size_t tix_persisted;
+  bool sync_log, sync_oix, sync_tix; /* what holds bytes not yet fdatasynced */
+  uint32_t crc;            /* CRC-32C of the log's bytes [0, crc_size) */
+  uint64_t crc_size;       /* segment_sync_crc() brings it to size */
+};
+
+/* Writes s's pending index entries (no fsync: a page-cache write) and
+ * captures what a sync of s needs into *ss, pinning s. Context: the loop
+ * (the segment's owner). Returns 0, or -errno from the index write (ss is
+ * then untouched and s not pinned: the log is fatal, as after any failed
+ * write). */
+__attribute__((warn_unused_result)) int segment_sync_capture(struct segment *s,
+                                                             struct segment_sync *ss);
+
+/* fdatasyncs what *ss found unsynced: both indexes, then the log. Returns
+ * 0 or -errno (fault point FAULT_SEGMENT_SYNC). Blocks. Context: any
+ * thread; touches only *ss and the files. */
+__attribute__((warn_unused_result)) int segment_sync_run(struct segment_sync *ss);
+
+/* Extends ss->crc over the log's bytes [crc_size, size) (reads them).
+ * Returns 0 or a negative code. Blocks. Context: any thread, as above. */
+__attribute__((warn_unused_result)) int segment_sync_crc(struct segment_sync *ss);
+
+/* Records a successful run in the segment: synced sizes of the log and
+ * indexes, and the CRC cache (never lowering what the loop recorded
+ * meanwhile, e.g. a roll's own sync). Context: the loop. */
+void segment_sync_commit(const struct segment_sync *ss);
+
+/* Drops the pin taken by segment_sync_capture(). Context: the loop. */
+void segment_sync_release(struct segment_sync *ss);
+
+/* Extends crc (of the file's bytes [0, from)) over [from, to) of fd,
+ * reading in 1 MiB chunks. Returns 0 or a negative code. Blocks. Context:
+ * any thread. */
+__attribute__((warn_unused_result)) int segment_crc_extend(int fd, uint32_t crc, uint64_t from,
+                                                           uint64_t to, uint32_t *out);
+
 /* Unlinks the segment's files; the fd stays usable until the last unref.
  * Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int segment_remove(struct segment *s, const char *dir);
