@@ -586,8 +586,8 @@ int rgroup_retention(struct rgroup *rg, int64_t now_ms, uint32_t *deleted)
 {
   *deleted = 0;
   bool serving = rg->state == RGROUP_RUNNING || rg->state == RGROUP_TRANSFERRING;
-  if (!serving || catchup_active(&rg->catchup)) {
-    return 0;
+  if (!serving || catchup_active(&rg->catchup) || rg->snap != NULL) {
+    return 0; /* (a snapshot in flight writes <dir>/producers: the next check) */
   }
   struct store_info info;
   store_info(rg->store, &info);

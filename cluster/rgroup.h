@@ -26,7 +26,8 @@
  * next entry is applied (after a restart or a catch-up).
  *
  * Snapshots and catch-up: a snapshot is the log's manifest (small), taken
- * after the log is flushed. canonical/raft keeps its entries in memory until
+ * after the log is flushed; the flush's fsyncs run on the libuv thread pool
+ * (raft's fsm version 3, rgroup_fsm.c) while the loop goes on applying. canonical/raft keeps its entries in memory until
  * a snapshot, so the snapshot threshold and trailing are retuned from the
  * entry sizes seen to keep that memory under raft_log_budget bytes. A
  * replica that restores a descriptor ahead of its log fetches the missing
@@ -129,6 +130,7 @@ struct rgroup_opts {
 
 struct rgroup;
 struct rgroup_produce;
+struct rgroup_snap;
 struct rgroup_transfer;
 
 /* raft_uv's methods that rgroup interposes (rgroup_raft.c). */
@@ -269,8 +271,9 @@ struct rgroup {
   uint64_t snapshots_sent;       /* InstallSnapshot messages sent to followers */
   uint64_t apply_ns;             /* uv_hrtime() when the entry being applied, or the
                                     last one, began applying (its commit time) */
-  uint64_t snapshot_flush_ns;    /* loop-thread time in their store flush */
-  uint64_t snapshot_manifest_ns; /* and in building their manifest */
+  uint64_t snapshot_capture_ns;  /* loop-thread time capturing them (rgroup_fsm.c) */
+  uint64_t snapshot_sync_ns;     /* thread-pool time syncing and checksumming the store */
+  struct rgroup_snap *snap;      /* the snapshot in flight (rgroup_fsm.c), or NULL */
   uint64_t entries_proposed;
   uint64_t batches_proposed;
   char errmsg[RGROUP_ERRMSG_SIZE];

@@ -8,10 +8,11 @@
  *           last_applied only after apply returns, so the entry's index is
  *           raft_last_applied() + 1. An index the store already holds (a
  *           replay after a restart) is skipped.
- * snapshot: flush the store up to what is applied, then describe it (the
- *           manifest: offsets, last index, checksummed segments, and the
- *           producer table as of its end); the table is also written to
- *           <dir>/producers.
+ * snapshot: capture the store on the loop, make it durable and describe it
+ *           on the thread pool (the manifest: offsets, last index,
+ *           checksummed segments, and the producer table as of its end);
+ *           the table is also written to <dir>/producers. See "snapshot"
+ *           below for which step runs on which thread.
  * restore:  a descriptor the store already covers needs nothing. One that
  *           is ahead of the store starts a catch-up (catchup.h): the missing
  *           batches are fetched from a peer, and the entries Raft applies
@@ -38,6 +39,7 @@
 #include "common/log.h"
 #include "format/batch.h"
 #include "storage/manifest.h"
+#include "storage/plog_sync.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -318,6 +320,10 @@ static void rgroup_fsm_producers_save(struct rgroup *rg, const uint8_t *enc, siz
 
 int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
 {
+  if (rg->snap != NULL) {
+    /* Its worker writes <dir>/producers (the same temp file) right now. */
+    return CAIRN_EEXIST;
+  }
   int rv = rgroup_fsm_producers_sync(rg);
   if (rv != 0) {
     return rv;
@@ -444,67 +450,135 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
   return 0;
 }
 
+/* ---- snapshot (raft 0.15's fsm version 3) ----
+ *
+ * snapshot (loop):   brings the producer table to the log's end, encodes it,
+ *                    and captures a sync of the store (plog_sync_begin): the
+ *                    segments to fdatasync and what the manifest will say.
+ *                    Returns no buffers yet. Raft's snapshot index is its
+ *                    last_applied now, which is what the store holds now.
+ * snapshot_async     (a libuv thread-pool worker, through io->async_work):
+ *                    runs the sync (fdatasyncs, checkpoint, checksums),
+ *                    writes <dir>/producers, and encodes the manifest into
+ *                    the snapshot's buffer, only if every fsync succeeded:
+ *                    raft writes the snapshot and drops the entries it covers
+ *                    only after this returned 0, so the descriptor is never
+ *                    valid before the data it names is durable. Touches
+ *                    rg->snap and nothing else of rg.
+ * snapshot_finalize  (loop, exactly once after a successful snapshot: after
+ *                    raft wrote the snapshot, or when the work or the write
+ *                    failed or was canceled by raft_close): records the
+ *                    sync's outcome in the store (plog_sync_end: fatal if an
+ *                    fsync failed) and frees the buffers.
+ * Meanwhile the loop goes on applying entries (appends beside a running
+ * sync are safe: plog_sync.h). raft takes one snapshot at a time, and its
+ * close waits for the worker, so rg->snap is NULL whenever Raft is closed. */
+
+/* The snapshot in flight, from snapshot to snapshot_finalize. */
+struct rgroup_snap {
+  struct plog_sync *job;
+  uint8_t *producers; /* the encoded table as of the job's next offset */
+  size_t producers_len;
+  char *dir;          /* the replica's directory, for <dir>/producers */
+  uint64_t index;     /* Raft's last applied index at capture */
+  uint64_t capture_ns;
+  int64_t covers;     /* the log's end at capture, which the table covers */
+  int producers_rv;   /* writing <dir>/producers (worker) */
+};
+
+static void rgroup_snap_free(struct rgroup_snap *sn)
+{
+  if (sn->job != NULL) {
+    (void)plog_sync_end(sn->job);
+  }
+  free(sn->producers);
+  free(sn->dir);
+  free(sn);
+}
+
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
   struct rgroup *rg = fsm->data;
-  if (catchup_active(&rg->catchup) || rg->fatal) {
+  if (catchup_active(&rg->catchup) || rg->fatal || rg->snap != NULL) {
     /* The log does not hold what Raft applied: a descriptor of it now
-     * would let Raft drop entries the log still lacks. */
+     * would let Raft drop entries the log still lacks. (rg->snap: raft
+     * takes one at a time; never seen.) */
     return RAFT_BUSY;
   }
-  /* Both steps block the loop thread: the flush in fdatasync, the manifest
-   * in reading every segment for its CRC (docs/replication.md, snapshot
-   * cost). Timed so that the cost shows in the log. */
   uint64_t t0 = uv_hrtime();
-  int rv = rgroup_fsm_producers_sync(rg);
+  struct rgroup_snap *sn = calloc(1, sizeof *sn);
+  int rv = sn == NULL ? CAIRN_ENOMEM : 0;
   if (rv == 0) {
-    rv = store_flush(rg->store, INT64_MAX);
+    sn->index = raft_last_applied(&rg->raft);
+    sn->dir = strdup(rg->dir);
+    rv = sn->dir == NULL ? CAIRN_ENOMEM : rgroup_fsm_producers_sync(rg);
   }
-  uint64_t t1 = uv_hrtime();
-  struct manifest m;
+  struct store_info info;
+  store_info(rg->store, &info);
   if (rv == 0) {
-    rv = manifest_build(rg->store, &m);
+    /* The table as of the log's end, which is where the sync captures it. */
+    rv = producer_state_encode(&rg->producers, info.next_offset, info.last_index, &sn->producers,
+                               &sn->producers_len);
+    sn->covers = info.next_offset;
   }
   if (rv == 0) {
-    /* The table as of the manifest's end, which is the log's end. */
-    rv = producer_state_encode(&rg->producers, m.next_offset, m.last_index, &m.producers,
-                               &m.producers_len);
-    if (rv == 0) {
-      rgroup_fsm_producers_save(rg, m.producers, m.producers_len, m.next_offset);
-    } else {
-      manifest_free(&m);
+    rv = plog_sync_begin(rg->store, &sn->job);
+  }
+  if (rv != 0) {
+    log_error("rgroup", "group %llu: snapshot: %s (%s)", (unsigned long long)rg->group_id,
+              cairn_strerror(rv), store_errmsg(rg->store));
+    if (sn != NULL) {
+      rgroup_snap_free(sn);
     }
+    return rv == CAIRN_ENOMEM ? RAFT_NOMEM : RAFT_IOERR;
   }
-  uint64_t t2 = uv_hrtime();
-  if (rv == 0) {
-    rg->snapshots++;
-    rg->snapshot_flush_ns += t1 - t0;
-    rg->snapshot_manifest_ns += t2 - t1;
-    /* Worth a line at info level only when it stalled the loop. */
-    log_write(t2 - t0 >= RGROUP_SNAPSHOT_SLOW_NS ? LOG_INFO : LOG_DEBUG, "rgroup",
-              "group %llu: snapshot at index %llu: flush %.3f ms, manifest %.3f ms "
-              "(%zu segments, next offset %lld)", (unsigned long long)rg->group_id,
-              (unsigned long long)raft_last_applied(&rg->raft), (double)(t1 - t0) / 1e6,
-              (double)(t2 - t1) / 1e6, m.nsegments, (long long)m.next_offset);
-  }
+  sn->capture_ns = uv_hrtime() - t0;
+  rg->snap = sn;
+  *bufs = NULL; /* the descriptor comes from snapshot_async */
+  *n = 0;
+  return 0;
+}
+
+/* Runs on a thread-pool worker: only rg->snap (set before raft queued
+ * this work, cleared after it called back) and what it owns. */
+static int rgroup_fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                                     unsigned *n)
+{
+  struct rgroup *rg = fsm->data;
+  struct rgroup_snap *sn = rg->snap;
+  int rv = plog_sync_run(sn->job);
+  struct manifest m;
   uint8_t *enc = NULL;
   size_t len = 0;
   if (rv == 0) {
+    rv = plog_sync_manifest(sn->job, &m);
+  }
+  if (rv == 0) {
+    /* The table covers the log now durable: a restart rebuilds only what
+     * follows. A failure costs a longer rebuild (logged at finalize). */
+    sn->producers_rv = fs_replace_file(sn->dir, RGROUP_PRODUCERS_FILE, sn->producers,
+                                       sn->producers_len);
+    m.producers = sn->producers; /* borrowed for the encoding */
+    m.producers_len = sn->producers_len;
     rv = manifest_encode(&m, &enc, &len);
+    m.producers = NULL;
+    m.producers_len = 0;
     manifest_free(&m);
   }
-  if (rv != 0) {
-    log_error("rgroup", "group %llu: snapshot: %s", (unsigned long long)rg->group_id,
-              cairn_strerror(rv));
-    return RAFT_IOERR;
+  struct raft_buffer *b = NULL;
+  void *copy = NULL;
+  if (rv == 0) {
+    b = raft_malloc(sizeof *b);
+    copy = raft_malloc(len ? len : 1);
+    if (b == NULL || copy == NULL) {
+      raft_free(b);
+      raft_free(copy);
+      rv = CAIRN_ENOMEM;
+    }
   }
-  struct raft_buffer *b = raft_malloc(sizeof *b);
-  void *copy = raft_malloc(len ? len : 1);
-  if (b == NULL || copy == NULL) {
-    raft_free(b);
-    raft_free(copy);
+  if (rv != 0) {
     free(enc);
-    return RAFT_NOMEM;
+    return rv == CAIRN_ENOMEM ? RAFT_NOMEM : rv == CAIRN_ESYNC_CANCELED ? RAFT_CANCELED : RAFT_IOERR;
   }
   memcpy(copy, enc, len);
   free(enc);
@@ -512,6 +586,63 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
   b->len = len;
   *bufs = b;
   *n = 1;
+  return 0;
+}
+
+static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                                        unsigned *n)
+{
+  struct rgroup *rg = fsm->data;
+  if (*bufs != NULL) {
+    for (unsigned i = 0; i < *n; i++) {
+      raft_free((*bufs)[i].base);
+    }
+    raft_free(*bufs);
+  }
+  *bufs = NULL;
+  *n = 0;
+  struct rgroup_snap *sn = rg->snap;
+  rg->snap = NULL;
+  if (sn == NULL) {
+    return 0;
+  }
+  uint64_t run_ns = plog_sync_run_ns(sn->job);
+  int rv = plog_sync_end(sn->job); /* the outcome into the store: fatal if an fsync failed */
+  sn->job = NULL;
+  if (rv == 0) {
+    rg->snapshots++;
+    rg->snapshot_capture_ns += sn->capture_ns;
+    rg->snapshot_sync_ns += run_ns;
+    /* At info level when it was slow; on the loop it took capture_ns. */
+    log_write(run_ns >= RGROUP_SNAPSHOT_SLOW_NS ? LOG_INFO : LOG_DEBUG, "rgroup",
+              "group %llu: snapshot at index %llu: capture %.3f ms on the loop, sync and "
+              "manifest %.3f ms on the thread pool", (unsigned long long)rg->group_id,
+              (unsigned long long)sn->index, (double)sn->capture_ns / 1e6, (double)run_ns / 1e6);
+    if (sn->producers_rv != 0) {
+      log_warn("rgroup", "group %llu: writing %s/%s: %s", (unsigned long long)rg->group_id,
+               sn->dir, RGROUP_PRODUCERS_FILE, cairn_strerror(sn->producers_rv));
+    } else {
+      /* The file holds this table now (retention, the only other writer,
+       * waits while a snapshot is in flight): retention may delete below. */
+      rg->producers_saved_offset = sn->covers;
+    }
+  } else if (rv == CAIRN_ESYNC_CANCELED) {
+    log_info("rgroup", "group %llu: snapshot at index %llu canceled before its sync ran",
+             (unsigned long long)rg->group_id, (unsigned long long)sn->index);
+  } else {
+    struct store_info info;
+    store_info(rg->store, &info);
+    log_error("rgroup", "group %llu: snapshot at index %llu: %s (%s)",
+              (unsigned long long)rg->group_id, (unsigned long long)sn->index,
+              cairn_strerror(rv), store_errmsg(rg->store));
+    if (info.fatal && !rg->fatal) {
+      /* The store latched: nothing more is applied on top of it. */
+      rg->fatal = true;
+      log_error("rgroup", "group %llu: the store failed; replica stops applying",
+                (unsigned long long)rg->group_id);
+    }
+  }
+  rgroup_snap_free(sn);
   return 0;
 }
 
@@ -563,11 +694,13 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 void rgroup_fsm_init(struct rgroup *rg)
 {
   memset(&rg->fsm, 0, sizeof rg->fsm);
-  rg->fsm.version = 1;
+  rg->fsm.version = 3;
   rg->fsm.data = rg;
   rg->fsm.apply = rgroup_fsm_apply;
   rg->fsm.snapshot = rgroup_fsm_snapshot;
   rg->fsm.restore = rgroup_fsm_restore;
+  rg->fsm.snapshot_finalize = rgroup_fsm_snapshot_finalize;
+  rg->fsm.snapshot_async = rgroup_fsm_snapshot_async;
 }
 
 void rgroup_fsm_close(struct rgroup *rg)
@@ -580,4 +713,9 @@ void rgroup_fsm_close(struct rgroup *rg)
   rg->results_cap = 0;
   producer_state_close(&rg->producers);
   producer_state_close(&rg->snap_producers);
+  if (rg->snap != NULL) {
+    /* Never seen: Raft's close waits for the snapshot work and finalizes. */
+    rgroup_snap_free(rg->snap);
+    rg->snap = NULL;
+  }
 }

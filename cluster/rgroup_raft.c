@@ -425,6 +425,14 @@ int rgroup_raft_init(struct rgroup *rg)
   raft_uv_set_segment_size(&rg->io, rg->opts.raft_segment_size);
   raft_uv_set_connect_retry_delay(&rg->io, 100);
   rgroup_raft_interpose(rg);
+  /* raft 0.15's raft_uv implements async_work (uv_work.c) but still says
+   * io->version 1, and raft_init refuses an fsm with snapshot_async on an
+   * io below version 2 (upstream 269e541, 0.17.1, sets 2). The method is
+   * there, so say so: the snapshot's fsyncs then run on the thread pool
+   * (rgroup_fsm.c; docs/raft-0.15.md, "Asynchronous snapshots"). */
+  if (rg->io.version < 2 && rg->io.async_work != NULL) {
+    rg->io.version = 2;
+  }
   rgroup_fsm_init(rg);
   rv = raft_init(&rg->raft, &rg->io, &rg->fsm, rg->self_id, rg->self_address);
   if (rv != 0) {

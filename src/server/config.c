@@ -69,6 +69,7 @@ enum config_key_id {
   CONFIG_K_HEARTBEAT,
   CONFIG_K_ELECTION,
   CONFIG_K_SEGMENT,
+  CONFIG_K_RAFT_LOG_BUDGET,
   CONFIG_K_CLUSTER_SECRET_FILE,
   CONFIG_K_TLS_CERT,
   CONFIG_K_TLS_KEY,
@@ -176,6 +177,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_SEGMENT] = {"raft-segment-bytes", "raft", "segment_bytes", "N", CONFIG_KIND_SIZE,
                           CONFIG_OFF(raft_segment_bytes), 64 * CONFIG_KIB, CONFIG_GIB,
                           "size of Raft's log segments, a multiple of 4096", NULL},
+    [CONFIG_K_RAFT_LOG_BUDGET] = {"raft-log-budget-bytes", "raft", "log_budget_bytes", "N",
+                                  CONFIG_KIND_SIZE, CONFIG_OFF(raft_log_budget_bytes),
+                                  4 * CONFIG_KIB, 16 * CONFIG_GIB,
+                                  "bytes of entries a partition's Raft keeps in memory; sets "
+                                  "how often it snapshots",
+                                  NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
                                       "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
                                       0, 0,
@@ -570,6 +577,7 @@ static void config_defaults(struct config *cfg)
   cfg->heartbeat_ms = 250;
   cfg->election_ms = 2500;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
+  cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
   snprintf(cfg->auth, sizeof cfg->auth, "none");
 }
 

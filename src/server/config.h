@@ -97,6 +97,9 @@ struct config {
   unsigned heartbeat_ms;     /* default 250 */
   unsigned election_ms;      /* >= 2 * heartbeat_ms; default 2500 */
   size_t raft_segment_bytes; /* segment_bytes; multiple of 4096; default 1 MiB */
+  size_t raft_log_budget_bytes; /* log_budget_bytes: a partition's Raft entries in
+                                   memory, which sets its snapshot interval
+                                   (rgroup.h); default 64 MiB */
 
   /* [security] */
   char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):

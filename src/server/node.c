@@ -242,6 +242,7 @@ static int node_start_groups(struct node *n)
   ro.heartbeat_ms = n->cfg.heartbeat_ms;
   ro.election_ms = n->cfg.election_ms;
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
+  ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {
