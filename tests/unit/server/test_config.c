@@ -129,6 +129,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->heartbeat_ms, b->heartbeat_ms);
   assert_int_equal(a->election_ms, b->election_ms);
   assert_int_equal(a->raft_segment_bytes, b->raft_segment_bytes);
+  assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
 }
 
 /* config_write then config_load of what it wrote gives the same settings. */
@@ -683,7 +684,7 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
                   "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
-                  "election_ms, segment_bytes)",
+                  "election_ms, segment_bytes, log_budget_bytes)",
                   NULL);
 }
 
@@ -796,6 +797,7 @@ static void test_config_example_file_loads_and_round_trips(void **state)
   assert_false(cfg.join_set);
   assert_int_equal(cfg.max_frame_bytes, 16u << 20);
   assert_int_equal(cfg.raft_segment_bytes, 1u << 20);
+  assert_int_equal(cfg.raft_log_budget_bytes, 64u << 20);
   assert_round_trips(&cfg);
 
   /* the example with flags on top: a fourth node joining */
