@@ -31,8 +31,9 @@ void rgroup_fsm_producers_open(struct rgroup *rg);
  * its end: brings the table to the log's end, flushes the log there and
  * writes the table (rg->producers_saved_offset then is the log's end).
  * Blocks in fdatasync (retention is rare: once per check interval, and only
- * when segments are due). Returns 0 or a negative code (the store's; a
- * failed flush leaves the store fatal). */
+ * when segments are due). Returns 0, CAIRN_EEXIST while a snapshot is in
+ * flight (its worker writes the same file: try later), or a negative code
+ * (the store's; a failed flush leaves the store fatal). */
 __attribute__((warn_unused_result)) int rgroup_fsm_producers_checkpoint(struct rgroup *rg);
 
 #endif
