@@ -877,10 +877,10 @@ static size_t meta_acl_lower_bound(const struct meta_state *st, const struct met
   return lo;
 }
 
-bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_t type,
-                     const char *name, uint32_t op)
+int meta_acl_decide(const struct meta_state *st, const char *principal, uint32_t type,
+                    const char *name, uint32_t op)
 {
-  bool allowed = false;
+  int decision = 0;
   for (size_t i = 0; i < st->nacls; i++) {
     const struct meta_acl *a = &st->acls[i];
     if (a->resource_type != type || a->operation != op ||
@@ -891,10 +891,16 @@ bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_
     if (!match)
       continue;
     if (!a->allow)
-      return false; /* a deny wins */
-    allowed = true;
+      return -1; /* a deny wins */
+    decision = 1;
   }
-  return allowed;
+  return decision;
+}
+
+bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_t type,
+                     const char *name, uint32_t op)
+{
+  return meta_acl_decide(st, principal, type, name, op) > 0;
 }
 
 /* Copies a wire entry into a; false when a field does not fit. */

@@ -306,6 +306,11 @@ int meta_acl_cmp(const struct meta_acl *a, const struct meta_acl *b);
 bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_t type,
                      const char *name, uint32_t op);
 
+/* meta_acl_allows in three outcomes: -1 a matching entry denies, 1 one
+ * allows and none denies, 0 none matches. Borrows everything. */
+int meta_acl_decide(const struct meta_state *st, const char *principal, uint32_t type,
+                    const char *name, uint32_t op);
+
 /* The user called name, or NULL. Returns borrowed (valid as meta_node_find's). */
 const struct meta_user *meta_user_find(const struct meta_state *st, const char *name);
 

@@ -40,8 +40,8 @@
 #define METRICS_HIST_SUB 4
 #define METRICS_HIST_MAX_LOG2 40
 #define METRICS_HIST_BUCKETS (METRICS_HIST_SUB + (METRICS_HIST_MAX_LOG2 - 1) * METRICS_HIST_SUB)
-#define METRICS_API_SLOTS 48  /* wire api numbers 0..47 (groups are 30..39) */
-#define METRICS_CODE_SLOTS 64 /* wire error codes 0..62; larger ones share the last */
+#define METRICS_API_SLOTS 64  /* wire api numbers 0..63 (groups 30..39, security 50..56) */
+#define METRICS_CODE_SLOTS 80 /* wire error codes 0..78; larger ones share the last */
 #define METRICS_LAG_SAMPLES 64
 #define METRICS_LAG_SAMPLE_MS 250
 #define METRICS_MAX_PARTS 200000 /* the cluster's own partition limit */

@@ -72,6 +72,7 @@
 #define CONN_ERRMSG_SIZE 256
 #define CONN_TLS_IN_SIZE (17u * 1024) /* one TLS record and its overhead */
 #define CONN_PRINCIPAL_MAX 256
+#define CONN_AUTHZ_LOGGED 16 /* resources whose refusal a conn logs */
 
 /* Phases a handler may mark on a request (conn_request.mark_ns), read by
  * the answered callback to trace slow requests: the request was handed to
@@ -235,6 +236,10 @@ struct conn {
   void *auth; /* owned by the auth handler; freed with auth_free */
   void (*auth_free)(void *auth);
   uint32_t auth_failures;
+  /* Authorization refusals logged on this conn (src/server/authz.c): a
+   * hash per resource, the first CONN_AUTHZ_LOGGED of them. */
+  uint64_t authz_logged[CONN_AUTHZ_LOGGED];
+  uint32_t authz_nlogged; /* CONN_AUTHZ_LOGGED + 1: "no more" was logged */
 
   /* TLS (NULL: plain TCP) */
   struct tls_session *tls;

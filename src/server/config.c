@@ -9,6 +9,7 @@
  *   again (values) -> config_check (derives advertise addresses and voters,
  *   then checks combinations). */
 #include "server/config.h"
+#include "server/authz_principal.h"
 
 #include "server/config_value.h"
 
@@ -76,6 +77,8 @@ enum config_key_id {
   CONFIG_K_TLS_CA,
   CONFIG_K_TLS_CIPHERS,
   CONFIG_K_AUTH,
+  CONFIG_K_AUTHORIZER,
+  CONFIG_K_SUPER_USERS,
   CONFIG_K_COUNT
 };
 
@@ -208,6 +211,16 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                        "none, or required: clients must authenticate (SCRAM or a client "
                        "certificate) before anything but Hello",
                        NULL},
+    [CONFIG_K_AUTHORIZER] = {"authorizer", "security", "authorizer", "MODE", CONFIG_KIND_FILE,
+                             CONFIG_OFF(authorizer), 0, 0,
+                             "none, or acl: every request is checked against the access control "
+                             "entries (cairn acl)",
+                             NULL},
+    [CONFIG_K_SUPER_USERS] = {"super-users", "security", "super_users", "LIST", CONFIG_KIND_FILE,
+                              CONFIG_OFF(super_users), 0, 0,
+                              "principals the ACLs do not restrict, e.g. User:admin,User:ops "
+                              "(nodes, Node:ID, always are)",
+                              "none"},
 };
 
 static const char *const config_sections[] = {"node",   "network", "cluster",
@@ -579,6 +592,7 @@ static void config_defaults(struct config *cfg)
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
   snprintf(cfg->auth, sizeof cfg->auth, "none");
+  snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }
 
 /* ---- flags ---- */
@@ -996,6 +1010,25 @@ static int config_check(struct config_parse *ps)
                 "--auth required in a cluster of several nodes needs --cluster-secret-file: "
                 "nodes authenticate to each other with it");
     return ps->err;
+  }
+  if (strcmp(cfg->authorizer, "none") != 0 && strcmp(cfg->authorizer, "acl") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--authorizer: '%s' is not none or acl", cfg->authorizer);
+    return ps->err;
+  }
+  if (strcmp(cfg->authorizer, "acl") == 0 && cfg->cluster_secret_file[0] == '\0' &&
+      (cfg->voters_len > 1 || cfg->join_set)) {
+    config_fail(ps, CAIRN_ECONFIG,
+                "--authorizer acl in a cluster of several nodes needs --cluster-secret-file: "
+                "nodes prove it to each other to pass the ACLs as Node:ID");
+    return ps->err;
+  }
+  {
+    struct authz az;
+    char why[200];
+    if (authz_parse_super_users(&az, cfg->super_users, why, sizeof why) != 0) {
+      config_fail(ps, CAIRN_ECONFIG, "--super-users: %s", why);
+      return ps->err;
+    }
   }
   bool cert = cfg->tls_cert[0] != '\0', key = cfg->tls_key[0] != '\0';
   if (cert != key || (!cert && (cfg->tls_ca[0] != '\0' || cfg->tls_ciphers[0] != '\0'))) {

@@ -109,6 +109,9 @@ struct config {
   char tls_ca[CONFIG_PATH_MAX];      /* tls_ca (--tls-ca): verify client certificates; "" none */
   char tls_ciphers[CONFIG_PATH_MAX]; /* tls_ciphers (--tls-ciphers): "" OpenSSL's defaults */
   char auth[CONFIG_PATH_MAX]; /* auth (--auth): "none" (default) or "required" */
+  char authorizer[CONFIG_PATH_MAX];  /* authorizer (--authorizer): "none" (default) or "acl" */
+  char super_users[CONFIG_PATH_MAX]; /* super_users (--super-users): principals the ACLs do
+                                        not restrict, comma-separated; "" none */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),

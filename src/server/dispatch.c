@@ -1,5 +1,6 @@
 /* dispatch.c - the one table from a request's api to its handler. */
 #include "server/handlers.h"
+#include "server/authz.h"
 
 #include <stddef.h>
 
@@ -65,6 +66,11 @@ static const struct dispatch_entry dispatch_table[] = {
      handle_delete_user},
     {CAIRN__CLIENT__API__API_LIST_USERS, CAIRN__CLIENT__ENVELOPE__BODY_LIST_USERS_REQ,
      handle_list_users},
+    {CAIRN__CLIENT__API__API_ADD_ACL, CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_REQ, handle_add_acl},
+    {CAIRN__CLIENT__API__API_REMOVE_ACL, CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_REQ,
+     handle_remove_acl},
+    {CAIRN__CLIENT__API__API_LIST_ACLS, CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_REQ,
+     handle_list_acls},
 };
 
 void dispatch_request(struct node *n, struct conn_request *req)
@@ -83,6 +89,9 @@ void dispatch_request(struct node *n, struct conn_request *req)
       conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_VERSION,
                          "api version 1 is the only one offered");
       return;
+    }
+    if (!authz_request(n, req)) {
+      return; /* refused and answered */
     }
     e->fn(n, req);
     return;

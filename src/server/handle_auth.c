@@ -117,7 +117,9 @@ bool handle_auth_exempt(struct node *n, const struct conn_request *req)
   case CAIRN__CLIENT__API__API_NODE_HEARTBEAT:
     return n->cluster_key != NULL; /* they carry a cluster proof, checked */
   case CAIRN__CLIENT__API__API_UPSERT_USER:
-    /* The first user of a cluster can only be made this way. */
+  case CAIRN__CLIENT__API__API_METADATA:
+    /* The first user of a cluster can only be made this way (a client
+     * library reads the metadata before its first request). */
     return ctl_state(&n->ctl)->nusers == 0;
   default:
     return false;

@@ -102,14 +102,17 @@ static void handle_fetch_respond_error(struct conn_request *req, Cairn__Client__
 }
 
 /* Reads one partition's regions into fr. */
-static void handle_fetch_collect_part(struct node *n, const Cairn__Client__FetchRequest *fq,
-                                      size_t i, struct handle_fetch_result *fr)
+static void handle_fetch_collect_part(struct node *n, struct conn *c,
+                                      const Cairn__Client__FetchRequest *fq, size_t i,
+                                      struct handle_fetch_result *fr)
 {
   const Cairn__Client__FetchPartition *fp = fq->partitions[i];
   Cairn__Client__FetchPartitionResult *r = &fr->res[i];
   Cairn__Client__Error *err = &fr->errs[i];
   struct handle_target *t = &fr->targets[i];
-  handle_find_reader(n, fp->topic, fp->partition, t);
+  if (handle_target_authorized(n, c, fp->topic, META_ACL_READ, t)) {
+    handle_find_reader(n, fp->topic, fp->partition, t);
+  }
   r->topic = fp->topic;
   r->partition = fp->partition;
   r->high_watermark = -1;
@@ -194,7 +197,8 @@ static void handle_fetch_collect_part(struct node *n, const Cairn__Client__Fetch
 }
 
 /* Reads every partition of fq. Returns 0 or CAIRN_ENOMEM (fr empty). */
-static int handle_fetch_collect(struct node *n, const Cairn__Client__FetchRequest *fq,
+static int handle_fetch_collect(struct node *n, struct conn *c,
+                                const Cairn__Client__FetchRequest *fq,
                                 struct handle_fetch_result *fr)
 {
   memset(fr, 0, sizeof *fr);
@@ -213,7 +217,7 @@ static int handle_fetch_collect(struct node *n, const Cairn__Client__FetchReques
     cairn__client__error__init(&fr->errs[i]);
     fr->res[i].error = &fr->errs[i];
     fr->ptrs[i] = &fr->res[i];
-    handle_fetch_collect_part(n, fq, i, fr);
+    handle_fetch_collect_part(n, c, fq, i, fr);
   }
   return 0;
 }
@@ -273,7 +277,7 @@ static void handle_fetch_send(struct node *n, struct conn_request *req,
 static void handle_fetch_answer_now(struct node *n, struct conn_request *req)
 {
   struct handle_fetch_result fr;
-  if (handle_fetch_collect(n, req->env->fetch_req, &fr) != 0) {
+  if (handle_fetch_collect(n, req->c, req->env->fetch_req, &fr) != 0) {
     handle_fetch_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN,
                                cairn_strerror(CAIRN_ENOMEM));
     return;
@@ -313,7 +317,7 @@ static void handle_fetch_on_timer(uv_timer_t *timer)
   const Cairn__Client__FetchRequest *fq = w->req->env->fetch_req;
   uint64_t now = uv_now(n->loop);
   struct handle_fetch_result fr;
-  if (handle_fetch_collect(n, fq, &fr) != 0) {
+  if (handle_fetch_collect(n, w->req->c, fq, &fr) != 0) {
     handle_fetch_respond_error(handle_fetch_unpark(w), CAIRN__CLIENT__ERROR_CODE__UNKNOWN,
                                cairn_strerror(CAIRN_ENOMEM));
     return;
@@ -349,7 +353,7 @@ void handle_fetch(struct node *n, struct conn_request *req)
     return;
   }
   struct handle_fetch_result fr;
-  if (handle_fetch_collect(n, fq, &fr) != 0) {
+  if (handle_fetch_collect(n, req->c, fq, &fr) != 0) {
     handle_fetch_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN,
                                cairn_strerror(CAIRN_ENOMEM));
     return;

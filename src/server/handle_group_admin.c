@@ -2,6 +2,7 @@
  * groups this node coordinates) and DescribeGroups (members, assignment,
  * committed offsets and lag, at the coordinator). */
 #include "server/handlers.h"
+#include "server/authz.h"
 #include "server/handle_group.h"
 #include "server/handle_target.h"
 
@@ -77,14 +78,18 @@ void handle_list_groups(struct node *n, struct conn_request *req)
   size_t k = 0;
   for (size_t i = 0; v != NULL && p != NULL && i < c->nslots; i++) {
     const struct coord_slot *s = &c->slots[i];
-    for (size_t j = 0; s->state == COORD_LOADED && j < s->ngroups; j++, k++) {
+    for (size_t j = 0; s->state == COORD_LOADED && j < s->ngroups; j++) {
       const struct group *g = s->groups[j];
+      if (!authz_allows(n, req->c, META_ACL_GROUP, g->name, META_ACL_DESCRIBE)) {
+        continue; /* left out, as Kafka does */
+      }
       cairn__client__group_listing__init(&v[k]);
       v[k].group = (char *)g->name;
       v[k].state = (char *)group_state_name(g->state);
       v[k].members = (uint32_t)g->nmembers;
       v[k].coordinator_id = n->cfg.node_id;
       p[k] = &v[k];
+      k++;
     }
   }
   resp.error = &he.e;

@@ -81,7 +81,8 @@ static int handle_list_offsets_record_time(struct store *s, int64_t offset, int6
 }
 
 /* Answers one partition into r (its error in *err, texts in *t). */
-static void handle_list_offsets_one(struct node *n, const Cairn__Client__ListOffsetsPartition *lp,
+static void handle_list_offsets_one(struct node *n, struct conn *c,
+                                    const Cairn__Client__ListOffsetsPartition *lp,
                                     Cairn__Client__ListOffsetsPartitionResult *r,
                                     Cairn__Client__Error *err, struct handle_target *t)
 {
@@ -89,7 +90,9 @@ static void handle_list_offsets_one(struct node *n, const Cairn__Client__ListOff
   r->partition = lp->partition;
   r->offset = -1;
   r->timestamp = -1;
-  handle_find_reader(n, lp->topic, lp->partition, t);
+  if (handle_target_authorized(n, c, lp->topic, META_ACL_READ, t)) {
+    handle_find_reader(n, lp->topic, lp->partition, t);
+  }
   if (t->code != CAIRN__CLIENT__ERROR_CODE__OK) {
     err->code = t->code;
     err->message = t->message;
@@ -162,7 +165,7 @@ void handle_list_offsets(struct node *n, struct conn_request *req)
       cairn__client__error__init(&errs[i]);
       res[i].error = &errs[i];
       ptrs[i] = &res[i];
-      handle_list_offsets_one(n, lq->partitions[i], &res[i], &errs[i], &targets[i]);
+      handle_list_offsets_one(n, req->c, lq->partitions[i], &res[i], &errs[i], &targets[i]);
     }
     Cairn__Client__ListOffsetsResponse resp = CAIRN__CLIENT__LIST_OFFSETS_RESPONSE__INIT;
     resp.partitions = ptrs;

@@ -10,6 +10,8 @@
 #include "server/handlers.h"
 
 #include "common/err.h"
+#include "server/authz.h"
+#include "server/handle_target.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -191,30 +193,61 @@ static Cairn__Client__Error md_unknown_topic = {PROTOBUF_C_MESSAGE_INIT(&cairn__
                                                 (char *)"no such topic"};
 
 /* Topics named by names[0..nnames) (all when nnames is 0), in name order
- * of the request, or id order for all. */
-static Cairn__Client__TopicInfo **md_topics(struct node *n, struct md_frees *f, char **names,
-                                            size_t nnames, bool with_partitions, size_t *count)
+ * of the request, or id order for all. With authorization on, a named
+ * topic c may not describe is answered AUTHORIZATION_FAILED (whether or
+ * not it exists), and one it may not describe is left out of "all". */
+static Cairn__Client__TopicInfo **md_topics(struct node *n, struct conn *c, struct md_frees *f,
+                                            char **names, size_t nnames, bool with_partitions,
+                                            size_t *count)
 {
   const struct meta_state *st = ctl_state(&n->ctl);
   size_t k = nnames > 0 ? nnames : st->ntopics;
-  Cairn__Client__TopicInfo *tis = md_alloc(f, k * sizeof *tis);
-  Cairn__Client__TopicInfo **tp = md_alloc(f, k * sizeof *tp);
+  Cairn__Client__TopicInfo *tis = md_alloc(f, (k > 0 ? k : 1) * sizeof *tis);
+  Cairn__Client__TopicInfo **tp = md_alloc(f, (k > 0 ? k : 1) * sizeof *tp);
   if (tis == NULL || tp == NULL) {
     *count = 0;
     return NULL;
   }
+  size_t out = 0;
   for (size_t i = 0; i < k; i++) {
-    const struct meta_topic *t = nnames > 0 ? meta_topic_find(st, names[i]) : &st->topics[i];
-    if (t != NULL) {
-      md_topic(n, f, &tis[i], t, with_partitions);
-    } else {
-      cairn__client__topic_info__init(&tis[i]);
-      tis[i].name = names[i];
-      tis[i].error = &md_unknown_topic;
+    Cairn__Client__TopicInfo *ti = &tis[out];
+    if (nnames == 0) {
+      if (!authz_allows(n, c, META_ACL_TOPIC, st->topics[i].name, META_ACL_DESCRIBE)) {
+        continue;
+      }
+      md_topic(n, f, ti, &st->topics[i], with_partitions);
+      tp[out++] = ti;
+      continue;
     }
-    tp[i] = &tis[i];
+    char msg[HANDLE_MESSAGE_SIZE];
+    if (authz_check(n, c, META_ACL_TOPIC, names[i], META_ACL_DESCRIBE, msg, sizeof msg) != 0) {
+      Cairn__Client__Error *err = md_alloc(f, sizeof *err);
+      char *text = md_alloc(f, strlen(msg) + 1);
+      if (err == NULL || text == NULL) {
+        *count = 0;
+        return NULL;
+      }
+      cairn__client__error__init(err);
+      err->code = CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED;
+      memcpy(text, msg, strlen(msg) + 1);
+      err->message = text;
+      cairn__client__topic_info__init(ti);
+      ti->name = names[i];
+      ti->error = err;
+      tp[out++] = ti;
+      continue;
+    }
+    const struct meta_topic *t = meta_topic_find(st, names[i]);
+    if (t != NULL) {
+      md_topic(n, f, ti, t, with_partitions);
+    } else {
+      cairn__client__topic_info__init(ti);
+      ti->name = names[i];
+      ti->error = &md_unknown_topic;
+    }
+    tp[out++] = ti;
   }
-  *count = k;
+  *count = out;
   return tp;
 }
 
@@ -262,7 +295,7 @@ void handle_metadata(struct node *n, struct conn_request *req)
   resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
   resp.controller_id = md_controller(n);
   resp.nodes = md_nodes(n, &f, &resp.n_nodes);
-  resp.topics = md_topics(n, &f, mr->topics, mr->n_topics, true, &resp.n_topics);
+  resp.topics = md_topics(n, req->c, &f, mr->topics, mr->n_topics, true, &resp.n_topics);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP;
   env.metadata_resp = &resp;
@@ -273,7 +306,7 @@ void handle_list_topics(struct node *n, struct conn_request *req)
 {
   struct md_frees f = {0};
   Cairn__Client__ListTopicsResponse resp = CAIRN__CLIENT__LIST_TOPICS_RESPONSE__INIT;
-  resp.topics = md_topics(n, &f, NULL, 0, false, &resp.n_topics);
+  resp.topics = md_topics(n, req->c, &f, NULL, 0, false, &resp.n_topics);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_RESP;
   env.list_topics_resp = &resp;
@@ -286,7 +319,7 @@ void handle_describe_topic(struct node *n, struct conn_request *req)
   struct md_frees f = {0};
   Cairn__Client__DescribeTopicResponse resp = CAIRN__CLIENT__DESCRIBE_TOPIC_RESPONSE__INIT;
   size_t count = 0;
-  Cairn__Client__TopicInfo **tp = md_topics(n, &f, &name, 1, true, &count);
+  Cairn__Client__TopicInfo **tp = md_topics(n, req->c, &f, &name, 1, true, &count);
   if (tp != NULL) {
     resp.topic = tp[0];
     resp.error = tp[0]->error;
@@ -304,7 +337,7 @@ void handle_describe_cluster(struct node *n, struct conn_request *req)
   resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
   resp.controller_id = md_controller(n);
   resp.nodes = md_nodes(n, &f, &resp.n_nodes);
-  resp.topics = md_topics(n, &f, NULL, 0, true, &resp.n_topics);
+  resp.topics = md_topics(n, req->c, &f, NULL, 0, true, &resp.n_topics);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP;
   env.describe_cluster_resp = &resp;

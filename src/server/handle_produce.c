@@ -268,6 +268,10 @@ static void handle_produce_submit_part(struct handle_produce_op *op, size_t i)
   for (size_t b = 0; b < pp->nbatches; b++) {
     op->batches[pp->first + b].status = CAIRN_ENOTLEADER; /* until handed over */
   }
+  if (!handle_target_authorized(op->n, op->req->c, pp->req->topic, META_ACL_WRITE,
+                                &hp->target)) {
+    return;
+  }
   handle_find_leader(op->n, pp->req->topic, pp->req->partition, &hp->target);
   if (hp->target.code != CAIRN__CLIENT__ERROR_CODE__OK) {
     return;

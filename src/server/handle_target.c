@@ -3,6 +3,7 @@
 #include "server/handlers.h"
 #include "server/handle_target.h"
 
+#include "server/authz.h"
 #include "server/node.h"
 
 #include <inttypes.h>
@@ -100,4 +101,17 @@ void handle_find_reader(struct node *n, const char *topic, uint32_t partition,
            "earlier leaders committed: retry shortly",
            n->cfg.node_id, t->p->topic, partition);
   t->p = NULL;
+}
+
+bool handle_target_authorized(struct node *n, struct conn *c, const char *topic, uint32_t op,
+                              struct handle_target *t)
+{
+  if (authz_check(n, c, META_ACL_TOPIC, topic, op, t->message, sizeof t->message) == 0) {
+    return true;
+  }
+  t->p = NULL;
+  t->code = CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED;
+  t->leader_id = 0;
+  t->leader_address[0] = '\0';
+  return false;
 }

@@ -6,6 +6,7 @@
 
 #include "client.pb-c.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define HANDLE_MESSAGE_SIZE 512 /* room for a 249-byte topic name */
@@ -40,5 +41,13 @@ void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
  * what the previous leader served. Context: loop thread. */
 void handle_find_reader(struct node *n, const char *topic, uint32_t partition,
                         struct handle_target *t);
+
+/* Whether c may do op (META_ACL_READ, META_ACL_WRITE) on topic
+ * (server/authz.h; always with authorization off). On a refusal fills t
+ * with AUTHORIZATION_FAILED and the message (logged once per conn and
+ * topic) and returns false. Borrows everything. Context: loop thread. */
+struct conn;
+bool handle_target_authorized(struct node *n, struct conn *c, const char *topic, uint32_t op,
+                              struct handle_target *t);
 
 #endif

@@ -61,9 +61,14 @@ void handle_authenticate(struct node *n, struct conn_request *req);
 void handle_upsert_user(struct node *n, struct conn_request *req);
 void handle_delete_user(struct node *n, struct conn_request *req);
 void handle_list_users(struct node *n, struct conn_request *req);
+/* handle_acl.c: AddAcl/RemoveAcl (controller leader), ListAcls (any
+ * node). */
+void handle_add_acl(struct node *n, struct conn_request *req);
+void handle_remove_acl(struct node *n, struct conn_request *req);
+void handle_list_acls(struct node *n, struct conn_request *req);
 /* With --auth required: whether req may run on an unauthenticated conn
  * (Hello, Authenticate; node requests when they carry a cluster proof;
- * the first UpsertUser while the cluster has no user). */
+ * Metadata and the first UpsertUser while the cluster has no user). */
 bool handle_auth_exempt(struct node *n, const struct conn_request *req);
 
 /* handle_produce.c */

@@ -173,7 +173,18 @@ static int node_start_ports(struct node *n)
     rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
   }
   n->auth_required = strcmp(n->cfg.auth, "required") == 0;
+  char azwhy[NODE_ERRMSG_SIZE];
+  if (authz_parse_super_users(&n->authz, n->cfg.super_users, azwhy, sizeof azwhy) != 0) {
+    node_set_errmsg(n, "--super-users: %s", azwhy);
+    return CAIRN_ECONFIG;
+  }
+  n->authz.enabled = strcmp(n->cfg.authorizer, "acl") == 0;
   node_say_exposure(n);
+  if (n->authz.enabled) {
+    log_info("node", "client port: requests checked against the ACLs (%zu super-user%s%s%s)",
+             n->authz.nsuper, n->authz.nsuper == 1 ? "" : "s", n->authz.nsuper > 0 ? ": " : "",
+             n->cfg.super_users);
+  }
   if (n->auth_required) {
     log_info("node", "client port: authentication required (SCRAM-SHA-256 or client "
                      "certificates)");

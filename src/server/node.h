@@ -41,6 +41,7 @@
 #include "net/tls.h"
 #include "net/peer.h"
 #include "server/config.h"
+#include "server/authz_principal.h"
 #include "server/group/coord.h"
 
 #include <stdbool.h>
@@ -70,6 +71,7 @@ struct node {
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
   bool auth_required;          /* --auth required */
+  struct authz authz;          /* --authorizer, --super-users (server/authz.h) */
   struct tls_ctx *peer_tls;     /* TLS of this node's own requests to other nodes, NULL: none */
   struct tls_ctx *tls;          /* the client port's TLS (src/net/tls.h), NULL: plain TCP */
   uint64_t auth_refused_id;     /* node whose unproven request was logged last */

@@ -73,9 +73,12 @@ static void test_metrics_requests_land_in_their_slots(void **state)
   metrics_request(m, 8, 0, 1, 1000, 200000); /* fetch, 200 ms */
   metrics_request(m, 2, 9999, 1, 1, 1);      /* a code past the slots */
   metrics_request(m, 99, 0, 1, 1, 1);        /* an api past the slots: bytes only */
+  metrics_request(m, 56, 64, 1, 1, 1);       /* ListAcls refused: AUTHORIZATION_FAILED */
+  metrics_request(m, 54, 65, 1, 1, 1);       /* AddAcl... UNKNOWN_ACL (RemoveAcl's code) */
   assert_true(m->requests[7][0] == 1 && m->requests[7][3] == 1 && m->requests[8][0] == 1);
   assert_true(m->requests[2][METRICS_CODE_SLOTS - 1] == 1);
-  assert_true(m->bytes_in == 113 && m->bytes_out == 1057);
+  assert_true(m->requests[56][64] == 1 && m->requests[54][65] == 1);
+  assert_true(m->bytes_in == 115 && m->bytes_out == 1059);
   assert_true(m->latency[METRICS_LAT_PRODUCE].count == 2);
   assert_true(m->latency[METRICS_LAT_FETCH].count == 1);
   assert_true(metrics_hist_count_le(&m->latency[METRICS_LAT_PRODUCE], 1024) == 1);
