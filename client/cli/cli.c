@@ -197,6 +197,9 @@ static const char *cli_hint(int rv)
     return "`cairn cluster status` lists the node ids";
   case CAIRN_ETOOLARGE:
     return "a message is larger than the largest batch the producer sends (1 MiB)";
+  case CAIRN_EAUTHZ:
+    return "the cluster's ACLs do not allow it: a super-user can grant it with "
+           "`cairn acl add` (`cairn acl list` shows the entries); log in with --user";
   default:
     return NULL;
   }

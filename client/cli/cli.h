@@ -158,6 +158,7 @@ int cli_cluster(struct cli *c, int argc, char **argv);
 int cli_node(struct cli *c, int argc, char **argv);
 /* user.c: `cairn user create|delete|list`. */
 int cli_user(struct cli *c, int argc, char **argv);
+int cli_acl(struct cli *c, int argc, char **argv);
 /* group.c: `cairn group ...`, and `cairn consume -g GROUP` (cli_consume
  * hands a command line with -g/--group to cli_group_consume). */
 int cli_group(struct cli *c, int argc, char **argv);

@@ -28,6 +28,7 @@ static void main_usage(FILE *out)
           "  node decommission ID move node ID's partitions away, then remove it\n"
           "  user create NAME | delete NAME | list  users of the client port (SCRAM;\n"
           "                       create reads the password from stdin)\n"
+          "  acl add | remove | list  access control entries (--authorizer acl)\n"
           "\n"
           "`cairn COMMAND --help` says more about each.\n"
           "\n"
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
                 {"cluster", cli_cluster},
                 {"node", cli_node},
                 {"user", cli_user},
+                {"acl", cli_acl},
                 {"group", cli_group}};
   for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
     if (strcmp(argv[i], groups[g].name) == 0) {

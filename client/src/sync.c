@@ -251,6 +251,36 @@ int cairn_sync_list_users(struct cairn_sync *s, struct cairn_user_list **out)
   return rv;
 }
 
+static void lc_sync_on_acls(struct cairn_client *c, int status, const char *errmsg,
+                            struct cairn_acl_list *l, void *data)
+{
+  struct lc_swait *w = data;
+  w->result = l;
+  lc_sync_on_done(c, status, errmsg, data);
+}
+
+int cairn_sync_acl_add(struct cairn_sync *s, const struct cairn_acl *a)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w, cairn_acl_add(s->c, a, lc_sync_on_done, &w));
+}
+
+int cairn_sync_acl_remove(struct cairn_sync *s, const struct cairn_acl *a)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w, cairn_acl_remove(s->c, a, lc_sync_on_done, &w));
+}
+
+int cairn_sync_list_acls(struct cairn_sync *s, const char *principal, int resource_type,
+                         const char *resource, struct cairn_acl_list **out)
+{
+  struct lc_swait w = {.s = s};
+  int rv = lc_sync_wait(
+      s, &w, cairn_list_acls(s->c, principal, resource_type, resource, lc_sync_on_acls, &w));
+  *out = rv == 0 ? w.result : NULL;
+  return rv;
+}
+
 int cairn_sync_decommission_node(struct cairn_sync *s, uint64_t node_id)
 {
   struct lc_swait w = {.s = s};

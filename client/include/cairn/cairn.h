@@ -292,6 +292,64 @@ __attribute__((warn_unused_result)) int cairn_user_delete(struct cairn_client *c
  * cairn_user_list_free), or a code and NULL. */
 __attribute__((warn_unused_result)) int cairn_list_users(struct cairn_client *c,
                                                          cairn_user_list_cb cb, void *data);
+
+/* ---- access control entries (docs/security.md, "Authorization") ---- */
+
+enum cairn_acl_resource { CAIRN_ACL_TOPIC = 1, CAIRN_ACL_GROUP = 2, CAIRN_ACL_CLUSTER = 3 };
+enum cairn_acl_op {
+  CAIRN_ACL_READ = 1,
+  CAIRN_ACL_WRITE = 2,
+  CAIRN_ACL_CREATE = 3,
+  CAIRN_ACL_DELETE = 4,
+  CAIRN_ACL_DESCRIBE = 5,
+  CAIRN_ACL_ALTER = 6
+};
+
+/* One entry: principal may (allow) or may not (deny) do operation on a
+ * resource; a deny wins over any allow. */
+struct cairn_acl {
+  const char *principal; /* "User:NAME", "User:ANONYMOUS", "Node:ID" or "*" */
+  enum cairn_acl_resource resource_type;
+  const char *resource; /* a name, or a prefix; "" or NULL for the cluster */
+  bool prefix;          /* resource is a name prefix ("" with prefix: every one) */
+  enum cairn_acl_op operation;
+  bool allow; /* false: deny */
+};
+
+/* Entries, in the cluster's order; the strings belong to the list. Free
+ * with cairn_acl_list_free (NULL is fine). */
+struct cairn_acl_list {
+  struct cairn_acl *entries;
+  size_t count;
+};
+void cairn_acl_list_free(struct cairn_acl_list *l);
+
+typedef void (*cairn_acl_list_cb)(struct cairn_client *c, int status, const char *errmsg,
+                                  struct cairn_acl_list *list, void *data);
+
+/* Adds entry a (an identical one already there: no change) or removes it
+ * (CAIRN_EUNKNOWN_ACL when there is none). Any node forwards to the
+ * controller leader. cb gets 0 or a code (CAIRN_EAUTHZ without ALTER on
+ * the cluster, CAIRN_EBADREQUEST for an entry the node refuses, ...).
+ * Ownership: borrows a and its strings (copied before return). Returns 0
+ * (cb fires exactly once), CAIRN_EINVAL (NULL arguments, a principal or
+ * resource longer than 255 bytes), CAIRN_ECLOSED or CAIRN_ENOMEM.
+ * Context: the loop thread. */
+__attribute__((warn_unused_result)) int cairn_acl_add(struct cairn_client *c,
+                                                      const struct cairn_acl *a, cairn_done_cb cb,
+                                                      void *data);
+__attribute__((warn_unused_result)) int cairn_acl_remove(struct cairn_client *c,
+                                                         const struct cairn_acl *a,
+                                                         cairn_done_cb cb, void *data);
+
+/* The entries matching the filters (principal and resource exactly, NULL
+ * or "" any; resource_type 0 any): cb gets 0 with a list (owned by cb:
+ * free with cairn_acl_list_free), or a code and NULL. As cairn_acl_add
+ * otherwise. */
+__attribute__((warn_unused_result)) int cairn_list_acls(struct cairn_client *c,
+                                                        const char *principal,
+                                                        int resource_type, const char *resource,
+                                                        cairn_acl_list_cb cb, void *data);
 void cairn_cluster_info_free(struct cairn_cluster_info *ci);
 
 /* Result callbacks: status 0 with the result (returns owned: the callee
@@ -624,6 +682,15 @@ __attribute__((warn_unused_result)) int cairn_sync_user_delete(struct cairn_sync
                                                                const char *name);
 __attribute__((warn_unused_result)) int cairn_sync_list_users(struct cairn_sync *s,
                                                               struct cairn_user_list **out);
+__attribute__((warn_unused_result)) int cairn_sync_acl_add(struct cairn_sync *s,
+                                                           const struct cairn_acl *a);
+__attribute__((warn_unused_result)) int cairn_sync_acl_remove(struct cairn_sync *s,
+                                                              const struct cairn_acl *a);
+__attribute__((warn_unused_result)) int cairn_sync_list_acls(struct cairn_sync *s,
+                                                             const char *principal,
+                                                             int resource_type,
+                                                             const char *resource,
+                                                             struct cairn_acl_list **out);
 __attribute__((warn_unused_result)) int cairn_sync_list_offsets(struct cairn_sync *s,
                                                                 const char *topic,
                                                                 int32_t partition,
