@@ -15,7 +15,7 @@
  *   UNKNOWN_MEMBER_ID anywhere clears the member id; ILLEGAL_GENERATION and
  *   REBALANCE_IN_PROGRESS lead to JOINING (through REVOKING when
  *   partitions are held); a final error (INCONSISTENT_PROTOCOL,
- *   INVALID_GROUP) to FAILED and on_error. A step that runs out of retries
+ *   INVALID_GROUP, AUTHORIZATION_FAILED) to FAILED and on_error. A step that runs out of retries
  *   (coordinator unreachable) is tried again a second later.
  *
  * Positions: a partition's position is the offset after the last record
@@ -373,7 +373,7 @@ static void lc_group_step_failed(struct cairn_group_consumer *gc, int status, co
   }
   bool final = status == CAIRN_EINCONSISTENT_PROTOCOL || status == CAIRN_EINVALID_GROUP ||
                status == CAIRN_EBADREQUEST || status == CAIRN_EUNSUPPORTED ||
-               status == CAIRN_EPROTOCOL;
+               status == CAIRN_EPROTOCOL || status == CAIRN_EAUTHZ;
   if (final) {
     gc->state = LC_G_FAILED;
     if (gc->o.on_error != NULL) {

@@ -173,8 +173,13 @@ static void lc_op_on_coord(struct cairn_client *c, int status, Cairn__Client__En
   }
   if (status != 0) {
     op->status = status;
-    lc_fmt(op->errmsg, sizeof op->errmsg, "finding the coordinator at %s: %s", op->addr,
-           cairn_strerror(status));
+    const char *said = env != NULL &&
+                               env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP &&
+                               env->error_resp->message != NULL
+                           ? env->error_resp->message
+                           : "";
+    lc_fmt(op->errmsg, sizeof op->errmsg, "finding the coordinator at %s: %s%s%s", op->addr,
+           cairn_strerror(status), said[0] != '\0' ? ": " : "", said);
     if (lc_retriable(status)) {
       lc_op_retry_later(op);
     } else {

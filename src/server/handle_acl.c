@@ -163,10 +163,16 @@ static void acl_change(struct node *n, struct conn_request *req, bool add)
   }
   req->handler_data = op;
   conn_request_set_cancel(req, acl_on_cancel);
-  log_info("authz", "%s acl: %s %s %s %s%s%s (by %s)", add ? "adding" : "removing",
-           a.allow ? "allow" : "deny", a.principal, authz_op_name(a.operation),
-           authz_type_name(a.resource_type), a.resource_type == META_ACL_CLUSTER ? "" : " ",
-           a.resource, authz_principal_of(req->c));
+  if (a.resource_type == META_ACL_CLUSTER) {
+    log_info("authz", "%s acl: %s %s %s the cluster (by %s)", add ? "adding" : "removing",
+             a.allow ? "allow" : "deny", a.principal, authz_op_name(a.operation),
+             authz_principal_of(req->c));
+  } else {
+    log_info("authz", "%s acl: %s %s %s %s%s '%s' (by %s)", add ? "adding" : "removing",
+             a.allow ? "allow" : "deny", a.principal, authz_op_name(a.operation),
+             authz_type_name(a.resource_type), a.prefix ? "s prefixed" : "", a.resource,
+             authz_principal_of(req->c));
+  }
 }
 
 void handle_add_acl(struct node *n, struct conn_request *req) { acl_change(n, req, true); }
