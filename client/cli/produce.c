@@ -367,11 +367,18 @@ int cli_produce(struct cli *c, int argc, char **argv)
       /* Not exiting through cli_fail_call: its detail text belongs to the
        * last sync call, not to this delivery. */
       fprintf(stderr, "; the first error: %s\n", cairn_strerror(p.first_error));
-      fprintf(stderr,
-              "cairn produce: messages not acknowledged may or may not have been "
-              "written; check with `cairn consume %s -o beginning -e` and "
-              "`cairn cluster status`\n",
-              p.topic);
+      if (p.first_error == CAIRN_EAUTHZ) {
+        fprintf(stderr,
+                "cairn produce: nothing refused was written: the cluster's ACLs do not let "
+                "this user write to %s (`cairn acl add ... --operation write`)\n",
+                p.topic);
+      } else {
+        fprintf(stderr,
+                "cairn produce: messages not acknowledged may or may not have been "
+                "written; check with `cairn consume %s -o beginning -e` and "
+                "`cairn cluster status`\n",
+                p.topic);
+      }
     } else {
       fprintf(stderr, "\n");
     }
