@@ -478,7 +478,9 @@ static void test_authz_anonymous_gets_what_its_entries_grant(void **state)
   assert_string_equal(out, "m1\n");
   /* a deny for everyone wins over the anonymous allow */
   CLI_OK(&c, 0, "admin", "", out, "acl add --principal '*' --topic t --operation write --deny");
-  CLI_REFUSED(&c, 0, NULL, "m2\\n", out, "may not", "produce t");
+  CLI_REFUSED(&c, 0, NULL, "m2\\n", out, "not authorized", "produce t");
+  assert_non_null(strstr(out, "nothing refused was written"));
+  assert_true(tu_file_contains(c.nodes[0].log, "refused: User:ANONYMOUS may not WRITE topic 't'"));
   CLI_OK(&c, 0, "admin", "", out, "acl remove --principal '*' --topic t --operation write --deny");
   CLI_OK(&c, 0, NULL, "m2\\n", out, "produce t");
   CLI_REFUSED(&c, 0, "admin", "", out, "no such access control entry",
