@@ -877,14 +877,33 @@ static size_t meta_acl_lower_bound(const struct meta_state *st, const struct met
   return lo;
 }
 
-int meta_acl_decide(const struct meta_state *st, const char *principal, uint32_t type,
-                    const char *name, uint32_t op)
+/* The entries of principal: [*lo, *hi) (entries are sorted by principal
+ * first, so they are contiguous). */
+static void meta_acl_principal_range(const struct meta_state *st, const char *principal,
+                                     size_t *lo, size_t *hi)
+{
+  size_t a = 0, b = st->nacls;
+  while (a < b) {
+    size_t mid = a + (b - a) / 2;
+    if (strcmp(st->acls[mid].principal, principal) < 0)
+      a = mid + 1;
+    else
+      b = mid;
+  }
+  *lo = a;
+  while (a < st->nacls && strcmp(st->acls[a].principal, principal) == 0)
+    a++;
+  *hi = a;
+}
+
+/* -1, 0 or 1 over the entries [lo, hi) (meta_acl_decide). */
+static int meta_acl_decide_range(const struct meta_state *st, size_t lo, size_t hi, uint32_t type,
+                                 const char *name, uint32_t op)
 {
   int decision = 0;
-  for (size_t i = 0; i < st->nacls; i++) {
+  for (size_t i = lo; i < hi; i++) {
     const struct meta_acl *a = &st->acls[i];
-    if (a->resource_type != type || a->operation != op ||
-        (strcmp(a->principal, "*") != 0 && strcmp(a->principal, principal) != 0))
+    if (a->resource_type != type || a->operation != op)
       continue;
     bool match = a->prefix ? strncmp(name, a->resource, strlen(a->resource)) == 0
                            : strcmp(name, a->resource) == 0;
@@ -895,6 +914,23 @@ int meta_acl_decide(const struct meta_state *st, const char *principal, uint32_t
     decision = 1;
   }
   return decision;
+}
+
+int meta_acl_decide(const struct meta_state *st, const char *principal, uint32_t type,
+                    const char *name, uint32_t op)
+{
+  /* Only the principal's own entries and those of "*" can match: two
+   * binary searches, then a walk over those entries alone. */
+  size_t lo, hi;
+  meta_acl_principal_range(st, principal, &lo, &hi);
+  int own = meta_acl_decide_range(st, lo, hi, type, name, op);
+  if (own < 0 || strcmp(principal, "*") == 0)
+    return own;
+  meta_acl_principal_range(st, "*", &lo, &hi);
+  int all = meta_acl_decide_range(st, lo, hi, type, name, op);
+  if (all < 0)
+    return -1;
+  return own > 0 || all > 0 ? 1 : 0;
 }
 
 bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_t type,

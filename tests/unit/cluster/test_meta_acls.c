@@ -1,9 +1,12 @@
 /* test_meta_acls.c - access control entries in the metadata state
  * machine: add (idempotent), remove, refusals that change nothing,
  * meta_acl_allows (deny wins, "*", prefixes, the cluster resource, default
- * deny), snapshots carrying entries exactly in their canonical order. */
+ * deny), snapshots carrying entries exactly in their canonical order;
+ * meta_acl_decide (which walks only the principal's and "*"'s entries)
+ * against a walk over every entry, on seeded random entry sets. */
 #include "cluster/meta_state.h"
 #include "common/err.h"
+#include "testutil.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,12 +169,71 @@ static void test_meta_acls_snapshot_round_trip(void **state)
   meta_state_close(&st);
 }
 
+/* The decision over every entry, as the definition says. */
+static int reference_decide(const struct meta_state *st, const char *principal, uint32_t type,
+                            const char *name, uint32_t op)
+{
+  int d = 0;
+  for (size_t i = 0; i < st->nacls; i++) {
+    const struct meta_acl *a = &st->acls[i];
+    if (a->resource_type != type || a->operation != op ||
+        (strcmp(a->principal, "*") != 0 && strcmp(a->principal, principal) != 0))
+      continue;
+    bool match = a->prefix ? strncmp(name, a->resource, strlen(a->resource)) == 0
+                           : strcmp(name, a->resource) == 0;
+    if (match && !a->allow)
+      return -1;
+    if (match)
+      d = 1;
+  }
+  return d;
+}
+
+static void test_meta_acls_decide_matches_a_full_walk(void **state)
+{
+  uint64_t seed = tu_seed("test_meta_acls_decide_matches_a_full_walk");
+  uint64_t rs = seed;
+  static const char *const principals[] = {"*", "User:a", "User:b", "User:c", "Node:1"};
+  static const char *const names[] = {"", "o", "or", "orders", "ord", "x", "xo"};
+  for (int round = 0; round < 50; round++) {
+    struct meta_state st;
+    bootstrap(&st);
+    int n = (int)(tu_rand(&rs) % 60);
+    for (int k = 0; k < n; k++) {
+      uint32_t type = 1 + (uint32_t)(tu_rand(&rs) % 2);
+      bool prefix = tu_rand(&rs) % 2 == 0;
+      const char *r = names[tu_rand(&rs) % 7];
+      if (!prefix && r[0] == '\0')
+        r = "o";
+      assert_int_equal(acl(&st,
+                           entry(principals[tu_rand(&rs) % 5], type, r, prefix,
+                                 1 + (uint32_t)(tu_rand(&rs) % 6), tu_rand(&rs) % 3 != 0),
+                           true),
+                       0);
+    }
+    for (int q = 0; q < 200; q++) {
+      const char *p = principals[tu_rand(&rs) % 5];
+      uint32_t type = 1 + (uint32_t)(tu_rand(&rs) % 2);
+      const char *name = names[1 + tu_rand(&rs) % 6];
+      uint32_t op = 1 + (uint32_t)(tu_rand(&rs) % 6);
+      int want = reference_decide(&st, p, type, name, op);
+      if (meta_acl_decide(&st, p, type, name, op) != want) {
+        fail_msg("seed %llu round %d: %s %u %s %u: want %d", (unsigned long long)seed, round, p,
+                 type, name, op, want);
+      }
+      assert_true(meta_acl_allows(&st, p, type, name, op) == (want > 0));
+    }
+    meta_state_close(&st);
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_meta_acls_add_remove_and_refusals),
       cmocka_unit_test(test_meta_acls_deny_wins_prefix_wildcard_default_deny),
       cmocka_unit_test(test_meta_acls_snapshot_round_trip),
+      cmocka_unit_test(test_meta_acls_decide_matches_a_full_walk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
