@@ -4,6 +4,7 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/rgroup_fsm.h"
+#include "cluster/rgroup_pace.h"
 #include "cluster/rgroup_raft.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -395,6 +396,7 @@ static void rgroup_propose(struct rgroup *rg)
   e->rg = rg;
   e->reqs = reqs;
   e->apply.data = e;
+  rgroup_pace_wake(rg); /* a follower in probe state is sent one message per heartbeat */
   int rv = raft_apply(&rg->raft, &e->apply, &buf, 1, rgroup_on_applied);
   if (rv != 0) {
     /* Never entered the log (raft 0.15 discards the entry when the append
@@ -507,6 +509,7 @@ static int rgroup_transfer(struct rgroup *rg, uint64_t to, const char *why)
   }
   /* A fresh request each time, freed only once raft cannot reference it
    * (rgroup_raft.c; docs/raft-0.15.md, row 7). */
+  rgroup_pace_wake(rg);
   int rv = rgroup_raft_transfer(rg, to);
   if (rv != 0) {
     return raft_err_to_cairn(rv);
@@ -562,6 +565,7 @@ static void rgroup_on_tick(uv_timer_t *t)
   }
   rgroup_note_role(rg);
   rgroup_raft_ensure_barrier(rg);
+  rgroup_pace_tick(rg);
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
     return;
   }

@@ -34,6 +34,9 @@
  * batches from a peer (catchup.h) and serves its own log to peers that do
  * (fetch_serve.h).
  *
+ * Idle groups: a leader with nothing to replicate for a while slows its
+ * heartbeat and speeds it up again at its next proposal (rgroup_pace.h).
+ *
  * Leadership: a tick (RGROUP_TICK_MS) hands leadership away while this
  * replica is catching up, and back to the preferred replica (the first of
  * the replica set) once that one is healthy and caught up.
@@ -113,6 +116,9 @@ struct rgroup_replica {
 struct rgroup_opts {
   unsigned heartbeat_ms;       /* 0: 250 */
   unsigned election_ms;        /* 0: 2500 */
+  unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
+                                  0: election_ms / 2 - heartbeat_ms, the most
+                                  allowed; at most heartbeat_ms: never quiesce */
   unsigned snapshot_threshold; /* entries between snapshots; 0: 1024 */
   unsigned snapshot_trailing;  /* entries kept after one; 0: 128 */
   size_t raft_segment_size;    /* raft's open segment size; 0: 1 MiB */
@@ -276,6 +282,12 @@ struct rgroup {
   struct rgroup_snap *snap;      /* the snapshot in flight (rgroup_fsm.c), or NULL */
   uint64_t entries_proposed;
   uint64_t batches_proposed;
+  /* the leader's heartbeat pace (rgroup_pace.c) */
+  unsigned pace_quiet_ticks;  /* consecutive quiet ticks */
+  raft_index pace_last_index; /* raft_last_index at the previous tick */
+  raft_term pace_term;        /* the term in which the pace last dropped */
+  uint64_t pace_quiesces;     /* times the pace dropped */
+  uint64_t pace_wakes;        /* times it went back up */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };
 

@@ -532,6 +532,101 @@ static void test_preferred_replica_takes_leadership_back(void **state)
   cluster_stop(&c);
 }
 
+/* The leader's heartbeat pace of group g on node i (rgroup_pace.h): fills
+ * idle (0/1), term, quiesces and wakes; false if the node does not answer. */
+static bool pace_of(struct tc_cluster *c, int i, int g, int *idle, uint64_t *term,
+                    uint64_t *quiesces, uint64_t *wakes)
+{
+  char line[256];
+  int gg;
+  return tc_node_live(c, i) && tc_ask(c, i, line, sizeof line, "pace %d", g) == 0 &&
+         sscanf(line, "pace %d %d %" SCNu64 " %" SCNu64 " %" SCNu64, &gg, idle, term, quiesces,
+                wakes) == 5;
+}
+
+/* Waits until node i leads group g on the idle heartbeat, with more than
+ * `after` quiesces so far; returns its term. Fails the test otherwise. */
+static uint64_t wait_quiesced(struct tc_cluster *c, int i, int g, uint64_t after)
+{
+  long long deadline = tu_now_ms() + TC_DEADLINE_MS;
+  int idle = 0;
+  uint64_t term = 0, quiesces = 0, wakes = 0;
+  while (tu_now_ms() < deadline) {
+    if (pace_of(c, i, g, &idle, &term, &quiesces, &wakes) && idle == 1 && quiesces > after) {
+      return term;
+    }
+    usleep(100000);
+  }
+  tc_print_roles(c, g);
+  fail_msg("node %d did not quiesce group %d within %d ms (idle %d, quiesces %" PRIu64 ")",
+           i + 1, g, TC_DEADLINE_MS, idle, quiesces);
+  return 0;
+}
+
+/* An idle group's leader drops to the slow heartbeat (the driver's timings:
+ * heartbeat 60 ms, election 600 ms, so 240 ms idle) and keeps its
+ * leadership: over 25 minimum election timeouts, no replica's term moves.
+ * A write to the quiesced group wakes it, is acknowledged and reaches every
+ * replica; then the group quiesces again. */
+static void test_idle_group_quiesces_keeps_leader_and_takes_writes(void **state)
+{
+  static struct tc_cluster c;
+  tc_init(&c, driver_bin, "repl", 1, NULL);
+  c.no_preferred_leader = true; /* leadership moves only by elections */
+  tc_start_all(&c);
+  int l = tc_find_leader(&c, 1);
+  assert_int_equal(tc_produce_many(&c, l, 1, 20), 20);
+  uint64_t term = wait_quiesced(&c, l, 1, 0);
+  int idle;
+  uint64_t t, q0, w0, q, w;
+  assert_true(pace_of(&c, l, 1, &idle, &t, &q0, &w0));
+  usleep(15 * 1000 * 1000);
+  for (int i = 0; i < TC_NODES; i++) {
+    assert_true(pace_of(&c, i, 1, &idle, &t, &q, &w));
+    printf("node %d: term %" PRIu64 " (was %" PRIu64 "), idle %d\n", i + 1, t, term, idle);
+    assert_int_equal(t, term);
+  }
+  assert_true(pace_of(&c, l, 1, &idle, &t, &q, &w));
+  printf("leader node %d: quiesces %" PRIu64 " -> %" PRIu64 ", wakes %" PRIu64 " -> %" PRIu64
+         "\n",
+         l + 1, q0, q, w0, w);
+  assert_int_equal(idle, 1);
+  assert_int_equal(tc_find_leader(&c, 1), l);
+
+  /* The write wakes the pace, commits and is applied everywhere. */
+  assert_int_equal(tc_produce_many(&c, l, 1, 50), 50);
+  assert_true(pace_of(&c, l, 1, &idle, &t, &q0, &w0));
+  assert_true(w0 > w);
+  tc_check_all_agree(&c, 1);
+  (void)wait_quiesced(&c, l, 1, q0);
+  cluster_stop(&c);
+}
+
+/* SIGKILL of a quiesced leader: the followers' election timeout is what it
+ * always was, so a new leader is elected; nothing acknowledged is lost. */
+static void test_quiesced_leader_killed_loses_nothing(void **state)
+{
+  static struct tc_cluster c;
+  tc_init(&c, driver_bin, "repl", 1, NULL);
+  c.no_preferred_leader = true; /* the leader found is the one that quiesces */
+  tc_start_all(&c);
+  for (int round = 0; round < 2; round++) {
+    int l = tc_find_leader(&c, 1);
+    assert_int_equal(tc_produce_many(&c, l, 1, 100), 100);
+    (void)wait_quiesced(&c, l, 1, 0);
+    long long killed_at = tu_now_ms();
+    tc_node_kill(&c, l);
+    int nl = tc_find_leader(&c, 1);
+    printf("round %d: quiesced leader %d killed, node %d leads after %lld ms\n", round, l + 1,
+           nl + 1, tu_now_ms() - killed_at);
+    assert_int_not_equal(nl, l);
+    assert_int_equal(tc_produce_many(&c, nl, 1, 100), 100);
+    tc_node_start(&c, l);
+    tc_check_all_agree(&c, 1);
+  }
+  cluster_stop(&c);
+}
+
 int main(int argc, char **argv)
 {
   driver_bin = argc > 1 ? argv[1] : getenv("CAIRN_RGROUP_DRIVER");
@@ -559,6 +654,8 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_duplicates_within_one_entry_get_the_original_offset),
       cmocka_unit_test(test_sigterm_hands_leadership_over_first),
       cmocka_unit_test(test_preferred_replica_takes_leadership_back),
+      cmocka_unit_test(test_idle_group_quiesces_keeps_leader_and_takes_writes),
+      cmocka_unit_test(test_quiesced_leader_killed_loses_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

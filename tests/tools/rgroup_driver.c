@@ -11,6 +11,9 @@
  *                              offset, N batches in its window; or "pstate G none"
  *   leader G                -> "leader G ID ROLE"   (ROLE: leader|follower|candidate|unavailable)
  *   info G                  -> "info G START NEXT LAST_INDEX"
+ *   pace G                  -> "pace G IDLE TERM QUIESCES WAKES": 1 while this replica
+ *                              leads on the idle heartbeat (rgroup_pace.h), its
+ *                              Raft term, and how often its pace dropped and rose
  *   dump G                  -> "b BASE COUNT KEY0 VALID" per batch, then "end"
  *   close G                 -> "closed G"  (closes the replica)
  *   delete G                -> "deleted G" (closes it and removes its data)
@@ -38,6 +41,7 @@
 #include "cluster/aio_defer.h"
 #include "cluster/gstart.h"
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_pace.h"
 #include "cluster/transport.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -476,6 +480,10 @@ static void driver_command(struct driver_conn *c, char *line)
     store_info(rgroup_store(&g->rg), &info);
     driver_reply(c, "info %" PRIu64 " %" PRId64 " %" PRId64 " %" PRIu64, gid, info.start_offset,
                  info.next_offset, info.last_index);
+  } else if (strcmp(cmd, "pace") == 0) {
+    driver_reply(c, "pace %" PRIu64 " %d %" PRIu64 " %" PRIu64 " %" PRIu64, gid,
+                 rgroup_pace_idle(&g->rg) ? 1 : 0, (uint64_t)g->rg.raft.current_term,
+                 g->rg.pace_quiesces, g->rg.pace_wakes);
   } else if (strcmp(cmd, "pstate") == 0) {
     /* pstate G PID: the producer's epoch, newest sequence and its offset. */
     int64_t qpid = -1;

@@ -1,0 +1,85 @@
+/* rgroup_pace.c - the heartbeat pace of a partition leader: quiesce a group
+ * with nothing to replicate onto a slow heartbeat, wake it on the next
+ * proposal (rgroup_pace.h). */
+#include "cluster/rgroup_pace.h"
+
+#include "common/log.h"
+
+/* raft 0.15's progress states (src/progress.h, not installed): a follower
+ * being streamed to, as opposed to probed or sent a snapshot. */
+#define RGROUP_PACE_PROGRESS_PIPELINE 1
+
+unsigned rgroup_pace_idle_ms(const struct rgroup_opts *o)
+{
+  /* A heartbeat goes out at most one tick (the configured heartbeat) after
+   * it is due: keep the election timeout at least twice the longest gap. */
+  unsigned limit = o->election_ms / 2 > o->heartbeat_ms ? o->election_ms / 2 - o->heartbeat_ms : 0;
+  unsigned ms =
+      o->idle_heartbeat_ms != 0 && o->idle_heartbeat_ms < limit ? o->idle_heartbeat_ms : limit;
+  return ms > o->heartbeat_ms ? ms : 0;
+}
+
+bool rgroup_pace_idle(const struct rgroup *rg)
+{
+  return rg->raft_open && rg->raft.heartbeat_timeout > rg->opts.heartbeat_ms;
+}
+
+void rgroup_pace_wake(struct rgroup *rg)
+{
+  rg->pace_quiet_ticks = 0;
+  if (rgroup_pace_idle(rg)) {
+    raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
+    rg->pace_wakes++;
+  }
+}
+
+/* Nothing to replicate, every follower streamed to and caught up (the
+ * definition in rgroup_pace.h). */
+static bool rgroup_pace_quiet(struct rgroup *rg)
+{
+  struct raft *r = &rg->raft;
+  if (rg->state != RGROUP_RUNNING || !rg->raft_open || rg->raft_failed ||
+      raft_state(r) != RAFT_LEADER || rg->transferring || rg->inflight != NULL ||
+      rg->queue_head != NULL || r->transfer != NULL || r->leader_state.change != NULL ||
+      r->leader_state.promotee_id != 0 || rg->term_appended != r->current_term) {
+    return false;
+  }
+  raft_index last = raft_last_index(r);
+  if (r->commit_index != last || r->last_stored != last) {
+    return false;
+  }
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    if (r->configuration.servers[i].id == r->id) {
+      continue;
+    }
+    const struct raft_progress *p = &r->leader_state.progress[i];
+    if (p->state != RGROUP_PACE_PROGRESS_PIPELINE || p->match_index != last) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void rgroup_pace_tick(struct rgroup *rg)
+{
+  raft_index last = rg->raft_open ? raft_last_index(&rg->raft) : 0;
+  bool moved = last != rg->pace_last_index;
+  rg->pace_last_index = last;
+  if (moved || !rgroup_pace_quiet(rg) ||
+      (rgroup_pace_idle(rg) && rg->pace_term != rg->raft.current_term)) {
+    rgroup_pace_wake(rg);
+    return;
+  }
+  unsigned idle_ms = rgroup_pace_idle_ms(&rg->opts);
+  if (idle_ms == 0 || rgroup_pace_idle(rg)) {
+    return;
+  }
+  if (++rg->pace_quiet_ticks * RGROUP_TICK_MS < RGROUP_PACE_QUIET_MS) {
+    return;
+  }
+  raft_set_heartbeat_timeout(&rg->raft, idle_ms);
+  rg->pace_term = rg->raft.current_term;
+  rg->pace_quiesces++;
+  log_debug("rgroup", "group %llu: leader quiesced: heartbeat %u ms while nothing is replicated",
+            (unsigned long long)rg->group_id, idle_ms);
+}

@@ -1,0 +1,74 @@
+/* rgroup_pace.h - the heartbeat pace of a partition leader: a group with
+ * nothing to replicate is quiesced onto a slow heartbeat, and woken back to
+ * the configured one by its next proposal. Internal to rgroup.
+ *
+ * Why: raft 0.15 sends one empty AppendEntries per group per follower every
+ * heartbeat interval, each over the group's own connection, and every one
+ * is answered: at 1,000 partitions rf 3 that was ~5,300 small writes a
+ * second per node and 10 % of a core with nothing produced
+ * (docs/performance.md, idle CPU). An idle group needs heartbeats only to
+ * keep its followers from starting an election.
+ *
+ * States of a leader's pace (followers keep the configured timings; only
+ * a leader reads its heartbeat interval):
+ *
+ *   from    event                                              to      by
+ *   ACTIVE  quiet (below) at every rgroup tick for             IDLE    rgroup_pace_tick
+ *           RGROUP_PACE_QUIET_MS
+ *   IDLE    a proposal or a leadership transfer starts         ACTIVE  rgroup_pace_wake
+ *   IDLE    a tick finds it no longer quiet (a follower        ACTIVE  rgroup_pace_tick
+ *           behind or unreachable, a new term, not leader)
+ *
+ * Quiet: this replica leads and is running; nothing is queued, in flight or
+ * being transferred; no membership change runs; every entry is stored,
+ * committed, and matched by every other server of the configuration, each
+ * in raft's pipeline (not probe or snapshot) state; the term's first entry
+ * (the barrier) is in; and the last index has not moved since the previous
+ * tick. RGROUP_PACE_QUIET_MS is several fast heartbeats, so the followers
+ * have learned the final commit index before the pace drops.
+ *
+ * IDLE sets raft's heartbeat timeout (raft_set_heartbeat_timeout) to the
+ * idle interval. In raft 0.15 that field is read only by the leader, when
+ * its tick (still every configured heartbeat, fixed at raft_start) decides
+ * whether a follower is due an AppendEntries; the tick, the followers'
+ * election timeout and the leader's own majority check (every election
+ * timeout) are unchanged. A heartbeat is therefore sent at most one tick
+ * after it is due, so the idle interval defaults to
+ * election/2 - heartbeat: a follower's election timeout (at least the
+ * configured one) stays at least twice the longest gap between heartbeats
+ * (default timings: 1,000 ms idle against 2,500 ms).
+ *
+ * The state is raft's own heartbeat timeout: IDLE when it is above the
+ * configured heartbeat. A reopened instance (rgroup_raft_configure) starts
+ * ACTIVE.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_RGROUP_PACE_H
+#define CAIRN_RGROUP_PACE_H
+
+#include "cluster/rgroup.h"
+
+#include <stdbool.h>
+
+#define RGROUP_PACE_QUIET_MS 2000 /* quiet this long before the pace drops */
+
+/* The idle heartbeat interval for options o: o->idle_heartbeat_ms if set,
+ * else election_ms / 2 - heartbeat_ms; 0 (never quiesce) when that is not
+ * above heartbeat_ms. */
+unsigned rgroup_pace_idle_ms(const struct rgroup_opts *o);
+
+/* Once per rgroup tick (RGROUP_TICK_MS): counts quiet ticks, drops the pace
+ * after RGROUP_PACE_QUIET_MS, and raises it again when the group is no
+ * longer quiet. */
+void rgroup_pace_tick(struct rgroup *rg);
+
+/* Back to the configured heartbeat at once: call before proposing an entry
+ * or starting a transfer, so the followers are not left on the idle pace
+ * while entries flow (a follower in raft's probe state is sent at most one
+ * message per heartbeat interval). */
+void rgroup_pace_wake(struct rgroup *rg);
+
+/* Is this replica a leader on the idle pace? */
+bool rgroup_pace_idle(const struct rgroup *rg);
+
+#endif
