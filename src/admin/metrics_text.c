@@ -9,6 +9,7 @@
 
 #include "admin/admin_state.h"
 #include "admin/metrics.h"
+#include "cluster/rgroup_pace.h"
 #include "server/node.h"
 
 #include <ctype.h>
@@ -138,6 +139,7 @@ struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
+  uint64_t quiesced, quiesces;
 };
 
 static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
@@ -158,6 +160,8 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->catchup_in += rg->catchup.fetched_bytes;
     s->catchup_out += rg->fetch.served_bytes;
     s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
+    s->quiesced += rgroup_pace_idle(rg) ? 1 : 0;
+    s->quiesces += rg->pace_quiesces;
     struct store_info si;
     store_info(rgroup_store(rg), &si);
     s->log_bytes += si.size_bytes;
@@ -177,6 +181,13 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_raft_groups_catching_up", "gauge",
                       "Hosted replicas fetching their log from a peer after a snapshot.");
   admin_buf_printf(b, "cairn_raft_groups_catching_up %" PRIu64 "\n", s.catching_up);
+  metrics_text_family(b, "cairn_raft_groups_quiesced", "gauge",
+                      "Hosted groups led by this node on the idle heartbeat (nothing to "
+                      "replicate).");
+  admin_buf_printf(b, "cairn_raft_groups_quiesced %" PRIu64 "\n", s.quiesced);
+  metrics_text_family(b, "cairn_raft_quiesces_total", "counter",
+                      "Times a leader hosted here dropped to the idle heartbeat.");
+  admin_buf_printf(b, "cairn_raft_quiesces_total %" PRIu64 "\n", s.quiesces);
   metrics_text_family(b, "cairn_raft_elections_total", "counter",
                       "Raft term changes seen in the hosted groups and the metadata group "
                       "(each is an election).");

@@ -69,6 +69,7 @@ enum config_key_id {
   CONFIG_K_IDLE_TIMEOUT,
   CONFIG_K_HEARTBEAT,
   CONFIG_K_ELECTION,
+  CONFIG_K_IDLE_HEARTBEAT,
   CONFIG_K_SEGMENT,
   CONFIG_K_RAFT_LOG_BUDGET,
   CONFIG_K_CLUSTER_SECRET_FILE,
@@ -177,6 +178,11 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_ELECTION] = {"election-ms", "raft", "election_ms", "N", CONFIG_KIND_UINT,
                            CONFIG_OFF(election_ms), 20, 600000,
                            "Raft election timeout, at least twice the heartbeat", NULL},
+    [CONFIG_K_IDLE_HEARTBEAT] = {"idle-heartbeat-ms", "raft", "idle_heartbeat_ms", "N",
+                                 CONFIG_KIND_UINT, CONFIG_OFF(idle_heartbeat_ms), 0, 300000,
+                                 "heartbeat of a partition leader with nothing to replicate "
+                                 "(0: election/2 - heartbeat; at most heartbeat: never slower)",
+                                 "0 (1000 with the default timings)"},
     [CONFIG_K_SEGMENT] = {"raft-segment-bytes", "raft", "segment_bytes", "N", CONFIG_KIND_SIZE,
                           CONFIG_OFF(raft_segment_bytes), 64 * CONFIG_KIB, CONFIG_GIB,
                           "size of Raft's log segments, a multiple of 4096", NULL},
@@ -997,6 +1003,17 @@ static int config_check(struct config_parse *ps)
     config_fail(ps, CAIRN_ECONFIG,
                 "the election timeout must be at least twice the heartbeat, or followers start "
                 "elections against a healthy leader: %s, %s",
+                a, b);
+    return ps->err;
+  }
+  if (cfg->idle_heartbeat_ms != 0 && cfg->idle_heartbeat_ms > cfg->heartbeat_ms &&
+      2 * (cfg->idle_heartbeat_ms + cfg->heartbeat_ms) > cfg->election_ms) {
+    config_origin(ps, CONFIG_K_IDLE_HEARTBEAT, true, a, sizeof a);
+    config_origin(ps, CONFIG_K_ELECTION, true, b, sizeof b);
+    config_fail(ps, CAIRN_ECONFIG,
+                "the idle heartbeat plus one heartbeat (its greatest lateness) must be at most "
+                "half the election timeout, or followers start elections against an idle "
+                "leader: %s, %s (0 picks the largest allowed)",
                 a, b);
     return ps->err;
   }

@@ -96,6 +96,10 @@ struct config {
   /* [raft] */
   unsigned heartbeat_ms;     /* default 250 */
   unsigned election_ms;      /* >= 2 * heartbeat_ms; default 2500 */
+  unsigned idle_heartbeat_ms; /* a quiesced leader's heartbeat; 0 (default):
+                                 election_ms / 2 - heartbeat_ms; at most
+                                 heartbeat_ms: never quiesce; otherwise
+                                 2 * (idle + heartbeat) <= election */
   size_t raft_segment_bytes; /* segment_bytes; multiple of 4096; default 1 MiB */
   size_t raft_log_budget_bytes; /* log_budget_bytes: a partition's Raft entries in
                                    memory, which sets its snapshot interval

@@ -252,6 +252,7 @@ static int node_start_groups(struct node *n)
   memset(&ro, 0, sizeof ro);
   ro.heartbeat_ms = n->cfg.heartbeat_ms;
   ro.election_ms = n->cfg.election_ms;
+  ro.idle_heartbeat_ms = n->cfg.idle_heartbeat_ms;
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);

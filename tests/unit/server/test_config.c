@@ -128,6 +128,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->idle_timeout_ms, b->idle_timeout_ms);
   assert_int_equal(a->heartbeat_ms, b->heartbeat_ms);
   assert_int_equal(a->election_ms, b->election_ms);
+  assert_int_equal(a->idle_heartbeat_ms, b->idle_heartbeat_ms);
   assert_int_equal(a->raft_segment_bytes, b->raft_segment_bytes);
   assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
 }
@@ -584,6 +585,11 @@ static void test_config_combinations_are_checked(void **state)
   load_fails(ARGS("--heartbeat-ms", "2000"),
              "the election timeout must be at least twice the heartbeat",
              "--election-ms 2500 (the default), --heartbeat-ms 2000");
+  /* 2 x (1100 + 250) > 2500: an idle leader's heartbeat could come late. */
+  load_fails(ARGS("--idle-heartbeat-ms", "1100"),
+             "the idle heartbeat plus one heartbeat (its greatest lateness) must be at most half "
+             "the election timeout",
+             "--idle-heartbeat-ms 1100, --election-ms 2500 (the default)");
   load_fails(ARGS("--max-inflight-bytes", "8192", "--max-frame-bytes", "16384"),
              "--max-inflight-bytes 8192 is smaller than --max-frame-bytes 16384", NULL);
   load_fails(ARGS("--admin-listen", "127.0.0.1:7400"),
@@ -684,7 +690,7 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
                   "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
-                  "election_ms, segment_bytes, log_budget_bytes)",
+                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes)",
                   NULL);
 }
 
