@@ -192,8 +192,6 @@ static void rgroup_open_failed(struct rgroup *rg, bool store_open)
   free(rg->self_address);
 }
 
-static void rgroup_on_tick(uv_timer_t *t);
-
 int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64_t group_id,
                 uint64_t self_id, const char *dir, const struct rgroup_replica *replicas,
                 unsigned n, const struct rgroup_opts *opts)
@@ -242,8 +240,6 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   /* From here on only rgroup_close releases what is open: Raft, the
    * handles, the catch-up state (zeroed: closes as nothing). */
   rgroup_raft_handles_init(rg);
-  uv_timer_init(loop, &rg->tick);
-  rg->tick.data = rg;
   rv = rgroup_open_catchup(rg, replicas, n, self_address);
   if (rv != 0) {
     rgroup_set_errmsg(rg, "group %llu: out of memory", (unsigned long long)group_id);
@@ -270,7 +266,6 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return rv;
   }
   rgroup_set_state(rg, RGROUP_RUNNING);
-  uv_timer_start(&rg->tick, rgroup_on_tick, RGROUP_TICK_MS, RGROUP_TICK_MS);
   log_info("rgroup", "group %llu: replica %llu open in %s", (unsigned long long)group_id,
            (unsigned long long)self_id, dir);
   return 0;
@@ -557,12 +552,14 @@ static void rgroup_note_role(struct rgroup *rg)
 /* Periodic checks that need no event from Raft (0.15 has no state-change
  * callback): leadership away while catching up, back to the preferred
  * replica when it is ready. */
-static void rgroup_on_tick(uv_timer_t *t)
+void rgroup_on_raft_tick(struct rgroup *rg)
 {
-  struct rgroup *rg = t->data;
-  if (rg->state != RGROUP_RUNNING) {
+  uint64_t now = uv_now(rg->loop);
+  if (rg->state != RGROUP_RUNNING ||
+      now - rg->tick_ms + rg->opts.heartbeat_ms / 2 < RGROUP_TICK_MS) {
     return;
   }
+  rg->tick_ms = now;
   rgroup_note_role(rg);
   rgroup_raft_ensure_barrier(rg);
   rgroup_pace_tick(rg);
@@ -691,14 +688,12 @@ static void rgroup_on_fetch_closed(struct fetch_server *srv)
   rgroup_on_part_closed((struct rgroup *)((char *)srv - offsetof(struct rgroup, fetch)));
 }
 
-static void rgroup_on_tick_closed(uv_handle_t *h) { rgroup_on_part_closed(h->data); }
-
 /* Closes everything that uses the store, then the store (Raft is closed). */
 static void rgroup_close_parts(struct rgroup *rg)
 {
-  /* Five parts: the catch-up, the fetch server, the tick and the two
-   * handles of rgroup_raft.c. */
-  rg->closing_parts = 5;
+  /* Four parts: the catch-up, the fetch server and the two handles of
+   * rgroup_raft.c. */
+  rg->closing_parts = 4;
   rg->catchup.data = rg;
   if (rg->catchup.loop != NULL) {
     catchup_close(&rg->catchup, rgroup_on_catchup_closed);
@@ -706,8 +701,6 @@ static void rgroup_close_parts(struct rgroup *rg)
     rgroup_on_part_closed(rg); /* never initialized */
   }
   fetch_server_close(&rg->fetch, rgroup_on_fetch_closed);
-  uv_timer_stop(&rg->tick);
-  uv_close((uv_handle_t *)&rg->tick, rgroup_on_tick_closed);
   rgroup_raft_handles_close(rg, rgroup_on_part_closed);
 }
 

@@ -37,7 +37,7 @@
  * Idle groups: a leader with nothing to replicate for a while slows its
  * heartbeat and speeds it up again at its next proposal (rgroup_pace.h).
  *
- * Leadership: a tick (RGROUP_TICK_MS) hands leadership away while this
+ * Leadership: a tick hands leadership away while this
  * replica is catching up, and back to the preferred replica (the first of
  * the replica set) once that one is healthy and caught up.
  * rgroup_shutdown() transfers leadership before closing.
@@ -87,6 +87,10 @@
 #define RGROUP_ERRMSG_SIZE 256
 #define RGROUP_DEFAULT_MAX_ENTRY_BYTES (1u << 20)
 
+/* rgroup's tick rides on raft's (every heartbeat interval, fixed at
+ * raft_start): it runs at the first of raft's ticks at least this long
+ * after the last, less half a heartbeat of slack. One timer per group
+ * instead of two (docs/performance.md, idle CPU). */
 #define RGROUP_TICK_MS 250
 #define RGROUP_DEFAULT_RAFT_LOG_BUDGET (64u << 20)
 #define RGROUP_MAX_REPLICAS 16
@@ -215,7 +219,7 @@ struct rgroup {
   struct store *store;
   struct catchup catchup;
   struct fetch_server fetch;
-  uv_timer_t tick;
+  uint64_t tick_ms;         /* when rgroup's tick last ran (rgroup_on_raft_tick) */
   bool transferring;
   struct rgroup_transfer *transfers; /* every raft_transfer raft may still reference */
   int last_role;            /* raft_state() at the previous tick */
@@ -283,7 +287,7 @@ struct rgroup {
   uint64_t entries_proposed;
   uint64_t batches_proposed;
   /* the leader's heartbeat pace (rgroup_pace.c) */
-  unsigned pace_quiet_ticks;  /* consecutive quiet ticks */
+  uint64_t pace_quiet_ms;     /* since when it has been quiet, 0: not quiet */
   raft_index pace_last_index; /* raft_last_index at the previous tick */
   raft_term pace_term;        /* the term in which the pace last dropped */
   uint64_t pace_quiesces;     /* times the pace dropped */

@@ -26,7 +26,7 @@ bool rgroup_pace_idle(const struct rgroup *rg)
 
 void rgroup_pace_wake(struct rgroup *rg)
 {
-  rg->pace_quiet_ticks = 0;
+  rg->pace_quiet_ms = 0;
   if (rgroup_pace_idle(rg)) {
     raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
     rg->pace_wakes++;
@@ -65,16 +65,25 @@ void rgroup_pace_tick(struct rgroup *rg)
   raft_index last = rg->raft_open ? raft_last_index(&rg->raft) : 0;
   bool moved = last != rg->pace_last_index;
   rg->pace_last_index = last;
+  /* The election timeout in force, not only the configured one: another
+   * part of rgroup may shorten it for a while. */
+  struct rgroup_opts now = rg->opts;
+  now.election_ms = rg->raft_open ? rg->raft.election_timeout : rg->opts.election_ms;
+  unsigned idle_ms = rgroup_pace_idle_ms(&now);
+  bool idle = rgroup_pace_idle(rg);
   if (moved || !rgroup_pace_quiet(rg) ||
-      (rgroup_pace_idle(rg) && rg->pace_term != rg->raft.current_term)) {
+      (idle && (rg->pace_term != rg->raft.current_term || rg->raft.heartbeat_timeout > idle_ms))) {
     rgroup_pace_wake(rg);
     return;
   }
-  unsigned idle_ms = rgroup_pace_idle_ms(&rg->opts);
-  if (idle_ms == 0 || rgroup_pace_idle(rg)) {
+  if (idle_ms == 0 || idle) {
     return;
   }
-  if (++rg->pace_quiet_ticks * RGROUP_TICK_MS < RGROUP_PACE_QUIET_MS) {
+  uint64_t now_ms = uv_now(rg->loop);
+  if (rg->pace_quiet_ms == 0) {
+    rg->pace_quiet_ms = now_ms;
+  }
+  if (now_ms - rg->pace_quiet_ms < RGROUP_PACE_QUIET_MS) {
     return;
   }
   raft_set_heartbeat_timeout(&rg->raft, idle_ms);

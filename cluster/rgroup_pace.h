@@ -13,7 +13,7 @@
  * a leader reads its heartbeat interval):
  *
  *   from    event                                              to      by
- *   ACTIVE  quiet (below) at every rgroup tick for             IDLE    rgroup_pace_tick
+ *   ACTIVE  quiet (below) at every rgroup tick for at least    IDLE    rgroup_pace_tick
  *           RGROUP_PACE_QUIET_MS
  *   IDLE    a proposal or a leadership transfer starts         ACTIVE  rgroup_pace_wake
  *   IDLE    a tick finds it no longer quiet (a follower        ACTIVE  rgroup_pace_tick
@@ -36,7 +36,10 @@
  * after it is due, so the idle interval defaults to
  * election/2 - heartbeat: a follower's election timeout (at least the
  * configured one) stays at least twice the longest gap between heartbeats
- * (default timings: 1,000 ms idle against 2,500 ms).
+ * (default timings: 1,000 ms idle against 2,500 ms). The election timeout
+ * in force is used, not only the configured one, should another part of
+ * rgroup shorten it for a while; a pace above what it allows is raised at
+ * the next tick.
  *
  * The state is raft's own heartbeat timeout: IDLE when it is above the
  * configured heartbeat. A reopened instance (rgroup_raft_configure) starts
@@ -57,9 +60,9 @@
  * above heartbeat_ms. */
 unsigned rgroup_pace_idle_ms(const struct rgroup_opts *o);
 
-/* Once per rgroup tick (RGROUP_TICK_MS): counts quiet ticks, drops the pace
- * after RGROUP_PACE_QUIET_MS, and raises it again when the group is no
- * longer quiet. */
+/* Once per rgroup tick (about RGROUP_TICK_MS): notes since when the group
+ * has been quiet, drops the pace after RGROUP_PACE_QUIET_MS, and raises it
+ * again when the group is no longer quiet. */
 void rgroup_pace_tick(struct rgroup *rg);
 
 /* Back to the configured heartbeat at once: call before proposing an entry

@@ -14,7 +14,8 @@
  *   recv      holds back (drops) AppendEntries results of a term until the
  *             leader's first entry of that term is durable (row 1); drops
  *             everything once the instance is latched.
- *   tick      none once the instance is latched. */
+ *   tick      none once the instance is latched; rgroup's own tick rides
+ *             on it (one timer per group). */
 #include "cluster/rgroup_raft.h"
 
 #include "cluster/raft_err.h"
@@ -362,13 +363,14 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   }
 }
 
-/* Raft's periodic tick; none for a latched instance (heartbeats would send
- * from the same inconsistent progress as above). */
+/* Raft's periodic tick, then rgroup's; none for a latched instance
+ * (heartbeats would send from the same inconsistent progress as above). */
 static void rgroup_raft_io_tick(struct raft_io *io)
 {
   struct rgroup *rg = rgroup_raft_of(io);
   if (!rg->raft_failed) {
     rg->io_ops.tick(io);
+    rgroup_on_raft_tick(rg);
   }
 }
 

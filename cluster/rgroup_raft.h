@@ -52,6 +52,10 @@ void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg
  * every raft_transfer were released. */
 void rgroup_raft_close(struct rgroup *rg);
 
+/* Implemented in rgroup.c: raft's periodic tick happened (rgroup's own
+ * tick runs from it, at most every RGROUP_TICK_MS). */
+void rgroup_on_raft_tick(struct rgroup *rg);
+
 /* Implemented in rgroup.c: the Raft instance closed (rgroup_raft_close). */
 void rgroup_on_raft_closed(struct rgroup *rg);
 

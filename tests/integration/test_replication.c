@@ -563,15 +563,19 @@ static uint64_t wait_quiesced(struct tc_cluster *c, int i, int g, uint64_t after
   return 0;
 }
 
-/* An idle group's leader drops to the slow heartbeat (the driver's timings:
- * heartbeat 60 ms, election 600 ms, so 240 ms idle) and keeps its
- * leadership: over 25 minimum election timeouts, no replica's term moves.
+/* cairnd's default Raft timings (the driver's own are shorter): heartbeat
+ * 250 ms, election 2,500 ms, so a quiesced leader beats every 1,000 ms. */
+static const char *const default_timings[] = {"--heartbeat-ms", "250", "--election-ms", "2500",
+                                              NULL};
+
+/* An idle group's leader drops to the slow heartbeat and keeps its
+ * leadership: over 6 minimum election timeouts, no replica's term moves.
  * A write to the quiesced group wakes it, is acknowledged and reaches every
  * replica; then the group quiesces again. */
 static void test_idle_group_quiesces_keeps_leader_and_takes_writes(void **state)
 {
   static struct tc_cluster c;
-  tc_init(&c, driver_bin, "repl", 1, NULL);
+  tc_init(&c, driver_bin, "repl", 1, default_timings);
   c.no_preferred_leader = true; /* leadership moves only by elections */
   tc_start_all(&c);
   int l = tc_find_leader(&c, 1);
@@ -607,7 +611,7 @@ static void test_idle_group_quiesces_keeps_leader_and_takes_writes(void **state)
 static void test_quiesced_leader_killed_loses_nothing(void **state)
 {
   static struct tc_cluster c;
-  tc_init(&c, driver_bin, "repl", 1, NULL);
+  tc_init(&c, driver_bin, "repl", 1, default_timings);
   c.no_preferred_leader = true; /* the leader found is the one that quiesces */
   tc_start_all(&c);
   for (int round = 0; round < 2; round++) {
