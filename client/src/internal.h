@@ -57,7 +57,9 @@ int32_t lc_partition_for_key(const void *key, size_t key_len, int32_t count);
 /* ---- reader.c: incoming bytes cut into frames, payloads by reference ---- */
 
 /* A read buffer: counted references, so a payload outlives the read that
- * brought it for as long as someone holds the buffer. */
+ * brought it for as long as someone holds the buffer. The count is not
+ * atomic: every lc_buf_* call on a buffer comes from the loop thread of
+ * the client whose connection read it. */
 struct lc_buf {
   int refs;
   size_t cap;
