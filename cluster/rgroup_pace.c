@@ -19,15 +19,22 @@ unsigned rgroup_pace_idle_ms(const struct rgroup_opts *o)
   return ms > o->heartbeat_ms ? ms : 0;
 }
 
-bool rgroup_pace_idle(const struct rgroup *rg)
+/* Is raft's heartbeat timeout above the configured one? It stays so on a
+ * replica that lost leadership until its next tick lowers it. */
+static bool rgroup_pace_raised(const struct rgroup *rg)
 {
   return rg->raft_open && rg->raft.heartbeat_timeout > rg->opts.heartbeat_ms;
+}
+
+bool rgroup_pace_idle(struct rgroup *rg)
+{
+  return rgroup_pace_raised(rg) && raft_state(&rg->raft) == RAFT_LEADER;
 }
 
 void rgroup_pace_wake(struct rgroup *rg)
 {
   rg->pace_quiet_ms = 0;
-  if (rgroup_pace_idle(rg)) {
+  if (rgroup_pace_raised(rg)) {
     raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
     rg->pace_wakes++;
   }
@@ -70,7 +77,7 @@ void rgroup_pace_tick(struct rgroup *rg)
   struct rgroup_opts now = rg->opts;
   now.election_ms = rg->raft_open ? rg->raft.election_timeout : rg->opts.election_ms;
   unsigned idle_ms = rgroup_pace_idle_ms(&now);
-  bool idle = rgroup_pace_idle(rg);
+  bool idle = rgroup_pace_raised(rg);
   if (moved || !rgroup_pace_quiet(rg) ||
       (idle && (rg->pace_term != rg->raft.current_term || rg->raft.heartbeat_timeout > idle_ms))) {
     rgroup_pace_wake(rg);

@@ -72,6 +72,6 @@ void rgroup_pace_tick(struct rgroup *rg);
 void rgroup_pace_wake(struct rgroup *rg);
 
 /* Is this replica a leader on the idle pace? */
-bool rgroup_pace_idle(const struct rgroup *rg);
+bool rgroup_pace_idle(struct rgroup *rg);
 
 #endif
