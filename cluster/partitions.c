@@ -69,6 +69,18 @@ struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition)
   return p != NULL && p->state == PART_OPEN ? p : NULL;
 }
 
+void parts_node_gone(struct parts *ps, uint64_t node_id)
+{
+  if (ps->closing) {
+    return;
+  }
+  for (size_t i = 0; i < ps->n; i++) {
+    if (ps->v[i]->state == PART_OPEN) {
+      rgroup_leader_gone(&ps->v[i]->rg, node_id);
+    }
+  }
+}
+
 static int parts_insert(struct parts *ps, struct part *p)
 {
   if (ps->n == ps->cap) {

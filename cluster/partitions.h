@@ -109,6 +109,10 @@ void parts_step_membership(struct parts *ps, const struct meta_state *st);
  * borrowed, valid until the next parts_reconcile or the close. */
 struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition);
 
+/* Node node_id was seen gone (nodewatch.h): every open replica that
+ * follows a leader there starts an election now (rgroup_leader_gone). */
+void parts_node_gone(struct parts *ps, uint64_t node_id);
+
 /* Shuts every replica down: hands off every leadership at once, waits for
  * the transfers (at most PARTS_HANDOFF_MAX_MS), then closes the replicas
  * one at a time (raft 0.15 crashes closing many at once), then cb.

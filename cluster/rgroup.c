@@ -561,6 +561,7 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   }
   rg->tick_ms = now;
   rgroup_note_role(rg);
+  rgroup_elect_check(rg);
   rgroup_raft_ensure_barrier(rg);
   rgroup_pace_tick(rg);
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {

@@ -109,6 +109,12 @@ enum rgroup_state {
 #undef RGROUP_STATE_ENUM
 };
 
+/* A prompt election when the leader's node is seen gone (rgroup_elect.c):
+ * the short election timeout until a leader is known (at least this, and
+ * at least twice the heartbeat), and when to stop waiting for one. */
+#define RGROUP_ELECT_SHORT_MS 100
+#define RGROUP_ELECT_GIVE_UP_MS 10000
+
 #define RGROUP_RECOVER_MIN_MS 50    /* first reopen after a failed write */
 #define RGROUP_RECOVER_MAX_MS 5000  /* backoff cap while the disk stays full */
 
@@ -247,8 +253,16 @@ struct rgroup {
   raft_term term_appended;  /* last term in which this replica appended as leader */
   raft_index term_first_index; /* index of its first entry in that term */
   uint64_t barriers;        /* barriers appended at the start of a term */
-  uint64_t results_held;    /* AppendEntries results dropped until the term's
+  uint64_t results_held;    /* AppendEntries results held back until the term's
                                first entry was durable (rgroup_raft_io_recv) */
+  struct raft_message held[RGROUP_MAX_REPLICAS]; /* the last one held per follower */
+  unsigned nheld;
+  /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
+  uint64_t elect_gone;      /* that node, 0: none */
+  uint64_t elect_since_ms;  /* when it was seen gone */
+  unsigned elect_rank;      /* this replica's turn among the survivors */
+  bool elect_fired;         /* its TimeoutNow was handed to itself */
+  uint64_t elections_prompted; /* for the node's metrics */
   struct raft_fsm fsm;
   struct raft raft;
   size_t max_entry_bytes;
@@ -351,6 +365,16 @@ void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb);
  * that stops hands off every partition at once, then closes them.
  * Returns 0 or a negative code (nothing to hand off is 0). */
 __attribute__((warn_unused_result)) int rgroup_handoff(struct rgroup *rg);
+
+/* The node node_id, seen gone (its cluster connection dropped and a new
+ * one refused: nodewatch.h): if it is this follower's leader, starts an
+ * election now rather than after the election timeout (rgroup_elect.c);
+ * nothing otherwise. */
+void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id);
+
+/* Moves a prompt election on (the next survivor's turn) and ends it once a
+ * leader is known; called by the tick and after each received message. */
+void rgroup_elect_check(struct rgroup *rg);
 
 /* Is a leadership transfer of this replica under way? */
 bool rgroup_handing_off(struct rgroup *rg);

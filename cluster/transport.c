@@ -47,7 +47,8 @@ static int transport_preamble_size(const uint8_t *buf, size_t len)
   }
   uint16_t kind = le_get16(buf + 6);
   if (le_get16(buf + 4) != TRANSPORT_VERSION ||
-      (kind != TRANSPORT_KIND_RAFT && kind != TRANSPORT_KIND_FETCH)) {
+      (kind != TRANSPORT_KIND_RAFT && kind != TRANSPORT_KIND_FETCH &&
+       kind != TRANSPORT_KIND_WATCH)) {
     return CAIRN_EUNSUPPORTED;
   }
   uint16_t n = le_get16(buf + 24);
@@ -662,6 +663,51 @@ static void transport_inbound_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *
   *buf = uv_buf_init((char *)in->buf + in->got, (unsigned)(want - in->got));
 }
 
+/* Sends the handshake's proof (with a cluster key) and hands the stream
+ * over: returns it, or NULL after rejecting the connection. */
+static uv_tcp_t *transport_inbound_take(struct transport_inbound *in)
+{
+  struct transport *tr = in->tr;
+  uv_read_stop((uv_stream_t *)in->tcp);
+  if (tr->key != NULL) {
+    /* The dialer waits for our proof before its first byte; the write
+     * owns its bytes, so the stream can change hands at once. */
+    size_t len;
+    const uint8_t *proof = chs_output(&in->hs, &len);
+    int rv = transport_write_copy((uv_stream_t *)in->tcp, proof, len);
+    if (rv != 0) {
+      char why[128];
+      snprintf(why, sizeof why, "sending the handshake proof: %s", cairn_strerror(rv));
+      transport_inbound_reject(in, why);
+      return NULL;
+    }
+  }
+  transport_inbound_unlink(in);
+  uv_tcp_t *tcp = in->tcp;
+  free(in);
+  tcp->data = NULL;
+  tr->accepted++;
+  return tcp;
+}
+
+/* A node watching this one's liveness (nodewatch.h). */
+static void transport_inbound_route_watch(struct transport_inbound *in, uint64_t sender,
+                                          const char *address)
+{
+  struct transport *tr = in->tr;
+  if (tr->watch_cb == NULL) {
+    char why[TRANSPORT_ADDRESS_MAX + 128];
+    snprintf(why, sizeof why, "liveness watch from node %llu at %s: not served",
+             (unsigned long long)sender, address);
+    transport_inbound_reject(in, why);
+    return;
+  }
+  uv_tcp_t *tcp = transport_inbound_take(in);
+  if (tcp != NULL) {
+    tr->watch_cb(tr->watch_data, sender, (uv_stream_t *)tcp);
+  }
+}
+
 static void transport_inbound_route(struct transport_inbound *in)
 {
   struct transport *tr = in->tr;
@@ -678,6 +724,10 @@ static void transport_inbound_route(struct transport_inbound *in)
   if (rv == 0) {
     return; /* more to come */
   }
+  if (kind == TRANSPORT_KIND_WATCH) {
+    transport_inbound_route_watch(in, sender, address);
+    return;
+  }
   bool found;
   size_t at = transport_group_find(tr, group_id, &found);
   if (!found) {
@@ -693,24 +743,10 @@ static void transport_inbound_route(struct transport_inbound *in)
     transport_inbound_reject(in, why);
     return;
   }
-  uv_read_stop((uv_stream_t *)in->tcp);
-  if (tr->key != NULL) {
-    /* The dialer waits for our proof before its first byte; the write
-     * owns its bytes, so the stream can change hands at once. */
-    size_t len;
-    const uint8_t *proof = chs_output(&in->hs, &len);
-    rv = transport_write_copy((uv_stream_t *)in->tcp, proof, len);
-    if (rv != 0) {
-      snprintf(why, sizeof why, "sending the handshake proof: %s", cairn_strerror(rv));
-      transport_inbound_reject(in, why);
-      return;
-    }
+  uv_tcp_t *tcp = transport_inbound_take(in);
+  if (tcp == NULL) {
+    return;
   }
-  transport_inbound_unlink(in);
-  uv_tcp_t *tcp = in->tcp;
-  free(in);
-  tcp->data = NULL;
-  tr->accepted++;
   if (kind == TRANSPORT_KIND_FETCH) {
     g->fetch_cb(g->fetch_data, sender, (uv_stream_t *)tcp);
     return;
@@ -940,6 +976,12 @@ void transport_set_key(struct transport *tr, const uint8_t *key, size_t key_len)
 {
   tr->key = key;
   tr->key_len = key_len;
+}
+
+void transport_set_watch(struct transport *tr, transport_watch_cb cb, void *data)
+{
+  tr->watch_cb = cb;
+  tr->watch_data = data;
 }
 
 int transport_port(const struct transport *tr)

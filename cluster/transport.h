@@ -27,8 +27,10 @@
  * Preamble, little-endian, version TRANSPORT_VERSION = 1:
  *    0  u32 magic "CRN1" (TRANSPORT_MAGIC)
  *    4  u16 version
- *    6  u16 kind: TRANSPORT_KIND_RAFT (the stream goes to Raft) or
- *           TRANSPORT_KIND_FETCH (a replica catching up reads the log)
+ *    6  u16 kind: TRANSPORT_KIND_RAFT (the stream goes to Raft),
+ *           TRANSPORT_KIND_FETCH (a replica catching up reads the log) or
+ *           TRANSPORT_KIND_WATCH (a node watching this node's liveness,
+ *           nodewatch.h; group id 0)
  *    8  u64 group id
  *   16  u64 sender (Raft server) id
  *   24  u16 address length n (1..TRANSPORT_ADDRESS_MAX)
@@ -51,6 +53,7 @@
 #define TRANSPORT_PREAMBLE_FIXED 26
 #define TRANSPORT_KIND_RAFT 1
 #define TRANSPORT_KIND_FETCH 2
+#define TRANSPORT_KIND_WATCH 3
 #define TRANSPORT_PREAMBLE_MAX (TRANSPORT_PREAMBLE_FIXED + TRANSPORT_ADDRESS_MAX + 4)
 #define TRANSPORT_DEFAULT_PREAMBLE_TIMEOUT_MS 5000
 #define TRANSPORT_MAX_PENDING 1024 /* inbound connections still in their preamble */
@@ -58,6 +61,11 @@
 
 struct transport_group;
 struct transport_inbound;
+
+/* Handles an inbound stream of a kind that belongs to no group
+ * (TRANSPORT_KIND_WATCH): takes the stream (a malloc'd uv_tcp_t: uv_close
+ * it, then free it). */
+typedef void (*transport_watch_cb)(void *data, uint64_t sender_id, uv_stream_t *stream);
 
 struct transport;
 typedef void (*transport_close_cb)(struct transport *tr);
@@ -79,6 +87,8 @@ struct transport {
   const uint8_t *key; /* cluster key (borrowed), NULL: no handshake */
   size_t key_len;
   struct transport_connect *handshaking; /* outbound, awaiting the listener's proof */
+  transport_watch_cb watch_cb;           /* TRANSPORT_KIND_WATCH streams; NULL: refused */
+  void *watch_data;
   uint64_t auth_log_ms;                  /* when an auth failure was last logged */
   uint64_t auth_unlogged;                /* auth failures since, not logged */
   /* Counters for tests and metrics. */
@@ -99,6 +109,10 @@ __attribute__((warn_unused_result)) int transport_init(struct transport *tr, uv_
  * before any group listens. Ownership: borrows key, which must stay valid
  * until transport_close's callback. */
 void transport_set_key(struct transport *tr, const uint8_t *key, size_t key_len);
+
+/* Routes inbound TRANSPORT_KIND_WATCH streams to cb (NULL: refuse them,
+ * the default). */
+void transport_set_watch(struct transport *tr, transport_watch_cb cb, void *data);
 
 /* The port actually bound (useful with port 0). */
 int transport_port(const struct transport *tr);

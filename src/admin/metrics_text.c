@@ -137,7 +137,7 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
 /* Sums over the hosted partition groups. */
 struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
-  uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries;
+  uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces;
 };
@@ -157,6 +157,7 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->snapshots_sent += rg->snapshots_sent;
     s->snapshots_installed += rg->restores;
     s->recoveries += rg->recoveries;
+    s->prompt_elections += rg->elections_prompted;
     s->catchup_in += rg->catchup.fetched_bytes;
     s->catchup_out += rg->fetch.served_bytes;
     s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
@@ -192,6 +193,18 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Raft term changes seen in the hosted groups and the metadata group "
                       "(each is an election).");
   admin_buf_printf(b, "cairn_raft_elections_total %" PRIu64 "\n", n->metrics.elections);
+  metrics_text_family(b, "cairn_raft_prompt_elections_total", "counter",
+                      "Elections hosted replicas started at once because their leader's node "
+                      "was seen gone (docs/replication.md, \"Failover\").");
+  admin_buf_printf(b, "cairn_raft_prompt_elections_total %" PRIu64 "\n", s.prompt_elections);
+  metrics_text_family(b, "cairn_nodes_seen_gone_total", "counter",
+                      "Times a peer node's process was seen gone (its watch connection dropped "
+                      "and a new one failed).");
+  admin_buf_printf(b, "cairn_nodes_seen_gone_total %" PRIu64 "\n", n->nw.gone);
+  metrics_text_family(b, "cairn_node_watch_blips_total", "counter",
+                      "Watch connections to a peer node that dropped while the node still "
+                      "accepted a new one (no election).");
+  admin_buf_printf(b, "cairn_node_watch_blips_total %" PRIu64 "\n", n->nw.blips);
   metrics_text_family(b, "cairn_raft_snapshots_taken_total", "counter",
                       "Snapshots taken by hosted replicas.");
   admin_buf_printf(b, "cairn_raft_snapshots_taken_total %" PRIu64 "\n", s.snapshots_taken);

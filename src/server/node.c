@@ -153,6 +153,59 @@ static int node_load_cluster_key(struct node *n)
   return 0;
 }
 
+/* A peer node's process was seen gone: its partitions' followers here
+ * elect at once (docs/replication.md, "Failover"). */
+static void node_on_node_gone(struct nodewatch *nw, uint64_t node_id, void *data)
+{
+  (void)nw;
+  struct node *n = data;
+  if (n->state == NODE_RUNNING) {
+    parts_node_gone(&n->parts, node_id);
+  }
+}
+
+/* Watches the controller voters until the metadata names every node. */
+static int node_watch_start(struct node *n)
+{
+  int rv = nwatch_init(&n->nw, n->loop, &n->tr, n->cfg.node_id, n->cfg.advertise_cluster.str,
+                       node_on_node_gone, n);
+  if (rv != 0) {
+    node_set_errmsg(n, "cluster address %s: too long", n->cfg.advertise_cluster.str);
+    return rv;
+  }
+  uint64_t ids[CONFIG_MAX_VOTERS];
+  const char *addrs[CONFIG_MAX_VOTERS];
+  for (size_t i = 0; i < n->cfg.voters_len; i++) {
+    ids[i] = n->cfg.voters[i].id;
+    addrs[i] = n->cfg.voters[i].addr.str;
+  }
+  rv = nwatch_set_peers(&n->nw, ids, addrs, n->cfg.voters_len);
+  if (rv != 0) {
+    node_set_errmsg(n, "watching the other nodes: %s", cairn_strerror(rv));
+  }
+  return rv;
+}
+
+/* Watches every node the metadata names and has not removed. */
+static void node_watch_peers(struct node *n, const struct meta_state *st)
+{
+  uint64_t *ids = malloc((st->nnodes + 1) * sizeof *ids);
+  const char **addrs = malloc((st->nnodes + 1) * sizeof *addrs);
+  size_t k = 0;
+  for (size_t i = 0; ids != NULL && addrs != NULL && i < st->nnodes; i++) {
+    if (st->nodes[i].state != META_NODE_REMOVED) {
+      ids[k] = st->nodes[i].id;
+      addrs[k++] = st->nodes[i].cluster_addr;
+    }
+  }
+  if (ids != NULL && addrs != NULL && k > 0) {
+    int rv = nwatch_set_peers(&n->nw, ids, addrs, k);
+    (void)rv; /* out of memory: the peers already watched stay; next reconcile */
+  }
+  free(ids);
+  free(addrs);
+}
+
 static int node_start_ports(struct node *n)
 {
   int rv = node_load_cluster_key(n);
@@ -171,6 +224,9 @@ static int node_start_ports(struct node *n)
   }
   if (n->cfg.cluster_listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLUSTER, (uint16_t)transport_port(&n->tr));
+  }
+  if (rv == 0) {
+    rv = node_watch_start(n);
   }
   n->auth_required = strcmp(n->cfg.auth, "required") == 0;
   char azwhy[NODE_ERRMSG_SIZE];
@@ -447,6 +503,7 @@ static void node_on_reconcile(uv_idle_t *h)
     return;
   }
   parts_reconcile(&n->parts, st, node_meta_synced(n));
+  node_watch_peers(n, st);
 }
 
 /* Called from inside the metadata group's apply: the work is deferred to
@@ -594,6 +651,12 @@ static void node_on_tr_closed(struct transport *tr)
   node_stop_step(n);
 }
 
+static void node_on_nw_closed(struct nodewatch *nw)
+{
+  struct node *n = (struct node *)((char *)nw - offsetof(struct node, nw));
+  node_stop_step(n);
+}
+
 static void node_on_lis_closed(struct listener *l)
 {
   struct node *n = (struct node *)((char *)l - offsetof(struct node, lis));
@@ -632,7 +695,10 @@ static void node_stop_step(struct node *n)
     ctl_close(&n->ctl, node_on_ctl_closed);
     break;
   case 3:
-    n->parts_open = 1;
+    /* The watches last: until the cluster port closes, peers that see
+     * this node's watch connection drop find it still there. */
+    n->parts_open = 2;
+    nwatch_close(&n->nw, node_on_nw_closed);
     transport_close(&n->tr, node_on_tr_closed);
     break;
   default:

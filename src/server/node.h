@@ -36,6 +36,7 @@
 #include "cluster/controller.h"
 #include "cluster/partitions.h"
 #include "cluster/chs.h"
+#include "cluster/nodewatch.h"
 #include "cluster/transport.h"
 #include "net/listener.h"
 #include "net/tls.h"
@@ -68,6 +69,7 @@ struct node {
   uint64_t incarnation;      /* random per process start */
   char cluster_id[META_CLUSTER_ID_MAX + 1]; /* of the data dir, "" before known */
   struct transport tr;
+  struct nodewatch nw;       /* peers' processes seen gone (cluster/nodewatch.h) */
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
   bool auth_required;          /* --auth required */

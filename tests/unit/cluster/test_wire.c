@@ -57,7 +57,7 @@ static void test_preamble_rejects_each_malformation(void **state)
   buf[4] = 9; /* version */
   assert_int_equal(transport_preamble_decode(buf, (size_t)n, &kind, &group, &sender, addr),
                    CAIRN_EUNSUPPORTED);
-  n = transport_preamble_encode(buf, 3, 1, 1, "h:1"); /* unknown kind */
+  n = transport_preamble_encode(buf, 4, 1, 1, "h:1"); /* unknown kind */
   assert_int_equal(transport_preamble_decode(buf, (size_t)n, &kind, &group, &sender, addr),
                    CAIRN_EUNSUPPORTED);
   n = transport_preamble_encode(buf, TRANSPORT_KIND_RAFT, 1, 1, "h:1");

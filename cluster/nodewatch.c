@@ -1,0 +1,449 @@
+/* nodewatch.c - one held-open connection per peer node on the cluster
+ * port, to see a peer's process die within milliseconds (nodewatch.h). */
+#include "cluster/nodewatch.h"
+
+#include "common/err.h"
+#include "common/log.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nwatch_peer {
+  struct nodewatch *nw;
+  uint64_t id;
+  char address[TRANSPORT_ADDRESS_MAX + 1];
+  enum nwatch_state state;
+  struct transport_dial dial;
+  bool dialing;         /* dial's callback pending */
+  uv_tcp_t *stream;     /* the connection while UP; NULL otherwise */
+  bool stream_closing;  /* a closed connection's callback pending */
+  bool removed;         /* no longer named: freed once nothing is pending */
+  bool listed;          /* named by the nwatch_set_peers call under way */
+  uint64_t up_since_ms; /* when it last connected */
+  char rbuf[16];        /* the peer sends nothing: room to read EOF */
+  struct nwatch_peer *next;
+};
+
+struct nwatch_inbound {
+  struct nodewatch *nw;
+  uv_tcp_t *tcp;
+  char rbuf[16];
+  struct nwatch_inbound *prev, *next;
+};
+
+static const char *const nwatch_state_names[] = {
+#define NWATCH_STATE_NAME(name, text) text,
+    NWATCH_STATE_TABLE(NWATCH_STATE_NAME)
+#undef NWATCH_STATE_NAME
+};
+
+const char *nwatch_state_name(enum nwatch_state s)
+{
+  return (unsigned)s < sizeof nwatch_state_names / sizeof nwatch_state_names[0]
+             ? nwatch_state_names[s]
+             : "?";
+}
+
+/* The one setter of p->state: asserts the transitions of nodewatch.h. */
+static void nwatch_set_state(struct nwatch_peer *p, enum nwatch_state to)
+{
+  enum nwatch_state from = p->state;
+  assert((from == NWATCH_IDLE && to == NWATCH_DIALING) ||
+         (from == NWATCH_DIALING && (to == NWATCH_UP || to == NWATCH_IDLE)) ||
+         (from == NWATCH_UP && (to == NWATCH_CONFIRMING || to == NWATCH_IDLE)) ||
+         (from == NWATCH_CONFIRMING && (to == NWATCH_UP || to == NWATCH_IDLE)));
+  log_debug("nodewatch", "node %llu at %s: %s -> %s", (unsigned long long)p->id, p->address,
+            nwatch_state_name(from), nwatch_state_name(to));
+  p->state = to;
+}
+
+static void nwatch_maybe_closed(struct nodewatch *nw)
+{
+  if (!nw->closing || nw->open > 0) {
+    return;
+  }
+  while (nw->peers != NULL) {
+    struct nwatch_peer *p = nw->peers;
+    nw->peers = p->next;
+    free(p);
+  }
+  if (nw->close_cb != NULL) {
+    nw->close_cb(nw);
+  }
+}
+
+/* Frees a removed peer once nothing of it is pending. */
+static void nwatch_peer_maybe_free(struct nwatch_peer *p)
+{
+  struct nodewatch *nw = p->nw;
+  if (!p->removed || nw->closing || p->dialing || p->stream != NULL || p->stream_closing) {
+    return;
+  }
+  for (struct nwatch_peer **pp = &nw->peers; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  }
+  free(p);
+}
+
+static void nwatch_on_stream_closed(uv_handle_t *h)
+{
+  struct nwatch_peer *p = h->data;
+  struct nodewatch *nw = p->nw;
+  free(h);
+  p->stream_closing = false;
+  nw->open--;
+  nwatch_peer_maybe_free(p);
+  nwatch_maybe_closed(nw);
+}
+
+static void nwatch_drop_stream(struct nwatch_peer *p)
+{
+  if (p->stream == NULL) {
+    return;
+  }
+  p->stream->data = p;
+  p->stream_closing = true;
+  uv_close((uv_handle_t *)p->stream, nwatch_on_stream_closed);
+  p->stream = NULL;
+}
+
+static void nwatch_dial(struct nwatch_peer *p);
+
+static void nwatch_report(struct nwatch_peer *p, int status)
+{
+  struct nodewatch *nw = p->nw;
+  nw->gone++;
+  log_info("nodewatch", "node %llu at %s is gone (its cluster connection dropped, a new one: %s)",
+           (unsigned long long)p->id, p->address, cairn_strerror(status));
+  nw->gone_cb(nw, p->id, nw->data);
+}
+
+static void nwatch_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  (void)suggested;
+  struct nwatch_peer *p = h->data;
+  *buf = uv_buf_init(p->rbuf, sizeof p->rbuf);
+}
+
+static void nwatch_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  (void)buf;
+  struct nwatch_peer *p = s->data;
+  struct nodewatch *nw = p->nw;
+  if (nread == 0) {
+    return;
+  }
+  if (nread > 0) {
+    /* The peer's nodewatch accepted: its process is there. */
+    if (p->state == NWATCH_CONFIRMING) {
+      nw->blips++;
+      log_info("nodewatch",
+               "node %llu at %s: its cluster connection dropped but it accepts a new one: "
+               "not gone",
+               (unsigned long long)p->id, p->address);
+    }
+    if (p->state != NWATCH_UP) {
+      p->up_since_ms = uv_now(nw->loop);
+      nwatch_set_state(p, NWATCH_UP);
+    }
+    return;
+  }
+  nwatch_drop_stream(p);
+  if (nw->closing || p->removed) {
+    return;
+  }
+  switch (p->state) {
+  case NWATCH_CONFIRMING:
+    /* Connected, but closed before the peer's accept byte: a process
+     * dying while its listening socket still took connections. */
+    nwatch_set_state(p, NWATCH_IDLE);
+    nwatch_report(p, (int)nread);
+    break;
+  case NWATCH_UP:
+    /* Dropped again right after a reconnect: do not spin dialing a node
+     * that accepts and closes; the timer dials again. */
+    if (uv_now(nw->loop) - p->up_since_ms < NWATCH_RETRY_MS) {
+      nwatch_set_state(p, NWATCH_IDLE);
+      break;
+    }
+    /* Is the process gone, or was it only this connection? Ask at once. */
+    nwatch_set_state(p, NWATCH_CONFIRMING);
+    nwatch_dial(p);
+    break;
+  default:
+    nwatch_set_state(p, NWATCH_IDLE);
+    break;
+  }
+}
+
+static void nwatch_on_dial(struct transport_dial *req, uv_stream_t *stream, int status)
+{
+  struct nwatch_peer *p = req->data;
+  struct nodewatch *nw = p->nw;
+  p->dialing = false;
+  nw->open--;
+  if (nw->closing || p->removed) {
+    if (stream != NULL) {
+      nw->open++;
+      p->stream = (uv_tcp_t *)stream;
+      nwatch_drop_stream(p);
+    }
+    nwatch_peer_maybe_free(p);
+    nwatch_maybe_closed(nw);
+    return;
+  }
+  bool confirming = p->state == NWATCH_CONFIRMING;
+  if (status != 0) {
+    nwatch_set_state(p, NWATCH_IDLE);
+    if (confirming) {
+      nwatch_report(p, status);
+    }
+    return;
+  }
+  /* Connected, which proves little (a dying process's listening socket
+   * may still complete a connection): UP once the peer's accept byte
+   * arrives (nwatch_on_read). */
+  nw->open++;
+  p->stream = (uv_tcp_t *)stream;
+  p->stream->data = p;
+  int rv = uv_read_start(stream, nwatch_alloc, nwatch_on_read);
+  if (rv != 0) {
+    nwatch_drop_stream(p);
+    nwatch_set_state(p, NWATCH_IDLE);
+    if (confirming) {
+      nwatch_report(p, rv);
+    }
+  }
+}
+
+static void nwatch_dial(struct nwatch_peer *p)
+{
+  struct nodewatch *nw = p->nw;
+  bool confirming = p->state == NWATCH_CONFIRMING;
+  if (!confirming) {
+    nwatch_set_state(p, NWATCH_DIALING);
+  }
+  p->dial.data = p;
+  int rv = transport_dial(nw->tr, &p->dial, TRANSPORT_KIND_WATCH, 0, nw->self_id,
+                          nw->self_address, p->address, nwatch_on_dial);
+  if (rv != 0) {
+    nwatch_set_state(p, NWATCH_IDLE);
+    if (confirming) {
+      nwatch_report(p, rv);
+    }
+    return;
+  }
+  p->dialing = true;
+  nw->open++;
+}
+
+static void nwatch_on_timer(uv_timer_t *t)
+{
+  struct nodewatch *nw = t->data;
+  for (struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    if (p->state == NWATCH_IDLE && !p->dialing && !p->removed) {
+      nwatch_dial(p);
+    }
+  }
+}
+
+/* ---- the listening end: hold the stream until the peer closes it ---- */
+
+static void nwatch_inbound_on_closed(uv_handle_t *h)
+{
+  struct nwatch_inbound *in = h->data;
+  struct nodewatch *nw = in->nw;
+  free(h);
+  free(in);
+  nw->open--;
+  nwatch_maybe_closed(nw);
+}
+
+static void nwatch_inbound_close(struct nwatch_inbound *in)
+{
+  struct nodewatch *nw = in->nw;
+  if (in->prev != NULL) {
+    in->prev->next = in->next;
+  } else {
+    nw->inbound = in->next;
+  }
+  if (in->next != NULL) {
+    in->next->prev = in->prev;
+  }
+  uv_close((uv_handle_t *)in->tcp, nwatch_inbound_on_closed);
+}
+
+static void nwatch_inbound_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  (void)suggested;
+  struct nwatch_inbound *in = h->data;
+  *buf = uv_buf_init(in->rbuf, sizeof in->rbuf);
+}
+
+static void nwatch_inbound_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  (void)buf;
+  if (nread < 0) {
+    nwatch_inbound_close(s->data);
+  }
+}
+
+static void nwatch_free_handle(uv_handle_t *h) { free(h); }
+
+static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
+{
+  (void)sender_id;
+  struct nodewatch *nw = data;
+  struct nwatch_inbound *in = calloc(1, sizeof *in);
+  if (in == NULL || nw->closing) {
+    free(in);
+    uv_close((uv_handle_t *)stream, nwatch_free_handle);
+    return;
+  }
+  in->nw = nw;
+  in->tcp = (uv_tcp_t *)stream;
+  stream->data = in;
+  in->next = nw->inbound;
+  if (nw->inbound != NULL) {
+    nw->inbound->prev = in;
+  }
+  nw->inbound = in;
+  nw->open++;
+  /* One byte says this node's watch took the connection (the dialer is
+   * UP only then); then only EOF is read. */
+  static char accept_byte = 1;
+  uv_buf_t b = uv_buf_init(&accept_byte, 1);
+  if (uv_try_write(stream, &b, 1) != 1 ||
+      uv_read_start(stream, nwatch_inbound_alloc, nwatch_inbound_on_read) != 0) {
+    nwatch_inbound_close(in);
+  }
+}
+
+/* ---- lifecycle ---- */
+
+int nwatch_init(struct nodewatch *nw, uv_loop_t *loop, struct transport *tr, uint64_t self_id,
+                const char *self_address, nwatch_gone_cb cb, void *data)
+{
+  memset(nw, 0, sizeof *nw);
+  if (strlen(self_address) > TRANSPORT_ADDRESS_MAX) {
+    return CAIRN_EINVAL;
+  }
+  nw->loop = loop;
+  nw->tr = tr;
+  nw->self_id = self_id;
+  strcpy(nw->self_address, self_address);
+  nw->gone_cb = cb;
+  nw->data = data;
+  uv_timer_init(loop, &nw->timer);
+  nw->timer.data = nw;
+  uv_timer_start(&nw->timer, nwatch_on_timer, NWATCH_RETRY_MS, NWATCH_RETRY_MS);
+  nw->open = 1;
+  transport_set_watch(tr, nwatch_accept, nw);
+  return 0;
+}
+
+static struct nwatch_peer *nwatch_find(const struct nodewatch *nw, uint64_t id)
+{
+  for (struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    if (p->id == id && !p->removed) {
+      return p;
+    }
+  }
+  return NULL;
+}
+
+/* Stops watching p; it is freed once its dial or stream has closed. */
+static void nwatch_remove(struct nwatch_peer *p)
+{
+  p->removed = true;
+  if (p->dialing) {
+    transport_dial_cancel(&p->dial);
+  }
+  nwatch_drop_stream(p);
+  nwatch_peer_maybe_free(p);
+}
+
+int nwatch_set_peers(struct nodewatch *nw, const uint64_t *ids, const char *const *addresses,
+                     size_t n)
+{
+  if (nw->closing) {
+    return 0;
+  }
+  for (struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    p->listed = false;
+  }
+  int rv = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ids[i] == nw->self_id || addresses[i] == NULL || addresses[i][0] == '\0' ||
+        strlen(addresses[i]) > TRANSPORT_ADDRESS_MAX) {
+      continue;
+    }
+    struct nwatch_peer *p = nwatch_find(nw, ids[i]);
+    if (p != NULL && strcmp(p->address, addresses[i]) == 0) {
+      p->listed = true;
+      continue;
+    }
+    if (p != NULL) {
+      nwatch_remove(p); /* moved: watch the new address afresh */
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+      rv = CAIRN_ENOMEM;
+      break;
+    }
+    p->nw = nw;
+    p->id = ids[i];
+    strcpy(p->address, addresses[i]);
+    p->state = NWATCH_IDLE;
+    p->listed = true;
+    p->next = nw->peers;
+    nw->peers = p;
+    nwatch_dial(p);
+  }
+  if (rv != 0) {
+    return rv; /* keep what is watched rather than drop the unlisted */
+  }
+  struct nwatch_peer *p = nw->peers;
+  while (p != NULL) {
+    struct nwatch_peer *next = p->next;
+    if (!p->listed && !p->removed) {
+      nwatch_remove(p);
+    }
+    p = next;
+  }
+  return 0;
+}
+
+enum nwatch_state nwatch_peer_state(const struct nodewatch *nw, uint64_t node_id)
+{
+  const struct nwatch_peer *p = nwatch_find(nw, node_id);
+  return p != NULL ? p->state : NWATCH_IDLE;
+}
+
+static void nwatch_on_timer_closed(uv_handle_t *h)
+{
+  struct nodewatch *nw = h->data;
+  nw->open--;
+  nwatch_maybe_closed(nw);
+}
+
+void nwatch_close(struct nodewatch *nw, nwatch_close_cb cb)
+{
+  nw->closing = true;
+  nw->close_cb = cb;
+  transport_set_watch(nw->tr, NULL, NULL);
+  for (struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    if (p->dialing) {
+      transport_dial_cancel(&p->dial);
+    }
+    nwatch_drop_stream(p);
+  }
+  while (nw->inbound != NULL) {
+    nwatch_inbound_close(nw->inbound);
+  }
+  uv_close((uv_handle_t *)&nw->timer, nwatch_on_timer_closed);
+}

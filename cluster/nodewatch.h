@@ -1,0 +1,115 @@
+/* nodewatch.h - is a peer node's process still there? One connection per
+ * peer node on the cluster port (preamble kind TRANSPORT_KIND_WATCH,
+ * through the same handshake as Raft's), held open and never written to.
+ * A process that dies (SIGKILL, a crash) has its sockets closed by its
+ * kernel at once: this end reads EOF or a reset within milliseconds, dials
+ * again, and when that dial fails (refused: nothing listens on the port
+ * any more) reports the node gone. The partition replicas that follow a
+ * leader on that node then elect at once (rgroup_leader_gone) instead of
+ * waiting out the election timeout.
+ *
+ *   peer state   event                                   to          by
+ *   IDLE         dial (at once, then every retry period) DIALING     nwatch_on_timer
+ *   DIALING      the peer's accept byte read             UP          nwatch_on_read
+ *   DIALING      the dial failed, or EOF before the byte IDLE        nwatch_on_dial, _on_read
+ *   UP           EOF or error on the connection          CONFIRMING  nwatch_on_read
+ *   UP           the same within NWATCH_RETRY_MS of UP   IDLE        nwatch_on_read
+ *   CONFIRMING   the accept byte again (a blip)          UP          nwatch_on_read
+ *   CONFIRMING   the dial failed, or EOF before the      IDLE        nwatch_on_dial, _on_read
+ *                byte: report the node gone
+ *
+ * The listening end writes one byte when its nodewatch takes the
+ * connection: a connection alone proves nothing, since a process being
+ * killed may still complete one on its listening socket before the kernel
+ * closes that too (seen: the redial "succeeded", then was reset).
+ *
+ * A connection that drops while its node still accepts a new one is not a
+ * death (no report), so a network blip costs no election. A machine that
+ * vanishes without closing its sockets (power loss, a cut link) is not
+ * seen here: the dial then hangs until the transport's deadline, and Raft's
+ * election timeout is what notices it, as before.
+ *
+ * The other end (nwatch_accept, given to transport_set_watch) writes its
+ * accept byte, then only reads until EOF, so its half closes with the
+ * peer.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_NODEWATCH_H
+#define CAIRN_NODEWATCH_H
+
+#include "cluster/transport.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define NWATCH_RETRY_MS 1000 /* a peer not connected is dialed again after this */
+
+#define NWATCH_STATE_TABLE(X)                                                                      \
+  X(NWATCH_IDLE, "idle")             /* not connected; dialed at the next retry */                 \
+  X(NWATCH_DIALING, "dialing")       /* dialing, or waiting for the accept byte */                 \
+  X(NWATCH_UP, "up")                 /* connected: the process is there */                         \
+  X(NWATCH_CONFIRMING, "confirming") /* it dropped: dialing again (and the byte) to tell */
+
+enum nwatch_state {
+#define NWATCH_STATE_ENUM(name, text) name,
+  NWATCH_STATE_TABLE(NWATCH_STATE_ENUM)
+#undef NWATCH_STATE_ENUM
+};
+
+struct nodewatch;
+
+/* A peer node was seen gone. Called from a libuv callback of nw, never
+ * from inside an nwatch_* call. */
+typedef void (*nwatch_gone_cb)(struct nodewatch *nw, uint64_t node_id, void *data);
+typedef void (*nwatch_close_cb)(struct nodewatch *nw);
+
+struct nwatch_peer;
+struct nwatch_inbound;
+
+struct nodewatch {
+  uv_loop_t *loop;
+  struct transport *tr;
+  uint64_t self_id;
+  char self_address[TRANSPORT_ADDRESS_MAX + 1];
+  uv_timer_t timer;
+  struct nwatch_peer *peers;     /* singly linked */
+  struct nwatch_inbound *inbound; /* peers watching this node; doubly linked */
+  nwatch_gone_cb gone_cb;
+  void *data;
+  bool closing;
+  unsigned open; /* the timer, dials, streams: nw is closed when 0 */
+  nwatch_close_cb close_cb;
+  uint64_t gone; /* nodes reported gone, for metrics */
+  uint64_t blips; /* connections dropped while the node still answered */
+};
+
+/* Initializes nw (caller allocates) and routes the transport's watch
+ * streams to it (transport_set_watch). Ownership: borrows tr (open until
+ * nwatch_close's callback) and copies self_address. cb fires once per
+ * report. Returns 0 or CAIRN_EINVAL (address too long). */
+__attribute__((warn_unused_result)) int nwatch_init(struct nodewatch *nw, uv_loop_t *loop,
+                                                    struct transport *tr, uint64_t self_id,
+                                                    const char *self_address, nwatch_gone_cb cb,
+                                                    void *data);
+
+/* Watches exactly these peers from now on (ids[i] at addresses[i], "host:port"
+ * cluster addresses): new ones are dialed at once, changed addresses
+ * re-dialed, those no longer named dropped. self_id is skipped. Ownership:
+ * borrows the arrays (copied). Returns 0 or CAIRN_ENOMEM (the peers
+ * already watched stay). */
+__attribute__((warn_unused_result)) int nwatch_set_peers(struct nodewatch *nw,
+                                                         const uint64_t *ids,
+                                                         const char *const *addresses, size_t n);
+
+/* The state of the watch on node_id; NWATCH_IDLE if not watched. */
+enum nwatch_state nwatch_peer_state(const struct nodewatch *nw, uint64_t node_id);
+
+/* Closes every connection and dial, then calls cb. Call it before
+ * transport_close. Callback: fires exactly once. */
+void nwatch_close(struct nodewatch *nw, nwatch_close_cb cb);
+
+/* The state's name, for logs. Static string. */
+const char *nwatch_state_name(enum nwatch_state s);
+
+#endif

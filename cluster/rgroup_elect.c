@@ -1,0 +1,185 @@
+/* rgroup_elect.c - a prompt election when the node of a replica's leader is
+ * seen gone (nodewatch.h), instead of waiting out the election timeout.
+ *
+ * raft 0.15 starts an election only from its timer, and a follower that
+ * still knows a leader refuses every vote request that does not carry the
+ * "disrupt leader" flag of a leadership transfer (recvRequestVote). So the
+ * one way to start an election at once that the other followers will
+ * answer is the message a leader sends to hand over: TimeoutNow. When the
+ * leader's node is gone, the surviving voter ranked first (lowest id) hands
+ * itself that message, as if from the gone leader, with its own term and
+ * last log position (which recvTimeoutNow requires to match): it becomes a
+ * candidate with the flag, and the others, which still name the gone
+ * leader, vote on their logs as usual (never while entries it received are
+ * still being written: then the append's completion does it). Raft's
+ * safety does not rest on the
+ * flag (one vote per term, the log comparison); the flag only lets the
+ * election go ahead without every follower's timer having run out.
+ *
+ * Until a leader is known again every survivor uses a short election
+ * timeout (RGROUP_ELECT_SHORT_MS or twice the heartbeat), so a candidacy
+ * that fails (the first-ranked replica's log was behind) is retried within
+ * it, and the next-ranked survivor hands itself TimeoutNow after
+ * rank * stagger if it still names the gone leader. Once a leader is known
+ * (or after RGROUP_ELECT_GIVE_UP_MS), the configured timeout is back.
+ *
+ *   from                event                                  by
+ *   idle (gone 0)       the leader's node seen gone            rgroup_leader_gone
+ *   watching            rank's turn: TimeoutNow to itself      rgroup_elect_check
+ *   watching            a leader known, or give up: idle       rgroup_elect_check
+ *
+ * Context: loop thread only. */
+#include "cluster/rgroup.h"
+#include "cluster/rgroup_raft.h"
+
+#include "common/log.h"
+
+#include <string.h>
+
+/* Is there a Raft instance to act on (not recovering, not closing)? */
+static bool rgroup_elect_raft_up(const struct rgroup *rg)
+{
+  return rg->state == RGROUP_RUNNING && rg->raft_open && !rg->raft_failed;
+}
+
+/* The term of the last entry of r's log (of its last snapshot when the
+ * log holds no entry): raft 0.15 has no call for it; struct raft_log is
+ * a circular buffer of entries [front, back) laid out in raft.h. */
+static raft_term rgroup_elect_last_term(const struct raft *r)
+{
+  const struct raft_log *l = &r->log;
+  size_t n = l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
+  if (n == 0) {
+    return l->snapshot.last_term;
+  }
+  size_t last = l->back == 0 ? l->size - 1 : l->back - 1;
+  return l->entries[last].term;
+}
+
+/* The short election timeout used while no leader is known. */
+static unsigned rgroup_elect_short_ms(const struct rgroup *rg)
+{
+  unsigned s = 2 * rg->opts.heartbeat_ms;
+  if (s < RGROUP_ELECT_SHORT_MS) {
+    s = RGROUP_ELECT_SHORT_MS;
+  }
+  return s < rg->opts.election_ms ? s : rg->opts.election_ms;
+}
+
+/* Does this replica, a follower, still name node_id as its leader? */
+static bool rgroup_elect_follows(struct rgroup *rg, uint64_t node_id, const char **address)
+{
+  raft_id lid = 0;
+  const char *addr = NULL;
+  if (!rgroup_elect_raft_up(rg) || raft_state(&rg->raft) != RAFT_FOLLOWER) {
+    return false;
+  }
+  raft_leader(&rg->raft, &lid, &addr);
+  *address = addr;
+  return lid != 0 && lid == node_id && addr != NULL;
+}
+
+/* Hands this replica the TimeoutNow a leader sends to transfer
+ * leadership, as from the gone leader: it starts an election at once. */
+static void rgroup_elect_fire(struct rgroup *rg)
+{
+  rg->elect_fired = true;
+  const char *address;
+  if (!rgroup_elect_follows(rg, rg->elect_gone, &address)) {
+    return; /* an election is already under way, on the short timer */
+  }
+  struct raft *r = &rg->raft;
+  struct raft_message m;
+  memset(&m, 0, sizeof m);
+  m.type = RAFT_IO_TIMEOUT_NOW;
+  m.server_id = rg->elect_gone;
+  m.server_address = address;
+  m.timeout_now.term = r->current_term;
+  m.timeout_now.last_log_index = raft_last_index(r);
+  m.timeout_now.last_log_term = rgroup_elect_last_term(r);
+  raft_term before = r->current_term;
+  rg->io_ops.recv(&rg->io, &m);
+  rg->elections_prompted++;
+  log_info("rgroup", "group %llu: replica %llu starts an election (term %llu -> %llu, %s): "
+           "node %llu, its leader, is gone",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+           (unsigned long long)before, (unsigned long long)r->current_term,
+           raft_state(r) == RAFT_CANDIDATE ? "candidate" : "not started",
+           (unsigned long long)rg->elect_gone);
+}
+
+static void rgroup_elect_end(struct rgroup *rg, const char *why)
+{
+  if (rg->raft_open) {
+    raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
+  }
+  log_info("rgroup", "group %llu: replica %llu: %s %llu ms after node %llu was seen gone",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why,
+           (unsigned long long)(uv_now(rg->loop) - rg->elect_since_ms),
+           (unsigned long long)rg->elect_gone);
+  rg->elect_gone = 0;
+}
+
+void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id)
+{
+  const char *address;
+  if (rg->elect_gone != 0 || !rgroup_elect_follows(rg, node_id, &address)) {
+    return;
+  }
+  /* Rank among the surviving voters, by id: the first goes at once. */
+  const struct raft_configuration *cf = &rg->raft.configuration;
+  unsigned rank = 0;
+  bool voter = false;
+  for (unsigned i = 0; i < cf->n; i++) {
+    const struct raft_server *s = &cf->servers[i];
+    if (s->role != RAFT_VOTER || s->id == node_id) {
+      continue;
+    }
+    if (s->id == rg->self_id) {
+      voter = true;
+    } else if (s->id < rg->self_id) {
+      rank++;
+    }
+  }
+  if (!voter) {
+    return;
+  }
+  rg->elect_gone = node_id;
+  rg->elect_rank = rank;
+  rg->elect_since_ms = uv_now(rg->loop);
+  rg->elect_fired = false;
+  raft_set_election_timeout(&rg->raft, rgroup_elect_short_ms(rg));
+  rgroup_elect_check(rg); /* the first-ranked goes now (once its log is on disk) */
+}
+
+void rgroup_elect_check(struct rgroup *rg)
+{
+  if (rg->elect_gone == 0) {
+    return;
+  }
+  if (!rgroup_elect_raft_up(rg)) {
+    rgroup_elect_end(rg, "no longer running");
+    return;
+  }
+  raft_id lid = 0;
+  const char *addr = NULL;
+  raft_leader(&rg->raft, &lid, &addr);
+  if (lid != 0 && lid != rg->elect_gone) {
+    rgroup_elect_end(rg, lid == rg->self_id ? "leads" : "a new leader is known");
+    return;
+  }
+  uint64_t waited = uv_now(rg->loop) - rg->elect_since_ms;
+  if (waited >= RGROUP_ELECT_GIVE_UP_MS) {
+    rgroup_elect_end(rg, "no leader yet, back to the configured election timeout");
+    return;
+  }
+  /* Not while entries received are still being written: raft 0.15 would
+   * ask for votes with a last index that is only in memory (docs/raft-0.15.md,
+   * rows 4 and 5; upstream later ignores TimeoutNow then). The append's
+   * completion checks again (rgroup_raft.c). */
+  unsigned stagger = rgroup_elect_short_ms(rg);
+  if (!rg->elect_fired && waited >= (uint64_t)rg->elect_rank * stagger &&
+      rg->raft.last_stored >= raft_last_index(&rg->raft)) {
+    rgroup_elect_fire(rg);
+  }
+}
