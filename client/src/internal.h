@@ -275,6 +275,9 @@ const struct lc_topic *lc_meta_topic(const struct cairn_client *c, const char *n
 /* The address of node id, or NULL. Borrowed until the next refresh. */
 const char *lc_meta_node_addr(const struct cairn_client *c, uint64_t id);
 
+/* The cached leader of (topic, partition), 0 if unknown. */
+uint64_t lc_meta_leader(const struct cairn_client *c, const char *topic, int32_t partition);
+
 /* Updates a partition's leader from a NOT_LEADER hint. */
 void lc_meta_set_leader(struct cairn_client *c, const char *topic, int32_t partition,
                         uint64_t leader_id, const char *leader_addr);

@@ -231,6 +231,15 @@ const struct lc_topic *lc_meta_topic(const struct cairn_client *c, const char *n
   return NULL;
 }
 
+uint64_t lc_meta_leader(const struct cairn_client *c, const char *topic, int32_t partition)
+{
+  const struct lc_topic *t = lc_meta_topic(c, topic);
+  if (t == NULL || partition < 0 || partition >= t->count) {
+    return 0;
+  }
+  return t->parts[partition].leader_id;
+}
+
 const char *lc_meta_node_addr(const struct cairn_client *c, uint64_t id)
 {
   for (size_t i = 0; i < c->meta.nnodes; i++) {

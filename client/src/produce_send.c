@@ -83,6 +83,10 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
   }
   if (lc_needs_refresh(err) && !hinted) {
     lc_meta_invalidate(p->c);
+    /* The leader as cached (where the batch went): when a refresh names
+     * another one (a failover), the batch goes there at once rather than
+     * after the rest of the backoff (lc_prod_send_all). */
+    pp->failed_leader = lc_meta_leader(p->c, t->name, partition);
   }
   pp->retrying = true;
   p->c->stats.retries++;
@@ -161,6 +165,20 @@ static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client_
   lc_prod_kick(p);
 }
 
+/* Has the cache named a new leader since a batch of the partition failed
+ * at the old one? Then its backoff is over: the failure was the old
+ * leader's, and the new one has not been tried. */
+static bool lc_prod_leader_moved(struct cairn_client *c, const struct lc_ptopic *t,
+                                 int32_t partition)
+{
+  uint64_t failed = t->parts[partition].failed_leader;
+  if (failed == 0) {
+    return false;
+  }
+  uint64_t now_leader = lc_meta_leader(c, t->name, partition);
+  return now_leader != 0 && now_leader != failed;
+}
+
 /* Sends every sendable batch, one ProduceRequest per leader address. */
 void lc_prod_send_all(struct cairn_producer *p)
 {
@@ -176,7 +194,7 @@ void lc_prod_send_all(struct cairn_producer *p)
     for (int32_t pi = 0; pi < t->count; pi++) {
       struct lc_ppart *pp = &t->parts[pi];
       struct lc_acc *a = &pp->acc;
-      if (a->head == NULL || now < pp->wake_ms) {
+      if (a->head == NULL || (now < pp->wake_ms && !lc_prod_leader_moved(c, t, pi))) {
         continue;
       }
       if (pp->retrying) {
@@ -192,6 +210,7 @@ void lc_prod_send_all(struct cairn_producer *p)
         pp->wake_ms = now + lc_backoff_next(&pp->bk);
         continue;
       }
+      pp->failed_leader = 0;
       for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
         if (b->open || (uint32_t)a->in_flight >= p->o.max_in_flight) {
           break;

@@ -20,6 +20,8 @@ struct lc_ppart {
   struct lc_acc acc;
   uint64_t wake_ms; /* not before: backoff after a failure */
   bool retrying;    /* a batch came back: resend from the head once idle */
+  uint64_t failed_leader; /* the leader a batch last failed at (0: none): once the
+                             cache names another, the backoff ends early */
   struct lc_backoff bk;
 };
 

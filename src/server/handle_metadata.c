@@ -6,7 +6,10 @@
  * Any node answers from its own replica of the metadata group (every node
  * holds one), so a client discovers leaders from whichever node it reaches;
  * a node's copy may lag the controller by a heartbeat or so, and a client
- * that is sent to a stale leader gets NOT_LEADER with a better hint. */
+ * that is sent to a stale leader gets NOT_LEADER with a better hint. For
+ * a partition it hosts, a node names the leader its own replica follows
+ * (of a term no older than the metadata's), which is ahead of the
+ * metadata right after a failover. */
 #include "server/handlers.h"
 
 #include "common/err.h"
@@ -151,6 +154,19 @@ static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__Part
   pi->high_watermark = si.next_offset;
   if (rgroup_is_leader(&p->rg)) {
     pi->leader_id = n->cfg.node_id;
+    pi->leader_term = p->rg.raft.current_term;
+    return;
+  }
+  /* A follower here knows its group's leader first hand, ahead of the
+   * metadata (which learns it from the leader's next report): after a
+   * failover the client is sent to the new leader at once. Only a
+   * leader of a term at least the reported one, and one still known:
+   * right after an election this replica may name none yet. */
+  uint64_t lid;
+  const char *addr;
+  rgroup_leader(&p->rg, &lid, &addr);
+  if (lid != 0 && p->rg.raft.current_term >= mp->leader_term) {
+    pi->leader_id = lid;
     pi->leader_term = p->rg.raft.current_term;
   }
 }
