@@ -253,10 +253,8 @@ struct rgroup {
   raft_term term_appended;  /* last term in which this replica appended as leader */
   raft_index term_first_index; /* index of its first entry in that term */
   uint64_t barriers;        /* barriers appended at the start of a term */
-  uint64_t results_held;    /* AppendEntries results held back until the term's
+  uint64_t results_held;    /* AppendEntries results dropped until the term's
                                first entry was durable (rgroup_raft_io_recv) */
-  struct raft_message held[RGROUP_MAX_REPLICAS]; /* the last one held per follower */
-  unsigned nheld;
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
   uint64_t elect_since_ms;  /* when it was seen gone */

@@ -142,62 +142,16 @@ static void rgroup_raft_on_barrier(struct raft_barrier *req, int status)
   free(req);
 }
 
-/* Keeps the last AppendEntries result of each follower held back until
- * the term's first entry is durable (rgroup_raft_io_recv). */
-static void rgroup_raft_hold(struct rgroup *rg, const struct raft_message *message)
-{
-  unsigned i = 0;
-  while (i < rg->nheld && rg->held[i].server_id != message->server_id) {
-    i++;
-  }
-  if (i == RGROUP_MAX_REPLICAS) {
-    return; /* cannot be: one per voter */
-  }
-  rg->held[i] = *message;
-  rg->held[i].server_address = NULL; /* borrowed from the connection: looked up again */
-  if (i == rg->nheld) {
-    rg->nheld++;
-  }
-}
-
-/* Hands raft the results held back, once the term's first entry is
- * durable: as if they had arrived now. Without this a follower still
- * probed (a new leader's first round) would be asked again only at the
- * next heartbeat, and the first produce of the term waited that long. */
-static void rgroup_raft_deliver_held(struct rgroup *rg)
-{
-  struct raft *r = &rg->raft;
-  if (rg->nheld == 0 || (r->state == RAFT_LEADER && !rgroup_raft_term_durable(rg))) {
-    return;
-  }
-  unsigned n = rg->nheld;
-  rg->nheld = 0;
-  for (unsigned i = 0; i < n && !rg->raft_failed; i++) {
-    struct raft_message *m = &rg->held[i];
-    if (r->state != RAFT_LEADER || m->append_entries_result.term != r->current_term) {
-      continue; /* of a term gone by: lost, as it would have been */
-    }
-    for (unsigned k = 0; k < r->configuration.n; k++) {
-      if (r->configuration.servers[k].id == m->server_id) {
-        m->server_address = r->configuration.servers[k].address;
-        rg->io_ops.recv(&rg->io, m);
-        break;
-      }
-    }
-  }
-}
-
 /* Runs after the poll phase of the iteration in which this replica became
  * leader, before the next poll: no follower's reply to this term's first
  * AppendEntries can have been read yet. Also after an append completed
- * while results were held back: hands them to raft once durable. */
+ * while a prompt election waited for it (rgroup_elect.c). */
 static void rgroup_raft_on_check(uv_check_t *h)
 {
   struct rgroup *rg = h->data;
   uv_check_stop(h);
   struct raft *r = &rg->raft;
   if (rg->raft_open && !rg->raft_failed && rg->state == RGROUP_RUNNING) {
-    rgroup_raft_deliver_held(rg);
     rgroup_elect_check(rg);
   }
   if (rg->state != RGROUP_RUNNING || rg->raft_failed || raft_state(r) != RAFT_LEADER ||
@@ -296,10 +250,9 @@ static void rgroup_raft_on_append(struct raft_io_append *req, int status)
     rg->recover_delay_ms = 0;
   }
   cb(orig, status);
-  /* Held results to deliver, or a prompt election waiting for this write
-   * (rgroup_elect.c): after this callback, in the check phase. */
-  if ((rg->nheld > 0 || rg->elect_gone != 0) &&
-      !uv_is_active((uv_handle_t *)&rg->barrier_check)) {
+  /* A prompt election waiting for this write (rgroup_elect.c): after this
+   * callback, in the check phase. */
+  if (rg->elect_gone != 0 && !uv_is_active((uv_handle_t *)&rg->barrier_check)) {
     uv_check_start(&rg->barrier_check, rgroup_raft_on_check);
   }
 }
@@ -410,7 +363,6 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
       message->append_entries_result.term == r->current_term && !rgroup_raft_term_durable(rg)) {
     rg->results_held++;
-    rgroup_raft_hold(rg, message);
     rgroup_raft_want_barrier(rg);
     return;
   }
@@ -507,7 +459,6 @@ int rgroup_raft_init(struct rgroup *rg)
   rg->raft_failed = false;
   rg->term_appended = 0;
   rg->term_first_index = 0;
-  rg->nheld = 0;
   rg->last_role = RAFT_UNAVAILABLE;
   return 0;
 }

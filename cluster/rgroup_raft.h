@@ -15,8 +15,7 @@
  * Start of a term (row 1): the moment this replica leads in a term in which
  * it has appended nothing, a uv_check handle appends a raft_barrier in the
  * same loop iteration; until the term's first entry is durable on the
- * leader, AppendEntries results of that term are held back (then handed
- * to raft, the last of each follower), so raft 0.15 can
+ * leader, AppendEntries results of that term are dropped, so raft 0.15 can
  * only count replicas at an index of the current term.
  *
  * Transfers (row 7): each raft_transfer is its own allocation, freed once
