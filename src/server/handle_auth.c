@@ -391,6 +391,13 @@ void handle_upsert_user(struct node *n, struct conn_request *req)
     return;
   }
   const Cairn__Client__UpsertUserRequest *r = req->env->upsert_user_req;
+  if (r->name != NULL && strcmp(r->name, "ANONYMOUS") == 0) {
+    /* User:ANONYMOUS is every connection that did not log in (authz.h) */
+    auth_admin_respond(req, CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_RESP,
+                       CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST,
+                       "the user name ANONYMOUS is reserved (connections that did not log in)");
+    return;
+  }
   struct scram_cred cred;
   memset(&cred, 0, sizeof cred);
   int rv = CAIRN_EINVAL;

@@ -466,6 +466,8 @@ static void test_authz_anonymous_gets_what_its_entries_grant(void **state)
   char out[8192];
   make_users(&c, 0, NULL, 0);
   CLI_OK(&c, 0, "admin", "", out, "topic create t --partitions 1 --replication-factor 1");
+  /* no one may log in as the anonymous principal */
+  CLI_REFUSED(&c, 0, "admin", "x-pw\\n", out, "ANONYMOUS is reserved", "user create ANONYMOUS");
   CLI_REFUSED(&c, 0, NULL, "", out, "User:ANONYMOUS may not CREATE topic 'u'",
               "topic create u --partitions 1 --replication-factor 1");
   CLI_REFUSED(&c, 0, NULL, "m1\\n", out, "User:ANONYMOUS may not", "produce t");
