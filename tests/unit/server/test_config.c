@@ -131,6 +131,8 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->idle_heartbeat_ms, b->idle_heartbeat_ms);
   assert_int_equal(a->raft_segment_bytes, b->raft_segment_bytes);
   assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
+  assert_string_equal(a->authorizer, b->authorizer);
+  assert_string_equal(a->super_users, b->super_users);
 }
 
 /* config_write then config_load of what it wrote gives the same settings. */
@@ -598,8 +600,16 @@ static void test_config_combinations_are_checked(void **state)
              NULL);
   load_fails(ARGS("--cluster-listen", "0.0.0.0:7400", "--advertise", "a"),
              "would listen on the same port", NULL);
+  load_fails(ARGS("--authorizer", "opa"), "--authorizer: 'opa' is not none or acl", NULL);
+  load_fails(ARGS("--authorizer", "acl", "--voters", "1@127.0.0.1:7401,2@127.0.0.1:7411"),
+             "--authorizer acl in a cluster of several nodes needs --cluster-secret-file", NULL);
+  load_fails(ARGS("--super-users", "User:admin,*"), "--super-users: super-user '*'", NULL);
+  load_fails(ARGS("--super-users", "admin"), "--super-users: super-user 'admin'", NULL);
   struct config cfg;
   load_ok(&cfg, ARGS("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"));
+  load_ok(&cfg, ARGS("--authorizer", "acl", "--super-users", "User:admin , Node:3,User:ops"));
+  assert_string_equal(cfg.authorizer, "acl");
+  assert_round_trips(&cfg);
 }
 
 /* ---- the file ---- */
