@@ -21,6 +21,7 @@ int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t
   ps->loop = loop;
   ps->tr = tr;
   ps->self_id = self_id;
+  ps->step_due = true;
   if (opts != NULL) {
     ps->opts = *opts;
   }
@@ -135,6 +136,13 @@ static unsigned parts_replica_set(const struct meta_state *st, const struct meta
   return n;
 }
 
+/* A hosted replica leads a new term: its membership may need a step. */
+static void parts_on_leading(struct rgroup *rg)
+{
+  struct part *p = rg->owner_data;
+  p->owner->step_due = true;
+}
+
 static void parts_open_one(struct parts *ps, const struct meta_state *st,
                            const struct meta_assignment *a)
 {
@@ -180,6 +188,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   }
   p->rg.owner_data = p;
   p->rg.on_applied = ps->on_applied;
+  p->rg.on_leading = parts_on_leading;
   if (parts_insert(ps, p) != 0) {
     p->state = PART_CLOSING;
     rgroup_close(&p->rg, NULL); /* leaks p on this out-of-memory path only */
@@ -451,6 +460,7 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
   if (rv != 0) {
     log_warn("parts", "%s-%u: %s replica %llu: %s", p->topic, p->partition, what,
              (unsigned long long)who, raft_errmsg(r));
+    p->owner->step_due = true; /* try again at the next tick */
     return;
   }
   p->changing = true;
@@ -462,6 +472,7 @@ static void parts_on_change_done(struct raft_change *req, int status)
 {
   struct part *p = req->data;
   p->changing = false;
+  p->owner->step_due = true; /* the next step, or a retry */
   if (status != 0) {
     log_warn("parts", "%s-%u: membership change: %s", p->topic, p->partition,
              raft_strerror(status));
@@ -472,6 +483,15 @@ static void parts_on_change_done(struct raft_change *req, int status)
 
 void parts_step_membership(struct parts *ps, const struct meta_state *st)
 {
+  uint64_t now = uv_now(ps->loop);
+  if (!ps->step_due && st->last_index == ps->step_index &&
+      now - ps->step_last_ms < PARTS_STEP_SWEEP_MS) {
+    return;
+  }
+  ps->step_due = false;
+  ps->step_index = st->last_index;
+  ps->step_last_ms = now;
+  ps->step_walks++;
   for (size_t i = 0; i < ps->n; i++) {
     struct part *p = ps->v[i];
     if (p->state != PART_OPEN || p->changing || !rgroup_is_leader(&p->rg)) {

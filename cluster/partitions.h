@@ -75,6 +75,11 @@ struct parts {
   const struct meta_state *st;     /* the state of the last reconcile */
   rgroup_applied_cb on_applied;    /* given to every replica opened */
   bool synced;     /* the metadata replica is known to be up to date */
+  /* parts_step_membership's walks */
+  bool step_due;           /* walk at the next call */
+  uint64_t step_index;     /* st->last_index at the last walk */
+  uint64_t step_last_ms;   /* uv_now at the last walk */
+  uint64_t step_walks;     /* walks made (for tests and metrics) */
   bool closing;
   unsigned closing_count;
   uv_timer_t handoff_timer;    /* parts_close: waits for the transfers */
@@ -99,10 +104,17 @@ __attribute__((warn_unused_result)) int parts_init(struct parts *ps, uv_loop_t *
  * next call. */
 void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced);
 
+/* How often parts_step_membership walks every partition when nothing
+ * called for a walk (a retry sweep). */
+#define PARTS_STEP_SWEEP_MS 5000
+
 /* Leader side of repair: for each hosted partition this node leads whose
  * Raft voters differ from st's target replicas, makes one membership change
  * (add the missing replica as a voter — raft catches it up first — or
- * remove one no longer listed). */
+ * remove one no longer listed). Called on the node's tick, it walks the
+ * partitions only when something may call for a change: st changed
+ * (st->last_index), a hosted replica started leading a term, a change
+ * finished or could not be made; and otherwise every PARTS_STEP_SWEEP_MS. */
 void parts_step_membership(struct parts *ps, const struct meta_state *st);
 
 /* The hosted replica of (topic id, partition), NULL if none. Returns

@@ -212,9 +212,16 @@ struct rgroup_applied {
  * moved), from inside Raft's apply: it may not call back into rg. */
 typedef void (*rgroup_applied_cb)(struct rgroup *rg);
 
+/* Called when this replica has started leading a term: right after it
+ * proposed the term's first entry (the barrier), from a libuv check
+ * callback; it may call back into rg. Not called when the barrier could
+ * not be proposed (the owner's slow sweeps cover that). */
+typedef void (*rgroup_leading_cb)(struct rgroup *rg);
+
 struct rgroup {
   void *owner_data; /* for the owner; set after rgroup_open */
   rgroup_applied_cb on_applied; /* for the owner; set after rgroup_open */
+  rgroup_leading_cb on_leading; /* for the owner (may be NULL); set after rgroup_open */
   uv_loop_t *loop;
   struct transport *tr;
   uint64_t group_id;

@@ -176,6 +176,9 @@ static void rgroup_raft_on_check(uv_check_t *h)
   log_info("rgroup", "group %llu: replica %llu leads term %llu: barrier at index %llu",
            (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
            (unsigned long long)r->current_term, (unsigned long long)rg->term_first_index);
+  if (rg->on_leading != NULL) {
+    rg->on_leading(rg);
+  }
 }
 
 static void rgroup_raft_want_barrier(struct rgroup *rg)

@@ -265,12 +265,18 @@ static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
     return CAIRN__CLIENT__ERROR_CODE__UNKNOWN_NODE; /* it registers again */
   }
   size_t k = hb->n_partitions;
-  struct ctl_report *reps = calloc(k > 0 ? k : 1, sizeof *reps);
-  if (reps == NULL) {
-    return CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  if (k > n->hb_apply_cap) {
+    struct ctl_report *grown = realloc(n->hb_apply, k * sizeof *grown);
+    if (grown == NULL) {
+      return CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+    }
+    n->hb_apply = grown;
+    n->hb_apply_cap = k;
   }
+  struct ctl_report *reps = n->hb_apply;
   for (size_t i = 0; i < k; i++) {
     const Cairn__Client__PartitionReport *pr = hb->partitions[i];
+    memset(&reps[i], 0, sizeof reps[i]);
     reps[i].topic_id = pr->topic_id;
     reps[i].partition = pr->partition;
     reps[i].replica_epoch = pr->replica_epoch;
@@ -280,7 +286,6 @@ static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
     hn_report_leader(n, hb->node_id, pr);
   }
   ctl_note_heartbeat(&n->ctl, hb->node_id, hb->incarnation, reps, k);
-  free(reps);
   return CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
@@ -466,9 +471,35 @@ static void hn_on_heartbeat_answer(struct peer_call *call, int status,
   n->heartbeat_inflight = false;
 }
 
-/* The partitions this node leads, as heartbeat reports. *out owned: free
- * each report's voters, then the arrays. */
-static size_t hn_reports(struct node *n, Cairn__Client__PartitionReport **out)
+/* Grows the heartbeat's buffers (n->hb_*) to hold cap reports. */
+static int hn_reports_reserve(struct node *n, size_t cap)
+{
+  if (cap <= n->hb_cap) {
+    return 0;
+  }
+  Cairn__Client__PartitionReport *reps = realloc(n->hb_reps, cap * sizeof *reps);
+  if (reps != NULL) {
+    n->hb_reps = reps;
+  }
+  Cairn__Client__PartitionReport **rp = realloc(n->hb_rp, cap * sizeof *rp);
+  if (rp != NULL) {
+    n->hb_rp = rp;
+  }
+  uint64_t *voters = realloc(n->hb_voters, cap * META_MAX_REPLICAS * sizeof *voters);
+  if (voters != NULL) {
+    n->hb_voters = voters;
+  }
+  if (reps == NULL || rp == NULL || voters == NULL) {
+    return CAIRN_ENOMEM; /* what did grow is kept; hb_cap says what all hold */
+  }
+  n->hb_cap = cap;
+  return 0;
+}
+
+/* The partitions this node leads, as heartbeat reports, built in n->hb_*
+ * (at least n->parts.n of them reserved). Returns how many. Voters past
+ * META_MAX_REPLICAS are left out: the controller keeps no more. */
+static size_t hn_reports(struct node *n)
 {
   const struct meta_state *st = ctl_state(&n->ctl);
   size_t k = 0;
@@ -477,8 +508,9 @@ static size_t hn_reports(struct node *n, Cairn__Client__PartitionReport **out)
     if (p->state != PART_OPEN || !rgroup_is_leader(&p->rg)) {
       continue;
     }
-    Cairn__Client__PartitionReport *pr = out[k];
+    Cairn__Client__PartitionReport *pr = &n->hb_reps[k];
     cairn__client__partition_report__init(pr);
+    n->hb_rp[k] = pr;
     pr->topic_id = p->topic_id;
     pr->partition = p->partition;
     pr->term = p->rg.raft.current_term;
@@ -486,8 +518,8 @@ static size_t hn_reports(struct node *n, Cairn__Client__PartitionReport **out)
     const struct meta_partition *mp = meta_partition_find(st, p->topic_id, p->partition);
     pr->replica_epoch = mp != NULL ? mp->replica_epoch : 0;
     const struct raft_configuration *c = &p->rg.raft.configuration;
-    pr->voters = calloc(c->n > 0 ? c->n : 1, sizeof *pr->voters);
-    for (unsigned j = 0; pr->voters != NULL && j < c->n; j++) {
+    pr->voters = &n->hb_voters[k * META_MAX_REPLICAS];
+    for (unsigned j = 0; j < c->n && pr->n_voters < META_MAX_REPLICAS; j++) {
       if (c->servers[j].role == RAFT_VOTER) {
         pr->voters[pr->n_voters++] = c->servers[j].id;
       }
@@ -503,22 +535,14 @@ static size_t hn_reports(struct node *n, Cairn__Client__PartitionReport **out)
 
 static void hn_heartbeat(struct node *n)
 {
-  size_t cap = n->parts.n;
-  Cairn__Client__PartitionReport *reps = calloc(cap > 0 ? cap : 1, sizeof *reps);
-  Cairn__Client__PartitionReport **rp = calloc(cap > 0 ? cap : 1, sizeof *rp);
-  if (reps == NULL || rp == NULL) {
-    free(reps);
-    free(rp);
-    return;
-  }
-  for (size_t i = 0; i < cap; i++) {
-    rp[i] = &reps[i];
+  if (hn_reports_reserve(n, n->parts.n > 0 ? n->parts.n : 1) != 0) {
+    return; /* the next tick tries again */
   }
   Cairn__Client__NodeHeartbeatRequest hb = CAIRN__CLIENT__NODE_HEARTBEAT_REQUEST__INIT;
   hb.node_id = n->cfg.node_id;
   hb.incarnation = n->incarnation;
-  hb.n_partitions = hn_reports(n, rp);
-  hb.partitions = rp;
+  hb.n_partitions = hn_reports(n);
+  hb.partitions = n->hb_rp;
   uint8_t proof[CHS_MAC_LEN];
   if (n->cluster_key != NULL) {
     hn_heartbeat_proof(n, hb.node_id, hb.incarnation, proof);
@@ -529,6 +553,8 @@ static void hn_heartbeat(struct node *n)
   if (ctl_is_leader(&n->ctl)) {
     hn_heartbeat_apply(n, &hb);
   } else {
+    /* peer_call packs the request before returning: the buffers are free
+     * again for the next heartbeat. */
     const char *target = hn_target(n);
     Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
     env.api = CAIRN__CLIENT__API__API_NODE_HEARTBEAT;
@@ -540,11 +566,20 @@ static void hn_heartbeat(struct node *n)
       n->heartbeat_inflight = true;
     }
   }
-  for (size_t i = 0; i < hb.n_partitions; i++) {
-    free(reps[i].voters);
-  }
-  free(reps);
-  free(rp);
+}
+
+void handle_node_free(struct node *n)
+{
+  free(n->hb_reps);
+  free(n->hb_rp);
+  free(n->hb_voters);
+  free(n->hb_apply);
+  n->hb_reps = NULL;
+  n->hb_rp = NULL;
+  n->hb_voters = NULL;
+  n->hb_apply = NULL;
+  n->hb_cap = 0;
+  n->hb_apply_cap = 0;
 }
 
 /* A node joining through --join checks first that the cluster there is

@@ -54,6 +54,8 @@ bool handle_forward(struct node *n, struct conn_request *req);
 void handle_node_register(struct node *n, struct conn_request *req);
 void handle_node_heartbeat(struct node *n, struct conn_request *req);
 void handle_node_tick(struct node *n);
+/* Frees the buffers the heartbeats keep in n (n->hb_*); n stays usable. */
+void handle_node_free(struct node *n);
 
 /* handle_auth.c: Authenticate (SCRAM-SHA-256, state on the conn),
  * UpsertUser/DeleteUser (controller leader), ListUsers (any node). */

@@ -703,6 +703,7 @@ static void node_stop_step(struct node *n)
     break;
   default:
     coord_free(&n->coord);
+    handle_node_free(n);
     chs_key_free(n->cluster_key, n->cluster_key_len);
     n->cluster_key = NULL;
     tls_ctx_free(n->tls);

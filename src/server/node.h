@@ -98,6 +98,14 @@ struct node {
   struct peer_call join_call;
   struct peer_call register_call;
   struct peer_call heartbeat_call;
+  /* The heartbeat's partition reports, kept between heartbeats so that
+   * each one reuses them (handle_node.c; freed by handle_node_free). */
+  struct Cairn__Client__PartitionReport *hb_reps;
+  struct Cairn__Client__PartitionReport **hb_rp;
+  uint64_t *hb_voters;         /* META_MAX_REPLICAS per report */
+  size_t hb_cap;
+  struct ctl_report *hb_apply; /* the controller leader's copy of one heartbeat's */
+  size_t hb_apply_cap;
   struct ctl_propose bootstrap_req;
   struct fetch_wait *waits;  /* long-polling fetches (handle_fetch.c) */
   struct coord coord;        /* consumer groups this node coordinates */
