@@ -425,30 +425,57 @@ static void ctl_report_put(struct controller *ctl, const struct ctl_report *r)
   ctl->reports[ctl->nreports++] = *r;
 }
 
-void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
-                        const struct ctl_report *reports, size_t n)
+/* Drops node_id's report of the partition group_id, if it holds it. */
+static void ctl_drop_report(struct controller *ctl, uint64_t node_id, uint64_t group_id)
+{
+  for (size_t i = 0; i < ctl->nreports; i++) {
+    struct ctl_report *o = &ctl->reports[i];
+    if (meta_group_id(o->topic_id, o->partition) == group_id) {
+      if (o->leader_id == node_id) {
+        ctl->reports[i] = ctl->reports[--ctl->nreports];
+      }
+      return;
+    }
+  }
+}
+
+uint64_t ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
+                            const struct ctl_node_report *rep)
 {
   if (!ctl_is_leader(ctl)) {
-    return;
+    return 0;
   }
   if (ctl->leader_term != ctl->raft.current_term) {
     ctl_reset_liveness(ctl);
   }
   struct ctl_seen *s = ctl_seen_get(ctl, node_id);
   if (s == NULL) {
-    return;
+    return 0;
   }
   s->last_ms = uv_now(ctl->loop);
+  bool same = s->incarnation == incarnation;
   s->incarnation = incarnation;
-  ctl_drop_reports_of(ctl, node_id);
-  if (ctl_reports_reserve(ctl, n) != 0) {
-    return;
+  if (rep->base != 0 && (!same || s->report_seq != rep->base)) {
+    s->report_seq = 0; /* not the report this delta was made on */
+    return 0;
   }
-  for (size_t i = 0; i < n; i++) {
-    struct ctl_report r = reports[i];
+  if (rep->base == 0) {
+    ctl_drop_reports_of(ctl, node_id);
+  }
+  for (size_t i = 0; i < rep->nstopped && rep->base != 0; i++) {
+    ctl_drop_report(ctl, node_id, rep->stopped[i]);
+  }
+  if (ctl_reports_reserve(ctl, rep->n) != 0) {
+    s->report_seq = 0;
+    return 0;
+  }
+  for (size_t i = 0; i < rep->n; i++) {
+    struct ctl_report r = rep->reports[i];
     r.leader_id = node_id;
     ctl_report_put(ctl, &r);
   }
+  s->report_seq = rep->seq;
+  return rep->seq;
 }
 
 bool ctl_node_is_live(const struct controller *ctl, uint64_t node_id)

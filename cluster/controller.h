@@ -95,6 +95,7 @@ struct ctl_seen {
   uint64_t node_id;
   uint64_t last_ms;       /* loop time of the last heartbeat */
   uint64_t incarnation;
+  uint64_t report_seq;    /* the node's report the reports hold, 0: none */
 };
 
 struct controller {
@@ -159,12 +160,31 @@ void ctl_leader(struct controller *ctl, uint64_t *id, const char **address);
 
 bool ctl_is_leader(struct controller *ctl);
 
-/* Leader only (ignored otherwise): node_id was heard from now, and these
- * are the partitions it leads (copied). A partition keeps one report: the
- * one of the highest term (a dead leader's last report is replaced by its
- * successor's). */
-void ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
-                        const struct ctl_report *reports, size_t n);
+/* A node's partition report, as ctl_note_heartbeat takes it. base 0: a
+ * full report (reports are the partitions the node leads); otherwise a
+ * delta on the node's report numbered base (reports are the partitions
+ * whose report changed or that it started leading since, stopped the group
+ * ids (meta_group_id) of those it no longer leads). seq numbers it (0: an
+ * unnumbered full report, never the base of a delta). */
+struct ctl_node_report {
+  uint64_t seq;
+  uint64_t base;
+  const struct ctl_report *reports;
+  size_t n;
+  const uint64_t *stopped;
+  size_t nstopped;
+};
+
+/* Leader only (ignored otherwise, returns 0): node_id was heard from now,
+ * and rep says which partitions it leads (copied). A partition keeps one
+ * report: the one of the highest term (a dead leader's last report is
+ * replaced by its successor's). A delta applies only on the report it was
+ * made on (the node's last one applied, by this leader in this term);
+ * otherwise only the liveness is noted. Returns the report the controller
+ * now holds for the node: rep->seq when applied, 0 when the node must send
+ * a full report. */
+uint64_t ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
+                            const struct ctl_node_report *rep);
 
 /* Is node_id heard from within the node timeout (leader's view)? */
 bool ctl_node_is_live(const struct controller *ctl, uint64_t node_id);

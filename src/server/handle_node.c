@@ -38,6 +38,11 @@
 #define HN_LABEL_REGISTER "cairn node register v1"
 #define HN_LABEL_HEARTBEAT "cairn node heartbeat v1"
 
+/* A heartbeat reports every partition the node leads at least this often;
+ * in between, only what changed since the report the controller
+ * acknowledged. */
+#define HN_FULL_REPORT_MS 30000
+
 /* Appends a string as u16 length (clamped: the request is refused anyway
  * when longer) and bytes. */
 static size_t hn_put_str(uint8_t *p, const char *str)
@@ -249,9 +254,13 @@ static void hn_report_leader(struct node *n, uint64_t node_id,
   free(cmd);
 }
 
+/* Applies a heartbeat on the controller leader; *seq is what
+ * ctl_note_heartbeat returned (0 unless applied). */
 static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
-                                                   const Cairn__Client__NodeHeartbeatRequest *hb)
+                                                   const Cairn__Client__NodeHeartbeatRequest *hb,
+                                                   uint64_t *seq)
 {
+  *seq = 0;
   if (n->cluster_key != NULL) {
     uint8_t mac[CHS_MAC_LEN];
     hn_heartbeat_proof(n, hb->node_id, hb->incarnation, mac);
@@ -285,7 +294,13 @@ static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
     memcpy(reps[i].voters, pr->voters, reps[i].nvoters * sizeof(uint64_t));
     hn_report_leader(n, hb->node_id, pr);
   }
-  ctl_note_heartbeat(&n->ctl, hb->node_id, hb->incarnation, reps, k);
+  struct ctl_node_report rep = {.seq = hb->report_seq,
+                                 .base = hb->report_base,
+                                 .reports = reps,
+                                 .n = k,
+                                 .stopped = hb->stopped,
+                                 .nstopped = hb->n_stopped};
+  *seq = ctl_note_heartbeat(&n->ctl, hb->node_id, hb->incarnation, &rep);
   return CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
@@ -327,8 +342,8 @@ void handle_node_heartbeat(struct node *n, struct conn_request *req)
     return;
   }
   Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
-  err.code = hn_heartbeat_apply(n, req->env->node_heartbeat_req);
   Cairn__Client__NodeHeartbeatResponse resp = CAIRN__CLIENT__NODE_HEARTBEAT_RESPONSE__INIT;
+  err.code = hn_heartbeat_apply(n, req->env->node_heartbeat_req, &resp.report_seq);
   resp.error = &err;
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_RESP;
@@ -463,12 +478,54 @@ static void hn_register(struct node *n)
   }
 }
 
+/* One partition this node leads, as its report describes it. */
+struct hn_led {
+  uint64_t group_id;
+  uint32_t topic_id;
+  uint32_t partition;
+  uint64_t term;
+  uint64_t replica_epoch;
+  uint64_t voters[META_MAX_REPLICAS];
+  uint32_t nvoters;
+  bool unconfirmed; /* the metadata does not show this leadership yet */
+  struct part *p;   /* valid during the heartbeat that built it only */
+};
+
+/* The controller answered the report numbered n->hb_seq (sent) with seq:
+ * the report it holds for this node now (0: none, a full one is due). */
+static void hn_report_answered(struct node *n, uint64_t seq)
+{
+  if (seq != 0 && seq == n->hb_seq) {
+    struct hn_led *t = n->hb_acked;
+    n->hb_acked = n->hb_sent;
+    n->hb_sent = t;
+    n->hb_nacked = n->hb_nsent;
+    n->hb_acked_seq = seq;
+    return;
+  }
+  n->hb_nacked = 0;
+  if (n->hb_acked_seq != 0 && !n->hb_sent_full && seq == 0) {
+    /* A controller (a new leader, say) that did not hold the report the
+     * delta was made on: the full report goes at the next tick. */
+    n->last_heartbeat_ms = 0;
+  }
+  n->hb_acked_seq = 0;
+}
+
 static void hn_on_heartbeat_answer(struct peer_call *call, int status,
                                    const Cairn__Client__Envelope *resp, const uint8_t *payload,
                                    size_t len)
 {
   struct node *n = call->data;
   n->heartbeat_inflight = false;
+  uint64_t seq = 0;
+  if (status == 0 && resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_RESP) {
+    const Cairn__Client__NodeHeartbeatResponse *r = resp->node_heartbeat_resp;
+    if (r->error == NULL || r->error->code == CAIRN__CLIENT__ERROR_CODE__OK) {
+      seq = r->report_seq;
+    }
+  }
+  hn_report_answered(n, seq);
 }
 
 /* Grows the heartbeat's buffers (n->hb_*) to hold cap reports. */
@@ -477,29 +534,25 @@ static int hn_reports_reserve(struct node *n, size_t cap)
   if (cap <= n->hb_cap) {
     return 0;
   }
-  Cairn__Client__PartitionReport *reps = realloc(n->hb_reps, cap * sizeof *reps);
-  if (reps != NULL) {
-    n->hb_reps = reps;
-  }
-  Cairn__Client__PartitionReport **rp = realloc(n->hb_rp, cap * sizeof *rp);
-  if (rp != NULL) {
-    n->hb_rp = rp;
-  }
-  uint64_t *voters = realloc(n->hb_voters, cap * META_MAX_REPLICAS * sizeof *voters);
-  if (voters != NULL) {
-    n->hb_voters = voters;
-  }
-  if (reps == NULL || rp == NULL || voters == NULL) {
-    return CAIRN_ENOMEM; /* what did grow is kept; hb_cap says what all hold */
+  void **bufs[] = {(void **)&n->hb_acked, (void **)&n->hb_sent, (void **)&n->hb_cur,
+                   (void **)&n->hb_reps, (void **)&n->hb_rp, (void **)&n->hb_stopped};
+  size_t sizes[] = {sizeof *n->hb_acked, sizeof *n->hb_sent, sizeof *n->hb_cur,
+                    sizeof *n->hb_reps, sizeof *n->hb_rp, sizeof *n->hb_stopped};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+    void *grown = realloc(*bufs[i], cap * sizes[i]);
+    if (grown == NULL) {
+      return CAIRN_ENOMEM; /* what did grow is kept; hb_cap says what all hold */
+    }
+    *bufs[i] = grown;
   }
   n->hb_cap = cap;
   return 0;
 }
 
-/* The partitions this node leads, as heartbeat reports, built in n->hb_*
- * (at least n->parts.n of them reserved). Returns how many. Voters past
+/* The partitions this node leads, ascending group id, into n->hb_cur (at
+ * least n->parts.n reserved). Returns how many. Voters past
  * META_MAX_REPLICAS are left out: the controller keeps no more. */
-static size_t hn_reports(struct node *n)
+static size_t hn_led(struct node *n)
 {
   const struct meta_state *st = ctl_state(&n->ctl);
   size_t k = 0;
@@ -508,41 +561,111 @@ static size_t hn_reports(struct node *n)
     if (p->state != PART_OPEN || !rgroup_is_leader(&p->rg)) {
       continue;
     }
-    Cairn__Client__PartitionReport *pr = &n->hb_reps[k];
-    cairn__client__partition_report__init(pr);
-    n->hb_rp[k] = pr;
-    pr->topic_id = p->topic_id;
-    pr->partition = p->partition;
-    pr->term = p->rg.raft.current_term;
-    pr->leader = true;
+    struct hn_led *l = &n->hb_cur[k++];
+    l->group_id = p->group_id;
+    l->topic_id = p->topic_id;
+    l->partition = p->partition;
+    l->term = p->rg.raft.current_term;
     const struct meta_partition *mp = meta_partition_find(st, p->topic_id, p->partition);
-    pr->replica_epoch = mp != NULL ? mp->replica_epoch : 0;
+    l->replica_epoch = mp != NULL ? mp->replica_epoch : 0;
+    l->unconfirmed =
+        mp == NULL || mp->leader_id != n->cfg.node_id || mp->leader_term < l->term;
+    l->p = p;
     const struct raft_configuration *c = &p->rg.raft.configuration;
-    pr->voters = &n->hb_voters[k * META_MAX_REPLICAS];
-    for (unsigned j = 0; j < c->n && pr->n_voters < META_MAX_REPLICAS; j++) {
+    l->nvoters = 0;
+    for (unsigned j = 0; j < c->n && l->nvoters < META_MAX_REPLICAS; j++) {
       if (c->servers[j].role == RAFT_VOTER) {
-        pr->voters[pr->n_voters++] = c->servers[j].id;
+        l->voters[l->nvoters++] = c->servers[j].id;
       }
     }
-    struct store_info si;
-    store_info(rgroup_store(&p->rg), &si);
-    pr->high_watermark = si.next_offset;
-    pr->log_start_offset = si.start_offset;
-    k++;
   }
   return k;
 }
 
+static bool hn_led_same(const struct hn_led *a, const struct hn_led *b)
+{
+  return a->term == b->term && a->replica_epoch == b->replica_epoch &&
+         a->nvoters == b->nvoters && memcmp(a->voters, b->voters, a->nvoters * sizeof a->voters[0]) == 0;
+}
+
+/* Adds l to the heartbeat as a PartitionReport (n->hb_reps[*k]). */
+static void hn_put_report(struct node *n, struct hn_led *l, size_t *k)
+{
+  Cairn__Client__PartitionReport *pr = &n->hb_reps[*k];
+  cairn__client__partition_report__init(pr);
+  n->hb_rp[(*k)++] = pr;
+  pr->topic_id = l->topic_id;
+  pr->partition = l->partition;
+  pr->term = l->term;
+  pr->leader = true;
+  pr->replica_epoch = l->replica_epoch;
+  pr->voters = l->voters;
+  pr->n_voters = l->nvoters;
+  struct store_info si;
+  store_info(rgroup_store(&l->p->rg), &si);
+  pr->high_watermark = si.next_offset;
+  pr->log_start_offset = si.start_offset;
+}
+
+/* Fills hb with the report: a full one (every partition led) when no
+ * report is acknowledged or the last full one is HN_FULL_REPORT_MS old;
+ * otherwise a delta on the acknowledged one: the partitions whose report
+ * changed, that this node started leading, or whose leadership the
+ * metadata does not show yet (so that a ReportLeader that failed is
+ * proposed again), and the group ids it no longer leads. */
+static void hn_fill_report(struct node *n, Cairn__Client__NodeHeartbeatRequest *hb)
+{
+  size_t nled = hn_led(n);
+  uint64_t now = uv_now(n->loop);
+  bool full = n->hb_acked_seq == 0 || now - n->hb_full_ms >= HN_FULL_REPORT_MS;
+  size_t k = 0, nstopped = 0;
+  if (full) {
+    for (size_t i = 0; i < nled; i++) {
+      hn_put_report(n, &n->hb_cur[i], &k);
+    }
+    n->hb_full_ms = now;
+  } else {
+    size_t a = 0;
+    for (size_t i = 0; i < nled; i++) {
+      struct hn_led *l = &n->hb_cur[i];
+      while (a < n->hb_nacked && n->hb_acked[a].group_id < l->group_id) {
+        n->hb_stopped[nstopped++] = n->hb_acked[a++].group_id;
+      }
+      bool known = a < n->hb_nacked && n->hb_acked[a].group_id == l->group_id;
+      if (!known || !hn_led_same(&n->hb_acked[a], l) || l->unconfirmed) {
+        hn_put_report(n, l, &k);
+      }
+      a += known ? 1 : 0;
+    }
+    while (a < n->hb_nacked) {
+      n->hb_stopped[nstopped++] = n->hb_acked[a++].group_id;
+    }
+  }
+  hb->n_partitions = k;
+  hb->partitions = n->hb_rp;
+  hb->n_stopped = nstopped;
+  hb->stopped = n->hb_stopped;
+  hb->report_seq = ++n->hb_seq;
+  hb->report_base = full ? 0 : n->hb_acked_seq;
+  n->hb_sent_full = full;
+  /* What this report says becomes the acknowledged one with its answer. */
+  struct hn_led *t = n->hb_sent;
+  n->hb_sent = n->hb_cur;
+  n->hb_cur = t;
+  n->hb_nsent = nled;
+}
+
 static void hn_heartbeat(struct node *n)
 {
+  /* hb_stopped holds up to the acknowledged count, which is at most the
+   * partitions once held: the capacity never shrinks. */
   if (hn_reports_reserve(n, n->parts.n > 0 ? n->parts.n : 1) != 0) {
     return; /* the next tick tries again */
   }
   Cairn__Client__NodeHeartbeatRequest hb = CAIRN__CLIENT__NODE_HEARTBEAT_REQUEST__INIT;
   hb.node_id = n->cfg.node_id;
   hb.incarnation = n->incarnation;
-  hb.n_partitions = hn_reports(n);
-  hb.partitions = n->hb_rp;
+  hn_fill_report(n, &hb);
   uint8_t proof[CHS_MAC_LEN];
   if (n->cluster_key != NULL) {
     hn_heartbeat_proof(n, hb.node_id, hb.incarnation, proof);
@@ -551,33 +674,43 @@ static void hn_heartbeat(struct node *n)
   }
   n->last_heartbeat_ms = uv_now(n->loop);
   if (ctl_is_leader(&n->ctl)) {
-    hn_heartbeat_apply(n, &hb);
+    uint64_t seq = 0;
+    Cairn__Client__ErrorCode code = hn_heartbeat_apply(n, &hb, &seq);
+    hn_report_answered(n, code == CAIRN__CLIENT__ERROR_CODE__OK ? seq : 0);
+    return;
+  }
+  /* peer_call packs the request before returning: the buffers are free
+   * again for the next heartbeat. */
+  const char *target = hn_target(n);
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_NODE_HEARTBEAT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_REQ;
+  env.node_heartbeat_req = &hb;
+  n->heartbeat_call.data = n;
+  if (target != NULL && peer_call(&n->peer, target, &n->heartbeat_call, &env, NULL, 0,
+                                  NODE_RPC_TIMEOUT_MS, hn_on_heartbeat_answer) == 0) {
+    n->heartbeat_inflight = true;
   } else {
-    /* peer_call packs the request before returning: the buffers are free
-     * again for the next heartbeat. */
-    const char *target = hn_target(n);
-    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-    env.api = CAIRN__CLIENT__API__API_NODE_HEARTBEAT;
-    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_REQ;
-    env.node_heartbeat_req = &hb;
-    n->heartbeat_call.data = n;
-    if (target != NULL && peer_call(&n->peer, target, &n->heartbeat_call, &env, NULL, 0,
-                                    NODE_RPC_TIMEOUT_MS, hn_on_heartbeat_answer) == 0) {
-      n->heartbeat_inflight = true;
-    }
+    hn_report_answered(n, 0);
   }
 }
 
 void handle_node_free(struct node *n)
 {
+  free(n->hb_acked);
+  free(n->hb_sent);
+  free(n->hb_cur);
   free(n->hb_reps);
   free(n->hb_rp);
-  free(n->hb_voters);
+  free(n->hb_stopped);
   free(n->hb_apply);
+  n->hb_acked = n->hb_sent = n->hb_cur = NULL;
   n->hb_reps = NULL;
   n->hb_rp = NULL;
-  n->hb_voters = NULL;
+  n->hb_stopped = NULL;
   n->hb_apply = NULL;
+  n->hb_nacked = n->hb_nsent = 0;
+  n->hb_acked_seq = 0;
   n->hb_cap = 0;
   n->hb_apply_cap = 0;
 }

@@ -98,11 +98,18 @@ struct node {
   struct peer_call join_call;
   struct peer_call register_call;
   struct peer_call heartbeat_call;
-  /* The heartbeat's partition reports, kept between heartbeats so that
-   * each one reuses them (handle_node.c; freed by handle_node_free). */
+  /* The heartbeat's partition reports (handle_node.c), in buffers kept
+   * between heartbeats (freed by handle_node_free): what the controller
+   * acknowledged, what the heartbeat in flight says, and the next one. */
+  struct hn_led *hb_acked, *hb_sent, *hb_cur;
+  size_t hb_nacked, hb_nsent;
+  uint64_t hb_seq;             /* the last report's number */
+  uint64_t hb_acked_seq;       /* the acknowledged one's, 0: send a full report */
+  bool hb_sent_full;
+  uint64_t hb_full_ms;         /* loop time of the last full report sent */
   struct Cairn__Client__PartitionReport *hb_reps;
   struct Cairn__Client__PartitionReport **hb_rp;
-  uint64_t *hb_voters;         /* META_MAX_REPLICAS per report */
+  uint64_t *hb_stopped;
   size_t hb_cap;
   struct ctl_report *hb_apply; /* the controller leader's copy of one heartbeat's */
   size_t hb_apply_cap;

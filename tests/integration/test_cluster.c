@@ -473,6 +473,76 @@ static void test_cluster_dead_node_replaced_join_and_decommission(void **state)
   cd_destroy(&c);
 }
 
+/* The controller leader dies. Nodes report to the controller only what
+ * changed since the report it acknowledged, so the new leader (which holds
+ * no report) must get a full one from each node: it learns every
+ * partition's new leader, sees the configurations the re-placement of the
+ * dead node's replicas waits for, and that re-placement completes. */
+static void test_cluster_new_controller_learns_every_partition(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 4, 3, FAST), 0);
+  start_all(&c);
+  char msg[256];
+  assert_int_equal(cd_create_topic(&c, 0, "ctl", 6, 3, WAIT_MS, msg, sizeof msg), 0);
+  wait_leaders(&c, "ctl");
+  for (uint32_t p = 0; p < 6; p++) {
+    produce_one(&c, "ctl", p);
+  }
+  struct md md;
+  uint64_t ctl_id = 0;
+  long long end = tu_now_ms() + WAIT_MS;
+  while (ctl_id == 0 && tu_now_ms() < end) {
+    if (md_get(&c, 3, &md)) {
+      ctl_id = md.m->controller_id;
+    }
+    md_free(&md);
+    if (ctl_id == 0) {
+      usleep(100 * 1000);
+    }
+  }
+  int victim = -1;
+  for (int i = 0; i < c.n; i++) {
+    victim = c.nodes[i].id == ctl_id ? i : victim;
+  }
+  assert_true(victim >= 0);
+  /* Some seconds of deltas (nothing changes) before the kill. */
+  usleep(2500 * 1000);
+  cd_kill(&c, victim);
+
+  end = tu_now_ms() + 60000;
+  bool done = false;
+  while (!done && tu_now_ms() < end) {
+    usleep(200 * 1000);
+    if (!md_get(&c, running_node(&c), &md)) {
+      continue;
+    }
+    const Cairn__Client__TopicInfo *ti = md_topic(&md, "ctl");
+    done = md.m->controller_id != 0 && md.m->controller_id != ctl_id &&
+           strcmp(md_node_state(&md, ctl_id), "dead") == 0 && ti != NULL;
+    for (size_t p = 0; done && p < ti->n_partitions; p++) {
+      const Cairn__Client__PartitionInfo *pi = ti->partitions[p];
+      done = pi->leader_id != 0 && pi->leader_id != ctl_id && pi->n_replicas == 3 &&
+             pi->n_isr == 3;
+      for (size_t r = 0; done && r < pi->n_replicas; r++) {
+        done = pi->replicas[r] != ctl_id;
+      }
+    }
+    md_free(&md);
+  }
+  if (!done) {
+    fail_msg("after the controller leader (node %llu) died, its replicas were not re-placed "
+             "or a partition's leader was not reported: see %s",
+             (unsigned long long)ctl_id, c.root);
+  }
+  for (uint32_t p = 0; p < 6; p++) {
+    produce_one(&c, "ctl", p);
+  }
+  check_acked(&c);
+  nacked = 0;
+  cd_destroy(&c);
+}
+
 /* A second process with a live node's id, and a data dir of another
  * cluster, are refused: the process exits 2 and says why. */
 static void test_cluster_refuses_duplicate_id_and_foreign_data_dir(void **state)
@@ -577,6 +647,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_cluster_sigterm_with_many_partitions_exits_cleanly),
       cmocka_unit_test(test_cluster_forms_places_evenly_and_survives_restarts),
       cmocka_unit_test(test_cluster_dead_node_replaced_join_and_decommission),
+      cmocka_unit_test(test_cluster_new_controller_learns_every_partition),
       cmocka_unit_test(test_cluster_refuses_duplicate_id_and_foreign_data_dir),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
