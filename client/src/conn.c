@@ -288,6 +288,21 @@ int lc_call(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *e
   return lc_conn_call(cn, env, payload, npayload, timeout_ms, cb, data);
 }
 
+int lc_call_head(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *env,
+                 uint32_t timeout_ms, lc_head_cb head, lc_req_cb cb, void *data)
+{
+  struct lc_conn *cn;
+  int rv = lc_conn_get(c, addr, &cn);
+  if (rv != 0) {
+    return rv;
+  }
+  if ((rv = lc_conn_call(cn, env, NULL, 0, timeout_ms, cb, data)) != 0) {
+    return rv;
+  }
+  cn->reqs->head = head; /* lc_conn_submit put the new request first */
+  return 0;
+}
+
 static void lc_conn_ready(struct lc_conn *cn);
 
 /* ---- login: SCRAM-SHA-256 after Hello (opts.user) ---- */
@@ -466,6 +481,25 @@ static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   lc_conn_room(cn, buf);
 }
 
+/* Tells the request of a large answer still arriving its envelope, once.
+ * A broken envelope is left for lc_conn_process to report once whole. */
+static void lc_conn_head(struct lc_conn *cn)
+{
+  struct frame f;
+  Cairn__Client__Envelope *env;
+  if (!lc_reader_head(&cn->rd, &f) || frame_unpack_envelope(&f, &env) != 0) {
+    return;
+  }
+  struct lc_req *r = cn->reqs;
+  while (r != NULL && r->corr != env->correlation_id) {
+    r = r->next;
+  }
+  if (r != NULL && r->head != NULL) {
+    r->head(cn->c, env, r->data);
+  }
+  cairn__client__envelope__free_unpacked(env, NULL);
+}
+
 /* Handles every whole frame read. */
 static void lc_conn_process(struct lc_conn *cn)
 {
@@ -474,6 +508,7 @@ static void lc_conn_process(struct lc_conn *cn)
     struct lc_buf *buf;
     int rv = lc_reader_next(&cn->rd, &f, &buf);
     if (rv == FRAME_NEED_MORE) {
+      lc_conn_head(cn);
       break;
     }
     if (rv != FRAME_WHOLE) {

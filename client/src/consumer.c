@@ -6,6 +6,21 @@
  * reference to the answer's read buffer (reader.c) unless its share is
  * small beside that buffer (LC_CONS_SHARE_MIN), and records point into it.
  *
+ * Pipelined fetches: a large answer's envelope arrives before its payload
+ * and names, per partition, the offset after the bytes it brings
+ * (FetchPartitionResult.next_offset). lc_cons_on_fetch_head then sends the
+ * next fetch for the partitions that have more to read at once, while the
+ * payload still streams in, so the node reads and sends the next answer
+ * during the round trip instead of after it. The node answers a
+ * connection's requests in order, so the pipelined answer arrives after
+ * the current one; its bytes are kept only if they start where the
+ * current answer's ended (else they are fetched again). At most two
+ * fetches per partition are in flight, and a partition is pipelined only
+ * while its buffered bytes plus those of the answer arriving stay under
+ * prefetch_bytes: what a partition holds or has coming stays below
+ * prefetch_bytes + partition_max_bytes, as without pipelining. A node that
+ * does not send next_offset gets one fetch at a time.
+ *
  * A partition's states:
  *   RESOLVE  --lc_cons_resolve (ListOffsets)--> RESOLVING
  *   RESOLVING --lc_cons_on_offset--> FETCH (or RESOLVE after a backoff)
@@ -58,6 +73,8 @@ struct lc_cpart {
   int64_t hw;
   uint64_t epoch;
   uint64_t fetch_req; /* id of the fetch carrying it; 0: none */
+  uint64_t fetch_next; /* id of the pipelined fetch behind it; 0: none */
+  size_t inflight;     /* payload bytes fetch_req's answer is bringing (told early) */
   uint64_t meta_gen;  /* metadata generation at assign/seek */
   struct lc_chunk *chunks, *chunks_tail;
   size_t buffered;
@@ -73,6 +90,7 @@ struct lc_cfetch {
   struct cairn_consumer *cons;
   uint64_t id;
   char addr[LC_ADDR_MAX];
+  bool piped; /* sent by lc_cons_on_fetch_head */
   size_t n;
   struct lc_cfetch_part {
     char *topic;
@@ -165,6 +183,8 @@ static void lc_cons_set_start(struct cairn_consumer *cons, struct lc_cpart *cp, 
   lc_cons_drop_chunks(cons, cp);
   cp->epoch = ++cons->epochs; /* unique per consumer, across unassign/assign */
   cp->fetch_req = 0;
+  cp->fetch_next = 0;
+  cp->inflight = 0;
   cp->err = 0;
   cp->err_reported = false;
   cp->wake_ms = 0;
@@ -310,6 +330,19 @@ uint64_t lc_consumer_epoch(const struct cairn_consumer *cons, const char *topic,
   return cp != NULL ? cp->epoch : 0;
 }
 
+int lc_consumer_held(const struct cairn_consumer *cons, const char *topic, int32_t partition,
+                     size_t *buffered, size_t *inflight, bool *piped)
+{
+  const struct lc_cpart *cp = lc_cons_find(cons, topic, partition);
+  if (cp == NULL) {
+    return CAIRN_ENOTFOUND;
+  }
+  *buffered = cp->buffered;
+  *inflight = cp->fetch_req != 0 ? cp->inflight : 0;
+  *piped = cp->fetch_next != 0;
+  return 0;
+}
+
 /* ---- resolving start offsets ---- */
 
 struct lc_cresolve {
@@ -445,6 +478,20 @@ static void lc_cons_add_chunk(struct lc_cpart *cp, struct lc_buf *buf, const uin
   cp->fetch_offset = next;
 }
 
+/* fp's result in resp, or NULL. */
+static const Cairn__Client__FetchPartitionResult *
+lc_cons_result(const Cairn__Client__FetchResponse *resp, const struct lc_cfetch_part *fp)
+{
+  for (size_t k = 0; k < resp->n_partitions; k++) {
+    if (resp->partitions[k]->topic != NULL &&
+        strcmp(resp->partitions[k]->topic, fp->topic) == 0 &&
+        resp->partitions[k]->partition == (uint32_t)fp->partition) {
+      return resp->partitions[k];
+    }
+  }
+  return NULL;
+}
+
 static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
                              const uint8_t *payload, size_t len, struct lc_buf *buf,
                               void *data)
@@ -471,17 +518,8 @@ static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__
   size_t pos = 0;
   for (size_t i = 0; i < f->n; i++) {
     struct lc_cfetch_part *fp = &f->parts[i];
-    const Cairn__Client__FetchPartitionResult *pr = NULL;
-    if (resp != NULL && status == 0) {
-      for (size_t k = 0; k < resp->n_partitions; k++) {
-        if (resp->partitions[k]->topic != NULL &&
-            strcmp(resp->partitions[k]->topic, fp->topic) == 0 &&
-            resp->partitions[k]->partition == (uint32_t)fp->partition) {
-          pr = resp->partitions[k];
-          break;
-        }
-      }
-    }
+    const Cairn__Client__FetchPartitionResult *pr =
+        resp != NULL && status == 0 ? lc_cons_result(resp, fp) : NULL;
     /* This partition's share of the payload (in request order). */
     size_t share = 0;
     if (pr != NULL) {
@@ -493,10 +531,19 @@ static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__
     const uint8_t *bytes = payload != NULL ? payload + pos : NULL;
     pos += share;
     struct lc_cpart *cp = lc_cons_find(cons, fp->topic, fp->partition);
-    if (cp == NULL || cp->fetch_req != f->id) {
-      continue; /* unassigned or moved on since */
+    if (cp == NULL) {
+      continue; /* unassigned since */
     }
-    cp->fetch_req = 0;
+    bool piped = f->piped;
+    if (cp->fetch_req == f->id) {
+      cp->fetch_req = cp->fetch_next; /* the pipelined one is current now */
+      cp->fetch_next = 0;
+      cp->inflight = 0;
+    } else if (cp->fetch_next == f->id) {
+      cp->fetch_next = 0; /* failed before the current one (a closing conn) */
+    } else {
+      continue; /* moved on since */
+    }
     if (cp->epoch != fp->epoch || cp->state != LC_CP_FETCH || cons->closing) {
       continue;
     }
@@ -506,6 +553,9 @@ static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__
     if (err == 0) {
       cp->hw = pr->high_watermark;
       lc_backoff_reset(&cp->bk);
+      if (share > 0 && cp->fetch_offset != fp->offset && piped) {
+        c->stats.fetch_pipe_lost++;
+      }
       if (share > 0 && cp->fetch_offset == fp->offset) {
         if (buf != NULL && share * LC_CONS_SHARE_MIN >= buf->cap) {
           lc_cons_add_chunk(cp, lc_buf_ref(buf), bytes, share);
@@ -549,6 +599,112 @@ static void lc_cons_on_fetch(struct cairn_client *c, int status, Cairn__Client__
   }
   lc_cons_fetch_free(f);
   lc_cons_kick(cons);
+}
+
+static void lc_cons_on_fetch_head(struct cairn_client *c, const Cairn__Client__Envelope *env,
+                                  void *data);
+
+/* Sends f (addr and parts, with their offsets, filled) as a FetchRequest.
+ * Returns 0 (f is in cons->fetches until lc_cons_on_fetch frees it) or a
+ * negative code (f untouched: the caller frees it). */
+static int lc_cons_send(struct cairn_consumer *cons, struct lc_cfetch *f)
+{
+  struct cairn_client *c = cons->c;
+  size_t n = f->n > 0 ? f->n : 1;
+  Cairn__Client__FetchPartition *fps = calloc(n, sizeof *fps);
+  Cairn__Client__FetchPartition **fpp = calloc(n, sizeof *fpp);
+  if (fps == NULL || fpp == NULL) {
+    free(fps);
+    free(fpp);
+    return CAIRN_ENOMEM;
+  }
+  for (size_t k = 0; k < f->n; k++) {
+    cairn__client__fetch_partition__init(&fps[k]);
+    fps[k].topic = f->parts[k].topic;
+    fps[k].partition = (uint32_t)f->parts[k].partition;
+    fps[k].offset = f->parts[k].offset;
+    fps[k].max_bytes = cons->o.partition_max_bytes;
+    fpp[k] = &fps[k];
+  }
+  Cairn__Client__FetchRequest req = CAIRN__CLIENT__FETCH_REQUEST__INIT;
+  req.max_wait_ms = cons->closing ? 0 : cons->o.fetch_max_wait_ms;
+  req.min_bytes = cons->o.fetch_min_bytes;
+  req.max_bytes = cons->o.fetch_max_bytes;
+  req.n_partitions = f->n;
+  req.partitions = fpp;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_FETCH;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_FETCH_REQ;
+  env.fetch_req = &req;
+  int rv = lc_call_head(c, f->addr, &env, c->opts.request_timeout_ms + cons->o.fetch_max_wait_ms,
+                        lc_cons_on_fetch_head, lc_cons_on_fetch, f);
+  free(fps);
+  free(fpp);
+  if (rv == 0) {
+    f->next = cons->fetches;
+    cons->fetches = f;
+  }
+  return rv;
+}
+
+/* The envelope of f's answer, its payload still arriving: sends the next
+ * fetch at once for the partitions that have more to read and room in
+ * their prefetch window (the top of this file). */
+static void lc_cons_on_fetch_head(struct cairn_client *c, const Cairn__Client__Envelope *env,
+                                  void *data)
+{
+  struct lc_cfetch *f = data;
+  struct cairn_consumer *cons = f->cons;
+  if (cons->closing || env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_FETCH_RESP) {
+    return;
+  }
+  const Cairn__Client__FetchResponse *resp = env->fetch_resp;
+  if (resp->error != NULL && resp->error->code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    return;
+  }
+  struct lc_cfetch *next = calloc(1, sizeof *next);
+  if (next == NULL || (next->parts = calloc(f->n > 0 ? f->n : 1, sizeof *next->parts)) == NULL) {
+    free(next);
+    return; /* the next fetch goes out once the answer is whole */
+  }
+  next->cons = cons;
+  next->piped = true;
+  lc_strlcpy(next->addr, f->addr, sizeof next->addr);
+  size_t k = 0;
+  for (size_t i = 0; i < f->n; i++) {
+    const struct lc_cfetch_part *fp = &f->parts[i];
+    const Cairn__Client__FetchPartitionResult *pr = lc_cons_result(resp, fp);
+    struct lc_cpart *cp = lc_cons_find(cons, fp->topic, fp->partition);
+    if (pr == NULL || cp == NULL || cp->fetch_req != f->id || cp->epoch != fp->epoch ||
+        cp->state != LC_CP_FETCH ||
+        (pr->error != NULL && pr->error->code != CAIRN__CLIENT__ERROR_CODE__OK)) {
+      continue;
+    }
+    cp->inflight = pr->bytes;
+    /* next_offset 0 (a node without it) never passes the first test. */
+    if (cp->fetch_next != 0 || pr->bytes == 0 || pr->next_offset <= fp->offset ||
+        pr->next_offset >= pr->high_watermark ||
+        cp->buffered + cp->inflight >= cons->o.prefetch_bytes) {
+      continue;
+    }
+    if ((next->parts[k].topic = strdup(cp->topic)) == NULL) {
+      break;
+    }
+    next->parts[k].partition = cp->partition;
+    next->parts[k].epoch = cp->epoch;
+    next->parts[k].offset = pr->next_offset;
+    k++;
+  }
+  next->n = k;
+  next->id = ++cons->next_fetch_id;
+  if (k == 0 || lc_cons_send(cons, next) != 0) {
+    lc_cons_fetch_free(next);
+    return;
+  }
+  c->stats.fetch_piped++;
+  for (size_t i = 0; i < k; i++) {
+    lc_cons_find(cons, next->parts[i].topic, next->parts[i].partition)->fetch_next = next->id;
+  }
 }
 
 static bool lc_cons_node_busy(const struct cairn_consumer *cons, const char *addr)
@@ -600,13 +756,8 @@ static void lc_cons_fetch_all(struct cairn_consumer *cons)
       return;
     }
     struct lc_cfetch *f = calloc(1, sizeof *f);
-    Cairn__Client__FetchPartition *fps = calloc(n, sizeof *fps);
-    Cairn__Client__FetchPartition **fpp = calloc(n, sizeof *fpp);
-    if (f == NULL || fps == NULL || fpp == NULL ||
-        (f->parts = calloc(n, sizeof *f->parts)) == NULL) {
+    if (f == NULL || (f->parts = calloc(n, sizeof *f->parts)) == NULL) {
       free(f);
-      free(fps);
-      free(fpp);
       return;
     }
     f->cons = cons;
@@ -627,30 +778,11 @@ static void lc_cons_fetch_all(struct cairn_consumer *cons)
       f->parts[k].partition = cp->partition;
       f->parts[k].epoch = cp->epoch;
       f->parts[k].offset = cp->fetch_offset;
-      cairn__client__fetch_partition__init(&fps[k]);
-      fps[k].topic = cp->topic;
-      fps[k].partition = (uint32_t)cp->partition;
-      fps[k].offset = cp->fetch_offset;
-      fps[k].max_bytes = cons->o.partition_max_bytes;
-      fpp[k] = &fps[k];
       cp->fetch_req = f->id;
       k++;
     }
     f->n = k;
-    Cairn__Client__FetchRequest req = CAIRN__CLIENT__FETCH_REQUEST__INIT;
-    req.max_wait_ms = cons->closing ? 0 : cons->o.fetch_max_wait_ms;
-    req.min_bytes = cons->o.fetch_min_bytes;
-    req.max_bytes = cons->o.fetch_max_bytes;
-    req.n_partitions = k;
-    req.partitions = fpp;
-    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-    env.api = CAIRN__CLIENT__API__API_FETCH;
-    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_FETCH_REQ;
-    env.fetch_req = &req;
-    int rv = lc_call(c, f->addr, &env, NULL, 0,
-                     c->opts.request_timeout_ms + cons->o.fetch_max_wait_ms, lc_cons_on_fetch, f);
-    free(fps);
-    free(fpp);
+    int rv = lc_cons_send(cons, f);
     if (rv != 0) {
       for (struct lc_cpart *cp = cons->parts; cp != NULL; cp = cp->next) {
         if (cp->fetch_req == f->id) {
@@ -661,8 +793,6 @@ static void lc_cons_fetch_all(struct cairn_consumer *cons)
       lc_cons_fetch_free(f);
       continue;
     }
-    f->next = cons->fetches;
-    cons->fetches = f;
   }
 }
 

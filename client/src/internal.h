@@ -89,6 +89,7 @@ struct lc_reader {
   size_t want;        /* the whole size of the frame at start once known; 0 */
   uint32_t max_frame_bytes; /* bound on a frame's L */
   bool after_large;   /* the last frame had its own buffer */
+  bool head_told;     /* lc_reader_head reported the frame at start */
 };
 
 /* An empty reader refusing frames with L > max_frame_bytes. */
@@ -115,6 +116,14 @@ void lc_reader_commit(struct lc_reader *rd, size_t n);
 __attribute__((warn_unused_result)) int lc_reader_next(struct lc_reader *rd, struct frame *f,
                                                        struct lc_buf **buf);
 
+/* The envelope of the frame at the reader's start while its payload is
+ * still arriving: true once per frame, when the envelope's bytes are all
+ * there but not the whole frame, with f->envelope / f->envelope_len set
+ * (borrowed: valid until the next call on rd) and the rest of *f zeroed;
+ * false otherwise (nothing read yet, the frame already whole, or already
+ * reported). The frame is still handed out whole by lc_reader_next. */
+bool lc_reader_head(struct lc_reader *rd, struct frame *f);
+
 /* ---- conn.c: one connection per node address ---- */
 
 enum lc_conn_state {
@@ -139,6 +148,13 @@ typedef void (*lc_req_cb)(struct cairn_client *c, int status, Cairn__Client__Env
                           const uint8_t *payload, size_t payload_len, struct lc_buf *buf,
                           void *data);
 
+/* Fires at most once per request, before its lc_req_cb, when the
+ * answer's envelope has been read but its payload is still arriving (large
+ * answers only; see lc_reader_head). env is borrowed for the call. The
+ * callback must not fail or free the connection (it may send requests). */
+typedef void (*lc_head_cb)(struct cairn_client *c, const Cairn__Client__Envelope *env,
+                           void *data);
+
 struct lc_req {
   struct lc_conn *cn;
   uint64_t corr;
@@ -151,6 +167,7 @@ struct lc_req {
   bool answered;
   bool written;
   lc_req_cb cb;
+  lc_head_cb head; /* NULL: none */
   void *data;
   struct lc_req *prev, *next; /* in cn->reqs */
 };
@@ -195,6 +212,11 @@ int lc_conn_call(struct lc_conn *cn, Cairn__Client__Envelope *env, const uv_buf_
 /* Sends to addr (lc_conn_get + lc_conn_call). */
 int lc_call(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *env,
             const uv_buf_t *payload, int npayload, uint32_t timeout_ms, lc_req_cb cb, void *data);
+
+/* lc_call, and head (not NULL) is told the answer's envelope early when
+ * the answer is large (lc_head_cb), with the same data. */
+int lc_call_head(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *env,
+                 uint32_t timeout_ms, lc_head_cb head, lc_req_cb cb, void *data);
 
 /* Fails requests past their deadline and connections past their connect
  * deadline. Called from the client's tick. */
@@ -380,6 +402,8 @@ struct lc_stats {
   uint64_t conn_failures;   /* connections that failed (refused, reset, timeout) */
   uint64_t retries;         /* batches or ops retried */
   uint64_t meta_refreshes;  /* successful metadata refreshes */
+  uint64_t fetch_piped;     /* fetches sent before the answer ahead had arrived */
+  uint64_t fetch_pipe_lost; /* their partitions' bytes dropped (not where the one ahead ended) */
 };
 
 struct cairn_client {
@@ -430,6 +454,14 @@ void lc_fmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(pri
  * handed out under another value are stale. */
 uint64_t lc_consumer_epoch(const struct cairn_consumer *cons, const char *topic,
                            int32_t partition);
+
+/* What an assigned partition holds for the application (*buffered), the
+ * payload bytes of the answer arriving for it as told by its envelope
+ * (*inflight), and whether a pipelined fetch is in flight behind that
+ * answer (*piped). Returns 0, or CAIRN_ENOTFOUND when not assigned. For
+ * tests. */
+int lc_consumer_held(const struct cairn_consumer *cons, const char *topic, int32_t partition,
+                     size_t *buffered, size_t *inflight, bool *piped);
 
 /* Copies at most n-1 bytes of a protobuf string (NULL is ""). */
 void lc_strlcpy(char *dst, const char *src, size_t n);

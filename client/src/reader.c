@@ -170,6 +170,40 @@ int lc_reader_next(struct lc_reader *rd, struct frame *f, struct lc_buf **buf)
   }
   rd->start += f->size;
   rd->after_large = f->size > LC_READ_CHUNK;
+  rd->head_told = false;
   *buf = rd->buf;
   return rv;
+}
+
+static uint32_t lc_reader_be32(const uint8_t *p)
+{
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+bool lc_reader_head(struct lc_reader *rd, struct frame *f)
+{
+  memset(f, 0, sizeof *f);
+  if (rd->buf == NULL || rd->head_told) {
+    return false;
+  }
+  size_t avail = rd->end - rd->start;
+  if (avail < FRAME_HEADER_SIZE) {
+    return false;
+  }
+  const uint8_t *p = rd->buf->data + rd->start;
+  uint32_t length = lc_reader_be32(p);
+  uint32_t elen = lc_reader_be32(p + FRAME_LENGTH_FIELD_SIZE);
+  if (length < FRAME_HEADER_SIZE - FRAME_LENGTH_FIELD_SIZE || length > rd->max_frame_bytes ||
+      elen > length - (FRAME_HEADER_SIZE - FRAME_LENGTH_FIELD_SIZE)) {
+    return false; /* lc_reader_next reports it */
+  }
+  if (avail < FRAME_HEADER_SIZE + (size_t)elen ||
+      avail >= FRAME_LENGTH_FIELD_SIZE + (size_t)length) {
+    return false; /* the envelope is not all there, or the frame is whole */
+  }
+  rd->head_told = true;
+  f->length = length;
+  f->envelope = p + FRAME_HEADER_SIZE;
+  f->envelope_len = elen;
+  return true;
 }

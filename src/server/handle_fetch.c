@@ -194,6 +194,7 @@ static void handle_fetch_collect_part(struct node *n, struct conn *c,
     }
   }
   r->bytes = (uint32_t)bytes;
+  r->next_offset = bytes > 0 ? cur : 0;
 }
 
 /* Reads every partition of fq. Returns 0 or CAIRN_ENOMEM (fr empty). */

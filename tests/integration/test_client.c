@@ -4,7 +4,9 @@
  * SIGKILL of the partition leader read back with nothing acknowledged
  * missing and order kept, the same with a paced load and the default Raft
  * timings (a survivor elects at once: nodewatch.h), NOT_LEADER and refused connections absorbed,
- * the delivery timeout with the cluster gone, and the bad-input errors
+ * the delivery timeout with the cluster gone, pipelined fetches (every
+ * record once and in order across a seek and a leader SIGKILL, the
+ * prefetch bound kept), and the bad-input errors
  * (unreachable bootstrap list, unknown topic, oversized message).
  *
  * Usage: test_client <path of cairnd> [<directory of cairn-example-*>]
@@ -1258,6 +1260,126 @@ static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **s
   cd_destroy(&c);
 }
 
+/* ---- pipelined fetches ---- */
+
+#define PIPE_N 3000
+#define PIPE_VALUE 1024
+#define PIPE_PART_MAX (128u * 1024)
+#define PIPE_PREFETCH (512u * 1024)
+
+/* Polls one record of pipe/0 from cons, checks it is `want` (offset and
+ * value "p-<offset>" padded to PIPE_VALUE bytes) and that what the
+ * partition holds or has coming stays within the prefetch bound. */
+static void pipe_poll_one(struct cairn_sync *s, struct cairn_consumer *cons, int64_t want)
+{
+  const struct cairn_record *r;
+  int rv = cairn_sync_poll(s, cons, 15000, &r, NULL, NULL);
+  if (rv != 0) {
+    fail_msg("the consumer stopped before offset %" PRId64 ": %s", want, cairn_errname(rv));
+  }
+  assert_int_equal(r->offset, want);
+  assert_int_equal(r->value_len, PIPE_VALUE);
+  char head[32];
+  int hl = snprintf(head, sizeof head, "p-%" PRId64 "-", want);
+  assert_memory_equal(r->value, head, (size_t)hl);
+  size_t buffered, inflight;
+  bool piped;
+  assert_int_equal(lc_consumer_held(cons, "pipe", 0, &buffered, &inflight, &piped), 0);
+  /* Without pipelining the bound is prefetch + one answer; pipelining
+   * must keep it (a batch is far below PIPE_PART_MAX here). */
+  assert_true(buffered + inflight <= PIPE_PREFETCH + PIPE_PART_MAX);
+  if (piped) {
+    assert_true(buffered + inflight < PIPE_PREFETCH + PIPE_PART_MAX);
+  }
+}
+
+/* 3,000 records of 1 KiB on a 3-replica partition, read back by a
+ * consumer with small answers (128 KiB) so that most of its fetches are
+ * sent before the answer ahead has arrived (FetchPartitionResult's
+ * next_offset, consumer.c): every record arrives once and in order, the
+ * prefetch bound holds, a seek made while a pipelined fetch is in flight
+ * drops that fetch's answer (the records after the seek are the seek's),
+ * and a SIGKILL of the leader in the middle of the read loses and repeats
+ * nothing. */
+static void test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigkill(
+    void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 60000);
+  assert_int_equal(cairn_sync_create_topic(s, "pipe", 1, 3, NULL), 0);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  struct sent *sent = calloc(PIPE_N, sizeof *sent);
+  static uint8_t value[PIPE_VALUE];
+  for (int i = 0; i < PIPE_N; i++) {
+    memset(value, 'x', sizeof value);
+    int hl = snprintf((char *)value, 32, "p-%d-", i);
+    value[hl] = 'x'; /* no NUL inside the value's checked head */
+    struct cairn_message m;
+    cairn_message_init(&m);
+    m.topic = "pipe";
+    m.partition = 0;
+    m.value = value;
+    m.value_len = sizeof value;
+    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[i]), 0);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  for (int i = 0; i < PIPE_N; i++) {
+    assert_int_equal(sent[i].status, 0);
+    assert_int_equal(sent[i].offset, i); /* one producer, one partition: offset = i */
+  }
+  cairn_sync_producer_close(s, p);
+  uint64_t leader = leader_of(s, "pipe", 0);
+
+  struct cairn_consumer_options co;
+  cairn_consumer_options_init(&co);
+  co.partition_max_bytes = PIPE_PART_MAX;
+  co.prefetch_bytes = PIPE_PREFETCH;
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, &co, &cons), 0);
+  assert_int_equal(cairn_consumer_assign(cons, "pipe", 0, CAIRN_OFFSET_EARLIEST), 0);
+  struct cairn_client *cl = cairn_sync_client(s);
+  int64_t next = 0;
+  /* Read until a pipelined fetch is in flight (within the first 1,000
+   * records), then seek back to 100 while it is. */
+  bool seeked = false;
+  while (next < 1000) {
+    pipe_poll_one(s, cons, next++);
+    size_t buffered, inflight;
+    bool piped;
+    assert_int_equal(lc_consumer_held(cons, "pipe", 0, &buffered, &inflight, &piped), 0);
+    if (piped && next > 200) {
+      assert_int_equal(cairn_consumer_seek(cons, "pipe", 0, 100), 0);
+      next = 100;
+      seeked = true;
+      break;
+    }
+  }
+  assert_true(seeked);
+  assert_true(cl->stats.fetch_piped > 0);
+  while (next < PIPE_N / 2) {
+    pipe_poll_one(s, cons, next++);
+  }
+  cd_kill(&c, cd_index(&c, leader));
+  while (next < PIPE_N) {
+    pipe_poll_one(s, cons, next++);
+  }
+  const struct cairn_record *r;
+  assert_int_equal(cairn_sync_poll(s, cons, 300, &r, NULL, NULL), UV_ETIMEDOUT); /* no more */
+  print_message("pipelined read: %" PRIu64 " fetches sent before the answer ahead arrived, %" PRIu64
+                " of their partitions' bytes dropped; %" PRIu64 " connection failures\n",
+                cl->stats.fetch_piped, cl->stats.fetch_pipe_lost, cl->stats.conn_failures);
+  assert_int_equal(cl->stats.fetch_pipe_lost, 0); /* next_offset is where the answer ahead ends */
+  cairn_sync_consumer_close(s, cons);
+  free(sent);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -1278,6 +1400,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_client_batch_in_doubt_at_an_epoch_bump_is_written_once),
       cmocka_unit_test(test_client_retention_deletes_old_segments_on_every_replica),
       cmocka_unit_test(test_client_paced_produce_across_leader_sigkill_elects_at_once),
+      cmocka_unit_test(test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigkill),
   };
   const char *filter = getenv("CAIRN_TEST_FILTER");
   if (filter != NULL) {

@@ -324,6 +324,9 @@ static void test_single_node_produce_fetch_list_offsets_round_trip(void **state)
   assert_int_equal(frr->partitions[0]->high_watermark, 3 * REC);
   assert_int_equal(frr->partitions[0]->bytes, lens[0] + lens[1] + lens[2]);
   assert_int_equal(frr->partitions[1]->bytes, lens[3]);
+  /* next_offset: after each partition's last batch sent. */
+  assert_int_equal(frr->partitions[0]->next_offset, 3 * REC);
+  assert_int_equal(frr->partitions[1]->next_offset, REC);
   assert_int_equal(dlen, total);
   for (int k = 0, pos = 0; k < 4; pos += (int)lens[k], k++) {
     assert_int_equal(tu_check_batch(data + pos, lens[k], (uint64_t)k + 1, REC, VALUE), 0);
@@ -340,7 +343,9 @@ static void test_single_node_produce_fetch_list_offsets_round_trip(void **state)
   resp = call(&w, &env, NULL, 0, &data, &dlen);
   frr = resp->fetch_resp;
   assert_int_equal(frr->partitions[0]->bytes, lens[0]);
+  assert_int_equal(frr->partitions[0]->next_offset, REC);
   assert_int_equal(frr->partitions[1]->bytes, 0);
+  assert_int_equal(frr->partitions[1]->next_offset, 0); /* nothing sent: not set */
   assert_int_equal(err_code(frr->partitions[1]->error), 0);
   assert_int_equal(dlen, lens[0]);
   free(data);

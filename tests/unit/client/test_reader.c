@@ -2,7 +2,8 @@
  * split at every byte boundary, a large frame read into a buffer of its own
  * size and followed by small ones, a frame exactly at the size limit, an
  * oversized header refused with bounded memory, and holders keeping
- * payloads by reference while the reader reads on (run under ASan: a byte
+ * payloads by reference while the reader reads on, and a large frame's
+ * envelope told before its payload (lc_reader_head) (run under ASan: a byte
  * written into a held buffer or a buffer freed under a holder fails). */
 #include "internal.h"
 
@@ -324,6 +325,65 @@ static void test_reader_holders_keep_payloads_while_the_reader_reads_on(void **s
   }
 }
 
+/* A large frame's envelope is told once, as soon as its bytes are there and
+ * before the payload is: not before the envelope is whole, not again, not
+ * for a frame read whole at once, and the frame itself is still handed out
+ * whole afterwards. */
+static void test_reader_tells_a_large_frame_envelope_before_its_payload(void **state)
+{
+  (void)state;
+  uint8_t *stream = NULL;
+  size_t len = 0;
+  size_t big = 3 * LC_READ_CHUNK;
+  size_t first = tr_append(&stream, &len, 7, big);
+  tr_append(&stream, &len, 8, 10);
+  struct lc_reader rd;
+  lc_reader_init(&rd, 64u << 20);
+  Cairn__Client__Envelope env0 = CAIRN__CLIENT__ENVELOPE__INIT;
+  env0.api = CAIRN__CLIENT__API__API_FETCH;
+  env0.correlation_id = 7;
+  size_t hl = frame_header_size(&env0);
+  size_t pos = 0, told = 0, whole = 0;
+  while (pos < len) {
+    uint8_t *p;
+    size_t room;
+    assert_int_equal(lc_reader_room(&rd, &p, &room), 0);
+    size_t n = room < 1000 ? room : 1000; /* the network's pieces */
+    if (n > len - pos) {
+      n = len - pos;
+    }
+    memcpy(p, stream + pos, n);
+    lc_reader_commit(&rd, n);
+    pos += n;
+    struct frame f;
+    if (lc_reader_head(&rd, &f)) {
+      told++;
+      assert_true(pos >= hl && pos < first); /* envelope there, payload not */
+      Cairn__Client__Envelope *env;
+      assert_int_equal(frame_unpack_envelope(&f, &env), 0);
+      assert_int_equal(env->correlation_id, 7);
+      cairn__client__envelope__free_unpacked(env, NULL);
+    }
+    struct lc_buf *buf;
+    int rv;
+    while ((rv = lc_reader_next(&rd, &f, &buf)) == FRAME_WHOLE) {
+      Cairn__Client__Envelope *env;
+      assert_int_equal(frame_unpack_envelope(&f, &env), 0);
+      uint64_t id = env->correlation_id;
+      cairn__client__envelope__free_unpacked(env, NULL);
+      tr_check_frame(&f, id, id == 7 ? big : 10);
+      assert_int_equal(id, 7 + whole++);
+    }
+    assert_int_equal(rv, FRAME_NEED_MORE);
+  }
+  assert_int_equal(whole, 2);
+  assert_int_equal(told, 1); /* the large frame once; the small one came whole */
+  struct frame f;
+  assert_false(lc_reader_head(&rd, &f));
+  lc_reader_close(&rd);
+  free(stream);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -332,6 +392,7 @@ int main(void)
       cmocka_unit_test(test_reader_takes_a_frame_exactly_at_the_limit_and_refuses_one_above),
       cmocka_unit_test(test_reader_refuses_an_oversized_header_with_bounded_memory),
       cmocka_unit_test(test_reader_holders_keep_payloads_while_the_reader_reads_on),
+      cmocka_unit_test(test_reader_tells_a_large_frame_envelope_before_its_payload),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
