@@ -6,7 +6,7 @@
  * reference to the answer's read buffer (reader.c) unless its share is
  * small beside that buffer (LC_CONS_SHARE_MIN), and records point into it.
  *
- * Pipelined fetches: a large answer's envelope arrives before its payload
+ * Pipelined fetches (fetch_pipeline; off by default): a large answer's envelope arrives before its payload
  * and names, per partition, the offset after the bytes it brings
  * (FetchPartitionResult.next_offset). lc_cons_on_fetch_head then sends the
  * next fetch for the partitions that have more to read at once, while the
@@ -637,7 +637,8 @@ static int lc_cons_send(struct cairn_consumer *cons, struct lc_cfetch *f)
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_FETCH_REQ;
   env.fetch_req = &req;
   int rv = lc_call_head(c, f->addr, &env, c->opts.request_timeout_ms + cons->o.fetch_max_wait_ms,
-                        lc_cons_on_fetch_head, lc_cons_on_fetch, f);
+                        cons->o.fetch_pipeline ? lc_cons_on_fetch_head : NULL, lc_cons_on_fetch,
+                        f);
   free(fps);
   free(fpp);
   if (rv == 0) {

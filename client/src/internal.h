@@ -213,8 +213,8 @@ int lc_conn_call(struct lc_conn *cn, Cairn__Client__Envelope *env, const uv_buf_
 int lc_call(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *env,
             const uv_buf_t *payload, int npayload, uint32_t timeout_ms, lc_req_cb cb, void *data);
 
-/* lc_call, and head (not NULL) is told the answer's envelope early when
- * the answer is large (lc_head_cb), with the same data. */
+/* lc_call, and head (unless NULL) is told the answer's envelope early
+ * when the answer is large (lc_head_cb), with the same data. */
 int lc_call_head(struct cairn_client *c, const char *addr, Cairn__Client__Envelope *env,
                  uint32_t timeout_ms, lc_head_cb head, lc_req_cb cb, void *data);
 

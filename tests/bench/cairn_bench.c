@@ -65,6 +65,7 @@ struct bench_opts {
   bool idempotence;
   uint32_t backoff_max_ms; /* 0: the library's default */
   bool round_robin;        /* message i to partition i % P, not the sticky partitioner */
+  bool fetch_pipeline;     /* consumers send the next fetch before an answer's payload */
   bool tls;                /* connections speak TLS (implied by tls_ca) */
   const char *tls_ca;      /* CA file the nodes' certificates chain to, or NULL */
   const char *tls_cert;    /* client certificate for mutual TLS, or NULL */
@@ -473,6 +474,7 @@ static int bench_consumer_setup(struct bench_worker *w)
   struct cairn_consumer_options co;
   cairn_consumer_options_init(&co);
   co.fetch_max_wait_ms = 100;
+  co.fetch_pipeline = o->fetch_pipeline ? 1 : 0;
   int rv = cairn_consumer_new(w->client, &co, &w->cons);
   if (rv != 0) {
     return rv;
@@ -675,6 +677,8 @@ static void bench_usage(FILE *f)
           "                      keeps getting messages, e.g. through a failover)\n"
           "  --retry-backoff-max-ms MS  cap of the client's retry delays (leader\n"
           "                      changes). The library's default: 1000\n"
+          "  --fetch-pipeline    consumers send a partition's next fetch when an\n"
+          "                      answer's envelope arrives, before its payload\n"
           "  --rate R            messages/s over all producers; 0 = flat out. 0\n"
           "  --count C           messages over all producers\n"
           "  --duration S        seconds of producing (when no --count). 10\n"
@@ -720,7 +724,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
   int from = -1; /* -1: by mode */
   enum { O_BOOT = 1, O_TOPIC, O_PARTS, O_RF, O_PROD, O_CONS, O_SIZE, O_BATCH, O_LINGER, O_MIF,
          O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_RR, O_HELP,
-         O_TLS, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_USER };
+         O_TLS, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_USER, O_PIPE };
   static const struct option lo[] = {
     {"bootstrap", 1, 0, O_BOOT},   {"topic", 1, 0, O_TOPIC},         {"partitions", 1, 0, O_PARTS},
     {"rf", 1, 0, O_RF},            {"producers", 1, 0, O_PROD},      {"consumers", 1, 0, O_CONS},
@@ -731,7 +735,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     {"no-idempotence", 0, 0, O_NOIDEM}, {"retry-backoff-max-ms", 1, 0, O_BACKOFF},
     {"round-robin", 0, 0, O_RR},   {"help", 0, 0, O_HELP},           {"tls", 0, 0, O_TLS},
     {"tls-ca", 1, 0, O_TLS_CA},    {"tls-cert", 1, 0, O_TLS_CERT},   {"tls-key", 1, 0, O_TLS_KEY},
-    {"user", 1, 0, O_USER},        {0, 0, 0, 0}};
+    {"user", 1, 0, O_USER},        {"fetch-pipeline", 0, 0, O_PIPE}, {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (c) {
@@ -764,6 +768,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     case O_QUIET: o->quiet = true; break;
     case O_NOIDEM: o->idempotence = false; break;
     case O_RR: o->round_robin = true; break;
+    case O_PIPE: o->fetch_pipeline = true; break;
     case O_BACKOFF: o->backoff_max_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
     case O_TLS: o->tls = true; break;
     case O_TLS_CA: o->tls = true; o->tls_ca = optarg; break;

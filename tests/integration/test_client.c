@@ -1339,6 +1339,7 @@ static void test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigk
   cairn_consumer_options_init(&co);
   co.partition_max_bytes = PIPE_PART_MAX;
   co.prefetch_bytes = PIPE_PREFETCH;
+  co.fetch_pipeline = 1;
   struct cairn_consumer *cons;
   assert_int_equal(cairn_sync_consumer_new(s, &co, &cons), 0);
   assert_int_equal(cairn_consumer_assign(cons, "pipe", 0, CAIRN_OFFSET_EARLIEST), 0);

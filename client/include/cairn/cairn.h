@@ -545,6 +545,13 @@ struct cairn_consumer_options {
    * resets there; -1 reports CAIRN_EOFFSET to the application and pauses
    * the partition until the next seek. Default EARLIEST. */
   int offset_reset;
+  /* 1: send a partition's next fetch as soon as the answer's envelope has
+   * arrived, before its payload, when the node says where that payload
+   * ends (nodes without FetchPartitionResult.next_offset get one fetch at
+   * a time). Overlaps the fetch round trip with the transfer; costs CPU on
+   * both sides on a saturated machine (docs/performance.md, read-back).
+   * 0 (default): the next fetch goes once the answer is whole. */
+  int fetch_pipeline;
 };
 
 /* Fills o with the defaults listed above. Context: any thread. */
