@@ -11,10 +11,10 @@
  * (FetchPartitionResult.next_offset). lc_cons_on_fetch_head then sends the
  * next fetch for the partitions that have more to read at once, while the
  * payload still streams in, so the node reads and sends the next answer
- * during the round trip instead of after it. The node answers a
- * connection's requests in order, so the pipelined answer arrives after
- * the current one; its bytes are kept only if they start where the
- * current answer's ended (else they are fetched again). At most two
+ * during the round trip instead of after it. The pipelined fetch is sent
+ * once the current answer has started arriving, so its answer comes after
+ * that one on the connection; its bytes are kept only if they start where
+ * the current answer's ended (else they are fetched again). At most two
  * fetches per partition are in flight, and a partition is pipelined only
  * while its buffered bytes plus those of the answer arriving stay under
  * prefetch_bytes: what a partition holds or has coming stays below
