@@ -427,6 +427,14 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
     fail_msg("create %s: %d %s", TOPIC, code, msg);
   }
   produce_everywhere(&c);
+  /* Coordinators stay where they are once the offsets partitions' leaders
+   * have settled on their preferred replicas (a move mid-test answers
+   * NOT_COORDINATOR, which a client follows but these steps do not). The
+   * first FindCoordinator makes the offsets topic. */
+  (void)find_coordinator(&c, 1);
+  if (cd_wait_settled(&c, "__cairn_offsets", WAIT_MS) != 0) {
+    fail_msg("__cairn_offsets' leaders did not settle (logs under %s)", c.root);
+  }
 
   /* The coordinator: FindCoordinator through a node, then it loads. */
   struct member a, b, m3;
@@ -507,8 +515,10 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
   while (tu_now_ms() < silent + SESSION_MS + 5000) {
     int ca = heartbeat(&a, GROUP, a.gen);
     int cb = heartbeat(&b, GROUP, b.gen);
-    assert_true(ca == 0 || ca == CODE(REBALANCE_IN_PROGRESS));
-    assert_true(cb == 0 || cb == CODE(REBALANCE_IN_PROGRESS));
+    if ((ca != 0 && ca != CODE(REBALANCE_IN_PROGRESS)) ||
+        (cb != 0 && cb != CODE(REBALANCE_IN_PROGRESS))) {
+      fail_msg("heartbeats answered %d and %d (logs under %s)", ca, cb, c.root);
+    }
     if (ca == CODE(REBALANCE_IN_PROGRESS) || cb == CODE(REBALANCE_IN_PROGRESS)) {
       told = tu_now_ms();
       break;

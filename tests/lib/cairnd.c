@@ -327,6 +327,44 @@ static int cd_find_leader(struct cd_cluster *c, const char *topic, uint32_t part
   return -1;
 }
 
+/* Whether node i's metadata shows every partition of topic led by its
+ * first replica. */
+static bool cd_settled_at(struct cd_cluster *c, int i, const char *topic)
+{
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__MetadataResponse *md = cd_metadata(c, i, &env);
+  bool settled = false;
+  for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
+    const Cairn__Client__TopicInfo *ti = md->topics[t];
+    if (strcmp(ti->name, topic) != 0) {
+      continue;
+    }
+    settled = ti->n_partitions > 0;
+    for (size_t p = 0; p < ti->n_partitions; p++) {
+      const Cairn__Client__PartitionInfo *pi = ti->partitions[p];
+      settled = settled && pi->n_replicas > 0 && pi->leader_id == pi->replicas[0];
+    }
+  }
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return settled;
+}
+
+int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms)
+{
+  long long end = tu_now_ms() + timeout_ms;
+  while (tu_now_ms() < end) {
+    for (int i = 0; i < c->n; i++) {
+      if (cd_running(c, i) && cd_settled_at(c, i, topic)) {
+        return 0;
+      }
+    }
+    usleep(CD_CALL_RETRY_MS * 1000);
+  }
+  return -1;
+}
+
 int cd_produce(struct cd_cluster *c, const char *topic, uint32_t partition, const void *batch,
                size_t len, int timeout_ms, int64_t *base_offset)
 {

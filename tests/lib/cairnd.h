@@ -90,6 +90,12 @@ int cd_wait_alive(struct cd_cluster *c, int i, const uint64_t *want_alive, size_
 int cd_create_topic(struct cd_cluster *c, int i, const char *name, uint32_t partitions,
                     uint32_t rf, int timeout_ms, char *msg, size_t msglen);
 
+/* Waits until every partition of topic is led by its preferred replica
+ * (replicas[0]), where leadership settles a few seconds after a topic is
+ * made: a test that pins a partition's leader or a group's coordinator
+ * needs it not to move afterwards. Returns 0, or -1 after timeout_ms. */
+int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms);
+
 /* The index of node id, or -1. */
 int cd_index(const struct cd_cluster *c, uint64_t id);
 
