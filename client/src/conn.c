@@ -14,7 +14,9 @@
  * decrypted into the reader. The connect deadline covers the handshake.
  * Answers are cut into frames by the reader (reader.c): a large answer is
  * read into a buffer of its own size, which callbacks may keep (lc_buf_ref)
- * instead of copying its payload.
+ * instead of copying its payload. While one arrives, SO_RCVLOWAT makes the
+ * socket wake us per LC_RCVLOWAT_MAX bytes (or the frame's rest), not per
+ * segment (lc_conn_lowat).
  * A failed connection is unlinked at once, so the next lc_conn_get for its
  * address dials a fresh one. */
 #include "internal.h"
@@ -26,14 +28,19 @@
 
 #include <openssl/rand.h>
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Answers larger than this close the connection (a named bound on what
  * a peer can make us buffer). */
 #define LC_MAX_ANSWER_BYTES (256u * 1024 * 1024)
+
+/* The most SO_RCVLOWAT asks for while a large answer arrives. */
+#define LC_RCVLOWAT_MAX (256 * 1024)
 
 static void lc_conn_set_state(struct lc_conn *cn, enum lc_conn_state s) { cn->state = s; }
 
@@ -468,6 +475,34 @@ static void lc_conn_room(struct lc_conn *cn, uv_buf_t *buf)
   *buf = uv_buf_init((char *)p, (unsigned)len);
 }
 
+/* After a read: while a large frame arrives, the socket wakes us only
+ * once LC_RCVLOWAT_MAX bytes of it (or its rest) are there: fewer wake-ups
+ * on both sides of the connection. Never above what is still to come. */
+static void lc_conn_lowat(struct lc_conn *cn)
+{
+  int want = 1;
+  size_t have = cn->rd.end - cn->rd.start;
+  if (cn->tls == NULL && cn->rd.want > LC_READ_CHUNK && cn->rd.want > have) {
+    size_t rest = cn->rd.want - have;
+    want = rest < LC_RCVLOWAT_MAX ? (int)rest : LC_RCVLOWAT_MAX;
+  }
+  int cur = cn->rcvlowat > 0 ? cn->rcvlowat : 1;
+  if (want == cur || (want > cur && cur > 1)) {
+    return; /* raised once per frame; lowered as its rest shrinks */
+  }
+  uv_os_fd_t fd;
+  int rv = uv_fileno((uv_handle_t *)&cn->tcp, &fd);
+  if (rv == 0 && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) != 0) {
+    rv = -errno;
+  }
+  if (rv == 0) {
+    cn->rcvlowat = want;
+  } else if (want < cur) {
+    /* A mark left above what is still to come would never wake us. */
+    lc_conn_fail(cn, rv, "lowering SO_RCVLOWAT");
+  }
+}
+
 static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   struct lc_conn *cn = h->data;
@@ -598,6 +633,9 @@ static void lc_conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     lc_reader_commit(&cn->rd, (size_t)nread);
   }
   lc_conn_process(cn);
+  if (cn->state != LC_CONN_CLOSING) {
+    lc_conn_lowat(cn);
+  }
   cn->handles--;
   lc_conn_maybe_free(cn);
 }

@@ -192,6 +192,7 @@ struct lc_conn {
   struct tls_session *tls; /* with TLS: the session (src/net/tls.h) */
   struct scram_client *scram; /* the login in progress (opts.user), else NULL */
   uint8_t *tls_in;         /* ciphertext read buffer, LC_TLS_IN_SIZE bytes */
+  int rcvlowat;            /* SO_RCVLOWAT set on the socket (0: the kernel's 1) */
   char host[LC_ADDR_MAX];  /* the host dialed: the node's certificate must name it */
   int fail_status;
   char errmsg[LC_ERRMSG_SIZE];
