@@ -40,7 +40,7 @@
 #define LC_MAX_ANSWER_BYTES (256u * 1024 * 1024)
 
 /* The most SO_RCVLOWAT asks for while a large answer arrives. */
-#define LC_RCVLOWAT_MAX (256 * 1024)
+#define LC_RCVLOWAT_MAX (1024 * 1024)
 
 static void lc_conn_set_state(struct lc_conn *cn, enum lc_conn_state s) { cn->state = s; }
 
