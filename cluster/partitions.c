@@ -35,6 +35,11 @@ int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t
   if (rv == 0) {
     rv = gstart_init(&ps->gs, loop, 0);
   }
+  if (rv == 0) {
+    rv = rgroup_ticker_init(&ps->ticker, loop); /* cannot fail: libuv's timer init */
+    ps->ticker.data = ps;
+    ps->opts.ticker = &ps->ticker;
+  }
   if (rv != 0) {
     free(ps->root);
     ps->root = NULL;
@@ -508,15 +513,22 @@ void parts_step_membership(struct parts *ps, const struct meta_state *st)
 
 /* ---- shutdown ---- */
 
+static void parts_on_ticker_closed(struct rgroup_ticker *t)
+{
+  struct parts *ps = t->data;
+  if (ps->close_cb != NULL) {
+    ps->close_cb(ps);
+  }
+}
+
+/* Every replica is closed: the ticker goes last. */
 static void parts_release(struct parts *ps)
 {
   free(ps->v);
   ps->v = NULL;
   free(ps->root);
   ps->root = NULL;
-  if (ps->close_cb != NULL) {
-    ps->close_cb(ps);
-  }
+  rgroup_ticker_close(&ps->ticker, parts_on_ticker_closed);
 }
 
 static void parts_on_gstart_closed(struct gstart *gs)

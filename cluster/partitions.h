@@ -71,6 +71,7 @@ struct parts {
   struct part **v; /* sorted by group id */
   size_t n, cap;
   struct gstart gs;
+  struct rgroup_ticker ticker; /* ticks every hosted replica's Raft (rgroup.h) */
   struct part_open *opening;       /* queued opens */
   const struct meta_state *st;     /* the state of the last reconcile */
   rgroup_applied_cb on_applied;    /* given to every replica opened */

@@ -197,6 +197,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
                 unsigned n, const struct rgroup_opts *opts)
 {
   memset(rg, 0, sizeof *rg);
+  rg->ticker_slot = SIZE_MAX;
   producer_state_init(&rg->producers);
   producer_state_init(&rg->snap_producers);
   rg->loop = loop;
@@ -260,6 +261,10 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     rgroup_set_errmsg(rg, "group %llu: a Raft write failed while starting: %s",
                       (unsigned long long)group_id, rg->io.errmsg);
     rv = CAIRN_ERAFT;
+  }
+  if (rv == 0 && rgroup_raft_ticker_join(rg) != 0) {
+    rgroup_set_errmsg(rg, "group %llu: out of memory", (unsigned long long)group_id);
+    rv = CAIRN_ENOMEM;
   }
   if (rv != 0) {
     rgroup_close(rg, NULL);

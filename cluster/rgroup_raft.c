@@ -387,14 +387,123 @@ static void rgroup_raft_io_tick(struct raft_io *io)
   }
 }
 
+/* raft_uv's own tick timer while a ticker drives the group: it still
+ * fires, once an hour (one extra tick is harmless). */
+#define RGROUP_TICK_PARKED_MS (3600u * 1000u)
+
 static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
                                 raft_io_recv_cb recv)
 {
   struct rgroup *rg = rgroup_raft_of(io);
   rg->io_ops.recv = recv;
   rg->io_ops.tick = tick;
-  return rg->io_ops.start(io, msecs, rgroup_raft_io_tick, rgroup_raft_io_recv);
+  rg->raft_tick_ms = msecs;
+  return rg->io_ops.start(io, rg->opts.ticker != NULL ? RGROUP_TICK_PARKED_MS : msecs,
+                          rgroup_raft_io_tick, rgroup_raft_io_recv);
 }
+
+/* ---- the shared ticker ---- */
+
+static void rgroup_ticker_on_timer(uv_timer_t *h)
+{
+  struct rgroup_ticker *t = h->data;
+  t->ticking = true;
+  for (size_t i = 0; i < t->n; i++) {
+    struct rgroup *rg = t->v[i];
+    if (rg != NULL && rg->raft_open && !rg->raft_closing) {
+      rgroup_raft_io_tick(&rg->io);
+    }
+  }
+  t->ticking = false;
+  if (t->holes) {
+    size_t w = 0;
+    for (size_t i = 0; i < t->n; i++) {
+      if (t->v[i] != NULL) {
+        t->v[i]->ticker_slot = w;
+        t->v[w++] = t->v[i];
+      }
+    }
+    t->n = w;
+    t->holes = false;
+  }
+}
+
+int rgroup_ticker_init(struct rgroup_ticker *t, uv_loop_t *loop)
+{
+  memset(t, 0, sizeof *t);
+  int rv = uv_timer_init(loop, &t->timer);
+  if (rv != 0) {
+    return CAIRN_EFATAL;
+  }
+  t->timer.data = t;
+  return 0;
+}
+
+static void rgroup_ticker_on_closed(uv_handle_t *h)
+{
+  struct rgroup_ticker *t = h->data;
+  if (t->close_cb != NULL) {
+    t->close_cb(t);
+  }
+}
+
+void rgroup_ticker_close(struct rgroup_ticker *t, void (*cb)(struct rgroup_ticker *t))
+{
+  free(t->v);
+  t->v = NULL;
+  t->n = t->cap = 0;
+  t->close_cb = cb;
+  uv_timer_stop(&t->timer);
+  uv_close((uv_handle_t *)&t->timer, rgroup_ticker_on_closed);
+}
+
+/* Puts rg on its ticker (after raft_start). Returns 0 or CAIRN_ENOMEM. */
+static int rgroup_ticker_add(struct rgroup *rg)
+{
+  struct rgroup_ticker *t = rg->opts.ticker;
+  if (t == NULL || rg->ticker_slot != SIZE_MAX) {
+    return 0;
+  }
+  if (t->n == t->cap) {
+    size_t cap = t->cap > 0 ? t->cap * 2 : 64;
+    struct rgroup **v = realloc(t->v, cap * sizeof *v);
+    if (v == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    t->v = v;
+    t->cap = cap;
+  }
+  rg->ticker_slot = t->n;
+  t->v[t->n++] = rg;
+  unsigned ms = rg->raft_tick_ms > 0 ? rg->raft_tick_ms : 100;
+  if (t->msecs == 0 || ms < t->msecs) {
+    t->msecs = ms;
+    uv_timer_start(&t->timer, rgroup_ticker_on_timer, ms, ms);
+  }
+  return 0;
+}
+
+/* Takes rg off its ticker, if on it. */
+static void rgroup_ticker_remove(struct rgroup *rg)
+{
+  struct rgroup_ticker *t = rg->opts.ticker;
+  size_t i = rg->ticker_slot;
+  if (t == NULL || i == SIZE_MAX) {
+    return;
+  }
+  rg->ticker_slot = SIZE_MAX;
+  if (t->ticking) {
+    t->v[i] = NULL;
+    t->holes = true;
+    return;
+  }
+  t->v[i] = t->v[--t->n];
+  if (i < t->n) {
+    t->v[i]->ticker_slot = i;
+  }
+}
+
+int rgroup_raft_ticker_join(struct rgroup *rg) { return rgroup_ticker_add(rg); }
 
 static void rgroup_raft_interpose(struct rgroup *rg)
 {
@@ -489,6 +598,7 @@ static void rgroup_raft_on_closed(struct raft *r)
 
 void rgroup_raft_close(struct rgroup *rg)
 {
+  rgroup_ticker_remove(rg);
   rg->raft_open = false;
   rg->raft_closing = true;
   rg->raft.data = rg;
@@ -508,6 +618,9 @@ static void rgroup_raft_reopen(struct rgroup *rg)
   }
   rgroup_raft_configure(rg);
   rv = raft_start(&rg->raft);
+  if (rv == 0 && !rg->raft_failed && rgroup_ticker_add(rg) != 0) {
+    rg->raft_failed = true; /* not ticked: closed and reopened later */
+  }
   if (rv != 0 || rg->raft_failed) {
     log_warn("rgroup", "group %llu: restarting Raft: %s", (unsigned long long)rg->group_id,
              rv != 0 ? raft_errmsg(&rg->raft) : "a write failed");

@@ -38,6 +38,11 @@ void rgroup_set_state(struct rgroup *rg, enum rgroup_state to);
  * with rg->errmsg set and nothing left to close. */
 __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
 
+/* After raft_start succeeded: puts rg on its options' ticker, if any
+ * (rgroup.h, struct rgroup_ticker); rgroup_raft_close takes it off.
+ * Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int rgroup_raft_ticker_join(struct rgroup *rg);
+
 /* Applies rg->opts' timeouts and snapshot counts to rg->raft. */
 void rgroup_raft_configure(struct rgroup *rg);
 
