@@ -102,6 +102,7 @@ static int parts_insert(struct parts *ps, struct part *p)
   memmove(&ps->v[i + 1], &ps->v[i], (ps->n - i) * sizeof *ps->v);
   ps->v[i] = p;
   ps->n++;
+  ps->gen++;
   return 0;
 }
 
@@ -111,6 +112,7 @@ static void parts_remove(struct parts *ps, struct part *p)
   if (i < ps->n && ps->v[i] == p) {
     memmove(&ps->v[i], &ps->v[i + 1], (ps->n - i - 1) * sizeof *ps->v);
     ps->n--;
+    ps->gen++;
   }
 }
 
@@ -196,6 +198,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   p->rg.on_leading = parts_on_leading;
   if (parts_insert(ps, p) != 0) {
     p->state = PART_CLOSING;
+    p->owner->gen++;
     rgroup_close(&p->rg, NULL); /* leaks p on this out-of-memory path only */
     return;
   }
@@ -296,6 +299,7 @@ static void parts_close_one(struct part *p, bool remove_data)
     return;
   }
   p->state = PART_CLOSING;
+  p->owner->gen++;
   p->remove_data = remove_data;
   /* Hand leadership to a peer first, so producers see no gap. */
   rgroup_shutdown(&p->rg, parts_on_closed);
@@ -547,6 +551,7 @@ static bool parts_close_next(struct parts *ps)
     struct part *p = ps->v[i];
     if (p->state == PART_OPEN) {
       p->state = PART_CLOSING;
+      p->owner->gen++;
       ps->closing_count++;
       rgroup_shutdown(&p->rg, parts_on_closed);
       return true;

@@ -70,6 +70,7 @@ struct parts {
   struct rgroup_opts opts;
   struct part **v; /* sorted by group id */
   size_t n, cap;
+  uint64_t gen;    /* bumped when a part is added, removed or starts closing */
   struct gstart gs;
   struct rgroup_ticker ticker; /* ticks every hosted replica's Raft (rgroup.h) */
   struct part_open *opening;       /* queued opens */

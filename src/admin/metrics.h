@@ -83,6 +83,8 @@ struct metrics {
   uint64_t elections;         /* Raft term changes seen in hosted groups */
   struct metrics_part *parts; /* owned, ascending group id */
   size_t nparts, cap;
+  uint64_t pruned_gen;        /* the hosted set's generation at the last prune
+                                 (metrics_node_sample; parts.gen) */
 };
 
 /* ---- histograms ---- */

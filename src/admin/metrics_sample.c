@@ -46,8 +46,13 @@ void metrics_node_sample(struct node *n)
 {
   struct metrics *m = &n->metrics;
   uint64_t now = uv_now(n->loop);
-  struct metrics_sample_walk w = {.ps = &n->parts, .at = 0};
-  metrics_prune(m, metrics_sample_keep, &w);
+  /* Metrics of replicas no longer open go only when the hosted set
+   * changed: the walk touches every part, four times a second. */
+  if (m->pruned_gen != n->parts.gen) {
+    struct metrics_sample_walk w = {.ps = &n->parts, .at = 0};
+    metrics_prune(m, metrics_sample_keep, &w);
+    m->pruned_gen = n->parts.gen;
+  }
   struct metrics_part *mp = metrics_part(m, META_GROUP_ID);
   if (mp != NULL && n->ctl.state == CTL_RUNNING) {
     metrics_note_term(m, mp, n->ctl.raft.current_term);
