@@ -344,6 +344,7 @@ static void lc_prod_route_held(struct cairn_producer *p)
       status = CAIRN_EDELIVERY_TIMEOUT;
     } else {
       need_refresh = true;
+      lc_prod_kick_at(p, h->deadline_ms); /* failed on time if still held then */
     }
     if (status == 1) {
       prev = h;
@@ -580,6 +581,9 @@ static void lc_prod_round(struct cairn_producer *p)
                                             ? b->last_err
                                             : CAIRN_EDELIVERY_TIMEOUT);
         } else {
+          /* A round then fails it on time, whatever the retry backoff or
+           * the connection attempts are doing meanwhile. */
+          lc_prod_kick_at(p, b->deadline_ms);
           break;
         }
       }
