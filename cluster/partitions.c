@@ -268,6 +268,7 @@ static void parts_queue_open(struct parts *ps, const struct meta_assignment *a)
 
 static void parts_release(struct parts *ps);
 static bool parts_close_next(struct parts *ps);
+static void parts_close_queued_next(struct parts *ps);
 
 static void parts_on_closed(struct rgroup *rg)
 {
@@ -290,6 +291,30 @@ static void parts_on_closed(struct rgroup *rg)
     if (--ps->closing_count == 0) {
       parts_release(ps);
     }
+    return;
+  }
+  ps->reconcile_closing = false; /* outside a node stop, the one in flight */
+  parts_close_queued_next(ps);
+}
+
+/* Starts the next queued close unless one is under way: replicas the
+ * metadata drops (a deleted topic's, one moved away) shut down one at a
+ * time, as at node stop (parts_close_all), since canonical/raft 0.15
+ * crashes when several instances close at once. */
+static void parts_close_queued_next(struct parts *ps)
+{
+  if (ps->closing || ps->reconcile_closing) {
+    return;
+  }
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *p = ps->v[i];
+    if (p->close_queued) {
+      p->close_queued = false;
+      ps->reconcile_closing = true;
+      /* Hand leadership to a peer first, so producers see no gap. */
+      rgroup_shutdown(&p->rg, parts_on_closed);
+      return;
+    }
   }
 }
 
@@ -301,8 +326,8 @@ static void parts_close_one(struct part *p, bool remove_data)
   p->state = PART_CLOSING;
   p->owner->gen++;
   p->remove_data = remove_data;
-  /* Hand leadership to a peer first, so producers see no gap. */
-  rgroup_shutdown(&p->rg, parts_on_closed);
+  p->close_queued = true;
+  parts_close_queued_next(p->owner);
 }
 
 /* ---- reconcile ---- */
@@ -604,6 +629,15 @@ void parts_close(struct parts *ps, parts_close_cb cb)
 {
   ps->closing = true;
   ps->close_cb = cb;
+  /* Replicas still waiting for their turn to close go back to the stop's
+   * own sequence (their data is still removed once closed). */
+  for (size_t i = 0; i < ps->n; i++) {
+    if (ps->v[i]->close_queued) {
+      ps->v[i]->close_queued = false;
+      ps->v[i]->state = PART_OPEN;
+      ps->gen++;
+    }
+  }
   /* Held until every close has started; the starter counts as one part
    * (queued opens end with CAIRN_ESHUTDOWN and are freed). */
   ps->closing_count = 2;

@@ -44,6 +44,7 @@ struct part {
   char *dir;
   enum part_state state;
   bool remove_data;    /* delete dir once closed */
+  bool close_queued;   /* PART_CLOSING, waiting for its turn to shut down */
   struct rgroup rg;
   struct raft_change change; /* the one membership change in flight */
   bool changing;
@@ -77,6 +78,7 @@ struct parts {
   const struct meta_state *st;     /* the state of the last reconcile */
   rgroup_applied_cb on_applied;    /* given to every replica opened */
   bool synced;     /* the metadata replica is known to be up to date */
+  bool reconcile_closing; /* a replica the metadata dropped is shutting down */
   /* parts_step_membership's walks */
   bool step_due;           /* walk at the next call */
   uint64_t step_index;     /* st->last_index at the last walk */
