@@ -83,9 +83,12 @@ the second names the nodes (any one would do; with the default ports,
   cairn cluster status
   cairn --help                                       # every command; each has --help
 
-Kill a node and watch the cluster carry on:
+Kill a node and watch the cluster carry on (its partitions get new leaders
+within a second; the controller marks it dead after --node-timeout-ms,
+10 s by default):
 
-  kill -9 \$(cat $dir/node1.pid); sleep 3; cairn cluster status
+  kill -9 \$(cat $dir/node1.pid); echo 'still here' | cairn produce demo
+  sleep 12; cairn cluster status
   bash deploy/cluster.sh start -d $dir                # restarts the stopped node
 
 Stop the cluster (its data stays in $dir; start brings it back):
