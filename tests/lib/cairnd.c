@@ -18,54 +18,15 @@
 
 #define CD_CALL_RETRY_MS 100
 
-/* Can a TCP socket bind 127.0.0.1:port right now? */
-static bool cd_port_bindable(int port)
-{
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return false;
-  }
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-/* A free port that no node up to i (whose unset ports are 0) was given.
- * Drawn from 20000-32767, below Linux's ephemeral range (32768-60999):
- * nodes are restarted on their ports, and a port from the ephemeral range
- * can be taken meanwhile by any outgoing connection on the machine (a
- * restart then failed with "address already in use"). */
-static int cd_pick_port(const struct cd_cluster *c, int i)
-{
-  static uint64_t rng;
-  if (rng == 0) {
-    rng = (uint64_t)tu_now_ms() * 2654435761u ^ (uint64_t)getpid();
-  }
-  for (int tries = 0; tries < 10000; tries++) {
-    int port = 20000 + (int)(tu_rand(&rng) % 12768);
-    bool taken = false;
-    for (int j = 0; j <= i && !taken; j++) {
-      const struct cd_node *o = &c->nodes[j];
-      taken = port == o->client_port || port == o->cluster_port || port == o->admin_port;
-    }
-    if (!taken && cd_port_bindable(port)) {
-      return port;
-    }
-  }
-  return tu_free_port();
-}
-
 static void cd_node_setup(struct cd_cluster *c, int i, bool voter)
 {
   struct cd_node *nd = &c->nodes[i];
   memset(nd, 0, sizeof *nd);
   nd->id = (uint64_t)i + 1;
   nd->voter = voter;
-  nd->client_port = cd_pick_port(c, i);
-  nd->cluster_port = cd_pick_port(c, i);
-  nd->admin_port = cd_pick_port(c, i);
+  nd->client_port = tu_free_port();
+  nd->cluster_port = tu_free_port();
+  nd->admin_port = tu_free_port();
   snprintf(nd->dir, sizeof nd->dir, "%s/node%d", c->root, i + 1);
   snprintf(nd->log, sizeof nd->log, "%s/node%d.log", c->root, i + 1);
   snprintf(nd->client_addr, sizeof nd->client_addr, "127.0.0.1:%d", nd->client_port);

@@ -145,33 +145,54 @@ int tc_ask(struct tc_cluster *c, int i, char *out, size_t n, const char *fmt, ..
   return tu_ctl_line(&c->n[i].ctl, out, n, 10000) == 1 ? 0 : -1;
 }
 
-const char *tc_node_role(struct tc_cluster *c, int i, int g, char *buf, size_t n)
+/* Asks node i for its role in group g; *caught_up says whether a leader
+ * has applied its term's first entry. "down" when it does not answer. */
+static const char *tc_node_role_ex(struct tc_cluster *c, int i, int g, char *buf, size_t n,
+                                   bool *caught_up)
 {
   char line[256];
   char role[32];
   unsigned long long gg, lid;
+  int caught = 0;
+  *caught_up = false;
   if (!tc_node_live(c, i) || tc_ask(c, i, line, sizeof line, "leader %d", g) != 0 ||
-      sscanf(line, "leader %llu %llu %31s", &gg, &lid, role) != 3) {
+      sscanf(line, "leader %llu %llu %31s %d", &gg, &lid, role, &caught) != 4) {
     snprintf(buf, n, "down");
   } else {
     snprintf(buf, n, "%s", role);
+    *caught_up = caught == 1;
   }
   return buf;
 }
 
-int tc_wait_leader(struct tc_cluster *c, int g, int ms)
+const char *tc_node_role(struct tc_cluster *c, int i, int g, char *buf, size_t n)
+{
+  bool caught_up;
+  return tc_node_role_ex(c, i, g, buf, n, &caught_up);
+}
+
+/* The leader of group g, waiting up to ms; with caught_up, only one that
+ * has applied everything committed before its term. */
+static int tc_wait_leader_ex(struct tc_cluster *c, int g, int ms, bool caught_up)
 {
   long long deadline = tu_now_ms() + ms;
   do {
     for (int i = 0; i < TC_NODES; i++) {
       char role[32];
-      if (strcmp(tc_node_role(c, i, g, role, sizeof role), "leader") == 0) {
+      bool caught;
+      if (strcmp(tc_node_role_ex(c, i, g, role, sizeof role, &caught), "leader") == 0 &&
+          (caught || !caught_up)) {
         return i;
       }
     }
     usleep(50000);
   } while (tu_now_ms() < deadline);
   return -1;
+}
+
+int tc_wait_leader(struct tc_cluster *c, int g, int ms)
+{
+  return tc_wait_leader_ex(c, g, ms, false);
 }
 
 void tc_print_roles(struct tc_cluster *c, int g)
@@ -410,7 +431,15 @@ int64_t tc_wait_same_end(struct tc_cluster *c, int g, int ms)
 void tc_check_all_agree(struct tc_cluster *c, int g)
 {
   static struct tc_dump ref, d;
-  int leader = tc_find_leader(c, g);
+  /* A leader new in its term applies what earlier terms committed only
+   * once its own first entry commits: compared before that, it would lack
+   * batches its followers already applied. */
+  int leader = tc_wait_leader_ex(c, g, TC_DEADLINE_MS, true);
+  if (leader < 0) {
+    tc_print_roles(c, g);
+    fail_msg("no leader of group %d applied its term's first entry within %d ms", g,
+             TC_DEADLINE_MS);
+  }
   /* Replicas apply at their own pace, and a new leader may not have applied
    * yet what an old one did: let the live ones reach the same end first.
    * One that does not is reported below, with where it differs. */

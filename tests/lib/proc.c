@@ -1,6 +1,8 @@
 /* proc.c - processes, ports and the control client for integration tests. */
 #include "proc.h"
 
+#include "testutil.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,12 +13,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define TU_PROC_MAX 64
+
+/* Test ports: below Linux's ephemeral range (32768-60999), where no
+ * outgoing connection on the machine can take one while a node that owns
+ * it is down between a kill and its restart, and below the shell tests'
+ * 20000-32000 (tests/lib/ports.sh). */
+#define TU_PORT_FIRST 10000
+#define TU_PORT_COUNT 10000
+#define TU_PORT_DIR "/tmp/cairn-test-ports"
 
 static pid_t tu_procs[TU_PROC_MAX];
 static bool tu_procs_hooked;
@@ -119,19 +131,83 @@ void tu_proc_kill(struct tu_proc *p)
   p->pid = 0;
 }
 
-int tu_free_port(void)
+/* Can a TCP socket bind 127.0.0.1:port right now? */
+static bool tu_port_bindable(int port)
 {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof sa;
+  if (fd < 0) {
+    return false;
+  }
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  bool ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+/* Is the process that wrote the reservation file at path still alive?
+ * (Our own reservations count as alive: a port is handed out once.) */
+static bool tu_port_owner_alive(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  long pid = 0;
+  if (f == NULL) {
+    return false;
+  }
+  if (fscanf(f, "%ld", &pid) != 1) {
+    pid = 0;
+  }
+  fclose(f);
+  return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* Reserves port for this process: a file TU_PORT_DIR/PORT holding our pid.
+ * Called with the directory's lock held, so that taking over the file of a
+ * dead owner cannot race with another test doing the same. */
+static bool tu_port_reserve(int port)
+{
+  char path[64];
+  snprintf(path, sizeof path, TU_PORT_DIR "/%d", port);
+  if (access(path, F_OK) == 0) {
+    if (tu_port_owner_alive(path)) {
+      return false;
+    }
+    unlink(path);
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    return false;
+  }
+  char pid[32];
+  int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  bool ok = write(fd, pid, (size_t)n) == n;
+  close(fd);
+  return ok;
+}
+
+int tu_free_port(void)
+{
+  static uint64_t rng;
+  if (rng == 0) {
+    rng = (uint64_t)tu_now_ms() * 2654435761u ^ (uint64_t)getpid();
+  }
+  mkdir(TU_PORT_DIR, 01777);
+  int lock = open(TU_PORT_DIR "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+    fprintf(stderr, "tu_free_port: cannot lock " TU_PORT_DIR "/lock: %s\n", strerror(errno));
+    if (lock >= 0) {
+      close(lock);
+    }
+    return -1;
+  }
   int port = -1;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-      getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-    port = ntohs(sa.sin_port);
+  for (int tries = 0; tries < 20000 && port < 0; tries++) {
+    int p = TU_PORT_FIRST + (int)(tu_rand(&rng) % TU_PORT_COUNT);
+    if (tu_port_bindable(p) && tu_port_reserve(p)) {
+      port = p;
+    }
   }
-  if (fd >= 0) {
-    close(fd);
-  }
+  close(lock); /* releases the flock */
   return port;
 }
 

@@ -28,7 +28,12 @@ int tu_proc_wait(struct tu_proc *p, int timeout_ms);
 /* SIGKILL and reap. */
 void tu_proc_kill(struct tu_proc *p);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
+/* A TCP port on 127.0.0.1, free now and reserved for this process while
+ * it lives: no other test process is handed it (a file per port in
+ * /tmp/cairn-test-ports names the owner's pid; a dead owner's is taken
+ * over), and it lies below the kernel's ephemeral range, so no outgoing
+ * connection takes it while its node is down for a restart. Never the same
+ * port twice in one process. Returns -1 if none is found. */
 int tu_free_port(void);
 
 /* Does the file contain the text? */

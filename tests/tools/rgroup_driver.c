@@ -9,7 +9,9 @@
  *   pstate G PID            -> "pstate G EPOCH SEQ OFFSET N": the producer's
  *                              epoch, its newest sequence and that batch's
  *                              offset, N batches in its window; or "pstate G none"
- *   leader G                -> "leader G ID ROLE"   (ROLE: leader|follower|candidate|unavailable)
+ *   leader G                -> "leader G ID ROLE CAUGHT" (ROLE: leader|follower|candidate|
+ *                              unavailable; CAUGHT 1 once a leader has applied its
+ *                              term's first entry, so everything committed before it)
  *   info G                  -> "info G START NEXT LAST_INDEX"
  *   pace G                  -> "pace G IDLE TERM QUIESCES WAKES": 1 while this replica
  *                              leads on the idle heartbeat (rgroup_pace.h), its
@@ -474,7 +476,8 @@ static void driver_command(struct driver_conn *c, char *line)
     uint64_t lid;
     const char *addr;
     rgroup_leader(&g->rg, &lid, &addr);
-    driver_reply(c, "leader %" PRIu64 " %" PRIu64 " %s", gid, lid, driver_role(&g->rg));
+    driver_reply(c, "leader %" PRIu64 " %" PRIu64 " %s %d", gid, lid, driver_role(&g->rg),
+                 rgroup_leader_caught_up(&g->rg) ? 1 : 0);
   } else if (strcmp(cmd, "info") == 0) {
     struct store_info info;
     store_info(rgroup_store(&g->rg), &info);
