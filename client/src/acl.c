@@ -1,8 +1,8 @@
 /* acl.c - access control entries (docs/security.md, "Authorization"):
- * add, remove, list. Each call is an lc_op (retried within
+ * add, remove, list. Each call is an lc_acall (admin_call.h: retried within
  * request_timeout_ms); any node forwards add and remove to the controller
  * leader and answers a list from its copy of the metadata. */
-#include "internal.h"
+#include "admin_call.h"
 
 #include "common/err.h"
 
@@ -11,11 +11,9 @@
 
 #define LC_ACL_STR_MAX 255 /* the node's longest principal or resource */
 
-enum lc_acl_kind { LC_ACL_ADD, LC_ACL_REMOVE, LC_ACL_LIST };
-
-/* One call: its request (env first, so the op frees it by cast). */
+/* One call: the admin call with its request, and the caller's callback. */
 struct lc_acl {
-  Cairn__Client__Envelope env;
+  struct lc_acall call; /* first: the callbacks cast back */
   union {
     Cairn__Client__AddAclRequest add;
     Cairn__Client__RemoveAclRequest rm;
@@ -24,7 +22,6 @@ struct lc_acl {
   Cairn__Client__AclEntry entry;
   char principal[LC_ACL_STR_MAX + 1];
   char resource[LC_ACL_STR_MAX + 1];
-  enum lc_acl_kind kind;
   cairn_done_cb done;
   cairn_acl_list_cb list_cb;
   void *data;
@@ -44,31 +41,11 @@ void cairn_acl_list_free(struct cairn_acl_list *l)
   free(l);
 }
 
-static void lc_acl_free(Cairn__Client__Envelope *env)
+static void lc_acl_free(struct lc_acall *ac)
 {
-  struct lc_acl *a = (struct lc_acl *)env;
+  struct lc_acl *a = (struct lc_acl *)ac;
   cairn_acl_list_free(a->result);
   free(a);
-}
-
-static const int lc_acl_body[] = {
-    [LC_ACL_ADD] = CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_RESP,
-    [LC_ACL_REMOVE] = CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_RESP,
-    [LC_ACL_LIST] = CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_RESP,
-};
-
-static const Cairn__Client__Error *lc_acl_error(const Cairn__Client__Envelope *env)
-{
-  switch (env->body_case) {
-  case CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_RESP:
-    return env->add_acl_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_RESP:
-    return env->remove_acl_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_RESP:
-    return env->list_acls_resp->error;
-  default:
-    return NULL;
-  }
 }
 
 /* A copy of the answer's entries into a new list; NULL when out of memory. */
@@ -100,70 +77,53 @@ static struct cairn_acl_list *lc_acl_copy(const Cairn__Client__ListAclsResponse 
   return l;
 }
 
-static enum lc_op_verdict lc_acl_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
+static enum lc_op_verdict lc_acl_on_list(struct lc_acall *ac, struct lc_op *op,
+                                         Cairn__Client__Envelope *env)
 {
-  struct lc_acl *a = op->data;
-  if ((int)env->body_case != lc_acl_body[a->kind]) {
-    op->status = CAIRN_EPROTOCOL;
+  struct lc_acl *a = (struct lc_acl *)ac;
+  struct cairn_acl_list *l = lc_acl_copy(env->list_acls_resp);
+  if (l == NULL) {
+    op->status = CAIRN_ENOMEM;
     return LC_OP_DONE;
   }
-  const Cairn__Client__Error *e = lc_acl_error(env);
-  if (e != NULL && e->code != CAIRN__CLIENT__ERROR_CODE__OK) {
-    op->status = lc_wire_err((int)e->code);
-    lc_fmt(op->errmsg, sizeof op->errmsg, "%s%s%s", cairn_strerror(op->status),
-           e->message != NULL && e->message[0] != '\0' ? ": " : "",
-           e->message != NULL ? e->message : "");
-    return lc_retriable(op->status) ? LC_OP_RETRY : LC_OP_DONE;
-  }
-  op->status = 0;
-  if (a->kind == LC_ACL_LIST) {
-    struct cairn_acl_list *l = lc_acl_copy(env->list_acls_resp);
-    if (l == NULL) {
-      op->status = CAIRN_ENOMEM;
-      return LC_OP_DONE;
-    }
-    cairn_acl_list_free(a->result);
-    a->result = l;
-  }
+  cairn_acl_list_free(a->result);
+  a->result = l;
   return LC_OP_DONE;
 }
 
-static void lc_acl_on_done(struct lc_op *op)
+static void lc_acl_on_listed(struct lc_acall *ac, struct cairn_client *c, int status,
+                             const char *errmsg)
 {
-  struct lc_acl *a = op->data;
-  const char *msg = op->status == 0 ? "" : op->errmsg;
-  if (a->kind == LC_ACL_LIST) {
-    struct cairn_acl_list *l = op->status == 0 ? a->result : NULL;
-    if (l != NULL) {
-      a->result = NULL; /* handed to the callback */
-    }
-    a->list_cb(op->c, op->status, msg, l, a->data);
-    return;
+  struct lc_acl *a = (struct lc_acl *)ac;
+  struct cairn_acl_list *l = NULL;
+  if (status == 0) {
+    l = a->result; /* handed to the callback */
+    a->result = NULL;
   }
-  a->done(op->c, op->status, msg, a->data);
+  a->list_cb(c, status, errmsg, l, a->data);
 }
 
-static int lc_acl_run(struct cairn_client *c, struct lc_acl *a)
+static void lc_acl_on_changed(struct lc_acall *ac, struct cairn_client *c, int status,
+                              const char *errmsg)
 {
-  struct lc_op *op = lc_op_new(c);
-  if (op == NULL) {
-    lc_acl_free(&a->env);
-    return CAIRN_ENOMEM;
-  }
-  op->target = LC_OP_ANY;
-  op->req = &a->env;
-  op->free_req = lc_acl_free;
-  op->answer = lc_acl_on_answer;
-  op->done = lc_acl_on_done;
-  op->data = a;
-  lc_op_start(c, op);
-  return 0;
+  struct lc_acl *a = (struct lc_acl *)ac;
+  a->done(c, status, errmsg, a->data);
 }
+
+static const struct lc_acall_ops lc_acl_change_ops = {
+    .done = lc_acl_on_changed,
+    .free = lc_acl_free,
+};
+
+static const struct lc_acall_ops lc_acl_list_ops = {
+    .answer = lc_acl_on_list,
+    .done = lc_acl_on_listed,
+    .free = lc_acl_free,
+};
 
 /* A new call with its strings copied; NULL when a string is too long or
  * memory runs out (*err says which). */
-static struct lc_acl *lc_acl_new(enum lc_acl_kind kind, const char *principal,
-                                 const char *resource, int *err)
+static struct lc_acl *lc_acl_new(const char *principal, const char *resource, int *err)
 {
   principal = principal != NULL ? principal : "";
   resource = resource != NULL ? resource : "";
@@ -176,25 +136,19 @@ static struct lc_acl *lc_acl_new(enum lc_acl_kind kind, const char *principal,
     *err = CAIRN_ENOMEM;
     return NULL;
   }
-  cairn__client__envelope__init(&a->env);
   memcpy(a->principal, principal, strlen(principal) + 1);
   memcpy(a->resource, resource, strlen(resource) + 1);
-  a->kind = kind;
   return a;
 }
 
 static int lc_acl_change(struct cairn_client *c, const struct cairn_acl *acl, bool add,
                          cairn_done_cb cb, void *data)
 {
-  if (cb == NULL || acl == NULL || acl->principal == NULL) {
-    return CAIRN_EINVAL;
+  int err = lc_acall_check(c, cb != NULL && acl != NULL && acl->principal != NULL);
+  if (err != 0) {
+    return err;
   }
-  if (c->closing) {
-    return CAIRN_ECLOSED;
-  }
-  int err = 0;
-  struct lc_acl *a =
-      lc_acl_new(add ? LC_ACL_ADD : LC_ACL_REMOVE, acl->principal, acl->resource, &err);
+  struct lc_acl *a = lc_acl_new(acl->principal, acl->resource, &err);
   if (a == NULL) {
     return err;
   }
@@ -206,21 +160,23 @@ static int lc_acl_change(struct cairn_client *c, const struct cairn_acl *acl, bo
   a->entry.operation = (uint32_t)acl->operation;
   a->entry.allow = acl->allow;
   if (add) {
+    lc_acall_init(&a->call, &lc_acl_change_ops, CAIRN__CLIENT__API__API_ADD_ACL,
+                  CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_REQ,
+                  CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_RESP);
     cairn__client__add_acl_request__init(&a->u.add);
     a->u.add.entry = &a->entry;
-    a->env.api = CAIRN__CLIENT__API__API_ADD_ACL;
-    a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_REQ;
-    a->env.add_acl_req = &a->u.add;
+    a->call.env.add_acl_req = &a->u.add;
   } else {
+    lc_acall_init(&a->call, &lc_acl_change_ops, CAIRN__CLIENT__API__API_REMOVE_ACL,
+                  CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_REQ,
+                  CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_RESP);
     cairn__client__remove_acl_request__init(&a->u.rm);
     a->u.rm.entry = &a->entry;
-    a->env.api = CAIRN__CLIENT__API__API_REMOVE_ACL;
-    a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_REQ;
-    a->env.remove_acl_req = &a->u.rm;
+    a->call.env.remove_acl_req = &a->u.rm;
   }
   a->done = cb;
   a->data = data;
-  return lc_acl_run(c, a);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_acl_add(struct cairn_client *c, const struct cairn_acl *a, cairn_done_cb cb, void *data)
@@ -237,25 +193,23 @@ int cairn_acl_remove(struct cairn_client *c, const struct cairn_acl *a, cairn_do
 int cairn_list_acls(struct cairn_client *c, const char *principal, int resource_type,
                     const char *resource, cairn_acl_list_cb cb, void *data)
 {
-  if (cb == NULL || resource_type < 0) {
-    return CAIRN_EINVAL;
+  int err = lc_acall_check(c, cb != NULL && resource_type >= 0);
+  if (err != 0) {
+    return err;
   }
-  if (c->closing) {
-    return CAIRN_ECLOSED;
-  }
-  int err = 0;
-  struct lc_acl *a = lc_acl_new(LC_ACL_LIST, principal, resource, &err);
+  struct lc_acl *a = lc_acl_new(principal, resource, &err);
   if (a == NULL) {
     return err;
   }
+  lc_acall_init(&a->call, &lc_acl_list_ops, CAIRN__CLIENT__API__API_LIST_ACLS,
+                CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_REQ,
+                CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_RESP);
   cairn__client__list_acls_request__init(&a->u.list);
   a->u.list.principal = a->principal;
   a->u.list.resource_type = (uint32_t)resource_type;
   a->u.list.resource = a->resource;
-  a->env.api = CAIRN__CLIENT__API__API_LIST_ACLS;
-  a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_REQ;
-  a->env.list_acls_req = &a->u.list;
+  a->call.env.list_acls_req = &a->u.list;
   a->list_cb = cb;
   a->data = data;
-  return lc_acl_run(c, a);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }

@@ -1,8 +1,9 @@
 /* admin.c - the admin calls (topics, cluster status, decommission) and
- * ListOffsets, each an lc_op: retried within request_timeout_ms. A created
- * topic is reported once every partition has a leader in a node's
- * metadata (or at the deadline), so a produce right after it routes. */
-#include "internal.h"
+ * ListOffsets, each an lc_acall (admin_call.h): retried within
+ * request_timeout_ms. A created topic is reported once every partition
+ * has a leader in a node's metadata (or at the deadline), so a produce
+ * right after it routes. */
+#include "admin_call.h"
 
 #include "common/err.h"
 
@@ -21,10 +22,10 @@ enum lc_admin_kind {
   LC_ADMIN_OFFSETS
 };
 
-/* One admin call: its request (env first, so the op frees it by cast)
- * and the caller's callback. */
+/* One admin call: the lc_acall with its request, and the caller's
+ * callback. */
 struct lc_admin {
-  Cairn__Client__Envelope env;
+  struct lc_acall call; /* first: the callbacks cast back */
   union {
     Cairn__Client__CreateTopicRequest create;
     Cairn__Client__DeleteTopicRequest del;
@@ -54,39 +55,15 @@ struct lc_admin {
   int64_t timestamp;
 };
 
-static void lc_admin_free(Cairn__Client__Envelope *env)
+static void lc_admin_free(struct lc_acall *ac)
 {
-  struct lc_admin *a = (struct lc_admin *)env;
+  struct lc_admin *a = (struct lc_admin *)ac;
   free(a->name);
   free(a);
 }
 
-/* The Error of an answer's body, for the kinds that have one. */
-static const Cairn__Client__Error *lc_admin_error(const Cairn__Client__Envelope *env)
-{
-  switch (env->body_case) {
-  case CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP:
-    return env->create_topic_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP:
-    return env->delete_topic_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_RESP:
-    return env->list_topics_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_TOPIC_RESP:
-    return env->describe_topic_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP:
-    return env->describe_cluster_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP:
-    return env->decommission_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP:
-    return env->metadata_resp->error;
-  case CAIRN__CLIENT__ENVELOPE__BODY_LIST_OFFSETS_RESP:
-    return env->list_offsets_resp->error;
-  default:
-    return NULL;
-  }
-}
-
-static const int lc_admin_body[] = {
+/* The body each kind's answer must carry. */
+static const Cairn__Client__Envelope__BodyCase lc_admin_body[] = {
     [LC_ADMIN_CREATE] = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP,
     [LC_ADMIN_CREATE_WAIT] = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP,
     [LC_ADMIN_DELETE] = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP,
@@ -97,32 +74,11 @@ static const int lc_admin_body[] = {
     [LC_ADMIN_OFFSETS] = CAIRN__CLIENT__ENVELOPE__BODY_LIST_OFFSETS_RESP,
 };
 
-/* Sets op->status from a wire Error (and op->errmsg from its message);
- * returns the verdict for it. */
-static enum lc_op_verdict lc_admin_verdict(struct lc_op *op, const Cairn__Client__Error *e)
+/* An answer of the expected body without an error (admin_call.h). */
+static enum lc_op_verdict lc_admin_on_answer(struct lc_acall *ac, struct lc_op *op,
+                                             Cairn__Client__Envelope *env)
 {
-  if (e == NULL || e->code == CAIRN__CLIENT__ERROR_CODE__OK) {
-    op->status = 0;
-    return LC_OP_DONE;
-  }
-  op->status = lc_wire_err((int)e->code);
-  lc_fmt(op->errmsg, sizeof op->errmsg, "%s%s%s", cairn_strerror(op->status),
-           e->message != NULL && e->message[0] != '\0' ? ": " : "",
-           e->message != NULL ? e->message : "");
-  return lc_retriable(op->status) ? LC_OP_RETRY : LC_OP_DONE;
-}
-
-static enum lc_op_verdict lc_admin_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
-{
-  struct lc_admin *a = op->data;
-  if ((int)env->body_case != lc_admin_body[a->kind]) {
-    op->status = CAIRN_EPROTOCOL;
-    return LC_OP_DONE;
-  }
-  enum lc_op_verdict v = lc_admin_verdict(op, lc_admin_error(env));
-  if (op->status != 0) {
-    return v;
-  }
+  struct lc_admin *a = (struct lc_admin *)ac;
   switch (a->kind) {
   case LC_ADMIN_CREATE_WAIT: {
     const Cairn__Client__MetadataResponse *m = env->metadata_resp;
@@ -168,7 +124,7 @@ static enum lc_op_verdict lc_admin_on_answer(struct lc_op *op, Cairn__Client__En
       op->c->stats.not_leader++;
       lc_meta_set_leader(op->c, op->topic, op->partition, pr->leader_id, pr->leader_address);
     }
-    v = lc_admin_verdict(op, pr->error);
+    enum lc_op_verdict v = lc_acall_verdict(op, pr->error);
     if (op->status != 0) {
       return v;
     }
@@ -187,57 +143,62 @@ static enum lc_op_verdict lc_admin_on_answer(struct lc_op *op, Cairn__Client__En
 
 static int lc_admin_start_wait(struct cairn_client *c, struct lc_admin *created);
 
-static void lc_admin_on_done(struct lc_op *op)
+static void lc_admin_on_done(struct lc_acall *ac, struct cairn_client *c, int status,
+                             const char *msg)
 {
-  struct lc_admin *a = op->data;
-  struct cairn_client *c = op->c;
-  const char *msg = op->status == 0 ? "" : op->errmsg;
+  struct lc_admin *a = (struct lc_admin *)ac;
   switch (a->kind) {
   case LC_ADMIN_CREATE:
-    if (op->status == 0) {
+    if (status == 0) {
       lc_meta_invalidate(c);
       if (lc_admin_start_wait(c, a) == 0) {
         return; /* the wait op calls back */
       }
     }
-    a->cb.done(c, op->status, msg, a->data);
+    a->cb.done(c, status, msg, a->data);
     break;
   case LC_ADMIN_CREATE_WAIT:
     /* The topic exists whether or not its leaders showed up in time. */
     lc_meta_invalidate(c);
-    a->cb.done(c, op->status == UV_ECANCELED ? UV_ECANCELED : 0, "", a->data);
+    a->cb.done(c, status == UV_ECANCELED ? UV_ECANCELED : 0, "", a->data);
     break;
   case LC_ADMIN_DELETE:
   case LC_ADMIN_DECOMMISSION:
-    if (op->status == 0) {
+    if (status == 0) {
       lc_meta_invalidate(c);
     }
-    a->cb.done(c, op->status, msg, a->data);
+    a->cb.done(c, status, msg, a->data);
     break;
   case LC_ADMIN_LIST:
-    a->cb.list(c, op->status, msg, op->status == 0 ? a->result : NULL, a->data);
-    if (op->status != 0) {
+    a->cb.list(c, status, msg, status == 0 ? a->result : NULL, a->data);
+    if (status != 0) {
       cairn_topic_list_free(a->result);
     }
     break;
   case LC_ADMIN_DESCRIBE:
-    a->cb.topic(c, op->status, msg, op->status == 0 ? a->result : NULL, a->data);
-    if (op->status != 0) {
+    a->cb.topic(c, status, msg, status == 0 ? a->result : NULL, a->data);
+    if (status != 0) {
       cairn_topic_info_free(a->result);
     }
     break;
   case LC_ADMIN_CLUSTER:
-    a->cb.cluster(c, op->status, msg, op->status == 0 ? a->result : NULL, a->data);
-    if (op->status != 0) {
+    a->cb.cluster(c, status, msg, status == 0 ? a->result : NULL, a->data);
+    if (status != 0) {
       cairn_cluster_info_free(a->result);
     }
     break;
   case LC_ADMIN_OFFSETS:
-    a->cb.offset(c, op->status, msg, op->status == 0 ? a->offset : -1,
-                 op->status == 0 ? a->timestamp : -1, a->data);
+    a->cb.offset(c, status, msg, status == 0 ? a->offset : -1,
+                 status == 0 ? a->timestamp : -1, a->data);
     break;
   }
 }
+
+static const struct lc_acall_ops lc_admin_ops = {
+    .answer = lc_admin_on_answer,
+    .done = lc_admin_on_done,
+    .free = lc_admin_free,
+};
 
 /* A new call of kind with its env's api and body case set. */
 static struct lc_admin *lc_admin_new(enum lc_admin_kind kind, Cairn__Client__Api api,
@@ -251,31 +212,9 @@ static struct lc_admin *lc_admin_new(enum lc_admin_kind kind, Cairn__Client__Api
     free(a);
     return NULL;
   }
-  cairn__client__envelope__init(&a->env);
-  a->env.api = api;
-  a->env.body_case = body;
+  lc_acall_init(&a->call, &lc_admin_ops, api, body, lc_admin_body[kind]);
   a->kind = kind;
   return a;
-}
-
-static int lc_admin_run(struct cairn_client *c, struct lc_admin *a, enum lc_op_target target,
-                        const char *topic, int32_t partition)
-{
-  struct lc_op *op = lc_op_new(c);
-  if (op == NULL || (topic != NULL && (op->topic = strdup(topic)) == NULL)) {
-    free(op);
-    lc_admin_free(&a->env);
-    return CAIRN_ENOMEM;
-  }
-  op->target = target;
-  op->partition = partition;
-  op->req = &a->env;
-  op->free_req = lc_admin_free;
-  op->answer = lc_admin_on_answer;
-  op->done = lc_admin_on_done;
-  op->data = a;
-  lc_op_start(c, op);
-  return 0;
 }
 
 static int lc_admin_start_wait(struct cairn_client *c, struct lc_admin *created)
@@ -289,25 +228,17 @@ static int lc_admin_start_wait(struct cairn_client *c, struct lc_admin *created)
   a->topics[0] = a->name;
   a->u.metadata.n_topics = 1;
   a->u.metadata.topics = a->topics;
-  a->env.metadata_req = &a->u.metadata;
+  a->call.env.metadata_req = &a->u.metadata;
   a->cb.done = created->cb.done;
   a->data = created->data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
-}
-
-static int lc_admin_check(struct cairn_client *c, const void *cb)
-{
-  if (cb == NULL) {
-    return CAIRN_EINVAL;
-  }
-  return c->closing ? CAIRN_ECLOSED : 0;
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_create_topic(struct cairn_client *c, const char *name, uint32_t partitions,
                        uint32_t replication_factor, const struct cairn_topic_config *config,
                        cairn_done_cb cb, void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0 || name == NULL) {
     return rv != 0 ? rv : CAIRN_EINVAL;
   }
@@ -328,15 +259,15 @@ int cairn_create_topic(struct cairn_client *c, const char *name, uint32_t partit
     a->cfg.max_batch_bytes = config->max_batch_bytes;
     a->u.create.config = &a->cfg;
   }
-  a->env.create_topic_req = &a->u.create;
+  a->call.env.create_topic_req = &a->u.create;
   a->cb.done = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_delete_topic(struct cairn_client *c, const char *name, cairn_done_cb cb, void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0 || name == NULL) {
     return rv != 0 ? rv : CAIRN_EINVAL;
   }
@@ -347,15 +278,15 @@ int cairn_delete_topic(struct cairn_client *c, const char *name, cairn_done_cb c
   }
   cairn__client__delete_topic_request__init(&a->u.del);
   a->u.del.name = a->name;
-  a->env.delete_topic_req = &a->u.del;
+  a->call.env.delete_topic_req = &a->u.del;
   a->cb.done = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_list_topics(struct cairn_client *c, cairn_topic_list_cb cb, void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0) {
     return rv;
   }
@@ -365,15 +296,15 @@ int cairn_list_topics(struct cairn_client *c, cairn_topic_list_cb cb, void *data
     return CAIRN_ENOMEM;
   }
   cairn__client__list_topics_request__init(&a->u.list);
-  a->env.list_topics_req = &a->u.list;
+  a->call.env.list_topics_req = &a->u.list;
   a->cb.list = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_describe_topic(struct cairn_client *c, const char *name, cairn_topic_cb cb, void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0 || name == NULL) {
     return rv != 0 ? rv : CAIRN_EINVAL;
   }
@@ -384,15 +315,15 @@ int cairn_describe_topic(struct cairn_client *c, const char *name, cairn_topic_c
   }
   cairn__client__describe_topic_request__init(&a->u.describe);
   a->u.describe.name = a->name;
-  a->env.describe_topic_req = &a->u.describe;
+  a->call.env.describe_topic_req = &a->u.describe;
   a->cb.topic = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_describe_cluster(struct cairn_client *c, cairn_cluster_cb cb, void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0) {
     return rv;
   }
@@ -402,16 +333,16 @@ int cairn_describe_cluster(struct cairn_client *c, cairn_cluster_cb cb, void *da
     return CAIRN_ENOMEM;
   }
   cairn__client__describe_cluster_request__init(&a->u.cluster);
-  a->env.describe_cluster_req = &a->u.cluster;
+  a->call.env.describe_cluster_req = &a->u.cluster;
   a->cb.cluster = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_decommission_node(struct cairn_client *c, uint64_t node_id, cairn_done_cb cb,
                             void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0) {
     return rv;
   }
@@ -423,17 +354,17 @@ int cairn_decommission_node(struct cairn_client *c, uint64_t node_id, cairn_done
   }
   cairn__client__decommission_node_request__init(&a->u.decommission);
   a->u.decommission.node_id = node_id;
-  a->env.decommission_req = &a->u.decommission;
+  a->call.env.decommission_req = &a->u.decommission;
   a->cb.done = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_ANY, NULL, 0);
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
 int cairn_list_offsets(struct cairn_client *c, const char *topic, int32_t partition,
                        enum cairn_offset_spec spec, int64_t timestamp_ms, cairn_offset_cb cb,
                        void *data)
 {
-  int rv = lc_admin_check(c, (const void *)cb);
+  int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0 || topic == NULL || partition < 0 || spec < CAIRN_OFFSET_SPEC_LATEST ||
       spec > CAIRN_OFFSET_SPEC_TIMESTAMP) {
     return rv != 0 ? rv : CAIRN_EINVAL;
@@ -452,8 +383,8 @@ int cairn_list_offsets(struct cairn_client *c, const char *topic, int32_t partit
   a->lops[0] = &a->lop;
   a->u.offsets.n_partitions = 1;
   a->u.offsets.partitions = a->lops;
-  a->env.list_offsets_req = &a->u.offsets;
+  a->call.env.list_offsets_req = &a->u.offsets;
   a->cb.offset = cb;
   a->data = data;
-  return lc_admin_run(c, a, LC_OP_LEADER, topic, partition);
+  return lc_acall_start(c, &a->call, LC_OP_LEADER, topic, partition);
 }
