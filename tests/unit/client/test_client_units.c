@@ -1,8 +1,10 @@
 /* test_client_units.c - libcairn's pure parts: the key hash pinned to
  * fixed values (it must never change), the accumulator (batching by size,
  * sealing with producer fields and sequences, order), the lz4/zstd round
- * trip of a batch, and the backoff's growth, cap and jitter. */
+ * trip of a batch, the backoff's growth, cap and jitter, and the admin
+ * calls' shared checks (admin_call.h). */
 #include "accumulator.h"
+#include "admin_call.h"
 #include "internal.h"
 
 #include "common/err.h"
@@ -294,6 +296,50 @@ static void test_backoff_doubles_to_the_cap_with_bounded_jitter(void **state)
   assert_int_equal(lc_backoff_next(&b), 0);
 }
 
+/* ---- admin_call ---- */
+
+static void test_admin_call_verdict_retries_only_retriable_wire_errors(void **state)
+{
+  (void)state;
+  struct lc_op op;
+  memset(&op, 0, sizeof op);
+  op.status = CAIRN_EPROTOCOL;
+  assert_int_equal(lc_acall_verdict(&op, NULL), LC_OP_DONE);
+  assert_int_equal(op.status, 0);
+
+  Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+  e.code = CAIRN__CLIENT__ERROR_CODE__OK;
+  op.status = CAIRN_EPROTOCOL;
+  assert_int_equal(lc_acall_verdict(&op, &e), LC_OP_DONE);
+  assert_int_equal(op.status, 0);
+
+  char want[LC_ERRMSG_SIZE];
+  e.code = CAIRN__CLIENT__ERROR_CODE__NOT_LEADER;
+  e.message = "leader moved";
+  assert_int_equal(lc_acall_verdict(&op, &e), LC_OP_RETRY);
+  assert_int_equal(op.status, CAIRN_ENOTLEADER);
+  snprintf(want, sizeof want, "%s: leader moved", cairn_strerror(CAIRN_ENOTLEADER));
+  assert_string_equal(op.errmsg, want);
+
+  e.code = CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS;
+  e.message = "";
+  assert_int_equal(lc_acall_verdict(&op, &e), LC_OP_DONE);
+  assert_int_equal(op.status, CAIRN_ETOPIC_EXISTS);
+  assert_string_equal(op.errmsg, cairn_strerror(CAIRN_ETOPIC_EXISTS));
+}
+
+static void test_admin_call_check_refuses_bad_arguments_before_a_closing_client(void **state)
+{
+  (void)state;
+  struct cairn_client c;
+  memset(&c, 0, sizeof c);
+  assert_int_equal(lc_acall_check(&c, true), 0);
+  assert_int_equal(lc_acall_check(&c, false), CAIRN_EINVAL);
+  c.closing = true;
+  assert_int_equal(lc_acall_check(&c, true), CAIRN_ECLOSED);
+  assert_int_equal(lc_acall_check(&c, false), CAIRN_EINVAL);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -304,6 +350,8 @@ int main(void)
       cmocka_unit_test(test_compression_round_trips_a_batch_with_both_codecs),
       cmocka_unit_test(test_compression_leaves_incompressible_batches_plain),
       cmocka_unit_test(test_backoff_doubles_to_the_cap_with_bounded_jitter),
+      cmocka_unit_test(test_admin_call_verdict_retries_only_retriable_wire_errors),
+      cmocka_unit_test(test_admin_call_check_refuses_bad_arguments_before_a_closing_client),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
