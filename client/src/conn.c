@@ -25,6 +25,7 @@
 #include "net/frame.h"
 #include "net/scram.h"
 #include "net/tls.h"
+#include "net/tls_uv.h"
 
 #include <openssl/rand.h>
 
@@ -146,35 +147,13 @@ static void lc_conn_on_write(uv_write_t *w, int status)
   lc_conn_maybe_free(cn);
 }
 
-/* TLS: a write of ciphertext the session made on its own (handshake,
- * alerts); self-contained, so it never touches cn. */
-struct lc_tls_wr {
-  uv_write_t req;
-  uint8_t bytes[];
-};
-
-static void lc_on_tls_wr(uv_write_t *w, int status)
-{
-  (void)status; /* a failure shows as a read error */
-  free(w->data);
-}
-
-/* Writes the ciphertext waiting in the session, in the order it was made. */
+/* Writes the ciphertext the session made on its own (handshake, alerts),
+ * in the order it was made; the write never touches cn. */
 static void lc_conn_tls_flush(struct lc_conn *cn)
 {
-  size_t n = tls_out_pending(cn->tls);
-  if (n == 0 || !cn->tcp_open) {
-    return;
-  }
-  struct lc_tls_wr *wr = malloc(sizeof *wr + n);
-  if (wr == NULL) {
-    return; /* the connect deadline fails the connection */
-  }
-  n = tls_take_out(cn->tls, wr->bytes, n);
-  wr->req.data = wr;
-  uv_buf_t b = uv_buf_init((char *)wr->bytes, (unsigned)n);
-  if (uv_write(&wr->req, (uv_stream_t *)&cn->tcp, &b, 1, lc_on_tls_wr) != 0) {
-    free(wr);
+  if (cn->tcp_open) {
+    /* A failure leaves it to the connect deadline to fail the connection. */
+    (void)tls_uv_flush(cn->tls, (uv_stream_t *)&cn->tcp);
   }
 }
 
@@ -507,10 +486,7 @@ static void lc_conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   struct lc_conn *cn = h->data;
   if (cn->tls != NULL) {
-    if (cn->tls_in == NULL) {
-      cn->tls_in = malloc(LC_TLS_IN_SIZE);
-    }
-    *buf = uv_buf_init((char *)cn->tls_in, cn->tls_in != NULL ? LC_TLS_IN_SIZE : 0);
+    tls_uv_in_buf(&cn->tls_in, buf);
     return;
   }
   lc_conn_room(cn, buf);

@@ -24,7 +24,6 @@ struct scram_client;
 #define LC_MAX_BOOTSTRAP 32
 #define LC_MAX_APIS 64
 #define LC_READ_CHUNK 65536 /* the read buffer of small frames; larger ones get their own */
-#define LC_TLS_IN_SIZE (17 * 1024) /* one TLS record and its overhead */
 
 /* ---- backoff.c: exponential backoff with jitter (pure) ---- */
 
@@ -191,7 +190,7 @@ struct lc_conn {
   struct lc_req *reqs; /* sent or waiting for READY */
   struct tls_session *tls; /* with TLS: the session (src/net/tls.h) */
   struct scram_client *scram; /* the login in progress (opts.user), else NULL */
-  uint8_t *tls_in;         /* ciphertext read buffer, LC_TLS_IN_SIZE bytes */
+  uint8_t *tls_in;         /* ciphertext read buffer (tls_uv_in_buf) */
   int rcvlowat;            /* SO_RCVLOWAT set on the socket (0: the kernel's 1) */
   char host[LC_ADDR_MAX];  /* the host dialed: the node's certificate must name it */
   int fail_status;

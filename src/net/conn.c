@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "net/frame.h"
 #include "net/tls.h"
+#include "net/tls_uv.h"
 #include "net/wire_err.h"
 
 #include <assert.h>
@@ -272,36 +273,14 @@ static void conn_after_write_progress(struct conn *c, size_t bytes, int status, 
 
 /* ---- TLS glue ---- */
 
-/* A write of ciphertext the session produced on its own (handshake,
- * alerts, close_notify), not part of any answer. */
-struct conn_tls_wr {
-  uv_write_t req;
-  uint8_t bytes[];
-};
-
-static void conn_on_tls_wr(uv_write_t *req, int status)
-{
-  (void)status; /* a failed write shows as a read error or a close */
-  free(req->data);
-}
-
-/* Writes whatever ciphertext the session holds, in the order it was made
+/* Writes whatever ciphertext the session produced on its own (handshake,
+ * alerts, close_notify), not part of any answer, in the order it was made
  * (every producer of ciphertext calls this or takes it at once). */
 static void conn_tls_flush(struct conn *c)
 {
-  size_t n = tls_out_pending(c->tls);
-  if (n == 0 || c->handles_closing) {
-    return;
-  }
-  struct conn_tls_wr *wr = malloc(sizeof *wr + n);
-  if (wr == NULL) {
-    return; /* the peer times out the handshake; a close follows */
-  }
-  n = tls_take_out(c->tls, wr->bytes, n);
-  wr->req.data = wr;
-  uv_buf_t buf = uv_buf_init((char *)wr->bytes, (unsigned)n);
-  if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &buf, 1, conn_on_tls_wr) != 0) {
-    free(wr);
+  if (!c->handles_closing) {
+    /* A failure: the peer times out the handshake; a close follows. */
+    (void)tls_uv_flush(c->tls, (uv_stream_t *)&c->tcp);
   }
 }
 
@@ -856,10 +835,7 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   if (c->tls != NULL) {
     /* Ciphertext: at most one buffer per read, so what waits inside the
      * session while reading is paused stays bounded. */
-    if (c->tls_in == NULL) {
-      c->tls_in = malloc(CONN_TLS_IN_SIZE);
-    }
-    *buf = uv_buf_init((char *)c->tls_in, c->tls_in != NULL ? CONN_TLS_IN_SIZE : 0);
+    tls_uv_in_buf(&c->tls_in, buf);
     return;
   }
   conn_plain_target(c, buf);
@@ -1092,7 +1068,7 @@ static void conn_tls_pull(struct conn *c)
     log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
     /* The alert goes out if the socket takes it now; the close follows. */
     size_t pending = tls_out_pending(c->tls);
-    if (pending > 0 && pending <= CONN_TLS_IN_SIZE && c->tls_in != NULL) {
+    if (pending > 0 && pending <= TLS_UV_IN_SIZE && c->tls_in != NULL) {
       size_t k = tls_take_out(c->tls, c->tls_in, pending);
       uv_buf_t alert = uv_buf_init((char *)c->tls_in, (unsigned)k);
       (void)uv_try_write((uv_stream_t *)&c->tcp, &alert, 1);

@@ -38,15 +38,15 @@
  *
  * TLS (conn_start_tls, src/net/tls.h): the session sits between the socket
  * and the frame decoder. Ciphertext is read into a fixed buffer of
- * CONN_TLS_IN_SIZE bytes and fed to the session; plaintext is pulled into
- * the read buffer (or a large frame's block) only while the limits allow
- * reading, so backpressure holds: what is left waits inside the session
- * (at most one read's ciphertext and one record) and is pulled by the kick
- * timer when reading resumes. Answers are encrypted when issued and the
- * ciphertext is written instead; a file part cannot be sendfile'd through
- * TLS, so its region is read (pread on the thread pool, the session never
- * leaves the loop thread), then encrypted and written. A handshake not
- * done within TLS_HANDSHAKE_TIMEOUT_MS, a failed one, or a bad record:
+ * TLS_UV_IN_SIZE bytes (src/net/tls_uv.h) and fed to the session; plaintext
+ * is pulled into the read buffer (or a large frame's block) only while the
+ * limits allow reading, so backpressure holds: what is left waits inside
+ * the session (at most one read's ciphertext and one record) and is pulled
+ * by the kick timer when reading resumes. Answers are encrypted when issued
+ * and the ciphertext is written instead; a file part cannot be sendfile'd
+ * through TLS, so its region is read (pread on the thread pool, the session
+ * never leaves the loop thread), then encrypted and written. A handshake
+ * not done within TLS_HANDSHAKE_TIMEOUT_MS, a failed one, or a bad record:
  * closed with a log line. A clean close sends close_notify before the FIN.
  *
  * Context: everything here runs on the loop thread. */
@@ -70,7 +70,6 @@
 #define CONN_DEFAULT_CLOSE_GRACE_MS 5000
 #define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
 #define CONN_ERRMSG_SIZE 256
-#define CONN_TLS_IN_SIZE (17u * 1024) /* one TLS record and its overhead */
 #define CONN_PRINCIPAL_MAX 256
 #define CONN_AUTHZ_LOGGED 16 /* resources whose refusal a conn logs */
 
@@ -243,7 +242,7 @@ struct conn {
 
   /* TLS (NULL: plain TCP) */
   struct tls_session *tls;
-  uint8_t *tls_in;     /* ciphertext read buffer, CONN_TLS_IN_SIZE bytes */
+  uint8_t *tls_in;     /* ciphertext read buffer (tls_uv_in_buf) */
   uint64_t created_ms; /* for the handshake deadline */
 
   int handles_open;

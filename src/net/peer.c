@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "net/frame.h"
 #include "net/tls.h"
+#include "net/tls_uv.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -152,42 +153,18 @@ static void peer_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
   struct peer *p = h->data;
   if (p->tls != NULL) {
-    if (p->tls_in == NULL) {
-      p->tls_in = malloc(PEER_TLS_IN_SIZE);
-    }
-    *buf = uv_buf_init((char *)p->tls_in, p->tls_in != NULL ? PEER_TLS_IN_SIZE : 0);
+    tls_uv_in_buf(&p->tls_in, buf);
     return;
   }
   peer_room(p, buf);
 }
 
-/* TLS: a write of ciphertext the session made on its own (handshake). */
-struct peer_tls_wr {
-  uv_write_t req;
-  uint8_t bytes[];
-};
-
-static void peer_on_tls_wr(uv_write_t *w, int status)
-{
-  (void)status; /* a failure shows as a read error */
-  free(w->data);
-}
-
+/* TLS: writes the ciphertext the session made on its own (handshake). */
 static void peer_tls_flush(struct peer *p)
 {
-  size_t n = tls_out_pending(p->tls);
-  if (n == 0 || !p->tcp_open) {
-    return;
-  }
-  struct peer_tls_wr *wr = malloc(sizeof *wr + n);
-  if (wr == NULL) {
-    return; /* the call deadlines reset the connection */
-  }
-  n = tls_take_out(p->tls, wr->bytes, n);
-  wr->req.data = wr;
-  uv_buf_t b = uv_buf_init((char *)wr->bytes, (unsigned)n);
-  if (uv_write(&wr->req, (uv_stream_t *)&p->tcp, &b, 1, peer_on_tls_wr) != 0) {
-    free(wr);
+  if (p->tcp_open) {
+    /* A failure leaves it to the call deadlines to reset the connection. */
+    (void)tls_uv_flush(p->tls, (uv_stream_t *)&p->tcp);
   }
 }
 

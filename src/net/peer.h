@@ -30,7 +30,6 @@
 #define PEER_ADDRESS_MAX 263
 #define PEER_MAX_CALLS 1024
 #define PEER_SWEEP_MS 100
-#define PEER_TLS_IN_SIZE (17 * 1024) /* one TLS record and its overhead */
 
 enum peer_state {
   PEER_IDLE,
