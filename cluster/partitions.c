@@ -63,7 +63,7 @@ static size_t parts_lower_bound(const struct parts *ps, uint64_t group_id)
   return lo;
 }
 
-static struct part *parts_get(struct parts *ps, uint64_t group_id)
+struct part *parts_get(struct parts *ps, uint64_t group_id)
 {
   size_t i = parts_lower_bound(ps, group_id);
   return i < ps->n && ps->v[i]->group_id == group_id ? ps->v[i] : NULL;
@@ -143,11 +143,15 @@ static unsigned parts_replica_set(const struct meta_state *st, const struct meta
   return n;
 }
 
-/* A hosted replica leads a new term: its membership may need a step. */
+/* A hosted replica leads a new term: its membership may need a step, and
+ * the owner may want to know. */
 static void parts_on_leading(struct rgroup *rg)
 {
   struct part *p = rg->owner_data;
   p->owner->step_due = true;
+  if (p->owner->on_leading != NULL) {
+    p->owner->on_leading(rg);
+  }
 }
 
 static void parts_open_one(struct parts *ps, const struct meta_state *st,
@@ -234,9 +238,9 @@ static void parts_on_open_turn(struct gstart_job *job, int status)
   struct part_open *o = job->data;
   struct parts *ps = o->ps;
   parts_unqueue(ps, o);
-  const struct meta_partition *mp =
-      status == 0 && !ps->closing ? meta_partition_find(ps->st, o->a.topic_id, o->a.partition)
-                                  : NULL;
+  const struct meta_partition *mp = status == 0 && !ps->closing
+                                        ? meta_partition_find(ps->st, o->a.topic_id, o->a.partition)
+                                        : NULL;
   if (mp != NULL && meta_replicas_contain(mp->replicas, mp->nreplicas, ps->self_id) &&
       parts_get(ps, o->a.group_id) == NULL) {
     parts_open_one(ps, ps->st, &o->a);

@@ -43,12 +43,12 @@ struct part {
   char topic[META_TOPIC_NAME_MAX + 1];
   char *dir;
   enum part_state state;
-  bool remove_data;    /* delete dir once closed */
-  bool close_queued;   /* PART_CLOSING, waiting for its turn to shut down */
+  bool remove_data;  /* delete dir once closed */
+  bool close_queued; /* PART_CLOSING, waiting for its turn to shut down */
   struct rgroup rg;
   struct raft_change change; /* the one membership change in flight */
   bool changing;
-  uint64_t change_epoch;     /* replica_epoch the change was made for */
+  uint64_t change_epoch; /* replica_epoch the change was made for */
 };
 
 typedef void (*parts_close_cb)(struct parts *ps);
@@ -71,25 +71,27 @@ struct parts {
   struct rgroup_opts opts;
   struct part **v; /* sorted by group id */
   size_t n, cap;
-  uint64_t gen;    /* bumped when a part is added, removed or starts closing */
+  uint64_t gen; /* bumped when a part is added, removed or starts closing */
   struct gstart gs;
-  struct rgroup_ticker ticker; /* ticks every hosted replica's Raft (rgroup.h) */
-  struct part_open *opening;       /* queued opens */
-  const struct meta_state *st;     /* the state of the last reconcile */
-  rgroup_applied_cb on_applied;    /* given to every replica opened */
-  bool synced;     /* the metadata replica is known to be up to date */
-  bool reconcile_closing; /* a replica the metadata dropped is shutting down */
+  struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
+  struct part_open *opening;    /* queued opens */
+  const struct meta_state *st;  /* the state of the last reconcile */
+  rgroup_applied_cb on_applied; /* given to every replica opened */
+  rgroup_leading_cb on_leading; /* the owner's (may be NULL): a hosted replica
+                                   started leading a term */
+  bool synced;                  /* the metadata replica is known to be up to date */
+  bool reconcile_closing;       /* a replica the metadata dropped is shutting down */
   /* parts_step_membership's walks */
-  bool step_due;           /* walk at the next call */
-  uint64_t step_index;     /* st->last_index at the last walk */
-  uint64_t step_last_ms;   /* uv_now at the last walk */
-  uint64_t step_walks;     /* walks made (for tests and metrics) */
+  bool step_due;         /* walk at the next call */
+  uint64_t step_index;   /* st->last_index at the last walk */
+  uint64_t step_last_ms; /* uv_now at the last walk */
+  uint64_t step_walks;   /* walks made (for tests and metrics) */
   bool closing;
   unsigned closing_count;
-  uv_timer_t handoff_timer;    /* parts_close: waits for the transfers */
+  uv_timer_t handoff_timer; /* parts_close: waits for the transfers */
   uint64_t handoff_deadline;
   parts_close_cb close_cb;
-  void *data;      /* for the owner */
+  void *data; /* for the owner */
 };
 
 /* Initializes an empty set rooted at <data_dir>/partitions (created).
@@ -102,8 +104,8 @@ __attribute__((warn_unused_result)) int parts_init(struct parts *ps, uv_loop_t *
 
 /* Queues the opening of what st assigns to this node and is not open
  * (opened over the next loop iterations; st must stay valid, as the
- * controller's state does), closes what it no longer assigns. synced: st is known to be current (then data of replicas
- * moved away is removed, and so are directories left over from before a
+ * controller's state does), closes what it no longer assigns. synced: st is known to be current
+ * (then data of replicas moved away is removed, and so are directories left over from before a
  * restart). Failures to open one replica are logged and retried at the
  * next call. */
 void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced);
@@ -124,6 +126,10 @@ void parts_step_membership(struct parts *ps, const struct meta_state *st);
 /* The hosted replica of (topic id, partition), NULL if none. Returns
  * borrowed, valid until the next parts_reconcile or the close. */
 struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition);
+
+/* The hosted replica of Raft group group_id (in any state), NULL if none.
+ * Returns borrowed, as parts_find. */
+struct part *parts_get(struct parts *ps, uint64_t group_id);
 
 /* Node node_id was seen gone (nodewatch.h): every open replica that
  * follows a leader there starts an election now (rgroup_leader_gone). */

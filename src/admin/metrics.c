@@ -65,6 +65,7 @@ void metrics_init(struct metrics *m)
 void metrics_close(struct metrics *m)
 {
   free(m->parts);
+  free(m->applied);
   memset(m, 0, sizeof *m);
 }
 
@@ -125,6 +126,31 @@ struct metrics_part *metrics_part(struct metrics *m, uint64_t group_id)
   return mp;
 }
 
+struct metrics_part *metrics_part_find(struct metrics *m, uint64_t group_id)
+{
+  size_t pos = metrics_part_pos(m, group_id);
+  return pos < m->nparts && m->parts[pos].group_id == group_id ? &m->parts[pos] : NULL;
+}
+
+void metrics_part_mark(struct metrics *m, struct metrics_part *mp)
+{
+  if (mp->applied) {
+    return;
+  }
+  if (m->napplied == m->applied_cap) {
+    size_t cap = m->applied_cap ? m->applied_cap * 2 : 64;
+    uint64_t *v = realloc(m->applied, cap * sizeof *v);
+    if (v == NULL) {
+      m->applied_lost = true;
+      return;
+    }
+    m->applied = v;
+    m->applied_cap = cap;
+  }
+  m->applied[m->napplied++] = mp->group_id;
+  mp->applied = true;
+}
+
 void metrics_part_produced(struct metrics *m, uint64_t group_id, uint64_t bytes)
 {
   struct metrics_part *mp = metrics_part(m, group_id);
@@ -164,13 +190,16 @@ static const struct metrics_lag_sample *metrics_lag_at(const struct metrics_part
   return &mp->ring[pos];
 }
 
-void metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index,
+bool metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index,
                         int64_t next_offset)
 {
   if (mp->ring_len > 0) {
     const struct metrics_lag_sample *last = metrics_lag_at(mp, 0);
-    if (last->index == index || now_ms < last->ms + METRICS_LAG_SAMPLE_MS) {
-      return;
+    if (last->index == index) {
+      return true;
+    }
+    if (now_ms < last->ms + METRICS_LAG_SAMPLE_MS) {
+      return false;
     }
   }
   mp->ring[mp->ring_next] =
@@ -179,6 +208,7 @@ void metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index
   if (mp->ring_len < METRICS_LAG_SAMPLES) {
     mp->ring_len++;
   }
+  return true;
 }
 
 void metrics_lag_estimate(const struct metrics_part *mp, uint64_t now_ms, uint64_t index,

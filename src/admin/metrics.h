@@ -23,11 +23,16 @@
  * bound (every power of two among them).
  *
  * Replica lag (struct metrics_part): a partition leader samples (time, Raft
- * index, next offset) of its log every METRICS_LAG_SAMPLE_MS; a follower
+ * index, next offset) of its log when it starts leading and, at most every
+ * METRICS_LAG_SAMPLE_MS, when it applies entries (metrics_node_applied; a
+ * sample not yet due is taken by the admin port's periodic sample, which
+ * touches no other replica: an idle group costs nothing); a follower
  * whose match index is m lags by the offsets appended since the newest
  * sample at or below m, and by the time since the leader first held an
- * entry above m. Both are within one sample period of the truth, and capped
- * at the ring's span (METRICS_LAG_SAMPLES * METRICS_LAG_SAMPLE_MS).
+ * entry above m. The offsets are within one sample period of the truth,
+ * the time within two (a sample not yet due waits for the next periodic
+ * one); both are capped at the ring's span (at least METRICS_LAG_SAMPLES *
+ * METRICS_LAG_SAMPLE_MS).
  *
  * Context: loop thread only; no I/O, no globals. */
 #ifndef CAIRN_METRICS_H
@@ -44,6 +49,7 @@
 #define METRICS_CODE_SLOTS 80 /* wire error codes 0..78; larger ones share the last */
 #define METRICS_LAG_SAMPLES 64
 #define METRICS_LAG_SAMPLE_MS 250
+#define METRICS_TERM_SAMPLES 16  /* lag samples per walk over every group's term (4 s) */
 #define METRICS_MAX_PARTS 200000 /* the cluster's own partition limit */
 
 struct metrics_hist {
@@ -72,6 +78,7 @@ struct metrics_part {
   struct metrics_lag_sample ring[METRICS_LAG_SAMPLES];
   unsigned ring_len;  /* samples held */
   unsigned ring_next; /* where the next one goes */
+  bool applied;       /* listed in metrics.applied: a lag sample is due later */
 };
 
 struct metrics {
@@ -83,8 +90,12 @@ struct metrics {
   uint64_t elections;         /* Raft term changes seen in hosted groups */
   struct metrics_part *parts; /* owned, ascending group id */
   size_t nparts, cap;
-  uint64_t pruned_gen;        /* the hosted set's generation at the last prune
-                                 (metrics_node_sample; parts.gen) */
+  uint64_t pruned_gen; /* the hosted set's generation at the last prune
+                          (metrics_node_sample; parts.gen) */
+  uint64_t *applied;   /* owned: group ids marked by metrics_part_mark */
+  size_t napplied, applied_cap;
+  bool applied_lost;       /* a mark found no room: sample every leader once */
+  unsigned term_countdown; /* samples until the next walk over every group's term */
 };
 
 /* ---- histograms ---- */
@@ -129,10 +140,20 @@ void metrics_part_fetched(struct metrics *m, uint64_t group_id, uint64_t bytes);
 /* Forgets every partition for which keep(group_id, data) is false. */
 void metrics_prune(struct metrics *m, bool (*keep)(uint64_t group_id, void *data), void *data);
 
+/* The counters of group_id if it has any, else NULL. Borrowed as for
+ * metrics_part. */
+struct metrics_part *metrics_part_find(struct metrics *m, uint64_t group_id);
+
+/* Lists mp's group (once) in m->applied, for a lag sample that is due
+ * later (metrics_node_applied). When the list cannot grow, sets
+ * m->applied_lost instead. */
+void metrics_part_mark(struct metrics *m, struct metrics_part *mp);
+
 /* Leader side of the lag estimate: records (now_ms, index, next_offset)
  * unless the newest sample has the same index or is younger than
- * METRICS_LAG_SAMPLE_MS. */
-void metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index,
+ * METRICS_LAG_SAMPLE_MS. Returns false only in the second case (the sample
+ * is due later), true when recorded or nothing new. */
+bool metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index,
                         int64_t next_offset);
 
 /* A follower at match index `match` while the leader is at (index,

@@ -11,11 +11,18 @@
 #include "admin/admin_buf.h"
 
 struct node;
+struct part;
 
-/* Every METRICS_LAG_SAMPLE_MS (the admin port's timer): notes each hosted
- * group's Raft term (elections), records a lag sample for each partition
- * this node leads, and forgets counters of partitions no longer hosted.
- * (metrics_sample.c) */
+/* A hosted replica p applied entries or started leading: if it leads, a lag
+ * sample of its log now, or, if the last one is too recent, at a later
+ * metrics_node_sample. Cheap: p's own state only. (metrics_sample.c) */
+void metrics_node_applied(struct node *n, struct part *p);
+
+/* Every METRICS_LAG_SAMPLE_MS (the admin port's timer): takes the lag
+ * samples metrics_node_applied left due; every METRICS_TERM_SAMPLES calls, and when the
+ * hosted set changed, notes each hosted group's Raft term (elections) and
+ * forgets counters of partitions no longer hosted. An idle node's sample
+ * touches no replica. (metrics_sample.c) */
 void metrics_node_sample(struct node *n);
 
 /* Writes every metric into b. (metrics_text.c) */

@@ -3,6 +3,7 @@
 #include "server/node.h"
 
 #include "admin/admin.h"
+#include "admin/metrics_node.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -107,7 +108,18 @@ static void node_dispatch(struct conn_request *req, void *data);
 static void node_part_applied(struct rgroup *rg)
 {
   struct part *p = rg->owner_data;
-  node_wake_fetches(p->owner->data, p);
+  struct node *n = p->owner->data;
+  metrics_node_applied(n, p); /* its lag sample */
+  node_wake_fetches(n, p);
+}
+
+/* A hosted replica started leading: its lag samples start from its log's
+ * end now, so that a follower already behind it is measured from there
+ * (the admin port samples only replicas listed by applies or this). */
+static void node_part_leading(struct rgroup *rg)
+{
+  struct part *p = rg->owner_data;
+  metrics_node_applied(p->owner->data, p);
 }
 
 /* Says at start who can reach the client port: only this host (the
@@ -319,6 +331,7 @@ static int node_start_groups(struct node *n)
   }
   n->parts.data = n;
   n->parts.on_applied = node_part_applied;
+  n->parts.on_leading = node_part_leading;
   return 0;
 }
 
@@ -446,7 +459,8 @@ static bool node_check_cluster_id(struct node *n, const struct meta_state *st)
     return true;
   }
   char msg[CONFIG_PATH_MAX + 2 * META_CLUSTER_ID_MAX + 128];
-  snprintf(msg, sizeof msg, "data dir %s belongs to cluster %s, but this cluster is %s: refusing it",
+  snprintf(msg, sizeof msg,
+           "data dir %s belongs to cluster %s, but this cluster is %s: refusing it",
            n->cfg.data_dir, n->cluster_id, st->cluster_id);
   node_fatal(n, msg);
   return false;
@@ -473,8 +487,8 @@ static bool node_check_voters(struct node *n, const struct meta_state *st)
   char have[256] = "", want[256] = "";
   size_t off = 0;
   for (uint32_t j = 0; j < st->nvoters && off < sizeof have; j++) {
-    off += (size_t)snprintf(have + off, sizeof have - off, "%s%" PRIu64, j ? "," : "",
-                            st->voters[j]);
+    off +=
+        (size_t)snprintf(have + off, sizeof have - off, "%s%" PRIu64, j ? "," : "", st->voters[j]);
   }
   off = 0;
   for (size_t i = 0; i < n->cfg.voters_len && off < sizeof want; i++) {
@@ -525,7 +539,9 @@ static void node_on_bootstrapped(struct ctl_propose *req, int status, const stru
   n->bootstrap_inflight = false;
   if (status != 0 || res == NULL || res->code != 0) {
     log_warn("node", "cluster bootstrap: %s",
-             status != 0 ? cairn_strerror(status) : res != NULL ? res->msg : "?");
+             status != 0   ? cairn_strerror(status)
+             : res != NULL ? res->msg
+                           : "?");
   }
 }
 
@@ -539,9 +555,8 @@ static void node_random_id(char *out, size_t len)
   }
   b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* a version 4 UUID */
   b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-  snprintf(out, len,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+  snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
            b[15]);
 }
 
@@ -637,7 +652,10 @@ static void node_on_peer_closed(struct peer *p)
   node_stop_step(n);
 }
 
-static void node_on_parts_closed(struct parts *ps) { node_stop_step(ps->data); }
+static void node_on_parts_closed(struct parts *ps)
+{
+  node_stop_step(ps->data);
+}
 
 static void node_on_ctl_closed(struct controller *ctl)
 {
@@ -663,9 +681,15 @@ static void node_on_lis_closed(struct listener *l)
   node_stop_step(n);
 }
 
-static void node_on_handle_closed(uv_handle_t *h) { node_stop_step(h->data); }
+static void node_on_handle_closed(uv_handle_t *h)
+{
+  node_stop_step(h->data);
+}
 
-static void node_on_admin_closed(void *data) { node_stop_step(data); }
+static void node_on_admin_closed(void *data)
+{
+  node_stop_step(data);
+}
 
 /* The stop runs in stages, each started when the previous one is done:
  * clients (answers in flight still go out), partitions (each hands its

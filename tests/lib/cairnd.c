@@ -104,7 +104,10 @@ int cd_start(struct cd_cluster *c, int i)
   return tu_proc_start(&nd->proc, argv, nd->log);
 }
 
-void cd_kill(struct cd_cluster *c, int i) { tu_proc_kill(&c->nodes[i].proc); }
+void cd_kill(struct cd_cluster *c, int i)
+{
+  tu_proc_kill(&c->nodes[i].proc);
+}
 
 int cd_term(struct cd_cluster *c, int i, int timeout_ms)
 {
@@ -116,7 +119,10 @@ int cd_term(struct cd_cluster *c, int i, int timeout_ms)
   return st;
 }
 
-bool cd_running(const struct cd_cluster *c, int i) { return c->nodes[i].proc.pid != 0; }
+bool cd_running(const struct cd_cluster *c, int i)
+{
+  return c->nodes[i].proc.pid != 0;
+}
 
 void cd_destroy(struct cd_cluster *c)
 {
@@ -221,8 +227,8 @@ int cd_wait_alive(struct cd_cluster *c, int i, const uint64_t *ids, size_t n, in
   return -1;
 }
 
-int cd_create_topic(struct cd_cluster *c, int i, const char *name, uint32_t partitions,
-                    uint32_t rf, int timeout_ms, char *msg, size_t msglen)
+int cd_create_topic(struct cd_cluster *c, int i, const char *name, uint32_t partitions, uint32_t rf,
+                    int timeout_ms, char *msg, size_t msglen)
 {
   long long end = tu_now_ms() + timeout_ms;
   int code = -1;

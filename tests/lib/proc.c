@@ -138,7 +138,8 @@ static bool tu_port_bindable(int port)
   if (fd < 0) {
     return false;
   }
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   bool ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
   close(fd);
@@ -232,7 +233,8 @@ int tu_ctl_connect(struct tu_ctl *c, int port, int timeout_ms)
   c->len = 0;
   for (;;) {
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
       return 0;

@@ -123,9 +123,10 @@ static void test_metrics_lag_follows_the_leaders_samples(void **state)
     metrics_lag_sample(mp, 1000 + k * METRICS_LAG_SAMPLE_MS, 5 + k, (int64_t)(10 * (k + 1)));
   }
   assert_int_equal(mp->ring_len, 10);
-  /* Too soon, or the same index: not recorded. */
-  metrics_lag_sample(mp, 1000 + 9 * METRICS_LAG_SAMPLE_MS + 1, 99, 999);
-  metrics_lag_sample(mp, 1000 + 20 * METRICS_LAG_SAMPLE_MS, 14, 100);
+  /* Too soon (due later: false), or the same index (nothing new: true):
+   * not recorded. */
+  assert_false(metrics_lag_sample(mp, 1000 + 9 * METRICS_LAG_SAMPLE_MS + 1, 99, 999));
+  assert_true(metrics_lag_sample(mp, 1000 + 20 * METRICS_LAG_SAMPLE_MS, 14, 100));
   assert_int_equal(mp->ring_len, 10);
   uint64_t now = 1000 + 9 * METRICS_LAG_SAMPLE_MS;
   int64_t off = -1;
@@ -146,6 +147,25 @@ static void test_metrics_lag_follows_the_leaders_samples(void **state)
   }
   assert_int_equal(mp->ring_len, METRICS_LAG_SAMPLES);
   free(mp);
+}
+
+static void test_metrics_marks_list_each_group_once(void **state)
+{
+  struct metrics *m = malloc(sizeof *m);
+  metrics_init(m);
+  for (uint64_t g = 1; g <= 200; g++) {
+    metrics_part_mark(m, metrics_part(m, g));
+    metrics_part_mark(m, metrics_part(m, g)); /* already listed */
+  }
+  assert_int_equal(m->napplied, 200);
+  assert_false(m->applied_lost);
+  for (size_t i = 0; i < m->napplied; i++) {
+    assert_true(m->applied[i] == i + 1);
+    assert_true(metrics_part_find(m, i + 1)->applied);
+  }
+  assert_null(metrics_part_find(m, 999));
+  metrics_close(m);
+  free(m);
 }
 
 static void test_metrics_elections_count_term_rises(void **state)
@@ -169,6 +189,7 @@ int main(void)
       cmocka_unit_test(test_metrics_requests_land_in_their_slots),
       cmocka_unit_test(test_metrics_parts_are_found_sorted_and_pruned),
       cmocka_unit_test(test_metrics_lag_follows_the_leaders_samples),
+      cmocka_unit_test(test_metrics_marks_list_each_group_once),
       cmocka_unit_test(test_metrics_elections_count_term_rises),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
