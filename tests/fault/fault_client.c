@@ -53,29 +53,8 @@ int fc_call(const char *addr, Cairn__Client__Envelope *req, const void *payload,
             int timeout_ms, Cairn__Client__Envelope **resp, uint8_t **payload_out,
             size_t *payload_len_out, bool *sent)
 {
-  *sent = false;
-  struct wc w;
-  int rv = wc_connect(&w, addr, FC_CONNECT_MS);
-  if (rv != 0) {
-    return rv;
-  }
-  struct iovec iov = {.iov_base = (void *)payload, .iov_len = len};
-  rv = wc_send(&w, req, &iov, len > 0 ? 1 : 0);
-  /* A failed send may still have delivered the whole frame. */
-  *sent = true;
-  if (rv == 0) {
-    uint8_t *p = NULL;
-    size_t plen = 0;
-    rv = wc_recv(&w, timeout_ms, resp, &p, &plen);
-    if (rv == 0 && payload_out != NULL) {
-      *payload_out = p;
-      *payload_len_out = plen;
-    } else {
-      free(p);
-    }
-  }
-  wc_close(&w);
-  return rv;
+  return wc_call(addr, FC_CONNECT_MS, req, payload, len, timeout_ms, resp, payload_out,
+                 payload_len_out, sent);
 }
 
 Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,

@@ -150,26 +150,8 @@ int cd_call(struct cd_cluster *c, int i, Cairn__Client__Envelope *req, const voi
             size_t payload_len, int timeout_ms, Cairn__Client__Envelope **resp,
             uint8_t **payload_out, size_t *payload_len_out)
 {
-  struct wc w;
-  int rv = wc_connect(&w, c->nodes[i].client_addr, timeout_ms);
-  if (rv != 0) {
-    return rv;
-  }
-  struct iovec iov = {.iov_base = (void *)payload, .iov_len = payload_len};
-  rv = wc_send(&w, req, &iov, payload_len > 0 ? 1 : 0);
-  if (rv == 0) {
-    uint8_t *p = NULL;
-    size_t plen = 0;
-    rv = wc_recv(&w, timeout_ms, resp, &p, &plen);
-    if (rv == 0 && payload_out != NULL) {
-      *payload_out = p;
-      *payload_len_out = plen;
-    } else {
-      free(p);
-    }
-  }
-  wc_close(&w);
-  return rv;
+  return wc_call(c->nodes[i].client_addr, timeout_ms, req, payload, payload_len, timeout_ms, resp,
+                 payload_out, payload_len_out, NULL);
 }
 
 Cairn__Client__MetadataResponse *cd_metadata(struct cd_cluster *c, int i,

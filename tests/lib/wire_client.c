@@ -280,6 +280,38 @@ int wc_wait_closed(struct wc *w, int timeout_ms)
   }
 }
 
+int wc_call(const char *address, int connect_ms, const Cairn__Client__Envelope *env,
+            const void *payload, size_t len, int timeout_ms, Cairn__Client__Envelope **resp,
+            uint8_t **payload_out, size_t *payload_len_out, bool *sent)
+{
+  if (sent != NULL) {
+    *sent = false;
+  }
+  struct wc w;
+  int rv = wc_connect(&w, address, connect_ms);
+  if (rv != 0) {
+    return rv;
+  }
+  struct iovec iov = {.iov_base = (void *)payload, .iov_len = len};
+  rv = wc_send(&w, env, &iov, len > 0 ? 1 : 0);
+  if (sent != NULL) {
+    *sent = true;
+  }
+  if (rv == 0) {
+    uint8_t *p = NULL;
+    size_t plen = 0;
+    rv = wc_recv(&w, timeout_ms, resp, &p, &plen);
+    if (rv == 0 && payload_out != NULL) {
+      *payload_out = p;
+      *payload_len_out = plen;
+    } else {
+      free(p);
+    }
+  }
+  wc_close(&w);
+  return rv;
+}
+
 void wc_close(struct wc *w)
 {
   if (w->fd >= 0) {

@@ -5,6 +5,7 @@
 #ifndef CAIRN_WIRE_CLIENT_H
 #define CAIRN_WIRE_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -45,6 +46,21 @@ __attribute__((warn_unused_result)) int wc_send_raw(struct wc *w, const void *p,
 __attribute__((warn_unused_result)) int wc_recv(struct wc *w, int timeout_ms,
                                                 Cairn__Client__Envelope **env, uint8_t **payload,
                                                 size_t *payload_len);
+
+/* One request over a connection of its own: connects to address within
+ * connect_ms, sends env and payload (len bytes, none when 0), reads the
+ * answer within timeout_ms, closes. Returns 0 with *resp and, when
+ * payload_out is not NULL, *payload_out and *payload_len_out owned by the
+ * caller as for wc_recv; or a negative code from wc_connect, wc_send or
+ * wc_recv. *sent (when not NULL) says whether the frame may have reached
+ * the peer: true once a send was attempted, since a failed send may still
+ * have delivered all of it. Blocks the calling thread. */
+__attribute__((warn_unused_result)) int wc_call(const char *address, int connect_ms,
+                                                const Cairn__Client__Envelope *env,
+                                                const void *payload, size_t len, int timeout_ms,
+                                                Cairn__Client__Envelope **resp,
+                                                uint8_t **payload_out, size_t *payload_len_out,
+                                                bool *sent);
 
 /* Waits up to timeout_ms for the peer to close: returns 0 on EOF (any
  * bytes before it are discarded), -ETIMEDOUT, or a negative errno
