@@ -46,9 +46,10 @@ static const char *examples_dir; /* where cairn-example-* are, or NULL */
 
 /* ---- cluster set-up ---- */
 
-static void start_cluster(struct cd_cluster *c, int n)
+/* n voters started with flags; returns once every one is alive. */
+static void start_cluster_with(struct cd_cluster *c, int n, const char *flags)
 {
-  assert_int_equal(cd_init(c, cairnd_bin, n, n, FAST), 0);
+  assert_int_equal(cd_init(c, cairnd_bin, n, n, flags), 0);
   uint64_t ids[CD_MAX_NODES];
   for (int i = 0; i < n; i++) {
     assert_int_equal(cd_start(c, i), 0);
@@ -57,6 +58,11 @@ static void start_cluster(struct cd_cluster *c, int n)
   if (cd_wait_alive(c, 0, ids, (size_t)n, WAIT_MS) != 0) {
     fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c->root);
   }
+}
+
+static void start_cluster(struct cd_cluster *c, int n)
+{
+  start_cluster_with(c, n, FAST);
 }
 
 /* "addr,addr,..." of the running nodes. */
@@ -125,8 +131,8 @@ static uint64_t settled_leader_of(struct cairn_sync *s, const char *topic, int32
     }
     usleep(100 * 1000);
   }
-  fail_msg("%s/%d: leadership did not settle on the preferred replica in %d ms", topic,
-           partition, WAIT_MS);
+  fail_msg("%s/%d: leadership did not settle on the preferred replica in %d ms", topic, partition,
+           WAIT_MS);
   return 0;
 }
 
@@ -153,9 +159,9 @@ static void on_delivery(struct cairn_producer *p, int status, const struct cairn
 /* Reads every record of (topic, partition) from the start until
  * `want` records arrived or nothing came for idle_ms. Returns how many;
  * calls fn on each. */
-static size_t consume_all(struct cairn_sync *s, const char *topic, int32_t partition,
-                          size_t want, int idle_ms,
-                          void (*fn)(const struct cairn_record *r, void *arg), void *arg)
+static size_t consume_all(struct cairn_sync *s, const char *topic, int32_t partition, size_t want,
+                          int idle_ms, void (*fn)(const struct cairn_record *r, void *arg),
+                          void *arg)
 {
   struct cairn_consumer *cons;
   assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
@@ -322,9 +328,9 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
   int64_t off, ts;
   assert_int_equal(cairn_sync_list_offsets(s, "rt", 1, CAIRN_OFFSET_SPEC_LATEST, 0, &off, NULL), 0);
   assert_int_equal(off, 450);
-  assert_int_equal(
-      cairn_sync_list_offsets(s, "rt", 0, CAIRN_OFFSET_SPEC_TIMESTAMP, 1700000000000 + 100, &off, &ts),
-      0);
+  assert_int_equal(cairn_sync_list_offsets(s, "rt", 0, CAIRN_OFFSET_SPEC_TIMESTAMP,
+                                           1700000000000 + 100, &off, &ts),
+                   0);
   assert_int_equal(off, 50); /* message 100 is partition 0's 51st */
   /* A consumer seeking by timestamp starts at the first batch holding it. */
   struct cairn_consumer *cons;
@@ -391,7 +397,7 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
 #define KILL_PARTS 2
 
 struct kill_check {
-  int *times_seen;      /* per message id */
+  int *times_seen;            /* per message id */
   int last_first[KILL_PARTS]; /* last message id seen for the first time */
   int duplicates;
   int32_t partition;
@@ -431,15 +437,7 @@ static void produce_across_leader_sigkill(const char *extra, bool restart, size_
   struct cd_cluster c;
   char flags[512];
   snprintf(flags, sizeof flags, "%s%s%s", FAST, extra != NULL ? " " : "", extra ? extra : "");
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, flags), 0);
-  uint64_t ids[CD_MAX_NODES];
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-    ids[i] = c.nodes[i].id;
-  }
-  if (cd_wait_alive(&c, 0, ids, 3, WAIT_MS) != 0) {
-    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c.root);
-  }
+  start_cluster_with(&c, 3, flags);
   char boot[256];
   bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
@@ -535,12 +533,13 @@ static void produce_across_leader_sigkill(const char *extra, bool restart, size_
   if (pid >= 0) {
     assert_int_equal(k.duplicates, 0); /* idempotent: each batch once */
   }
-  print_message("sigkill (%s, producer id %" PRId64 "): %d messages in %lld ms (%lld ms after the kill), read %zu, "
+  print_message("sigkill (%s, producer id %" PRId64
+                "): %d messages in %lld ms (%lld ms after the kill), read %zu, "
                 "duplicates %d; client: %" PRIu64 " NOT_LEADER followed, %" PRIu64
                 " connection failures, %" PRIu64 " retries, %" PRIu64 " metadata refreshes\n",
-                pid >= 0 ? "idempotent" : "not idempotent", pid, KILL_N, t_end - t0,
-                t_end - t_kill, total, k.duplicates, st.not_leader,
-                st.conn_failures, st.retries, st.meta_refreshes);
+                pid >= 0 ? "idempotent" : "not idempotent", pid, KILL_N, t_end - t0, t_end - t_kill,
+                total, k.duplicates, st.not_leader, st.conn_failures, st.retries,
+                st.meta_refreshes);
   /* Every acknowledged offset holds its message. */
   struct cairn_consumer *cons;
   assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
@@ -561,6 +560,7 @@ static void produce_across_leader_sigkill(const char *extra, bool restart, size_
      * and its Raft snapshots, possibly one whose sync was running) and
      * rejoins; the partitions still hold every message once, in order. */
     int victim = cd_index(&c, leader);
+    uint64_t ids[3] = {c.nodes[0].id, c.nodes[1].id, c.nodes[2].id};
     assert_int_equal(cd_start(&c, victim), 0);
     if (cd_wait_alive(&c, victim == 0 ? 1 : 0, ids, 3, WAIT_MS) != 0) {
       fail_msg("node %d did not come back within %d ms (logs under %s)", victim + 1, WAIT_MS,
@@ -659,15 +659,7 @@ static void test_client_paced_produce_across_leader_sigkill_elects_at_once(void 
 {
   (void)state;
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, "--node-timeout-ms 3000"), 0);
-  uint64_t ids[3];
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-    ids[i] = c.nodes[i].id;
-  }
-  if (cd_wait_alive(&c, 0, ids, 3, WAIT_MS) != 0) {
-    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c.root);
-  }
+  start_cluster_with(&c, 3, "--node-timeout-ms 3000");
   char boot[256];
   bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
@@ -1032,8 +1024,8 @@ static long long lowest_segment(const struct cd_cluster *c, int i, const char *t
 }
 
 struct ret_check {
-  int64_t next;  /* the offset expected next */
-  size_t bad;    /* records whose value is not "r<offset>" */
+  int64_t next; /* the offset expected next */
+  size_t bad;   /* records whose value is not "r<offset>" */
 };
 
 static void ret_collect(const struct cairn_record *r, void *arg)
@@ -1059,8 +1051,8 @@ static int64_t ret_settled_start(struct cairn_sync *s)
   int same = 0;
   for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end; usleep(250 * 1000)) {
     int64_t start = -1;
-    assert_int_equal(cairn_sync_list_offsets(s, "ret", 0, CAIRN_OFFSET_SPEC_EARLIEST, 0, &start,
-                                             NULL), 0);
+    assert_int_equal(
+        cairn_sync_list_offsets(s, "ret", 0, CAIRN_OFFSET_SPEC_EARLIEST, 0, &start, NULL), 0);
     same = start == last ? same + 1 : 0;
     last = start;
     if (same >= 8 && start > 0) {
@@ -1081,8 +1073,8 @@ static void ret_produce(struct cairn_sync *s, struct cairn_producer *p, const ch
     memset(value, '.', sizeof value);
     int n = snprintf(value, sizeof value, "r%lld", (long long)(from + i));
     value[n] = ' ';
-    struct cairn_message m = {.topic = topic, .partition = 0, .value = value,
-                              .value_len = sizeof value};
+    struct cairn_message m = {
+        .topic = topic, .partition = 0, .value = value, .value_len = sizeof value};
     assert_int_equal(cairn_sync_send(s, p, &m, NULL, NULL), 0);
   }
   assert_int_equal(cairn_sync_flush(s, p), 0);
@@ -1317,8 +1309,7 @@ static void pipe_poll_one(struct cairn_sync *s, struct cairn_consumer *cons, int
  * drops that fetch's answer (the records after the seek are the seek's),
  * and a SIGKILL of the leader in the middle of the read loses and repeats
  * nothing. */
-static void test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigkill(
-    void **state)
+static void test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigkill(void **state)
 {
   (void)state;
   struct cd_cluster c;
