@@ -130,20 +130,6 @@ static bool authz_any_write(struct node *n, const struct conn *c)
 
 static const char *authz_str(const char *s) { return s != NULL ? s : ""; }
 
-/* READ on every topic of an offset commit or reset. */
-static int authz_commit_topics(struct node *n, struct conn *c,
-                               Cairn__Client__OffsetCommitPartition **parts, size_t nparts,
-                               char *msg, size_t cap)
-{
-  for (size_t i = 0; i < nparts; i++) {
-    int rv = authz_check(n, c, META_ACL_TOPIC, authz_str(parts[i]->topic), META_ACL_READ, msg, cap);
-    if (rv != 0) {
-      return rv;
-    }
-  }
-  return 0;
-}
-
 bool authz_request(struct node *n, struct conn_request *req)
 {
   if (!n->authz.enabled) {
@@ -191,22 +177,15 @@ bool authz_request(struct node *n, struct conn_request *req)
     rv = authz_check(n, c, META_ACL_GROUP, authz_str(env->offset_fetch_req->group), META_ACL_READ,
                      msg, sizeof msg);
     break;
-  case CAIRN__CLIENT__API__API_OFFSET_COMMIT: {
-    const Cairn__Client__OffsetCommitRequest *r = env->offset_commit_req;
-    rv = authz_check(n, c, META_ACL_GROUP, authz_str(r->group), META_ACL_READ, msg, sizeof msg);
-    if (rv == 0) {
-      rv = authz_commit_topics(n, c, r->partitions, r->n_partitions, msg, sizeof msg);
-    }
+  case CAIRN__CLIENT__API__API_OFFSET_COMMIT:
+    /* READ on each partition's topic: per partition in the handler. */
+    rv = authz_check(n, c, META_ACL_GROUP, authz_str(env->offset_commit_req->group), META_ACL_READ,
+                     msg, sizeof msg);
     break;
-  }
-  case CAIRN__CLIENT__API__API_RESET_OFFSETS: {
-    const Cairn__Client__ResetOffsetsRequest *r = env->reset_offsets_req;
-    rv = authz_check(n, c, META_ACL_GROUP, authz_str(r->group), META_ACL_READ, msg, sizeof msg);
-    if (rv == 0) {
-      rv = authz_commit_topics(n, c, r->partitions, r->n_partitions, msg, sizeof msg);
-    }
+  case CAIRN__CLIENT__API__API_RESET_OFFSETS:
+    rv = authz_check(n, c, META_ACL_GROUP, authz_str(env->reset_offsets_req->group), META_ACL_READ,
+                     msg, sizeof msg);
     break;
-  }
   case CAIRN__CLIENT__API__API_DESCRIBE_GROUPS: {
     const Cairn__Client__DescribeGroupsRequest *r = env->describe_groups_req;
     for (size_t i = 0; i < r->n_groups && rv == 0; i++) {

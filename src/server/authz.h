@@ -30,7 +30,9 @@
  *   JoinGroup, SyncGroup,           READ group
  *   Heartbeat, LeaveGroup,
  *   OffsetFetch
- *   OffsetCommit, ResetOffsets      READ group, and READ topic per partition
+ *   OffsetCommit, ResetOffsets      READ group; READ topic per partition (a
+ *                                   refused partition is answered on its
+ *                                   own, the others are committed)
  *   ListGroups                      DESCRIBE group: others left out
  *   DescribeGroups                  DESCRIBE group, per group
  *   DecommissionNode, UpsertUser,   ALTER cluster (UpsertUser open while the

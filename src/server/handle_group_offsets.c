@@ -1,6 +1,8 @@
 /* handle_group_offsets.c - OffsetCommit, ResetOffsets and OffsetFetch at a
  * group's coordinator. A commit is checked against the group (member,
- * generation, ownership of each partition), appended to the group's
+ * generation, ownership of each partition) and each partition against the
+ * ACLs (READ on its topic: a refused one is answered AUTHORIZATION_FAILED
+ * on its own, the others are committed, as Kafka does), appended to the group's
  * offsets partition as one batch, and answered when that batch is
  * committed by Raft (coord_append); ResetOffsets is a commit outside
  * membership that only an empty group accepts. */
@@ -9,6 +11,7 @@
 
 #include "common/err.h"
 #include "net/wire_err.h"
+#include "server/authz.h"
 #include "server/node.h"
 
 #include <inttypes.h>
@@ -131,12 +134,18 @@ static void handle_commit_on_appended(void *data, int status)
   handle_commit_free(op);
 }
 
-/* The check of one partition before it is appended: 0 or its code. */
-static int handle_commit_check_part(struct node *n, const struct group *g, const char *member,
+/* The check of one partition before it is appended: 0 or its code. The
+ * ACL comes before the topic's existence, which it must not reveal. */
+static int handle_commit_check_part(struct node *n, struct conn *c, const struct group *g,
+                                    const char *member,
                                     const Cairn__Client__OffsetCommitPartition *p)
 {
   if (!meta_topic_name_valid(p->topic)) {
     return CAIRN_EUNKNOWN_TOPIC;
+  }
+  char msg[META_RESOURCE_MAX + META_PRINCIPAL_MAX + 64];
+  if (authz_check(n, c, META_ACL_TOPIC, p->topic, META_ACL_READ, msg, sizeof msg) != 0) {
+    return CAIRN_EAUTHZ;
   }
   const struct meta_topic *t = meta_topic_find(ctl_state(&n->ctl), p->topic);
   if (t == NULL) {
@@ -206,7 +215,7 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
   snprintf(op->group, sizeof op->group, "%s", group);
   size_t nrec = 0;
   for (size_t i = 0; i < np; i++) {
-    codes[i] = handle_commit_check_part(n, g, member, parts[i]);
+    codes[i] = handle_commit_check_part(n, req->c, g, member, parts[i]);
     if (codes[i] != 0) {
       continue;
     }

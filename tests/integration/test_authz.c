@@ -349,6 +349,53 @@ static void test_authz_acls_decide_every_kind_of_request(void **state)
   CLI_OK(&c, 0, "admin", "", out, "acl add --principal User:bob --topic orders --operation read");
   CLI_REFUSED(&c, 0, "bob", "", out, "may not", "consume -g g1 orders -n 1");
 
+  /* A commit is refused per partition: alice reads orders but not secret;
+   * the orders offset is committed, the secret one refused on its own. */
+  CLI_OK(&c, 0, "admin", "", out, "acl add --principal User:alice --group g2 --operation read");
+  {
+    struct wc cw;
+    wconnect(&c, 0, &cw);
+    wlogin(&cw, "alice");
+    Cairn__Client__OffsetCommitPartition op[2];
+    Cairn__Client__OffsetCommitPartition *opp[2] = {&op[0], &op[1]};
+    const char *topics[2] = {"orders", "secret"};
+    for (int k = 0; k < 2; k++) {
+      cairn__client__offset_commit_partition__init(&op[k]);
+      op[k].topic = (char *)topics[k];
+      op[k].partition = 0;
+      op[k].offset = 1;
+      op[k].metadata = "";
+    }
+    Cairn__Client__OffsetCommitRequest oc = CAIRN__CLIENT__OFFSET_COMMIT_REQUEST__INIT;
+    oc.group = "g2";
+    oc.member_id = "";
+    oc.generation = -1; /* outside membership: the group is empty */
+    oc.partitions = opp;
+    oc.n_partitions = 2;
+    Cairn__Client__Envelope cenv = CAIRN__CLIENT__ENVELOPE__INIT;
+    cenv.api = CAIRN__CLIENT__API__API_OFFSET_COMMIT;
+    cenv.body_case = CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_COMMIT_REQ;
+    cenv.offset_commit_req = &oc;
+    Cairn__Client__Envelope *cr = wcall(&cw, &cenv);
+    assert_int_equal(cr->body_case, CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_COMMIT_RESP);
+    const Cairn__Client__OffsetCommitResponse *r = cr->offset_commit_resp;
+    assert_true(r->error == NULL || r->error->code == CAIRN__CLIENT__ERROR_CODE__OK);
+    assert_int_equal(r->n_partitions, 2);
+    for (size_t k = 0; k < 2; k++) {
+      const Cairn__Client__OffsetCommitPartitionResult *pr = r->partitions[k];
+      int code = pr->error != NULL ? (int)pr->error->code : 0;
+      printf("commit %s/0: code %d\n", pr->topic, code);
+      assert_int_equal(code, strcmp(pr->topic, "secret") == 0
+                                 ? CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED
+                                 : CAIRN__CLIENT__ERROR_CODE__OK);
+    }
+    cairn__client__envelope__free_unpacked(cr, NULL);
+    wc_close(&cw);
+  }
+  CLI_OK(&c, 0, "admin", "", out, "group describe g2");
+  assert_non_null(strstr(out, "orders"));
+  assert_null(strstr(out, "secret"));
+
   /* Only a super-user (or ALTER on the cluster) manages entries and users. */
   CLI_REFUSED(&c, 0, "alice", "", out, "may not ALTER the cluster",
               "acl add --principal User:alice --cluster --operation alter");
