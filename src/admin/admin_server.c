@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,6 +59,9 @@ static enum MHD_Result admin_answer(struct MHD_Connection *mc, unsigned status, 
   MHD_add_response_header(r, "Cache-Control", "no-store");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED) {
     MHD_add_response_header(r, "Allow", "GET, HEAD");
+  }
+  if (status == MHD_HTTP_UNAUTHORIZED) {
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"cairn\"");
   }
   enum MHD_Result rv = MHD_queue_response(mc, status, r);
   MHD_destroy_response(r);
@@ -174,6 +178,30 @@ static enum MHD_Result admin_get_view(struct admin *a, struct MHD_Connection *mc
   return admin_answer_buf(mc, MHD_HTTP_OK, "application/json", &b);
 }
 
+/* With --admin-token-file: does the request carry "Authorization: Bearer
+ * TOKEN" with the node's token? Compared in constant time (the token's
+ * length is not a secret worth hiding). Without a token: yes. */
+static bool admin_authorized(const struct node *n, struct MHD_Connection *mc)
+{
+  if (n->admin_token == NULL) {
+    return true;
+  }
+  const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  static const char scheme[] = "Bearer ";
+  if (h == NULL || strncasecmp(h, scheme, sizeof scheme - 1) != 0) {
+    return false;
+  }
+  h += sizeof scheme - 1;
+  if (strlen(h) != n->admin_token_len) {
+    return false;
+  }
+  unsigned char diff = 0;
+  for (size_t i = 0; i < n->admin_token_len; i++) {
+    diff |= (unsigned char)h[i] ^ n->admin_token[i];
+  }
+  return diff == 0;
+}
+
 static enum MHD_Result admin_on_request(void *cls, struct MHD_Connection *mc, const char *url,
                                         const char *method, const char *version,
                                         const char *upload_data, size_t *upload_data_size,
@@ -184,6 +212,9 @@ static enum MHD_Result admin_on_request(void *cls, struct MHD_Connection *mc, co
     /* Answered at once: a body, if any, is never read. */
     return admin_answer_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD are served", url);
   }
+  /* Open without the token: the probes (an orchestrator's kubelet has
+   * none) and the page, which holds no data and sends the token it is
+   * given in its URL's fragment with each request (admin_page.h). */
   if (strcmp(url, "/") == 0) {
     return admin_get_page(mc);
   }
@@ -192,6 +223,12 @@ static enum MHD_Result admin_on_request(void *cls, struct MHD_Connection *mc, co
   }
   if (strcmp(url, "/ready") == 0) {
     return admin_get_ready(a, mc);
+  }
+  if (!admin_authorized(a->n, mc)) {
+    return admin_answer_error(mc, MHD_HTTP_UNAUTHORIZED,
+                              "this admin port asks for its token: Authorization: Bearer TOKEN "
+                              "(--admin-token-file)",
+                              url);
   }
   if (strcmp(url, "/metrics") == 0) {
     return admin_get_metrics(a, mc);

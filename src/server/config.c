@@ -80,6 +80,7 @@ enum config_key_id {
   CONFIG_K_AUTH,
   CONFIG_K_AUTHORIZER,
   CONFIG_K_SUPER_USERS,
+  CONFIG_K_ADMIN_TOKEN_FILE,
   CONFIG_K_COUNT
 };
 
@@ -227,6 +228,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                               "principals the ACLs do not restrict, e.g. User:admin,User:ops "
                               "(nodes, Node:ID, always are)",
                               "none"},
+    [CONFIG_K_ADMIN_TOKEN_FILE] = {"admin-token-file", "security", "admin_token_file", "PATH",
+                                   CONFIG_KIND_FILE, CONFIG_OFF(admin_token_file), 0, 0,
+                                   "file holding a token (16+ bytes) the admin port asks of "
+                                   "every request but /health and /ready (Authorization: "
+                                   "Bearer TOKEN)",
+                                   "none"},
 };
 
 static const char *const config_sections[] = {"node",   "network", "cluster",
@@ -1167,6 +1174,7 @@ static bool config_writable(const char *value)
 int config_write(const struct config *cfg, FILE *out)
 {
   if (!config_writable(cfg->data_dir) || !config_writable(cfg->cluster_secret_file) ||
+      !config_writable(cfg->admin_token_file) ||
       !config_writable(cfg->tls_cert) || !config_writable(cfg->tls_key) ||
       !config_writable(cfg->tls_ca) || !config_writable(cfg->tls_ciphers)) {
     return CAIRN_EINVAL;

@@ -116,6 +116,8 @@ struct config {
   char authorizer[CONFIG_PATH_MAX];  /* authorizer (--authorizer): "none" (default) or "acl" */
   char super_users[CONFIG_PATH_MAX]; /* super_users (--super-users): principals the ACLs do
                                         not restrict, comma-separated; "" none */
+  char admin_token_file[CONFIG_PATH_MAX]; /* admin_token_file (--admin-token-file): the
+                                             admin port's bearer token; "" when none */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),

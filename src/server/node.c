@@ -122,13 +122,24 @@ static void node_part_leading(struct rgroup *rg)
   metrics_node_applied(p->owner->data, p);
 }
 
+static bool node_host_is_loopback(const char *h)
+{
+  return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0 || strcmp(h, "localhost") == 0;
+}
+
 /* Says at start who can reach the client port: only this host (the
- * default), or the network, loudly when without TLS or authentication. */
+ * default), or the network, loudly when without TLS or authentication;
+ * and loudly when the admin port is open to the network without a token. */
 static void node_say_exposure(struct node *n)
 {
+  if (!node_host_is_loopback(n->cfg.admin_listen.host) && n->cfg.admin_token_file[0] == '\0') {
+    log_warn("node",
+             "WARNING: admin port %s is open to the network without --admin-token-file: anyone "
+             "who reaches it can read the cluster's metrics and layout (docs/security.md)",
+             n->cfg.admin_listen.str);
+  }
   const char *h = n->cfg.listen.host;
-  bool loopback =
-      strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0 || strcmp(h, "localhost") == 0;
+  bool loopback = node_host_is_loopback(h);
   bool tls = n->cfg.tls_cert[0] != '\0';
   if (loopback) {
     log_info("node", "client port %s: this host only%s", n->cfg.listen.str,
@@ -145,16 +156,16 @@ static void node_say_exposure(struct node *n)
   }
 }
 
-/* Reads --cluster-secret-file, if set, into n->cluster_key. */
-static int node_load_cluster_key(struct node *n)
+/* Reads a secret file (--cluster-secret-file, --admin-token-file), if path
+ * is set, into *key and *len (chs_key_load's rules). */
+static int node_load_secret(struct node *n, const char *path, uint8_t **key, size_t *len)
 {
-  if (n->cfg.cluster_secret_file[0] == '\0') {
+  if (path[0] == '\0') {
     return 0;
   }
   bool warned = false;
   char why[NODE_ERRMSG_SIZE];
-  int rv = chs_key_load(n->cfg.cluster_secret_file, &n->cluster_key, &n->cluster_key_len, &warned,
-                        why, sizeof why);
+  int rv = chs_key_load(path, key, len, &warned, why, sizeof why);
   if (rv != 0) {
     node_set_errmsg(n, "%s", why);
     return rv;
@@ -220,7 +231,7 @@ static void node_watch_peers(struct node *n, const struct meta_state *st)
 
 static int node_start_ports(struct node *n)
 {
-  int rv = node_load_cluster_key(n);
+  int rv = node_load_secret(n, n->cfg.cluster_secret_file, &n->cluster_key, &n->cluster_key_len);
   if (rv != 0) {
     return rv;
   }
@@ -289,6 +300,9 @@ static int node_start_ports(struct node *n)
   }
   if (rv == 0 && n->cfg.listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLIENT, (uint16_t)n->lis.port);
+  }
+  if (rv == 0) {
+    rv = node_load_secret(n, n->cfg.admin_token_file, &n->admin_token, &n->admin_token_len);
   }
   if (rv == 0) {
     rv = admin_start(n, &n->admin);
@@ -730,6 +744,8 @@ static void node_stop_step(struct node *n)
     handle_node_free(n);
     chs_key_free(n->cluster_key, n->cluster_key_len);
     n->cluster_key = NULL;
+    chs_key_free(n->admin_token, n->admin_token_len);
+    n->admin_token = NULL;
     tls_ctx_free(n->tls);
     n->tls = NULL;
     tls_ctx_free(n->peer_tls);

@@ -72,6 +72,8 @@ struct node {
   struct nodewatch nw;       /* peers' processes seen gone (cluster/nodewatch.h) */
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
+  uint8_t *admin_token; /* --admin-token-file's token (chs_key_load), NULL: none */
+  size_t admin_token_len;
   bool auth_required;          /* --auth required */
   struct authz authz;          /* --authorizer, --super-users (server/authz.h) */
   struct tls_ctx *peer_tls;     /* TLS of this node's own requests to other nodes, NULL: none */

@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -781,6 +782,57 @@ static void test_admin_replica_lag_follows_a_stopped_follower(void **state)
   cd_destroy(&c);
 }
 
+/* GET path with "Authorization: Bearer token": the answer's status. */
+static int http_get_bearer(int port, const char *path, const char *token)
+{
+  char req[512];
+  snprintf(req, sizeof req,
+           "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+           "Connection: close\r\n\r\n",
+           path, token);
+  return http_raw(port, req);
+}
+
+static void test_admin_token_guards_all_but_the_probes(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  static const char token[] = "s3cret-admin-token-0123456789";
+  char path[600];
+  snprintf(path, sizeof path, "%.500s/admin-token", c.root);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "%s\n", token);
+  fclose(f);
+  assert_int_equal(chmod(path, 0600), 0);
+  snprintf(c.nodes[0].extra, sizeof c.nodes[0].extra, "--admin-token-file %.480s", path);
+  assert_int_equal(cd_start(&c, 0), 0);
+  int port = c.nodes[0].admin_port;
+  /* The probes and the page (which holds no data) are open. */
+  assert_int_equal(http_wait_status(port, "/health", 200, WAIT_MS), 200);
+  assert_int_equal(http_wait_status(port, "/ready", 200, WAIT_MS), 200);
+  struct http_answer a;
+  assert_int_equal(http_get(port, "/", &a), 0);
+  assert_int_equal(a.status, 200);
+  assert_non_null(strstr(a.body, "Bearer"));
+  http_answer_free(&a);
+  /* Metrics and views: the token or 401. */
+  const char *paths[] = {"/metrics", "/v1/cluster", "/v1/nodes", "/v1/topics", "/v1/nope"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    assert_int_equal(http_get(port, paths[i], &a), 0);
+    assert_int_equal(a.status, 401);
+    assert_non_null(strstr(a.head, "WWW-Authenticate: Bearer"));
+    assert_non_null(strstr(a.body, "--admin-token-file"));
+    http_answer_free(&a);
+    assert_int_equal(http_get_bearer(port, paths[i], "wrong"), 401);
+    assert_int_equal(http_get_bearer(port, paths[i], "s3cret-admin-token-012345678"), 401);
+    assert_int_equal(http_get_bearer(port, paths[i], "s3cret-admin-token-01234567890"), 401);
+    assert_int_equal(http_get_bearer(port, paths[i], token),
+                     strcmp(paths[i], "/v1/nope") == 0 ? 404 : 200);
+  }
+  cd_destroy(&c);
+}
+
 /* A connection to 127.0.0.1:port with a tiny receive buffer, or -1. */
 static int stuck_client(int port)
 {
@@ -1081,6 +1133,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_admin_json_views_status_page_and_errors),
       cmocka_unit_test(test_admin_slow_produce_logs_its_phases),
       cmocka_unit_test(test_admin_replica_lag_follows_a_stopped_follower),
+      cmocka_unit_test(test_admin_token_guards_all_but_the_probes),
       cmocka_unit_test(test_admin_json_matches_the_cli),
       cmocka_unit_test(test_admin_ready_only_after_joining),
       cmocka_unit_test(test_admin_stuck_scrapers_do_not_stall_produce),
