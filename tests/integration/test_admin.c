@@ -484,11 +484,7 @@ static void test_admin_json_views_status_page_and_errors(void **state)
 {
   struct cd_cluster c;
   assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-  }
-  uint64_t ids[3] = {1, 2, 3};
-  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
   assert_int_equal(cd_create_topic(&c, 0, "payments", 3, 3, WAIT_MS, NULL, 0), 0);
   int port = c.nodes[1].admin_port;
   assert_int_equal(http_wait_status(port, "/ready", 200, WAIT_MS), 200);
@@ -619,11 +615,7 @@ static void test_admin_slow_produce_logs_its_phases(void **state)
 {
   struct cd_cluster c;
   assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST " --slow-request-ms 300"), 0);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-  }
-  uint64_t ids[3] = {1, 2, 3};
-  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
   assert_int_equal(cd_create_topic(&c, 0, "slow", 1, 3, WAIT_MS, NULL, 0), 0);
   size_t bytes = 0;
   produce_batches(&c, "slow", 1, &bytes); /* the leader is known and caught up */
@@ -714,11 +706,7 @@ static void test_admin_replica_lag_follows_a_stopped_follower(void **state)
 {
   struct cd_cluster c;
   assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-  }
-  uint64_t ids[3] = {1, 2, 3};
-  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
   long long created = tu_now_ms();
   assert_int_equal(cd_create_topic(&c, 0, "lag", 1, 3, WAIT_MS, NULL, 0), 0);
   size_t bytes = 0;
@@ -942,11 +930,7 @@ static void test_admin_status_page_in_headless_chromium(void **state)
   }
   struct cd_cluster c;
   assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-  }
-  uint64_t ids[3] = {1, 2, 3};
-  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
   assert_int_equal(cd_create_topic(&c, 0, "payments", 3, 3, WAIT_MS, NULL, 0), 0);
   size_t bytes = 0;
   produce_batches(&c, "payments", 6, &bytes);
@@ -1036,11 +1020,7 @@ static void test_admin_json_matches_the_cli(void **state)
   }
   struct cd_cluster c;
   assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-  }
-  uint64_t ids[3] = {1, 2, 3};
-  assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
   assert_int_equal(cd_create_topic(&c, 0, "ledger", 4, 3, WAIT_MS, NULL, 0), 0);
   assert_int_equal(cd_create_topic(&c, 0, "audit", 1, 2, WAIT_MS, NULL, 0), 0);
   size_t bytes = 0;

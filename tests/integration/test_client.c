@@ -50,12 +50,7 @@ static const char *examples_dir; /* where cairn-example-* are, or NULL */
 static void start_cluster_with(struct cd_cluster *c, int n, const char *flags)
 {
   assert_int_equal(cd_init(c, cairnd_bin, n, n, flags), 0);
-  uint64_t ids[CD_MAX_NODES];
-  for (int i = 0; i < n; i++) {
-    assert_int_equal(cd_start(c, i), 0);
-    ids[i] = c->nodes[i].id;
-  }
-  if (cd_wait_alive(c, 0, ids, (size_t)n, WAIT_MS) != 0) {
+  if (cd_start_all(c, WAIT_MS) != 0) {
     fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c->root);
   }
 }

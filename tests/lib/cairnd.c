@@ -209,6 +209,19 @@ int cd_wait_alive(struct cd_cluster *c, int i, const uint64_t *ids, size_t n, in
   return -1;
 }
 
+int cd_start_all(struct cd_cluster *c, int timeout_ms)
+{
+  uint64_t ids[CD_MAX_NODES];
+  for (int i = 0; i < c->n; i++) {
+    int rv = cd_start(c, i);
+    if (rv != 0) {
+      return rv;
+    }
+    ids[i] = c->nodes[i].id;
+  }
+  return cd_wait_alive(c, 0, ids, (size_t)c->n, timeout_ms);
+}
+
 int cd_create_topic(struct cd_cluster *c, int i, const char *name, uint32_t partitions, uint32_t rf,
                     int timeout_ms, char *msg, size_t msglen)
 {

@@ -84,6 +84,10 @@ Cairn__Client__MetadataResponse *cd_metadata(struct cd_cluster *c, int i,
 int cd_wait_alive(struct cd_cluster *c, int i, const uint64_t *want_alive, size_t n,
                   int timeout_ms);
 
+/* Starts every node set up (0..c->n-1) and waits until node 0 lists them
+ * all alive. Returns 0, the failing cd_start's code, or -1 on timeout. */
+int cd_start_all(struct cd_cluster *c, int timeout_ms);
+
 /* Creates a topic through node i, retrying while the controller elects
  * (NOT_CONTROLLER). Returns the wire error code (0 = OK) or -1 when no
  * answer came within timeout_ms; msg (may be NULL) gets the message. */
