@@ -418,6 +418,24 @@ static void kill_on_record(const struct cairn_record *r, void *arg)
   k->last_first[k->partition] = id;
 }
 
+/* Message i of a SIGKILL test: key "k<i mod 40>", value "m-<i>", sent to
+ * topic with on_delivery recording into *sent. */
+static void send_kill_message(struct cairn_sync *s, struct cairn_producer *p, const char *topic,
+                              int i, struct sent *sent)
+{
+  char key[16], value[16];
+  int kl = snprintf(key, sizeof key, "k%d", i % 40);
+  int vl = snprintf(value, sizeof value, "m-%d", i);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = topic;
+  m.key = key;
+  m.key_len = (size_t)kl;
+  m.value = value;
+  m.value_len = (size_t)vl;
+  assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, sent), 0);
+}
+
 /* 2000 keyed messages to a 3-replica topic; the leader of partition 0 is
  * SIGKILLed after the first 700 are acknowledged. Every message must be
  * delivered (no application error), every acknowledged offset must hold
@@ -452,17 +470,7 @@ static void produce_across_leader_sigkill(const char *extra, bool restart, size_
   struct cairn_consumer *tail = NULL;
   int64_t tail_next = 0;
   for (int i = 0; i < KILL_N; i++) {
-    char key[16], value[16];
-    int kl = snprintf(key, sizeof key, "k%d", i % 40);
-    int vl = snprintf(value, sizeof value, "m-%d", i);
-    struct cairn_message m;
-    cairn_message_init(&m);
-    m.topic = "kill";
-    m.key = key;
-    m.key_len = (size_t)kl;
-    m.value = value;
-    m.value_len = (size_t)vl;
-    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[i]), 0);
+    send_kill_message(s, p, "kill", i, &sent[i]);
     if (i == 700) {
       assert_int_equal(cairn_sync_flush(s, p), 0);
       /* A consumer of partition 0 reads a little from the leader... */
@@ -678,17 +686,7 @@ static void test_client_paced_produce_across_leader_sigkill_elects_at_once(void 
   struct sent *sent = calloc(KILL_N, sizeof *sent);
   long long t_kill = 0, gap_ms = -1;
   for (int i = 0; i < KILL_N; i++) {
-    char key[16], value[16];
-    int kl = snprintf(key, sizeof key, "k%d", i % 40);
-    int vl = snprintf(value, sizeof value, "m-%d", i);
-    struct cairn_message m;
-    cairn_message_init(&m);
-    m.topic = "paced";
-    m.key = key;
-    m.key_len = (size_t)kl;
-    m.value = value;
-    m.value_len = (size_t)vl;
-    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[i]), 0);
+    send_kill_message(s, p, "paced", i, &sent[i]);
     if (i % 10 != 9) {
       continue;
     }
