@@ -331,6 +331,42 @@ bool ctl_is_leader(struct controller *ctl)
   return ctl->state == CTL_RUNNING && raft_state(&ctl->raft) == RAFT_LEADER;
 }
 
+uint64_t ctl_applied_index(struct controller *ctl) { return raft_last_applied(&ctl->raft); }
+
+static void ctl_on_barrier(struct raft_barrier *b, int status)
+{
+  struct controller *ctl = b->data;
+  ctl->barrier_inflight = false;
+  if (status == 0 && ctl->state == CTL_RUNNING) {
+    ctl->barrier_term = ctl->barrier_issued_term;
+  }
+}
+
+/* A new leader's state may lack entries that earlier leaders committed
+ * until an entry of its own term commits (raft 0.15 appends none at an
+ * election): a barrier is that entry. */
+static void ctl_maybe_barrier(struct controller *ctl)
+{
+  if (!ctl_is_leader(ctl) || ctl->barrier_inflight ||
+      ctl->barrier_term == ctl->raft.current_term) {
+    return;
+  }
+  ctl->barrier.data = ctl;
+  if (raft_barrier(&ctl->raft, &ctl->barrier, ctl_on_barrier) == 0) {
+    ctl->barrier_inflight = true;
+    ctl->barrier_issued_term = ctl->raft.current_term;
+  }
+}
+
+uint64_t ctl_leader_applied_index(struct controller *ctl)
+{
+  ctl_maybe_barrier(ctl);
+  if (!ctl_is_leader(ctl) || ctl->barrier_term != ctl->raft.current_term) {
+    return 0;
+  }
+  return raft_last_applied(&ctl->raft);
+}
+
 /* ---- liveness (leader only) ---- */
 
 static struct ctl_seen *ctl_seen_find(const struct controller *ctl, uint64_t node_id)
@@ -652,6 +688,7 @@ static void ctl_on_tick(uv_timer_t *t)
   if (!ctl_is_leader(ctl)) {
     return;
   }
+  ctl_maybe_barrier(ctl);
   if (ctl->leader_term != ctl->raft.current_term) {
     ctl_reset_liveness(ctl);
     return; /* give everyone a timeout before judging */

@@ -123,6 +123,11 @@ struct controller {
   size_t nseen, seen_cap;
   struct ctl_report *reports; /* partition reports, leader only */
   size_t nreports, reports_cap;
+  struct raft_barrier barrier; /* one per leader term: marks the state current */
+  bool barrier_inflight;
+  raft_term barrier_issued_term;
+  raft_term barrier_term;      /* term whose barrier was applied: as leader in
+                                * it, everything committed is applied */
   ctl_change_cb on_change;
   void *change_data;
   ctl_close_cb close_cb;
@@ -159,6 +164,16 @@ const struct meta_state *ctl_state(const struct controller *ctl);
 void ctl_leader(struct controller *ctl, uint64_t *id, const char **address);
 
 bool ctl_is_leader(struct controller *ctl);
+
+/* The Raft index of the last metadata entry this replica applied. */
+uint64_t ctl_applied_index(struct controller *ctl);
+
+/* As leader, once a barrier of its term is applied (so every entry any
+ * earlier leader committed is applied here too): ctl_applied_index.
+ * Otherwise 0 (not leader, or not yet sure), and a leader starts that
+ * barrier if none is in flight. A node whose replica has applied this
+ * index has metadata at least as new as the leader had then. */
+uint64_t ctl_leader_applied_index(struct controller *ctl);
 
 /* A node's partition report, as ctl_note_heartbeat takes it. base 0: a
  * full report (reports are the partitions the node leads); otherwise a

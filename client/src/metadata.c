@@ -69,12 +69,36 @@ static void lc_meta_notify(struct cairn_client *c, int status)
   }
 }
 
-/* Replaces the cache with a Metadata answer (of every topic). */
+/* A node behind on the metadata lists fewer topics than exist: the
+ * cache's topics that topics[0..nt) lacks are moved over (the cache gives
+ * them up). Returns the new count; topics has room for them. */
+static size_t lc_meta_carry_over(struct lc_meta *m, struct lc_topic *topics, size_t nt)
+{
+  size_t listed = nt;
+  for (size_t i = 0; i < m->ntopics; i++) {
+    struct lc_topic *old = &m->topics[i];
+    bool found = false;
+    for (size_t k = 0; k < listed && !found; k++) {
+      found = strcmp(topics[k].name, old->name) == 0;
+    }
+    if (!found) {
+      topics[nt++] = *old;
+      old->name = NULL;
+      old->parts = NULL;
+    }
+  }
+  return nt;
+}
+
+/* Replaces the cache with a Metadata answer (of every topic); an answer
+ * from a node behind on the metadata (r->behind) adds to it instead of
+ * dropping topics and does not count as a fresh refresh. */
 int lc_meta_apply(struct cairn_client *c, const Cairn__Client__MetadataResponse *r)
 {
   struct lc_meta *m = &c->meta;
   struct lc_node *nodes = calloc(r->n_nodes + 1, sizeof *nodes);
-  struct lc_topic *topics = calloc(r->n_topics + 1, sizeof *topics);
+  size_t keep = r->behind ? m->ntopics : 0; /* room for topics carried over */
+  struct lc_topic *topics = calloc(r->n_topics + keep + 1, sizeof *topics);
   if (nodes == NULL || topics == NULL) {
     free(nodes);
     free(topics);
@@ -112,14 +136,24 @@ int lc_meta_apply(struct cairn_client *c, const Cairn__Client__MetadataResponse 
     }
     nt++;
   }
+  if (r->behind) {
+    nt = lc_meta_carry_over(m, topics, nt);
+  }
   lc_meta_close(m);
   m->nodes = nodes;
   m->nnodes = r->n_nodes;
   m->topics = topics;
   m->ntopics = nt;
   m->updated_ms = lc_now(c);
-  m->generation++;
-  m->stale = false;
+  if (r->behind) {
+    /* What such a node leaves out may exist: no negative answer rests on
+     * it (lc_route's "fresh"), and another node is asked soon. */
+    m->stale = true;
+    m->cursor++;
+  } else {
+    m->generation++;
+    m->stale = false;
+  }
   c->stats.meta_refreshes++;
   return 0;
 }

@@ -73,6 +73,26 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
   if (lc_prod_outcome_unknown(err)) {
     b->maybe_written = true;
   }
+  bool unknown = err == CAIRN_EUNKNOWN_TOPIC || err == CAIRN_EUNKNOWN_PARTITION;
+  if (unknown && !p->closing && now < b->deadline_ms) {
+    /* The node does not know the partition: it may be behind on the
+     * metadata (restarted, or the topic is seconds old). As Kafka's
+     * UNKNOWN_TOPIC_OR_PARTITION, this is retried; the batch fails with
+     * it only once a metadata refresh after this answer, from a node that
+     * is not behind, says so too (lc_prod_send_all), or at the deadline. */
+    if (!pp->unknown) {
+      pp->unknown = true;
+      pp->unknown_gen = p->c->meta.generation;
+    }
+    lc_meta_invalidate(p->c);
+    pp->retrying = true;
+    p->c->stats.retries++;
+    uint64_t wake = now + lc_backoff_next(&pp->bk);
+    if (wake > pp->wake_ms) {
+      pp->wake_ms = wake;
+    }
+    return;
+  }
   if (!lc_retriable(err) || p->closing) {
     lc_prod_batch_failed_for_good(p, b, p->closing && lc_retriable(err) ? UV_ECANCELED : err);
     return;
@@ -179,6 +199,21 @@ static bool lc_prod_leader_moved(struct cairn_client *c, const struct lc_ptopic 
   return now_leader != 0 && now_leader != failed;
 }
 
+/* Fails every batch of the partition not in flight with err, which a
+ * metadata refresh confirmed (the topic or partition does not exist). */
+static void lc_prod_fail_partition(struct cairn_producer *p, struct lc_ptopic *t,
+                                   int32_t partition, int err)
+{
+  struct lc_ppart *pp = &t->parts[partition];
+  pp->unknown = false;
+  for (struct lc_batch *b = pp->acc.head; b != NULL; b = b->next) {
+    if (!b->open && !b->in_flight && !b->done) {
+      lc_prod_batch_failed_for_good(p, b, err);
+    }
+  }
+  lc_prod_complete(p, t, partition);
+}
+
 /* Sends every sendable batch, one ProduceRequest per leader address. */
 void lc_prod_send_all(struct cairn_producer *p)
 {
@@ -204,13 +239,18 @@ void lc_prod_send_all(struct cairn_producer *p)
         pp->retrying = false;
       }
       const char *addr;
-      int rv = lc_route(c, t->name, pi, UINT64_MAX, &addr);
+      int rv = lc_route(c, t->name, pi, pp->unknown ? pp->unknown_gen : UINT64_MAX, &addr);
+      if (rv == CAIRN_EUNKNOWN_TOPIC || rv == CAIRN_EUNKNOWN_PARTITION) {
+        lc_prod_fail_partition(p, t, pi, rv); /* confirmed by a fresh refresh */
+        continue;
+      }
       if (rv != 0) {
         need_refresh = true;
         pp->wake_ms = now + lc_backoff_next(&pp->bk);
         continue;
       }
       pp->failed_leader = 0;
+      pp->unknown = false;
       for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
         if (b->open || (uint32_t)a->in_flight >= p->o.max_in_flight) {
           break;

@@ -296,6 +296,20 @@ static int lc_prod_hold(struct cairn_producer *p, const struct cairn_message *m,
   return 0;
 }
 
+/* Whether a message for topic waits in the held list. */
+static bool lc_prod_holds_topic(const struct cairn_producer *p, const char *topic)
+{
+  if (p->held_tail != NULL && strcmp(p->held_tail->topic, topic) == 0) {
+    return true; /* the usual case: a burst to one topic not known yet */
+  }
+  for (const struct lc_held *h = p->held; h != NULL; h = h->next) {
+    if (strcmp(h->topic, topic) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 static void lc_prod_on_held_meta(struct cairn_client *c, int status, const char *errmsg,
                                  void *data)
 {
@@ -447,7 +461,10 @@ int cairn_producer_send(struct cairn_producer *p, const struct cairn_message *m,
   uint64_t deadline = lc_now(p->c) + p->c->opts.delivery_timeout_ms;
   const struct lc_topic *mt = lc_meta_topic(p->c, m->topic);
   int rv;
-  if (mt != NULL && mt->count > 0 &&
+  /* Behind a held message of the same topic, a message waits its turn
+   * even when the topic is known now: the held one was sent first and
+   * must be appended first (lc_prod_route_held, next round). */
+  if (mt != NULL && mt->count > 0 && !lc_prod_holds_topic(p, m->topic) &&
       (m->partition == CAIRN_PARTITION_ANY || m->partition < mt->count)) {
     struct lc_ptopic *t = lc_prod_topic_get(p, m->topic, mt->count);
     rv = t == NULL ? CAIRN_ENOMEM

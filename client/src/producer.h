@@ -23,6 +23,8 @@ struct lc_ppart {
   uint64_t failed_leader; /* the leader a batch last failed at (0: none): once the
                              cache names another, the backoff ends early */
   struct lc_backoff bk;
+  bool unknown;         /* a node answered UNKNOWN_TOPIC/PARTITION ... */
+  uint64_t unknown_gen; /* ... at this metadata generation: a later refresh decides */
 };
 
 struct lc_ptopic {

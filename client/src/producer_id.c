@@ -1,6 +1,8 @@
 /* producer_id.c - the idempotent producer's id and epoch: InitProducerId
- * when the node offers it (else producer id -1), and a new epoch with the
- * unsent batches renumbered after a sequenced batch failed for good. */
+ * when the cluster offers it (else producer id -1 from the start), and a
+ * new epoch with the unsent batches renumbered after a sequenced batch
+ * failed for good. Once it has an id the producer keeps one: an error
+ * answer is retried or fails the unsent messages, never drops the id. */
 #include "producer.h"
 
 #include "common/err.h"
@@ -34,15 +36,23 @@ static void lc_prod_pid_free(Cairn__Client__Envelope *env) { free(env); }
 static enum lc_op_verdict lc_prod_pid_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
 {
   struct lc_prod_pid_req *r = op->data;
-  /* The node's Hello did not list InitProducerId: run non-idempotent. */
+  /* The node's Hello did not list InitProducerId: a cluster that never
+   * offered it runs the producer non-idempotent (lc_prod_pid_on_done). */
   if (lc_conn_has_api(op->c, op->addr, CAIRN__CLIENT__API__API_INIT_PRODUCER_ID) == 0) {
     op->status = CAIRN_EUNSUPPORTED;
     return LC_OP_DONE;
   }
-  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_RESP) {
-    op->status = env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP
-                     ? CAIRN_EUNSUPPORTED
+  if (env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
+    /* A refusal of the request as a whole: NOT_CONTROLLER while the
+     * controller elects, SHUTTING_DOWN, ... Its code says whether to
+     * retry; it never means "not offered" (the Hello says that). */
+    op->status = env->error_resp->code != CAIRN__CLIENT__ERROR_CODE__OK
+                     ? lc_wire_err((int)env->error_resp->code)
                      : CAIRN_EPROTOCOL;
+    return lc_retriable(op->status) ? LC_OP_RETRY : LC_OP_DONE;
+  }
+  if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_INIT_PRODUCER_ID_RESP) {
+    op->status = CAIRN_EPROTOCOL;
     return LC_OP_DONE;
   }
   const Cairn__Client__InitProducerIdResponse *ir = env->init_producer_id_resp;
@@ -56,25 +66,65 @@ static enum lc_op_verdict lc_prod_pid_on_answer(struct lc_op *op, Cairn__Client_
   return LC_OP_DONE;
 }
 
+/* Fails every message the producer holds that is not in flight (sealed or
+ * not) with status: the producer cannot stamp them. */
+static void lc_prod_fail_unsent(struct cairn_producer *p, int status)
+{
+  for (size_t i = 0; i < p->ntopics; i++) {
+    struct lc_ptopic *t = p->topics[i];
+    for (int32_t k = 0; k < t->count; k++) {
+      for (struct lc_batch *b = t->parts[k].acc.head; b != NULL; b = b->next) {
+        if (!b->in_flight && !b->done) {
+          if (b->open) {
+            batch_builder_close(&b->bb); /* no record joins a failed batch */
+            b->open = false;
+          }
+          lc_prod_batch_done(b, status, -1);
+        }
+      }
+      lc_prod_complete(p, t, k);
+    }
+  }
+}
+
+/* The outcome of an InitProducerId:
+ *   0                       the id and epoch are in force (a bump
+ *                           renumbers the unsent batches);
+ *   CAIRN_EUNSUPPORTED      the cluster does not offer idempotence and
+ *                           the producer never had an id: it runs without
+ *                           one (producer id -1), as documented;
+ *   retriable (no node, NOT_CONTROLLER, timeout...) ask again after a
+ *                           backoff; batches wait (their delivery timeout
+ *                           still runs);
+ *   anything else           a refusal (no permission, ...): the unsent
+ *                           messages fail with it, and the next round asks
+ *                           again after a backoff.
+ * A producer that had an id never drops to -1: it would silently stop
+ * being idempotent, and retries could store a batch twice or out of
+ * order. */
 static void lc_prod_pid_on_done(struct lc_op *op)
 {
   struct lc_prod_pid_req *r = op->data;
   struct cairn_producer *p = r->p;
-  if (op->status == 0 || op->status == CAIRN_EUNSUPPORTED ||
-      op->status == CAIRN_EBADREQUEST || p->closing) {
-    if (op->status != 0) {
+  bool never_had_id = p->pid < 0;
+  if (op->status == 0 || p->closing ||
+      (op->status == CAIRN_EUNSUPPORTED && never_had_id && !p->bump_needed)) {
+    if (op->status != 0 && !p->closing) {
       p->pid = -1;
       p->epoch = -1;
     }
     p->pid_state = LC_PID_READY;
-    if (p->bump_needed) {
+    if (op->status == 0 && p->bump_needed) {
       lc_prod_restamp(p);
       p->bump_needed = false;
     }
-  } else {
-    /* No node reachable yet: ask again after a backoff. */
-    p->pid_state = LC_PID_UNKNOWN;
-    p->pid_wake_ms = lc_now(op->c) + op->c->opts.retry_backoff_max_ms;
+    lc_prod_kick(p);
+    return;
+  }
+  p->pid_state = LC_PID_UNKNOWN;
+  p->pid_wake_ms = lc_now(op->c) + op->c->opts.retry_backoff_max_ms;
+  if (!lc_retriable(op->status) && op->status != CAIRN_EUNREACHABLE) {
+    lc_prod_fail_unsent(p, op->status);
   }
   lc_prod_kick(p);
 }

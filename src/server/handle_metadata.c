@@ -310,6 +310,7 @@ void handle_metadata(struct node *n, struct conn_request *req)
   Cairn__Client__MetadataResponse resp = CAIRN__CLIENT__METADATA_RESPONSE__INIT;
   resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
   resp.controller_id = md_controller(n);
+  resp.behind = !node_meta_current(n);
   resp.nodes = md_nodes(n, &f, &resp.n_nodes);
   resp.topics = md_topics(n, req->c, &f, mr->topics, mr->n_topics, true, &resp.n_topics);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;

@@ -345,6 +345,7 @@ void handle_node_heartbeat(struct node *n, struct conn_request *req)
   Cairn__Client__NodeHeartbeatResponse resp = CAIRN__CLIENT__NODE_HEARTBEAT_RESPONSE__INIT;
   err.code = hn_heartbeat_apply(n, req->env->node_heartbeat_req, &resp.report_seq);
   resp.error = &err;
+  resp.applied_index = ctl_leader_applied_index(&n->ctl);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_RESP;
   env.node_heartbeat_resp = &resp;
@@ -523,6 +524,9 @@ static void hn_on_heartbeat_answer(struct peer_call *call, int status,
     const Cairn__Client__NodeHeartbeatResponse *r = resp->node_heartbeat_resp;
     if (r->error == NULL || r->error->code == CAIRN__CLIENT__ERROR_CODE__OK) {
       seq = r->report_seq;
+      if (r->applied_index != 0) {
+        n->meta_target_index = r->applied_index;
+      }
     }
   }
   hn_report_answered(n, seq);

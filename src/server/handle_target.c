@@ -53,6 +53,14 @@ void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
   }
   const struct meta_topic *mt = NULL;
   struct part *p = node_find_part(n, topic, partition, &mt);
+  if (p == NULL && mt == NULL && !node_meta_current(n)) {
+    /* It may exist: this node has not caught up with the metadata. */
+    t->code = CAIRN__CLIENT__ERROR_CODE__NOT_LEADER;
+    snprintf(t->message, sizeof t->message,
+             "node %" PRIu64 " is catching up with the metadata and does not know %s yet",
+             n->cfg.node_id, topic);
+    return;
+  }
   if (p == NULL && mt == NULL) {
     t->code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC;
     snprintf(t->message, sizeof t->message, "no topic named \"%s\"", topic);

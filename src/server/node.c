@@ -416,6 +416,14 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
 
 /* ---- lookups ---- */
 
+bool node_meta_current(struct node *n)
+{
+  if (ctl_is_leader(&n->ctl)) {
+    return ctl_leader_applied_index(&n->ctl) != 0;
+  }
+  return n->meta_target_index != 0 && ctl_applied_index(&n->ctl) >= n->meta_target_index;
+}
+
 const char *node_client_address(struct node *n, uint64_t node_id)
 {
   const struct meta_node *nd = meta_node_find(ctl_state(&n->ctl), node_id);

@@ -94,6 +94,8 @@ struct node {
   bool register_inflight;
   uint64_t id_refused_ms;    /* first NODE_ID_IN_USE answer to this process, 0: none */
   bool heartbeat_inflight;
+  uint64_t meta_target_index; /* the controller leader's applied index in its last
+                               * heartbeat answer (0: none yet): node_meta_current */
   bool bootstrap_inflight;
   bool join_checked;         /* the --join node's cluster id matches ours */
   bool join_inflight;
@@ -147,6 +149,13 @@ int node_reload_tls(struct node *n);
 /* The client address of the node with this id, from the metadata; NULL if
  * unknown. Returns borrowed, valid until the next loop iteration. */
 const char *node_client_address(struct node *n, uint64_t node_id);
+
+/* Whether this node's metadata is current: it leads the controller and
+ * has applied its term's barrier, or it has applied at least what the
+ * controller leader had applied when it last answered a heartbeat. A node
+ * that is not current (just restarted, never heard from a leader) cannot
+ * say a topic does not exist: it answers "retry" instead. */
+bool node_meta_current(struct node *n);
 
 /* A hosted partition by topic name, or NULL (unknown topic, partition out
  * of range, or not hosted here); *topic_out gets the topic (may be NULL

@@ -1,0 +1,371 @@
+/* test_client_faults.c - libcairn's idempotent producer through faults of
+ * the whole cluster, against real cairnd processes on loopback:
+ *   - with two of three nodes SIGKILLed (no controller, no partition
+ *     majority) the producer's messages time out and its epoch bump cannot
+ *     be answered: it must keep its producer id (never drop to -1, which
+ *     would silently end idempotence) and take the new epoch once the
+ *     nodes are back;
+ *   - every node SIGKILLed at once and restarted while a producer keeps
+ *     sending: restarted nodes know no topic until they catch up with the
+ *     metadata, yet no message may fail with UNKNOWN_TOPIC, and every
+ *     message is stored once, in send order per partition.
+ *
+ * Usage: test_client_faults <path of cairnd>
+ * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
+#include "cairnd.h"
+#include "proc.h"
+#include "testutil.h"
+
+#include <cairn/cairn.h>
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define WAIT_MS 30000
+#define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
+
+static const char *cairnd_bin;
+
+/* ---- helpers ---- */
+
+static void start_cluster(struct cd_cluster *c, int n)
+{
+  assert_int_equal(cd_init(c, cairnd_bin, n, n, FAST), 0);
+  if (cd_start_all(c, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c->root);
+  }
+}
+
+static void bootstrap_list(const struct cd_cluster *c, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  for (int i = 0; i < c->n; i++) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s%s", used > 0 ? "," : "", c->nodes[i].client_addr);
+  }
+}
+
+static struct cairn_sync *connect_sync(const char *bootstrap, uint32_t delivery_ms)
+{
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.client_id = "test_client_faults";
+  o.request_timeout_ms = 5000;
+  o.connect_timeout_ms = 1000;
+  o.delivery_timeout_ms = delivery_ms;
+  o.retry_backoff_ms = 50;
+  o.retry_backoff_max_ms = 500;
+  struct cairn_sync *s;
+  char err[512];
+  int rv = cairn_sync_new(bootstrap, &o, &s, err, sizeof err);
+  if (rv != 0) {
+    fail_msg("cairn_sync_new(%s): %s: %s", bootstrap, cairn_errname(rv), err);
+  }
+  return s;
+}
+
+static void wait_all_alive(struct cd_cluster *c)
+{
+  uint64_t ids[CD_MAX_NODES];
+  for (int i = 0; i < c->n; i++) {
+    ids[i] = c->nodes[i].id;
+  }
+  if (cd_wait_alive(c, 0, ids, (size_t)c->n, WAIT_MS) != 0) {
+    fail_msg("the nodes did not come back within %d ms (logs under %s)", WAIT_MS, c->root);
+  }
+}
+
+struct sent {
+  int status;
+  int32_t partition;
+  int64_t offset;
+  bool done;
+};
+
+static void on_delivery(struct cairn_producer *p, int status, const struct cairn_delivery *d,
+                        void *data)
+{
+  (void)p;
+  struct sent *s = data;
+  assert_false(s->done);
+  s->done = true;
+  s->status = status;
+  s->partition = d->partition;
+  s->offset = d->offset;
+}
+
+/* Message i: key "k<i mod 17>", value "m-<i>". */
+static void send_numbered(struct cairn_sync *s, struct cairn_producer *p, const char *topic, int i,
+                          struct sent *sent)
+{
+  char key[16], value[16];
+  int kl = snprintf(key, sizeof key, "k%d", i % 17);
+  int vl = snprintf(value, sizeof value, "m-%d", i);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = topic;
+  m.key = key;
+  m.key_len = (size_t)kl;
+  m.value = value;
+  m.value_len = (size_t)vl;
+  assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, sent), 0);
+}
+
+/* Reads every partition of topic from the start and checks that each
+ * message numbered below n appears at most once, in increasing number
+ * within its partition; counts into seen[0..n). */
+struct readback {
+  int *seen;
+  int n;
+  int duplicates;
+  int reordered;
+};
+
+static void read_all(struct cairn_sync *s, const char *topic, int32_t partitions,
+                     struct readback *rb)
+{
+  struct cairn_consumer *cons;
+  assert_int_equal(cairn_sync_consumer_new(s, NULL, &cons), 0);
+  for (int32_t part = 0; part < partitions; part++) {
+    int64_t end;
+    assert_int_equal(
+        cairn_sync_list_offsets(s, topic, part, CAIRN_OFFSET_SPEC_LATEST, 0, &end, NULL), 0);
+    assert_int_equal(cairn_consumer_assign(cons, topic, part, CAIRN_OFFSET_EARLIEST), 0);
+    int last = -1;
+    int64_t next = 0;
+    while (next < end) {
+      const struct cairn_record *r;
+      int rv = cairn_sync_poll(s, cons, 10000, &r, NULL, NULL);
+      if (rv != 0) {
+        fail_msg("%s/%d: reading stopped at %" PRId64 " of %" PRId64 ": %s", topic, part, next,
+                 end, cairn_errname(rv));
+      }
+      next = r->offset + 1;
+      char buf[16];
+      assert_true(r->value_len > 2 && r->value_len < sizeof buf);
+      memcpy(buf, r->value, r->value_len);
+      buf[r->value_len] = '\0';
+      int id = atoi(buf + 2);
+      assert_true(id >= 0 && id < rb->n);
+      if (rb->seen[id]++ > 0) {
+        rb->duplicates++;
+        fprintf(stderr, "message %d stored again at %d/%" PRId64 "\n", id, part, r->offset);
+      } else if (id < last) {
+        rb->reordered++;
+        fprintf(stderr, "message %d at %d/%" PRId64 " after message %d\n", id, part, r->offset,
+                last);
+      }
+      last = id > last ? id : last;
+    }
+    assert_int_equal(cairn_consumer_unassign(cons, topic, part), 0);
+  }
+  cairn_sync_consumer_close(s, cons);
+}
+
+/* ---- the tests ---- */
+
+#define KEEP_N 40
+
+/* Two of three nodes SIGKILLed: messages time out, the epoch bump that
+ * follows is answered NOT_CONTROLLER by the survivor. The producer must
+ * ask again until a controller answers, keep its id and stamp what comes
+ * after with the new epoch. */
+static void test_producer_keeps_its_id_when_the_controller_is_gone(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 2500);
+  assert_int_equal(cairn_sync_create_topic(s, "keep", 1, 3, NULL), 0);
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+  struct sent sent[KEEP_N];
+  memset(sent, 0, sizeof sent);
+  int i = 0;
+  for (; i < 10; i++) {
+    send_numbered(s, p, "keep", i, &sent[i]);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  for (int k = 0; k < i; k++) {
+    assert_int_equal(sent[k].status, 0);
+  }
+  int64_t pid0, pid;
+  int16_t epoch0, epoch;
+  cairn_producer_id(p, &pid0, &epoch0);
+  assert_true(pid0 >= 0);
+
+  cd_kill(&c, 1);
+  cd_kill(&c, 2);
+  for (; i < 15; i++) {
+    send_numbered(s, p, "keep", i, &sent[i]);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0); /* they fail: no majority */
+  int failed = 0;
+  for (int k = 10; k < i; k++) {
+    failed += sent[k].status != 0;
+  }
+  assert_int_equal(failed, 5);
+  /* The bump is asked of the survivor meanwhile (NOT_CONTROLLER). */
+  long long until = tu_now_ms() + 3000;
+  while (tu_now_ms() < until) {
+    assert_int_equal(cairn_sync_flush(s, p), 0);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(cd_start(&c, 1), 0);
+  assert_int_equal(cd_start(&c, 2), 0);
+  wait_all_alive(&c);
+  /* Messages sent now wait for the new epoch, then go out with it. */
+  long long deadline = tu_now_ms() + WAIT_MS;
+  int ok = 0;
+  while (ok == 0 && tu_now_ms() < deadline) {
+    assert_true(i < KEEP_N);
+    send_numbered(s, p, "keep", i, &sent[i]);
+    assert_int_equal(cairn_sync_flush(s, p), 0);
+    ok = sent[i].status == 0;
+    i++;
+  }
+  assert_true(ok);
+  cairn_producer_id(p, &pid, &epoch);
+  print_message("producer id %" PRId64 " epoch %d before the kills, %" PRId64
+                " epoch %d after; %d messages\n",
+                pid0, epoch0, pid, epoch, i);
+  if (pid < 0) {
+    fail_msg("the producer dropped its id: it is no longer idempotent");
+  }
+  assert_true(pid != pid0 || epoch > epoch0);
+  struct readback rb = {calloc(KEEP_N, sizeof(int)), KEEP_N, 0, 0};
+  read_all(s, "keep", 1, &rb);
+  for (int k = 0; k < i; k++) {
+    if (sent[k].status == 0 && rb.seen[k] != 1) {
+      fail_msg("acknowledged message %d is stored %d times", k, rb.seen[k]);
+    }
+  }
+  assert_int_equal(rb.duplicates, 0);
+  assert_int_equal(rb.reordered, 0);
+  free(rb.seen);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+#define ALL_N 3000
+#define ALL_PARTS 3
+
+/* Every node SIGKILLed and restarted while messages keep coming: none
+ * fails, none is stored twice or out of order. */
+static void test_restart_of_every_node_fails_no_message(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 60000);
+  assert_int_equal(cairn_sync_create_topic(s, "all", ALL_PARTS, 3, NULL), 0);
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.linger_ms = 2;
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+  struct sent *sent = calloc(ALL_N, sizeof *sent);
+  int i = 0;
+  for (; i < 500; i++) {
+    send_numbered(s, p, "all", i, &sent[i]);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  for (int k = 0; k < c.n; k++) {
+    cd_kill(&c, k);
+  }
+  cairn_sync_producer_close(s, p);
+  long long t_kill = tu_now_ms();
+  for (int k = 0; k < c.n; k++) {
+    assert_int_equal(cd_start(&c, k), 0);
+  }
+  /* A new client, as an application restarted with its cluster would
+   * be: its first metadata comes from nodes that have just opened their
+   * ports and have not caught up with the metadata yet (about a second
+   * here), which know no topic. */
+  struct cairn_sync *s2 = NULL;
+  while (s2 == NULL && tu_now_ms() < t_kill + WAIT_MS) {
+    struct cairn_options o;
+    cairn_options_init(&o);
+    o.request_timeout_ms = 5000;
+    o.connect_timeout_ms = 1000;
+    o.delivery_timeout_ms = 60000;
+    o.retry_backoff_ms = 20;
+    o.retry_backoff_max_ms = 200;
+    if (cairn_sync_new(boot, &o, &s2, NULL, 0) != 0) {
+      s2 = NULL;
+      usleep(20 * 1000);
+    }
+  }
+  assert_non_null(s2);
+  long long t_up = tu_now_ms();
+  assert_int_equal(cairn_sync_producer_new(s2, &po, &p), 0);
+  for (; i < ALL_N; i++) {
+    send_numbered(s2, p, "all", i, &sent[i]);
+    if (i % 50 == 0) {
+      assert_int_equal(cairn_sync_flush(s2, p), 0); /* runs the loop: sends go out */
+    }
+  }
+  assert_int_equal(cairn_sync_flush(s2, p), 0);
+  long long t_end = tu_now_ms();
+  int failed = 0;
+  for (int k = 0; k < ALL_N; k++) {
+    assert_true(sent[k].done);
+    if (sent[k].status != 0) {
+      if (failed++ < 10) {
+        fprintf(stderr, "message %d: %s\n", k, cairn_errname(sent[k].status));
+      }
+    }
+  }
+  int64_t pid;
+  int16_t epoch;
+  cairn_producer_id(p, &pid, &epoch);
+  struct readback rb = {calloc(ALL_N, sizeof(int)), ALL_N, 0, 0};
+  read_all(s2, "all", ALL_PARTS, &rb);
+  int missing = 0;
+  for (int k = 0; k < ALL_N; k++) {
+    missing += sent[k].status == 0 && rb.seen[k] == 0;
+  }
+  print_message("%d messages, a client %lld ms after the kill of every node, %lld ms to the last "
+                "delivery; "
+                "failed %d, missing %d, duplicated %d, reordered %d; producer id %" PRId64
+                " epoch %d\n",
+                ALL_N, t_up - t_kill, t_end - t_up, failed, missing, rb.duplicates, rb.reordered, pid, epoch);
+  assert_int_equal(failed, 0);
+  assert_int_equal(missing, 0);
+  assert_int_equal(rb.duplicates, 0);
+  assert_int_equal(rb.reordered, 0);
+  assert_true(pid >= 0);
+  free(rb.seen);
+  free(sent);
+  cairn_sync_free(s2);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <path of cairnd>\n", argv[0]);
+    return 2;
+  }
+  cairnd_bin = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_producer_keeps_its_id_when_the_controller_is_gone),
+      cmocka_unit_test(test_restart_of_every_node_fails_no_message),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
