@@ -126,6 +126,25 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_client_connections_rejected_total", "counter",
                       "Client connections closed at once because max_connections were open.");
   admin_buf_printf(b, "cairn_client_connections_rejected_total %" PRIu64 "\n", n->lis.rejected);
+  metrics_text_family(b, "cairn_client_connections_rejected_per_address_total", "counter",
+                      "Client connections refused over --max-connections-per-ip (also counted "
+                      "in cairn_client_connections_rejected_total).");
+  admin_buf_printf(b, "cairn_client_connections_rejected_per_address_total %" PRIu64 "\n",
+                   n->lis.rejected_per_ip);
+  metrics_text_family(b, "cairn_client_frames_timed_out_total", "counter",
+                      "Client connections closed for a request frame not complete within "
+                      "--frame-timeout-ms.");
+  admin_buf_printf(b, "cairn_client_frames_timed_out_total %" PRIu64 "\n",
+                   n->lis.frames_timed_out);
+  metrics_text_family(b, "cairn_client_request_budget_bytes", "gauge",
+                      "Request bytes received and not yet answered, all client connections "
+                      "together (--max-queued-request-bytes bounds it).");
+  admin_buf_printf(b, "cairn_client_request_budget_bytes %" PRIu64 "\n", n->request_budget.used);
+  metrics_text_family(b, "cairn_client_request_budget_waits_total", "counter",
+                      "Times a client connection stopped reading because the request budget "
+                      "was spent.");
+  admin_buf_printf(b, "cairn_client_request_budget_waits_total %" PRIu64 "\n",
+                   n->request_budget.waits);
   metrics_text_family(b, "cairn_client_received_bytes_total", "counter",
                       "Request frame bytes received from clients (counted when answered).");
   admin_buf_printf(b, "cairn_client_received_bytes_total %" PRIu64 "\n", m->bytes_in);

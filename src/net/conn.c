@@ -76,6 +76,9 @@ const char *conn_state_name(enum conn_state state)
 
 void conn_limits_default(struct conn_limits *lim)
 {
+  lim->frame_timeout_ms = CONN_DEFAULT_FRAME_TIMEOUT_MS;
+  lim->preauth_max_frame_bytes = 0;
+  lim->budget = NULL;
   lim->max_frame_bytes = FRAME_DEFAULT_MAX_BYTES;
   lim->max_inflight_bytes = CONN_DEFAULT_MAX_INFLIGHT_BYTES;
   lim->max_inflight_requests = CONN_DEFAULT_MAX_INFLIGHT_REQUESTS;
@@ -101,6 +104,7 @@ static void conn_update_reading(struct conn *c);
 static void conn_drain_check(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_on_timer(uv_timer_t *t);
+static void conn_on_kick(uv_timer_t *t);
 static void conn_direct_drop(struct conn *c);
 
 /* ---- invariants (debug builds) ---- */
@@ -624,6 +628,9 @@ static void conn_request_unlink(struct conn *c, struct conn_request *req)
   }
   c->nreqs--;
   c->inflight_bytes -= req->charge;
+  if (c->lim.budget != NULL) {
+    rbudget_release(c->lim.budget, req->charge);
+  }
 }
 
 static void conn_request_free(struct conn_request *req)
@@ -799,7 +806,52 @@ static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id
 static bool conn_under_limits(const struct conn *c)
 {
   return c->inflight_bytes < c->lim.max_inflight_bytes && c->nreqs < c->lim.max_inflight_requests &&
-         c->write_queue_bytes < c->lim.max_write_queue_bytes;
+         c->write_queue_bytes < c->lim.max_write_queue_bytes && !c->budget_blocked &&
+         (c->lim.budget == NULL || !rbudget_over(c->lim.budget));
+}
+
+/* The shared budget made room: try again from the kick timer (never from
+ * the releasing caller's stack). */
+static void conn_on_budget(struct rbudget_waiter *w)
+{
+  struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, bwait));
+  c->budget_blocked = false;
+  if (c->state == CONN_OPEN && !uv_is_active((uv_handle_t *)&c->kick)) {
+    uv_timer_start(&c->kick, conn_on_kick, 0, 0);
+  }
+}
+
+/* Stops reading until the shared budget can grant need bytes (0: until
+ * it is no longer over) (conn_on_budget). */
+static void conn_budget_block(struct conn *c, uint64_t need)
+{
+  c->budget_blocked = true;
+  c->frame_since_ms = 0; /* waiting is not trickling */
+  rbudget_wait(c->lim.budget, &c->bwait, need);
+}
+
+/* Gives back a grant the conn did not use. */
+static void conn_budget_return(struct conn *c)
+{
+  if (c->lim.budget != NULL) {
+    rbudget_cancel(c->lim.budget, &c->bwait);
+    uint64_t g = c->bwait.granted;
+    c->bwait.granted = 0;
+    c->budget_blocked = false;
+    if (g > 0) {
+      rbudget_release(c->lim.budget, g);
+    }
+  }
+}
+
+/* The frame bound now: smaller before authentication when so set. */
+static uint32_t conn_max_frame(const struct conn *c)
+{
+  if (c->lim.preauth_max_frame_bytes != 0 && c->principal[0] == '\0' &&
+      c->lim.preauth_max_frame_bytes < c->lim.max_frame_bytes) {
+    return c->lim.preauth_max_frame_bytes;
+  }
+  return c->lim.max_frame_bytes;
 }
 
 /* Where the next plaintext bytes go: a large frame's block, or rbuf. */
@@ -843,6 +895,10 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void conn_direct_drop(struct conn *c)
 {
+  if (c->direct != NULL && c->lim.budget != NULL) {
+    rbudget_release(c->lim.budget, c->direct_size);
+  }
+  conn_budget_return(c);
   free(c->direct);
   c->direct = NULL;
   c->direct_size = c->direct_have = 0;
@@ -851,8 +907,11 @@ static void conn_direct_drop(struct conn *c)
 /* Links req (its payload in place) and hands it to the handler. */
 static void conn_dispatch_request(struct conn *c, struct conn_request *req,
                                   Cairn__Client__Envelope *env, const uint8_t *payload,
-                                  size_t payload_len, size_t frame_size)
+                                  size_t payload_len, size_t frame_size, bool charged)
 {
+  if (c->lim.budget != NULL && !charged) {
+    rbudget_force(c->lim.budget, frame_size); /* already in memory: charged as it is */
+  }
   memset(req, 0, sizeof *req);
   req->c = c;
   req->correlation_id = env->correlation_id;
@@ -897,7 +956,7 @@ static int conn_dispatch_buffered(struct conn *c, const struct frame *f)
   }
   /* Consumed before the handler runs: it may close the conn. */
   c->rstart += f->size;
-  conn_dispatch_request(c, req, env, copy, f->payload_len, f->size);
+  conn_dispatch_request(c, req, env, copy, f->payload_len, f->size, false);
   return 0;
 }
 
@@ -907,7 +966,7 @@ static int conn_dispatch_direct(struct conn *c)
   struct conn_request *req = c->direct;
   const uint8_t *frame = (const uint8_t *)(req + 1);
   struct frame f;
-  int rv = frame_decode(frame, c->direct_size, c->lim.max_frame_bytes, &f);
+  int rv = frame_decode(frame, c->direct_size, FRAME_MAX_BYTES_LIMIT, &f);
   assert(rv == FRAME_WHOLE); /* its header was checked before the block was made */
   Cairn__Client__Envelope *env;
   rv = frame_unpack_envelope(&f, &env);
@@ -918,7 +977,7 @@ static int conn_dispatch_direct(struct conn *c)
     free(req);
     return rv;
   }
-  conn_dispatch_request(c, req, env, f.payload, f.payload_len, size);
+  conn_dispatch_request(c, req, env, f.payload, f.payload_len, size, c->lim.budget != NULL);
   return 0;
 }
 
@@ -928,8 +987,22 @@ static int conn_dispatch_direct(struct conn *c)
 static int conn_direct_start(struct conn *c, size_t frame_size)
 {
   assert(frame_size <= CONN_READ_BUF_LIMIT(c->lim.max_frame_bytes));
+  if (c->lim.budget != NULL) {
+    if (c->bwait.granted == frame_size) {
+      c->bwait.granted = 0; /* reserved for this frame when the conn was woken */
+    } else {
+      conn_budget_return(c);
+      if (!rbudget_take(c->lim.budget, frame_size)) {
+        conn_budget_block(c, frame_size);
+        return UV_EAGAIN;
+      }
+    }
+  }
   struct conn_request *block = malloc(sizeof *block + frame_size);
   if (block == NULL) {
+    if (c->lim.budget != NULL) {
+      rbudget_release(c->lim.budget, frame_size);
+    }
     return CAIRN_ENOMEM;
   }
   size_t have = c->rend - c->rstart;
@@ -952,12 +1025,13 @@ static void conn_process(struct conn *c)
          c->rend > c->rstart) {
     struct frame f;
     size_t have = c->rend - c->rstart;
-    int rv = frame_decode(c->rbuf + c->rstart, have, c->lim.max_frame_bytes, &f);
+    uint32_t max_frame = conn_max_frame(c);
+    int rv = frame_decode(c->rbuf + c->rstart, have, max_frame, &f);
     if (rv == FRAME_NEED_MORE) {
       size_t frame_size = have + f.need;
       if (have >= FRAME_HEADER_SIZE && frame_size > c->rcap) {
         rv = conn_direct_start(c, frame_size);
-        if (rv != 0) {
+        if (rv != 0 && rv != UV_EAGAIN) {
           conn_protocol_error(c, rv, 0, "no memory for the frame");
         }
       } else if (c->rstart + frame_size > c->rcap) {
@@ -970,8 +1044,9 @@ static void conn_process(struct conn *c)
     if (rv < 0) {
       char what[160];
       if (rv == CAIRN_ETOOLARGE) {
-        snprintf(what, sizeof what, "frame of %" PRIu32 " bytes above the limit of %" PRIu32,
-                 f.length, c->lim.max_frame_bytes);
+        snprintf(what, sizeof what, "frame of %" PRIu32 " bytes above the limit of %" PRIu32 "%s",
+                 f.length, max_frame,
+                 max_frame < c->lim.max_frame_bytes ? " before authentication" : "");
       } else {
         snprintf(what, sizeof what, "malformed frame header (length %" PRIu32 ")", f.length);
       }
@@ -987,6 +1062,14 @@ static void conn_process(struct conn *c)
   c->backlog = c->state == CONN_OPEN && c->rend > c->rstart && !conn_under_limits(c);
   if (c->rstart == c->rend) {
     c->rstart = c->rend = 0;
+  }
+  /* A frame begun and not complete, while the conn reads: timed. */
+  bool partial = c->state == CONN_OPEN && !c->budget_blocked && !c->backlog &&
+                 (c->direct != NULL || c->rend > c->rstart);
+  if (!partial) {
+    c->frame_since_ms = 0;
+  } else if (c->frame_since_ms == 0) {
+    c->frame_since_ms = uv_now(c->loop);
   }
   c->busy--;
   conn_update_reading(c);
@@ -1141,6 +1224,9 @@ static void conn_update_reading(struct conn *c)
   bool want;
   if (c->state == CONN_OPEN) {
     want = conn_under_limits(c);
+    if (!want && !c->budget_blocked && c->lim.budget != NULL && rbudget_over(c->lim.budget)) {
+      conn_budget_block(c, 0); /* woken once the budget is no longer over */
+    }
     if (want && (c->backlog || (c->tls != NULL && tls_read_pending(c->tls))) &&
         !uv_is_active((uv_handle_t *)&c->kick)) {
       uv_timer_start(&c->kick, conn_on_kick, 0, 0);
@@ -1186,6 +1272,15 @@ static void conn_on_timer(uv_timer_t *t)
                "the peer took nothing for %u ms with %" PRIu64 " answer bytes queued",
                c->lim.write_timeout_ms, c->write_queue_bytes);
       log_info(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
+      conn_close_now(c, -ETIMEDOUT);
+    } else if (c->lim.frame_timeout_ms > 0 && c->frame_since_ms != 0 &&
+               now - c->frame_since_ms >= c->lim.frame_timeout_ms) {
+      size_t have = c->direct != NULL ? c->direct_have : c->rend - c->rstart;
+      snprintf(c->errmsg, sizeof c->errmsg,
+               "a frame not complete within %u ms (%zu of %zu bytes received)",
+               c->lim.frame_timeout_ms, have, c->direct != NULL ? c->direct_size : have);
+      log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s, closing", c->id, c->peer, c->errmsg);
+      c->frame_timed_out = true;
       conn_close_now(c, -ETIMEDOUT);
     } else if (c->lim.idle_timeout_ms > 0 && c->nreqs == 0 && c->nouts == 0 &&
                now - c->last_activity_ms >= c->lim.idle_timeout_ms) {
@@ -1255,6 +1350,7 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
   if (c->lim.write_timeout_ms == 0) {
     c->lim.write_timeout_ms = def.write_timeout_ms;
   }
+  c->bwait.cb = conn_on_budget;
   c->id = conn_next_id++;
   c->dispatch = dispatch;
   c->data = data;
@@ -1311,6 +1407,9 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
   uint64_t period = c->lim.write_timeout_ms;
   if (c->lim.idle_timeout_ms > 0 && c->lim.idle_timeout_ms < period) {
     period = c->lim.idle_timeout_ms;
+  }
+  if (c->lim.frame_timeout_ms > 0 && c->lim.frame_timeout_ms < period) {
+    period = c->lim.frame_timeout_ms;
   }
   period = period / 4 > CONN_SWEEP_MIN_MS ? period / 4 : CONN_SWEEP_MIN_MS;
   c->last_activity_ms = c->last_write_ms = c->created_ms = uv_now(loop);

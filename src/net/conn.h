@@ -34,7 +34,15 @@
  *     answers not yet written exceed max_write_queue_bytes; it resumes when
  *     they drop. A peer that never reads therefore costs at most about one
  *     frame and one answer above those limits, and is closed once it has
- *     taken no answer bytes for write_timeout_ms.
+ *     taken no answer bytes for write_timeout_ms;
+ *   - frame bytes held by all conns of a port are bounded by the shared
+ *     budget (net/rbudget.h): a large frame's block is made only once the
+ *     budget grants its size, else the conn stops reading and waits;
+ *   - a frame begun and not complete within frame_timeout_ms closes the
+ *     conn (a peer trickling a frame holds its budget no longer); a conn
+ *     waiting for budget is not trickling and is not timed;
+ *   - before the conn has a principal, frames are bounded by
+ *     preauth_max_frame_bytes when it is set (authentication required).
  *
  * TLS (conn_start_tls, src/net/tls.h): the session sits between the socket
  * and the frame decoder. Ciphertext is read into a fixed buffer of
@@ -60,6 +68,7 @@
 #include <uv.h>
 
 #include "client.pb-c.h"
+#include "net/rbudget.h"
 
 #define CONN_READ_BUF_INITIAL (64u * 1024)
 #define CONN_READ_BUF_LIMIT(max_frame_bytes) ((size_t)(max_frame_bytes) + 8)
@@ -69,6 +78,8 @@
 #define CONN_DEFAULT_IDLE_TIMEOUT_MS (10u * 60 * 1000)
 #define CONN_DEFAULT_CLOSE_GRACE_MS 5000
 #define CONN_DEFAULT_WRITE_TIMEOUT_MS 30000
+#define CONN_DEFAULT_FRAME_TIMEOUT_MS 30000
+#define CONN_PREAUTH_MAX_FRAME_BYTES (64u * 1024)
 #define CONN_ERRMSG_SIZE 256
 #define CONN_PRINCIPAL_MAX 256
 #define CONN_AUTHZ_LOGGED 16 /* resources whose refusal a conn logs */
@@ -104,6 +115,12 @@ struct conn_limits {
   unsigned close_grace_ms;        /* how long a draining conn waits for answers and the peer */
   unsigned write_timeout_ms;      /* answers queued and nothing written this long (the
                                    * peer does not read): close */
+  unsigned frame_timeout_ms;      /* a frame begun and not complete this long (a peer
+                                   * trickling it): close; 0 never */
+  uint32_t preauth_max_frame_bytes; /* bound on a frame's L before the conn has a
+                                     * principal (authentication required); 0: none */
+  struct rbudget *budget;         /* shared by a port's conns (borrowed: outlives
+                                   * them); NULL: no node-wide bound */
 };
 
 /* Fills lim with the CONN_DEFAULT_* values and FRAME_DEFAULT_MAX_BYTES. */
@@ -209,6 +226,10 @@ struct conn {
   size_t direct_size, direct_have;
   bool reading;
   bool backlog; /* whole frames wait in rbuf for the limits to allow them */
+  bool budget_blocked;     /* waits for the shared budget (bwait queued) */
+  struct rbudget_waiter bwait;
+  uint64_t frame_since_ms; /* uv_now() when the incomplete frame began, 0: none */
+  bool frame_timed_out;    /* closed for trickling a frame (for the owner's counters) */
   bool peer_eof;
   bool shutdown_sent;
 

@@ -4,6 +4,7 @@
 #include "common/err.h"
 #include "common/log.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,13 @@ static void listener_on_conn_closed(struct conn *c)
     c->next->prev = c->prev;
   }
   l->nconns--;
+  if (c->frame_timed_out) {
+    l->frames_timed_out++;
+  }
   listener_finish_check(l);
 }
+
+static void listener_count_reject(struct listener *l, const char *why);
 
 static void listener_on_reject_closed(uv_handle_t *h)
 {
@@ -50,10 +56,47 @@ static void listener_reject(struct listener *l)
   int rv = uv_accept((uv_stream_t *)l->tcp, (uv_stream_t *)t);
   uv_close((uv_handle_t *)t, listener_on_reject_closed);
   if (rv == 0) {
-    l->rejected++;
-    log_warn(LISTENER_LOG, "port %d: %u client connections, the limit: closing a new one", l->port,
-             l->nconns);
+    char why[96];
+    snprintf(why, sizeof why, "%u client connections, the limit", l->nconns);
+    listener_count_reject(l, why);
   }
+}
+
+/* Counts a refused connection; logs at most once a second, with how many
+ * went unlogged since. */
+static void listener_count_reject(struct listener *l, const char *why)
+{
+  l->rejected++;
+  uint64_t now = uv_now(l->loop);
+  if (l->reject_logged_ms != 0 && now - l->reject_logged_ms < 1000) {
+    l->reject_unlogged++;
+    return;
+  }
+  log_warn(LISTENER_LOG, "port %d: %s: closing a new connection (%" PRIu64
+           " more refused since the last such line)",
+           l->port, why, l->reject_unlogged);
+  l->reject_logged_ms = now;
+  l->reject_unlogged = 0;
+}
+
+/* The length of the host part of a conn's peer name ("host:port"). */
+static size_t listener_host_len(const char *peer)
+{
+  const char *colon = strrchr(peer, ':');
+  return colon != NULL ? (size_t)(colon - peer) : strlen(peer);
+}
+
+/* The live conns from c's address (the host part of its peer name). */
+static unsigned listener_conns_from(const struct listener *l, const struct conn *c)
+{
+  size_t hl = listener_host_len(c->peer);
+  unsigned n = 0;
+  for (const struct conn *o = l->conns; o != NULL; o = o->next) {
+    if (strncmp(o->peer, c->peer, hl) == 0 && (o->peer[hl] == ':' || o->peer[hl] == '\0')) {
+      n++;
+    }
+  }
+  return n;
 }
 
 static void listener_on_connection(uv_stream_t *server, int status)
@@ -87,6 +130,15 @@ static void listener_on_connection(uv_stream_t *server, int status)
   l->conns = c;
   l->nconns++;
   l->accepted++;
+  if (listener_conns_from(l, c) > l->cfg.max_conns_per_ip) {
+    char why[128];
+    snprintf(why, sizeof why, "%u client connections from %.*s, the limit per address",
+             l->cfg.max_conns_per_ip, (int)listener_host_len(c->peer), c->peer);
+    l->rejected_per_ip++;
+    listener_count_reject(l, why);
+    conn_close(c); /* unlinked by its closed callback */
+    return;
+  }
   if (l->cfg.tls != NULL && conn_start_tls(c, l->cfg.tls) != 0) {
     log_warn(LISTENER_LOG, "port %d: %s", l->port, c->errmsg);
     conn_close(c);
@@ -135,6 +187,9 @@ int listener_init(struct listener *l, uv_loop_t *loop, const struct listener_con
   l->loop = loop;
   l->cfg = *cfg;
   l->cfg.bind_address = NULL;
+  if (l->cfg.max_conns_per_ip == 0) {
+    l->cfg.max_conns_per_ip = LISTENER_DEFAULT_MAX_CONNS_PER_IP;
+  }
   if (l->cfg.max_conns == 0) {
     l->cfg.max_conns = LISTENER_DEFAULT_MAX_CONNS;
   }

@@ -2,8 +2,11 @@
  * keeps the list of live conns, and closes them all at shutdown, letting
  * in-flight requests finish within the conns' close grace.
  *
- * Over max_conns, a new connection is accepted and closed at once, with a
- * log line (so the peer sees a clean close rather than a full backlog).
+ * Over max_conns, or over max_conns_per_ip from the new connection's
+ * address, a new connection is accepted and closed at once, with a log
+ * line at most once a second (so the peer sees a clean close rather than a
+ * full backlog, and a flood does not flood the log). The conns share the
+ * request-bytes budget given in limits.budget (net/rbudget.h).
  *
  * Context: everything here runs on the loop thread. */
 #ifndef CAIRN_LISTENER_H
@@ -17,12 +20,15 @@
 #include "net/conn.h"
 
 #define LISTENER_DEFAULT_MAX_CONNS 1024
+#define LISTENER_DEFAULT_MAX_CONNS_PER_IP 512
 #define LISTENER_BACKLOG 511
 #define LISTENER_ERRMSG_SIZE 256
 
 struct listener_config {
   const char *bind_address; /* "host:port" or "[v6]:port"; port 0 picks one */
   unsigned max_conns;       /* live conns; 0 means LISTENER_DEFAULT_MAX_CONNS */
+  unsigned max_conns_per_ip; /* live conns from one address; 0 means
+                              * LISTENER_DEFAULT_MAX_CONNS_PER_IP */
   struct conn_limits limits;
   conn_dispatch_cb dispatch; /* every conn's requests go here, with data */
   conn_answered_cb answered; /* may be NULL: every conn's answers, with data */
@@ -46,7 +52,11 @@ struct listener {
   listener_close_cb close_cb;
   /* Counters for tests and metrics. */
   uint64_t accepted;
-  uint64_t rejected;
+  uint64_t rejected;        /* over max_conns or max_conns_per_ip */
+  uint64_t rejected_per_ip; /* of which over max_conns_per_ip */
+  uint64_t frames_timed_out; /* conns closed for trickling a frame */
+  uint64_t reject_logged_ms; /* loop time of the last rejection logged */
+  uint64_t reject_unlogged;  /* rejections since */
   char errmsg[LISTENER_ERRMSG_SIZE];
 };
 

@@ -67,6 +67,9 @@ enum config_key_id {
   CONFIG_K_MAX_FRAME,
   CONFIG_K_MAX_INFLIGHT,
   CONFIG_K_IDLE_TIMEOUT,
+  CONFIG_K_MAX_CONNECTIONS_PER_IP,
+  CONFIG_K_MAX_QUEUED_REQUEST,
+  CONFIG_K_FRAME_TIMEOUT,
   CONFIG_K_HEARTBEAT,
   CONFIG_K_ELECTION,
   CONFIG_K_IDLE_HEARTBEAT,
@@ -173,6 +176,22 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_IDLE_TIMEOUT] = {"idle-timeout-ms", "limits", "idle_timeout_ms", "N",
                                CONFIG_KIND_UINT, CONFIG_OFF(idle_timeout_ms), 0, CONFIG_DAY_MS,
                                "close a silent client connection after this (0: never)", NULL},
+    [CONFIG_K_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", "limits",
+                                         "max_connections_per_ip", "N", CONFIG_KIND_UINT,
+                                         CONFIG_OFF(max_connections_per_ip), 1, 1000000,
+                                         "client connections at once from one address", NULL},
+    [CONFIG_K_MAX_QUEUED_REQUEST] = {"max-queued-request-bytes", "limits",
+                                     "max_queued_request_bytes", "N", CONFIG_KIND_SIZE,
+                                     CONFIG_OFF(max_queued_request_bytes), CONFIG_MIB,
+                                     64 * CONFIG_GIB,
+                                     "request bytes received and not yet answered, all client "
+                                     "connections together; reads pause above it",
+                                     NULL},
+    [CONFIG_K_FRAME_TIMEOUT] = {"frame-timeout-ms", "limits", "frame_timeout_ms", "N",
+                                CONFIG_KIND_UINT, CONFIG_OFF(frame_timeout_ms), 0, CONFIG_DAY_MS,
+                                "close a client connection whose request frame is not complete "
+                                "this long after it began (0: never)",
+                                NULL},
     [CONFIG_K_HEARTBEAT] = {"heartbeat-ms", "raft", "heartbeat_ms", "N", CONFIG_KIND_UINT,
                             CONFIG_OFF(heartbeat_ms), 10, 60000, "Raft leader heartbeat interval",
                             NULL},
@@ -600,6 +619,9 @@ static void config_defaults(struct config *cfg)
   cfg->max_frame_bytes = 16 * CONFIG_MIB;
   cfg->max_inflight_bytes = 64 * CONFIG_MIB;
   cfg->idle_timeout_ms = 10 * 60 * 1000;
+  cfg->max_connections_per_ip = 512;
+  cfg->max_queued_request_bytes = 256 * CONFIG_MIB;
+  cfg->frame_timeout_ms = 30000;
   cfg->heartbeat_ms = 250;
   cfg->election_ms = 2500;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
@@ -1059,6 +1081,15 @@ static int config_check(struct config_parse *ps)
     config_fail(ps, CAIRN_ECONFIG,
                 "TLS on the client port needs both --tls-cert and --tls-key; --tls-ca and "
                 "--tls-ciphers only go with them");
+    return ps->err;
+  }
+  if (cfg->max_queued_request_bytes < 2 * cfg->max_frame_bytes) {
+    config_origin(ps, CONFIG_K_MAX_QUEUED_REQUEST, true, a, sizeof a);
+    config_origin(ps, CONFIG_K_MAX_FRAME, true, b, sizeof b);
+    config_fail(ps, CAIRN_ECONFIG,
+                "the node-wide request budget must hold two largest frames: %s is smaller than "
+                "twice %s",
+                a, b);
     return ps->err;
   }
   if (cfg->max_inflight_bytes < cfg->max_frame_bytes) {

@@ -92,6 +92,12 @@ struct config {
   size_t max_inflight_bytes; /* per connection, >= max_frame_bytes; default 64 MiB */
   unsigned idle_timeout_ms;  /* close a silent client after this, 0: never;
                                 default 600000 */
+  unsigned max_connections_per_ip; /* from one address; default 512 */
+  size_t max_queued_request_bytes; /* all client conns' unanswered request bytes
+                                    * (net/rbudget.h); >= 2 * max_frame_bytes;
+                                    * default 256 MiB */
+  unsigned frame_timeout_ms; /* a request frame begun must be complete within
+                                this, 0: never; default 30000 */
 
   /* [raft] */
   unsigned heartbeat_ms;     /* default 250 */

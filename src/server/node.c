@@ -288,10 +288,17 @@ static int node_start_ports(struct node *n)
                                .dispatch = node_dispatch,
                                .answered = admin_on_answered,
                                .data = n};
+  lc.max_conns_per_ip = n->cfg.max_connections_per_ip;
   conn_limits_default(&lc.limits);
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
   lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
   lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
+  lc.limits.frame_timeout_ms = n->cfg.frame_timeout_ms;
+  /* Before a client authenticates it sends Hello, Metadata and SCRAM
+   * messages: small frames. A large one then is refused, not buffered. */
+  lc.limits.preauth_max_frame_bytes = n->auth_required ? CONN_PREAUTH_MAX_FRAME_BYTES : 0;
+  rbudget_init(&n->request_budget, n->cfg.max_queued_request_bytes);
+  lc.limits.budget = &n->request_budget;
   if (rv == 0) {
     rv = listener_init(&n->lis, n->loop, &lc);
     if (rv != 0) {

@@ -83,6 +83,7 @@ struct node {
   struct controller ctl;
   struct parts parts;
   struct listener lis;
+  struct rbudget request_budget; /* shared by lis's conns (net/rbudget.h) */
   struct peer peer;          /* to the controller leader or the join address */
   struct admin *admin;       /* the admin HTTP port (src/admin/admin.h) */
   struct metrics metrics;    /* counters the request path updates (src/admin/metrics.h) */

@@ -613,42 +613,6 @@ static void test_client_produce_across_leader_sigkill_during_snapshots(void **st
 
 /* ---- a paced produce across a leader SIGKILL, default Raft timings ---- */
 
-#define METRICS_MAX (1u << 20)
-
-/* The value of an unlabeled metric on the admin port of 127.0.0.1:port,
- * or -1 when the port does not answer or has no such line. */
-static long long admin_metric(int port, const char *name)
-{
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    return -1;
-  }
-  struct timeval tv = {.tv_sec = 10};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-      write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-    close(fd);
-    return -1;
-  }
-  char *buf = malloc(METRICS_MAX + 1);
-  size_t len = 0;
-  ssize_t r;
-  while (len < METRICS_MAX && (r = read(fd, buf + len, METRICS_MAX - len)) > 0) {
-    len += (size_t)r;
-  }
-  close(fd);
-  buf[len] = '\0';
-  char needle[128];
-  snprintf(needle, sizeof needle, "\n%s ", name);
-  const char *at = strstr(buf, needle);
-  long long v = at != NULL ? strtoll(at + strlen(needle), NULL, 10) : -1;
-  free(buf);
-  return v;
-}
-
 /* With the default Raft timings (election timeout 2.5 s): 2000 keyed
  * messages to a 3-replica topic, flushed every 10 with a pause between
  * (a paced load, every message acknowledged before the next ten go out);
@@ -719,8 +683,8 @@ static void test_client_paced_produce_across_leader_sigkill_elects_at_once(void 
     if (i == killed) {
       continue;
     }
-    long long v = admin_metric(c.nodes[i].admin_port, "cairn_raft_prompt_elections_total");
-    long long g = admin_metric(c.nodes[i].admin_port, "cairn_nodes_seen_gone_total");
+    long long v = cd_metric(c.nodes[i].admin_port, "cairn_raft_prompt_elections_total");
+    long long g = cd_metric(c.nodes[i].admin_port, "cairn_nodes_seen_gone_total");
     assert_true(v >= 0 && g >= 0);
     prompt += v;
     gone += g;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -421,4 +422,41 @@ int cd_fetch(struct cd_cluster *c, const char *topic, uint32_t partition, int64_
     usleep(CD_CALL_RETRY_MS * 1000);
   }
   return code;
+}
+
+#define CD_METRICS_MAX (1u << 20)
+
+
+/* The value of an unlabeled metric on the admin port of 127.0.0.1:port,
+ * or -1 when the port does not answer or has no such line. */
+long long cd_metric(int admin_port, const char *name)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    return -1;
+  }
+  struct timeval tv = {.tv_sec = 10};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)admin_port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+    close(fd);
+    return -1;
+  }
+  char *buf = malloc(CD_METRICS_MAX + 1);
+  size_t len = 0;
+  ssize_t r;
+  while (len < CD_METRICS_MAX && (r = read(fd, buf + len, CD_METRICS_MAX - len)) > 0) {
+    len += (size_t)r;
+  }
+  close(fd);
+  buf[len] = '\0';
+  char needle[128];
+  snprintf(needle, sizeof needle, "\n%s ", name);
+  const char *at = strstr(buf, needle);
+  long long v = at != NULL ? strtoll(at + strlen(needle), NULL, 10) : -1;
+  free(buf);
+  return v;
 }

@@ -100,6 +100,10 @@ int cd_create_topic(struct cd_cluster *c, int i, const char *name, uint32_t part
  * needs it not to move afterwards. Returns 0, or -1 after timeout_ms. */
 int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms);
 
+/* The value of an unlabeled metric in the /metrics of the admin port
+ * (plain HTTP, no token), or -1 when absent or unreachable. */
+long long cd_metric(int admin_port, const char *name);
+
 /* The index of node id, or -1. */
 int cd_index(const struct cd_cluster *c, uint64_t id);
 

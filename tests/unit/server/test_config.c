@@ -126,6 +126,9 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->max_frame_bytes, b->max_frame_bytes);
   assert_int_equal(a->max_inflight_bytes, b->max_inflight_bytes);
   assert_int_equal(a->idle_timeout_ms, b->idle_timeout_ms);
+  assert_int_equal(a->max_connections_per_ip, b->max_connections_per_ip);
+  assert_int_equal(a->max_queued_request_bytes, b->max_queued_request_bytes);
+  assert_int_equal(a->frame_timeout_ms, b->frame_timeout_ms);
   assert_int_equal(a->heartbeat_ms, b->heartbeat_ms);
   assert_int_equal(a->election_ms, b->election_ms);
   assert_int_equal(a->idle_heartbeat_ms, b->idle_heartbeat_ms);
@@ -238,6 +241,9 @@ static void test_config_usage_lists_every_flag_key_and_default(void **state)
       "default 67108864 (64 MiB)",
       "--idle-timeout-ms N",
       "default 600000",
+      "--max-connections-per-ip N",
+      "--max-queued-request-bytes N",
+      "--frame-timeout-ms N",
       "--heartbeat-ms N",
       "default 250",
       "--election-ms N",
