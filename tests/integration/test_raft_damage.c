@@ -152,8 +152,7 @@ static int64_t fullest_open_segment(const char *dir, char *out, size_t n)
   return best;
 }
 
-static void write_garbage(const char *dir, const char *name, int64_t at, size_t len,
-                          uint64_t *rnd)
+static void write_garbage(const char *dir, const char *name, int64_t at, size_t len, uint64_t *rnd)
 {
   uint8_t g[512];
   assert_true(len <= sizeof g);
@@ -166,7 +165,10 @@ static void write_garbage(const char *dir, const char *name, int64_t at, size_t 
 
 /* ---- cluster ---- */
 
-static int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+static int exit_code_of(int status)
+{
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 /* Three voters, TOPIC with one partition at rf 3, n batches acknowledged. */
 static void setup(struct cd_cluster *c, int n)
