@@ -39,7 +39,7 @@
 
 #define CTL_GROUP_ID 1
 #define CTL_TICK_MS 1000
-#define CTL_ERRMSG_SIZE 256
+#define CTL_ERRMSG_SIZE 640
 #define CTL_MAX_VOTERS 7
 #define CTL_MAX_INFLIGHT 64 /* proposals of the planner and of requests */
 

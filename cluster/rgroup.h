@@ -84,7 +84,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define RGROUP_ERRMSG_SIZE 256
+#define RGROUP_ERRMSG_SIZE 640
 #define RGROUP_DEFAULT_MAX_ENTRY_BYTES (1u << 20)
 
 /* rgroup's tick rides on raft's (every heartbeat interval, fixed at

@@ -19,6 +19,7 @@
 #include "cluster/rgroup_raft.h"
 
 #include "cluster/raft_err.h"
+#include "cluster/raft_files.h"
 #include "cluster/rgroup_fsm.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -523,6 +524,26 @@ static void rgroup_raft_interpose(struct rgroup *rg)
 
 /* ---- open, close, recover ---- */
 
+/* raft 0.15 aborts the process on some damaged logs and silently drops
+ * valid entries on others (raft_files.h): the files are checked first, a
+ * torn tail is cut, anything else keeps this replica closed. */
+static int rgroup_raft_check_files(struct rgroup *rg, const char *raft_dir)
+{
+  struct raft_files_report rep;
+  int rv = raft_files_check(raft_dir, &rep);
+  if (rv != 0) {
+    snprintf(rg->errmsg, sizeof rg->errmsg,
+             "group %llu: replica %llu stays closed: its Raft files are refused: %s",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, rep.errmsg);
+    return rv;
+  }
+  if (rep.repaired > 0) {
+    log_warn("rgroup", "group %llu: replica %llu: %s", (unsigned long long)rg->group_id,
+             (unsigned long long)rg->self_id, rep.note);
+  }
+  return 0;
+}
+
 int rgroup_raft_init(struct rgroup *rg)
 {
   char raft_dir[PATH_MAX];
@@ -530,7 +551,11 @@ int rgroup_raft_init(struct rgroup *rg)
     snprintf(rg->errmsg, sizeof rg->errmsg, "%s: path too long", rg->dir);
     return CAIRN_EINVAL;
   }
-  int rv = transport_group_init(rg->tr, &rg->rt, rg->group_id);
+  int rv = rgroup_raft_check_files(rg, raft_dir);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = transport_group_init(rg->tr, &rg->rt, rg->group_id);
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: transport: %s",
              (unsigned long long)rg->group_id, cairn_strerror(rv));
@@ -547,6 +572,9 @@ int rgroup_raft_init(struct rgroup *rg)
     return raft_err_to_cairn(rv);
   }
   raft_uv_set_segment_size(&rg->io, rg->opts.raft_segment_size);
+  /* Its recovery moves a corrupt segment aside and loads without it:
+   * entries this replica reported durable would vanish. Fail instead. */
+  raft_uv_set_auto_recovery(&rg->io, false);
   raft_uv_set_connect_retry_delay(&rg->io, 100);
   rgroup_raft_interpose(rg);
   /* raft 0.15's raft_uv implements async_work (uv_work.c) but still says

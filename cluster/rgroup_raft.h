@@ -32,10 +32,12 @@
  * and asserts that the lifecycle in rgroup.h allows it. */
 void rgroup_set_state(struct rgroup *rg, enum rgroup_state to);
 
-/* Initializes the group's Raft transport, raft_uv with its interposers and
- * struct raft (not started; the caller sets timeouts, bootstraps if needed,
- * and calls raft_start). Returns 0 with rg->raft_open set, or a negative code
- * with rg->errmsg set and nothing left to close. */
+/* Checks <dir>/raft first (raft_files_check: a torn tail of an open
+ * segment is cut; other damage returns CAIRN_ERAFTFILES, the replica stays
+ * closed), then initializes the group's Raft transport, raft_uv with its
+ * interposers and struct raft (not started; the caller sets timeouts,
+ * bootstraps if needed, and calls raft_start). Returns 0 with rg->raft_open
+ * set, or a negative code with rg->errmsg set and nothing left to close. */
 __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
 
 /* After raft_start succeeded: puts rg on its options' ticker, if any

@@ -30,6 +30,7 @@
   X(CAIRN_ERAFT,        -10020, "raft failure")                                   \
   X(CAIRN_ESHUTDOWN,    -10021, "shutting down")                                  \
   X(CAIRN_EINDOUBT,     -10022, "leadership was lost while the batch was in flight: it may or may not be committed") \
+  X(CAIRN_ERAFTFILES,   -10023, "raft log files are damaged beyond a torn tail") \
   X(CAIRN_ECONFIG,      -10040, "invalid configuration")                          \
   X(CAIRN_ETOPIC_EXISTS,       -10045, "topic already exists")                  \
   X(CAIRN_EUNKNOWN_TOPIC,      -10046, "unknown topic or partition")            \
