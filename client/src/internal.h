@@ -255,6 +255,9 @@ struct lc_meta_waiter {
   struct lc_meta_waiter *next;
 };
 
+/* A refresh waits this long for one node's Metadata answer at most. */
+#define LC_META_TIMEOUT_MS 5000u
+
 struct lc_meta {
   struct lc_node *nodes;
   size_t nnodes;

@@ -223,7 +223,11 @@ static void lc_meta_ask_next(struct cairn_client *c)
     env.api = CAIRN__CLIENT__API__API_METADATA;
     env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_REQ;
     env.metadata_req = &mr;
-    int rv = lc_call(c, copy, &env, NULL, 0, c->opts.request_timeout_ms, lc_meta_on_answer, copy);
+    /* A Metadata answer takes a millisecond: a node silent for longer than
+     * LC_META_TIMEOUT_MS (paused, cut off) is passed over for the next. */
+    uint32_t timeout = c->opts.request_timeout_ms < LC_META_TIMEOUT_MS ? c->opts.request_timeout_ms
+                                                                        : LC_META_TIMEOUT_MS;
+    int rv = lc_call(c, copy, &env, NULL, 0, timeout, lc_meta_on_answer, copy);
     if (rv == 0) {
       return;
     }

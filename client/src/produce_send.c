@@ -17,6 +17,19 @@ static void lc_prod_preq_free(struct lc_preq *r)
   free(r);
 }
 
+static void lc_prod_preq_unlink(struct cairn_producer *p, struct lc_preq *r)
+{
+  if (r->prev != NULL) {
+    r->prev->next = r->next;
+  } else {
+    p->preqs = r->next;
+  }
+  if (r->next != NULL) {
+    r->next->prev = r->prev;
+  }
+  r->prev = r->next = NULL;
+}
+
 /* Looks up the result for (topic, partition) in a ProduceResponse; the
  * node answers in request order, so entry i is tried first. */
 static const Cairn__Client__ProducePartitionResult *
@@ -121,7 +134,12 @@ static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client_
                               void *data)
 {
   struct lc_preq *r = data;
+  if (r->abandoned) {
+    lc_prod_preq_free(r); /* its batches were sent again elsewhere; p may be gone */
+    return;
+  }
   struct cairn_producer *p = r->p;
+  lc_prod_preq_unlink(p, r);
   p->reqs_in_flight--;
   const Cairn__Client__ProduceResponse *resp = NULL;
   if (status == 0) {
@@ -183,6 +201,68 @@ static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client_
   }
   lc_prod_preq_free(r);
   lc_prod_kick(p);
+}
+
+/* Whether a refresh after r's probe began names another leader than the
+ * node r went to for any of its partitions. */
+static bool lc_prod_preq_leader_moved(struct cairn_client *c, const struct lc_preq *r)
+{
+  for (size_t i = 0; i < r->n; i++) {
+    uint64_t now_leader = lc_meta_leader(c, r->items[i].t->name, r->items[i].partition);
+    if (now_leader != 0 && now_leader != r->node) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* r's batches go to the new leader: each is retried at once (as after a
+ * timeout: it may be written, so it is resent unchanged and the
+ * partition answers a copy it holds with its offset). */
+static void lc_prod_preq_abandon(struct cairn_producer *p, struct lc_preq *r)
+{
+  lc_prod_preq_unlink(p, r);
+  r->abandoned = true;
+  p->reqs_in_flight--;
+  p->c->stats.retries++;
+  for (size_t i = 0; i < r->n; i++) {
+    struct lc_preq_item *it = &r->items[i];
+    it->t->parts[it->partition].acc.in_flight--;
+    lc_prod_batch_failed(p, it->t, it->partition, it->b, CAIRN_EREQUEST_TIMEOUT, true);
+  }
+  for (size_t i = 0; i < r->n; i++) {
+    lc_prod_complete(p, r->items[i].t, r->items[i].partition);
+  }
+}
+
+void lc_prod_probe_leaders(struct cairn_producer *p)
+{
+  struct cairn_client *c = p->c;
+  if (p->pid < 0) {
+    return; /* not idempotent: a resend could store a batch twice */
+  }
+  uint64_t now = lc_now(c);
+  struct lc_preq *next;
+  for (struct lc_preq *r = p->preqs; r != NULL; r = next) {
+    next = r->next;
+    if (now - r->since_ms < LC_PROD_PROBE_MS) {
+      continue;
+    }
+    if (r->probe_gen == 0) {
+      r->probe_gen = c->meta.generation; /* a refresh starts at the next tick */
+      lc_meta_invalidate(c);
+    } else if (c->meta.generation > r->probe_gen) {
+      if (lc_prod_preq_leader_moved(c, r)) {
+        lc_prod_preq_abandon(p, r);
+        continue;
+      }
+      r->probe_gen = 0; /* the same leader still: ask again in a while */
+      r->since_ms = now;
+      lc_prod_kick_at(p, now + LC_PROD_PROBE_MS);
+      continue;
+    }
+    lc_prod_kick_at(p, now + 100); /* until the refresh answers */
+  }
 }
 
 /* Has the cache named a new leader since a batch of the partition failed
@@ -343,6 +423,16 @@ send:
                    r);
       if (rv == 0) {
         p->reqs_in_flight++;
+        r->node = lc_meta_leader(c, ri[0].t->name, ri[0].partition);
+        r->since_ms = now;
+        r->next = p->preqs;
+        if (p->preqs != NULL) {
+          p->preqs->prev = r;
+        }
+        p->preqs = r;
+        if (p->pid >= 0) {
+          lc_prod_kick_at(p, now + LC_PROD_PROBE_MS);
+        }
         ri = NULL;
         r = NULL;
       } else {

@@ -609,6 +609,7 @@ static void lc_prod_round(struct cairn_producer *p)
       }
     }
   }
+  lc_prod_probe_leaders(p);
   if (can_send) {
     lc_prod_send_all(p);
   }

@@ -8,6 +8,12 @@
 
 #include "accumulator.h"
 
+/* An idempotent producer whose request has had no answer this long asks
+ * for metadata; when it names another leader for the request's
+ * partitions (the old one is paused, cut off or dead), the batches are
+ * sent there at once instead of waiting for the request timeout. */
+#define LC_PROD_PROBE_MS 1000
+
 /* Batches in flight per partition for an idempotent producer at most (the
  * partition's duplicate window, docs/protocol.md). */
 #define LC_PROD_MAX_IDEMPOTENT_IN_FLIGHT 5
@@ -81,6 +87,7 @@ struct cairn_producer {
   int16_t epoch;
   uint64_t pid_wake_ms;
   int reqs_in_flight;
+  struct lc_preq *preqs; /* requests in flight (not abandoned) */
   uv_timer_t kick;
   bool kick_armed;
   uint64_t kick_due_ms; /* when the armed kick fires (loop time) */
@@ -101,6 +108,11 @@ struct lc_preq {
   struct cairn_producer *p;
   struct lc_preq_item *items;
   size_t n;
+  struct lc_preq *prev, *next; /* in p->preqs while in flight and not abandoned */
+  uint64_t node;               /* the leader it went to (its items' leader then) */
+  uint64_t since_ms;            /* sent, or last probed and found at the same leader */
+  uint64_t probe_gen;          /* metadata generation when the probe began, 0: none */
+  bool abandoned;              /* its batches went to a new leader; the answer is dropped */
 };
 
 
@@ -123,6 +135,12 @@ void lc_prod_batch_failed_for_good(struct cairn_producer *p, struct lc_batch *b,
  * while p->resolving only the batches maybe written (a prefix of each
  * partition's unanswered batches). */
 void lc_prod_send_all(struct cairn_producer *p);
+
+/* Idempotent producers: requests without an answer for LC_PROD_PROBE_MS
+ * start a metadata refresh; once one names another leader for their
+ * partitions they are abandoned (their batches retried there at once, as
+ * after a timeout: the partition drops what it already holds). */
+void lc_prod_probe_leaders(struct cairn_producer *p);
 
 /* Asks for a producer id, or a new epoch of the one in use. */
 void lc_prod_ask_pid(struct cairn_producer *p);

@@ -9,6 +9,8 @@
  *   cairn-fault-ctl decommission NODES ID       DecommissionNode(ID); prints the wire code
  *   cairn-fault-ctl create-topic NODES TOPIC P RF
  *   cairn-fault-ctl cut-unsynced LOGDIR SEED    see ctl_cut_unsynced
+ *   cairn-fault-ctl tear-raft RAFTDIR SEED      see ctl_tear_raft
+ *   cairn-fault-ctl garble-log LOGDIR SEED      see ctl_garble_log
  *
  * NODES is ID@HOST:PORT,... (client ports). Exit status 0 when answered,
  * 1 otherwise (nothing printed), 2 on a usage error. */
@@ -21,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +35,7 @@
 static int ctl_usage(void)
 {
   fprintf(stderr, "usage: cairn-fault-ctl controller|leader|state|decommission|create-topic "
-                  "NODES ... | cut-unsynced LOGDIR SEED\n");
+                  "NODES ... | cut-unsynced LOGDIR SEED | tear-raft RAFTDIR SEED | garble-log LOGDIR SEED\n");
   return 2;
 }
 
@@ -63,6 +66,15 @@ static int ctl_newest_segment(const char *dir, int64_t *base, char *path, size_t
   *base = best;
   snprintf(path, len, "%s/%020" PRId64 ".log", dir, best);
   return 0;
+}
+
+static uint64_t ctl_mix(uint64_t seed)
+{
+  /* splitmix64 of the seed: callers pass small seeds. */
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 /* Simulates losing the page cache of a stopped node's partition log: the
@@ -109,11 +121,7 @@ static int ctl_cut_unsynced(const char *dir, uint64_t seed)
     pos = st.st_size;
   }
   off_t span = st.st_size - pos;
-  /* splitmix64 of the seed: callers pass small seeds. */
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
+  uint64_t z = ctl_mix(seed);
   off_t keep = span > 0 ? (off_t)(z % (uint64_t)(span + 1)) : 0;
   /* Half the time nothing of the unsynced part survives. */
   if ((z >> 63) == 0) {
@@ -124,6 +132,158 @@ static int ctl_cut_unsynced(const char *dir, uint64_t seed)
   printf("%s: durable offset %" PRId64 ", cut %lld of %lld bytes (from %lld)\n", path, durable,
          (long long)(span - keep), (long long)st.st_size, (long long)(pos + keep));
   return rv == 0 ? 0 : 1;
+}
+
+static uint64_t ctl_le64(const uint8_t *p)
+{
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) {
+    v = v << 8 | p[i];
+  }
+  return v;
+}
+
+/* Reads path whole into *buf (owned: free()). Returns 0 or -1. */
+static int ctl_read_all(const char *path, uint8_t **buf, size_t *size)
+{
+  int fd = open(path, O_RDONLY);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) {
+      close(fd);
+    }
+    return -1;
+  }
+  *size = (size_t)st.st_size;
+  *buf = malloc(*size + 1);
+  ssize_t r = *buf != NULL ? pread(fd, *buf, *size, 0) : -1;
+  close(fd);
+  if (r != (ssize_t)*size) {
+    free(*buf);
+    return -1;
+  }
+  return 0;
+}
+
+/* The newest raft_uv open segment of dir that holds a batch ("open-N",
+ * largest N whose first batch has entries; raft preallocates the next
+ * ones empty), read whole into *buf. Returns 0 or -1. */
+static int ctl_newest_open(const char *dir, char *path, size_t len, uint8_t **buf, size_t *size)
+{
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    return -1;
+  }
+  long best = -1;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    long k = strncmp(de->d_name, "open-", 5) == 0 ? strtol(de->d_name + 5, NULL, 10) : -1;
+    if (k <= best) {
+      continue;
+    }
+    char p[1200];
+    uint8_t *b;
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    if (ctl_read_all(p, &b, &n) != 0) {
+      continue;
+    }
+    bool has_batch = n >= 24 && ctl_le64(b + 16) != 0;
+    free(b);
+    if (has_batch) {
+      best = k;
+    }
+  }
+  closedir(d);
+  if (best < 0) {
+    return -1;
+  }
+  snprintf(path, len, "%s/open-%ld", dir, best);
+  return ctl_read_all(path, buf, size);
+}
+
+/* Simulates a write torn by a crash in a stopped node's partition Raft
+ * log: the newest open segment is cut at a seeded point inside its last
+ * batch (raft_uv's layout, cluster/raft_files.h: a u64 format word, then
+ * batches of two CRC words, u64 n, n 16-byte entry headers and the
+ * entries' data), leaving the preallocated zeros after it. Only the last
+ * batch: a torn write damages only what was being written. */
+static int ctl_tear_raft(const char *dir, uint64_t seed)
+{
+  char path[1200];
+  uint8_t *buf;
+  size_t size;
+  if (ctl_newest_open(dir, path, sizeof path, &buf, &size) != 0) {
+    printf("%s: no open segment\n", dir);
+    return 0;
+  }
+  size_t off = 8, last = 0;
+  while (off + 16 <= size) {
+    uint64_t n = ctl_le64(buf + off + 8);
+    if (n == 0 || n > 262144 || off + 16 + 16 * n > size) {
+      break;
+    }
+    uint64_t data = 0;
+    for (uint64_t i = 0; i < n; i++) {
+      data += (ctl_le64(buf + off + 16 + 16 * i + 8) >> 32) & 0xffffffffu;
+    }
+    if (off + 16 + 16 * n + data > size) {
+      break;
+    }
+    last = off;
+    off += 16 + 16 * n + data;
+  }
+  free(buf);
+  if (last == 0) {
+    printf("%s: no batch\n", path);
+    return 0;
+  }
+  /* Zero the last batch from a point inside it: what a torn sector write
+   * leaves of a preallocated file. */
+  size_t at = last + 1 + (size_t)(ctl_mix(seed) % (off - last - 1));
+  int fd = open(path, O_WRONLY);
+  if (fd < 0) {
+    return 1;
+  }
+  size_t n = off - at;
+  uint8_t *zeros = calloc(1, n);
+  ssize_t w = zeros != NULL ? pwrite(fd, zeros, n, (off_t)at) : -1;
+  free(zeros);
+  close(fd);
+  printf("%s: last batch [%zu, %zu) torn at %zu\n", path, last, off, at);
+  return w == (ssize_t)n ? 0 : 1;
+}
+
+/* Simulates media damage in a stopped node's partition log: 64 seeded
+ * random bytes over a seeded place of its newest segment. */
+static int ctl_garble_log(const char *dir, uint64_t seed)
+{
+  int64_t base;
+  char path[1200];
+  if (ctl_newest_segment(dir, &base, path, sizeof path) != 0) {
+    printf("%s: no segment\n", dir);
+    return 0;
+  }
+  int fd = open(path, O_WRONLY);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 128) {
+    if (fd >= 0) {
+      close(fd);
+    }
+    printf("%s: too small to garble\n", path);
+    return 0;
+  }
+  uint64_t z = ctl_mix(seed);
+  off_t at = (off_t)(z % (uint64_t)(st.st_size - 64));
+  uint8_t junk[64];
+  for (size_t i = 0; i < sizeof junk; i++) {
+    z = ctl_mix(z);
+    junk[i] = (uint8_t)z;
+  }
+  ssize_t w = pwrite(fd, junk, sizeof junk, at);
+  close(fd);
+  printf("%s: 64 random bytes at %lld of %lld\n", path, (long long)at, (long long)st.st_size);
+  return w == (ssize_t)sizeof junk ? 0 : 1;
 }
 
 /* Node id's state in the metadata of the first node that answers. */
@@ -162,6 +322,12 @@ int main(int argc, char **argv)
   const char *cmd = argv[1];
   if (strcmp(cmd, "cut-unsynced") == 0) {
     return argc == 4 ? ctl_cut_unsynced(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
+  }
+  if (strcmp(cmd, "tear-raft") == 0) {
+    return argc == 4 ? ctl_tear_raft(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
+  }
+  if (strcmp(cmd, "garble-log") == 0) {
+    return argc == 4 ? ctl_garble_log(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
   }
   struct fc_nodes ns;
   if (fc_nodes_parse(&ns, argv[2]) != 0) {

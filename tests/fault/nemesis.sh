@@ -20,6 +20,16 @@
 #              newest segments (cairn-fault-ctl cut-unsynced), restart it
 #   churn      decommission a non-voter node (5 hosts), wait until it is
 #              removed, stop it, wipe its data, start it again as a fresh node
+#   killall    SIGKILL every node at once, restart them all 1-4 s later
+#   majority   SIGKILL a majority of the nodes at once, restart them one at a
+#              time, 1-4 s apart, starting 1-4 s later
+#   torn       SIGKILL a node; while it is down, tear the last batch of the
+#              newest Raft open segment of some of its partitions (and of its
+#              metadata log) and write 64 random bytes into the newest log
+#              segment of one partition (cairn-fault-ctl tear-raft,
+#              garble-log); restart it
+#   conncut    reset every client connection of a node (TCP RST for 1-2 s on
+#              its client port: requests in flight are cut mid-way)
 #
 # Each step starts one fault, or two at once (a third of the steps), keeps
 # them for a while, heals them, and leaves the cluster a quiet period. The
@@ -32,7 +42,7 @@
 
 # The nem_*_hold variables and NEM_ALL are read indirectly (${!h}) or by run.sh.
 # shellcheck disable=SC2034
-NEM_ALL="kill,pause,partition,netem,lostcache,churn"
+NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncut"
 : "${NEM_QUIET_S:=5}"
 nem_t0=$SECONDS
 declare -A nem_down=()   # nodes a fault has stopped on purpose
@@ -77,7 +87,7 @@ nem_kill_start() {
 nem_kill_heal() {
   hosts_start "$nem_kill_node" 2>/dev/null
   unset "nem_down[$nem_kill_node]"
-  nem_record "restart node $nem_kill_node"
+  nem_record "kill healed: restart node $nem_kill_node"
 }
 
 # ---- pause ----
@@ -89,7 +99,7 @@ nem_pause_start() {
 }
 nem_pause_heal() {
   hosts_resume "$nem_pause_node"
-  nem_record "resume node $nem_pause_node"
+  nem_record "pause healed: resume node $nem_pause_node"
 }
 
 # ---- partition ----
@@ -226,7 +236,102 @@ nem_lostcache_start() {
 nem_lostcache_heal() {
   hosts_start "$nem_lc_node" 2>/dev/null
   unset "nem_down[$nem_lc_node]"
-  nem_record "restart node $nem_lc_node"
+  nem_record "lostcache healed: restart node $nem_lc_node"
+}
+
+# ---- killall ----
+nem_killall_start() {
+  local i n
+  n=$(hosts_count)
+  for ((i = 1; i <= n; i++)); do
+    nem_down[$i]=1
+    hosts_kill "$i"
+  done
+  nem_record "killall: every node SIGKILLed"
+  nem_killall_hold=$((1 + $(nem_rand 4)))
+}
+nem_killall_heal() {
+  local i n
+  n=$(hosts_count)
+  for ((i = 1; i <= n; i++)); do
+    hosts_start "$i" 2>/dev/null
+    unset "nem_down[$i]"
+  done
+  nem_record "killall healed: restart every node"
+}
+
+# ---- majority ----
+nem_majority_start() {
+  local n k order
+  n=$(hosts_count)
+  k=$((n / 2 + 1))
+  read -r -a order < <(nem_shuffle "$n")
+  nem_majority_nodes="${order[*]:0:k}"
+  for i in $nem_majority_nodes; do
+    nem_down[$i]=1
+    hosts_kill "$i"
+  done
+  nem_record "majority: nodes {$nem_majority_nodes} SIGKILLed"
+  nem_majority_hold=$((1 + $(nem_rand 4)))
+}
+nem_majority_heal() {
+  local i first=1
+  for i in $nem_majority_nodes; do
+    ((first)) || sleep $((1 + $(nem_rand 4)))
+    first=0
+    hosts_start "$i" 2>/dev/null
+    unset "nem_down[$i]"
+    nem_record "majority healed: restart node $i (staggered)"
+  done
+}
+
+# ---- torn ----
+nem_torn_start() {
+  local d k=0 what=""
+  nem_torn_log=""
+  read -r nem_torn_node nem_torn_why < <(nem_target)
+  nem_down[$nem_torn_node]=1
+  hosts_kill "$nem_torn_node"
+  if hosts_dir_in_use "$nem_torn_node"; then
+    nem_record "torn node $nem_torn_node skipped: a process still has its data dir"
+    echo "node $nem_torn_node: a process the rig does not know has its data dir" >>"$NEM_CRASHES"
+    nem_torn_hold=1
+    return
+  fi
+  for d in "$HOSTS_DIR/node$nem_torn_node"/partitions/*/raft "$HOSTS_DIR/node$nem_torn_node/meta"; do
+    [ -d "$d" ] || continue
+    (($(nem_rand 2) == 0)) || continue
+    what+="$("$NEM_CTL" tear-raft "$d" "$((RANDOM * 65536 + RANDOM))" | sed "s#$HOSTS_DIR/##"); "
+  done
+  for d in "$HOSTS_DIR/node$nem_torn_node"/partitions/*/log; do
+    [ -d "$d" ] || continue
+    k=$((k + 1))
+    (($(nem_rand k) == 0)) || continue
+    nem_torn_log=$d
+  done
+  if [ -n "${nem_torn_log:-}" ]; then
+    what+="$("$NEM_CTL" garble-log "$nem_torn_log" "$((RANDOM * 65536 + RANDOM))" | sed "s#$HOSTS_DIR/##")"
+  fi
+  nem_record "torn node $nem_torn_node ($nem_torn_why): $what"
+  nem_torn_hold=$((1 + $(nem_rand 3)))
+}
+nem_torn_heal() {
+  hosts_start "$nem_torn_node" 2>/dev/null
+  unset "nem_down[$nem_torn_node]"
+  nem_record "torn healed: restart node $nem_torn_node"
+}
+
+# ---- conncut ----
+nem_conncut_start() {
+  read -r nem_cc_node nem_cc_why < <(nem_target)
+  hosts_exec "$nem_cc_node" nft add rule inet cairnfault input ip saddr "$HOSTS_CLIENT_IP" \
+    tcp dport "$HOSTS_CLIENT_PORT" reject with tcp reset
+  nem_record "conncut node $nem_cc_node ($nem_cc_why): client connections reset"
+  nem_conncut_hold=$((1 + $(nem_rand 2)))
+}
+nem_conncut_heal() {
+  hosts_exec "$nem_cc_node" nft flush chain inet cairnfault input
+  nem_record "conncut healed: node $nem_cc_node"
 }
 
 # ---- churn ----

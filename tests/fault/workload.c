@@ -676,6 +676,141 @@ static void wl_json_str(FILE *f, const char *s)
   fputc('"', f);
 }
 
+/* ---- availability per nemesis kind ---- */
+
+#define WL_MAX_KINDS 24
+
+/* One kind of fault event ("kill", "restart", ...) and how long the
+ * worst partition waited for its next acknowledgement after each one. */
+struct wl_kind {
+  char name[24];
+  long long *waits; /* ms */
+  size_t n, cap;
+};
+
+/* The first acknowledgement on partition q ending at or after t (ms), or
+ * -1. acks[q] is sorted. */
+static long long wl_next_ack(long long *const *acks, const size_t *nacks, uint32_t q, long long t)
+{
+  size_t lo = 0, hi = nacks[q];
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (acks[q][mid] < t) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < nacks[q] ? acks[q][lo] : -1;
+}
+
+static struct wl_kind *wl_kind_get(struct wl_kind *kinds, int *nkinds, const char *name)
+{
+  for (int i = 0; i < *nkinds; i++) {
+    if (strcmp(kinds[i].name, name) == 0) {
+      return &kinds[i];
+    }
+  }
+  if (*nkinds == WL_MAX_KINDS) {
+    return NULL;
+  }
+  struct wl_kind *k = &kinds[(*nkinds)++];
+  memset(k, 0, sizeof *k);
+  snprintf(k->name, sizeof k->name, "%s", name);
+  return k;
+}
+
+/* The kind of a nemesis line's event: its first word ("kill",
+ * "partition", ...), or for a heal the words before "healed" ("kill
+ * healed: restart node 2" -> "kill healed"; "healed everything"). */
+static void wl_event_kind(const char *what, char *kind, size_t len)
+{
+  const char *h = strstr(what, " healed");
+  if (h != NULL) {
+    snprintf(kind, len, "%.*s healed", (int)(h - what), what);
+    return;
+  }
+  size_t n = strcspn(what, " :(");
+  snprintf(kind, len, "%.*s%s", (int)n, what, strncmp(what, "healed", 6) == 0 ? " all" : "");
+}
+
+/* For every nemesis event (--faults: "<seconds> <what>" lines), how long
+ * until every partition acknowledged a write again; printed per kind:
+ * count, median, worst. Writes stop during a fault that removes a
+ * partition's majority, so the figure after a fault's heal ("restart",
+ * "resume", "... healed") is the one to hold against a target. */
+static void wl_report_availability(FILE *json)
+{
+  long long *acks[WL_MAX_PARTS] = {0};
+  size_t nacks[WL_MAX_PARTS] = {0}, caps[WL_MAX_PARTS] = {0};
+  for (int k = 0; k < wl.nproducers; k++) {
+    const struct wl_producer *p = &wl.prod[k];
+    for (size_t s = 0; s < p->n; s++) {
+      const struct wl_op *op = &p->ops[s];
+      uint32_t q = op->partition;
+      if (op->out != FC_ACK || q >= WL_MAX_PARTS) {
+        continue;
+      }
+      if (nacks[q] == caps[q]) {
+        caps[q] = caps[q] ? caps[q] * 2 : 256;
+        acks[q] = realloc(acks[q], caps[q] * sizeof *acks[q]);
+      }
+      acks[q][nacks[q]++] = op->end;
+    }
+  }
+  for (uint32_t q = 0; q < wl.parts && q < WL_MAX_PARTS; q++) {
+    qsort(acks[q], nacks[q], sizeof *acks[q], wl_cmp_i64);
+  }
+  struct wl_kind kinds[WL_MAX_KINDS];
+  int nkinds = 0;
+  FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
+  char line[1024];
+  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+    char *what;
+    long long sec = strtoll(line, &what, 10);
+    while (*what == ' ') {
+      what++;
+    }
+    char name[24];
+    wl_event_kind(what, name, sizeof name);
+    struct wl_kind *k = wl_kind_get(kinds, &nkinds, name);
+    long long t = sec * 1000, worst = 0;
+    for (uint32_t q = 0; q < wl.parts && q < WL_MAX_PARTS && k != NULL; q++) {
+      long long a = wl_next_ack(acks, nacks, q, t);
+      long long w = a < 0 ? (long long)wl.seconds * 1000 - t : a - t;
+      worst = w > worst ? w : worst;
+    }
+    if (k == NULL || t >= (long long)wl.seconds * 1000) {
+      continue;
+    }
+    if (k->n == k->cap) {
+      k->cap = k->cap ? k->cap * 2 : 16;
+      k->waits = realloc(k->waits, k->cap * sizeof *k->waits);
+    }
+    k->waits[k->n++] = worst;
+  }
+  if (ff != NULL) {
+    fclose(ff);
+  }
+  fprintf(json, "\"availability\": [");
+  for (int i = 0; i < nkinds; i++) {
+    struct wl_kind *k = &kinds[i];
+    qsort(k->waits, k->n, sizeof *k->waits, wl_cmp_i64);
+    long long med = k->n > 0 ? k->waits[k->n / 2] : 0, max = k->n > 0 ? k->waits[k->n - 1] : 0;
+    printf("workload: after %-18s n=%-3zu next acknowledgement on every partition: median %lld "
+           "ms, worst %lld ms\n",
+           k->name, k->n, med, max);
+    fprintf(json, "%s{\"event\": ", i ? ", " : "");
+    wl_json_str(json, k->name);
+    fprintf(json, ", \"n\": %zu, \"median_ms\": %lld, \"worst_ms\": %lld}", k->n, med, max);
+    free(k->waits);
+  }
+  fprintf(json, "],\n");
+  for (uint32_t q = 0; q < WL_MAX_PARTS; q++) {
+    free(acks[q]);
+  }
+}
+
 static int wl_report(void)
 {
   long attempted = 0, acked = 0, failed = 0, indet = 0, indet_present = 0;
@@ -741,7 +876,9 @@ static int wl_report(void)
       fprintf(f, "%s{\"from_ms\": %lld, \"ms\": %lld}", ngaps++ ? ", " : "", ends[j - 1], g);
     }
   }
-  fprintf(f, "],\n\"final_log\": [");
+  fprintf(f, "],\n");
+  wl_report_availability(f);
+  fprintf(f, "\"final_log\": [");
   for (uint32_t q = 0; q < wl.parts; q++) {
     fprintf(f, "%s{\"partition\": %" PRIu32 ", \"records\": %zu, \"high_watermark\": %" PRId64 "}",
             q ? ", " : "", q, wl.log[q].n, wl.log[q].hw);

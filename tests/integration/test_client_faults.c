@@ -8,7 +8,10 @@
  *   - every node SIGKILLed at once and restarted while a producer keeps
  *     sending: restarted nodes know no topic until they catch up with the
  *     metadata, yet no message may fail with UNKNOWN_TOPIC, and every
- *     message is stored once, in send order per partition.
+ *     message is stored once, in send order per partition;
+ *   - a partition leader SIGSTOPped with a request in flight: the producer
+ *     finds the new leader and delivers there, not after its request
+ *     timeout.
  *
  * Usage: test_client_faults <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
@@ -20,6 +23,7 @@
 
 #include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -356,6 +360,73 @@ static void test_restart_of_every_node_fails_no_message(void **state)
   cd_destroy(&c);
 }
 
+#define PAUSE_N 30
+
+/* The leader of a partition SIGSTOPped while an idempotent producer's
+ * request waits there (request timeout 30 s, delivery timeout 20 s): the
+ * producer must notice the new leader through Metadata and resend there,
+ * so every message is delivered while the old leader is still stopped
+ * (before, each one failed with the delivery timeout). Stored once each,
+ * in order. */
+static void test_producer_leaves_a_paused_leader(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[256];
+  bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.request_timeout_ms = 30000;
+  o.delivery_timeout_ms = 20000;
+  o.retry_backoff_ms = 50;
+  o.retry_backoff_max_ms = 500;
+  struct cairn_sync *s;
+  assert_int_equal(cairn_sync_new(boot, &o, &s, NULL, 0), 0);
+  assert_int_equal(cairn_sync_create_topic(s, "pause", 1, 3, NULL), 0);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  struct sent sent[PAUSE_N];
+  memset(sent, 0, sizeof sent);
+  int i = 0;
+  for (; i < 5; i++) {
+    send_numbered(s, p, "pause", i, &sent[i]);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  struct cairn_topic_info *t;
+  assert_int_equal(cairn_sync_describe_topic(s, "pause", &t), 0);
+  int victim = cd_index(&c, t->partitions[0].leader_id);
+  cairn_topic_info_free(t);
+  assert_true(victim >= 0);
+  tu_proc_signal(&c.nodes[victim].proc, SIGSTOP);
+  long long t0 = tu_now_ms();
+  for (; i < PAUSE_N; i++) {
+    send_numbered(s, p, "pause", i, &sent[i]);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  long long took = tu_now_ms() - t0;
+  tu_proc_signal(&c.nodes[victim].proc, SIGCONT);
+  int failed = 0;
+  for (int k = 0; k < PAUSE_N; k++) {
+    if (sent[k].status != 0 && failed++ < 5) {
+      fprintf(stderr, "message %d: %s\n", k, cairn_errname(sent[k].status));
+    }
+  }
+  print_message("leader node %d stopped: %d messages delivered elsewhere %lld ms later "
+                "(%d failed)\n",
+                victim + 1, PAUSE_N - 5, took, failed);
+  assert_int_equal(failed, 0);
+  struct readback rb = {calloc(PAUSE_N, sizeof(int)), PAUSE_N, 0, 0};
+  read_all(s, "pause", 1, &rb);
+  for (int k = 0; k < PAUSE_N; k++) {
+    assert_int_equal(rb.seen[k], 1);
+  }
+  assert_int_equal(rb.reordered, 0);
+  free(rb.seen);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -366,6 +437,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_producer_keeps_its_id_when_the_controller_is_gone),
       cmocka_unit_test(test_restart_of_every_node_fails_no_message),
+      cmocka_unit_test(test_producer_leaves_a_paused_leader),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
