@@ -46,16 +46,25 @@ static int do_bootstrap(struct meta_state *st, const char *id, struct meta_resul
   return APPLY(st, res, meta_cmd_bootstrap, id, voters, 3);
 }
 
-static int do_register(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
-                       uint64_t replaces, struct meta_result *res)
+/* Registers node id with addresses derived from it; with_kafka: a Kafka
+ * address too (a node from before the Kafka port registers none). */
+static int do_register_kafka(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
+                             bool with_kafka, uint64_t replaces, struct meta_result *res)
 {
-  char client[64], cluster[64], admin[64], kafka[64];
+  char client[64], cluster[64], admin[64], kafka_buf[64];
+  const char *kafka = with_kafka ? kafka_buf : NULL;
   snprintf(client, sizeof client, "10.0.0.%llu:9092", (unsigned long long)id);
-  snprintf(kafka, sizeof kafka, "10.0.0.%llu:9095", (unsigned long long)id);
+  snprintf(kafka_buf, sizeof kafka_buf, "10.0.0.%llu:9095", (unsigned long long)id);
   snprintf(cluster, sizeof cluster, "10.0.0.%llu:9093", (unsigned long long)id);
   snprintf(admin, sizeof admin, "10.0.0.%llu:9094", (unsigned long long)id);
   struct meta_node_info info = {id, inc, client, cluster, admin, rack, kafka};
   return APPLY(st, res, meta_cmd_register_node, &info, replaces);
+}
+
+static int do_register(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
+                       uint64_t replaces, struct meta_result *res)
+{
+  return do_register_kafka(st, id, inc, rack, true, replaces, res);
 }
 
 static int do_state(struct meta_state *st, uint64_t id, enum meta_node_state s, uint64_t inc,
@@ -1046,9 +1055,10 @@ static void golden_state(struct meta_state *st)
   meta_state_init(st);
   uint64_t voters[] = {1};
   assert_int_equal(APPLY(st, &res, meta_cmd_bootstrap, "golden-cluster", voters, 1), 0);
-  assert_int_equal(do_register(st, 1, 0x1111, "ra", 0, &res), 0);
-  assert_int_equal(do_register(st, 2, 0x2222, "rb", 0, &res), 0);
-  assert_int_equal(do_register(st, 3, 0x3333, "ra", 0, &res), 0);
+  /* Registered as before the Kafka port: the golden bytes are v1's. */
+  assert_int_equal(do_register_kafka(st, 1, 0x1111, "ra", false, 0, &res), 0);
+  assert_int_equal(do_register_kafka(st, 2, 0x2222, "rb", false, 0, &res), 0);
+  assert_int_equal(do_register_kafka(st, 3, 0x3333, "ra", false, 0, &res), 0);
   struct meta_topic_config cfg = {1000000, 3600000, 0, 65536};
   assert_int_equal(APPLY(st, &res, meta_cmd_create_topic, "golden", 2, 2, &cfg), 0);
   assert_int_equal(APPLY(st, &res, meta_cmd_report_leader, 1, 0, 1, 3), 0);
@@ -1132,6 +1142,7 @@ static void test_meta_snapshot_matches_golden_file(void **state)
   assert_int_equal(st.nodes[1].incarnation, 0x2222);
   assert_int_equal(st.nodes[1].state, META_NODE_DRAINING);
   assert_string_equal(st.nodes[1].rack, "rb");
+  assert_string_equal(st.nodes[1].kafka_addr, ""); /* older snapshots: no Kafka port */
   const struct meta_topic *t = meta_topic_find(&st, "golden");
   assert_non_null(t);
   assert_int_equal(t->config.retention_ms, 3600000);
@@ -1145,6 +1156,35 @@ static void test_meta_snapshot_matches_golden_file(void **state)
                    6);
   assert_int_equal(t->partitions[1].replica_epoch, 1);
   free(g);
+  meta_state_close(&st);
+}
+
+/* A node's Kafka address is kept through a snapshot, and a node that
+ * re-registers without one (an older binary, or --kafka-listen off) has
+ * none afterwards. */
+static void test_meta_snapshot_carries_kafka_addresses(void **state)
+{
+  (void)state;
+  struct meta_state st, back;
+  struct meta_result res;
+  meta_state_init(&st);
+  uint64_t voters[] = {1};
+  assert_int_equal(APPLY(&st, &res, meta_cmd_bootstrap, "k", voters, 1), 0);
+  assert_int_equal(do_register_kafka(&st, 1, 0x11, "", true, 0, &res), 0);
+  assert_int_equal(do_register_kafka(&st, 2, 0x22, "", false, 0, &res), 0);
+  size_t len;
+  uint8_t *buf = snap(&st, &len);
+  meta_state_init(&back);
+  assert_int_equal(meta_snapshot_decode(&back, buf, len), 0);
+  assert_string_equal(meta_node_find(&back, 1)->kafka_addr, "10.0.0.1:9095");
+  assert_string_equal(meta_node_find(&back, 2)->kafka_addr, "");
+  assert_same_state(&st, &back);
+  free(buf);
+  meta_state_close(&back);
+  /* re-registered by a new incarnation without a Kafka port */
+  assert_int_equal(do_state(&st, 1, META_NODE_DEAD, 0, &res), 0);
+  assert_int_equal(do_register_kafka(&st, 1, 0x12, "", false, 0, &res), 0);
+  assert_string_equal(meta_node_find(&st, 1)->kafka_addr, "");
   meta_state_close(&st);
 }
 
@@ -1184,6 +1224,7 @@ int main(void)
       cmocka_unit_test(test_meta_snapshot_matches_golden_file),
       cmocka_unit_test(test_meta_producer_ids_are_unique_and_epochs_bump),
       cmocka_unit_test(test_meta_command_bytes_are_stable),
+      cmocka_unit_test(test_meta_snapshot_carries_kafka_addresses),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }
