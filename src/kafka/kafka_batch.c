@@ -53,12 +53,20 @@ int kafka_batch_probe(const uint8_t *p, size_t len, size_t *size)
 static int kafka_codec_to_cairn(int kafka, int *cairn)
 {
   switch (kafka) {
-  case KAFKA_CODEC_NONE: *cairn = BATCH_CODEC_NONE; return 0;
-  case KAFKA_CODEC_LZ4: *cairn = BATCH_CODEC_LZ4; return 0;
-  case KAFKA_CODEC_ZSTD: *cairn = BATCH_CODEC_ZSTD; return 0;
+  case KAFKA_CODEC_NONE:
+    *cairn = BATCH_CODEC_NONE;
+    return 0;
+  case KAFKA_CODEC_LZ4:
+    *cairn = BATCH_CODEC_LZ4;
+    return 0;
+  case KAFKA_CODEC_ZSTD:
+    *cairn = BATCH_CODEC_ZSTD;
+    return 0;
   case KAFKA_CODEC_GZIP:
-  case KAFKA_CODEC_SNAPPY: return CAIRN_EUNSUPPORTED;
-  default: return CAIRN_EBADATTR;
+  case KAFKA_CODEC_SNAPPY:
+    return CAIRN_EUNSUPPORTED;
+  default:
+    return CAIRN_EBADATTR;
   }
 }
 
@@ -99,8 +107,7 @@ int kafka_batch_to_cairn(const uint8_t *p, size_t len, uint8_t *out)
 
 int kafka_batch_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
 {
-  if (len < BATCH_HEADER_SIZE ||
-      le_get32(p + BATCH_OFF_LENGTH) != len - BATCH_LENGTH_FIELD_END) {
+  if (len < BATCH_HEADER_SIZE || le_get32(p + BATCH_OFF_LENGTH) != len - BATCH_LENGTH_FIELD_END) {
     return CAIRN_EBADLEN;
   }
   if (p[BATCH_OFF_MAGIC] != BATCH_MAGIC) {
@@ -109,10 +116,17 @@ int kafka_batch_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
   uint16_t codec = le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK;
   uint16_t kcodec;
   switch (codec) {
-  case BATCH_CODEC_NONE: kcodec = KAFKA_CODEC_NONE; break;
-  case BATCH_CODEC_LZ4: kcodec = KAFKA_CODEC_LZ4; break;
-  case BATCH_CODEC_ZSTD: kcodec = KAFKA_CODEC_ZSTD; break;
-  default: return CAIRN_EBADATTR;
+  case BATCH_CODEC_NONE:
+    kcodec = KAFKA_CODEC_NONE;
+    break;
+  case BATCH_CODEC_LZ4:
+    kcodec = KAFKA_CODEC_LZ4;
+    break;
+  case BATCH_CODEC_ZSTD:
+    kcodec = KAFKA_CODEC_ZSTD;
+    break;
+  default:
+    return CAIRN_EBADATTR;
   }
   size_t klen = len - KAFKA_BATCH_GROWTH;
   kafka_put_be64(out, le_get64(p + BATCH_OFF_BASE_OFFSET));

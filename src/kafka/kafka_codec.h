@@ -36,7 +36,10 @@
  * headers. */
 #define KAFKA_BUF_MAX (80u * 1024 * 1024)
 
-static inline uint16_t kafka_be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint16_t kafka_be16(const uint8_t *p)
+{
+  return (uint16_t)((p[0] << 8) | p[1]);
+}
 static inline uint32_t kafka_be32(const uint8_t *p)
 {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];

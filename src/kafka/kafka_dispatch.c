@@ -64,19 +64,16 @@ void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b)
   struct conn_request *req = kr->req;
   if (b->err != 0) {
     struct conn *c = req->c;
-    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: answer to api %d v%d not encoded: %s; closing",
-             c->id, c->peer, kr->h.api_key, kr->h.api_version, cairn_strerror(b->err));
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: answer to api %d v%d not encoded: %s; closing", c->id,
+             c->peer, kr->h.api_key, kr->h.api_version, cairn_strerror(b->err));
     kafka_buf_free(b);
     kafka_req_free(kr);
     conn_finish_unanswered(req);
     conn_close(c);
     return;
   }
-  struct conn_part part = {.kind = CONN_PART_MEM,
-                           .base = b->p,
-                           .len = b->len,
-                           .release = kafka_on_sent,
-                           .arg = b->p};
+  struct conn_part part = {
+      .kind = CONN_PART_MEM, .base = b->p, .len = b->len, .release = kafka_on_sent, .arg = b->p};
   b->p = NULL; /* the part owns it */
   kafka_buf_free(b);
   kafka_req_free(kr);
@@ -148,39 +145,58 @@ Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env)
 int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
 {
   switch (code) {
-  case CAIRN__CLIENT__ERROR_CODE__OK: return KAFKA_ERR_NONE;
-  case CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST: return KAFKA_ERR_INVALID_REQUEST;
+  case CAIRN__CLIENT__ERROR_CODE__OK:
+    return KAFKA_ERR_NONE;
+  case CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST:
+    return KAFKA_ERR_INVALID_REQUEST;
   case CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_VERSION:
-  case CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_API: return KAFKA_ERR_UNSUPPORTED_VERSION;
-  case CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE: return KAFKA_ERR_MESSAGE_TOO_LARGE;
+  case CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_API:
+    return KAFKA_ERR_UNSUPPORTED_VERSION;
+  case CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE:
+    return KAFKA_ERR_MESSAGE_TOO_LARGE;
   /* A stopping node is left as a stale leader would be: the client
    * refreshes its metadata and goes elsewhere. */
   case CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN:
-  case CAIRN__CLIENT__ERROR_CODE__NOT_LEADER: return KAFKA_ERR_NOT_LEADER_OR_FOLLOWER;
+  case CAIRN__CLIENT__ERROR_CODE__NOT_LEADER:
+    return KAFKA_ERR_NOT_LEADER_OR_FOLLOWER;
   case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC:
-  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PARTITION: return KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION;
-  case CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE: return KAFKA_ERR_OFFSET_OUT_OF_RANGE;
-  case CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS: return KAFKA_ERR_TOPIC_ALREADY_EXISTS;
-  case CAIRN__CLIENT__ERROR_CODE__INVALID_TOPIC: return KAFKA_ERR_INVALID_TOPIC;
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PARTITION:
+    return KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+  case CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE:
+    return KAFKA_ERR_OFFSET_OUT_OF_RANGE;
+  case CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS:
+    return KAFKA_ERR_TOPIC_ALREADY_EXISTS;
+  case CAIRN__CLIENT__ERROR_CODE__INVALID_TOPIC:
+    return KAFKA_ERR_INVALID_TOPIC;
   case CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR:
     return KAFKA_ERR_INVALID_REPLICATION_FACTOR;
-  case CAIRN__CLIENT__ERROR_CODE__INVALID_PARTITIONS: return KAFKA_ERR_INVALID_PARTITIONS;
-  case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH: return KAFKA_ERR_CORRUPT_MESSAGE;
+  case CAIRN__CLIENT__ERROR_CODE__INVALID_PARTITIONS:
+    return KAFKA_ERR_INVALID_PARTITIONS;
+  case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
+    return KAFKA_ERR_CORRUPT_MESSAGE;
   /* In doubt: the batch may be committed; a timeout makes the client retry,
    * which the idempotent producer table turns into no duplicate. */
   case CAIRN__CLIENT__ERROR_CODE__TIMEOUT:
-  case CAIRN__CLIENT__ERROR_CODE__IN_DOUBT: return KAFKA_ERR_REQUEST_TIMED_OUT;
-  case CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER: return KAFKA_ERR_NOT_CONTROLLER;
-  case CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR: return KAFKA_ERR_KAFKA_STORAGE_ERROR;
-  case CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE: return KAFKA_ERR_REPLICA_NOT_AVAILABLE;
-  case CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE: return KAFKA_ERR_OUT_OF_ORDER_SEQUENCE;
-  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER: return KAFKA_ERR_UNKNOWN_PRODUCER_ID;
-  case CAIRN__CLIENT__ERROR_CODE__PRODUCER_FENCED: return KAFKA_ERR_INVALID_PRODUCER_EPOCH;
+  case CAIRN__CLIENT__ERROR_CODE__IN_DOUBT:
+    return KAFKA_ERR_REQUEST_TIMED_OUT;
+  case CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER:
+    return KAFKA_ERR_NOT_CONTROLLER;
+  case CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR:
+    return KAFKA_ERR_KAFKA_STORAGE_ERROR;
+  case CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE:
+    return KAFKA_ERR_REPLICA_NOT_AVAILABLE;
+  case CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE:
+    return KAFKA_ERR_OUT_OF_ORDER_SEQUENCE;
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER:
+    return KAFKA_ERR_UNKNOWN_PRODUCER_ID;
+  case CAIRN__CLIENT__ERROR_CODE__PRODUCER_FENCED:
+    return KAFKA_ERR_INVALID_PRODUCER_EPOCH;
   case CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED:
     return KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED;
   case CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_REQUIRED:
     return KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED;
-  default: return KAFKA_ERR_UNKNOWN_SERVER;
+  default:
+    return KAFKA_ERR_UNKNOWN_SERVER;
   }
 }
 
@@ -255,8 +271,8 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     return;
   }
   if (!supported) {
-    log_debug(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d not offered (%d-%d)", c->id, c->peer,
-              key, version, e->range.min_version, e->range.max_version);
+    log_debug(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d not offered (%d-%d)", c->id, c->peer, key,
+              version, e->range.min_version, e->range.max_version);
     kafka_unsupported_version(kr);
     return;
   }

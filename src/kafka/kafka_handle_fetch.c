@@ -29,7 +29,7 @@
 struct kafka_fetch_part {
   char topic[KAFKA_TOPIC_MAX + 1];
   int32_t index;
-  int16_t err;   /* set before relaying: not sent */
+  int16_t err; /* set before relaying: not sent */
   size_t topic_at;
 };
 
@@ -188,7 +188,7 @@ static void kafka_fetch_on_answer(struct kafka_req *kr, const Cairn__Client__Env
   int rv = kafka_fetch_gather(parts, nparts, &data, &data_len);
   const Cairn__Client__FetchResponse *r =
       env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_FETCH_RESP ? env->fetch_resp
-                                                                              : NULL;
+                                                                                : NULL;
   Cairn__Client__ErrorCode code = kafka_relay_error(env);
   if (code == 0 && r != NULL && r->error != NULL && r->error->code != 0) {
     code = r->error->code;

@@ -185,6 +185,5 @@ void kafka_handle_list_offsets(struct kafka_req *kr)
   op->lr.n_partitions = k;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_OFFSETS_REQ;
   op->env.list_offsets_req = &op->lr;
-  kafka_req_relay(kr, CAIRN__CLIENT__API__API_LIST_OFFSETS, &op->env, NULL, 0,
-                  kafka_lo_on_answer);
+  kafka_req_relay(kr, CAIRN__CLIENT__API__API_LIST_OFFSETS, &op->env, NULL, 0, kafka_lo_on_answer);
 }

@@ -66,7 +66,8 @@ static bool kafka_md_split(const char *addr, char *host, size_t cap, int32_t *po
   return *port > 0;
 }
 
-static void kafka_md_brokers(struct kafka_buf *b, int16_t v, const Cairn__Client__MetadataResponse *r)
+static void kafka_md_brokers(struct kafka_buf *b, int16_t v,
+                             const Cairn__Client__MetadataResponse *r)
 {
   size_t at = kafka_buf_reserve(b, 4);
   int32_t count = 0;
@@ -150,9 +151,8 @@ static void kafka_md_answer(struct kafka_req *kr, const Cairn__Client__MetadataR
   }
   kafka_md_brokers(&b, v, r);
   if (v >= 2) {
-    kafka_put_string(&b, r != NULL && r->cluster_id != NULL && r->cluster_id[0] != '\0'
-                             ? r->cluster_id
-                             : NULL);
+    kafka_put_string(
+        &b, r != NULL && r->cluster_id != NULL && r->cluster_id[0] != '\0' ? r->cluster_id : NULL);
   }
   if (v >= 1) {
     kafka_put_i32(&b, r != NULL ? kafka_md_node_id(r->controller_id) : -1);
@@ -166,12 +166,11 @@ static void kafka_md_answer(struct kafka_req *kr, const Cairn__Client__MetadataR
     kafka_put_array_len(&b, (int32_t)op->nnames);
     for (size_t i = 0; i < op->nnames; i++) {
       const Cairn__Client__TopicInfo *ti = kafka_md_find(r, op->names[i]);
-      int16_t err = r == NULL ? KAFKA_ERR_UNKNOWN_SERVER
+      int16_t err = r == NULL                             ? KAFKA_ERR_UNKNOWN_SERVER
                     : op->create != NULL && op->create[i] ? KAFKA_ERR_LEADER_NOT_AVAILABLE
-                    : ti == NULL ? KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION
-                                 : KAFKA_ERR_NONE;
-      kafka_md_topic(&b, v, op->names[i], err == KAFKA_ERR_LEADER_NOT_AVAILABLE ? NULL : ti,
-                     err);
+                    : ti == NULL                          ? KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION
+                                                          : KAFKA_ERR_NONE;
+      kafka_md_topic(&b, v, op->names[i], err == KAFKA_ERR_LEADER_NOT_AVAILABLE ? NULL : ti, err);
     }
   }
   kafka_req_respond(kr, &b);

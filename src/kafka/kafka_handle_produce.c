@@ -24,8 +24,8 @@
 struct kafka_produce_part {
   char topic[KAFKA_TOPIC_MAX + 1];
   int32_t index;
-  int16_t err;   /* set before relaying: not sent */
-  int native;    /* index in the native request, -1: not sent */
+  int16_t err;     /* set before relaying: not sent */
+  int native;      /* index in the native request, -1: not sent */
   size_t topic_at; /* which Kafka topic entry it belongs to */
   uint32_t *lengths;
   size_t nbatches;
@@ -217,7 +217,8 @@ static bool kafka_produce_read(struct kafka_req *kr, struct kafka_produce_op *op
       }
       if (!kafka_topic_name(name, pp->topic)) {
         pp->err = KAFKA_ERR_INVALID_TOPIC;
-        snprintf(pp->topic, sizeof pp->topic, "%.*s", (int)(name.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : name.len),
+        snprintf(pp->topic, sizeof pp->topic, "%.*s",
+                 (int)(name.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : name.len),
                  name.ptr != NULL ? (const char *)name.ptr : "");
         continue;
       }

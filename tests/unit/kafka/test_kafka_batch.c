@@ -123,9 +123,12 @@ static void test_kafka_batch_refuses_crc_magic_codecs_and_transactions(void **st
     uint16_t attrs;
     int want;
   } cases[] = {
-      {KAFKA_CODEC_GZIP, CAIRN_EUNSUPPORTED}, {KAFKA_CODEC_SNAPPY, CAIRN_EUNSUPPORTED},
-      {5, CAIRN_EBADATTR},                    {0x08, CAIRN_EBADATTR}, /* LogAppendTime */
-      {0x10, CAIRN_EBADATTR},                 {0x20, CAIRN_EBADATTR}, /* transactional, control */
+      {KAFKA_CODEC_GZIP, CAIRN_EUNSUPPORTED},
+      {KAFKA_CODEC_SNAPPY, CAIRN_EUNSUPPORTED},
+      {5, CAIRN_EBADATTR},
+      {0x08, CAIRN_EBADATTR}, /* LogAppendTime */
+      {0x10, CAIRN_EBADATTR},
+      {0x20, CAIRN_EBADATTR}, /* transactional, control */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kafka_put_be16(k + KAFKA_BATCH_OFF_ATTRIBUTES, cases[i].attrs);
