@@ -26,7 +26,8 @@ usage: $prog start  [-n NODES] [-d DIR] [--base-port PORT] [--cairnd PATH] [--cl
 Runs a local Cairn cluster of NODES cairnd processes (default 3) on
 127.0.0.1 under DIR (default ./cairn-local, or \$CAIRN_CLUSTER_DIR).
 Node I (1..NODES) listens on PORT+10*(I-1) for clients, +1 for the
-cluster, +2 for admin (default PORT 7400: 7400, 7410, 7420, ...). The
+cluster, +2 for admin, +3 for Kafka clients (default PORT 7400: 7400,
+7410, 7420, ...; Kafka 7403, 7413, ...). The
 first three nodes are the controller's voters; the others join them.
 
   start       start every node in the background and wait until the
@@ -257,7 +258,8 @@ do_start() {
     [[ " $running " != *" $i "* ]] || continue
     p=$((base_port + 10 * (i - 1)))
     local args=(--node-id "$i" --data-dir "$adir/node$i" --listen "127.0.0.1:$p"
-      --cluster-listen "127.0.0.1:$((p + 1))" --admin-listen "127.0.0.1:$((p + 2))")
+      --cluster-listen "127.0.0.1:$((p + 1))" --admin-listen "127.0.0.1:$((p + 2))"
+      --kafka-listen "127.0.0.1:$((p + 3))")
     if [ "$i" -le "$nvoters" ]; then args+=(--voters "$voters"); else args+=(--join "127.0.0.1:$base_port"); fi
     echo "=== $(date -u +%FT%TZ) start: $cairnd ${args[*]}" >>"$adir/node$i.log"
     "$cairnd" "${args[@]}" </dev/null >>"$adir/node$i.log" 2>&1 &

@@ -12,6 +12,7 @@ PACKAGES=(
   libssl-dev openssl      # cluster-port HMAC handshake, client-port TLS; openssl makes test certificates
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
   liblz4-dev libzstd-dev
+  kcat python3-kafka      # tests/integration/kafka_clients.sh: the Kafka port with real clients
   libmicrohttpd-dev
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables

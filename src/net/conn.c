@@ -63,6 +63,57 @@ struct conn_sendfile {
 
 static uint64_t conn_next_id = 1;
 
+/* ---- Cairn's own framing (frame.h) ---- */
+
+static int conn_cairn_unpack(const struct frame *f, uint64_t *correlation_id,
+                             Cairn__Client__Api *api, uint32_t *api_version,
+                             Cairn__Client__Envelope **env)
+{
+  int rv = frame_unpack_envelope(f, env);
+  if (rv != 0) {
+    return rv;
+  }
+  *correlation_id = (*env)->correlation_id;
+  *api = (*env)->api;
+  *api_version = (*env)->api_version;
+  return 0;
+}
+
+static int conn_cairn_encode_header(uint64_t correlation_id, const Cairn__Client__Envelope *env,
+                                    uint64_t payload_len, uint8_t **hdr, size_t *hdr_len)
+{
+  (void)correlation_id; /* already in env */
+  size_t len = frame_header_size(env);
+  uint8_t *buf = malloc(len);
+  if (buf == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  int rv = frame_encode_header(env, payload_len, buf);
+  if (rv != 0) {
+    free(buf);
+    return rv;
+  }
+  *hdr = buf;
+  *hdr_len = len;
+  return 0;
+}
+
+static const struct conn_framing conn_framing_cairn = {
+    .name = "cairn",
+    .size_field_bytes = FRAME_HEADER_SIZE,
+    .decode = frame_decode,
+    .unpack = conn_cairn_unpack,
+    .encode_header = conn_cairn_encode_header,
+    .answers_protocol_errors = true,
+};
+
+/* What a frame whose head does not unpack is called in the log. */
+static const char *conn_unparsed_what(const struct conn *c)
+{
+  return c->lim.framing->answers_protocol_errors ? "the envelope does not parse"
+                                                 : "the request header does not parse";
+}
+
 static const char *const conn_state_names[] = {
 #define CONN_STATE_NAME(name) #name,
     CONN_STATE_TABLE(CONN_STATE_NAME)
@@ -79,6 +130,7 @@ void conn_limits_default(struct conn_limits *lim)
   lim->frame_timeout_ms = CONN_DEFAULT_FRAME_TIMEOUT_MS;
   lim->preauth_max_frame_bytes = 0;
   lim->budget = NULL;
+  lim->framing = NULL;
   lim->max_frame_bytes = FRAME_DEFAULT_MAX_BYTES;
   lim->max_inflight_bytes = CONN_DEFAULT_MAX_INFLIGHT_BYTES;
   lim->max_inflight_requests = CONN_DEFAULT_MAX_INFLIGHT_REQUESTS;
@@ -562,7 +614,7 @@ static void conn_pump(struct conn *c)
 }
 
 /* Queues one answer; returns its bytes (0 when it could not be encoded). */
-static uint64_t conn_enqueue(struct conn *c, Cairn__Client__Envelope *e,
+static uint64_t conn_enqueue(struct conn *c, uint64_t correlation_id, Cairn__Client__Envelope *e,
                              const struct conn_part *parts, size_t nparts)
 {
   uint64_t payload = 0;
@@ -570,9 +622,10 @@ static uint64_t conn_enqueue(struct conn *c, Cairn__Client__Envelope *e,
     payload += parts[i].len;
   }
   struct conn_out *o = malloc(sizeof *o + nparts * sizeof *parts);
-  size_t hdr_len = frame_header_size(e);
-  uint8_t *hdr = malloc(hdr_len);
-  int rv = (o == NULL || hdr == NULL) ? CAIRN_ENOMEM : frame_encode_header(e, payload, hdr);
+  size_t hdr_len = 0;
+  uint8_t *hdr = NULL;
+  int rv = o == NULL ? CAIRN_ENOMEM
+                     : c->lim.framing->encode_header(correlation_id, e, payload, &hdr, &hdr_len);
   if (rv != 0) {
     free(o);
     free(hdr);
@@ -635,7 +688,9 @@ static void conn_request_unlink(struct conn *c, struct conn_request *req)
 
 static void conn_request_free(struct conn_request *req)
 {
-  cairn__client__envelope__free_unpacked(req->env, NULL);
+  if (req->relay == NULL && req->env != NULL) {
+    cairn__client__envelope__free_unpacked(req->env, NULL); /* a relayed one's is borrowed */
+  }
   free(req);
 }
 
@@ -644,9 +699,22 @@ void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb)
   req->cancel_cb = cb;
 }
 
+/* A relayed request's answer goes to its front-end, not to the socket. */
+static void conn_respond_relay(struct conn_request *req, const Cairn__Client__Envelope *env,
+                               const struct conn_part *parts, size_t nparts)
+{
+  conn_relay_cb cb = req->relay;
+  cb(req, env, parts, nparts);
+  conn_request_free(req);
+}
+
 void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
                   const struct conn_part *parts, size_t nparts)
 {
+  if (req->relay != NULL) {
+    conn_respond_relay(req, env, parts, nparts);
+    return;
+  }
   struct conn *c = req->c;
   c->busy++;
   conn_request_unlink(c, req);
@@ -656,13 +724,15 @@ void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
       struct conn_part p = parts[i];
       conn_part_release(&p, CAIRN_ECLOSED);
     }
+  } else if (env == NULL) {
+    bytes = conn_enqueue(c, req->correlation_id, NULL, parts, nparts);
   } else {
     Cairn__Client__Envelope e = *env; /* shallow: only packed, never freed */
     e.correlation_id = req->correlation_id;
     e.api = req->api;
-    bytes = conn_enqueue(c, &e, parts, nparts);
+    bytes = conn_enqueue(c, req->correlation_id, &e, parts, nparts);
   }
-  if (c->answered != NULL) {
+  if (c->answered != NULL && env != NULL) {
     c->answered(req, env, bytes, c->data);
   }
   conn_request_free(req);
@@ -682,6 +752,54 @@ void conn_respond_error(struct conn_request *req, Cairn__Client__ErrorCode code,
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP;
   env.error_resp = &err;
   conn_respond(req, &env, NULL, 0);
+}
+
+void conn_respond_bytes(struct conn_request *req, const struct conn_part *parts, size_t nparts)
+{
+  conn_respond(req, NULL, parts, nparts);
+}
+
+void conn_finish_unanswered(struct conn_request *req)
+{
+  struct conn *c = req->c;
+  c->busy++;
+  conn_request_unlink(c, req);
+  conn_request_free(req);
+  c->busy--;
+  conn_update_reading(c);
+  conn_drain_check(c);
+  conn_maybe_free(c);
+}
+
+struct conn_request *conn_request_relay(struct conn *c, Cairn__Client__Api api,
+                                        Cairn__Client__Envelope *env, const uint8_t *payload,
+                                        size_t payload_len, conn_relay_cb cb, void *data)
+{
+  struct conn_request *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    return NULL;
+  }
+  req->c = c;
+  req->api = api;
+  req->api_version = 1;
+  req->env = env;
+  req->payload = payload;
+  req->payload_len = payload_len;
+  req->arrival_ns = uv_hrtime();
+  req->relay = cb;
+  req->relay_data = data;
+  return req;
+}
+
+void conn_request_cancel(struct conn_request *req)
+{
+  if (req->canceled) {
+    return;
+  }
+  req->canceled = true;
+  if (req->cancel_cb != NULL) {
+    req->cancel_cb(req);
+  }
 }
 
 /* Cancels every unanswered request; the handlers finish them later. */
@@ -787,6 +905,13 @@ void conn_close(struct conn *c)
 static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id, const char *what)
 {
   Cairn__Client__ErrorCode code = wire_err_from(err);
+  if (!c->lim.framing->answers_protocol_errors) {
+    snprintf(c->errmsg, sizeof c->errmsg, "%s (%s): closing", what, cairn_errname(err));
+    log_warn(CONN_LOG, "conn %" PRIu64 " %s (%s): %s", c->id, c->peer, c->lim.framing->name,
+             c->errmsg);
+    conn_start_draining(c);
+    return;
+  }
   snprintf(c->errmsg, sizeof c->errmsg, "%s (%s): answered %s and closing", what,
            cairn_errname(err), wire_err_name(code));
   log_warn(CONN_LOG, "conn %" PRIu64 " %s: %s", c->id, c->peer, c->errmsg);
@@ -797,7 +922,7 @@ static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id
   env.correlation_id = correlation_id;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP;
   env.error_resp = &e;
-  conn_enqueue(c, &env, NULL, 0);
+  conn_enqueue(c, correlation_id, &env, NULL, 0);
   conn_start_draining(c);
 }
 
@@ -905,8 +1030,16 @@ static void conn_direct_drop(struct conn *c)
 }
 
 /* Links req (its payload in place) and hands it to the handler. */
+/* What the framing read from a frame's head. */
+struct conn_head {
+  uint64_t correlation_id;
+  Cairn__Client__Api api;
+  uint32_t api_version;
+  Cairn__Client__Envelope *env; /* NULL for a framing without envelopes */
+};
+
 static void conn_dispatch_request(struct conn *c, struct conn_request *req,
-                                  Cairn__Client__Envelope *env, const uint8_t *payload,
+                                  const struct conn_head *h, const uint8_t *payload,
                                   size_t payload_len, size_t frame_size, bool charged)
 {
   if (c->lim.budget != NULL && !charged) {
@@ -914,10 +1047,10 @@ static void conn_dispatch_request(struct conn *c, struct conn_request *req,
   }
   memset(req, 0, sizeof *req);
   req->c = c;
-  req->correlation_id = env->correlation_id;
-  req->api = env->api;
-  req->api_version = env->api_version;
-  req->env = env;
+  req->correlation_id = h->correlation_id;
+  req->api = h->api;
+  req->api_version = h->api_version;
+  req->env = h->env;
   req->payload = payload;
   req->payload_len = payload_len;
   req->charge = frame_size;
@@ -940,14 +1073,16 @@ static void conn_dispatch_request(struct conn *c, struct conn_request *req,
  * frames only: at most CONN_READ_BUF_INITIAL bytes). */
 static int conn_dispatch_buffered(struct conn *c, const struct frame *f)
 {
-  Cairn__Client__Envelope *env;
-  int rv = frame_unpack_envelope(f, &env);
+  struct conn_head h = {0};
+  int rv = c->lim.framing->unpack(f, &h.correlation_id, &h.api, &h.api_version, &h.env);
   if (rv != 0) {
     return rv;
   }
   struct conn_request *req = malloc(sizeof *req + f->payload_len);
   if (req == NULL) {
-    cairn__client__envelope__free_unpacked(env, NULL);
+    if (h.env != NULL) {
+      cairn__client__envelope__free_unpacked(h.env, NULL);
+    }
     return CAIRN_ENOMEM;
   }
   uint8_t *copy = (uint8_t *)(req + 1);
@@ -956,7 +1091,7 @@ static int conn_dispatch_buffered(struct conn *c, const struct frame *f)
   }
   /* Consumed before the handler runs: it may close the conn. */
   c->rstart += f->size;
-  conn_dispatch_request(c, req, env, copy, f->payload_len, f->size, false);
+  conn_dispatch_request(c, req, &h, copy, f->payload_len, f->size, false);
   return 0;
 }
 
@@ -966,10 +1101,10 @@ static int conn_dispatch_direct(struct conn *c)
   struct conn_request *req = c->direct;
   const uint8_t *frame = (const uint8_t *)(req + 1);
   struct frame f;
-  int rv = frame_decode(frame, c->direct_size, FRAME_MAX_BYTES_LIMIT, &f);
+  int rv = c->lim.framing->decode(frame, c->direct_size, FRAME_MAX_BYTES_LIMIT, &f);
   assert(rv == FRAME_WHOLE); /* its header was checked before the block was made */
-  Cairn__Client__Envelope *env;
-  rv = frame_unpack_envelope(&f, &env);
+  struct conn_head h = {0};
+  rv = c->lim.framing->unpack(&f, &h.correlation_id, &h.api, &h.api_version, &h.env);
   size_t size = c->direct_size;
   c->direct = NULL; /* the request owns the block from here, or it is freed */
   c->direct_size = c->direct_have = 0;
@@ -977,7 +1112,7 @@ static int conn_dispatch_direct(struct conn *c)
     free(req);
     return rv;
   }
-  conn_dispatch_request(c, req, env, f.payload, f.payload_len, size, c->lim.budget != NULL);
+  conn_dispatch_request(c, req, &h, f.payload, f.payload_len, size, c->lim.budget != NULL);
   return 0;
 }
 
@@ -1026,10 +1161,10 @@ static void conn_process(struct conn *c)
     struct frame f;
     size_t have = c->rend - c->rstart;
     uint32_t max_frame = conn_max_frame(c);
-    int rv = frame_decode(c->rbuf + c->rstart, have, max_frame, &f);
+    int rv = c->lim.framing->decode(c->rbuf + c->rstart, have, max_frame, &f);
     if (rv == FRAME_NEED_MORE) {
       size_t frame_size = have + f.need;
-      if (have >= FRAME_HEADER_SIZE && frame_size > c->rcap) {
+      if (have >= c->lim.framing->size_field_bytes && frame_size > c->rcap) {
         rv = conn_direct_start(c, frame_size);
         if (rv != 0 && rv != UV_EAGAIN) {
           conn_protocol_error(c, rv, 0, "no memory for the frame");
@@ -1055,7 +1190,7 @@ static void conn_process(struct conn *c)
     }
     rv = conn_dispatch_buffered(c, &f);
     if (rv != 0) {
-      conn_protocol_error(c, rv, 0, "the envelope does not parse");
+      conn_protocol_error(c, rv, 0, conn_unparsed_what(c));
       break;
     }
   }
@@ -1085,7 +1220,7 @@ static void conn_plain_input(struct conn *c, size_t nread)
       if (c->direct_have == c->direct_size) {
         int rv = conn_dispatch_direct(c);
         if (rv != 0) {
-          conn_protocol_error(c, rv, 0, "the envelope does not parse");
+          conn_protocol_error(c, rv, 0, conn_unparsed_what(c));
         }
       }
     } else {
@@ -1180,7 +1315,7 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (c->direct_have == c->direct_size) {
           int rv = conn_dispatch_direct(c);
           if (rv != 0) {
-            conn_protocol_error(c, rv, 0, "the envelope does not parse");
+            conn_protocol_error(c, rv, 0, conn_unparsed_what(c));
           }
         }
       } else {
@@ -1349,6 +1484,9 @@ int conn_new(uv_loop_t *loop, uv_stream_t *server, const struct conn_limits *lim
   }
   if (c->lim.write_timeout_ms == 0) {
     c->lim.write_timeout_ms = def.write_timeout_ms;
+  }
+  if (c->lim.framing == NULL) {
+    c->lim.framing = &conn_framing_cairn;
   }
   c->bwait.cb = conn_on_budget;
   c->id = conn_next_id++;

@@ -104,6 +104,8 @@ enum conn_state {
 /* The state's name ("CONN_OPEN"), a static string. */
 const char *conn_state_name(enum conn_state state);
 
+struct conn_framing;
+
 /* Zero in a max_* field or write_timeout_ms means its default; zero
  * idle_timeout_ms means never, zero close_grace_ms means at once. */
 struct conn_limits {
@@ -121,6 +123,10 @@ struct conn_limits {
                                      * principal (authentication required); 0: none */
   struct rbudget *budget;         /* shared by a port's conns (borrowed: outlives
                                    * them); NULL: no node-wide bound */
+  const struct conn_framing *framing; /* how frames are cut and answers framed
+                                       * (static, borrowed); NULL: Cairn's own
+                                       * (frame.h). Not a limit, but set per port
+                                       * like them. */
 };
 
 /* Fills lim with the CONN_DEFAULT_* values and FRAME_DEFAULT_MAX_BYTES. */
@@ -157,6 +163,47 @@ typedef void (*conn_closed_cb)(struct conn *c);
  * to conn_respond(). */
 typedef void (*conn_release_cb)(void *arg, int status);
 
+struct frame;
+struct conn_part;
+
+/* A port's wire framing. Cairn's own (frame.h) is the default; the Kafka
+ * port supplies its own (src/kafka/kafka_conn.c). Every limit, the budget,
+ * the timeouts and the write path are the conn's, whatever the framing.
+ * All functions are pure (no conn state), callable on any thread. */
+struct conn_framing {
+  const char *name;
+  /* Bytes at the start of a frame that decide its size (the length field):
+   * a frame larger than the read buffer moves to its own block once these
+   * are in. */
+  size_t size_field_bytes;
+  /* As frame_decode(): FRAME_WHOLE, FRAME_NEED_MORE (f->need), or a
+   * negative code for a malformed or oversized frame (f->length set once
+   * read). f->payload/payload_len are what the request will carry. */
+  int (*decode)(const uint8_t *p, size_t len, uint32_t max_frame_bytes, struct frame *f);
+  /* From a whole frame: the request's correlation id, api, api version and
+   * envelope (*env owned by the request; NULL for a framing without one).
+   * Returns 0 or a negative code: the frame is malformed. */
+  int (*unpack)(const struct frame *f, uint64_t *correlation_id, Cairn__Client__Api *api,
+                uint32_t *api_version, Cairn__Client__Envelope **env);
+  /* The answer's header for a payload of payload_len bytes: returns 0 with
+   * *hdr (owned: free()) and *hdr_len, or a negative code. env is NULL for
+   * a framing without envelopes. */
+  int (*encode_header)(uint64_t correlation_id, const Cairn__Client__Envelope *env,
+                       uint64_t payload_len, uint8_t **hdr, size_t *hdr_len);
+  /* Whether a malformed frame is answered with an error envelope before
+   * the conn drains (Cairn's); false: it is only logged (Kafka has no
+   * generic error answer). */
+  bool answers_protocol_errors;
+};
+
+/* A relayed request (conn_request_relay) is being answered with env (may
+ * be NULL for a dropped answer) and parts: the callback takes the parts
+ * (it must call each part's release exactly once, now or later) and must
+ * not keep env. The request is freed when the callback returns. Fires
+ * exactly once, on the loop thread. */
+typedef void (*conn_relay_cb)(struct conn_request *req, const Cairn__Client__Envelope *env,
+                              const struct conn_part *parts, size_t nparts);
+
 struct conn_request {
   /* Read-only for the handler. */
   struct conn *c;
@@ -176,6 +223,8 @@ struct conn_request {
   uint64_t mark_ns[CONN_MARKS]; /* phase times (uv_hrtime(), 0: not reached)
                                  * for slow-request tracing */
   /* Private. */
+  conn_relay_cb relay; /* non-NULL: a relayed request (conn_request_relay) */
+  void *relay_data;
   conn_cancel_cb cancel_cb;
   size_t charge; /* bytes counted in the conn's in-flight total */
   struct conn_request *prev, *next;
@@ -329,5 +378,34 @@ void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
  * Ownership and context as conn_respond(). */
 void conn_respond_error(struct conn_request *req, Cairn__Client__ErrorCode code,
                         const char *message);
+
+/* For a framing without envelopes (conn_framing.encode_header gets env
+ * NULL): finishes req with the parts as its answer's payload. Ownership
+ * and context as conn_respond(). */
+void conn_respond_bytes(struct conn_request *req, const struct conn_part *parts, size_t nparts);
+
+/* Finishes req without any answer (a Kafka produce with acks 0): its
+ * charge is released, nothing is written. Always consumes req. Context:
+ * loop thread. */
+void conn_finish_unanswered(struct conn_request *req);
+
+/* A request a front-end makes on c's behalf for a core handler (the Kafka
+ * port runs the native handlers this way): it carries env (borrowed: must
+ * stay valid and unchanged, except by the handler, until cb fires) and
+ * payload (borrowed likewise), the principal and authorization state of c,
+ * and is finished like any request (conn_respond and friends), which calls
+ * cb instead of writing to c. It is not counted in c's in-flight requests:
+ * the front-end keeps its own request to c unfinished until cb fires, which
+ * keeps c allocated. Returns the request (owned by the handler it is given
+ * to) or NULL (no memory). Context: loop thread. */
+struct conn_request *conn_request_relay(struct conn *c, Cairn__Client__Api api,
+                                        Cairn__Client__Envelope *env, const uint8_t *payload,
+                                        size_t payload_len, conn_relay_cb cb, void *data);
+
+/* Cancels req as a closing conn would (its cancel callback fires if it has
+ * one and was not canceled yet): for a front-end whose own request was
+ * canceled, to stop the relayed one. Context: loop thread. */
+void conn_request_cancel(struct conn_request *req);
+
 
 #endif

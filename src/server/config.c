@@ -38,6 +38,7 @@ enum config_kind {
   CONFIG_KIND_RACK,   /* char[CONFIG_RACK_MAX + 1], may be empty */
   CONFIG_KIND_LEVEL,  /* enum log_level, debug..error */
   CONFIG_KIND_LISTEN, /* struct config_addr, port 0..65535 */
+  CONFIG_KIND_OPT_LISTEN, /* as LISTEN, or "off": host "" (config_addr_off) */
   CONFIG_KIND_ADDR,   /* struct config_addr, port 1..65535 */
   CONFIG_KIND_HOST,   /* the advertise host, kept in the parse state */
   CONFIG_KIND_VOTERS, /* ID@HOST:PORT,... */
@@ -56,6 +57,8 @@ enum config_key_id {
   CONFIG_K_ADVERTISE,
   CONFIG_K_ADVERTISE_CLIENT,
   CONFIG_K_ADVERTISE_CLUSTER,
+  CONFIG_K_KAFKA_LISTEN,
+  CONFIG_K_KAFKA_ADVERTISE,
   CONFIG_K_VOTERS,
   CONFIG_K_JOIN,
   CONFIG_K_NODE_TIMEOUT,
@@ -63,6 +66,7 @@ enum config_key_id {
   CONFIG_K_OFFSETS_PARTITIONS,
   CONFIG_K_OFFSETS_RETENTION,
   CONFIG_K_RETENTION_CHECK,
+  CONFIG_K_KAFKA_AUTO_CREATE,
   CONFIG_K_MAX_CONNECTIONS,
   CONFIG_K_MAX_FRAME,
   CONFIG_K_MAX_INFLIGHT,
@@ -136,6 +140,16 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                     "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(advertise_cluster), 0,
                                     0, "cluster address other nodes dial (overrides advertise)",
                                     "advertise host, cluster-listen port"},
+    [CONFIG_K_KAFKA_LISTEN] = {"kafka-listen", "network", "kafka_listen", "HOST:PORT",
+                               CONFIG_KIND_OPT_LISTEN, CONFIG_OFF(kafka_listen), 0, 0,
+                               "Kafka protocol port (docs/kafka.md); off: none",
+                               "127.0.0.1:9092 for the single-node cluster (no --voters, no "
+                               "--join), else off"},
+    [CONFIG_K_KAFKA_ADVERTISE] = {"kafka-advertise", "network", "kafka_advertise", "HOST:PORT",
+                                  CONFIG_KIND_ADDR, CONFIG_OFF(kafka_advertise), 0, 0,
+                                  "Kafka address clients dial, in Metadata answers (overrides "
+                                  "advertise)",
+                                  "advertise host, kafka-listen port"},
     [CONFIG_K_VOTERS] = {"voters", "cluster", "voters", "ID@HOST:PORT,...", CONFIG_KIND_VOTERS, 0,
                          0, 0, "cluster addresses of the controller voters",
                          "this node alone (none with --join)"},
@@ -163,6 +177,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                   "how often each replica deletes the segments its topic's "
                                   "retention limits let go",
                                   NULL},
+    [CONFIG_K_KAFKA_AUTO_CREATE] = {"kafka-auto-create-topics", "cluster",
+                                    "kafka_auto_create_topics", "0|1", CONFIG_KIND_UINT,
+                                    CONFIG_OFF(kafka_auto_create_topics), 0, 1,
+                                    "1: a Kafka Metadata request naming an unknown topic creates "
+                                    "it (when the client allows it)",
+                                    NULL},
     [CONFIG_K_MAX_CONNECTIONS] = {"max-connections", "limits", "max_connections", "N",
                                   CONFIG_KIND_UINT, CONFIG_OFF(max_connections), 1, 1000000,
                                   "client connections at once", NULL},
@@ -379,10 +399,18 @@ static int config_set(struct config_parse *ps, enum config_key_id k, const char 
     }
     snprintf(why, whylen, "'%s' is not a log level (debug, info, warn or error)", value);
     return CAIRN_ECONFIG;
+  case CONFIG_KIND_OPT_LISTEN:
+    if (strcmp(value, "off") == 0) {
+      struct config_addr off;
+      config_addr_off(&off);
+      memcpy(field, &off, sizeof off);
+      return 0;
+    }
+    __attribute__((fallthrough)); /* an address as for a listener */
   case CONFIG_KIND_LISTEN:
   case CONFIG_KIND_ADDR: {
     struct config_addr a;
-    if (config_parse_addr(value, key->kind == CONFIG_KIND_LISTEN, &a, why, whylen) != 0) {
+    if (config_parse_addr(value, key->kind != CONFIG_KIND_ADDR, &a, why, whylen) != 0) {
       return CAIRN_ECONFIG;
     }
     if (key->kind == CONFIG_KIND_ADDR && config_host_is_wildcard(a.host)) {
@@ -473,6 +501,7 @@ static void config_format(const struct config *cfg, enum config_key_id k, char *
     break;
   }
   case CONFIG_KIND_LISTEN:
+  case CONFIG_KIND_OPT_LISTEN:
   case CONFIG_KIND_ADDR:
     snprintf(buf, len, "%s", ((const struct config_addr *)(const void *)field)->str);
     break;
@@ -961,6 +990,40 @@ static bool config_listeners_clash(const struct config_addr *a, const struct con
          config_host_is_wildcard(b->host);
 }
 
+/* The Kafka port: on by default only for the embedded single-node cluster
+ * (where 127.0.0.1:9092 is what every Kafka tool tries first); in a
+ * multi-node setup each node names its own, as it does its other ports on
+ * a shared host. Its advertised address follows the client port's rules. */
+static int config_check_kafka(struct config_parse *ps, bool voters_given)
+{
+  struct config *cfg = ps->cfg;
+  bool given = ps->by_flag[CONFIG_K_KAFKA_LISTEN] || ps->line_of[CONFIG_K_KAFKA_LISTEN] != 0;
+  cfg->kafka_listen_default = false;
+  if (!given) {
+    if (!voters_given && !cfg->join_set) {
+      config_addr_set(&cfg->kafka_listen, "127.0.0.1", CONFIG_KAFKA_DEFAULT_PORT);
+      cfg->kafka_listen_default = true;
+    } else {
+      config_addr_off(&cfg->kafka_listen);
+    }
+  }
+  if (!config_addr_is_off(&cfg->kafka_listen)) {
+    config_derive_advertise(ps, CONFIG_K_KAFKA_ADVERTISE, &cfg->kafka_advertise,
+                            &cfg->kafka_listen);
+    return config_check_listen_wildcard(ps, CONFIG_K_KAFKA_LISTEN, CONFIG_K_KAFKA_ADVERTISE,
+                                        &cfg->kafka_advertise);
+  }
+  if (ps->by_flag[CONFIG_K_KAFKA_ADVERTISE] || ps->line_of[CONFIG_K_KAFKA_ADVERTISE] != 0) {
+    char where[CONFIG_ERRMSG_SIZE];
+    config_origin(ps, CONFIG_K_KAFKA_ADVERTISE, false, where, sizeof where);
+    config_fail(ps, CAIRN_ECONFIG, "%s: there is no Kafka port to advertise (give --kafka-listen)",
+                where);
+    return ps->err;
+  }
+  config_addr_off(&cfg->kafka_advertise);
+  return 0;
+}
+
 static int config_check(struct config_parse *ps)
 {
   struct config *cfg = ps->cfg;
@@ -976,11 +1039,16 @@ static int config_check(struct config_parse *ps)
                                    &cfg->advertise_cluster) != 0) {
     return ps->err;
   }
+  bool voters_given = ps->by_flag[CONFIG_K_VOTERS] || ps->line_of[CONFIG_K_VOTERS] != 0;
+  if (config_check_kafka(ps, voters_given) != 0) {
+    return ps->err;
+  }
 
   static const enum config_key_id listeners[] = {CONFIG_K_LISTEN, CONFIG_K_CLUSTER_LISTEN,
-                                                 CONFIG_K_ADMIN_LISTEN};
-  for (size_t i = 0; i < 3; i++) {
-    for (size_t j = i + 1; j < 3; j++) {
+                                                 CONFIG_K_ADMIN_LISTEN, CONFIG_K_KAFKA_LISTEN};
+  enum { CONFIG_NLISTENERS = sizeof listeners / sizeof listeners[0] };
+  for (size_t i = 0; i < CONFIG_NLISTENERS; i++) {
+    for (size_t j = i + 1; j < CONFIG_NLISTENERS; j++) {
       const struct config_addr *x =
           (const struct config_addr *)(const void *)((char *)cfg +
                                                      config_keys[listeners[i]].offset);
@@ -996,7 +1064,6 @@ static int config_check(struct config_parse *ps)
     }
   }
 
-  bool voters_given = ps->by_flag[CONFIG_K_VOTERS] || ps->line_of[CONFIG_K_VOTERS] != 0;
   if (!voters_given) {
     cfg->voters_len = 0;
     if (!cfg->join_set) {
@@ -1228,6 +1295,7 @@ int config_write(const struct config *cfg, FILE *out)
       continue; /* advertise is written out as advertise_client and advertise_cluster */
     }
     if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set) ||
+        (k == CONFIG_K_KAFKA_ADVERTISE && config_addr_is_off(&cfg->kafka_advertise)) ||
         (key->kind == CONFIG_KIND_FILE && ((const char *)cfg + key->offset)[0] == '\0')) {
       rv = config_emit(buf, len, &used, "# %s: not set\n", key->name);
       continue;
@@ -1267,6 +1335,10 @@ int config_set_bound_port(struct config *cfg, enum config_listener which, uint16
     break;
   case CONFIG_ADMIN:
     listen = &cfg->admin_listen;
+    break;
+  case CONFIG_KAFKA:
+    listen = &cfg->kafka_listen;
+    adv = &cfg->kafka_advertise;
     break;
   default:
     return CAIRN_EINVAL;

@@ -11,6 +11,9 @@
  *   advertise_client / advertise_cluster  when not given: the --advertise
  *       host (else the listen host) with the listen port. A wildcard listen
  *       host (0.0.0.0, ::) without an advertised one is an error.
+ *   kafka_listen  when not given: 127.0.0.1:9092 for the single-node
+ *       cluster, off otherwise; kafka_advertise follows advertise_client's
+ *       rule with the Kafka port.
  *   voters  when not given: this node alone, "<node_id>@<advertise_cluster>"
  *       (the embedded single-node cluster); left empty (voters_len 0) when
  *       join is set, since the node learns the controller from the node it
@@ -34,6 +37,7 @@
 #define CONFIG_RACK_MAX 64     /* characters of a rack name */
 #define CONFIG_MAX_VOTERS 7    /* the controller's limit (CTL_MAX_VOTERS) */
 #define CONFIG_ERRMSG_SIZE 512 /* enough for any config_load message */
+#define CONFIG_KAFKA_DEFAULT_PORT 9092
 
 /* Positive results of config_load: print and exit 0. */
 enum config_result { CONFIG_OK = 0, CONFIG_HELP = 1, CONFIG_VERSION = 2 };
@@ -52,7 +56,7 @@ struct config_voter {
 };
 
 /* Which listener config_set_bound_port() fills in. */
-enum config_listener { CONFIG_CLIENT, CONFIG_CLUSTER, CONFIG_ADMIN };
+enum config_listener { CONFIG_CLIENT, CONFIG_CLUSTER, CONFIG_ADMIN, CONFIG_KAFKA };
 
 /* Every setting of cairnd. Owns no heap memory: copy it freely. Strings are
  * NUL-terminated arrays inside the struct. */
@@ -73,6 +77,14 @@ struct config {
   struct config_addr admin_listen;      /* operators; default 127.0.0.1:7402 */
   struct config_addr advertise_client;  /* where clients dial this node (derived, above) */
   struct config_addr advertise_cluster; /* where other nodes dial it (derived, above) */
+  struct config_addr kafka_listen;      /* the Kafka port (docs/kafka.md); off (host "",
+                                           config_addr_is_off): none. Default
+                                           127.0.0.1:9092 for the single-node cluster (no
+                                           voters, no join), else off */
+  struct config_addr kafka_advertise;   /* what Kafka Metadata names for this node (derived
+                                           like advertise_client); off with kafka_listen */
+  bool kafka_listen_default;            /* kafka_listen is the default, not asked for: a
+                                           port in use is a warning, not a fatal error */
 
   /* [cluster] */
   struct config_voter voters[CONFIG_MAX_VOTERS]; /* controller voters, distinct ids
@@ -85,6 +97,9 @@ struct config {
   unsigned offsets_partitions;   /* of __cairn_offsets when this node creates it; default 8 */
   unsigned offsets_retention_ms; /* an empty group's offsets live this long; default 7 days */
   unsigned retention_check_ms;   /* topics' retention applied this often; default 5 min */
+  unsigned kafka_auto_create_topics; /* 1: a Kafka Metadata request may create the unknown
+                                        topics it names (as Kafka's
+                                        auto.create.topics.enable); default 0 */
 
   /* [limits] */
   unsigned max_connections;  /* client connections; default 1024 */

@@ -120,6 +120,17 @@ void config_addr_set(struct config_addr *a, const char *host, uint16_t port)
   snprintf(a->str, sizeof a->str, v6 ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
 }
 
+void config_addr_off(struct config_addr *a)
+{
+  memset(a, 0, sizeof *a);
+  snprintf(a->str, sizeof a->str, "off");
+}
+
+bool config_addr_is_off(const struct config_addr *a)
+{
+  return a->host[0] == '\0';
+}
+
 /* HOST:PORT or [IPV6]:PORT; port 0 only when allow_port0. */
 int config_parse_addr(const char *s, bool allow_port0, struct config_addr *out, char *why,
                       size_t whylen)

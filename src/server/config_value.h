@@ -29,6 +29,10 @@ bool config_host_is_wildcard(const char *host);
 /* Fills *a from a checked host (which may be a->host itself) and port. */
 void config_addr_set(struct config_addr *a, const char *host, uint16_t port);
 
+/* An optional listener turned off: host "", port 0, str "off". */
+void config_addr_off(struct config_addr *a);
+bool config_addr_is_off(const struct config_addr *a);
+
 /* HOST:PORT or [IPV6]:PORT into *out; port 0 only when allow_port0. */
 __attribute__((warn_unused_result)) int config_parse_addr(const char *s, bool allow_port0,
                                                           struct config_addr *out, char *why,

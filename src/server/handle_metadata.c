@@ -41,6 +41,7 @@ static void md_node(Cairn__Client__NodeInfo *ni, const struct meta_node *nd)
   ni->client_address = (char *)nd->client_addr;
   ni->cluster_address = (char *)nd->cluster_addr;
   ni->admin_address = (char *)nd->admin_addr;
+  ni->kafka_address = (char *)nd->kafka_addr;
   ni->rack = (char *)nd->rack;
   ni->state = (char *)md_state_name(nd->state);
 }

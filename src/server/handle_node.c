@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "format/endian.h"
 #include "net/wire_err.h"
+#include "server/config_value.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -70,8 +71,12 @@ static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegi
                              uint8_t mac[CHS_MAC_LEN])
 {
   const Cairn__Client__NodeInfo *ni = r->node;
+  /* The Kafka address is covered only when there is one, so a node
+   * without a Kafka port proves its registration as older nodes do. */
+  bool kafka = ni->kafka_address != NULL && ni->kafka_address[0] != '\0';
   size_t len = 16 + hn_str_size(ni->client_address) + hn_str_size(ni->cluster_address) +
-               hn_str_size(ni->admin_address) + hn_str_size(ni->rack) + hn_str_size(r->cluster_id);
+               hn_str_size(ni->admin_address) + hn_str_size(ni->rack) + hn_str_size(r->cluster_id) +
+               (kafka ? hn_str_size(ni->kafka_address) : 0);
   uint8_t *buf = malloc(len);
   if (buf == NULL) {
     return CAIRN_ENOMEM;
@@ -84,6 +89,9 @@ static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegi
   at += hn_put_str(buf + at, ni->admin_address);
   at += hn_put_str(buf + at, ni->rack);
   at += hn_put_str(buf + at, r->cluster_id);
+  if (kafka) {
+    at += hn_put_str(buf + at, ni->kafka_address);
+  }
   chs_mac(n->cluster_key, n->cluster_key_len, HN_LABEL_REGISTER, buf, at, mac);
   free(buf);
   return 0;
@@ -202,6 +210,7 @@ static void hn_register_apply(struct node *n, const Cairn__Client__NodeRegisterR
                                 .client_addr = r->node->client_address,
                                 .cluster_addr = r->node->cluster_address,
                                 .admin_addr = r->node->admin_address,
+                                .kafka_addr = r->node->kafka_address,
                                 .rack = r->node->rack};
   uint8_t *cmd = NULL;
   size_t len = 0;
@@ -439,6 +448,7 @@ static void hn_node_info(struct node *n, Cairn__Client__NodeInfo *ni)
   ni->client_address = n->cfg.advertise_client.str;
   ni->cluster_address = n->cfg.advertise_cluster.str;
   ni->admin_address = n->cfg.admin_listen.str;
+  ni->kafka_address = config_addr_is_off(&n->cfg.kafka_advertise) ? "" : n->cfg.kafka_advertise.str;
   ni->rack = n->cfg.rack;
 }
 

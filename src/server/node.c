@@ -8,6 +8,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "server/handlers.h"
+#include "kafka/kafka_port.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -307,6 +308,9 @@ static int node_start_ports(struct node *n)
   }
   if (rv == 0 && n->cfg.listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLIENT, (uint16_t)n->lis.port);
+  }
+  if (rv == 0) {
+    rv = kafka_port_start(n);
   }
   if (rv == 0) {
     rv = node_load_secret(n, n->cfg.admin_token_file, &n->admin_token, &n->admin_token_len);
@@ -710,6 +714,12 @@ static void node_on_lis_closed(struct listener *l)
   node_stop_step(n);
 }
 
+static void node_on_kafka_lis_closed(struct listener *l)
+{
+  struct node *n = (struct node *)((char *)l - offsetof(struct node, kafka_lis));
+  node_stop_step(n);
+}
+
 static void node_on_handle_closed(uv_handle_t *h)
 {
   node_stop_step(h->data);
@@ -730,13 +740,14 @@ static void node_stop_step(struct node *n)
   }
   switch (n->stop_stage++) {
   case 0:
-    n->parts_open = 4;
+    n->parts_open = 5;
     handle_fetch_close_all(n);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
     uv_close((uv_handle_t *)&n->reconcile, node_on_handle_closed);
     listener_close(&n->lis, node_on_lis_closed);
+    kafka_port_close(n, node_on_kafka_lis_closed);
     break;
   case 1:
     n->parts_open = 2;

@@ -5,6 +5,7 @@
  *   controller (controller.h)   the metadata group's replica on this node
  *   partitions (partitions.h)   the partition replicas the metadata assigns here
  *   client port (listener.h)    requests, dispatched by api (dispatch.h)
+ *   Kafka port (kafka_port.h)   Kafka requests, run through the same handlers
  *   peer (peer.h)               this node's own requests to the controller leader
  *   admin port (admin.h)        metrics, health, JSON views, the status page
  *   coord (group/coord.h)       the consumer groups whose offsets partition
@@ -83,7 +84,9 @@ struct node {
   struct controller ctl;
   struct parts parts;
   struct listener lis;
-  struct rbudget request_budget; /* shared by lis's conns (net/rbudget.h) */
+  struct rbudget request_budget; /* shared by lis's and kafka_lis's conns (net/rbudget.h) */
+  struct listener kafka_lis; /* the Kafka port (src/kafka/kafka_port.h), when kafka_on */
+  bool kafka_on;
   struct peer peer;          /* to the controller leader or the join address */
   struct admin *admin;       /* the admin HTTP port (src/admin/admin.h) */
   struct metrics metrics;    /* counters the request path updates (src/admin/metrics.h) */

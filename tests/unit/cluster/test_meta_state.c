@@ -46,15 +46,25 @@ static int do_bootstrap(struct meta_state *st, const char *id, struct meta_resul
   return APPLY(st, res, meta_cmd_bootstrap, id, voters, 3);
 }
 
+/* Registers node id with addresses derived from it; with_kafka: a Kafka
+ * address too (a node from before the Kafka port registers none). */
+static int do_register_kafka(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
+                             bool with_kafka, uint64_t replaces, struct meta_result *res)
+{
+  char client[64], cluster[64], admin[64], kafka_buf[64];
+  const char *kafka = with_kafka ? kafka_buf : NULL;
+  snprintf(client, sizeof client, "10.0.0.%llu:9092", (unsigned long long)id);
+  snprintf(kafka_buf, sizeof kafka_buf, "10.0.0.%llu:9095", (unsigned long long)id);
+  snprintf(cluster, sizeof cluster, "10.0.0.%llu:9093", (unsigned long long)id);
+  snprintf(admin, sizeof admin, "10.0.0.%llu:9094", (unsigned long long)id);
+  struct meta_node_info info = {id, inc, client, cluster, admin, rack, kafka};
+  return APPLY(st, res, meta_cmd_register_node, &info, replaces);
+}
+
 static int do_register(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
                        uint64_t replaces, struct meta_result *res)
 {
-  char client[64], cluster[64], admin[64];
-  snprintf(client, sizeof client, "10.0.0.%llu:9092", (unsigned long long)id);
-  snprintf(cluster, sizeof cluster, "10.0.0.%llu:9093", (unsigned long long)id);
-  snprintf(admin, sizeof admin, "10.0.0.%llu:9094", (unsigned long long)id);
-  struct meta_node_info info = {id, inc, client, cluster, admin, rack};
-  return APPLY(st, res, meta_cmd_register_node, &info, replaces);
+  return do_register_kafka(st, id, inc, rack, true, replaces, res);
 }
 
 static int do_state(struct meta_state *st, uint64_t id, enum meta_node_state s, uint64_t inc,
@@ -211,12 +221,13 @@ static void test_meta_register_node_adds_and_updates(void **state)
   assert_string_equal(n->rack, "r1");
   assert_string_equal(n->client_addr, "10.0.0.7:9092");
   assert_string_equal(n->admin_addr, "10.0.0.7:9094");
+  assert_string_equal(n->kafka_addr, "10.0.0.7:9095");
   assert_null(meta_node_find(&st, 5));
   /* Same incarnation: an update (new rack), still ALIVE. */
   assert_int_equal(do_register(&st, 7, 70, "r2", 0, &res), 0);
   assert_string_equal(meta_node_find(&st, 7)->rack, "r2");
   /* Shape errors. */
-  struct meta_node_info bad = {0, 1, "a:1", "a:2", NULL, NULL};
+  struct meta_node_info bad = {0, 1, "a:1", "a:2", NULL, NULL, NULL};
   APPLY_REFUSED(&st, CAIRN_EINVAL, meta_cmd_register_node, &bad, 0);
   bad.node_id = 9;
   bad.incarnation = 0;
@@ -239,7 +250,7 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   struct meta_result res;
   make_cluster(&st, 3);
   /* Another process (incarnation 999) claims id 2 while 102 is ALIVE. */
-  struct meta_node_info info = {2, 999, "x:1", "x:2", "", ""};
+  struct meta_node_info info = {2, 999, "x:1", "x:2", "", "", NULL};
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node, &info, 0);
   /* Naming the wrong incarnation as silent does not help. */
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node, &info, 555);
@@ -251,7 +262,7 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   assert_int_equal(n->state, META_NODE_ALIVE);
   /* The old process coming back is now the stranger. */
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node,
-                (&(struct meta_node_info){2, 102, "y:1", "y:2", "", ""}), 0);
+                (&(struct meta_node_info){2, 102, "y:1", "y:2", "", "", NULL}), 0);
 
   /* A DEAD record is taken over by any new incarnation. */
   assert_int_equal(do_state(&st, 3, META_NODE_DEAD, 103, &res), 0);
@@ -266,14 +277,14 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   /* A DRAINING node restarted with replaces_incarnation keeps draining. */
   assert_int_equal(do_state(&st, 1, META_NODE_DRAINING, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node,
-                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", ""}), 0);
+                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL}), 0);
   assert_int_equal(do_register(&st, 1, 111, "", 101, &res), 0);
   assert_int_equal(meta_node_find(&st, 1)->state, META_NODE_DRAINING);
 
   /* REMOVED: the same process may not rejoin, a restarted one may. */
   assert_int_equal(do_state(&st, 1, META_NODE_REMOVED, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVAL, meta_cmd_register_node,
-                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", ""}), 0);
+                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL}), 0);
   assert_int_equal(do_register(&st, 1, 1111, "", 0, &res), 0);
   assert_int_equal(meta_node_find(&st, 1)->state, META_NODE_ALIVE);
   meta_state_close(&st);
@@ -307,7 +318,7 @@ static void test_meta_set_node_state_follows_the_diagram(void **state)
   APPLY_REFUSED(&st, CAIRN_EINVALID_REPLICAS, meta_cmd_set_node_state, 2, META_NODE_REMOVED, 0, 1);
   assert_int_equal(do_state(&st, 3, META_NODE_DEAD, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVALID_REPLICAS, meta_cmd_set_node_state, 3, META_NODE_REMOVED, 0, 1);
-  struct meta_node_info n5 = {5, 105, "a:1", "a:2", "", ""};
+  struct meta_node_info n5 = {5, 105, "a:1", "a:2", "", "", NULL};
   assert_int_equal(APPLY(&st, &res, meta_cmd_register_node, &n5, 0), 0);
   assert_int_equal(do_state(&st, 5, META_NODE_DRAINING, 0, &res), 0);
   assert_int_equal(do_state(&st, 5, META_NODE_REMOVED, 0, &res), 0);
@@ -413,7 +424,7 @@ static void test_meta_cluster_limits_are_enforced(void **state)
   /* At most META_MAX_NODES nodes. */
   make_cluster(&st, (int)META_MAX_NODES);
   APPLY_REFUSED(&st, CAIRN_ETOOLARGE, meta_cmd_register_node,
-                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", ""}), 0);
+                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", "", NULL}), 0);
   /* Re-registering a known node is still fine. */
   assert_int_equal(do_register(&st, 5, 105, "r", 0, &res), 0);
   meta_state_close(&st);
@@ -938,7 +949,7 @@ static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t *
   switch (tu_rand(rnd) % 9) {
   case 0: {
     static const char *racks[] = {"", "r1", "r2", "r3"};
-    struct meta_node_info info = {node, 1 + tu_rand(rnd) % 3, "c:1", "c:2", "", racks[node % 4]};
+    struct meta_node_info info = {node, 1 + tu_rand(rnd) % 3, "c:1", "c:2", "", racks[node % 4], NULL};
     rc = meta_cmd_register_node(&info, tu_rand(rnd) % 4, cmd, len);
     break;
   }
@@ -1044,9 +1055,10 @@ static void golden_state(struct meta_state *st)
   meta_state_init(st);
   uint64_t voters[] = {1};
   assert_int_equal(APPLY(st, &res, meta_cmd_bootstrap, "golden-cluster", voters, 1), 0);
-  assert_int_equal(do_register(st, 1, 0x1111, "ra", 0, &res), 0);
-  assert_int_equal(do_register(st, 2, 0x2222, "rb", 0, &res), 0);
-  assert_int_equal(do_register(st, 3, 0x3333, "ra", 0, &res), 0);
+  /* Registered as before the Kafka port: the golden bytes are v1's. */
+  assert_int_equal(do_register_kafka(st, 1, 0x1111, "ra", false, 0, &res), 0);
+  assert_int_equal(do_register_kafka(st, 2, 0x2222, "rb", false, 0, &res), 0);
+  assert_int_equal(do_register_kafka(st, 3, 0x3333, "ra", false, 0, &res), 0);
   struct meta_topic_config cfg = {1000000, 3600000, 0, 65536};
   assert_int_equal(APPLY(st, &res, meta_cmd_create_topic, "golden", 2, 2, &cfg), 0);
   assert_int_equal(APPLY(st, &res, meta_cmd_report_leader, 1, 0, 1, 3), 0);
@@ -1130,6 +1142,7 @@ static void test_meta_snapshot_matches_golden_file(void **state)
   assert_int_equal(st.nodes[1].incarnation, 0x2222);
   assert_int_equal(st.nodes[1].state, META_NODE_DRAINING);
   assert_string_equal(st.nodes[1].rack, "rb");
+  assert_string_equal(st.nodes[1].kafka_addr, ""); /* older snapshots: no Kafka port */
   const struct meta_topic *t = meta_topic_find(&st, "golden");
   assert_non_null(t);
   assert_int_equal(t->config.retention_ms, 3600000);
@@ -1143,6 +1156,35 @@ static void test_meta_snapshot_matches_golden_file(void **state)
                    6);
   assert_int_equal(t->partitions[1].replica_epoch, 1);
   free(g);
+  meta_state_close(&st);
+}
+
+/* A node's Kafka address is kept through a snapshot, and a node that
+ * re-registers without one (an older binary, or --kafka-listen off) has
+ * none afterwards. */
+static void test_meta_snapshot_carries_kafka_addresses(void **state)
+{
+  (void)state;
+  struct meta_state st, back;
+  struct meta_result res;
+  meta_state_init(&st);
+  uint64_t voters[] = {1};
+  assert_int_equal(APPLY(&st, &res, meta_cmd_bootstrap, "k", voters, 1), 0);
+  assert_int_equal(do_register_kafka(&st, 1, 0x11, "", true, 0, &res), 0);
+  assert_int_equal(do_register_kafka(&st, 2, 0x22, "", false, 0, &res), 0);
+  size_t len;
+  uint8_t *buf = snap(&st, &len);
+  meta_state_init(&back);
+  assert_int_equal(meta_snapshot_decode(&back, buf, len), 0);
+  assert_string_equal(meta_node_find(&back, 1)->kafka_addr, "10.0.0.1:9095");
+  assert_string_equal(meta_node_find(&back, 2)->kafka_addr, "");
+  assert_same_state(&st, &back);
+  free(buf);
+  meta_state_close(&back);
+  /* re-registered by a new incarnation without a Kafka port */
+  assert_int_equal(do_state(&st, 1, META_NODE_DEAD, 0, &res), 0);
+  assert_int_equal(do_register_kafka(&st, 1, 0x12, "", false, 0, &res), 0);
+  assert_string_equal(meta_node_find(&st, 1)->kafka_addr, "");
   meta_state_close(&st);
 }
 
@@ -1182,6 +1224,7 @@ int main(void)
       cmocka_unit_test(test_meta_snapshot_matches_golden_file),
       cmocka_unit_test(test_meta_producer_ids_are_unique_and_epochs_bump),
       cmocka_unit_test(test_meta_command_bytes_are_stable),
+      cmocka_unit_test(test_meta_snapshot_carries_kafka_addresses),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

@@ -3,6 +3,7 @@
  * voters, and a precise message for every kind of bad input. */
 #include "common/err.h"
 #include "server/config.h"
+#include "server/config_value.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -111,6 +112,9 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_string_equal(a->admin_listen.str, b->admin_listen.str);
   assert_string_equal(a->advertise_client.str, b->advertise_client.str);
   assert_string_equal(a->advertise_cluster.str, b->advertise_cluster.str);
+  assert_string_equal(a->kafka_listen.str, b->kafka_listen.str);
+  assert_string_equal(a->kafka_advertise.str, b->kafka_advertise.str);
+  assert_int_equal(a->kafka_auto_create_topics, b->kafka_auto_create_topics);
   assert_int_equal(a->voters_len, b->voters_len);
   for (size_t i = 0; i < a->voters_len; i++) {
     assert_int_equal(a->voters[i].id, b->voters[i].id);
@@ -176,6 +180,10 @@ static void test_config_no_arguments_give_the_single_node_cluster(void **state)
   assert_string_equal(cfg.admin_listen.str, "127.0.0.1:7402");
   assert_string_equal(cfg.advertise_client.str, "127.0.0.1:7400");
   assert_string_equal(cfg.advertise_cluster.str, "127.0.0.1:7401");
+  assert_string_equal(cfg.kafka_listen.str, "127.0.0.1:9092");
+  assert_string_equal(cfg.kafka_advertise.str, "127.0.0.1:9092");
+  assert_true(cfg.kafka_listen_default);
+  assert_int_equal(cfg.kafka_auto_create_topics, 0);
   assert_int_equal(cfg.voters_len, 1);
   assert_int_equal(cfg.voters[0].id, 1);
   assert_string_equal(cfg.voters[0].addr.str, "127.0.0.1:7401");
@@ -228,6 +236,10 @@ static void test_config_usage_lists_every_flag_key_and_default(void **state)
       "--advertise HOST",
       "--advertise-client HOST:PORT",
       "--advertise-cluster HOST:PORT",
+      "--kafka-listen HOST:PORT",
+      "[network] kafka_listen, default 127.0.0.1:9092 for the single-node cluster",
+      "--kafka-advertise HOST:PORT",
+      "--kafka-auto-create-topics 0|1",
       "--voters ID@HOST:PORT,...",
       "--join HOST:PORT",
       "--rack NAME",
@@ -315,6 +327,43 @@ static void test_config_every_flag_sets_its_setting(void **state)
   /* an empty rack is no rack */
   load_ok(&cfg, ARGS("--rack="));
   assert_string_equal(cfg.rack, "");
+}
+
+static void test_config_kafka_port_follows_the_client_port_rules(void **state)
+{
+  (void)state;
+  struct config cfg;
+  /* multi-node: off unless given */
+  load_ok(&cfg, ARGS("--voters", "1@127.0.0.1:7401,2@127.0.0.1:7411"));
+  assert_true(config_addr_is_off(&cfg.kafka_listen));
+  assert_true(config_addr_is_off(&cfg.kafka_advertise));
+  assert_round_trips(&cfg);
+  load_ok(&cfg, ARGS("--join", "127.0.0.1:7500"));
+  assert_true(config_addr_is_off(&cfg.kafka_listen));
+  /* given: on, advertised like the client port */
+  load_ok(&cfg, ARGS("--voters", "1@kafka1.example:7401", "--cluster-listen", "10.0.0.1:7401",
+                     "--kafka-listen", "0.0.0.0:9093", "--advertise", "kafka1.example"));
+  assert_string_equal(cfg.kafka_listen.str, "0.0.0.0:9093");
+  assert_string_equal(cfg.kafka_advertise.str, "kafka1.example:9093");
+  assert_false(cfg.kafka_listen_default);
+  assert_round_trips(&cfg);
+  load_ok(&cfg, ARGS("--kafka-listen", "127.0.0.1:9094", "--kafka-advertise", "k.example:19094",
+                     "--kafka-auto-create-topics", "1"));
+  assert_string_equal(cfg.kafka_advertise.str, "k.example:19094");
+  assert_int_equal(cfg.kafka_auto_create_topics, 1);
+  assert_round_trips(&cfg);
+  /* off on purpose in a single-node setup */
+  load_ok(&cfg, ARGS("--kafka-listen", "off"));
+  assert_true(config_addr_is_off(&cfg.kafka_listen));
+  assert_round_trips(&cfg);
+  /* a wildcard without an advertised host, a clash, an advertise without a port */
+  assert_int_equal(load(&cfg, ARGS("--kafka-listen", "0.0.0.0:9092")), CAIRN_ECONFIG);
+  assert_non_null(strstr(errmsg, "--kafka-advertise"));
+  assert_int_equal(load(&cfg, ARGS("--kafka-listen", "127.0.0.1:7400")), CAIRN_ECONFIG);
+  assert_non_null(strstr(errmsg, "same port"));
+  assert_int_equal(load(&cfg, ARGS("--kafka-listen", "off", "--kafka-advertise", "a:1")),
+                   CAIRN_ECONFIG);
+  assert_non_null(strstr(errmsg, "no Kafka port"));
 }
 
 static void test_config_unknown_flag_is_named(void **state)
@@ -850,6 +899,7 @@ int main(void)
       cmocka_unit_test(test_config_no_arguments_give_the_single_node_cluster),
       cmocka_unit_test(test_config_help_and_version_are_positive_results),
       cmocka_unit_test(test_config_usage_lists_every_flag_key_and_default),
+      cmocka_unit_test(test_config_kafka_port_follows_the_client_port_rules),
       cmocka_unit_test(test_config_every_flag_sets_its_setting),
       cmocka_unit_test(test_config_unknown_flag_is_named),
       cmocka_unit_test(test_config_missing_value_is_named),

@@ -1,0 +1,84 @@
+/* kafka_batch.h - Kafka's record batch (magic 2) converted to and from
+ * Cairn's stored batch (format/batch.h) at the Kafka port's edge.
+ *
+ * Kafka's layout, big-endian (KAFKA_BATCH_MAGIC = 2):
+ *
+ *   off size field
+ *    0   8   baseOffset
+ *    8   4   batchLength            bytes after this field
+ *   12   4   partitionLeaderEpoch
+ *   16   1   magic                  2
+ *   17   4   crc                    CRC-32C of bytes [21, end)
+ *   21   2   attributes             bits 0-2 codec (0 none, 1 gzip, 2 snappy,
+ *                                   3 lz4, 4 zstd), bit 3 timestamp type,
+ *                                   bit 4 transactional, bit 5 control
+ *   23   4   lastOffsetDelta
+ *   27   8   firstTimestamp
+ *   35   8   maxTimestamp
+ *   43   8   producerId
+ *   51   2   producerEpoch
+ *   53   4   baseSequence
+ *   57   4   recordCount
+ *   61   ... records, byte for byte Cairn's
+ *
+ * Cairn's header is 66 bytes (little-endian, broker fields source_index
+ * and entry_flags in place of partitionLeaderEpoch, magic 1, its own codec
+ * numbers): the 40 bytes from attributes on hold the same fields in the
+ * same order, so conversion swaps those fields' byte order, maps the codec
+ * and recomputes the CRC over the converted bytes; the records are copied
+ * unchanged. A converted batch is KAFKA_BATCH_GROWTH bytes longer (to
+ * Cairn) or shorter (to Kafka).
+ *
+ * Codecs: none, lz4 (3) and zstd (4), which Cairn stores as 0, 1, 2; gzip
+ * and snappy are refused (CAIRN_EUNSUPPORTED: UNSUPPORTED_COMPRESSION_TYPE).
+ * Transactional and control batches and LogAppendTime are refused
+ * (CAIRN_EBADATTR): this slice has no transactions.
+ *
+ * Context: any thread; pure functions. */
+#ifndef CAIRN_KAFKA_BATCH_H
+#define CAIRN_KAFKA_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KAFKA_BATCH_MAGIC 2
+#define KAFKA_BATCH_HEADER_SIZE 61
+#define KAFKA_BATCH_LENGTH_FIELD_END 12 /* batchLength counts from here */
+#define KAFKA_BATCH_CRC_START 21
+#define KAFKA_BATCH_OFF_MAGIC 16
+#define KAFKA_BATCH_OFF_CRC 17
+#define KAFKA_BATCH_OFF_ATTRIBUTES 21
+#define KAFKA_BATCH_GROWTH 5 /* Cairn's header (66) minus Kafka's (61) */
+#define KAFKA_BATCH_NEED_MORE 1
+
+enum kafka_codec {
+  KAFKA_CODEC_NONE = 0,
+  KAFKA_CODEC_GZIP = 1,
+  KAFKA_CODEC_SNAPPY = 2,
+  KAFKA_CODEC_LZ4 = 3,
+  KAFKA_CODEC_ZSTD = 4,
+};
+
+/* The size of the Kafka batch at the start of p[0..len): returns 0 with
+ * *size, KAFKA_BATCH_NEED_MORE when fewer than its header's or its
+ * length's bytes are there (a records field cut inside a batch), or
+ * CAIRN_EBADLEN (a length shorter than a header). Borrows p. */
+__attribute__((warn_unused_result)) int kafka_batch_probe(const uint8_t *p, size_t len,
+                                                          size_t *size);
+
+/* Validates the whole Kafka batch p[0..len) (length, magic 2, CRC-32C,
+ * attributes) and writes Cairn's form into out (len + KAFKA_BATCH_GROWTH
+ * bytes). Returns 0, or CAIRN_EBADLEN, CAIRN_EBADMAGIC, CAIRN_EBADCRC,
+ * CAIRN_EBADATTR, CAIRN_EUNSUPPORTED (codec); nothing useful is in out
+ * then. Borrows both. */
+__attribute__((warn_unused_result)) int kafka_batch_to_cairn(const uint8_t *p, size_t len,
+                                                             uint8_t *out);
+
+/* Writes the Kafka form of Cairn's stored batch p[0..len) (as read from a
+ * partition log, already verified there) into out (len - KAFKA_BATCH_GROWTH
+ * bytes), with partitionLeaderEpoch -1. Returns 0, or CAIRN_EBADLEN /
+ * CAIRN_EBADMAGIC / CAIRN_EBADATTR when p is not such a batch. */
+__attribute__((warn_unused_result)) int kafka_batch_from_cairn(const uint8_t *p, size_t len,
+                                                               uint8_t *out);
+
+#endif

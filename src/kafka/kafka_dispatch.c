@@ -1,0 +1,348 @@
+/* kafka_dispatch.c - the Kafka port: its listener, the one table from an
+ * api key to its handler with the versions offered, and the plumbing every
+ * handler shares (answers, relayed native requests, error mapping). */
+#include "kafka/kafka_port.h"
+#include "kafka/kafka_handlers.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "server/config_value.h"
+#include "server/handlers.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KAFKA_LOG "kafka"
+
+struct kafka_dispatch_entry {
+  struct kafka_api_range range;
+  int16_t flexible_from; /* first flexible version (request header v2); INT16_MAX none */
+  kafka_handler_fn fn;
+};
+
+/* In api key order (ApiVersions lists it as is). */
+static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
+    {{KAFKA_API_PRODUCE, 3, 7}, INT16_MAX, kafka_handle_produce},
+    {{KAFKA_API_FETCH, 4, 11}, INT16_MAX, kafka_handle_fetch},
+    {{KAFKA_API_LIST_OFFSETS, 1, 3}, INT16_MAX, kafka_handle_list_offsets},
+    {{KAFKA_API_METADATA, 0, 5}, INT16_MAX, kafka_handle_metadata},
+    {{KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
+    {{KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
+    {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
+};
+#define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])
+
+size_t kafka_api_ranges(const struct kafka_api_range **out)
+{
+  static struct kafka_api_range ranges[KAFKA_NAPIS];
+  for (size_t i = 0; i < KAFKA_NAPIS; i++) {
+    ranges[i] = kafka_dispatch_table[i].range;
+  }
+  *out = ranges;
+  return KAFKA_NAPIS;
+}
+
+/* ---- finishing a request ---- */
+
+static void kafka_req_free(struct kafka_req *kr)
+{
+  if (kr->op_free != NULL) {
+    kr->op_free(kr->op);
+  }
+  free(kr);
+}
+
+static void kafka_on_sent(void *arg, int status)
+{
+  (void)status;
+  free(arg);
+}
+
+void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b)
+{
+  struct conn_request *req = kr->req;
+  if (b->err != 0) {
+    struct conn *c = req->c;
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: answer to api %d v%d not encoded: %s; closing", c->id,
+             c->peer, kr->h.api_key, kr->h.api_version, cairn_strerror(b->err));
+    kafka_buf_free(b);
+    kafka_req_free(kr);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return;
+  }
+  struct conn_part part = {
+      .kind = CONN_PART_MEM, .base = b->p, .len = b->len, .release = kafka_on_sent, .arg = b->p};
+  b->p = NULL; /* the part owns it */
+  kafka_buf_free(b);
+  kafka_req_free(kr);
+  conn_respond_bytes(req, &part, 1);
+}
+
+void kafka_req_malformed(struct kafka_req *kr)
+{
+  struct conn *c = kr->req->c;
+  log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d: the body does not parse (%s): closing",
+           c->id, c->peer, kr->h.api_key, kr->h.api_version,
+           cairn_strerror(kr->body.err != 0 ? kr->body.err : CAIRN_EBADREQUEST));
+  kafka_req_finish_silent(kr);
+  conn_close(c);
+}
+
+void kafka_req_finish_silent(struct kafka_req *kr)
+{
+  struct conn_request *req = kr->req;
+  kafka_req_free(kr);
+  conn_finish_unanswered(req);
+}
+
+/* ---- relayed native requests ---- */
+
+static void kafka_on_relayed(struct conn_request *inner, const Cairn__Client__Envelope *env,
+                             const struct conn_part *parts, size_t nparts)
+{
+  struct kafka_req *kr = inner->relay_data;
+  kr->inner = NULL;
+  kr->on_answer(kr, env, parts, nparts);
+}
+
+static void kafka_on_cancel(struct conn_request *req)
+{
+  struct kafka_req *kr = req->handler_data;
+  if (kr != NULL && kr->inner != NULL) {
+    conn_request_cancel(kr->inner); /* its answer comes back, then kr finishes */
+  }
+}
+
+void kafka_req_relay(struct kafka_req *kr, Cairn__Client__Api api, Cairn__Client__Envelope *env,
+                     const uint8_t *payload, size_t payload_len, kafka_relay_fn fn)
+{
+  kr->on_answer = fn;
+  env->api = api;
+  env->api_version = 1;
+  struct conn_request *inner =
+      conn_request_relay(kr->req->c, api, env, payload, payload_len, kafka_on_relayed, kr);
+  if (inner == NULL) {
+    fn(kr, NULL, NULL, 0);
+    return;
+  }
+  kr->inner = inner;
+  dispatch_request(kr->n, inner);
+}
+
+Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env)
+{
+  if (env == NULL) {
+    return CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  }
+  if (env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP && env->error_resp != NULL) {
+    return env->error_resp->code;
+  }
+  return CAIRN__CLIENT__ERROR_CODE__OK;
+}
+
+int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
+{
+  switch (code) {
+  case CAIRN__CLIENT__ERROR_CODE__OK:
+    return KAFKA_ERR_NONE;
+  case CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST:
+    return KAFKA_ERR_INVALID_REQUEST;
+  case CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_VERSION:
+  case CAIRN__CLIENT__ERROR_CODE__UNSUPPORTED_API:
+    return KAFKA_ERR_UNSUPPORTED_VERSION;
+  case CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE:
+    return KAFKA_ERR_MESSAGE_TOO_LARGE;
+  /* A stopping node is left as a stale leader would be: the client
+   * refreshes its metadata and goes elsewhere. */
+  case CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN:
+  case CAIRN__CLIENT__ERROR_CODE__NOT_LEADER:
+    return KAFKA_ERR_NOT_LEADER_OR_FOLLOWER;
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC:
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PARTITION:
+    return KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+  case CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE:
+    return KAFKA_ERR_OFFSET_OUT_OF_RANGE;
+  case CAIRN__CLIENT__ERROR_CODE__TOPIC_EXISTS:
+    return KAFKA_ERR_TOPIC_ALREADY_EXISTS;
+  case CAIRN__CLIENT__ERROR_CODE__INVALID_TOPIC:
+    return KAFKA_ERR_INVALID_TOPIC;
+  case CAIRN__CLIENT__ERROR_CODE__INVALID_REPLICATION_FACTOR:
+    return KAFKA_ERR_INVALID_REPLICATION_FACTOR;
+  case CAIRN__CLIENT__ERROR_CODE__INVALID_PARTITIONS:
+    return KAFKA_ERR_INVALID_PARTITIONS;
+  case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
+    return KAFKA_ERR_CORRUPT_MESSAGE;
+  /* In doubt: the batch may be committed; a timeout makes the client retry,
+   * which the idempotent producer table turns into no duplicate. */
+  case CAIRN__CLIENT__ERROR_CODE__TIMEOUT:
+  case CAIRN__CLIENT__ERROR_CODE__IN_DOUBT:
+    return KAFKA_ERR_REQUEST_TIMED_OUT;
+  case CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER:
+    return KAFKA_ERR_NOT_CONTROLLER;
+  case CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR:
+    return KAFKA_ERR_KAFKA_STORAGE_ERROR;
+  case CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE:
+    return KAFKA_ERR_REPLICA_NOT_AVAILABLE;
+  case CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE:
+    return KAFKA_ERR_OUT_OF_ORDER_SEQUENCE;
+  case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER:
+    return KAFKA_ERR_UNKNOWN_PRODUCER_ID;
+  case CAIRN__CLIENT__ERROR_CODE__PRODUCER_FENCED:
+    return KAFKA_ERR_INVALID_PRODUCER_EPOCH;
+  case CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED:
+    return KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED;
+  case CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_REQUIRED:
+    return KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED;
+  default:
+    return KAFKA_ERR_UNKNOWN_SERVER;
+  }
+}
+
+bool kafka_topic_name(struct kafka_str s, char *dst)
+{
+  if (s.ptr == NULL || s.len == 0 || s.len > KAFKA_TOPIC_MAX || memchr(s.ptr, 0, s.len) != NULL) {
+    return false;
+  }
+  memcpy(dst, s.ptr, s.len);
+  dst[s.len] = '\0';
+  return true;
+}
+
+/* ---- dispatch ---- */
+
+/* A known api at a version not offered: Kafka clients read the error code
+ * right after the correlation id of ApiVersions; for the others the same
+ * two bytes are the best a broker can say (Apache Kafka closes instead). */
+static void kafka_unsupported_version(struct kafka_req *kr)
+{
+  struct kafka_buf b;
+  kafka_buf_init(&b);
+  if (kr->h.api_key == KAFKA_API_API_VERSIONS) {
+    kafka_handle_api_versions(kr); /* answers v0 with UNSUPPORTED_VERSION */
+    return;
+  }
+  kafka_put_i16(&b, KAFKA_ERR_UNSUPPORTED_VERSION);
+  kafka_req_respond(kr, &b);
+}
+
+static void kafka_dispatch(struct conn_request *req, void *data)
+{
+  struct node *n = data;
+  struct conn *c = req->c;
+  int16_t key, version;
+  kafka_header_peek(req->payload, &key, &version);
+  const struct kafka_dispatch_entry *e = NULL;
+  for (size_t i = 0; i < KAFKA_NAPIS; i++) {
+    if (kafka_dispatch_table[i].range.api_key == key) {
+      e = &kafka_dispatch_table[i];
+      break;
+    }
+  }
+  if (e == NULL) {
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: unknown api key %d (version %d): closing", c->id,
+             c->peer, key, version);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return;
+  }
+  struct kafka_req *kr = calloc(1, sizeof *kr);
+  if (kr == NULL) {
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: out of memory: closing", c->id, c->peer);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return;
+  }
+  kr->n = n;
+  kr->req = req;
+  req->handler_data = kr;
+  conn_request_set_cancel(req, kafka_on_cancel);
+  bool supported = version >= e->range.min_version && version <= e->range.max_version;
+  /* An unsupported ApiVersions is answered from a v0 reading of the header
+   * (Kafka's rule: the client may not know our flexible versions). */
+  bool flexible = supported && version >= e->flexible_from;
+  int rv = kafka_header_read(req->payload, req->payload_len, flexible, &kr->h, &kr->body);
+  if (rv != 0) {
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d: request header: %s: closing", c->id,
+             c->peer, key, version, cairn_strerror(rv));
+    kafka_req_finish_silent(kr);
+    conn_close(c);
+    return;
+  }
+  if (!supported) {
+    log_debug(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d not offered (%d-%d)", c->id, c->peer, key,
+              version, e->range.min_version, e->range.max_version);
+    kafka_unsupported_version(kr);
+    return;
+  }
+  if (n->state != NODE_RUNNING) {
+    kafka_req_finish_silent(kr);
+    conn_close(c);
+    return;
+  }
+  e->fn(kr);
+}
+
+/* ---- the port ---- */
+
+int kafka_port_start(struct node *n)
+{
+  n->kafka_on = false;
+  if (config_addr_is_off(&n->cfg.kafka_listen)) {
+    return 0;
+  }
+  if (n->auth_required || n->cfg.tls_cert[0] != '\0') {
+    log_warn(KAFKA_LOG,
+             "Kafka port %s not opened: it has no TLS and no SASL yet, and this node requires "
+             "%s (docs/kafka.md)",
+             n->cfg.kafka_listen.str, n->auth_required ? "authentication" : "TLS");
+    return 0;
+  }
+  struct listener_config lc = {.bind_address = n->cfg.kafka_listen.str,
+                               .max_conns = n->cfg.max_connections,
+                               .max_conns_per_ip = n->cfg.max_connections_per_ip,
+                               .dispatch = kafka_dispatch,
+                               .data = n};
+  conn_limits_default(&lc.limits);
+  lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
+  lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
+  lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
+  lc.limits.frame_timeout_ms = n->cfg.frame_timeout_ms;
+  lc.limits.budget = &n->request_budget; /* one budget for both ports */
+  lc.limits.framing = &kafka_conn_framing;
+  int rv = listener_init(&n->kafka_lis, n->loop, &lc);
+  if (rv != 0) {
+    if (n->cfg.kafka_listen_default) {
+      log_warn(KAFKA_LOG, "default Kafka port %s: %s: no Kafka port (give --kafka-listen)",
+               n->cfg.kafka_listen.str, n->kafka_lis.errmsg);
+      return 0;
+    }
+    int len = snprintf(n->errmsg, sizeof n->errmsg, "Kafka port %s: ", n->cfg.kafka_listen.str);
+    if (len > 0 && (size_t)len < sizeof n->errmsg) {
+      memcpy(n->errmsg + len, n->kafka_lis.errmsg,
+             strnlen(n->kafka_lis.errmsg, sizeof n->errmsg - (size_t)len - 1));
+      n->errmsg[len + strnlen(n->kafka_lis.errmsg, sizeof n->errmsg - (size_t)len - 1)] = '\0';
+    }
+    return rv;
+  }
+  n->kafka_on = true;
+  if (n->cfg.kafka_listen.port == 0) {
+    rv = config_set_bound_port(&n->cfg, CONFIG_KAFKA, (uint16_t)n->kafka_lis.port);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  log_info(KAFKA_LOG, "Kafka port %s (advertised as %s)", n->cfg.kafka_listen.str,
+           n->cfg.kafka_advertise.str);
+  return 0;
+}
+
+void kafka_port_close(struct node *n, void (*cb)(struct listener *l))
+{
+  if (!n->kafka_on) {
+    cb(&n->kafka_lis);
+    return;
+  }
+  listener_close(&n->kafka_lis, cb);
+}

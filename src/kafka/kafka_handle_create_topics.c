@@ -1,0 +1,210 @@
+/* kafka_handle_create_topics.c - CreateTopics v0-4: each topic through the
+ * native CreateTopic (forwarded to the controller leader by any node,
+ * answered once the command is applied), one after the other.
+ * num_partitions / replication_factor -1 (v4) take 1 and the controller's
+ * default; manual assignments are refused (INVALID_REQUEST); the configs
+ * retention.ms, retention.bytes, segment.bytes and max.message.bytes map
+ * onto the topic's; other configs are ignored (docs/kafka.md). */
+#include "kafka/kafka_handlers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KAFKA_CT_MAX_TOPICS 1000
+#define KAFKA_CT_MESSAGE_SIZE 160
+
+struct kafka_ct_topic {
+  char name[KAFKA_TOPIC_MAX + 1];
+  int32_t partitions;
+  int16_t rf;
+  int16_t err;
+  char message[KAFKA_CT_MESSAGE_SIZE];
+  Cairn__Client__TopicConfig cfg;
+  bool has_cfg;
+};
+
+struct kafka_ct_op {
+  struct kafka_ct_topic *topics;
+  size_t ntopics;
+  size_t next;
+  bool validate_only;
+  Cairn__Client__Envelope env;
+  Cairn__Client__CreateTopicRequest ct;
+};
+
+static void kafka_ct_op_free(void *p)
+{
+  struct kafka_ct_op *op = p;
+  if (op != NULL) {
+    free(op->topics);
+    free(op);
+  }
+}
+
+static void kafka_ct_answer(struct kafka_req *kr)
+{
+  struct kafka_ct_op *op = kr->op;
+  int16_t v = kr->h.api_version;
+  struct kafka_buf b;
+  kafka_buf_init(&b);
+  if (v >= 2) {
+    kafka_put_i32(&b, 0); /* throttle_time_ms */
+  }
+  kafka_put_array_len(&b, (int32_t)op->ntopics);
+  for (size_t i = 0; i < op->ntopics; i++) {
+    const struct kafka_ct_topic *t = &op->topics[i];
+    kafka_put_string(&b, t->name);
+    kafka_put_i16(&b, t->err);
+    if (v >= 1) {
+      kafka_put_string(&b, t->err != 0 && t->message[0] != '\0' ? t->message : NULL);
+    }
+  }
+  kafka_req_respond(kr, &b);
+}
+
+static void kafka_ct_next(struct kafka_req *kr);
+
+static void kafka_ct_on_answer(struct kafka_req *kr, const Cairn__Client__Envelope *env,
+                               const struct conn_part *parts, size_t nparts)
+{
+  (void)parts;
+  (void)nparts;
+  struct kafka_ct_op *op = kr->op;
+  struct kafka_ct_topic *t = &op->topics[op->next++];
+  const Cairn__Client__Error *e = NULL;
+  if (env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP) {
+    e = env->create_topic_resp->error;
+  } else if (env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
+    e = env->error_resp;
+  }
+  t->err = env == NULL ? KAFKA_ERR_UNKNOWN_SERVER : kafka_err_from_wire(e != NULL ? e->code : 0);
+  if (e != NULL && e->message != NULL) {
+    snprintf(t->message, sizeof t->message, "%s", e->message);
+  }
+  kafka_ct_next(kr);
+}
+
+static void kafka_ct_next(struct kafka_req *kr)
+{
+  struct kafka_ct_op *op = kr->op;
+  while (op->next < op->ntopics && (op->topics[op->next].err != 0 || op->validate_only)) {
+    op->next++;
+  }
+  if (op->next == op->ntopics) {
+    kafka_ct_answer(kr);
+    return;
+  }
+  struct kafka_ct_topic *t = &op->topics[op->next];
+  cairn__client__envelope__init(&op->env);
+  cairn__client__create_topic_request__init(&op->ct);
+  op->ct.name = t->name;
+  op->ct.partitions = t->partitions < 0 ? 1 : (uint32_t)t->partitions;
+  op->ct.replication_factor = t->rf < 0 ? 0 : (uint32_t)t->rf; /* 0: the default */
+  op->ct.config = t->has_cfg ? &t->cfg : NULL;
+  op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_REQ;
+  op->env.create_topic_req = &op->ct;
+  kafka_req_relay(kr, CAIRN__CLIENT__API__API_CREATE_TOPIC, &op->env, NULL, 0, kafka_ct_on_answer);
+}
+
+static bool kafka_ct_is(struct kafka_str s, const char *name)
+{
+  return s.ptr != NULL && s.len == strlen(name) && memcmp(s.ptr, name, s.len) == 0;
+}
+
+/* A config the topic has an equivalent for; others are ignored. */
+static void kafka_ct_config(struct kafka_ct_topic *t, struct kafka_str key, struct kafka_str val)
+{
+  if (val.ptr == NULL || val.len == 0 || val.len > 20) {
+    return;
+  }
+  char num[24];
+  memcpy(num, val.ptr, val.len);
+  num[val.len] = '\0';
+  char *end = NULL;
+  long long v = strtoll(num, &end, 10);
+  if (*end != '\0') {
+    t->err = KAFKA_ERR_INVALID_REQUEST;
+    snprintf(t->message, sizeof t->message, "config value '%s' is not a number", num);
+    return;
+  }
+  cairn__client__topic_config__init(&t->cfg);
+  if (kafka_ct_is(key, "retention.ms")) {
+    t->cfg.retention_ms = v < 0 ? 0 : v; /* -1: unlimited, Cairn's 0 */
+  } else if (kafka_ct_is(key, "retention.bytes")) {
+    t->cfg.retention_bytes = v < 0 ? 0 : v;
+  } else if (kafka_ct_is(key, "segment.bytes")) {
+    t->cfg.segment_bytes = v < 0 ? 0 : (uint64_t)v;
+  } else if (kafka_ct_is(key, "max.message.bytes")) {
+    t->cfg.max_batch_bytes = v < 0 || v > UINT32_MAX ? 0 : (uint32_t)v;
+  } else {
+    return;
+  }
+  t->has_cfg = true;
+}
+
+void kafka_handle_create_topics(struct kafka_req *kr)
+{
+  struct kafka_reader *r = &kr->body;
+  struct kafka_ct_op *op = calloc(1, sizeof *op);
+  if (op == NULL) {
+    kafka_req_malformed(kr);
+    return;
+  }
+  kr->op = op;
+  kr->op_free = kafka_ct_op_free;
+  int32_t n = kafka_get_array_len(r, 12);
+  if (r->err != 0 || n > KAFKA_CT_MAX_TOPICS) {
+    kafka_req_malformed(kr);
+    return;
+  }
+  op->topics = calloc(n > 0 ? (size_t)n : 1, sizeof *op->topics);
+  if (op->topics == NULL) {
+    kafka_req_malformed(kr);
+    return;
+  }
+  for (int32_t i = 0; i < n && r->err == 0; i++) {
+    struct kafka_ct_topic *t = &op->topics[op->ntopics++];
+    struct kafka_str name = kafka_get_string(r);
+    t->partitions = kafka_get_i32(r);
+    t->rf = kafka_get_i16(r);
+    int32_t na = kafka_get_array_len(r, 8);
+    for (int32_t k = 0; k < na && r->err == 0; k++) {
+      (void)kafka_get_i32(r);
+      int32_t nb = kafka_get_array_len(r, 4);
+      for (int32_t j = 0; j < nb && r->err == 0; j++) {
+        (void)kafka_get_i32(r);
+      }
+    }
+    int32_t nc = kafka_get_array_len(r, 4);
+    for (int32_t k = 0; k < nc && r->err == 0; k++) {
+      struct kafka_str key = kafka_get_string(r);
+      struct kafka_str val = kafka_get_string(r);
+      kafka_ct_config(t, key, val);
+    }
+    if (!kafka_topic_name(name, t->name)) {
+      t->err = KAFKA_ERR_INVALID_TOPIC;
+      snprintf(t->message, sizeof t->message, "a topic name is 1 to %d bytes", KAFKA_TOPIC_MAX);
+      snprintf(t->name, sizeof t->name, "%.*s",
+               (int)(name.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : name.len),
+               name.ptr != NULL ? (const char *)name.ptr : "");
+    } else if (na > 0) {
+      t->err = KAFKA_ERR_INVALID_REQUEST;
+      snprintf(t->message, sizeof t->message,
+               "manual replica assignment is not supported: Cairn places replicas");
+    } else if (t->partitions == 0 || t->partitions < -1) {
+      t->err = KAFKA_ERR_INVALID_PARTITIONS;
+    } else if (t->rf == 0 || t->rf < -1) {
+      t->err = KAFKA_ERR_INVALID_REPLICATION_FACTOR;
+    }
+  }
+  (void)kafka_get_i32(r); /* timeout_ms: the native answer comes once applied */
+  if (kr->h.api_version >= 1) {
+    op->validate_only = kafka_get_i8(r) != 0;
+  }
+  if (r->err != 0) {
+    kafka_req_malformed(kr);
+    return;
+  }
+  kafka_ct_next(kr);
+}

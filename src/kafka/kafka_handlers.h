@@ -1,0 +1,141 @@
+/* kafka_handlers.h - the Kafka port's request handlers, one file per API
+ * (kafka_handle_<api>.c), reached through one table (kafka_dispatch.c).
+ *
+ * A handler decodes the Kafka request, calls the broker core and encodes
+ * the Kafka answer. The core it calls is the one the native port uses:
+ * each handler builds the native request (the protobuf-c structs, in
+ * memory, never packed) and runs it through the native dispatch as a
+ * relayed request (conn_request_relay): authorization, forwarding to the
+ * controller leader, produce into the partition's Raft group, long-polling
+ * fetches, and cancellation all happen exactly as for a native client.
+ * The native answer comes back to kafka_relay_fn and is encoded for Kafka.
+ *
+ * Every kafka_req is finished exactly once, by kafka_req_respond or
+ * kafka_req_finish_silent, after its relayed request (if any) has called
+ * back: the Kafka request then keeps the conn allocated while the relayed
+ * one runs.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_KAFKA_HANDLERS_H
+#define CAIRN_KAFKA_HANDLERS_H
+
+#include "kafka/kafka_codec.h"
+#include "kafka/kafka_conn.h"
+#include "net/conn.h"
+#include "server/node.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Kafka's error codes used here (Apache Kafka's Errors.java). */
+enum kafka_error {
+  KAFKA_ERR_UNKNOWN_SERVER = -1,
+  KAFKA_ERR_NONE = 0,
+  KAFKA_ERR_OFFSET_OUT_OF_RANGE = 1,
+  KAFKA_ERR_CORRUPT_MESSAGE = 2,
+  KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION = 3,
+  KAFKA_ERR_LEADER_NOT_AVAILABLE = 5,
+  KAFKA_ERR_NOT_LEADER_OR_FOLLOWER = 6,
+  KAFKA_ERR_REQUEST_TIMED_OUT = 7,
+  KAFKA_ERR_REPLICA_NOT_AVAILABLE = 9,
+  KAFKA_ERR_MESSAGE_TOO_LARGE = 10,
+  KAFKA_ERR_INVALID_TOPIC = 17,
+  KAFKA_ERR_INVALID_REQUIRED_ACKS = 21,
+  KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED = 29,
+  KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED = 31,
+  KAFKA_ERR_UNSUPPORTED_VERSION = 35,
+  KAFKA_ERR_TOPIC_ALREADY_EXISTS = 36,
+  KAFKA_ERR_INVALID_PARTITIONS = 37,
+  KAFKA_ERR_INVALID_REPLICATION_FACTOR = 38,
+  KAFKA_ERR_NOT_CONTROLLER = 41,
+  KAFKA_ERR_INVALID_REQUEST = 42,
+  KAFKA_ERR_OUT_OF_ORDER_SEQUENCE = 45,
+  KAFKA_ERR_INVALID_PRODUCER_EPOCH = 47,
+  KAFKA_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
+  KAFKA_ERR_KAFKA_STORAGE_ERROR = 56,
+  KAFKA_ERR_UNKNOWN_PRODUCER_ID = 59,
+  KAFKA_ERR_FETCH_SESSION_ID_NOT_FOUND = 70,
+  KAFKA_ERR_UNSUPPORTED_COMPRESSION_TYPE = 76,
+};
+
+/* Kafka api keys of this slice. */
+enum kafka_api {
+  KAFKA_API_PRODUCE = 0,
+  KAFKA_API_FETCH = 1,
+  KAFKA_API_LIST_OFFSETS = 2,
+  KAFKA_API_METADATA = 3,
+  KAFKA_API_API_VERSIONS = 18,
+  KAFKA_API_CREATE_TOPICS = 19,
+  KAFKA_API_INIT_PRODUCER_ID = 22,
+};
+
+#define KAFKA_TOPIC_MAX 249 /* Kafka's topic name limit */
+
+struct kafka_req;
+
+/* The native answer of a relayed request: env NULL when the relay could
+ * not start (no memory). Takes the parts (release each). */
+typedef void (*kafka_relay_fn)(struct kafka_req *kr, const Cairn__Client__Envelope *env,
+                               const struct conn_part *parts, size_t nparts);
+
+struct kafka_req {
+  struct node *n;
+  struct conn_request *req; /* the Kafka request on the conn */
+  struct kafka_header h;
+  struct kafka_reader body;   /* positioned at the body */
+  struct conn_request *inner; /* the relayed native request in flight, NULL none */
+  kafka_relay_fn on_answer;
+  void *op; /* the handler's state, freed with op_free when kr is finished */
+  void (*op_free)(void *op);
+};
+
+typedef void (*kafka_handler_fn)(struct kafka_req *kr);
+
+/* Sends b's bytes as the answer body (after the correlation id) and
+ * finishes kr. Always consumes kr and b's memory. A buffer that failed
+ * (b->err) is logged and answered by closing the conn. */
+void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b);
+
+/* A request body that does not parse: logged, kr finished without an
+ * answer and the conn closed (a Kafka client cannot match anything else
+ * to it). Consumes kr. */
+void kafka_req_malformed(struct kafka_req *kr);
+
+/* Finishes kr without an answer (Produce with acks 0). Consumes kr. */
+void kafka_req_finish_silent(struct kafka_req *kr);
+
+/* Runs the native request env (borrowed, with payload, until fn fires) on
+ * kr's conn through the native dispatch; fn(kr, answer) fires exactly
+ * once, possibly before this returns: the caller must not touch kr after
+ * calling this. */
+void kafka_req_relay(struct kafka_req *kr, Cairn__Client__Api api, Cairn__Client__Envelope *env,
+                     const uint8_t *payload, size_t payload_len, kafka_relay_fn fn);
+
+/* A native answer's error code as Kafka's. */
+int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code);
+
+/* The native answer's top-level error code when it is an error_resp (the
+ * dispatch refused it), else OK. */
+Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env);
+
+/* Copies a Kafka string into dst[KAFKA_TOPIC_MAX + 1]; false when null,
+ * empty, too long or holding a NUL. */
+bool kafka_topic_name(struct kafka_str s, char *dst);
+
+void kafka_handle_api_versions(struct kafka_req *kr);
+void kafka_handle_metadata(struct kafka_req *kr);
+void kafka_handle_produce(struct kafka_req *kr);
+void kafka_handle_fetch(struct kafka_req *kr);
+void kafka_handle_list_offsets(struct kafka_req *kr);
+void kafka_handle_create_topics(struct kafka_req *kr);
+void kafka_handle_init_producer_id(struct kafka_req *kr);
+
+/* For ApiVersions: the table's entries, in api key order. */
+struct kafka_api_range {
+  int16_t api_key;
+  int16_t min_version;
+  int16_t max_version;
+};
+size_t kafka_api_ranges(const struct kafka_api_range **out);
+
+#endif

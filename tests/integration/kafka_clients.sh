@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# kafka_clients.sh - the Kafka port with real Kafka clients on a 3-node
+# cluster (docs/kafka.md): kcat (librdkafka) lists every broker and
+# partition leader, produces keyed messages with acks=all and reads back
+# exactly what it produced, in order per partition, also after a SIGKILL of
+# a partition leader; kafka-python produces and consumes by offset;
+# malformed frames get a closed connection (or an error answer) while the
+# node keeps serving others.
+#
+# Usage: kafka_clients.sh CAIRN CAIRND
+set -euo pipefail
+CLI_TEST_TAG=kafka
+. "$(dirname "$0")/../lib/cli_test.sh"
+py=/usr/bin/python3 # Debian's, where python3-kafka is installed
+command -v kcat >/dev/null || fail "kcat is not installed (deploy/setup.sh)"
+$py -c 'import kafka' 2>/dev/null || fail "python3-kafka is not installed (deploy/setup.sh)"
+
+step "start a 3-node cluster"
+started=0
+for attempt in 1 2 3 4 5; do
+  base=$(free_base_port 3)
+  if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
+    --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
+    started=1
+    break
+  fi
+  cat "$dir/start.out"
+  grep -q "in use" "$dir/start.out" || break
+done
+for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+[ "$started" -eq 1 ] || fail "the cluster did not start"
+export CAIRN_BOOTSTRAP
+CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+k1="127.0.0.1:$((base + 3))"
+k2="127.0.0.1:$((base + 13))"
+k3="127.0.0.1:$((base + 23))"
+all="$k1,$k2,$k3"
+
+step "kcat -L names every broker (by its Kafka address) and every partition leader"
+expect 0 "$cli" topic create kt --partitions 3 --replication-factor 3
+ok=0
+for _ in $(seq 1 100); do
+  kcat -b "$k2" -L -t kt -m 5 >"$dir/md" 2>&1 || true
+  if grep -q " 3 brokers:" "$dir/md" && grep -q "broker 1 at $k1" "$dir/md" &&
+    grep -q "broker 2 at $k2" "$dir/md" && grep -q "broker 3 at $k3" "$dir/md" &&
+    [ "$(grep -c 'partition [0-2], leader [1-3],' "$dir/md")" -eq 3 ]; then
+    ok=1
+    break
+  fi
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "kcat -L: $(cat "$dir/md")"
+grep -q "(controller)" "$dir/md" || fail "no controller in kcat -L: $(cat "$dir/md")"
+
+# produce FIRST LAST: messages k<i%7>:m<i> with acks=all through kcat.
+produce() {
+  for i in $(seq "$1" "$2"); do echo "k$((i % 7)):m$i"; done >"$dir/in"
+  timeout 60 kcat -b "$all" -P -t kt -K: -X acks=all -X message.send.max.retries=10 \
+    -X retry.backoff.ms=200 <"$dir/in" || fail "kcat -P exited $?"
+}
+# check_all N: kcat reads from the beginning exactly m0..m<N-1>, each once,
+# in increasing order within each partition, each key on one partition.
+check_all() {
+  timeout 60 kcat -b "$all" -C -t kt -e -o beginning -f '%p %o %k %s\n' -q >"$dir/read" ||
+    fail "kcat -C exited $?"
+  $py - "$dir/read" "$1" <<'PY' || fail "read back: $(head -c 2000 "$dir/read")"
+import sys, collections
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+n = int(sys.argv[2])
+vals = sorted(int(r[3][1:]) for r in rows)
+assert vals == list(range(n)), "values %s..." % vals[:20]
+last = collections.defaultdict(lambda: (-1, -1))
+part_of = {}
+for p, o, k, v in rows:
+    p, o, v = int(p), int(o), int(v[1:])
+    assert o > last[p][0] and v > last[p][1], "partition %d out of order at offset %d" % (p, o)
+    last[p] = (o, v)
+    assert part_of.setdefault(k, p) == p, "key %s on two partitions" % k
+PY
+}
+
+step "kcat produces 50 keyed messages with acks=all and reads them back in order"
+produce 0 49
+check_all 50
+
+step "SIGKILL the leader of partition 0 between produce and consume"
+leader=$(sed -n 's/.*partition 0, leader \([0-9]\),.*/\1/p' "$dir/md" | head -1)
+kcat -b "$k1" -L -t kt >"$dir/md" 2>&1 || true
+leader=$(sed -n 's/.*partition 0, leader \([0-9]\),.*/\1/p' "$dir/md" | head -1)
+[ -n "$leader" ] || fail "no leader of partition 0: $(cat "$dir/md")"
+produce 50 99
+lpid=$(cat "$cdir/node$leader.pid")
+kill -KILL "$lpid"
+echo "killed node $leader (pid $lpid)"
+check_all 100
+
+step "after the failover kcat produces again and still reads everything once, in order"
+produce 100 149
+check_all 150
+
+step "kafka-python produces and consumes keyed messages by offset"
+$py - "$all" <<'PY' || fail "kafka-python"
+import sys
+from kafka import KafkaProducer, KafkaConsumer, TopicPartition
+bs = sys.argv[1].split(",")
+p = KafkaProducer(bootstrap_servers=bs, acks="all", retries=10, retry_backoff_ms=200)
+fs = [p.send("kt", key=b"py%d" % (i % 5), value=b"pv%d" % i) for i in range(40)]
+p.flush()
+sent = {}
+for i, f in enumerate(fs):
+    md = f.get(timeout=30)
+    sent[(md.partition, md.offset)] = b"pv%d" % i
+c = KafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False,
+                  consumer_timeout_ms=5000)
+tps = [TopicPartition("kt", i) for i in range(3)]
+c.assign(tps)
+c.seek_to_beginning(*tps)
+got = {(m.partition, m.offset): m.value for m in c if m.value.startswith(b"pv")}
+assert got == sent, "consumed %d of %d" % (len(got), len(sent))
+print("kafka-python: %d produced and read back" % len(got))
+PY
+
+step "malformed frames close that connection; the node keeps serving"
+alive=$k1
+[ "$leader" != 1 ] || alive=$k2
+$py - "$alive" <<'PY' || fail "malformed frames"
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+def conn():
+    s = socket.create_connection((host, int(port)), timeout=10)
+    return s
+def closed(s):
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+def hdr(key, ver, corr):
+    return struct.pack(">hhih", key, ver, corr, 1) + b"c"
+cases = {
+    "zero size": struct.pack(">i", 0),
+    "size below a header": struct.pack(">i", 5) + b"\0" * 5,
+    "2 GiB length": struct.pack(">I", 0x80000000) + b"\0" * 16,
+    "1 GiB length": struct.pack(">I", 0x40000000) + b"\0" * 16,
+    "unknown api key": (lambda b: struct.pack(">i", len(b)) + b)(hdr(9999, 0, 7)),
+    "truncated metadata": (lambda b: struct.pack(">i", len(b)) + b)(hdr(3, 1, 8) + struct.pack(">i", 5)),
+    "truncated produce": (lambda b: struct.pack(">i", len(b)) + b)(hdr(0, 7, 9) + struct.pack(">hhi", -1, -1, 100)),
+}
+for name, data in cases.items():
+    s = conn()
+    s.sendall(data)
+    assert closed(s), name + ": not closed"
+    s.close()
+# an ApiVersions version not offered is answered (v0 layout, UNSUPPORTED_VERSION)
+s = conn()
+b = hdr(18, 9, 42)
+s.sendall(struct.pack(">i", len(b)) + b)
+size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+body = s.recv(size, socket.MSG_WAITALL)
+corr, err = struct.unpack(">ih", body[:6])
+assert corr == 42 and err == 35, (corr, err)
+# a Metadata version not offered: answered, the conn stays usable
+b = hdr(3, 99, 43)
+s.sendall(struct.pack(">i", len(b)) + b)
+size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+body = s.recv(size, socket.MSG_WAITALL)
+assert struct.unpack(">ih", body[:6]) == (43, 35), body[:6]
+# a truncated frame (header sent, the rest never): the others go on
+t = conn()
+t.sendall(struct.pack(">i", 100) + b"\0\3")
+b = hdr(18, 0, 44)
+s.sendall(struct.pack(">i", len(b)) + b)
+size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+body = s.recv(size, socket.MSG_WAITALL)
+assert struct.unpack(">ih", body[:6]) == (44, 0), body[:6]
+t.close()
+print("malformed frames: every case closed, others served")
+PY
+expect 0 timeout 20 kcat -b "$alive" -L -t kt
+out_has "partition 0"
+
+echo "PASS"
