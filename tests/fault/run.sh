@@ -219,7 +219,9 @@ nfaults=$(grep -c -v -E "healed|restart node|resume node|skipped|churn: node .* 
   echo "faults injected: $nfaults (list in faults.txt)"
   kinds=""
   for k in "kill:kill node" "pause:pause node" "partition:partition (majority|isolate|bridge|ring)" \
-    "netem:netem( \(|:)" "lostcache:lostcache node" "churn:churn: decommission" "crash:CRASH"; do
+    "netem:netem( \(|:)" "lostcache:lostcache node" "churn:churn: decommission" \
+    "killall:killall: every" "majority:majority: nodes" "torn:torn node" "conncut:conncut node" \
+    "crash:CRASH"; do
     kinds+="${kinds:+, }${k%%:*} $(grep -c -E "^[0-9]+ ${k#*:}" "$NEM_FAULTS" || true)"
   done
   echo "by kind: $kinds"

@@ -781,7 +781,7 @@ static void wl_report_availability(FILE *json)
       worst = w > worst ? w : worst;
     }
     if (k == NULL || t >= (long long)wl.seconds * 1000) {
-      continue;
+      continue; /* after the run (the final heal): nothing to measure */
     }
     if (k->n == k->cap) {
       k->cap = k->cap ? k->cap * 2 : 16;
@@ -793,14 +793,18 @@ static void wl_report_availability(FILE *json)
     fclose(ff);
   }
   fprintf(json, "\"availability\": [");
+  int nprinted = 0;
   for (int i = 0; i < nkinds; i++) {
     struct wl_kind *k = &kinds[i];
+    if (k->n == 0) {
+      continue;
+    }
     qsort(k->waits, k->n, sizeof *k->waits, wl_cmp_i64);
     long long med = k->n > 0 ? k->waits[k->n / 2] : 0, max = k->n > 0 ? k->waits[k->n - 1] : 0;
     printf("workload: after %-18s n=%-3zu next acknowledgement on every partition: median %lld "
            "ms, worst %lld ms\n",
            k->name, k->n, med, max);
-    fprintf(json, "%s{\"event\": ", i ? ", " : "");
+    fprintf(json, "%s{\"event\": ", nprinted++ ? ", " : "");
     wl_json_str(json, k->name);
     fprintf(json, ", \"n\": %zu, \"median_ms\": %lld, \"worst_ms\": %lld}", k->n, med, max);
     free(k->waits);
