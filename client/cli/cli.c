@@ -182,6 +182,9 @@ static const char *cli_hint(int rv)
     return "`cairn topic describe TOPIC` shows its partitions";
   case CAIRN_ETOPIC_EXISTS:
     return "`cairn topic describe NAME` shows it; delete it first to recreate it";
+  case CAIRN_EINTERNAL_TOPIC:
+    return "topics whose names start with __ belong to the cluster (__cairn_offsets holds the "
+           "consumer groups' offsets: `cairn group` manages them)";
   case CAIRN_EINVALID_RF:
     return "the replication factor must be at most the number of alive nodes "
            "(`cairn cluster status`)";

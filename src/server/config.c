@@ -61,6 +61,7 @@ enum config_key_id {
   CONFIG_K_NODE_TIMEOUT,
   CONFIG_K_REPLACE_DELAY,
   CONFIG_K_OFFSETS_PARTITIONS,
+  CONFIG_K_OFFSETS_RF,
   CONFIG_K_OFFSETS_RETENTION,
   CONFIG_K_RETENTION_CHECK,
   CONFIG_K_MAX_CONNECTIONS,
@@ -153,6 +154,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                      "partitions of __cairn_offsets, where consumer groups "
                                      "commit (read when the cluster creates it)",
                                      NULL},
+    [CONFIG_K_OFFSETS_RF] = {"offsets-replication-factor", "cluster",
+                             "offsets_replication_factor", "N", CONFIG_KIND_UINT,
+                             CONFIG_OFF(offsets_replication_factor), 1, 7,
+                             "replicas of __cairn_offsets (read when the cluster creates it; "
+                             "it waits until that many nodes are alive)",
+                             "3, or the cluster's node count if smaller"},
     [CONFIG_K_OFFSETS_RETENTION] = {"offsets-retention-ms", "cluster", "offsets_retention_ms",
                                     "N", CONFIG_KIND_UINT, CONFIG_OFF(offsets_retention_ms), 1000,
                                     30 * CONFIG_DAY_MS,
@@ -1228,6 +1235,7 @@ int config_write(const struct config *cfg, FILE *out)
       continue; /* advertise is written out as advertise_client and advertise_cluster */
     }
     if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set) ||
+        (k == CONFIG_K_OFFSETS_RF && cfg->offsets_replication_factor == 0) ||
         (key->kind == CONFIG_KIND_FILE && ((const char *)cfg + key->offset)[0] == '\0')) {
       rv = config_emit(buf, len, &used, "# %s: not set\n", key->name);
       continue;

@@ -233,14 +233,38 @@ void handle_create_topic(struct node *n, struct conn_request *req)
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP);
 }
 
+/* Refuses req (a DeleteTopic, or an alteration) if name is an internal
+ * topic's, answering with resp_case; returns true if it did. The state
+ * machine refuses it too: this answer only saves the round trip. */
+static bool admin_refuse_internal(struct conn_request *req, const char *name,
+                                  Cairn__Client__Envelope__BodyCase resp_case)
+{
+  if (!meta_topic_internal(name)) {
+    return false;
+  }
+  char msg[320];
+  snprintf(msg, sizeof msg,
+           "%s is an internal topic, kept by the cluster (names starting \"__\"; "
+           "__cairn_offsets holds the consumer groups' committed offsets): users may not "
+           "delete or alter it",
+           name);
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = CAIRN__CLIENT__ERROR_CODE__INTERNAL_TOPIC;
+  err.message = msg;
+  admin_respond(req, resp_case, &err, 0);
+  return true;
+}
+
 void handle_delete_topic(struct node *n, struct conn_request *req)
 {
-  if (handle_forward(n, req)) {
+  const char *name = req->env->delete_topic_req->name;
+  if (admin_refuse_internal(req, name, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP) ||
+      handle_forward(n, req)) {
     return;
   }
   uint8_t *cmd = NULL;
   size_t len = 0;
-  int rv = meta_cmd_delete_topic(req->env->delete_topic_req->name, &cmd, &len);
+  int rv = meta_cmd_delete_topic(name, &cmd, &len);
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP);
 }
 

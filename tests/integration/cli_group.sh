@@ -6,7 +6,7 @@
 # refused while a member is active and works once the group is empty; a
 # member then reads again from the reset offsets; a member SIGKILLed hands
 # its partitions to the other within the session timeout with no record
-# skipped; bad command lines exit 2.
+# skipped; __cairn_offsets cannot be deleted; bad command lines exit 2.
 #
 # usage: cli_group.sh CAIRN CAIRND
 # The processes it starts are stopped by PID whatever happens (trap);
@@ -83,6 +83,21 @@ expect 0 "$cli" group list --json
 pyj "$dir/out" 'any(g["group"] == "g1" and g["state"] == "empty" for g in j)'
 expect 1 "$cli" group describe nobody
 err_has "unknown group"
+
+step "internal topics: users cannot delete them; the offsets topic has the configured replicas"
+expect 1 "$cli" topic delete __cairn_offsets
+err_has "internal topic"
+expect 1 "$cli" topic delete __anything_internal
+err_has "internal topic"
+expect 0 "$cli" group list --json
+pyj "$dir/out" 'any(g["group"] == "g1" for g in j)'
+expect 0 "$cli" group describe g1 --json
+pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 60'
+expect 0 "$cli" topic describe __cairn_offsets --json
+pyj "$dir/out" 'j["replication_factor"] == 3 and all(len(p["replicas"]) == 3 for p in j["partitions"])'
+expect 0 "$cairnd" --check-config --offsets-replication-factor 2
+out_has "offsets_replication_factor = 2"
+expect 2 "$cairnd" --check-config --offsets-replication-factor 8
 
 step "reset-offsets: refused while a member is active, done once empty"
 "$cli" consume -g g1 jobs >"$dir/m3.out" 2>"$dir/m3.err" &
