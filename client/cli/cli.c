@@ -329,6 +329,24 @@ int cli_opt_error(const char *cmd, int o, char **argv)
   return cli_usage_error(cmd, "unknown option '%s'", arg);
 }
 
+/* getopt_long takes any unambiguous prefix of a long option ("--key" for
+ * "--key-separator"), so that adding an option would silently change what
+ * an old command line means. Returns true if the long option just parsed
+ * (the table entry opt, its text at argv[optind-1], or argv[optind-2] when
+ * its value was the next word) was spelled out in full. */
+static bool cli_long_exact(const struct option *opt, char **argv)
+{
+  const char *text = argv[optind - 1];
+  if (opt->has_arg != no_argument && optarg == text && optind >= 2) {
+    text = argv[optind - 2];
+  }
+  if (strncmp(text, "--", 2) != 0) {
+    return true; /* a short option */
+  }
+  size_t len = strcspn(text + 2, "=");
+  return strlen(opt->name) == len && strncmp(opt->name, text + 2, len) == 0;
+}
+
 int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char *own_short,
                const struct option *own, cli_opt_fn on_opt, void *ctx, void (*help)(FILE *),
                int *first)
@@ -347,7 +365,18 @@ int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char
   opterr = 0;
   optind = 0; /* glibc: start over (each command parses once) */
   int o;
-  while ((o = getopt_long(argc, argv, shorts, all, NULL)) != -1) {
+  int li = -1;
+  while ((o = getopt_long(argc, argv, shorts, all, &li)) != -1) {
+    if (li >= 0 && o != '?' && o != ':' && !cli_long_exact(&all[li], argv)) {
+      const char *text = argv[optind - 1];
+      if (all[li].has_arg != no_argument && optarg == text && optind >= 2) {
+        text = argv[optind - 2];
+      }
+      return cli_usage_error(cmd, "unknown option '%.*s' (long options are matched exactly: "
+                                  "did you mean --%s?)",
+                             (int)strcspn(text, "="), text, all[li].name);
+    }
+    li = -1;
     if (o == 'h') {
       help(stdout);
       return CLI_HELP_DONE;

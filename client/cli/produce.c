@@ -1,10 +1,12 @@
 /* produce.c - `cairn produce TOPIC`: one message per line of stdin (or
- * per delimiter), with an optional key separator, partition and headers;
+ * per delimiter), with an optional key (literal, or split off each message
+ * at a separator), partition and headers;
  * waits until every message is acknowledged (committed on a majority of
  * the partition's replicas) and says where they went. */
 #include "cli.h"
 #include "output.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -12,11 +14,13 @@
 
 #define PRODUCE_MAX_HEADERS 64
 #define PRODUCE_MAX_SEP 64
+#define PRODUCE_MAX_KEY 4096
 
 static void produce_help(FILE *out)
 {
   fprintf(out,
-          "usage: cairn produce TOPIC [-k SEP] [-p N] [-H NAME=VALUE]... [-D SEP | --null]\n"
+          "usage: cairn produce TOPIC [-k KEY | -K SEP] [-p N] [-H NAME=VALUE]...\n"
+          "                           [-D SEP | --null]\n"
           "\n"
           "Reads messages from stdin, one per line, and sends them to TOPIC; returns\n"
           "once every message is acknowledged (committed on a majority of its\n"
@@ -29,8 +33,11 @@ static void produce_help(FILE *out)
           "go through unchanged.\n"
           "\n"
           "options:\n"
-          "  -k, --key-separator SEP  split each message at the first SEP into key\n"
-          "                           and value (\"user1:hello\" with -k :); a message\n"
+          "  -k, --key KEY            give every message the key KEY (as kcat and rpk)\n"
+          "                           KEY must hold a letter or a digit: '-k :' was the\n"
+          "                           separator's spelling before -K and is refused\n"
+          "  -K, --key-separator SEP  split each message at the first SEP into key\n"
+          "                           and value (\"user1:hello\" with -K :); a message\n"
           "                           without SEP has no key\n"
           "  -p, --partition N        send every message to partition N (default: by\n"
           "                           key hash, keyless messages batched together)\n"
@@ -56,6 +63,7 @@ struct produce {
   const char *topic;
   char key_sep[PRODUCE_MAX_SEP];
   size_t key_sep_len;
+  const char *key; /* -k: every message's key, or NULL */
   int64_t partition; /* -1: the partitioner */
   char delim;
   struct cairn_header headers[PRODUCE_MAX_HEADERS];
@@ -75,22 +83,78 @@ struct produce {
 #define PRODUCE_OPT_NULL 3000
 #define PRODUCE_OPT_COMPRESSION 3001
 
+static bool produce_alnum(unsigned char b)
+{
+  return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b >= 0x80;
+}
+
+/* True if s, read as the old -k SEP read it (the escapes \n \t \r \0 \\
+ * and \xHH are one byte each), holds a letter, a digit or a non-ASCII
+ * byte. */
+static bool produce_old_sep_has_alnum(const char *s)
+{
+  for (; *s != '\0'; s++) {
+    if (*s != '\\') {
+      if (produce_alnum((unsigned char)*s)) {
+        return true;
+      }
+      continue;
+    }
+    if (s[1] == 'x' && isxdigit((unsigned char)s[2]) && isxdigit((unsigned char)s[3])) {
+      char hex[3] = {s[2], s[3], '\0'};
+      if (produce_alnum((unsigned char)strtoul(hex, NULL, 16))) {
+        return true;
+      }
+      s += 3;
+    } else if (s[1] != '\0' && strchr("ntr0\\", s[1]) != NULL) {
+      s++; /* a control byte or a backslash */
+    }
+  }
+  return false;
+}
+
+/* -k KEY. Until -K existed, -k was the key separator (`-k :`, `-k '\t'`):
+ * an old script must not silently send every message with the key ":".
+ * A key with no letter or digit (read as the old option read escapes) is
+ * what separators look like, so it is refused, naming -K; such a key can
+ * still be sent through -K. */
+static int produce_key_opt(struct produce *p, const char *arg)
+{
+  const char *cmd = "produce";
+  bool alnum = produce_old_sep_has_alnum(arg);
+  if (!alnum) {
+    return cli_usage_error(cmd,
+                           "-k '%s': -k is now the literal key of every message (as in kcat "
+                           "and rpk) and a key needs a letter or digit; to split each line "
+                           "into key and value at '%s' use -K '%s' (--key-separator), the "
+                           "option -k used to be",
+                           arg, arg, arg);
+  }
+  if (strlen(arg) > PRODUCE_MAX_KEY) {
+    return cli_usage_error(cmd, "-k: the key is longer than %d bytes", PRODUCE_MAX_KEY);
+  }
+  p->key = arg;
+  return CLI_OK;
+}
+
 static int produce_opt(void *ctx, int o, const char *arg)
 {
   struct produce *p = ctx;
   const char *cmd = "produce";
   switch (o) {
-  case 'k': {
+  case 'k':
+    return produce_key_opt(p, arg);
+  case 'K': {
     char buf[PRODUCE_MAX_SEP * 4];
     size_t n;
     if (strlen(arg) >= sizeof buf) {
-      return cli_usage_error(cmd, "-k: the key separator is too long");
+      return cli_usage_error(cmd, "-K: the key separator is too long");
     }
-    if (cli_unescape(cmd, "-k", arg, buf, &n) != 0) {
+    if (cli_unescape(cmd, "-K", arg, buf, &n) != 0) {
       return CLI_USAGE;
     }
     if (n == 0 || n > PRODUCE_MAX_SEP) {
-      return cli_usage_error(cmd, "-k: the key separator must be 1..%d bytes", PRODUCE_MAX_SEP);
+      return cli_usage_error(cmd, "-K: the key separator must be 1..%d bytes", PRODUCE_MAX_SEP);
     }
     memcpy(p->key_sep, buf, n);
     p->key_sep_len = n;
@@ -268,7 +332,10 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     }
     m.value = line;
     m.value_len = len;
-    if (p->key_sep_len > 0) {
+    if (p->key != NULL) {
+      m.key = p->key;
+      m.key_len = strlen(p->key);
+    } else if (p->key_sep_len > 0) {
       char *sep = memmem(line, len, p->key_sep, p->key_sep_len);
       if (sep != NULL) {
         m.key = line;
@@ -304,7 +371,8 @@ int cli_produce(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "produce";
   static const struct option own[] = {
-      {"key-separator", required_argument, NULL, 'k'},
+      {"key", required_argument, NULL, 'k'},
+      {"key-separator", required_argument, NULL, 'K'},
       {"partition", required_argument, NULL, 'p'},
       {"header", required_argument, NULL, 'H'},
       {"delimiter", required_argument, NULL, 'D'},
@@ -313,12 +381,16 @@ int cli_produce(struct cli *c, int argc, char **argv)
       {NULL, 0, NULL, 0}};
   struct produce p = {.partition = -1, .delim = '\n'};
   int first;
-  int rv = cli_getopt(c, cmd, argc, argv, "k:p:H:D:", own, produce_opt, &p, produce_help, &first);
+  int rv = cli_getopt(c, cmd, argc, argv, "k:K:p:H:D:", own, produce_opt, &p, produce_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
   if (first >= argc) {
     return cli_usage_error(cmd, "which topic? (cairn produce TOPIC < messages)");
+  }
+  if (p.key != NULL && p.key_sep_len > 0) {
+    return cli_usage_error(cmd, "-k KEY (one key for every message) and -K SEP (a key in each "
+                                "message) do not go together");
   }
   if (argc - first > 1) {
     return cli_usage_error(cmd, "one topic at a time: '%s' is extra (messages come from stdin)",

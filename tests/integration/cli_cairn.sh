@@ -147,6 +147,29 @@ expect 0 "$cli" topic describe t3
 out_has "PARTITION"
 [ "$(grep -c '^[0-2] ' "$dir/out")" -eq 3 ] || fail "describe should list 3 partitions: $(cat "$dir/out")"
 
+step "keys: -k KEY is every message's key, -K SEP splits; long options match exactly"
+expect 0 "$cli" topic create kt --partitions 1 --replication-factor 1
+printf 'one\ntwo\n' | expect 0 "$cli" produce kt --key mykey
+printf 'v1\n' | expect 0 "$cli" produce kt -k k2
+printf 'a:b\n' | expect 0 "$cli" produce kt -K :
+printf 'c:d\n' | expect 0 "$cli" produce kt --key-separator=:
+expect 0 "$cli" consume kt -e -f '%k|%v\n'
+[ "$(tr '\n' ' ' <"$dir/out")" = "mykey|one mykey|two k2|v1 a|b c|d " ] || fail "-k/--key/-K: $(cat "$dir/out")"
+# The old separator spelling fails loudly rather than becoming a key.
+printf 'x:y\n' | expect 2 "$cli" produce kt -k :
+err_has "use -K ':'"
+printf 'x:y\n' | expect 2 "$cli" produce kt --key '\t'
+err_has "-K"
+printf 'x:y\n' | expect 2 "$cli" produce kt --key-sep :
+err_has "matched exactly"
+printf 'x:y\n' | expect 2 "$cli" produce kt -k k -K :
+err_has "do not go together"
+expect 2 "$cli" topic create kt2 --part 1 --replication-factor 1
+err_has "unknown option '--part'"
+expect 0 "$cli" consume kt -e
+[ "$(wc -l <"$dir/out")" -eq 5 ] || fail "a refused command line sent something: $(cat "$dir/out")"
+expect 0 "$cli" topic delete kt
+
 step "a topic that does not exist is an error"
 expect 1 "$cli" topic describe nosuch
 err_has "nosuch"
@@ -161,7 +184,7 @@ err_has "partitions 0..2"
 
 step "produce and consume keys, values and headers"
 printf 'k1:v1\nk2:v2:with colon\nno key here\n\nk5:\n' >"$dir/in"
-expect 0 "$cli" produce t3 -k : -H a=1 -H b=x=y <"$dir/in"
+expect 0 "$cli" produce t3 -K : -H a=1 -H b=x=y <"$dir/in"
 out_has "produced 5 message(s) to t3"
 expect 0 "$cli" consume t3 -o beginning -e -f '%K|%k|%v|%h|%S\n'
 sort "$dir/out" >"$dir/got"
@@ -173,7 +196,7 @@ expect 0 "$cli" consume t3 -e
 [ "$(sort "$dir/out" | tr '\n' '|')" = "||no key here|v1|v2:with colon|" ] ||
   fail "default consume output: $(cat "$dir/out")"
 # The same key always lands in the same partition.
-printf 'k1:again\n' | expect 0 "$cli" produce t3 -k :
+printf 'k1:again\n' | expect 0 "$cli" produce t3 -K :
 expect 0 "$cli" consume t3 -e -f '%k %p\n'
 [ "$(grep -c '^k1 ' "$dir/out")" -eq 2 ] && [ "$(grep '^k1 ' "$dir/out" | sort -u | wc -l)" -eq 1 ] ||
   fail "key k1 went to two partitions: $(cat "$dir/out")"

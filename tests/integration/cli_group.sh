@@ -52,7 +52,7 @@ step "a topic of 6 partitions with 60 records"
 expect 0 "$cli" topic create jobs --partitions 6 --replication-factor 3
 for i in $(seq 1 60); do echo "k$i:job-$i"; done >"$dir/keyed"
 seq 1 60 | sed 's/^/job-/' >"$dir/in"
-expect 0 "$cli" produce jobs -k : <"$dir/keyed"
+expect 0 "$cli" produce jobs -K : <"$dir/keyed"
 
 step "two members of g1 read everything once between them"
 "$cli" consume -g g1 jobs >"$dir/m1.out" 2>"$dir/m1.err" &
@@ -140,7 +140,7 @@ kill -KILL "$m5"
 wait "$m5" 2>/dev/null || true
 killed=$SECONDS
 for i in $(seq 61 120); do echo "k$i:job-$i"; done >"$dir/keyed2"
-expect 0 "$cli" produce jobs -k : <"$dir/keyed2"
+expect 0 "$cli" produce jobs -K : <"$dir/keyed2"
 seq 1 120 | sed 's/^/job-/' | sort >"$dir/want2"
 for _ in $(seq 1 300); do
   cat "$dir/m4.out" "$dir/m5.out" | sort -u >"$dir/all2"
