@@ -23,7 +23,8 @@ static void group_help(FILE *out)
           "       cairn group describe GROUP\n"
           "       cairn group reset-offsets GROUP --topic TOPIC [--partition N]\n"
           "                                 (--to-earliest | --to-latest | --to-offset N)\n"
-          "       cairn consume -g GROUP TOPIC... [-n COUNT] [-o beginning|end] [-f FORMAT]\n"
+          "       cairn consume -g GROUP TOPIC... [-n COUNT] [-e] [-o beginning|end]\n"
+          "                                       [-f FORMAT]\n"
           "\n"
           "list           every consumer group of the cluster: state, members\n"
           "describe       the members with their partitions, and per partition the\n"
@@ -34,8 +35,10 @@ static void group_help(FILE *out)
           "               object per line) of the partitions the group assigns to\n"
           "               this member; offsets are committed once printed;\n"
           "               -o says where partitions without a committed offset start;\n"
-          "               -n exits after COUNT records or a few more (a batch is\n"
-          "               printed whole, so what is committed was printed);\n"
+          "               -n exits after exactly COUNT records and commits only\n"
+          "               those (the rest of a batch is read again next time);\n"
+          "               -e exits once every partition assigned to this member\n"
+          "               is read up to its high watermark;\n"
           "               -f FORMAT prints as `cairn consume -f` does\n"
           "\n"
           "%s",
@@ -397,6 +400,7 @@ struct group_consume {
   uint64_t count; /* 0: no limit */
   uint64_t printed;
   bool json;
+  bool at_end; /* -e */
   bool latest;
   const char *group;
   bool closed;
@@ -421,11 +425,23 @@ static void group_on_records(struct cairn_consumer *cons, int status, const char
             cairn_strerror(status));
     return;
   }
-  for (size_t i = 0; i < count; i++) {
+  size_t n = count;
+  if (gs->count > 0 && gs->count - gs->printed < n) {
+    n = (size_t)(gs->count - gs->printed);
+  }
+  for (size_t i = 0; i < n; i++) {
     rp_print(&gs->format, gs->json, &records[i]);
     gs->printed++;
   }
   fflush(stdout);
+  /* -n reached inside this batch: the seek tells the group consumer to
+   * commit the first record not printed, so that the next reader of the
+   * group starts there. */
+  if (n < count && cairn_consumer_seek(cons, topic, partition, records[n].offset) != 0) {
+    fprintf(stderr, "cairn consume: %s/%" PRId32 ": could not keep offset %" PRId64
+                    " uncommitted\n", topic, partition, records[n].offset);
+    gs->error = CAIRN_EINVAL;
+  }
   if (gs->count > 0 && gs->printed >= gs->count) {
     cairn_consumer_stop(cons);
   }
@@ -453,6 +469,9 @@ static int group_consume_opt(void *ctx, int o, const char *arg)
     return CLI_OK;
   case 'n':
     return cli_parse_u64("consume", "-n", arg, 1, UINT64_MAX, &gs->count) == 0 ? CLI_OK : CLI_USAGE;
+  case 'e':
+    gs->at_end = true;
+    return CLI_OK;
   case 'f':
     return rp_format_parse("consume", arg, &gs->format);
   case 'o':
@@ -474,11 +493,12 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
                                       {"count", required_argument, NULL, 'n'},
                                       {"offset", required_argument, NULL, 'o'},
                                       {"format", required_argument, NULL, 'f'},
+                                      {"exit-at-end", no_argument, NULL, 'e'},
                                       {NULL, 0, NULL, 0}};
   struct group_consume gs = {0};
   int first;
   int rv =
-      cli_getopt(c, cmd, argc, argv, "g:n:o:f:", own, group_consume_opt, &gs, group_help, &first);
+      cli_getopt(c, cmd, argc, argv, "g:n:o:f:e", own, group_consume_opt, &gs, group_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
@@ -515,7 +535,7 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
   sigaction(SIGINT, &sa, &old);
   uv_loop_t *loop = cairn_client_loop(client);
   while (rv == 0 && !group_interrupted && gs.error == 0 &&
-         (gs.count == 0 || gs.printed < gs.count)) {
+         (gs.count == 0 || gs.printed < gs.count) && !(gs.at_end && cairn_group_at_end(gc))) {
     uv_run(loop, UV_RUN_ONCE);
   }
   sigaction(SIGINT, &old, NULL);

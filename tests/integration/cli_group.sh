@@ -120,10 +120,32 @@ pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 1'
 
 step "after the reset a member reads again from there"
 expect 0 "$cli" consume -g g1 -n 59 jobs
-[ "$(wc -l <"$dir/out")" -ge 59 ] || fail "read $(wc -l <"$dir/out") records after the reset"
+[ "$(wc -l <"$dir/out")" -eq 59 ] || fail "read $(wc -l <"$dir/out") records after the reset, not 59"
 expect 0 "$cli" consume -g g3 -n 5 -f 'p%p o%o %v|\n' jobs
 [ "$(grep -cE '^p[0-9]+ o[0-9]+ job-[0-9]+[|]$' "$dir/out")" -ge 5 ] ||
   fail "consume -g -f: $(head -3 "$dir/out")"
+
+step "-n is exact with -g and commits only what was printed; -e works with -g"
+committed_sum() {
+  expect 0 "$cli" group describe "$1" --json
+  python3 -c 'import json,sys; print(sum(max(o["committed"], 0) for o in json.load(open(sys.argv[1]))["offsets"]))' "$dir/out"
+}
+expect 0 "$cli" consume -g g5 -n 1 jobs
+cp "$dir/out" "$dir/g5.1"
+[ "$(wc -l <"$dir/g5.1")" -eq 1 ] || fail "consume -g -n 1 printed $(wc -l <"$dir/g5.1") records"
+[ "$(committed_sum g5)" -eq 1 ] || fail "consume -g -n 1 committed $(committed_sum g5) records, not 1"
+expect 0 "$cli" consume -g g5 -n 10 jobs
+cp "$dir/out" "$dir/g5.10"
+[ "$(wc -l <"$dir/g5.10")" -eq 10 ] || fail "consume -g -n 10 printed $(wc -l <"$dir/g5.10") records"
+[ "$(committed_sum g5)" -eq 11 ] || fail "after -n 1 and -n 10, $(committed_sum g5) committed, not 11"
+expect 0 "$cli" consume -g g5 -e jobs
+cp "$dir/out" "$dir/g5.e"
+[ "$(wc -l <"$dir/g5.e")" -eq 49 ] || fail "consume -g -e printed $(wc -l <"$dir/g5.e") records, not the 49 left"
+cat "$dir/g5.1" "$dir/g5.10" "$dir/g5.e" | sort >"$dir/g5.all"
+cmp -s "$dir/want" "$dir/g5.all" || fail "-n 1, -n 10, -e did not read each record once: $(diff "$dir/want" "$dir/g5.all" | head -5)"
+[ "$(committed_sum g5)" -eq 60 ] || fail "after -e, $(committed_sum g5) committed, not 60"
+expect 0 "$cli" consume -g g5 -e jobs
+[ ! -s "$dir/out" ] || fail "consume -g -e at the end printed $(wc -l <"$dir/out") records"
 
 step "a member SIGKILLed: the other takes its partitions; nothing skipped"
 "$cli" consume -g g2 jobs >"$dir/m4.out" 2>"$dir/m4.err" &

@@ -11,7 +11,10 @@
  * processed once the records callback it was handed to has returned, and
  * only such positions are committed (every auto_commit_interval_ms, on a
  * rebalance before the partitions are given up, and on close; or by
- * cairn_group_commit). Rebalancing is eager: at every rebalance the member
+ * cairn_group_commit). A callback that processes only part of its records
+ * seeks the partition (cairn_consumer_seek on the cons it was handed) to
+ * the first one it did not process: the position committed is then that
+ * offset. Rebalancing is eager: at every rebalance the member
  * gives up all its partitions (on_revoked), then gets its new ones
  * (on_assigned).
  *
@@ -96,6 +99,11 @@ int32_t cairn_group_generation(const struct cairn_group_consumer *gc);
 
 /* How many partitions are assigned now. */
 size_t cairn_group_assigned_count(const struct cairn_group_consumer *gc);
+
+/* True when the member is in a stable generation and every partition
+ * assigned to it (none counts) has been handed out up to the high
+ * watermark its last fetch saw: what `kcat -e` waits for. */
+bool cairn_group_at_end(const struct cairn_group_consumer *gc);
 
 typedef void (*cairn_group_close_cb)(struct cairn_group_consumer *gc, void *data);
 
