@@ -167,8 +167,8 @@ int cli_unescape(const char *cmd, const char *name, const char *s, char *out, si
   return 0;
 }
 
-/* What a user can do about a failed call: one line, or NULL. */
-static const char *cli_hint(int rv)
+/* What a user can do about a failed call of cmd: one line, or NULL. */
+static const char *cli_hint(const char *cmd, int rv)
 {
   switch (rv) {
   case CAIRN_EUNREACHABLE:
@@ -176,6 +176,9 @@ static const char *cli_hint(int rv)
            "-b HOST:PORT or CAIRN_BOOTSTRAP; a local cluster starts with "
            "`bash deploy/cluster.sh start`";
   case CAIRN_EUNKNOWN_TOPIC:
+    if (strcmp(cmd, "topic delete") == 0) {
+      return "`cairn topic list` shows the topics";
+    }
     return "`cairn topic list` shows the topics; create one with "
            "`cairn topic create NAME --partitions N --replication-factor R`";
   case CAIRN_EUNKNOWN_PARTITION:
@@ -211,12 +214,19 @@ static const char *cli_hint(int rv)
 int cli_fail_call(struct cli *c, const char *cmd, const char *what, int rv)
 {
   const char *detail = c->sync != NULL ? cairn_sync_errmsg(c->sync) : "";
-  fprintf(stderr, "cairn %s: %s: %s", cmd, what, cairn_strerror(rv));
-  if (detail != NULL && detail[0] != '\0') {
-    fprintf(stderr, " (%s)", detail);
+  const char *text = cairn_strerror(rv);
+  /* The library's text often is, or starts with, the code's own ("topic
+   * already exists: create topic t: it exists"): say it once. */
+  if (detail != NULL && detail[0] != '\0' && strstr(detail, text) != NULL) {
+    fprintf(stderr, "cairn %s: %s: %s", cmd, what, detail);
+  } else {
+    fprintf(stderr, "cairn %s: %s: %s", cmd, what, text);
+    if (detail != NULL && detail[0] != '\0') {
+      fprintf(stderr, " (%s)", detail);
+    }
   }
   fputc('\n', stderr);
-  const char *hint = cli_hint(rv);
+  const char *hint = cli_hint(cmd, rv);
   if (hint != NULL) {
     fprintf(stderr, "cairn %s: %s\n", cmd, hint);
   }
@@ -312,7 +322,7 @@ int cli_connect(struct cli *c, const char *cmd)
     fprintf(stderr, "cairn %s: could not reach any node of %s within %u ms: %s\n", cmd,
             c->bootstrap, c->timeout_ms, cairn_strerror(rv));
   }
-  const char *hint = cli_hint(rv == CAIRN_EUNREACHABLE ? rv : CAIRN_EUNREACHABLE);
+  const char *hint = cli_hint(cmd, CAIRN_EUNREACHABLE);
   fprintf(stderr, "cairn %s: %s\n", cmd, hint);
   return CLI_FAIL;
 }

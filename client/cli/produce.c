@@ -74,6 +74,9 @@ struct produce {
   uint64_t delivered;
   uint64_t failed;      /* delivery callbacks with an error */
   uint64_t send_failed; /* 1 if reading stopped at a send that failed at once */
+  uint64_t too_large;   /* messages above the limit: reported, skipped */
+  uint64_t read;        /* messages read so far (the line number with -D \n) */
+  uint32_t max_bytes;   /* the producer's max_batch_bytes, for messages */
   int first_error;
   struct produce_part *parts;
   size_t nparts;
@@ -278,9 +281,13 @@ static void produce_report(struct cli *c, struct produce *p)
     oj_key(&j, "produced");
     oj_uint(&j, p->delivered);
     oj_key(&j, "failed");
-    oj_uint(&j, p->sent - p->delivered + p->send_failed);
+    oj_uint(&j, p->sent - p->delivered + p->send_failed + p->too_large);
+    oj_key(&j, "too_large");
+    oj_uint(&j, p->too_large);
     oj_key(&j, "error");
-    oj_str(&j, p->first_error != 0 ? cairn_strerror(p->first_error) : NULL);
+    oj_str(&j, p->first_error != 0 ? cairn_strerror(p->first_error)
+               : p->too_large > 0 ? cairn_strerror(CAIRN_ETOOLARGE)
+                                  : NULL);
     oj_key(&j, "partitions");
     oj_array_begin(&j);
     for (size_t i = 0; i < p->nparts; i++) {
@@ -309,9 +316,21 @@ static void produce_report(struct cli *c, struct produce *p)
   printf("\n");
 }
 
-/* Reads stdin and sends every message, stopping at the first send that
- * fails at once (a message too large, ...). Returns 0 or that code (after
- * printing it). */
+/* A message above the producer's limit: said with where it is and its
+ * size, and skipped, so that one bad line does not drop the ones after it
+ * (the exit status still says something failed). */
+static void produce_too_large(struct produce *p, size_t len)
+{
+  p->too_large++;
+  fprintf(stderr,
+          "cairn produce: %s %" PRIu64 ": %zu bytes, above the limit of %" PRIu32
+          " bytes per message (with its key, headers and batch header): not sent\n",
+          p->delim == '\n' ? "line" : "message", p->read, len, p->max_bytes);
+}
+
+/* Reads stdin and sends every message, skipping (and reporting) messages
+ * above the limit and stopping at the first send that fails at once for
+ * another reason. Returns 0 or that code (after printing it). */
 static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_producer *pr)
 {
   const char *cmd = "produce";
@@ -324,6 +343,7 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     if (len > 0 && line[len - 1] == p->delim) {
       len--;
     }
+    p->read++;
     struct cairn_message m;
     cairn_message_init(&m);
     m.topic = p->topic;
@@ -347,13 +367,19 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     m.headers = p->header_count > 0 ? p->headers : NULL;
     m.header_count = p->header_count;
     rv = cairn_sync_send(c->sync, pr, &m, produce_on_delivery, p);
+    if (rv == CAIRN_ETOOLARGE) {
+      produce_too_large(p, len);
+      rv = 0;
+      continue;
+    }
     if (rv != 0) {
       p->send_failed = 1;
       if (p->first_error == 0) {
         p->first_error = rv;
       }
       char what[64];
-      snprintf(what, sizeof what, "message %" PRIu64 " (%zu bytes)", p->sent + 1, len);
+      snprintf(what, sizeof what, "%s %" PRIu64 " (%zu bytes)",
+               p->delim == '\n' ? "line" : "message", p->read, len);
       cli_fail_call(c, cmd, what, rv);
       break;
     }
@@ -416,6 +442,7 @@ int cli_produce(struct cli *c, int argc, char **argv)
   struct cairn_producer_options po;
   cairn_producer_options_init(&po);
   po.compression = p.compression;
+  p.max_bytes = po.max_batch_bytes;
   struct cairn_producer *pr = NULL;
   rv = cairn_sync_producer_new(c->sync, &po, &pr);
   if (rv != 0) {
@@ -431,6 +458,10 @@ int cli_produce(struct cli *c, int argc, char **argv)
   free(p.parts);
   if (p.nomem) {
     return cli_fail(cmd, "out of memory while counting deliveries");
+  }
+  if (p.too_large > 0) {
+    fprintf(stderr, "cairn produce: %" PRIu64 " message(s) above the limit were not sent\n",
+            p.too_large);
   }
   if (p.sent > p.delivered) {
     fprintf(stderr, "cairn produce: %" PRIu64 " of %" PRIu64 " message(s) not acknowledged",
@@ -456,5 +487,5 @@ int cli_produce(struct cli *c, int argc, char **argv)
     }
     return CLI_FAIL;
   }
-  return send_rv == 0 && rv == 0 ? CLI_OK : CLI_FAIL;
+  return send_rv == 0 && rv == 0 && p.too_large == 0 ? CLI_OK : CLI_FAIL;
 }

@@ -17,6 +17,13 @@ CLI_TEST_TAG=cli-test
 step "help and bad command lines (nothing is sent: exit 2 and a message)"
 expect 0 "$cli" --help
 out_has "usage: cairn"
+# The command list names every command (each group's subcommands as its
+# own --help spells them).
+for c in "topic create" "topic list" "topic describe" "topic delete" "produce" "consume" \
+  "group list" "group describe" "group reset-offsets" "cluster status" "node decommission" \
+  "user create" "user delete" "user list" "acl add" "acl remove" "acl list"; do
+  grep -q -- "^  $c" "$dir/out" || fail "cairn --help does not name '$c'"
+done
 for c in "topic" "produce" "consume" "cluster" "node"; do
   expect 0 "$cli" $c --help
   out_has "usage: cairn $c"
@@ -28,6 +35,7 @@ out_has "cannot contain a newline"
 expect 2 "$cli"
 expect 2 "$cli" frobnicate
 err_has "unknown command 'frobnicate'"
+for g in topic produce consume cluster node user acl group; do err_has " $g[,;]"; done
 expect 2 "$cli" topic frobnicate
 err_has "unknown subcommand"
 expect 2 "$cli" topic create t1
@@ -122,6 +130,7 @@ expect 0 "$cli" topic create t3 --partitions 3 --replication-factor 3
 out_has "created topic t3"
 expect 1 "$cli" topic create t3 --partitions 3 --replication-factor 3
 err_has "exists"
+! grep -q "already exists.*already exists" "$dir/err" || fail "the message repeats itself: $(cat "$dir/err")"
 expect 1 "$cli" topic create big --partitions 1 --replication-factor 5
 err_has "replication factor"
 expect 0 "$cli" topic create t1 --partitions 1 --replication-factor 3 --json
@@ -179,6 +188,8 @@ err_has "nosuch"
 echo x | expect 1 "$cli" produce nosuch
 err_has "nosuch"
 expect 1 "$cli" topic delete nosuch
+err_has "nosuch"
+! grep -q "create" "$dir/err" || fail "topic delete nosuch suggests creating a topic: $(cat "$dir/err")"
 expect 1 "$cli" consume t3 -p 7 -e
 err_has "partitions 0..2"
 
@@ -280,11 +291,15 @@ expect 0 "$cli" cluster status
 out_has "HIGH-WATERMARK"
 out_has "^t1 *0 "
 
-step "a message above the largest batch is refused, with a message"
-python3 -c 'print("x" * 2000000)' >"$dir/big.in"
-expect 1 "$cli" produce t3 <"$dir/big.in"
-err_has "message 1 (2000000 bytes)"
-err_has "larger than"
+step "a message above the limit is reported (line, size, limit); the others are still sent; exit 1"
+{ echo a; head -c 10000000 /dev/zero | tr '\0' x; echo; echo b; } >"$dir/big.in"
+expect 1 "$cli" produce t3 -p 0 <"$dir/big.in"
+err_has "line 2: 10000000 bytes, above the limit of 1048576 bytes"
+out_has "produced 2 message(s)"
+expect 0 "$cli" consume t3 -p 0 -o -2 -e
+[ "$(tr '\n' ' ' <"$dir/out")" = "a b " ] || fail "the lines around the oversized one: $(cat "$dir/out")"
+expect 1 "$cli" produce t3 -p 0 --json <"$dir/big.in"
+pyj "$dir/out" 'j["produced"] == 2 and j["too_large"] == 1 and j["failed"] == 1'
 
 step "node decommission of an unknown node"
 expect 1 "$cli" node decommission 99
