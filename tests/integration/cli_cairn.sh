@@ -218,6 +218,21 @@ pyj "$dir/out" 'j["produced"] == 2 and j["failed"] == 0 and [p["partition"] for 
 expect 0 "$cli" consume t3 -p 2 -o -2 -e
 [ "$(tr '\n' '|' <"$dir/out")" = "p2a|p2b|" ] || fail "-p 2 -o -2: $(cat "$dir/out")"
 
+step "topic describe shows every partition leader's log start and high watermark, asked of any node"
+# Right after a produce: a node that does not lead the partition knows
+# only the last report of its leader (about once a second).
+n=8
+for b in ${CAIRN_BOOTSTRAP//,/ }; do
+  for _ in 1 2; do
+    printf 'x\n' | expect 0 "$cli" produce t3 -p 1
+    n=$((n + 1))
+    expect 0 "$cli" -b "$b" topic describe t3 --json
+    pyj "$dir/out" "sum(p['high_watermark'] for p in j['partitions']) == $n and all(p['log_start_offset'] == 0 for p in j['partitions'])"
+    expect 0 "$cli" -b "$b" topic describe t3
+    ! grep -q '?' "$dir/out" || fail "describe through $b shows '?': $(cat "$dir/out")"
+  done
+done
+
 step "values with any bytes (NUL-separated input)"
 # Every byte value but NUL, newlines and tabs inside values, an empty value,
 # and bytes that are not UTF-8.
