@@ -74,6 +74,114 @@ int cli_parse_u64(const char *cmd, const char *name, const char *s, uint64_t min
   return 0;
 }
 
+/* "-1h" and the like: ms before now, or -1. */
+static int64_t cli_relative_ms(const char *s)
+{
+  if (s[0] != '-' || s[1] < '0' || s[1] > '9') {
+    return -1;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull(s + 1, &end, 10);
+  static const struct {
+    const char *unit;
+    int64_t ms;
+  } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+  for (size_t i = 0; errno == 0 && i < sizeof units / sizeof units[0]; i++) {
+    if (strcmp(end, units[i].unit) == 0 && n <= (unsigned long long)(INT64_MAX / units[i].ms)) {
+      return (int64_t)n * units[i].ms;
+    }
+  }
+  return -1;
+}
+
+/* ISO 8601: YYYY-MM-DD[THH:MM[:SS[.fff]]](Z|+HH:MM|-HH:MM), the time part
+ * optional (midnight UTC). Returns 0 with *ms, or -1. */
+static int cli_iso8601_ms(const char *s, int64_t *ms)
+{
+  struct tm tm = {0};
+  int frac_ms = 0;
+  const char *p = strptime(s, "%Y-%m-%d", &tm);
+  if (p == NULL) {
+    return -1;
+  }
+  if (*p == 'T' || *p == 't' || *p == ' ') {
+    const char *q = strptime(p + 1, "%H:%M:%S", &tm);
+    if (q == NULL) {
+      q = strptime(p + 1, "%H:%M", &tm);
+    }
+    if (q == NULL) {
+      return -1;
+    }
+    p = q;
+    if (*p == '.') {
+      int digits = 0;
+      for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits < 3) {
+          frac_ms = frac_ms * 10 + (*p - '0');
+        }
+      }
+      for (; digits > 0 && digits < 3; digits++) {
+        frac_ms *= 10;
+      }
+    }
+  }
+  int64_t offset_s = 0;
+  if (*p == 'Z' || *p == 'z') {
+    p++;
+  } else if ((*p == '+' || *p == '-') && p[1] != '\0') {
+    int hh = 0, mm = 0;
+    if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2 || strlen(p) != 6) {
+      return -1;
+    }
+    offset_s = (int64_t)(hh * 3600 + mm * 60) * (*p == '+' ? 1 : -1);
+    p += 6;
+  } else if (strchr(s, 'T') != NULL || strchr(s, 't') != NULL) {
+    return -1; /* a time without a zone is ambiguous: say Z */
+  }
+  if (*p != '\0') {
+    return -1;
+  }
+  time_t t = timegm(&tm);
+  if (t == (time_t)-1) {
+    return -1;
+  }
+  *ms = ((int64_t)t - offset_s) * 1000 + frac_ms;
+  return 0;
+}
+
+int cli_parse_time(const char *cmd, const char *name, const char *s, int64_t *ms)
+{
+  bool digits = s[0] != '\0';
+  for (const char *p = s; *p != '\0'; p++) {
+    digits = digits && *p >= '0' && *p <= '9';
+  }
+  if (digits) {
+    uint64_t v;
+    if (cli_parse_u64(cmd, name, s, 0, INT64_MAX, &v) != 0) {
+      return -1;
+    }
+    *ms = (int64_t)v;
+    return 0;
+  }
+  int64_t ago = cli_relative_ms(s);
+  if (ago >= 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    *ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - ago;
+    return 0;
+  }
+  if (cli_iso8601_ms(s, ms) == 0) {
+    return 0;
+  }
+  cli_usage_error(cmd,
+                  "%s: '%s' is not a time: give epoch ms (1764547200000), ISO 8601 "
+                  "(2026-12-01T00:00:00Z, 2026-12-01T01:00:00+01:00, 2026-12-01) or a time "
+                  "before now (-1h, -30m, -90s, -2d)",
+                  name, s);
+  return -1;
+}
+
 int cli_common_opt(struct cli *c, const char *cmd, int o, const char *arg)
 {
   switch (o) {

@@ -27,6 +27,7 @@ static void main_usage(FILE *out)
           "  group list                 consumer groups\n"
           "  group describe GROUP       members, committed offsets, lag\n"
           "  group reset-offsets GROUP --topic TOPIC ...\n"
+          "  group delete GROUP         drop an empty group and its committed offsets\n"
           "  cluster status             nodes, controller leader, every partition's\n"
           "                             leader, replicas, in-sync replicas, watermarks\n"
           "  node decommission ID       move node ID's partitions away, then remove it\n"

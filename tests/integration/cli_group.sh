@@ -125,6 +125,44 @@ expect 0 "$cli" consume -g g3 -n 5 -f 'p%p o%o %v|\n' jobs
 [ "$(grep -cE '^p[0-9]+ o[0-9]+ job-[0-9]+[|]$' "$dir/out")" -ge 5 ] ||
   fail "consume -g -f: $(head -3 "$dir/out")"
 
+step "reset-offsets: out of range refused unless --force; --dry-run, --shift-by, --to-datetime; group delete"
+# g1 has read all 60 records: every committed offset is at the end.
+p0() {
+  expect 0 "$cli" group describe g1 --json
+  python3 -c 'import json,sys; print([o["committed"] for o in json.load(open(sys.argv[1]))["offsets"] if o["topic"] == "jobs" and o["partition"] == 0][0])' "$dir/out"
+}
+end0=$(p0)
+expect 1 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-offset 9999
+err_has "offset 9999 is outside the partition's offsets 0..$end0"
+err_has "force"
+[ "$(p0)" -eq "$end0" ] || fail "a refused reset changed the offset to $(p0)"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --to-earliest --dry-run
+out_has "would be set to 0"
+out_has "dry run"
+[ "$(p0)" -eq "$end0" ] || fail "--dry-run changed the offset to $(p0)"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --shift-by -2
+[ "$(p0)" -eq $((end0 - 2)) ] || fail "--shift-by -2: $(p0), not $((end0 - 2))"
+expect 1 "$cli" group reset-offsets g1 --topic jobs --partition 0 --shift-by 5
+err_has "outside"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-datetime 2000-01-01T00:00:00Z
+[ "$(p0)" -eq 0 ] || fail "--to-datetime 2000-01-01: $(p0), not 0"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-datetime "$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)"
+[ "$(p0)" -eq "$end0" ] || fail "--to-datetime an hour ahead: $(p0), not the end $end0"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-datetime -1h
+[ "$(p0)" -eq 0 ] || fail "--to-datetime -1h: $(p0), not 0"
+expect 2 "$cli" group reset-offsets g1 --topic jobs --to-datetime yesterday
+err_has "not a time"
+expect 2 "$cli" group reset-offsets g1 --topic jobs --to-earliest --to-latest
+err_has "one of these at a time"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-offset 9999 --force
+[ "$(p0)" -eq 9999 ] || fail "--force: $(p0), not 9999"
+expect 0 "$cli" group delete g1
+out_has "deleted group g1"
+eventually 1 "$cli" group describe g1
+err_has "unknown group"
+expect 1 "$cli" group delete nobody
+err_has "unknown group"
+
 step "-n is exact with -g and commits only what was printed; -e works with -g"
 committed_sum() {
   expect 0 "$cli" group describe "$1" --json
@@ -158,6 +196,8 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 pyj "$dir/d.json" 'len(j["members"]) == 2'
+expect 1 "$cli" group delete g2
+err_has "has 2 members"
 kill -KILL "$m5"
 wait "$m5" 2>/dev/null || true
 killed=$SECONDS

@@ -199,11 +199,22 @@ __attribute__((warn_unused_result)) int cairn_reset_offsets(struct cairn_client 
                                                             size_t count, cairn_done_cb cb,
                                                             void *data);
 
+/* Deletes group: every committed offset is dropped, as Kafka's
+ * DeleteGroups (a ResetOffsets with delete_group on the wire). Only while
+ * it has no members: else CAIRN_EGROUP_NOT_EMPTY; CAIRN_EUNKNOWN_GROUP if
+ * there is none. Ownership: borrows group for the call. */
+__attribute__((warn_unused_result)) int cairn_delete_group(struct cairn_client *c,
+                                                           const char *group, cairn_done_cb cb,
+                                                           void *data);
+
 /* The same, blocking, on a cairn_sync's client (errmsg, errmsg_len: the
  * failure's text, may be NULL). Results are returned owned. */
 __attribute__((warn_unused_result)) int cairn_sync_list_groups(struct cairn_sync *s,
                                                                struct cairn_group_list **out,
                                                                char *errmsg, size_t errmsg_len);
+__attribute__((warn_unused_result)) int cairn_sync_delete_group(struct cairn_sync *s,
+                                                                const char *group, char *errmsg,
+                                                                size_t errmsg_len);
 __attribute__((warn_unused_result)) int cairn_sync_describe_group(struct cairn_sync *s,
                                                                   const char *group,
                                                                   struct cairn_group_info **out,
