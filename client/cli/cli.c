@@ -2,6 +2,7 @@
  * and escape parsing, error messages that say what to do, and the
  * connection to the cluster. See cli.h. */
 #include "cli.h"
+#include "probe.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -376,6 +377,30 @@ static bool cli_bootstrap_ok(const char *list)
   }
 }
 
+/* After a failed connection: if an address of the list speaks HTTP, it is
+ * a node's admin port; says so and returns true. */
+static bool cli_admin_port_hint(const char *cmd, const char *list)
+{
+  for (const char *p = list; *p != '\0';) {
+    size_t len = strcspn(p, ",");
+    char addr[300];
+    if (len < sizeof addr) {
+      memcpy(addr, p, len);
+      addr[len] = '\0';
+      if (probe_is_http(addr, 1000)) {
+        fprintf(stderr,
+                "cairn %s: %s answers HTTP: it is a node's admin port (status page, /metrics), "
+                "not its client port; give the client port (--listen of cairnd; with "
+                "deploy/cluster.sh the admin port is the client port + 2)\n",
+                cmd, addr);
+        return true;
+      }
+    }
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
+
 int cli_connect(struct cli *c, const char *cmd)
 {
   if (!cli_bootstrap_ok(c->bootstrap)) {
@@ -390,6 +415,7 @@ int cli_connect(struct cli *c, const char *cmd)
   o.client_id = "cairn-cli";
   o.request_timeout_ms = c->timeout_ms;
   o.delivery_timeout_ms = c->timeout_ms;
+  o.fail_fast_refused = 1; /* refused everywhere: say so now, not after the timeout */
   if ((c->tls_cert != NULL) != (c->tls_key != NULL)) {
     return cli_usage_error(cmd, "--tls-cert and --tls-key go together");
   }
@@ -429,6 +455,9 @@ int cli_connect(struct cli *c, const char *cmd)
   } else {
     fprintf(stderr, "cairn %s: could not reach any node of %s within %u ms: %s\n", cmd,
             c->bootstrap, c->timeout_ms, cairn_strerror(rv));
+  }
+  if (cli_admin_port_hint(cmd, c->bootstrap)) {
+    return CLI_FAIL;
   }
   const char *hint = cli_hint(cmd, CAIRN_EUNREACHABLE);
   fprintf(stderr, "cairn %s: %s\n", cmd, hint);

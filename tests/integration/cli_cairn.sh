@@ -85,6 +85,15 @@ start=$SECONDS
 CAIRN_BOOTSTRAP=127.0.0.1:1,127.0.0.1:2 expect 1 "$cli" --timeout-ms 2000 cluster status
 [ $((SECONDS - start)) -le 10 ] || fail "unreachable CAIRN_BOOTSTRAP took $((SECONDS - start)) s"
 err_has "127.0.0.1:1,127.0.0.1:2"
+# Refused everywhere is not a timeout: it fails at once and says refused,
+# naming the addresses (the default timeout is 10 s).
+t0=$(date +%s%N)
+expect 1 "$cli" -b 127.0.0.1:1,127.0.0.1:2 topic list
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -lt 3000 ] || fail "an all-refused bootstrap took $ms ms"
+err_has "connection refused by"
+err_has "127.0.0.1:1"
+err_has "127.0.0.1:2"
 
 step "start a 3-node cluster"
 # Ports below the kernel's ephemeral range (which the C tests' free ports
@@ -124,6 +133,11 @@ done
 pyj "$dir/status.json" "$all_alive"
 # Only one node in the bootstrap list is enough.
 expect 0 "$cli" -b "${CAIRN_BOOTSTRAP##*,}" cluster status --json
+# A node's admin (HTTP) port is not its client port, and the CLI says so.
+first_node=${CAIRN_BOOTSTRAP%%,*}
+admin="127.0.0.1:$((${first_node##*:} + 2))"
+expect 1 "$cli" -b "$admin" --timeout-ms 2000 topic list
+err_has "$admin answers HTTP: it is a node's admin port"
 
 step "topic create / list / describe"
 expect 0 "$cli" topic create t3 --partitions 3 --replication-factor 3
@@ -276,6 +290,15 @@ expect 0 "$cli" consume t1 -o beginning -n 2 -f '%o\n'
 [ "$(tr '\n' ' ' <"$dir/out")" = "0 1 " ] || fail "-n 2: $(cat "$dir/out")"
 expect 0 "$cli" consume t1 -o @0 -e -f '%o\n'
 [ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @0 should read everything"
+# Times as ISO 8601 or relative to now, wherever epoch ms are taken.
+expect 0 "$cli" consume t1 -o @2000-01-01T00:00:00Z -e -f '%o\n'
+[ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @2000-01-01T00:00:00Z should read everything"
+expect 0 "$cli" consume t1 -o @-1h -e -f '%o\n'
+[ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @-1h should read everything (produced seconds ago)"
+expect 0 "$cli" consume t1 -o "@$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)" -e
+[ ! -s "$dir/out" ] || fail "-o @(ISO, an hour ahead) should print nothing"
+expect 2 "$cli" consume t1 -o @yesterday -e
+err_has "not a time"
 expect 0 "$cli" consume t1 -o "@$(($(date +%s) * 1000 + 3600000))" -e
 [ ! -s "$dir/out" ] || fail "-o @(an hour ahead) should print nothing"
 expect 1 "$cli" consume t1 -o 100 -e

@@ -157,6 +157,12 @@ struct cairn_options {
    * none. A refused login fails the connection with CAIRN_EAUTH. */
   const char *user;
   const char *password;
+  /* Nonzero: cairn_client_ready (so cairn_sync_new) fails at once with
+   * CAIRN_EUNREACHABLE once every address it tries refused the connection
+   * (ECONNREFUSED: nothing listens there), rather than retrying until
+   * request_timeout_ms. For command-line tools; a program that starts
+   * with the cluster leaves it 0 and waits. 0 */
+  int fail_fast_refused;
 };
 
 /* Fills o with the defaults listed above. Context: any thread. */
@@ -192,7 +198,8 @@ uv_loop_t *cairn_client_loop(const struct cairn_client *c);
 typedef void (*cairn_done_cb)(struct cairn_client *c, int status, const char *errmsg, void *data);
 
 /* Fetches metadata from some bootstrap or known node, retrying until
- * request_timeout_ms: a connectivity check. cb gets 0, or
+ * request_timeout_ms (with fail_fast_refused: until every address refused
+ * the connection once in a row): a connectivity check. cb gets 0, or
  * CAIRN_EUNREACHABLE / another code, with errmsg (borrowed for the
  * callback; "" on success) saying which addresses failed and why.
  * Callback: as at the top. Context: the loop thread. */
