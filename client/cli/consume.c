@@ -33,7 +33,7 @@ static void consume_help(FILE *out)
           "                                       (@2026-12-01T00:00:00Z) or before now\n"
           "                                       (@-1h, @-30m, @-2d)\n"
           "  -p, --partition N      only partition N (default: every partition)\n"
-          "  -n, --count COUNT      exit after COUNT records\n"
+          "  -n, -c, --count COUNT  exit after COUNT records (-c as in kcat)\n"
           "  -e, --exit-at-end      exit once every partition's end (its high\n"
           "                         watermark when the command started) is reached\n"
           "%s"
@@ -110,6 +110,7 @@ static int consume_opt(void *ctx, int o, const char *arg)
     cs->only_partition = (int64_t)v;
     return CLI_OK;
   }
+  case 'c': /* kcat's spelling */
   case 'n':
     return cli_parse_u64(cmd, "-n", arg, 1, UINT64_MAX, &cs->count) == 0 ? CLI_OK : CLI_USAGE;
   case 'e':
@@ -266,7 +267,7 @@ int cli_consume(struct cli *c, int argc, char **argv)
       {"format", required_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
   struct consume cs = {.start = CONSUME_BEGINNING, .only_partition = -1};
   int first;
-  int rv = cli_getopt(c, cmd, argc, argv, "o:p:n:ef:", own, consume_opt, &cs, consume_help, &first);
+  int rv = cli_getopt(c, cmd, argc, argv, "o:p:n:c:ef:", own, consume_opt, &cs, consume_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }

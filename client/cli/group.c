@@ -353,6 +353,7 @@ static int group_consume_opt(void *ctx, int o, const char *arg)
   case 'g':
     gs->group = arg;
     return CLI_OK;
+  case 'c': /* kcat's spelling */
   case 'n':
     return cli_parse_u64("consume", "-n", arg, 1, UINT64_MAX, &gs->count) == 0 ? CLI_OK : CLI_USAGE;
   case 'e':
@@ -384,7 +385,7 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
   struct group_consume gs = {0};
   int first;
   int rv =
-      cli_getopt(c, cmd, argc, argv, "g:n:o:f:e", own, group_consume_opt, &gs, group_help, &first);
+      cli_getopt(c, cmd, argc, argv, "g:n:c:o:f:e", own, group_consume_opt, &gs, group_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }

@@ -20,7 +20,7 @@ static void produce_help(FILE *out)
 {
   fprintf(out,
           "usage: cairn produce TOPIC [-k KEY | -K SEP] [-p N] [-H NAME=VALUE]...\n"
-          "                           [-D SEP | --null]\n"
+          "                           [-D SEP | --null] [-f FILE]\n"
           "\n"
           "Reads messages from stdin, one per line, and sends them to TOPIC; returns\n"
           "once every message is acknowledged (committed on a majority of its\n"
@@ -39,6 +39,7 @@ static void produce_help(FILE *out)
           "  -K, --key-separator SEP  split each message at the first SEP into key\n"
           "                           and value (\"user1:hello\" with -K :); a message\n"
           "                           without SEP has no key\n"
+          "  -f, --file FILE          read the messages from FILE instead of stdin\n"
           "  -p, --partition N        send every message to partition N (default: by\n"
           "                           key hash, keyless messages batched together)\n"
           "  -H, --header NAME=VALUE  add this header to every message (repeatable)\n"
@@ -63,7 +64,9 @@ struct produce {
   const char *topic;
   char key_sep[PRODUCE_MAX_SEP];
   size_t key_sep_len;
-  const char *key; /* -k: every message's key, or NULL */
+  const char *key;  /* -k: every message's key, or NULL */
+  const char *file; /* -f: read messages from this file, not stdin */
+  FILE *in;
   int64_t partition; /* -1: the partitioner */
   char delim;
   struct cairn_header headers[PRODUCE_MAX_HEADERS];
@@ -163,6 +166,9 @@ static int produce_opt(void *ctx, int o, const char *arg)
     p->key_sep_len = n;
     return CLI_OK;
   }
+  case 'f':
+    p->file = arg;
+    return CLI_OK;
   case 'p': {
     uint64_t v;
     if (cli_parse_u64(cmd, "-p", arg, 0, INT32_MAX, &v) != 0) {
@@ -338,7 +344,7 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
   size_t cap = 0;
   ssize_t n;
   int rv = 0;
-  while ((n = getdelim(&line, &cap, p->delim, stdin)) >= 0) {
+  while ((n = getdelim(&line, &cap, p->delim, p->in)) >= 0) {
     size_t len = (size_t)n;
     if (len > 0 && line[len - 1] == p->delim) {
       len--;
@@ -385,13 +391,15 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     }
     p->sent++;
   }
-  if (rv == 0 && ferror(stdin)) {
+  if (rv == 0 && ferror(p->in)) {
     rv = -errno;
-    cli_fail(cmd, "reading stdin: %s", strerror(errno));
+    cli_fail(cmd, "reading %s: %s", p->file != NULL ? p->file : "stdin", strerror(errno));
   }
   free(line);
   return rv;
 }
+
+static int produce_run(struct cli *c, struct produce *pp);
 
 int cli_produce(struct cli *c, int argc, char **argv)
 {
@@ -399,6 +407,7 @@ int cli_produce(struct cli *c, int argc, char **argv)
   static const struct option own[] = {
       {"key", required_argument, NULL, 'k'},
       {"key-separator", required_argument, NULL, 'K'},
+      {"file", required_argument, NULL, 'f'},
       {"partition", required_argument, NULL, 'p'},
       {"header", required_argument, NULL, 'H'},
       {"delimiter", required_argument, NULL, 'D'},
@@ -407,7 +416,7 @@ int cli_produce(struct cli *c, int argc, char **argv)
       {NULL, 0, NULL, 0}};
   struct produce p = {.partition = -1, .delim = '\n'};
   int first;
-  int rv = cli_getopt(c, cmd, argc, argv, "k:K:p:H:D:", own, produce_opt, &p, produce_help, &first);
+  int rv = cli_getopt(c, cmd, argc, argv, "k:K:p:H:D:f:", own, produce_opt, &p, produce_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
@@ -423,6 +432,23 @@ int cli_produce(struct cli *c, int argc, char **argv)
                            argv[first + 1]);
   }
   p.topic = argv[first];
+  p.in = p.file != NULL ? fopen(p.file, "r") : stdin;
+  if (p.in == NULL) {
+    return cli_usage_error(cmd, "-f %s: %s", p.file, strerror(errno));
+  }
+  rv = produce_run(c, &p);
+  if (p.in != stdin) {
+    fclose(p.in);
+  }
+  return rv;
+}
+
+/* Connects, checks the topic, sends p->in's messages and reports. */
+static int produce_run(struct cli *c, struct produce *pp)
+{
+  const char *cmd = "produce";
+  struct produce p = *pp;
+  int rv;
   if ((rv = cli_connect(c, cmd)) != CLI_OK) {
     return rv;
   }

@@ -339,6 +339,15 @@ expect 0 "$cli" consume t3 -p 0 -o -2 -e
 expect 1 "$cli" produce t3 -p 0 --json <"$dir/big.in"
 pyj "$dir/out" 'j["produced"] == 2 and j["too_large"] == 1 and j["failed"] == 1'
 
+step "produce -f FILE; consume -c N (kcat's spelling of -n)"
+printf 'f1\nf2\nf3\n' >"$dir/msgs"
+expect 0 "$cli" produce t3 -p 1 -f "$dir/msgs"
+out_has "produced 3 message(s)"
+expect 0 "$cli" consume t3 -p 1 -o -3 -c 2
+[ "$(tr '\n' ' ' <"$dir/out")" = "f1 f2 " ] || fail "produce -f / consume -c 2: $(cat "$dir/out")"
+expect 2 "$cli" produce t3 -f "$dir/nosuch"
+err_has "nosuch"
+
 step "node decommission of an unknown node"
 expect 1 "$cli" node decommission 99
 err_has "99"

@@ -184,6 +184,8 @@ cmp -s "$dir/want" "$dir/g5.all" || fail "-n 1, -n 10, -e did not read each reco
 [ "$(committed_sum g5)" -eq 60 ] || fail "after -e, $(committed_sum g5) committed, not 60"
 expect 0 "$cli" consume -g g5 -e jobs
 [ ! -s "$dir/out" ] || fail "consume -g -e at the end printed $(wc -l <"$dir/out") records"
+expect 0 "$cli" consume -g g6 -c 3 jobs
+[ "$(wc -l <"$dir/out")" -eq 3 ] || fail "consume -g -c 3 printed $(wc -l <"$dir/out") records"
 
 step "a member SIGKILLed: the other takes its partitions; nothing skipped"
 "$cli" consume -g g2 jobs >"$dir/m4.out" 2>"$dir/m4.err" &
