@@ -298,6 +298,10 @@ static const char *cli_hint(const char *cmd, int rv)
     return "topics whose names start with __ belong to the cluster (__cairn_offsets holds the "
            "consumer groups' offsets: `cairn group` manages them)";
   case CAIRN_EINVALID_RF:
+    if (strcmp(cmd, "node decommission") == 0) {
+      return "`cairn topic describe TOPIC` shows where those partitions live; add a node "
+             "(cairnd --join) so that they have somewhere to go";
+    }
     return "the replication factor must be at most the number of alive nodes "
            "(`cairn cluster status`)";
   case CAIRN_ENOT_CONTROLLER:

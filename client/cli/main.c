@@ -31,6 +31,7 @@ static void main_usage(FILE *out)
           "  cluster status             nodes, controller leader, every partition's\n"
           "                             leader, replicas, in-sync replicas, watermarks\n"
           "  node decommission ID       move node ID's partitions away, then remove it\n"
+          "  node recommission ID       cancel a decommission still under way\n"
           "  user create NAME           a user of the client port (SCRAM; the password\n"
           "                             comes from stdin)\n"
           "  user delete NAME\n"

@@ -352,6 +352,18 @@ step "node decommission of an unknown node"
 expect 1 "$cli" node decommission 99
 err_has "99"
 
+step "a decommission that cannot complete is refused, naming the partitions; recommission"
+# t1 and t3 have replication factor 3 on 3 nodes: node 3's replicas have
+# nowhere to go.
+expect 1 "$cli" node decommission 3
+err_has "node 3 cannot be decommissioned"
+err_has "t1/0"
+err_has "no other alive node"
+expect 0 "$cli" cluster status --json
+pyj "$dir/out" '[n["state"] for n in j["nodes"] if n["id"] == 3] == ["alive"]'
+expect 1 "$cli" node recommission 3
+err_has "not being decommissioned"
+
 step "topic delete"
 expect 0 "$cli" topic delete t3
 out_has "deleted topic t3"

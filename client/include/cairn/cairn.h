@@ -402,8 +402,16 @@ __attribute__((warn_unused_result)) int cairn_describe_cluster(struct cairn_clie
                                                                cairn_cluster_cb cb, void *data);
 
 /* Decommissions node id (its partitions move away, then it is removed);
- * cb gets 0 or CAIRN_EUNKNOWN_NODE, ... */
+ * cb gets 0 or CAIRN_EUNKNOWN_NODE, CAIRN_EINVALID_RF (a partition it
+ * holds has no other alive node to go to: errmsg names them), ... */
 __attribute__((warn_unused_result)) int cairn_decommission_node(struct cairn_client *c,
+                                                                uint64_t node_id,
+                                                                cairn_done_cb cb, void *data);
+
+/* Cancels a decommission: a DRAINING node id back to ALIVE (replicas not
+ * yet moved stay). cb gets 0, CAIRN_EUNKNOWN_NODE or CAIRN_EINVAL (the
+ * node is not draining). */
+__attribute__((warn_unused_result)) int cairn_recommission_node(struct cairn_client *c,
                                                                 uint64_t node_id,
                                                                 cairn_done_cb cb, void *data);
 
@@ -689,6 +697,8 @@ __attribute__((warn_unused_result)) int cairn_sync_describe_topic(struct cairn_s
 __attribute__((warn_unused_result)) int cairn_sync_describe_cluster(struct cairn_sync *s,
                                                                     struct cairn_cluster_info **out);
 __attribute__((warn_unused_result)) int cairn_sync_decommission_node(struct cairn_sync *s,
+                                                                     uint64_t node_id);
+__attribute__((warn_unused_result)) int cairn_sync_recommission_node(struct cairn_sync *s,
                                                                      uint64_t node_id);
 __attribute__((warn_unused_result)) int cairn_sync_user_set(struct cairn_sync *s, const char *name,
                                                             const char *password);
