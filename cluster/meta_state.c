@@ -206,6 +206,8 @@ bool meta_topic_name_valid(const char *name)
   return true;
 }
 
+bool meta_topic_internal(const char *name) { return strncmp(name, "__", 2) == 0; }
+
 /* ---- invariants ---- */
 
 static bool meta_cluster_id_valid(const char *id);
@@ -620,6 +622,13 @@ static int apply_delete_topic(struct meta_state *st, const Cairn__Meta__DeleteTo
   const struct meta_topic *t = meta_topic_find(st, d->name);
   if (t == NULL)
     return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "delete topic %s: no such topic", d->name);
+  /* Checked here too (not only in the handler) so that no path, a forwarded
+   * or hand-made request included, loses the groups' offsets. */
+  if (meta_topic_internal(d->name))
+    return meta_fail(res, CAIRN_EINTERNAL_TOPIC,
+                     "delete topic %s: it is an internal topic, kept by the cluster "
+                     "(names starting \"__\"); users may not delete or alter it",
+                     d->name);
   size_t i = (size_t)(t - st->topics);
   st->total_partitions -= st->topics[i].npartitions;
   free(st->topics[i].partitions);

@@ -412,4 +412,10 @@ const char *meta_node_state_name(int state);
  * not "." or "..". */
 bool meta_topic_name_valid(const char *name);
 
+/* True if name is an internal topic's: it starts with "__" (as
+ * __cairn_offsets does). The cluster keeps these itself; DeleteTopic (and
+ * any alteration) of one is refused with CAIRN_EINTERNAL_TOPIC, as Kafka
+ * refuses deleting __consumer_offsets. */
+bool meta_topic_internal(const char *name);
+
 #endif

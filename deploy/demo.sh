@@ -52,8 +52,8 @@ printf '%s\n' 'alice:hello' 'bob:how are you' 'carol:fine, thanks' \
   'alice:the same key goes to the same partition' 'bob:every message is on 2 of 3 disks before it is acknowledged' \
   'dave:bye' >"$dir/demo-messages.txt"
 cat "$dir/demo-messages.txt"
-printf '$ cairn produce demo -k : < %s\n' "$dir/demo-messages.txt"
-cairn produce demo -k : <"$dir/demo-messages.txt"
+printf '$ cairn produce demo -K : < %s\n' "$dir/demo-messages.txt"
+cairn produce demo -K : <"$dir/demo-messages.txt"
 
 step "consume them back from the beginning (-e: stop at the end)"
 echo "\$ cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\\n'"

@@ -2,6 +2,7 @@
  * and escape parsing, error messages that say what to do, and the
  * connection to the cluster. See cli.h. */
 #include "cli.h"
+#include "probe.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -72,6 +73,114 @@ int cli_parse_u64(const char *cmd, const char *name, const char *s, uint64_t min
   }
   *out = v;
   return 0;
+}
+
+/* "-1h" and the like: ms before now, or -1. */
+static int64_t cli_relative_ms(const char *s)
+{
+  if (s[0] != '-' || s[1] < '0' || s[1] > '9') {
+    return -1;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull(s + 1, &end, 10);
+  static const struct {
+    const char *unit;
+    int64_t ms;
+  } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+  for (size_t i = 0; errno == 0 && i < sizeof units / sizeof units[0]; i++) {
+    if (strcmp(end, units[i].unit) == 0 && n <= (unsigned long long)(INT64_MAX / units[i].ms)) {
+      return (int64_t)n * units[i].ms;
+    }
+  }
+  return -1;
+}
+
+/* ISO 8601: YYYY-MM-DD[THH:MM[:SS[.fff]]](Z|+HH:MM|-HH:MM), the time part
+ * optional (midnight UTC). Returns 0 with *ms, or -1. */
+static int cli_iso8601_ms(const char *s, int64_t *ms)
+{
+  struct tm tm = {0};
+  int frac_ms = 0;
+  const char *p = strptime(s, "%Y-%m-%d", &tm);
+  if (p == NULL) {
+    return -1;
+  }
+  if (*p == 'T' || *p == 't' || *p == ' ') {
+    const char *q = strptime(p + 1, "%H:%M:%S", &tm);
+    if (q == NULL) {
+      q = strptime(p + 1, "%H:%M", &tm);
+    }
+    if (q == NULL) {
+      return -1;
+    }
+    p = q;
+    if (*p == '.') {
+      int digits = 0;
+      for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits < 3) {
+          frac_ms = frac_ms * 10 + (*p - '0');
+        }
+      }
+      for (; digits > 0 && digits < 3; digits++) {
+        frac_ms *= 10;
+      }
+    }
+  }
+  int64_t offset_s = 0;
+  if (*p == 'Z' || *p == 'z') {
+    p++;
+  } else if ((*p == '+' || *p == '-') && p[1] != '\0') {
+    int hh = 0, mm = 0;
+    if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2 || strlen(p) != 6) {
+      return -1;
+    }
+    offset_s = (int64_t)(hh * 3600 + mm * 60) * (*p == '+' ? 1 : -1);
+    p += 6;
+  } else if (strchr(s, 'T') != NULL || strchr(s, 't') != NULL) {
+    return -1; /* a time without a zone is ambiguous: say Z */
+  }
+  if (*p != '\0') {
+    return -1;
+  }
+  time_t t = timegm(&tm);
+  if (t == (time_t)-1) {
+    return -1;
+  }
+  *ms = ((int64_t)t - offset_s) * 1000 + frac_ms;
+  return 0;
+}
+
+int cli_parse_time(const char *cmd, const char *name, const char *s, int64_t *ms)
+{
+  bool digits = s[0] != '\0';
+  for (const char *p = s; *p != '\0'; p++) {
+    digits = digits && *p >= '0' && *p <= '9';
+  }
+  if (digits) {
+    uint64_t v;
+    if (cli_parse_u64(cmd, name, s, 0, INT64_MAX, &v) != 0) {
+      return -1;
+    }
+    *ms = (int64_t)v;
+    return 0;
+  }
+  int64_t ago = cli_relative_ms(s);
+  if (ago >= 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    *ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - ago;
+    return 0;
+  }
+  if (cli_iso8601_ms(s, ms) == 0) {
+    return 0;
+  }
+  cli_usage_error(cmd,
+                  "%s: '%s' is not a time: give epoch ms (1764547200000), ISO 8601 "
+                  "(2026-12-01T00:00:00Z, 2026-12-01T01:00:00+01:00, 2026-12-01) or a time "
+                  "before now (-1h, -30m, -90s, -2d)",
+                  name, s);
+  return -1;
 }
 
 int cli_common_opt(struct cli *c, const char *cmd, int o, const char *arg)
@@ -167,8 +276,8 @@ int cli_unescape(const char *cmd, const char *name, const char *s, char *out, si
   return 0;
 }
 
-/* What a user can do about a failed call: one line, or NULL. */
-static const char *cli_hint(int rv)
+/* What a user can do about a failed call of cmd: one line, or NULL. */
+static const char *cli_hint(const char *cmd, int rv)
 {
   switch (rv) {
   case CAIRN_EUNREACHABLE:
@@ -176,13 +285,23 @@ static const char *cli_hint(int rv)
            "-b HOST:PORT or CAIRN_BOOTSTRAP; a local cluster starts with "
            "`bash deploy/cluster.sh start`";
   case CAIRN_EUNKNOWN_TOPIC:
+    if (strcmp(cmd, "topic delete") == 0) {
+      return "`cairn topic list` shows the topics";
+    }
     return "`cairn topic list` shows the topics; create one with "
            "`cairn topic create NAME --partitions N --replication-factor R`";
   case CAIRN_EUNKNOWN_PARTITION:
     return "`cairn topic describe TOPIC` shows its partitions";
   case CAIRN_ETOPIC_EXISTS:
     return "`cairn topic describe NAME` shows it; delete it first to recreate it";
+  case CAIRN_EINTERNAL_TOPIC:
+    return "topics whose names start with __ belong to the cluster (__cairn_offsets holds the "
+           "consumer groups' offsets: `cairn group` manages them)";
   case CAIRN_EINVALID_RF:
+    if (strcmp(cmd, "node decommission") == 0) {
+      return "`cairn topic describe TOPIC` shows where those partitions live; add a node "
+             "(cairnd --join) so that they have somewhere to go";
+    }
     return "the replication factor must be at most the number of alive nodes "
            "(`cairn cluster status`)";
   case CAIRN_ENOT_CONTROLLER:
@@ -208,12 +327,19 @@ static const char *cli_hint(int rv)
 int cli_fail_call(struct cli *c, const char *cmd, const char *what, int rv)
 {
   const char *detail = c->sync != NULL ? cairn_sync_errmsg(c->sync) : "";
-  fprintf(stderr, "cairn %s: %s: %s", cmd, what, cairn_strerror(rv));
-  if (detail != NULL && detail[0] != '\0') {
-    fprintf(stderr, " (%s)", detail);
+  const char *text = cairn_strerror(rv);
+  /* The library's text often is, or starts with, the code's own ("topic
+   * already exists: create topic t: it exists"): say it once. */
+  if (detail != NULL && detail[0] != '\0' && strstr(detail, text) != NULL) {
+    fprintf(stderr, "cairn %s: %s: %s", cmd, what, detail);
+  } else {
+    fprintf(stderr, "cairn %s: %s: %s", cmd, what, text);
+    if (detail != NULL && detail[0] != '\0') {
+      fprintf(stderr, " (%s)", detail);
+    }
   }
   fputc('\n', stderr);
-  const char *hint = cli_hint(rv);
+  const char *hint = cli_hint(cmd, rv);
   if (hint != NULL) {
     fprintf(stderr, "cairn %s: %s\n", cmd, hint);
   }
@@ -255,6 +381,30 @@ static bool cli_bootstrap_ok(const char *list)
   }
 }
 
+/* After a failed connection: if an address of the list speaks HTTP, it is
+ * a node's admin port; says so and returns true. */
+static bool cli_admin_port_hint(const char *cmd, const char *list)
+{
+  for (const char *p = list; *p != '\0';) {
+    size_t len = strcspn(p, ",");
+    char addr[300];
+    if (len < sizeof addr) {
+      memcpy(addr, p, len);
+      addr[len] = '\0';
+      if (probe_is_http(addr, 1000)) {
+        fprintf(stderr,
+                "cairn %s: %s answers HTTP: it is a node's admin port (status page, /metrics), "
+                "not its client port; give the client port (--listen of cairnd; with "
+                "deploy/cluster.sh the admin port is the client port + 2)\n",
+                cmd, addr);
+        return true;
+      }
+    }
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
+
 int cli_connect(struct cli *c, const char *cmd)
 {
   if (!cli_bootstrap_ok(c->bootstrap)) {
@@ -269,6 +419,7 @@ int cli_connect(struct cli *c, const char *cmd)
   o.client_id = "cairn-cli";
   o.request_timeout_ms = c->timeout_ms;
   o.delivery_timeout_ms = c->timeout_ms;
+  o.fail_fast_refused = 1; /* refused everywhere: say so now, not after the timeout */
   if ((c->tls_cert != NULL) != (c->tls_key != NULL)) {
     return cli_usage_error(cmd, "--tls-cert and --tls-key go together");
   }
@@ -309,7 +460,10 @@ int cli_connect(struct cli *c, const char *cmd)
     fprintf(stderr, "cairn %s: could not reach any node of %s within %u ms: %s\n", cmd,
             c->bootstrap, c->timeout_ms, cairn_strerror(rv));
   }
-  const char *hint = cli_hint(rv == CAIRN_EUNREACHABLE ? rv : CAIRN_EUNREACHABLE);
+  if (cli_admin_port_hint(cmd, c->bootstrap)) {
+    return CLI_FAIL;
+  }
+  const char *hint = cli_hint(cmd, CAIRN_EUNREACHABLE);
   fprintf(stderr, "cairn %s: %s\n", cmd, hint);
   return CLI_FAIL;
 }
@@ -324,6 +478,24 @@ int cli_opt_error(const char *cmd, int o, char **argv)
     return cli_usage_error(cmd, "unknown option -%c", optopt);
   }
   return cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+/* getopt_long takes any unambiguous prefix of a long option ("--key" for
+ * "--key-separator"), so that adding an option would silently change what
+ * an old command line means. Returns true if the long option just parsed
+ * (the table entry opt, its text at argv[optind-1], or argv[optind-2] when
+ * its value was the next word) was spelled out in full. */
+static bool cli_long_exact(const struct option *opt, char **argv)
+{
+  const char *text = argv[optind - 1];
+  if (opt->has_arg != no_argument && optarg == text && optind >= 2) {
+    text = argv[optind - 2];
+  }
+  if (strncmp(text, "--", 2) != 0) {
+    return true; /* a short option */
+  }
+  size_t len = strcspn(text + 2, "=");
+  return strlen(opt->name) == len && strncmp(opt->name, text + 2, len) == 0;
 }
 
 int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char *own_short,
@@ -344,7 +516,18 @@ int cli_getopt(struct cli *c, const char *cmd, int argc, char **argv, const char
   opterr = 0;
   optind = 0; /* glibc: start over (each command parses once) */
   int o;
-  while ((o = getopt_long(argc, argv, shorts, all, NULL)) != -1) {
+  int li = -1;
+  while ((o = getopt_long(argc, argv, shorts, all, &li)) != -1) {
+    if (li >= 0 && o != '?' && o != ':' && !cli_long_exact(&all[li], argv)) {
+      const char *text = argv[optind - 1];
+      if (all[li].has_arg != no_argument && optarg == text && optind >= 2) {
+        text = argv[optind - 2];
+      }
+      return cli_usage_error(cmd, "unknown option '%.*s' (long options are matched exactly: "
+                                  "did you mean --%s?)",
+                             (int)strcspn(text, "="), text, all[li].name);
+    }
+    li = -1;
     if (o == 'h') {
       help(stdout);
       return CLI_HELP_DONE;

@@ -111,6 +111,15 @@ __attribute__((warn_unused_result)) int cli_parse_u64(const char *cmd, const cha
                                                       const char *s, uint64_t min, uint64_t max,
                                                       uint64_t *out);
 
+/* Parses a point in time into ms since the epoch: decimal epoch ms
+ * ("1764547200000"), ISO 8601 UTC or with an offset
+ * ("2026-12-01T00:00:00Z", "2026-12-01T01:00:00.250+01:00",
+ * "2026-12-01" for midnight UTC), or relative to now ("-1h", "-30m",
+ * "-90s", "-2d", "-500ms"). Prints the reason (with cmd and name) and
+ * returns -1 if s is none of these. */
+__attribute__((warn_unused_result)) int cli_parse_time(const char *cmd, const char *name,
+                                                       const char *s, int64_t *ms);
+
 /* Connects to the cluster (cairn_sync_new with the options' timeouts).
  * Returns CLI_OK with c->sync set, or prints why not and returns
  * CLI_FAIL. */
@@ -163,5 +172,9 @@ int cli_acl(struct cli *c, int argc, char **argv);
  * hands a command line with -g/--group to cli_group_consume). */
 int cli_group(struct cli *c, int argc, char **argv);
 int cli_group_consume(struct cli *c, int argc, char **argv);
+/* group_reset.c: `cairn group reset-offsets` and `cairn group delete`
+ * (argv[0] is the subcommand's word; help prints group's help). */
+int cli_group_reset(struct cli *c, int argc, char **argv, void (*help)(FILE *));
+int cli_group_delete(struct cli *c, int argc, char **argv, void (*help)(FILE *));
 
 #endif

@@ -28,10 +28,12 @@ static void consume_help(FILE *out)
           "                           end         only records produced from now on\n"
           "                           OFFSET      this offset (e.g. 42)\n"
           "                           -N          the last N records of each partition\n"
-          "                           @TIMESTAMP  the first record at or after this time\n"
-          "                                       (ms since the epoch)\n"
+          "                           @TIME       the first record at or after TIME: ms\n"
+          "                                       since the epoch, ISO 8601 UTC\n"
+          "                                       (@2026-12-01T00:00:00Z) or before now\n"
+          "                                       (@-1h, @-30m, @-2d)\n"
           "  -p, --partition N      only partition N (default: every partition)\n"
-          "  -n, --count COUNT      exit after COUNT records\n"
+          "  -n, -c, --count COUNT  exit after COUNT records (-c as in kcat)\n"
           "  -e, --exit-at-end      exit once every partition's end (its high\n"
           "                         watermark when the command started) is reached\n"
           "%s"
@@ -80,9 +82,11 @@ static int consume_opt(void *ctx, int o, const char *arg)
       cs->start = CONSUME_END;
     } else if (arg[0] == '@') {
       cs->start = CONSUME_TIME;
-      if (cli_parse_u64(cmd, "-o @TIMESTAMP", arg + 1, 0, INT64_MAX, &cs->start_value) != 0) {
+      int64_t ms = 0;
+      if (cli_parse_time(cmd, "-o @TIME", arg + 1, &ms) != 0) {
         return CLI_USAGE;
       }
+      cs->start_value = ms > 0 ? (uint64_t)ms : 0; /* before 1970: everything */
     } else if (arg[0] == '-') {
       cs->start = CONSUME_LAST;
       if (cli_parse_u64(cmd, "-o -N", arg + 1, 1, INT64_MAX, &cs->start_value) != 0) {
@@ -94,7 +98,7 @@ static int consume_opt(void *ctx, int o, const char *arg)
         return CLI_USAGE;
       }
     } else {
-      return cli_usage_error(cmd, "-o: '%s' is not beginning, end, an OFFSET, -N or @TIMESTAMP",
+      return cli_usage_error(cmd, "-o: '%s' is not beginning, end, an OFFSET, -N or @TIME",
                              arg);
     }
     return CLI_OK;
@@ -106,6 +110,7 @@ static int consume_opt(void *ctx, int o, const char *arg)
     cs->only_partition = (int64_t)v;
     return CLI_OK;
   }
+  case 'c': /* kcat's spelling */
   case 'n':
     return cli_parse_u64(cmd, "-n", arg, 1, UINT64_MAX, &cs->count) == 0 ? CLI_OK : CLI_USAGE;
   case 'e':
@@ -262,7 +267,7 @@ int cli_consume(struct cli *c, int argc, char **argv)
       {"format", required_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
   struct consume cs = {.start = CONSUME_BEGINNING, .only_partition = -1};
   int first;
-  int rv = cli_getopt(c, cmd, argc, argv, "o:p:n:ef:", own, consume_opt, &cs, consume_help, &first);
+  int rv = cli_getopt(c, cmd, argc, argv, "o:p:n:c:ef:", own, consume_opt, &cs, consume_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }

@@ -1,5 +1,5 @@
 /* group.c - consumer groups on the command line: `cairn group list`,
- * `cairn group describe GROUP`, `cairn group reset-offsets GROUP ...`, and
+ * `cairn group describe GROUP` (reset-offsets and delete: group_reset.c), and
  * `cairn consume -g GROUP TOPIC...` (a member of the group: the partitions
  * are shared with the group's other members, offsets committed after each
  * record is printed). docs/consumer-groups.md has the protocol. */
@@ -22,20 +22,33 @@ static void group_help(FILE *out)
           "usage: cairn group list\n"
           "       cairn group describe GROUP\n"
           "       cairn group reset-offsets GROUP --topic TOPIC [--partition N]\n"
-          "                                 (--to-earliest | --to-latest | --to-offset N)\n"
-          "       cairn consume -g GROUP TOPIC... [-n COUNT] [-o beginning|end] [-f FORMAT]\n"
+          "                 (--to-earliest | --to-latest | --to-offset N |\n"
+          "                  --to-datetime TIME | --shift-by N) [--force] [--dry-run]\n"
+          "       cairn group delete GROUP\n"
+          "       cairn consume -g GROUP TOPIC... [-n COUNT] [-e] [-o beginning|end]\n"
+          "                                       [-f FORMAT]\n"
           "\n"
           "list           every consumer group of the cluster: state, members\n"
           "describe       the members with their partitions, and per partition the\n"
           "               committed offset, high watermark and lag\n"
           "reset-offsets  sets the committed offsets of TOPIC (every partition, or\n"
-          "               N) while the group has no members (refused otherwise)\n"
+          "               N) while the group has no members (refused otherwise);\n"
+          "               an offset outside the partition's log start..high\n"
+          "               watermark is refused unless --force; --to-datetime\n"
+          "               takes the first record at or after TIME (epoch ms,\n"
+          "               2026-12-01T00:00:00Z, or -1h before now; the end if\n"
+          "               none); --shift-by N moves the committed offset by N;\n"
+          "               --dry-run prints the plan and changes nothing\n"
+          "delete         drops the group and its committed offsets (refused\n"
+          "               while it has members)\n"
           "consume -g     joins GROUP and prints each record's value (--json: one\n"
           "               object per line) of the partitions the group assigns to\n"
           "               this member; offsets are committed once printed;\n"
           "               -o says where partitions without a committed offset start;\n"
-          "               -n exits after COUNT records or a few more (a batch is\n"
-          "               printed whole, so what is committed was printed);\n"
+          "               -n exits after exactly COUNT records and commits only\n"
+          "               those (the rest of a batch is read again next time);\n"
+          "               -e exits once every partition assigned to this member\n"
+          "               is read up to its high watermark;\n"
           "               -f FORMAT prints as `cairn consume -f` does\n"
           "\n"
           "%s",
@@ -231,130 +244,6 @@ static int group_describe(struct cli *c, const char *group)
   return rv == 0 ? CLI_OK : cli_fail(cmd, "out of memory");
 }
 
-/* ---- reset-offsets ---- */
-
-enum group_to { GROUP_TO_NONE, GROUP_TO_EARLIEST, GROUP_TO_LATEST, GROUP_TO_OFFSET };
-
-struct group_reset_opts {
-  const char *topic;
-  int64_t partition; /* -1: all */
-  enum group_to to;
-  uint64_t offset;
-};
-
-static int group_reset_opt(void *ctx, int o, const char *arg)
-{
-  struct group_reset_opts *r = ctx;
-  const char *cmd = "group reset-offsets";
-  uint64_t v;
-  switch (o) {
-  case 't':
-    r->topic = arg;
-    return CLI_OK;
-  case 'p':
-    if (cli_parse_u64(cmd, "--partition", arg, 0, INT32_MAX, &v) != 0) {
-      return CLI_USAGE;
-    }
-    r->partition = (int64_t)v;
-    return CLI_OK;
-  case 'E':
-    r->to = GROUP_TO_EARLIEST;
-    return CLI_OK;
-  case 'L':
-    r->to = GROUP_TO_LATEST;
-    return CLI_OK;
-  case 'O':
-    if (cli_parse_u64(cmd, "--to-offset", arg, 0, INT64_MAX, &r->offset) != 0) {
-      return CLI_USAGE;
-    }
-    r->to = GROUP_TO_OFFSET;
-    return CLI_OK;
-  default:
-    return CLI_USAGE;
-  }
-}
-
-static int group_reset(struct cli *c, const char *group, struct group_reset_opts *r)
-{
-  const char *cmd = "group reset-offsets";
-  if (r->topic == NULL) {
-    return cli_usage_error(cmd, "which topic? (--topic TOPIC)");
-  }
-  if (r->to == GROUP_TO_NONE) {
-    return cli_usage_error(cmd, "to where? (--to-earliest, --to-latest or --to-offset N)");
-  }
-  int rv = cli_connect(c, cmd);
-  if (rv != CLI_OK) {
-    return rv;
-  }
-  struct cairn_topic_info *t = NULL;
-  rv = cli_describe_topic(c, r->topic, &t);
-  if (rv != 0) {
-    return cli_fail_call(c, cmd, r->topic, rv);
-  }
-  if (r->partition >= (int64_t)t->partition_count) {
-    uint32_t count = t->partition_count;
-    cairn_topic_info_free(t);
-    return cli_fail(cmd, "%s has %" PRIu32 " partitions", r->topic, count);
-  }
-  size_t n = r->partition >= 0 ? 1 : t->partition_count;
-  struct cairn_group_reset *v = calloc(n + 1, sizeof *v);
-  if (v == NULL) {
-    cairn_topic_info_free(t);
-    return cli_fail(cmd, "out of memory");
-  }
-  for (size_t i = 0; i < n && rv == 0; i++) {
-    int32_t p = r->partition >= 0 ? (int32_t)r->partition : (int32_t)i;
-    v[i].topic = r->topic;
-    v[i].partition = p;
-    if (r->to == GROUP_TO_OFFSET) {
-      v[i].offset = (int64_t)r->offset;
-      continue;
-    }
-    int64_t off = -1;
-    rv = cairn_sync_list_offsets(c->sync, r->topic, p,
-                                 r->to == GROUP_TO_EARLIEST ? CAIRN_OFFSET_SPEC_EARLIEST
-                                                            : CAIRN_OFFSET_SPEC_LATEST,
-                                 0, &off, NULL);
-    v[i].offset = off;
-  }
-  cairn_topic_info_free(t);
-  if (rv != 0) {
-    free(v);
-    return cli_fail_call(c, cmd, r->topic, rv);
-  }
-  char err[256] = "";
-  rv = cairn_sync_reset_offsets(c->sync, group, v, n, err, sizeof err);
-  if (rv != 0) {
-    free(v);
-    return cli_fail(cmd, "%s: %s", group, err[0] != '\0' ? err : cairn_strerror(rv));
-  }
-  if (c->json) {
-    struct oj j;
-    oj_init(&j, stdout, true);
-    oj_array_begin(&j);
-    for (size_t i = 0; i < n; i++) {
-      oj_object_begin(&j);
-      oj_key(&j, "topic");
-      oj_str(&j, v[i].topic);
-      oj_key(&j, "partition");
-      oj_int(&j, v[i].partition);
-      oj_key(&j, "offset");
-      oj_int(&j, v[i].offset);
-      oj_object_end(&j);
-    }
-    oj_array_end(&j);
-    oj_end(&j);
-  } else {
-    for (size_t i = 0; i < n; i++) {
-      printf("%s/%" PRId32 ": committed offset of %s set to %" PRId64 "\n", v[i].topic,
-             v[i].partition, group, v[i].offset);
-    }
-  }
-  free(v);
-  return CLI_OK;
-}
-
 int cli_group(struct cli *c, int argc, char **argv)
 {
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
@@ -362,20 +251,20 @@ int cli_group(struct cli *c, int argc, char **argv)
     return argc < 2 ? CLI_USAGE : CLI_OK;
   }
   const char *sub = argv[1];
-  static const struct option reset_own[] = {
-      {"topic", required_argument, NULL, 't'},     {"partition", required_argument, NULL, 'p'},
-      {"to-earliest", no_argument, NULL, 'E'},     {"to-latest", no_argument, NULL, 'L'},
-      {"to-offset", required_argument, NULL, 'O'}, {NULL, 0, NULL, 0}};
-  struct group_reset_opts r = {.partition = -1};
-  bool reset = strcmp(sub, "reset-offsets") == 0;
-  if (!reset && strcmp(sub, "list") != 0 && strcmp(sub, "describe") != 0) {
-    return cli_usage_error("group", "unknown subcommand '%s' (list, describe, reset-offsets)", sub);
+  if (strcmp(sub, "reset-offsets") == 0) {
+    return cli_group_reset(c, argc - 1, argv + 1, group_help); /* group_reset.c */
+  }
+  if (strcmp(sub, "delete") == 0) {
+    return cli_group_delete(c, argc - 1, argv + 1, group_help);
+  }
+  if (strcmp(sub, "list") != 0 && strcmp(sub, "describe") != 0) {
+    return cli_usage_error("group", "unknown subcommand '%s' (list, describe, reset-offsets, delete)",
+                           sub);
   }
   char cmd[32];
   snprintf(cmd, sizeof cmd, "group %s", sub);
   int first;
-  int rv = cli_getopt(c, cmd, argc - 1, argv + 1, reset ? "t:p:" : NULL, reset ? reset_own : NULL,
-                      reset ? group_reset_opt : NULL, &r, group_help, &first);
+  int rv = cli_getopt(c, cmd, argc - 1, argv + 1, NULL, NULL, NULL, NULL, group_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
@@ -387,7 +276,7 @@ int cli_group(struct cli *c, int argc, char **argv)
   if (nops != 1) {
     return cli_usage_error(cmd, nops == 0 ? "which group?" : "one group at a time");
   }
-  return reset ? group_reset(c, ops[0], &r) : group_describe(c, ops[0]);
+  return group_describe(c, ops[0]);
 }
 
 /* ---- consume -g ---- */
@@ -397,6 +286,7 @@ struct group_consume {
   uint64_t count; /* 0: no limit */
   uint64_t printed;
   bool json;
+  bool at_end; /* -e */
   bool latest;
   const char *group;
   bool closed;
@@ -421,11 +311,23 @@ static void group_on_records(struct cairn_consumer *cons, int status, const char
             cairn_strerror(status));
     return;
   }
-  for (size_t i = 0; i < count; i++) {
+  size_t n = count;
+  if (gs->count > 0 && gs->count - gs->printed < n) {
+    n = (size_t)(gs->count - gs->printed);
+  }
+  for (size_t i = 0; i < n; i++) {
     rp_print(&gs->format, gs->json, &records[i]);
     gs->printed++;
   }
   fflush(stdout);
+  /* -n reached inside this batch: the seek tells the group consumer to
+   * commit the first record not printed, so that the next reader of the
+   * group starts there. */
+  if (n < count && cairn_consumer_seek(cons, topic, partition, records[n].offset) != 0) {
+    fprintf(stderr, "cairn consume: %s/%" PRId32 ": could not keep offset %" PRId64
+                    " uncommitted\n", topic, partition, records[n].offset);
+    gs->error = CAIRN_EINVAL;
+  }
   if (gs->count > 0 && gs->printed >= gs->count) {
     cairn_consumer_stop(cons);
   }
@@ -451,8 +353,12 @@ static int group_consume_opt(void *ctx, int o, const char *arg)
   case 'g':
     gs->group = arg;
     return CLI_OK;
+  case 'c': /* kcat's spelling */
   case 'n':
     return cli_parse_u64("consume", "-n", arg, 1, UINT64_MAX, &gs->count) == 0 ? CLI_OK : CLI_USAGE;
+  case 'e':
+    gs->at_end = true;
+    return CLI_OK;
   case 'f':
     return rp_format_parse("consume", arg, &gs->format);
   case 'o':
@@ -474,11 +380,12 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
                                       {"count", required_argument, NULL, 'n'},
                                       {"offset", required_argument, NULL, 'o'},
                                       {"format", required_argument, NULL, 'f'},
+                                      {"exit-at-end", no_argument, NULL, 'e'},
                                       {NULL, 0, NULL, 0}};
   struct group_consume gs = {0};
   int first;
   int rv =
-      cli_getopt(c, cmd, argc, argv, "g:n:o:f:", own, group_consume_opt, &gs, group_help, &first);
+      cli_getopt(c, cmd, argc, argv, "g:n:c:o:f:e", own, group_consume_opt, &gs, group_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
@@ -515,7 +422,7 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
   sigaction(SIGINT, &sa, &old);
   uv_loop_t *loop = cairn_client_loop(client);
   while (rv == 0 && !group_interrupted && gs.error == 0 &&
-         (gs.count == 0 || gs.printed < gs.count)) {
+         (gs.count == 0 || gs.printed < gs.count) && !(gs.at_end && cairn_group_at_end(gc))) {
     uv_run(loop, UV_RUN_ONCE);
   }
   sigaction(SIGINT, &old, NULL);

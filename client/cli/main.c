@@ -18,17 +18,27 @@ static void main_usage(FILE *out)
           "\n"
           "commands:\n"
           "  topic create NAME --partitions N --replication-factor R\n"
-          "  topic list | describe NAME | delete NAME\n"
-          "  produce TOPIC        send stdin to TOPIC, one message per line\n"
-          "  consume TOPIC        print TOPIC's messages, one value per line\n"
+          "  topic list\n"
+          "  topic describe NAME\n"
+          "  topic delete NAME\n"
+          "  produce TOPIC              send stdin to TOPIC, one message per line\n"
+          "  consume TOPIC              print TOPIC's messages, one value per line\n"
           "  consume -g GROUP TOPIC...  the same as a member of a consumer group\n"
-          "  group list | describe GROUP | reset-offsets GROUP ...  consumer groups\n"
-          "  cluster status       nodes, controller leader, every partition's leader,\n"
-          "                       replicas, in-sync replicas and high watermark\n"
-          "  node decommission ID move node ID's partitions away, then remove it\n"
-          "  user create NAME | delete NAME | list  users of the client port (SCRAM;\n"
-          "                       create reads the password from stdin)\n"
-          "  acl add | remove | list  access control entries (--authorizer acl)\n"
+          "  group list                 consumer groups\n"
+          "  group describe GROUP       members, committed offsets, lag\n"
+          "  group reset-offsets GROUP --topic TOPIC ...\n"
+          "  group delete GROUP         drop an empty group and its committed offsets\n"
+          "  cluster status             nodes, controller leader, every partition's\n"
+          "                             leader, replicas, in-sync replicas, watermarks\n"
+          "  node decommission ID       move node ID's partitions away, then remove it\n"
+          "  node recommission ID       cancel a decommission still under way\n"
+          "  user create NAME           a user of the client port (SCRAM; the password\n"
+          "                             comes from stdin)\n"
+          "  user delete NAME\n"
+          "  user list\n"
+          "  acl add ...                access control entries (--authorizer acl)\n"
+          "  acl remove ...\n"
+          "  acl list\n"
           "\n"
           "`cairn COMMAND --help` says more about each.\n"
           "\n"
@@ -151,9 +161,10 @@ int main(int argc, char **argv)
       return code;
     }
   }
-  fprintf(stderr,
-          "cairn: unknown command '%s' (commands: topic, produce, consume, cluster, node, group; "
-          "see: cairn --help)\n",
-          argv[i]);
+  fprintf(stderr, "cairn: unknown command '%s' (commands:", argv[i]);
+  for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+    fprintf(stderr, "%s %s", g == 0 ? "" : ",", groups[g].name);
+  }
+  fprintf(stderr, "; see: cairn --help)\n");
   return CLI_USAGE;
 }

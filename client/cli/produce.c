@@ -1,10 +1,12 @@
 /* produce.c - `cairn produce TOPIC`: one message per line of stdin (or
- * per delimiter), with an optional key separator, partition and headers;
+ * per delimiter), with an optional key (literal, or split off each message
+ * at a separator), partition and headers;
  * waits until every message is acknowledged (committed on a majority of
  * the partition's replicas) and says where they went. */
 #include "cli.h"
 #include "output.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -12,11 +14,13 @@
 
 #define PRODUCE_MAX_HEADERS 64
 #define PRODUCE_MAX_SEP 64
+#define PRODUCE_MAX_KEY 4096
 
 static void produce_help(FILE *out)
 {
   fprintf(out,
-          "usage: cairn produce TOPIC [-k SEP] [-p N] [-H NAME=VALUE]... [-D SEP | --null]\n"
+          "usage: cairn produce TOPIC [-k KEY | -K SEP] [-p N] [-H NAME=VALUE]...\n"
+          "                           [-D SEP | --null] [-f FILE]\n"
           "\n"
           "Reads messages from stdin, one per line, and sends them to TOPIC; returns\n"
           "once every message is acknowledged (committed on a majority of its\n"
@@ -29,9 +33,13 @@ static void produce_help(FILE *out)
           "go through unchanged.\n"
           "\n"
           "options:\n"
-          "  -k, --key-separator SEP  split each message at the first SEP into key\n"
-          "                           and value (\"user1:hello\" with -k :); a message\n"
+          "  -k, --key KEY            give every message the key KEY (as kcat and rpk)\n"
+          "                           KEY must hold a letter or a digit: '-k :' was the\n"
+          "                           separator's spelling before -K and is refused\n"
+          "  -K, --key-separator SEP  split each message at the first SEP into key\n"
+          "                           and value (\"user1:hello\" with -K :); a message\n"
           "                           without SEP has no key\n"
+          "  -f, --file FILE          read the messages from FILE instead of stdin\n"
           "  -p, --partition N        send every message to partition N (default: by\n"
           "                           key hash, keyless messages batched together)\n"
           "  -H, --header NAME=VALUE  add this header to every message (repeatable)\n"
@@ -56,6 +64,9 @@ struct produce {
   const char *topic;
   char key_sep[PRODUCE_MAX_SEP];
   size_t key_sep_len;
+  const char *key;  /* -k: every message's key, or NULL */
+  const char *file; /* -f: read messages from this file, not stdin */
+  FILE *in;
   int64_t partition; /* -1: the partitioner */
   char delim;
   struct cairn_header headers[PRODUCE_MAX_HEADERS];
@@ -66,6 +77,9 @@ struct produce {
   uint64_t delivered;
   uint64_t failed;      /* delivery callbacks with an error */
   uint64_t send_failed; /* 1 if reading stopped at a send that failed at once */
+  uint64_t too_large;   /* messages above the limit: reported, skipped */
+  uint64_t read;        /* messages read so far (the line number with -D \n) */
+  uint32_t max_bytes;   /* the producer's max_batch_bytes, for messages */
   int first_error;
   struct produce_part *parts;
   size_t nparts;
@@ -75,27 +89,86 @@ struct produce {
 #define PRODUCE_OPT_NULL 3000
 #define PRODUCE_OPT_COMPRESSION 3001
 
+static bool produce_alnum(unsigned char b)
+{
+  return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b >= 0x80;
+}
+
+/* True if s, read as the old -k SEP read it (the escapes \n \t \r \0 \\
+ * and \xHH are one byte each), holds a letter, a digit or a non-ASCII
+ * byte. */
+static bool produce_old_sep_has_alnum(const char *s)
+{
+  for (; *s != '\0'; s++) {
+    if (*s != '\\') {
+      if (produce_alnum((unsigned char)*s)) {
+        return true;
+      }
+      continue;
+    }
+    if (s[1] == 'x' && isxdigit((unsigned char)s[2]) && isxdigit((unsigned char)s[3])) {
+      char hex[3] = {s[2], s[3], '\0'};
+      if (produce_alnum((unsigned char)strtoul(hex, NULL, 16))) {
+        return true;
+      }
+      s += 3;
+    } else if (s[1] != '\0' && strchr("ntr0\\", s[1]) != NULL) {
+      s++; /* a control byte or a backslash */
+    }
+  }
+  return false;
+}
+
+/* -k KEY. Until -K existed, -k was the key separator (`-k :`, `-k '\t'`):
+ * an old script must not silently send every message with the key ":".
+ * A key with no letter or digit (read as the old option read escapes) is
+ * what separators look like, so it is refused, naming -K; such a key can
+ * still be sent through -K. */
+static int produce_key_opt(struct produce *p, const char *arg)
+{
+  const char *cmd = "produce";
+  bool alnum = produce_old_sep_has_alnum(arg);
+  if (!alnum) {
+    return cli_usage_error(cmd,
+                           "-k '%s': -k is now the literal key of every message (as in kcat "
+                           "and rpk) and a key needs a letter or digit; to split each line "
+                           "into key and value at '%s' use -K '%s' (--key-separator), the "
+                           "option -k used to be",
+                           arg, arg, arg);
+  }
+  if (strlen(arg) > PRODUCE_MAX_KEY) {
+    return cli_usage_error(cmd, "-k: the key is longer than %d bytes", PRODUCE_MAX_KEY);
+  }
+  p->key = arg;
+  return CLI_OK;
+}
+
 static int produce_opt(void *ctx, int o, const char *arg)
 {
   struct produce *p = ctx;
   const char *cmd = "produce";
   switch (o) {
-  case 'k': {
+  case 'k':
+    return produce_key_opt(p, arg);
+  case 'K': {
     char buf[PRODUCE_MAX_SEP * 4];
     size_t n;
     if (strlen(arg) >= sizeof buf) {
-      return cli_usage_error(cmd, "-k: the key separator is too long");
+      return cli_usage_error(cmd, "-K: the key separator is too long");
     }
-    if (cli_unescape(cmd, "-k", arg, buf, &n) != 0) {
+    if (cli_unescape(cmd, "-K", arg, buf, &n) != 0) {
       return CLI_USAGE;
     }
     if (n == 0 || n > PRODUCE_MAX_SEP) {
-      return cli_usage_error(cmd, "-k: the key separator must be 1..%d bytes", PRODUCE_MAX_SEP);
+      return cli_usage_error(cmd, "-K: the key separator must be 1..%d bytes", PRODUCE_MAX_SEP);
     }
     memcpy(p->key_sep, buf, n);
     p->key_sep_len = n;
     return CLI_OK;
   }
+  case 'f':
+    p->file = arg;
+    return CLI_OK;
   case 'p': {
     uint64_t v;
     if (cli_parse_u64(cmd, "-p", arg, 0, INT32_MAX, &v) != 0) {
@@ -214,9 +287,13 @@ static void produce_report(struct cli *c, struct produce *p)
     oj_key(&j, "produced");
     oj_uint(&j, p->delivered);
     oj_key(&j, "failed");
-    oj_uint(&j, p->sent - p->delivered + p->send_failed);
+    oj_uint(&j, p->sent - p->delivered + p->send_failed + p->too_large);
+    oj_key(&j, "too_large");
+    oj_uint(&j, p->too_large);
     oj_key(&j, "error");
-    oj_str(&j, p->first_error != 0 ? cairn_strerror(p->first_error) : NULL);
+    oj_str(&j, p->first_error != 0 ? cairn_strerror(p->first_error)
+               : p->too_large > 0 ? cairn_strerror(CAIRN_ETOOLARGE)
+                                  : NULL);
     oj_key(&j, "partitions");
     oj_array_begin(&j);
     for (size_t i = 0; i < p->nparts; i++) {
@@ -245,9 +322,21 @@ static void produce_report(struct cli *c, struct produce *p)
   printf("\n");
 }
 
-/* Reads stdin and sends every message, stopping at the first send that
- * fails at once (a message too large, ...). Returns 0 or that code (after
- * printing it). */
+/* A message above the producer's limit: said with where it is and its
+ * size, and skipped, so that one bad line does not drop the ones after it
+ * (the exit status still says something failed). */
+static void produce_too_large(struct produce *p, size_t len)
+{
+  p->too_large++;
+  fprintf(stderr,
+          "cairn produce: %s %" PRIu64 ": %zu bytes, above the limit of %" PRIu32
+          " bytes per message (with its key, headers and batch header): not sent\n",
+          p->delim == '\n' ? "line" : "message", p->read, len, p->max_bytes);
+}
+
+/* Reads stdin and sends every message, skipping (and reporting) messages
+ * above the limit and stopping at the first send that fails at once for
+ * another reason. Returns 0 or that code (after printing it). */
 static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_producer *pr)
 {
   const char *cmd = "produce";
@@ -255,11 +344,12 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
   size_t cap = 0;
   ssize_t n;
   int rv = 0;
-  while ((n = getdelim(&line, &cap, p->delim, stdin)) >= 0) {
+  while ((n = getdelim(&line, &cap, p->delim, p->in)) >= 0) {
     size_t len = (size_t)n;
     if (len > 0 && line[len - 1] == p->delim) {
       len--;
     }
+    p->read++;
     struct cairn_message m;
     cairn_message_init(&m);
     m.topic = p->topic;
@@ -268,7 +358,10 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     }
     m.value = line;
     m.value_len = len;
-    if (p->key_sep_len > 0) {
+    if (p->key != NULL) {
+      m.key = p->key;
+      m.key_len = strlen(p->key);
+    } else if (p->key_sep_len > 0) {
       char *sep = memmem(line, len, p->key_sep, p->key_sep_len);
       if (sep != NULL) {
         m.key = line;
@@ -280,31 +373,41 @@ static int produce_read_and_send(struct cli *c, struct produce *p, struct cairn_
     m.headers = p->header_count > 0 ? p->headers : NULL;
     m.header_count = p->header_count;
     rv = cairn_sync_send(c->sync, pr, &m, produce_on_delivery, p);
+    if (rv == CAIRN_ETOOLARGE) {
+      produce_too_large(p, len);
+      rv = 0;
+      continue;
+    }
     if (rv != 0) {
       p->send_failed = 1;
       if (p->first_error == 0) {
         p->first_error = rv;
       }
       char what[64];
-      snprintf(what, sizeof what, "message %" PRIu64 " (%zu bytes)", p->sent + 1, len);
+      snprintf(what, sizeof what, "%s %" PRIu64 " (%zu bytes)",
+               p->delim == '\n' ? "line" : "message", p->read, len);
       cli_fail_call(c, cmd, what, rv);
       break;
     }
     p->sent++;
   }
-  if (rv == 0 && ferror(stdin)) {
+  if (rv == 0 && ferror(p->in)) {
     rv = -errno;
-    cli_fail(cmd, "reading stdin: %s", strerror(errno));
+    cli_fail(cmd, "reading %s: %s", p->file != NULL ? p->file : "stdin", strerror(errno));
   }
   free(line);
   return rv;
 }
 
+static int produce_run(struct cli *c, struct produce *pp);
+
 int cli_produce(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "produce";
   static const struct option own[] = {
-      {"key-separator", required_argument, NULL, 'k'},
+      {"key", required_argument, NULL, 'k'},
+      {"key-separator", required_argument, NULL, 'K'},
+      {"file", required_argument, NULL, 'f'},
       {"partition", required_argument, NULL, 'p'},
       {"header", required_argument, NULL, 'H'},
       {"delimiter", required_argument, NULL, 'D'},
@@ -313,18 +416,39 @@ int cli_produce(struct cli *c, int argc, char **argv)
       {NULL, 0, NULL, 0}};
   struct produce p = {.partition = -1, .delim = '\n'};
   int first;
-  int rv = cli_getopt(c, cmd, argc, argv, "k:p:H:D:", own, produce_opt, &p, produce_help, &first);
+  int rv = cli_getopt(c, cmd, argc, argv, "k:K:p:H:D:f:", own, produce_opt, &p, produce_help, &first);
   if (rv != CLI_OK) {
     return rv == CLI_HELP_DONE ? CLI_OK : rv;
   }
   if (first >= argc) {
     return cli_usage_error(cmd, "which topic? (cairn produce TOPIC < messages)");
   }
+  if (p.key != NULL && p.key_sep_len > 0) {
+    return cli_usage_error(cmd, "-k KEY (one key for every message) and -K SEP (a key in each "
+                                "message) do not go together");
+  }
   if (argc - first > 1) {
     return cli_usage_error(cmd, "one topic at a time: '%s' is extra (messages come from stdin)",
                            argv[first + 1]);
   }
   p.topic = argv[first];
+  p.in = p.file != NULL ? fopen(p.file, "r") : stdin;
+  if (p.in == NULL) {
+    return cli_usage_error(cmd, "-f %s: %s", p.file, strerror(errno));
+  }
+  rv = produce_run(c, &p);
+  if (p.in != stdin) {
+    fclose(p.in);
+  }
+  return rv;
+}
+
+/* Connects, checks the topic, sends p->in's messages and reports. */
+static int produce_run(struct cli *c, struct produce *pp)
+{
+  const char *cmd = "produce";
+  struct produce p = *pp;
+  int rv;
   if ((rv = cli_connect(c, cmd)) != CLI_OK) {
     return rv;
   }
@@ -344,6 +468,7 @@ int cli_produce(struct cli *c, int argc, char **argv)
   struct cairn_producer_options po;
   cairn_producer_options_init(&po);
   po.compression = p.compression;
+  p.max_bytes = po.max_batch_bytes;
   struct cairn_producer *pr = NULL;
   rv = cairn_sync_producer_new(c->sync, &po, &pr);
   if (rv != 0) {
@@ -359,6 +484,10 @@ int cli_produce(struct cli *c, int argc, char **argv)
   free(p.parts);
   if (p.nomem) {
     return cli_fail(cmd, "out of memory while counting deliveries");
+  }
+  if (p.too_large > 0) {
+    fprintf(stderr, "cairn produce: %" PRIu64 " message(s) above the limit were not sent\n",
+            p.too_large);
   }
   if (p.sent > p.delivered) {
     fprintf(stderr, "cairn produce: %" PRIu64 " of %" PRIu64 " message(s) not acknowledged",
@@ -384,5 +513,5 @@ int cli_produce(struct cli *c, int argc, char **argv)
     }
     return CLI_FAIL;
   }
-  return send_rv == 0 && rv == 0 ? CLI_OK : CLI_FAIL;
+  return send_rv == 0 && rv == 0 && p.too_large == 0 ? CLI_OK : CLI_FAIL;
 }

@@ -338,6 +338,30 @@ static void topic_print_config(const struct cairn_topic_config *cfg)
   }
 }
 
+/* Replaces each partition's log start and high watermark (which the
+ * answering node knows only for partitions it leads, or as of the last
+ * leader report) with what the partition's leader says now: ListOffsets,
+ * which libcairn routes to the leader. A partition whose leader cannot be
+ * asked keeps -1 ("?"). Returns how many could not be asked. */
+static size_t topic_ask_leaders(struct cli *c, struct cairn_topic_info *t)
+{
+  size_t unknown = 0;
+  for (size_t i = 0; i < t->partition_info_count; i++) {
+    struct cairn_partition_info *p = &t->partitions[i];
+    int64_t start = -1, hw = -1;
+    int rv = cairn_sync_list_offsets(c->sync, t->name, (int32_t)p->partition,
+                                     CAIRN_OFFSET_SPEC_EARLIEST, 0, &start, NULL);
+    if (rv == 0) {
+      rv = cairn_sync_list_offsets(c->sync, t->name, (int32_t)p->partition,
+                                   CAIRN_OFFSET_SPEC_LATEST, 0, &hw, NULL);
+    }
+    p->log_start_offset = rv == 0 ? start : -1;
+    p->high_watermark = rv == 0 ? hw : -1;
+    unknown += rv != 0;
+  }
+  return unknown;
+}
+
 static int topic_describe(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "topic describe";
@@ -358,6 +382,7 @@ static int topic_describe(struct cli *c, int argc, char **argv)
   if (rv != 0) {
     return cli_fail_call(c, cmd, name, rv);
   }
+  size_t unknown = topic_ask_leaders(c, t);
   if (c->json) {
     struct oj j;
     oj_init(&j, stdout, true);
@@ -377,6 +402,11 @@ static int topic_describe(struct cli *c, int argc, char **argv)
       tbl_print(&tb, stdout);
     }
     tbl_free(&tb);
+    if (unknown > 0) {
+      printf("\n?: the partition's leader could not be asked for its log start and high "
+             "watermark (no leader right now, or it did not answer within --timeout-ms); "
+             "run describe again shortly\n");
+    }
   }
   cairn_topic_info_free(t);
   return rv == 0 ? CLI_OK : cli_fail(cmd, "%s", cairn_strerror(rv));

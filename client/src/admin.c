@@ -339,8 +339,9 @@ int cairn_describe_cluster(struct cairn_client *c, cairn_cluster_cb cb, void *da
   return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
 }
 
-int cairn_decommission_node(struct cairn_client *c, uint64_t node_id, cairn_done_cb cb,
-                            void *data)
+/* DecommissionNode, or its cancel (recommission). */
+static int lc_admin_node_state(struct cairn_client *c, uint64_t node_id, bool recommission,
+                               cairn_done_cb cb, void *data)
 {
   int rv = lc_acall_check(c, cb != NULL);
   if (rv != 0) {
@@ -354,10 +355,23 @@ int cairn_decommission_node(struct cairn_client *c, uint64_t node_id, cairn_done
   }
   cairn__client__decommission_node_request__init(&a->u.decommission);
   a->u.decommission.node_id = node_id;
+  a->u.decommission.recommission = recommission;
   a->call.env.decommission_req = &a->u.decommission;
   a->cb.done = cb;
   a->data = data;
   return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
+}
+
+int cairn_decommission_node(struct cairn_client *c, uint64_t node_id, cairn_done_cb cb,
+                            void *data)
+{
+  return lc_admin_node_state(c, node_id, false, cb, data);
+}
+
+int cairn_recommission_node(struct cairn_client *c, uint64_t node_id, cairn_done_cb cb,
+                            void *data)
+{
+  return lc_admin_node_state(c, node_id, true, cb, data);
 }
 
 int cairn_list_offsets(struct cairn_client *c, const char *topic, int32_t partition,

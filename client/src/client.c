@@ -283,6 +283,7 @@ int cairn_client_ready(struct cairn_client *c, cairn_done_cb cb, void *data)
   r->cb = cb;
   r->data = data;
   op->target = LC_OP_ANY;
+  op->fail_refused = c->opts.fail_fast_refused != 0;
   op->req = &r->env;
   op->free_req = lc_ready_free;
   op->answer = lc_ready_on_answer;

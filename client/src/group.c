@@ -776,18 +776,45 @@ static void lc_group_on_records(struct cairn_consumer *cons, int status, const c
                                 void *data)
 {
   struct cairn_group_consumer *gc = data;
+  uint64_t epoch = lc_consumer_epoch(cons, topic, partition);
   if (gc->cb != NULL) {
     gc->cb(cons, status, topic, partition, records, count, gc->cb_data);
   }
   if (status != 0 || count == 0) {
     return;
   }
+  int64_t pos = records[count - 1].offset + 1;
+  /* A seek from inside the callback says where processing stopped (a
+   * reader that wanted only some of the batch): commit that, not the end
+   * of the batch, so that records handed out but not processed are read
+   * again. */
+  int64_t sought = -1, hw = -1;
+  if (lc_consumer_epoch(cons, topic, partition) != epoch &&
+      cairn_consumer_position(cons, topic, partition, &sought, &hw) == 0 && sought >= 0) {
+    pos = sought;
+  }
   for (size_t i = 0; i < gc->nparts; i++) {
     if (gc->parts[i].partition == partition && strcmp(gc->parts[i].topic, topic) == 0) {
-      gc->parts[i].pos = records[count - 1].offset + 1;
+      gc->parts[i].pos = pos;
       return;
     }
   }
+}
+
+bool cairn_group_at_end(const struct cairn_group_consumer *gc)
+{
+  if (gc->state != LC_G_STABLE) {
+    return false;
+  }
+  for (size_t i = 0; i < gc->nparts; i++) {
+    int64_t pos = -1, hw = -1;
+    if (cairn_consumer_position(gc->cons, gc->parts[i].topic, gc->parts[i].partition, &pos,
+                                &hw) != 0 ||
+        pos < 0 || hw < 0 || pos < hw) {
+      return false;
+    }
+  }
+  return true;
 }
 
 int cairn_group_consumer_start(struct cairn_group_consumer *gc, cairn_records_cb cb, void *data)

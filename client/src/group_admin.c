@@ -301,6 +301,28 @@ int cairn_reset_offsets(struct cairn_client *c, const char *group,
   return lc_gadmin_run(c, group, a);
 }
 
+int cairn_delete_group(struct cairn_client *c, const char *group, cairn_done_cb cb, void *data)
+{
+  if (group == NULL || group[0] == '\0' || cb == NULL) {
+    return CAIRN_EINVAL;
+  }
+  struct lc_gadmin *a = calloc(1, sizeof *a);
+  if (a == NULL || (a->names[0] = strdup(group)) == NULL) {
+    free(a);
+    return CAIRN_ENOMEM;
+  }
+  cairn__client__envelope__init(&a->env);
+  cairn__client__reset_offsets_request__init(&a->reset);
+  a->reset.group = a->names[0];
+  a->reset.delete_group = 1; /* ResetOffsets to nothing: wire-compatible */
+  a->env.api = CAIRN__CLIENT__API__API_RESET_OFFSETS;
+  a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_RESET_OFFSETS_REQ;
+  a->env.reset_offsets_req = &a->reset;
+  a->done_cb = cb;
+  a->data = data;
+  return lc_gadmin_run(c, group, a);
+}
+
 /* ---- ListGroups at every alive node ---- */
 
 struct lc_glist {
@@ -507,6 +529,13 @@ int cairn_sync_describe_group(struct cairn_sync *s, const char *group,
       lc_gsync_wait(s, &w, cairn_describe_group(cairn_sync_client(s), group, lc_gsync_on_info, &w));
   *out = w.result;
   return rv;
+}
+
+int cairn_sync_delete_group(struct cairn_sync *s, const char *group, char *errmsg,
+                            size_t errmsg_len)
+{
+  struct lc_gsync w = {.errmsg = errmsg, .errmsg_len = errmsg_len};
+  return lc_gsync_wait(s, &w, cairn_delete_group(cairn_sync_client(s), group, lc_gsync_on_done, &w));
 }
 
 int cairn_sync_reset_offsets(struct cairn_sync *s, const char *group,

@@ -376,6 +376,9 @@ struct lc_op {
   uint32_t timeout_ms;     /* 0: request_timeout_ms; else the deadline and each
                               call's timeout (a JoinGroup waits a rebalance) */
   size_t any_cursor;
+  bool fail_refused; /* finish once every candidate refused in a row */
+  size_t refused;    /* consecutive attempts refused (ECONNREFUSED) */
+  char refused_addrs[LC_ERRMSG_SIZE / 2]; /* "A, B" of those attempts */
   bool in_flight;
   bool canceled;
   bool answer_errors; /* the answer fn sees error_resp bodies too */

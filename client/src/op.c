@@ -88,6 +88,31 @@ static void lc_op_retry_later(struct lc_op *op)
 
 static void lc_op_attempt(struct lc_op *op);
 
+/* With fail_refused: counts a refused connection (status) to op->addr and
+ * says whether every candidate address has now refused in a row (the
+ * cursor moves to the next one on each retry). Refused is not a timeout:
+ * nothing listens there, and waiting will not help a command line. */
+static bool lc_op_all_refused(struct lc_op *op, int status)
+{
+  if (!op->fail_refused || status != UV_ECONNREFUSED) {
+    op->refused = 0;
+    op->refused_addrs[0] = '\0';
+    return false;
+  }
+  size_t used = strlen(op->refused_addrs);
+  size_t len = strlen(op->addr);
+  if (strstr(op->refused_addrs, op->addr) == NULL && used + len + 3 < sizeof op->refused_addrs) {
+    if (used > 0) {
+      memcpy(op->refused_addrs + used, ", ", 2);
+      used += 2;
+    }
+    memcpy(op->refused_addrs + used, op->addr, len + 1); /* fits: checked above */
+  }
+  size_t count = 0;
+  lc_meta_candidate(op->c, 0, &count);
+  return ++op->refused >= count;
+}
+
 static void lc_op_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,
                             const uint8_t *payload, size_t len, struct lc_buf *buf,
                               void *data)
@@ -101,6 +126,13 @@ static void lc_op_on_answer(struct cairn_client *c, int status, Cairn__Client__E
   if (status != 0) {
     op->status = status;
     lc_fmt(op->errmsg, sizeof op->errmsg, "%s: %s", op->addr, cairn_strerror(status));
+    if (lc_op_all_refused(op, status)) {
+      char list[sizeof op->refused_addrs];
+      lc_strlcpy(list, op->refused_addrs, sizeof list);
+      lc_fmt(op->errmsg, sizeof op->errmsg, "connection refused by %s", list);
+      lc_op_finish(op, CAIRN_EUNREACHABLE);
+      return;
+    }
     lc_op_retry_later(op);
     return;
   }

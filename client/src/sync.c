@@ -287,6 +287,12 @@ int cairn_sync_decommission_node(struct cairn_sync *s, uint64_t node_id)
   return lc_sync_wait(s, &w, cairn_decommission_node(s->c, node_id, lc_sync_on_done, &w));
 }
 
+int cairn_sync_recommission_node(struct cairn_sync *s, uint64_t node_id)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w, cairn_recommission_node(s->c, node_id, lc_sync_on_done, &w));
+}
+
 int cairn_sync_list_offsets(struct cairn_sync *s, const char *topic, int32_t partition,
                             enum cairn_offset_spec spec, int64_t timestamp_ms, int64_t *offset,
                             int64_t *timestamp_out)

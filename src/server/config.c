@@ -64,6 +64,7 @@ enum config_key_id {
   CONFIG_K_NODE_TIMEOUT,
   CONFIG_K_REPLACE_DELAY,
   CONFIG_K_OFFSETS_PARTITIONS,
+  CONFIG_K_OFFSETS_RF,
   CONFIG_K_OFFSETS_RETENTION,
   CONFIG_K_RETENTION_CHECK,
   CONFIG_K_KAFKA_AUTO_CREATE,
@@ -167,6 +168,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                      "partitions of __cairn_offsets, where consumer groups "
                                      "commit (read when the cluster creates it)",
                                      NULL},
+    [CONFIG_K_OFFSETS_RF] = {"offsets-replication-factor", "cluster",
+                             "offsets_replication_factor", "N", CONFIG_KIND_UINT,
+                             CONFIG_OFF(offsets_replication_factor), 1, 7,
+                             "replicas of __cairn_offsets (read when the cluster creates it; "
+                             "it waits until that many nodes are alive)",
+                             "3, or the cluster's node count if smaller"},
     [CONFIG_K_OFFSETS_RETENTION] = {"offsets-retention-ms", "cluster", "offsets_retention_ms",
                                     "N", CONFIG_KIND_UINT, CONFIG_OFF(offsets_retention_ms), 1000,
                                     30 * CONFIG_DAY_MS,
@@ -1296,6 +1303,7 @@ int config_write(const struct config *cfg, FILE *out)
     }
     if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set) ||
         (k == CONFIG_K_KAFKA_ADVERTISE && config_addr_is_off(&cfg->kafka_advertise)) ||
+        (k == CONFIG_K_OFFSETS_RF && cfg->offsets_replication_factor == 0) ||
         (key->kind == CONFIG_KIND_FILE && ((const char *)cfg + key->offset)[0] == '\0')) {
       rv = config_emit(buf, len, &used, "# %s: not set\n", key->name);
       continue;

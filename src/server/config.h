@@ -95,6 +95,7 @@ struct config {
   unsigned node_timeout_ms;  /* a node silent this long is dead; default 10000 */
   unsigned replace_delay_ms; /* a dead node's replicas move after this; default 60000 */
   unsigned offsets_partitions;   /* of __cairn_offsets when this node creates it; default 8 */
+  unsigned offsets_replication_factor; /* of __cairn_offsets; 0: min(3, registered nodes) */
   unsigned offsets_retention_ms; /* an empty group's offsets live this long; default 7 days */
   unsigned retention_check_ms;   /* topics' retention applied this often; default 5 min */
   unsigned kafka_auto_create_topics; /* 1: a Kafka Metadata request may create the unknown

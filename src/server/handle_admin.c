@@ -233,15 +233,87 @@ void handle_create_topic(struct node *n, struct conn_request *req)
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP);
 }
 
+/* Refuses req (a DeleteTopic, or an alteration) if name is an internal
+ * topic's, answering with resp_case; returns true if it did. The state
+ * machine refuses it too: this answer only saves the round trip. */
+static bool admin_refuse_internal(struct conn_request *req, const char *name,
+                                  Cairn__Client__Envelope__BodyCase resp_case)
+{
+  if (!meta_topic_internal(name)) {
+    return false;
+  }
+  char msg[320];
+  snprintf(msg, sizeof msg,
+           "%s is an internal topic, kept by the cluster (names starting \"__\"; "
+           "__cairn_offsets holds the consumer groups' committed offsets): users may not "
+           "delete or alter it",
+           name);
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = CAIRN__CLIENT__ERROR_CODE__INTERNAL_TOPIC;
+  err.message = msg;
+  admin_respond(req, resp_case, &err, 0);
+  return true;
+}
+
 void handle_delete_topic(struct node *n, struct conn_request *req)
 {
-  if (handle_forward(n, req)) {
+  const char *name = req->env->delete_topic_req->name;
+  if (admin_refuse_internal(req, name, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP) ||
+      handle_forward(n, req)) {
     return;
   }
   uint8_t *cmd = NULL;
   size_t len = 0;
-  int rv = meta_cmd_delete_topic(req->env->delete_topic_req->name, &cmd, &len);
+  int rv = meta_cmd_delete_topic(name, &cmd, &len);
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP);
+}
+
+/* Lists in msg (cap bytes) the partitions on node id that no other node
+ * could take: every ALIVE node other than id already holds a replica of
+ * them. Returns how many there are. The planner only moves a replica to
+ * an ALIVE node outside the partition's replicas, so a decommission with
+ * any such partition would stay DRAINING for good. */
+static uint32_t admin_stranded(const struct meta_state *st, uint64_t id, char *msg, size_t cap)
+{
+  uint32_t stranded = 0;
+  size_t used = 0;
+  msg[0] = '\0';
+  for (size_t t = 0; t < st->ntopics; t++) {
+    const struct meta_topic *tp = &st->topics[t];
+    for (uint32_t k = 0; k < tp->npartitions; k++) {
+      const struct meta_partition *p = &tp->partitions[k];
+      bool holds = false, free_node = false;
+      for (uint32_t r = 0; r < p->nreplicas; r++) {
+        holds = holds || p->replicas[r] == id;
+      }
+      for (size_t i = 0; holds && !free_node && i < st->nnodes; i++) {
+        const struct meta_node *nd = &st->nodes[i];
+        bool in = false;
+        for (uint32_t r = 0; r < p->nreplicas; r++) {
+          in = in || p->replicas[r] == nd->id;
+        }
+        free_node = nd->id != id && nd->state == META_NODE_ALIVE && !in;
+      }
+      if (holds && !free_node) {
+        if (stranded < 8 && used < cap) {
+          int w = snprintf(msg + used, cap - used, "%s%s/%" PRIu32, stranded > 0 ? ", " : "",
+                           tp->name, k);
+          used += w > 0 ? (size_t)w : 0;
+        }
+        stranded++;
+      }
+    }
+  }
+  return stranded;
+}
+
+/* Answers req with err and msg (a decommission refused before proposing). */
+static void admin_refuse(struct conn_request *req, int err, const char *msg)
+{
+  Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+  e.code = wire_err_from(err);
+  e.message = (char *)msg;
+  admin_respond(req, CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP, &e, 0);
 }
 
 void handle_decommission(struct node *n, struct conn_request *req)
@@ -249,9 +321,39 @@ void handle_decommission(struct node *n, struct conn_request *req)
   if (handle_forward(n, req)) {
     return;
   }
+  const Cairn__Client__DecommissionNodeRequest *r = req->env->decommission_req;
+  const struct meta_state *st = ctl_state(&n->ctl);
+  const struct meta_node *nd = meta_node_find(st, r->node_id);
+  char parts[400];
+  char msg[600];
+  if (nd != NULL && r->recommission && nd->state != META_NODE_DRAINING) {
+    snprintf(msg, sizeof msg, "node %" PRIu64 " is %s, not being decommissioned: nothing to cancel",
+             r->node_id, meta_node_state_name(nd->state));
+    admin_refuse(req, CAIRN_EINVAL, msg);
+    return;
+  }
+  uint32_t stranded = 0;
+  if (nd != NULL && !r->recommission && nd->state != META_NODE_DRAINING &&
+      (stranded = admin_stranded(st, r->node_id, parts, sizeof parts)) > 0) {
+    snprintf(msg, sizeof msg,
+             "node %" PRIu64 " cannot be decommissioned: %" PRIu32 " partition(s) it holds have "
+             "no other alive node to move to (%s%s): add a node first, or delete those topics",
+             r->node_id, stranded, parts, stranded > 8 ? ", ..." : "");
+    log_warn("admin", "%s", msg);
+    admin_refuse(req, CAIRN_EINVALID_RF, msg);
+    return;
+  }
   uint8_t *cmd = NULL;
   size_t len = 0;
-  int rv = meta_cmd_set_node_state(req->env->decommission_req->node_id, META_NODE_DRAINING, 0,
-                                   admin_wall_ms(), &cmd, &len);
+  int rv = meta_cmd_set_node_state(r->node_id, r->recommission ? META_NODE_ALIVE : META_NODE_DRAINING,
+                                   0, admin_wall_ms(), &cmd, &len);
+  if (rv == 0 && nd != NULL) {
+    uint32_t replicas = 0, leaders = 0;
+    meta_node_load(st, r->node_id, &replicas, &leaders);
+    log_info("admin", "node %" PRIu64 ": %s (%" PRIu32 " replicas on it)", r->node_id,
+             r->recommission ? "recommissioned: back to ALIVE, replicas stay"
+                             : "decommissioning: its replicas move to other nodes",
+             replicas);
+  }
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP);
 }

@@ -10,6 +10,7 @@
 #include "server/handle_group.h"
 
 #include "common/err.h"
+#include "common/log.h"
 #include "net/wire_err.h"
 #include "server/authz.h"
 #include "server/node.h"
@@ -82,7 +83,8 @@ static void handle_commit_finish(struct handle_commit_op *op)
   Cairn__Client__OffsetCommitPartitionResult **ptrs = calloc(n + 1, sizeof *ptrs);
   Cairn__Client__Error *errs = calloc(n + 1, sizeof *errs);
   struct handle_group_err he;
-  handle_group_err_set(&he, 0, op->group, 0, NULL);
+  /* A group delete has no partitions: its outcome is the whole answer's. */
+  handle_group_err_set(&he, n == 0 ? op->status : 0, op->group, 0, NULL);
   if (res == NULL || ptrs == NULL || errs == NULL) {
     handle_group_err_set(&he, CAIRN_ENOMEM, op->group, 0, NULL);
     handle_commit_answer(req, op->reset, &he, NULL, 0);
@@ -247,9 +249,73 @@ void handle_offset_commit(struct node *n, struct conn_request *req)
   handle_commit(n, req, r->group, r->member_id, r->generation, false);
 }
 
+/* ResetOffsets with delete_group: tombstones for every offset of g (which
+ * has no members), answered once they are committed; the coordinator's
+ * tick then forgets the group (no members, no offsets). */
+static void handle_delete_group(struct node *n, struct conn_request *req, struct coord_slot *slot,
+                                struct group *g)
+{
+  struct handle_group_err he;
+  size_t np = g->noffsets;
+  struct handle_commit_op *op = calloc(1, sizeof *op);
+  struct coord_record *recs = calloc(np + 1, sizeof *recs);
+  bool *tomb = calloc(np + 1, sizeof *tomb);
+  int rv = op == NULL || recs == NULL || tomb == NULL ? CAIRN_ENOMEM : 0;
+  if (rv == 0) {
+    op->req = req;
+    op->reset = true;
+    snprintf(op->group, sizeof op->group, "%s", g->name);
+    for (size_t k = 0; k < np; k++) {
+      recs[k].group = g->name;
+      recs[k].topic = g->topics[g->offsets[k].topic];
+      recs[k].partition = g->offsets[k].partition;
+      recs[k].metadata = "";
+      tomb[k] = true;
+    }
+    rv = np > 0 ? coord_append(&n->coord, slot, recs, tomb, np, handle_commit_on_appended, op) : 0;
+  }
+  free(recs);
+  free(tomb);
+  if (rv != 0 || np == 0) {
+    handle_group_err_set(&he, rv == CAIRN_ENOTLEADER ? CAIRN_ENOT_COORDINATOR : rv, g->name, 0,
+                         NULL);
+    handle_commit_answer(req, true, &he, NULL, 0);
+    free(op);
+    return;
+  }
+  g->dropping = true;
+  log_info("coord", "group %s: deleted by a request: dropping %zu offsets", g->name, np);
+  req->handler_data = op;
+  conn_request_set_cancel(req, handle_commit_on_cancel);
+}
+
 void handle_reset_offsets(struct node *n, struct conn_request *req)
 {
-  handle_commit(n, req, req->env->reset_offsets_req->group, "", -1, true);
+  const Cairn__Client__ResetOffsetsRequest *r = req->env->reset_offsets_req;
+  if (!r->delete_group) {
+    handle_commit(n, req, r->group, "", -1, true);
+    return;
+  }
+  struct handle_group_err he;
+  struct coord_slot *slot = NULL;
+  if (handle_group_lookup(n, r->group, &slot, &he) != 0) {
+    handle_commit_answer(req, true, &he, NULL, 0);
+    return;
+  }
+  struct group *g = coord_group(slot, r->group, false);
+  int rv = g == NULL ? CAIRN_EUNKNOWN_GROUP : g->nmembers > 0 ? CAIRN_EGROUP_NOT_EMPTY : 0;
+  if (rv != 0) {
+    handle_group_err_set(&he, rv, r->group, 0, NULL);
+    if (rv == CAIRN_EGROUP_NOT_EMPTY) {
+      snprintf(he.msg, sizeof he.msg,
+               "group %.200s has %zu members: a group is deleted only while it is empty "
+               "(stop its consumers first)",
+               r->group, g->nmembers);
+    }
+    handle_commit_answer(req, true, &he, NULL, 0);
+    return;
+  }
+  handle_delete_group(n, req, slot, g);
 }
 
 /* ---- OffsetFetch ---- */

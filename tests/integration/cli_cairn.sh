@@ -17,6 +17,13 @@ CLI_TEST_TAG=cli-test
 step "help and bad command lines (nothing is sent: exit 2 and a message)"
 expect 0 "$cli" --help
 out_has "usage: cairn"
+# The command list names every command (each group's subcommands as its
+# own --help spells them).
+for c in "topic create" "topic list" "topic describe" "topic delete" "produce" "consume" \
+  "group list" "group describe" "group reset-offsets" "cluster status" "node decommission" \
+  "user create" "user delete" "user list" "acl add" "acl remove" "acl list"; do
+  grep -q -- "^  $c" "$dir/out" || fail "cairn --help does not name '$c'"
+done
 for c in "topic" "produce" "consume" "cluster" "node"; do
   expect 0 "$cli" $c --help
   out_has "usage: cairn $c"
@@ -28,6 +35,7 @@ out_has "cannot contain a newline"
 expect 2 "$cli"
 expect 2 "$cli" frobnicate
 err_has "unknown command 'frobnicate'"
+for g in topic produce consume cluster node user acl group; do err_has " $g[,;]"; done
 expect 2 "$cli" topic frobnicate
 err_has "unknown subcommand"
 expect 2 "$cli" topic create t1
@@ -77,6 +85,15 @@ start=$SECONDS
 CAIRN_BOOTSTRAP=127.0.0.1:1,127.0.0.1:2 expect 1 "$cli" --timeout-ms 2000 cluster status
 [ $((SECONDS - start)) -le 10 ] || fail "unreachable CAIRN_BOOTSTRAP took $((SECONDS - start)) s"
 err_has "127.0.0.1:1,127.0.0.1:2"
+# Refused everywhere is not a timeout: it fails at once and says refused,
+# naming the addresses (the default timeout is 10 s).
+t0=$(date +%s%N)
+expect 1 "$cli" -b 127.0.0.1:1,127.0.0.1:2 topic list
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -lt 3000 ] || fail "an all-refused bootstrap took $ms ms"
+err_has "connection refused by"
+err_has "127.0.0.1:1"
+err_has "127.0.0.1:2"
 
 step "start a 3-node cluster"
 # Ports below the kernel's ephemeral range (which the C tests' free ports
@@ -116,12 +133,18 @@ done
 pyj "$dir/status.json" "$all_alive"
 # Only one node in the bootstrap list is enough.
 expect 0 "$cli" -b "${CAIRN_BOOTSTRAP##*,}" cluster status --json
+# A node's admin (HTTP) port is not its client port, and the CLI says so.
+first_node=${CAIRN_BOOTSTRAP%%,*}
+admin="127.0.0.1:$((${first_node##*:} + 2))"
+expect 1 "$cli" -b "$admin" --timeout-ms 2000 topic list
+err_has "$admin answers HTTP: it is a node's admin port"
 
 step "topic create / list / describe"
 expect 0 "$cli" topic create t3 --partitions 3 --replication-factor 3
 out_has "created topic t3"
 expect 1 "$cli" topic create t3 --partitions 3 --replication-factor 3
 err_has "exists"
+! grep -q "already exists.*already exists" "$dir/err" || fail "the message repeats itself: $(cat "$dir/err")"
 expect 1 "$cli" topic create big --partitions 1 --replication-factor 5
 err_has "replication factor"
 expect 0 "$cli" topic create t1 --partitions 1 --replication-factor 3 --json
@@ -147,6 +170,29 @@ expect 0 "$cli" topic describe t3
 out_has "PARTITION"
 [ "$(grep -c '^[0-2] ' "$dir/out")" -eq 3 ] || fail "describe should list 3 partitions: $(cat "$dir/out")"
 
+step "keys: -k KEY is every message's key, -K SEP splits; long options match exactly"
+expect 0 "$cli" topic create kt --partitions 1 --replication-factor 1
+printf 'one\ntwo\n' | expect 0 "$cli" produce kt --key mykey
+printf 'v1\n' | expect 0 "$cli" produce kt -k k2
+printf 'a:b\n' | expect 0 "$cli" produce kt -K :
+printf 'c:d\n' | expect 0 "$cli" produce kt --key-separator=:
+expect 0 "$cli" consume kt -e -f '%k|%v\n'
+[ "$(tr '\n' ' ' <"$dir/out")" = "mykey|one mykey|two k2|v1 a|b c|d " ] || fail "-k/--key/-K: $(cat "$dir/out")"
+# The old separator spelling fails loudly rather than becoming a key.
+printf 'x:y\n' | expect 2 "$cli" produce kt -k :
+err_has "use -K ':'"
+printf 'x:y\n' | expect 2 "$cli" produce kt --key '\t'
+err_has "-K"
+printf 'x:y\n' | expect 2 "$cli" produce kt --key-sep :
+err_has "matched exactly"
+printf 'x:y\n' | expect 2 "$cli" produce kt -k k -K :
+err_has "do not go together"
+expect 2 "$cli" topic create kt2 --part 1 --replication-factor 1
+err_has "unknown option '--part'"
+expect 0 "$cli" consume kt -e
+[ "$(wc -l <"$dir/out")" -eq 5 ] || fail "a refused command line sent something: $(cat "$dir/out")"
+expect 0 "$cli" topic delete kt
+
 step "a topic that does not exist is an error"
 expect 1 "$cli" topic describe nosuch
 err_has "nosuch"
@@ -156,12 +202,14 @@ err_has "nosuch"
 echo x | expect 1 "$cli" produce nosuch
 err_has "nosuch"
 expect 1 "$cli" topic delete nosuch
+err_has "nosuch"
+! grep -q "create" "$dir/err" || fail "topic delete nosuch suggests creating a topic: $(cat "$dir/err")"
 expect 1 "$cli" consume t3 -p 7 -e
 err_has "partitions 0..2"
 
 step "produce and consume keys, values and headers"
 printf 'k1:v1\nk2:v2:with colon\nno key here\n\nk5:\n' >"$dir/in"
-expect 0 "$cli" produce t3 -k : -H a=1 -H b=x=y <"$dir/in"
+expect 0 "$cli" produce t3 -K : -H a=1 -H b=x=y <"$dir/in"
 out_has "produced 5 message(s) to t3"
 expect 0 "$cli" consume t3 -o beginning -e -f '%K|%k|%v|%h|%S\n'
 sort "$dir/out" >"$dir/got"
@@ -173,7 +221,7 @@ expect 0 "$cli" consume t3 -e
 [ "$(sort "$dir/out" | tr '\n' '|')" = "||no key here|v1|v2:with colon|" ] ||
   fail "default consume output: $(cat "$dir/out")"
 # The same key always lands in the same partition.
-printf 'k1:again\n' | expect 0 "$cli" produce t3 -k :
+printf 'k1:again\n' | expect 0 "$cli" produce t3 -K :
 expect 0 "$cli" consume t3 -e -f '%k %p\n'
 [ "$(grep -c '^k1 ' "$dir/out")" -eq 2 ] && [ "$(grep '^k1 ' "$dir/out" | sort -u | wc -l)" -eq 1 ] ||
   fail "key k1 went to two partitions: $(cat "$dir/out")"
@@ -183,6 +231,21 @@ json_ok "$dir/out"
 pyj "$dir/out" 'j["produced"] == 2 and j["failed"] == 0 and [p["partition"] for p in j["partitions"]] == [2]'
 expect 0 "$cli" consume t3 -p 2 -o -2 -e
 [ "$(tr '\n' '|' <"$dir/out")" = "p2a|p2b|" ] || fail "-p 2 -o -2: $(cat "$dir/out")"
+
+step "topic describe shows every partition leader's log start and high watermark, asked of any node"
+# Right after a produce: a node that does not lead the partition knows
+# only the last report of its leader (about once a second).
+n=8
+for b in ${CAIRN_BOOTSTRAP//,/ }; do
+  for _ in 1 2; do
+    printf 'x\n' | expect 0 "$cli" produce t3 -p 1
+    n=$((n + 1))
+    expect 0 "$cli" -b "$b" topic describe t3 --json
+    pyj "$dir/out" "sum(p['high_watermark'] for p in j['partitions']) == $n and all(p['log_start_offset'] == 0 for p in j['partitions'])"
+    expect 0 "$cli" -b "$b" topic describe t3
+    ! grep -q '?' "$dir/out" || fail "describe through $b shows '?': $(cat "$dir/out")"
+  done
+done
 
 step "values with any bytes (NUL-separated input)"
 # Every byte value but NUL, newlines and tabs inside values, an empty value,
@@ -227,6 +290,15 @@ expect 0 "$cli" consume t1 -o beginning -n 2 -f '%o\n'
 [ "$(tr '\n' ' ' <"$dir/out")" = "0 1 " ] || fail "-n 2: $(cat "$dir/out")"
 expect 0 "$cli" consume t1 -o @0 -e -f '%o\n'
 [ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @0 should read everything"
+# Times as ISO 8601 or relative to now, wherever epoch ms are taken.
+expect 0 "$cli" consume t1 -o @2000-01-01T00:00:00Z -e -f '%o\n'
+[ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @2000-01-01T00:00:00Z should read everything"
+expect 0 "$cli" consume t1 -o @-1h -e -f '%o\n'
+[ "$(wc -l <"$dir/out")" -eq 9 ] || fail "-o @-1h should read everything (produced seconds ago)"
+expect 0 "$cli" consume t1 -o "@$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)" -e
+[ ! -s "$dir/out" ] || fail "-o @(ISO, an hour ahead) should print nothing"
+expect 2 "$cli" consume t1 -o @yesterday -e
+err_has "not a time"
 expect 0 "$cli" consume t1 -o "@$(($(date +%s) * 1000 + 3600000))" -e
 [ ! -s "$dir/out" ] || fail "-o @(an hour ahead) should print nothing"
 expect 1 "$cli" consume t1 -o 100 -e
@@ -257,15 +329,40 @@ expect 0 "$cli" cluster status
 out_has "HIGH-WATERMARK"
 out_has "^t1 *0 "
 
-step "a message above the largest batch is refused, with a message"
-python3 -c 'print("x" * 2000000)' >"$dir/big.in"
-expect 1 "$cli" produce t3 <"$dir/big.in"
-err_has "message 1 (2000000 bytes)"
-err_has "larger than"
+step "a message above the limit is reported (line, size, limit); the others are still sent; exit 1"
+{ echo a; head -c 10000000 /dev/zero | tr '\0' x; echo; echo b; } >"$dir/big.in"
+expect 1 "$cli" produce t3 -p 0 <"$dir/big.in"
+err_has "line 2: 10000000 bytes, above the limit of 1048576 bytes"
+out_has "produced 2 message(s)"
+expect 0 "$cli" consume t3 -p 0 -o -2 -e
+[ "$(tr '\n' ' ' <"$dir/out")" = "a b " ] || fail "the lines around the oversized one: $(cat "$dir/out")"
+expect 1 "$cli" produce t3 -p 0 --json <"$dir/big.in"
+pyj "$dir/out" 'j["produced"] == 2 and j["too_large"] == 1 and j["failed"] == 1'
+
+step "produce -f FILE; consume -c N (kcat's spelling of -n)"
+printf 'f1\nf2\nf3\n' >"$dir/msgs"
+expect 0 "$cli" produce t3 -p 1 -f "$dir/msgs"
+out_has "produced 3 message(s)"
+expect 0 "$cli" consume t3 -p 1 -o -3 -c 2
+[ "$(tr '\n' ' ' <"$dir/out")" = "f1 f2 " ] || fail "produce -f / consume -c 2: $(cat "$dir/out")"
+expect 2 "$cli" produce t3 -f "$dir/nosuch"
+err_has "nosuch"
 
 step "node decommission of an unknown node"
 expect 1 "$cli" node decommission 99
 err_has "99"
+
+step "a decommission that cannot complete is refused, naming the partitions; recommission"
+# t1 and t3 have replication factor 3 on 3 nodes: node 3's replicas have
+# nowhere to go.
+expect 1 "$cli" node decommission 3
+err_has "node 3 cannot be decommissioned"
+err_has "t1/0"
+err_has "no other alive node"
+expect 0 "$cli" cluster status --json
+pyj "$dir/out" '[n["state"] for n in j["nodes"] if n["id"] == 3] == ["alive"]'
+expect 1 "$cli" node recommission 3
+err_has "not being decommissioned"
 
 step "topic delete"
 expect 0 "$cli" topic delete t3

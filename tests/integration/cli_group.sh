@@ -6,7 +6,7 @@
 # refused while a member is active and works once the group is empty; a
 # member then reads again from the reset offsets; a member SIGKILLed hands
 # its partitions to the other within the session timeout with no record
-# skipped; bad command lines exit 2.
+# skipped; __cairn_offsets cannot be deleted; bad command lines exit 2.
 #
 # usage: cli_group.sh CAIRN CAIRND
 # The processes it starts are stopped by PID whatever happens (trap);
@@ -52,7 +52,7 @@ step "a topic of 6 partitions with 60 records"
 expect 0 "$cli" topic create jobs --partitions 6 --replication-factor 3
 for i in $(seq 1 60); do echo "k$i:job-$i"; done >"$dir/keyed"
 seq 1 60 | sed 's/^/job-/' >"$dir/in"
-expect 0 "$cli" produce jobs -k : <"$dir/keyed"
+expect 0 "$cli" produce jobs -K : <"$dir/keyed"
 
 step "two members of g1 read everything once between them"
 "$cli" consume -g g1 jobs >"$dir/m1.out" 2>"$dir/m1.err" &
@@ -84,6 +84,21 @@ pyj "$dir/out" 'any(g["group"] == "g1" and g["state"] == "empty" for g in j)'
 expect 1 "$cli" group describe nobody
 err_has "unknown group"
 
+step "internal topics: users cannot delete them; the offsets topic has the configured replicas"
+expect 1 "$cli" topic delete __cairn_offsets
+err_has "internal topic"
+expect 1 "$cli" topic delete __anything_internal
+err_has "internal topic"
+expect 0 "$cli" group list --json
+pyj "$dir/out" 'any(g["group"] == "g1" for g in j)'
+expect 0 "$cli" group describe g1 --json
+pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 60'
+expect 0 "$cli" topic describe __cairn_offsets --json
+pyj "$dir/out" 'j["replication_factor"] == 3 and all(len(p["replicas"]) == 3 for p in j["partitions"])'
+expect 0 "$cairnd" --check-config --offsets-replication-factor 2
+out_has "offsets_replication_factor = 2"
+expect 2 "$cairnd" --check-config --offsets-replication-factor 8
+
 step "reset-offsets: refused while a member is active, done once empty"
 "$cli" consume -g g1 jobs >"$dir/m3.out" 2>"$dir/m3.err" &
 m3=$!
@@ -105,10 +120,72 @@ pyj "$dir/out" 'sum(o["committed"] for o in j["offsets"]) == 1'
 
 step "after the reset a member reads again from there"
 expect 0 "$cli" consume -g g1 -n 59 jobs
-[ "$(wc -l <"$dir/out")" -ge 59 ] || fail "read $(wc -l <"$dir/out") records after the reset"
+[ "$(wc -l <"$dir/out")" -eq 59 ] || fail "read $(wc -l <"$dir/out") records after the reset, not 59"
 expect 0 "$cli" consume -g g3 -n 5 -f 'p%p o%o %v|\n' jobs
 [ "$(grep -cE '^p[0-9]+ o[0-9]+ job-[0-9]+[|]$' "$dir/out")" -ge 5 ] ||
   fail "consume -g -f: $(head -3 "$dir/out")"
+
+step "reset-offsets: out of range refused unless --force; --dry-run, --shift-by, --to-datetime; group delete"
+# g1 has read all 60 records: every committed offset is at the end.
+p0() {
+  expect 0 "$cli" group describe g1 --json
+  python3 -c 'import json,sys; print([o["committed"] for o in json.load(open(sys.argv[1]))["offsets"] if o["topic"] == "jobs" and o["partition"] == 0][0])' "$dir/out"
+}
+end0=$(p0)
+expect 1 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-offset 9999
+err_has "offset 9999 is outside the partition's offsets 0..$end0"
+err_has "force"
+[ "$(p0)" -eq "$end0" ] || fail "a refused reset changed the offset to $(p0)"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --to-earliest --dry-run
+out_has "would be set to 0"
+out_has "dry run"
+[ "$(p0)" -eq "$end0" ] || fail "--dry-run changed the offset to $(p0)"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --shift-by -2
+[ "$(p0)" -eq $((end0 - 2)) ] || fail "--shift-by -2: $(p0), not $((end0 - 2))"
+expect 1 "$cli" group reset-offsets g1 --topic jobs --partition 0 --shift-by 5
+err_has "outside"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-datetime 2000-01-01T00:00:00Z
+[ "$(p0)" -eq 0 ] || fail "--to-datetime 2000-01-01: $(p0), not 0"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-datetime "$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)"
+[ "$(p0)" -eq "$end0" ] || fail "--to-datetime an hour ahead: $(p0), not the end $end0"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-datetime -1h
+[ "$(p0)" -eq 0 ] || fail "--to-datetime -1h: $(p0), not 0"
+expect 2 "$cli" group reset-offsets g1 --topic jobs --to-datetime yesterday
+err_has "not a time"
+expect 2 "$cli" group reset-offsets g1 --topic jobs --to-earliest --to-latest
+err_has "one of these at a time"
+expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-offset 9999 --force
+[ "$(p0)" -eq 9999 ] || fail "--force: $(p0), not 9999"
+expect 0 "$cli" group delete g1
+out_has "deleted group g1"
+eventually 1 "$cli" group describe g1
+err_has "unknown group"
+expect 1 "$cli" group delete nobody
+err_has "unknown group"
+
+step "-n is exact with -g and commits only what was printed; -e works with -g"
+committed_sum() {
+  expect 0 "$cli" group describe "$1" --json
+  python3 -c 'import json,sys; print(sum(max(o["committed"], 0) for o in json.load(open(sys.argv[1]))["offsets"]))' "$dir/out"
+}
+expect 0 "$cli" consume -g g5 -n 1 jobs
+cp "$dir/out" "$dir/g5.1"
+[ "$(wc -l <"$dir/g5.1")" -eq 1 ] || fail "consume -g -n 1 printed $(wc -l <"$dir/g5.1") records"
+[ "$(committed_sum g5)" -eq 1 ] || fail "consume -g -n 1 committed $(committed_sum g5) records, not 1"
+expect 0 "$cli" consume -g g5 -n 10 jobs
+cp "$dir/out" "$dir/g5.10"
+[ "$(wc -l <"$dir/g5.10")" -eq 10 ] || fail "consume -g -n 10 printed $(wc -l <"$dir/g5.10") records"
+[ "$(committed_sum g5)" -eq 11 ] || fail "after -n 1 and -n 10, $(committed_sum g5) committed, not 11"
+expect 0 "$cli" consume -g g5 -e jobs
+cp "$dir/out" "$dir/g5.e"
+[ "$(wc -l <"$dir/g5.e")" -eq 49 ] || fail "consume -g -e printed $(wc -l <"$dir/g5.e") records, not the 49 left"
+cat "$dir/g5.1" "$dir/g5.10" "$dir/g5.e" | sort >"$dir/g5.all"
+cmp -s "$dir/want" "$dir/g5.all" || fail "-n 1, -n 10, -e did not read each record once: $(diff "$dir/want" "$dir/g5.all" | head -5)"
+[ "$(committed_sum g5)" -eq 60 ] || fail "after -e, $(committed_sum g5) committed, not 60"
+expect 0 "$cli" consume -g g5 -e jobs
+[ ! -s "$dir/out" ] || fail "consume -g -e at the end printed $(wc -l <"$dir/out") records"
+expect 0 "$cli" consume -g g6 -c 3 jobs
+[ "$(wc -l <"$dir/out")" -eq 3 ] || fail "consume -g -c 3 printed $(wc -l <"$dir/out") records"
 
 step "a member SIGKILLed: the other takes its partitions; nothing skipped"
 "$cli" consume -g g2 jobs >"$dir/m4.out" 2>"$dir/m4.err" &
@@ -121,11 +198,13 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 pyj "$dir/d.json" 'len(j["members"]) == 2'
+expect 1 "$cli" group delete g2
+err_has "has 2 members"
 kill -KILL "$m5"
 wait "$m5" 2>/dev/null || true
 killed=$SECONDS
 for i in $(seq 61 120); do echo "k$i:job-$i"; done >"$dir/keyed2"
-expect 0 "$cli" produce jobs -k : <"$dir/keyed2"
+expect 0 "$cli" produce jobs -K : <"$dir/keyed2"
 seq 1 120 | sed 's/^/job-/' | sort >"$dir/want2"
 for _ in $(seq 1 300); do
   cat "$dir/m4.out" "$dir/m5.out" | sort -u >"$dir/all2"

@@ -157,6 +157,12 @@ struct cairn_options {
    * none. A refused login fails the connection with CAIRN_EAUTH. */
   const char *user;
   const char *password;
+  /* Nonzero: cairn_client_ready (so cairn_sync_new) fails at once with
+   * CAIRN_EUNREACHABLE once every address it tries refused the connection
+   * (ECONNREFUSED: nothing listens there), rather than retrying until
+   * request_timeout_ms. For command-line tools; a program that starts
+   * with the cluster leaves it 0 and waits. 0 */
+  int fail_fast_refused;
 };
 
 /* Fills o with the defaults listed above. Context: any thread. */
@@ -192,7 +198,8 @@ uv_loop_t *cairn_client_loop(const struct cairn_client *c);
 typedef void (*cairn_done_cb)(struct cairn_client *c, int status, const char *errmsg, void *data);
 
 /* Fetches metadata from some bootstrap or known node, retrying until
- * request_timeout_ms: a connectivity check. cb gets 0, or
+ * request_timeout_ms (with fail_fast_refused: until every address refused
+ * the connection once in a row): a connectivity check. cb gets 0, or
  * CAIRN_EUNREACHABLE / another code, with errmsg (borrowed for the
  * callback; "" on success) saying which addresses failed and why.
  * Callback: as at the top. Context: the loop thread. */
@@ -395,8 +402,16 @@ __attribute__((warn_unused_result)) int cairn_describe_cluster(struct cairn_clie
                                                                cairn_cluster_cb cb, void *data);
 
 /* Decommissions node id (its partitions move away, then it is removed);
- * cb gets 0 or CAIRN_EUNKNOWN_NODE, ... */
+ * cb gets 0 or CAIRN_EUNKNOWN_NODE, CAIRN_EINVALID_RF (a partition it
+ * holds has no other alive node to go to: errmsg names them), ... */
 __attribute__((warn_unused_result)) int cairn_decommission_node(struct cairn_client *c,
+                                                                uint64_t node_id,
+                                                                cairn_done_cb cb, void *data);
+
+/* Cancels a decommission: a DRAINING node id back to ALIVE (replicas not
+ * yet moved stay). cb gets 0, CAIRN_EUNKNOWN_NODE or CAIRN_EINVAL (the
+ * node is not draining). */
+__attribute__((warn_unused_result)) int cairn_recommission_node(struct cairn_client *c,
                                                                 uint64_t node_id,
                                                                 cairn_done_cb cb, void *data);
 
@@ -682,6 +697,8 @@ __attribute__((warn_unused_result)) int cairn_sync_describe_topic(struct cairn_s
 __attribute__((warn_unused_result)) int cairn_sync_describe_cluster(struct cairn_sync *s,
                                                                     struct cairn_cluster_info **out);
 __attribute__((warn_unused_result)) int cairn_sync_decommission_node(struct cairn_sync *s,
+                                                                     uint64_t node_id);
+__attribute__((warn_unused_result)) int cairn_sync_recommission_node(struct cairn_sync *s,
                                                                      uint64_t node_id);
 __attribute__((warn_unused_result)) int cairn_sync_user_set(struct cairn_sync *s, const char *name,
                                                             const char *password);

@@ -11,7 +11,10 @@
  * processed once the records callback it was handed to has returned, and
  * only such positions are committed (every auto_commit_interval_ms, on a
  * rebalance before the partitions are given up, and on close; or by
- * cairn_group_commit). Rebalancing is eager: at every rebalance the member
+ * cairn_group_commit). A callback that processes only part of its records
+ * seeks the partition (cairn_consumer_seek on the cons it was handed) to
+ * the first one it did not process: the position committed is then that
+ * offset. Rebalancing is eager: at every rebalance the member
  * gives up all its partitions (on_revoked), then gets its new ones
  * (on_assigned).
  *
@@ -96,6 +99,11 @@ int32_t cairn_group_generation(const struct cairn_group_consumer *gc);
 
 /* How many partitions are assigned now. */
 size_t cairn_group_assigned_count(const struct cairn_group_consumer *gc);
+
+/* True when the member is in a stable generation and every partition
+ * assigned to it (none counts) has been handed out up to the high
+ * watermark its last fetch saw: what `kcat -e` waits for. */
+bool cairn_group_at_end(const struct cairn_group_consumer *gc);
 
 typedef void (*cairn_group_close_cb)(struct cairn_group_consumer *gc, void *data);
 
@@ -191,11 +199,22 @@ __attribute__((warn_unused_result)) int cairn_reset_offsets(struct cairn_client 
                                                             size_t count, cairn_done_cb cb,
                                                             void *data);
 
+/* Deletes group: every committed offset is dropped, as Kafka's
+ * DeleteGroups (a ResetOffsets with delete_group on the wire). Only while
+ * it has no members: else CAIRN_EGROUP_NOT_EMPTY; CAIRN_EUNKNOWN_GROUP if
+ * there is none. Ownership: borrows group for the call. */
+__attribute__((warn_unused_result)) int cairn_delete_group(struct cairn_client *c,
+                                                           const char *group, cairn_done_cb cb,
+                                                           void *data);
+
 /* The same, blocking, on a cairn_sync's client (errmsg, errmsg_len: the
  * failure's text, may be NULL). Results are returned owned. */
 __attribute__((warn_unused_result)) int cairn_sync_list_groups(struct cairn_sync *s,
                                                                struct cairn_group_list **out,
                                                                char *errmsg, size_t errmsg_len);
+__attribute__((warn_unused_result)) int cairn_sync_delete_group(struct cairn_sync *s,
+                                                                const char *group, char *errmsg,
+                                                                size_t errmsg_len);
 __attribute__((warn_unused_result)) int cairn_sync_describe_group(struct cairn_sync *s,
                                                                   const char *group,
                                                                   struct cairn_group_info **out,

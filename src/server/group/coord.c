@@ -357,8 +357,26 @@ static void coord_on_create_answer(struct peer_call *call, int status,
   free(cc);
 }
 
+/* The replication factor __cairn_offsets is created with: the configured
+ * one, else 3 or the number of nodes the cluster has (not removed) if
+ * smaller. Never the alive count: a node down at that moment would leave
+ * the groups' offsets with fewer copies for good. */
+static uint32_t coord_offsets_rf(const struct node *n)
+{
+  if (n->cfg.offsets_replication_factor != 0) {
+    return n->cfg.offsets_replication_factor;
+  }
+  const struct meta_state *st = ctl_state(&n->ctl);
+  uint32_t nodes = 0;
+  for (size_t i = 0; i < st->nnodes; i++) {
+    nodes += st->nodes[i].state != META_NODE_REMOVED;
+  }
+  return nodes < 3 ? nodes : 3;
+}
+
 /* Asks the controller leader to create __cairn_offsets with
- * offsets_partitions partitions and min(3, alive nodes) replicas. */
+ * offsets_partitions partitions and coord_offsets_rf() replicas, once that
+ * many nodes are alive. */
 static void coord_create_offsets(struct coord *c)
 {
   struct node *n = c->n;
@@ -366,8 +384,13 @@ static void coord_create_offsets(struct coord *c)
     return;
   }
   uint32_t alive = meta_alive_count(ctl_state(&n->ctl));
-  uint32_t rf = alive < 3 ? alive : 3;
-  if (rf == 0) {
+  uint32_t rf = coord_offsets_rf(n);
+  if (rf == 0 || alive < rf) {
+    if (rf != 0) {
+      log_warn("coord", "%s needs %" PRIu32 " alive nodes for its replicas, %" PRIu32
+               " are: waiting", COORD_OFFSETS_TOPIC, rf, alive);
+    }
+    c->create_after_ms = uv_now(n->loop) + 1000;
     return;
   }
   struct coord_create *cc = calloc(1, sizeof *cc);

@@ -450,6 +450,24 @@ static void test_meta_delete_topic_never_reuses_its_id(void **state)
   meta_state_close(&st);
 }
 
+/* Users may not delete the cluster's own topics (__cairn_offsets holds the
+ * groups' offsets); whatever request reaches the state machine. */
+static void test_meta_delete_of_an_internal_topic_is_refused(void **state)
+{
+  struct meta_state st;
+  struct meta_result res;
+  make_cluster(&st, 3);
+  assert_int_equal(do_create(&st, "__cairn_offsets", 2, 3, &res), 0);
+  assert_int_equal(do_create(&st, "_one_underscore", 1, 1, &res), 0);
+  APPLY_REFUSED(&st, CAIRN_EINTERNAL_TOPIC, meta_cmd_delete_topic, "__cairn_offsets");
+  assert_non_null(meta_topic_find(&st, "__cairn_offsets"));
+  assert_true(meta_topic_internal("__x"));
+  assert_false(meta_topic_internal("_one_underscore"));
+  assert_int_equal(APPLY(&st, &res, meta_cmd_delete_topic, "_one_underscore"), 0);
+  check_invariants(&st);
+  meta_state_close(&st);
+}
+
 static void test_meta_report_leader_keeps_the_newest_term(void **state)
 {
   struct meta_state st;
@@ -1212,6 +1230,7 @@ int main(void)
       cmocka_unit_test(test_meta_create_topic_refusals_create_nothing),
       cmocka_unit_test(test_meta_cluster_limits_are_enforced),
     cmocka_unit_test(test_meta_delete_topic_never_reuses_its_id),
+    cmocka_unit_test(test_meta_delete_of_an_internal_topic_is_refused),
       cmocka_unit_test(test_meta_report_leader_keeps_the_newest_term),
       cmocka_unit_test(test_meta_set_replicas_one_change_at_a_time),
       cmocka_unit_test(test_meta_malformed_commands_are_refused),
