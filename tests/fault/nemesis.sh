@@ -346,6 +346,15 @@ nem_churn_start() {
     return
   fi
   nem_churn_node=$((v + 1 + $(nem_rand $((n - v)))))
+  # A node another fault of this step has stopped would be restarted by
+  # that fault's heal while it drains: a restarted process of a removed
+  # node rejoins (docs/metadata.md), and the drain would never be seen
+  # finished.
+  if [ -n "${nem_down[$nem_churn_node]:-}" ]; then
+    nem_record "churn skipped (node $nem_churn_node is down by another fault of this step)"
+    nem_churn_node=""
+    return
+  fi
   if [[ " $nem_churn_stuck " == *" $nem_churn_node "* ]]; then
     nem_record "churn skipped (node $nem_churn_node's decommission never finished)"
     nem_churn_node=""

@@ -13,6 +13,7 @@
  * CAIRN_TEST_FILTER='*sigkill*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs and node logs. */
 #include "cairnd.h"
+#include "lc_fixture.h"
 #include "proc.h"
 #include "testutil.h"
 #include "tproxy.h"
@@ -60,32 +61,10 @@ static void start_cluster(struct cd_cluster *c, int n)
   start_cluster_with(c, n, FAST);
 }
 
-/* "addr,addr,..." of the running nodes. */
-static void bootstrap_list(const struct cd_cluster *c, char *buf, size_t len)
-{
-  buf[0] = '\0';
-  for (int i = 0; i < c->n; i++) {
-    size_t used = strlen(buf);
-    snprintf(buf + used, len - used, "%s%s", used > 0 ? "," : "", c->nodes[i].client_addr);
-  }
-}
-
 static struct cairn_sync *connect_sync(const char *bootstrap, uint32_t delivery_ms)
 {
-  struct cairn_options o;
-  cairn_options_init(&o);
-  o.client_id = "test_client";
-  o.request_timeout_ms = 10000;
-  o.connect_timeout_ms = 2000;
-  o.delivery_timeout_ms = delivery_ms;
-  o.retry_backoff_ms = 50;
-  o.retry_backoff_max_ms = 500;
-  struct cairn_sync *s;
-  char err[512];
-  int rv = cairn_sync_new(bootstrap, &o, &s, err, sizeof err);
-  if (rv != 0) {
-    fail_msg("cairn_sync_new(%s): %s: %s", bootstrap, cairn_errname(rv), err);
-  }
+  struct cairn_sync *s = lcf_connect_sync(bootstrap, "test_client", 10000, delivery_ms);
+  assert_non_null(s);
   return s;
 }
 
@@ -132,24 +111,6 @@ static uint64_t settled_leader_of(struct cairn_sync *s, const char *topic, int32
 }
 
 /* ---- delivery bookkeeping ---- */
-
-struct sent {
-  int status;
-  int32_t partition;
-  int64_t offset;
-  bool done;
-};
-
-static void on_delivery(struct cairn_producer *p, int status, const struct cairn_delivery *d,
-                        void *data)
-{
-  struct sent *s = data;
-  assert_false(s->done);
-  s->done = true;
-  s->status = status;
-  s->partition = d->partition;
-  s->offset = d->offset;
-}
 
 /* Reads every record of (topic, partition) from the start until
  * `want` records arrived or nothing came for idle_ms. Returns how many;
@@ -257,7 +218,7 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
   struct cd_cluster c;
   start_cluster(&c, 1);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 30000);
 
   assert_int_equal(cairn_sync_create_topic(s, "rt", 2, 1, NULL), 0);
@@ -286,7 +247,7 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
 
   const enum cairn_compression codecs[3] = {CAIRN_COMPRESSION_NONE, CAIRN_COMPRESSION_LZ4,
                                             CAIRN_COMPRESSION_ZSTD};
-  struct sent *sent = calloc(900, sizeof *sent);
+  struct lcf_sent *sent = calloc(900, sizeof *sent);
   for (int round = 0; round < 3; round++) {
     struct cairn_producer_options po;
     cairn_producer_options_init(&po);
@@ -300,7 +261,7 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
       uint8_t value[300];
       struct cairn_header h[2];
       rt_message(&m, i, key, value, h, hv);
-      assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[round * 300 + i]), 0);
+      assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &sent[round * 300 + i]), 0);
     }
     assert_int_equal(cairn_sync_flush(s, p), 0);
     assert_int_equal(cairn_producer_pending(p), 0);
@@ -354,7 +315,7 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
   po.linger_ms = 1000;
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
-  struct sent keyless[300];
+  struct lcf_sent keyless[300];
   memset(keyless, 0, sizeof keyless);
   for (int i = 0; i < 300; i++) {
     struct cairn_message m;
@@ -362,7 +323,7 @@ static void test_client_admin_and_round_trip_with_both_codecs(void **state)
     m.topic = "rt";
     m.value = "twenty bytes of text";
     m.value_len = 20;
-    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &keyless[i]), 0);
+    assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &keyless[i]), 0);
   }
   assert_int_equal(cairn_sync_flush(s, p), 0);
   cairn_sync_producer_close(s, p);
@@ -419,9 +380,9 @@ static void kill_on_record(const struct cairn_record *r, void *arg)
 }
 
 /* Message i of a SIGKILL test: key "k<i mod 40>", value "m-<i>", sent to
- * topic with on_delivery recording into *sent. */
+ * topic with lcf_on_delivery recording into *sent. */
 static void send_kill_message(struct cairn_sync *s, struct cairn_producer *p, const char *topic,
-                              int i, struct sent *sent)
+                              int i, struct lcf_sent *sent)
 {
   char key[16], value[16];
   int kl = snprintf(key, sizeof key, "k%d", i % 40);
@@ -433,7 +394,7 @@ static void send_kill_message(struct cairn_sync *s, struct cairn_producer *p, co
   m.key_len = (size_t)kl;
   m.value = value;
   m.value_len = (size_t)vl;
-  assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, sent), 0);
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, sent), 0);
 }
 
 /* 2000 keyed messages to a 3-replica topic; the leader of partition 0 is
@@ -452,7 +413,7 @@ static void produce_across_leader_sigkill(const char *extra, bool restart, size_
   snprintf(flags, sizeof flags, "%s%s%s", FAST, extra != NULL ? " " : "", extra ? extra : "");
   start_cluster_with(&c, 3, flags);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
   assert_int_equal(cairn_sync_create_topic(s, "kill", KILL_PARTS, 3, NULL), 0);
   uint64_t leader = leader_of(s, "kill", 0);
@@ -465,7 +426,7 @@ static void produce_across_leader_sigkill(const char *extra, bool restart, size_
   assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
   int64_t pid;
   int16_t epoch;
-  struct sent *sent = calloc(KILL_N, sizeof *sent);
+  struct lcf_sent *sent = calloc(KILL_N, sizeof *sent);
   long long t0 = tu_now_ms(), t_kill = 0;
   struct cairn_consumer *tail = NULL;
   int64_t tail_next = 0;
@@ -628,7 +589,7 @@ static void test_client_paced_produce_across_leader_sigkill_elects_at_once(void 
   struct cd_cluster c;
   start_cluster_with(&c, 3, "--node-timeout-ms 3000");
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
   assert_int_equal(cairn_sync_create_topic(s, "paced", KILL_PARTS, 3, NULL), 0);
   uint64_t leader = leader_of(s, "paced", 0);
@@ -647,7 +608,7 @@ static void test_client_paced_produce_across_leader_sigkill_elects_at_once(void 
   po.linger_ms = 1;
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
-  struct sent *sent = calloc(KILL_N, sizeof *sent);
+  struct lcf_sent *sent = calloc(KILL_N, sizeof *sent);
   long long t_kill = 0, gap_ms = -1;
   for (int i = 0; i < KILL_N; i++) {
     send_kill_message(s, p, "paced", i, &sent[i]);
@@ -806,11 +767,11 @@ static void test_client_delivery_timeout_fires_when_cluster_is_gone(void **state
   memset(value, 'v', sizeof value);
   m.value = value;
   m.value_len = sizeof value;
-  struct sent first = {0}, second = {0};
-  assert_int_equal(cairn_producer_send(small, &m, on_delivery, &first), 0);
-  assert_int_equal(cairn_producer_send(small, &m, on_delivery, &second), CAIRN_EQUEUE_FULL);
+  struct lcf_sent first = {0}, second = {0};
+  assert_int_equal(cairn_producer_send(small, &m, lcf_on_delivery, &first), 0);
+  assert_int_equal(cairn_producer_send(small, &m, lcf_on_delivery, &second), CAIRN_EQUEUE_FULL);
   t0 = tu_now_ms();
-  assert_int_equal(cairn_sync_send(s, small, &m, on_delivery, &second), 0);
+  assert_int_equal(cairn_sync_send(s, small, &m, lcf_on_delivery, &second), 0);
   took = tu_now_ms() - t0;
   assert_true(first.done);
   assert_int_equal(first.status, CAIRN_EDELIVERY_TIMEOUT);
@@ -1054,7 +1015,7 @@ static void test_client_retention_deletes_old_segments_on_every_replica(void **s
   }
   assert_int_equal(cd_wait_alive(&c, 0, ids, 3, WAIT_MS), 0);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
   struct cairn_topic_config cfg = {.retention_bytes = 256 * 1024, .segment_bytes = 64 * 1024};
   assert_int_equal(cairn_sync_create_topic(s, "ret", 1, 3, &cfg), 0);
@@ -1178,9 +1139,9 @@ static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **s
 
   /* m2: written by the node, its answer dropped. */
   tp_drop_next(px, CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP, 1);
-  struct sent s2 = {0};
+  struct lcf_sent s2 = {0};
   m.value = "m2";
-  assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &s2), 0);
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &s2), 0);
   uv_loop_t *loop = cairn_client_loop(cairn_sync_client(s));
   for (long long end = tu_now_ms() + WAIT_MS; tp_dropped(px) == 0 && tu_now_ms() < end;) {
     uv_run(loop, UV_RUN_NOWAIT);
@@ -1193,9 +1154,9 @@ static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **s
   size_t big_len = (size_t)3 << 19; /* 1.5 MiB */
   uint8_t *big = calloc(1, big_len);
   assert_non_null(big);
-  struct sent sb = {0};
+  struct lcf_sent sb = {0};
   struct cairn_message mb = {.topic = "doubt", .partition = 1, .value = big, .value_len = big_len};
-  assert_int_equal(cairn_sync_send(s, p, &mb, on_delivery, &sb), 0);
+  assert_int_equal(cairn_sync_send(s, p, &mb, lcf_on_delivery, &sb), 0);
   assert_int_equal(cairn_sync_flush(s, p), 0);
   free(big);
   assert_true(sb.done && s2.done);
@@ -1272,12 +1233,12 @@ static void test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigk
   struct cd_cluster c;
   start_cluster(&c, 3);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
   assert_int_equal(cairn_sync_create_topic(s, "pipe", 1, 3, NULL), 0);
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
-  struct sent *sent = calloc(PIPE_N, sizeof *sent);
+  struct lcf_sent *sent = calloc(PIPE_N, sizeof *sent);
   static uint8_t value[PIPE_VALUE];
   for (int i = 0; i < PIPE_N; i++) {
     memset(value, 'x', sizeof value);
@@ -1289,7 +1250,7 @@ static void test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigk
     m.partition = 0;
     m.value = value;
     m.value_len = sizeof value;
-    assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, &sent[i]), 0);
+    assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &sent[i]), 0);
   }
   assert_int_equal(cairn_sync_flush(s, p), 0);
   for (int i = 0; i < PIPE_N; i++) {

@@ -16,6 +16,7 @@
  * Usage: test_client_faults <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
 #include "cairnd.h"
+#include "lc_fixture.h"
 #include "proc.h"
 #include "testutil.h"
 
@@ -48,31 +49,10 @@ static void start_cluster(struct cd_cluster *c, int n)
   }
 }
 
-static void bootstrap_list(const struct cd_cluster *c, char *buf, size_t len)
-{
-  buf[0] = '\0';
-  for (int i = 0; i < c->n; i++) {
-    size_t used = strlen(buf);
-    snprintf(buf + used, len - used, "%s%s", used > 0 ? "," : "", c->nodes[i].client_addr);
-  }
-}
-
 static struct cairn_sync *connect_sync(const char *bootstrap, uint32_t delivery_ms)
 {
-  struct cairn_options o;
-  cairn_options_init(&o);
-  o.client_id = "test_client_faults";
-  o.request_timeout_ms = 5000;
-  o.connect_timeout_ms = 1000;
-  o.delivery_timeout_ms = delivery_ms;
-  o.retry_backoff_ms = 50;
-  o.retry_backoff_max_ms = 500;
-  struct cairn_sync *s;
-  char err[512];
-  int rv = cairn_sync_new(bootstrap, &o, &s, err, sizeof err);
-  if (rv != 0) {
-    fail_msg("cairn_sync_new(%s): %s: %s", bootstrap, cairn_errname(rv), err);
-  }
+  struct cairn_sync *s = lcf_connect_sync(bootstrap, "test_client_faults", 5000, delivery_ms);
+  assert_non_null(s);
   return s;
 }
 
@@ -87,28 +67,9 @@ static void wait_all_alive(struct cd_cluster *c)
   }
 }
 
-struct sent {
-  int status;
-  int32_t partition;
-  int64_t offset;
-  bool done;
-};
-
-static void on_delivery(struct cairn_producer *p, int status, const struct cairn_delivery *d,
-                        void *data)
-{
-  (void)p;
-  struct sent *s = data;
-  assert_false(s->done);
-  s->done = true;
-  s->status = status;
-  s->partition = d->partition;
-  s->offset = d->offset;
-}
-
 /* Message i: key "k<i mod 17>", value "m-<i>". */
 static void send_numbered(struct cairn_sync *s, struct cairn_producer *p, const char *topic, int i,
-                          struct sent *sent)
+                          struct lcf_sent *sent)
 {
   char key[16], value[16];
   int kl = snprintf(key, sizeof key, "k%d", i % 17);
@@ -120,7 +81,7 @@ static void send_numbered(struct cairn_sync *s, struct cairn_producer *p, const 
   m.key_len = (size_t)kl;
   m.value = value;
   m.value_len = (size_t)vl;
-  assert_int_equal(cairn_sync_send(s, p, &m, on_delivery, sent), 0);
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, sent), 0);
 }
 
 /* Reads every partition of topic from the start and checks that each
@@ -188,14 +149,14 @@ static void test_producer_keeps_its_id_when_the_controller_is_gone(void **state)
   struct cd_cluster c;
   start_cluster(&c, 3);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 2500);
   assert_int_equal(cairn_sync_create_topic(s, "keep", 1, 3, NULL), 0);
   struct cairn_producer_options po;
   cairn_producer_options_init(&po);
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
-  struct sent sent[KEEP_N];
+  struct lcf_sent sent[KEEP_N];
   memset(sent, 0, sizeof sent);
   int i = 0;
   for (; i < 10; i++) {
@@ -274,7 +235,7 @@ static void test_restart_of_every_node_fails_no_message(void **state)
   struct cd_cluster c;
   start_cluster(&c, 3);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *s = connect_sync(boot, 60000);
   assert_int_equal(cairn_sync_create_topic(s, "all", ALL_PARTS, 3, NULL), 0);
   struct cairn_producer_options po;
@@ -282,7 +243,7 @@ static void test_restart_of_every_node_fails_no_message(void **state)
   po.linger_ms = 2;
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
-  struct sent *sent = calloc(ALL_N, sizeof *sent);
+  struct lcf_sent *sent = calloc(ALL_N, sizeof *sent);
   int i = 0;
   for (; i < 500; i++) {
     send_numbered(s, p, "all", i, &sent[i]);
@@ -374,7 +335,7 @@ static void test_producer_leaves_a_paused_leader(void **state)
   struct cd_cluster c;
   start_cluster(&c, 3);
   char boot[256];
-  bootstrap_list(&c, boot, sizeof boot);
+  lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_options o;
   cairn_options_init(&o);
   o.request_timeout_ms = 30000;
@@ -386,7 +347,7 @@ static void test_producer_leaves_a_paused_leader(void **state)
   assert_int_equal(cairn_sync_create_topic(s, "pause", 1, 3, NULL), 0);
   struct cairn_producer *p;
   assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
-  struct sent sent[PAUSE_N];
+  struct lcf_sent sent[PAUSE_N];
   memset(sent, 0, sizeof sent);
   int i = 0;
   for (; i < 5; i++) {
