@@ -279,6 +279,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     conn_close(c);
     return;
   }
+  kr->body_at = kr->body.pos;
   if (!supported) {
     log_debug(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d not offered (%d-%d)", c->id, c->peer, key,
               version, e->range.min_version, e->range.max_version);
@@ -316,6 +317,11 @@ int kafka_port_start(struct node *n)
   conn_limits_default(&lc.limits);
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
   lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
+  /* Kafka answers each connection's requests in the order they came, and
+   * clients match answers by that order (a correlation id out of order is
+   * an error to them): like Apache Kafka's broker, read the next request
+   * only once the previous one is answered. */
+  lc.limits.max_inflight_requests = 1;
   lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
   lc.limits.frame_timeout_ms = n->cfg.frame_timeout_ms;
   lc.limits.budget = &n->request_budget; /* one budget for both ports */
