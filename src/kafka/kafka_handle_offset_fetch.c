@@ -26,8 +26,9 @@ static void kafka_of_answer(struct kafka_req *kr, int16_t err,
                             const Cairn__Client__OffsetFetchResponse *r)
 {
   int16_t v = kr->h.api_version;
-  struct kafka_reader rd;
-  kafka_reader_init(&rd, kr->body.p, kr->body.len);
+  struct kafka_reader rd = kr->body;
+  rd.pos = kr->body_at;
+  rd.err = 0;
   (void)kafka_get_string(&rd); /* group */
   int32_t nt = kafka_get_array_len(&rd, 6);
   struct kafka_buf b;

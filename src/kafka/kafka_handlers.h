@@ -104,6 +104,7 @@ struct kafka_req {
   struct conn_request *req; /* the Kafka request on the conn */
   struct kafka_header h;
   struct kafka_reader body;   /* positioned at the body */
+  size_t body_at;             /* where the body starts in body.p */
   struct conn_request *inner; /* the relayed native request in flight, NULL none */
   kafka_relay_fn on_answer;
   void *op; /* the handler's state, freed with op_free when kr is finished */
