@@ -55,7 +55,7 @@ static void kafka_dg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   for (size_t i = 0; i < q->n_groups; i++) {
     const Cairn__Client__GroupDescription *d =
         code == CAIRN__CLIENT__ERROR_CODE__OK && i < r->n_groups ? r->groups[i] : NULL;
-    Cairn__Client__ErrorCode gc = d == NULL ? code
+    Cairn__Client__ErrorCode gc = d == NULL          ? code
                                   : d->error != NULL ? d->error->code
                                                      : CAIRN__CLIENT__ERROR_CODE__OK;
     bool dead = gc == CAIRN__CLIENT__ERROR_CODE__UNKNOWN_GROUP;

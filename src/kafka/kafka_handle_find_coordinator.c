@@ -53,9 +53,8 @@ static void kafka_fc_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
                           code == CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN
                       ? KAFKA_ERR_COORDINATOR_NOT_AVAILABLE
                       : kafka_group_err(code);
-    const char *msg = r != NULL && r->error != NULL && r->error->message != NULL
-                          ? r->error->message
-                          : "no coordinator";
+    const char *msg = r != NULL && r->error != NULL && r->error->message != NULL ? r->error->message
+                                                                                 : "no coordinator";
     kafka_fc_answer(kr, err, msg, -1, "", -1);
     return;
   }
@@ -64,8 +63,8 @@ static void kafka_fc_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   int32_t port = 0;
   if (r->coordinator_id == 0 || r->coordinator_id > INT32_MAX || nd == NULL ||
       !kafka_addr_split(nd->kafka_addr, host, sizeof host, &port)) {
-    kafka_fc_answer(kr, KAFKA_ERR_COORDINATOR_NOT_AVAILABLE,
-                    "the coordinator has no Kafka address", -1, "", -1);
+    kafka_fc_answer(kr, KAFKA_ERR_COORDINATOR_NOT_AVAILABLE, "the coordinator has no Kafka address",
+                    -1, "", -1);
     return;
   }
   kafka_fc_answer(kr, KAFKA_ERR_NONE, NULL, (int32_t)r->coordinator_id, host, port);
@@ -85,8 +84,7 @@ void kafka_handle_find_coordinator(struct kafka_req *kr)
     return;
   }
   struct kafka_gop *op = kafka_gop_new(kr);
-  Cairn__Client__FindCoordinatorRequest *r =
-      op != NULL ? kafka_gop_alloc(op, sizeof *r) : NULL;
+  Cairn__Client__FindCoordinatorRequest *r = op != NULL ? kafka_gop_alloc(op, sizeof *r) : NULL;
   char *group = r != NULL ? kafka_gop_str(op, key) : NULL;
   if (group == NULL) {
     kafka_fc_answer(kr, KAFKA_ERR_INVALID_GROUP_ID, "bad group id", -1, "", -1);

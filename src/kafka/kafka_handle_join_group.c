@@ -171,8 +171,8 @@ void kafka_handle_join_group(struct kafka_req *kr)
   }
   r->session_timeout_ms = (uint32_t)session;
   r->rebalance_timeout_ms = (uint32_t)rebalance;
-  bool ok = r->group != NULL && r->member_id != NULL && r->client_id != NULL &&
-            r->protocol_type != NULL;
+  bool ok =
+      r->group != NULL && r->member_id != NULL && r->client_id != NULL && r->protocol_type != NULL;
   for (int32_t i = 0; ok && i < np; i++) {
     cairn__client__group_protocol__init(&pv[i]);
     pv[i].name = kafka_gop_str(op, names[i]);

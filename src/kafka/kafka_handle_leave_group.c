@@ -22,7 +22,7 @@ static void kafka_lg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   if (code == CAIRN__CLIENT__ERROR_CODE__OK) {
     const Cairn__Client__LeaveGroupResponse *r =
         env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_LEAVE_GROUP_RESP ? env->leave_group_resp
-                                                                          : NULL;
+                                                                         : NULL;
     code = r == NULL ? CAIRN__CLIENT__ERROR_CODE__UNKNOWN
                      : (r->error != NULL ? r->error->code : CAIRN__CLIENT__ERROR_CODE__OK);
   }

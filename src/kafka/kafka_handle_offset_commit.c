@@ -14,7 +14,7 @@
 struct kafka_oc_part {
   struct kafka_str topic;
   int32_t partition;
-  int16_t err; /* refused here, before the native request */
+  int16_t err;   /* refused here, before the native request */
   size_t native; /* index in the native request */
 };
 
@@ -54,9 +54,9 @@ static void kafka_oc_answer(struct kafka_req *kr, const struct kafka_oc_state *s
         Cairn__Client__ErrorCode code = r->partitions[p->native]->error->code;
         err = code == CAIRN__CLIENT__ERROR_CODE__REQUEST_TOO_LARGE
                   ? KAFKA_ERR_OFFSET_METADATA_TOO_LARGE
-                  : code == CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED
-                        ? KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED
-                        : kafka_group_err(code);
+              : code == CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED
+                  ? KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED
+                  : kafka_group_err(code);
       }
       kafka_put_i32(&b, p->partition);
       kafka_put_i16(&b, err);
@@ -189,6 +189,5 @@ void kafka_handle_offset_commit(struct kafka_req *kr)
   r->n_partitions = k;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_COMMIT_REQ;
   op->env.offset_commit_req = r;
-  kafka_req_relay(kr, CAIRN__CLIENT__API__API_OFFSET_COMMIT, &op->env, NULL, 0,
-                  kafka_oc_on_answer);
+  kafka_req_relay(kr, CAIRN__CLIENT__API__API_OFFSET_COMMIT, &op->env, NULL, 0, kafka_oc_on_answer);
 }

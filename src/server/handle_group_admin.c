@@ -226,8 +226,7 @@ static int handle_describe_members(const struct group *g, struct handle_describe
     x->member_id = (char *)m->id;
     x->client_id = (char *)m->client_id;
     x->session_timeout_ms = m->session_timeout_ms;
-    const struct group_protocol *gp =
-        group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
+    const struct group_protocol *gp = group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
     if (gp != NULL) {
       x->metadata.data = gp->meta;
       x->metadata.len = gp->len;
@@ -269,7 +268,7 @@ static void handle_describe_one(struct node *n, const char *name, struct handle_
   }
   if (rv == 0) {
     hd->d.state = (char *)group_state_name(g->state);
-    hd->d.strategy = g->nmembers == 0         ? ""
+    hd->d.strategy = g->nmembers == 0           ? ""
                      : group_client_assigned(g) ? (char *)g->protocol
                                                 : (char *)assign_strategy_name(g->strategy);
     hd->d.protocol_type = (char *)g->protocol_type;

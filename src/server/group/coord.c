@@ -163,8 +163,7 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
     mv[i].member_id = (char *)m->id;
     mv[i].client_id = (char *)m->client_id;
     mv[i].session_timeout_ms = m->session_timeout_ms;
-    const struct group_protocol *gp =
-        group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
+    const struct group_protocol *gp = group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
     if (gp != NULL) {
       mv[i].metadata.data = gp->meta;
       mv[i].metadata.len = gp->len;

@@ -302,7 +302,8 @@ static int group_complete(struct group *g, const struct group_env *env, uint64_t
     if (k < 0) {
       k = 0; /* joins keep a common protocol: unreachable */
     }
-    snprintf(g->protocol, sizeof g->protocol, "%s", group_member_get(g, g->leader)->protocols[k].name);
+    snprintf(g->protocol, sizeof g->protocol, "%s",
+             group_member_get(g, g->leader)->protocols[k].name);
     g->assigned = false;
     for (size_t i = 0; i < g->nmembers; i++) {
       struct group_member *m = &g->members[i];

@@ -124,10 +124,10 @@ struct group {
   char name[GROUP_NAME_MAX + 1];
   enum group_state state;
   int32_t generation;
-  enum assign_strategy strategy;        /* of the current generation */
+  enum assign_strategy strategy;                   /* of the current generation */
   char protocol_type[GROUP_PROTOCOL_NAME_MAX + 1]; /* "": Cairn-assigned */
   char protocol[GROUP_PROTOCOL_NAME_MAX + 1];      /* client-assigned: chosen */
-  bool assigned; /* client-assigned: the leader has synced this generation */
+  bool assigned;                        /* client-assigned: the leader has synced this generation */
   char leader[GROUP_MEMBER_ID_MAX + 1]; /* member id, "" none */
   struct group_member *members;         /* by join order; owned */
   size_t nmembers;
@@ -181,7 +181,7 @@ struct group_event {
   size_t ntopics;
   const char *const *strategies; /* names, preferred first */
   size_t nstrategies;
-  const char *protocol_type; /* NULL or "": Cairn-assigned */
+  const char *protocol_type;               /* NULL or "": Cairn-assigned */
   const struct group_opaque_in *protocols; /* client-assigned */
   size_t nprotocols;
   /* SYNC of a client-assigned group's leader: */
