@@ -13,6 +13,7 @@ PACKAGES=(
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
   liblz4-dev libzstd-dev
   kcat python3-kafka      # tests/integration/kafka_clients.sh: the Kafka port with real clients
+  python3-confluent-kafka librdkafka-dev # Kafka port: confluent-kafka and librdkafka tests (planned)
   libmicrohttpd-dev
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables

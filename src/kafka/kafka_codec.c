@@ -271,6 +271,27 @@ void kafka_put_bool(struct kafka_buf *b, bool v)
   kafka_put_i8(b, v ? 1 : 0);
 }
 
+void kafka_put_kstr(struct kafka_buf *b, struct kafka_str s)
+{
+  if (s.ptr == NULL) {
+    kafka_put_i16(b, -1);
+    return;
+  }
+  size_t n = s.len > INT16_MAX ? INT16_MAX : s.len;
+  kafka_put_i16(b, (int16_t)n);
+  kafka_put_raw(b, s.ptr, n);
+}
+
+void kafka_put_bytes(struct kafka_buf *b, const uint8_t *p, size_t len)
+{
+  if (len > INT32_MAX) {
+    b->err = b->err != 0 ? b->err : CAIRN_ETOOLARGE;
+    return;
+  }
+  kafka_put_i32(b, (int32_t)len);
+  kafka_put_raw(b, p, len);
+}
+
 void kafka_put_string(struct kafka_buf *b, const char *s)
 {
   if (s == NULL) {

@@ -121,6 +121,10 @@ void kafka_put_bool(struct kafka_buf *b, bool v);
 /* s NUL-terminated; NULL writes null (-1) */
 void kafka_put_string(struct kafka_buf *b, const char *s);
 void kafka_put_compact_string(struct kafka_buf *b, const char *s);
+/* A string read from a request (ptr NULL writes null). */
+void kafka_put_kstr(struct kafka_buf *b, struct kafka_str s);
+/* int32-length bytes (never null). */
+void kafka_put_bytes(struct kafka_buf *b, const uint8_t *p, size_t len);
 void kafka_put_array_len(struct kafka_buf *b, int32_t n);
 void kafka_put_compact_array_len(struct kafka_buf *b, int32_t n); /* -1: null */
 void kafka_put_empty_tagged_fields(struct kafka_buf *b);

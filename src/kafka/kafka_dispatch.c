@@ -27,6 +27,15 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {{KAFKA_API_FETCH, 4, 11}, INT16_MAX, kafka_handle_fetch},
     {{KAFKA_API_LIST_OFFSETS, 1, 3}, INT16_MAX, kafka_handle_list_offsets},
     {{KAFKA_API_METADATA, 0, 5}, INT16_MAX, kafka_handle_metadata},
+    {{KAFKA_API_OFFSET_COMMIT, 2, 7}, INT16_MAX, kafka_handle_offset_commit},
+    {{KAFKA_API_OFFSET_FETCH, 1, 5}, INT16_MAX, kafka_handle_offset_fetch},
+    {{KAFKA_API_FIND_COORDINATOR, 0, 2}, INT16_MAX, kafka_handle_find_coordinator},
+    {{KAFKA_API_JOIN_GROUP, 0, 5}, INT16_MAX, kafka_handle_join_group},
+    {{KAFKA_API_HEARTBEAT, 0, 3}, INT16_MAX, kafka_handle_heartbeat},
+    {{KAFKA_API_LEAVE_GROUP, 0, 2}, INT16_MAX, kafka_handle_leave_group},
+    {{KAFKA_API_SYNC_GROUP, 0, 3}, INT16_MAX, kafka_handle_sync_group},
+    {{KAFKA_API_DESCRIBE_GROUPS, 0, 4}, INT16_MAX, kafka_handle_describe_groups},
+    {{KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},
     {{KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
     {{KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
     {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
@@ -270,6 +279,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     conn_close(c);
     return;
   }
+  kr->body_at = kr->body.pos;
   if (!supported) {
     log_debug(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d not offered (%d-%d)", c->id, c->peer, key,
               version, e->range.min_version, e->range.max_version);
@@ -307,6 +317,11 @@ int kafka_port_start(struct node *n)
   conn_limits_default(&lc.limits);
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
   lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
+  /* Kafka answers each connection's requests in the order they came, and
+   * clients match answers by that order (a correlation id out of order is
+   * an error to them): like Apache Kafka's broker, read the next request
+   * only once the previous one is answered. */
+  lc.limits.max_inflight_requests = 1;
   lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
   lc.limits.frame_timeout_ms = n->cfg.frame_timeout_ms;
   lc.limits.budget = &n->request_budget; /* one budget for both ports */

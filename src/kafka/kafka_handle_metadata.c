@@ -44,8 +44,7 @@ static int32_t kafka_md_node_id(uint64_t id)
   return id == 0 || id > INT32_MAX ? -1 : (int32_t)id;
 }
 
-/* host and port of "host:port" or "[v6]:port" into host (cap bytes). */
-static bool kafka_md_split(const char *addr, char *host, size_t cap, int32_t *port)
+bool kafka_addr_split(const char *addr, char *host, size_t cap, int32_t *port)
 {
   const char *colon = strrchr(addr, ':');
   if (colon == NULL || colon == addr) {
@@ -77,7 +76,7 @@ static void kafka_md_brokers(struct kafka_buf *b, int16_t v,
     int32_t port;
     if (ni->kafka_address == NULL || strcmp(ni->state, "removed") == 0 ||
         kafka_md_node_id(ni->id) < 0 ||
-        !kafka_md_split(ni->kafka_address, host, sizeof host, &port)) {
+        !kafka_addr_split(ni->kafka_address, host, sizeof host, &port)) {
       continue;
     }
     kafka_put_i32(b, (int32_t)ni->id);

@@ -39,9 +39,19 @@ enum kafka_error {
   KAFKA_ERR_REQUEST_TIMED_OUT = 7,
   KAFKA_ERR_REPLICA_NOT_AVAILABLE = 9,
   KAFKA_ERR_MESSAGE_TOO_LARGE = 10,
+  KAFKA_ERR_OFFSET_METADATA_TOO_LARGE = 12,
+  KAFKA_ERR_COORDINATOR_LOAD_IN_PROGRESS = 14,
+  KAFKA_ERR_COORDINATOR_NOT_AVAILABLE = 15,
+  KAFKA_ERR_NOT_COORDINATOR = 16,
   KAFKA_ERR_INVALID_TOPIC = 17,
   KAFKA_ERR_INVALID_REQUIRED_ACKS = 21,
+  KAFKA_ERR_ILLEGAL_GENERATION = 22,
+  KAFKA_ERR_INCONSISTENT_GROUP_PROTOCOL = 23,
+  KAFKA_ERR_INVALID_GROUP_ID = 24,
+  KAFKA_ERR_UNKNOWN_MEMBER_ID = 25,
+  KAFKA_ERR_REBALANCE_IN_PROGRESS = 27,
   KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED = 29,
+  KAFKA_ERR_GROUP_AUTHORIZATION_FAILED = 30,
   KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED = 31,
   KAFKA_ERR_UNSUPPORTED_VERSION = 35,
   KAFKA_ERR_TOPIC_ALREADY_EXISTS = 36,
@@ -54,6 +64,8 @@ enum kafka_error {
   KAFKA_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
   KAFKA_ERR_KAFKA_STORAGE_ERROR = 56,
   KAFKA_ERR_UNKNOWN_PRODUCER_ID = 59,
+  KAFKA_ERR_NON_EMPTY_GROUP = 68,
+  KAFKA_ERR_GROUP_ID_NOT_FOUND = 69,
   KAFKA_ERR_FETCH_SESSION_ID_NOT_FOUND = 70,
   KAFKA_ERR_UNSUPPORTED_COMPRESSION_TYPE = 76,
 };
@@ -64,6 +76,15 @@ enum kafka_api {
   KAFKA_API_FETCH = 1,
   KAFKA_API_LIST_OFFSETS = 2,
   KAFKA_API_METADATA = 3,
+  KAFKA_API_OFFSET_COMMIT = 8,
+  KAFKA_API_OFFSET_FETCH = 9,
+  KAFKA_API_FIND_COORDINATOR = 10,
+  KAFKA_API_JOIN_GROUP = 11,
+  KAFKA_API_HEARTBEAT = 12,
+  KAFKA_API_LEAVE_GROUP = 13,
+  KAFKA_API_SYNC_GROUP = 14,
+  KAFKA_API_DESCRIBE_GROUPS = 15,
+  KAFKA_API_LIST_GROUPS = 16,
   KAFKA_API_API_VERSIONS = 18,
   KAFKA_API_CREATE_TOPICS = 19,
   KAFKA_API_INIT_PRODUCER_ID = 22,
@@ -83,6 +104,7 @@ struct kafka_req {
   struct conn_request *req; /* the Kafka request on the conn */
   struct kafka_header h;
   struct kafka_reader body;   /* positioned at the body */
+  size_t body_at;             /* where the body starts in body.p */
   struct conn_request *inner; /* the relayed native request in flight, NULL none */
   kafka_relay_fn on_answer;
   void *op; /* the handler's state, freed with op_free when kr is finished */
@@ -122,6 +144,33 @@ Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env);
  * empty, too long or holding a NUL. */
 bool kafka_topic_name(struct kafka_str s, char *dst);
 
+/* ---- what the consumer-group handlers share (kafka_group.c) ---- */
+
+/* A handler's native request memory: every block is freed with the op
+ * (kr->op), when kr is finished. */
+struct kafka_gop {
+  Cairn__Client__Envelope env;
+  void **blocks; /* owned */
+  size_t nblocks, cap;
+};
+
+/* A new op owned by kr (kr->op, freed with it). Returns NULL when out of
+ * memory. */
+struct kafka_gop *kafka_gop_new(struct kafka_req *kr);
+
+/* size zeroed bytes owned by op, or NULL. */
+void *kafka_gop_alloc(struct kafka_gop *op, size_t size);
+
+/* s as a NUL-terminated copy owned by op ("" for null), or NULL when out of
+ * memory or s holds a NUL. */
+char *kafka_gop_str(struct kafka_gop *op, struct kafka_str s);
+
+/* A consumer-group answer's native error code as Kafka's. */
+int16_t kafka_group_err(Cairn__Client__ErrorCode code);
+
+/* Splits "host:port" or "[v6]:port" into host (cap bytes) and *port. */
+bool kafka_addr_split(const char *addr, char *host, size_t cap, int32_t *port);
+
 void kafka_handle_api_versions(struct kafka_req *kr);
 void kafka_handle_metadata(struct kafka_req *kr);
 void kafka_handle_produce(struct kafka_req *kr);
@@ -129,6 +178,15 @@ void kafka_handle_fetch(struct kafka_req *kr);
 void kafka_handle_list_offsets(struct kafka_req *kr);
 void kafka_handle_create_topics(struct kafka_req *kr);
 void kafka_handle_init_producer_id(struct kafka_req *kr);
+void kafka_handle_find_coordinator(struct kafka_req *kr);
+void kafka_handle_join_group(struct kafka_req *kr);
+void kafka_handle_sync_group(struct kafka_req *kr);
+void kafka_handle_heartbeat(struct kafka_req *kr);
+void kafka_handle_leave_group(struct kafka_req *kr);
+void kafka_handle_offset_commit(struct kafka_req *kr);
+void kafka_handle_offset_fetch(struct kafka_req *kr);
+void kafka_handle_describe_groups(struct kafka_req *kr);
+void kafka_handle_list_groups(struct kafka_req *kr);
 
 /* For ApiVersions: the table's entries, in api key order. */
 struct kafka_api_range {

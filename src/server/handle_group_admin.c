@@ -88,6 +88,7 @@ void handle_list_groups(struct node *n, struct conn_request *req)
       v[k].state = (char *)group_state_name(g->state);
       v[k].members = (uint32_t)g->nmembers;
       v[k].coordinator_id = n->cfg.node_id;
+      v[k].protocol_type = (char *)g->protocol_type;
       p[k] = &v[k];
       k++;
     }
@@ -225,6 +226,13 @@ static int handle_describe_members(const struct group *g, struct handle_describe
     x->member_id = (char *)m->id;
     x->client_id = (char *)m->client_id;
     x->session_timeout_ms = m->session_timeout_ms;
+    const struct group_protocol *gp = group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
+    if (gp != NULL) {
+      x->metadata.data = gp->meta;
+      x->metadata.len = gp->len;
+    }
+    x->assignment_data.data = m->assignment;
+    x->assignment_data.len = m->assignment_len;
     hd->topics[i] = calloc(m->ntopics + 1, sizeof *hd->topics[i]);
     if (hd->topics[i] == NULL) {
       return CAIRN_ENOMEM;
@@ -260,7 +268,10 @@ static void handle_describe_one(struct node *n, const char *name, struct handle_
   }
   if (rv == 0) {
     hd->d.state = (char *)group_state_name(g->state);
-    hd->d.strategy = g->nmembers > 0 ? (char *)assign_strategy_name(g->strategy) : "";
+    hd->d.strategy = g->nmembers == 0           ? ""
+                     : group_client_assigned(g) ? (char *)g->protocol
+                                                : (char *)assign_strategy_name(g->strategy);
+    hd->d.protocol_type = (char *)g->protocol_type;
     hd->d.generation = g->generation;
     hd->d.leader_id = (char *)g->leader;
     hd->d.coordinator_id = n->cfg.node_id;

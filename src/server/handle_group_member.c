@@ -68,6 +68,17 @@ void handle_join_group(struct node *n, struct conn_request *req)
              ++slot->next_member);
   }
   const char *member = r->member_id[0] != '\0' ? r->member_id : new_id;
+  if (r->n_protocols > GROUP_MAX_PROTOCOLS) {
+    handle_group_err_set(&he, CAIRN_EINVALID_GROUP, r->group, 0, NULL);
+    handle_join_respond(req, &he);
+    return;
+  }
+  struct group_opaque_in protocols[GROUP_MAX_PROTOCOLS];
+  for (size_t i = 0; i < r->n_protocols; i++) {
+    protocols[i] = (struct group_opaque_in){.name = r->protocols[i]->name,
+                                            .data = r->protocols[i]->metadata.data,
+                                            .len = r->protocols[i]->metadata.len};
+  }
   struct group_event ev = {.type = GROUP_EV_JOIN,
                            .member_id = r->member_id,
                            .new_member_id = new_id,
@@ -77,7 +88,10 @@ void handle_join_group(struct node *n, struct conn_request *req)
                            .topics = (const char *const *)r->topics,
                            .ntopics = r->n_topics,
                            .strategies = (const char *const *)r->strategies,
-                           .nstrategies = r->n_strategies};
+                           .nstrategies = r->n_strategies,
+                           .protocol_type = r->protocol_type,
+                           .protocols = protocols,
+                           .nprotocols = r->n_protocols};
   coord_event_clock(&n->coord, &ev);
   /* Parked first: the step may complete the rebalance at once. */
   int rv = coord_park_join(&n->coord, slot, g, member, req);
@@ -92,8 +106,11 @@ void handle_join_group(struct node *n, struct conn_request *req)
     handle_group_err_set(&he, rv, r->group, 0, NULL);
     if (rv == CAIRN_EINCONSISTENT_PROTOCOL) {
       snprintf(he.msg, sizeof he.msg,
-               "group %.200s: no strategy offered is one this node implements (range, "
-               "roundrobin, sticky) and every member supports",
+               r->protocol_type[0] != '\0'
+                   ? "group %.200s: no protocol offered is one every member offers, or the "
+                     "group's members use another protocol type"
+                   : "group %.200s: no strategy offered is one this node implements (range, "
+                     "roundrobin, sticky) and every member supports",
                r->group);
     }
     handle_join_respond(req, &he);
@@ -151,16 +168,43 @@ void handle_sync_group(struct node *n, struct conn_request *req)
     handle_sync_respond(req, &he, NULL, 0);
     return;
   }
-  int rv = handle_member_step(n, slot, g, GROUP_EV_SYNC, r->member_id, r->generation);
-  const struct group_member *m = rv == 0 ? group_member_find(g, r->member_id) : NULL;
-  Cairn__Client__TopicPartitions **tps = NULL;
-  size_t ntps = 0;
-  if (m != NULL) {
-    rv = handle_group_tps(g, m->assigned, m->nassigned, &tps, &ntps);
+  if (r->n_assignments > GROUP_MAX_MEMBERS) {
+    handle_group_err_set(&he, CAIRN_EINVALID_GROUP, r->group, 0, NULL);
+    handle_sync_respond(req, &he, NULL, 0);
+    return;
   }
-  handle_group_err_set(&he, rv, r->group, 0, NULL);
-  handle_sync_respond(req, &he, tps, ntps);
-  handle_group_tps_free(tps, ntps);
+  struct group_opaque_in *as = calloc(r->n_assignments + 1, sizeof *as);
+  if (as == NULL) {
+    handle_group_err_set(&he, CAIRN_ENOMEM, r->group, 0, NULL);
+    handle_sync_respond(req, &he, NULL, 0);
+    return;
+  }
+  for (size_t i = 0; i < r->n_assignments; i++) {
+    as[i] = (struct group_opaque_in){.name = r->assignments[i]->member_id,
+                                     .data = r->assignments[i]->data.data,
+                                     .len = r->assignments[i]->data.len};
+  }
+  struct group_event ev = {.type = GROUP_EV_SYNC,
+                           .member_id = r->member_id,
+                           .generation = r->generation,
+                           .assignments = as,
+                           .nassignments = r->n_assignments};
+  coord_event_clock(&n->coord, &ev);
+  int rv = coord_step(&n->coord, slot, g, &ev);
+  free(as);
+  if (rv == 0 && group_client_assigned(g) && g->state == GROUP_COMPLETING && !g->assigned) {
+    /* Kafka's model: the leader's assignment is not in yet. */
+    rv = coord_park_sync(&n->coord, slot, g, r->member_id, req);
+    if (rv == 0) {
+      return;
+    }
+  }
+  if (rv != 0) {
+    handle_group_err_set(&he, rv, r->group, 0, NULL);
+    handle_sync_respond(req, &he, NULL, 0);
+    return;
+  }
+  coord_answer_sync(g, r->member_id, 0, req);
 }
 
 /* ---- Heartbeat, LeaveGroup ---- */

@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "net/wire_err.h"
+#include "server/handle_group.h"
 #include "server/handle_target.h"
 #include "server/node.h"
 
@@ -14,15 +15,20 @@
 #include <string.h>
 #include <time.h>
 
-/* A JoinGroup waiting for its rebalance to complete. */
+/* A JoinGroup waiting for its rebalance to complete, or a SyncGroup of a
+ * client-assigned group waiting for its leader's assignment. */
 struct coord_join {
   struct coord *c;
   struct conn_request *req;
+  bool sync;          /* a SyncGroup */
+  int32_t generation; /* sync: the generation it synced */
   uint32_t partition;
   char group[GROUP_NAME_MAX + 1];
   char member[GROUP_MEMBER_ID_MAX + 1];
   struct coord_join *prev, *next;
 };
+
+static void coord_settle_syncs(struct coord *c, const struct coord_slot *slot, struct group *g);
 
 static uint64_t coord_wall_ms(void)
 {
@@ -78,8 +84,53 @@ static void coord_join_on_cancel(struct conn_request *req)
   conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "connection closing");
 }
 
-static void coord_join_respond_error(struct conn_request *req, int err, const char *message)
+void coord_answer_sync(struct group *g, const char *member_id, int err, struct conn_request *req)
 {
+  Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+  e.code = wire_err_from(err);
+  e.message = err != 0 ? (char *)cairn_strerror(err) : "";
+  Cairn__Client__SyncGroupResponse resp = CAIRN__CLIENT__SYNC_GROUP_RESPONSE__INIT;
+  resp.error = &e;
+  const struct group_member *m = err == 0 ? group_member_find(g, member_id) : NULL;
+  Cairn__Client__TopicPartitions **tps = NULL;
+  size_t ntps = 0;
+  if (m != NULL && !group_client_assigned(g)) {
+    int rv = handle_group_tps(g, m->assigned, m->nassigned, &tps, &ntps);
+    if (rv != 0) {
+      e.code = wire_err_from(rv);
+      e.message = (char *)cairn_strerror(rv);
+    }
+  }
+  if (m != NULL && group_client_assigned(g)) {
+    resp.assignment_data.data = m->assignment;
+    resp.assignment_data.len = m->assignment_len;
+  }
+  resp.assignment = tps;
+  resp.n_assignment = ntps;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_RESP;
+  env.sync_group_resp = &resp;
+  conn_respond(req, &env, NULL, 0);
+  handle_group_tps_free(tps, ntps);
+}
+
+static void coord_join_respond_error(struct conn_request *req, bool sync, int err,
+                                     const char *message)
+{
+  if (sync) {
+    Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
+    e.code = wire_err_from(err);
+    e.message = (char *)message;
+    Cairn__Client__SyncGroupResponse resp = CAIRN__CLIENT__SYNC_GROUP_RESPONSE__INIT;
+    resp.error = &e;
+    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_RESP;
+    env.sync_group_resp = &resp;
+    req->handler_data = NULL;
+    conn_respond(req, &env, NULL, 0);
+    return;
+  }
+  req->handler_data = NULL;
   Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
   e.code = wire_err_from(err);
   e.message = (char *)message;
@@ -97,7 +148,7 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
 {
   (void)c;
   if (err != 0) {
-    coord_join_respond_error(req, err, cairn_strerror(err));
+    coord_join_respond_error(req, false, err, cairn_strerror(err));
     return;
   }
   size_t nm = g->nmembers;
@@ -112,6 +163,11 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
     mv[i].member_id = (char *)m->id;
     mv[i].client_id = (char *)m->client_id;
     mv[i].session_timeout_ms = m->session_timeout_ms;
+    const struct group_protocol *gp = group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
+    if (gp != NULL) {
+      mv[i].metadata.data = gp->meta;
+      mv[i].metadata.len = gp->len;
+    }
     topics[i] = calloc(m->ntopics + 1, sizeof *topics[i]);
     ok = topics[i] != NULL;
     for (size_t k = 0; ok && k < m->ntopics; k++) {
@@ -121,7 +177,7 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
     mv[i].n_topics = m->ntopics;
   }
   if (!ok) {
-    coord_join_respond_error(req, CAIRN_ENOMEM, cairn_strerror(CAIRN_ENOMEM));
+    coord_join_respond_error(req, false, CAIRN_ENOMEM, cairn_strerror(CAIRN_ENOMEM));
   } else {
     Cairn__Client__Error e = CAIRN__CLIENT__ERROR__INIT;
     Cairn__Client__JoinGroupResponse resp = CAIRN__CLIENT__JOIN_GROUP_RESPONSE__INIT;
@@ -129,7 +185,9 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
     resp.generation = g->generation;
     resp.member_id = (char *)member_id;
     resp.leader_id = g->leader;
-    resp.strategy = (char *)assign_strategy_name(g->strategy);
+    resp.strategy =
+        group_client_assigned(g) ? g->protocol : (char *)assign_strategy_name(g->strategy);
+    resp.protocol_type = g->protocol_type;
     resp.members = mp;
     resp.n_members = nm;
     Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
@@ -154,9 +212,8 @@ int coord_park_join(struct coord *c, struct coord_slot *slot, struct group *g,
     if (j->partition == slot->partition && strcmp(j->group, g->name) == 0 &&
         strcmp(j->member, member_id) == 0) {
       coord_join_unlink(c, j);
-      j->req->handler_data = NULL;
-      coord_join_respond_error(j->req, CAIRN_EREBALANCE,
-                               "superseded by a newer JoinGroup of the same member");
+      coord_join_respond_error(j->req, j->sync, CAIRN_EREBALANCE,
+                               "superseded by a newer request of the same member");
       free(j);
       break;
     }
@@ -197,7 +254,7 @@ static void coord_finish_join(struct coord *c, struct coord_slot *slot, struct g
                               const char *member_id, int err)
 {
   for (struct coord_join *j = c->joins; j != NULL; j = j->next) {
-    if (j->partition == slot->partition && strcmp(j->group, g->name) == 0 &&
+    if (!j->sync && j->partition == slot->partition && strcmp(j->group, g->name) == 0 &&
         strcmp(j->member, member_id) == 0) {
       coord_join_unlink(c, j);
       struct conn_request *req = j->req;
@@ -218,8 +275,7 @@ static void coord_fail_joins(struct coord *c, const struct coord_slot *slot, int
     struct coord_join *next = j->next;
     if (slot == NULL || j->partition == slot->partition) {
       coord_join_unlink(c, j);
-      j->req->handler_data = NULL;
-      coord_join_respond_error(j->req, err, message);
+      coord_join_respond_error(j->req, j->sync, err, message);
       free(j);
     }
     j = next;
@@ -235,7 +291,54 @@ int coord_step(struct coord *c, struct coord_slot *slot, struct group *g, struct
     coord_finish_join(c, slot, g, acts.v[i].member_id, acts.v[i].err);
   }
   group_actions_free(&acts);
+  coord_settle_syncs(c, slot, g);
   return rv;
+}
+
+int coord_park_sync(struct coord *c, struct coord_slot *slot, struct group *g,
+                    const char *member_id, struct conn_request *req)
+{
+  int rv = coord_park_join(c, slot, g, member_id, req);
+  if (rv == 0) {
+    struct coord_join *j = req->handler_data;
+    j->sync = true;
+    j->generation = g->generation;
+  }
+  return rv;
+}
+
+/* Answers the parked syncs of g that can be: with the assignment once the
+ * leader has given it, REBALANCE_IN_PROGRESS once the generation they
+ * synced is over, UNKNOWN_MEMBER for a member gone. */
+static void coord_settle_syncs(struct coord *c, const struct coord_slot *slot, struct group *g)
+{
+  struct coord_join *j = c->joins;
+  while (j != NULL) {
+    struct coord_join *next = j->next;
+    if (j->sync && j->partition == slot->partition && strcmp(j->group, g->name) == 0) {
+      int err = -1; /* still waiting */
+      if (group_member_find(g, j->member) == NULL) {
+        err = CAIRN_EUNKNOWN_MEMBER;
+      } else if (j->generation == g->generation && g->assigned) {
+        err = 0;
+      } else if (j->generation != g->generation || g->state != GROUP_COMPLETING) {
+        err = CAIRN_EREBALANCE;
+      }
+      if (err == 0) {
+        coord_join_unlink(c, j);
+        struct conn_request *req = j->req;
+        req->handler_data = NULL;
+        conn_request_set_cancel(req, NULL);
+        coord_answer_sync(g, j->member, 0, req);
+        free(j);
+      } else if (err != -1) {
+        coord_join_unlink(c, j);
+        coord_join_respond_error(j->req, j->sync, err, cairn_strerror(err));
+        free(j);
+      }
+    }
+    j = next;
+  }
 }
 
 /* ---- slots and groups ---- */

@@ -115,6 +115,19 @@ __attribute__((warn_unused_result)) int coord_park_join(struct coord *c, struct 
                                                         struct group *g, const char *member_id,
                                                         struct conn_request *req);
 
+/* Parks req, a SyncGroup of member_id in client-assigned g (COMPLETING,
+ * the leader's assignment not in yet), until the leader syncs (answered
+ * with the member's bytes), the generation ends (REBALANCE_IN_PROGRESS),
+ * the member goes, the slot unloads, or the conn closes. Returns 0 or
+ * CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int coord_park_sync(struct coord *c, struct coord_slot *slot,
+                                                        struct group *g, const char *member_id,
+                                                        struct conn_request *req);
+
+/* Answers req (a SyncGroup) for member_id of g with err or its assignment
+ * (Cairn's partitions, or the client-assigned bytes). */
+void coord_answer_sync(struct group *g, const char *member_id, int err, struct conn_request *req);
+
 /* Forgets the parked req without answering it (the caller answers). */
 void coord_unpark_join(struct coord *c, struct conn_request *req);
 

@@ -34,12 +34,26 @@ int group_init(struct group *g, const char *name, int32_t generation, uint64_t w
   return 0;
 }
 
+static void group_protocols_free(struct group_protocol *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].meta);
+  }
+  free(v);
+}
+
 static void group_member_free(struct group_member *m)
 {
   free(m->topics);
   free(m->assigned);
+  group_protocols_free(m->protocols, m->nprotocols);
+  free(m->assignment);
   m->topics = NULL;
   m->assigned = NULL;
+  m->protocols = NULL;
+  m->nprotocols = 0;
+  m->assignment = NULL;
+  m->assignment_len = 0;
 }
 
 void group_close(struct group *g)
@@ -164,6 +178,9 @@ bool group_member_owns(const struct group *g, const char *member_id, const char 
     return true;
   }
   const struct group_member *m = group_member_find(g, member_id);
+  if (group_client_assigned(g)) {
+    return m != NULL;
+  }
   long t = group_topic_index((struct group *)g, topic, false);
   return m != NULL && t >= 0 && group_assigned_has(m, (uint32_t)t, partition);
 }
@@ -227,6 +244,37 @@ static int group_pick_strategy(const struct group *g)
   return -1;
 }
 
+/* Client-assigned: the first of the leader's protocols that every member
+ * offers; -1 if none. */
+static int group_pick_protocol(const struct group *g, const struct group_member *lead)
+{
+  for (size_t k = 0; k < lead->nprotocols; k++) {
+    bool all = true;
+    for (size_t i = 0; i < g->nmembers && all; i++) {
+      bool has = false;
+      for (size_t j = 0; j < g->members[i].nprotocols && !has; j++) {
+        has = strcmp(g->members[i].protocols[j].name, lead->protocols[k].name) == 0;
+      }
+      all = has;
+    }
+    if (all) {
+      return (int)k;
+    }
+  }
+  return -1;
+}
+
+const struct group_protocol *group_member_protocol(const struct group *g,
+                                                   const struct group_member *m)
+{
+  for (size_t j = 0; j < m->nprotocols; j++) {
+    if (strcmp(m->protocols[j].name, g->protocol) == 0) {
+      return &m->protocols[j];
+    }
+  }
+  return NULL;
+}
+
 /* Finishes the rebalance: drops who did not rejoin, a new generation, the
  * assignment, every waiting join answered. */
 static int group_complete(struct group *g, const struct group_env *env, uint64_t now_ms,
@@ -242,12 +290,42 @@ static int group_complete(struct group *g, const struct group_env *env, uint64_t
     group_become_empty(g, wall_ms);
     return 0;
   }
+  for (size_t t = 0; t < g->ntopics; t++) {
+    g->counts[t] = env->partitions(env->ctx, g->topics[t]);
+  }
+  if (group_client_assigned(g)) {
+    /* The leader member assigns: the coordinator only picks the protocol. */
+    if (g->leader[0] == '\0') {
+      snprintf(g->leader, sizeof g->leader, "%s", g->members[0].id);
+    }
+    int k = group_pick_protocol(g, group_member_get(g, g->leader));
+    if (k < 0) {
+      k = 0; /* joins keep a common protocol: unreachable */
+    }
+    snprintf(g->protocol, sizeof g->protocol, "%s",
+             group_member_get(g, g->leader)->protocols[k].name);
+    g->assigned = false;
+    for (size_t i = 0; i < g->nmembers; i++) {
+      struct group_member *m = &g->members[i];
+      free(m->assignment);
+      m->assignment = NULL;
+      m->assignment_len = 0;
+      m->joining = false;
+      m->synced = false;
+      m->last_seen_ms = now_ms;
+    }
+    g->state = GROUP_COMPLETING;
+    for (size_t i = 0; i < g->nmembers; i++) {
+      int rv = group_act(acts, GROUP_ACT_JOIN_DONE, g->members[i].id, 0);
+      if (rv != 0) {
+        return rv;
+      }
+    }
+    return 0;
+  }
   int s = group_pick_strategy(g);
   if (s < 0) {
     s = ASSIGN_RANGE; /* joins keep a common strategy: unreachable */
-  }
-  for (size_t t = 0; t < g->ntopics; t++) {
-    g->counts[t] = env->partitions(env->ctx, g->topics[t]);
   }
   struct assign_member *am = calloc(g->nmembers, sizeof *am);
   if (am == NULL) {
@@ -371,13 +449,78 @@ static bool group_strategies_fit(const struct group *g, const char *self, const 
   return false;
 }
 
+/* Client-assigned JOIN: copies the protocols offered into *out. Returns 0,
+ * CAIRN_EINVALID_GROUP (none, too many, a name empty or too long, metadata
+ * too large), CAIRN_EINCONSISTENT_PROTOCOL (none in common with the other
+ * members) or CAIRN_ENOMEM. */
+static int group_copy_protocols(const struct group *g, const struct group_event *ev,
+                                const char *self, struct group_protocol **out)
+{
+  *out = NULL;
+  if (ev->nprotocols == 0 || ev->nprotocols > GROUP_MAX_PROTOCOLS) {
+    return CAIRN_EINVALID_GROUP;
+  }
+  bool fits = false;
+  for (size_t k = 0; k < ev->nprotocols; k++) {
+    const struct group_opaque_in *p = &ev->protocols[k];
+    size_t len = p->name != NULL ? strlen(p->name) : 0;
+    if (len == 0 || len > GROUP_PROTOCOL_NAME_MAX || p->len > GROUP_OPAQUE_MAX) {
+      return CAIRN_EINVALID_GROUP;
+    }
+    bool all = true;
+    for (size_t i = 0; i < g->nmembers && all; i++) {
+      const struct group_member *m = &g->members[i];
+      if (strcmp(m->id, self) == 0) {
+        continue;
+      }
+      bool has = false;
+      for (size_t j = 0; j < m->nprotocols && !has; j++) {
+        has = strcmp(m->protocols[j].name, p->name) == 0;
+      }
+      all = has;
+    }
+    fits = fits || all;
+  }
+  if (!fits) {
+    return CAIRN_EINCONSISTENT_PROTOCOL;
+  }
+  struct group_protocol *v = calloc(ev->nprotocols, sizeof *v);
+  if (v == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t k = 0; k < ev->nprotocols; k++) {
+    const struct group_opaque_in *p = &ev->protocols[k];
+    snprintf(v[k].name, sizeof v[k].name, "%s", p->name);
+    if (p->len > 0) {
+      v[k].meta = malloc(p->len);
+      if (v[k].meta == NULL) {
+        group_protocols_free(v, k);
+        return CAIRN_ENOMEM;
+      }
+      memcpy(v[k].meta, p->data, p->len);
+      v[k].len = p->len;
+    }
+  }
+  *out = v;
+  return 0;
+}
+
 static int group_on_join(struct group *g, const struct group_env *env, const struct group_event *ev,
                          struct group_actions *acts)
 {
   uint32_t session = ev->session_timeout_ms ? ev->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
   uint32_t rebalance = ev->rebalance_timeout_ms ? ev->rebalance_timeout_ms : session;
+  const char *ptype = ev->protocol_type != NULL ? ev->protocol_type : "";
+  bool client = ptype[0] != '\0';
+  if (strlen(ptype) > GROUP_PROTOCOL_NAME_MAX) {
+    return CAIRN_EINVALID_GROUP;
+  }
+  /* One mode at a time: an empty group takes the mode of its next join. */
+  if (g->nmembers > 0 && strcmp(ptype, g->protocol_type) != 0) {
+    return CAIRN_EINCONSISTENT_PROTOCOL;
+  }
   if (session < GROUP_MIN_SESSION_MS || session > GROUP_MAX_SESSION_MS ||
-      rebalance > GROUP_MAX_SESSION_MS || ev->ntopics == 0 ||
+      rebalance > GROUP_MAX_SESSION_MS || (ev->ntopics == 0 && !client) ||
       ev->ntopics > GROUP_MAX_SUBSCRIPTION ||
       (ev->client_id != NULL && strlen(ev->client_id) > GROUP_CLIENT_ID_MAX)) {
     return CAIRN_EINVALID_GROUP;
@@ -390,7 +533,7 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
   }
   uint8_t offer[ASSIGN_NSTRATEGIES];
   uint32_t noffer = 0;
-  int rv = group_parse_strategies(ev, offer, &noffer);
+  int rv = client ? 0 : group_parse_strategies(ev, offer, &noffer);
   if (rv != 0) {
     return rv;
   }
@@ -404,15 +547,23 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
                 group_member_get(g, id) != NULL)) {
     return CAIRN_EINVAL;
   }
-  if (!group_strategies_fit(g, id, offer, noffer)) {
+  if (!client && !group_strategies_fit(g, id, offer, noffer)) {
     return CAIRN_EINCONSISTENT_PROTOCOL;
   }
   if (first && g->nmembers >= GROUP_MAX_MEMBERS) {
     return CAIRN_ETOOLARGE;
   }
+  struct group_protocol *protocols = NULL;
+  if (client) {
+    rv = group_copy_protocols(g, ev, id, &protocols);
+    if (rv != 0) {
+      return rv;
+    }
+  }
   /* The subscription, interned (topics added stay: harmless). */
-  uint32_t *topics = malloc(ev->ntopics * sizeof *topics);
+  uint32_t *topics = malloc((ev->ntopics + 1) * sizeof *topics);
   if (topics == NULL) {
+    group_protocols_free(protocols, client ? ev->nprotocols : 0);
     return CAIRN_ENOMEM;
   }
   size_t ntopics = 0;
@@ -420,6 +571,7 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
     long t = group_topic_index(g, ev->topics[i], true);
     if (t < 0) {
       free(topics);
+      group_protocols_free(protocols, client ? ev->nprotocols : 0);
       return (int)t;
     }
     bool dup = false;
@@ -434,6 +586,7 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
     struct group_member *v = realloc(g->members, (g->nmembers + 1) * sizeof *v);
     if (v == NULL) {
       free(topics);
+      group_protocols_free(protocols, client ? ev->nprotocols : 0);
       return CAIRN_ENOMEM;
     }
     g->members = v;
@@ -449,7 +602,11 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
   free(m->topics);
   m->topics = topics;
   m->ntopics = ntopics;
+  group_protocols_free(m->protocols, m->nprotocols);
+  m->protocols = protocols;
+  m->nprotocols = client ? ev->nprotocols : 0;
   m->last_seen_ms = ev->now_ms;
+  snprintf(g->protocol_type, sizeof g->protocol_type, "%s", ptype);
   if (g->state == GROUP_EMPTY) {
     g->state = GROUP_PREPARING;
     g->rebalance_deadline_ms = ev->now_ms + rebalance;
@@ -516,6 +673,50 @@ static int group_on_tick(struct group *g, const struct group_env *env, const str
   return rv != 0 ? rv : r;
 }
 
+/* A client-assigned group's leader SYNC: each member's bytes (members it
+ * names that are not in the group are ignored, as Kafka does; members it
+ * leaves out get none). All or nothing. */
+static int group_take_assignments(struct group *g, const struct group_event *ev)
+{
+  uint8_t **copies = calloc(g->nmembers + 1, sizeof *copies);
+  size_t *lens = calloc(g->nmembers + 1, sizeof *lens);
+  int rv = copies != NULL && lens != NULL ? 0 : CAIRN_ENOMEM;
+  for (size_t k = 0; rv == 0 && k < ev->nassignments; k++) {
+    const struct group_opaque_in *a = &ev->assignments[k];
+    struct group_member *m = a->name != NULL ? group_member_get(g, a->name) : NULL;
+    if (m == NULL || a->len == 0) {
+      continue;
+    }
+    size_t i = (size_t)(m - g->members);
+    if (a->len > GROUP_OPAQUE_MAX) {
+      rv = CAIRN_ETOOLARGE;
+    } else if (copies[i] == NULL) {
+      copies[i] = malloc(a->len);
+      if (copies[i] == NULL) {
+        rv = CAIRN_ENOMEM;
+      } else {
+        memcpy(copies[i], a->data, a->len);
+        lens[i] = a->len;
+      }
+    }
+  }
+  for (size_t i = 0; i < g->nmembers && copies != NULL; i++) {
+    if (rv == 0) {
+      free(g->members[i].assignment);
+      g->members[i].assignment = copies[i];
+      g->members[i].assignment_len = lens[i];
+    } else {
+      free(copies[i]);
+    }
+  }
+  free(copies);
+  free(lens);
+  if (rv == 0) {
+    g->assigned = true;
+  }
+  return rv;
+}
+
 int group_step(struct group *g, const struct group_env *env, const struct group_event *ev,
                struct group_actions *acts)
 {
@@ -529,8 +730,15 @@ int group_step(struct group *g, const struct group_env *env, const struct group_
     if (rv != 0) {
       return rv;
     }
+    if (group_client_assigned(g) && g->state == GROUP_COMPLETING && !g->assigned &&
+        strcmp(m->id, g->leader) == 0) {
+      rv = group_take_assignments(g, ev);
+      if (rv != 0) {
+        return rv;
+      }
+    }
     m->synced = true;
-    if (g->state == GROUP_COMPLETING) {
+    if (g->state == GROUP_COMPLETING && (!group_client_assigned(g) || g->assigned)) {
       bool all = true;
       for (size_t i = 0; i < g->nmembers && all; i++) {
         all = g->members[i].synced;

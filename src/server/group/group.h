@@ -23,6 +23,21 @@
  *               changing (TICK)                            PREPARING
  *   any         the last member leaves or expires          EMPTY
  *
+ * Two modes, fixed while the group has members (a JOIN of the other mode
+ * gets CAIRN_EINCONSISTENT_PROTOCOL):
+ *   Cairn-assigned (protocol_type ""): the native model. Members name
+ *     strategies Cairn implements (assign.h); the assignment is computed here
+ *     when the rebalance completes, and SYNC just reads it.
+ *   client-assigned (protocol_type set, e.g. Kafka's "consumer"): Kafka's
+ *     model. Members offer protocols (a name and opaque metadata each); the
+ *     first of the leader's that every member offers is chosen; the leader
+ *     member computes the assignment and hands each member's opaque bytes
+ *     over in its SYNC. Until it does (g->assigned false, COMPLETING), other
+ *     members' SYNCs succeed but have nothing to read: the caller parks them
+ *     until g->assigned, or the group leaves COMPLETING. Commits are
+ *     checked for member and generation, not partition ownership (the bytes
+ *     are opaque here).
+ *
  * Fencing: SYNC, HEARTBEAT and commits name a member id and a generation;
  * an unknown member gets CAIRN_EUNKNOWN_MEMBER, another generation
  * CAIRN_EILLEGAL_GENERATION. While PREPARING, HEARTBEAT and SYNC answer
@@ -52,6 +67,9 @@
 #define GROUP_MIN_SESSION_MS 500u
 #define GROUP_MAX_SESSION_MS 300000u
 #define GROUP_INITIAL_DELAY_MS 1000u /* a new group waits this for more joins */
+#define GROUP_PROTOCOL_NAME_MAX 63u  /* protocol type and protocol names */
+#define GROUP_MAX_PROTOCOLS 16u      /* protocols a member offers */
+#define GROUP_OPAQUE_MAX 65536u      /* a protocol's metadata, an assignment */
 
 #define GROUP_STATE_TABLE(X)                                                                       \
   X(GROUP_EMPTY, "empty")                                                                          \
@@ -63,6 +81,13 @@ enum group_state {
 #define GROUP_STATE_ENUM(name, text) name,
   GROUP_STATE_TABLE(GROUP_STATE_ENUM)
 #undef GROUP_STATE_ENUM
+};
+
+/* A protocol a member of a client-assigned group offers. */
+struct group_protocol {
+  char name[GROUP_PROTOCOL_NAME_MAX + 1];
+  uint8_t *meta; /* owned; NULL when len is 0 */
+  size_t len;
 };
 
 struct group_member {
@@ -79,6 +104,11 @@ struct group_member {
   bool synced;                /* it has synced the current generation */
   struct assign_tp *assigned; /* of the current generation; owned, sorted */
   size_t nassigned;
+  /* Client-assigned groups only: */
+  struct group_protocol *protocols; /* offered, preferred first; owned */
+  size_t nprotocols;
+  uint8_t *assignment; /* the leader's bytes for it this generation; owned */
+  size_t assignment_len;
 };
 
 /* A committed offset; topic indexes g->topics. */
@@ -94,7 +124,10 @@ struct group {
   char name[GROUP_NAME_MAX + 1];
   enum group_state state;
   int32_t generation;
-  enum assign_strategy strategy;        /* of the current generation */
+  enum assign_strategy strategy;                   /* of the current generation */
+  char protocol_type[GROUP_PROTOCOL_NAME_MAX + 1]; /* "": Cairn-assigned */
+  char protocol[GROUP_PROTOCOL_NAME_MAX + 1];      /* client-assigned: chosen */
+  bool assigned;                        /* client-assigned: the leader has synced this generation */
   char leader[GROUP_MEMBER_ID_MAX + 1]; /* member id, "" none */
   struct group_member *members;         /* by join order; owned */
   size_t nmembers;
@@ -124,6 +157,14 @@ enum group_event_type {
   GROUP_EV_TICK,
 };
 
+/* A protocol offered in a JOIN, or a member's assignment in a SYNC;
+ * borrowed for the call. */
+struct group_opaque_in {
+  const char *name; /* protocol name, or member id */
+  const uint8_t *data;
+  size_t len;
+};
+
 /* One event; strings are borrowed for the call. */
 struct group_event {
   enum group_event_type type;
@@ -140,6 +181,12 @@ struct group_event {
   size_t ntopics;
   const char *const *strategies; /* names, preferred first */
   size_t nstrategies;
+  const char *protocol_type;               /* NULL or "": Cairn-assigned */
+  const struct group_opaque_in *protocols; /* client-assigned */
+  size_t nprotocols;
+  /* SYNC of a client-assigned group's leader: */
+  const struct group_opaque_in *assignments;
+  size_t nassignments;
 };
 
 /* JOIN_DONE: answer the waiting JoinGroup of member_id with err (0: with
@@ -177,8 +224,10 @@ void group_actions_free(struct group_actions *a);
  *     (no known strategy, or none in common with the other members),
  *     CAIRN_EUNKNOWN_MEMBER (a member id this group does not know),
  *     CAIRN_ETOOLARGE (GROUP_MAX_MEMBERS), CAIRN_ENOMEM.
- *   SYNC: 0 (the member's assignment is m->assigned of group_member_find),
- *     CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION, CAIRN_EREBALANCE.
+ *   SYNC: 0 (the member's assignment is m->assigned of group_member_find;
+ *     client-assigned: m->assignment once g->assigned),
+ *     CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION, CAIRN_EREBALANCE,
+ *     CAIRN_ETOOLARGE or CAIRN_ENOMEM (a leader's assignments).
  *   HEARTBEAT: 0, CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION,
  *     CAIRN_EREBALANCE.
  *   LEAVE: 0 or CAIRN_EUNKNOWN_MEMBER.
@@ -196,7 +245,8 @@ __attribute__((warn_unused_result)) int group_commit_check(struct group *g, cons
                                                            int32_t generation, uint64_t now_ms);
 
 /* Does member_id hold (topic, partition) in the current generation? True
- * for any partition when member_id is "" (a commit outside membership). */
+ * for any partition when member_id is "" (a commit outside membership), and
+ * for any member of a client-assigned group (its assignment is opaque). */
 bool group_member_owns(const struct group *g, const char *member_id, const char *topic,
                        uint32_t partition);
 
@@ -231,6 +281,16 @@ void group_offset_delete(struct group *g, const char *topic, uint32_t partition)
 /* True when the group is empty and neither it nor any of its offsets has
  * changed for retention_ms of wall clock: its offsets may be dropped. */
 bool group_expired(const struct group *g, uint64_t wall_ms, uint64_t retention_ms);
+
+/* Is g client-assigned (Kafka's model)? */
+static inline bool group_client_assigned(const struct group *g)
+{
+  return g->protocol_type[0] != '\0';
+}
+
+/* The chosen protocol's metadata of m (client-assigned), or NULL/0. */
+const struct group_protocol *group_member_protocol(const struct group *g,
+                                                   const struct group_member *m);
 
 /* "empty", "preparing", "completing", "stable". Static string. */
 const char *group_state_name(enum group_state s);

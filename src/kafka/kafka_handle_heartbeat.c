@@ -1,0 +1,62 @@
+/* kafka_handle_heartbeat.c - Heartbeat v0-3: the native Heartbeat
+ * (REBALANCE_IN_PROGRESS tells the member to join again).
+ * group_instance_id (v3) is read and ignored. */
+#include "kafka/kafka_handlers.h"
+
+static void kafka_hb_answer(struct kafka_req *kr, int16_t err)
+{
+  struct kafka_buf b;
+  kafka_buf_init(&b);
+  if (kr->h.api_version >= 1) {
+    kafka_put_i32(&b, 0); /* throttle_time_ms */
+  }
+  kafka_put_i16(&b, err);
+  kafka_req_respond(kr, &b);
+}
+
+static void kafka_hb_on_answer(struct kafka_req *kr, const Cairn__Client__Envelope *env,
+                               const struct conn_part *parts, size_t nparts)
+{
+  (void)parts;
+  (void)nparts;
+  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  if (code == CAIRN__CLIENT__ERROR_CODE__OK) {
+    const Cairn__Client__HeartbeatResponse *r =
+        env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_HEARTBEAT_RESP ? env->heartbeat_resp : NULL;
+    code = r == NULL ? CAIRN__CLIENT__ERROR_CODE__UNKNOWN
+                     : (r->error != NULL ? r->error->code : CAIRN__CLIENT__ERROR_CODE__OK);
+  }
+  kafka_hb_answer(kr, kafka_group_err(code));
+}
+
+void kafka_handle_heartbeat(struct kafka_req *kr)
+{
+  struct kafka_reader *rd = &kr->body;
+  struct kafka_str group = kafka_get_string(rd);
+  int32_t generation = kafka_get_i32(rd);
+  struct kafka_str member = kafka_get_string(rd);
+  if (kr->h.api_version >= 3) {
+    (void)kafka_get_string(rd); /* group_instance_id */
+  }
+  if (rd->err != 0) {
+    kafka_req_malformed(kr);
+    return;
+  }
+  struct kafka_gop *op = kafka_gop_new(kr);
+  Cairn__Client__HeartbeatRequest *r = op != NULL ? kafka_gop_alloc(op, sizeof *r) : NULL;
+  if (r == NULL) {
+    kafka_hb_answer(kr, KAFKA_ERR_UNKNOWN_SERVER);
+    return;
+  }
+  cairn__client__heartbeat_request__init(r);
+  r->group = kafka_gop_str(op, group);
+  r->member_id = kafka_gop_str(op, member);
+  r->generation = generation;
+  if (r->group == NULL || r->member_id == NULL) {
+    kafka_hb_answer(kr, KAFKA_ERR_INVALID_REQUEST);
+    return;
+  }
+  op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HEARTBEAT_REQ;
+  op->env.heartbeat_req = r;
+  kafka_req_relay(kr, CAIRN__CLIENT__API__API_HEARTBEAT, &op->env, NULL, 0, kafka_hb_on_answer);
+}
