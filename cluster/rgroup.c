@@ -200,6 +200,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   rg->ticker_slot = SIZE_MAX;
   producer_state_init(&rg->producers);
   producer_state_init(&rg->snap_producers);
+  rgroup_apply_init(&rg->ap);
   rg->loop = loop;
   rg->tr = tr;
   rg->group_id = group_id;

@@ -75,6 +75,7 @@
 #include "cluster/catchup.h"
 #include "cluster/fetch_serve.h"
 #include "cluster/producer_state.h"
+#include "cluster/rgroup_apply.h"
 #include "cluster/transport.h"
 #include "storage/plog.h"
 
@@ -223,19 +224,6 @@ struct rgroup_entry {
   struct rgroup_entry *next;
 };
 
-/* The outcome of one batch of the entry being applied. */
-struct rgroup_batch_result {
-  int status; /* 0 or a refusal of the producer table */
-  int64_t offset; /* its base offset (a duplicate's original), -1 if refused */
-};
-
-/* What the state machine hands to the apply callback: one result per
- * batch of the entry, n 0 for an entry applied before a restart. */
-struct rgroup_applied {
-  struct rgroup_batch_result *results; /* rg's scratch, valid during the callback */
-  size_t n;
-};
-
 /* Called after entries were appended to the store (the high watermark
  * moved), from inside Raft's apply: it may not call back into rg. */
 typedef void (*rgroup_applied_cb)(struct rgroup *rg);
@@ -306,11 +294,7 @@ struct rgroup {
   size_t queue_bytes;
   struct rgroup_entry *inflight; /* at most one entry in flight */
   struct rgroup_applied applied; /* set by the state machine for the apply cb */
-  /* state machine scratch */
-  struct store_batch *scratch;
-  size_t scratch_cap;
-  struct rgroup_batch_result *results; /* results_cap entries, for applied */
-  size_t results_cap;
+  struct rgroup_apply ap;         /* the state machine's scratch and counters */
   /* idempotent producers (rgroup_fsm.c) */
   struct producer_state producers; /* covers the store below producers_offset */
   int64_t producers_offset;
@@ -321,8 +305,6 @@ struct rgroup {
   struct producer_state snap_producers; /* a restored snapshot's table, adopted */
   int64_t snap_producers_offset;        /* once the log reaches this offset */
   bool snap_producers_pending;
-  uint64_t producer_duplicates;    /* batches answered as duplicates */
-  uint64_t producer_refusals;      /* batches refused by the table */
   bool fatal; /* the store failed: this replica applies nothing more */
   rgroup_close_cb close_cb;
   uint64_t snapshots;            /* taken by this replica */

@@ -1,9 +1,12 @@
 /* rgroup_fsm.c - the partition replica's state machine.
  *
- * apply:    split the entry into its batches, judge each one against the
- *           producer table (producer_state.h: a duplicate or a refused batch
- *           is left out, with its own outcome for the leader to answer) and
- *           store_append() the rest with the entry's Raft index.
+ * apply:    bring the producer table to the log's end, then
+ *           rgroup_apply_entry() (rgroup_apply.c, shared with the
+ *           simulation in tests/sim/): split the entry into its batches,
+ *           judge each one against the producer table (producer_state.h: a
+ *           duplicate or a refused batch is left out, with its own outcome
+ *           for the leader to answer) and store_append() the rest with the
+ *           entry's Raft index.
  *           canonical/raft 0.15 applies entries in order and sets
  *           last_applied only after apply returns, so the entry's index is
  *           raft_last_applied() + 1. An index the store already holds (a
@@ -37,7 +40,6 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
-#include "format/batch.h"
 #include "storage/manifest.h"
 #include "storage/plog_sync.h"
 
@@ -47,79 +49,6 @@
 
 #define RGROUP_SNAPSHOT_SLOW_NS (10u * 1000 * 1000) /* 10 ms */
 #define RGROUP_PRODUCERS_FILE "producers"
-#define RGROUP_PRODUCERS_READ_BYTES (1u << 20) /* per store_read while rebuilding */
-
-static int rgroup_fsm_scratch(struct rgroup *rg, size_t n)
-{
-  if (n <= rg->scratch_cap) {
-    return 0;
-  }
-  size_t cap = rg->scratch_cap ? rg->scratch_cap * 2 : 16;
-  while (cap < n) {
-    cap *= 2;
-  }
-  struct store_batch *ns = realloc(rg->scratch, cap * sizeof *ns);
-  if (ns == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  rg->scratch = ns;
-  rg->scratch_cap = cap;
-  return 0;
-}
-
-static int rgroup_fsm_results(struct rgroup *rg, size_t n)
-{
-  if (n <= rg->results_cap) {
-    return 0;
-  }
-  size_t cap = rg->results_cap ? rg->results_cap * 2 : 16;
-  while (cap < n) {
-    cap *= 2;
-  }
-  struct rgroup_batch_result *nr = realloc(rg->results, cap * sizeof *nr);
-  if (nr == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  rg->results = nr;
-  rg->results_cap = cap;
-  return 0;
-}
-
-/* Is p[0..n) the zero padding that ends an entry (fewer than 8 bytes)? */
-static bool rgroup_fsm_is_padding(const uint8_t *p, size_t n)
-{
-  if (n >= 8) {
-    return false;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (p[i] != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
-/* Splits an entry into batches. Returns their count or a negative code. */
-static int rgroup_fsm_split(struct rgroup *rg, const uint8_t *p, size_t len)
-{
-  size_t pos = 0;
-  int n = 0;
-  while (pos < len && !rgroup_fsm_is_padding(p + pos, len - pos)) {
-    size_t size = 0;
-    int err = 0;
-    if (batch_probe(p + pos, len - pos, len - pos, &size, &err) != BATCH_PROBE_OK) {
-      return err != 0 ? err : CAIRN_ETRUNCATED;
-    }
-    if (rgroup_fsm_scratch(rg, (size_t)n + 1) != 0) {
-      return CAIRN_ENOMEM;
-    }
-    rg->scratch[n].data = (const uint8_t *)p + pos;
-    rg->scratch[n].len = size;
-    n++;
-    pos += size;
-  }
-  return n;
-}
 
 /* Keeps Raft's in-memory log under raft_log_budget bytes: Raft 0.15
  * counts entries, not bytes, so the counts follow the entry sizes seen. */
@@ -148,60 +77,12 @@ static int rgroup_fsm_fail(struct rgroup *rg, raft_index index, int rv)
 
 /* ---- the producer table ---- */
 
-static void rgroup_fsm_batch_info(const struct batch_header *h, struct producer_batch_info *b)
-{
-  b->producer_id = h->producer_id;
-  b->epoch = h->producer_epoch;
-  b->base_sequence = h->base_sequence;
-  b->record_count = h->record_count;
-  b->max_timestamp = h->max_timestamp;
-}
-
-/* Records the batches of the store in [from, to) into the table, from
- * their headers (base offset and source index as the store stamped them).
- * Returns 0 or a negative code. Blocks (reads the log). */
+/* Records the batches of the store in [from, to) into the table
+ * (rgroup_apply_scan). Returns 0 or a negative code. Blocks (reads the
+ * log). */
 static int rgroup_fsm_producers_scan(struct rgroup *rg, int64_t from, int64_t to)
 {
-  int64_t off = from;
-  while (off < to) {
-    struct store_region r;
-    int rv = store_read(rg->store, off, RGROUP_PRODUCERS_READ_BYTES, &r);
-    if (rv != 0) {
-      return rv;
-    }
-    if (r.len == 0) {
-      store_region_release(&r);
-      break;
-    }
-    size_t pos = 0;
-    while (rv == 0 && pos + BATCH_HEADER_SIZE <= r.len) {
-      uint8_t hdr[BATCH_HEADER_SIZE];
-      const uint8_t *p = r.mem != NULL ? r.mem + pos : hdr;
-      if (r.fd >= 0) {
-        size_t got = 0;
-        rv = fs_pread_full(r.fd, hdr, sizeof hdr, (off_t)(r.pos + (int64_t)pos), &got);
-        if (rv == 0 && got != sizeof hdr) {
-          rv = CAIRN_ETRUNCATED;
-        }
-        p = hdr;
-      }
-      if (rv != 0) {
-        break;
-      }
-      struct batch_header h;
-      batch_header_decode(p, &h);
-      struct producer_batch_info b;
-      rgroup_fsm_batch_info(&h, &b);
-      rv = producer_state_record(&rg->producers, &b, h.base_offset, h.source_index);
-      pos += batch_total_size(h.batch_length);
-    }
-    off = r.next_offset;
-    store_region_release(&r);
-    if (rv != 0) {
-      return rv;
-    }
-  }
-  return 0;
+  return rgroup_apply_scan(rg->store, &rg->producers, from, to);
 }
 
 /* Brings the producer table up to the log's end (rgroup_fsm.c header):
@@ -349,76 +230,24 @@ int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
 
 int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index)
 {
-  rg->applied.results = rg->results;
+  rg->applied.results = rg->ap.results;
   rg->applied.n = 0;
+  rg->applied.appended = 0;
   int rv = rgroup_fsm_producers_sync(rg);
-  if (rv != 0) {
-    rgroup_fsm_fail(rg, index, rv);
-    return rv;
-  }
-  int n = rgroup_fsm_split(rg, entry, len);
-  if (n <= 0) {
-    rgroup_fsm_fail(rg, index, n == 0 ? CAIRN_EINVAL : n);
-    return n == 0 ? CAIRN_EINVAL : n;
-  }
-  struct store_info info;
-  store_info(rg->store, &info);
-  if (index <= info.last_index) {
-    return 0; /* applied before a restart: nobody waits for it */
-  }
-  if (rgroup_fsm_results(rg, (size_t)n) != 0) {
-    rgroup_fsm_fail(rg, index, CAIRN_ENOMEM);
-    return CAIRN_ENOMEM;
-  }
-  /* Judge each batch in entry order, recording the ones to append at the
-   * offsets the store will give them (gap-free from next_offset), so that a
-   * later batch of the same producer in this entry sees the earlier one. */
-  int64_t next = info.next_offset;
-  size_t nappend = 0;
-  for (int i = 0; i < n; i++) {
-    struct batch_header h;
-    batch_header_decode(rg->scratch[i].data, &h);
-    struct producer_batch_info b;
-    rgroup_fsm_batch_info(&h, &b);
-    bool duplicate = false;
-    int64_t original = -1;
-    int verdict = producer_state_check(&rg->producers, &b, &duplicate, &original);
-    if (verdict != 0 || duplicate) {
-      rg->results[i].status = verdict;
-      rg->results[i].offset = verdict == 0 ? original : -1;
-      if (duplicate) {
-        rg->producer_duplicates++;
-      } else {
-        rg->producer_refusals++;
-      }
-      continue;
-    }
-    rv = producer_state_record(&rg->producers, &b, next, index);
-    if (rv != 0) {
-      rgroup_fsm_fail(rg, index, rv);
-      return rv;
-    }
-    rg->results[i].status = 0;
-    rg->results[i].offset = next;
-    next += h.record_count;
-    rg->scratch[nappend++] = rg->scratch[i];
-  }
-  rg->applied.results = rg->results;
-  rg->applied.n = (size_t)n;
-  if (nappend == 0) {
-    return 0; /* every batch refused or a duplicate: the store is unchanged */
-  }
-  int64_t base = -1;
-  rv = store_append(rg->store, rg->scratch, nappend, index, &base);
-  if (rv == 0 && base != info.next_offset) {
-    rv = CAIRN_ECORRUPT; /* the store numbered the batches otherwise */
+  if (rv == 0) {
+    rv = rgroup_apply_entry(&rg->ap, rg->store, &rg->producers, entry, len, index, &rg->applied);
   }
   if (rv != 0) {
     rg->applied.n = 0;
     rgroup_fsm_fail(rg, index, rv);
     return rv;
   }
-  rg->producers_offset = next;
+  if (rg->applied.appended == 0) {
+    return 0; /* replayed, or every batch refused or a duplicate: the store is unchanged */
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  rg->producers_offset = info.next_offset;
   rg->producers_index = index;
   if (rg->on_applied != NULL) {
     rg->on_applied(rg);
@@ -705,12 +534,7 @@ void rgroup_fsm_init(struct rgroup *rg)
 
 void rgroup_fsm_close(struct rgroup *rg)
 {
-  free(rg->scratch);
-  rg->scratch = NULL;
-  rg->scratch_cap = 0;
-  free(rg->results);
-  rg->results = NULL;
-  rg->results_cap = 0;
+  rgroup_apply_close(&rg->ap);
   producer_state_close(&rg->producers);
   producer_state_close(&rg->snap_producers);
   if (rg->snap != NULL) {

@@ -1,0 +1,246 @@
+/* sim.h - the deterministic simulation of one partition's Raft group
+ * (docs/fault-tolerance.md, "Deterministic simulation"): N replicas of
+ * canonical/raft over raft_fixture's in-memory network and disk, each
+ * applying entries with Cairn's own state machine core (rgroup_apply.c over
+ * a memlog store and a producer table), driven by a seeded workload of
+ * producers and a seeded schedule of faults, with invariants checked after
+ * every step. One process, one thread, no real I/O, no clock: a seed
+ * replays exactly.
+ *
+ * Modules: sim_replica.c (the raft_fsm adapter, the leader's produce queue
+ * and the start-of-term rules of rgroup_raft.c), sim_workload.c (the
+ * producers), sim_check.c (the invariants), sim_partition.c (the driver,
+ * the faults and the command line). */
+#ifndef CAIRN_SIM_H
+#define CAIRN_SIM_H
+
+#include "cluster/producer_state.h"
+#include "cluster/rgroup_apply.h"
+#include "storage/store.h"
+
+#include <raft.h>
+#include <raft/fixture.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SIM_MAX_REPLICAS 5
+#define SIM_MAX_PRODUCERS 8
+#define SIM_MAX_INFLIGHT 5              /* batches from a producer's oldest unacknowledged one on */
+#define SIM_MAX_ENTRY_BYTES (64u << 10) /* group commit bound, as max_entry_bytes */
+#define SIM_REQUEST_TIMEOUT_MS 3000     /* a producer resends a batch unanswered this long */
+#define SIM_ERRMSG_SIZE 512
+
+/* ---- the seeded generator (splitmix64): the only source of choices ---- */
+
+struct sim_rng {
+  uint64_t s;
+};
+
+static inline uint64_t sim_rng_next(struct sim_rng *r)
+{
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n), n > 0. */
+static inline uint32_t sim_rng_below(struct sim_rng *r, uint32_t n)
+{
+  return (uint32_t)(sim_rng_next(r) % n);
+}
+
+/* True with probability num / den. */
+static inline bool sim_rng_chance(struct sim_rng *r, uint32_t num, uint32_t den)
+{
+  return sim_rng_below(r, den) < num;
+}
+
+/* ---- the workload's objects ---- */
+
+enum sim_batch_state {
+  SIM_BATCH_WAITING, /* built or to be resent: goes out at the producer's next turn */
+  SIM_BATCH_SENT,    /* an attempt is queued or proposed at a replica */
+  SIM_BATCH_ACKED,
+};
+
+/* One batch a producer built; every attempt sends the same bytes. */
+struct sim_batch {
+  struct sim_producer *p;
+  uint8_t *bytes; /* owned; the producer's bytes (broker fields zero) */
+  size_t len;
+  uint64_t hash; /* of bytes[BATCH_BROKER_FIELDS_SIZE, len): what a store keeps unchanged */
+  int16_t epoch;
+  int32_t seq; /* base sequence, -1 for a plain producer */
+  int32_t count;
+  enum sim_batch_state state;
+  uint64_t attempt; /* the current attempt; answers to older ones are ignored */
+  unsigned attempts;
+  int64_t sent_ms;
+  int64_t offset; /* acknowledged base offset */
+};
+
+struct sim_producer {
+  unsigned index;
+  int64_t producer_id; /* -1: plain (not idempotent) */
+  int16_t epoch;
+  int32_t next_seq;
+  struct sim_batch **batches; /* every batch built, in order; owned */
+  size_t n, cap;
+  size_t first_open; /* batches below are all acknowledged */
+  int64_t next_turn_ms;
+  int64_t last_acked_offset; /* of the newest acknowledged batch of the epoch */
+  int32_t last_acked_seq;
+  int16_t last_acked_epoch;
+};
+
+/* One attempt to produce a batch, queued at a replica (as struct
+ * rgroup_produce is); freed by the replica after its answer. */
+struct sim_req {
+  struct sim_batch *b;
+  uint64_t attempt;
+  struct sim_req *next;
+};
+
+/* One proposed entry and the requests it carries (as struct rgroup_entry). */
+struct sim_entry {
+  struct raft_apply apply;
+  struct sim_replica *rep;
+  struct sim_req *reqs;
+};
+
+/* One replica: its Raft instance is the fixture's server of the same
+ * index; the rest is Cairn's state machine state. */
+struct sim_replica {
+  struct sim *sim;
+  unsigned index;
+  struct raft_fsm fsm;
+  struct store *store; /* memlog */
+  struct producer_state producers;
+  struct rgroup_apply ap;
+  struct rgroup_applied applied; /* the last apply's results, for the leader's callback */
+  /* the leader's produce queue (group commit: one entry in flight) */
+  struct sim_req *queue_head, *queue_tail;
+  struct sim_entry *inflight;
+  /* the start-of-term rules of rgroup_raft.c (docs/raft-0.15.md, row 1) */
+  raft_term term_appended;
+  raft_index term_first_index;
+  int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
+  raft_io_recv_cb raft_recv;
+  uint64_t results_held;
+  uint64_t barriers;
+  /* what the checker has verified of this replica's store */
+  size_t checked_batches; /* batches compared with the reference log */
+  int64_t checked_next;   /* the offset after them */
+  uint64_t applies;
+};
+
+/* One batch of the reference log: the first replica to apply an offset
+ * defines it, every other replica must store the same there. */
+struct sim_ref_batch {
+  int64_t base_offset;
+  int32_t count;
+  uint64_t source_index;
+  uint64_t hash;
+  int64_t producer_id;
+  int16_t epoch;
+  int32_t seq;
+};
+
+/* What one producer id's batches in the reference log look like so far. */
+struct sim_ref_producer {
+  int64_t producer_id;
+  int16_t epoch;
+  int32_t next_seq; /* the sequence its next batch must start at */
+};
+
+struct sim_check {
+  struct sim_ref_batch *ref;
+  size_t nref, capref;
+  struct sim_ref_producer rp[SIM_MAX_PRODUCERS];
+  size_t nrp;
+  uint64_t *table_hash; /* per Raft index: the producer table after applying it (0 unset) */
+  size_t ntable;
+  uint64_t acks, duplicates_answered, checks;
+};
+
+struct sim_opts {
+  unsigned replicas;  /* 3 or 5; 0: chosen by the seed */
+  unsigned producers; /* 0: chosen by the seed */
+  int64_t fault_ms;   /* simulated time with faults */
+  int64_t settle_ms;  /* then without, until every batch is acknowledged */
+  bool trace;
+  FILE *out; /* the trace */
+};
+
+struct sim_stats {
+  uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
+  uint64_t duplicates_answered, refusals, sim_ms;
+};
+
+struct sim {
+  uint64_t seed;
+  struct sim_opts opts;
+  struct sim_rng rng;
+  struct raft_fixture f;
+  unsigned n;
+  struct sim_replica reps[SIM_MAX_REPLICAS];
+  struct sim_producer producers[SIM_MAX_PRODUCERS];
+  unsigned nproducers;
+  struct sim_check check;
+  uint64_t step;
+  bool failed;
+  char errmsg[SIM_ERRMSG_SIZE];
+  struct sim_stats stats;
+  raft_id last_leader;
+};
+
+/* A violated invariant: records the first one (with the step) in
+ * s->errmsg and sets s->failed; the driver stops at the end of the step. */
+void sim_fail(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A line of the step trace (only with opts.trace). */
+void sim_trace(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Simulated time in ms. */
+int64_t sim_now(struct sim *s);
+
+/* sim_replica.c */
+int sim_replica_init(struct sim *s, struct sim_replica *rep, unsigned index);
+void sim_replica_close(struct sim_replica *rep);
+void sim_replica_interpose(struct sim_replica *rep); /* before raft_fixture_start */
+struct raft *sim_replica_raft(struct sim_replica *rep);
+/* Queues one attempt (rgroup_produce): 0, or CAIRN_ENOTLEADER at once. */
+int sim_replica_produce(struct sim_replica *rep, struct sim_req *req);
+/* After each fixture step: the barrier of a new leader (rgroup_raft.c). */
+void sim_replica_after_step(struct sim_replica *rep);
+
+/* sim_workload.c */
+int sim_workload_init(struct sim *s);
+void sim_workload_close(struct sim *s);
+void sim_workload_turn(struct sim *s, bool build);
+/* An answer to an attempt, from inside Raft (never calls back into it). */
+void sim_workload_on_result(struct sim *s, struct sim_req *req, int status, int64_t offset);
+/* Are all batches acknowledged? */
+bool sim_workload_done(struct sim *s);
+
+/* sim_check.c */
+void sim_check_init(struct sim_check *c);
+void sim_check_close(struct sim_check *c);
+/* After rep appended: compares the new batches with the reference log and
+ * the producer table with the other replicas' at the same index. */
+void sim_check_applied(struct sim *s, struct sim_replica *rep, uint64_t index, int64_t from);
+/* An acknowledgement of b at offset (idempotent duplicates: the original). */
+void sim_check_ack(struct sim *s, const struct sim_batch *b, int64_t offset);
+/* Every step: cheap whole-state checks. */
+void sim_check_step(struct sim *s);
+/* The end of a seed: every store whole against the reference log, each
+ * producer table equal to the one rebuilt from its store. */
+void sim_check_final(struct sim *s);
+
+/* FNV-1a. */
+uint64_t sim_hash(const uint8_t *p, size_t len);
+
+#endif

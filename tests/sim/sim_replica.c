@@ -1,0 +1,294 @@
+/* sim_replica.c - one simulated replica: a raft_fsm whose apply is Cairn's
+ * rgroup_apply_entry() over a memlog store and a producer table (what
+ * rgroup_fsm_apply does on a node, minus the catch-up and the libuv
+ * timing), the leader's produce queue as rgroup.c keeps it (one entry in
+ * flight, the rest coalesced into the next, entries zero-padded to 8
+ * bytes), and the start-of-term rules of rgroup_raft.c re-stated for
+ * raft_fixture's I/O: a barrier right after a replica becomes leader, and
+ * AppendEntries results of its term dropped until its first entry of the
+ * term is on its disk (docs/raft-0.15.md, row 1). */
+#include "sim.h"
+
+#include "common/err.h"
+#include "storage/memlog.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct raft *sim_replica_raft(struct sim_replica *rep)
+{
+  return raft_fixture_get(&rep->sim->f, rep->index);
+}
+
+static struct sim_replica *sim_replica_of_io(struct raft_io *io)
+{
+  struct raft_fixture_server *srv =
+      (struct raft_fixture_server *)((char *)io - offsetof(struct raft_fixture_server, io));
+  return srv->raft.fsm->data;
+}
+
+/* ---- the state machine ---- */
+
+static int sim_replica_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+  struct sim_replica *rep = fsm->data;
+  struct sim *s = rep->sim;
+  /* As rgroup_fsm_apply: raft 0.15 sets last_applied after apply returns. */
+  uint64_t index = raft_last_applied(sim_replica_raft(rep)) + 1;
+  *result = NULL;
+  struct store_info info;
+  store_info(rep->store, &info);
+  int rv = rgroup_apply_entry(&rep->ap, rep->store, &rep->producers, buf->base, buf->len, index,
+                              &rep->applied);
+  if (rv != 0) {
+    sim_fail(s, "replica %u: applying entry %llu: %s (%s)", rep->index, (unsigned long long)index,
+             cairn_strerror(rv), store_errmsg(rep->store));
+    return RAFT_IOERR;
+  }
+  rep->applies++;
+  sim_trace(s, "apply r%u index=%llu batches=%zu appended=%zu at=%lld", rep->index,
+            (unsigned long long)index, rep->applied.n, rep->applied.appended,
+            (long long)info.next_offset);
+  sim_check_applied(s, rep, index, info.next_offset);
+  *result = &rep->applied;
+  return 0;
+}
+
+static int sim_replica_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+  (void)fsm;
+  (void)bufs;
+  (void)n;
+  return RAFT_BUSY; /* not simulated: the threshold is never reached */
+}
+
+static int sim_replica_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+  struct sim_replica *rep = fsm->data;
+  (void)buf;
+  sim_fail(rep->sim, "replica %u: a snapshot restore, which the simulation never takes",
+           rep->index);
+  return RAFT_CORRUPT;
+}
+
+int sim_replica_init(struct sim *s, struct sim_replica *rep, unsigned index)
+{
+  memset(rep, 0, sizeof *rep);
+  rep->sim = s;
+  rep->index = index;
+  producer_state_init(&rep->producers);
+  rgroup_apply_init(&rep->ap);
+  struct memlog_opts mo = {0};
+  int rv = memlog_new(&mo, &rep->store);
+  if (rv != 0) {
+    return rv;
+  }
+  rep->fsm.version = 1;
+  rep->fsm.data = rep;
+  rep->fsm.apply = sim_replica_apply;
+  rep->fsm.snapshot = sim_replica_snapshot;
+  rep->fsm.restore = sim_replica_restore;
+  return 0;
+}
+
+void sim_replica_close(struct sim_replica *rep)
+{
+  if (rep->store != NULL) {
+    store_close(rep->store);
+    rep->store = NULL;
+  }
+  producer_state_close(&rep->producers);
+  rgroup_apply_close(&rep->ap);
+}
+
+/* ---- the produce queue (rgroup.c) ---- */
+
+static void sim_replica_fail_list(struct sim_replica *rep, struct sim_req *req, int status)
+{
+  while (req != NULL) {
+    struct sim_req *next = req->next;
+    sim_workload_on_result(rep->sim, req, status, -1);
+    free(req);
+    req = next;
+  }
+}
+
+static void sim_replica_fail_queue(struct sim_replica *rep, int status)
+{
+  struct sim_req *q = rep->queue_head;
+  rep->queue_head = rep->queue_tail = NULL;
+  sim_replica_fail_list(rep, q, status);
+}
+
+static void sim_replica_note_append(struct sim_replica *rep)
+{
+  struct raft *r = sim_replica_raft(rep);
+  if (rep->term_appended != r->current_term) {
+    rep->term_appended = r->current_term;
+    rep->term_first_index = raft_last_index(r);
+  }
+}
+
+static void sim_replica_propose(struct sim_replica *rep);
+
+static void sim_replica_on_applied(struct raft_apply *apply, int status, void *result)
+{
+  struct sim_entry *e = apply->data;
+  struct sim_replica *rep = e->rep;
+  const struct rgroup_applied *ap = result;
+  rep->inflight = NULL;
+  if (status != 0 || ap == NULL || ap->n == 0) {
+    /* rgroup_entry_failed: in doubt unless refused before the append. */
+    sim_trace(rep->sim, "entry failed r%u status=%s", rep->index, raft_strerror(status));
+    sim_replica_fail_list(rep, e->reqs,
+                          status == RAFT_NOTLEADER ? CAIRN_ENOTLEADER : CAIRN_EINDOUBT);
+    free(e);
+    sim_replica_fail_queue(rep, CAIRN_ENOTLEADER);
+    return;
+  }
+  size_t i = 0;
+  for (struct sim_req *req = e->reqs, *next; req != NULL; req = next, i++) {
+    next = req->next;
+    if (i < ap->n) {
+      sim_workload_on_result(rep->sim, req, ap->results[i].status, ap->results[i].offset);
+    } else {
+      sim_workload_on_result(rep->sim, req, CAIRN_EINDOUBT, -1);
+    }
+    free(req);
+  }
+  free(e);
+  sim_replica_propose(rep);
+}
+
+/* rgroup_propose: the queue (up to SIM_MAX_ENTRY_BYTES, at least one batch)
+ * as one entry, zero-padded to 8 bytes. */
+static void sim_replica_propose(struct sim_replica *rep)
+{
+  if (rep->inflight != NULL || rep->queue_head == NULL) {
+    return;
+  }
+  struct sim_req *head = rep->queue_head, *last = NULL;
+  size_t bytes = 0;
+  for (struct sim_req *r = head; r != NULL; r = r->next) {
+    if (last != NULL && bytes + r->b->len > SIM_MAX_ENTRY_BYTES) {
+      break;
+    }
+    bytes += r->b->len;
+    last = r;
+  }
+  rep->queue_head = last->next;
+  if (rep->queue_head == NULL) {
+    rep->queue_tail = NULL;
+  }
+  last->next = NULL;
+  size_t padded = (bytes + 7) & ~(size_t)7;
+  struct sim_entry *e = calloc(1, sizeof *e);
+  struct raft_buffer buf = {.base = raft_malloc(padded), .len = padded};
+  if (e == NULL || buf.base == NULL) {
+    free(e);
+    raft_free(buf.base);
+    sim_replica_fail_list(rep, head, CAIRN_ENOMEM);
+    return;
+  }
+  size_t pos = 0;
+  for (struct sim_req *r = head; r != NULL; r = r->next) {
+    memcpy((uint8_t *)buf.base + pos, r->b->bytes, r->b->len);
+    pos += r->b->len;
+  }
+  memset((uint8_t *)buf.base + pos, 0, padded - pos);
+  e->rep = rep;
+  e->reqs = head;
+  e->apply.data = e;
+  struct raft *r = sim_replica_raft(rep);
+  int rv = raft_apply(r, &e->apply, &buf, 1, sim_replica_on_applied);
+  if (rv != 0) {
+    raft_free(buf.base);
+    free(e);
+    sim_replica_fail_list(rep, head, CAIRN_ENOTLEADER);
+    return;
+  }
+  rep->inflight = e;
+  rep->sim->stats.entries++;
+  sim_trace(rep->sim, "propose r%u index=%llu bytes=%zu term=%llu", rep->index,
+            (unsigned long long)raft_last_index(r), padded, (unsigned long long)r->current_term);
+  sim_replica_note_append(rep);
+}
+
+int sim_replica_produce(struct sim_replica *rep, struct sim_req *req)
+{
+  if (raft_state(sim_replica_raft(rep)) != RAFT_LEADER) {
+    return CAIRN_ENOTLEADER;
+  }
+  req->next = NULL;
+  if (rep->queue_tail != NULL) {
+    rep->queue_tail->next = req;
+  } else {
+    rep->queue_head = req;
+  }
+  rep->queue_tail = req;
+  sim_replica_propose(rep);
+  return 0;
+}
+
+/* ---- the start of a term (rgroup_raft.c) ---- */
+
+static void sim_replica_on_barrier(struct raft_barrier *req, int status)
+{
+  (void)status;
+  free(req);
+}
+
+/* Runs after every fixture step: a replica that became leader during it
+ * has not read any reply to its first AppendEntries yet (they need the
+ * network latency, at least 1 ms), as rgroup's uv_check runs before the
+ * next poll. */
+void sim_replica_after_step(struct sim_replica *rep)
+{
+  struct raft *r = sim_replica_raft(rep);
+  if (!raft_fixture_alive(&rep->sim->f, rep->index) || raft_state(r) != RAFT_LEADER ||
+      rep->term_appended == r->current_term) {
+    return;
+  }
+  struct raft_barrier *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    return;
+  }
+  if (raft_barrier(r, req, sim_replica_on_barrier) != 0) {
+    free(req);
+    return;
+  }
+  sim_replica_note_append(rep);
+  rep->barriers++;
+  sim_trace(rep->sim, "barrier r%u term=%llu index=%llu", rep->index,
+            (unsigned long long)r->current_term, (unsigned long long)rep->term_first_index);
+}
+
+static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
+{
+  struct sim_replica *rep = sim_replica_of_io(io);
+  struct raft *r = sim_replica_raft(rep);
+  if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
+      m->append_entries_result.term == r->current_term &&
+      !(rep->term_appended == r->current_term && r->last_stored >= rep->term_first_index)) {
+    /* rgroup_raft_io_recv: dropped as if lost; nothing of it is owned. */
+    rep->results_held++;
+    return;
+  }
+  rep->raft_recv(io, m);
+}
+
+static int sim_replica_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                                raft_io_recv_cb recv)
+{
+  struct sim_replica *rep = sim_replica_of_io(io);
+  rep->raft_recv = recv;
+  return rep->io_start(io, msecs, tick, sim_replica_io_recv);
+}
+
+void sim_replica_interpose(struct sim_replica *rep)
+{
+  struct raft_io *io = &rep->sim->f.servers[rep->index].io;
+  rep->io_start = io->start;
+  io->start = sim_replica_io_start;
+}
