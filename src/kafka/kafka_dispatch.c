@@ -89,6 +89,20 @@ void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b)
   conn_respond_bytes(req, &part, 1);
 }
 
+int kafka_reserve(void **arr, size_t *cap, size_t need, size_t elem)
+{
+  if (need <= *cap) {
+    return 0;
+  }
+  void *grown = realloc(*arr, need * elem);
+  if (grown == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  *arr = grown;
+  *cap = need;
+  return 0;
+}
+
 void kafka_req_malformed(struct kafka_req *kr)
 {
   struct conn *c = kr->req->c;

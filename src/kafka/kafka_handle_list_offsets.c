@@ -121,14 +121,9 @@ void kafka_handle_list_offsets(struct kafka_req *kr)
       kafka_req_malformed(kr);
       return;
     }
-    if (op->nparts + (size_t)np > cap) {
-      cap = op->nparts + (size_t)np;
-      struct kafka_lo_part *grown = realloc(op->parts, cap * sizeof *grown);
-      if (grown == NULL) {
-        kafka_req_malformed(kr);
-        return;
-      }
-      op->parts = grown;
+    if (kafka_reserve((void **)&op->parts, &cap, op->nparts + (size_t)np, sizeof *op->parts) != 0) {
+      kafka_req_malformed(kr);
+      return;
     }
     for (int32_t i = 0; i < np && r->err == 0; i++) {
       struct kafka_lo_part *lp = &op->parts[op->nparts++];

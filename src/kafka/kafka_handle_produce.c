@@ -197,13 +197,8 @@ static bool kafka_produce_read(struct kafka_req *kr, struct kafka_produce_op *op
     if (r->err != 0 || op->nparts + (size_t)np > KAFKA_PRODUCE_MAX_PARTS) {
       return false;
     }
-    if (op->nparts + (size_t)np > cap) {
-      cap = op->nparts + (size_t)np;
-      struct kafka_produce_part *grown = realloc(op->parts, cap * sizeof *grown);
-      if (grown == NULL) {
-        return false;
-      }
-      op->parts = grown;
+    if (kafka_reserve((void **)&op->parts, &cap, op->nparts + (size_t)np, sizeof *op->parts) != 0) {
+      return false;
     }
     for (int32_t i = 0; i < np && r->err == 0; i++) {
       struct kafka_produce_part *pp = &op->parts[op->nparts++];

@@ -123,6 +123,12 @@ void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b);
  * to it). Consumes kr. */
 void kafka_req_malformed(struct kafka_req *kr);
 
+/* Grows the array *arr (of *cap elements of elem bytes) to hold need:
+ * the request's partition lists, whose count each handler bounds before
+ * calling. Returns 0, or CAIRN_ENOMEM with *arr and *cap unchanged. */
+__attribute__((warn_unused_result)) int kafka_reserve(void **arr, size_t *cap, size_t need,
+                                                      size_t elem);
+
 /* Finishes kr without an answer (Produce with acks 0). Consumes kr. */
 void kafka_req_finish_silent(struct kafka_req *kr);
 
