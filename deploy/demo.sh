@@ -59,6 +59,12 @@ step "consume them back from the beginning (-e: stop at the end)"
 echo "\$ cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\\n'"
 cairn consume demo -o beginning -e -f 'partition %p offset %o  %k: %v\n'
 
+# The same topic through each node's Kafka port (client port + 3), as any
+# Kafka client sees it: kcat (deploy/setup.sh installs it) reads it back.
+kafka="127.0.0.1:$((base + 3)),127.0.0.1:$((base + 13)),127.0.0.1:$((base + 23))"
+step "the same messages through the Kafka port, with kcat (docs/kafka.md)"
+show kcat -b "$kafka" -C -t demo -e -q -f 'partition %p offset %o  %k: %s\n'
+
 step "the cluster: nodes, controller leader, each partition's leader and replicas"
 # Leaders report their partitions' state to the controller once a second.
 sleep 2
@@ -82,6 +88,11 @@ the second names the nodes (any one would do; with the default ports,
   cairn topic create mytopic --partitions 6 --replication-factor 3
   cairn cluster status
   cairn --help                                       # every command; each has --help
+
+Any Kafka client works too, on the Kafka ports ($kafka):
+
+  kcat -b $kafka -C -t demo -e
+  /usr/bin/python3 -c 'import kafka; p = kafka.KafkaProducer(bootstrap_servers="127.0.0.1:$((base + 3))", acks="all"); p.send("demo", b"from kafka-python"); p.flush()'
 
 Kill a node and watch the cluster carry on (its partitions get new leaders
 within a second; the controller marks it dead after --node-timeout-ms,
