@@ -3,6 +3,7 @@
 #include "admin_call.h"
 
 #include "common/err.h"
+#include "net/frame.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,31 +40,6 @@ enum lc_op_verdict lc_acall_verdict(struct lc_op *op, const Cairn__Client__Error
   return lc_retriable(op->status) ? LC_OP_RETRY : LC_OP_DONE;
 }
 
-/* The Error of an answer's body: the body message's field named "error"
- * (every admin answer has one, `Error error = 1`), found through the
- * protobuf-c descriptors so one function serves every admin answer; NULL
- * when the body has none. */
-static const Cairn__Client__Error *lc_acall_error(const Cairn__Client__Envelope *env)
-{
-  /* A oneof's case value is its field's number. */
-  const ProtobufCFieldDescriptor *f =
-      protobuf_c_message_descriptor_get_field(env->base.descriptor, (unsigned)env->body_case);
-  if (f == NULL || f->type != PROTOBUF_C_TYPE_MESSAGE) {
-    return NULL;
-  }
-  const ProtobufCMessage *body = *(ProtobufCMessage *const *)((const char *)env + f->offset);
-  if (body == NULL) {
-    return NULL;
-  }
-  const ProtobufCFieldDescriptor *e =
-      protobuf_c_message_descriptor_get_field_by_name(body->descriptor, "error");
-  if (e == NULL || e->type != PROTOBUF_C_TYPE_MESSAGE ||
-      e->descriptor != &cairn__client__error__descriptor) {
-    return NULL;
-  }
-  return *(const Cairn__Client__Error *const *)((const char *)body + e->offset);
-}
-
 static enum lc_op_verdict lc_acall_on_answer(struct lc_op *op, Cairn__Client__Envelope *env)
 {
   struct lc_acall *ac = op->data;
@@ -71,7 +47,7 @@ static enum lc_op_verdict lc_acall_on_answer(struct lc_op *op, Cairn__Client__En
     op->status = CAIRN_EPROTOCOL;
     return LC_OP_DONE;
   }
-  enum lc_op_verdict v = lc_acall_verdict(op, lc_acall_error(env));
+  enum lc_op_verdict v = lc_acall_verdict(op, frame_body_error(env));
   if (op->status != 0 || ac->ops->answer == NULL) {
     return v;
   }

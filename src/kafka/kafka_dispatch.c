@@ -6,6 +6,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "net/frame.h"
 #include "server/config_value.h"
 #include "server/handlers.h"
 
@@ -163,6 +164,20 @@ Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env)
     return env->error_resp->code;
   }
   return CAIRN__CLIENT__ERROR_CODE__OK;
+}
+
+Cairn__Client__ErrorCode kafka_relay_code(const Cairn__Client__Envelope *env,
+                                          Cairn__Client__Envelope__BodyCase want)
+{
+  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  if (code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    return code;
+  }
+  if (env->body_case != want) {
+    return CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  }
+  const Cairn__Client__Error *e = frame_body_error(env);
+  return e != NULL ? e->code : CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
 int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)

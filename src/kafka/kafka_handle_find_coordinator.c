@@ -4,6 +4,8 @@
  * Transaction coordinators (key_type 1) do not exist here. */
 #include "kafka/kafka_handlers.h"
 
+#include "net/frame.h"
+
 #include "server/config.h"
 #include "server/node.h"
 
@@ -34,17 +36,10 @@ static void kafka_fc_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
 {
   (void)parts;
   (void)nparts;
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_FIND_COORDINATOR_RESP);
   const Cairn__Client__FindCoordinatorResponse *r =
-      env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_FIND_COORDINATOR_RESP
-          ? env->find_coordinator_resp
-          : NULL;
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r == NULL) {
-    code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  }
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r->error != NULL) {
-    code = r->error->code;
-  }
+      code == CAIRN__CLIENT__ERROR_CODE__OK ? env->find_coordinator_resp : NULL;
   if (code != CAIRN__CLIENT__ERROR_CODE__OK) {
     /* No coordinator yet (no leader, the offsets topic being created or
      * loaded): Kafka's retriable answer to FindCoordinator. */
@@ -53,8 +48,8 @@ static void kafka_fc_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
                           code == CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN
                       ? KAFKA_ERR_COORDINATOR_NOT_AVAILABLE
                       : kafka_group_err(code);
-    const char *msg = r != NULL && r->error != NULL && r->error->message != NULL ? r->error->message
-                                                                                 : "no coordinator";
+    const Cairn__Client__Error *e = env != NULL ? frame_body_error(env) : NULL;
+    const char *msg = e != NULL && e->message != NULL ? e->message : "no coordinator";
     kafka_fc_answer(kr, err, msg, -1, "", -1);
     return;
   }

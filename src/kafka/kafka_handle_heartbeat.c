@@ -19,13 +19,8 @@ static void kafka_hb_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
 {
   (void)parts;
   (void)nparts;
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK) {
-    const Cairn__Client__HeartbeatResponse *r =
-        env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_HEARTBEAT_RESP ? env->heartbeat_resp : NULL;
-    code = r == NULL ? CAIRN__CLIENT__ERROR_CODE__UNKNOWN
-                     : (r->error != NULL ? r->error->code : CAIRN__CLIENT__ERROR_CODE__OK);
-  }
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_HEARTBEAT_RESP);
   kafka_hb_answer(kr, kafka_group_err(code));
 }
 

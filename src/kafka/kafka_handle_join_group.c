@@ -38,17 +38,10 @@ static void kafka_jg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   (void)parts;
   (void)nparts;
   struct kafka_gop *op = kr->op;
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_JOIN_GROUP_RESP);
   const Cairn__Client__JoinGroupResponse *r =
-      env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_JOIN_GROUP_RESP
-          ? env->join_group_resp
-          : NULL;
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r == NULL) {
-    code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  }
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r->error != NULL) {
-    code = r->error->code;
-  }
+      code == CAIRN__CLIENT__ERROR_CODE__OK ? env->join_group_resp : NULL;
   const char *member = op->env.join_group_req->member_id;
   if (code != CAIRN__CLIENT__ERROR_CODE__OK) {
     kafka_jg_error(kr, kafka_group_err(code),

@@ -8,17 +8,10 @@ static void kafka_lsg_on_answer(struct kafka_req *kr, const Cairn__Client__Envel
 {
   (void)parts;
   (void)nparts;
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_LIST_GROUPS_RESP);
   const Cairn__Client__ListGroupsResponse *r =
-      env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_LIST_GROUPS_RESP
-          ? env->list_groups_resp
-          : NULL;
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r == NULL) {
-    code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  }
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r->error != NULL) {
-    code = r->error->code;
-  }
+      code == CAIRN__CLIENT__ERROR_CODE__OK ? env->list_groups_resp : NULL;
   struct kafka_buf b;
   kafka_buf_init(&b);
   if (kr->h.api_version >= 1) {

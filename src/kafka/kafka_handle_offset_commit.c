@@ -75,17 +75,10 @@ static void kafka_oc_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   (void)nparts;
   struct kafka_gop *op = kr->op;
   const struct kafka_oc_state *st = op->blocks[0];
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_COMMIT_RESP);
   const Cairn__Client__OffsetCommitResponse *r =
-      env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_COMMIT_RESP
-          ? env->offset_commit_resp
-          : NULL;
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r == NULL) {
-    code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  }
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r->error != NULL) {
-    code = r->error->code;
-  }
+      code == CAIRN__CLIENT__ERROR_CODE__OK ? env->offset_commit_resp : NULL;
   kafka_oc_answer(kr, st, kafka_group_err(code), code == CAIRN__CLIENT__ERROR_CODE__OK ? r : NULL);
 }
 

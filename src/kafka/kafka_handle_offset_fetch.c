@@ -86,17 +86,10 @@ static void kafka_of_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
 {
   (void)parts;
   (void)nparts;
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_FETCH_RESP);
   const Cairn__Client__OffsetFetchResponse *r =
-      env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_OFFSET_FETCH_RESP
-          ? env->offset_fetch_resp
-          : NULL;
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r == NULL) {
-    code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  }
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r->error != NULL) {
-    code = r->error->code;
-  }
+      code == CAIRN__CLIENT__ERROR_CODE__OK ? env->offset_fetch_resp : NULL;
   if (code == CAIRN__CLIENT__ERROR_CODE__UNKNOWN_GROUP) {
     kafka_of_answer(kr, KAFKA_ERR_NONE, NULL); /* nothing committed */
     return;

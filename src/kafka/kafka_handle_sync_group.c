@@ -25,17 +25,10 @@ static void kafka_sg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
 {
   (void)parts;
   (void)nparts;
-  Cairn__Client__ErrorCode code = kafka_relay_error(env);
+  Cairn__Client__ErrorCode code =
+      kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_RESP);
   const Cairn__Client__SyncGroupResponse *r =
-      env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_RESP
-          ? env->sync_group_resp
-          : NULL;
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r == NULL) {
-    code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  }
-  if (code == CAIRN__CLIENT__ERROR_CODE__OK && r->error != NULL) {
-    code = r->error->code;
-  }
+      code == CAIRN__CLIENT__ERROR_CODE__OK ? env->sync_group_resp : NULL;
   if (code != CAIRN__CLIENT__ERROR_CODE__OK) {
     kafka_sg_answer(kr, kafka_group_err(code), NULL, 0);
     return;

@@ -146,6 +146,13 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code);
  * dispatch refused it), else OK. */
 Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env);
 
+/* The outcome of a relayed native request whose answer body should be
+ * want: the relay's refusal (kafka_relay_error), UNKNOWN for another body,
+ * else the body's own error (OK when it has none). Borrows env (NULL:
+ * UNKNOWN). */
+Cairn__Client__ErrorCode kafka_relay_code(const Cairn__Client__Envelope *env,
+                                          Cairn__Client__Envelope__BodyCase want);
+
 /* Copies a Kafka string into dst[KAFKA_TOPIC_MAX + 1]; false when null,
  * empty, too long or holding a NUL. */
 bool kafka_topic_name(struct kafka_str s, char *dst);

@@ -166,3 +166,24 @@ int frame_encode(const Cairn__Client__Envelope *env, const struct iovec *payload
   *hdr_len = n;
   return 0;
 }
+
+const Cairn__Client__Error *frame_body_error(const Cairn__Client__Envelope *env)
+{
+  /* A oneof's case value is its field's number. */
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field(env->base.descriptor, (unsigned)env->body_case);
+  if (f == NULL || f->type != PROTOBUF_C_TYPE_MESSAGE) {
+    return NULL;
+  }
+  const ProtobufCMessage *body = *(ProtobufCMessage *const *)((const char *)env + f->offset);
+  if (body == NULL) {
+    return NULL;
+  }
+  const ProtobufCFieldDescriptor *e =
+      protobuf_c_message_descriptor_get_field_by_name(body->descriptor, "error");
+  if (e == NULL || e->type != PROTOBUF_C_TYPE_MESSAGE ||
+      e->descriptor != &cairn__client__error__descriptor) {
+    return NULL;
+  }
+  return *(const Cairn__Client__Error *const *)((const char *)body + e->offset);
+}

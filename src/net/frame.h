@@ -83,6 +83,12 @@ __attribute__((warn_unused_result)) int frame_unpack_envelope(const struct frame
  * packed envelope. Context: any thread. */
 size_t frame_header_size(const Cairn__Client__Envelope *env);
 
+/* The Error of env's body: the body message's field named "error" (every
+ * answer has one, `Error error = 1`), found through the protobuf-c
+ * descriptors so one function serves every answer. NULL when the body
+ * has none or is not set. Returns borrowed (valid as long as env). */
+const Cairn__Client__Error *frame_body_error(const Cairn__Client__Envelope *env);
+
 /* Writes L, E and the packed env into buf (at least frame_header_size(env)
  * bytes), for a frame whose payload is payload_len bytes that the caller
  * sends right after the header (writev, uv_write, sendfile: the payload is
