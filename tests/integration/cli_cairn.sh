@@ -96,24 +96,7 @@ err_has "127.0.0.1:1"
 err_has "127.0.0.1:2"
 
 step "start a 3-node cluster"
-# Ports below the kernel's ephemeral range (which the C tests' free ports
-# come from); another base if one is taken.
-started=0
-for attempt in 1 2 3 4 5; do
-  base=$(free_base_port 3)
-  if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
-    --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
-    started=1
-    break
-  fi
-  cat "$dir/start.out"
-  grep -q "in use" "$dir/start.out" || break
-done
-for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
-[ "$started" -eq 1 ] || fail "the cluster did not start"
-[ "${#pids[@]}" -eq 3 ] || fail "expected 3 PIDs, got ${#pids[*]}"
-export CAIRN_BOOTSTRAP
-CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+start_cluster3
 echo "bootstrap $CAIRN_BOOTSTRAP, pids ${pids[*]}"
 
 step "cluster status"

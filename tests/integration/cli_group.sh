@@ -32,21 +32,7 @@ expect 2 "$cli" consume -g g1 -f '%z' jobs
 err_has "not a conversion"
 
 step "start a 3-node cluster"
-started=0
-for attempt in 1 2 3 4 5; do
-  base=$(free_base_port 3)
-  if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
-    --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
-    started=1
-    break
-  fi
-  cat "$dir/start.out"
-  grep -q "in use" "$dir/start.out" || break
-done
-for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
-[ "$started" -eq 1 ] || fail "the cluster did not start"
-export CAIRN_BOOTSTRAP
-CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+start_cluster3
 
 step "a topic of 6 partitions with 60 records"
 expect 0 "$cli" topic create jobs --partitions 6 --replication-factor 3

@@ -16,21 +16,7 @@ command -v kcat >/dev/null || fail "kcat is not installed (deploy/setup.sh)"
 $py -c 'import kafka' 2>/dev/null || fail "python3-kafka is not installed (deploy/setup.sh)"
 
 step "start a 3-node cluster"
-started=0
-for attempt in 1 2 3 4 5; do
-  base=$(free_base_port 3)
-  if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
-    --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
-    started=1
-    break
-  fi
-  cat "$dir/start.out"
-  grep -q "in use" "$dir/start.out" || break
-done
-for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
-[ "$started" -eq 1 ] || fail "the cluster did not start"
-export CAIRN_BOOTSTRAP
-CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+start_cluster3
 k1="127.0.0.1:$((base + 3))"
 k2="127.0.0.1:$((base + 13))"
 k3="127.0.0.1:$((base + 23))"

@@ -379,22 +379,11 @@ static void kill_on_record(const struct cairn_record *r, void *arg)
   k->last_first[k->partition] = id;
 }
 
-/* Message i of a SIGKILL test: key "k<i mod 40>", value "m-<i>", sent to
- * topic with lcf_on_delivery recording into *sent. */
+/* Message i: key "k<i mod 40>", value "m-<i>", its outcome into *sent. */
 static void send_kill_message(struct cairn_sync *s, struct cairn_producer *p, const char *topic,
                               int i, struct lcf_sent *sent)
 {
-  char key[16], value[16];
-  int kl = snprintf(key, sizeof key, "k%d", i % 40);
-  int vl = snprintf(value, sizeof value, "m-%d", i);
-  struct cairn_message m;
-  cairn_message_init(&m);
-  m.topic = topic;
-  m.key = key;
-  m.key_len = (size_t)kl;
-  m.value = value;
-  m.value_len = (size_t)vl;
-  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, sent), 0);
+  assert_int_equal(lcf_send_numbered(s, p, topic, i, 40, sent), 0);
 }
 
 /* 2000 keyed messages to a 3-replica topic; the leader of partition 0 is

@@ -67,21 +67,11 @@ static void wait_all_alive(struct cd_cluster *c)
   }
 }
 
-/* Message i: key "k<i mod 17>", value "m-<i>". */
+/* Message i: key "k<i mod 17>", value "m-<i>", its outcome into *sent. */
 static void send_numbered(struct cairn_sync *s, struct cairn_producer *p, const char *topic, int i,
                           struct lcf_sent *sent)
 {
-  char key[16], value[16];
-  int kl = snprintf(key, sizeof key, "k%d", i % 17);
-  int vl = snprintf(value, sizeof value, "m-%d", i);
-  struct cairn_message m;
-  cairn_message_init(&m);
-  m.topic = topic;
-  m.key = key;
-  m.key_len = (size_t)kl;
-  m.value = value;
-  m.value_len = (size_t)vl;
-  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, sent), 0);
+  assert_int_equal(lcf_send_numbered(s, p, topic, i, 17, sent), 0);
 }
 
 /* Reads every partition of topic from the start and checks that each
@@ -110,8 +100,8 @@ static void read_all(struct cairn_sync *s, const char *topic, int32_t partitions
       const struct cairn_record *r;
       int rv = cairn_sync_poll(s, cons, 10000, &r, NULL, NULL);
       if (rv != 0) {
-        fail_msg("%s/%d: reading stopped at %" PRId64 " of %" PRId64 ": %s", topic, part, next,
-                 end, cairn_errname(rv));
+        fail_msg("%s/%d: reading stopped at %" PRId64 " of %" PRId64 ": %s", topic, part, next, end,
+                 cairn_errname(rv));
       }
       next = r->offset + 1;
       char buf[16];
@@ -304,11 +294,11 @@ static void test_restart_of_every_node_fails_no_message(void **state)
   for (int k = 0; k < ALL_N; k++) {
     missing += sent[k].status == 0 && rb.seen[k] == 0;
   }
-  print_message("%d messages, a client %lld ms after the kill of every node, %lld ms to the last "
-                "delivery; "
-                "failed %d, missing %d, duplicated %d, reordered %d; producer id %" PRId64
-                " epoch %d\n",
-                ALL_N, t_up - t_kill, t_end - t_up, failed, missing, rb.duplicates, rb.reordered, pid, epoch);
+  print_message(
+      "%d messages, a client %lld ms after the kill of every node, %lld ms to the last "
+      "delivery; "
+      "failed %d, missing %d, duplicated %d, reordered %d; producer id %" PRId64 " epoch %d\n",
+      ALL_N, t_up - t_kill, t_end - t_up, failed, missing, rb.duplicates, rb.reordered, pid, epoch);
   assert_int_equal(failed, 0);
   assert_int_equal(missing, 0);
   assert_int_equal(rb.duplicates, 0);

@@ -101,3 +101,25 @@ pyj() {
 }
 
 command -v python3 >/dev/null || fail "python3 is needed (deploy/setup.sh installs it)"
+
+# Starts a 3-node cluster in $cdir with deploy/cluster.sh on ports below
+# the kernel's ephemeral range (another base if one is taken), records the
+# nodes' PIDs for cleanup, and exports CAIRN_BOOTSTRAP; sets base.
+start_cluster3() {
+  local started=0 attempt f
+  for attempt in 1 2 3 4 5; do
+    base=$(free_base_port 3)
+    if bash "$cluster_sh" start -d "$cdir" -n 3 --base-port "$base" --cairnd "$cairnd" --cli "$cli" \
+      --fresh --wait-s 90 >"$dir/start.out" 2>&1; then
+      started=1
+      break
+    fi
+    cat "$dir/start.out"
+    grep -q "in use" "$dir/start.out" || break
+  done
+  for f in "$cdir"/node*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+  [ "$started" -eq 1 ] || fail "the cluster did not start"
+  [ "${#pids[@]}" -eq 3 ] || fail "expected 3 PIDs, got ${#pids[*]}"
+  export CAIRN_BOOTSTRAP
+  CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
+}

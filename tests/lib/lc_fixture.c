@@ -49,3 +49,19 @@ void lcf_on_delivery(struct cairn_producer *p, int status, const struct cairn_de
   s->partition = d->partition;
   s->offset = d->offset;
 }
+
+int lcf_send_numbered(struct cairn_sync *s, struct cairn_producer *p, const char *topic, int i,
+                      int nkeys, struct lcf_sent *sent)
+{
+  char key[16], value[16];
+  int kl = snprintf(key, sizeof key, "k%d", i % nkeys);
+  int vl = snprintf(value, sizeof value, "m-%d", i);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = topic;
+  m.key = key;
+  m.key_len = (size_t)kl;
+  m.value = value;
+  m.value_len = (size_t)vl;
+  return cairn_sync_send(s, p, &m, lcf_on_delivery, sent);
+}

@@ -35,4 +35,10 @@ struct lcf_sent {
 void lcf_on_delivery(struct cairn_producer *p, int status, const struct cairn_delivery *d,
                      void *data);
 
+/* Sends message i to topic with cairn_sync_send: key "k<i mod nkeys>",
+ * value "m-<i>" (the number a read-back check parses), its outcome into
+ * *sent through lcf_on_delivery. Returns cairn_sync_send's code. */
+int lcf_send_numbered(struct cairn_sync *s, struct cairn_producer *p, const char *topic, int i,
+                      int nkeys, struct lcf_sent *sent);
+
 #endif
