@@ -32,3 +32,8 @@ target_link_libraries(cairn-limits-bench PRIVATE pthread)
 add_test(NAME test_compare_parse COMMAND python3 ${CMAKE_SOURCE_DIR}/bench/compare_table.py
   --self-test ${CMAKE_SOURCE_DIR}/tests/bench/fixtures)
 set_tests_properties(test_compare_parse PROPERTIES TIMEOUT 60)
+
+# The Kafka-protocol side of bench/compare's kafka stage: librdkafka
+# producers and consumers against the Kafka port.
+add_executable(cairn-kafka-bench tests/bench/kafka_bench.c)
+target_link_libraries(cairn-kafka-bench PRIVATE PkgConfig::RDKAFKA pthread)

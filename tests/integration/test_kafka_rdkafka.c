@@ -195,7 +195,6 @@ static void rk_check(const char *bootstrap)
 
   static int seen[COUNT];
   memset(seen, 0, sizeof seen);
-  int64_t next[PARTS] = {0};
   int last_n[PARTS] = {-1, -1, -1};
   bool eof[PARTS] = {false};
   int read = 0, done = 0;
@@ -231,7 +230,6 @@ static void rk_check(const char *bootstrap)
                  sent[n].partition, sent[n].offset);
       }
       last_n[p] = n;
-      next[p] = m->offset + 1;
       read++;
     }
     rd_kafka_message_destroy(m);
