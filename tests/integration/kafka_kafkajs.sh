@@ -126,7 +126,17 @@ async function main() {
   // Cairn creates __cairn_offsets at a group's first use, and only while as
   // many nodes as its replicas are alive: the group's first use (an
   // OffsetFetch through its coordinator) comes before the kill.
-  const before = await admin.fetchOffsets({ groupId: "kj-g", topics: [topic] });
+  // (kafkajs's admin does not retry COORDINATOR_LOAD_IN_PROGRESS, which a
+  // coordinator answers while it loads the new offsets partition.)
+  let before = null;
+  for (let i = 0; before === null; i++) {
+    try {
+      before = await admin.fetchOffsets({ groupId: "kj-g", topics: [topic] });
+    } catch (e) {
+      if (!e.retriable || i >= 100) throw e;
+      await sleep(200);
+    }
+  }
   assert(before[0].partitions.every((p) => Number(p.offset) < 0), "kj-g has offsets already");
 
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
