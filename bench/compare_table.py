@@ -227,18 +227,23 @@ def table(v):
     return "\n".join(out)
 
 
-def tls_table(v):
-    """Cairn 1 node with TLS on the client port beside plain TCP."""
-    rows = []
-    for key, title, _ in ROWS:
-        a, b = v.get(("cairn1tls", key)), v.get(("cairn1", key))
+def beside_table(v, rows, base, other, header):
+    """Rows of one system's figures beside another's, with the ratio."""
+    out = []
+    for key, title, _ in rows:
+        a, b = v.get((other, key)), v.get((base, key))
         if a is None or b is None:
             continue
-        rows.append(f"| {title} | {fmt(b)} | {fmt(a)} | {a / b:.2f}× |")
-    if not rows:
+        out.append(f"| {title} | {fmt(b)} | {fmt(a)} | {a / b:.2f}× |")
+    if not out:
         return []
-    return ["", "| workload (Cairn 1 node) | plain TCP | TLS | TLS ÷ plain |",
-            "|---|---:|---:|---:|"] + rows
+    return ["", header, "|---|---:|---:|---:|"] + out
+
+
+def tls_table(v):
+    """Cairn 1 node with TLS on the client port beside plain TCP."""
+    return beside_table(v, ROWS, "cairn1", "cairn1tls",
+                        "| workload (Cairn 1 node) | plain TCP | TLS | TLS ÷ plain |")
 
 
 KAFKA_ROWS = ROWS[:4] + ROWS[8:10] + [
@@ -249,16 +254,9 @@ KAFKA_ROWS = ROWS[:4] + ROWS[8:10] + [
 
 def kafka_table(v):
     """The Kafka port beside the native protocol on one 3-node cluster."""
-    rows = []
-    for key, title, _ in KAFKA_ROWS:
-        a, b = v.get(("kafka3k", key)), v.get(("kafka3n", key))
-        if a is None or b is None:
-            continue
-        rows.append(f"| {title} | {fmt(b)} | {fmt(a)} | {a / b:.2f}× |")
-    if not rows:
-        return []
-    return ["", "| workload (Cairn 3 nodes rf 3) | native (cairn-bench) | Kafka port (librdkafka) "
-            "| Kafka ÷ native |", "|---|---:|---:|---:|"] + rows
+    return beside_table(v, KAFKA_ROWS, "kafka3n", "kafka3k",
+                        "| workload (Cairn 3 nodes rf 3) | native (cairn-bench) | "
+                        "Kafka port (librdkafka) | Kafka ÷ native |")
 
 
 def targets(v):
