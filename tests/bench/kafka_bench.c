@@ -32,6 +32,7 @@
 #include <time.h>
 
 #define KB_MAX_WORKERS 64
+#define KB_MAX_PARTS_PER_CONSUMER 1024
 #define KB_TIMEOUT_MS 120000   /* the longest a flush or a read-back may take */
 #define KB_READ_IDLE_MS 10000  /* consumers give up after this long without records */
 
@@ -184,13 +185,16 @@ static void *kb_consume(void *arg)
   }
   rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, o->topic, NULL);
   rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-  int started[KB_MAX_WORKERS * 4], nstarted = 0;
+  int started[KB_MAX_PARTS_PER_CONSUMER], nstarted = 0;
   for (int p = w->index; p < o->partitions && w->error[0] == '\0'; p += o->consumers) {
     int64_t lo = 0, hi = 0;
     rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, o->topic, p, &lo, &hi, 10000);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
       snprintf(w->error, sizeof w->error, "watermarks of %d: %s", p, rd_kafka_err2str(e));
-    } else if (hi > lo && nstarted < (int)(sizeof started / sizeof started[0])) {
+    } else if (hi > lo && nstarted == KB_MAX_PARTS_PER_CONSUMER) {
+      snprintf(w->error, sizeof w->error, "more than %d partitions for one consumer",
+               KB_MAX_PARTS_PER_CONSUMER);
+    } else if (hi > lo) {
       w->expected += (uint64_t)(hi - lo);
       if (rd_kafka_consume_start_queue(rkt, p, lo, q) != 0) {
         snprintf(w->error, sizeof w->error, "consume_start %d: %s", p,
