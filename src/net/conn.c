@@ -766,8 +766,7 @@ static void conn_send_held(struct conn *c, struct conn_request *req, int status)
 static void conn_advance_answers(struct conn *c, uint64_t seq)
 {
   /* Closing: conn_cancel_requests frees the held requests. */
-  if (!c->lim.framing->ordered_answers || seq != c->next_answer_seq ||
-      c->state >= CONN_CLOSING) {
+  if (!c->lim.framing->ordered_answers || seq != c->next_answer_seq || c->state >= CONN_CLOSING) {
     return;
   }
   c->next_answer_seq++;

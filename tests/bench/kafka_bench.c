@@ -33,8 +33,8 @@
 
 #define KB_MAX_WORKERS 64
 #define KB_MAX_PARTS_PER_CONSUMER 1024
-#define KB_TIMEOUT_MS 120000   /* the longest a flush or a read-back may take */
-#define KB_READ_IDLE_MS 10000  /* consumers give up after this long without records */
+#define KB_TIMEOUT_MS 120000  /* the longest a flush or a read-back may take */
+#define KB_READ_IDLE_MS 10000 /* consumers give up after this long without records */
 
 struct kb_opts {
   const char *bootstrap;
@@ -54,14 +54,14 @@ struct kb_opts {
 struct kb_worker {
   const struct kb_opts *o;
   int index;
-  uint64_t count;      /* messages this producer sends */
+  uint64_t count; /* messages this producer sends */
   atomic_uint_least64_t acked;
   atomic_uint_least64_t failed;
   uint64_t consumed;
   uint64_t consumed_bytes;
   uint64_t expected;
   int64_t t_start_ns;
-  int64_t t_end_ns;    /* last delivery report or last record */
+  int64_t t_end_ns; /* last delivery report or last record */
   char error[600];
 };
 
@@ -123,8 +123,9 @@ static void *kb_produce(void *arg)
   /* Not idempotent (librdkafka's default): librdkafka 2.0.2's idempotent
    * producer keeps one ProduceRequest in flight per broker here (seen with
    * debug=protocol), where the plain one pipelines; docs/kafka.md. */
-  const char *kv[] = {"acks", "all", "linger.ms", linger, "batch.size", batch,
-                      "queue.buffering.max.kbytes", "262144", NULL};
+  const char *kv[] = {
+      "acks",   "all", "linger.ms", linger, "batch.size", batch, "queue.buffering.max.kbytes",
+      "262144", NULL};
   rd_kafka_conf_t *conf = kb_conf(o, err, sizeof err, kv);
   if (conf == NULL) {
     snprintf(w->error, sizeof w->error, "%s", err);
@@ -260,7 +261,8 @@ static int kb_create_topic(const struct kb_opts *o)
     size_t n = 0;
     const rd_kafka_topic_result_t **res =
         rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-    rd_kafka_resp_err_t e = n == 1 ? rd_kafka_topic_result_error(res[0]) : RD_KAFKA_RESP_ERR_UNKNOWN;
+    rd_kafka_resp_err_t e =
+        n == 1 ? rd_kafka_topic_result_error(res[0]) : RD_KAFKA_RESP_ERR_UNKNOWN;
     rv = e == RD_KAFKA_RESP_ERR_NO_ERROR || e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ? 0 : -1;
     if (rv != 0) {
       fprintf(stderr, "cairn-kafka-bench: CreateTopics %s: %s\n", o->topic, rd_kafka_err2str(e));
@@ -277,48 +279,97 @@ static int kb_create_topic(const struct kb_opts *o)
 
 static void kb_usage(void)
 {
-  fprintf(stderr,
-          "usage: cairn-kafka-bench --bootstrap HOST:PORT[,...] --topic T [options]\n"
-          "  --partitions N      partitions when creating the topic (3)\n"
-          "  --rf N              its replication factor (3)\n"
-          "  --producers N       producer threads (1); 0 reads back\n"
-          "  --consumers N       read-back threads (when --producers 0) (1)\n"
-          "  --size B            message size (100)\n"
-          "  --count N           messages in all (100000)\n"
-          "  --batch-bytes B     batch.size (65536)\n"
-          "  --linger-ms MS      linger.ms (5)\n"
-          "  --json              the summary as one JSON object\n"
-          "  --quiet             accepted for cairn-bench's command lines\n");
+  fprintf(stderr, "usage: cairn-kafka-bench --bootstrap HOST:PORT[,...] --topic T [options]\n"
+                  "  --partitions N      partitions when creating the topic (3)\n"
+                  "  --rf N              its replication factor (3)\n"
+                  "  --producers N       producer threads (1); 0 reads back\n"
+                  "  --consumers N       read-back threads (when --producers 0) (1)\n"
+                  "  --size B            message size (100)\n"
+                  "  --count N           messages in all (100000)\n"
+                  "  --batch-bytes B     batch.size (65536)\n"
+                  "  --linger-ms MS      linger.ms (5)\n"
+                  "  --json              the summary as one JSON object\n"
+                  "  --quiet             accepted for cairn-bench's command lines\n");
 }
 
 static int kb_parse(int argc, char **argv, struct kb_opts *o)
 {
-  *o = (struct kb_opts){.partitions = 3, .rf = 3, .producers = 1, .consumers = 1, .size = 100,
-                        .batch_bytes = 65536, .linger_ms = 5, .count = 100000};
-  enum { O_BOOT = 1, O_TOPIC, O_PARTS, O_RF, O_PROD, O_CONS, O_SIZE, O_COUNT, O_BATCH, O_LINGER,
-         O_JSON, O_QUIET };
-  static const struct option opts[] = {
-      {"bootstrap", 1, 0, O_BOOT}, {"topic", 1, 0, O_TOPIC},     {"partitions", 1, 0, O_PARTS},
-      {"rf", 1, 0, O_RF},          {"producers", 1, 0, O_PROD},  {"consumers", 1, 0, O_CONS},
-      {"size", 1, 0, O_SIZE},      {"count", 1, 0, O_COUNT},     {"batch-bytes", 1, 0, O_BATCH},
-      {"linger-ms", 1, 0, O_LINGER}, {"json", 0, 0, O_JSON},     {"quiet", 0, 0, O_QUIET},
-      {0, 0, 0, 0}};
+  *o = (struct kb_opts){.partitions = 3,
+                        .rf = 3,
+                        .producers = 1,
+                        .consumers = 1,
+                        .size = 100,
+                        .batch_bytes = 65536,
+                        .linger_ms = 5,
+                        .count = 100000};
+  enum {
+    O_BOOT = 1,
+    O_TOPIC,
+    O_PARTS,
+    O_RF,
+    O_PROD,
+    O_CONS,
+    O_SIZE,
+    O_COUNT,
+    O_BATCH,
+    O_LINGER,
+    O_JSON,
+    O_QUIET
+  };
+  static const struct option opts[] = {{"bootstrap", 1, 0, O_BOOT},
+                                       {"topic", 1, 0, O_TOPIC},
+                                       {"partitions", 1, 0, O_PARTS},
+                                       {"rf", 1, 0, O_RF},
+                                       {"producers", 1, 0, O_PROD},
+                                       {"consumers", 1, 0, O_CONS},
+                                       {"size", 1, 0, O_SIZE},
+                                       {"count", 1, 0, O_COUNT},
+                                       {"batch-bytes", 1, 0, O_BATCH},
+                                       {"linger-ms", 1, 0, O_LINGER},
+                                       {"json", 0, 0, O_JSON},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
-    case O_BOOT: o->bootstrap = optarg; break;
-    case O_TOPIC: o->topic = optarg; break;
-    case O_PARTS: o->partitions = atoi(optarg); break;
-    case O_RF: o->rf = atoi(optarg); break;
-    case O_PROD: o->producers = atoi(optarg); break;
-    case O_CONS: o->consumers = atoi(optarg); break;
-    case O_SIZE: o->size = strtoull(optarg, NULL, 10); break;
-    case O_COUNT: o->count = strtoull(optarg, NULL, 10); break;
-    case O_BATCH: o->batch_bytes = atoi(optarg); break;
-    case O_LINGER: o->linger_ms = atoi(optarg); break;
-    case O_JSON: o->json = true; break;
-    case O_QUIET: o->quiet = true; break;
-    default: return -1;
+    case O_BOOT:
+      o->bootstrap = optarg;
+      break;
+    case O_TOPIC:
+      o->topic = optarg;
+      break;
+    case O_PARTS:
+      o->partitions = atoi(optarg);
+      break;
+    case O_RF:
+      o->rf = atoi(optarg);
+      break;
+    case O_PROD:
+      o->producers = atoi(optarg);
+      break;
+    case O_CONS:
+      o->consumers = atoi(optarg);
+      break;
+    case O_SIZE:
+      o->size = strtoull(optarg, NULL, 10);
+      break;
+    case O_COUNT:
+      o->count = strtoull(optarg, NULL, 10);
+      break;
+    case O_BATCH:
+      o->batch_bytes = atoi(optarg);
+      break;
+    case O_LINGER:
+      o->linger_ms = atoi(optarg);
+      break;
+    case O_JSON:
+      o->json = true;
+      break;
+    case O_QUIET:
+      o->quiet = true;
+      break;
+    default:
+      return -1;
     }
   }
   if (o->bootstrap == NULL || o->topic == NULL || o->partitions < 1 || o->rf < 1 ||
