@@ -12,6 +12,10 @@ Inputs (one file per system and workload; a missing file is a blank cell):
                                        cairn-bench / cairn-nats-bench --json
   {redis_aof,redis_mem}.{produce100,produce1k,read100,read1k}.csv
                                        redis-benchmark --csv
+  {kafka3n,kafka3k}.{produce100,produce1k,read100,read1k}[.cpu].json
+                                       the kafka stage: cairn-bench (native) and
+                                       cairn-kafka-bench (Kafka port) on one
+                                       cluster; .cpu.json: the nodes' CPU seconds
 """
 import csv
 import json
@@ -20,7 +24,7 @@ import sys
 
 SYSTEMS = ["cairn3", "nats3", "cairn1", "nats1", "redis_aof", "redis_mem"]
 # Read like the Cairn systems, shown in their own table (the cost of TLS).
-EXTRA_SYSTEMS = ["cairn1tls"]
+EXTRA_SYSTEMS = ["cairn1tls", "kafka3n", "kafka3k"]
 TITLES = {
     "cairn3": "Cairn 3 nodes rf 3",
     "nats3": "NATS JS R3",
@@ -111,6 +115,13 @@ def collect(d):
         j = load_json(os.path.join(d, s + ".read1k.json"))
         if j and j.get("ok"):
             v[(s, "read_mb_1k")] = j["consume"]["mb_per_s"]
+    for s in ("kafka3n", "kafka3k"):
+        for w, size in (("produce100", 100), ("produce1k", 1024)):
+            j = load_json(os.path.join(d, "%s.%s.json" % (s, w)))
+            c = load_json(os.path.join(d, "%s.%s.cpu.json" % (s, w)))
+            if j and j.get("ok") and c and j["produce"]["messages"]:
+                mb = j["produce"]["messages"] * size / 1e6
+                v[(s, "cpu_per_mb_" + w[7:])] = c["cpu_seconds"] / mb
     for s in ("cairn3", "nats3"):
         j = load_json(os.path.join(d, s + ".disk.json"))
         if j:
@@ -206,6 +217,7 @@ def table(v):
         out.append("")
         out.extend("- " + e for e in extra)
     out.extend(tls_table(v))
+    out.extend(kafka_table(v))
     lim = [(k, v[("limits", k)]) for (s, k) in sorted(v) if s == "limits"]
     if lim:
         out.append("")
@@ -215,18 +227,36 @@ def table(v):
     return "\n".join(out)
 
 
-def tls_table(v):
-    """Cairn 1 node with TLS on the client port beside plain TCP."""
-    rows = []
-    for key, title, _ in ROWS:
-        a, b = v.get(("cairn1tls", key)), v.get(("cairn1", key))
+def beside_table(v, rows, base, other, header):
+    """Rows of one system's figures beside another's, with the ratio."""
+    out = []
+    for key, title, _ in rows:
+        a, b = v.get((other, key)), v.get((base, key))
         if a is None or b is None:
             continue
-        rows.append(f"| {title} | {fmt(b)} | {fmt(a)} | {a / b:.2f}× |")
-    if not rows:
+        out.append(f"| {title} | {fmt(b)} | {fmt(a)} | {a / b:.2f}× |")
+    if not out:
         return []
-    return ["", "| workload (Cairn 1 node) | plain TCP | TLS | TLS ÷ plain |",
-            "|---|---:|---:|---:|"] + rows
+    return ["", header, "|---|---:|---:|---:|"] + out
+
+
+def tls_table(v):
+    """Cairn 1 node with TLS on the client port beside plain TCP."""
+    return beside_table(v, ROWS, "cairn1", "cairn1tls",
+                        "| workload (Cairn 1 node) | plain TCP | TLS | TLS ÷ plain |")
+
+
+KAFKA_ROWS = ROWS[:4] + ROWS[8:10] + [
+    ("cpu_per_mb_100", "node CPU s per produced MB, 100 B", False),
+    ("cpu_per_mb_1k", "node CPU s per produced MB, 1 KiB", False),
+]
+
+
+def kafka_table(v):
+    """The Kafka port beside the native protocol on one 3-node cluster."""
+    return beside_table(v, KAFKA_ROWS, "kafka3n", "kafka3k",
+                        "| workload (Cairn 3 nodes rf 3) | native (cairn-bench) | "
+                        "Kafka port (librdkafka) | Kafka ÷ native |")
 
 
 def targets(v):
@@ -270,6 +300,17 @@ def targets(v):
     a, b = g("scale", "many_msgs"), g("scale", "ten_msgs")
     if a and b:
         row("produce over many partitions ≥ 0.5× over 10", f"{a / b:.2f}×", a / b >= 0.5)
+    for key, name in (("msgs_100", "Kafka port produce 100 B ≥ 0.9× native msg/s"),
+                      ("mb_1k", "Kafka port produce 1 KiB ≥ 0.9× native MB/s"),
+                      ("read_mb_1k", "Kafka port read-back 1 KiB ≥ 0.9× native MB/s")):
+        a, b = g("kafka3k", key), g("kafka3n", key)
+        if a and b:
+            row(name, f"{a / b:.2f}×", a / b >= 0.9)
+    for key, size in (("cpu_per_mb_100", "100 B"), ("cpu_per_mb_1k", "1 KiB")):
+        a, b = g("kafka3k", key), g("kafka3n", key)
+        if a and b:
+            row(f"Kafka port node CPU per produced MB ({size}) ≤ 1.2× native", f"{a / b:.2f}×",
+                a / b <= 1.2)
     for tag, name in (("failover_default", "default timings"),
                       ("failover_fast", "election 500 ms")):
         a = g(tag, "gap_ms")
@@ -300,6 +341,12 @@ def self_test(fixtures):
     assert "| produce over many partitions ≥ 0.5× over 10 | 1.16× | yes |" in t, t
     # TLS beside plain TCP, Cairn 1 node.
     assert "| read-back 1 KiB, MB/s | 1,000 | 400 | 0.40× |" in t, t
+    # The Kafka port beside native, same cluster: CPU s per MB from the
+    # .cpu.json files (2.0 s over 200,000 x 100 B = 20 MB: 0.1 s/MB).
+    assert "| produce 100 B, msg/s | 200,000 | 190,000 | 0.95× |" in t, t
+    assert "| node CPU s per produced MB, 100 B | 0.10 | 0.13 | 1.30× |" in t, t
+    assert "| Kafka port produce 100 B ≥ 0.9× native msg/s | 0.95× | yes |" in t, t
+    assert "| Kafka port node CPU per produced MB (100 B) ≤ 1.2× native | 1.30× | **no** |" in t, t
     print(t)
     print("compare_table self-test: ok")
 

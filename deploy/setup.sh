@@ -13,13 +13,21 @@ PACKAGES=(
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
   liblz4-dev libzstd-dev
   kcat python3-kafka      # tests/integration/kafka_clients.sh: the Kafka port with real clients
-  python3-confluent-kafka librdkafka-dev # Kafka port: confluent-kafka and librdkafka tests (planned)
+  python3-confluent-kafka # tests/integration/kafka_confluent.sh
+  librdkafka-dev          # test_kafka_rdkafka and cairn-kafka-bench (bench/compare's kafka stage)
   libmicrohttpd-dev
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
   iproute2 nftables
   nats-server libnats-dev redis-server redis-tools  # the peers bench/compare measures
 )
+
+# tests/integration/kafka_kafkajs.sh runs kafkajs under node and installs it
+# with npm. Debian 12's `nodejs` and `npm` only when the commands are
+# missing: a machine with nodesource's nodejs (which bundles npm and
+# conflicts with Debian's npm package) keeps it.
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

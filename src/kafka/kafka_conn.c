@@ -78,6 +78,7 @@ const struct conn_framing kafka_conn_framing = {
     .unpack = kafka_conn_unpack,
     .encode_header = kafka_conn_encode_header,
     .answers_protocol_errors = false,
+    .ordered_answers = true,
 };
 
 void kafka_header_peek(const uint8_t *req, int16_t *api_key, int16_t *api_version)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #define KAFKA_LOG "kafka"
+#define KAFKA_MAX_INFLIGHT 16 /* requests of one connection dispatched at once */
 
 struct kafka_dispatch_entry {
   struct kafka_api_range range;
@@ -347,10 +348,12 @@ int kafka_port_start(struct node *n)
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
   lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
   /* Kafka answers each connection's requests in the order they came, and
-   * clients match answers by that order (a correlation id out of order is
-   * an error to them): like Apache Kafka's broker, read the next request
-   * only once the previous one is answered. */
-  lc.limits.max_inflight_requests = 1;
+   * clients match answers by that order: the framing holds an answer that
+   * completes early (ordered_answers). Up to KAFKA_MAX_INFLIGHT requests
+   * of a connection run at once, so that a client's pipelined produces
+   * (librdkafka's idempotent producer keeps 5 in flight) commit together
+   * rather than one Raft round trip after the other. */
+  lc.limits.max_inflight_requests = KAFKA_MAX_INFLIGHT;
   lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
   lc.limits.frame_timeout_ms = n->cfg.frame_timeout_ms;
   lc.limits.budget = &n->request_budget; /* one budget for both ports */

@@ -708,6 +708,81 @@ static void conn_respond_relay(struct conn_request *req, const Cairn__Client__En
   conn_request_free(req);
 }
 
+/* ---- answers in request order (conn_framing.ordered_answers) ---- */
+
+/* Whether req's answer (parts, or none when unanswered) must wait for an
+ * earlier request's: then it is held with req, which stays linked (its
+ * in-flight charge too), and true is returned. */
+static bool conn_hold_answer(struct conn *c, struct conn_request *req,
+                             const struct conn_part *parts, size_t nparts, bool unanswered)
+{
+  if (!c->lim.framing->ordered_answers || req->seq == c->next_answer_seq || req->canceled ||
+      c->state >= CONN_CLOSING) {
+    return false;
+  }
+  req->held = true;
+  req->held_unanswered = unanswered;
+  if (nparts == 0) {
+    return true;
+  }
+  req->held_parts = malloc(nparts * sizeof *req->held_parts);
+  if (req->held_parts == NULL) {
+    /* The answer is lost: later answers would reach the client as this
+     * one's. Nothing is sent in its place; the conn closes. */
+    for (size_t i = 0; i < nparts; i++) {
+      struct conn_part p = parts[i];
+      conn_part_release(&p, CAIRN_ENOMEM);
+    }
+    req->held_unanswered = true;
+    snprintf(c->errmsg, sizeof c->errmsg, "out of memory holding an answer");
+    conn_close(c);
+    return true;
+  }
+  memcpy(req->held_parts, parts, nparts * sizeof *parts);
+  req->held_n = nparts;
+  return true;
+}
+
+/* Frees a held request: its answer goes out (status 0) or is released
+ * with status. */
+static void conn_send_held(struct conn *c, struct conn_request *req, int status)
+{
+  conn_request_unlink(c, req);
+  for (size_t i = 0; i < req->held_n; i++) {
+    if (status == 0 && !req->held_unanswered && c->state < CONN_CLOSING) {
+      continue; /* enqueued below */
+    }
+    conn_part_release(&req->held_parts[i], status != 0 ? status : CAIRN_ECLOSED);
+  }
+  if (status == 0 && !req->held_unanswered && c->state < CONN_CLOSING) {
+    (void)conn_enqueue(c, req->correlation_id, NULL, req->held_parts, req->held_n);
+  }
+  free(req->held_parts);
+  conn_request_free(req);
+}
+
+/* The request with seq finished: the answers held behind it go out, in
+ * order, up to the first request still unanswered. */
+static void conn_advance_answers(struct conn *c, uint64_t seq)
+{
+  /* Closing: conn_cancel_requests frees the held requests. */
+  if (!c->lim.framing->ordered_answers || seq != c->next_answer_seq || c->state >= CONN_CLOSING) {
+    return;
+  }
+  c->next_answer_seq++;
+  for (;;) {
+    struct conn_request *r = c->reqs;
+    while (r != NULL && r->seq != c->next_answer_seq) {
+      r = r->next;
+    }
+    if (r == NULL || !r->held) {
+      return;
+    }
+    c->next_answer_seq++;
+    conn_send_held(c, r, 0);
+  }
+}
+
 void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
                   const struct conn_part *parts, size_t nparts)
 {
@@ -716,6 +791,12 @@ void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
     return;
   }
   struct conn *c = req->c;
+  /* An ordered framing has no envelopes: its answers are bytes. */
+  assert(env == NULL || !c->lim.framing->ordered_answers);
+  if (conn_hold_answer(c, req, parts, nparts, false)) {
+    return;
+  }
+  uint64_t seq = req->seq;
   c->busy++;
   conn_request_unlink(c, req);
   uint64_t bytes = 0;
@@ -736,6 +817,7 @@ void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
     c->answered(req, env, bytes, c->data);
   }
   conn_request_free(req);
+  conn_advance_answers(c, seq);
   c->busy--;
   conn_update_reading(c);
   conn_drain_check(c);
@@ -762,9 +844,14 @@ void conn_respond_bytes(struct conn_request *req, const struct conn_part *parts,
 void conn_finish_unanswered(struct conn_request *req)
 {
   struct conn *c = req->c;
+  if (conn_hold_answer(c, req, NULL, 0, true)) {
+    return;
+  }
+  uint64_t seq = req->seq;
   c->busy++;
   conn_request_unlink(c, req);
   conn_request_free(req);
+  conn_advance_answers(c, seq);
   c->busy--;
   conn_update_reading(c);
   conn_drain_check(c);
@@ -809,7 +896,9 @@ static void conn_cancel_requests(struct conn *c)
   while (req != NULL) {
     /* The cancel callback may finish req (conn_respond frees it). */
     struct conn_request *next = req->next;
-    if (!req->canceled) {
+    if (req->held) {
+      conn_send_held(c, req, CAIRN_ECLOSED); /* answered already: nothing to cancel */
+    } else if (!req->canceled) {
       req->canceled = true;
       if (req->cancel_cb != NULL) {
         req->cancel_cb(req);
@@ -1055,6 +1144,7 @@ static void conn_dispatch_request(struct conn *c, struct conn_request *req,
   req->payload_len = payload_len;
   req->charge = frame_size;
   req->arrival_ns = uv_hrtime();
+  req->seq = c->next_seq++;
   req->next = c->reqs;
   if (c->reqs != NULL) {
     c->reqs->prev = req;

@@ -194,6 +194,12 @@ struct conn_framing {
    * the conn drains (Cairn's); false: it is only logged (Kafka has no
    * generic error answer). */
   bool answers_protocol_errors;
+  /* Whether answers go out in the order their requests came (Kafka:
+   * clients match answers to requests by order); false: as they complete
+   * (Cairn's, matched by correlation id). An answer that completes early
+   * is held, with its request and its in-flight charge, until every
+   * earlier request is answered or finished unanswered. */
+  bool ordered_answers;
 };
 
 /* A relayed request (conn_request_relay) is being answered with env (may
@@ -227,6 +233,13 @@ struct conn_request {
   void *relay_data;
   conn_cancel_cb cancel_cb;
   size_t charge; /* bytes counted in the conn's in-flight total */
+  uint64_t seq;  /* arrival order on its conn (ordered_answers) */
+  /* ordered_answers: answered (or finished unanswered) ahead of an earlier
+   * request: the answer's parts (owned, held_n of them) wait here. */
+  bool held;
+  bool held_unanswered;
+  struct conn_part *held_parts;
+  size_t held_n;
   struct conn_request *prev, *next;
 };
 
@@ -285,6 +298,8 @@ struct conn {
   /* Requests dispatched and not finished. */
   struct conn_request *reqs;
   uint32_t nreqs;
+  uint64_t next_seq;        /* the seq the next request dispatched gets */
+  uint64_t next_answer_seq; /* ordered_answers: the seq whose answer goes out next */
   uint64_t inflight_bytes;
 
   /* Write side: answers whose parts are not all issued, in order. */

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench_smoke.sh - cairn-bench runs a tiny workload against one real cairnd:
 # produce while tailing (end-to-end latency), then read everything back;
-# both summaries must say ok and count every message. Not a measurement.
-#   bench_smoke.sh CAIRND CAIRN_BENCH
+# both summaries must say ok and count every message; then cairn-kafka-bench
+# (librdkafka) does the same through the node's Kafka port. Not a measurement.
+#   bench_smoke.sh CAIRND CAIRN_BENCH CAIRN_KAFKA_BENCH
 set -euo pipefail
 cairnd=$1
 bench=$2
+kbench=$3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-bench-smoke.XXXXXX")
 pid=""
 cleanup() {
@@ -14,12 +16,13 @@ cleanup() {
 }
 trap cleanup EXIT
 # Free ports: let the kernel pick three, then hand them to cairnd.
-read -r p1 p2 p3 < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(3)]
+read -r p1 p2 p3 p4 < <(python3 -c 'import socket
+ss=[socket.socket() for _ in range(4)]
 [s.bind(("127.0.0.1",0)) for s in ss]
 print(*[s.getsockname()[1] for s in ss])')
 "$cairnd" --node-id 1 --data-dir "$dir/data" --listen "127.0.0.1:$p1" \
-  --cluster-listen "127.0.0.1:$p2" --admin-listen "127.0.0.1:$p3" --log-level warn \
+  --cluster-listen "127.0.0.1:$p2" --admin-listen "127.0.0.1:$p3" --kafka-listen "127.0.0.1:$p4" \
+  --log-level warn \
   >"$dir/cairnd.log" 2>&1 &
 pid=$!
 boot="127.0.0.1:$p1"
@@ -42,4 +45,14 @@ out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 1 --
   --duration 1 --quiet) || fail "paced run failed: $out"
 echo "$out"
 echo "$out" | grep -q '^ack latency' || fail "no ack latency line"
+
+out=$("$kbench" --bootstrap "127.0.0.1:$p4" --topic ksmoke --partitions 2 --rf 1 --producers 2 \
+  --count 3000 --size 64 --json) || fail "kafka produce failed: $out"
+echo "$out"
+echo "$out" | grep -q '"ok":true' || fail "kafka produce not ok"
+echo "$out" | grep -q '"produce":{"messages":3000,' || fail "kafka: not 3000 produced"
+out=$("$kbench" --bootstrap "127.0.0.1:$p4" --topic ksmoke --partitions 2 --rf 1 --producers 0 \
+  --consumers 2 --json) || fail "kafka read-back failed: $out"
+echo "$out"
+echo "$out" | grep -q '"consume":{"messages":3000,"expected":3000,' || fail "kafka read-back count"
 echo "bench_smoke: ok"

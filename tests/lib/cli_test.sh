@@ -100,6 +100,15 @@ pyj() {
     fail "JSON check '$2' is false for $(head -c 600 "$1")"
 }
 
+# group_committed GROUP PARTITIONS TOTAL: `cairn group describe` shows
+# GROUP's committed offsets on PARTITIONS partitions summing to TOTAL, with
+# no lag (a node's answer may lag the commit by a moment: retried).
+group_committed() {
+  eventually 0 "$cli" group describe "$1" --json
+  json_ok "$dir/out"
+  pyj "$dir/out" "len(j['offsets']) == $2 and sum(o['committed'] for o in j['offsets']) == $3 and all(o['lag'] == 0 for o in j['offsets'])"
+}
+
 command -v python3 >/dev/null || fail "python3 is needed (deploy/setup.sh installs it)"
 
 # Starts a 3-node cluster in $cdir with deploy/cluster.sh on ports below

@@ -4,6 +4,7 @@
  * wire clients drive it from the test thread. Every test stops the server
  * and checks that the loop closes with no handle left. */
 #include "common/err.h"
+#include "kafka/kafka_conn.h"
 #include "net/conn.h"
 #include "net/frame.h"
 #include "net/listener.h"
@@ -20,7 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,9 +103,14 @@ static struct conn_part srv_mem_part(struct srv *s, const void *p, size_t len)
       .kind = CONN_PART_MEM, .base = pc->mem, .len = len, .release = srv_on_release, .arg = pc};
 }
 
-/* Answers with hello_resp {cluster_id = the request's client_id} and parts. */
+/* Answers with hello_resp {cluster_id = the request's client_id} and parts;
+ * a request without an envelope (Kafka framing) with the parts alone. */
 static void srv_answer(struct conn_request *req, const struct conn_part *parts, size_t n)
 {
+  if (req->env == NULL) {
+    conn_respond_bytes(req, parts, n);
+    return;
+  }
   Cairn__Client__HelloResponse hr = CAIRN__CLIENT__HELLO_RESPONSE__INIT;
   hr.cluster_id = req->env->hello_req != NULL ? req->env->hello_req->client_id : "";
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
@@ -139,6 +148,7 @@ static void srv_on_cancel(struct conn_request *req)
 
 /* The client_id of a Hello request says what to do:
  *   "echo"          answer now with the request's payload
+ *   "none"          finish it unanswered
  *   "later:MS"      answer with the payload after MS milliseconds
  *   "hold"          never answer (until canceled)
  *   "close"         close the conn, then answer with the payload
@@ -149,9 +159,19 @@ static void srv_dispatch(struct conn_request *req, void *data)
   struct srv *s = data;
   atomic_fetch_add(&s->requests, 1);
   srv_note_peaks(s, req->c);
-  const char *what = req->env->hello_req != NULL ? req->env->hello_req->client_id : "echo";
+  /* Kafka framing: the action is the payload after the 8-byte header. */
+  char action[32] = "echo";
+  if (req->env == NULL && req->payload_len > 8) {
+    snprintf(action, sizeof action, "%.*s", (int)(req->payload_len - 8),
+             (const char *)req->payload + 8);
+  }
+  const char *what = req->env == NULL                 ? action
+                     : req->env->hello_req != NULL ? req->env->hello_req->client_id
+                                                   : "echo";
   conn_request_set_cancel(req, srv_on_cancel);
-  if (strcmp(what, "echo") == 0) {
+  if (strcmp(what, "none") == 0) {
+    conn_finish_unanswered(req);
+  } else if (strcmp(what, "echo") == 0) {
     struct conn_part p = srv_mem_part(s, req->payload, req->payload_len);
     srv_answer(req, &p, 1);
   } else if (strncmp(what, "later:", 6) == 0) {
@@ -1101,12 +1121,122 @@ static void test_conn_random_streams_of_mixed_frames(void **state)
   srv_free(s);
 }
 
+/* ---- answers in request order (the Kafka framing) ---- */
+
+/* A blocking socket to s with a receive timeout. */
+static int kafka_client(const struct srv *s)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->l.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  struct timeval tv = {.tv_sec = RECV_MS / 1000};
+  assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  return fd;
+}
+
+/* One Kafka request frame: api key 0, version 0, corr, then the action. */
+static void kafka_send(int fd, uint32_t corr, const char *action)
+{
+  uint8_t f[64];
+  size_t n = strlen(action);
+  assert_true(n + 12 <= sizeof f);
+  uint32_t size = htonl((uint32_t)(8 + n)), c = htonl(corr);
+  memcpy(f, &size, 4);
+  memset(f + 4, 0, 4);
+  memcpy(f + 8, &c, 4);
+  memcpy(f + 12, action, n);
+  assert_int_equal(send(fd, f, 12 + n, 0), (ssize_t)(12 + n));
+}
+
+static void kafka_recv_all(int fd, uint8_t *p, size_t n)
+{
+  for (size_t got = 0; got < n;) {
+    ssize_t k = recv(fd, p + got, n - got, 0);
+    if (k <= 0) {
+      fail_msg("recv: %s", k == 0 ? "EOF" : strerror(errno));
+    }
+    got += (size_t)k;
+  }
+}
+
+/* The next answer is corr's, echoing its request frame's action. */
+static void kafka_expect(int fd, uint32_t corr, const char *action)
+{
+  uint8_t h[8];
+  kafka_recv_all(fd, h, sizeof h);
+  uint32_t size, c;
+  memcpy(&size, h, 4);
+  memcpy(&c, h + 4, 4);
+  assert_int_equal(ntohl(c), corr);
+  size_t n = strlen(action);
+  assert_int_equal(ntohl(size), 4 + 8 + n); /* corr, then the request's payload */
+  uint8_t body[64];
+  assert_true(8 + n <= sizeof body);
+  kafka_recv_all(fd, body, 8 + n);
+  assert_memory_equal(body + 8, action, n);
+}
+
+static void test_conn_ordered_framing_answers_in_request_order(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.framing = &kafka_conn_framing;
+  struct srv *s = srv_start(&lim, 0);
+  int fd = kafka_client(s);
+  /* Completed in the order 2, 4 (unanswered), 5, 3, 1: sent as 1..5. */
+  kafka_send(fd, 1, "later:300");
+  kafka_send(fd, 2, "echo");
+  kafka_send(fd, 3, "later:100");
+  kafka_send(fd, 4, "none");
+  kafka_send(fd, 5, "echo");
+  kafka_expect(fd, 1, "later:300");
+  kafka_expect(fd, 2, "echo");
+  kafka_expect(fd, 3, "later:100");
+  kafka_expect(fd, 5, "echo");
+  /* Nothing else: 4 had no answer. */
+  kafka_send(fd, 6, "echo");
+  kafka_expect(fd, 6, "echo");
+  close(fd);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), 6);
+  assert_int_equal(atomic_load(&s->canceled), 0);
+  srv_free(s);
+}
+
+static void test_conn_ordered_framing_releases_held_answers_on_close(void **state)
+{
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.framing = &kafka_conn_framing;
+  lim.close_grace_ms = 200;
+  struct srv *s = srv_start(&lim, 0);
+  int fd = kafka_client(s);
+  /* 1 is never answered: 2 and 3 are held behind it until the conn
+   * closes, then released (srv_stop checks every part was). */
+  kafka_send(fd, 1, "hold");
+  kafka_send(fd, 2, "echo");
+  kafka_send(fd, 3, "echo");
+  for (int i = 0; i < 500 && atomic_load(&s->requests) < 3; i++) {
+    usleep(1000);
+  }
+  assert_int_equal(atomic_load(&s->requests), 3);
+  close(fd);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->canceled), 1);
+  assert_int_equal(atomic_load(&s->released_ok), 0);
+  srv_free(s);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conn_echo_round_trip),
       cmocka_unit_test(test_conn_pipelines_1000_requests),
       cmocka_unit_test(test_conn_answers_out_of_order),
+      cmocka_unit_test(test_conn_ordered_framing_answers_in_request_order),
+      cmocka_unit_test(test_conn_ordered_framing_releases_held_answers_on_close),
       cmocka_unit_test(test_conn_random_streams_of_mixed_frames),
       cmocka_unit_test(test_conn_oversized_frame_is_answered_then_closed),
       cmocka_unit_test(test_conn_large_frame_is_read_in_place_within_the_limit),

@@ -1,0 +1,290 @@
+/* test_kafka_rdkafka.c - librdkafka's idempotent producer against the
+ * Kafka port of three real cairnd processes (docs/kafka.md): numbered,
+ * keyed messages are produced with enable.idempotence=true (acks=all)
+ * while the leader of partition 0 is SIGKILLed; every delivery report is
+ * counted (failed ones are printed with their error), and a librdkafka
+ * consumer then reads the whole topic back: no message is stored twice,
+ * every acknowledged one is at the partition and offset it was
+ * acknowledged with, and the numbers increase with the offsets in each
+ * partition (no reordering).
+ *
+ * Usage: test_kafka_rdkafka <path of cairnd>
+ * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
+#include "cairnd.h"
+#include "testutil.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
+#define TOPIC "rk"
+#define PARTS 3
+#define COUNT 3000 /* messages produced */
+#define KEYS 17
+#define WAIT_MS 60000
+
+static const char *cairnd_bin;
+
+/* What became of message n: its delivery report. */
+struct rk_sent {
+  int reported; /* delivery reports received for it: must end at 1 */
+  rd_kafka_resp_err_t err;
+  int32_t partition;
+  int64_t offset;
+};
+
+static struct rk_sent sent[COUNT];
+static int reports;
+
+static void rk_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+  (void)rk;
+  (void)opaque;
+  int n = (int)(intptr_t)m->_private;
+  assert_true(n >= 0 && n < COUNT);
+  struct rk_sent *s = &sent[n];
+  s->reported++;
+  s->err = m->err;
+  s->partition = m->partition;
+  s->offset = m->offset;
+  reports++;
+}
+
+static void rk_set(rd_kafka_conf_t *conf, const char *key, const char *value)
+{
+  char err[256];
+  if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
+    fail_msg("%s=%s: %s", key, value, err);
+  }
+}
+
+static rd_kafka_conf_t *rk_conf(const char *bootstrap)
+{
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  rk_set(conf, "bootstrap.servers", bootstrap);
+  rk_set(conf, "log_level", "4");
+  return conf;
+}
+
+/* The node id leading partition part of TOPIC as the cluster tells
+ * librdkafka, waiting for one to be known. */
+static int32_t rk_leader(rd_kafka_t *rk, int32_t part)
+{
+  rd_kafka_topic_t *t = rd_kafka_topic_new(rk, TOPIC, NULL);
+  assert_non_null(t);
+  int32_t leader = -1;
+  for (long long end = tu_now_ms() + WAIT_MS; leader < 0 && tu_now_ms() < end;) {
+    const struct rd_kafka_metadata *md = NULL;
+    if (rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (md->topic_cnt == 1 && md->topics[0].partition_cnt == PARTS) {
+        leader = md->topics[0].partitions[part].leader;
+      }
+      rd_kafka_metadata_destroy(md);
+    }
+    if (leader < 0) {
+      usleep(100 * 1000);
+    }
+  }
+  rd_kafka_topic_destroy(t);
+  assert_true(leader > 0);
+  return leader;
+}
+
+/* Produces COUNT numbered messages, SIGKILLing the leader of partition 0
+ * once a third are acknowledged. Returns how many were acknowledged. */
+static int rk_produce(struct cd_cluster *c, const char *bootstrap)
+{
+  rd_kafka_conf_t *conf = rk_conf(bootstrap);
+  rk_set(conf, "enable.idempotence", "true");
+  rk_set(conf, "acks", "all");
+  rk_set(conf, "linger.ms", "5");
+  rk_set(conf, "retry.backoff.ms", "100");
+  rk_set(conf, "message.timeout.ms", "60000");
+  rd_kafka_conf_set_dr_msg_cb(conf, rk_on_delivery);
+  char err[512];
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == NULL) {
+    fail_msg("rd_kafka_new: %s", err);
+  }
+  int victim = cd_index(c, (uint64_t)rk_leader(rk, 0));
+  assert_true(victim >= 0);
+  bool killed = false;
+  int acked = 0;
+  for (int n = 0; n < COUNT; n++) {
+    char key[16], value[32];
+    snprintf(key, sizeof key, "k%d", n % KEYS);
+    snprintf(value, sizeof value, "n%06d", n);
+    rd_kafka_resp_err_t e;
+    do {
+      e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(TOPIC), RD_KAFKA_V_KEY(key, strlen(key)),
+                            RD_KAFKA_V_VALUE(value, strlen(value)),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                            RD_KAFKA_V_OPAQUE((void *)(intptr_t)n), RD_KAFKA_V_END);
+      if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        rd_kafka_poll(rk, 10);
+      }
+    } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_poll(rk, 0);
+    if (n % 10 == 9) {
+      usleep(2000); /* spread the produce over a few seconds */
+    }
+    if (!killed && reports >= COUNT / 3) {
+      printf("SIGKILL node %" PRIu64 " (leader of " TOPIC "/0) after %d reports\n",
+             c->nodes[victim].id, reports);
+      cd_kill(c, victim);
+      killed = true;
+    }
+  }
+  assert_int_equal(rd_kafka_flush(rk, WAIT_MS + 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  assert_true(killed);
+  rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(rk, err, sizeof err);
+  if (fatal != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    fail_msg("the idempotent producer hit a fatal error: %s: %s", rd_kafka_err2name(fatal), err);
+  }
+  rd_kafka_destroy(rk);
+  for (int n = 0; n < COUNT; n++) {
+    assert_int_equal(sent[n].reported, 1);
+    if (sent[n].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      printf("delivery of n%06d failed: %s\n", n, rd_kafka_err2str(sent[n].err));
+      continue;
+    }
+    acked++;
+  }
+  printf("%d of %d acknowledged, %d failed\n", acked, COUNT, COUNT - acked);
+  return acked;
+}
+
+/* Reads TOPIC from the beginning of every partition to its end and checks
+ * each message against what the producer was told. */
+static void rk_check(const char *bootstrap)
+{
+  rd_kafka_conf_t *conf = rk_conf(bootstrap);
+  rk_set(conf, "group.id", "rk-check");
+  rk_set(conf, "enable.auto.commit", "false");
+  rk_set(conf, "enable.partition.eof", "true");
+  char err[512];
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  if (rk == NULL) {
+    fail_msg("rd_kafka_new: %s", err);
+  }
+  rd_kafka_topic_partition_list_t *tps = rd_kafka_topic_partition_list_new(PARTS);
+  int64_t end[PARTS];
+  for (int32_t p = 0; p < PARTS; p++) {
+    int64_t lo = 0;
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    for (int t = 0; t < 20 && e != RD_KAFKA_RESP_ERR_NO_ERROR; t++) {
+      e = rd_kafka_query_watermark_offsets(rk, TOPIC, p, &lo, &end[p], 5000);
+    }
+    assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_add(tps, TOPIC, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  }
+  assert_int_equal(rd_kafka_assign(rk, tps), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(tps);
+
+  static int seen[COUNT];
+  memset(seen, 0, sizeof seen);
+  int last_n[PARTS] = {-1, -1, -1};
+  bool eof[PARTS] = {false};
+  int read = 0, done = 0;
+  for (long long stop = tu_now_ms() + WAIT_MS; done < PARTS && tu_now_ms() < stop;) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 500);
+    if (m == NULL) {
+      continue;
+    }
+    int32_t p = m->partition;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      if (p >= 0 && p < PARTS && !eof[p] && m->offset >= end[p]) {
+        eof[p] = true;
+        done++;
+      }
+    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      printf("consumer: %s\n", rd_kafka_message_errstr(m));
+    } else {
+      assert_true(p >= 0 && p < PARTS);
+      int n = -1;
+      assert_int_equal(m->len, 7);
+      assert_int_equal(sscanf((const char *)m->payload, "n%6d", &n), 1);
+      assert_true(n >= 0 && n < COUNT);
+      if (seen[n]++ != 0) {
+        fail_msg("n%06d stored twice (again at %d/%" PRId64 ")", n, p, m->offset);
+      }
+      if (n <= last_n[p]) {
+        fail_msg("partition %d: n%06d at offset %" PRId64 " after n%06d", p, n, m->offset,
+                 last_n[p]);
+      }
+      if (sent[n].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          (sent[n].partition != p || sent[n].offset != m->offset)) {
+        fail_msg("n%06d at %d/%" PRId64 ", acknowledged at %d/%" PRId64, n, p, m->offset,
+                 sent[n].partition, sent[n].offset);
+      }
+      last_n[p] = n;
+      read++;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  assert_int_equal(done, PARTS);
+  int missing = 0;
+  for (int n = 0; n < COUNT; n++) {
+    if (sent[n].err == RD_KAFKA_RESP_ERR_NO_ERROR && seen[n] == 0) {
+      printf("n%06d acknowledged at %d/%" PRId64 " but not read\n", n, sent[n].partition,
+             sent[n].offset);
+      missing++;
+    }
+  }
+  assert_int_equal(missing, 0);
+  printf("read %d messages: each once, in order, every acknowledged one where acknowledged\n",
+         read);
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+}
+
+static void test_idempotent_librdkafka_producer_survives_leader_kill(void **state)
+{
+  (void)state;
+  static struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  char bootstrap[256] = "";
+  for (int i = 0; i < 3; i++) {
+    int port = tu_free_port();
+    assert_true(port > 0);
+    snprintf(c.nodes[i].extra, sizeof c.nodes[i].extra, "--kafka-listen 127.0.0.1:%d", port);
+    size_t len = strlen(bootstrap);
+    snprintf(bootstrap + len, sizeof bootstrap - len, "%s127.0.0.1:%d", i ? "," : "", port);
+  }
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
+  char msg[256] = "";
+  assert_int_equal(cd_create_topic(&c, 0, TOPIC, PARTS, 3, WAIT_MS, msg, sizeof msg), 0);
+  assert_int_equal(cd_wait_settled(&c, TOPIC, WAIT_MS), 0);
+
+  int acked = rk_produce(&c, bootstrap);
+  /* The failover takes a few seconds, the producer retries for a minute:
+   * most messages, at least those before the kill, are acknowledged. */
+  assert_true(acked >= COUNT / 3);
+  rk_check(bootstrap);
+  cd_destroy(&c);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <path of cairnd>\n", argv[0]);
+    return 2;
+  }
+  cairnd_bin = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_idempotent_librdkafka_producer_survives_leader_kill),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
