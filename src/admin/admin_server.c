@@ -164,6 +164,8 @@ static enum MHD_Result admin_get_view(struct admin *a, struct MHD_Connection *mc
     admin_view_nodes(a->n, &w);
   } else if (strcmp(url, "/v1/topics") == 0) {
     admin_view_topics(a->n, &w);
+  } else if (strcmp(url, "/v1/groups") == 0) {
+    admin_view_groups(a->n, &w);
   } else if (strncmp(url, topic_prefix, strlen(topic_prefix)) == 0 &&
              url[strlen(topic_prefix)] != '\0') {
     if (!admin_view_topic(a->n, url + strlen(topic_prefix), &w)) {

@@ -6,6 +6,7 @@
 #include "server/handlers.h"
 #include "server/node.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *admin_view_state_name(enum meta_node_state s)
@@ -256,4 +257,126 @@ bool admin_view_topic(struct node *n, const char *name, struct admin_json *w)
   }
   admin_view_topic_body(n, w, t, true);
   return true;
+}
+
+/* ---- consumer groups ---- */
+
+static void admin_view_member(struct admin_json *w, const struct group *g,
+                              const struct group_member *m)
+{
+  admin_json_object_begin(w);
+  admin_json_key(w, "member_id");
+  admin_json_string(w, m->id);
+  admin_json_key(w, "client_id");
+  admin_json_string(w, m->client_id);
+  admin_json_key(w, "session_timeout_ms");
+  admin_json_u64(w, m->session_timeout_ms);
+  admin_json_key(w, "topics");
+  admin_json_array_begin(w);
+  for (size_t k = 0; k < m->ntopics; k++) {
+    admin_json_string(w, g->topics[m->topics[k]]);
+  }
+  admin_json_array_end(w);
+  /* Cairn-assigned groups only: a client-assigned group's assignment is
+   * the leader's opaque bytes; its offsets name each partition's holder. */
+  admin_json_key(w, "assignment");
+  admin_json_array_begin(w);
+  for (size_t k = 0; k < m->nassigned; k++) {
+    admin_json_object_begin(w);
+    admin_json_key(w, "topic");
+    admin_json_string(w, g->topics[m->assigned[k].topic]);
+    admin_json_key(w, "partition");
+    admin_json_u64(w, m->assigned[k].partition);
+    admin_json_object_end(w);
+  }
+  admin_json_array_end(w);
+  admin_json_object_end(w);
+}
+
+/* The partitions with committed offsets and lag; the sum of the known
+ * lags into *total (-1 when none is known). */
+static void admin_view_group_offsets(struct node *n, struct admin_json *w, const struct group *g,
+                                     int64_t *total)
+{
+  struct coord_lag *rows = NULL;
+  size_t nrows = 0;
+  *total = -1;
+  admin_json_array_begin(w);
+  if (coord_group_lag(&n->coord, g, &rows, &nrows) != 0) {
+    admin_json_array_end(w);
+    return;
+  }
+  for (size_t i = 0; i < nrows; i++) {
+    const struct coord_lag *l = &rows[i];
+    if (l->lag >= 0) {
+      *total = (*total < 0 ? 0 : *total) + l->lag;
+    }
+    admin_json_object_begin(w);
+    admin_json_key(w, "topic");
+    admin_json_string(w, l->topic);
+    admin_json_key(w, "partition");
+    admin_json_u64(w, l->partition);
+    admin_json_key(w, "committed");
+    admin_json_i64(w, l->committed);
+    admin_json_key(w, "high_watermark");
+    admin_json_i64(w, l->high_watermark);
+    admin_json_key(w, "lag");
+    admin_json_i64(w, l->lag);
+    admin_json_key(w, "member_id");
+    admin_json_string(w, l->member_id);
+    admin_json_object_end(w);
+  }
+  free(rows);
+  admin_json_array_end(w);
+}
+
+struct admin_view_groups_walk {
+  struct node *n;
+  struct admin_json *w;
+};
+
+static void admin_view_group(const struct group *g, void *data)
+{
+  struct admin_view_groups_walk *gw = data;
+  struct admin_json *w = gw->w;
+  admin_json_object_begin(w);
+  admin_json_key(w, "group");
+  admin_json_string(w, g->name);
+  admin_json_key(w, "state");
+  admin_json_string(w, group_state_name(g->state));
+  admin_json_key(w, "protocol_type");
+  admin_json_string(w, g->protocol_type);
+  admin_json_key(w, "strategy");
+  admin_json_string(w, g->nmembers == 0           ? ""
+                       : group_client_assigned(g) ? g->protocol
+                                                  : assign_strategy_name(g->strategy));
+  admin_json_key(w, "generation");
+  admin_json_i64(w, g->generation);
+  admin_json_key(w, "leader_id");
+  admin_json_string(w, g->leader);
+  admin_json_key(w, "members");
+  admin_json_array_begin(w);
+  for (size_t i = 0; i < g->nmembers; i++) {
+    admin_view_member(w, g, &g->members[i]);
+  }
+  admin_json_array_end(w);
+  admin_json_key(w, "offsets");
+  int64_t total = -1;
+  admin_view_group_offsets(gw->n, w, g, &total);
+  admin_json_key(w, "lag_total");
+  admin_json_i64(w, total);
+  admin_json_object_end(w);
+}
+
+void admin_view_groups(struct node *n, struct admin_json *w)
+{
+  admin_json_object_begin(w);
+  admin_json_key(w, "coordinator_id");
+  admin_json_u64(w, n->cfg.node_id);
+  admin_json_key(w, "groups");
+  admin_json_array_begin(w);
+  struct admin_view_groups_walk gw = {.n = n, .w = w};
+  coord_each_group(&n->coord, admin_view_group, &gw);
+  admin_json_array_end(w);
+  admin_json_object_end(w);
 }

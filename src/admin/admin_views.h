@@ -26,4 +26,15 @@ void admin_view_topics(struct node *n, struct admin_json *w);
 /* One topic with its partitions; false (nothing written) if unknown. */
 bool admin_view_topic(struct node *n, const char *name, struct admin_json *w);
 
+/* {"coordinator_id", "groups": [{"group", "state", "protocol_type",
+ * "strategy", "generation", "leader_id", "members": [{"member_id",
+ * "client_id", "session_timeout_ms", "topics", "assignment"}], "offsets":
+ * [{"topic", "partition", "committed", "high_watermark", "lag",
+ * "member_id"}], "lag_total"}]}: the groups this node coordinates (those
+ * whose __cairn_offsets partition it leads; every node's view together
+ * lists them all), from the coordinator (coord_each_group,
+ * coord_group_lag). A lag of -1 is unknown: the partition is not hosted
+ * here, or nothing is committed yet. */
+void admin_view_groups(struct node *n, struct admin_json *w);
+
 #endif

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The admin ports of a real 3-node cluster after some traffic (produce,
+# fetch, a consumer group that commits part of what it could read):
+# `promtool check metrics` passes on every node's /metrics; the process
+# metrics, cairn_build_info and consumer-group lag are there, and the lag
+# in /v1/groups and in the metrics agree with the committed offsets and
+# high watermarks; deploy/monitoring/'s alert rules pass `promtool check
+# rules`, and every metric their expressions and the Grafana dashboard's
+# name is exported by the nodes (monitoring_check.py).
+# usage: ops_monitoring.sh CAIRN CAIRND
+set -euo pipefail
+CLI_TEST_TAG=ops-monitoring
+. "$(dirname "$0")/../lib/cli_test.sh"
+command -v promtool >/dev/null || fail "promtool is needed (Debian package prometheus, deploy/setup.sh)"
+mon="$repo/deploy/monitoring"
+
+# get PORT PATH: the body of an admin port's answer into $dir/out.
+get() {
+  python3 -c 'import sys,urllib.request; sys.stdout.buffer.write(urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], sys.argv[2]), timeout=10).read())' "$1" "$2" >"$dir/out"
+}
+
+step "the rules and the dashboard are well formed"
+promtool check rules "$mon/cairn-alerts.yml" >"$dir/rules.out" 2>&1 || fail "promtool check rules: $(cat "$dir/rules.out")"
+json_ok "$mon/cairn-dashboard.json"
+
+step "a 3-node cluster with traffic and a consumer group"
+start_cluster3
+expect 0 "$cli" topic create orders --partitions 3 --replication-factor 3
+seq 1 30 | sed 's/^/order-/' >"$dir/in"
+expect 0 "$cli" produce orders <"$dir/in"
+expect 0 "$cli" consume orders -o beginning -e
+expect 0 "$cli" consume -g billing orders -n 12
+seq 31 40 | sed 's/^/order-/' | "$cli" produce orders >/dev/null
+# What the group committed, as the client protocol's DescribeGroups says.
+eventually 0 "$cli" group describe billing --json
+committed=$(python3 -c 'import json,sys; print(sum(o["committed"] for o in json.load(open(sys.argv[1]))["offsets"] if o["committed"] > 0))' "$dir/out")
+[ "$committed" -gt 0 ] || fail "billing committed nothing: $(cat "$dir/out")"
+want=$((40 - committed))
+echo "billing committed $committed of 40: lag $want"
+
+step "promtool check metrics passes on every node"
+ports=()
+for i in 1 2 3; do ports+=($((base + 10 * (i - 1) + 2))); done
+for i in 1 2 3; do
+  get "${ports[$((i - 1))]}" /metrics
+  cp "$dir/out" "$dir/metrics$i"
+  promtool check metrics <"$dir/metrics$i" >"$dir/promtool$i" 2>&1 || fail "node $i: promtool check metrics: $(cat "$dir/promtool$i")"
+  [ ! -s "$dir/promtool$i" ] || fail "node $i: promtool check metrics: $(cat "$dir/promtool$i")"
+  for m in process_cpu_seconds_total process_resident_memory_bytes process_open_fds \
+    process_start_time_seconds 'cairn_build_info{version="'; do
+    grep -q "^$m" "$dir/metrics$i" || fail "node $i exports no $m"
+  done
+  grep -q '_ms[{ ]' "$dir/metrics$i" && fail "node $i: a metric in milliseconds: $(grep '_ms[{ ]' "$dir/metrics$i" | head -3)"
+done
+echo "promtool: 3 nodes clean"
+
+step "the group's lag: /v1/groups of its coordinator and cairn_group_lag agree"
+# One node coordinates billing; its view lists it with 40 - committed to read.
+found=0
+for i in 1 2 3; do
+  for _ in $(seq 1 50); do
+    get "${ports[$((i - 1))]}" /v1/groups
+    python3 -c 'import json,sys; sys.exit(0 if "coordinator_id" in json.load(open(sys.argv[1])) else 1)' "$dir/out" || fail "bad /v1/groups: $(head -c 300 "$dir/out")"
+    if ! grep -q '"group":"billing"' "$dir/out"; then break; fi
+    found=$i
+    python3 -c '
+import json,sys
+g=[g for g in json.load(open(sys.argv[1]))["groups"] if g["group"]=="billing"][0]
+offs=[o for o in g["offsets"] if o["topic"]=="orders"]
+ok = g["state"]=="empty" and sum(o["committed"] for o in offs)==int(sys.argv[2]) and all(o["lag"]==o["high_watermark"]-o["committed"] for o in offs) and g["lag_total"]==int(sys.argv[3])
+sys.exit(0 if ok else 1)' "$dir/out" "$committed" "$want" && break
+    sleep 0.1
+  done
+  [ "$found" -eq 0 ] || break
+done
+[ "$found" -ne 0 ] || fail "no node's /v1/groups lists billing"
+pyj "$dir/out" "[g for g in j['groups'] if g['group']=='billing'][0]['lag_total'] == $want"
+get "${ports[$((found - 1))]}" /metrics
+lag=$(awk '/^cairn_group_lag\{group="billing",topic="orders"/ {s += $2} END {print s + 0}' "$dir/out")
+[ "$lag" = "$want" ] || fail "cairn_group_lag of billing sums to $lag, not $want: $(grep cairn_group_ "$dir/out")"
+grep -q '^cairn_group_members{group="billing"} 0$' "$dir/out" || fail "no cairn_group_members of billing"
+cp "$dir/out" "$dir/metrics$found"
+
+step "every metric the rules and the dashboard use is exported"
+python3 "$repo/tests/integration/monitoring_check.py" "$mon/cairn-alerts.yml" "$mon/cairn-dashboard.json" \
+  "$dir/metrics1" "$dir/metrics2" "$dir/metrics3"
+echo "PASS"
