@@ -8,6 +8,7 @@
  * MHD_run() and the handlers below run on the loop thread. */
 #include "admin/admin.h"
 
+#include "admin/admin_actions.h"
 #include "admin/admin_buf.h"
 #include "admin/admin_history.h"
 #include "admin/admin_json.h"
@@ -42,6 +43,7 @@ struct admin {
   uv_timer_t sample; /* replica-lag and term samples (metrics_node_sample) */
   uv_timer_t hist_timer;     /* traffic history samples (admin_history.h) */
   struct admin_history hist; /* for the status page's charts */
+  struct admin_actions actions; /* the console's actions in flight (admin_actions.h) */
   int handles_open;
   admin_close_cb close_cb;
   void *close_data;
@@ -65,7 +67,7 @@ static void admin_cors(struct admin *a, struct MHD_Connection *mc, struct MHD_Re
     if (st->nodes[i].admin_addr[0] != '\0' && strcmp(origin + 7, st->nodes[i].admin_addr) == 0) {
       MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
       MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization");
-      MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD");
+      MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST");
       MHD_add_response_header(r, "Vary", "Origin");
       return;
     }
@@ -283,6 +285,43 @@ static bool admin_authorized(const struct node *n, struct MHD_Connection *mc)
   return diff == 0;
 }
 
+/* POST /v1/actions/...: the console's actions (admin_actions.h), only
+ * behind the token. A later call for the same request (a body's bytes,
+ * discarded unread; the resumed connection) answers once the action has. */
+static enum MHD_Result admin_on_post(struct admin *a, struct MHD_Connection *mc, const char *url,
+                                     size_t *upload_data_size, void **con_cls)
+{
+  if (*con_cls != NULL) {
+    if (*upload_data_size != 0) {
+      *upload_data_size = 0;
+      return MHD_YES;
+    }
+    return admin_action_answer(*con_cls, mc);
+  }
+  if (a->n->admin_token == NULL) {
+    return admin_answer_error(a, mc, MHD_HTTP_FORBIDDEN,
+                              "actions need the admin token: start the node with "
+                              "--admin-token-file",
+                              url);
+  }
+  if (!admin_authorized(a->n, mc)) {
+    return admin_answer_error(a, mc, MHD_HTTP_UNAUTHORIZED,
+                              "this admin port asks for its token: Authorization: Bearer TOKEN "
+                              "(--admin-token-file)",
+                              url);
+  }
+  return admin_action_start(&a->actions, a->n, mc, url, con_cls);
+}
+
+static void admin_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                               enum MHD_RequestTerminationCode toe)
+{
+  if (*con_cls != NULL) {
+    admin_action_completed(*con_cls);
+    *con_cls = NULL;
+  }
+}
+
 static enum MHD_Result admin_on_request(void *cls, struct MHD_Connection *mc, const char *url,
                                         const char *method, const char *version,
                                         const char *upload_data, size_t *upload_data_size,
@@ -294,9 +333,13 @@ static enum MHD_Result admin_on_request(void *cls, struct MHD_Connection *mc, co
      * says whether it may). */
     return admin_answer(a, mc, MHD_HTTP_NO_CONTENT, "text/plain", NULL, 0);
   }
+  if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
+    return admin_on_post(a, mc, url, upload_data_size, con_cls);
+  }
   if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
     /* Answered at once: a body, if any, is never read. */
-    return admin_answer_error(a, mc, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD are served", url);
+    return admin_answer_error(a, mc, MHD_HTTP_METHOD_NOT_ALLOWED,
+                              "only GET, HEAD and POST (the console's actions) are served", url);
   }
   /* Open without the token: the probes (an orchestrator's kubelet has
    * none) and the page, which holds no data and sends the token it is
@@ -345,6 +388,19 @@ static void admin_run(struct admin *a)
 static void admin_on_timer(uv_timer_t *t)
 {
   admin_run(t->data);
+}
+
+/* The headers every answer of the port carries (admin_actions' too). */
+static void admin_decorate(void *data, struct MHD_Connection *mc, struct MHD_Response *r)
+{
+  admin_cors(data, mc, r);
+}
+
+/* A suspended connection was resumed: run MHD from the loop soon. */
+static void admin_kick(void *data)
+{
+  struct admin *a = data;
+  uv_timer_start(&a->timer, admin_on_timer, 0, 0);
 }
 
 static void admin_on_poll(uv_poll_t *p, int status, int events)
@@ -455,6 +511,7 @@ int admin_start(struct node *n, struct admin **out)
     return CAIRN_ENOMEM;
   }
   a->n = n;
+  admin_actions_init(&a->actions, admin_kick, admin_decorate, a);
   if (admin_history_init(&a->hist) != 0) {
     close(fd);
     free(a);
@@ -463,7 +520,8 @@ int admin_start(struct node *n, struct admin **out)
   }
   /* No thread of MHD's own: epoll, driven from the loop below. */
   a->d = MHD_start_daemon(
-      MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, admin_on_request, a,
+      MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
+      admin_on_request, a, MHD_OPTION_NOTIFY_COMPLETED, admin_on_completed, a,
       MHD_OPTION_EXTERNAL_LOGGER, admin_on_log, a, /* first, so it gets every message */
       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)ADMIN_MAX_CONNS, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONN_MEMORY,
@@ -517,7 +575,8 @@ static void admin_on_handle_closed(uv_handle_t *h)
     return;
   }
   /* The loop no longer watches MHD's descriptors: stop it (this closes the
-   * port and every admin connection). */
+   * port and every admin connection; none may be suspended then). */
+  admin_actions_close(&a->actions);
   MHD_stop_daemon(a->d);
   admin_history_close(&a->hist);
   admin_close_cb cb = a->close_cb;

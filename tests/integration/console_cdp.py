@@ -13,8 +13,14 @@ usage: console_cdp.py CHROMIUM URL SCREENSHOT.png GROUP LAG TOPIC VALUE
   - Consumer groups: GROUP shows a total lag of LAG;
   - Messages: reading TOPIC partition 0 from offset 0 as JSON shows VALUE
     (a JSON text) at offset 0, with its key and header;
-then the Overview is saved as SCREENSHOT.png. Exits 1 naming the first
-check that failed."""
+then the Overview is saved as SCREENSHOT.png, and the actions run, each
+through its confirmation:
+  - a topic console-made is created from the Topics tab and appears;
+  - deleting it is not done until its name is typed, then it disappears;
+  - GROUP's offsets of TOPIC are reset to latest: its lag shows 0;
+  - decommissioning node 3 answers (refused, or done and then undone by
+    recommissioning it), shown in the result line.
+Exits 1 naming the first check that failed."""
 import base64
 import json
 import os
@@ -102,6 +108,73 @@ def text(cid):
     return "(function(){var e=document.getElementById(%s);return e&&e.offsetParent!==null?e.innerText:'';})()" % json.dumps(cid)
 
 
+def confirm(c, what, typed=None):
+    shown = c.wait("document.getElementById('confirm').classList.contains('open') && document.getElementById('confirm-text').innerText",
+                   "no confirmation for " + what)
+    if typed is not None:
+        # Not done until the name is typed.
+        c.js("document.getElementById('confirm-ok').click()")
+        time.sleep(0.3)
+        if not c.js("document.getElementById('confirm').classList.contains('open')"):
+            fail("%s went ahead without the name typed" % what)
+        c.js("document.getElementById('confirm-input').value = %s" % json.dumps(typed))
+    c.js("document.getElementById('confirm-ok').click()")
+    return shown
+
+
+def result(c, what):
+    return c.wait("(function(){var t=document.getElementById('action-result').innerText;return t.indexOf(%s)===0&&t.indexOf('\u2026')<0?t:'';})()"
+                  % json.dumps(what + ":"), "no result of " + what)
+
+
+def actions(c, group, topic):
+    c.js("document.getElementById('tab-topics').click()")
+    c.js("""document.getElementById('create-name').value='console-made';document.getElementById('create-partitions').value='2';
+        document.getElementById('create-rf').value='3';document.getElementById('create-go').click()""")
+    asked = confirm(c, "create topic")
+    if "console-made" not in asked:
+        fail("the confirmation does not name the topic: %r" % asked)
+    r = result(c, "create topic console-made")
+    if not r.endswith("done"):
+        fail("create topic: %r" % r)
+    c.wait(text("topic-console-made"), "the created topic is not listed")
+    c.js("document.getElementById('delete-console-made').click()")
+    confirm(c, "delete topic", typed="console-made")
+    r = result(c, "delete topic console-made")
+    if not r.endswith("done"):
+        fail("delete topic: %r" % r)
+    c.wait("document.getElementById('topic-console-made') === null", "the deleted topic is still listed")
+    print("actions: created and deleted console-made")
+    c.js("document.getElementById('tab-groups').click()")
+    c.wait(text("reset-" + group), "no reset button for " + group)
+    c.js("document.getElementById(%s).value='latest';document.getElementById(%s).value=%s;document.getElementById(%s).click()"
+         % (json.dumps("reset-to-" + group), json.dumps("reset-topic-" + group), json.dumps(topic), json.dumps("reset-" + group)))
+    confirm(c, "reset offsets", typed=group)
+    r = result(c, "reset offsets of " + group)
+    if not r.endswith("done"):
+        fail("reset offsets: %r" % r)
+    c.wait("(%s) === '0'" % text("group-lag-" + group), "%s's lag is not 0 after the reset" % group)
+    print("actions: %s reset to latest, lag 0" % group)
+    c.js("document.getElementById('tab-overview').click()")
+    c.wait(text("decommission-3"), "no decommission button for node 3")
+    c.js("document.getElementById('decommission-3').click()")
+    confirm(c, "decommission", typed="3")
+    r = result(c, "decommission node 3")
+    if r.endswith("done"):
+        c.wait(text("recommission-3"), "node 3 does not show as draining")
+        c.js("document.getElementById('recommission-3').click()")
+        confirm(c, "recommission")
+        r2 = result(c, "recommission node 3")
+        if not r2.endswith("done"):
+            fail("recommission: %r" % r2)
+        c.wait(text("decommission-3"), "node 3 is not alive again")
+        print("actions: node 3 decommissioned, then recommissioned")
+    elif "refused" in r:
+        print("actions: %s" % r)
+    else:
+        fail("decommission: %r" % r)
+
+
 def main():
     chromium, url, shot, group, lag, topic, value = sys.argv[1:8]
     c = Chrome(chromium)
@@ -158,6 +231,7 @@ def main():
         with open(shot, "wb") as f:
             f.write(png)
         print("screenshot: %s (%d bytes)" % (shot, len(png)))
+        actions(c, group, topic)
     finally:
         c.close()
     print("PASS")

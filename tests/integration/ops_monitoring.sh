@@ -40,6 +40,20 @@ committed=$("$py" -c 'import json,sys; print(sum(o["committed"] for o in json.lo
 want=$((40 - committed))
 echo "billing committed $committed of 40: lag $want"
 
+step "without an admin token the console's actions are refused"
+"$py" - "$((base + 2))" >"$dir/post" <<'PYEOF' || fail "POST without a token: $(cat "$dir/post")"
+import sys, urllib.request, urllib.error
+req = urllib.request.Request("http://127.0.0.1:%s/v1/actions/create-topic?name=nope&partitions=1&replication_factor=1" % sys.argv[1], method="POST")
+try:
+    urllib.request.urlopen(req, timeout=10)
+    sys.exit("accepted")
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+    sys.exit(0 if e.code == 403 else 1)
+PYEOF
+grep -q "admin-token-file" "$dir/post" || fail "the refusal does not say how: $(cat "$dir/post")"
+expect 1 "$cli" topic describe nope
+
 step "promtool check metrics passes on every node"
 ports=()
 for i in 1 2 3; do ports+=($((base + 10 * (i - 1) + 2))); done
