@@ -81,13 +81,13 @@ static const char *admin_action_arg(struct MHD_Connection *mc, const char *name)
   return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-/* A decimal argument in [lo, hi]; false when absent or not one. */
-static bool admin_action_num(struct MHD_Connection *mc, const char *name, int64_t lo, int64_t hi,
-                             int64_t *out)
+bool admin_actions_query_i64(struct MHD_Connection *mc, const char *name, int64_t lo, int64_t hi,
+                             int64_t dflt, int64_t *out)
 {
   const char *v = admin_action_arg(mc, name);
+  *out = dflt;
   if (v == NULL) {
-    return false;
+    return true;
   }
   char *end = NULL;
   errno = 0;
@@ -97,6 +97,14 @@ static bool admin_action_num(struct MHD_Connection *mc, const char *name, int64_
   }
   *out = x;
   return true;
+}
+
+/* A required decimal argument in [lo, hi]. */
+static bool admin_action_num(struct MHD_Connection *mc, const char *name, int64_t lo, int64_t hi,
+                             int64_t *out)
+{
+  return admin_action_arg(mc, name) != NULL &&
+         admin_actions_query_i64(mc, name, lo, hi, 0, out);
 }
 
 static bool admin_action_copy(char *dst, const char *src)

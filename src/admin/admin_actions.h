@@ -36,6 +36,7 @@
 
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define ADMIN_ACTION_PRINCIPAL "User:admin-port"
 
@@ -72,6 +73,12 @@ enum MHD_Result admin_action_answer(struct admin_action *act, struct MHD_Connect
 
 /* MHD is done with the connection (its completed callback). */
 void admin_action_completed(struct admin_action *act);
+
+/* A decimal query argument of mc in [lo, hi] into *out, dflt when absent
+ * or empty; false when present and not such a number. (Also the message
+ * browser's arguments.) */
+bool admin_actions_query_i64(struct MHD_Connection *mc, const char *name, int64_t lo, int64_t hi,
+                             int64_t dflt, int64_t *out);
 
 /* The admin port closes: every suspended connection is resumed (MHD must
  * not stop with one suspended); actions whose request has not answered yet

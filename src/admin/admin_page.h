@@ -15,6 +15,9 @@
  *   Messages  a browser over /v1/messages (from an offset or a time; keys,
  *             headers, values as text, JSON or hex), read on the
  *             partition's leader.
+ * and, behind the admin token, actions (admin_actions.h), each after an
+ * in-page confirmation: create and delete topics, reset a group's
+ * offsets, decommission and recommission nodes.
  *
  * Element ids the script fills (and tests look for): summary, nodes,
  * topics, topics-internal, partitions, chart-throughput, chart-topics,

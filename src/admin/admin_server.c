@@ -179,26 +179,6 @@ static enum MHD_Result admin_get_page(struct admin *a, struct MHD_Connection *mc
   return admin_answer_buf(a, mc, MHD_HTTP_OK, "text/html; charset=utf-8", &b);
 }
 
-/* A decimal query argument in [lo, hi], or dflt when absent; false when
- * present and not such a number. */
-static bool admin_arg_i64(struct MHD_Connection *mc, const char *name, int64_t lo, int64_t hi,
-                          int64_t dflt, int64_t *out)
-{
-  const char *v = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, name);
-  *out = dflt;
-  if (v == NULL || v[0] == '\0') {
-    return true;
-  }
-  char *end = NULL;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (errno != 0 || *end != '\0' || x < lo || x > hi) {
-    return false;
-  }
-  *out = x;
-  return true;
-}
-
 /* /v1/messages?topic=T&partition=P&offset=O|timestamp=MS&limit=N: the
  * message browser (admin_view_messages). */
 static enum MHD_Result admin_get_messages(struct admin *a, struct MHD_Connection *mc,
@@ -207,10 +187,10 @@ static enum MHD_Result admin_get_messages(struct admin *a, struct MHD_Connection
   const char *topic = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "topic");
   int64_t partition = 0, offset = 0, ts = -1, limit = 0;
   if (topic == NULL || topic[0] == '\0' ||
-      !admin_arg_i64(mc, "partition", 0, UINT32_MAX, 0, &partition) ||
-      !admin_arg_i64(mc, "offset", 0, INT64_MAX, 0, &offset) ||
-      !admin_arg_i64(mc, "timestamp", 0, INT64_MAX, -1, &ts) ||
-      !admin_arg_i64(mc, "limit", 1, ADMIN_VIEW_MAX_RECORDS, 20, &limit)) {
+      !admin_actions_query_i64(mc, "partition", 0, UINT32_MAX, 0, &partition) ||
+      !admin_actions_query_i64(mc, "offset", 0, INT64_MAX, 0, &offset) ||
+      !admin_actions_query_i64(mc, "timestamp", 0, INT64_MAX, -1, &ts) ||
+      !admin_actions_query_i64(mc, "limit", 1, ADMIN_VIEW_MAX_RECORDS, 20, &limit)) {
     return admin_answer_error(a, mc, MHD_HTTP_BAD_REQUEST,
                               "usage: /v1/messages?topic=T&partition=P&offset=O (or "
                               "timestamp=MS since the epoch)&limit=N (1..500)",
@@ -297,6 +277,11 @@ static enum MHD_Result admin_on_post(struct admin *a, struct MHD_Connection *mc,
       return MHD_YES;
     }
     return admin_action_answer(*con_cls, mc);
+  }
+  if (strncmp(url, "/v1/actions/", 12) != 0) {
+    return admin_answer_error(a, mc, MHD_HTTP_METHOD_NOT_ALLOWED,
+                              "only GET and HEAD are served here (POST is for /v1/actions/...)",
+                              url);
   }
   if (a->n->admin_token == NULL) {
     return admin_answer_error(a, mc, MHD_HTTP_FORBIDDEN,
