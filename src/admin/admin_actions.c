@@ -24,7 +24,7 @@ struct admin_action {
   struct admin_actions *aa; /* NULL once the admin port closed */
   struct MHD_Connection *mc;
   enum admin_action_state state;
-  bool completed;  /* MHD is done with the connection */
+  bool completed; /* MHD is done with the connection */
   bool suspended;
   struct admin_buf answer; /* the JSON answer, once ANSWERED */
   struct admin_action *prev, *next;
@@ -103,8 +103,7 @@ bool admin_actions_query_i64(struct MHD_Connection *mc, const char *name, int64_
 static bool admin_action_num(struct MHD_Connection *mc, const char *name, int64_t lo, int64_t hi,
                              int64_t *out)
 {
-  return admin_action_arg(mc, name) != NULL &&
-         admin_actions_query_i64(mc, name, lo, hi, 0, out);
+  return admin_action_arg(mc, name) != NULL && admin_actions_query_i64(mc, name, lo, hi, 0, out);
 }
 
 static bool admin_action_copy(char *dst, const char *src)
@@ -185,8 +184,7 @@ static int64_t admin_action_target(struct node *n, const char *topic, uint32_t p
   return strcmp(to, "earliest") == 0 ? si.start_offset : si.next_offset;
 }
 
-static bool admin_action_reset(struct admin_action *act, struct node *n,
-                               struct MHD_Connection *mc)
+static bool admin_action_reset(struct admin_action *act, struct node *n, struct MHD_Connection *mc)
 {
   const char *to = admin_action_arg(mc, "to");
   if (!admin_action_copy(act->name, admin_action_arg(mc, "group")) ||
@@ -379,10 +377,9 @@ enum MHD_Result admin_action_start(struct admin_actions *aa, struct node *n,
   } else {
     known = false;
   }
-  struct conn_request *req =
-      ok ? conn_request_relay(&aa->console, act->env.api, &act->env, NULL, 0,
-                              admin_action_on_answer, act)
-         : NULL;
+  struct conn_request *req = ok ? conn_request_relay(&aa->console, act->env.api, &act->env, NULL, 0,
+                                                     admin_action_on_answer, act)
+                                : NULL;
   if (req == NULL) {
     admin_action_free(act);
     return admin_action_refuse(aa, mc, known ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND,

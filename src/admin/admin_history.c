@@ -77,7 +77,8 @@ void admin_history_sample(struct admin_history *h, struct node *n)
       continue;
     }
     bool fresh = false;
-    unsigned s = admin_history_slot(h, p->topic, mp->produced_bytes + mp->fetched_bytes > 0, &fresh);
+    unsigned s =
+        admin_history_slot(h, p->topic, mp->produced_bytes + mp->fetched_bytes > 0, &fresh);
     fresh_slot[s] = fresh_slot[s] || fresh;
     prod[s] += mp->produced_bytes;
     fetch[s] += mp->fetched_bytes;
@@ -115,15 +116,14 @@ void admin_history_sample(struct admin_history *h, struct node *n)
 }
 
 /* The i-th point, oldest first. */
-static const struct admin_history_point *admin_history_at(const struct admin_history *h,
-                                                          unsigned i)
+static const struct admin_history_point *admin_history_at(const struct admin_history *h, unsigned i)
 {
   unsigned start = (h->next + ADMIN_HISTORY_POINTS - h->len) % ADMIN_HISTORY_POINTS;
   return &h->ring[(start + i) % ADMIN_HISTORY_POINTS];
 }
 
-static void admin_history_series(const struct admin_history *h, struct admin_json *w,
-                                 unsigned s, bool produce)
+static void admin_history_series(const struct admin_history *h, struct admin_json *w, unsigned s,
+                                 bool produce)
 {
   admin_json_array_begin(w);
   for (unsigned i = 0; i < h->len; i++) {

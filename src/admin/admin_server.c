@@ -38,11 +38,11 @@
 struct admin {
   struct node *n;
   struct MHD_Daemon *d;
-  uv_poll_t poll;    /* MHD's epoll descriptor */
-  uv_timer_t timer;  /* MHD's next timeout */
-  uv_timer_t sample; /* replica-lag and term samples (metrics_node_sample) */
-  uv_timer_t hist_timer;     /* traffic history samples (admin_history.h) */
-  struct admin_history hist; /* for the status page's charts */
+  uv_poll_t poll;               /* MHD's epoll descriptor */
+  uv_timer_t timer;             /* MHD's next timeout */
+  uv_timer_t sample;            /* replica-lag and term samples (metrics_node_sample) */
+  uv_timer_t hist_timer;        /* traffic history samples (admin_history.h) */
+  struct admin_history hist;    /* for the status page's charts */
   struct admin_actions actions; /* the console's actions in flight (admin_actions.h) */
   int handles_open;
   admin_close_cb close_cb;
@@ -75,8 +75,8 @@ static void admin_cors(struct admin *a, struct MHD_Connection *mc, struct MHD_Re
 }
 
 /* Queues body (owned: always consumed) with status and content type. */
-static enum MHD_Result admin_answer(struct admin *a, struct MHD_Connection *mc, unsigned status, const char *type,
-                                    char *body, size_t len)
+static enum MHD_Result admin_answer(struct admin *a, struct MHD_Connection *mc, unsigned status,
+                                    const char *type, char *body, size_t len)
 {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   if (r == NULL) {
@@ -107,16 +107,16 @@ static enum MHD_Result admin_answer_buf(struct admin *a, struct MHD_Connection *
     static const char msg[] = "{\"error\":\"the answer could not be built (out of memory or "
                               "too large)\"}\n";
     char *copy = strdup(msg);
-    return copy != NULL ? admin_answer(a, mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json", copy,
-                                       strlen(copy))
+    return copy != NULL ? admin_answer(a, mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json",
+                                       copy, strlen(copy))
                         : MHD_NO;
   }
   return admin_answer(a, mc, status, type, body, len);
 }
 
 /* {"error": msg, "path": url} with status. */
-static enum MHD_Result admin_answer_error(struct admin *a, struct MHD_Connection *mc, unsigned status,
-                                          const char *msg, const char *url)
+static enum MHD_Result admin_answer_error(struct admin *a, struct MHD_Connection *mc,
+                                          unsigned status, const char *msg, const char *url)
 {
   struct admin_buf b;
   admin_buf_init(&b, ADMIN_MAX_ANSWER);
@@ -200,8 +200,8 @@ static enum MHD_Result admin_get_messages(struct admin *a, struct MHD_Connection
   admin_buf_init(&b, ADMIN_MAX_ANSWER);
   struct admin_json w;
   admin_json_init(&w, &b);
-  unsigned status = admin_view_messages(a->n, topic, (uint32_t)partition, offset, ts,
-                                        (unsigned)limit, &w);
+  unsigned status =
+      admin_view_messages(a->n, topic, (uint32_t)partition, offset, ts, (unsigned)limit, &w);
   admin_buf_puts(&b, "\n");
   return admin_answer_buf(a, mc, status, "application/json", &b);
 }
@@ -505,9 +505,9 @@ int admin_start(struct node *n, struct admin **out)
   }
   /* No thread of MHD's own: epoll, driven from the loop below. */
   a->d = MHD_start_daemon(
-      MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
-      admin_on_request, a, MHD_OPTION_NOTIFY_COMPLETED, admin_on_completed, a,
-      MHD_OPTION_EXTERNAL_LOGGER, admin_on_log, a, /* first, so it gets every message */
+      MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, admin_on_request,
+      a, MHD_OPTION_NOTIFY_COMPLETED, admin_on_completed, a, MHD_OPTION_EXTERNAL_LOGGER,
+      admin_on_log, a, /* first, so it gets every message */
       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)ADMIN_MAX_CONNS, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONN_MEMORY,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_CONN_TIMEOUT_S, MHD_OPTION_END);

@@ -497,8 +497,8 @@ unsigned admin_view_messages(struct node *n, const char *topic, uint32_t partiti
   unsigned status = 200;
   if (rv != 0 || fc.t.code != CAIRN__CLIENT__ERROR_CODE__OK) {
     /* NOT_LEADER: the page asks the leader's admin port instead. */
-    status = rv != 0                                                  ? 500
-             : fc.t.code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER     ? 421
+    status = rv != 0                                              ? 500
+             : fc.t.code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER ? 421
              : fc.t.code == CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC ||
                      fc.t.code == CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PARTITION
                  ? 404

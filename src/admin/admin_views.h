@@ -13,9 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define ADMIN_VIEW_READ_MAX (1u << 20)    /* bytes of batches one browse reads */
-#define ADMIN_VIEW_BATCH_MAX (16u << 20)  /* a batch decompressed */
-#define ADMIN_VIEW_VALUE_MAX 65536u       /* bytes of a key or value shown */
+#define ADMIN_VIEW_READ_MAX (1u << 20)   /* bytes of batches one browse reads */
+#define ADMIN_VIEW_BATCH_MAX (16u << 20) /* a batch decompressed */
+#define ADMIN_VIEW_VALUE_MAX 65536u      /* bytes of a key or value shown */
 #define ADMIN_VIEW_MAX_RECORDS 500u
 
 struct node;

@@ -92,10 +92,8 @@ static void metrics_proc_stat_series(struct admin_buf *b)
                    cpu_ticks / (uint64_t)tck, (cpu_ticks % (uint64_t)tck) * 100 / (uint64_t)tck);
   metrics_proc_family(b, "process_resident_memory_bytes", "gauge",
                       "Resident memory size in bytes.");
-  admin_buf_printf(b, "process_resident_memory_bytes %" PRIu64 "\n",
-                   ps.rss_pages * (uint64_t)page);
-  metrics_proc_family(b, "process_virtual_memory_bytes", "gauge",
-                      "Virtual memory size in bytes.");
+  admin_buf_printf(b, "process_resident_memory_bytes %" PRIu64 "\n", ps.rss_pages * (uint64_t)page);
+  metrics_proc_family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
   admin_buf_printf(b, "process_virtual_memory_bytes %" PRIu64 "\n", ps.vsize);
   uint64_t btime = metrics_proc_boot_time();
   if (btime > 0) {
@@ -122,8 +120,7 @@ static void metrics_proc_fds(struct admin_buf *b)
   }
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-    metrics_proc_family(b, "process_max_fds", "gauge",
-                        "Maximum number of open file descriptors.");
+    metrics_proc_family(b, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
     admin_buf_printf(b, "process_max_fds %" PRIu64 "\n", (uint64_t)rl.rlim_cur);
   }
 }

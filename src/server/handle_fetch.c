@@ -428,8 +428,8 @@ static int handle_fetch_copy_region(const struct store_region *r, struct handle_
   } else {
     size_t done = 0;
     while (done < r->len) {
-      ssize_t got = pread(r->fd, out->data + out->len + done, r->len - done,
-                          (off_t)(r->pos + (int64_t)done));
+      ssize_t got =
+          pread(r->fd, out->data + out->len + done, r->len - done, (off_t)(r->pos + (int64_t)done));
       if (got <= 0) {
         return got < 0 ? -errno : CAIRN_ECORRUPT;
       }
@@ -459,8 +459,8 @@ int handle_fetch_copy(struct node *n, const char *topic, uint32_t partition, int
   if (timestamp >= 0) {
     int rv = store_lookup_time(s, timestamp, &out->offset);
     if (rv != 0) {
-      snprintf(out->t.message, sizeof out->t.message, "looking up time %" PRId64 ": %s",
-               timestamp, store_errmsg(s));
+      snprintf(out->t.message, sizeof out->t.message, "looking up time %" PRId64 ": %s", timestamp,
+               store_errmsg(s));
       return rv;
     }
   }

@@ -536,9 +536,9 @@ static void test_admin_json_views_status_page_and_errors(void **state)
   assert_int_equal(http_get(port, "/", &a), 0);
   assert_int_equal(a.status, 200);
   assert_non_null(strstr(a.head, "Content-Type: text/html"));
-  static const char *const page_ids[] = {"summary",      "nodes",  "topics",   "chart-throughput",
-                                         "chart-topics", "groups", "messages", "updated",
-                                         "error"};
+  static const char *const page_ids[] = {"summary",          "nodes",        "topics",
+                                         "chart-throughput", "chart-topics", "groups",
+                                         "messages",         "updated",      "error"};
   for (size_t i = 0; i < sizeof page_ids / sizeof page_ids[0]; i++) {
     snprintf(want, sizeof want, "id=\"%s\"", page_ids[i]);
     assert_non_null(strstr(a.body, want));

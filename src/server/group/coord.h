@@ -183,7 +183,7 @@ void coord_each_group(struct coord *c, coord_group_fn fn, void *data);
  * yet, the partition is assigned only), the high watermark of this node's
  * replica (-1: not hosted here) and their difference (-1: unknown). */
 struct coord_lag {
-  const char *topic;     /* borrowed from the group */
+  const char *topic; /* borrowed from the group */
   uint32_t partition;
   int64_t committed;
   int64_t high_watermark;
