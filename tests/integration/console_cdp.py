@@ -13,7 +13,8 @@ usage: console_cdp.py CHROMIUM URL SCREENSHOT.png GROUP LAG TOPIC VALUE
   - Consumer groups: GROUP shows a total lag of LAG;
   - Messages: reading TOPIC partition 0 from offset 0 as JSON shows VALUE
     (a JSON text) at offset 0, with its key and header;
-then the Overview is saved as SCREENSHOT.png, and the actions run, each
+then the Overview is saved as SCREENSHOT.png (and the two tabs as
+SCREENSHOT-groups.png and SCREENSHOT-messages.png), and the actions run, each
 through its confirmation:
   - a topic console-made is created from the Topics tab and appears;
   - deleting it is not done until its name is typed, then it disappears;
@@ -106,6 +107,15 @@ def fail(msg):
 # The visible text of element id (innerText is "" for hidden elements).
 def text(cid):
     return "(function(){var e=document.getElementById(%s);return e&&e.offsetParent!==null?e.innerText:'';})()" % json.dumps(cid)
+
+
+# Saves what the window shows as SHOT (the Overview) or SHOT-TAB.png.
+def snap(c, shot, tab):
+    path = shot if tab is None else shot[:-4] + "-" + tab + ".png"
+    png = base64.b64decode(c.call("Page.captureScreenshot", {"format": "png"})["data"])
+    with open(path, "wb") as f:
+        f.write(png)
+    print("screenshot: %s (%d bytes)" % (path, len(png)))
 
 
 def confirm(c, what, typed=None):
@@ -211,6 +221,7 @@ def main():
         c.wait("(%s) === %s" % (text("group-lag-" + group), json.dumps(lag)),
                "group %s's lag is not %s (shows %r)" % (group, lag, shown))
         print("groups: %s" % c.js(text("group-" + group)).replace("\t", " | "))
+        snap(c, shot, "groups")
         # Messages: partition 0 from offset 0, as JSON.
         c.js("document.getElementById('tab-messages').click()")
         c.js("""(function(){var s=document.getElementById('msg-topic');s.value=%s;
@@ -225,12 +236,11 @@ def main():
         if value.encode()[:4].hex() not in hexed.replace(" ", ""):
             fail("message 0 in hex does not show %s: %r" % (value.encode()[:4].hex(), hexed))
         print("messages: %s" % msg.replace("\n", " ").replace("\t", " | ")[:200])
+        c.js("document.getElementById('msg-format').value='json';document.getElementById('msg-format').dispatchEvent(new Event('change'))")
+        snap(c, shot, "messages")
         # The screenshot of the Overview.
         c.js("document.getElementById('tab-overview').click()")
-        png = base64.b64decode(c.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"])
-        with open(shot, "wb") as f:
-            f.write(png)
-        print("screenshot: %s (%d bytes)" % (shot, len(png)))
+        snap(c, shot, None)
         actions(c, group, topic)
     finally:
         c.close()
