@@ -130,6 +130,19 @@ assert st == 400 and "usage" in j["error"], (st, j)
 print("browse: offsets 0..2 read, by time, out of range 409, unknown topic 404, bad limit 400")
 PYEOF
 
+step "cross-origin reads only for the cluster's own admin addresses"
+"$py" - "${ports[0]}" "${ports[1]}" <<'PYEOF' || fail "CORS"
+import sys, urllib.request
+def acao(origin):
+    r = urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%s/v1/history" % sys.argv[1], headers={"Origin": origin}), timeout=10)
+    return r.headers.get("Access-Control-Allow-Origin")
+own = "http://127.0.0.1:%s" % sys.argv[2]
+assert acao(own) == own, acao(own)
+assert acao("http://evil.example") is None
+assert acao("http://127.0.0.1:1") is None
+print("CORS: node 2's console allowed, other origins not")
+PYEOF
+
 step "every metric the rules and the dashboard use is exported"
 "$py" "$repo/tests/integration/monitoring_check.py" "$mon/cairn-alerts.yml" "$mon/cairn-dashboard.json" \
   "$dir/metrics1" "$dir/metrics2" "$dir/metrics3"
