@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -552,13 +553,6 @@ bool ctl_incarnation_is_live(const struct controller *ctl, uint64_t node_id,
 
 /* Wall-clock ms: what the planner stamps into node state changes, for
  * operators (liveness itself runs on the loop's monotonic clock). */
-static uint64_t ctl_wall_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- the leader's tick ---- */
 
 static void ctl_on_change_done(struct raft_change *req, int status)
@@ -688,7 +682,7 @@ static void ctl_plan(struct controller *ctl)
     confs[i].nvoters = ctl->reports[i].nvoters;
   }
   struct meta_plan_input in = {.st = &ctl->st, .live = live, .nlive = nlive, .configs = confs,
-                               .nconfigs = ctl->nreports, .now_ms = ctl_wall_ms()};
+                               .nconfigs = ctl->nreports, .now_ms = (uint64_t)wallclock_ms()};
   meta_plan_opts_default(&in.opts);
   in.opts.node_timeout_ms = ctl->opts.node_timeout_ms;
   in.opts.replace_delay_ms = ctl->opts.replace_delay_ms;

@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "net/wire_err.h"
 
 #include <inttypes.h>
@@ -17,13 +18,6 @@
 #include <time.h>
 
 /* Wall-clock ms, recorded in node state changes for operators. */
-static uint64_t admin_wall_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- forwarding ---- */
 
 struct fwd {
@@ -346,7 +340,7 @@ void handle_decommission(struct node *n, struct conn_request *req)
   uint8_t *cmd = NULL;
   size_t len = 0;
   int rv = meta_cmd_set_node_state(r->node_id, r->recommission ? META_NODE_ALIVE : META_NODE_DRAINING,
-                                   0, admin_wall_ms(), &cmd, &len);
+                                   0, (uint64_t)wallclock_ms(), &cmd, &len);
   if (rv == 0 && nd != NULL) {
     uint32_t replicas = 0, leaders = 0;
     meta_node_load(st, r->node_id, &replicas, &leaders);

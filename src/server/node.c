@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "server/handlers.h"
 #include "kafka/kafka_port.h"
 
@@ -104,6 +105,7 @@ static int node_id_load(struct node *n)
 
 static void node_on_meta_change(struct controller *ctl, void *data);
 static void node_on_tick(uv_timer_t *t);
+static void node_follow_clock_offset(struct node *n);
 static void node_dispatch(struct conn_request *req, void *data);
 
 static void node_part_applied(struct rgroup *rg)
@@ -369,6 +371,9 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
       n->incarnation == 0) {
     n->incarnation = (uint64_t)uv_hrtime() | 1;
   }
+  const char *clock_file = getenv("CAIRN_CLOCK_OFFSET_FILE");
+  n->clock_offset_file = clock_file != NULL && clock_file[0] != '\0' ? clock_file : NULL;
+  node_follow_clock_offset(n);
   int rv = fs_mkdir_p(cfg->data_dir);
   if (rv != 0) {
     node_set_errmsg(n, "data dir %s: %s", cfg->data_dir, cairn_strerror(rv));
@@ -636,13 +641,27 @@ static void node_maybe_retention(struct node *n)
     return;
   }
   n->last_retention_ms = now;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-  uint32_t deleted = parts_retention(&n->parts, wall_ms);
+  uint32_t deleted = parts_retention(&n->parts, wallclock_ms());
   if (deleted > 0) {
     log_debug("node", "retention removed %u segment(s)", deleted);
   }
+}
+
+/* The fault rig's clock jump (wallclock.h): the offset in the file named by
+ * CAIRN_CLOCK_OFFSET_FILE applies from the next tick on. */
+static void node_follow_clock_offset(struct node *n)
+{
+  if (n->clock_offset_file == NULL) {
+    return;
+  }
+  int64_t offset = 0;
+  int rv = wallclock_read_offset_file(n->clock_offset_file, &offset);
+  if (rv != 0 || offset == wallclock_offset_ms()) {
+    return;
+  }
+  wallclock_set_offset_ms(offset);
+  log_warn("node", "wall clock offset now %+lld ms (test hook %s)", (long long)offset,
+           n->clock_offset_file);
 }
 
 static void node_on_tick(uv_timer_t *t)
@@ -651,6 +670,7 @@ static void node_on_tick(uv_timer_t *t)
   if (n->state != NODE_RUNNING) {
     return;
   }
+  node_follow_clock_offset(n);
   node_maybe_bootstrap(n);
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl));

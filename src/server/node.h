@@ -96,6 +96,7 @@ struct node {
   bool reconcile_pending;
   uint64_t last_heartbeat_ms;
   uint64_t last_retention_ms; /* loop time of the last retention pass */
+  const char *clock_offset_file; /* test hook CAIRN_CLOCK_OFFSET_FILE, or NULL */
   bool register_inflight;
   uint64_t id_refused_ms;    /* first NODE_ID_IN_USE answer to this process, 0: none */
   bool heartbeat_inflight;

@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "format/batch.h"
 #include "format/crc32c.h"
 #include "storage/checkpoint.h"
@@ -20,20 +21,13 @@
 
 #define PLOG_IOV_STACK 16
 
-static int64_t plog_clock_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void plog_opts_default(struct plog_opts *opts)
 {
   memset(opts, 0, sizeof *opts);
   opts->segment_bytes = PLOG_DEFAULT_SEGMENT_BYTES;
   opts->index_interval = PLOG_DEFAULT_INDEX_INTERVAL;
   opts->max_batch_bytes = BATCH_DEFAULT_MAX_BYTES;
-  opts->now_ms = plog_clock_ms;
+  opts->now_ms = wallclock_ms;
 }
 
 void plog_set_errmsg(struct plog *pl, const char *fmt, ...)

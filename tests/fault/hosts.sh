@@ -145,7 +145,9 @@ hosts_start() {
     args+=(--join "$join_host:7400")
   fi
   # shellcheck disable=SC2086 # HOSTS_FLAGS is a list of flags
-  ip netns exec "$ns" "$HOSTS_CAIRND" "${args[@]}" $HOSTS_FLAGS \
+  # The clock nemesis writes a wall-clock offset here (src/common/wallclock.h).
+  CAIRN_CLOCK_OFFSET_FILE="$HOSTS_DIR/clock.$i" \
+    ip netns exec "$ns" "$HOSTS_CAIRND" "${args[@]}" $HOSTS_FLAGS \
     >>"$HOSTS_DIR/node$i.log" 2>&1 </dev/null &
   echo $! >"$HOSTS_DIR/pid.$i"
   echo "$!" >>"$HOSTS_DIR/all-pids"

@@ -30,6 +30,10 @@
 #              garble-log); restart it
 #   conncut    reset every client connection of a node (TCP RST for 1-2 s on
 #              its client port: requests in flight are cut mid-way)
+#   clock      jump one node's wall clock (not the machine's) by -2 days to
+#              +2 days for 5-15 s (CAIRN_CLOCK_OFFSET_FILE, read each 0.5 s),
+#              then back: what keeps calendar time (retention by time, group
+#              offsets' expiry, timestamps) sees the jump, timers do not
 #
 # Each step starts one fault, or two at once (a third of the steps), keeps
 # them for a while, heals them, and leaves the cluster a quiet period. The
@@ -42,7 +46,7 @@
 
 # The nem_*_hold variables and NEM_ALL are read indirectly (${!h}) or by run.sh.
 # shellcheck disable=SC2034
-NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncut"
+NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncut,clock"
 : "${NEM_QUIET_S:=5}"
 nem_t0=$SECONDS
 declare -A nem_down=()   # nodes a fault has stopped on purpose
@@ -332,6 +336,23 @@ nem_conncut_start() {
 nem_conncut_heal() {
   hosts_exec "$nem_cc_node" nft flush chain inet cairnfault input
   nem_record "conncut healed: node $nem_cc_node"
+}
+
+# ---- clock ----
+nem_clock_start() {
+  local ms
+  read -r nem_ck_node nem_ck_why < <(nem_target)
+  # minutes to two days, either way: past retention checks and group
+  # offsets' expiry, not just past timeouts
+  ms=$(((60 + RANDOM * 5) * 1000))
+  ((RANDOM % 2)) && ms=$((-ms))
+  echo "$ms" >"$HOSTS_DIR/clock.$nem_ck_node"
+  nem_record "clock node $nem_ck_node ($nem_ck_why): wall clock offset ${ms} ms"
+  nem_clock_hold=$((5 + $(nem_rand 11)))
+}
+nem_clock_heal() {
+  echo 0 >"$HOSTS_DIR/clock.$nem_ck_node"
+  nem_record "clock healed: node $nem_ck_node"
 }
 
 # ---- churn ----

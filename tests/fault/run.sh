@@ -220,7 +220,7 @@ nfaults=$(grep -c -v -E "healed|restart node|resume node|skipped|churn: node .* 
   kinds=""
   for k in "kill:kill node" "pause:pause node" "partition:partition (majority|isolate|bridge|ring)" \
     "netem:netem( \(|:)" "lostcache:lostcache node" "churn:churn: decommission" \
-    "killall:killall: every" "majority:majority: nodes" "torn:torn node" "conncut:conncut node" \
+    "killall:killall: every" "majority:majority: nodes" "torn:torn node" "conncut:conncut node" "clock:clock node" \
     "crash:CRASH"; do
     kinds+="${kinds:+, }${k%%:*} $(grep -c -E "^[0-9]+ ${k#*:}" "$NEM_FAULTS" || true)"
   done

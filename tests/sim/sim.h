@@ -129,6 +129,15 @@ struct sim_replica {
   raft_index term_first_index;
   int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   raft_io_recv_cb raft_recv;
+  int (*io_append)(struct raft_io *io, struct raft_io_append *req, const struct raft_entry entries[],
+                   unsigned n, raft_io_append_cb cb);
+  /* The disk: raft_uv writes appends one after the other, so they complete
+   * in the order they were asked. The fixture completes each at its own
+   * "now + latency", which reorders them when the latency drops; raft 0.15
+   * (updateLastStored adds counts to last_stored) and the fixture's own log
+   * (it appends entries in completion order) both assume FIFO. */
+  unsigned disk_latency;  /* what the faults ask for, in ms */
+  raft_time append_done;  /* completion time of the last append asked */
   uint64_t results_held;
   uint64_t barriers;
   /* what the checker has verified of this replica's store */
@@ -211,6 +220,7 @@ int64_t sim_now(struct sim *s);
 int sim_replica_init(struct sim *s, struct sim_replica *rep, unsigned index);
 void sim_replica_close(struct sim_replica *rep);
 void sim_replica_interpose(struct sim_replica *rep); /* before raft_fixture_start */
+void sim_replica_set_disk_latency(struct sim_replica *rep, unsigned ms);
 struct raft *sim_replica_raft(struct sim_replica *rep);
 /* Queues one attempt (rgroup_produce): 0, or CAIRN_ENOTLEADER at once. */
 int sim_replica_produce(struct sim_replica *rep, struct sim_req *req);

@@ -69,6 +69,29 @@ int64_t sim_now(struct sim *s)
   return (int64_t)raft_fixture_time(&s->f);
 }
 
+/* With --trace, each server's Raft state at a violation: what a replay of
+ * a stuck seed needs first (who leads, what each has stored and committed,
+ * and what the leader believes of each follower). */
+static void sim_trace_rafts(struct sim *s)
+{
+  for (unsigned i = 0; i < s->n; i++) {
+    struct raft *r = raft_fixture_get(&s->f, i);
+    sim_trace(s, "raft r%u state=%u term=%llu last=%llu stored=%llu commit=%llu applied=%llu", i,
+              (unsigned)r->state, (unsigned long long)r->current_term,
+              (unsigned long long)raft_last_index(r), (unsigned long long)r->last_stored,
+              (unsigned long long)r->commit_index, (unsigned long long)r->last_applied);
+    if (r->state != RAFT_LEADER) {
+      continue;
+    }
+    for (unsigned k = 0; k < r->configuration.n; k++) {
+      const struct raft_progress *p = &r->leader_state.progress[k];
+      sim_trace(s, "raft r%u progress of %llu: mode=%u next=%llu match=%llu", i,
+                (unsigned long long)r->configuration.servers[k].id, p->state,
+                (unsigned long long)p->next_index, (unsigned long long)p->match_index);
+    }
+  }
+}
+
 void sim_fail(struct sim *s, const char *fmt, ...)
 {
   if (s->failed) {
@@ -83,6 +106,7 @@ void sim_fail(struct sim *s, const char *fmt, ...)
   snprintf(s->errmsg, sizeof s->errmsg, "step %" PRIu64 " (t=%lld ms): %s", s->step,
            (long long)sim_now(s), msg);
   sim_trace(s, "VIOLATION %s", msg);
+  sim_trace_rafts(s);
 }
 
 void sim_trace(struct sim *s, const char *fmt, ...)
@@ -201,7 +225,7 @@ static void sim_fault_start(struct sim *s, struct sim_driver *d)
   }
   case SIM_FAULT_DISK_LATENCY: {
     unsigned ms = 1 + sim_rng_below(&s->rng, sim_rng_chance(&s->rng, 1, 4) ? 800 : 30);
-    raft_fixture_set_disk_latency(&s->f, i, ms);
+    sim_replica_set_disk_latency(&s->reps[i], ms);
     sim_trace(s, "fault disk-latency %u %ums", i, ms);
     return;
   }
@@ -332,7 +356,7 @@ static int sim_setup(struct sim *s)
     struct raft *r = raft_fixture_get(&s->f, i);
     raft_set_snapshot_threshold(r, 1u << 30); /* snapshots are not simulated */
     raft_fixture_set_network_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 30));
-    raft_fixture_set_disk_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 20));
+    sim_replica_set_disk_latency(&s->reps[i], 1 + sim_rng_below(&s->rng, 20));
     raft_fixture_set_randomized_election_timeout(&s->f, i, 1000 + sim_rng_below(&s->rng, 1000));
     sim_replica_interpose(&s->reps[i]);
   }
@@ -402,7 +426,7 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
     sim_faults_turn(s, &d, false); /* heal everything */
     for (unsigned i = 0; i < s->n; i++) {
       raft_fixture_set_network_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 30));
-      raft_fixture_set_disk_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 20));
+      sim_replica_set_disk_latency(&s->reps[i], 1 + sim_rng_below(&s->rng, 20));
     }
     sim_trace(s, "healed");
   }

@@ -286,9 +286,37 @@ static int sim_replica_io_start(struct raft_io *io, unsigned msecs, raft_io_tick
   return rep->io_start(io, msecs, tick, sim_replica_io_recv);
 }
 
+/* Each append completes no earlier than the one asked before it (see
+ * disk_latency in sim.h): the latency of this one is raised just enough. */
+static int sim_replica_io_append(struct raft_io *io, struct raft_io_append *req,
+                                 const struct raft_entry entries[], unsigned n,
+                                 raft_io_append_cb cb)
+{
+  struct sim_replica *rep = sim_replica_of_io(io);
+  raft_time now = io->time(io);
+  unsigned ms = rep->disk_latency;
+  if (rep->append_done > now + ms) {
+    ms = (unsigned)(rep->append_done - now);
+  }
+  raft_fixture_set_disk_latency(&rep->sim->f, rep->index, ms);
+  int rv = rep->io_append(io, req, entries, n, cb);
+  if (rv == 0) {
+    rep->append_done = now + ms;
+  }
+  return rv;
+}
+
+void sim_replica_set_disk_latency(struct sim_replica *rep, unsigned ms)
+{
+  rep->disk_latency = ms;
+  raft_fixture_set_disk_latency(&rep->sim->f, rep->index, ms);
+}
+
 void sim_replica_interpose(struct sim_replica *rep)
 {
   struct raft_io *io = &rep->sim->f.servers[rep->index].io;
   rep->io_start = io->start;
   io->start = sim_replica_io_start;
+  rep->io_append = io->append;
+  io->append = sim_replica_io_append;
 }

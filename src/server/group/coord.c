@@ -4,6 +4,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "net/wire_err.h"
 #include "server/handle_group.h"
 #include "server/handle_target.h"
@@ -30,12 +31,7 @@ struct coord_join {
 
 static void coord_settle_syncs(struct coord *c, const struct coord_slot *slot, struct group *g);
 
-static uint64_t coord_wall_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+static uint64_t coord_wall_ms(void) { return (uint64_t)wallclock_ms(); }
 
 void coord_event_clock(struct coord *c, struct group_event *ev)
 {

@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "format/batch.h"
 #include "format/batch_builder.h"
 #include "server/group/offset_record.h"
@@ -35,13 +36,6 @@ struct coord_op {
   coord_append_cb cb;
   void *data;
 };
-
-static int64_t coord_log_wall_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- applying records ---- */
 
@@ -240,7 +234,7 @@ int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_re
   if (rv != 0) {
     return rv;
   }
-  int64_t now = coord_log_wall_ms();
+  int64_t now = wallclock_ms();
   for (size_t i = 0; i < n && rv == 0; i++) {
     rv = coord_add_record(&b, &records[i], tombstones != NULL && tombstones[i], now);
   }
@@ -359,7 +353,7 @@ void coord_load_step(struct coord *c, struct coord_slot *slot)
     size_t len = 0;
     int rv = batch_builder_init(&b, 4096);
     if (rv == 0) {
-      rv = coord_add_marker(&b, coord_log_wall_ms());
+      rv = coord_add_marker(&b, wallclock_ms());
       if (rv == 0) {
         rv = batch_builder_finish(&b, &batch, &len);
       }
