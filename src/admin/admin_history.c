@@ -4,11 +4,11 @@
 
 #include "admin/metrics.h"
 #include "common/err.h"
+#include "common/wallclock.h"
 #include "server/node.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define ADMIN_HISTORY_OTHER (ADMIN_HISTORY_TOPICS + 1)
 
@@ -86,10 +86,7 @@ void admin_history_sample(struct admin_history *h, struct node *n)
   uint64_t now = uv_now(n->loop);
   uint64_t step = now - h->last_ms;
   bool first = h->samples == 0;
-  struct admin_history_point pt = {0};
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  pt.wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  struct admin_history_point pt = {.wall_ms = wallclock_ms()};
   for (unsigned s = 1; s <= ADMIN_HISTORY_OTHER; s++) {
     uint64_t *bp = s <= ADMIN_HISTORY_TOPICS ? &h->topics[s - 1].produced : &h->other_produced;
     uint64_t *bf = s <= ADMIN_HISTORY_TOPICS ? &h->topics[s - 1].fetched : &h->other_fetched;
