@@ -17,6 +17,7 @@ PACKAGES=(
   librdkafka-dev          # test_kafka_rdkafka and cairn-kafka-bench (bench/compare's kafka stage)
   libmicrohttpd-dev
   chromium            # test_admin loads the admin port's status page headless
+  prometheus          # promtool: test_admin checks /metrics, deploy/monitoring/ rules (check metrics/rules)
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
   iproute2 nftables
   nats-server libnats-dev redis-server redis-tools  # the peers bench/compare measures
@@ -41,10 +42,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # bench/compare runs its own redis-server and nats-server processes on
 # ports of their own; system services started by the packages would only
-# compete for the CPUs and the disk: stop and disable them.
+# compete for the CPUs and the disk: stop and disable them (and the
+# prometheus server Debian starts with promtool: the tests use promtool only).
 stop_peer_services() {
   local svc
-  for svc in redis-server nats-server; do
+  for svc in redis-server nats-server prometheus; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
       $SUDO systemctl disable --now "$svc" || true
     elif command -v service >/dev/null 2>&1 && service "$svc" status >/dev/null 2>&1; then

@@ -13,8 +13,11 @@
  * Bounds: ADMIN_MAX_CONNS connections, ADMIN_CONN_MEMORY bytes per
  * connection for the request line and headers (larger requests get 431/413
  * from the library), idle connections closed after ADMIN_CONN_TIMEOUT_S,
- * request bodies never read (only GET and HEAD are served; others get 405),
- * answers at most ADMIN_MAX_ANSWER bytes.
+ * request bodies never read (only GET and HEAD are served, and OPTIONS for
+ * a cross-origin preflight; others get 405), answers at most
+ * ADMIN_MAX_ANSWER bytes. Cross-origin reads are allowed only to the admin
+ * addresses of the cluster's own nodes (admin_server.c), for the console
+ * that sums every node's history and groups.
  *
  * Lifecycle: admin_start -> running -> admin_close -> cb (handles closed,
  * the daemon stopped, everything freed).

@@ -28,4 +28,8 @@ void metrics_node_sample(struct node *n);
 /* Writes every metric into b. (metrics_text.c) */
 void metrics_node_write(struct node *n, struct admin_buf *b);
 
+/* Writes the process_* series (from /proc/self), the data directory's
+ * filesystem and cairn_build_info into b. (metrics_proc.c) */
+void metrics_node_write_process(struct node *n, struct admin_buf *b);
+
 #endif

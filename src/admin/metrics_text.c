@@ -13,12 +13,10 @@
 #include "server/node.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/statvfs.h>
 
 /* Latency buckets exported: powers of two microseconds, 2^7 (128 us) to
  * 2^25 (33.5 s), each an exact bucket bound of metrics_hist. */
@@ -247,36 +245,6 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   admin_buf_printf(b, "cairn_log_bytes %" PRIu64 "\n", s.log_bytes);
 }
 
-static void metrics_text_process(struct node *n, struct admin_buf *b)
-{
-  struct statvfs vfs;
-  if (statvfs(n->cfg.data_dir, &vfs) == 0) {
-    metrics_text_family(b, "cairn_data_dir_filesystem_size_bytes", "gauge",
-                        "Size of the filesystem holding the data directory.");
-    admin_buf_printf(b, "cairn_data_dir_filesystem_size_bytes %" PRIu64 "\n",
-                     (uint64_t)vfs.f_blocks * vfs.f_frsize);
-    metrics_text_family(b, "cairn_data_dir_filesystem_avail_bytes", "gauge",
-                        "Bytes of that filesystem still available to the node.");
-    admin_buf_printf(b, "cairn_data_dir_filesystem_avail_bytes %" PRIu64 "\n",
-                     (uint64_t)vfs.f_bavail * vfs.f_frsize);
-  }
-  DIR *d = opendir("/proc/self/fd");
-  if (d != NULL) {
-    uint64_t fds = 0;
-    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
-      fds += e->d_name[0] != '.' ? 1 : 0;
-    }
-    closedir(d);
-    metrics_text_family(b, "process_open_fds", "gauge", "Open file descriptors.");
-    admin_buf_printf(b, "process_open_fds %" PRIu64 "\n", fds > 0 ? fds - 1 : 0);
-  }
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-    metrics_text_family(b, "process_max_fds", "gauge", "The open file descriptor limit.");
-    admin_buf_printf(b, "process_max_fds %" PRIu64 "\n", (uint64_t)rl.rlim_cur);
-  }
-}
-
 /* ---- partitions ---- */
 
 static void metrics_text_part_labels(struct admin_buf *b, const struct part *p)
@@ -372,11 +340,12 @@ static void metrics_text_lag(struct node *n, struct admin_buf *b)
 {
   static const char *const names[3] = {"cairn_partition_replica_lag_entries",
                                        "cairn_partition_replica_lag_offsets",
-                                       "cairn_partition_replica_lag_ms"};
+                                       "cairn_partition_replica_lag_seconds"};
   static const char *const helps[3] = {
       "Raft entries a follower lacks, as this node, its leader, knows (match index).",
       "Offsets a follower lacks, estimated by its leader from its log samples.",
-      "How long ago the leader first held an entry the follower lacks (0 when caught up)."};
+      "How long ago, in seconds, the leader first held an entry the follower lacks (0 when "
+      "caught up)."};
   uint64_t now = uv_now(n->loop);
   for (int k = 0; k < 3; k++) {
     metrics_text_family(b, names[k], "gauge", helps[k]);
@@ -401,14 +370,86 @@ static void metrics_text_lag(struct node *n, struct admin_buf *b)
         if (mp != NULL) {
           metrics_lag_estimate(mp, now, last, si.next_offset, match, &lag_offsets, &lag_ms);
         }
-        int64_t v = k == 0   ? (int64_t)(last > match ? last - match : 0)
-                    : k == 1 ? lag_offsets
-                             : (int64_t)lag_ms;
         admin_buf_puts(b, names[k]);
         metrics_text_part_labels(b, p);
-        admin_buf_printf(b, ",replica=\"%" PRIu64 "\"} %" PRId64 "\n", (uint64_t)srv->id, v);
+        admin_buf_printf(b, ",replica=\"%" PRIu64 "\"} ", (uint64_t)srv->id);
+        if (k == 2) {
+          admin_buf_printf(b, "%" PRIu64 ".%03" PRIu64 "\n", lag_ms / 1000, lag_ms % 1000);
+        } else {
+          admin_buf_printf(b, "%" PRId64 "\n",
+                           k == 0 ? (int64_t)(last > match ? last - match : 0) : lag_offsets);
+        }
       }
     }
+  }
+}
+
+/* ---- consumer groups ---- */
+
+enum metrics_text_gm { MT_GROUP_MEMBERS, MT_GROUP_COMMITTED, MT_GROUP_LAG };
+
+struct metrics_text_groups {
+  struct node *n;
+  struct admin_buf *b;
+  enum metrics_text_gm k;
+};
+
+static void metrics_text_group_labels(struct admin_buf *b, const char *name, const char *group)
+{
+  admin_buf_printf(b, "%s{group=\"", name);
+  metrics_text_label_value(b, group);
+  admin_buf_puts(b, "\"");
+}
+
+/* One family's series of group g (coord_each_group's callback). */
+static void metrics_text_group(const struct group *g, void *data)
+{
+  struct metrics_text_groups *mg = data;
+  struct admin_buf *b = mg->b;
+  if (mg->k == MT_GROUP_MEMBERS) {
+    metrics_text_group_labels(b, "cairn_group_members", g->name);
+    admin_buf_printf(b, "} %zu\n", g->nmembers);
+    return;
+  }
+  struct coord_lag *rows = NULL;
+  size_t nrows = 0;
+  if (coord_group_lag(&mg->n->coord, g, &rows, &nrows) != 0) {
+    return;
+  }
+  const char *name =
+      mg->k == MT_GROUP_COMMITTED ? "cairn_group_committed_offset" : "cairn_group_lag";
+  for (size_t i = 0; i < nrows; i++) {
+    const struct coord_lag *l = &rows[i];
+    int64_t v = mg->k == MT_GROUP_COMMITTED ? l->committed : l->lag;
+    if (v < 0) {
+      continue; /* unknown: nothing committed, or the partition not hosted here */
+    }
+    metrics_text_group_labels(b, name, g->name);
+    admin_buf_puts(b, ",topic=\"");
+    metrics_text_label_value(b, l->topic);
+    admin_buf_printf(b, "\",partition=\"%" PRIu32 "\"} %" PRId64 "\n", l->partition, v);
+  }
+  free(rows);
+}
+
+/* The groups this node coordinates (every node's scrape together covers
+ * them all: each group has one coordinator). */
+static void metrics_text_groups(struct node *n, struct admin_buf *b)
+{
+  static const struct {
+    const char *name, *help;
+  } fams[3] = {
+      {"cairn_group_members", "Members of a consumer group this node coordinates."},
+      {"cairn_group_committed_offset",
+       "A consumer group's committed offset of a partition (the next offset it will read)."},
+      {"cairn_group_lag",
+       "Offsets a consumer group has yet to consume in a partition: the high watermark minus "
+       "its committed offset (only where this node hosts the partition)."},
+  };
+  for (int k = 0; k < 3; k++) {
+    metrics_text_family(b, fams[k].name, "gauge", fams[k].help);
+    struct metrics_text_groups mg = {.n = n, .b = b, .k = (enum metrics_text_gm)k};
+    coord_each_group(&n->coord, metrics_text_group, &mg);
   }
 }
 
@@ -462,8 +503,9 @@ void metrics_node_write(struct node *n, struct admin_buf *b)
   metrics_text_client_port(n, b);
   metrics_text_requests(n, b);
   metrics_text_raft(n, b);
-  metrics_text_process(n, b);
+  metrics_node_write_process(n, b);
   metrics_text_partitions(n, b);
   metrics_text_lag(n, b);
+  metrics_text_groups(n, b);
   metrics_text_cluster(n, b);
 }

@@ -34,11 +34,13 @@
 #include "net/wire_err.h"
 #include "server/node.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HANDLE_FETCH_DEFAULT_PART_BYTES (1u << 20) /* FetchPartition.max_bytes 0 */
 #define HANDLE_FETCH_DEFAULT_MAX_BYTES (16u << 20) /* FetchRequest.max_bytes 0 */
@@ -409,4 +411,86 @@ void handle_fetch_close_all(struct node *n)
     struct conn_request *req = handle_fetch_unpark(w);
     handle_fetch_answer_now(n, req);
   }
+}
+
+/* ---- reads for the admin port ---- */
+
+/* Appends region r's bytes to out->data. */
+static int handle_fetch_copy_region(const struct store_region *r, struct handle_fetch_copy *out)
+{
+  uint8_t *grown = realloc(out->data, out->len + r->len);
+  if (grown == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  out->data = grown;
+  if (r->mem != NULL) {
+    memcpy(out->data + out->len, r->mem, r->len);
+  } else {
+    size_t done = 0;
+    while (done < r->len) {
+      ssize_t got =
+          pread(r->fd, out->data + out->len + done, r->len - done, (off_t)(r->pos + (int64_t)done));
+      if (got <= 0) {
+        return got < 0 ? -errno : CAIRN_ECORRUPT;
+      }
+      done += (size_t)got;
+    }
+  }
+  out->len += r->len;
+  return 0;
+}
+
+int handle_fetch_copy(struct node *n, const char *topic, uint32_t partition, int64_t offset,
+                      int64_t timestamp, size_t max_bytes, struct handle_fetch_copy *out)
+{
+  memset(out, 0, sizeof *out);
+  out->offset = offset;
+  out->log_start_offset = -1;
+  out->high_watermark = -1;
+  handle_find_reader(n, topic, partition, &out->t);
+  if (out->t.code != CAIRN__CLIENT__ERROR_CODE__OK) {
+    return 0;
+  }
+  struct store *s = rgroup_store(&out->t.p->rg);
+  struct store_info info;
+  store_info(s, &info);
+  out->log_start_offset = info.start_offset;
+  out->high_watermark = info.next_offset;
+  if (timestamp >= 0) {
+    int rv = store_lookup_time(s, timestamp, &out->offset);
+    if (rv != 0) {
+      snprintf(out->t.message, sizeof out->t.message, "looking up time %" PRId64 ": %s", timestamp,
+               store_errmsg(s));
+      return rv;
+    }
+  }
+  if (out->offset < info.start_offset || out->offset > info.next_offset) {
+    out->t.code = CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE;
+    snprintf(out->t.message, sizeof out->t.message,
+             "offset %" PRId64 " of %s/%" PRIu32 " is outside [%" PRId64 ", %" PRId64 "]",
+             out->offset, topic, partition, info.start_offset, info.next_offset);
+    return 0;
+  }
+  int64_t cur = out->offset;
+  for (int k = 0; k < HANDLE_FETCH_MAX_REGIONS_PER_PART && cur < info.next_offset; k++) {
+    size_t want = max_bytes > out->len ? max_bytes - out->len : 0;
+    if (want == 0) {
+      break;
+    }
+    struct store_region r = {.fd = -1};
+    int rv = store_read(s, cur, want, &r);
+    if (rv == 0 && r.len > 0 && (r.len <= want || out->len == 0)) {
+      rv = handle_fetch_copy_region(&r, out);
+      cur = r.next_offset;
+    } else {
+      cur = info.next_offset; /* the end, or the next batch would pass max_bytes */
+    }
+    store_region_release(&r);
+    if (rv != 0) {
+      snprintf(out->t.message, sizeof out->t.message, "reading %s/%" PRIu32 " at %" PRId64 ": %s",
+               topic, partition, cur, rv == CAIRN_ENOMEM ? cairn_strerror(rv) : store_errmsg(s));
+      return rv;
+    }
+  }
+  return 0;
 }

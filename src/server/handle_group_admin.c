@@ -118,6 +118,7 @@ struct handle_describe {
   size_t nm;
   Cairn__Client__GroupPartitionOffset *ov;
   Cairn__Client__GroupPartitionOffset **op;
+  struct coord_lag *lag; /* coord_group_lag's rows the offsets point into */
 };
 
 static void handle_describe_free(struct handle_describe *hd)
@@ -137,69 +138,35 @@ static void handle_describe_free(struct handle_describe *hd)
   free(hd->mp);
   free(hd->ov);
   free(hd->op);
-}
-
-/* The high watermark of a partition this node hosts (leader or not); -1. */
-static int64_t handle_describe_hw(struct node *n, const char *topic, uint32_t partition)
-{
-  struct part *p = node_find_part(n, topic, partition, NULL);
-  if (p == NULL || p->state != PART_OPEN) {
-    return -1;
-  }
-  struct store_info info;
-  store_info(rgroup_store(&p->rg), &info);
-  return info.next_offset;
+  free(hd->lag);
 }
 
 /* The offsets part: every committed offset, and every assigned partition
- * without one. */
+ * without one, with their lag (coord_group_lag). */
 static int handle_describe_offsets(struct node *n, const struct group *g,
                                    struct handle_describe *hd)
 {
-  size_t cap = g->noffsets;
-  for (size_t i = 0; i < g->nmembers; i++) {
-    cap += g->members[i].nassigned;
+  size_t k = 0;
+  int rv = coord_group_lag(&n->coord, g, &hd->lag, &k);
+  if (rv != 0) {
+    return rv;
   }
-  hd->ov = calloc(cap + 1, sizeof *hd->ov);
-  hd->op = calloc(cap + 1, sizeof *hd->op);
+  hd->ov = calloc(k + 1, sizeof *hd->ov);
+  hd->op = calloc(k + 1, sizeof *hd->op);
   if (hd->ov == NULL || hd->op == NULL) {
     return CAIRN_ENOMEM;
   }
-  size_t k = 0;
-  for (size_t i = 0; i < g->noffsets; i++, k++) {
-    const struct group_offset *o = &g->offsets[i];
-    Cairn__Client__GroupPartitionOffset *x = &hd->ov[k];
-    cairn__client__group_partition_offset__init(x);
-    x->topic = g->topics[o->topic];
-    x->partition = o->partition;
-    x->committed = o->offset;
-    const struct group_member *owner = group_owner(g, x->topic, x->partition);
-    x->member_id = owner != NULL ? (char *)owner->id : "";
-    hd->op[k] = x;
-  }
-  for (size_t i = 0; i < g->nmembers; i++) {
-    const struct group_member *m = &g->members[i];
-    for (size_t j = 0; j < m->nassigned; j++) {
-      const char *topic = g->topics[m->assigned[j].topic];
-      if (group_offset_find(g, topic, m->assigned[j].partition) != NULL) {
-        continue;
-      }
-      Cairn__Client__GroupPartitionOffset *x = &hd->ov[k];
-      cairn__client__group_partition_offset__init(x);
-      x->topic = (char *)topic;
-      x->partition = m->assigned[j].partition;
-      x->committed = -1;
-      x->member_id = (char *)m->id;
-      hd->op[k++] = x;
-    }
-  }
   for (size_t i = 0; i < k; i++) {
-    Cairn__Client__GroupPartitionOffset *x = hd->op[i];
-    x->high_watermark = handle_describe_hw(n, x->topic, x->partition);
-    x->lag = x->high_watermark >= 0 && x->committed >= 0 ? x->high_watermark - x->committed : -1;
-    if (x->lag < -1) {
-      x->lag = 0; /* a follower's watermark may trail the committed offset */
-    }
+    const struct coord_lag *l = &hd->lag[i];
+    Cairn__Client__GroupPartitionOffset *x = &hd->ov[i];
+    cairn__client__group_partition_offset__init(x);
+    x->topic = (char *)l->topic;
+    x->partition = l->partition;
+    x->committed = l->committed;
+    x->member_id = (char *)l->member_id;
+    x->high_watermark = l->high_watermark;
+    x->lag = l->lag;
+    hd->op[i] = x;
   }
   hd->d.offsets = hd->op;
   hd->d.n_offsets = k;

@@ -15,6 +15,7 @@
 #define CAIRN_HANDLERS_H
 
 #include "net/conn.h"
+#include "server/handle_target.h"
 #include "server/node.h"
 
 #include <stdbool.h>
@@ -80,6 +81,29 @@ void handle_produce(struct node *n, struct conn_request *req);
 void handle_fetch(struct node *n, struct conn_request *req);
 /* Answers every parked long-polling fetch with what it has (node stop). */
 void handle_fetch_close_all(struct node *n);
+
+/* A read of committed batches outside the client port (the admin port's
+ * message browser), by Fetch's rules: the partition's leader here
+ * (handle_find_reader), the offset within [log start, high watermark],
+ * store_read regions; at timestamp >= 0 the offset is the first record at
+ * or after it (as ListOffsets). The whole batches read (at least the first,
+ * at most max_bytes otherwise) are copied into out. */
+struct handle_fetch_copy {
+  uint8_t *data; /* owned (free()); NULL when nothing was read */
+  size_t len;
+  int64_t offset; /* where the read started */
+  int64_t log_start_offset, high_watermark;
+  struct handle_target t; /* code OK, or why not (NOT_LEADER: with the leader hint) */
+};
+
+/* Fills out. Returns 0 (out->t.code says whether the partition could be
+ * read here), or a negative code (out of memory, a failed read) with
+ * out->t.message set. Ownership: returns owned out->data. Context: loop
+ * thread (reads at most max_bytes from the page cache or disk). */
+__attribute__((warn_unused_result)) int handle_fetch_copy(struct node *n, const char *topic,
+                                                          uint32_t partition, int64_t offset,
+                                                          int64_t timestamp, size_t max_bytes,
+                                                          struct handle_fetch_copy *out);
 
 /* handle_init_producer_id.c: served by the controller leader. */
 void handle_init_producer_id(struct node *n, struct conn_request *req);

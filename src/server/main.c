@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CAIRND_VERSION "0.1.0"
 /* A clean stop that takes longer than this ends the process anyway. */
 #define CAIRND_STOP_TIMEOUT_MS 30000
 
@@ -93,7 +92,7 @@ int main(int argc, char **argv)
     return 0;
   }
   if (rv == CONFIG_VERSION) {
-    printf("cairnd %s\n", CAIRND_VERSION);
+    printf("cairnd %s\n", NODE_VERSION);
     return 0;
   }
   if (rv != 0) {

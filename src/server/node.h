@@ -50,6 +50,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#define NODE_VERSION "0.1.0" /* cairnd --version, cairn_build_info */
 #define NODE_TICK_MS 500
 #define NODE_HEARTBEAT_MS 1000
 #define NODE_RPC_TIMEOUT_MS 5000

@@ -536,8 +536,9 @@ static void test_admin_json_views_status_page_and_errors(void **state)
   assert_int_equal(http_get(port, "/", &a), 0);
   assert_int_equal(a.status, 200);
   assert_non_null(strstr(a.head, "Content-Type: text/html"));
-  static const char *const page_ids[] = {"summary",   "nodes",   "topics", "chart-throughput",
-                                         "chart-lag", "updated", "error"};
+  static const char *const page_ids[] = {"summary",          "nodes",        "topics",
+                                         "chart-throughput", "chart-topics", "groups",
+                                         "messages",         "updated",      "error"};
   for (size_t i = 0; i < sizeof page_ids / sizeof page_ids[0]; i++) {
     snprintf(want, sizeof want, "id=\"%s\"", page_ids[i]);
     assert_non_null(strstr(a.body, want));
@@ -740,7 +741,7 @@ static void test_admin_replica_lag_follows_a_stopped_follower(void **state)
   usleep(1500 * 1000);
   struct prom m;
   prom_scrape(c.nodes[leader].admin_port, &m);
-  double lag_ms = prom_get(&m, "cairn_partition_replica_lag_ms", lagging, -1);
+  double lag_ms = prom_get(&m, "cairn_partition_replica_lag_seconds", lagging, -1) * 1000;
   double lag_off = prom_get(&m, "cairn_partition_replica_lag_offsets", lagging, -1);
   double lag_entries = prom_get(&m, "cairn_partition_replica_lag_entries", lagging, -1);
   printf("stopped follower %d after %lld ms: lag %.0f entries, %.0f offsets, %.0f ms\n",
@@ -752,7 +753,7 @@ static void test_admin_replica_lag_follows_a_stopped_follower(void **state)
   /* Within two sample periods (METRICS_LAG_SAMPLE_MS) of the truth; it may
    * have lacked a barrier or another entry from before it stopped. */
   assert_true(lag_ms >= 1500 - 2 * 250 && lag_ms <= (double)(tu_now_ms() - created));
-  assert_true(prom_get(&m, "cairn_partition_replica_lag_ms", caught, -1) == 0);
+  assert_true(prom_get(&m, "cairn_partition_replica_lag_seconds", caught, -1) == 0);
   assert_true(prom_get(&m, "cairn_partition_replica_lag_offsets", caught, -1) == 0);
   free(m.v);
   /* Resumed, it catches up and its lag falls back to 0. */
@@ -763,7 +764,7 @@ static void test_admin_replica_lag_follows_a_stopped_follower(void **state)
     usleep(100 * 1000);
     prom_scrape(c.nodes[leader].admin_port, &m);
     now_off = prom_get(&m, "cairn_partition_replica_lag_offsets", lagging, -1);
-    lag_ms = prom_get(&m, "cairn_partition_replica_lag_ms", lagging, -1);
+    lag_ms = prom_get(&m, "cairn_partition_replica_lag_seconds", lagging, -1);
     free(m.v);
   } while ((now_off != 0 || lag_ms != 0) && tu_now_ms() < deadline);
   assert_true(now_off == 0 && lag_ms == 0);

@@ -171,6 +171,32 @@ __attribute__((warn_unused_result)) int coord_append(struct coord *c, struct coo
 /* Unloads slot: its groups dropped, waiting joins answered NOT_COORDINATOR. */
 void coord_unload(struct coord *c, struct coord_slot *slot, const char *why);
 
+/* ---- views (coord_view.c) ---- */
+
+typedef void (*coord_group_fn)(const struct group *g, void *data);
+
+/* Calls fn(g, data) for every group of every loaded slot, slot by slot.
+ * fn borrows g for the call and must not change the coordinator. */
+void coord_each_group(struct coord *c, coord_group_fn fn, void *data);
+
+/* One partition of a group's consumption: its committed offset (-1: none
+ * yet, the partition is assigned only), the high watermark of this node's
+ * replica (-1: not hosted here) and their difference (-1: unknown). */
+struct coord_lag {
+  const char *topic; /* borrowed from the group */
+  uint32_t partition;
+  int64_t committed;
+  int64_t high_watermark;
+  int64_t lag;
+  const char *member_id; /* who holds it this generation, "" none; borrowed */
+};
+
+/* Every committed offset of g, then every assigned partition without one,
+ * with their lag. Ownership: returns owned *out (free()); its strings are
+ * borrowed from g, valid until g changes. Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int coord_group_lag(struct coord *c, const struct group *g,
+                                                        struct coord_lag **out, size_t *nout);
+
 /* ---- loading (coord_load.c) ---- */
 
 /* Drives slot towards LOADED or UNLOADED from this node's replica of its
