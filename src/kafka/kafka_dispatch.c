@@ -39,7 +39,11 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {{KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},
     {{KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
     {{KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
+    {{KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
     {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
+    {{KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
+    {{KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
+    {{KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
 };
 #define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])
 
@@ -180,6 +184,17 @@ Cairn__Client__ErrorCode kafka_relay_code(const Cairn__Client__Envelope *env,
   return e != NULL ? e->code : CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
+const char *kafka_relay_message(const Cairn__Client__Envelope *env)
+{
+  if (env == NULL) {
+    return NULL;
+  }
+  const Cairn__Client__Error *e = env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP
+                                      ? env->error_resp
+                                      : frame_body_error(env);
+  return e != NULL && e->message != NULL && e->message[0] != '\0' ? e->message : NULL;
+}
+
 int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
 {
   switch (code) {
@@ -210,6 +225,10 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
     return KAFKA_ERR_INVALID_REPLICATION_FACTOR;
   case CAIRN__CLIENT__ERROR_CODE__INVALID_PARTITIONS:
     return KAFKA_ERR_INVALID_PARTITIONS;
+  /* Kafka refuses deleting or altering an internal topic as a matter of
+   * authorization. */
+  case CAIRN__CLIENT__ERROR_CODE__INTERNAL_TOPIC:
+    return KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED;
   case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
     return KAFKA_ERR_CORRUPT_MESSAGE;
   /* In doubt: the batch may be committed; a timeout makes the client retry,

@@ -128,7 +128,10 @@ static void kafka_ct_config(struct kafka_ct_topic *t, struct kafka_str key, stru
     snprintf(t->message, sizeof t->message, "config value '%s' is not a number", num);
     return;
   }
-  cairn__client__topic_config__init(&t->cfg);
+  if (!t->has_cfg) {
+    /* once: a request's later configs must not wipe its earlier ones */
+    cairn__client__topic_config__init(&t->cfg);
+  }
   if (kafka_ct_is(key, "retention.ms")) {
     t->cfg.retention_ms = v < 0 ? 0 : v; /* -1: unlimited, Cairn's 0 */
   } else if (kafka_ct_is(key, "retention.bytes")) {
