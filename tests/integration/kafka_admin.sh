@@ -59,12 +59,15 @@ def configs(res):
         for err, msg, rtype, rname, cfgs in resp.resources:
             out.append((err, msg, rname, {c[0]: c[1] for c in cfgs}))
     return out
-# the metadata of the node asked may lag the controller's for a moment
-for _ in range(50):
-    [(err, msg, name, kc)] = configs(ConfigResource(ConfigResourceType.TOPIC, "kc"))
-    if err == 0:
-        break
-    time.sleep(0.1)
+def settled(res):
+    # the metadata of the node asked may lag the controller's for a moment
+    for _ in range(50):
+        [(err, msg, name, got)] = configs(res)
+        if err == 0:
+            break
+        time.sleep(0.1)
+    return err, msg, name, got
+err, msg, name, kc = settled(ConfigResource(ConfigResourceType.TOPIC, "kc"))
 assert err == 0 and name == "kc", (err, msg)
 assert kc["retention.ms"] == "3600000", kc
 assert kc["segment.bytes"] == "8388608", kc
@@ -72,7 +75,7 @@ assert kc["retention.bytes"] == "-1", kc
 assert kc["cleanup.policy"] == "delete", kc
 assert kc["min.insync.replicas"] == "2", kc
 assert int(kc["max.message.bytes"]) > 0, kc
-[(err, msg, name, kd)] = configs(ConfigResource(ConfigResourceType.TOPIC, "kd"))
+err, msg, name, kd = settled(ConfigResource(ConfigResourceType.TOPIC, "kd"))
 assert err == 0 and kd["retention.ms"] == "-1" and kd["min.insync.replicas"] == "1", kd
 # asked keys only
 [(err, msg, name, only)] = configs(ConfigResource(ConfigResourceType.TOPIC, "kc",
@@ -147,12 +150,14 @@ for part in range(4):
         md = p.send("kc", value=b"p%d-%d" % (part, i), partition=part).get(timeout=30)
         sent[(md.partition, md.offset)] = b"p%d-%d" % (part, i)
 p.flush()
-c = KafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False,
-                  consumer_timeout_ms=5000)
+c = KafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False)
 tps = [TopicPartition("kc", i) for i in range(4)]
 c.assign(tps)
 c.seek_to_beginning(*tps)
-got = {(m.partition, m.offset): m.value for m in c}
+got, deadline = {}, time.time() + 30
+while len(got) < len(sent) and time.time() < deadline:
+    for ms in c.poll(timeout_ms=200).values():
+        got.update(((m.partition, m.offset), m.value) for m in ms)
 assert got == sent, (sorted(got), sorted(sent))
 print("CreatePartitions: 4 partitions, 20 records read back")
 PY
