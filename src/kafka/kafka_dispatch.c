@@ -37,11 +37,13 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {{KAFKA_API_SYNC_GROUP, 0, 3}, INT16_MAX, kafka_handle_sync_group},
     {{KAFKA_API_DESCRIBE_GROUPS, 0, 4}, INT16_MAX, kafka_handle_describe_groups},
     {{KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},
+    {{KAFKA_API_SASL_HANDSHAKE, 0, 1}, INT16_MAX, kafka_handle_sasl_handshake},
     {{KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
     {{KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
     {{KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
     {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
     {{KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
+    {{KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
     {{KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
     {{KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
 };
@@ -284,12 +286,57 @@ static void kafka_unsupported_version(struct kafka_req *kr)
   kafka_req_respond(kr, &b);
 }
 
+static struct kafka_req *kafka_req_new(struct node *n, struct conn_request *req)
+{
+  struct conn *c = req->c;
+  struct kafka_req *kr = calloc(1, sizeof *kr);
+  if (kr == NULL) {
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: out of memory: closing", c->id, c->peer);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return NULL;
+  }
+  kr->n = n;
+  kr->req = req;
+  req->handler_data = kr;
+  conn_request_set_cancel(req, kafka_on_cancel);
+  return kr;
+}
+
+/* With --auth required, what a conn without a principal may ask: Kafka's
+ * own rule for a SASL listener (anything else closes the conn). */
+static bool kafka_open_before_auth(int16_t key)
+{
+  return key == KAFKA_API_API_VERSIONS || key == KAFKA_API_SASL_HANDSHAKE ||
+         key == KAFKA_API_SASL_AUTHENTICATE;
+}
+
 static void kafka_dispatch(struct conn_request *req, void *data)
 {
   struct node *n = data;
   struct conn *c = req->c;
+  if (c->proto_state == KAFKA_SASL_RAW) {
+    /* after a SaslHandshake v0: a SCRAM message, no request header */
+    struct kafka_req *kr = kafka_req_new(n, req);
+    if (kr != NULL) {
+      kr->h.api_key = KAFKA_API_SASL_AUTHENTICATE;
+      kr->h.api_version = -1;
+      kafka_reader_init(&kr->body, req->payload, req->payload_len);
+      kafka_sasl_raw_token(kr);
+    }
+    return;
+  }
   int16_t key, version;
   kafka_header_peek(req->payload, &key, &version);
+  if (n->auth_required && c->principal[0] == '\0' && !kafka_open_before_auth(key)) {
+    log_warn(KAFKA_LOG,
+             "conn %" PRIu64 " %s: api %d v%d before SASL authentication, which this node "
+             "requires (SCRAM-SHA-256; docs/kafka.md): closing",
+             c->id, c->peer, key, version);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return;
+  }
   const struct kafka_dispatch_entry *e = NULL;
   for (size_t i = 0; i < KAFKA_NAPIS; i++) {
     if (kafka_dispatch_table[i].range.api_key == key) {
@@ -304,17 +351,10 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     conn_close(c);
     return;
   }
-  struct kafka_req *kr = calloc(1, sizeof *kr);
+  struct kafka_req *kr = kafka_req_new(n, req);
   if (kr == NULL) {
-    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: out of memory: closing", c->id, c->peer);
-    conn_finish_unanswered(req);
-    conn_close(c);
     return;
   }
-  kr->n = n;
-  kr->req = req;
-  req->handler_data = kr;
-  conn_request_set_cancel(req, kafka_on_cancel);
   bool supported = version >= e->range.min_version && version <= e->range.max_version;
   /* An unsupported ApiVersions is answered from a v0 reading of the header
    * (Kafka's rule: the client may not know our flexible versions). */
@@ -350,11 +390,11 @@ int kafka_port_start(struct node *n)
   if (config_addr_is_off(&n->cfg.kafka_listen)) {
     return 0;
   }
-  if (n->auth_required || n->cfg.tls_cert[0] != '\0') {
+  if (n->cfg.tls_cert[0] != '\0') {
     log_warn(KAFKA_LOG,
-             "Kafka port %s not opened: it has no TLS and no SASL yet, and this node requires "
-             "%s (docs/kafka.md)",
-             n->cfg.kafka_listen.str, n->auth_required ? "authentication" : "TLS");
+             "Kafka port %s not opened: it has no TLS yet, and this node requires TLS "
+             "(docs/kafka.md)",
+             n->cfg.kafka_listen.str);
     return 0;
   }
   struct listener_config lc = {.bind_address = n->cfg.kafka_listen.str,
@@ -365,6 +405,7 @@ int kafka_port_start(struct node *n)
   conn_limits_default(&lc.limits);
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
   lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
+  lc.limits.preauth_max_frame_bytes = n->auth_required ? CONN_PREAUTH_MAX_FRAME_BYTES : 0;
   /* Kafka answers each connection's requests in the order they came, and
    * clients match answers by that order (a correlation id out of order is
    * an error to them): like Apache Kafka's broker, read the next request

@@ -89,11 +89,13 @@ enum kafka_api {
   KAFKA_API_SYNC_GROUP = 14,
   KAFKA_API_DESCRIBE_GROUPS = 15,
   KAFKA_API_LIST_GROUPS = 16,
+  KAFKA_API_SASL_HANDSHAKE = 17,
   KAFKA_API_API_VERSIONS = 18,
   KAFKA_API_CREATE_TOPICS = 19,
   KAFKA_API_DELETE_TOPICS = 20,
   KAFKA_API_INIT_PRODUCER_ID = 22,
   KAFKA_API_DESCRIBE_CONFIGS = 32,
+  KAFKA_API_SASL_AUTHENTICATE = 36,
   KAFKA_API_CREATE_PARTITIONS = 37,
   KAFKA_API_DELETE_GROUPS = 42,
 };
@@ -217,6 +219,20 @@ void kafka_handle_delete_topics(struct kafka_req *kr);
 void kafka_handle_describe_configs(struct kafka_req *kr);
 void kafka_handle_delete_groups(struct kafka_req *kr);
 void kafka_handle_create_partitions(struct kafka_req *kr);
+void kafka_handle_sasl_handshake(struct kafka_req *kr);
+void kafka_handle_sasl_authenticate(struct kafka_req *kr);
+
+/* A conn's SASL step (conn.proto_state; kafka_handle_sasl.c). */
+enum kafka_sasl_state {
+  KAFKA_SASL_NONE = 0, /* no exchange under way (authenticated or not) */
+  KAFKA_SASL_RAW,      /* after SaslHandshake v0: the next frames are raw tokens */
+  KAFKA_SASL_FRAMED,   /* after SaslHandshake v1: SaslAuthenticate requests */
+};
+
+/* A frame on a conn in KAFKA_SASL_RAW: kr's body is the whole frame, a
+ * SCRAM message without a request header (kr->h unset). Answered with a
+ * raw token, or the conn closed on a refusal. Consumes kr. */
+void kafka_sasl_raw_token(struct kafka_req *kr);
 
 /* For ApiVersions: the table's entries, in api key order. */
 struct kafka_api_range {
