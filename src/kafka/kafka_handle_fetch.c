@@ -170,7 +170,8 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
       if (bytes > data_len - data_at) {
         bytes = data_len - data_at;
       }
-      int rv = kafka_fetch_put_records(&b, data + data_at, bytes);
+      /* data is NULL when the native answer carried no records */
+      int rv = kafka_fetch_put_records(&b, data != NULL ? data + data_at : NULL, bytes);
       data_at += bytes;
       if (rv != 0 && b.err == 0) {
         b.err = rv;
