@@ -242,8 +242,11 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
     return KAFKA_ERR_NOT_CONTROLLER;
   case CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR:
     return KAFKA_ERR_KAFKA_STORAGE_ERROR;
+  /* A new leader that has not applied its term's first entry yet: Kafka's
+   * "election under way", which every client retries (kafka-python does
+   * not retry REPLICA_NOT_AVAILABLE in ListOffsets). */
   case CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE:
-    return KAFKA_ERR_REPLICA_NOT_AVAILABLE;
+    return KAFKA_ERR_LEADER_NOT_AVAILABLE;
   case CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE:
     return KAFKA_ERR_OUT_OF_ORDER_SEQUENCE;
   case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER:

@@ -5,8 +5,9 @@
 # asked broker's own, and the proper errors; CreatePartitions and `cairn
 # topic add-partitions` grow a topic (over the same core operation) whose
 # new partitions are produced to and consumed from through both protocols,
-# and refuse shrinking; DeleteGroups drops an empty group's offsets (what
-# `cairn group delete` does) and refuses a group with members; DeleteTopics
+# and refuse shrinking, and keep every acknowledged record across a
+# SIGKILL of a new partition's leader and its restart; DeleteGroups drops
+# an empty group's offsets (what `cairn group delete` does) and refuses a group with members; DeleteTopics
 # deletes a topic and refuses the internal __cairn_offsets.
 #
 # Usage: kafka_admin.sh CAIRN CAIRND
@@ -194,6 +195,34 @@ done
 [ "$ok" -eq 1 ] || fail "kcat -L after add-partitions: $(cat "$dir/md")"
 expect 0 timeout 30 kcat -b "$all" -C -t kc -p 5 -e -o beginning -q
 [ "$(cat "$dir/out")" = "$(printf 'n1\nn2\nn3')" ] || fail "kcat partition 5: $(cat "$dir/out")"
+
+step "SIGKILL the leader of a new partition, then restart it: every acknowledged record is there once, in order"
+# kcat exits 0 only once every message is acknowledged (acks=all: committed on a majority)
+kput() { # PARTITION FIRST LAST
+  seq "$2" "$3" | sed "s/^/p$1-/" >"$dir/in"
+  expect 0 timeout 60 kcat -b "$all" -P -t kc -p "$1" -X acks=all -X message.send.max.retries=20 \
+    -X retry.backoff.ms=200 "$dir/in"
+}
+kput 4 1 20
+kput 5 1 20
+kcat -b "$all" -L -t kc >"$dir/md" 2>&1 || true
+leader=$(sed -n 's/.*partition 5, leader \([0-9]\),.*/\1/p' "$dir/md" | head -1)
+[ -n "$leader" ] || fail "no leader of partition 5: $(cat "$dir/md")"
+kill -KILL "$(cat "$cdir/node$leader.pid")"
+echo "killed node $leader, the leader of kc/5"
+kput 5 21 40
+kput 4 21 40
+bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 || fail "restart: $(cat "$dir/restart.out")"
+pids+=("$(cat "$cdir/node$leader.pid")")
+# the restarted node rebuilt the grown topic from its metadata log
+eventually 0 "$cli" -b "127.0.0.1:$((base + 10 * (leader - 1)))" topic describe kc --json
+pyj "$dir/out" 'j["partition_count"] == 6'
+for p in 4 5; do
+  seq 1 40 | sed "s/^/p$p-/" >"$dir/want"
+  expect 0 timeout 60 kcat -b "$all" -C -t kc -p "$p" -e -o beginning -q
+  grep "^p$p-" "$dir/out" | diff "$dir/want" - >/dev/null ||
+    fail "kc/$p after the SIGKILL: $(tr '\n' ' ' <"$dir/out")"
+done
 
 step "DeleteGroups: an empty group's offsets are dropped; a group with members is refused"
 timeout 120 $py - "$all" <<'PY' || fail "DeleteGroups"
