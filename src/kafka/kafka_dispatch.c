@@ -272,6 +272,35 @@ bool kafka_topic_name(struct kafka_str s, char *dst)
   return true;
 }
 
+int16_t kafka_topic_name_echo(struct kafka_str s, char *dst)
+{
+  if (kafka_topic_name(s, dst)) {
+    return KAFKA_ERR_NONE;
+  }
+  size_t len = s.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : s.len;
+  if (s.ptr == NULL || memchr(s.ptr, 0, len) != NULL) {
+    len = 0;
+  }
+  if (len > 0) {
+    memcpy(dst, s.ptr, len);
+  }
+  dst[len] = '\0';
+  return KAFKA_ERR_INVALID_TOPIC;
+}
+
+int32_t kafka_get_array_alloc(struct kafka_reader *r, size_t min_elem, int32_t max, size_t elem,
+                              void **out)
+{
+  *out = NULL;
+  int32_t n = kafka_get_array_len(r, min_elem);
+  if (r->err != 0 || n > max) {
+    return -1;
+  }
+  n = n < 0 ? 0 : n;
+  *out = calloc(n > 0 ? (size_t)n : 1, elem);
+  return *out != NULL ? n : -1;
+}
+
 /* ---- dispatch ---- */
 
 /* A known api at a version not offered: Kafka clients read the error code

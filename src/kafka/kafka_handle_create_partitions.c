@@ -9,7 +9,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define KAFKA_CP_MAX_TOPICS 1000
 #define KAFKA_CP_MESSAGE_SIZE 200
@@ -118,13 +117,9 @@ void kafka_handle_create_partitions(struct kafka_req *kr)
   }
   kr->op = op;
   kr->op_free = kafka_cp_op_free;
-  int32_t n = kafka_get_array_len(r, 10);
-  if (r->err != 0 || n > KAFKA_CP_MAX_TOPICS) {
-    kafka_req_malformed(kr);
-    return;
-  }
-  op->topics = calloc(n > 0 ? (size_t)n : 1, sizeof *op->topics);
-  if (op->topics == NULL) {
+  int32_t n =
+      kafka_get_array_alloc(r, 10, KAFKA_CP_MAX_TOPICS, sizeof *op->topics, (void **)&op->topics);
+  if (n < 0) {
     kafka_req_malformed(kr);
     return;
   }
@@ -133,12 +128,9 @@ void kafka_handle_create_partitions(struct kafka_req *kr)
     struct kafka_str name = kafka_get_string(r);
     t->count = kafka_get_i32(r);
     bool assigned = kafka_cp_skip_assignments(r);
-    if (!kafka_topic_name(name, t->name)) {
-      t->err = KAFKA_ERR_INVALID_TOPIC;
-      size_t len = name.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : name.len;
-      if (name.ptr != NULL && memchr(name.ptr, 0, len) == NULL) {
-        memcpy(t->name, name.ptr, len);
-      }
+    t->err = kafka_topic_name_echo(name, t->name);
+    if (t->err != KAFKA_ERR_NONE) {
+      /* answered as is */
     } else if (assigned) {
       t->err = KAFKA_ERR_INVALID_REQUEST;
       snprintf(t->message, sizeof t->message,

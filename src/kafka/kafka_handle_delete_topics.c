@@ -7,7 +7,6 @@
 #include "kafka/kafka_handlers.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define KAFKA_DT_MAX_TOPICS 1000
 
@@ -92,26 +91,15 @@ void kafka_handle_delete_topics(struct kafka_req *kr)
   }
   kr->op = op;
   kr->op_free = kafka_dt_op_free;
-  int32_t n = kafka_get_array_len(r, 2);
-  if (r->err != 0 || n > KAFKA_DT_MAX_TOPICS) {
-    kafka_req_malformed(kr);
-    return;
-  }
-  op->topics = calloc(n > 0 ? (size_t)n : 1, sizeof *op->topics);
-  if (op->topics == NULL) {
+  int32_t n =
+      kafka_get_array_alloc(r, 2, KAFKA_DT_MAX_TOPICS, sizeof *op->topics, (void **)&op->topics);
+  if (n < 0) {
     kafka_req_malformed(kr);
     return;
   }
   for (int32_t i = 0; i < n && r->err == 0; i++) {
     struct kafka_dt_topic *t = &op->topics[op->ntopics++];
-    struct kafka_str name = kafka_get_string(r);
-    if (!kafka_topic_name(name, t->name)) {
-      t->err = KAFKA_ERR_INVALID_TOPIC;
-      size_t len = name.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : name.len;
-      if (name.ptr != NULL && memchr(name.ptr, 0, len) == NULL) {
-        memcpy(t->name, name.ptr, len);
-      }
-    }
+    t->err = kafka_topic_name_echo(kafka_get_string(r), t->name);
   }
   (void)kafka_get_i32(r); /* timeout_ms */
   if (r->err != 0) {

@@ -312,13 +312,9 @@ void kafka_handle_describe_configs(struct kafka_req *kr)
   }
   kr->op = op;
   kr->op_free = kafka_dc_op_free;
-  int32_t n = kafka_get_array_len(rd, 7);
-  if (rd->err != 0 || n > KAFKA_DC_MAX_RESOURCES) {
-    kafka_req_malformed(kr);
-    return;
-  }
-  op->res = calloc(n > 0 ? (size_t)n : 1, sizeof *op->res);
-  if (op->res == NULL) {
+  int32_t n =
+      kafka_get_array_alloc(rd, 7, KAFKA_DC_MAX_RESOURCES, sizeof *op->res, (void **)&op->res);
+  if (n < 0) {
     kafka_req_malformed(kr);
     return;
   }

@@ -172,6 +172,19 @@ const char *kafka_relay_message(const Cairn__Client__Envelope *env);
  * empty, too long or holding a NUL. */
 bool kafka_topic_name(struct kafka_str s, char *dst);
 
+/* For an answer that echoes the name: kafka_topic_name, else what can be
+ * echoed of s (its first KAFKA_TOPIC_MAX bytes, "" when null or holding a
+ * NUL) in dst. Returns KAFKA_ERR_NONE or KAFKA_ERR_INVALID_TOPIC. */
+int16_t kafka_topic_name_echo(struct kafka_str s, char *dst);
+
+/* Reads a request's top-level array count (elements of at least min_elem
+ * bytes on the wire, at most max of them) and allocates that many zeroed
+ * elements of elem bytes in *out (owned: free()). Returns the count (0 for
+ * a null array), or -1 for a malformed or too large count, or no memory:
+ * the caller then answers with kafka_req_malformed. */
+int32_t kafka_get_array_alloc(struct kafka_reader *r, size_t min_elem, int32_t max, size_t elem,
+                              void **out);
+
 /* ---- what the consumer-group handlers share (kafka_group.c) ---- */
 
 /* A handler's native request memory: every block is freed with the op
