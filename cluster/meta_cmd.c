@@ -113,6 +113,19 @@ int meta_cmd_delete_topic(const char *name, uint8_t **out, size_t *len)
   return meta_cmd_pack(&m, out, len);
 }
 
+int meta_cmd_add_partitions(const char *name, uint32_t partitions, uint8_t **out, size_t *len)
+{
+  if (name == NULL)
+    return CAIRN_EINVAL;
+  Cairn__Meta__AddPartitions a = CAIRN__META__ADD_PARTITIONS__INIT;
+  a.name = meta_cmd_str(name);
+  a.partitions = partitions;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_ADD_PARTITIONS;
+  m.add_partitions = &a;
+  return meta_cmd_pack(&m, out, len);
+}
+
 int meta_cmd_report_leader(uint32_t topic_id, uint32_t partition, uint64_t leader_id, uint64_t term,
                            uint8_t **out, size_t *len)
 {
@@ -256,6 +269,10 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
     break;
   case CAIRN__META__META_COMMAND__CMD_DELETE_TOPIC:
     snprintf(buf, cap, "DeleteTopic %s", m->delete_topic->name);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ADD_PARTITIONS:
+    snprintf(buf, cap, "AddPartitions %s partitions=%u", m->add_partitions->name,
+             m->add_partitions->partitions);
     break;
   case CAIRN__META__META_COMMAND__CMD_REPORT_LEADER:
     snprintf(buf, cap, "ReportLeader %u/%u leader=%llu term=%llu", m->report_leader->topic_id,

@@ -616,6 +616,72 @@ static int apply_create_topic(struct meta_state *st, const Cairn__Meta__CreateTo
   return 0;
 }
 
+/* Places `add` new partitions of t after its last: rows of rf ids. */
+static int add_partitions_place(const struct meta_state *st, uint32_t add, uint32_t rf,
+                                uint64_t *rows)
+{
+  struct placement_table t;
+  if (placement_table_build(st, &t) != 0)
+    return CAIRN_ENOMEM;
+  int rc = placement_assign(&t, add, rf, rows);
+  placement_table_free(&t);
+  return rc;
+}
+
+static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPartitions *a,
+                                struct meta_result *res)
+{
+  const struct meta_topic *found = meta_topic_find(st, a->name);
+  if (found == NULL)
+    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "add partitions to %s: no such topic", a->name);
+  struct meta_topic *tp = &st->topics[found - st->topics];
+  if (meta_topic_internal(a->name))
+    return meta_fail(res, CAIRN_EINTERNAL_TOPIC,
+                     "add partitions to %s: it is an internal topic, kept by the cluster "
+                     "(names starting \"__\"); users may not delete or alter it",
+                     a->name);
+  if (a->partitions <= tp->npartitions)
+    return meta_fail(res, CAIRN_EINVALID_PARTITIONS,
+                     "add partitions to %s: it has %u partitions; the new count (%u) must be "
+                     "larger (partitions are never removed)",
+                     a->name, tp->npartitions, a->partitions);
+  uint32_t add = a->partitions - tp->npartitions;
+  if (a->partitions > META_MAX_PARTITIONS ||
+      st->total_partitions + add > META_MAX_TOTAL_PARTITIONS)
+    return meta_fail(res, CAIRN_EINVALID_PARTITIONS,
+                     "add partitions to %s: at most %u per topic and %u in the cluster", a->name,
+                     META_MAX_PARTITIONS, META_MAX_TOTAL_PARTITIONS);
+  uint32_t rf = tp->replication_factor;
+  uint64_t *rows = calloc((size_t)add * rf, sizeof *rows);
+  struct meta_partition *parts =
+      rows != NULL ? realloc(tp->partitions, a->partitions * sizeof *parts) : NULL;
+  if (parts == NULL) {
+    free(rows);
+    return meta_fail(res, CAIRN_ENOMEM, "add partitions to %s: out of memory", a->name);
+  }
+  tp->partitions = parts; /* capacity only: npartitions is unchanged until the end */
+  int rc = add_partitions_place(st, add, rf, rows);
+  if (rc != 0) {
+    free(rows);
+    return meta_fail(res, rc, "add partitions to %s: cannot place %u replicas on the alive nodes",
+                     a->name, rf);
+  }
+  for (uint32_t k = 0; k < add; k++) {
+    struct meta_partition *p = &parts[tp->npartitions + k];
+    memset(p, 0, sizeof *p);
+    p->group_id = meta_group_id(tp->id, tp->npartitions + k);
+    memcpy(p->replicas, &rows[(size_t)k * rf], rf * sizeof *rows);
+    memcpy(p->initial_replicas, &rows[(size_t)k * rf], rf * sizeof *rows);
+    p->nreplicas = rf;
+    p->ninitial = rf;
+  }
+  free(rows);
+  tp->npartitions = a->partitions;
+  st->total_partitions += add;
+  res->topic_id = tp->id;
+  return 0;
+}
+
 static int apply_delete_topic(struct meta_state *st, const Cairn__Meta__DeleteTopic *d,
                               struct meta_result *res)
 {
@@ -1030,6 +1096,9 @@ int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t r
     break;
   case CAIRN__META__META_COMMAND__CMD_DELETE_TOPIC:
     rc = apply_delete_topic(st, m->delete_topic, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ADD_PARTITIONS:
+    rc = apply_add_partitions(st, m->add_partitions, res);
     break;
   case CAIRN__META__META_COMMAND__CMD_REPORT_LEADER:
     rc = apply_report_leader(st, m->report_leader, res);

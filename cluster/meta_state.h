@@ -260,6 +260,13 @@ __attribute__((warn_unused_result)) int meta_cmd_create_topic(const char *name, 
 __attribute__((warn_unused_result)) int meta_cmd_delete_topic(const char *name, uint8_t **out,
                                                               size_t *len);
 
+/* Grows topic name to `partitions` partitions in all; applying it refuses
+ * a count not above the current one (CAIRN_EINVALID_PARTITIONS) and an
+ * internal topic (CAIRN_EINTERNAL_TOPIC). */
+__attribute__((warn_unused_result)) int meta_cmd_add_partitions(const char *name,
+                                                               uint32_t partitions,
+                                                               uint8_t **out, size_t *len);
+
 __attribute__((warn_unused_result)) int meta_cmd_report_leader(uint32_t topic_id,
                                                                uint32_t partition,
                                                                uint64_t leader_id, uint64_t term,

@@ -1,4 +1,4 @@
-/* topic.c - `cairn topic create|list|describe|delete`, and how a topic and
+/* topic.c - `cairn topic create|list|describe|delete|add-partitions`, and how a topic and
  * its partitions are printed (also by `cairn cluster status`). */
 #include "cli.h"
 #include "output.h"
@@ -18,6 +18,7 @@ static void topic_help(FILE *out)
           "       cairn topic list\n"
           "       cairn topic describe NAME\n"
           "       cairn topic delete NAME\n"
+          "       cairn topic add-partitions NAME --partitions N\n"
           "\n"
           "  create     a topic of N partitions (1..%d), each replicated on R nodes\n"
           "             (1..%d, at most the alive nodes); NAME is 1..%d of\n"
@@ -26,6 +27,10 @@ static void topic_help(FILE *out)
           "  describe   one topic's partitions: leader, replicas, in-sync replicas,\n"
           "             log start and high watermark\n"
           "  delete     remove a topic and its data on every node\n"
+          "  add-partitions\n"
+          "             grow a topic to N partitions in all (a total, as rpk and\n"
+          "             kafka-topics take it); partitions are never removed, and keys\n"
+          "             hash to other partitions afterwards\n"
           "\n"
           "create options:\n"
           "  -P, --partitions N             partition count (required)\n"
@@ -412,6 +417,60 @@ static int topic_describe(struct cli *c, int argc, char **argv)
   return rv == 0 ? CLI_OK : cli_fail(cmd, "%s", cairn_strerror(rv));
 }
 
+static int topic_add_partitions_opt(void *ctx, int o, const char *arg)
+{
+  uint64_t *partitions = ctx;
+  if (o != 'P') {
+    return cli_usage_error("topic add-partitions", "unexpected option");
+  }
+  return cli_parse_u64("topic add-partitions", "--partitions", arg, 1, TOPIC_MAX_PARTITIONS,
+                       partitions) == 0
+             ? CLI_OK
+             : CLI_USAGE;
+}
+
+static int topic_add_partitions(struct cli *c, int argc, char **argv)
+{
+  const char *cmd = "topic add-partitions";
+  static const struct option own[] = {{"partitions", required_argument, NULL, 'P'},
+                                      {NULL, 0, NULL, 0}};
+  uint64_t partitions = 0;
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, "P:", own, topic_add_partitions_opt, &partitions,
+                      topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  const char *name;
+  if ((rv = topic_one_name(cmd, argc, argv, first, &name)) != CLI_OK) {
+    return rv;
+  }
+  if (partitions == 0) {
+    return cli_usage_error(cmd, "how many partitions in all? (--partitions N, the new total)");
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  rv = cairn_sync_add_partitions(c->sync, name, (uint32_t)partitions);
+  if (rv != 0) {
+    return cli_fail_call(c, cmd, name, rv);
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "topic");
+    oj_str(&j, name);
+    oj_key(&j, "partitions");
+    oj_uint(&j, partitions);
+    oj_object_end(&j);
+    oj_end(&j);
+  } else {
+    printf("topic %s now has %" PRIu64 " partitions\n", name, partitions);
+  }
+  return CLI_OK;
+}
+
 static int topic_delete(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "topic delete";
@@ -453,7 +512,8 @@ int cli_topic(struct cli *c, int argc, char **argv)
   } subs[] = {{"create", topic_create},
               {"list", topic_list},
               {"describe", topic_describe},
-              {"delete", topic_delete}};
+              {"delete", topic_delete},
+              {"add-partitions", topic_add_partitions}};
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     topic_help(argc < 2 ? stderr : stdout);
     return argc < 2 ? CLI_USAGE : CLI_OK;
@@ -463,6 +523,6 @@ int cli_topic(struct cli *c, int argc, char **argv)
       return subs[i].run(c, argc - 1, argv + 1);
     }
   }
-  return cli_usage_error("topic", "unknown subcommand '%s' (create, list, describe or delete)",
+  return cli_usage_error("topic", "unknown subcommand '%s' (create, list, describe, delete or add-partitions)",
                          argv[1]);
 }

@@ -15,6 +15,7 @@ enum lc_admin_kind {
   LC_ADMIN_CREATE,
   LC_ADMIN_CREATE_WAIT, /* the metadata poll after a create */
   LC_ADMIN_DELETE,
+  LC_ADMIN_ADD_PARTITIONS,
   LC_ADMIN_LIST,
   LC_ADMIN_DESCRIBE,
   LC_ADMIN_CLUSTER,
@@ -29,6 +30,7 @@ struct lc_admin {
   union {
     Cairn__Client__CreateTopicRequest create;
     Cairn__Client__DeleteTopicRequest del;
+    Cairn__Client__AddPartitionsRequest add;
     Cairn__Client__ListTopicsRequest list;
     Cairn__Client__DescribeTopicRequest describe;
     Cairn__Client__DescribeClusterRequest cluster;
@@ -67,6 +69,7 @@ static const Cairn__Client__Envelope__BodyCase lc_admin_body[] = {
     [LC_ADMIN_CREATE] = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP,
     [LC_ADMIN_CREATE_WAIT] = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP,
     [LC_ADMIN_DELETE] = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP,
+    [LC_ADMIN_ADD_PARTITIONS] = CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP,
     [LC_ADMIN_LIST] = CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_RESP,
     [LC_ADMIN_DESCRIBE] = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_TOPIC_RESP,
     [LC_ADMIN_CLUSTER] = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP,
@@ -163,6 +166,7 @@ static void lc_admin_on_done(struct lc_acall *ac, struct cairn_client *c, int st
     a->cb.done(c, status == UV_ECANCELED ? UV_ECANCELED : 0, "", a->data);
     break;
   case LC_ADMIN_DELETE:
+  case LC_ADMIN_ADD_PARTITIONS:
   case LC_ADMIN_DECOMMISSION:
     if (status == 0) {
       lc_meta_invalidate(c);
@@ -279,6 +283,27 @@ int cairn_delete_topic(struct cairn_client *c, const char *name, cairn_done_cb c
   cairn__client__delete_topic_request__init(&a->u.del);
   a->u.del.name = a->name;
   a->call.env.delete_topic_req = &a->u.del;
+  a->cb.done = cb;
+  a->data = data;
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
+}
+
+int cairn_add_partitions(struct cairn_client *c, const char *name, uint32_t partitions,
+                         cairn_done_cb cb, void *data)
+{
+  int rv = lc_acall_check(c, cb != NULL);
+  if (rv != 0 || name == NULL || partitions == 0) {
+    return rv != 0 ? rv : CAIRN_EINVAL;
+  }
+  struct lc_admin *a = lc_admin_new(LC_ADMIN_ADD_PARTITIONS, CAIRN__CLIENT__API__API_ADD_PARTITIONS,
+                                    CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_REQ, name);
+  if (a == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  cairn__client__add_partitions_request__init(&a->u.add);
+  a->u.add.name = a->name;
+  a->u.add.partitions = partitions;
+  a->call.env.add_partitions_req = &a->u.add;
   a->cb.done = cb;
   a->data = data;
   return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);

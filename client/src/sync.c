@@ -198,6 +198,12 @@ int cairn_sync_delete_topic(struct cairn_sync *s, const char *name)
   return lc_sync_wait(s, &w, cairn_delete_topic(s->c, name, lc_sync_on_done, &w));
 }
 
+int cairn_sync_add_partitions(struct cairn_sync *s, const char *name, uint32_t partitions)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w, cairn_add_partitions(s->c, name, partitions, lc_sync_on_done, &w));
+}
+
 int cairn_sync_list_topics(struct cairn_sync *s, struct cairn_topic_list **out)
 {
   struct lc_swait w = {.s = s};

@@ -64,6 +64,12 @@ static int kafka_conn_encode_header(uint64_t correlation_id, const Cairn__Client
   if (buf == NULL) {
     return CAIRN_ENOMEM;
   }
+  if (correlation_id == KAFKA_CONN_RAW_ANSWER) {
+    kafka_put_be32(buf, (uint32_t)payload_len);
+    *hdr = buf;
+    *hdr_len = 4;
+    return 0;
+  }
   kafka_put_be32(buf, (uint32_t)(payload_len + 4));
   kafka_put_be32(buf + 4, (uint32_t)correlation_id);
   *hdr = buf;

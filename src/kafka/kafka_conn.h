@@ -7,7 +7,11 @@
  *   int16 api_key, int16 api_version, int32 correlation_id,
  *   nullable string client_id, [v2: tagged fields]
  * Answer: int32 BE size, int32 correlation_id (response header v0: also
- * for ApiVersions v3, whose body alone is flexible), body.
+ * for ApiVersions v3, whose body alone is flexible), body. An answer whose
+ * request's correlation id is KAFKA_CONN_RAW_ANSWER (no 32-bit id is) has
+ * no correlation id: int32 BE size, body. That is a raw SASL token, the
+ * answer to a token a client sends after a SaslHandshake v0
+ * (src/kafka/kafka_handle_sasl.c).
  *
  * The decoder distinguishes FRAME_NEED_MORE from malformed frames
  * (CAIRN_EFRAMEEMPTY for N = 0, CAIRN_EBADFRAME for 0 < N < 8 or N < 0 as
@@ -28,6 +32,7 @@
 
 #define KAFKA_FRAME_SIZE_FIELD 4
 #define KAFKA_FRAME_MIN_SIZE 8 /* api_key, api_version, correlation_id */
+#define KAFKA_CONN_RAW_ANSWER (UINT64_C(1) << 32)
 
 /* The framing for the Kafka port's listener (conn_limits.framing). */
 extern const struct conn_framing kafka_conn_framing;

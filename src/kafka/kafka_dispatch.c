@@ -38,9 +38,15 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {{KAFKA_API_SYNC_GROUP, 0, 3}, INT16_MAX, kafka_handle_sync_group},
     {{KAFKA_API_DESCRIBE_GROUPS, 0, 4}, INT16_MAX, kafka_handle_describe_groups},
     {{KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},
+    {{KAFKA_API_SASL_HANDSHAKE, 0, 1}, INT16_MAX, kafka_handle_sasl_handshake},
     {{KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
     {{KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
+    {{KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
     {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
+    {{KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
+    {{KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
+    {{KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
+    {{KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
 };
 #define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])
 
@@ -181,6 +187,17 @@ Cairn__Client__ErrorCode kafka_relay_code(const Cairn__Client__Envelope *env,
   return e != NULL ? e->code : CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
+const char *kafka_relay_message(const Cairn__Client__Envelope *env)
+{
+  if (env == NULL) {
+    return NULL;
+  }
+  const Cairn__Client__Error *e = env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP
+                                      ? env->error_resp
+                                      : frame_body_error(env);
+  return e != NULL && e->message != NULL && e->message[0] != '\0' ? e->message : NULL;
+}
+
 int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
 {
   switch (code) {
@@ -211,6 +228,10 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
     return KAFKA_ERR_INVALID_REPLICATION_FACTOR;
   case CAIRN__CLIENT__ERROR_CODE__INVALID_PARTITIONS:
     return KAFKA_ERR_INVALID_PARTITIONS;
+  /* Kafka refuses deleting or altering an internal topic as a matter of
+   * authorization. */
+  case CAIRN__CLIENT__ERROR_CODE__INTERNAL_TOPIC:
+    return KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED;
   case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
     return KAFKA_ERR_CORRUPT_MESSAGE;
   /* In doubt: the batch may be committed; a timeout makes the client retry,
@@ -222,8 +243,11 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
     return KAFKA_ERR_NOT_CONTROLLER;
   case CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR:
     return KAFKA_ERR_KAFKA_STORAGE_ERROR;
+  /* A new leader that has not applied its term's first entry yet: Kafka's
+   * "election under way", which every client retries (kafka-python does
+   * not retry REPLICA_NOT_AVAILABLE in ListOffsets). */
   case CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE:
-    return KAFKA_ERR_REPLICA_NOT_AVAILABLE;
+    return KAFKA_ERR_LEADER_NOT_AVAILABLE;
   case CAIRN__CLIENT__ERROR_CODE__OUT_OF_ORDER_SEQUENCE:
     return KAFKA_ERR_OUT_OF_ORDER_SEQUENCE;
   case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PRODUCER:
@@ -249,6 +273,35 @@ bool kafka_topic_name(struct kafka_str s, char *dst)
   return true;
 }
 
+int16_t kafka_topic_name_echo(struct kafka_str s, char *dst)
+{
+  if (kafka_topic_name(s, dst)) {
+    return KAFKA_ERR_NONE;
+  }
+  size_t len = s.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : s.len;
+  if (s.ptr == NULL || memchr(s.ptr, 0, len) != NULL) {
+    len = 0;
+  }
+  if (len > 0) {
+    memcpy(dst, s.ptr, len);
+  }
+  dst[len] = '\0';
+  return KAFKA_ERR_INVALID_TOPIC;
+}
+
+int32_t kafka_get_array_alloc(struct kafka_reader *r, size_t min_elem, int32_t max, size_t elem,
+                              void **out)
+{
+  *out = NULL;
+  int32_t n = kafka_get_array_len(r, min_elem);
+  if (r->err != 0 || n > max) {
+    return -1;
+  }
+  n = n < 0 ? 0 : n;
+  *out = calloc(n > 0 ? (size_t)n : 1, elem);
+  return *out != NULL ? n : -1;
+}
+
 /* ---- dispatch ---- */
 
 /* A known api at a version not offered: Kafka clients read the error code
@@ -266,12 +319,57 @@ static void kafka_unsupported_version(struct kafka_req *kr)
   kafka_req_respond(kr, &b);
 }
 
+static struct kafka_req *kafka_req_new(struct node *n, struct conn_request *req)
+{
+  struct conn *c = req->c;
+  struct kafka_req *kr = calloc(1, sizeof *kr);
+  if (kr == NULL) {
+    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: out of memory: closing", c->id, c->peer);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return NULL;
+  }
+  kr->n = n;
+  kr->req = req;
+  req->handler_data = kr;
+  conn_request_set_cancel(req, kafka_on_cancel);
+  return kr;
+}
+
+/* With --auth required, what a conn without a principal may ask: Kafka's
+ * own rule for a SASL listener (anything else closes the conn). */
+static bool kafka_open_before_auth(int16_t key)
+{
+  return key == KAFKA_API_API_VERSIONS || key == KAFKA_API_SASL_HANDSHAKE ||
+         key == KAFKA_API_SASL_AUTHENTICATE;
+}
+
 static void kafka_dispatch(struct conn_request *req, void *data)
 {
   struct node *n = data;
   struct conn *c = req->c;
+  if (c->proto_state == KAFKA_SASL_RAW) {
+    /* after a SaslHandshake v0: a SCRAM message, no request header */
+    struct kafka_req *kr = kafka_req_new(n, req);
+    if (kr != NULL) {
+      kr->h.api_key = KAFKA_API_SASL_AUTHENTICATE;
+      kr->h.api_version = -1;
+      kafka_reader_init(&kr->body, req->payload, req->payload_len);
+      kafka_sasl_raw_token(kr);
+    }
+    return;
+  }
   int16_t key, version;
   kafka_header_peek(req->payload, &key, &version);
+  if (n->auth_required && c->principal[0] == '\0' && !kafka_open_before_auth(key)) {
+    log_warn(KAFKA_LOG,
+             "conn %" PRIu64 " %s: api %d v%d before SASL authentication, which this node "
+             "requires (SCRAM-SHA-256; docs/kafka.md): closing",
+             c->id, c->peer, key, version);
+    conn_finish_unanswered(req);
+    conn_close(c);
+    return;
+  }
   const struct kafka_dispatch_entry *e = NULL;
   for (size_t i = 0; i < KAFKA_NAPIS; i++) {
     if (kafka_dispatch_table[i].range.api_key == key) {
@@ -286,17 +384,10 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     conn_close(c);
     return;
   }
-  struct kafka_req *kr = calloc(1, sizeof *kr);
+  struct kafka_req *kr = kafka_req_new(n, req);
   if (kr == NULL) {
-    log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: out of memory: closing", c->id, c->peer);
-    conn_finish_unanswered(req);
-    conn_close(c);
     return;
   }
-  kr->n = n;
-  kr->req = req;
-  req->handler_data = kr;
-  conn_request_set_cancel(req, kafka_on_cancel);
   bool supported = version >= e->range.min_version && version <= e->range.max_version;
   /* An unsupported ApiVersions is answered from a v0 reading of the header
    * (Kafka's rule: the client may not know our flexible versions). */
@@ -332,11 +423,11 @@ int kafka_port_start(struct node *n)
   if (config_addr_is_off(&n->cfg.kafka_listen)) {
     return 0;
   }
-  if (n->auth_required || n->cfg.tls_cert[0] != '\0') {
+  if (n->cfg.tls_cert[0] != '\0') {
     log_warn(KAFKA_LOG,
-             "Kafka port %s not opened: it has no TLS and no SASL yet, and this node requires "
-             "%s (docs/kafka.md)",
-             n->cfg.kafka_listen.str, n->auth_required ? "authentication" : "TLS");
+             "Kafka port %s not opened: it has no TLS yet, and this node requires TLS "
+             "(docs/kafka.md)",
+             n->cfg.kafka_listen.str);
     return 0;
   }
   struct listener_config lc = {.bind_address = n->cfg.kafka_listen.str,
@@ -347,6 +438,7 @@ int kafka_port_start(struct node *n)
   conn_limits_default(&lc.limits);
   lc.limits.max_frame_bytes = (uint32_t)n->cfg.max_frame_bytes;
   lc.limits.max_inflight_bytes = n->cfg.max_inflight_bytes;
+  lc.limits.preauth_max_frame_bytes = n->auth_required ? CONN_PREAUTH_MAX_FRAME_BYTES : 0;
   /* Kafka answers each connection's requests in the order they came, and
    * clients match answers by that order: the framing holds an answer that
    * completes early (ordered_answers). Up to KAFKA_MAX_INFLIGHT requests

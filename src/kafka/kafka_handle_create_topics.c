@@ -128,7 +128,10 @@ static void kafka_ct_config(struct kafka_ct_topic *t, struct kafka_str key, stru
     snprintf(t->message, sizeof t->message, "config value '%s' is not a number", num);
     return;
   }
-  cairn__client__topic_config__init(&t->cfg);
+  if (!t->has_cfg) {
+    /* once: a request's later configs must not wipe its earlier ones */
+    cairn__client__topic_config__init(&t->cfg);
+  }
   if (kafka_ct_is(key, "retention.ms")) {
     t->cfg.retention_ms = v < 0 ? 0 : v; /* -1: unlimited, Cairn's 0 */
   } else if (kafka_ct_is(key, "retention.bytes")) {
@@ -153,13 +156,9 @@ void kafka_handle_create_topics(struct kafka_req *kr)
   }
   kr->op = op;
   kr->op_free = kafka_ct_op_free;
-  int32_t n = kafka_get_array_len(r, 12);
-  if (r->err != 0 || n > KAFKA_CT_MAX_TOPICS) {
-    kafka_req_malformed(kr);
-    return;
-  }
-  op->topics = calloc(n > 0 ? (size_t)n : 1, sizeof *op->topics);
-  if (op->topics == NULL) {
+  int32_t n =
+      kafka_get_array_alloc(r, 12, KAFKA_CT_MAX_TOPICS, sizeof *op->topics, (void **)&op->topics);
+  if (n < 0) {
     kafka_req_malformed(kr);
     return;
   }
@@ -182,12 +181,10 @@ void kafka_handle_create_topics(struct kafka_req *kr)
       struct kafka_str val = kafka_get_string(r);
       kafka_ct_config(t, key, val);
     }
-    if (!kafka_topic_name(name, t->name)) {
-      t->err = KAFKA_ERR_INVALID_TOPIC;
+    int16_t name_err = kafka_topic_name_echo(name, t->name);
+    if (name_err != KAFKA_ERR_NONE) {
+      t->err = name_err;
       snprintf(t->message, sizeof t->message, "a topic name is 1 to %d bytes", KAFKA_TOPIC_MAX);
-      snprintf(t->name, sizeof t->name, "%.*s",
-               (int)(name.len > KAFKA_TOPIC_MAX ? KAFKA_TOPIC_MAX : name.len),
-               name.ptr != NULL ? (const char *)name.ptr : "");
     } else if (na > 0) {
       t->err = KAFKA_ERR_INVALID_REQUEST;
       snprintf(t->message, sizeof t->message,

@@ -170,7 +170,8 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
       if (bytes > data_len - data_at) {
         bytes = data_len - data_at;
       }
-      int rv = kafka_fetch_put_records(&b, data + data_at, bytes);
+      /* data is NULL when the native answer carried no records */
+      int rv = kafka_fetch_put_records(&b, data != NULL ? data + data_at : NULL, bytes);
       data_at += bytes;
       if (rv != 0 && b.err == 0) {
         b.err = rv;
@@ -240,7 +241,7 @@ void kafka_handle_fetch(struct kafka_req *kr)
     for (int32_t i = 0; i < np && r->err == 0; i++) {
       struct kafka_fetch_part *fp = &op->parts[op->nparts++];
       memset(fp, 0, sizeof *fp);
-      fp->topic_at = (size_t)t;
+      fp->topic_at = op->ntopics;
       fp->index = kafka_get_i32(r);
       if (v >= 9) {
         (void)kafka_get_i32(r); /* current_leader_epoch: Metadata here has none */
@@ -272,7 +273,10 @@ void kafka_handle_fetch(struct kafka_req *kr)
         np_->max_bytes = pmax > 0 ? (uint32_t)pmax : 1;
       }
     }
-    op->ntopics++;
+    /* A topic without partitions is left out of the answer, as Kafka builds
+     * it from the partitions asked (the answer takes each topic's name from
+     * its first partition). */
+    op->ntopics += np > 0 ? 1 : 0;
   }
   if (v >= 7) {
     int32_t nforgotten = kafka_get_array_len(r, 6);

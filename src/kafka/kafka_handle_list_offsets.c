@@ -128,7 +128,7 @@ void kafka_handle_list_offsets(struct kafka_req *kr)
     for (int32_t i = 0; i < np && r->err == 0; i++) {
       struct kafka_lo_part *lp = &op->parts[op->nparts++];
       memset(lp, 0, sizeof *lp);
-      lp->topic_at = (size_t)t;
+      lp->topic_at = op->ntopics;
       lp->index = kafka_get_i32(r);
       lp->timestamp = kafka_get_i64(r);
       if (!kafka_topic_name(name, lp->topic)) {
@@ -139,7 +139,10 @@ void kafka_handle_list_offsets(struct kafka_req *kr)
         lp->err = KAFKA_ERR_INVALID_REQUEST;
       }
     }
-    op->ntopics++;
+    /* A topic without partitions is left out of the answer, as Kafka builds
+     * it from the partitions asked (the answer takes each topic's name from
+     * its first partition). */
+    op->ntopics += np > 0 ? 1 : 0;
   }
   if (r->err != 0) {
     kafka_req_malformed(kr);

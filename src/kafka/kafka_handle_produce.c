@@ -203,7 +203,7 @@ static bool kafka_produce_read(struct kafka_req *kr, struct kafka_produce_op *op
     for (int32_t i = 0; i < np && r->err == 0; i++) {
       struct kafka_produce_part *pp = &op->parts[op->nparts++];
       memset(pp, 0, sizeof *pp);
-      pp->topic_at = (size_t)t;
+      pp->topic_at = op->ntopics;
       pp->native = -1;
       pp->index = kafka_get_i32(r);
       struct kafka_str rec = kafka_get_bytes(r);
@@ -231,7 +231,10 @@ static bool kafka_produce_read(struct kafka_req *kr, struct kafka_produce_op *op
       }
       kafka_produce_convert(op, pp, rec);
     }
-    op->ntopics++;
+    /* A topic without partitions is left out of the answer, as Kafka builds
+     * it from the partitions asked (the answer takes each topic's name from
+     * its first partition). */
+    op->ntopics += np > 0 ? 1 : 0;
   }
   return r->err == 0;
 }

@@ -53,16 +53,20 @@ enum kafka_error {
   KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED = 29,
   KAFKA_ERR_GROUP_AUTHORIZATION_FAILED = 30,
   KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED = 31,
+  KAFKA_ERR_UNSUPPORTED_SASL_MECHANISM = 33,
+  KAFKA_ERR_ILLEGAL_SASL_STATE = 34,
   KAFKA_ERR_UNSUPPORTED_VERSION = 35,
   KAFKA_ERR_TOPIC_ALREADY_EXISTS = 36,
   KAFKA_ERR_INVALID_PARTITIONS = 37,
   KAFKA_ERR_INVALID_REPLICATION_FACTOR = 38,
+  KAFKA_ERR_INVALID_CONFIG = 40,
   KAFKA_ERR_NOT_CONTROLLER = 41,
   KAFKA_ERR_INVALID_REQUEST = 42,
   KAFKA_ERR_OUT_OF_ORDER_SEQUENCE = 45,
   KAFKA_ERR_INVALID_PRODUCER_EPOCH = 47,
   KAFKA_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
   KAFKA_ERR_KAFKA_STORAGE_ERROR = 56,
+  KAFKA_ERR_SASL_AUTHENTICATION_FAILED = 58,
   KAFKA_ERR_UNKNOWN_PRODUCER_ID = 59,
   KAFKA_ERR_NON_EMPTY_GROUP = 68,
   KAFKA_ERR_GROUP_ID_NOT_FOUND = 69,
@@ -85,9 +89,15 @@ enum kafka_api {
   KAFKA_API_SYNC_GROUP = 14,
   KAFKA_API_DESCRIBE_GROUPS = 15,
   KAFKA_API_LIST_GROUPS = 16,
+  KAFKA_API_SASL_HANDSHAKE = 17,
   KAFKA_API_API_VERSIONS = 18,
   KAFKA_API_CREATE_TOPICS = 19,
+  KAFKA_API_DELETE_TOPICS = 20,
   KAFKA_API_INIT_PRODUCER_ID = 22,
+  KAFKA_API_DESCRIBE_CONFIGS = 32,
+  KAFKA_API_SASL_AUTHENTICATE = 36,
+  KAFKA_API_CREATE_PARTITIONS = 37,
+  KAFKA_API_DELETE_GROUPS = 42,
 };
 
 #define KAFKA_TOPIC_MAX 249 /* Kafka's topic name limit */
@@ -153,9 +163,27 @@ Cairn__Client__ErrorCode kafka_relay_error(const Cairn__Client__Envelope *env);
 Cairn__Client__ErrorCode kafka_relay_code(const Cairn__Client__Envelope *env,
                                           Cairn__Client__Envelope__BodyCase want);
 
+/* The message of a relayed native answer's error (its refusal, or its
+ * body's Error), NULL when it has none. Returns borrowed (valid while env
+ * is). */
+const char *kafka_relay_message(const Cairn__Client__Envelope *env);
+
 /* Copies a Kafka string into dst[KAFKA_TOPIC_MAX + 1]; false when null,
  * empty, too long or holding a NUL. */
 bool kafka_topic_name(struct kafka_str s, char *dst);
+
+/* For an answer that echoes the name: kafka_topic_name, else what can be
+ * echoed of s (its first KAFKA_TOPIC_MAX bytes, "" when null or holding a
+ * NUL) in dst. Returns KAFKA_ERR_NONE or KAFKA_ERR_INVALID_TOPIC. */
+int16_t kafka_topic_name_echo(struct kafka_str s, char *dst);
+
+/* Reads a request's top-level array count (elements of at least min_elem
+ * bytes on the wire, at most max of them) and allocates that many zeroed
+ * elements of elem bytes in *out (owned: free()). Returns the count (0 for
+ * a null array), or -1 for a malformed or too large count, or no memory:
+ * the caller then answers with kafka_req_malformed. */
+int32_t kafka_get_array_alloc(struct kafka_reader *r, size_t min_elem, int32_t max, size_t elem,
+                              void **out);
 
 /* ---- what the consumer-group handlers share (kafka_group.c) ---- */
 
@@ -200,6 +228,24 @@ void kafka_handle_offset_commit(struct kafka_req *kr);
 void kafka_handle_offset_fetch(struct kafka_req *kr);
 void kafka_handle_describe_groups(struct kafka_req *kr);
 void kafka_handle_list_groups(struct kafka_req *kr);
+void kafka_handle_delete_topics(struct kafka_req *kr);
+void kafka_handle_describe_configs(struct kafka_req *kr);
+void kafka_handle_delete_groups(struct kafka_req *kr);
+void kafka_handle_create_partitions(struct kafka_req *kr);
+void kafka_handle_sasl_handshake(struct kafka_req *kr);
+void kafka_handle_sasl_authenticate(struct kafka_req *kr);
+
+/* A conn's SASL step (conn.proto_state; kafka_handle_sasl.c). */
+enum kafka_sasl_state {
+  KAFKA_SASL_NONE = 0, /* no exchange under way (authenticated or not) */
+  KAFKA_SASL_RAW,      /* after SaslHandshake v0: the next frames are raw tokens */
+  KAFKA_SASL_FRAMED,   /* after SaslHandshake v1: SaslAuthenticate requests */
+};
+
+/* A frame on a conn in KAFKA_SASL_RAW: kr's body is the whole frame, a
+ * SCRAM message without a request header (kr->h unset). Answered with a
+ * raw token, or the conn closed on a refusal. Consumes kr. */
+void kafka_sasl_raw_token(struct kafka_req *kr);
 
 /* For ApiVersions: the table's entries, in api key order. */
 struct kafka_api_range {

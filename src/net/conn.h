@@ -320,6 +320,8 @@ struct conn {
   void *auth; /* owned by the auth handler; freed with auth_free */
   void (*auth_free)(void *auth);
   uint32_t auth_failures;
+  int proto_state; /* the port's own protocol state, 0 at start (the Kafka
+                    * port: its SASL step, src/kafka/kafka_handle_sasl.c) */
   /* Authorization refusals logged on this conn (src/server/authz.c): a
    * hash per resource, the first CONN_AUTHZ_LOGGED of them. */
   uint64_t authz_logged[CONN_AUTHZ_LOGGED];

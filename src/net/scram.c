@@ -207,6 +207,7 @@ int scram_server_challenge(struct scram_server *s, const struct scram_cred *cred
     s->state = SCRAM_S_FAILED;
     return CAIRN_EINVAL;
   }
+  s->cnonce_len = strlen(s->nonce);
   strncat(s->nonce, snonce, sizeof s->nonce - strlen(s->nonce) - 1);
   char salt[SCRAM_SALT_MAX * 2];
   scram_b64(s->cred.salt, s->cred.salt_len, salt);
@@ -229,6 +230,18 @@ static int scram_auth_message(const char *cfb, const char *sf, const char *cf, s
   return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
+/* r is the exchange's nonce, or the client nonce followed by it (what
+ * librdkafka sends; scram.h). */
+static bool scram_nonce_ok(const struct scram_server *s, const char *r, size_t rlen)
+{
+  size_t nlen = strlen(s->nonce);
+  if (rlen == nlen) {
+    return CRYPTO_memcmp(r, s->nonce, nlen) == 0;
+  }
+  return rlen == s->cnonce_len + nlen && CRYPTO_memcmp(r, s->nonce, s->cnonce_len) == 0 &&
+         CRYPTO_memcmp(r + s->cnonce_len, s->nonce, nlen) == 0;
+}
+
 int scram_server_final(struct scram_server *s, const char *msg, size_t len, char *out, size_t cap)
 {
   if (s->state != SCRAM_S_CHALLENGED || len > SCRAM_MSG_MAX || cap < 64) {
@@ -248,7 +261,7 @@ int scram_server_final(struct scram_server *s, const char *msg, size_t len, char
       p + plen != msg + len || p < msg + 3) {
     return CAIRN_EBADREQUEST;
   }
-  if (rlen != strlen(s->nonce) || CRYPTO_memcmp(r, s->nonce, rlen) != 0) {
+  if (!scram_nonce_ok(s, r, rlen)) {
     return CAIRN_EBADREQUEST; /* not this exchange's nonce: a replay or a mix-up */
   }
   uint8_t proof[SCRAM_KEY_LEN + 4];

@@ -71,6 +71,7 @@ struct scram_server {
   char client_first_bare[SCRAM_MSG_MAX + 1];
   char server_first[SCRAM_MSG_MAX + 1];
   char nonce[2 * SCRAM_MSG_MAX + 1]; /* client nonce + server nonce */
+  size_t cnonce_len;                  /* the client nonce's part of it */
   struct scram_cred cred;
   bool known; /* the user exists (else cred is made up and the proof fails) */
 };
@@ -90,7 +91,11 @@ __attribute__((warn_unused_result)) int
 scram_server_challenge(struct scram_server *s, const struct scram_cred *cred, const char *snonce,
                        const uint8_t *fake_salt, char *out, size_t cap);
 
-/* Checks client-final. Returns 0 with server-final ("v=...") in out, the
+/* Checks client-final. Its nonce must be this exchange's (client nonce +
+ * server nonce), or the client nonce followed by it: librdkafka (2.0.2)
+ * sends the latter, and Apache Kafka accepts it (the fresh server nonce at
+ * the end is what defeats a replay; the AuthMessage covers r as sent).
+ * Returns 0 with server-final ("v=...") in out, the
  * user authenticated; CAIRN_EAUTH with "e=invalid-proof" (or
  * "e=unknown-user" never: unknown users look like wrong passwords) in
  * out; or CAIRN_EBADREQUEST for a malformed message or a nonce that is

@@ -25,6 +25,7 @@
  *   DescribeTopic                   DESCRIBE topic
  *   CreateTopic                     CREATE topic, or CREATE cluster
  *   DeleteTopic                     DELETE topic
+ *   AddPartitions                   ALTER topic
  *   InitProducerId                  WRITE cluster, or WRITE on any topic
  *   FindCoordinator                 DESCRIBE group
  *   JoinGroup, SyncGroup,           READ group

@@ -20,6 +20,8 @@ static const struct dispatch_entry dispatch_table[] = {
      handle_create_topic},
     {CAIRN__CLIENT__API__API_DELETE_TOPIC, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_REQ,
      handle_delete_topic},
+    {CAIRN__CLIENT__API__API_ADD_PARTITIONS, CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_REQ,
+     handle_add_partitions},
     {CAIRN__CLIENT__API__API_LIST_TOPICS, CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_REQ,
      handle_list_topics},
     {CAIRN__CLIENT__API__API_DESCRIBE_TOPIC, CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_TOPIC_REQ,

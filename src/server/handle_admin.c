@@ -110,6 +110,7 @@ static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__Bod
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   Cairn__Client__CreateTopicResponse ct = CAIRN__CLIENT__CREATE_TOPIC_RESPONSE__INIT;
   Cairn__Client__DeleteTopicResponse dt = CAIRN__CLIENT__DELETE_TOPIC_RESPONSE__INIT;
+  Cairn__Client__AddPartitionsResponse ap = CAIRN__CLIENT__ADD_PARTITIONS_RESPONSE__INIT;
   Cairn__Client__DecommissionNodeResponse dn = CAIRN__CLIENT__DECOMMISSION_NODE_RESPONSE__INIT;
   Cairn__Client__TopicInfo ti = CAIRN__CLIENT__TOPIC_INFO__INIT;
   env.body_case = body;
@@ -129,6 +130,10 @@ static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__Bod
   case CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP:
     dt.error = err;
     env.delete_topic_resp = &dt;
+    break;
+  case CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP:
+    ap.error = err;
+    env.add_partitions_resp = &ap;
     break;
   default:
     dn.error = err;
@@ -260,6 +265,19 @@ void handle_delete_topic(struct node *n, struct conn_request *req)
   size_t len = 0;
   int rv = meta_cmd_delete_topic(name, &cmd, &len);
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP);
+}
+
+void handle_add_partitions(struct node *n, struct conn_request *req)
+{
+  const Cairn__Client__AddPartitionsRequest *r = req->env->add_partitions_req;
+  if (admin_refuse_internal(req, r->name, CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP) ||
+      handle_forward(n, req)) {
+    return;
+  }
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  int rv = meta_cmd_add_partitions(r->name, r->partitions, &cmd, &len);
+  admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP);
 }
 
 /* Lists in msg (cap bytes) the partitions on node id that no other node

@@ -42,6 +42,7 @@ size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, stru
 /* handle_admin.c: CreateTopic, DeleteTopic, DecommissionNode. */
 void handle_create_topic(struct node *n, struct conn_request *req);
 void handle_delete_topic(struct node *n, struct conn_request *req);
+void handle_add_partitions(struct node *n, struct conn_request *req);
 void handle_decommission(struct node *n, struct conn_request *req);
 
 /* If this node is not the controller leader, forwards req there and

@@ -4,8 +4,9 @@
 # partition leader, produces keyed messages with acks=all and reads back
 # exactly what it produced, in order per partition, also after a SIGKILL of
 # a partition leader; kafka-python produces and consumes by offset;
-# malformed frames get a closed connection (or an error answer) while the
-# node keeps serving others.
+# malformed frames (bad sizes, a 2 GiB length, unknown api keys, truncated
+# bodies and flexible fields) get a closed connection (or an error answer)
+# while the node keeps serving others.
 #
 # Usage: kafka_clients.sh CAIRN CAIRND
 set -euo pipefail
@@ -130,6 +131,10 @@ cases = {
     "unknown api key": (lambda b: struct.pack(">i", len(b)) + b)(hdr(9999, 0, 7)),
     "truncated metadata": (lambda b: struct.pack(">i", len(b)) + b)(hdr(3, 1, 8) + struct.pack(">i", 5)),
     "truncated produce": (lambda b: struct.pack(">i", len(b)) + b)(hdr(0, 7, 9) + struct.pack(">hhi", -1, -1, 100)),
+    # ApiVersions v3's header is flexible: one tagged field of 10 bytes, none sent
+    "truncated flexible header": (lambda b: struct.pack(">i", len(b)) + b)(hdr(18, 3, 10) + b"\x01\x00\x0a"),
+    # a tagged-field count no encoder makes (a varint of 6 bytes)
+    "malformed tagged fields": (lambda b: struct.pack(">i", len(b)) + b)(hdr(18, 3, 11) + b"\xff" * 6),
 }
 for name, data in cases.items():
     s = conn()

@@ -387,6 +387,17 @@ __attribute__((warn_unused_result)) int cairn_create_topic(struct cairn_client *
 __attribute__((warn_unused_result)) int cairn_delete_topic(struct cairn_client *c, const char *name,
                                                            cairn_done_cb cb, void *data);
 
+/* Grows a topic to `partitions` partitions in all (a total, as Kafka's
+ * CreatePartitions and rpk take it; partitions are never removed): cb gets
+ * 0, CAIRN_EINVALID_PARTITIONS for a count not above the current one,
+ * CAIRN_EUNKNOWN_TOPIC, CAIRN_EINTERNAL_TOPIC, ... The new partitions are
+ * placed like a new topic's, with the topic's replication factor; like a
+ * created topic's, they may need a moment to elect leaders. Borrows name
+ * for the call. */
+__attribute__((warn_unused_result)) int cairn_add_partitions(struct cairn_client *c,
+                                                             const char *name, uint32_t partitions,
+                                                             cairn_done_cb cb, void *data);
+
 /* Lists topics (without partitions). */
 __attribute__((warn_unused_result)) int cairn_list_topics(struct cairn_client *c,
                                                           cairn_topic_list_cb cb, void *data);
@@ -689,6 +700,9 @@ __attribute__((warn_unused_result)) int cairn_sync_create_topic(struct cairn_syn
                                                                 const struct cairn_topic_config *cfg);
 __attribute__((warn_unused_result)) int cairn_sync_delete_topic(struct cairn_sync *s,
                                                                 const char *name);
+__attribute__((warn_unused_result)) int cairn_sync_add_partitions(struct cairn_sync *s,
+                                                                  const char *name,
+                                                                  uint32_t partitions);
 __attribute__((warn_unused_result)) int cairn_sync_list_topics(struct cairn_sync *s,
                                                                struct cairn_topic_list **out);
 __attribute__((warn_unused_result)) int cairn_sync_describe_topic(struct cairn_sync *s,

@@ -369,6 +369,54 @@ static void test_meta_create_topic_places_inside_apply(void **state)
   meta_state_close(&st);
 }
 
+static void test_meta_add_partitions_grows_and_never_shrinks(void **state)
+{
+  (void)state;
+  struct meta_state st;
+  struct meta_result res;
+  make_cluster(&st, 4);
+  assert_int_equal(do_create(&st, "orders", 2, 3, &res), 0);
+  assert_int_equal(do_create(&st, "other", 1, 1, &res), 0);
+  struct meta_partition before[2];
+  memcpy(before, meta_topic_find(&st, "orders")->partitions, sizeof before);
+  assert_int_equal(APPLY(&st, &res, meta_cmd_add_partitions, "orders", 5), 0);
+  assert_int_equal(res.topic_id, 1);
+  const struct meta_topic *t = meta_topic_find(&st, "orders");
+  assert_int_equal(t->npartitions, 5);
+  assert_int_equal(st.total_partitions, 6);
+  /* the old partitions are untouched; the new ones are placed like a new
+   * topic's: rf distinct nodes, bootstrapped by their initial replicas */
+  assert_memory_equal(t->partitions, before, sizeof before);
+  for (uint32_t p = 2; p < 5; p++) {
+    const struct meta_partition *part = meta_partition_find(&st, 1, p);
+    assert_non_null(part);
+    assert_int_equal(part->group_id, meta_group_id(1, p));
+    assert_int_equal(part->nreplicas, 3);
+    assert_memory_equal(part->replicas, part->initial_replicas, 3 * sizeof(uint64_t));
+    assert_true(part->replicas[0] != part->replicas[1] && part->replicas[1] != part->replicas[2] &&
+                part->replicas[0] != part->replicas[2]);
+  }
+  check_invariants(&st);
+  /* a snapshot carries them */
+  struct meta_state copy;
+  copy_state(&st, &copy);
+  assert_int_equal(meta_topic_find(&copy, "orders")->npartitions, 5);
+  meta_state_close(&copy);
+
+  APPLY_REFUSED(&st, CAIRN_EINVALID_PARTITIONS, meta_cmd_add_partitions, "orders", 5);
+  APPLY_REFUSED(&st, CAIRN_EINVALID_PARTITIONS, meta_cmd_add_partitions, "orders", 3);
+  APPLY_REFUSED(&st, CAIRN_EINVALID_PARTITIONS, meta_cmd_add_partitions, "orders",
+                META_MAX_PARTITIONS + 1);
+  APPLY_REFUSED(&st, CAIRN_EUNKNOWN_TOPIC, meta_cmd_add_partitions, "nosuch", 3);
+  assert_int_equal(do_create(&st, "__internal", 1, 1, &res), 0);
+  APPLY_REFUSED(&st, CAIRN_EINTERNAL_TOPIC, meta_cmd_add_partitions, "__internal", 3);
+  /* too few alive nodes for the topic's replication factor */
+  assert_int_equal(do_state(&st, 1, META_NODE_DEAD, 0, &res), 0);
+  assert_int_equal(do_state(&st, 2, META_NODE_DEAD, 0, &res), 0);
+  APPLY_REFUSED(&st, CAIRN_EINVALID_RF, meta_cmd_add_partitions, "orders", 6);
+  meta_state_close(&st);
+}
+
 static void test_meta_create_topic_refusals_create_nothing(void **state)
 {
   struct meta_state st;
@@ -1244,6 +1292,7 @@ int main(void)
       cmocka_unit_test(test_meta_producer_ids_are_unique_and_epochs_bump),
       cmocka_unit_test(test_meta_command_bytes_are_stable),
       cmocka_unit_test(test_meta_snapshot_carries_kafka_addresses),
+      cmocka_unit_test(test_meta_add_partitions_grows_and_never_shrinks),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

@@ -176,6 +176,19 @@ static void test_scram_malformed_and_oversized_messages(void **state)
                      CAIRN_EBADREQUEST);
   }
 
+  /* librdkafka's nonce, the client nonce followed by the exchange's, gets
+   * as far as the proof; any other prefix does not. */
+  static const char *const proof32 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+  for (int doubled = 0; doubled < 2; doubled++) {
+    assert_int_equal(scram_server_parse_first(&s, "n,,n=user,r=abc", 15), 0);
+    char sf[SCRAM_MSG_MAX];
+    assert_true(scram_server_challenge(&s, &cred, "X", fake_salt, sf, sizeof sf) > 0);
+    char fm[128];
+    snprintf(fm, sizeof fm, "c=biws,r=%sabcX,p=%s", doubled ? "abc" : "abd", proof32);
+    assert_int_equal(scram_server_final(&s, fm, strlen(fm), fin, sizeof fin),
+                     doubled ? CAIRN_EAUTH : CAIRN_EBADREQUEST);
+  }
+
   /* The client refuses a server-first that does not extend its nonce or
    * asks too few iterations. */
   struct scram_client c;
