@@ -15,6 +15,7 @@ PACKAGES=(
   kcat python3-kafka      # tests/integration/kafka_clients.sh: the Kafka port with real clients
   python3-confluent-kafka librdkafka-dev # Kafka port: confluent-kafka and librdkafka tests (planned)
   libmicrohttpd-dev
+  systemd             # deploy_systemd: systemd-analyze verify / security on the unit
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
   iproute2 nftables

@@ -36,6 +36,19 @@ check "deploy/cairnd.conf" 2 "$bin" --config "$root/deploy/cairnd.conf" --check-
 for i in 1 2 3; do
   check "deploy/systemd/node-$i.conf" "$i" "$bin" --config "$root/deploy/systemd/node-$i.conf" --check-config
 done
+# An example that listens on every interface authenticates clients and
+# nodes (auth required, a cluster secret).
+for f in deploy/cairnd.conf deploy/systemd/node-1.conf deploy/systemd/node-2.conf deploy/systemd/node-3.conf; do
+  out=$("$bin" --config "$root/$f" --check-config)
+  open=$(grep -E '^(listen|cluster_listen|admin_listen) = (0\.0\.0\.0|\[::\]):' <<<"$out" || true)
+  if [ -n "$open" ] && { ! grep -qx 'auth = required' <<<"$out" || ! grep -q '^cluster_secret_file = .' <<<"$out"; }; then
+    echo "FAIL $f listens on every interface without authentication and a cluster secret:"; echo "$open"
+    fails=$((fails + 1))
+  else
+    echo "ok   $f: ${open:+every interface, with auth required and a cluster secret}${open:-loopback only}"
+  fi
+done
+
 # A broken config is refused with exit 2.
 printf '[network]\nlisen = 1.2.3.4:7400\n' >"$tmp/bad.conf"
 if "$bin" --config "$tmp/bad.conf" --check-config >/dev/null 2>&1; then
