@@ -16,6 +16,7 @@ PACKAGES=(
   python3-confluent-kafka librdkafka-dev # Kafka port: confluent-kafka and librdkafka tests (planned)
   libmicrohttpd-dev
   systemd             # deploy_systemd: systemd-analyze verify / security on the unit
+  python3-yaml        # deploy_manifests: parses the Kubernetes and compose YAML
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
   iproute2 nftables

@@ -45,7 +45,9 @@ for f in deploy/cairnd.conf deploy/systemd/node-1.conf deploy/systemd/node-2.con
     echo "FAIL $f listens on every interface without authentication and a cluster secret:"; echo "$open"
     fails=$((fails + 1))
   else
-    echo "ok   $f: ${open:+every interface, with auth required and a cluster secret}${open:-loopback only}"
+    what="loopback only"
+    [ -z "$open" ] || what="every interface, with auth required and a cluster secret"
+    echo "ok   $f: $what"
   fi
 done
 
@@ -78,6 +80,7 @@ done
 
 # The container entrypoint with the manifests' own settings.
 k8s_voters=$(sed -n '/name: CAIRN_VOTERS/{n;s/.*value: "\(.*\)"/\1/p}' "$root/deploy/k8s/cairn.yaml")
+k8s_voters=${k8s_voters//\$(POD_NAMESPACE)/default}
 compose_voters=$(sed -n 's/^ *CAIRN_VOTERS: *//p' "$root/deploy/docker/compose.yaml")
 [ -n "$k8s_voters" ] && [ -n "$compose_voters" ] || { echo "FAIL voters not found in the manifests"; fails=$((fails + 1)); }
 for o in 0 1 2; do
@@ -88,6 +91,23 @@ for o in 0 1 2; do
     CAIRN_ADVERTISE="cairn-$o" CAIRN_VOTERS="$compose_voters" \
     sh "$root/deploy/docker/entrypoint.sh" --check-config
 done
+
+# Under compose (CAIRN_CONFIG_ERROR_EXIT=0) a configuration error ends the
+# container with 0, which `restart: on-failure` leaves stopped.
+st=0
+env HOSTNAME=cairn-0 CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" CAIRN_CONFIG_ERROR_EXIT=0 \
+  sh "$root/deploy/docker/entrypoint.sh" --voters "1@elsewhere:7401" >"$tmp/ep.out" 2>&1 || st=$?
+if [ "$st" = 0 ] && grep -q "exit 2" "$tmp/ep.out" && grep -q "not restarting" "$tmp/ep.out"; then
+  echo "ok   entrypoint: a configuration error under compose ends with 0, saying why"
+else
+  echo "FAIL entrypoint with CAIRN_CONFIG_ERROR_EXIT=0 and a bad setting: exit $st"; cat "$tmp/ep.out"
+  fails=$((fails + 1))
+fi
+st=0
+env HOSTNAME=cairn-0 CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" \
+  sh "$root/deploy/docker/entrypoint.sh" --voters "1@elsewhere:7401" >/dev/null 2>&1 || st=$?
+[ "$st" = 2 ] && echo "ok   entrypoint: without CAIRN_CONFIG_ERROR_EXIT the exit status stays 2" ||
+  { echo "FAIL entrypoint without CAIRN_CONFIG_ERROR_EXIT: exit $st (want 2)"; fails=$((fails + 1)); }
 
 # The image's runtime packages hold every shared library cairnd links.
 if command -v dpkg >/dev/null; then
@@ -118,6 +138,17 @@ if [ -f "$root/deploy/cluster.sh" ]; then
   else
     echo "FAIL deploy/local/cluster up 3:"; echo "$out"; fails=$((fails + 1))
   fi
+  # The image's health check against a running node's admin port: ready.
+  # (up returns once the nodes answer; registering takes a moment more)
+  for _ in $(seq 1 150); do
+    out=$(bash "$root/deploy/docker/healthcheck.sh" "127.0.0.1:$((port + 2))" 2>&1) && break
+    sleep 0.2
+  done
+  if [ "$out" = ready ]; then
+    echo "ok   cairn-healthcheck: node 1 ready"
+  else
+    echo "FAIL cairn-healthcheck on node 1: $out"; fails=$((fails + 1))
+  fi
   if "$root/deploy/local/cluster" status -d "$tmp/local" >"$tmp/status" 2>&1 &&
     [ "$(grep -c ": running" "$tmp/status")" = 3 ]; then
     echo "ok   deploy/local/cluster status"
@@ -125,6 +156,11 @@ if [ -f "$root/deploy/cluster.sh" ]; then
     echo "FAIL deploy/local/cluster status:"; cat "$tmp/status"; fails=$((fails + 1))
   fi
   "$root/deploy/local/cluster" down -d "$tmp/local" >/dev/null
+  if out=$(bash "$root/deploy/docker/healthcheck.sh" "127.0.0.1:$((port + 2))" 2>&1); then
+    echo "FAIL cairn-healthcheck says a stopped node is healthy: $out"; fails=$((fails + 1))
+  else
+    echo "ok   cairn-healthcheck: a stopped node is unhealthy ($out)"
+  fi
   if "$root/deploy/local/cluster" status -d "$tmp/local" >"$tmp/status" 2>&1 ||
     [ "$(grep -c ": stopped" "$tmp/status")" != 3 ]; then
     echo "FAIL deploy/local/cluster down left nodes running:"; cat "$tmp/status"; fails=$((fails + 1))
