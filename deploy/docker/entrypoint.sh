@@ -7,6 +7,10 @@
 #                     (Kubernetes: the pod's DNS name, set in the manifest)
 #   CAIRN_VOTERS      the controller's voters, ID@HOST:7401,...
 #   CAIRN_JOIN        HOST:7400 of a node to join (nodes beyond the voters)
+#   CAIRN_EXTERNAL_ADVERTISE  HOST:PORT clients outside the container
+#                     network dial (compose: the published port on the
+#                     host): turns on the external client port 0.0.0.0:7500,
+#                     whose Metadata answers name every node's external address
 #   CAIRN_DATA_DIR    default /var/lib/cairn
 #   CAIRN_CLUSTER_SECRET_FILE  the cluster secret (Kubernetes: a Secret's
 #                     volume); nodes authenticate to each other with it
@@ -29,7 +33,9 @@ set -- --node-id "$CAIRN_NODE_ID" --data-dir "${CAIRN_DATA_DIR:-/var/lib/cairn}"
   --listen 0.0.0.0:7400 --cluster-listen 0.0.0.0:7401 --admin-listen 0.0.0.0:7402 \
   --advertise "${CAIRN_ADVERTISE:-$host}" \
   ${CAIRN_VOTERS:+--voters "$CAIRN_VOTERS"} ${CAIRN_JOIN:+--join "$CAIRN_JOIN"} \
-  ${CAIRN_CLUSTER_SECRET_FILE:+--cluster-secret-file "$CAIRN_CLUSTER_SECRET_FILE"} "$@"
+  ${CAIRN_CLUSTER_SECRET_FILE:+--cluster-secret-file "$CAIRN_CLUSTER_SECRET_FILE"} \
+  ${CAIRN_EXTERNAL_ADVERTISE:+--external-listen 0.0.0.0:7500 --external-advertise "$CAIRN_EXTERNAL_ADVERTISE"} \
+  "$@"
 if [ -z "${CAIRN_CONFIG_ERROR_EXIT:-}" ]; then
   exec "${CAIRND:-cairnd}" "$@"
 fi

@@ -87,9 +87,21 @@ for o in 0 1 2; do
   check "k8s pod cairn-$o" $((o + 1)) env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/k8s" \
     CAIRN_ADVERTISE="cairn-$o.cairn.default.svc.cluster.local" CAIRN_VOTERS="$k8s_voters" \
     sh "$root/deploy/docker/entrypoint.sh" --check-config
+  ext=$(sed -n "s/.*CAIRN_ADVERTISE: cairn-$o, CAIRN_EXTERNAL_ADVERTISE: \"\([^\"]*\)\".*/\1/p" \
+    "$root/deploy/docker/compose.yaml")
   check "compose service cairn-$o" $((o + 1)) env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" \
-    CAIRN_ADVERTISE="cairn-$o" CAIRN_VOTERS="$compose_voters" \
+    CAIRN_ADVERTISE="cairn-$o" CAIRN_VOTERS="$compose_voters" CAIRN_EXTERNAL_ADVERTISE="$ext" \
     sh "$root/deploy/docker/entrypoint.sh" --check-config
+  out=$(env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" CAIRN_ADVERTISE="cairn-$o" \
+    CAIRN_VOTERS="$compose_voters" CAIRN_EXTERNAL_ADVERTISE="$ext" \
+    sh "$root/deploy/docker/entrypoint.sh" --check-config 2>&1 || true)
+  if [ -n "$ext" ] && grep -qx "external_advertise = $ext" <<<"$out" &&
+    grep -qx "external_listen = 0.0.0.0:7500" <<<"$out" && grep -qx "advertise_client = cairn-$o:7400" <<<"$out"; then
+    echo "ok   compose service cairn-$o: clients in the network get cairn-$o:7400, on the host $ext"
+  else
+    echo "FAIL compose service cairn-$o: external listener not set up (CAIRN_EXTERNAL_ADVERTISE '$ext')"
+    fails=$((fails + 1))
+  fi
 done
 
 # Under compose (CAIRN_CONFIG_ERROR_EXIT=0) a configuration error ends the

@@ -101,6 +101,11 @@ for name, s in services.items():
     check(any(p[-1] == "7402" for p in published), "compose %s: the admin port published" % name)
     check(all(len(p) == 3 and p[0] == "127.0.0.1" for p in published),
           "compose %s: ports published on 127.0.0.1 only (no authentication)" % name)
+    ext = s["environment"].get("CAIRN_EXTERNAL_ADVERTISE", "")
+    to_ext = [p for p in published if p[-1] == "7500"]
+    check(len(to_ext) == 1 and ext == "%s:%s" % (to_ext[0][0], to_ext[0][1]),
+          "compose %s: the host port published for the external client port (7500) is the "
+          "address it advertises (%s)" % (name, ext))
     check(s.get("restart") == "on-failure" and s["environment"].get("CAIRN_CONFIG_ERROR_EXIT") == "0",
           "compose %s: restart on-failure, configuration errors end with status 0" % name)
 
