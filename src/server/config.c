@@ -1013,6 +1013,31 @@ static bool config_listeners_clash(const struct config_addr *a, const struct con
          config_host_is_wildcard(b->host);
 }
 
+/* A port that may be off (Kafka, external): when on, its advertised
+ * address is derived like the client port's; when off, an advertised
+ * address for it is an error and it is off too. what names the port. */
+static int config_check_optional_port(struct config_parse *ps, enum config_key_id listen_k,
+                                      enum config_key_id adv_k, const char *what)
+{
+  struct config *cfg = ps->cfg;
+  const struct config_addr *listen =
+      (const struct config_addr *)(const void *)((char *)cfg + config_keys[listen_k].offset);
+  struct config_addr *adv = (struct config_addr *)(void *)((char *)cfg + config_keys[adv_k].offset);
+  if (!config_addr_is_off(listen)) {
+    config_derive_advertise(ps, adv_k, adv, listen);
+    return config_check_listen_wildcard(ps, listen_k, adv_k, adv);
+  }
+  if (ps->by_flag[adv_k] || ps->line_of[adv_k] != 0) {
+    char where[CONFIG_ERRMSG_SIZE];
+    config_origin(ps, adv_k, false, where, sizeof where);
+    config_fail(ps, CAIRN_ECONFIG, "%s: there is no %s port to advertise (give --%s)", where, what,
+                config_keys[listen_k].flag);
+    return ps->err;
+  }
+  config_addr_off(adv);
+  return 0;
+}
+
 /* The Kafka port: on by default only for the embedded single-node cluster
  * (where 127.0.0.1:9092 is what every Kafka tool tries first); in a
  * multi-node setup each node names its own, as it does its other ports on
@@ -1030,21 +1055,7 @@ static int config_check_kafka(struct config_parse *ps, bool voters_given)
       config_addr_off(&cfg->kafka_listen);
     }
   }
-  if (!config_addr_is_off(&cfg->kafka_listen)) {
-    config_derive_advertise(ps, CONFIG_K_KAFKA_ADVERTISE, &cfg->kafka_advertise,
-                            &cfg->kafka_listen);
-    return config_check_listen_wildcard(ps, CONFIG_K_KAFKA_LISTEN, CONFIG_K_KAFKA_ADVERTISE,
-                                        &cfg->kafka_advertise);
-  }
-  if (ps->by_flag[CONFIG_K_KAFKA_ADVERTISE] || ps->line_of[CONFIG_K_KAFKA_ADVERTISE] != 0) {
-    char where[CONFIG_ERRMSG_SIZE];
-    config_origin(ps, CONFIG_K_KAFKA_ADVERTISE, false, where, sizeof where);
-    config_fail(ps, CAIRN_ECONFIG, "%s: there is no Kafka port to advertise (give --kafka-listen)",
-                where);
-    return ps->err;
-  }
-  config_addr_off(&cfg->kafka_advertise);
-  return 0;
+  return config_check_optional_port(ps, CONFIG_K_KAFKA_LISTEN, CONFIG_K_KAFKA_ADVERTISE, "Kafka");
 }
 
 /* The external client port: off unless given. Its advertised address is
@@ -1052,22 +1063,8 @@ static int config_check_kafka(struct config_parse *ps, bool voters_given)
  * advertised.listeners), derived like the client port's. */
 static int config_check_external(struct config_parse *ps)
 {
-  struct config *cfg = ps->cfg;
-  if (!config_addr_is_off(&cfg->external_listen)) {
-    config_derive_advertise(ps, CONFIG_K_EXTERNAL_ADVERTISE, &cfg->external_advertise,
-                            &cfg->external_listen);
-    return config_check_listen_wildcard(ps, CONFIG_K_EXTERNAL_LISTEN, CONFIG_K_EXTERNAL_ADVERTISE,
-                                        &cfg->external_advertise);
-  }
-  if (ps->by_flag[CONFIG_K_EXTERNAL_ADVERTISE] || ps->line_of[CONFIG_K_EXTERNAL_ADVERTISE] != 0) {
-    char where[CONFIG_ERRMSG_SIZE];
-    config_origin(ps, CONFIG_K_EXTERNAL_ADVERTISE, false, where, sizeof where);
-    config_fail(ps, CAIRN_ECONFIG,
-                "%s: there is no external port to advertise (give --external-listen)", where);
-    return ps->err;
-  }
-  config_addr_off(&cfg->external_advertise);
-  return 0;
+  return config_check_optional_port(ps, CONFIG_K_EXTERNAL_LISTEN, CONFIG_K_EXTERNAL_ADVERTISE,
+                                    "external");
 }
 
 static int config_check(struct config_parse *ps)
