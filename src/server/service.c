@@ -2,6 +2,7 @@
 #include "server/service.h"
 
 #include "admin/admin_state.h"
+#include "common/err.h"
 #include "common/log.h"
 #include "server/node.h"
 
@@ -27,7 +28,7 @@ static void service_send(struct service *s, const char *msg)
 {
   int rv = sdnotify_send(&s->sd, msg);
   if (rv != 0 && rv != -EAGAIN) {
-    log_warn(SERVICE_LOG, "NOTIFY_SOCKET: %s: %s", msg, strerror(-rv));
+    log_warn(SERVICE_LOG, "NOTIFY_SOCKET: %s: %s", msg, cairn_strerror(rv));
   }
 }
 
@@ -52,11 +53,17 @@ static void service_on_poll(uv_timer_t *t)
     service_tell_status(s, why);
     return;
   }
-  /* READY=1 must arrive: a full queue is tried again on the next tick. */
-  if (sdnotify_send(&s->sd, "READY=1\nSTATUS=serving clients") == -EAGAIN) {
+  /* READY=1 must arrive: a full queue is tried again on the next tick;
+   * another failure will not heal by retrying. */
+  int rv = sdnotify_send(&s->sd, "READY=1\nSTATUS=serving clients");
+  if (rv == -EAGAIN) {
     return;
   }
-  log_info(SERVICE_LOG, "ready: told the service manager");
+  if (rv != 0) {
+    log_warn(SERVICE_LOG, "NOTIFY_SOCKET: READY=1: %s", cairn_strerror(rv));
+  } else {
+    log_info(SERVICE_LOG, "ready: told the service manager");
+  }
   uv_timer_stop(&s->poll_timer);
   service_set_state(s, SERVICE_READY);
 }
