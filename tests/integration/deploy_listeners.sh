@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # deploy_listeners.sh - per-listener advertised addresses (issue 17,
 # finding 3), with real cairnd processes:
-#   1. three nodes, each with its client port and an external client port
-#      (--external-listen / --external-advertise): Metadata asked through
+#   1. three nodes (with a cluster secret), each with its client port and
+#      an external client port (--external-listen / --external-advertise),
+#      all registered (the registration proof covers the external address);
+#      Metadata asked through
 #      a client port names every node's client address, asked through an
 #      external port every node's external address; a topic of three
 #      partitions (replication factor 3) is produced to and read back in
@@ -48,6 +50,10 @@ base=$(free_base_port 3)
 ext_base=$(free_base_port 3)
 while [ "$ext_base" = "$base" ]; do ext_base=$(free_base_port 3); done
 voters="1@127.0.0.1:$((base + 1)),2@127.0.0.1:$((base + 11)),3@127.0.0.1:$((base + 21))"
+# With a cluster secret: each registration's proof covers the external
+# address (a node whose proof did not match would never be registered).
+openssl rand -hex 32 >"$tmp/secret"
+chmod 600 "$tmp/secret"
 admins=()
 for i in 1 2 3; do
   p=$((base + 10 * (i - 1)))
@@ -55,7 +61,7 @@ for i in 1 2 3; do
   "$cairnd" --node-id "$i" --data-dir "$tmp/d$i" --listen "127.0.0.1:$p" \
     --cluster-listen "127.0.0.1:$((p + 1))" --admin-listen "127.0.0.1:$((p + 2))" \
     --external-listen "127.0.0.1:$e" --external-advertise "127.0.0.1:$e" \
-    --voters "$voters" --kafka-listen off >"$tmp/node$i.log" 2>&1 &
+    --voters "$voters" --kafka-listen off --cluster-secret-file "$tmp/secret" >"$tmp/node$i.log" 2>&1 &
   pids+=($!)
   admins+=("127.0.0.1:$((p + 2))")
 done
