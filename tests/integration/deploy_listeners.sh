@@ -4,9 +4,9 @@
 #   1. three nodes (with a cluster secret), each with its client port and
 #      an external client port (--external-listen / --external-advertise),
 #      all registered (the registration proof covers the external address);
-#      Metadata asked through
-#      a client port names every node's client address, asked through an
-#      external port every node's external address; a topic of three
+#      Metadata asked through a client port names every node's client
+#      address, asked through an external port every node's external
+#      address; a topic of three
 #      partitions (replication factor 3) is produced to and read back in
 #      order through the external ports only;
 #   2. one node that advertises a client address nobody can resolve
