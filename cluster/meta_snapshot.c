@@ -89,6 +89,7 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
     r->cluster_addr = (char *)n->cluster_addr;
     r->admin_addr = (char *)n->admin_addr;
     r->kafka_addr = (char *)n->kafka_addr;
+    r->external_addr = (char *)n->external_addr;
     r->rack = (char *)n->rack;
     r->state = (Cairn__Meta__NodeState)n->state;
     r->state_since_ms = n->state_since_ms;
@@ -278,6 +279,7 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
         !meta_snap_str(n->cluster_addr, sizeof n->cluster_addr, r->cluster_addr) ||
         !meta_snap_str(n->admin_addr, sizeof n->admin_addr, r->admin_addr) ||
         !meta_snap_str(n->kafka_addr, sizeof n->kafka_addr, r->kafka_addr) ||
+        !meta_snap_str(n->external_addr, sizeof n->external_addr, r->external_addr) ||
         !meta_snap_str(n->rack, sizeof n->rack, r->rack))
       return CAIRN_ECORRUPT;
     n->id = r->id;

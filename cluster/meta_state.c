@@ -429,6 +429,7 @@ static void meta_node_set_info(struct meta_node *n, const Cairn__Meta__RegisterN
   meta_str_set(n->cluster_addr, sizeof n->cluster_addr, r->cluster_addr);
   meta_str_set(n->admin_addr, sizeof n->admin_addr, r->admin_addr);
   meta_str_set(n->kafka_addr, sizeof n->kafka_addr, r->kafka_addr);
+  meta_str_set(n->external_addr, sizeof n->external_addr, r->external_addr);
   meta_str_set(n->rack, sizeof n->rack, r->rack);
 }
 
@@ -446,6 +447,7 @@ static int apply_register_node(struct meta_state *st, const Cairn__Meta__Registe
       !meta_str_fits(r->cluster_addr, META_ADDR_MAX + 1) ||
       !meta_str_fits(r->admin_addr, META_ADDR_MAX + 1) ||
       !meta_str_fits(r->kafka_addr, META_ADDR_MAX + 1) ||
+      !meta_str_fits(r->external_addr, META_ADDR_MAX + 1) ||
       !meta_str_fits(r->rack, META_RACK_MAX + 1))
     return meta_fail(res, CAIRN_EINVAL,
                      "register node %llu: client and cluster addresses needed (at most %u "

@@ -95,6 +95,7 @@ struct meta_node {
   char cluster_addr[META_ADDR_MAX + 1];
   char admin_addr[META_ADDR_MAX + 1];
   char kafka_addr[META_ADDR_MAX + 1]; /* "" = no Kafka port */
+  char external_addr[META_ADDR_MAX + 1]; /* "" = no external client listener */
   char rack[META_RACK_MAX + 1]; /* "" = no rack */
   enum meta_node_state state;
   uint64_t state_since_ms; /* at_ms of the last SetNodeState; for operators */
@@ -238,6 +239,7 @@ struct meta_node_info {
   const char *admin_addr; /* may be NULL or "" */
   const char *rack;       /* may be NULL or "" */
   const char *kafka_addr; /* may be NULL or "" (last: older initializers stay valid) */
+  const char *external_addr; /* may be NULL or "" */
 };
 
 /* replaces_incarnation: 0, or the registered incarnation that the proposer

@@ -16,6 +16,8 @@ PACKAGES=(
   python3-confluent-kafka # tests/integration/kafka_confluent.sh
   librdkafka-dev          # test_kafka_rdkafka and cairn-kafka-bench (bench/compare's kafka stage)
   libmicrohttpd-dev
+  systemd             # deploy_systemd: systemd-analyze verify / security on the unit
+  python3-yaml        # deploy_manifests: parses the Kubernetes and compose YAML
   chromium            # test_admin loads the admin port's status page headless
   prometheus          # promtool: test_admin checks /metrics, deploy/monitoring/ rules (check metrics/rules)
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables

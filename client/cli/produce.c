@@ -81,6 +81,7 @@ struct produce {
   uint64_t read;        /* messages read so far (the line number with -D \n) */
   uint32_t max_bytes;   /* the producer's max_batch_bytes, for messages */
   int first_error;
+  char first_error_text[768]; /* the delivery's words (addresses not reached) */
   struct produce_part *parts;
   size_t nparts;
   int nomem;
@@ -249,6 +250,8 @@ static void produce_on_delivery(struct cairn_producer *pr, int status,
     p->failed++;
     if (p->first_error == 0) {
       p->first_error = status;
+      snprintf(p->first_error_text, sizeof p->first_error_text, "%s",
+               d->error != NULL ? d->error : cairn_strerror(status));
     }
     return;
   }
@@ -291,7 +294,8 @@ static void produce_report(struct cli *c, struct produce *p)
     oj_key(&j, "too_large");
     oj_uint(&j, p->too_large);
     oj_key(&j, "error");
-    oj_str(&j, p->first_error != 0 ? cairn_strerror(p->first_error)
+    oj_str(&j, p->first_error != 0 ? (p->first_error_text[0] != '\0' ? p->first_error_text
+                                                                      : cairn_strerror(p->first_error))
                : p->too_large > 0 ? cairn_strerror(CAIRN_ETOOLARGE)
                                   : NULL);
     oj_key(&j, "partitions");
@@ -495,7 +499,8 @@ static int produce_run(struct cli *c, struct produce *pp)
     if (p.first_error != 0) {
       /* Not exiting through cli_fail_call: its detail text belongs to the
        * last sync call, not to this delivery. */
-      fprintf(stderr, "; the first error: %s\n", cairn_strerror(p.first_error));
+      fprintf(stderr, "; the first error: %s\n",
+              p.first_error_text[0] != '\0' ? p.first_error_text : cairn_strerror(p.first_error));
       if (p.first_error == CAIRN_EAUTHZ) {
         fprintf(stderr,
                 "cairn produce: nothing refused was written: the cluster's ACLs do not let "

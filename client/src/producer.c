@@ -33,6 +33,7 @@
 #include "common/err.h"
 #include "format/batch.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,14 +74,39 @@ static void lc_prod_flush_progress(struct cairn_producer *p, uint64_t id)
 
 /* Tells one message's outcome and releases what it held. */
 static void lc_prod_deliver(struct cairn_producer *p, const struct lc_msg *msg, int status,
-                            const char *topic, int32_t partition, int64_t offset)
+                            const char *topic, int32_t partition, int64_t offset,
+                            const char *error)
 {
   p->mem -= msg->mem;
   p->pending--;
   lc_prod_flush_progress(p, msg->id);
   if (msg->cb != NULL) {
-    struct cairn_delivery d = {topic, partition, status == 0 ? offset : -1, msg->timestamp};
+    struct cairn_delivery d = {topic, partition, status == 0 ? offset : -1, msg->timestamp,
+                               status == 0 ? NULL : (error != NULL ? error : cairn_strerror(status))};
     msg->cb(p, status, &d, msg->data);
+  }
+}
+
+/* A failed batch's error in words. A delivery timeout says where the
+ * batch was going and why it did not get there: the usual cause is an
+ * advertised address this client cannot resolve or reach (docs/client.md,
+ * "Advertised addresses"), which the bare code would hide. */
+static void lc_prod_batch_error(const struct lc_batch *b, const struct lc_ptopic *t,
+                                int32_t partition, char *out, size_t cap)
+{
+  const struct lc_ppart *pp = &t->parts[partition];
+  if (b->status != CAIRN_EDELIVERY_TIMEOUT) {
+    snprintf(out, cap, "%s", cairn_strerror(b->status));
+  } else if (pp->last_addr[0] == '\0') {
+    snprintf(out, cap, "%s: no leader of %s/%" PRId32 " was known (no node answered with one)",
+             cairn_strerror(b->status), t->name, partition);
+  } else if (b->last_err != 0) {
+    snprintf(out, cap, "%s: %s/%" PRId32 "'s leader %s was not reached: %s",
+             cairn_strerror(b->status), t->name, partition, pp->last_addr,
+             cairn_strerror(b->last_err));
+  } else {
+    snprintf(out, cap, "%s: %s/%" PRId32 "'s leader %s did not answer in time",
+             cairn_strerror(b->status), t->name, partition, pp->last_addr);
   }
 }
 
@@ -91,9 +117,14 @@ void lc_prod_complete(struct cairn_producer *p, struct lc_ptopic *t, int32_t par
   struct lc_acc *a = &t->parts[partition].acc;
   while (a->head != NULL && a->head->done) {
     struct lc_batch *b = lc_acc_pop(a);
+    char error[LC_ERRMSG_SIZE + LC_ADDR_MAX];
+    if (b->status != 0) {
+      lc_prod_batch_error(b, t, partition, error, sizeof error);
+    }
     for (size_t i = 0; i < b->nmsgs; i++) {
       lc_prod_deliver(p, &b->msgs[i], b->status, t->name, partition,
-                      b->base_offset >= 0 ? b->base_offset + (int64_t)i : -1);
+                      b->base_offset >= 0 ? b->base_offset + (int64_t)i : -1,
+                      b->status != 0 ? error : NULL);
     }
     lc_acc_batch_free(b);
   }
@@ -370,8 +401,14 @@ static void lc_prod_route_held(struct cairn_producer *p)
       p->held_tail = prev;
     }
     if (status != -1) {
+      /* Never sent: the topic's metadata did not come. The last refresh's
+       * error names the nodes it could not reach. */
+      char error[LC_ERRMSG_SIZE * 3];
+      snprintf(error, sizeof error, "%s: no metadata for topic %s%s%s", cairn_strerror(status),
+               h->topic, c->meta.errmsg[0] != '\0' ? ": " : "", c->meta.errmsg);
       lc_prod_deliver(p, &h->msg, status, h->topic,
-                      h->m.partition == CAIRN_PARTITION_ANY ? -1 : h->m.partition, -1);
+                      h->m.partition == CAIRN_PARTITION_ANY ? -1 : h->m.partition, -1,
+                      status == CAIRN_EDELIVERY_TIMEOUT ? error : NULL);
     }
     lc_prod_held_free(h);
   }

@@ -31,6 +31,8 @@ struct lc_ppart {
   struct lc_backoff bk;
   bool unknown;         /* a node answered UNKNOWN_TOPIC/PARTITION ... */
   uint64_t unknown_gen; /* ... at this metadata generation: a later refresh decides */
+  char last_addr[LC_ADDR_MAX]; /* where its batches last went, "" never: named by a
+                                  delivery timeout's error (lc_prod_complete) */
 };
 
 struct lc_ptopic {

@@ -358,6 +358,8 @@ static void lc_sync_on_delivery(struct cairn_producer *p, int status,
   w->partition = d->partition;
   w->offset = d->offset;
   w->done = true;
+  /* cairn_sync_errmsg then names what was not reached (d->error). */
+  lc_sync_set_err(w->s, status, d->error);
 }
 
 static void lc_sync_on_nudged(struct cairn_producer *p, int status, void *data) {}
@@ -373,8 +375,7 @@ int cairn_sync_produce(struct cairn_sync *s, struct cairn_producer *p,
     if (cairn_producer_flush(p, lc_sync_on_nudged, NULL) != 0) {
     }
     lc_sync_run(s, &w.done);
-    rv = w.status;
-    lc_sync_set_err(s, rv, NULL);
+    rv = w.status; /* s->errmsg: set by lc_sync_on_delivery */
   }
   if (partition != NULL) {
     *partition = w.partition;

@@ -59,6 +59,8 @@ enum config_key_id {
   CONFIG_K_ADVERTISE_CLUSTER,
   CONFIG_K_KAFKA_LISTEN,
   CONFIG_K_KAFKA_ADVERTISE,
+  CONFIG_K_EXTERNAL_LISTEN,
+  CONFIG_K_EXTERNAL_ADVERTISE,
   CONFIG_K_VOTERS,
   CONFIG_K_JOIN,
   CONFIG_K_NODE_TIMEOUT,
@@ -151,6 +153,18 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                   "Kafka address clients dial, in Metadata answers (overrides "
                                   "advertise)",
                                   "advertise host, kafka-listen port"},
+    [CONFIG_K_EXTERNAL_LISTEN] = {"external-listen", "network", "external_listen", "HOST:PORT",
+                                  CONFIG_KIND_OPT_LISTEN, CONFIG_OFF(external_listen), 0, 0,
+                                  "a second client port, for clients that reach the nodes by "
+                                  "other addresses (docs/configuration.md, \"Listeners\"); "
+                                  "off: none",
+                                  "off"},
+    [CONFIG_K_EXTERNAL_ADVERTISE] = {"external-advertise", "network", "external_advertise",
+                                     "HOST:PORT", CONFIG_KIND_ADDR,
+                                     CONFIG_OFF(external_advertise), 0, 0,
+                                     "the address clients of the external port dial: what "
+                                     "Metadata asked there names for this node",
+                                     "advertise host, external-listen port"},
     [CONFIG_K_VOTERS] = {"voters", "cluster", "voters", "ID@HOST:PORT,...", CONFIG_KIND_VOTERS, 0,
                          0, 0, "cluster addresses of the controller voters",
                          "this node alone (none with --join)"},
@@ -646,6 +660,8 @@ static void config_defaults(struct config *cfg)
   config_addr_set(&cfg->listen, "127.0.0.1", 7400);
   config_addr_set(&cfg->cluster_listen, "127.0.0.1", 7401);
   config_addr_set(&cfg->admin_listen, "127.0.0.1", 7402);
+  config_addr_off(&cfg->external_listen);
+  config_addr_off(&cfg->external_advertise);
   cfg->node_timeout_ms = 10000;
   cfg->replace_delay_ms = 60000;
   cfg->offsets_partitions = 8;
@@ -997,6 +1013,31 @@ static bool config_listeners_clash(const struct config_addr *a, const struct con
          config_host_is_wildcard(b->host);
 }
 
+/* A port that may be off (Kafka, external): when on, its advertised
+ * address is derived like the client port's; when off, an advertised
+ * address for it is an error and it is off too. what names the port. */
+static int config_check_optional_port(struct config_parse *ps, enum config_key_id listen_k,
+                                      enum config_key_id adv_k, const char *what)
+{
+  struct config *cfg = ps->cfg;
+  const struct config_addr *listen =
+      (const struct config_addr *)(const void *)((char *)cfg + config_keys[listen_k].offset);
+  struct config_addr *adv = (struct config_addr *)(void *)((char *)cfg + config_keys[adv_k].offset);
+  if (!config_addr_is_off(listen)) {
+    config_derive_advertise(ps, adv_k, adv, listen);
+    return config_check_listen_wildcard(ps, listen_k, adv_k, adv);
+  }
+  if (ps->by_flag[adv_k] || ps->line_of[adv_k] != 0) {
+    char where[CONFIG_ERRMSG_SIZE];
+    config_origin(ps, adv_k, false, where, sizeof where);
+    config_fail(ps, CAIRN_ECONFIG, "%s: there is no %s port to advertise (give --%s)", where, what,
+                config_keys[listen_k].flag);
+    return ps->err;
+  }
+  config_addr_off(adv);
+  return 0;
+}
+
 /* The Kafka port: on by default only for the embedded single-node cluster
  * (where 127.0.0.1:9092 is what every Kafka tool tries first); in a
  * multi-node setup each node names its own, as it does its other ports on
@@ -1014,21 +1055,16 @@ static int config_check_kafka(struct config_parse *ps, bool voters_given)
       config_addr_off(&cfg->kafka_listen);
     }
   }
-  if (!config_addr_is_off(&cfg->kafka_listen)) {
-    config_derive_advertise(ps, CONFIG_K_KAFKA_ADVERTISE, &cfg->kafka_advertise,
-                            &cfg->kafka_listen);
-    return config_check_listen_wildcard(ps, CONFIG_K_KAFKA_LISTEN, CONFIG_K_KAFKA_ADVERTISE,
-                                        &cfg->kafka_advertise);
-  }
-  if (ps->by_flag[CONFIG_K_KAFKA_ADVERTISE] || ps->line_of[CONFIG_K_KAFKA_ADVERTISE] != 0) {
-    char where[CONFIG_ERRMSG_SIZE];
-    config_origin(ps, CONFIG_K_KAFKA_ADVERTISE, false, where, sizeof where);
-    config_fail(ps, CAIRN_ECONFIG, "%s: there is no Kafka port to advertise (give --kafka-listen)",
-                where);
-    return ps->err;
-  }
-  config_addr_off(&cfg->kafka_advertise);
-  return 0;
+  return config_check_optional_port(ps, CONFIG_K_KAFKA_LISTEN, CONFIG_K_KAFKA_ADVERTISE, "Kafka");
+}
+
+/* The external client port: off unless given. Its advertised address is
+ * what Metadata answers through it name for this node (Kafka's
+ * advertised.listeners), derived like the client port's. */
+static int config_check_external(struct config_parse *ps)
+{
+  return config_check_optional_port(ps, CONFIG_K_EXTERNAL_LISTEN, CONFIG_K_EXTERNAL_ADVERTISE,
+                                    "external");
 }
 
 static int config_check(struct config_parse *ps)
@@ -1047,12 +1083,13 @@ static int config_check(struct config_parse *ps)
     return ps->err;
   }
   bool voters_given = ps->by_flag[CONFIG_K_VOTERS] || ps->line_of[CONFIG_K_VOTERS] != 0;
-  if (config_check_kafka(ps, voters_given) != 0) {
+  if (config_check_kafka(ps, voters_given) != 0 || config_check_external(ps) != 0) {
     return ps->err;
   }
 
   static const enum config_key_id listeners[] = {CONFIG_K_LISTEN, CONFIG_K_CLUSTER_LISTEN,
-                                                 CONFIG_K_ADMIN_LISTEN, CONFIG_K_KAFKA_LISTEN};
+                                                 CONFIG_K_ADMIN_LISTEN, CONFIG_K_KAFKA_LISTEN,
+                                                 CONFIG_K_EXTERNAL_LISTEN};
   enum { CONFIG_NLISTENERS = sizeof listeners / sizeof listeners[0] };
   for (size_t i = 0; i < CONFIG_NLISTENERS; i++) {
     for (size_t j = i + 1; j < CONFIG_NLISTENERS; j++) {
@@ -1303,6 +1340,7 @@ int config_write(const struct config *cfg, FILE *out)
     }
     if ((k == CONFIG_K_VOTERS && cfg->voters_len == 0) || (k == CONFIG_K_JOIN && !cfg->join_set) ||
         (k == CONFIG_K_KAFKA_ADVERTISE && config_addr_is_off(&cfg->kafka_advertise)) ||
+        (k == CONFIG_K_EXTERNAL_ADVERTISE && config_addr_is_off(&cfg->external_advertise)) ||
         (k == CONFIG_K_OFFSETS_RF && cfg->offsets_replication_factor == 0) ||
         (key->kind == CONFIG_KIND_FILE && ((const char *)cfg + key->offset)[0] == '\0')) {
       rv = config_emit(buf, len, &used, "# %s: not set\n", key->name);
@@ -1347,6 +1385,10 @@ int config_set_bound_port(struct config *cfg, enum config_listener which, uint16
   case CONFIG_KAFKA:
     listen = &cfg->kafka_listen;
     adv = &cfg->kafka_advertise;
+    break;
+  case CONFIG_EXTERNAL:
+    listen = &cfg->external_listen;
+    adv = &cfg->external_advertise;
     break;
   default:
     return CAIRN_EINVAL;

@@ -56,7 +56,7 @@ struct config_voter {
 };
 
 /* Which listener config_set_bound_port() fills in. */
-enum config_listener { CONFIG_CLIENT, CONFIG_CLUSTER, CONFIG_ADMIN, CONFIG_KAFKA };
+enum config_listener { CONFIG_CLIENT, CONFIG_CLUSTER, CONFIG_ADMIN, CONFIG_KAFKA, CONFIG_EXTERNAL };
 
 /* Every setting of cairnd. Owns no heap memory: copy it freely. Strings are
  * NUL-terminated arrays inside the struct. */
@@ -85,6 +85,10 @@ struct config {
                                            like advertise_client); off with kafka_listen */
   bool kafka_listen_default;            /* kafka_listen is the default, not asked for: a
                                            port in use is a warning, not a fatal error */
+  struct config_addr external_listen;   /* a second client port (Kafka's listeners); off
+                                           (config_addr_is_off) unless given */
+  struct config_addr external_advertise; /* what Metadata asked through external_listen
+                                            names for this node; off with it */
 
   /* [cluster] */
   struct config_voter voters[CONFIG_MAX_VOTERS]; /* controller voters, distinct ids

@@ -123,7 +123,7 @@ static void handle_fetch_collect_part(struct node *n, struct conn *c,
     err->code = t->code;
     err->message = t->message;
     r->leader_id = t->leader_id;
-    r->leader_address = t->leader_address;
+    r->leader_address = (char *)handle_target_address(n, t, c);
     fr->any_error = true;
     return;
   }

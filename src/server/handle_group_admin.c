@@ -38,12 +38,13 @@ void handle_find_coordinator(struct node *n, struct conn_request *req)
     if (tg.code == CAIRN__CLIENT__ERROR_CODE__OK) {
       rv = 0; /* this node, loaded or about to be */
       id = n->cfg.node_id;
-      addr = n->cfg.advertise_client.str;
+      addr = node_conn_is_external(n, req->c) ? n->cfg.external_advertise.str
+                                               : n->cfg.advertise_client.str;
     } else if (tg.code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER && tg.leader_id != 0 &&
-               node_client_address(n, tg.leader_id) != NULL) {
+               node_client_address_via(n, tg.leader_id, req->c) != NULL) {
       rv = 0;
       id = tg.leader_id;
-      addr = node_client_address(n, tg.leader_id);
+      addr = node_client_address_via(n, tg.leader_id, req->c);
     } else if (tg.code == CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE) {
       rv = CAIRN_ECOORDINATOR_LOADING;
     } else {

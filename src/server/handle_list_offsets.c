@@ -97,7 +97,7 @@ static void handle_list_offsets_one(struct node *n, struct conn *c,
     err->code = t->code;
     err->message = t->message;
     r->leader_id = t->leader_id;
-    r->leader_address = t->leader_address;
+    r->leader_address = (char *)handle_target_address(n, t, c);
     return;
   }
   struct store *s = rgroup_store(&t->p->rg);

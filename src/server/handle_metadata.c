@@ -34,11 +34,19 @@ static const char *md_state_name(enum meta_node_state s)
   return "unknown";
 }
 
-static void md_node(Cairn__Client__NodeInfo *ni, const struct meta_node *nd)
+/* via: the connection asking. Through the external client port, a node's
+ * client address is its external one when it registered one (Kafka's
+ * advertised.listeners: answer with the listener the request came in on). */
+static void md_node(struct node *n, Cairn__Client__NodeInfo *ni, const struct meta_node *nd,
+                    const struct conn *via)
 {
   cairn__client__node_info__init(ni);
   ni->id = nd->id;
   ni->client_address = (char *)nd->client_addr;
+  if (node_conn_is_external(n, via) && nd->external_addr[0] != '\0') {
+    ni->client_address = (char *)nd->external_addr;
+  }
+  ni->external_address = (char *)nd->external_addr;
   ni->cluster_address = (char *)nd->cluster_addr;
   ni->admin_address = (char *)nd->admin_addr;
   ni->kafka_address = (char *)nd->kafka_addr;
@@ -268,7 +276,8 @@ static Cairn__Client__TopicInfo **md_topics(struct node *n, struct conn *c, stru
   return tp;
 }
 
-static Cairn__Client__NodeInfo **md_nodes(struct node *n, struct md_frees *f, size_t *count)
+static Cairn__Client__NodeInfo **md_nodes(struct node *n, struct md_frees *f, size_t *count,
+                                          const struct conn *via)
 {
   const struct meta_state *st = ctl_state(&n->ctl);
   Cairn__Client__NodeInfo *nis = md_alloc(f, st->nnodes * sizeof *nis);
@@ -278,7 +287,7 @@ static Cairn__Client__NodeInfo **md_nodes(struct node *n, struct md_frees *f, si
     return NULL;
   }
   for (size_t i = 0; i < st->nnodes; i++) {
-    md_node(&nis[i], &st->nodes[i]);
+    md_node(n, &nis[i], &st->nodes[i], via);
     np[i] = &nis[i];
   }
   *count = st->nnodes;
@@ -312,7 +321,7 @@ void handle_metadata(struct node *n, struct conn_request *req)
   resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
   resp.controller_id = md_controller(n);
   resp.behind = !node_meta_current(n);
-  resp.nodes = md_nodes(n, &f, &resp.n_nodes);
+  resp.nodes = md_nodes(n, &f, &resp.n_nodes, req->c);
   resp.topics = md_topics(n, req->c, &f, mr->topics, mr->n_topics, true, &resp.n_topics);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP;
@@ -354,7 +363,7 @@ void handle_describe_cluster(struct node *n, struct conn_request *req)
   Cairn__Client__DescribeClusterResponse resp = CAIRN__CLIENT__DESCRIBE_CLUSTER_RESPONSE__INIT;
   resp.cluster_id = (char *)ctl_state(&n->ctl)->cluster_id;
   resp.controller_id = md_controller(n);
-  resp.nodes = md_nodes(n, &f, &resp.n_nodes);
+  resp.nodes = md_nodes(n, &f, &resp.n_nodes, req->c);
   resp.topics = md_topics(n, req->c, &f, NULL, 0, true, &resp.n_topics);
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP;

@@ -73,10 +73,14 @@ static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegi
   const Cairn__Client__NodeInfo *ni = r->node;
   /* The Kafka address is covered only when there is one, so a node
    * without a Kafka port proves its registration as older nodes do. */
-  bool kafka = ni->kafka_address != NULL && ni->kafka_address[0] != '\0';
+  bool ext = ni->external_address != NULL && ni->external_address[0] != '\0';
+  /* Likewise the external address; with one, the Kafka address is always
+   * written (maybe empty), so no field can pass for the other. */
+  bool kafka = ext || (ni->kafka_address != NULL && ni->kafka_address[0] != '\0');
   size_t len = 16 + hn_str_size(ni->client_address) + hn_str_size(ni->cluster_address) +
                hn_str_size(ni->admin_address) + hn_str_size(ni->rack) + hn_str_size(r->cluster_id) +
-               (kafka ? hn_str_size(ni->kafka_address) : 0);
+               (kafka ? hn_str_size(ni->kafka_address) : 0) +
+               (ext ? hn_str_size(ni->external_address) : 0);
   uint8_t *buf = malloc(len);
   if (buf == NULL) {
     return CAIRN_ENOMEM;
@@ -91,6 +95,9 @@ static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegi
   at += hn_put_str(buf + at, r->cluster_id);
   if (kafka) {
     at += hn_put_str(buf + at, ni->kafka_address);
+  }
+  if (ext) {
+    at += hn_put_str(buf + at, ni->external_address);
   }
   chs_mac(n->cluster_key, n->cluster_key_len, HN_LABEL_REGISTER, buf, at, mac);
   free(buf);
@@ -211,6 +218,7 @@ static void hn_register_apply(struct node *n, const Cairn__Client__NodeRegisterR
                                 .cluster_addr = r->node->cluster_address,
                                 .admin_addr = r->node->admin_address,
                                 .kafka_addr = r->node->kafka_address,
+                                .external_addr = r->node->external_address,
                                 .rack = r->node->rack};
   uint8_t *cmd = NULL;
   size_t len = 0;
@@ -449,6 +457,8 @@ static void hn_node_info(struct node *n, Cairn__Client__NodeInfo *ni)
   ni->cluster_address = n->cfg.advertise_cluster.str;
   ni->admin_address = n->cfg.admin_listen.str;
   ni->kafka_address = config_addr_is_off(&n->cfg.kafka_advertise) ? "" : n->cfg.kafka_advertise.str;
+  ni->external_address =
+      config_addr_is_off(&n->cfg.external_advertise) ? "" : n->cfg.external_advertise.str;
   ni->rack = n->cfg.rack;
 }
 

@@ -201,7 +201,7 @@ static void handle_produce_answer(struct handle_produce_op *op)
         errs[i].code = hp->target.code;
         errs[i].message = hp->target.message;
         r->leader_id = hp->target.leader_id;
-        r->leader_address = hp->target.leader_address;
+        r->leader_address = (char *)handle_target_address(op->n, &hp->target, req->c);
         continue;
       }
       if (hp->refused != 0) {
@@ -226,7 +226,7 @@ static void handle_produce_answer(struct handle_produce_op *op)
         hp->target = now; /* the fresher leader hint */
         errs[i].message = hp->target.message;
         r->leader_id = hp->target.leader_id;
-        r->leader_address = hp->target.leader_address;
+        r->leader_address = (char *)handle_target_address(op->n, &hp->target, req->c);
         continue;
       }
       if (status == -ETIMEDOUT) {

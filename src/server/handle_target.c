@@ -41,6 +41,13 @@ static void handle_target_hint(struct node *n, struct handle_target *t, struct p
   }
 }
 
+const char *handle_target_address(struct node *n, const struct handle_target *t,
+                                  const struct conn *c)
+{
+  const char *addr = t->leader_id != 0 ? node_client_address_via(n, t->leader_id, c) : NULL;
+  return addr != NULL ? addr : t->leader_address;
+}
+
 void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
                         struct handle_target *t)
 {

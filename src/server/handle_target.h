@@ -42,6 +42,13 @@ void handle_find_leader(struct node *n, const char *topic, uint32_t partition,
 void handle_find_reader(struct node *n, const char *topic, uint32_t partition,
                         struct handle_target *t);
 
+/* t's leader address as the client on c should dial it
+ * (node_client_address_via): what an answer's leader_address carries.
+ * Returns borrowed, valid until the next loop iteration. */
+struct conn;
+const char *handle_target_address(struct node *n, const struct handle_target *t,
+                                  const struct conn *c);
+
 /* Whether c may do op (META_ACL_READ, META_ACL_WRITE) on topic
  * (server/authz.h; always with authorization off). On a refusal fills t
  * with AUTHORIZATION_FAILED and the message (logged once per conn and

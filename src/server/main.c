@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "server/config.h"
 #include "server/node.h"
+#include "server/service.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@ struct cairnd {
   uv_signal_t sigint;
   uv_signal_t sighup; /* reloads the client port's TLS certificate and key */
   uv_timer_t stop_timer;
+  struct service svc; /* READY=1, WATCHDOG=1, STOPPING=1 to systemd */
   bool stopping;
 };
 
@@ -35,6 +37,7 @@ static void cairnd_on_closed(uv_handle_t *h) { (void)h; }
 static void cairnd_on_stopped(struct node *n)
 {
   struct cairnd *d = (struct cairnd *)((char *)n - offsetof(struct cairnd, node));
+  service_close(&d->svc);
   uv_close((uv_handle_t *)&d->sigterm, cairnd_on_closed);
   uv_close((uv_handle_t *)&d->sigint, cairnd_on_closed);
   uv_close((uv_handle_t *)&d->sighup, cairnd_on_closed);
@@ -56,6 +59,7 @@ static void cairnd_on_signal(uv_signal_t *s, int signum)
   }
   d->stopping = true;
   log_info("cairnd", "signal %d: stopping", signum);
+  service_stopping(&d->svc);
   uv_timer_start(&d->stop_timer, cairnd_on_stop_timeout, CAIRND_STOP_TIMEOUT_MS, 0);
   node_stop(&d->node, cairnd_on_stopped);
 }
@@ -138,6 +142,9 @@ int main(int argc, char **argv)
   uv_signal_init(loop, &d.sighup);
   d.sighup.data = &d;
   uv_signal_start(&d.sighup, cairnd_on_sighup, SIGHUP);
+  if (service_start(&d.svc, loop, &d.node) != 0) {
+    log_warn("cairnd", "%s: systemd is not told when the node is ready", d.svc.sd.errmsg);
+  }
   /* A fatal condition found while running stops the node by itself. */
   d.node.stop_cb = cairnd_on_stopped;
   uv_run(loop, UV_RUN_DEFAULT);

@@ -1,6 +1,7 @@
 /* node.c - one cairnd node: start, the once-a-second duties, stop. See
  * node.h. Requests are handled in dispatch.c and handle_*.c. */
 #include "server/node.h"
+#include "server/config_value.h"
 
 #include "admin/admin.h"
 #include "admin/metrics_node.h"
@@ -311,6 +312,22 @@ static int node_start_ports(struct node *n)
   if (rv == 0 && n->cfg.listen.port == 0) {
     rv = config_set_bound_port(&n->cfg, CONFIG_CLIENT, (uint16_t)n->lis.port);
   }
+  if (rv == 0 && !config_addr_is_off(&n->cfg.external_listen)) {
+    /* The same client protocol and limits; only the addresses Metadata
+     * names differ (node_client_address_via). */
+    lc.bind_address = n->cfg.external_listen.str;
+    rv = listener_init(&n->ext_lis, n->loop, &lc);
+    if (rv != 0) {
+      node_set_errmsg(n, "external client port %s: %s", n->cfg.external_listen.str,
+                      n->ext_lis.errmsg);
+    } else if (n->cfg.external_listen.port == 0) {
+      rv = config_set_bound_port(&n->cfg, CONFIG_EXTERNAL, (uint16_t)n->ext_lis.port);
+    }
+    if (rv == 0) {
+      log_info("node", "external client port %s, advertised as %s", n->cfg.external_listen.str,
+               n->cfg.external_advertise.str);
+    }
+  }
   if (rv == 0) {
     rv = kafka_port_start(n);
   }
@@ -443,6 +460,20 @@ bool node_meta_current(struct node *n)
 const char *node_client_address(struct node *n, uint64_t node_id)
 {
   const struct meta_node *nd = meta_node_find(ctl_state(&n->ctl), node_id);
+  return nd != NULL && nd->client_addr[0] != '\0' ? nd->client_addr : NULL;
+}
+
+bool node_conn_is_external(const struct node *n, const struct conn *c)
+{
+  return c != NULL && !config_addr_is_off(&n->cfg.external_listen) && c->owner == &n->ext_lis;
+}
+
+const char *node_client_address_via(struct node *n, uint64_t node_id, const struct conn *c)
+{
+  const struct meta_node *nd = meta_node_find(ctl_state(&n->ctl), node_id);
+  if (nd != NULL && node_conn_is_external(n, c) && nd->external_addr[0] != '\0') {
+    return nd->external_addr;
+  }
   return nd != NULL && nd->client_addr[0] != '\0' ? nd->client_addr : NULL;
 }
 
@@ -740,6 +771,12 @@ static void node_on_kafka_lis_closed(struct listener *l)
   node_stop_step(n);
 }
 
+static void node_on_ext_lis_closed(struct listener *l)
+{
+  struct node *n = (struct node *)((char *)l - offsetof(struct node, ext_lis));
+  node_stop_step(n);
+}
+
 static void node_on_handle_closed(uv_handle_t *h)
 {
   node_stop_step(h->data);
@@ -760,7 +797,7 @@ static void node_stop_step(struct node *n)
   }
   switch (n->stop_stage++) {
   case 0:
-    n->parts_open = 5;
+    n->parts_open = 6;
     handle_fetch_close_all(n);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);
@@ -768,6 +805,11 @@ static void node_stop_step(struct node *n)
     uv_close((uv_handle_t *)&n->reconcile, node_on_handle_closed);
     listener_close(&n->lis, node_on_lis_closed);
     kafka_port_close(n, node_on_kafka_lis_closed);
+    if (config_addr_is_off(&n->cfg.external_listen)) {
+      node_on_ext_lis_closed(&n->ext_lis);
+    } else {
+      listener_close(&n->ext_lis, node_on_ext_lis_closed);
+    }
     break;
   case 1:
     n->parts_open = 2;

@@ -87,6 +87,9 @@ struct node {
   struct listener lis;
   struct rbudget request_budget; /* shared by lis's and kafka_lis's conns (net/rbudget.h) */
   struct listener kafka_lis; /* the Kafka port (src/kafka/kafka_port.h), when kafka_on */
+  struct listener ext_lis;   /* the external client port, when cfg.external_listen is set:
+                                the client protocol, with Metadata naming every node's
+                                external address (node_client_address_via) */
   bool kafka_on;
   struct peer peer;          /* to the controller leader or the join address */
   struct admin *admin;       /* the admin HTTP port (src/admin/admin.h) */
@@ -155,6 +158,16 @@ int node_reload_tls(struct node *n);
 /* The client address of the node with this id, from the metadata; NULL if
  * unknown. Returns borrowed, valid until the next loop iteration. */
 const char *node_client_address(struct node *n, uint64_t node_id);
+
+/* node_client_address as a client connected through c should dial it: a
+ * connection that came in through the external client port gets the
+ * node's registered external address (the node's client address when it
+ * registered none); any other gets the client address. c may be NULL.
+ * Returns borrowed, valid until the next loop iteration. */
+const char *node_client_address_via(struct node *n, uint64_t node_id, const struct conn *c);
+
+/* Whether c came in through the external client port. */
+bool node_conn_is_external(const struct node *n, const struct conn *c);
 
 /* Whether this node's metadata is current: it leads the controller and
  * has applied its term's barrier, or it has applied at least what the

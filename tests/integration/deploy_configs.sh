@@ -36,6 +36,21 @@ check "deploy/cairnd.conf" 2 "$bin" --config "$root/deploy/cairnd.conf" --check-
 for i in 1 2 3; do
   check "deploy/systemd/node-$i.conf" "$i" "$bin" --config "$root/deploy/systemd/node-$i.conf" --check-config
 done
+# An example that listens on every interface authenticates clients and
+# nodes (auth required, a cluster secret).
+for f in deploy/cairnd.conf deploy/systemd/node-1.conf deploy/systemd/node-2.conf deploy/systemd/node-3.conf; do
+  out=$("$bin" --config "$root/$f" --check-config)
+  open=$(grep -E '^(listen|cluster_listen|admin_listen) = (0\.0\.0\.0|\[::\]):' <<<"$out" || true)
+  if [ -n "$open" ] && { ! grep -qx 'auth = required' <<<"$out" || ! grep -q '^cluster_secret_file = .' <<<"$out"; }; then
+    echo "FAIL $f listens on every interface without authentication and a cluster secret:"; echo "$open"
+    fails=$((fails + 1))
+  else
+    what="loopback only"
+    [ -z "$open" ] || what="every interface, with auth required and a cluster secret"
+    echo "ok   $f: $what"
+  fi
+done
+
 # A broken config is refused with exit 2.
 printf '[network]\nlisen = 1.2.3.4:7400\n' >"$tmp/bad.conf"
 if "$bin" --config "$tmp/bad.conf" --check-config >/dev/null 2>&1; then
@@ -65,16 +80,46 @@ done
 
 # The container entrypoint with the manifests' own settings.
 k8s_voters=$(sed -n '/name: CAIRN_VOTERS/{n;s/.*value: "\(.*\)"/\1/p}' "$root/deploy/k8s/cairn.yaml")
+k8s_voters=${k8s_voters//\$(POD_NAMESPACE)/default}
 compose_voters=$(sed -n 's/^ *CAIRN_VOTERS: *//p' "$root/deploy/docker/compose.yaml")
 [ -n "$k8s_voters" ] && [ -n "$compose_voters" ] || { echo "FAIL voters not found in the manifests"; fails=$((fails + 1)); }
 for o in 0 1 2; do
   check "k8s pod cairn-$o" $((o + 1)) env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/k8s" \
     CAIRN_ADVERTISE="cairn-$o.cairn.default.svc.cluster.local" CAIRN_VOTERS="$k8s_voters" \
     sh "$root/deploy/docker/entrypoint.sh" --check-config
+  ext=$(sed -n "s/.*CAIRN_ADVERTISE: cairn-$o, CAIRN_EXTERNAL_ADVERTISE: \"\([^\"]*\)\".*/\1/p" \
+    "$root/deploy/docker/compose.yaml")
   check "compose service cairn-$o" $((o + 1)) env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" \
-    CAIRN_ADVERTISE="cairn-$o" CAIRN_VOTERS="$compose_voters" \
+    CAIRN_ADVERTISE="cairn-$o" CAIRN_VOTERS="$compose_voters" CAIRN_EXTERNAL_ADVERTISE="$ext" \
     sh "$root/deploy/docker/entrypoint.sh" --check-config
+  out=$(env HOSTNAME="cairn-$o" CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" CAIRN_ADVERTISE="cairn-$o" \
+    CAIRN_VOTERS="$compose_voters" CAIRN_EXTERNAL_ADVERTISE="$ext" \
+    sh "$root/deploy/docker/entrypoint.sh" --check-config 2>&1 || true)
+  if [ -n "$ext" ] && grep -qx "external_advertise = $ext" <<<"$out" &&
+    grep -qx "external_listen = 0.0.0.0:7500" <<<"$out" && grep -qx "advertise_client = cairn-$o:7400" <<<"$out"; then
+    echo "ok   compose service cairn-$o: clients in the network get cairn-$o:7400, on the host $ext"
+  else
+    echo "FAIL compose service cairn-$o: external listener not set up (CAIRN_EXTERNAL_ADVERTISE '$ext')"
+    fails=$((fails + 1))
+  fi
 done
+
+# Under compose (CAIRN_CONFIG_ERROR_EXIT=0) a configuration error ends the
+# container with 0, which `restart: on-failure` leaves stopped.
+st=0
+env HOSTNAME=cairn-0 CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" CAIRN_CONFIG_ERROR_EXIT=0 \
+  sh "$root/deploy/docker/entrypoint.sh" --voters "1@elsewhere:7401" >"$tmp/ep.out" 2>&1 || st=$?
+if [ "$st" = 0 ] && grep -q "exit 2" "$tmp/ep.out" && grep -q "not restarting" "$tmp/ep.out"; then
+  echo "ok   entrypoint: a configuration error under compose ends with 0, saying why"
+else
+  echo "FAIL entrypoint with CAIRN_CONFIG_ERROR_EXIT=0 and a bad setting: exit $st"; cat "$tmp/ep.out"
+  fails=$((fails + 1))
+fi
+st=0
+env HOSTNAME=cairn-0 CAIRND="$bin" CAIRN_DATA_DIR="$tmp/c" \
+  sh "$root/deploy/docker/entrypoint.sh" --voters "1@elsewhere:7401" >/dev/null 2>&1 || st=$?
+[ "$st" = 2 ] && echo "ok   entrypoint: without CAIRN_CONFIG_ERROR_EXIT the exit status stays 2" ||
+  { echo "FAIL entrypoint without CAIRN_CONFIG_ERROR_EXIT: exit $st (want 2)"; fails=$((fails + 1)); }
 
 # The image's runtime packages hold every shared library cairnd links.
 if command -v dpkg >/dev/null; then
@@ -105,6 +150,17 @@ if [ -f "$root/deploy/cluster.sh" ]; then
   else
     echo "FAIL deploy/local/cluster up 3:"; echo "$out"; fails=$((fails + 1))
   fi
+  # The image's health check against a running node's admin port: ready.
+  # (up returns once the nodes answer; registering takes a moment more)
+  for _ in $(seq 1 150); do
+    out=$(bash "$root/deploy/docker/healthcheck.sh" "127.0.0.1:$((port + 2))" 2>&1) && break
+    sleep 0.2
+  done
+  if [ "$out" = ready ]; then
+    echo "ok   cairn-healthcheck: node 1 ready"
+  else
+    echo "FAIL cairn-healthcheck on node 1: $out"; fails=$((fails + 1))
+  fi
   if "$root/deploy/local/cluster" status -d "$tmp/local" >"$tmp/status" 2>&1 &&
     [ "$(grep -c ": running" "$tmp/status")" = 3 ]; then
     echo "ok   deploy/local/cluster status"
@@ -112,6 +168,11 @@ if [ -f "$root/deploy/cluster.sh" ]; then
     echo "FAIL deploy/local/cluster status:"; cat "$tmp/status"; fails=$((fails + 1))
   fi
   "$root/deploy/local/cluster" down -d "$tmp/local" >/dev/null
+  if out=$(bash "$root/deploy/docker/healthcheck.sh" "127.0.0.1:$((port + 2))" 2>&1); then
+    echo "FAIL cairn-healthcheck says a stopped node is healthy: $out"; fails=$((fails + 1))
+  else
+    echo "ok   cairn-healthcheck: a stopped node is unhealthy ($out)"
+  fi
   if "$root/deploy/local/cluster" status -d "$tmp/local" >"$tmp/status" 2>&1 ||
     [ "$(grep -c ": stopped" "$tmp/status")" != 3 ]; then
     echo "FAIL deploy/local/cluster down left nodes running:"; cat "$tmp/status"; fails=$((fails + 1))

@@ -500,6 +500,12 @@ struct cairn_delivery {
   int32_t partition; /* -1 if none was chosen (e.g. unknown topic) */
   int64_t offset;    /* -1 unless delivered */
   int64_t timestamp_ms;
+  /* NULL when delivered; else what failed, in words, naming the node
+   * address the batch could not reach where that is why ("not delivered
+   * within the delivery timeout: partition 0's leader cairn-0:7400 was not
+   * reached: unknown node or service"). Borrowed: valid during the
+   * callback only. */
+  const char *error;
 };
 
 /* status 0: committed (acknowledged by a majority) at d->offset. Else a

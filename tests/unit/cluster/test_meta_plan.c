@@ -57,7 +57,7 @@ static void world_init(struct world *w, int n)
   meta_state_init(&w->st);
   APPLY_OK(&w->st, meta_cmd_bootstrap, "c", (uint64_t[]){1}, 1);
   for (int i = 1; i <= n; i++) {
-    struct meta_node_info info = {(uint64_t)i, 100 + (uint64_t)i, "h:1", "h:2", "", "", NULL};
+    struct meta_node_info info = {(uint64_t)i, 100 + (uint64_t)i, "h:1", "h:2", "", "", NULL, NULL};
     APPLY_OK(&w->st, meta_cmd_register_node, &info, 0);
     w->live[w->nlive++] = (struct meta_plan_liveness){(uint64_t)i, 100 + (uint64_t)i, 0};
   }
@@ -372,7 +372,7 @@ static void test_meta_plan_waits_when_no_node_can_take_the_replica(void **state)
   assert_int_equal(world_step(&w), 0);
   assert_int_equal(replicas_on(&w, 3), 3); /* not removed: no quorum lost for nothing */
   /* A fourth node joins: the moves start. */
-  struct meta_node_info info = {4, 104, "h:1", "h:2", "", "", NULL};
+  struct meta_node_info info = {4, 104, "h:1", "h:2", "", "", NULL, NULL};
   APPLY_OK(&w.st, meta_cmd_register_node, &info, 0);
   w.live[w.nlive++] = (struct meta_plan_liveness){4, 104, 0};
   assert_int_equal(world_step(&w), 3);

@@ -57,7 +57,7 @@ static int do_register_kafka(struct meta_state *st, uint64_t id, uint64_t inc, c
   snprintf(kafka_buf, sizeof kafka_buf, "10.0.0.%llu:9095", (unsigned long long)id);
   snprintf(cluster, sizeof cluster, "10.0.0.%llu:9093", (unsigned long long)id);
   snprintf(admin, sizeof admin, "10.0.0.%llu:9094", (unsigned long long)id);
-  struct meta_node_info info = {id, inc, client, cluster, admin, rack, kafka};
+  struct meta_node_info info = {id, inc, client, cluster, admin, rack, kafka, NULL};
   return APPLY(st, res, meta_cmd_register_node, &info, replaces);
 }
 
@@ -227,7 +227,7 @@ static void test_meta_register_node_adds_and_updates(void **state)
   assert_int_equal(do_register(&st, 7, 70, "r2", 0, &res), 0);
   assert_string_equal(meta_node_find(&st, 7)->rack, "r2");
   /* Shape errors. */
-  struct meta_node_info bad = {0, 1, "a:1", "a:2", NULL, NULL, NULL};
+  struct meta_node_info bad = {0, 1, "a:1", "a:2", NULL, NULL, NULL, NULL};
   APPLY_REFUSED(&st, CAIRN_EINVAL, meta_cmd_register_node, &bad, 0);
   bad.node_id = 9;
   bad.incarnation = 0;
@@ -250,7 +250,7 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   struct meta_result res;
   make_cluster(&st, 3);
   /* Another process (incarnation 999) claims id 2 while 102 is ALIVE. */
-  struct meta_node_info info = {2, 999, "x:1", "x:2", "", "", NULL};
+  struct meta_node_info info = {2, 999, "x:1", "x:2", "", "", NULL, NULL};
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node, &info, 0);
   /* Naming the wrong incarnation as silent does not help. */
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node, &info, 555);
@@ -262,7 +262,7 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   assert_int_equal(n->state, META_NODE_ALIVE);
   /* The old process coming back is now the stranger. */
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node,
-                (&(struct meta_node_info){2, 102, "y:1", "y:2", "", "", NULL}), 0);
+                (&(struct meta_node_info){2, 102, "y:1", "y:2", "", "", NULL, NULL}), 0);
 
   /* A DEAD record is taken over by any new incarnation. */
   assert_int_equal(do_state(&st, 3, META_NODE_DEAD, 103, &res), 0);
@@ -277,14 +277,14 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   /* A DRAINING node restarted with replaces_incarnation keeps draining. */
   assert_int_equal(do_state(&st, 1, META_NODE_DRAINING, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node,
-                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL}), 0);
+                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL, NULL}), 0);
   assert_int_equal(do_register(&st, 1, 111, "", 101, &res), 0);
   assert_int_equal(meta_node_find(&st, 1)->state, META_NODE_DRAINING);
 
   /* REMOVED: the same process may not rejoin, a restarted one may. */
   assert_int_equal(do_state(&st, 1, META_NODE_REMOVED, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVAL, meta_cmd_register_node,
-                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL}), 0);
+                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL, NULL}), 0);
   assert_int_equal(do_register(&st, 1, 1111, "", 0, &res), 0);
   assert_int_equal(meta_node_find(&st, 1)->state, META_NODE_ALIVE);
   meta_state_close(&st);
@@ -318,7 +318,7 @@ static void test_meta_set_node_state_follows_the_diagram(void **state)
   APPLY_REFUSED(&st, CAIRN_EINVALID_REPLICAS, meta_cmd_set_node_state, 2, META_NODE_REMOVED, 0, 1);
   assert_int_equal(do_state(&st, 3, META_NODE_DEAD, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVALID_REPLICAS, meta_cmd_set_node_state, 3, META_NODE_REMOVED, 0, 1);
-  struct meta_node_info n5 = {5, 105, "a:1", "a:2", "", "", NULL};
+  struct meta_node_info n5 = {5, 105, "a:1", "a:2", "", "", NULL, NULL};
   assert_int_equal(APPLY(&st, &res, meta_cmd_register_node, &n5, 0), 0);
   assert_int_equal(do_state(&st, 5, META_NODE_DRAINING, 0, &res), 0);
   assert_int_equal(do_state(&st, 5, META_NODE_REMOVED, 0, &res), 0);
@@ -472,7 +472,7 @@ static void test_meta_cluster_limits_are_enforced(void **state)
   /* At most META_MAX_NODES nodes. */
   make_cluster(&st, (int)META_MAX_NODES);
   APPLY_REFUSED(&st, CAIRN_ETOOLARGE, meta_cmd_register_node,
-                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", "", NULL}), 0);
+                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", "", NULL, NULL}), 0);
   /* Re-registering a known node is still fine. */
   assert_int_equal(do_register(&st, 5, 105, "r", 0, &res), 0);
   meta_state_close(&st);
@@ -1015,7 +1015,7 @@ static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t *
   switch (tu_rand(rnd) % 9) {
   case 0: {
     static const char *racks[] = {"", "r1", "r2", "r3"};
-    struct meta_node_info info = {node, 1 + tu_rand(rnd) % 3, "c:1", "c:2", "", racks[node % 4], NULL};
+    struct meta_node_info info = {node, 1 + tu_rand(rnd) % 3, "c:1", "c:2", "", racks[node % 4], NULL, NULL};
     rc = meta_cmd_register_node(&info, tu_rand(rnd) % 4, cmd, len);
     break;
   }

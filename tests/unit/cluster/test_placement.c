@@ -35,7 +35,7 @@ static void make_cluster(struct meta_state *st, int n, const char *const *racks)
   int rc_enc = meta_cmd_bootstrap("c", (uint64_t[]){1}, 1, &cmd, &len);
   apply_ok(st, rc_enc, cmd, len);
   for (int i = 0; i < n; i++) {
-    struct meta_node_info info = {(uint64_t)i + 1, 7, "h:1", "h:2", "", racks ? racks[i] : "", NULL};
+    struct meta_node_info info = {(uint64_t)i + 1, 7, "h:1", "h:2", "", racks ? racks[i] : "", NULL, NULL};
     int rc_node = meta_cmd_register_node(&info, 0, &cmd, &len);
     apply_ok(st, rc_node, cmd, len);
   }
@@ -113,7 +113,7 @@ static void test_placement_counts_the_load_already_in_the_cluster(void **state)
   /* A new node joins empty: the next topics go to it first. */
   uint8_t *cmd;
   size_t len;
-  struct meta_node_info info = {5, 7, "h:1", "h:2", "", "", NULL};
+  struct meta_node_info info = {5, 7, "h:1", "h:2", "", "", NULL, NULL};
   int rc_enc = meta_cmd_register_node(&info, 0, &cmd, &len);
   apply_ok(&st, rc_enc, cmd, len);
   create(&st, "third", 1, 1);
