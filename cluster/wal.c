@@ -1,0 +1,1147 @@
+/* wal.c - the node-wide write-ahead log: in-memory index, record encoding
+ * and the group-commit write path. See wal.h for the contract and
+ * wal_internal.h for the byte layout; replay at open is wal_recover.c. */
+#include "cluster/wal_internal.h"
+
+#include "common/err.h"
+#include "common/fault.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One write+fsync of everything pending at one loop turn. The worker
+ * touches only the job and the files. */
+struct wal_job {
+  uv_work_t work;
+  struct wal *w;
+  char *dir;
+  struct wal_chunk *chunks;
+  size_t nchunks;
+  char **unlinks;
+  size_t nunlinks;
+  struct wal_req *req_head;
+  uint64_t end_lsn;
+  int status;
+  char errmsg[WAL_ERRMSG_SIZE];
+};
+
+void wal_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- names and headers ---- */
+
+void wal_seg_name(uint64_t seq, char *buf, size_t len)
+{
+  snprintf(buf, len, "wal-%016" PRIx64 ".log", seq);
+}
+
+void wal_seg_path(const struct wal *w, uint64_t seq, char *buf, size_t len)
+{
+  char name[32];
+  wal_seg_name(seq, name, sizeof name);
+  snprintf(buf, len, "%s/%s", w->dir, name);
+}
+
+void wal_seg_header_put(uint8_t *p, uint64_t seq)
+{
+  memcpy(p, WAL_MAGIC, 8);
+  le_put64(p + 8, seq);
+  le_put32(p + 16, WAL_FORMAT_VERSION);
+  le_put32(p + 20, crc32c(p, 20));
+}
+
+bool wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq)
+{
+  return len >= WAL_SEG_HEADER && memcmp(buf, WAL_MAGIC, 8) == 0 && le_get64(buf + 8) == seq &&
+         le_get32(buf + 16) == WAL_FORMAT_VERSION && le_get32(buf + 20) == crc32c(buf, 20);
+}
+
+bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *r, char *why,
+                    size_t why_len)
+{
+  if (len - off < WAL_REC_HEADER) {
+    snprintf(why, why_len, "only %zu bytes left for a %d-byte record header", len - off,
+             WAL_REC_HEADER);
+    return false;
+  }
+  const uint8_t *p = buf + off;
+  r->len = le_get32(p + 4);
+  r->type = p[8];
+  r->etype = p[9];
+  r->job_back = le_get32(p + 12);
+  r->gid = le_get64(p + 16);
+  r->index = le_get64(p + 24);
+  r->term = le_get64(p + 32);
+  r->payload = p + WAL_REC_HEADER;
+  if (r->len > WAL_MAX_PAYLOAD || r->len > len - off - WAL_REC_HEADER) {
+    snprintf(why, why_len, "payload length %" PRIu32 " runs past the end of the file", r->len);
+    return false;
+  }
+  if (le_get32(p) != crc32c(p + 4, WAL_REC_HEADER - 4 + (size_t)r->len)) {
+    snprintf(why, why_len, "checksum mismatch");
+    return false;
+  }
+  /* A record that passes its checksum but breaks the layout was written by
+   * something else: damage, not a torn write. */
+  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_REMOVE;
+  bool ok_len = r->type == WAL_REC_ENTRY || (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD
+                                                                      : r->len == 0);
+  if (!ok_type || !ok_len || le_get16(p + 10) != 0) {
+    snprintf(why, why_len, "record type %u of length %" PRIu32 " does not fit the format",
+             r->type, r->len);
+    return false;
+  }
+  return true;
+}
+
+/* ---- groups ---- */
+
+static size_t wal_group_slot(const struct wal *w, uint64_t gid)
+{
+  size_t lo = 0, hi = w->ngroups;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (w->groups[mid]->id < gid) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+struct wal_group *wal_group_find(const struct wal *w, uint64_t gid)
+{
+  size_t i = wal_group_slot(w, gid);
+  return i < w->ngroups && w->groups[i]->id == gid ? w->groups[i] : NULL;
+}
+
+struct wal_group *wal_group_get(struct wal *w, uint64_t gid, uint64_t first)
+{
+  size_t i = wal_group_slot(w, gid);
+  if (i < w->ngroups && w->groups[i]->id == gid) {
+    return w->groups[i];
+  }
+  if (w->ngroups == w->groups_cap) {
+    size_t cap = w->groups_cap ? w->groups_cap * 2 : 16;
+    struct wal_group **g = realloc(w->groups, cap * sizeof *g);
+    if (g == NULL) {
+      return NULL;
+    }
+    w->groups = g;
+    w->groups_cap = cap;
+  }
+  struct wal_group *g = calloc(1, sizeof *g);
+  if (g == NULL) {
+    return NULL;
+  }
+  g->id = gid;
+  g->first = first;
+  memmove(w->groups + i + 1, w->groups + i, (w->ngroups - i) * sizeof *w->groups);
+  w->groups[i] = g;
+  w->ngroups++;
+  return g;
+}
+
+struct wal_seg *wal_seg_find(const struct wal *w, uint64_t seq)
+{
+  if (w->nsegs == 0 || seq < w->segs[0].seq || seq - w->segs[0].seq >= w->nsegs) {
+    return NULL;
+  }
+  return &w->segs[seq - w->segs[0].seq];
+}
+
+static void wal_unref(struct wal *w, uint64_t seq, bool meta, uint64_t lsn)
+{
+  struct wal_seg *s = wal_seg_find(w, seq);
+  if (s == NULL) {
+    return; /* replay: a record whose segment was not loaded yet cannot exist */
+  }
+  uint64_t *refs = meta ? &s->meta_refs : &s->entry_refs;
+  if (*refs > 0) {
+    (*refs)--;
+  }
+  if (lsn > s->release_lsn) {
+    s->release_lsn = lsn;
+  }
+}
+
+static void wal_ref(struct wal *w, uint64_t seq, bool meta)
+{
+  struct wal_seg *s = wal_seg_find(w, seq);
+  if (s != NULL) {
+    if (meta) {
+      s->meta_refs++;
+    } else {
+      s->entry_refs++;
+    }
+  }
+}
+
+/* Drops entries [from, next) of g, releasing their segments at lsn. */
+static void wal_group_drop_tail(struct wal *w, struct wal_group *g, uint64_t from, uint64_t lsn)
+{
+  while (g->n > 0 && g->first + g->n - 1 >= from) {
+    wal_unref(w, g->locs[g->head + g->n - 1].seq, false, lsn);
+    g->n--;
+  }
+}
+
+/* Drops entries below before, releasing their segments at lsn. */
+static void wal_group_drop_head(struct wal *w, struct wal_group *g, uint64_t before, uint64_t lsn)
+{
+  while (g->n > 0 && g->first < before) {
+    wal_unref(w, g->locs[g->head].seq, false, lsn);
+    g->head++;
+    g->n--;
+    g->first++;
+  }
+  if (g->n == 0) {
+    g->head = 0;
+  }
+}
+
+int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
+                    uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn)
+{
+  (void)lsn;
+  struct wal_group *g = wal_group_get(w, gid, index);
+  if (g == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  /* A group holding no entries starts wherever its first append says
+   * (after a snapshot install; or, at replay, where deleted segments held
+   * its earlier history). */
+  if (g->n == 0) {
+    g->first = index;
+    g->head = 0;
+  } else if (index != g->first + g->n) {
+    return CAIRN_EINDEX;
+  }
+  if (g->head + g->n == g->cap) {
+    if (g->head > g->n) { /* compact rather than grow */
+      memmove(g->locs, g->locs + g->head, g->n * sizeof *g->locs);
+      g->head = 0;
+    } else {
+      size_t cap = g->cap ? g->cap * 2 : 8;
+      struct wal_loc *l = realloc(g->locs, cap * sizeof *l);
+      if (l == NULL) {
+        return CAIRN_ENOMEM;
+      }
+      g->locs = l;
+      g->cap = cap;
+    }
+  }
+  g->locs[g->head + g->n] = (struct wal_loc){term, seq, off, len, type};
+  g->n++;
+  wal_ref(w, seq, false);
+  return 0;
+}
+
+int wal_apply_truncate(struct wal *w, uint64_t gid, uint64_t index, uint64_t lsn)
+{
+  struct wal_group *g = wal_group_get(w, gid, index);
+  if (g == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  wal_group_drop_tail(w, g, index, lsn);
+  if (g->n == 0) {
+    g->first = index; /* next == index */
+  }
+  return 0;
+}
+
+int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], uint64_t seq, uint64_t lsn)
+{
+  struct wal_group *g = wal_group_get(w, gid, meta[4]);
+  if (g == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  if (g->has_meta) {
+    wal_unref(w, g->meta_seq, true, lsn);
+  }
+  g->term = meta[0];
+  g->vote = meta[1];
+  g->snap_index = meta[2];
+  g->snap_term = meta[3];
+  uint64_t first = meta[4];
+  if (first >= g->first + g->n) {
+    wal_group_drop_tail(w, g, g->first, lsn);
+    g->first = first;
+  } else {
+    wal_group_drop_head(w, g, first, lsn);
+  }
+  g->has_meta = true;
+  g->meta_seq = seq;
+  wal_ref(w, seq, true);
+  return 0;
+}
+
+void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn)
+{
+  size_t i = wal_group_slot(w, gid);
+  if (i >= w->ngroups || w->groups[i]->id != gid) {
+    return;
+  }
+  struct wal_group *g = w->groups[i];
+  wal_group_drop_tail(w, g, g->first, lsn);
+  if (g->has_meta) {
+    wal_unref(w, g->meta_seq, true, lsn);
+  }
+  free(g->locs);
+  free(g);
+  memmove(w->groups + i, w->groups + i + 1, (w->ngroups - i - 1) * sizeof *w->groups);
+  w->ngroups--;
+}
+
+/* ---- encoding into the pending buffer ---- */
+
+int wal_seg_push(struct wal *w, uint64_t seq)
+{
+  if (w->nsegs == w->segs_cap) {
+    size_t cap = w->segs_cap ? w->segs_cap * 2 : 8;
+    struct wal_seg *s = realloc(w->segs, cap * sizeof *s);
+    if (s == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    w->segs = s;
+    w->segs_cap = cap;
+  }
+  w->segs[w->nsegs++] = (struct wal_seg){.seq = seq, .fd = -1, .size = WAL_SEG_HEADER};
+  w->st.last_seq = seq;
+  if (w->nsegs == 1) {
+    w->st.first_seq = seq;
+  }
+  return 0;
+}
+
+/* The pending chunk of segment seq (the newest), created if needed. */
+static struct wal_chunk *wal_chunk_for(struct wal *w, struct wal_seg *s, bool create)
+{
+  if (w->npend > 0 && w->pend[w->npend - 1].seq == s->seq) {
+    return &w->pend[w->npend - 1];
+  }
+  if (w->npend == w->pend_cap) {
+    size_t cap = w->pend_cap ? w->pend_cap * 2 : 4;
+    struct wal_chunk *c = realloc(w->pend, cap * sizeof *c);
+    if (c == NULL) {
+      return NULL;
+    }
+    w->pend = c;
+    w->pend_cap = cap;
+  }
+  struct wal_chunk *c = &w->pend[w->npend++];
+  *c = (struct wal_chunk){.seq = s->seq, .off = create ? 0 : s->size, .create = create,
+                          .fd = s->fd};
+  if (create) {
+    c->cap = 4096;
+    c->buf = malloc(c->cap);
+    if (c->buf == NULL) {
+      w->npend--;
+      return NULL;
+    }
+    wal_seg_header_put(c->buf, s->seq);
+    c->len = WAL_SEG_HEADER;
+  }
+  return c;
+}
+
+static int wal_chunk_reserve(struct wal_chunk *c, size_t more)
+{
+  if (c->cap - c->len >= more) {
+    return 0;
+  }
+  size_t cap = c->cap ? c->cap : 4096;
+  while (cap - c->len < more) {
+    cap *= 2;
+  }
+  uint8_t *b = realloc(c->buf, cap);
+  if (b == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  c->buf = b;
+  c->cap = cap;
+  return 0;
+}
+
+/* Where the next record of rec_len bytes goes: the newest segment, or a
+ * new one when it is full. */
+static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct wal_chunk **cout)
+{
+  struct wal_seg *s = w->nsegs ? &w->segs[w->nsegs - 1] : NULL;
+  bool roll = s == NULL || (s->size + rec_len > w->segment_bytes && s->size > WAL_SEG_HEADER);
+  if (roll) {
+    int rv = wal_seg_push(w, s ? s->seq + 1 : w->next_seq);
+    if (rv != 0) {
+      return rv;
+    }
+    s = &w->segs[w->nsegs - 1];
+  }
+  struct wal_chunk *c = wal_chunk_for(w, s, roll);
+  if (c == NULL || wal_chunk_reserve(c, rec_len) != 0) {
+    return CAIRN_ENOMEM;
+  }
+  *out = s;
+  *cout = c;
+  return 0;
+}
+
+static void wal_kick(struct wal *w);
+
+/* Encodes one record into the pending buffer; *seq, *off: where it lands.
+ * Advances the log's lsn. */
+static int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
+                    uint64_t term, const void *payload, uint32_t len, uint64_t *seq,
+                    uint64_t *off)
+{
+  size_t rec_len = WAL_REC_HEADER + (size_t)len;
+  struct wal_seg *s;
+  struct wal_chunk *c;
+  int rv = wal_place(w, rec_len, &s, &c);
+  if (rv != 0) {
+    return rv;
+  }
+  uint8_t *p = c->buf + c->len;
+  uint64_t at = c->off + c->len;
+  le_put32(p + 4, len);
+  p[8] = type;
+  p[9] = etype;
+  le_put16(p + 10, 0);
+  le_put32(p + 12, (uint32_t)(at - c->off));
+  le_put64(p + 16, gid);
+  le_put64(p + 24, index);
+  le_put64(p + 32, term);
+  if (len > 0) {
+    memcpy(p + WAL_REC_HEADER, payload, len);
+  }
+  le_put32(p, crc32c(p + 4, rec_len - 4));
+  c->len += rec_len;
+  s->size += rec_len;
+  w->lsn += rec_len;
+  w->st.records++;
+  w->st.bytes += rec_len;
+  *seq = s->seq;
+  *off = at;
+  wal_kick(w);
+  return 0;
+}
+
+static void wal_queue_req(struct wal *w, struct wal_req *req, wal_cb cb)
+{
+  if (cb == NULL) {
+    return;
+  }
+  req->cb = cb;
+  req->lsn = w->lsn;
+  req->next = NULL;
+  if (w->req_tail) {
+    w->req_tail->next = req;
+  } else {
+    w->req_head = req;
+  }
+  w->req_tail = req;
+}
+
+static int wal_usable(const struct wal *w)
+{
+  if (w->fatal != 0) {
+    return CAIRN_EFATAL;
+  }
+  return w->closing ? CAIRN_ECLOSED : 0;
+}
+
+static int wal_emit_meta(struct wal *w, const struct wal_group *g, uint64_t gid, uint64_t term,
+                         uint64_t vote, uint64_t snap_index, uint64_t snap_term, uint64_t first)
+{
+  (void)g;
+  uint64_t m[5] = {term, vote, snap_index, snap_term, first};
+  uint8_t p[WAL_META_PAYLOAD];
+  for (int i = 0; i < 5; i++) {
+    le_put64(p + 8 * i, m[i]);
+  }
+  uint64_t seq, off;
+  int rv = wal_emit(w, WAL_REC_META, 0, gid, 0, 0, p, sizeof p, &seq, &off);
+  if (rv != 0) {
+    return rv;
+  }
+  return wal_apply_meta(w, gid, m, seq, w->lsn);
+}
+
+/* ---- the public write calls ---- */
+
+int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
+               const struct wal_entry *entries, unsigned n, wal_cb cb)
+{
+  int rv = wal_usable(w);
+  if (rv != 0) {
+    return rv;
+  }
+  if (n == 0 || (cb != NULL && req == NULL)) {
+    return CAIRN_EINVAL;
+  }
+  const struct wal_group *g = wal_group_find(w, gid);
+  if (g != NULL && g->n > 0 && index != g->first + g->n) {
+    return CAIRN_EINDEX;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    if (entries[i].len > WAL_MAX_PAYLOAD) {
+      return CAIRN_ETOOLARGE;
+    }
+  }
+  for (unsigned i = 0; i < n; i++) {
+    uint64_t seq, off;
+    const struct wal_entry *e = &entries[i];
+    rv = wal_emit(w, WAL_REC_ENTRY, e->type, gid, index + i, e->term, e->buf, e->len, &seq, &off);
+    if (rv == 0) {
+      rv = wal_apply_entry(w, gid, index + i, e->term, e->type, seq, off, e->len, w->lsn);
+    }
+    if (rv != 0) {
+      /* Entries before i are encoded already: the log and its index no
+       * longer agree on what was asked, so nothing more is written. */
+      w->fatal = rv;
+      wal_fmt(w->errmsg, sizeof w->errmsg, "append of group %" PRIu64 " index %" PRIu64 ": %s",
+               gid, index + i, cairn_strerror(rv));
+      return rv;
+    }
+  }
+  wal_queue_req(w, req, cb);
+  return 0;
+}
+
+int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index, wal_cb cb)
+{
+  int rv = wal_usable(w);
+  if (rv != 0) {
+    return rv;
+  }
+  const struct wal_group *g = wal_group_find(w, gid);
+  if (g == NULL) {
+    return CAIRN_ENOTFOUND;
+  }
+  if (index < g->first || (cb != NULL && req == NULL)) {
+    return index < g->first ? CAIRN_EINDEX : CAIRN_EINVAL;
+  }
+  uint64_t seq, off;
+  rv = wal_emit(w, WAL_REC_TRUNCATE, 0, gid, index, 0, NULL, 0, &seq, &off);
+  if (rv == 0) {
+    rv = wal_apply_truncate(w, gid, index, w->lsn);
+  }
+  if (rv == 0) {
+    wal_queue_req(w, req, cb);
+  }
+  return rv;
+}
+
+int wal_set_meta(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t term, uint64_t vote,
+                 wal_cb cb)
+{
+  int rv = wal_usable(w);
+  if (rv != 0) {
+    return rv;
+  }
+  if (cb != NULL && req == NULL) {
+    return CAIRN_EINVAL;
+  }
+  const struct wal_group *g = wal_group_find(w, gid);
+  uint64_t si = g ? g->snap_index : 0, st = g ? g->snap_term : 0, first = g ? g->first : 1;
+  rv = wal_emit_meta(w, g, gid, term, vote, si, st, first);
+  if (rv == 0) {
+    wal_queue_req(w, req, cb);
+  }
+  return rv;
+}
+
+int wal_snapshot(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap_index,
+                 uint64_t snap_term, uint64_t first, wal_cb cb)
+{
+  int rv = wal_usable(w);
+  if (rv != 0) {
+    return rv;
+  }
+  if (cb != NULL && req == NULL) {
+    return CAIRN_EINVAL;
+  }
+  const struct wal_group *g = wal_group_find(w, gid);
+  if (g != NULL && first < g->first) {
+    first = g->first; /* what is dropped already stays dropped */
+  }
+  rv = wal_emit_meta(w, g, gid, g ? g->term : 0, g ? g->vote : 0, snap_index, snap_term, first);
+  if (rv == 0) {
+    wal_queue_req(w, req, cb);
+  }
+  return rv;
+}
+
+int wal_remove(struct wal *w, struct wal_req *req, uint64_t gid, wal_cb cb)
+{
+  int rv = wal_usable(w);
+  if (rv != 0) {
+    return rv;
+  }
+  if (wal_group_find(w, gid) == NULL) {
+    return CAIRN_ENOTFOUND;
+  }
+  if (cb != NULL && req == NULL) {
+    return CAIRN_EINVAL;
+  }
+  uint64_t seq, off;
+  rv = wal_emit(w, WAL_REC_REMOVE, 0, gid, 0, 0, NULL, 0, &seq, &off);
+  if (rv == 0) {
+    wal_apply_remove(w, gid, w->lsn);
+    wal_queue_req(w, req, cb);
+  }
+  return rv;
+}
+
+/* ---- the job: one write and one fdatasync per segment touched ---- */
+
+static void wal_job_fail(struct wal_job *job, int err, const char *what, uint64_t seq,
+                         uint64_t off)
+{
+  char name[32];
+  wal_seg_name(seq, name, sizeof name);
+  job->status = err;
+  wal_fmt(job->errmsg, sizeof job->errmsg, "%s/%s: %s at %" PRIu64 ": %s", job->dir, name, what,
+           off, cairn_strerror(err));
+}
+
+static int wal_job_sync_dir(struct wal_job *job)
+{
+  int rv = fault_check(FAULT_WAL_SYNC);
+  if (rv == 0) {
+    rv = fs_fsync_dir(job->dir);
+  }
+  if (rv != 0) {
+    job->status = rv;
+    wal_fmt(job->errmsg, sizeof job->errmsg, "%s: directory fsync: %s", job->dir,
+             cairn_strerror(rv));
+  }
+  return rv;
+}
+
+static int wal_job_chunk(struct wal_job *job, struct wal_chunk *c)
+{
+  char path[PATH_MAX];
+  if (c->create) {
+    char name[32];
+    wal_seg_name(c->seq, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", job->dir, name);
+    c->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (c->fd < 0) {
+      wal_job_fail(job, -errno, "create", c->seq, 0);
+      return job->status;
+    }
+  }
+  int rv = fault_check(FAULT_WAL_WRITE);
+  if (rv == 0) {
+    rv = fs_pwrite_all(c->fd, c->buf, c->len, (off_t)c->off);
+  }
+  if (rv != 0) {
+    wal_job_fail(job, rv, "pwrite", c->seq, c->off);
+    return rv;
+  }
+  rv = fault_check(FAULT_WAL_SYNC);
+  if (rv == 0 && fdatasync(c->fd) != 0) {
+    rv = -errno;
+  }
+  if (rv != 0) {
+    wal_job_fail(job, rv, "fdatasync", c->seq, c->off + c->len);
+    return rv;
+  }
+  /* A new file's directory entry must be durable before a later segment
+   * is written: replay refuses a gap in the sequence. */
+  return c->create ? wal_job_sync_dir(job) : 0;
+}
+
+static void wal_job_run(uv_work_t *work)
+{
+  struct wal_job *job = work->data;
+  for (size_t i = 0; i < job->nunlinks; i++) {
+    if (unlink(job->unlinks[i]) != 0 && errno != ENOENT) {
+      log_warn("wal", "unlink %s: %s", job->unlinks[i], strerror(errno));
+    }
+  }
+  if (job->nunlinks > 0 && wal_job_sync_dir(job) != 0) {
+    return;
+  }
+  for (size_t i = 0; i < job->nchunks; i++) {
+    if (wal_job_chunk(job, &job->chunks[i]) != 0) {
+      return;
+    }
+  }
+}
+
+static void wal_job_free(struct wal_job *job)
+{
+  for (size_t i = 0; i < job->nchunks; i++) {
+    free(job->chunks[i].buf);
+  }
+  for (size_t i = 0; i < job->nunlinks; i++) {
+    free(job->unlinks[i]);
+  }
+  free(job->chunks);
+  free(job->unlinks);
+  free(job);
+}
+
+static void wal_fire(struct wal_req *r, int status)
+{
+  while (r != NULL) {
+    struct wal_req *next = r->next;
+    r->cb(r, status);
+    r = next;
+  }
+}
+
+/* Takes the pending requests off the log (before firing them, so a
+ * callback that appends queues onto an empty list). */
+static struct wal_req *wal_take_reqs(struct wal *w)
+{
+  struct wal_req *r = w->req_head;
+  w->req_head = w->req_tail = NULL;
+  return r;
+}
+
+static void wal_latch(struct wal *w, int err, const char *msg)
+{
+  if (w->fatal == 0) {
+    w->fatal = err;
+    wal_fmt(w->errmsg, sizeof w->errmsg, "%s", msg);
+    log_error("wal", "log is fatal: %s", msg);
+  }
+}
+
+static void wal_collect(struct wal *w);
+static void wal_finish_close(struct wal *w);
+
+static void wal_job_done(uv_work_t *work, int status)
+{
+  struct wal_job *job = work->data;
+  struct wal *w = job->w;
+  w->job = NULL;
+  if (status != 0 && job->status == 0) {
+    job->status = status;
+    wal_fmt(job->errmsg, sizeof job->errmsg, "%s: write job: %s", w->dir,
+             cairn_strerror(status));
+  }
+  for (size_t i = 0; i < job->nchunks; i++) {
+    struct wal_chunk *c = &job->chunks[i];
+    struct wal_seg *s = wal_seg_find(w, c->seq);
+    if (s != NULL && c->create && c->fd >= 0) {
+      s->fd = c->fd;
+    }
+    if (s != NULL && job->status == 0) {
+      s->written = c->off + c->len;
+    }
+  }
+  struct wal_req *failed = NULL;
+  if (job->status == 0) {
+    w->durable_lsn = job->end_lsn;
+    w->st.jobs++;
+  } else {
+    wal_latch(w, job->status, job->errmsg);
+    failed = wal_take_reqs(w);
+  }
+  struct wal_req *done = job->req_head;
+  int job_status = job->status;
+  bool closing = w->closing;
+  wal_job_free(job);
+  /* A callback may close the log: wal_close then leaves the rest to us. */
+  w->in_done = true;
+  wal_fire(done, job_status);
+  wal_fire(failed, job_status);
+  w->in_done = false;
+  if (w->closing || closing) {
+    wal_finish_close(w);
+    return;
+  }
+  if (w->fatal == 0) {
+    wal_collect(w);
+    wal_kick(w);
+  }
+}
+
+static int wal_strv_push(char ***v, size_t *n, size_t *cap, char *s)
+{
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 4;
+    char **nv = realloc(*v, c * sizeof *nv);
+    if (nv == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    *v = nv;
+    *cap = c;
+  }
+  (*v)[(*n)++] = s;
+  return 0;
+}
+
+/* Hands everything pending to one job. */
+static void wal_start_job(struct wal *w)
+{
+  struct wal_job *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    return; /* retried at the next loop turn */
+  }
+  job->w = w;
+  job->dir = w->dir;
+  job->chunks = w->pend;
+  job->nchunks = w->npend;
+  job->unlinks = w->unlinks;
+  job->nunlinks = w->nunlinks;
+  job->req_head = wal_take_reqs(w);
+  job->end_lsn = w->lsn;
+  job->work.data = job;
+  /* A chunk queued while the job creating its file ran learns its fd now. */
+  for (size_t i = 0; i < job->nchunks; i++) {
+    const struct wal_seg *s = wal_seg_find(w, job->chunks[i].seq);
+    if (!job->chunks[i].create && s != NULL) {
+      job->chunks[i].fd = s->fd;
+    }
+  }
+  w->pend = NULL;
+  w->npend = w->pend_cap = 0;
+  w->unlinks = NULL;
+  w->nunlinks = w->unlinks_cap = 0;
+  w->job = job;
+  int rv = uv_queue_work(w->loop, &job->work, wal_job_run, wal_job_done);
+  if (rv != 0) {
+    /* Cannot happen with a live loop; nothing was written. */
+    w->job = NULL;
+    wal_latch(w, rv, "uv_queue_work failed");
+    wal_fire(job->req_head, rv);
+    wal_job_free(job);
+  }
+}
+
+static void wal_on_prepare(uv_prepare_t *h)
+{
+  struct wal *w = h->data;
+  if (w->job != NULL || w->fatal != 0 || w->closing) {
+    return; /* the job's end starts the next one */
+  }
+  uv_prepare_stop(h);
+  w->prepare_on = false;
+  if (w->npend > 0 || w->nunlinks > 0) {
+    wal_start_job(w);
+  }
+}
+
+/* Makes sure pending work goes out at this loop turn's end. */
+static void wal_kick(struct wal *w)
+{
+  if (w->prepare_on || w->closing || (w->npend == 0 && w->nunlinks == 0)) {
+    return;
+  }
+  uv_prepare_start(&w->prepare, wal_on_prepare);
+  w->prepare_on = true;
+}
+
+/* Rewrites the metadata records that alone pin the oldest segment. */
+static void wal_unpin_meta(struct wal *w, uint64_t seq)
+{
+  for (size_t i = 0; i < w->ngroups && w->fatal == 0; i++) {
+    const struct wal_group *g = w->groups[i];
+    if (g->has_meta && g->meta_seq == seq) {
+      int rv = wal_emit_meta(w, g, g->id, g->term, g->vote, g->snap_index, g->snap_term, g->first);
+      if (rv != 0) {
+        wal_latch(w, rv, "rewriting group metadata: out of memory");
+      }
+    }
+  }
+}
+
+/* Drops the oldest segments no group needs, once the records that freed
+ * them are durable. */
+static void wal_collect(struct wal *w)
+{
+  while (w->nsegs > 1) {
+    struct wal_seg *s = &w->segs[0];
+    if (s->entry_refs == 0 && s->meta_refs > 0) {
+      wal_unpin_meta(w, s->seq);
+      return;
+    }
+    if (s->entry_refs + s->meta_refs > 0 || s->release_lsn > w->durable_lsn || s->fd < 0) {
+      return;
+    }
+    char path[PATH_MAX];
+    wal_seg_path(w, s->seq, path, sizeof path);
+    char *p = strdup(path);
+    if (p == NULL || wal_strv_push(&w->unlinks, &w->nunlinks, &w->unlinks_cap, p) != 0) {
+      free(p);
+      return; /* retried after the next job */
+    }
+    close(s->fd);
+    memmove(w->segs, w->segs + 1, (w->nsegs - 1) * sizeof *w->segs);
+    w->nsegs--;
+    w->st.first_seq = w->segs[0].seq;
+    w->st.segments_deleted++;
+  }
+}
+
+/* ---- open and close ---- */
+
+int wal_open(uv_loop_t *loop, const char *dir, const struct wal_opts *opts, struct wal **out,
+             char *errmsg)
+{
+  errmsg[0] = '\0';
+  struct wal *w = calloc(1, sizeof *w);
+  if (w == NULL || (w->dir = strdup(dir)) == NULL) {
+    free(w);
+    snprintf(errmsg, WAL_ERRMSG_SIZE, "%s: out of memory", dir);
+    return CAIRN_ENOMEM;
+  }
+  w->loop = loop;
+  w->segment_bytes = opts && opts->segment_bytes ? opts->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
+  w->next_seq = 1;
+  int rv = fs_mkdir_p(dir);
+  if (rv != 0) {
+    wal_fmt(w->errmsg, sizeof w->errmsg, "%s: mkdir: %s", dir, cairn_strerror(rv));
+  } else {
+    rv = wal_recover(w);
+  }
+  if (rv == 0) {
+    rv = uv_prepare_init(loop, &w->prepare);
+  }
+  if (rv != 0) {
+    wal_fmt(errmsg, WAL_ERRMSG_SIZE, "%s", w->errmsg);
+    w->closing = true;
+    wal_finish_close(w); /* the prepare handle was never initialized */
+    return rv;
+  }
+  w->prepare.data = w;
+  *out = w;
+  return 0;
+}
+
+static void wal_free(struct wal *w)
+{
+  for (size_t i = 0; i < w->ngroups; i++) {
+    free(w->groups[i]->locs);
+    free(w->groups[i]);
+  }
+  for (size_t i = 0; i < w->nsegs; i++) {
+    if (w->segs[i].fd >= 0) {
+      close(w->segs[i].fd);
+    }
+  }
+  for (size_t i = 0; i < w->npend; i++) {
+    free(w->pend[i].buf);
+  }
+  for (size_t i = 0; i < w->nunlinks; i++) {
+    free(w->unlinks[i]);
+  }
+  free(w->unlinks);
+  free(w->pend);
+  free(w->segs);
+  free(w->groups);
+  free(w->dir);
+  free(w);
+}
+
+static void wal_on_closed(uv_handle_t *h)
+{
+  struct wal *w = h->data;
+  wal_close_cb cb = w->close_cb;
+  void *data = w->close_data;
+  wal_free(w);
+  if (cb) {
+    cb(data);
+  }
+}
+
+static void wal_finish_close(struct wal *w)
+{
+  wal_fire(wal_take_reqs(w), CAIRN_ECLOSED);
+  if (w->prepare.data == NULL) { /* wal_open failed before the handle */
+    wal_free(w);
+    return;
+  }
+  uv_close((uv_handle_t *)&w->prepare, wal_on_closed);
+}
+
+void wal_close(struct wal *w, wal_close_cb cb, void *data)
+{
+  if (w->closing) {
+    return;
+  }
+  w->closing = true;
+  w->close_cb = cb;
+  w->close_data = data;
+  if (w->job == NULL && !w->in_done) {
+    wal_finish_close(w);
+  }
+}
+
+/* ---- reads and introspection ---- */
+
+int wal_group_info(const struct wal *w, uint64_t gid, struct wal_group_info *info)
+{
+  const struct wal_group *g = wal_group_find(w, gid);
+  if (g == NULL) {
+    return CAIRN_ENOTFOUND;
+  }
+  *info = (struct wal_group_info){g->term, g->vote, g->snap_index, g->snap_term, g->first,
+                                  g->first + g->n};
+  return 0;
+}
+
+/* The pending or in-flight bytes holding [off, off+len) of segment seq. */
+static const uint8_t *wal_find_buffered(const struct wal *w, uint64_t seq, uint64_t off,
+                                        size_t len)
+{
+  const struct wal_chunk *lists[2] = {w->job ? w->job->chunks : NULL, w->pend};
+  size_t counts[2] = {w->job ? w->job->nchunks : 0, w->npend};
+  for (int l = 0; l < 2; l++) {
+    for (size_t i = 0; i < counts[l]; i++) {
+      const struct wal_chunk *c = &lists[l][i];
+      if (c->seq == seq && off >= c->off && off + len <= c->off + c->len) {
+        return c->buf + (off - c->off);
+      }
+    }
+  }
+  return NULL;
+}
+
+int wal_read(struct wal *w, uint64_t gid, uint64_t index, struct wal_entry *e)
+{
+  const struct wal_group *g = wal_group_find(w, gid);
+  if (g == NULL) {
+    return CAIRN_ENOTFOUND;
+  }
+  if (index < g->first || index >= g->first + g->n) {
+    return CAIRN_EOFFSET;
+  }
+  const struct wal_loc *l = &g->locs[g->head + (index - g->first)];
+  size_t rec_len = WAL_REC_HEADER + (size_t)l->len;
+  uint8_t *rec = malloc(rec_len);
+  if (rec == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  const uint8_t *buffered = wal_find_buffered(w, l->seq, l->off, rec_len);
+  const struct wal_seg *s = wal_seg_find(w, l->seq);
+  int rv = 0;
+  if (buffered != NULL) {
+    memcpy(rec, buffered, rec_len);
+  } else if (s == NULL || s->fd < 0) {
+    rv = CAIRN_ECORRUPT;
+  } else {
+    size_t got;
+    rv = fs_pread_full(s->fd, rec, rec_len, (off_t)l->off, &got);
+    if (rv == 0 && got != rec_len) {
+      rv = CAIRN_ECORRUPT;
+    }
+  }
+  struct wal_rec r;
+  char why[128];
+  if (rv == 0 && (!wal_rec_decode(rec, rec_len, 0, &r, why, sizeof why) || r.gid != gid ||
+                  r.index != index)) {
+    rv = CAIRN_ECORRUPT;
+  }
+  if (rv != 0) {
+    free(rec);
+    return rv;
+  }
+  /* The payload moves to the front so the caller frees one pointer. */
+  memmove(rec, rec + WAL_REC_HEADER, l->len);
+  *e = (struct wal_entry){.term = l->term, .type = l->type, .buf = l->len ? rec : NULL,
+                          .len = l->len};
+  if (l->len == 0) {
+    free(rec);
+  }
+  return 0;
+}
+
+size_t wal_groups(const struct wal *w, uint64_t *ids, size_t max)
+{
+  for (size_t i = 0; i < w->ngroups && i < max; i++) {
+    ids[i] = w->groups[i]->id;
+  }
+  return w->ngroups;
+}
+
+int wal_fatal(const struct wal *w)
+{
+  return w->fatal;
+}
+
+const char *wal_errmsg(const struct wal *w)
+{
+  return w->errmsg;
+}
+
+void wal_get_stats(const struct wal *w, struct wal_stats *st)
+{
+  *st = w->st;
+  st->groups = w->ngroups;
+  st->durable_lsn = w->durable_lsn;
+}
+
+uint64_t wal_seg_durable(const struct wal *w, uint64_t seq)
+{
+  const struct wal_seg *s = wal_seg_find(w, seq);
+  return s ? s->written : 0;
+}
+
+int wal_check(const struct wal *w, char *errmsg, size_t len)
+{
+  uint64_t *entry = calloc(w->nsegs + 1, sizeof *entry);
+  uint64_t *meta = calloc(w->nsegs + 1, sizeof *meta);
+  int rv = entry && meta ? 0 : -1;
+  snprintf(errmsg, len, "out of memory");
+  for (size_t i = 0; rv == 0 && i < w->ngroups; i++) {
+    const struct wal_group *g = w->groups[i];
+    if (i > 0 && w->groups[i - 1]->id >= g->id) {
+      snprintf(errmsg, len, "groups out of order at %zu", i);
+      rv = -1;
+    }
+    for (size_t k = 0; rv == 0 && k < g->n; k++) {
+      const struct wal_seg *s = wal_seg_find(w, g->locs[g->head + k].seq);
+      if (s == NULL) {
+        snprintf(errmsg, len, "group %" PRIu64 " entry %" PRIu64 " in a dropped segment", g->id,
+                 g->first + k);
+        rv = -1;
+      } else {
+        entry[s - w->segs]++;
+      }
+    }
+    if (rv == 0 && g->has_meta) {
+      const struct wal_seg *s = wal_seg_find(w, g->meta_seq);
+      if (s == NULL) {
+        snprintf(errmsg, len, "group %" PRIu64 " metadata in a dropped segment", g->id);
+        rv = -1;
+      } else {
+        meta[s - w->segs]++;
+      }
+    }
+  }
+  for (size_t i = 0; rv == 0 && i < w->nsegs; i++) {
+    const struct wal_seg *s = &w->segs[i];
+    if ((i > 0 && s->seq != w->segs[i - 1].seq + 1) || s->entry_refs != entry[i] ||
+        s->meta_refs != meta[i]) {
+      snprintf(errmsg, len,
+               "segment %" PRIu64 ": refs %" PRIu64 "+%" PRIu64 ", counted %" PRIu64 "+%" PRIu64,
+               s->seq, s->entry_refs, s->meta_refs, entry[i], meta[i]);
+      rv = -1;
+    }
+  }
+  free(entry);
+  free(meta);
+  return rv;
+}
