@@ -44,6 +44,24 @@ void wal_fmt(char *buf, size_t len, const char *fmt, ...)
   va_end(ap);
 }
 
+/* Makes room for one more element in a growing array (doubling). Returns
+ * 0 or CAIRN_ENOMEM (the array is unchanged). */
+int wal_grow(void *arrp, size_t *cap, size_t n, size_t elem)
+{
+  if (n < *cap) {
+    return 0;
+  }
+  size_t c = *cap ? *cap * 2 : 8;
+  void **arr = arrp;
+  void *nv = realloc(*arr, c * elem);
+  if (nv == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  *arr = nv;
+  *cap = c;
+  return 0;
+}
+
 /* ---- names and headers ---- */
 
 void wal_seg_name(uint64_t seq, char *buf, size_t len)
@@ -100,11 +118,11 @@ bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *
   /* A record that passes its checksum but breaks the layout was written by
    * something else: damage, not a torn write. */
   bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_REMOVE;
-  bool ok_len = r->type == WAL_REC_ENTRY || (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD
-                                                                      : r->len == 0);
+  bool ok_len = r->type == WAL_REC_ENTRY ||
+                (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD : r->len == 0);
   if (!ok_type || !ok_len || le_get16(p + 10) != 0) {
-    snprintf(why, why_len, "record type %u of length %" PRIu32 " does not fit the format",
-             r->type, r->len);
+    snprintf(why, why_len, "record type %u of length %" PRIu32 " does not fit the format", r->type,
+             r->len);
     return false;
   }
   return true;
@@ -138,14 +156,8 @@ struct wal_group *wal_group_get(struct wal *w, uint64_t gid, uint64_t first)
   if (i < w->ngroups && w->groups[i]->id == gid) {
     return w->groups[i];
   }
-  if (w->ngroups == w->groups_cap) {
-    size_t cap = w->groups_cap ? w->groups_cap * 2 : 16;
-    struct wal_group **g = realloc(w->groups, cap * sizeof *g);
-    if (g == NULL) {
-      return NULL;
-    }
-    w->groups = g;
-    w->groups_cap = cap;
+  if (wal_grow(&w->groups, &w->groups_cap, w->ngroups, sizeof *w->groups) != 0) {
+    return NULL;
   }
   struct wal_group *g = calloc(1, sizeof *g);
   if (g == NULL) {
@@ -238,14 +250,8 @@ int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, 
     if (g->head > g->n) { /* compact rather than grow */
       memmove(g->locs, g->locs + g->head, g->n * sizeof *g->locs);
       g->head = 0;
-    } else {
-      size_t cap = g->cap ? g->cap * 2 : 8;
-      struct wal_loc *l = realloc(g->locs, cap * sizeof *l);
-      if (l == NULL) {
-        return CAIRN_ENOMEM;
-      }
-      g->locs = l;
-      g->cap = cap;
+    } else if (wal_grow(&g->locs, &g->cap, g->head + g->n, sizeof *g->locs) != 0) {
+      return CAIRN_ENOMEM;
     }
   }
   g->locs[g->head + g->n] = (struct wal_loc){term, seq, off, len, type};
@@ -314,14 +320,8 @@ void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn)
 
 int wal_seg_push(struct wal *w, uint64_t seq)
 {
-  if (w->nsegs == w->segs_cap) {
-    size_t cap = w->segs_cap ? w->segs_cap * 2 : 8;
-    struct wal_seg *s = realloc(w->segs, cap * sizeof *s);
-    if (s == NULL) {
-      return CAIRN_ENOMEM;
-    }
-    w->segs = s;
-    w->segs_cap = cap;
+  if (wal_grow(&w->segs, &w->segs_cap, w->nsegs, sizeof *w->segs) != 0) {
+    return CAIRN_ENOMEM;
   }
   w->segs[w->nsegs++] = (struct wal_seg){.seq = seq, .fd = -1, .size = WAL_SEG_HEADER};
   w->st.last_seq = seq;
@@ -337,18 +337,12 @@ static struct wal_chunk *wal_chunk_for(struct wal *w, struct wal_seg *s, bool cr
   if (w->npend > 0 && w->pend[w->npend - 1].seq == s->seq) {
     return &w->pend[w->npend - 1];
   }
-  if (w->npend == w->pend_cap) {
-    size_t cap = w->pend_cap ? w->pend_cap * 2 : 4;
-    struct wal_chunk *c = realloc(w->pend, cap * sizeof *c);
-    if (c == NULL) {
-      return NULL;
-    }
-    w->pend = c;
-    w->pend_cap = cap;
+  if (wal_grow(&w->pend, &w->pend_cap, w->npend, sizeof *w->pend) != 0) {
+    return NULL;
   }
   struct wal_chunk *c = &w->pend[w->npend++];
-  *c = (struct wal_chunk){.seq = s->seq, .off = create ? 0 : s->size, .create = create,
-                          .fd = s->fd};
+  *c =
+      (struct wal_chunk){.seq = s->seq, .off = create ? 0 : s->size, .create = create, .fd = s->fd};
   if (create) {
     c->cap = 4096;
     c->buf = malloc(c->cap);
@@ -407,8 +401,7 @@ static void wal_kick(struct wal *w);
 /* Encodes one record into the pending buffer; *seq, *off: where it lands.
  * Advances the log's lsn. */
 static int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
-                    uint64_t term, const void *payload, uint32_t len, uint64_t *seq,
-                    uint64_t *off)
+                    uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off)
 {
   size_t rec_len = WAL_REC_HEADER + (size_t)len;
   struct wal_seg *s;
@@ -515,8 +508,8 @@ int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
       /* Entries before i are encoded already: the log and its index no
        * longer agree on what was asked, so nothing more is written. */
       w->fatal = rv;
-      wal_fmt(w->errmsg, sizeof w->errmsg, "append of group %" PRIu64 " index %" PRIu64 ": %s",
-               gid, index + i, cairn_strerror(rv));
+      wal_fmt(w->errmsg, sizeof w->errmsg, "append of group %" PRIu64 " index %" PRIu64 ": %s", gid,
+              index + i, cairn_strerror(rv));
       return rv;
     }
   }
@@ -611,14 +604,13 @@ int wal_remove(struct wal *w, struct wal_req *req, uint64_t gid, wal_cb cb)
 
 /* ---- the job: one write and one fdatasync per segment touched ---- */
 
-static void wal_job_fail(struct wal_job *job, int err, const char *what, uint64_t seq,
-                         uint64_t off)
+static void wal_job_fail(struct wal_job *job, int err, const char *what, uint64_t seq, uint64_t off)
 {
   char name[32];
   wal_seg_name(seq, name, sizeof name);
   job->status = err;
   wal_fmt(job->errmsg, sizeof job->errmsg, "%s/%s: %s at %" PRIu64 ": %s", job->dir, name, what,
-           off, cairn_strerror(err));
+          off, cairn_strerror(err));
 }
 
 static int wal_job_sync_dir(struct wal_job *job)
@@ -630,7 +622,7 @@ static int wal_job_sync_dir(struct wal_job *job)
   if (rv != 0) {
     job->status = rv;
     wal_fmt(job->errmsg, sizeof job->errmsg, "%s: directory fsync: %s", job->dir,
-             cairn_strerror(rv));
+            cairn_strerror(rv));
   }
   return rv;
 }
@@ -737,8 +729,7 @@ static void wal_job_done(uv_work_t *work, int status)
   w->job = NULL;
   if (status != 0 && job->status == 0) {
     job->status = status;
-    wal_fmt(job->errmsg, sizeof job->errmsg, "%s: write job: %s", w->dir,
-             cairn_strerror(status));
+    wal_fmt(job->errmsg, sizeof job->errmsg, "%s: write job: %s", w->dir, cairn_strerror(status));
   }
   for (size_t i = 0; i < job->nchunks; i++) {
     struct wal_chunk *c = &job->chunks[i];
@@ -775,21 +766,6 @@ static void wal_job_done(uv_work_t *work, int status)
     wal_collect(w);
     wal_kick(w);
   }
-}
-
-static int wal_strv_push(char ***v, size_t *n, size_t *cap, char *s)
-{
-  if (*n == *cap) {
-    size_t c = *cap ? *cap * 2 : 4;
-    char **nv = realloc(*v, c * sizeof *nv);
-    if (nv == NULL) {
-      return CAIRN_ENOMEM;
-    }
-    *v = nv;
-    *cap = c;
-  }
-  (*v)[(*n)++] = s;
-  return 0;
 }
 
 /* Hands everything pending to one job. */
@@ -883,10 +859,11 @@ static void wal_collect(struct wal *w)
     char path[PATH_MAX];
     wal_seg_path(w, s->seq, path, sizeof path);
     char *p = strdup(path);
-    if (p == NULL || wal_strv_push(&w->unlinks, &w->nunlinks, &w->unlinks_cap, p) != 0) {
+    if (p == NULL || wal_grow(&w->unlinks, &w->unlinks_cap, w->nunlinks, sizeof *w->unlinks) != 0) {
       free(p);
       return; /* retried after the next job */
     }
+    w->unlinks[w->nunlinks++] = p;
     close(s->fd);
     memmove(w->segs, w->segs + 1, (w->nsegs - 1) * sizeof *w->segs);
     w->nsegs--;
@@ -997,14 +974,13 @@ int wal_group_info(const struct wal *w, uint64_t gid, struct wal_group_info *inf
   if (g == NULL) {
     return CAIRN_ENOTFOUND;
   }
-  *info = (struct wal_group_info){g->term, g->vote, g->snap_index, g->snap_term, g->first,
-                                  g->first + g->n};
+  *info = (struct wal_group_info){g->term,      g->vote,  g->snap_index,
+                                  g->snap_term, g->first, g->first + g->n};
   return 0;
 }
 
 /* The pending or in-flight bytes holding [off, off+len) of segment seq. */
-static const uint8_t *wal_find_buffered(const struct wal *w, uint64_t seq, uint64_t off,
-                                        size_t len)
+static const uint8_t *wal_find_buffered(const struct wal *w, uint64_t seq, uint64_t off, size_t len)
 {
   const struct wal_chunk *lists[2] = {w->job ? w->job->chunks : NULL, w->pend};
   size_t counts[2] = {w->job ? w->job->nchunks : 0, w->npend};
@@ -1050,8 +1026,8 @@ int wal_read(struct wal *w, uint64_t gid, uint64_t index, struct wal_entry *e)
   }
   struct wal_rec r;
   char why[128];
-  if (rv == 0 && (!wal_rec_decode(rec, rec_len, 0, &r, why, sizeof why) || r.gid != gid ||
-                  r.index != index)) {
+  if (rv == 0 &&
+      (!wal_rec_decode(rec, rec_len, 0, &r, why, sizeof why) || r.gid != gid || r.index != index)) {
     rv = CAIRN_ECORRUPT;
   }
   if (rv != 0) {
@@ -1060,8 +1036,8 @@ int wal_read(struct wal *w, uint64_t gid, uint64_t index, struct wal_entry *e)
   }
   /* The payload moves to the front so the caller frees one pointer. */
   memmove(rec, rec + WAL_REC_HEADER, l->len);
-  *e = (struct wal_entry){.term = l->term, .type = l->type, .buf = l->len ? rec : NULL,
-                          .len = l->len};
+  *e = (struct wal_entry){
+      .term = l->term, .type = l->type, .buf = l->len ? rec : NULL, .len = l->len};
   if (l->len == 0) {
     free(rec);
   }

@@ -112,10 +112,10 @@ struct wal_opts {
 struct wal_stats {
   uint64_t first_seq, last_seq; /* segments on disk or being created */
   uint64_t groups;
-  uint64_t jobs;          /* write+fsync jobs completed */
-  uint64_t records;       /* records appended since open */
-  uint64_t bytes;         /* bytes appended since open */
-  uint64_t durable_lsn;   /* bytes made durable since open */
+  uint64_t jobs;        /* write+fsync jobs completed */
+  uint64_t records;     /* records appended since open */
+  uint64_t bytes;       /* bytes appended since open */
+  uint64_t durable_lsn; /* bytes made durable since open */
   uint64_t segments_deleted;
   uint64_t torn_bytes_cut; /* at open */
 };
@@ -144,10 +144,9 @@ void wal_close(struct wal *w, wal_close_cb cb, void *data);
  * CAIRN_ETOOLARGE, CAIRN_EINVAL or CAIRN_ENOMEM. Ownership: borrows
  * entries and their buffers (copied before return); req is the caller's
  * until its callback. */
-__attribute__((warn_unused_result)) int wal_append(struct wal *w, struct wal_req *req,
-                                                   uint64_t gid, uint64_t index,
-                                                   const struct wal_entry *entries, unsigned n,
-                                                   wal_cb cb);
+__attribute__((warn_unused_result)) int wal_append(struct wal *w, struct wal_req *req, uint64_t gid,
+                                                   uint64_t index, const struct wal_entry *entries,
+                                                   unsigned n, wal_cb cb);
 
 /* Drops group gid's entries from index on (index >= first). Same rules as
  * wal_append for req, cb and errors (CAIRN_EINDEX: below first;
@@ -167,12 +166,11 @@ __attribute__((warn_unused_result)) int wal_set_meta(struct wal *w, struct wal_r
  * Same rules as wal_append for req, cb and errors. */
 __attribute__((warn_unused_result)) int wal_snapshot(struct wal *w, struct wal_req *req,
                                                      uint64_t gid, uint64_t snap_index,
-                                                     uint64_t snap_term, uint64_t first,
-                                                     wal_cb cb);
+                                                     uint64_t snap_term, uint64_t first, wal_cb cb);
 
 /* Forgets group gid and everything it holds. Same rules as wal_append. */
-__attribute__((warn_unused_result)) int wal_remove(struct wal *w, struct wal_req *req,
-                                                   uint64_t gid, wal_cb cb);
+__attribute__((warn_unused_result)) int wal_remove(struct wal *w, struct wal_req *req, uint64_t gid,
+                                                   wal_cb cb);
 
 /* Group gid's state. Returns 0 or CAIRN_ENOTFOUND. */
 __attribute__((warn_unused_result)) int wal_group_info(const struct wal *w, uint64_t gid,

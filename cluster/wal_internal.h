@@ -119,7 +119,7 @@ struct wal {
   struct wal_chunk *pend; /* pending bytes, in file order */
   size_t npend, pend_cap;
   struct wal_req *req_head, *req_tail; /* pending requests, in order */
-  char **unlinks; /* segment paths the next job removes */
+  char **unlinks;                      /* segment paths the next job removes */
   size_t nunlinks, unlinks_cap;
   struct wal_job *job; /* in flight, or NULL */
 
@@ -143,8 +143,7 @@ int wal_seg_push(struct wal *w, uint64_t seq);
 int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
                     uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn);
 int wal_apply_truncate(struct wal *w, uint64_t gid, uint64_t index, uint64_t lsn);
-int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], uint64_t seq,
-                   uint64_t lsn);
+int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], uint64_t seq, uint64_t lsn);
 void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn);
 
 /* Decodes and checks the record at buf[off..len): structure and CRC only.
@@ -156,6 +155,10 @@ bool wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq);
 void wal_seg_header_put(uint8_t *p, uint64_t seq);
 void wal_seg_path(const struct wal *w, uint64_t seq, char *buf, size_t len);
 void wal_seg_name(uint64_t seq, char *buf, size_t len);
+
+/* Makes room for one more element in *arrp (an array pointer of n elements
+ * of elem bytes, *cap allocated), doubling. Returns 0 or CAIRN_ENOMEM. */
+int wal_grow(void *arrp, size_t *cap, size_t n, size_t elem);
 
 /* vsnprintf into buf: messages that name paths may be cut short, which is
  * fine for a message (snprintf's truncation warning is not). */

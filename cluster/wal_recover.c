@@ -57,14 +57,9 @@ static int wal_recover_list(struct wal *w, uint64_t **out, size_t *n)
     if (strcmp(check, de->d_name) != 0) {
       continue;
     }
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      uint64_t *nv = realloc(v, cap * sizeof *nv);
-      if (nv == NULL) {
-        rv = CAIRN_ENOMEM;
-        break;
-      }
-      v = nv;
+    rv = wal_grow(&v, &cap, *n, sizeof *v);
+    if (rv != 0) {
+      break;
     }
     v[(*n)++] = seq;
   }
@@ -154,7 +149,7 @@ static int wal_recover_cut(struct wal *w, struct wal_seg *s, size_t bad, size_t 
   }
   if (rv != 0) {
     wal_fmt(w->errmsg, sizeof w->errmsg, "%s: cutting a torn tail at %zu: %s", path, bad,
-             cairn_strerror(rv));
+            cairn_strerror(rv));
     return rv;
   }
   log_warn("wal", "%s: cut a torn tail of %zu bytes at byte %zu", path, len - bad, bad);
@@ -198,7 +193,7 @@ static int wal_recover_segment(struct wal *w, struct wal_seg *s, const uint8_t *
   if (later != 0) {
     char msg[200];
     wal_fmt(msg, sizeof msg, "%s (the record at byte %zu, written after it was synced, is intact)",
-             why, later);
+            why, later);
     return wal_recover_fail(w, CAIRN_ECORRUPT, s->seq, off, msg);
   }
   int rv = wal_recover_cut(w, s, off, len);
@@ -242,8 +237,8 @@ static int wal_recover_one(struct wal *w, uint64_t seq, bool newest)
 
 int wal_recover(struct wal *w)
 {
-  uint64_t *seqs;
-  size_t n;
+  uint64_t *seqs = NULL;
+  size_t n = 0;
   int rv = wal_recover_list(w, &seqs, &n);
   if (rv != 0) {
     return rv;

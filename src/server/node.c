@@ -419,6 +419,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   uv_timer_init(loop, &n->tick);
   n->tick.data = n;
   uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
+  n->looplag.timer.data = n;
+  looplag_start(loop, &n->looplag);
   n->state = NODE_RUNNING;
   log_info("node", "node %" PRIu64 " up: clients %s, cluster %s, data %s", n->cfg.node_id,
            n->cfg.advertise_client.str, n->cfg.advertise_cluster.str, n->cfg.data_dir);
@@ -740,8 +742,9 @@ static void node_stop_step(struct node *n)
   }
   switch (n->stop_stage++) {
   case 0:
-    n->parts_open = 5;
+    n->parts_open = 6;
     handle_fetch_close_all(n);
+    uv_close(looplag_handle(&n->looplag), node_on_handle_closed);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);

@@ -231,9 +231,9 @@ static bool wm_matches(struct wm *m, const struct m_state *s, char *why, size_t 
                i, (unsigned long long)info.term, (unsigned long long)info.vote,
                (unsigned long long)info.snap_index, (unsigned long long)info.snap_term,
                (unsigned long long)info.first, (unsigned long long)info.next,
-               (unsigned long long)g->term, (unsigned long long)g->vote,
-               (unsigned long long)g->si, (unsigned long long)g->st,
-               (unsigned long long)g->first, (unsigned long long)(g->first + g->n));
+               (unsigned long long)g->term, (unsigned long long)g->vote, (unsigned long long)g->si,
+               (unsigned long long)g->st, (unsigned long long)g->first,
+               (unsigned long long)(g->first + g->n));
       return false;
     }
     for (size_t k = 0; k < g->n; k++) {
@@ -263,8 +263,8 @@ static bool wm_matches(struct wm *m, const struct m_state *s, char *why, size_t 
 
 static void wm_fail(struct wm *m, const char *what, const char *why)
 {
-  fail_msg("%s at op %d of the run with seed %llu (replay with CAIRN_TEST_SEED): %s", what,
-           m->op, (unsigned long long)m->seed, why);
+  fail_msg("%s at op %d of the run with seed %llu (replay with CAIRN_TEST_SEED): %s", what, m->op,
+           (unsigned long long)m->seed, why);
 }
 
 static void wm_check_invariants(struct wm *m)
@@ -546,7 +546,9 @@ static uint64_t wm_newest(struct wm *m, char *name, size_t len)
     unsigned long long seq;
     if (sscanf(de->d_name, "wal-%16llx.log", &seq) == 1 && seq >= best) {
       best = seq;
-      snprintf(name, len, "%s", de->d_name);
+      size_t l = strlen(de->d_name);
+      assert_true(l < len);
+      memcpy(name, de->d_name, l + 1);
     }
   }
   closedir(d);
@@ -761,9 +763,9 @@ int main(void)
 {
   log_set_level(LOG_OFF); /* the crashes log expected errors */
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_wal_agrees_with_model_under_random_operations_and_crashes),
-    cmocka_unit_test(test_wal_recovers_at_every_write_and_fsync_boundary),
-    cmocka_unit_test(test_wal_refuses_damage_before_synced_records),
+      cmocka_unit_test(test_wal_agrees_with_model_under_random_operations_and_crashes),
+      cmocka_unit_test(test_wal_recovers_at_every_write_and_fsync_boundary),
+      cmocka_unit_test(test_wal_refuses_damage_before_synced_records),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
