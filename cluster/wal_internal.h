@@ -94,7 +94,21 @@ struct wal_rec {
   const uint8_t *payload;
 };
 
-struct wal_job;
+/* One write+fsync of everything pending at one loop turn. The worker
+ * touches only the job and the files. */
+struct wal_job {
+  uv_work_t work;
+  struct wal *w;
+  char *dir;
+  struct wal_chunk *chunks;
+  size_t nchunks;
+  char **unlinks;
+  size_t nunlinks;
+  struct wal_req *req_head;
+  uint64_t end_lsn;
+  int status;
+  char errmsg[WAL_ERRMSG_SIZE];
+};
 
 struct wal {
   uv_loop_t *loop;
@@ -163,6 +177,23 @@ int wal_grow(void *arrp, size_t *cap, size_t n, size_t elem);
 /* vsnprintf into buf: messages that name paths may be cut short, which is
  * fine for a message (snprintf's truncation warning is not). */
 void wal_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Encodes a META record of gid with these fields and applies it. */
+int wal_emit_meta(struct wal *w, const struct wal_group *g, uint64_t gid, uint64_t term,
+                  uint64_t vote, uint64_t snap_index, uint64_t snap_term, uint64_t first);
+/* Cancels what is pending and closes the prepare handle, then frees. */
+void wal_finish_close(struct wal *w);
+
+/* ---- wal_job.c ---- */
+
+/* Makes sure pending work goes out at this loop turn's end. */
+void wal_kick(struct wal *w);
+/* Fires the callbacks of the list r, in order, with status. */
+void wal_fire(struct wal_req *r, int status);
+/* Takes the pending requests off the log. */
+struct wal_req *wal_take_reqs(struct wal *w);
+/* Latches the log fatal with msg (the first failure wins). */
+void wal_latch(struct wal *w, int err, const char *msg);
 
 /* ---- wal_recover.c ---- */
 
