@@ -433,12 +433,17 @@ static void wal_queue_req(struct wal *w, struct wal_req *req, wal_cb cb)
   w->req_tail = req;
 }
 
-static int wal_usable(const struct wal *w)
+/* Whether a write call may go ahead: the log is open and not fatal, and
+ * a callback comes with its request. */
+static int wal_usable(const struct wal *w, const struct wal_req *req, wal_cb cb)
 {
   if (w->fatal != 0) {
     return CAIRN_EFATAL;
   }
-  return w->closing ? CAIRN_ECLOSED : 0;
+  if (w->closing) {
+    return CAIRN_ECLOSED;
+  }
+  return cb != NULL && req == NULL ? CAIRN_EINVAL : 0;
 }
 
 int wal_emit_meta(struct wal *w, const struct wal_group *g, uint64_t gid, uint64_t term,
@@ -463,11 +468,11 @@ int wal_emit_meta(struct wal *w, const struct wal_group *g, uint64_t gid, uint64
 int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
                const struct wal_entry *entries, unsigned n, wal_cb cb)
 {
-  int rv = wal_usable(w);
+  int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
   }
-  if (n == 0 || (cb != NULL && req == NULL)) {
+  if (n == 0) {
     return CAIRN_EINVAL;
   }
   const struct wal_group *g = wal_group_find(w, gid);
@@ -501,7 +506,7 @@ int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
 
 int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index, wal_cb cb)
 {
-  int rv = wal_usable(w);
+  int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
   }
@@ -509,8 +514,8 @@ int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t inde
   if (g == NULL) {
     return CAIRN_ENOTFOUND;
   }
-  if (index < g->first || (cb != NULL && req == NULL)) {
-    return index < g->first ? CAIRN_EINDEX : CAIRN_EINVAL;
+  if (index < g->first) {
+    return CAIRN_EINDEX;
   }
   uint64_t seq, off;
   rv = wal_emit(w, WAL_REC_TRUNCATE, 0, gid, index, 0, NULL, 0, &seq, &off);
@@ -526,12 +531,9 @@ int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t inde
 int wal_set_meta(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t term, uint64_t vote,
                  wal_cb cb)
 {
-  int rv = wal_usable(w);
+  int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
-  }
-  if (cb != NULL && req == NULL) {
-    return CAIRN_EINVAL;
   }
   const struct wal_group *g = wal_group_find(w, gid);
   uint64_t si = g ? g->snap_index : 0, st = g ? g->snap_term : 0, first = g ? g->first : 1;
@@ -545,12 +547,9 @@ int wal_set_meta(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t term
 int wal_snapshot(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap_index,
                  uint64_t snap_term, uint64_t first, wal_cb cb)
 {
-  int rv = wal_usable(w);
+  int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
-  }
-  if (cb != NULL && req == NULL) {
-    return CAIRN_EINVAL;
   }
   const struct wal_group *g = wal_group_find(w, gid);
   if (g != NULL && first < g->first) {
@@ -565,15 +564,12 @@ int wal_snapshot(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap
 
 int wal_remove(struct wal *w, struct wal_req *req, uint64_t gid, wal_cb cb)
 {
-  int rv = wal_usable(w);
+  int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
   }
   if (wal_group_find(w, gid) == NULL) {
     return CAIRN_ENOTFOUND;
-  }
-  if (cb != NULL && req == NULL) {
-    return CAIRN_EINVAL;
   }
   uint64_t seq, off;
   rv = wal_emit(w, WAL_REC_REMOVE, 0, gid, 0, 0, NULL, 0, &seq, &off);
