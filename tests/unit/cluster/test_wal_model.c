@@ -12,6 +12,10 @@
  * issued since the last check that holds every record acknowledged: the
  * log writes records in order, and a torn job can only lose a suffix.
  *
+ * A last test SIGKILLs a process appending to 8 groups (with snapshots
+ * that delete segments) at random moments and checks that every entry it
+ * acknowledged is there, once, in order, with its content.
+ *
  * Replay: the test prints its seed; CAIRN_TEST_SEED=<seed> replays.
  * CAIRN_MODEL_RUNS and CAIRN_MODEL_OPS change the random test's size. */
 #include "cluster/wal.h"
@@ -22,6 +26,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -759,6 +766,186 @@ static void test_wal_refuses_damage_before_synced_records(void **state)
   wm_fini(&m);
 }
 
+/* ---- SIGKILL of a writing process ---- */
+
+#define KG 8             /* groups the killed writer appends to */
+#define K_KEEP 40        /* entries a snapshot leaves behind */
+#define K_SNAP_EVERY 150 /* a snapshot per group every so many entries */
+
+/* The payload of entry index of group g: a function of both, so a record
+ * in the wrong place or a stale one is seen. */
+static uint32_t kill_payload(uint64_t g, uint64_t index, uint8_t *p)
+{
+  uint32_t len = (uint32_t)((g * 31 + index * 7) % 60);
+  for (uint32_t j = 0; j < len; j++) {
+    p[j] = (uint8_t)(g * 13 + index * 3 + j);
+  }
+  return len;
+}
+
+struct kill_child {
+  struct wal *w;
+  int fd;
+  uint64_t next[KG];
+  struct wal_req reqs[KG];
+  uint64_t want[KG]; /* the index the group's request acknowledges */
+};
+
+static void kill_child_issue(struct kill_child *k, int g);
+
+static void kill_child_on_done(struct wal_req *req, int status)
+{
+  struct kill_child *k = req->data;
+  int g = (int)(req - k->reqs);
+  if (status != 0) {
+    _exit(5);
+  }
+  uint64_t rep[2] = {(uint64_t)g, k->want[g]};
+  if (write(k->fd, rep, sizeof rep) != (ssize_t)sizeof rep) {
+    _exit(6);
+  }
+  kill_child_issue(k, g);
+}
+
+/* Appends 1-3 entries to group g; every K_SNAP_EVERY a snapshot (no
+ * callback) compacts it, so segments are deleted while the kill lands. */
+static void kill_child_issue(struct kill_child *k, int g)
+{
+  uint64_t gid = gid_of(g);
+  struct wal_entry es[3];
+  uint8_t bufs[3][64];
+  unsigned n = 1 + (unsigned)(k->next[g] % 3);
+  for (unsigned i = 0; i < n; i++) {
+    uint64_t index = k->next[g] + i;
+    es[i] = (struct wal_entry){1, 1, bufs[i], kill_payload(gid, index, bufs[i])};
+  }
+  k->reqs[g].data = k;
+  k->want[g] = k->next[g] + n - 1;
+  if (wal_append(k->w, &k->reqs[g], gid, k->next[g], es, n, kill_child_on_done) != 0) {
+    _exit(7);
+  }
+  k->next[g] += n;
+  if (k->next[g] % K_SNAP_EVERY < n && k->next[g] > K_KEEP) {
+    uint64_t si = k->next[g] - 1;
+    if (wal_snapshot(k->w, NULL, gid, si, 1, si + 1 - K_KEEP, NULL) != 0) {
+      _exit(8);
+    }
+  }
+}
+
+static void kill_child_run(const char *dir, int fd)
+{
+  uv_loop_t loop;
+  struct kill_child k = {.fd = fd};
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.segment_bytes = 16 * 1024};
+  if (uv_loop_init(&loop) != 0 || wal_open(&loop, dir, &o, &k.w, errmsg) != 0) {
+    _exit(9);
+  }
+  for (int g = 0; g < KG; g++) {
+    struct wal_group_info info;
+    k.next[g] = wal_group_info(k.w, gid_of(g), &info) == 0 ? info.next : 1;
+    kill_child_issue(&k, g);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  _exit(10);
+}
+
+/* Reads acknowledgements from fd until deadline_ms passes (or the child
+ * is gone and the pipe empty); acked[g] is the highest per group. */
+static unsigned kill_read_acks(int fd, uint64_t *acked, uint64_t deadline_ns)
+{
+  unsigned n = 0;
+  for (;;) {
+    uint64_t rep[2];
+    ssize_t got = read(fd, rep, sizeof rep);
+    if (got == (ssize_t)sizeof rep) {
+      assert_true(rep[0] < KG);
+      assert_true(rep[1] > acked[rep[0]]); /* in order, each once */
+      acked[rep[0]] = rep[1];
+      n++;
+      continue;
+    }
+    if (got == 0 || uv_hrtime() > deadline_ns) {
+      return n;
+    }
+    if (got < 0 && errno == EAGAIN) {
+      usleep(1000);
+      continue;
+    }
+    assert_true(got < 0 && errno == EINTR);
+  }
+}
+
+static void test_wal_keeps_every_acknowledged_entry_across_sigkill(void **state)
+{
+  (void)state;
+  uint64_t seed = tu_seed("test_wal_sigkill");
+  uint64_t rng = seed ? seed : 1;
+  char *dir = tu_tmpdir("walkill");
+  uint64_t acked[KG] = {0};
+  unsigned total = 0;
+  for (int round = 0; round < 6; round++) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      kill_child_run(dir, fds[1]);
+    }
+    close(fds[1]);
+    assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+    uint64_t ms = 100 + tu_rand(&rng) % 300;
+    total += kill_read_acks(fds[0], acked, uv_hrtime() + ms * 1000000);
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(fcntl(fds[0], F_SETFL, 0), 0);
+    total += kill_read_acks(fds[0], acked, UINT64_MAX); /* what it wrote before dying */
+    close(fds[0]);
+
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    struct wal *w;
+    char errmsg[WAL_ERRMSG_SIZE];
+    int rv = wal_open(&loop, dir, NULL, &w, errmsg);
+    if (rv != 0) {
+      fail_msg("round %d (seed %llu): reopen: %s", round, (unsigned long long)seed, errmsg);
+    }
+    for (int g = 0; g < KG; g++) {
+      struct wal_group_info info;
+      assert_int_equal(wal_group_info(w, gid_of(g), &info), 0);
+      if (info.next <= acked[g]) {
+        fail_msg("round %d (seed %llu): group %d holds up to %llu, %llu was acknowledged", round,
+                 (unsigned long long)seed, g, (unsigned long long)info.next - 1,
+                 (unsigned long long)acked[g]);
+      }
+      for (uint64_t i = info.first; i < info.next; i++) {
+        struct wal_entry e;
+        uint8_t want[64];
+        uint32_t len = kill_payload(gid_of(g), i, want);
+        assert_int_equal(wal_read(w, gid_of(g), i, &e), 0);
+        assert_int_equal(e.len, len);
+        assert_true(len == 0 || memcmp(e.buf, want, len) == 0);
+        free((void *)e.buf);
+      }
+    }
+    char why[256];
+    assert_int_equal(wal_check(w, why, sizeof why), 0);
+    bool closed = false;
+    wal_close(w, wm_on_closed, &closed);
+    while (!closed) {
+      uv_run(&loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(uv_loop_close(&loop), 0);
+  }
+  print_message("%u acknowledgements checked over 6 kills\n", total);
+  assert_true(total > 0);
+  tu_tmpdir_free(dir);
+}
+
 int main(void)
 {
   log_set_level(LOG_OFF); /* the crashes log expected errors */
@@ -766,6 +953,7 @@ int main(void)
       cmocka_unit_test(test_wal_agrees_with_model_under_random_operations_and_crashes),
       cmocka_unit_test(test_wal_recovers_at_every_write_and_fsync_boundary),
       cmocka_unit_test(test_wal_refuses_damage_before_synced_records),
+      cmocka_unit_test(test_wal_keeps_every_acknowledged_entry_across_sigkill),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
