@@ -172,6 +172,16 @@ __attribute__((warn_unused_result)) int wal_snapshot(struct wal *w, struct wal_r
 __attribute__((warn_unused_result)) int wal_remove(struct wal *w, struct wal_req *req, uint64_t gid,
                                                    wal_cb cb);
 
+/* Makes everything appended so far durable before returning: waits for
+ * the job in flight, then writes and fdatasyncs what is pending on the
+ * calling thread. For raft_io's set_term and set_vote, which raft 0.15
+ * calls synchronously (raft_uv also writes its metadata file blocking).
+ * Callbacks of the records it made durable still fire later, from the
+ * loop, never from inside this call. Returns 0, CAIRN_EFATAL (also when
+ * this write or fsync failed: the log is then fatal), CAIRN_ECLOSED.
+ * Blocks. */
+__attribute__((warn_unused_result)) int wal_flush_sync(struct wal *w);
+
 /* Group gid's state. Returns 0 or CAIRN_ENOTFOUND. */
 __attribute__((warn_unused_result)) int wal_group_info(const struct wal *w, uint64_t gid,
                                                        struct wal_group_info *info);

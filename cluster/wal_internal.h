@@ -32,6 +32,7 @@
 
 #include "cluster/wal.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -108,6 +109,10 @@ struct wal_job {
   uint64_t end_lsn;
   int status;
   char errmsg[WAL_ERRMSG_SIZE];
+  /* wal_flush_sync waits for the worker with these. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool ran;
 };
 
 struct wal {

@@ -95,6 +95,16 @@ static void wal_job_run(uv_work_t *work)
   }
 }
 
+static void wal_job_run_signal(uv_work_t *work)
+{
+  struct wal_job *job = work->data;
+  wal_job_run(work);
+  pthread_mutex_lock(&job->mu);
+  job->ran = true;
+  pthread_cond_signal(&job->cv);
+  pthread_mutex_unlock(&job->mu);
+}
+
 static void wal_job_free(struct wal_job *job)
 {
   for (size_t i = 0; i < job->nchunks; i++) {
@@ -105,6 +115,8 @@ static void wal_job_free(struct wal_job *job)
   }
   free(job->chunks);
   free(job->unlinks);
+  pthread_mutex_destroy(&job->mu);
+  pthread_cond_destroy(&job->cv);
   free(job);
 }
 
@@ -152,13 +164,15 @@ static void wal_job_done(uv_work_t *work, int status)
     if (s != NULL && c->create && c->fd >= 0) {
       s->fd = c->fd;
     }
-    if (s != NULL && job->status == 0) {
-      s->written = c->off + c->len;
+    if (s != NULL && job->status == 0 && c->off + c->len > s->written) {
+      s->written = c->off + c->len; /* wal_flush_sync may have gone further */
     }
   }
   struct wal_req *failed = NULL;
   if (job->status == 0) {
-    w->durable_lsn = job->end_lsn;
+    if (job->end_lsn > w->durable_lsn) {
+      w->durable_lsn = job->end_lsn;
+    }
     w->st.jobs++;
   } else {
     wal_latch(w, job->status, job->errmsg);
@@ -199,6 +213,8 @@ static void wal_start_job(struct wal *w)
   job->req_head = wal_take_reqs(w);
   job->end_lsn = w->lsn;
   job->work.data = job;
+  pthread_mutex_init(&job->mu, NULL);
+  pthread_cond_init(&job->cv, NULL);
   /* A chunk queued while the job creating its file ran learns its fd now. */
   for (size_t i = 0; i < job->nchunks; i++) {
     const struct wal_seg *s = wal_seg_find(w, job->chunks[i].seq);
@@ -211,7 +227,7 @@ static void wal_start_job(struct wal *w)
   w->unlinks = NULL;
   w->nunlinks = w->unlinks_cap = 0;
   w->job = job;
-  int rv = uv_queue_work(w->loop, &job->work, wal_job_run, wal_job_done);
+  int rv = uv_queue_work(w->loop, &job->work, wal_job_run_signal, wal_job_done);
   if (rv != 0) {
     /* Cannot happen with a live loop; nothing was written. */
     w->job = NULL;
@@ -224,12 +240,18 @@ static void wal_start_job(struct wal *w)
 static void wal_on_prepare(uv_prepare_t *h)
 {
   struct wal *w = h->data;
-  if (w->job != NULL || w->fatal != 0 || w->closing) {
+  if (w->job != NULL || w->closing) {
     return; /* the job's end starts the next one */
   }
   uv_prepare_stop(h);
   w->prepare_on = false;
-  if (w->npend > 0 || w->nunlinks > 0) {
+  if (w->fatal != 0) { /* latched by wal_flush_sync: fail what waits */
+    wal_fire(wal_take_reqs(w), w->fatal);
+    return;
+  }
+  /* Requests alone: wal_flush_sync wrote their records; an empty job
+   * calls them back in order. */
+  if (w->npend > 0 || w->nunlinks > 0 || w->req_head != NULL) {
     wal_start_job(w);
   }
 }
@@ -237,7 +259,7 @@ static void wal_on_prepare(uv_prepare_t *h)
 /* Makes sure pending work goes out at this loop turn's end. */
 void wal_kick(struct wal *w)
 {
-  if (w->prepare_on || w->closing || (w->npend == 0 && w->nunlinks == 0)) {
+  if (w->prepare_on || w->closing || (w->npend == 0 && w->nunlinks == 0 && w->req_head == NULL)) {
     return;
   }
   uv_prepare_start(&w->prepare, wal_on_prepare);
@@ -285,4 +307,71 @@ static void wal_collect(struct wal *w)
     w->st.first_seq = w->segs[0].seq;
     w->st.segments_deleted++;
   }
+}
+
+/* ---- the blocking flush ---- */
+
+/* Waits for the job in flight to finish its I/O (its end still runs
+ * later, from the loop) and takes what it learnt: new files' fds. */
+static int wal_flush_wait_job(struct wal *w)
+{
+  struct wal_job *job = w->job;
+  pthread_mutex_lock(&job->mu);
+  while (!job->ran) {
+    pthread_cond_wait(&job->cv, &job->mu);
+  }
+  pthread_mutex_unlock(&job->mu);
+  if (job->status != 0) {
+    wal_latch(w, job->status, job->errmsg);
+    return CAIRN_EFATAL;
+  }
+  for (size_t i = 0; i < job->nchunks; i++) {
+    struct wal_seg *s = wal_seg_find(w, job->chunks[i].seq);
+    if (s != NULL && job->chunks[i].create) {
+      s->fd = job->chunks[i].fd;
+    }
+  }
+  return 0;
+}
+
+int wal_flush_sync(struct wal *w)
+{
+  if (w->closing) {
+    return CAIRN_ECLOSED;
+  }
+  if (w->fatal != 0) {
+    return CAIRN_EFATAL;
+  }
+  if (w->job != NULL && wal_flush_wait_job(w) != 0) {
+    return CAIRN_EFATAL;
+  }
+  struct wal_job sync = {.w = w, .dir = w->dir, .chunks = w->pend, .nchunks = w->npend};
+  w->pend = NULL;
+  w->npend = w->pend_cap = 0;
+  for (size_t i = 0; i < sync.nchunks; i++) {
+    struct wal_chunk *c = &sync.chunks[i];
+    struct wal_seg *s = wal_seg_find(w, c->seq);
+    if (!c->create && s != NULL) {
+      c->fd = s->fd;
+    }
+    if (sync.status == 0) {
+      (void)wal_job_chunk(&sync, c);
+    }
+    if (s != NULL && c->create && c->fd >= 0) {
+      s->fd = c->fd;
+    }
+    if (s != NULL && sync.status == 0) {
+      s->written = c->off + c->len;
+    }
+    free(c->buf);
+  }
+  free(sync.chunks);
+  if (sync.status != 0) {
+    wal_latch(w, sync.status, sync.errmsg);
+    wal_kick(w); /* the waiting requests fail from the loop */
+    return CAIRN_EFATAL;
+  }
+  w->durable_lsn = w->lsn;
+  wal_kick(w); /* the waiting requests succeed from the loop */
+  return 0;
 }

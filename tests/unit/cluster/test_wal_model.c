@@ -83,7 +83,9 @@ struct wm {
   struct m_state cur;  /* base + recs */
   struct m_rec recs[MAX_RECS];
   size_t nrecs;
-  size_t acked; /* records acknowledged (a prefix of recs) */
+  size_t acked;  /* records acknowledged (a prefix of recs) */
+  size_t synced; /* records wal_flush_sync made durable */
+  unsigned flushes;
   int outstanding;
   int failures;
   int op;
@@ -461,6 +463,18 @@ static int wm_step(struct wm *m)
   return wm_op_remove(m, gi);
 }
 
+/* A blocking flush: everything issued so far is durable when it returns
+ * 0 (its callbacks still come later, from the loop). */
+static int wm_flush(struct wm *m)
+{
+  int rv = wal_flush_sync(m->w);
+  if (rv == 0) {
+    m->synced = m->nrecs;
+    m->flushes++;
+  }
+  return rv;
+}
+
 static void wm_drain(struct wm *m)
 {
   while (m->outstanding > 0) {
@@ -511,7 +525,7 @@ static void wm_settle(struct wm *m)
   }
   wm_check_invariants(m);
   ms_copy(&m->base, &m->cur);
-  m->nrecs = m->acked = 0;
+  m->nrecs = m->acked = m->synced = 0;
 }
 
 /* After a reopen: the log must equal base + recs[0..k) for some k that
@@ -520,11 +534,12 @@ static void wm_check_prefix(struct wm *m)
 {
   struct m_state s = {0};
   ms_copy(&s, &m->base);
-  for (size_t k = 0; k < m->acked; k++) {
+  size_t must = m->acked > m->synced ? m->acked : m->synced;
+  for (size_t k = 0; k < must; k++) {
     ms_apply(&s, &m->recs[k]);
   }
   char why[256] = "";
-  size_t k = m->acked;
+  size_t k = must;
   while (!wm_matches(m, &s, why, sizeof why)) {
     if (k == m->nrecs) {
       ms_free(&s);
@@ -539,7 +554,7 @@ static void wm_check_prefix(struct wm *m)
   ms_copy(&m->base, &s);
   ms_copy(&m->cur, &s);
   ms_free(&s);
-  m->nrecs = m->acked = 0;
+  m->nrecs = m->acked = m->synced = 0;
 }
 
 /* The newest segment file in dir, or 0. */
@@ -595,7 +610,7 @@ static bool wm_crash(struct wm *m, enum fault_point point, int skip, int nsteps,
 {
   fault_arm(point, skip, -EIO);
   for (int i = 0; i < nsteps && wal_fatal(m->w) == 0; i++) {
-    int rv = wm_step(m);
+    int rv = wm_rand(m, 8) == 0 ? wm_flush(m) : wm_step(m);
     if (rv != 0 && rv != CAIRN_EFATAL) {
       wm_fail(m, "call", cairn_strerror(rv));
     }
@@ -682,6 +697,10 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
         wm_crash(&m, p, (int)wm_rand(&m, 6), 40, wm_rand(&m, 2) == 0);
       } else if (dice < 60) {
         wm_settle(&m);
+      } else if (dice < 100) {
+        if (wm_flush(&m) != 0) {
+          wm_fail(&m, "flush", wal_errmsg(m.w));
+        }
       } else {
         int rv = wm_step(&m);
         if (rv != 0) {
@@ -693,6 +712,7 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
       }
     }
     wm_settle(&m);
+    print_message("run %d: %u blocking flushes\n", run, m.flushes);
     print_message("run %d: %d ops, %u reopens, %u crashes (%u power cuts, %llu torn bytes cut), "
                   "%llu segments deleted\n",
                   run, m.op, m.reopens, m.crashes, m.power_cuts, (unsigned long long)m.cut_bytes,
