@@ -101,7 +101,8 @@ bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *
   }
   /* A record that passes its checksum but breaks the layout was written by
    * something else: damage, not a torn write. */
-  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_REMOVE;
+  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_REMOVE &&
+                 (r->type != WAL_REC_META || r->etype <= WAL_META_RESET);
   bool ok_len = r->type == WAL_REC_ENTRY ||
                 (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD : r->len == 0);
   if (!ok_type || !ok_len || le_get16(p + 10) != 0) {
@@ -257,7 +258,8 @@ int wal_apply_truncate(struct wal *w, uint64_t gid, uint64_t index, uint64_t lsn
   return 0;
 }
 
-int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], uint64_t seq, uint64_t lsn)
+int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool reset, uint64_t seq,
+                   uint64_t lsn)
 {
   struct wal_group *g = wal_group_get(w, gid, meta[4]);
   if (g == NULL) {
@@ -271,7 +273,7 @@ int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], uint64_t
   g->snap_index = meta[2];
   g->snap_term = meta[3];
   uint64_t first = meta[4];
-  if (first >= g->first + g->n) {
+  if (reset || first >= g->first + g->n) {
     wal_group_drop_tail(w, g, g->first, lsn);
     g->first = first;
   } else {
@@ -446,21 +448,21 @@ static int wal_usable(const struct wal *w, const struct wal_req *req, wal_cb cb)
   return cb != NULL && req == NULL ? CAIRN_EINVAL : 0;
 }
 
-int wal_emit_meta(struct wal *w, const struct wal_group *g, uint64_t gid, uint64_t term,
-                  uint64_t vote, uint64_t snap_index, uint64_t snap_term, uint64_t first)
+int wal_emit_meta(struct wal *w, bool reset, uint64_t gid, uint64_t term, uint64_t vote,
+                  uint64_t snap_index, uint64_t snap_term, uint64_t first)
 {
-  (void)g;
   uint64_t m[5] = {term, vote, snap_index, snap_term, first};
   uint8_t p[WAL_META_PAYLOAD];
   for (int i = 0; i < 5; i++) {
     le_put64(p + 8 * i, m[i]);
   }
   uint64_t seq, off;
-  int rv = wal_emit(w, WAL_REC_META, 0, gid, 0, 0, p, sizeof p, &seq, &off);
+  int rv =
+      wal_emit(w, WAL_REC_META, reset ? WAL_META_RESET : 0, gid, 0, 0, p, sizeof p, &seq, &off);
   if (rv != 0) {
     return rv;
   }
-  return wal_apply_meta(w, gid, m, seq, w->lsn);
+  return wal_apply_meta(w, gid, m, reset, seq, w->lsn);
 }
 
 /* ---- the public write calls ---- */
@@ -537,7 +539,7 @@ int wal_set_meta(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t term
   }
   const struct wal_group *g = wal_group_find(w, gid);
   uint64_t si = g ? g->snap_index : 0, st = g ? g->snap_term : 0, first = g ? g->first : 1;
-  rv = wal_emit_meta(w, g, gid, term, vote, si, st, first);
+  rv = wal_emit_meta(w, false, gid, term, vote, si, st, first);
   if (rv == 0) {
     wal_queue_req(w, req, cb);
   }
@@ -555,7 +557,23 @@ int wal_snapshot(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap
   if (g != NULL && first < g->first) {
     first = g->first; /* what is dropped already stays dropped */
   }
-  rv = wal_emit_meta(w, g, gid, g ? g->term : 0, g ? g->vote : 0, snap_index, snap_term, first);
+  rv = wal_emit_meta(w, false, gid, g ? g->term : 0, g ? g->vote : 0, snap_index, snap_term, first);
+  if (rv == 0) {
+    wal_queue_req(w, req, cb);
+  }
+  return rv;
+}
+
+int wal_reset(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap_index,
+              uint64_t snap_term, wal_cb cb)
+{
+  int rv = wal_usable(w, req, cb);
+  if (rv != 0) {
+    return rv;
+  }
+  const struct wal_group *g = wal_group_find(w, gid);
+  rv = wal_emit_meta(w, true, gid, g ? g->term : 0, g ? g->vote : 0, snap_index, snap_term,
+                     snap_index + 1);
   if (rv == 0) {
     wal_queue_req(w, req, cb);
   }

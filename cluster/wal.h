@@ -168,6 +168,14 @@ __attribute__((warn_unused_result)) int wal_snapshot(struct wal *w, struct wal_r
                                                      uint64_t gid, uint64_t snap_index,
                                                      uint64_t snap_term, uint64_t first, wal_cb cb);
 
+/* Records a snapshot of group gid at (snap_index, snap_term) installed
+ * from the leader: every entry is dropped, whatever its index, and the
+ * next append follows the snapshot (next = snap_index + 1), in one record.
+ * Same rules as wal_append for req, cb and errors. */
+__attribute__((warn_unused_result)) int wal_reset(struct wal *w, struct wal_req *req, uint64_t gid,
+                                                  uint64_t snap_index, uint64_t snap_term,
+                                                  wal_cb cb);
+
 /* Forgets group gid and everything it holds. Same rules as wal_append. */
 __attribute__((warn_unused_result)) int wal_remove(struct wal *w, struct wal_req *req, uint64_t gid,
                                                    wal_cb cb);

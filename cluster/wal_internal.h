@@ -16,7 +16,8 @@
  *       0  4  u32 CRC-32C of bytes 4..40+len
  *       4  4  u32 len (<= WAL_MAX_PAYLOAD)
  *       8  1  u8 type (enum wal_rec_type)
- *       9  1  u8 ENTRY: the Raft entry type; others 0
+ *       9  1  u8 ENTRY: the Raft entry type; META: flags (WAL_META_RESET);
+ *             others 0
  *      10  2  reserved, 0
  *      12  4  u32 job_back: bytes from the first byte the same write job
  *             wrote to this segment back to this record (recovery tells a
@@ -40,6 +41,7 @@
 #define WAL_REC_HEADER 40
 #define WAL_META_PAYLOAD 40
 #define WAL_MAGIC "CAIRNWAL"
+#define WAL_META_RESET 1 /* META flags (byte 9): drop every entry, next = first */
 
 enum wal_rec_type {
   WAL_REC_ENTRY = 1,
@@ -162,7 +164,8 @@ int wal_seg_push(struct wal *w, uint64_t seq);
 int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
                     uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn);
 int wal_apply_truncate(struct wal *w, uint64_t gid, uint64_t index, uint64_t lsn);
-int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], uint64_t seq, uint64_t lsn);
+int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool reset, uint64_t seq,
+                   uint64_t lsn);
 void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn);
 
 /* Decodes and checks the record at buf[off..len): structure and CRC only.
@@ -184,8 +187,8 @@ int wal_grow(void *arrp, size_t *cap, size_t n, size_t elem);
 void wal_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Encodes a META record of gid with these fields and applies it. */
-int wal_emit_meta(struct wal *w, const struct wal_group *g, uint64_t gid, uint64_t term,
-                  uint64_t vote, uint64_t snap_index, uint64_t snap_term, uint64_t first);
+int wal_emit_meta(struct wal *w, bool reset, uint64_t gid, uint64_t term, uint64_t vote,
+                  uint64_t snap_index, uint64_t snap_term, uint64_t first);
 /* Cancels what is pending and closes the prepare handle, then frees. */
 void wal_finish_close(struct wal *w);
 

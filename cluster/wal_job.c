@@ -272,7 +272,8 @@ static void wal_unpin_meta(struct wal *w, uint64_t seq)
   for (size_t i = 0; i < w->ngroups && w->fatal == 0; i++) {
     const struct wal_group *g = w->groups[i];
     if (g->has_meta && g->meta_seq == seq) {
-      int rv = wal_emit_meta(w, g, g->id, g->term, g->vote, g->snap_index, g->snap_term, g->first);
+      int rv =
+          wal_emit_meta(w, false, g->id, g->term, g->vote, g->snap_index, g->snap_term, g->first);
       if (rv != 0) {
         wal_latch(w, rv, "rewriting group metadata: out of memory");
       }

@@ -92,7 +92,7 @@ static int wal_recover_apply(struct wal *w, uint64_t seq, size_t off, const stru
     for (int i = 0; i < 5; i++) {
       m[i] = le_get64(r->payload + 8 * i);
     }
-    rv = wal_apply_meta(w, r->gid, m, seq, 0);
+    rv = wal_apply_meta(w, r->gid, m, r->etype & WAL_META_RESET, seq, 0);
     break;
   }
   default:

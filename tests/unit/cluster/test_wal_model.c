@@ -71,6 +71,7 @@ struct m_rec {
   uint64_t index;
   struct m_entry e;
   uint64_t meta[5];
+  bool reset;
 };
 
 struct wm {
@@ -202,7 +203,7 @@ static void ms_apply(struct m_state *s, const struct m_rec *r)
     g->vote = r->meta[1];
     g->si = r->meta[2];
     g->st = r->meta[3];
-    if (r->meta[4] >= g->first + g->n) {
+    if (r->reset || r->meta[4] >= g->first + g->n) {
       g->n = 0;
       g->first = r->meta[4];
     } else {
@@ -415,11 +416,16 @@ static int wm_op_snapshot(struct wm *m, int gi)
     first = si + 1 > trailing ? si + 1 - trailing : 1;
   }
   uint64_t st = g->term + 1;
+  bool reset = wm_rand(m, 5) == 0; /* installed: si may be below next */
+  if (reset) {
+    first = si + 1;
+  }
   struct wm_req *r = wm_req_new(m);
-  int rv = wal_snapshot(m->w, &r->req, gid_of(gi), si, st, first, wm_on_done);
+  int rv = reset ? wal_reset(m->w, &r->req, gid_of(gi), si, st, wm_on_done)
+                 : wal_snapshot(m->w, &r->req, gid_of(gi), si, st, first, wm_on_done);
   if (rv == 0) {
-    struct m_rec rec = {.kind = M_META, .gi = gi};
-    uint64_t meta[5] = {g->term, g->vote, si, st, first < g->first ? g->first : first};
+    struct m_rec rec = {.kind = M_META, .gi = gi, .reset = reset};
+    uint64_t meta[5] = {g->term, g->vote, si, st, reset || first >= g->first ? first : g->first};
     memcpy(rec.meta, meta, sizeof meta);
     wm_push(m, &rec);
   }
