@@ -505,9 +505,8 @@ static void riow_on_put_written(uv_work_t *work, int status)
 {
   struct riow_snap *s = work->data;
   int rv = status ? status : s->status;
-  if (rv == 0 && s->x->closing) {
-    rv = CAIRN_ECLOSED;
-  }
+  /* Closing or not, a written snapshot is recorded: raft_uv's close also
+   * waits for its snapshot write. */
   if (rv == 0) {
     s->wr.data = s;
     rv = s->first == 0
