@@ -576,6 +576,14 @@ int rgroup_raft_init(struct rgroup *rg)
    * entries this replica reported durable would vanish. Fail instead. */
   raft_uv_set_auto_recovery(&rg->io, false);
   raft_uv_set_connect_retry_delay(&rg->io, 100);
+  if (rg->opts.wal != NULL) {
+    rv = rgroup_wal_attach(rg);
+    if (rv != 0) {
+      raft_uv_close(&rg->io);
+      transport_group_release(&rg->rt);
+      return rv;
+    }
+  }
   rgroup_raft_interpose(rg);
   /* raft 0.15's raft_uv implements async_work (uv_work.c) but still says
    * io->version 1, and raft_init refuses an fsm with snapshot_async on an

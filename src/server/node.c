@@ -349,6 +349,16 @@ static int node_start_groups(struct node *n)
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
+  if (strcmp(n->cfg.raft_log, "node") == 0) {
+    char wdir[CONFIG_PATH_MAX + 8], why[WAL_ERRMSG_SIZE];
+    snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
+    rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
+    if (rv != 0) {
+      node_set_errmsg(n, "the node's Raft log: %s", why);
+      return rv;
+    }
+    ro.wal = n->wal;
+  }
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {
     node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, PARTS_DIRNAME, cairn_strerror(rv));
@@ -727,6 +737,11 @@ static void node_on_handle_closed(uv_handle_t *h)
   node_stop_step(h->data);
 }
 
+static void node_on_wal_closed(void *data)
+{
+  node_stop_step(data);
+}
+
 static void node_on_admin_closed(void *data)
 {
   node_stop_step(data);
@@ -758,8 +773,14 @@ static void node_stop_step(struct node *n)
     peer_close(&n->peer, node_on_peer_closed);
     break;
   case 2:
-    n->parts_open = 1;
+    /* Every partition's Raft has closed: the node's log goes with the
+     * metadata group. */
+    n->parts_open = n->wal != NULL ? 2 : 1;
     ctl_close(&n->ctl, node_on_ctl_closed);
+    if (n->wal != NULL) {
+      wal_close(n->wal, node_on_wal_closed, n);
+      n->wal = NULL;
+    }
     break;
   case 3:
     /* The watches last: until the cluster port closes, peers that see
