@@ -633,7 +633,8 @@ int wal_open(uv_loop_t *loop, const char *dir, const struct wal_opts *opts, stru
   return 0;
 }
 
-static void wal_free(struct wal *w)
+/* Drops the in-memory index, the pending bytes and the open files. */
+static void wal_forget(struct wal *w)
 {
   for (size_t i = 0; i < w->ngroups; i++) {
     free(w->groups[i]->locs);
@@ -654,8 +655,41 @@ static void wal_free(struct wal *w)
   free(w->pend);
   free(w->segs);
   free(w->groups);
+  w->unlinks = NULL;
+  w->pend = NULL;
+  w->segs = NULL;
+  w->groups = NULL;
+  w->nunlinks = w->unlinks_cap = w->npend = w->pend_cap = 0;
+  w->nsegs = w->segs_cap = w->ngroups = w->groups_cap = 0;
+}
+
+static void wal_free(struct wal *w)
+{
+  wal_forget(w);
   free(w->dir);
   free(w);
+}
+
+int wal_revive(struct wal *w, char *errmsg)
+{
+  errmsg[0] = '\0';
+  if (w->fatal == 0 || w->job != NULL || w->closing || w->req_head != NULL) {
+    return w->fatal == 0 ? 0 : CAIRN_EFATAL;
+  }
+  wal_forget(w);
+  w->next_seq = 1;
+  w->lsn = w->durable_lsn = 0;
+  int rv = wal_recover(w);
+  if (rv != 0) {
+    /* What is on disk cannot be read back: stay fatal. */
+    wal_fmt(errmsg, WAL_ERRMSG_SIZE, "%s", w->errmsg);
+    wal_forget(w);
+    return rv;
+  }
+  log_warn("wal", "%s: reopened after: log was fatal (%s)", w->dir, cairn_strerror(w->fatal));
+  w->fatal = 0;
+  w->errmsg[0] = '\0';
+  return 0;
 }
 
 static void wal_on_closed(uv_handle_t *h)

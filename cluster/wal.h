@@ -206,6 +206,17 @@ __attribute__((warn_unused_result)) int wal_read(struct wal *w, uint64_t gid, ui
  * are. */
 size_t wal_groups(const struct wal *w, uint64_t *ids, size_t max);
 
+/* After the log went fatal: rebuilds it from what is on disk, as wal_open
+ * does (a torn tail is cut), and clears the fatal state. What the failed
+ * job wrote may or may not be there; nothing acknowledged is lost (it was
+ * synced before the failure). Every group's state is then the disk's: an
+ * owner must reload (Raft: reopen) every group that had a write fail. Only
+ * when nothing is in flight (the failed job has ended and its requests
+ * have called back). Returns 0 (also when not fatal), CAIRN_EFATAL (still
+ * busy: try later), or the error of the replay (errmsg says which file;
+ * the log stays fatal). Blocking file I/O. */
+__attribute__((warn_unused_result)) int wal_revive(struct wal *w, char *errmsg);
+
 /* 0, or the error that latched the log fatal. */
 int wal_fatal(const struct wal *w);
 

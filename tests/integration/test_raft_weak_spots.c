@@ -120,6 +120,14 @@ static void node_mount_small_fs(struct tc_cluster *c, int i)
   char group_dir[560];
   snprintf(group_dir, sizeof group_dir, "%s/group-1", nd->dir);
   snprintf(nd->raft_dir, sizeof nd->raft_dir, "%s/raft", group_dir);
+  /* Over the node-wide log (CAIRN_TEST_RAFT_LOG=node) the Raft log of
+   * every group is the node's wal directory. */
+  const char *raft_log = getenv("CAIRN_TEST_RAFT_LOG");
+  if (raft_log != NULL && strcmp(raft_log, "node") == 0) {
+    char wal_dir[sizeof nd->raft_dir];
+    snprintf(wal_dir, sizeof wal_dir, "%s/wal", nd->dir);
+    memcpy(nd->raft_dir, wal_dir, sizeof wal_dir);
+  }
   if ((mkdir(nd->dir, 0755) != 0 && errno != EEXIST) ||
       (mkdir(group_dir, 0755) != 0 && errno != EEXIST) ||
       (mkdir(nd->raft_dir, 0755) != 0 && errno != EEXIST)) {

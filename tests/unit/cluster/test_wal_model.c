@@ -90,7 +90,7 @@ struct wm {
   int outstanding;
   int failures;
   int op;
-  unsigned crashes, power_cuts, reopens;
+  unsigned crashes, power_cuts, reopens, revives;
   uint64_t deleted, cut_bytes;
 };
 
@@ -641,11 +641,21 @@ static bool wm_crash(struct wm *m, enum fault_point point, int skip, int nsteps,
     durable = UINT64_MAX; /* everything settled: nothing may be cut */
     wm_drain(m);
   }
+  m->crashes++;
+  if (fired && !power && wm_rand(m, 2) == 0) {
+    /* The process goes on: the log rebuilds itself from the disk. */
+    char errmsg[WAL_ERRMSG_SIZE];
+    if (wal_revive(m->w, errmsg) != 0 || wal_fatal(m->w) != 0) {
+      wm_fail(m, "wal_revive", errmsg);
+    }
+    m->revives++;
+    wm_check_prefix(m);
+    return fired;
+  }
   wm_close(m);
   if (power && fired) {
     wm_power_cut(m, durable);
   }
-  m->crashes++;
   wm_open(m);
   wm_check_prefix(m);
   return fired;
@@ -718,7 +728,8 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
       }
     }
     wm_settle(&m);
-    print_message("run %d: %u blocking flushes\n", run, m.flushes);
+    print_message("run %d: %u blocking flushes, %u revived after a failure\n", run, m.flushes,
+                  m.revives);
     print_message("run %d: %d ops, %u reopens, %u crashes (%u power cuts, %llu torn bytes cut), "
                   "%llu segments deleted\n",
                   run, m.op, m.reopens, m.crashes, m.power_cuts, (unsigned long long)m.cut_bytes,
