@@ -9,6 +9,8 @@
 #include "common/fsutil.h"
 
 #include <limits.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -83,8 +85,31 @@ static void rgroup_wal_close(struct raft_io *io, raft_io_close_cb cb)
   riow_close(&rg->riow, rgroup_wal_on_idle, rg);
 }
 
+/* raft_uv's term-and-vote files exist once a replica ran with
+ * --raft-log group: its Raft state is there, not in the node's log. */
+static bool rgroup_wal_has_uv_state(const struct rgroup *rg)
+{
+  static const char *const names[] = {"metadata1", "metadata2"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%.4000s/raft/%s", rg->dir, names[i]);
+    if (stat(path, &st) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int rgroup_wal_attach(struct rgroup *rg)
 {
+  if (rgroup_wal_has_uv_state(rg)) {
+    snprintf(rg->errmsg, sizeof rg->errmsg,
+             "group %llu: %.200s/raft holds raft_uv's log (written with --raft-log group): "
+             "switching --raft-log on existing data is not supported",
+             (unsigned long long)rg->group_id, rg->dir);
+    return CAIRN_ECONFIG;
+  }
   char dir[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s/wal-snapshots", rg->dir) >= (int)sizeof dir) {
     return CAIRN_EINVAL;

@@ -10,6 +10,7 @@
 #include "server/handlers.h"
 #include "kafka/kafka_port.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -321,6 +322,24 @@ static int node_start_ports(struct node *n)
   return rv;
 }
 
+/* Whether <data>/wal holds a segment of the node-wide log. */
+static bool node_has_wal(const struct node *n)
+{
+  char dir[CONFIG_PATH_MAX + 8];
+  snprintf(dir, sizeof dir, "%s/wal", n->cfg.data_dir);
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    return false;
+  }
+  bool found = false;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    found = strncmp(de->d_name, "wal-", 4) == 0;
+  }
+  closedir(d);
+  return found;
+}
+
 static int node_start_groups(struct node *n)
 {
   struct ctl_voter voters[CONFIG_MAX_VOTERS];
@@ -349,6 +368,12 @@ static int node_start_groups(struct node *n)
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
+  if (strcmp(n->cfg.raft_log, "group") == 0 && node_has_wal(n)) {
+    node_set_errmsg(n, "%s/wal holds the node-wide Raft log (written with --raft-log node): "
+                       "switching --raft-log on existing data is not supported",
+                    n->cfg.data_dir);
+    return CAIRN_ECONFIG;
+  }
   if (strcmp(n->cfg.raft_log, "node") == 0) {
     char wdir[CONFIG_PATH_MAX + 8], why[WAL_ERRMSG_SIZE];
     snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
