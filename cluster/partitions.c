@@ -279,6 +279,10 @@ static void parts_on_closed(struct rgroup *rg)
   struct part *p = rg->owner_data;
   struct parts *ps = p->owner;
   if (p->remove_data) {
+    if (ps->opts.wal != NULL && wal_remove(ps->opts.wal, NULL, p->group_id, NULL) != 0) {
+      log_warn("parts", "%s-%u: the node's Raft log keeps its records: %s", p->topic,
+               p->partition, wal_errmsg(ps->opts.wal));
+    }
     int rv = rgroup_delete(p->dir);
     if (rv != 0) {
       log_error("parts", "%s-%u: removing %s: %s", p->topic, p->partition, p->dir,
@@ -387,6 +391,11 @@ static void parts_sweep_dirs(struct parts *ps, const struct meta_state *st,
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", ps->root, de->d_name);
     int rv = fs_remove_tree(path);
+    int wrv = ps->opts.wal != NULL ? wal_remove(ps->opts.wal, NULL, gid, NULL) : 0;
+    if (wrv != 0 && wrv != CAIRN_ENOTFOUND) {
+      log_warn("parts", "%s: the node's Raft log keeps its records: %s", path,
+               cairn_strerror(wrv));
+    }
     log_info("parts", "removed %s (%s)%s%s", path, deleted ? "topic deleted" : "not assigned",
              rv != 0 ? ": " : "", rv != 0 ? cairn_strerror(rv) : "");
   }

@@ -75,6 +75,7 @@
 #include "cluster/catchup.h"
 #include "cluster/fetch_serve.h"
 #include "cluster/producer_state.h"
+#include "cluster/raft_io_wal.h"
 #include "cluster/rgroup_apply.h"
 #include "cluster/transport.h"
 #include "storage/plog.h"
@@ -146,6 +147,8 @@ struct rgroup_opts {
                                   added to a running group, which its leader
                                   brings in (raft_add) and catches up */
   struct plog_opts plog;       /* the partition log's options */
+  struct wal *wal;             /* the node-wide log for Raft (--raft-log node), borrowed;
+                                  NULL: raft_uv's files in <dir>/raft */
 };
 
 struct rgroup;
@@ -262,6 +265,9 @@ struct rgroup {
   struct raft_uv_transport rt;
   struct raft_io io;
   struct rgroup_raft_io_ops io_ops; /* raft_uv's own methods, wrapped (rgroup_raft.c) */
+  struct riow riow; /* opts.wal: the storage methods over it (rgroup_wal.c) */
+  void (*wal_uv_close)(struct raft_io *io, raft_io_close_cb cb);
+  raft_io_close_cb wal_close_cb;
   /* the Raft instance (rgroup_raft.c) */
   struct rgroup_opts opts;  /* filled options, for reopening */
   char *self_address;

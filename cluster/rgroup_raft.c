@@ -576,6 +576,14 @@ int rgroup_raft_init(struct rgroup *rg)
    * entries this replica reported durable would vanish. Fail instead. */
   raft_uv_set_auto_recovery(&rg->io, false);
   raft_uv_set_connect_retry_delay(&rg->io, 100);
+  if (rg->opts.wal != NULL) {
+    rv = rgroup_wal_attach(rg);
+    if (rv != 0) {
+      raft_uv_close(&rg->io);
+      transport_group_release(&rg->rt);
+      return rv;
+    }
+  }
   rgroup_raft_interpose(rg);
   /* raft 0.15's raft_uv implements async_work (uv_work.c) but still says
    * io->version 1, and raft_init refuses an fsm with snapshot_async on an
@@ -637,6 +645,17 @@ void rgroup_raft_close(struct rgroup *rg)
  * opened and tries again later. */
 static void rgroup_raft_reopen(struct rgroup *rg)
 {
+  /* A failed write latched the node's log for every group: the first
+   * group to reopen rebuilds it from the disk (the others find it so). */
+  if (rg->opts.wal != NULL && wal_fatal(rg->opts.wal) != 0) {
+    char why[WAL_ERRMSG_SIZE];
+    if (wal_revive(rg->opts.wal, why) != 0) {
+      log_warn("rgroup", "group %llu: the node's Raft log stays fatal: %s",
+               (unsigned long long)rg->group_id, why[0] ? why : "a write is still in flight");
+      rgroup_raft_backoff(rg);
+      return;
+    }
+  }
   int rv = rgroup_raft_init(rg);
   if (rv != 0) {
     log_warn("rgroup", "group %llu: reopening Raft: %s", (unsigned long long)rg->group_id,

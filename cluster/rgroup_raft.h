@@ -45,6 +45,14 @@ __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
  * Returns 0 or CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int rgroup_raft_ticker_join(struct rgroup *rg);
 
+/* With rg->opts.wal: points rg->io's storage methods (load, bootstrap,
+ * recover, set_term, set_vote, append, truncate, snapshots) at the
+ * node-wide log, and its close behind the log's pending requests.
+ * Snapshot files go to <dir>/wal-snapshots. Call after raft_uv_init, before
+ * the interposers. Returns 0 or a negative code with rg->errmsg set.
+ * (rgroup_wal.c) */
+__attribute__((warn_unused_result)) int rgroup_wal_attach(struct rgroup *rg);
+
 /* Applies rg->opts' timeouts and snapshot counts to rg->raft. */
 void rgroup_raft_configure(struct rgroup *rg);
 

@@ -494,6 +494,25 @@ static void metrics_text_cluster(struct node *n, struct admin_buf *b)
   admin_buf_printf(b, "cairn_cluster_offline_partitions %" PRIu64 "\n", offline);
 }
 
+/* cairn_loop_lag_seconds: how late the loop ran its lag timer
+ * (src/admin/looplag.h), in the request histograms' buckets. */
+static void metrics_text_loop_lag(struct node *n, struct admin_buf *b)
+{
+  const struct metrics_hist *h = &n->looplag.hist;
+  metrics_text_family(b, "cairn_loop_lag_seconds", "histogram",
+                      "How late the event loop ran a timer due every 100 ms: time the loop "
+                      "spent in other callbacks.");
+  for (int e = METRICS_TEXT_LE_MIN_LOG2; e <= METRICS_TEXT_LE_MAX_LOG2; e++) {
+    uint64_t le_us = (uint64_t)1 << e;
+    admin_buf_printf(b, "cairn_loop_lag_seconds_bucket{le=\"%" PRIu64 ".%06" PRIu64 "\"} %" PRIu64
+                     "\n", le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
+  }
+  admin_buf_printf(b, "cairn_loop_lag_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", h->count);
+  admin_buf_printf(b, "cairn_loop_lag_seconds_sum %" PRIu64 ".%06" PRIu64 "\n", h->sum / 1000000,
+                   h->sum % 1000000);
+  admin_buf_printf(b, "cairn_loop_lag_seconds_count %" PRIu64 "\n", h->count);
+}
+
 void metrics_node_write(struct node *n, struct admin_buf *b)
 {
   metrics_text_family(b, "cairn_node_info", "gauge", "This node's id and cluster (always 1).");
@@ -508,4 +527,5 @@ void metrics_node_write(struct node *n, struct admin_buf *b)
   metrics_text_lag(n, b);
   metrics_text_groups(n, b);
   metrics_text_cluster(n, b);
+  metrics_text_loop_lag(n, b);
 }

@@ -8,6 +8,8 @@ enum fault_point {
   FAULT_SEGMENT_WRITE = 0, /* pwritev of batches to a segment */
   FAULT_SEGMENT_SYNC,      /* fdatasync of a segment or index */
   FAULT_CHECKPOINT_WRITE,  /* writing the checkpoint file */
+  FAULT_WAL_WRITE,         /* pwrite of a node-wide log job (cluster/wal.c) */
+  FAULT_WAL_SYNC,          /* fdatasync of a wal segment, or fsync of its directory */
   FAULT_POINT_COUNT
 };
 

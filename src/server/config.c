@@ -82,6 +82,7 @@ enum config_key_id {
   CONFIG_K_IDLE_HEARTBEAT,
   CONFIG_K_SEGMENT,
   CONFIG_K_RAFT_LOG_BUDGET,
+  CONFIG_K_RAFT_LOG,
   CONFIG_K_CLUSTER_SECRET_FILE,
   CONFIG_K_TLS_CERT,
   CONFIG_K_TLS_KEY,
@@ -253,6 +254,11 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                   "bytes of entries a partition's Raft keeps in memory; sets "
                                   "how often it snapshots",
                                   NULL},
+    [CONFIG_K_RAFT_LOG] = {"raft-log", "raft", "log", "MODE", CONFIG_KIND_FILE,
+                           CONFIG_OFF(raft_log), 0, 0,
+                           "group: a Raft log per partition replica (raft_uv's files); node: "
+                           "one write-ahead log per node for every partition (cluster/wal.h)",
+                           NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
                                       "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
                                       0, 0,
@@ -678,6 +684,7 @@ static void config_defaults(struct config *cfg)
   cfg->election_ms = 2500;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
+  snprintf(cfg->raft_log, sizeof cfg->raft_log, "group");
   snprintf(cfg->auth, sizeof cfg->auth, "none");
   snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }
@@ -1155,6 +1162,10 @@ static int config_check(struct config_parse *ps)
                 "half the election timeout, or followers start elections against an idle "
                 "leader: %s, %s (0 picks the largest allowed)",
                 a, b);
+    return ps->err;
+  }
+  if (strcmp(cfg->raft_log, "group") != 0 && strcmp(cfg->raft_log, "node") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--raft-log: '%s' is not group or node", cfg->raft_log);
     return ps->err;
   }
   if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "required") != 0) {

@@ -130,6 +130,8 @@ struct config {
   size_t raft_log_budget_bytes; /* log_budget_bytes: a partition's Raft entries in
                                    memory, which sets its snapshot interval
                                    (rgroup.h); default 64 MiB */
+  char raft_log[CONFIG_PATH_MAX]; /* log (--raft-log): "group" (default: raft_uv's files per
+                                     partition replica) or "node" (one wal per node) */
 
   /* [security] */
   char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):

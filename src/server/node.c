@@ -12,6 +12,7 @@
 #include "server/handlers.h"
 #include "kafka/kafka_port.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -340,6 +341,24 @@ static int node_start_ports(struct node *n)
   return rv;
 }
 
+/* Whether <data>/wal holds a segment of the node-wide log. */
+static bool node_has_wal(const struct node *n)
+{
+  char dir[CONFIG_PATH_MAX + 8];
+  snprintf(dir, sizeof dir, "%s/wal", n->cfg.data_dir);
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    return false;
+  }
+  bool found = false;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    found = strncmp(de->d_name, "wal-", 4) == 0;
+  }
+  closedir(d);
+  return found;
+}
+
 static int node_start_groups(struct node *n)
 {
   struct ctl_voter voters[CONFIG_MAX_VOTERS];
@@ -368,6 +387,22 @@ static int node_start_groups(struct node *n)
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
+  if (strcmp(n->cfg.raft_log, "group") == 0 && node_has_wal(n)) {
+    node_set_errmsg(n, "%s/wal holds the node-wide Raft log (written with --raft-log node): "
+                       "switching --raft-log on existing data is not supported",
+                    n->cfg.data_dir);
+    return CAIRN_ECONFIG;
+  }
+  if (strcmp(n->cfg.raft_log, "node") == 0) {
+    char wdir[CONFIG_PATH_MAX + 8], why[WAL_ERRMSG_SIZE];
+    snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
+    rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
+    if (rv != 0) {
+      node_set_errmsg(n, "the node's Raft log: %s", why);
+      return rv;
+    }
+    ro.wal = n->wal;
+  }
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {
     node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, PARTS_DIRNAME, cairn_strerror(rv));
@@ -441,6 +476,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   uv_timer_init(loop, &n->tick);
   n->tick.data = n;
   uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
+  n->looplag.timer.data = n;
+  looplag_start(loop, &n->looplag);
   n->state = NODE_RUNNING;
   log_info("node", "node %" PRIu64 " up: clients %s, cluster %s, data %s", n->cfg.node_id,
            n->cfg.advertise_client.str, n->cfg.advertise_cluster.str, n->cfg.data_dir);
@@ -782,6 +819,11 @@ static void node_on_handle_closed(uv_handle_t *h)
   node_stop_step(h->data);
 }
 
+static void node_on_wal_closed(void *data)
+{
+  node_stop_step(data);
+}
+
 static void node_on_admin_closed(void *data)
 {
   node_stop_step(data);
@@ -799,6 +841,7 @@ static void node_stop_step(struct node *n)
   case 0:
     n->parts_open = 6;
     handle_fetch_close_all(n);
+    uv_close(looplag_handle(&n->looplag), node_on_handle_closed);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
@@ -817,8 +860,14 @@ static void node_stop_step(struct node *n)
     peer_close(&n->peer, node_on_peer_closed);
     break;
   case 2:
-    n->parts_open = 1;
+    /* Every partition's Raft has closed: the node's log goes with the
+     * metadata group. */
+    n->parts_open = n->wal != NULL ? 2 : 1;
     ctl_close(&n->ctl, node_on_ctl_closed);
+    if (n->wal != NULL) {
+      wal_close(n->wal, node_on_wal_closed, n);
+      n->wal = NULL;
+    }
     break;
   case 3:
     /* The watches last: until the cluster port closes, peers that see

@@ -33,7 +33,9 @@
 #ifndef CAIRN_NODE_H
 #define CAIRN_NODE_H
 
+#include "admin/looplag.h"
 #include "admin/metrics.h"
+#include "cluster/wal.h"
 #include "cluster/controller.h"
 #include "cluster/partitions.h"
 #include "cluster/chs.h"
@@ -95,6 +97,8 @@ struct node {
   struct admin *admin;       /* the admin HTTP port (src/admin/admin.h) */
   struct metrics metrics;    /* counters the request path updates (src/admin/metrics.h) */
   uv_timer_t tick;
+  struct looplag looplag; /* cairn_loop_lag_seconds (src/admin/looplag.h) */
+  struct wal *wal;        /* --raft-log node: every partition's Raft log (cluster/wal.h) */
   uv_idle_t reconcile;       /* runs a reconcile after metadata changes */
   bool reconcile_pending;
   uint64_t last_heartbeat_ms;

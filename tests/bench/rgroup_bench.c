@@ -115,6 +115,7 @@ struct bench_opts {
   int repeat; /* runs of the whole produce sweep */
   bool preferred_leader; /* leave the drivers' preferred leader (node 1) on */
   bool sync_aio_destroy; /* drivers destroy raft's AIO contexts on the loop thread */
+  const char *raft_log;  /* --raft-log for the drivers: group (default) or node */
 };
 
 struct bench_node {
@@ -566,6 +567,10 @@ static void bench_node_start(int i, const char *replicas)
   }
   if (bench_o.sync_aio_destroy) {
     argv[argc++] = "--sync-aio-destroy";
+  }
+  if (bench_o.raft_log != NULL) {
+    argv[argc++] = "--raft-log";
+    argv[argc++] = (char *)bench_o.raft_log;
   }
   argv[argc] = NULL;
   if (tu_proc_start(&nd->proc, argv, nd->log) != 0) {
@@ -1137,13 +1142,14 @@ static void bench_usage_text(FILE *f)
           "         [--idle S] [--settle S] [--baseline S] [--segment-size BYTES]\n"
           "         [--heartbeat-ms MS] [--election-ms MS] [--threadpool N] [--dir DIR]\n"
           "         [--keep] [--no-produce] [--restart] [--repeat R] [--preferred-leader]\n"
-          "         [--sync-aio-destroy]\n"
+          "         [--sync-aio-destroy] [--raft-log group|node]\n"
           "Starts NODES cairn-rgroup-driver processes with G Raft groups each, measures\n"
           "per-group memory, fds, disk and idle CPU, then produce throughput over P\n"
           "partitions, beside the fdatasync rate of the same disk. --restart: then kills\n"
           "the drivers (SIGKILL) and times their restart on the same data.\n"
           "--sync-aio-destroy: the drivers leave raft's io_destroy on the loop thread\n"
-          "(as before cluster/aio_defer.c), for comparison.\n");
+          "(as before cluster/aio_defer.c), for comparison.\n"
+          "--raft-log node: the drivers keep every group's Raft log in one node-wide wal.\n");
 }
 
 static void bench_parse_list(const char *s, struct bench_opts *o)
@@ -1184,6 +1190,7 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
       {"restart", no_argument, NULL, 'R'},          {"repeat", required_argument, NULL, 'r'},
       {"preferred-leader", no_argument, NULL, 'P'},
       {"sync-aio-destroy", no_argument, NULL, 'A'},
+      {"raft-log", required_argument, NULL, 'L'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1209,6 +1216,7 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
     case 'r': o->repeat = atoi(optarg); break;
     case 'P': o->preferred_leader = true; break;
     case 'A': o->sync_aio_destroy = true; break;
+    case 'L': o->raft_log = optarg; break;
     case 'h': bench_usage_text(stdout); exit(0);
     default: bench_usage_text(stderr); exit(2);
     }

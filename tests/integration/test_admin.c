@@ -461,6 +461,23 @@ static void test_admin_metrics_move_with_produces_and_parse_strictly(void **stat
               1);
   assert_true(prom_get(&after, "cairn_raft_groups", "role=\"leader\"", -1) == 2);
 
+  /* The loop-lag timer fires every 100 ms: its histogram fills while the
+   * node runs, cumulative, with +Inf == count. */
+  struct prom lag = {0};
+  for (int i = 0; i < 100; i++) {
+    free(lag.v);
+    prom_scrape(port, &lag);
+    if (prom_get(&lag, "cairn_loop_lag_seconds_count", "", 0) >= 3) {
+      break;
+    }
+    usleep(100 * 1000);
+  }
+  double lag_count = prom_get(&lag, "cairn_loop_lag_seconds_count", "", 0);
+  assert_true(lag_count >= 3);
+  assert_true(prom_get(&lag, "cairn_loop_lag_seconds_bucket", "le=\"+Inf\"", -1) == lag_count);
+  assert_true(prom_get(&lag, "cairn_loop_lag_seconds_bucket", "le=\"0.000128\"", -1) <=
+              prom_get(&lag, "cairn_loop_lag_seconds_bucket", "le=\"33.554432\"", -1));
+
   /* A fetch moves the partition's read counters. */
   uint8_t *data = NULL;
   size_t len = 0;
@@ -477,6 +494,7 @@ static void test_admin_metrics_move_with_produces_and_parse_strictly(void **stat
   free(before.v);
   free(after.v);
   free(third.v);
+  free(lag.v);
   cd_destroy(&c);
 }
 

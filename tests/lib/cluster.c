@@ -49,13 +49,19 @@ void tc_node_spawn(struct tc_cluster *c, int i)
   snprintf(cluster, sizeof cluster, "127.0.0.1:%d", nd->cluster_port);
   snprintf(control, sizeof control, "127.0.0.1:%d", nd->control_port);
   snprintf(groups, sizeof groups, "%d", c->groups);
-  char *argv[32] = {(char *)c->driver, "--id",     id,      "--cluster",     cluster,
+  char *argv[40] = {(char *)c->driver, "--id",     id,      "--cluster",     cluster,
                     "--control",       control,    "--dir", nd->dir,         "--replicas",
                     c->replicas,       "--groups", groups,  "--election-ms", "600",
                     "--heartbeat-ms",  "60"};
   int argc = 17;
   if (c->no_preferred_leader) {
     argv[argc++] = "--no-preferred-leader";
+  }
+  /* The same tests over the node-wide Raft log (cluster/wal.h). */
+  const char *raft_log = getenv("CAIRN_TEST_RAFT_LOG");
+  if (raft_log != NULL && raft_log[0] != '\0') {
+    argv[argc++] = "--raft-log";
+    argv[argc++] = (char *)raft_log;
   }
   for (int k = 0; k < TC_MAX_EXTRA && c->extra[k] != NULL; k++) {
     argv[argc++] = (char *)c->extra[k];

@@ -94,6 +94,7 @@ struct driver {
   unsigned opens_done; /* groups whose open ran (or was cancelled) */
   bool ready;          /* every group open: control connections are read */
   struct rgroup_opts opts;
+  struct wal *wal; /* --raft-log node: every group's Raft log */
   struct driver_conn *conns;
   bool stopping;
   int exit_code;
@@ -343,6 +344,8 @@ static void driver_on_group_closed(struct rgroup *rg)
   d->open_groups--;
   if (g->delete_after_close) {
     int rv = rgroup_delete(g->dir);
+    int wrv = d->wal != NULL ? wal_remove(d->wal, NULL, g->id, NULL) : 0;
+    rv = rv != 0 ? rv : wrv == CAIRN_ENOTFOUND ? 0 : wrv;
     if (g->closer != NULL) {
       driver_reply(g->closer, rv == 0 ? "deleted %" PRIu64 : "delete-failed %" PRIu64, g->id);
     }
@@ -380,6 +383,10 @@ static void driver_close_all(struct driver *d)
   }
   uv_close((uv_handle_t *)&d->control, NULL);
   uv_close((uv_handle_t *)&d->sigterm, NULL);
+  if (d->wal != NULL) {
+    wal_close(d->wal, NULL, NULL);
+    d->wal = NULL;
+  }
   while (d->conns != NULL) {
     driver_conn_close(d->conns);
   }
@@ -676,7 +683,9 @@ int main(int argc, char **argv)
       {"raft-segment-size", required_argument, NULL, 'S'},
       {"raft-log-budget", required_argument, NULL, 'B'},
       {"no-preferred-leader", no_argument, NULL, 'P'},
-      {"sync-aio-destroy", no_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
+      {"sync-aio-destroy", no_argument, NULL, 'A'},
+      {"raft-log", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0}};
+  const char *raft_log = "group";
   bool sync_aio_destroy = false;
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -694,16 +703,19 @@ int main(int argc, char **argv)
     case 'B': d->opts.raft_log_budget = (size_t)strtoull(optarg, NULL, 10); break;
     case 'P': d->opts.no_preferred_leader = true; break;
     case 'A': sync_aio_destroy = true; break;
+    case 'L': raft_log = optarg; break;
     default: return 2;
     }
   }
   if (d->self == 0 || cluster == NULL || control == NULL || d->data_dir == NULL ||
       replicas == NULL || d->ngroups < 1 || d->ngroups > DRIVER_MAX_GROUPS ||
-      driver_parse_replicas(d, replicas) != 0) {
+      driver_parse_replicas(d, replicas) != 0 ||
+      (strcmp(raft_log, "group") != 0 && strcmp(raft_log, "node") != 0)) {
     fprintf(stderr, "usage: cairn-rgroup-driver --id N --cluster HOST:PORT --control HOST:PORT "
                     "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
                     "[--heartbeat-ms MS] [--snapshot-threshold N] [--raft-segment-size BYTES] "
-                    "[--raft-log-budget BYTES] [--no-preferred-leader] [--sync-aio-destroy]\n");
+                    "[--raft-log-budget BYTES] [--no-preferred-leader] [--sync-aio-destroy] "
+                    "[--raft-log group|node]\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -735,6 +747,16 @@ int main(int argc, char **argv)
   uv_signal_init(d->loop, &d->sigterm);
   d->sigterm.data = d;
   uv_signal_start(&d->sigterm, driver_on_sigterm, SIGTERM);
+  if (strcmp(raft_log, "node") == 0) {
+    char wdir[PATH_MAX], why[WAL_ERRMSG_SIZE];
+    snprintf(wdir, sizeof wdir, "%s/wal", d->data_dir);
+    rv = wal_open(d->loop, wdir, NULL, &d->wal, why);
+    if (rv != 0) {
+      fprintf(stderr, "cairn-rgroup-driver: the node's Raft log: %s\n", why);
+      return 1;
+    }
+    d->opts.wal = d->wal;
+  }
   rv = driver_open_groups(d);
   if (rv != 0) {
     fprintf(stderr, "cairn-rgroup-driver: queueing group opens: %s\n", cairn_strerror(rv));

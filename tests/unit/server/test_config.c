@@ -139,6 +139,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->raft_segment_bytes, b->raft_segment_bytes);
   assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
   assert_string_equal(a->authorizer, b->authorizer);
+  assert_string_equal(a->raft_log, b->raft_log);
   assert_string_equal(a->super_users, b->super_users);
 }
 
@@ -665,6 +666,12 @@ static void test_config_combinations_are_checked(void **state)
   load_ok(&cfg, ARGS("--authorizer", "acl", "--super-users", "User:admin , Node:3,User:ops"));
   assert_string_equal(cfg.authorizer, "acl");
   assert_round_trips(&cfg);
+  load_fails(ARGS("--raft-log", "shared"), "--raft-log: 'shared' is not group or node", NULL);
+  load_ok(&cfg, ARGS("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"));
+  assert_string_equal(cfg.raft_log, "group");
+  load_ok(&cfg, ARGS("--raft-log", "node"));
+  assert_string_equal(cfg.raft_log, "node");
+  assert_round_trips(&cfg);
 }
 
 /* ---- the file ---- */
@@ -755,7 +762,7 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
                   "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
-                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes)",
+                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log)",
                   NULL);
 }
 

@@ -1,0 +1,78 @@
+/* raft_io_wal.h - canonical/raft 0.15's storage methods of struct raft_io
+ * (load, bootstrap, recover, set_term, set_vote, append, truncate,
+ * snapshot_put, snapshot_get) over the node-wide log (cluster/wal.h), one
+ * Raft group per wal group id. The network, timer and random methods stay
+ * raft_uv's: the owner keeps a raft_uv io and points its storage methods
+ * at small trampolines that call these (cluster/rgroup_raft.c does).
+ *
+ * Snapshots: the log holds a group's snapshot index and term; the data and
+ * configuration go to one file per snapshot in the group's directory,
+ * snap-TTTTTTTTTTTTTTTT-IIIIIIIIIIIIIIII (term, index; 16 hex digits),
+ * written to a temporary file, fsynced and renamed (fs_replace_file) on the
+ * thread pool before the log records the snapshot; older files are
+ * removed by the next snapshot_put once the log no longer names them.
+ * Layout: 8 magic "CAIRNSNP", u32 version 1, u32 CRC-32C of everything
+ * after these 16 bytes, u64 index, u64 term, u64 configuration index, u64
+ * configuration length C; C bytes of the configuration in raft's encoding
+ * (raft_configuration_encode); then the data.
+ *
+ * Contracts are raft 0.15's (raft.h, struct raft_io): append and
+ * snapshot_put/get call back exactly once if they returned 0; set_term,
+ * set_vote, bootstrap and recover are durable when they return (a blocking
+ * wal_flush_sync, as raft_uv's metadata write is). Close: riow_close
+ * waits for every request to call back before the raft_uv close it wraps.
+ *
+ * Context: the loop thread; file work runs on the thread pool. */
+#ifndef CAIRN_RAFT_IO_WAL_H
+#define CAIRN_RAFT_IO_WAL_H
+
+#include "cluster/wal.h"
+
+#include <limits.h>
+#include <raft.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define RIOW_SNAP_VERSION 1
+#define RIOW_SNAP_HEADER 48
+#define RIOW_MAX_SNAPSHOT_BYTES ((size_t)1 << 30)
+
+struct riow {
+  uv_loop_t *loop;
+  struct wal *w; /* borrowed: the node's log outlives every group */
+  uint64_t gid;
+  char dir[PATH_MAX]; /* snapshot files */
+  char *errmsg;       /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
+  unsigned pending;   /* requests that have not called back */
+  bool closing;
+  void (*on_idle)(struct riow *x); /* set by riow_close */
+  void *close_data;
+};
+
+/* Sets up x for group gid of w, its snapshot files in dir. errmsg: the
+ * raft_io's buffer. Ownership: borrows w (must outlive x) and dir (copied).
+ * Returns 0 or CAIRN_EINVAL (dir too long). */
+__attribute__((warn_unused_result)) int riow_init(struct riow *x, uv_loop_t *loop, struct wal *w,
+                                                  uint64_t gid, const char *dir, char *errmsg);
+
+/* The storage methods: raft_io's, with x for io. Return 0 or a RAFT_*
+ * code. */
+int riow_load(struct riow *x, raft_term *term, raft_id *voted_for, struct raft_snapshot **snapshot,
+              raft_index *start_index, struct raft_entry *entries[], size_t *n_entries);
+int riow_bootstrap(struct riow *x, const struct raft_configuration *conf);
+int riow_recover(struct riow *x, const struct raft_configuration *conf);
+int riow_set_term(struct riow *x, raft_term term);
+int riow_set_vote(struct riow *x, raft_id server_id);
+int riow_append(struct riow *x, struct raft_io_append *req, const struct raft_entry entries[],
+                unsigned n, raft_io_append_cb cb);
+int riow_truncate(struct riow *x, raft_index index);
+int riow_snapshot_put(struct riow *x, unsigned trailing, struct raft_io_snapshot_put *req,
+                      const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb);
+int riow_snapshot_get(struct riow *x, struct raft_io_snapshot_get *req, raft_io_snapshot_get_cb cb);
+
+/* Calls on_idle (once, from the loop or at once) when no request of x is
+ * pending any more; no new request may start. */
+void riow_close(struct riow *x, void (*on_idle)(struct riow *x), void *data);
+
+#endif

@@ -1,0 +1,212 @@
+/* wal_internal.h - what wal.c (the write path) and wal_recover.c (replay at
+ * open) share: the byte layout, the in-memory index and the replay rules.
+ * Not for other modules.
+ *
+ * Byte layout (every integer little endian; docs/format.md):
+ *
+ *   segment file wal-SSSSSSSSSSSSSSSS.log (S: 16 hex digits, the sequence)
+ *     header, 24 bytes:
+ *       0  8  magic "CAIRNWAL"
+ *       8  8  u64 sequence (the file name's)
+ *      16  4  u32 format version (WAL_FORMAT_VERSION)
+ *      20  4  u32 CRC-32C of bytes 0..20
+ *     then records back to back.
+ *
+ *   record, 40-byte header then len bytes of payload:
+ *       0  4  u32 CRC-32C of bytes 4..40+len
+ *       4  4  u32 len (<= WAL_MAX_PAYLOAD)
+ *       8  1  u8 type (enum wal_rec_type)
+ *       9  1  u8 ENTRY: the Raft entry type; META: flags (WAL_META_RESET);
+ *             others 0
+ *      10  2  reserved, 0
+ *      12  4  u32 job_back: bytes from the first byte the same write job
+ *             wrote to this segment back to this record (recovery tells a
+ *             torn tail from damage with it)
+ *      16  8  u64 group id
+ *      24  8  u64 ENTRY, TRUNCATE: the Raft index; others 0
+ *      32  8  u64 ENTRY: the entry's term; others 0
+ *     payload: ENTRY: the entry's data; META: 5 x u64 term, vote,
+ *     snapshot index, snapshot term, first index; TRUNCATE, REMOVE: none.
+ */
+#ifndef CAIRN_WAL_INTERNAL_H
+#define CAIRN_WAL_INTERNAL_H
+
+#include "cluster/wal.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define WAL_SEG_HEADER 24
+#define WAL_REC_HEADER 40
+#define WAL_META_PAYLOAD 40
+#define WAL_MAGIC "CAIRNWAL"
+#define WAL_META_RESET 1 /* META flags (byte 9): drop every entry, next = first */
+
+enum wal_rec_type {
+  WAL_REC_ENTRY = 1,
+  WAL_REC_TRUNCATE = 2,
+  WAL_REC_META = 3,
+  WAL_REC_REMOVE = 4,
+};
+
+/* Where one entry's record is. */
+struct wal_loc {
+  uint64_t term;
+  uint64_t seq; /* segment */
+  uint64_t off; /* record start in the segment */
+  uint32_t len; /* payload bytes */
+  uint8_t type;
+};
+
+struct wal_group {
+  uint64_t id;
+  uint64_t term, vote, snap_index, snap_term;
+  uint64_t first;       /* index of locs[head] */
+  struct wal_loc *locs; /* live entries: locs[head .. head+n) */
+  size_t head, n, cap;
+  bool has_meta;
+  uint64_t meta_seq; /* segment of the current META record */
+};
+
+struct wal_seg {
+  uint64_t seq;
+  int fd;           /* -1 until the job that creates the file ends */
+  uint64_t size;    /* bytes assigned, pending included */
+  uint64_t written; /* bytes written and fdatasynced */
+  uint64_t entry_refs, meta_refs;
+  uint64_t release_lsn; /* the record that dropped the last reference */
+};
+
+/* Bytes bound for one segment in one job. */
+struct wal_chunk {
+  uint64_t seq;
+  uint64_t off; /* where buf goes in the file */
+  uint8_t *buf;
+  size_t len, cap;
+  bool create; /* the job creates the file (buf starts with its header) */
+  int fd;      /* the file's fd; for a created file, set by the worker */
+};
+
+/* A decoded record header (payload not copied). */
+struct wal_rec {
+  uint32_t len;
+  uint8_t type, etype;
+  uint32_t job_back;
+  uint64_t gid, index, term;
+  const uint8_t *payload;
+};
+
+/* One write+fsync of everything pending at one loop turn. The worker
+ * touches only the job and the files. */
+struct wal_job {
+  uv_work_t work;
+  struct wal *w;
+  char *dir;
+  struct wal_chunk *chunks;
+  size_t nchunks;
+  char **unlinks;
+  size_t nunlinks;
+  struct wal_req *req_head;
+  uint64_t end_lsn;
+  int status;
+  char errmsg[WAL_ERRMSG_SIZE];
+  /* wal_flush_sync waits for the worker with these. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool ran;
+};
+
+struct wal {
+  uv_loop_t *loop;
+  char *dir;
+  uint64_t segment_bytes;
+  uv_prepare_t prepare;
+  bool prepare_on;
+  bool closing;
+  bool in_done; /* wal_job_done is firing callbacks */
+  wal_close_cb close_cb;
+  void *close_data;
+  int fatal;
+  char errmsg[WAL_ERRMSG_SIZE];
+
+  struct wal_group **groups; /* sorted by id */
+  size_t ngroups, groups_cap;
+
+  struct wal_seg *segs; /* consecutive sequences, oldest first */
+  size_t nsegs, segs_cap;
+  uint64_t next_seq; /* for the first segment when there is none */
+
+  struct wal_chunk *pend; /* pending bytes, in file order */
+  size_t npend, pend_cap;
+  struct wal_req *req_head, *req_tail; /* pending requests, in order */
+  char **unlinks;                      /* segment paths the next job removes */
+  size_t nunlinks, unlinks_cap;
+  struct wal_job *job; /* in flight, or NULL */
+
+  uint64_t lsn, durable_lsn;
+  struct wal_stats st;
+};
+
+/* ---- shared by the write path and replay (wal.c) ---- */
+
+struct wal_group *wal_group_find(const struct wal *w, uint64_t gid);
+/* Finds or creates; NULL on ENOMEM. */
+struct wal_group *wal_group_get(struct wal *w, uint64_t gid, uint64_t first);
+struct wal_seg *wal_seg_find(const struct wal *w, uint64_t seq);
+/* Adds segment seq (the next one) as the newest, holding only its header. */
+int wal_seg_push(struct wal *w, uint64_t seq);
+
+/* Apply one record to the in-memory state, at (seq, off), dropped
+ * references released at lsn. Replay and the write path call the same
+ * functions, so a replay ends in the state the writer had. Return 0 or
+ * CAIRN_ENOMEM / CAIRN_EINDEX (an entry that does not follow). */
+int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
+                    uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn);
+int wal_apply_truncate(struct wal *w, uint64_t gid, uint64_t index, uint64_t lsn);
+int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool reset, uint64_t seq,
+                   uint64_t lsn);
+void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn);
+
+/* Decodes and checks the record at buf[off..len): structure and CRC only.
+ * Returns true, or false with why filled. */
+bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *r, char *why,
+                    size_t why_len);
+/* Checks a segment header. */
+bool wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq);
+void wal_seg_header_put(uint8_t *p, uint64_t seq);
+void wal_seg_path(const struct wal *w, uint64_t seq, char *buf, size_t len);
+void wal_seg_name(uint64_t seq, char *buf, size_t len);
+
+/* Makes room for one more element in *arrp (an array pointer of n elements
+ * of elem bytes, *cap allocated), doubling. Returns 0 or CAIRN_ENOMEM. */
+int wal_grow(void *arrp, size_t *cap, size_t n, size_t elem);
+
+/* vsnprintf into buf: messages that name paths may be cut short, which is
+ * fine for a message (snprintf's truncation warning is not). */
+void wal_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Encodes a META record of gid with these fields and applies it. */
+int wal_emit_meta(struct wal *w, bool reset, uint64_t gid, uint64_t term, uint64_t vote,
+                  uint64_t snap_index, uint64_t snap_term, uint64_t first);
+/* Cancels what is pending and closes the prepare handle, then frees. */
+void wal_finish_close(struct wal *w);
+
+/* ---- wal_job.c ---- */
+
+/* Makes sure pending work goes out at this loop turn's end. */
+void wal_kick(struct wal *w);
+/* Fires the callbacks of the list r, in order, with status. */
+void wal_fire(struct wal_req *r, int status);
+/* Takes the pending requests off the log. */
+struct wal_req *wal_take_reqs(struct wal *w);
+/* Latches the log fatal with msg (the first failure wins). */
+void wal_latch(struct wal *w, int err, const char *msg);
+
+/* ---- wal_recover.c ---- */
+
+/* Replays dir into w (empty, allocated). Returns 0, CAIRN_ECORRUPT,
+ * CAIRN_ENOMEM or -errno, with w->errmsg filled. Blocking. */
+int wal_recover(struct wal *w);
+
+#endif
