@@ -15,6 +15,7 @@ PACKAGES=(
   kcat python3-kafka      # tests/integration/kafka_clients.sh: the Kafka port with real clients
   python3-confluent-kafka librdkafka-dev # Kafka port: confluent-kafka and librdkafka tests (planned)
   libmicrohttpd-dev
+  libpq-dev postgresql  # pgstore (src/storage/pgstore.c) links libpq; its tests run a private server (tests/lib/pg.sh)
   chromium            # test_admin loads the admin port's status page headless
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
   iproute2 nftables
@@ -36,7 +37,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # compete for the CPUs and the disk: stop and disable them.
 stop_peer_services() {
   local svc
-  for svc in redis-server nats-server; do
+  for svc in redis-server nats-server postgresql; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
       $SUDO systemctl disable --now "$svc" || true
     elif command -v service >/dev/null 2>&1 && service "$svc" status >/dev/null 2>&1; then
