@@ -78,8 +78,12 @@ static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
   return err;
 }
 
+static void pgstore_tail_drop_front(struct pgstore *ps, size_t k);
+
 /* A statement failed: what was not committed is rolled back (by the
- * server, or by the lost connection), and the store latches fatal. */
+ * server, or by the lost connection), and the store latches fatal. Its
+ * view falls back to what was committed: the log ends at durable_offset
+ * and the tail, which may hold rolled-back batches, is emptied. */
 static int pgstore_db_fail(struct pgstore *ps, const char *what)
 {
   char msg[STORE_ERRMSG_SIZE];
@@ -90,6 +94,9 @@ static int pgstore_db_fail(struct pgstore *ps, const char *what)
     PQclear(PQexec(ps->conn, "ROLLBACK"));
   }
   ps->in_tx = false;
+  pgstore_tail_drop_front(ps, ps->ntail);
+  ps->next = ps->durable_offset;
+  ps->last_index = ps->durable_index;
   return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: %s: %s", what, msg);
 }
 
@@ -425,11 +432,11 @@ static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes,
     out->next_offset = offset;
     return 0;
   }
+  if (ps->fatal) {
+    return CAIRN_EFATAL; /* its view of the rows may be stale: reopen */
+  }
   if (ps->ntail > 0 && offset >= ps->tail[0]->base) {
     return pgstore_read_tail(ps, offset, max_bytes, out);
-  }
-  if (ps->fatal) {
-    return CAIRN_EFATAL;
   }
   return pgstore_read_db(ps, offset, max_bytes, out);
 }

@@ -17,8 +17,9 @@
  *
  * Failure: any failed statement (connection lost, statement timeout, disk
  * full on the database side) rolls back what was not committed and latches
- * the store fatal (CAIRN_EFATAL from then on, info.fatal set, errmsg names
- * the statement and PostgreSQL's message). Nothing is lost: what was not
+ * the store fatal (CAIRN_EFATAL from then on, reads included; info.fatal
+ * set, next_offset back at durable_offset; errmsg names the statement and
+ * PostgreSQL's message). Nothing is lost: what was not
  * committed is above durable_offset, which the Raft log still covers; the
  * owner closes the store and reopens it when the database is back.
  *

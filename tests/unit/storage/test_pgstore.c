@@ -302,6 +302,10 @@ static void test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_th
   store_info(s, &info);
   assert_true(info.fatal);
   assert_int_equal(info.durable_offset, 5);
+  assert_int_equal(info.next_offset, 5); /* the rolled-back entry is gone */
+  struct store_region gone;
+  assert_int_equal(store_read(s, 0, SIZE_MAX, &gone), CAIRN_EFATAL);
+  store_region_release(&gone);
   assert_int_equal(store_append(s, &b, 1, 3, &base), CAIRN_EFATAL);
   assert_int_equal(store_flush(s, INT64_MAX), CAIRN_EFATAL);
   free(data);
