@@ -64,7 +64,10 @@ struct pgstore {
   size_t tail_max;
 };
 
-static struct pgstore *pgstore_from(struct store *s) { return (struct pgstore *)s; }
+static struct pgstore *pgstore_from(struct store *s)
+{
+  return (struct pgstore *)s;
+}
 
 static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -104,8 +107,8 @@ static int pgstore_db_fail(struct pgstore *ps, const char *what)
  * and checks its status. Returns the result (free with PQclear) or NULL
  * with the store fatal. */
 static PGresult *pgstore_exec(struct pgstore *ps, const char *what, const char *sql, int n,
-                              const char *const *values, const int *lengths,
-                              const int *formats, int binary_result)
+                              const char *const *values, const int *lengths, const int *formats,
+                              int binary_result)
 {
   PGresult *res = PQexecParams(ps->conn, sql, n, NULL, values, lengths, formats, binary_result);
   ExecStatusType st = PQresultStatus(res);
@@ -243,8 +246,7 @@ static int pgstore_insert(struct pgstore *ps, const struct pgstore_batch *b, int
   snprintf(last, sizeof last, "%" PRId64, b->next - 1);
   snprintf(ts, sizeof ts, "%" PRId64, max_ts);
   snprintf(idx, sizeof idx, "%" PRIu64, covered);
-  const char *values[7] = {ps->topic_id, ps->partition, base, last, ts, idx,
-                           (const char *)b->data};
+  const char *values[7] = {ps->topic_id, ps->partition, base, last, ts, idx, (const char *)b->data};
   int lengths[7] = {0, 0, 0, 0, 0, 0, (int)b->len};
   int formats[7] = {0, 0, 0, 0, 0, 0, 1};
   PGresult *res = pgstore_exec(ps, "inserting a batch",
@@ -293,8 +295,9 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
     return pgstore_fail(ps, CAIRN_EINVAL, "append of no batches");
   }
   if (source_index != 0 && source_index <= ps->last_index) {
-    return pgstore_fail(ps, CAIRN_EEXIST, "entry %" PRIu64 " already applied (last index %" PRIu64 ")",
-                        source_index, ps->last_index);
+    return pgstore_fail(ps, CAIRN_EEXIST,
+                        "entry %" PRIu64 " already applied (last index %" PRIu64 ")", source_index,
+                        ps->last_index);
   }
   int rv = store_validate_entry(batches, n, ps->max_batch_bytes, ps->next, ps->s.errmsg,
                                 sizeof ps->s.errmsg);
@@ -324,7 +327,10 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
 
 /* ---- read ---- */
 
-static void pgstore_region_release(struct store_region *r) { free(r->pin); }
+static void pgstore_region_release(struct store_region *r)
+{
+  free(r->pin);
+}
 
 /* Whether a batch of len bytes still goes into a region of len_so_far
  * bytes and count batches (the first always does). */
@@ -333,8 +339,7 @@ static bool pgstore_fits(size_t count, size_t len_so_far, size_t len, size_t max
   if (count == 0) {
     return true;
   }
-  if (count >= PGSTORE_READ_MAX_BATCHES || len_so_far > max_bytes ||
-      len > max_bytes - len_so_far) {
+  if (count >= PGSTORE_READ_MAX_BATCHES || len_so_far > max_bytes || len > max_bytes - len_so_far) {
     return false;
   }
   return len_so_far + len <= PGSTORE_READ_MAX_BYTES;
@@ -397,13 +402,14 @@ static int pgstore_read_db(struct pgstore *ps, int64_t offset, size_t max_bytes,
   int rows = PQntuples(res);
   size_t len = 0;
   int end = 0;
-  while (end < rows && pgstore_fits((size_t)end, len, (size_t)PQgetlength(res, end, 2), max_bytes)) {
+  while (end < rows &&
+         pgstore_fits((size_t)end, len, (size_t)PQgetlength(res, end, 2), max_bytes)) {
     len += (size_t)PQgetlength(res, end, 2);
     end++;
   }
-  int rv = end > 0 ? pgstore_region_alloc(ps, offset, len, out)
-                   : pgstore_fail(ps, CAIRN_ECORRUPT, "read at %" PRId64 ": no row holds it",
-                                  offset);
+  int rv = end > 0
+               ? pgstore_region_alloc(ps, offset, len, out)
+               : pgstore_fail(ps, CAIRN_ECORRUPT, "read at %" PRId64 ": no row holds it", offset);
   if (rv == 0) {
     size_t pos = 0;
     for (int i = 0; i < end; i++) {
@@ -417,8 +423,7 @@ static int pgstore_read_db(struct pgstore *ps, int64_t offset, size_t max_bytes,
   return rv;
 }
 
-static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes,
-                        struct store_region *out)
+static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
 {
   struct pgstore *ps = pgstore_from(s);
   memset(out, 0, sizeof *out);
@@ -634,8 +639,7 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
   if (offset > ps->next) {
     /* A snapshot install: the entries below offset are applied elsewhere,
      * so last_index stays and the store restarts empty at offset. */
-    int64_t rows = pgstore_delete_rows(ps, "delete_before", "$3::bigint IS NOT NULL",
-                                       offset, NULL);
+    int64_t rows = pgstore_delete_rows(ps, "delete_before", "$3::bigint IS NOT NULL", offset, NULL);
     if (rows < 0) {
       return (int)rows;
     }
@@ -676,8 +680,8 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
  * offset at or above below being deleted; the newest batch always stays
  * (as plog keeps its active segment). *count gets the batches it deletes.
  * Returns 0 or a negative code. */
-static int pgstore_retention_scan(struct pgstore *ps, int64_t now_ms, int64_t below,
-                                  int64_t *point, uint32_t *count)
+static int pgstore_retention_scan(struct pgstore *ps, int64_t now_ms, int64_t below, int64_t *point,
+                                  uint32_t *count)
 {
   *point = ps->start;
   *count = 0;
@@ -922,8 +926,7 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
     rv = pgstore_load_rows(ps);
   }
   if (rv != 0) {
-    snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition,
-             ps->s.errmsg);
+    snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition, ps->s.errmsg);
     pgstore_free(ps);
     return rv;
   }

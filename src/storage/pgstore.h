@@ -38,10 +38,10 @@
 #define PGSTORE_DEFAULT_TAIL_BYTES (4u << 20)
 
 struct pgstore_opts {
-  const char *conninfo;     /* a libpq connection string or URI; borrowed for the call */
-  const char *password;     /* NULL: libpq's own (PGPASSWORD, PGPASSFILE) */
-  const char *topic;        /* the topic's name, for the records view */
-  uint32_t topic_id;        /* the metadata group's topic id */
+  const char *conninfo; /* a libpq connection string or URI; borrowed for the call */
+  const char *password; /* NULL: libpq's own (PGPASSWORD, PGPASSFILE) */
+  const char *topic;    /* the topic's name, for the records view */
+  uint32_t topic_id;    /* the metadata group's topic id */
   int32_t partition;
   uint64_t retention_bytes; /* 0: no limit */
   int64_t retention_ms;     /* 0: no limit */
@@ -58,7 +58,6 @@ struct pgstore_opts {
  * for an unknown schema version) with err filled. Context: any thread; the
  * store then belongs to that thread. */
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
-                                                     struct store **out, char *err,
-                                                     size_t errlen);
+                                                     struct store **out, char *err, size_t errlen);
 
 #endif

@@ -169,7 +169,8 @@ static int pgstore_schema_apply(PGconn *conn, long from, char *err, size_t errle
 int pgstore_schema_migrate(PGconn *conn, char *err, size_t errlen)
 {
   char sql[256];
-  snprintf(sql, sizeof sql, "SET client_min_messages TO warning; BEGIN; SELECT pg_advisory_xact_lock(%lld)",
+  snprintf(sql, sizeof sql,
+           "SET client_min_messages TO warning; BEGIN; SELECT pg_advisory_xact_lock(%lld)",
            (long long)PGSTORE_SCHEMA_LOCK_KEY);
   int rv = pgstore_schema_exec(conn, "locking", sql, err, errlen);
   if (rv == 0) {

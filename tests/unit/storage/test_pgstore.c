@@ -49,8 +49,7 @@ static PGresult *sql(PGconn *conn, const char *q)
   return res;
 }
 
-static struct store *open_store(uint32_t topic_id, uint64_t retention_bytes,
-                                int64_t retention_ms)
+static struct store *open_store(uint32_t topic_id, uint64_t retention_bytes, int64_t retention_ms)
 {
   struct pgstore_opts o = {.conninfo = conninfo(),
                            .topic = "pgunit",
@@ -146,12 +145,12 @@ static void test_pgstore_records_view_returns_what_batch_iter_decodes(void **sta
   assert_int_equal(store_flush(s, INT64_MAX), 0);
 
   PGconn *conn = sql_connect();
-  PGresult *res = sql(conn,
-                      "SELECT \"offset\", \"timestamp\", encode(key, 'hex'), encode(value, 'hex'),"
-                      " coalesce((SELECT string_agg(encode(h.key, 'hex') || ':' ||"
-                      "  coalesce(encode(h.value, 'hex'), 'null'), ',') FROM unnest(headers) h), '')"
-                      " FROM cairn_records WHERE topic = 'pgunit' AND partition = 0"
-                      " ORDER BY \"offset\"");
+  PGresult *res =
+      sql(conn, "SELECT \"offset\", \"timestamp\", encode(key, 'hex'), encode(value, 'hex'),"
+                " coalesce((SELECT string_agg(encode(h.key, 'hex') || ':' ||"
+                "  coalesce(encode(h.value, 'hex'), 'null'), ',') FROM unnest(headers) h), '')"
+                " FROM cairn_records WHERE topic = 'pgunit' AND partition = 0"
+                " ORDER BY \"offset\"");
   struct store_region r;
   assert_int_equal(store_read(s, 1, SIZE_MAX, &r), 0);
   int row = 0;
@@ -278,8 +277,8 @@ static void test_pgstore_refuses_a_database_at_an_unknown_schema_version(void **
 
 /* ---- a dropped connection ---- */
 
-static void test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(
-    void **state)
+static void
+test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(void **state)
 {
   (void)state;
   struct store *s = open_store(105, 0, 0);
@@ -332,7 +331,8 @@ int main(void)
       cmocka_unit_test(test_pgstore_retention_deletes_rows_by_time_within_the_bound),
       cmocka_unit_test(test_pgstore_retention_deletes_rows_by_size_keeping_the_newest),
       cmocka_unit_test(test_pgstore_refuses_a_database_at_an_unknown_schema_version),
-      cmocka_unit_test(test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit),
+      cmocka_unit_test(
+          test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
