@@ -133,11 +133,17 @@ static PGresult *pgstore_exec_tp(struct pgstore *ps, const char *what, const cha
   return pgstore_exec(ps, what, sql, arg != NULL ? 3 : 2, values, NULL, NULL, binary_result);
 }
 
-static int pgstore_cmd(struct pgstore *ps, const char *what, const char *sql)
+/* For statements whose rows nobody reads: frees the result, says whether
+ * the statement succeeded. */
+static int pgstore_done(PGresult *res)
 {
-  PGresult *res = pgstore_exec(ps, what, sql, 0, NULL, NULL, NULL, 0);
   PQclear(res);
   return res != NULL ? 0 : CAIRN_EDATABASE;
+}
+
+static int pgstore_cmd(struct pgstore *ps, const char *what, const char *sql)
+{
+  return pgstore_done(pgstore_exec(ps, what, sql, 0, NULL, NULL, NULL, 0));
 }
 
 static int64_t pgstore_get_i64(const PGresult *res, int row, int col)
@@ -249,13 +255,11 @@ static int pgstore_insert(struct pgstore *ps, const struct pgstore_batch *b, int
   const char *values[7] = {ps->topic_id, ps->partition, base, last, ts, idx, (const char *)b->data};
   int lengths[7] = {0, 0, 0, 0, 0, 0, (int)b->len};
   int formats[7] = {0, 0, 0, 0, 0, 0, 1};
-  PGresult *res = pgstore_exec(ps, "inserting a batch",
-                               "INSERT INTO cairn_batches (topic_id, partition, base_offset,"
-                               " last_offset, max_timestamp, raft_index, batch)"
-                               " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                               7, values, lengths, formats, 0);
-  PQclear(res);
-  return res != NULL ? 0 : CAIRN_EDATABASE;
+  return pgstore_done(pgstore_exec(ps, "inserting a batch",
+                                   "INSERT INTO cairn_batches (topic_id, partition, base_offset,"
+                                   " last_offset, max_timestamp, raft_index, batch)"
+                                   " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                                   7, values, lengths, formats, 0));
 }
 
 /* Stamps a copy of src at base and inserts it; the copy goes to the tail. */
@@ -617,12 +621,10 @@ static int pgstore_set_start(struct pgstore *ps, int64_t start)
   snprintf(st, sizeof st, "%" PRId64, start);
   snprintf(idx, sizeof idx, "%" PRIu64, ps->prefix_index);
   const char *values[4] = {ps->topic_id, ps->partition, st, idx};
-  PGresult *res = pgstore_exec(ps, "moving the log start",
-                               "UPDATE cairn_partitions SET start_offset = $3, prefix_index = $4"
-                               " WHERE topic_id = $1 AND partition = $2",
-                               4, values, NULL, NULL, 0);
-  PQclear(res);
-  if (res == NULL) {
+  if (pgstore_done(pgstore_exec(ps, "moving the log start",
+                                "UPDATE cairn_partitions SET start_offset = $3, prefix_index = $4"
+                                " WHERE topic_id = $1 AND partition = $2",
+                                4, values, NULL, NULL, 0)) != 0) {
     return CAIRN_EDATABASE;
   }
   ps->start = start;
@@ -839,26 +841,23 @@ static int pgstore_connect(struct pgstore *ps, const struct pgstore_opts *o)
 static int pgstore_load_partition(struct pgstore *ps, const char *topic)
 {
   const char *tv[2] = {ps->topic_id, topic != NULL ? topic : ""};
-  PGresult *res = pgstore_exec(ps, "registering the topic",
-                               "INSERT INTO cairn_topics (topic_id, name) VALUES ($1, $2)"
-                               " ON CONFLICT (topic_id) DO UPDATE SET name = EXCLUDED.name",
-                               2, tv, NULL, NULL, 0);
-  PQclear(res);
-  if (res == NULL) {
+  if (pgstore_done(pgstore_exec(ps, "registering the topic",
+                                "INSERT INTO cairn_topics (topic_id, name) VALUES ($1, $2)"
+                                " ON CONFLICT (topic_id) DO UPDATE SET name = EXCLUDED.name",
+                                2, tv, NULL, NULL, 0)) != 0) {
     return CAIRN_EDATABASE;
   }
-  res = pgstore_exec_tp(ps, "registering the partition",
-                        "INSERT INTO cairn_partitions (topic_id, partition, start_offset,"
-                        " prefix_index) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
-                        NULL, 0);
-  PQclear(res);
-  if (res == NULL) {
+  if (pgstore_done(
+          pgstore_exec_tp(ps, "registering the partition",
+                          "INSERT INTO cairn_partitions (topic_id, partition, start_offset,"
+                          " prefix_index) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
+                          NULL, 0)) != 0) {
     return CAIRN_EDATABASE;
   }
-  res = pgstore_exec_tp(ps, "reading the partition",
-                        "SELECT start_offset, prefix_index FROM cairn_partitions"
-                        " WHERE topic_id = $1 AND partition = $2",
-                        NULL, 0);
+  PGresult *res = pgstore_exec_tp(ps, "reading the partition",
+                                  "SELECT start_offset, prefix_index FROM cairn_partitions"
+                                  " WHERE topic_id = $1 AND partition = $2",
+                                  NULL, 0);
   if (res == NULL) {
     return CAIRN_EDATABASE;
   }
