@@ -349,6 +349,8 @@ static int node_start_groups(struct node *n)
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
+  ro.pg_conninfo = n->cfg.pg_conninfo;
+  ro.pg_password_file = n->cfg.pg_password_file;
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {
     node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, PARTS_DIRNAME, cairn_strerror(rv));

@@ -23,6 +23,7 @@
 #include "format/batch.h"
 #include "storage/pgstore_schema.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdarg.h>
@@ -62,6 +63,7 @@ struct pgstore {
   size_t captail;
   size_t tail_bytes;
   size_t tail_max;
+  bool commit_each_append;
 };
 
 static struct pgstore *pgstore_from(struct store *s)
@@ -326,7 +328,7 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
   if (base_offset != NULL) {
     *base_offset = first;
   }
-  return 0;
+  return ps->commit_each_append ? pgstore_commit(ps) : 0;
 }
 
 /* ---- read ---- */
@@ -815,15 +817,37 @@ static const struct store_ops pgstore_ops = {
 
 /* ---- open ---- */
 
+/* The first line of the password file into buf. */
+static int pgstore_read_password(struct pgstore *ps, const char *path, char *buf, size_t len)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    return pgstore_fail(ps, CAIRN_ECONFIG, "password file %s: %s", path, strerror(errno));
+  }
+  bool ok = fgets(buf, (int)len, f) != NULL;
+  fclose(f);
+  if (!ok) {
+    return pgstore_fail(ps, CAIRN_ECONFIG, "password file %s: empty", path);
+  }
+  buf[strcspn(buf, "\r\n")] = '\0';
+  return 0;
+}
+
 static int pgstore_connect(struct pgstore *ps, const struct pgstore_opts *o)
 {
   const char *keys[3] = {"dbname", NULL, NULL};
   const char *values[3] = {o->conninfo, NULL, NULL};
-  if (o->password != NULL) {
+  char password[256];
+  if (o->password_file != NULL) {
+    int rv = pgstore_read_password(ps, o->password_file, password, sizeof password);
+    if (rv != 0) {
+      return rv;
+    }
     keys[1] = "password";
-    values[1] = o->password;
+    values[1] = password;
   }
   ps->conn = PQconnectdbParams(keys, values, 1);
+  memset(password, 0, sizeof password);
   if (ps->conn == NULL) {
     return pgstore_fail(ps, CAIRN_ENOMEM, "postgresql: connecting: out of memory");
   }
@@ -914,6 +938,7 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->retention_ms = o->retention_ms;
   ps->max_batch_bytes = o->max_batch_bytes ? o->max_batch_bytes : BATCH_DEFAULT_MAX_BYTES;
   ps->tail_max = o->tail_bytes ? o->tail_bytes : PGSTORE_DEFAULT_TAIL_BYTES;
+  ps->commit_each_append = o->commit_each_append;
   int rv = pgstore_connect(ps, o);
   if (rv == 0) {
     rv = pgstore_schema_migrate(ps->conn, ps->s.errmsg, sizeof ps->s.errmsg);

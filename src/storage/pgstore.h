@@ -30,6 +30,7 @@
 
 #include "storage/store.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,7 +40,8 @@
 
 struct pgstore_opts {
   const char *conninfo; /* a libpq connection string or URI; borrowed for the call */
-  const char *password; /* NULL: libpq's own (PGPASSWORD, PGPASSFILE) */
+  const char *password_file; /* a file holding the password (its first line);
+                                NULL: libpq's own (PGPASSWORD, PGPASSFILE) */
   const char *topic;    /* the topic's name, for the records view */
   uint32_t topic_id;    /* the metadata group's topic id */
   int32_t partition;
@@ -47,6 +49,9 @@ struct pgstore_opts {
   int64_t retention_ms;     /* 0: no limit */
   uint32_t max_batch_bytes; /* 0: BATCH_DEFAULT_MAX_BYTES */
   size_t tail_bytes;        /* bytes of newest batches kept in memory; 0: default */
+  bool commit_each_append;  /* commit at the end of every append (a replica: SQL
+                               readers see each Raft entry once applied, and
+                               durable_offset follows); false: at store_flush */
 };
 
 /* Connects, brings the schema up to date (pgstore_schema.h; refuses a

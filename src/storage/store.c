@@ -72,3 +72,28 @@ int store_batch_find_time(const uint8_t *data, size_t len, int64_t start, int64_
   }
   return 0;
 }
+
+const char *store_kind_name(uint32_t kind)
+{
+  switch (kind) {
+  case STORE_KIND_FILE:
+    return "file";
+  case STORE_KIND_POSTGRESQL:
+    return "postgresql";
+  default:
+    return "?";
+  }
+}
+
+int store_kind_parse(const char *name, uint32_t *kind)
+{
+  if (name == NULL || name[0] == '\0' || strcmp(name, "file") == 0) {
+    *kind = STORE_KIND_FILE;
+    return 0;
+  }
+  if (strcmp(name, "postgresql") == 0) {
+    *kind = STORE_KIND_POSTGRESQL;
+    return 0;
+  }
+  return CAIRN_EINVAL;
+}

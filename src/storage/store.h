@@ -179,6 +179,19 @@ static inline void store_close(struct store *s) { s->ops->close(s); }
  * on s). */
 static inline const char *store_errmsg(const struct store *s) { return s->errmsg; }
 
+/* ---- store kinds ---- */
+
+/* Where a topic's partitions keep their log (the metadata's topic
+ * config; values are stored: never renumber). */
+enum store_kind { STORE_KIND_FILE = 0, STORE_KIND_POSTGRESQL = 1 };
+
+/* "file" or "postgresql"; "?" for a value this build does not know.
+ * Returns a static string. */
+const char *store_kind_name(uint32_t kind);
+
+/* Parses a kind's name (NULL or "": file). Returns 0 or CAIRN_EINVAL. */
+__attribute__((warn_unused_result)) int store_kind_parse(const char *name, uint32_t *kind);
+
 /* ---- helpers for implementations ---- */
 
 /* Checks the n batches of one entry before any is written (batch_verify,

@@ -449,6 +449,7 @@ static void pm_pg_open(struct pm *p)
       .partition = 0,
       /* Small tails now and then, so reads go to the database too. */
       .tail_bytes = pick % 2 ? 1 + (pick >> 8) % 20000 : 0,
+      .commit_each_append = (pick >> 40) & 1,
   };
   char err[STORE_ERRMSG_SIZE + 64] = "";
   int rv = pgstore_open(&o, &p->pg, err, sizeof err);
