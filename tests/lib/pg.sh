@@ -25,6 +25,20 @@ pg_as_server_user() {
   fi
 }
 
+# Starts the server of DIR on PG_PORT in the background; PG_PID is the
+# postmaster's own PID (setpriv execs it: no shell in between, so a signal
+# to PG_PID reaches the server).
+pg_launch() {
+  local dir="$1"
+  local cmd=("$PG_BIN/postgres" -D "$dir/data" -p "$PG_PORT" -k "$dir"
+    -c listen_addresses='' -c max_connections=200 -c shared_buffers=32MB -c fsync=off)
+  if [ "$(id -u)" -eq 0 ]; then
+    cmd=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env -- "${cmd[@]}")
+  fi
+  "${cmd[@]}" >>"$dir/server.log" 2>&1 &
+  PG_PID=$!
+}
+
 pg_free_port() {
   local tries=0 p
   while [ $tries -lt 200 ]; do
@@ -50,10 +64,7 @@ pg_start() {
   pg_as_server_user "$PG_BIN/initdb" -D "$dir/data" -U cairn --auth=trust -E UTF8 \
     --no-sync >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
   PG_PORT=$(pg_free_port) || return 1
-  pg_as_server_user "$PG_BIN/postgres" -D "$dir/data" -p "$PG_PORT" -k "$dir" \
-    -c listen_addresses='' -c max_connections=200 -c shared_buffers=32MB -c fsync=off \
-    >"$dir/server.log" 2>&1 &
-  PG_PID=$!
+  pg_launch "$dir"
   for i in $(seq 1 300); do
     if "$PG_BIN/pg_isready" -q -U cairn -d postgres -h "$dir" -p "$PG_PORT" 2>/dev/null; then
       return 0
@@ -84,10 +95,7 @@ pg_createdb() {
 pg_restart() {
   local dir="$PG_SOCK"
   pg_stop
-  pg_as_server_user "$PG_BIN/postgres" -D "$dir/data" -p "$PG_PORT" -k "$dir" \
-    -c listen_addresses='' -c max_connections=200 -c shared_buffers=32MB -c fsync=off \
-    >>"$dir/server.log" 2>&1 &
-  PG_PID=$!
+  pg_launch "$dir"
   local i
   for i in $(seq 1 300); do
     "$PG_BIN/pg_isready" -q -U cairn -d postgres -h "$dir" -p "$PG_PORT" 2>/dev/null && return 0
@@ -96,12 +104,12 @@ pg_restart() {
   return 1
 }
 
-# SIGTERM (smart shutdown: SIGINT is ignored by a shell's background job),
-# then SIGKILL if clients keep it up for 10 s.
+# SIGINT (fast shutdown: clients are disconnected), then SIGKILL if it is
+# still up after 10 s.
 pg_stop() {
   local i
   if [ -n "$PG_PID" ] && kill -0 "$PG_PID" 2>/dev/null; then
-    kill -TERM "$PG_PID" 2>/dev/null
+    kill -INT "$PG_PID" 2>/dev/null
     for i in $(seq 1 100); do
       kill -0 "$PG_PID" 2>/dev/null || break
       sleep 0.1
