@@ -387,6 +387,8 @@ static int node_start_groups(struct node *n)
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
+  ro.pg_conninfo = n->cfg.pg_conninfo;
+  ro.pg_password_file = n->cfg.pg_password_file;
   if (strcmp(n->cfg.raft_log, "group") == 0 && node_has_wal(n)) {
     node_set_errmsg(n, "%s/wal holds the node-wide Raft log (written with --raft-log node): "
                        "switching --raft-log on existing data is not supported",
