@@ -124,8 +124,9 @@ static void *kb_produce(void *arg)
   snprintf(linger, sizeof linger, "%d", o->linger_ms);
   snprintf(batch, sizeof batch, "%d", o->batch_bytes);
   /* Not idempotent (librdkafka's default): librdkafka 2.0.2's idempotent
-   * producer keeps one ProduceRequest in flight per broker here (seen with
-   * debug=protocol), where the plain one pipelines; docs/kafka.md. */
+   * producer keeps one ProduceRequest in flight per partition, against
+   * Kafka too (it counts messages in flight against its limit of 5
+   * requests), where the plain one pipelines; docs/kafka.md. */
   const char *kv[] = {
       "acks",   "all", "linger.ms", linger, "batch.size", batch, "queue.buffering.max.kbytes",
       "262144", NULL};
