@@ -2,6 +2,7 @@
 #include "kafka/kafka_codec.h"
 
 #include "common/err.h"
+#include "kafka/kafka_bufpool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -177,9 +178,19 @@ void kafka_buf_init(struct kafka_buf *b)
   memset(b, 0, sizeof *b);
 }
 
+int kafka_buf_init_cap(struct kafka_buf *b, size_t cap)
+{
+  memset(b, 0, sizeof *b);
+  if (cap > KAFKA_BUF_MAX) {
+    cap = KAFKA_BUF_MAX;
+  }
+  b->p = kafka_bufpool_get(cap > 0 ? cap : 1, &b->cap);
+  return b->p != NULL ? 0 : CAIRN_ENOMEM;
+}
+
 void kafka_buf_free(struct kafka_buf *b)
 {
-  free(b->p);
+  kafka_bufpool_put(b->p);
   memset(b, 0, sizeof *b);
 }
 
@@ -201,13 +212,20 @@ static uint8_t *kafka_grow(struct kafka_buf *b, size_t n)
     if (cap > KAFKA_BUF_MAX) {
       cap = KAFKA_BUF_MAX;
     }
-    uint8_t *p = realloc(b->p, cap);
+    /* From the pool: a large answer then reuses a buffer whose pages are
+     * already mapped (kafka_bufpool.h). */
+    size_t got = 0;
+    uint8_t *p = kafka_bufpool_get(cap, &got);
     if (p == NULL) {
       b->err = CAIRN_ENOMEM;
       return NULL;
     }
+    if (b->len > 0) {
+      memcpy(p, b->p, b->len);
+    }
+    kafka_bufpool_put(b->p);
     b->p = p;
-    b->cap = cap;
+    b->cap = got;
   }
   uint8_t *at = b->p + b->len;
   b->len += n;

@@ -104,12 +104,18 @@ int32_t kafka_get_compact_array_len(struct kafka_reader *r, size_t min_elem_byte
 void kafka_skip_tagged_fields(struct kafka_reader *r);
 
 struct kafka_buf {
-  uint8_t *p; /* owned: free with kafka_buf_free, or taken by the caller */
+  uint8_t *p; /* owned: free with kafka_buf_free, or taken by the caller
+               * (then given back with kafka_bufpool_put, not free) */
   size_t len, cap;
   int err; /* 0, CAIRN_ENOMEM or CAIRN_ETOOLARGE */
 };
 
 void kafka_buf_init(struct kafka_buf *b);
+/* Like kafka_buf_init with room for cap bytes already (capped at
+ * KAFKA_BUF_MAX), for an answer whose size is known ahead: one buffer from
+ * the pool instead of a doubling series. Returns 0 or CAIRN_ENOMEM (b is
+ * then empty and usable; kafka_buf_free is still right). */
+__attribute__((warn_unused_result)) int kafka_buf_init_cap(struct kafka_buf *b, size_t cap);
 void kafka_buf_free(struct kafka_buf *b);
 void kafka_put_raw(struct kafka_buf *b, const void *p, size_t n);
 void kafka_put_i8(struct kafka_buf *b, int8_t v);

@@ -6,6 +6,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "kafka/kafka_bufpool.h"
 #include "net/frame.h"
 #include "server/config_value.h"
 #include "server/handlers.h"
@@ -73,7 +74,7 @@ static void kafka_req_free(struct kafka_req *kr)
 static void kafka_on_sent(void *arg, int status)
 {
   (void)status;
-  free(arg);
+  kafka_bufpool_put(arg);
 }
 
 void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b)
@@ -483,5 +484,6 @@ void kafka_port_close(struct node *n, void (*cb)(struct listener *l))
     cb(&n->kafka_lis);
     return;
   }
+  kafka_bufpool_drain(); /* idle answer buffers; those in flight come back later */
   listener_close(&n->kafka_lis, cb);
 }

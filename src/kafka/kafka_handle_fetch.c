@@ -17,6 +17,7 @@
 #include "format/batch.h"
 #include "format/endian.h"
 #include "kafka/kafka_batch.h"
+#include "kafka/kafka_bufpool.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -55,8 +56,9 @@ static void kafka_fetch_op_free(void *p)
   free(op);
 }
 
-/* Copies the answer's parts into one buffer and releases them. Returns 0
- * or a negative code (the parts are released either way). */
+/* Copies the answer's parts into one buffer from the pool (give it back
+ * with kafka_bufpool_put) and releases them. Returns 0 or a negative code
+ * (the parts are released either way). */
 static int kafka_fetch_gather(const struct conn_part *parts, size_t nparts, uint8_t **out,
                               size_t *out_len)
 {
@@ -65,7 +67,8 @@ static int kafka_fetch_gather(const struct conn_part *parts, size_t nparts, uint
     total += parts[i].len;
   }
   int rv = 0;
-  uint8_t *buf = malloc(total > 0 ? total : 1);
+  size_t cap = 0;
+  uint8_t *buf = kafka_bufpool_get(total > 0 ? total : 1, &cap);
   if (buf == NULL) {
     rv = CAIRN_ENOMEM;
   }
@@ -90,7 +93,7 @@ static int kafka_fetch_gather(const struct conn_part *parts, size_t nparts, uint
     }
   }
   if (rv != 0) {
-    free(buf);
+    kafka_bufpool_put(buf);
     return rv;
   }
   *out = buf;
@@ -128,8 +131,16 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
 {
   struct kafka_fetch_op *op = kr->op;
   int16_t v = kr->h.api_version;
+  /* Sized ahead (records never grow in conversion; a partition's fixed
+   * fields and its topic's name are bounded): one pooled buffer. */
+  size_t need = 64 + data_len;
+  for (size_t i = 0; i < op->nparts; i++) {
+    need += 64 + strlen(op->parts[i].topic);
+  }
   struct kafka_buf b;
-  kafka_buf_init(&b);
+  if (kafka_buf_init_cap(&b, need) != 0) {
+    kafka_buf_init(&b); /* grows as needed, or latches ENOMEM */
+  }
   kafka_put_i32(&b, 0); /* throttle_time_ms */
   if (v >= 7) {
     kafka_put_i16(&b, op->top_err);
@@ -200,7 +211,7 @@ static void kafka_fetch_on_answer(struct kafka_req *kr, const Cairn__Client__Env
   }
   kafka_fetch_answer(kr, code == 0 ? r : NULL, code == 0 ? 0 : kafka_err_from_wire(code),
                      rv == 0 ? data : NULL, rv == 0 ? data_len : 0);
-  free(data);
+  kafka_bufpool_put(data);
 }
 
 void kafka_handle_fetch(struct kafka_req *kr)

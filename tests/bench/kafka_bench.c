@@ -16,7 +16,9 @@
  *
  * The summary goes to stdout, as text or with --json as one JSON object of
  * the same shape as cairn-bench's ("produce"/"consume" with messages,
- * seconds, msgs_per_s, mb_per_s), so bench/compare_table.py reads both.
+ * seconds, msgs_per_s, mb_per_s), so bench/compare_table.py reads both;
+ * "consume" also has first_record_s, the slowest consumer's wait from its
+ * start to its first record (librdkafka's own start-up inside seconds).
  * Exit status 0 when every message was delivered (or read), 1 otherwise,
  * 2 on usage. */
 #include <librdkafka/rdkafka.h>
@@ -61,7 +63,8 @@ struct kb_worker {
   uint64_t consumed_bytes;
   uint64_t expected;
   int64_t t_start_ns;
-  int64_t t_end_ns; /* last delivery report or last record */
+  int64_t t_end_ns;   /* last delivery report or last record */
+  int64_t t_first_ns; /* first record read, 0 none */
   char error[600];
 };
 
@@ -121,8 +124,9 @@ static void *kb_produce(void *arg)
   snprintf(linger, sizeof linger, "%d", o->linger_ms);
   snprintf(batch, sizeof batch, "%d", o->batch_bytes);
   /* Not idempotent (librdkafka's default): librdkafka 2.0.2's idempotent
-   * producer keeps one ProduceRequest in flight per broker here (seen with
-   * debug=protocol), where the plain one pipelines; docs/kafka.md. */
+   * producer keeps one ProduceRequest in flight per partition, against
+   * Kafka too (it counts messages in flight against its limit of 5
+   * requests), where the plain one pipelines; docs/kafka.md. */
   const char *kv[] = {
       "acks",   "all", "linger.ms", linger, "batch.size", batch, "queue.buffering.max.kbytes",
       "262144", NULL};
@@ -217,6 +221,9 @@ static void *kb_consume(void *arg)
         w->consumed++;
         w->consumed_bytes += m->len;
         last_ns = w->t_end_ns = kb_now_ns();
+        if (w->t_first_ns == 0) {
+          w->t_first_ns = last_ns;
+        }
       } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         snprintf(w->error, sizeof w->error, "consume: %s", rd_kafka_message_errstr(m));
       }
@@ -409,7 +416,7 @@ int main(int argc, char **argv)
     }
   }
   uint64_t acked = 0, failed = 0, consumed = 0, cbytes = 0, expected = 0;
-  int64_t start = INT64_MAX, end = 0;
+  int64_t start = INT64_MAX, end = 0, first_wait = 0;
   int errors = 0;
   for (int i = 0; i < n; i++) {
     pthread_join(ts[i], NULL);
@@ -424,6 +431,9 @@ int main(int argc, char **argv)
     }
     if (w->t_end_ns > end) {
       end = w->t_end_ns;
+    }
+    if (w->t_first_ns != 0 && w->t_first_ns - w->t_start_ns > first_wait) {
+      first_wait = w->t_first_ns - w->t_start_ns; /* the slowest consumer's start */
     }
     if (w->error[0] != '\0') {
       fprintf(stderr, "cairn-kafka-bench: worker %d: %s\n", i, w->error);
@@ -444,8 +454,8 @@ int main(int argc, char **argv)
            "\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f},",
            acked, failed, produce ? secs : 0, p_mps, p_mps * (double)o.size / 1e6);
     printf("\"consume\":{\"messages\":%" PRIu64 ",\"expected\":%" PRIu64 ",\"bytes\":%" PRIu64
-           ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f},",
-           consumed, expected, cbytes, produce ? 0 : secs, c_mps, c_mbs);
+           ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f,\"first_record_s\":%.3f},",
+           consumed, expected, cbytes, produce ? 0 : secs, c_mps, c_mbs, (double)first_wait / 1e9);
     printf("\"ok\":%s}\n", ok ? "true" : "false");
   } else if (produce) {
     printf("cairn-kafka-bench: produced %" PRIu64 " of %" PRIu64 " %zu-byte messages (%" PRIu64
