@@ -418,6 +418,26 @@ static void kafka_dispatch(struct conn_request *req, void *data)
 
 /* ---- the port ---- */
 
+/* Apache Kafka handles a connection's requests one at a time, and clients
+ * rely on the order of their effects (kafka-python commits, then leaves its
+ * group; a SaslHandshake v0 turns the next frame into a raw token). Only
+ * Produce overlaps here: the native produce path starts each partition's
+ * Raft proposal as the request is dispatched, in arrival order, so a
+ * producer's pipelined batches commit together and keep their order. */
+static bool kafka_runs_alone(const struct conn_request *req)
+{
+  if (req->c->proto_state == KAFKA_SASL_RAW || req->payload_len < 4) {
+    return true;
+  }
+  int16_t key, version;
+  kafka_header_peek(req->payload, &key, &version);
+  return key != KAFKA_API_PRODUCE;
+}
+
+/* kafka_conn_framing (the framing the lower layer knows) with the rule
+ * above, which needs the protocol's API keys and SASL states. */
+static struct conn_framing kafka_framing;
+
 int kafka_port_start(struct node *n)
 {
   n->kafka_on = false;
@@ -442,15 +462,18 @@ int kafka_port_start(struct node *n)
   lc.limits.preauth_max_frame_bytes = n->auth_required ? CONN_PREAUTH_MAX_FRAME_BYTES : 0;
   /* Kafka answers each connection's requests in the order they came, and
    * clients match answers by that order: the framing holds an answer that
-   * completes early (ordered_answers). Up to KAFKA_MAX_INFLIGHT requests
-   * of a connection run at once, so that a client's pipelined produces
-   * (librdkafka's idempotent producer keeps 5 in flight) commit together
-   * rather than one Raft round trip after the other. */
+   * completes early (ordered_answers). Up to KAFKA_MAX_INFLIGHT produce
+   * requests of a connection run at once, so that a client's pipelined
+   * produces commit together rather than one Raft round trip after the
+   * other; every other request runs alone, as in Apache Kafka
+   * (kafka_runs_alone). */
   lc.limits.max_inflight_requests = KAFKA_MAX_INFLIGHT;
   lc.limits.idle_timeout_ms = n->cfg.idle_timeout_ms;
   lc.limits.frame_timeout_ms = n->cfg.frame_timeout_ms;
   lc.limits.budget = &n->request_budget; /* one budget for both ports */
-  lc.limits.framing = &kafka_conn_framing;
+  kafka_framing = kafka_conn_framing;
+  kafka_framing.runs_alone = kafka_runs_alone;
+  lc.limits.framing = &kafka_framing;
   int rv = listener_init(&n->kafka_lis, n->loop, &lc);
   if (rv != 0) {
     if (n->cfg.kafka_listen_default) {

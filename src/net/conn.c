@@ -680,6 +680,9 @@ static void conn_request_unlink(struct conn *c, struct conn_request *req)
     req->next->prev = req->prev;
   }
   c->nreqs--;
+  if (req->alone) {
+    c->alone_running = false;
+  }
   c->inflight_bytes -= req->charge;
   if (c->lim.budget != NULL) {
     rbudget_release(c->lim.budget, req->charge);
@@ -896,7 +899,11 @@ static void conn_cancel_requests(struct conn *c)
   while (req != NULL) {
     /* The cancel callback may finish req (conn_respond frees it). */
     struct conn_request *next = req->next;
-    if (req->held) {
+    if (req == c->waiting_alone) {
+      c->waiting_alone = NULL; /* never dispatched: no handler to tell */
+      conn_request_unlink(c, req);
+      conn_request_free(req);
+    } else if (req->held) {
       conn_send_held(c, req, CAIRN_ECLOSED); /* answered already: nothing to cancel */
     } else if (!req->canceled) {
       req->canceled = true;
@@ -1020,6 +1027,7 @@ static void conn_protocol_error(struct conn *c, int err, uint64_t correlation_id
 static bool conn_under_limits(const struct conn *c)
 {
   return c->inflight_bytes < c->lim.max_inflight_bytes && c->nreqs < c->lim.max_inflight_requests &&
+         c->waiting_alone == NULL && !c->alone_running &&
          c->write_queue_bytes < c->lim.max_write_queue_bytes && !c->budget_blocked &&
          (c->lim.budget == NULL || !rbudget_over(c->lim.budget));
 }
@@ -1156,7 +1164,36 @@ static void conn_dispatch_request(struct conn *c, struct conn_request *req,
     c->peak_inflight_bytes = c->inflight_bytes;
   }
   c->requests++;
+  if (c->lim.framing->runs_alone != NULL && c->lim.framing->runs_alone(req)) {
+    if (c->nreqs > 1) {
+      c->waiting_alone = req; /* dispatched by conn_start_waiting */
+      return;
+    }
+    req->alone = true;
+    c->alone_running = true;
+  }
   c->dispatch(req, c->data);
+}
+
+/* The request waiting to run alone: dispatched once it is the conn's only
+ * one; dropped unanswered when the conn stops serving. */
+static void conn_start_waiting(struct conn *c)
+{
+  struct conn_request *req = c->waiting_alone;
+  if (req == NULL || (c->state == CONN_OPEN && c->nreqs > 1)) {
+    return;
+  }
+  c->waiting_alone = NULL;
+  if (c->state != CONN_OPEN) {
+    conn_request_unlink(c, req);
+    conn_request_free(req);
+    return;
+  }
+  req->alone = true;
+  c->alone_running = true;
+  c->busy++;
+  c->dispatch(req, c->data);
+  c->busy--;
 }
 
 /* A whole frame in rbuf: its payload is copied into the request (small
@@ -1446,6 +1483,7 @@ static void conn_on_kick(uv_timer_t *t)
  * re-entered). */
 static void conn_update_reading(struct conn *c)
 {
+  conn_start_waiting(c);
   bool want;
   if (c->state == CONN_OPEN) {
     want = conn_under_limits(c);

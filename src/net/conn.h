@@ -200,6 +200,13 @@ struct conn_framing {
    * is held, with its request and its in-flight charge, until every
    * earlier request is answered or finished unanswered. */
   bool ordered_answers;
+  /* Whether req must run with no other request of its conn in flight:
+   * it waits for the earlier ones to finish, and the conn reads nothing
+   * more until it has (Kafka: every API but Produce, because Apache Kafka
+   * handles a connection's requests one at a time and clients rely on the
+   * order of their effects, e.g. an OffsetCommit before a LeaveGroup).
+   * NULL: every request may overlap. */
+  bool (*runs_alone)(const struct conn_request *req);
 };
 
 /* A relayed request (conn_request_relay) is being answered with env (may
@@ -237,6 +244,7 @@ struct conn_request {
   /* ordered_answers: answered (or finished unanswered) ahead of an earlier
    * request: the answer's parts (owned, held_n of them) wait here. */
   bool held;
+  bool alone; /* runs with no other request of its conn (runs_alone) */
   bool held_unanswered;
   struct conn_part *held_parts;
   size_t held_n;
@@ -300,6 +308,10 @@ struct conn {
   uint32_t nreqs;
   uint64_t next_seq;        /* the seq the next request dispatched gets */
   uint64_t next_answer_seq; /* ordered_answers: the seq whose answer goes out next */
+  /* runs_alone: a request read and linked, waiting for the earlier ones to
+   * finish before it is dispatched; and whether one is running. */
+  struct conn_request *waiting_alone;
+  bool alone_running;
   uint64_t inflight_bytes;
 
   /* Write side: answers whose parts are not all issued, in order. */

@@ -1137,7 +1137,8 @@ static int kafka_client(const struct srv *s)
 }
 
 /* One Kafka request frame: api key 0, version 0, corr, then the action. */
-static void kafka_send(int fd, uint32_t corr, const char *action)
+/* A Kafka-framed request: api key 0, api version `version`, corr, action. */
+static void kafka_send_v(int fd, uint32_t corr, uint8_t version, const char *action)
 {
   uint8_t f[64];
   size_t n = strlen(action);
@@ -1145,9 +1146,15 @@ static void kafka_send(int fd, uint32_t corr, const char *action)
   uint32_t size = htonl((uint32_t)(8 + n)), c = htonl(corr);
   memcpy(f, &size, 4);
   memset(f + 4, 0, 4);
+  f[7] = version;
   memcpy(f + 8, &c, 4);
   memcpy(f + 12, action, n);
   assert_int_equal(send(fd, f, 12 + n, 0), (ssize_t)(12 + n));
+}
+
+static void kafka_send(int fd, uint32_t corr, const char *action)
+{
+  kafka_send_v(fd, corr, 0, action);
 }
 
 static void kafka_recv_all(int fd, uint8_t *p, size_t n)
@@ -1229,6 +1236,48 @@ static void test_conn_ordered_framing_releases_held_answers_on_close(void **stat
   srv_free(s);
 }
 
+/* The test's rule: a request whose api version is not 0 runs alone. */
+static bool test_runs_alone(const struct conn_request *req)
+{
+  return req->payload_len >= 4 && req->payload[3] != 0;
+}
+
+static void test_conn_request_that_runs_alone_waits_for_the_earlier_ones(void **state)
+{
+  struct conn_framing fr = kafka_conn_framing;
+  fr.runs_alone = test_runs_alone;
+  struct conn_limits lim;
+  conn_limits_default(&lim);
+  lim.framing = &fr;
+  struct srv *s = srv_start(&lim, 0);
+  int fd = kafka_client(s);
+  kafka_send(fd, 1, "later:300");
+  kafka_send(fd, 2, "later:100");
+  kafka_send_v(fd, 3, 1, "echo"); /* alone: after 1 and 2 have finished */
+  kafka_send(fd, 4, "echo");      /* not read until 3 has finished */
+  usleep(200 * 1000);
+  /* 2 has finished (its answer held behind 1's), 3 waits, 4 is unread. */
+  assert_int_equal(atomic_load(&s->requests), 2);
+  kafka_expect(fd, 1, "later:300");
+  kafka_expect(fd, 2, "later:100");
+  kafka_expect(fd, 3, "echo");
+  kafka_expect(fd, 4, "echo");
+  assert_int_equal(atomic_load(&s->requests), 4);
+  /* A request waiting to run alone when the conn closes is dropped. */
+  kafka_send(fd, 5, "hold");
+  kafka_send_v(fd, 6, 1, "echo");
+  for (int i = 0; i < 500 && atomic_load(&s->requests) < 5; i++) {
+    usleep(1000);
+  }
+  usleep(50 * 1000);
+  assert_int_equal(atomic_load(&s->requests), 5);
+  close(fd);
+  srv_stop(s);
+  assert_int_equal(atomic_load(&s->requests), 5);
+  assert_int_equal(atomic_load(&s->canceled), 1);
+  srv_free(s);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1237,6 +1286,7 @@ int main(void)
       cmocka_unit_test(test_conn_answers_out_of_order),
       cmocka_unit_test(test_conn_ordered_framing_answers_in_request_order),
       cmocka_unit_test(test_conn_ordered_framing_releases_held_answers_on_close),
+      cmocka_unit_test(test_conn_request_that_runs_alone_waits_for_the_earlier_ones),
       cmocka_unit_test(test_conn_random_streams_of_mixed_frames),
       cmocka_unit_test(test_conn_oversized_frame_is_answered_then_closed),
       cmocka_unit_test(test_conn_large_frame_is_read_in_place_within_the_limit),
