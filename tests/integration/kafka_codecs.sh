@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # kafka_codecs.sh - every Kafka codec through the Kafka port on a 3-node
 # cluster (docs/kafka.md, "Compression"): kcat produces with -z gzip,
-# snappy, lz4 and zstd, kafka-python with compression_type gzip, snappy,
-# lz4 and zstd; the partition leader is SIGKILLed; then kcat, kafka-python
-# and `cairn consume` each read back every acknowledged message exactly
-# once, in order. A gzip batch with a good CRC and garbage records is stored
+# snappy, lz4 and zstd, kafka-python with compression_type gzip, snappy
+# (xerial framing), lz4 and zstd, and a raw Produce carries a raw-snappy
+# batch (librdkafka's form; librdkafka 2.0.2 itself sends gzip, snappy and
+# lz4 uncompressed to a broker without Produce v0, see docs/kafka.md); the
+# stored batches hold all four codecs; the partition leader is SIGKILLed;
+# then kcat, kafka-python and `cairn consume` each read back every
+# acknowledged message exactly once, in order. A gzip batch with a good CRC and garbage records is stored
 # as Kafka stores it (acknowledged, never decompressed by the broker), and
 # `cairn consume` stops at it with a clear error naming its offset, then
 # reads on from past it.
@@ -26,6 +29,56 @@ k3="127.0.0.1:$((base + 23))"
 all="$k1,$k2,$k3"
 expect 0 "$cli" topic create kc --partitions 1 --replication-factor 3
 expect 0 "$cli" topic create kbad --partitions 1 --replication-factor 3
+
+# rawprod.py MODE BOOTSTRAP TOPIC PAD: one Produce v3 (acks=-1) of a batch
+# built here, to the partition's leader; prints the base offset acked.
+#   rawsnappy  20 records "rs<i>|raw-snappy-<i>-PAD", snappy as one raw block
+#   badgzip    gzip attributes, 2 records' worth of garbage, a good CRC
+cat >"$dir/rawprod.py" <<'PY'
+import struct, sys, time
+import snappy
+from kafka.client_async import KafkaClient
+from kafka.protocol.produce import ProduceRequest
+from kafka.record import default_records
+from kafka.record.util import calc_crc32c
+from kafka.structs import TopicPartition
+mode, bs, topic, pad = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4]
+now = int(time.time() * 1000)
+if mode == "rawsnappy":
+    default_records.snappy_encode = snappy.compress  # a raw block, no xerial framing
+    b = default_records.DefaultRecordBatchBuilder(2, 2, False, -1, -1, -1, 1 << 20)
+    for i in range(20):
+        b.append(i, now, b"rs%d" % i, ("raw-snappy-%d-%s" % (i, pad)).encode(), [])
+    batch = bytes(b.build())
+    assert struct.unpack_from(">h", batch, 21)[0] & 7 == 2, "not a snappy batch"
+    assert not batch[61:].startswith(b"\x82SNAPPY"), "xerial framing, not a raw block"
+else:
+    tail = struct.pack(">hiqqqhii", 1, 1, now, now, -1, -1, -1, 2) + bytes(range(7, 71))
+    head = struct.pack(">qiib", 0, 4 + 1 + 4 + len(tail), -1, 2)
+    batch = head + struct.pack(">I", calc_crc32c(tail)) + tail
+cl = KafkaClient(bootstrap_servers=bs)
+tp = TopicPartition(topic, 0)
+leader = None
+for _ in range(100):
+    cl.poll(future=cl.cluster.request_update(), timeout_ms=2000)
+    leader = cl.cluster.leader_for_partition(tp)
+    if leader is not None and leader >= 0:
+        break
+    time.sleep(0.1)
+assert leader is not None and leader >= 0, "no leader for %s/0" % topic
+for _ in range(100):
+    if cl.ready(leader):
+        break
+    cl.poll(timeout_ms=100)
+req = ProduceRequest[3](transactional_id=None, required_acks=-1, timeout=10000,
+                        topics=[(topic, [(0, batch)])])
+f = cl.send(leader, req)
+cl.poll(future=f, timeout_ms=15000)
+assert f.succeeded(), f.exception
+part = f.value.topics[0][1][0]
+assert part[1] == 0, "answered %r" % (part,)
+print(part[2])
+PY
 
 # Values long and repetitive enough that every codec really compresses.
 pad=$(printf 'x%.0s' $(seq 1 200))
@@ -59,8 +112,32 @@ for z in ("gzip", "snappy", "lz4", "zstd"):
     p.close()
 print("kafka-python: 4 x 60 produced")
 PY
+step "a raw Produce carries a raw-snappy batch (librdkafka's form of snappy)"
+off=$($py "$dir/rawprod.py" rawsnappy "$all" kc "$pad") || fail "raw snappy produce"
+[ "$off" -eq 480 ] || fail "raw snappy batch acked at offset $off, want 480"
+for i in $(seq 0 19); do echo "rs$i|raw-snappy-$i-$pad"; done >>"$dir/expected"
 n=$(wc -l <"$dir/expected")
-[ "$n" -eq 480 ] || fail "expected 480 lines, built $n"
+[ "$n" -eq 500 ] || fail "expected 500 lines, built $n"
+
+step "the stored batches hold every codec, as the producers sent them"
+node_log=$(ls -d "$cdir"/node*/partitions/kc-0.*/log | head -1)
+$py - "$node_log" <<'PY' || fail "stored codecs"
+import glob, struct, sys
+seen = []
+for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
+    d = open(seg, "rb").read()
+    pos = 0
+    while pos + 66 <= len(d):
+        blen = struct.unpack_from("<i", d, pos + 8)[0]
+        if blen <= 0:
+            break
+        seen.append((struct.unpack_from("<q", d, pos)[0], struct.unpack_from("<H", d, pos + 26)[0] & 7))
+        pos += blen + 12
+print("stored (offset, cairn codec):", seen)
+names = {1: "lz4", 2: "zstd", 3: "gzip", 4: "snappy"}
+missing = [names[c] for c in names if c not in {c for _, c in seen}]
+assert not missing, "no stored batch with codec " + ", ".join(missing)
+PY
 
 step "SIGKILL the leader of kc/0; every acknowledged message is still there"
 kcat -b "$all" -L -t kc >"$dir/md" 2>&1 || true
@@ -98,40 +175,8 @@ diff "$dir/expected" "$dir/out" >"$dir/diff" ||
 step "a gzip batch with a good CRC and garbage records is stored as sent"
 for i in 0 1 2; do echo "g$i|good-$i-$pad"; done >"$dir/in"
 timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/in" || fail "kcat -P kbad"
-$py - "$all" <<'PY' || fail "raw produce of a bad gzip batch"
-import struct, sys, time
-from kafka.client_async import KafkaClient
-from kafka.protocol.produce import ProduceRequest
-from kafka.record.util import calc_crc32c
-from kafka.structs import TopicPartition
-# Kafka v2 batch, attributes 1 (gzip), 2 records, garbage in place of gzip
-now = int(time.time() * 1000)
-tail = struct.pack(">hiqqqhii", 1, 1, now, now, -1, -1, -1, 2) + bytes(range(7, 71))
-head = struct.pack(">qiib", 0, 4 + 1 + 4 + len(tail), -1, 2)
-batch = head + struct.pack(">I", calc_crc32c(tail)) + tail
-cl = KafkaClient(bootstrap_servers=sys.argv[1].split(","))
-tp = TopicPartition("kbad", 0)
-leader = None
-for _ in range(100):
-    cl.poll(future=cl.cluster.request_update(), timeout_ms=2000)
-    leader = cl.cluster.leader_for_partition(tp)
-    if leader is not None and leader >= 0:
-        break
-    time.sleep(0.1)
-assert leader is not None and leader >= 0, "no leader for kbad/0"
-for _ in range(100):
-    if cl.ready(leader):
-        break
-    cl.poll(timeout_ms=100)
-req = ProduceRequest[3](transactional_id=None, required_acks=-1, timeout=10000,
-                        topics=[("kbad", [(0, batch)])])
-f = cl.send(leader, req)
-cl.poll(future=f, timeout_ms=15000)
-assert f.succeeded(), f.exception
-part = f.value.topics[0][1][0]
-assert part[1] == 0 and part[2] == 3, "answered %r, want error 0 at offset 3" % (part,)
-print("bad gzip batch acknowledged at offset", part[2])
-PY
+off=$($py "$dir/rawprod.py" badgzip "$all" kbad "$pad") || fail "raw produce of a bad gzip batch"
+[ "$off" -eq 3 ] || fail "bad gzip batch acked at offset $off, want 3"
 for i in 3 4 5; do echo "g$i|good-$i-$pad"; done >"$dir/in2"
 timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/in2" || fail "kcat -P kbad"
 
