@@ -118,23 +118,33 @@ struct codec_out {
   size_t max;
 };
 
-/* Makes room for more output; CAIRN_ETOOLARGE once at max. */
+/* Makes room for need bytes in all; CAIRN_ETOOLARGE when need passes max.
+ * Codecs that say their output size up front (snappy) reserve it at once. */
+static int codec_out_reserve(struct codec_out *o, size_t need)
+{
+  if (need > o->max) {
+    return CAIRN_ETOOLARGE;
+  }
+  if (need <= o->cap) {
+    return 0;
+  }
+  uint8_t *nb = realloc(o->buf, need);
+  if (nb == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  o->buf = nb;
+  o->cap = need;
+  return 0;
+}
+
+/* Makes room for more output by doubling; CAIRN_ETOOLARGE once at max. */
 static int codec_out_grow(struct codec_out *o)
 {
   if (o->cap >= o->max) {
     return CAIRN_ETOOLARGE;
   }
   size_t cap = o->cap == 0 ? 4096 : o->cap * 2;
-  if (cap > o->max) {
-    cap = o->max;
-  }
-  uint8_t *nb = realloc(o->buf, cap);
-  if (nb == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  o->buf = nb;
-  o->cap = cap;
-  return 0;
+  return codec_out_reserve(o, cap < o->max ? cap : o->max);
 }
 
 static int codec_lz4_decompress(const uint8_t *src, size_t len, struct codec_out *o)
@@ -208,25 +218,6 @@ static int codec_zstd_decompress(const uint8_t *src, size_t len, struct codec_ou
   }
   ZSTD_freeDCtx(dctx);
   return rv;
-}
-
-/* Makes room for need bytes in all; CAIRN_ETOOLARGE when need passes max.
- * For codecs that say their output size up front (snappy). */
-static int codec_out_reserve(struct codec_out *o, size_t need)
-{
-  if (need > o->max) {
-    return CAIRN_ETOOLARGE;
-  }
-  if (need <= o->cap) {
-    return 0;
-  }
-  uint8_t *nb = realloc(o->buf, need);
-  if (nb == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  o->buf = nb;
-  o->cap = need;
-  return 0;
 }
 
 /* One or more gzip members back to back (Java's GZIPInputStream reads

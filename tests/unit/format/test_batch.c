@@ -658,16 +658,24 @@ static void test_batch_rejects_unknown_codec(void **state)
   free(p);
 }
 
+/* A 50-record batch compressed with codec (smaller than plain_len, its
+ * uncompressed size), with the codec bits set. */
+static uint8_t *make_compressed_batch(int codec, size_t *len, size_t *plain_len)
+{
+  uint8_t *p = tu_make_batch(7, 50, 40, 1000, len);
+  *plain_len = *len;
+  assert_int_equal(codec_batch_compress((enum batch_codec)codec, 0, &p, len), 0);
+  assert_true(*len < *plain_len);
+  assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+  return p;
+}
+
 static void test_batch_validates_compressed_records_after_decompressing(void **state)
 {
   (void)state;
   for (int codec = BATCH_CODEC_LZ4; codec <= BATCH_CODEC_ZSTD; codec++) {
-    size_t len;
-    uint8_t *p = tu_make_batch(7, 50, 40, 1000, &len);
-    size_t plain_len = len;
-    assert_int_equal(codec_batch_compress((enum batch_codec)codec, 0, &p, &len), 0);
-    assert_true(len < plain_len);
-    assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+    size_t len, plain_len;
+    uint8_t *p = make_compressed_batch(codec, &len, &plain_len);
     expect_valid(p, len);
     /* Iteration refuses it; decompressing gives back the plain batch. */
     struct batch_iter it;
@@ -696,12 +704,8 @@ static void test_batch_stores_gzip_and_snappy_without_decompressing(void **state
 {
   (void)state;
   for (int codec = BATCH_CODEC_GZIP; codec <= BATCH_CODEC_SNAPPY; codec++) {
-    size_t len;
-    uint8_t *p = tu_make_batch(7, 50, 40, 1000, &len);
-    size_t plain_len = len;
-    assert_int_equal(codec_batch_compress((enum batch_codec)codec, 0, &p, &len), 0);
-    assert_true(len < plain_len);
-    assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+    size_t len, plain_len;
+    uint8_t *p = make_compressed_batch(codec, &len, &plain_len);
     assert_false(codec_checked_at_ingress(codec));
     expect_valid(p, len);
     uint8_t *plain;
