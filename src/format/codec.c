@@ -240,10 +240,12 @@ static int codec_gzip_decompress(const uint8_t *src, size_t len, struct codec_ou
     if (o->len == o->cap && (rv = codec_out_grow(o)) != 0) {
       break;
     }
+    size_t room = o->cap - o->len;
+    uInt given = room > UINT_MAX ? UINT_MAX : (uInt)room; /* zlib counts in uInt */
     zs.next_out = o->buf + o->len;
-    zs.avail_out = (uInt)(o->cap - o->len);
+    zs.avail_out = given;
     int zr = inflate(&zs, Z_NO_FLUSH);
-    o->len = o->cap - zs.avail_out;
+    o->len += given - zs.avail_out;
     if (zr == Z_STREAM_END) {
       if (zs.avail_in == 0) {
         break;
