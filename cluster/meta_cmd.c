@@ -94,6 +94,7 @@ int meta_cmd_create_topic(const char *name, uint32_t partitions, uint32_t rf,
     tc.retention_ms = cfg->retention_ms;
     tc.segment_bytes = cfg->segment_bytes;
     tc.max_batch_bytes = cfg->max_batch_bytes;
+    tc.storage = cfg->storage;
     c.config = &tc;
   }
   Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;

@@ -110,6 +110,7 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
     v.configs[i].retention_ms = t->config.retention_ms;
     v.configs[i].segment_bytes = t->config.segment_bytes;
     v.configs[i].max_batch_bytes = t->config.max_batch_bytes;
+    v.configs[i].storage = t->config.storage;
     r->config = &v.configs[i];
     r->partitions = &v.part_ptrs[k];
     r->n_partitions = t->npartitions;
@@ -302,6 +303,7 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
       t->config.retention_ms = r->config->retention_ms;
       t->config.segment_bytes = r->config->segment_bytes;
       t->config.max_batch_bytes = r->config->max_batch_bytes;
+      t->config.storage = r->config->storage;
     }
     t->partitions = calloc(r->n_partitions, sizeof *t->partitions);
     if (t->partitions == NULL)

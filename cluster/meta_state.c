@@ -608,6 +608,7 @@ static int apply_create_topic(struct meta_state *st, const Cairn__Meta__CreateTo
     tp->config.retention_ms = c->config->retention_ms;
     tp->config.segment_bytes = c->config->segment_bytes;
     tp->config.max_batch_bytes = c->config->max_batch_bytes;
+    tp->config.storage = c->config->storage;
   }
   tp->partitions = parts;
   tp->npartitions = c->partitions;

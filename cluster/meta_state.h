@@ -107,6 +107,7 @@ struct meta_topic_config {
   uint64_t retention_ms;
   uint64_t segment_bytes;
   uint64_t max_batch_bytes;
+  uint32_t storage; /* enum store_kind: where the partitions keep their log */
 };
 
 struct meta_partition {

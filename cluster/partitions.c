@@ -190,6 +190,10 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   }
   o.plog.retention_bytes = t->config.retention_bytes;
   o.plog.retention_ms = (int64_t)t->config.retention_ms;
+  o.storage = t->config.storage;
+  o.topic = p->topic;
+  o.topic_id = t->id;
+  o.partition = (int32_t)a->partition;
   int rv = rgroup_open(&p->rg, ps->loop, ps->tr, p->group_id, ps->self_id, dir, reps, n, &o);
   if (rv != 0) {
     log_error("parts", "%s-%u: %s", t->name, a->partition, p->rg.errmsg);

@@ -10,6 +10,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "format/batch.h"
+#include "storage/pgstore.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -95,7 +96,34 @@ static void rgroup_opts_fill(struct rgroup_opts *o, const struct rgroup_opts *in
   if (o->raft_log_budget == 0) o->raft_log_budget = RGROUP_DEFAULT_RAFT_LOG_BUDGET;
 }
 
-/* Creates <dir>/log (the store) and <dir>/raft. */
+/* A replica of a topic stored in PostgreSQL: its rows in the node's
+ * database (pgstore.h); the Raft log stays in <dir>/raft. */
+static int rgroup_open_pgstore(const struct rgroup_opts *o, struct store **out, char *err,
+                               size_t errlen)
+{
+  if (o->pg_conninfo == NULL || o->pg_conninfo[0] == '\0') {
+    snprintf(err, errlen, "the topic is stored in PostgreSQL and this node has no --pg-conninfo");
+    return CAIRN_ECONFIG;
+  }
+  struct pgstore_opts po = {
+      .conninfo = o->pg_conninfo,
+      .password_file = o->pg_password_file != NULL && o->pg_password_file[0] != '\0'
+                           ? o->pg_password_file
+                           : NULL,
+      .topic = o->topic,
+      .topic_id = o->topic_id,
+      .partition = o->partition,
+      .retention_bytes = o->plog.retention_bytes,
+      .retention_ms = o->plog.retention_ms,
+      .max_batch_bytes = o->plog.max_batch_bytes,
+      /* One COMMIT per applied Raft entry (an entry groups many produce
+       * requests): SQL readers see what consumers see. */
+      .commit_each_append = true,
+  };
+  return pgstore_open(&po, out, err, errlen);
+}
+
+/* Creates <dir>/log (the store, unless it is in PostgreSQL) and <dir>/raft. */
 static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o)
 {
   char raft_dir[PATH_MAX];
@@ -111,8 +139,12 @@ static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o)
     rgroup_set_errmsg(rg, "%s: %s", raft_dir, cairn_strerror(rv));
     return rv;
   }
-  char err[256];
-  rv = plog_open(log_dir, &o->plog, &rg->store, err, sizeof err);
+  char err[512];
+  if (o->storage == STORE_KIND_POSTGRESQL) {
+    rv = rgroup_open_pgstore(o, &rg->store, err, sizeof err);
+  } else {
+    rv = plog_open(log_dir, &o->plog, &rg->store, err, sizeof err);
+  }
   if (rv != 0) {
     rgroup_set_errmsg(rg, "group %llu: %s", (unsigned long long)rg->group_id, err);
   }

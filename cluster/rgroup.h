@@ -146,9 +146,17 @@ struct rgroup_opts {
                                   bootstrapping the replica set: a replica
                                   added to a running group, which its leader
                                   brings in (raft_add) and catches up */
-  struct plog_opts plog;       /* the partition log's options */
+  struct plog_opts plog;       /* the partition log's options (retention also pgstore's) */
   struct wal *wal;             /* the node-wide log for Raft (--raft-log node), borrowed;
                                   NULL: raft_uv's files in <dir>/raft */
+  uint32_t storage;            /* enum store_kind: plog (file) or pgstore (postgresql) */
+  const char *pg_conninfo;     /* pgstore's database (libpq); NULL or "": none, and a
+                                  postgresql replica refuses to open. Borrowed: must
+                                  outlive the group (the node's config) */
+  const char *pg_password_file; /* NULL or "": libpq's own (PGPASSFILE); borrowed */
+  const char *topic;           /* pgstore: the topic's name, id and partition; borrowed */
+  uint32_t topic_id;
+  int32_t partition;
 };
 
 struct rgroup;

@@ -303,9 +303,13 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  * sync are safe: plog_sync.h). raft takes one snapshot at a time, and its
  * close waits for the worker, so rg->snap is NULL whenever Raft is closed. */
 
-/* The snapshot in flight, from snapshot to snapshot_finalize. */
+/* The snapshot in flight, from snapshot to snapshot_finalize. A pgstore
+ * replica has no job: its capture commits the store (store_flush, one
+ * COMMIT on the loop), so the snapshot covers only what PostgreSQL holds,
+ * and the manifest names no segments. */
 struct rgroup_snap {
-  struct plog_sync *job;
+  struct plog_sync *job;      /* NULL for pgstore */
+  struct manifest committed; /* pgstore: offsets and index at capture */
   uint8_t *producers; /* the encoded table as of the job's next offset */
   size_t producers_len;
   char *dir;          /* the replica's directory, for <dir>/producers */
@@ -350,7 +354,12 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
                                &sn->producers_len);
     sn->covers = info.next_offset;
   }
-  if (rv == 0) {
+  if (rv == 0 && rg->opts.storage == STORE_KIND_POSTGRESQL) {
+    rv = store_flush(rg->store, info.next_offset);
+    sn->committed.start_offset = info.start_offset;
+    sn->committed.next_offset = info.next_offset;
+    sn->committed.last_index = info.last_index;
+  } else if (rv == 0) {
     rv = plog_sync_begin(rg->store, &sn->job);
   }
   if (rv != 0) {
@@ -375,12 +384,15 @@ static int rgroup_fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *b
 {
   struct rgroup *rg = fsm->data;
   struct rgroup_snap *sn = rg->snap;
-  int rv = plog_sync_run(sn->job);
-  struct manifest m;
+  int rv = 0;
+  struct manifest m = sn->committed; /* pgstore: no segments, nothing owned */
   uint8_t *enc = NULL;
   size_t len = 0;
-  if (rv == 0) {
-    rv = plog_sync_manifest(sn->job, &m);
+  if (sn->job != NULL) {
+    rv = plog_sync_run(sn->job);
+    if (rv == 0) {
+      rv = plog_sync_manifest(sn->job, &m);
+    }
   }
   if (rv == 0) {
     /* The table covers the log now durable: a restart rebuilds only what
@@ -435,8 +447,10 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
   if (sn == NULL) {
     return 0;
   }
-  uint64_t run_ns = plog_sync_run_ns(sn->job);
-  int rv = plog_sync_end(sn->job); /* the outcome into the store: fatal if an fsync failed */
+  uint64_t run_ns = sn->job != NULL ? plog_sync_run_ns(sn->job) : 0;
+  /* The outcome into the store: fatal if an fsync failed (pgstore: its
+   * commit already succeeded at capture). */
+  int rv = sn->job != NULL ? plog_sync_end(sn->job) : 0;
   sn->job = NULL;
   if (rv == 0) {
     rg->snapshots++;

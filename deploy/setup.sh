@@ -20,6 +20,7 @@ PACKAGES=(
   libmicrohttpd-dev
   systemd             # deploy_systemd: systemd-analyze verify / security on the unit
   python3-yaml        # deploy_manifests: parses the Kubernetes and compose YAML
+  libpq-dev postgresql  # pgstore (src/storage/pgstore.c) links libpq; its tests run a private server (tests/lib/pg.sh)
   chromium            # test_admin loads the admin port's status page headless
   prometheus          # promtool: test_admin checks /metrics, deploy/monitoring/ rules (check metrics/rules)
   # the fault-tolerance rig (tests/fault/): network namespaces, tc, nftables
@@ -50,7 +51,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # prometheus server Debian starts with promtool: the tests use promtool only).
 stop_peer_services() {
   local svc
-  for svc in redis-server nats-server prometheus; do
+  for svc in redis-server nats-server prometheus postgresql; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
       $SUDO systemctl disable --now "$svc" || true
     elif command -v service >/dev/null 2>&1 && service "$svc" status >/dev/null 2>&1; then

@@ -37,6 +37,8 @@ static void topic_help(FILE *out)
           "  -r, --replication-factor R     replicas per partition (required)\n"
           "  --retention-ms N, --retention-bytes N\n"
           "                                 delete old data past this (default: keep all)\n"
+          "  --storage KIND                 where the partitions keep their log: file\n"
+          "                                 (default) or postgresql (nodes with --pg-conninfo)\n"
           "\n"
           "%s",
           TOPIC_MAX_PARTITIONS, TOPIC_MAX_RF, TOPIC_NAME_MAX, cli_common_help);
@@ -93,6 +95,8 @@ void cli_json_topic(struct oj *j, const struct cairn_topic_info *t, bool with_pa
   oj_uint(j, t->config.segment_bytes);
   oj_key(j, "max_batch_bytes");
   oj_uint(j, t->config.max_batch_bytes);
+  oj_key(j, "storage");
+  oj_str(j, t->config.storage[0] != '\0' ? t->config.storage : "file");
   oj_object_end(j);
   if (with_partitions) {
     oj_key(j, "partitions");
@@ -171,6 +175,7 @@ struct topic_create_opts {
 
 #define TOPIC_OPT_RET_MS 2000
 #define TOPIC_OPT_RET_BYTES 2001
+#define TOPIC_OPT_STORAGE 2002
 
 static int topic_create_opt(void *ctx, int o, const char *arg)
 {
@@ -198,6 +203,12 @@ static int topic_create_opt(void *ctx, int o, const char *arg)
       t->cfg.retention_bytes = (int64_t)v;
     }
     return CLI_OK;
+  case TOPIC_OPT_STORAGE:
+    if (strcmp(arg, "file") != 0 && strcmp(arg, "postgresql") != 0) {
+      return cli_usage_error(cmd, "--storage must be file or postgresql");
+    }
+    snprintf(t->cfg.storage, sizeof t->cfg.storage, "%s", arg);
+    return CLI_OK;
   default:
     return cli_usage_error(cmd, "unexpected option");
   }
@@ -224,6 +235,7 @@ static int topic_create(struct cli *c, int argc, char **argv)
       {"replication-factor", required_argument, NULL, 'r'},
       {"retention-ms", required_argument, NULL, TOPIC_OPT_RET_MS},
       {"retention-bytes", required_argument, NULL, TOPIC_OPT_RET_BYTES},
+      {"storage", required_argument, NULL, TOPIC_OPT_STORAGE},
       {NULL, 0, NULL, 0}};
   struct topic_create_opts t = {0};
   int first;
@@ -340,6 +352,9 @@ static void topic_print_config(const struct cairn_topic_config *cfg)
   }
   if (cfg->retention_ms <= 0 && cfg->retention_bytes <= 0) {
     printf(", data kept forever");
+  }
+  if (strcmp(cfg->storage, "postgresql") == 0) {
+    printf(", stored in PostgreSQL");
   }
 }
 

@@ -39,6 +39,7 @@ struct lc_admin {
     Cairn__Client__ListOffsetsRequest offsets;
   } u;
   Cairn__Client__TopicConfig cfg;
+  char storage[16]; /* cfg.storage points here */
   Cairn__Client__ListOffsetsPartition lop;
   Cairn__Client__ListOffsetsPartition *lops[1];
   char *topics[1];
@@ -261,6 +262,8 @@ int cairn_create_topic(struct cairn_client *c, const char *name, uint32_t partit
     a->cfg.retention_ms = config->retention_ms;
     a->cfg.segment_bytes = config->segment_bytes;
     a->cfg.max_batch_bytes = config->max_batch_bytes;
+    snprintf(a->storage, sizeof a->storage, "%s", config->storage);
+    a->cfg.storage = a->storage;
     a->u.create.config = &a->cfg;
   }
   a->call.env.create_topic_req = &a->u.create;

@@ -2,6 +2,7 @@
  * protobuf answers (deep copies: the callee owns them), and their frees. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,8 @@ int lc_info_topic_fill(struct cairn_topic_info *dst, const Cairn__Client__TopicI
     dst->config.retention_ms = t->config->retention_ms;
     dst->config.segment_bytes = t->config->segment_bytes;
     dst->config.max_batch_bytes = t->config->max_batch_bytes;
+    snprintf(dst->config.storage, sizeof dst->config.storage, "%s",
+             t->config->storage[0] != '\0' ? t->config->storage : "file");
   }
   if (dst->name == NULL) {
     return -1;

@@ -8,6 +8,7 @@
 #include "format/codec.h"
 #include "server/handlers.h"
 #include "server/node.h"
+#include "storage/store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,8 @@ static void admin_view_topic_body(struct node *n, struct admin_json *w, const st
   admin_json_u64(w, t->config.segment_bytes);
   admin_json_key(w, "max_batch_bytes");
   admin_json_u64(w, t->config.max_batch_bytes);
+  admin_json_key(w, "storage");
+  admin_json_string(w, store_kind_name(t->config.storage));
   admin_json_object_end(w);
   if (with_partitions) {
     admin_json_key(w, "partitions");

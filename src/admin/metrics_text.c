@@ -264,6 +264,7 @@ enum metrics_text_pm {
   MT_PRODUCED_BATCHES,
   MT_FETCHED_BYTES,
   MT_FETCHES,
+  MT_STORE_FAILED,
   MT_COUNT
 };
 
@@ -287,6 +288,10 @@ static const struct {
                           "Record bytes answered to consumers by this node as leader."},
     [MT_FETCHES] = {"cairn_partition_fetches_total", "counter",
                     "Partition reads answered to consumers by this node as leader."},
+    [MT_STORE_FAILED] = {"cairn_partition_store_failed", "gauge",
+                         "1 when the hosted replica's store failed a write (a file write or "
+                         "fsync, or a PostgreSQL statement: the node's log says which) and "
+                         "the replica stopped applying, else 0."},
 };
 
 static int64_t metrics_text_pm_value(struct node *n, struct part *p, enum metrics_text_pm k)
@@ -315,6 +320,8 @@ static int64_t metrics_text_pm_value(struct node *n, struct part *p, enum metric
     return (int64_t)mp->fetched_bytes;
   case MT_FETCHES:
     return (int64_t)mp->fetches;
+  case MT_STORE_FAILED:
+    return si.fatal ? 1 : 0;
   case MT_COUNT:
     break;
   }

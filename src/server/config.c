@@ -92,6 +92,8 @@ enum config_key_id {
   CONFIG_K_AUTHORIZER,
   CONFIG_K_SUPER_USERS,
   CONFIG_K_ADMIN_TOKEN_FILE,
+  CONFIG_K_PG_CONNINFO,
+  CONFIG_K_PG_PASSWORD_FILE,
   CONFIG_K_COUNT
 };
 
@@ -299,6 +301,17 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                    "file holding a token (16+ bytes) the admin port asks of "
                                    "every request but /health and /ready (Authorization: "
                                    "Bearer TOKEN)",
+                                   "none"},
+    [CONFIG_K_PG_CONNINFO] = {"pg-conninfo", "node", "pg_conninfo", "CONNINFO",
+                              CONFIG_KIND_FILE, CONFIG_OFF(pg_conninfo), 0, 0,
+                              "PostgreSQL database (a libpq connection string or URI) for "
+                              "the replicas of topics created with --storage postgresql; "
+                              "without it the node hosts none",
+                              "none"},
+    [CONFIG_K_PG_PASSWORD_FILE] = {"pg-password-file", "node", "pg_password_file", "PATH",
+                                   CONFIG_KIND_FILE, CONFIG_OFF(pg_password_file), 0, 0,
+                                   "file whose first line is the PostgreSQL password "
+                                   "(default: libpq's own, PGPASSFILE)",
                                    "none"},
 };
 

@@ -146,6 +146,9 @@ struct config {
                                         not restrict, comma-separated; "" none */
   char admin_token_file[CONFIG_PATH_MAX]; /* admin_token_file (--admin-token-file): the
                                              admin port's bearer token; "" when none */
+  char pg_conninfo[CONFIG_PATH_MAX];      /* pg_conninfo (--pg-conninfo): the database of
+                                             postgresql topics' replicas; "" none */
+  char pg_password_file[CONFIG_PATH_MAX]; /* pg_password_file (--pg-password-file); "" none */
 };
 
 /* Fills *cfg from the defaults, then the file named by --config (if any),

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/wallclock.h"
 #include "net/wire_err.h"
+#include "storage/store.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -225,6 +226,13 @@ void handle_create_topic(struct node *n, struct conn_request *req)
     cfg.retention_ms = (uint64_t)r->config->retention_ms;
     cfg.segment_bytes = r->config->segment_bytes;
     cfg.max_batch_bytes = r->config->max_batch_bytes;
+    if (store_kind_parse(r->config->storage, &cfg.storage) != 0) {
+      Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+      err.code = CAIRN__CLIENT__ERROR_CODE__INVALID_TOPIC;
+      err.message = "storage must be \"file\" or \"postgresql\"";
+      admin_respond(req, CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP, &err, 0);
+      return;
+    }
   }
   uint8_t *cmd = NULL;
   size_t len = 0;

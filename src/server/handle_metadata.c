@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "server/authz.h"
 #include "server/handle_target.h"
+#include "storage/store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,7 @@ static void md_topic(struct node *n, struct md_frees *f, Cairn__Client__TopicInf
     tc->retention_ms = (int64_t)t->config.retention_ms;
     tc->segment_bytes = t->config.segment_bytes;
     tc->max_batch_bytes = (uint32_t)t->config.max_batch_bytes;
+    tc->storage = (char *)store_kind_name(t->config.storage); /* static: never freed */
     ti->config = tc;
   }
   if (!with_partitions) {

@@ -387,6 +387,8 @@ static int node_start_groups(struct node *n)
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
+  ro.pg_conninfo = n->cfg.pg_conninfo;
+  ro.pg_password_file = n->cfg.pg_password_file;
   if (strcmp(n->cfg.raft_log, "group") == 0 && node_has_wal(n)) {
     node_set_errmsg(n, "%s/wal holds the node-wide Raft log (written with --raft-log node): "
                        "switching --raft-log on existing data is not supported",
@@ -832,6 +834,9 @@ static void node_on_admin_closed(void *data)
 /* The stop runs in stages, each started when the previous one is done:
  * clients (answers in flight still go out), partitions (each hands its
  * leadership away first), the peer, the metadata group, the cluster port. */
+/* One more close the current stop stage waits for. */
+static void node_awaits(struct node *n) { n->parts_open++; }
+
 static void node_stop_step(struct node *n)
 {
   if (--n->parts_open > 0) {
@@ -839,20 +844,31 @@ static void node_stop_step(struct node *n)
   }
   switch (n->stop_stage++) {
   case 0:
-    n->parts_open = 6;
+    /* Each close started counts one; the stage's own count, dropped at
+     * its end, keeps the stage open while closes are still being started
+     * (a hand-kept total went wrong when two changes each added a close). */
+    n->parts_open = 1;
     handle_fetch_close_all(n);
+    node_awaits(n);
     uv_close(looplag_handle(&n->looplag), node_on_handle_closed);
+    node_awaits(n);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);
+    node_awaits(n);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
+    node_awaits(n);
     uv_close((uv_handle_t *)&n->reconcile, node_on_handle_closed);
+    node_awaits(n);
     listener_close(&n->lis, node_on_lis_closed);
+    node_awaits(n);
     kafka_port_close(n, node_on_kafka_lis_closed);
+    node_awaits(n);
     if (config_addr_is_off(&n->cfg.external_listen)) {
       node_on_ext_lis_closed(&n->ext_lis);
     } else {
       listener_close(&n->ext_lis, node_on_ext_lis_closed);
     }
+    node_stop_step(n); /* the stage's own count */
     break;
   case 1:
     n->parts_open = 2;

@@ -121,23 +121,8 @@ static uint64_t memlog_index_below(const struct memlog *m, size_t k)
 __attribute__((warn_unused_result)) static int
 memlog_validate(struct memlog *m, const struct store_batch *batches, size_t n)
 {
-  int64_t records = 0;
-  for (size_t i = 0; i < n; i++) {
-    char msg[STORE_ERRMSG_SIZE];
-    int rv = batch_verify(batches[i].data, batches[i].len, m->max_batch_bytes, msg, sizeof msg);
-    if (rv != 0) {
-      return memlog_fail(m, rv, "batch %zu of %zu: %s", i + 1, n, msg);
-    }
-    struct batch_header h;
-    batch_header_decode(batches[i].data, &h);
-    /* delete_before may have moved next anywhere, even near INT64_MAX. */
-    if (h.record_count > INT64_MAX - m->next - records) {
-      return memlog_fail(m, CAIRN_EOFFSET, "batch %zu of %zu: offsets would pass INT64_MAX",
-                         i + 1, n);
-    }
-    records += h.record_count;
-  }
-  return 0;
+  return store_validate_entry(batches, n, m->max_batch_bytes, m->next, m->s.errmsg,
+                              sizeof m->s.errmsg);
 }
 
 /* Makes room for extra more batch pointers, doubling. */
@@ -294,30 +279,8 @@ __attribute__((warn_unused_result)) static int
 memlog_batch_lookup_time(struct memlog *m, const struct memlog_batch *b, int64_t timestamp,
                          int64_t *offset)
 {
-  struct batch_iter it;
-  int rv = batch_iter_init(&it, b->data, b->len);
-  if (rv == CAIRN_EUNSUPPORTED) {
-    /* Compressed: the records are opaque here, and max_timestamp already
-     * says one qualifies, so the batch is the best answer we can give. */
-    *offset = b->base > m->start ? b->base : m->start;
-    return 1;
-  }
-  if (rv != 0) {
-    return memlog_fail(m, rv, "lookup_time: batch at %lld: %s", (long long)b->base,
-                       cairn_strerror(rv));
-  }
-  struct batch_record r;
-  while ((rv = batch_iter_next(&it, &r)) == 1) {
-    if (r.offset >= m->start && r.timestamp >= timestamp) {
-      *offset = r.offset;
-      return 1;
-    }
-  }
-  if (rv < 0) {
-    return memlog_fail(m, rv, "lookup_time: batch at %lld: %s", (long long)b->base,
-                       cairn_strerror(rv));
-  }
-  return 0;
+  return store_batch_find_time(b->data, b->len, m->start, timestamp, offset, m->s.errmsg,
+                               sizeof m->s.errmsg);
 }
 
 static int memlog_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)

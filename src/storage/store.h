@@ -179,4 +179,36 @@ static inline void store_close(struct store *s) { s->ops->close(s); }
  * on s). */
 static inline const char *store_errmsg(const struct store *s) { return s->errmsg; }
 
+/* ---- store kinds ---- */
+
+/* Where a topic's partitions keep their log (the metadata's topic
+ * config; values are stored: never renumber). */
+enum store_kind { STORE_KIND_FILE = 0, STORE_KIND_POSTGRESQL = 1 };
+
+/* "file" or "postgresql"; "?" for a value this build does not know.
+ * Returns a static string. */
+const char *store_kind_name(uint32_t kind);
+
+/* Parses a kind's name (NULL or "": file). Returns 0 or CAIRN_EINVAL. */
+__attribute__((warn_unused_result)) int store_kind_parse(const char *name, uint32_t *kind);
+
+/* ---- helpers for implementations ---- */
+
+/* Checks the n batches of one entry before any is written (batch_verify,
+ * and that offsets from next on stay below INT64_MAX). Returns 0 or a
+ * negative code with msg naming the batch. Borrows everything. */
+__attribute__((warn_unused_result)) int store_validate_entry(const struct store_batch *batches,
+                                                             size_t n, size_t max_batch_bytes,
+                                                             int64_t next, char *msg,
+                                                             size_t msglen);
+
+/* Looks in one stamped batch for the first record at or after start whose
+ * timestamp is >= timestamp (a compressed batch answers its own base, or
+ * start). Returns 1 with *offset set, 0 if it has none, or a negative code
+ * with msg filled. Borrows data. */
+__attribute__((warn_unused_result)) int store_batch_find_time(const uint8_t *data, size_t len,
+                                                              int64_t start, int64_t timestamp,
+                                                              int64_t *offset, char *msg,
+                                                              size_t msglen);
+
 #endif

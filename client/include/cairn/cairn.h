@@ -217,6 +217,7 @@ struct cairn_topic_config {
   int64_t retention_ms;     /* 0: unlimited */
   uint64_t segment_bytes;   /* 0: node default */
   uint32_t max_batch_bytes; /* 0: node default */
+  char storage[16];         /* "file" or "postgresql"; "": file */
 };
 
 struct cairn_node_info {

@@ -8,6 +8,7 @@
 #include "format/endian.h"
 #include "meta.pb-c.h"
 #include "testutil.h"
+#include "storage/store.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -335,7 +336,7 @@ static void test_meta_create_topic_places_inside_apply(void **state)
   struct meta_state st;
   struct meta_result res;
   make_cluster(&st, 5);
-  struct meta_topic_config cfg = {1000, 2000, 3000, 4000};
+  struct meta_topic_config cfg = {1000, 2000, 3000, 4000, 1};
   assert_int_equal(APPLY(&st, &res, meta_cmd_create_topic, "orders", 8, 3, &cfg), 0);
   assert_int_equal(res.topic_id, 1);
   assert_int_equal(do_create(&st, "events.v1_x-y", 1, 1, &res), 0);
@@ -347,6 +348,7 @@ static void test_meta_create_topic_places_inside_apply(void **state)
   assert_int_equal(t->replication_factor, 3);
   assert_int_equal(t->config.retention_bytes, 1000);
   assert_int_equal(t->config.max_batch_bytes, 4000);
+  assert_int_equal(t->config.storage, STORE_KIND_POSTGRESQL);
   for (uint32_t p = 0; p < 8; p++) {
     const struct meta_partition *part = meta_partition_find(&st, 1, p);
     assert_ptr_equal(part, &t->partitions[p]);
@@ -699,7 +701,7 @@ static void test_meta_malformed_commands_are_refused(void **state)
   uint8_t *cmd;
   size_t len;
   assert_int_equal(
-      meta_cmd_create_topic("b", 2, 2, &(struct meta_topic_config){1, 2, 3, 4}, &cmd, &len), 0);
+      meta_cmd_create_topic("b", 2, 2, &(struct meta_topic_config){1, 2, 3, 4, 0}, &cmd, &len), 0);
   for (size_t cut = 1; cut < len; cut++) {
     int rc = meta_apply(&st, cmd, cut, 0, &res);
     assert_true(rc != 0); /* every proper prefix is malformed or an incomplete command */
@@ -749,7 +751,7 @@ static void build_rich_state(struct meta_state *st)
   make_cluster(st, 0);
   for (uint64_t id = 1; id <= 6; id++)
     assert_int_equal(do_register(st, id, 1000 + id, id % 2 ? "rack-a" : "rack-b", 0, &res), 0);
-  struct meta_topic_config cfg = {1u << 30, 86400000, 1u << 26, 1u << 20};
+  struct meta_topic_config cfg = {1u << 30, 86400000, 1u << 26, 1u << 20, 1};
   assert_int_equal(APPLY(st, &res, meta_cmd_create_topic, "orders", 12, 3, &cfg), 0);
   assert_int_equal(do_create(st, "logs", 3, 2, &res), 0);
   assert_int_equal(do_create(st, "gone", 3, 2, &res), 0);
@@ -1125,7 +1127,7 @@ static void golden_state(struct meta_state *st)
   assert_int_equal(do_register_kafka(st, 1, 0x1111, "ra", false, 0, &res), 0);
   assert_int_equal(do_register_kafka(st, 2, 0x2222, "rb", false, 0, &res), 0);
   assert_int_equal(do_register_kafka(st, 3, 0x3333, "ra", false, 0, &res), 0);
-  struct meta_topic_config cfg = {1000000, 3600000, 0, 65536};
+  struct meta_topic_config cfg = {1000000, 3600000, 0, 65536, 0};
   assert_int_equal(APPLY(st, &res, meta_cmd_create_topic, "golden", 2, 2, &cfg), 0);
   assert_int_equal(APPLY(st, &res, meta_cmd_report_leader, 1, 0, 1, 3), 0);
   const struct meta_partition *p = meta_partition_find(st, 1, 1);

@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "format/batch.h"
 #include "storage/memlog.h"
+#include "storage/pgstore.h"
 #include "storage/plog.h"
 #include "storage/plog_internal.h" /* pm_abandon() only */
 #include "testutil.h"
@@ -306,6 +307,10 @@ struct pm {
   struct plog_opts opts;
   struct store *pl; /* the log under test */
   struct store *ml; /* memlog, a second implementation of the contract */
+  struct store *pg; /* pgstore, a third, when CAIRN_PG_CONNINFO names a database */
+  struct store *refs[2]; /* ml, then pg if open: driven beside the log under test */
+  size_t nrefs;
+  uint32_t pg_topic; /* this run's topic id in the database */
   struct model m;
   uint64_t tag;   /* the next batch's tag */
   int64_t clock;  /* the next record timestamp */
@@ -430,6 +435,64 @@ static bool pm_is_seg_base(struct pm *p, int64_t offset)
   return false;
 }
 
+/* ---- pgstore, when a database is given ---- */
+
+static void pm_pg_open(struct pm *p)
+{
+  /* Its own PRNG stream: the run stays the same with or without pgstore. */
+  uint64_t rng = p->seed ^ (p->reopens * 0x9E3779B97F4A7C15ull);
+  uint64_t pick = tu_rand(&rng);
+  struct pgstore_opts o = {
+      .conninfo = getenv("CAIRN_PG_CONNINFO"),
+      .topic = "model",
+      .topic_id = p->pg_topic,
+      .partition = 0,
+      /* Small tails now and then, so reads go to the database too. */
+      .tail_bytes = pick % 2 ? 1 + (pick >> 8) % 20000 : 0,
+      .commit_each_append = (pick >> 40) & 1,
+  };
+  char err[STORE_ERRMSG_SIZE + 64] = "";
+  int rv = pgstore_open(&o, &p->pg, err, sizeof err);
+  if (rv != 0) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "pgstore_open: %s", err);
+    pm_fail(p, msg, __FILE__, __LINE__);
+  }
+}
+
+/* Closes pgstore (which commits) and opens it again from its rows alone:
+ * an empty tail, every read from the database. */
+static void pm_pg_reopen(struct pm *p)
+{
+  store_close(p->pg);
+  pm_pg_open(p);
+  p->refs[p->nrefs - 1] = p->pg;
+  struct store_info i;
+  store_info(p->pg, &i);
+  PM_EQ(p, i.durable_offset, i.next_offset);
+}
+
+/* pgstore's read at offset must be a prefix of memlog's (mr), cut short
+ * only by its own limits (pgstore.h). */
+static void pm_pg_check_read(struct pm *p, int64_t offset, size_t max_bytes,
+                             const struct store_region *mr)
+{
+  struct store_region r;
+  PM_EQ(p, store_read(p->pg, offset, max_bytes, &r), 0);
+  PM_EQ(p, r.first_offset, mr->first_offset);
+  PM_TRUE(p, r.len > 0 && r.len <= mr->len);
+  PM_TRUE(p, memcmp(r.mem, mr->mem, r.len) == 0);
+  if (r.len < mr->len) {
+    size_t k = model_find(&p->m, offset), count = 0;
+    while (k + count < p->m.n && p->m.b[k + count].base < r.next_offset) {
+      count++;
+    }
+    size_t next_len = p->m.b[k + count].len;
+    PM_TRUE(p, count == PGSTORE_READ_MAX_BATCHES || r.len + next_len > PGSTORE_READ_MAX_BYTES);
+  }
+  store_region_release(&r);
+}
+
 /* ---- generating entries ---- */
 
 static void pm_gen_entry(struct pm *p, struct entry *e)
@@ -526,6 +589,9 @@ static int64_t pm_check_region(struct pm *p, int64_t offset, size_t max_bytes,
   if (mr.len > r->len) {
     PM_TRUE(p, pm_is_seg_base(p, r->next_offset));
   }
+  if (p->pg != NULL) {
+    pm_pg_check_read(p, offset, max_bytes, &mr);
+  }
   store_region_release(&mr);
   free(buf);
   return r->next_offset;
@@ -598,11 +664,15 @@ static void pm_check_info(struct pm *p)
     }
   }
   PM_TRUE(p, i.size_bytes >= model_bytes(m));
-  struct store_info mi;
-  store_info(p->ml, &mi);
-  PM_EQ(p, mi.start_offset, m->start);
-  PM_EQ(p, mi.next_offset, m->next);
-  PM_EQ(p, mi.last_index, m->last_index);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    struct store_info mi;
+    store_info(p->refs[ri], &mi);
+    PM_EQ(p, mi.start_offset, m->start);
+    PM_EQ(p, mi.next_offset, m->next);
+    PM_EQ(p, mi.last_index, m->last_index);
+    PM_TRUE(p, !mi.fatal);
+    PM_TRUE(p, mi.durable_offset <= m->next);
+  }
 }
 
 /* ---- operations ---- */
@@ -612,8 +682,10 @@ static void pm_append_entry(struct pm *p, struct entry *e)
   int64_t base = -1, mbase = -1;
   PM_EQ(p, store_append(p->pl, e->sb, e->nb, e->src, &base), 0);
   PM_EQ(p, base, p->m.next);
-  PM_EQ(p, store_append(p->ml, e->sb, e->nb, e->src, &mbase), 0);
-  PM_EQ(p, mbase, base);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_append(p->refs[ri], e->sb, e->nb, e->src, &mbase), 0);
+    PM_EQ(p, mbase, base);
+  }
   model_add_entry(&p->m, e);
 }
 
@@ -629,7 +701,9 @@ static void pm_op_append(struct pm *p)
     uint64_t src = 1 + pm_rand(p, p->m.last_index);
     int64_t base;
     PM_EQ(p, store_append(p->pl, e.sb, e.nb, src, &base), CAIRN_EEXIST);
-    PM_EQ(p, store_append(p->ml, e.sb, e.nb, src, &base), CAIRN_EEXIST);
+    for (size_t ri = 0; ri < p->nrefs; ri++) {
+      PM_EQ(p, store_append(p->refs[ri], e.sb, e.nb, src, &base), CAIRN_EEXIST);
+    }
     pm_check_info(p);
   } else {
     pm_append_entry(p, &e);
@@ -663,9 +737,11 @@ static void pm_op_read_end(struct pm *p)
   PM_EQ(p, r.first_offset, p->m.next);
   PM_EQ(p, r.next_offset, p->m.next);
   store_region_release(&r);
-  PM_EQ(p, store_read(p->ml, p->m.next, 100, &r), 0);
-  PM_EQ(p, r.len, 0);
-  store_region_release(&r);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_read(p->refs[ri], p->m.next, 100, &r), 0);
+    PM_EQ(p, r.len, 0);
+    store_region_release(&r);
+  }
 }
 
 static void pm_op_read_out_of_range(struct pm *p)
@@ -690,8 +766,10 @@ static void pm_op_read_out_of_range(struct pm *p)
   struct store_region r;
   PM_EQ(p, store_read(p->pl, offset, pm_pick_max_bytes(p), &r), CAIRN_EOFFSET);
   store_region_release(&r);
-  PM_EQ(p, store_read(p->ml, offset, 100, &r), CAIRN_EOFFSET);
-  store_region_release(&r);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_read(p->refs[ri], offset, 100, &r), CAIRN_EOFFSET);
+    store_region_release(&r);
+  }
 }
 
 static void pm_op_lookup_time(struct pm *p)
@@ -711,8 +789,10 @@ static void pm_op_lookup_time(struct pm *p)
   int64_t off = -1, moff = -1;
   PM_EQ(p, store_lookup_time(p->pl, t, &off), 0);
   PM_EQ(p, off, model_lookup_time(m, t));
-  PM_EQ(p, store_lookup_time(p->ml, t, &moff), 0);
-  PM_EQ(p, moff, off);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_lookup_time(p->refs[ri], t, &moff), 0);
+    PM_EQ(p, moff, off);
+  }
 }
 
 /* A flush target: the end, an entry or batch boundary, or any offset. */
@@ -734,7 +814,9 @@ static void pm_op_flush(struct pm *p)
   p->what = "flush";
   int64_t up_to = pm_pick_flush_target(p);
   PM_EQ(p, store_flush(p->pl, up_to), 0);
-  PM_EQ(p, store_flush(p->ml, up_to), 0);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_flush(p->refs[ri], up_to), 0);
+  }
   model_flush(&p->m, up_to);
   pm_check_info(p);
 }
@@ -774,7 +856,9 @@ static void pm_op_truncate(struct pm *p)
     return;
   }
   PM_EQ(p, store_truncate(p->pl, offset), 0);
-  PM_EQ(p, store_truncate(p->ml, offset), 0);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_truncate(p->refs[ri], offset), 0);
+  }
   model_truncate(&p->m, offset);
   pm_check_info(p);
 }
@@ -797,7 +881,9 @@ static void pm_op_truncate_invalid(struct pm *p)
     want = CAIRN_EOFFSET;
   }
   PM_EQ(p, store_truncate(p->pl, offset), want);
-  PM_EQ(p, store_truncate(p->ml, offset), want);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_truncate(p->refs[ri], offset), want);
+  }
   pm_check_info(p);
 }
 
@@ -826,7 +912,9 @@ static void pm_op_delete_before(struct pm *p)
     return;
   }
   PM_EQ(p, store_delete_before(p->pl, offset), 0);
-  PM_EQ(p, store_delete_before(p->ml, offset), 0);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_delete_before(p->refs[ri], offset), 0);
+  }
   model_drop_front(m, offset);
   pm_check_info(p);
   pm_bases(p);
@@ -887,7 +975,9 @@ static void pm_op_retention(struct pm *p)
       PM_TRUE(p, max_ts >= now - p->opts.retention_ms);
     }
   }
-  PM_EQ(p, store_delete_before(p->ml, i.start_offset), 0);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_delete_before(p->refs[ri], i.start_offset), 0);
+  }
   model_drop_front(m, i.start_offset);
   pm_check_info(p);
 }
@@ -930,6 +1020,9 @@ static void pm_op_reopen(struct pm *p)
   }
   pm_open(p);
   pm_check_clean_recovery(p);
+  if (p->pg != NULL) {
+    pm_pg_reopen(p);
+  }
   pm_check_reopened(p);
 }
 
@@ -1027,8 +1120,10 @@ static void pm_apply_step(struct pm *p, struct crash_step *st, const struct cras
     if (check) {
       int64_t mbase = -1;
       PM_EQ(p, rep->base, m->next);
-      PM_EQ(p, store_append(p->ml, st->e.sb, st->e.nb, st->e.src, &mbase), 0);
-      PM_EQ(p, mbase, rep->base);
+      for (size_t ri = 0; ri < p->nrefs; ri++) {
+        PM_EQ(p, store_append(p->refs[ri], st->e.sb, st->e.nb, st->e.src, &mbase), 0);
+        PM_EQ(p, mbase, rep->base);
+      }
     }
     model_add_entry(m, &st->e);
     entry_free(&st->e);
@@ -1041,13 +1136,17 @@ static void pm_apply_step(struct pm *p, struct crash_step *st, const struct cras
     break;
   case PM_STEP_TRUNCATE:
     if (check) {
-      PM_EQ(p, store_truncate(p->ml, st->arg), 0);
+      for (size_t ri = 0; ri < p->nrefs; ri++) {
+        PM_EQ(p, store_truncate(p->refs[ri], st->arg), 0);
+      }
     }
     model_truncate(m, st->arg);
     break;
   case PM_STEP_DELETE_BEFORE:
     if (check) {
-      PM_EQ(p, store_delete_before(p->ml, st->arg), 0);
+      for (size_t ri = 0; ri < p->nrefs; ri++) {
+        PM_EQ(p, store_delete_before(p->refs[ri], st->arg), 0);
+      }
     }
     model_drop_front(m, st->arg);
     break;
@@ -1056,7 +1155,9 @@ static void pm_apply_step(struct pm *p, struct crash_step *st, const struct cras
     if (check) {
       PM_TRUE(p, rep->start >= m->start);
       PM_TRUE(p, rep->start == m->start || model_is_boundary(m, rep->start));
-      PM_EQ(p, store_delete_before(p->ml, rep->start), 0);
+      for (size_t ri = 0; ri < p->nrefs; ri++) {
+        PM_EQ(p, store_delete_before(p->refs[ri], rep->start), 0);
+      }
     }
     model_drop_front(m, rep->start);
     break;
@@ -1201,7 +1302,9 @@ static void pm_power_loss(struct pm *p, int64_t claimed)
   PM_EQ(p, rec.batches_truncated, cut_batches);
   PM_EQ(p, rec.segments_dropped, 0);
   PM_EQ(p, rec.files_ignored, 0);
-  PM_EQ(p, store_truncate(p->ml, expect), 0);
+  for (size_t ri = 0; ri < p->nrefs; ri++) {
+    PM_EQ(p, store_truncate(p->refs[ri], expect), 0);
+  }
   model_truncate(m, expect);
 }
 
@@ -1327,6 +1430,12 @@ static void pm_run(uint64_t seed, int nops)
   pm_open(p);
   struct memlog_opts mopts = {0};
   PM_EQ(p, memlog_new(&mopts, &p->ml), 0);
+  p->refs[p->nrefs++] = p->ml;
+  if (getenv("CAIRN_PG_CONNINFO") != NULL) {
+    p->pg_topic = (uint32_t)(seed % 1000000000);
+    pm_pg_open(p);
+    p->refs[p->nrefs++] = p->pg;
+  }
 
   unsigned total = 0;
   for (size_t i = 0; i < sizeof pm_ops / sizeof *pm_ops; i++) {
@@ -1368,6 +1477,9 @@ static void pm_run(uint64_t seed, int nops)
   fflush(stdout);
   store_close(p->pl);
   store_close(p->ml);
+  if (p->pg != NULL) {
+    store_close(p->pg);
+  }
   tu_tmpdir_free(p->dir);
   free(p->m.b);
   free(p->bases);

@@ -1,0 +1,959 @@
+/* pgstore.c - the PostgreSQL partition store (pgstore.h): rows of
+ * cairn_batches behind the store interface (store.h), with a bounded tail
+ * of the newest batches in memory for reads.
+ *
+ * Invariants:
+ *   - the rows of (topic id, partition), read inside the store's own
+ *     transaction, are the batches [first held, next) back to back; the
+ *     partition row holds start (possibly inside the first batch) and
+ *     prefix_index (the Raft index covered by the batches deleted from the
+ *     front);
+ *   - a row's raft_index is the Raft index wholly applied once the batch is
+ *     in (its entry's index on the entry's last batch, the previous entry's
+ *     otherwise), as memlog's covered_index;
+ *   - in_tx is false exactly when everything is committed, and then
+ *     durable_offset == next;
+ *   - tail holds the newest batches, contiguous and ending at next, at most
+ *     tail_max bytes; it may be empty;
+ *   - fatal is sticky: after a failed statement nothing more is written.
+ */
+#include "storage/pgstore.h"
+
+#include "common/err.h"
+#include "format/batch.h"
+#include "storage/pgstore_schema.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PGSTORE_SCAN_ROWS 256 /* rows a retention or time lookup reads at a time */
+
+struct pgstore_batch {
+  int64_t base;
+  int64_t next;
+  size_t len;
+  uint8_t data[]; /* the stamped batch */
+};
+
+struct pgstore {
+  struct store s; /* first: the store interface casts to it */
+  PGconn *conn;
+  char topic_id[16]; /* as text, the parameters every statement takes */
+  char partition[16];
+  uint64_t retention_bytes;
+  int64_t retention_ms;
+  size_t max_batch_bytes;
+  bool in_tx;
+  bool fatal;
+  int64_t start;
+  int64_t next;
+  uint64_t last_index;
+  uint64_t prefix_index;
+  int64_t durable_offset;
+  uint64_t durable_index;
+  uint64_t size_bytes;
+  struct pgstore_batch **tail; /* [0, ntail) oldest first */
+  size_t ntail;
+  size_t captail;
+  size_t tail_bytes;
+  size_t tail_max;
+  bool commit_each_append;
+};
+
+static struct pgstore *pgstore_from(struct store *s)
+{
+  return (struct pgstore *)s;
+}
+
+static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ps->s.errmsg, sizeof ps->s.errmsg, fmt, ap);
+  va_end(ap);
+  return err;
+}
+
+static void pgstore_tail_drop_front(struct pgstore *ps, size_t k);
+
+/* A statement failed: what was not committed is rolled back (by the
+ * server, or by the lost connection), and the store latches fatal. Its
+ * view falls back to what was committed: the log ends at durable_offset
+ * and the tail, which may hold rolled-back batches, is emptied. */
+static int pgstore_db_fail(struct pgstore *ps, const char *what)
+{
+  char msg[STORE_ERRMSG_SIZE];
+  snprintf(msg, sizeof msg, "%s", PQerrorMessage(ps->conn));
+  msg[strcspn(msg, "\n")] = '\0';
+  ps->fatal = true;
+  if (PQstatus(ps->conn) == CONNECTION_OK) {
+    PQclear(PQexec(ps->conn, "ROLLBACK"));
+  }
+  ps->in_tx = false;
+  pgstore_tail_drop_front(ps, ps->ntail);
+  ps->next = ps->durable_offset;
+  ps->last_index = ps->durable_index;
+  return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: %s: %s", what, msg);
+}
+
+/* Runs one statement with text parameters (binary where lengths says so)
+ * and checks its status. Returns the result (free with PQclear) or NULL
+ * with the store fatal. */
+static PGresult *pgstore_exec(struct pgstore *ps, const char *what, const char *sql, int n,
+                              const char *const *values, const int *lengths, const int *formats,
+                              int binary_result)
+{
+  PGresult *res = PQexecParams(ps->conn, sql, n, NULL, values, lengths, formats, binary_result);
+  ExecStatusType st = PQresultStatus(res);
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+    return res;
+  }
+  PQclear(res);
+  (void)pgstore_db_fail(ps, what);
+  return NULL;
+}
+
+/* A statement whose only parameters are the topic id, the partition and
+ * an optional int64 (NULL: none). */
+static PGresult *pgstore_exec_tp(struct pgstore *ps, const char *what, const char *sql,
+                                 const int64_t *arg, int binary_result)
+{
+  char a[24];
+  const char *values[3] = {ps->topic_id, ps->partition, a};
+  if (arg != NULL) {
+    snprintf(a, sizeof a, "%" PRId64, *arg);
+  }
+  return pgstore_exec(ps, what, sql, arg != NULL ? 3 : 2, values, NULL, NULL, binary_result);
+}
+
+/* For statements whose rows nobody reads: frees the result, says whether
+ * the statement succeeded. */
+static int pgstore_done(PGresult *res)
+{
+  PQclear(res);
+  return res != NULL ? 0 : CAIRN_EDATABASE;
+}
+
+static int pgstore_cmd(struct pgstore *ps, const char *what, const char *sql)
+{
+  return pgstore_done(pgstore_exec(ps, what, sql, 0, NULL, NULL, NULL, 0));
+}
+
+static int64_t pgstore_get_i64(const PGresult *res, int row, int col)
+{
+  return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* In a binary result: a big-endian int8 column. */
+static int64_t pgstore_get_bin_i64(const PGresult *res, int row, int col)
+{
+  const uint8_t *p = (const uint8_t *)PQgetvalue(res, row, col);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) {
+    v = v << 8 | p[i];
+  }
+  return (int64_t)v;
+}
+
+static int pgstore_begin(struct pgstore *ps)
+{
+  if (ps->in_tx) {
+    return 0;
+  }
+  int rv = pgstore_cmd(ps, "BEGIN", "BEGIN");
+  ps->in_tx = rv == 0;
+  return rv;
+}
+
+/* Commits what is pending: everything appended becomes durable. */
+static int pgstore_commit(struct pgstore *ps)
+{
+  if (ps->in_tx) {
+    int rv = pgstore_cmd(ps, "COMMIT", "COMMIT");
+    if (rv != 0) {
+      return rv;
+    }
+    ps->in_tx = false;
+  }
+  ps->durable_offset = ps->next;
+  ps->durable_index = ps->last_index;
+  return 0;
+}
+
+/* ---- the tail ---- */
+
+static void pgstore_tail_drop_front(struct pgstore *ps, size_t k)
+{
+  if (k == 0) {
+    return;
+  }
+  for (size_t i = 0; i < k; i++) {
+    ps->tail_bytes -= ps->tail[i]->len;
+    free(ps->tail[i]);
+  }
+  memmove(ps->tail, ps->tail + k, (ps->ntail - k) * sizeof *ps->tail);
+  ps->ntail -= k;
+}
+
+/* Drops the tail's batches at or after offset (a truncation). */
+static void pgstore_tail_drop_back(struct pgstore *ps, int64_t offset)
+{
+  while (ps->ntail > 0 && ps->tail[ps->ntail - 1]->base >= offset) {
+    ps->ntail--;
+    ps->tail_bytes -= ps->tail[ps->ntail]->len;
+    free(ps->tail[ps->ntail]);
+  }
+}
+
+/* Takes b (always: freed when it cannot be kept) as the newest batch. */
+static void pgstore_tail_push(struct pgstore *ps, struct pgstore_batch *b)
+{
+  if (b->len > ps->tail_max) {
+    pgstore_tail_drop_front(ps, ps->ntail); /* the tail must end at next */
+    free(b);
+    return;
+  }
+  if (ps->ntail == ps->captail) {
+    size_t cap = ps->captail ? ps->captail * 2 : 64;
+    struct pgstore_batch **grown = realloc(ps->tail, cap * sizeof *grown);
+    if (grown == NULL) {
+      pgstore_tail_drop_front(ps, ps->ntail); /* a cache: empty is correct */
+      free(b);
+      return;
+    }
+    ps->tail = grown;
+    ps->captail = cap;
+  }
+  ps->tail[ps->ntail++] = b;
+  ps->tail_bytes += b->len;
+  size_t k = 0;
+  size_t bytes = ps->tail_bytes;
+  while (bytes > ps->tail_max) {
+    bytes -= ps->tail[k]->len;
+    k++;
+  }
+  pgstore_tail_drop_front(ps, k);
+}
+
+/* ---- append ---- */
+
+static int pgstore_insert(struct pgstore *ps, const struct pgstore_batch *b, int64_t max_ts,
+                          uint64_t covered)
+{
+  char base[24], last[24], ts[24], idx[24];
+  snprintf(base, sizeof base, "%" PRId64, b->base);
+  snprintf(last, sizeof last, "%" PRId64, b->next - 1);
+  snprintf(ts, sizeof ts, "%" PRId64, max_ts);
+  snprintf(idx, sizeof idx, "%" PRIu64, covered);
+  const char *values[7] = {ps->topic_id, ps->partition, base, last, ts, idx, (const char *)b->data};
+  int lengths[7] = {0, 0, 0, 0, 0, 0, (int)b->len};
+  int formats[7] = {0, 0, 0, 0, 0, 0, 1};
+  return pgstore_done(pgstore_exec(ps, "inserting a batch",
+                                   "INSERT INTO cairn_batches (topic_id, partition, base_offset,"
+                                   " last_offset, max_timestamp, raft_index, batch)"
+                                   " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                                   7, values, lengths, formats, 0));
+}
+
+/* Stamps a copy of src at base and inserts it; the copy goes to the tail. */
+static int pgstore_append_one(struct pgstore *ps, const struct store_batch *src, int64_t base,
+                              uint64_t source_index, bool last, uint64_t covered)
+{
+  struct pgstore_batch *b = malloc(sizeof *b + src->len);
+  if (b == NULL) {
+    return pgstore_fail(ps, CAIRN_ENOMEM, "append: copying %zu bytes", src->len);
+  }
+  memcpy(b->data, src->data, src->len);
+  batch_stamp(b->data, base, source_index, last ? BATCH_FLAG_ENTRY_END : 0);
+  struct batch_header h;
+  batch_header_decode(b->data, &h);
+  b->base = base;
+  b->next = base + h.record_count;
+  b->len = src->len;
+  int rv = pgstore_insert(ps, b, h.max_timestamp, covered);
+  if (rv != 0) {
+    free(b);
+    return rv;
+  }
+  ps->next = b->next;
+  ps->size_bytes += b->len;
+  pgstore_tail_push(ps, b);
+  return 0;
+}
+
+static int pgstore_append(struct store *s, struct store_batch *batches, size_t n,
+                          uint64_t source_index, int64_t *base_offset)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (batches == NULL || n == 0) {
+    return pgstore_fail(ps, CAIRN_EINVAL, "append of no batches");
+  }
+  if (source_index != 0 && source_index <= ps->last_index) {
+    return pgstore_fail(ps, CAIRN_EEXIST,
+                        "entry %" PRIu64 " already applied (last index %" PRIu64 ")", source_index,
+                        ps->last_index);
+  }
+  int rv = store_validate_entry(batches, n, ps->max_batch_bytes, ps->next, ps->s.errmsg,
+                                sizeof ps->s.errmsg);
+  if (rv == 0) {
+    rv = pgstore_begin(ps);
+  }
+  int64_t first = ps->next;
+  uint64_t done = source_index != 0 ? source_index : ps->last_index;
+  for (size_t i = 0; i < n && rv == 0; i++) {
+    bool last = i == n - 1;
+    rv = pgstore_append_one(ps, &batches[i], ps->next, source_index, last,
+                            last ? done : ps->last_index);
+  }
+  if (rv != 0) {
+    /* Half an entry may be in the transaction: never commit on top of it. */
+    if (rv != CAIRN_EDATABASE && ps->next != first) {
+      ps->fatal = true;
+    }
+    return rv;
+  }
+  ps->last_index = done;
+  if (base_offset != NULL) {
+    *base_offset = first;
+  }
+  return ps->commit_each_append ? pgstore_commit(ps) : 0;
+}
+
+/* ---- read ---- */
+
+static void pgstore_region_release(struct store_region *r)
+{
+  free(r->pin);
+}
+
+/* Whether a batch of len bytes still goes into a region of len_so_far
+ * bytes and count batches (the first always does). */
+static bool pgstore_fits(size_t count, size_t len_so_far, size_t len, size_t max_bytes)
+{
+  if (count == 0) {
+    return true;
+  }
+  if (count >= PGSTORE_READ_MAX_BATCHES || len_so_far > max_bytes || len > max_bytes - len_so_far) {
+    return false;
+  }
+  return len_so_far + len <= PGSTORE_READ_MAX_BYTES;
+}
+
+static int pgstore_region_alloc(struct pgstore *ps, int64_t offset, size_t len,
+                                struct store_region *out)
+{
+  uint8_t *buf = malloc(len);
+  if (buf == NULL) {
+    return pgstore_fail(ps, CAIRN_ENOMEM, "read at %" PRId64 ": %zu bytes", offset, len);
+  }
+  out->mem = buf;
+  out->len = len;
+  out->pin = buf;
+  out->release = pgstore_region_release;
+  return 0;
+}
+
+/* The tail holds offset: copy from it. */
+static int pgstore_read_tail(struct pgstore *ps, int64_t offset, size_t max_bytes,
+                             struct store_region *out)
+{
+  size_t first = 0;
+  while (ps->tail[first]->next <= offset) {
+    first++;
+  }
+  size_t end = first;
+  size_t len = 0;
+  while (end < ps->ntail && pgstore_fits(end - first, len, ps->tail[end]->len, max_bytes)) {
+    len += ps->tail[end]->len;
+    end++;
+  }
+  int rv = pgstore_region_alloc(ps, offset, len, out);
+  if (rv != 0) {
+    return rv;
+  }
+  size_t pos = 0;
+  for (size_t i = first; i < end; i++) {
+    memcpy((uint8_t *)out->mem + pos, ps->tail[i]->data, ps->tail[i]->len);
+    pos += ps->tail[i]->len;
+  }
+  out->first_offset = ps->tail[first]->base;
+  out->next_offset = ps->tail[end - 1]->next;
+  return 0;
+}
+
+/* Columns: base_offset, last_offset, batch (a binary result). */
+static int pgstore_read_db(struct pgstore *ps, int64_t offset, size_t max_bytes,
+                           struct store_region *out)
+{
+  PGresult *res = pgstore_exec_tp(ps, "reading batches",
+                                  "SELECT base_offset, last_offset, batch FROM cairn_batches"
+                                  " WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3"
+                                  " ORDER BY base_offset LIMIT 64", /* PGSTORE_READ_MAX_BATCHES */
+                                  &offset, 1);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  int rows = PQntuples(res);
+  size_t len = 0;
+  int end = 0;
+  while (end < rows &&
+         pgstore_fits((size_t)end, len, (size_t)PQgetlength(res, end, 2), max_bytes)) {
+    len += (size_t)PQgetlength(res, end, 2);
+    end++;
+  }
+  int rv = end > 0
+               ? pgstore_region_alloc(ps, offset, len, out)
+               : pgstore_fail(ps, CAIRN_ECORRUPT, "read at %" PRId64 ": no row holds it", offset);
+  if (rv == 0) {
+    size_t pos = 0;
+    for (int i = 0; i < end; i++) {
+      memcpy((uint8_t *)out->mem + pos, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2));
+      pos += (size_t)PQgetlength(res, i, 2);
+    }
+    out->first_offset = pgstore_get_bin_i64(res, 0, 0);
+    out->next_offset = pgstore_get_bin_i64(res, end - 1, 1) + 1;
+  }
+  PQclear(res);
+  return rv;
+}
+
+static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
+{
+  struct pgstore *ps = pgstore_from(s);
+  memset(out, 0, sizeof *out);
+  out->fd = -1;
+  if (offset < ps->start || offset > ps->next) {
+    return pgstore_fail(ps, CAIRN_EOFFSET, "read at %" PRId64 " outside [%" PRId64 ", %" PRId64 "]",
+                        offset, ps->start, ps->next);
+  }
+  if (offset == ps->next) {
+    out->first_offset = offset;
+    out->next_offset = offset;
+    return 0;
+  }
+  if (ps->fatal) {
+    return CAIRN_EFATAL; /* its view of the rows may be stale: reopen */
+  }
+  if (ps->ntail > 0 && offset >= ps->tail[0]->base) {
+    return pgstore_read_tail(ps, offset, max_bytes, out);
+  }
+  return pgstore_read_db(ps, offset, max_bytes, out);
+}
+
+/* ---- lookup_time ---- */
+
+static int pgstore_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  /* Timestamps need not grow with offsets: every batch whose max_timestamp
+   * qualifies is a candidate, in offset order (cairn_batches_time). */
+  char ts[24], after[24];
+  snprintf(ts, sizeof ts, "%" PRId64, timestamp);
+  int64_t from = INT64_MIN;
+  for (;;) {
+    snprintf(after, sizeof after, "%" PRId64, from);
+    const char *values[4] = {ps->topic_id, ps->partition, ts, after};
+    PGresult *res = pgstore_exec(ps, "looking up a timestamp",
+                                 "SELECT base_offset, batch FROM cairn_batches"
+                                 " WHERE topic_id = $1 AND partition = $2"
+                                 " AND max_timestamp >= $3 AND base_offset > $4"
+                                 " ORDER BY base_offset LIMIT 256",
+                                 4, values, NULL, NULL, 1);
+    if (res == NULL) {
+      return CAIRN_EDATABASE;
+    }
+    int rows = PQntuples(res);
+    int rv = 0;
+    for (int i = 0; i < rows && rv == 0; i++) {
+      rv = store_batch_find_time((const uint8_t *)PQgetvalue(res, i, 1),
+                                 (size_t)PQgetlength(res, i, 1), ps->start, timestamp, offset,
+                                 ps->s.errmsg, sizeof ps->s.errmsg);
+      from = pgstore_get_bin_i64(res, i, 0);
+    }
+    PQclear(res);
+    if (rv != 0) {
+      return rv < 0 ? rv : 0;
+    }
+    if (rows < PGSTORE_SCAN_ROWS) {
+      *offset = ps->next;
+      return 0;
+    }
+  }
+}
+
+/* ---- flush and truncate ---- */
+
+static int pgstore_flush(struct store *s, int64_t up_to)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  int64_t target = up_to < ps->next ? up_to : ps->next;
+  if (target <= ps->durable_offset) {
+    return 0;
+  }
+  return pgstore_commit(ps);
+}
+
+/* Checks that offset is an entry boundary; sets *index to the Raft index
+ * covered below it. Returns 0, 1 (offset is next: nothing to cut) or a
+ * negative code. */
+static int pgstore_truncate_point(struct pgstore *ps, int64_t offset, uint64_t *index)
+{
+  PGresult *res = pgstore_exec_tp(ps, "truncate: finding the batch",
+                                  "SELECT base_offset FROM cairn_batches WHERE topic_id = $1"
+                                  " AND partition = $2 AND last_offset >= $3"
+                                  " ORDER BY base_offset LIMIT 1",
+                                  &offset, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  bool none = PQntuples(res) == 0;
+  int64_t base = none ? offset : pgstore_get_i64(res, 0, 0);
+  PQclear(res);
+  if (none) {
+    return 1;
+  }
+  if (base != offset) {
+    return pgstore_fail(ps, CAIRN_EINVAL, "truncate at %" PRId64 ": inside the batch at %" PRId64,
+                        offset, base);
+  }
+  res = pgstore_exec_tp(ps, "truncate: finding the batch before",
+                        "SELECT get_byte(batch, 20), raft_index FROM cairn_batches"
+                        " WHERE topic_id = $1 AND partition = $2 AND base_offset < $3"
+                        " ORDER BY base_offset DESC LIMIT 1",
+                        &offset, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  int rv = 0;
+  if (PQntuples(res) == 0) {
+    *index = ps->prefix_index;
+  } else if ((pgstore_get_i64(res, 0, 0) & BATCH_FLAG_ENTRY_END) == 0) {
+    rv = pgstore_fail(ps, CAIRN_EINVAL, "truncate at %" PRId64 ": inside a Raft entry", offset);
+  } else {
+    *index = (uint64_t)pgstore_get_i64(res, 0, 1);
+  }
+  PQclear(res);
+  return rv;
+}
+
+/* Deletes the rows matching cond (on $3 = arg) and takes their bytes off
+ * size_bytes; *newest_index gets the raft_index of the highest deleted row
+ * (unchanged when none). Returns the rows deleted or a negative code. */
+static int64_t pgstore_delete_rows(struct pgstore *ps, const char *what, const char *cond,
+                                   int64_t arg, uint64_t *newest_index)
+{
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "WITH d AS (DELETE FROM cairn_batches WHERE topic_id = $1 AND partition = $2"
+           " AND %s RETURNING base_offset, raft_index, length(batch) AS len)"
+           " SELECT count(*), coalesce(sum(len), 0),"
+           " (SELECT raft_index FROM d ORDER BY base_offset DESC LIMIT 1) FROM d",
+           cond);
+  PGresult *res = pgstore_exec_tp(ps, what, sql, &arg, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  int64_t rows = pgstore_get_i64(res, 0, 0);
+  ps->size_bytes -= (uint64_t)pgstore_get_i64(res, 0, 1);
+  if (rows > 0 && newest_index != NULL) {
+    *newest_index = (uint64_t)pgstore_get_i64(res, 0, 2);
+  }
+  PQclear(res);
+  return rows;
+}
+
+static int pgstore_truncate(struct store *s, int64_t offset)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (offset < ps->start || offset > ps->next) {
+    return pgstore_fail(ps, CAIRN_EOFFSET,
+                        "truncate at %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", offset,
+                        ps->start, ps->next);
+  }
+  uint64_t index = ps->last_index;
+  int rv = pgstore_begin(ps);
+  if (rv == 0) {
+    rv = pgstore_truncate_point(ps, offset, &index);
+  }
+  if (rv == 1) {
+    return 0; /* offset is next */
+  }
+  if (rv == 0) {
+    int64_t rows = pgstore_delete_rows(ps, "truncate", "base_offset >= $3", offset, NULL);
+    rv = rows < 0 ? (int)rows : 0;
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  pgstore_tail_drop_back(ps, offset);
+  ps->next = offset;
+  ps->last_index = index;
+  /* Committed at once: a restart must never bring back what Raft cut. */
+  return pgstore_commit(ps);
+}
+
+/* ---- deleting from the front ---- */
+
+/* Records the new start (and prefix_index) in the partition row and
+ * commits. */
+static int pgstore_set_start(struct pgstore *ps, int64_t start)
+{
+  char st[24], idx[24];
+  snprintf(st, sizeof st, "%" PRId64, start);
+  snprintf(idx, sizeof idx, "%" PRIu64, ps->prefix_index);
+  const char *values[4] = {ps->topic_id, ps->partition, st, idx};
+  if (pgstore_done(pgstore_exec(ps, "moving the log start",
+                                "UPDATE cairn_partitions SET start_offset = $3, prefix_index = $4"
+                                " WHERE topic_id = $1 AND partition = $2",
+                                4, values, NULL, NULL, 0)) != 0) {
+    return CAIRN_EDATABASE;
+  }
+  ps->start = start;
+  return pgstore_commit(ps);
+}
+
+/* Deletes the batches wholly below offset (> start) and moves start. */
+static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
+{
+  int rv = pgstore_begin(ps);
+  if (rv != 0) {
+    return rv;
+  }
+  if (offset > ps->next) {
+    /* A snapshot install: the entries below offset are applied elsewhere,
+     * so last_index stays and the store restarts empty at offset. */
+    int64_t rows = pgstore_delete_rows(ps, "delete_before", "$3::bigint IS NOT NULL", offset, NULL);
+    if (rows < 0) {
+      return (int)rows;
+    }
+    pgstore_tail_drop_front(ps, ps->ntail);
+    ps->prefix_index = ps->last_index;
+    ps->next = offset;
+  } else {
+    int64_t rows =
+        pgstore_delete_rows(ps, "delete_before", "last_offset < $3", offset, &ps->prefix_index);
+    if (rows < 0) {
+      return (int)rows;
+    }
+    size_t k = 0;
+    while (k < ps->ntail && ps->tail[k]->next <= offset) {
+      k++;
+    }
+    pgstore_tail_drop_front(ps, k);
+  }
+  return pgstore_set_start(ps, offset);
+}
+
+static int pgstore_delete_before(struct store *s, int64_t offset)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (offset < 0) {
+    return pgstore_fail(ps, CAIRN_EOFFSET, "delete_before %" PRId64 ": negative", offset);
+  }
+  if (offset <= ps->start) {
+    return 0; /* the start never moves back */
+  }
+  return pgstore_drop_before(ps, offset);
+}
+
+/* Where retention at now_ms would move the start, no batch holding an
+ * offset at or above below being deleted; the newest batch always stays
+ * (as plog keeps its active segment). *count gets the batches it deletes.
+ * Returns 0 or a negative code. */
+static int pgstore_retention_scan(struct pgstore *ps, int64_t now_ms, int64_t below, int64_t *point,
+                                  uint32_t *count)
+{
+  *point = ps->start;
+  *count = 0;
+  if (ps->retention_bytes == 0 && ps->retention_ms == 0) {
+    return 0;
+  }
+  int64_t cutoff = now_ms - ps->retention_ms;
+  if (ps->retention_ms > 0 && now_ms < INT64_MIN + ps->retention_ms) {
+    cutoff = INT64_MIN; /* nothing can be that old */
+  }
+  uint64_t held = ps->size_bytes;
+  int64_t from = INT64_MIN;
+  bool have_prev = false;
+  uint64_t prev_len = 0;
+  int64_t prev_ts = 0;
+  for (;;) {
+    PGresult *res = pgstore_exec_tp(ps, "retention: scanning batches",
+                                    "SELECT base_offset, length(batch), max_timestamp"
+                                    " FROM cairn_batches WHERE topic_id = $1 AND partition = $2"
+                                    " AND base_offset > $3 ORDER BY base_offset LIMIT 256",
+                                    &from, 0);
+    if (res == NULL) {
+      return CAIRN_EDATABASE;
+    }
+    int rows = PQntuples(res);
+    for (int i = 0; i < rows; i++) {
+      int64_t base = pgstore_get_i64(res, i, 0);
+      /* The previous batch goes if this one (which then holds the start)
+       * is within the bound and the previous one is expired. */
+      bool expired = have_prev && ((ps->retention_bytes > 0 && held > ps->retention_bytes) ||
+                                   (ps->retention_ms > 0 && prev_ts < cutoff));
+      if (have_prev && (!expired || base > below || *count == UINT32_MAX)) {
+        PQclear(res);
+        return 0;
+      }
+      if (have_prev) {
+        held -= prev_len;
+        (*count)++;
+        *point = base;
+      }
+      have_prev = true;
+      prev_len = (uint64_t)pgstore_get_i64(res, i, 1);
+      prev_ts = pgstore_get_i64(res, i, 2);
+      from = base;
+    }
+    PQclear(res);
+    if (rows < PGSTORE_SCAN_ROWS) {
+      return 0;
+    }
+  }
+}
+
+static int64_t pgstore_retention_point(struct store *s, int64_t now_ms)
+{
+  struct pgstore *ps = pgstore_from(s);
+  int64_t point = ps->start;
+  uint32_t count;
+  if (ps->fatal || pgstore_retention_scan(ps, now_ms, INT64_MAX, &point, &count) != 0) {
+    return ps->start; /* no answer: nothing is due */
+  }
+  return point;
+}
+
+static int pgstore_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
+{
+  struct pgstore *ps = pgstore_from(s);
+  *deleted = 0;
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  int64_t point;
+  uint32_t count;
+  int rv = pgstore_retention_scan(ps, now_ms, below, &point, &count);
+  if (rv != 0 || count == 0) {
+    return rv;
+  }
+  rv = pgstore_drop_before(ps, point);
+  if (rv == 0) {
+    *deleted = count;
+  }
+  return rv;
+}
+
+/* ---- info and close ---- */
+
+static void pgstore_info(struct store *s, struct store_info *out)
+{
+  struct pgstore *ps = pgstore_from(s);
+  memset(out, 0, sizeof *out);
+  out->start_offset = ps->start;
+  out->next_offset = ps->next;
+  out->last_index = ps->last_index;
+  out->durable_offset = ps->durable_offset;
+  out->durable_index = ps->durable_index;
+  out->size_bytes = ps->size_bytes;
+  out->segments = 1;
+  out->fatal = ps->fatal;
+}
+
+static void pgstore_free(struct pgstore *ps)
+{
+  pgstore_tail_drop_front(ps, ps->ntail);
+  free(ps->tail);
+  PQfinish(ps->conn);
+  free(ps);
+}
+
+static void pgstore_close(struct store *s)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (!ps->fatal) {
+    (void)pgstore_commit(ps); /* as plog's close flushes; a failure loses nothing Raft lacks */
+  }
+  pgstore_free(ps);
+}
+
+static const struct store_ops pgstore_ops = {
+    .append = pgstore_append,
+    .read = pgstore_read,
+    .lookup_time = pgstore_lookup_time,
+    .flush = pgstore_flush,
+    .truncate = pgstore_truncate,
+    .delete_before = pgstore_delete_before,
+    .retention = pgstore_retention,
+    .retention_point = pgstore_retention_point,
+    .info = pgstore_info,
+    .close = pgstore_close,
+};
+
+/* ---- open ---- */
+
+/* The first line of the password file into buf. */
+static int pgstore_read_password(struct pgstore *ps, const char *path, char *buf, size_t len)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    return pgstore_fail(ps, CAIRN_ECONFIG, "password file %s: %s", path, strerror(errno));
+  }
+  bool ok = fgets(buf, (int)len, f) != NULL;
+  fclose(f);
+  if (!ok) {
+    return pgstore_fail(ps, CAIRN_ECONFIG, "password file %s: empty", path);
+  }
+  buf[strcspn(buf, "\r\n")] = '\0';
+  return 0;
+}
+
+static int pgstore_connect(struct pgstore *ps, const struct pgstore_opts *o)
+{
+  const char *keys[3] = {"dbname", NULL, NULL};
+  const char *values[3] = {o->conninfo, NULL, NULL};
+  char password[256];
+  if (o->password_file != NULL) {
+    int rv = pgstore_read_password(ps, o->password_file, password, sizeof password);
+    if (rv != 0) {
+      return rv;
+    }
+    keys[1] = "password";
+    values[1] = password;
+  }
+  ps->conn = PQconnectdbParams(keys, values, 1);
+  memset(password, 0, sizeof password);
+  if (ps->conn == NULL) {
+    return pgstore_fail(ps, CAIRN_ENOMEM, "postgresql: connecting: out of memory");
+  }
+  if (PQstatus(ps->conn) != CONNECTION_OK) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s", PQerrorMessage(ps->conn));
+    msg[strcspn(msg, "\n")] = '\0';
+    return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: connecting: %s", msg);
+  }
+  return 0;
+}
+
+/* Registers the topic and partition (idempotent) and reads start and
+ * prefix_index. */
+static int pgstore_load_partition(struct pgstore *ps, const char *topic)
+{
+  const char *tv[2] = {ps->topic_id, topic != NULL ? topic : ""};
+  if (pgstore_done(pgstore_exec(ps, "registering the topic",
+                                "INSERT INTO cairn_topics (topic_id, name) VALUES ($1, $2)"
+                                " ON CONFLICT (topic_id) DO UPDATE SET name = EXCLUDED.name",
+                                2, tv, NULL, NULL, 0)) != 0) {
+    return CAIRN_EDATABASE;
+  }
+  if (pgstore_done(
+          pgstore_exec_tp(ps, "registering the partition",
+                          "INSERT INTO cairn_partitions (topic_id, partition, start_offset,"
+                          " prefix_index) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
+                          NULL, 0)) != 0) {
+    return CAIRN_EDATABASE;
+  }
+  PGresult *res = pgstore_exec_tp(ps, "reading the partition",
+                                  "SELECT start_offset, prefix_index FROM cairn_partitions"
+                                  " WHERE topic_id = $1 AND partition = $2",
+                                  NULL, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  ps->start = pgstore_get_i64(res, 0, 0);
+  ps->prefix_index = (uint64_t)pgstore_get_i64(res, 0, 1);
+  PQclear(res);
+  return 0;
+}
+
+/* next, last_index and size from the rows. */
+static int pgstore_load_rows(struct pgstore *ps)
+{
+  PGresult *res = pgstore_exec_tp(ps, "reading the log end",
+                                  "SELECT last_offset, raft_index FROM cairn_batches"
+                                  " WHERE topic_id = $1 AND partition = $2"
+                                  " ORDER BY base_offset DESC LIMIT 1",
+                                  NULL, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  bool none = PQntuples(res) == 0;
+  ps->next = none ? ps->start : pgstore_get_i64(res, 0, 0) + 1;
+  ps->last_index = none ? ps->prefix_index : (uint64_t)pgstore_get_i64(res, 0, 1);
+  PQclear(res);
+  res = pgstore_exec_tp(ps, "reading the log size",
+                        "SELECT coalesce(sum(length(batch)), 0) FROM cairn_batches"
+                        " WHERE topic_id = $1 AND partition = $2",
+                        NULL, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  ps->size_bytes = (uint64_t)pgstore_get_i64(res, 0, 0);
+  PQclear(res);
+  ps->durable_offset = ps->next;
+  ps->durable_index = ps->last_index;
+  return 0;
+}
+
+int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, size_t errlen)
+{
+  if (o == NULL || o->conninfo == NULL) {
+    snprintf(err, errlen, "pgstore: no connection string");
+    return CAIRN_EINVAL;
+  }
+  struct pgstore *ps = calloc(1, sizeof *ps);
+  if (ps == NULL) {
+    snprintf(err, errlen, "pgstore: out of memory");
+    return CAIRN_ENOMEM;
+  }
+  ps->s.ops = &pgstore_ops;
+  snprintf(ps->topic_id, sizeof ps->topic_id, "%" PRIu32, o->topic_id);
+  snprintf(ps->partition, sizeof ps->partition, "%" PRId32, o->partition);
+  ps->retention_bytes = o->retention_bytes;
+  ps->retention_ms = o->retention_ms;
+  ps->max_batch_bytes = o->max_batch_bytes ? o->max_batch_bytes : BATCH_DEFAULT_MAX_BYTES;
+  ps->tail_max = o->tail_bytes ? o->tail_bytes : PGSTORE_DEFAULT_TAIL_BYTES;
+  ps->commit_each_append = o->commit_each_append;
+  int rv = pgstore_connect(ps, o);
+  if (rv == 0) {
+    rv = pgstore_schema_migrate(ps->conn, ps->s.errmsg, sizeof ps->s.errmsg);
+  }
+  if (rv == 0) {
+    rv = pgstore_load_partition(ps, o->topic);
+  }
+  if (rv == 0) {
+    rv = pgstore_load_rows(ps);
+  }
+  if (rv != 0) {
+    snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition, ps->s.errmsg);
+    pgstore_free(ps);
+    return rv;
+  }
+  *out = &ps->s;
+  return 0;
+}

@@ -1,0 +1,23 @@
+/* pgstore_schema.h - the PostgreSQL schema Cairn owns for pgstore
+ * (docs/format.md, "The PostgreSQL store"): versioned migrations recorded
+ * in cairn_schema_version, applied in order under an advisory lock so that
+ * nodes sharing a database migrate it once. */
+#ifndef CAIRN_PGSTORE_SCHEMA_H
+#define CAIRN_PGSTORE_SCHEMA_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+
+/* The newest schema version this build knows. */
+#define PGSTORE_SCHEMA_VERSION 1
+
+/* Brings the database conn is connected to up to PGSTORE_SCHEMA_VERSION,
+ * in one transaction. Returns 0; CAIRN_ESCHEMA if the database is at a
+ * version this build does not know (a newer Cairn migrated it: nothing is
+ * changed); CAIRN_EDATABASE if a statement fails. err is filled on failure.
+ * Borrows conn, which must be idle (no transaction open). Context: the
+ * thread that owns conn; blocks on the database. */
+__attribute__((warn_unused_result)) int pgstore_schema_migrate(PGconn *conn, char *err,
+                                                               size_t errlen);
+
+#endif
