@@ -11,8 +11,10 @@ PACKAGES=(
   libinih-dev
   libssl-dev openssl      # cluster-port HMAC handshake, client-port TLS; openssl makes test certificates
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
-  liblz4-dev libzstd-dev
+  liblz4-dev libzstd-dev   # batch codecs (src/format/codec.c)
+  zlib1g-dev libsnappy-dev # gzip and snappy batches from Kafka producers (src/format/codec.c)
   kcat python3-kafka      # tests/integration/kafka_clients.sh: the Kafka port with real clients
+  python3-snappy python3-lz4 python3-zstandard # kafka-python's snappy/lz4/zstd codecs (kafka_codecs.sh)
   python3-confluent-kafka # tests/integration/kafka_confluent.sh
   librdkafka-dev          # test_kafka_rdkafka and cairn-kafka-bench (bench/compare's kafka stage)
   libmicrohttpd-dev

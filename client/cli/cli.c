@@ -292,6 +292,13 @@ static const char *cli_hint(const char *cmd, int rv)
            "`cairn topic create NAME --partitions N --replication-factor R`";
   case CAIRN_EUNKNOWN_PARTITION:
     return "`cairn topic describe TOPIC` shows its partitions";
+  case CAIRN_ECORRUPT:
+    if (strcmp(cmd, "consume") == 0) {
+      return "the batch at that offset cannot be decoded (for example a Kafka producer's "
+             "compressed records that do not decompress); the broker stored it as sent. "
+             "-o OFFSET past it reads on";
+    }
+    return NULL;
   case CAIRN_ETOPIC_EXISTS:
     return "`cairn topic describe NAME` shows it; delete it first to recreate it";
   case CAIRN_EINTERNAL_TOPIC:

@@ -224,8 +224,13 @@ static int consume_loop(struct cli *c, struct consume *cs, struct cairn_consumer
     }
     if (rv != 0) {
       char what[300];
-      snprintf(what, sizeof what, "%s partition %" PRId32, etopic != NULL ? etopic : cs->topic,
-               epart);
+      int n = snprintf(what, sizeof what, "%s partition %" PRId32,
+                       etopic != NULL ? etopic : cs->topic, epart);
+      struct consume_part *bad = consume_part(cs, epart);
+      if (bad != NULL && n > 0 && (size_t)n < sizeof what) {
+        /* where the partition stopped: the next offset it would print */
+        snprintf(what + n, sizeof what - (size_t)n, " at offset %" PRId64, bad->next);
+      }
       fflush(stdout);
       return cli_fail_call(c, cmd, what, rv);
     }

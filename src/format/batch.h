@@ -14,8 +14,9 @@
  *                                (outside the CRC)
  *   21   1   magic         u8    producer: format version, 1
  *   22   4   crc           u32   CRC-32C of bytes [26, end)
- *   26   2   attributes    i16   bits 0-2 codec (0 none, 1 lz4, 2 zstd);
- *                                other bits reserved, must be 0
+ *   26   2   attributes    i16   bits 0-2 codec (0 none, 1 lz4, 2 zstd,
+ *                                3 gzip, 4 snappy; codec.h); other bits
+ *                                reserved, must be 0
  *   28   4   last_offset_delta i32  record_count - 1
  *   32   8   first_timestamp   i64  ms since the epoch
  *   40   8   max_timestamp     i64
@@ -64,7 +65,16 @@
 #define BATCH_FLAG_ENTRY_END 0x01
 #define BATCH_BROKER_FIELDS_SIZE 21 /* bytes [0, 21): base_offset .. entry_flags */
 
-enum batch_codec { BATCH_CODEC_NONE = 0, BATCH_CODEC_LZ4 = 1, BATCH_CODEC_ZSTD = 2 };
+/* Codec numbers are stored on disk: never renumber, only append. gzip and
+ * snappy came later (Kafka producers' codecs, stored as sent). */
+enum batch_codec {
+  BATCH_CODEC_NONE = 0,
+  BATCH_CODEC_LZ4 = 1,
+  BATCH_CODEC_ZSTD = 2,
+  BATCH_CODEC_GZIP = 3,
+  BATCH_CODEC_SNAPPY = 4,
+};
+#define BATCH_CODEC_MAX BATCH_CODEC_SNAPPY
 #define BATCH_ATTR_CODEC_MASK 0x0007
 
 /* The decoded fixed header. */
@@ -121,8 +131,10 @@ __attribute__((warn_unused_result)) int batch_verify(const uint8_t *p, size_t le
                                                      size_t errmsg_len);
 
 /* Fully validates one batch occupying exactly p[0..len): everything
- * batch_verify() checks and, for uncompressed batches, every record
- * (varints, lengths, offset deltas 0..n-1, record count, max timestamp).
+ * batch_verify() checks and, for uncompressed batches and those whose
+ * codec is checked at ingress (lz4, zstd: codec_checked_at_ingress), every
+ * record (varints, lengths, offset deltas 0..n-1, record count, max
+ * timestamp). gzip and snappy batches get batch_verify()'s checks only.
  * This is the ingress check for bytes from a producer. Returns 0 or a precise CAIRN_E* code and, when errmsg is not NULL,
  * a message (at most errmsg_len bytes, NUL-terminated) saying what and where.
  * Context: any thread. */

@@ -1,10 +1,14 @@
-/* codec.h - the compression codecs of record batches (lz4 and zstd frame
- * formats) with bounded output: the producer compresses a batch's records
- * section, the broker's batch_validate() and the consumer decompress it.
- * See docs/format.md ("Compressed batches"). */
+/* codec.h - the compression codecs of record batches, one table: lz4 and
+ * zstd frames (what libcairn's producer writes), gzip (zlib) and snappy
+ * (libsnappy; raw blocks as librdkafka sends them and the xerial framing
+ * kafka-python and the Java client send), all with bounded output. The
+ * producer compresses a batch's records section; the consumer decompresses
+ * it; the broker's batch_validate() decompresses lz4 and zstd only (see
+ * codec_checked_at_ingress). See docs/format.md ("Compressed batches"). */
 #ifndef CAIRN_CODEC_H
 #define CAIRN_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,8 +18,19 @@
  * bytes are refused when decompressing (bounds the decoder's memory). */
 #define CODEC_ZSTD_WINDOW_LOG_MAX 24
 
-/* Compresses src[0..len) with codec (BATCH_CODEC_LZ4 or _ZSTD; level 0 is
- * the codec's default). Returns 0 with *out (owned: free with free()) and
+/* The codec's name ("none", "lz4", "zstd", "gzip", "snappy"), or NULL for
+ * a number that is no codec. Returns borrowed (static). */
+const char *codec_name(int codec);
+
+/* Whether the broker's ingress check (batch_validate) decompresses this
+ * codec's records to walk them: true for lz4 and zstd, which Cairn's own
+ * producers write; false for gzip and snappy, which only Kafka producers
+ * write and which are stored as sent, checked by their CRC and header
+ * only (as Kafka does for v2 batches). false for unknown numbers. */
+bool codec_checked_at_ingress(int codec);
+
+/* Compresses src[0..len) with codec (any but BATCH_CODEC_NONE; level 0 is
+ * the codec's default; snappy has no levels and writes one raw block). Returns 0 with *out (owned: free with free()) and
  * *out_len, or CAIRN_EINVAL (unknown codec), CAIRN_ECOMPRESS, CAIRN_ENOMEM.
  * Context: any thread. */
 __attribute__((warn_unused_result)) int codec_compress(enum batch_codec codec, int level,
@@ -26,7 +41,8 @@ __attribute__((warn_unused_result)) int codec_compress(enum batch_codec codec, i
  * grows as output arrives but never beyond max_out bytes. Returns 0 with
  * *out (owned: free()) and *out_len, or CAIRN_ETOOLARGE (the output would
  * pass max_out), CAIRN_ECOMPRESS (not a valid frame, trailing bytes, a
- * truncated frame, a zstd window above the limit), CAIRN_EINVAL (unknown
+ * truncated frame, a zstd window above the limit; for snappy a raw block
+ * or xerial-framed blocks, for gzip one or more gzip members), CAIRN_EINVAL (unknown
  * codec), CAIRN_ENOMEM. Context: any thread. */
 __attribute__((warn_unused_result)) int codec_decompress(enum batch_codec codec,
                                                          const void *src, size_t len,

@@ -50,24 +50,33 @@ int kafka_batch_probe(const uint8_t *p, size_t len, size_t *size)
   return 0;
 }
 
+/* Kafka's codec number -> Cairn's stored one (batch.h), indexed by Kafka's
+ * number; kafka_codec_from_cairn() reads it backwards. */
+static const uint8_t kafka_codec_map[] = {
+    [KAFKA_CODEC_NONE] = BATCH_CODEC_NONE,     [KAFKA_CODEC_GZIP] = BATCH_CODEC_GZIP,
+    [KAFKA_CODEC_SNAPPY] = BATCH_CODEC_SNAPPY, [KAFKA_CODEC_LZ4] = BATCH_CODEC_LZ4,
+    [KAFKA_CODEC_ZSTD] = BATCH_CODEC_ZSTD,
+};
+#define KAFKA_NCODECS (sizeof kafka_codec_map / sizeof kafka_codec_map[0])
+
 static int kafka_codec_to_cairn(int kafka, int *cairn)
 {
-  switch (kafka) {
-  case KAFKA_CODEC_NONE:
-    *cairn = BATCH_CODEC_NONE;
-    return 0;
-  case KAFKA_CODEC_LZ4:
-    *cairn = BATCH_CODEC_LZ4;
-    return 0;
-  case KAFKA_CODEC_ZSTD:
-    *cairn = BATCH_CODEC_ZSTD;
-    return 0;
-  case KAFKA_CODEC_GZIP:
-  case KAFKA_CODEC_SNAPPY:
-    return CAIRN_EUNSUPPORTED;
-  default:
+  if (kafka < 0 || (size_t)kafka >= KAFKA_NCODECS) {
     return CAIRN_EBADATTR;
   }
+  *cairn = kafka_codec_map[kafka];
+  return 0;
+}
+
+static int kafka_codec_from_cairn(int cairn, uint16_t *kafka)
+{
+  for (size_t k = 0; k < KAFKA_NCODECS; k++) {
+    if (kafka_codec_map[k] == cairn) {
+      *kafka = (uint16_t)k;
+      return 0;
+    }
+  }
+  return CAIRN_EBADATTR;
 }
 
 int kafka_batch_to_cairn(const uint8_t *p, size_t len, uint8_t *out)
@@ -113,19 +122,9 @@ int kafka_batch_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
   if (p[BATCH_OFF_MAGIC] != BATCH_MAGIC) {
     return CAIRN_EBADMAGIC;
   }
-  uint16_t codec = le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK;
   uint16_t kcodec;
-  switch (codec) {
-  case BATCH_CODEC_NONE:
-    kcodec = KAFKA_CODEC_NONE;
-    break;
-  case BATCH_CODEC_LZ4:
-    kcodec = KAFKA_CODEC_LZ4;
-    break;
-  case BATCH_CODEC_ZSTD:
-    kcodec = KAFKA_CODEC_ZSTD;
-    break;
-  default:
+  if (kafka_codec_from_cairn(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, &kcodec) !=
+      0) {
     return CAIRN_EBADATTR;
   }
   size_t klen = len - KAFKA_BATCH_GROWTH;

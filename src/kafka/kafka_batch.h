@@ -29,8 +29,9 @@
  * unchanged. A converted batch is KAFKA_BATCH_GROWTH bytes longer (to
  * Cairn) or shorter (to Kafka).
  *
- * Codecs: none, lz4 (3) and zstd (4), which Cairn stores as 0, 1, 2; gzip
- * and snappy are refused (CAIRN_EUNSUPPORTED: UNSUPPORTED_COMPRESSION_TYPE).
+ * Codecs: all of Kafka's, mapped to Cairn's numbers (none 0->0, gzip 1->3,
+ * snappy 2->4, lz4 3->1, zstd 4->2) and back; the compressed records are
+ * copied as they are, never decompressed here.
  * Transactional and control batches and LogAppendTime are refused
  * (CAIRN_EBADATTR): this slice has no transactions.
  *
@@ -69,7 +70,7 @@ __attribute__((warn_unused_result)) int kafka_batch_probe(const uint8_t *p, size
 /* Validates the whole Kafka batch p[0..len) (length, magic 2, CRC-32C,
  * attributes) and writes Cairn's form into out (len + KAFKA_BATCH_GROWTH
  * bytes). Returns 0, or CAIRN_EBADLEN, CAIRN_EBADMAGIC, CAIRN_EBADCRC,
- * CAIRN_EBADATTR, CAIRN_EUNSUPPORTED (codec); nothing useful is in out
+ * CAIRN_EBADATTR (also an unknown codec number); nothing useful is in out
  * then. Borrows both. */
 __attribute__((warn_unused_result)) int kafka_batch_to_cairn(const uint8_t *p, size_t len,
                                                              uint8_t *out);

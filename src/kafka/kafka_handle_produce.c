@@ -7,8 +7,8 @@
  * never acknowledges an uncommitted write); 0 answers nothing, but the
  * Kafka request is finished only when the native one is, so the conn's
  * in-flight bounds still hold the bytes. A partition whose batches fail
- * conversion (CORRUPT_MESSAGE, UNSUPPORTED_COMPRESSION_TYPE) is left out
- * of the native request: nothing of it is appended. */
+ * conversion (CORRUPT_MESSAGE) is left out of the native request: nothing
+ * of it is appended. Every Kafka codec is accepted and stored as sent. */
 #include "kafka/kafka_handlers.h"
 
 #include "common/err.h"
@@ -60,11 +60,6 @@ static void kafka_produce_op_free(void *p)
   free(op);
 }
 
-static int16_t kafka_produce_conv_err(int rv)
-{
-  return rv == CAIRN_EUNSUPPORTED ? KAFKA_ERR_UNSUPPORTED_COMPRESSION_TYPE
-                                  : KAFKA_ERR_CORRUPT_MESSAGE;
-}
 
 /* Converts one partition's records into op->payload; sets pp->err on a
  * refusal (nothing of the partition is kept then). */
@@ -105,7 +100,7 @@ static void kafka_produce_convert(struct kafka_produce_op *op, struct kafka_prod
       rv = kafka_batch_to_cairn(rec.ptr + at, size, op->payload + out);
     }
     if (rv != 0) {
-      pp->err = kafka_produce_conv_err(rv);
+      pp->err = KAFKA_ERR_CORRUPT_MESSAGE;
       return; /* payload_len unchanged: the partition's bytes are dropped */
     }
     pp->lengths[i] = (uint32_t)(size + KAFKA_BATCH_GROWTH);

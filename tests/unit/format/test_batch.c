@@ -650,7 +650,7 @@ static void test_batch_rejects_unknown_codec(void **state)
   (void)state;
   size_t len;
   uint8_t *p = make_small_batch(&len);
-  for (uint16_t codec = 3; codec <= 7; codec++) {
+  for (uint16_t codec = BATCH_CODEC_MAX + 1; codec <= 7; codec++) {
     le_put16(p + BATCH_OFF_ATTRIBUTES, codec);
     fix_crc(p, len);
     expect_invalid(p, len, BATCH_DEFAULT_MAX_BYTES, CAIRN_EBADATTR);
@@ -658,16 +658,24 @@ static void test_batch_rejects_unknown_codec(void **state)
   free(p);
 }
 
+/* A 50-record batch compressed with codec (smaller than plain_len, its
+ * uncompressed size), with the codec bits set. */
+static uint8_t *make_compressed_batch(int codec, size_t *len, size_t *plain_len)
+{
+  uint8_t *p = tu_make_batch(7, 50, 40, 1000, len);
+  *plain_len = *len;
+  assert_int_equal(codec_batch_compress((enum batch_codec)codec, 0, &p, len), 0);
+  assert_true(*len < *plain_len);
+  assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+  return p;
+}
+
 static void test_batch_validates_compressed_records_after_decompressing(void **state)
 {
   (void)state;
   for (int codec = BATCH_CODEC_LZ4; codec <= BATCH_CODEC_ZSTD; codec++) {
-    size_t len;
-    uint8_t *p = tu_make_batch(7, 50, 40, 1000, &len);
-    size_t plain_len = len;
-    assert_int_equal(codec_batch_compress((enum batch_codec)codec, 0, &p, &len), 0);
-    assert_true(len < plain_len);
-    assert_int_equal(le_get16(p + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+    size_t len, plain_len;
+    uint8_t *p = make_compressed_batch(codec, &len, &plain_len);
     expect_valid(p, len);
     /* Iteration refuses it; decompressing gives back the plain batch. */
     struct batch_iter it;
@@ -684,6 +692,36 @@ static void test_batch_validates_compressed_records_after_decompressing(void **s
     memset(p + BATCH_HEADER_SIZE, 0xEE, len - BATCH_HEADER_SIZE);
     fix_crc(p, len);
     expect_invalid(p, len, BATCH_DEFAULT_MAX_BYTES, CAIRN_EBADRECORD);
+    free(p);
+  }
+}
+
+/* gzip and snappy come only from Kafka producers and are stored as sent
+ * (as Kafka stores v2 batches): the ingress check verifies framing, CRC and
+ * counts but does not decompress, so garbage records with a good CRC pass
+ * it; the reader's decompression then fails with a clear error. */
+static void test_batch_stores_gzip_and_snappy_without_decompressing(void **state)
+{
+  (void)state;
+  for (int codec = BATCH_CODEC_GZIP; codec <= BATCH_CODEC_SNAPPY; codec++) {
+    size_t len, plain_len;
+    uint8_t *p = make_compressed_batch(codec, &len, &plain_len);
+    assert_false(codec_checked_at_ingress(codec));
+    expect_valid(p, len);
+    uint8_t *plain;
+    size_t n;
+    assert_int_equal(codec_batch_decompress(p, len, BATCH_DEFAULT_MAX_BYTES, &plain, &n), 0);
+    assert_int_equal(n, plain_len);
+    expect_valid(plain, n);
+    free(plain);
+    memset(p + BATCH_HEADER_SIZE, 0xEE, len - BATCH_HEADER_SIZE);
+    fix_crc(p, len);
+    expect_valid(p, len);
+    assert_int_equal(codec_batch_decompress(p, len, BATCH_DEFAULT_MAX_BYTES, &plain, &n),
+                     CAIRN_ECOMPRESS);
+    /* The CRC still guards them. */
+    p[len - 1] ^= 1;
+    expect_invalid(p, len, BATCH_DEFAULT_MAX_BYTES, CAIRN_EBADCRC);
     free(p);
   }
 }
@@ -1237,6 +1275,7 @@ int main(void)
       cmocka_unit_test(test_batch_rejects_reserved_attribute_bit),
       cmocka_unit_test(test_batch_rejects_unknown_codec),
       cmocka_unit_test(test_batch_validates_compressed_records_after_decompressing),
+      cmocka_unit_test(test_batch_stores_gzip_and_snappy_without_decompressing),
       cmocka_unit_test(test_batch_rejects_compressed_batch_with_bad_record),
       cmocka_unit_test(test_batch_rejects_record_count_larger_than_records),
       cmocka_unit_test(test_batch_rejects_record_count_smaller_than_records),

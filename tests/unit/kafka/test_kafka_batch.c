@@ -9,6 +9,7 @@
 #include "format/batch_builder.h"
 #include "format/codec.h"
 #include "format/crc32c.h"
+#include "format/endian.h"
 #include "kafka/kafka_codec.h"
 
 #include <setjmp.h>
@@ -83,12 +84,33 @@ static void round_trip(enum batch_codec codec, uint16_t kafka_codec)
   free(c);
 }
 
-static void test_kafka_batch_round_trips_plain_lz4_zstd(void **state)
+static void test_kafka_batch_round_trips_every_codec(void **state)
 {
   (void)state;
   round_trip(BATCH_CODEC_NONE, KAFKA_CODEC_NONE);
   round_trip(BATCH_CODEC_LZ4, KAFKA_CODEC_LZ4);
   round_trip(BATCH_CODEC_ZSTD, KAFKA_CODEC_ZSTD);
+  round_trip(BATCH_CODEC_GZIP, KAFKA_CODEC_GZIP);
+  round_trip(BATCH_CODEC_SNAPPY, KAFKA_CODEC_SNAPPY);
+}
+
+/* A gzip batch whose records are garbage but whose CRC is right is stored
+ * as sent, as Kafka stores it: the conversion never decompresses. */
+static void test_kafka_batch_stores_compressed_records_unread(void **state)
+{
+  (void)state;
+  size_t clen;
+  uint8_t *c = make_cairn(20, BATCH_CODEC_GZIP, &clen);
+  size_t klen = clen - KAFKA_BATCH_GROWTH;
+  uint8_t *k = malloc(klen);
+  assert_int_equal(kafka_batch_from_cairn(c, clen, k), 0);
+  memset(k + KAFKA_BATCH_HEADER_SIZE, 0xEE, klen - KAFKA_BATCH_HEADER_SIZE);
+  kafka_fix_crc(k, klen);
+  assert_int_equal(kafka_batch_to_cairn(k, klen, c), 0);
+  assert_int_equal(le_get16(c + BATCH_OFF_ATTRIBUTES), BATCH_CODEC_GZIP);
+  assert_int_equal(batch_validate(c, clen, 1 << 20, NULL, 0), 0);
+  free(k);
+  free(c);
 }
 
 /* A valid Kafka batch (from a Cairn one) for the refusal tests. */
@@ -123,9 +145,8 @@ static void test_kafka_batch_refuses_crc_magic_codecs_and_transactions(void **st
     uint16_t attrs;
     int want;
   } cases[] = {
-      {KAFKA_CODEC_GZIP, CAIRN_EUNSUPPORTED},
-      {KAFKA_CODEC_SNAPPY, CAIRN_EUNSUPPORTED},
       {5, CAIRN_EBADATTR},
+      {7, CAIRN_EBADATTR},
       {0x08, CAIRN_EBADATTR}, /* LogAppendTime */
       {0x10, CAIRN_EBADATTR},
       {0x20, CAIRN_EBADATTR}, /* transactional, control */
@@ -167,7 +188,8 @@ static void test_kafka_batch_every_truncation_needs_more_or_is_refused(void **st
 int main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_kafka_batch_round_trips_plain_lz4_zstd),
+      cmocka_unit_test(test_kafka_batch_round_trips_every_codec),
+      cmocka_unit_test(test_kafka_batch_stores_compressed_records_unread),
       cmocka_unit_test(test_kafka_batch_refuses_crc_magic_codecs_and_transactions),
       cmocka_unit_test(test_kafka_batch_every_truncation_needs_more_or_is_refused),
   };

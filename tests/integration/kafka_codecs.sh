@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# kafka_codecs.sh - every Kafka codec through the Kafka port on a 3-node
+# cluster (docs/kafka.md, "Compression"): kcat produces with -z gzip,
+# snappy, lz4 and zstd, kafka-python with compression_type gzip, snappy
+# (xerial framing), lz4 and zstd, and a raw Produce carries a raw-snappy
+# batch (librdkafka's form; librdkafka 2.0.2 itself sends gzip, snappy and
+# lz4 uncompressed to a broker without Produce v0, see docs/kafka.md); the
+# stored batches hold all four codecs; the partition leader is SIGKILLed;
+# then kcat, kafka-python and `cairn consume` each read back every
+# acknowledged message exactly once, in order. A gzip batch with a good CRC and garbage records is stored
+# as Kafka stores it (acknowledged, never decompressed by the broker), and
+# `cairn consume` stops at it with a clear error naming its offset, then
+# reads on from past it.
+#
+# Usage: kafka_codecs.sh CAIRN CAIRND
+set -euo pipefail
+CLI_TEST_TAG=kcodecs
+. "$(dirname "$0")/../lib/cli_test.sh"
+py=/usr/bin/python3 # Debian's, where python3-kafka and its codecs are installed
+command -v kcat >/dev/null || fail "kcat is not installed (deploy/setup.sh)"
+$py -c 'import kafka, snappy, lz4.frame, zstandard' 2>/dev/null ||
+  fail "python3-kafka, python3-snappy, python3-lz4, python3-zstandard: deploy/setup.sh installs them"
+
+step "start a 3-node cluster"
+start_cluster3
+k1="127.0.0.1:$((base + 3))"
+k2="127.0.0.1:$((base + 13))"
+k3="127.0.0.1:$((base + 23))"
+all="$k1,$k2,$k3"
+expect 0 "$cli" topic create kc --partitions 1 --replication-factor 3
+expect 0 "$cli" topic create kbad --partitions 1 --replication-factor 3
+
+# rawprod.py MODE BOOTSTRAP TOPIC PAD: one Produce v3 (acks=-1) of a batch
+# built here, to the partition's leader; prints the base offset acked.
+#   rawsnappy  20 records "rs<i>|raw-snappy-<i>-PAD", snappy as one raw block
+#   badgzip    gzip attributes, 2 records' worth of garbage, a good CRC
+cat >"$dir/rawprod.py" <<'PY'
+import struct, sys, time
+import snappy
+from kafka.client_async import KafkaClient
+from kafka.protocol.produce import ProduceRequest
+from kafka.record import default_records
+from kafka.record.util import calc_crc32c
+from kafka.structs import TopicPartition
+mode, bs, topic, pad = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4]
+now = int(time.time() * 1000)
+if mode == "rawsnappy":
+    default_records.snappy_encode = snappy.compress  # a raw block, no xerial framing
+    b = default_records.DefaultRecordBatchBuilder(2, 2, False, -1, -1, -1, 1 << 20)
+    for i in range(20):
+        b.append(i, now, b"rs%d" % i, ("raw-snappy-%d-%s" % (i, pad)).encode(), [])
+    batch = bytes(b.build())
+    assert struct.unpack_from(">h", batch, 21)[0] & 7 == 2, "not a snappy batch"
+    assert not batch[61:].startswith(b"\x82SNAPPY"), "xerial framing, not a raw block"
+else:
+    tail = struct.pack(">hiqqqhii", 1, 1, now, now, -1, -1, -1, 2) + bytes(range(7, 71))
+    head = struct.pack(">qiib", 0, 4 + 1 + 4 + len(tail), -1, 2)
+    batch = head + struct.pack(">I", calc_crc32c(tail)) + tail
+cl = KafkaClient(bootstrap_servers=bs)
+tp = TopicPartition(topic, 0)
+leader = None
+for _ in range(100):
+    cl.poll(future=cl.cluster.request_update(), timeout_ms=2000)
+    leader = cl.cluster.leader_for_partition(tp)
+    if leader is not None and leader >= 0:
+        break
+    time.sleep(0.1)
+assert leader is not None and leader >= 0, "no leader for %s/0" % topic
+for _ in range(100):
+    if cl.ready(leader):
+        break
+    cl.poll(timeout_ms=100)
+req = ProduceRequest[3](transactional_id=None, required_acks=-1, timeout=10000,
+                        topics=[(topic, [(0, batch)])])
+f = cl.send(leader, req)
+cl.poll(future=f, timeout_ms=15000)
+assert f.succeeded(), f.exception
+part = f.value.topics[0][1][0]
+assert part[1] == 0, "answered %r" % (part,)
+print(part[2])
+PY
+
+# Values long and repetitive enough that every codec really compresses.
+pad=$(printf 'x%.0s' $(seq 1 200))
+: >"$dir/expected"
+
+step "kcat produces 60 keyed messages with each codec (acks=all)"
+for z in gzip snappy lz4 zstd; do
+  for i in $(seq 0 59); do echo "k$i|kcat-$z-$i-$pad"; done >"$dir/in"
+  cat "$dir/in" >>"$dir/expected"
+  timeout 60 kcat -b "$all" -P -t kc -K'|' -z "$z" -X acks=all -X linger.ms=20 \
+    -X message.send.max.retries=10 -X retry.backoff.ms=200 <"$dir/in" ||
+    fail "kcat -P -z $z exited $?"
+done
+
+step "kafka-python produces 60 keyed messages with each codec (acks=all)"
+for z in gzip snappy lz4 zstd; do
+  for i in $(seq 0 59); do echo "py$i|py-$z-$i-$pad"; done >>"$dir/expected"
+done
+$py - "$all" "$pad" <<'PY' || fail "kafka-python produce"
+import sys
+from kafka import KafkaProducer
+bs, pad = sys.argv[1].split(","), sys.argv[2]
+for z in ("gzip", "snappy", "lz4", "zstd"):
+    p = KafkaProducer(bootstrap_servers=bs, acks="all", retries=10, retry_backoff_ms=200,
+                      compression_type=z, linger_ms=20, max_in_flight_requests_per_connection=1)
+    fs = [p.send("kc", key=b"py%d" % i, value=("py-%s-%d-%s" % (z, i, pad)).encode())
+          for i in range(60)]
+    p.flush()
+    offs = [f.get(timeout=30).offset for f in fs]
+    assert offs == sorted(offs), "%s: acknowledged out of order: %s" % (z, offs)
+    p.close()
+print("kafka-python: 4 x 60 produced")
+PY
+step "a raw Produce carries a raw-snappy batch (librdkafka's form of snappy)"
+off=$($py "$dir/rawprod.py" rawsnappy "$all" kc "$pad") || fail "raw snappy produce"
+[ "$off" -eq 480 ] || fail "raw snappy batch acked at offset $off, want 480"
+for i in $(seq 0 19); do echo "rs$i|raw-snappy-$i-$pad"; done >>"$dir/expected"
+n=$(wc -l <"$dir/expected")
+[ "$n" -eq 500 ] || fail "expected 500 lines, built $n"
+
+step "the stored batches hold every codec, as the producers sent them"
+node_log=$(ls -d "$cdir"/node*/partitions/kc-0.*/log | head -1)
+$py - "$node_log" <<'PY' || fail "stored codecs"
+import glob, struct, sys
+seen = []
+for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
+    d = open(seg, "rb").read()
+    pos = 0
+    while pos + 66 <= len(d):
+        blen = struct.unpack_from("<i", d, pos + 8)[0]
+        if blen <= 0:
+            break
+        seen.append((struct.unpack_from("<q", d, pos)[0], struct.unpack_from("<H", d, pos + 26)[0] & 7))
+        pos += blen + 12
+print("stored (offset, cairn codec):", seen)
+names = {1: "lz4", 2: "zstd", 3: "gzip", 4: "snappy"}
+missing = [names[c] for c in names if c not in {c for _, c in seen}]
+assert not missing, "no stored batch with codec " + ", ".join(missing)
+PY
+
+step "SIGKILL the leader of kc/0; every acknowledged message is still there"
+kcat -b "$all" -L -t kc >"$dir/md" 2>&1 || true
+leader=$(sed -n 's/.*partition 0, leader \([0-9]\),.*/\1/p' "$dir/md" | head -1)
+[ -n "$leader" ] || fail "no leader of kc/0: $(cat "$dir/md")"
+lpid=$(cat "$cdir/node$leader.pid")
+kill -KILL "$lpid"
+echo "killed node $leader (pid $lpid)"
+
+step "kcat reads back every message exactly, in order"
+timeout 90 kcat -b "$all" -C -t kc -e -o beginning -f '%k|%s\n' -q >"$dir/kcat.out" ||
+  fail "kcat -C exited $?"
+diff "$dir/expected" "$dir/kcat.out" >"$dir/diff" || fail "kcat read back: $(head -c 1500 "$dir/diff")"
+
+step "kafka-python reads back every message exactly, in order"
+$py - "$all" >"$dir/py.out" <<'PY' || fail "kafka-python consume"
+import sys
+from kafka import KafkaConsumer, TopicPartition
+c = KafkaConsumer(bootstrap_servers=sys.argv[1].split(","), group_id=None,
+                  enable_auto_commit=False, consumer_timeout_ms=8000)
+tp = TopicPartition("kc", 0)
+c.assign([tp])
+c.seek_to_beginning(tp)
+for m in c:
+    sys.stdout.write("%s|%s\n" % (m.key.decode(), m.value.decode()))
+PY
+diff "$dir/expected" "$dir/py.out" >"$dir/diff" ||
+  fail "kafka-python read back: $(head -c 1500 "$dir/diff")"
+
+step "cairn consume reads back every message exactly, in order"
+expect 0 timeout 90 "$cli" consume kc -e -f '%k|%v\n'
+diff "$dir/expected" "$dir/out" >"$dir/diff" ||
+  fail "cairn consume read back: $(head -c 1500 "$dir/diff")"
+
+step "a gzip batch with a good CRC and garbage records is stored as sent"
+for i in 0 1 2; do echo "g$i|good-$i-$pad"; done >"$dir/in"
+timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/in" || fail "kcat -P kbad"
+off=$($py "$dir/rawprod.py" badgzip "$all" kbad "$pad") || fail "raw produce of a bad gzip batch"
+[ "$off" -eq 3 ] || fail "bad gzip batch acked at offset $off, want 3"
+for i in 3 4 5; do echo "g$i|good-$i-$pad"; done >"$dir/in2"
+timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/in2" || fail "kcat -P kbad"
+
+step "cairn consume prints what comes before it, then stops with a clear error"
+expect 1 timeout 60 "$cli" consume kbad -e -f '%k|%v\n'
+diff "$dir/in" "$dir/out" >"$dir/diff" || fail "before the bad batch: $(cat "$dir/diff")"
+err_has "kbad partition 0 at offset 3: data is corrupt"
+err_has "cannot be decoded"
+step "cairn consume reads on from past it"
+expect 0 timeout 60 "$cli" consume kbad -o 5 -e -f '%k|%v\n'
+diff "$dir/in2" "$dir/out" >"$dir/diff" || fail "after the bad batch: $(cat "$dir/diff")"
+
+echo "PASS"
