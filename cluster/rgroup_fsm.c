@@ -207,6 +207,16 @@ void rgroup_fsm_producers_open(struct rgroup *rg)
   rgroup_fsm_producers_sync_at_open(rg);
 }
 
+void rgroup_fsm_producers_reload(struct rgroup *rg)
+{
+  /* An apply that failed in the store had already recorded its batches:
+   * kept, the table would judge them duplicates at the replay (answered,
+   * never stored). <dir>/producers covers only what the store made
+   * durable, so the table is rebuilt from it and the store. */
+  producer_state_close(&rg->producers);
+  rgroup_fsm_producers_open(rg);
+}
+
 /* Writes the table (covering the flushed log up to offset covers) to
  * <dir>/producers, so that a restart rebuilds only what follows, and
  * retention may delete below covers. A failure costs a longer rebuild. */

@@ -682,6 +682,7 @@ static void rgroup_raft_revive_done(uv_work_t *w, int status)
   store_info(rg->store, &info);
   rg->store_down = false;
   rg->store_revives++;
+  rgroup_fsm_producers_reload(rg);
   log_warn("rgroup",
            "group %llu: replica %llu: the PostgreSQL store is back (committed up to offset "
            "%lld, Raft index %llu); Raft reopens and applies what follows",
