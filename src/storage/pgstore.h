@@ -25,8 +25,9 @@
  * a fresh connection made off the loop, the state reloaded from the rows
  * PostgreSQL committed) and replays the Raft entries above last_index.
  *
- * Blocking: every call is a synchronous round trip to the database on the
- * caller's thread (libpq's blocking API). */
+ * Blocking: every store call is a synchronous round trip to the database
+ * on the caller's thread (libpq's blocking API); only a revive's
+ * connection (pgstore_revive_run) is meant for another thread. */
 #ifndef CAIRN_PGSTORE_H
 #define CAIRN_PGSTORE_H
 

@@ -278,6 +278,16 @@ static void test_pgstore_refuses_a_database_at_an_unknown_schema_version(void **
 
 /* ---- a dropped connection ---- */
 
+/* Terminates every other session of the test database (the store's). */
+static void drop_connections(void)
+{
+  PGconn *conn = sql_connect();
+  PQclear(sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"));
+  PQfinish(conn);
+}
+
+
 static void
 test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(void **state)
 {
@@ -289,10 +299,7 @@ test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(voi
   assert_int_equal(store_flush(s, INT64_MAX), 0);
   uint8_t *second = tu_make_batch(2, 5, 20, 200, &len);
   append_batch(s, second, len, 2); /* not committed */
-  PGconn *conn = sql_connect();
-  PQclear(sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"));
-  PQfinish(conn);
+  drop_connections();
   uint8_t *data = tu_make_batch(3, 5, 20, 300, &len);
   struct store_batch b = {data, len};
   int64_t base;
@@ -326,14 +333,6 @@ test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(voi
 }
 
 /* ---- revive ---- */
-
-static void drop_connections(void)
-{
-  PGconn *conn = sql_connect();
-  PQclear(sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"));
-  PQfinish(conn);
-}
 
 /* A fatal store revived in place (the same object, as a replica keeps it):
  * it takes the committed state, the entry whose commit was lost is applied
