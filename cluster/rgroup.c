@@ -697,7 +697,7 @@ void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
 /* ---- close ---- */
 
 /* The last part of a close: everything that used the store is gone. */
-static void rgroup_on_part_closed(struct rgroup *rg)
+void rgroup_on_part_closed(struct rgroup *rg)
 {
   if (--rg->closing_parts > 0) {
     return;
@@ -731,8 +731,13 @@ static void rgroup_on_fetch_closed(struct fetch_server *srv)
 static void rgroup_close_parts(struct rgroup *rg)
 {
   /* Four parts: the catch-up, the fetch server and the two handles of
-   * rgroup_raft.c. */
+   * rgroup_raft.c; five while a revive of the store is in flight. */
   rg->closing_parts = 4;
+  if (rg->revive_busy) {
+    /* Its worker reads only its job, but its completion must find rg. */
+    rg->revive_counted = true;
+    rg->closing_parts++;
+  }
   rg->catchup.data = rg;
   if (rg->catchup.loop != NULL) {
     catchup_close(&rg->catchup, rgroup_on_catchup_closed);

@@ -48,9 +48,10 @@
  *   from            event                                to            by
  *   OPENING         Raft started                         RUNNING       rgroup_open
  *   RUNNING         rgroup_shutdown while leading        TRANSFERRING  rgroup_shutdown
- *   RUNNING         a Raft write failed                  RECOVERING    rgroup_raft_fail
- *   RECOVERING      Raft closed; a reopen failed         (stays; retried after a backoff,
- *                                                         rgroup_raft_backoff)
+ *   RUNNING         a Raft write failed, or the          RECOVERING    rgroup_raft_fail
+ *                   PostgreSQL store failed                            (rgroup_raft_store_down)
+ *   RECOVERING      Raft closed; a reopen failed, or     (stays; retried after a backoff,
+ *                   the store could not be revived        rgroup_raft_backoff)
  *   RECOVERING      Raft reopened and started            RUNNING       rgroup_raft_reopen
  *   TRANSFERRING    transfer done, or a write failed     CLOSING       rgroup_on_transfer_done,
  *                                                                      rgroup_raft_on_timer
@@ -78,6 +79,7 @@
 #include "cluster/raft_io_wal.h"
 #include "cluster/rgroup_apply.h"
 #include "cluster/transport.h"
+#include "storage/pgstore.h"
 #include "storage/plog.h"
 
 #include <raft.h>
@@ -320,6 +322,15 @@ struct rgroup {
   int64_t snap_producers_offset;        /* once the log reaches this offset */
   bool snap_producers_pending;
   bool fatal; /* the store failed: this replica applies nothing more */
+  /* A PostgreSQL store that failed (rgroup_raft.c, "store down"): Raft is
+   * closed as after a failed write, and reopened only once the store is
+   * revived on the thread pool. */
+  bool store_down;               /* the store is fatal and being revived */
+  bool revive_busy;              /* revive_work is queued or running */
+  bool revive_counted;           /* rgroup_close_parts waits for it */
+  uv_work_t revive_work;
+  struct pgstore_revive *revive_job;
+  uint64_t store_revives;        /* revives that succeeded */
   rgroup_close_cb close_cb;
   uint64_t snapshots;            /* taken by this replica */
   uint64_t restores;             /* snapshots installed (restored) on this replica */

@@ -37,6 +37,7 @@
  * (threshold + trailing) x average stays under the group's budget. */
 #include "cluster/rgroup_fsm.h"
 
+#include "cluster/rgroup_raft.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -66,8 +67,30 @@ static void rgroup_fsm_retune(struct rgroup *rg, size_t len)
   raft_set_snapshot_trailing(&rg->raft, trailing);
 }
 
+/* A PostgreSQL store that failed is revived rather than latched
+ * (rgroup_raft_store_down). Returns whether that is the case. */
+static bool rgroup_fsm_store_down(struct rgroup *rg)
+{
+  if (rg->opts.storage != STORE_KIND_POSTGRESQL) {
+    return false;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (!info.fatal) {
+    return false;
+  }
+  rgroup_raft_store_down(rg);
+  return true;
+}
+
 static int rgroup_fsm_fail(struct rgroup *rg, raft_index index, int rv)
 {
+  if (rgroup_fsm_store_down(rg)) {
+    log_warn("rgroup", "group %llu: entry %llu not applied: %s (%s)",
+             (unsigned long long)rg->group_id, (unsigned long long)index, cairn_strerror(rv),
+             store_errmsg(rg->store));
+    return RAFT_IOERR;
+  }
   rg->fatal = true;
   log_error("rgroup", "group %llu: applying entry %llu failed: %s (%s); replica stops applying",
             (unsigned long long)rg->group_id, (unsigned long long)index, cairn_strerror(rv),
@@ -184,6 +207,16 @@ void rgroup_fsm_producers_open(struct rgroup *rg)
   rgroup_fsm_producers_sync_at_open(rg);
 }
 
+void rgroup_fsm_producers_reload(struct rgroup *rg)
+{
+  /* An apply that failed in the store had already recorded its batches:
+   * kept, the table would judge them duplicates at the replay (answered,
+   * never stored). <dir>/producers covers only what the store made
+   * durable, so the table is rebuilt from it and the store. */
+  producer_state_close(&rg->producers);
+  rgroup_fsm_producers_open(rg);
+}
+
 /* Writes the table (covering the flushed log up to offset covers) to
  * <dir>/producers, so that a restart rebuilds only what follows, and
  * retention may delete below covers. A failure costs a longer rebuild. */
@@ -261,7 +294,7 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
   raft_index index = raft_last_applied(&rg->raft) + 1;
   *result = NULL;
   rg->apply_ns = uv_hrtime(); /* the entry is committed: slow-request tracing */
-  if (rg->fatal) {
+  if (rg->fatal || rg->store_down) {
     return RAFT_IOERR;
   }
   rgroup_fsm_retune(rg, buf->len);
@@ -304,9 +337,10 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  * close waits for the worker, so rg->snap is NULL whenever Raft is closed. */
 
 /* The snapshot in flight, from snapshot to snapshot_finalize. A pgstore
- * replica has no job: its capture commits the store (store_flush, one
- * COMMIT on the loop), so the snapshot covers only what PostgreSQL holds,
- * and the manifest names no segments. */
+ * replica has no job: it is captured only once PostgreSQL has committed
+ * everything applied (else RAFT_BUSY, and raft tries again later), so the
+ * snapshot covers only what PostgreSQL holds, and the manifest names no
+ * segments. */
 struct rgroup_snap {
   struct plog_sync *job;      /* NULL for pgstore */
   struct manifest committed; /* pgstore: offsets and index at capture */
@@ -329,13 +363,27 @@ static void rgroup_snap_free(struct rgroup_snap *sn)
   free(sn);
 }
 
+/* Whether the store has made durable everything applied to it. */
+static bool rgroup_fsm_store_committed(struct rgroup *rg)
+{
+  struct store_info info;
+  store_info(rg->store, &info);
+  return info.durable_offset == info.next_offset && info.durable_index == info.last_index;
+}
+
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
   struct rgroup *rg = fsm->data;
-  if (catchup_active(&rg->catchup) || rg->fatal || rg->snap != NULL) {
+  if (catchup_active(&rg->catchup) || rg->fatal || rg->store_down || rg->snap != NULL) {
     /* The log does not hold what Raft applied: a descriptor of it now
      * would let Raft drop entries the log still lacks. (rg->snap: raft
      * takes one at a time; never seen.) */
+    return RAFT_BUSY;
+  }
+  if (rg->opts.storage == STORE_KIND_POSTGRESQL && !rgroup_fsm_store_committed(rg)) {
+    /* raft 0.15 snapshots at last_applied: only once PostgreSQL has
+     * committed everything applied, so the Raft log keeps covering what it
+     * has not (the capture never waits for a COMMIT on the loop). */
     return RAFT_BUSY;
   }
   uint64_t t0 = uv_hrtime();
@@ -355,7 +403,6 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     sn->covers = info.next_offset;
   }
   if (rv == 0 && rg->opts.storage == STORE_KIND_POSTGRESQL) {
-    rv = store_flush(rg->store, info.next_offset);
     sn->committed.start_offset = info.start_offset;
     sn->committed.next_offset = info.next_offset;
     sn->committed.last_index = info.last_index;
@@ -478,7 +525,7 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
     log_error("rgroup", "group %llu: snapshot at index %llu: %s (%s)",
               (unsigned long long)rg->group_id, (unsigned long long)sn->index,
               cairn_strerror(rv), store_errmsg(rg->store));
-    if (info.fatal && !rg->fatal) {
+    if (info.fatal && !rg->fatal && !rgroup_fsm_store_down(rg)) {
       /* The store latched: nothing more is applied on top of it. */
       rg->fatal = true;
       log_error("rgroup", "group %llu: the store failed; replica stops applying",

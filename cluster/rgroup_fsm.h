@@ -27,6 +27,11 @@ int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, 
  * rebuilt from the log's start. Blocks (reads the log). */
 void rgroup_fsm_producers_open(struct rgroup *rg);
 
+/* After the store was revived to what it made durable (a PostgreSQL store
+ * after a fault): drops the table and rebuilds it as at open, from
+ * <dir>/producers and the store's batches after it. */
+void rgroup_fsm_producers_reload(struct rgroup *rg);
+
 /* Makes <dir>/producers cover the whole log, so retention may delete up to
  * its end: brings the table to the log's end, flushes the log there and
  * writes the table (rg->producers_saved_offset then is the log's end).

@@ -641,10 +641,92 @@ void rgroup_raft_close(struct rgroup *rg)
   raft_close(&rg->raft, rgroup_raft_on_closed);
 }
 
+/* ---- reviving a PostgreSQL store (rgroup_raft_store_down) ---- */
+
+static void rgroup_raft_reopen(struct rgroup *rg);
+
+static void rgroup_raft_revive_work(uv_work_t *w)
+{
+  struct rgroup *rg = w->data;
+  (void)pgstore_revive_run(rg->revive_job); /* its status goes to revive_end */
+}
+
+static void rgroup_raft_revive_done(uv_work_t *w, int status)
+{
+  struct rgroup *rg = w->data;
+  struct pgstore_revive *job = rg->revive_job;
+  rg->revive_job = NULL;
+  rg->revive_busy = false;
+  if (rg->revive_counted) {
+    /* The replica closes: the store is closed once every part is. */
+    rg->revive_counted = false;
+    (void)pgstore_revive_end(NULL, job);
+    rgroup_on_part_closed(rg);
+    return;
+  }
+  if (rg->state != RGROUP_RECOVERING || status != 0) {
+    (void)pgstore_revive_end(NULL, job);
+    if (rg->state == RGROUP_RECOVERING) {
+      rgroup_raft_backoff(rg);
+    }
+    return;
+  }
+  int rv = pgstore_revive_end(rg->store, job);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: the PostgreSQL store is still down: %s",
+             (unsigned long long)rg->group_id, store_errmsg(rg->store));
+    rgroup_raft_backoff(rg);
+    return;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  rg->store_down = false;
+  rg->store_revives++;
+  rgroup_fsm_producers_reload(rg);
+  log_warn("rgroup",
+           "group %llu: replica %llu: the PostgreSQL store is back (committed up to offset "
+           "%lld, Raft index %llu); Raft reopens and applies what follows",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+           (long long)info.next_offset, (unsigned long long)info.last_index);
+  rgroup_raft_reopen(rg);
+}
+
+/* Starts a revive of the store on the thread pool (one at a time); its
+ * completion reopens Raft, or backs off. */
+static void rgroup_raft_revive(struct rgroup *rg)
+{
+  if (rg->revive_busy) {
+    return;
+  }
+  int rv = pgstore_revive_begin(rg->store, &rg->revive_job);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: reviving the PostgreSQL store: %s",
+             (unsigned long long)rg->group_id, cairn_strerror(rv));
+    rgroup_raft_backoff(rg);
+    return;
+  }
+  rg->revive_work.data = rg;
+  rv = uv_queue_work(rg->loop, &rg->revive_work, rgroup_raft_revive_work,
+                     rgroup_raft_revive_done);
+  if (rv != 0) {
+    (void)pgstore_revive_end(NULL, rg->revive_job);
+    rg->revive_job = NULL;
+    log_warn("rgroup", "group %llu: reviving the PostgreSQL store: %s",
+             (unsigned long long)rg->group_id, uv_strerror(rv));
+    rgroup_raft_backoff(rg);
+    return;
+  }
+  rg->revive_busy = true;
+}
+
 /* Opens Raft again from what is on disk; on failure, closes what was
  * opened and tries again later. */
 static void rgroup_raft_reopen(struct rgroup *rg)
 {
+  if (rg->store_down) {
+    rgroup_raft_revive(rg); /* then the reopen, from its completion */
+    return;
+  }
   /* A failed write latched the node's log for every group: the first
    * group to reopen rebuilds it from the disk (the others find it so). */
   if (rg->opts.wal != NULL && wal_fatal(rg->opts.wal) != 0) {
@@ -715,6 +797,18 @@ void rgroup_raft_backoff(struct rgroup *rg)
   uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, d, 0);
 }
 
+/* Enters RECOVERING and closes Raft on the next iteration (not from
+ * inside raft's own callbacks). */
+static void rgroup_raft_latch(struct rgroup *rg)
+{
+  if (rg->state == RGROUP_RUNNING) {
+    rgroup_set_state(rg, RGROUP_RECOVERING);
+    /* Never entered the log: their producers go to the next leader. */
+    rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
+  }
+  uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, 0, 0);
+}
+
 void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
 {
   if (rg->raft_failed) {
@@ -729,13 +823,26 @@ void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
             "closed and reopened from disk",
             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, what,
             cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
-  if (rg->state == RGROUP_RUNNING) {
-    rgroup_set_state(rg, RGROUP_RECOVERING);
-    /* Never entered the log: their producers go to the next leader. */
-    rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
+  rgroup_raft_latch(rg);
+}
+
+void rgroup_raft_store_down(struct rgroup *rg)
+{
+  if (rg->store_down) {
+    return;
   }
-  /* Not from inside raft's own callbacks: on the next iteration. */
-  uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, 0, 0);
+  rg->store_down = true;
+  bool latched = rg->raft_failed; /* a failed write's recovery already runs */
+  rg->raft_failed = true;
+  if (latched || rg->state == RGROUP_CLOSING || rg->state == RGROUP_CLOSED) {
+    return;
+  }
+  log_error("rgroup",
+            "group %llu: replica %llu: its PostgreSQL store failed (%s); it stops applying "
+            "and acknowledging until the database answers again",
+            (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+            store_errmsg(rg->store));
+  rgroup_raft_latch(rg);
 }
 
 void rgroup_raft_handles_init(struct rgroup *rg)

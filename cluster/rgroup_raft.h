@@ -12,6 +12,9 @@
  * (RGROUP_RECOVER_MIN_MS doubling up to RGROUP_RECOVER_MAX_MS) while the
  * writes keep failing.
  *
+ * Store down: a PostgreSQL store whose statement failed takes the same
+ * road (rgroup_raft_store_down), with its revive before the reopen.
+ *
  * Start of a term (row 1): the moment this replica leads in a term in which
  * it has appended nothing, a uv_check handle appends a raft_barrier in the
  * same loop iteration; until the term's first entry is durable on the
@@ -78,6 +81,10 @@ void rgroup_on_raft_closed(struct rgroup *rg);
  * with status. */
 void rgroup_fail_queue(struct rgroup *rg, int status);
 
+/* Implemented in rgroup.c: one of the parts rgroup_close_parts waits for
+ * closed (a revive of the store in flight is one). */
+void rgroup_on_part_closed(struct rgroup *rg);
+
 /* Implemented in rgroup.c: a leadership transfer finished. */
 void rgroup_on_transfer_done(struct rgroup *rg);
 
@@ -88,6 +95,14 @@ void rgroup_raft_backoff(struct rgroup *rg);
 /* Latches the instance after a failed write (status: a RAFT_* code) and
  * starts the recovery. Idempotent for one instance. */
 void rgroup_raft_fail(struct rgroup *rg, int status, const char *what);
+
+/* The replica's PostgreSQL store failed (it is fatal): the replica stops
+ * applying and acknowledging, Raft is closed as after a failed write, and
+ * before it is reopened the store is revived on the thread pool
+ * (pgstore_revive_*), retried with the backoff while the database does not
+ * answer. The reopened Raft applies again the entries above what
+ * PostgreSQL committed. Idempotent. */
+void rgroup_raft_store_down(struct rgroup *rg);
 
 /* Records that rgroup appended an entry as leader (after raft_apply). */
 void rgroup_raft_note_append(struct rgroup *rg);

@@ -64,6 +64,17 @@ struct pgstore {
   size_t tail_bytes;
   size_t tail_max;
   bool commit_each_append;
+  /* Kept from the options for a revive (pgstore_revive_begin); owned. */
+  char *conninfo;
+  char *password_file; /* NULL: libpq's own */
+  char *topic;
+};
+
+/* A revive in flight: a shadow store, connected and loaded off the loop,
+ * whose connection and partition state the real one adopts. */
+struct pgstore_revive {
+  struct pgstore shadow; /* conn, start, next, indexes, size, errmsg */
+  int status;            /* of the run; CAIRN_EDATABASE before it ran */
 };
 
 static struct pgstore *pgstore_from(struct store *s)
@@ -790,6 +801,9 @@ static void pgstore_free(struct pgstore *ps)
   pgstore_tail_drop_front(ps, ps->ntail);
   free(ps->tail);
   PQfinish(ps->conn);
+  free(ps->conninfo);
+  free(ps->password_file);
+  free(ps->topic);
   free(ps);
 }
 
@@ -833,13 +847,13 @@ static int pgstore_read_password(struct pgstore *ps, const char *path, char *buf
   return 0;
 }
 
-static int pgstore_connect(struct pgstore *ps, const struct pgstore_opts *o)
+static int pgstore_connect(struct pgstore *ps)
 {
   const char *keys[3] = {"dbname", NULL, NULL};
-  const char *values[3] = {o->conninfo, NULL, NULL};
+  const char *values[3] = {ps->conninfo, NULL, NULL};
   char password[256];
-  if (o->password_file != NULL) {
-    int rv = pgstore_read_password(ps, o->password_file, password, sizeof password);
+  if (ps->password_file != NULL) {
+    int rv = pgstore_read_password(ps, ps->password_file, password, sizeof password);
     if (rv != 0) {
       return rv;
     }
@@ -920,6 +934,33 @@ static int pgstore_load_rows(struct pgstore *ps)
   return 0;
 }
 
+/* Connects, migrates and loads the partition's state into ps (a new
+ * store, or a revive's shadow). Blocks. */
+static int pgstore_establish(struct pgstore *ps)
+{
+  int rv = pgstore_connect(ps);
+  if (rv == 0) {
+    rv = pgstore_schema_migrate(ps->conn, ps->s.errmsg, sizeof ps->s.errmsg);
+  }
+  if (rv == 0) {
+    rv = pgstore_load_partition(ps, ps->topic);
+  }
+  if (rv == 0) {
+    rv = pgstore_load_rows(ps);
+  }
+  return rv;
+}
+
+static char *pgstore_strdup_opt(const char *s, bool *oom)
+{
+  if (s == NULL) {
+    return NULL;
+  }
+  char *d = strdup(s);
+  *oom = *oom || d == NULL;
+  return d;
+}
+
 int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, size_t errlen)
 {
   if (o == NULL || o->conninfo == NULL) {
@@ -939,21 +980,96 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->max_batch_bytes = o->max_batch_bytes ? o->max_batch_bytes : BATCH_DEFAULT_MAX_BYTES;
   ps->tail_max = o->tail_bytes ? o->tail_bytes : PGSTORE_DEFAULT_TAIL_BYTES;
   ps->commit_each_append = o->commit_each_append;
-  int rv = pgstore_connect(ps, o);
-  if (rv == 0) {
-    rv = pgstore_schema_migrate(ps->conn, ps->s.errmsg, sizeof ps->s.errmsg);
-  }
-  if (rv == 0) {
-    rv = pgstore_load_partition(ps, o->topic);
-  }
-  if (rv == 0) {
-    rv = pgstore_load_rows(ps);
-  }
+  bool oom = false;
+  ps->conninfo = pgstore_strdup_opt(o->conninfo, &oom);
+  ps->password_file = pgstore_strdup_opt(o->password_file, &oom);
+  ps->topic = pgstore_strdup_opt(o->topic != NULL ? o->topic : "", &oom);
+  int rv = oom ? pgstore_fail(ps, CAIRN_ENOMEM, "out of memory") : pgstore_establish(ps);
   if (rv != 0) {
     snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition, ps->s.errmsg);
     pgstore_free(ps);
     return rv;
   }
   *out = &ps->s;
+  return 0;
+}
+
+/* ---- revive ---- */
+
+int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (!ps->fatal) {
+    return CAIRN_EINVAL;
+  }
+  struct pgstore_revive *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  struct pgstore *sh = &job->shadow;
+  memcpy(sh->topic_id, ps->topic_id, sizeof sh->topic_id);
+  memcpy(sh->partition, ps->partition, sizeof sh->partition);
+  bool oom = false;
+  sh->conninfo = pgstore_strdup_opt(ps->conninfo, &oom);
+  sh->password_file = pgstore_strdup_opt(ps->password_file, &oom);
+  sh->topic = pgstore_strdup_opt(ps->topic, &oom);
+  if (oom) {
+    pgstore_revive_end(NULL, job);
+    return CAIRN_ENOMEM;
+  }
+  job->status = CAIRN_EDATABASE;
+  *out = job;
+  return 0;
+}
+
+int pgstore_revive_run(struct pgstore_revive *job)
+{
+  job->status = pgstore_establish(&job->shadow);
+  return job->status;
+}
+
+/* Frees what the shadow still owns (its connection unless adopted). */
+static void pgstore_revive_free(struct pgstore_revive *job)
+{
+  struct pgstore *sh = &job->shadow;
+  PQfinish(sh->conn);
+  free(sh->conninfo);
+  free(sh->password_file);
+  free(sh->topic);
+  free(job);
+}
+
+int pgstore_revive_end(struct store *s, struct pgstore_revive *job)
+{
+  struct pgstore *sh = &job->shadow;
+  if (s == NULL) {
+    pgstore_revive_free(job);
+    return 0;
+  }
+  struct pgstore *ps = pgstore_from(s);
+  int status = job->status;
+  if (status != 0) {
+    snprintf(ps->s.errmsg, sizeof ps->s.errmsg, "%s",
+             sh->s.errmsg[0] ? sh->s.errmsg : "postgresql: reconnecting did not run");
+    pgstore_revive_free(job);
+    return status;
+  }
+  /* What PostgreSQL committed is the store now: the tail may hold rows a
+   * failed transaction rolled back, so it starts again empty. */
+  PQfinish(ps->conn);
+  ps->conn = sh->conn;
+  sh->conn = NULL;
+  pgstore_tail_drop_front(ps, ps->ntail);
+  ps->in_tx = false;
+  ps->start = sh->start;
+  ps->prefix_index = sh->prefix_index;
+  ps->next = sh->next;
+  ps->last_index = sh->last_index;
+  ps->size_bytes = sh->size_bytes;
+  ps->durable_offset = sh->durable_offset;
+  ps->durable_index = sh->durable_index;
+  ps->fatal = false;
+  ps->s.errmsg[0] = '\0';
+  pgstore_revive_free(job);
   return 0;
 }

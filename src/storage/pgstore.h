@@ -21,10 +21,13 @@
  * set, next_offset back at durable_offset; errmsg names the statement and
  * PostgreSQL's message). Nothing is lost: what was not
  * committed is above durable_offset, which the Raft log still covers; the
- * owner closes the store and reopens it when the database is back.
+ * owner revives the store when the database is back (pgstore_revive_*:
+ * a fresh connection made off the loop, the state reloaded from the rows
+ * PostgreSQL committed) and replays the Raft entries above last_index.
  *
- * Blocking: every call is a synchronous round trip to the database on the
- * caller's thread (libpq's blocking API). */
+ * Blocking: every store call is a synchronous round trip to the database
+ * on the caller's thread (libpq's blocking API); only a revive's
+ * connection (pgstore_revive_run) is meant for another thread. */
 #ifndef CAIRN_PGSTORE_H
 #define CAIRN_PGSTORE_H
 
@@ -64,5 +67,42 @@ struct pgstore_opts {
  * store then belongs to that thread. */
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
                                                      struct store **out, char *err, size_t errlen);
+
+/* ---- reviving a fatal store ----
+ *
+ * After a failed statement the store is fatal. Its owner revives it in
+ * three steps, so that the (possibly slow) connection is made off the
+ * owner's thread:
+ *   begin (owner)  copies what a connection needs (connection string,
+ *                  password file, topic, partition) into a job;
+ *   run (any)      connects, checks the schema and reads the partition's
+ *                  committed state (start, next, last Raft index, size)
+ *                  into the job; blocks; touches only the job;
+ *   end (owner)    on success the store takes the job's connection and
+ *                  state (its tail starts empty: it may hold rows a failed
+ *                  transaction rolled back) and is no longer fatal; on
+ *                  failure it stays fatal with the job's message.
+ * What the store had applied above the committed state is gone from it:
+ * the owner applies those Raft entries again (the store refuses none,
+ * since last_index is the committed one), so nothing is duplicated and
+ * nothing skipped. */
+struct pgstore_revive;
+
+/* Starts a revive of s, which must be a fatal pgstore. *out is owned by
+ * the caller, who passes it to pgstore_revive_end() exactly once. Returns
+ * 0, CAIRN_EINVAL (s is not fatal) or CAIRN_ENOMEM. Context: s's owner. */
+__attribute__((warn_unused_result)) int pgstore_revive_begin(struct store *s,
+                                                             struct pgstore_revive **out);
+
+/* Connects and loads (see above). Returns 0 or the failure
+ * (CAIRN_EDATABASE, CAIRN_ESCHEMA, CAIRN_ECONFIG). Blocks. Context: any
+ * one thread, at most once per job, while the owner does not touch job. */
+int pgstore_revive_run(struct pgstore_revive *job);
+
+/* Applies the job's outcome to s (see above) and frees the job; s NULL
+ * just frees it (the store closed meanwhile). Returns the run's status
+ * (CAIRN_EDATABASE if it never ran); on failure store_errmsg(s) says why.
+ * Context: s's owner. */
+int pgstore_revive_end(struct store *s, struct pgstore_revive *job);
 
 #endif

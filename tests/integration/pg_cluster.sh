@@ -4,7 +4,11 @@
 # (tests/lib/pg.sh). A producer runs across a SIGKILL of the partition's
 # leader; every acknowledged record must be read back once and in order by
 # `cairn consume`, and a SQL query through the cairn_records view on every
-# node's database must return exactly what `cairn consume` returns.
+# node's database must return exactly what `cairn consume` returns. Then the
+# database faults: its connections dropped, and the server stopped while
+# producing (nothing acknowledged meanwhile, cairn_partition_store_failed
+# 1); once it is back the partition resumes on the same cairnd processes and
+# every acknowledged record is there once, in order.
 # Usage: pg_cluster.sh CAIRN CAIRND
 set -euo pipefail
 CLI_TEST_TAG=pgcluster
@@ -120,37 +124,72 @@ echo "   3 databases agree with cairn consume"
 
 verify_all
 
-step "PostgreSQL drops every connection and restarts: no acknowledgement meanwhile"
-pg_psql postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
-pg_restart || fail "PostgreSQL did not restart"
-seq 1 20 | sed "s/^/down-/" >"$dir/round"
-# Each replica's next statement fails on its dropped connection: the
-# replica stops applying, so nothing may be acknowledged (the entry is in
-# the Raft log and applied after the restart below: in doubt, not lost).
-if "$cli" --timeout-ms 5000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
-  fail "a produce was acknowledged while the replicas' database connections were gone"
-fi
-failed=0
-for i in 1 2 3; do
-  python3 - "$((base + 10 * (i - 1) + 2))" <<'PY' && failed=$((failed + 1)) || true
+# The cairn_partition_store_failed gauge of node i (1, 0, or "" when the
+# node does not answer).
+store_failed_of() {
+  python3 - "$((base + 10 * ($1 - 1) + 2))" <<'PY' 2>/dev/null
 import sys, urllib.request
 text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
-sys.exit(0 if any(l.startswith("cairn_partition_store_failed{") and l.endswith(" 1") for l in text.splitlines()) else 1)
+vals = [l.rsplit(" ", 1)[1] for l in text.splitlines() if l.startswith("cairn_partition_store_failed{")]
+print("1" if "1" in vals else "0")
 PY
-done
-[ "$failed" -ge 1 ] || fail "no node reports cairn_partition_store_failed 1 after the database dropped its connections"
-echo "   $failed node(s) report cairn_partition_store_failed 1"
+}
 
-step "the nodes restart on the restarted database; produce more"
-bash "$cluster_sh" stop -d "$cdir" --timeout-s 30 >/dev/null 2>&1 || true
-bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
-  fail "restarting the cluster: $(cat "$dir/restart.out")"
-pids=()
-for f in "$cdir"/node*.pid; do pids+=("$(cat "$f")"); done
-for r in $(seq 31 35); do
+# Every node's gauge back at 0, and the same processes as before (the
+# replicas resumed by themselves: no cairnd was restarted).
+resumed_without_restart() {
+  local i ok
+  for i in 1 2 3; do
+    kill -0 "$(cat "$cdir/node$i.pid")" 2>/dev/null || fail "node $i is gone"
+    [ "$(cat "$cdir/node$i.pid")" = "${node_pid[$i]}" ] || fail "node $i was restarted"
+    ok=0
+    for _ in $(seq 1 150); do
+      [ "$(store_failed_of "$i")" = "0" ] && { ok=1; break; }
+      sleep 0.2
+    done
+    [ "$ok" -eq 1 ] || fail "node $i still reports cairn_partition_store_failed 1"
+  done
+}
+
+declare -A node_pid
+for i in 1 2 3; do node_pid[$i]=$(cat "$cdir/node$i.pid"); done
+
+step "PostgreSQL drops every connection: the replicas reconnect by themselves"
+pg_psql postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+for r in 31 32; do
   seq 1 20 | sed "s/^/r$r-/" >"$dir/round"
   eventually 0 "$cli" --timeout-ms 20000 produce pgt -p 0 -f "$dir/round"
   cat "$dir/round" >>"$dir/acked"
 done
+resumed_without_restart
+echo "   produced again on the same processes after the connections were dropped"
+
+step "PostgreSQL stops while producing: no acknowledgement while it is down"
+pg_stop
+for k in 1 2 3; do
+  seq 1 20 | sed "s/^/down$k-/" >"$dir/round"
+  # The entry may be in the Raft log (applied once the database is back:
+  # in doubt, not lost), but it must not be acknowledged.
+  if "$cli" --timeout-ms 3000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
+    fail "a produce was acknowledged while PostgreSQL was down"
+  fi
+done
+failed=0
+for i in 1 2 3; do
+  [ "$(store_failed_of "$i")" = "1" ] && failed=$((failed + 1))
+done
+[ "$failed" -ge 1 ] || fail "no node reports cairn_partition_store_failed 1 while PostgreSQL is down"
+echo "   nothing acknowledged; $failed node(s) report cairn_partition_store_failed 1"
+
+step "PostgreSQL comes back: the partition resumes without restarting cairnd"
+pg_resume || fail "PostgreSQL did not start again"
+for r in $(seq 33 36); do
+  seq 1 20 | sed "s/^/r$r-/" >"$dir/round"
+  eventually 0 "$cli" --timeout-ms 20000 produce pgt -p 0 -f "$dir/round"
+  cat "$dir/round" >>"$dir/acked"
+done
+resumed_without_restart
+grep -q "its PostgreSQL store failed" "$cdir"/node*.log || fail "no node logged why its store failed"
+grep -q "the PostgreSQL store is back" "$cdir"/node*.log || fail "no node logged the store's revive"
 verify_all
 echo "PASS"

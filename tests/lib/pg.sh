@@ -91,10 +91,10 @@ pg_createdb() {
   echo "host=$PG_SOCK port=$PG_PORT user=cairn dbname=$1"
 }
 
-# Restarts the server (same port and data): a fault for the tests.
-pg_restart() {
+# Starts the stopped server again (same port and data) and waits until it
+# answers.
+pg_resume() {
   local dir="$PG_SOCK"
-  pg_stop
   pg_launch "$dir"
   local i
   for i in $(seq 1 300); do
@@ -102,6 +102,12 @@ pg_restart() {
     sleep 0.1
   done
   return 1
+}
+
+# Restarts the server (same port and data): a fault for the tests.
+pg_restart() {
+  pg_stop
+  pg_resume
 }
 
 # SIGINT (fast shutdown: clients are disconnected), then SIGKILL if it is

@@ -2,7 +2,8 @@
  * (test_plog_model runs the shared contract): the records view decodes
  * what batch_iter decodes, retention deletes rows by size and by time, an
  * unknown schema version is refused, a dropped connection latches the
- * store fatal and a reopen finds exactly what was committed. Needs a
+ * store fatal and a reopen, or a revive in place, finds exactly what was
+ * committed. Needs a
  * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
 #include "common/err.h"
 #include "format/batch.h"
@@ -277,6 +278,16 @@ static void test_pgstore_refuses_a_database_at_an_unknown_schema_version(void **
 
 /* ---- a dropped connection ---- */
 
+/* Terminates every other session of the test database (the store's). */
+static void drop_connections(void)
+{
+  PGconn *conn = sql_connect();
+  PQclear(sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"));
+  PQfinish(conn);
+}
+
+
 static void
 test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(void **state)
 {
@@ -288,10 +299,7 @@ test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(voi
   assert_int_equal(store_flush(s, INT64_MAX), 0);
   uint8_t *second = tu_make_batch(2, 5, 20, 200, &len);
   append_batch(s, second, len, 2); /* not committed */
-  PGconn *conn = sql_connect();
-  PQclear(sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"));
-  PQfinish(conn);
+  drop_connections();
   uint8_t *data = tu_make_batch(3, 5, 20, 300, &len);
   struct store_batch b = {data, len};
   int64_t base;
@@ -324,6 +332,67 @@ test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(voi
   store_close(s);
 }
 
+/* ---- revive ---- */
+
+/* A fatal store revived in place (the same object, as a replica keeps it):
+ * it takes the committed state, the entry whose commit was lost is applied
+ * again at the same offsets and Raft index, and nothing is there twice. */
+static void test_pgstore_revives_in_place_to_the_commit_and_takes_the_replay(void **state)
+{
+  (void)state;
+  struct store *s = open_store(106, 0, 0);
+  struct pgstore_revive *job = NULL;
+  assert_int_equal(pgstore_revive_begin(s, &job), CAIRN_EINVAL); /* not fatal */
+  size_t len;
+  uint8_t *one = tu_make_batch(1, 5, 20, 100, &len);
+  append_batch(s, one, len, 1);
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  uint8_t *two = tu_make_batch(2, 5, 20, 200, &len);
+  append_batch(s, two, len, 2); /* not committed */
+  drop_connections();
+  assert_int_equal(store_flush(s, INT64_MAX), CAIRN_EDATABASE);
+  struct store_info info;
+  store_info(s, &info);
+  assert_true(info.fatal);
+  /* A revive that never ran leaves the store fatal, with a reason. */
+  assert_int_equal(pgstore_revive_begin(s, &job), 0);
+  assert_int_equal(pgstore_revive_end(s, job), CAIRN_EDATABASE);
+  store_info(s, &info);
+  assert_true(info.fatal);
+  assert_true(store_errmsg(s)[0] != '\0');
+  /* One that ran: the store is what PostgreSQL committed. */
+  assert_int_equal(pgstore_revive_begin(s, &job), 0);
+  assert_int_equal(pgstore_revive_run(job), 0);
+  assert_int_equal(pgstore_revive_end(s, job), 0);
+  store_info(s, &info);
+  assert_false(info.fatal);
+  assert_int_equal(info.next_offset, 5);
+  assert_int_equal(info.last_index, 1);
+  assert_int_equal(info.durable_offset, 5);
+  /* Raft replays entries 1 (refused: applied) and 2 (applied again). */
+  uint8_t *data = tu_make_batch(1, 5, 20, 100, &len);
+  struct store_batch b = {data, len};
+  int64_t base;
+  assert_int_equal(store_append(s, &b, 1, 1, &base), CAIRN_EEXIST);
+  free(data);
+  two = tu_make_batch(2, 5, 20, 200, &len);
+  append_batch(s, two, len, 2);
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  store_close(s);
+  s = open_store(106, 0, 0);
+  store_info(s, &info);
+  assert_int_equal(info.next_offset, 10);
+  assert_int_equal(info.last_index, 2);
+  struct store_region r;
+  assert_int_equal(store_read(s, 5, SIZE_MAX, &r), 0);
+  assert_int_equal(r.first_offset, 5);
+  assert_int_equal(r.next_offset, 10);
+  assert_int_equal(tu_check_batch(r.mem, r.len, 2, 5, 20), 0);
+  store_region_release(&r);
+  assert_int_equal(count_rows(106), 2);
+  store_close(s);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -333,6 +402,7 @@ int main(void)
       cmocka_unit_test(test_pgstore_refuses_a_database_at_an_unknown_schema_version),
       cmocka_unit_test(
           test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit),
+      cmocka_unit_test(test_pgstore_revives_in_place_to_the_commit_and_takes_the_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
