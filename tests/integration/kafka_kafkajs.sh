@@ -91,6 +91,18 @@ function check(rows, acked, what) {
   }
 }
 
+async function seekWhenRunning(c, partition) {
+  for (let i = 0; ; i++) {
+    try {
+      c.seek({ topic, partition, offset: "0" });
+      return;
+    } catch (e) {
+      if (i >= 300 || !/not initialized/.test(e.message)) throw e;
+      await sleep(100);
+    }
+  }
+}
+
 // Reads total messages of the topic in group groupId, from offset 0 of
 // every partition; commits what it read when commit is set.
 async function consume(groupId, total, commit) {
@@ -105,7 +117,9 @@ async function consume(groupId, total, commit) {
         value: message.value.toString() });
     },
   });
-  if (!commit) for (let q = 0; q < nparts; q++) c.seek({ topic, partition: q, offset: "0" });
+  // run() can resolve while its first join still retries (a coordinator
+  // still loading); seek throws until the group is initialized.
+  if (!commit) for (let q = 0; q < nparts; q++) await seekWhenRunning(c, q);
   for (let i = 0; i < 600 && rows.length < total; i++) await sleep(100);
   assert(rows.length >= total, `${groupId}: ${rows.length} of ${total} read`);
   if (commit) {
