@@ -94,3 +94,14 @@ int16_t kafka_group_err(Cairn__Client__ErrorCode code)
     return kafka_err_from_wire(code);
   }
 }
+
+void kafka_group_answer_err(struct kafka_req *kr, int16_t err)
+{
+  struct kafka_buf b;
+  kafka_buf_init(&b);
+  if (kr->h.api_version >= 1) {
+    kafka_put_i32(&b, 0); /* throttle_time_ms */
+  }
+  kafka_put_i16(&b, err);
+  kafka_req_respond(kr, &b);
+}

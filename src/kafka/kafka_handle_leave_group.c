@@ -2,17 +2,6 @@
  * one member (v3's batch of members is not offered). */
 #include "kafka/kafka_handlers.h"
 
-static void kafka_lg_answer(struct kafka_req *kr, int16_t err)
-{
-  struct kafka_buf b;
-  kafka_buf_init(&b);
-  if (kr->h.api_version >= 1) {
-    kafka_put_i32(&b, 0); /* throttle_time_ms */
-  }
-  kafka_put_i16(&b, err);
-  kafka_req_respond(kr, &b);
-}
-
 static void kafka_lg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelope *env,
                                const struct conn_part *parts, size_t nparts)
 {
@@ -20,7 +9,7 @@ static void kafka_lg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   (void)nparts;
   Cairn__Client__ErrorCode code =
       kafka_relay_code(env, CAIRN__CLIENT__ENVELOPE__BODY_LEAVE_GROUP_RESP);
-  kafka_lg_answer(kr, kafka_group_err(code));
+  kafka_group_answer_err(kr, kafka_group_err(code));
 }
 
 void kafka_handle_leave_group(struct kafka_req *kr)
@@ -35,14 +24,14 @@ void kafka_handle_leave_group(struct kafka_req *kr)
   struct kafka_gop *op = kafka_gop_new(kr);
   Cairn__Client__LeaveGroupRequest *r = op != NULL ? kafka_gop_alloc(op, sizeof *r) : NULL;
   if (r == NULL) {
-    kafka_lg_answer(kr, KAFKA_ERR_UNKNOWN_SERVER);
+    kafka_group_answer_err(kr, KAFKA_ERR_UNKNOWN_SERVER);
     return;
   }
   cairn__client__leave_group_request__init(r);
   r->group = kafka_gop_str(op, group);
   r->member_id = kafka_gop_str(op, member);
   if (r->group == NULL || r->member_id == NULL) {
-    kafka_lg_answer(kr, KAFKA_ERR_INVALID_REQUEST);
+    kafka_group_answer_err(kr, KAFKA_ERR_INVALID_REQUEST);
     return;
   }
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LEAVE_GROUP_REQ;

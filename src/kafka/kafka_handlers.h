@@ -209,6 +209,10 @@ char *kafka_gop_str(struct kafka_gop *op, struct kafka_str s);
 /* A consumer-group answer's native error code as Kafka's. */
 int16_t kafka_group_err(Cairn__Client__ErrorCode code);
 
+/* Answers kr with a body of only throttle_time_ms (v1 and later) and err:
+ * Heartbeat's and LeaveGroup's answer. Context: the loop thread. */
+void kafka_group_answer_err(struct kafka_req *kr, int16_t err);
+
 /* Splits "host:port" or "[v6]:port" into host (cap bytes) and *port. */
 bool kafka_addr_split(const char *addr, char *host, size_t cap, int32_t *port);
 
