@@ -26,13 +26,18 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PGSTORE_SCAN_ROWS 256 /* rows a retention or time lookup reads at a time */
+/* How long a reconnect on the owner's thread may take (pgstore_reconnect)
+ * before the store latches fatal and its owner revives it off the thread. */
+#define PGSTORE_RECONNECT_MS 1000
 
 struct pgstore_batch {
   int64_t base;
@@ -64,6 +69,7 @@ struct pgstore {
   size_t tail_bytes;
   size_t tail_max;
   bool commit_each_append;
+  uint64_t reconnects; /* connections lost between transactions and made again */
   /* Kept from the options for a revive (pgstore_revive_begin); owned. */
   char *conninfo;
   char *password_file; /* NULL: libpq's own */
@@ -95,6 +101,15 @@ static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
 }
 
 static void pgstore_tail_drop_front(struct pgstore *ps, size_t k);
+static int pgstore_reconnect(struct pgstore *ps);
+
+/* Milliseconds on the monotonic clock, for the reconnect's deadline. */
+static int64_t pgstore_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* A statement failed: what was not committed is rolled back (by the
  * server, or by the lost connection), and the store latches fatal. Its
@@ -125,10 +140,32 @@ static PGresult *pgstore_exec(struct pgstore *ps, const char *what, const char *
 {
   PGresult *res = PQexecParams(ps->conn, sql, n, NULL, values, lengths, formats, binary_result);
   ExecStatusType st = PQresultStatus(res);
+  int reconnect = 1; /* not tried */
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && !ps->in_tx &&
+      PQstatus(ps->conn) == CONNECTION_BAD) {
+    /* Lost between transactions (PostgreSQL restarted a backend, a proxy
+     * dropped an idle connection): nothing was pending, so nothing is
+     * lost, and each statement run outside a transaction is idempotent
+     * (a read, BEGIN, or a DELETE/UPDATE that commits alone). */
+    reconnect = pgstore_reconnect(ps);
+    if (reconnect == 0) {
+      PQclear(res);
+      res = PQexecParams(ps->conn, sql, n, NULL, values, lengths, formats, binary_result);
+      st = PQresultStatus(res);
+    }
+  }
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
     return res;
   }
   PQclear(res);
+  if (reconnect < 0) {
+    char why[STORE_ERRMSG_SIZE];
+    snprintf(why, sizeof why, "%s", ps->s.errmsg);
+    (void)pgstore_db_fail(ps, what);
+    (void)pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: %s: the connection was lost; %s", what,
+                       why);
+    return NULL;
+  }
   (void)pgstore_db_fail(ps, what);
   return NULL;
 }
@@ -847,7 +884,32 @@ static int pgstore_read_password(struct pgstore *ps, const char *path, char *buf
   return 0;
 }
 
-static int pgstore_connect(struct pgstore *ps)
+/* Waits until libpq's connection attempt can go on (want: what
+ * PQconnectPoll asked for) or deadline_ms (pgstore_now_ms; 0: no
+ * deadline) passes. Returns 0, or CAIRN_EREQUEST_TIMEOUT. */
+static int pgstore_connect_wait(PGconn *conn, PostgresPollingStatusType want, int64_t deadline_ms)
+{
+  struct pollfd pfd = {.fd = PQsocket(conn),
+                       .events = want == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+  for (;;) {
+    int wait_ms = -1;
+    if (deadline_ms != 0) {
+      int64_t left = deadline_ms - pgstore_now_ms();
+      if (left <= 0) {
+        return CAIRN_EREQUEST_TIMEOUT;
+      }
+      wait_ms = (int)left;
+    }
+    int n = poll(&pfd, 1, wait_ms);
+    if (n > 0 || (n < 0 && errno != EINTR)) {
+      return 0; /* ready, or an error PQconnectPoll will report */
+    }
+  }
+}
+
+/* Connects ps->conn: within timeout_ms (0: as long as libpq takes, its
+ * connect_timeout if the connection string sets one). */
+static int pgstore_connect(struct pgstore *ps, int timeout_ms)
 {
   const char *keys[3] = {"dbname", NULL, NULL};
   const char *values[3] = {ps->conninfo, NULL, NULL};
@@ -860,10 +922,20 @@ static int pgstore_connect(struct pgstore *ps)
     keys[1] = "password";
     values[1] = password;
   }
-  ps->conn = PQconnectdbParams(keys, values, 1);
+  ps->conn = PQconnectStartParams(keys, values, 1);
   memset(password, 0, sizeof password);
   if (ps->conn == NULL) {
     return pgstore_fail(ps, CAIRN_ENOMEM, "postgresql: connecting: out of memory");
+  }
+  int64_t deadline = timeout_ms > 0 ? pgstore_now_ms() + timeout_ms : 0;
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  while (PQstatus(ps->conn) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
+         st != PGRES_POLLING_FAILED) {
+    if (pgstore_connect_wait(ps->conn, st, deadline) != 0) {
+      return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: connecting: no answer within %d ms",
+                          timeout_ms);
+    }
+    st = PQconnectPoll(ps->conn);
   }
   if (PQstatus(ps->conn) != CONNECTION_OK) {
     char msg[200];
@@ -871,6 +943,46 @@ static int pgstore_connect(struct pgstore *ps)
     msg[strcspn(msg, "\n")] = '\0';
     return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: connecting: %s", msg);
   }
+  return 0;
+}
+
+/* The connection was lost while nothing was pending (no transaction
+ * open: everything this store wrote is committed). Connects again within
+ * PGSTORE_RECONNECT_MS and checks that the partition's rows still end
+ * where this store's state says; then the failed statement may simply run
+ * again. Returns 0, or a negative code with the new connection dropped
+ * (the caller then latches fatal: the owner revives off its thread). */
+static int pgstore_reconnect(struct pgstore *ps)
+{
+  PGconn *old = ps->conn;
+  ps->conn = NULL;
+  int rv = pgstore_connect(ps, PGSTORE_RECONNECT_MS);
+  if (rv == 0) {
+    PGresult *res = PQexecParams(ps->conn,
+                                 "SELECT last_offset, raft_index FROM cairn_batches"
+                                 " WHERE topic_id = $1 AND partition = $2"
+                                 " ORDER BY base_offset DESC LIMIT 1",
+                                 2, NULL, (const char *const[]){ps->topic_id, ps->partition},
+                                 NULL, NULL, 0);
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+    bool none = ok && PQntuples(res) == 0;
+    int64_t next = !ok || none ? ps->start : pgstore_get_i64(res, 0, 0) + 1;
+    uint64_t index = !ok || none ? ps->prefix_index : (uint64_t)pgstore_get_i64(res, 0, 1);
+    PQclear(res);
+    if (!ok || next != ps->durable_offset || index != ps->durable_index) {
+      rv = pgstore_fail(ps, CAIRN_EDATABASE,
+                        "postgresql: reconnected, but the partition's rows end at offset %" PRId64
+                        " (Raft index %" PRIu64 "), not %" PRId64 " (%" PRIu64 ") as committed",
+                        next, index, ps->durable_offset, ps->durable_index);
+    }
+  }
+  if (rv != 0) {
+    PQfinish(ps->conn);
+    ps->conn = old; /* its error message stays the one reported */
+    return rv;
+  }
+  PQfinish(old);
+  ps->reconnects++;
   return 0;
 }
 
@@ -938,7 +1050,7 @@ static int pgstore_load_rows(struct pgstore *ps)
  * store, or a revive's shadow). Blocks. */
 static int pgstore_establish(struct pgstore *ps)
 {
-  int rv = pgstore_connect(ps);
+  int rv = pgstore_connect(ps, 0);
   if (rv == 0) {
     rv = pgstore_schema_migrate(ps->conn, ps->s.errmsg, sizeof ps->s.errmsg);
   }

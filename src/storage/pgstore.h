@@ -25,6 +25,12 @@
  * a fresh connection made off the loop, the state reloaded from the rows
  * PostgreSQL committed) and replays the Raft entries above last_index.
  *
+ * Except a connection lost between transactions (nothing pending: the
+ * server restarted a backend, a proxy dropped it while idle): the store
+ * connects again at once, within PGSTORE_RECONNECT_MS on the caller's
+ * thread, checks that the partition's rows still end where it committed,
+ * and runs the statement again; only if that fails does it latch fatal.
+ *
  * Blocking: every store call is a synchronous round trip to the database
  * on the caller's thread (libpq's blocking API); only a revive's
  * connection (pgstore_revive_run) is meant for another thread. */

@@ -332,6 +332,66 @@ test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit(voi
   store_close(s);
 }
 
+/* Dropped between transactions (everything committed): the store connects
+ * again and goes on, for an append and for a read, without going fatal. */
+static void test_pgstore_reconnects_when_dropped_between_transactions(void **state)
+{
+  (void)state;
+  struct store *s = open_store(107, 0, 0);
+  size_t len;
+  uint8_t *data;
+  data = tu_make_batch(1, 5, 20, 100, &len);
+  append_batch(s, data, len, 1);
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  drop_connections();
+  data = tu_make_batch(2, 5, 20, 200, &len);
+  append_batch(s, data, len, 2);
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  struct store_info info;
+  store_info(s, &info);
+  assert_false(info.fatal);
+  assert_int_equal(info.next_offset, 10);
+  assert_int_equal(info.durable_offset, 10);
+  drop_connections();
+  /* Below the in-memory tail's reach: read from the database. */
+  struct store_region r;
+  assert_int_equal(store_read(s, 0, SIZE_MAX, &r), 0);
+  assert_int_equal(r.first_offset, 0);
+  store_region_release(&r);
+  assert_int_equal(count_rows(107), 2);
+  store_close(s);
+}
+
+/* Dropped between transactions, and meanwhile the rows changed under the
+ * store (another writer, a restored backup): it does not carry on as if
+ * nothing happened, it latches fatal and says why. */
+static void test_pgstore_refuses_to_reconnect_to_rows_that_changed(void **state)
+{
+  (void)state;
+  struct store *s = open_store(108, 0, 0);
+  size_t len;
+  uint8_t *data;
+  data = tu_make_batch(1, 5, 20, 100, &len);
+  append_batch(s, data, len, 1);
+  data = tu_make_batch(2, 5, 20, 200, &len);
+  append_batch(s, data, len, 2);
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  PGconn *conn = sql_connect();
+  PQclear(sql(conn, "DELETE FROM cairn_batches WHERE topic_id = 108 AND base_offset = 5"));
+  PQfinish(conn);
+  drop_connections();
+  data = tu_make_batch(3, 5, 20, 300, &len);
+  struct store_batch b = {data, len};
+  int64_t base;
+  assert_int_equal(store_append(s, &b, 1, 3, &base), CAIRN_EDATABASE);
+  free(data);
+  assert_non_null(strstr(store_errmsg(s), "reconnected, but"));
+  struct store_info info;
+  store_info(s, &info);
+  assert_true(info.fatal);
+  store_close(s);
+}
+
 /* ---- revive ---- */
 
 /* A fatal store revived in place (the same object, as a replica keeps it):
@@ -403,6 +463,8 @@ int main(void)
       cmocka_unit_test(
           test_pgstore_latches_fatal_on_a_dropped_connection_and_reopens_to_the_commit),
       cmocka_unit_test(test_pgstore_revives_in_place_to_the_commit_and_takes_the_replay),
+      cmocka_unit_test(test_pgstore_reconnects_when_dropped_between_transactions),
+      cmocka_unit_test(test_pgstore_refuses_to_reconnect_to_rows_that_changed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
