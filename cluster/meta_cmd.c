@@ -128,6 +128,27 @@ int meta_cmd_add_partitions(const char *name, uint32_t partitions, uint8_t **out
   return meta_cmd_pack(&m, out, len);
 }
 
+int meta_cmd_alter_topic_config(const char *name, uint32_t mask,
+                                const struct meta_topic_config *cfg, uint8_t **out, size_t *len)
+{
+  if (name == NULL || cfg == NULL)
+    return CAIRN_EINVAL;
+  Cairn__Meta__TopicConfig tc = CAIRN__META__TOPIC_CONFIG__INIT;
+  tc.retention_bytes = cfg->retention_bytes;
+  tc.retention_ms = cfg->retention_ms;
+  tc.segment_bytes = cfg->segment_bytes;
+  tc.max_batch_bytes = cfg->max_batch_bytes;
+  tc.storage = cfg->storage;
+  Cairn__Meta__AlterTopicConfig a = CAIRN__META__ALTER_TOPIC_CONFIG__INIT;
+  a.name = meta_cmd_str(name);
+  a.mask = mask;
+  a.config = &tc;
+  Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
+  m.cmd_case = CAIRN__META__META_COMMAND__CMD_ALTER_TOPIC_CONFIG;
+  m.alter_topic_config = &a;
+  return meta_cmd_pack(&m, out, len);
+}
+
 int meta_cmd_report_leader(uint32_t topic_id, uint32_t partition, uint64_t leader_id, uint64_t term,
                            uint8_t **out, size_t *len)
 {
@@ -275,6 +296,10 @@ const char *meta_cmd_describe(const uint8_t *cmd, size_t len, char *buf, size_t 
   case CAIRN__META__META_COMMAND__CMD_ADD_PARTITIONS:
     snprintf(buf, cap, "AddPartitions %s partitions=%u", m->add_partitions->name,
              m->add_partitions->partitions);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ALTER_TOPIC_CONFIG:
+    snprintf(buf, cap, "AlterTopicConfig %s mask=%#x", m->alter_topic_config->name,
+             m->alter_topic_config->mask);
     break;
   case CAIRN__META__META_COMMAND__CMD_REPORT_LEADER:
     snprintf(buf, cap, "ReportLeader %u/%u leader=%llu term=%llu", m->report_leader->topic_id,

@@ -4,6 +4,7 @@
 #include "cluster/meta_state.h"
 
 #include "cluster/placement.h"
+#include "cluster/topic_conf.h"
 #include "common/err.h"
 #include "meta.pb-c.h"
 
@@ -631,6 +632,40 @@ static int add_partitions_place(const struct meta_state *st, uint32_t add, uint3
   return rc;
 }
 
+/* The refusal of what (e.g. "delete topic") on an internal topic: checked
+ * here too (not only in the handlers) so that no path, a forwarded or
+ * hand-made request included, loses or changes the groups' offsets. */
+static int meta_refuse_internal(struct meta_result *res, const char *what, const char *name)
+{
+  return meta_fail(res, CAIRN_EINTERNAL_TOPIC,
+                   "%s %s: it is an internal topic, kept by the cluster (names starting "
+                   "\"__\"); users may not delete or alter it",
+                   what, name);
+}
+
+static int apply_alter_topic_config(struct meta_state *st, const Cairn__Meta__AlterTopicConfig *a,
+                                    struct meta_result *res)
+{
+  const struct meta_topic *found = meta_topic_find(st, a->name);
+  if (found == NULL)
+    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "alter config of %s: no such topic", a->name);
+  if (meta_topic_internal(a->name))
+    return meta_refuse_internal(res, "alter config of", a->name);
+  if (a->config == NULL || a->mask == 0 || (a->mask & ~(uint32_t)TOPIC_CONF_LIVE) != 0)
+    return meta_fail(res, CAIRN_EINVALID_CONFIG,
+                     "alter config of %s: only retention.ms and retention.bytes change on a "
+                     "running topic (mask %#x)",
+                     a->name, a->mask);
+  struct meta_topic_config to = {
+      .retention_bytes = a->config->retention_bytes,
+      .retention_ms = a->config->retention_ms,
+  };
+  struct meta_topic *tp = &st->topics[found - st->topics];
+  topic_conf_merge(&tp->config, &to, a->mask);
+  res->topic_id = tp->id;
+  return 0;
+}
+
 static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPartitions *a,
                                 struct meta_result *res)
 {
@@ -639,10 +674,7 @@ static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPar
     return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "add partitions to %s: no such topic", a->name);
   struct meta_topic *tp = &st->topics[found - st->topics];
   if (meta_topic_internal(a->name))
-    return meta_fail(res, CAIRN_EINTERNAL_TOPIC,
-                     "add partitions to %s: it is an internal topic, kept by the cluster "
-                     "(names starting \"__\"); users may not delete or alter it",
-                     a->name);
+    return meta_refuse_internal(res, "add partitions to", a->name);
   if (a->partitions <= tp->npartitions)
     return meta_fail(res, CAIRN_EINVALID_PARTITIONS,
                      "add partitions to %s: it has %u partitions; the new count (%u) must be "
@@ -691,13 +723,8 @@ static int apply_delete_topic(struct meta_state *st, const Cairn__Meta__DeleteTo
   const struct meta_topic *t = meta_topic_find(st, d->name);
   if (t == NULL)
     return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "delete topic %s: no such topic", d->name);
-  /* Checked here too (not only in the handler) so that no path, a forwarded
-   * or hand-made request included, loses the groups' offsets. */
   if (meta_topic_internal(d->name))
-    return meta_fail(res, CAIRN_EINTERNAL_TOPIC,
-                     "delete topic %s: it is an internal topic, kept by the cluster "
-                     "(names starting \"__\"); users may not delete or alter it",
-                     d->name);
+    return meta_refuse_internal(res, "delete topic", d->name);
   size_t i = (size_t)(t - st->topics);
   st->total_partitions -= st->topics[i].npartitions;
   free(st->topics[i].partitions);
@@ -1102,6 +1129,9 @@ int meta_apply(struct meta_state *st, const uint8_t *cmd, size_t len, uint64_t r
     break;
   case CAIRN__META__META_COMMAND__CMD_ADD_PARTITIONS:
     rc = apply_add_partitions(st, m->add_partitions, res);
+    break;
+  case CAIRN__META__META_COMMAND__CMD_ALTER_TOPIC_CONFIG:
+    rc = apply_alter_topic_config(st, m->alter_topic_config, res);
     break;
   case CAIRN__META__META_COMMAND__CMD_REPORT_LEADER:
     rc = apply_report_leader(st, m->report_leader, res);

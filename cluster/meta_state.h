@@ -270,6 +270,16 @@ __attribute__((warn_unused_result)) int meta_cmd_add_partitions(const char *name
                                                                uint32_t partitions,
                                                                uint8_t **out, size_t *len);
 
+/* Changes topic name's configuration: the fields whose bits are in mask
+ * (topic_conf.h: TOPIC_CONF_BIT) take their values in cfg. Applying it
+ * refuses an unknown topic (CAIRN_EUNKNOWN_TOPIC), an internal one
+ * (CAIRN_EINTERNAL_TOPIC) and a field that cannot change on a running
+ * topic (CAIRN_EINVALID_CONFIG). Borrows everything. */
+__attribute__((warn_unused_result)) int meta_cmd_alter_topic_config(const char *name,
+                                                                    uint32_t mask,
+                                                                    const struct meta_topic_config *cfg,
+                                                                    uint8_t **out, size_t *len);
+
 __attribute__((warn_unused_result)) int meta_cmd_report_leader(uint32_t topic_id,
                                                                uint32_t partition,
                                                                uint64_t leader_id, uint64_t term,

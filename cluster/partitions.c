@@ -673,13 +673,20 @@ void parts_close(struct parts *ps, parts_close_cb cb)
   uv_timer_start(&ps->handoff_timer, parts_on_handoff_tick, 0, 20);
 }
 
-uint32_t parts_retention(struct parts *ps, int64_t now_ms)
+uint32_t parts_retention(struct parts *ps, const struct meta_state *st, int64_t now_ms)
 {
   uint32_t total = 0;
   for (size_t i = 0; i < ps->n; i++) {
     struct part *p = ps->v[i];
     uint32_t deleted = 0;
-    if (p->state == PART_OPEN && rgroup_retention(&p->rg, now_ms, &deleted) == 0) {
+    if (p->state != PART_OPEN) {
+      continue;
+    }
+    const struct meta_topic *t = meta_topic_find_id(st, p->topic_id);
+    if (t != NULL) {
+      rgroup_set_retention(&p->rg, t->config.retention_bytes, (int64_t)t->config.retention_ms);
+    }
+    if (rgroup_retention(&p->rg, now_ms, &deleted) == 0) {
       total += deleted;
     }
   }

@@ -142,8 +142,9 @@ void parts_node_gone(struct parts *ps, uint64_t node_id);
 void parts_close(struct parts *ps, parts_close_cb cb);
 
 /* Applies each open replica's retention limits (rgroup_retention) at
- * now_ms (wall clock, as record timestamps). Returns the segments deleted
- * in all. */
-uint32_t parts_retention(struct parts *ps, int64_t now_ms);
+ * now_ms (wall clock, as record timestamps), the limits its topic has in
+ * st now (a topic's configuration changes while its replicas run). Returns
+ * the segments deleted in all. Borrows st for the call. */
+uint32_t parts_retention(struct parts *ps, const struct meta_state *st, int64_t now_ms);
 
 #endif

@@ -649,6 +649,20 @@ int rgroup_retention(struct rgroup *rg, int64_t now_ms, uint32_t *deleted)
   return rv;
 }
 
+void rgroup_set_retention(struct rgroup *rg, uint64_t bytes, int64_t ms)
+{
+  if (rg->opts.plog.retention_bytes == bytes && rg->opts.plog.retention_ms == ms) {
+    return;
+  }
+  log_info("rgroup", "group %llu: retention now %llu bytes, %lld ms (0: no limit)",
+           (unsigned long long)rg->group_id, (unsigned long long)bytes, (long long)ms);
+  rg->opts.plog.retention_bytes = bytes;
+  rg->opts.plog.retention_ms = ms;
+  if (rg->store != NULL) {
+    store_set_retention(rg->store, bytes, ms);
+  }
+}
+
 void rgroup_set_preferred(struct rgroup *rg, uint64_t id)
 {
   if (rg->preferred_id != id) {

@@ -440,6 +440,12 @@ bool rgroup_is_catching_up(struct rgroup *rg);
 __attribute__((warn_unused_result)) int rgroup_retention(struct rgroup *rg, int64_t now_ms,
                                                          uint32_t *deleted);
 
+/* Replaces the topic's retention limits (0: no limit) on a running
+ * replica: the next rgroup_retention applies them, and a store reopened
+ * later (a revive) opens with them. Deletes nothing itself. Context: loop
+ * thread. */
+void rgroup_set_retention(struct rgroup *rg, uint64_t bytes, int64_t ms);
+
 /* Removes a closed replica's directory and everything in it. Returns 0 or
  * -errno. Blocks. */
 __attribute__((warn_unused_result)) int rgroup_delete(const char *dir);

@@ -304,6 +304,9 @@ static const char *cli_hint(const char *cmd, int rv)
   case CAIRN_EINTERNAL_TOPIC:
     return "topics whose names start with __ belong to the cluster (__cairn_offsets holds the "
            "consumer groups' offsets: `cairn group` manages them)";
+  case CAIRN_EINVALID_CONFIG:
+    return "`cairn topic describe TOPIC` shows the configuration; retention.ms and "
+           "retention.bytes change on a running topic (-1: no limit)";
   case CAIRN_EINVALID_RF:
     if (strcmp(cmd, "node decommission") == 0) {
       return "`cairn topic describe TOPIC` shows where those partitions live; add a node "

@@ -1,4 +1,5 @@
-/* topic.c - `cairn topic create|list|describe|delete|add-partitions`, and how a topic and
+/* topic.c - `cairn topic create|list|describe|delete|add-partitions|alter-config`,
+ * and how a topic and
  * its partitions are printed (also by `cairn cluster status`). */
 #include "cli.h"
 #include "output.h"
@@ -19,6 +20,7 @@ static void topic_help(FILE *out)
           "       cairn topic describe NAME\n"
           "       cairn topic delete NAME\n"
           "       cairn topic add-partitions NAME --partitions N\n"
+          "       cairn topic alter-config NAME --set KEY=VALUE [--set ...] [--delete KEY]\n"
           "\n"
           "  create     a topic of N partitions (1..%d), each replicated on R nodes\n"
           "             (1..%d, at most the alive nodes); NAME is 1..%d of\n"
@@ -31,12 +33,19 @@ static void topic_help(FILE *out)
           "             grow a topic to N partitions in all (a total, as rpk and\n"
           "             kafka-topics take it); partitions are never removed, and keys\n"
           "             hash to other partitions afterwards\n"
+          "  alter-config\n"
+          "             change a running topic's configuration, all keys or none:\n"
+          "             -s, --set KEY=VALUE sets a key, -d, --delete KEY puts it back to\n"
+          "             its default; retention.ms and retention.bytes (-1: no limit)\n"
+          "             apply on every replica at its next retention pass\n"
           "\n"
           "create options:\n"
           "  -P, --partitions N             partition count (required)\n"
           "  -r, --replication-factor R     replicas per partition (required)\n"
           "  --retention-ms N, --retention-bytes N\n"
           "                                 delete old data past this (default: keep all)\n"
+          "  --segment-bytes N              roll the partitions' log files at N bytes\n"
+          "                                 (retention deletes whole files; default 128 MiB)\n"
           "  --storage KIND                 where the partitions keep their log: file\n"
           "                                 (default) or postgresql (nodes with --pg-conninfo)\n"
           "\n"
@@ -176,6 +185,7 @@ struct topic_create_opts {
 #define TOPIC_OPT_RET_MS 2000
 #define TOPIC_OPT_RET_BYTES 2001
 #define TOPIC_OPT_STORAGE 2002
+#define TOPIC_OPT_SEGMENT 2003
 
 static int topic_create_opt(void *ctx, int o, const char *arg)
 {
@@ -203,6 +213,13 @@ static int topic_create_opt(void *ctx, int o, const char *arg)
       t->cfg.retention_bytes = (int64_t)v;
     }
     return CLI_OK;
+  case TOPIC_OPT_SEGMENT:
+    /* Retention deletes whole segments but the newest: smaller ones let
+     * it delete in smaller steps. */
+    return cli_parse_u64(cmd, "--segment-bytes", arg, 4096, (uint64_t)1 << 31,
+                         &t->cfg.segment_bytes) == 0
+               ? CLI_OK
+               : CLI_USAGE;
   case TOPIC_OPT_STORAGE:
     if (strcmp(arg, "file") != 0 && strcmp(arg, "postgresql") != 0) {
       return cli_usage_error(cmd, "--storage must be file or postgresql");
@@ -236,6 +253,7 @@ static int topic_create(struct cli *c, int argc, char **argv)
       {"retention-ms", required_argument, NULL, TOPIC_OPT_RET_MS},
       {"retention-bytes", required_argument, NULL, TOPIC_OPT_RET_BYTES},
       {"storage", required_argument, NULL, TOPIC_OPT_STORAGE},
+      {"segment-bytes", required_argument, NULL, TOPIC_OPT_SEGMENT},
       {NULL, 0, NULL, 0}};
   struct topic_create_opts t = {0};
   int first;
@@ -486,6 +504,125 @@ static int topic_add_partitions(struct cli *c, int argc, char **argv)
   return CLI_OK;
 }
 
+#define TOPIC_MAX_CHANGES 32
+
+struct topic_alter {
+  struct cairn_config_change changes[TOPIC_MAX_CHANGES];
+  size_t n;
+  char *owned[TOPIC_MAX_CHANGES]; /* the keys split from KEY=VALUE */
+};
+
+static int topic_alter_opt(void *ctx, int o, const char *arg)
+{
+  const char *cmd = "topic alter-config";
+  struct topic_alter *ta = ctx;
+  if (o != 's' && o != 'd') {
+    return cli_usage_error(cmd, "unexpected option");
+  }
+  if (ta->n == TOPIC_MAX_CHANGES) {
+    return cli_usage_error(cmd, "at most %d changes at once", TOPIC_MAX_CHANGES);
+  }
+  struct cairn_config_change *ch = &ta->changes[ta->n];
+  if (o == 'd') {
+    if (arg[0] == '\0' || strchr(arg, '=') != NULL) {
+      return cli_usage_error(cmd, "--delete takes a key alone (--delete retention.ms)");
+    }
+    ch->key = arg;
+    ch->value = NULL;
+    ta->n++;
+    return CLI_OK;
+  }
+  const char *eq = strchr(arg, '=');
+  if (eq == NULL || eq == arg) {
+    return cli_usage_error(cmd, "--set takes KEY=VALUE (--set retention.ms=3600000), not '%s'",
+                           arg);
+  }
+  char *key = strndup(arg, (size_t)(eq - arg));
+  if (key == NULL) {
+    return cli_fail(cmd, "out of memory");
+  }
+  ta->owned[ta->n] = key;
+  ch->key = key;
+  ch->value = eq + 1;
+  ta->n++;
+  return CLI_OK;
+}
+
+static void topic_alter_print(const struct cli *c, const char *name, const struct topic_alter *ta)
+{
+  if (!c->json) {
+    for (size_t i = 0; i < ta->n; i++) {
+      const struct cairn_config_change *ch = &ta->changes[i];
+      printf("topic %s: %s %s%s\n", name, ch->key, ch->value != NULL ? "= " : "back to its default",
+             ch->value != NULL ? ch->value : "");
+    }
+    return;
+  }
+  struct oj j;
+  oj_init(&j, stdout, true);
+  oj_object_begin(&j);
+  oj_key(&j, "topic");
+  oj_str(&j, name);
+  oj_key(&j, "set");
+  oj_object_begin(&j);
+  for (size_t i = 0; i < ta->n; i++) {
+    if (ta->changes[i].value != NULL) {
+      oj_key(&j, ta->changes[i].key);
+      oj_str(&j, ta->changes[i].value);
+    }
+  }
+  oj_object_end(&j);
+  oj_key(&j, "deleted");
+  oj_array_begin(&j);
+  for (size_t i = 0; i < ta->n; i++) {
+    if (ta->changes[i].value == NULL) {
+      oj_str(&j, ta->changes[i].key);
+    }
+  }
+  oj_array_end(&j);
+  oj_object_end(&j);
+  oj_end(&j);
+}
+
+static int topic_alter_run(struct cli *c, int argc, char **argv, struct topic_alter *ta)
+{
+  const char *cmd = "topic alter-config";
+  static const struct option own[] = {{"set", required_argument, NULL, 's'},
+                                      {"delete", required_argument, NULL, 'd'},
+                                      {NULL, 0, NULL, 0}};
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, "s:d:", own, topic_alter_opt, ta, topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  const char *name;
+  if ((rv = topic_one_name(cmd, argc, argv, first, &name)) != CLI_OK) {
+    return rv;
+  }
+  if (ta->n == 0) {
+    return cli_usage_error(cmd, "what to change? (--set KEY=VALUE or --delete KEY)");
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  rv = cairn_sync_alter_topic_config(c->sync, name, ta->changes, ta->n);
+  if (rv != 0) {
+    return cli_fail_call(c, cmd, name, rv);
+  }
+  topic_alter_print(c, name, ta);
+  return CLI_OK;
+}
+
+static int topic_alter_config(struct cli *c, int argc, char **argv)
+{
+  struct topic_alter ta = {.n = 0};
+  int rv = topic_alter_run(c, argc, argv, &ta);
+  for (size_t i = 0; i < ta.n; i++) {
+    free(ta.owned[i]);
+  }
+  return rv;
+}
+
 static int topic_delete(struct cli *c, int argc, char **argv)
 {
   const char *cmd = "topic delete";
@@ -528,7 +665,8 @@ int cli_topic(struct cli *c, int argc, char **argv)
               {"list", topic_list},
               {"describe", topic_describe},
               {"delete", topic_delete},
-              {"add-partitions", topic_add_partitions}};
+              {"add-partitions", topic_add_partitions},
+              {"alter-config", topic_alter_config}};
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     topic_help(argc < 2 ? stderr : stdout);
     return argc < 2 ? CLI_USAGE : CLI_OK;
@@ -538,6 +676,6 @@ int cli_topic(struct cli *c, int argc, char **argv)
       return subs[i].run(c, argc - 1, argv + 1);
     }
   }
-  return cli_usage_error("topic", "unknown subcommand '%s' (create, list, describe, delete or add-partitions)",
+  return cli_usage_error("topic", "unknown subcommand '%s' (create, list, describe, delete, add-partitions or alter-config)",
                          argv[1]);
 }

@@ -16,6 +16,7 @@ enum lc_admin_kind {
   LC_ADMIN_CREATE_WAIT, /* the metadata poll after a create */
   LC_ADMIN_DELETE,
   LC_ADMIN_ADD_PARTITIONS,
+  LC_ADMIN_ALTER_CONFIG,
   LC_ADMIN_LIST,
   LC_ADMIN_DESCRIBE,
   LC_ADMIN_CLUSTER,
@@ -31,6 +32,7 @@ struct lc_admin {
     Cairn__Client__CreateTopicRequest create;
     Cairn__Client__DeleteTopicRequest del;
     Cairn__Client__AddPartitionsRequest add;
+    Cairn__Client__AlterTopicConfigRequest alter;
     Cairn__Client__ListTopicsRequest list;
     Cairn__Client__DescribeTopicRequest describe;
     Cairn__Client__DescribeClusterRequest cluster;
@@ -44,6 +46,12 @@ struct lc_admin {
   Cairn__Client__ListOffsetsPartition *lops[1];
   char *topics[1];
   char *name;
+  /* An AlterTopicConfig's changes: copies of the caller's strings. */
+  Cairn__Client__ConfigEntry *sets;
+  Cairn__Client__ConfigEntry **setp;
+  char **resets;
+  char **strs; /* every string copied, nstrs of them */
+  size_t nstrs;
   enum lc_admin_kind kind;
   union {
     cairn_done_cb done;
@@ -61,6 +69,13 @@ struct lc_admin {
 static void lc_admin_free(struct lc_acall *ac)
 {
   struct lc_admin *a = (struct lc_admin *)ac;
+  for (size_t i = 0; i < a->nstrs; i++) {
+    free(a->strs[i]);
+  }
+  free(a->strs);
+  free(a->sets);
+  free(a->setp);
+  free(a->resets);
   free(a->name);
   free(a);
 }
@@ -71,6 +86,7 @@ static const Cairn__Client__Envelope__BodyCase lc_admin_body[] = {
     [LC_ADMIN_CREATE_WAIT] = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP,
     [LC_ADMIN_DELETE] = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_RESP,
     [LC_ADMIN_ADD_PARTITIONS] = CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP,
+    [LC_ADMIN_ALTER_CONFIG] = CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_RESP,
     [LC_ADMIN_LIST] = CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_RESP,
     [LC_ADMIN_DESCRIBE] = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_TOPIC_RESP,
     [LC_ADMIN_CLUSTER] = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP,
@@ -168,6 +184,7 @@ static void lc_admin_on_done(struct lc_acall *ac, struct cairn_client *c, int st
     break;
   case LC_ADMIN_DELETE:
   case LC_ADMIN_ADD_PARTITIONS:
+  case LC_ADMIN_ALTER_CONFIG:
   case LC_ADMIN_DECOMMISSION:
     if (status == 0) {
       lc_meta_invalidate(c);
@@ -307,6 +324,77 @@ int cairn_add_partitions(struct cairn_client *c, const char *name, uint32_t part
   a->u.add.name = a->name;
   a->u.add.partitions = partitions;
   a->call.env.add_partitions_req = &a->u.add;
+  a->cb.done = cb;
+  a->data = data;
+  return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);
+}
+
+/* A copy of s that a's free releases; NULL when out of memory. */
+static char *lc_admin_keep(struct lc_admin *a, const char *s)
+{
+  char *copy = strdup(s != NULL ? s : "");
+  if (copy != NULL) {
+    a->strs[a->nstrs++] = copy;
+  }
+  return copy;
+}
+
+/* Fills a's AlterTopicConfig request with copies of the n changes.
+ * Returns 0 or CAIRN_ENOMEM. */
+static int lc_admin_alter_fill(struct lc_admin *a, const struct cairn_config_change *changes,
+                               size_t n)
+{
+  a->sets = calloc(n, sizeof *a->sets);
+  a->setp = calloc(n, sizeof *a->setp);
+  a->resets = calloc(n, sizeof *a->resets);
+  a->strs = calloc(2 * n, sizeof *a->strs);
+  if (a->sets == NULL || a->setp == NULL || a->resets == NULL || a->strs == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  Cairn__Client__AlterTopicConfigRequest *r = &a->u.alter;
+  r->set = a->setp;
+  r->reset = a->resets;
+  for (size_t i = 0; i < n; i++) {
+    char *key = lc_admin_keep(a, changes[i].key);
+    if (key == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    if (changes[i].value == NULL) {
+      r->reset[r->n_reset++] = key;
+      continue;
+    }
+    Cairn__Client__ConfigEntry *e = &a->sets[r->n_set];
+    cairn__client__config_entry__init(e);
+    e->key = key;
+    if ((e->value = lc_admin_keep(a, changes[i].value)) == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    r->set[r->n_set++] = e;
+  }
+  return 0;
+}
+
+int cairn_alter_topic_config(struct cairn_client *c, const char *name,
+                             const struct cairn_config_change *changes, size_t n,
+                             cairn_done_cb cb, void *data)
+{
+  int rv = lc_acall_check(c, cb != NULL);
+  if (rv != 0 || name == NULL || changes == NULL || n == 0) {
+    return rv != 0 ? rv : CAIRN_EINVAL;
+  }
+  struct lc_admin *a =
+      lc_admin_new(LC_ADMIN_ALTER_CONFIG, CAIRN__CLIENT__API__API_ALTER_TOPIC_CONFIG,
+                   CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_REQ, name);
+  if (a == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  cairn__client__alter_topic_config_request__init(&a->u.alter);
+  a->u.alter.name = a->name;
+  if ((rv = lc_admin_alter_fill(a, changes, n)) != 0) {
+    lc_admin_free(&a->call);
+    return rv;
+  }
+  a->call.env.alter_topic_config_req = &a->u.alter;
   a->cb.done = cb;
   a->data = data;
   return lc_acall_start(c, &a->call, LC_OP_ANY, NULL, 0);

@@ -204,6 +204,14 @@ int cairn_sync_add_partitions(struct cairn_sync *s, const char *name, uint32_t p
   return lc_sync_wait(s, &w, cairn_add_partitions(s->c, name, partitions, lc_sync_on_done, &w));
 }
 
+int cairn_sync_alter_topic_config(struct cairn_sync *s, const char *name,
+                                  const struct cairn_config_change *changes, size_t n)
+{
+  struct lc_swait w = {.s = s};
+  return lc_sync_wait(s, &w,
+                      cairn_alter_topic_config(s->c, name, changes, n, lc_sync_on_done, &w));
+}
+
 int cairn_sync_list_topics(struct cairn_sync *s, struct cairn_topic_list **out)
 {
   struct lc_swait w = {.s = s};

@@ -33,11 +33,18 @@ struct admin_action {
   union {
     Cairn__Client__CreateTopicRequest create;
     Cairn__Client__DeleteTopicRequest del;
+    Cairn__Client__AddPartitionsRequest add;
+    Cairn__Client__AlterTopicConfigRequest alter;
     Cairn__Client__DecommissionNodeRequest decom;
     Cairn__Client__ResetOffsetsRequest reset;
   } body;
   char name[ADMIN_ACTION_NAME_MAX + 1]; /* topic or group */
   char topic[ADMIN_ACTION_NAME_MAX + 1];
+  /* alter-config's one change: key (in topic[]) and value. */
+  char value[ADMIN_ACTION_NAME_MAX + 1];
+  Cairn__Client__ConfigEntry entry;
+  Cairn__Client__ConfigEntry *entryp[1];
+  char *resetp[1];
   Cairn__Client__OffsetCommitPartition *parts;
   Cairn__Client__OffsetCommitPartition **partp;
 };
@@ -145,6 +152,53 @@ static bool admin_action_delete(struct admin_action *act, struct MHD_Connection 
   act->env.api = CAIRN__CLIENT__API__API_DELETE_TOPIC;
   act->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_TOPIC_REQ;
   act->env.delete_topic_req = &act->body.del;
+  return true;
+}
+
+static bool admin_action_add_partitions(struct admin_action *act, struct MHD_Connection *mc)
+{
+  int64_t parts = 0;
+  if (!admin_action_copy(act->name, admin_action_arg(mc, "name")) ||
+      !admin_action_num(mc, "partitions", 1, 100000, &parts)) {
+    return false;
+  }
+  cairn__client__add_partitions_request__init(&act->body.add);
+  act->body.add.name = act->name;
+  act->body.add.partitions = (uint32_t)parts;
+  act->env.api = CAIRN__CLIENT__API__API_ADD_PARTITIONS;
+  act->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_REQ;
+  act->env.add_partitions_req = &act->body.add;
+  return true;
+}
+
+/* One change: key takes value, or goes back to its default when value is
+ * absent. The handler checks the key and the value. */
+static bool admin_action_alter_config(struct admin_action *act, struct MHD_Connection *mc)
+{
+  const char *value = admin_action_arg(mc, "value");
+  if (!admin_action_copy(act->name, admin_action_arg(mc, "name")) ||
+      !admin_action_copy(act->topic, admin_action_arg(mc, "key")) ||
+      (value != NULL && !admin_action_copy(act->value, value))) {
+    return false;
+  }
+  Cairn__Client__AlterTopicConfigRequest *r = &act->body.alter;
+  cairn__client__alter_topic_config_request__init(r);
+  r->name = act->name;
+  if (value != NULL) {
+    cairn__client__config_entry__init(&act->entry);
+    act->entry.key = act->topic;
+    act->entry.value = act->value;
+    act->entryp[0] = &act->entry;
+    r->set = act->entryp;
+    r->n_set = 1;
+  } else {
+    act->resetp[0] = act->topic;
+    r->reset = act->resetp;
+    r->n_reset = 1;
+  }
+  act->env.api = CAIRN__CLIENT__API__API_ALTER_TOPIC_CONFIG;
+  act->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_REQ;
+  act->env.alter_topic_config_req = r;
   return true;
 }
 
@@ -370,6 +424,10 @@ enum MHD_Result admin_action_start(struct admin_actions *aa, struct node *n,
     ok = admin_action_create(act, mc);
   } else if (strcmp(what, "delete-topic") == 0) {
     ok = admin_action_delete(act, mc);
+  } else if (strcmp(what, "add-partitions") == 0) {
+    ok = admin_action_add_partitions(act, mc);
+  } else if (strcmp(what, "alter-config") == 0) {
+    ok = admin_action_alter_config(act, mc);
   } else if (strcmp(what, "reset-offsets") == 0) {
     ok = admin_action_reset(act, n, mc);
   } else if (strcmp(what, "decommission") == 0 || strcmp(what, "recommission") == 0) {

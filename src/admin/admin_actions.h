@@ -5,6 +5,10 @@
  *
  *   POST /v1/actions/create-topic?name=T&partitions=N&replication_factor=R
  *   POST /v1/actions/delete-topic?name=T
+ *   POST /v1/actions/add-partitions?name=T&partitions=N   (the new total)
+ *   POST /v1/actions/alter-config?name=T&key=K[&value=V]
+ *        (K takes V; without value, K goes back to its default: the same
+ *         AlterTopicConfig as `cairn topic alter-config`)
  *   POST /v1/actions/reset-offsets?group=G&topic=T&to=earliest|latest|OFFSET
  *        [&partition=P]   (every partition of T when absent; earliest and
  *                          latest from this node's replicas, so ask the

@@ -45,9 +45,13 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {{KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
     {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
     {{KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
+    {{KAFKA_API_ALTER_CONFIGS, 0, 1}, INT16_MAX, kafka_handle_alter_configs},
     {{KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
     {{KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
     {{KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
+    /* v1 is flexible (tagged fields): not offered yet. */
+    {{KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 0}, INT16_MAX,
+     kafka_handle_incremental_alter_configs},
 };
 #define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])
 
@@ -233,6 +237,8 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
    * authorization. */
   case CAIRN__CLIENT__ERROR_CODE__INTERNAL_TOPIC:
     return KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED;
+  case CAIRN__CLIENT__ERROR_CODE__INVALID_CONFIG:
+    return KAFKA_ERR_INVALID_CONFIG;
   case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
     return KAFKA_ERR_CORRUPT_MESSAGE;
   /* In doubt: the batch may be committed; a timeout makes the client retry,

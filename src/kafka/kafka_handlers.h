@@ -95,9 +95,11 @@ enum kafka_api {
   KAFKA_API_DELETE_TOPICS = 20,
   KAFKA_API_INIT_PRODUCER_ID = 22,
   KAFKA_API_DESCRIBE_CONFIGS = 32,
+  KAFKA_API_ALTER_CONFIGS = 33,
   KAFKA_API_SASL_AUTHENTICATE = 36,
   KAFKA_API_CREATE_PARTITIONS = 37,
   KAFKA_API_DELETE_GROUPS = 42,
+  KAFKA_API_INCREMENTAL_ALTER_CONFIGS = 44,
 };
 
 #define KAFKA_TOPIC_MAX 249 /* Kafka's topic name limit */
@@ -236,6 +238,8 @@ void kafka_handle_delete_topics(struct kafka_req *kr);
 void kafka_handle_describe_configs(struct kafka_req *kr);
 void kafka_handle_delete_groups(struct kafka_req *kr);
 void kafka_handle_create_partitions(struct kafka_req *kr);
+void kafka_handle_alter_configs(struct kafka_req *kr);
+void kafka_handle_incremental_alter_configs(struct kafka_req *kr);
 void kafka_handle_sasl_handshake(struct kafka_req *kr);
 void kafka_handle_sasl_authenticate(struct kafka_req *kr);
 

@@ -152,6 +152,10 @@ bool authz_request(struct node *n, struct conn_request *req)
     rv = authz_check(n, c, META_ACL_TOPIC, authz_str(env->add_partitions_req->name), META_ACL_ALTER,
                      msg, sizeof msg);
     break;
+  case CAIRN__CLIENT__API__API_ALTER_TOPIC_CONFIG:
+    rv = authz_check(n, c, META_ACL_TOPIC, authz_str(env->alter_topic_config_req->name),
+                     META_ACL_ALTER, msg, sizeof msg);
+    break;
   case CAIRN__CLIENT__API__API_INIT_PRODUCER_ID:
     if (!authz_any_write(n, c)) {
       rv = authz_check(n, c, META_ACL_CLUSTER, "", META_ACL_WRITE, msg, sizeof msg);

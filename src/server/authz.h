@@ -26,6 +26,7 @@
  *   CreateTopic                     CREATE topic, or CREATE cluster
  *   DeleteTopic                     DELETE topic
  *   AddPartitions                   ALTER topic
+ *   AlterTopicConfig                ALTER topic
  *   InitProducerId                  WRITE cluster, or WRITE on any topic
  *   FindCoordinator                 DESCRIBE group
  *   JoinGroup, SyncGroup,           READ group

@@ -22,6 +22,8 @@ static const struct dispatch_entry dispatch_table[] = {
      handle_delete_topic},
     {CAIRN__CLIENT__API__API_ADD_PARTITIONS, CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_REQ,
      handle_add_partitions},
+    {CAIRN__CLIENT__API__API_ALTER_TOPIC_CONFIG,
+     CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_REQ, handle_alter_topic_config},
     {CAIRN__CLIENT__API__API_LIST_TOPICS, CAIRN__CLIENT__ENVELOPE__BODY_LIST_TOPICS_REQ,
      handle_list_topics},
     {CAIRN__CLIENT__API__API_DESCRIBE_TOPIC, CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_TOPIC_REQ,

@@ -1,4 +1,5 @@
-/* handle_admin.c - CreateTopic, DeleteTopic, DecommissionNode, and the
+/* handle_admin.c - CreateTopic, DeleteTopic, AddPartitions,
+ * AlterTopicConfig, DecommissionNode, and the
  * forwarding of admin requests to the controller leader.
  *
  * The controller leader turns each request into one metadata command and
@@ -7,6 +8,7 @@
  * computes the same one. */
 #include "server/handlers.h"
 
+#include "cluster/topic_conf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/wallclock.h"
@@ -112,6 +114,7 @@ static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__Bod
   Cairn__Client__CreateTopicResponse ct = CAIRN__CLIENT__CREATE_TOPIC_RESPONSE__INIT;
   Cairn__Client__DeleteTopicResponse dt = CAIRN__CLIENT__DELETE_TOPIC_RESPONSE__INIT;
   Cairn__Client__AddPartitionsResponse ap = CAIRN__CLIENT__ADD_PARTITIONS_RESPONSE__INIT;
+  Cairn__Client__AlterTopicConfigResponse ac = CAIRN__CLIENT__ALTER_TOPIC_CONFIG_RESPONSE__INIT;
   Cairn__Client__DecommissionNodeResponse dn = CAIRN__CLIENT__DECOMMISSION_NODE_RESPONSE__INIT;
   Cairn__Client__TopicInfo ti = CAIRN__CLIENT__TOPIC_INFO__INIT;
   env.body_case = body;
@@ -135,6 +138,10 @@ static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__Bod
   case CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP:
     ap.error = err;
     env.add_partitions_resp = &ap;
+    break;
+  case CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_RESP:
+    ac.error = err;
+    env.alter_topic_config_resp = &ac;
     break;
   default:
     dn.error = err;
@@ -286,6 +293,76 @@ void handle_add_partitions(struct node *n, struct conn_request *req)
   size_t len = 0;
   int rv = meta_cmd_add_partitions(r->name, r->partitions, &cmd, &len);
   admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_ADD_PARTITIONS_RESP);
+}
+
+/* Answers an AlterTopicConfig with code and "name: msg". */
+static void admin_alter_refuse(struct conn_request *req, Cairn__Client__ErrorCode code,
+                               const char *name, const char *msg)
+{
+  char text[TOPIC_CONF_MSG_SIZE + 300];
+  snprintf(text, sizeof text, "alter config of %.255s: %s", name, msg);
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  err.code = code;
+  err.message = text;
+  admin_respond(req, CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_RESP, &err, 0);
+}
+
+/* Reads r's changes (each key once) into *cfg and *mask. Returns 0, or
+ * CAIRN_EINVALID_CONFIG with msg saying which and why. */
+static int admin_alter_changes(const Cairn__Client__AlterTopicConfigRequest *r,
+                               struct meta_topic_config *cfg, uint32_t *mask, char *msg,
+                               size_t cap)
+{
+  size_t total = r->n_set + r->n_reset;
+  for (size_t i = 0; i < total; i++) {
+    uint32_t one = 0;
+    const char *key = i < r->n_set ? r->set[i]->key : r->reset[i - r->n_set];
+    int rv = i < r->n_set ? topic_conf_set(cfg, &one, key, r->set[i]->value, msg, cap)
+                          : topic_conf_reset(cfg, &one, key, msg, cap);
+    if (rv != 0) {
+      return rv;
+    }
+    if ((*mask & one) != 0) {
+      snprintf(msg, cap, "%.64s is named twice (one change per key)", key);
+      return CAIRN_EINVALID_CONFIG;
+    }
+    *mask |= one;
+  }
+  if (*mask == 0) {
+    snprintf(msg, cap, "nothing to change (set KEY=VALUE or delete KEY)");
+    return CAIRN_EINVALID_CONFIG;
+  }
+  return 0;
+}
+
+void handle_alter_topic_config(struct node *n, struct conn_request *req)
+{
+  const Cairn__Client__AlterTopicConfigRequest *r = req->env->alter_topic_config_req;
+  if (admin_refuse_internal(req, r->name, CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_RESP) ||
+      handle_forward(n, req)) {
+    return;
+  }
+  struct meta_topic_config cfg = {0};
+  uint32_t mask = 0;
+  char msg[TOPIC_CONF_MSG_SIZE];
+  if (admin_alter_changes(r, &cfg, &mask, msg, sizeof msg) != 0) {
+    admin_alter_refuse(req, CAIRN__CLIENT__ERROR_CODE__INVALID_CONFIG, r->name, msg);
+    return;
+  }
+  if (r->validate_only) {
+    /* This node leads the controller (handle_forward): its state is the
+     * one the command would meet. */
+    bool known = meta_topic_find(ctl_state(&n->ctl), r->name) != NULL;
+    admin_alter_refuse(req,
+                       known ? CAIRN__CLIENT__ERROR_CODE__OK
+                             : CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC,
+                       r->name, known ? "valid (validate only: nothing changed)" : "no such topic");
+    return;
+  }
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  int rv = meta_cmd_alter_topic_config(r->name, mask, &cfg, &cmd, &len);
+  admin_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_ALTER_TOPIC_CONFIG_RESP);
 }
 
 /* Lists in msg (cap bytes) the partitions on node id that no other node

@@ -20,6 +20,7 @@ static const Cairn__Client__Api hello_apis[] = {
     CAIRN__CLIENT__API__API_INIT_PRODUCER_ID, CAIRN__CLIENT__API__API_AUTHENTICATE,
     CAIRN__CLIENT__API__API_UPSERT_USER,    CAIRN__CLIENT__API__API_DELETE_USER,
     CAIRN__CLIENT__API__API_LIST_USERS,     CAIRN__CLIENT__API__API_ADD_PARTITIONS,
+    CAIRN__CLIENT__API__API_ALTER_TOPIC_CONFIG,
 };
 
 void handle_hello(struct node *n, struct conn_request *req)

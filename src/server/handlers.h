@@ -43,6 +43,9 @@ size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, stru
 void handle_create_topic(struct node *n, struct conn_request *req);
 void handle_delete_topic(struct node *n, struct conn_request *req);
 void handle_add_partitions(struct node *n, struct conn_request *req);
+/* AlterTopicConfig: checks the keys and values (topic_conf.h) on the
+ * controller leader, then proposes one AlterTopicConfig command. */
+void handle_alter_topic_config(struct node *n, struct conn_request *req);
 void handle_decommission(struct node *n, struct conn_request *req);
 
 /* If this node is not the controller leader, forwards req there and

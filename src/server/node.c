@@ -711,7 +711,7 @@ static void node_maybe_retention(struct node *n)
     return;
   }
   n->last_retention_ms = now;
-  uint32_t deleted = parts_retention(&n->parts, wallclock_ms());
+  uint32_t deleted = parts_retention(&n->parts, ctl_state(&n->ctl), wallclock_ms());
   if (deleted > 0) {
     log_debug("node", "retention removed %u segment(s)", deleted);
   }

@@ -42,8 +42,6 @@ struct memlog_batch {
 
 struct memlog {
   struct store s; /* first: the store interface casts to it */
-  uint64_t retention_bytes;
-  int64_t retention_ms;
   size_t max_batch_bytes;
   struct memlog_batch **batches; /* [0, n) oldest first; cap allocated */
   size_t n;
@@ -412,10 +410,10 @@ static int memlog_delete_before(struct store *s, int64_t offset)
 static bool memlog_expired(const struct memlog *m, const struct memlog_batch *b, uint64_t held,
                            int64_t cutoff)
 {
-  if (m->retention_bytes > 0 && held > m->retention_bytes) {
+  if (m->s.retention_bytes > 0 && held > m->s.retention_bytes) {
     return true;
   }
-  return m->retention_ms > 0 && b->max_timestamp < cutoff;
+  return m->s.retention_ms > 0 && b->max_timestamp < cutoff;
 }
 
 /* How many batches from the front retention drops at now_ms, none holding
@@ -424,8 +422,8 @@ static bool memlog_expired(const struct memlog *m, const struct memlog_batch *b,
  * append. */
 static size_t memlog_retention_count(const struct memlog *m, int64_t now_ms, int64_t below)
 {
-  int64_t cutoff = now_ms - m->retention_ms;
-  if (m->retention_ms > 0 && now_ms < INT64_MIN + m->retention_ms) {
+  int64_t cutoff = now_ms - m->s.retention_ms;
+  if (m->s.retention_ms > 0 && now_ms < INT64_MIN + m->s.retention_ms) {
     cutoff = INT64_MIN; /* nothing can be that old */
   }
   size_t k = 0;
@@ -506,8 +504,7 @@ int memlog_new(const struct memlog_opts *opts, struct store **out)
   }
   m->s.ops = &memlog_ops;
   if (opts != NULL) {
-    m->retention_bytes = opts->retention_bytes;
-    m->retention_ms = opts->retention_ms;
+    store_set_retention(&m->s, opts->retention_bytes, opts->retention_ms);
     m->max_batch_bytes = opts->max_batch_bytes;
   }
   if (m->max_batch_bytes == 0) {

@@ -51,8 +51,6 @@ struct pgstore {
   PGconn *conn;
   char topic_id[16]; /* as text, the parameters every statement takes */
   char partition[16];
-  uint64_t retention_bytes;
-  int64_t retention_ms;
   size_t max_batch_bytes;
   bool in_tx;
   bool fatal;
@@ -737,11 +735,11 @@ static int pgstore_retention_scan(struct pgstore *ps, int64_t now_ms, int64_t be
 {
   *point = ps->start;
   *count = 0;
-  if (ps->retention_bytes == 0 && ps->retention_ms == 0) {
+  if (ps->s.retention_bytes == 0 && ps->s.retention_ms == 0) {
     return 0;
   }
-  int64_t cutoff = now_ms - ps->retention_ms;
-  if (ps->retention_ms > 0 && now_ms < INT64_MIN + ps->retention_ms) {
+  int64_t cutoff = now_ms - ps->s.retention_ms;
+  if (ps->s.retention_ms > 0 && now_ms < INT64_MIN + ps->s.retention_ms) {
     cutoff = INT64_MIN; /* nothing can be that old */
   }
   uint64_t held = ps->size_bytes;
@@ -763,8 +761,8 @@ static int pgstore_retention_scan(struct pgstore *ps, int64_t now_ms, int64_t be
       int64_t base = pgstore_get_i64(res, i, 0);
       /* The previous batch goes if this one (which then holds the start)
        * is within the bound and the previous one is expired. */
-      bool expired = have_prev && ((ps->retention_bytes > 0 && held > ps->retention_bytes) ||
-                                   (ps->retention_ms > 0 && prev_ts < cutoff));
+      bool expired = have_prev && ((ps->s.retention_bytes > 0 && held > ps->s.retention_bytes) ||
+                                   (ps->s.retention_ms > 0 && prev_ts < cutoff));
       if (have_prev && (!expired || base > below || *count == UINT32_MAX)) {
         PQclear(res);
         return 0;
@@ -1087,8 +1085,7 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->s.ops = &pgstore_ops;
   snprintf(ps->topic_id, sizeof ps->topic_id, "%" PRIu32, o->topic_id);
   snprintf(ps->partition, sizeof ps->partition, "%" PRId32, o->partition);
-  ps->retention_bytes = o->retention_bytes;
-  ps->retention_ms = o->retention_ms;
+  store_set_retention(&ps->s, o->retention_bytes, o->retention_ms);
   ps->max_batch_bytes = o->max_batch_bytes ? o->max_batch_bytes : BATCH_DEFAULT_MAX_BYTES;
   ps->tail_max = o->tail_bytes ? o->tail_bytes : PGSTORE_DEFAULT_TAIL_BYTES;
   ps->commit_each_append = o->commit_each_append;

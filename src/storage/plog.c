@@ -556,9 +556,9 @@ static size_t plog_retention_keep(const struct plog *pl, int64_t now_ms, int64_t
   size_t k = 0;
   while (k + 1 < pl->nsegs && pl->segs[k + 1]->base_offset <= below) {
     const struct segment *s = pl->segs[k];
-    bool by_size = pl->opts.retention_bytes > 0 && total > pl->opts.retention_bytes &&
-                   total - pl->opts.retention_bytes >= s->size;
-    bool by_age = pl->opts.retention_ms > 0 && s->max_timestamp < now_ms - pl->opts.retention_ms;
+    bool by_size = pl->base.retention_bytes > 0 && total > pl->base.retention_bytes &&
+                   total - pl->base.retention_bytes >= s->size;
+    bool by_age = pl->base.retention_ms > 0 && s->max_timestamp < now_ms - pl->base.retention_ms;
     if (!by_size && !by_age) {
       break;
     }

@@ -388,6 +388,7 @@ int plog_open(const char *dir, const struct plog_opts *opts, struct store **out,
   if (pl->opts.segment_bytes > PLOG_MAX_SEGMENT_BYTES) {
     pl->opts.segment_bytes = PLOG_MAX_SEGMENT_BYTES;
   }
+  store_set_retention(&pl->base, pl->opts.retention_bytes, pl->opts.retention_ms);
   int rv = CAIRN_ENOMEM;
   pl->dir = strdup(dir);
   if (pl->dir != NULL) {

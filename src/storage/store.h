@@ -81,6 +81,11 @@ struct store_ops {
 struct store {
   const struct store_ops *ops;
   char errmsg[STORE_ERRMSG_SIZE];
+  /* The retention limits (0: no limit), here rather than in each
+   * implementation so that a topic's limits change on a running store
+   * (store_set_retention). */
+  uint64_t retention_bytes;
+  int64_t retention_ms;
 };
 
 /* Appends the batches of one Raft entry (n >= 1) as one unit. Each batch is
@@ -150,7 +155,8 @@ __attribute__((warn_unused_result)) static inline int store_delete_before(struct
   return s->ops->delete_before(s, offset);
 }
 
-/* Applies the retention limits the store was opened with (total bytes, age
+/* Applies the store's retention limits (those it was opened with, or
+ * store_set_retention's since; total bytes, age
  * by the segments' largest timestamp against now_ms): deletes whole, closed
  * segments, oldest first, and advances the log start; never a segment
  * holding an offset at or above below (the caller's bound: what it has
@@ -167,6 +173,15 @@ store_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *delete
 static inline int64_t store_retention_point(struct store *s, int64_t now_ms)
 {
   return s->ops->retention_point(s, now_ms);
+}
+
+/* Replaces the retention limits (0: no limit) from the next
+ * store_retention on: a topic's configuration changed while the store is
+ * open. Deletes nothing itself. */
+static inline void store_set_retention(struct store *s, uint64_t bytes, int64_t ms)
+{
+  s->retention_bytes = bytes;
+  s->retention_ms = ms;
 }
 
 static inline void store_info(struct store *s, struct store_info *out) { s->ops->info(s, out); }

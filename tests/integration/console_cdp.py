@@ -16,7 +16,9 @@ usage: console_cdp.py CHROMIUM URL SCREENSHOT.png GROUP LAG TOPIC VALUE
 then the Overview is saved as SCREENSHOT.png (and the two tabs as
 SCREENSHOT-groups.png and SCREENSHOT-messages.png), and the actions run, each
 through its confirmation:
-  - a topic console-made is created from the Topics tab and appears;
+  - a topic console-made is created from the Topics tab and appears, is
+    grown to 4 partitions and its retention.bytes set to 1 MiB (both seen
+    in its row), and a bad retention.ms is refused with the reason;
   - deleting it is not done until its name is typed, then it disappears;
   - GROUP's offsets of TOPIC are reset to latest: its lag shows 0;
   - decommissioning node 3 answers (refused, or done and then undone by
@@ -137,6 +139,46 @@ def result(c, what):
                   % json.dumps(what + ":"), "no result of " + what)
 
 
+# The cells of console-made's row in the Topics table.
+CELLS = "Array.prototype.map.call(document.getElementById('topic-console-made').cells,function(x){return x.innerText;})"
+
+
+def grow_and_alter(c):
+    c.js("document.getElementById('add-partitions-console-made').click()")
+    asked = confirm_with(c, "add partitions", "document.getElementById('addp-count').value='4'")
+    if "console-made" not in asked:
+        fail("the confirmation does not name the topic: %r" % asked)
+    r = result(c, "add partitions to console-made")
+    if not r.endswith("done"):
+        fail("add partitions: %r" % r)
+    c.wait("(%s)[1] === '4'" % CELLS, "console-made does not show 4 partitions")
+    print("actions: console-made grown to 4 partitions")
+    c.js("document.getElementById('alter-config-console-made').click()")
+    confirm_with(c, "alter config", "document.getElementById('alter-key').value='retention.bytes';"
+                 "document.getElementById('alter-value').value='1048576'")
+    r = result(c, "alter config of console-made")
+    if not r.endswith("done"):
+        fail("alter config: %r" % r)
+    c.wait("(%s)[4] === '1.0 MiB'" % CELLS, "console-made does not show retention.bytes 1.0 MiB")
+    print("actions: console-made's retention.bytes set to 1 MiB")
+    c.js("document.getElementById('alter-config-console-made').click()")
+    confirm_with(c, "alter config", "document.getElementById('alter-key').value='retention.ms';"
+                 "document.getElementById('alter-value').value='soon'")
+    r = result(c, "alter config of console-made")
+    if "refused" not in r or "INVALID_CONFIG" not in r or "retention.ms" not in r:
+        fail("a bad retention.ms was not refused with the reason: %r" % r)
+    print("actions: a bad value refused: %s" % r)
+
+
+# Fills the confirmation's own fields (js) and confirms; returns its text.
+def confirm_with(c, what, js):
+    shown = c.wait("document.getElementById('confirm').classList.contains('open') && document.getElementById('confirm-text').innerText",
+                   "no confirmation for " + what)
+    c.js(js)
+    c.js("document.getElementById('confirm-ok').click()")
+    return shown
+
+
 def actions(c, group, topic):
     c.js("document.getElementById('tab-topics').click()")
     c.js("""document.getElementById('create-name').value='console-made';document.getElementById('create-partitions').value='2';
@@ -148,6 +190,7 @@ def actions(c, group, topic):
     if not r.endswith("done"):
         fail("create topic: %r" % r)
     c.wait(text("topic-console-made"), "the created topic is not listed")
+    grow_and_alter(c)
     c.js("document.getElementById('delete-console-made').click()")
     confirm(c, "delete topic", typed="console-made")
     r = result(c, "delete topic console-made")

@@ -399,6 +399,26 @@ __attribute__((warn_unused_result)) int cairn_add_partitions(struct cairn_client
                                                              const char *name, uint32_t partitions,
                                                              cairn_done_cb cb, void *data);
 
+/* One change of a topic's configuration: key (Kafka's name, e.g.
+ * "retention.ms") takes value (text, as typed), or goes back to its
+ * default when value is NULL. */
+struct cairn_config_change {
+  const char *key;
+  const char *value;
+};
+
+/* Changes a running topic's configuration: the n changes (each key once)
+ * apply together or not at all. cb gets 0, CAIRN_EINVALID_CONFIG (errmsg
+ * says which key and why: unknown, a bad value, or one that cannot change,
+ * such as the replication factor or the storage), CAIRN_EUNKNOWN_TOPIC,
+ * CAIRN_EINTERNAL_TOPIC, ... retention.ms and retention.bytes change live:
+ * each replica applies them at its next retention pass. Borrows name and
+ * changes for the call. */
+__attribute__((warn_unused_result)) int
+cairn_alter_topic_config(struct cairn_client *c, const char *name,
+                         const struct cairn_config_change *changes, size_t n, cairn_done_cb cb,
+                         void *data);
+
 /* Lists topics (without partitions). */
 __attribute__((warn_unused_result)) int cairn_list_topics(struct cairn_client *c,
                                                           cairn_topic_list_cb cb, void *data);
@@ -710,6 +730,9 @@ __attribute__((warn_unused_result)) int cairn_sync_delete_topic(struct cairn_syn
 __attribute__((warn_unused_result)) int cairn_sync_add_partitions(struct cairn_sync *s,
                                                                   const char *name,
                                                                   uint32_t partitions);
+__attribute__((warn_unused_result)) int
+cairn_sync_alter_topic_config(struct cairn_sync *s, const char *name,
+                              const struct cairn_config_change *changes, size_t n);
 __attribute__((warn_unused_result)) int cairn_sync_list_topics(struct cairn_sync *s,
                                                                struct cairn_topic_list **out);
 __attribute__((warn_unused_result)) int cairn_sync_describe_topic(struct cairn_sync *s,

@@ -3,6 +3,7 @@
  * trips and damage, and seeded random command sequences giving
  * byte-identical snapshots on two replicas. */
 #include "cluster/meta_state.h"
+#include "cluster/topic_conf.h"
 #include "common/err.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
@@ -417,6 +418,70 @@ static void test_meta_add_partitions_grows_and_never_shrinks(void **state)
   assert_int_equal(do_state(&st, 2, META_NODE_DEAD, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVALID_RF, meta_cmd_add_partitions, "orders", 6);
   meta_state_close(&st);
+}
+
+static void test_meta_alter_topic_config_changes_retention_only(void **state)
+{
+  (void)state;
+  struct meta_state st;
+  struct meta_result res;
+  make_cluster(&st, 3);
+  struct meta_topic_config created = {.retention_ms = 60000, .segment_bytes = 4096};
+  assert_int_equal(APPLY(&st, &res, meta_cmd_create_topic, "orders", 1, 3, &created), 0);
+  /* retention.bytes set, retention.ms back to its default, segment_bytes
+   * in cfg but not in the mask: untouched */
+  struct meta_topic_config to = {.retention_bytes = 8192, .segment_bytes = 1 << 20};
+  uint32_t mask = TOPIC_CONF_BIT(TOPIC_CONF_RETENTION_BYTES) | TOPIC_CONF_BIT(TOPIC_CONF_RETENTION_MS);
+  assert_int_equal(APPLY(&st, &res, meta_cmd_alter_topic_config, "orders", mask, &to), 0);
+  const struct meta_topic *t = meta_topic_find(&st, "orders");
+  assert_int_equal(t->config.retention_bytes, 8192);
+  assert_int_equal(t->config.retention_ms, 0);
+  assert_int_equal(t->config.segment_bytes, 4096);
+  /* a snapshot carries it */
+  struct meta_state copy;
+  copy_state(&st, &copy);
+  assert_int_equal(meta_topic_find(&copy, "orders")->config.retention_bytes, 8192);
+  meta_state_close(&copy);
+
+  APPLY_REFUSED(&st, CAIRN_EINVALID_CONFIG, meta_cmd_alter_topic_config, "orders",
+                TOPIC_CONF_BIT(TOPIC_CONF_SEGMENT_BYTES), &to);
+  APPLY_REFUSED(&st, CAIRN_EINVALID_CONFIG, meta_cmd_alter_topic_config, "orders", 0, &to);
+  APPLY_REFUSED(&st, CAIRN_EUNKNOWN_TOPIC, meta_cmd_alter_topic_config, "nosuch", mask, &to);
+  assert_int_equal(APPLY(&st, &res, meta_cmd_create_topic, "__internal", 1, 1, &created), 0);
+  APPLY_REFUSED(&st, CAIRN_EINTERNAL_TOPIC, meta_cmd_alter_topic_config, "__internal", mask, &to);
+  assert_int_equal(meta_topic_find(&st, "orders")->config.segment_bytes, 4096);
+  meta_state_close(&st);
+}
+
+static void test_topic_conf_parses_and_refuses(void **state)
+{
+  (void)state;
+  struct meta_topic_config cfg = {0};
+  uint32_t mask = 0;
+  char msg[TOPIC_CONF_MSG_SIZE];
+  assert_int_equal(topic_conf_set(&cfg, &mask, "retention.ms", "3600000", msg, sizeof msg), 0);
+  assert_int_equal(cfg.retention_ms, 3600000);
+  assert_int_equal(topic_conf_set(&cfg, &mask, "retention.bytes", "-1", msg, sizeof msg), 0);
+  assert_int_equal(cfg.retention_bytes, 0);
+  assert_int_equal(mask, TOPIC_CONF_LIVE);
+  assert_int_equal(topic_conf_set(&cfg, &mask, "retention.ms", "-2", msg, sizeof msg),
+                   CAIRN_EINVALID_CONFIG);
+  assert_int_equal(topic_conf_set(&cfg, &mask, "retention.ms", "12x", msg, sizeof msg),
+                   CAIRN_EINVALID_CONFIG);
+  assert_int_equal(topic_conf_set(&cfg, &mask, "retention.ms", "99999999999999999999", msg,
+                                  sizeof msg),
+                   CAIRN_EINVALID_CONFIG);
+  assert_int_equal(topic_conf_set(&cfg, &mask, "segment.bytes", "4096", msg, sizeof msg),
+                   CAIRN_EINVALID_CONFIG);
+  assert_non_null(strstr(msg, "cannot change on a running topic"));
+  assert_int_equal(topic_conf_set(&cfg, &mask, "replication.factor", "1", msg, sizeof msg),
+                   CAIRN_EINVALID_CONFIG);
+  assert_non_null(strstr(msg, "replication factor"));
+  assert_int_equal(topic_conf_reset(&cfg, &mask, "nope", msg, sizeof msg), CAIRN_EINVALID_CONFIG);
+  assert_non_null(strstr(msg, "unknown config key 'nope'"));
+  assert_string_equal(topic_conf_live_name(0), "retention.bytes");
+  assert_string_equal(topic_conf_live_name(1), "retention.ms");
+  assert_null(topic_conf_live_name(2));
 }
 
 static void test_meta_create_topic_refusals_create_nothing(void **state)
@@ -1295,6 +1360,8 @@ int main(void)
       cmocka_unit_test(test_meta_command_bytes_are_stable),
       cmocka_unit_test(test_meta_snapshot_carries_kafka_addresses),
       cmocka_unit_test(test_meta_add_partitions_grows_and_never_shrinks),
+      cmocka_unit_test(test_meta_alter_topic_config_changes_retention_only),
+      cmocka_unit_test(test_topic_conf_parses_and_refuses),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

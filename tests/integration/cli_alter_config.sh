@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# `cairn topic alter-config` on a real 3-node cluster (issue 17, finding
+# 10): retention.bytes and retention.ms lowered on a running topic delete
+# its old segments on every replica at their next retention pass, without
+# a restart; what is left is a contiguous tail of what was acknowledged,
+# in order, once. A node SIGKILLed and restarted keeps the new value (its
+# metadata log and snapshot) and nothing acknowledged after it is lost.
+# Refusals: a bad value, a key that cannot change, an unknown key, an
+# internal topic, an unknown topic, with the reason and exit code 1; usage
+# errors exit 2. --json and `topic describe` show the values.
+# usage: cli_alter_config.sh CAIRN CAIRND
+set -euo pipefail
+CLI_TEST_TAG=alter-config
+. "$(dirname "$0")/../lib/cli_test.sh"
+
+step "a 3-node cluster whose replicas run retention every 200 ms; a topic of 4 KiB segments"
+# deploy/cluster.sh starts the binary it is given: a wrapper adds the flag.
+printf '#!/bin/sh\nexec %q "$@" --retention-check-ms 200\n' "$cairnd" >"$dir/cairnd-ret"
+chmod +x "$dir/cairnd-ret"
+cairnd="$dir/cairnd-ret"
+start_cluster3
+expect 0 "$cli" topic create ret --partitions 1 --replication-factor 3 --segment-bytes 4096
+
+# produce_range FIRST LAST: records r-FIRST..r-LAST (100 bytes each), one
+# produce per 20, each acknowledged (exit 0) before the next.
+produce_range() {
+  local from=$1
+  while [ "$from" -le "$2" ]; do
+    local to=$((from + 19))
+    [ "$to" -le "$2" ] || to=$2
+    seq -f 'r-%05g' "$from" "$to" | sed 's/$/-..........................................................................................-/' |
+      cut -c1-100 >"$dir/batch"
+    expect 0 "$cli" produce ret -p 0 <"$dir/batch"
+    from=$((to + 1))
+  done
+}
+# replica NODE: node NODE's replica of ret/0 as its admin port shows it.
+replica() {
+  curl -sf "http://127.0.0.1:$((base + 10 * ($1 - 1) + 2))/v1/topics/ret" |
+    python3 -c 'import json,sys; p=json.load(sys.stdin)["partitions"][0]; print(p["log_start_offset"], p["high_watermark"], p["hosted_here"])'
+}
+# every_replica PYEXPR: waits up to 30 s until, on every node, the replica
+# (s: log start, h: high watermark) satisfies PYEXPR.
+every_replica() {
+  local i ok
+  for _ in $(seq 1 150); do
+    ok=1
+    for i in 1 2 3; do
+      read -r s h hosted < <(replica "$i" || echo "-1 -1 False")
+      python3 -c "import sys; s, h = $s, $h; sys.exit(0 if '$hosted' == 'True' and ($1) else 1)" || ok=0
+    done
+    [ "$ok" -eq 0 ] || return 0
+    sleep 0.2
+  done
+  for i in 1 2 3; do echo "node $i: $(replica "$i" || true)"; done
+  fail "not every replica has $1 after 30 s"
+}
+# tail_ok LAST: `consume` from the log start reads a contiguous run of
+# records ending at r-LAST, each once, in order; prints how many.
+tail_ok() {
+  expect 0 "$cli" consume ret -p 0 -o beginning -e
+  cut -c1-7 "$dir/out" >"$dir/got"
+  local first
+  first=$(head -1 "$dir/got" | sed 's/^r-0*//')
+  [ -n "$first" ] || fail "nothing read"
+  seq -f 'r-%05g' "$first" "$1" | diff - "$dir/got" >/dev/null ||
+    fail "not a contiguous tail ending at r-$1: $(head -3 "$dir/got" | tr '\n' ' ') ... $(tail -3 "$dir/got" | tr '\n' ' ')"
+  wc -l <"$dir/got"
+}
+
+produce_range 1 400
+every_replica 's == 0 and h == 400'
+echo "400 records on every replica, log start 0"
+
+step "refusals: clear reasons, exit 1; usage errors exit 2"
+expect 1 "$cli" topic alter-config ret --set retention.ms=soon
+err_has "retention.ms: 'soon' is not a whole number"
+expect 1 "$cli" topic alter-config ret --set replication.factor=1
+err_has "replication.factor cannot change"
+expect 1 "$cli" topic alter-config ret --set segment.bytes=8192
+err_has "segment.bytes cannot change on a running topic"
+expect 1 "$cli" topic alter-config ret --set no.such.key=1
+err_has "unknown config key 'no.such.key'"
+expect 1 "$cli" topic alter-config ret --set retention.ms=1000 --delete retention.ms
+err_has "named twice"
+expect 1 "$cli" topic alter-config __cairn_offsets --set retention.ms=1000
+err_has "internal topic"
+expect 1 "$cli" topic alter-config nosuch --set retention.ms=1000
+err_has "unknown topic"
+expect 2 "$cli" topic alter-config ret
+err_has "what to change"
+expect 2 "$cli" topic alter-config ret --set retention.ms
+err_has "KEY=VALUE"
+expect 2 "$cli" topic alter-config ret --delete retention.ms=5
+# nothing changed by any of them
+expect 0 "$cli" topic describe ret --json
+pyj "$dir/out" 'j["config"]["retention_bytes"] == 0 and j["config"]["retention_ms"] == 0'
+
+step "retention.bytes lowered to 8 KiB: old segments go on every replica, no restart"
+expect 0 "$cli" topic alter-config ret --set retention.bytes=8192 --json
+json_ok "$dir/out"
+pyj "$dir/out" 'j == {"topic": "ret", "set": {"retention.bytes": "8192"}, "deleted": []}'
+eventually 0 "$cli" topic describe ret
+out_has "retention 8192 bytes per partition"
+every_replica 's > 0 and h == 400 and h - s <= 200'
+n=$(tail_ok 400)
+echo "retention left the last $n records on every replica"
+
+step "a node SIGKILLed and restarted keeps the value; acknowledged records survive"
+kill -KILL "$(cat "$cdir/node2.pid")"
+produce_range 401 440
+bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
+  fail "restart: $(cat "$dir/restart.out")"
+pids+=("$(cat "$cdir/node2.pid")")
+eventually 0 "$cli" -b "127.0.0.1:$((base + 10))" topic describe ret --json
+pyj "$dir/out" 'j["config"]["retention_bytes"] == 8192'
+produce_range 441 460
+every_replica 's > 0 and h == 460 and h - s <= 200'
+n=$(tail_ok 460)
+echo "after the restart: the last $n records, contiguous, on every replica"
+
+step "retention.bytes back to its default; retention.ms lowered deletes by age"
+expect 0 "$cli" topic alter-config ret --delete retention.bytes
+out_has "retention.bytes back to its default"
+eventually 0 "$cli" topic describe ret --json
+pyj "$dir/out" 'j["config"]["retention_bytes"] == 0'
+produce_range 461 560
+every_replica 'h == 560'
+read -r before _ _ < <(replica 1)
+sleep 2.5
+expect 0 "$cli" topic alter-config ret --set retention.ms=2000
+every_replica "s > $before and h == 560"
+n=$(tail_ok 560)
+echo "retention.ms 2000: the last $n records left"
+expect 0 "$cli" topic alter-config ret --set retention.ms=-1
+eventually 0 "$cli" topic describe ret --json
+pyj "$dir/out" 'j["config"]["retention_ms"] == 0'
+echo "PASS"
