@@ -643,14 +643,27 @@ static int meta_refuse_internal(struct meta_result *res, const char *what, const
                    what, name);
 }
 
+/* The user topic named name, for what ("delete topic", ...): 0 with *out,
+ * or the refusal (no such topic, an internal one) filled in res. */
+static int meta_user_topic(struct meta_state *st, const char *what, const char *name,
+                           struct meta_result *res, struct meta_topic **out)
+{
+  const struct meta_topic *found = meta_topic_find(st, name);
+  if (found == NULL)
+    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "%s %s: no such topic", what, name);
+  if (meta_topic_internal(name))
+    return meta_refuse_internal(res, what, name);
+  *out = &st->topics[found - st->topics];
+  return 0;
+}
+
 static int apply_alter_topic_config(struct meta_state *st, const Cairn__Meta__AlterTopicConfig *a,
                                     struct meta_result *res)
 {
-  const struct meta_topic *found = meta_topic_find(st, a->name);
-  if (found == NULL)
-    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "alter config of %s: no such topic", a->name);
-  if (meta_topic_internal(a->name))
-    return meta_refuse_internal(res, "alter config of", a->name);
+  struct meta_topic *tp;
+  int rc = meta_user_topic(st, "alter config of", a->name, res, &tp);
+  if (rc != 0)
+    return rc;
   if (a->config == NULL || a->mask == 0 || (a->mask & ~(uint32_t)TOPIC_CONF_LIVE) != 0)
     return meta_fail(res, CAIRN_EINVALID_CONFIG,
                      "alter config of %s: only retention.ms and retention.bytes change on a "
@@ -660,7 +673,6 @@ static int apply_alter_topic_config(struct meta_state *st, const Cairn__Meta__Al
       .retention_bytes = a->config->retention_bytes,
       .retention_ms = a->config->retention_ms,
   };
-  struct meta_topic *tp = &st->topics[found - st->topics];
   topic_conf_merge(&tp->config, &to, a->mask);
   res->topic_id = tp->id;
   return 0;
@@ -669,12 +681,10 @@ static int apply_alter_topic_config(struct meta_state *st, const Cairn__Meta__Al
 static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPartitions *a,
                                 struct meta_result *res)
 {
-  const struct meta_topic *found = meta_topic_find(st, a->name);
-  if (found == NULL)
-    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "add partitions to %s: no such topic", a->name);
-  struct meta_topic *tp = &st->topics[found - st->topics];
-  if (meta_topic_internal(a->name))
-    return meta_refuse_internal(res, "add partitions to", a->name);
+  struct meta_topic *tp;
+  int rc = meta_user_topic(st, "add partitions to", a->name, res, &tp);
+  if (rc != 0)
+    return rc;
   if (a->partitions <= tp->npartitions)
     return meta_fail(res, CAIRN_EINVALID_PARTITIONS,
                      "add partitions to %s: it has %u partitions; the new count (%u) must be "
@@ -695,7 +705,7 @@ static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPar
     return meta_fail(res, CAIRN_ENOMEM, "add partitions to %s: out of memory", a->name);
   }
   tp->partitions = parts; /* capacity only: npartitions is unchanged until the end */
-  int rc = add_partitions_place(st, add, rf, rows);
+  rc = add_partitions_place(st, add, rf, rows);
   if (rc != 0) {
     free(rows);
     return meta_fail(res, rc, "add partitions to %s: cannot place %u replicas on the alive nodes",
@@ -720,11 +730,10 @@ static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPar
 static int apply_delete_topic(struct meta_state *st, const Cairn__Meta__DeleteTopic *d,
                               struct meta_result *res)
 {
-  const struct meta_topic *t = meta_topic_find(st, d->name);
-  if (t == NULL)
-    return meta_fail(res, CAIRN_EUNKNOWN_TOPIC, "delete topic %s: no such topic", d->name);
-  if (meta_topic_internal(d->name))
-    return meta_refuse_internal(res, "delete topic", d->name);
+  struct meta_topic *t;
+  int rc = meta_user_topic(st, "delete topic", d->name, res, &t);
+  if (rc != 0)
+    return rc;
   size_t i = (size_t)(t - st->topics);
   st->total_partitions -= st->topics[i].npartitions;
   free(st->topics[i].partitions);
