@@ -354,6 +354,31 @@ static void test_plog_retention_by_age_uses_record_timestamps(void **state)
   assert_true(info.start_offset <= off);
 }
 
+static void test_plog_retention_follows_limits_set_while_open(void **state)
+{
+  struct fixture *f = *state;
+  reopen(f); /* no limits */
+  for (int i = 0; i < 600; i++) {
+    append_one(f->s, (uint64_t)i, 5, 100, (int64_t)i * 1000, 0);
+  }
+  uint32_t deleted;
+  assert_int_equal(store_retention(f->s, 600 * 1000, INT64_MAX, &deleted), 0);
+  assert_int_equal(deleted, 0);
+  /* a topic's retention.ms lowered on the running log */
+  store_set_retention(f->s, 0, 60000);
+  assert_int_equal(store_retention(f->s, 600 * 1000, INT64_MAX, &deleted), 0);
+  assert_true(deleted > 0);
+  struct store_info info;
+  store_info(f->s, &info);
+  int64_t off;
+  assert_int_equal(store_lookup_time(f->s, 540 * 1000, &off), 0);
+  assert_true(info.start_offset > 0 && info.start_offset <= off);
+  /* back to no limit: nothing more goes */
+  store_set_retention(f->s, 0, 0);
+  assert_int_equal(store_retention(f->s, 10 * 600 * 1000, INT64_MAX, &deleted), 0);
+  assert_int_equal(deleted, 0);
+}
+
 static void test_plog_rolls_segment_by_age(void **state)
 {
   struct fixture *f = *state;
@@ -479,6 +504,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(test_plog_retention_by_bytes_deletes_oldest_segments,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_retention_by_age_uses_record_timestamps, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_plog_retention_follows_limits_set_while_open, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_plog_rolls_segment_by_age, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_delete_before_past_end_resets_log, setup,
