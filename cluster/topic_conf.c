@@ -107,6 +107,25 @@ static bool topic_conf_parse_limit(const char *value, uint64_t *out)
   return true;
 }
 
+/* Stores value, read, in k's field of cfg. Returns 0 or
+ * CAIRN_EINVALID_CONFIG with msg. */
+static int topic_conf_store(struct meta_topic_config *cfg, const struct topic_conf_key *k,
+                            const char *value, char *msg, size_t cap)
+{
+  uint64_t v;
+  if (!topic_conf_parse_limit(value, &v)) {
+    snprintf(msg, cap, "%s: '%.32s' is not a whole number from -1 (no limit) up", k->name,
+             value != NULL ? value : "");
+    return CAIRN_EINVALID_CONFIG;
+  }
+  if (k->field == TOPIC_CONF_MAX_BATCH_BYTES && v > UINT32_MAX) {
+    snprintf(msg, cap, "%s: at most %u", k->name, UINT32_MAX);
+    return CAIRN_EINVALID_CONFIG;
+  }
+  *topic_conf_slot(cfg, k->field) = v;
+  return 0;
+}
+
 int topic_conf_set(struct meta_topic_config *cfg, uint32_t *mask, const char *key,
                    const char *value, char *msg, size_t cap)
 {
@@ -114,15 +133,18 @@ int topic_conf_set(struct meta_topic_config *cfg, uint32_t *mask, const char *ke
   if (k == NULL) {
     return CAIRN_EINVALID_CONFIG;
   }
-  uint64_t v;
-  if (!topic_conf_parse_limit(value, &v)) {
-    snprintf(msg, cap, "%s: '%.32s' is not a whole number from -1 (no limit) up", key,
-             value != NULL ? value : "");
-    return CAIRN_EINVALID_CONFIG;
+  int rv = topic_conf_store(cfg, k, value, msg, cap);
+  if (rv == 0) {
+    *mask |= TOPIC_CONF_BIT(k->field);
   }
-  *topic_conf_slot(cfg, k->field) = v;
-  *mask |= TOPIC_CONF_BIT(k->field);
-  return 0;
+  return rv;
+}
+
+int topic_conf_set_new(struct meta_topic_config *cfg, const char *key, const char *value,
+                       char *msg, size_t cap)
+{
+  const struct topic_conf_key *k = topic_conf_find(key != NULL ? key : "");
+  return k != NULL ? topic_conf_store(cfg, k, value, msg, cap) : CAIRN_ENOTFOUND;
 }
 
 int topic_conf_reset(struct meta_topic_config *cfg, uint32_t *mask, const char *key, char *msg,

@@ -46,6 +46,15 @@ __attribute__((warn_unused_result)) int topic_conf_set(struct meta_topic_config 
                                                        uint32_t *mask, const char *key,
                                                        const char *value, char *msg, size_t cap);
 
+/* As topic_conf_set for a topic being created: every key of the table
+ * (those fixed at creation too: segment.bytes, max.message.bytes; -1 or 0
+ * is the default). Returns 0, CAIRN_ENOTFOUND for a key the table does
+ * not have (Kafka's CreateTopics ignores those), or CAIRN_EINVALID_CONFIG
+ * with msg. */
+__attribute__((warn_unused_result)) int topic_conf_set_new(struct meta_topic_config *cfg,
+                                                           const char *key, const char *value,
+                                                           char *msg, size_t cap);
+
 /* As topic_conf_set for a key going back to its default (0). */
 __attribute__((warn_unused_result)) int topic_conf_reset(struct meta_topic_config *cfg,
                                                          uint32_t *mask, const char *key,

@@ -4,15 +4,19 @@
  * num_partitions / replication_factor -1 (v4) take 1 and the controller's
  * default; manual assignments are refused (INVALID_REQUEST); the configs
  * retention.ms, retention.bytes, segment.bytes and max.message.bytes map
- * onto the topic's; other configs are ignored (docs/kafka.md). */
+ * onto the topic's (cluster/topic_conf.c reads them: a bad value is
+ * INVALID_CONFIG); other configs are ignored (docs/kafka.md). */
 #include "kafka/kafka_handlers.h"
+
+#include "cluster/topic_conf.h"
+#include "common/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define KAFKA_CT_MAX_TOPICS 1000
-#define KAFKA_CT_MESSAGE_SIZE 160
+#define KAFKA_CT_MESSAGE_SIZE 320
 
 struct kafka_ct_topic {
   char name[KAFKA_TOPIC_MAX + 1];
@@ -20,7 +24,8 @@ struct kafka_ct_topic {
   int16_t rf;
   int16_t err;
   char message[KAFKA_CT_MESSAGE_SIZE];
-  Cairn__Client__TopicConfig cfg;
+  struct meta_topic_config mcfg; /* the configs read (topic_conf) */
+  Cairn__Client__TopicConfig cfg; /* mcfg, as the native request carries it */
   bool has_cfg;
 };
 
@@ -101,49 +106,51 @@ static void kafka_ct_next(struct kafka_req *kr)
   op->ct.name = t->name;
   op->ct.partitions = t->partitions < 0 ? 1 : (uint32_t)t->partitions;
   op->ct.replication_factor = t->rf < 0 ? 0 : (uint32_t)t->rf; /* 0: the default */
+  if (t->has_cfg) {
+    cairn__client__topic_config__init(&t->cfg);
+    t->cfg.retention_ms = (int64_t)t->mcfg.retention_ms; /* topic_conf: at most INT64_MAX */
+    t->cfg.retention_bytes = (int64_t)t->mcfg.retention_bytes;
+    t->cfg.segment_bytes = t->mcfg.segment_bytes;
+    t->cfg.max_batch_bytes = (uint32_t)t->mcfg.max_batch_bytes;
+  }
   op->ct.config = t->has_cfg ? &t->cfg : NULL;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_REQ;
   op->env.create_topic_req = &op->ct;
   kafka_req_relay(kr, CAIRN__CLIENT__API__API_CREATE_TOPIC, &op->env, NULL, 0, kafka_ct_on_answer);
 }
 
-static bool kafka_ct_is(struct kafka_str s, const char *name)
+/* s into dst[cap] as a C string; false when null, too long or holding a
+ * NUL. */
+static bool kafka_ct_cstr(struct kafka_str s, char *dst, size_t cap)
 {
-  return s.ptr != NULL && s.len == strlen(name) && memcmp(s.ptr, name, s.len) == 0;
+  if (s.ptr == NULL || s.len >= cap || memchr(s.ptr, '\0', s.len) != NULL) {
+    return false;
+  }
+  memcpy(dst, s.ptr, s.len);
+  dst[s.len] = '\0';
+  return true;
 }
 
-/* A config the topic has an equivalent for; others are ignored. */
+/* A config the topic has an equivalent for (topic_conf.h); others, and
+ * null values, are ignored. */
 static void kafka_ct_config(struct kafka_ct_topic *t, struct kafka_str key, struct kafka_str val)
 {
-  if (val.ptr == NULL || val.len == 0 || val.len > 20) {
+  char k[64], v[64], msg[TOPIC_CONF_MSG_SIZE];
+  if (!kafka_ct_cstr(key, k, sizeof k) || val.ptr == NULL) {
     return;
   }
-  char num[24];
-  memcpy(num, val.ptr, val.len);
-  num[val.len] = '\0';
-  char *end = NULL;
-  long long v = strtoll(num, &end, 10);
-  if (*end != '\0') {
-    t->err = KAFKA_ERR_INVALID_REQUEST;
-    snprintf(t->message, sizeof t->message, "config value '%s' is not a number", num);
+  if (!kafka_ct_cstr(val, v, sizeof v)) {
+    snprintf(v, sizeof v, "(%zu bytes)", val.len);
+  }
+  int rv = topic_conf_set_new(&t->mcfg, k, v, msg, sizeof msg);
+  if (rv == CAIRN_ENOTFOUND) {
     return;
   }
-  if (!t->has_cfg) {
-    /* once: a request's later configs must not wipe its earlier ones */
-    cairn__client__topic_config__init(&t->cfg);
+  if (rv != 0 && t->err == KAFKA_ERR_NONE) {
+    t->err = KAFKA_ERR_INVALID_CONFIG;
+    snprintf(t->message, sizeof t->message, "%s", msg);
   }
-  if (kafka_ct_is(key, "retention.ms")) {
-    t->cfg.retention_ms = v < 0 ? 0 : v; /* -1: unlimited, Cairn's 0 */
-  } else if (kafka_ct_is(key, "retention.bytes")) {
-    t->cfg.retention_bytes = v < 0 ? 0 : v;
-  } else if (kafka_ct_is(key, "segment.bytes")) {
-    t->cfg.segment_bytes = v < 0 ? 0 : (uint64_t)v;
-  } else if (kafka_ct_is(key, "max.message.bytes")) {
-    t->cfg.max_batch_bytes = v < 0 || v > UINT32_MAX ? 0 : (uint32_t)v;
-  } else {
-    return;
-  }
-  t->has_cfg = true;
+  t->has_cfg = t->has_cfg || rv == 0;
 }
 
 void kafka_handle_create_topics(struct kafka_req *kr)

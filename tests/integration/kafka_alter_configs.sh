@@ -8,7 +8,8 @@
 # show; AlterConfigs replaces the whole configuration (a key not named
 # goes back to its default); validate_only changes nothing; a bad value, a
 # key that cannot change, an unknown topic, the internal offsets topic and
-# a broker resource get Kafka's errors. IncrementalAlterConfigs v0 (no
+# a broker resource get Kafka's errors (and CreateTopics, which reads its
+# configs with the same code, refuses the same bad value). IncrementalAlterConfigs v0 (no
 # client in Debian 12 sends it) is spoken over a raw socket: SET and
 # DELETE, APPEND refused.
 #
@@ -65,6 +66,14 @@ err, msg, rname = alter("1", {"log.retention.ms": "1000"}, ConfigResourceType.BR
 assert err == 42 and rname == "1" and "config file" in msg, (err, msg)  # INVALID_REQUEST
 # nothing refused changed anything
 described("ka", {"retention.ms": "-1", "retention.bytes": "1048576"})
+# CreateTopics reads its configs with the same code: the same refusal
+from kafka.admin import NewTopic
+from kafka.errors import InvalidConfigurationError
+try:
+    a.create_topics([NewTopic("kbad", 1, 1, topic_configs={"retention.ms": "soon"})])
+    raise SystemExit("CreateTopics took retention.ms=soon")
+except InvalidConfigurationError as e:
+    assert "retention.ms" in str(e), e
 a.close()
 print("kafka-python: AlterConfigs and DescribeConfigs")
 PY
