@@ -49,9 +49,7 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {{KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
     {{KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
     {{KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
-    /* v1 is flexible (tagged fields): not offered yet. */
-    {{KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 0}, INT16_MAX,
-     kafka_handle_incremental_alter_configs},
+    {{KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 1}, 1, kafka_handle_incremental_alter_configs},
 };
 #define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])
 

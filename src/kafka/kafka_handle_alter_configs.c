@@ -1,5 +1,7 @@
 /* kafka_handle_alter_configs.c - AlterConfigs v0-1 and
- * IncrementalAlterConfigs v0: each topic resource through the native
+ * IncrementalAlterConfigs v0-1 (v1 flexible: compact strings and arrays,
+ * tagged fields; its answer opens with the response header v1's empty
+ * tagged fields, after the correlation id the framing writes): each topic resource through the native
  * AlterTopicConfig (the core operation behind `cairn topic alter-config`:
  * keys and values checked by cluster/topic_conf.c on the controller
  * leader, one metadata command, answered once applied), one after the
@@ -50,6 +52,7 @@ struct kafka_ac_op {
   size_t nres;
   size_t next;
   bool incremental;
+  bool flexible; /* IncrementalAlterConfigs v1 */
   bool validate_only;
   Cairn__Client__Envelope env;
   Cairn__Client__AlterTopicConfigRequest atc;
@@ -82,14 +85,32 @@ static void kafka_ac_answer(struct kafka_req *kr)
   struct kafka_ac_op *op = kr->op;
   struct kafka_buf b;
   kafka_buf_init(&b);
+  if (op->flexible) {
+    kafka_put_empty_tagged_fields(&b); /* response header v1 */
+  }
   kafka_put_i32(&b, 0); /* throttle_time_ms */
-  kafka_put_array_len(&b, (int32_t)op->nres);
+  if (op->flexible) {
+    kafka_put_compact_array_len(&b, (int32_t)op->nres);
+  } else {
+    kafka_put_array_len(&b, (int32_t)op->nres);
+  }
   for (size_t i = 0; i < op->nres; i++) {
     const struct kafka_ac_res *r = &op->res[i];
+    const char *msg = r->err != 0 && r->message[0] != '\0' ? r->message : NULL;
     kafka_put_i16(&b, r->err);
-    kafka_put_string(&b, r->err != 0 && r->message[0] != '\0' ? r->message : NULL);
-    kafka_put_i8(&b, r->type);
-    kafka_put_string(&b, r->name);
+    if (op->flexible) {
+      kafka_put_compact_string(&b, msg);
+      kafka_put_i8(&b, r->type);
+      kafka_put_compact_string(&b, r->name);
+      kafka_put_empty_tagged_fields(&b);
+    } else {
+      kafka_put_string(&b, msg);
+      kafka_put_i8(&b, r->type);
+      kafka_put_string(&b, r->name);
+    }
+  }
+  if (op->flexible) {
+    kafka_put_empty_tagged_fields(&b);
   }
   kafka_req_respond(kr, &b);
 }
@@ -217,16 +238,21 @@ static int kafka_ac_reserve(struct kafka_ac_res *r, int32_t n)
 
 /* Reads one resource's configs. Returns 0, or -1 for a malformed or
  * too large body, or no memory. */
-static int kafka_ac_read_configs(struct kafka_reader *rd, struct kafka_ac_res *r, bool incremental)
+static int kafka_ac_read_configs(struct kafka_reader *rd, struct kafka_ac_res *r, bool incremental,
+                                 bool flexible)
 {
-  int32_t n = kafka_get_array_len(rd, incremental ? 5 : 4);
+  int32_t n = flexible ? kafka_get_compact_array_len(rd, 4)
+                       : kafka_get_array_len(rd, incremental ? 5 : 4);
   if (rd->err != 0 || n > KAFKA_AC_MAX_KEYS || kafka_ac_reserve(r, n) != 0) {
     return -1;
   }
   for (int32_t k = 0; k < n && rd->err == 0; k++) {
-    struct kafka_str key = kafka_get_string(rd);
+    struct kafka_str key = flexible ? kafka_get_compact_string(rd) : kafka_get_string(rd);
     int8_t opcode = incremental ? kafka_get_i8(rd) : KAFKA_AC_SET;
-    struct kafka_str value = kafka_get_string(rd);
+    struct kafka_str value = flexible ? kafka_get_compact_string(rd) : kafka_get_string(rd);
+    if (flexible) {
+      kafka_skip_tagged_fields(rd);
+    }
     if (rd->err != 0) {
       return -1;
     }
@@ -275,23 +301,30 @@ static void kafka_ac_handle(struct kafka_req *kr, bool incremental)
   kr->op = op;
   kr->op_free = kafka_ac_op_free;
   op->incremental = incremental;
-  int32_t n =
-      kafka_get_array_alloc(rd, 7, KAFKA_AC_MAX_RESOURCES, sizeof *op->res, (void **)&op->res);
-  if (n < 0) {
+  op->flexible = incremental && kr->h.api_version >= 1;
+  int32_t n = op->flexible ? kafka_get_compact_array_len(rd, 4) : kafka_get_array_len(rd, 7);
+  if (rd->err != 0 || n > KAFKA_AC_MAX_RESOURCES ||
+      (n > 0 && (op->res = calloc((size_t)n, sizeof *op->res)) == NULL)) {
     kafka_req_malformed(kr);
     return;
   }
   for (int32_t i = 0; i < n; i++) {
     struct kafka_ac_res *r = &op->res[op->nres++];
     r->type = kafka_get_i8(rd);
-    struct kafka_str name = kafka_get_string(rd);
-    if (rd->err != 0 || kafka_ac_read_configs(rd, r, incremental) != 0) {
+    struct kafka_str name = op->flexible ? kafka_get_compact_string(rd) : kafka_get_string(rd);
+    if (rd->err != 0 || kafka_ac_read_configs(rd, r, incremental, op->flexible) != 0) {
       kafka_req_malformed(kr);
       return;
+    }
+    if (op->flexible) {
+      kafka_skip_tagged_fields(rd);
     }
     kafka_ac_check(r, name);
   }
   op->validate_only = kafka_get_i8(rd) != 0;
+  if (op->flexible) {
+    kafka_skip_tagged_fields(rd);
+  }
   if (rd->err != 0) {
     kafka_req_malformed(kr);
     return;

@@ -9,9 +9,10 @@
 # goes back to its default); validate_only changes nothing; a bad value, a
 # key that cannot change, an unknown topic, the internal offsets topic and
 # a broker resource get Kafka's errors (and CreateTopics, which reads its
-# configs with the same code, refuses the same bad value). IncrementalAlterConfigs v0 (no
-# client in Debian 12 sends it) is spoken over a raw socket: SET and
-# DELETE, APPEND refused.
+# configs with the same code, refuses the same bad value).
+# IncrementalAlterConfigs v0 and v1 (flexible; no client in Debian 12
+# sends either) are spoken over a raw socket: SET and DELETE, APPEND
+# refused.
 #
 # Usage: kafka_alter_configs.sh CAIRN CAIRND
 set -euo pipefail
@@ -114,7 +115,7 @@ except KafkaException as e:
 print("confluent_kafka: alter_configs, validate_only, describe_configs")
 PY
 
-step "IncrementalAlterConfigs v0 over a raw socket: SET, DELETE, APPEND refused; ApiVersions"
+step "IncrementalAlterConfigs v0 and v1 (flexible) over a raw socket: SET, DELETE, APPEND refused; ApiVersions"
 timeout 60 $py - "$k1" <<'PY' || fail "IncrementalAlterConfigs"
 import socket, struct, sys
 host, port = sys.argv[1].rsplit(":", 1)
@@ -124,8 +125,9 @@ def kstr(v):
         return struct.pack(">h", -1)
     b = v.encode()
     return struct.pack(">h", len(b)) + b
-def call(key, version, body):
-    req = struct.pack(">hhi", key, version, 7) + kstr("t") + body
+def call(key, version, body, flexible=False):
+    # request header v2 (flexible) ends with empty tagged fields
+    req = struct.pack(">hhi", key, version, 7) + kstr("t") + (b"\0" if flexible else b"") + body
     s.sendall(struct.pack(">i", len(req)) + req)
     size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
     resp = s.recv(size, socket.MSG_WAITALL)
@@ -137,7 +139,7 @@ apis = {}
 for i in range(n):
     k, lo, hi = struct.unpack(">hhh", body[6 + 6 * i:12 + 6 * i])
     apis[k] = (lo, hi)
-assert apis.get(33) == (0, 1) and apis.get(44) == (0, 0), (apis.get(33), apis.get(44))
+assert apis.get(33) == (0, 1) and apis.get(44) == (0, 1), (apis.get(33), apis.get(44))
 def incremental(configs, validate_only=False):
     b = struct.pack(">i", 1) + struct.pack(">b", 2) + kstr("ka") + struct.pack(">i", len(configs))
     for name, op, value in configs:
@@ -155,7 +157,45 @@ assert incremental([("retention.ms", 0, "600000")]) == (0, None)
 assert incremental([("retention.bytes", 1, None)]) == (0, None)
 err, msg = incremental([("retention.ms", 2, "1")])
 assert err == 40 and "APPEND" in msg, (err, msg)
-print("IncrementalAlterConfigs: SET, DELETE, APPEND refused")
+# v1: compact strings and arrays (length + 1), tagged fields
+def cstr(v):
+    if v is None:
+        return b"\0"
+    b = v.encode()
+    return bytes([len(b) + 1]) + b
+def uvarint(buf, at):
+    v = shift = 0
+    while True:
+        byte = buf[at]
+        at += 1
+        v |= (byte & 0x7f) << shift
+        shift += 7
+        if byte < 0x80:
+            return v, at
+def incremental_v1(configs):
+    b = bytes([2]) + struct.pack(">b", 2) + cstr("ka") + bytes([len(configs) + 1])
+    for name, op, value in configs:
+        b += cstr(name) + struct.pack(">b", op) + cstr(value) + b"\0"
+    b += b"\0" + struct.pack(">b", 0) + b"\0"
+    r = call(44, 1, b, flexible=True)
+    assert r[0] == 0, r            # response header v1: no tagged fields
+    throttle = struct.unpack(">i", r[1:5])[0]
+    assert r[5] == 2, r            # one result
+    err = struct.unpack(">h", r[6:8])[0]
+    mlen, at = uvarint(r, 8)
+    mlen -= 1
+    msg = r[at:at + mlen].decode() if mlen >= 0 else None
+    at += max(mlen, 0)
+    assert r[at] == 2, r            # resource type TOPIC
+    nlen = r[at + 1] - 1
+    assert r[at + 2:at + 2 + nlen] == b"ka", r
+    assert r[at + 2 + nlen:] == b"\0\0", r   # the result's and the body's tagged fields
+    return err, msg
+assert incremental_v1([("retention.ms", 0, "600000"), ("retention.bytes", 0, "4096")]) == (0, None)
+err, msg = incremental_v1([("segment.bytes", 0, "4096")])
+assert err == 40 and "segment.bytes" in msg, (err, msg)
+assert incremental_v1([("retention.bytes", 1, None)]) == (0, None)
+print("IncrementalAlterConfigs: v0 and v1, SET, DELETE, APPEND refused")
 PY
 eventually 0 "$cli" topic describe ka --json
 pyj "$dir/out" 'j["config"]["retention_ms"] == 600000 and j["config"]["retention_bytes"] == 0'
