@@ -8,7 +8,8 @@
 # The Overview's screenshot is kept in $CAIRN_TEST_ARTIFACTS (default
 # test-artifacts/) as console.png. Then the actions, behind the admin
 # token (the nodes run with --admin-token-file, the page opened with
-# #token=...): a topic created and deleted, the group's offsets reset, a
+# #token=...): a topic created, grown to 4 partitions, its retention.bytes
+# changed (and a bad retention.ms refused), then deleted, the group's offsets reset, a
 # node decommissioned; the CLI confirms their effects. Skipped (77)
 # without chromium.
 # usage: ops_console.sh CAIRN CAIRND
