@@ -159,7 +159,7 @@ for q in range(nparts):
     assert nums == sorted(nums), "partition %d out of order" % q
 print("read %d: every acknowledged message once, in order" % len(rows))
 PY
-alive=$(for i in 1 2 3; do kill -0 "$(cat "$cdir/node$i.pid")" 2>/dev/null && echo "$i"; done)
+alive=$(for i in 1 2 3; do if kill -0 "$(cat "$cdir/node$i.pid")" 2>/dev/null; then echo "$i"; fi; done)
 [ "$(wc -l <<<"$alive")" -eq 2 ] || fail "expected 2 nodes alive after the kill: $alive"
 alive=$(head -1 <<<"$alive")
 
