@@ -8,7 +8,6 @@
 #include "common/log.h"
 #include "kafka/kafka_bufpool.h"
 #include "net/frame.h"
-#include "net/tls.h"
 #include "server/config_value.h"
 #include "server/handlers.h"
 
@@ -498,7 +497,7 @@ int kafka_port_start(struct node *n)
   }
   log_info(KAFKA_LOG, "Kafka port %s (advertised as %s)%s%s", n->cfg.kafka_listen.str,
            n->cfg.kafka_advertise.str, n->tls == NULL ? "" : ": TLS (SSL, SASL_SSL)",
-           n->tls != NULL && tls_ctx_mutual(n->tls) ? ", client certificates required" : "");
+           n->tls != NULL && n->cfg.tls_ca[0] != '\0' ? ", client certificates required" : "");
   return 0;
 }
 

@@ -205,6 +205,20 @@ expect 0 timeout 60 kcat -b "$(kafka "$alive")" "${ssl[@]}" -C -t tls -p 1 -e -o
 grep '^kc' "$dir/out" | diff - "$dir/in" >/dev/null || fail "kcat read back: $(cat "$dir/out")"
 kafka_python_roundtrip "$(kafka "$alive")" tls SSL 20
 
+step "SASL_SSL on top of mutual TLS: a SCRAM login replaces the certificate's principal"
+printf 'bob-pw\n' | "$cli" -b "127.0.0.1:$(port "$alive" 0)" "${cli_mtls[@]}" user create bob >/dev/null ||
+  fail "user bob"
+for _ in $(seq 1 10); do # the user reaches node $alive's metadata within a moment
+  got=0
+  timeout 30 kcat -b "$(kafka "$alive")" "${ssl[@]}" -X security.protocol=SASL_SSL \
+    -X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=bob -X sasl.password=bob-pw -L -m 3 \
+    >"$dir/out" 2>"$dir/err" || got=$?
+  [ "$got" -ne 0 ] || break
+  sleep 0.2
+done
+[ "$got" -eq 0 ] || fail "kcat SASL_SSL with a client certificate: $(cat "$dir/err")"
+grep -q "authenticated as User:bob" "$cdir/node$alive.log" || fail "no SASL login logged on node $alive"
+
 step "refused with a log line: no client certificate, plaintext Kafka, plaintext garbage; the node serves on"
 log="$cdir/node$alive.log"
 refused() { grep -c "TLS handshake failed" "$log" || true; }
