@@ -6,9 +6,10 @@
 #    confluent-kafka creates a topic and produces with acks=all across a
 #    SIGKILL of partition 0's leader, and every acknowledged message is
 #    read back once, at its acknowledged offset, in order; kcat and
-#    kafka-python (security_protocol='SSL') produce and read back; a
-#    client without a certificate and a plaintext client are refused with
-#    a log line, and the nodes go on serving;
+#    kafka-python (security_protocol='SSL') produce and read back; kcat
+#    with SASL_SSL and a client certificate logs in as another user; a
+#    client without a certificate, a plaintext client and plaintext
+#    garbage are refused with a log line, and the nodes go on serving;
 #  - one node with TLS (no client certificates) and --auth required:
 #    kafka-python and kcat with SASL_SSL / SCRAM-SHA-256 produce and read
 #    back; SSL without a login is refused;
