@@ -320,8 +320,11 @@ static int64_t metrics_text_pm_value(struct node *n, struct part *p, enum metric
     return (int64_t)mp->fetched_bytes;
   case MT_FETCHES:
     return (int64_t)mp->fetches;
-  case MT_STORE_FAILED:
-    return si.fatal ? 1 : 0;
+  case MT_STORE_FAILED: {
+    struct rgroup_store_failure sf;
+    rgroup_store_failure(&p->rg, &sf);
+    return sf.failed ? 1 : 0;
+  }
   case MT_COUNT:
     break;
   }
