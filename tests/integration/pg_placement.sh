@@ -10,7 +10,10 @@
 #   go: node 3 has no database);
 # - with PostgreSQL stopped, cluster status lists the failed stores with the
 #   reason and since when, nothing is acknowledged; once it is back the list
-#   empties and every acknowledged record is read back once, in order.
+#   empties and every acknowledged record is read back once, in order;
+# - node 3 restarted with a database takes a -r 3 postgresql topic; restarted
+#   without it again, it refuses that replica with a log line and keeps
+#   running, and the partition goes on with the other two.
 # Usage: pg_placement.sh CAIRN CAIRND
 set -euo pipefail
 CLI_TEST_TAG=pgplace
@@ -46,13 +49,12 @@ WRAP
 chmod +x "$cairnd"
 
 start_cluster3
-node1="127.0.0.1:$base"
 
 step "cluster status shows which nodes have a database"
-eventually 0 "$cli" -b "$node1" cluster status --json
+eventually 0 "$cli" cluster status --json
 json_ok "$dir/out"
 pyj "$dir/out" 'sorted((n["id"], n["has_database"]) for n in j["nodes"]) == [(1, True), (2, True), (3, False)]'
-expect 0 "$cli" -b "$node1" cluster status
+expect 0 "$cli" cluster status
 out_has "DATABASE"
 python3 - "$dir/out" <<'PY' || fail "the node table does not say which nodes have a database: $(cat "$dir/out")"
 import sys
@@ -89,6 +91,15 @@ produce_acked() {
 produce_acked a
 produce_acked b
 
+# view_of I FILE: node I's /v1/cluster (its admin port: that very node's
+# answer, where the CLI asks a node libcairn picks).
+view_of() {
+  python3 - "$((base + 10 * ($1 - 1) + 2))" "$2" <<'PY' 2>/dev/null
+import sys, urllib.request
+open(sys.argv[2], "wb").write(urllib.request.urlopen("http://127.0.0.1:%s/v1/cluster" % sys.argv[1], timeout=5).read())
+PY
+}
+
 # failures_in FILE: "topic/partition/node reason" per failed store in a
 # cluster status --json document, sorted; prints nothing when none.
 failures_in() {
@@ -117,8 +128,7 @@ seen=""
 deadline=$((SECONDS + 45))
 while [ "$SECONDS" -lt "$deadline" ]; do
   for i in 1 2; do
-    "$cli" --timeout-ms 3000 -b "127.0.0.1:$((base + 10 * (i - 1)))" cluster status --json \
-      >"$dir/status$i.json" 2>/dev/null || continue
+    view_of "$i" "$dir/status$i.json" || continue
     failures_in "$dir/status$i.json" >"$dir/failures" ||
       fail "bad store_failures: $(head -c 600 "$dir/status$i.json")"
     if grep -q "^pgt/0/$i postgresql" "$dir/failures"; then
@@ -128,22 +138,31 @@ while [ "$SECONDS" -lt "$deadline" ]; do
   done
   sleep 0.2
 done
-[ -n "$seen" ] || fail "cluster status on nodes 1 and 2 shows no failed store of pgt-0"
+[ -n "$seen" ] || fail "/v1/cluster on nodes 1 and 2 shows no failed store of pgt-0"
 grep -q "^ft/" "$dir/failures" && fail "a file topic's store is reported failed: $(cat "$dir/failures")"
 echo "   node $seen: $(grep "^pgt/0/" "$dir/failures")"
-expect 0 "$cli" -b "127.0.0.1:$((base + 10 * (seen - 1)))" cluster status
+# The table: whichever node answers (libcairn picks one) lists what it
+# knows; retried until an answer has the row.
+ok=0
+for _ in $(seq 1 50); do
+  expect 0 "$cli" cluster status
+  if grep -E "^pgt +0 +$seen +[0-9]{4}-[0-9]{2}-[0-9]{2} .*postgresql" "$dir/out" >/dev/null; then
+    ok=1
+    break
+  fi
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "no table row for pgt-0 on node $seen with since when: $(cat "$dir/out")"
 out_has "store failed"
-out_has "postgresql"
-grep -E "^pgt +0 +$seen +[0-9]{4}-[0-9]{2}-[0-9]{2} " "$dir/out" >/dev/null ||
-  fail "no table row for pgt-0 on node $seen with since when: $(cat "$dir/out")"
-# The admin JSON API of that node says the same.
-python3 - "$((base + 10 * (seen - 1) + 2))" "$seen" <<'PY' || fail "/v1/cluster on node $seen shows no failed store of pgt-0"
-import json, sys, urllib.request
-j = json.load(urllib.request.urlopen("http://127.0.0.1:%s/v1/cluster" % sys.argv[1], timeout=5))
-p = [p for t in j["topics"] if t["name"] == "pgt" for p in t["partitions"] if p["partition"] == 0][0]
-f = p["store_failures"]
-assert len(f) == 1 and f[0]["node_id"] == int(sys.argv[2]) and f[0]["reason"].startswith("postgresql") and f[0]["since_ms"] > 0, f
-PY
+# cluster status --json says the same.
+ok=0
+for _ in $(seq 1 50); do
+  expect 0 "$cli" cluster status --json
+  failures_in "$dir/out" >"$dir/failures" || fail "bad store_failures: $(head -c 600 "$dir/out")"
+  grep -q "^pgt/0/$seen postgresql" "$dir/failures" && { ok=1; break; }
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "cluster status --json shows no failed store of pgt-0 on node $seen"
 
 step "PostgreSQL comes back: no failed store any more, every acknowledged record there"
 pg_resume || fail "PostgreSQL did not start again"
@@ -151,8 +170,7 @@ produce_acked c
 ok=0
 deadline=$((SECONDS + 60))
 while [ "$SECONDS" -lt "$deadline" ]; do
-  if "$cli" --timeout-ms 3000 -b "$node1" cluster status --json >"$dir/status1.json" 2>/dev/null &&
-    "$cli" --timeout-ms 3000 -b "127.0.0.1:$((base + 10))" cluster status --json >"$dir/status2.json" 2>/dev/null &&
+  if view_of 1 "$dir/status1.json" && view_of 2 "$dir/status2.json" &&
     [ -z "$(failures_in "$dir/status1.json")" ] && [ -z "$(failures_in "$dir/status2.json")" ]; then
     ok=1
     break
@@ -160,8 +178,10 @@ while [ "$SECONDS" -lt "$deadline" ]; do
   sleep 0.2
 done
 [ "$ok" -eq 1 ] || fail "cluster status still shows failed stores: $(failures_in "$dir/status1.json") $(failures_in "$dir/status2.json")"
-expect 0 "$cli" -b "127.0.0.1:$((base + 10 * (seen - 1)))" cluster status
-grep -q "store failed" "$dir/out" && fail "cluster status still lists a failed store: $(cat "$dir/out")"
+for _ in 1 2 3; do
+  expect 0 "$cli" cluster status
+  grep -q "store failed" "$dir/out" && fail "cluster status still lists a failed store: $(cat "$dir/out")"
+done
 expect 0 "$cli" consume pgt -p 0 -e -f '%o %v\n'
 python3 - "$dir/acked" "$dir/out" <<'PY' || fail "consumed records do not hold the acknowledged ones once and in order"
 import sys
@@ -177,4 +197,53 @@ order = [pos[v] for v in acked]
 assert order == sorted(order), "out of order"
 print("   %d consumed, %d acknowledged: all there once, in order" % (len(values), len(acked)))
 PY
+# restart_node3: SIGTERM node 3, wait for it to exit, start it again with
+# what its wrapper finds now (a database or none).
+restart_node3() {
+  local pid
+  pid=$(cat "$cdir/node3.pid")
+  kill -TERM "$pid"
+  for _ in $(seq 1 150); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -0 "$pid" 2>/dev/null && fail "node 3 did not stop"
+  bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
+    fail "restarting node 3: $(cat "$dir/restart.out")"
+  pids+=("$(cat "$cdir/node3.pid")")
+}
+
+# node3_has_database WANT: waits until cluster status says so of node 3.
+node3_has_database() {
+  for _ in $(seq 1 100); do
+    "$cli" --timeout-ms 3000 cluster status --json >"$dir/status3.json" 2>/dev/null &&
+      python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if [n["has_database"] for n in j["nodes"] if n["id"] == 3] == [sys.argv[2] == "true"] else 1)' \
+        "$dir/status3.json" "$1" && return 0
+    sleep 0.2
+  done
+  fail "node 3's has_database is not $1: $(head -c 600 "$dir/status3.json")"
+}
+
+step "node 3 restarts with a database: a postgresql topic with -r 3 goes on all three"
+pg_createdb cairn_node3 >"$dir/conninfo3" || fail "createdb cairn_node3"
+restart_node3
+node3_has_database true
+expect 0 "$cli" topic create pg3 -P 1 -r 3 --storage postgresql
+eventually 0 "$cli" topic describe pg3 --json
+pyj "$dir/out" 'sorted(j["partitions"][0]["replicas"]) == [1, 2, 3]'
+
+step "node 3 restarts without it: it refuses its replica of pg3 and keeps running"
+rm "$dir/conninfo3"
+restart_node3
+node3_has_database false
+ok=0
+for _ in $(seq 1 100); do
+  grep -q "pg3-0: .*has no --pg-conninfo: it refuses to host the replica" "$cdir/node3.log" && { ok=1; break; }
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "node 3 did not log that it refuses pg3-0: $(tail -5 "$cdir/node3.log")"
+"$cli" --timeout-ms 60000 produce pg3 -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
+  fail "pg3 takes no produce with 2 of 3 replicas: $(cat "$dir/produce.err")"
+kill -0 "$(cat "$cdir/node3.pid")" 2>/dev/null || fail "node 3 is gone"
+echo "   node 3 logged: $(grep -o "has no --pg-conninfo: it refuses to host the replica" "$cdir/node3.log" | head -1)"
 echo "PASS"
