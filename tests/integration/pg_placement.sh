@@ -31,22 +31,8 @@ for i in 1 2; do
   pg_createdb "cairn_node$i" >"$dir/conninfo$i" || fail "createdb cairn_node$i"
 done
 
-# cluster.sh starts "cairnd ARGS": this wrapper adds the node's database
-# when it has one.
-real_cairnd="$cairnd"
-cairnd="$dir/cairnd-pg"
-cat >"$cairnd" <<WRAP
-#!/usr/bin/env bash
-id=""
-prev=""
-for a in "\$@"; do
-  [ "\$prev" = "--node-id" ] && id="\$a"
-  prev="\$a"
-done
-[ -f "$dir/conninfo\$id" ] || exec "$real_cairnd" "\$@"
-exec "$real_cairnd" "\$@" --pg-conninfo "\$(cat "$dir/conninfo\$id")"
-WRAP
-chmod +x "$cairnd"
+# cluster.sh starts this cairnd: it adds the node's database when it has one.
+cairnd=$(pg_cairnd_wrapper "$dir" "$cairnd")
 
 start_cluster3
 
