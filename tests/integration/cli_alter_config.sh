@@ -55,20 +55,6 @@ every_replica() {
   for i in 1 2 3; do echo "node $i: $(replica "$i" || true)"; done
   fail "not every replica has $1 after 30 s"
 }
-# describe_has PYEXPR [CLI OPTIONS]: `topic describe ret --json` satisfies
-# PYEXPR (j) within 10 s (a node's metadata may lag the controller's).
-describe_has() {
-  local expr=$1
-  shift
-  for _ in $(seq 1 50); do
-    if "$cli" "$@" topic describe ret --json >"$dir/out" 2>"$dir/err" &&
-      python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$dir/out" "$expr"; then
-      return 0
-    fi
-    sleep 0.2
-  done
-  fail "topic describe ret: '$expr' is false: $(head -c 600 "$dir/out") $(cat "$dir/err")"
-}
 # tail_ok LAST: `consume` from the log start reads a contiguous run of
 # records ending at r-LAST, each once, in order; prints how many.
 tail_ok() {
@@ -129,7 +115,7 @@ produce_range 201 240
 bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
   fail "restart: $(cat "$dir/restart.out")"
 pids+=("$(cat "$cdir/node2.pid")")
-describe_has 'j["config"]["retention_bytes"] == 8192' -b "127.0.0.1:$((base + 10))"
+describe_has ret 'j["config"]["retention_bytes"] == 8192' -b "127.0.0.1:$((base + 10))"
 produce_range 241 280
 every_replica 's > 0 and h == 280 and h - s <= 160'
 n=$(tail_ok 280)
@@ -138,7 +124,7 @@ echo "after the restart: the last $n records, contiguous, on every replica"
 step "retention.bytes back to its default; retention.ms lowered deletes by age"
 expect 0 "$cli" topic alter-config ret --delete retention.bytes
 out_has "retention.bytes back to its default"
-describe_has 'j["config"]["retention_bytes"] == 0'
+describe_has ret 'j["config"]["retention_bytes"] == 0'
 produce_range 281 400
 every_replica 'h == 400'
 read -r before _ _ < <(replica 1)
@@ -148,5 +134,5 @@ every_replica "s > $before and h == 400"
 n=$(tail_ok 400)
 echo "retention.ms 2000: the last $n records left"
 expect 0 "$cli" topic alter-config ret --set retention.ms=-1
-describe_has 'j["config"]["retention_ms"] == 0'
+describe_has ret 'j["config"]["retention_ms"] == 0'
 echo "PASS"

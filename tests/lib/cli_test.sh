@@ -100,6 +100,22 @@ pyj() {
     fail "JSON check '$2' is false for $(head -c 600 "$1")"
 }
 
+# describe_has TOPIC PYEXPR [CLI OPTIONS...]: `cairn [OPTIONS] topic
+# describe TOPIC --json` satisfies PYEXPR (over j) within 10 s: the node
+# asked may lag the controller's metadata by a moment after a change.
+describe_has() {
+  local topic=$1 expr=$2
+  shift 2
+  for _ in $(seq 1 50); do
+    if "$cli" "$@" topic describe "$topic" --json >"$dir/out" 2>"$dir/err" &&
+      python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$dir/out" "$expr"; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  fail "topic describe $topic: '$expr' is false: $(head -c 600 "$dir/out") $(cat "$dir/err")"
+}
+
 # group_committed GROUP PARTITIONS TOTAL: `cairn group describe` shows
 # GROUP's committed offsets on PARTITIONS partitions summing to TOTAL, with
 # no lag (a node's answer may lag the commit by a moment: retried).
