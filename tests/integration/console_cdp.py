@@ -153,21 +153,23 @@ def grow_and_alter(c):
         fail("add partitions: %r" % r)
     c.wait("(%s)[1] === '4'" % CELLS, "console-made does not show 4 partitions")
     print("actions: console-made grown to 4 partitions")
-    c.js("document.getElementById('alter-config-console-made').click()")
-    confirm_with(c, "alter config", "document.getElementById('alter-key').value='retention.bytes';"
-                 "document.getElementById('alter-value').value='1048576'")
-    r = result(c, "alter config of console-made")
+    r = alter_config(c, "retention.bytes", "1048576")
     if not r.endswith("done"):
         fail("alter config: %r" % r)
     c.wait("(%s)[4] === '1.0 MiB'" % CELLS, "console-made does not show retention.bytes 1.0 MiB")
     print("actions: console-made's retention.bytes set to 1 MiB")
-    c.js("document.getElementById('alter-config-console-made').click()")
-    confirm_with(c, "alter config", "document.getElementById('alter-key').value='retention.ms';"
-                 "document.getElementById('alter-value').value='soon'")
-    r = result(c, "alter config of console-made")
+    r = alter_config(c, "retention.ms", "soon")
     if "refused" not in r or "INVALID_CONFIG" not in r or "retention.ms" not in r:
         fail("a bad retention.ms was not refused with the reason: %r" % r)
     print("actions: a bad value refused: %s" % r)
+
+
+# console-made's config action: KEY = VALUE, confirmed; returns the result line.
+def alter_config(c, key, value):
+    c.js("document.getElementById('alter-config-console-made').click()")
+    confirm_with(c, "alter config", "document.getElementById('alter-key').value=%s;"
+                 "document.getElementById('alter-value').value=%s" % (json.dumps(key), json.dumps(value)))
+    return result(c, "alter config of console-made")
 
 
 # Fills the confirmation's own fields (js) and confirms; returns its text.

@@ -335,14 +335,20 @@ static void test_plog_retention_by_bytes_deletes_oldest_segments(void **state)
   assert_int_equal(again.start_offset, after.start_offset);
 }
 
+/* 600 batches of 5 records, stamped 1 s apart from 0. */
+static void append_by_the_second(struct fixture *f)
+{
+  for (int i = 0; i < 600; i++) {
+    append_one(f->s, (uint64_t)i, 5, 100, (int64_t)i * 1000, 0);
+  }
+}
+
 static void test_plog_retention_by_age_uses_record_timestamps(void **state)
 {
   struct fixture *f = *state;
   f->opts.retention_ms = 60000;
   reopen(f);
-  for (int i = 0; i < 600; i++) {
-    append_one(f->s, (uint64_t)i, 5, 100, (int64_t)i * 1000, 0); /* 1 s apart */
-  }
+  append_by_the_second(f);
   uint32_t deleted;
   assert_int_equal(store_retention(f->s, 600 * 1000, INT64_MAX, &deleted), 0);
   assert_true(deleted > 0);
@@ -358,9 +364,7 @@ static void test_plog_retention_follows_limits_set_while_open(void **state)
 {
   struct fixture *f = *state;
   reopen(f); /* no limits */
-  for (int i = 0; i < 600; i++) {
-    append_one(f->s, (uint64_t)i, 5, 100, (int64_t)i * 1000, 0);
-  }
+  append_by_the_second(f);
   uint32_t deleted;
   assert_int_equal(store_retention(f->s, 600 * 1000, INT64_MAX, &deleted), 0);
   assert_int_equal(deleted, 0);
