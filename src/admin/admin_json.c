@@ -31,10 +31,9 @@ void admin_json_init(struct admin_json *w, struct admin_buf *b)
 
 void admin_json_quote(struct admin_buf *b, const char *s)
 {
-  struct admin_json w;
-  admin_json_init(&w, b);
-  jsonw_string(&w.jw, s);
-  admin_json_check(&w);
+  if (jsonw_quote(admin_json_sink, b, s, strlen(s)) != 0) {
+    b->failed = true;
+  }
 }
 
 void admin_json_object_begin(struct admin_json *w)

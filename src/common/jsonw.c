@@ -183,6 +183,14 @@ void jsonw_stringn(struct jsonw *w, const void *p, size_t len)
   }
 }
 
+int jsonw_quote(jsonw_sink_fn sink, void *data, const void *p, size_t len)
+{
+  struct jsonw w;
+  jsonw_init(&w, sink, data, false);
+  jsonw_stringn(&w, p, len);
+  return w.err;
+}
+
 void jsonw_string(struct jsonw *w, const char *s)
 {
   if (s == NULL) {

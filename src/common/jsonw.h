@@ -73,6 +73,12 @@ void jsonw_null(struct jsonw *w);
  * writes "key": null (absent, as opposed to empty). */
 void jsonw_bytes_member(struct jsonw *w, const char *key, const void *data, size_t len);
 
+/* One string alone, as jsonw_stringn writes it, for a document that is
+ * otherwise written by hand (the benchmarks' and test tools' reports).
+ * Returns 0, CAIRN_ENOMEM or -EIO (the sink failed). */
+int jsonw_quote(jsonw_sink_fn sink, void *data, const void *p, size_t len)
+    __attribute__((warn_unused_result));
+
 /* Ends the document: a newline after the top-level value. Returns w->err,
  * or CAIRN_EINVAL when a container is still open. */
 int jsonw_end(struct jsonw *w) __attribute__((warn_unused_result));

@@ -372,6 +372,14 @@ static void test_jsonw_stops_at_the_first_sink_failure(void **state)
   assert_int_equal(jsonw_end(&w), -EIO);
   assert_int_equal(o.calls, calls); /* the sink is not called again */
   free(o.p);
+
+  /* One string alone, for reports otherwise written by hand. */
+  out_init(&o);
+  assert_int_equal(jsonw_quote(out_sink, &o, "a\"\n\xff", 4), 0);
+  assert_string_equal(o.p, "\"a\\\"\\n\xef\xbf\xbd\"");
+  o.fail_after = o.len;
+  assert_int_equal(jsonw_quote(out_sink, &o, "x", 1), -EIO);
+  free(o.p);
 }
 
 /* Random documents of random keys, strings (any bytes, often not UTF-8),
