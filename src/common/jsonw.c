@@ -96,6 +96,9 @@ static size_t jsonw_utf8_seq(const unsigned char *s, size_t left);
 /* A JSON string of len bytes, encoded by jansson. */
 static void jsonw_put_string(struct jsonw *w, const char *p, size_t len)
 {
+  if (len == 0) {
+    p = ""; /* jansson refuses a NULL pointer even for no bytes */
+  }
   json_t *js = json_stringn(p, len); /* NULL: not UTF-8, or no memory */
   char *fixed = NULL;
   if (js == NULL && !jsonw_is_utf8(p, len)) {

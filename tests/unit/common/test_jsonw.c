@@ -96,6 +96,9 @@ static void test_jsonw_escapes_every_control_byte_quote_and_backslash(void **sta
     json_decref(v);
     free(o.p);
   }
+  write_string(&o, NULL, 0); /* no bytes at all */
+  assert_string_equal(o.p, "\"\"");
+  free(o.p);
   write_string(&o, "\x01\x1f", 2);
   assert_string_equal(o.p, "\"\\u0001\\u001F\"");
   free(o.p);
