@@ -686,6 +686,17 @@ static const struct pgwriter_member_ops pgstore_member_ops = {
     .done = pgstore_written,
 };
 
+/* Everything applied went through the store's own transaction, which
+ * committed: the log is durable up to next. */
+static void pgstore_mark_settled(struct pgstore *ps)
+{
+  ps->sent_offset = ps->next;
+  ps->durable_offset = ps->next;
+  ps->durable_index = ps->last_index;
+  ps->pending_bytes = 0;
+  pgstore_tail_trim(ps);
+}
+
 /* Written behind: waits for the writer's job holding this store's rows,
  * then writes and commits what was not sent on the store's own
  * connection, so that everything applied is committed. Blocks. Returns 0
@@ -713,11 +724,7 @@ static int pgstore_settle(struct pgstore *ps)
   if (rv != 0) {
     return rv; /* fatal (pgstore_db_fail) */
   }
-  ps->sent_offset = ps->next;
-  ps->durable_offset = ps->next;
-  ps->durable_index = ps->last_index;
-  ps->pending_bytes = 0;
-  pgstore_tail_trim(ps);
+  pgstore_mark_settled(ps);
   return 0;
 }
 
@@ -841,7 +848,11 @@ static int pgstore_truncate(struct store *s, int64_t offset)
   ps->next = offset;
   ps->last_index = index;
   /* Committed at once: a restart must never bring back what Raft cut. */
-  return pgstore_commit(ps);
+  rv = pgstore_commit(ps);
+  if (rv == 0 && ps->writer != NULL) {
+    pgstore_mark_settled(ps); /* settled above */
+  }
+  return rv;
 }
 
 /* ---- deleting from the front ---- */
@@ -909,7 +920,13 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
     return 0; /* the start never moves back */
   }
   int rv = pgstore_settle(ps); /* no row of the writer's lands below the new start */
-  return rv != 0 ? rv : pgstore_drop_before(ps, offset);
+  if (rv == 0) {
+    rv = pgstore_drop_before(ps, offset);
+  }
+  if (rv == 0 && ps->writer != NULL) {
+    pgstore_mark_settled(ps); /* a snapshot install moves next */
+  }
+  return rv;
 }
 
 /* Where retention at now_ms would move the start, no batch holding an

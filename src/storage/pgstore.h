@@ -3,9 +3,10 @@
  * partition, base offset), holding the stamped batch bytes exactly as plog
  * writes them. Same contract as plog (store.h), with these differences:
  *
- *   - durability is a COMMIT: appends, truncations and deletions run in a
- *     transaction the store keeps open; store_flush() commits it, and
- *     durable_offset is what PostgreSQL has committed;
+ *   - durability is a COMMIT: durable_offset is what PostgreSQL has
+ *     committed. Without a loop, appends, truncations and deletions run in
+ *     a transaction the store keeps open and store_flush() commits it;
+ *     with one, appends are written behind (below);
  *   - truncate, delete_before and retention commit at once (they are rare,
  *     and a restart must never see rows a Raft truncation removed);
  *   - a read returns at most PGSTORE_READ_MAX_BATCHES batches and

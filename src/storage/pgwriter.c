@@ -24,6 +24,7 @@
 #include <string.h>
 
 #define PGWRITER_ERRMSG_SIZE 256
+#define PGWRITER_COPY_CHUNK (1u << 20) /* bytes per PQputCopyData */
 
 struct pgwriter {
   uv_loop_t *loop;
@@ -315,8 +316,11 @@ static int pgwriter_copy(struct pgwriter_job *job)
   if (!ok) {
     return pgwriter_job_fail(job, "COPY");
   }
-  ok = PQputCopyData(conn, (const char *)job->copy, (int)job->len) == 1 &&
-       PQputCopyEnd(conn, NULL) == 1;
+  for (size_t pos = 0; ok && pos < job->len; pos += PGWRITER_COPY_CHUNK) {
+    size_t n = job->len - pos < PGWRITER_COPY_CHUNK ? job->len - pos : PGWRITER_COPY_CHUNK;
+    ok = PQputCopyData(conn, (const char *)job->copy + pos, (int)n) == 1;
+  }
+  ok = PQputCopyEnd(conn, ok ? NULL : "cairn: sending the rows failed") == 1 && ok;
   int rv = 0;
   while ((res = PQgetResult(conn)) != NULL) {
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {

@@ -1,8 +1,9 @@
 /* test_pgwriter.c - pgstore written behind by the loop's writer
  * (pgwriter.h): a stalled database does not stop the loop, the batches of
  * two partitions go in one transaction, a failed transaction latches every
- * store in it and a revive takes Raft's replay with nothing twice, and a
- * close waits for the job in flight and commits the rest. Needs a
+ * store in it and a revive takes Raft's replay with nothing twice, a
+ * close waits for the job in flight and commits the rest, and a snapshot
+ * install settles first. Needs a
  * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
 #include "common/err.h"
 #include "storage/pgstore.h"
@@ -277,6 +278,37 @@ static void test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest
   assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 203"), 4);
 }
 
+/* A snapshot install (delete_before above next) on a store with batches
+ * in flight and waiting: they are committed first, then the store restarts
+ * empty at the snapshot's offset, committed, and goes on from there. */
+static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 204, 0);
+  append_batch(s, 1, 1);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  append_batch(s, 2, 2);
+  assert_int_equal(store_delete_before(s, 100), 0);
+  assert_true(committed(s));
+  struct store_info info;
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 100);
+  assert_int_equal(info.next_offset, 100);
+  append_batch(s, 3, 7);
+  run_until_committed(&loop, s, NULL);
+  store_close(s);
+  close_loop(&loop);
+  s = open_store(NULL, 204, 0);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 100);
+  assert_int_equal(info.next_offset, 105);
+  assert_int_equal(info.last_index, 7);
+  store_close(s);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 204"), 1);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -285,6 +317,7 @@ int main(void)
       cmocka_unit_test(
           test_pgwriter_failed_transaction_latches_every_store_in_it_and_revives_to_the_commit),
       cmocka_unit_test(test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest),
+      cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
