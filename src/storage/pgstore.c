@@ -11,8 +11,9 @@
  *   - a row's raft_index is the Raft index wholly applied once the batch is
  *     in (its entry's index on the entry's last batch, the previous entry's
  *     otherwise), as memlog's covered_index;
- *   - in_tx is false exactly when everything is committed, and then
- *     durable_offset == next;
+ *   - without a writer, in_tx is false exactly when everything is
+ *     committed, and then durable_offset == next (with one, in_tx covers
+ *     only the store's own statements: truncation, deletion, a settle);
  *   - tail holds the newest batches, contiguous and ending at next, at most
  *     tail_max bytes; it may be empty;
  *   - fatal is sticky: after a failed statement nothing more is written;
