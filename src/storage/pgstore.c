@@ -729,6 +729,18 @@ static int pgstore_settle(struct pgstore *ps)
   return 0;
 }
 
+int pgstore_try_settle(struct store *s)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (ps->writer != NULL && ps->member.inflight) {
+    return -EBUSY;
+  }
+  return ps->writer != NULL ? pgstore_settle(ps) : pgstore_commit(ps);
+}
+
 /* ---- flush and truncate ---- */
 
 static int pgstore_flush(struct store *s, int64_t up_to)

@@ -109,6 +109,16 @@ struct pgstore_opts {
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
                                                      struct store **out, char *err, size_t errlen);
 
+/* Written behind: makes everything applied to s committed now if that
+ * costs one transaction on the store's own connection (no job of the
+ * writer holds rows of s), so that its owner can take a Raft snapshot
+ * (raft 0.15 snapshots at its last applied index, which always follows an
+ * apply). Returns 0 (durable_offset == next_offset now), -EBUSY (a job is
+ * in flight: nothing done, try at a later apply) or the failure, with the
+ * store fatal. Without a writer: store_flush. Context: s's owner; blocks
+ * for one round trip. */
+__attribute__((warn_unused_result)) int pgstore_try_settle(struct store *s);
+
 /* ---- reviving a fatal store ----
  *
  * After a failed statement the store is fatal. Its owner revives it in

@@ -9,6 +9,7 @@
 #include "storage/pgstore.h"
 #include "testutil.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -309,6 +310,45 @@ static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void 
   assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 204"), 1);
 }
 
+/* What a Raft snapshot asks for right after an apply: committed at once
+ * when no job holds the store's rows, refused (nothing done) while one
+ * does. */
+static void test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 205, 0);
+  PGconn *locker = sql_connect();
+  sql_cmd(locker, "BEGIN");
+  sql_cmd(locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
+  append_batch(s, 1, 1);
+  uv_run(&loop, UV_RUN_NOWAIT); /* the job starts, and waits on the lock */
+  append_batch(s, 2, 2);
+  assert_int_equal(pgstore_try_settle(s), -EBUSY);
+  assert_false(committed(s));
+  sql_cmd(locker, "COMMIT");
+  PQfinish(locker);
+  struct store_info info;
+  for (int i = 0; i < 10000; i++) {
+    store_info(s, &info);
+    if (info.durable_offset == 5) {
+      break;
+    }
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_int_equal(info.durable_offset, 5); /* the job's batch; the second waits */
+  append_batch(s, 3, 3);
+  assert_int_equal(pgstore_try_settle(s), 0);
+  assert_true(committed(s));
+  store_info(s, &info);
+  assert_int_equal(info.durable_offset, 15);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 205"), 3);
+  store_close(s);
+  close_loop(&loop);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -318,6 +358,7 @@ int main(void)
           test_pgwriter_failed_transaction_latches_every_store_in_it_and_revives_to_the_commit),
       cmocka_unit_test(test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest),
       cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
+      cmocka_unit_test(test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
