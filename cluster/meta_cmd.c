@@ -58,6 +58,7 @@ int meta_cmd_register_node(const struct meta_node_info *info, uint64_t replaces_
   r.kafka_addr = meta_cmd_str(info->kafka_addr);
   r.external_addr = meta_cmd_str(info->external_addr);
   r.rack = meta_cmd_str(info->rack);
+  r.capabilities = info->caps;
   r.replaces_incarnation = replaces_incarnation;
   Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
   m.cmd_case = CAIRN__META__META_COMMAND__CMD_REGISTER_NODE;

@@ -204,6 +204,17 @@ static int meta_plan_remove(struct meta_plan_ctx *x, const struct meta_topic *t,
                         (unsigned long long)p->replicas[drop], reason);
 }
 
+/* A node without a capability the topic needs (a postgresql topic placed
+ * on a node without a database by older metadata) cannot open the replica:
+ * it moves away like one on a leaving node. */
+static bool meta_plan_unfit(const struct meta_plan_ctx *x, const struct meta_topic *t,
+                            uint64_t node_id)
+{
+  uint32_t need = meta_topic_needs(&t->config);
+  const struct meta_node *n = meta_node_find(x->in->st, node_id);
+  return need != 0 && n != NULL && (n->caps & need) != need;
+}
+
 static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic *t, uint32_t part)
 {
   const struct meta_partition *p = &t->partitions[part];
@@ -211,7 +222,7 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
   uint32_t nstaying = 0;
   int64_t first_leaving = -1;
   for (uint32_t i = 0; i < p->nreplicas; i++) {
-    if (meta_plan_leaving(x, p->replicas[i])) {
+    if (meta_plan_leaving(x, p->replicas[i]) || meta_plan_unfit(x, t, p->replicas[i])) {
       if (first_leaving < 0)
         first_leaving = i;
     } else {
@@ -230,8 +241,9 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
       return 0; /* enough replicas catching up already */
     uint64_t leaving = first_leaving >= 0 ? p->replicas[first_leaving] : 0;
     uint64_t pick;
+    placement_table_require(&x->table, meta_topic_needs(&t->config));
     if (placement_pick(&x->table, p->replicas, p->nreplicas, leaving, &pick) != 0)
-      return 0; /* no ALIVE node outside the partition: wait for one */
+      return 0; /* no ALIVE (and capable) node outside the partition: wait for one */
     uint64_t next[META_MAX_REPLICAS];
     memcpy(next, p->replicas, p->nreplicas * sizeof *next);
     next[p->nreplicas] = pick;
@@ -251,7 +263,10 @@ static int meta_plan_partition(struct meta_plan_ctx *x, const struct meta_topic 
   if (!meta_plan_caught_up(x, t->id, part, p, staying, nstaying))
     return 0; /* wait until the new replica is a voter */
   if (first_leaving >= 0)
-    return meta_plan_remove(x, t, part, p, (uint32_t)first_leaving, "its node is leaving");
+    return meta_plan_remove(x, t, part, p, (uint32_t)first_leaving,
+                            meta_plan_unfit(x, t, p->replicas[first_leaving])
+                                ? "its node has no PostgreSQL database"
+                                : "its node is leaving");
   return meta_plan_remove(x, t, part, p, p->nreplicas - 1, "more replicas than rf");
 }
 

@@ -17,8 +17,11 @@
  * 2. Replica moves, one change per partition per run, partitions in (topic
  *    id, partition) order. A replica is "leaving" when its node is DRAINING
  *    or REMOVED, or DEAD and silent for >= node_timeout_ms +
- *    replace_delay_ms. With `staying` = replicas not leaving:
+ *    replace_delay_ms, or lacks a capability the topic needs (a postgresql
+ *    topic's replica on a node without a database: older metadata). With
+ *    `staying` = replicas not leaving:
  *    - staying < rf, and placement finds an ALIVE node not in the partition
+ *      (with the topic's capabilities: meta_topic_needs)
  *      -> SetReplicas appending it (replicas[0] stays preferred leader);
  *    - else, once the partition's reported configuration (same replica
  *      epoch) has every staying replica as a voter ("caught up"):

@@ -93,6 +93,7 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
     r->rack = (char *)n->rack;
     r->state = (Cairn__Meta__NodeState)n->state;
     r->state_since_ms = n->state_since_ms;
+    r->capabilities = n->caps;
     v.node_ptrs[i] = r;
   }
   snap.nodes = v.node_ptrs;
@@ -287,6 +288,7 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
     n->incarnation = r->incarnation;
     n->state = (enum meta_node_state)r->state; /* range checked by meta_state_check */
     n->state_since_ms = r->state_since_ms;
+    n->caps = r->capabilities & META_NODE_CAPS_KNOWN; /* older snapshots: 0 */
     st->nnodes++;
   }
   for (size_t i = 0; i < snap->n_topics; i++) {

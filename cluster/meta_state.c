@@ -6,6 +6,7 @@
 #include "cluster/placement.h"
 #include "common/err.h"
 #include "meta.pb-c.h"
+#include "storage/store.h"
 
 #include <openssl/crypto.h>
 #include <stdarg.h>
@@ -171,6 +172,20 @@ uint32_t meta_alive_count(const struct meta_state *st)
   uint32_t n = 0;
   for (size_t i = 0; i < st->nnodes; i++)
     if (st->nodes[i].state == META_NODE_ALIVE)
+      n++;
+  return n;
+}
+
+uint32_t meta_topic_needs(const struct meta_topic_config *cfg)
+{
+  return cfg->storage == STORE_KIND_POSTGRESQL ? META_NODE_CAP_POSTGRESQL : 0;
+}
+
+uint32_t meta_capable_count(const struct meta_state *st, uint32_t caps)
+{
+  uint32_t n = 0;
+  for (size_t i = 0; i < st->nnodes; i++)
+    if (st->nodes[i].state == META_NODE_ALIVE && (st->nodes[i].caps & caps) == caps)
       n++;
   return n;
 }
@@ -431,6 +446,8 @@ static void meta_node_set_info(struct meta_node *n, const Cairn__Meta__RegisterN
   meta_str_set(n->kafka_addr, sizeof n->kafka_addr, r->kafka_addr);
   meta_str_set(n->external_addr, sizeof n->external_addr, r->external_addr);
   meta_str_set(n->rack, sizeof n->rack, r->rack);
+  /* Bits this version does not know are dropped: nothing could use them. */
+  n->caps = r->capabilities & META_NODE_CAPS_KNOWN;
 }
 
 /* Node identity (docs/metadata.md): a different incarnation may take over an
@@ -567,6 +584,18 @@ static int apply_create_topic(struct meta_state *st, const Cairn__Meta__CreateTo
     return meta_fail(res, CAIRN_EINVALID_RF,
                      "create topic %s: replication factor %u, must be 1..%u with %u alive nodes",
                      c->name, c->replication_factor, META_MAX_RF, alive);
+  struct meta_topic_config cfg = {0};
+  if (c->config != NULL)
+    cfg.storage = c->config->storage;
+  uint32_t need = meta_topic_needs(&cfg);
+  uint32_t capable = meta_capable_count(st, need);
+  if (need != 0 && c->replication_factor > capable)
+    return meta_fail(res, CAIRN_EINVALID_RF,
+                     "create topic %s: replication factor %u, but only %u alive node%s ha%s a "
+                     "PostgreSQL database (--pg-conninfo); a postgresql topic's replicas go only "
+                     "to those",
+                     c->name, c->replication_factor, capable, capable == 1 ? "" : "s",
+                     capable == 1 ? "s" : "ve");
   if (st->ntopics >= META_MAX_TOPICS || st->next_topic_id == UINT32_MAX)
     return meta_fail(res, CAIRN_ETOOLARGE, "create topic %s: too many topics", c->name);
 
@@ -582,6 +611,7 @@ static int apply_create_topic(struct meta_state *st, const Cairn__Meta__CreateTo
     free(parts);
     return meta_fail(res, CAIRN_ENOMEM, "create topic %s: out of memory", c->name);
   }
+  placement_table_require(&t, need);
   int rc = placement_assign(&t, c->partitions, rf, rows);
   placement_table_free(&t);
   if (rc != 0) {
@@ -620,12 +650,13 @@ static int apply_create_topic(struct meta_state *st, const Cairn__Meta__CreateTo
 }
 
 /* Places `add` new partitions of t after its last: rows of rf ids. */
-static int add_partitions_place(const struct meta_state *st, uint32_t add, uint32_t rf,
-                                uint64_t *rows)
+static int add_partitions_place(const struct meta_state *st, const struct meta_topic *tp,
+                                uint32_t add, uint32_t rf, uint64_t *rows)
 {
   struct placement_table t;
   if (placement_table_build(st, &t) != 0)
     return CAIRN_ENOMEM;
+  placement_table_require(&t, meta_topic_needs(&tp->config));
   int rc = placement_assign(&t, add, rf, rows);
   placement_table_free(&t);
   return rc;
@@ -663,11 +694,12 @@ static int apply_add_partitions(struct meta_state *st, const Cairn__Meta__AddPar
     return meta_fail(res, CAIRN_ENOMEM, "add partitions to %s: out of memory", a->name);
   }
   tp->partitions = parts; /* capacity only: npartitions is unchanged until the end */
-  int rc = add_partitions_place(st, add, rf, rows);
+  int rc = add_partitions_place(st, tp, add, rf, rows);
   if (rc != 0) {
     free(rows);
-    return meta_fail(res, rc, "add partitions to %s: cannot place %u replicas on the alive nodes",
-                     a->name, rf);
+    return meta_fail(res, rc, "add partitions to %s: cannot place %u replicas on the alive nodes%s",
+                     a->name, rf,
+                     meta_topic_needs(&tp->config) != 0 ? " with a PostgreSQL database" : "");
   }
   for (uint32_t k = 0; k < add; k++) {
     struct meta_partition *p = &parts[tp->npartitions + k];

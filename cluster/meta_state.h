@@ -88,6 +88,12 @@ enum meta_node_state {
   META_NODE_REMOVED = 4,
 };
 
+/* What a node can do beyond the basics, as it registered it (bits of
+ * meta_node.caps, RegisterNode.capabilities). A topic that needs one is
+ * placed only on nodes that have it (meta_topic_needs, placement.h). */
+#define META_NODE_CAP_POSTGRESQL 0x1u /* the node has a PostgreSQL database (--pg-conninfo) */
+#define META_NODE_CAPS_KNOWN META_NODE_CAP_POSTGRESQL
+
 struct meta_node {
   uint64_t id;
   uint64_t incarnation; /* random per process start, != 0 */
@@ -99,6 +105,7 @@ struct meta_node {
   char rack[META_RACK_MAX + 1]; /* "" = no rack */
   enum meta_node_state state;
   uint64_t state_since_ms; /* at_ms of the last SetNodeState; for operators */
+  uint32_t caps;           /* META_NODE_CAP_* bits it registered; 0 from older nodes */
 };
 
 /* 0 in any field means "the broker's default". */
@@ -241,6 +248,7 @@ struct meta_node_info {
   const char *rack;       /* may be NULL or "" */
   const char *kafka_addr; /* may be NULL or "" (last: older initializers stay valid) */
   const char *external_addr; /* may be NULL or "" */
+  uint32_t caps;             /* META_NODE_CAP_* bits */
 };
 
 /* replaces_incarnation: 0, or the registered incarnation that the proposer
@@ -414,6 +422,13 @@ void meta_node_load(const struct meta_state *st, uint64_t node_id, uint32_t *rep
 
 /* Number of nodes in state ALIVE. */
 uint32_t meta_alive_count(const struct meta_state *st);
+
+/* The META_NODE_CAP_* bits a node needs to host a replica of a topic with
+ * this config: META_NODE_CAP_POSTGRESQL for a postgresql topic, else 0. */
+uint32_t meta_topic_needs(const struct meta_topic_config *cfg);
+
+/* Number of nodes in state ALIVE that have every bit of caps. */
+uint32_t meta_capable_count(const struct meta_state *st, uint32_t caps);
 
 /* "ALIVE", "DEAD", ... ; "?" for anything else. Static string. */
 const char *meta_node_state_name(int state);

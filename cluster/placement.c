@@ -22,6 +22,28 @@ static struct placement_node *placement_node_find(struct placement_table *t, uin
   return NULL;
 }
 
+/* Eligible and with the capabilities the table requires. */
+static bool placement_usable(const struct placement_table *t, const struct placement_node *pn)
+{
+  return pn->eligible && (pn->caps & t->need) == t->need;
+}
+
+static void placement_count(struct placement_table *t)
+{
+  t->neligible = 0;
+  for (size_t i = 0; i < t->nnodes; i++)
+    if (placement_usable(t, &t->nodes[i]))
+      t->neligible++;
+}
+
+void placement_table_require(struct placement_table *t, uint32_t caps)
+{
+  if (t->need == caps)
+    return; /* the planner asks per partition: recount only on a change */
+  t->need = caps;
+  placement_count(t);
+}
+
 int placement_table_build(const struct meta_state *st, struct placement_table *t)
 {
   memset(t, 0, sizeof *t);
@@ -38,9 +60,9 @@ int placement_table_build(const struct meta_state *st, struct placement_table *t
     pn->id = n->id;
     memcpy(pn->rack, n->rack, sizeof pn->rack);
     pn->eligible = n->state == META_NODE_ALIVE;
-    if (pn->eligible)
-      t->neligible++;
+    pn->caps = n->caps;
   }
+  placement_count(t);
   /* st->nodes is ascending by id, so the table is too. */
   for (size_t i = 0; i < st->ntopics; i++) {
     const struct meta_topic *tp = &st->topics[i];
@@ -97,7 +119,7 @@ static struct placement_node *placement_best_follower(struct placement_table *t,
   uint32_t best_uses = 0;
   for (size_t i = 0; i < t->nnodes; i++) {
     struct placement_node *pn = &t->nodes[i];
-    if (!pn->eligible || placement_in(exclude, nexclude, pn->id))
+    if (!placement_usable(t, pn) || placement_in(exclude, nexclude, pn->id))
       continue;
     uint32_t uses = placement_rack_uses(t, pn, racks_of, nracks_of);
     if (best == NULL || uses < best_uses || (uses == best_uses && pn->replicas < best->replicas)) {
@@ -117,7 +139,7 @@ int placement_assign(struct placement_table *t, uint32_t partitions, uint32_t rf
     struct placement_node *leader = NULL;
     for (size_t i = 0; i < t->nnodes; i++) {
       struct placement_node *pn = &t->nodes[i];
-      if (!pn->eligible)
+      if (!placement_usable(t, pn))
         continue;
       if (leader == NULL || pn->leaders < leader->leaders ||
           (pn->leaders == leader->leaders && pn->replicas < leader->replicas))
@@ -169,8 +191,5 @@ void placement_set_eligible(struct placement_table *t, uint64_t id, bool eligibl
   if (pn == NULL || pn->eligible == eligible)
     return;
   pn->eligible = eligible;
-  if (eligible)
-    t->neligible++;
-  else
-    t->neligible--;
+  placement_count(t);
 }

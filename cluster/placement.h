@@ -6,7 +6,9 @@
  * meta_apply().
  *
  * Rules (docs/metadata.md, "Placement"):
- * - eligible: nodes in state ALIVE (never DEAD, DRAINING or REMOVED);
+ * - eligible: nodes in state ALIVE (never DEAD, DRAINING or REMOVED) that
+ *   have the capabilities the table requires (placement_table_require: a
+ *   postgresql topic's replicas go only to nodes with a database);
  * - preferred leader of a new partition: the eligible node with the fewest
  *   preferred leaderships, then the fewest replicas, then the lowest id;
  * - each further replica: the eligible node not yet in the partition whose
@@ -29,6 +31,7 @@ struct placement_node {
   uint64_t id;
   char rack[META_RACK_MAX + 1];
   bool eligible; /* ALIVE */
+  uint32_t caps; /* META_NODE_CAP_* bits the node registered */
   uint32_t replicas;
   uint32_t leaders;
 };
@@ -37,7 +40,8 @@ struct placement_node {
 struct placement_table {
   struct placement_node *nodes; /* owned, ascending id */
   size_t nnodes;
-  uint32_t neligible;
+  uint32_t need;      /* META_NODE_CAP_* bits a chosen node must have (0: none) */
+  uint32_t neligible; /* eligible nodes that have `need` */
 };
 
 /* Builds the table from st (borrowed for the call only). t->nodes is owned
@@ -45,6 +49,11 @@ struct placement_table {
 __attribute__((warn_unused_result)) int placement_table_build(const struct meta_state *st,
                                                               struct placement_table *t);
 void placement_table_free(struct placement_table *t);
+
+/* From now on only nodes with every bit of caps (META_NODE_CAP_*) are
+ * chosen, e.g. meta_topic_needs() of the topic being placed; 0 lifts the
+ * requirement. Loads are kept: one table serves topics of several kinds. */
+void placement_table_require(struct placement_table *t, uint32_t caps);
 
 /* Places `partitions` new partitions of rf replicas each: out receives
  * partitions * rf node ids, row p being partition p with its preferred

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "format/batch.h"
 #include "storage/pgstore.h"
 
@@ -109,7 +110,9 @@ static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, s
                                char *err, size_t errlen)
 {
   if (o->pg_conninfo == NULL || o->pg_conninfo[0] == '\0') {
-    snprintf(err, errlen, "the topic is stored in PostgreSQL and this node has no --pg-conninfo");
+    snprintf(err, errlen,
+             "the topic is stored in PostgreSQL and this node has no --pg-conninfo: it refuses "
+             "to host the replica (placement puts them only on nodes with a database)");
     return CAIRN_ECONFIG;
   }
   struct pgstore_opts po = {
@@ -527,6 +530,22 @@ bool rgroup_leader_caught_up(struct rgroup *rg)
 }
 
 struct store *rgroup_store(struct rgroup *rg) { return rg->store; }
+
+void rgroup_note_store_failed(struct rgroup *rg)
+{
+  if (rg->store_failed_ms == 0) {
+    rg->store_failed_ms = (uint64_t)wallclock_ms();
+  }
+}
+
+void rgroup_store_failure(struct rgroup *rg, struct rgroup_store_failure *out)
+{
+  struct store_info si;
+  store_info(rg->store, &si);
+  out->failed = si.fatal || rg->fatal || rg->store_down;
+  out->reason = out->failed ? store_errmsg(rg->store) : "";
+  out->since_ms = out->failed ? rg->store_failed_ms : 0;
+}
 
 /* ---- leadership ---- */
 

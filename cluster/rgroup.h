@@ -322,6 +322,7 @@ struct rgroup {
   int64_t snap_producers_offset;        /* once the log reaches this offset */
   bool snap_producers_pending;
   bool fatal; /* the store failed: this replica applies nothing more */
+  uint64_t store_failed_ms; /* wall clock of the store's failure (fatal or store_down), 0 none */
   /* A PostgreSQL store that failed (rgroup_raft.c, "store down"): Raft is
    * closed as after a failed write, and reopened only once the store is
    * revived on the thread pool. */
@@ -391,6 +392,23 @@ bool rgroup_leader_caught_up(struct rgroup *rg);
 /* The partition store, for reads. Returns borrowed (valid until close).
  * Everything in it is committed: the high watermark is its next offset. */
 struct store *rgroup_store(struct rgroup *rg);
+
+/* Why a replica stopped applying: its store failed a write (a file write or
+ * fsync, or a PostgreSQL statement or connection). */
+struct rgroup_store_failure {
+  bool failed;
+  const char *reason; /* the store's errmsg, e.g. "postgresql: BEGIN: FATAL: ...";
+                         borrowed, valid until the loop runs again; "" if not failed */
+  uint64_t since_ms;  /* wall clock (ms since 1970) of the failure, 0: not known */
+};
+
+/* Fills *out with the replica's store failure, if any: a PostgreSQL store
+ * being revived, or a store latched fatal for good. Context: loop thread. */
+void rgroup_store_failure(struct rgroup *rg, struct rgroup_store_failure *out);
+
+/* Records that the store failed now, unless a failure is already recorded
+ * (rgroup_fsm.c and rgroup_raft.c call it where they see the failure). */
+void rgroup_note_store_failed(struct rgroup *rg);
 
 /* Fails queued requests (CAIRN_ESHUTDOWN), closes Raft, its I/O and the
  * store, then calls cb. Callback: fires exactly once. */

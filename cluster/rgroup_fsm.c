@@ -93,6 +93,7 @@ static int rgroup_fsm_fail(struct rgroup *rg, raft_index index, int rv)
     return RAFT_IOERR;
   }
   rg->fatal = true;
+  rgroup_note_store_failed(rg);
   log_error("rgroup", "group %llu: applying entry %llu failed: %s (%s); replica stops applying",
             (unsigned long long)rg->group_id, (unsigned long long)index, cairn_strerror(rv),
             store_errmsg(rg->store));
@@ -545,6 +546,7 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
     if (info.fatal && !rg->fatal && !rgroup_fsm_store_down(rg)) {
       /* The store latched: nothing more is applied on top of it. */
       rg->fatal = true;
+      rgroup_note_store_failed(rg);
       log_error("rgroup", "group %llu: the store failed; replica stops applying",
                 (unsigned long long)rg->group_id);
     }

@@ -681,6 +681,7 @@ static void rgroup_raft_revive_done(uv_work_t *w, int status)
   struct store_info info;
   store_info(rg->store, &info);
   rg->store_down = false;
+  rg->store_failed_ms = 0;
   rg->store_revives++;
   rgroup_fsm_producers_reload(rg);
   log_warn("rgroup",
@@ -832,6 +833,7 @@ void rgroup_raft_store_down(struct rgroup *rg)
     return;
   }
   rg->store_down = true;
+  rgroup_note_store_failed(rg);
   bool latched = rg->raft_failed; /* a failed write's recovery already runs */
   rg->raft_failed = true;
   if (latched || rg->state == RGROUP_CLOSING || rg->state == RGROUP_CLOSED) {

@@ -10,6 +10,7 @@ PACKAGES=(
   clang libclang-rt-dev
   libinih-dev
   libssl-dev openssl      # cluster-port HMAC handshake, client-port TLS; openssl makes test certificates
+  libjansson-dev          # JSON text: src/common/jsonw.c, the one writer of the admin port and the CLI's --json
   python3                 # tests/integration/cli_cairn.sh checks --json output with it
   liblz4-dev libzstd-dev   # batch codecs (src/format/codec.c)
   zlib1g-dev libsnappy-dev # gzip and snappy batches from Kafka producers (src/format/codec.c)

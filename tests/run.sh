@@ -3,7 +3,7 @@
 # installs the packages (deploy/setup.sh), builds with ASan+UBSan and
 # -Werror, builds the Release tree the benchmarks use (so it cannot rot)
 # and the fuzz targets (clang), then runs the whole suite through ctest
-# (including a 20 s fuzzing run per target).
+# (including a 12 s fuzzing run per target and 3,000 simulation seeds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/setup.sh

@@ -309,8 +309,9 @@ static const char *cli_hint(const char *cmd, int rv)
       return "`cairn topic describe TOPIC` shows where those partitions live; add a node "
              "(cairnd --join) so that they have somewhere to go";
     }
-    return "the replication factor must be at most the number of alive nodes "
-           "(`cairn cluster status`)";
+    return "the replication factor must be at most the number of alive nodes, and a "
+           "postgresql topic's at most the number of alive nodes with a database "
+           "(DATABASE yes in `cairn cluster status`)";
   case CAIRN_ENOT_CONTROLLER:
     return "the cluster has no controller leader: a majority of its voters must be up "
            "(`cairn cluster status`); retry in a moment";

@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 static void cluster_help(FILE *out)
 {
@@ -17,12 +18,17 @@ static void cluster_help(FILE *out)
           "partition (leader, replicas, in-sync replicas, log start, high\n"
           "watermark). A leader of 'none' means an election is going on or too\n"
           "few replicas are up; in-sync replicas fewer than the replicas mean\n"
-          "some are catching up or down.\n"
+          "some are catching up or down. DATABASE says whether a node has a\n"
+          "PostgreSQL database (--pg-conninfo): only those host replicas of\n"
+          "postgresql topics. Replicas on the answering node whose store failed\n"
+          "(they stop applying until it is back) are listed last, with the\n"
+          "store's reason and since when.\n"
           "\n"
           "With --json: {\"cluster_id\", \"controller_id\" (0: none), \"nodes\": [{\"id\",\n"
-          "\"state\", \"client_address\", \"cluster_address\", \"admin_address\", \"rack\"}],\n"
-          "\"topics\": [{\"name\", ..., \"partitions\": [{\"partition\", \"leader_id\",\n"
-          "\"replicas\", \"isr\", \"log_start_offset\", \"high_watermark\", ...}]}]}.\n"
+          "\"state\", \"client_address\", \"cluster_address\", \"admin_address\", \"rack\",\n"
+          "\"has_database\"}], \"topics\": [{\"name\", ..., \"partitions\": [{\"partition\",\n"
+          "\"leader_id\", \"replicas\", \"isr\", \"log_start_offset\", \"high_watermark\",\n"
+          "\"store_failures\": [{\"node_id\", \"reason\", \"since_ms\"}], ...}]}]}.\n"
           "\n"
           "%s",
           cli_common_help);
@@ -54,6 +60,8 @@ static void cluster_json(const struct cairn_cluster_info *ci)
     oj_str(&j, n->admin_address);
     oj_key(&j, "rack");
     oj_str(&j, n->rack);
+    oj_key(&j, "has_database");
+    oj_bool(&j, n->has_database);
     oj_object_end(&j);
   }
   oj_array_end(&j);
@@ -67,6 +75,57 @@ static void cluster_json(const struct cairn_cluster_info *ci)
   oj_end(&j);
 }
 
+/* "2026-12-02 07:50:01 UTC (35 s ago)", or "unknown" for 0. */
+static void cluster_since(char *buf, size_t cap, uint64_t since_ms)
+{
+  if (since_ms == 0) {
+    snprintf(buf, cap, "unknown");
+    return;
+  }
+  time_t t = (time_t)(since_ms / 1000);
+  struct tm tm;
+  char when[32] = "?";
+  if (gmtime_r(&t, &tm) != NULL) {
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  }
+  time_t now = time(NULL);
+  long long ago = now > t ? (long long)(now - t) : 0;
+  snprintf(buf, cap, "%s (%lld s ago)", when, ago);
+}
+
+/* The replicas whose store failed, as the answering node knows them (its
+ * own): one line each, after the partitions. */
+static int cluster_store_failures(const struct cairn_cluster_info *ci)
+{
+  static const char *const head[] = {"TOPIC", "PARTITION", "NODE", "SINCE", "REASON"};
+  struct tbl tb;
+  tbl_init(&tb, 5, head);
+  size_t count = 0;
+  int rv = 0;
+  for (size_t i = 0; i < ci->topic_count && rv == 0; i++) {
+    const struct cairn_topic_info *t = &ci->topics[i];
+    for (size_t k = 0; k < t->partition_info_count && rv == 0; k++) {
+      const struct cairn_partition_info *p = &t->partitions[k];
+      for (size_t f = 0; f < p->store_failure_count && rv == 0; f++) {
+        const struct cairn_store_failure *sf = &p->store_failures[f];
+        char part[16], node[24], since[64];
+        snprintf(part, sizeof part, "%" PRIu32, p->partition);
+        snprintf(node, sizeof node, "%" PRIu64, sf->node_id);
+        cluster_since(since, sizeof since, sf->since_ms);
+        const char *row[] = {t->name, part, node, since, sf->reason};
+        rv = tbl_row(&tb, row);
+        count++;
+      }
+    }
+  }
+  if (rv == 0 && count > 0) {
+    printf("\nstore failed (the replica stops applying until its store is back):\n");
+    tbl_print(&tb, stdout);
+  }
+  tbl_free(&tb);
+  return rv;
+}
+
 static int cluster_table(const struct cairn_cluster_info *ci)
 {
   if (ci->controller_id == 0) {
@@ -78,17 +137,18 @@ static int cluster_table(const struct cairn_cluster_info *ci)
            ci->cluster_id != NULL && ci->cluster_id[0] != '\0' ? ci->cluster_id : "(unnamed)",
            ci->controller_id);
   }
-  static const char *const nhead[] = {"NODE", "STATE", "CLIENT", "CLUSTER", "ADMIN", "RACK"};
+  static const char *const nhead[] = {"NODE",  "STATE", "CLIENT",  "CLUSTER",
+                                      "ADMIN", "RACK",  "DATABASE"};
   struct tbl tb;
-  tbl_init(&tb, 6, nhead);
+  tbl_init(&tb, 7, nhead);
   int rv = 0;
   for (size_t i = 0; i < ci->node_count && rv == 0; i++) {
     const struct cairn_node_info *n = &ci->nodes[i];
     char id[24];
     snprintf(id, sizeof id, "%" PRIu64 "%s", n->id, n->id == ci->controller_id ? "*" : "");
     const char *rack = n->rack != NULL && n->rack[0] != '\0' ? n->rack : "-";
-    const char *row[] = {id,  n->state, n->client_address, n->cluster_address, n->admin_address,
-                         rack};
+    const char *row[] = {id,   n->state, n->client_address, n->cluster_address, n->admin_address,
+                         rack, n->has_database ? "yes" : "no"};
     rv = tbl_row(&tb, row);
   }
   if (rv == 0) {
@@ -117,7 +177,7 @@ static int cluster_table(const struct cairn_cluster_info *ci)
     tbl_print(&tb, stdout);
   }
   tbl_free(&tb);
-  return rv;
+  return rv == 0 ? cluster_store_failures(ci) : rv;
 }
 
 int cli_cluster(struct cli *c, int argc, char **argv)

@@ -1,268 +1,114 @@
-/* output.c - the JSON writer and the tables of the `cairn` command. See
- * output.h. */
+/* output.c - the CLI's names for the one JSON writer (common/jsonw.c) and
+ * the tables of the `cairn` command. See output.h. */
 #include "output.h"
+
+#include "common/err.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- JSON ---- */
 
+/* Misuse is the program's bug (assert); a failed write (EPIPE) is not. */
+static void oj_check(const struct oj *j)
+{
+  assert(j->jw.err != CAIRN_EINVAL && "JSON writer misuse: a value without its key, or unbalanced");
+  (void)j;
+}
+
 void oj_init(struct oj *j, FILE *f, bool pretty)
 {
-  memset(j, 0, sizeof *j);
   j->f = f;
-  j->pretty = pretty;
-  j->first[0] = true;
-}
-
-static void oj_indent(struct oj *j)
-{
-  if (j->pretty) {
-    fputc('\n', j->f);
-    for (int i = 0; i < j->depth; i++) {
-      fputs("  ", j->f);
-    }
-  }
-}
-
-/* Before any value: the separator from the previous member and, in an
- * array, the indentation. After a key, nothing (the key wrote both). */
-static void oj_before_value(struct oj *j)
-{
-  if (j->after_key) {
-    j->after_key = false;
-    return;
-  }
-  assert(!j->in_object[j->depth] && "a value inside an object needs oj_key first");
-  if (j->depth > 0) {
-    if (!j->first[j->depth]) {
-      fputc(',', j->f);
-    }
-    oj_indent(j);
-  }
-  j->first[j->depth] = false;
-}
-
-static void oj_open(struct oj *j, char c, bool object)
-{
-  oj_before_value(j);
-  fputc(c, j->f);
-  assert(j->depth < OJ_MAX_DEPTH);
-  j->depth++;
-  j->first[j->depth] = true;
-  j->in_object[j->depth] = object;
-}
-
-static void oj_close(struct oj *j, char c)
-{
-  assert(j->depth > 0 && !j->after_key);
-  bool empty = j->first[j->depth];
-  j->depth--;
-  if (!empty) {
-    oj_indent(j);
-  }
-  fputc(c, j->f);
+  jsonw_init(&j->jw, jsonw_sink_file, f, pretty);
 }
 
 void oj_object_begin(struct oj *j)
 {
-  oj_open(j, '{', true);
+  jsonw_object_begin(&j->jw);
+  oj_check(j);
 }
 void oj_object_end(struct oj *j)
 {
-  oj_close(j, '}');
+  jsonw_object_end(&j->jw);
+  oj_check(j);
 }
 void oj_array_begin(struct oj *j)
 {
-  oj_open(j, '[', false);
+  jsonw_array_begin(&j->jw);
+  oj_check(j);
 }
 void oj_array_end(struct oj *j)
 {
-  oj_close(j, ']');
-}
-
-/* The escaped body of a string: the two-character escapes JSON has, \u00XX
- * for the other control characters, every other byte as it is. */
-static void oj_escape(FILE *f, const unsigned char *s, size_t len)
-{
-  fputc('"', f);
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = s[i];
-    switch (c) {
-    case '"':
-      fputs("\\\"", f);
-      break;
-    case '\\':
-      fputs("\\\\", f);
-      break;
-    case '\n':
-      fputs("\\n", f);
-      break;
-    case '\r':
-      fputs("\\r", f);
-      break;
-    case '\t':
-      fputs("\\t", f);
-      break;
-    case '\b':
-      fputs("\\b", f);
-      break;
-    case '\f':
-      fputs("\\f", f);
-      break;
-    default:
-      if (c < 0x20 || c == 0x7f) {
-        fprintf(f, "\\u%04x", c);
-      } else {
-        fputc(c, f);
-      }
-    }
-  }
-  fputc('"', f);
+  jsonw_array_end(&j->jw);
+  oj_check(j);
 }
 
 void oj_key(struct oj *j, const char *key)
 {
-  assert(j->in_object[j->depth] && !j->after_key);
-  if (!j->first[j->depth]) {
-    fputc(',', j->f);
-  }
-  j->first[j->depth] = false;
-  oj_indent(j);
-  oj_escape(j->f, (const unsigned char *)key, strlen(key));
-  fputs(j->pretty ? ": " : ":", j->f);
-  j->after_key = true;
+  jsonw_key(&j->jw, key);
+  oj_check(j);
 }
 
 void oj_strn(struct oj *j, const void *p, size_t len)
 {
-  oj_before_value(j);
-  oj_escape(j->f, p, len);
+  jsonw_stringn(&j->jw, p, len);
+  oj_check(j);
 }
 
 void oj_str(struct oj *j, const char *s)
 {
-  if (s == NULL) {
-    oj_null(j);
-    return;
-  }
-  oj_strn(j, s, strlen(s));
+  jsonw_string(&j->jw, s);
+  oj_check(j);
 }
 
 void oj_base64(struct oj *j, const void *p, size_t len)
 {
-  static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const unsigned char *s = p;
-  oj_before_value(j);
-  fputc('"', j->f);
-  size_t i = 0;
-  for (; i + 3 <= len; i += 3) {
-    uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-    fputc(abc[v >> 18], j->f);
-    fputc(abc[(v >> 12) & 63], j->f);
-    fputc(abc[(v >> 6) & 63], j->f);
-    fputc(abc[v & 63], j->f);
-  }
-  if (len - i == 1) {
-    uint32_t v = (uint32_t)s[i] << 16;
-    fprintf(j->f, "%c%c==", abc[v >> 18], abc[(v >> 12) & 63]);
-  } else if (len - i == 2) {
-    uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
-    fprintf(j->f, "%c%c%c=", abc[v >> 18], abc[(v >> 12) & 63], abc[(v >> 6) & 63]);
-  }
-  fputc('"', j->f);
+  jsonw_base64(&j->jw, p, len);
+  oj_check(j);
 }
 
 void oj_int(struct oj *j, int64_t v)
 {
-  oj_before_value(j);
-  fprintf(j->f, "%" PRId64, v);
+  jsonw_i64(&j->jw, v);
+  oj_check(j);
 }
 
 void oj_uint(struct oj *j, uint64_t v)
 {
-  oj_before_value(j);
-  fprintf(j->f, "%" PRIu64, v);
+  jsonw_u64(&j->jw, v);
+  oj_check(j);
 }
 
 void oj_bool(struct oj *j, bool v)
 {
-  oj_before_value(j);
-  fputs(v ? "true" : "false", j->f);
+  jsonw_bool(&j->jw, v);
+  oj_check(j);
 }
 
 void oj_null(struct oj *j)
 {
-  oj_before_value(j);
-  fputs("null", j->f);
+  jsonw_null(&j->jw);
+  oj_check(j);
 }
 
 void oj_end(struct oj *j)
 {
-  assert(j->depth == 0 && !j->after_key);
-  fputc('\n', j->f);
+  int rv = jsonw_end(&j->jw);
+  assert(rv != CAIRN_EINVAL && "JSON document ended with a container open");
+  (void)rv;
 }
 
 bool oj_is_utf8(const void *p, size_t len)
 {
-  const unsigned char *s = p;
-  size_t i = 0;
-  while (i < len) {
-    unsigned char c = s[i];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) {
-      i++;
-      continue;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      n = 1;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 2;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false; /* a continuation byte first, 0xc0/0xc1, or 0xf5.. */
-    }
-    if (len - i - 1 < n) {
-      return false;
-    }
-    for (size_t k = 1; k <= n; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) {
-        return false;
-      }
-      cp = cp << 6 | (s[i + k] & 0x3f);
-    }
-    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
+  return jsonw_is_utf8(p, len);
 }
 
 void oj_bytes_member(struct oj *j, const char *key, const void *data, size_t len)
 {
-  oj_key(j, key);
-  if (data == NULL) {
-    oj_null(j);
-    return;
-  }
-  if (oj_is_utf8(data, len)) {
-    oj_strn(j, data, len);
-    return;
-  }
-  oj_null(j);
-  char k64[128];
-  snprintf(k64, sizeof k64, "%s_base64", key);
-  oj_key(j, k64);
-  oj_base64(j, data, len);
+  jsonw_bytes_member(&j->jw, key, data, len);
+  oj_check(j);
 }
 
 /* ---- tables ---- */

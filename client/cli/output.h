@@ -1,11 +1,14 @@
-/* output.h - what the `cairn` command prints: a small JSON writer (for
- * --json; strings escaped, bytes that are not UTF-8 never written as text)
- * and column-aligned tables for people.
+/* output.h - what the `cairn` command prints: JSON for --json (the
+ * project's one JSON writer, common/jsonw.h, under the CLI's names: strings
+ * escaped by jansson, bytes that are not UTF-8 never written as text) and
+ * column-aligned tables for people.
  *
  * Both write to a FILE the caller owns and keep no other state than what
  * their struct holds. Context: the CLI's one thread. */
 #ifndef CAIRN_CLI_OUTPUT_H
 #define CAIRN_CLI_OUTPUT_H
+
+#include "common/jsonw.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,21 +17,18 @@
 
 /* ---- JSON ---- */
 
-#define OJ_MAX_DEPTH 16
+#define OJ_MAX_DEPTH JSONW_MAX_DEPTH
 
 /* A JSON writer. Values are written in document order: inside an object,
  * oj_key() then one value; inside an array, values one after another.
  * pretty: two-space indentation and one member per line; otherwise the
  * whole document on one line (JSON Lines, as `consume --json` prints). A
  * misuse (a value without a key in an object, nesting deeper than
- * OJ_MAX_DEPTH) is a programming error caught by assert. */
+ * OJ_MAX_DEPTH) is a programming error caught by assert. A failed write to
+ * f (a closed pipe) ends the document's output quietly. */
 struct oj {
   FILE *f;
-  bool pretty;
-  int depth;
-  bool first[OJ_MAX_DEPTH + 1]; /* no member written yet at this depth */
-  bool in_object[OJ_MAX_DEPTH + 1];
-  bool after_key;
+  struct jsonw jw;
 };
 
 /* Starts a document on f (borrowed; must outlive the writer). */
@@ -42,8 +42,9 @@ void oj_array_end(struct oj *j);
 void oj_key(struct oj *j, const char *key);
 /* A NUL-terminated string; NULL writes null. */
 void oj_str(struct oj *j, const char *s);
-/* len bytes as a JSON string; the caller checked they are valid UTF-8
- * (oj_is_utf8), else the output is not valid JSON text. */
+/* len bytes as a JSON string (NUL written as \u0000). Bytes that are not
+ * well-formed UTF-8 come out as U+FFFD each (jsonw.h); to keep them, use
+ * oj_bytes_member. */
 void oj_strn(struct oj *j, const void *p, size_t len);
 /* len bytes as a base64 string (RFC 4648, with padding). */
 void oj_base64(struct oj *j, const void *p, size_t len);

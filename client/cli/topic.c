@@ -118,6 +118,20 @@ void cli_json_topic(struct oj *j, const struct cairn_topic_info *t, bool with_pa
       oj_int(j, p->log_start_offset);
       oj_key(j, "high_watermark");
       oj_int(j, p->high_watermark);
+      oj_key(j, "store_failures");
+      oj_array_begin(j);
+      for (size_t k = 0; k < p->store_failure_count; k++) {
+        const struct cairn_store_failure *sf = &p->store_failures[k];
+        oj_object_begin(j);
+        oj_key(j, "node_id");
+        oj_uint(j, sf->node_id);
+        oj_key(j, "reason");
+        oj_str(j, sf->reason);
+        oj_key(j, "since_ms");
+        oj_uint(j, sf->since_ms);
+        oj_object_end(j);
+      }
+      oj_array_end(j);
       oj_object_end(j);
     }
     oj_array_end(j);

@@ -12,8 +12,13 @@ static void lc_info_topic_clear(struct cairn_topic_info *t)
 {
   free(t->name);
   for (size_t i = 0; i < t->partition_info_count; i++) {
-    free(t->partitions[i].replicas);
-    free(t->partitions[i].isr);
+    struct cairn_partition_info *p = &t->partitions[i];
+    free(p->replicas);
+    free(p->isr);
+    for (size_t k = 0; k < p->store_failure_count; k++) {
+      free(p->store_failures[k].reason);
+    }
+    free(p->store_failures);
   }
   free(t->partitions);
   memset(t, 0, sizeof *t);
@@ -26,6 +31,32 @@ static uint64_t *lc_info_ids(const uint64_t *ids, size_t n)
     memcpy(out, ids, n * sizeof *out);
   }
   return out;
+}
+
+/* Copies a partition's store failures into p. Returns 0 or -1 (out of
+ * memory: what was copied stays in p for lc_info_topic_clear). */
+static int lc_info_store_failures(struct cairn_partition_info *p,
+                                  const Cairn__Client__PartitionInfo *pi)
+{
+  if (pi->n_store_failures == 0) {
+    return 0;
+  }
+  p->store_failures = calloc(pi->n_store_failures, sizeof *p->store_failures);
+  if (p->store_failures == NULL) {
+    return -1;
+  }
+  for (size_t k = 0; k < pi->n_store_failures; k++) {
+    const Cairn__Client__StoreFailure *sf = pi->store_failures[k];
+    struct cairn_store_failure *out = &p->store_failures[k];
+    out->node_id = sf->node_id;
+    out->since_ms = sf->since_ms;
+    out->reason = lc_info_strdup(sf->reason);
+    p->store_failure_count = k + 1;
+    if (out->reason == NULL) {
+      return -1;
+    }
+  }
+  return 0;
 }
 
 int lc_info_topic_fill(struct cairn_topic_info *dst, const Cairn__Client__TopicInfo *t)
@@ -65,7 +96,7 @@ int lc_info_topic_fill(struct cairn_topic_info *dst, const Cairn__Client__TopicI
       p->replica_count = pi->n_replicas;
       p->isr = lc_info_ids(pi->isr, pi->n_isr);
       p->isr_count = pi->n_isr;
-      if (p->replicas == NULL || p->isr == NULL) {
+      if (p->replicas == NULL || p->isr == NULL || lc_info_store_failures(p, pi) != 0) {
         lc_info_topic_clear(dst);
         return -1;
       }
@@ -144,6 +175,7 @@ struct cairn_cluster_info *lc_info_cluster(const Cairn__Client__DescribeClusterR
     n->admin_address = lc_info_strdup(ni->admin_address);
     n->rack = lc_info_strdup(ni->rack);
     n->state = lc_info_strdup(ni->state);
+    n->has_database = ni->has_database;
     ci->node_count = i + 1;
     if (n->client_address == NULL || n->cluster_address == NULL || n->admin_address == NULL ||
         n->rack == NULL || n->state == NULL) {

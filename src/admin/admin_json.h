@@ -1,32 +1,31 @@
-/* admin_json.h - a small JSON writer into an admin_buf: objects, arrays,
- * strings with RFC 8259 escaping, integers and booleans; commas and
+/* admin_json.h - the admin port's JSON into an admin_buf: the project's one
+ * JSON writer (common/jsonw.h) with an admin_buf as its sink, under the
+ * names the admin code uses. Compact (one line, no blanks); commas and
  * nesting are kept by the writer, so callers only name values.
  *
- * Strings are escaped byte by byte: '"', '\\' and the C0 controls (as \n,
- * \t, ... or \u00XX) and DEL as \u007f; bytes >= 0x80 are copied (the
- * caller passes UTF-8; metadata names are ASCII by their own rules).
+ * Strings are encoded by jansson through jsonw: '"', '\\' and the C0
+ * controls escaped (\n, \t, ... or \u00XX); UTF-8 as it is; text that is
+ * not UTF-8 gets U+FFFD for each malformed byte, never raw bytes.
  *
  * Misuse (a value where a key is needed, deeper than ADMIN_JSON_MAX_DEPTH,
  * closing what is not open) latches the buffer as failed, like running
- * past its limit.
+ * past its limit, and so does the writer's own failure (out of memory).
  *
  * Context: any thread; one writer per buffer. */
 #ifndef CAIRN_ADMIN_JSON_H
 #define CAIRN_ADMIN_JSON_H
 
 #include "admin/admin_buf.h"
+#include "common/jsonw.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#define ADMIN_JSON_MAX_DEPTH 16
+#define ADMIN_JSON_MAX_DEPTH JSONW_MAX_DEPTH
 
 struct admin_json {
   struct admin_buf *b;
-  int depth;
-  bool in_object[ADMIN_JSON_MAX_DEPTH];
-  bool has_items[ADMIN_JSON_MAX_DEPTH];
-  bool after_key; /* a key was written: its value comes next */
+  struct jsonw jw;
 };
 
 /* Starts writing into b (borrowed until the last call). */
@@ -40,6 +39,7 @@ void admin_json_array_end(struct admin_json *w);
 /* The key of the next member of the open object. */
 void admin_json_key(struct admin_json *w, const char *key);
 
+/* A NUL-terminated string (borrowed); NULL writes "". */
 void admin_json_string(struct admin_json *w, const char *s);
 void admin_json_u64(struct admin_json *w, uint64_t v);
 void admin_json_i64(struct admin_json *w, int64_t v);

@@ -21,7 +21,6 @@
 #include "server/node.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -104,6 +103,8 @@ static enum MHD_Result admin_answer_buf(struct admin *a, struct MHD_Connection *
   size_t len = 0;
   char *body = admin_buf_take(b, &len);
   if (body == NULL) {
+    /* A constant, not the JSON writer: building the answer just failed,
+     * maybe for want of memory. */
     static const char msg[] = "{\"error\":\"the answer could not be built (out of memory or "
                               "too large)\"}\n";
     char *copy = strdup(msg);
@@ -138,7 +139,15 @@ static enum MHD_Result admin_get_health(struct admin *a, struct MHD_Connection *
 {
   struct admin_buf b;
   admin_buf_init(&b, ADMIN_MAX_ANSWER);
-  admin_buf_printf(&b, "{\"status\":\"up\",\"node_id\":%" PRIu64 "}\n", a->n->cfg.node_id);
+  struct admin_json w;
+  admin_json_init(&w, &b);
+  admin_json_object_begin(&w);
+  admin_json_key(&w, "status");
+  admin_json_string(&w, "up");
+  admin_json_key(&w, "node_id");
+  admin_json_u64(&w, a->n->cfg.node_id);
+  admin_json_object_end(&w);
+  admin_buf_puts(&b, "\n");
   return admin_answer_buf(a, mc, MHD_HTTP_OK, "application/json", &b);
 }
 

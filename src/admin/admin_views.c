@@ -68,6 +68,8 @@ static void admin_view_node(struct node *n, struct admin_json *w, const struct m
   admin_json_string(w, nd->admin_addr);
   admin_json_key(w, "rack");
   admin_json_string(w, nd->rack);
+  admin_json_key(w, "has_database");
+  admin_json_bool(w, (nd->caps & META_NODE_CAP_POSTGRESQL) != 0);
   admin_json_key(w, "controller_voter");
   admin_json_bool(w, voter);
   admin_json_key(w, "controller_leader");
@@ -88,6 +90,28 @@ static void admin_view_node_list(struct node *n, struct admin_json *w)
   admin_json_array_begin(w);
   for (size_t i = 0; i < st->nnodes; i++) {
     admin_view_node(n, w, &st->nodes[i], controller);
+  }
+  admin_json_array_end(w);
+}
+
+/* The replica hosted here, when its store failed: [{node_id, reason,
+ * since_ms}] as `cairn --json cluster status` prints them; else []. */
+static void admin_view_store_failures(struct node *n, struct admin_json *w, struct part *p)
+{
+  admin_json_array_begin(w);
+  struct rgroup_store_failure sf = {0};
+  if (p != NULL) {
+    rgroup_store_failure(&p->rg, &sf);
+  }
+  if (sf.failed) {
+    admin_json_object_begin(w);
+    admin_json_key(w, "node_id");
+    admin_json_u64(w, n->cfg.node_id);
+    admin_json_key(w, "reason");
+    admin_json_string(w, sf.reason);
+    admin_json_key(w, "since_ms");
+    admin_json_u64(w, sf.since_ms);
+    admin_json_object_end(w);
   }
   admin_json_array_end(w);
 }
@@ -130,6 +154,8 @@ static void admin_view_partition(struct node *n, struct admin_json *w, const str
   admin_json_i64(w, start);
   admin_json_key(w, "high_watermark");
   admin_json_i64(w, hw);
+  admin_json_key(w, "store_failures");
+  admin_view_store_failures(n, w, p);
   admin_json_key(w, "group_id");
   admin_json_u64(w, mp->group_id);
   admin_json_key(w, "health");

@@ -290,8 +290,9 @@ static const struct {
                     "Partition reads answered to consumers by this node as leader."},
     [MT_STORE_FAILED] = {"cairn_partition_store_failed", "gauge",
                          "1 when the hosted replica's store failed a write (a file write or "
-                         "fsync, or a PostgreSQL statement: the node's log says which) and "
-                         "the replica stopped applying, else 0."},
+                         "fsync, or a PostgreSQL statement: the node's log, /v1/cluster and "
+                         "cairn cluster status say why) and the replica stopped applying, else "
+                         "0."},
 };
 
 static int64_t metrics_text_pm_value(struct node *n, struct part *p, enum metrics_text_pm k)
@@ -320,8 +321,11 @@ static int64_t metrics_text_pm_value(struct node *n, struct part *p, enum metric
     return (int64_t)mp->fetched_bytes;
   case MT_FETCHES:
     return (int64_t)mp->fetches;
-  case MT_STORE_FAILED:
-    return si.fatal ? 1 : 0;
+  case MT_STORE_FAILED: {
+    struct rgroup_store_failure sf;
+    rgroup_store_failure(&p->rg, &sf);
+    return sf.failed ? 1 : 0;
+  }
   case MT_COUNT:
     break;
   }

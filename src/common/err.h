@@ -80,6 +80,7 @@
   X(CAIRN_EAUTH,               -10183, "authentication failed") \
   X(CAIRN_EUNKNOWN_USER,       -10184, "unknown user") \
   X(CAIRN_EUNKNOWN_ACL,        -10185, "no such access control entry") \
+  X(CAIRN_ETLS_ON_PLAIN,       -10186, "a TLS handshake on a port without TLS: the client uses TLS (SSL, SASL_SSL), the port does not") \
   X(CAIRN_EDATABASE,           -10260, "the PostgreSQL database failed a statement or cannot be reached") \
   X(CAIRN_ESCHEMA,             -10261, "the database's Cairn schema version is unknown to this build") \
   X(CAIRN_EDB_BEHIND,          -10262, "PostgreSQL is behind: more uncommitted bytes wait than the store's bound") \

@@ -20,6 +20,11 @@ static int kafka_conn_decode(const uint8_t *p, size_t len, uint32_t max_frame_by
   if (n == 0) {
     return CAIRN_EFRAMEEMPTY;
   }
+  /* A ClientHello: a client with security.protocol SSL or SASL_SSL on a
+   * port without TLS. Said plainly rather than as a 369 MB frame. */
+  if (frame_looks_like_tls(p, len)) {
+    return CAIRN_ETLS_ON_PLAIN;
+  }
   /* A negative int32 (2 GiB and up) is no size any client sends: malformed
    * rather than merely too large. */
   if (n < KAFKA_FRAME_MIN_SIZE || n > INT32_MAX) {

@@ -16,8 +16,10 @@
  * The decoder distinguishes FRAME_NEED_MORE from malformed frames
  * (CAIRN_EFRAMEEMPTY for N = 0, CAIRN_EBADFRAME for 0 < N < 8 or N < 0 as
  * int32: a 2 GiB length, CAIRN_ETOOLARGE above the limit, refused as soon
- * as the 4 size bytes are in). A malformed frame is logged and the conn
- * drains: Kafka has no generic error answer.
+ * as the 4 size bytes are in; CAIRN_ETLS_ON_PLAIN for a TLS ClientHello,
+ * a TLS client on a plaintext port, as soon as the 4 size bytes are in). A
+ * malformed frame is logged and the conn drains: Kafka has no generic
+ * error answer.
  *
  * Context: any thread (pure functions). */
 #ifndef CAIRN_KAFKA_CONN_H

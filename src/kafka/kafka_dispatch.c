@@ -444,14 +444,13 @@ int kafka_port_start(struct node *n)
   if (config_addr_is_off(&n->cfg.kafka_listen)) {
     return 0;
   }
-  if (n->cfg.tls_cert[0] != '\0') {
-    log_warn(KAFKA_LOG,
-             "Kafka port %s not opened: it has no TLS yet, and this node requires TLS "
-             "(docs/kafka.md)",
-             n->cfg.kafka_listen.str);
-    return 0;
-  }
+  /* A node with --tls-cert serves its Kafka port with TLS too (Kafka's
+   * SSL and SASL_SSL), with the client port's context: one certificate,
+   * one CA for client certificates, one SIGHUP reload. A plaintext Kafka
+   * port beside a TLS client port would be a way around the TLS the
+   * operator asked for. */
   struct listener_config lc = {.bind_address = n->cfg.kafka_listen.str,
+                               .tls = n->tls,
                                .max_conns = n->cfg.max_connections,
                                .max_conns_per_ip = n->cfg.max_connections_per_ip,
                                .dispatch = kafka_dispatch,
@@ -496,8 +495,9 @@ int kafka_port_start(struct node *n)
       return rv;
     }
   }
-  log_info(KAFKA_LOG, "Kafka port %s (advertised as %s)", n->cfg.kafka_listen.str,
-           n->cfg.kafka_advertise.str);
+  log_info(KAFKA_LOG, "Kafka port %s (advertised as %s)%s%s", n->cfg.kafka_listen.str,
+           n->cfg.kafka_advertise.str, n->tls == NULL ? "" : ": TLS (SSL, SASL_SSL)",
+           n->tls != NULL && n->cfg.tls_ca[0] != '\0' ? ", client certificates required" : "");
   return 0;
 }
 

@@ -25,6 +25,7 @@
 #include "kafka/kafka_handlers.h"
 
 #include "common/log.h"
+#include "server/handlers.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,8 +51,11 @@ void kafka_handle_sasl_handshake(struct kafka_req *kr)
     return;
   }
   int16_t err = KAFKA_ERR_NONE;
-  if (c->principal[0] != '\0' || c->proto_state != KAFKA_SASL_NONE) {
-    err = KAFKA_ERR_ILLEGAL_SASL_STATE; /* authenticated, or an exchange under way */
+  /* Refused once logged in, or while an exchange is under way; a client
+   * certificate's principal (SASL_SSL under mutual TLS) is replaced by the
+   * login, as in Kafka and on the native port. */
+  if (!handle_auth_may_start(c) || c->proto_state != KAFKA_SASL_NONE) {
+    err = KAFKA_ERR_ILLEGAL_SASL_STATE;
   } else if (mech.ptr == NULL || mech.len != strlen(KAFKA_SASL_MECHANISM) ||
              memcmp(mech.ptr, KAFKA_SASL_MECHANISM, mech.len) != 0) {
     err = KAFKA_ERR_UNSUPPORTED_SASL_MECHANISM;

@@ -15,8 +15,10 @@ struct listener;
 /* Binds --kafka-listen when it is on (n->kafka_on set then). A port the
  * operator asked for that cannot be bound fails the start (negative code,
  * n->errmsg set); the default one (kafka_listen_default) is only logged.
- * Without TLS support on this port yet, a node with --tls-cert or --auth
- * required does not open it (logged). Returns 0 or a negative code. */
+ * A node with --tls-cert serves it with TLS on the client port's context
+ * (n->tls, borrowed: created before and freed after the port), client
+ * certificates included when --tls-ca is set. Returns 0 or a negative
+ * code. */
 __attribute__((warn_unused_result)) int kafka_port_start(struct node *n);
 
 /* Closes the port like listener_close (answers in flight still go out);

@@ -1309,8 +1309,10 @@ static void conn_process(struct conn *c)
         snprintf(what, sizeof what, "frame of %" PRIu32 " bytes above the limit of %" PRIu32 "%s",
                  f.length, max_frame,
                  max_frame < c->lim.max_frame_bytes ? " before authentication" : "");
-      } else {
+      } else if (rv == CAIRN_EFRAMEEMPTY || rv == CAIRN_EBADFRAME) {
         snprintf(what, sizeof what, "malformed frame header (length %" PRIu32 ")", f.length);
+      } else {
+        snprintf(what, sizeof what, "%s", cairn_strerror(rv)); /* a framing's own reason */
       }
       conn_protocol_error(c, rv, 0, what);
       break;

@@ -20,6 +20,13 @@ static void frame_put_u32be(uint8_t *p, uint32_t v)
   p[3] = (uint8_t)v;
 }
 
+/* A TLS record header: type 22 (handshake), version 3.0 to 3.4 (the
+ * ClientHello's record says 3.1 or 3.3 whatever TLS version it offers). */
+bool frame_looks_like_tls(const uint8_t *p, size_t len)
+{
+  return len >= 3 && p[0] == 22 && p[1] == 3 && p[2] <= 4;
+}
+
 int frame_decode(const uint8_t *p, size_t len, uint32_t max_frame_bytes, struct frame *f)
 {
   memset(f, 0, sizeof *f);

@@ -26,6 +26,7 @@
 #ifndef CAIRN_FRAME_H
 #define CAIRN_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -70,6 +71,12 @@ struct frame {
  * thread. */
 __attribute__((warn_unused_result)) int frame_decode(const uint8_t *p, size_t len,
                                                      uint32_t max_frame_bytes, struct frame *f);
+
+/* True when p[0..len) starts like a TLS handshake record (content type
+ * 22, protocol major version 3): a TLS client talking to a plaintext
+ * port, whose first 4 bytes read as a length of about 369 MB. Needs
+ * len >= 3 (false below). Borrows p. Context: any thread. */
+bool frame_looks_like_tls(const uint8_t *p, size_t len);
 
 /* Unpacks the envelope of a decoded frame. Returns 0 and *env (owned: free
  * with cairn__client__envelope__free_unpacked(*env, NULL)), or

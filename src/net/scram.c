@@ -1,7 +1,9 @@
 /* scram.c - SCRAM-SHA-256 for both ends, pure (scram.h); the crypto is
- * OpenSSL's (PBKDF2, HMAC, SHA-256, base64, constant-time compare). */
+ * OpenSSL's (PBKDF2, HMAC, SHA-256, base64 through common/b64.h,
+ * constant-time compare). */
 #include "net/scram.h"
 
+#include "common/b64.h"
 #include "common/err.h"
 
 #include <openssl/crypto.h>
@@ -11,11 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static void scram_b64(const uint8_t *in, size_t len, char *out);
-
 void scram_nonce(const uint8_t *raw, char out[SCRAM_NONCE_TEXT])
 {
-  scram_b64(raw, SCRAM_NONCE_RAW, out);
+  b64_encode(raw, SCRAM_NONCE_RAW, out);
 }
 
 bool scram_user_ok(const char *user)
@@ -44,30 +44,15 @@ static void scram_hmac(const uint8_t *key, size_t key_len, const void *data, siz
   }
 }
 
-/* base64 of len bytes into out (cap >= 4 * ceil(len / 3) + 1). */
-static void scram_b64(const uint8_t *in, size_t len, char *out)
-{
-  EVP_EncodeBlock((unsigned char *)out, in, (int)len);
-}
-
-/* Decodes base64 text (n chars) into out (cap bytes); returns the length or -1. */
+/* Decodes the base64 attribute text (n chars) into out (cap bytes);
+ * returns the length, or -1 for empty or malformed text or more than cap. */
 static int scram_unb64(const char *in, size_t n, uint8_t *out, size_t cap)
 {
-  if (n == 0 || n % 4 != 0 || n / 4 * 3 > cap) {
+  size_t len = 0;
+  if (n == 0 || b64_decode(in, n, out, cap, &len) != 0) {
     return -1;
   }
-  int len = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
-  if (len < 0) {
-    return -1;
-  }
-  /* EVP_DecodeBlock counts the padding as zero bytes. */
-  if (in[n - 1] == '=') {
-    len--;
-  }
-  if (n >= 2 && in[n - 2] == '=') {
-    len--;
-  }
-  return len;
+  return (int)len;
 }
 
 static int scram_salted(const char *password, const uint8_t *salt, size_t salt_len,
@@ -210,7 +195,7 @@ int scram_server_challenge(struct scram_server *s, const struct scram_cred *cred
   s->cnonce_len = strlen(s->nonce);
   strncat(s->nonce, snonce, sizeof s->nonce - strlen(s->nonce) - 1);
   char salt[SCRAM_SALT_MAX * 2];
-  scram_b64(s->cred.salt, s->cred.salt_len, salt);
+  b64_encode(s->cred.salt, s->cred.salt_len, salt);
   int n = snprintf(s->server_first, sizeof s->server_first, "r=%s,s=%s,i=%u", s->nonce, salt,
                    (unsigned)s->cred.iterations);
   if (n < 0 || (size_t)n >= sizeof s->server_first || (size_t)n >= cap) {
@@ -289,7 +274,7 @@ int scram_server_final(struct scram_server *s, const char *msg, size_t len, char
   uint8_t server_sig[SCRAM_KEY_LEN];
   scram_hmac(s->cred.server_key, SCRAM_KEY_LEN, am, strlen(am), server_sig);
   char b64[64];
-  scram_b64(server_sig, SCRAM_KEY_LEN, b64);
+  b64_encode(server_sig, SCRAM_KEY_LEN, b64);
   snprintf(out, cap, "v=%s", b64);
   s->state = SCRAM_S_DONE;
   return 0;
@@ -370,7 +355,7 @@ int scram_client_final(struct scram_client *c, const char *msg, size_t len, char
   OPENSSL_cleanse(client_key, sizeof client_key);
   OPENSSL_cleanse(server_key, sizeof server_key);
   char p64[64];
-  scram_b64(proof, SCRAM_KEY_LEN, p64);
+  b64_encode(proof, SCRAM_KEY_LEN, p64);
   int n = snprintf(out, cap, "%s,p=%s", without, p64);
   if (n < 0 || (size_t)n >= cap) {
     return CAIRN_EPROTOCOL;

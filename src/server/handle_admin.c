@@ -289,7 +289,8 @@ void handle_add_partitions(struct node *n, struct conn_request *req)
 }
 
 /* Lists in msg (cap bytes) the partitions on node id that no other node
- * could take: every ALIVE node other than id already holds a replica of
+ * could take: every ALIVE node other than id (with the capabilities the
+ * topic needs: a database for a postgresql topic) already holds a replica of
  * them. Returns how many there are. The planner only moves a replica to
  * an ALIVE node outside the partition's replicas, so a decommission with
  * any such partition would stay DRAINING for good. */
@@ -302,6 +303,7 @@ static uint32_t admin_stranded(const struct meta_state *st, uint64_t id, char *m
     const struct meta_topic *tp = &st->topics[t];
     for (uint32_t k = 0; k < tp->npartitions; k++) {
       const struct meta_partition *p = &tp->partitions[k];
+      uint32_t need = meta_topic_needs(&tp->config);
       bool holds = false, free_node = false;
       for (uint32_t r = 0; r < p->nreplicas; r++) {
         holds = holds || p->replicas[r] == id;
@@ -312,7 +314,8 @@ static uint32_t admin_stranded(const struct meta_state *st, uint64_t id, char *m
         for (uint32_t r = 0; r < p->nreplicas; r++) {
           in = in || p->replicas[r] == nd->id;
         }
-        free_node = nd->id != id && nd->state == META_NODE_ALIVE && !in;
+        free_node = nd->id != id && nd->state == META_NODE_ALIVE && !in &&
+                    (nd->caps & need) == need;
       }
       if (holds && !free_node) {
         if (stranded < 8 && used < cap) {

@@ -205,10 +205,9 @@ static void auth_fail(struct node *n, struct conn_request *req, const char *user
   }
 }
 
-/* Whether c may (still) authenticate: no principal yet, an exchange in
- * progress, or only its client certificate's principal, which a login
- * (SCRAM or a node's proof) replaces. */
-static bool auth_may_start(const struct conn *c)
+/* The rule handlers.h states: a login replaces only a certificate's
+ * principal, never another login's. */
+bool handle_auth_may_start(const struct conn *c)
 {
   if (c->principal[0] == '\0' || c->auth != NULL) {
     return true;
@@ -232,7 +231,7 @@ void handle_authenticate(struct node *n, struct conn_request *req)
     return;
   }
   if (r->mechanism != NULL && strcmp(r->mechanism, AUTH_NODE_MECHANISM) == 0 &&
-      r->message.len <= SCRAM_MSG_MAX && auth_may_start(c)) {
+      r->message.len <= SCRAM_MSG_MAX && handle_auth_may_start(c)) {
     auth_node_step(n, req, (const char *)r->message.data, r->message.len);
     return;
   }
@@ -244,7 +243,7 @@ void handle_authenticate(struct node *n, struct conn_request *req)
     auth_fail(n, req, "?", "SCRAM message too large", NULL);
     return;
   }
-  if (!auth_may_start(c)) {
+  if (!handle_auth_may_start(c)) {
     auth_respond(req, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED,
                  "this connection is already authenticated", NULL, false, NULL);
     return;

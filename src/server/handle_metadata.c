@@ -53,6 +53,7 @@ static void md_node(struct node *n, Cairn__Client__NodeInfo *ni, const struct me
   ni->kafka_address = (char *)nd->kafka_addr;
   ni->rack = (char *)nd->rack;
   ni->state = (char *)md_state_name(nd->state);
+  ni->has_database = (nd->caps & META_NODE_CAP_POSTGRESQL) != 0;
 }
 
 /* Everything a response borrows and must free after conn_respond(). */
@@ -135,6 +136,32 @@ size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, stru
   return md_isr_alive(ctl_state(&n->ctl), mp, out);
 }
 
+/* This node's replica, when its store failed: which node, why, since when.
+ * The reason is copied (the store's errmsg changes as it retries). */
+static void md_store_failure(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
+                             struct part *p)
+{
+  struct rgroup_store_failure sf;
+  rgroup_store_failure(&p->rg, &sf);
+  if (!sf.failed) {
+    return;
+  }
+  Cairn__Client__StoreFailure *fl = md_alloc(f, sizeof *fl);
+  Cairn__Client__StoreFailure **fp = md_alloc(f, sizeof *fp);
+  char *reason = md_alloc(f, strlen(sf.reason) + 1);
+  if (fl == NULL || fp == NULL || reason == NULL) {
+    return;
+  }
+  memcpy(reason, sf.reason, strlen(sf.reason) + 1);
+  cairn__client__store_failure__init(fl);
+  fl->node_id = n->cfg.node_id;
+  fl->reason = reason;
+  fl->since_ms = sf.since_ms;
+  fp[0] = fl;
+  pi->store_failures = fp;
+  pi->n_store_failures = 1;
+}
+
 static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
                          const struct meta_topic *t, uint32_t index)
 {
@@ -162,6 +189,7 @@ static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__Part
   store_info(rgroup_store(&p->rg), &si);
   pi->log_start_offset = si.start_offset;
   pi->high_watermark = si.next_offset;
+  md_store_failure(n, f, pi, p);
   if (rgroup_is_leader(&p->rg)) {
     pi->leader_id = n->cfg.node_id;
     pi->leader_term = p->rg.raft.current_term;

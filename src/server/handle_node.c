@@ -75,12 +75,15 @@ static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegi
    * without a Kafka port proves its registration as older nodes do. */
   bool ext = ni->external_address != NULL && ni->external_address[0] != '\0';
   /* Likewise the external address; with one, the Kafka address is always
-   * written (maybe empty), so no field can pass for the other. */
+   * written (maybe empty), so no field can pass for the other. A node with
+   * a database writes both addresses (maybe empty), then one byte 1. */
+  bool db = ni->has_database;
+  ext = ext || db;
   bool kafka = ext || (ni->kafka_address != NULL && ni->kafka_address[0] != '\0');
   size_t len = 16 + hn_str_size(ni->client_address) + hn_str_size(ni->cluster_address) +
                hn_str_size(ni->admin_address) + hn_str_size(ni->rack) + hn_str_size(r->cluster_id) +
                (kafka ? hn_str_size(ni->kafka_address) : 0) +
-               (ext ? hn_str_size(ni->external_address) : 0);
+               (ext ? hn_str_size(ni->external_address) : 0) + (db ? 1 : 0);
   uint8_t *buf = malloc(len);
   if (buf == NULL) {
     return CAIRN_ENOMEM;
@@ -98,6 +101,9 @@ static int hn_register_proof(const struct node *n, const Cairn__Client__NodeRegi
   }
   if (ext) {
     at += hn_put_str(buf + at, ni->external_address);
+  }
+  if (db) {
+    buf[at++] = 1;
   }
   chs_mac(n->cluster_key, n->cluster_key_len, HN_LABEL_REGISTER, buf, at, mac);
   free(buf);
@@ -219,7 +225,8 @@ static void hn_register_apply(struct node *n, const Cairn__Client__NodeRegisterR
                                 .admin_addr = r->node->admin_address,
                                 .kafka_addr = r->node->kafka_address,
                                 .external_addr = r->node->external_address,
-                                .rack = r->node->rack};
+                                .rack = r->node->rack,
+                                .caps = r->node->has_database ? META_NODE_CAP_POSTGRESQL : 0};
   uint8_t *cmd = NULL;
   size_t len = 0;
   int rv = meta_cmd_register_node(&info, replaces, &cmd, &len);
@@ -460,6 +467,7 @@ static void hn_node_info(struct node *n, Cairn__Client__NodeInfo *ni)
   ni->external_address =
       config_addr_is_off(&n->cfg.external_advertise) ? "" : n->cfg.external_advertise.str;
   ni->rack = n->cfg.rack;
+  ni->has_database = n->cfg.pg_conninfo[0] != '\0';
 }
 
 static void hn_register(struct node *n)

@@ -74,6 +74,11 @@ void handle_list_acls(struct node *n, struct conn_request *req);
  * (Hello, Authenticate; node requests when they carry a cluster proof;
  * Metadata and the first UpsertUser while the cluster has no user). */
 bool handle_auth_exempt(struct node *n, const struct conn_request *req);
+/* Whether c may (still) log in: no principal yet, an exchange in progress,
+ * or only its client certificate's principal (mutual TLS), which a login
+ * (SCRAM or a node's proof) replaces. The Kafka port's SaslHandshake asks
+ * the same. Borrows c. Context: loop thread. */
+bool handle_auth_may_start(const struct conn *c);
 
 /* handle_produce.c */
 void handle_produce(struct node *n, struct conn_request *req);

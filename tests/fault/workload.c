@@ -23,6 +23,7 @@
  * Exit status: 0 no violation, 1 violations, 2 usage or setup failure. */
 #include "fault_client.h"
 
+#include "common/jsonw.h"
 #include "format/batch.h"
 #include "format/batch_builder.h"
 #include "format/crc32c.h"
@@ -660,20 +661,11 @@ static void wl_check(void)
   }
 }
 
+/* s as a JSON string on f (the report around it is fprintf'd). */
 static void wl_json_str(FILE *f, const char *s)
 {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') {
-      fputc('\\', f);
-    }
-    if ((unsigned char)*s < 0x20) {
-      fprintf(f, "\\u%04x", *s);
-    } else {
-      fputc(*s, f);
-    }
-  }
-  fputc('"', f);
+  int rv = jsonw_quote(jsonw_sink_file, f, s, strlen(s));
+  (void)rv; /* the report goes on regardless, as the printf calls around it do */
 }
 
 /* ---- availability per nemesis kind ---- */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build/fuzz and runs each one
 # for SECONDS (default 20) from the seeds in tests/fuzz/seeds/<target>.
-#   bash tests/fuzz/run.sh                 20 s per target (ctest's fuzz_short)
+#   bash tests/fuzz/run.sh                 20 s per target (ctest's fuzz_short: 12 s)
 #   bash tests/fuzz/run.sh 600             ten minutes per target
 #   bash tests/fuzz/run.sh 600 frame       one target: frame | batch | producers | kafka
 #   bash tests/fuzz/run.sh --build-only

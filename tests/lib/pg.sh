@@ -126,3 +126,25 @@ pg_stop() {
   fi
   PG_PID=""
 }
+
+# pg_cairnd_wrapper DIR CAIRND: writes DIR/cairnd-pg, a cairnd for
+# deploy/cluster.sh (--cairnd) that adds --pg-conninfo "$(cat DIR/conninfoI)"
+# for node I when that file exists (a node without one has no database,
+# and a file written or removed before a restart takes effect then);
+# prints its path.
+pg_cairnd_wrapper() {
+  local dir="$1" real="$2"
+  cat >"$dir/cairnd-pg" <<WRAP
+#!/usr/bin/env bash
+id=""
+prev=""
+for a in "\$@"; do
+  [ "\$prev" = "--node-id" ] && id="\$a"
+  prev="\$a"
+done
+[ -f "$dir/conninfo\$id" ] || exec "$real" "\$@"
+exec "$real" "\$@" --pg-conninfo "\$(cat "$dir/conninfo\$id")"
+WRAP
+  chmod +x "$dir/cairnd-pg"
+  echo "$dir/cairnd-pg"
+}

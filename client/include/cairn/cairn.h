@@ -227,6 +227,16 @@ struct cairn_node_info {
   char *admin_address;
   char *rack;
   char *state; /* "alive" | "dead" | "draining" | "removed" */
+  bool has_database; /* the node has a PostgreSQL database (--pg-conninfo): it may host
+                        replicas of postgresql topics */
+};
+
+/* A replica whose store failed: it stopped applying until the store is
+ * back (a PostgreSQL store resumes by itself). */
+struct cairn_store_failure {
+  uint64_t node_id; /* the node holding the replica */
+  char *reason;     /* the store's message, e.g. "postgresql: BEGIN: FATAL: ..." */
+  uint64_t since_ms; /* wall clock (ms since 1970) of the failure; 0: not known */
 };
 
 struct cairn_partition_info {
@@ -239,6 +249,9 @@ struct cairn_partition_info {
   size_t isr_count;
   int64_t log_start_offset; /* -1: unknown to the answering node */
   int64_t high_watermark;   /* -1: unknown to the answering node */
+  struct cairn_store_failure *store_failures; /* the answering node's replica, when its store
+                                                 failed; NULL/0 otherwise */
+  size_t store_failure_count;
 };
 
 struct cairn_topic_info {

@@ -35,9 +35,11 @@ static void test_admin_json_escapes_quotes_backslashes_and_controls(void **state
       {"back\\slash", "\"back\\\\slash\""},
       {"line\nfeed\ttab\rcr", "\"line\\nfeed\\ttab\\rcr\""},
       {"\b\f", "\"\\b\\f\""},
-      {"\x01\x1f\x7f", "\"\\u0001\\u001f\\u007f\""},
+      /* jansson's \u00XX is upper-case; DEL needs no escape (RFC 8259) */
+      {"\x01\x1f\x7f", "\"\\u0001\\u001F\x7f\""},
       {"</script>", "\"</script>\""},
-      {"caf\xc3\xa9", "\"caf\xc3\xa9\""}, /* UTF-8 passes through */
+      {"caf\xc3\xa9", "\"caf\xc3\xa9\""},             /* UTF-8 passes through */
+      {"a\xff\xc3", "\"a\xef\xbf\xbd\xef\xbf\xbd\""}, /* not UTF-8: U+FFFD, never raw */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *out = test_quote(cases[i].in);

@@ -57,7 +57,7 @@ static void world_init(struct world *w, int n)
   meta_state_init(&w->st);
   APPLY_OK(&w->st, meta_cmd_bootstrap, "c", (uint64_t[]){1}, 1);
   for (int i = 1; i <= n; i++) {
-    struct meta_node_info info = {(uint64_t)i, 100 + (uint64_t)i, "h:1", "h:2", "", "", NULL, NULL};
+    struct meta_node_info info = {(uint64_t)i, 100 + (uint64_t)i, "h:1", "h:2", "", "", NULL, NULL, 0};
     APPLY_OK(&w->st, meta_cmd_register_node, &info, 0);
     w->live[w->nlive++] = (struct meta_plan_liveness){(uint64_t)i, 100 + (uint64_t)i, 0};
   }
@@ -285,6 +285,69 @@ static void test_meta_plan_run_twice_before_apply_is_harmless(void **state)
   meta_state_close(&w.st);
 }
 
+/* Node id registers again (same incarnation) with capabilities caps. */
+static void world_set_caps(struct world *w, uint64_t id, uint32_t caps)
+{
+  struct meta_node_info info = {id, 100 + id, "h:1", "h:2", "", "", NULL, NULL, caps};
+  APPLY_OK(&w->st, meta_cmd_register_node, &info, 0);
+}
+
+/* Plans and applies, every partition caught up each time, until nothing
+ * is left to do (at most `rounds` runs). */
+static void world_settle(struct world *w, int rounds)
+{
+  for (int i = 0; i < rounds; i++) {
+    world_report_all_caught_up(w);
+    if (world_step(w) == 0)
+      return;
+  }
+  fail_msg("the planner did not settle in %d runs", rounds);
+}
+
+/* Every replica of topic name sits on a node with all of caps. */
+static void assert_topic_on_caps(struct world *w, const char *name, uint32_t caps)
+{
+  const struct meta_topic *t = meta_topic_find(&w->st, name);
+  assert_non_null(t);
+  for (uint32_t p = 0; p < t->npartitions; p++) {
+    assert_int_equal(t->partitions[p].nreplicas, t->replication_factor);
+    for (uint32_t r = 0; r < t->partitions[p].nreplicas; r++) {
+      const struct meta_node *n = meta_node_find(&w->st, t->partitions[p].replicas[r]);
+      if ((n->caps & caps) != caps)
+        fail_msg("%s/%u: replica on node %llu, which lacks the capability", name, p,
+                 (unsigned long long)n->id);
+    }
+  }
+}
+
+/* A postgresql topic's replicas move only to nodes with a database: a drain
+ * leaves the node without one alone, and a replica found on a node without
+ * one (older metadata) moves to one that has it. */
+static void test_meta_plan_moves_postgresql_replicas_only_to_nodes_with_a_database(void **state)
+{
+  struct world w;
+  world_init(&w, 4);
+  for (uint64_t id = 1; id <= 3; id++)
+    world_set_caps(&w, id, META_NODE_CAP_POSTGRESQL);
+  struct meta_topic_config pg = {0, 0, 0, 0, 1};
+  APPLY_OK(&w.st, meta_cmd_create_topic, "pg", 6, 2, &pg);
+  APPLY_OK(&w.st, meta_cmd_create_topic, "file", 2, 2, NULL);
+  assert_topic_on_caps(&w, "pg", META_NODE_CAP_POSTGRESQL);
+  APPLY_OK(&w.st, meta_cmd_set_node_state, 1, META_NODE_DRAINING, 0, 0);
+  world_settle(&w, 40);
+  assert_int_equal(node_state(&w, 1), META_NODE_REMOVED);
+  assert_topic_on_caps(&w, "pg", META_NODE_CAP_POSTGRESQL);
+  /* Node 3 loses its database; node 4 gets one: node 3's replicas move. */
+  world_set_caps(&w, 3, 0);
+  world_set_caps(&w, 4, META_NODE_CAP_POSTGRESQL);
+  world_settle(&w, 40);
+  assert_topic_on_caps(&w, "pg", META_NODE_CAP_POSTGRESQL);
+  uint32_t replicas, leaders;
+  meta_node_load(&w.st, 4, &replicas, &leaders);
+  assert_true(replicas >= 6);
+  meta_state_close(&w.st);
+}
+
 static void test_meta_plan_drains_a_node_then_removes_it(void **state)
 {
   struct world w;
@@ -372,7 +435,7 @@ static void test_meta_plan_waits_when_no_node_can_take_the_replica(void **state)
   assert_int_equal(world_step(&w), 0);
   assert_int_equal(replicas_on(&w, 3), 3); /* not removed: no quorum lost for nothing */
   /* A fourth node joins: the moves start. */
-  struct meta_node_info info = {4, 104, "h:1", "h:2", "", "", NULL, NULL};
+  struct meta_node_info info = {4, 104, "h:1", "h:2", "", "", NULL, NULL, 0};
   APPLY_OK(&w.st, meta_cmd_register_node, &info, 0);
   w.live[w.nlive++] = (struct meta_plan_liveness){4, 104, 0};
   assert_int_equal(world_step(&w), 3);
@@ -524,6 +587,7 @@ int main(void)
       cmocka_unit_test(test_meta_plan_moves_a_dead_nodes_replicas_after_the_delay),
       cmocka_unit_test(test_meta_plan_run_twice_before_apply_is_harmless),
       cmocka_unit_test(test_meta_plan_drains_a_node_then_removes_it),
+      cmocka_unit_test(test_meta_plan_moves_postgresql_replicas_only_to_nodes_with_a_database),
       cmocka_unit_test(test_meta_plan_node_back_in_time_keeps_its_replicas),
       cmocka_unit_test(test_meta_plan_node_back_after_the_addition_trims_the_extra),
       cmocka_unit_test(test_meta_plan_waits_when_no_node_can_take_the_replica),

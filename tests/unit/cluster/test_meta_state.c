@@ -49,8 +49,9 @@ static int do_bootstrap(struct meta_state *st, const char *id, struct meta_resul
 
 /* Registers node id with addresses derived from it; with_kafka: a Kafka
  * address too (a node from before the Kafka port registers none). */
-static int do_register_kafka(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
-                             bool with_kafka, uint64_t replaces, struct meta_result *res)
+static int do_register_caps(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
+                            bool with_kafka, uint32_t caps, uint64_t replaces,
+                            struct meta_result *res)
 {
   char client[64], cluster[64], admin[64], kafka_buf[64];
   const char *kafka = with_kafka ? kafka_buf : NULL;
@@ -58,14 +59,22 @@ static int do_register_kafka(struct meta_state *st, uint64_t id, uint64_t inc, c
   snprintf(kafka_buf, sizeof kafka_buf, "10.0.0.%llu:9095", (unsigned long long)id);
   snprintf(cluster, sizeof cluster, "10.0.0.%llu:9093", (unsigned long long)id);
   snprintf(admin, sizeof admin, "10.0.0.%llu:9094", (unsigned long long)id);
-  struct meta_node_info info = {id, inc, client, cluster, admin, rack, kafka, NULL};
+  struct meta_node_info info = {id, inc, client, cluster, admin, rack, kafka, NULL, caps};
   return APPLY(st, res, meta_cmd_register_node, &info, replaces);
 }
 
+/* Without capabilities, as a node before them registered. */
+static int do_register_kafka(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
+                             bool with_kafka, uint64_t replaces, struct meta_result *res)
+{
+  return do_register_caps(st, id, inc, rack, with_kafka, 0, replaces, res);
+}
+
+/* A node with a Kafka port and a PostgreSQL database. */
 static int do_register(struct meta_state *st, uint64_t id, uint64_t inc, const char *rack,
                        uint64_t replaces, struct meta_result *res)
 {
-  return do_register_kafka(st, id, inc, rack, true, replaces, res);
+  return do_register_caps(st, id, inc, rack, true, META_NODE_CAP_POSTGRESQL, replaces, res);
 }
 
 static int do_state(struct meta_state *st, uint64_t id, enum meta_node_state s, uint64_t inc,
@@ -228,7 +237,7 @@ static void test_meta_register_node_adds_and_updates(void **state)
   assert_int_equal(do_register(&st, 7, 70, "r2", 0, &res), 0);
   assert_string_equal(meta_node_find(&st, 7)->rack, "r2");
   /* Shape errors. */
-  struct meta_node_info bad = {0, 1, "a:1", "a:2", NULL, NULL, NULL, NULL};
+  struct meta_node_info bad = {0, 1, "a:1", "a:2", NULL, NULL, NULL, NULL, 0};
   APPLY_REFUSED(&st, CAIRN_EINVAL, meta_cmd_register_node, &bad, 0);
   bad.node_id = 9;
   bad.incarnation = 0;
@@ -251,7 +260,7 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   struct meta_result res;
   make_cluster(&st, 3);
   /* Another process (incarnation 999) claims id 2 while 102 is ALIVE. */
-  struct meta_node_info info = {2, 999, "x:1", "x:2", "", "", NULL, NULL};
+  struct meta_node_info info = {2, 999, "x:1", "x:2", "", "", NULL, NULL, 0};
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node, &info, 0);
   /* Naming the wrong incarnation as silent does not help. */
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node, &info, 555);
@@ -263,7 +272,7 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   assert_int_equal(n->state, META_NODE_ALIVE);
   /* The old process coming back is now the stranger. */
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node,
-                (&(struct meta_node_info){2, 102, "y:1", "y:2", "", "", NULL, NULL}), 0);
+                (&(struct meta_node_info){2, 102, "y:1", "y:2", "", "", NULL, NULL, 0}), 0);
 
   /* A DEAD record is taken over by any new incarnation. */
   assert_int_equal(do_state(&st, 3, META_NODE_DEAD, 103, &res), 0);
@@ -278,14 +287,14 @@ static void test_meta_register_refuses_an_id_held_by_a_live_process(void **state
   /* A DRAINING node restarted with replaces_incarnation keeps draining. */
   assert_int_equal(do_state(&st, 1, META_NODE_DRAINING, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_ENODE_ID_IN_USE, meta_cmd_register_node,
-                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL, NULL}), 0);
+                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL, NULL, 0}), 0);
   assert_int_equal(do_register(&st, 1, 111, "", 101, &res), 0);
   assert_int_equal(meta_node_find(&st, 1)->state, META_NODE_DRAINING);
 
   /* REMOVED: the same process may not rejoin, a restarted one may. */
   assert_int_equal(do_state(&st, 1, META_NODE_REMOVED, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVAL, meta_cmd_register_node,
-                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL, NULL}), 0);
+                (&(struct meta_node_info){1, 111, "z:1", "z:2", "", "", NULL, NULL, 0}), 0);
   assert_int_equal(do_register(&st, 1, 1111, "", 0, &res), 0);
   assert_int_equal(meta_node_find(&st, 1)->state, META_NODE_ALIVE);
   meta_state_close(&st);
@@ -319,7 +328,7 @@ static void test_meta_set_node_state_follows_the_diagram(void **state)
   APPLY_REFUSED(&st, CAIRN_EINVALID_REPLICAS, meta_cmd_set_node_state, 2, META_NODE_REMOVED, 0, 1);
   assert_int_equal(do_state(&st, 3, META_NODE_DEAD, 0, &res), 0);
   APPLY_REFUSED(&st, CAIRN_EINVALID_REPLICAS, meta_cmd_set_node_state, 3, META_NODE_REMOVED, 0, 1);
-  struct meta_node_info n5 = {5, 105, "a:1", "a:2", "", "", NULL, NULL};
+  struct meta_node_info n5 = {5, 105, "a:1", "a:2", "", "", NULL, NULL, 0};
   assert_int_equal(APPLY(&st, &res, meta_cmd_register_node, &n5, 0), 0);
   assert_int_equal(do_state(&st, 5, META_NODE_DRAINING, 0, &res), 0);
   assert_int_equal(do_state(&st, 5, META_NODE_REMOVED, 0, &res), 0);
@@ -474,7 +483,7 @@ static void test_meta_cluster_limits_are_enforced(void **state)
   /* At most META_MAX_NODES nodes. */
   make_cluster(&st, (int)META_MAX_NODES);
   APPLY_REFUSED(&st, CAIRN_ETOOLARGE, meta_cmd_register_node,
-                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", "", NULL, NULL}), 0);
+                (&(struct meta_node_info){META_MAX_NODES + 1, 1, "a:1", "a:2", "", "", NULL, NULL, 0}), 0);
   /* Re-registering a known node is still fine. */
   assert_int_equal(do_register(&st, 5, 105, "r", 0, &res), 0);
   meta_state_close(&st);
@@ -743,6 +752,44 @@ static void test_meta_apply_refuses_an_index_going_backwards(void **state)
   meta_state_close(&st);
 }
 
+/* A postgresql topic needs nodes with a database: rf above their number is
+ * refused with that number, and its replicas (also added partitions) go
+ * only to them; a file topic still uses every node. A restart without a
+ * database (new incarnation) takes the capability away. */
+static void test_meta_postgresql_topic_only_on_nodes_with_a_database(void **state)
+{
+  struct meta_state st;
+  struct meta_result res;
+  make_cluster(&st, 0);
+  for (uint64_t id = 1; id <= 4; id++)
+    assert_int_equal(do_register_caps(&st, id, 100 + id, "", true,
+                                      id % 2 == 0 ? META_NODE_CAP_POSTGRESQL : 0, 0, &res),
+                     0);
+  assert_int_equal(meta_capable_count(&st, META_NODE_CAP_POSTGRESQL), 2);
+  assert_int_equal(meta_capable_count(&st, 0), 4);
+  struct meta_topic_config pg = {0, 0, 0, 0, STORE_KIND_POSTGRESQL};
+  APPLY_REFUSED(&st, CAIRN_EINVALID_RF, meta_cmd_create_topic, "pg", 2, 3, &pg);
+  assert_int_equal(APPLY(&st, &res, meta_cmd_create_topic, "pg", 2, 3, &pg), CAIRN_EINVALID_RF);
+  assert_non_null(strstr(res.msg, "only 2 alive nodes have a PostgreSQL database"));
+  assert_int_equal(APPLY(&st, &res, meta_cmd_create_topic, "pg", 6, 2, &pg), 0);
+  assert_int_equal(APPLY(&st, &res, meta_cmd_add_partitions, "pg", 9), 0);
+  const struct meta_topic *t = meta_topic_find(&st, "pg");
+  for (uint32_t p = 0; p < t->npartitions; p++)
+    for (uint32_t r = 0; r < t->partitions[p].nreplicas; r++)
+      assert_true(t->partitions[p].replicas[r] % 2 == 0);
+  assert_int_equal(do_create(&st, "file", 1, 4, &res), 0);
+  /* Node 2 restarts without a database: one capable node is left. */
+  assert_int_equal(do_register_caps(&st, 2, 999, "", true, 0, 102, &res), 0);
+  assert_int_equal(meta_node_find(&st, 2)->caps, 0);
+  assert_int_equal(APPLY(&st, &res, meta_cmd_create_topic, "pg2", 1, 2, &pg), CAIRN_EINVALID_RF);
+  assert_non_null(strstr(res.msg, "only 1 alive node has a PostgreSQL database"));
+  /* Bits this version does not know are dropped. */
+  assert_int_equal(do_register_caps(&st, 3, 103, "", true, 0x80000000u | 1u, 0, &res), 0);
+  assert_int_equal(meta_node_find(&st, 3)->caps, META_NODE_CAP_POSTGRESQL);
+  check_invariants(&st);
+  meta_state_close(&st);
+}
+
 /* ---- snapshots ---- */
 
 static void build_rich_state(struct meta_state *st)
@@ -787,6 +834,7 @@ static void test_meta_snapshot_round_trip_is_exact(void **state)
   assert_int_equal(back.nodes[5].state, META_NODE_DRAINING);
   assert_string_equal(back.nodes[0].rack, "rack-a");
   assert_int_equal(back.nodes[0].incarnation, 1001);
+  assert_int_equal(back.nodes[0].caps, META_NODE_CAP_POSTGRESQL);
   assert_int_equal(back.ntopics, 2);
   const struct meta_topic *t = meta_topic_find(&back, "orders");
   assert_int_equal(t->config.retention_ms, 86400000);
@@ -1017,7 +1065,7 @@ static void random_command(uint64_t *rnd, const struct meta_state *st, uint8_t *
   switch (tu_rand(rnd) % 9) {
   case 0: {
     static const char *racks[] = {"", "r1", "r2", "r3"};
-    struct meta_node_info info = {node, 1 + tu_rand(rnd) % 3, "c:1", "c:2", "", racks[node % 4], NULL, NULL};
+    struct meta_node_info info = {node, 1 + tu_rand(rnd) % 3, "c:1", "c:2", "", racks[node % 4], NULL, NULL, 0};
     rc = meta_cmd_register_node(&info, tu_rand(rnd) % 4, cmd, len);
     break;
   }
@@ -1285,6 +1333,7 @@ int main(void)
       cmocka_unit_test(test_meta_set_replicas_one_change_at_a_time),
       cmocka_unit_test(test_meta_malformed_commands_are_refused),
       cmocka_unit_test(test_meta_apply_refuses_an_index_going_backwards),
+      cmocka_unit_test(test_meta_postgresql_topic_only_on_nodes_with_a_database),
       cmocka_unit_test(test_meta_snapshot_round_trip_is_exact),
       cmocka_unit_test(test_meta_snapshot_damage_is_refused_and_changes_nothing),
       cmocka_unit_test(test_meta_snapshot_decode_checks_every_invariant),

@@ -35,7 +35,7 @@ static void make_cluster(struct meta_state *st, int n, const char *const *racks)
   int rc_enc = meta_cmd_bootstrap("c", (uint64_t[]){1}, 1, &cmd, &len);
   apply_ok(st, rc_enc, cmd, len);
   for (int i = 0; i < n; i++) {
-    struct meta_node_info info = {(uint64_t)i + 1, 7, "h:1", "h:2", "", racks ? racks[i] : "", NULL, NULL};
+    struct meta_node_info info = {(uint64_t)i + 1, 7, "h:1", "h:2", "", racks ? racks[i] : "", NULL, NULL, 0};
     int rc_node = meta_cmd_register_node(&info, 0, &cmd, &len);
     apply_ok(st, rc_node, cmd, len);
   }
@@ -113,7 +113,7 @@ static void test_placement_counts_the_load_already_in_the_cluster(void **state)
   /* A new node joins empty: the next topics go to it first. */
   uint8_t *cmd;
   size_t len;
-  struct meta_node_info info = {5, 7, "h:1", "h:2", "", "", NULL, NULL};
+  struct meta_node_info info = {5, 7, "h:1", "h:2", "", "", NULL, NULL, 0};
   int rc_enc = meta_cmd_register_node(&info, 0, &cmd, &len);
   apply_ok(&st, rc_enc, cmd, len);
   create(&st, "third", 1, 1);
@@ -229,6 +229,46 @@ static void test_placement_pick_adds_an_outside_node_on_a_missing_rack(void **st
   meta_state_close(&st);
 }
 
+/* A table that requires a capability chooses only nodes that have it, for
+ * whole partitions and for single picks; lifting it makes all eligible. */
+static void test_placement_requires_a_capability_when_asked(void **state)
+{
+  struct meta_state st;
+  make_cluster(&st, 4, NULL);
+  uint8_t *cmd;
+  size_t len;
+  for (uint64_t id = 2; id <= 3; id++) {
+    struct meta_node_info info = {id, 7, "h:1", "h:2", "", "", NULL, NULL, META_NODE_CAP_POSTGRESQL};
+    int rc_node = meta_cmd_register_node(&info, 0, &cmd, &len);
+    apply_ok(&st, rc_node, cmd, len);
+  }
+  struct placement_table t;
+  assert_int_equal(placement_table_build(&st, &t), 0);
+  assert_int_equal(t.neligible, 4);
+  placement_table_require(&t, META_NODE_CAP_POSTGRESQL);
+  assert_int_equal(t.neligible, 2);
+  uint64_t out[8];
+  assert_int_equal(placement_assign(&t, 1, 3, out), CAIRN_EINVALID_RF);
+  assert_int_equal(placement_assign(&t, 4, 2, out), 0);
+  for (int i = 0; i < 8; i++)
+    assert_true(out[i] == 2 || out[i] == 3);
+  uint64_t cur[1] = {2}, pick;
+  assert_int_equal(placement_pick(&t, cur, 1, 0, &pick), 0);
+  assert_int_equal(pick, 3);
+  uint64_t both[2] = {2, 3};
+  assert_int_equal(placement_pick(&t, both, 2, 0, &pick), CAIRN_ENOTFOUND);
+  /* A capable node going dead leaves one. */
+  placement_set_eligible(&t, 3, false);
+  assert_int_equal(t.neligible, 1);
+  placement_set_eligible(&t, 3, true);
+  placement_table_require(&t, 0);
+  assert_int_equal(t.neligible, 4);
+  assert_int_equal(placement_pick(&t, both, 2, 0, &pick), 0);
+  assert_true(pick == 1 || pick == 4);
+  placement_table_free(&t);
+  meta_state_close(&st);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -240,6 +280,7 @@ int main(void)
       cmocka_unit_test(test_placement_uses_the_rare_rack_where_racks_are_uneven),
       cmocka_unit_test(test_placement_skips_dead_draining_and_removed_nodes),
       cmocka_unit_test(test_placement_pick_adds_an_outside_node_on_a_missing_rack),
+      cmocka_unit_test(test_placement_requires_a_capability_when_asked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

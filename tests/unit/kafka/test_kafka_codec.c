@@ -201,6 +201,31 @@ static void test_kafka_frame_needs_more_until_whole_and_refuses_bad_sizes(void *
   assert_int_equal(f.length, 0x200000);
 }
 
+/* A TLS client on a plaintext Kafka port: its ClientHello's record header
+ * reads as a ~369 MB size; it is named for what it is, even under a limit
+ * that would allow that size. */
+static void test_kafka_frame_refuses_a_tls_client_hello(void **state)
+{
+  (void)state;
+  const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03};
+  struct frame f;
+  assert_int_equal(kafka_conn_framing.decode(hello, 3, 1 << 20, &f), FRAME_NEED_MORE);
+  assert_int_equal(kafka_conn_framing.decode(hello, sizeof hello, 1 << 20, &f),
+                   CAIRN_ETLS_ON_PLAIN);
+  assert_int_equal(kafka_conn_framing.decode(hello, sizeof hello, 1u << 30, &f),
+                   CAIRN_ETLS_ON_PLAIN);
+  assert_true(frame_looks_like_tls(hello, 3));
+  assert_false(frame_looks_like_tls(hello, 2));
+  const uint8_t tls13_record[] = {0x16, 0x03, 0x03, 0x00};
+  assert_true(frame_looks_like_tls(tls13_record, sizeof tls13_record));
+  /* Sizes that start with 0x16 but are no TLS record header. */
+  const uint8_t other[] = {0x16, 0x04, 0x00, 0x00};
+  assert_false(frame_looks_like_tls(other, sizeof other));
+  assert_int_equal(kafka_conn_framing.decode(other, sizeof other, 1 << 20, &f), CAIRN_ETOOLARGE);
+  const uint8_t small[] = {0, 0, 0, 10};
+  assert_false(frame_looks_like_tls(small, sizeof small));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -209,6 +234,7 @@ int main(void)
       cmocka_unit_test(test_kafka_codec_malformed_values_are_not_truncations),
       cmocka_unit_test(test_kafka_codec_writer_has_a_limit),
       cmocka_unit_test(test_kafka_frame_needs_more_until_whole_and_refuses_bad_sizes),
+      cmocka_unit_test(test_kafka_frame_refuses_a_tls_client_hello),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

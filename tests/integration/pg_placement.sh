@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# pg_placement.sh - postgresql topics go only to nodes with a database, and
+# `cairn cluster status` says which nodes have one and which replicas' stores
+# failed. A real 3-node cluster where only nodes 1 and 2 have --pg-conninfo
+# (one private PostgreSQL server, tests/lib/pg.sh):
+# - cluster status (table and --json) shows nodes 1 and 2 with a database;
+# - a postgresql topic with -r 2 is placed on exactly nodes 1 and 2, -r 3 is
+#   refused with a message naming the 2 nodes, a file topic still uses node 3;
+# - node 2 cannot be decommissioned (its postgresql replicas have nowhere to
+#   go: node 3 has no database);
+# - with PostgreSQL stopped, cluster status lists the failed stores with the
+#   reason and since when, nothing is acknowledged; once it is back the list
+#   empties and every acknowledged record is read back once, in order;
+# - node 3 restarted with a database takes a -r 3 postgresql topic; restarted
+#   without it again, it refuses that replica with a log line and keeps
+#   running, and the partition goes on with the other two.
+# Usage: pg_placement.sh CAIRN CAIRND
+set -euo pipefail
+CLI_TEST_TAG=pgplace
+. "$(cd "$(dirname "$0")/../lib" && pwd)/cli_test.sh"
+. "$repo/tests/lib/pg.sh"
+
+chmod 755 "$dir" # the PostgreSQL server runs as nobody
+# The nodes first (they hold connections), then the server, then the
+# usual cleanup with the test's exit status.
+trap 'rc=$?; set +e; [ -f "$cdir/cluster.conf" ] && bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1; pg_stop; (exit $rc); cleanup' EXIT
+
+step "a private PostgreSQL server, a database for nodes 1 and 2 only"
+pg_start "$dir/pg" || fail "PostgreSQL did not start"
+for i in 1 2; do
+  pg_createdb "cairn_node$i" >"$dir/conninfo$i" || fail "createdb cairn_node$i"
+done
+
+# cluster.sh starts this cairnd: it adds the node's database when it has one.
+cairnd=$(pg_cairnd_wrapper "$dir" "$cairnd")
+
+start_cluster3
+
+step "cluster status shows which nodes have a database"
+eventually 0 "$cli" cluster status --json
+json_ok "$dir/out"
+pyj "$dir/out" 'sorted((n["id"], n["has_database"]) for n in j["nodes"]) == [(1, True), (2, True), (3, False)]'
+expect 0 "$cli" cluster status
+out_has "DATABASE"
+python3 - "$dir/out" <<'PY' || fail "the node table does not say which nodes have a database: $(cat "$dir/out")"
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0].rstrip("*").isdigit() and len(f) >= 6:
+        rows[int(f[0].rstrip("*"))] = f[-1]
+assert rows == {1: "yes", 2: "yes", 3: "no"}, rows
+PY
+
+step "a postgresql topic goes only to nodes 1 and 2; -r 3 is refused"
+expect 1 "$cli" topic create pg3 -P 1 -r 3 --storage postgresql
+err_has "only 2 alive nodes have a PostgreSQL database"
+expect 0 "$cli" topic create pgt -P 4 -r 2 --storage postgresql
+eventually 0 "$cli" topic describe pgt --json
+pyj "$dir/out" 'len(j["partitions"]) == 4 and all(sorted(p["replicas"]) == [1, 2] for p in j["partitions"])'
+expect 0 "$cli" topic create ft -P 1 -r 3
+eventually 0 "$cli" topic describe ft --json
+pyj "$dir/out" 'sorted(j["partitions"][0]["replicas"]) == [1, 2, 3]'
+
+step "node 2 cannot be decommissioned: node 3 has no database for its replicas"
+expect 1 "$cli" node decommission 2
+err_has "no other alive node"
+
+step "produce to the postgresql topic"
+: >"$dir/acked"
+produce_acked() {
+  seq 1 20 | sed "s/^/$1-/" >"$dir/round"
+  "$cli" --timeout-ms 60000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
+    fail "round $1 not acknowledged: $(cat "$dir/produce.err")"
+  cat "$dir/round" >>"$dir/acked"
+}
+produce_acked a
+produce_acked b
+
+# view_of I FILE: node I's /v1/cluster (its admin port: that very node's
+# answer, where the CLI asks a node libcairn picks).
+view_of() {
+  python3 - "$((base + 10 * ($1 - 1) + 2))" "$2" <<'PY' 2>/dev/null
+import sys, urllib.request
+open(sys.argv[2], "wb").write(urllib.request.urlopen("http://127.0.0.1:%s/v1/cluster" % sys.argv[1], timeout=5).read())
+PY
+}
+
+# failures_in FILE: "topic/partition/node reason" per failed store in a
+# cluster status --json document, sorted; prints nothing when none.
+failures_in() {
+  python3 - "$1" <<'PY'
+import json, sys, time
+j = json.load(open(sys.argv[1]))
+now = time.time() * 1000
+for t in j["topics"]:
+    for p in t["partitions"]:
+        for f in p["store_failures"]:
+            assert f["node_id"] in (1, 2), f
+            assert 0 < f["since_ms"] <= now + 5000, f
+            print("%s/%d/%d %s" % (t["name"], p["partition"], f["node_id"], f["reason"]))
+PY
+}
+
+step "PostgreSQL stops: cluster status shows the failed stores and why"
+pg_stop
+seq 1 5 | sed "s/^/down-/" >"$dir/round"
+if "$cli" --timeout-ms 3000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
+  fail "a produce was acknowledged while PostgreSQL was down"
+fi
+# Each node lists its own replicas' failures: the replica that applied the
+# entry fails its store, on node 1 or node 2. Ask both.
+seen=""
+deadline=$((SECONDS + 45))
+while [ "$SECONDS" -lt "$deadline" ]; do
+  for i in 1 2; do
+    view_of "$i" "$dir/status$i.json" || continue
+    failures_in "$dir/status$i.json" >"$dir/failures" ||
+      fail "bad store_failures: $(head -c 600 "$dir/status$i.json")"
+    if grep -q "^pgt/0/$i postgresql" "$dir/failures"; then
+      seen=$i
+      break 2
+    fi
+  done
+  sleep 0.2
+done
+[ -n "$seen" ] || fail "/v1/cluster on nodes 1 and 2 shows no failed store of pgt-0"
+grep -q "^ft/" "$dir/failures" && fail "a file topic's store is reported failed: $(cat "$dir/failures")"
+echo "   node $seen: $(grep "^pgt/0/" "$dir/failures")"
+# The table: whichever node answers (libcairn picks one) lists what it
+# knows; retried until an answer has the row.
+ok=0
+for _ in $(seq 1 50); do
+  expect 0 "$cli" cluster status
+  if grep -E "^pgt +0 +$seen +[0-9]{4}-[0-9]{2}-[0-9]{2} .*postgresql" "$dir/out" >/dev/null; then
+    ok=1
+    break
+  fi
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "no table row for pgt-0 on node $seen with since when: $(cat "$dir/out")"
+out_has "store failed"
+# cluster status --json says the same.
+ok=0
+for _ in $(seq 1 50); do
+  expect 0 "$cli" cluster status --json
+  failures_in "$dir/out" >"$dir/failures" || fail "bad store_failures: $(head -c 600 "$dir/out")"
+  grep -q "^pgt/0/$seen postgresql" "$dir/failures" && { ok=1; break; }
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "cluster status --json shows no failed store of pgt-0 on node $seen"
+
+step "PostgreSQL comes back: no failed store any more, every acknowledged record there"
+pg_resume || fail "PostgreSQL did not start again"
+produce_acked c
+ok=0
+deadline=$((SECONDS + 60))
+while [ "$SECONDS" -lt "$deadline" ]; do
+  if view_of 1 "$dir/status1.json" && view_of 2 "$dir/status2.json" &&
+    [ -z "$(failures_in "$dir/status1.json")" ] && [ -z "$(failures_in "$dir/status2.json")" ]; then
+    ok=1
+    break
+  fi
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "cluster status still shows failed stores: $(failures_in "$dir/status1.json") $(failures_in "$dir/status2.json")"
+for _ in 1 2 3; do
+  expect 0 "$cli" cluster status
+  grep -q "store failed" "$dir/out" && fail "cluster status still lists a failed store: $(cat "$dir/out")"
+done
+expect 0 "$cli" consume pgt -p 0 -e -f '%o %v\n'
+python3 - "$dir/acked" "$dir/out" <<'PY' || fail "consumed records do not hold the acknowledged ones once and in order"
+import sys
+acked = [l.rstrip("\n") for l in open(sys.argv[1])]
+got = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[2]) if l.strip()]
+values = [v for _, v in got]
+offsets = [int(o) for o, _ in got]
+assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets not contiguous"
+assert len(set(values)) == len(values), "a duplicate"
+pos = {v: i for i, v in enumerate(values)}
+assert all(v in pos for v in acked), "an acknowledged record is missing"
+order = [pos[v] for v in acked]
+assert order == sorted(order), "out of order"
+print("   %d consumed, %d acknowledged: all there once, in order" % (len(values), len(acked)))
+PY
+# restart_node3: SIGTERM node 3, wait for it to exit, start it again with
+# what its wrapper finds now (a database or none).
+restart_node3() {
+  local pid
+  pid=$(cat "$cdir/node3.pid")
+  kill -TERM "$pid"
+  for _ in $(seq 1 150); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -0 "$pid" 2>/dev/null && fail "node 3 did not stop"
+  bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
+    fail "restarting node 3: $(cat "$dir/restart.out")"
+  pids+=("$(cat "$cdir/node3.pid")")
+}
+
+# node3_has_database WANT: waits until cluster status says so of node 3.
+node3_has_database() {
+  for _ in $(seq 1 100); do
+    "$cli" --timeout-ms 3000 cluster status --json >"$dir/status3.json" 2>/dev/null &&
+      python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if [n["has_database"] for n in j["nodes"] if n["id"] == 3] == [sys.argv[2] == "true"] else 1)' \
+        "$dir/status3.json" "$1" && return 0
+    sleep 0.2
+  done
+  fail "node 3's has_database is not $1: $(head -c 600 "$dir/status3.json")"
+}
+
+step "node 3 restarts with a database: a postgresql topic with -r 3 goes on all three"
+pg_createdb cairn_node3 >"$dir/conninfo3" || fail "createdb cairn_node3"
+restart_node3
+node3_has_database true
+expect 0 "$cli" topic create pg3 -P 1 -r 3 --storage postgresql
+eventually 0 "$cli" topic describe pg3 --json
+pyj "$dir/out" 'sorted(j["partitions"][0]["replicas"]) == [1, 2, 3]'
+
+step "node 3 restarts without it: it refuses its replica of pg3 and keeps running"
+rm "$dir/conninfo3"
+restart_node3
+node3_has_database false
+ok=0
+for _ in $(seq 1 100); do
+  grep -q "pg3-0: .*has no --pg-conninfo: it refuses to host the replica" "$cdir/node3.log" && { ok=1; break; }
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "node 3 did not log that it refuses pg3-0: $(tail -5 "$cdir/node3.log")"
+"$cli" --timeout-ms 60000 produce pg3 -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
+  fail "pg3 takes no produce with 2 of 3 replicas: $(cat "$dir/produce.err")"
+kill -0 "$(cat "$cdir/node3.pid")" 2>/dev/null || fail "node 3 is gone"
+echo "   node 3 logged: $(grep -o "has no --pg-conninfo: it refuses to host the replica" "$cdir/node3.log" | head -1)"
+echo "PASS"
