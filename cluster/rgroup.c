@@ -99,8 +99,15 @@ static void rgroup_opts_fill(struct rgroup_opts *o, const struct rgroup_opts *in
 
 /* A replica of a topic stored in PostgreSQL: its rows in the node's
  * database (pgstore.h); the Raft log stays in <dir>/raft. */
-static int rgroup_open_pgstore(const struct rgroup_opts *o, struct store **out, char *err,
-                               size_t errlen)
+/* The node's writer failed a transaction holding this replica's rows:
+ * the store latched fatal; Raft closes and the store is revived. */
+static void rgroup_on_pgstore_fatal(void *arg)
+{
+  rgroup_raft_store_down(arg);
+}
+
+static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, struct store **out,
+                               char *err, size_t errlen)
 {
   if (o->pg_conninfo == NULL || o->pg_conninfo[0] == '\0') {
     snprintf(err, errlen,
@@ -119,9 +126,12 @@ static int rgroup_open_pgstore(const struct rgroup_opts *o, struct store **out, 
       .retention_bytes = o->plog.retention_bytes,
       .retention_ms = o->plog.retention_ms,
       .max_batch_bytes = o->plog.max_batch_bytes,
-      /* One COMMIT per applied Raft entry (an entry groups many produce
-       * requests): SQL readers see what consumers see. */
-      .commit_each_append = true,
+      /* Written behind by the node's writer for this database: one
+       * transaction per loop turn for every partition's applied entries
+       * (pgwriter.h); a failed one revives the store. */
+      .loop = rg->loop,
+      .on_fatal = rgroup_on_pgstore_fatal,
+      .on_fatal_arg = rg,
   };
   return pgstore_open(&po, out, err, errlen);
 }
@@ -144,7 +154,7 @@ static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o)
   }
   char err[512];
   if (o->storage == STORE_KIND_POSTGRESQL) {
-    rv = rgroup_open_pgstore(o, &rg->store, err, sizeof err);
+    rv = rgroup_open_pgstore(rg, o, &rg->store, err, sizeof err);
   } else {
     rv = plog_open(log_dir, &o->plog, &rg->store, err, sizeof err);
   }

@@ -42,6 +42,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "storage/manifest.h"
+#include "storage/pgstore.h"
 #include "storage/plog_sync.h"
 
 #include <errno.h>
@@ -372,6 +373,21 @@ static bool rgroup_fsm_store_committed(struct rgroup *rg)
   return info.durable_offset == info.next_offset && info.durable_index == info.last_index;
 }
 
+/* A pgstore is written behind, and raft asks for a snapshot right after
+ * an apply, which the writer has not committed yet: commit it now when
+ * that is one transaction (no job of the writer holds the store's rows),
+ * once per snapshot. Returns 0 when everything applied is committed. */
+static int rgroup_fsm_store_settle(struct rgroup *rg)
+{
+  int rv = pgstore_try_settle(rg->store);
+  if (rv != 0 && rv != -EBUSY) {
+    log_warn("rgroup", "group %llu: snapshot: committing the store: %s (%s)",
+             (unsigned long long)rg->group_id, cairn_strerror(rv), store_errmsg(rg->store));
+    (void)rgroup_fsm_store_down(rg);
+  }
+  return rv == 0 && rgroup_fsm_store_committed(rg) ? 0 : -EBUSY;
+}
+
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
   struct rgroup *rg = fsm->data;
@@ -381,10 +397,11 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
      * takes one at a time; never seen.) */
     return RAFT_BUSY;
   }
-  if (rg->opts.storage == STORE_KIND_POSTGRESQL && !rgroup_fsm_store_committed(rg)) {
+  if (rg->opts.storage == STORE_KIND_POSTGRESQL && !rgroup_fsm_store_committed(rg) &&
+      rgroup_fsm_store_settle(rg) != 0) {
     /* raft 0.15 snapshots at last_applied: only once PostgreSQL has
      * committed everything applied, so the Raft log keeps covering what it
-     * has not (the capture never waits for a COMMIT on the loop). */
+     * has not (the capture never waits for the writer's job in flight). */
     return RAFT_BUSY;
   }
   uint64_t t0 = uv_hrtime();

@@ -11,28 +11,33 @@
  *   - a row's raft_index is the Raft index wholly applied once the batch is
  *     in (its entry's index on the entry's last batch, the previous entry's
  *     otherwise), as memlog's covered_index;
- *   - in_tx is false exactly when everything is committed, and then
- *     durable_offset == next;
+ *   - without a writer, in_tx is false exactly when everything is
+ *     committed, and then durable_offset == next (with one, in_tx covers
+ *     only the store's own statements: truncation, deletion, a settle);
  *   - tail holds the newest batches, contiguous and ending at next, at most
  *     tail_max bytes; it may be empty;
- *   - fatal is sticky: after a failed statement nothing more is written.
+ *   - fatal is sticky: after a failed statement nothing more is written;
+ *   - written behind (writer != NULL): the tail holds every batch at or
+ *     above durable_offset (it trims only committed batches); the batches
+ *     [durable_offset, sent_offset) are in the writer's job in flight
+ *     (member.inflight) and [sent_offset, next) wait for the next job;
+ *     pending_bytes counts the bytes of [durable_offset, next).
  */
 #include "storage/pgstore.h"
 
 #include "common/err.h"
 #include "format/batch.h"
 #include "storage/pgstore_schema.h"
+#include "storage/pgwriter.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PGSTORE_SCAN_ROWS 256 /* rows a retention or time lookup reads at a time */
 /* How long a reconnect on the owner's thread may take (pgstore_reconnect)
@@ -42,6 +47,8 @@
 struct pgstore_batch {
   int64_t base;
   int64_t next;
+  int64_t max_ts;   /* the row's max_timestamp */
+  uint64_t covered; /* the row's raft_index */
   size_t len;
   uint8_t data[]; /* the stamped batch */
 };
@@ -68,6 +75,19 @@ struct pgstore {
   size_t tail_max;
   bool commit_each_append;
   uint64_t reconnects; /* connections lost between transactions and made again */
+  /* Written behind (pgstore.h): NULL when every append commits itself. */
+  struct pgwriter *writer;
+  struct pgwriter_member member;
+  uint32_t topic_id_num;
+  int32_t partition_num;
+  int64_t sent_offset;     /* batches below it are committed or in the job in flight */
+  int64_t inflight_next;   /* the job in flight covers up to here ... */
+  uint64_t inflight_index; /* ... and this Raft index */
+  size_t inflight_bytes;
+  size_t pending_bytes; /* of batches not committed */
+  size_t pending_max;
+  void (*on_fatal)(void *arg);
+  void *on_fatal_arg;
   /* Kept from the options for a revive (pgstore_revive_begin); owned. */
   char *conninfo;
   char *password_file; /* NULL: libpq's own */
@@ -101,31 +121,31 @@ static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
 static void pgstore_tail_drop_front(struct pgstore *ps, size_t k);
 static int pgstore_reconnect(struct pgstore *ps);
 
-/* Milliseconds on the monotonic clock, for the reconnect's deadline. */
-static int64_t pgstore_now_ms(void)
+/* The store latches fatal. Its view falls back to what was committed:
+ * the log ends at durable_offset and the tail, which may hold batches
+ * never committed, is emptied. */
+static void pgstore_latch(struct pgstore *ps)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  ps->fatal = true;
+  pgstore_tail_drop_front(ps, ps->ntail);
+  ps->next = ps->durable_offset;
+  ps->last_index = ps->durable_index;
+  ps->sent_offset = ps->durable_offset;
+  ps->pending_bytes = 0;
 }
 
 /* A statement failed: what was not committed is rolled back (by the
- * server, or by the lost connection), and the store latches fatal. Its
- * view falls back to what was committed: the log ends at durable_offset
- * and the tail, which may hold rolled-back batches, is emptied. */
+ * server, or by the lost connection), and the store latches fatal. */
 static int pgstore_db_fail(struct pgstore *ps, const char *what)
 {
   char msg[STORE_ERRMSG_SIZE];
   snprintf(msg, sizeof msg, "%s", PQerrorMessage(ps->conn));
   msg[strcspn(msg, "\n")] = '\0';
-  ps->fatal = true;
   if (PQstatus(ps->conn) == CONNECTION_OK) {
     PQclear(PQexec(ps->conn, "ROLLBACK"));
   }
   ps->in_tx = false;
-  pgstore_tail_drop_front(ps, ps->ntail);
-  ps->next = ps->durable_offset;
-  ps->last_index = ps->durable_index;
+  pgstore_latch(ps);
   return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: %s: %s", what, msg);
 }
 
@@ -220,7 +240,9 @@ static int pgstore_begin(struct pgstore *ps)
   return rv;
 }
 
-/* Commits what is pending: everything appended becomes durable. */
+/* Commits the store's own transaction. Without a writer everything
+ * appended is in it, and becomes durable; written behind, appends are not
+ * (pgstore_settle writes them first where it matters). */
 static int pgstore_commit(struct pgstore *ps)
 {
   if (ps->in_tx) {
@@ -230,8 +252,10 @@ static int pgstore_commit(struct pgstore *ps)
     }
     ps->in_tx = false;
   }
-  ps->durable_offset = ps->next;
-  ps->durable_index = ps->last_index;
+  if (ps->writer == NULL) {
+    ps->durable_offset = ps->next;
+    ps->durable_index = ps->last_index;
+  }
   return 0;
 }
 
@@ -250,6 +274,16 @@ static void pgstore_tail_drop_front(struct pgstore *ps, size_t k)
   ps->ntail -= k;
 }
 
+/* The first tail batch at or above offset (ntail if none). */
+static size_t pgstore_tail_find(const struct pgstore *ps, int64_t offset)
+{
+  size_t i = ps->ntail;
+  while (i > 0 && ps->tail[i - 1]->base >= offset) {
+    i--;
+  }
+  return i;
+}
+
 /* Drops the tail's batches at or after offset (a truncation). */
 static void pgstore_tail_drop_back(struct pgstore *ps, int64_t offset)
 {
@@ -260,46 +294,60 @@ static void pgstore_tail_drop_back(struct pgstore *ps, int64_t offset)
   }
 }
 
-/* Takes b (always: freed when it cannot be kept) as the newest batch. */
-static void pgstore_tail_push(struct pgstore *ps, struct pgstore_batch *b)
+/* Drops the oldest batches while the tail is above its bound; written
+ * behind, never one PostgreSQL has not committed (reads need it). */
+static void pgstore_tail_trim(struct pgstore *ps)
 {
-  if (b->len > ps->tail_max) {
-    pgstore_tail_drop_front(ps, ps->ntail); /* the tail must end at next */
-    free(b);
-    return;
-  }
-  if (ps->ntail == ps->captail) {
-    size_t cap = ps->captail ? ps->captail * 2 : 64;
-    struct pgstore_batch **grown = realloc(ps->tail, cap * sizeof *grown);
-    if (grown == NULL) {
-      pgstore_tail_drop_front(ps, ps->ntail); /* a cache: empty is correct */
-      free(b);
-      return;
-    }
-    ps->tail = grown;
-    ps->captail = cap;
-  }
-  ps->tail[ps->ntail++] = b;
-  ps->tail_bytes += b->len;
   size_t k = 0;
   size_t bytes = ps->tail_bytes;
-  while (bytes > ps->tail_max) {
+  while (k < ps->ntail && bytes > ps->tail_max &&
+         (ps->writer == NULL || ps->tail[k]->next <= ps->durable_offset)) {
     bytes -= ps->tail[k]->len;
     k++;
   }
   pgstore_tail_drop_front(ps, k);
 }
 
+/* Takes b (always: freed when it cannot be kept) as the newest batch.
+ * Returns 0, or CAIRN_ENOMEM when b must be kept (written behind: it is
+ * not committed) and cannot be. */
+static int pgstore_tail_push(struct pgstore *ps, struct pgstore_batch *b)
+{
+  bool must_keep = ps->writer != NULL;
+  if (b->len > ps->tail_max && !must_keep) {
+    pgstore_tail_drop_front(ps, ps->ntail); /* the tail must end at next */
+    free(b);
+    return 0;
+  }
+  if (ps->ntail == ps->captail) {
+    size_t cap = ps->captail ? ps->captail * 2 : 64;
+    struct pgstore_batch **grown = realloc(ps->tail, cap * sizeof *grown);
+    if (grown == NULL) {
+      free(b);
+      if (must_keep) {
+        return pgstore_fail(ps, CAIRN_ENOMEM, "append: growing the tail");
+      }
+      pgstore_tail_drop_front(ps, ps->ntail); /* a cache: empty is correct */
+      return 0;
+    }
+    ps->tail = grown;
+    ps->captail = cap;
+  }
+  ps->tail[ps->ntail++] = b;
+  ps->tail_bytes += b->len;
+  pgstore_tail_trim(ps);
+  return 0;
+}
+
 /* ---- append ---- */
 
-static int pgstore_insert(struct pgstore *ps, const struct pgstore_batch *b, int64_t max_ts,
-                          uint64_t covered)
+static int pgstore_insert(struct pgstore *ps, const struct pgstore_batch *b)
 {
   char base[24], last[24], ts[24], idx[24];
   snprintf(base, sizeof base, "%" PRId64, b->base);
   snprintf(last, sizeof last, "%" PRId64, b->next - 1);
-  snprintf(ts, sizeof ts, "%" PRId64, max_ts);
-  snprintf(idx, sizeof idx, "%" PRIu64, covered);
+  snprintf(ts, sizeof ts, "%" PRId64, b->max_ts);
+  snprintf(idx, sizeof idx, "%" PRIu64, b->covered);
   const char *values[7] = {ps->topic_id, ps->partition, base, last, ts, idx, (const char *)b->data};
   int lengths[7] = {0, 0, 0, 0, 0, 0, (int)b->len};
   int formats[7] = {0, 0, 0, 0, 0, 0, 1};
@@ -310,7 +358,8 @@ static int pgstore_insert(struct pgstore *ps, const struct pgstore_batch *b, int
                                    7, values, lengths, formats, 0));
 }
 
-/* Stamps a copy of src at base and inserts it; the copy goes to the tail. */
+/* Stamps a copy of src at base and, without a writer, inserts it; the
+ * copy goes to the tail (written behind: to be sent by the writer). */
 static int pgstore_append_one(struct pgstore *ps, const struct store_batch *src, int64_t base,
                               uint64_t source_index, bool last, uint64_t covered)
 {
@@ -324,16 +373,20 @@ static int pgstore_append_one(struct pgstore *ps, const struct store_batch *src,
   batch_header_decode(b->data, &h);
   b->base = base;
   b->next = base + h.record_count;
+  b->max_ts = h.max_timestamp;
+  b->covered = covered;
   b->len = src->len;
-  int rv = pgstore_insert(ps, b, h.max_timestamp, covered);
+  int rv = ps->writer == NULL ? pgstore_insert(ps, b) : 0;
   if (rv != 0) {
     free(b);
     return rv;
   }
   ps->next = b->next;
   ps->size_bytes += b->len;
-  pgstore_tail_push(ps, b);
-  return 0;
+  if (ps->writer != NULL) {
+    ps->pending_bytes += b->len;
+  }
+  return pgstore_tail_push(ps, b);
 }
 
 static int pgstore_append(struct store *s, struct store_batch *batches, size_t n,
@@ -351,9 +404,18 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
                         "entry %" PRIu64 " already applied (last index %" PRIu64 ")", source_index,
                         ps->last_index);
   }
+  if (ps->writer != NULL && ps->pending_bytes > ps->pending_max) {
+    /* PostgreSQL is this far behind: refuse to grow memory further. The
+     * owner revives the store once the job in flight has ended; Raft
+     * replays what was not committed. */
+    pgstore_latch(ps);
+    return pgstore_fail(ps, CAIRN_EDB_BEHIND,
+                        "postgresql: %zu bytes not committed yet (bound %zu): the database is "
+                        "behind", ps->pending_bytes, ps->pending_max);
+  }
   int rv = store_validate_entry(batches, n, ps->max_batch_bytes, ps->next, ps->s.errmsg,
                                 sizeof ps->s.errmsg);
-  if (rv == 0) {
+  if (rv == 0 && ps->writer == NULL) {
     rv = pgstore_begin(ps);
   }
   int64_t first = ps->next;
@@ -364,15 +426,24 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
                             last ? done : ps->last_index);
   }
   if (rv != 0) {
-    /* Half an entry may be in the transaction: never commit on top of it. */
+    /* Half an entry may be in the transaction (or the tail): never commit
+     * on top of it. */
     if (rv != CAIRN_EDATABASE && ps->next != first) {
-      ps->fatal = true;
+      if (ps->writer != NULL) {
+        pgstore_latch(ps);
+      } else {
+        ps->fatal = true;
+      }
     }
     return rv;
   }
   ps->last_index = done;
   if (base_offset != NULL) {
     *base_offset = first;
+  }
+  if (ps->writer != NULL) {
+    pgwriter_ready(ps->writer, &ps->member);
+    return 0;
   }
   return ps->commit_each_append ? pgstore_commit(ps) : 0;
 }
@@ -500,6 +571,22 @@ static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes, struc
 
 /* ---- lookup_time ---- */
 
+/* Past the committed rows: written behind, the batches PostgreSQL has not
+ * committed yet are only in the tail. */
+static int pgstore_lookup_time_tail(struct pgstore *ps, int64_t timestamp, int64_t *offset)
+{
+  size_t i = ps->writer != NULL ? pgstore_tail_find(ps, ps->durable_offset) : ps->ntail;
+  for (; i < ps->ntail; i++) {
+    int rv = store_batch_find_time(ps->tail[i]->data, ps->tail[i]->len, ps->start, timestamp,
+                                   offset, ps->s.errmsg, sizeof ps->s.errmsg);
+    if (rv != 0) {
+      return rv < 0 ? rv : 0;
+    }
+  }
+  *offset = ps->next;
+  return 0;
+}
+
 static int pgstore_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
 {
   struct pgstore *ps = pgstore_from(s);
@@ -536,10 +623,120 @@ static int pgstore_lookup_time(struct store *s, int64_t timestamp, int64_t *offs
       return rv < 0 ? rv : 0;
     }
     if (rows < PGSTORE_SCAN_ROWS) {
-      *offset = ps->next;
-      return 0;
+      return pgstore_lookup_time_tail(ps, timestamp, offset);
     }
   }
+}
+
+/* ---- written behind (pgwriter.h) ---- */
+
+static struct pgstore *pgstore_from_member(struct pgwriter_member *m)
+{
+  return (struct pgstore *)((char *)m - offsetof(struct pgstore, member));
+}
+
+/* Hands the batches not sent yet to the writer's job. */
+static int pgstore_collect(struct pgwriter_member *m, struct pgwriter_job *job)
+{
+  struct pgstore *ps = pgstore_from_member(m);
+  if (ps->fatal) {
+    return 0; /* its revive reloads what is committed */
+  }
+  size_t bytes = 0;
+  for (size_t i = pgstore_tail_find(ps, ps->sent_offset); i < ps->ntail; i++) {
+    const struct pgstore_batch *b = ps->tail[i];
+    int rv = pgwriter_job_add(job, ps->topic_id_num, ps->partition_num, b->base, b->next - 1,
+                              b->max_ts, b->covered, b->data, b->len);
+    if (rv != 0) {
+      return rv;
+    }
+    bytes += b->len;
+  }
+  ps->inflight_next = ps->next;
+  ps->inflight_index = ps->last_index;
+  ps->inflight_bytes = bytes;
+  ps->sent_offset = ps->next;
+  return 0;
+}
+
+/* The writer's job holding this store's batches ended. */
+static void pgstore_written(struct pgwriter_member *m, int status, const char *msg)
+{
+  struct pgstore *ps = pgstore_from_member(m);
+  if (ps->fatal) {
+    return; /* latched meanwhile: its revive reloads what is committed */
+  }
+  if (status == 0) {
+    ps->durable_offset = ps->inflight_next;
+    ps->durable_index = ps->inflight_index;
+    ps->pending_bytes -= ps->inflight_bytes;
+    pgstore_tail_trim(ps);
+    return;
+  }
+  pgstore_latch(ps);
+  (void)pgstore_fail(ps, status == CAIRN_EDATABASE ? status : CAIRN_EDATABASE, "%s", msg);
+  if (ps->on_fatal != NULL) {
+    ps->on_fatal(ps->on_fatal_arg);
+  }
+}
+
+static const struct pgwriter_member_ops pgstore_member_ops = {
+    .collect = pgstore_collect,
+    .done = pgstore_written,
+};
+
+/* Everything applied went through the store's own transaction, which
+ * committed: the log is durable up to next. */
+static void pgstore_mark_settled(struct pgstore *ps)
+{
+  ps->sent_offset = ps->next;
+  ps->durable_offset = ps->next;
+  ps->durable_index = ps->last_index;
+  ps->pending_bytes = 0;
+  pgstore_tail_trim(ps);
+}
+
+/* Written behind: waits for the writer's job holding this store's rows,
+ * then writes and commits what was not sent on the store's own
+ * connection, so that everything applied is committed. Blocks. Returns 0
+ * or a negative code with the store fatal. */
+static int pgstore_settle(struct pgstore *ps)
+{
+  if (ps->writer == NULL) {
+    return 0;
+  }
+  pgwriter_wait(ps->writer, &ps->member);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  size_t i = pgstore_tail_find(ps, ps->sent_offset);
+  if (i == ps->ntail) {
+    return 0;
+  }
+  int rv = pgstore_begin(ps);
+  for (; i < ps->ntail && rv == 0; i++) {
+    rv = pgstore_insert(ps, ps->tail[i]);
+  }
+  if (rv == 0) {
+    rv = pgstore_commit(ps);
+  }
+  if (rv != 0) {
+    return rv; /* fatal (pgstore_db_fail) */
+  }
+  pgstore_mark_settled(ps);
+  return 0;
+}
+
+int pgstore_try_settle(struct store *s)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (ps->writer != NULL && ps->member.inflight) {
+    return -EBUSY;
+  }
+  return ps->writer != NULL ? pgstore_settle(ps) : pgstore_commit(ps);
 }
 
 /* ---- flush and truncate ---- */
@@ -553,6 +750,9 @@ static int pgstore_flush(struct store *s, int64_t up_to)
   int64_t target = up_to < ps->next ? up_to : ps->next;
   if (target <= ps->durable_offset) {
     return 0;
+  }
+  if (ps->writer != NULL) {
+    return pgstore_settle(ps);
   }
   return pgstore_commit(ps);
 }
@@ -637,8 +837,11 @@ static int pgstore_truncate(struct store *s, int64_t offset)
                         "truncate at %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", offset,
                         ps->start, ps->next);
   }
+  int rv = pgstore_settle(ps); /* the rows to cut must be committed ones */
   uint64_t index = ps->last_index;
-  int rv = pgstore_begin(ps);
+  if (rv == 0) {
+    rv = pgstore_begin(ps);
+  }
   if (rv == 0) {
     rv = pgstore_truncate_point(ps, offset, &index);
   }
@@ -656,7 +859,11 @@ static int pgstore_truncate(struct store *s, int64_t offset)
   ps->next = offset;
   ps->last_index = index;
   /* Committed at once: a restart must never bring back what Raft cut. */
-  return pgstore_commit(ps);
+  rv = pgstore_commit(ps);
+  if (rv == 0 && ps->writer != NULL) {
+    pgstore_mark_settled(ps); /* settled above */
+  }
+  return rv;
 }
 
 /* ---- deleting from the front ---- */
@@ -723,7 +930,14 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
   if (offset <= ps->start) {
     return 0; /* the start never moves back */
   }
-  return pgstore_drop_before(ps, offset);
+  int rv = pgstore_settle(ps); /* no row of the writer's lands below the new start */
+  if (rv == 0) {
+    rv = pgstore_drop_before(ps, offset);
+  }
+  if (rv == 0 && ps->writer != NULL) {
+    pgstore_mark_settled(ps); /* a snapshot install moves next */
+  }
+  return rv;
 }
 
 /* Where retention at now_ms would move the start, no batch holding an
@@ -833,6 +1047,10 @@ static void pgstore_info(struct store *s, struct store_info *out)
 
 static void pgstore_free(struct pgstore *ps)
 {
+  if (ps->writer != NULL) {
+    pgwriter_leave(ps->writer, &ps->member);
+    pgwriter_release(ps->writer);
+  }
   pgstore_tail_drop_front(ps, ps->ntail);
   free(ps->tail);
   PQfinish(ps->conn);
@@ -845,7 +1063,7 @@ static void pgstore_free(struct pgstore *ps)
 static void pgstore_close(struct store *s)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (!ps->fatal) {
+  if (!ps->fatal && pgstore_settle(ps) == 0) {
     (void)pgstore_commit(ps); /* as plog's close flushes; a failure loses nothing Raft lacks */
   }
   pgstore_free(ps);
@@ -866,82 +1084,13 @@ static const struct store_ops pgstore_ops = {
 
 /* ---- open ---- */
 
-/* The first line of the password file into buf. */
-static int pgstore_read_password(struct pgstore *ps, const char *path, char *buf, size_t len)
-{
-  FILE *f = fopen(path, "r");
-  if (f == NULL) {
-    return pgstore_fail(ps, CAIRN_ECONFIG, "password file %s: %s", path, strerror(errno));
-  }
-  bool ok = fgets(buf, (int)len, f) != NULL;
-  fclose(f);
-  if (!ok) {
-    return pgstore_fail(ps, CAIRN_ECONFIG, "password file %s: empty", path);
-  }
-  buf[strcspn(buf, "\r\n")] = '\0';
-  return 0;
-}
-
-/* Waits until libpq's connection attempt can go on (want: what
- * PQconnectPoll asked for) or deadline_ms (pgstore_now_ms; 0: no
- * deadline) passes. Returns 0, or CAIRN_EREQUEST_TIMEOUT. */
-static int pgstore_connect_wait(PGconn *conn, PostgresPollingStatusType want, int64_t deadline_ms)
-{
-  struct pollfd pfd = {.fd = PQsocket(conn),
-                       .events = want == PGRES_POLLING_READING ? POLLIN : POLLOUT};
-  for (;;) {
-    int wait_ms = -1;
-    if (deadline_ms != 0) {
-      int64_t left = deadline_ms - pgstore_now_ms();
-      if (left <= 0) {
-        return CAIRN_EREQUEST_TIMEOUT;
-      }
-      wait_ms = (int)left;
-    }
-    int n = poll(&pfd, 1, wait_ms);
-    if (n > 0 || (n < 0 && errno != EINTR)) {
-      return 0; /* ready, or an error PQconnectPoll will report */
-    }
-  }
-}
-
 /* Connects ps->conn: within timeout_ms (0: as long as libpq takes, its
  * connect_timeout if the connection string sets one). */
 static int pgstore_connect(struct pgstore *ps, int timeout_ms)
 {
-  const char *keys[3] = {"dbname", NULL, NULL};
-  const char *values[3] = {ps->conninfo, NULL, NULL};
-  char password[256];
-  if (ps->password_file != NULL) {
-    int rv = pgstore_read_password(ps, ps->password_file, password, sizeof password);
-    if (rv != 0) {
-      return rv;
-    }
-    keys[1] = "password";
-    values[1] = password;
-  }
-  ps->conn = PQconnectStartParams(keys, values, 1);
-  memset(password, 0, sizeof password);
-  if (ps->conn == NULL) {
-    return pgstore_fail(ps, CAIRN_ENOMEM, "postgresql: connecting: out of memory");
-  }
-  int64_t deadline = timeout_ms > 0 ? pgstore_now_ms() + timeout_ms : 0;
-  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-  while (PQstatus(ps->conn) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
-         st != PGRES_POLLING_FAILED) {
-    if (pgstore_connect_wait(ps->conn, st, deadline) != 0) {
-      return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: connecting: no answer within %d ms",
-                          timeout_ms);
-    }
-    st = PQconnectPoll(ps->conn);
-  }
-  if (PQstatus(ps->conn) != CONNECTION_OK) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s", PQerrorMessage(ps->conn));
-    msg[strcspn(msg, "\n")] = '\0';
-    return pgstore_fail(ps, CAIRN_EDATABASE, "postgresql: connecting: %s", msg);
-  }
-  return 0;
+  ps->conn = NULL;
+  return pgstore_schema_connect(ps->conninfo, ps->password_file, timeout_ms, &ps->conn,
+                                ps->s.errmsg, sizeof ps->s.errmsg);
 }
 
 /* The connection was lost while nothing was pending (no transaction
@@ -1061,6 +1210,19 @@ static int pgstore_establish(struct pgstore *ps)
   return rv;
 }
 
+/* Written behind: the loop's writer for this database. */
+static int pgstore_join_writer(struct pgstore *ps, uv_loop_t *loop)
+{
+  int rv = pgwriter_acquire(loop, ps->conninfo, ps->password_file, &ps->writer);
+  if (rv != 0) {
+    ps->writer = NULL;
+    return pgstore_fail(ps, rv, "postgresql: the write-behind: %s", cairn_strerror(rv));
+  }
+  pgwriter_join(ps->writer, &ps->member, &pgstore_member_ops);
+  ps->sent_offset = ps->next;
+  return 0;
+}
+
 static char *pgstore_strdup_opt(const char *s, bool *oom)
 {
   if (s == NULL) {
@@ -1089,11 +1251,19 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->max_batch_bytes = o->max_batch_bytes ? o->max_batch_bytes : BATCH_DEFAULT_MAX_BYTES;
   ps->tail_max = o->tail_bytes ? o->tail_bytes : PGSTORE_DEFAULT_TAIL_BYTES;
   ps->commit_each_append = o->commit_each_append;
+  ps->topic_id_num = o->topic_id;
+  ps->partition_num = o->partition;
+  ps->pending_max = o->pending_bytes ? o->pending_bytes : PGSTORE_DEFAULT_PENDING_BYTES;
+  ps->on_fatal = o->on_fatal;
+  ps->on_fatal_arg = o->on_fatal_arg;
   bool oom = false;
   ps->conninfo = pgstore_strdup_opt(o->conninfo, &oom);
   ps->password_file = pgstore_strdup_opt(o->password_file, &oom);
   ps->topic = pgstore_strdup_opt(o->topic != NULL ? o->topic : "", &oom);
   int rv = oom ? pgstore_fail(ps, CAIRN_ENOMEM, "out of memory") : pgstore_establish(ps);
+  if (rv == 0 && o->loop != NULL) {
+    rv = pgstore_join_writer(ps, o->loop);
+  }
   if (rv != 0) {
     snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition, ps->s.errmsg);
     pgstore_free(ps);
@@ -1110,6 +1280,9 @@ int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
   struct pgstore *ps = pgstore_from(s);
   if (!ps->fatal) {
     return CAIRN_EINVAL;
+  }
+  if (ps->member.inflight) {
+    return -EBUSY; /* the writer's job may still commit rows of this store */
   }
   struct pgstore_revive *job = calloc(1, sizeof *job);
   if (job == NULL) {
@@ -1177,6 +1350,8 @@ int pgstore_revive_end(struct store *s, struct pgstore_revive *job)
   ps->size_bytes = sh->size_bytes;
   ps->durable_offset = sh->durable_offset;
   ps->durable_index = sh->durable_index;
+  ps->sent_offset = sh->next;
+  ps->pending_bytes = 0;
   ps->fatal = false;
   ps->s.errmsg[0] = '\0';
   pgstore_revive_free(job);

@@ -3,9 +3,10 @@
  * partition, base offset), holding the stamped batch bytes exactly as plog
  * writes them. Same contract as plog (store.h), with these differences:
  *
- *   - durability is a COMMIT: appends, truncations and deletions run in a
- *     transaction the store keeps open; store_flush() commits it, and
- *     durable_offset is what PostgreSQL has committed;
+ *   - durability is a COMMIT: durable_offset is what PostgreSQL has
+ *     committed. Without a loop, appends, truncations and deletions run in
+ *     a transaction the store keeps open and store_flush() commits it;
+ *     with one, appends are written behind (below);
  *   - truncate, delete_before and retention commit at once (they are rare,
  *     and a restart must never see rows a Raft truncation removed);
  *   - a read returns at most PGSTORE_READ_MAX_BATCHES batches and
@@ -31,9 +32,28 @@
  * thread, checks that the partition's rows still end where it committed,
  * and runs the statement again; only if that fails does it latch fatal.
  *
- * Blocking: every store call is a synchronous round trip to the database
- * on the caller's thread (libpq's blocking API); only a revive's
- * connection (pgstore_revive_run) is meant for another thread. */
+ * Written behind (opts.loop set, what a replica uses): an append touches
+ * no database. It stamps the batches into the tail, which then holds
+ * every batch PostgreSQL has not committed (the tail trims only committed
+ * batches, so reads see everything applied), and hands them to the loop's
+ * writer (pgwriter.h): once per loop turn, one transaction with one COPY
+ * for the batches of every store on that loop and database, on the thread
+ * pool. durable_offset / durable_index advance when that commit is
+ * reported back on the loop; the owner takes Raft snapshots only at or
+ * below them (rgroup_fsm.c waits for durable == next), so the Raft log
+ * still covers every batch PostgreSQL lacks. A failed transaction latches
+ * every store in it fatal and calls opts.on_fatal: the owner revives the
+ * store, which reloads the committed rows, and replays Raft above them.
+ * store_flush, truncate, delete_before and close first wait for the job in
+ * flight and commit what is left synchronously (they block, as plog's
+ * fsync does); a revive is refused (-EBUSY) while the store has rows in a
+ * job in flight. Reads that miss the tail, lookups by time and retention
+ * still make synchronous round trips on the loop (reads of committed rows,
+ * which PostgreSQL's row locks do not block).
+ *
+ * Blocking, without a loop: every store call is a synchronous round trip
+ * to the database on the caller's thread (libpq's blocking API); only a
+ * revive's connection (pgstore_revive_run) is meant for another thread. */
 #ifndef CAIRN_PGSTORE_H
 #define CAIRN_PGSTORE_H
 
@@ -42,10 +62,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #define PGSTORE_READ_MAX_BATCHES 64
 #define PGSTORE_READ_MAX_BYTES (1u << 20)
 #define PGSTORE_DEFAULT_TAIL_BYTES (4u << 20)
+/* Bytes a written-behind store holds that PostgreSQL has not committed
+ * (opts.loop set): above, append latches the store fatal (CAIRN_EDB_BEHIND)
+ * and its owner revives it once the writer's job has ended. */
+#define PGSTORE_DEFAULT_PENDING_BYTES (64u << 20)
 
 struct pgstore_opts {
   const char *conninfo; /* a libpq connection string or URI; borrowed for the call */
@@ -58,9 +83,19 @@ struct pgstore_opts {
   int64_t retention_ms;     /* 0: no limit */
   uint32_t max_batch_bytes; /* 0: BATCH_DEFAULT_MAX_BYTES */
   size_t tail_bytes;        /* bytes of newest batches kept in memory; 0: default */
-  bool commit_each_append;  /* commit at the end of every append (a replica: SQL
-                               readers see each Raft entry once applied, and
-                               durable_offset follows); false: at store_flush */
+  bool commit_each_append;  /* without loop: commit at the end of every append;
+                               false: at store_flush */
+  /* Non-NULL: appends are written behind (pgwriter.h) by the writer this
+   * loop shares for this database; commit_each_append is then ignored.
+   * Every call on the store is then made on this loop's thread. */
+  uv_loop_t *loop;
+  size_t pending_bytes;     /* with loop: the bound on uncommitted bytes; 0: default */
+  /* With loop: called when the writer's transaction holding this store's
+   * batches failed and the store latched fatal (never from inside a call
+   * on the store except store_flush, truncate, delete_before and close,
+   * which wait for the writer). The owner revives the store. May be NULL. */
+  void (*on_fatal)(void *arg);
+  void *on_fatal_arg;
 };
 
 /* Connects, brings the schema up to date (pgstore_schema.h; refuses a
@@ -73,6 +108,16 @@ struct pgstore_opts {
  * store then belongs to that thread. */
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
                                                      struct store **out, char *err, size_t errlen);
+
+/* Written behind: makes everything applied to s committed now if that
+ * costs one transaction on the store's own connection (no job of the
+ * writer holds rows of s), so that its owner can take a Raft snapshot
+ * (raft 0.15 snapshots at its last applied index, which always follows an
+ * apply). Returns 0 (durable_offset == next_offset now), -EBUSY (a job is
+ * in flight: nothing done, try at a later apply) or the failure, with the
+ * store fatal. Without a writer: store_flush. Context: s's owner; blocks
+ * for one round trip. */
+__attribute__((warn_unused_result)) int pgstore_try_settle(struct store *s);
 
 /* ---- reviving a fatal store ----
  *
@@ -96,7 +141,9 @@ struct pgstore_revive;
 
 /* Starts a revive of s, which must be a fatal pgstore. *out is owned by
  * the caller, who passes it to pgstore_revive_end() exactly once. Returns
- * 0, CAIRN_EINVAL (s is not fatal) or CAIRN_ENOMEM. Context: s's owner. */
+ * 0, CAIRN_EINVAL (s is not fatal), -EBUSY (written behind: a job of the
+ * writer still holds rows of s; try again later) or CAIRN_ENOMEM.
+ * Context: s's owner. */
 __attribute__((warn_unused_result)) int pgstore_revive_begin(struct store *s,
                                                              struct pgstore_revive **out);
 

@@ -5,9 +5,15 @@
 
 #include "common/err.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Any constant: nodes sharing a database serialize their migrations on it. */
 #define PGSTORE_SCHEMA_LOCK_KEY 0x636169726e5047LL /* "cairnPG" */
@@ -200,4 +206,100 @@ int pgstore_schema_migrate(PGconn *conn, char *err, size_t errlen)
   char ignored[8];
   (void)pgstore_schema_exec(conn, "rolling back", "ROLLBACK", ignored, sizeof ignored);
   return rv;
+}
+
+/* ---- connecting ---- */
+
+/* Milliseconds on the monotonic clock, for a connection's deadline. */
+static int64_t pgstore_schema_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The first line of the password file into buf. */
+static int pgstore_schema_read_password(const char *path, char *buf, size_t len, char *err,
+                                        size_t errlen)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    snprintf(err, errlen, "password file %s: %s", path, strerror(errno));
+    return CAIRN_ECONFIG;
+  }
+  bool ok = fgets(buf, (int)len, f) != NULL;
+  fclose(f);
+  if (!ok) {
+    snprintf(err, errlen, "password file %s: empty", path);
+    return CAIRN_ECONFIG;
+  }
+  buf[strcspn(buf, "\r\n")] = '\0';
+  return 0;
+}
+
+/* Waits until libpq's connection attempt can go on (want: what
+ * PQconnectPoll asked for) or deadline_ms (0: no deadline) passes.
+ * Returns 0, or CAIRN_EREQUEST_TIMEOUT. */
+static int pgstore_schema_connect_wait(PGconn *conn, PostgresPollingStatusType want,
+                                       int64_t deadline_ms)
+{
+  struct pollfd pfd = {.fd = PQsocket(conn),
+                       .events = want == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+  for (;;) {
+    int wait_ms = -1;
+    if (deadline_ms != 0) {
+      int64_t left = deadline_ms - pgstore_schema_now_ms();
+      if (left <= 0) {
+        return CAIRN_EREQUEST_TIMEOUT;
+      }
+      wait_ms = (int)left;
+    }
+    int n = poll(&pfd, 1, wait_ms);
+    if (n > 0 || (n < 0 && errno != EINTR)) {
+      return 0; /* ready, or an error PQconnectPoll will report */
+    }
+  }
+}
+
+int pgstore_schema_connect(const char *conninfo, const char *password_file, int timeout_ms,
+                           PGconn **out, char *err, size_t errlen)
+{
+  const char *keys[3] = {"dbname", NULL, NULL};
+  const char *values[3] = {conninfo, NULL, NULL};
+  char password[256];
+  if (password_file != NULL) {
+    int rv = pgstore_schema_read_password(password_file, password, sizeof password, err, errlen);
+    if (rv != 0) {
+      return rv;
+    }
+    keys[1] = "password";
+    values[1] = password;
+  }
+  PGconn *conn = PQconnectStartParams(keys, values, 1);
+  memset(password, 0, sizeof password);
+  if (conn == NULL) {
+    snprintf(err, errlen, "postgresql: connecting: out of memory");
+    return CAIRN_ENOMEM;
+  }
+  int64_t deadline = timeout_ms > 0 ? pgstore_schema_now_ms() + timeout_ms : 0;
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  while (PQstatus(conn) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
+         st != PGRES_POLLING_FAILED) {
+    if (pgstore_schema_connect_wait(conn, st, deadline) != 0) {
+      snprintf(err, errlen, "postgresql: connecting: no answer within %d ms", timeout_ms);
+      PQfinish(conn);
+      return CAIRN_EDATABASE;
+    }
+    st = PQconnectPoll(conn);
+  }
+  if (PQstatus(conn) != CONNECTION_OK) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s", PQerrorMessage(conn));
+    msg[strcspn(msg, "\n")] = '\0';
+    snprintf(err, errlen, "postgresql: connecting: %s", msg);
+    PQfinish(conn);
+    return CAIRN_EDATABASE;
+  }
+  *out = conn;
+  return 0;
 }

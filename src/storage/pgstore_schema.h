@@ -20,4 +20,16 @@
 __attribute__((warn_unused_result)) int pgstore_schema_migrate(PGconn *conn, char *err,
                                                                size_t errlen);
 
+/* Connects to the database conninfo names (a libpq connection string or
+ * URI), with the first line of password_file as the password (NULL:
+ * libpq's own, PGPASSWORD or PGPASSFILE), within timeout_ms (0: as long
+ * as libpq takes, its connect_timeout if the string sets one). On success
+ * *out is owned by the caller (free with PQfinish). Returns 0,
+ * CAIRN_ECONFIG (the password file), CAIRN_ENOMEM or CAIRN_EDATABASE, with
+ * err filled. Borrows everything. Context: any thread; blocks. */
+__attribute__((warn_unused_result)) int pgstore_schema_connect(const char *conninfo,
+                                                               const char *password_file,
+                                                               int timeout_ms, PGconn **out,
+                                                               char *err, size_t errlen);
+
 #endif

@@ -9,8 +9,9 @@
 #   pg_stop             stops the server by PID (fast shutdown), waits
 # The server runs as user nobody when the tests run as root (PostgreSQL
 # refuses to run as root); the superuser role is "cairn", trust auth. fsync
-# is off: the tests kill processes, never the machine, and commits must not
-# wait on a disk shared with every other test.
+# is off (PG_FSYNC, default off; benchmarks set it on): the tests kill
+# processes, never the machine, and commits must not wait on a disk shared
+# with every other test.
 
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 PG_PID=""
@@ -31,7 +32,7 @@ pg_as_server_user() {
 pg_launch() {
   local dir="$1"
   local cmd=("$PG_BIN/postgres" -D "$dir/data" -p "$PG_PORT" -k "$dir"
-    -c listen_addresses='' -c max_connections=200 -c shared_buffers=32MB -c fsync=off)
+    -c listen_addresses='' -c max_connections=200 -c shared_buffers=32MB -c fsync="${PG_FSYNC:-off}")
   if [ "$(id -u)" -eq 0 ]; then
     cmd=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env -- "${cmd[@]}")
   fi

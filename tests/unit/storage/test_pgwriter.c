@@ -1,0 +1,364 @@
+/* test_pgwriter.c - pgstore written behind by the loop's writer
+ * (pgwriter.h): a stalled database does not stop the loop, the batches of
+ * two partitions go in one transaction, a failed transaction latches every
+ * store in it and a revive takes Raft's replay with nothing twice, a
+ * close waits for the job in flight and commits the rest, and a snapshot
+ * install settles first. Needs a
+ * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
+#include "common/err.h"
+#include "storage/pgstore.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+static const char *conninfo(void)
+{
+  const char *c = getenv("CAIRN_PG_CONNINFO");
+  if (c == NULL) {
+    fail_msg("CAIRN_PG_CONNINFO is not set: run through tests/lib/with_pg.sh");
+  }
+  return c;
+}
+
+static PGconn *sql_connect(void)
+{
+  PGconn *conn = PQconnectdb(conninfo());
+  assert_int_equal(PQstatus(conn), CONNECTION_OK);
+  return conn;
+}
+
+static void sql_cmd(PGconn *conn, const char *q)
+{
+  PGresult *res = PQexec(conn, q);
+  ExecStatusType st = PQresultStatus(res);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    fail_msg("%s: %s", q, PQerrorMessage(conn));
+  }
+  PQclear(res);
+}
+
+/* The first column of the first row of q, as a number. */
+static int64_t sql_value(const char *q)
+{
+  PGconn *conn = sql_connect();
+  PGresult *res = PQexec(conn, q);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    fail_msg("%s: %s", q, PQerrorMessage(conn));
+  }
+  int64_t v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+  PQclear(res);
+  PQfinish(conn);
+  return v;
+}
+
+static int fatal_calls;
+
+static void on_fatal(void *arg)
+{
+  (void)arg;
+  fatal_calls++;
+}
+
+/* A store on loop (written behind), or without a loop (synchronous). */
+static struct store *open_store(uv_loop_t *loop, uint32_t topic_id, int32_t partition)
+{
+  struct pgstore_opts o = {.conninfo = conninfo(),
+                           .topic = "pgwriter",
+                           .topic_id = topic_id,
+                           .partition = partition,
+                           .loop = loop,
+                           .on_fatal = on_fatal};
+  struct store *s = NULL;
+  char err[512];
+  if (pgstore_open(&o, &s, err, sizeof err) != 0) {
+    fail_msg("pgstore_open: %s", err);
+  }
+  return s;
+}
+
+static void append_batch(struct store *s, uint64_t tag, uint64_t index)
+{
+  size_t len;
+  uint8_t *data = tu_make_batch(tag, 5, 20, 100 * (int64_t)tag, &len);
+  struct store_batch b = {data, len};
+  int64_t base;
+  assert_int_equal(store_append(s, &b, 1, index, &base), 0);
+  free(data);
+}
+
+static bool committed(struct store *s)
+{
+  struct store_info info;
+  store_info(s, &info);
+  return info.durable_offset == info.next_offset && info.durable_index == info.last_index;
+}
+
+/* Runs the loop until both stores are committed (or 10 s pass). */
+static void run_until_committed(uv_loop_t *loop, struct store *a, struct store *b)
+{
+  for (int i = 0; i < 10000 && !(committed(a) && (b == NULL || committed(b))); i++) {
+    uv_run(loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_true(committed(a));
+  assert_true(b == NULL || committed(b));
+}
+
+static void close_loop(uv_loop_t *loop)
+{
+  uv_run(loop, UV_RUN_DEFAULT); /* the writer's handle closes */
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
+/* ---- a stalled database ---- */
+
+struct stall {
+  uv_timer_t timer;
+  PGconn *locker; /* holds a lock that blocks the writer's COPY */
+  struct store *a;
+  struct store *b;
+  int ticks;
+  bool stalled_seen; /* at the release: nothing committed, reads served */
+};
+
+static void stall_on_tick(uv_timer_t *t)
+{
+  struct stall *st = t->data;
+  st->ticks++;
+  if (st->ticks < 20) {
+    return;
+  }
+  /* 20 ticks of 10 ms on the same loop while the writer waits on the
+   * lock: nothing is committed, yet reads see what was applied. */
+  struct store_info ia, ib;
+  store_info(st->a, &ia);
+  store_info(st->b, &ib);
+  struct store_region r;
+  assert_int_equal(store_read(st->a, 0, SIZE_MAX, &r), 0);
+  assert_int_equal(r.next_offset, 10);
+  store_region_release(&r);
+  st->stalled_seen = ia.durable_offset == 0 && ib.durable_offset == 0 && ia.next_offset == 10 &&
+                     ib.next_offset == 5;
+  sql_cmd(st->locker, "COMMIT");
+  uv_timer_stop(t);
+}
+
+static void test_pgwriter_loop_turns_while_the_database_is_stalled_and_one_transaction_takes_both(
+    void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct stall st = {0};
+  st.a = open_store(&loop, 201, 0);
+  st.b = open_store(&loop, 201, 1);
+  st.locker = sql_connect();
+  sql_cmd(st.locker, "BEGIN");
+  sql_cmd(st.locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE"); /* reads go on, writes wait */
+  /* Two partitions' entries in one loop turn. */
+  append_batch(st.a, 1, 1);
+  append_batch(st.a, 2, 2);
+  append_batch(st.b, 3, 1);
+  assert_int_equal(uv_timer_init(&loop, &st.timer), 0);
+  st.timer.data = &st;
+  assert_int_equal(uv_timer_start(&st.timer, stall_on_tick, 10, 10), 0);
+  run_until_committed(&loop, st.a, st.b);
+  assert_true(st.ticks >= 20);
+  assert_true(st.stalled_seen);
+  PQfinish(st.locker);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 201"), 3);
+  /* One transaction wrote the rows of both partitions. */
+  assert_int_equal(sql_value("SELECT count(DISTINCT xmin::text) FROM cairn_batches"
+                             " WHERE topic_id = 201"),
+                   1);
+  uv_close((uv_handle_t *)&st.timer, NULL);
+  store_close(st.a);
+  store_close(st.b);
+  close_loop(&loop);
+}
+
+/* ---- a failed transaction ---- */
+
+static void revive(struct store *s)
+{
+  struct pgstore_revive *job = NULL;
+  assert_int_equal(pgstore_revive_begin(s, &job), 0);
+  assert_int_equal(pgstore_revive_run(job), 0);
+  assert_int_equal(pgstore_revive_end(s, job), 0);
+}
+
+static void test_pgwriter_failed_transaction_latches_every_store_in_it_and_revives_to_the_commit(
+    void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *a = open_store(&loop, 202, 0);
+  struct store *b = open_store(&loop, 202, 1);
+  append_batch(a, 1, 1);
+  append_batch(b, 2, 1);
+  run_until_committed(&loop, a, b);
+  /* A row in the way of b's next batch: the COPY holding both fails. */
+  PGconn *conn = sql_connect();
+  sql_cmd(conn, "INSERT INTO cairn_batches SELECT topic_id, partition, 5, 9, max_timestamp,"
+                " raft_index, batch FROM cairn_batches WHERE topic_id = 202 AND partition = 1");
+  fatal_calls = 0;
+  append_batch(a, 3, 2);
+  append_batch(b, 4, 2);
+  struct store_info ia, ib;
+  for (int i = 0; i < 10000 && fatal_calls < 2; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_int_equal(fatal_calls, 2);
+  store_info(a, &ia);
+  store_info(b, &ib);
+  assert_true(ia.fatal && ib.fatal);
+  assert_int_equal(ia.next_offset, 5); /* back at the commit */
+  assert_int_equal(ib.next_offset, 5);
+  assert_non_null(strstr(store_errmsg(b), "postgresql"));
+  sql_cmd(conn, "DELETE FROM cairn_batches WHERE topic_id = 202 AND partition = 1"
+                " AND base_offset = 5");
+  PQfinish(conn);
+  revive(a);
+  revive(b);
+  /* Raft replays entry 2 on both: applied once each. */
+  append_batch(a, 3, 2);
+  append_batch(b, 4, 2);
+  run_until_committed(&loop, a, b);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 202"), 4);
+  store_close(a);
+  store_close(b);
+  close_loop(&loop);
+  struct store *again = open_store(NULL, 202, 1);
+  struct store_region r;
+  assert_int_equal(store_read(again, 5, SIZE_MAX, &r), 0);
+  assert_int_equal(tu_check_batch(r.mem, r.len, 4, 5, 20), 0);
+  store_region_release(&r);
+  store_info(again, &ib);
+  assert_int_equal(ib.next_offset, 10);
+  assert_int_equal(ib.last_index, 2);
+  store_close(again);
+}
+
+/* ---- close and flush ---- */
+
+static void test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 203, 0);
+  append_batch(s, 1, 1);
+  uv_run(&loop, UV_RUN_NOWAIT); /* the job starts */
+  append_batch(s, 2, 2);        /* waits for the next one */
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  assert_true(committed(s));
+  append_batch(s, 3, 3);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  append_batch(s, 4, 4);
+  store_close(s);
+  close_loop(&loop);
+  s = open_store(NULL, 203, 0);
+  struct store_info info;
+  store_info(s, &info);
+  assert_int_equal(info.next_offset, 20);
+  assert_int_equal(info.last_index, 4);
+  store_close(s);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 203"), 4);
+}
+
+/* A snapshot install (delete_before above next) on a store with batches
+ * in flight and waiting: they are committed first, then the store restarts
+ * empty at the snapshot's offset, committed, and goes on from there. */
+static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 204, 0);
+  append_batch(s, 1, 1);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  append_batch(s, 2, 2);
+  assert_int_equal(store_delete_before(s, 100), 0);
+  assert_true(committed(s));
+  struct store_info info;
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 100);
+  assert_int_equal(info.next_offset, 100);
+  append_batch(s, 3, 7);
+  run_until_committed(&loop, s, NULL);
+  store_close(s);
+  close_loop(&loop);
+  s = open_store(NULL, 204, 0);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 100);
+  assert_int_equal(info.next_offset, 105);
+  assert_int_equal(info.last_index, 7);
+  store_close(s);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 204"), 1);
+}
+
+/* What a Raft snapshot asks for right after an apply: committed at once
+ * when no job holds the store's rows, refused (nothing done) while one
+ * does. */
+static void test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 205, 0);
+  PGconn *locker = sql_connect();
+  sql_cmd(locker, "BEGIN");
+  sql_cmd(locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
+  append_batch(s, 1, 1);
+  uv_run(&loop, UV_RUN_NOWAIT); /* the job starts, and waits on the lock */
+  append_batch(s, 2, 2);
+  assert_int_equal(pgstore_try_settle(s), -EBUSY);
+  assert_false(committed(s));
+  sql_cmd(locker, "COMMIT");
+  PQfinish(locker);
+  struct store_info info;
+  for (int i = 0; i < 10000; i++) {
+    store_info(s, &info);
+    if (info.durable_offset == 5) {
+      break;
+    }
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_int_equal(info.durable_offset, 5); /* the job's batch; the second waits */
+  append_batch(s, 3, 3);
+  assert_int_equal(pgstore_try_settle(s), 0);
+  assert_true(committed(s));
+  store_info(s, &info);
+  assert_int_equal(info.durable_offset, 15);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 205"), 3);
+  store_close(s);
+  close_loop(&loop);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(
+          test_pgwriter_loop_turns_while_the_database_is_stalled_and_one_transaction_takes_both),
+      cmocka_unit_test(
+          test_pgwriter_failed_transaction_latches_every_store_in_it_and_revives_to_the_commit),
+      cmocka_unit_test(test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest),
+      cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
+      cmocka_unit_test(test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
