@@ -74,7 +74,6 @@ struct pgstore {
   size_t tail_bytes;
   size_t tail_max;
   bool commit_each_append;
-  uint64_t reconnects; /* connections lost between transactions and made again */
   /* Written behind (pgstore.h): NULL when every append commits itself. */
   struct pgwriter *writer;
   struct pgwriter_member member;
@@ -1129,7 +1128,6 @@ static int pgstore_reconnect(struct pgstore *ps)
     return rv;
   }
   PQfinish(old);
-  ps->reconnects++;
   return 0;
 }
 

@@ -27,19 +27,7 @@ for i in 1 2 3; do
 done
 
 # cluster.sh starts "cairnd ARGS": this wrapper adds each node's database.
-real_cairnd="$cairnd"
-cairnd="$dir/cairnd-pg"
-cat >"$cairnd" <<WRAP
-#!/usr/bin/env bash
-id=""
-prev=""
-for a in "\$@"; do
-  [ "\$prev" = "--node-id" ] && id="\$a"
-  prev="\$a"
-done
-exec "$real_cairnd" "\$@" --pg-conninfo "\$(cat "$dir/conninfo\$id")"
-WRAP
-chmod +x "$cairnd"
+cairnd=$(pg_cairnd_wrapper "$dir" "$cairnd")
 
 step "a 3-node cluster and a topic with --storage postgresql"
 start_cluster3
