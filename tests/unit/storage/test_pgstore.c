@@ -10,6 +10,7 @@
 #include "format/batch_builder.h"
 #include "storage/pgstore.h"
 #include "storage/pgstore_schema.h"
+#include "pg_sql.h"
 #include "testutil.h"
 
 #include <libpq-fe.h>
@@ -23,36 +24,9 @@
 
 #include <cmocka.h>
 
-static const char *conninfo(void)
-{
-  const char *c = getenv("CAIRN_PG_CONNINFO");
-  if (c == NULL) {
-    fail_msg("CAIRN_PG_CONNINFO is not set: run through tests/lib/with_pg.sh");
-  }
-  return c;
-}
-
-static PGconn *sql_connect(void)
-{
-  PGconn *conn = PQconnectdb(conninfo());
-  assert_int_equal(PQstatus(conn), CONNECTION_OK);
-  return conn;
-}
-
-/* Runs sql; returns the result (free with PQclear), failing on an error. */
-static PGresult *sql(PGconn *conn, const char *q)
-{
-  PGresult *res = PQexec(conn, q);
-  ExecStatusType st = PQresultStatus(res);
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    fail_msg("%s: %s", q, PQerrorMessage(conn));
-  }
-  return res;
-}
-
 static struct store *open_store(uint32_t topic_id, uint64_t retention_bytes, int64_t retention_ms)
 {
-  struct pgstore_opts o = {.conninfo = conninfo(),
+  struct pgstore_opts o = {.conninfo = pg_sql_conninfo(),
                            .topic = "pgunit",
                            .topic_id = topic_id,
                            .partition = 0,
@@ -145,9 +119,9 @@ static void test_pgstore_records_view_returns_what_batch_iter_decodes(void **sta
   assert_int_equal(store_delete_before(s, 1), 0);
   assert_int_equal(store_flush(s, INT64_MAX), 0);
 
-  PGconn *conn = sql_connect();
+  PGconn *conn = pg_sql_connect();
   PGresult *res =
-      sql(conn, "SELECT \"offset\", \"timestamp\", encode(key, 'hex'), encode(value, 'hex'),"
+      pg_sql(conn, "SELECT \"offset\", \"timestamp\", encode(key, 'hex'), encode(value, 'hex'),"
                 " coalesce((SELECT string_agg(encode(h.key, 'hex') || ':' ||"
                 "  coalesce(encode(h.value, 'hex'), 'null'), ',') FROM unnest(headers) h), '')"
                 " FROM cairn_records WHERE topic = 'pgunit' AND partition = 0"
@@ -191,10 +165,10 @@ static void test_pgstore_records_view_returns_what_batch_iter_decodes(void **sta
 
 static int64_t count_rows(uint32_t topic_id)
 {
-  PGconn *conn = sql_connect();
+  PGconn *conn = pg_sql_connect();
   char q[200];
   snprintf(q, sizeof q, "SELECT count(*) FROM cairn_batches WHERE topic_id = %u", topic_id);
-  PGresult *res = sql(conn, q);
+  PGresult *res = pg_sql(conn, q);
   int64_t n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
   PQclear(res);
   PQfinish(conn);
@@ -263,14 +237,14 @@ static void test_pgstore_refuses_a_database_at_an_unknown_schema_version(void **
   (void)state;
   struct store *s = open_store(104, 0, 0);
   store_close(s);
-  PGconn *conn = sql_connect();
-  PQclear(sql(conn, "INSERT INTO cairn_schema_version (version) VALUES (999)"));
-  struct pgstore_opts o = {.conninfo = conninfo(), .topic = "pgunit", .topic_id = 104};
+  PGconn *conn = pg_sql_connect();
+  PQclear(pg_sql(conn, "INSERT INTO cairn_schema_version (version) VALUES (999)"));
+  struct pgstore_opts o = {.conninfo = pg_sql_conninfo(), .topic = "pgunit", .topic_id = 104};
   char err[512] = "";
   assert_int_equal(pgstore_open(&o, &s, err, sizeof err), CAIRN_ESCHEMA);
   assert_non_null(strstr(err, "version 999"));
-  PQclear(sql(conn, "DELETE FROM cairn_schema_version WHERE version = 999"));
-  PGresult *res = sql(conn, "SELECT max(version) FROM cairn_schema_version");
+  PQclear(pg_sql(conn, "DELETE FROM cairn_schema_version WHERE version = 999"));
+  PGresult *res = pg_sql(conn, "SELECT max(version) FROM cairn_schema_version");
   assert_int_equal(strtol(PQgetvalue(res, 0, 0), NULL, 10), PGSTORE_SCHEMA_VERSION);
   PQclear(res);
   PQfinish(conn);
@@ -281,8 +255,8 @@ static void test_pgstore_refuses_a_database_at_an_unknown_schema_version(void **
 /* Terminates every other session of the test database (the store's). */
 static void drop_connections(void)
 {
-  PGconn *conn = sql_connect();
-  PQclear(sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+  PGconn *conn = pg_sql_connect();
+  PQclear(pg_sql(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND pid <> pg_backend_pid()"));
   PQfinish(conn);
 }
@@ -376,8 +350,8 @@ static void test_pgstore_refuses_to_reconnect_to_rows_that_changed(void **state)
   data = tu_make_batch(2, 5, 20, 200, &len);
   append_batch(s, data, len, 2);
   assert_int_equal(store_flush(s, INT64_MAX), 0);
-  PGconn *conn = sql_connect();
-  PQclear(sql(conn, "DELETE FROM cairn_batches WHERE topic_id = 108 AND base_offset = 5"));
+  PGconn *conn = pg_sql_connect();
+  PQclear(pg_sql(conn, "DELETE FROM cairn_batches WHERE topic_id = 108 AND base_offset = 5"));
   PQfinish(conn);
   drop_connections();
   data = tu_make_batch(3, 5, 20, 300, &len);

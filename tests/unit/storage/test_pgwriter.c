@@ -7,6 +7,7 @@
  * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
 #include "common/err.h"
 #include "storage/pgstore.h"
+#include "pg_sql.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -22,40 +23,16 @@
 
 #include <cmocka.h>
 
-static const char *conninfo(void)
-{
-  const char *c = getenv("CAIRN_PG_CONNINFO");
-  if (c == NULL) {
-    fail_msg("CAIRN_PG_CONNINFO is not set: run through tests/lib/with_pg.sh");
-  }
-  return c;
-}
-
-static PGconn *sql_connect(void)
-{
-  PGconn *conn = PQconnectdb(conninfo());
-  assert_int_equal(PQstatus(conn), CONNECTION_OK);
-  return conn;
-}
-
 static void sql_cmd(PGconn *conn, const char *q)
 {
-  PGresult *res = PQexec(conn, q);
-  ExecStatusType st = PQresultStatus(res);
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    fail_msg("%s: %s", q, PQerrorMessage(conn));
-  }
-  PQclear(res);
+  PQclear(pg_sql(conn, q));
 }
 
 /* The first column of the first row of q, as a number. */
 static int64_t sql_value(const char *q)
 {
-  PGconn *conn = sql_connect();
-  PGresult *res = PQexec(conn, q);
-  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-    fail_msg("%s: %s", q, PQerrorMessage(conn));
-  }
+  PGconn *conn = pg_sql_connect();
+  PGresult *res = pg_sql(conn, q);
   int64_t v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
   PQclear(res);
   PQfinish(conn);
@@ -73,7 +50,7 @@ static void on_fatal(void *arg)
 /* A store on loop (written behind), or without a loop (synchronous). */
 static struct store *open_store(uv_loop_t *loop, uint32_t topic_id, int32_t partition)
 {
-  struct pgstore_opts o = {.conninfo = conninfo(),
+  struct pgstore_opts o = {.conninfo = pg_sql_conninfo(),
                            .topic = "pgwriter",
                            .topic_id = topic_id,
                            .partition = partition,
@@ -163,7 +140,7 @@ static void test_pgwriter_loop_turns_while_the_database_is_stalled_and_one_trans
   struct stall st = {0};
   st.a = open_store(&loop, 201, 0);
   st.b = open_store(&loop, 201, 1);
-  st.locker = sql_connect();
+  st.locker = pg_sql_connect();
   sql_cmd(st.locker, "BEGIN");
   sql_cmd(st.locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE"); /* reads go on, writes wait */
   /* Two partitions' entries in one loop turn. */
@@ -210,7 +187,7 @@ static void test_pgwriter_failed_transaction_latches_every_store_in_it_and_reviv
   append_batch(b, 2, 1);
   run_until_committed(&loop, a, b);
   /* A row in the way of b's next batch: the COPY holding both fails. */
-  PGconn *conn = sql_connect();
+  PGconn *conn = pg_sql_connect();
   sql_cmd(conn, "INSERT INTO cairn_batches SELECT topic_id, partition, 5, 9, max_timestamp,"
                 " raft_index, batch FROM cairn_batches WHERE topic_id = 202 AND partition = 1");
   fatal_calls = 0;
@@ -319,7 +296,7 @@ static void test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows(void **
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
   struct store *s = open_store(&loop, 205, 0);
-  PGconn *locker = sql_connect();
+  PGconn *locker = pg_sql_connect();
   sql_cmd(locker, "BEGIN");
   sql_cmd(locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
   append_batch(s, 1, 1);
