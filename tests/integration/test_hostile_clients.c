@@ -178,6 +178,7 @@ static void test_connection_flood_stays_within_the_request_budget(void **state)
   assert_true(opened > FLOOD_CONNS / 2);
   /* Push the frames while the producer goes on; sample the RSS. */
   long peak = base;
+  long long peak_open = 0; /* cairn_client_connections, sampled */
   int produced = 0, slow = 0;
   long long t0 = tu_now_ms();
   while (tu_now_ms() - t0 < 4000) {
@@ -195,6 +196,8 @@ static void test_connection_flood_stays_within_the_request_budget(void **state)
     produced++;
     long r = rss_kib(pid);
     peak = r > peak ? r : peak;
+    long long open_now = cd_metric(c.nodes[0].admin_port, "cairn_client_connections");
+    peak_open = open_now > peak_open ? open_now : peak_open;
   }
   size_t total = 0;
   for (int i = 0; i < FLOOD_CONNS; i++) {
@@ -213,15 +216,21 @@ static void test_connection_flood_stays_within_the_request_budget(void **state)
   long long waits = cd_metric(c.nodes[0].admin_port, "cairn_client_request_budget_waits_total");
   print_message("flood: %d connections opened, %zu MiB sent; node RSS %ld MiB before, peak "
                 "%ld MiB (budget %d MiB); %d produces answered meanwhile (%d over 1 s); "
-                "refused %lld, budget waits %lld, timed out %lld\n",
+                "refused %lld, budget waits %lld, timed out %lld; at most %lld open\n",
                 opened, total >> 20, base >> 10, peak >> 10, BUDGET_MIB, produced, slow,
-                rejected, waits, timed_out);
+                rejected, waits, timed_out, peak_open);
   if (peak - base > (long)(BUDGET_MIB + MARGIN_MIB) * 1024) {
     fail_msg("the node's RSS grew by %ld MiB, above the budget (%d MiB) plus %d MiB",
              (peak - base) >> 10, BUDGET_MIB, MARGIN_MIB);
   }
   assert_true(produced >= 10);
-  assert_true(rejected >= FLOOD_CONNS - 1024);
+  /* Over the limit (--max-connections, 1,024 by default) the node refuses.
+   * Not every connection the flood started reaches it: under load the
+   * kernel's accept queue drops some, and a trickler closed for its overdue
+   * frame frees a place, so the refusals are not 2,000 - 1,024 exactly; what
+   * holds is that the node never holds more than its limit and refuses. */
+  assert_true(peak_open > 0 && peak_open <= 1024);
+  assert_true(rejected > 0);
   assert_true(waits > 0);
   assert_true(timed_out > 0);
   assert_true(tu_file_contains(c.nodes[0].log, "client connections, the limit"));
