@@ -108,8 +108,14 @@ PY
 step "PostgreSQL stops: cluster status shows the failed stores and why"
 pg_stop
 seq 1 5 | sed "s/^/down-/" >"$dir/round"
+# The store is written behind (pgwriter.c): an acknowledgement rests on the
+# Raft log alone, so this first produce may be acknowledged before the
+# writer finds the database gone (then it must be there once PostgreSQL is
+# back), or time out once the store has latched. Either way the write
+# attempt makes the stores fail.
 if "$cli" --timeout-ms 3000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
-  fail "a produce was acknowledged while PostgreSQL was down"
+  cat "$dir/round" >>"$dir/acked"
+  echo "   acknowledged before the store noticed: checked after PostgreSQL is back"
 fi
 # Node 3 hosts no replica of pgt, yet its answers name every failed store
 # (the controller leader gathers them from the heartbeats and hands them
