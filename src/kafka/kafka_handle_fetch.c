@@ -3,10 +3,12 @@
  * whole batch even above max_bytes), its regions then read and each
  * stored batch converted to Kafka's layout (kafka_batch.h).
  *
- * This first step reads the regions on the loop thread (pread of what the
- * store just served, normally from the page cache) instead of sendfile:
- * the conversion needs the bytes. docs/kafka.md has the next step, a
- * stored format whose bytes from attributes on are Kafka's.
+ * This step reads the regions on the loop thread (pread of what the store
+ * just served, normally from the page cache) straight into the answer,
+ * instead of sendfile: each batch's header is converted, its records land
+ * in place, and Kafka's CRC is derived from the stored one without reading
+ * them. docs/kafka.md has the next step, a stored format whose bytes from
+ * attributes on are Kafka's.
  *
  * No fetch sessions: session_id 0 in every answer (a client then sends
  * full requests); a request naming a session gets FETCH_SESSION_ID_NOT_FOUND. */

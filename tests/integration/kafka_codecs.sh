@@ -123,11 +123,10 @@ for i in $(seq 0 19); do echo "rs$i|raw-snappy-$i-$pad"; done >>"$dir/expected"
 n=$(wc -l <"$dir/expected")
 [ "$n" -eq 500 ] || fail "expected 500 lines, built $n"
 
-step "the stored batches hold every codec, as the producers sent them"
-node_log=$(ls -d "$cdir"/node*/partitions/kc-0.*/log | head -1)
-$py - "$node_log" <<'PY' || fail "stored codecs"
+# stored.py LOGDIR: every stored batch of a partition's segments, one
+# line each: base offset, Cairn codec number, the records section in hex.
+cat >"$dir/stored.py" <<'PY'
 import glob, struct, sys
-seen = []
 for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
     d = open(seg, "rb").read()
     pos = 0
@@ -135,8 +134,17 @@ for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
         blen = struct.unpack_from("<i", d, pos + 8)[0]
         if blen <= 0:
             break
-        seen.append((struct.unpack_from("<q", d, pos)[0], struct.unpack_from("<H", d, pos + 26)[0] & 7))
+        print(struct.unpack_from("<q", d, pos)[0], struct.unpack_from("<H", d, pos + 26)[0] & 7,
+              d[pos + 66:pos + 12 + blen].hex())
         pos += blen + 12
+PY
+
+step "the stored batches hold every codec, as the producers sent them"
+node_log=$(ls -d "$cdir"/node*/partitions/kc-0.*/log | head -1)
+$py "$dir/stored.py" "$node_log" >"$dir/stored" || fail "reading the stored batches"
+$py - "$dir/stored" <<'PY' || fail "stored codecs"
+import sys
+seen = [tuple(map(int, line.split()[:2])) for line in open(sys.argv[1])]
 print("stored (offset, cairn codec):", seen)
 names = {1: "lz4", 2: "zstd", 3: "gzip", 4: "snappy"}
 missing = [names[c] for c in names if c not in {c for _, c in seen}]
@@ -197,19 +205,13 @@ step "the bad batches are on disk as sent, with their codecs"
 # On a node still running (node $leader was killed): with one of three
 # down, an acknowledged batch is on both of the others.
 bad_log=$(ls -d "$cdir"/node*/partitions/kbad-0.*/log | grep -v "/node$leader/" | head -1)
-$py - "$bad_log" <<'PY' || fail "stored bad batches"
-import glob, struct, sys
+$py "$dir/stored.py" "$bad_log" >"$dir/stored" || fail "reading the stored batches"
+$py - "$dir/stored" <<'PY' || fail "stored bad batches"
+import sys
 found = {}
-for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
-    d = open(seg, "rb").read()
-    pos = 0
-    while pos + 66 <= len(d):
-        blen = struct.unpack_from("<i", d, pos + 8)[0]
-        if blen <= 0:
-            break
-        found[struct.unpack_from("<q", d, pos)[0]] = (
-            struct.unpack_from("<H", d, pos + 26)[0] & 7, d[pos + 66:pos + 12 + blen])
-        pos += blen + 12
+for line in open(sys.argv[1]):
+    off, codec, recs = line.split()
+    found[int(off)] = (int(codec), bytes.fromhex(recs))
 for off, codec, name in ((3, 3, "gzip"), (8, 1, "lz4"), (13, 2, "zstd")):
     assert off in found, "no stored batch at %d: %s" % (off, sorted(found))
     c, recs = found[off]
