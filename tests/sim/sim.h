@@ -105,9 +105,10 @@ struct sim_net {
   bool cut[SIM_MAX_REPLICAS][SIM_MAX_REPLICAS]; /* messages i -> j dropped at delivery */
   unsigned latency[SIM_MAX_REPLICAS];           /* per sender, ms, at least 1 */
   uint32_t loss_ppm, dup_ppm;
-  bool torn_writes; /* a crash may leave a prefix of the write in progress */
-  bool early_ack;   /* the mutant: an append acknowledged before it is durable */
-  bool failed;      /* out of memory inside the io */
+  bool torn_writes;         /* a crash may leave a prefix of the write in progress */
+  bool early_ack;           /* the mutant: an append acknowledged before it is durable */
+  bool cancel_oldest_first; /* raft_uv's order for writes cancelled at close */
+  bool failed;              /* out of memory inside the io */
   struct sim_io_msg *msgs;
   uint64_t seq, lost, duplicated, dropped, delivered;
 };
@@ -261,12 +262,13 @@ enum sim_engine {
 
 struct sim_opts {
   enum sim_engine engine;
-  bool early_ack;     /* the io engine's mutant (sim_io.c) */
-  bool no_torn;       /* the io engine without torn writes */
-  unsigned replicas;  /* 3 or 5; 0: chosen by the seed */
-  unsigned producers; /* 0: chosen by the seed */
-  int64_t fault_ms;   /* simulated time with faults */
-  int64_t settle_ms;  /* then without, until every batch is acknowledged */
+  bool early_ack;           /* the io engine's mutant (sim_io.c) */
+  bool no_torn;             /* the io engine without torn writes */
+  bool cancel_oldest_first; /* the io engine: sim_io.c's close as raft_uv orders it */
+  unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
+  unsigned producers;       /* 0: chosen by the seed */
+  int64_t fault_ms;         /* simulated time with faults */
+  int64_t settle_ms;        /* then without, until every batch is acknowledged */
   bool trace;
   FILE *out; /* the trace */
 };

@@ -15,7 +15,8 @@
  * its completion time adds them to the durable log, then fires the
  * callback. Failure modes, at a crash (close() of a replica's io):
  *   - every queued write is lost, its callback fires with RAFT_CANCELED
- *     (raft is already unavailable; this is what raft_uv does at close);
+ *     (raft is already unavailable; raft_uv does this at close), newest
+ *     first (see sim_io_close);
  *   - with torn writes on, the write in progress (the head of the queue,
  *     if an append) may leave a prefix on the disk: whole entries, and
  *     possibly the next one cut short. Each durable record carries its
@@ -203,6 +204,23 @@ static void sim_io_close(struct raft_io *io, raft_io_close_cb cb)
   sio->up = false;
   sio->started = false;
   sim_io_tear(sio);
+  if (!sio->net->cancel_oldest_first) {
+    /* A crash fires nothing on a node, so the order is free here; newest
+     * first, because raft 0.15 cannot take raft_uv's order (oldest first)
+     * when a leader has two appends cancelled: appendLeaderCb truncates its
+     * log from the first one's index, and the second one's logTruncate then
+     * starts past the log's end (removeSuffix's assert is compiled out in
+     * Debian's build; the count underflows) and walks off the log: SEGV.
+     * --cancel-oldest-first reproduces it (docs/fault-tolerance.md). */
+    struct sim_io_op *rev = NULL;
+    while (sio->ops != NULL) {
+      struct sim_io_op *op = sio->ops;
+      sio->ops = op->next;
+      op->next = rev;
+      rev = op;
+    }
+    sio->ops = rev;
+  }
   while (sio->ops != NULL) {
     struct sim_io_op *op = sio->ops;
     sio->ops = op->next;

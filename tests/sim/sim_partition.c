@@ -463,6 +463,7 @@ static int sim_setup_io(struct sim *s)
   s->net.dup_ppm = sim_rng_below(&s->rng, 10000);
   s->net.torn_writes = !s->opts.no_torn;
   s->net.early_ack = s->opts.early_ack;
+  s->net.cancel_oldest_first = s->opts.cancel_oldest_first;
   struct raft_configuration conf;
   raft_configuration_init(&conf);
   int rv = 0;
@@ -614,7 +615,7 @@ static void sim_usage(FILE *out)
 {
   fprintf(out, "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
                "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
-               "       [--crash [--no-torn] | --early-ack]\n");
+               "       [--crash [--no-torn] [--cancel-oldest-first] | --early-ack]\n");
 }
 
 int main(int argc, char **argv)
@@ -631,6 +632,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(arg, "--crash") == 0) {
       opts.engine = SIM_ENGINE_IO;
+      continue;
+    }
+    if (strcmp(arg, "--cancel-oldest-first") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      opts.cancel_oldest_first = true;
       continue;
     }
     if (strcmp(arg, "--no-torn") == 0) {
