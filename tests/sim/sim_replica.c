@@ -281,10 +281,57 @@ void sim_replica_after_step(struct sim_replica *rep)
             (unsigned long long)r->current_term, (unsigned long long)rep->term_first_index);
 }
 
+/* With --trace: the Raft messages a replica receives, with what a replay
+ * of a divergence needs (terms, indexes, the entries' terms). */
+static void sim_replica_trace_msg(struct sim_replica *rep, const struct raft_message *m)
+{
+  struct sim *s = rep->sim;
+  if (!s->opts.trace) {
+    return;
+  }
+  unsigned from = (unsigned)m->server_id - 1;
+  switch (m->type) {
+  case RAFT_IO_APPEND_ENTRIES: {
+    const struct raft_append_entries *ae = &m->append_entries;
+    sim_trace(s, "recv r%u<-r%u ae term=%llu prev=%llu/%llu n=%u first-term=%llu commit=%llu",
+              rep->index, from, (unsigned long long)ae->term,
+              (unsigned long long)ae->prev_log_index, (unsigned long long)ae->prev_log_term,
+              ae->n_entries, ae->n_entries ? (unsigned long long)ae->entries[0].term : 0ull,
+              (unsigned long long)ae->leader_commit);
+    break;
+  }
+  case RAFT_IO_APPEND_ENTRIES_RESULT: {
+    const struct raft_append_entries_result *ar = &m->append_entries_result;
+    sim_trace(s, "recv r%u<-r%u ae-result term=%llu rejected=%llu last=%llu", rep->index, from,
+              (unsigned long long)ar->term, (unsigned long long)ar->rejected,
+              (unsigned long long)ar->last_log_index);
+    break;
+  }
+  case RAFT_IO_REQUEST_VOTE: {
+    const struct raft_request_vote *rv = &m->request_vote;
+    sim_trace(s, "recv r%u<-r%u vote term=%llu last=%llu/%llu pre=%d", rep->index, from,
+              (unsigned long long)rv->term, (unsigned long long)rv->last_log_index,
+              (unsigned long long)rv->last_log_term, (int)rv->pre_vote);
+    break;
+  }
+  case RAFT_IO_REQUEST_VOTE_RESULT:
+    sim_trace(s, "recv r%u<-r%u vote-result term=%llu granted=%d", rep->index, from,
+              (unsigned long long)m->request_vote_result.term,
+              (int)m->request_vote_result.vote_granted);
+    break;
+  default:
+    sim_trace(s, "recv r%u<-r%u type=%u", rep->index, from, (unsigned)m->type);
+    break;
+  }
+}
+
 static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct sim_replica *rep = sim_replica_of_io(io);
   struct raft *r = sim_replica_raft(rep);
+  if (rep->sim->opts.engine == SIM_ENGINE_IO) {
+    sim_replica_trace_msg(rep, m); /* the fixture engine's traces stay as they were */
+  }
   if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
       m->append_entries_result.term == r->current_term &&
       !(rep->term_appended == r->current_term && r->last_stored >= rep->term_first_index)) {
