@@ -1,14 +1,16 @@
 /* sim.h - the deterministic simulation of one partition's Raft group
  * (docs/fault-tolerance.md, "Deterministic simulation"): N replicas of
- * canonical/raft over raft_fixture's in-memory network and disk, each
+ * canonical/raft over raft_fixture's in-memory network and disk, or over
+ * the simulation's own raft_io (sim_io.c: crashes, torn writes), each
  * applying entries with Cairn's own state machine core (rgroup_apply.c over
  * a memlog store and a producer table), driven by a seeded workload of
  * producers and a seeded schedule of faults, with invariants checked after
  * every step. One process, one thread, no real I/O, no clock: a seed
  * replays exactly.
  *
- * Modules: sim_replica.c (the raft_fsm adapter, the leader's produce queue
- * and the start-of-term rules of rgroup_raft.c), sim_workload.c (the
+ * Modules: sim_replica.c (the raft_fsm adapter, the leader's produce queue,
+ * the start-of-term rules of rgroup_raft.c, crash and restart), sim_io.c
+ * (the crash engine's raft_io, disk and network), sim_workload.c (the
  * producers), sim_check.c (the invariants), sim_partition.c (the driver,
  * the faults and the command line). */
 #ifndef CAIRN_SIM_H

@@ -5,6 +5,8 @@
  *
  *   sim_partition --seeds N [--start S]   seeds S .. S+N-1, a summary
  *   sim_partition --seed X [--trace]      one seed, its step trace on stdout
+ *   --crash                               the crash engine (sim_io.c) instead
+ *                                         of raft_fixture: crashes, torn writes
  * A violation prints the seed, the step and how to replay it; exit 1.
  *
  * Faults, chosen by the seed (each with a duration in simulated time):
@@ -14,7 +16,9 @@
  * docs/fault-tolerance.md), network latency per sender (reorders messages
  * sent before and after a change), disk latency per replica, the leader
  * deposed (raft_fixture_depose) or made to hand over (raft_transfer), and
- * randomized election timeouts. */
+ * randomized election timeouts. The crash engine draws a crash (the
+ * replica's process dies and restarts at the fault's end) instead of a
+ * pause, and a crash of every replica instead of a depose. */
 #include "sim.h"
 
 #include "common/err.h"
@@ -26,6 +30,8 @@
 #include <time.h>
 
 #define SIM_MAX_FAULTS 32
+#define SIM_DEFAULT_FAULT_MS 10000
+#define SIM_DEFAULT_SETTLE_MS 60000
 
 enum sim_fault_kind {
   SIM_FAULT_LOSS,    /* messages i -> j dropped */
@@ -442,6 +448,18 @@ static bool sim_settled(struct sim *s)
       return false;
     }
   }
+  if (s->opts.engine == SIM_ENGINE_FIXTURE) {
+    return true;
+  }
+  /* Replicas that all just restarted have all applied index 1: settled
+   * only once each has applied its whole log (a leader's barrier commits
+   * it) and is past what its store held at the restart. */
+  for (unsigned i = 0; i < s->n; i++) {
+    struct raft *r = sim_replica_raft(&s->reps[i]);
+    if (raft_last_index(r) != applied || applied < s->reps[i].store_index_at_start) {
+      return false;
+    }
+  }
   return true;
 }
 
@@ -611,6 +629,31 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
 
 /* ---- the command line ---- */
 
+/* The flags a replay needs besides --seed (those that are not defaults). */
+static const char *sim_replay_flags(const struct sim_opts *o)
+{
+  static char buf[160];
+  int n = snprintf(buf, sizeof buf, "%s%s%s",
+                   o->early_ack                 ? " --early-ack"
+                   : o->engine == SIM_ENGINE_IO ? " --crash"
+                                                : "",
+                   o->no_torn ? " --no-torn" : "",
+                   o->cancel_oldest_first ? " --cancel-oldest-first" : "");
+  if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
+  }
+  if (o->settle_ms != SIM_DEFAULT_SETTLE_MS && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --settle-ms %lld", (long long)o->settle_ms);
+  }
+  if (o->replicas != 0 && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --replicas %u", o->replicas);
+  }
+  if (o->producers != 0 && n >= 0 && (size_t)n < sizeof buf) {
+    snprintf(buf + n, sizeof buf - (size_t)n, " --producers %u", o->producers);
+  }
+  return buf;
+}
+
 static void sim_usage(FILE *out)
 {
   fprintf(out, "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
@@ -622,7 +665,8 @@ int main(int argc, char **argv)
 {
   uint64_t start = 1, count = 1;
   bool single = false;
-  struct sim_opts opts = {.fault_ms = 10000, .settle_ms = 60000, .out = stdout};
+  struct sim_opts opts = {
+      .fault_ms = SIM_DEFAULT_FAULT_MS, .settle_ms = SIM_DEFAULT_SETTLE_MS, .out = stdout};
   for (int a = 1; a < argc; a++) {
     const char *arg = argv[a];
     const char *val = a + 1 < argc ? argv[a + 1] : NULL;
@@ -708,12 +752,9 @@ int main(int argc, char **argv)
     total.msgs_duplicated += s->stats.msgs_duplicated;
     if (rv != 0) {
       fprintf(opts.trace ? stdout : stderr,
-              "sim_partition: seed %" PRIu64 ": %s: %s\n"
-              "replay: sim_partition --seed %" PRIu64 "%s --trace\n",
-              seed, rv > 0 ? "VIOLATION" : "ERROR", s->errmsg, seed,
-              opts.early_ack                 ? " --early-ack"
-              : opts.engine == SIM_ENGINE_IO ? (opts.no_torn ? " --crash --no-torn" : " --crash")
-                                             : "");
+              "sim_partition: seed %" PRIu64 ": %s: %s\nreplay: sim_partition --seed %" PRIu64
+              "%s --trace\n",
+              seed, rv > 0 ? "VIOLATION" : "ERROR", s->errmsg, seed, sim_replay_flags(&opts));
       status = 1;
       break;
     }
