@@ -207,6 +207,13 @@ struct sim_replica {
   raft_io_recv_cb raft_recv;
   int (*io_append)(struct raft_io *io, struct raft_io_append *req,
                    const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
+  /* --clamp-results (the io engine): the send method under the interposer,
+   * and the end (prev_log_index + n_entries) of the AppendEntries being
+   * received, 0 outside its receive callback. */
+  int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                 raft_io_send_cb cb);
+  raft_index receiving_end;
+  uint64_t results_clamped;
   /* The disk: raft_uv writes appends one after the other, so they complete
    * in the order they were asked. The fixture completes each at its own
    * "now + latency", which reorders them when the latency drops; raft 0.15
@@ -267,6 +274,7 @@ struct sim_opts {
   bool early_ack;           /* the io engine's mutant (sim_io.c) */
   bool no_torn;             /* the io engine without torn writes */
   bool cancel_oldest_first; /* the io engine: sim_io.c's close as raft_uv orders it */
+  bool clamp_results;       /* the io engine: the proposed fix for seed 13488 (sim_replica.c) */
   unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
   unsigned producers;       /* 0: chosen by the seed */
   int64_t fault_ms;         /* simulated time with faults */
@@ -279,7 +287,7 @@ struct sim_stats {
   uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
   uint64_t duplicates_answered, refusals, sim_ms;
   uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
-  uint64_t msgs_lost, msgs_duplicated;
+  uint64_t msgs_lost, msgs_duplicated, results_clamped;
 };
 
 struct sim {

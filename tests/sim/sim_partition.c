@@ -549,6 +549,7 @@ static void sim_teardown(struct sim *s, struct sim_driver *d)
   for (unsigned i = 0; i < s->n; i++) {
     s->stats.crashes += s->reps[i].crashes;
     s->stats.store_cut_batches += s->reps[i].store_cut_batches;
+    s->stats.results_clamped += s->reps[i].results_clamped;
     s->stats.torn_entries += s->reps[i].sio.torn_entries;
     s->stats.torn_cut += s->reps[i].sio.torn_cut;
     s->stats.torn_dropped += s->reps[i].sio.torn_dropped;
@@ -638,7 +639,9 @@ static const char *sim_replay_flags(const struct sim_opts *o)
                    : o->engine == SIM_ENGINE_IO ? " --crash"
                                                 : "",
                    o->no_torn ? " --no-torn" : "",
-                   o->cancel_oldest_first ? " --cancel-oldest-first" : "");
+                   o->cancel_oldest_first ? " --cancel-oldest-first"
+                   : o->clamp_results     ? " --clamp-results"
+                                          : "");
   if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
   }
@@ -656,9 +659,10 @@ static const char *sim_replay_flags(const struct sim_opts *o)
 
 static void sim_usage(FILE *out)
 {
-  fprintf(out, "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
-               "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
-               "       [--crash [--no-torn] [--cancel-oldest-first] | --early-ack]\n");
+  fprintf(out,
+          "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
+          "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
+          "       [--crash [--no-torn] [--cancel-oldest-first] [--clamp-results] | --early-ack]\n");
 }
 
 int main(int argc, char **argv)
@@ -681,6 +685,11 @@ int main(int argc, char **argv)
     if (strcmp(arg, "--cancel-oldest-first") == 0) {
       opts.engine = SIM_ENGINE_IO;
       opts.cancel_oldest_first = true;
+      continue;
+    }
+    if (strcmp(arg, "--clamp-results") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      opts.clamp_results = true;
       continue;
     }
     if (strcmp(arg, "--no-torn") == 0) {
@@ -750,6 +759,7 @@ int main(int argc, char **argv)
     total.store_cut_batches += s->stats.store_cut_batches;
     total.msgs_lost += s->stats.msgs_lost;
     total.msgs_duplicated += s->stats.msgs_duplicated;
+    total.results_clamped += s->stats.results_clamped;
     if (rv != 0) {
       fprintf(opts.trace ? stdout : stderr,
               "sim_partition: seed %" PRIu64 ": %s: %s\nreplay: sim_partition --seed %" PRIu64
@@ -777,10 +787,10 @@ int main(int argc, char **argv)
             "sim_partition: crashes %" PRIu64 " (%s), torn writes left %" PRIu64
             " whole entries and %" PRIu64 " cut ones, loads dropped %" PRIu64
             " records, store cuts dropped %" PRIu64 " batches, messages lost %" PRIu64
-            ", duplicated %" PRIu64 "\n",
+            ", duplicated %" PRIu64 ", results clamped %" PRIu64 "\n",
             total.crashes, opts.early_ack ? "MUTANT: appends acknowledged before durable" : "real",
             total.torn_entries, total.torn_cut, total.torn_dropped, total.store_cut_batches,
-            total.msgs_lost, total.msgs_duplicated);
+            total.msgs_lost, total.msgs_duplicated, total.results_clamped);
   }
   free(s);
   return status;

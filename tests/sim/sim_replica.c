@@ -332,6 +332,14 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
   if (rep->sim->opts.engine == SIM_ENGINE_IO) {
     sim_replica_trace_msg(rep, m); /* the fixture engine's traces stay as they were */
   }
+  if (rep->sim->opts.clamp_results && m->type == RAFT_IO_APPEND_ENTRIES) {
+    /* Answered inside this call when nothing is to be written (see
+     * sim_replica_io_send); the end is read before raft takes the entries. */
+    rep->receiving_end = m->append_entries.prev_log_index + m->append_entries.n_entries;
+    rep->raft_recv(io, m);
+    rep->receiving_end = 0;
+    return;
+  }
   if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
       m->append_entries_result.term == r->current_term &&
       !(rep->term_appended == r->current_term && r->last_stored >= rep->term_first_index)) {
@@ -340,6 +348,32 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
     return;
   }
   rep->raft_recv(io, m);
+}
+
+/* --clamp-results, the proposed fix for seed 13488 (docs/fault-tolerance.md):
+ * raft 0.15 answers an AppendEntries it needs to write nothing for (an
+ * empty one, or entries it already holds) at once, inside the receive
+ * callback, with last_log_index = last_stored, which counts a stale tail
+ * of an older term beyond what the message verified; the leader then takes
+ * that tail as a match. Clamped here to prev_log_index + n_entries. An
+ * answer after a write needs nothing: the write replaced any tail past the
+ * first entry that differed, and raft only writes when one did. */
+static int sim_replica_io_send(struct raft_io *io, struct raft_io_send *req,
+                               const struct raft_message *m, raft_io_send_cb cb)
+{
+  struct sim_replica *rep = sim_replica_of_io(io);
+  if (rep->receiving_end == 0 || m->type != RAFT_IO_APPEND_ENTRIES_RESULT ||
+      m->append_entries_result.rejected != 0 ||
+      m->append_entries_result.last_log_index <= rep->receiving_end) {
+    return rep->io_send(io, req, m, cb);
+  }
+  struct raft_message copy = *m; /* sim_io copies it again: nothing of it is kept */
+  sim_trace(rep->sim, "clamp r%u result last=%llu to %llu", rep->index,
+            (unsigned long long)copy.append_entries_result.last_log_index,
+            (unsigned long long)rep->receiving_end);
+  copy.append_entries_result.last_log_index = rep->receiving_end;
+  rep->results_clamped++;
+  return rep->io_send(io, req, &copy, cb);
 }
 
 static int sim_replica_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
@@ -386,6 +420,8 @@ void sim_replica_interpose(struct sim_replica *rep)
     struct raft_io *io = &rep->sio.io;
     rep->io_start = io->start;
     io->start = sim_replica_io_start;
+    rep->io_send = io->send;
+    io->send = sim_replica_io_send;
     return;
   }
   struct raft_io *io = &rep->sim->f.servers[rep->index].io;
