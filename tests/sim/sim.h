@@ -207,11 +207,12 @@ struct sim_replica {
   raft_io_recv_cb raft_recv;
   int (*io_append)(struct raft_io *io, struct raft_io_append *req,
                    const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
-  /* --clamp-results (the io engine): the send method under the interposer,
-   * and the end (prev_log_index + n_entries) of the AppendEntries being
-   * received, 0 outside its receive callback. */
+  /* The clamp (the io engine, as rgroup_raft.c): the send method under the
+   * interposer, whether an AppendEntries is being received and its end
+   * (prev_log_index + n_entries). */
   int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
                  raft_io_send_cb cb);
+  bool receiving;
   raft_index receiving_end;
   uint64_t results_clamped;
   /* The disk: raft_uv writes appends one after the other, so they complete
@@ -274,7 +275,8 @@ struct sim_opts {
   bool early_ack;           /* the io engine's mutant (sim_io.c) */
   bool no_torn;             /* the io engine without torn writes */
   bool cancel_oldest_first; /* the io engine: sim_io.c's close as raft_uv orders it */
-  bool clamp_results;       /* the io engine: the proposed fix for seed 13488 (sim_replica.c) */
+  bool no_clamp_results;    /* the io engine without rgroup's fix for seed 13488: raft 0.15's
+                               answers as they are (sim_replica.c) */
   unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
   unsigned producers;       /* 0: chosen by the seed */
   int64_t fault_ms;         /* simulated time with faults */

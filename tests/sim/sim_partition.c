@@ -640,7 +640,7 @@ static const char *sim_replay_flags(const struct sim_opts *o)
                                                 : "",
                    o->no_torn ? " --no-torn" : "",
                    o->cancel_oldest_first ? " --cancel-oldest-first"
-                   : o->clamp_results     ? " --clamp-results"
+                   : o->no_clamp_results  ? " --no-clamp-results"
                                           : "");
   if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
@@ -662,7 +662,7 @@ static void sim_usage(FILE *out)
   fprintf(out,
           "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
           "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
-          "       [--crash [--no-torn] [--cancel-oldest-first] [--clamp-results] | --early-ack]\n");
+          "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results] | --early-ack]\n");
 }
 
 int main(int argc, char **argv)
@@ -687,9 +687,9 @@ int main(int argc, char **argv)
       opts.cancel_oldest_first = true;
       continue;
     }
-    if (strcmp(arg, "--clamp-results") == 0) {
+    if (strcmp(arg, "--no-clamp-results") == 0) {
       opts.engine = SIM_ENGINE_IO;
-      opts.clamp_results = true;
+      opts.no_clamp_results = true;
       continue;
     }
     if (strcmp(arg, "--no-torn") == 0) {

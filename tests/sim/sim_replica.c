@@ -332,12 +332,13 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
   if (rep->sim->opts.engine == SIM_ENGINE_IO) {
     sim_replica_trace_msg(rep, m); /* the fixture engine's traces stay as they were */
   }
-  if (rep->sim->opts.clamp_results && m->type == RAFT_IO_APPEND_ENTRIES) {
+  if (!rep->sim->opts.no_clamp_results && m->type == RAFT_IO_APPEND_ENTRIES) {
     /* Answered inside this call when nothing is to be written (see
      * sim_replica_io_send); the end is read before raft takes the entries. */
     rep->receiving_end = m->append_entries.prev_log_index + m->append_entries.n_entries;
+    rep->receiving = true;
     rep->raft_recv(io, m);
-    rep->receiving_end = 0;
+    rep->receiving = false;
     return;
   }
   if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
@@ -350,7 +351,9 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
   rep->raft_recv(io, m);
 }
 
-/* --clamp-results, the proposed fix for seed 13488 (docs/fault-tolerance.md):
+/* What rgroup_raft_send_clamped does on a node (cluster/rgroup_raft.c), the
+ * fix for seed 13488 (docs/fault-tolerance.md; --no-clamp-results leaves it
+ * out):
  * raft 0.15 answers an AppendEntries it needs to write nothing for (an
  * empty one, or entries it already holds) at once, inside the receive
  * callback, with last_log_index = last_stored, which counts a stale tail
@@ -362,7 +365,7 @@ static int sim_replica_io_send(struct raft_io *io, struct raft_io_send *req,
                                const struct raft_message *m, raft_io_send_cb cb)
 {
   struct sim_replica *rep = sim_replica_of_io(io);
-  if (rep->receiving_end == 0 || m->type != RAFT_IO_APPEND_ENTRIES_RESULT ||
+  if (!rep->receiving || m->type != RAFT_IO_APPEND_ENTRIES_RESULT ||
       m->append_entries_result.rejected != 0 ||
       m->append_entries_result.last_log_index <= rep->receiving_end) {
     return rep->io_send(io, req, m, cb);
