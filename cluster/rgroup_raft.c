@@ -615,6 +615,16 @@ void rgroup_raft_configure(struct rgroup *rg)
 {
   raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
   raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
+  /* Pre-vote: raft 0.15's followers refuse every vote while they still name
+   * a leader, so without it the first follower to time out after a leader
+   * froze bumps its term, loses, and the next round comes another
+   * randomized timeout later (T..2T each). With it, that first try costs no
+   * term and the election is won once a majority has timed out (with three
+   * replicas the later of two timers: 1.67T on average, 2T at most), and a
+   * replica cut off and back does not depose a healthy leader with its
+   * bumped term. Transfers and prompt elections (TimeoutNow: rgroup_elect.c)
+   * skip it. */
+  raft_set_pre_vote(&rg->raft, true);
   raft_set_snapshot_threshold(&rg->raft, rg->opts.snapshot_threshold);
   raft_set_snapshot_trailing(&rg->raft, rg->opts.snapshot_trailing);
 }
