@@ -11,8 +11,11 @@
 /* An idempotent producer whose request has had no answer this long asks
  * for metadata; when it names another leader for the request's
  * partitions (the old one is paused, cut off or dead), the batches are
- * sent there at once instead of waiting for the request timeout. */
-#define LC_PROD_PROBE_MS 1000
+ * sent there at once instead of waiting for the request timeout. Half a
+ * second: with the nodes' default election timeout (1 s, randomized up to
+ * 2 s) a new leader is found within one probe of its election, and writes
+ * resume within 2 s of the fault (docs/fault-tolerance.md). */
+#define LC_PROD_PROBE_MS 500
 
 /* Batches in flight per partition for an idempotent producer at most (the
  * partition's duplicate window, docs/protocol.md). */
