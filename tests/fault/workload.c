@@ -273,7 +273,7 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
 {
   long long stop_deadline = 0;
   bool sent = false;
-  int hint = -1;
+  int hint = -1, silent = -1; /* silent: the node that last did not answer */
   op->code = -1;
   for (;;) {
     if (atomic_load(&wl.stop)) {
@@ -285,8 +285,11 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
     }
     int i = hint >= 0 ? hint : p->leader[op->partition];
     if (i < 0) {
-      i = fc_find_leader(&wl.ns, (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n), wl.topic,
-                         op->partition);
+      /* Not first at the node that just went silent: its Metadata would
+       * cost a timeout too. */
+      int first = silent >= 0 ? (silent + 1) % wl.ns.n
+                              : (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n);
+      i = fc_find_leader(&wl.ns, first, wl.topic, op->partition);
     }
     if (i < 0) {
       wl_sleep_ms(100);
@@ -294,6 +297,7 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
     }
     enum fc_outcome o = fc_produce_once(&wl.ns, i, wl.topic, op->partition, batch, len,
                                         WL_IDEM_PROBE_MS, &op->code, &op->offset, &hint);
+    silent = o == FC_INDETERMINATE && op->code < 0 ? i : -1;
     if (o == FC_ACK) {
       p->leader[op->partition] = i;
       op->out = FC_ACK;
