@@ -54,6 +54,10 @@
  * copy it holds with its offset), as libcairn's producer leaves a paused or
  * cut-off leader behind (LC_PROD_PROBE_MS). */
 #define WL_IDEM_PROBE_MS 500
+/* While Metadata still names the leader that went silent, it is asked again
+ * this often (LC_PROD_REPROBE_MS), for up to WL_IDEM_PROBE_MS before the
+ * batch goes to that leader again. */
+#define WL_IDEM_REPROBE_MS 100
 #define WL_TARGET_MS 2000 /* issue 20: writes acknowledged again within 2 s */
 #define WL_MAX_VIOLATIONS_SHOWN 30
 
@@ -274,6 +278,7 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
   long long stop_deadline = 0;
   bool sent = false;
   int hint = -1, silent = -1; /* silent: the node that last did not answer */
+  long long silent_at = 0;
   op->code = -1;
   for (;;) {
     if (atomic_load(&wl.stop)) {
@@ -290,6 +295,10 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
       int first = silent >= 0 ? (silent + 1) % wl.ns.n
                               : (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n);
       i = fc_find_leader(&wl.ns, first, wl.topic, op->partition);
+      if (i >= 0 && i == silent && fc_now_ms() - silent_at < WL_IDEM_PROBE_MS) {
+        wl_sleep_ms(WL_IDEM_REPROBE_MS);
+        continue;
+      }
     }
     if (i < 0) {
       wl_sleep_ms(100);
@@ -298,6 +307,7 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
     enum fc_outcome o = fc_produce_once(&wl.ns, i, wl.topic, op->partition, batch, len,
                                         WL_IDEM_PROBE_MS, &op->code, &op->offset, &hint);
     silent = o == FC_INDETERMINATE && op->code < 0 ? i : -1;
+    silent_at = fc_now_ms();
     if (o == FC_ACK) {
       p->leader[op->partition] = i;
       op->out = FC_ACK;
