@@ -55,9 +55,13 @@
  * cut-off leader behind (LC_PROD_PROBE_MS). */
 #define WL_IDEM_PROBE_MS 500
 /* While Metadata still names the leader that went silent, it is asked again
- * this often (LC_PROD_REPROBE_MS), for up to WL_IDEM_PROBE_MS before the
- * batch goes to that leader again. */
+ * this often (LC_PROD_REPROBE_MS), for up to WL_IDEM_SILENT_MS before the
+ * batch goes to that leader again. libcairn keeps its request at the
+ * silent leader meanwhile (an answer still counts) and asks on; this
+ * client cannot, so it waits long enough for an election (a paused
+ * leader's followers time out 1-2 s after its last heartbeat). */
 #define WL_IDEM_REPROBE_MS 100
+#define WL_IDEM_SILENT_MS 1500
 #define WL_TARGET_MS 2000 /* issue 20: writes acknowledged again within 2 s */
 #define WL_MAX_VIOLATIONS_SHOWN 30
 
@@ -295,7 +299,7 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
       int first = silent >= 0 ? (silent + 1) % wl.ns.n
                               : (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n);
       i = fc_find_leader(&wl.ns, first, wl.topic, op->partition);
-      if (i >= 0 && i == silent && fc_now_ms() - silent_at < WL_IDEM_PROBE_MS) {
+      if (i >= 0 && i == silent && fc_now_ms() - silent_at < WL_IDEM_SILENT_MS) {
         wl_sleep_ms(WL_IDEM_REPROBE_MS);
         continue;
       }
