@@ -122,8 +122,8 @@ static void ctl_opts_fill(struct ctl_opts *o, const struct ctl_opts *in)
   if (in != NULL) {
     *o = *in;
   }
-  o->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 250;
-  o->election_ms = o->election_ms ? o->election_ms : 2500;
+  o->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 100;
+  o->election_ms = o->election_ms ? o->election_ms : 1000;
   o->raft_segment_size = o->raft_segment_size ? o->raft_segment_size : (1u << 20);
   o->node_timeout_ms = o->node_timeout_ms ? o->node_timeout_ms : 10000;
   o->replace_delay_ms = o->replace_delay_ms ? o->replace_delay_ms : 60000;
@@ -261,6 +261,7 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
   ctl->raft.data = ctl;
   raft_set_heartbeat_timeout(&ctl->raft, ctl->opts.heartbeat_ms);
   raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
+  raft_set_pre_vote(&ctl->raft, true); /* as the partitions' groups: rgroup_raft.c */
   raft_set_snapshot_threshold(&ctl->raft, 256);
   raft_set_snapshot_trailing(&ctl->raft, 64);
   rv = ctl->voter ? ctl_bootstrap(ctl, voters, nvoters) : 0;

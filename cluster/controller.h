@@ -51,8 +51,8 @@ struct ctl_voter {
 };
 
 struct ctl_opts {
-  unsigned heartbeat_ms;     /* 0: 250 */
-  unsigned election_ms;      /* 0: 2500 */
+  unsigned heartbeat_ms;     /* 0: 100 */
+  unsigned election_ms;      /* 0: 1000 */
   size_t raft_segment_size;  /* 0: 1 MiB */
   unsigned node_timeout_ms;  /* 0: 10000 */
   unsigned replace_delay_ms; /* 0: 60000 */

@@ -81,11 +81,13 @@ static void rgroup_opts_fill(struct rgroup_opts *o, const struct rgroup_opts *in
     memset(o, 0, sizeof *o);
     plog_opts_default(&o->plog);
   }
-  /* 250/2500 rather than etcd's 100/1000: raft 0.15 sends one heartbeat per
-   * group per follower, so idle CPU grows with groups; at 1,000 groups 100 ms
-   * cost a node 20-27 % of a core, 250 ms 9-10 % (docs/replication.md, per-group cost). */
-  if (o->heartbeat_ms == 0) o->heartbeat_ms = 250;
-  if (o->election_ms == 0) o->election_ms = 2500;
+  /* etcd's 100/1000: a paused or cut-off leader is replaced within 1-2 s
+   * (writes acknowledged again within 2 s: docs/fault-tolerance.md). An idle
+   * group's leader slows its heartbeat to 400 ms (rgroup_pace.h); before
+   * idle groups did, 100 ms cost a node 20-27 % of a core at 1,000 groups
+   * (docs/replication.md, per-group cost). */
+  if (o->heartbeat_ms == 0) o->heartbeat_ms = 100;
+  if (o->election_ms == 0) o->election_ms = 1000;
   if (o->snapshot_threshold == 0) o->snapshot_threshold = 1024;
   if (o->snapshot_trailing == 0) o->snapshot_trailing = 128;
   /* raft keeps 3 open segments per group (disk: 3 MiB a group) and pays one

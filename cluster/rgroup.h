@@ -131,8 +131,8 @@ struct rgroup_ticker;
 
 struct rgroup_opts {
   struct rgroup_ticker *ticker; /* drives Raft's tick (NULL: raft_uv's own timer per group) */
-  unsigned heartbeat_ms;       /* 0: 250 */
-  unsigned election_ms;        /* 0: 2500 */
+  unsigned heartbeat_ms;       /* 0: 100 */
+  unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
                                   0: election_ms / 2 - heartbeat_ms, the most
                                   allowed; at most heartbeat_ms: never quiesce */

@@ -36,7 +36,7 @@
  * after it is due, so the idle interval defaults to
  * election/2 - heartbeat: a follower's election timeout (at least the
  * configured one) stays at least twice the longest gap between heartbeats
- * (default timings: 1,000 ms idle against 2,500 ms). The election timeout
+ * (default timings: 400 ms idle against 1,000 ms). The election timeout
  * in force is used, not only the configured one, should another part of
  * rgroup shorten it for a while; a pace above what it allows is raised at
  * the next tick.

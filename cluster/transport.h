@@ -56,6 +56,7 @@
 #define TRANSPORT_KIND_WATCH 3
 #define TRANSPORT_PREAMBLE_MAX (TRANSPORT_PREAMBLE_FIXED + TRANSPORT_ADDRESS_MAX + 4)
 #define TRANSPORT_DEFAULT_PREAMBLE_TIMEOUT_MS 5000
+#define TRANSPORT_USER_TIMEOUT_MS 2000 /* outbound: unacknowledged this long aborts (transport.c) */
 #define TRANSPORT_MAX_PENDING 1024 /* inbound connections still in their preamble */
 #define TRANSPORT_ERRMSG_SIZE 256
 

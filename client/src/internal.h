@@ -255,8 +255,10 @@ struct lc_meta_waiter {
   struct lc_meta_waiter *next;
 };
 
-/* A refresh waits this long for one node's Metadata answer at most. */
-#define LC_META_TIMEOUT_MS 5000u
+/* A refresh waits this long for one node's Metadata answer at most (a
+ * healthy node answers in a millisecond; a paused or cut-off one must not
+ * hold up the search for a new leader: docs/fault-tolerance.md). */
+#define LC_META_TIMEOUT_MS 500u
 
 struct lc_meta {
   struct lc_node *nodes;

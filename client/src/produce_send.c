@@ -245,7 +245,7 @@ void lc_prod_probe_leaders(struct cairn_producer *p)
   struct lc_preq *next;
   for (struct lc_preq *r = p->preqs; r != NULL; r = next) {
     next = r->next;
-    if (now - r->since_ms < LC_PROD_PROBE_MS) {
+    if (now - r->since_ms < (r->probe_wait_ms != 0 ? r->probe_wait_ms : LC_PROD_PROBE_MS)) {
       continue;
     }
     if (r->probe_gen == 0) {
@@ -256,9 +256,10 @@ void lc_prod_probe_leaders(struct cairn_producer *p)
         lc_prod_preq_abandon(p, r);
         continue;
       }
-      r->probe_gen = 0; /* the same leader still: ask again in a while */
+      r->probe_gen = 0; /* the same leader still: ask again soon */
       r->since_ms = now;
-      lc_prod_kick_at(p, now + LC_PROD_PROBE_MS);
+      r->probe_wait_ms = LC_PROD_REPROBE_MS;
+      lc_prod_kick_at(p, now + LC_PROD_REPROBE_MS);
       continue;
     }
     lc_prod_kick_at(p, now + 100); /* until the refresh answers */
@@ -426,6 +427,7 @@ send:
         p->reqs_in_flight++;
         r->node = lc_meta_leader(c, ri[0].t->name, ri[0].partition);
         r->since_ms = now;
+        r->probe_wait_ms = LC_PROD_PROBE_MS;
         r->next = p->preqs;
         if (p->preqs != NULL) {
           p->preqs->prev = r;

@@ -11,8 +11,16 @@
 /* An idempotent producer whose request has had no answer this long asks
  * for metadata; when it names another leader for the request's
  * partitions (the old one is paused, cut off or dead), the batches are
- * sent there at once instead of waiting for the request timeout. */
-#define LC_PROD_PROBE_MS 1000
+ * sent there at once instead of waiting for the request timeout. Half a
+ * second: with the nodes' default election timeout (1 s, randomized up to
+ * 2 s) a new leader is found within one probe of its election, and writes
+ * resume within 2 s of the fault (docs/fault-tolerance.md). */
+#define LC_PROD_PROBE_MS 500
+
+/* Once a probe found the same leader named, the next one comes this soon:
+ * the followers name the new leader as soon as it is elected, and a
+ * Metadata answer is cheap. */
+#define LC_PROD_REPROBE_MS 100
 
 /* Batches in flight per partition for an idempotent producer at most (the
  * partition's duplicate window, docs/protocol.md). */
@@ -113,6 +121,8 @@ struct lc_preq {
   struct lc_preq *prev, *next; /* in p->preqs while in flight and not abandoned */
   uint64_t node;               /* the leader it went to (its items' leader then) */
   uint64_t since_ms;            /* sent, or last probed and found at the same leader */
+  unsigned probe_wait_ms;       /* from since_ms to the next probe: LC_PROD_PROBE_MS,
+                                   then LC_PROD_REPROBE_MS (0: LC_PROD_PROBE_MS) */
   uint64_t probe_gen;          /* metadata generation when the probe began, 0: none */
   bool abandoned;              /* its batches went to a new leader; the answer is dropped */
 };

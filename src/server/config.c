@@ -693,8 +693,8 @@ static void config_defaults(struct config *cfg)
   cfg->max_connections_per_ip = 512;
   cfg->max_queued_request_bytes = 256 * CONFIG_MIB;
   cfg->frame_timeout_ms = 30000;
-  cfg->heartbeat_ms = 250;
-  cfg->election_ms = 2500;
+  cfg->heartbeat_ms = 100;
+  cfg->election_ms = 1000;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "group");

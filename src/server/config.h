@@ -120,8 +120,8 @@ struct config {
                                 this, 0: never; default 30000 */
 
   /* [raft] */
-  unsigned heartbeat_ms;     /* default 250 */
-  unsigned election_ms;      /* >= 2 * heartbeat_ms; default 2500 */
+  unsigned heartbeat_ms;     /* default 100 */
+  unsigned election_ms;      /* >= 2 * heartbeat_ms; default 1000 */
   unsigned idle_heartbeat_ms; /* a quiesced leader's heartbeat; 0 (default):
                                  election_ms / 2 - heartbeat_ms; at most
                                  heartbeat_ms: never quiesce; otherwise

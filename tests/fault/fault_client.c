@@ -10,7 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FC_CONNECT_MS 1000
+/* A node answers Metadata in a millisecond and accepts at once; a paused or
+ * cut-off one is passed over after these, as libcairn does
+ * (LC_META_TIMEOUT_MS), so that the rig measures what clients get. */
+#define FC_CONNECT_MS 500
+#define FC_METADATA_MS 500
 #define FC_RETRY_MS 200
 
 long long fc_now_ms(void)
@@ -67,7 +71,7 @@ Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,
   req.metadata_req = &mr;
   Cairn__Client__Envelope *resp = NULL;
   bool sent;
-  if (fc_call(ns->addr[i], &req, NULL, 0, 2000, &resp, NULL, NULL, &sent) != 0) {
+  if (fc_call(ns->addr[i], &req, NULL, 0, FC_METADATA_MS, &resp, NULL, NULL, &sent) != 0) {
     return NULL;
   }
   if (resp->body_case != CAIRN__CLIENT__ENVELOPE__BODY_METADATA_RESP) {
@@ -272,15 +276,15 @@ static bool fc_code_definite(int code)
 }
 
 enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *topic,
-                                uint32_t partition, const uint8_t *batch, size_t len, int *code,
-                                int64_t *offset, int *hint)
+                                uint32_t partition, const uint8_t *batch, size_t len,
+                                int answer_ms, int *code, int64_t *offset, int *hint)
 {
   *hint = -1;
   struct wc_produce p;
   wc_produce_init(&p, topic, partition, len, 5000);
   Cairn__Client__Envelope *resp = NULL;
   bool sent;
-  int rv = fc_call(ns->addr[i], &p.env, batch, len, 8000, &resp, NULL, NULL, &sent);
+  int rv = fc_call(ns->addr[i], &p.env, batch, len, answer_ms, &resp, NULL, NULL, &sent);
   if (rv != 0) {
     *code = rv;
     return sent ? FC_INDETERMINATE : FC_FAIL;

@@ -77,12 +77,13 @@ int fc_decommission(const struct fc_nodes *ns, uint64_t id, int timeout_ms);
 int fc_init_producer(const struct fc_nodes *ns, int timeout_ms, int64_t *producer_id,
                      int16_t *epoch);
 
-/* One produce of batch to node index i. Returns the outcome; *code gets
+/* One produce of batch to node index i, waiting answer_ms for the answer
+ * (the node's own produce timeout is 5 s). Returns the outcome; *code gets
  * the wire code (or a negative transport code), *offset the base offset
  * on FC_ACK, *hint the NOT_LEADER hint's node index or -1. Borrows batch. */
 enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *topic,
-                                uint32_t partition, const uint8_t *batch, size_t len, int *code,
-                                int64_t *offset, int *hint);
+                                uint32_t partition, const uint8_t *batch, size_t len,
+                                int answer_ms, int *code, int64_t *offset, int *hint);
 
 /* One fetch at node index i from offset. Returns 0 with *data (owned:
  * free(); NULL when empty), *len and *hw; a positive wire code; or a

@@ -38,23 +38,26 @@
 # Each step starts one fault, or two at once (a third of the steps), keeps
 # them for a while, heals them, and leaves the cluster a quiet period. The
 # schedule comes from bash's RANDOM, seeded with the run's seed. Every
-# fault is a line in NEM_FAULTS ("<seconds> <what>"). A node that exits on
+# fault is a line in NEM_FAULTS ("<ms> <what>": milliseconds from NEM_T0_MS,
+# the wall-clock time at which the workload's clock starts, so that its
+# availability figures line up with its operations). A node that exits on
 # its own (not by a fault) is a crash: recorded in NEM_CRASHES and restarted.
 #
 # Needs: HOSTS_DIR (hosts.sh), NEM_CTL (cairn-fault-ctl), NEM_TOPIC,
-# NEM_PARTS, NEM_ELECTION_MS, NEM_FAULTS, NEM_CRASHES, NEM_LIST.
+# NEM_PARTS, NEM_ELECTION_MS, NEM_FAULTS, NEM_CRASHES, NEM_LIST, NEM_T0_MS
+# (milliseconds since the epoch; unset: the time this file is sourced).
 
 # The nem_*_hold variables and NEM_ALL are read indirectly (${!h}) or by run.sh.
 # shellcheck disable=SC2034
 NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncut,clock"
 : "${NEM_QUIET_S:=5}"
-nem_t0=$SECONDS
+NEM_T0_MS=${NEM_T0_MS:-$(date +%s%3N)}
 declare -A nem_down=()   # nodes a fault has stopped on purpose
 nem_churn_stuck=""       # nodes whose decommission never finished
 nem_netem_kernel=""
 
 nem_rand() { echo $((RANDOM % $1)); } # 0 .. $1-1
-nem_elapsed() { echo $((SECONDS - nem_t0)); }
+nem_elapsed() { echo $(($(date +%s%3N) - NEM_T0_MS)); } # ms
 
 nem_record() {
   echo "$(nem_elapsed) $*" >>"$NEM_FAULTS"
@@ -422,7 +425,7 @@ nem_check_crashes() {
       hosts_reap "$i"
       st=$HOSTS_STATUS
       nem_record "CRASH: node $i exited by itself (status $st); restarting it"
-      echo "node $i exited by itself (status $st) at $(nem_elapsed) s" >>"$NEM_CRASHES"
+      echo "node $i exited by itself (status $st) at $(nem_elapsed) ms" >>"$NEM_CRASHES"
       hosts_start "$i" 2>/dev/null
     fi
   done

@@ -9,12 +9,14 @@
 #
 #   tests/fault/run.sh [--time SECONDS] [--seed N] [--nemesis kill,pause,...]
 #                      [--nodes 3|5] [--partitions N] [--producers N]
-#                      [--bin-dir DIR] [--out DIR] [--keep]
+#                      [--bin-dir DIR] [--out DIR] [--keep] [--node-flags "FLAGS"]
 #   tests/fault/run.sh --short [--bin-dir DIR]   the ctest run: 150 s, seed 7,
 #                                                every nemesis, 5 nodes
 #
 # Defaults: 300 s, a random seed (printed), every nemesis, 5 nodes,
-# build/release. Needs root, iproute2 and nftables; exits 77 (skipped)
+# build/release, the nodes' default timings (heartbeat, election, node
+# timeout: what users get; --node-flags adds cairnd flags, e.g. other
+# timings to compare). Needs root, iproute2 and nftables; exits 77 (skipped)
 # without them. Exit status 0 pass, 1 a violation (the seed is printed),
 # 2 a setup failure. Results stay in the output directory on failure or
 # with --keep: summary.txt, history.json, faults.txt, node logs.
@@ -30,6 +32,7 @@ parts=6
 producers=4
 bin_dir="$root/build/release"
 out=""
+node_flags=""
 keep=0
 short=0
 while [ $# -gt 0 ]; do
@@ -43,8 +46,9 @@ while [ $# -gt 0 ]; do
     --bin-dir) bin_dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --node-flags) node_flags=$2; shift 2 ;;
     --short) short=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,8 +80,11 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 HOSTS_DIR="$out/hosts"
 HOSTS_CAIRND="$bin_dir/cairnd"
-election_ms=2000
-HOSTS_FLAGS="--heartbeat-ms 200 --election-ms $election_ms --node-timeout-ms 5000 --replace-delay-ms 600000 --log-level info"
+# The nodes' own timings (src/server/config.c), unless --node-flags says
+# otherwise; the nemesis holds a pause for 1.5-3 election timeouts.
+election_ms=1000
+if [[ " $node_flags " =~ \ --election-ms\ ([0-9]+)\  ]]; then election_ms=${BASH_REMATCH[1]}; fi
+HOSTS_FLAGS="--replace-delay-ms 600000 --log-level info $node_flags"
 NEM_CTL="$bin_dir/cairn-fault-ctl"
 NEM_TOPIC=fault
 NEM_PARTS=$parts
@@ -99,7 +106,7 @@ finish() {
   hosts_down
   if ((rc != 0 && rc != 77)); then
     echo "fault run FAILED (exit $rc): seed $seed; results kept in $out"
-    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes"
+    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${node_flags:+ --node-flags \"$node_flags\"}"
   elif ((keep == 0 && rc == 0)); then
     rm -rf "$out"
   fi
@@ -108,7 +115,7 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-echo "fault run: seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST, output $out"
+echo "fault run: seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST, output $out${node_flags:+, node flags $node_flags}"
 hosts_create "$nodes" || { echo "run.sh: creating the hosts failed" >&2; exit 2; }
 for ((i = 1; i <= nodes; i++)); do hosts_start "$i"; done
 if ! nem_wait_alive 120; then
@@ -132,6 +139,9 @@ if ! grep -q "topic .* ready" "$out/workload.log"; then
   echo "run.sh: the workload never started" >&2
   exit 2
 fi
+# The nemesis stamps its events on the workload's clock.
+NEM_T0_MS=$(sed -n 's/^workload: topic .* ready; .* from \([0-9]*\) ms since the epoch$/\1/p' "$out/workload.log")
+[ -n "$NEM_T0_MS" ] || { echo "run.sh: the workload's start time is missing from its log" >&2; exit 2; }
 
 # The nemesis shrugs off a failed probe or rule (a node may be down): no -e.
 set +e
@@ -214,7 +224,7 @@ echo "replicas compared: $replicas (lagging: $lagging)"
 
 nfaults=$(grep -c -v -E "healed|restart node|resume node|skipped|churn: node .* (is|stopped)" "$NEM_FAULTS" || true)
 {
-  echo "seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST"
+  echo "seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST${node_flags:+, node flags $node_flags}"
   grep "^workload: " "$out/workload.log" || true
   echo "faults injected: $nfaults (list in faults.txt)"
   kinds=""

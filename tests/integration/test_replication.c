@@ -572,12 +572,12 @@ static uint64_t wait_quiesced(struct tc_cluster *c, int i, int g, uint64_t after
 }
 
 /* cairnd's default Raft timings (the driver's own are shorter): heartbeat
- * 250 ms, election 2,500 ms, so a quiesced leader beats every 1,000 ms. */
-static const char *const default_timings[] = {"--heartbeat-ms", "250", "--election-ms", "2500",
+ * 100 ms, election 1,000 ms, so a quiesced leader beats every 400 ms. */
+static const char *const default_timings[] = {"--heartbeat-ms", "100", "--election-ms", "1000",
                                               NULL};
 
 /* An idle group's leader drops to the slow heartbeat and keeps its
- * leadership: over 6 minimum election timeouts, no replica's term moves.
+ * leadership: over 15 minimum election timeouts, no replica's term moves.
  * A write to the quiesced group wakes it, is acknowledged and reaches every
  * replica; then the group quiesces again. */
 static void test_idle_group_quiesces_keeps_leader_and_takes_writes(void **state)

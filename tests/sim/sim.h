@@ -224,6 +224,7 @@ struct sim_replica {
   raft_time append_done; /* completion time of the last append asked */
   uint64_t results_held;
   uint64_t barriers;
+  uint64_t votes_unstuck; /* vote requests taken despite a silent leader */
   /* what the checker has verified of this replica's store */
   size_t checked_batches; /* batches compared with the reference log */
   int64_t checked_next;   /* the offset after them */
@@ -287,7 +288,7 @@ struct sim_opts {
 
 struct sim_stats {
   uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
-  uint64_t duplicates_answered, refusals, sim_ms;
+  uint64_t duplicates_answered, refusals, sim_ms, votes_unstuck;
   uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
   uint64_t msgs_lost, msgs_duplicated, results_clamped;
 };

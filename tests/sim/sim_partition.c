@@ -522,6 +522,7 @@ static int sim_setup(struct sim *s)
     }
     struct raft *r = raft_fixture_get(&s->f, i);
     raft_set_snapshot_threshold(r, 1u << 30); /* snapshots are not simulated */
+    raft_set_pre_vote(r, true);                /* as rgroup_raft_configure */
     raft_fixture_set_network_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 30));
     sim_replica_set_disk_latency(&s->reps[i], 1 + sim_rng_below(&s->rng, 20));
     raft_fixture_set_randomized_election_timeout(&s->f, i, 1000 + sim_rng_below(&s->rng, 1000));
@@ -555,6 +556,7 @@ static void sim_teardown(struct sim *s, struct sim_driver *d)
     s->stats.torn_dropped += s->reps[i].sio.torn_dropped;
     s->stats.results_held += s->reps[i].results_held;
     s->stats.barriers += s->reps[i].barriers;
+    s->stats.votes_unstuck += s->reps[i].votes_unstuck;
     s->stats.duplicates_answered += s->reps[i].ap.duplicates;
     s->stats.refusals += s->reps[i].ap.refusals;
     sim_replica_close(&s->reps[i]); /* the io engine: closes raft, fails what is in flight */
@@ -749,6 +751,7 @@ int main(int argc, char **argv)
     total.leader_changes += s->stats.leader_changes;
     total.results_held += s->stats.results_held;
     total.barriers += s->stats.barriers;
+    total.votes_unstuck += s->stats.votes_unstuck;
     total.duplicates_answered += s->stats.duplicates_answered;
     total.refusals += s->stats.refusals;
     total.sim_ms += s->stats.sim_ms;
@@ -777,11 +780,11 @@ int main(int argc, char **argv)
           "%" PRIu64 " steps, %.0f simulated s, %" PRIu64 " batches, %" PRIu64 " acks, "
           "%" PRIu64 " entries, %" PRIu64 " duplicates answered, %" PRIu64 " refusals, "
           "%" PRIu64 " faults, %" PRIu64 " leader changes, %" PRIu64 " barriers, %" PRIu64
-          " results held\n",
+          " results held, %" PRIu64 " votes despite a silent leader\n",
           done, start, status == 0 ? "passed" : "FAILED", secs, secs > 0 ? done / secs : 0.0,
           total.steps, (double)total.sim_ms / 1000, total.batches, total.acks, total.entries,
           total.duplicates_answered, total.refusals, total.faults, total.leader_changes,
-          total.barriers, total.results_held);
+          total.barriers, total.results_held, total.votes_unstuck);
   if (opts.engine == SIM_ENGINE_IO) {
     fprintf(sum,
             "sim_partition: crashes %" PRIu64 " (%s), torn writes left %" PRIu64

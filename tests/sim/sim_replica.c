@@ -348,6 +348,15 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
     rep->results_held++;
     return;
   }
+  /* rgroup_raft_vote_unstick: a follower that has not heard from its
+   * leader for the election timeout votes as if the request could disrupt
+   * that leader. */
+  if (m->type == RAFT_IO_REQUEST_VOTE && r->state == RAFT_FOLLOWER &&
+      !m->request_vote.disrupt_leader && io->time(io) >= r->election_timer_start &&
+      io->time(io) - r->election_timer_start >= r->election_timeout) {
+    m->request_vote.disrupt_leader = true;
+    rep->votes_unstuck++;
+  }
   rep->raft_recv(io, m);
 }
 
@@ -451,6 +460,7 @@ int sim_replica_start(struct sim_replica *rep, const struct raft_configuration *
   raft_set_election_timeout(r, 1000);
   raft_set_heartbeat_timeout(r, 100);
   raft_set_snapshot_threshold(r, 1u << 30); /* snapshots are not simulated */
+  raft_set_pre_vote(r, true);                /* as rgroup_raft_configure */
   if (bootstrap != NULL) {
     rv = raft_bootstrap(r, bootstrap);
   }

@@ -193,8 +193,8 @@ static void test_config_no_arguments_give_the_single_node_cluster(void **state)
   assert_int_equal(cfg.max_frame_bytes, 16u << 20);
   assert_int_equal(cfg.max_inflight_bytes, 64u << 20);
   assert_int_equal(cfg.idle_timeout_ms, 600000);
-  assert_int_equal(cfg.heartbeat_ms, 250);
-  assert_int_equal(cfg.election_ms, 2500);
+  assert_int_equal(cfg.heartbeat_ms, 100);
+  assert_int_equal(cfg.election_ms, 1000);
   assert_int_equal(cfg.raft_segment_bytes, 1u << 20);
   assert_int_equal(cfg.node_timeout_ms, 10000);
   assert_int_equal(cfg.replace_delay_ms, 60000);
@@ -258,9 +258,9 @@ static void test_config_usage_lists_every_flag_key_and_default(void **state)
       "--max-queued-request-bytes N",
       "--frame-timeout-ms N",
       "--heartbeat-ms N",
-      "default 250",
+      "default 100",
       "--election-ms N",
-      "default 2500",
+      "default 1000",
       "--raft-segment-bytes N",
       "[raft] segment_bytes, default 1048576 (1 MiB)",
       "--node-timeout-ms N",
@@ -642,12 +642,12 @@ static void test_config_combinations_are_checked(void **state)
   (void)state;
   load_fails(ARGS("--heartbeat-ms", "2000"),
              "the election timeout must be at least twice the heartbeat",
-             "--election-ms 2500 (the default), --heartbeat-ms 2000");
-  /* 2 x (1100 + 250) > 2500: an idle leader's heartbeat could come late. */
+             "--election-ms 1000 (the default), --heartbeat-ms 2000");
+  /* 2 x (1100 + 100) > 1000: an idle leader's heartbeat could come late. */
   load_fails(ARGS("--idle-heartbeat-ms", "1100"),
              "the idle heartbeat plus one heartbeat (its greatest lateness) must be at most half "
              "the election timeout",
-             "--idle-heartbeat-ms 1100, --election-ms 2500 (the default)");
+             "--idle-heartbeat-ms 1100, --election-ms 1000 (the default)");
   load_fails(ARGS("--max-inflight-bytes", "8192", "--max-frame-bytes", "16384"),
              "--max-inflight-bytes 8192 is smaller than --max-frame-bytes 16384", NULL);
   load_fails(ARGS("--admin-listen", "127.0.0.1:7400"),
