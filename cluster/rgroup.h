@@ -78,6 +78,7 @@
 #include "cluster/producer_state.h"
 #include "cluster/raft_io_wal.h"
 #include "cluster/rgroup_apply.h"
+#include "cluster/rgroup_cap.h"
 #include "cluster/transport.h"
 #include "storage/pgstore.h"
 #include "storage/plog.h"
@@ -296,6 +297,7 @@ struct rgroup {
   uint64_t barriers;        /* barriers appended at the start of a term */
   uint64_t results_held;    /* AppendEntries results dropped until the term's
                                first entry was durable (rgroup_raft_io_recv) */
+  struct rgroup_cap cap;    /* bounded AppendEntries, verified answers (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
   uint64_t elect_since_ms;  /* when it was seen gone */
