@@ -16,6 +16,8 @@ Inputs (one file per system and workload; a missing file is a blank cell):
                                        the kafka stage: cairn-bench (native) and
                                        cairn-kafka-bench (Kafka port) on one
                                        cluster; .cpu.json: the nodes' CPU seconds
+  kafka3kd.{read100,read1k}[.cpu].json the same read-backs with librdkafka's
+                                       consumer defaults (the tuning's baseline)
 """
 import csv
 import json
@@ -24,7 +26,7 @@ import sys
 
 SYSTEMS = ["cairn3", "nats3", "cairn1", "nats1", "redis_aof", "redis_mem"]
 # Read like the Cairn systems, shown in their own table (the cost of TLS).
-EXTRA_SYSTEMS = ["cairn1tls", "kafka3n", "kafka3k"]
+EXTRA_SYSTEMS = ["cairn1tls", "kafka3n", "kafka3k", "kafka3kd"]
 TITLES = {
     "cairn3": "Cairn 3 nodes rf 3",
     "nats3": "NATS JS R3",
@@ -253,10 +255,14 @@ KAFKA_ROWS = ROWS[:4] + ROWS[8:10] + [
 
 
 def kafka_table(v):
-    """The Kafka port beside the native protocol on one 3-node cluster."""
+    """The Kafka port beside the native protocol on one 3-node cluster,
+    then the read-backs with librdkafka's consumer defaults."""
     return beside_table(v, KAFKA_ROWS, "kafka3n", "kafka3k",
                         "| workload (Cairn 3 nodes rf 3) | native (cairn-bench) | "
-                        "Kafka port (librdkafka) | Kafka ÷ native |")
+                        "Kafka port (librdkafka) | Kafka ÷ native |") + beside_table(
+        v, ROWS[8:10], "kafka3n", "kafka3kd",
+        "| read-back (Cairn 3 nodes rf 3) | native (cairn-bench) | "
+        "Kafka port, librdkafka's consumer defaults | Kafka ÷ native |")
 
 
 def targets(v):

@@ -297,7 +297,10 @@ struct rgroup {
   uint64_t barriers;        /* barriers appended at the start of a term */
   uint64_t results_held;    /* AppendEntries results dropped until the term's
                                first entry was durable (rgroup_raft_io_recv) */
-  struct rgroup_cap cap;    /* bounded AppendEntries, verified answers (rgroup_cap.h) */
+  bool ae_receiving;        /* inside raft's handling of an AppendEntries */
+  raft_index ae_end;        /* its prev_log_index + n_entries: what it verified */
+  uint64_t results_clamped; /* answers cut back to ae_end (rgroup_raft_io_send) */
+  struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
   uint64_t elect_since_ms;  /* when it was seen gone */

@@ -1,5 +1,5 @@
-/* rgroup_cap.h - bounded AppendEntries for raft 0.15, and follower answers
- * that claim only what a leader's messages verified.
+/* rgroup_cap.h - bounded AppendEntries for raft 0.15: the leader sends at
+ * most RGROUP_CAP_BYTES of entries per message and resumes right after.
  *
  * raft 0.15 puts every entry from a follower's next_index into one
  * AppendEntries (a TODO in its sendAppendEntries) and, in probe state,
@@ -7,8 +7,8 @@
  * answers, which it does only once the entries are on its disk. A follower
  * back after an outage was sent 123 entries of 48 KiB (6 MB) again every
  * 60 ms while its append took 0.9 s on a loaded machine; its loop read a
- * backlog of 30 MB of copies in one iteration, so raft's cached clock was
- * 0.4 s old when it last reset its election timer, and it started an
+ * backlog of copies in one iteration, so raft's cached clock was more
+ * than 0.4 s old when it last reset its election timer, and it started an
  * election (docs/raft-0.15.md, "Bounded AppendEntries").
  *
  * Leader side: the send interposer passes on only the longest prefix of
@@ -18,15 +18,13 @@
  * bounded message, next_index is set back to just after it before raft
  * reads the result, and raft sends the next part at once.
  *
- * Follower side: raft 0.15 answers success with last_log_index =
- * last_stored, its whole stored log, which may hold a tail of an older term
- * beyond what the message covered. With whole messages only empty ones can
- * do that (docs/raft-0.15.md); with bounded ones any prefix could, and the
- * leader would count this follower for entries it does not hold. So a
- * follower's success never claims more than the highest index up to which
- * a message of the current leader's term verified its log: index x is
- * verified once the follower's log holds the leader's term at x (by the
- * Log Matching Property the logs then agree up to x).
+ * Follower side: nothing more. A bounded message is a prefix the follower
+ * may already hold, followed by a tail of an older term; raft 0.15 would
+ * answer it with last_stored, counting that tail, but such answers (sent
+ * from inside the receive callback) are cut back to prev_log_index +
+ * n_entries by rgroup_raft_send_clamped; an answer after a write ends at
+ * the message's end anyway (raft replaced the tail from the first entry
+ * that differed).
  *
  * Context: the loop thread, from rgroup_raft.c's interposers. */
 #ifndef CAIRN_CLUSTER_RGROUP_CAP_H
@@ -39,15 +37,9 @@
 
 /* Entry bytes per AppendEntries; a larger single entry still goes alone. */
 #define RGROUP_CAP_BYTES ((size_t)1 << 20)
-#define RGROUP_CAP_PEERS 16 /* peers tracked; beyond them nothing is bounded */
-
-/* A message as far as verification goes: the follower's log agrees with
- * the leader's up to index end once it holds term end_term there. */
-struct rgroup_cap_mark {
-  raft_term term; /* of the message */
-  raft_index end;
-  raft_term end_term; /* 0: nothing to verify */
-};
+/* Peers tracked; beyond them a bounded message's answer reaches raft as
+ * is (in pipeline state a rejection and a probe follow). */
+#define RGROUP_CAP_PEERS 16
 
 struct rgroup_cap_peer {
   raft_id id;
@@ -56,13 +48,8 @@ struct rgroup_cap_peer {
 };
 
 struct rgroup_cap {
-  struct rgroup_cap_peer peers[RGROUP_CAP_PEERS]; /* leader side */
-  raft_term verified_term; /* follower side: verified_end holds in this term */
-  raft_index verified_end;
-  struct rgroup_cap_mark cur;  /* the message raft is receiving; end_term 0: none */
-  struct rgroup_cap_mark snap; /* last InstallSnapshot, checked once installed */
-  uint64_t bounded;            /* AppendEntries sent as a prefix */
-  uint64_t clamped;            /* successes answered with less than last_stored */
+  struct rgroup_cap_peer peers[RGROUP_CAP_PEERS];
+  uint64_t bounded; /* AppendEntries sent as a prefix */
 };
 
 /* Leader: how many of m's entries to send (m->n_entries if all fit). */
@@ -76,13 +63,5 @@ void rgroup_cap_sent(struct rgroup_cap *cap, raft_term term, raft_id id,
  * next_index back to just after a bounded message the result covers. */
 void rgroup_cap_on_result(struct rgroup_cap *cap, struct raft *r, raft_id id,
                           const struct raft_append_entries_result *res);
-
-/* Follower: around raft's receive of message m (AppendEntries or
- * InstallSnapshot). Call begin before and end after raft's recv. */
-void rgroup_cap_recv_begin(struct rgroup_cap *cap, const struct raft_message *m);
-void rgroup_cap_recv_end(struct rgroup_cap *cap, struct raft *r);
-
-/* Follower: the last_log_index a success result may claim (<= stored). */
-raft_index rgroup_cap_bound(struct rgroup_cap *cap, struct raft *r, raft_index stored);
 
 #endif

@@ -6,8 +6,7 @@
  *   send      refuses messages with no address (35479fc); sees the TimeoutNow
  *             of a transfer, to free the request only after it (row 7); sees
  *             a new leader's first AppendEntries (row 1); bounds the entries
- *             of an AppendEntries and what a success answer claims
- *             (rgroup_cap.h).
+ *             of an AppendEntries (rgroup_cap.h).
  *   append    sees a failed write: latch and recover (rows 2, 3); refuses
  *             every write after that, so none lands at a wrong index.
  *   set_term, set_vote, truncate
@@ -15,9 +14,8 @@
  *   start     to interpose the receive and tick callbacks.
  *   recv      holds back (drops) AppendEntries results of a term until the
  *             leader's first entry of that term is durable (row 1); drops
- *             everything once the instance is latched; notes what each
- *             message verified and resumes after a bounded AppendEntries
- *             (rgroup_cap.h).
+ *             everything once the instance is latched; resumes a leader
+ *             right after a bounded AppendEntries (rgroup_cap.h).
  *   tick      none once the instance is latched; rgroup's own tick rides
  *             on it (one timer per group). */
 #include "cluster/rgroup_raft.h"
@@ -210,20 +208,38 @@ static int rgroup_raft_refuse(struct rgroup *rg)
   return RAFT_IOERR;
 }
 
-/* Bounds what one AppendEntries carries and what a success answer claims
- * (rgroup_cap.h). raft_uv encodes the message before its send returns, so
- * a changed copy on the stack is enough; raft's request still holds every
- * entry it acquired and releases them all on the callback. */
+/* raft 0.15 answers an AppendEntries it has nothing to write for (an empty
+ * one, or entries it already holds) at once, inside the receive callback,
+ * with last_log_index = last_stored (recvAppendEntries). That counts a
+ * tail this replica kept from an older term beyond what the message
+ * verified, and the leader takes it as a match: it then committed its own
+ * entry at that index on a count that included this replica, which held
+ * another entry there, and an acknowledged produce was lost after the next
+ * crash of every replica (the simulation's crash engine, seed 13488 with
+ * --fault-ms 20000; docs/raft-0.15.md). Such an answer is cut back to what
+ * the message verified, prev_log_index + n_entries. An answer after a
+ * write needs nothing: raft writes from the first entry that differs,
+ * which drops any older tail. The message is encoded during the send call
+ * (raft_uv), so a copy on the stack will do. */
+static int rgroup_raft_send_clamped(struct raft_io *io, struct raft_io_send *req,
+                                    const struct raft_message *message, raft_io_send_cb cb)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  struct raft_message copy = *message;
+  copy.append_entries_result.last_log_index = rg->ae_end;
+  rg->results_clamped++;
+  return rg->io_ops.send(io, req, &copy, cb);
+}
+
+/* Bounds what one AppendEntries carries (rgroup_cap.h). raft_uv encodes
+ * the message before its send returns, so a changed copy on the stack is
+ * enough; raft's request still holds every entry it acquired and releases
+ * them all on the callback. */
 static int rgroup_raft_send_capped(struct rgroup *rg, struct raft_io_send *req,
                                    const struct raft_message *message, raft_io_send_cb cb)
 {
   struct raft *r = &rg->raft;
   struct raft_message m = *message;
-  if (m.type == RAFT_IO_APPEND_ENTRIES_RESULT && m.append_entries_result.rejected == 0) {
-    m.append_entries_result.last_log_index =
-        rgroup_cap_bound(&rg->cap, r, m.append_entries_result.last_log_index);
-    return rg->io_ops.send(&rg->io, req, &m, cb);
-  }
   if (m.type != RAFT_IO_APPEND_ENTRIES || r->state != RAFT_LEADER) {
     return rg->io_ops.send(&rg->io, req, message, cb);
   }
@@ -258,6 +274,11 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
   if (message->type == RAFT_IO_APPEND_ENTRIES && r->state == RAFT_LEADER &&
       rg->term_appended != r->current_term) {
     rgroup_raft_want_barrier(rg); /* raft 0.15 sends heartbeats at conversion */
+  }
+  if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT && rg->ae_receiving &&
+      message->append_entries_result.rejected == 0 &&
+      message->append_entries_result.last_log_index > rg->ae_end) {
+    return rgroup_raft_send_clamped(io, req, message, cb);
   }
   if (message->type == RAFT_IO_TIMEOUT_NOW && r->transfer != NULL && req == &r->transfer->send &&
       cb == NULL) {
@@ -406,9 +427,13 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
     rgroup_cap_on_result(&rg->cap, r, message->server_id, &message->append_entries_result);
   }
-  rgroup_cap_recv_begin(&rg->cap, message);
+  if (message->type == RAFT_IO_APPEND_ENTRIES) {
+    /* read before raft takes the entries; see rgroup_raft_send_clamped */
+    rg->ae_end = message->append_entries.prev_log_index + message->append_entries.n_entries;
+    rg->ae_receiving = true;
+  }
   rg->io_ops.recv(io, message);
-  rgroup_cap_recv_end(&rg->cap, r);
+  rg->ae_receiving = false;
   if (r->state == RAFT_LEADER && rg->term_appended != r->current_term) {
     rgroup_raft_want_barrier(rg); /* became leader on this message (a vote) */
   }
@@ -646,11 +671,9 @@ int rgroup_raft_init(struct rgroup *rg)
   rg->term_appended = 0;
   rg->term_first_index = 0;
   rg->last_role = RAFT_UNAVAILABLE;
-  /* What was verified describes the instance's memory, not its disk. */
-  uint64_t bounded = rg->cap.bounded, clamped = rg->cap.clamped;
+  uint64_t bounded = rg->cap.bounded; /* a counter for the node's life */
   memset(&rg->cap, 0, sizeof rg->cap);
   rg->cap.bounded = bounded;
-  rg->cap.clamped = clamped;
   return 0;
 }
 

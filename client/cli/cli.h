@@ -157,6 +157,10 @@ void cli_json_topic(struct oj *j, const struct cairn_topic_info *t, bool with_pa
  * PARTITION, LEADER, REPLICAS, IN-SYNC, LOG-START, HIGH-WATERMARK.
  * Returns 0 or -ENOMEM. */
 int cli_partition_rows(struct tbl *tb, const struct cairn_topic_info *t, bool with_topic);
+/* The replicas of topics[0..ntopics) whose store failed, on any node, as a
+ * table after a blank line and a heading (TOPIC, PARTITION, NODE, SINCE,
+ * REASON); nothing when none. Returns 0 or -ENOMEM. */
+int cli_store_failures_print(const struct cairn_topic_info *topics, size_t ntopics);
 
 /* The command groups: argv[0] is the group's word ("topic", "produce"...).
  * Each returns an exit code. */

@@ -6,7 +6,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
 static void cluster_help(FILE *out)
 {
@@ -20,9 +19,9 @@ static void cluster_help(FILE *out)
           "few replicas are up; in-sync replicas fewer than the replicas mean\n"
           "some are catching up or down. DATABASE says whether a node has a\n"
           "PostgreSQL database (--pg-conninfo): only those host replicas of\n"
-          "postgresql topics. Replicas on the answering node whose store failed\n"
-          "(they stop applying until it is back) are listed last, with the\n"
-          "store's reason and since when.\n"
+          "postgresql topics. Replicas whose store failed, on any node (they\n"
+          "stop applying until it is back), are listed last: the node holding\n"
+          "the replica, since when and the store's reason.\n"
           "\n"
           "With --json: {\"cluster_id\", \"controller_id\" (0: none), \"nodes\": [{\"id\",\n"
           "\"state\", \"client_address\", \"cluster_address\", \"admin_address\", \"rack\",\n"
@@ -73,57 +72,6 @@ static void cluster_json(const struct cairn_cluster_info *ci)
   oj_array_end(&j);
   oj_object_end(&j);
   oj_end(&j);
-}
-
-/* "2026-12-02 07:50:01 UTC (35 s ago)", or "unknown" for 0. */
-static void cluster_since(char *buf, size_t cap, uint64_t since_ms)
-{
-  if (since_ms == 0) {
-    snprintf(buf, cap, "unknown");
-    return;
-  }
-  time_t t = (time_t)(since_ms / 1000);
-  struct tm tm;
-  char when[32] = "?";
-  if (gmtime_r(&t, &tm) != NULL) {
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  }
-  time_t now = time(NULL);
-  long long ago = now > t ? (long long)(now - t) : 0;
-  snprintf(buf, cap, "%s (%lld s ago)", when, ago);
-}
-
-/* The replicas whose store failed, as the answering node knows them (its
- * own): one line each, after the partitions. */
-static int cluster_store_failures(const struct cairn_cluster_info *ci)
-{
-  static const char *const head[] = {"TOPIC", "PARTITION", "NODE", "SINCE", "REASON"};
-  struct tbl tb;
-  tbl_init(&tb, 5, head);
-  size_t count = 0;
-  int rv = 0;
-  for (size_t i = 0; i < ci->topic_count && rv == 0; i++) {
-    const struct cairn_topic_info *t = &ci->topics[i];
-    for (size_t k = 0; k < t->partition_info_count && rv == 0; k++) {
-      const struct cairn_partition_info *p = &t->partitions[k];
-      for (size_t f = 0; f < p->store_failure_count && rv == 0; f++) {
-        const struct cairn_store_failure *sf = &p->store_failures[f];
-        char part[16], node[24], since[64];
-        snprintf(part, sizeof part, "%" PRIu32, p->partition);
-        snprintf(node, sizeof node, "%" PRIu64, sf->node_id);
-        cluster_since(since, sizeof since, sf->since_ms);
-        const char *row[] = {t->name, part, node, since, sf->reason};
-        rv = tbl_row(&tb, row);
-        count++;
-      }
-    }
-  }
-  if (rv == 0 && count > 0) {
-    printf("\nstore failed (the replica stops applying until its store is back):\n");
-    tbl_print(&tb, stdout);
-  }
-  tbl_free(&tb);
-  return rv;
 }
 
 static int cluster_table(const struct cairn_cluster_info *ci)
@@ -177,7 +125,7 @@ static int cluster_table(const struct cairn_cluster_info *ci)
     tbl_print(&tb, stdout);
   }
   tbl_free(&tb);
-  return rv == 0 ? cluster_store_failures(ci) : rv;
+  return rv == 0 ? cli_store_failures_print(ci->topics, ci->topic_count) : rv;
 }
 
 int cli_cluster(struct cli *c, int argc, char **argv)

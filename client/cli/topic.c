@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TOPIC_NAME_MAX 249 /* the controller's bound (cluster/meta_state.h) */
 #define TOPIC_MAX_PARTITIONS 10000
@@ -390,6 +391,55 @@ static void topic_print_config(const struct cairn_topic_config *cfg)
   }
 }
 
+/* "2026-12-02 07:50:01 UTC (35 s ago)", or "unknown" for 0. */
+static void topic_since(char *buf, size_t cap, uint64_t since_ms)
+{
+  if (since_ms == 0) {
+    snprintf(buf, cap, "unknown");
+    return;
+  }
+  time_t t = (time_t)(since_ms / 1000);
+  struct tm tm;
+  char when[32] = "?";
+  if (gmtime_r(&t, &tm) != NULL) {
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  }
+  time_t now = time(NULL);
+  long long ago = now > t ? (long long)(now - t) : 0;
+  snprintf(buf, cap, "%s (%lld s ago)", when, ago);
+}
+
+int cli_store_failures_print(const struct cairn_topic_info *topics, size_t ntopics)
+{
+  static const char *const head[] = {"TOPIC", "PARTITION", "NODE", "SINCE", "REASON"};
+  struct tbl tb;
+  tbl_init(&tb, 5, head);
+  size_t count = 0;
+  int rv = 0;
+  for (size_t i = 0; i < ntopics && rv == 0; i++) {
+    const struct cairn_topic_info *t = &topics[i];
+    for (size_t k = 0; k < t->partition_info_count && rv == 0; k++) {
+      const struct cairn_partition_info *p = &t->partitions[k];
+      for (size_t f = 0; f < p->store_failure_count && rv == 0; f++) {
+        const struct cairn_store_failure *sf = &p->store_failures[f];
+        char part[16], node[24], since[64];
+        snprintf(part, sizeof part, "%" PRIu32, p->partition);
+        snprintf(node, sizeof node, "%" PRIu64, sf->node_id);
+        topic_since(since, sizeof since, sf->since_ms);
+        const char *row[] = {t->name, part, node, since, sf->reason};
+        rv = tbl_row(&tb, row);
+        count++;
+      }
+    }
+  }
+  if (rv == 0 && count > 0) {
+    printf("\nstore failed (the replica stops applying until its store is back):\n");
+    tbl_print(&tb, stdout);
+  }
+  tbl_free(&tb);
+  return rv;
+}
+
 /* Replaces each partition's log start and high watermark (which the
  * answering node knows only for partitions it leads, or as of the last
  * leader report) with what the partition's leader says now: ListOffsets,
@@ -454,6 +504,9 @@ static int topic_describe(struct cli *c, int argc, char **argv)
       tbl_print(&tb, stdout);
     }
     tbl_free(&tb);
+    if (rv == 0) {
+      rv = cli_store_failures_print(t, 1);
+    }
     if (unknown > 0) {
       printf("\n?: the partition's leader could not be asked for its log start and high "
              "watermark (no leader right now, or it did not answer within --timeout-ms); "

@@ -94,23 +94,23 @@ static void admin_view_node_list(struct node *n, struct admin_json *w)
   admin_json_array_end(w);
 }
 
-/* The replica hosted here, when its store failed: [{node_id, reason,
- * since_ms}] as `cairn --json cluster status` prints them; else []. */
-static void admin_view_store_failures(struct node *n, struct admin_json *w, struct part *p)
+/* Every replica of the partition whose store failed, on any node:
+ * [{node_id, reason, since_ms}] as `cairn --json cluster status` prints
+ * them; else []. */
+static void admin_view_store_failures(struct node *n, struct admin_json *w,
+                                      const struct meta_topic *t, uint32_t index, struct part *p)
 {
+  struct handle_store_failure hf[META_MAX_REPLICAS];
+  size_t k = handle_metadata_store_failures(n, t->id, index, p, hf, META_MAX_REPLICAS);
   admin_json_array_begin(w);
-  struct rgroup_store_failure sf = {0};
-  if (p != NULL) {
-    rgroup_store_failure(&p->rg, &sf);
-  }
-  if (sf.failed) {
+  for (size_t i = 0; i < k; i++) {
     admin_json_object_begin(w);
     admin_json_key(w, "node_id");
-    admin_json_u64(w, n->cfg.node_id);
+    admin_json_u64(w, hf[i].node_id);
     admin_json_key(w, "reason");
-    admin_json_string(w, sf.reason);
+    admin_json_string(w, hf[i].reason);
     admin_json_key(w, "since_ms");
-    admin_json_u64(w, sf.since_ms);
+    admin_json_u64(w, hf[i].since_ms);
     admin_json_object_end(w);
   }
   admin_json_array_end(w);
@@ -155,7 +155,7 @@ static void admin_view_partition(struct node *n, struct admin_json *w, const str
   admin_json_key(w, "high_watermark");
   admin_json_i64(w, hw);
   admin_json_key(w, "store_failures");
-  admin_view_store_failures(n, w, p);
+  admin_view_store_failures(n, w, t, index, p);
   admin_json_key(w, "group_id");
   admin_json_u64(w, mp->group_id);
   admin_json_key(w, "health");

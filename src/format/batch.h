@@ -131,10 +131,11 @@ __attribute__((warn_unused_result)) int batch_verify(const uint8_t *p, size_t le
                                                      size_t errmsg_len);
 
 /* Fully validates one batch occupying exactly p[0..len): everything
- * batch_verify() checks and, for uncompressed batches and those whose
- * codec is checked at ingress (lz4, zstd: codec_checked_at_ingress), every
- * record (varints, lengths, offset deltas 0..n-1, record count, max
- * timestamp). gzip and snappy batches get batch_verify()'s checks only.
+ * batch_verify() checks and, for an uncompressed batch, every record
+ * (varints, lengths, offset deltas 0..n-1, record count, max timestamp).
+ * A compressed batch (any codec) gets batch_verify()'s checks only and is
+ * never decompressed: it is stored as sent, its records checked by the
+ * reader that decompresses them (docs/format.md, "Compressed batches").
  * This is the ingress check for bytes from a producer. Returns 0 or a precise CAIRN_E* code and, when errmsg is not NULL,
  * a message (at most errmsg_len bytes, NUL-terminated) saying what and where.
  * Context: any thread. */

@@ -334,17 +334,16 @@ static int codec_snappy_decompress(const uint8_t *src, size_t len, struct codec_
 /* The codec table: every number the stored format knows, in number order. */
 struct codec_ops {
   const char *name;
-  bool checked_at_ingress; /* batch_validate decompresses it (codec.h) */
   int (*compress)(int level, const void *src, size_t len, uint8_t **out, size_t *out_len);
   int (*decompress)(const uint8_t *src, size_t len, struct codec_out *o);
 };
 
 static const struct codec_ops codec_table[] = {
-    [BATCH_CODEC_NONE] = {"none", false, NULL, NULL},
-    [BATCH_CODEC_LZ4] = {"lz4", true, codec_lz4_compress, codec_lz4_decompress},
-    [BATCH_CODEC_ZSTD] = {"zstd", true, codec_zstd_compress, codec_zstd_decompress},
-    [BATCH_CODEC_GZIP] = {"gzip", false, codec_gzip_compress, codec_gzip_decompress},
-    [BATCH_CODEC_SNAPPY] = {"snappy", false, codec_snappy_compress, codec_snappy_decompress},
+    [BATCH_CODEC_NONE] = {"none", NULL, NULL},
+    [BATCH_CODEC_LZ4] = {"lz4", codec_lz4_compress, codec_lz4_decompress},
+    [BATCH_CODEC_ZSTD] = {"zstd", codec_zstd_compress, codec_zstd_decompress},
+    [BATCH_CODEC_GZIP] = {"gzip", codec_gzip_compress, codec_gzip_decompress},
+    [BATCH_CODEC_SNAPPY] = {"snappy", codec_snappy_compress, codec_snappy_decompress},
 };
 _Static_assert(sizeof codec_table / sizeof codec_table[0] == BATCH_CODEC_MAX + 1,
                "one table entry per codec number");
@@ -358,12 +357,6 @@ const char *codec_name(int codec)
 {
   const struct codec_ops *ops = codec_get(codec);
   return ops != NULL ? ops->name : NULL;
-}
-
-bool codec_checked_at_ingress(int codec)
-{
-  const struct codec_ops *ops = codec_get(codec);
-  return ops != NULL && ops->checked_at_ingress;
 }
 
 int codec_compress(enum batch_codec codec, int level, const void *src, size_t len,

@@ -3,8 +3,8 @@
  * (libsnappy; raw blocks as librdkafka sends them and the xerial framing
  * kafka-python and the Java client send), all with bounded output. The
  * producer compresses a batch's records section; the consumer decompresses
- * it; the broker's batch_validate() decompresses lz4 and zstd only (see
- * codec_checked_at_ingress). See docs/format.md ("Compressed batches"). */
+ * it; the broker never does: it stores every codec's batches as sent
+ * (batch_validate). See docs/format.md ("Compressed batches"). */
 #ifndef CAIRN_CODEC_H
 #define CAIRN_CODEC_H
 
@@ -21,13 +21,6 @@
 /* The codec's name ("none", "lz4", "zstd", "gzip", "snappy"), or NULL for
  * a number that is no codec. Returns borrowed (static). */
 const char *codec_name(int codec);
-
-/* Whether the broker's ingress check (batch_validate) decompresses this
- * codec's records to walk them: true for lz4 and zstd, which Cairn's own
- * producers write; false for gzip and snappy, which only Kafka producers
- * write and which are stored as sent, checked by their CRC and header
- * only (as Kafka does for v2 batches). false for unknown numbers. */
-bool codec_checked_at_ingress(int codec);
 
 /* Compresses src[0..len) with codec (any but BATCH_CODEC_NONE; level 0 is
  * the codec's default; snappy has no levels and writes one raw block). Returns 0 with *out (owned: free with free()) and

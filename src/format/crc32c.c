@@ -20,6 +20,7 @@
 static uint32_t crc32c_table[8][256];
 static uint32_t crc32c_long[4][256];  /* shift a CRC over CRC32C_LONG zero bytes */
 static uint32_t crc32c_short[4][256]; /* ... over CRC32C_SHORT zero bytes */
+static uint32_t crc32c_x2n[64]; /* x^(2^k) modulo the polynomial */
 static int crc32c_ready;
 static int crc32c_have_hw;
 
@@ -90,6 +91,20 @@ static uint32_t crc32c_shift(uint32_t zeros[4][256], uint32_t crc)
          zeros[3][crc >> 24];
 }
 
+/* a times b modulo the polynomial, both in the reflected form the CRC
+ * register has (bit 31 is the coefficient of x^0). */
+static uint32_t crc32c_mulmod(uint32_t a, uint32_t b)
+{
+  uint32_t prod = 0;
+  for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+    if (a & m) {
+      prod ^= b;
+    }
+    b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1; /* b times x */
+  }
+  return prod;
+}
+
 static void crc32c_init(void)
 {
   for (uint32_t i = 0; i < 256; i++) {
@@ -104,6 +119,10 @@ static void crc32c_init(void)
       uint32_t prev = crc32c_table[t - 1][i];
       crc32c_table[t][i] = (prev >> 8) ^ crc32c_table[0][prev & 0xff];
     }
+  }
+  crc32c_x2n[0] = 1u << 30; /* x^1 */
+  for (int k = 1; k < 64; k++) {
+    crc32c_x2n[k] = crc32c_mulmod(crc32c_x2n[k - 1], crc32c_x2n[k - 1]);
   }
   crc32c_zeros(crc32c_long, CRC32C_LONG);
   crc32c_zeros(crc32c_short, CRC32C_SHORT);
@@ -199,4 +218,21 @@ uint32_t crc32c_extend(uint32_t crc, const void *buf, size_t len)
   }
 #endif
   return crc32c_extend_sw(crc, buf, len);
+}
+
+/* Appending len_b bytes to A multiplies its CRC by x^(8 len_b); the
+ * conditioning (~ in and out) cancels between crc_a and crc_b. */
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+  if (!__atomic_load_n(&crc32c_ready, __ATOMIC_ACQUIRE)) {
+    crc32c_init();
+  }
+  uint32_t shift = 1u << 31; /* x^0 */
+  uint64_t bits = len_b << 3;
+  for (int k = 0; bits != 0 && k < 64; k++, bits >>= 1) {
+    if (bits & 1) {
+      shift = crc32c_mulmod(crc32c_x2n[k], shift);
+    }
+  }
+  return crc32c_mulmod(shift, crc_a) ^ crc_b;
 }

@@ -114,7 +114,7 @@ int kafka_batch_to_cairn(const uint8_t *p, size_t len, uint8_t *out)
   return 0;
 }
 
-int kafka_batch_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
+int kafka_batch_header_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
 {
   if (len < BATCH_HEADER_SIZE || le_get32(p + BATCH_OFF_LENGTH) != len - BATCH_LENGTH_FIELD_END) {
     return CAIRN_EBADLEN;
@@ -134,8 +134,20 @@ int kafka_batch_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
   out[KAFKA_BATCH_OFF_MAGIC] = KAFKA_BATCH_MAGIC;
   kafka_batch_swap_fields(p + BATCH_CRC_START, out + KAFKA_BATCH_CRC_START);
   kafka_put_be16(out + KAFKA_BATCH_OFF_ATTRIBUTES, kcodec);
-  memcpy(out + KAFKA_BATCH_HEADER_SIZE, p + BATCH_HEADER_SIZE, len - BATCH_HEADER_SIZE);
+  /* Both CRCs cover 40 header bytes then the same records: Kafka's is the
+   * stored one with the header's difference shifted over the records. */
+  uint32_t diff = crc32c(p + BATCH_CRC_START, KAFKA_BATCH_FIELDS_SIZE) ^
+                  crc32c(out + KAFKA_BATCH_CRC_START, KAFKA_BATCH_FIELDS_SIZE);
   kafka_put_be32(out + KAFKA_BATCH_OFF_CRC,
-                 crc32c(out + KAFKA_BATCH_CRC_START, klen - KAFKA_BATCH_CRC_START));
+                 le_get32(p + BATCH_OFF_CRC) ^ crc32c_combine(diff, 0, len - BATCH_HEADER_SIZE));
   return 0;
+}
+
+int kafka_batch_from_cairn(const uint8_t *p, size_t len, uint8_t *out)
+{
+  int rv = kafka_batch_header_from_cairn(p, len, out);
+  if (rv == 0) {
+    memcpy(out + KAFKA_BATCH_HEADER_SIZE, p + BATCH_HEADER_SIZE, len - BATCH_HEADER_SIZE);
+  }
+  return rv;
 }

@@ -82,4 +82,15 @@ __attribute__((warn_unused_result)) int kafka_batch_to_cairn(const uint8_t *p, s
 __attribute__((warn_unused_result)) int kafka_batch_from_cairn(const uint8_t *p, size_t len,
                                                                uint8_t *out);
 
+/* The same for the header alone: p holds the stored batch's first
+ * BATCH_HEADER_SIZE bytes, len is the whole batch's size (as its length
+ * field says), out gets KAFKA_BATCH_HEADER_SIZE bytes; the records that
+ * follow are the same bytes in both forms. Kafka's CRC is derived from
+ * the stored CRC (crc32c_combine) without reading the records, so a batch
+ * whose stored CRC does not match its bytes gets a Kafka CRC that does
+ * not match either: the client sees the damage. Returns as
+ * kafka_batch_from_cairn. */
+__attribute__((warn_unused_result)) int kafka_batch_header_from_cairn(const uint8_t *p, size_t len,
+                                                                      uint8_t *out);
+
 #endif

@@ -3,10 +3,12 @@
  * whole batch even above max_bytes), its regions then read and each
  * stored batch converted to Kafka's layout (kafka_batch.h).
  *
- * This first step reads the regions on the loop thread (pread of what the
- * store just served, normally from the page cache) instead of sendfile:
- * the conversion needs the bytes. docs/kafka.md has the next step, a
- * stored format whose bytes from attributes on are Kafka's.
+ * This step reads the regions on the loop thread (pread of what the store
+ * just served, normally from the page cache) straight into the answer,
+ * instead of sendfile: each batch's header is converted, its records land
+ * in place, and Kafka's CRC is derived from the stored one without reading
+ * them. docs/kafka.md has the next step, a stored format whose bytes from
+ * attributes on are Kafka's.
  *
  * No fetch sessions: session_id 0 in every answer (a client then sends
  * full requests); a request naming a session gets FETCH_SESSION_ID_NOT_FOUND. */
@@ -56,78 +58,109 @@ static void kafka_fetch_op_free(void *p)
   free(op);
 }
 
-/* Copies the answer's parts into one buffer from the pool (give it back
- * with kafka_bufpool_put) and releases them. Returns 0 or a negative code
- * (the parts are released either way). */
-static int kafka_fetch_gather(const struct conn_part *parts, size_t nparts, uint8_t **out,
-                              size_t *out_len)
+/* The native answer's records, read in order straight into the Kafka
+ * answer: memory parts are copied, file parts read with pread, so each
+ * byte is copied once on its way (no gather buffer). */
+struct kafka_fetch_src {
+  const struct conn_part *parts;
+  size_t nparts;
+  size_t i;  /* the part being read */
+  size_t at; /* bytes of parts[i] already read */
+};
+
+/* Reads the next n bytes into dst (NULL: skips them). Returns 0,
+ * CAIRN_ETRUNCATED (the parts end first) or a negative errno. */
+static int kafka_fetch_src_read(struct kafka_fetch_src *s, uint8_t *dst, size_t n)
 {
-  size_t total = 0;
-  for (size_t i = 0; i < nparts; i++) {
-    total += parts[i].len;
-  }
-  int rv = 0;
-  size_t cap = 0;
-  uint8_t *buf = kafka_bufpool_get(total > 0 ? total : 1, &cap);
-  if (buf == NULL) {
-    rv = CAIRN_ENOMEM;
-  }
-  size_t at = 0;
-  for (size_t i = 0; i < nparts; i++) {
-    const struct conn_part *p = &parts[i];
-    if (rv == 0 && p->kind == CONN_PART_MEM) {
-      memcpy(buf + at, p->base, p->len);
-    } else if (rv == 0) {
-      for (size_t got = 0; got < p->len;) {
-        ssize_t k = pread(p->fd, buf + at + got, p->len - got, p->offset + (off_t)got);
-        if (k <= 0) {
-          rv = k < 0 ? -errno : CAIRN_ETRUNCATED;
-          break;
+  while (n > 0) {
+    if (s->i >= s->nparts) {
+      return CAIRN_ETRUNCATED;
+    }
+    const struct conn_part *p = &s->parts[s->i];
+    size_t k = p->len - s->at < n ? p->len - s->at : n;
+    if (dst != NULL && p->kind == CONN_PART_MEM) {
+      memcpy(dst, (const uint8_t *)p->base + s->at, k);
+    } else if (dst != NULL) {
+      for (size_t got = 0; got < k;) {
+        ssize_t r = pread(p->fd, dst + got, k - got, p->offset + (off_t)(s->at + got));
+        if (r <= 0) {
+          return r < 0 ? -errno : CAIRN_ETRUNCATED;
         }
-        got += (size_t)k;
+        got += (size_t)r;
       }
     }
-    at += p->len;
-    if (p->release != NULL) {
-      p->release(p->arg, 0);
+    s->at += k;
+    n -= k;
+    if (dst != NULL) {
+      dst += k;
+    }
+    if (s->at == p->len) {
+      s->i++;
+      s->at = 0;
     }
   }
-  if (rv != 0) {
-    kafka_bufpool_put(buf);
-    return rv;
-  }
-  *out = buf;
-  *out_len = total;
   return 0;
 }
 
-/* Appends the Kafka form of the stored batches p[0..len) as a records
- * field (int32 size, then the batches). */
-static int kafka_fetch_put_records(struct kafka_buf *b, const uint8_t *p, size_t len)
+/* Appends the batches of the next len bytes of src, each in Kafka's form:
+ * its header converted (kafka_batch_header_from_cairn), its records read
+ * in place. */
+static int kafka_fetch_put_batches(struct kafka_buf *b, struct kafka_fetch_src *src, size_t len)
 {
-  size_t at_size = kafka_buf_reserve(b, 4);
-  size_t start = b->len;
-  for (size_t at = 0; at + BATCH_HEADER_SIZE <= len;) {
-    size_t size = (size_t)le_get32(p + at + BATCH_OFF_LENGTH) + BATCH_LENGTH_FIELD_END;
-    if (size < BATCH_HEADER_SIZE || size > len - at) {
+  size_t left = len;
+  while (left >= BATCH_HEADER_SIZE) {
+    uint8_t h[BATCH_HEADER_SIZE];
+    int rv = kafka_fetch_src_read(src, h, sizeof h);
+    if (rv != 0) {
+      return rv;
+    }
+    size_t size = (size_t)le_get32(h + BATCH_OFF_LENGTH) + BATCH_LENGTH_FIELD_END;
+    if (size < BATCH_HEADER_SIZE || size > left) {
       return CAIRN_ECORRUPT; /* the store verified these: never expected */
     }
     size_t off = kafka_buf_reserve(b, size - KAFKA_BATCH_GROWTH);
     if (off == SIZE_MAX) {
       return b->err;
     }
-    int rv = kafka_batch_from_cairn(p + at, size, b->p + off);
+    rv = kafka_batch_header_from_cairn(h, size, b->p + off);
+    if (rv == 0) {
+      rv = kafka_fetch_src_read(src, b->p + off + KAFKA_BATCH_HEADER_SIZE,
+                                size - BATCH_HEADER_SIZE);
+    }
     if (rv != 0) {
       return rv;
     }
-    at += size;
+    left -= size;
+  }
+  return kafka_fetch_src_read(src, NULL, left); /* never expected: a partial batch */
+}
+
+/* Appends one partition's records field (int32 size, then the batches of
+ * the next len bytes of src). When the store's bytes cannot be read, the
+ * field is left empty, *err becomes STORAGE_ERROR and src is emptied (the
+ * partitions after this one cannot be found in it any more). Returns 0 or
+ * b->err (the answer cannot be built). */
+static int kafka_fetch_put_records(struct kafka_buf *b, struct kafka_fetch_src *src, size_t len,
+                                   int16_t *err)
+{
+  size_t at_size = kafka_buf_reserve(b, 4);
+  size_t start = b->len;
+  int rv = kafka_fetch_put_batches(b, src, len);
+  if (rv != 0 && b->err == 0) {
+    log_warn("kafka", "fetch: reading the regions served: %s", cairn_strerror(rv));
+    b->len = start;
+    src->nparts = 0;
+    *err = kafka_err_from_wire(CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR);
+  }
+  if (b->err != 0) {
+    return b->err;
   }
   kafka_buf_set_i32(b, at_size, (int32_t)(b->len - start));
   return 0;
 }
 
 static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchResponse *r,
-                               int16_t all_err, const uint8_t *data, size_t data_len)
+                               int16_t all_err, struct kafka_fetch_src *src, size_t data_len)
 {
   struct kafka_fetch_op *op = kr->op;
   int16_t v = kr->h.api_version;
@@ -167,6 +200,7 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
       }
       int64_t hw = res != NULL ? res->high_watermark : -1;
       kafka_put_i32(&b, fp->index);
+      size_t err_at = b.len;
       kafka_put_i16(&b, err);
       kafka_put_i64(&b, hw);
       kafka_put_i64(&b, hw); /* last_stable_offset: no transactions */
@@ -181,11 +215,10 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
       if (bytes > data_len - data_at) {
         bytes = data_len - data_at;
       }
-      /* data is NULL when the native answer carried no records */
-      int rv = kafka_fetch_put_records(&b, data != NULL ? data + data_at : NULL, bytes);
+      int16_t read_err = KAFKA_ERR_NONE;
       data_at += bytes;
-      if (rv != 0 && b.err == 0) {
-        b.err = rv;
+      if (kafka_fetch_put_records(&b, src, bytes, &read_err) == 0 && read_err != KAFKA_ERR_NONE) {
+        kafka_put_be16(b.p + err_at, (uint16_t)read_err);
       }
     }
   }
@@ -195,9 +228,6 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
 static void kafka_fetch_on_answer(struct kafka_req *kr, const Cairn__Client__Envelope *env,
                                   const struct conn_part *parts, size_t nparts)
 {
-  uint8_t *data = NULL;
-  size_t data_len = 0;
-  int rv = kafka_fetch_gather(parts, nparts, &data, &data_len);
   const Cairn__Client__FetchResponse *r =
       env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_FETCH_RESP ? env->fetch_resp
                                                                                 : NULL;
@@ -205,13 +235,19 @@ static void kafka_fetch_on_answer(struct kafka_req *kr, const Cairn__Client__Env
   if (code == 0 && r != NULL && r->error != NULL && r->error->code != 0) {
     code = r->error->code;
   }
-  if (rv != 0) {
-    log_warn("kafka", "fetch: reading the regions served: %s", cairn_strerror(rv));
-    code = CAIRN__CLIENT__ERROR_CODE__STORAGE_ERROR;
+  size_t data_len = 0;
+  for (size_t i = 0; code == 0 && i < nparts; i++) {
+    data_len += parts[i].len;
   }
-  kafka_fetch_answer(kr, code == 0 ? r : NULL, code == 0 ? 0 : kafka_err_from_wire(code),
-                     rv == 0 ? data : NULL, rv == 0 ? data_len : 0);
-  kafka_bufpool_put(data);
+  /* On an error the answer carries no records: an empty source. */
+  struct kafka_fetch_src src = {.parts = parts, .nparts = code == 0 ? nparts : 0};
+  kafka_fetch_answer(kr, code == 0 ? r : NULL, code == 0 ? 0 : kafka_err_from_wire(code), &src,
+                     data_len);
+  for (size_t i = 0; i < nparts; i++) {
+    if (parts[i].release != NULL) {
+      parts[i].release(parts[i].arg, 0);
+    }
+  }
 }
 
 void kafka_handle_fetch(struct kafka_req *kr)

@@ -81,6 +81,9 @@ void handle_list_groups(struct node *n, struct conn_request *req)
     const struct coord_slot *s = &c->slots[i];
     for (size_t j = 0; s->state == COORD_LOADED && j < s->ngroups; j++) {
       const struct group *g = s->groups[j];
+      if (group_gone(g)) {
+        continue; /* forgotten at the coordinator's next tick */
+      }
       if (!authz_allows(n, req->c, META_ACL_GROUP, g->name, META_ACL_DESCRIBE)) {
         continue; /* left out, as Kafka does */
       }
@@ -230,7 +233,7 @@ static void handle_describe_one(struct node *n, const char *name, struct handle_
   struct coord_slot *slot = NULL;
   int rv = handle_group_lookup(n, name, &slot, &hd->he);
   const struct group *g = rv == 0 ? coord_group(slot, name, false) : NULL;
-  if (rv == 0 && g == NULL) {
+  if (rv == 0 && (g == NULL || group_gone(g))) {
     rv = CAIRN_EUNKNOWN_GROUP;
     handle_group_err_set(&hd->he, rv, name, 0, NULL);
   }

@@ -136,30 +136,82 @@ size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, stru
   return md_isr_alive(ctl_state(&n->ctl), mp, out);
 }
 
-/* This node's replica, when its store failed: which node, why, since when.
- * The reason is copied (the store's errmsg changes as it retries). */
-static void md_store_failure(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
-                             struct part *p)
+/* A node's copy of the controller's table of failed stores is shown only
+ * while fresh: heartbeats are answered every NODE_HEARTBEAT_MS, so one
+ * this old means the controller leader is out of reach. */
+#define MD_SFAULT_STALE_MS (NODE_RPC_TIMEOUT_MS + 3 * NODE_HEARTBEAT_MS)
+
+/* Inserts f into out[0..*k) by node id, if there is room. */
+static void md_sfault_insert(struct handle_store_failure *out, size_t cap, size_t *k,
+                             struct handle_store_failure f)
 {
-  struct rgroup_store_failure sf;
-  rgroup_store_failure(&p->rg, &sf);
-  if (!sf.failed) {
+  if (*k == cap) {
     return;
   }
-  Cairn__Client__StoreFailure *fl = md_alloc(f, sizeof *fl);
-  Cairn__Client__StoreFailure **fp = md_alloc(f, sizeof *fp);
-  char *reason = md_alloc(f, strlen(sf.reason) + 1);
-  if (fl == NULL || fp == NULL || reason == NULL) {
+  size_t i = (*k)++;
+  for (; i > 0 && out[i - 1].node_id > f.node_id; i--) {
+    out[i] = out[i - 1];
+  }
+  out[i] = f;
+}
+
+size_t handle_metadata_store_failures(struct node *n, uint32_t topic_id, uint32_t partition,
+                                      struct part *p, struct handle_store_failure *out, size_t cap)
+{
+  size_t k = 0;
+  if (p != NULL) {
+    struct rgroup_store_failure sf;
+    rgroup_store_failure(&p->rg, &sf);
+    if (sf.failed) {
+      struct handle_store_failure f = {n->cfg.node_id, sf.reason, sf.since_ms};
+      md_sfault_insert(out, cap, &k, f);
+    }
+  }
+  bool fresh =
+      ctl_is_leader(&n->ctl) ||
+      (n->sfaults_heard_ms != 0 && uv_now(n->loop) - n->sfaults_heard_ms <= MD_SFAULT_STALE_MS);
+  const struct meta_state *st = ctl_state(&n->ctl);
+  for (size_t i = 0; fresh && i < n->sfaults.n; i++) {
+    const struct sfault *sf = &n->sfaults.v[i];
+    if (sf->topic_id != topic_id || sf->partition != partition || sf->node_id == n->cfg.node_id ||
+        !sfault_node_counts(st, sf->node_id)) {
+      continue;
+    }
+    struct handle_store_failure f = {sf->node_id, sf->reason, sf->since_ms};
+    md_sfault_insert(out, cap, &k, f);
+  }
+  return k;
+}
+
+/* Every replica of the partition whose store failed: which node, why,
+ * since when. Reasons are copied (a store's errmsg changes as it retries). */
+static void md_store_failures(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
+                              const struct meta_topic *t, struct part *p)
+{
+  struct handle_store_failure hf[META_MAX_REPLICAS];
+  size_t k = handle_metadata_store_failures(n, t->id, pi->partition, p, hf, META_MAX_REPLICAS);
+  if (k == 0) {
     return;
   }
-  memcpy(reason, sf.reason, strlen(sf.reason) + 1);
-  cairn__client__store_failure__init(fl);
-  fl->node_id = n->cfg.node_id;
-  fl->reason = reason;
-  fl->since_ms = sf.since_ms;
-  fp[0] = fl;
+  Cairn__Client__StoreFailure *fl = md_alloc(f, k * sizeof *fl);
+  Cairn__Client__StoreFailure **fp = md_alloc(f, k * sizeof *fp);
+  if (fl == NULL || fp == NULL) {
+    return;
+  }
+  for (size_t i = 0; i < k; i++) {
+    char *reason = md_alloc(f, strlen(hf[i].reason) + 1);
+    if (reason == NULL) {
+      return;
+    }
+    memcpy(reason, hf[i].reason, strlen(hf[i].reason) + 1);
+    cairn__client__store_failure__init(&fl[i]);
+    fl[i].node_id = hf[i].node_id;
+    fl[i].reason = reason;
+    fl[i].since_ms = hf[i].since_ms;
+    fp[i] = &fl[i];
+  }
   pi->store_failures = fp;
-  pi->n_store_failures = 1;
+  pi->n_store_failures = k;
 }
 
 static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__PartitionInfo *pi,
@@ -182,6 +234,7 @@ static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__Part
   pi->isr = isr;
   struct part *p = parts_find(&n->parts, t->id, index);
   pi->n_isr = handle_metadata_isr(n, mp, p, isr);
+  md_store_failures(n, f, pi, t, p);
   if (p == NULL) {
     return;
   }
@@ -189,7 +242,6 @@ static void md_partition(struct node *n, struct md_frees *f, Cairn__Client__Part
   store_info(rgroup_store(&p->rg), &si);
   pi->log_start_offset = si.start_offset;
   pi->high_watermark = si.next_offset;
-  md_store_failure(n, f, pi, p);
   if (rgroup_is_leader(&p->rg)) {
     pi->leader_id = n->cfg.node_id;
     pi->leader_term = p->rg.raft.current_term;

@@ -278,6 +278,53 @@ static void hn_report_leader(struct node *n, uint64_t node_id,
   free(cmd);
 }
 
+/* ---- failed replica stores (cluster/store_faults.h) ---- */
+
+/* On the controller leader: node_id's heartbeat lists the failed stores of
+ * its replicas now (all of them: none means every one recovered). Entries
+ * of nodes no longer counted are dropped on the way. */
+static void hn_sfault_note(struct node *n, uint64_t node_id, Cairn__Client__StoreFailure *const *v,
+                           size_t nv)
+{
+  const struct meta_state *st = ctl_state(&n->ctl);
+  struct sfault_table *t = &n->sfaults;
+  sfault_drop_node(t, node_id);
+  for (size_t i = 0; i < t->n;) {
+    if (sfault_node_counts(st, t->v[i].node_id)) {
+      i++;
+    } else {
+      sfault_drop_node(t, t->v[i].node_id);
+    }
+  }
+  for (size_t i = 0; i < nv && i < SFAULT_MAX; i++) {
+    (void)sfault_add(t, node_id, v[i]->topic_id, v[i]->partition, v[i]->since_ms, v[i]->reason);
+  }
+  n->sfaults_heard_ms = uv_now(n->loop);
+}
+
+/* Points sfp[i] at sfs[i], filled from t's entries of counted nodes.
+ * Reasons are borrowed from t. Returns how many (at most SFAULT_MAX). */
+static size_t hn_sfault_fill(const struct meta_state *st, const struct sfault_table *t,
+                             Cairn__Client__StoreFailure *sfs, Cairn__Client__StoreFailure **sfp)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    const struct sfault *f = &t->v[i];
+    if (!sfault_node_counts(st, f->node_id)) {
+      continue;
+    }
+    cairn__client__store_failure__init(&sfs[k]);
+    sfs[k].node_id = f->node_id;
+    sfs[k].topic_id = f->topic_id;
+    sfs[k].partition = f->partition;
+    sfs[k].since_ms = f->since_ms;
+    sfs[k].reason = (char *)f->reason;
+    sfp[k] = &sfs[k];
+    k++;
+  }
+  return k;
+}
+
 /* Applies a heartbeat on the controller leader; *seq is what
  * ctl_note_heartbeat returned (0 unless applied). */
 static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
@@ -325,6 +372,7 @@ static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
                                  .stopped = hb->stopped,
                                  .nstopped = hb->n_stopped};
   *seq = ctl_note_heartbeat(&n->ctl, hb->node_id, hb->incarnation, &rep);
+  hn_sfault_note(n, hb->node_id, hb->store_failures, hb->n_store_failures);
   return CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
@@ -370,6 +418,14 @@ void handle_node_heartbeat(struct node *n, struct conn_request *req)
   err.code = hn_heartbeat_apply(n, req->env->node_heartbeat_req, &resp.report_seq);
   resp.error = &err;
   resp.applied_index = ctl_leader_applied_index(&n->ctl);
+  /* The whole table back, so every node's Metadata names every failed
+   * store; conn_respond packs it before returning. */
+  Cairn__Client__StoreFailure sfs[SFAULT_MAX];
+  Cairn__Client__StoreFailure *sfp[SFAULT_MAX];
+  if (err.code == CAIRN__CLIENT__ERROR_CODE__OK) {
+    resp.n_store_failures = hn_sfault_fill(ctl_state(&n->ctl), &n->sfaults, sfs, sfp);
+    resp.store_failures = sfp;
+  }
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_NODE_HEARTBEAT_RESP;
   env.node_heartbeat_resp = &resp;
@@ -541,6 +597,44 @@ static void hn_report_answered(struct node *n, uint64_t seq)
   n->hb_acked_seq = 0;
 }
 
+/* Keeps the controller leader's table of failed stores, from its answer.
+ * A peer's answer is bounded here too (at most SFAULT_MAX, reasons cut). */
+static void hn_sfault_copy(struct node *n, const Cairn__Client__NodeHeartbeatResponse *r)
+{
+  sfault_clear(&n->sfaults);
+  for (size_t i = 0; i < r->n_store_failures && i < SFAULT_MAX; i++) {
+    const Cairn__Client__StoreFailure *f = r->store_failures[i];
+    (void)sfault_add(&n->sfaults, f->node_id, f->topic_id, f->partition, f->since_ms, f->reason);
+  }
+  n->sfaults_heard_ms = uv_now(n->loop);
+}
+
+/* The replicas on this node whose store failed now, into sfs/sfp (at most
+ * SFAULT_MAX). Reasons are borrowed from the stores: valid until the loop
+ * runs again. Returns how many. */
+static size_t hn_sfault_own(struct node *n, Cairn__Client__StoreFailure *sfs,
+                            Cairn__Client__StoreFailure **sfp)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < n->parts.n && k < SFAULT_MAX; i++) {
+    struct part *p = n->parts.v[i];
+    struct rgroup_store_failure sf;
+    rgroup_store_failure(&p->rg, &sf);
+    if (!sf.failed) {
+      continue;
+    }
+    cairn__client__store_failure__init(&sfs[k]);
+    sfs[k].node_id = n->cfg.node_id;
+    sfs[k].topic_id = p->topic_id;
+    sfs[k].partition = p->partition;
+    sfs[k].since_ms = sf.since_ms;
+    sfs[k].reason = (char *)sf.reason;
+    sfp[k] = &sfs[k];
+    k++;
+  }
+  return k;
+}
+
 static void hn_on_heartbeat_answer(struct peer_call *call, int status,
                                    const Cairn__Client__Envelope *resp, const uint8_t *payload,
                                    size_t len)
@@ -555,6 +649,7 @@ static void hn_on_heartbeat_answer(struct peer_call *call, int status,
       if (r->applied_index != 0) {
         n->meta_target_index = r->applied_index;
       }
+      hn_sfault_copy(n, r);
     }
   }
   hn_report_answered(n, seq);
@@ -698,6 +793,10 @@ static void hn_heartbeat(struct node *n)
   hb.node_id = n->cfg.node_id;
   hb.incarnation = n->incarnation;
   hn_fill_report(n, &hb);
+  Cairn__Client__StoreFailure sfs[SFAULT_MAX];
+  Cairn__Client__StoreFailure *sfp[SFAULT_MAX];
+  hb.n_store_failures = hn_sfault_own(n, sfs, sfp);
+  hb.store_failures = sfp;
   uint8_t proof[CHS_MAC_LEN];
   if (n->cluster_key != NULL) {
     hn_heartbeat_proof(n, hb.node_id, hb.incarnation, proof);

@@ -33,6 +33,19 @@ void handle_metadata(struct node *n, struct conn_request *req);
 void handle_list_topics(struct node *n, struct conn_request *req);
 void handle_describe_topic(struct node *n, struct conn_request *req);
 void handle_describe_cluster(struct node *n, struct conn_request *req);
+/* A replica whose store failed, as Metadata and the admin views show it. */
+struct handle_store_failure {
+  uint64_t node_id;
+  const char *reason; /* borrowed: valid until the loop runs again */
+  uint64_t since_ms;  /* wall clock (ms since 1970); 0: not known */
+};
+/* The replicas of (topic_id, partition) whose store failed, into
+ * out[0..cap), by node id: this node's own (p, may be NULL) first hand,
+ * the other alive nodes' from the controller leader's table
+ * (cluster/store_faults.h), unless this node has not heard it lately.
+ * Returns how many. (Also the admin port's.) */
+size_t handle_metadata_store_failures(struct node *n, uint32_t topic_id, uint32_t partition,
+                                      struct part *p, struct handle_store_failure *out, size_t cap);
 /* The in-sync replicas of mp into out[META_MAX_REPLICAS]: as its leader
  * sees them when p (this node's replica, may be NULL) leads, else the
  * replicas on alive nodes. Returns how many. (Also the admin port's.) */

@@ -419,6 +419,7 @@ static int node_start_groups(struct node *n)
 int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
 {
   memset(n, 0, sizeof *n);
+  sfault_init(&n->sfaults);
   n->loop = loop;
   n->cfg = *cfg;
   if (getrandom(&n->incarnation, sizeof n->incarnation, 0) != sizeof n->incarnation ||

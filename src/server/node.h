@@ -40,6 +40,7 @@
 #include "cluster/partitions.h"
 #include "cluster/chs.h"
 #include "cluster/nodewatch.h"
+#include "cluster/store_faults.h"
 #include "cluster/transport.h"
 #include "net/listener.h"
 #include "net/tls.h"
@@ -130,6 +131,11 @@ struct node {
   size_t hb_cap;
   struct ctl_report *hb_apply; /* the controller leader's copy of one heartbeat's */
   size_t hb_apply_cap;
+  /* Every node's failed replica stores (cluster/store_faults.h): on the
+   * controller leader, what each node's heartbeats said; elsewhere, the
+   * copy from the last heartbeat answer (handle_node.c). */
+  struct sfault_table sfaults;
+  uint64_t sfaults_heard_ms; /* loop time of that answer, 0: none */
   struct ctl_propose bootstrap_req;
   struct fetch_wait *waits;  /* long-polling fetches (handle_fetch.c) */
   struct coord coord;        /* consumer groups this node coordinates */

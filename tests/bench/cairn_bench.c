@@ -63,6 +63,7 @@ struct bench_opts {
   bool json;
   bool quiet;
   bool idempotence;
+  enum cairn_compression compression; /* of produced batches */
   uint32_t backoff_max_ms; /* 0: the library's default */
   bool round_robin;        /* message i to partition i % P, not the sticky partitioner */
   bool fetch_pipeline;     /* consumers send the next fetch before an answer's payload */
@@ -347,6 +348,7 @@ static int bench_producer_setup(struct bench_worker *w)
     po.max_batch_bytes = po.batch_bytes;
   }
   po.idempotence = o->idempotence;
+  po.compression = o->compression;
   int rv = cairn_producer_new(w->client, &po, &w->prod);
   if (rv != 0) {
     return rv;
@@ -673,6 +675,7 @@ static void bench_usage(FILE *f)
           "  --buffer-bytes B    producer memory for undelivered messages. 33554432\n"
           "  --acks all          acknowledgement after commit on a majority (the only mode)\n"
           "  --no-idempotence    plain at-least-once producer\n"
+          "  --compression none|lz4|zstd  codec of produced batches. none\n"
           "  --round-robin       message i goes to partition i %% P (every partition\n"
           "                      keeps getting messages, e.g. through a failover)\n"
           "  --retry-backoff-max-ms MS  cap of the client's retry delays (leader\n"
@@ -724,7 +727,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
   int from = -1; /* -1: by mode */
   enum { O_BOOT = 1, O_TOPIC, O_PARTS, O_RF, O_PROD, O_CONS, O_SIZE, O_BATCH, O_LINGER, O_MIF,
          O_BUF, O_ACKS, O_RATE, O_COUNT, O_DUR, O_FROM, O_JSON, O_QUIET, O_NOIDEM, O_BACKOFF, O_RR, O_HELP,
-         O_TLS, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_USER, O_PIPE };
+         O_TLS, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_USER, O_PIPE, O_CODEC };
   static const struct option lo[] = {
     {"bootstrap", 1, 0, O_BOOT},   {"topic", 1, 0, O_TOPIC},         {"partitions", 1, 0, O_PARTS},
     {"rf", 1, 0, O_RF},            {"producers", 1, 0, O_PROD},      {"consumers", 1, 0, O_CONS},
@@ -735,7 +738,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     {"no-idempotence", 0, 0, O_NOIDEM}, {"retry-backoff-max-ms", 1, 0, O_BACKOFF},
     {"round-robin", 0, 0, O_RR},   {"help", 0, 0, O_HELP},           {"tls", 0, 0, O_TLS},
     {"tls-ca", 1, 0, O_TLS_CA},    {"tls-cert", 1, 0, O_TLS_CERT},   {"tls-key", 1, 0, O_TLS_KEY},
-    {"user", 1, 0, O_USER},        {"fetch-pipeline", 0, 0, O_PIPE}, {0, 0, 0, 0}};
+    {"user", 1, 0, O_USER},        {"fetch-pipeline", 0, 0, O_PIPE}, {"compression", 1, 0, O_CODEC},
+    {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (c) {
@@ -767,6 +771,18 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
     case O_JSON: o->json = true; break;
     case O_QUIET: o->quiet = true; break;
     case O_NOIDEM: o->idempotence = false; break;
+    case O_CODEC:
+      if (strcmp(optarg, "none") == 0) {
+        o->compression = CAIRN_COMPRESSION_NONE;
+      } else if (strcmp(optarg, "lz4") == 0) {
+        o->compression = CAIRN_COMPRESSION_LZ4;
+      } else if (strcmp(optarg, "zstd") == 0) {
+        o->compression = CAIRN_COMPRESSION_ZSTD;
+      } else {
+        fprintf(stderr, "cairn-bench: --compression none|lz4|zstd\n");
+        return -1;
+      }
+      break;
     case O_RR: o->round_robin = true; break;
     case O_PIPE: o->fetch_pipeline = true; break;
     case O_BACKOFF: o->backoff_max_ms = (uint32_t)strtoul(optarg, NULL, 10); break;

@@ -10,9 +10,14 @@
  * and batch.size as given (5 ms and 64 KiB
  * by default: the issue's settings, and cairn-bench's defaults). The
  * topic is created through the Kafka port (CreateTopics) if missing.
+ * --compression sets librdkafka's compression.codec (none by default).
  * Read back (--producers 0, --consumers M): M threads, each a librdkafka
  * simple consumer of every M-th partition from its start to the high
- * watermark seen at the start.
+ * watermark seen at the start, tuned for throughput (kb_consume; the
+ * settings and why are in docs/performance.md), or with librdkafka's
+ * defaults under --consumer-defaults. Each record is handed to the
+ * application (key and value pointers, as cairn-bench's records callback
+ * gets them) through rd_kafka_consume_callback_queue.
  *
  * The summary goes to stdout, as text or with --json as one JSON object of
  * the same shape as cairn-bench's ("produce"/"consume" with messages,
@@ -34,6 +39,7 @@
 #include <time.h>
 
 #define KB_MAX_WORKERS 64
+#define KB_MAX_EXTRA 32 /* -X settings */
 #define KB_MAX_PARTS_PER_CONSUMER 1024
 #define KB_TIMEOUT_MS 120000  /* the longest a flush or a read-back may take */
 #define KB_READ_IDLE_MS 10000 /* consumers give up after this long without records */
@@ -49,6 +55,10 @@ struct kb_opts {
   int batch_bytes;
   int linger_ms;
   uint64_t count;
+  const char *compression;    /* librdkafka's compression.codec */
+  const char *extra[KB_MAX_EXTRA]; /* -X key=value, applied last to every handle */
+  int nextra;
+  bool consumer_defaults;     /* read back with librdkafka's defaults, untuned */
   bool json;
   bool quiet;
 };
@@ -99,6 +109,22 @@ static rd_kafka_conf_t *kb_conf(const struct kb_opts *o, char *err, size_t errle
       return NULL;
     }
   }
+  for (int i = 0; i < o->nextra; i++) {
+    char key[256];
+    const char *eq = strchr(o->extra[i], '=');
+    size_t kl = eq != NULL ? (size_t)(eq - o->extra[i]) : 0;
+    if (kl == 0 || kl >= sizeof key) {
+      snprintf(err, errlen, "-X %s: not key=value", o->extra[i]);
+      rd_kafka_conf_destroy(conf);
+      return NULL;
+    }
+    memcpy(key, o->extra[i], kl);
+    key[kl] = '\0';
+    if (kb_set(conf, key, eq + 1, err, errlen) != 0) {
+      rd_kafka_conf_destroy(conf);
+      return NULL;
+    }
+  }
   return conf;
 }
 
@@ -127,9 +153,17 @@ static void *kb_produce(void *arg)
    * producer keeps one ProduceRequest in flight per partition, against
    * Kafka too (it counts messages in flight against its limit of 5
    * requests), where the plain one pipelines; docs/kafka.md. */
-  const char *kv[] = {
-      "acks",   "all", "linger.ms", linger, "batch.size", batch, "queue.buffering.max.kbytes",
-      "262144", NULL};
+  const char *kv[] = {"acks",
+                      "all",
+                      "linger.ms",
+                      linger,
+                      "batch.size",
+                      batch,
+                      "queue.buffering.max.kbytes",
+                      "262144",
+                      "compression.codec",
+                      o->compression,
+                      NULL};
   rd_kafka_conf_t *conf = kb_conf(o, err, sizeof err, kv);
   if (conf == NULL) {
     snprintf(w->error, sizeof w->error, "%s", err);
@@ -169,6 +203,37 @@ static void *kb_produce(void *arg)
   return NULL;
 }
 
+/* What the application does with each record (a message with key and
+ * value pointers): counts it and its value's bytes, as cairn-bench's
+ * records callback does with each cairn_record libcairn hands it. */
+static void kb_on_message(rd_kafka_message_t *m, void *opaque)
+{
+  struct kb_worker *w = opaque;
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    w->consumed++;
+    w->consumed_bytes += m->len;
+  } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && w->error[0] == '\0') {
+    snprintf(w->error, sizeof w->error, "consume: %s", rd_kafka_message_errstr(m));
+  }
+}
+
+/* The read-back consumer's settings: a throughput-tuned simple consumer
+ * (each setting's reason is in docs/performance.md, "Kafka read-back:
+ * the consumer's settings"), or only partition EOF under
+ * --consumer-defaults. */
+static const char *const kb_consumer_tuned[] = {
+    "enable.partition.eof",       "true",     /* the bench stops at the end */
+    "fetch.message.max.bytes",    "1048576",  /* 1 MiB per partition: measured best */
+    "fetch.max.bytes",            "52428800", /* 50 MiB per Fetch (the default, stated) */
+    "queued.min.messages",        "1000000",  /* keep fetching ahead... */
+    "queued.max.messages.kbytes", "262144",   /* ...up to 256 MiB queued per partition */
+    "fetch.wait.max.ms",          "100",      /* as cairn-bench's consumer */
+    "fetch.min.bytes",            "1",        /* answer as soon as there is data */
+    "enable.auto.commit",         "false",    /* no group, nothing to commit */
+    "enable.auto.offset.store",   "false",    /* no per-message offset store */
+    NULL};
+static const char *const kb_consumer_defaults[] = {"enable.partition.eof", "true", NULL};
+
 /* librdkafka's simple consumer (no group: a group id would make the
  * assignment wait for a coordinator), every partition into one queue. */
 static void *kb_consume(void *arg)
@@ -176,7 +241,7 @@ static void *kb_consume(void *arg)
   struct kb_worker *w = arg;
   const struct kb_opts *o = w->o;
   char err[512];
-  const char *kv[] = {"enable.partition.eof", "true", NULL};
+  const char *const *kv = o->consumer_defaults ? kb_consumer_defaults : kb_consumer_tuned;
   rd_kafka_conf_t *conf = kb_conf(o, err, sizeof err, kv);
   if (conf == NULL) {
     snprintf(w->error, sizeof w->error, "%s", err);
@@ -210,24 +275,20 @@ static void *kb_consume(void *arg)
     }
   }
   w->t_start_ns = kb_now_ns();
-  int64_t last_ns = w->t_start_ns;
-  rd_kafka_message_t *ms[1024];
+  /* One call serves every record queued (up to the timeout), each handed
+   * to kb_on_message; librdkafka destroys them after the callback. */
   while (w->error[0] == '\0' && w->consumed < w->expected &&
-         kb_now_ns() - last_ns < (int64_t)KB_READ_IDLE_MS * 1000000) {
-    ssize_t n = rd_kafka_consume_batch_queue(q, 100, ms, sizeof ms / sizeof ms[0]);
-    for (ssize_t i = 0; i < n; i++) {
-      rd_kafka_message_t *m = ms[i];
-      if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        w->consumed++;
-        w->consumed_bytes += m->len;
-        last_ns = w->t_end_ns = kb_now_ns();
-        if (w->t_first_ns == 0) {
-          w->t_first_ns = last_ns;
-        }
-      } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        snprintf(w->error, sizeof w->error, "consume: %s", rd_kafka_message_errstr(m));
+         kb_now_ns() - (w->t_end_ns != 0 ? w->t_end_ns : w->t_start_ns) <
+             (int64_t)KB_READ_IDLE_MS * 1000000) {
+    uint64_t before = w->consumed;
+    if (rd_kafka_consume_callback_queue(q, 100, kb_on_message, w) < 0) {
+      snprintf(w->error, sizeof w->error, "consume: %s", rd_kafka_err2str(rd_kafka_last_error()));
+    }
+    if (w->consumed > before) { /* timed per call, as cairn-bench per records callback */
+      w->t_end_ns = kb_now_ns();
+      if (w->t_first_ns == 0) {
+        w->t_first_ns = w->t_end_ns;
       }
-      rd_kafka_message_destroy(m);
     }
   }
   for (int i = 0; i < nstarted; i++) {
@@ -295,6 +356,9 @@ static void kb_usage(void)
                   "  --count N           messages in all (100000)\n"
                   "  --batch-bytes B     batch.size (65536)\n"
                   "  --linger-ms MS      linger.ms (5)\n"
+                  "  --compression C     compression.codec: none, gzip, snappy, lz4, zstd (none)\n"
+                  "  --consumer-defaults read back with librdkafka's consumer defaults\n"
+                  "  -X key=value        a librdkafka setting, applied last (repeatable)\n"
                   "  --json              the summary as one JSON object\n"
                   "  --quiet             accepted for cairn-bench's command lines\n");
 }
@@ -308,7 +372,8 @@ static int kb_parse(int argc, char **argv, struct kb_opts *o)
                         .size = 100,
                         .batch_bytes = 65536,
                         .linger_ms = 5,
-                        .count = 100000};
+                        .count = 100000,
+                        .compression = "none"};
   enum {
     O_BOOT = 1,
     O_TOPIC,
@@ -321,7 +386,9 @@ static int kb_parse(int argc, char **argv, struct kb_opts *o)
     O_BATCH,
     O_LINGER,
     O_JSON,
-    O_QUIET
+    O_QUIET,
+    O_CODEC,
+    O_CDEF
   };
   static const struct option opts[] = {{"bootstrap", 1, 0, O_BOOT},
                                        {"topic", 1, 0, O_TOPIC},
@@ -335,10 +402,18 @@ static int kb_parse(int argc, char **argv, struct kb_opts *o)
                                        {"linger-ms", 1, 0, O_LINGER},
                                        {"json", 0, 0, O_JSON},
                                        {"quiet", 0, 0, O_QUIET},
+                                       {"compression", 1, 0, O_CODEC},
+                                       {"consumer-defaults", 0, 0, O_CDEF},
                                        {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "X:", opts, NULL)) != -1) {
     switch (c) {
+    case 'X':
+      if (o->nextra == KB_MAX_EXTRA) {
+        return -1;
+      }
+      o->extra[o->nextra++] = optarg;
+      break;
     case O_BOOT:
       o->bootstrap = optarg;
       break;
@@ -374,6 +449,12 @@ static int kb_parse(int argc, char **argv, struct kb_opts *o)
       break;
     case O_QUIET:
       o->quiet = true;
+      break;
+    case O_CODEC:
+      o->compression = optarg;
+      break;
+    case O_CDEF:
+      o->consumer_defaults = true;
       break;
     default:
       return -1;
@@ -447,9 +528,10 @@ int main(int argc, char **argv)
   bool ok = errors == 0 && failed == 0 && (produce ? acked == o.count : consumed >= expected);
   if (o.json) {
     printf("{\"topic\":\"%s\",\"partitions\":%d,\"rf\":%d,\"producers\":%d,\"consumers\":%d,"
-           "\"size\":%zu,\"batch_bytes\":%d,\"linger_ms\":%d,\"acks\":\"all\",",
+           "\"size\":%zu,\"batch_bytes\":%d,\"linger_ms\":%d,\"acks\":\"all\","
+           "\"compression\":\"%s\",\"consumer\":\"%s\",",
            o.topic, o.partitions, o.rf, o.producers, produce ? 0 : o.consumers, o.size,
-           o.batch_bytes, o.linger_ms);
+           o.batch_bytes, o.linger_ms, o.compression, o.consumer_defaults ? "defaults" : "tuned");
     printf("\"produce\":{\"messages\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"seconds\":%.3f,"
            "\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f},",
            acked, failed, produce ? secs : 0, p_mps, p_mps * (double)o.size / 1e6);

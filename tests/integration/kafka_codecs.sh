@@ -7,10 +7,11 @@
 # lz4 uncompressed to a broker without Produce v0, see docs/kafka.md); the
 # stored batches hold all four codecs; the partition leader is SIGKILLed;
 # then kcat, kafka-python and `cairn consume` each read back every
-# acknowledged message exactly once, in order. A gzip batch with a good CRC and garbage records is stored
-# as Kafka stores it (acknowledged, never decompressed by the broker), and
-# `cairn consume` stops at it with a clear error naming its offset, then
-# reads on from past it.
+# acknowledged message exactly once, in order. A gzip, an lz4 and a zstd
+# batch each with a good CRC and garbage records are stored as Kafka
+# stores them (acknowledged, never decompressed by the broker, the bytes on
+# disk the bytes sent), and `cairn consume` stops at each with a clear
+# error naming its offset, then reads on from past it.
 #
 # Usage: kafka_codecs.sh CAIRN CAIRND
 set -euo pipefail
@@ -33,7 +34,9 @@ expect 0 "$cli" topic create kbad --partitions 1 --replication-factor 3
 # rawprod.py MODE BOOTSTRAP TOPIC PAD: one Produce v3 (acks=-1) of a batch
 # built here, to the partition's leader; prints the base offset acked.
 #   rawsnappy  20 records "rs<i>|raw-snappy-<i>-PAD", snappy as one raw block
-#   badgzip    gzip attributes, 2 records' worth of garbage, a good CRC
+#   badgzip, badlz4, badzstd  that codec in the attributes, 2 records' worth
+#              of garbage (bytes 7..70) in place of compressed records, a
+#              good CRC
 cat >"$dir/rawprod.py" <<'PY'
 import struct, sys, time
 import snappy
@@ -53,7 +56,8 @@ if mode == "rawsnappy":
     assert struct.unpack_from(">h", batch, 21)[0] & 7 == 2, "not a snappy batch"
     assert not batch[61:].startswith(b"\x82SNAPPY"), "xerial framing, not a raw block"
 else:
-    tail = struct.pack(">hiqqqhii", 1, 1, now, now, -1, -1, -1, 2) + bytes(range(7, 71))
+    codec = {"badgzip": 1, "badlz4": 3, "badzstd": 4}[mode]
+    tail = struct.pack(">hiqqqhii", codec, 1, now, now, -1, -1, -1, 2) + bytes(range(7, 71))
     head = struct.pack(">qiib", 0, 4 + 1 + 4 + len(tail), -1, 2)
     batch = head + struct.pack(">I", calc_crc32c(tail)) + tail
 cl = KafkaClient(bootstrap_servers=bs)
@@ -119,11 +123,10 @@ for i in $(seq 0 19); do echo "rs$i|raw-snappy-$i-$pad"; done >>"$dir/expected"
 n=$(wc -l <"$dir/expected")
 [ "$n" -eq 500 ] || fail "expected 500 lines, built $n"
 
-step "the stored batches hold every codec, as the producers sent them"
-node_log=$(ls -d "$cdir"/node*/partitions/kc-0.*/log | head -1)
-$py - "$node_log" <<'PY' || fail "stored codecs"
+# stored.py LOGDIR: every stored batch of a partition's segments, one
+# line each: base offset, Cairn codec number, the records section in hex.
+cat >"$dir/stored.py" <<'PY'
 import glob, struct, sys
-seen = []
 for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
     d = open(seg, "rb").read()
     pos = 0
@@ -131,8 +134,17 @@ for seg in sorted(glob.glob(sys.argv[1] + "/*.log")):
         blen = struct.unpack_from("<i", d, pos + 8)[0]
         if blen <= 0:
             break
-        seen.append((struct.unpack_from("<q", d, pos)[0], struct.unpack_from("<H", d, pos + 26)[0] & 7))
+        print(struct.unpack_from("<q", d, pos)[0], struct.unpack_from("<H", d, pos + 26)[0] & 7,
+              d[pos + 66:pos + 12 + blen].hex())
         pos += blen + 12
+PY
+
+step "the stored batches hold every codec, as the producers sent them"
+node_log=$(ls -d "$cdir"/node*/partitions/kc-0.*/log | head -1)
+$py "$dir/stored.py" "$node_log" >"$dir/stored" || fail "reading the stored batches"
+$py - "$dir/stored" <<'PY' || fail "stored codecs"
+import sys
+seen = [tuple(map(int, line.split()[:2])) for line in open(sys.argv[1])]
 print("stored (offset, cairn codec):", seen)
 names = {1: "lz4", 2: "zstd", 3: "gzip", 4: "snappy"}
 missing = [names[c] for c in names if c not in {c for _, c in seen}]
@@ -172,21 +184,53 @@ expect 0 timeout 90 "$cli" consume kc -e -f '%k|%v\n'
 diff "$dir/expected" "$dir/out" >"$dir/diff" ||
   fail "cairn consume read back: $(head -c 1500 "$dir/diff")"
 
-step "a gzip batch with a good CRC and garbage records is stored as sent"
-for i in 0 1 2; do echo "g$i|good-$i-$pad"; done >"$dir/in"
-timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/in" || fail "kcat -P kbad"
-off=$($py "$dir/rawprod.py" badgzip "$all" kbad "$pad") || fail "raw produce of a bad gzip batch"
-[ "$off" -eq 3 ] || fail "bad gzip batch acked at offset $off, want 3"
-for i in 3 4 5; do echo "g$i|good-$i-$pad"; done >"$dir/in2"
-timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/in2" || fail "kcat -P kbad"
+step "gzip, lz4 and zstd batches with a good CRC and garbage records are stored as sent"
+# kbad: good 0-2, bad gzip 3-4, good 5-7, bad lz4 8-9, good 10-12, bad zstd
+# 13-14, good 15-17 (the good ones gzip from kcat).
+good() { # good FROM: three good messages g<FROM>..g<FROM+2> into kbad, kept in $dir/good<FROM>
+  for i in $(seq "$1" $(($1 + 2))); do echo "g$i|good-$i-$pad"; done >"$dir/good$1"
+  timeout 60 kcat -b "$all" -P -t kbad -K'|' -z gzip -X acks=all <"$dir/good$1" ||
+    fail "kcat -P kbad"
+}
+good 0
+at=3
+for z in gzip lz4 zstd; do
+  off=$($py "$dir/rawprod.py" "bad$z" "$all" kbad "$pad") || fail "raw produce of a bad $z batch"
+  [ "$off" -eq "$at" ] || fail "bad $z batch acked at offset $off, want $at"
+  good $((at + 2))
+  at=$((at + 5))
+done
 
-step "cairn consume prints what comes before it, then stops with a clear error"
-expect 1 timeout 60 "$cli" consume kbad -e -f '%k|%v\n'
-diff "$dir/in" "$dir/out" >"$dir/diff" || fail "before the bad batch: $(cat "$dir/diff")"
-err_has "kbad partition 0 at offset 3: data is corrupt"
-err_has "cannot be decoded"
-step "cairn consume reads on from past it"
-expect 0 timeout 60 "$cli" consume kbad -o 5 -e -f '%k|%v\n'
-diff "$dir/in2" "$dir/out" >"$dir/diff" || fail "after the bad batch: $(cat "$dir/diff")"
+step "the bad batches are on disk as sent, with their codecs"
+# On a node still running (node $leader was killed): with one of three
+# down, an acknowledged batch is on both of the others.
+bad_log=$(ls -d "$cdir"/node*/partitions/kbad-0.*/log | grep -v "/node$leader/" | head -1)
+$py "$dir/stored.py" "$bad_log" >"$dir/stored" || fail "reading the stored batches"
+$py - "$dir/stored" <<'PY' || fail "stored bad batches"
+import sys
+found = {}
+for line in open(sys.argv[1]):
+    off, codec, recs = line.split()
+    found[int(off)] = (int(codec), bytes.fromhex(recs))
+for off, codec, name in ((3, 3, "gzip"), (8, 1, "lz4"), (13, 2, "zstd")):
+    assert off in found, "no stored batch at %d: %s" % (off, sorted(found))
+    c, recs = found[off]
+    assert c == codec, "%s batch at %d stored with codec %d" % (name, off, c)
+    assert recs == bytes(range(7, 71)), "%s batch at %d: records not as sent" % (name, off)
+print("bad gzip, lz4, zstd batches stored as sent at 3, 8, 13")
+PY
+
+at=0
+for z in gzip lz4 zstd; do
+  step "cairn consume from $at prints what comes before the bad $z batch, then stops clearly"
+  expect 1 timeout 60 "$cli" consume kbad -o "$at" -e -f '%k|%v\n'
+  diff "$dir/good$at" "$dir/out" >"$dir/diff" || fail "before the bad $z batch: $(cat "$dir/diff")"
+  err_has "kbad partition 0 at offset $((at + 3)): data is corrupt"
+  err_has "cannot be decoded"
+  at=$((at + 5))
+done
+step "cairn consume reads on from past the last bad batch"
+expect 0 timeout 60 "$cli" consume kbad -o 15 -e -f '%k|%v\n'
+diff "$dir/good15" "$dir/out" >"$dir/diff" || fail "after the bad batches: $(cat "$dir/diff")"
 
 echo "PASS"

@@ -65,7 +65,7 @@ sb.set(); tb.join(30)
 assert not tb.is_alive(), "consumer b did not close"
 vals = collections.Counter(int(v[1:]) for _, _, _, v in seen)
 dups = [v for v, k in vals.items() if k > 1]
-assert not dups, "read twice: %s" % dups[:20]
+assert not dups, "read twice: %s" % ["v%d: %s" % (v, [(n, q, o) for n, q, o, x in seen if x == b"v%d" % v]) for v in dups[:10]]
 assert sorted(vals) == list(range(300)), "missing: %s" % sorted(set(range(300)) - set(vals))[:20]
 by = collections.Counter(n for n, _, _, _ in seen)
 assert by["a"] > 0 and by["b"] > 0, "reads per consumer: %s" % dict(by)

@@ -12,7 +12,9 @@
 #    garbage are refused with a log line, and the nodes go on serving;
 #  - one node with TLS (no client certificates) and --auth required:
 #    kafka-python and kcat with SASL_SSL / SCRAM-SHA-256 produce and read
-#    back; SSL without a login is refused;
+#    back; SSL without a login is refused; after its certificate files are
+#    replaced and SIGHUP, new TLS connections to its Kafka port (and client
+#    port) get the new certificate and kcat reads back through it;
 #  - one node without TLS: a TLS client is closed with a log line that says
 #    so, and plaintext clients still work.
 #
@@ -97,7 +99,10 @@ cli_mtls=(--tls-ca "$t/ca.pem" --tls-cert "$t/alice.pem" --tls-key "$t/alice.key
 step "start a 3-node cluster with mutual TLS, a TLS node with --auth required, a plaintext node"
 voters="1@127.0.0.1:$(port 1 1),2@127.0.0.1:$(port 2 1),3@127.0.0.1:$(port 3 1)"
 for i in 1 2 3; do start_node "$i" --node-id "$i" --voters "$voters" "${mtls[@]}"; done
-start_node 4 --tls-cert "$t/node.pem" --tls-key "$t/node.key" --auth required
+# Node 4's own copy of the certificate: the SIGHUP step below renews it.
+cp "$t/node.pem" "$t/node4.pem"
+cp "$t/node.key" "$t/node4.key"
+start_node 4 --tls-cert "$t/node4.pem" --tls-key "$t/node4.key" --auth required
 start_node 5
 ready=0
 for _ in $(seq 1 300); do
@@ -275,6 +280,42 @@ grep -q "authenticated as User:alice" "$cdir/node4.log" || fail "no SASL login l
 expect 1 timeout 30 kcat "${sasl_ssl[@]}" -X sasl.password=wrong -L -m 2
 expect 1 timeout 30 kcat -b "$(kafka 4)" -X security.protocol=ssl -X "ssl.ca.location=$t/ca.pem" -L -m 2
 grep -q "before SASL authentication" "$cdir/node4.log" || fail "SSL without a login was not refused"
+
+# served_fingerprint ADDR: the SHA-256 fingerprint of the certificate a new
+# TLS connection to ADDR is given ("" if none).
+served_fingerprint() {
+  timeout 20 openssl s_client -connect "$1" -CAfile "$t/ca.pem" </dev/null 2>/dev/null |
+    openssl x509 -noout -fingerprint -sha256 2>/dev/null || true
+}
+fingerprint_of() { openssl x509 -in "$1" -noout -fingerprint -sha256; }
+
+step "SIGHUP on node 4: new TLS connections to its Kafka port get the renewed certificate"
+old=$(fingerprint_of "$t/node4.pem")
+[ "$(served_fingerprint "$(kafka 4)")" = "$old" ] || fail "node 4's Kafka port does not serve node4.pem"
+(
+  cd "$t"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout renewed.key \
+    -out renewed.csr -subj /CN=node-renewed 2>/dev/null
+  openssl x509 -req -in renewed.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out renewed.pem \
+    -days 30 -extfile san.ext 2>/dev/null
+) || fail "openssl could not make the renewed certificate"
+new=$(fingerprint_of "$t/renewed.pem")
+[ "$new" != "$old" ] || fail "the renewed certificate is the old one"
+cp "$t/renewed.key" "$t/node4.key"
+cp "$t/renewed.pem" "$t/node4.pem"
+kill -HUP "$(cat "$cdir/node4.pid")"
+ok=0
+for _ in $(seq 1 50); do
+  if [ "$(served_fingerprint "$(kafka 4)")" = "$new" ]; then ok=1; break; fi
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "node 4's Kafka port still serves the old certificate after SIGHUP: $(served_fingerprint "$(kafka 4)")"
+[ "$(served_fingerprint "127.0.0.1:$(port 4 0)")" = "$new" ] ||
+  fail "node 4's client port does not serve the renewed certificate"
+grep -q "TLS certificate and key reloaded" "$cdir/node4.log" || fail "node 4 did not log the reload"
+expect 0 timeout 60 kcat "${sasl_ssl[@]}" -X sasl.password=alice-pw -C -t ss -e -o beginning -q
+[ "$(grep -c '^py' "$dir/out")" -eq 15 ] || fail "kcat over the renewed certificate: $(cat "$dir/out")"
+echo "   Kafka and client ports serve the renewed certificate; kcat SASL_SSL reads back through it"
 
 step "a TLS client on node 5's plaintext Kafka port: closed, logged as such; plaintext clients go on"
 expect 1 timeout 30 kcat -b "$(kafka 5)" -X security.protocol=ssl -X "ssl.ca.location=$t/ca.pem" -L -m 2

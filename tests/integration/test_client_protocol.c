@@ -2,7 +2,8 @@
  * against real cairnd processes on loopback: offsets and bytes round-trip
  * on one node, request and partition errors are the documented codes, a
  * long-polling fetch wakes within milliseconds of a produce (the figure is
- * printed), pipelined requests on one connection are each answered, and
+ * printed), compressed batches are stored as sent without being
+ * decompressed (garbage records with a good CRC included), pipelined requests on one connection are each answered, and
  * SIGKILL of a 3-replica partition's leader during a stream of produces
  * loses no acknowledged batch (each sits at its acknowledged offset, once,
  * in acknowledgement order).
@@ -11,7 +12,11 @@
  * CAIRN_TEST_FILTER='*long_poll*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs and node logs. */
 #include "cairnd.h"
+#include "common/err.h"
 #include "format/batch.h"
+#include "format/codec.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
 #include "proc.h"
 #include "testutil.h"
 #include "wire_client.h"
@@ -429,6 +434,79 @@ static void test_single_node_produce_fetch_list_offsets_round_trip(void **state)
     free(b[k]);
   }
   free(payload);
+  wc_close(&w);
+  cd_destroy(&c);
+}
+
+/* The broker never decompresses (docs/format.md, "Compressed batches"): an
+ * lz4 and a zstd batch whose CRC is right but whose compressed records are
+ * garbage are acknowledged and fetched back byte for byte as sent, beside
+ * valid ones that decompress to the records produced. */
+static void test_compressed_batches_stored_as_sent(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster(&c, 1);
+  create_topic(&c, "codecs", 1, 1);
+  struct wc w;
+  connect_leader(&c, 0, &w, "codecs", 0);
+  enum { NB = 4, NREC = 50 }; /* 50 records: enough for every codec to save bytes */
+  uint8_t *b[NB];
+  uint32_t lens[NB];
+  for (int k = 0; k < NB; k++) {
+    size_t len;
+    b[k] = tu_make_batch((uint64_t)k + 1, NREC, VALUE, 1000, &len);
+    /* 0, 1: valid lz4, zstd; 2, 3: lz4, zstd with garbage records. */
+    enum batch_codec codec = k % 2 == 0 ? BATCH_CODEC_LZ4 : BATCH_CODEC_ZSTD;
+    assert_int_equal(codec_batch_compress(codec, 0, &b[k], &len), 0);
+    assert_int_equal(le_get16(b[k] + BATCH_OFF_ATTRIBUTES) & BATCH_ATTR_CODEC_MASK, codec);
+    if (k >= 2) {
+      memset(b[k] + BATCH_HEADER_SIZE, 0xEE, len - BATCH_HEADER_SIZE);
+      le_put32(b[k] + BATCH_OFF_CRC, crc32c(b[k] + BATCH_CRC_START, len - BATCH_CRC_START));
+    }
+    lens[k] = (uint32_t)len;
+  }
+  for (int k = 0; k < NB; k++) {
+    struct one_produce op;
+    one_produce_init(&op, "codecs", 0, &lens[k], 1);
+    Cairn__Client__Envelope *resp = call(&w, &op.env, b[k], lens[k], NULL, NULL);
+    const Cairn__Client__ProducePartitionResult *ppr = resp->produce_resp->partitions[0];
+    if (err_code(ppr->error) != 0) {
+      fail_msg("batch %d refused: %s", k, ppr->error->message);
+    }
+    assert_int_equal(ppr->base_offset, k * NREC);
+    cairn__client__envelope__free_unpacked(resp, NULL);
+  }
+  struct one_fetch of;
+  one_fetch_init(&of, "codecs", 0, 0, 0);
+  uint8_t *data = NULL;
+  size_t dlen = 0;
+  Cairn__Client__Envelope *resp = call(&w, &of.env, NULL, 0, &data, &dlen);
+  assert_int_equal(err_code(resp->fetch_resp->partitions[0]->error), 0);
+  size_t pos = 0;
+  for (int k = 0; k < NB; k++) {
+    assert_true(pos + lens[k] <= dlen);
+    /* Everything but the broker's fields (offset, source index, flags). */
+    assert_memory_equal(data + pos + BATCH_BROKER_FIELDS_SIZE, b[k] + BATCH_BROKER_FIELDS_SIZE,
+                        lens[k] - BATCH_BROKER_FIELDS_SIZE);
+    uint8_t *plain = NULL;
+    size_t plen = 0;
+    int rv = codec_batch_decompress(data + pos, lens[k], BATCH_DEFAULT_MAX_BYTES, &plain, &plen);
+    if (k < 2) {
+      assert_int_equal(rv, 0);
+      assert_int_equal(tu_check_batch(plain, plen, (uint64_t)k + 1, NREC, VALUE), 0);
+    } else {
+      assert_int_equal(rv, CAIRN_ECOMPRESS);
+    }
+    free(plain);
+    pos += lens[k];
+  }
+  assert_int_equal(pos, dlen);
+  free(data);
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  for (int k = 0; k < NB; k++) {
+    free(b[k]);
+  }
   wc_close(&w);
   cd_destroy(&c);
 }
@@ -987,6 +1065,7 @@ int main(int argc, char **argv)
   cairnd_bin = argv[1];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_single_node_produce_fetch_list_offsets_round_trip),
+      cmocka_unit_test(test_compressed_batches_stored_as_sent),
       cmocka_unit_test(test_long_poll_fetch_wakes_on_produce),
       cmocka_unit_test(test_pipelined_requests_each_answered),
       cmocka_unit_test(test_leader_sigkill_loses_no_acknowledged_produce),

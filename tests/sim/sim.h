@@ -1,14 +1,16 @@
 /* sim.h - the deterministic simulation of one partition's Raft group
  * (docs/fault-tolerance.md, "Deterministic simulation"): N replicas of
- * canonical/raft over raft_fixture's in-memory network and disk, each
+ * canonical/raft over raft_fixture's in-memory network and disk, or over
+ * the simulation's own raft_io (sim_io.c: crashes, torn writes), each
  * applying entries with Cairn's own state machine core (rgroup_apply.c over
  * a memlog store and a producer table), driven by a seeded workload of
  * producers and a seeded schedule of faults, with invariants checked after
  * every step. One process, one thread, no real I/O, no clock: a seed
  * replays exactly.
  *
- * Modules: sim_replica.c (the raft_fsm adapter, the leader's produce queue
- * and the start-of-term rules of rgroup_raft.c), sim_workload.c (the
+ * Modules: sim_replica.c (the raft_fsm adapter, the leader's produce queue,
+ * the start-of-term rules of rgroup_raft.c, crash and restart), sim_io.c
+ * (the crash engine's raft_io, disk and network), sim_workload.c (the
  * producers), sim_check.c (the invariants), sim_partition.c (the driver,
  * the faults and the command line). */
 #ifndef CAIRN_SIM_H
@@ -57,6 +59,80 @@ static inline bool sim_rng_chance(struct sim_rng *r, uint32_t num, uint32_t den)
 {
   return sim_rng_below(r, den) < num;
 }
+
+/* ---- the io engine (sim_io.c): the simulation's own raft_io ---- */
+
+struct sim_io_rec;
+struct sim_io_op;
+struct sim_io_send;
+struct sim_io_msg;
+
+/* What a replica's disk holds durably: the term, the vote and the log
+ * records from index 1 (a torn last record is possible after a crash). */
+struct sim_io_disk {
+  raft_term term;
+  raft_id vote;
+  struct sim_io_rec *recs;
+  size_t n, cap;
+};
+
+/* One replica's raft_io; survives its crashes (the disk is kept). */
+struct sim_io {
+  struct raft_io io;
+  struct sim_net *net;
+  unsigned index;
+  raft_id id;
+  char address[16];
+  bool up;      /* a raft instance runs on it (start .. close) */
+  bool started; /* ticks and messages flow */
+  struct sim_io_disk disk;
+  struct sim_io_op *ops; /* writes in flight, completed in order */
+  int64_t last_done_ms;  /* completion time of the last write asked */
+  unsigned disk_latency;
+  struct sim_io_send *sends;
+  unsigned tick_ms;
+  int64_t next_tick_ms;
+  raft_io_tick_cb tick;
+  raft_io_recv_cb recv;
+  uint64_t torn_entries, torn_cut,
+      torn_dropped; /* whole / cut records left by crashes; dropped at load */
+};
+
+/* The network and the clock of the io engine. */
+struct sim_net {
+  int64_t now;
+  struct sim_rng rng;
+  struct sim_io *ios[SIM_MAX_REPLICAS];
+  unsigned n;
+  bool cut[SIM_MAX_REPLICAS][SIM_MAX_REPLICAS]; /* messages i -> j dropped at delivery */
+  unsigned latency[SIM_MAX_REPLICAS];           /* per sender, ms, at least 1 */
+  uint32_t loss_ppm, dup_ppm;
+  bool torn_writes;         /* a crash may leave a prefix of the write in progress */
+  bool early_ack;           /* the mutant: an append acknowledged before it is durable */
+  bool cancel_oldest_first; /* raft_uv's order for writes cancelled at close */
+  bool failed;              /* out of memory inside the io */
+  struct sim_io_msg *msgs;
+  uint64_t seq, lost, duplicated, dropped, delivered;
+};
+
+enum sim_io_event {
+  SIM_IO_EV_NONE,
+  SIM_IO_EV_SEND,
+  SIM_IO_EV_ACK,
+  SIM_IO_EV_DISK,
+  SIM_IO_EV_NET,
+  SIM_IO_EV_TICK,
+};
+
+/* Sets up replica index's io on net (its disk empty). */
+void sim_io_init_replica(struct sim_io *sio, struct sim_net *net, unsigned index);
+/* Frees a disk's records (after its raft instance is closed). */
+void sim_io_disk_close(struct sim_io_disk *d);
+/* Frees the messages still on the wire. */
+void sim_net_close(struct sim_net *net);
+/* Fires the earliest event due no later than until_ms (sim_io.c); returns
+ * its kind, or SIM_IO_EV_NONE with the clock moved to until_ms. */
+enum sim_io_event sim_net_step(struct sim_net *net, int64_t until_ms, unsigned *who);
 
 /* ---- the workload's objects ---- */
 
@@ -129,21 +205,34 @@ struct sim_replica {
   raft_index term_first_index;
   int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   raft_io_recv_cb raft_recv;
-  int (*io_append)(struct raft_io *io, struct raft_io_append *req, const struct raft_entry entries[],
-                   unsigned n, raft_io_append_cb cb);
+  int (*io_append)(struct raft_io *io, struct raft_io_append *req,
+                   const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
+  /* The clamp (the io engine, as rgroup_raft.c): the send method under the
+   * interposer, whether an AppendEntries is being received and its end
+   * (prev_log_index + n_entries). */
+  int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                 raft_io_send_cb cb);
+  bool receiving;
+  raft_index receiving_end;
+  uint64_t results_clamped;
   /* The disk: raft_uv writes appends one after the other, so they complete
    * in the order they were asked. The fixture completes each at its own
    * "now + latency", which reorders them when the latency drops; raft 0.15
    * (updateLastStored adds counts to last_stored) and the fixture's own log
    * (it appends entries in completion order) both assume FIFO. */
-  unsigned disk_latency;  /* what the faults ask for, in ms */
-  raft_time append_done;  /* completion time of the last append asked */
+  unsigned disk_latency; /* what the faults ask for, in ms */
+  raft_time append_done; /* completion time of the last append asked */
   uint64_t results_held;
   uint64_t barriers;
   /* what the checker has verified of this replica's store */
   size_t checked_batches; /* batches compared with the reference log */
   int64_t checked_next;   /* the offset after them */
   uint64_t applies;
+  /* the io engine: the raft instance (NULL while crashed) and its io */
+  struct raft *raft;
+  struct sim_io sio;
+  uint64_t store_index_at_start; /* the store's last index when raft last started */
+  uint64_t crashes, store_cut_batches;
 };
 
 /* One batch of the reference log: the first replica to apply an offset
@@ -175,11 +264,23 @@ struct sim_check {
   uint64_t acks, duplicates_answered, checks;
 };
 
+/* What runs Raft's I/O: raft_fixture (no crash), or sim_io.c (crashes). */
+enum sim_engine {
+  SIM_ENGINE_FIXTURE,
+  SIM_ENGINE_IO,
+};
+
 struct sim_opts {
-  unsigned replicas;  /* 3 or 5; 0: chosen by the seed */
-  unsigned producers; /* 0: chosen by the seed */
-  int64_t fault_ms;   /* simulated time with faults */
-  int64_t settle_ms;  /* then without, until every batch is acknowledged */
+  enum sim_engine engine;
+  bool early_ack;           /* the io engine's mutant (sim_io.c) */
+  bool no_torn;             /* the io engine without torn writes */
+  bool cancel_oldest_first; /* the io engine: sim_io.c's close as raft_uv orders it */
+  bool no_clamp_results;    /* the io engine without rgroup's fix for seed 13488: raft 0.15's
+                               answers as they are (sim_replica.c) */
+  unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
+  unsigned producers;       /* 0: chosen by the seed */
+  int64_t fault_ms;         /* simulated time with faults */
+  int64_t settle_ms;        /* then without, until every batch is acknowledged */
   bool trace;
   FILE *out; /* the trace */
 };
@@ -187,13 +288,16 @@ struct sim_opts {
 struct sim_stats {
   uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
   uint64_t duplicates_answered, refusals, sim_ms;
+  uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
+  uint64_t msgs_lost, msgs_duplicated, results_clamped;
 };
 
 struct sim {
   uint64_t seed;
   struct sim_opts opts;
   struct sim_rng rng;
-  struct raft_fixture f;
+  struct raft_fixture f; /* SIM_ENGINE_FIXTURE */
+  struct sim_net net;    /* SIM_ENGINE_IO */
   unsigned n;
   struct sim_replica reps[SIM_MAX_REPLICAS];
   struct sim_producer producers[SIM_MAX_PRODUCERS];
@@ -222,6 +326,14 @@ void sim_replica_close(struct sim_replica *rep);
 void sim_replica_interpose(struct sim_replica *rep); /* before raft_fixture_start */
 void sim_replica_set_disk_latency(struct sim_replica *rep, unsigned ms);
 struct raft *sim_replica_raft(struct sim_replica *rep);
+/* Is a raft instance running for rep (not paused, not crashed)? */
+bool sim_replica_up(struct sim_replica *rep);
+/* The io engine: starts (or restarts) rep's raft instance from its disk
+ * (bootstrapping it first when bootstrap is not NULL). 0 or a negative code. */
+int sim_replica_start(struct sim_replica *rep, const struct raft_configuration *bootstrap);
+/* The io engine: rep's process dies (sim_replica.c): raft closed, writes
+ * not durable lost or torn, the store cut to a random entry boundary. */
+void sim_replica_crash(struct sim_replica *rep);
 /* Queues one attempt (rgroup_produce): 0, or CAIRN_ENOTLEADER at once. */
 int sim_replica_produce(struct sim_replica *rep, struct sim_req *req);
 /* After each fixture step: the barrier of a new leader (rgroup_raft.c). */
@@ -249,6 +361,8 @@ void sim_check_step(struct sim *s);
 /* The end of a seed: every store whole against the reference log, each
  * producer table equal to the one rebuilt from its store. */
 void sim_check_final(struct sim *s);
+/* After rep's store was cut by a crash: what of it stays checked. */
+void sim_check_rewind(struct sim *s, struct sim_replica *rep);
 
 /* FNV-1a. */
 uint64_t sim_hash(const uint8_t *p, size_t len);

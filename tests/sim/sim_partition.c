@@ -5,6 +5,8 @@
  *
  *   sim_partition --seeds N [--start S]   seeds S .. S+N-1, a summary
  *   sim_partition --seed X [--trace]      one seed, its step trace on stdout
+ *   --crash                               the crash engine (sim_io.c) instead
+ *                                         of raft_fixture: crashes, torn writes
  * A violation prints the seed, the step and how to replay it; exit 1.
  *
  * Faults, chosen by the seed (each with a duration in simulated time):
@@ -14,7 +16,9 @@
  * docs/fault-tolerance.md), network latency per sender (reorders messages
  * sent before and after a change), disk latency per replica, the leader
  * deposed (raft_fixture_depose) or made to hand over (raft_transfer), and
- * randomized election timeouts. */
+ * randomized election timeouts. The crash engine draws a crash (the
+ * replica's process dies and restarts at the fault's end) instead of a
+ * pause, and a crash of every replica instead of a depose. */
 #include "sim.h"
 
 #include "common/err.h"
@@ -26,6 +30,8 @@
 #include <time.h>
 
 #define SIM_MAX_FAULTS 32
+#define SIM_DEFAULT_FAULT_MS 10000
+#define SIM_DEFAULT_SETTLE_MS 60000
 
 enum sim_fault_kind {
   SIM_FAULT_LOSS,    /* messages i -> j dropped */
@@ -35,11 +41,22 @@ enum sim_fault_kind {
   SIM_FAULT_DISK_LATENCY,
   SIM_FAULT_DEPOSE,
   SIM_FAULT_TRANSFER,
+  SIM_FAULT_FIXTURE_KINDS,                   /* the fixture engine draws among the kinds above */
+  SIM_FAULT_CRASH = SIM_FAULT_FIXTURE_KINDS, /* the io engine: i dies, restarts at the end */
+  SIM_FAULT_CRASH_ALL, /* the io engine: every replica dies, each restarts on its own */
   SIM_FAULT_KINDS
 };
 
 static const char *const sim_fault_names[SIM_FAULT_KINDS] = {
-    "loss", "isolate", "pause", "net-latency", "disk-latency", "depose", "transfer"};
+    "loss",   "isolate",  "pause", "net-latency", "disk-latency",
+    "depose", "transfer", "crash", "crash-all"};
+
+/* The io engine's draw: a crash instead of a pause (the fixture's kill
+ * keeps the memory), a crash of every replica instead of a depose (which
+ * needs the fixture). */
+static const enum sim_fault_kind sim_io_fault_kinds[] = {
+    SIM_FAULT_LOSS,         SIM_FAULT_ISOLATE,   SIM_FAULT_CRASH,    SIM_FAULT_NET_LATENCY,
+    SIM_FAULT_DISK_LATENCY, SIM_FAULT_CRASH_ALL, SIM_FAULT_TRANSFER, SIM_FAULT_CRASH};
 
 struct sim_fault {
   enum sim_fault_kind kind;
@@ -62,11 +79,35 @@ struct sim_transfer {
   bool done;
 };
 
+static void sim_set_net_latency(struct sim *s, unsigned i, unsigned ms);
+
 /* ---- reporting ---- */
 
 int64_t sim_now(struct sim *s)
 {
+  if (s->opts.engine == SIM_ENGINE_IO) {
+    return s->net.now;
+  }
   return (int64_t)raft_fixture_time(&s->f);
+}
+
+/* The id of the replica that leads (the highest term's, if two believe
+ * they do), 0 if none: raft_fixture's leader_id for the io engine too. */
+static raft_id sim_leader_id(struct sim *s)
+{
+  if (s->opts.engine == SIM_ENGINE_FIXTURE) {
+    return s->f.leader_id;
+  }
+  raft_id id = 0;
+  raft_term term = 0;
+  for (unsigned i = 0; i < s->n; i++) {
+    struct raft *r = sim_replica_raft(&s->reps[i]);
+    if (r != NULL && raft_state(r) == RAFT_LEADER && r->current_term > term) {
+      term = r->current_term;
+      id = (raft_id)i + 1;
+    }
+  }
+  return id;
 }
 
 /* With --trace, each server's Raft state at a violation: what a replay of
@@ -75,7 +116,11 @@ int64_t sim_now(struct sim *s)
 static void sim_trace_rafts(struct sim *s)
 {
   for (unsigned i = 0; i < s->n; i++) {
-    struct raft *r = raft_fixture_get(&s->f, i);
+    if (!sim_replica_up(&s->reps[i])) {
+      sim_trace(s, "raft r%u down", i);
+      continue;
+    }
+    struct raft *r = sim_replica_raft(&s->reps[i]);
     sim_trace(s, "raft r%u state=%u term=%llu last=%llu stored=%llu commit=%llu applied=%llu", i,
               (unsigned)r->state, (unsigned long long)r->current_term,
               (unsigned long long)raft_last_index(r), (unsigned long long)r->last_stored,
@@ -126,7 +171,7 @@ void sim_trace(struct sim *s, const char *fmt, ...)
 
 static bool sim_link_cut(struct sim *s, struct sim_driver *d, unsigned i, unsigned j)
 {
-  if (!raft_fixture_alive(&s->f, i) || !raft_fixture_alive(&s->f, j)) {
+  if (!sim_replica_up(&s->reps[i]) || !sim_replica_up(&s->reps[j])) {
     return true;
   }
   for (unsigned k = 0; k < d->nfaults; k++) {
@@ -149,6 +194,10 @@ static void sim_links_sync(struct sim *s, struct sim_driver *d)
         continue;
       }
       bool want = sim_link_cut(s, d, i, j);
+      if (s->opts.engine == SIM_ENGINE_IO) {
+        s->net.cut[i][j] = want;
+        continue;
+      }
       if (want && !raft_fixture_saturated(&s->f, i, j)) {
         raft_fixture_saturate(&s->f, i, j);
       } else if (!want && raft_fixture_saturated(&s->f, i, j)) {
@@ -169,7 +218,7 @@ static void sim_on_transfer(struct raft_transfer *req)
 static unsigned sim_leader(struct sim *s)
 {
   for (unsigned i = 0; i < s->n; i++) {
-    if (raft_fixture_alive(&s->f, i) && raft_state(raft_fixture_get(&s->f, i)) == RAFT_LEADER) {
+    if (sim_replica_up(&s->reps[i]) && raft_state(sim_replica_raft(&s->reps[i])) == RAFT_LEADER) {
       return i;
     }
   }
@@ -184,22 +233,46 @@ static void sim_fault_end(struct sim *s, struct sim_driver *d, unsigned k)
   if (ft.kind == SIM_FAULT_PAUSE) {
     raft_fixture_revive(&s->f, ft.i);
   }
+  if (ft.kind == SIM_FAULT_CRASH) {
+    (void)sim_replica_start(&s->reps[ft.i], NULL); /* a failure is a violation */
+  }
   sim_links_sync(s, d);
 }
 
 static bool sim_paused(struct sim_driver *d, unsigned i)
 {
   for (unsigned k = 0; k < d->nfaults; k++) {
-    if (d->faults[k].kind == SIM_FAULT_PAUSE && d->faults[k].i == i) {
+    if ((d->faults[k].kind == SIM_FAULT_PAUSE || d->faults[k].kind == SIM_FAULT_CRASH) &&
+        d->faults[k].i == i) {
       return true;
     }
   }
   return false;
 }
 
+/* Crashes i for dur ms (a fault whose end restarts it). */
+static void sim_crash(struct sim *s, struct sim_driver *d, unsigned i, int64_t dur)
+{
+  if (sim_paused(d, i) || d->nfaults == SIM_MAX_FAULTS) {
+    return;
+  }
+  sim_replica_crash(&s->reps[i]);
+  struct sim_fault *ft = &d->faults[d->nfaults++];
+  ft->kind = SIM_FAULT_CRASH;
+  ft->i = ft->j = i;
+  ft->end_ms = sim_now(s) + dur;
+  sim_trace(s, "fault crash %u for %lldms", i, (long long)dur);
+}
+
 static void sim_fault_start(struct sim *s, struct sim_driver *d)
 {
-  enum sim_fault_kind kind = (enum sim_fault_kind)sim_rng_below(&s->rng, SIM_FAULT_KINDS);
+  enum sim_fault_kind kind;
+  if (s->opts.engine == SIM_ENGINE_IO) {
+    kind = sim_io_fault_kinds[sim_rng_below(&s->rng, sizeof sim_io_fault_kinds /
+                                                         sizeof sim_io_fault_kinds[0])];
+  } else {
+    kind = (enum sim_fault_kind)sim_rng_below(&s->rng, SIM_FAULT_FIXTURE_KINDS);
+  }
   unsigned i = sim_rng_below(&s->rng, s->n);
   unsigned j = (i + 1 + sim_rng_below(&s->rng, s->n - 1)) % s->n;
   int64_t dur = 100 + sim_rng_below(&s->rng, 4000);
@@ -217,9 +290,17 @@ static void sim_fault_start(struct sim *s, struct sim_driver *d)
     }
     raft_fixture_kill(&s->f, i);
     break;
+  case SIM_FAULT_CRASH:
+    sim_crash(s, d, i, dur);
+    return;
+  case SIM_FAULT_CRASH_ALL:
+    for (unsigned k = 0; k < s->n; k++) {
+      sim_crash(s, d, k, dur + sim_rng_below(&s->rng, 1000));
+    }
+    return;
   case SIM_FAULT_NET_LATENCY: {
     unsigned ms = 1 + sim_rng_below(&s->rng, sim_rng_chance(&s->rng, 1, 4) ? 400 : 40);
-    raft_fixture_set_network_latency(&s->f, i, ms);
+    sim_set_net_latency(s, i, ms);
     sim_trace(s, "fault net-latency %u %ums", i, ms);
     return;
   }
@@ -254,7 +335,8 @@ static void sim_fault_start(struct sim *s, struct sim_driver *d)
     if (t == NULL) {
       return;
     }
-    if (raft_transfer(raft_fixture_get(&s->f, l), &t->req, (raft_id)j + 1, sim_on_transfer) != 0) {
+    if (raft_transfer(sim_replica_raft(&s->reps[l]), &t->req, (raft_id)j + 1, sim_on_transfer) !=
+        0) {
       free(t);
       return;
     }
@@ -285,7 +367,7 @@ static void sim_faults_turn(struct sim *s, struct sim_driver *d, bool inject)
       k++;
     }
   }
-  if (now >= d->next_timeouts_ms) {
+  if (s->opts.engine == SIM_ENGINE_FIXTURE && now >= d->next_timeouts_ms) {
     d->next_timeouts_ms = now + 500;
     for (unsigned i = 0; i < s->n; i++) {
       raft_fixture_set_randomized_election_timeout(&s->f, i, 1000 + sim_rng_below(&s->rng, 1000));
@@ -304,25 +386,50 @@ static struct sim *sim_of(struct raft_fixture *f)
   return (struct sim *)((char *)f - offsetof(struct sim, f));
 }
 
-static void sim_on_event(struct raft_fixture *f, struct raft_fixture_event *ev)
+/* After every event of either engine. */
+static void sim_after_event(struct sim *s, unsigned index, const char *type)
 {
-  static const char *const types[] = {"?", "tick", "network", "disk", "work"};
-  struct sim *s = sim_of(f);
   s->step++;
   s->stats.steps++;
-  sim_trace(s, "event r%u %s", ev->server_index,
-            ev->type >= 1 && ev->type <= 4 ? types[ev->type] : "?");
+  sim_trace(s, "event r%u %s", index, type);
   for (unsigned i = 0; i < s->n; i++) {
     sim_replica_after_step(&s->reps[i]);
   }
-  if (f->leader_id != s->last_leader) {
-    sim_trace(s, "leader %llu", (unsigned long long)f->leader_id);
-    if (f->leader_id != 0) {
+  raft_id leader = sim_leader_id(s);
+  if (leader != s->last_leader) {
+    sim_trace(s, "leader %llu", (unsigned long long)leader);
+    if (leader != 0) {
       s->stats.leader_changes++;
     }
-    s->last_leader = f->leader_id;
+    s->last_leader = leader;
+  }
+  if (s->net.failed) {
+    sim_fail(s, "out of memory in the simulated io");
   }
   sim_check_step(s);
+}
+
+static void sim_on_event(struct raft_fixture *f, struct raft_fixture_event *ev)
+{
+  static const char *const types[] = {"?", "tick", "network", "disk", "work"};
+  sim_after_event(sim_of(f), ev->server_index,
+                  ev->type >= 1 && ev->type <= 4 ? types[ev->type] : "?");
+}
+
+/* One event of the engine; with the io engine, at most 10 simulated ms
+ * pass without one (every replica may be down). */
+static void sim_engine_step(struct sim *s)
+{
+  if (s->opts.engine == SIM_ENGINE_FIXTURE) {
+    raft_fixture_step(&s->f);
+    return;
+  }
+  static const char *const types[] = {"none", "send", "ack", "disk", "network", "tick"};
+  unsigned who = 0;
+  enum sim_io_event ev = sim_net_step(&s->net, s->net.now + 10, &who);
+  if (ev != SIM_IO_EV_NONE) {
+    sim_after_event(s, who, types[ev]);
+  }
 }
 
 static bool sim_settled(struct sim *s)
@@ -330,17 +437,77 @@ static bool sim_settled(struct sim *s)
   if (!sim_workload_done(s)) {
     return false;
   }
-  raft_index applied = raft_last_applied(raft_fixture_get(&s->f, 0));
+  for (unsigned i = 0; i < s->n; i++) {
+    if (!sim_replica_up(&s->reps[i])) {
+      return false;
+    }
+  }
+  raft_index applied = raft_last_applied(sim_replica_raft(&s->reps[0]));
   for (unsigned i = 1; i < s->n; i++) {
-    if (raft_last_applied(raft_fixture_get(&s->f, i)) != applied) {
+    if (raft_last_applied(sim_replica_raft(&s->reps[i])) != applied) {
+      return false;
+    }
+  }
+  if (s->opts.engine == SIM_ENGINE_FIXTURE) {
+    return true;
+  }
+  /* Replicas that all just restarted have all applied index 1: settled
+   * only once each has applied its whole log (a leader's barrier commits
+   * it) and is past what its store held at the restart. */
+  for (unsigned i = 0; i < s->n; i++) {
+    struct raft *r = sim_replica_raft(&s->reps[i]);
+    if (raft_last_index(r) != applied || applied < s->reps[i].store_index_at_start) {
       return false;
     }
   }
   return true;
 }
 
+static void sim_set_net_latency(struct sim *s, unsigned i, unsigned ms)
+{
+  if (s->opts.engine == SIM_ENGINE_IO) {
+    s->net.latency[i] = ms;
+    return;
+  }
+  raft_fixture_set_network_latency(&s->f, i, ms);
+}
+
+/* The io engine's cluster: each replica's io and disk, bootstrapped with
+ * the same configuration, then started. */
+static int sim_setup_io(struct sim *s)
+{
+  s->net.rng.s = sim_rng_next(&s->rng);
+  s->net.loss_ppm = sim_rng_below(&s->rng, 10000); /* up to 1 % of messages */
+  s->net.dup_ppm = sim_rng_below(&s->rng, 10000);
+  s->net.torn_writes = !s->opts.no_torn;
+  s->net.early_ack = s->opts.early_ack;
+  s->net.cancel_oldest_first = s->opts.cancel_oldest_first;
+  struct raft_configuration conf;
+  raft_configuration_init(&conf);
+  int rv = 0;
+  for (unsigned i = 0; i < s->n && rv == 0; i++) {
+    rv = sim_replica_init(s, &s->reps[i], i);
+    if (rv != 0) {
+      break;
+    }
+    sim_io_init_replica(&s->reps[i].sio, &s->net, i);
+    sim_set_net_latency(s, i, 1 + sim_rng_below(&s->rng, 30));
+    sim_replica_set_disk_latency(&s->reps[i], 1 + sim_rng_below(&s->rng, 20));
+    sim_replica_interpose(&s->reps[i]);
+    rv = raft_configuration_add(&conf, (raft_id)i + 1, s->reps[i].sio.address, RAFT_VOTER);
+  }
+  for (unsigned i = 0; i < s->n && rv == 0; i++) {
+    rv = sim_replica_start(&s->reps[i], &conf);
+  }
+  raft_configuration_close(&conf);
+  return rv;
+}
+
 static int sim_setup(struct sim *s)
 {
+  if (s->opts.engine == SIM_ENGINE_IO) {
+    return sim_setup_io(s);
+  }
   int rv = raft_fixture_initialize(&s->f);
   if (rv != 0) {
     return rv;
@@ -376,14 +543,25 @@ static int sim_setup(struct sim *s)
 
 static void sim_teardown(struct sim *s, struct sim_driver *d)
 {
-  raft_fixture_close(&s->f); /* fails what is in flight: the replicas free their requests */
+  if (s->opts.engine == SIM_ENGINE_FIXTURE) {
+    raft_fixture_close(&s->f); /* fails what is in flight: the replicas free their requests */
+  }
   for (unsigned i = 0; i < s->n; i++) {
+    s->stats.crashes += s->reps[i].crashes;
+    s->stats.store_cut_batches += s->reps[i].store_cut_batches;
+    s->stats.results_clamped += s->reps[i].results_clamped;
+    s->stats.torn_entries += s->reps[i].sio.torn_entries;
+    s->stats.torn_cut += s->reps[i].sio.torn_cut;
+    s->stats.torn_dropped += s->reps[i].sio.torn_dropped;
     s->stats.results_held += s->reps[i].results_held;
     s->stats.barriers += s->reps[i].barriers;
     s->stats.duplicates_answered += s->reps[i].ap.duplicates;
     s->stats.refusals += s->reps[i].ap.refusals;
-    sim_replica_close(&s->reps[i]);
+    sim_replica_close(&s->reps[i]); /* the io engine: closes raft, fails what is in flight */
   }
+  s->stats.msgs_lost = s->net.lost;
+  s->stats.msgs_duplicated = s->net.duplicated;
+  sim_net_close(&s->net);
   while (d->transfers != NULL) {
     struct sim_transfer *t = d->transfers;
     d->transfers = t->next;
@@ -420,12 +598,12 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
   while (!s->failed && sim_now(s) < opts->fault_ms) {
     sim_faults_turn(s, &d, true);
     sim_workload_turn(s, true);
-    raft_fixture_step(&s->f);
+    sim_engine_step(s);
   }
   if (!s->failed) {
     sim_faults_turn(s, &d, false); /* heal everything */
     for (unsigned i = 0; i < s->n; i++) {
-      raft_fixture_set_network_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 30));
+      sim_set_net_latency(s, i, 1 + sim_rng_below(&s->rng, 30));
       sim_replica_set_disk_latency(&s->reps[i], 1 + sim_rng_below(&s->rng, 20));
     }
     sim_trace(s, "healed");
@@ -434,7 +612,7 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
   while (!s->failed && !sim_settled(s) && sim_now(s) < deadline) {
     sim_faults_turn(s, &d, false);
     sim_workload_turn(s, false);
-    raft_fixture_step(&s->f);
+    sim_engine_step(s);
   }
   if (!s->failed && !sim_settled(s)) {
     sim_fail(s, "not settled %lld ms after every fault healed: %s", (long long)opts->settle_ms,
@@ -452,22 +630,75 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
 
 /* ---- the command line ---- */
 
+/* The flags a replay needs besides --seed (those that are not defaults). */
+static const char *sim_replay_flags(const struct sim_opts *o)
+{
+  static char buf[160];
+  int n = snprintf(buf, sizeof buf, "%s%s%s",
+                   o->early_ack                 ? " --early-ack"
+                   : o->engine == SIM_ENGINE_IO ? " --crash"
+                                                : "",
+                   o->no_torn ? " --no-torn" : "",
+                   o->cancel_oldest_first ? " --cancel-oldest-first"
+                   : o->no_clamp_results  ? " --no-clamp-results"
+                                          : "");
+  if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
+  }
+  if (o->settle_ms != SIM_DEFAULT_SETTLE_MS && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --settle-ms %lld", (long long)o->settle_ms);
+  }
+  if (o->replicas != 0 && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --replicas %u", o->replicas);
+  }
+  if (o->producers != 0 && n >= 0 && (size_t)n < sizeof buf) {
+    snprintf(buf + n, sizeof buf - (size_t)n, " --producers %u", o->producers);
+  }
+  return buf;
+}
+
 static void sim_usage(FILE *out)
 {
-  fprintf(out, "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
-               "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n");
+  fprintf(out,
+          "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
+          "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
+          "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results] | --early-ack]\n");
 }
 
 int main(int argc, char **argv)
 {
   uint64_t start = 1, count = 1;
   bool single = false;
-  struct sim_opts opts = {.fault_ms = 10000, .settle_ms = 60000, .out = stdout};
+  struct sim_opts opts = {
+      .fault_ms = SIM_DEFAULT_FAULT_MS, .settle_ms = SIM_DEFAULT_SETTLE_MS, .out = stdout};
   for (int a = 1; a < argc; a++) {
     const char *arg = argv[a];
     const char *val = a + 1 < argc ? argv[a + 1] : NULL;
     if (strcmp(arg, "--trace") == 0) {
       opts.trace = true;
+      continue;
+    }
+    if (strcmp(arg, "--crash") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      continue;
+    }
+    if (strcmp(arg, "--cancel-oldest-first") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      opts.cancel_oldest_first = true;
+      continue;
+    }
+    if (strcmp(arg, "--no-clamp-results") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      opts.no_clamp_results = true;
+      continue;
+    }
+    if (strcmp(arg, "--no-torn") == 0) {
+      opts.no_torn = true;
+      continue;
+    }
+    if (strcmp(arg, "--early-ack") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      opts.early_ack = true;
       continue;
     }
     if (val == NULL) {
@@ -521,11 +752,19 @@ int main(int argc, char **argv)
     total.duplicates_answered += s->stats.duplicates_answered;
     total.refusals += s->stats.refusals;
     total.sim_ms += s->stats.sim_ms;
+    total.crashes += s->stats.crashes;
+    total.torn_entries += s->stats.torn_entries;
+    total.torn_cut += s->stats.torn_cut;
+    total.torn_dropped += s->stats.torn_dropped;
+    total.store_cut_batches += s->stats.store_cut_batches;
+    total.msgs_lost += s->stats.msgs_lost;
+    total.msgs_duplicated += s->stats.msgs_duplicated;
+    total.results_clamped += s->stats.results_clamped;
     if (rv != 0) {
       fprintf(opts.trace ? stdout : stderr,
-              "sim_partition: seed %" PRIu64 ": %s: %s\n"
-              "replay: sim_partition --seed %" PRIu64 " --trace\n",
-              seed, rv > 0 ? "VIOLATION" : "ERROR", s->errmsg, seed);
+              "sim_partition: seed %" PRIu64 ": %s: %s\nreplay: sim_partition --seed %" PRIu64
+              "%s --trace\n",
+              seed, rv > 0 ? "VIOLATION" : "ERROR", s->errmsg, seed, sim_replay_flags(&opts));
       status = 1;
       break;
     }
@@ -543,6 +782,16 @@ int main(int argc, char **argv)
           total.steps, (double)total.sim_ms / 1000, total.batches, total.acks, total.entries,
           total.duplicates_answered, total.refusals, total.faults, total.leader_changes,
           total.barriers, total.results_held);
+  if (opts.engine == SIM_ENGINE_IO) {
+    fprintf(sum,
+            "sim_partition: crashes %" PRIu64 " (%s), torn writes left %" PRIu64
+            " whole entries and %" PRIu64 " cut ones, loads dropped %" PRIu64
+            " records, store cuts dropped %" PRIu64 " batches, messages lost %" PRIu64
+            ", duplicated %" PRIu64 ", results clamped %" PRIu64 "\n",
+            total.crashes, opts.early_ack ? "MUTANT: appends acknowledged before durable" : "real",
+            total.torn_entries, total.torn_cut, total.torn_dropped, total.store_cut_batches,
+            total.msgs_lost, total.msgs_duplicated, total.results_clamped);
+  }
   free(s);
   return status;
 }

@@ -18,14 +18,24 @@
 
 struct raft *sim_replica_raft(struct sim_replica *rep)
 {
+  if (rep->sim->opts.engine == SIM_ENGINE_IO) {
+    return rep->raft;
+  }
   return raft_fixture_get(&rep->sim->f, rep->index);
 }
 
+bool sim_replica_up(struct sim_replica *rep)
+{
+  if (rep->sim->opts.engine == SIM_ENGINE_IO) {
+    return rep->raft != NULL;
+  }
+  return raft_fixture_alive(&rep->sim->f, rep->index);
+}
+
+/* raft_init sets io->data to the instance, whichever engine runs it. */
 static struct sim_replica *sim_replica_of_io(struct raft_io *io)
 {
-  struct raft_fixture_server *srv =
-      (struct raft_fixture_server *)((char *)io - offsetof(struct raft_fixture_server, io));
-  return srv->raft.fsm->data;
+  return ((struct raft *)io->data)->fsm->data;
 }
 
 /* ---- the state machine ---- */
@@ -92,8 +102,15 @@ int sim_replica_init(struct sim *s, struct sim_replica *rep, unsigned index)
   return 0;
 }
 
+static void sim_replica_on_closed(struct raft *r);
+
 void sim_replica_close(struct sim_replica *rep)
 {
+  if (rep->raft != NULL) {
+    raft_close(rep->raft, sim_replica_on_closed); /* sim_io closes at once */
+    rep->raft = NULL;
+  }
+  sim_io_disk_close(&rep->sio.disk);
   if (rep->store != NULL) {
     store_close(rep->store);
     rep->store = NULL;
@@ -246,7 +263,7 @@ static void sim_replica_on_barrier(struct raft_barrier *req, int status)
 void sim_replica_after_step(struct sim_replica *rep)
 {
   struct raft *r = sim_replica_raft(rep);
-  if (!raft_fixture_alive(&rep->sim->f, rep->index) || raft_state(r) != RAFT_LEADER ||
+  if (!sim_replica_up(rep) || raft_state(r) != RAFT_LEADER ||
       rep->term_appended == r->current_term) {
     return;
   }
@@ -264,10 +281,66 @@ void sim_replica_after_step(struct sim_replica *rep)
             (unsigned long long)r->current_term, (unsigned long long)rep->term_first_index);
 }
 
+/* With --trace: the Raft messages a replica receives, with what a replay
+ * of a divergence needs (terms, indexes, the entries' terms). */
+static void sim_replica_trace_msg(struct sim_replica *rep, const struct raft_message *m)
+{
+  struct sim *s = rep->sim;
+  if (!s->opts.trace) {
+    return;
+  }
+  unsigned from = (unsigned)m->server_id - 1;
+  switch (m->type) {
+  case RAFT_IO_APPEND_ENTRIES: {
+    const struct raft_append_entries *ae = &m->append_entries;
+    sim_trace(s, "recv r%u<-r%u ae term=%llu prev=%llu/%llu n=%u first-term=%llu commit=%llu",
+              rep->index, from, (unsigned long long)ae->term,
+              (unsigned long long)ae->prev_log_index, (unsigned long long)ae->prev_log_term,
+              ae->n_entries, ae->n_entries ? (unsigned long long)ae->entries[0].term : 0ull,
+              (unsigned long long)ae->leader_commit);
+    break;
+  }
+  case RAFT_IO_APPEND_ENTRIES_RESULT: {
+    const struct raft_append_entries_result *ar = &m->append_entries_result;
+    sim_trace(s, "recv r%u<-r%u ae-result term=%llu rejected=%llu last=%llu", rep->index, from,
+              (unsigned long long)ar->term, (unsigned long long)ar->rejected,
+              (unsigned long long)ar->last_log_index);
+    break;
+  }
+  case RAFT_IO_REQUEST_VOTE: {
+    const struct raft_request_vote *rv = &m->request_vote;
+    sim_trace(s, "recv r%u<-r%u vote term=%llu last=%llu/%llu pre=%d", rep->index, from,
+              (unsigned long long)rv->term, (unsigned long long)rv->last_log_index,
+              (unsigned long long)rv->last_log_term, (int)rv->pre_vote);
+    break;
+  }
+  case RAFT_IO_REQUEST_VOTE_RESULT:
+    sim_trace(s, "recv r%u<-r%u vote-result term=%llu granted=%d", rep->index, from,
+              (unsigned long long)m->request_vote_result.term,
+              (int)m->request_vote_result.vote_granted);
+    break;
+  default:
+    sim_trace(s, "recv r%u<-r%u type=%u", rep->index, from, (unsigned)m->type);
+    break;
+  }
+}
+
 static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct sim_replica *rep = sim_replica_of_io(io);
   struct raft *r = sim_replica_raft(rep);
+  if (rep->sim->opts.engine == SIM_ENGINE_IO) {
+    sim_replica_trace_msg(rep, m); /* the fixture engine's traces stay as they were */
+  }
+  if (!rep->sim->opts.no_clamp_results && m->type == RAFT_IO_APPEND_ENTRIES) {
+    /* Answered inside this call when nothing is to be written (see
+     * sim_replica_io_send); the end is read before raft takes the entries. */
+    rep->receiving_end = m->append_entries.prev_log_index + m->append_entries.n_entries;
+    rep->receiving = true;
+    rep->raft_recv(io, m);
+    rep->receiving = false;
+    return;
+  }
   if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
       m->append_entries_result.term == r->current_term &&
       !(rep->term_appended == r->current_term && r->last_stored >= rep->term_first_index)) {
@@ -276,6 +349,34 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
     return;
   }
   rep->raft_recv(io, m);
+}
+
+/* What rgroup_raft_send_clamped does on a node (cluster/rgroup_raft.c), the
+ * fix for seed 13488 (docs/fault-tolerance.md; --no-clamp-results leaves it
+ * out):
+ * raft 0.15 answers an AppendEntries it needs to write nothing for (an
+ * empty one, or entries it already holds) at once, inside the receive
+ * callback, with last_log_index = last_stored, which counts a stale tail
+ * of an older term beyond what the message verified; the leader then takes
+ * that tail as a match. Clamped here to prev_log_index + n_entries. An
+ * answer after a write needs nothing: the write replaced any tail past the
+ * first entry that differed, and raft only writes when one did. */
+static int sim_replica_io_send(struct raft_io *io, struct raft_io_send *req,
+                               const struct raft_message *m, raft_io_send_cb cb)
+{
+  struct sim_replica *rep = sim_replica_of_io(io);
+  if (!rep->receiving || m->type != RAFT_IO_APPEND_ENTRIES_RESULT ||
+      m->append_entries_result.rejected != 0 ||
+      m->append_entries_result.last_log_index <= rep->receiving_end) {
+    return rep->io_send(io, req, m, cb);
+  }
+  struct raft_message copy = *m; /* sim_io copies it again: nothing of it is kept */
+  sim_trace(rep->sim, "clamp r%u result last=%llu to %llu", rep->index,
+            (unsigned long long)copy.append_entries_result.last_log_index,
+            (unsigned long long)rep->receiving_end);
+  copy.append_entries_result.last_log_index = rep->receiving_end;
+  rep->results_clamped++;
+  return rep->io_send(io, req, &copy, cb);
 }
 
 static int sim_replica_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
@@ -309,14 +410,129 @@ static int sim_replica_io_append(struct raft_io *io, struct raft_io_append *req,
 void sim_replica_set_disk_latency(struct sim_replica *rep, unsigned ms)
 {
   rep->disk_latency = ms;
+  if (rep->sim->opts.engine == SIM_ENGINE_IO) {
+    rep->sio.disk_latency = ms; /* sim_io.c completes writes in order itself */
+    return;
+  }
   raft_fixture_set_disk_latency(&rep->sim->f, rep->index, ms);
 }
 
 void sim_replica_interpose(struct sim_replica *rep)
 {
+  if (rep->sim->opts.engine == SIM_ENGINE_IO) {
+    struct raft_io *io = &rep->sio.io;
+    rep->io_start = io->start;
+    io->start = sim_replica_io_start;
+    rep->io_send = io->send;
+    io->send = sim_replica_io_send;
+    return;
+  }
   struct raft_io *io = &rep->sim->f.servers[rep->index].io;
   rep->io_start = io->start;
   io->start = sim_replica_io_start;
   rep->io_append = io->append;
   io->append = sim_replica_io_append;
+}
+
+/* ---- crash and restart (the io engine) ---- */
+
+int sim_replica_start(struct sim_replica *rep, const struct raft_configuration *bootstrap)
+{
+  struct raft *r = calloc(1, sizeof *r);
+  if (r == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  int rv = raft_init(r, &rep->sio.io, &rep->fsm, (raft_id)rep->index + 1, rep->sio.address);
+  if (rv != 0) {
+    free(r);
+    return CAIRN_ERAFT;
+  }
+  /* raft_fixture's values, so that both engines run the same protocol. */
+  raft_set_election_timeout(r, 1000);
+  raft_set_heartbeat_timeout(r, 100);
+  raft_set_snapshot_threshold(r, 1u << 30); /* snapshots are not simulated */
+  if (bootstrap != NULL) {
+    rv = raft_bootstrap(r, bootstrap);
+  }
+  struct store_info info;
+  store_info(rep->store, &info);
+  rep->store_index_at_start = info.last_index;
+  rep->term_appended = 0;
+  rep->term_first_index = 0;
+  rep->raft = r;
+  if (rv == 0) {
+    rv = raft_start(r);
+  }
+  if (rv != 0) {
+    sim_fail(rep->sim, "replica %u: raft_start: %s (%s)", rep->index, raft_strerror(rv),
+             raft_errmsg(r));
+    return CAIRN_ERAFT;
+  }
+  sim_trace(rep->sim, "start r%u term=%llu last=%llu store-index=%llu", rep->index,
+            (unsigned long long)r->current_term, (unsigned long long)raft_last_index(r),
+            (unsigned long long)info.last_index);
+  return 0;
+}
+
+static void sim_replica_on_closed(struct raft *r)
+{
+  free(r);
+}
+
+/* The store after a crash: what a node's store keeps is its flushed prefix
+ * (plog: durable_offset; replayed entries the store still holds are skipped
+ * by rgroup_apply_entry). Modelled as a cut at a random entry boundary of
+ * what was applied (or none), chosen from the checked reference log, which
+ * the store equals up to checked_batches. */
+static int sim_replica_cut_store(struct sim_replica *rep)
+{
+  struct sim *s = rep->sim;
+  const struct sim_check *c = &s->check;
+  size_t n = rep->checked_batches;
+  if (n == 0 || sim_rng_chance(&s->rng, 1, 2)) {
+    return 0;
+  }
+  size_t k = sim_rng_below(&s->rng, (uint32_t)n);
+  while (k > 0 && c->ref[k].source_index == c->ref[k - 1].source_index) {
+    k--; /* back to the first batch of its entry */
+  }
+  rep->store_cut_batches += n - k;
+  return store_truncate(rep->store, c->ref[k].base_offset);
+}
+
+void sim_replica_crash(struct sim_replica *rep)
+{
+  struct sim *s = rep->sim;
+  if (rep->raft == NULL) {
+    return;
+  }
+  rep->crashes++;
+  sim_trace(
+      s, "crash r%u term=%llu last=%llu stored=%llu applied=%llu", rep->index,
+      (unsigned long long)rep->raft->current_term, (unsigned long long)raft_last_index(rep->raft),
+      (unsigned long long)rep->raft->last_stored, (unsigned long long)raft_last_applied(rep->raft));
+  /* The clients' connections drop: what was queued was never proposed. */
+  sim_replica_fail_queue(rep, CAIRN_ENOTLEADER);
+  struct raft *r = rep->raft;
+  raft_close(r, sim_replica_on_closed); /* sim_io closes at once: in flight fails, in doubt */
+  rep->raft = NULL;
+  sim_replica_fail_queue(rep, CAIRN_ENOTLEADER);
+  /* The state machine as a restarted node rebuilds it (rgroup_fsm.c): the
+   * store's durable prefix, the producer table scanned from it. */
+  int rv = sim_replica_cut_store(rep);
+  struct store_info info;
+  store_info(rep->store, &info);
+  producer_state_close(&rep->producers);
+  producer_state_init(&rep->producers);
+  if (rv == 0) {
+    rv = rgroup_apply_scan(rep->store, &rep->producers, info.start_offset, info.next_offset);
+  }
+  if (rv != 0) {
+    sim_fail(s, "replica %u: rebuilding its state after a crash: %s", rep->index,
+             cairn_strerror(rv));
+    return;
+  }
+  sim_check_rewind(s, rep);
+  sim_trace(s, "crashed r%u store=%lld index=%llu", rep->index, (long long)info.next_offset,
+            (unsigned long long)info.last_index);
 }

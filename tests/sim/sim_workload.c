@@ -112,7 +112,7 @@ static struct sim_replica *sim_workload_pick_leader(struct sim *s)
 {
   unsigned cand[SIM_MAX_REPLICAS], nc = 0;
   for (unsigned i = 0; i < s->n; i++) {
-    if (raft_fixture_alive(&s->f, i) && raft_state(raft_fixture_get(&s->f, i)) == RAFT_LEADER) {
+    if (sim_replica_up(&s->reps[i]) && raft_state(sim_replica_raft(&s->reps[i])) == RAFT_LEADER) {
       cand[nc++] = i;
     }
   }

@@ -249,8 +249,8 @@ struct cairn_partition_info {
   size_t isr_count;
   int64_t log_start_offset; /* -1: unknown to the answering node */
   int64_t high_watermark;   /* -1: unknown to the answering node */
-  struct cairn_store_failure *store_failures; /* the answering node's replica, when its store
-                                                 failed; NULL/0 otherwise */
+  struct cairn_store_failure *store_failures; /* every replica whose store failed, on any
+                                                 node, by node id; NULL/0 when none */
   size_t store_failure_count;
 };
 

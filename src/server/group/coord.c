@@ -633,8 +633,7 @@ static void coord_tick_slot(struct coord *c, struct coord_slot *slot)
   }
   /* A group with no member and no offset is forgotten. */
   for (size_t i = slot->ngroups; i-- > 0;) {
-    struct group *g = slot->groups[i];
-    if (g->state == GROUP_EMPTY && g->nmembers == 0 && g->noffsets == 0) {
+    if (group_gone(slot->groups[i])) {
       coord_drop_group(slot, i);
     }
   }

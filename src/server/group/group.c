@@ -869,6 +869,11 @@ void group_offset_delete(struct group *g, const char *topic, uint32_t partition)
   g->noffsets--;
 }
 
+bool group_gone(const struct group *g)
+{
+  return g->state == GROUP_EMPTY && g->nmembers == 0 && g->noffsets == 0;
+}
+
 bool group_expired(const struct group *g, uint64_t wall_ms, uint64_t retention_ms)
 {
   if (g->state != GROUP_EMPTY || g->nmembers > 0) {

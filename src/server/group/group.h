@@ -282,6 +282,11 @@ void group_offset_delete(struct group *g, const char *topic, uint32_t partition)
  * changed for retention_ms of wall clock: its offsets may be dropped. */
 bool group_expired(const struct group *g, uint64_t wall_ms, uint64_t retention_ms);
 
+/* True when the group has no member and no offset: the coordinator's next
+ * tick forgets it, and until then it is answered as unknown (so a group
+ * DeleteGroups just emptied is gone at once, not one tick later). */
+bool group_gone(const struct group *g);
+
 /* Is g client-assigned (Kafka's model)? */
 static inline bool group_client_assigned(const struct group *g)
 {

@@ -144,6 +144,40 @@ static void test_crc32c_hw_path_equals_sw_for_random_lengths_and_alignments(void
   free(buf);
 }
 
+/* crc32c_combine joins two CRCs without the bytes, for every split of
+ * random buffers (lengths 0..70,000: past the hardware lanes' blocks), and
+ * rewrites a header in front of bytes it never reads. */
+static void test_crc32c_combine_equals_crc_of_concatenation(void **state)
+{
+  (void)state;
+  uint64_t rs = tu_seed("test_crc32c_combine_equals_crc_of_concatenation");
+  enum { MAXLEN = 70000 };
+  uint8_t *buf = malloc(MAXLEN);
+  assert_non_null(buf);
+  for (size_t i = 0; i < MAXLEN; i++) {
+    buf[i] = (uint8_t)tu_rand(&rs);
+  }
+  for (int round = 0; round < 300; round++) {
+    size_t len = (size_t)(tu_rand(&rs) % (MAXLEN + 1));
+    size_t cut = len > 0 ? (size_t)(tu_rand(&rs) % (len + 1)) : 0;
+    uint32_t a = crc32c(buf, cut), b = crc32c(buf + cut, len - cut);
+    assert_int_equal(crc32c_combine(a, b, len - cut), crc32c(buf, len));
+  }
+  assert_int_equal(crc32c_combine(crc32c("1234", 4), crc32c("56789", 5), 5), 0xE3069283u);
+  assert_int_equal(crc32c_combine(crc32c("123456789", 9), 0, 0), 0xE3069283u);
+  /* A new 40-byte header in front of 65,000 unread bytes. */
+  uint8_t head[40];
+  memcpy(head, buf, sizeof head);
+  uint32_t old_crc = crc32c(buf, 40 + 65000);
+  uint32_t old_head = crc32c(head, sizeof head);
+  for (size_t i = 0; i < sizeof head; i++) {
+    buf[i] = (uint8_t)tu_rand(&rs);
+  }
+  uint32_t d = crc32c_combine(old_head ^ crc32c(buf, sizeof head), 0, 65000);
+  assert_int_equal(old_crc ^ d, crc32c(buf, 40 + 65000));
+  free(buf);
+}
+
 static void test_crc32c_detects_single_bit_flips(void **state)
 {
   (void)state;
@@ -196,6 +230,7 @@ int main(void)
       cmocka_unit_test(test_crc32c_extend_chained_equals_one_shot),
       cmocka_unit_test(test_crc32c_chained_vector_matches_check_value),
       cmocka_unit_test(test_crc32c_hw_path_equals_sw_for_random_lengths_and_alignments),
+      cmocka_unit_test(test_crc32c_combine_equals_crc_of_concatenation),
       cmocka_unit_test(test_crc32c_detects_single_bit_flips),
       cmocka_unit_test(test_crc32c_interleaved_lanes_match_table_version),
   };

@@ -73,6 +73,10 @@ static void round_trip(enum batch_codec codec, uint16_t kafka_codec)
   assert_int_equal(kafka_be32(k + KAFKA_BATCH_OFF_CRC),
                    crc32c(k + KAFKA_BATCH_CRC_START, klen - KAFKA_BATCH_CRC_START));
   assert_memory_equal(k + KAFKA_BATCH_HEADER_SIZE, c + BATCH_HEADER_SIZE, clen - BATCH_HEADER_SIZE);
+  /* The header alone, from the stored header alone, is the same. */
+  uint8_t kh[KAFKA_BATCH_HEADER_SIZE];
+  assert_int_equal(kafka_batch_header_from_cairn(c, clen, kh), 0);
+  assert_memory_equal(kh, k, KAFKA_BATCH_HEADER_SIZE);
   /* and back: the same bytes, which Cairn's own validation accepts */
   uint8_t *back = malloc(clen);
   assert_int_equal(kafka_batch_to_cairn(k, klen, back), 0);
@@ -94,21 +98,47 @@ static void test_kafka_batch_round_trips_every_codec(void **state)
   round_trip(BATCH_CODEC_SNAPPY, KAFKA_CODEC_SNAPPY);
 }
 
-/* A gzip batch whose records are garbage but whose CRC is right is stored
- * as sent, as Kafka stores it: the conversion never decompresses. */
+/* A compressed batch (every codec) whose records are garbage but whose CRC
+ * is right is stored as sent, as Kafka stores it: neither the conversion
+ * nor the ingress check decompresses. */
 static void test_kafka_batch_stores_compressed_records_unread(void **state)
 {
   (void)state;
+  static const int codecs[] = {BATCH_CODEC_GZIP, BATCH_CODEC_SNAPPY, BATCH_CODEC_LZ4,
+                               BATCH_CODEC_ZSTD};
+  for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) {
+    size_t clen;
+    uint8_t *c = make_cairn(20, codecs[i], &clen);
+    size_t klen = clen - KAFKA_BATCH_GROWTH;
+    uint8_t *k = malloc(klen);
+    assert_int_equal(kafka_batch_from_cairn(c, clen, k), 0);
+    memset(k + KAFKA_BATCH_HEADER_SIZE, 0xEE, klen - KAFKA_BATCH_HEADER_SIZE);
+    kafka_fix_crc(k, klen);
+    assert_int_equal(kafka_batch_to_cairn(k, klen, c), 0);
+    assert_int_equal(le_get16(c + BATCH_OFF_ATTRIBUTES), codecs[i]);
+    assert_int_equal(batch_validate(c, clen, 1 << 20, NULL, 0), 0);
+    assert_memory_equal(c + BATCH_HEADER_SIZE, k + KAFKA_BATCH_HEADER_SIZE,
+                        klen - KAFKA_BATCH_HEADER_SIZE);
+    free(k);
+    free(c);
+  }
+}
+
+/* Kafka's CRC is derived from the stored one, not recomputed over the
+ * stored bytes: a record byte damaged in the store after its CRC was
+ * written shows as a bad CRC to the Kafka client, as it would natively. */
+static void test_kafka_batch_damage_in_the_store_shows_in_kafka_crc(void **state)
+{
+  (void)state;
   size_t clen;
-  uint8_t *c = make_cairn(20, BATCH_CODEC_GZIP, &clen);
+  uint8_t *c = make_cairn(20, BATCH_CODEC_NONE, &clen);
+  c[clen - 3] ^= 0x40;
   size_t klen = clen - KAFKA_BATCH_GROWTH;
   uint8_t *k = malloc(klen);
   assert_int_equal(kafka_batch_from_cairn(c, clen, k), 0);
-  memset(k + KAFKA_BATCH_HEADER_SIZE, 0xEE, klen - KAFKA_BATCH_HEADER_SIZE);
-  kafka_fix_crc(k, klen);
-  assert_int_equal(kafka_batch_to_cairn(k, klen, c), 0);
-  assert_int_equal(le_get16(c + BATCH_OFF_ATTRIBUTES), BATCH_CODEC_GZIP);
-  assert_int_equal(batch_validate(c, clen, 1 << 20, NULL, 0), 0);
+  assert_int_not_equal(kafka_be32(k + KAFKA_BATCH_OFF_CRC),
+                       crc32c(k + KAFKA_BATCH_CRC_START, klen - KAFKA_BATCH_CRC_START));
+  assert_int_equal(kafka_batch_to_cairn(k, klen, c), CAIRN_EBADCRC);
   free(k);
   free(c);
 }
@@ -190,6 +220,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kafka_batch_round_trips_every_codec),
       cmocka_unit_test(test_kafka_batch_stores_compressed_records_unread),
+      cmocka_unit_test(test_kafka_batch_damage_in_the_store_shows_in_kafka_crc),
       cmocka_unit_test(test_kafka_batch_refuses_crc_magic_codecs_and_transactions),
       cmocka_unit_test(test_kafka_batch_every_truncation_needs_more_or_is_refused),
   };
