@@ -78,6 +78,7 @@
 #include "cluster/producer_state.h"
 #include "cluster/raft_io_wal.h"
 #include "cluster/rgroup_apply.h"
+#include "cluster/rgroup_cap.h"
 #include "cluster/transport.h"
 #include "storage/pgstore.h"
 #include "storage/plog.h"
@@ -299,6 +300,7 @@ struct rgroup {
   bool ae_receiving;        /* inside raft's handling of an AppendEntries */
   raft_index ae_end;        /* its prev_log_index + n_entries: what it verified */
   uint64_t results_clamped; /* answers cut back to ae_end (rgroup_raft_io_send) */
+  struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
   uint64_t elect_since_ms;  /* when it was seen gone */

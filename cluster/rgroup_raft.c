@@ -5,7 +5,8 @@
  * Why each interposer exists (docs/raft-0.15.md):
  *   send      refuses messages with no address (35479fc); sees the TimeoutNow
  *             of a transfer, to free the request only after it (row 7); sees
- *             a new leader's first AppendEntries (row 1).
+ *             a new leader's first AppendEntries (row 1); bounds the entries
+ *             of an AppendEntries (rgroup_cap.h).
  *   append    sees a failed write: latch and recover (rows 2, 3); refuses
  *             every write after that, so none lands at a wrong index.
  *   set_term, set_vote, truncate
@@ -13,7 +14,8 @@
  *   start     to interpose the receive and tick callbacks.
  *   recv      holds back (drops) AppendEntries results of a term until the
  *             leader's first entry of that term is durable (row 1); drops
- *             everything once the instance is latched.
+ *             everything once the instance is latched; resumes a leader
+ *             right after a bounded AppendEntries (rgroup_cap.h).
  *   tick      none once the instance is latched; rgroup's own tick rides
  *             on it (one timer per group). */
 #include "cluster/rgroup_raft.h"
@@ -229,6 +231,30 @@ static int rgroup_raft_send_clamped(struct raft_io *io, struct raft_io_send *req
   return rg->io_ops.send(io, req, &copy, cb);
 }
 
+/* Bounds what one AppendEntries carries (rgroup_cap.h). raft_uv encodes
+ * the message before its send returns, so a changed copy on the stack is
+ * enough; raft's request still holds every entry it acquired and releases
+ * them all on the callback. */
+static int rgroup_raft_send_capped(struct rgroup *rg, struct raft_io_send *req,
+                                   const struct raft_message *message, raft_io_send_cb cb)
+{
+  struct raft *r = &rg->raft;
+  struct raft_message m = *message;
+  if (m.type != RAFT_IO_APPEND_ENTRIES || r->state != RAFT_LEADER) {
+    return rg->io_ops.send(&rg->io, req, message, cb);
+  }
+  unsigned n = rgroup_cap_count(&m.append_entries);
+  if (n == m.append_entries.n_entries) {
+    return rg->io_ops.send(&rg->io, req, message, cb);
+  }
+  m.append_entries.n_entries = n;
+  int rv = rg->io_ops.send(&rg->io, req, &m, cb);
+  if (rv == 0) {
+    rgroup_cap_sent(&rg->cap, r->current_term, m.server_id, &m.append_entries, n);
+  }
+  return rv;
+}
+
 static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
                                const struct raft_message *message, raft_io_send_cb cb)
 {
@@ -263,7 +289,7 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
     }
     return rv;
   }
-  return rg->io_ops.send(io, req, message, cb);
+  return rgroup_raft_send_capped(rg, req, message, cb);
 }
 
 static void rgroup_raft_on_append(struct raft_io_append *req, int status)
@@ -424,6 +450,9 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     return;
   }
   rgroup_raft_vote_unstick(rg, message);
+  if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
+    rgroup_cap_on_result(&rg->cap, r, message->server_id, &message->append_entries_result);
+  }
   if (message->type == RAFT_IO_APPEND_ENTRIES) {
     /* read before raft takes the entries; see rgroup_raft_send_clamped */
     rg->ae_end = message->append_entries.prev_log_index + message->append_entries.n_entries;
@@ -668,6 +697,9 @@ int rgroup_raft_init(struct rgroup *rg)
   rg->term_appended = 0;
   rg->term_first_index = 0;
   rg->last_role = RAFT_UNAVAILABLE;
+  uint64_t bounded = rg->cap.bounded; /* a counter for the node's life */
+  memset(&rg->cap, 0, sizeof rg->cap);
+  rg->cap.bounded = bounded;
   return 0;
 }
 

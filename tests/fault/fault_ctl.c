@@ -10,6 +10,7 @@
  *   cairn-fault-ctl create-topic NODES TOPIC P RF
  *   cairn-fault-ctl cut-unsynced LOGDIR SEED    see ctl_cut_unsynced
  *   cairn-fault-ctl tear-raft RAFTDIR SEED      see ctl_tear_raft
+ *   cairn-fault-ctl tear-wal WALDIR SEED        see ctl_tear_wal
  *   cairn-fault-ctl garble-log LOGDIR SEED      see ctl_garble_log
  *
  * NODES is ID@HOST:PORT,... (client ports). Exit status 0 when answered,
@@ -35,7 +36,8 @@
 static int ctl_usage(void)
 {
   fprintf(stderr, "usage: cairn-fault-ctl controller|leader|state|decommission|create-topic "
-                  "NODES ... | cut-unsynced LOGDIR SEED | tear-raft RAFTDIR SEED | garble-log LOGDIR SEED\n");
+                  "NODES ... | cut-unsynced LOGDIR SEED | tear-raft RAFTDIR SEED | tear-wal WALDIR "
+                  "SEED | garble-log LOGDIR SEED\n");
   return 2;
 }
 
@@ -254,6 +256,84 @@ static int ctl_tear_raft(const char *dir, uint64_t seed)
   return w == (ssize_t)n ? 0 : 1;
 }
 
+/* The newest segment of a node-wide wal directory ("wal-S.log", largest
+ * S), read whole into *buf. Returns 0 or -1. */
+static int ctl_newest_wal(const char *dir, char *path, size_t len, uint8_t **buf, size_t *size)
+{
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    return -1;
+  }
+  unsigned long long best = 0;
+  bool found = false;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    unsigned long long seq;
+    char tail[8];
+    if (sscanf(de->d_name, "wal-%16llx%7s", &seq, tail) == 2 && strcmp(tail, ".log") == 0 &&
+        (!found || seq > best)) {
+      best = seq;
+      found = true;
+    }
+  }
+  closedir(d);
+  if (!found) {
+    return -1;
+  }
+  snprintf(path, len, "%s/wal-%016llx.log", dir, best);
+  return ctl_read_all(path, buf, size);
+}
+
+/* Simulates a write torn by a crash in a stopped node's node-wide Raft log
+ * (--raft-log node; layout in docs/format.md: a 24-byte segment header,
+ * then records of a 40-byte header whose u32 at 4 is the payload length
+ * and whose u32 at 12 (job_back) leads back to the first byte its write
+ * job put in this segment). The newest segment is cut at a seeded point
+ * inside the last job's bytes; half the time the rest is zeros instead
+ * (a file extended, its data not written). Only the last job: a torn write
+ * damages only what was being written. */
+static int ctl_tear_wal(const char *dir, uint64_t seed)
+{
+  char path[1200];
+  uint8_t *buf;
+  size_t size;
+  if (ctl_newest_wal(dir, path, sizeof path, &buf, &size) != 0) {
+    printf("%s: no segment\n", dir);
+    return 0;
+  }
+  size_t off = 24, last = 0, job = 0;
+  while (off + 40 <= size) {
+    uint64_t w = ctl_le64(buf + off);
+    size_t len = (size_t)(w >> 32);
+    if (w == 0 || off + 40 + len > size) {
+      break;
+    }
+    size_t back = (size_t)(ctl_le64(buf + off + 8) >> 32);
+    last = off;
+    job = back <= off ? off - back : off;
+    off += 40 + len;
+  }
+  free(buf);
+  if (last == 0 || off - job < 2) {
+    printf("%s: no record\n", path);
+    return 0;
+  }
+  uint64_t z = ctl_mix(seed);
+  size_t at = job + 1 + (size_t)(z % (off - job - 1));
+  int fd = open(path, O_WRONLY);
+  if (fd < 0) {
+    return 1;
+  }
+  int rv = ftruncate(fd, (off_t)at);
+  if (rv == 0 && (z >> 63) != 0) {
+    rv = ftruncate(fd, (off_t)off); /* zeros from the cut on */
+  }
+  close(fd);
+  printf("%s: last job [%zu, %zu) torn at %zu%s\n", path, job, off, at,
+         (z >> 63) != 0 ? ", zeros after" : "");
+  return rv == 0 ? 0 : 1;
+}
+
 /* Simulates media damage in a stopped node's partition log: 64 seeded
  * random bytes over a seeded place of its newest segment. */
 static int ctl_garble_log(const char *dir, uint64_t seed)
@@ -325,6 +405,9 @@ int main(int argc, char **argv)
   }
   if (strcmp(cmd, "tear-raft") == 0) {
     return argc == 4 ? ctl_tear_raft(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
+  }
+  if (strcmp(cmd, "tear-wal") == 0) {
+    return argc == 4 ? ctl_tear_wal(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
   }
   if (strcmp(cmd, "garble-log") == 0) {
     return argc == 4 ? ctl_garble_log(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();

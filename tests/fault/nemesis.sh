@@ -25,9 +25,10 @@
 #              time, 1-4 s apart, starting 1-4 s later
 #   torn       SIGKILL a node; while it is down, tear the last batch of the
 #              newest Raft open segment of some of its partitions (and of its
-#              metadata log) and write 64 random bytes into the newest log
-#              segment of one partition (cairn-fault-ctl tear-raft,
-#              garble-log); restart it
+#              metadata log), or with --raft-log node the last write job of
+#              its node-wide log (half the time), and write 64 random bytes
+#              into the newest log segment of one partition (cairn-fault-ctl
+#              tear-raft, tear-wal, garble-log); restart it
 #   conncut    reset every client connection of a node (TCP RST for 1-2 s on
 #              its client port: requests in flight are cut mid-way)
 #   clock      jump one node's wall clock (not the machine's) by -2 days to
@@ -310,6 +311,10 @@ nem_torn_start() {
     (($(nem_rand 2) == 0)) || continue
     what+="$("$NEM_CTL" tear-raft "$d" "$((RANDOM * 65536 + RANDOM))" | sed "s#$HOSTS_DIR/##"); "
   done
+  d="$HOSTS_DIR/node$nem_torn_node/wal"
+  if [ -d "$d" ] && (($(nem_rand 2) == 0)); then
+    what+="$("$NEM_CTL" tear-wal "$d" "$((RANDOM * 65536 + RANDOM))" | sed "s#$HOSTS_DIR/##"); "
+  fi
   for d in "$HOSTS_DIR/node$nem_torn_node"/partitions/*/log; do
     [ -d "$d" ] || continue
     k=$((k + 1))

@@ -9,14 +9,17 @@
 #
 #   tests/fault/run.sh [--time SECONDS] [--seed N] [--nemesis kill,pause,...]
 #                      [--nodes 3|5] [--partitions N] [--producers N]
-#                      [--bin-dir DIR] [--out DIR] [--keep] [--node-flags "FLAGS"]
+#                      [--raft-log group|node] [--bin-dir DIR] [--out DIR]
+#                      [--keep] [--node-flags "FLAGS"]
 #   tests/fault/run.sh --short [--bin-dir DIR]   the ctest run: 150 s, seed 7,
 #                                                every nemesis, 5 nodes
 #
 # Defaults: 300 s, a random seed (printed), every nemesis, 5 nodes,
 # build/release, the nodes' default timings (heartbeat, election, node
 # timeout: what users get; --node-flags adds cairnd flags, e.g. other
-# timings to compare). Needs root, iproute2 and nftables; exits 77 (skipped)
+# timings to compare), cairnd's own --raft-log (group) unless --raft-log
+# is given (passed to every cairnd). Needs root, iproute2 and nftables;
+# exits 77 (skipped)
 # without them. Exit status 0 pass, 1 a violation (the seed is printed),
 # 2 a setup failure. Results stay in the output directory on failure or
 # with --keep: summary.txt, history.json, faults.txt, node logs.
@@ -30,6 +33,7 @@ nemesis=""
 nodes=5
 parts=6
 producers=4
+raft_log=""
 bin_dir="$root/build/release"
 out=""
 node_flags=""
@@ -43,15 +47,20 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=$2; shift 2 ;;
     --partitions) parts=$2; shift 2 ;;
     --producers) producers=$2; shift 2 ;;
+    --raft-log) raft_log=$2; shift 2 ;;
     --bin-dir) bin_dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --node-flags) node_flags=$2; shift 2 ;;
     --short) short=1; shift ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+case "$raft_log" in
+  "" | group | node) ;;
+  *) echo "run.sh: --raft-log '$raft_log' is not group or node" >&2; exit 2 ;;
+esac
 if ((short)); then
   time_s=150
   seed=${seed:-7}
@@ -85,6 +94,7 @@ HOSTS_CAIRND="$bin_dir/cairnd"
 election_ms=1000
 if [[ " $node_flags " =~ \ --election-ms\ ([0-9]+)\  ]]; then election_ms=${BASH_REMATCH[1]}; fi
 HOSTS_FLAGS="--replace-delay-ms 600000 --log-level info $node_flags"
+[ -n "$raft_log" ] && HOSTS_FLAGS+=" --raft-log $raft_log"
 NEM_CTL="$bin_dir/cairn-fault-ctl"
 NEM_TOPIC=fault
 NEM_PARTS=$parts
@@ -106,7 +116,7 @@ finish() {
   hosts_down
   if ((rc != 0 && rc != 77)); then
     echo "fault run FAILED (exit $rc): seed $seed; results kept in $out"
-    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${node_flags:+ --node-flags \"$node_flags\"}"
+    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}"
   elif ((keep == 0 && rc == 0)); then
     rm -rf "$out"
   fi
@@ -115,7 +125,7 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-echo "fault run: seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST, output $out${node_flags:+, node flags $node_flags}"
+echo "fault run: seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST, raft log ${raft_log:-default}, output $out${node_flags:+, node flags $node_flags}"
 hosts_create "$nodes" || { echo "run.sh: creating the hosts failed" >&2; exit 2; }
 for ((i = 1; i <= nodes; i++)); do hosts_start "$i"; done
 if ! nem_wait_alive 120; then

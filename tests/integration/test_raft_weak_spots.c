@@ -425,16 +425,6 @@ static int start_on_small_disks(struct tc_cluster *c)
 static void test_follower_disk_full_recovers_and_catches_up(void **state)
 {
   struct tc_cluster *c = *state;
-  const char *raft_log = getenv("CAIRN_TEST_RAFT_LOG");
-  if (raft_log != NULL && strcmp(raft_log, "node") == 0) {
-    /* Known, open (issue 18): over the node-wide log, in 2 of 5 runs the
-     * follower, once its log is revived, hears nothing from the leader for
-     * ~2 s and starts an election, so the leader loses its majority when
-     * the other follower is killed next (an availability failure: nothing
-     * acknowledged was lost in those runs). */
-    printf("skipped with --raft-log node: the revived follower's election (issue 18)\n");
-    skip();
-  }
   int l = start_on_small_disks(c);
   int f = (l + 1) % TC_NODES, g = (l + 2) % TC_NODES;
   long long filled = node_fill_fs(c, f);
