@@ -19,8 +19,7 @@
 # timeout: what users get; --node-flags adds cairnd flags, e.g. other
 # timings to compare), cairnd's own --raft-log (group) unless --raft-log
 # is given (passed to every cairnd). Needs root, iproute2 and nftables;
-# exits 77 (skipped)
-# without them. Exit status 0 pass, 1 a violation (the seed is printed),
+# exits 77 (skipped) without them. Exit status 0 pass, 1 a violation (the seed is printed),
 # 2 a setup failure. Results stay in the output directory on failure or
 # with --keep: summary.txt, history.json, faults.txt, node logs.
 set -euo pipefail
@@ -53,7 +52,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --node-flags) node_flags=$2; shift 2 ;;
     --short) short=1; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
