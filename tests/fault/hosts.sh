@@ -114,11 +114,18 @@ hosts_create() {
 # The pid of host I's cairnd ("" when none is recorded).
 hosts_pid() { cat "$HOSTS_DIR/pid.$1" 2>/dev/null || true; }
 
-# Whether the recorded pid of host I is a live cairnd (not a reused pid).
+# hosts_owns PID DIR: whether PID is a process with DIR among its
+# arguments. A pid is reused once bash has reaped its process, and on a
+# shared machine the next owner may be another run's or another test's
+# cairnd: "is it a cairnd" is not enough (a killall here once SIGKILLed
+# another test's node), so a process is ours only with our data dir.
+hosts_owns() {
+  [ -n "$1" ] && { tr '\0' '\n' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qxF -- "$2"
+}
+
+# Whether the recorded pid of host I is its live cairnd (not a reused pid).
 hosts_alive() {
-  local pid
-  pid=$(hosts_pid "$1")
-  [ -n "$pid" ] && grep -q cairnd "/proc/$pid/cmdline" 2>/dev/null
+  hosts_owns "$(hosts_pid "$1")" "$HOSTS_DIR/node$1"
 }
 
 # hosts_start I [--fresh]: starts cairnd in host I (after wiping its data
@@ -150,7 +157,7 @@ hosts_start() {
     ip netns exec "$ns" "$HOSTS_CAIRND" "${args[@]}" $HOSTS_FLAGS \
     >>"$HOSTS_DIR/node$i.log" 2>&1 </dev/null &
   echo $! >"$HOSTS_DIR/pid.$i"
-  echo "$!" >>"$HOSTS_DIR/all-pids"
+  echo "$! $HOSTS_DIR/node$i" >>"$HOSTS_DIR/all-pids"
   hosts_log "started node $i (pid $!)"
 }
 
@@ -180,8 +187,10 @@ hosts_term() {
   pid=$(hosts_pid "$i")
   HOSTS_STATUS=0
   [ -n "$pid" ] || return 0
-  kill -CONT "$pid" 2>/dev/null || true
-  kill -TERM "$pid" 2>/dev/null || true
+  if hosts_alive "$i"; then
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+  fi
   for ((k = 0; k < t * 10; k++)); do
     hosts_alive "$i" || break
     sleep 0.1
@@ -200,8 +209,8 @@ hosts_dir_in_use() {
   return 1
 }
 
-hosts_pause() { kill -STOP "$(hosts_pid "$1")" 2>/dev/null || true; }
-hosts_resume() { kill -CONT "$(hosts_pid "$1")" 2>/dev/null || true; }
+hosts_pause() { if hosts_alive "$1"; then kill -STOP "$(hosts_pid "$1")" 2>/dev/null || true; fi; }
+hosts_resume() { if hosts_alive "$1"; then kill -CONT "$(hosts_pid "$1")" 2>/dev/null || true; fi; }
 
 # Runs a command inside host I's namespace / the client's.
 hosts_exec() { local i=$1; shift; ip netns exec "$(hosts_ns "$i")" "$@"; }
@@ -212,8 +221,9 @@ hosts_down() {
   [ -n "${HOSTS_DIR:-}" ] && [ -d "$HOSTS_DIR" ] || return 0
   local pid ns
   if [ -f "$HOSTS_DIR/all-pids" ]; then
-    while read -r pid; do
-      if grep -q cairnd "/proc/$pid/cmdline" 2>/dev/null; then
+    # "pid dir" lines: only a process that still has that host's data dir
+    while read -r pid dir; do
+      if hosts_owns "$pid" "$dir"; then
         kill -CONT "$pid" 2>/dev/null || true
         kill -9 "$pid" 2>/dev/null || true
       fi
