@@ -10,7 +10,13 @@
  *   - the cache and the kept answers are used only while their generation
  *     is the reader's (pgreader_invalidate moves it);
  *   - once the owner freed the reader (r->freed) with after-works
- *     queued, the last of them frees the reader. */
+ *     queued, the last of them frees the reader;
+ *   - at most PGREADER_MAX_JOBS jobs of the readers of one loop run at a
+ *     time (the loop's pool counts them): the thread pool also runs the
+ *     node's Raft log writes, which a database lock holding every worker
+ *     would stall. A reader refused a slot is starved until a job of the
+ *     loop ends, which wakes every starved reader's owner (on_done with
+ *     CAIRN_EPENDING) to ask again. */
 #include "storage/pgreader.h"
 
 #include "common/err.h"
@@ -22,8 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PGREADER_ERRMSG_SIZE 256
+#define PGREADER_CANCEL_MS 20 /* pgreader_stop: a cancel again this often */
 
 struct pgreader_row {
   int64_t base;
@@ -75,8 +83,24 @@ struct pgreader_job {
   char errmsg[PGREADER_ERRMSG_SIZE];
 };
 
+/* The readers of one loop: how many jobs run, who waits for a slot. */
+struct pgreader_pool {
+  uv_loop_t *loop;
+  unsigned refs;
+  unsigned running;
+  struct pgreader *starved; /* a list through next_starved */
+  struct pgreader_pool *next;
+};
+
+/* Pools by loop; loops may live on several threads. */
+static pthread_mutex_t pgreader_pools_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pgreader_pool *pgreader_pools;
+
 struct pgreader {
   uv_loop_t *loop;
+  struct pgreader_pool *pool; /* NULL without a loop */
+  struct pgreader *next_starved;
+  bool starved;
   char *conninfo;
   char *password_file;
   char topic_id[16];
@@ -120,8 +144,65 @@ static void pgreader_cache_drop(struct pgreader *r)
   r->nrows = 0;
 }
 
+static int pgreader_pool_acquire(uv_loop_t *loop, struct pgreader_pool **out)
+{
+  pthread_mutex_lock(&pgreader_pools_mu);
+  struct pgreader_pool *pool = pgreader_pools;
+  while (pool != NULL && pool->loop != loop) {
+    pool = pool->next;
+  }
+  if (pool == NULL) {
+    pool = calloc(1, sizeof *pool);
+    if (pool != NULL) {
+      pool->loop = loop;
+      pool->next = pgreader_pools;
+      pgreader_pools = pool;
+    }
+  }
+  if (pool != NULL) {
+    pool->refs++;
+  }
+  pthread_mutex_unlock(&pgreader_pools_mu);
+  *out = pool;
+  return pool != NULL ? 0 : CAIRN_ENOMEM;
+}
+
+static void pgreader_pool_release(struct pgreader_pool *pool)
+{
+  pthread_mutex_lock(&pgreader_pools_mu);
+  if (--pool->refs == 0) {
+    for (struct pgreader_pool **p = &pgreader_pools; *p != NULL; p = &(*p)->next) {
+      if (*p == pool) {
+        *p = pool->next;
+        break;
+      }
+    }
+    free(pool);
+  }
+  pthread_mutex_unlock(&pgreader_pools_mu);
+}
+
+static void pgreader_unstarve(struct pgreader *r)
+{
+  if (!r->starved) {
+    return;
+  }
+  for (struct pgreader **p = &r->pool->starved; *p != NULL; p = &(*p)->next_starved) {
+    if (*p == r) {
+      *p = r->next_starved;
+      break;
+    }
+  }
+  r->starved = false;
+  r->next_starved = NULL;
+}
+
 static void pgreader_free_now(struct pgreader *r)
 {
+  if (r->pool != NULL) {
+    pgreader_unstarve(r);
+    pgreader_pool_release(r->pool);
+  }
   pgreader_cache_drop(r);
   PQfreeCancel(r->cancel);
   PQfinish(r->conn);
@@ -150,6 +231,10 @@ int pgreader_new(const struct pgreader_opts *o, struct pgreader **out)
   r->cache_max = o->cache_bytes ? o->cache_bytes : PGREADER_DEFAULT_CACHE_BYTES;
   r->on_done = o->on_done;
   r->arg = o->arg;
+  if (o->loop != NULL && pgreader_pool_acquire(o->loop, &r->pool) != 0) {
+    pgreader_free_now(r);
+    return CAIRN_ENOMEM;
+  }
   *out = r;
   return 0;
 }
@@ -227,6 +312,9 @@ static int pgreader_run_read(struct pgreader_job *job)
     return CAIRN_EDATABASE;
   }
   int rows = PQntuples(res);
+  if (rows < 0 || rows > PGREADER_SCAN_ROWS) {
+    rows = 0; /* never: the statement's LIMIT */
+  }
   size_t len = 0;
   for (int i = 0; i < rows; i++) {
     len += (size_t)PQgetlength(res, i, 2);
@@ -550,14 +638,34 @@ static void pgreader_deliver(struct pgreader *r, struct pgreader_job *job)
   }
 }
 
+/* A slot of the loop's pool is free: every starved reader's owner asks
+ * again (the first to ask gets it; the others starve again). */
+static void pgreader_pool_wake(struct pgreader_pool *pool)
+{
+  struct pgreader *list = pool->starved;
+  pool->starved = NULL;
+  while (list != NULL) {
+    struct pgreader *r = list;
+    list = r->next_starved;
+    r->next_starved = NULL;
+    r->starved = false;
+    if (!r->freed && r->on_done != NULL) {
+      r->on_done(r->arg, PGREADER_READ, CAIRN_EPENDING, "", NULL);
+    }
+  }
+}
+
 static void pgreader_after_work(uv_work_t *req, int status)
 {
   struct pgreader_job *job = req->data;
   struct pgreader *r = job->r;
+  struct pgreader_pool *pool = r->pool;
   (void)status; /* never canceled: pgreader_stop and free wait for it */
   pgreader_deliver(r, job);
   pgreader_job_free(job);
+  pool->running--;
   r->works--;
+  pgreader_pool_wake(pool); /* before r may go: r holds a reference to the pool */
   if (r->freed && r->works == 0) {
     pgreader_free_now(r);
   }
@@ -569,6 +677,15 @@ static int pgreader_start(struct pgreader *r, struct pgreader_job *job)
 {
   if (r->job != NULL) {
     free(job);
+    return CAIRN_EPENDING;
+  }
+  if (r->pool != NULL && r->pool->running >= PGREADER_MAX_JOBS) {
+    free(job);
+    if (!r->starved) {
+      r->starved = true;
+      r->next_starved = r->pool->starved;
+      r->pool->starved = r;
+    }
     return CAIRN_EPENDING;
   }
   job->r = r;
@@ -590,6 +707,7 @@ static int pgreader_start(struct pgreader *r, struct pgreader_job *job)
   }
   r->job = job;
   r->works++;
+  r->pool->running++;
   return CAIRN_EPENDING;
 }
 
@@ -769,15 +887,10 @@ static void pgreader_cancel(struct pgreader *r)
   pthread_mutex_unlock(&r->cancel_mu);
 }
 
-void pgreader_stop(struct pgreader *r)
-{
-  if (r->job != NULL) {
-    pgreader_cancel(r);
-    pgreader_wait(r);
-  }
-}
-
-void pgreader_wait(struct pgreader *r)
+/* Waits for the worker of the job in flight and delivers its outcome;
+ * with cancel, sends PQcancel every PGREADER_CANCEL_MS meanwhile (a
+ * cancel that arrives between two statements of a job cancels nothing). */
+static void pgreader_wait_job(struct pgreader *r, bool cancel)
 {
   struct pgreader_job *job = r->job;
   if (job == NULL) {
@@ -785,10 +898,36 @@ void pgreader_wait(struct pgreader *r)
   }
   pthread_mutex_lock(&job->mu);
   while (!job->finished) {
-    pthread_cond_wait(&job->cond, &job->mu);
+    if (!cancel) {
+      pthread_cond_wait(&job->cond, &job->mu);
+      continue;
+    }
+    pthread_mutex_unlock(&job->mu);
+    pgreader_cancel(r);
+    pthread_mutex_lock(&job->mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += PGREADER_CANCEL_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    if (!job->finished) {
+      (void)pthread_cond_timedwait(&job->cond, &job->mu, &until);
+    }
   }
   pthread_mutex_unlock(&job->mu);
   pgreader_deliver(r, job); /* the after-work then only frees it */
+}
+
+void pgreader_stop(struct pgreader *r)
+{
+  pgreader_wait_job(r, true);
+}
+
+void pgreader_wait(struct pgreader *r)
+{
+  pgreader_wait_job(r, false);
 }
 
 bool pgreader_busy(const struct pgreader *r)

@@ -50,6 +50,11 @@
 #define PGREADER_CONNECT_MS 5000 /* a job's worker connecting */
 #define PGREADER_MAX_BATCHES 64  /* a region's batches (besides max_bytes) */
 #define PGREADER_MAX_BYTES (1u << 20)
+/* Jobs of the readers of one loop running at once: the thread pool (4
+ * workers unless UV_THREADPOOL_SIZE says more) also runs the node's Raft
+ * log writes and the writer's COPY, which a locked table holding every
+ * worker would stall. */
+#define PGREADER_MAX_JOBS 2
 
 struct pgreader;
 

@@ -260,6 +260,76 @@ static void test_pgreader_retention_scans_and_deletes_off_the_loop(void **state)
   store_close(s);
 }
 
+/* Backends of the test's database waiting on a lock. */
+static int64_t lock_waiters(PGconn *conn)
+{
+  PGresult *res = pg_sql(conn, "SELECT count(*) FROM pg_stat_activity WHERE"
+                               " datname = current_database() AND wait_event_type = 'Lock'");
+  int64_t n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+  PQclear(res);
+  return n;
+}
+
+/* Three stores on one loop, their reads all held by the lock: only
+ * PGREADER_MAX_JOBS jobs take a worker of the thread pool (which the
+ * node's Raft log writes share); the third read is started when a slot
+ * frees, and every read gets its bytes. */
+static void test_pgreader_one_loop_runs_at_most_two_jobs_and_the_starved_read_follows(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s[3];
+  for (int i = 0; i < 3; i++) {
+    s[i] = open_store(&loop, 304 + (uint32_t)i, 0, NULL);
+    append_batches(s[i], 2);
+    run_until_committed(&loop, s[i]);
+  }
+  PGconn *locker = lock_batches();
+  PGconn *probe = pg_sql_connect();
+  struct store_region r;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(store_read(s[i], 0, SIZE_MAX, &r), CAIRN_EPENDING);
+    store_region_release(&r);
+  }
+  for (int i = 0; i < 5000 && lock_waiters(probe) < PGREADER_MAX_JOBS; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  for (int i = 0; i < 50; i++) { /* time for a third to show up, if one ran */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(2);
+  }
+  assert_int_equal(lock_waiters(probe), PGREADER_MAX_JOBS);
+  unlock_batches(locker);
+  PQfinish(probe);
+  bool done[3] = {false, false, false};
+  int ndone = 0;
+  for (int k = 0; k < 10000 && ndone < 3; k++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+    for (int i = 0; i < 3; i++) {
+      if (done[i]) {
+        continue;
+      }
+      int rv = store_read(s[i], 0, SIZE_MAX, &r);
+      if (rv == 0) {
+        assert_int_equal(r.next_offset, 10);
+        done[i] = true;
+        ndone++;
+      } else {
+        assert_int_equal(rv, CAIRN_EPENDING);
+      }
+      store_region_release(&r);
+    }
+  }
+  assert_int_equal(ndone, 3);
+  for (int i = 0; i < 3; i++) {
+    store_close(s[i]);
+  }
+  close_loop(&loop);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -267,6 +337,7 @@ int main(void)
           test_pgreader_read_below_the_tail_waits_off_the_loop_and_answers_after_the_lock),
       cmocka_unit_test(test_pgreader_failed_read_answers_an_error_once_and_the_store_goes_on),
       cmocka_unit_test(test_pgreader_retention_scans_and_deletes_off_the_loop),
+      cmocka_unit_test(test_pgreader_one_loop_runs_at_most_two_jobs_and_the_starved_read_follows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
