@@ -73,6 +73,7 @@ struct pgreader_job {
   size_t nrows;
   bool found;
   int64_t value;
+  bool truncated; /* READ: rows after the loaded ones were left out */
   struct pgreader_retained retained;
   /* delivery */
   pthread_mutex_t mu;
@@ -101,6 +102,7 @@ struct pgreader {
   struct pgreader_pool *pool; /* NULL without a loop */
   struct pgreader *next_starved;
   bool starved;
+  bool inline_jobs; /* pgreader_set_inline: jobs run at once, on the caller's thread */
   char *conninfo;
   char *password_file;
   char topic_id[16];
@@ -121,6 +123,7 @@ struct pgreader {
   uint8_t *cache;
   struct pgreader_row *rows;
   size_t nrows;
+  bool cache_truncated;              /* the load stopped at its bounds, not the rows' end */
   struct pgreader_answer answers[3]; /* READ, LOOKUP, SCAN */
 };
 
@@ -302,8 +305,9 @@ static int pgreader_run_read(struct pgreader_job *job)
   int64_t args[2] = {job->offset, (int64_t)job->r->cache_max};
   PGresult *res = pgreader_exec_tp(
       job, "reading batches",
-      "SELECT base_offset, last_offset, batch FROM (SELECT base_offset, last_offset, batch,"
-      " sum(length(batch)) OVER (ORDER BY last_offset) - length(batch) AS before FROM"
+      "SELECT base_offset, last_offset, batch, n FROM (SELECT base_offset, last_offset, batch,"
+      " sum(length(batch)) OVER (ORDER BY last_offset) - length(batch) AS before,"
+      " count(*) OVER () AS n FROM"
       " (SELECT base_offset, last_offset, batch FROM cairn_batches WHERE topic_id = $1"
       " AND partition = $2 AND last_offset >= $3 ORDER BY last_offset LIMIT 256) a) b"
       " WHERE before < $4 ORDER BY last_offset",
@@ -315,6 +319,10 @@ static int pgreader_run_read(struct pgreader_job *job)
   if (rows < 0 || rows > PGREADER_SCAN_ROWS) {
     rows = 0; /* never: the statement's LIMIT */
   }
+  /* Cut by the LIMIT or the bytes: rows follow that the load left out
+   * (otherwise it reached the rows' end). */
+  int64_t inner = rows > 0 ? pgreader_get_bin_i64(res, 0, 3) : 0;
+  job->truncated = inner >= PGREADER_SCAN_ROWS || inner > rows;
   size_t len = 0;
   for (int i = 0; i < rows; i++) {
     len += (size_t)PQgetlength(res, i, 2);
@@ -616,7 +624,10 @@ static void pgreader_deliver(struct pgreader *r, struct pgreader_job *job)
     return;
   }
   job->delivered = true;
-  r->job = NULL;
+  if (r->job == job) {
+    r->job = NULL;
+    r->pool->running--; /* its worker is done: the slot is free */
+  }
   if (r->freed) {
     return;
   }
@@ -627,6 +638,7 @@ static void pgreader_deliver(struct pgreader *r, struct pgreader_job *job)
     r->rows = job->rows;
     r->nrows = job->nrows;
     r->cache_gen = job->gen;
+    r->cache_truncated = job->truncated;
     job->buf = NULL;
     job->rows = NULL;
   } else if (job->kind != PGREADER_RETAIN) {
@@ -663,7 +675,6 @@ static void pgreader_after_work(uv_work_t *req, int status)
   (void)status; /* never canceled: pgreader_stop and free wait for it */
   pgreader_deliver(r, job);
   pgreader_job_free(job);
-  pool->running--;
   r->works--;
   pgreader_pool_wake(pool); /* before r may go: r holds a reference to the pool */
   if (r->freed && r->works == 0) {
@@ -679,7 +690,7 @@ static int pgreader_start(struct pgreader *r, struct pgreader_job *job)
     free(job);
     return CAIRN_EPENDING;
   }
-  if (r->pool != NULL && r->pool->running >= PGREADER_MAX_JOBS) {
+  if (r->pool != NULL && !r->inline_jobs && r->pool->running >= PGREADER_MAX_JOBS) {
     free(job);
     if (!r->starved) {
       r->starved = true;
@@ -693,7 +704,7 @@ static int pgreader_start(struct pgreader *r, struct pgreader_job *job)
   job->work.data = job;
   pthread_mutex_init(&job->mu, NULL);
   pthread_cond_init(&job->cond, NULL);
-  if (r->loop == NULL) {
+  if (r->loop == NULL || r->inline_jobs) {
     job->status = pgreader_run(job);
     job->finished = true;
     pgreader_deliver(r, job);
@@ -741,8 +752,9 @@ static int pgreader_fail(char *err, size_t errlen, const struct pgreader_answer 
 /* ---- the calls ---- */
 
 /* The cache's rows from the one holding offset, within the bounds.
- * Returns 0, or 1 when the cache ends before both the bounds and end
- * (rows it lacks come next: a miss). */
+ * Returns 0, or 1 when rows the cache lacks belong in the read (a miss;
+ * a load from offset itself answers, unless rows keep being committed
+ * and leaving the tail faster than a load runs). */
 static int pgreader_from_cache(struct pgreader *r, int64_t offset, size_t max_bytes, int64_t end,
                                struct pgreader_slice *out)
 {
@@ -757,7 +769,14 @@ static int pgreader_from_cache(struct pgreader *r, int64_t offset, size_t max_by
     bytes += r->rows[j].len;
     j++;
   }
-  if (j == r->nrows && r->rows[j - 1].next < end) {
+  /* The cache ran out before the bounds and before end: the rows after
+   * it belong in this read. A miss, unless the load that filled the cache
+   * started at this read's row and stopped at its own bounds (a cache
+   * smaller than a read): then the read is as long as a load gives. A
+   * load that reached the rows' end is stale here (rows were committed
+   * and left the tail since): a new load sees them. */
+  bool bounded = j - i >= PGREADER_MAX_BATCHES || bytes >= max_bytes || bytes >= PGREADER_MAX_BYTES;
+  if (j == r->nrows && r->rows[j - 1].next < end && !bounded && !(r->cache_truncated && i == 0)) {
     return 1;
   }
   if (j == i) {
@@ -928,6 +947,14 @@ void pgreader_stop(struct pgreader *r)
 void pgreader_wait(struct pgreader *r)
 {
   pgreader_wait_job(r, false);
+}
+
+void pgreader_set_inline(struct pgreader *r, bool on)
+{
+  if (on) {
+    pgreader_wait(r); /* the connection is then the caller's */
+  }
+  r->inline_jobs = on;
 }
 
 bool pgreader_busy(const struct pgreader *r)

@@ -175,6 +175,13 @@ void pgreader_stop(struct pgreader *r);
  * block (store_read_wait). Blocks for as long as the database takes. */
 void pgreader_wait(struct pgreader *r);
 
+/* While on, jobs run at once on the caller's thread, as without a loop
+ * (the pool's bound does not apply: no worker is taken), and calls
+ * answer directly: for a caller that may block (store_read_wait), which
+ * must not wait for a slot that only the loop it blocks would free.
+ * Turning it on waits for the job in flight first. */
+void pgreader_set_inline(struct pgreader *r, bool on);
+
 /* Whether a job is in flight (tests). */
 bool pgreader_busy(const struct pgreader *r);
 

@@ -1051,9 +1051,16 @@ static void pgstore_close(struct store *s)
   pgstore_free(ps);
 }
 
-static void pgstore_wait(struct store *s)
+/* A read for a caller that may block (store_read_wait): the reader's job
+ * runs on this thread, so it needs no worker of the thread pool. */
+static int pgstore_read_blocking(struct store *s, int64_t offset, size_t max_bytes,
+                                 struct store_region *out)
 {
-  pgreader_wait(pgstore_from(s)->reader);
+  struct pgstore *ps = pgstore_from(s);
+  pgreader_set_inline(ps->reader, true);
+  int rv = pgstore_read(s, offset, max_bytes, out);
+  pgreader_set_inline(ps->reader, false);
+  return rv;
 }
 
 static const struct store_ops pgstore_ops = {
@@ -1065,7 +1072,7 @@ static const struct store_ops pgstore_ops = {
     .delete_before = pgstore_delete_before,
     .retention = pgstore_retention,
     .retention_point = pgstore_retention_point,
-    .wait = pgstore_wait,
+    .read_blocking = pgstore_read_blocking,
     .info = pgstore_info,
     .close = pgstore_close,
 };

@@ -14,8 +14,6 @@
 #ifndef CAIRN_STORE_H
 #define CAIRN_STORE_H
 
-#include "common/err.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,7 +72,9 @@ struct store_ops {
   int (*delete_before)(struct store *s, int64_t offset);
   int (*retention)(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted);
   int64_t (*retention_point)(struct store *s, int64_t now_ms);
-  void (*wait)(struct store *s); /* NULL: read never answers CAIRN_EPENDING */
+  /* read for a caller that may block; NULL: read never answers CAIRN_EPENDING */
+  int (*read_blocking)(struct store *s, int64_t offset, size_t max_bytes,
+                       struct store_region *out);
   void (*info)(struct store *s, struct store_info *out);
   void (*close)(struct store *s);
 };
@@ -191,19 +191,16 @@ static inline void store_set_retention(struct store *s, uint64_t bytes, int64_t 
   s->retention_ms = ms;
 }
 
-/* store_read for a caller that may block (recovery scans, tools): waits
- * for a read the store is fetching off the loop (CAIRN_EPENDING) and asks
- * again, a few times. Blocks for as long as the store's database takes. */
+/* store_read for a caller that may block (recovery scans, tools): a
+ * store that would answer CAIRN_EPENDING fetches the rows on the caller's
+ * thread instead. Blocks for as long as the store's database takes. */
 __attribute__((warn_unused_result)) static inline int
 store_read_wait(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
 {
-  int rv = s->ops->read(s, offset, max_bytes, out);
-  for (int tries = 0; rv == CAIRN_EPENDING && s->ops->wait != NULL && tries < 4; tries++) {
-    store_region_release(out);
-    s->ops->wait(s);
-    rv = s->ops->read(s, offset, max_bytes, out);
+  if (s->ops->read_blocking != NULL) {
+    return s->ops->read_blocking(s, offset, max_bytes, out);
   }
-  return rv;
+  return s->ops->read(s, offset, max_bytes, out);
 }
 
 static inline void store_info(struct store *s, struct store_info *out) { s->ops->info(s, out); }

@@ -260,6 +260,43 @@ static void test_pgreader_retention_scans_and_deletes_off_the_loop(void **state)
   store_close(s);
 }
 
+/* What a replica's open does to rebuild its producer table
+ * (rgroup_apply_scan): store_read_wait over the whole log, on the loop's
+ * thread, the loop not running meanwhile. Each read needs a job (a cache
+ * of one batch), and none may wait for a worker slot that only the loop
+ * would free. */
+static void test_pgreader_blocking_reads_walk_the_log_without_the_loop(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct pgstore_opts o = {.conninfo = pg_sql_conninfo(),
+                           .topic = "pgreader",
+                           .topic_id = 307,
+                           .tail_bytes = 1,
+                           .read_cache_bytes = 1,
+                           .loop = &loop};
+  struct store *s = NULL;
+  char err[512];
+  if (pgstore_open(&o, &s, err, sizeof err) != 0) {
+    fail_msg("pgstore_open: %s", err);
+  }
+  append_batches(s, 2 * PGREADER_MAX_JOBS + 2);
+  run_until_committed(&loop, s);
+  int64_t off = 0;
+  for (uint64_t tag = 1; tag <= 2 * PGREADER_MAX_JOBS + 2; tag++) {
+    struct store_region r;
+    assert_int_equal(store_read_wait(s, off, 1, &r), 0);
+    assert_int_equal(r.first_offset, off);
+    assert_int_equal(tu_check_batch(r.mem, r.len, tag, 5, 20), 0);
+    off = r.next_offset;
+    store_region_release(&r);
+  }
+  assert_int_equal(off, 5 * (2 * PGREADER_MAX_JOBS + 2));
+  store_close(s);
+  close_loop(&loop);
+}
+
 /* Backends of the test's database waiting on a lock. */
 static int64_t lock_waiters(PGconn *conn)
 {
@@ -338,6 +375,7 @@ int main(void)
       cmocka_unit_test(test_pgreader_failed_read_answers_an_error_once_and_the_store_goes_on),
       cmocka_unit_test(test_pgreader_retention_scans_and_deletes_off_the_loop),
       cmocka_unit_test(test_pgreader_one_loop_runs_at_most_two_jobs_and_the_starved_read_follows),
+      cmocka_unit_test(test_pgreader_blocking_reads_walk_the_log_without_the_loop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
