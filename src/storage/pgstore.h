@@ -64,7 +64,9 @@
  * lookup is answered once with CAIRN_EDATABASE (the store is not latched:
  * nothing it holds is in question); a failed retention delete latches
  * the store fatal (its COMMIT may or may not have happened) and calls
- * on_fatal. truncate, delete_before and a revive cancel the reader's job
+ * on_fatal. store_read_wait (a caller that may block: the producer
+ * table's rebuild at open) runs the reader's statement on the caller's
+ * thread instead. truncate, delete_before and a revive cancel the reader's job
  * in flight first (PQcancel; they block until it has ended, which a
  * cancel makes short) so that no job races the rows they change, and
  * drop what it cached. flush, truncate and delete_before stay synchronous
