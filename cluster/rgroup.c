@@ -108,6 +108,16 @@ static void rgroup_on_pgstore_fatal(void *arg)
   rgroup_raft_store_down(arg);
 }
 
+/* The store's reader fetched rows a read or lookup waited for: the
+ * owner's waiting fetches ask again, as after an append. */
+static void rgroup_on_pgstore_readable(void *arg)
+{
+  struct rgroup *rg = arg;
+  if (rg->on_applied != NULL) {
+    rg->on_applied(rg);
+  }
+}
+
 static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, struct store **out,
                                char *err, size_t errlen)
 {
@@ -134,6 +144,10 @@ static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, s
       .loop = rg->loop,
       .on_fatal = rgroup_on_pgstore_fatal,
       .on_fatal_arg = rg,
+      /* Reads below the store's tail, lookups and retention run off the
+       * loop (pgreader.h); their end wakes the fetches waiting. */
+      .on_readable = rgroup_on_pgstore_readable,
+      .on_readable_arg = rg,
   };
   return pgstore_open(&po, out, err, errlen);
 }

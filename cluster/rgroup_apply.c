@@ -112,7 +112,7 @@ int rgroup_apply_scan(struct store *store, struct producer_state *ps, int64_t fr
   int64_t off = from;
   while (off < to) {
     struct store_region r;
-    int rv = store_read(store, off, RGROUP_APPLY_READ_BYTES, &r);
+    int rv = store_read_wait(store, off, RGROUP_APPLY_READ_BYTES, &r);
     if (rv != 0) {
       return rv;
     }

@@ -85,6 +85,7 @@
   X(CAIRN_EDATABASE,           -10260, "the PostgreSQL database failed a statement or cannot be reached") \
   X(CAIRN_ESCHEMA,             -10261, "the database's Cairn schema version is unknown to this build") \
   X(CAIRN_EDB_BEHIND,          -10262, "PostgreSQL is behind: more uncommitted bytes wait than the store's bound") \
+  X(CAIRN_EPENDING,            -10263, "the store is reading from its database: ask again when it wakes the waiters") \
   X(CAIRN_ESYNC_CANCELED,      -10240, "a log sync was canceled before it ran (the log was needed meanwhile)") \
   X(CAIRN_EAUTHZ,              -10200, "not authorized: the ACLs do not allow it")
 

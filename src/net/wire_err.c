@@ -32,6 +32,10 @@ static const struct {
     /* The replica's disk: a latched log, damage found on disk, I/O errors. */
     {CAIRN_EFATAL, WIRE(STORAGE_ERROR)},
     {CAIRN_ECORRUPT, WIRE(STORAGE_ERROR)},
+    /* A PostgreSQL store: the database failed a read, or one is running
+     * (a caller that cannot wait for it answers "try again"). */
+    {CAIRN_EDATABASE, WIRE(STORAGE_ERROR)},
+    {CAIRN_EPENDING, WIRE(TIMEOUT)},
     {-EIO, WIRE(STORAGE_ERROR)},
     {-ENOSPC, WIRE(STORAGE_ERROR)},
     {-EDQUOT, WIRE(STORAGE_ERROR)},

@@ -5,7 +5,10 @@
  *   handle_fetch -> handle_fetch_collect: per partition, in request order,
  *     store_read() pinned regions within the limits
  *       |
- *       +-- enough bytes (>= min_bytes), an error, or no wait asked
+ *       +-- enough bytes (>= min_bytes), an error, or no wait asked (and
+ *       |   no partition's store answered CAIRN_EPENDING: it is fetching
+ *       |   rows off the loop, pgstore; its end wakes the fetch as an
+ *       |   append does, after HANDLE_FETCH_PENDING_WAIT_MS at most)
  *       |     -> handle_fetch_send: the regions become the response's file
  *       |        parts; each is released (store_region_release) by the
  *       |        part's release callback once written or dropped
@@ -46,6 +49,9 @@
 #define HANDLE_FETCH_DEFAULT_MAX_BYTES (16u << 20) /* FetchRequest.max_bytes 0 */
 #define HANDLE_FETCH_MAX_WAIT_MS (5u * 60 * 1000)  /* longer waits are cut to this */
 #define HANDLE_FETCH_MAX_REGIONS_PER_PART 64       /* regions end at segment ends */
+/* The least a fetch waits for rows a store is fetching off the loop
+ * (pgstore): then it answers with what there is, and is asked again. */
+#define HANDLE_FETCH_PENDING_WAIT_MS 1000u
 
 /* A parked long poll (node.h forward-declares it). */
 struct fetch_wait {
@@ -73,6 +79,7 @@ struct handle_fetch_result {
   size_t nregions;
   uint64_t total;
   bool any_error;
+  bool pending; /* a store is fetching rows off the loop (CAIRN_EPENDING) */
 };
 
 static void handle_fetch_result_free(struct handle_fetch_result *fr)
@@ -161,6 +168,11 @@ static void handle_fetch_collect_part(struct node *n, struct conn *c,
     }
     hr->r.fd = -1;
     int rv = store_read(s, cur, want > 0 ? (size_t)want : 1, &hr->r);
+    if (rv == CAIRN_EPENDING) {
+      fr->pending = true; /* its end wakes this fetch (node_wake_fetches) */
+      rv = 0;
+      hr->r.len = 0;
+    }
     if (rv != 0 || hr->r.len == 0) {
       if (rv != 0) {
         err->code = wire_err_from(rv);
@@ -288,6 +300,22 @@ static void handle_fetch_answer_now(struct node *n, struct conn_request *req)
   handle_fetch_send(n, req, &fr);
 }
 
+/* Whether fr is the answer now. A partition whose rows a store is still
+ * fetching holds the answer back, however short the wait asked, unless
+ * other partitions already filled it: sending nothing would only bring
+ * the same request back at once. */
+static bool handle_fetch_ready(const struct handle_fetch_result *fr,
+                               const Cairn__Client__FetchRequest *fq, bool deadline_passed)
+{
+  if (fr->any_error || deadline_passed) {
+    return true;
+  }
+  if (fr->pending) {
+    return fr->total > 0 && fr->total >= fq->min_bytes;
+  }
+  return fr->total >= fq->min_bytes || fq->max_wait_ms == 0;
+}
+
 static void handle_fetch_on_timer_closed(uv_handle_t *h)
 {
   free(h->data);
@@ -325,7 +353,7 @@ static void handle_fetch_on_timer(uv_timer_t *timer)
                                cairn_strerror(CAIRN_ENOMEM));
     return;
   }
-  if (fr.total >= fq->min_bytes || fr.any_error || now >= w->deadline || n->state != NODE_RUNNING) {
+  if (handle_fetch_ready(&fr, fq, now >= w->deadline) || n->state != NODE_RUNNING) {
     handle_fetch_send(n, handle_fetch_unpark(w), &fr);
     return;
   }
@@ -361,11 +389,12 @@ void handle_fetch(struct node *n, struct conn_request *req)
                                cairn_strerror(CAIRN_ENOMEM));
     return;
   }
-  if (fr.total >= fq->min_bytes || fr.any_error || fq->max_wait_ms == 0) {
+  if (handle_fetch_ready(&fr, fq, false)) {
     handle_fetch_send(n, req, &fr);
     return;
   }
   /* Park: nothing stays pinned while waiting. */
+  bool pending = fr.pending;
   handle_fetch_result_free(&fr);
   struct fetch_wait *w = calloc(1, sizeof *w);
   if (w == NULL) {
@@ -374,6 +403,9 @@ void handle_fetch(struct node *n, struct conn_request *req)
   }
   uint32_t wait_ms =
       fq->max_wait_ms < HANDLE_FETCH_MAX_WAIT_MS ? fq->max_wait_ms : HANDLE_FETCH_MAX_WAIT_MS;
+  if (pending && wait_ms < HANDLE_FETCH_PENDING_WAIT_MS) {
+    wait_ms = HANDLE_FETCH_PENDING_WAIT_MS; /* held back for a store's read (handle_fetch_ready) */
+  }
   w->n = n;
   w->req = req;
   w->deadline = uv_now(n->loop) + wait_ms;

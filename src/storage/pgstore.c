@@ -17,8 +17,9 @@
  *   - tail holds the newest batches, contiguous and ending at next, at most
  *     tail_max bytes; it may be empty;
  *   - fatal is sticky: after a failed statement nothing more is written;
- *   - written behind (writer != NULL): the tail holds every batch at or
- *     above durable_offset (it trims only committed batches); the batches
+ *   - the tail holds every batch at or above durable_offset (it trims
+ *     only committed batches: the reader's connection sees no other);
+ *   - written behind (writer != NULL): the batches
  *     [durable_offset, sent_offset) are in the writer's job in flight
  *     (member.inflight) and [sent_offset, next) wait for the next job;
  *     pending_bytes counts the bytes of [durable_offset, next).
@@ -27,6 +28,7 @@
 
 #include "common/err.h"
 #include "format/batch.h"
+#include "storage/pgreader.h"
 #include "storage/pgstore_schema.h"
 #include "storage/pgwriter.h"
 
@@ -39,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PGSTORE_SCAN_ROWS 256 /* rows a retention or time lookup reads at a time */
 /* How long a reconnect on the owner's thread may take (pgstore_reconnect)
  * before the store latches fatal and its owner revives it off the thread. */
 #define PGSTORE_RECONNECT_MS 1000
@@ -87,6 +88,11 @@ struct pgstore {
   size_t pending_max;
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
+  /* Reads below the tail, lookups and retention (pgreader.h). */
+  struct pgreader *reader;
+  void (*on_readable)(void *arg);
+  void *on_readable_arg;
+  uint32_t retained_unreported; /* rows a retention job deleted since store_retention asked */
   /* Kept from the options for a revive (pgstore_revive_begin); owned. */
   char *conninfo;
   char *password_file; /* NULL: libpq's own */
@@ -118,6 +124,7 @@ static int pgstore_fail(struct pgstore *ps, int err, const char *fmt, ...)
 }
 
 static void pgstore_tail_drop_front(struct pgstore *ps, size_t k);
+static void pgstore_tail_trim(struct pgstore *ps);
 static int pgstore_reconnect(struct pgstore *ps);
 
 /* The store latches fatal. Its view falls back to what was committed:
@@ -218,17 +225,6 @@ static int64_t pgstore_get_i64(const PGresult *res, int row, int col)
   return strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
-/* In a binary result: a big-endian int8 column. */
-static int64_t pgstore_get_bin_i64(const PGresult *res, int row, int col)
-{
-  const uint8_t *p = (const uint8_t *)PQgetvalue(res, row, col);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) {
-    v = v << 8 | p[i];
-  }
-  return (int64_t)v;
-}
-
 static int pgstore_begin(struct pgstore *ps)
 {
   if (ps->in_tx) {
@@ -254,6 +250,7 @@ static int pgstore_commit(struct pgstore *ps)
   if (ps->writer == NULL) {
     ps->durable_offset = ps->next;
     ps->durable_index = ps->last_index;
+    pgstore_tail_trim(ps);
   }
   return 0;
 }
@@ -293,14 +290,14 @@ static void pgstore_tail_drop_back(struct pgstore *ps, int64_t offset)
   }
 }
 
-/* Drops the oldest batches while the tail is above its bound; written
- * behind, never one PostgreSQL has not committed (reads need it). */
+/* Drops the oldest batches while the tail is above its bound; never one
+ * PostgreSQL has not committed: reads need it (the reader's connection
+ * sees committed rows only). */
 static void pgstore_tail_trim(struct pgstore *ps)
 {
   size_t k = 0;
   size_t bytes = ps->tail_bytes;
-  while (k < ps->ntail && bytes > ps->tail_max &&
-         (ps->writer == NULL || ps->tail[k]->next <= ps->durable_offset)) {
+  while (k < ps->ntail && bytes > ps->tail_max && ps->tail[k]->next <= ps->durable_offset) {
     bytes -= ps->tail[k]->len;
     k++;
   }
@@ -308,26 +305,16 @@ static void pgstore_tail_trim(struct pgstore *ps)
 }
 
 /* Takes b (always: freed when it cannot be kept) as the newest batch.
- * Returns 0, or CAIRN_ENOMEM when b must be kept (written behind: it is
- * not committed) and cannot be. */
+ * Returns 0, or CAIRN_ENOMEM when b cannot be kept (it is not committed
+ * yet, so the tail must hold it). */
 static int pgstore_tail_push(struct pgstore *ps, struct pgstore_batch *b)
 {
-  bool must_keep = ps->writer != NULL;
-  if (b->len > ps->tail_max && !must_keep) {
-    pgstore_tail_drop_front(ps, ps->ntail); /* the tail must end at next */
-    free(b);
-    return 0;
-  }
   if (ps->ntail == ps->captail) {
     size_t cap = ps->captail ? ps->captail * 2 : 64;
     struct pgstore_batch **grown = realloc(ps->tail, cap * sizeof *grown);
     if (grown == NULL) {
       free(b);
-      if (must_keep) {
-        return pgstore_fail(ps, CAIRN_ENOMEM, "append: growing the tail");
-      }
-      pgstore_tail_drop_front(ps, ps->ntail); /* a cache: empty is correct */
-      return 0;
+      return pgstore_fail(ps, CAIRN_ENOMEM, "append: growing the tail");
     }
     ps->tail = grown;
     ps->captail = cap;
@@ -454,19 +441,6 @@ static void pgstore_region_release(struct store_region *r)
   free(r->pin);
 }
 
-/* Whether a batch of len bytes still goes into a region of len_so_far
- * bytes and count batches (the first always does). */
-static bool pgstore_fits(size_t count, size_t len_so_far, size_t len, size_t max_bytes)
-{
-  if (count == 0) {
-    return true;
-  }
-  if (count >= PGSTORE_READ_MAX_BATCHES || len_so_far > max_bytes || len > max_bytes - len_so_far) {
-    return false;
-  }
-  return len_so_far + len <= PGSTORE_READ_MAX_BYTES;
-}
-
 static int pgstore_region_alloc(struct pgstore *ps, int64_t offset, size_t len,
                                 struct store_region *out)
 {
@@ -491,7 +465,7 @@ static int pgstore_read_tail(struct pgstore *ps, int64_t offset, size_t max_byte
   }
   size_t end = first;
   size_t len = 0;
-  while (end < ps->ntail && pgstore_fits(end - first, len, ps->tail[end]->len, max_bytes)) {
+  while (end < ps->ntail && pgreader_fits(end - first, len, ps->tail[end]->len, max_bytes)) {
     len += ps->tail[end]->len;
     end++;
   }
@@ -509,40 +483,44 @@ static int pgstore_read_tail(struct pgstore *ps, int64_t offset, size_t max_byte
   return 0;
 }
 
-/* Columns: base_offset, last_offset, batch (a binary result). */
+/* Below the tail: the reader's cache (then the tail, where the cache's
+ * rows reach it), or CAIRN_EPENDING while its job loads the rows
+ * (pgreader.h). A failed read leaves the store as it is: its state is not
+ * in question, only this read. */
 static int pgstore_read_db(struct pgstore *ps, int64_t offset, size_t max_bytes,
                            struct store_region *out)
 {
-  PGresult *res = pgstore_exec_tp(ps, "reading batches",
-                                  "SELECT base_offset, last_offset, batch FROM cairn_batches"
-                                  " WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3"
-                                  " ORDER BY base_offset LIMIT 64", /* PGSTORE_READ_MAX_BATCHES */
-                                  &offset, 1);
-  if (res == NULL) {
-    return CAIRN_EDATABASE;
+  int64_t end = ps->ntail > 0 ? ps->tail[0]->base : ps->next;
+  struct pgreader_slice sl;
+  int rv =
+      pgreader_read(ps->reader, offset, max_bytes, end, &sl, ps->s.errmsg, sizeof ps->s.errmsg);
+  if (rv == CAIRN_EPENDING) {
+    return pgstore_fail(ps, rv, "read at %" PRId64 ": reading it from PostgreSQL (ask again)",
+                        offset);
   }
-  int rows = PQntuples(res);
-  size_t len = 0;
-  int end = 0;
-  while (end < rows &&
-         pgstore_fits((size_t)end, len, (size_t)PQgetlength(res, end, 2), max_bytes)) {
-    len += (size_t)PQgetlength(res, end, 2);
-    end++;
+  if (rv != 0) {
+    return rv;
   }
-  int rv = end > 0
-               ? pgstore_region_alloc(ps, offset, len, out)
-               : pgstore_fail(ps, CAIRN_ECORRUPT, "read at %" PRId64 ": no row holds it", offset);
-  if (rv == 0) {
-    size_t pos = 0;
-    for (int i = 0; i < end; i++) {
-      memcpy((uint8_t *)out->mem + pos, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2));
-      pos += (size_t)PQgetlength(res, i, 2);
-    }
-    out->first_offset = pgstore_get_bin_i64(res, 0, 0);
-    out->next_offset = pgstore_get_bin_i64(res, end - 1, 1) + 1;
+  size_t k = 0;
+  size_t len = sl.len;
+  while (sl.next == end && k < ps->ntail &&
+         pgreader_fits(sl.count + k, len, ps->tail[k]->len, max_bytes)) {
+    len += ps->tail[k]->len;
+    k++;
   }
-  PQclear(res);
-  return rv;
+  rv = pgstore_region_alloc(ps, offset, len, out);
+  if (rv != 0) {
+    return rv;
+  }
+  memcpy((uint8_t *)out->mem, sl.data, sl.len);
+  size_t pos = sl.len;
+  for (size_t i = 0; i < k; i++) {
+    memcpy((uint8_t *)out->mem + pos, ps->tail[i]->data, ps->tail[i]->len);
+    pos += ps->tail[i]->len;
+  }
+  out->first_offset = sl.first;
+  out->next_offset = k > 0 ? ps->tail[k - 1]->next : sl.next;
+  return 0;
 }
 
 static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
@@ -570,12 +548,11 @@ static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes, struc
 
 /* ---- lookup_time ---- */
 
-/* Past the committed rows: written behind, the batches PostgreSQL has not
- * committed yet are only in the tail. */
-static int pgstore_lookup_time_tail(struct pgstore *ps, int64_t timestamp, int64_t *offset)
+/* Past the rows the reader looked at (below from): the tail holds them. */
+static int pgstore_lookup_time_tail(struct pgstore *ps, int64_t timestamp, int64_t *offset,
+                                    int64_t from)
 {
-  size_t i = ps->writer != NULL ? pgstore_tail_find(ps, ps->durable_offset) : ps->ntail;
-  for (; i < ps->ntail; i++) {
+  for (size_t i = pgstore_tail_find(ps, from); i < ps->ntail; i++) {
     int rv = store_batch_find_time(ps->tail[i]->data, ps->tail[i]->len, ps->start, timestamp,
                                    offset, ps->s.errmsg, sizeof ps->s.errmsg);
     if (rv != 0) {
@@ -592,39 +569,23 @@ static int pgstore_lookup_time(struct store *s, int64_t timestamp, int64_t *offs
   if (ps->fatal) {
     return CAIRN_EFATAL;
   }
-  /* Timestamps need not grow with offsets: every batch whose max_timestamp
-   * qualifies is a candidate, in offset order (cairn_batches_time). */
-  char ts[24], after[24];
-  snprintf(ts, sizeof ts, "%" PRId64, timestamp);
-  int64_t from = INT64_MIN;
-  for (;;) {
-    snprintf(after, sizeof after, "%" PRId64, from);
-    const char *values[4] = {ps->topic_id, ps->partition, ts, after};
-    PGresult *res = pgstore_exec(ps, "looking up a timestamp",
-                                 "SELECT base_offset, batch FROM cairn_batches"
-                                 " WHERE topic_id = $1 AND partition = $2"
-                                 " AND max_timestamp >= $3 AND base_offset > $4"
-                                 " ORDER BY base_offset LIMIT 256",
-                                 4, values, NULL, NULL, 1);
-    if (res == NULL) {
-      return CAIRN_EDATABASE;
-    }
-    int rows = PQntuples(res);
-    int rv = 0;
-    for (int i = 0; i < rows && rv == 0; i++) {
-      rv = store_batch_find_time((const uint8_t *)PQgetvalue(res, i, 1),
-                                 (size_t)PQgetlength(res, i, 1), ps->start, timestamp, offset,
-                                 ps->s.errmsg, sizeof ps->s.errmsg);
-      from = pgstore_get_bin_i64(res, i, 0);
-    }
-    PQclear(res);
-    if (rv != 0) {
-      return rv < 0 ? rv : 0;
-    }
-    if (rows < PGSTORE_SCAN_ROWS) {
-      return pgstore_lookup_time_tail(ps, timestamp, offset);
-    }
+  int64_t scanned;
+  int rv = pgreader_lookup_time(ps->reader, timestamp, ps->start, ps->durable_offset, offset,
+                                &scanned, ps->s.errmsg, sizeof ps->s.errmsg);
+  if (rv == CAIRN_EPENDING) {
+    return pgstore_fail(ps, rv, "lookup of time %" PRId64 ": in PostgreSQL (ask again)", timestamp);
   }
+  if (rv != 0) {
+    return rv < 0 ? rv : 0; /* found in the rows, or failed */
+  }
+  /* None in the rows the job saw, which are every row below scanned:
+   * the tail holds the rest, unless it was trimmed past scanned since
+   * (rows committed meanwhile): then look again. */
+  if (ps->ntail > 0 && ps->tail[0]->base > scanned && scanned < ps->next) {
+    pgreader_invalidate(ps->reader);
+    return pgstore_lookup_time(s, timestamp, offset);
+  }
+  return pgstore_lookup_time_tail(ps, timestamp, offset, scanned);
 }
 
 /* ---- written behind (pgwriter.h) ---- */
@@ -837,6 +798,12 @@ static int pgstore_truncate(struct store *s, int64_t offset)
                         ps->start, ps->next);
   }
   int rv = pgstore_settle(ps); /* the rows to cut must be committed ones */
+  /* No job of the reader races the cut, nor does its cache outlive it. */
+  pgreader_stop(ps->reader);
+  pgreader_invalidate(ps->reader);
+  if (rv == 0 && ps->fatal) {
+    rv = CAIRN_EFATAL;
+  }
   uint64_t index = ps->last_index;
   if (rv == 0) {
     rv = pgstore_begin(ps);
@@ -845,7 +812,7 @@ static int pgstore_truncate(struct store *s, int64_t offset)
     rv = pgstore_truncate_point(ps, offset, &index);
   }
   if (rv == 1) {
-    return 0; /* offset is next */
+    return pgstore_commit(ps); /* offset is next: nothing to cut */
   }
   if (rv == 0) {
     int64_t rows = pgstore_delete_rows(ps, "truncate", "base_offset >= $3", offset, NULL);
@@ -902,19 +869,26 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
     pgstore_tail_drop_front(ps, ps->ntail);
     ps->prefix_index = ps->last_index;
     ps->next = offset;
-  } else {
-    int64_t rows =
-        pgstore_delete_rows(ps, "delete_before", "last_offset < $3", offset, &ps->prefix_index);
-    if (rows < 0) {
-      return (int)rows;
+    return pgstore_set_start(ps, offset);
+  }
+  {
+    struct pgreader_retained d;
+    char err[STORE_ERRMSG_SIZE];
+    if (pgreader_delete_below(ps->conn, ps->topic_id, ps->partition, offset, ps->prefix_index, &d,
+                              err, sizeof err) != 0) {
+      (void)pgstore_db_fail(ps, "delete_before");
+      return pgstore_fail(ps, CAIRN_EDATABASE, "delete_before: %s", err);
     }
+    ps->size_bytes -= d.bytes;
+    ps->prefix_index = d.prefix_index;
+    ps->start = offset;
     size_t k = 0;
     while (k < ps->ntail && ps->tail[k]->next <= offset) {
       k++;
     }
     pgstore_tail_drop_front(ps, k);
   }
-  return pgstore_set_start(ps, offset);
+  return pgstore_commit(ps); /* the partition row moved with the delete */
 }
 
 static int pgstore_delete_before(struct store *s, int64_t offset)
@@ -930,84 +904,58 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
     return 0; /* the start never moves back */
   }
   int rv = pgstore_settle(ps); /* no row of the writer's lands below the new start */
+  pgreader_stop(ps->reader);   /* nor does a retention job race this one */
+  if (rv == 0 && ps->fatal) {
+    rv = CAIRN_EFATAL; /* the stopped job was a failed retention */
+  }
   if (rv == 0) {
     rv = pgstore_drop_before(ps, offset);
   }
+  pgreader_invalidate(ps->reader);
   if (rv == 0 && ps->writer != NULL) {
     pgstore_mark_settled(ps); /* a snapshot install moves next */
   }
   return rv;
 }
 
-/* Where retention at now_ms would move the start, no batch holding an
- * offset at or above below being deleted; the newest batch always stays
- * (as plog keeps its active segment). *count gets the batches it deletes.
- * Returns 0 or a negative code. */
-static int pgstore_retention_scan(struct pgstore *ps, int64_t now_ms, int64_t below, int64_t *point,
-                                  uint32_t *count)
+/* The reader's view of a retention pass now. */
+static void pgstore_retention_args(struct pgstore *ps, int64_t now_ms, int64_t below,
+                                   struct pgreader_retention *rt)
 {
-  *point = ps->start;
-  *count = 0;
-  if (ps->s.retention_bytes == 0 && ps->s.retention_ms == 0) {
-    return 0;
-  }
-  int64_t cutoff = now_ms - ps->s.retention_ms;
-  if (ps->s.retention_ms > 0 && now_ms < INT64_MIN + ps->s.retention_ms) {
-    cutoff = INT64_MIN; /* nothing can be that old */
-  }
-  uint64_t held = ps->size_bytes;
-  int64_t from = INT64_MIN;
-  bool have_prev = false;
-  uint64_t prev_len = 0;
-  int64_t prev_ts = 0;
-  for (;;) {
-    PGresult *res = pgstore_exec_tp(ps, "retention: scanning batches",
-                                    "SELECT base_offset, length(batch), max_timestamp"
-                                    " FROM cairn_batches WHERE topic_id = $1 AND partition = $2"
-                                    " AND base_offset > $3 ORDER BY base_offset LIMIT 256",
-                                    &from, 0);
-    if (res == NULL) {
-      return CAIRN_EDATABASE;
-    }
-    int rows = PQntuples(res);
-    for (int i = 0; i < rows; i++) {
-      int64_t base = pgstore_get_i64(res, i, 0);
-      /* The previous batch goes if this one (which then holds the start)
-       * is within the bound and the previous one is expired. */
-      bool expired = have_prev && ((ps->s.retention_bytes > 0 && held > ps->s.retention_bytes) ||
-                                   (ps->s.retention_ms > 0 && prev_ts < cutoff));
-      if (have_prev && (!expired || base > below || *count == UINT32_MAX)) {
-        PQclear(res);
-        return 0;
-      }
-      if (have_prev) {
-        held -= prev_len;
-        (*count)++;
-        *point = base;
-      }
-      have_prev = true;
-      prev_len = (uint64_t)pgstore_get_i64(res, i, 1);
-      prev_ts = pgstore_get_i64(res, i, 2);
-      from = base;
-    }
-    PQclear(res);
-    if (rows < PGSTORE_SCAN_ROWS) {
-      return 0;
-    }
-  }
+  rt->now_ms = now_ms;
+  rt->below = below;
+  rt->retention_bytes = ps->s.retention_bytes;
+  rt->retention_ms = ps->s.retention_ms;
+  rt->size_bytes = ps->size_bytes;
+  rt->start = ps->start;
 }
 
+/* Without a writer, the reader's connection must see every row: the
+ * store's own transaction commits first (retention commits at once
+ * anyway, pgstore.h). */
+static int pgstore_commit_for_reader(struct pgstore *ps)
+{
+  return ps->writer == NULL ? pgstore_commit(ps) : 0;
+}
+
+/* With a loop: the point a scan found, or the start while one runs (it
+ * wakes nobody: the owner's next retention pass asks again). */
 static int64_t pgstore_retention_point(struct store *s, int64_t now_ms)
 {
   struct pgstore *ps = pgstore_from(s);
+  struct pgreader_retention rt;
+  pgstore_retention_args(ps, now_ms, INT64_MAX, &rt);
   int64_t point = ps->start;
-  uint32_t count;
-  if (ps->fatal || pgstore_retention_scan(ps, now_ms, INT64_MAX, &point, &count) != 0) {
-    return ps->start; /* no answer: nothing is due */
+  if (ps->fatal || pgstore_commit_for_reader(ps) != 0 ||
+      pgreader_scan(ps->reader, &rt, &point, ps->s.errmsg, sizeof ps->s.errmsg) != 0) {
+    return ps->start; /* no answer (yet): nothing is due */
   }
-  return point;
+  return point > ps->start ? point : ps->start;
 }
 
+/* Starts the reader's delete (with a loop it ends later, on the loop:
+ * pgstore_on_reader_done applies it); *deleted gets the rows deleted by
+ * jobs that ended since the last call. */
 static int pgstore_retention(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted)
 {
   struct pgstore *ps = pgstore_from(s);
@@ -1015,17 +963,51 @@ static int pgstore_retention(struct store *s, int64_t now_ms, int64_t below, uin
   if (ps->fatal) {
     return CAIRN_EFATAL;
   }
-  int64_t point;
-  uint32_t count;
-  int rv = pgstore_retention_scan(ps, now_ms, below, &point, &count);
-  if (rv != 0 || count == 0) {
-    return rv;
-  }
-  rv = pgstore_drop_before(ps, point);
+  struct pgreader_retention rt;
+  pgstore_retention_args(ps, now_ms, below, &rt);
+  int rv = pgstore_commit_for_reader(ps);
   if (rv == 0) {
-    *deleted = count;
+    rv = pgreader_retain(ps->reader, &rt);
   }
-  return rv;
+  *deleted = ps->retained_unreported;
+  ps->retained_unreported = 0;
+  if (rv == CAIRN_EPENDING) {
+    return 0; /* a job runs: the next pass starts one */
+  }
+  return ps->fatal ? CAIRN_EFATAL : rv;
+}
+
+/* A job of the reader ended (on the loop; without one, inside the call
+ * that ran it): a retention delete is applied to the store's state, and
+ * the owner's waiting reads may now be answered. */
+static void pgstore_on_reader_done(void *arg, enum pgreader_job_kind kind, int status,
+                                   const char *msg, const struct pgreader_retained *retained)
+{
+  struct pgstore *ps = arg;
+  if (kind == PGREADER_RETAIN && !ps->fatal) {
+    if (status != 0) {
+      /* The delete's COMMIT may or may not have happened: the revive
+       * reloads the start PostgreSQL has. */
+      pgstore_latch(ps);
+      (void)pgstore_fail(ps, CAIRN_EDATABASE, "retention: %s", msg);
+      if (ps->on_fatal != NULL && ps->writer != NULL) {
+        ps->on_fatal(ps->on_fatal_arg);
+      }
+    } else if (retained != NULL && retained->start > ps->start) {
+      ps->start = retained->start;
+      ps->prefix_index = retained->prefix_index;
+      ps->size_bytes -= retained->bytes < ps->size_bytes ? retained->bytes : ps->size_bytes;
+      size_t k = 0;
+      while (k < ps->ntail && ps->tail[k]->next <= ps->start) {
+        k++;
+      }
+      pgstore_tail_drop_front(ps, k);
+      ps->retained_unreported += retained->count;
+    }
+  }
+  if (ps->on_readable != NULL) {
+    ps->on_readable(ps->on_readable_arg);
+  }
 }
 
 /* ---- info and close ---- */
@@ -1050,6 +1032,7 @@ static void pgstore_free(struct pgstore *ps)
     pgwriter_leave(ps->writer, &ps->member);
     pgwriter_release(ps->writer);
   }
+  pgreader_free(ps->reader);
   pgstore_tail_drop_front(ps, ps->ntail);
   free(ps->tail);
   PQfinish(ps->conn);
@@ -1068,6 +1051,18 @@ static void pgstore_close(struct store *s)
   pgstore_free(ps);
 }
 
+/* A read for a caller that may block (store_read_wait): the reader's job
+ * runs on this thread, so it needs no worker of the thread pool. */
+static int pgstore_read_blocking(struct store *s, int64_t offset, size_t max_bytes,
+                                 struct store_region *out)
+{
+  struct pgstore *ps = pgstore_from(s);
+  pgreader_set_inline(ps->reader, true);
+  int rv = pgstore_read(s, offset, max_bytes, out);
+  pgreader_set_inline(ps->reader, false);
+  return rv;
+}
+
 static const struct store_ops pgstore_ops = {
     .append = pgstore_append,
     .read = pgstore_read,
@@ -1077,6 +1072,7 @@ static const struct store_ops pgstore_ops = {
     .delete_before = pgstore_delete_before,
     .retention = pgstore_retention,
     .retention_point = pgstore_retention_point,
+    .read_blocking = pgstore_read_blocking,
     .info = pgstore_info,
     .close = pgstore_close,
 };
@@ -1221,6 +1217,24 @@ static int pgstore_join_writer(struct pgstore *ps, uv_loop_t *loop)
   return 0;
 }
 
+/* The reader of the rows below the tail (pgreader.h): jobs on the loop's
+ * thread pool, or at once without a loop. */
+static int pgstore_open_reader(struct pgstore *ps, const struct pgstore_opts *o)
+{
+  struct pgreader_opts ro = {
+      .conninfo = ps->conninfo,
+      .password_file = ps->password_file,
+      .topic_id = o->topic_id,
+      .partition = o->partition,
+      .cache_bytes = o->read_cache_bytes,
+      .loop = o->loop,
+      .on_done = pgstore_on_reader_done,
+      .arg = ps,
+  };
+  int rv = pgreader_new(&ro, &ps->reader);
+  return rv != 0 ? pgstore_fail(ps, rv, "out of memory") : 0;
+}
+
 static char *pgstore_strdup_opt(const char *s, bool *oom)
 {
   if (s == NULL) {
@@ -1254,11 +1268,16 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->pending_max = o->pending_bytes ? o->pending_bytes : PGSTORE_DEFAULT_PENDING_BYTES;
   ps->on_fatal = o->on_fatal;
   ps->on_fatal_arg = o->on_fatal_arg;
+  ps->on_readable = o->on_readable;
+  ps->on_readable_arg = o->on_readable_arg;
   bool oom = false;
   ps->conninfo = pgstore_strdup_opt(o->conninfo, &oom);
   ps->password_file = pgstore_strdup_opt(o->password_file, &oom);
   ps->topic = pgstore_strdup_opt(o->topic != NULL ? o->topic : "", &oom);
   int rv = oom ? pgstore_fail(ps, CAIRN_ENOMEM, "out of memory") : pgstore_establish(ps);
+  if (rv == 0) {
+    rv = pgstore_open_reader(ps, o);
+  }
   if (rv == 0 && o->loop != NULL) {
     rv = pgstore_join_writer(ps, o->loop);
   }
@@ -1282,6 +1301,9 @@ int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
   if (ps->member.inflight) {
     return -EBUSY; /* the writer's job may still commit rows of this store */
   }
+  /* A retention job of the reader must not commit after the revive has
+   * read the partition's start: it ends (canceled) now. */
+  pgreader_stop(ps->reader);
   struct pgstore_revive *job = calloc(1, sizeof *job);
   if (job == NULL) {
     return CAIRN_ENOMEM;
@@ -1335,7 +1357,9 @@ int pgstore_revive_end(struct store *s, struct pgstore_revive *job)
     return status;
   }
   /* What PostgreSQL committed is the store now: the tail may hold rows a
-   * failed transaction rolled back, so it starts again empty. */
+   * failed transaction rolled back, so it starts again empty, and what
+   * the reader kept is looked up again. */
+  pgreader_invalidate(ps->reader);
   PQfinish(ps->conn);
   ps->conn = sh->conn;
   sh->conn = NULL;

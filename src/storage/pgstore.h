@@ -12,7 +12,11 @@
  *   - a read returns at most PGSTORE_READ_MAX_BATCHES batches and
  *     PGSTORE_READ_MAX_BYTES bytes (besides max_bytes; the first batch is
  *     always whole), served from a bounded in-memory tail of the newest
- *     batches when it holds the offset, otherwise from the database;
+ *     batches when it holds the offset (the tail holds at least every
+ *     batch not committed), otherwise from the database through the
+ *     store's reader (pgreader.h): with a loop, such a read, a lookup by
+ *     time and retention answer from what a job on the thread pool found,
+ *     and CAIRN_EPENDING while it runs (below);
  *   - retention deletes rows, oldest first, by size and by the rows'
  *     max_timestamp; segments is always 1.
  *
@@ -47,16 +51,39 @@
  * store_flush, truncate, delete_before and close first wait for the job in
  * flight and commit what is left synchronously (they block, as plog's
  * fsync does); a revive is refused (-EBUSY) while the store has rows in a
- * job in flight. Reads that miss the tail, lookups by time and retention
- * still make synchronous round trips on the loop (reads of committed rows,
- * which PostgreSQL's row locks do not block).
+ * job in flight.
+ *
+ * Never blocking the loop on a read (opts.loop set): a read that misses
+ * the tail, a lookup by time, retention_point and retention start a job
+ * of the store's reader (its own connection, on the thread pool) and
+ * return at once: store_read and store_lookup_time with CAIRN_EPENDING,
+ * retention_point with the start (nothing due yet), retention with 0
+ * deleted. When the job ends, on the loop, the store applies a retention
+ * delete to its state and calls opts.on_readable; the caller asks again
+ * and is answered from the reader's bounded cache. A failed read or
+ * lookup is answered once with CAIRN_EDATABASE (the store is not latched:
+ * nothing it holds is in question); a failed retention delete latches
+ * the store fatal (its COMMIT may or may not have happened) and calls
+ * on_fatal. store_read_wait (a caller that may block: the producer
+ * table's rebuild at open) runs the reader's statement on the caller's
+ * thread instead. truncate, delete_before and a revive cancel the reader's job
+ * in flight first (PQcancel; they block until it has ended, which a
+ * cancel makes short) so that no job races the rows they change, and
+ * drop what it cached. flush, truncate and delete_before stay synchronous
+ * on the loop: they run only where the caller already waits for the
+ * store (a Raft snapshot install, a settle before a snapshot), as plog's
+ * fsync does.
  *
  * Blocking, without a loop: every store call is a synchronous round trip
- * to the database on the caller's thread (libpq's blocking API); only a
- * revive's connection (pgstore_revive_run) is meant for another thread. */
+ * to the database on the caller's thread (libpq's blocking API; the
+ * reader's jobs run at once, and retention commits the store's open
+ * transaction first so that the reader's connection sees every row); only
+ * a revive's connection (pgstore_revive_run) is meant for another
+ * thread. */
 #ifndef CAIRN_PGSTORE_H
 #define CAIRN_PGSTORE_H
 
+#include "storage/pgreader.h"
 #include "storage/store.h"
 
 #include <stdbool.h>
@@ -64,8 +91,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define PGSTORE_READ_MAX_BATCHES 64
-#define PGSTORE_READ_MAX_BYTES (1u << 20)
+#define PGSTORE_READ_MAX_BATCHES PGREADER_MAX_BATCHES
+#define PGSTORE_READ_MAX_BYTES PGREADER_MAX_BYTES
 #define PGSTORE_DEFAULT_TAIL_BYTES (4u << 20)
 /* Bytes a written-behind store holds that PostgreSQL has not committed
  * (opts.loop set): above, append latches the store fatal (CAIRN_EDB_BEHIND)
@@ -96,6 +123,14 @@ struct pgstore_opts {
    * which wait for the writer). The owner revives the store. May be NULL. */
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
+  /* With loop: a job of the store's reader ended, so a read or lookup
+   * that got CAIRN_EPENDING may now be answered (wake the waiting
+   * fetches, as an append does). Fires on the loop, never from inside a
+   * call on the store except truncate, delete_before and a revive (which
+   * end the job in flight). May be NULL. */
+  void (*on_readable)(void *arg);
+  void *on_readable_arg;
+  size_t read_cache_bytes; /* the reader's cache bound; 0: PGREADER_DEFAULT_CACHE_BYTES */
 };
 
 /* Connects, brings the schema up to date (pgstore_schema.h; refuses a

@@ -72,6 +72,9 @@ struct store_ops {
   int (*delete_before)(struct store *s, int64_t offset);
   int (*retention)(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted);
   int64_t (*retention_point)(struct store *s, int64_t now_ms);
+  /* read for a caller that may block; NULL: read never answers CAIRN_EPENDING */
+  int (*read_blocking)(struct store *s, int64_t offset, size_t max_bytes,
+                       struct store_region *out);
   void (*info)(struct store *s, struct store_info *out);
   void (*close)(struct store *s);
 };
@@ -108,8 +111,11 @@ store_append(struct store *s, struct store_batch *batches, size_t n, uint64_t so
 /* Finds whole batches starting with the one that holds offset, at most
  * max_bytes of them except that the first batch is always returned whole.
  * Regions never span segments. offset == next_offset gives len 0. Returns
- * 0 or CAIRN_EOFFSET (below start or above next). *out must be released
- * with store_region_release(). */
+ * 0 or CAIRN_EOFFSET (below start or above next); a store whose rows live
+ * elsewhere (pgstore with a loop) may answer CAIRN_EPENDING: it is
+ * fetching them off the loop and wakes its owner when they are in (ask
+ * again then), or a failure of that fetch (CAIRN_EDATABASE). *out must be
+ * released with store_region_release() (also after a failure). */
 __attribute__((warn_unused_result)) static inline int
 store_read(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
 {
@@ -117,7 +123,8 @@ store_read(struct store *s, int64_t offset, size_t max_bytes, struct store_regio
 }
 
 /* The offset of the first record whose timestamp is >= timestamp; the log
- * end (next_offset) if there is none. Returns 0 or a negative code. */
+ * end (next_offset) if there is none. Returns 0 or a negative code
+ * (CAIRN_EPENDING as store_read). */
 __attribute__((warn_unused_result)) static inline int
 store_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
 {
@@ -182,6 +189,18 @@ static inline void store_set_retention(struct store *s, uint64_t bytes, int64_t 
 {
   s->retention_bytes = bytes;
   s->retention_ms = ms;
+}
+
+/* store_read for a caller that may block (recovery scans, tools): a
+ * store that would answer CAIRN_EPENDING fetches the rows on the caller's
+ * thread instead. Blocks for as long as the store's database takes. */
+__attribute__((warn_unused_result)) static inline int
+store_read_wait(struct store *s, int64_t offset, size_t max_bytes, struct store_region *out)
+{
+  if (s->ops->read_blocking != NULL) {
+    return s->ops->read_blocking(s, offset, max_bytes, out);
+  }
+  return s->ops->read(s, offset, max_bytes, out);
 }
 
 static inline void store_info(struct store *s, struct store_info *out) { s->ops->info(s, out); }

@@ -8,7 +8,11 @@
  *   cairn-pg-copy-bench CONNINFO COUNT [SIZE [ROWS_PER_COMMIT]]
  *
  * COUNT rows of SIZE-byte values (default 100), ROWS_PER_COMMIT rows per
- * transaction (default 1000). Prints one line: rows/s. */
+ * transaction (default 1000). Then reads them back as a user would page
+ * through them: SELECT seq, value ... WHERE seq >= $1 ORDER BY seq LIMIT
+ * ROWS_PER_COMMIT, in binary, until every row came back (checking each
+ * value's length and the sequence). Prints one line: the write rows/s and
+ * the read rows/s. */
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdint.h>
@@ -108,12 +112,48 @@ static int pgcb_batch(PGconn *conn, uint8_t *buf, uint64_t first, size_t n, cons
   return pgcb_exec(conn, "COMMIT");
 }
 
+/* Reads the table back in pages of per rows. Returns 0 when rows [0,
+ * count) came back in order with size-byte values, -1 otherwise. */
+static int pgcb_read_back(PGconn *conn, uint64_t count, size_t size, size_t per)
+{
+  char limit[24];
+  snprintf(limit, sizeof limit, "%zu", per);
+  uint64_t seq = 0;
+  while (seq < count) {
+    char from[24];
+    snprintf(from, sizeof from, "%" PRIu64, seq);
+    const char *values[2] = {from, limit};
+    PGresult *res = PQexecParams(
+        conn, "SELECT seq, value FROM " PGCB_TABLE " WHERE seq >= $1 ORDER BY seq LIMIT $2", 2,
+        NULL, values, NULL, NULL, 1);
+    int rows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : -1;
+    for (int i = 0; i < rows; i++, seq++) {
+      const uint8_t *p = (const uint8_t *)PQgetvalue(res, i, 0);
+      uint64_t got = 0;
+      for (int k = 0; k < 8; k++) {
+        got = got << 8 | p[k];
+      }
+      if (got != seq || (size_t)PQgetlength(res, i, 1) != size) {
+        rows = -1;
+        break;
+      }
+    }
+    PQclear(res);
+    if (rows <= 0) {
+      fprintf(stderr, "cairn-pg-copy-bench: reading back at %" PRIu64 ": %s\n", seq,
+              rows < 0 ? PQerrorMessage(conn) : "no rows");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* The rows the table holds, or -1. */
 static long long pgcb_count(PGconn *conn)
 {
   PGresult *res = PQexec(conn, "SELECT count(*) FROM " PGCB_TABLE);
-  long long n = PQresultStatus(res) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(res, 0, 0), NULL, 10)
-                                                       : -1;
+  long long n =
+      PQresultStatus(res) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : -1;
   PQclear(res);
   return n;
 }
@@ -163,8 +203,13 @@ int main(int argc, char **argv)
             count);
     rv = -1;
   }
+  double t1 = pgcb_now();
   if (rv == 0) {
-    printf("%.0f\n", (double)count / secs);
+    rv = pgcb_read_back(conn, count, size, per);
+  }
+  double read_secs = pgcb_now() - t1;
+  if (rv == 0) {
+    printf("%.0f %.0f\n", (double)count / secs, (double)count / read_secs);
   }
   free(value);
   free(buf);

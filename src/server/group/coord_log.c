@@ -292,8 +292,8 @@ static void coord_load_some(struct coord *c, struct coord_slot *slot, struct par
     memset(&r, 0, sizeof r);
     r.fd = -1;
     int rv = store_read(s, slot->load_next, budget, &r);
-    if (rv == 0 && r.len == 0) {
-      store_region_release(&r);
+    if ((rv == 0 && r.len == 0) || rv == CAIRN_EPENDING) {
+      store_region_release(&r); /* pending: a PostgreSQL store's read, the next tick asks again */
       break;
     }
     uint8_t *copy = NULL;
