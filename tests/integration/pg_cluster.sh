@@ -14,20 +14,10 @@ set -euo pipefail
 CLI_TEST_TAG=pgcluster
 . "$(cd "$(dirname "$0")/../lib" && pwd)/cli_test.sh"
 . "$repo/tests/lib/pg.sh"
-
-chmod 755 "$dir" # the PostgreSQL server runs as nobody
-# The nodes first (they hold connections), then the server, then the
-# usual cleanup with the test's exit status.
-trap 'rc=$?; set +e; [ -f "$cdir/cluster.conf" ] && bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1; pg_stop; (exit $rc); cleanup' EXIT
+. "$repo/tests/lib/pg_topic.sh"
 
 step "a private PostgreSQL server, one database per node"
-pg_start "$dir/pg" || fail "PostgreSQL did not start"
-for i in 1 2 3; do
-  pg_createdb "cairn_node$i" >"$dir/conninfo$i" || fail "createdb cairn_node$i"
-done
-
-# cluster.sh starts "cairnd ARGS": this wrapper adds each node's database.
-cairnd=$(pg_cairnd_wrapper "$dir" "$cairnd")
+pg_nodes_start 3
 
 step "a 3-node cluster and a topic with --storage postgresql"
 start_cluster3
@@ -48,9 +38,7 @@ step "produce in rounds across a SIGKILL of the leader"
 rounds=30
 for r in $(seq 1 "$rounds"); do
   seq 1 20 | sed "s/^/r$r-/" >"$dir/round"
-  if "$cli" --timeout-ms 20000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
-    cat "$dir/round" >>"$dir/acked"
-  fi
+  produce_round "$dir/round" 20000 || true
   if [ "$r" -eq 10 ]; then
     l=$(leader_of) || fail "no topic description"
     [ "$l" -ge 1 ] || fail "no leader for pgt-0"
@@ -68,101 +56,15 @@ acked=$(wc -l <"$dir/acked")
 [ "$acked" -ge 400 ] || fail "only $acked of $((rounds * 20)) records were acknowledged"
 echo "   $acked records acknowledged"
 
-# Every acknowledged record once and in order in `cairn consume`, and the
-# records view of every node's database equal to what it returned.
-verify_all() {
-step "cairn consume returns every acknowledged record once, in order"
-expect 0 "$cli" consume pgt -p 0 -e -f '%o %v\n'
-cp "$dir/out" "$dir/consumed"
-python3 - "$dir/acked" "$dir/consumed" <<'PY' || fail "consumed records do not hold the acknowledged ones once and in order"
-import sys
-acked = [l.rstrip("\n") for l in open(sys.argv[1])]
-got = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[2]) if l.strip()]
-values = [v for _, v in got]
-offsets = [int(o) for o, _ in got]
-assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets not contiguous"
-pos = {}
-for i, v in enumerate(values):
-    assert v not in pos, "duplicate " + v
-    pos[v] = i
-missing = [v for v in acked if v not in pos]
-assert not missing, "lost %d acknowledged records, e.g. %s" % (len(missing), missing[:3])
-order = [pos[v] for v in acked]
-assert order == sorted(order), "acknowledged records out of order"
-print("   %d consumed, %d acknowledged: all there once, in order" % (len(values), len(acked)))
-PY
-
-step "the records view on every node's database returns what cairn consume returns"
-for i in 1 2 3; do
-  ok=0
-  for _ in $(seq 1 100); do
-    pg_psql "cairn_node$i" -At -F ' ' -c \
-      "SELECT \"offset\", convert_from(value, 'UTF8') FROM cairn_records WHERE topic = 'pgt' AND partition = 0 ORDER BY \"offset\"" \
-      >"$dir/sql$i" 2>"$dir/sql.err" || true
-    if cmp -s "$dir/sql$i" "$dir/consumed"; then
-      ok=1
-      break
-    fi
-    sleep 0.2
-  done
-  [ "$ok" -eq 1 ] || fail "node $i's records view differs from cairn consume: $(diff "$dir/sql$i" "$dir/consumed" | head -5) $(cat "$dir/sql.err")"
-done
-echo "   3 databases agree with cairn consume"
-}
-
 verify_all
 
-# The cairn_partition_store_failed gauge of node i (1, 0, or "" when the
-# node does not answer).
-store_failed_of() {
-  python3 - "$((base + 10 * ($1 - 1) + 2))" <<'PY' 2>/dev/null
-import sys, urllib.request
-text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
-vals = [l.rsplit(" ", 1)[1] for l in text.splitlines() if l.startswith("cairn_partition_store_failed{")]
-print("1" if "1" in vals else "0")
-PY
-}
-
-# Every node's gauge back at 0, and the same processes as before (the
-# replicas resumed by themselves: no cairnd was restarted).
-resumed_without_restart() {
-  local i ok
-  for i in 1 2 3; do
-    kill -0 "$(cat "$cdir/node$i.pid")" 2>/dev/null || fail "node $i is gone"
-    [ "$(cat "$cdir/node$i.pid")" = "${node_pid[$i]}" ] || fail "node $i was restarted"
-    ok=0
-    for _ in $(seq 1 150); do
-      [ "$(store_failed_of "$i")" = "0" ] && { ok=1; break; }
-      sleep 0.2
-    done
-    [ "$ok" -eq 1 ] || fail "node $i still reports cairn_partition_store_failed 1"
-  done
-}
-
-declare -A node_pid
-for i in 1 2 3; do node_pid[$i]=$(cat "$cdir/node$i.pid"); done
-
-# One round r, which must be acknowledged: one cairn produce, whose
-# idempotent producer retries through leader changes itself. Never run
-# again on failure: a second process is a new producer, and a batch the
-# first one left in doubt would then be stored twice.
-produce_acked() {
-  seq 1 20 | sed "s/^/r$1-/" >"$dir/round"
-  "$cli" --timeout-ms 60000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
-    fail "round r$1 not acknowledged: $(cat "$dir/produce.err")"
-  cat "$dir/round" >>"$dir/acked"
-}
-
-# How many times the nodes logged a store that failed (and a Raft reopen).
-store_failures() {
-  cat "$cdir"/node*.log | grep -c "its PostgreSQL store failed" || true
-}
+record_node_pids
 
 step "PostgreSQL drops every connection: the replicas reconnect by themselves"
 failures=$(store_failures)
 for drop in 1 2 3; do
   pg_psql postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
-  produce_acked "3$drop"
+  produce_acked "r3$drop"
 done
 resumed_without_restart
 # Nothing was pending when the connections went: each replica connects
@@ -182,10 +84,9 @@ for k in 1 2 3 4; do
   seq 1 20 | sed "s/^/down$k-/" >"$dir/round"
   # Not acknowledged: the entry may still be in the Raft log (applied once
   # the database is back: in doubt, not lost).
-  if "$cli" --timeout-ms 3000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
+  if produce_round "$dir/round" 3000; then
     [ "$down_acked" -eq $((k - 1)) ] && [ "$k" -lt 4 ] ||
       fail "round down$k was acknowledged after a round was refused (the stores had failed)"
-    cat "$dir/round" >>"$dir/acked"
     down_acked=$((down_acked + 1))
   fi
 done
@@ -199,7 +100,7 @@ echo "   $down_acked round(s) acknowledged before the stores failed (on the Raft
 step "PostgreSQL comes back: the partition resumes without restarting cairnd"
 pg_resume || fail "PostgreSQL did not start again"
 for r in $(seq 40 43); do
-  produce_acked "$r"
+  produce_acked "r$r"
 done
 resumed_without_restart
 grep -q "its PostgreSQL store failed" "$cdir"/node*.log || fail "no node logged why its store failed"

@@ -22,20 +22,10 @@ set -euo pipefail
 CLI_TEST_TAG=pgplace
 . "$(cd "$(dirname "$0")/../lib" && pwd)/cli_test.sh"
 . "$repo/tests/lib/pg.sh"
-
-chmod 755 "$dir" # the PostgreSQL server runs as nobody
-# The nodes first (they hold connections), then the server, then the
-# usual cleanup with the test's exit status.
-trap 'rc=$?; set +e; [ -f "$cdir/cluster.conf" ] && bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1; pg_stop; (exit $rc); cleanup' EXIT
+. "$repo/tests/lib/pg_topic.sh"
 
 step "a private PostgreSQL server, a database for nodes 1 and 2 only"
-pg_start "$dir/pg" || fail "PostgreSQL did not start"
-for i in 1 2; do
-  pg_createdb "cairn_node$i" >"$dir/conninfo$i" || fail "createdb cairn_node$i"
-done
-
-# cluster.sh starts this cairnd: it adds the node's database when it has one.
-cairnd=$(pg_cairnd_wrapper "$dir" "$cairnd")
+pg_nodes_start 2
 
 start_cluster3
 
@@ -71,12 +61,6 @@ err_has "no other alive node"
 
 step "produce to the postgresql topic"
 : >"$dir/acked"
-produce_acked() {
-  seq 1 20 | sed "s/^/$1-/" >"$dir/round"
-  "$cli" --timeout-ms 60000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
-    fail "round $1 not acknowledged: $(cat "$dir/produce.err")"
-  cat "$dir/round" >>"$dir/acked"
-}
 produce_acked a
 produce_acked b
 
@@ -113,8 +97,7 @@ seq 1 5 | sed "s/^/down-/" >"$dir/round"
 # writer finds the database gone (then it must be there once PostgreSQL is
 # back), or time out once the store has latched. Either way the write
 # attempt makes the stores fail.
-if "$cli" --timeout-ms 3000 produce pgt -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err"; then
-  cat "$dir/round" >>"$dir/acked"
+if produce_round "$dir/round" 3000; then
   echo "   acknowledged before the store noticed: checked after PostgreSQL is back"
 fi
 # Node 3 hosts no replica of pgt, yet its answers name every failed store
@@ -195,21 +178,7 @@ for _ in 1 2 3; do
   expect 0 "$cli" "${node3[@]}" cluster status
   grep -q "store failed" "$dir/out" && fail "cluster status still lists a failed store: $(cat "$dir/out")"
 done
-expect 0 "$cli" consume pgt -p 0 -e -f '%o %v\n'
-python3 - "$dir/acked" "$dir/out" <<'PY' || fail "consumed records do not hold the acknowledged ones once and in order"
-import sys
-acked = [l.rstrip("\n") for l in open(sys.argv[1])]
-got = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[2]) if l.strip()]
-values = [v for _, v in got]
-offsets = [int(o) for o, _ in got]
-assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets not contiguous"
-assert len(set(values)) == len(values), "a duplicate"
-pos = {v: i for i, v in enumerate(values)}
-assert all(v in pos for v in acked), "an acknowledged record is missing"
-order = [pos[v] for v in acked]
-assert order == sorted(order), "out of order"
-print("   %d consumed, %d acknowledged: all there once, in order" % (len(values), len(acked)))
-PY
+verify_consumed
 # restart_node3: SIGTERM node 3, wait for it to exit, start it again with
 # what its wrapper finds now (a database or none).
 restart_node3() {
