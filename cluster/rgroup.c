@@ -550,8 +550,27 @@ struct store *rgroup_store(struct rgroup *rg) { return rg->store; }
 void rgroup_note_store_failed(struct rgroup *rg)
 {
   if (rg->store_failed_ms == 0) {
-    rg->store_failed_ms = (uint64_t)wallclock_ms();
+    /* failing again on probation: the same failure as before the revive */
+    rg->store_failed_ms =
+        rg->store_probation ? rg->probation_since_ms : (uint64_t)wallclock_ms();
   }
+}
+
+/* Ends a revived store's probation once it has committed a write past
+ * what it held when it came back, or has had nothing to write for
+ * RGROUP_PROBATION_IDLE_MS (an idle partition after a database restart). */
+static bool rgroup_store_on_probation(struct rgroup *rg, const struct store_info *si)
+{
+  if (!rg->store_probation) {
+    return false;
+  }
+  bool wrote = si->durable_offset > rg->probation_offset;
+  bool idle = si->durable_offset >= si->next_offset &&
+              uv_now(rg->loop) >= rg->probation_start + RGROUP_PROBATION_IDLE_MS;
+  if (wrote || idle) {
+    rg->store_probation = false;
+  }
+  return rg->store_probation;
 }
 
 void rgroup_store_failure(struct rgroup *rg, struct rgroup_store_failure *out)
@@ -561,6 +580,18 @@ void rgroup_store_failure(struct rgroup *rg, struct rgroup_store_failure *out)
   out->failed = si.fatal || rg->fatal || rg->store_down;
   out->reason = out->failed ? store_errmsg(rg->store) : "";
   out->since_ms = out->failed ? rg->store_failed_ms : 0;
+  if (!out->failed && rgroup_store_on_probation(rg, &si)) {
+    out->failed = true;
+    out->reason = rg->probation_reason;
+    out->since_ms = rg->probation_since_ms;
+  }
+}
+
+bool rgroup_store_probation(struct rgroup *rg)
+{
+  struct store_info si;
+  store_info(rg->store, &si);
+  return rgroup_store_on_probation(rg, &si);
 }
 
 /* ---- leadership ---- */

@@ -122,6 +122,7 @@ enum rgroup_state {
 
 #define RGROUP_RECOVER_MIN_MS 50    /* first reopen after a failed write */
 #define RGROUP_RECOVER_MAX_MS 5000  /* backoff cap while the disk stays full */
+#define RGROUP_PROBATION_IDLE_MS 10000 /* a revived store with nothing to write is well */
 
 struct rgroup_replica {
   uint64_t id;
@@ -332,6 +333,17 @@ struct rgroup {
    * closed as after a failed write, and reopened only once the store is
    * revived on the thread pool. */
   bool store_down;               /* the store is fatal and being revived */
+  /* After a revive, until the store has committed a write past what it
+   * held then (a database whose disk is still full answers the revive's
+   * reads but fails the next write, and the replica would otherwise cycle
+   * between failed and revived with its failure seldom visible): the
+   * failure stays reported (rgroup_store_failure) and the revive backoff
+   * is not reset by Raft's own successful writes. */
+  bool store_probation;
+  int64_t probation_offset;      /* durable_offset when the store came back */
+  uint64_t probation_start;      /* uv_now when it came back */
+  uint64_t probation_since_ms;   /* the failure's time, kept for the report */
+  char probation_reason[256];    /* the failure's message, kept for the report */
   bool revive_busy;              /* revive_work is queued or running */
   bool revive_counted;           /* rgroup_close_parts waits for it */
   uv_work_t revive_work;
@@ -414,6 +426,10 @@ void rgroup_store_failure(struct rgroup *rg, struct rgroup_store_failure *out);
 /* Records that the store failed now, unless a failure is already recorded
  * (rgroup_fsm.c and rgroup_raft.c call it where they see the failure). */
 void rgroup_note_store_failed(struct rgroup *rg);
+
+/* Whether a revived PostgreSQL store has yet to commit a write past what
+ * it held when it came back (see store_probation). Context: loop thread. */
+bool rgroup_store_probation(struct rgroup *rg);
 
 /* Fails queued requests (CAIRN_ESHUTDOWN), closes Raft, its I/O and the
  * store, then calls cb. Callback: fires exactly once. */

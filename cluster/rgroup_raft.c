@@ -304,7 +304,7 @@ static void rgroup_raft_on_append(struct raft_io_append *req, int status)
      * callback on a leader) must find the replica recovering. (Appends
      * canceled by raft_close are no failure of the disk.) */
     rgroup_raft_fail(rg, status, "appending to the Raft log");
-  } else if (status == 0) {
+  } else if (status == 0 && !rgroup_store_probation(rg)) {
     rg->recover_delay_ms = 0;
   }
   cb(orig, status);
@@ -773,6 +773,9 @@ static void rgroup_raft_revive_done(uv_work_t *w, int status)
     }
     return;
   }
+  char reason[200];
+  snprintf(reason, sizeof reason, "%.199s", store_errmsg(rg->store)); /* the revive clears it */
+  uint64_t since = rg->store_failed_ms;
   int rv = pgstore_revive_end(rg->store, job);
   if (rv != 0) {
     log_warn("rgroup", "group %llu: the PostgreSQL store is still down: %s",
@@ -785,6 +788,12 @@ static void rgroup_raft_revive_done(uv_work_t *w, int status)
   rg->store_down = false;
   rg->store_failed_ms = 0;
   rg->store_revives++;
+  rg->store_probation = true;
+  rg->probation_offset = info.durable_offset;
+  rg->probation_start = uv_now(rg->loop);
+  rg->probation_since_ms = since;
+  snprintf(rg->probation_reason, sizeof rg->probation_reason, "%.199s (revived, no write since)",
+           reason);
   rgroup_fsm_producers_reload(rg);
   log_warn("rgroup",
            "group %llu: replica %llu: the PostgreSQL store is back (committed up to offset "
