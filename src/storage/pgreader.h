@@ -41,8 +41,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <libpq-fe.h>
 #include <uv.h>
+
+/* libpq's PGconn, declared here so that including this header (through
+ * pgstore.h and rgroup.h, everywhere) does not need libpq's headers. */
+struct pg_conn;
 
 #define PGREADER_DEFAULT_CACHE_BYTES (4u << 20)
 #define PGREADER_SCAN_ROWS 256   /* rows of a retention scan per statement */
@@ -191,7 +194,7 @@ bool pgreader_busy(const struct pgreader *r);
  * written once. topic_id and partition as text. *out gets what went
  * (count 0: nothing; prefix_index is then prefix_before). Returns 0 or
  * CAIRN_EDATABASE with err filled. Context: the thread using conn. */
-__attribute__((warn_unused_result)) int pgreader_delete_below(PGconn *conn, const char *topic_id,
+__attribute__((warn_unused_result)) int pgreader_delete_below(struct pg_conn *conn, const char *topic_id,
                                                               const char *partition, int64_t offset,
                                                               uint64_t prefix_before,
                                                               struct pgreader_retained *out,
