@@ -32,6 +32,7 @@ done
 export CAIRN_PASSWORD=admin-pw
 printf 'alice-pw\n' | "$cli" --user admin user create alice >/dev/null || fail "user alice"
 printf 'bob-pw\n' | "$cli" --user admin user create bob >/dev/null || fail "user bob"
+wait_alive 1 "$cli" --user admin
 expect 0 "$cli" --user admin topic create ks --partitions 2 --replication-factor 1
 expect 0 "$cli" --user admin acl add --principal User:alice --topic ks --operation read,write
 expect 0 "$cli" --user admin acl add --principal User:bob --topic ks --operation read

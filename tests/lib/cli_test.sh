@@ -73,6 +73,22 @@ eventually() {
   done
   expect "$@"
 }
+# wait_alive N CLI ARGS...: waits (up to 30 s) until `cluster status`, asked
+# with CLI ARGS, counts N alive nodes. A node started by hand answers (and
+# takes users) before the controller has its first heartbeat, and a topic's
+# replication factor is checked against the alive nodes.
+wait_alive() {
+  local n=$1
+  shift
+  for _ in $(seq 1 150); do
+    if "$@" cluster status --json >"$dir/alive.json" 2>/dev/null &&
+      [ "$(grep -c '"state": *"alive"' "$dir/alive.json")" -ge "$n" ]; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  fail "fewer than $n alive nodes after 30 s: $(head -c 400 "$dir/alive.json")"
+}
 # topics_are NAMES: waits until every node lists exactly the topics NAMES
 # (comma-separated, sorted; "" for none). The node asked is the library's
 # choice, and a node's metadata may lag the controller's by a moment: 6
