@@ -31,28 +31,28 @@ fail() { echo "bench_smoke: $*" >&2; cat "$dir/cairnd.log" >&2; exit 1; }
 out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 2 --consumers 2 \
   --count 3000 --size 64 --linger-ms 1 --json --quiet) || fail "produce+tail failed: $out"
 echo "$out"
-echo "$out" | grep -q '"ok":true' || fail "produce+tail not ok"
-echo "$out" | grep -q '"produce":{"messages":3000,' || fail "not 3000 produced"
-echo "$out" | grep -q '"consume":{"messages":3000,' || fail "not 3000 consumed"
-echo "$out" | grep -q '"e2e_latency":{"count":3000,' || fail "no latency samples"
+grep -q '"ok":true' <<<"$out" || fail "produce+tail not ok"
+grep -q '"produce":{"messages":3000,' <<<"$out" || fail "not 3000 produced"
+grep -q '"consume":{"messages":3000,' <<<"$out" || fail "not 3000 consumed"
+grep -q '"e2e_latency":{"count":3000,' <<<"$out" || fail "no latency samples"
 
 out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 0 --consumers 2 \
   --json --quiet) || fail "read-back failed: $out"
 echo "$out"
-echo "$out" | grep -q '"consume":{"messages":3000,"expected":3000,' || fail "read-back count"
+grep -q '"consume":{"messages":3000,"expected":3000,' <<<"$out" || fail "read-back count"
 
 out=$("$bench" --bootstrap "$boot" --topic smoke --partitions 2 --producers 1 --rate 2000 \
   --duration 1 --quiet) || fail "paced run failed: $out"
 echo "$out"
-echo "$out" | grep -q '^ack latency' || fail "no ack latency line"
+grep -q '^ack latency' <<<"$out" || fail "no ack latency line"
 
 out=$("$kbench" --bootstrap "127.0.0.1:$p4" --topic ksmoke --partitions 2 --rf 1 --producers 2 \
   --count 3000 --size 64 --json) || fail "kafka produce failed: $out"
 echo "$out"
-echo "$out" | grep -q '"ok":true' || fail "kafka produce not ok"
-echo "$out" | grep -q '"produce":{"messages":3000,' || fail "kafka: not 3000 produced"
+grep -q '"ok":true' <<<"$out" || fail "kafka produce not ok"
+grep -q '"produce":{"messages":3000,' <<<"$out" || fail "kafka: not 3000 produced"
 out=$("$kbench" --bootstrap "127.0.0.1:$p4" --topic ksmoke --partitions 2 --rf 1 --producers 0 \
   --consumers 2 --json) || fail "kafka read-back failed: $out"
 echo "$out"
-echo "$out" | grep -q '"consume":{"messages":3000,"expected":3000,' || fail "kafka read-back count"
+grep -q '"consume":{"messages":3000,"expected":3000,' <<<"$out" || fail "kafka read-back count"
 echo "bench_smoke: ok"

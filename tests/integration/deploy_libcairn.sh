@@ -50,10 +50,15 @@ for ex in producer consumer; do
   fi
 done
 export LD_LIBRARY_PATH="$lib"
-if [ -x "$tmp/producer" ] && ldd "$tmp/producer" | grep -q "libcairn.so.0 => $lib/libcairn.so.0"; then
+# ldd's output is captured first: `ldd | grep -q` under pipefail fails
+# whenever grep exits on its match before ldd has finished writing
+# (SIGPIPE), which a CI run hit.
+deps=""
+[ -x "$tmp/producer" ] && deps=$(ldd "$tmp/producer" 2>&1 || true)
+if grep -qF "libcairn.so.0 => $lib/libcairn.so.0" <<<"$deps"; then
   echo "ok   the example links the installed libcairn.so.0"
 else
-  fail "the example does not load $lib/libcairn.so.0: $(ldd "$tmp/producer" 2>&1 | grep cairn)"
+  fail "the example does not load $lib/libcairn.so.0: $(grep cairn <<<"$deps")"
 fi
 
 # The build tree's pkg-config file names directories that exist.
