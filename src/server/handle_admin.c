@@ -220,6 +220,18 @@ void handle_create_topic(struct node *n, struct conn_request *req)
     return;
   }
   const Cairn__Client__CreateTopicRequest *r = req->env->create_topic_req;
+  if (meta_alive_count(ctl_state(&n->ctl)) == 0) {
+    /* The controller leader has not applied any node's registration yet
+     * (its own comes moments after it is elected): a replication factor
+     * checked now would be refused for a passing reason, so the answer is
+     * retriable (clients retry NOT_CONTROLLER) rather than definite. */
+    Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+    err.code = CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER;
+    err.message = "the controller has not registered any node yet (it has just started): "
+                  "retry in a moment";
+    admin_respond(req, CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP, &err, 0);
+    return;
+  }
   struct meta_topic_config cfg = {0};
   if (r->config != NULL) {
     if (r->config->retention_bytes < 0 || r->config->retention_ms < 0) {

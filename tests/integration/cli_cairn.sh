@@ -95,6 +95,24 @@ err_has "connection refused by"
 err_has "127.0.0.1:1"
 err_has "127.0.0.1:2"
 
+step "a topic create the moment a fresh node accepts connections succeeds"
+# Its controller has not yet applied the bootstrap nor the node's own
+# registration: it answers NOT_CONTROLLER (retriable), and the CLI retries,
+# instead of a definite refusal ("0 alive nodes", "not bootstrapped").
+p1=$(free_base_port 1)
+"$cairnd" --node-id 1 --data-dir "$dir/first" --listen "127.0.0.1:$p1" \
+  --cluster-listen "127.0.0.1:$((p1 + 1))" --admin-listen "127.0.0.1:$((p1 + 2))" \
+  --kafka-listen off >"$dir/first.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 2000); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$p1") 2>/dev/null && break
+  sleep 0.005
+done
+expect 0 "$cli" -b "127.0.0.1:$p1" topic create first --partitions 1 --replication-factor 1
+kill "${pids[0]}"
+wait "${pids[0]}" 2>/dev/null || true
+pids=()
+
 step "start a 3-node cluster"
 start_cluster3
 echo "bootstrap $CAIRN_BOOTSTRAP, pids ${pids[*]}"

@@ -24,7 +24,7 @@ cleanup() {
   # Whatever stop could not do: the PIDs recorded at start, if they are
   # still our cairnd processes.
   for p in "${pids[@]}"; do
-    if { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -q -- "--data-dir $cdir/node"; then
+    if { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -qE -- "--data-dir ($cdir/node|$dir/first)"; then
       kill -KILL "$p" 2>/dev/null
     fi
   done
