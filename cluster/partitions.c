@@ -300,6 +300,7 @@ int parts_rebuild(struct parts *ps, uint32_t topic_id, uint32_t partition, uint6
            "%s-%u: the group's leader removed this replica from its configuration: its damaged "
            "Raft files are in %s; the replica rejoins empty and is caught up from its peers",
            t->name, partition, moved);
+  ps->rebuilds++;
   parts_prune_discarded(dir);
   parts_damaged_drop(ps, gid);
   parts_reconcile(ps, ps->st, ps->synced);

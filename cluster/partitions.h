@@ -125,6 +125,7 @@ struct parts {
   struct part_damaged *damaged; /* refused replicas, [0, ndamaged) */
   size_t ndamaged, damaged_cap;
   bool faults_damaged; /* the cluster's table listed a refused replica */
+  uint64_t rebuilds;   /* refused replicas whose files were moved aside (metrics) */
   bool synced;                  /* the metadata replica is known to be up to date */
   bool reconcile_closing;       /* a replica the metadata dropped is shutting down */
   /* parts_step_membership's walks */
