@@ -723,9 +723,10 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
   }
   p->changing = true;
   if (strcmp(what, "remove damaged") == 0) {
-    log_warn("parts", "%s-%u: remove damaged replica %llu (its Raft files were refused; it is "
-             "added back once its node has discarded them)", p->topic, p->partition,
-             (unsigned long long)who);
+    log_warn("parts",
+             "%s-%u: remove damaged replica %llu (its Raft files were refused; it is "
+             "added back once its node has discarded them)",
+             p->topic, p->partition, (unsigned long long)who);
     return;
   }
   log_info("parts", "%s-%u: %s replica %llu", p->topic, p->partition, what,

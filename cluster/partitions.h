@@ -39,7 +39,13 @@
  *            skips an index the store holds; a snapshot it covers needs
  *            nothing, one ahead of it is caught up from a peer).
  * Every step is idempotent and keyed by since_ms, so a leader change or a
- * crash at any point repeats or resumes it.
+ * crash at any point repeats or resumes it. Why a confirmation stays true:
+ * a committed configuration lacking the server can only be followed by one
+ * naming it as a voter again through raft_assign, which needs the server to
+ * answer and catch up, and its replica stays closed from the refusal until
+ * it is rebuilt. A deposed leader that does not know yet confirms only
+ * from a configuration that was committed, and raft steps such a leader
+ * down within an election timeout of losing its majority.
  *
  * Context: loop thread only. */
 #ifndef CAIRN_PARTITIONS_H
@@ -124,8 +130,8 @@ struct parts {
                                    started leading a term */
   struct part_damaged *damaged; /* refused replicas, [0, ndamaged) */
   size_t ndamaged, damaged_cap;
-  bool faults_damaged; /* the cluster's table listed a refused replica */
-  uint64_t rebuilds;   /* refused replicas whose files were moved aside (metrics) */
+  bool faults_damaged;          /* the cluster's table listed a refused replica */
+  uint64_t rebuilds;            /* refused replicas whose files were moved aside (metrics) */
   bool synced;                  /* the metadata replica is known to be up to date */
   bool reconcile_closing;       /* a replica the metadata dropped is shutting down */
   /* parts_step_membership's walks */

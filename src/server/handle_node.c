@@ -331,8 +331,8 @@ static void hn_sfault_note(struct node *n, uint64_t node_id, Cairn__Client__Stor
     struct sfault *f = &t->v[t->n - 1];
     f->raft_damaged = v[i]->raft_damaged;
     for (size_t j = 0; j < nready && f->raft_damaged; j++) {
-      f->rebuild_ready |= ready[j].topic_id == f->topic_id &&
-                          ready[j].partition == f->partition && ready[j].since_ms == f->since_ms;
+      f->rebuild_ready |= ready[j].topic_id == f->topic_id && ready[j].partition == f->partition &&
+                          ready[j].since_ms == f->since_ms;
     }
   }
   n->sfaults_heard_ms = uv_now(n->loop);
@@ -348,8 +348,8 @@ static void hn_rebuild_note(struct node *n, Cairn__Client__StoreFailure *const *
     struct sfault *f = sfault_find(&n->sfaults, v[i]->node_id, v[i]->topic_id, v[i]->partition);
     if (f != NULL && f->raft_damaged && f->since_ms == v[i]->since_ms && !f->rebuild_ready) {
       f->rebuild_ready = true;
-      log_info("node", "node %llu's replica of topic %u partition %u: out of its group, may be "
-               "rebuilt", (unsigned long long)f->node_id, f->topic_id, f->partition);
+      log_info("node", "node %llu's replica of topic %u partition %u: out of its group",
+               (unsigned long long)f->node_id, f->topic_id, f->partition);
     }
   }
 }
