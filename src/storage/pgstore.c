@@ -45,6 +45,16 @@
  * before the store latches fatal and its owner revives it off the thread. */
 #define PGSTORE_RECONNECT_MS 1000
 
+/* A revive's write probe (pgstore_probe): what it writes into
+ * cairn_batches' tablespace, in rows of PGSTORE_PROBE_ROW bytes, and how
+ * long it waits for cairn_batches' write lock. 256 kB is more than what
+ * PostgreSQL leaves free when it fails to extend a file (it extends by one
+ * 8 kB page, or a few under contention), so a disk still full fails the
+ * probe every time. */
+#define PGSTORE_PROBE_BYTES (256 * 1024)
+#define PGSTORE_PROBE_ROW 1900
+#define PGSTORE_PROBE_LOCK_MS 2000
+
 struct pgstore_batch {
   int64_t base;
   int64_t next;
@@ -1324,9 +1334,79 @@ int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
   return 0;
 }
 
+/* The probe's table: one per backend (its pid in the name), so that
+ * revives of several partitions on one database never wait on each other
+ * for the name; created and dropped inside one rolled-back transaction. */
+static int pgstore_probe_create(struct pgstore *ps, char *table, size_t tablelen)
+{
+  PGresult *res = pgstore_exec(ps, "probe: finding cairn_batches' tablespace",
+                               "SELECT coalesce(t.spcname, d.spcname) FROM pg_class c"
+                               " LEFT JOIN pg_tablespace t ON t.oid = c.reltablespace"
+                               " JOIN pg_database db ON db.datname = current_database()"
+                               " JOIN pg_tablespace d ON d.oid = db.dattablespace"
+                               " WHERE c.oid = 'cairn_batches'::regclass",
+                               0, NULL, NULL, NULL, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  char *space = PQescapeIdentifier(ps->conn, PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)));
+  PQclear(res);
+  if (space == NULL) {
+    return pgstore_fail(ps, CAIRN_ENOMEM, "probe: quoting the tablespace's name");
+  }
+  snprintf(table, tablelen, "cairn_probe_%d", PQbackendPID(ps->conn));
+  char sql[256];
+  snprintf(sql, sizeof sql, "CREATE UNLOGGED TABLE %s (pad text) TABLESPACE %s", table, space);
+  PQfreemem(space);
+  return pgstore_cmd(ps, "probe: creating its table", sql);
+}
+
+/* Proves the database takes writes before a revived store lets its owner
+ * apply again (pgstore.h, "reviving"): in one transaction that is rolled
+ * back, takes cairn_batches' write lock (a session holding the table, or
+ * a statement timeout, fails it as it would fail the writer's COPY) and
+ * writes PGSTORE_PROBE_BYTES into a new table in cairn_batches'
+ * tablespace, which must extend a file there (a full disk fails it; a
+ * plain read, or a row into a page with room, would not). Returns 0 or
+ * the failure, with ps->s.errmsg naming it. Blocks. */
+static int pgstore_probe(struct pgstore *ps)
+{
+  int rv = pgstore_begin(ps);
+  if (rv == 0) {
+    char ms[64];
+    snprintf(ms, sizeof ms, "SET LOCAL lock_timeout = %d", PGSTORE_PROBE_LOCK_MS);
+    rv = pgstore_cmd(ps, "probe: setting lock_timeout", ms);
+  }
+  if (rv == 0) {
+    rv = pgstore_cmd(ps, "probe: taking cairn_batches' write lock",
+                     "LOCK TABLE cairn_batches IN ROW EXCLUSIVE MODE");
+  }
+  char table[64];
+  if (rv == 0) {
+    rv = pgstore_probe_create(ps, table, sizeof table);
+  }
+  if (rv == 0) {
+    /* Rows of PGSTORE_PROBE_ROW bytes stay inline and uncompressed (below
+     * PostgreSQL's 2 kB TOAST threshold): four to a page. */
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO %s SELECT repeat('x', %d) FROM generate_series(1, %d)",
+             table, PGSTORE_PROBE_ROW, PGSTORE_PROBE_BYTES / PGSTORE_PROBE_ROW);
+    rv = pgstore_cmd(ps, "probe: writing to cairn_batches' tablespace", sql);
+  }
+  if (rv != 0) {
+    return rv; /* rolled back (pgstore_db_fail) */
+  }
+  rv = pgstore_cmd(ps, "probe: rolling back", "ROLLBACK");
+  ps->in_tx = false;
+  return rv;
+}
+
 int pgstore_revive_run(struct pgstore_revive *job)
 {
   job->status = pgstore_establish(&job->shadow);
+  if (job->status == 0) {
+    job->status = pgstore_probe(&job->shadow);
+  }
   return job->status;
 }
 

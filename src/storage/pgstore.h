@@ -163,7 +163,12 @@ __attribute__((warn_unused_result)) int pgstore_try_settle(struct store *s);
  *                  password file, topic, partition) into a job;
  *   run (any)      connects, checks the schema and reads the partition's
  *                  committed state (start, next, last Raft index, size)
- *                  into the job; blocks; touches only the job;
+ *                  into the job, then proves the database takes a write
+ *                  (a rolled-back transaction that takes cairn_batches'
+ *                  write lock and extends a file in its tablespace: a full
+ *                  disk, a lock held or a statement timeout fails it, so
+ *                  the owner does not apply again while they last);
+ *                  blocks; touches only the job;
  *   end (owner)    on success the store takes the job's connection and
  *                  state (its tail starts empty: it may hold rows a failed
  *                  transaction rolled back) and is no longer fatal; on
