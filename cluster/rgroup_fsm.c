@@ -209,8 +209,17 @@ void rgroup_fsm_producers_open(struct rgroup *rg)
   rgroup_fsm_producers_sync_at_open(rg);
 }
 
+/* Drops a checkpoint kept for the store's commit (rg->ck_enc). */
+static void rgroup_fsm_checkpoint_drop(struct rgroup *rg)
+{
+  free(rg->ck_enc);
+  rg->ck_enc = NULL;
+  rg->ck_len = 0;
+}
+
 void rgroup_fsm_producers_reload(struct rgroup *rg)
 {
+  rgroup_fsm_checkpoint_drop(rg); /* encoded from the table dropped here */
   /* An apply that failed in the store had already recorded its batches:
    * kept, the table would judge them duplicates at the replay (answered,
    * never stored). <dir>/producers covers only what the store made
@@ -234,11 +243,44 @@ static void rgroup_fsm_producers_save(struct rgroup *rg, const uint8_t *enc, siz
   }
 }
 
+/* Writes the kept checkpoint once the store has committed what it covers.
+ * Returns 0 (written), CAIRN_EPENDING (not yet), CAIRN_EEXIST (a snapshot
+ * in flight writes the file: later) or -EIO (the save failed, logged). */
+static int rgroup_fsm_checkpoint_finish(struct rgroup *rg)
+{
+  if (rg->snap != NULL) {
+    return CAIRN_EEXIST;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (info.fatal) {
+    rgroup_fsm_checkpoint_drop(rg); /* its revive reloads; a new one is encoded */
+    return CAIRN_EFATAL;
+  }
+  if (info.durable_offset < rg->ck_covers) {
+    return CAIRN_EPENDING;
+  }
+  int64_t covers = rg->ck_covers;
+  rgroup_fsm_producers_save(rg, rg->ck_enc, rg->ck_len, covers);
+  rgroup_fsm_checkpoint_drop(rg);
+  return rg->producers_saved_offset == covers ? 0 : -EIO; /* logged by the save */
+}
+
+void rgroup_fsm_producers_durable(struct rgroup *rg)
+{
+  if (rg->ck_enc != NULL) {
+    (void)rgroup_fsm_checkpoint_finish(rg); /* not yet, or a failure: the next pass */
+  }
+}
+
 int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
 {
   if (rg->snap != NULL) {
     /* Its worker writes <dir>/producers (the same temp file) right now. */
     return CAIRN_EEXIST;
+  }
+  if (rg->ck_enc != NULL) {
+    return rgroup_fsm_checkpoint_finish(rg);
   }
   int rv = rgroup_fsm_producers_sync(rg);
   if (rv != 0) {
@@ -246,19 +288,23 @@ int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
   }
   struct store_info info;
   store_info(rg->store, &info);
-  rv = store_flush(rg->store, info.next_offset);
-  if (rv != 0) {
-    return rv;
+  int flushed = store_flush(rg->store, info.next_offset);
+  if (flushed != 0 && flushed != CAIRN_EPENDING) {
+    return flushed;
   }
+  /* The table as of the log's end now: valid for <dir>/producers once the
+   * store holds that much durably (a revive replays the same entries at
+   * the same offsets, so it stays valid across one). */
   uint8_t *enc = NULL;
   size_t len = 0;
   rv = producer_state_encode(&rg->producers, info.next_offset, info.last_index, &enc, &len);
   if (rv != 0) {
     return rv;
   }
-  rgroup_fsm_producers_save(rg, enc, len, info.next_offset);
-  free(enc);
-  return rg->producers_saved_offset == info.next_offset ? 0 : -EIO; /* logged by the save */
+  rg->ck_enc = enc;
+  rg->ck_len = len;
+  rg->ck_covers = info.next_offset;
+  return rgroup_fsm_checkpoint_finish(rg);
 }
 
 /* ---- apply ---- */
@@ -614,6 +660,7 @@ void rgroup_fsm_init(struct rgroup *rg)
 
 void rgroup_fsm_close(struct rgroup *rg)
 {
+  rgroup_fsm_checkpoint_drop(rg);
   rgroup_apply_close(&rg->ap);
   producer_state_close(&rg->producers);
   producer_state_close(&rg->snap_producers);

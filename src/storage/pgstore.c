@@ -98,6 +98,11 @@ struct pgstore {
   size_t pending_max;
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
+  /* A store_flush that answered CAIRN_EPENDING waits for durable_offset
+   * to reach flush_target (0: none waits); on_durable tells its owner. */
+  int64_t flush_target;
+  void (*on_durable)(void *arg);
+  void *on_durable_arg;
   /* Reads below the tail, lookups and retention (pgreader.h). */
   struct pgreader *reader;
   void (*on_readable)(void *arg);
@@ -148,6 +153,7 @@ static void pgstore_latch(struct pgstore *ps)
   ps->last_index = ps->durable_index;
   ps->sent_offset = ps->durable_offset;
   ps->pending_bytes = 0;
+  ps->flush_target = 0; /* a waiting flush fails: on_fatal tells the owner */
 }
 
 /* A statement failed: what was not committed is rolled back (by the
@@ -641,6 +647,12 @@ static void pgstore_written(struct pgwriter_member *m, int status, const char *m
     ps->durable_index = ps->inflight_index;
     ps->pending_bytes -= ps->inflight_bytes;
     pgstore_tail_trim(ps);
+    if (ps->flush_target != 0 && ps->durable_offset >= ps->flush_target) {
+      ps->flush_target = 0;
+      if (ps->on_durable != NULL) {
+        ps->on_durable(ps->on_durable_arg);
+      }
+    }
     return;
   }
   pgstore_latch(ps);
@@ -663,6 +675,7 @@ static void pgstore_mark_settled(struct pgstore *ps)
   ps->durable_offset = ps->next;
   ps->durable_index = ps->last_index;
   ps->pending_bytes = 0;
+  ps->flush_target = 0; /* a waiting flush is satisfied: it is answered 0 when asked again */
   pgstore_tail_trim(ps);
 }
 
@@ -722,7 +735,17 @@ static int pgstore_flush(struct store *s, int64_t up_to)
     return 0;
   }
   if (ps->writer != NULL) {
-    return pgstore_settle(ps);
+    /* Never on the loop: every batch below target is in the writer's job
+     * in flight or waits for its next one (the tail holds them), whose
+     * commit is reported in pgstore_written. */
+    if (target > ps->flush_target) {
+      ps->flush_target = target;
+    }
+    if (ps->sent_offset < ps->next) {
+      pgwriter_ready(ps->writer, &ps->member);
+    }
+    return pgstore_fail(ps, CAIRN_EPENDING,
+                        "flush to %" PRId64 ": PostgreSQL is committing it (ask again)", target);
   }
   return pgstore_commit(ps);
 }
@@ -1278,6 +1301,8 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->pending_max = o->pending_bytes ? o->pending_bytes : PGSTORE_DEFAULT_PENDING_BYTES;
   ps->on_fatal = o->on_fatal;
   ps->on_fatal_arg = o->on_fatal_arg;
+  ps->on_durable = o->on_durable;
+  ps->on_durable_arg = o->on_durable_arg;
   ps->on_readable = o->on_readable;
   ps->on_readable_arg = o->on_readable_arg;
   bool oom = false;

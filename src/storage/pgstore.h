@@ -48,10 +48,13 @@
  * still covers every batch PostgreSQL lacks. A failed transaction latches
  * every store in it fatal and calls opts.on_fatal: the owner revives the
  * store, which reloads the committed rows, and replays Raft above them.
- * store_flush, truncate, delete_before and close first wait for the job in
- * flight and commit what is left synchronously (they block, as plog's
- * fsync does); a revive is refused (-EBUSY) while the store has rows in a
- * job in flight.
+ * store_flush never waits on the loop: when rows below its target are not
+ * committed it answers CAIRN_EPENDING (the writer's next job, or the one
+ * in flight, commits them) and calls opts.on_durable once the writer's
+ * commit reaches the target. truncate, delete_before and close first wait
+ * for the job in flight and commit what is left synchronously (they
+ * block, as plog's fsync does); a revive is refused (-EBUSY) while the
+ * store has rows in a job in flight.
  *
  * Never blocking the loop on a read (opts.loop set): a read that misses
  * the tail, a lookup by time, retention_point and retention start a job
@@ -69,7 +72,7 @@
  * thread instead. truncate, delete_before and a revive cancel the reader's job
  * in flight first (PQcancel; they block until it has ended, which a
  * cancel makes short) so that no job races the rows they change, and
- * drop what it cached. flush, truncate and delete_before stay synchronous
+ * drop what it cached. truncate and delete_before stay synchronous
  * on the loop: they run only where the caller already waits for the
  * store (a Raft snapshot install, a settle before a snapshot), as plog's
  * fsync does.
@@ -130,6 +133,13 @@ struct pgstore_opts {
    * end the job in flight). May be NULL. */
   void (*on_readable)(void *arg);
   void *on_readable_arg;
+  /* With loop: a store_flush that answered CAIRN_EPENDING is done (the
+   * writer committed up to its target; ask again: 0). Fires on the loop,
+   * never from inside a call on the store; a failure calls on_fatal
+   * instead, and a settle inside truncate, delete_before or
+   * pgstore_try_settle satisfies the flush without it. May be NULL. */
+  void (*on_durable)(void *arg);
+  void *on_durable_arg;
   size_t read_cache_bytes; /* the reader's cache bound; 0: PGREADER_DEFAULT_CACHE_BYTES */
 };
 

@@ -133,7 +133,11 @@ store_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
 
 /* Makes every batch below up_to (clamped to next_offset) durable and
  * records the durable checkpoint. Blocks in fsync. Returns 0, or a negative
- * code after which the store is fatal (CAIRN_EFATAL from then on). */
+ * code after which the store is fatal (CAIRN_EFATAL from then on). A store
+ * written behind by a loop (pgstore with a loop) never blocks: while rows
+ * below up_to are not committed it answers CAIRN_EPENDING (nothing is
+ * wrong: the commit is under way; info.durable_offset shows it) and tells
+ * its owner when it is done (pgstore_opts.on_durable); ask again then. */
 __attribute__((warn_unused_result)) static inline int store_flush(struct store *s, int64_t up_to)
 {
   return s->ops->flush(s, up_to);

@@ -8,7 +8,10 @@
 # database faults: its connections dropped, and the server stopped while
 # producing (what was acknowledged before the stores noticed rests on the
 # Raft log; nothing after; cairn_partition_store_failed 1); once it is back the partition resumes on the same cairnd processes and
-# every acknowledged record is there once, in order.
+# every acknowledged record is there once, in order. Last, retention by
+# size of a second pgstore topic while it is produced to: its checkpoints
+# of the producer table wait for the writer's commits (store_flush answers
+# CAIRN_EPENDING on the loop), and rows are deleted on every node.
 # Usage: pg_cluster.sh CAIRN CAIRND
 set -euo pipefail
 CLI_TEST_TAG=pgcluster
@@ -17,6 +20,10 @@ CLI_TEST_TAG=pgcluster
 . "$repo/tests/lib/pg_topic.sh"
 
 step "a private PostgreSQL server, one database per node"
+# Retention passes every 200 ms (the last step's topic).
+printf '#!/bin/sh\nexec %q "$@" --retention-check-ms 200\n' "$cairnd" >"$dir/cairnd-ret"
+chmod +x "$dir/cairnd-ret"
+cairnd="$dir/cairnd-ret"
 pg_nodes_start 3
 
 step "a 3-node cluster and a topic with --storage postgresql"
@@ -106,4 +113,35 @@ resumed_without_restart
 grep -q "its PostgreSQL store failed" "$cdir"/node*.log || fail "no node logged why its store failed"
 grep -q "the PostgreSQL store is back" "$cdir"/node*.log || fail "no node logged the store's revive"
 verify_all
+
+step "retention by size of a pgstore topic while producing: rows deleted on every node"
+expect 0 "$cli" topic create pgret -P 1 -r 3 --storage postgresql --retention-bytes 30000
+eventually 0 "$cli" topic describe pgret
+for r in $(seq 1 15); do
+  # 20 records of ~500 bytes a round: ~10 kB, so retention is due from the 4th
+  head -c 7500 /dev/urandom | base64 -w 500 | head -20 | sed "s/^/ret$r-/" >"$dir/round"
+  "$cli" --timeout-ms 20000 produce pgret -p 0 -f "$dir/round" >/dev/null ||
+    fail "round ret$r not acknowledged"
+done
+start=0
+for _ in $(seq 1 100); do
+  "$cli" topic describe pgret --json >"$dir/ret.json" 2>/dev/null &&
+    start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0]["log_start_offset"])' "$dir/ret.json")
+  [ "$start" -gt 0 ] && break
+  sleep 0.2
+done
+[ "$start" -gt 0 ] || fail "retention never moved pgret's log start"
+for i in 1 2 3; do
+  ok=0
+  for _ in $(seq 1 100); do
+    first=$(pg_psql "cairn_node$i" -At -c "SELECT coalesce(min(b.base_offset), -1) FROM cairn_batches b
+      JOIN cairn_topics t USING (topic_id) WHERE t.name = 'pgret'")
+    [ "$first" -gt 0 ] && { ok=1; break; }
+    sleep 0.2
+  done
+  [ "$ok" -eq 1 ] || fail "node $i's database still holds pgret's first rows (first offset $first)"
+done
+expect 0 "$cli" consume pgret -p 0 -e -f '%v\n'
+tail -20 "$dir/round" | cmp -s - <(tail -20 "$dir/out") || fail "pgret's newest round is not what consume returns last"
+echo "   log start $start; every node's rows start above 0; the newest round reads back"
 echo "PASS"

@@ -2,8 +2,9 @@
  * (pgwriter.h): a stalled database does not stop the loop, the batches of
  * two partitions go in one transaction, a failed transaction latches every
  * store in it and a revive takes Raft's replay with nothing twice, a
- * close waits for the job in flight and commits the rest, and a snapshot
- * install settles first. Needs a
+ * flush answers at once and completes when the writer commits (the loop
+ * turning while the database is stalled), a close waits for the job in
+ * flight and commits the rest, and a snapshot install settles first. Needs a
  * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
 #include "common/err.h"
 #include "storage/pgstore.h"
@@ -40,11 +41,18 @@ static int64_t sql_value(const char *q)
 }
 
 static int fatal_calls;
+static int durable_calls;
 
 static void on_fatal(void *arg)
 {
   (void)arg;
   fatal_calls++;
+}
+
+static void on_durable(void *arg)
+{
+  (void)arg;
+  durable_calls++;
 }
 
 /* A store on loop (written behind), or without a loop (synchronous). */
@@ -55,7 +63,8 @@ static struct store *open_store(uv_loop_t *loop, uint32_t topic_id, int32_t part
                            .topic_id = topic_id,
                            .partition = partition,
                            .loop = loop,
-                           .on_fatal = on_fatal};
+                           .on_fatal = on_fatal,
+                           .on_durable = on_durable};
   struct store *s = NULL;
   char err[512];
   if (pgstore_open(&o, &s, err, sizeof err) != 0) {
@@ -240,8 +249,15 @@ static void test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest
   append_batch(s, 1, 1);
   uv_run(&loop, UV_RUN_NOWAIT); /* the job starts */
   append_batch(s, 2, 2);        /* waits for the next one */
-  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  durable_calls = 0;
+  assert_int_equal(store_flush(s, INT64_MAX), CAIRN_EPENDING); /* never waits on the loop */
+  for (int i = 0; i < 10000 && durable_calls == 0; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_int_equal(durable_calls, 1);
   assert_true(committed(s));
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
   append_batch(s, 3, 3);
   uv_run(&loop, UV_RUN_NOWAIT);
   append_batch(s, 4, 4);
@@ -254,6 +270,83 @@ static void test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest
   assert_int_equal(info.last_index, 4);
   store_close(s);
   assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 203"), 4);
+}
+
+/* store_flush on a stalled database (a session holds cairn_batches against
+ * writes): it answers CAIRN_EPENDING at once, the loop keeps turning (a
+ * timer fires, another partition's reads are served) while the commit
+ * waits, nothing is committed under the lock, and once the lock goes the
+ * writer commits, on_durable fires once and the flush answers 0. */
+struct flush_stall {
+  uv_timer_t timer;
+  PGconn *locker;
+  struct store *s;     /* flushed */
+  struct store *other; /* another partition on the same loop */
+  int ticks;
+  int reads_served; /* reads of other answered while the flush waited */
+  bool stalled_seen; /* at the release: still pending, nothing committed */
+};
+
+static void flush_stall_on_tick(uv_timer_t *t)
+{
+  struct flush_stall *st = t->data;
+  st->ticks++;
+  struct store_region r;
+  if (store_read(st->other, 0, SIZE_MAX, &r) == 0 && r.next_offset == 5) {
+    st->reads_served++;
+  }
+  store_region_release(&r);
+  if (st->ticks < 20) {
+    return;
+  }
+  struct store_info info;
+  store_info(st->s, &info);
+  st->stalled_seen = durable_calls == 0 && info.durable_offset == 0 && info.next_offset == 10 &&
+                     store_flush(st->s, INT64_MAX) == CAIRN_EPENDING;
+  sql_cmd(st->locker, "COMMIT");
+  uv_timer_stop(t);
+}
+
+static void test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_lock_goes(
+    void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct flush_stall st = {0};
+  st.s = open_store(&loop, 206, 0);
+  st.other = open_store(&loop, 206, 1);
+  append_batch(st.other, 9, 1);
+  run_until_committed(&loop, st.other, NULL);
+  st.locker = pg_sql_connect();
+  sql_cmd(st.locker, "BEGIN");
+  sql_cmd(st.locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE"); /* reads go on, writes wait */
+  append_batch(st.s, 1, 1);
+  uv_run(&loop, UV_RUN_NOWAIT); /* the writer's job starts, and waits on the lock */
+  append_batch(st.s, 2, 2);     /* waits for the next job */
+  durable_calls = 0;
+  assert_int_equal(store_flush(st.s, INT64_MAX), CAIRN_EPENDING); /* answered, not waited */
+  assert_int_equal(uv_timer_init(&loop, &st.timer), 0);
+  st.timer.data = &st;
+  assert_int_equal(uv_timer_start(&st.timer, flush_stall_on_tick, 10, 10), 0);
+  for (int i = 0; i < 20000 && durable_calls == 0; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_true(st.ticks >= 20);
+  assert_true(st.stalled_seen);
+  assert_true(st.reads_served >= 20);
+  assert_int_equal(durable_calls, 1);
+  assert_true(committed(st.s));
+  assert_int_equal(store_flush(st.s, INT64_MAX), 0);
+  PQfinish(st.locker);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 206"
+                             " AND partition = 0"),
+                   2);
+  uv_close((uv_handle_t *)&st.timer, NULL);
+  store_close(st.s);
+  store_close(st.other);
+  close_loop(&loop);
 }
 
 /* A snapshot install (delete_before above next) on a store with batches
@@ -334,6 +427,8 @@ int main(void)
       cmocka_unit_test(
           test_pgwriter_failed_transaction_latches_every_store_in_it_and_revives_to_the_commit),
       cmocka_unit_test(test_pgwriter_close_waits_for_the_job_in_flight_and_commits_the_rest),
+      cmocka_unit_test(
+          test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_lock_goes),
       cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
       cmocka_unit_test(test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows),
   };
