@@ -1075,11 +1075,17 @@ static void pgstore_free(struct pgstore *ps)
   free(ps);
 }
 
+/* Without a writer, commits the store's transaction (as plog's close
+ * flushes). Written behind, never waits for the database: the writer's job
+ * in flight goes on without the store (its rows commit or not) and what
+ * was not sent is not written; both are above durable_offset, which the
+ * owner's Raft log still covers, and its replay at the next open writes
+ * them. */
 static void pgstore_close(struct store *s)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (!ps->fatal && pgstore_settle(ps) == 0) {
-    (void)pgstore_commit(ps); /* as plog's close flushes; a failure loses nothing Raft lacks */
+  if (ps->writer == NULL && !ps->fatal) {
+    (void)pgstore_commit(ps); /* a failure loses nothing Raft lacks */
   }
   pgstore_free(ps);
 }

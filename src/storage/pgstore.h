@@ -51,9 +51,9 @@
  * store_flush never waits on the loop: when rows below its target are not
  * committed it answers CAIRN_EPENDING (the writer's next job, or the one
  * in flight, commits them) and calls opts.on_durable once the writer's
- * commit reaches the target. truncate, delete_before and close first wait
- * for the job in flight and commit what is left synchronously (they
- * block, as plog's fsync does); a revive is refused (-EBUSY) while the
+ * commit reaches the target. store_close never waits either (pgstore_open).
+ * truncate and delete_before first wait for the job in flight and commit
+ * what is left synchronously (they block, as plog's fsync does); a revive is refused (-EBUSY) while the
  * store has rows in a job in flight.
  *
  * Never blocking the loop on a read (opts.loop set): a read that misses
@@ -122,7 +122,7 @@ struct pgstore_opts {
   size_t pending_bytes;     /* with loop: the bound on uncommitted bytes; 0: default */
   /* With loop: called when the writer's transaction holding this store's
    * batches failed and the store latched fatal (never from inside a call
-   * on the store except store_flush, truncate, delete_before and close,
+   * on the store except truncate, delete_before and pgstore_try_settle,
    * which wait for the writer). The owner revives the store. May be NULL. */
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
@@ -147,7 +147,9 @@ struct pgstore_opts {
  * database whose version is newer than this build knows) and loads the
  * partition's state (start, next, last Raft index) from its rows. On
  * success *out is owned by the caller (free with store_close(), which
- * commits what is pending). Returns 0 or a negative code (CAIRN_EDATABASE when
+ * commits what is pending without a loop; written behind it never waits:
+ * the writer's job in flight commits on its own, and what was not sent is
+ * left to the owner's Raft replay at the next open). Returns 0 or a negative code (CAIRN_EDATABASE when
  * the database cannot be reached or a statement fails, CAIRN_ESCHEMA
  * for an unknown schema version) with err filled. Context: any thread; the
  * store then belongs to that thread. */

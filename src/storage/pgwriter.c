@@ -375,6 +375,9 @@ static void pgwriter_deliver(struct pgwriter *w, struct pgwriter_job *job)
   }
   for (size_t i = 0; i < job->nmembers; i++) {
     struct pgwriter_member *m = job->members[i];
+    if (m == NULL) {
+      continue; /* it left while the job ran (pgwriter_leave) */
+    }
     m->inflight = false;
     m->ops->done(m, job->status, job->errmsg);
   }
@@ -410,7 +413,17 @@ void pgwriter_wait(struct pgwriter *w, struct pgwriter_member *m)
 
 void pgwriter_leave(struct pgwriter *w, struct pgwriter_member *m)
 {
-  pgwriter_wait(w, m);
+  struct pgwriter_job *job = w->job;
+  if (job != NULL && m->inflight) {
+    /* The job goes on without waiting: its rows commit or not, and m,
+     * about to be freed, is told neither. */
+    for (size_t i = 0; i < job->nmembers; i++) {
+      if (job->members[i] == m) {
+        job->members[i] = NULL;
+      }
+    }
+    m->inflight = false;
+  }
   for (struct pgwriter_member **p = &w->ready; *p != NULL; p = &(*p)->next_ready) {
     if (*p == m) {
       *p = m->next_ready;
