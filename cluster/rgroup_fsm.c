@@ -391,6 +391,7 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  * segments. */
 struct rgroup_snap {
   struct plog_sync *job;      /* NULL for pgstore */
+  struct pgstore_settle *settle; /* pgstore: commits what was applied, off the loop; or NULL */
   struct manifest committed; /* pgstore: offsets and index at capture */
   uint8_t *producers; /* the encoded table as of the job's next offset */
   size_t producers_len;
@@ -406,6 +407,9 @@ static void rgroup_snap_free(struct rgroup_snap *sn)
   if (sn->job != NULL) {
     (void)plog_sync_end(sn->job);
   }
+  if (sn->settle != NULL) {
+    (void)pgstore_settle_end(sn->settle);
+  }
   free(sn->producers);
   free(sn->dir);
   free(sn);
@@ -420,18 +424,24 @@ static bool rgroup_fsm_store_committed(struct rgroup *rg)
 }
 
 /* A pgstore is written behind, and raft asks for a snapshot right after
- * an apply, which the writer has not committed yet: commit it now when
- * that is one transaction (no job of the writer holds the store's rows),
- * once per snapshot. Returns 0 when everything applied is committed. */
-static int rgroup_fsm_store_settle(struct rgroup *rg)
+ * an apply, which the writer has not committed yet: a settle commits it
+ * off the loop (pgstore_settle_*: begun here, run by snapshot_async
+ * before the descriptor is made, ended at finalize), when no job of the
+ * writer holds the store's rows. Returns 0 with *out (NULL: nothing to
+ * commit) or -EBUSY (try at a later apply). */
+static int rgroup_fsm_store_settle(struct rgroup *rg, struct pgstore_settle **out)
 {
-  int rv = pgstore_try_settle(rg->store);
+  *out = NULL;
+  if (rgroup_fsm_store_committed(rg)) {
+    return 0;
+  }
+  int rv = pgstore_settle_begin(rg->store, out);
   if (rv != 0 && rv != -EBUSY) {
     log_warn("rgroup", "group %llu: snapshot: committing the store: %s (%s)",
              (unsigned long long)rg->group_id, cairn_strerror(rv), store_errmsg(rg->store));
     (void)rgroup_fsm_store_down(rg);
   }
-  return rv == 0 && rgroup_fsm_store_committed(rg) ? 0 : -EBUSY;
+  return rv == 0 ? 0 : -EBUSY;
 }
 
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
@@ -443,16 +453,22 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
      * takes one at a time; never seen.) */
     return RAFT_BUSY;
   }
-  if (rg->opts.storage == STORE_KIND_POSTGRESQL && !rgroup_fsm_store_committed(rg) &&
-      rgroup_fsm_store_settle(rg) != 0) {
-    /* raft 0.15 snapshots at last_applied: only once PostgreSQL has
-     * committed everything applied, so the Raft log keeps covering what it
-     * has not (the capture never waits for the writer's job in flight). */
+  struct pgstore_settle *settle = NULL;
+  if (rg->opts.storage == STORE_KIND_POSTGRESQL && rgroup_fsm_store_settle(rg, &settle) != 0) {
+    /* raft 0.15 snapshots at last_applied: the descriptor is made only
+     * once PostgreSQL has committed everything applied (the settle, in
+     * snapshot_async), so the Raft log keeps covering what it has not
+     * (the capture never waits for the writer's job in flight). */
     return RAFT_BUSY;
   }
   uint64_t t0 = uv_hrtime();
   struct rgroup_snap *sn = calloc(1, sizeof *sn);
   int rv = sn == NULL ? CAIRN_ENOMEM : 0;
+  if (sn != NULL) {
+    sn->settle = settle;
+  } else if (settle != NULL) {
+    (void)pgstore_settle_end(settle); /* never run: nothing changed */
+  }
   if (rv == 0) {
     sn->index = raft_last_applied(&rg->raft);
     sn->dir = strdup(rg->dir);
@@ -504,6 +520,9 @@ static int rgroup_fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *b
     if (rv == 0) {
       rv = plog_sync_manifest(sn->job, &m);
     }
+  }
+  if (sn->settle != NULL) {
+    rv = pgstore_settle_run(sn->settle); /* what the manifest says is committed first */
   }
   if (rv == 0) {
     /* The table covers the log now durable: a restart rebuilds only what
@@ -559,10 +578,14 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
     return 0;
   }
   uint64_t run_ns = sn->job != NULL ? plog_sync_run_ns(sn->job) : 0;
-  /* The outcome into the store: fatal if an fsync failed (pgstore: its
-   * commit already succeeded at capture). */
+  /* The outcome into the store: fatal if an fsync failed (pgstore: if the
+   * settle's commit failed). */
   int rv = sn->job != NULL ? plog_sync_end(sn->job) : 0;
   sn->job = NULL;
+  if (sn->settle != NULL) {
+    rv = pgstore_settle_end(sn->settle);
+    sn->settle = NULL;
+  }
   if (rv == 0) {
     rg->snapshots++;
     rg->snapshot_capture_ns += sn->capture_ns;

@@ -72,6 +72,7 @@ struct pgstore {
   size_t max_batch_bytes;
   bool in_tx;
   bool fatal;
+  bool settling; /* a settle job (pgstore_settle_*) owns conn and the rows applied */
   int64_t start;
   int64_t next;
   uint64_t last_index;
@@ -615,8 +616,8 @@ static struct pgstore *pgstore_from_member(struct pgwriter_member *m)
 static int pgstore_collect(struct pgwriter_member *m, struct pgwriter_job *job)
 {
   struct pgstore *ps = pgstore_from_member(m);
-  if (ps->fatal) {
-    return 0; /* its revive reloads what is committed */
+  if (ps->fatal || ps->settling) {
+    return 0; /* its revive reloads what is committed; the settle's end readies it again */
   }
   size_t bytes = 0;
   for (size_t i = pgstore_tail_find(ps, ps->sent_offset); i < ps->ntail; i++) {
@@ -710,16 +711,147 @@ static int pgstore_settle(struct pgstore *ps)
   return 0;
 }
 
-int pgstore_try_settle(struct store *s)
+/* ---- a settle off the loop (pgstore_settle_*) ---- */
+
+/* The batches [from, next) copied at begin, written by a worker over the
+ * store's own connection through a shadow store (as a revive's): the
+ * worker touches only the job. */
+struct pgstore_settle {
+  struct pgstore *ps;
+  struct pgstore shadow; /* conn (the store's, lent), ids, durable point; strings borrowed */
+  struct pgstore_batch **rows;
+  size_t nrows;
+  int64_t from;   /* durable_offset at begin */
+  int64_t next;   /* next_offset at begin: durable once committed */
+  uint64_t index; /* last_index at begin */
+  size_t bytes;
+  bool ran;
+  int status;
+};
+
+static void pgstore_settle_free(struct pgstore_settle *job)
+{
+  for (size_t i = 0; i < job->nrows; i++) {
+    free(job->rows[i]);
+  }
+  free(job->rows);
+  free(job);
+}
+
+/* Copies the tail's batches at or above from into the job. */
+static int pgstore_settle_copy(struct pgstore *ps, struct pgstore_settle *job)
+{
+  size_t first = pgstore_tail_find(ps, job->from);
+  job->rows = calloc(ps->ntail - first + 1, sizeof *job->rows);
+  if (job->rows == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t i = first; i < ps->ntail; i++) {
+    const struct pgstore_batch *b = ps->tail[i];
+    struct pgstore_batch *c = malloc(sizeof *c + b->len);
+    if (c == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    memcpy(c, b, sizeof *c + b->len);
+    job->rows[job->nrows++] = c;
+    job->bytes += b->len;
+  }
+  return 0;
+}
+
+/* The shadow a worker runs the statements on: the store's connection and
+ * what a reconnect checks (pgstore_reconnect), nothing it could race. */
+static void pgstore_settle_shadow(struct pgstore *ps, struct pgstore *sh)
+{
+  sh->conn = ps->conn;
+  memcpy(sh->topic_id, ps->topic_id, sizeof sh->topic_id);
+  memcpy(sh->partition, ps->partition, sizeof sh->partition);
+  sh->conninfo = ps->conninfo;
+  sh->password_file = ps->password_file;
+  sh->start = ps->start;
+  sh->prefix_index = ps->prefix_index;
+  sh->next = ps->durable_offset;
+  sh->last_index = ps->durable_index;
+  sh->durable_offset = ps->durable_offset;
+  sh->durable_index = ps->durable_index;
+}
+
+int pgstore_settle_begin(struct store *s, struct pgstore_settle **out)
 {
   struct pgstore *ps = pgstore_from(s);
+  *out = NULL;
   if (ps->fatal) {
     return CAIRN_EFATAL;
   }
-  if (ps->writer != NULL && ps->member.inflight) {
-    return -EBUSY;
+  if (ps->writer == NULL || ps->member.inflight || ps->settling) {
+    return -EBUSY; /* (without a writer: store_flush) */
   }
-  return ps->writer != NULL ? pgstore_settle(ps) : pgstore_commit(ps);
+  struct pgstore_settle *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  job->ps = ps;
+  job->from = ps->durable_offset; /* == sent_offset: no job holds rows */
+  job->next = ps->next;
+  job->index = ps->last_index;
+  job->status = CAIRN_ESYNC_CANCELED;
+  if (pgstore_settle_copy(ps, job) != 0) {
+    pgstore_settle_free(job);
+    return CAIRN_ENOMEM;
+  }
+  pgstore_settle_shadow(ps, &job->shadow);
+  /* Everything applied is the job's now: the writer collects nothing of
+   * this store until its end, so no later row commits before these. */
+  ps->settling = true;
+  ps->sent_offset = ps->next;
+  *out = job;
+  return 0;
+}
+
+int pgstore_settle_run(struct pgstore_settle *job)
+{
+  struct pgstore *sh = &job->shadow;
+  job->ran = true;
+  int rv = job->nrows > 0 ? pgstore_begin(sh) : 0;
+  for (size_t i = 0; i < job->nrows && rv == 0; i++) {
+    rv = pgstore_insert(sh, job->rows[i]);
+  }
+  if (rv == 0) {
+    rv = pgstore_commit(sh);
+  }
+  job->status = rv;
+  return rv;
+}
+
+int pgstore_settle_end(struct pgstore_settle *job)
+{
+  struct pgstore *ps = job->ps;
+  struct pgstore *sh = &job->shadow;
+  int status = job->status;
+  ps->conn = sh->conn; /* the same, or the one a reconnect made */
+  ps->settling = false;
+  if (ps->fatal) {
+    status = CAIRN_EFATAL; /* latched meanwhile: its revive reloads what is committed */
+  } else if (!job->ran) {
+    ps->sent_offset = job->from; /* nothing was sent: the writer takes them */
+  } else if (status != 0) {
+    /* Its COMMIT may or may not have happened: the revive reads back. */
+    pgstore_latch(ps);
+    snprintf(ps->s.errmsg, sizeof ps->s.errmsg, "%s", sh->s.errmsg);
+  } else {
+    ps->durable_offset = job->next;
+    ps->durable_index = job->index;
+    ps->pending_bytes -= job->bytes < ps->pending_bytes ? job->bytes : ps->pending_bytes;
+    if (ps->flush_target != 0 && ps->durable_offset >= ps->flush_target) {
+      ps->flush_target = 0; /* satisfied: answered 0 when asked again */
+    }
+    pgstore_tail_trim(ps);
+  }
+  if (!ps->fatal && ps->sent_offset < ps->next) {
+    pgwriter_ready(ps->writer, &ps->member); /* what was applied meanwhile */
+  }
+  pgstore_settle_free(job);
+  return status;
 }
 
 /* ---- flush and truncate ---- */
@@ -830,6 +962,9 @@ static int pgstore_truncate(struct store *s, int64_t offset)
                         "truncate at %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", offset,
                         ps->start, ps->next);
   }
+  if (ps->settling) {
+    return pgstore_fail(ps, -EBUSY, "truncate at %" PRId64 ": a settle is in flight", offset);
+  }
   int rv = pgstore_settle(ps); /* the rows to cut must be committed ones */
   /* No job of the reader races the cut, nor does its cache outlive it. */
   pgreader_stop(ps->reader);
@@ -935,6 +1070,9 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
   }
   if (offset <= ps->start) {
     return 0; /* the start never moves back */
+  }
+  if (ps->settling) {
+    return pgstore_fail(ps, -EBUSY, "delete_before %" PRId64 ": a settle is in flight", offset);
   }
   int rv = pgstore_settle(ps); /* no row of the writer's lands below the new start */
   pgreader_stop(ps->reader);   /* nor does a retention job race this one */
@@ -1339,8 +1477,8 @@ int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
   if (!ps->fatal) {
     return CAIRN_EINVAL;
   }
-  if (ps->member.inflight) {
-    return -EBUSY; /* the writer's job may still commit rows of this store */
+  if (ps->member.inflight || ps->settling) {
+    return -EBUSY; /* the writer's job (or a settle) may still commit rows of this store */
   }
   /* A retention job of the reader must not commit after the revive has
    * read the partition's start: it ends (canceled) now. */

@@ -73,9 +73,10 @@
  * in flight first (PQcancel; they block until it has ended, which a
  * cancel makes short) so that no job races the rows they change, and
  * drop what it cached. truncate and delete_before stay synchronous
- * on the loop: they run only where the caller already waits for the
- * store (a Raft snapshot install, a settle before a snapshot), as plog's
- * fsync does.
+ * on the loop (a replica truncates never; delete_before is a Raft
+ * snapshot install, where the caller already waits for the store, as
+ * plog's fsync does); a settle before a snapshot runs off the loop
+ * (pgstore_settle_*).
  *
  * Blocking, without a loop: every store call is a synchronous round trip
  * to the database on the caller's thread (libpq's blocking API; the
@@ -122,8 +123,8 @@ struct pgstore_opts {
   size_t pending_bytes;     /* with loop: the bound on uncommitted bytes; 0: default */
   /* With loop: called when the writer's transaction holding this store's
    * batches failed and the store latched fatal (never from inside a call
-   * on the store except truncate, delete_before and pgstore_try_settle,
-   * which wait for the writer). The owner revives the store. May be NULL. */
+   * on the store except truncate and delete_before, which wait for the
+   * writer). The owner revives the store. May be NULL. */
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
   /* With loop: a job of the store's reader ended, so a read or lookup
@@ -136,8 +137,8 @@ struct pgstore_opts {
   /* With loop: a store_flush that answered CAIRN_EPENDING is done (the
    * writer committed up to its target; ask again: 0). Fires on the loop,
    * never from inside a call on the store; a failure calls on_fatal
-   * instead, and a settle inside truncate, delete_before or
-   * pgstore_try_settle satisfies the flush without it. May be NULL. */
+   * instead, and a settle (pgstore_settle_end, or inside truncate or
+   * delete_before) satisfies the flush without it. May be NULL. */
   void (*on_durable)(void *arg);
   void *on_durable_arg;
   size_t read_cache_bytes; /* the reader's cache bound; 0: PGREADER_DEFAULT_CACHE_BYTES */
@@ -156,15 +157,47 @@ struct pgstore_opts {
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
                                                      struct store **out, char *err, size_t errlen);
 
-/* Written behind: makes everything applied to s committed now if that
- * costs one transaction on the store's own connection (no job of the
- * writer holds rows of s), so that its owner can take a Raft snapshot
- * (raft 0.15 snapshots at its last applied index, which always follows an
- * apply). Returns 0 (durable_offset == next_offset now), -EBUSY (a job is
- * in flight: nothing done, try at a later apply) or the failure, with the
- * store fatal. Without a writer: store_flush. Context: s's owner; blocks
- * for one round trip. */
-__attribute__((warn_unused_result)) int pgstore_try_settle(struct store *s);
+/* ---- a settle off the loop ----
+ *
+ * Written behind, a Raft snapshot (raft 0.15 snapshots at its last
+ * applied index, right after an apply the writer has not committed yet)
+ * needs everything applied committed before Raft drops the entries. A
+ * settle commits it on the store's own connection off the loop, in three
+ * steps as plog_sync_* (rgroup_fsm.c: capture, snapshot_async, finalize):
+ *   begin (owner)  copies the batches PostgreSQL lacks ([durable, next))
+ *                  into a job; from then until end the writer collects
+ *                  nothing of s (so no later row commits before these)
+ *                  and the store's connection is the job's;
+ *   run (any)      BEGIN, the rows, COMMIT (a connection lost while idle
+ *                  is made again first, as pgstore_reconnect); blocks;
+ *                  touches only the job;
+ *   end (owner)    committed: durable_offset / durable_index reach what
+ *                  next / last_index were at begin; failed: the store
+ *                  latches fatal (its COMMIT may or may not have happened:
+ *                  the revive reads back); never run: the rows go back to
+ *                  the writer. Then the writer takes what was applied
+ *                  meanwhile.
+ * While a settle runs, truncate and delete_before answer -EBUSY and a
+ * revive is refused; s must not be closed before end. */
+struct pgstore_settle;
+
+/* Starts a settle of s. Returns 0 with *out (pass it to
+ * pgstore_settle_end exactly once), -EBUSY (a job of the writer holds rows
+ * of s, a settle runs, or s has no writer: nothing done), CAIRN_EFATAL or
+ * CAIRN_ENOMEM. Context: s's owner. */
+__attribute__((warn_unused_result)) int pgstore_settle_begin(struct store *s,
+                                                             struct pgstore_settle **out);
+
+/* Writes and commits the job's rows. Returns 0 or the failure
+ * (CAIRN_EDATABASE). Blocks. Context: any one thread, at most once per
+ * job, while the owner does not end it. */
+int pgstore_settle_run(struct pgstore_settle *job);
+
+/* Applies the job's outcome to its store (see above) and frees the job.
+ * Returns 0, the run's failure (the store fatal), CAIRN_ESYNC_CANCELED
+ * (it never ran: nothing changed) or CAIRN_EFATAL (the store latched
+ * meanwhile). Context: the store's owner. */
+int pgstore_settle_end(struct pgstore_settle *job);
 
 /* ---- reviving a fatal store ----
  *

@@ -11,7 +11,9 @@
 # every acknowledged record is there once, in order. Last, retention by
 # size of a second pgstore topic while it is produced to: its checkpoints
 # of the producer table wait for the writer's commits (store_flush answers
-# CAIRN_EPENDING on the loop), and rows are deleted on every node.
+# CAIRN_EPENDING on the loop), and rows are deleted on every node. The
+# nodes snapshot every few entries throughout (a small Raft log budget),
+# so every step also runs the snapshots' settles off the loop.
 # Usage: pg_cluster.sh CAIRN CAIRND
 set -euo pipefail
 CLI_TEST_TAG=pgcluster
@@ -20,8 +22,10 @@ CLI_TEST_TAG=pgcluster
 . "$repo/tests/lib/pg_topic.sh"
 
 step "a private PostgreSQL server, one database per node"
-# Retention passes every 200 ms (the last step's topic).
-printf '#!/bin/sh\nexec %q "$@" --retention-check-ms 200\n' "$cairnd" >"$dir/cairnd-ret"
+# Retention passes every 200 ms (the last step's topic), and Raft
+# snapshots every few entries (a 16 kB log budget): each one first settles
+# what the writer has not committed, off the loop (pgstore_settle_*).
+printf '#!/bin/sh\nexec %q "$@" --retention-check-ms 200 --raft-log-budget-bytes 16384\n' "$cairnd" >"$dir/cairnd-ret"
 chmod +x "$dir/cairnd-ret"
 cairnd="$dir/cairnd-ret"
 pg_nodes_start 3
@@ -144,4 +148,11 @@ done
 expect 0 "$cli" consume pgret -p 0 -e -f '%v\n'
 tail -20 "$dir/round" | cmp -s - <(tail -20 "$dir/out") || fail "pgret's newest round is not what consume returns last"
 echo "   log start $start; every node's rows start above 0; the newest round reads back"
+snaps=0
+for i in 1 2 3; do
+  n=$(curl -fsS "http://127.0.0.1:$((base + 10 * (i - 1) + 2))/metrics" | awk '$1 == "cairn_raft_snapshots_taken_total" {print $2}')
+  snaps=$((snaps + ${n:-0}))
+done
+[ "$snaps" -gt 0 ] || fail "no Raft snapshot was taken (the settle path never ran)"
+echo "   $snaps Raft snapshots taken on the 3 nodes"
 echo "PASS"

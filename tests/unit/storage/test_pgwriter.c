@@ -4,7 +4,8 @@
  * store in it and a revive takes Raft's replay with nothing twice, a
  * flush answers at once and completes when the writer commits (the loop
  * turning while the database is stalled), a close never waits (the job
- * in flight commits alone), and a snapshot install settles first. Needs a
+ * in flight commits alone), a snapshot's settle runs off the loop, and
+ * a snapshot install settles first. Needs a
  * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
 #include "common/err.h"
 #include "storage/pgstore.h"
@@ -390,25 +391,74 @@ static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void 
   assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 204"), 1);
 }
 
-/* What a Raft snapshot asks for right after an apply: committed at once
- * when no job holds the store's rows, refused (nothing done) while one
- * does. */
-static void test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows(void **state)
+/* What a Raft snapshot asks for right after an apply: a settle, refused
+ * while a job of the writer holds the store's rows; begun, it runs on the
+ * thread pool (as rgroup's snapshot_async) over the store's connection
+ * while a session holds cairn_batches against writes: the loop keeps
+ * turning (a timer fires, the store takes appends, which the writer does
+ * not send meanwhile), and once the lock goes the settle commits what was
+ * applied at its begin, then the writer the rest. */
+struct settle_run {
+  uv_work_t work;
+  uv_timer_t timer;
+  struct pgstore_settle *job;
+  struct store *s;
+  PGconn *locker;
+  int ticks;
+  bool stalled_seen;
+  bool ended;
+  int end_status;
+};
+
+static void settle_work(uv_work_t *w)
+{
+  struct settle_run *sr = w->data;
+  (void)pgstore_settle_run(sr->job); /* its status goes to end */
+}
+
+static void settle_after(uv_work_t *w, int status)
+{
+  struct settle_run *sr = w->data;
+  assert_int_equal(status, 0);
+  sr->end_status = pgstore_settle_end(sr->job);
+  sr->ended = true;
+}
+
+static void settle_on_tick(uv_timer_t *t)
+{
+  struct settle_run *sr = t->data;
+  sr->ticks++;
+  if (sr->ticks == 5) {
+    append_batch(sr->s, 4, 4); /* applied while the settle waits */
+  }
+  if (sr->ticks < 20) {
+    return;
+  }
+  struct store_info info;
+  store_info(sr->s, &info);
+  sr->stalled_seen = !sr->ended && info.durable_offset == 5 && info.next_offset == 20 &&
+                     store_truncate(sr->s, 5) == -EBUSY;
+  sql_cmd(sr->locker, "COMMIT");
+  uv_timer_stop(t);
+}
+
+static void test_pgwriter_settle_runs_off_the_loop_unless_a_job_holds_the_rows(void **state)
 {
   (void)state;
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
   struct store *s = open_store(&loop, 205, 0);
-  PGconn *locker = pg_sql_connect();
-  sql_cmd(locker, "BEGIN");
-  sql_cmd(locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
+  struct settle_run sr = {.s = s};
+  sr.locker = pg_sql_connect();
+  sql_cmd(sr.locker, "BEGIN");
+  sql_cmd(sr.locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
   append_batch(s, 1, 1);
   uv_run(&loop, UV_RUN_NOWAIT); /* the job starts, and waits on the lock */
   append_batch(s, 2, 2);
-  assert_int_equal(pgstore_try_settle(s), -EBUSY);
+  assert_int_equal(pgstore_settle_begin(s, &sr.job), -EBUSY);
+  assert_null(sr.job);
   assert_false(committed(s));
-  sql_cmd(locker, "COMMIT");
-  PQfinish(locker);
+  sql_cmd(sr.locker, "COMMIT");
   struct store_info info;
   for (int i = 0; i < 10000; i++) {
     store_info(s, &info);
@@ -419,12 +469,31 @@ static void test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows(void **
     uv_sleep(1);
   }
   assert_int_equal(info.durable_offset, 5); /* the job's batch; the second waits */
+  sql_cmd(sr.locker, "BEGIN");
+  sql_cmd(sr.locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
   append_batch(s, 3, 3);
-  assert_int_equal(pgstore_try_settle(s), 0);
-  assert_true(committed(s));
+  assert_int_equal(pgstore_settle_begin(s, &sr.job), 0);
+  sr.work.data = &sr;
+  assert_int_equal(uv_queue_work(&loop, &sr.work, settle_work, settle_after), 0);
+  assert_int_equal(uv_timer_init(&loop, &sr.timer), 0);
+  sr.timer.data = &sr;
+  assert_int_equal(uv_timer_start(&sr.timer, settle_on_tick, 10, 10), 0);
+  for (int i = 0; i < 20000 && !sr.ended; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_true(sr.ended);
+  assert_int_equal(sr.end_status, 0);
+  assert_true(sr.stalled_seen);
   store_info(s, &info);
-  assert_int_equal(info.durable_offset, 15);
-  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 205"), 3);
+  assert_true(info.durable_offset >= 15); /* the settle's rows; the writer then takes the 4th */
+  run_until_committed(&loop, s, NULL);
+  store_info(s, &info);
+  assert_int_equal(info.durable_offset, 20);
+  assert_int_equal(info.last_index, 4);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 205"), 4);
+  PQfinish(sr.locker);
+  uv_close((uv_handle_t *)&sr.timer, NULL);
   store_close(s);
   close_loop(&loop);
 }
@@ -440,7 +509,7 @@ int main(void)
       cmocka_unit_test(
           test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_lock_goes),
       cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
-      cmocka_unit_test(test_pgwriter_try_settle_commits_unless_a_job_holds_the_rows),
+      cmocka_unit_test(test_pgwriter_settle_runs_off_the_loop_unless_a_job_holds_the_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
