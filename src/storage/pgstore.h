@@ -52,8 +52,16 @@
  * committed it answers CAIRN_EPENDING (the writer's next job, or the one
  * in flight, commits them) and calls opts.on_durable once the writer's
  * commit reaches the target. store_close never waits either (pgstore_open).
- * truncate and delete_before first wait for the job in flight and commit
- * what is left synchronously (they block, as plog's fsync does); a revive is refused (-EBUSY) while the
+ * truncate and delete_before answer CAIRN_EPENDING and run as a job on the
+ * loop's thread pool over the store's connection, in one transaction: the
+ * batches PostgreSQL lacks, then the cut or delete, then COMMIT; the job
+ * starts (from the call, or the same call asked again) only when no job of
+ * the writer holds the store's rows and no job of the reader runs, and
+ * until it ends the writer collects nothing of the store and appends are
+ * refused (-EBUSY); its end calls opts.on_durable (ask again: 0, or once
+ * its refusal such as CAIRN_EINVAL; a database failure latches the store
+ * and calls on_fatal instead). A close meanwhile is finished by the job's
+ * end; a revive is refused (-EBUSY) while the
  * store has rows in a job in flight.
  *
  * Never blocking the loop on a read (opts.loop set): a read that misses
@@ -69,14 +77,12 @@
  * the store fatal (its COMMIT may or may not have happened) and calls
  * on_fatal. store_read_wait (a caller that may block: the producer
  * table's rebuild at open) runs the reader's statement on the caller's
- * thread instead. truncate, delete_before and a revive cancel the reader's job
- * in flight first (PQcancel; they block until it has ended, which a
+ * thread instead. truncate and delete_before without a loop, and a
+ * revive, cancel the reader's job in flight first (PQcancel; they block until it has ended, which a
  * cancel makes short) so that no job races the rows they change, and
- * drop what it cached. truncate and delete_before stay synchronous
- * on the loop (a replica truncates never; delete_before is a Raft
- * snapshot install, where the caller already waits for the store, as
- * plog's fsync does); a settle before a snapshot runs off the loop
- * (pgstore_settle_*).
+ * drop what it cached; written behind, truncate and delete_before wait
+ * for it instead (CAIRN_EPENDING until it has ended), and a settle before
+ * a snapshot runs off the loop (pgstore_settle_*).
  *
  * Blocking, without a loop: every store call is a synchronous round trip
  * to the database on the caller's thread (libpq's blocking API; the
@@ -123,8 +129,7 @@ struct pgstore_opts {
   size_t pending_bytes;     /* with loop: the bound on uncommitted bytes; 0: default */
   /* With loop: called when the writer's transaction holding this store's
    * batches failed and the store latched fatal (never from inside a call
-   * on the store except truncate and delete_before, which wait for the
-   * writer). The owner revives the store. May be NULL. */
+   * on the store). The owner revives the store. May be NULL. */
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
   /* With loop: a job of the store's reader ended, so a read or lookup
@@ -177,8 +182,8 @@ __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *
  *                  the revive reads back); never run: the rows go back to
  *                  the writer. Then the writer takes what was applied
  *                  meanwhile.
- * While a settle runs, truncate and delete_before answer -EBUSY and a
- * revive is refused; s must not be closed before end. */
+ * While a settle runs, truncate and delete_before wait (CAIRN_EPENDING:
+ * ask again) and a revive is refused; s must not be closed before end. */
 struct pgstore_settle;
 
 /* Starts a settle of s. Returns 0 with *out (pass it to

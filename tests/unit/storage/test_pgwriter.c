@@ -360,9 +360,37 @@ static void test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_l
   close_loop(&loop);
 }
 
+/* Calls op until it answers something else than CAIRN_EPENDING, running
+ * the loop meanwhile (as a caller that asks again). */
+static int until_done(uv_loop_t *loop, struct store *s, int (*op)(struct store *, int64_t),
+                      int64_t offset)
+{
+  int rv = CAIRN_EPENDING;
+  for (int i = 0; i < 20000 && rv == CAIRN_EPENDING; i++) {
+    rv = op(s, offset);
+    if (rv == CAIRN_EPENDING) {
+      uv_run(loop, UV_RUN_NOWAIT);
+      uv_sleep(1);
+    }
+  }
+  return rv;
+}
+
+static int do_delete_before(struct store *s, int64_t offset)
+{
+  return store_delete_before(s, offset);
+}
+
+static int do_truncate(struct store *s, int64_t offset)
+{
+  return store_truncate(s, offset);
+}
+
 /* A snapshot install (delete_before above next) on a store with batches
- * in flight and waiting: they are committed first, then the store restarts
- * empty at the snapshot's offset, committed, and goes on from there. */
+ * in flight and waiting: it answers CAIRN_EPENDING, waits for the job in
+ * flight, commits the batch that waited and empties the store in one
+ * transaction off the loop; asked again it answers 0, the store restarting
+ * empty at the snapshot's offset, committed, and going on from there. */
 static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void **state)
 {
   (void)state;
@@ -372,7 +400,10 @@ static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void 
   append_batch(s, 1, 1);
   uv_run(&loop, UV_RUN_NOWAIT);
   append_batch(s, 2, 2);
-  assert_int_equal(store_delete_before(s, 100), 0);
+  durable_calls = 0;
+  assert_int_equal(store_delete_before(s, 100), CAIRN_EPENDING);
+  assert_int_equal(until_done(&loop, s, do_delete_before, 100), 0);
+  assert_true(durable_calls >= 1); /* the op's end told the owner */
   assert_true(committed(s));
   struct store_info info;
   store_info(s, &info);
@@ -389,6 +420,100 @@ static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void 
   assert_int_equal(info.last_index, 7);
   store_close(s);
   assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 204"), 1);
+}
+
+/* A truncate on a stalled database (a session holds cairn_batches against
+ * writes): it answers CAIRN_EPENDING, the loop keeps turning (a timer
+ * fires, another partition's reads are served) and appends are refused
+ * while it waits; once the lock goes it commits the batch that was not
+ * written yet and cuts in one transaction, and a reopened store ends at
+ * the cut. A cut inside an entry is refused once asked again, and the
+ * store is unchanged. */
+struct truncate_stall {
+  uv_timer_t timer;
+  PGconn *locker;
+  struct store *s;
+  struct store *other;
+  int ticks;
+  int reads_served;
+  bool stalled_seen;
+};
+
+static void truncate_stall_on_tick(uv_timer_t *t)
+{
+  struct truncate_stall *st = t->data;
+  st->ticks++;
+  struct store_region r;
+  if (store_read(st->other, 0, SIZE_MAX, &r) == 0 && r.next_offset == 5) {
+    st->reads_served++;
+  }
+  store_region_release(&r);
+  if (st->ticks < 20) {
+    return;
+  }
+  size_t len;
+  uint8_t *data = tu_make_batch(9, 5, 20, 900, &len);
+  struct store_batch b = {data, len};
+  int64_t base;
+  struct store_info info;
+  store_info(st->s, &info);
+  st->stalled_seen = store_append(st->s, &b, 1, 9, &base) == -EBUSY &&
+                     store_truncate(st->s, 10) == CAIRN_EPENDING && info.next_offset == 15;
+  free(data);
+  sql_cmd(st->locker, "COMMIT");
+  uv_timer_stop(t);
+}
+
+static void test_pgwriter_truncate_never_waits_on_the_loop_and_cuts_once_the_lock_goes(
+    void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct truncate_stall st = {0};
+  st.s = open_store(&loop, 207, 0);
+  st.other = open_store(&loop, 207, 1);
+  append_batch(st.other, 8, 1);
+  append_batch(st.s, 1, 1);
+  append_batch(st.s, 2, 2);
+  run_until_committed(&loop, st.s, st.other);
+  append_batch(st.s, 3, 3); /* not written yet */
+  st.locker = pg_sql_connect();
+  sql_cmd(st.locker, "BEGIN");
+  sql_cmd(st.locker, "LOCK TABLE cairn_batches IN EXCLUSIVE MODE");
+  assert_int_equal(store_truncate(st.s, 10), CAIRN_EPENDING);
+  assert_int_equal(uv_timer_init(&loop, &st.timer), 0);
+  st.timer.data = &st;
+  assert_int_equal(uv_timer_start(&st.timer, truncate_stall_on_tick, 10, 10), 0);
+  assert_int_equal(until_done(&loop, st.s, do_truncate, 10), 0);
+  assert_true(st.ticks >= 20);
+  assert_true(st.stalled_seen);
+  assert_true(st.reads_served >= 20);
+  PQfinish(st.locker);
+  struct store_info info;
+  store_info(st.s, &info);
+  assert_int_equal(info.next_offset, 10);
+  assert_int_equal(info.last_index, 2);
+  assert_true(committed(st.s));
+  /* Inside a batch: refused, nothing changed. */
+  assert_int_equal(until_done(&loop, st.s, do_truncate, 7), CAIRN_EINVAL);
+  store_info(st.s, &info);
+  assert_int_equal(info.next_offset, 10);
+  append_batch(st.s, 4, 4);
+  run_until_committed(&loop, st.s, NULL);
+  uv_close((uv_handle_t *)&st.timer, NULL);
+  store_close(st.s);
+  store_close(st.other);
+  close_loop(&loop);
+  struct store *again = open_store(NULL, 207, 0);
+  store_info(again, &info);
+  assert_int_equal(info.next_offset, 15);
+  assert_int_equal(info.last_index, 4);
+  struct store_region r;
+  assert_int_equal(store_read(again, 10, SIZE_MAX, &r), 0);
+  assert_int_equal(tu_check_batch(r.mem, r.len, 4, 5, 20), 0);
+  store_region_release(&r);
+  store_close(again);
 }
 
 /* What a Raft snapshot asks for right after an apply: a settle, refused
@@ -437,7 +562,7 @@ static void settle_on_tick(uv_timer_t *t)
   struct store_info info;
   store_info(sr->s, &info);
   sr->stalled_seen = !sr->ended && info.durable_offset == 5 && info.next_offset == 20 &&
-                     store_truncate(sr->s, 5) == -EBUSY;
+                     store_truncate(sr->s, 5) == CAIRN_EPENDING;
   sql_cmd(sr->locker, "COMMIT");
   uv_timer_stop(t);
 }
@@ -509,6 +634,8 @@ int main(void)
       cmocka_unit_test(
           test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_lock_goes),
       cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
+      cmocka_unit_test(
+          test_pgwriter_truncate_never_waits_on_the_loop_and_cuts_once_the_lock_goes),
       cmocka_unit_test(test_pgwriter_settle_runs_off_the_loop_unless_a_job_holds_the_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
