@@ -306,6 +306,9 @@ static bool catchup_on_header(struct catchup *cu, struct fetch_response *r)
   if (r->status == CAIRN_EOFFSET && info.next_offset < r->log_start) {
     /* The peer no longer has what follows our log (retention): start our
      * log where the peer's starts. */
+    log_info("catchup", "group %llu: the peer's log starts at %lld, past ours (%lld): ours "
+             "restarts there", (unsigned long long)cu->group_id, (long long)r->log_start,
+             (long long)info.next_offset);
     int rv = store_delete_before(cu->store, r->log_start);
     if (rv == CAIRN_EPENDING) {
       /* The store deletes off the loop (pgstore): ask again after a pause,
