@@ -43,9 +43,9 @@
  * writer (pgwriter.h): once per loop turn, one transaction with one COPY
  * for the batches of every store on that loop and database, on the thread
  * pool. durable_offset / durable_index advance when that commit is
- * reported back on the loop; the owner takes Raft snapshots only at or
- * below them (rgroup_fsm.c waits for durable == next), so the Raft log
- * still covers every batch PostgreSQL lacks. A failed transaction latches
+ * reported back on the loop; a Raft snapshot's descriptor is made only
+ * once they cover what it describes (a settle, pgstore_settle_*), so the
+ * Raft log still covers every batch PostgreSQL lacks. A failed transaction latches
  * every store in it fatal and calls opts.on_fatal: the owner revives the
  * store, which reloads the committed rows, and replays Raft above them.
  * store_flush never waits on the loop: when rows below its target are not
@@ -61,8 +61,8 @@
  * refused (-EBUSY); its end calls opts.on_durable (ask again: 0, or once
  * its refusal such as CAIRN_EINVAL; a database failure latches the store
  * and calls on_fatal instead). A close meanwhile is finished by the job's
- * end; a revive is refused (-EBUSY) while the
- * store has rows in a job in flight.
+ * end; a revive is refused (-EBUSY) while a job of the writer holds rows
+ * of the store, or a settle or op job runs.
  *
  * Never blocking the loop on a read (opts.loop set): a read that misses
  * the tail, a lookup by time, retention_point and retention start a job
@@ -78,9 +78,9 @@
  * on_fatal. store_read_wait (a caller that may block: the producer
  * table's rebuild at open) runs the reader's statement on the caller's
  * thread instead. truncate and delete_before without a loop, and a
- * revive, cancel the reader's job in flight first (PQcancel; they block until it has ended, which a
- * cancel makes short) so that no job races the rows they change, and
- * drop what it cached; written behind, truncate and delete_before wait
+ * revive, cancel the reader's job in flight first (PQcancel; they block
+ * until it has ended, which a cancel makes short) so that no job races
+ * the rows they change, and drop what it cached; written behind, truncate and delete_before wait
  * for it instead (CAIRN_EPENDING until it has ended), and a settle before
  * a snapshot runs off the loop (pgstore_settle_*).
  *
