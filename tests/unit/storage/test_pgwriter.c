@@ -288,26 +288,34 @@ static void test_pgwriter_close_never_waits_and_the_job_in_flight_commits_alone(
  * timer fires, another partition's reads are served) while the commit
  * waits, nothing is committed under the lock, and once the lock goes the
  * writer commits, on_durable fires once and the flush answers 0. */
-struct flush_stall {
+struct op_stall {
   uv_timer_t timer;
   PGconn *locker;
-  struct store *s;     /* flushed */
-  struct store *other; /* another partition on the same loop */
+  struct store *s;     /* the store whose operation waits */
+  struct store *other; /* another partition on the same loop, 5 records */
   int ticks;
-  int reads_served; /* reads of other answered while the flush waited */
-  bool stalled_seen; /* at the release: still pending, nothing committed */
+  int reads_served; /* reads of other answered while the operation waited */
+  bool stalled_seen; /* at the release: still pending, nothing changed */
 };
 
-static void flush_stall_on_tick(uv_timer_t *t)
+/* A tick of the loop's timer while the operation waits: another
+ * partition's read is served. Returns whether it is time to check and
+ * release the lock (the 20th tick). */
+static bool op_stall_tick(struct op_stall *st)
 {
-  struct flush_stall *st = t->data;
   st->ticks++;
   struct store_region r;
   if (store_read(st->other, 0, SIZE_MAX, &r) == 0 && r.next_offset == 5) {
     st->reads_served++;
   }
   store_region_release(&r);
-  if (st->ticks < 20) {
+  return st->ticks == 20;
+}
+
+static void flush_stall_on_tick(uv_timer_t *t)
+{
+  struct op_stall *st = t->data;
+  if (!op_stall_tick(st)) {
     return;
   }
   struct store_info info;
@@ -324,7 +332,7 @@ static void test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_l
   (void)state;
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
-  struct flush_stall st = {0};
+  struct op_stall st = {0};
   st.s = open_store(&loop, 206, 0);
   st.other = open_store(&loop, 206, 1);
   append_batch(st.other, 9, 1);
@@ -429,26 +437,10 @@ static void test_pgwriter_snapshot_install_settles_then_restarts_committed(void 
  * written yet and cuts in one transaction, and a reopened store ends at
  * the cut. A cut inside an entry is refused once asked again, and the
  * store is unchanged. */
-struct truncate_stall {
-  uv_timer_t timer;
-  PGconn *locker;
-  struct store *s;
-  struct store *other;
-  int ticks;
-  int reads_served;
-  bool stalled_seen;
-};
-
 static void truncate_stall_on_tick(uv_timer_t *t)
 {
-  struct truncate_stall *st = t->data;
-  st->ticks++;
-  struct store_region r;
-  if (store_read(st->other, 0, SIZE_MAX, &r) == 0 && r.next_offset == 5) {
-    st->reads_served++;
-  }
-  store_region_release(&r);
-  if (st->ticks < 20) {
+  struct op_stall *st = t->data;
+  if (!op_stall_tick(st)) {
     return;
   }
   size_t len;
@@ -470,7 +462,7 @@ static void test_pgwriter_truncate_never_waits_on_the_loop_and_cuts_once_the_loc
   (void)state;
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
-  struct truncate_stall st = {0};
+  struct op_stall st = {0};
   st.s = open_store(&loop, 207, 0);
   st.other = open_store(&loop, 207, 1);
   append_batch(st.other, 8, 1);
