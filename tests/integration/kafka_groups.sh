@@ -2,8 +2,10 @@
 # kafka_groups.sh - Kafka consumer groups on Cairn's coordinator with real
 # Kafka clients on a 3-node cluster (docs/kafka.md): two kafka-python
 # KafkaConsumers in one group (one joining late, one leaving) read every
-# message exactly once, and the group's committed offsets are what
-# `cairn group describe` shows.
+# message exactly once, the group's committed offsets are what
+# `cairn group describe` shows, and a member keeps its member id and
+# generation across a SIGKILL of its coordinator (its commit at the new
+# coordinator is accepted, as Kafka's persisted group metadata allows).
 #
 # Usage: kafka_groups.sh CAIRN CAIRND
 set -euo pipefail
@@ -28,8 +30,12 @@ def produce(a, b):
         f.get(timeout=30)
 seen, lock = [], threading.Lock()
 def consume(name, stop):
-    # Auto-commit: kafka-python commits what poll() returned before it
-    # rejoins and when it closes, so nothing is read twice.
+    # Auto-commit: kafka-python commits what poll() returned, synchronously,
+    # before it rejoins and when it closes (with its generation: refused, it
+    # only logs "likely to cause duplicate message delivery"), so nothing is
+    # read twice as long as the coordinator keeps the member, also when the
+    # coordinator moves (a leader change of its __cairn_offsets partition,
+    # e.g. the hand-over to the preferred replica just after creation).
     c = KafkaConsumer("kg", bootstrap_servers=bs, group_id="kg-g", client_id=name,
                       auto_offset_reset="earliest", enable_auto_commit=True,
                       auto_commit_interval_ms=500, session_timeout_ms=6000,
@@ -78,5 +84,33 @@ json_ok "$dir/out"
 pyj "$dir/out" 'len(j["offsets"]) == 4 and sum(o["committed"] for o in j["offsets"]) == 300 and all(o["lag"] == 0 for o in j["offsets"])'
 expect 0 "$cli" group describe kg-g
 out_has "COMMITTED"
+
+step "kafka-python: a member's commit after its coordinator is SIGKILLed is accepted (same member, same generation)"
+timeout 120 $py - "$all" "$cdir" <<'PY' || fail "commit across a coordinator move"
+import os, signal, sys, time
+from kafka import KafkaConsumer
+bs, cdir = sys.argv[1].split(","), sys.argv[2]
+c = KafkaConsumer("kg", bootstrap_servers=bs, group_id="kg-move", client_id="m",
+                  auto_offset_reset="earliest", enable_auto_commit=False,
+                  session_timeout_ms=10000, heartbeat_interval_ms=500, max_poll_interval_ms=60000)
+got, end = 0, time.time() + 60
+while got < 300 and time.time() < end:
+    got += sum(len(ms) for ms in c.poll(timeout_ms=500).values())
+assert got == 300, "read %d of 300" % got
+co = c._coordinator
+gen = (co._generation.generation_id, co._generation.member_id)
+node = int(str(co.coordinator_id).rsplit("-", 1)[-1])
+os.kill(int(open("%s/node%d.pid" % (cdir, node)).read()), signal.SIGKILL)
+print("killed the coordinator, node %d; member %s, generation %d" % (node, gen[1], gen[0]))
+c.commit()  # finds the new coordinator; refused there, it raises CommitFailedError
+now = (co._generation.generation_id, co._generation.member_id)
+assert now == gen, "generation/member changed across the move: %s -> %s" % (gen, now)
+parts = c.assignment()
+committed = {tp.partition: c.committed(tp) for tp in parts}
+assert all(committed[tp.partition] == c.position(tp) for tp in parts), "committed %s" % committed
+assert sum(committed.values()) == 300, "committed %s" % committed
+c.close()
+print("commit accepted by the new coordinator: %s" % committed)
+PY
 
 echo "PASS"

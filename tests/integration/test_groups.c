@@ -6,8 +6,9 @@
  * member that stops heartbeating loses its partitions within the session
  * timeout (the figure is printed); a member of an old generation cannot
  * commit; SIGKILL of the coordinator's node keeps every committed offset
- * (the new coordinator is found through FindCoordinator); a reset works
- * while the group is empty.
+ * and the membership (the new coordinator is found through FindCoordinator
+ * and accepts a member's commit of its generation); a reset works once the
+ * group is empty.
  *
  * Usage: test_groups <path of cairnd>
  * CAIRN_TEST_FILTER='*coordinator*' runs a subset; CAIRN_KEEP_TEST_DIR=1
@@ -598,8 +599,22 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
     }
   }
 
-  /* The group is empty now (membership is not kept across coordinators):
-   * a reset works; a member joining makes it refused again. */
+  /* Membership is kept across coordinators (the group's record in its
+   * offsets partition): a, with the old coordinator's member id and
+   * generation, commits at the new one. */
+  {
+    struct wc w;
+    assert_int_equal(wc_connect(&w, c.nodes[nci].client_addr, 5000), 0);
+    int codes[1];
+    int64_t off = want[a.parts[0]];
+    assert_int_equal(commit_on(&w, a.id, a.gen, &a.parts[0], &off, 1, codes, false), 0);
+    assert_int_equal(codes[0], 0);
+    wc_close(&w);
+  }
+
+  /* The restored members are gone (their connections closed): a reset is
+   * refused until their sessions expire, then it works; a member joining
+   * makes it refused again. */
   {
     struct member r;
     memset(&r, 0, sizeof r);
@@ -611,7 +626,15 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
       parts[p] = p;
       zeros[p] = 0;
     }
-    assert_int_equal(commit_on(&r.w, "", -1, parts, zeros, NPART, codes, true), 0);
+    assert_int_equal(commit_on(&r.w, "", -1, parts, zeros, NPART, codes, true),
+                     CODE(GROUP_NOT_EMPTY));
+    long long until = tu_now_ms() + WAIT_MS;
+    int rv;
+    while ((rv = commit_on(&r.w, "", -1, parts, zeros, NPART, codes, true)) != 0 &&
+           tu_now_ms() < until) {
+      usleep(200 * 1000);
+    }
+    assert_int_equal(rv, 0);
     for (int p = 0; p < NPART; p++) {
       assert_int_equal(codes[p], 0);
     }

@@ -278,11 +278,32 @@ static void coord_fail_joins(struct coord *c, const struct coord_slot *slot, int
   }
 }
 
+/* Keeps g's membership in the log when it becomes stable or empty (the
+ * moments Kafka's coordinator writes its GroupMetadata record): a new
+ * coordinator then knows the members and their generation, and their
+ * commits are not refused as from strangers after a coordinator move. */
+static void coord_keep_membership(struct coord *c, struct coord_slot *slot, const struct group *g,
+                                  enum group_state before)
+{
+  bool stable = g->state == GROUP_STABLE && before != GROUP_STABLE;
+  bool empty = g->state == GROUP_EMPTY && before != GROUP_EMPTY;
+  if (!stable && !empty) {
+    return;
+  }
+  int rv = coord_append_group(c, slot, g);
+  if (rv != 0) {
+    log_warn("coord", "group %s: keeping its membership (generation %" PRId32 "): %s", g->name,
+             g->generation, cairn_strerror(rv));
+  }
+}
+
 int coord_step(struct coord *c, struct coord_slot *slot, struct group *g, struct group_event *ev)
 {
   struct group_env env = {.partitions = coord_topic_partitions, .ctx = c->n};
   struct group_actions acts = {0};
+  enum group_state before = g->state;
   int rv = group_step(g, &env, ev, &acts);
+  coord_keep_membership(c, slot, g, before);
   for (size_t i = 0; i < acts.n; i++) {
     coord_finish_join(c, slot, g, acts.v[i].member_id, acts.v[i].err);
   }

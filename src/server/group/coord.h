@@ -168,6 +168,15 @@ __attribute__((warn_unused_result)) int coord_append(struct coord *c, struct coo
                                                      const bool *tombstones, size_t n,
                                                      coord_append_cb cb, void *data);
 
+/* Appends g's membership (offset_record_add_group) to slot's partition, so
+ * that a coordinator loading the partition later restores the members and
+ * generation (coord_step calls it when g becomes stable or empty). Nothing
+ * waits for it: a failure unloads the slot as for any append. Returns 0,
+ * CAIRN_ENOTLEADER, CAIRN_ETOOLARGE or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int coord_append_group(struct coord *c,
+                                                           struct coord_slot *slot,
+                                                           const struct group *g);
+
 /* Unloads slot: its groups dropped, waiting joins answered NOT_COORDINATOR. */
 void coord_unload(struct coord *c, struct coord_slot *slot, const char *why);
 

@@ -39,8 +39,33 @@ struct coord_op {
 
 /* ---- applying records ---- */
 
-static void coord_apply_record(struct coord_slot *slot, const struct batch_record *rec,
-                               int64_t fallback_time)
+/* A GROUP record: applied while loading only (once loaded, the groups in
+ * memory are ahead of their records). */
+static void coord_apply_group(struct coord *c, struct coord_slot *slot, const char *name,
+                              const struct batch_record *rec)
+{
+  if (slot->state != COORD_LOADING) {
+    return;
+  }
+  struct group *g = coord_group(slot, name, true);
+  if (g == NULL) {
+    return;
+  }
+  struct group_env env = {.partitions = coord_topic_partitions, .ctx = c->n};
+  struct group_event clock = {0};
+  coord_event_clock(c, &clock);
+  /* The record's time is when the group last became stable or empty: an
+   * empty group's retention counts from it, not from this load. */
+  uint64_t wall = rec->timestamp > 0 ? (uint64_t)rec->timestamp : clock.wall_ms;
+  int rv = offset_record_restore(g, rec->value, rec->value_len, &env, clock.now_ms, wall);
+  if (rv != 0) {
+    log_warn("coord", "group %s: its membership at offset %" PRId64 " is not restored: %s", name,
+             rec->offset, cairn_strerror(rv));
+  }
+}
+
+static void coord_apply_record(struct coord *c, struct coord_slot *slot,
+                               const struct batch_record *rec, int64_t fallback_time)
 {
   struct offset_record *r = malloc(sizeof *r);
   if (r == NULL) {
@@ -52,6 +77,8 @@ static void coord_apply_record(struct coord_slot *slot, const struct batch_recor
   if (rv != 0) {
     log_warn("coord", "%s/%" PRIu32 " offset %" PRId64 ": a record that does not parse: skipped",
              COORD_OFFSETS_TOPIC, slot->partition, rec->offset);
+  } else if (r->kind == OFFSET_RECORD_GROUP) {
+    coord_apply_group(c, slot, r->group, rec);
   } else if (r->kind == OFFSET_RECORD_TOMBSTONE) {
     struct group *g = coord_group(slot, r->group, false);
     if (g != NULL) {
@@ -84,7 +111,8 @@ static void coord_apply_record(struct coord_slot *slot, const struct batch_recor
 }
 
 /* Applies the records of one batch below end. */
-static void coord_apply_batch(struct coord_slot *slot, const uint8_t *p, size_t len, int64_t end)
+static void coord_apply_batch(struct coord *c, struct coord_slot *slot, const uint8_t *p,
+                              size_t len, int64_t end)
 {
   struct batch_iter it;
   if (batch_iter_init(&it, p, len) != 0) {
@@ -97,7 +125,7 @@ static void coord_apply_batch(struct coord_slot *slot, const uint8_t *p, size_t 
     if (rec.offset >= end) {
       break;
     }
-    coord_apply_record(slot, &rec, rec.timestamp);
+    coord_apply_record(c, slot, &rec, rec.timestamp);
   }
 }
 
@@ -162,7 +190,7 @@ static void coord_on_produced(struct rgroup_produce *rp, int status, int64_t bas
     }
   } else if (current && !op->marker) {
     if (status == 0 && slot->state == COORD_LOADED) {
-      coord_apply_batch(slot, op->batch, op->len, INT64_MAX);
+      coord_apply_batch(c, slot, op->batch, op->len, INT64_MAX);
     } else if (status != 0) {
       /* Perhaps in the log after all: only a reload knows. */
       coord_unload(c, slot, cairn_strerror(status));
@@ -217,15 +245,21 @@ static struct part *coord_leading_part(struct coord *c, const struct coord_slot 
   return p;
 }
 
-int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_record *records,
-                 const bool *tombstones, size_t n, coord_append_cb cb, void *data)
+/* What one append puts in its batch: records, or a group's membership. */
+struct coord_fill {
+  const struct coord_record *records;
+  const bool *tombstones;
+  size_t n;
+  const struct group *group;
+};
+
+/* Builds f's batch and produces it (coord_append's contract). */
+static int coord_append_fill(struct coord *c, struct coord_slot *slot, const struct coord_fill *f,
+                             coord_append_cb cb, void *data)
 {
   struct part *p = coord_leading_part(c, slot);
   if (p == NULL || slot->state != COORD_LOADED) {
     return CAIRN_ENOTLEADER;
-  }
-  if (n == 0 || n > COORD_MAX_COMMIT_PARTITIONS) {
-    return n == 0 ? CAIRN_EINVAL : CAIRN_ETOOLARGE;
   }
   size_t max = p->rg.max_entry_bytes < BATCH_DEFAULT_MAX_BYTES ? p->rg.max_entry_bytes
                                                                : BATCH_DEFAULT_MAX_BYTES;
@@ -235,8 +269,11 @@ int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_re
     return rv;
   }
   int64_t now = wallclock_ms();
-  for (size_t i = 0; i < n && rv == 0; i++) {
-    rv = coord_add_record(&b, &records[i], tombstones != NULL && tombstones[i], now);
+  for (size_t i = 0; i < f->n && rv == 0; i++) {
+    rv = coord_add_record(&b, &f->records[i], f->tombstones != NULL && f->tombstones[i], now);
+  }
+  if (rv == 0 && f->group != NULL) {
+    rv = offset_record_add_group(&b, f->group, now);
   }
   uint8_t *batch = NULL;
   size_t len = 0;
@@ -248,6 +285,22 @@ int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_re
     return rv;
   }
   return coord_produce(c, slot, p, batch, len, false, cb, data);
+}
+
+int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_record *records,
+                 const bool *tombstones, size_t n, coord_append_cb cb, void *data)
+{
+  if (n == 0 || n > COORD_MAX_COMMIT_PARTITIONS) {
+    return n == 0 ? CAIRN_EINVAL : CAIRN_ETOOLARGE;
+  }
+  struct coord_fill f = {.records = records, .tombstones = tombstones, .n = n};
+  return coord_append_fill(c, slot, &f, cb, data);
+}
+
+int coord_append_group(struct coord *c, struct coord_slot *slot, const struct group *g)
+{
+  struct coord_fill f = {.group = g};
+  return coord_append_fill(c, slot, &f, NULL, NULL);
 }
 
 /* ---- loading ---- */
@@ -315,7 +368,7 @@ static void coord_load_some(struct coord *c, struct coord_slot *slot, struct par
       if (size < BATCH_HEADER_SIZE || pos + size > r.len) {
         break;
       }
-      coord_apply_batch(slot, bytes + pos, size, slot->load_end);
+      coord_apply_batch(c, slot, bytes + pos, size, slot->load_end);
       pos += size;
     }
     free(copy);

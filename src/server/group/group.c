@@ -766,6 +766,128 @@ int group_step(struct group *g, const struct group_env *env, const struct group_
   return CAIRN_EINVAL;
 }
 
+/* ---- restoring a loaded membership ---- */
+
+static void group_members_clear(struct group *g)
+{
+  for (size_t i = 0; i < g->nmembers; i++) {
+    group_member_free(&g->members[i]);
+  }
+  free(g->members);
+  g->members = NULL;
+  g->nmembers = 0;
+  g->leader[0] = '\0';
+}
+
+static bool group_name_ok(const char *s, size_t max) { return s != NULL && strlen(s) <= max; }
+
+/* Fills m (zeroed, already counted in g) from sm. */
+static int group_restore_member(struct group *g, struct group_member *m,
+                                const struct group_snapshot_member *sm, uint64_t now_ms)
+{
+  if (!group_name_ok(sm->id, GROUP_MEMBER_ID_MAX) || sm->id[0] == '\0' ||
+      !group_name_ok(sm->client_id, GROUP_CLIENT_ID_MAX) || sm->ntopics > GROUP_MAX_SUBSCRIPTION ||
+      sm->assignment_len > GROUP_OPAQUE_MAX || sm->metadata_len > GROUP_OPAQUE_MAX) {
+    return CAIRN_EINVAL;
+  }
+  snprintf(m->id, sizeof m->id, "%s", sm->id);
+  snprintf(m->client_id, sizeof m->client_id, "%s", sm->client_id);
+  m->session_timeout_ms = sm->session_timeout_ms ? sm->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
+  m->rebalance_timeout_ms = sm->rebalance_timeout_ms;
+  m->last_seen_ms = now_ms;
+  m->synced = true;
+  m->topics = calloc(sm->ntopics + 1, sizeof *m->topics);
+  m->assigned = calloc(sm->nassigned + 1, sizeof *m->assigned);
+  if (m->topics == NULL || m->assigned == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t k = 0; k < sm->ntopics; k++) {
+    long t = group_topic_index(g, sm->topics[k], true);
+    if (t < 0) {
+      return (int)t;
+    }
+    m->topics[m->ntopics++] = (uint32_t)t;
+  }
+  for (size_t k = 0; k < sm->nassigned; k++) {
+    long t = group_topic_index(g, sm->assigned_topics[k], true);
+    if (t < 0) {
+      return (int)t;
+    }
+    m->assigned[m->nassigned++] = (struct assign_tp){(uint32_t)t, sm->assigned_partitions[k]};
+  }
+  if (sm->assignment_len > 0) {
+    m->assignment = malloc(sm->assignment_len);
+    if (m->assignment == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    memcpy(m->assignment, sm->assignment, sm->assignment_len);
+    m->assignment_len = sm->assignment_len;
+  }
+  if (group_client_assigned(g)) {
+    m->protocols = calloc(1, sizeof *m->protocols);
+    if (m->protocols == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    snprintf(m->protocols[0].name, sizeof m->protocols[0].name, "%s", g->protocol);
+    m->nprotocols = 1;
+    if (sm->metadata_len > 0) {
+      m->protocols[0].meta = malloc(sm->metadata_len);
+      if (m->protocols[0].meta == NULL) {
+        return CAIRN_ENOMEM;
+      }
+      memcpy(m->protocols[0].meta, sm->metadata, sm->metadata_len);
+      m->protocols[0].len = sm->metadata_len;
+    }
+  } else {
+    m->strategies[0] = (uint8_t)g->strategy;
+    m->nstrategies = 1;
+  }
+  return 0;
+}
+
+int group_restore(struct group *g, const struct group_snapshot *s, const struct group_env *env,
+                  uint64_t now_ms, uint64_t wall_ms)
+{
+  group_members_clear(g);
+  if (s->nmembers == 0) {
+    /* Generations continue from the highest used. */
+    g->generation = s->generation > g->generation ? s->generation : g->generation;
+    group_become_empty(g, wall_ms);
+    return 0;
+  }
+  const char *ptype = s->protocol_type != NULL ? s->protocol_type : "";
+  bool client = ptype[0] != '\0';
+  if (s->nmembers > GROUP_MAX_MEMBERS || !group_name_ok(ptype, GROUP_PROTOCOL_NAME_MAX) ||
+      !group_name_ok(s->protocol, GROUP_PROTOCOL_NAME_MAX) ||
+      !group_name_ok(s->leader, GROUP_MEMBER_ID_MAX) ||
+      (client && s->protocol[0] == '\0') || (!client && s->strategy >= ASSIGN_NSTRATEGIES)) {
+    group_become_empty(g, wall_ms);
+    return CAIRN_EINVAL;
+  }
+  snprintf(g->protocol_type, sizeof g->protocol_type, "%s", ptype);
+  snprintf(g->protocol, sizeof g->protocol, "%s", s->protocol);
+  snprintf(g->leader, sizeof g->leader, "%s", s->leader);
+  g->strategy = (enum assign_strategy)s->strategy;
+  g->members = calloc(s->nmembers, sizeof *g->members);
+  int rv = g->members != NULL ? 0 : CAIRN_ENOMEM;
+  for (size_t i = 0; rv == 0 && i < s->nmembers; i++) {
+    g->nmembers++;
+    rv = group_restore_member(g, &g->members[i], &s->members[i], now_ms);
+  }
+  if (rv != 0) {
+    group_members_clear(g);
+    group_become_empty(g, wall_ms);
+    return rv;
+  }
+  for (size_t t = 0; t < g->ntopics; t++) {
+    g->counts[t] = env->partitions(env->ctx, g->topics[t]);
+  }
+  g->generation = s->generation;
+  g->assigned = true;
+  g->state = GROUP_STABLE;
+  return 0;
+}
+
 int group_commit_check(struct group *g, const char *member_id, int32_t generation, uint64_t now_ms)
 {
   if (member_id[0] == '\0' && generation == -1) {

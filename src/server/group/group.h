@@ -237,6 +237,47 @@ __attribute__((warn_unused_result)) int group_step(struct group *g, const struct
                                                    const struct group_event *ev,
                                                    struct group_actions *acts);
 
+/* A group's membership as the coordinator's log keeps it (a GROUP record,
+ * offset_record.h): what a new coordinator needs so that the members of a
+ * stable group go on with their member ids and generation. Borrowed. */
+struct group_snapshot_member {
+  const char *id;
+  const char *client_id;
+  uint32_t session_timeout_ms;
+  uint32_t rebalance_timeout_ms;
+  const char *const *topics; /* subscription */
+  size_t ntopics;
+  const uint8_t *assignment; /* client-assigned: the leader's bytes */
+  size_t assignment_len;
+  const uint8_t *metadata; /* client-assigned: its chosen protocol's metadata */
+  size_t metadata_len;
+  const char *const *assigned_topics; /* Cairn-assigned: held partitions */
+  const uint32_t *assigned_partitions;
+  size_t nassigned;
+};
+
+struct group_snapshot {
+  int32_t generation;
+  const char *protocol_type; /* "": Cairn-assigned */
+  const char *protocol;      /* client-assigned: chosen */
+  uint32_t strategy;         /* Cairn-assigned: enum assign_strategy */
+  const char *leader;
+  const struct group_snapshot_member *members; /* none: empty */
+  size_t nmembers;
+};
+
+/* Replaces g's membership with s (a new coordinator loading its log): the
+ * members as of a stable generation, each synced, heard of at now_ms (their
+ * sessions restart, as Kafka's coordinator does on loading), the group
+ * STABLE (EMPTY with no member). A restored member offers only the chosen
+ * protocol (client-assigned) or strategy until it joins again. Returns 0,
+ * CAIRN_EINVAL (a bad name, protocol or strategy, too many members or
+ * topics; g then has no member) or CAIRN_ENOMEM (likewise). */
+__attribute__((warn_unused_result)) int group_restore(struct group *g,
+                                                      const struct group_snapshot *s,
+                                                      const struct group_env *env, uint64_t now_ms,
+                                                      uint64_t wall_ms);
+
 /* May member_id of generation commit offsets now? Counts as a heartbeat.
  * member_id "" with generation -1 commits outside membership: allowed only
  * while the group has no member. Returns 0, CAIRN_EUNKNOWN_MEMBER or

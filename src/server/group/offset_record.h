@@ -1,14 +1,16 @@
 /* offset_record.h - the records of the internal topic __cairn_offsets
  * (proto/group.proto; docs/consumer-groups.md): a committed offset, a
- * tombstone (the offset deleted) or a load marker, encoded as one record of
- * a record batch. Pure: no I/O. The golden file
+ * tombstone (the offset deleted), a load marker or a group's membership,
+ * encoded as one record of a record batch. Pure: no I/O. The golden file
  * tests/golden/offsets_records_v1.bin fixes the bytes.
  *
  * Record layout:
  *   key   cairn.group.OffsetRecordKey {version = OFFSET_RECORD_VERSION,
  *         kind, group, topic, partition}
  *   value cairn.group.OffsetRecordValue {offset, metadata, commit_time_ms,
- *         generation} for a commit; null for a tombstone and a marker
+ *         generation} for a commit; null for a tombstone and a marker;
+ *         cairn.group.GroupRecordValue for a group's membership (kind GROUP,
+ *         topic "", partition 0)
  *   timestamp: the time the coordinator wrote it
  *
  * Context: any thread; no shared state. */
@@ -16,6 +18,7 @@
 #define CAIRN_OFFSET_RECORD_H
 
 #include "format/batch_builder.h"
+#include "server/group/group.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +31,7 @@ enum offset_record_kind {
   OFFSET_RECORD_COMMIT,
   OFFSET_RECORD_TOMBSTONE,
   OFFSET_RECORD_MARKER,
+  OFFSET_RECORD_GROUP, /* a group's membership: the value is for offset_record_restore */
 };
 
 /* One record, decoded (strings inside) or to encode. */
@@ -57,5 +61,19 @@ offset_record_add(struct batch_builder *b, const struct offset_record *r, int64_
 __attribute__((warn_unused_result)) int offset_record_decode(const uint8_t *key, size_t key_len,
                                                              const uint8_t *value, size_t value_len,
                                                              struct offset_record *out);
+
+/* Appends g's membership (generation, protocol, leader, members with their
+ * subscriptions and assignments; none when g is empty) as a GROUP record.
+ * Borrows g. Returns 0, CAIRN_ETOOLARGE (b is full: unchanged) or
+ * CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int
+offset_record_add_group(struct batch_builder *b, const struct group *g, int64_t timestamp);
+
+/* Replaces g's membership with the one a GROUP record's value holds
+ * (group_restore). Borrows value. Returns 0, CAIRN_ECORRUPT (the value does
+ * not parse) or group_restore's codes. */
+__attribute__((warn_unused_result)) int
+offset_record_restore(struct group *g, const uint8_t *value, size_t value_len,
+                      const struct group_env *env, uint64_t now_ms, uint64_t wall_ms);
 
 #endif

@@ -1,6 +1,8 @@
 /* test_offset_record.c - the records of __cairn_offsets: a batch of a
  * commit, a tombstone and a marker matches the golden file byte for byte,
- * the golden bytes decode to the known fields, and bad keys are refused.
+ * the golden bytes decode to the known fields, bad keys are refused, and a
+ * group's membership record restores its members and generation in a new
+ * coordinator's group (native and client-assigned) or empties it.
  * CAIRN_GOLDEN_WRITE=1 rewrites the golden file (a deliberate format change
  * only, with a new OFFSET_RECORD_VERSION). */
 #include "common/err.h"
@@ -165,11 +167,155 @@ static void test_offset_records_refuse_bad_keys_and_names(void **state)
   free(r);
 }
 
+/* ---- a group's membership ---- */
+
+static uint32_t env_partitions(void *ctx, const char *topic)
+{
+  (void)ctx;
+  return strcmp(topic, "orders") == 0 ? 6 : 0;
+}
+
+static const struct group_env env = {.partitions = env_partitions};
+static const char *const topics[] = {"orders"};
+
+static void step(struct group *g, enum group_event_type type, const char *member, int32_t gen,
+                 uint64_t now, const char *ptype)
+{
+  static const char *const strategies[] = {"range"};
+  static const struct group_opaque_in protocols[] = {{"range", (const uint8_t *)"sub", 3}};
+  static const struct group_opaque_in assignments[] = {{"a", (const uint8_t *)"A-bytes", 7}};
+  struct group_actions acts = {0};
+  struct group_event ev = {.type = type,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = type == GROUP_EV_JOIN ? "" : member,
+                           .new_member_id = member,
+                           .generation = gen,
+                           .client_id = "t",
+                           .session_timeout_ms = 3000,
+                           .rebalance_timeout_ms = 5000,
+                           .topics = topics,
+                           .ntopics = 1,
+                           .strategies = strategies,
+                           .nstrategies = 1,
+                           .protocol_type = ptype,
+                           .protocols = protocols,
+                           .nprotocols = 1,
+                           .assignments = assignments,
+                           .nassignments = strcmp(member, "a") == 0 ? 1 : 0};
+  assert_int_equal(group_step(g, &env, &ev, &acts), 0);
+  group_actions_free(&acts);
+}
+
+/* g's membership through a GROUP record into a fresh group (a new
+ * coordinator loading the log). */
+static void restore_via_record(const struct group *g, struct group *into)
+{
+  struct batch_builder b;
+  assert_int_equal(batch_builder_init(&b, 1 << 16), 0);
+  assert_int_equal(offset_record_add_group(&b, g, 5), 0);
+  uint8_t *out = NULL;
+  size_t len = 0;
+  assert_int_equal(batch_builder_finish(&b, &out, &len), 0);
+  batch_builder_close(&b);
+  struct batch_iter it;
+  struct batch_record rec;
+  assert_int_equal(batch_iter_init(&it, out, len), 0);
+  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  struct offset_record *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
+  assert_int_equal(r->kind, OFFSET_RECORD_GROUP);
+  assert_string_equal(r->group, g->name);
+  assert_int_equal(offset_record_restore(into, rec.value, rec.value_len, &env, 50000, 60000), 0);
+  free(r);
+  free(out);
+}
+
+/* Two members of a Cairn-assigned group, stable at generation 1: a new
+ * coordinator knows both, their generation and partitions; their commits
+ * and heartbeats go on; a stranger is still refused. */
+static void test_group_record_restores_a_native_group(void **state)
+{
+  (void)state;
+  struct group g, h;
+  assert_int_equal(group_init(&g, "billing", 0, 0), 0);
+  step(&g, GROUP_EV_JOIN, "a", 0, 0, NULL);
+  step(&g, GROUP_EV_JOIN, "b", 0, 10, NULL);
+  step(&g, GROUP_EV_TICK, "", 0, 10 + GROUP_INITIAL_DELAY_MS, NULL);
+  step(&g, GROUP_EV_SYNC, "a", 1, 1100, NULL);
+  step(&g, GROUP_EV_SYNC, "b", 1, 1100, NULL);
+  assert_int_equal(g.state, GROUP_STABLE);
+  assert_int_equal(group_init(&h, "billing", 0, 0), 0);
+  restore_via_record(&g, &h);
+  assert_int_equal(h.state, GROUP_STABLE);
+  assert_int_equal(h.generation, 1);
+  assert_int_equal(h.nmembers, 2);
+  assert_string_equal(h.leader, g.leader);
+  for (uint32_t p = 0; p < 6; p++) {
+    const struct group_member *o = group_owner(&g, "orders", p);
+    assert_non_null(o);
+    assert_true(group_member_owns(&h, o->id, "orders", p));
+  }
+  assert_int_equal(group_commit_check(&h, "a", 1, 50100), 0);
+  assert_int_equal(group_commit_check(&h, "a", 0, 50100), CAIRN_EILLEGAL_GENERATION);
+  assert_int_equal(group_commit_check(&h, "x", 1, 50100), CAIRN_EUNKNOWN_MEMBER);
+  step(&h, GROUP_EV_HEARTBEAT, "b", 1, 50200, NULL);
+  /* The sessions restarted at the load: a silent member expires later. */
+  step(&h, GROUP_EV_HEARTBEAT, "a", 1, 52000, NULL);
+  step(&h, GROUP_EV_TICK, "", 0, 53500, NULL);
+  assert_non_null(group_member_find(&h, "a"));
+  assert_null(group_member_find(&h, "b"));
+  assert_int_equal(h.state, GROUP_PREPARING);
+  group_close(&g);
+  group_close(&h);
+}
+
+/* A Kafka (client-assigned) member: the leader's bytes and the protocol
+ * survive; a new member can join with that protocol; the group's record
+ * once empty empties the restored group. */
+static void test_group_record_restores_a_client_assigned_group(void **state)
+{
+  (void)state;
+  struct group g, h;
+  assert_int_equal(group_init(&g, "kg", 0, 0), 0);
+  step(&g, GROUP_EV_JOIN, "a", 0, 0, "consumer");
+  step(&g, GROUP_EV_TICK, "", 0, GROUP_INITIAL_DELAY_MS, "consumer");
+  step(&g, GROUP_EV_SYNC, "a", 1, 1100, "consumer");
+  assert_int_equal(g.state, GROUP_STABLE);
+  assert_int_equal(group_init(&h, "kg", 0, 0), 0);
+  restore_via_record(&g, &h);
+  assert_int_equal(h.state, GROUP_STABLE);
+  assert_string_equal(h.protocol_type, "consumer");
+  assert_string_equal(h.protocol, "range");
+  const struct group_member *m = group_member_find(&h, "a");
+  assert_non_null(m);
+  assert_int_equal(m->assignment_len, 7);
+  assert_memory_equal(m->assignment, "A-bytes", 7);
+  const struct group_protocol *gp = group_member_protocol(&h, m);
+  assert_non_null(gp);
+  assert_int_equal(gp->len, 3);
+  assert_memory_equal(gp->meta, "sub", 3);
+  assert_int_equal(group_commit_check(&h, "a", 1, 50100), 0);
+  step(&h, GROUP_EV_JOIN, "b", 0, 50200, "consumer");
+  assert_int_equal(h.state, GROUP_PREPARING);
+  step(&g, GROUP_EV_LEAVE, "a", 0, 2000, "consumer");
+  assert_int_equal(g.state, GROUP_EMPTY);
+  restore_via_record(&g, &h);
+  assert_int_equal(h.nmembers, 0);
+  assert_int_equal(h.state, GROUP_EMPTY);
+  assert_int_equal(h.generation, g.generation);
+  group_close(&g);
+  group_close(&h);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_offset_records_match_the_golden_file),
       cmocka_unit_test(test_offset_records_refuse_bad_keys_and_names),
+      cmocka_unit_test(test_group_record_restores_a_native_group),
+      cmocka_unit_test(test_group_record_restores_a_client_assigned_group),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }
