@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crash engine's regression seeds for raft 0.15's false match (an
+# The crash engine's regression seeds, first for raft 0.15's false match (an
 # answer to an empty AppendEntries that claims a stale tail: it lost an
 # acknowledged batch in seeds 13488 and 21681 before pre-vote was on in
 # the simulation, docs/fault-tolerance.md; with pre-vote, seeds 13015 and
@@ -22,4 +22,24 @@ for seed in 13015 16725; do
     exit 1
   fi
   echo "seed $seed: passes with the clamp, fails without: $(grep -m1 "VIOLATION" <<<"$out")"
+done
+
+# raft 0.15's pre-vote stall (rgroup_elect_prevote_answer/_refused,
+# docs/raft-0.15.md): in seed 12012 every replica is killed; the one with
+# the longest log restarts with the lowest term, every voter refuses its
+# pre-vote for its term and it refuses theirs for their logs, for good.
+# It must settle with the fix (the default, as on a node) and stall
+# without it.
+for seed in 12012; do
+  "$sim" --crash --seed "$seed"
+  set +e
+  out=$("$sim" --crash --no-prevote-terms --seed "$seed" 2>&1)
+  rc=$?
+  set -e
+  if [ "$rc" -ne 1 ] || ! grep -q "not settled" <<<"$out"; then
+    echo "$out"
+    echo "crash_regress_check: seed $seed does not stall without the pre-vote fix (exit $rc): it no longer reaches the stall" >&2
+    exit 1
+  fi
+  echo "seed $seed: settles with the pre-vote fix, stalls without: $(grep -m1 "VIOLATION" <<<"$out")"
 done
