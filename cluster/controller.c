@@ -142,6 +142,11 @@ static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struc
 static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct controller *ctl = ctl_of_io(io);
+  if (!ctl->start_short && rgroup_elect_outlogged(&ctl->raft, m)) {
+    ctl->start_short = rgroup_elect_start_timer(
+        &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
+    ctl->started_ms = uv_now(ctl->loop);
+  }
   if (rgroup_elect_prevote_refused(&ctl->raft, m)) {
     log_info("ctl", "metadata replica %llu: pre-vote refused by replica %llu of term %llu: "
              "takes that term",
@@ -771,7 +776,7 @@ static void ctl_start_short_end(struct controller *ctl, bool leader_known)
   }
   raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
   ctl->start_short = false;
-  log_info("ctl", "metadata replica %llu: election timeout back to %u ms, %llu ms after the start",
+  log_info("ctl", "metadata replica %llu: election timeout back to %u ms after %llu ms",
            (unsigned long long)ctl->self_id, ctl->opts.election_ms,
            (unsigned long long)(uv_now(ctl->loop) - ctl->started_ms));
 }

@@ -134,9 +134,9 @@ struct controller {
                  raft_io_send_cb cb);
   int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   raft_io_recv_cb raft_recv;
-  bool start_short;            /* on the short election timeout since the
-                                * start, until a leader is known (rgroup.h:
-                                * rgroup_elect_start_timer) */
+  bool start_short;            /* on the short election timeout since the start
+                                * (or a vote request from a shorter log) until a
+                                * leader is known (rgroup.h: rgroup_elect_start_timer) */
   uint64_t started_ms;
   ctl_change_cb on_change;
   void *change_data;

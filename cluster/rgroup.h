@@ -462,14 +462,24 @@ void rgroup_elect_check(struct rgroup *rg);
  * until a leader is known (rgroup_elect.c); nothing otherwise. */
 void rgroup_elect_on_start(struct rgroup *rg);
 
+/* Called before raft receives a RequestVote m: if this replica knows no
+ * leader and m's candidate's log is behind its own, it takes the short
+ * election timeout until a leader is known, as rgroup_elect_on_start. */
+void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *m);
+
 /* The raft-level half of rgroup_elect_on_start, also used by the
- * simulation (tests/sim): if r (just started) is a follower that knows no
- * leader and is one of at least two voters, sets its election timeout to
- * short_ms and redraws its running timer from [short_ms, 2 * short_ms]
- * with r's own io->random, and returns true; false and no change
- * otherwise. The caller restores the configured timeout once a leader is
- * known. */
+ * controller and the simulation (tests/sim): if r is a candidate or a
+ * follower that knows no leader, and one of at least two voters, sets its
+ * election timeout to short_ms and brings its running timer's expiry down
+ * to a draw from [short_ms, 2 * short_ms] after now (with r's own
+ * io->random; never later than it was), and returns true; false and no
+ * change otherwise. The caller restores the configured timeout once a
+ * leader is known. */
 bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms);
+
+/* Is m a RequestVote (or pre-vote) that r, knowing no leader, refuses
+ * for the candidate's log being behind its own? */
+bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m);
 
 /* The short election timeout: RGROUP_ELECT_SHORT_MS or twice the
  * heartbeat, whichever is longer, and never above the configured one. */

@@ -28,7 +28,11 @@
  * exists: raft 0.15 gives it a full randomised timeout (T..2T) before its
  * first candidacy, which after a majority restarted was most of the wait.
  * It takes the short timeout instead until it hears of a leader
- * (RGROUP_ELECT_START in place of a gone node, nothing fired). With
+ * (RGROUP_ELECT_START in place of a gone node, nothing fired). So does a
+ * replica without a leader asked to vote for a candidate whose log is
+ * behind its own: it would refuse that candidate, and after a majority
+ * restarted it is often the only one that can win (the survivor that
+ * kept appending alone), so it should not wait out its own timer. With
  * pre-vote a candidacy that cannot win disturbs no one: a healthy group's
  * leader and followers refuse it without touching their terms, and the
  * leader's next heartbeat makes the candidate a follower again.
@@ -36,6 +40,7 @@
  *   from                event                                  by
  *   idle (gone 0)       the leader's node seen gone            rgroup_leader_gone
  *   idle (gone 0)       started with no leader known           rgroup_elect_on_start
+ *   idle (gone 0)       leaderless, asked by a shorter log     rgroup_elect_on_vote_request
  *   watching            rank's turn: TimeoutNow to itself      rgroup_elect_check
  *   watching            a leader known, or give up: idle       rgroup_elect_check
  *
@@ -136,7 +141,7 @@ static void rgroup_elect_end(struct rgroup *rg, const char *why)
   }
   unsigned long long waited = (unsigned long long)(uv_now(rg->loop) - rg->elect_since_ms);
   if (rg->elect_gone == RGROUP_ELECT_START) {
-    log_info("rgroup", "group %llu: replica %llu: %s %llu ms after it started",
+    log_info("rgroup", "group %llu: replica %llu: %s %llu ms after it took the short timeout",
              (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why, waited);
   } else {
     log_info("rgroup", "group %llu: replica %llu: %s %llu ms after node %llu was seen gone",
@@ -178,10 +183,17 @@ void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id)
   rgroup_elect_check(rg); /* the first-ranked goes now (once its log is on disk) */
 }
 
+/* Is r without a leader: a candidate, or a follower that names none? */
+static bool rgroup_elect_leaderless(const struct raft *r)
+{
+  return r->state == RAFT_CANDIDATE ||
+         (r->state == RAFT_FOLLOWER && r->follower_state.current_leader.id == 0);
+}
+
 bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms)
 {
-  if (r->state != RAFT_FOLLOWER || r->follower_state.current_leader.id != 0 ||
-      short_ms == 0 || short_ms >= r->election_timeout || short_ms <= r->heartbeat_timeout) {
+  if (!rgroup_elect_leaderless(r) || short_ms == 0 || short_ms >= r->election_timeout ||
+      short_ms <= r->heartbeat_timeout) {
     return false;
   }
   unsigned voters = 0;
@@ -197,11 +209,28 @@ bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms)
     return false;
   }
   raft_set_election_timeout(r, short_ms);
-  /* What raft's electionResetTimer draws, with the short timeout: the
-   * timer started at raft_start keeps its start, only its length changes. */
-  r->follower_state.randomized_election_timeout =
-      (unsigned)r->io->random(r->io, (int)short_ms, 2 * (int)short_ms);
+  /* What raft's electionResetTimer draws, with the short timeout, counted
+   * from the running timer's start; never later than that timer. */
+  unsigned *timer = r->state == RAFT_FOLLOWER ? &r->follower_state.randomized_election_timeout
+                                              : &r->candidate_state.randomized_election_timeout;
+  raft_time now = r->io->time(r->io);
+  raft_time elapsed = now > r->election_timer_start ? now - r->election_timer_start : 0;
+  raft_time due = elapsed + (raft_time)r->io->random(r->io, (int)short_ms, 2 * (int)short_ms);
+  if (due < *timer) {
+    *timer = (unsigned)due;
+  }
   return true;
+}
+
+bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m)
+{
+  if (m->type != RAFT_IO_REQUEST_VOTE || !rgroup_elect_leaderless(r)) {
+    return false;
+  }
+  raft_term term = rgroup_elect_last_term(r);
+  const struct raft_request_vote *rv = &m->request_vote;
+  return rv->last_log_term < term ||
+         (rv->last_log_term == term && rv->last_log_index < raft_last_index(r));
 }
 
 bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m)
@@ -241,19 +270,34 @@ bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m)
   return true;
 }
 
-void rgroup_elect_on_start(struct rgroup *rg)
+/* The short election timeout until a leader is known, without a gone node
+ * (RGROUP_ELECT_START). */
+static bool rgroup_elect_hurry(struct rgroup *rg)
 {
-  if (rg->elect_gone != 0 || !rgroup_elect_raft_up(rg)) {
-    return;
-  }
-  unsigned s = rgroup_elect_short_ms(rg);
-  if (!rgroup_elect_start_timer(&rg->raft, s)) {
-    return;
+  if (rg->elect_gone != 0 || !rgroup_elect_raft_up(rg) ||
+      !rgroup_elect_start_timer(&rg->raft, rgroup_elect_short_ms(rg))) {
+    return false;
   }
   rg->elect_gone = RGROUP_ELECT_START;
   rg->elect_rank = 0;
   rg->elect_since_ms = uv_now(rg->loop);
   rg->elect_fired = true; /* nothing to hand itself: the timer does it */
+  return true;
+}
+
+void rgroup_elect_on_start(struct rgroup *rg) { (void)rgroup_elect_hurry(rg); }
+
+void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *m)
+{
+  if (rg->elect_gone != 0 || !rgroup_elect_raft_up(rg) || !rgroup_elect_outlogged(&rg->raft, m)) {
+    return;
+  }
+  if (rgroup_elect_hurry(rg)) {
+    log_info("rgroup", "group %llu: replica %llu: no leader, and its log is ahead of candidate "
+             "%llu's: short election timeout",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)m->request_vote.candidate_id);
+  }
 }
 
 void rgroup_elect_check(struct rgroup *rg)

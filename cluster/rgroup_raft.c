@@ -456,6 +456,7 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     return;
   }
   rgroup_raft_vote_unstick(rg, message);
+  rgroup_elect_on_vote_request(rg, message);
   if (rgroup_elect_prevote_refused(r, message)) {
     log_info("rgroup", "group %llu: replica %llu: pre-vote refused by replica %llu of term %llu "
              "(this one's %llu): takes that term",

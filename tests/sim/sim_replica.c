@@ -346,6 +346,11 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
   struct sim_replica *rep = sim_replica_of_io(io);
   struct raft *r = sim_replica_raft(rep);
   sim_replica_start_short_end(rep, r);
+  if (rep->sim->opts.engine == SIM_ENGINE_IO && !rep->start_short && rgroup_elect_outlogged(r, m)) {
+    rep->start_short = rgroup_elect_start_timer(r, 2 * SIM_HEARTBEAT_MS); /* rgroup_raft_io_recv */
+    rep->started_at = r->io->time(r->io);
+    rep->start_short_used += rep->start_short;
+  }
   if (!rep->sim->opts.no_prevote_terms && rgroup_elect_prevote_refused(r, m)) {
     rep->prevote_terms_taken++; /* rgroup_raft_io_recv */
   }
