@@ -774,7 +774,7 @@ static void ctl_start_short_end(struct controller *ctl, bool leader_known)
   if (!leader_known && id == 0 && uv_now(ctl->loop) - ctl->started_ms < RGROUP_ELECT_GIVE_UP_MS) {
     return;
   }
-  raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
+  rgroup_elect_restore_timer(&ctl->raft, ctl->opts.election_ms);
   ctl->start_short = false;
   log_info("ctl", "metadata replica %llu: election timeout back to %u ms after %llu ms",
            (unsigned long long)ctl->self_id, ctl->opts.election_ms,

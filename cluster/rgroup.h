@@ -477,6 +477,11 @@ void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *
  * leader is known. */
 bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms);
 
+/* Ends the short timeout: r's election timeout back to election_ms, and
+ * the running timer's length drawn again from [election_ms, 2 x
+ * election_ms] (raft 0.15 would keep the short one while it follows). */
+void rgroup_elect_restore_timer(struct raft *r, unsigned election_ms);
+
 /* Is m a RequestVote (or pre-vote) that r, knowing no leader, refuses
  * for the candidate's log being behind its own? */
 bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m);

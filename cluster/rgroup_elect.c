@@ -137,7 +137,7 @@ static void rgroup_elect_fire(struct rgroup *rg)
 static void rgroup_elect_end(struct rgroup *rg, const char *why)
 {
   if (rg->raft_open) {
-    raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
+    rgroup_elect_restore_timer(&rg->raft, rg->opts.election_ms);
   }
   unsigned long long waited = (unsigned long long)(uv_now(rg->loop) - rg->elect_since_ms);
   if (rg->elect_gone == RGROUP_ELECT_START) {
@@ -220,6 +220,22 @@ bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms)
     *timer = (unsigned)due;
   }
   return true;
+}
+
+void rgroup_elect_restore_timer(struct raft *r, unsigned election_ms)
+{
+  raft_set_election_timeout(r, election_ms);
+  if (r->state != RAFT_FOLLOWER && r->state != RAFT_CANDIDATE) {
+    return;
+  }
+  /* raft 0.15 draws the timer's length only when the role changes
+   * (electionResetTimer); a heartbeat restarts the timer with the length
+   * it has. A follower that learned its leader while on the short timeout
+   * would keep it, and with the idle heartbeat (400 ms) time out between
+   * two heartbeats. */
+  unsigned *timer = r->state == RAFT_FOLLOWER ? &r->follower_state.randomized_election_timeout
+                                              : &r->candidate_state.randomized_election_timeout;
+  *timer = (unsigned)r->io->random(r->io, (int)election_ms, 2 * (int)election_ms);
 }
 
 bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m)

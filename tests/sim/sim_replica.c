@@ -336,7 +336,7 @@ static void sim_replica_start_short_end(struct sim_replica *rep, struct raft *r)
   bool leader = r->state == RAFT_LEADER ||
                 (r->state == RAFT_FOLLOWER && r->follower_state.current_leader.id != 0);
   if (leader || r->io->time(r->io) - rep->started_at >= RGROUP_ELECT_GIVE_UP_MS) {
-    raft_set_election_timeout(r, SIM_ELECTION_MS);
+    rgroup_elect_restore_timer(r, SIM_ELECTION_MS);
     rep->start_short = false;
   }
 }
