@@ -5,12 +5,14 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/raft_files.h"
+#include "cluster/rgroup.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "common/wallclock.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,8 @@ static void ctl_set_errmsg(struct controller *ctl, const char *fmt, ...)
   vsnprintf(ctl->errmsg, sizeof ctl->errmsg, fmt, ap);
   va_end(ap);
 }
+
+static void ctl_start_short_end(struct controller *ctl, bool leader_known);
 
 /* ---- state machine ---- */
 
@@ -57,6 +61,7 @@ static int ctl_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, vo
     return RAFT_NOMEM;
   }
   *result = &ctl->result;
+  ctl_start_short_end(ctl, true);
   if (ctl->on_change != NULL) {
     ctl->on_change(ctl, ctl->change_data);
   }
@@ -112,6 +117,51 @@ static int ctl_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     ctl->on_change(ctl, ctl->change_data);
   }
   return 0;
+}
+
+/* ---- raft's messages: the pre-vote fix of the partitions' groups ---- */
+
+static struct controller *ctl_of_io(struct raft_io *io)
+{
+  return (struct controller *)((char *)io - offsetof(struct controller, io));
+}
+
+static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                       raft_io_send_cb cb)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (m->type == RAFT_IO_REQUEST_VOTE_RESULT) {
+    struct raft_message copy = *m; /* encoded during the call */
+    if (rgroup_elect_prevote_answer(&ctl->raft, &copy)) {
+      return ctl->io_send(io, req, &copy, cb);
+    }
+  }
+  return ctl->io_send(io, req, m, cb);
+}
+
+static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (!ctl->start_short && rgroup_elect_outlogged(&ctl->raft, m)) {
+    ctl->start_short = rgroup_elect_start_timer(
+        &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
+    ctl->started_ms = uv_now(ctl->loop);
+  }
+  if (rgroup_elect_prevote_refused(&ctl->raft, m)) {
+    log_info("ctl", "metadata replica %llu: pre-vote refused by replica %llu of term %llu: "
+             "takes that term",
+             (unsigned long long)ctl->self_id, (unsigned long long)m->server_id,
+             (unsigned long long)m->request_vote.term);
+  }
+  ctl->raft_recv(io, m);
+}
+
+static int ctl_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                        raft_io_recv_cb recv)
+{
+  struct controller *ctl = ctl_of_io(io);
+  ctl->raft_recv = recv;
+  return ctl->io_start(io, msecs, tick, ctl_io_recv);
 }
 
 /* ---- open ---- */
@@ -242,6 +292,10 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
   raft_uv_set_segment_size(&ctl->io, ctl->opts.raft_segment_size);
   raft_uv_set_auto_recovery(&ctl->io, false); /* as rgroup_raft_init: never drop entries */
   raft_uv_set_connect_retry_delay(&ctl->io, 100);
+  ctl->io_send = ctl->io.send;
+  ctl->io_start = ctl->io.start;
+  ctl->io.send = ctl_io_send;
+  ctl->io.start = ctl_io_start;
   meta_state_init(&ctl->st);
   ctl->fsm.version = 1;
   ctl->fsm.data = ctl;
@@ -278,6 +332,13 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
     raft_close(&ctl->raft, ctl_on_raft_closed);
     return rv;
   }
+  /* As a partition's replica (rgroup_elect_on_start): after a restart of
+   * every node the partitions open only once the metadata group has a
+   * leader and has applied its log, so its first election should not wait
+   * a full randomised timeout either. */
+  ctl->start_short = rgroup_elect_start_timer(
+      &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
+  ctl->started_ms = uv_now(loop);
   uv_timer_init(loop, &ctl->tick);
   ctl->tick.data = ctl;
   uv_timer_start(&ctl->tick, ctl_on_tick, CTL_TICK_MS, CTL_TICK_MS);
@@ -699,9 +760,31 @@ static void ctl_plan(struct controller *ctl)
   meta_plan_out_free(&out);
 }
 
+/* Back to the configured election timeout once a leader is known (an
+ * entry applied: committed, so some leader is), or after
+ * RGROUP_ELECT_GIVE_UP_MS without one. */
+static void ctl_start_short_end(struct controller *ctl, bool leader_known)
+{
+  if (!ctl->start_short) {
+    return;
+  }
+  uint64_t id = 0;
+  const char *addr = NULL;
+  ctl_leader(ctl, &id, &addr);
+  if (!leader_known && id == 0 && uv_now(ctl->loop) - ctl->started_ms < RGROUP_ELECT_GIVE_UP_MS) {
+    return;
+  }
+  rgroup_elect_restore_timer(&ctl->raft, ctl->opts.election_ms);
+  ctl->start_short = false;
+  log_info("ctl", "metadata replica %llu: election timeout back to %u ms after %llu ms",
+           (unsigned long long)ctl->self_id, ctl->opts.election_ms,
+           (unsigned long long)(uv_now(ctl->loop) - ctl->started_ms));
+}
+
 static void ctl_on_tick(uv_timer_t *t)
 {
   struct controller *ctl = t->data;
+  ctl_start_short_end(ctl, false);
   if (!ctl_is_leader(ctl)) {
     return;
   }

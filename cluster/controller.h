@@ -128,6 +128,16 @@ struct controller {
   raft_term barrier_issued_term;
   raft_term barrier_term;      /* term whose barrier was applied: as leader in
                                 * it, everything committed is applied */
+  /* raft_uv's send and raft's receive callback, wrapped for the pre-vote
+   * fix (rgroup.h: rgroup_elect_prevote_answer/_refused) */
+  int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                 raft_io_send_cb cb);
+  int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
+  raft_io_recv_cb raft_recv;
+  bool start_short;            /* on the short election timeout since the start
+                                * (or a vote request from a shorter log) until a
+                                * leader is known (rgroup.h: rgroup_elect_start_timer) */
+  uint64_t started_ms;
   ctl_change_cb on_change;
   void *change_data;
   ctl_close_cb close_cb;

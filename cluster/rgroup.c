@@ -343,6 +343,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return rv;
   }
   rgroup_set_state(rg, RGROUP_RUNNING);
+  rgroup_elect_on_start(rg);
   log_info("rgroup", "group %llu: replica %llu open in %s", (unsigned long long)group_id,
            (unsigned long long)self_id, dir);
   return 0;

@@ -463,6 +463,59 @@ void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id);
  * leader is known; called by the tick and after each received message. */
 void rgroup_elect_check(struct rgroup *rg);
 
+/* Called right after raft_start: a voter that starts knowing no leader
+ * runs its first candidacy after the short election timeout, and keeps it
+ * until a leader is known (rgroup_elect.c); nothing otherwise. */
+void rgroup_elect_on_start(struct rgroup *rg);
+
+/* Called before raft receives a RequestVote m: if this replica knows no
+ * leader and m's candidate's log is behind its own, it takes the short
+ * election timeout until a leader is known, as rgroup_elect_on_start. */
+void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *m);
+
+/* The raft-level half of rgroup_elect_on_start, also used by the
+ * controller and the simulation (tests/sim): if r is a candidate or a
+ * follower that knows no leader, and one of at least two voters, sets its
+ * election timeout to short_ms and brings its running timer's expiry down
+ * to a draw from [short_ms, 2 * short_ms] after now (with r's own
+ * io->random; never later than it was), and returns true; false and no
+ * change otherwise. The caller restores the configured timeout once a
+ * leader is known. */
+bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms);
+
+/* Ends the short timeout: r's election timeout back to election_ms, and
+ * the running timer's length drawn again from [election_ms, 2 x
+ * election_ms] (raft 0.15 would keep the short one while it follows). */
+void rgroup_elect_restore_timer(struct raft *r, unsigned election_ms);
+
+/* Is m a RequestVote (or pre-vote) that r, knowing no leader, refuses
+ * for the candidate's log being behind its own? */
+bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m);
+
+/* The short election timeout: RGROUP_ELECT_SHORT_MS or twice the
+ * heartbeat, whichever is longer, and never above the configured one. */
+unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms);
+
+/* raft 0.15's pre-vote can stall for good (etcd-io/etcd#8243): the voters
+ * answer a pre-vote with the request's term, and a pre-candidate never
+ * adopts a higher term from a refusal, so a replica holding the longest
+ * log but the lowest term (back from a crash) is refused by every voter
+ * for its term, and every other candidate by it for its log. The two
+ * halves of the fix, as etcd's, both used by rgroup_raft.c and the
+ * simulation (tests/sim):
+ *
+ * rgroup_elect_prevote_answer (before sending m from r): a pre-vote
+ * refused carries r's term when that is higher. Returns whether m
+ * changed.
+ *
+ * rgroup_elect_prevote_refused (before r receives m): a pre-candidate
+ * refused by a voter of a higher term takes that term, as a follower: m
+ * is rewritten into a RequestVote of that term from the voter that shows
+ * no log (raft bumps the term, converts and votes on logs as usual).
+ * Returns whether m changed. */
+bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m);
+bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
+
 /* Is a leadership transfer of this replica under way? */
 bool rgroup_handing_off(struct rgroup *rg);
 

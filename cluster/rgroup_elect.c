@@ -23,8 +23,24 @@
  * rank * stagger if it still names the gone leader. Once a leader is known
  * (or after RGROUP_ELECT_GIVE_UP_MS), the configured timeout is back.
  *
+ * A replica that starts (a node's start or restart, a reopen after a
+ * failed write) knows no leader either, and nothing tells it whether one
+ * exists: raft 0.15 gives it a full randomised timeout (T..2T) before its
+ * first candidacy, which after a majority restarted was most of the wait.
+ * It takes the short timeout instead until it hears of a leader
+ * (RGROUP_ELECT_START in place of a gone node, nothing fired). So does a
+ * replica without a leader asked to vote for a candidate whose log is
+ * behind its own: it would refuse that candidate, and after a majority
+ * restarted it is often the only one that can win (the survivor that
+ * kept appending alone), so it should not wait out its own timer. With
+ * pre-vote a candidacy that cannot win disturbs no one: a healthy group's
+ * leader and followers refuse it without touching their terms, and the
+ * leader's next heartbeat makes the candidate a follower again.
+ *
  *   from                event                                  by
  *   idle (gone 0)       the leader's node seen gone            rgroup_leader_gone
+ *   idle (gone 0)       started with no leader known           rgroup_elect_on_start
+ *   idle (gone 0)       leaderless, asked by a shorter log     rgroup_elect_on_vote_request
  *   watching            rank's turn: TimeoutNow to itself      rgroup_elect_check
  *   watching            a leader known, or give up: idle       rgroup_elect_check
  *
@@ -34,7 +50,12 @@
 
 #include "common/log.h"
 
+#include <stdint.h>
 #include <string.h>
+
+/* elect_gone of a replica that started with no leader known: no node is
+ * gone, no TimeoutNow is handed, only the short timeout is used. */
+#define RGROUP_ELECT_START UINT64_MAX
 
 /* Is there a Raft instance to act on (not recovering, not closing)? */
 static bool rgroup_elect_raft_up(const struct rgroup *rg)
@@ -56,14 +77,19 @@ static raft_term rgroup_elect_last_term(const struct raft *r)
   return l->entries[last].term;
 }
 
-/* The short election timeout used while no leader is known. */
-static unsigned rgroup_elect_short_ms(const struct rgroup *rg)
+unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms)
 {
-  unsigned s = 2 * rg->opts.heartbeat_ms;
+  unsigned s = 2 * heartbeat_ms;
   if (s < RGROUP_ELECT_SHORT_MS) {
     s = RGROUP_ELECT_SHORT_MS;
   }
-  return s < rg->opts.election_ms ? s : rg->opts.election_ms;
+  return s < election_ms ? s : election_ms;
+}
+
+/* The short election timeout used while no leader is known. */
+static unsigned rgroup_elect_short_ms(const struct rgroup *rg)
+{
+  return rgroup_elect_short_timeout(rg->opts.heartbeat_ms, rg->opts.election_ms);
 }
 
 /* Does this replica, a follower, still name node_id as its leader? */
@@ -111,12 +137,17 @@ static void rgroup_elect_fire(struct rgroup *rg)
 static void rgroup_elect_end(struct rgroup *rg, const char *why)
 {
   if (rg->raft_open) {
-    raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
+    rgroup_elect_restore_timer(&rg->raft, rg->opts.election_ms);
   }
-  log_info("rgroup", "group %llu: replica %llu: %s %llu ms after node %llu was seen gone",
-           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why,
-           (unsigned long long)(uv_now(rg->loop) - rg->elect_since_ms),
-           (unsigned long long)rg->elect_gone);
+  unsigned long long waited = (unsigned long long)(uv_now(rg->loop) - rg->elect_since_ms);
+  if (rg->elect_gone == RGROUP_ELECT_START) {
+    log_info("rgroup", "group %llu: replica %llu: %s %llu ms after it took the short timeout",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why, waited);
+  } else {
+    log_info("rgroup", "group %llu: replica %llu: %s %llu ms after node %llu was seen gone",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why, waited,
+             (unsigned long long)rg->elect_gone);
+  }
   rg->elect_gone = 0;
 }
 
@@ -150,6 +181,139 @@ void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id)
   rg->elect_fired = false;
   raft_set_election_timeout(&rg->raft, rgroup_elect_short_ms(rg));
   rgroup_elect_check(rg); /* the first-ranked goes now (once its log is on disk) */
+}
+
+/* Is r without a leader: a candidate, or a follower that names none? */
+static bool rgroup_elect_leaderless(const struct raft *r)
+{
+  return r->state == RAFT_CANDIDATE ||
+         (r->state == RAFT_FOLLOWER && r->follower_state.current_leader.id == 0);
+}
+
+bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms)
+{
+  if (!rgroup_elect_leaderless(r) || short_ms == 0 || short_ms >= r->election_timeout ||
+      short_ms <= r->heartbeat_timeout) {
+    return false;
+  }
+  unsigned voters = 0;
+  bool self_votes = false;
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    const struct raft_server *s = &r->configuration.servers[i];
+    if (s->role == RAFT_VOTER) {
+      voters++;
+      self_votes = self_votes || s->id == r->id;
+    }
+  }
+  if (!self_votes || voters < 2) {
+    return false;
+  }
+  raft_set_election_timeout(r, short_ms);
+  /* What raft's electionResetTimer draws, with the short timeout, counted
+   * from the running timer's start; never later than that timer. */
+  unsigned *timer = r->state == RAFT_FOLLOWER ? &r->follower_state.randomized_election_timeout
+                                              : &r->candidate_state.randomized_election_timeout;
+  raft_time now = r->io->time(r->io);
+  raft_time elapsed = now > r->election_timer_start ? now - r->election_timer_start : 0;
+  raft_time due = elapsed + (raft_time)r->io->random(r->io, (int)short_ms, 2 * (int)short_ms);
+  if (due < *timer) {
+    *timer = (unsigned)due;
+  }
+  return true;
+}
+
+void rgroup_elect_restore_timer(struct raft *r, unsigned election_ms)
+{
+  raft_set_election_timeout(r, election_ms);
+  if (r->state != RAFT_FOLLOWER && r->state != RAFT_CANDIDATE) {
+    return;
+  }
+  /* raft 0.15 draws the timer's length only when the role changes
+   * (electionResetTimer); a heartbeat restarts the timer with the length
+   * it has. A follower that learned its leader while on the short timeout
+   * would keep it, and with the idle heartbeat (400 ms) time out between
+   * two heartbeats. */
+  unsigned *timer = r->state == RAFT_FOLLOWER ? &r->follower_state.randomized_election_timeout
+                                              : &r->candidate_state.randomized_election_timeout;
+  *timer = (unsigned)r->io->random(r->io, (int)election_ms, 2 * (int)election_ms);
+}
+
+bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m)
+{
+  if (m->type != RAFT_IO_REQUEST_VOTE || !rgroup_elect_leaderless(r)) {
+    return false;
+  }
+  raft_term term = rgroup_elect_last_term(r);
+  const struct raft_request_vote *rv = &m->request_vote;
+  return rv->last_log_term < term ||
+         (rv->last_log_term == term && rv->last_log_index < raft_last_index(r));
+}
+
+bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m)
+{
+  struct raft_request_vote_result *res = &m->request_vote_result;
+  if (m->type != RAFT_IO_REQUEST_VOTE_RESULT || res->pre_vote != raft_tribool_true ||
+      res->vote_granted || r->current_term <= res->term) {
+    return false;
+  }
+  res->term = r->current_term;
+  return true;
+}
+
+bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m)
+{
+  const struct raft_request_vote_result *res = &m->request_vote_result;
+  if (m->type != RAFT_IO_REQUEST_VOTE_RESULT || r->state != RAFT_CANDIDATE ||
+      !r->candidate_state.in_pre_vote || res->pre_vote != raft_tribool_true ||
+      res->vote_granted || res->term <= r->current_term + 1) {
+    return false;
+  }
+  /* The pre-vote asked for current_term + 1: a refusal of a later term
+   * comes from a voter at that term (rgroup_elect_prevote_answer). Taking
+   * a term some replica holds is always safe; the vote this RequestVote
+   * asks for is granted only if this replica's log is empty (then the
+   * voter's is at least as long, as the log rule requires). */
+  raft_term term = res->term;
+  struct raft_request_vote *rv = &m->request_vote;
+  memset(rv, 0, sizeof *rv);
+  m->type = RAFT_IO_REQUEST_VOTE;
+  rv->term = term;
+  rv->candidate_id = m->server_id;
+  rv->last_log_index = 0;
+  rv->last_log_term = 0;
+  rv->disrupt_leader = false;
+  rv->pre_vote = false;
+  return true;
+}
+
+/* The short election timeout until a leader is known, without a gone node
+ * (RGROUP_ELECT_START). */
+static bool rgroup_elect_hurry(struct rgroup *rg)
+{
+  if (rg->elect_gone != 0 || !rgroup_elect_raft_up(rg) ||
+      !rgroup_elect_start_timer(&rg->raft, rgroup_elect_short_ms(rg))) {
+    return false;
+  }
+  rg->elect_gone = RGROUP_ELECT_START;
+  rg->elect_rank = 0;
+  rg->elect_since_ms = uv_now(rg->loop);
+  rg->elect_fired = true; /* nothing to hand itself: the timer does it */
+  return true;
+}
+
+void rgroup_elect_on_start(struct rgroup *rg) { (void)rgroup_elect_hurry(rg); }
+
+void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *m)
+{
+  if (rg->elect_gone != 0 || !rgroup_elect_raft_up(rg) || !rgroup_elect_outlogged(&rg->raft, m)) {
+    return;
+  }
+  if (rgroup_elect_hurry(rg)) {
+    log_info("rgroup", "group %llu: replica %llu: no leader, and its log is ahead of candidate "
+             "%llu's: short election timeout",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)m->request_vote.candidate_id);
+  }
 }
 
 void rgroup_elect_check(struct rgroup *rg)

@@ -271,6 +271,12 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
   if (message->server_address == NULL) {
     return RAFT_NOCONNECTION;
   }
+  if (message->type == RAFT_IO_REQUEST_VOTE_RESULT) {
+    struct raft_message copy = *message; /* encoded during the call */
+    if (rgroup_elect_prevote_answer(r, &copy)) {
+      return rg->io_ops.send(io, req, &copy, cb);
+    }
+  }
   if (message->type == RAFT_IO_APPEND_ENTRIES && r->state == RAFT_LEADER &&
       rg->term_appended != r->current_term) {
     rgroup_raft_want_barrier(rg); /* raft 0.15 sends heartbeats at conversion */
@@ -450,6 +456,15 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     return;
   }
   rgroup_raft_vote_unstick(rg, message);
+  rgroup_elect_on_vote_request(rg, message);
+  if (rgroup_elect_prevote_refused(r, message)) {
+    log_info("rgroup", "group %llu: replica %llu: pre-vote refused by replica %llu of term %llu "
+             "(this one's %llu): takes that term",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)message->server_id,
+             (unsigned long long)message->request_vote.term,
+             (unsigned long long)r->current_term);
+  }
   if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
     rgroup_cap_on_result(&rg->cap, r, message->server_id, &message->append_entries_result);
   }
@@ -871,6 +886,7 @@ static void rgroup_raft_reopen(struct rgroup *rg)
     return;
   }
   rgroup_set_state(rg, RGROUP_RUNNING);
+  rgroup_elect_on_start(rg);
   rg->recoveries++;
   log_warn("rgroup",
            "group %llu: replica %llu reopened Raft from disk after a failed write "

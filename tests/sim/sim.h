@@ -33,6 +33,8 @@
 #define SIM_MAX_ENTRY_BYTES (64u << 10) /* group commit bound, as max_entry_bytes */
 #define SIM_REQUEST_TIMEOUT_MS 3000     /* a producer resends a batch unanswered this long */
 #define SIM_ERRMSG_SIZE 512
+#define SIM_ELECTION_MS 1000  /* raft_fixture's election timeout; the io engine's too */
+#define SIM_HEARTBEAT_MS 100
 
 /* ---- the seeded generator (splitmix64): the only source of choices ---- */
 
@@ -225,6 +227,12 @@ struct sim_replica {
   uint64_t results_held;
   uint64_t barriers;
   uint64_t votes_unstuck; /* vote requests taken despite a silent leader */
+  /* rgroup_elect_on_start: started with no leader known, the short
+   * election timeout until one is (the io engine's restarts) */
+  bool start_short;
+  raft_time started_at;
+  uint64_t start_short_used;
+  uint64_t prevote_terms_taken; /* rgroup_elect_prevote_refused */
   /* what the checker has verified of this replica's store */
   size_t checked_batches; /* batches compared with the reference log */
   int64_t checked_next;   /* the offset after them */
@@ -278,6 +286,8 @@ struct sim_opts {
   bool cancel_oldest_first; /* the io engine: sim_io.c's close as raft_uv orders it */
   bool no_clamp_results;    /* the io engine without rgroup's fix for seed 13488: raft 0.15's
                                answers as they are (sim_replica.c) */
+  bool no_prevote_terms;    /* without rgroup_elect_prevote_answer/_refused: raft 0.15's
+                               pre-vote stall (a longest log with the lowest term) */
   unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
   unsigned producers;       /* 0: chosen by the seed */
   int64_t fault_ms;         /* simulated time with faults */
@@ -289,6 +299,7 @@ struct sim_opts {
 struct sim_stats {
   uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
   uint64_t duplicates_answered, refusals, sim_ms, votes_unstuck;
+  uint64_t start_short_used, prevote_terms_taken; /* rgroup_elect.c's start and pre-vote rules */
   uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
   uint64_t msgs_lost, msgs_duplicated, results_clamped;
 };

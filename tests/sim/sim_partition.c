@@ -557,6 +557,8 @@ static void sim_teardown(struct sim *s, struct sim_driver *d)
     s->stats.results_held += s->reps[i].results_held;
     s->stats.barriers += s->reps[i].barriers;
     s->stats.votes_unstuck += s->reps[i].votes_unstuck;
+    s->stats.start_short_used += s->reps[i].start_short_used;
+    s->stats.prevote_terms_taken += s->reps[i].prevote_terms_taken;
     s->stats.duplicates_answered += s->reps[i].ap.duplicates;
     s->stats.refusals += s->reps[i].ap.refusals;
     sim_replica_close(&s->reps[i]); /* the io engine: closes raft, fails what is in flight */
@@ -643,6 +645,7 @@ static const char *sim_replay_flags(const struct sim_opts *o)
                    o->no_torn ? " --no-torn" : "",
                    o->cancel_oldest_first ? " --cancel-oldest-first"
                    : o->no_clamp_results  ? " --no-clamp-results"
+                   : o->no_prevote_terms  ? " --no-prevote-terms"
                                           : "");
   if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
@@ -664,7 +667,8 @@ static void sim_usage(FILE *out)
   fprintf(out,
           "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
           "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
-          "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results] | --early-ack]\n");
+          "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results]\n"
+          "        [--no-prevote-terms] | --early-ack]\n");
 }
 
 int main(int argc, char **argv)
@@ -692,6 +696,11 @@ int main(int argc, char **argv)
     if (strcmp(arg, "--no-clamp-results") == 0) {
       opts.engine = SIM_ENGINE_IO;
       opts.no_clamp_results = true;
+      continue;
+    }
+    if (strcmp(arg, "--no-prevote-terms") == 0) {
+      opts.engine = SIM_ENGINE_IO;
+      opts.no_prevote_terms = true;
       continue;
     }
     if (strcmp(arg, "--no-torn") == 0) {
@@ -752,6 +761,8 @@ int main(int argc, char **argv)
     total.results_held += s->stats.results_held;
     total.barriers += s->stats.barriers;
     total.votes_unstuck += s->stats.votes_unstuck;
+    total.start_short_used += s->stats.start_short_used;
+    total.prevote_terms_taken += s->stats.prevote_terms_taken;
     total.duplicates_answered += s->stats.duplicates_answered;
     total.refusals += s->stats.refusals;
     total.sim_ms += s->stats.sim_ms;
@@ -790,10 +801,13 @@ int main(int argc, char **argv)
             "sim_partition: crashes %" PRIu64 " (%s), torn writes left %" PRIu64
             " whole entries and %" PRIu64 " cut ones, loads dropped %" PRIu64
             " records, store cuts dropped %" PRIu64 " batches, messages lost %" PRIu64
-            ", duplicated %" PRIu64 ", results clamped %" PRIu64 "\n",
+            ", duplicated %" PRIu64 ", results clamped %" PRIu64
+            ", starts on the short election timeout %" PRIu64
+            ", higher terms taken from pre-vote refusals %" PRIu64 "\n",
             total.crashes, opts.early_ack ? "MUTANT: appends acknowledged before durable" : "real",
             total.torn_entries, total.torn_cut, total.torn_dropped, total.store_cut_batches,
-            total.msgs_lost, total.msgs_duplicated, total.results_clamped);
+            total.msgs_lost, total.msgs_duplicated, total.results_clamped, total.start_short_used,
+            total.prevote_terms_taken);
   }
   free(s);
   return status;

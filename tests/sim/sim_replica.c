@@ -9,6 +9,7 @@
  * term is on its disk (docs/raft-0.15.md, row 1). */
 #include "sim.h"
 
+#include "cluster/rgroup.h"
 #include "common/err.h"
 #include "storage/memlog.h"
 
@@ -325,10 +326,34 @@ static void sim_replica_trace_msg(struct sim_replica *rep, const struct raft_mes
   }
 }
 
+/* As rgroup_elect_check ends rgroup_elect_on_start's short timeout: once
+ * a leader is known, or after RGROUP_ELECT_GIVE_UP_MS. */
+static void sim_replica_start_short_end(struct sim_replica *rep, struct raft *r)
+{
+  if (!rep->start_short) {
+    return;
+  }
+  bool leader = r->state == RAFT_LEADER ||
+                (r->state == RAFT_FOLLOWER && r->follower_state.current_leader.id != 0);
+  if (leader || r->io->time(r->io) - rep->started_at >= RGROUP_ELECT_GIVE_UP_MS) {
+    rgroup_elect_restore_timer(r, SIM_ELECTION_MS);
+    rep->start_short = false;
+  }
+}
+
 static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct sim_replica *rep = sim_replica_of_io(io);
   struct raft *r = sim_replica_raft(rep);
+  sim_replica_start_short_end(rep, r);
+  if (rep->sim->opts.engine == SIM_ENGINE_IO && !rep->start_short && rgroup_elect_outlogged(r, m)) {
+    rep->start_short = rgroup_elect_start_timer(r, 2 * SIM_HEARTBEAT_MS); /* rgroup_raft_io_recv */
+    rep->started_at = r->io->time(r->io);
+    rep->start_short_used += rep->start_short;
+  }
+  if (!rep->sim->opts.no_prevote_terms && rgroup_elect_prevote_refused(r, m)) {
+    rep->prevote_terms_taken++; /* rgroup_raft_io_recv */
+  }
   if (rep->sim->opts.engine == SIM_ENGINE_IO) {
     sim_replica_trace_msg(rep, m); /* the fixture engine's traces stay as they were */
   }
@@ -353,7 +378,7 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
    * that leader. */
   if (m->type == RAFT_IO_REQUEST_VOTE && r->state == RAFT_FOLLOWER &&
       !m->request_vote.disrupt_leader && io->time(io) >= r->election_timer_start &&
-      io->time(io) - r->election_timer_start >= r->election_timeout) {
+      io->time(io) - r->election_timer_start >= SIM_ELECTION_MS) {
     m->request_vote.disrupt_leader = true;
     rep->votes_unstuck++;
   }
@@ -374,6 +399,12 @@ static int sim_replica_io_send(struct raft_io *io, struct raft_io_send *req,
                                const struct raft_message *m, raft_io_send_cb cb)
 {
   struct sim_replica *rep = sim_replica_of_io(io);
+  if (m->type == RAFT_IO_REQUEST_VOTE_RESULT && !rep->sim->opts.no_prevote_terms) {
+    struct raft_message answer = *m; /* rgroup_raft_io_send */
+    if (rgroup_elect_prevote_answer(sim_replica_raft(rep), &answer)) {
+      return rep->io_send(io, req, &answer, cb);
+    }
+  }
   if (!rep->receiving || m->type != RAFT_IO_APPEND_ENTRIES_RESULT ||
       m->append_entries_result.rejected != 0 ||
       m->append_entries_result.last_log_index <= rep->receiving_end) {
@@ -457,8 +488,8 @@ int sim_replica_start(struct sim_replica *rep, const struct raft_configuration *
     return CAIRN_ERAFT;
   }
   /* raft_fixture's values, so that both engines run the same protocol. */
-  raft_set_election_timeout(r, 1000);
-  raft_set_heartbeat_timeout(r, 100);
+  raft_set_election_timeout(r, SIM_ELECTION_MS);
+  raft_set_heartbeat_timeout(r, SIM_HEARTBEAT_MS);
   raft_set_snapshot_threshold(r, 1u << 30); /* snapshots are not simulated */
   raft_set_pre_vote(r, true);                /* as rgroup_raft_configure */
   if (bootstrap != NULL) {
@@ -478,6 +509,10 @@ int sim_replica_start(struct sim_replica *rep, const struct raft_configuration *
              raft_errmsg(r));
     return CAIRN_ERAFT;
   }
+  /* rgroup_elect_on_start (a restarted node's replica, as on a node) */
+  rep->start_short = rgroup_elect_start_timer(r, 2 * SIM_HEARTBEAT_MS);
+  rep->started_at = r->io->time(r->io);
+  rep->start_short_used += rep->start_short;
   sim_trace(rep->sim, "start r%u term=%llu last=%llu store-index=%llu", rep->index,
             (unsigned long long)r->current_term, (unsigned long long)raft_last_index(r),
             (unsigned long long)info.last_index);
