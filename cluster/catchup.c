@@ -128,14 +128,20 @@ static void catchup_on_timer(uv_timer_t *t)
   }
 }
 
+/* Drops the connection and dials again after a pause. */
+static void catchup_retry_later(struct catchup *cu)
+{
+  catchup_drop_connection(cu);
+  catchup_set_state(cu, CATCHUP_BACKOFF);
+  uv_timer_start(&cu->timer, catchup_on_timer, CATCHUP_BACKOFF_MS, 0);
+}
+
 /* Gives up on this peer for now and tries the next one after a pause. */
 static void catchup_backoff(struct catchup *cu, const char *why)
 {
   log_warn("catchup", "group %llu: catch-up from a peer failed (%s); retrying",
            (unsigned long long)cu->group_id, why);
-  catchup_drop_connection(cu);
-  catchup_set_state(cu, CATCHUP_BACKOFF);
-  uv_timer_start(&cu->timer, catchup_on_timer, CATCHUP_BACKOFF_MS, 0);
+  catchup_retry_later(cu);
 }
 
 static bool catchup_reached(struct catchup *cu)
@@ -300,8 +306,15 @@ static bool catchup_on_header(struct catchup *cu, struct fetch_response *r)
   if (r->status == CAIRN_EOFFSET && info.next_offset < r->log_start) {
     /* The peer no longer has what follows our log (retention): start our
      * log where the peer's starts. */
+    log_info("catchup", "group %llu: the peer's log starts at %lld, past ours (%lld): ours "
+             "restarts there", (unsigned long long)cu->group_id, (long long)r->log_start,
+             (long long)info.next_offset);
     int rv = store_delete_before(cu->store, r->log_start);
-    if (rv != 0) {
+    if (rv == CAIRN_EPENDING) {
+      /* The store deletes off the loop (pgstore): ask again after a pause,
+       * which finds it done (its start moved) or still running. */
+      catchup_retry_later(cu);
+    } else if (rv != 0) {
       catchup_backoff(cu, cairn_strerror(rv));
     } else {
       catchup_request(cu);

@@ -5,14 +5,17 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t self_id,
                const char *data_dir, const struct rgroup_opts *opts)
@@ -124,6 +127,186 @@ static void parts_dir_name(char *buf, size_t len, const char *root, const char *
   snprintf(buf, len, "%s/%s-%" PRIu32 ".%" PRIu32, root, topic, partition, topic_id);
 }
 
+/* ---- refused replicas (partitions.h: refused, removed, rebuilt) ---- */
+
+#define PARTS_DISCARDED_PREFIX "raft.damaged-"
+
+static struct part_damaged *parts_damaged_find(struct parts *ps, uint64_t group_id)
+{
+  for (size_t i = 0; i < ps->ndamaged; i++) {
+    if (ps->damaged[i].group_id == group_id) {
+      return &ps->damaged[i];
+    }
+  }
+  return NULL;
+}
+
+const struct part_damaged *parts_find_damaged(struct parts *ps, uint32_t topic_id,
+                                              uint32_t partition)
+{
+  return parts_damaged_find(ps, meta_group_id(topic_id, partition));
+}
+
+static void parts_damaged_drop(struct parts *ps, uint64_t group_id)
+{
+  struct part_damaged *d = parts_damaged_find(ps, group_id);
+  if (d != NULL) {
+    *d = ps->damaged[--ps->ndamaged];
+  }
+}
+
+/* Records a refusal of a's replica. The first one since this process
+ * started names the incident (since_ms); a retried open that is refused
+ * again keeps it, so the leader's confirmation still matches. */
+static void parts_damaged_note(struct parts *ps, const struct meta_assignment *a,
+                               const char *reason)
+{
+  struct part_damaged *d = parts_damaged_find(ps, a->group_id);
+  if (d == NULL) {
+    if (ps->ndamaged == PARTS_DAMAGED_MAX) {
+      return; /* not reported: stays refused, as before rebuilds existed */
+    }
+    if (ps->ndamaged == ps->damaged_cap) {
+      size_t cap = ps->damaged_cap ? ps->damaged_cap * 2 : 4;
+      struct part_damaged *nd = realloc(ps->damaged, cap * sizeof *nd);
+      if (nd == NULL) {
+        return; /* the next refused open tries again */
+      }
+      ps->damaged = nd;
+      ps->damaged_cap = cap;
+    }
+    d = &ps->damaged[ps->ndamaged++];
+    d->group_id = a->group_id;
+    d->topic_id = a->topic_id;
+    d->partition = a->partition;
+    int64_t now = wallclock_ms();
+    d->since_ms = now > 0 ? (uint64_t)now : 1;
+  }
+  size_t len = strnlen(reason, sizeof d->reason - 1); /* cut, as store_faults.h does */
+  memcpy(d->reason, reason, len);
+  d->reason[len] = '\0';
+}
+
+/* Does dir hold Raft files moved aside by a rebuild? Then its replica
+ * joins, never bootstraps: an empty Raft dir there is a discarded log, and
+ * bootstrapping would make the replica a voter with none of its entries. */
+static bool parts_dir_was_rebuilt(const char *dir)
+{
+  return fs_dir_has_prefix(dir, PARTS_DISCARDED_PREFIX);
+}
+
+/* Removes the oldest raft.damaged-* dirs of dir beyond PARTS_DAMAGED_KEEP
+ * (names sort by their number: raft.damaged-<seconds>[-<k>]). */
+static void parts_prune_discarded(const char *dir)
+{
+  for (;;) {
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+      return;
+    }
+    char oldest[NAME_MAX + 1] = "";
+    unsigned long long oldest_key = ULLONG_MAX;
+    unsigned count = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      size_t plen = strlen(PARTS_DISCARDED_PREFIX);
+      if (strncmp(de->d_name, PARTS_DISCARDED_PREFIX, plen) != 0) {
+        continue;
+      }
+      char *end = NULL;
+      unsigned long long secs = strtoull(de->d_name + plen, &end, 10);
+      unsigned long long k = *end == '-' ? strtoull(end + 1, NULL, 10) : 0;
+      unsigned long long key = secs * 16 + (k < 16 ? k : 15);
+      count++;
+      if (key < oldest_key) {
+        oldest_key = key;
+        snprintf(oldest, sizeof oldest, "%s", de->d_name);
+      }
+    }
+    closedir(d);
+    if (count <= PARTS_DAMAGED_KEEP || oldest[0] == '\0') {
+      return;
+    }
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, oldest) >= (int)sizeof path) {
+      return;
+    }
+    int rv = fs_remove_tree(path);
+    log_info("parts", "removed %s (%d kept)%s%s", path, PARTS_DAMAGED_KEEP, rv != 0 ? ": " : "",
+             rv != 0 ? cairn_strerror(rv) : "");
+    if (rv != 0) {
+      return;
+    }
+  }
+}
+
+/* Moves dir/raft to dir/raft.damaged-<seconds>[-<k>] (a second rebuild
+ * within the same second takes the next k), then makes the rename durable. */
+static int parts_discard_raft(const char *dir, char *moved, size_t len)
+{
+  char from[PATH_MAX];
+  if (snprintf(from, sizeof from, "%s/raft", dir) >= (int)sizeof from) {
+    return CAIRN_EINVAL;
+  }
+  long long secs = (long long)(wallclock_ms() / 1000);
+  int rv = -EEXIST;
+  for (int k = 0; k < 10 && (rv == -EEXIST || rv == -ENOTEMPTY); k++) {
+    int w = k == 0 ? snprintf(moved, len, "%s/" PARTS_DISCARDED_PREFIX "%lld", dir, secs)
+                   : snprintf(moved, len, "%s/" PARTS_DISCARDED_PREFIX "%lld-%d", dir, secs, k);
+    if (w < 0 || (size_t)w >= len) {
+      return CAIRN_EINVAL;
+    }
+    /* rename() onto an empty directory would succeed: refuse any existing name. */
+    struct stat sb;
+    if (stat(moved, &sb) == 0) {
+      rv = -EEXIST;
+      continue;
+    }
+    rv = rename(from, moved) == 0 ? 0 : -errno;
+  }
+  if (rv == 0) {
+    rv = fs_fsync_dir(dir);
+  }
+  return rv;
+}
+
+int parts_rebuild(struct parts *ps, uint32_t topic_id, uint32_t partition, uint64_t since_ms)
+{
+  uint64_t gid = meta_group_id(topic_id, partition);
+  struct part_damaged *d = parts_damaged_find(ps, gid);
+  const struct meta_topic *t = ps->st != NULL ? meta_topic_find_id(ps->st, topic_id) : NULL;
+  if (ps->closing || d == NULL || d->since_ms != since_ms || parts_get(ps, gid) != NULL ||
+      t == NULL) {
+    return 0;
+  }
+  char dir[PATH_MAX];
+  parts_dir_name(dir, sizeof dir, ps->root, t->name, partition, topic_id);
+  /* Records in the node-wide log go first: a crash before the rename then
+   * leaves the files refused again (a new refusal, the same path). */
+  int rv = ps->opts.wal != NULL ? wal_remove(ps->opts.wal, NULL, gid, NULL) : 0;
+  if (rv == CAIRN_ENOTFOUND) {
+    rv = 0;
+  }
+  char moved[PATH_MAX];
+  if (rv == 0) {
+    rv = parts_discard_raft(dir, moved, sizeof moved);
+  }
+  if (rv != 0) {
+    log_error("parts", "%s-%u: rebuilding the replica: moving its Raft files aside: %s", t->name,
+              partition, cairn_strerror(rv));
+    return rv;
+  }
+  log_warn("parts",
+           "%s-%u: the group's leader removed this replica from its configuration: its damaged "
+           "Raft files are in %s; the replica rejoins empty and is caught up from its peers",
+           t->name, partition, moved);
+  ps->rebuilds++;
+  parts_prune_discarded(dir);
+  parts_damaged_drop(ps, gid);
+  parts_reconcile(ps, ps->st, ps->synced);
+  return 0;
+}
+
 /* The replica set to open the group with, with each node's cluster
  * address: the initial replicas for a node that bootstraps, the current
  * target for one that joins. Returns the count, 0 if an address is unknown. */
@@ -181,7 +364,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   p->partition = a->partition;
   snprintf(p->topic, sizeof p->topic, "%s", t->name);
   struct rgroup_opts o = ps->opts;
-  o.join = !a->bootstraps;
+  o.join = !a->bootstraps || parts_dir_was_rebuilt(dir);
   if (t->config.segment_bytes != 0) {
     o.plog.segment_bytes = t->config.segment_bytes;
   }
@@ -196,11 +379,19 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   o.partition = (int32_t)a->partition;
   int rv = rgroup_open(&p->rg, ps->loop, ps->tr, p->group_id, ps->self_id, dir, reps, n, &o);
   if (rv != 0) {
-    log_error("parts", "%s-%u: %s", t->name, a->partition, p->rg.errmsg);
+    bool damaged = rv == CAIRN_ERAFTFILES;
+    log_error("parts", "%s-%u: %s%s", t->name, a->partition, p->rg.errmsg,
+              damaged ? " (the replica is rebuilt from its peers once the partition's leader has "
+                        "removed it from the group)"
+                      : "");
+    if (damaged) {
+      parts_damaged_note(ps, a, p->rg.errmsg);
+    }
     free(p->dir);
     free(p);
     return;
   }
+  parts_damaged_drop(ps, a->group_id); /* files restored by an operator */
   p->rg.owner_data = p;
   p->rg.on_applied = ps->on_applied;
   p->rg.on_leading = parts_on_leading;
@@ -211,7 +402,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
     return;
   }
   log_info("parts", "%s-%u: replica open (%s)", t->name, a->partition,
-           a->bootstraps ? "bootstrapped" : "joining");
+           o.join ? "joining" : "bootstrapped");
 }
 
 /* ---- queued opens ---- */
@@ -428,6 +619,13 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
     }
   }
   ps->st = st;
+  for (size_t i = 0; i < ps->ndamaged;) {
+    if (parts_assigned(as, n, ps->damaged[i].group_id)) {
+      i++;
+    } else {
+      parts_damaged_drop(ps, ps->damaged[i].group_id); /* moved away or deleted */
+    }
+  }
   for (size_t i = 0; i < n; i++) {
     struct part *p = parts_get(ps, as[i].group_id);
     if (p == NULL) {
@@ -474,16 +672,25 @@ static bool parts_in_conf(const struct raft_configuration *c, uint64_t id)
  * is added, then assigned the voter role, which raft grants only once it
  * has caught up), then remove what is no longer listed. */
 static void parts_step_one(struct part *p, const struct meta_state *st,
-                           const struct meta_partition *mp)
+                           const struct meta_partition *mp, const struct sfault_table *faults)
 {
   struct raft *r = &p->rg.raft;
   const struct raft_configuration *c = &r->configuration;
   int rv = 0;
   const char *what = NULL;
   uint64_t who = 0;
+  /* A replica whose Raft files were refused goes first: it must be out of
+   * the configuration before its node may discard them (partitions.h). */
+  for (unsigned i = 0; i < c->n && what == NULL; i++) {
+    who = c->servers[i].id;
+    if (who != p->rg.self_id && sfault_raft_damaged(faults, who, p->topic_id, p->partition)) {
+      what = "remove damaged";
+      rv = raft_remove(r, &p->change, who, parts_on_change_done);
+    }
+  }
   for (uint32_t i = 0; i < mp->nreplicas && what == NULL; i++) {
     who = mp->replicas[i];
-    if (parts_is_voter(c, who)) {
+    if (parts_is_voter(c, who) || sfault_raft_damaged(faults, who, p->topic_id, p->partition)) {
       continue;
     }
     const struct meta_node *nd = meta_node_find(st, who);
@@ -515,6 +722,13 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
     return;
   }
   p->changing = true;
+  if (strcmp(what, "remove damaged") == 0) {
+    log_warn("parts",
+             "%s-%u: remove damaged replica %llu (its Raft files were refused; it is "
+             "added back once its node has discarded them)",
+             p->topic, p->partition, (unsigned long long)who);
+    return;
+  }
   log_info("parts", "%s-%u: %s replica %llu", p->topic, p->partition, what,
            (unsigned long long)who);
 }
@@ -532,7 +746,33 @@ static void parts_on_change_done(struct raft_change *req, int status)
   }
 }
 
-void parts_step_membership(struct parts *ps, const struct meta_state *st)
+void parts_faults_changed(struct parts *ps, const struct sfault_table *faults)
+{
+  bool damaged = false;
+  for (size_t i = 0; i < faults->n && !damaged; i++) {
+    damaged = faults->v[i].raft_damaged;
+  }
+  if (damaged || ps->faults_damaged) {
+    ps->step_due = true;
+  }
+  ps->faults_damaged = damaged;
+}
+
+bool parts_replica_out(struct parts *ps, uint32_t topic_id, uint32_t partition, uint64_t node_id)
+{
+  struct part *p = parts_find(ps, topic_id, partition);
+  if (p == NULL || !rgroup_is_leader(&p->rg)) {
+    return false;
+  }
+  const struct raft *r = &p->rg.raft;
+  /* raft applies a configuration when it is appended: with a change
+   * pending, the current one may still be lost with a leader change. */
+  return r->configuration_index != 0 && r->configuration_uncommitted_index == 0 &&
+         !parts_in_conf(&r->configuration, node_id);
+}
+
+void parts_step_membership(struct parts *ps, const struct meta_state *st,
+                           const struct sfault_table *faults)
 {
   uint64_t now = uv_now(ps->loop);
   if (!ps->step_due && st->last_index == ps->step_index &&
@@ -553,7 +793,7 @@ void parts_step_membership(struct parts *ps, const struct meta_state *st)
       continue;
     }
     p->change.data = p;
-    parts_step_one(p, st, mp);
+    parts_step_one(p, st, mp, faults);
   }
 }
 
@@ -572,6 +812,9 @@ static void parts_release(struct parts *ps)
 {
   free(ps->v);
   ps->v = NULL;
+  free(ps->damaged);
+  ps->damaged = NULL;
+  ps->ndamaged = ps->damaged_cap = 0;
   free(ps->root);
   ps->root = NULL;
   rgroup_ticker_close(&ps->ticker, parts_on_ticker_closed);

@@ -13,6 +13,40 @@
  * brought into the Raft configuration by the partition's leader
  * (parts_step_membership), which then catches it up.
  *
+ * A replica whose Raft files are refused (raft_files.h: damage that cannot
+ * be repaired safely) is rebuilt from its peers, never rejoined with fewer
+ * entries than it acknowledged (docs/fault-tolerance.md, "Rebuilding a
+ * replica"):
+ *   refused  parts_open_one records it in ps->damaged (since_ms names the
+ *            refusal); the node reports it with its heartbeat as a store
+ *            failure with raft_damaged; the controller leader's table
+ *            (store_faults.h) reaches every node.
+ *   removed  the partition's leader sees the entry and removes the server
+ *            from the group's Raft configuration (parts_step_membership);
+ *            it adds no server so reported. Once its committed
+ *            configuration lacks the server (parts_replica_out), its
+ *            heartbeats say so for that since_ms; the controller marks the
+ *            entry rebuild_ready.
+ *   rebuilt  the node sees rebuild_ready for its own refusal: parts_rebuild
+ *            moves <replica>/raft aside to raft.damaged-<unix seconds>
+ *            (PARTS_DAMAGED_KEEP kept), forgets the refusal and opens the
+ *            replica empty, joining (never bootstrapping: a replica dir that
+ *            holds a raft.damaged-* entry always joins, also after a crash
+ *            right after the move). No longer reported, it is added by the
+ *            leader as a spare and promoted once caught up. The partition
+ *            log stays: it holds applied, hence committed, entries, which
+ *            the new Raft log repeats at the same indexes (the state machine
+ *            skips an index the store holds; a snapshot it covers needs
+ *            nothing, one ahead of it is caught up from a peer).
+ * Every step is idempotent and keyed by since_ms, so a leader change or a
+ * crash at any point repeats or resumes it. Why a confirmation stays true:
+ * a committed configuration lacking the server can only be followed by one
+ * naming it as a voter again through raft_assign, which needs the server to
+ * answer and catch up, and its replica stays closed from the refusal until
+ * it is rebuilt. A deposed leader that does not know yet confirms only
+ * from a configuration that was committed, and raft steps such a leader
+ * down within an election timeout of losing its majority.
+ *
  * Context: loop thread only. */
 #ifndef CAIRN_PARTITIONS_H
 #define CAIRN_PARTITIONS_H
@@ -20,6 +54,7 @@
 #include "cluster/gstart.h"
 #include "cluster/meta_state.h"
 #include "cluster/rgroup.h"
+#include "cluster/store_faults.h"
 #include "cluster/transport.h"
 
 #include <stdbool.h>
@@ -30,7 +65,21 @@
 /* How long a stopping node waits for its leadership transfers. */
 #define PARTS_HANDOFF_MAX_MS 5000
 
+/* raft.damaged-* directories kept in a replica dir (the oldest go). */
+#define PARTS_DAMAGED_KEEP 3
+/* Refused replicas remembered (a node hosts fewer). */
+#define PARTS_DAMAGED_MAX SFAULT_MAX
+
 enum part_state { PART_OPEN, PART_CLOSING };
+
+/* A replica whose Raft files were refused, waiting to be rebuilt. */
+struct part_damaged {
+  uint64_t group_id;
+  uint32_t topic_id;
+  uint32_t partition;
+  uint64_t since_ms;                  /* wall clock of the refusal: names it */
+  char reason[SFAULT_REASON_MAX + 1]; /* the check's message */
+};
 
 struct parts;
 
@@ -79,6 +128,10 @@ struct parts {
   rgroup_applied_cb on_applied; /* given to every replica opened */
   rgroup_leading_cb on_leading; /* the owner's (may be NULL): a hosted replica
                                    started leading a term */
+  struct part_damaged *damaged; /* refused replicas, [0, ndamaged) */
+  size_t ndamaged, damaged_cap;
+  bool faults_damaged;          /* the cluster's table listed a refused replica */
+  uint64_t rebuilds;            /* refused replicas whose files were moved aside (metrics) */
   bool synced;                  /* the metadata replica is known to be up to date */
   bool reconcile_closing;       /* a replica the metadata dropped is shutting down */
   /* parts_step_membership's walks */
@@ -120,12 +173,42 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
  * remove one no longer listed). Called on the node's tick, it walks the
  * partitions only when something may call for a change: st changed
  * (st->last_index), a hosted replica started leading a term, a change
- * finished or could not be made; and otherwise every PARTS_STEP_SWEEP_MS. */
-void parts_step_membership(struct parts *ps, const struct meta_state *st);
+ * finished or could not be made; and otherwise every PARTS_STEP_SWEEP_MS.
+ * faults (borrowed for the call) is the cluster's table of failed replicas:
+ * a server listed there with raft_damaged is removed first and never added
+ * while listed. */
+void parts_step_membership(struct parts *ps, const struct meta_state *st,
+                           const struct sfault_table *faults);
+
+/* The cluster's table of failed replicas changed (faults borrowed for the
+ * call): while it lists a refused replica, and once more after it listed
+ * one, the next parts_step_membership walks (a removal or the re-adding is
+ * due now, not at the next sweep). */
+void parts_faults_changed(struct parts *ps, const struct sfault_table *faults);
+
+/* Does this node lead (topic id, partition), with a committed Raft
+ * configuration (no change pending) that lacks node_id altogether? Then
+ * node_id may discard its replica's Raft files: it can only come back as a
+ * spare, and a voter once caught up. */
+bool parts_replica_out(struct parts *ps, uint32_t topic_id, uint32_t partition, uint64_t node_id);
+
+/* The leader confirmed (parts_replica_out) that the refusal since_ms of
+ * this node's replica of (topic id, partition) may be rebuilt: moves its
+ * Raft files aside, forgets the refusal and queues the replica's open (it
+ * joins empty). Nothing when no such refusal is recorded (done already, or
+ * a newer one). Blocking file I/O (a rename and an fsync). Returns 0 or a
+ * negative code (logged; the refusal is kept and the next call retries). */
+int parts_rebuild(struct parts *ps, uint32_t topic_id, uint32_t partition, uint64_t since_ms);
 
 /* The hosted replica of (topic id, partition), NULL if none. Returns
  * borrowed, valid until the next parts_reconcile or the close. */
 struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition);
+
+/* This node's refused replica of (topic id, partition), waiting to be
+ * rebuilt; NULL if none. Returns borrowed, valid until the next
+ * parts_reconcile or parts_rebuild. */
+const struct part_damaged *parts_find_damaged(struct parts *ps, uint32_t topic_id,
+                                              uint32_t partition);
 
 /* The hosted replica of Raft group group_id (in any state), NULL if none.
  * Returns borrowed, as parts_find. */

@@ -118,6 +118,12 @@ static void rgroup_on_pgstore_readable(void *arg)
   }
 }
 
+/* The store committed up to what a checkpoint's flush asked for. */
+static void rgroup_on_pgstore_durable(void *arg)
+{
+  rgroup_fsm_producers_durable(arg);
+}
+
 static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, struct store **out,
                                char *err, size_t errlen)
 {
@@ -148,6 +154,10 @@ static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, s
        * loop (pgreader.h); their end wakes the fetches waiting. */
       .on_readable = rgroup_on_pgstore_readable,
       .on_readable_arg = rg,
+      /* A checkpoint's flush is never waited for on the loop: the table
+       * is written when the writer's commit reaches it. */
+      .on_durable = rgroup_on_pgstore_durable,
+      .on_durable_arg = rg,
   };
   return pgstore_open(&po, out, err, errlen);
 }
@@ -714,6 +724,9 @@ int rgroup_retention(struct rgroup *rg, int64_t now_ms, uint32_t *deleted)
   int rv = 0;
   if (rg->producers_saved_offset < point) {
     rv = rgroup_fsm_producers_checkpoint(rg);
+  }
+  if (rv == CAIRN_EPENDING) {
+    return 0; /* the store is committing what the checkpoint covers: a later pass */
   }
   if (rv == 0) {
     rv = store_retention(rg->store, now_ms, rg->producers_saved_offset, deleted);

@@ -324,6 +324,12 @@ struct rgroup {
   int64_t producers_saved_offset;  /* what <dir>/producers covers (durable log);
                                     * retention deletes only below it */
   bool producers_loaded;           /* <dir>/producers read (or found absent) */
+  /* A checkpoint waiting for the store to commit (a pgstore's flush
+   * answered CAIRN_EPENDING): the table encoded as of ck_covers, written
+   * to <dir>/producers once durable_offset reaches it. NULL: none. */
+  uint8_t *ck_enc;
+  size_t ck_len;
+  int64_t ck_covers;
   struct producer_state snap_producers; /* a restored snapshot's table, adopted */
   int64_t snap_producers_offset;        /* once the log reaches this offset */
   bool snap_producers_pending;

@@ -209,8 +209,17 @@ void rgroup_fsm_producers_open(struct rgroup *rg)
   rgroup_fsm_producers_sync_at_open(rg);
 }
 
+/* Drops a checkpoint kept for the store's commit (rg->ck_enc). */
+static void rgroup_fsm_checkpoint_drop(struct rgroup *rg)
+{
+  free(rg->ck_enc);
+  rg->ck_enc = NULL;
+  rg->ck_len = 0;
+}
+
 void rgroup_fsm_producers_reload(struct rgroup *rg)
 {
+  rgroup_fsm_checkpoint_drop(rg); /* encoded from the table dropped here */
   /* An apply that failed in the store had already recorded its batches:
    * kept, the table would judge them duplicates at the replay (answered,
    * never stored). <dir>/producers covers only what the store made
@@ -234,11 +243,44 @@ static void rgroup_fsm_producers_save(struct rgroup *rg, const uint8_t *enc, siz
   }
 }
 
+/* Writes the kept checkpoint once the store has committed what it covers.
+ * Returns 0 (written), CAIRN_EPENDING (not yet), CAIRN_EEXIST (a snapshot
+ * in flight writes the file: later) or -EIO (the save failed, logged). */
+static int rgroup_fsm_checkpoint_finish(struct rgroup *rg)
+{
+  if (rg->snap != NULL) {
+    return CAIRN_EEXIST;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (info.fatal) {
+    rgroup_fsm_checkpoint_drop(rg); /* its revive reloads; a new one is encoded */
+    return CAIRN_EFATAL;
+  }
+  if (info.durable_offset < rg->ck_covers) {
+    return CAIRN_EPENDING;
+  }
+  int64_t covers = rg->ck_covers;
+  rgroup_fsm_producers_save(rg, rg->ck_enc, rg->ck_len, covers);
+  rgroup_fsm_checkpoint_drop(rg);
+  return rg->producers_saved_offset == covers ? 0 : -EIO; /* logged by the save */
+}
+
+void rgroup_fsm_producers_durable(struct rgroup *rg)
+{
+  if (rg->ck_enc != NULL) {
+    (void)rgroup_fsm_checkpoint_finish(rg); /* not yet, or a failure: the next pass */
+  }
+}
+
 int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
 {
   if (rg->snap != NULL) {
     /* Its worker writes <dir>/producers (the same temp file) right now. */
     return CAIRN_EEXIST;
+  }
+  if (rg->ck_enc != NULL) {
+    return rgroup_fsm_checkpoint_finish(rg);
   }
   int rv = rgroup_fsm_producers_sync(rg);
   if (rv != 0) {
@@ -246,19 +288,23 @@ int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
   }
   struct store_info info;
   store_info(rg->store, &info);
-  rv = store_flush(rg->store, info.next_offset);
-  if (rv != 0) {
-    return rv;
+  int flushed = store_flush(rg->store, info.next_offset);
+  if (flushed != 0 && flushed != CAIRN_EPENDING) {
+    return flushed;
   }
+  /* The table as of the log's end now: valid for <dir>/producers once the
+   * store holds that much durably (a revive replays the same entries at
+   * the same offsets, so it stays valid across one). */
   uint8_t *enc = NULL;
   size_t len = 0;
   rv = producer_state_encode(&rg->producers, info.next_offset, info.last_index, &enc, &len);
   if (rv != 0) {
     return rv;
   }
-  rgroup_fsm_producers_save(rg, enc, len, info.next_offset);
-  free(enc);
-  return rg->producers_saved_offset == info.next_offset ? 0 : -EIO; /* logged by the save */
+  rg->ck_enc = enc;
+  rg->ck_len = len;
+  rg->ck_covers = info.next_offset;
+  return rgroup_fsm_checkpoint_finish(rg);
 }
 
 /* ---- apply ---- */
@@ -345,6 +391,7 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  * segments. */
 struct rgroup_snap {
   struct plog_sync *job;      /* NULL for pgstore */
+  struct pgstore_settle *settle; /* pgstore: commits what was applied, off the loop; or NULL */
   struct manifest committed; /* pgstore: offsets and index at capture */
   uint8_t *producers; /* the encoded table as of the job's next offset */
   size_t producers_len;
@@ -360,6 +407,9 @@ static void rgroup_snap_free(struct rgroup_snap *sn)
   if (sn->job != NULL) {
     (void)plog_sync_end(sn->job);
   }
+  if (sn->settle != NULL) {
+    (void)pgstore_settle_end(sn->settle);
+  }
   free(sn->producers);
   free(sn->dir);
   free(sn);
@@ -374,18 +424,24 @@ static bool rgroup_fsm_store_committed(struct rgroup *rg)
 }
 
 /* A pgstore is written behind, and raft asks for a snapshot right after
- * an apply, which the writer has not committed yet: commit it now when
- * that is one transaction (no job of the writer holds the store's rows),
- * once per snapshot. Returns 0 when everything applied is committed. */
-static int rgroup_fsm_store_settle(struct rgroup *rg)
+ * an apply, which the writer has not committed yet: a settle commits it
+ * off the loop (pgstore_settle_*: begun here, run by snapshot_async
+ * before the descriptor is made, ended at finalize), when no job of the
+ * writer holds the store's rows. Returns 0 with *out (NULL: nothing to
+ * commit) or -EBUSY (try at a later apply). */
+static int rgroup_fsm_store_settle(struct rgroup *rg, struct pgstore_settle **out)
 {
-  int rv = pgstore_try_settle(rg->store);
+  *out = NULL;
+  if (rgroup_fsm_store_committed(rg)) {
+    return 0;
+  }
+  int rv = pgstore_settle_begin(rg->store, out);
   if (rv != 0 && rv != -EBUSY) {
     log_warn("rgroup", "group %llu: snapshot: committing the store: %s (%s)",
              (unsigned long long)rg->group_id, cairn_strerror(rv), store_errmsg(rg->store));
     (void)rgroup_fsm_store_down(rg);
   }
-  return rv == 0 && rgroup_fsm_store_committed(rg) ? 0 : -EBUSY;
+  return rv == 0 ? 0 : -EBUSY;
 }
 
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
@@ -397,16 +453,22 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
      * takes one at a time; never seen.) */
     return RAFT_BUSY;
   }
-  if (rg->opts.storage == STORE_KIND_POSTGRESQL && !rgroup_fsm_store_committed(rg) &&
-      rgroup_fsm_store_settle(rg) != 0) {
-    /* raft 0.15 snapshots at last_applied: only once PostgreSQL has
-     * committed everything applied, so the Raft log keeps covering what it
-     * has not (the capture never waits for the writer's job in flight). */
+  struct pgstore_settle *settle = NULL;
+  if (rg->opts.storage == STORE_KIND_POSTGRESQL && rgroup_fsm_store_settle(rg, &settle) != 0) {
+    /* raft 0.15 snapshots at last_applied: the descriptor is made only
+     * once PostgreSQL has committed everything applied (the settle, in
+     * snapshot_async), so the Raft log keeps covering what it has not
+     * (the capture never waits for the writer's job in flight). */
     return RAFT_BUSY;
   }
   uint64_t t0 = uv_hrtime();
   struct rgroup_snap *sn = calloc(1, sizeof *sn);
   int rv = sn == NULL ? CAIRN_ENOMEM : 0;
+  if (sn != NULL) {
+    sn->settle = settle;
+  } else if (settle != NULL) {
+    (void)pgstore_settle_end(settle); /* never run: nothing changed */
+  }
   if (rv == 0) {
     sn->index = raft_last_applied(&rg->raft);
     sn->dir = strdup(rg->dir);
@@ -458,6 +520,9 @@ static int rgroup_fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *b
     if (rv == 0) {
       rv = plog_sync_manifest(sn->job, &m);
     }
+  }
+  if (sn->settle != NULL) {
+    rv = pgstore_settle_run(sn->settle); /* what the manifest says is committed first */
   }
   if (rv == 0) {
     /* The table covers the log now durable: a restart rebuilds only what
@@ -513,10 +578,14 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
     return 0;
   }
   uint64_t run_ns = sn->job != NULL ? plog_sync_run_ns(sn->job) : 0;
-  /* The outcome into the store: fatal if an fsync failed (pgstore: its
-   * commit already succeeded at capture). */
+  /* The outcome into the store: fatal if an fsync failed (pgstore: if the
+   * settle's commit failed). */
   int rv = sn->job != NULL ? plog_sync_end(sn->job) : 0;
   sn->job = NULL;
+  if (sn->settle != NULL) {
+    rv = pgstore_settle_end(sn->settle);
+    sn->settle = NULL;
+  }
   if (rv == 0) {
     rg->snapshots++;
     rg->snapshot_capture_ns += sn->capture_ns;
@@ -614,6 +683,7 @@ void rgroup_fsm_init(struct rgroup *rg)
 
 void rgroup_fsm_close(struct rgroup *rg)
 {
+  rgroup_fsm_checkpoint_drop(rg);
   rgroup_apply_close(&rg->ap);
   producer_state_close(&rg->producers);
   producer_state_close(&rg->snap_producers);

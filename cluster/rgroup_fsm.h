@@ -36,9 +36,18 @@ void rgroup_fsm_producers_reload(struct rgroup *rg);
  * its end: brings the table to the log's end, flushes the log there and
  * writes the table (rg->producers_saved_offset then is the log's end).
  * Blocks in fdatasync (retention is rare: once per check interval, and only
- * when segments are due). Returns 0, CAIRN_EEXIST while a snapshot is in
- * flight (its worker writes the same file: try later), or a negative code
- * (the store's; a failed flush leaves the store fatal). */
+ * when segments are due). A store that answers the flush CAIRN_EPENDING
+ * (PostgreSQL, written behind: never waited for on the loop) gets the
+ * table encoded as of the log's end now and kept; it is written once the
+ * store has committed that far (rgroup_fsm_producers_durable, or the next
+ * call), and CAIRN_EPENDING is returned meanwhile. Returns 0, CAIRN_EEXIST
+ * while a snapshot is in flight (its worker writes the same file: try
+ * later), CAIRN_EPENDING, or a negative code (the store's; a failed flush
+ * leaves the store fatal). */
 __attribute__((warn_unused_result)) int rgroup_fsm_producers_checkpoint(struct rgroup *rg);
+
+/* The store committed what a checkpoint waits for (pgstore's on_durable):
+ * writes the kept table if it is covered now. Context: loop. */
+void rgroup_fsm_producers_durable(struct rgroup *rg);
 
 #endif

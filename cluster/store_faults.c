@@ -28,7 +28,28 @@ bool sfault_add(struct sfault_table *t, uint64_t node_id, uint32_t topic_id, uin
   size_t len = reason != NULL ? strnlen(reason, SFAULT_REASON_MAX) : 0;
   memcpy(f->reason, reason != NULL ? reason : "", len);
   f->reason[len] = '\0';
+  f->raft_damaged = false;
+  f->rebuild_ready = false;
   return true;
+}
+
+struct sfault *sfault_find(struct sfault_table *t, uint64_t node_id, uint32_t topic_id,
+                           uint32_t partition)
+{
+  for (size_t i = 0; i < t->n; i++) {
+    struct sfault *f = &t->v[i];
+    if (f->node_id == node_id && f->topic_id == topic_id && f->partition == partition) {
+      return f;
+    }
+  }
+  return NULL;
+}
+
+bool sfault_raft_damaged(const struct sfault_table *t, uint64_t node_id, uint32_t topic_id,
+                         uint32_t partition)
+{
+  const struct sfault *f = sfault_find((struct sfault_table *)t, node_id, topic_id, partition);
+  return f != NULL && f->raft_damaged;
 }
 
 void sfault_drop_node(struct sfault_table *t, uint64_t node_id)

@@ -35,6 +35,13 @@ struct sfault {
   uint32_t partition;
   uint64_t since_ms;                  /* wall clock (ms since 1970) of the failure; 0: not known */
   char reason[SFAULT_REASON_MAX + 1]; /* the store's message, NUL-terminated */
+  /* The replica's Raft files were refused (raft_files.h) and it is being
+   * rebuilt: since_ms then names the refusal (a new refusal, a new value). */
+  bool raft_damaged;
+  /* With raft_damaged: the partition's leader confirmed that the replica
+   * is not in the group's committed Raft configuration, for this since_ms
+   * (partitions.h, parts_replica_out): its node may discard the files. */
+  bool rebuild_ready;
 };
 
 struct sfault_table {
@@ -52,6 +59,15 @@ void sfault_clear(struct sfault_table *t);
  * ""). Returns false when the table is full (nothing added). */
 bool sfault_add(struct sfault_table *t, uint64_t node_id, uint32_t topic_id, uint32_t partition,
                 uint64_t since_ms, const char *reason);
+
+/* node_id's entry for (topic_id, partition), NULL if none. Returns
+ * borrowed, valid until t changes. */
+struct sfault *sfault_find(struct sfault_table *t, uint64_t node_id, uint32_t topic_id,
+                           uint32_t partition);
+
+/* Is node_id's replica of (topic_id, partition) listed with raft_damaged? */
+bool sfault_raft_damaged(const struct sfault_table *t, uint64_t node_id, uint32_t topic_id,
+                         uint32_t partition);
 
 /* Removes node_id's entries: before its new report is added, or when it
  * was declared dead or removed. */

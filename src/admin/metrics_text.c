@@ -234,6 +234,13 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_raft_recoveries_total", "counter",
                       "Raft instances reopened after a failed write.");
   admin_buf_printf(b, "cairn_raft_recoveries_total %" PRIu64 "\n", s.recoveries);
+  metrics_text_family(b, "cairn_raft_replicas_refused", "gauge",
+                      "Hosted replicas whose Raft files were refused, waiting to be rebuilt "
+                      "from their peers (docs/fault-tolerance.md).");
+  admin_buf_printf(b, "cairn_raft_replicas_refused %zu\n", n->parts.ndamaged);
+  metrics_text_family(b, "cairn_raft_replicas_rebuilt_total", "counter",
+                      "Refused replicas whose Raft files this node moved aside to rejoin empty.");
+  admin_buf_printf(b, "cairn_raft_replicas_rebuilt_total %" PRIu64 "\n", n->parts.rebuilds);
   metrics_text_family(b, "cairn_catchup_received_bytes_total", "counter",
                       "Log bytes fetched from peers by catching-up replicas.");
   admin_buf_printf(b, "cairn_catchup_received_bytes_total %" PRIu64 "\n", s.catchup_in);

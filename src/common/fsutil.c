@@ -165,6 +165,22 @@ int fs_remove_tree(const char *dir)
   return rv;
 }
 
+bool fs_dir_has_prefix(const char *dir, const char *prefix)
+{
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    return false;
+  }
+  size_t len = strlen(prefix);
+  bool found = false;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    found = strncmp(de->d_name, prefix, len) == 0;
+  }
+  closedir(d);
+  return found;
+}
+
 int fs_mkdir_p(const char *dir)
 {
   char path[PATH_MAX];

@@ -3,6 +3,7 @@
 #ifndef CAIRN_FSUTIL_H
 #define CAIRN_FSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,6 +37,10 @@ __attribute__((warn_unused_result)) int fs_read_file(const char *dir, const char
 /* Removes dir and everything below it (no symlinks followed). Returns 0
  * (also when dir does not exist) or -errno. Context: any thread. */
 __attribute__((warn_unused_result)) int fs_remove_tree(const char *dir);
+
+/* Does dir hold an entry whose name starts with prefix? false also when
+ * dir cannot be read. Blocks (readdir). Context: any thread. */
+bool fs_dir_has_prefix(const char *dir, const char *prefix);
 
 /* Creates dir and missing parents (mode 0755). Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int fs_mkdir_p(const char *dir);

@@ -167,6 +167,12 @@ size_t handle_metadata_store_failures(struct node *n, uint32_t topic_id, uint32_
       md_sfault_insert(out, cap, &k, f);
     }
   }
+  const struct part_damaged *d =
+      p == NULL ? parts_find_damaged(&n->parts, topic_id, partition) : NULL;
+  if (d != NULL) {
+    struct handle_store_failure f = {n->cfg.node_id, d->reason, d->since_ms};
+    md_sfault_insert(out, cap, &k, f);
+  }
   bool fresh =
       ctl_is_leader(&n->ctl) ||
       (n->sfaults_heard_ms != 0 && uv_now(n->loop) - n->sfaults_heard_ms <= MD_SFAULT_STALE_MS);

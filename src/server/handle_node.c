@@ -280,14 +280,42 @@ static void hn_report_leader(struct node *n, uint64_t node_id,
 
 /* ---- failed replica stores (cluster/store_faults.h) ---- */
 
+/* After the table changed: the leaders walk their partitions
+ * (parts_faults_changed), and a replica of this node's that a leader
+ * confirmed out of its group is rebuilt (cluster/partitions.h). */
+static void hn_rebuild_watch(struct node *n)
+{
+  parts_faults_changed(&n->parts, &n->sfaults);
+  for (size_t i = 0; i < n->sfaults.n; i++) {
+    const struct sfault *f = &n->sfaults.v[i];
+    if (f->raft_damaged && f->node_id == n->cfg.node_id && f->rebuild_ready) {
+      (void)parts_rebuild(&n->parts, f->topic_id, f->partition, f->since_ms); /* logged */
+    }
+  }
+}
+
 /* On the controller leader: node_id's heartbeat lists the failed stores of
  * its replicas now (all of them: none means every one recovered). Entries
- * of nodes no longer counted are dropped on the way. */
+ * of nodes no longer counted are dropped on the way. A refusal a leader
+ * confirmed (rebuild_ready) stays confirmed while the node reports the
+ * same refusal (same since_ms). */
 static void hn_sfault_note(struct node *n, uint64_t node_id, Cairn__Client__StoreFailure *const *v,
                            size_t nv)
 {
   const struct meta_state *st = ctl_state(&n->ctl);
   struct sfault_table *t = &n->sfaults;
+  struct {
+    uint32_t topic_id, partition;
+    uint64_t since_ms;
+  } ready[SFAULT_MAX];
+  size_t nready = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    if (t->v[i].node_id == node_id && t->v[i].rebuild_ready) {
+      ready[nready].topic_id = t->v[i].topic_id;
+      ready[nready].partition = t->v[i].partition;
+      ready[nready++].since_ms = t->v[i].since_ms;
+    }
+  }
   sfault_drop_node(t, node_id);
   for (size_t i = 0; i < t->n;) {
     if (sfault_node_counts(st, t->v[i].node_id)) {
@@ -297,9 +325,33 @@ static void hn_sfault_note(struct node *n, uint64_t node_id, Cairn__Client__Stor
     }
   }
   for (size_t i = 0; i < nv && i < SFAULT_MAX; i++) {
-    (void)sfault_add(t, node_id, v[i]->topic_id, v[i]->partition, v[i]->since_ms, v[i]->reason);
+    if (!sfault_add(t, node_id, v[i]->topic_id, v[i]->partition, v[i]->since_ms, v[i]->reason)) {
+      break;
+    }
+    struct sfault *f = &t->v[t->n - 1];
+    f->raft_damaged = v[i]->raft_damaged;
+    for (size_t j = 0; j < nready && f->raft_damaged; j++) {
+      f->rebuild_ready |= ready[j].topic_id == f->topic_id && ready[j].partition == f->partition &&
+                          ready[j].since_ms == f->since_ms;
+    }
   }
   n->sfaults_heard_ms = uv_now(n->loop);
+}
+
+/* On the controller leader: a partition leader's confirmations that
+ * refused replicas are out of its committed configuration
+ * (parts_replica_out). Each marks the matching refusal rebuild_ready; one
+ * for another refusal (an older since_ms) marks nothing. */
+static void hn_rebuild_note(struct node *n, Cairn__Client__StoreFailure *const *v, size_t nv)
+{
+  for (size_t i = 0; i < nv && i < SFAULT_MAX; i++) {
+    struct sfault *f = sfault_find(&n->sfaults, v[i]->node_id, v[i]->topic_id, v[i]->partition);
+    if (f != NULL && f->raft_damaged && f->since_ms == v[i]->since_ms && !f->rebuild_ready) {
+      f->rebuild_ready = true;
+      log_info("node", "node %llu's replica of topic %u partition %u: out of its group",
+               (unsigned long long)f->node_id, f->topic_id, f->partition);
+    }
+  }
 }
 
 /* Points sfp[i] at sfs[i], filled from t's entries of counted nodes.
@@ -319,6 +371,8 @@ static size_t hn_sfault_fill(const struct meta_state *st, const struct sfault_ta
     sfs[k].partition = f->partition;
     sfs[k].since_ms = f->since_ms;
     sfs[k].reason = (char *)f->reason;
+    sfs[k].raft_damaged = f->raft_damaged;
+    sfs[k].rebuild_ready = f->rebuild_ready;
     sfp[k] = &sfs[k];
     k++;
   }
@@ -373,6 +427,8 @@ static Cairn__Client__ErrorCode hn_heartbeat_apply(struct node *n,
                                  .nstopped = hb->n_stopped};
   *seq = ctl_note_heartbeat(&n->ctl, hb->node_id, hb->incarnation, &rep);
   hn_sfault_note(n, hb->node_id, hb->store_failures, hb->n_store_failures);
+  hn_rebuild_note(n, hb->rebuild_ready, hb->n_rebuild_ready);
+  hn_rebuild_watch(n);
   return CAIRN__CLIENT__ERROR_CODE__OK;
 }
 
@@ -604,9 +660,14 @@ static void hn_sfault_copy(struct node *n, const Cairn__Client__NodeHeartbeatRes
   sfault_clear(&n->sfaults);
   for (size_t i = 0; i < r->n_store_failures && i < SFAULT_MAX; i++) {
     const Cairn__Client__StoreFailure *f = r->store_failures[i];
-    (void)sfault_add(&n->sfaults, f->node_id, f->topic_id, f->partition, f->since_ms, f->reason);
+    if (!sfault_add(&n->sfaults, f->node_id, f->topic_id, f->partition, f->since_ms, f->reason)) {
+      break;
+    }
+    n->sfaults.v[n->sfaults.n - 1].raft_damaged = f->raft_damaged;
+    n->sfaults.v[n->sfaults.n - 1].rebuild_ready = f->raft_damaged && f->rebuild_ready;
   }
   n->sfaults_heard_ms = uv_now(n->loop);
+  hn_rebuild_watch(n);
 }
 
 /* The replicas on this node whose store failed now, into sfs/sfp (at most
@@ -630,6 +691,44 @@ static size_t hn_sfault_own(struct node *n, Cairn__Client__StoreFailure *sfs,
     sfs[k].since_ms = sf.since_ms;
     sfs[k].reason = (char *)sf.reason;
     sfp[k] = &sfs[k];
+    k++;
+  }
+  /* Replicas whose Raft files were refused (closed, so not in parts.v). */
+  for (size_t i = 0; i < n->parts.ndamaged && k < SFAULT_MAX; i++) {
+    const struct part_damaged *d = &n->parts.damaged[i];
+    cairn__client__store_failure__init(&sfs[k]);
+    sfs[k].node_id = n->cfg.node_id;
+    sfs[k].topic_id = d->topic_id;
+    sfs[k].partition = d->partition;
+    sfs[k].since_ms = d->since_ms;
+    sfs[k].reason = (char *)d->reason;
+    sfs[k].raft_damaged = true;
+    sfp[k] = &sfs[k];
+    k++;
+  }
+  return k;
+}
+
+/* Refused replicas of other nodes in partitions this node leads whose
+ * committed configuration lacks them, into rr/rrp (no reason). Returns
+ * how many. */
+static size_t hn_rebuild_confirm(struct node *n, Cairn__Client__StoreFailure *rr,
+                                 Cairn__Client__StoreFailure **rrp)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < n->sfaults.n && k < SFAULT_MAX; i++) {
+    const struct sfault *f = &n->sfaults.v[i];
+    if (!f->raft_damaged || f->node_id == n->cfg.node_id ||
+        !parts_replica_out(&n->parts, f->topic_id, f->partition, f->node_id)) {
+      continue;
+    }
+    cairn__client__store_failure__init(&rr[k]);
+    rr[k].node_id = f->node_id;
+    rr[k].topic_id = f->topic_id;
+    rr[k].partition = f->partition;
+    rr[k].since_ms = f->since_ms;
+    rr[k].raft_damaged = true;
+    rrp[k] = &rr[k];
     k++;
   }
   return k;
@@ -797,6 +896,10 @@ static void hn_heartbeat(struct node *n)
   Cairn__Client__StoreFailure *sfp[SFAULT_MAX];
   hb.n_store_failures = hn_sfault_own(n, sfs, sfp);
   hb.store_failures = sfp;
+  Cairn__Client__StoreFailure rr[SFAULT_MAX];
+  Cairn__Client__StoreFailure *rrp[SFAULT_MAX];
+  hb.n_rebuild_ready = hn_rebuild_confirm(n, rr, rrp);
+  hb.rebuild_ready = rrp;
   uint8_t proof[CHS_MAC_LEN];
   if (n->cluster_key != NULL) {
     hn_heartbeat_proof(n, hb.node_id, hb.incarnation, proof);

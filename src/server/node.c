@@ -347,17 +347,7 @@ static bool node_has_wal(const struct node *n)
 {
   char dir[CONFIG_PATH_MAX + 8];
   snprintf(dir, sizeof dir, "%s/wal", n->cfg.data_dir);
-  DIR *d = opendir(dir);
-  if (d == NULL) {
-    return false;
-  }
-  bool found = false;
-  struct dirent *de;
-  while (!found && (de = readdir(d)) != NULL) {
-    found = strncmp(de->d_name, "wal-", 4) == 0;
-  }
-  closedir(d);
-  return found;
+  return fs_dir_has_prefix(dir, "wal-");
 }
 
 /* Whether some partition replica under <data>/partitions keeps its Raft
@@ -801,7 +791,7 @@ static void node_on_tick(uv_timer_t *t)
   node_follow_clock_offset(n);
   node_maybe_bootstrap(n);
   handle_node_tick(n);
-  parts_step_membership(&n->parts, ctl_state(&n->ctl));
+  parts_step_membership(&n->parts, ctl_state(&n->ctl), &n->sfaults);
   node_maybe_retention(n);
 }
 

@@ -12,8 +12,9 @@
  *     in (its entry's index on the entry's last batch, the previous entry's
  *     otherwise), as memlog's covered_index;
  *   - without a writer, in_tx is false exactly when everything is
- *     committed, and then durable_offset == next (with one, in_tx covers
- *     only the store's own statements: truncation, deletion, a settle);
+ *     committed, and then durable_offset == next (with one, the store's
+ *     own statements run off the loop, in a job's shadow: a settle, a
+ *     truncation, a deletion);
  *   - tail holds the newest batches, contiguous and ending at next, at most
  *     tail_max bytes; it may be empty;
  *   - fatal is sticky: after a failed statement nothing more is written;
@@ -21,8 +22,13 @@
  *     only committed batches: the reader's connection sees no other);
  *   - written behind (writer != NULL): the batches
  *     [durable_offset, sent_offset) are in the writer's job in flight
- *     (member.inflight) and [sent_offset, next) wait for the next job;
- *     pending_bytes counts the bytes of [durable_offset, next).
+ *     (member.inflight) or in a settle or op job (settling) and
+ *     [sent_offset, next) wait for the next job; pending_bytes counts the
+ *     bytes of [durable_offset, next);
+ *   - while settling, conn belongs to the job (its worker's shadow): the
+ *     loop runs no statement on it, and the writer collects nothing of
+ *     the store; op is set while a truncate or delete_before job runs,
+ *     and then nothing is appended.
  */
 #include "storage/pgstore.h"
 
@@ -45,6 +51,16 @@
  * before the store latches fatal and its owner revives it off the thread. */
 #define PGSTORE_RECONNECT_MS 1000
 
+/* A revive's write probe (pgstore_probe): what it writes into
+ * cairn_batches' tablespace, in rows of PGSTORE_PROBE_ROW bytes, and how
+ * long it waits for cairn_batches' write lock. 256 kB is more than what
+ * PostgreSQL leaves free when it fails to extend a file (it extends by one
+ * 8 kB page, or a few under contention), so a disk still full fails the
+ * probe every time. */
+#define PGSTORE_PROBE_BYTES (256 * 1024)
+#define PGSTORE_PROBE_ROW 1900
+#define PGSTORE_PROBE_LOCK_MS 2000
+
 struct pgstore_batch {
   int64_t base;
   int64_t next;
@@ -62,6 +78,15 @@ struct pgstore {
   size_t max_batch_bytes;
   bool in_tx;
   bool fatal;
+  bool settling; /* a settle or an op job owns conn and the rows applied */
+  bool closed;   /* store_close came while an op job ran: its end frees the store */
+  uv_loop_t *loop;            /* written behind: where op jobs are queued */
+  struct pgstore_settle *op;  /* a truncate or delete_before in flight, or NULL */
+  /* The outcome of the last op job that was refused (not an entry
+   * boundary, ...), answered once to the same call asked again. */
+  int op_result;
+  int op_result_kind; /* 0: none */
+  int64_t op_result_offset;
   int64_t start;
   int64_t next;
   uint64_t last_index;
@@ -88,6 +113,11 @@ struct pgstore {
   size_t pending_max;
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
+  /* A store_flush that answered CAIRN_EPENDING waits for durable_offset
+   * to reach flush_target (0: none waits); on_durable tells its owner. */
+  int64_t flush_target;
+  void (*on_durable)(void *arg);
+  void *on_durable_arg;
   /* Reads below the tail, lookups and retention (pgreader.h). */
   struct pgreader *reader;
   void (*on_readable)(void *arg);
@@ -138,6 +168,7 @@ static void pgstore_latch(struct pgstore *ps)
   ps->last_index = ps->durable_index;
   ps->sent_offset = ps->durable_offset;
   ps->pending_bytes = 0;
+  ps->flush_target = 0; /* a waiting flush fails: on_fatal tells the owner */
 }
 
 /* A statement failed: what was not committed is rolled back (by the
@@ -237,7 +268,7 @@ static int pgstore_begin(struct pgstore *ps)
 
 /* Commits the store's own transaction. Without a writer everything
  * appended is in it, and becomes durable; written behind, appends are not
- * (pgstore_settle writes them first where it matters). */
+ * (a settle or op job writes them first where it matters). */
 static int pgstore_commit(struct pgstore *ps)
 {
   if (ps->in_tx) {
@@ -384,6 +415,9 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
   }
   if (batches == NULL || n == 0) {
     return pgstore_fail(ps, CAIRN_EINVAL, "append of no batches");
+  }
+  if (ps->op != NULL) {
+    return pgstore_fail(ps, -EBUSY, "append: a truncate or delete_before is in flight");
   }
   if (source_index != 0 && source_index <= ps->last_index) {
     return pgstore_fail(ps, CAIRN_EEXIST,
@@ -599,8 +633,8 @@ static struct pgstore *pgstore_from_member(struct pgwriter_member *m)
 static int pgstore_collect(struct pgwriter_member *m, struct pgwriter_job *job)
 {
   struct pgstore *ps = pgstore_from_member(m);
-  if (ps->fatal) {
-    return 0; /* its revive reloads what is committed */
+  if (ps->fatal || ps->settling) {
+    return 0; /* its revive reloads what is committed; the settle's end readies it again */
   }
   size_t bytes = 0;
   for (size_t i = pgstore_tail_find(ps, ps->sent_offset); i < ps->ntail; i++) {
@@ -631,6 +665,12 @@ static void pgstore_written(struct pgwriter_member *m, int status, const char *m
     ps->durable_index = ps->inflight_index;
     ps->pending_bytes -= ps->inflight_bytes;
     pgstore_tail_trim(ps);
+    if (ps->flush_target != 0 && ps->durable_offset >= ps->flush_target) {
+      ps->flush_target = 0;
+      if (ps->on_durable != NULL) {
+        ps->on_durable(ps->on_durable_arg);
+      }
+    }
     return;
   }
   pgstore_latch(ps);
@@ -653,50 +693,173 @@ static void pgstore_mark_settled(struct pgstore *ps)
   ps->durable_offset = ps->next;
   ps->durable_index = ps->last_index;
   ps->pending_bytes = 0;
+  ps->flush_target = 0; /* a waiting flush is satisfied: it is answered 0 when asked again */
   pgstore_tail_trim(ps);
 }
 
-/* Written behind: waits for the writer's job holding this store's rows,
- * then writes and commits what was not sent on the store's own
- * connection, so that everything applied is committed. Blocks. Returns 0
- * or a negative code with the store fatal. */
-static int pgstore_settle(struct pgstore *ps)
+/* ---- a settle off the loop (pgstore_settle_*) ---- */
+
+/* The batches [from, next) copied at begin, written by a worker over the
+ * store's own connection through a shadow store (as a revive's): the
+ * worker touches only the job. */
+enum pgstore_op_kind { PGSTORE_OP_SETTLE = 1, PGSTORE_OP_TRUNCATE, PGSTORE_OP_DELETE_BEFORE };
+
+struct pgstore_settle {
+  struct pgstore *ps;
+  enum pgstore_op_kind kind;
+  int64_t offset;   /* of a truncate or delete_before */
+  bool refused;     /* the op refused its offset: rolled back, nothing written */
+  uv_work_t work;   /* an op job's, on the store's loop */
+  struct pgstore shadow; /* conn (the store's, lent), ids, durable point; strings borrowed */
+  struct pgstore_batch **rows;
+  size_t nrows;
+  int64_t from;   /* durable_offset at begin */
+  int64_t next;   /* next_offset at begin: durable once committed */
+  uint64_t index; /* last_index at begin */
+  size_t bytes;
+  bool ran;
+  int status;
+};
+
+static void pgstore_settle_free(struct pgstore_settle *job)
 {
-  if (ps->writer == NULL) {
-    return 0;
+  for (size_t i = 0; i < job->nrows; i++) {
+    free(job->rows[i]);
   }
-  pgwriter_wait(ps->writer, &ps->member);
-  if (ps->fatal) {
-    return CAIRN_EFATAL;
+  free(job->rows);
+  free(job);
+}
+
+/* Copies the tail's batches at or above from into the job. */
+static int pgstore_settle_copy(struct pgstore *ps, struct pgstore_settle *job)
+{
+  size_t first = pgstore_tail_find(ps, job->from);
+  job->rows = calloc(ps->ntail - first + 1, sizeof *job->rows);
+  if (job->rows == NULL) {
+    return CAIRN_ENOMEM;
   }
-  size_t i = pgstore_tail_find(ps, ps->sent_offset);
-  if (i == ps->ntail) {
-    return 0;
+  for (size_t i = first; i < ps->ntail; i++) {
+    const struct pgstore_batch *b = ps->tail[i];
+    struct pgstore_batch *c = malloc(sizeof *c + b->len);
+    if (c == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    memcpy(c, b, sizeof *c + b->len);
+    job->rows[job->nrows++] = c;
+    job->bytes += b->len;
   }
-  int rv = pgstore_begin(ps);
-  for (; i < ps->ntail && rv == 0; i++) {
-    rv = pgstore_insert(ps, ps->tail[i]);
-  }
-  if (rv == 0) {
-    rv = pgstore_commit(ps);
-  }
-  if (rv != 0) {
-    return rv; /* fatal (pgstore_db_fail) */
-  }
-  pgstore_mark_settled(ps);
   return 0;
 }
 
-int pgstore_try_settle(struct store *s)
+/* The shadow a worker runs the statements on: the store's connection and
+ * what a reconnect checks (pgstore_reconnect), nothing it could race. */
+static void pgstore_settle_shadow(struct pgstore *ps, struct pgstore *sh, bool full)
+{
+  sh->conn = ps->conn;
+  memcpy(sh->topic_id, ps->topic_id, sizeof sh->topic_id);
+  memcpy(sh->partition, ps->partition, sizeof sh->partition);
+  sh->conninfo = ps->conninfo;
+  sh->password_file = ps->password_file;
+  sh->start = ps->start;
+  sh->prefix_index = ps->prefix_index;
+  sh->next = ps->durable_offset;
+  sh->last_index = ps->durable_index;
+  sh->durable_offset = ps->durable_offset;
+  sh->durable_index = ps->durable_index;
+  if (full) {
+    /* An op works on the whole log: the rows it writes first included. */
+    sh->next = ps->next;
+    sh->last_index = ps->last_index;
+    sh->size_bytes = ps->size_bytes;
+  }
+}
+
+/* A job of kind: the batches PostgreSQL lacks copied, the shadow set up;
+ * from now until its end the writer collects nothing of ps (so no later
+ * row commits before these) and ps->conn is the job's. */
+static int pgstore_job_new(struct pgstore *ps, enum pgstore_op_kind kind, int64_t offset,
+                           struct pgstore_settle **out)
+{
+  struct pgstore_settle *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  job->ps = ps;
+  job->kind = kind;
+  job->offset = offset;
+  job->from = ps->durable_offset; /* == sent_offset: no job of the writer holds rows */
+  job->next = ps->next;
+  job->index = ps->last_index;
+  job->status = CAIRN_ESYNC_CANCELED;
+  if (pgstore_settle_copy(ps, job) != 0) {
+    pgstore_settle_free(job);
+    return CAIRN_ENOMEM;
+  }
+  pgstore_settle_shadow(ps, &job->shadow, kind != PGSTORE_OP_SETTLE);
+  job->work.data = job;
+  ps->settling = true;
+  ps->sent_offset = ps->next;
+  *out = job;
+  return 0;
+}
+
+int pgstore_settle_begin(struct store *s, struct pgstore_settle **out)
 {
   struct pgstore *ps = pgstore_from(s);
+  *out = NULL;
   if (ps->fatal) {
     return CAIRN_EFATAL;
   }
-  if (ps->writer != NULL && ps->member.inflight) {
-    return -EBUSY;
+  if (ps->writer == NULL || ps->member.inflight || ps->settling) {
+    return -EBUSY; /* (without a writer: store_flush) */
   }
-  return ps->writer != NULL ? pgstore_settle(ps) : pgstore_commit(ps);
+  return pgstore_job_new(ps, PGSTORE_OP_SETTLE, 0, out);
+}
+
+int pgstore_settle_run(struct pgstore_settle *job)
+{
+  struct pgstore *sh = &job->shadow;
+  job->ran = true;
+  int rv = job->nrows > 0 ? pgstore_begin(sh) : 0;
+  for (size_t i = 0; i < job->nrows && rv == 0; i++) {
+    rv = pgstore_insert(sh, job->rows[i]);
+  }
+  if (rv == 0) {
+    rv = pgstore_commit(sh);
+  }
+  job->status = rv;
+  return rv;
+}
+
+int pgstore_settle_end(struct pgstore_settle *job)
+{
+  struct pgstore *ps = job->ps;
+  struct pgstore *sh = &job->shadow;
+  int status = job->status;
+  ps->conn = sh->conn; /* the same, or the one a reconnect made */
+  ps->settling = false;
+  if (ps->fatal) {
+    status = CAIRN_EFATAL; /* latched meanwhile: its revive reloads what is committed */
+  } else if (!job->ran) {
+    ps->sent_offset = job->from; /* nothing was sent: the writer takes them */
+  } else if (status != 0) {
+    /* Its COMMIT may or may not have happened: the revive reads back. */
+    pgstore_latch(ps);
+    snprintf(ps->s.errmsg, sizeof ps->s.errmsg, "%s", sh->s.errmsg);
+  } else {
+    ps->durable_offset = job->next;
+    ps->durable_index = job->index;
+    ps->pending_bytes -= job->bytes < ps->pending_bytes ? job->bytes : ps->pending_bytes;
+    if (ps->flush_target != 0 && ps->durable_offset >= ps->flush_target) {
+      ps->flush_target = 0; /* satisfied: answered 0 when asked again */
+    }
+    pgstore_tail_trim(ps);
+  }
+  if (!ps->fatal && ps->sent_offset < ps->next) {
+    pgwriter_ready(ps->writer, &ps->member); /* what was applied meanwhile */
+  }
+  pgstore_settle_free(job);
+  return status;
 }
 
 /* ---- flush and truncate ---- */
@@ -712,7 +875,17 @@ static int pgstore_flush(struct store *s, int64_t up_to)
     return 0;
   }
   if (ps->writer != NULL) {
-    return pgstore_settle(ps);
+    /* Never on the loop: every batch below target is in the writer's job
+     * in flight or waits for its next one (the tail holds them), whose
+     * commit is reported in pgstore_written. */
+    if (target > ps->flush_target) {
+      ps->flush_target = target;
+    }
+    if (ps->sent_offset < ps->next) {
+      pgwriter_ready(ps->writer, &ps->member);
+    }
+    return pgstore_fail(ps, CAIRN_EPENDING,
+                        "flush to %" PRId64 ": PostgreSQL is committing it (ask again)", target);
   }
   return pgstore_commit(ps);
 }
@@ -786,28 +959,13 @@ static int64_t pgstore_delete_rows(struct pgstore *ps, const char *what, const c
   return rows;
 }
 
-static int pgstore_truncate(struct store *s, int64_t offset)
+/* In the store's transaction: cuts the rows at or after offset (an
+ * entry boundary) and commits; next and last_index follow (not the tail).
+ * Returns 0 or a negative code. */
+static int pgstore_truncate_rows(struct pgstore *ps, int64_t offset)
 {
-  struct pgstore *ps = pgstore_from(s);
-  if (ps->fatal) {
-    return CAIRN_EFATAL;
-  }
-  if (offset < ps->start || offset > ps->next) {
-    return pgstore_fail(ps, CAIRN_EOFFSET,
-                        "truncate at %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", offset,
-                        ps->start, ps->next);
-  }
-  int rv = pgstore_settle(ps); /* the rows to cut must be committed ones */
-  /* No job of the reader races the cut, nor does its cache outlive it. */
-  pgreader_stop(ps->reader);
-  pgreader_invalidate(ps->reader);
-  if (rv == 0 && ps->fatal) {
-    rv = CAIRN_EFATAL;
-  }
   uint64_t index = ps->last_index;
-  if (rv == 0) {
-    rv = pgstore_begin(ps);
-  }
+  int rv = pgstore_begin(ps);
   if (rv == 0) {
     rv = pgstore_truncate_point(ps, offset, &index);
   }
@@ -821,13 +979,35 @@ static int pgstore_truncate(struct store *s, int64_t offset)
   if (rv != 0) {
     return rv;
   }
-  pgstore_tail_drop_back(ps, offset);
   ps->next = offset;
   ps->last_index = index;
   /* Committed at once: a restart must never bring back what Raft cut. */
-  rv = pgstore_commit(ps);
-  if (rv == 0 && ps->writer != NULL) {
-    pgstore_mark_settled(ps); /* settled above */
+  return pgstore_commit(ps);
+}
+
+static int pgstore_op_request(struct pgstore *ps, enum pgstore_op_kind kind, int64_t offset);
+static void pgstore_free(struct pgstore *ps);
+
+static int pgstore_truncate(struct store *s, int64_t offset)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (offset < ps->start || offset > ps->next) {
+    return pgstore_fail(ps, CAIRN_EOFFSET,
+                        "truncate at %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", offset,
+                        ps->start, ps->next);
+  }
+  if (ps->writer != NULL) {
+    return pgstore_op_request(ps, PGSTORE_OP_TRUNCATE, offset);
+  }
+  /* No job of the reader races the cut, nor does its cache outlive it. */
+  pgreader_stop(ps->reader);
+  pgreader_invalidate(ps->reader);
+  int rv = pgstore_truncate_rows(ps, offset);
+  if (rv == 0) {
+    pgstore_tail_drop_back(ps, offset);
   }
   return rv;
 }
@@ -901,21 +1081,168 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
     return pgstore_fail(ps, CAIRN_EOFFSET, "delete_before %" PRId64 ": negative", offset);
   }
   if (offset <= ps->start) {
-    return 0; /* the start never moves back */
+    return 0; /* the start never moves back (and an op job that moved it is done) */
   }
-  int rv = pgstore_settle(ps); /* no row of the writer's lands below the new start */
-  pgreader_stop(ps->reader);   /* nor does a retention job race this one */
-  if (rv == 0 && ps->fatal) {
-    rv = CAIRN_EFATAL; /* the stopped job was a failed retention */
+  if (ps->writer != NULL) {
+    return pgstore_op_request(ps, PGSTORE_OP_DELETE_BEFORE, offset);
   }
+  pgreader_stop(ps->reader); /* no retention job races this one */
+  int rv = ps->fatal ? CAIRN_EFATAL : 0; /* the stopped job was a failed retention */
   if (rv == 0) {
     rv = pgstore_drop_before(ps, offset);
   }
   pgreader_invalidate(ps->reader);
-  if (rv == 0 && ps->writer != NULL) {
-    pgstore_mark_settled(ps); /* a snapshot install moves next */
-  }
   return rv;
+}
+
+/* ---- truncate and delete_before off the loop (written behind) ----
+ *
+ * The call starts a job on the loop's thread pool and answers
+ * CAIRN_EPENDING; asked again it answers CAIRN_EPENDING until the job has
+ * ended, then 0 (or, once, the job's refusal). The job runs in one
+ * transaction over the store's connection (through a shadow, as a
+ * settle): the batches PostgreSQL lacks first, then the cut or the delete,
+ * then COMMIT. It starts only when no job of the writer holds rows of the
+ * store (so no append queued before it lands after it) and no job of the
+ * reader runs (no retention delete races it); until it has ended the
+ * writer collects nothing of the store and appends are refused. */
+
+static const char *pgstore_op_name(enum pgstore_op_kind kind)
+{
+  return kind == PGSTORE_OP_TRUNCATE ? "truncate" : "delete_before";
+}
+
+static void pgstore_op_work(uv_work_t *w)
+{
+  struct pgstore_settle *job = w->data;
+  struct pgstore *sh = &job->shadow;
+  job->ran = true;
+  int rv = pgstore_begin(sh);
+  for (size_t i = 0; i < job->nrows && rv == 0; i++) {
+    rv = pgstore_insert(sh, job->rows[i]);
+  }
+  if (rv == 0) {
+    rv = job->kind == PGSTORE_OP_TRUNCATE ? pgstore_truncate_rows(sh, job->offset)
+                                          : pgstore_drop_before(sh, job->offset);
+  }
+  if (rv != 0 && !sh->fatal) {
+    /* Refused (not an entry boundary): nothing of the job is written. */
+    if (sh->in_tx) {
+      PQclear(PQexec(sh->conn, "ROLLBACK"));
+      sh->in_tx = false;
+    }
+    job->refused = true;
+  }
+  job->status = rv;
+}
+
+/* The job's outcome into the store (see above). Returns the answer. */
+static int pgstore_op_apply(struct pgstore *ps, struct pgstore_settle *job)
+{
+  struct pgstore *sh = &job->shadow;
+  if (ps->fatal) {
+    return CAIRN_EFATAL; /* latched meanwhile: its revive reloads what is committed */
+  }
+  if (!job->ran || job->refused) {
+    ps->sent_offset = job->from; /* nothing was written: the writer takes them */
+    snprintf(ps->s.errmsg, sizeof ps->s.errmsg, "%s", sh->s.errmsg);
+    return job->ran ? job->status : CAIRN_EDATABASE;
+  }
+  if (job->status != 0) {
+    pgstore_latch(ps); /* its COMMIT may or may not have happened: the revive reads back */
+    snprintf(ps->s.errmsg, sizeof ps->s.errmsg, "%s", sh->s.errmsg);
+    return job->status;
+  }
+  ps->size_bytes = sh->size_bytes;
+  if (job->kind == PGSTORE_OP_TRUNCATE) {
+    pgstore_tail_drop_back(ps, sh->next);
+  } else {
+    ps->start = sh->start;
+    ps->prefix_index = sh->prefix_index;
+    size_t k = 0;
+    while (k < ps->ntail && (ps->tail[k]->next <= ps->start || sh->next > ps->next)) {
+      k++; /* below the new start; or everything, for a snapshot install */
+    }
+    pgstore_tail_drop_front(ps, k);
+  }
+  ps->next = sh->next;
+  ps->last_index = sh->last_index;
+  pgstore_mark_settled(ps);
+  return 0;
+}
+
+static void pgstore_op_after(uv_work_t *w, int status)
+{
+  (void)status; /* never canceled: the store's state waits for it */
+  struct pgstore_settle *job = w->data;
+  struct pgstore *ps = job->ps;
+  ps->op = NULL;
+  ps->settling = false;
+  ps->conn = job->shadow.conn; /* the same, or the one a reconnect made */
+  if (ps->closed) {
+    pgstore_settle_free(job);
+    pgstore_free(ps);
+    return;
+  }
+  pgreader_invalidate(ps->reader); /* nothing it cached survives the op */
+  int rv = pgstore_op_apply(ps, job);
+  ps->op_result = rv;
+  ps->op_result_kind = (int)job->kind;
+  ps->op_result_offset = job->offset;
+  bool failed = rv != 0 && ps->fatal && job->status != 0 && job->ran && !job->refused;
+  pgstore_settle_free(job);
+  if (failed) {
+    if (ps->on_fatal != NULL) {
+      ps->on_fatal(ps->on_fatal_arg);
+    }
+    return;
+  }
+  if (!ps->fatal && ps->sent_offset < ps->next) {
+    pgwriter_ready(ps->writer, &ps->member); /* what waited for the op */
+  }
+  if (ps->on_durable != NULL) {
+    ps->on_durable(ps->on_durable_arg); /* the op is done: ask again */
+  }
+}
+
+static int pgstore_op_request(struct pgstore *ps, enum pgstore_op_kind kind, int64_t offset)
+{
+  const char *name = pgstore_op_name(kind);
+  if (ps->op_result_kind == (int)kind && ps->op_result_offset == offset) {
+    ps->op_result_kind = 0;
+    if (ps->op_result != 0) {
+      return ps->op_result; /* errmsg says why since its end */
+    }
+  }
+  if (ps->op != NULL && (ps->op->kind != kind || ps->op->offset != offset)) {
+    return pgstore_fail(ps, -EBUSY, "%s at %" PRId64 ": another truncate or delete_before is "
+                        "in flight", name, offset);
+  }
+  if (kind == PGSTORE_OP_TRUNCATE && ps->op == NULL && offset == ps->next) {
+    return 0; /* nothing to cut */
+  }
+  if (ps->op == NULL && !ps->settling && !ps->member.inflight && !pgreader_busy(ps->reader)) {
+    struct pgstore_settle *job;
+    int rv = pgstore_job_new(ps, kind, offset, &job);
+    if (rv == 0) {
+      rv = uv_queue_work(ps->loop, &job->work, pgstore_op_work, pgstore_op_after);
+      if (rv != 0) {
+        ps->settling = false;
+        ps->sent_offset = job->from;
+        pgstore_settle_free(job);
+      }
+    }
+    if (rv != 0) {
+      return pgstore_fail(ps, rv, "%s at %" PRId64 ": starting it: %s", name, offset,
+                          cairn_strerror(rv));
+    }
+    ps->op = job;
+  }
+  /* Waiting for the writer's job, a settle or the reader's job to end, or
+   * the op's own to: the caller asks again (on_durable tells it the op's
+   * end). */
+  return pgstore_fail(ps, CAIRN_EPENDING, "%s at %" PRId64 ": in PostgreSQL, off the loop "
+                      "(ask again)", name, offset);
 }
 
 /* The reader's view of a retention pass now. */
@@ -962,6 +1289,11 @@ static int pgstore_retention(struct store *s, int64_t now_ms, int64_t below, uin
   *deleted = 0;
   if (ps->fatal) {
     return CAIRN_EFATAL;
+  }
+  if (ps->op != NULL) {
+    *deleted = ps->retained_unreported;
+    ps->retained_unreported = 0;
+    return 0; /* a truncate or delete_before runs: the next pass */
   }
   struct pgreader_retention rt;
   pgstore_retention_args(ps, now_ms, below, &rt);
@@ -1042,11 +1374,21 @@ static void pgstore_free(struct pgstore *ps)
   free(ps);
 }
 
+/* Without a writer, commits the store's transaction (as plog's close
+ * flushes). Written behind, never waits for the database: the writer's job
+ * in flight goes on without the store (its rows commit or not) and what
+ * was not sent is not written; both are above durable_offset, which the
+ * owner's Raft log still covers, and its replay at the next open writes
+ * them. */
 static void pgstore_close(struct store *s)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (!ps->fatal && pgstore_settle(ps) == 0) {
-    (void)pgstore_commit(ps); /* as plog's close flushes; a failure loses nothing Raft lacks */
+  if (ps->op != NULL) {
+    ps->closed = true; /* the op job has the connection: its end frees the store */
+    return;
+  }
+  if (ps->writer == NULL && !ps->fatal) {
+    (void)pgstore_commit(ps); /* a failure loses nothing Raft lacks */
   }
   pgstore_free(ps);
 }
@@ -1214,6 +1556,7 @@ static int pgstore_join_writer(struct pgstore *ps, uv_loop_t *loop)
   }
   pgwriter_join(ps->writer, &ps->member, &pgstore_member_ops);
   ps->sent_offset = ps->next;
+  ps->loop = loop;
   return 0;
 }
 
@@ -1268,6 +1611,8 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->pending_max = o->pending_bytes ? o->pending_bytes : PGSTORE_DEFAULT_PENDING_BYTES;
   ps->on_fatal = o->on_fatal;
   ps->on_fatal_arg = o->on_fatal_arg;
+  ps->on_durable = o->on_durable;
+  ps->on_durable_arg = o->on_durable_arg;
   ps->on_readable = o->on_readable;
   ps->on_readable_arg = o->on_readable_arg;
   bool oom = false;
@@ -1298,8 +1643,8 @@ int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
   if (!ps->fatal) {
     return CAIRN_EINVAL;
   }
-  if (ps->member.inflight) {
-    return -EBUSY; /* the writer's job may still commit rows of this store */
+  if (ps->member.inflight || ps->settling) {
+    return -EBUSY; /* the writer's job (or a settle) may still commit rows of this store */
   }
   /* A retention job of the reader must not commit after the revive has
    * read the partition's start: it ends (canceled) now. */
@@ -1324,9 +1669,79 @@ int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
   return 0;
 }
 
+/* The probe's table: one per backend (its pid in the name), so that
+ * revives of several partitions on one database never wait on each other
+ * for the name; created and dropped inside one rolled-back transaction. */
+static int pgstore_probe_create(struct pgstore *ps, char *table, size_t tablelen)
+{
+  PGresult *res = pgstore_exec(ps, "probe: finding cairn_batches' tablespace",
+                               "SELECT coalesce(t.spcname, d.spcname) FROM pg_class c"
+                               " LEFT JOIN pg_tablespace t ON t.oid = c.reltablespace"
+                               " JOIN pg_database db ON db.datname = current_database()"
+                               " JOIN pg_tablespace d ON d.oid = db.dattablespace"
+                               " WHERE c.oid = 'cairn_batches'::regclass",
+                               0, NULL, NULL, NULL, 0);
+  if (res == NULL) {
+    return CAIRN_EDATABASE;
+  }
+  char *space = PQescapeIdentifier(ps->conn, PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)));
+  PQclear(res);
+  if (space == NULL) {
+    return pgstore_fail(ps, CAIRN_ENOMEM, "probe: quoting the tablespace's name");
+  }
+  snprintf(table, tablelen, "cairn_probe_%d", PQbackendPID(ps->conn));
+  char sql[256];
+  snprintf(sql, sizeof sql, "CREATE UNLOGGED TABLE %s (pad text) TABLESPACE %s", table, space);
+  PQfreemem(space);
+  return pgstore_cmd(ps, "probe: creating its table", sql);
+}
+
+/* Proves the database takes writes before a revived store lets its owner
+ * apply again (pgstore.h, "reviving"): in one transaction that is rolled
+ * back, takes cairn_batches' write lock (a session holding the table, or
+ * a statement timeout, fails it as it would fail the writer's COPY) and
+ * writes PGSTORE_PROBE_BYTES into a new table in cairn_batches'
+ * tablespace, which must extend a file there (a full disk fails it; a
+ * plain read, or a row into a page with room, would not). Returns 0 or
+ * the failure, with ps->s.errmsg naming it. Blocks. */
+static int pgstore_probe(struct pgstore *ps)
+{
+  int rv = pgstore_begin(ps);
+  if (rv == 0) {
+    char ms[64];
+    snprintf(ms, sizeof ms, "SET LOCAL lock_timeout = %d", PGSTORE_PROBE_LOCK_MS);
+    rv = pgstore_cmd(ps, "probe: setting lock_timeout", ms);
+  }
+  if (rv == 0) {
+    rv = pgstore_cmd(ps, "probe: taking cairn_batches' write lock",
+                     "LOCK TABLE cairn_batches IN ROW EXCLUSIVE MODE");
+  }
+  char table[64];
+  if (rv == 0) {
+    rv = pgstore_probe_create(ps, table, sizeof table);
+  }
+  if (rv == 0) {
+    /* Rows of PGSTORE_PROBE_ROW bytes stay inline and uncompressed (below
+     * PostgreSQL's 2 kB TOAST threshold): four to a page. */
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO %s SELECT repeat('x', %d) FROM generate_series(1, %d)",
+             table, PGSTORE_PROBE_ROW, PGSTORE_PROBE_BYTES / PGSTORE_PROBE_ROW);
+    rv = pgstore_cmd(ps, "probe: writing to cairn_batches' tablespace", sql);
+  }
+  if (rv != 0) {
+    return rv; /* rolled back (pgstore_db_fail) */
+  }
+  rv = pgstore_cmd(ps, "probe: rolling back", "ROLLBACK");
+  ps->in_tx = false;
+  return rv;
+}
+
 int pgstore_revive_run(struct pgstore_revive *job)
 {
   job->status = pgstore_establish(&job->shadow);
+  if (job->status == 0) {
+    job->status = pgstore_probe(&job->shadow);
+  }
   return job->status;
 }
 

@@ -43,15 +43,26 @@
  * writer (pgwriter.h): once per loop turn, one transaction with one COPY
  * for the batches of every store on that loop and database, on the thread
  * pool. durable_offset / durable_index advance when that commit is
- * reported back on the loop; the owner takes Raft snapshots only at or
- * below them (rgroup_fsm.c waits for durable == next), so the Raft log
- * still covers every batch PostgreSQL lacks. A failed transaction latches
+ * reported back on the loop; a Raft snapshot's descriptor is made only
+ * once they cover what it describes (a settle, pgstore_settle_*), so the
+ * Raft log still covers every batch PostgreSQL lacks. A failed transaction latches
  * every store in it fatal and calls opts.on_fatal: the owner revives the
  * store, which reloads the committed rows, and replays Raft above them.
- * store_flush, truncate, delete_before and close first wait for the job in
- * flight and commit what is left synchronously (they block, as plog's
- * fsync does); a revive is refused (-EBUSY) while the store has rows in a
- * job in flight.
+ * store_flush never waits on the loop: when rows below its target are not
+ * committed it answers CAIRN_EPENDING (the writer's next job, or the one
+ * in flight, commits them) and calls opts.on_durable once the writer's
+ * commit reaches the target. store_close never waits either (pgstore_open).
+ * truncate and delete_before answer CAIRN_EPENDING and run as a job on the
+ * loop's thread pool over the store's connection, in one transaction: the
+ * batches PostgreSQL lacks, then the cut or delete, then COMMIT; the job
+ * starts (from the call, or the same call asked again) only when no job of
+ * the writer holds the store's rows and no job of the reader runs, and
+ * until it ends the writer collects nothing of the store and appends are
+ * refused (-EBUSY); its end calls opts.on_durable (ask again: 0, or once
+ * its refusal such as CAIRN_EINVAL; a database failure latches the store
+ * and calls on_fatal instead). A close meanwhile is finished by the job's
+ * end; a revive is refused (-EBUSY) while a job of the writer holds rows
+ * of the store, or a settle or op job runs.
  *
  * Never blocking the loop on a read (opts.loop set): a read that misses
  * the tail, a lookup by time, retention_point and retention start a job
@@ -66,13 +77,12 @@
  * the store fatal (its COMMIT may or may not have happened) and calls
  * on_fatal. store_read_wait (a caller that may block: the producer
  * table's rebuild at open) runs the reader's statement on the caller's
- * thread instead. truncate, delete_before and a revive cancel the reader's job
- * in flight first (PQcancel; they block until it has ended, which a
- * cancel makes short) so that no job races the rows they change, and
- * drop what it cached. flush, truncate and delete_before stay synchronous
- * on the loop: they run only where the caller already waits for the
- * store (a Raft snapshot install, a settle before a snapshot), as plog's
- * fsync does.
+ * thread instead. truncate and delete_before without a loop, and a
+ * revive, cancel the reader's job in flight first (PQcancel; they block
+ * until it has ended, which a cancel makes short) so that no job races
+ * the rows they change, and drop what it cached; written behind, truncate and delete_before wait
+ * for it instead (CAIRN_EPENDING until it has ended), and a settle before
+ * a snapshot runs off the loop (pgstore_settle_*).
  *
  * Blocking, without a loop: every store call is a synchronous round trip
  * to the database on the caller's thread (libpq's blocking API; the
@@ -119,8 +129,7 @@ struct pgstore_opts {
   size_t pending_bytes;     /* with loop: the bound on uncommitted bytes; 0: default */
   /* With loop: called when the writer's transaction holding this store's
    * batches failed and the store latched fatal (never from inside a call
-   * on the store except store_flush, truncate, delete_before and close,
-   * which wait for the writer). The owner revives the store. May be NULL. */
+   * on the store). The owner revives the store. May be NULL. */
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
   /* With loop: a job of the store's reader ended, so a read or lookup
@@ -130,6 +139,13 @@ struct pgstore_opts {
    * end the job in flight). May be NULL. */
   void (*on_readable)(void *arg);
   void *on_readable_arg;
+  /* With loop: a store_flush that answered CAIRN_EPENDING is done (the
+   * writer committed up to its target; ask again: 0). Fires on the loop,
+   * never from inside a call on the store; a failure calls on_fatal
+   * instead, and a settle (pgstore_settle_end, or inside truncate or
+   * delete_before) satisfies the flush without it. May be NULL. */
+  void (*on_durable)(void *arg);
+  void *on_durable_arg;
   size_t read_cache_bytes; /* the reader's cache bound; 0: PGREADER_DEFAULT_CACHE_BYTES */
 };
 
@@ -137,22 +153,56 @@ struct pgstore_opts {
  * database whose version is newer than this build knows) and loads the
  * partition's state (start, next, last Raft index) from its rows. On
  * success *out is owned by the caller (free with store_close(), which
- * commits what is pending). Returns 0 or a negative code (CAIRN_EDATABASE when
+ * commits what is pending without a loop; written behind it never waits:
+ * the writer's job in flight commits on its own, and what was not sent is
+ * left to the owner's Raft replay at the next open). Returns 0 or a negative code (CAIRN_EDATABASE when
  * the database cannot be reached or a statement fails, CAIRN_ESCHEMA
  * for an unknown schema version) with err filled. Context: any thread; the
  * store then belongs to that thread. */
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
                                                      struct store **out, char *err, size_t errlen);
 
-/* Written behind: makes everything applied to s committed now if that
- * costs one transaction on the store's own connection (no job of the
- * writer holds rows of s), so that its owner can take a Raft snapshot
- * (raft 0.15 snapshots at its last applied index, which always follows an
- * apply). Returns 0 (durable_offset == next_offset now), -EBUSY (a job is
- * in flight: nothing done, try at a later apply) or the failure, with the
- * store fatal. Without a writer: store_flush. Context: s's owner; blocks
- * for one round trip. */
-__attribute__((warn_unused_result)) int pgstore_try_settle(struct store *s);
+/* ---- a settle off the loop ----
+ *
+ * Written behind, a Raft snapshot (raft 0.15 snapshots at its last
+ * applied index, right after an apply the writer has not committed yet)
+ * needs everything applied committed before Raft drops the entries. A
+ * settle commits it on the store's own connection off the loop, in three
+ * steps as plog_sync_* (rgroup_fsm.c: capture, snapshot_async, finalize):
+ *   begin (owner)  copies the batches PostgreSQL lacks ([durable, next))
+ *                  into a job; from then until end the writer collects
+ *                  nothing of s (so no later row commits before these)
+ *                  and the store's connection is the job's;
+ *   run (any)      BEGIN, the rows, COMMIT (a connection lost while idle
+ *                  is made again first, as pgstore_reconnect); blocks;
+ *                  touches only the job;
+ *   end (owner)    committed: durable_offset / durable_index reach what
+ *                  next / last_index were at begin; failed: the store
+ *                  latches fatal (its COMMIT may or may not have happened:
+ *                  the revive reads back); never run: the rows go back to
+ *                  the writer. Then the writer takes what was applied
+ *                  meanwhile.
+ * While a settle runs, truncate and delete_before wait (CAIRN_EPENDING:
+ * ask again) and a revive is refused; s must not be closed before end. */
+struct pgstore_settle;
+
+/* Starts a settle of s. Returns 0 with *out (pass it to
+ * pgstore_settle_end exactly once), -EBUSY (a job of the writer holds rows
+ * of s, a settle runs, or s has no writer: nothing done), CAIRN_EFATAL or
+ * CAIRN_ENOMEM. Context: s's owner. */
+__attribute__((warn_unused_result)) int pgstore_settle_begin(struct store *s,
+                                                             struct pgstore_settle **out);
+
+/* Writes and commits the job's rows. Returns 0 or the failure
+ * (CAIRN_EDATABASE). Blocks. Context: any one thread, at most once per
+ * job, while the owner does not end it. */
+int pgstore_settle_run(struct pgstore_settle *job);
+
+/* Applies the job's outcome to its store (see above) and frees the job.
+ * Returns 0, the run's failure (the store fatal), CAIRN_ESYNC_CANCELED
+ * (it never ran: nothing changed) or CAIRN_EFATAL (the store latched
+ * meanwhile). Context: the store's owner. */
+int pgstore_settle_end(struct pgstore_settle *job);
 
 /* ---- reviving a fatal store ----
  *
@@ -163,7 +213,12 @@ __attribute__((warn_unused_result)) int pgstore_try_settle(struct store *s);
  *                  password file, topic, partition) into a job;
  *   run (any)      connects, checks the schema and reads the partition's
  *                  committed state (start, next, last Raft index, size)
- *                  into the job; blocks; touches only the job;
+ *                  into the job, then proves the database takes a write
+ *                  (a rolled-back transaction that takes cairn_batches'
+ *                  write lock and extends a file in its tablespace: a full
+ *                  disk, a lock held or a statement timeout fails it, so
+ *                  the owner does not apply again while they last);
+ *                  blocks; touches only the job;
  *   end (owner)    on success the store takes the job's connection and
  *                  state (its tail starts empty: it may hold rows a failed
  *                  transaction rolled back) and is no longer fatal; on

@@ -5,9 +5,8 @@
  * Invariants:
  *   - at most one job is unfinished (w->job: collected, its worker not yet
  *     delivered); a member is inflight exactly while it has rows in it;
- *   - a job's outcome is delivered once, on the loop: by its after-work, or
- *     earlier by pgwriter_wait, which then waits on the job's condition
- *     variable for the worker to finish;
+ *   - a job's outcome is delivered once, on the loop, by its after-work
+ *     (nothing waits for a job: a member that leaves is taken out of it);
  *   - the writer's connection is touched only by the worker of w->job, or
  *     by nobody;
  *   - the writer is freed only when unreferenced, its idle handle closed
@@ -50,10 +49,6 @@ struct pgwriter_job {
   size_t rows;
   struct pgwriter_member **members; /* with rows in this job */
   size_t nmembers;
-  pthread_mutex_t mu;
-  pthread_cond_t cond;
-  bool finished;  /* the worker is done (under mu) */
-  bool delivered; /* done() went to the members */
   int status;
   char errmsg[PGWRITER_ERRMSG_SIZE];
 };
@@ -250,8 +245,6 @@ static int pgwriter_job_start(struct pgwriter_job *job)
 
 static void pgwriter_job_free(struct pgwriter_job *job)
 {
-  pthread_mutex_destroy(&job->mu);
-  pthread_cond_destroy(&job->cond);
   free(job->copy);
   free(job->members);
   free(job);
@@ -353,28 +346,22 @@ static int pgwriter_run(struct pgwriter_job *job)
 static void pgwriter_work(uv_work_t *req)
 {
   struct pgwriter_job *job = req->data;
-  int rv = pgwriter_run(job);
-  pthread_mutex_lock(&job->mu);
-  job->status = rv;
-  job->finished = true;
-  pthread_cond_signal(&job->cond);
-  pthread_mutex_unlock(&job->mu);
+  job->status = pgwriter_run(job); /* read by the after-work, on the loop */
 }
 
 /* ---- delivering ---- */
 
 static void pgwriter_deliver(struct pgwriter *w, struct pgwriter_job *job)
 {
-  if (job->delivered) {
-    return;
-  }
-  job->delivered = true;
   w->job = NULL;
   if (job->status == 0) {
     w->commits++;
   }
   for (size_t i = 0; i < job->nmembers; i++) {
     struct pgwriter_member *m = job->members[i];
+    if (m == NULL) {
+      continue; /* it left while the job ran (pgwriter_leave) */
+    }
     m->inflight = false;
     m->ops->done(m, job->status, job->errmsg);
   }
@@ -387,30 +374,26 @@ static void pgwriter_after_work(uv_work_t *req, int status)
 {
   struct pgwriter_job *job = req->data;
   struct pgwriter *w = job->w;
-  (void)status; /* a job is never canceled: its members wait for it */
+  (void)status; /* a job is never canceled */
   pgwriter_deliver(w, job);
   pgwriter_job_free(job);
   w->works--;
   pgwriter_maybe_free(w);
 }
 
-void pgwriter_wait(struct pgwriter *w, struct pgwriter_member *m)
-{
-  struct pgwriter_job *job = w->job;
-  if (job == NULL || !m->inflight) {
-    return;
-  }
-  pthread_mutex_lock(&job->mu);
-  while (!job->finished) {
-    pthread_cond_wait(&job->cond, &job->mu);
-  }
-  pthread_mutex_unlock(&job->mu);
-  pgwriter_deliver(w, job); /* the after-work then only frees it */
-}
-
 void pgwriter_leave(struct pgwriter *w, struct pgwriter_member *m)
 {
-  pgwriter_wait(w, m);
+  struct pgwriter_job *job = w->job;
+  if (job != NULL && m->inflight) {
+    /* The job goes on without waiting: its rows commit or not, and m,
+     * about to be freed, is told neither. */
+    for (size_t i = 0; i < job->nmembers; i++) {
+      if (job->members[i] == m) {
+        job->members[i] = NULL;
+      }
+    }
+    m->inflight = false;
+  }
   for (struct pgwriter_member **p = &w->ready; *p != NULL; p = &(*p)->next_ready) {
     if (*p == m) {
       *p = m->next_ready;
@@ -430,8 +413,6 @@ static int pgwriter_job_new(struct pgwriter *w, struct pgwriter_job **out)
   }
   job->w = w;
   job->work.data = job;
-  pthread_mutex_init(&job->mu, NULL);
-  pthread_cond_init(&job->cond, NULL);
   if (pgwriter_job_start(job) != 0) {
     pgwriter_job_free(job);
     return CAIRN_ENOMEM;
@@ -494,7 +475,6 @@ static void pgwriter_on_idle(uv_idle_t *h)
     job->status = rv;
     snprintf(job->errmsg, sizeof job->errmsg, "write-behind: queueing the job: %s",
              uv_strerror(rv));
-    job->finished = true;
     pgwriter_deliver(w, job);
     pgwriter_job_free(job);
     return;

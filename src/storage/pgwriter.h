@@ -80,14 +80,9 @@ void pgwriter_join(struct pgwriter *w, struct pgwriter_member *m, const struct p
  * the one after the job in flight). Context: loop. */
 void pgwriter_ready(struct pgwriter *w, struct pgwriter_member *m);
 
-/* If m has rows in the job in flight, blocks until the job's worker ends
- * and delivers its outcome to every member of the job now (done fires
- * before this returns). For the store operations that must see everything
- * sent committed (flush, truncate, close). Context: loop; blocks for as
- * long as the database takes. */
-void pgwriter_wait(struct pgwriter *w, struct pgwriter_member *m);
-
-/* pgwriter_wait, then m is no longer a member. Context: loop. */
+/* m is no longer a member, at once: if it has rows in the job in flight
+ * the job goes on without it (those rows commit or not; m's done is not
+ * called), so leaving never waits for the database. Context: loop. */
 void pgwriter_leave(struct pgwriter *w, struct pgwriter_member *m);
 
 /* Adds one row of cairn_batches to job, copying data. Returns 0 or

@@ -133,7 +133,11 @@ store_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
 
 /* Makes every batch below up_to (clamped to next_offset) durable and
  * records the durable checkpoint. Blocks in fsync. Returns 0, or a negative
- * code after which the store is fatal (CAIRN_EFATAL from then on). */
+ * code after which the store is fatal (CAIRN_EFATAL from then on). A store
+ * written behind by a loop (pgstore with a loop) never blocks: while rows
+ * below up_to are not committed it answers CAIRN_EPENDING (nothing is
+ * wrong: the commit is under way; info.durable_offset shows it) and tells
+ * its owner when it is done (pgstore_opts.on_durable); ask again then. */
 __attribute__((warn_unused_result)) static inline int store_flush(struct store *s, int64_t up_to)
 {
   return s->ops->flush(s, up_to);
@@ -145,7 +149,11 @@ __attribute__((warn_unused_result)) static inline int store_flush(struct store *
  * last_index becomes that of the last batch kept. Known gap (plog): when
  * nothing is kept after the prefix was deleted, last_index falls to 0 rather
  * than to the deleted prefix's index. Returns 0, CAIRN_EOFFSET or
- * CAIRN_EINVAL (not an entry boundary). */
+ * CAIRN_EINVAL (not an entry boundary). A store written behind by a loop
+ * (pgstore with a loop) never blocks: it answers CAIRN_EPENDING while the
+ * cut runs off the loop (asked again: CAIRN_EPENDING until it has ended,
+ * then 0 or, once, its refusal; pgstore_opts.on_durable tells the end);
+ * meanwhile it refuses appends (-EBUSY). */
 __attribute__((warn_unused_result)) static inline int store_truncate(struct store *s,
                                                                      int64_t offset)
 {
@@ -155,7 +163,8 @@ __attribute__((warn_unused_result)) static inline int store_truncate(struct stor
 /* Advances the log start to offset (<= next_offset), deleting the
  * segments wholly below it. If offset > next_offset the store is emptied
  * and restarts at offset (a Raft snapshot install). Returns 0 or a negative
- * code. */
+ * code; CAIRN_EPENDING as store_truncate (asked again once done: 0, the
+ * start having moved). */
 __attribute__((warn_unused_result)) static inline int store_delete_before(struct store *s,
                                                                           int64_t offset)
 {

@@ -8,7 +8,14 @@
 # database faults: its connections dropped, and the server stopped while
 # producing (what was acknowledged before the stores noticed rests on the
 # Raft log; nothing after; cairn_partition_store_failed 1); once it is back the partition resumes on the same cairnd processes and
-# every acknowledged record is there once, in order.
+# every acknowledged record is there once, in order. Last, retention by
+# size of a second pgstore topic while it is produced to: its checkpoints
+# of the producer table wait for the writer's commits (store_flush answers
+# CAIRN_EPENDING on the loop), and rows are deleted on every node. The
+# nodes snapshot every few entries throughout (a small Raft log budget),
+# so every step also runs the snapshots' settles off the loop; a follower
+# that was down while retention deleted comes back through a snapshot
+# install, whose delete_before runs off the loop.
 # Usage: pg_cluster.sh CAIRN CAIRND
 set -euo pipefail
 CLI_TEST_TAG=pgcluster
@@ -17,6 +24,12 @@ CLI_TEST_TAG=pgcluster
 . "$repo/tests/lib/pg_topic.sh"
 
 step "a private PostgreSQL server, one database per node"
+# Retention passes every 200 ms (the last step's topic), and Raft
+# snapshots every few entries (a 16 kB log budget): each one first settles
+# what the writer has not committed, off the loop (pgstore_settle_*).
+printf '#!/bin/sh\nexec %q "$@" --retention-check-ms 200 --raft-log-budget-bytes 16384\n' "$cairnd" >"$dir/cairnd-ret"
+chmod +x "$dir/cairnd-ret"
+cairnd="$dir/cairnd-ret"
 pg_nodes_start 3
 
 step "a 3-node cluster and a topic with --storage postgresql"
@@ -106,4 +119,84 @@ resumed_without_restart
 grep -q "its PostgreSQL store failed" "$cdir"/node*.log || fail "no node logged why its store failed"
 grep -q "the PostgreSQL store is back" "$cdir"/node*.log || fail "no node logged the store's revive"
 verify_all
+
+step "retention by size of a pgstore topic while producing: rows deleted on every node"
+expect 0 "$cli" topic create pgret -P 1 -r 3 --storage postgresql --retention-bytes 30000
+eventually 0 "$cli" topic describe pgret
+for r in $(seq 1 15); do
+  # 20 records of ~500 bytes a round: ~10 kB, so retention is due from the 4th
+  head -c 7500 /dev/urandom | base64 -w 500 | head -20 | sed "s/^/ret$r-/" >"$dir/round"
+  "$cli" --timeout-ms 20000 produce pgret -p 0 -f "$dir/round" >/dev/null ||
+    fail "round ret$r not acknowledged"
+done
+start=0
+for _ in $(seq 1 100); do
+  "$cli" topic describe pgret --json >"$dir/ret.json" 2>/dev/null &&
+    start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0]["log_start_offset"])' "$dir/ret.json")
+  [ "$start" -gt 0 ] && break
+  sleep 0.2
+done
+[ "$start" -gt 0 ] || fail "retention never moved pgret's log start"
+for i in 1 2 3; do
+  ok=0
+  for _ in $(seq 1 100); do
+    first=$(pg_psql "cairn_node$i" -At -c "SELECT coalesce(min(b.base_offset), -1) FROM cairn_batches b
+      JOIN cairn_topics t USING (topic_id) WHERE t.name = 'pgret'")
+    [ "$first" -gt 0 ] && { ok=1; break; }
+    sleep 0.2
+  done
+  [ "$ok" -eq 1 ] || fail "node $i's database still holds pgret's first rows (first offset $first)"
+done
+expect 0 "$cli" consume pgret -p 0 -e -f '%v\n'
+tail -20 "$dir/round" | cmp -s - <(tail -20 "$dir/out") || fail "pgret's newest round is not what consume returns last"
+echo "   log start $start; every node's rows start above 0; the newest round reads back"
+
+step "a follower down while retention deletes: back through a snapshot install"
+part_field() { # FIELD: pgret-0's field in topic describe --json
+  "$cli" topic describe pgret --json >"$dir/ret.json" 2>/dev/null &&
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0][sys.argv[2]])' "$dir/ret.json" "$1"
+}
+leader=$(part_field leader_id) || fail "no description of pgret"
+down=$((leader % 3 + 1))
+hw_before=$(part_field high_watermark)
+kill -KILL "$(cat "$cdir/node$down.pid")"
+for r in $(seq 16 30); do
+  head -c 7500 /dev/urandom | base64 -w 500 | head -20 | sed "s/^/ret$r-/" >"$dir/round"
+  "$cli" --timeout-ms 20000 produce pgret -p 0 -f "$dir/round" >/dev/null ||
+    fail "round ret$r not acknowledged with node $down down"
+done
+for _ in $(seq 1 100); do
+  [ "$(part_field log_start_offset)" -gt "$hw_before" ] && break
+  sleep 0.2
+done
+start=$(part_field log_start_offset)
+[ "$start" -gt "$hw_before" ] || fail "retention did not move pgret's start past $hw_before"
+bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
+  fail "restarting node $down: $(cat "$dir/restart.out")"
+pids+=("$(cat "$cdir/node$down.pid")")
+# Its store ended at or below $hw_before, under the peers' start: the
+# catch-up moves its start (delete_before, off the loop) and fetches the rest.
+q="SELECT p.start_offset, coalesce(max(b.last_offset), -1) FROM cairn_partitions p
+  JOIN cairn_topics t USING (topic_id) LEFT JOIN cairn_batches b USING (topic_id, partition)
+  WHERE t.name = 'pgret' GROUP BY p.start_offset"
+want=$(pg_psql "cairn_node$leader" -At -F ' ' -c "$q" | awk '{print $2}')
+ok=0
+for _ in $(seq 1 300); do
+  got=$(pg_psql "cairn_node$down" -At -F ' ' -c "$q")
+  if [ "${got%% *}" -gt "$hw_before" ] && [ "${got##* }" = "$want" ]; then ok=1; break; fi
+  sleep 0.2
+done
+[ "$ok" -eq 1 ] || fail "node $down's rows of pgret ($got) did not catch up past $hw_before to $want"
+grep -q "the peer's log starts at .*: ours restarts there" "$cdir/node$down.log" ||
+  fail "node $down did not restart its log at the peer's start (a snapshot install's delete_before)"
+retries=$(grep -c "catch-up from a peer failed" "$cdir/node$down.log" || true)
+echo "   node $down restarted behind the start ($hw_before < $start); its store now starts at ${got%% *} and ends at $want ($retries catch-up retries logged)"
+
+snaps=0
+for i in 1 2 3; do
+  n=$(curl -fsS "http://127.0.0.1:$((base + 10 * (i - 1) + 2))/metrics" | awk '$1 == "cairn_raft_snapshots_taken_total" {print $2}')
+  snaps=$((snaps + ${n:-0}))
+done
+[ "$snaps" -gt 0 ] || fail "no Raft snapshot was taken (the settle path never ran)"
+echo "   $snaps Raft snapshots taken on the 3 nodes"
 echo "PASS"

@@ -4,7 +4,10 @@
  * node keeps serving; one with garbage in the middle of a segment is
  * refused and stays closed while the node serves its other replicas; a
  * metadata group with garbage in the middle of its open segment makes
- * cairnd exit 1 naming the file. Never an abort (raft 0.15's loader freed
+ * cairnd exit 1 naming the file. A refused replica is rebuilt from its
+ * peers: the leader removes it from the group, its node moves the files
+ * aside and it rejoins empty, and comes back a voter holding every
+ * acknowledged batch (also when the leader is killed meanwhile). Never an abort (raft 0.15's loader freed
  * a truncated open segment's buffer twice). Every acknowledged batch stays
  * readable, in order.
  *
@@ -12,7 +15,10 @@
  * CAIRN_TEST_FILTER='*meta*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps the
  * data dirs and node logs; CAIRN_TEST_SEED replays the garbage. */
 #include "cairnd.h"
+#include "common/fsutil.h"
 #include "format/batch.h"
+#include "storage/plog.h"
+#include "storage/store.h"
 #include "proc.h"
 #include "testutil.h"
 
@@ -36,8 +42,10 @@
 #define BATCH_RECORDS 3
 #define BATCH_VALUE 40
 #define TOPIC "t"
+#define REBUILD_WAIT_MS 60000
 
 static const char *cairnd_bin;
+static long long restarted_ms; /* when damage_follower restarted its victim */
 
 /* ---- acknowledged batches ---- */
 
@@ -130,8 +138,8 @@ static int64_t data_end(const char *dir, const char *name)
 }
 
 /* The open segment of dir holding the most data (name into out); returns
- * its data end. */
-static int64_t fullest_open_segment(const char *dir, char *out, size_t n)
+ * its data end, 0 if none holds any. */
+static int64_t fullest_open_segment_or_none(const char *dir, char *out, size_t n)
 {
   DIR *d = opendir(dir);
   assert_non_null(d);
@@ -149,6 +157,13 @@ static int64_t fullest_open_segment(const char *dir, char *out, size_t n)
     }
   }
   closedir(d);
+  return best;
+}
+
+/* The same, failing the test when no open segment holds data. */
+static int64_t fullest_open_segment(const char *dir, char *out, size_t n)
+{
+  int64_t best = fullest_open_segment_or_none(dir, out, n);
   if (best == 0) {
     fail_msg("%s: no open segment with data", dir);
   }
@@ -245,8 +260,8 @@ static void test_raft_damage_truncated_open_segment_is_repaired(void **state)
 
 /* Random bytes in the middle of a replica's open segment, with whole
  * batches after them: not a torn tail. The replica is refused (an error
- * line names the file and offset) and stays closed; the node stays up and
- * the cluster serves every acknowledged batch from the other two. */
+ * line names the file and offset; it is then rebuilt, see below); the node
+ * stays up and the cluster serves every acknowledged batch. */
 static void test_raft_damage_garbage_mid_segment_is_refused(void **state)
 {
   (void)state;
@@ -315,6 +330,319 @@ static void test_raft_damage_garbage_in_meta_exits_1(void **state)
   cd_destroy(&c);
 }
 
+/* ---- rebuilds ---- */
+
+/* TOPIC-0 as node i's Metadata shows it (NULL if not listed); *env to free. */
+static Cairn__Client__PartitionInfo *partition_info(struct cd_cluster *c, int i,
+                                                    Cairn__Client__Envelope **env)
+{
+  *env = NULL;
+  Cairn__Client__MetadataResponse *md = cd_metadata(c, i, env);
+  for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
+    if (strcmp(md->topics[t]->name, TOPIC) == 0 && md->topics[t]->n_partitions > 0) {
+      return md->topics[t]->partitions[0];
+    }
+  }
+  return NULL;
+}
+
+/* The index of TOPIC-0's leader, as running node `ask` sees it; -1: none. */
+static int leader_index(struct cd_cluster *c, int ask)
+{
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__PartitionInfo *pi = partition_info(c, ask, &env);
+  int li = pi != NULL && pi->leader_id != 0 ? cd_index(c, pi->leader_id) : -1;
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return li;
+}
+
+static bool ids_contain(const uint64_t *v, size_t n, uint64_t id)
+{
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] == id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Is node `victim` rebuilt, as TOPIC-0's leader sees it: a voter in sync
+ * (the leader's ISR is its voters that are caught up) and no longer
+ * listed with a failed store? */
+static bool rebuilt(struct cd_cluster *c, int victim)
+{
+  uint64_t id = c->nodes[victim].id;
+  if (!tu_file_contains(c->nodes[victim].log, "rejoins empty")) {
+    return false; /* not discarded yet: the leader's view may be stale */
+  }
+  for (int i = 0; i < c->n; i++) {
+    if (i == victim || !cd_running(c, i)) {
+      continue;
+    }
+    int li = leader_index(c, i);
+    if (li < 0 || li == victim || !cd_running(c, li)) {
+      return false;
+    }
+    Cairn__Client__Envelope *env = NULL;
+    Cairn__Client__PartitionInfo *pi = partition_info(c, li, &env);
+    bool ok = pi != NULL && pi->leader_id == c->nodes[li].id && ids_contain(pi->isr, pi->n_isr, id);
+    for (size_t k = 0; ok && k < pi->n_store_failures; k++) {
+      ok = pi->store_failures[k]->node_id != id;
+    }
+    if (env != NULL) {
+      cairn__client__envelope__free_unpacked(env, NULL);
+    }
+    return ok;
+  }
+  return false;
+}
+
+/* Waits until `victim` is rebuilt; returns how long after its restart. */
+static long long wait_rebuilt(struct cd_cluster *c, int victim)
+{
+  long long until = tu_now_ms() + REBUILD_WAIT_MS;
+  while (!rebuilt(c, victim)) {
+    if (tu_now_ms() > until) {
+      fail_msg("node %d's replica was not rebuilt within %d ms: see %s", victim, REBUILD_WAIT_MS,
+               c->root);
+    }
+    usleep(100 * 1000);
+  }
+  return tu_now_ms() - restarted_ms;
+}
+
+/* Does dir (a replica's raft dir) have a raft.damaged-* sibling? */
+static bool discarded_beside(const char *raft_dir)
+{
+  char parent[800];
+  snprintf(parent, sizeof parent, "%s", raft_dir);
+  char *slash = strrchr(parent, '/');
+  assert_non_null(slash);
+  *slash = '\0';
+  return fs_dir_has_prefix(parent, "raft.damaged-");
+}
+
+/* One batch of a replica's partition log. */
+struct held {
+  int64_t offset;
+  uint64_t tag; /* from its first timestamp (1000 + tag) */
+  uint32_t crc;
+};
+
+/* Reads every batch of node i's replica of TOPIC-0 (the node stopped)
+ * into out (at most cap); returns how many. */
+static int read_replica(struct cd_cluster *c, int i, struct held *out, int cap)
+{
+  char raft[800], log[820];
+  replica_raft_dir(c, i, raft, sizeof raft);
+  snprintf(log, sizeof log, "%.*s/log", (int)(strrchr(raft, '/') - raft), raft);
+  struct plog_opts o;
+  plog_opts_default(&o);
+  struct store *s = NULL;
+  char err[256];
+  if (plog_open(log, &o, &s, err, sizeof err) != 0) {
+    fail_msg("%s: %s", log, err);
+  }
+  struct store_info si;
+  store_info(s, &si);
+  int n = 0;
+  for (int64_t off = si.start_offset; off < si.next_offset;) {
+    struct store_region r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(store_read_wait(s, off, 1 << 20, &r), 0);
+    assert_true(r.len > 0);
+    uint8_t *buf = malloc(r.len);
+    assert_non_null(buf);
+    if (r.mem != NULL) {
+      memcpy(buf, r.mem, r.len);
+    } else {
+      assert_int_equal(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
+    }
+    for (size_t at = 0; at < r.len;) {
+      struct batch_header h;
+      batch_header_decode(buf + at, &h);
+      assert_true(n < cap);
+      out[n].offset = h.base_offset;
+      out[n].tag = (uint64_t)(h.first_timestamp - 1000);
+      out[n].crc = h.crc;
+      n++;
+      at += batch_total_size(h.batch_length);
+    }
+    off = r.next_offset;
+    free(buf);
+    store_region_release(&r);
+  }
+  store_close(s);
+  return n;
+}
+
+/* Every node stopped: the three replicas hold the same batches, and every
+ * acknowledged one once, at its offset, in acknowledgment order. */
+static void check_replicas_equal(struct cd_cluster *c)
+{
+  static struct held v[3][MAX_ACKED + 16];
+  int n[3];
+  for (int i = 0; i < 3; i++) {
+    n[i] = read_replica(c, i, v[i], MAX_ACKED + 16);
+    print_message("node %d: %d batches\n", i, n[i]);
+  }
+  for (int i = 1; i < 3; i++) {
+    assert_int_equal(n[i], n[0]);
+    assert_memory_equal(v[i], v[0], (size_t)n[0] * sizeof v[0][0]);
+  }
+  int k = 0;
+  for (int a = 0; a < nacked; a++) {
+    while (k < n[0] && v[0][k].offset < acked[a].offset) {
+      k++;
+    }
+    if (k == n[0] || v[0][k].offset != acked[a].offset || v[0][k].tag != acked[a].tag) {
+      fail_msg("batch %" PRIu64 " is not at offset %" PRId64, acked[a].tag, acked[a].offset);
+    }
+  }
+  for (int a = 0; a < nacked; a++) {
+    int seen = 0;
+    for (int j = 0; j < n[0]; j++) {
+      seen += v[0][j].tag == acked[a].tag;
+    }
+    assert_int_equal(seen, 1);
+  }
+}
+
+/* Sets up, stops a follower (returned), produces more while it is down,
+ * writes garbage into the middle of its Raft open segment (whole batches
+ * after it: refused), restarts it and waits for the refusal's error line. */
+static int damage_follower(struct cd_cluster *c, const char *seed, char *dir, size_t dirlen)
+{
+  uint64_t rnd = tu_seed(seed);
+  setup(c, 20);
+  int leader = -1;
+  long long until = tu_now_ms() + WAIT_MS;
+  while ((leader = leader_index(c, 0)) < 0 && tu_now_ms() < until) {
+    usleep(100 * 1000);
+  }
+  assert_true(leader >= 0);
+  int victim = (leader + 1) % 3;
+  replica_raft_dir(c, victim, dir, dirlen);
+  /* A follower on a loaded machine may lag: garbage needs entries after it. */
+  char seg[64];
+  until = tu_now_ms() + WAIT_MS;
+  while (fullest_open_segment_or_none(dir, seg, sizeof seg) < 1024 && tu_now_ms() < until) {
+    usleep(50 * 1000);
+  }
+  cd_kill(c, victim);
+  for (int k = 0; k < 5; k++) {
+    produce_one(c);
+  }
+  int64_t end = fullest_open_segment(dir, seg, sizeof seg);
+  int64_t at = 8 + (int64_t)(tu_rand(&rnd) % (uint64_t)(end / 2));
+  write_garbage(dir, seg, at, 64, &rnd);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(c, victim), 0);
+  char want[900];
+  snprintf(want, sizeof want, "%s/%s: batch at byte", dir, seg);
+  until = tu_now_ms() + WAIT_MS;
+  while (!tu_file_contains(c->nodes[victim].log, want) && tu_now_ms() < until) {
+    usleep(50 * 1000);
+  }
+  if (!tu_file_contains(c->nodes[victim].log, want)) {
+    fail_msg("no error line naming %s in %s", want, c->nodes[victim].log);
+  }
+  return victim;
+}
+
+/* Stops every node cleanly and compares their replicas. */
+static void stop_and_compare(struct cd_cluster *c)
+{
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(exit_code_of(cd_term(c, i, WAIT_MS)), 0);
+    assert_false(tu_file_contains(c->nodes[i].log, "AddressSanitizer"));
+  }
+  check_replicas_equal(c);
+}
+
+/* A follower's replica refused for garbage in the middle of its Raft
+ * segment is rebuilt: the leader removes it from the group, the node moves
+ * its Raft files to raft.damaged-<time> and rejoins empty, the leader adds
+ * it back and promotes it. It is a voter in sync again, no longer listed as
+ * failed, and holds every acknowledged batch once, in order, as the other
+ * two do; with either other node down the partition still serves all. */
+static void test_raft_damage_refused_replica_is_rebuilt(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  char dir[800];
+  int victim = damage_follower(&c, "test_raft_damage_refused_replica_is_rebuilt", dir, sizeof dir);
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's replica rebuilt %lld ms after its restart\n", victim, took);
+  assert_true(discarded_beside(dir));
+  assert_true(tu_file_contains(c.nodes[victim].log, "rejoins empty"));
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_raft_replicas_rebuilt_total"), 1);
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_raft_replicas_refused"), 0);
+  for (int k = 0; k < 5; k++) {
+    produce_one(&c);
+  }
+  check_acked(&c);
+  /* Restarted (its dir holds raft.damaged-*: it joins, with its new log),
+   * the rebuilt replica is a working voter: with another node down the
+   * partition still takes writes and serves every acknowledged batch. */
+  cd_kill(&c, victim);
+  assert_int_equal(cd_start(&c, victim), 0);
+  expect_up(&c, victim);
+  int other = (victim + 1) % 3;
+  cd_kill(&c, other);
+  for (int k = 0; k < 3; k++) {
+    produce_one(&c);
+  }
+  check_acked(&c);
+  assert_int_equal(cd_start(&c, other), 0);
+  expect_up(&c, other);
+  produce_one(&c);
+  usleep(2000 * 1000); /* the restarted one catches up */
+  stop_and_compare(&c);
+  cd_destroy(&c);
+}
+
+/* The same, with the partition's leader SIGKILLed as soon as it starts
+ * removing the damaged replica, and restarted: the next leader (or the
+ * same one) finishes the rebuild. */
+static void test_raft_damage_rebuild_survives_leader_kill(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  char dir[800];
+  int victim =
+      damage_follower(&c, "test_raft_damage_rebuild_survives_leader_kill", dir, sizeof dir);
+  int leader = -1;
+  long long until = tu_now_ms() + WAIT_MS;
+  while (leader < 0 && tu_now_ms() < until) {
+    for (int i = 0; i < 3; i++) {
+      if (i != victim && tu_file_contains(c.nodes[i].log, "remove damaged replica")) {
+        leader = i;
+      }
+    }
+    usleep(20 * 1000);
+  }
+  if (leader < 0) {
+    fail_msg("no leader started removing node %d's replica: see %s", victim, c.root);
+  }
+  cd_kill(&c, leader);
+  print_message("killed the leader, node %d\n", leader);
+  usleep(1000 * 1000);
+  assert_int_equal(cd_start(&c, leader), 0);
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's replica rebuilt %lld ms after its restart\n", victim, took);
+  assert_true(discarded_beside(dir));
+  for (int k = 0; k < 5; k++) {
+    produce_one(&c);
+  }
+  check_acked(&c);
+  usleep(2000 * 1000);
+  stop_and_compare(&c);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -326,6 +654,8 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_raft_damage_truncated_open_segment_is_repaired),
       cmocka_unit_test(test_raft_damage_garbage_mid_segment_is_refused),
       cmocka_unit_test(test_raft_damage_garbage_in_meta_exits_1),
+      cmocka_unit_test(test_raft_damage_refused_replica_is_rebuilt),
+      cmocka_unit_test(test_raft_damage_rebuild_survives_leader_kill),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

@@ -77,11 +77,36 @@ static void test_sfault_bounds(void **state)
   assert_true(sfault_add(&t, 9, 1, 0, 1, "fits"));
 }
 
+/* A replica refused for its Raft files is found by node and partition;
+ * a new entry starts neither damaged nor confirmed. */
+static void test_sfault_raft_damaged_is_found_by_replica(void **state)
+{
+  (void)state;
+  static struct sfault_table t;
+  sfault_init(&t);
+  assert_true(sfault_add(&t, 1, 7, 0, 1000, "postgresql: BEGIN: down"));
+  assert_true(sfault_add(&t, 2, 7, 0, 2000, "raft/open-1: batch at byte 8"));
+  assert_false(t.v[1].raft_damaged);
+  assert_false(t.v[1].rebuild_ready);
+  t.v[1].raft_damaged = true;
+  assert_true(sfault_raft_damaged(&t, 2, 7, 0));
+  assert_false(sfault_raft_damaged(&t, 1, 7, 0)); /* a store failure, not Raft damage */
+  assert_false(sfault_raft_damaged(&t, 2, 7, 1));
+  assert_false(sfault_raft_damaged(&t, 3, 7, 0));
+  struct sfault *f = sfault_find(&t, 2, 7, 0);
+  assert_non_null(f);
+  assert_int_equal(f->since_ms, 2000);
+  assert_null(sfault_find(&t, 2, 8, 0));
+  sfault_drop_node(&t, 2);
+  assert_false(sfault_raft_damaged(&t, 2, 7, 0));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sfault_report_replaces_only_its_node),
       cmocka_unit_test(test_sfault_bounds),
+      cmocka_unit_test(test_sfault_raft_damaged_is_found_by_replica),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
