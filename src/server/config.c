@@ -258,8 +258,10 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                   NULL},
     [CONFIG_K_RAFT_LOG] = {"raft-log", "raft", "log", "MODE", CONFIG_KIND_FILE,
                            CONFIG_OFF(raft_log), 0, 0,
-                           "group: a Raft log per partition replica (raft_uv's files); node: "
-                           "one write-ahead log per node for every partition (cluster/wal.h)",
+                           "node: one write-ahead log per node for every partition "
+                           "(cluster/wal.h); group: a Raft log per partition replica (raft_uv's "
+                           "files); auto (default): node for a new data directory, else the "
+                           "kind the directory holds",
                            NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
                                       "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
@@ -697,7 +699,7 @@ static void config_defaults(struct config *cfg)
   cfg->election_ms = 1000;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
-  snprintf(cfg->raft_log, sizeof cfg->raft_log, "group");
+  snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
   snprintf(cfg->auth, sizeof cfg->auth, "none");
   snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }
@@ -1177,8 +1179,9 @@ static int config_check(struct config_parse *ps)
                 a, b);
     return ps->err;
   }
-  if (strcmp(cfg->raft_log, "group") != 0 && strcmp(cfg->raft_log, "node") != 0) {
-    config_fail(ps, CAIRN_ECONFIG, "--raft-log: '%s' is not group or node", cfg->raft_log);
+  if (strcmp(cfg->raft_log, "group") != 0 && strcmp(cfg->raft_log, "node") != 0 &&
+      strcmp(cfg->raft_log, "auto") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--raft-log: '%s' is not node, group or auto", cfg->raft_log);
     return ps->err;
   }
   if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "required") != 0) {

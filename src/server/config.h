@@ -130,8 +130,10 @@ struct config {
   size_t raft_log_budget_bytes; /* log_budget_bytes: a partition's Raft entries in
                                    memory, which sets its snapshot interval
                                    (rgroup.h); default 64 MiB */
-  char raft_log[CONFIG_PATH_MAX]; /* log (--raft-log): "group" (default: raft_uv's files per
-                                     partition replica) or "node" (one wal per node) */
+  char raft_log[CONFIG_PATH_MAX]; /* log (--raft-log): "node" (one wal per node), "group"
+                                     (raft_uv's files per partition replica) or "auto"
+                                     (default: node unless the data directory holds group
+                                     files; node.c resolves it at start) */
 
   /* [security] */
   char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 static void node_set_errmsg(struct node *n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -349,6 +350,64 @@ static bool node_has_wal(const struct node *n)
   return fs_dir_has_prefix(dir, "wal-");
 }
 
+/* Whether some partition replica under <data>/partitions keeps its Raft
+ * log in raft_uv's files (<replica>/raft/metadata1 or metadata2, which
+ * raft_uv writes at bootstrap and at every term change). */
+static bool node_has_group_raft(const struct node *n)
+{
+  char dir[CONFIG_PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/%s", n->cfg.data_dir, PARTS_DIRNAME);
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    return false;
+  }
+  bool found = false;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') {
+      continue;
+    }
+    char f[CONFIG_PATH_MAX + 300];
+    struct stat st;
+    for (int i = 1; i <= 2 && !found; i++) {
+      snprintf(f, sizeof f, "%s/%.255s/raft/metadata%d", dir, de->d_name, i);
+      found = stat(f, &st) == 0;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/* Turns --raft-log auto into the kind the data directory already holds
+ * (node for a new one), and refuses a kind that would ignore the other
+ * kind's Raft state: the replicas' terms, votes and unapplied entries. */
+static int node_resolve_raft_log(struct node *n)
+{
+  bool wal = node_has_wal(n);
+  bool group = node_has_group_raft(n);
+  if (strcmp(n->cfg.raft_log, "auto") == 0) {
+    snprintf(n->cfg.raft_log, sizeof n->cfg.raft_log, "%s", group && !wal ? "group" : "node");
+    log_info("node", "Raft log: %s (--raft-log auto: %s)", n->cfg.raft_log,
+             group && !wal ? "the data directory holds per-replica Raft files"
+             : wal         ? "the data directory holds the node-wide log"
+                           : "a new data directory");
+  }
+  if (strcmp(n->cfg.raft_log, "group") == 0 && wal) {
+    node_set_errmsg(n, "%s/wal holds the node-wide Raft log (written with --raft-log node): "
+                       "switching --raft-log on existing data is not supported",
+                    n->cfg.data_dir);
+    return CAIRN_ECONFIG;
+  }
+  if (strcmp(n->cfg.raft_log, "node") == 0 && group) {
+    node_set_errmsg(n, "%s/%s holds per-replica Raft files (written with --raft-log group): "
+                       "switching --raft-log on existing data is not supported; start with "
+                       "--raft-log group (or auto)",
+                    n->cfg.data_dir, PARTS_DIRNAME);
+    return CAIRN_ECONFIG;
+  }
+  return 0;
+}
+
 static int node_start_groups(struct node *n)
 {
   struct ctl_voter voters[CONFIG_MAX_VOTERS];
@@ -379,11 +438,9 @@ static int node_start_groups(struct node *n)
   plog_opts_default(&ro.plog);
   ro.pg_conninfo = n->cfg.pg_conninfo;
   ro.pg_password_file = n->cfg.pg_password_file;
-  if (strcmp(n->cfg.raft_log, "group") == 0 && node_has_wal(n)) {
-    node_set_errmsg(n, "%s/wal holds the node-wide Raft log (written with --raft-log node): "
-                       "switching --raft-log on existing data is not supported",
-                    n->cfg.data_dir);
-    return CAIRN_ECONFIG;
+  rv = node_resolve_raft_log(n);
+  if (rv != 0) {
+    return rv;
   }
   if (strcmp(n->cfg.raft_log, "node") == 0) {
     char wdir[CONFIG_PATH_MAX + 8], why[WAL_ERRMSG_SIZE];

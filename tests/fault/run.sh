@@ -17,7 +17,8 @@
 # Defaults: 300 s, a random seed (printed), every nemesis, 5 nodes,
 # build/release, the nodes' default timings (heartbeat, election, node
 # timeout: what users get; --node-flags adds cairnd flags, e.g. other
-# timings to compare), cairnd's own --raft-log (group) unless --raft-log
+# timings to compare), cairnd's own --raft-log (auto: node on the rig's
+# new data directories) unless --raft-log
 # is given (passed to every cairnd). Needs root, iproute2 and nftables;
 # exits 77 (skipped) without them. Exit status 0 pass, 1 a violation (the seed is printed),
 # 2 a setup failure. Results stay in the output directory on failure or

@@ -15,7 +15,10 @@ if ! why=$(hosts_supported); then echo "checker self-check SKIPPED: $why"; exit 
 out=$(mktemp -d /tmp/cairn-fault-selfcheck-XXXXXX)
 HOSTS_DIR="$out/hosts"
 HOSTS_CAIRND="$bin_dir/cairnd"
-HOSTS_FLAGS="--heartbeat-ms 200 --election-ms 2000 --node-timeout-ms 5000 --replace-delay-ms 600000"
+# raft_uv's per-replica files: deleting a replica's directory then deletes
+# its Raft log too (the node-wide log, the default, would keep the group's
+# entries in <data>/wal and rebuild the partition from them).
+HOSTS_FLAGS="--raft-log group --heartbeat-ms 200 --election-ms 2000 --node-timeout-ms 5000 --replace-delay-ms 600000"
 wl=""
 finish() {
   local rc=$?

@@ -37,7 +37,7 @@
 #include <cmocka.h>
 
 #define WAIT_MS 30000
-#define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 60000"
+#define FAST "--raft-log group --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 60000"
 #define MAX_ACKED 256
 #define BATCH_RECORDS 3
 #define BATCH_VALUE 40

@@ -666,11 +666,14 @@ static void test_config_combinations_are_checked(void **state)
   load_ok(&cfg, ARGS("--authorizer", "acl", "--super-users", "User:admin , Node:3,User:ops"));
   assert_string_equal(cfg.authorizer, "acl");
   assert_round_trips(&cfg);
-  load_fails(ARGS("--raft-log", "shared"), "--raft-log: 'shared' is not group or node", NULL);
+  load_fails(ARGS("--raft-log", "shared"), "--raft-log: 'shared' is not node, group or auto",
+             NULL);
   load_ok(&cfg, ARGS("--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"));
-  assert_string_equal(cfg.raft_log, "group");
+  assert_string_equal(cfg.raft_log, "auto");
   load_ok(&cfg, ARGS("--raft-log", "node"));
   assert_string_equal(cfg.raft_log, "node");
+  load_ok(&cfg, ARGS("--raft-log", "group"));
+  assert_string_equal(cfg.raft_log, "group");
   assert_round_trips(&cfg);
 }
 
