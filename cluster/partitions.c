@@ -6,6 +6,8 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "common/wallclock.h"
+#include "storage/pgstore.h"
+#include "storage/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -337,25 +339,46 @@ static void parts_on_leading(struct rgroup *rg)
   }
 }
 
+/* The options of topic t's replica a (topic: its name, borrowed). */
+static void parts_replica_opts(const struct parts *ps, const struct meta_topic *t,
+                               const struct meta_assignment *a, const char *topic,
+                               struct rgroup_opts *o)
+{
+  *o = ps->opts;
+  if (t->config.segment_bytes != 0) {
+    o->plog.segment_bytes = t->config.segment_bytes;
+  }
+  if (t->config.max_batch_bytes != 0) {
+    o->plog.max_batch_bytes = (uint32_t)t->config.max_batch_bytes;
+  }
+  o->plog.retention_bytes = t->config.retention_bytes;
+  o->plog.retention_ms = (int64_t)t->config.retention_ms;
+  o->storage = t->config.storage;
+  o->topic = topic;
+  o->topic_id = t->id;
+  o->partition = (int32_t)a->partition;
+}
+
+/* Opens replica a. pg_begun: its pgstore, connected off the loop (NULL:
+ * none; taken in any case). */
 static void parts_open_one(struct parts *ps, const struct meta_state *st,
-                           const struct meta_assignment *a)
+                           const struct meta_assignment *a, struct store *pg_begun)
 {
   const struct meta_topic *t = meta_topic_find_id(st, a->topic_id);
   const struct meta_partition *mp = meta_partition_find(st, a->topic_id, a->partition);
-  if (t == NULL || mp == NULL) {
-    return;
-  }
   struct rgroup_replica reps[META_MAX_REPLICAS];
-  unsigned n = parts_replica_set(st, mp, a->bootstraps, reps);
-  if (n == 0) {
+  unsigned n = t != NULL && mp != NULL ? parts_replica_set(st, mp, a->bootstraps, reps) : 0;
+  if (t != NULL && mp != NULL && n == 0) {
     log_warn("parts", "%s-%u: a replica's address is unknown yet", t->name, a->partition);
-    return;
   }
-  struct part *p = calloc(1, sizeof *p);
+  struct part *p = n > 0 ? calloc(1, sizeof *p) : NULL;
   char dir[PATH_MAX];
-  parts_dir_name(dir, sizeof dir, ps->root, t->name, a->partition, t->id);
+  if (p != NULL) {
+    parts_dir_name(dir, sizeof dir, ps->root, t->name, a->partition, t->id);
+  }
   if (p == NULL || (p->dir = strdup(dir)) == NULL) {
     free(p);
+    pgstore_open_abandon(pg_begun);
     return;
   }
   p->owner = ps;
@@ -363,20 +386,11 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   p->topic_id = a->topic_id;
   p->partition = a->partition;
   snprintf(p->topic, sizeof p->topic, "%s", t->name);
-  struct rgroup_opts o = ps->opts;
+  struct rgroup_opts o;
+  parts_replica_opts(ps, t, a, p->topic, &o);
   o.join = !a->bootstraps || parts_dir_was_rebuilt(dir);
-  if (t->config.segment_bytes != 0) {
-    o.plog.segment_bytes = t->config.segment_bytes;
-  }
-  if (t->config.max_batch_bytes != 0) {
-    o.plog.max_batch_bytes = (uint32_t)t->config.max_batch_bytes;
-  }
-  o.plog.retention_bytes = t->config.retention_bytes;
-  o.plog.retention_ms = (int64_t)t->config.retention_ms;
-  o.storage = t->config.storage;
-  o.topic = p->topic;
-  o.topic_id = t->id;
-  o.partition = (int32_t)a->partition;
+  o.pg_begun = pg_begun;
+  pg_begun = NULL; /* rgroup_open takes it */
   int rv = rgroup_open(&p->rg, ps->loop, ps->tr, p->group_id, ps->self_id, dir, reps, n, &o);
   if (rv != 0) {
     bool damaged = rv == CAIRN_ERAFTFILES;
@@ -427,18 +441,82 @@ static void parts_unqueue(struct parts *ps, struct part_open *o)
   }
 }
 
+/* Does the latest state still assign replica a here, not yet open? */
+static bool parts_still_wanted(struct parts *ps, const struct meta_assignment *a)
+{
+  const struct meta_partition *mp =
+      !ps->closing ? meta_partition_find(ps->st, a->topic_id, a->partition) : NULL;
+  return mp != NULL && meta_replicas_contain(mp->replicas, mp->nreplicas, ps->self_id) &&
+         parts_get(ps, a->group_id) == NULL;
+}
+
+static void parts_release(struct parts *ps);
+
+/* On the thread pool: the database half of a postgresql replica's open. */
+static void parts_pg_work(uv_work_t *w)
+{
+  struct part_open *o = w->data;
+  o->pg_rv = rgroup_pgstore_begin(&o->pg_opts, &o->pg_store, o->pg_err, sizeof o->pg_err);
+  if (o->pg_rv != 0) {
+    o->pg_store = NULL;
+  }
+}
+
+/* Back on the loop: finishes the open if the replica is still wanted. */
+static void parts_pg_done(uv_work_t *w, int status)
+{
+  struct part_open *o = w->data;
+  struct parts *ps = o->ps;
+  ps->pg_opening--;
+  parts_unqueue(ps, o);
+  if (status == 0 && o->pg_rv == 0 && parts_still_wanted(ps, &o->a)) {
+    parts_open_one(ps, ps->st, &o->a, o->pg_store);
+  } else {
+    if (o->pg_rv != 0 && !ps->closing) {
+      log_error("parts", "%s-%u: %s", o->pg_topic, o->a.partition, o->pg_err);
+    }
+    pgstore_open_abandon(o->pg_store);
+  }
+  free(o);
+  if (ps->closing && --ps->closing_count == 0) {
+    parts_release(ps);
+  }
+}
+
+/* A postgresql replica on a node with a database: starts its database
+ * half on the thread pool (o stays queued until parts_pg_done). Returns
+ * whether it did. */
+static bool parts_pg_begin(struct parts *ps, struct part_open *o)
+{
+  const struct meta_topic *t = meta_topic_find_id(ps->st, o->a.topic_id);
+  if (t == NULL || t->config.storage != STORE_KIND_POSTGRESQL || ps->opts.pg_conninfo == NULL ||
+      ps->opts.pg_conninfo[0] == '\0') {
+    return false;
+  }
+  snprintf(o->pg_topic, sizeof o->pg_topic, "%s", t->name);
+  parts_replica_opts(ps, t, &o->a, o->pg_topic, &o->pg_opts);
+  o->pg_store = NULL;
+  o->pg_work.data = o;
+  if (uv_queue_work(ps->loop, &o->pg_work, parts_pg_work, parts_pg_done) != 0) {
+    return false;
+  }
+  ps->pg_opening++;
+  return true;
+}
+
 /* Its turn: opens the replica if the latest state still assigns it here. */
 static void parts_on_open_turn(struct gstart_job *job, int status)
 {
   struct part_open *o = job->data;
   struct parts *ps = o->ps;
-  parts_unqueue(ps, o);
-  const struct meta_partition *mp = status == 0 && !ps->closing
-                                        ? meta_partition_find(ps->st, o->a.topic_id, o->a.partition)
-                                        : NULL;
-  if (mp != NULL && meta_replicas_contain(mp->replicas, mp->nreplicas, ps->self_id) &&
-      parts_get(ps, o->a.group_id) == NULL) {
-    parts_open_one(ps, ps->st, &o->a);
+  if (status == 0 && parts_still_wanted(ps, &o->a)) {
+    if (parts_pg_begin(ps, o)) {
+      return;
+    }
+    parts_unqueue(ps, o);
+    parts_open_one(ps, ps->st, &o->a, NULL);
+  } else {
+    parts_unqueue(ps, o);
   }
   free(o);
 }
@@ -900,7 +978,7 @@ void parts_close(struct parts *ps, parts_close_cb cb)
   }
   /* Held until every close has started; the starter counts as one part
    * (queued opens end with CAIRN_ESHUTDOWN and are freed). */
-  ps->closing_count = 2;
+  ps->closing_count = 2 + ps->pg_opening; /* each connecting replica: parts_pg_done */
   gstart_close(&ps->gs, parts_on_gstart_closed);
   /* Every leadership is handed off at once (producers see a new leader,
    * not a gap), then the replicas close one by one. */

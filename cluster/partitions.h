@@ -110,6 +110,14 @@ struct part_open {
   struct parts *ps;
   struct meta_assignment a;
   struct part_open *next;
+  /* A postgresql replica: its database half (connect, migrate, load) runs
+   * on the thread pool before the open finishes on the loop. */
+  uv_work_t pg_work;
+  struct rgroup_opts pg_opts; /* pg_* and topic fields; topic points at pg_topic */
+  char pg_topic[256];
+  struct store *pg_store;     /* what the work made, NULL on failure */
+  int pg_rv;
+  char pg_err[512];
 };
 
 struct parts {
@@ -123,7 +131,8 @@ struct parts {
   uint64_t gen; /* bumped when a part is added, removed or starts closing */
   struct gstart gs;
   struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
-  struct part_open *opening;    /* queued opens */
+  struct part_open *opening;    /* queued opens, and postgresql ones connecting */
+  unsigned pg_opening;          /* of those, connecting on the thread pool */
   const struct meta_state *st;  /* the state of the last reconcile */
   rgroup_applied_cb on_applied; /* given to every replica opened */
   rgroup_leading_cb on_leading; /* the owner's (may be NULL): a hosted replica

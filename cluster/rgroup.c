@@ -124,16 +124,11 @@ static void rgroup_on_pgstore_durable(void *arg)
   rgroup_fsm_producers_durable(arg);
 }
 
-static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, struct store **out,
-                               char *err, size_t errlen)
+/* pgstore's options for o; rg (NULL off the loop) receives its callbacks. */
+static void rgroup_pgstore_opts(struct rgroup *rg, const struct rgroup_opts *o,
+                                struct pgstore_opts *po)
 {
-  if (o->pg_conninfo == NULL || o->pg_conninfo[0] == '\0') {
-    snprintf(err, errlen,
-             "the topic is stored in PostgreSQL and this node has no --pg-conninfo: it refuses "
-             "to host the replica (placement puts them only on nodes with a database)");
-    return CAIRN_ECONFIG;
-  }
-  struct pgstore_opts po = {
+  *po = (struct pgstore_opts){
       .conninfo = o->pg_conninfo,
       .password_file = o->pg_password_file != NULL && o->pg_password_file[0] != '\0'
                            ? o->pg_password_file
@@ -144,43 +139,92 @@ static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o, s
       .retention_bytes = o->plog.retention_bytes,
       .retention_ms = o->plog.retention_ms,
       .max_batch_bytes = o->plog.max_batch_bytes,
-      /* Written behind by the node's writer for this database: one
-       * transaction per loop turn for every partition's applied entries
-       * (pgwriter.h); a failed one revives the store. */
-      .loop = rg->loop,
-      .on_fatal = rgroup_on_pgstore_fatal,
-      .on_fatal_arg = rg,
-      /* Reads below the store's tail, lookups and retention run off the
-       * loop (pgreader.h); their end wakes the fetches waiting. */
-      .on_readable = rgroup_on_pgstore_readable,
-      .on_readable_arg = rg,
-      /* A checkpoint's flush is never waited for on the loop: the table
-       * is written when the writer's commit reaches it. */
-      .on_durable = rgroup_on_pgstore_durable,
-      .on_durable_arg = rg,
   };
-  return pgstore_open(&po, out, err, errlen);
+  if (rg == NULL) {
+    return;
+  }
+  /* Written behind by the node's writer for this database: one
+   * transaction per loop turn for every partition's applied entries
+   * (pgwriter.h); a failed one revives the store. */
+  po->loop = rg->loop;
+  po->on_fatal = rgroup_on_pgstore_fatal;
+  po->on_fatal_arg = rg;
+  /* Reads below the store's tail, lookups and retention run off the
+   * loop (pgreader.h); their end wakes the fetches waiting. */
+  po->on_readable = rgroup_on_pgstore_readable;
+  po->on_readable_arg = rg;
+  /* A checkpoint's flush is never waited for on the loop: the table
+   * is written when the writer's commit reaches it. */
+  po->on_durable = rgroup_on_pgstore_durable;
+  po->on_durable_arg = rg;
+}
+
+static int rgroup_pgstore_refuse(const struct rgroup_opts *o, char *err, size_t errlen)
+{
+  if (o->pg_conninfo != NULL && o->pg_conninfo[0] != '\0') {
+    return 0;
+  }
+  snprintf(err, errlen,
+           "the topic is stored in PostgreSQL and this node has no --pg-conninfo: it refuses "
+           "to host the replica (placement puts them only on nodes with a database)");
+  return CAIRN_ECONFIG;
+}
+
+int rgroup_pgstore_begin(const struct rgroup_opts *o, struct store **out, char *err,
+                         size_t errlen)
+{
+  int rv = rgroup_pgstore_refuse(o, err, errlen);
+  if (rv != 0) {
+    return rv;
+  }
+  struct pgstore_opts po;
+  rgroup_pgstore_opts(NULL, o, &po);
+  return pgstore_open_begin(&po, out, err, errlen);
+}
+
+/* Opens the replica's pgstore: finishes begun (connected off the loop),
+ * or connects here when there is none. */
+static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o,
+                               struct store *begun, struct store **out, char *err, size_t errlen)
+{
+  struct pgstore_opts po;
+  rgroup_pgstore_opts(rg, o, &po);
+  if (begun != NULL) {
+    int rv = pgstore_open_end(begun, &po, err, errlen);
+    if (rv == 0) {
+      *out = begun;
+    }
+    return rv;
+  }
+  int rv = rgroup_pgstore_refuse(o, err, errlen);
+  return rv != 0 ? rv : pgstore_open(&po, out, err, errlen);
 }
 
 /* Creates <dir>/log (the store, unless it is in PostgreSQL) and <dir>/raft. */
-static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o)
+static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, struct store *begun)
 {
+  if (begun != NULL && o->storage != STORE_KIND_POSTGRESQL) {
+    pgstore_open_abandon(begun); /* cannot happen: only a postgresql replica is begun */
+    begun = NULL;
+  }
   char raft_dir[PATH_MAX];
   size_t raft_dir_len = sizeof raft_dir;
   char log_dir[PATH_MAX];
   if (snprintf(log_dir, sizeof log_dir, "%s/log", rg->dir) >= (int)sizeof log_dir ||
       snprintf(raft_dir, raft_dir_len, "%s/raft", rg->dir) >= (int)raft_dir_len) {
     rgroup_set_errmsg(rg, "%s: path too long", rg->dir);
+    pgstore_open_abandon(begun);
     return CAIRN_EINVAL;
   }
   int rv = fs_mkdir_p(raft_dir);
   if (rv != 0) {
     rgroup_set_errmsg(rg, "%s: %s", raft_dir, cairn_strerror(rv));
+    pgstore_open_abandon(begun);
     return rv;
   }
   char err[512];
   if (o->storage == STORE_KIND_POSTGRESQL) {
-    rv = rgroup_open_pgstore(rg, o, &rg->store, err, sizeof err);
+    rv = rgroup_open_pgstore(rg, o, begun, &rg->store, err, sizeof err);
   } else {
     rv = plog_open(log_dir, &o->plog, &rg->store, err, sizeof err);
   }
@@ -277,18 +321,23 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   rg->group_id = group_id;
   rg->self_id = self_id;
   rg->preferred_id = n > 0 ? replicas[0].id : 0;
+  /* Taken whatever happens: finished by rgroup_open_store, or freed. */
+  struct store *begun = opts != NULL ? opts->pg_begun : NULL;
   const char *self_address = rgroup_self_address(replicas, n, self_id);
   if (n > RGROUP_MAX_REPLICAS) {
     rgroup_set_errmsg(rg, "group %llu: %u replicas, at most %d", (unsigned long long)group_id, n,
                       RGROUP_MAX_REPLICAS);
+    pgstore_open_abandon(begun);
     return CAIRN_EINVAL;
   }
   if (self_address == NULL) {
     rgroup_set_errmsg(rg, "group %llu: node %llu is not in its replica set",
                       (unsigned long long)group_id, (unsigned long long)self_id);
+    pgstore_open_abandon(begun);
     return CAIRN_EINVAL;
   }
   rgroup_opts_fill(&rg->opts, opts);
+  rg->opts.pg_begun = NULL; /* a reopen connects again */
   rg->max_entry_bytes = rg->opts.max_entry_bytes;
   rg->raft_log_budget =
       opts != NULL && opts->snapshot_threshold != 0 ? 0 : rg->opts.raft_log_budget;
@@ -296,10 +345,11 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   rg->dir = strdup(dir);
   rg->self_address = strdup(self_address);
   if (rg->dir == NULL || rg->self_address == NULL) {
+    pgstore_open_abandon(begun);
     rgroup_open_failed(rg, false);
     return CAIRN_ENOMEM;
   }
-  int rv = rgroup_open_store(rg, &rg->opts);
+  int rv = rgroup_open_store(rg, &rg->opts, begun);
   if (rv != 0) {
     rgroup_open_failed(rg, false);
     return rv;

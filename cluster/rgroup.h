@@ -161,6 +161,9 @@ struct rgroup_opts {
   const char *topic;           /* pgstore: the topic's name, id and partition; borrowed */
   uint32_t topic_id;
   int32_t partition;
+  struct store *pg_begun; /* pgstore: a store rgroup_pgstore_begin made on the thread pool
+                             (NULL: rgroup_open connects on the loop). rgroup_open takes it
+                             whatever it returns */
 };
 
 struct rgroup;
@@ -374,6 +377,17 @@ struct rgroup {
   uint64_t pace_wakes;        /* times it went back up */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };
+
+
+/* The half of a postgresql replica's open that waits on the database
+ * (connect, migrate, load: pgstore_open_begin) for options o, which need
+ * only the pg_* and topic fields and plog's retention and batch size set.
+ * Context: any thread (the thread pool), touching no loop state. On
+ * success *out goes to rgroup_open as o->pg_begun, or to
+ * pgstore_open_abandon. Returns 0 or a negative code with err filled. */
+__attribute__((warn_unused_result)) int rgroup_pgstore_begin(const struct rgroup_opts *o,
+                                                             struct store **out, char *err,
+                                                             size_t errlen);
 
 /* Opens (or creates) the replica of group_id in dir with the given replica
  * set, which every replica must be given identically: a fresh replica

@@ -1588,17 +1588,9 @@ static char *pgstore_strdup_opt(const char *s, bool *oom)
   return d;
 }
 
-int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, size_t errlen)
+/* Copies what the store keeps of o (none of it touches a loop). */
+static int pgstore_take_opts(struct pgstore *ps, const struct pgstore_opts *o)
 {
-  if (o == NULL || o->conninfo == NULL) {
-    snprintf(err, errlen, "pgstore: no connection string");
-    return CAIRN_EINVAL;
-  }
-  struct pgstore *ps = calloc(1, sizeof *ps);
-  if (ps == NULL) {
-    snprintf(err, errlen, "pgstore: out of memory");
-    return CAIRN_ENOMEM;
-  }
   ps->s.ops = &pgstore_ops;
   snprintf(ps->topic_id, sizeof ps->topic_id, "%" PRIu32, o->topic_id);
   snprintf(ps->partition, sizeof ps->partition, "%" PRId32, o->partition);
@@ -1609,22 +1601,28 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   ps->topic_id_num = o->topic_id;
   ps->partition_num = o->partition;
   ps->pending_max = o->pending_bytes ? o->pending_bytes : PGSTORE_DEFAULT_PENDING_BYTES;
-  ps->on_fatal = o->on_fatal;
-  ps->on_fatal_arg = o->on_fatal_arg;
-  ps->on_durable = o->on_durable;
-  ps->on_durable_arg = o->on_durable_arg;
-  ps->on_readable = o->on_readable;
-  ps->on_readable_arg = o->on_readable_arg;
   bool oom = false;
   ps->conninfo = pgstore_strdup_opt(o->conninfo, &oom);
   ps->password_file = pgstore_strdup_opt(o->password_file, &oom);
   ps->topic = pgstore_strdup_opt(o->topic != NULL ? o->topic : "", &oom);
-  int rv = oom ? pgstore_fail(ps, CAIRN_ENOMEM, "out of memory") : pgstore_establish(ps);
-  if (rv == 0) {
-    rv = pgstore_open_reader(ps, o);
+  return oom ? pgstore_fail(ps, CAIRN_ENOMEM, "out of memory") : 0;
+}
+
+int pgstore_open_begin(const struct pgstore_opts *o, struct store **out, char *err,
+                       size_t errlen)
+{
+  if (o == NULL || o->conninfo == NULL) {
+    snprintf(err, errlen, "pgstore: no connection string");
+    return CAIRN_EINVAL;
   }
-  if (rv == 0 && o->loop != NULL) {
-    rv = pgstore_join_writer(ps, o->loop);
+  struct pgstore *ps = calloc(1, sizeof *ps);
+  if (ps == NULL) {
+    snprintf(err, errlen, "pgstore: out of memory");
+    return CAIRN_ENOMEM;
+  }
+  int rv = pgstore_take_opts(ps, o);
+  if (rv == 0) {
+    rv = pgstore_establish(ps);
   }
   if (rv != 0) {
     snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition, ps->s.errmsg);
@@ -1633,6 +1631,47 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
   }
   *out = &ps->s;
   return 0;
+}
+
+int pgstore_open_end(struct store *s, const struct pgstore_opts *o, char *err, size_t errlen)
+{
+  struct pgstore *ps = (struct pgstore *)s;
+  ps->on_fatal = o->on_fatal;
+  ps->on_fatal_arg = o->on_fatal_arg;
+  ps->on_durable = o->on_durable;
+  ps->on_durable_arg = o->on_durable_arg;
+  ps->on_readable = o->on_readable;
+  ps->on_readable_arg = o->on_readable_arg;
+  int rv = pgstore_open_reader(ps, o);
+  if (rv == 0 && o->loop != NULL) {
+    rv = pgstore_join_writer(ps, o->loop);
+  }
+  if (rv != 0) {
+    snprintf(err, errlen, "topic %s partition %s: %s", ps->topic_id, ps->partition, ps->s.errmsg);
+    pgstore_free(ps);
+    return rv;
+  }
+  return 0;
+}
+
+void pgstore_open_abandon(struct store *s)
+{
+  if (s != NULL) {
+    pgstore_free((struct pgstore *)s);
+  }
+}
+
+int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, size_t errlen)
+{
+  struct store *s = NULL;
+  int rv = pgstore_open_begin(o, &s, err, errlen);
+  if (rv == 0) {
+    rv = pgstore_open_end(s, o, err, errlen);
+  }
+  if (rv == 0) {
+    *out = s;
+  }
+  return rv;
 }
 
 /* ---- revive ---- */

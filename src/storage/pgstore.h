@@ -162,6 +162,30 @@ struct pgstore_opts {
 __attribute__((warn_unused_result)) int pgstore_open(const struct pgstore_opts *o,
                                                      struct store **out, char *err, size_t errlen);
 
+/* pgstore_open in two halves, so that an owner on a loop can run the half
+ * that waits on the database on the thread pool:
+ *
+ * pgstore_open_begin: connects, migrates and loads (everything that talks
+ * to PostgreSQL); reads only the connection, topic, retention and size
+ * fields of o (no loop, no callbacks). Context: any thread. On success
+ * *out is an unfinished store: give it to pgstore_open_end on the thread
+ * that will own it, or free it with pgstore_open_abandon.
+ *
+ * pgstore_open_end: takes o's callbacks, sets up the reader and joins
+ * o->loop's writer (neither talks to the database on the caller's thread).
+ * Context: the loop thread when o->loop is set. On failure s is freed.
+ * Returns 0 or a negative code with err filled, as pgstore_open. */
+__attribute__((warn_unused_result)) int pgstore_open_begin(const struct pgstore_opts *o,
+                                                           struct store **out, char *err,
+                                                           size_t errlen);
+__attribute__((warn_unused_result)) int pgstore_open_end(struct store *s,
+                                                         const struct pgstore_opts *o, char *err,
+                                                         size_t errlen);
+
+/* Frees a store pgstore_open_begin made that will not be finished, without
+ * a statement (the connection is closed). Context: any thread. */
+void pgstore_open_abandon(struct store *s);
+
 /* ---- a settle off the loop ----
  *
  * Written behind, a Raft snapshot (raft 0.15 snapshots at its last

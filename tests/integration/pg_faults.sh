@@ -155,6 +155,36 @@ resumed_without_restart
 grep -q "the PostgreSQL store is back" "$cdir"/node*.log || fail "no node logged the store's revive"
 verify_all
 
+step "a postgresql replica opening while its database is locked: the nodes serve on"
+# A new topic's replicas connect and load their rows off the loop
+# (partitions.c, rgroup_pgstore_begin): with cairn_batches locked that
+# load waits for the lock, and until then the nodes go on serving the
+# other topics. (On the loop, the file topic's produce would wait for the
+# lock too.)
+expect 0 "$cli" topic create plain -P 1 -r 3
+eventually 0 "$cli" topic describe plain
+for i in 1 2 3; do lock_batches "$i"; done
+expect 0 "$cli" topic create pgopen -P 1 -r 3 --storage postgresql
+seq 1 20 | sed "s/^/plain-/" >"$dir/round"
+"$cli" --timeout-ms 20000 produce plain -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
+  fail "the file topic's produce was not acknowledged while the database was locked: $(cat "$dir/produce.err")"
+for p in "${lockers[@]}"; do
+  kill -0 "$p" 2>/dev/null || fail "a lock ended before the file topic's produce was acknowledged"
+done
+"$cli" topic describe pgopen --json >"$dir/pgopen.json" || fail "topic describe pgopen"
+pyj "$dir/pgopen.json" 'all(p["leader_id"] == 0 for p in j["partitions"])'
+echo "   the file topic acknowledged while every node's cairn_batches was locked and pgopen's replicas waited for it"
+pg_psql postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+  WHERE application_name = 'cairn_test_lock'" >/dev/null
+for p in "${lockers[@]}"; do wait "$p" 2>/dev/null || true; done
+lockers=()
+seq 1 20 | sed "s/^/pgopen-/" >"$dir/round"
+"$cli" --timeout-ms 60000 produce pgopen -p 0 -f "$dir/round" >/dev/null 2>"$dir/produce.err" ||
+  fail "pgopen not acknowledged after the lock: $(cat "$dir/produce.err")"
+got=$("$cli" consume pgopen -p 0 -e 2>/dev/null | tr '\n' ' ')
+[ "$got" = "$(tr '\n' ' ' <"$dir/round")" ] || fail "pgopen read back '$got'"
+echo "   once the lock went, pgopen's replicas opened and its records were acknowledged and read back"
+
 step "a full disk on the database side: cairn_batches on a small tmpfs"
 if [ "$(id -u)" -ne 0 ] || ! mkdir "$small" || ! mount -t tmpfs -o size=4m,mode=0700 tmpfs "$small" 2>"$dir/mount.err"; then
   echo "   SKIPPED: cannot mount a tmpfs (needs root): $(cat "$dir/mount.err" 2>/dev/null)"
