@@ -726,9 +726,21 @@ static void ctl_plan(struct controller *ctl)
   }
   size_t nlive = 0;
   for (size_t i = 0; i < nn; i++) {
-    const struct ctl_seen *s = ctl_seen_find(ctl, ctl->st.nodes[i].id);
+    struct ctl_seen *s = ctl_seen_find(ctl, ctl->st.nodes[i].id);
+    if (s == NULL && ctl->st.nodes[i].state != META_NODE_ALIVE) {
+      continue; /* only a heartbeat brings a dead node back */
+    }
     if (s == NULL) {
-      continue;
+      /* Registered (alive) after this leader took over, when
+       * ctl_reset_liveness gave the nodes it knew a full timeout, and not
+       * heard from since: its timeout starts now. Without this a node
+       * whose heartbeats never reached the leader was never declared
+       * dead. */
+      s = ctl_seen_get(ctl, ctl->st.nodes[i].id);
+      if (s == NULL) {
+        continue;
+      }
+      s->last_ms = now;
     }
     live[nlive].node_id = s->node_id;
     /* A node heard from by no one yet keeps the registered incarnation. */
