@@ -170,6 +170,42 @@ static int64_t fullest_open_segment(const char *dir, char *out, size_t n)
   return best;
 }
 
+/* Walks the whole batches of open segment dir/name (format in
+ * cluster/raft_files.h); returns how many there are and, in *last, where
+ * the last one starts. */
+static int whole_batches(const char *dir, const char *name, int64_t *last)
+{
+  int64_t size = tu_file_size(dir, name);
+  uint8_t *b = malloc((size_t)size + 1);
+  assert_non_null(b);
+  tu_read_at(dir, name, 0, b, (size_t)size);
+  int count = 0;
+  int64_t off = 8;
+  *last = 0;
+  while (off + 16 <= size) {
+    uint64_t n = 0;
+    memcpy(&n, b + off + 8, 8);
+    if (n == 0 || n > 262144 || off + 16 + 16 * (int64_t)n > size) {
+      break;
+    }
+    int64_t data = 0;
+    for (uint64_t i = 0; i < n; i++) {
+      uint32_t len = 0;
+      memcpy(&len, b + off + 16 + 16 * (int64_t)i + 12, 4);
+      data += ((int64_t)len + 7) / 8 * 8;
+    }
+    int64_t next = off + 16 + 16 * (int64_t)n + data;
+    if (next > size) {
+      break;
+    }
+    *last = off;
+    count++;
+    off = next;
+  }
+  free(b);
+  return count;
+}
+
 static void write_garbage(const char *dir, const char *name, int64_t at, size_t len, uint64_t *rnd)
 {
   uint8_t g[512];
@@ -525,19 +561,29 @@ static int damage_follower(struct cd_cluster *c, const char *seed, char *dir, si
   assert_true(leader >= 0);
   int victim = (leader + 1) % 3;
   replica_raft_dir(c, victim, dir, dirlen);
-  /* A follower on a loaded machine may lag: garbage needs entries after it. */
+  /* Refused, not repaired, needs a whole batch after the garbage: a
+   * follower on a loaded machine may lag and then catch up with one big
+   * batch, so wait until its segment holds two. */
   char seg[64];
+  int64_t last = 0;
   until = tu_now_ms() + WAIT_MS;
-  while (fullest_open_segment_or_none(dir, seg, sizeof seg) < 1024 && tu_now_ms() < until) {
+  while ((fullest_open_segment_or_none(dir, seg, sizeof seg) == 0 ||
+          whole_batches(dir, seg, &last) < 2) &&
+         tu_now_ms() < until) {
     usleep(50 * 1000);
   }
   cd_kill(c, victim);
   for (int k = 0; k < 5; k++) {
     produce_one(c);
   }
-  int64_t end = fullest_open_segment(dir, seg, sizeof seg);
-  int64_t at = 8 + (int64_t)(tu_rand(&rnd) % (uint64_t)(end / 2));
-  write_garbage(dir, seg, at, 64, &rnd);
+  (void)fullest_open_segment(dir, seg, sizeof seg);
+  if (whole_batches(dir, seg, &last) < 2) {
+    fail_msg("%s/%s: fewer than two whole batches", dir, seg);
+  }
+  /* Anywhere before the last batch, which stays whole. */
+  int64_t at = 8 + (int64_t)(tu_rand(&rnd) % (uint64_t)(last - 8));
+  size_t len = last - at < 64 ? (size_t)(last - at) : 64;
+  write_garbage(dir, seg, at, len, &rnd);
   restarted_ms = tu_now_ms();
   assert_int_equal(cd_start(c, victim), 0);
   char want[900];
