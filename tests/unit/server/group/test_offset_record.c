@@ -133,6 +133,20 @@ static void test_offset_records_match_the_golden_file(void **state)
   free(g);
 }
 
+/* Finishes b (closed) and reads its first record into rec, which points
+ * into the returned batch (free it). */
+static uint8_t *finish_first_record(struct batch_builder *b, struct batch_record *rec)
+{
+  uint8_t *out = NULL;
+  size_t len = 0;
+  assert_int_equal(batch_builder_finish(b, &out, &len), 0);
+  batch_builder_close(b);
+  struct batch_iter it;
+  assert_int_equal(batch_iter_init(&it, out, len), 0);
+  assert_int_equal(batch_iter_next(&it, rec), 1);
+  return out;
+}
+
 static void test_offset_records_refuse_bad_keys_and_names(void **state)
 {
   struct offset_record *r = calloc(1, sizeof *r);
@@ -152,14 +166,8 @@ static void test_offset_records_refuse_bad_keys_and_names(void **state)
   /* A commit with all-default fields has an empty value, not a null one. */
   strcpy(r->group, "g");
   assert_int_equal(offset_record_add(&b, r, 1), 0);
-  uint8_t *out = NULL;
-  size_t len = 0;
-  assert_int_equal(batch_builder_finish(&b, &out, &len), 0);
-  batch_builder_close(&b);
-  struct batch_iter it;
   struct batch_record rec;
-  assert_int_equal(batch_iter_init(&it, out, len), 0);
-  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  uint8_t *out = finish_first_record(&b, &rec);
   assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
   assert_int_equal(r->kind, OFFSET_RECORD_COMMIT);
   assert_int_equal(r->offset, 0);
@@ -214,14 +222,8 @@ static void restore_via_record(const struct group *g, struct group *into)
   struct batch_builder b;
   assert_int_equal(batch_builder_init(&b, 1 << 16), 0);
   assert_int_equal(offset_record_add_group(&b, g, 5), 0);
-  uint8_t *out = NULL;
-  size_t len = 0;
-  assert_int_equal(batch_builder_finish(&b, &out, &len), 0);
-  batch_builder_close(&b);
-  struct batch_iter it;
   struct batch_record rec;
-  assert_int_equal(batch_iter_init(&it, out, len), 0);
-  assert_int_equal(batch_iter_next(&it, &rec), 1);
+  uint8_t *out = finish_first_record(&b, &rec);
   struct offset_record *r = calloc(1, sizeof *r);
   assert_non_null(r);
   assert_int_equal(offset_record_decode(rec.key, rec.key_len, rec.value, rec.value_len, r), 0);
