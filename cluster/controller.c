@@ -164,6 +164,13 @@ static int ctl_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick
   return ctl->io_start(io, msecs, tick, ctl_io_recv);
 }
 
+/* Election timers from [T, 1.5T], as the partitions' (rgroup_elect_spread_max). */
+static int ctl_io_random(struct raft_io *io, int min, int max)
+{
+  struct controller *ctl = ctl_of_io(io);
+  return ctl->io_random(io, min, rgroup_elect_spread_max(min, max));
+}
+
 /* ---- open ---- */
 
 static void ctl_opts_fill(struct ctl_opts *o, const struct ctl_opts *in)
@@ -294,8 +301,10 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
   raft_uv_set_connect_retry_delay(&ctl->io, 100);
   ctl->io_send = ctl->io.send;
   ctl->io_start = ctl->io.start;
+  ctl->io_random = ctl->io.random;
   ctl->io.send = ctl_io_send;
   ctl->io.start = ctl_io_start;
+  ctl->io.random = ctl_io_random;
   meta_state_init(&ctl->st);
   ctl->fsm.version = 1;
   ctl->fsm.data = ctl;

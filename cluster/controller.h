@@ -133,6 +133,7 @@ struct controller {
   int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
                  raft_io_send_cb cb);
   int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
+  int (*io_random)(struct raft_io *io, int min, int max); /* raft_uv's, narrowed by ctl_io_random */
   raft_io_recv_cb raft_recv;
   bool start_short;            /* on the short election timeout since the start
                                 * (or a vote request from a shorter log) until a

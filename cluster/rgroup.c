@@ -722,6 +722,9 @@ static void rgroup_note_role(struct rgroup *rg)
            role >= 0 && role <= 3 ? names[role] : "?", (unsigned long long)rg->raft.current_term);
   rg->last_role = role;
   rg->preferred_ready = 0;
+  if (role == RAFT_CANDIDATE) {
+    rgroup_elect_on_candidacy(rg);
+  }
 }
 
 /* Periodic checks that need no event from Raft (0.15 has no state-change

@@ -206,6 +206,7 @@ struct rgroup_raft_io_ops {
   int (*set_term)(struct raft_io *io, raft_term term);
   int (*set_vote)(struct raft_io *io, raft_id server_id);
   int (*truncate)(struct raft_io *io, raft_index index);
+  int (*random)(struct raft_io *io, int min, int max);
   raft_io_recv_cb recv; /* raft's receive callback, given to start */
   raft_io_tick_cb tick; /* and its tick callback */
 };
@@ -482,6 +483,14 @@ void rgroup_elect_check(struct rgroup *rg);
  * until a leader is known (rgroup_elect.c); nothing otherwise. */
 void rgroup_elect_on_start(struct rgroup *rg);
 
+/* Called once a replica is seen a candidate (its election timer ran out:
+ * the leader is silent, or a leadership transfer): it keeps the short
+ * election timeout until a leader is known, as rgroup_elect_on_start, so
+ * that a candidacy that splits the vote with another (two followers whose
+ * timers ran out within the same tick, one 100 ms heartbeat apart at most)
+ * is retried after 200-300 ms, not after another full timeout. */
+void rgroup_elect_on_candidacy(struct rgroup *rg);
+
 /* Called before raft receives a RequestVote m: if this replica knows no
  * leader and m's candidate's log is behind its own, it takes the short
  * election timeout until a leader is known, as rgroup_elect_on_start. */
@@ -492,19 +501,33 @@ void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *
  * follower that knows no leader, and one of at least two voters, sets its
  * election timeout to short_ms and brings its running timer's expiry down
  * to a draw from [short_ms, 2 * short_ms] after now (with r's own
- * io->random; never later than it was), and returns true; false and no
+ * io->random, which its owner narrows: rgroup_elect_spread_max; never
+ * later than it was), and returns true; false and no
  * change otherwise. The caller restores the configured timeout once a
  * leader is known. */
 bool rgroup_elect_start_timer(struct raft *r, unsigned short_ms);
 
 /* Ends the short timeout: r's election timeout back to election_ms, and
- * the running timer's length drawn again from [election_ms, 2 x
- * election_ms] (raft 0.15 would keep the short one while it follows). */
+ * the running timer's length drawn again as raft draws it (io->random
+ * over [election_ms, 2 x election_ms], narrowed by its owner) (raft 0.15
+ * would keep the short one while it follows). */
 void rgroup_elect_restore_timer(struct raft *r, unsigned election_ms);
 
 /* Is m a RequestVote (or pre-vote) that r, knowing no leader, refuses
  * for the candidate's log being behind its own? */
 bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m);
+
+/* raft 0.15 draws every election timer from [T, 2T] with io->random
+ * (electionResetTimer, its only use of it); rgroup, the controller and
+ * the simulation interpose raft_io.random so that the draw comes from
+ * [T, T + T/2] instead: the followers of a frozen or cut-off leader time
+ * out at most 1.5 T after its last heartbeat rather than 2 T, which is
+ * what kept writes after such a fault above 2 s (docs/fault-tolerance.md).
+ * Half of T still spreads the candidacies far wider than a round trip
+ * and a vote's fsync, and pre-vote makes a candidacy that loses harmless.
+ * Returns the upper bound to draw below in place of max (min when the
+ * range is empty). */
+int rgroup_elect_spread_max(int min, int max);
 
 /* The short election timeout: RGROUP_ELECT_SHORT_MS or twice the
  * heartbeat, whichever is longer, and never above the configured one. */

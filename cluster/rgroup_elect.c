@@ -37,10 +37,18 @@
  * leader and followers refuse it without touching their terms, and the
  * leader's next heartbeat makes the candidate a follower again.
  *
+ * And a replica whose own timer ran out (seen a candidate): raft draws its
+ * next candidacy a full timeout later, so when the two followers of a
+ * frozen leader stood at the same moment (their timers are only looked at
+ * on the 100 ms tick, and both started at the leader's last heartbeat)
+ * and split the vote, the next try came 1-1.5 s later. On the short
+ * timeout it comes 200-300 ms later.
+ *
  *   from                event                                  by
  *   idle (gone 0)       the leader's node seen gone            rgroup_leader_gone
  *   idle (gone 0)       started with no leader known           rgroup_elect_on_start
  *   idle (gone 0)       leaderless, asked by a shorter log     rgroup_elect_on_vote_request
+ *   idle (gone 0)       seen a candidate (its timer ran out)   rgroup_elect_on_candidacy
  *   watching            rank's turn: TimeoutNow to itself      rgroup_elect_check
  *   watching            a leader known, or give up: idle       rgroup_elect_check
  *
@@ -75,6 +83,14 @@ static raft_term rgroup_elect_last_term(const struct raft *r)
   }
   size_t last = l->back == 0 ? l->size - 1 : l->back - 1;
   return l->entries[last].term;
+}
+
+int rgroup_elect_spread_max(int min, int max)
+{
+  if (max <= min) {
+    return min;
+  }
+  return min + (max - min) / 2;
 }
 
 unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms)
@@ -302,6 +318,15 @@ static bool rgroup_elect_hurry(struct rgroup *rg)
 }
 
 void rgroup_elect_on_start(struct rgroup *rg) { (void)rgroup_elect_hurry(rg); }
+
+void rgroup_elect_on_candidacy(struct rgroup *rg)
+{
+  if (rgroup_elect_hurry(rg)) {
+    log_debug("rgroup", "group %llu: replica %llu stands: short election timeout until a leader "
+              "is known",
+              (unsigned long long)rg->group_id, (unsigned long long)rg->self_id);
+  }
+}
 
 void rgroup_elect_on_vote_request(struct rgroup *rg, const struct raft_message *m)
 {

@@ -610,6 +610,13 @@ static void rgroup_ticker_remove(struct rgroup *rg)
 
 int rgroup_raft_ticker_join(struct rgroup *rg) { return rgroup_ticker_add(rg); }
 
+/* Election timers from [T, 1.5T] (rgroup_elect_spread_max). */
+static int rgroup_raft_io_random(struct raft_io *io, int min, int max)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  return rg->io_ops.random(io, min, rgroup_elect_spread_max(min, max));
+}
+
 static void rgroup_raft_interpose(struct rgroup *rg)
 {
   rg->io_ops.send = rg->io.send;
@@ -618,12 +625,14 @@ static void rgroup_raft_interpose(struct rgroup *rg)
   rg->io_ops.set_term = rg->io.set_term;
   rg->io_ops.set_vote = rg->io.set_vote;
   rg->io_ops.truncate = rg->io.truncate;
+  rg->io_ops.random = rg->io.random;
   rg->io.send = rgroup_raft_io_send;
   rg->io.append = rgroup_raft_io_append;
   rg->io.start = rgroup_raft_io_start;
   rg->io.set_term = rgroup_raft_io_set_term;
   rg->io.set_vote = rgroup_raft_io_set_vote;
   rg->io.truncate = rgroup_raft_io_truncate;
+  rg->io.random = rgroup_raft_io_random;
 }
 
 /* ---- open, close, recover ---- */

@@ -7,16 +7,21 @@
 # follower the leader wrongly takes as matching never catches up; since a
 # replica that starts with no leader elects on the short timeout
 # (rgroup_elect.c), runs take other courses and seeds 4021 and 25564 are
-# the first to reach it, with replicas that diverge). Each
-# must pass with rgroup's clamp (the default, as on a node:
+# the first to reach it, with replicas that diverge). These seeds were
+# found with raft 0.15's election timers ([T, 2T], a candidate's next try
+# a full timeout later) and run with them (--wide-timers) since the nodes
+# draw from [T, 1.5T] and retry a candidacy on the short timeout
+# (rgroup_elect_spread_max, rgroup_elect_on_candidacy): the same course
+# as when they were found.
+# Each must pass with rgroup's clamp (the default, as on a node:
 # cluster/rgroup_raft.c) and fail without it, so the seeds still reach the
 # case. Usage: crash_regress_check.sh <sim_partition>
 set -euo pipefail
 sim="$1"
 for seed in 4021 25564; do
-  "$sim" --crash --fault-ms 20000 --seed "$seed"
+  "$sim" --crash --wide-timers --fault-ms 20000 --seed "$seed"
   set +e
-  out=$("$sim" --crash --no-clamp-results --fault-ms 20000 --seed "$seed" 2>&1)
+  out=$("$sim" --crash --wide-timers --no-clamp-results --fault-ms 20000 --seed "$seed" 2>&1)
   rc=$?
   set -e
   if [ "$rc" -ne 1 ]; then
@@ -31,12 +36,13 @@ done
 # docs/raft-0.15.md): the replica with the longest log holds the lowest
 # term, every voter refuses its pre-vote for its term and it refuses
 # theirs for their logs, for good (first seen as seed 12012; seed 80036 is
-# the one of the first 100,000 that reaches it now). It must settle with
+# the one of the first 100,000 that reaches it now, with --wide-timers as
+# above). It must settle with
 # the fix (the default, as on a node) and stall without it.
 for seed in 80036; do
-  "$sim" --crash --seed "$seed"
+  "$sim" --crash --wide-timers --seed "$seed"
   set +e
-  out=$("$sim" --crash --no-prevote-terms --seed "$seed" 2>&1)
+  out=$("$sim" --crash --wide-timers --no-prevote-terms --seed "$seed" 2>&1)
   rc=$?
   set -e
   if [ "$rc" -ne 1 ] || ! grep -q "not settled" <<<"$out"; then

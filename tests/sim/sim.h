@@ -214,6 +214,7 @@ struct sim_replica {
    * (prev_log_index + n_entries). */
   int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
                  raft_io_send_cb cb);
+  int (*io_random)(struct raft_io *io, int min, int max); /* the io engine's sim_io_random */
   bool receiving;
   raft_index receiving_end;
   uint64_t results_clamped;
@@ -288,6 +289,10 @@ struct sim_opts {
                                answers as they are (sim_replica.c) */
   bool no_prevote_terms;    /* without rgroup_elect_prevote_answer/_refused: raft 0.15's
                                pre-vote stall (a longest log with the lowest term) */
+  bool wide_timers;         /* election timers as raft 0.15 runs them: drawn from [T, 2T],
+                               not the nodes' [T, 1.5T] (rgroup_elect_spread_max), and a
+                               candidate's next try a full timeout later, not on the short
+                               one (rgroup_elect_on_candidacy) */
   unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
   unsigned producers;       /* 0: chosen by the seed */
   int64_t fault_ms;         /* simulated time with faults */

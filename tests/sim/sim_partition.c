@@ -21,6 +21,7 @@
  * pause, and a crash of every replica instead of a depose. */
 #include "sim.h"
 
+#include "cluster/rgroup.h"
 #include "common/err.h"
 
 #include <inttypes.h>
@@ -357,6 +358,17 @@ static void sim_fault_start(struct sim *s, struct sim_driver *d)
   sim_links_sync(s, d);
 }
 
+/* A follower's election timer for the fixture engine: the nodes' spread
+ * (rgroup_elect_spread_max) or, with --wide-timers, raft 0.15's own. */
+static unsigned sim_election_timer(struct sim *s)
+{
+  int max = 2 * SIM_ELECTION_MS;
+  if (!s->opts.wide_timers) {
+    max = rgroup_elect_spread_max(SIM_ELECTION_MS, max);
+  }
+  return SIM_ELECTION_MS + sim_rng_below(&s->rng, (uint32_t)(max - SIM_ELECTION_MS));
+}
+
 static void sim_faults_turn(struct sim *s, struct sim_driver *d, bool inject)
 {
   int64_t now = sim_now(s);
@@ -370,7 +382,7 @@ static void sim_faults_turn(struct sim *s, struct sim_driver *d, bool inject)
   if (s->opts.engine == SIM_ENGINE_FIXTURE && now >= d->next_timeouts_ms) {
     d->next_timeouts_ms = now + 500;
     for (unsigned i = 0; i < s->n; i++) {
-      raft_fixture_set_randomized_election_timeout(&s->f, i, 1000 + sim_rng_below(&s->rng, 1000));
+      raft_fixture_set_randomized_election_timeout(&s->f, i, sim_election_timer(s));
     }
   }
   if (inject && now >= d->next_fault_ms) {
@@ -525,7 +537,7 @@ static int sim_setup(struct sim *s)
     raft_set_pre_vote(r, true);                /* as rgroup_raft_configure */
     raft_fixture_set_network_latency(&s->f, i, 1 + sim_rng_below(&s->rng, 30));
     sim_replica_set_disk_latency(&s->reps[i], 1 + sim_rng_below(&s->rng, 20));
-    raft_fixture_set_randomized_election_timeout(&s->f, i, 1000 + sim_rng_below(&s->rng, 1000));
+    raft_fixture_set_randomized_election_timeout(&s->f, i, sim_election_timer(s));
     sim_replica_interpose(&s->reps[i]);
   }
   struct raft_configuration conf;
@@ -647,6 +659,9 @@ static const char *sim_replay_flags(const struct sim_opts *o)
                    : o->no_clamp_results  ? " --no-clamp-results"
                    : o->no_prevote_terms  ? " --no-prevote-terms"
                                           : "");
+  if (o->wide_timers && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --wide-timers");
+  }
   if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
   }
@@ -668,7 +683,7 @@ static void sim_usage(FILE *out)
           "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
           "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
           "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results]\n"
-          "        [--no-prevote-terms] | --early-ack]\n");
+          "        [--no-prevote-terms] | --early-ack] [--wide-timers]\n");
 }
 
 int main(int argc, char **argv)
@@ -691,6 +706,10 @@ int main(int argc, char **argv)
     if (strcmp(arg, "--cancel-oldest-first") == 0) {
       opts.engine = SIM_ENGINE_IO;
       opts.cancel_oldest_first = true;
+      continue;
+    }
+    if (strcmp(arg, "--wide-timers") == 0) {
+      opts.wide_timers = true;
       continue;
     }
     if (strcmp(arg, "--no-clamp-results") == 0) {

@@ -264,6 +264,13 @@ static void sim_replica_on_barrier(struct raft_barrier *req, int status)
 void sim_replica_after_step(struct sim_replica *rep)
 {
   struct raft *r = sim_replica_raft(rep);
+  if (sim_replica_up(rep) && rep->sim->opts.engine == SIM_ENGINE_IO &&
+      !rep->sim->opts.wide_timers && !rep->start_short && raft_state(r) == RAFT_CANDIDATE) {
+    /* rgroup_elect_on_candidacy: a candidate retries on the short timeout */
+    rep->start_short = rgroup_elect_start_timer(r, 2 * SIM_HEARTBEAT_MS);
+    rep->started_at = r->io->time(r->io);
+    rep->start_short_used += rep->start_short;
+  }
   if (!sim_replica_up(rep) || raft_state(r) != RAFT_LEADER ||
       rep->term_appended == r->current_term) {
     return;
@@ -419,6 +426,14 @@ static int sim_replica_io_send(struct raft_io *io, struct raft_io_send *req,
   return rep->io_send(io, req, &copy, cb);
 }
 
+/* Election timers from the nodes' spread (rgroup_elect_spread_max), unless
+ * --wide-timers asks for raft 0.15's own [T, 2T]. */
+static int sim_replica_io_random(struct raft_io *io, int min, int max)
+{
+  struct sim_replica *rep = sim_replica_of_io(io);
+  return rep->io_random(io, min, rep->sim->opts.wide_timers ? max : rgroup_elect_spread_max(min, max));
+}
+
 static int sim_replica_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
                                 raft_io_recv_cb recv)
 {
@@ -465,13 +480,20 @@ void sim_replica_interpose(struct sim_replica *rep)
     io->start = sim_replica_io_start;
     rep->io_send = io->send;
     io->send = sim_replica_io_send;
+    rep->io_random = io->random;
+    io->random = sim_replica_io_random;
     return;
   }
+  /* raft_fixture's own io: its random answers the timer the driver set
+   * (sim_partition.c draws it from the nodes' spread); its sends get the
+   * nodes' clamp and pre-vote answer as the io engine's do. */
   struct raft_io *io = &rep->sim->f.servers[rep->index].io;
   rep->io_start = io->start;
   io->start = sim_replica_io_start;
   rep->io_append = io->append;
   io->append = sim_replica_io_append;
+  rep->io_send = io->send;
+  io->send = sim_replica_io_send;
 }
 
 /* ---- crash and restart (the io engine) ---- */
