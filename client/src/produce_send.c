@@ -141,6 +141,9 @@ static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client_
   struct cairn_producer *p = r->p;
   lc_prod_preq_unlink(p, r);
   p->reqs_in_flight--;
+  if (env != NULL && r->node == p->silent_node) {
+    p->silent_node = 0; /* it answers again */
+  }
   const Cairn__Client__ProduceResponse *resp = NULL;
   if (status == 0) {
     if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP) {
@@ -251,6 +254,9 @@ void lc_prod_probe_leaders(struct cairn_producer *p)
     if (r->probe_gen == 0) {
       r->probe_gen = c->meta.generation; /* a refresh starts at the next tick */
       lc_meta_invalidate(c);
+      if (r->node != 0 && r->probe_wait_ms != LC_PROD_REPROBE_MS) {
+        p->silent_node = r->node; /* silent for a whole probe */
+      }
     } else if (c->meta.generation > r->probe_gen) {
       if (lc_prod_preq_leader_moved(c, r)) {
         lc_prod_preq_abandon(p, r);
@@ -427,14 +433,15 @@ send:
         p->reqs_in_flight++;
         r->node = lc_meta_leader(c, ri[0].t->name, ri[0].partition);
         r->since_ms = now;
-        r->probe_wait_ms = LC_PROD_PROBE_MS;
+        bool silent = r->node != 0 && r->node == p->silent_node;
+        r->probe_wait_ms = silent ? LC_PROD_REPROBE_MS : LC_PROD_PROBE_MS;
         r->next = p->preqs;
         if (p->preqs != NULL) {
           p->preqs->prev = r;
         }
         p->preqs = r;
         if (p->pid >= 0) {
-          lc_prod_kick_at(p, now + LC_PROD_PROBE_MS);
+          lc_prod_kick_at(p, now + r->probe_wait_ms);
         }
         ri = NULL;
         r = NULL;

@@ -13,7 +13,7 @@
  * partitions (the old one is paused, cut off or dead), the batches are
  * sent there at once instead of waiting for the request timeout. Half a
  * second: with the nodes' default election timeout (1 s, randomized up to
- * 2 s) a new leader is found within one probe of its election, and writes
+ * 1.5 s) a new leader is found within one probe of its election, and writes
  * resume within 2 s of the fault (docs/fault-tolerance.md). */
 #define LC_PROD_PROBE_MS 500
 
@@ -98,6 +98,10 @@ struct cairn_producer {
   uint64_t pid_wake_ms;
   int reqs_in_flight;
   struct lc_preq *preqs; /* requests in flight (not abandoned) */
+  uint64_t silent_node;  /* a node that left a request unanswered past LC_PROD_PROBE_MS and
+                            has not answered since (0: none): a request sent to it is
+                            probed after LC_PROD_REPROBE_MS, so a batch of another
+                            partition it led does not wait out a whole probe there */
   uv_timer_t kick;
   bool kick_armed;
   uint64_t kick_due_ms; /* when the armed kick fires (loop time) */
@@ -151,7 +155,9 @@ void lc_prod_send_all(struct cairn_producer *p);
 /* Idempotent producers: requests without an answer for LC_PROD_PROBE_MS
  * start a metadata refresh; once one names another leader for their
  * partitions they are abandoned (their batches retried there at once, as
- * after a timeout: the partition drops what it already holds). */
+ * after a timeout: the partition drops what it already holds). Such a
+ * request's node is p->silent_node until it answers anything: requests
+ * sent to it meanwhile are probed after LC_PROD_REPROBE_MS. */
 void lc_prod_probe_leaders(struct cairn_producer *p);
 
 /* Asks for a producer id, or a new epoch of the one in use. */

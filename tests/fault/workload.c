@@ -54,12 +54,13 @@
  * copy it holds with its offset), as libcairn's producer leaves a paused or
  * cut-off leader behind (LC_PROD_PROBE_MS). */
 #define WL_IDEM_PROBE_MS 500
-/* While Metadata still names the leader that went silent, it is asked again
- * this often (LC_PROD_REPROBE_MS), for up to WL_IDEM_SILENT_MS before the
- * batch goes to that leader again. libcairn keeps its request at the
- * silent leader meanwhile (an answer still counts) and asks on; this
- * client cannot, so it waits long enough for an election (a paused
- * leader's followers time out 1-2 s after its last heartbeat). */
+/* For WL_IDEM_SILENT_MS after a node left a produce unanswered (or until
+ * it answers), a produce to a partition it led asks Metadata first, and
+ * one sent to it anyway (Metadata still names it: no election yet, or it
+ * was only slow) gets WL_IDEM_REPROBE_MS to answer before Metadata is
+ * asked again, as libcairn probes a request to a silent node after
+ * LC_PROD_REPROBE_MS (silent_node, producer.h). A paused leader's
+ * followers time out 1-1.5 s after its last heartbeat. */
 #define WL_IDEM_REPROBE_MS 100
 #define WL_IDEM_SILENT_MS 1500
 #define WL_TARGET_MS 2000 /* issue 20: writes acknowledged again within 2 s */
@@ -81,6 +82,12 @@ struct wl_producer {
   struct wl_op *ops;
   size_t n, cap;
   int leader[WL_MAX_PARTS];
+  /* the node that last left a produce unanswered (-1: none) and when:
+   * until it answers again, this producer's next produces to any
+   * partition it led ask Metadata first (libcairn probes what it sends to
+   * such a node after 100 ms instead of 500: silent_node, producer.h) */
+  int silent;
+  long long silent_at;
   /* idempotent mode: the producer id and epoch, the next sequence per
    * partition, and whether the partitions' answers broke the sequence */
   int64_t pid;
@@ -281,8 +288,7 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
 {
   long long stop_deadline = 0;
   bool sent = false;
-  int hint = -1, silent = -1; /* silent: the node that last did not answer */
-  long long silent_at = 0;
+  int hint = -1;
   op->code = -1;
   for (;;) {
     if (atomic_load(&wl.stop)) {
@@ -293,25 +299,36 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
       }
     }
     int i = hint >= 0 ? hint : p->leader[op->partition];
+    if (i >= 0 && hint < 0 && i == p->silent && fc_now_ms() - p->silent_at < WL_IDEM_SILENT_MS) {
+      i = -1; /* it led this partition before it went silent: ask Metadata */
+    }
     if (i < 0) {
       /* Not first at the node that just went silent: its Metadata would
        * cost a timeout too. */
-      int first = silent >= 0 ? (silent + 1) % wl.ns.n
-                              : (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n);
+      int first = p->silent >= 0 ? (p->silent + 1) % wl.ns.n
+                                 : (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n);
       i = fc_find_leader(&wl.ns, first, wl.topic, op->partition);
-      if (i >= 0 && i == silent && fc_now_ms() - silent_at < WL_IDEM_SILENT_MS) {
-        wl_sleep_ms(WL_IDEM_REPROBE_MS);
-        continue;
-      }
     }
     if (i < 0) {
       wl_sleep_ms(100);
       continue;
     }
-    enum fc_outcome o = fc_produce_once(&wl.ns, i, wl.topic, op->partition, batch, len,
-                                        WL_IDEM_PROBE_MS, &op->code, &op->offset, &hint);
-    silent = o == FC_INDETERMINATE && op->code < 0 ? i : -1;
-    silent_at = fc_now_ms();
+    /* Metadata still names the silent node: its followers have not
+     * elected yet, or it was only slow. Sent there, but given only
+     * WL_IDEM_REPROBE_MS to answer before Metadata is asked again. */
+    bool to_silent = i == p->silent && fc_now_ms() - p->silent_at < WL_IDEM_SILENT_MS;
+    enum fc_outcome o =
+        fc_produce_once(&wl.ns, i, wl.topic, op->partition, batch, len,
+                        to_silent ? WL_IDEM_REPROBE_MS : WL_IDEM_PROBE_MS, &op->code, &op->offset,
+                        &hint);
+    if (o == FC_INDETERMINATE && op->code < 0) {
+      if (!to_silent) {
+        p->silent = i;
+        p->silent_at = fc_now_ms();
+      }
+    } else if (i == p->silent) {
+      p->silent = -1; /* it answered */
+    }
     if (o == FC_ACK) {
       p->leader[op->partition] = i;
       op->out = FC_ACK;
@@ -329,7 +346,9 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
       sent = true;
       break;
     }
-    wl_sleep_ms(50 + (long)(wl_rand(&p->rng) % 100));
+    if (!to_silent) {
+      wl_sleep_ms(50 + (long)(wl_rand(&p->rng) % 100)); /* the short probe waited already */
+    }
   }
   op->out = sent ? FC_INDETERMINATE : FC_FAIL;
 }
@@ -1130,6 +1149,7 @@ int main(int argc, char **argv)
   for (int k = 0; k < wl.nproducers; k++) {
     wl.prod[k].id = k;
     wl.prod[k].rng = wl_rand(&rng);
+    wl.prod[k].silent = -1;
     for (int q = 0; q < WL_MAX_PARTS; q++) {
       wl.prod[k].leader[q] = -1;
     }

@@ -11,7 +11,10 @@
  *     message is stored once, in send order per partition;
  *   - a partition leader SIGSTOPped with a request in flight: the producer
  *     finds the new leader and delivers there, not after its request
- *     timeout.
+ *     timeout;
+ *   - then a batch of another partition it led, sent to it while the
+ *     producer's metadata still names it, is probed after 0.1 s, not
+ *     0.5 s (the node counts as silent).
  *
  * Usage: test_client_faults <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
@@ -378,6 +381,117 @@ static void test_producer_leaves_a_paused_leader(void **state)
   cd_destroy(&c);
 }
 
+#define SILENT_PARTS 9
+#define SILENT_ROUNDS 4
+#define SILENT_BOUND_MS 480 /* under a probe (500 ms) plus a refresh and a resend */
+
+/* Sends one message to partition part of topic and flushes; returns the
+ * milliseconds until it was delivered (it must be). */
+static long long send_to_partition(struct cairn_sync *s, struct cairn_producer *p,
+                                   const char *topic, int32_t part)
+{
+  struct lcf_sent sent;
+  memset(&sent, 0, sizeof sent);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = topic;
+  m.partition = part;
+  m.value = "silent";
+  m.value_len = 6;
+  long long t0 = tu_now_ms();
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &sent), 0);
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  assert_int_equal(sent.status, 0);
+  return tu_now_ms() - t0;
+}
+
+/* Waits until no partition of topic in led[] names node id as leader. */
+static void wait_leaders_moved(struct cairn_sync *obs, const char *topic, const bool *led,
+                               uint64_t id)
+{
+  for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end; usleep(20 * 1000)) {
+    struct cairn_topic_info *t;
+    if (cairn_sync_describe_topic(obs, topic, &t) != 0) {
+      continue;
+    }
+    bool moved = true;
+    for (size_t k = 0; k < t->partition_info_count; k++) {
+      moved = moved && !(led[k] && (t->partitions[k].leader_id == id ||
+                                    t->partitions[k].leader_id == 0));
+    }
+    cairn_topic_info_free(t);
+    if (moved) {
+      return;
+    }
+  }
+  fail_msg("the partitions of node %llu got no new leader within %d ms", (unsigned long long)id,
+           WAIT_MS);
+}
+
+/* A node that left a request unanswered counts as silent for the
+ * producer: a batch of another partition it led, sent there while the
+ * producer's metadata still names it, is probed after 0.1 s rather than
+ * LC_PROD_PROBE_MS (0.5 s). The leader of several partitions is
+ * SIGSTOPped; a message to one of them is delivered at its new leader
+ * (the producer's last metadata refresh is then); once every partition
+ * it led has a new leader (seen by another client), one message to each
+ * of the others: those whose election came after that refresh go to the
+ * stopped node first. Without the silent mark each of those waits out a
+ * whole probe (at least 0.5 s, whatever the machine's load); with it the
+ * round takes about 0.1 s plus a refresh and a resend. SILENT_ROUNDS
+ * rounds, each under SILENT_BOUND_MS: in a round where every election
+ * came before that refresh nothing goes to the stopped node (such a
+ * round proves nothing, but then it is fast with or without the mark). */
+static void test_producer_probes_a_silent_node_sooner(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster(&c, 3);
+  char boot[256];
+  lcf_bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *obs = connect_sync(boot, 20000);
+  assert_int_equal(cairn_sync_create_topic(obs, "silent", SILENT_PARTS, 3, NULL), 0);
+  long long worst = 0;
+  for (int round = 0; round < SILENT_ROUNDS; round++) {
+    struct cairn_sync *s = connect_sync(boot, 20000);
+    struct cairn_producer *p;
+    assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+    for (int32_t k = 0; k < SILENT_PARTS; k++) {
+      send_to_partition(s, p, "silent", k); /* learns every leader */
+    }
+    struct cairn_topic_info *t;
+    assert_int_equal(cairn_sync_describe_topic(obs, "silent", &t), 0);
+    uint64_t victim_id = t->partitions[0].leader_id;
+    bool led[SILENT_PARTS] = {false};
+    for (size_t k = 0; k < t->partition_info_count && k < SILENT_PARTS; k++) {
+      led[k] = t->partitions[k].leader_id == victim_id;
+    }
+    cairn_topic_info_free(t);
+    int victim = cd_index(&c, victim_id);
+    assert_true(victim >= 0);
+    tu_proc_signal(&c.nodes[victim].proc, SIGSTOP);
+    send_to_partition(s, p, "silent", 0);
+    wait_leaders_moved(obs, "silent", led, victim_id);
+    long long t0 = tu_now_ms();
+    for (int32_t k = 1; k < SILENT_PARTS; k++) {
+      if (led[k]) {
+        send_to_partition(s, p, "silent", k);
+      }
+    }
+    long long took = tu_now_ms() - t0;
+    tu_proc_signal(&c.nodes[victim].proc, SIGCONT);
+    print_message("round %d: node %d stopped; the other partitions it led took %lld ms\n", round,
+                  victim + 1, took);
+    worst = took > worst ? took : worst;
+    cairn_sync_free(s);
+    wait_all_alive(&c);
+    assert_int_equal(cd_wait_settled(&c, "silent", WAIT_MS), 0); /* preferred leaders back */
+  }
+  assert_true(worst < SILENT_BOUND_MS);
+  cairn_sync_free(obs);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -389,6 +503,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_producer_keeps_its_id_when_the_controller_is_gone),
       cmocka_unit_test(test_restart_of_every_node_fails_no_message),
       cmocka_unit_test(test_producer_leaves_a_paused_leader),
+      cmocka_unit_test(test_producer_probes_a_silent_node_sooner),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
