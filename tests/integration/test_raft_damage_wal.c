@@ -4,7 +4,8 @@
  * records (not a torn tail) comes up and serves, sets the log aside, and
  * every partition replica it held is rebuilt from its peers (removed by
  * its leader, reopened empty, added back and promoted), also when a
- * partition leader's node is SIGKILLed during the rebuild. Every
+ * partition leader's node is SIGKILLed during the rebuild, and when the
+ * damaged node itself is SIGKILLed after setting its log aside. Every
  * acknowledged batch is then on every replica once, in order.
  *
  * Usage: test_raft_damage_wal <path of cairnd>
@@ -51,6 +52,7 @@
 
 static const char *cairnd_bin;
 static long long restarted_ms;
+static int want_rebuilds; /* replicas the victim's process moves aside */
 
 /* ---- acknowledged batches, per partition ---- */
 
@@ -282,7 +284,7 @@ static bool partition_rebuilt(struct cd_cluster *c, int victim, uint32_t p)
  * state aside (the metric counts them) and every leader has it back. */
 static bool all_rebuilt(struct cd_cluster *c, int victim)
 {
-  if (cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_rebuilt_total") < NPART ||
+  if (cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_rebuilt_total") < want_rebuilds ||
       cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_refused") != 0) {
     return false;
   }
@@ -417,12 +419,47 @@ static void stop_and_compare(struct cd_cluster *c)
   }
 }
 
+/* Does a line of path from byte `from` on contain both a and b? */
+static bool log_line_since(const char *path, long from, const char *a, const char *b)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    return false;
+  }
+  bool found = false;
+  char line[4096];
+  if (fseek(f, from, SEEK_SET) == 0) {
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+      found = strstr(line, a) != NULL && strstr(line, b) != NULL;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+static long file_size(const char *path)
+{
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (long)sb.st_size : 0;
+}
+
+/* Does node i's replica dir of partition p hold the mark of a damaged log? */
+static bool replica_marked(struct cd_cluster *c, int i, uint32_t p)
+{
+  char log[900], mark[960];
+  replica_log_dir(c, i, p, log, sizeof log);
+  snprintf(mark, sizeof mark, "%.*s/raft.refused", (int)(strrchr(log, '/') - log), log);
+  struct stat sb;
+  return stat(mark, &sb) == 0;
+}
+
 /* Sets up, SIGKILLs victim, produces more while it is down, garbles its
  * wal before the last write job's records, restarts it: it must come up,
  * log the file and byte, and set the log aside. */
 static void damage_wal(struct cd_cluster *c, int victim, const char *seed)
 {
   uint64_t rnd = tu_seed(seed);
+  want_rebuilds = NPART;
   setup(c, 6);
   cd_kill(c, victim);
   produce_rounds(c, 2);
@@ -513,6 +550,56 @@ static void test_raft_damage_wal_rebuild_survives_leader_kill(void **state)
   cd_destroy(&c);
 }
 
+/* The damaged node is SIGKILLed once it has set its log aside, before its
+ * replicas are rebuilt, and restarted: it starts on its new, nearly empty
+ * log, and every replica still marked is refused again (never opened with
+ * empty Raft state, which would make it an empty voter); then all are
+ * rebuilt and hold every acknowledged batch. */
+static void test_raft_damage_wal_restart_before_rebuild_stays_refused(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 0;
+  damage_wal(&c, victim, "test_raft_damage_wal_restart_before_rebuild_stays_refused");
+  cd_kill(&c, victim);
+  bool marked[NPART];
+  int nmarked = 0;
+  for (uint32_t p = 0; p < NPART; p++) {
+    marked[p] = replica_marked(&c, victim, p);
+    nmarked += marked[p];
+  }
+  print_message("killed node %d with %d of %d replicas still marked\n", victim, nmarked, NPART);
+  assert_true(nmarked > 0);
+  want_rebuilds = nmarked;
+  produce_rounds(&c, 1);
+  long from = file_size(c.nodes[victim].log);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(&c, victim), 0);
+  expect_up(&c, victim);
+  for (uint32_t p = 0; p < NPART; p++) {
+    char name[32];
+    snprintf(name, sizeof name, "] %s-%u: group ", TOPIC, p);
+    long long until = tu_now_ms() + WAIT_MS;
+    while (marked[p] && !log_line_since(c.nodes[victim].log, from, name, "stays closed") &&
+           tu_now_ms() < until) {
+      usleep(100 * 1000);
+    }
+    if (marked[p] && !log_line_since(c.nodes[victim].log, from, name, "stays closed")) {
+      fail_msg("%s-%u: marked, but not refused after the restart: see %s", TOPIC, p,
+               c.nodes[victim].log);
+    }
+  }
+  /* The new log was not damaged: it is not set aside again. */
+  assert_false(log_line_since(c.nodes[victim].log, from, "Raft log is damaged", ""));
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's replicas rebuilt %lld ms after its second restart\n", victim, took);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  usleep(3000 * 1000);
+  stop_and_compare(&c);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -523,6 +610,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raft_damage_wal_replicas_are_rebuilt),
       cmocka_unit_test(test_raft_damage_wal_rebuild_survives_leader_kill),
+      cmocka_unit_test(test_raft_damage_wal_restart_before_rebuild_stays_refused),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
