@@ -367,12 +367,11 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
      * restores the files or recreates the topic). */
     bool alone = damaged && mp->nreplicas == 1 && mp->replicas[0] == ps->self_id;
     log_error("parts", "%s-%u: %s%s", t->name, a->partition, p->rg.errmsg,
-              alone ? " (it is the partition's only replica: it stays refused, as nothing can "
-                      "rebuild it; restore its Raft state or recreate the topic)"
-              : damaged
-                  ? " (the replica is rebuilt from its peers once the partition's leader has "
-                    "removed it from the group)"
-                  : "");
+              alone     ? " (it is the partition's only replica: it stays refused, as nothing can "
+                          "rebuild it; restore its Raft state or recreate the topic)"
+              : damaged ? " (the replica is rebuilt from its peers once the partition's leader has "
+                          "removed it from the group)"
+                        : "");
     if (damaged) {
       parts_damaged_note(ps, a, p->rg.errmsg);
     }

@@ -420,8 +420,8 @@ static int node_wal_set_aside(struct node *n, const char *wdir, char *why)
   snprintf(damage, sizeof damage, "%s", why);
   log_error("node", "the node's Raft log is damaged: %s", damage);
   unsigned marked = 0;
-  int rv = waldamage_set_aside(n->cfg.data_dir, damage, moved, sizeof moved, &marked, err,
-                               sizeof err);
+  int rv =
+      waldamage_set_aside(n->cfg.data_dir, damage, moved, sizeof moved, &marked, err, sizeof err);
   if (rv != 0) {
     snprintf(why, WAL_ERRMSG_SIZE, "%.200s; setting it aside failed: %.280s", damage, err);
     return rv;

@@ -5,7 +5,8 @@
  * every partition replica it held is rebuilt from its peers (removed by
  * its leader, reopened empty, added back and promoted), also when a
  * partition leader's node is SIGKILLed during the rebuild, and when the
- * damaged node itself is SIGKILLed after setting its log aside. Every
+ * damaged node itself is SIGKILLed after setting its log aside; a
+ * partition whose only replica was there stays refused. Every
  * acknowledged batch is then on every replica once, in order.
  *
  * Usage: test_raft_damage_wal <path of cairnd>
@@ -34,8 +35,8 @@
 #include <cmocka.h>
 
 #define WAIT_MS 30000
-#define FAST                                                                                      \
-  "--raft-log node --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 "                 \
+#define FAST                                                                                       \
+  "--raft-log node --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 "                  \
   "--replace-delay-ms 60000"
 #define NPART 4
 #define MAX_ACKED 128
@@ -53,6 +54,7 @@
 static const char *cairnd_bin;
 static long long restarted_ms;
 static int want_rebuilds; /* replicas the victim's process moves aside */
+static int want_refused;  /* replicas of the victim that stay refused */
 
 /* ---- acknowledged batches, per partition ---- */
 
@@ -179,8 +181,8 @@ static int64_t garble_wal(struct cd_cluster *c, int i, uint64_t *rnd)
   }
   g[0] ^= 0x5a; /* the checksum field changes whatever the draw */
   tu_write_at(dir, WAL_SEG, r->off, g, len);
-  print_message("wrote %zu random bytes at byte %" PRId64 " of %s/%s (%d records, last job at %" PRId64
-                ")\n",
+  print_message("wrote %zu random bytes at byte %" PRId64
+                " of %s/%s (%d records, last job at %" PRId64 ")\n",
                 len, r->off, dir, WAL_SEG, n, last_job);
   return r->off;
 }
@@ -217,13 +219,14 @@ static void expect_up(struct cd_cluster *c, int i)
 }
 
 /* (topic, partition p) as node i's Metadata shows it; *env to free. */
-static Cairn__Client__PartitionInfo *partition_info(struct cd_cluster *c, int i, uint32_t p,
-                                                    Cairn__Client__Envelope **env)
+static Cairn__Client__PartitionInfo *topic_partition_info(struct cd_cluster *c, int i,
+                                                          const char *topic, uint32_t p,
+                                                          Cairn__Client__Envelope **env)
 {
   *env = NULL;
   Cairn__Client__MetadataResponse *md = cd_metadata(c, i, env);
   for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
-    if (strcmp(md->topics[t]->name, TOPIC) == 0 && md->topics[t]->n_partitions > p) {
+    if (strcmp(md->topics[t]->name, topic) == 0 && md->topics[t]->n_partitions > p) {
       for (size_t k = 0; k < md->topics[t]->n_partitions; k++) {
         if (md->topics[t]->partitions[k]->partition == p) {
           return md->topics[t]->partitions[k];
@@ -232,6 +235,12 @@ static Cairn__Client__PartitionInfo *partition_info(struct cd_cluster *c, int i,
     }
   }
   return NULL;
+}
+
+static Cairn__Client__PartitionInfo *partition_info(struct cd_cluster *c, int i, uint32_t p,
+                                                    Cairn__Client__Envelope **env)
+{
+  return topic_partition_info(c, i, TOPIC, p, env);
 }
 
 static int leader_index(struct cd_cluster *c, int ask, uint32_t p)
@@ -285,7 +294,7 @@ static bool partition_rebuilt(struct cd_cluster *c, int victim, uint32_t p)
 static bool all_rebuilt(struct cd_cluster *c, int victim)
 {
   if (cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_rebuilt_total") < want_rebuilds ||
-      cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_refused") != 0) {
+      cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_refused") != want_refused) {
     return false;
   }
   for (uint32_t p = 0; p < NPART; p++) {
@@ -453,6 +462,9 @@ static bool replica_marked(struct cd_cluster *c, int i, uint32_t p)
   return stat(mark, &sb) == 0;
 }
 
+/* Extra setup of the next damage_wal (NULL: none). */
+static void (*solo_setup)(struct cd_cluster *c);
+
 /* Sets up, SIGKILLs victim, produces more while it is down, garbles its
  * wal before the last write job's records, restarts it: it must come up,
  * log the file and byte, and set the log aside. */
@@ -460,7 +472,11 @@ static void damage_wal(struct cd_cluster *c, int victim, const char *seed)
 {
   uint64_t rnd = tu_seed(seed);
   want_rebuilds = NPART;
+  want_refused = 0;
   setup(c, 6);
+  if (solo_setup != NULL) {
+    solo_setup(c);
+  }
   cd_kill(c, victim);
   produce_rounds(c, 2);
   int64_t at = garble_wal(c, victim, &rnd);
@@ -600,6 +616,89 @@ static void test_raft_damage_wal_restart_before_rebuild_stays_refused(void **sta
   cd_destroy(&c);
 }
 
+/* ---- a partition whose only replica is on the damaged node ---- */
+
+#define SOLO "solo"
+#define SOLO_PARTS 3
+
+/* SOLO: SOLO_PARTS partitions at rf 1 (spread over the nodes), one
+ * acknowledged batch each. */
+static void solo_create(struct cd_cluster *c)
+{
+  char msg[256];
+  assert_int_equal(cd_create_topic(c, 0, SOLO, SOLO_PARTS, 1, WAIT_MS, msg, sizeof msg), 0);
+  for (uint32_t p = 0; p < SOLO_PARTS; p++) {
+    size_t len = 0;
+    uint8_t *b =
+        tu_make_batch(next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)next_tag, &len);
+    next_tag++;
+    int64_t base = -1;
+    assert_int_equal(cd_produce(c, SOLO, p, b, len, WAIT_MS, &base), 0);
+    free(b);
+  }
+}
+
+/* The partitions of SOLO whose one replica is node i's, as a bit set. */
+static unsigned solo_on(struct cd_cluster *c, int ask, int i)
+{
+  unsigned set = 0;
+  for (uint32_t p = 0; p < SOLO_PARTS; p++) {
+    Cairn__Client__Envelope *env = NULL;
+    Cairn__Client__PartitionInfo *pi = topic_partition_info(c, ask, SOLO, p, &env);
+    assert_non_null(pi);
+    assert_int_equal(pi->n_replicas, 1);
+    if (pi->replicas[0] == c->nodes[i].id) {
+      set |= 1u << p;
+    }
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return set;
+}
+
+/* A partition whose only replica is the damaged node's has no peer to be
+ * rebuilt from: it stays refused, and the log says why; the node's other
+ * replicas are rebuilt, and the other nodes' rf-1 partitions still take
+ * writes. */
+static void test_raft_damage_wal_only_replica_stays_refused(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 1;
+  solo_setup = solo_create;
+  damage_wal(&c, victim, "test_raft_damage_wal_only_replica_stays_refused");
+  solo_setup = NULL;
+  unsigned mine = solo_on(&c, 0, victim);
+  int nmine = __builtin_popcount(mine);
+  print_message("node %d holds the only replica of %d of %s's %d partitions\n", victim, nmine, SOLO,
+                SOLO_PARTS);
+  assert_true(nmine > 0); /* placement spreads rf-1 partitions over the nodes */
+  want_refused = nmine;
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's %d replicas of %s rebuilt %lld ms after its restart\n", victim, NPART,
+                TOPIC, took);
+  for (uint32_t p = 0; p < SOLO_PARTS; p++) {
+    if ((mine & (1u << p)) != 0) {
+      char name[64];
+      snprintf(name, sizeof name, "] %s-%u: group ", SOLO, p);
+      if (!log_line_since(c.nodes[victim].log, 0, name, "only replica: it stays refused")) {
+        fail_msg("%s-%u: no line saying it stays refused in %s", SOLO, p, c.nodes[victim].log);
+      }
+      continue;
+    }
+    size_t len = 0;
+    uint8_t *b =
+        tu_make_batch(next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)next_tag, &len);
+    next_tag++;
+    int64_t base = -1;
+    assert_int_equal(cd_produce(&c, SOLO, p, b, len, WAIT_MS, &base), 0);
+    free(b);
+  }
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_raft_replicas_refused"), nmine);
+  produce_rounds(&c, 1);
+  check_acked(&c);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -611,6 +710,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_raft_damage_wal_replicas_are_rebuilt),
       cmocka_unit_test(test_raft_damage_wal_rebuild_survives_leader_kill),
       cmocka_unit_test(test_raft_damage_wal_restart_before_rebuild_stays_refused),
+      cmocka_unit_test(test_raft_damage_wal_only_replica_stays_refused),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

@@ -79,8 +79,8 @@ static void test_waldamage_keeps_an_earlier_mark(void **state)
   snprintf(r0, sizeof r0, "%s/partitions/t-0.1", d);
   assert_int_equal(fs_replace_file(r0, WALDAMAGE_MARK, "first damage\n", 13), 0);
   unsigned marked = 0;
-  assert_int_equal(
-      waldamage_set_aside(d, "second", moved, sizeof moved, &marked, err, sizeof err), 0);
+  assert_int_equal(waldamage_set_aside(d, "second", moved, sizeof moved, &marked, err, sizeof err),
+                   0);
   assert_int_equal(marked, 2);
   assert_true(waldamage_marked(r0, why, sizeof why));
   assert_string_equal(why, "first damage");
@@ -111,8 +111,8 @@ static void test_waldamage_without_replicas(void **state)
   mkdirf(d, "wal");
   char moved[PATH_MAX], err[256];
   unsigned marked = 7;
-  assert_int_equal(
-      waldamage_set_aside(d, "damage", moved, sizeof moved, &marked, err, sizeof err), 0);
+  assert_int_equal(waldamage_set_aside(d, "damage", moved, sizeof moved, &marked, err, sizeof err),
+                   0);
   assert_int_equal(marked, 0);
   assert_false(exists(d, "wal"));
   tu_tmpdir_free(d);
@@ -124,8 +124,8 @@ static void test_waldamage_move_state_moves_the_mark_last(void **state)
   char *d = data_dir();
   char moved[PATH_MAX], err[256], r1[PATH_MAX / 2], aside[PATH_MAX];
   unsigned marked = 0;
-  assert_int_equal(
-      waldamage_set_aside(d, "damage", moved, sizeof moved, &marked, err, sizeof err), 0);
+  assert_int_equal(waldamage_set_aside(d, "damage", moved, sizeof moved, &marked, err, sizeof err),
+                   0);
   snprintf(r1, sizeof r1, "%s/partitions/t-1.1", d);
   assert_int_equal(fs_replace_file(r1, "wal-snapshots/snap-1-1", "s", 1), 0);
   snprintf(aside, sizeof aside, "%s/raft.damaged-1", r1);
@@ -147,7 +147,7 @@ static void test_waldamage_prune_keeps_the_newest(void **state)
   (void)state;
   char *d = tu_tmpdir("waldamage");
   const char *names[] = {"wal.damaged-100", "wal.damaged-100-1", "wal.damaged-99",
-                         "wal.damaged-200", "wal.damaged-150", "other"};
+                         "wal.damaged-200", "wal.damaged-150",   "other"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     mkdirf(d, names[i]);
   }
