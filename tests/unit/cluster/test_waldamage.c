@@ -22,7 +22,7 @@
 static void mkdirf(const char *dir, const char *sub)
 {
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", dir, sub);
+  assert_true(snprintf(path, sizeof path, "%s/%s", dir, sub) < (int)sizeof path);
   assert_int_equal(fs_mkdir_p(path), 0);
 }
 
@@ -30,7 +30,7 @@ static bool exists(const char *dir, const char *name)
 {
   char path[PATH_MAX];
   struct stat sb;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_true(snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path);
   return stat(path, &sb) == 0;
 }
 
