@@ -2,6 +2,8 @@
  * the metadata. See partitions.h. */
 #include "cluster/partitions.h"
 
+#include "cluster/waldamage.h"
+
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -197,54 +199,13 @@ static bool parts_dir_was_rebuilt(const char *dir)
   return fs_dir_has_prefix(dir, PARTS_DISCARDED_PREFIX);
 }
 
-/* Removes the oldest raft.damaged-* dirs of dir beyond PARTS_DAMAGED_KEEP
- * (names sort by their number: raft.damaged-<seconds>[-<k>]). */
-static void parts_prune_discarded(const char *dir)
-{
-  for (;;) {
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-      return;
-    }
-    char oldest[NAME_MAX + 1] = "";
-    unsigned long long oldest_key = ULLONG_MAX;
-    unsigned count = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-      size_t plen = strlen(PARTS_DISCARDED_PREFIX);
-      if (strncmp(de->d_name, PARTS_DISCARDED_PREFIX, plen) != 0) {
-        continue;
-      }
-      char *end = NULL;
-      unsigned long long secs = strtoull(de->d_name + plen, &end, 10);
-      unsigned long long k = *end == '-' ? strtoull(end + 1, NULL, 10) : 0;
-      unsigned long long key = secs * 16 + (k < 16 ? k : 15);
-      count++;
-      if (key < oldest_key) {
-        oldest_key = key;
-        snprintf(oldest, sizeof oldest, "%s", de->d_name);
-      }
-    }
-    closedir(d);
-    if (count <= PARTS_DAMAGED_KEEP || oldest[0] == '\0') {
-      return;
-    }
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", dir, oldest) >= (int)sizeof path) {
-      return;
-    }
-    int rv = fs_remove_tree(path);
-    log_info("parts", "removed %s (%d kept)%s%s", path, PARTS_DAMAGED_KEEP, rv != 0 ? ": " : "",
-             rv != 0 ? cairn_strerror(rv) : "");
-    if (rv != 0) {
-      return;
-    }
-  }
-}
-
-/* Moves dir/raft to dir/raft.damaged-<seconds>[-<k>] (a second rebuild
- * within the same second takes the next k), then makes the rename durable. */
-static int parts_discard_raft(const char *dir, char *moved, size_t len)
+/* Moves a refused replica's Raft state aside, to dir/raft.damaged-<seconds>
+ * [-<k>] (a second rebuild within the same second takes the next k), and
+ * makes that durable. raft_uv's (--raft-log group): dir/raft is renamed.
+ * The node-wide log's (wal set): the directory is made, and the snapshot
+ * files and last the mark that refused the replica (waldamage.h) move
+ * into it: a crash before the mark moves leaves the replica refused. */
+static int parts_discard_raft(const char *dir, bool wal, char *moved, size_t len)
 {
   char from[PATH_MAX];
   if (snprintf(from, sizeof from, "%s/raft", dir) >= (int)sizeof from) {
@@ -264,7 +225,14 @@ static int parts_discard_raft(const char *dir, char *moved, size_t len)
       rv = -EEXIST;
       continue;
     }
-    rv = rename(from, moved) == 0 ? 0 : -errno;
+    if (wal) {
+      rv = mkdir(moved, 0755) == 0 ? 0 : -errno;
+    } else {
+      rv = rename(from, moved) == 0 ? 0 : -errno;
+    }
+  }
+  if (rv == 0 && wal) {
+    return waldamage_move_state(dir, moved);
   }
   if (rv == 0) {
     rv = fs_fsync_dir(dir);
@@ -291,7 +259,7 @@ int parts_rebuild(struct parts *ps, uint32_t topic_id, uint32_t partition, uint6
   }
   char moved[PATH_MAX];
   if (rv == 0) {
-    rv = parts_discard_raft(dir, moved, sizeof moved);
+    rv = parts_discard_raft(dir, ps->opts.wal != NULL, moved, sizeof moved);
   }
   if (rv != 0) {
     log_error("parts", "%s-%u: rebuilding the replica: moving its Raft files aside: %s", t->name,
@@ -303,7 +271,7 @@ int parts_rebuild(struct parts *ps, uint32_t topic_id, uint32_t partition, uint6
            "Raft files are in %s; the replica rejoins empty and is caught up from its peers",
            t->name, partition, moved);
   ps->rebuilds++;
-  parts_prune_discarded(dir);
+  waldamage_prune(dir, PARTS_DISCARDED_PREFIX, PARTS_DAMAGED_KEEP);
   parts_damaged_drop(ps, gid);
   parts_reconcile(ps, ps->st, ps->synced);
   return 0;
@@ -394,10 +362,16 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   int rv = rgroup_open(&p->rg, ps->loop, ps->tr, p->group_id, ps->self_id, dir, reps, n, &o);
   if (rv != 0) {
     bool damaged = rv == CAIRN_ERAFTFILES;
+    /* The only replica has no peer to be rebuilt from: its log may hold
+     * acknowledged entries only it has, so it stays refused (an operator
+     * restores the files or recreates the topic). */
+    bool alone = damaged && mp->nreplicas == 1 && mp->replicas[0] == ps->self_id;
     log_error("parts", "%s-%u: %s%s", t->name, a->partition, p->rg.errmsg,
-              damaged ? " (the replica is rebuilt from its peers once the partition's leader has "
-                        "removed it from the group)"
-                      : "");
+              alone     ? " (it is the partition's only replica: it stays refused, as nothing can "
+                          "rebuild it; restore its Raft state or recreate the topic)"
+              : damaged ? " (the replica is rebuilt from its peers once the partition's leader has "
+                          "removed it from the group)"
+                        : "");
     if (damaged) {
       parts_damaged_note(ps, a, p->rg.errmsg);
     }

@@ -38,6 +38,11 @@
  *            the new Raft log repeats at the same indexes (the state machine
  *            skips an index the store holds; a snapshot it covers needs
  *            nothing, one ahead of it is caught up from a peer).
+ * With the node-wide log (opts.wal), a replica is refused when its
+ * directory holds the mark a damaged log left (waldamage.h: the log was
+ * set aside at node start with the replica's term, vote and entries), and
+ * the rebuild makes raft.damaged-<seconds> and moves the replica's
+ * snapshot files and then the mark into it.
  * Every step is idempotent and keyed by since_ms, so a leader change or a
  * crash at any point repeats or resumes it. Why a confirmation stays true:
  * a committed configuration lacking the server can only be followed by one

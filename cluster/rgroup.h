@@ -4,7 +4,10 @@
  *
  * Directory of a replica:
  *   <dir>/log/    the partition log (plog, see src/storage/plog.h)
- *   <dir>/raft/   canonical/raft's libuv log and snapshots
+ *   <dir>/raft/   canonical/raft's libuv log and snapshots (--raft-log group)
+ *   <dir>/wal-snapshots/  snapshot files over the node-wide log (raft_io_wal.h)
+ *   <dir>/raft.refused    the node-wide log holding this replica's Raft state
+ *                 was damaged and set aside (waldamage.h): refused until rebuilt
  *
  * Produce path (leader): rgroup_produce() validates the batch and queues
  * it; while no entry is in flight the queue is proposed at once, otherwise

@@ -664,7 +664,10 @@ int rgroup_raft_init(struct rgroup *rg)
     snprintf(rg->errmsg, sizeof rg->errmsg, "%s: path too long", rg->dir);
     return CAIRN_EINVAL;
   }
-  int rv = rgroup_raft_check_files(rg, raft_dir);
+  int rv = rgroup_wal_check_mark(rg);
+  if (rv == 0) {
+    rv = rgroup_raft_check_files(rg, raft_dir);
+  }
   if (rv != 0) {
     return rv;
   }

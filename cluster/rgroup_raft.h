@@ -56,6 +56,12 @@ __attribute__((warn_unused_result)) int rgroup_raft_ticker_join(struct rgroup *r
  * (rgroup_wal.c) */
 __attribute__((warn_unused_result)) int rgroup_wal_attach(struct rgroup *rg);
 
+/* With rg->opts.wal: CAIRN_ERAFTFILES (rg->errmsg naming the damage) when
+ * the replica's directory holds the mark of a damaged node-wide log
+ * (waldamage.h): its Raft state was lost with that log, and it stays
+ * closed until rebuilt (partitions.h). Otherwise 0. (rgroup_wal.c) */
+__attribute__((warn_unused_result)) int rgroup_wal_check_mark(struct rgroup *rg);
+
 /* Applies rg->opts' timeouts and snapshot counts to rg->raft. */
 void rgroup_raft_configure(struct rgroup *rg);
 

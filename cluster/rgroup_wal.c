@@ -5,6 +5,7 @@
  * the timers and randomness. */
 #include "cluster/raft_io_wal.h"
 #include "cluster/rgroup_raft.h"
+#include "cluster/waldamage.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 
@@ -99,6 +100,19 @@ static bool rgroup_wal_has_uv_state(const struct rgroup *rg)
     }
   }
   return false;
+}
+
+int rgroup_wal_check_mark(struct rgroup *rg)
+{
+  char why[320];
+  if (rg->opts.wal == NULL || !waldamage_marked(rg->dir, why, sizeof why)) {
+    return 0;
+  }
+  snprintf(rg->errmsg, sizeof rg->errmsg,
+           "group %llu: replica %llu stays closed: its Raft state was in the node's Raft log, "
+           "found damaged and set aside: %s",
+           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why);
+  return CAIRN_ERAFTFILES;
 }
 
 int rgroup_wal_attach(struct rgroup *rg)

@@ -35,7 +35,9 @@
  * newest segment that only the last, unsynced job can have left (nothing
  * valid after it that a later job wrote: every record carries the offset
  * of its job's first byte) is a torn tail, cut at the last good record.
- * Any other damage is refused with the file and byte offset (CAIRN_ECORRUPT).
+ * Any other damage is refused with the file and byte offset (CAIRN_ECORRUPT);
+ * cairnd then sets the log aside and has the replicas it held rebuilt
+ * (waldamage.h).
  *
  * Segment deletion: each segment counts the live entries and current
  * metadata records in it. A segment whose count is zero, that is not the

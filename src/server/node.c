@@ -5,6 +5,7 @@
 
 #include "admin/admin.h"
 #include "admin/metrics_node.h"
+#include "cluster/waldamage.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -408,6 +409,33 @@ static int node_resolve_raft_log(struct node *n)
   return 0;
 }
 
+/* The node-wide Raft log is damaged beyond a torn tail (why: the file and
+ * byte): rather than refuse to start, set it aside and start on a new one;
+ * every replica that had state in it stays refused until the cluster
+ * rebuilt it from its peers (cluster/waldamage.h). why is overwritten on
+ * failure. Returns 0 with n->wal open, or the error (why says it). */
+static int node_wal_set_aside(struct node *n, const char *wdir, char *why)
+{
+  char damage[WAL_ERRMSG_SIZE], moved[CONFIG_PATH_MAX + 64], err[WAL_ERRMSG_SIZE];
+  snprintf(damage, sizeof damage, "%s", why);
+  log_error("node", "the node's Raft log is damaged: %s", damage);
+  unsigned marked = 0;
+  int rv =
+      waldamage_set_aside(n->cfg.data_dir, damage, moved, sizeof moved, &marked, err, sizeof err);
+  if (rv != 0) {
+    snprintf(why, WAL_ERRMSG_SIZE, "%.200s; setting it aside failed: %.280s", damage, err);
+    return rv;
+  }
+  log_error("node",
+            "moved the damaged Raft log to %s and started a new one: the %u partition replicas "
+            "that had state in it stay closed, each until its leader has removed it from its "
+            "group; then it rejoins empty and is rebuilt from its peers (a replica with no peer "
+            "stays refused)",
+            moved, marked);
+  rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
+  return rv;
+}
+
 static int node_start_groups(struct node *n)
 {
   struct ctl_voter voters[CONFIG_MAX_VOTERS];
@@ -446,6 +474,9 @@ static int node_start_groups(struct node *n)
     char wdir[CONFIG_PATH_MAX + 8], why[WAL_ERRMSG_SIZE];
     snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
     rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
+    if (rv == CAIRN_ECORRUPT) {
+      rv = node_wal_set_aside(n, wdir, why);
+    }
     if (rv != 0) {
       node_set_errmsg(n, "the node's Raft log: %s", why);
       return rv;

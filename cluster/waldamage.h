@@ -1,0 +1,70 @@
+/* waldamage.h - a node-wide Raft log (wal.h) damaged beyond a torn tail
+ * takes no node down: the log is set aside whole and every partition
+ * replica whose Raft state it held is refused until the cluster has
+ * rebuilt it from its peers (docs/fault-tolerance.md, "A damaged node-wide
+ * Raft log").
+ *
+ * Happy path at node start (node.c), when wal_open returns CAIRN_ECORRUPT:
+ *   mark     waldamage_set_aside writes WALDAMAGE_MARK (the damage's
+ *            message, one text line) into every replica directory under
+ *            <data>/partitions, each fsynced with its directory: those
+ *            replicas had (or may have had) their term, vote and entries in
+ *            the damaged log;
+ *   move     then renames <data>/wal to <data>/wal.damaged-<unix seconds>
+ *            [-<k>] and fsyncs <data> (the newest WALDAMAGE_KEEP kept);
+ *   reopen   the node opens a new, empty log.
+ *   refused  a replica whose directory holds the mark is refused at open
+ *            (rgroup_wal.c: CAIRN_ERAFTFILES), and partitions.h's rebuild
+ *            takes over: reported, removed from its group by the leader,
+ *   rebuilt  then waldamage_move_state moves its Raft state (snapshot files)
+ *            and last the mark into raft.damaged-<seconds>, and it rejoins
+ *            empty, never bootstrapping.
+ *
+ * Failure modes: a crash before the move leaves the damaged log in place:
+ * the next start finds the same damage and marks again (idempotent). A
+ * crash after it leaves a new empty log and every mark durable: no replica
+ * that had state comes back as an empty voter (which could elect a leader
+ * lacking acknowledged entries). Marks are never removed but by a rebuild,
+ * or with their replica's directory.
+ *
+ * Context: node start and the loop thread; every function blocks on file
+ * I/O (small: a few renames and fsyncs per replica). */
+#ifndef CAIRN_WALDAMAGE_H
+#define CAIRN_WALDAMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* In a replica directory: its Raft state was in a damaged node-wide log. */
+#define WALDAMAGE_MARK "raft.refused"
+/* In the data directory: a damaged node-wide log set aside. */
+#define WALDAMAGE_PREFIX "wal.damaged-"
+#define WALDAMAGE_KEEP 3
+
+/* Marks every replica directory under <data_dir>/partitions with why
+ * (one that holds a mark already keeps its own), then moves <data_dir>/wal
+ * aside, durably, and prunes older wal.damaged-* beyond WALDAMAGE_KEEP.
+ * moved (len bytes) gets the new path of the log; *marked how many
+ * replicas hold a mark now. Returns 0 or -errno; on failure errmsg (errlen
+ * bytes) says which step and file, and the log is still in place when any
+ * mark failed. Ownership: borrows every argument. */
+__attribute__((warn_unused_result)) int waldamage_set_aside(const char *data_dir, const char *why,
+                                                            char *moved, size_t len,
+                                                            unsigned *marked, char *errmsg,
+                                                            size_t errlen);
+
+/* Does replica dir hold the mark? reason (may be NULL; len bytes) gets its
+ * text. */
+bool waldamage_marked(const char *dir, char *reason, size_t len);
+
+/* Rebuild of replica dir, whose leader removed it from its group: moves
+ * its Raft state (wal-snapshots/, raft/, when present) into moved (an
+ * existing empty directory), makes that durable, then moves the mark into
+ * it and makes that durable. Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int waldamage_move_state(const char *dir, const char *moved);
+
+/* Removes the oldest entries of dir named <prefix><seconds>[-<k>] beyond
+ * keep (by their number). Each removal is logged at info level. */
+void waldamage_prune(const char *dir, const char *prefix, unsigned keep);
+
+#endif

@@ -1,0 +1,719 @@
+/* test_raft_damage_wal.c - cairnd restarted on a damaged node-wide Raft log
+ * (--raft-log node; issue 20, item 2), with real processes on loopback: a
+ * node whose wal segment has garbage before a later write job's intact
+ * records (not a torn tail) comes up and serves, sets the log aside, and
+ * every partition replica it held is rebuilt from its peers (removed by
+ * its leader, reopened empty, added back and promoted), also when a
+ * partition leader's node is SIGKILLed during the rebuild, and when the
+ * damaged node itself is SIGKILLed after setting its log aside; a
+ * partition whose only replica was there stays refused. Every
+ * acknowledged batch is then on every replica once, in order.
+ *
+ * Usage: test_raft_damage_wal <path of cairnd>
+ * CAIRN_TEST_FILTER='*leader*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
+ * the data dirs and node logs; CAIRN_TEST_SEED replays the garbage. */
+#include "cairnd.h"
+#include "common/fsutil.h"
+#include "format/batch.h"
+#include "storage/plog.h"
+#include "storage/store.h"
+#include "proc.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define WAIT_MS 30000
+#define FAST                                                                                       \
+  "--raft-log node --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 "                  \
+  "--replace-delay-ms 60000"
+#define NPART 4
+#define MAX_ACKED 128
+#define BATCH_RECORDS 3
+#define BATCH_VALUE 40
+#define TOPIC "t"
+#define REBUILD_WAIT_MS 90000
+/* The node-wide log's layout (docs/format.md): a 24-byte segment header,
+ * then records of a 40-byte header (u32 payload length at 4, u32 job_back
+ * at 12) and the payload. */
+#define WAL_SEG_HEADER 24
+#define WAL_REC_HEADER 40
+#define WAL_SEG "wal-0000000000000001.log"
+
+static const char *cairnd_bin;
+static long long restarted_ms;
+static int want_rebuilds; /* replicas the victim's process moves aside */
+static int want_refused;  /* replicas of the victim that stay refused */
+
+/* ---- acknowledged batches, per partition ---- */
+
+struct acked {
+  int64_t offset;
+  uint64_t tag;
+};
+
+static struct acked acked[NPART][MAX_ACKED];
+static int nacked[NPART];
+static uint64_t next_tag = 1;
+
+static void produce_one(struct cd_cluster *c, uint32_t p)
+{
+  size_t len = 0;
+  uint64_t tag = next_tag++;
+  uint8_t *b = tu_make_batch(tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)tag, &len);
+  int64_t base = -1;
+  int rv = cd_produce(c, TOPIC, p, b, len, WAIT_MS, &base);
+  free(b);
+  if (rv != 0) {
+    fail_msg("produce to %s-%u: wire code %d", TOPIC, p, rv);
+  }
+  int n = nacked[p];
+  assert_true(n < MAX_ACKED);
+  assert_true(n == 0 || base > acked[p][n - 1].offset);
+  acked[p][n].offset = base;
+  acked[p][n].tag = tag;
+  nacked[p]++;
+}
+
+/* One acknowledged batch to every partition, k times. */
+static void produce_rounds(struct cd_cluster *c, int k)
+{
+  for (int r = 0; r < k; r++) {
+    for (uint32_t p = 0; p < NPART; p++) {
+      produce_one(c, p);
+    }
+  }
+}
+
+/* Every acknowledged batch is at its offset, as the leaders serve them. */
+static void check_acked(struct cd_cluster *c)
+{
+  for (uint32_t p = 0; p < NPART; p++) {
+    for (int i = 0; i < nacked[p]; i++) {
+      uint8_t *data = NULL;
+      size_t len = 0;
+      int64_t hw = -1;
+      int rv = cd_fetch(c, TOPIC, p, acked[p][i].offset, 1 << 20, WAIT_MS, &data, &len, &hw);
+      if (rv != 0) {
+        fail_msg("fetch %s-%u@%" PRId64 ": wire code %d", TOPIC, p, acked[p][i].offset, rv);
+      }
+      size_t size = 0;
+      int err = 0;
+      assert_int_equal(batch_probe(data, len, len, &size, &err), BATCH_PROBE_OK);
+      if (tu_check_batch(data, size, acked[p][i].tag, BATCH_RECORDS, BATCH_VALUE) != 0) {
+        fail_msg("%s-%u@%" PRId64 " does not hold batch %" PRIu64, TOPIC, p, acked[p][i].offset,
+                 acked[p][i].tag);
+      }
+      free(data);
+    }
+  }
+}
+
+/* ---- the wal segment ---- */
+
+static uint32_t le32(const uint8_t *b)
+{
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* One record of the segment: where it starts, its size, where its job's
+ * bytes start. */
+struct rec {
+  int64_t off, size, job;
+};
+
+/* Walks node i's wal segment (the node stopped) into out (at most cap);
+ * returns how many records. */
+static int wal_records(const char *dir, struct rec *out, int cap)
+{
+  int64_t size = tu_file_size(dir, WAL_SEG);
+  uint8_t *b = malloc((size_t)size + 1);
+  assert_non_null(b);
+  tu_read_at(dir, WAL_SEG, 0, b, (size_t)size);
+  int n = 0;
+  int64_t off = WAL_SEG_HEADER;
+  while (off + WAL_REC_HEADER <= size && n < cap) {
+    int64_t len = le32(b + off + 4);
+    int64_t back = le32(b + off + 12);
+    if (le32(b + off) == 0 || off + WAL_REC_HEADER + len > size || back > off) {
+      break;
+    }
+    out[n++] = (struct rec){off, WAL_REC_HEADER + len, off - back};
+    off += WAL_REC_HEADER + len;
+  }
+  free(b);
+  return n;
+}
+
+/* Random bytes over a record in the first half of node i's wal segment
+ * whose write job is not the last one: later jobs' records after it stay
+ * intact, so the damage was synced and is refused, never cut as a torn
+ * tail. Returns the record's offset (what the refusal names). */
+static int64_t garble_wal(struct cd_cluster *c, int i, uint64_t *rnd)
+{
+  char dir[700];
+  snprintf(dir, sizeof dir, "%s/wal", c->nodes[i].dir);
+  static struct rec v[200000];
+  int n = wal_records(dir, v, (int)(sizeof v / sizeof v[0]));
+  assert_true(n > 10);
+  int64_t last_job = v[n - 1].job;
+  int cand = 0;
+  while (cand < n / 2 && v[cand].off < last_job) {
+    cand++;
+  }
+  assert_true(cand > 2);
+  const struct rec *r = &v[1 + tu_rand(rnd) % (uint64_t)(cand - 1)];
+  uint8_t g[32];
+  size_t len = r->size < (int64_t)sizeof g ? (size_t)r->size : sizeof g;
+  for (size_t k = 0; k < len; k++) {
+    g[k] = (uint8_t)tu_rand(rnd);
+  }
+  g[0] ^= 0x5a; /* the checksum field changes whatever the draw */
+  tu_write_at(dir, WAL_SEG, r->off, g, len);
+  print_message("wrote %zu random bytes at byte %" PRId64
+                " of %s/%s (%d records, last job at %" PRId64 ")\n",
+                len, r->off, dir, WAL_SEG, n, last_job);
+  return r->off;
+}
+
+/* ---- cluster ---- */
+
+static int exit_code_of(int status)
+{
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void setup(struct cd_cluster *c, int rounds)
+{
+  memset(nacked, 0, sizeof nacked);
+  assert_int_equal(cd_init(c, cairnd_bin, 3, 3, FAST), 0);
+  if (cd_start_all(c, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form: see %s", c->root);
+  }
+  char msg[256];
+  assert_int_equal(cd_create_topic(c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg), 0);
+  produce_rounds(c, rounds);
+}
+
+static void expect_up(struct cd_cluster *c, int i)
+{
+  uint64_t all[3] = {1, 2, 3};
+  if (cd_wait_alive(c, i, all, 3, WAIT_MS) != 0) {
+    fail_msg("node %d did not come back: see %s", i, c->nodes[i].log);
+  }
+  if (tu_proc_wait(&c->nodes[i].proc, 0) != -1) {
+    fail_msg("node %d exited: see %s", i, c->nodes[i].log);
+  }
+  assert_false(tu_file_contains(c->nodes[i].log, "AddressSanitizer"));
+}
+
+/* (topic, partition p) as node i's Metadata shows it; *env to free. */
+static Cairn__Client__PartitionInfo *topic_partition_info(struct cd_cluster *c, int i,
+                                                          const char *topic, uint32_t p,
+                                                          Cairn__Client__Envelope **env)
+{
+  *env = NULL;
+  Cairn__Client__MetadataResponse *md = cd_metadata(c, i, env);
+  for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
+    if (strcmp(md->topics[t]->name, topic) == 0 && md->topics[t]->n_partitions > p) {
+      for (size_t k = 0; k < md->topics[t]->n_partitions; k++) {
+        if (md->topics[t]->partitions[k]->partition == p) {
+          return md->topics[t]->partitions[k];
+        }
+      }
+    }
+  }
+  return NULL;
+}
+
+static Cairn__Client__PartitionInfo *partition_info(struct cd_cluster *c, int i, uint32_t p,
+                                                    Cairn__Client__Envelope **env)
+{
+  return topic_partition_info(c, i, TOPIC, p, env);
+}
+
+static int leader_index(struct cd_cluster *c, int ask, uint32_t p)
+{
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__PartitionInfo *pi = partition_info(c, ask, p, &env);
+  int li = pi != NULL && pi->leader_id != 0 ? cd_index(c, pi->leader_id) : -1;
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return li;
+}
+
+static bool ids_contain(const uint64_t *v, size_t n, uint64_t id)
+{
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] == id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Is victim's replica of partition p a voter in sync at p's leader (not
+ * the victim, and running), and no longer listed with a failed store? */
+static bool partition_rebuilt(struct cd_cluster *c, int victim, uint32_t p)
+{
+  uint64_t id = c->nodes[victim].id;
+  int ask = (victim + 1) % 3;
+  if (!cd_running(c, ask)) {
+    ask = (victim + 2) % 3;
+  }
+  int li = leader_index(c, ask, p);
+  if (li < 0 || !cd_running(c, li)) {
+    return false;
+  }
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__PartitionInfo *pi = partition_info(c, li, p, &env);
+  bool ok = pi != NULL && pi->leader_id == c->nodes[li].id && ids_contain(pi->isr, pi->n_isr, id);
+  for (size_t k = 0; ok && k < pi->n_store_failures; k++) {
+    ok = pi->store_failures[k]->node_id != id;
+  }
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return ok;
+}
+
+/* Every replica of the victim rebuilt: its node moved each replica's Raft
+ * state aside (the metric counts them) and every leader has it back. */
+static bool all_rebuilt(struct cd_cluster *c, int victim)
+{
+  if (cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_rebuilt_total") < want_rebuilds ||
+      cd_metric(c->nodes[victim].admin_port, "cairn_raft_replicas_refused") != want_refused) {
+    return false;
+  }
+  for (uint32_t p = 0; p < NPART; p++) {
+    if (!partition_rebuilt(c, victim, p)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static long long wait_rebuilt(struct cd_cluster *c, int victim)
+{
+  long long until = tu_now_ms() + REBUILD_WAIT_MS;
+  while (!all_rebuilt(c, victim)) {
+    if (tu_now_ms() > until) {
+      fail_msg("node %d's replicas were not rebuilt within %d ms: see %s", victim, REBUILD_WAIT_MS,
+               c->root);
+    }
+    usleep(200 * 1000);
+  }
+  return tu_now_ms() - restarted_ms;
+}
+
+/* ---- comparing replicas ---- */
+
+struct held {
+  int64_t offset;
+  uint64_t tag;
+  uint32_t crc;
+};
+
+/* The partition log of node i's replica of p (<node>/partitions/t-p.<id>/log). */
+static void replica_log_dir(struct cd_cluster *c, int i, uint32_t p, char *out, size_t n)
+{
+  char parts[700], prefix[32];
+  snprintf(parts, sizeof parts, "%s/partitions", c->nodes[i].dir);
+  snprintf(prefix, sizeof prefix, "%s-%u.", TOPIC, p);
+  DIR *d = opendir(parts);
+  assert_non_null(d);
+  struct dirent *de;
+  out[0] = '\0';
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
+      int w = snprintf(out, n, "%s/%.200s/log", parts, de->d_name);
+      assert_true(w > 0 && (size_t)w < n);
+    }
+  }
+  closedir(d);
+  assert_true(out[0] != '\0');
+}
+
+static int read_replica(struct cd_cluster *c, int i, uint32_t p, struct held *out, int cap)
+{
+  char log[900];
+  replica_log_dir(c, i, p, log, sizeof log);
+  struct plog_opts o;
+  plog_opts_default(&o);
+  struct store *s = NULL;
+  char err[256];
+  if (plog_open(log, &o, &s, err, sizeof err) != 0) {
+    fail_msg("%s: %s", log, err);
+  }
+  struct store_info si;
+  store_info(s, &si);
+  int n = 0;
+  for (int64_t off = si.start_offset; off < si.next_offset;) {
+    struct store_region r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(store_read_wait(s, off, 1 << 20, &r), 0);
+    assert_true(r.len > 0);
+    uint8_t *buf = malloc(r.len);
+    assert_non_null(buf);
+    if (r.mem != NULL) {
+      memcpy(buf, r.mem, r.len);
+    } else {
+      assert_int_equal(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
+    }
+    for (size_t at = 0; at < r.len;) {
+      struct batch_header h;
+      batch_header_decode(buf + at, &h);
+      assert_true(n < cap);
+      out[n].offset = h.base_offset;
+      out[n].tag = (uint64_t)(h.first_timestamp - 1000);
+      out[n].crc = h.crc;
+      n++;
+      at += batch_total_size(h.batch_length);
+    }
+    off = r.next_offset;
+    free(buf);
+    store_region_release(&r);
+  }
+  store_close(s);
+  return n;
+}
+
+/* Every node stopped cleanly: for each partition the three replicas hold
+ * the same batches, and every acknowledged one once, at its offset, in
+ * acknowledgment order. */
+static void stop_and_compare(struct cd_cluster *c)
+{
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(exit_code_of(cd_term(c, i, WAIT_MS)), 0);
+    assert_false(tu_file_contains(c->nodes[i].log, "AddressSanitizer"));
+  }
+  static struct held v[3][MAX_ACKED + 16];
+  for (uint32_t p = 0; p < NPART; p++) {
+    int n[3];
+    for (int i = 0; i < 3; i++) {
+      n[i] = read_replica(c, i, p, v[i], MAX_ACKED + 16);
+    }
+    print_message("%s-%u: %d, %d, %d batches\n", TOPIC, p, n[0], n[1], n[2]);
+    for (int i = 1; i < 3; i++) {
+      assert_int_equal(n[i], n[0]);
+      assert_memory_equal(v[i], v[0], (size_t)n[0] * sizeof v[0][0]);
+    }
+    int k = 0;
+    for (int a = 0; a < nacked[p]; a++) {
+      while (k < n[0] && v[0][k].offset < acked[p][a].offset) {
+        k++;
+      }
+      if (k == n[0] || v[0][k].offset != acked[p][a].offset || v[0][k].tag != acked[p][a].tag) {
+        fail_msg("%s-%u: batch %" PRIu64 " is not at offset %" PRId64, TOPIC, p, acked[p][a].tag,
+                 acked[p][a].offset);
+      }
+      int seen = 0;
+      for (int j = 0; j < n[0]; j++) {
+        seen += v[0][j].tag == acked[p][a].tag;
+      }
+      assert_int_equal(seen, 1);
+    }
+  }
+}
+
+/* Does a line of path from byte `from` on contain both a and b? */
+static bool log_line_since(const char *path, long from, const char *a, const char *b)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    return false;
+  }
+  bool found = false;
+  char line[4096];
+  if (fseek(f, from, SEEK_SET) == 0) {
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+      found = strstr(line, a) != NULL && strstr(line, b) != NULL;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+static long file_size(const char *path)
+{
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (long)sb.st_size : 0;
+}
+
+/* Does node i's replica dir of partition p hold the mark of a damaged log? */
+static bool replica_marked(struct cd_cluster *c, int i, uint32_t p)
+{
+  char log[900], mark[960];
+  replica_log_dir(c, i, p, log, sizeof log);
+  snprintf(mark, sizeof mark, "%.*s/raft.refused", (int)(strrchr(log, '/') - log), log);
+  struct stat sb;
+  return stat(mark, &sb) == 0;
+}
+
+/* Extra setup of the next damage_wal (NULL: none). */
+static void (*solo_setup)(struct cd_cluster *c);
+
+/* Sets up, SIGKILLs victim, produces more while it is down, garbles its
+ * wal before the last write job's records, restarts it: it must come up,
+ * log the file and byte, and set the log aside. */
+static void damage_wal(struct cd_cluster *c, int victim, const char *seed)
+{
+  uint64_t rnd = tu_seed(seed);
+  want_rebuilds = NPART;
+  want_refused = 0;
+  setup(c, 6);
+  if (solo_setup != NULL) {
+    solo_setup(c);
+  }
+  cd_kill(c, victim);
+  produce_rounds(c, 2);
+  int64_t at = garble_wal(c, victim, &rnd);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(c, victim), 0);
+  expect_up(c, victim);
+  char want[900];
+  snprintf(want, sizeof want, "%s/wal/%s: record at byte %" PRId64, c->nodes[victim].dir, WAL_SEG,
+           at);
+  if (!tu_file_contains(c->nodes[victim].log, want)) {
+    fail_msg("no line naming %s in %s", want, c->nodes[victim].log);
+  }
+  assert_true(fs_dir_has_prefix(c->nodes[victim].dir, "wal.damaged-"));
+}
+
+/* A node restarted on a node-wide log with garbage before a later job's
+ * records comes up and serves, and each of its replicas (all of the
+ * topic's partitions) is rebuilt from its peers: a voter in sync again,
+ * not listed as failed; restartable; and with another node down every
+ * partition still takes writes. Every acknowledged batch is on every
+ * replica once, in order. */
+static void test_raft_damage_wal_replicas_are_rebuilt(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 1;
+  damage_wal(&c, victim, "test_raft_damage_wal_replicas_are_rebuilt");
+  /* Serving at once: the other replicas hold every partition. */
+  produce_rounds(&c, 1);
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's %d replicas rebuilt %lld ms after its restart\n", victim, NPART, took);
+  assert_true(tu_file_contains(c.nodes[victim].log, "rejoins empty"));
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  /* Restarted, the rebuilt replicas join with their new state. */
+  cd_kill(&c, victim);
+  assert_int_equal(cd_start(&c, victim), 0);
+  expect_up(&c, victim);
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_raft_replicas_refused"), 0);
+  /* The rebuilt replicas count toward commits: with another node down
+   * every partition still takes writes. */
+  int other = (victim + 1) % 3;
+  usleep(2000 * 1000); /* the restarted replicas catch up */
+  cd_kill(&c, other);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  assert_int_equal(cd_start(&c, other), 0);
+  expect_up(&c, other);
+  produce_rounds(&c, 1);
+  usleep(3000 * 1000); /* the restarted one catches up */
+  stop_and_compare(&c);
+  cd_destroy(&c);
+}
+
+/* The same, with the node of a leader that starts removing a damaged
+ * replica SIGKILLed at once and restarted a second later: the rebuild
+ * resumes and completes. */
+static void test_raft_damage_wal_rebuild_survives_leader_kill(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 2;
+  damage_wal(&c, victim, "test_raft_damage_wal_rebuild_survives_leader_kill");
+  int leader = -1;
+  long long until = tu_now_ms() + WAIT_MS;
+  while (leader < 0 && tu_now_ms() < until) {
+    for (int i = 0; i < 3; i++) {
+      if (i != victim && tu_file_contains(c.nodes[i].log, "remove damaged replica")) {
+        leader = i;
+      }
+    }
+    usleep(20 * 1000);
+  }
+  if (leader < 0) {
+    fail_msg("no leader started removing node %d's replicas: see %s", victim, c.root);
+  }
+  cd_kill(&c, leader);
+  print_message("killed node %d, which was removing a damaged replica\n", leader);
+  usleep(1000 * 1000);
+  assert_int_equal(cd_start(&c, leader), 0);
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's %d replicas rebuilt %lld ms after its restart\n", victim, NPART, took);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  usleep(3000 * 1000);
+  stop_and_compare(&c);
+  cd_destroy(&c);
+}
+
+/* The damaged node is SIGKILLed once it has set its log aside, before its
+ * replicas are rebuilt, and restarted: it starts on its new, nearly empty
+ * log, and every replica still marked is refused again (never opened with
+ * empty Raft state, which would make it an empty voter); then all are
+ * rebuilt and hold every acknowledged batch. */
+static void test_raft_damage_wal_restart_before_rebuild_stays_refused(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 0;
+  damage_wal(&c, victim, "test_raft_damage_wal_restart_before_rebuild_stays_refused");
+  cd_kill(&c, victim);
+  bool marked[NPART];
+  int nmarked = 0;
+  for (uint32_t p = 0; p < NPART; p++) {
+    marked[p] = replica_marked(&c, victim, p);
+    nmarked += marked[p];
+  }
+  print_message("killed node %d with %d of %d replicas still marked\n", victim, nmarked, NPART);
+  assert_true(nmarked > 0);
+  want_rebuilds = nmarked;
+  produce_rounds(&c, 1);
+  long from = file_size(c.nodes[victim].log);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(&c, victim), 0);
+  expect_up(&c, victim);
+  for (uint32_t p = 0; p < NPART; p++) {
+    char name[32];
+    snprintf(name, sizeof name, "] %s-%u: group ", TOPIC, p);
+    long long until = tu_now_ms() + WAIT_MS;
+    while (marked[p] && !log_line_since(c.nodes[victim].log, from, name, "stays closed") &&
+           tu_now_ms() < until) {
+      usleep(100 * 1000);
+    }
+    if (marked[p] && !log_line_since(c.nodes[victim].log, from, name, "stays closed")) {
+      fail_msg("%s-%u: marked, but not refused after the restart: see %s", TOPIC, p,
+               c.nodes[victim].log);
+    }
+  }
+  /* The new log was not damaged: it is not set aside again. */
+  assert_false(log_line_since(c.nodes[victim].log, from, "Raft log is damaged", ""));
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's replicas rebuilt %lld ms after its second restart\n", victim, took);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  usleep(3000 * 1000);
+  stop_and_compare(&c);
+  cd_destroy(&c);
+}
+
+/* ---- a partition whose only replica is on the damaged node ---- */
+
+#define SOLO "solo"
+#define SOLO_PARTS 3
+
+/* SOLO: SOLO_PARTS partitions at rf 1 (spread over the nodes), one
+ * acknowledged batch each. */
+static void solo_create(struct cd_cluster *c)
+{
+  char msg[256];
+  assert_int_equal(cd_create_topic(c, 0, SOLO, SOLO_PARTS, 1, WAIT_MS, msg, sizeof msg), 0);
+  for (uint32_t p = 0; p < SOLO_PARTS; p++) {
+    size_t len = 0;
+    uint8_t *b =
+        tu_make_batch(next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)next_tag, &len);
+    next_tag++;
+    int64_t base = -1;
+    assert_int_equal(cd_produce(c, SOLO, p, b, len, WAIT_MS, &base), 0);
+    free(b);
+  }
+}
+
+/* The partitions of SOLO whose one replica is node i's, as a bit set. */
+static unsigned solo_on(struct cd_cluster *c, int ask, int i)
+{
+  unsigned set = 0;
+  for (uint32_t p = 0; p < SOLO_PARTS; p++) {
+    Cairn__Client__Envelope *env = NULL;
+    Cairn__Client__PartitionInfo *pi = topic_partition_info(c, ask, SOLO, p, &env);
+    assert_non_null(pi);
+    assert_int_equal(pi->n_replicas, 1);
+    if (pi->replicas[0] == c->nodes[i].id) {
+      set |= 1u << p;
+    }
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return set;
+}
+
+/* A partition whose only replica is the damaged node's has no peer to be
+ * rebuilt from: it stays refused, and the log says why; the node's other
+ * replicas are rebuilt, and the other nodes' rf-1 partitions still take
+ * writes. */
+static void test_raft_damage_wal_only_replica_stays_refused(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 1;
+  solo_setup = solo_create;
+  damage_wal(&c, victim, "test_raft_damage_wal_only_replica_stays_refused");
+  solo_setup = NULL;
+  unsigned mine = solo_on(&c, 0, victim);
+  int nmine = __builtin_popcount(mine);
+  print_message("node %d holds the only replica of %d of %s's %d partitions\n", victim, nmine, SOLO,
+                SOLO_PARTS);
+  assert_true(nmine > 0); /* placement spreads rf-1 partitions over the nodes */
+  want_refused = nmine;
+  long long took = wait_rebuilt(&c, victim);
+  print_message("node %d's %d replicas of %s rebuilt %lld ms after its restart\n", victim, NPART,
+                TOPIC, took);
+  for (uint32_t p = 0; p < SOLO_PARTS; p++) {
+    if ((mine & (1u << p)) != 0) {
+      char name[64];
+      snprintf(name, sizeof name, "] %s-%u: group ", SOLO, p);
+      if (!log_line_since(c.nodes[victim].log, 0, name, "only replica: it stays refused")) {
+        fail_msg("%s-%u: no line saying it stays refused in %s", SOLO, p, c.nodes[victim].log);
+      }
+      continue;
+    }
+    size_t len = 0;
+    uint8_t *b =
+        tu_make_batch(next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)next_tag, &len);
+    next_tag++;
+    int64_t base = -1;
+    assert_int_equal(cd_produce(&c, SOLO, p, b, len, WAIT_MS, &base), 0);
+    free(b);
+  }
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_raft_replicas_refused"), nmine);
+  produce_rounds(&c, 1);
+  check_acked(&c);
+  cd_destroy(&c);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s CAIRND\n", argv[0]);
+    return 2;
+  }
+  cairnd_bin = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_raft_damage_wal_replicas_are_rebuilt),
+      cmocka_unit_test(test_raft_damage_wal_rebuild_survives_leader_kill),
+      cmocka_unit_test(test_raft_damage_wal_restart_before_rebuild_stays_refused),
+      cmocka_unit_test(test_raft_damage_wal_only_replica_stays_refused),
+  };
+  if (getenv("CAIRN_TEST_FILTER") != NULL) {
+    cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
+  }
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
