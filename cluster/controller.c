@@ -317,7 +317,10 @@ static int ctl_attach_wal(struct controller *ctl)
   return 0;
 }
 
-bool ctl_failed(const struct controller *ctl) { return ctl->raft_failed; }
+bool ctl_failed(const struct controller *ctl)
+{
+  return ctl->raft_failed;
+}
 
 /* ---- open ---- */
 

@@ -79,7 +79,7 @@ struct ctl_opts {
    * CTL_GROUP_ID, snapshot files in <dir>/wal-snapshots; a failed write
    * latches the group (see "Failed write" above) and calls on_fatal. */
   struct wal *wal;
-  ctl_fatal_cb on_fatal; /* may be NULL */
+  ctl_fatal_cb on_fatal;     /* may be NULL */
   unsigned heartbeat_ms;     /* 0: 100 */
   unsigned election_ms;      /* 0: 1000 */
   size_t raft_segment_size;  /* 0: 1 MiB */
@@ -169,9 +169,9 @@ struct controller {
   int (*io_set_term)(struct raft_io *io, raft_term term);
   int (*io_set_vote)(struct raft_io *io, raft_id id);
   int (*io_truncate)(struct raft_io *io, raft_index index);
-  bool raft_failed; /* a write to the node's log failed: latched */
-  bool fatal_reported; /* on_fatal called */
-  bool ticking;        /* the tick timer runs (ctl_open got past raft_start) */
+  bool raft_failed;            /* a write to the node's log failed: latched */
+  bool fatal_reported;         /* on_fatal called */
+  bool ticking;                /* the tick timer runs (ctl_open got past raft_start) */
   bool start_short;            /* on the short election timeout since the start
                                 * (or a vote request from a shorter log) until a
                                 * leader is known (rgroup.h: rgroup_elect_start_timer) */

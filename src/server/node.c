@@ -458,8 +458,9 @@ static int node_open_wal(struct node *n, struct ctl_opts *co)
     return rv;
   }
   if (node_meta_has_uv(n)) {
-    log_info("node", "metadata group: raft_uv files in %s/meta (kept: written before the "
-                     "metadata group moved onto the node's log)",
+    log_info("node",
+             "metadata group: raft_uv files in %s/meta (kept: written before the "
+             "metadata group moved onto the node's log)",
              n->cfg.data_dir);
     return 0;
   }
@@ -486,8 +487,8 @@ static int node_start_groups(struct node *n)
   }
   char dir[CONFIG_PATH_MAX + 8];
   snprintf(dir, sizeof dir, "%s/meta", n->cfg.data_dir);
-  rv = ctl_open(&n->ctl, n->loop, &n->tr, n->cfg.node_id, n->cfg.advertise_cluster.str, dir,
-                voters, (unsigned)n->cfg.voters_len, &co, node_on_meta_change, n);
+  rv = ctl_open(&n->ctl, n->loop, &n->tr, n->cfg.node_id, n->cfg.advertise_cluster.str, dir, voters,
+                (unsigned)n->cfg.voters_len, &co, node_on_meta_change, n);
   if (rv != 0) {
     node_set_errmsg(n, "%s", n->ctl.errmsg);
     return rv;

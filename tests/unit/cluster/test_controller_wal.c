@@ -59,7 +59,10 @@ static void run_until(uv_loop_t *loop, bool (*done)(void *), void *arg, const ch
   }
 }
 
-static int test_port(void) { return 20000 + (int)(getpid() % 20000); }
+static int test_port(void)
+{
+  return 20000 + (int)(getpid() % 20000);
+}
 
 static void on_fatal(struct controller *ctl, void *data)
 {
@@ -67,7 +70,10 @@ static void on_fatal(struct controller *ctl, void *data)
   ((struct node *)data)->fatal_calls++;
 }
 
-static bool is_leader(void *arg) { return ctl_is_leader(&((struct node *)arg)->ctl); }
+static bool is_leader(void *arg)
+{
+  return ctl_is_leader(&((struct node *)arg)->ctl);
+}
 
 /* Everything committed before this leader's term is applied. */
 static bool is_current(void *arg)
@@ -124,8 +130,14 @@ static bool closed(void *arg)
   return n->ctl_closed && n->tr_closed;
 }
 
-static void on_wal_closed(void *data) { *(bool *)data = true; }
-static bool flag_set(void *arg) { return *(bool *)arg; }
+static void on_wal_closed(void *data)
+{
+  *(bool *)data = true;
+}
+static bool flag_set(void *arg)
+{
+  return *(bool *)arg;
+}
 
 /* Closes in the node's order: the controller, then the log. */
 static void node_close(struct node *n)
@@ -150,7 +162,10 @@ static void on_proposed(struct ctl_propose *req, int status, const struct meta_r
   }
 }
 
-static bool answered(void *arg) { return ((struct node *)arg)->answered; }
+static bool answered(void *arg)
+{
+  return ((struct node *)arg)->answered;
+}
 
 /* Proposes cmd (consumed) and waits for its answer; returns the status. */
 static int node_propose(struct node *n, uint8_t *cmd, size_t len)
@@ -174,10 +189,8 @@ static void node_setup_cluster(struct node *n)
   assert_int_equal(meta_cmd_bootstrap("ctlwal", voters, 1, &cmd, &len), 0);
   assert_int_equal(node_propose(n, cmd, len), 0);
   assert_int_equal(n->res.code, 0);
-  struct meta_node_info info = {.node_id = 1,
-                                .incarnation = 7,
-                                .client_addr = "127.0.0.1:1",
-                                .cluster_addr = n->address};
+  struct meta_node_info info = {
+      .node_id = 1, .incarnation = 7, .client_addr = "127.0.0.1:1", .cluster_addr = n->address};
   assert_int_equal(meta_cmd_register_node(&info, 0, &cmd, &len), 0);
   assert_int_equal(node_propose(n, cmd, len), 0);
   assert_int_equal(n->res.code, 0);
@@ -270,8 +283,8 @@ static void test_controller_wal_restarts_with_every_acknowledged_topic(void **st
     check_topics(&n, topics);
     struct wal_group_info gi;
     assert_int_equal(wal_group_info(n.w, CTL_GROUP_ID, &gi), 0);
-    print_message("round %d: %d topics, metadata log [%llu, %llu), snapshot %llu\n", round,
-                  topics, (unsigned long long)gi.first, (unsigned long long)gi.next,
+    print_message("round %d: %d topics, metadata log [%llu, %llu), snapshot %llu\n", round, topics,
+                  (unsigned long long)gi.first, (unsigned long long)gi.next,
                   (unsigned long long)gi.snap_index);
   }
   node_close(&n);
@@ -279,7 +292,10 @@ static void test_controller_wal_restarts_with_every_acknowledged_topic(void **st
   tu_tmpdir_free(strdup(n.base));
 }
 
-static bool fatal_called(void *arg) { return ((struct node *)arg)->fatal_calls > 0; }
+static bool fatal_called(void *arg)
+{
+  return ((struct node *)arg)->fatal_calls > 0;
+}
 
 static void test_controller_wal_failed_write_latches_and_stops(void **state)
 {
