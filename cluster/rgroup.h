@@ -67,7 +67,8 @@
  *   the fetch server stay open. Meanwhile rgroup_produce() answers
  *   CAIRN_ENOTLEADER, rgroup_leader() id 0 and rgroup_is_leader() false
  *   (docs/raft-0.15.md, rows 2 and 3).
- *   (rgroup_open failing leaves nothing to close.)
+ *   (rgroup_open failing leaves nothing to close, or a close under way:
+ *   see rgroup_open.)
  *
  * Context: loop thread only. */
 #ifndef CAIRN_RGROUP_H
@@ -392,8 +393,12 @@ __attribute__((warn_unused_result)) int rgroup_pgstore_begin(const struct rgroup
  * set, which every replica must be given identically: a fresh replica
  * bootstraps that configuration, so all of them agree on it without any
  * exchange. Starts Raft. Caller allocates rg and keeps tr open until the
- * close callback. Returns 0, or a negative code with rg->errmsg set (nothing
- * to close then). */
+ * close callback. Returns 0, or a negative code with rg->errmsg set: then
+ * nothing is left to close, unless the failure came once Raft was
+ * initialized (a bootstrap or start whose write failed, say on a full or
+ * fatal node-wide log): then rg->state is RGROUP_CLOSING, and the caller
+ * sets rg->close_cb, which fires once rg is closed, and keeps rg (and tr)
+ * until it has. */
 __attribute__((warn_unused_result)) int rgroup_open(struct rgroup *rg, uv_loop_t *loop,
                                                     struct transport *tr, uint64_t group_id,
                                                     uint64_t self_id, const char *dir,
