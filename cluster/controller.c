@@ -185,6 +185,8 @@ struct ctl_append {
   struct raft_io_append *orig;
   raft_io_append_cb cb;
   struct controller *ctl;
+  int status;              /* a failure held back (ctl_on_append) */
+  struct ctl_append *next; /* in ctl->failed */
 };
 
 static void ctl_on_tick(uv_timer_t *t);
@@ -215,18 +217,48 @@ static int ctl_refuse(struct controller *ctl)
   return RAFT_IOERR;
 }
 
+/* Hands raft the failed appends held back, the newest first. */
+static void ctl_deliver_failed(struct controller *ctl)
+{
+  while (ctl->failed != NULL) {
+    struct ctl_append *a = ctl->failed;
+    ctl->failed = a->next;
+    struct raft_io_append *orig = a->orig;
+    raft_io_append_cb cb = a->cb;
+    int status = a->status;
+    free(a);
+    cb(orig, status);
+  }
+}
+
+/* A failed write fails every append in flight behind it (the log is
+ * fatal), and raft 0.15's leader cuts its in-memory log at each failed
+ * append's first index as it learns of it (appendLeaderCb: logTruncate):
+ * told in log order, the second cut is past the end of what the first left
+ * and raft reads freed memory. So failures are held back until no append
+ * of the group is in flight, then told newest first: each cut is then at
+ * the end of the log. Before the log's close can complete (riow_close
+ * waits for these callbacks). */
 static void ctl_on_append(struct raft_io_append *req, int status)
 {
   struct ctl_append *a = req->data;
   struct controller *ctl = a->ctl;
-  struct raft_io_append *orig = a->orig;
-  raft_io_append_cb cb = a->cb;
-  free(a);
+  ctl->appends_inflight--;
   if (status != 0) {
     /* Latch before raft sees the failure. */
     ctl_fail(ctl, status, "appending to the node's Raft log");
+    a->status = status;
+    a->next = ctl->failed;
+    ctl->failed = a;
+  } else {
+    struct raft_io_append *orig = a->orig;
+    raft_io_append_cb cb = a->cb;
+    free(a);
+    cb(orig, status);
   }
-  cb(orig, status);
+  if (ctl->appends_inflight == 0) {
+    ctl_deliver_failed(ctl);
+  }
 }
 
 static int ctl_io_append(struct raft_io *io, struct raft_io_append *req,
@@ -244,12 +276,16 @@ static int ctl_io_append(struct raft_io *io, struct raft_io_append *req,
   a->cb = cb;
   a->ctl = ctl;
   a->req.data = a;
+  a->status = 0;
+  a->next = NULL;
   int rv = ctl->io_append(io, &a->req, entries, n, ctl_on_append);
   if (rv != 0) {
     free(a);
     ctl_fail(ctl, rv, "submitting an append to the node's Raft log");
+    return rv;
   }
-  return rv;
+  ctl->appends_inflight++;
+  return 0;
 }
 
 static int ctl_io_set_term(struct raft_io *io, raft_term term)

@@ -68,6 +68,7 @@ struct ctl_voter {
 };
 
 struct controller;
+struct ctl_append;
 
 /* The metadata group's log went fatal (ctl_opts.wal): data is ctl_open's
  * change_data. */
@@ -169,6 +170,8 @@ struct controller {
   int (*io_set_term)(struct raft_io *io, raft_term term);
   int (*io_set_vote)(struct raft_io *io, raft_id id);
   int (*io_truncate)(struct raft_io *io, raft_index index);
+  unsigned appends_inflight;   /* interposed appends not called back */
+  struct ctl_append *failed;   /* failed appends held back (controller.c) */
   bool raft_failed;            /* a write to the node's log failed: latched */
   bool fatal_reported;         /* on_fatal called */
   bool ticking;                /* the tick timer runs (ctl_open got past raft_start) */

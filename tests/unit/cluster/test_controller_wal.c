@@ -46,6 +46,7 @@ struct node {
   bool answered;
   int status;
   struct meta_result res;
+  unsigned more_failed;
 };
 
 static void run_until(uv_loop_t *loop, bool (*done)(void *), void *arg, const char *what)
@@ -160,6 +161,16 @@ static void on_proposed(struct ctl_propose *req, int status, const struct meta_r
   if (res != NULL) {
     n->res = *res;
   }
+}
+
+/* The proposals in flight behind the one whose write fails: each must be
+ * answered with a failure. */
+static void on_more_proposed(struct ctl_propose *req, int status, const struct meta_result *res)
+{
+  (void)res;
+  struct node *n = req->data;
+  assert_true(status != 0);
+  n->more_failed++;
 }
 
 static bool answered(void *arg)
@@ -319,6 +330,17 @@ static void test_controller_wal_failed_write_latches_and_stops(void **state)
   n.req.data = &n;
   assert_int_equal(ctl_propose(&n.ctl, &n.req, cmd, len, on_proposed), 0);
   free(cmd);
+  /* More appends in flight in the same write: every one fails with it
+   * (raft 0.15 must learn of them newest first: controller.c). */
+  struct ctl_propose more[4];
+  for (int k = 0; k < 4; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "lost%d", k);
+    assert_int_equal(meta_cmd_create_topic(name, 1, 1, NULL, &cmd, &len), 0);
+    more[k].data = &n;
+    assert_int_equal(ctl_propose(&n.ctl, &more[k], cmd, len, on_more_proposed), 0);
+    free(cmd);
+  }
   run_until(&loop, fatal_called, &n, "on_fatal");
   fault_reset();
   assert_true(ctl_failed(&n.ctl));
@@ -344,6 +366,7 @@ static void test_controller_wal_failed_write_latches_and_stops(void **state)
   node_close(&n);
   assert_true(n.answered); /* the close answers it, at the latest */
   assert_true(n.status != 0);
+  assert_int_equal(n.more_failed, 4);
   /* From the disk: every acknowledged topic. */
   node_open(&n);
   const struct meta_state *st = ctl_state(&n.ctl);
