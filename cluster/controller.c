@@ -123,7 +123,7 @@ static int ctl_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 
 static struct controller *ctl_of_io(struct raft_io *io)
 {
-  return (struct controller *)((char *)io - offsetof(struct controller, io));
+  return (struct controller *)((char *)io - offsetof(struct controller, wio.io));
 }
 
 static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
@@ -142,6 +142,10 @@ static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struc
 static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct controller *ctl = ctl_of_io(io);
+  if (ctl->raft_failed) {
+    rgroup_raft_discard(m); /* latched: no answer, no vote, no write */
+    return;
+  }
   if (!ctl->start_short && rgroup_elect_outlogged(&ctl->raft, m)) {
     ctl->start_short = rgroup_elect_start_timer(
         &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
@@ -156,12 +160,202 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
   ctl->raft_recv(io, m);
 }
 
+static void ctl_io_tick(struct raft_io *io)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (!ctl->raft_failed) {
+    ctl->raft_tick(io); /* latched: no heartbeat, no election */
+  }
+}
+
 static int ctl_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
                         raft_io_recv_cb recv)
 {
   struct controller *ctl = ctl_of_io(io);
   ctl->raft_recv = recv;
-  return ctl->io_start(io, msecs, tick, ctl_io_recv);
+  ctl->raft_tick = tick;
+  return ctl->io_start(io, msecs, ctl_io_tick, ctl_io_recv);
+}
+
+/* ---- on the node's log: latching a failed write (controller.h) ---- */
+
+/* One interposed append: raft's request and callback. */
+struct ctl_append {
+  struct raft_io_append req; /* the one the log sees */
+  struct raft_io_append *orig;
+  raft_io_append_cb cb;
+  struct controller *ctl;
+  int status;              /* a failure held back (ctl_on_append) */
+  struct ctl_append *next; /* in ctl->failed */
+};
+
+static void ctl_on_tick(uv_timer_t *t);
+
+static void ctl_fail(struct controller *ctl, int status, const char *what)
+{
+  if (ctl->raft_failed) {
+    return;
+  }
+  ctl->raft_failed = true;
+  if (ctl->state != CTL_RUNNING) {
+    return; /* closing anyway; later writes are refused */
+  }
+  log_error("ctl",
+            "metadata replica %llu: %s failed (%s: %s); it acknowledges, votes and proposes "
+            "nothing more",
+            (unsigned long long)ctl->self_id, what, cairn_strerror(raft_err_to_cairn(status)),
+            ctl->wio.io.errmsg);
+  if (ctl->ticking) {
+    uv_timer_start(&ctl->tick, ctl_on_tick, 0, CTL_TICK_MS); /* on_fatal, from the loop */
+  }
+}
+
+static int ctl_refuse(struct controller *ctl)
+{
+  snprintf(ctl->wio.io.errmsg, sizeof ctl->wio.io.errmsg,
+           "refused: an earlier write of the metadata group failed");
+  return RAFT_IOERR;
+}
+
+/* Hands raft the failed appends held back, the newest first. */
+static void ctl_deliver_failed(struct controller *ctl)
+{
+  while (ctl->failed != NULL) {
+    struct ctl_append *a = ctl->failed;
+    ctl->failed = a->next;
+    struct raft_io_append *orig = a->orig;
+    raft_io_append_cb cb = a->cb;
+    int status = a->status;
+    free(a);
+    cb(orig, status);
+  }
+}
+
+/* A failed write fails every append in flight behind it (the log is
+ * fatal), and raft 0.15's leader cuts its in-memory log at each failed
+ * append's first index as it learns of it (appendLeaderCb: logTruncate):
+ * told in log order, the second cut is past the end of what the first left
+ * and raft reads freed memory. So failures are held back until no append
+ * of the group is in flight, then told newest first: each cut is then at
+ * the end of the log. Before the log's close can complete (riow_close
+ * waits for these callbacks). */
+static void ctl_on_append(struct raft_io_append *req, int status)
+{
+  struct ctl_append *a = req->data;
+  struct controller *ctl = a->ctl;
+  ctl->appends_inflight--;
+  if (status != 0) {
+    /* Latch before raft sees the failure. */
+    ctl_fail(ctl, status, "appending to the node's Raft log");
+    a->status = status;
+    a->next = ctl->failed;
+    ctl->failed = a;
+  } else {
+    struct raft_io_append *orig = a->orig;
+    raft_io_append_cb cb = a->cb;
+    free(a);
+    cb(orig, status);
+  }
+  if (ctl->appends_inflight == 0) {
+    ctl_deliver_failed(ctl);
+  }
+}
+
+static int ctl_io_append(struct raft_io *io, struct raft_io_append *req,
+                         const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (ctl->raft_failed) {
+    return ctl_refuse(ctl);
+  }
+  struct ctl_append *a = malloc(sizeof *a);
+  if (a == NULL) {
+    return RAFT_NOMEM;
+  }
+  a->orig = req;
+  a->cb = cb;
+  a->ctl = ctl;
+  a->req.data = a;
+  a->status = 0;
+  a->next = NULL;
+  int rv = ctl->io_append(io, &a->req, entries, n, ctl_on_append);
+  if (rv != 0) {
+    free(a);
+    ctl_fail(ctl, rv, "submitting an append to the node's Raft log");
+    return rv;
+  }
+  ctl->appends_inflight++;
+  return 0;
+}
+
+static int ctl_io_set_term(struct raft_io *io, raft_term term)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (ctl->raft_failed) {
+    return ctl_refuse(ctl);
+  }
+  int rv = ctl->io_set_term(io, term);
+  if (rv != 0) {
+    ctl_fail(ctl, rv, "persisting the Raft term");
+  }
+  return rv;
+}
+
+static int ctl_io_set_vote(struct raft_io *io, raft_id id)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (ctl->raft_failed) {
+    return ctl_refuse(ctl);
+  }
+  int rv = ctl->io_set_vote(io, id);
+  if (rv != 0) {
+    ctl_fail(ctl, rv, "persisting the Raft vote");
+  }
+  return rv;
+}
+
+static int ctl_io_truncate(struct raft_io *io, raft_index index)
+{
+  struct controller *ctl = ctl_of_io(io);
+  if (ctl->raft_failed) {
+    return ctl_refuse(ctl);
+  }
+  int rv = ctl->io_truncate(io, index);
+  if (rv != 0) {
+    ctl_fail(ctl, rv, "truncating the Raft log");
+  }
+  return rv;
+}
+
+/* Storage in the node's log, and the latch over its writes. Returns 0 or
+ * a negative code with ctl->errmsg set. */
+static int ctl_attach_wal(struct controller *ctl)
+{
+  char snap[PATH_MAX];
+  if (snprintf(snap, sizeof snap, "%s/wal-snapshots", ctl->dir) >= (int)sizeof snap) {
+    ctl_set_errmsg(ctl, "metadata group: %s: path too long", ctl->dir);
+    return CAIRN_EINVAL;
+  }
+  int rv = riow_uv_attach(&ctl->wio, ctl->loop, ctl->opts.wal, CTL_GROUP_ID, snap);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: %s: %s", snap, cairn_strerror(rv));
+    return rv;
+  }
+  struct raft_io *io = &ctl->wio.io;
+  ctl->io_append = io->append;
+  ctl->io_set_term = io->set_term;
+  ctl->io_set_vote = io->set_vote;
+  ctl->io_truncate = io->truncate;
+  io->append = ctl_io_append;
+  io->set_term = ctl_io_set_term;
+  io->set_vote = ctl_io_set_vote;
+  io->truncate = ctl_io_truncate;
+  return 0;
+}
+
+bool ctl_failed(const struct controller *ctl)
+{
+  return ctl->raft_failed;
 }
 
 /* Election timers from [T, 1.5T], as the partitions' (rgroup_elect_spread_max). */
@@ -210,7 +404,6 @@ static int ctl_bootstrap(struct controller *ctl, const struct ctl_voter *voters,
   return 0;
 }
 
-static void ctl_on_tick(uv_timer_t *t);
 static void ctl_on_raft_closed(struct raft *r);
 
 static int ctl_check_voters(struct controller *ctl, const struct ctl_voter *voters, unsigned n)
@@ -277,7 +470,7 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
       ctl_set_errmsg(ctl, "metadata group: mkdir %s: %s", dir, cairn_strerror(rv));
     }
   }
-  if (rv == 0) {
+  if (rv == 0 && ctl->opts.wal == NULL) {
     rv = ctl_check_files(ctl, dir);
   }
   if (rv == 0) {
@@ -288,33 +481,44 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
     free(ctl->dir);
     return rv;
   }
-  rv = raft_uv_init(&ctl->io, loop, dir, &ctl->rt);
+  struct raft_io *io = &ctl->wio.io;
+  rv = raft_uv_init(io, loop, dir, &ctl->rt);
   if (rv != 0) {
-    ctl_set_errmsg(ctl, "metadata group: raft I/O in %s: %s", dir, ctl->io.errmsg);
+    ctl_set_errmsg(ctl, "metadata group: raft I/O in %s: %s", dir, io->errmsg);
     transport_group_release(&ctl->rt);
     free(ctl->self_address);
     free(ctl->dir);
     return raft_err_to_cairn(rv);
   }
-  raft_uv_set_segment_size(&ctl->io, ctl->opts.raft_segment_size);
-  raft_uv_set_auto_recovery(&ctl->io, false); /* as rgroup_raft_init: never drop entries */
-  raft_uv_set_connect_retry_delay(&ctl->io, 100);
-  ctl->io_send = ctl->io.send;
-  ctl->io_start = ctl->io.start;
-  ctl->io_random = ctl->io.random;
-  ctl->io.send = ctl_io_send;
-  ctl->io.start = ctl_io_start;
-  ctl->io.random = ctl_io_random;
+  raft_uv_set_segment_size(io, ctl->opts.raft_segment_size);
+  raft_uv_set_auto_recovery(io, false); /* as rgroup_raft_init: never drop entries */
+  raft_uv_set_connect_retry_delay(io, 100);
+  if (ctl->opts.wal != NULL) {
+    rv = ctl_attach_wal(ctl);
+    if (rv != 0) {
+      raft_uv_close(io);
+      transport_group_release(&ctl->rt);
+      free(ctl->self_address);
+      free(ctl->dir);
+      return rv;
+    }
+  }
+  ctl->io_send = io->send;
+  ctl->io_start = io->start;
+  ctl->io_random = io->random;
+  io->send = ctl_io_send;
+  io->start = ctl_io_start;
+  io->random = ctl_io_random;
   meta_state_init(&ctl->st);
   ctl->fsm.version = 1;
   ctl->fsm.data = ctl;
   ctl->fsm.apply = ctl_fsm_apply;
   ctl->fsm.snapshot = ctl_fsm_snapshot;
   ctl->fsm.restore = ctl_fsm_restore;
-  rv = raft_init(&ctl->raft, &ctl->io, &ctl->fsm, self_id, self_address);
+  rv = raft_init(&ctl->raft, io, &ctl->fsm, self_id, self_address);
   if (rv != 0) {
     ctl_set_errmsg(ctl, "metadata group: raft_init: %s", raft_errmsg(&ctl->raft));
-    raft_uv_close(&ctl->io);
+    raft_uv_close(io);
     transport_group_release(&ctl->rt);
     meta_state_close(&ctl->st);
     free(ctl->self_address);
@@ -350,10 +554,12 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
   ctl->started_ms = uv_now(loop);
   uv_timer_init(loop, &ctl->tick);
   ctl->tick.data = ctl;
-  uv_timer_start(&ctl->tick, ctl_on_tick, CTL_TICK_MS, CTL_TICK_MS);
+  uv_timer_start(&ctl->tick, ctl_on_tick, ctl->raft_failed ? 0 : CTL_TICK_MS, CTL_TICK_MS);
+  ctl->ticking = true;
   ctl->state = CTL_RUNNING;
-  log_info("ctl", "metadata replica %llu open in %s (%s)", (unsigned long long)self_id, dir,
-           ctl->voter ? "voter" : "standby");
+  log_info("ctl", "metadata replica %llu open in %s (%s, %s)", (unsigned long long)self_id, dir,
+           ctl->voter ? "voter" : "standby",
+           ctl->opts.wal != NULL ? "on the node's Raft log" : "raft_uv files");
   return 0;
 }
 
@@ -376,7 +582,7 @@ int ctl_propose(struct controller *ctl, struct ctl_propose *req, const uint8_t *
   if (ctl->state != CTL_RUNNING) {
     return CAIRN_ESHUTDOWN;
   }
-  if (raft_state(&ctl->raft) != RAFT_LEADER) {
+  if (ctl->raft_failed || raft_state(&ctl->raft) != RAFT_LEADER) {
     return CAIRN_ENOTLEADER;
   }
   if (len > UINT32_MAX - 16) {
@@ -413,7 +619,7 @@ void ctl_leader(struct controller *ctl, uint64_t *id, const char **address)
 {
   raft_id lid = 0;
   const char *addr = NULL;
-  if (ctl->state == CTL_RUNNING) {
+  if (ctl->state == CTL_RUNNING && !ctl->raft_failed) {
     raft_leader(&ctl->raft, &lid, &addr);
   }
   *id = lid;
@@ -422,7 +628,7 @@ void ctl_leader(struct controller *ctl, uint64_t *id, const char **address)
 
 bool ctl_is_leader(struct controller *ctl)
 {
-  return ctl->state == CTL_RUNNING && raft_state(&ctl->raft) == RAFT_LEADER;
+  return ctl->state == CTL_RUNNING && !ctl->raft_failed && raft_state(&ctl->raft) == RAFT_LEADER;
 }
 
 uint64_t ctl_applied_index(struct controller *ctl) { return raft_last_applied(&ctl->raft); }
@@ -805,6 +1011,15 @@ static void ctl_start_short_end(struct controller *ctl, bool leader_known)
 static void ctl_on_tick(uv_timer_t *t)
 {
   struct controller *ctl = t->data;
+  if (ctl->raft_failed) {
+    if (!ctl->fatal_reported && ctl->state == CTL_RUNNING) {
+      ctl->fatal_reported = true;
+      if (ctl->opts.on_fatal != NULL) {
+        ctl->opts.on_fatal(ctl, ctl->change_data);
+      }
+    }
+    return;
+  }
   ctl_start_short_end(ctl, false);
   if (!ctl_is_leader(ctl)) {
     return;
@@ -843,7 +1058,7 @@ static void ctl_on_part_closed(struct controller *ctl)
 static void ctl_on_raft_closed(struct raft *r)
 {
   struct controller *ctl = r->data;
-  raft_uv_close(&ctl->io);
+  raft_uv_close(&ctl->wio.io);
   transport_group_release(&ctl->rt);
   ctl_on_part_closed(ctl);
 }

@@ -19,6 +19,22 @@
  * the metadata group's own membership in line with the node list (one
  * change at a time: add a registered node as standby, remove a removed one).
  *
+ * Storage: raft_uv's files in the group's directory, or (ctl_opts.wal) the
+ * node-wide log as group CTL_GROUP_ID (META_GROUP_ID: no partition's group
+ * id is below 1 << META_PARTITION_BITS), through the same trampolines as
+ * the partitions' replicas (riow_uv.h).
+ *
+ * Failed write (ctl_opts.wal only): the first append, term, vote or
+ * truncate write that fails, or is refused because the node's log is
+ * fatal, latches the controller (ctl->raft_failed): every later write is
+ * refused before it reaches the log, received messages and raft's ticks
+ * are dropped (this replica acknowledges, votes and times out no more, and
+ * as leader stops its heartbeats so the others elect another), proposals
+ * are refused (ctl_propose: CAIRN_ENOTLEADER), and on_fatal is called once
+ * so the node can stop. Unlike a partition's replica it is not reopened in
+ * place: the node's placement of every partition hangs on its state, and a
+ * restart replays it from the log.
+ *
  * Lifecycle:
  *   ctl_open -> CTL_RUNNING --ctl_close--> CTL_CLOSING -> cb -> CTL_CLOSED
  *   (ctl_open failing leaves nothing to close.)
@@ -29,6 +45,7 @@
 
 #include "cluster/meta_plan.h"
 #include "cluster/meta_state.h"
+#include "cluster/riow_uv.h"
 #include "cluster/transport.h"
 
 #include <raft.h>
@@ -50,7 +67,20 @@ struct ctl_voter {
   const char *address; /* cluster address, "host:port" */
 };
 
+struct controller;
+struct ctl_append;
+
+/* The metadata group's log went fatal (ctl_opts.wal): data is ctl_open's
+ * change_data. */
+typedef void (*ctl_fatal_cb)(struct controller *ctl, void *data);
+
 struct ctl_opts {
+  /* NULL: raft_uv's files in the group's directory. Otherwise the node's
+   * log (borrowed: it must stay open until the close callback), as group
+   * CTL_GROUP_ID, snapshot files in <dir>/wal-snapshots; a failed write
+   * latches the group (see "Failed write" above) and calls on_fatal. */
+  struct wal *wal;
+  ctl_fatal_cb on_fatal;     /* may be NULL */
   unsigned heartbeat_ms;     /* 0: 100 */
   unsigned election_ms;      /* 0: 1000 */
   size_t raft_segment_size;  /* 0: 1 MiB */
@@ -58,7 +88,6 @@ struct ctl_opts {
   unsigned replace_delay_ms; /* 0: 60000 */
 };
 
-struct controller;
 struct ctl_propose;
 
 /* status: 0 when the command was applied (res tells whether the state
@@ -109,7 +138,7 @@ struct controller {
   struct ctl_opts opts;
   struct meta_state st;
   struct raft_uv_transport rt;
-  struct raft_io io;
+  struct riow_uv wio; /* raft_uv's io; with opts.wal, storage in the node's log */
   struct raft_fsm fsm;
   struct raft raft;
   struct meta_result result; /* of the entry being applied */
@@ -135,6 +164,18 @@ struct controller {
   int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   int (*io_random)(struct raft_io *io, int min, int max); /* raft_uv's, narrowed by ctl_io_random */
   raft_io_recv_cb raft_recv;
+  raft_io_tick_cb raft_tick;
+  /* with opts.wal: the storage writes, wrapped to latch a failure */
+  int (*io_append)(struct raft_io *io, struct raft_io_append *req,
+                   const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
+  int (*io_set_term)(struct raft_io *io, raft_term term);
+  int (*io_set_vote)(struct raft_io *io, raft_id id);
+  int (*io_truncate)(struct raft_io *io, raft_index index);
+  unsigned appends_inflight;   /* interposed appends not called back */
+  struct ctl_append *failed;   /* failed appends held back (controller.c) */
+  bool raft_failed;            /* a write to the node's log failed: latched */
+  bool fatal_reported;         /* on_fatal called */
+  bool ticking;                /* the tick timer runs (ctl_open got past raft_start) */
   bool start_short;            /* on the short election timeout since the start
                                 * (or a vote request from a shorter log) until a
                                 * leader is known (rgroup.h: rgroup_elect_start_timer) */
@@ -220,6 +261,9 @@ bool ctl_node_is_live(const struct controller *ctl, uint64_t node_id);
  * says no.) */
 bool ctl_incarnation_is_live(const struct controller *ctl, uint64_t node_id,
                              uint64_t incarnation);
+
+/* True once a write to the node's log failed (see "Failed write"). */
+bool ctl_failed(const struct controller *ctl);
 
 /* Closes Raft and its I/O, fails proposals in flight (CAIRN_ESHUTDOWN),
  * frees the state. Callback: fires exactly once. */

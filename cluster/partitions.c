@@ -327,6 +327,15 @@ static void parts_replica_opts(const struct parts *ps, const struct meta_topic *
   o->partition = (int32_t)a->partition;
 }
 
+/* A replica whose open failed once its Raft was up (rgroup_open) has
+ * closed. It never entered ps. */
+static void parts_on_open_failed_closed(struct rgroup *rg)
+{
+  struct part *p = (struct part *)((char *)rg - offsetof(struct part, rg));
+  free(p->dir);
+  free(p);
+}
+
 /* Opens replica a. pg_begun: its pgstore, connected off the loop (NULL:
  * none; taken in any case). */
 static void parts_open_one(struct parts *ps, const struct meta_state *st,
@@ -374,6 +383,11 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
                         : "");
     if (damaged) {
       parts_damaged_note(ps, a, p->rg.errmsg);
+    }
+    if (p->rg.state == RGROUP_CLOSING) {
+      /* Raft was up when the open failed: p goes once it has closed. */
+      p->rg.close_cb = parts_on_open_failed_closed;
+      return;
     }
     free(p->dir);
     free(p);

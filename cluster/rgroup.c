@@ -381,7 +381,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   }
   if (rv == 0 && rg->raft_failed) {
     rgroup_set_errmsg(rg, "group %llu: a Raft write failed while starting: %s",
-                      (unsigned long long)group_id, rg->io.errmsg);
+                      (unsigned long long)group_id, rg->wio.io.errmsg);
     rv = CAIRN_ERAFT;
   }
   if (rv == 0 && rgroup_raft_ticker_join(rg) != 0) {

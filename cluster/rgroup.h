@@ -70,7 +70,8 @@
  *   the fetch server stay open. Meanwhile rgroup_produce() answers
  *   CAIRN_ENOTLEADER, rgroup_leader() id 0 and rgroup_is_leader() false
  *   (docs/raft-0.15.md, rows 2 and 3).
- *   (rgroup_open failing leaves nothing to close.)
+ *   (rgroup_open failing leaves nothing to close, or a close under way:
+ *   see rgroup_open.)
  *
  * Context: loop thread only. */
 #ifndef CAIRN_RGROUP_H
@@ -79,7 +80,7 @@
 #include "cluster/catchup.h"
 #include "cluster/fetch_serve.h"
 #include "cluster/producer_state.h"
-#include "cluster/raft_io_wal.h"
+#include "cluster/riow_uv.h"
 #include "cluster/rgroup_apply.h"
 #include "cluster/rgroup_cap.h"
 #include "cluster/transport.h"
@@ -282,11 +283,10 @@ struct rgroup {
   uint64_t applies;
   bool no_preferred_leader;
   struct raft_uv_transport rt;
-  struct raft_io io;
-  struct rgroup_raft_io_ops io_ops; /* raft_uv's own methods, wrapped (rgroup_raft.c) */
-  struct riow riow; /* opts.wal: the storage methods over it (rgroup_wal.c) */
-  void (*wal_uv_close)(struct raft_io *io, raft_io_close_cb cb);
-  raft_io_close_cb wal_close_cb;
+  /* raft_uv's io; with opts.wal its storage methods go to the node's log
+   * (riow_uv.h, rgroup_wal.c) */
+  struct riow_uv wio;
+  struct rgroup_raft_io_ops io_ops; /* the io's methods under the wrappers (rgroup_raft.c) */
   /* the Raft instance (rgroup_raft.c) */
   struct rgroup_opts opts;  /* filled options, for reopening */
   char *self_address;
@@ -397,8 +397,12 @@ __attribute__((warn_unused_result)) int rgroup_pgstore_begin(const struct rgroup
  * set, which every replica must be given identically: a fresh replica
  * bootstraps that configuration, so all of them agree on it without any
  * exchange. Starts Raft. Caller allocates rg and keeps tr open until the
- * close callback. Returns 0, or a negative code with rg->errmsg set (nothing
- * to close then). */
+ * close callback. Returns 0, or a negative code with rg->errmsg set: then
+ * nothing is left to close, unless the failure came once Raft was
+ * initialized (a bootstrap or start whose write failed, say on a full or
+ * fatal node-wide log): then rg->state is RGROUP_CLOSING, and the caller
+ * sets rg->close_cb, which fires once rg is closed, and keeps rg (and tr)
+ * until it has. */
 __attribute__((warn_unused_result)) int rgroup_open(struct rgroup *rg, uv_loop_t *loop,
                                                     struct transport *tr, uint64_t group_id,
                                                     uint64_t self_id, const char *dir,
@@ -554,6 +558,13 @@ unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms)
  * no log (raft bumps the term, converts and votes on logs as usual).
  * Returns whether m changed. */
 bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m);
+
+/* Frees what a received message owns, for a message raft never sees (the
+ * entries of an AppendEntries, a snapshot's data and configuration):
+ * a latched instance drops its messages this way (rgroup_raft.c; also the
+ * metadata group's, controller.c). Ownership: consumes what m owns, not
+ * m itself. */
+void rgroup_raft_discard(struct raft_message *m);
 bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
 
 /* Is a leadership transfer of this replica under way? */

@@ -140,7 +140,7 @@ static void rgroup_elect_fire(struct rgroup *rg)
   m.timeout_now.last_log_index = raft_last_index(r);
   m.timeout_now.last_log_term = rgroup_elect_last_term(r);
   raft_term before = r->current_term;
-  rg->io_ops.recv(&rg->io, &m);
+  rg->io_ops.recv(&rg->wio.io, &m);
   rg->elections_prompted++;
   log_info("rgroup", "group %llu: replica %llu starts an election (term %llu -> %llu, %s): "
            "node %llu, its leader, is gone",

@@ -53,7 +53,7 @@ struct rgroup_append {
 
 static struct rgroup *rgroup_raft_of(struct raft_io *io)
 {
-  return (struct rgroup *)((char *)io - offsetof(struct rgroup, io));
+  return (struct rgroup *)((char *)io - offsetof(struct rgroup, wio.io));
 }
 
 /* ---- transfers ---- */
@@ -203,7 +203,7 @@ void rgroup_raft_ensure_barrier(struct rgroup *rg)
 
 static int rgroup_raft_refuse(struct rgroup *rg)
 {
-  snprintf(rg->io.errmsg, sizeof rg->io.errmsg,
+  snprintf(rg->wio.io.errmsg, sizeof rg->wio.io.errmsg,
            "refused: an earlier Raft write of this replica failed");
   return RAFT_IOERR;
 }
@@ -241,14 +241,14 @@ static int rgroup_raft_send_capped(struct rgroup *rg, struct raft_io_send *req,
   struct raft *r = &rg->raft;
   struct raft_message m = *message;
   if (m.type != RAFT_IO_APPEND_ENTRIES || r->state != RAFT_LEADER) {
-    return rg->io_ops.send(&rg->io, req, message, cb);
+    return rg->io_ops.send(&rg->wio.io, req, message, cb);
   }
   unsigned n = rgroup_cap_count(&m.append_entries);
   if (n == m.append_entries.n_entries) {
-    return rg->io_ops.send(&rg->io, req, message, cb);
+    return rg->io_ops.send(&rg->wio.io, req, message, cb);
   }
   m.append_entries.n_entries = n;
-  int rv = rg->io_ops.send(&rg->io, req, &m, cb);
+  int rv = rg->io_ops.send(&rg->wio.io, req, &m, cb);
   if (rv == 0) {
     rgroup_cap_sent(&rg->cap, r->current_term, m.server_id, &m.append_entries, n);
   }
@@ -388,7 +388,7 @@ static int rgroup_raft_io_truncate(struct raft_io *io, raft_index index)
  * entries of an AppendEntries (all of one message share one batch, but
  * each distinct batch is freed once) and a snapshot's data and
  * configuration. */
-static void rgroup_raft_discard(struct raft_message *message)
+void rgroup_raft_discard(struct raft_message *message)
 {
   if (message->type == RAFT_IO_APPEND_ENTRIES) {
     struct raft_append_entries *ae = &message->append_entries;
@@ -516,7 +516,7 @@ static void rgroup_ticker_on_timer(uv_timer_t *h)
   for (size_t i = 0; i < t->n; i++) {
     struct rgroup *rg = t->v[i];
     if (rg != NULL && rg->raft_open && !rg->raft_closing) {
-      rgroup_raft_io_tick(&rg->io);
+      rgroup_raft_io_tick(&rg->wio.io);
     }
   }
   t->ticking = false;
@@ -619,20 +619,20 @@ static int rgroup_raft_io_random(struct raft_io *io, int min, int max)
 
 static void rgroup_raft_interpose(struct rgroup *rg)
 {
-  rg->io_ops.send = rg->io.send;
-  rg->io_ops.append = rg->io.append;
-  rg->io_ops.start = rg->io.start;
-  rg->io_ops.set_term = rg->io.set_term;
-  rg->io_ops.set_vote = rg->io.set_vote;
-  rg->io_ops.truncate = rg->io.truncate;
-  rg->io_ops.random = rg->io.random;
-  rg->io.send = rgroup_raft_io_send;
-  rg->io.append = rgroup_raft_io_append;
-  rg->io.start = rgroup_raft_io_start;
-  rg->io.set_term = rgroup_raft_io_set_term;
-  rg->io.set_vote = rgroup_raft_io_set_vote;
-  rg->io.truncate = rgroup_raft_io_truncate;
-  rg->io.random = rgroup_raft_io_random;
+  rg->io_ops.send = rg->wio.io.send;
+  rg->io_ops.append = rg->wio.io.append;
+  rg->io_ops.start = rg->wio.io.start;
+  rg->io_ops.set_term = rg->wio.io.set_term;
+  rg->io_ops.set_vote = rg->wio.io.set_vote;
+  rg->io_ops.truncate = rg->wio.io.truncate;
+  rg->io_ops.random = rg->wio.io.random;
+  rg->wio.io.send = rgroup_raft_io_send;
+  rg->wio.io.append = rgroup_raft_io_append;
+  rg->wio.io.start = rgroup_raft_io_start;
+  rg->wio.io.set_term = rgroup_raft_io_set_term;
+  rg->wio.io.set_vote = rgroup_raft_io_set_vote;
+  rg->wio.io.truncate = rgroup_raft_io_truncate;
+  rg->wio.io.random = rgroup_raft_io_random;
 }
 
 /* ---- open, close, recover ---- */
@@ -680,22 +680,22 @@ int rgroup_raft_init(struct rgroup *rg)
   /* The fetch server (initialized once, at open) keeps serving across a
    * reopen; the new transport routes to it. */
   transport_group_set_fetch(&rg->rt, fetch_server_accept, &rg->fetch);
-  rv = raft_uv_init(&rg->io, rg->loop, raft_dir, &rg->rt);
+  rv = raft_uv_init(&rg->wio.io, rg->loop, raft_dir, &rg->rt);
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft I/O in %.120s: %.100s",
-             (unsigned long long)rg->group_id, raft_dir, rg->io.errmsg);
+             (unsigned long long)rg->group_id, raft_dir, rg->wio.io.errmsg);
     transport_group_release(&rg->rt);
     return raft_err_to_cairn(rv);
   }
-  raft_uv_set_segment_size(&rg->io, rg->opts.raft_segment_size);
+  raft_uv_set_segment_size(&rg->wio.io, rg->opts.raft_segment_size);
   /* Its recovery moves a corrupt segment aside and loads without it:
    * entries this replica reported durable would vanish. Fail instead. */
-  raft_uv_set_auto_recovery(&rg->io, false);
-  raft_uv_set_connect_retry_delay(&rg->io, 100);
+  raft_uv_set_auto_recovery(&rg->wio.io, false);
+  raft_uv_set_connect_retry_delay(&rg->wio.io, 100);
   if (rg->opts.wal != NULL) {
     rv = rgroup_wal_attach(rg);
     if (rv != 0) {
-      raft_uv_close(&rg->io);
+      raft_uv_close(&rg->wio.io);
       transport_group_release(&rg->rt);
       return rv;
     }
@@ -706,15 +706,15 @@ int rgroup_raft_init(struct rgroup *rg)
    * io below version 2 (upstream 269e541, 0.17.1, sets 2). The method is
    * there, so say so: the snapshot's fsyncs then run on the thread pool
    * (rgroup_fsm.c; docs/raft-0.15.md, "Asynchronous snapshots"). */
-  if (rg->io.version < 2 && rg->io.async_work != NULL) {
-    rg->io.version = 2;
+  if (rg->wio.io.version < 2 && rg->wio.io.async_work != NULL) {
+    rg->wio.io.version = 2;
   }
   rgroup_fsm_init(rg);
-  rv = raft_init(&rg->raft, &rg->io, &rg->fsm, rg->self_id, rg->self_address);
+  rv = raft_init(&rg->raft, &rg->wio.io, &rg->fsm, rg->self_id, rg->self_address);
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft_init: %s",
              (unsigned long long)rg->group_id, raft_errmsg(&rg->raft));
-    raft_uv_close(&rg->io);
+    raft_uv_close(&rg->wio.io);
     transport_group_release(&rg->rt);
     return raft_err_to_cairn(rv);
   }
@@ -751,7 +751,7 @@ void rgroup_raft_configure(struct rgroup *rg)
 static void rgroup_raft_on_closed(struct raft *r)
 {
   struct rgroup *rg = r->data;
-  raft_uv_close(&rg->io);
+  raft_uv_close(&rg->wio.io);
   transport_group_release(&rg->rt);
   /* Nothing of this instance can reference a transfer any more. */
   rgroup_raft_free_transfers(rg);
@@ -962,7 +962,7 @@ void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
             "group %llu: replica %llu: %s failed (%s: %s); no more proposals, Raft is "
             "closed and reopened from disk",
             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, what,
-            cairn_strerror(raft_err_to_cairn(status)), rg->io.errmsg);
+            cairn_strerror(raft_err_to_cairn(status)), rg->wio.io.errmsg);
   rgroup_raft_latch(rg);
 }
 

@@ -436,6 +436,82 @@ static int node_wal_set_aside(struct node *n, const char *wdir, char *why)
   return rv;
 }
 
+/* Whether <data>/meta holds the metadata group's Raft state in raft_uv's
+ * files (metadata1 or metadata2, written at bootstrap and at every term
+ * change, before any entry): a data directory of a node that ran before
+ * the metadata group moved onto the node's log. */
+static bool node_meta_has_uv(const struct node *n)
+{
+  for (int i = 1; i <= 2; i++) {
+    char f[CONFIG_PATH_MAX + 32];
+    struct stat st;
+    snprintf(f, sizeof f, "%s/meta/metadata%d", n->cfg.data_dir, i);
+    if (stat(f, &st) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static void node_fatal(struct node *n, const char *msg);
+
+/* The metadata group failed a write to the node's log (ctl_opts.on_fatal):
+ * it acknowledges nothing more; the node stops, and a restart replays the
+ * log from disk. */
+static void node_on_ctl_fatal(struct controller *ctl, void *data)
+{
+  struct node *n = data;
+  (void)ctl;
+  char msg[WAL_ERRMSG_SIZE + 160];
+  snprintf(msg, sizeof msg,
+           "the metadata group's write to the node's Raft log failed (%s): stopping; a "
+           "restart replays the log from disk",
+           n->meta_wal != NULL && wal_errmsg(n->meta_wal)[0] ? wal_errmsg(n->meta_wal)
+                                                              : "see above");
+  node_fatal(n, msg);
+}
+
+/* Opens the node's log (--raft-log node) for the partitions, and one for
+ * the metadata group (meta/wal) unless its data is in raft_uv's files
+ * already, before the metadata group starts. */
+static int node_open_wal(struct node *n, struct ctl_opts *co)
+{
+  int rv = node_resolve_raft_log(n);
+  if (rv != 0 || strcmp(n->cfg.raft_log, "node") != 0) {
+    return rv;
+  }
+  char wdir[CONFIG_PATH_MAX + 16], why[WAL_ERRMSG_SIZE];
+  snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
+  rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
+  if (rv == CAIRN_ECORRUPT) {
+    rv = node_wal_set_aside(n, wdir, why);
+  }
+  if (rv != 0) {
+    node_set_errmsg(n, "the node's Raft log: %s", why);
+    return rv;
+  }
+  if (node_meta_has_uv(n)) {
+    log_info("node",
+             "metadata group: raft_uv files in %s/meta (kept: written before the "
+             "metadata group moved onto a node-wide log)",
+             n->cfg.data_dir);
+    return 0;
+  }
+  /* A log of its own, not the partitions': damage there can be set aside
+   * and the partitions rebuilt from their peers (node_wal_set_aside), but
+   * the metadata replica has no such rebuild, so damage in its log
+   * refuses the start, with the file and byte. */
+  snprintf(wdir, sizeof wdir, "%s/meta/wal", n->cfg.data_dir);
+  rv = wal_open(n->loop, wdir, NULL, &n->meta_wal, why);
+  if (rv != 0) {
+    node_set_errmsg(n, "the metadata group's Raft log: %s", why);
+    return rv;
+  }
+  co->wal = n->meta_wal;
+  co->on_fatal = node_on_ctl_fatal;
+  return 0;
+}
+
 static int node_start_groups(struct node *n)
 {
   struct ctl_voter voters[CONFIG_MAX_VOTERS];
@@ -448,10 +524,14 @@ static int node_start_groups(struct node *n)
                         .raft_segment_size = n->cfg.raft_segment_bytes,
                         .node_timeout_ms = n->cfg.node_timeout_ms,
                         .replace_delay_ms = n->cfg.replace_delay_ms};
+  int rv = node_open_wal(n, &co);
+  if (rv != 0) {
+    return rv;
+  }
   char dir[CONFIG_PATH_MAX + 8];
   snprintf(dir, sizeof dir, "%s/meta", n->cfg.data_dir);
-  int rv = ctl_open(&n->ctl, n->loop, &n->tr, n->cfg.node_id, n->cfg.advertise_cluster.str, dir,
-                    voters, (unsigned)n->cfg.voters_len, &co, node_on_meta_change, n);
+  rv = ctl_open(&n->ctl, n->loop, &n->tr, n->cfg.node_id, n->cfg.advertise_cluster.str, dir, voters,
+                (unsigned)n->cfg.voters_len, &co, node_on_meta_change, n);
   if (rv != 0) {
     node_set_errmsg(n, "%s", n->ctl.errmsg);
     return rv;
@@ -466,23 +546,7 @@ static int node_start_groups(struct node *n)
   plog_opts_default(&ro.plog);
   ro.pg_conninfo = n->cfg.pg_conninfo;
   ro.pg_password_file = n->cfg.pg_password_file;
-  rv = node_resolve_raft_log(n);
-  if (rv != 0) {
-    return rv;
-  }
-  if (strcmp(n->cfg.raft_log, "node") == 0) {
-    char wdir[CONFIG_PATH_MAX + 8], why[WAL_ERRMSG_SIZE];
-    snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
-    rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
-    if (rv == CAIRN_ECORRUPT) {
-      rv = node_wal_set_aside(n, wdir, why);
-    }
-    if (rv != 0) {
-      node_set_errmsg(n, "the node's Raft log: %s", why);
-      return rv;
-    }
-    ro.wal = n->wal;
-  }
+  ro.wal = n->wal;
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {
     node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, PARTS_DIRNAME, cairn_strerror(rv));
@@ -955,16 +1019,29 @@ static void node_stop_step(struct node *n)
     peer_close(&n->peer, node_on_peer_closed);
     break;
   case 2:
-    /* Every partition's Raft has closed: the node's log goes with the
-     * metadata group. */
-    n->parts_open = n->wal != NULL ? 2 : 1;
+    /* Every partition's Raft has closed: then the metadata group. */
+    n->parts_open = 1;
     ctl_close(&n->ctl, node_on_ctl_closed);
-    if (n->wal != NULL) {
-      wal_close(n->wal, node_on_wal_closed, n);
-      n->wal = NULL;
-    }
     break;
   case 3:
+    /* The node's log last: the metadata group may run on it, and its
+     * close waited for its requests in the log to call back. */
+    n->parts_open = 1;
+    if (n->wal != NULL) {
+      struct wal *w = n->wal;
+      n->wal = NULL;
+      node_awaits(n);
+      wal_close(w, node_on_wal_closed, n);
+    }
+    if (n->meta_wal != NULL) {
+      struct wal *w = n->meta_wal;
+      n->meta_wal = NULL;
+      node_awaits(n);
+      wal_close(w, node_on_wal_closed, n);
+    }
+    node_stop_step(n); /* the stage's own count */
+    break;
+  case 4:
     /* The watches last: until the cluster port closes, peers that see
      * this node's watch connection drop find it still there. */
     n->parts_open = 2;

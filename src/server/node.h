@@ -100,6 +100,8 @@ struct node {
   uv_timer_t tick;
   struct looplag looplag; /* cairn_loop_lag_seconds (src/admin/looplag.h) */
   struct wal *wal;        /* --raft-log node: every partition's Raft log (cluster/wal.h) */
+  struct wal *meta_wal;   /* --raft-log node: the metadata group's Raft log (meta/wal), NULL
+                             when it is in raft_uv's files (a data dir from before) */
   uv_idle_t reconcile;       /* runs a reconcile after metadata changes */
   bool reconcile_pending;
   uint64_t last_heartbeat_ms;

@@ -25,8 +25,9 @@
 #              time, 1-4 s apart, starting 1-4 s later
 #   torn       SIGKILL a node; while it is down, tear the last batch of the
 #              newest Raft open segment of some of its partitions (and of its
-#              metadata log), or with --raft-log node the last write job of
-#              its node-wide log (half the time), and write 64 random bytes
+#              metadata log) with --raft-log group, or with --raft-log node
+#              the last write job of its node-wide log (half the time; the
+#              metadata group is on it too), and write 64 random bytes
 #              into the newest log segment of one partition (cairn-fault-ctl
 #              tear-raft, tear-wal, garble-log); restart it
 #   conncut    reset every client connection of a node (TCP RST for 1-2 s on

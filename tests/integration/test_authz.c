@@ -248,7 +248,8 @@ static int wcreate_topic(struct wc *w, const char *name)
 }
 
 /* A raft snapshot file in dir (the metadata group's). */
-static bool has_snapshot(const char *dir)
+/* Whether dir holds a file whose name starts with prefix. */
+static bool has_file(const char *dir, const char *prefix)
 {
   DIR *d = opendir(dir);
   if (d == NULL) {
@@ -257,10 +258,19 @@ static bool has_snapshot(const char *dir)
   bool found = false;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
-    found = found || strncmp(de->d_name, "snapshot-", 9) == 0;
+    found = found || strncmp(de->d_name, prefix, strlen(prefix)) == 0;
   }
   closedir(d);
   return found;
+}
+
+/* Whether the metadata group in dir (<data>/meta) took a snapshot: in
+ * raft_uv's files, or on the node's log (wal-snapshots/snap-*). */
+static bool has_snapshot(const char *dir)
+{
+  char snaps[800];
+  snprintf(snaps, sizeof snaps, "%.700s/wal-snapshots", dir);
+  return has_file(dir, "snapshot-") || has_file(snaps, "snap-");
 }
 
 /* Creates admin (the first user, open while the cluster has none) and the

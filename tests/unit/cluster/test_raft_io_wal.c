@@ -1,12 +1,12 @@
 /* test_raft_io_wal.c - a real canonical/raft 0.15 instance whose storage
- * is the node-wide log (cluster/raft_io_wal.h) and whose network, timers
+ * is the node-wide log (cluster/raft_io_wal.h, through riow_uv.h) and whose network, timers
  * and randomness are raft_uv's over TCP on loopback: a single-voter group
  * bootstraps, elects itself, applies commands, takes snapshots that
  * compact the log, is closed and reopened (also after its wal is reopened)
  * several times, and after each restart replays exactly the commands it
  * had applied, from the snapshot and the entries after it. A second test
  * runs several groups on one wal at once. */
-#include "cluster/raft_io_wal.h"
+#include "cluster/riow_uv.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "testutil.h"
@@ -27,12 +27,11 @@
 
 struct rn {
   struct raft raft;
-  struct raft_io io;
+  struct riow_uv wio; /* the trampolines cairnd's groups use */
   struct raft_uv_transport tr;
   struct raft_fsm fsm;
-  struct riow x;
-  void (*uv_close)(struct raft_io *io, raft_io_close_cb cb);
-  raft_io_close_cb close_cb;
+  int (*snapshot_put)(struct raft_io *io, unsigned trailing, struct raft_io_snapshot_put *req,
+                      const struct raft_snapshot *s, raft_io_snapshot_put_cb cb);
   uint64_t sum, count; /* the state machine: what was applied */
   unsigned applied_cbs, snapshots;
   bool closed;
@@ -41,62 +40,16 @@ struct rn {
 
 static struct rn *rn_of(struct raft_io *io)
 {
-  return (struct rn *)((char *)io - offsetof(struct rn, io));
+  return (struct rn *)((char *)io - offsetof(struct rn, wio.io));
 }
 
-/* ---- the raft_io trampolines: storage to riow ---- */
-
-static int t_load(struct raft_io *io, raft_term *term, raft_id *vote, struct raft_snapshot **s,
-                  raft_index *start, struct raft_entry **es, size_t *n)
-{
-  return riow_load(&rn_of(io)->x, term, vote, s, start, es, n);
-}
-static int t_bootstrap(struct raft_io *io, const struct raft_configuration *c)
-{
-  return riow_bootstrap(&rn_of(io)->x, c);
-}
-static int t_recover(struct raft_io *io, const struct raft_configuration *c)
-{
-  return riow_recover(&rn_of(io)->x, c);
-}
-static int t_set_term(struct raft_io *io, raft_term term)
-{
-  return riow_set_term(&rn_of(io)->x, term);
-}
-static int t_set_vote(struct raft_io *io, raft_id id)
-{
-  return riow_set_vote(&rn_of(io)->x, id);
-}
-static int t_append(struct raft_io *io, struct raft_io_append *req, const struct raft_entry es[],
-                    unsigned n, raft_io_append_cb cb)
-{
-  return riow_append(&rn_of(io)->x, req, es, n, cb);
-}
-static int t_truncate(struct raft_io *io, raft_index index)
-{
-  return riow_truncate(&rn_of(io)->x, index);
-}
+/* Counts the snapshots taken, over riow_uv's method. */
 static int t_snapshot_put(struct raft_io *io, unsigned trailing, struct raft_io_snapshot_put *req,
                           const struct raft_snapshot *s, raft_io_snapshot_put_cb cb)
 {
-  rn_of(io)->snapshots++;
-  return riow_snapshot_put(&rn_of(io)->x, trailing, req, s, cb);
-}
-static int t_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
-                          raft_io_snapshot_get_cb cb)
-{
-  return riow_snapshot_get(&rn_of(io)->x, req, cb);
-}
-static void t_on_idle(struct riow *x)
-{
-  struct rn *n = x->close_data;
-  n->uv_close(&n->io, n->close_cb);
-}
-static void t_close(struct raft_io *io, raft_io_close_cb cb)
-{
   struct rn *n = rn_of(io);
-  n->close_cb = cb;
-  riow_close(&n->x, t_on_idle, n);
+  n->snapshots++;
+  return n->snapshot_put(io, trailing, req, s, cb);
 }
 
 /* ---- the state machine ---- */
@@ -172,25 +125,16 @@ static void rn_open(struct rn *n, uv_loop_t *loop, struct wal *w, uint64_t gid, 
   assert_int_equal(fs_mkdir_p(snap), 0);
   snprintf(n->address, sizeof n->address, "127.0.0.1:%d", port);
   assert_int_equal(raft_uv_tcp_init(&n->tr, loop), 0);
-  assert_int_equal(raft_uv_init(&n->io, loop, dir, &n->tr), 0);
-  assert_int_equal(riow_init(&n->x, loop, w, gid, snap, n->io.errmsg), 0);
-  n->uv_close = n->io.close;
-  n->io.close = t_close;
-  n->io.load = t_load;
-  n->io.bootstrap = t_bootstrap;
-  n->io.recover = t_recover;
-  n->io.set_term = t_set_term;
-  n->io.set_vote = t_set_vote;
-  n->io.append = t_append;
-  n->io.truncate = t_truncate;
-  n->io.snapshot_put = t_snapshot_put;
-  n->io.snapshot_get = t_snapshot_get;
+  assert_int_equal(raft_uv_init(&n->wio.io, loop, dir, &n->tr), 0);
+  assert_int_equal(riow_uv_attach(&n->wio, loop, w, gid, snap), 0);
+  n->snapshot_put = n->wio.io.snapshot_put;
+  n->wio.io.snapshot_put = t_snapshot_put;
   n->fsm = (struct raft_fsm){.version = 1,
                              .data = n,
                              .apply = fsm_apply,
                              .snapshot = fsm_snapshot,
                              .restore = fsm_restore};
-  assert_int_equal(raft_init(&n->raft, &n->io, &n->fsm, 1, n->address), 0);
+  assert_int_equal(raft_init(&n->raft, &n->wio.io, &n->fsm, 1, n->address), 0);
   n->raft.data = n;
   raft_set_election_timeout(&n->raft, 50);
   raft_set_heartbeat_timeout(&n->raft, 10);
@@ -209,7 +153,7 @@ static void rn_open(struct rn *n, uv_loop_t *loop, struct wal *w, uint64_t gid, 
 static void on_raft_closed(struct raft *r)
 {
   struct rn *n = r->data;
-  raft_uv_close(&n->io);
+  raft_uv_close(&n->wio.io);
   raft_uv_tcp_close(&n->tr);
   n->closed = true;
 }
