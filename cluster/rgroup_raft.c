@@ -260,6 +260,7 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
 {
   struct rgroup *rg = rgroup_raft_of(io);
   struct raft *r = &rg->raft;
+  rg->raft_sent++;
   if (message->type == RAFT_IO_INSTALL_SNAPSHOT) {
     rg->snapshots_sent++; /* for the node's metrics */
   }
