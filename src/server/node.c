@@ -464,7 +464,8 @@ static int node_start_groups(struct node *n)
   n->parts.on_leading = node_part_leading;
   /* Beats go out only when coalescing is on; beats of other nodes are
    * answered either way. */
-  unsigned period = ro.coalesce ? hbeat_period_ms(n->cfg.heartbeat_ms, rgroup_pace_idle_ms(&ro)) : 0;
+  unsigned period =
+      ro.coalesce ? hbeat_period_ms(n->cfg.heartbeat_ms, rgroup_pace_idle_ms(&ro)) : 0;
   hbeat_init(&n->hb, n->loop, &n->parts, &n->nw, n->cfg.node_id, period);
   return 0;
 }
