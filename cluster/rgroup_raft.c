@@ -722,6 +722,7 @@ int rgroup_raft_init(struct rgroup *rg)
 void rgroup_raft_configure(struct rgroup *rg)
 {
   raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
+  rg->coal_quiet = false; /* a reopened instance starts ACTIVE (rgroup_pace.h) */
   raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
   /* Pre-vote: a candidate first asks whether it could win, without bumping
    * its term. Without it, raft 0.15's first follower to time out after a
