@@ -35,7 +35,9 @@
  * (fetch_serve.h).
  *
  * Idle groups: a leader with nothing to replicate for a while slows its
- * heartbeat and speeds it up again at its next proposal (rgroup_pace.h).
+ * heartbeat, or with opts.coalesce stops Raft's heartbeats while the
+ * node's coalesced beat (hbeat.h) stands in, and speeds it up again at its
+ * next proposal (rgroup_pace.h).
  *
  * Leadership: a tick hands leadership away while this
  * replica is catching up, and back to the preferred replica (the first of
