@@ -4,6 +4,8 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -25,11 +27,23 @@ struct nwatch_peer {
   struct nwatch_peer *next;
 };
 
+#define NWATCH_READ_CHUNK 16384
+
 struct nwatch_inbound {
   struct nodewatch *nw;
   uv_tcp_t *tcp;
-  char rbuf[16];
+  uint64_t sender_id;
+  uint8_t *buf; /* bytes read and not yet framed (at most one frame's) */
+  size_t len, cap;
+  char rbuf[NWATCH_READ_CHUNK];
   struct nwatch_inbound *prev, *next;
+};
+
+/* One frame being written: freed by its write callback. */
+struct nwatch_write {
+  uv_write_t req;
+  size_t len;
+  uint8_t data[];
 };
 
 static const char *const nwatch_state_names[] = {
@@ -258,6 +272,7 @@ static void nwatch_inbound_on_closed(uv_handle_t *h)
   struct nwatch_inbound *in = h->data;
   struct nodewatch *nw = in->nw;
   free(h);
+  free(in->buf);
   free(in);
   nw->open--;
   nwatch_maybe_closed(nw);
@@ -284,11 +299,80 @@ static void nwatch_inbound_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf
   *buf = uv_buf_init(in->rbuf, sizeof in->rbuf);
 }
 
+/* Hands every whole frame in in->buf to the frame callback and keeps the
+ * rest. Returns 0, or CAIRN_EBADLEN / CAIRN_EBADCRC for a malformed frame. */
+static int nwatch_inbound_frames(struct nwatch_inbound *in)
+{
+  struct nodewatch *nw = in->nw;
+  size_t off = 0;
+  while (in->len - off >= NWATCH_FRAME_HEADER) {
+    const uint8_t *h = in->buf + off;
+    uint32_t n = le_get32(h);
+    if (n == 0 || n > NWATCH_FRAME_MAX) {
+      return CAIRN_EBADLEN;
+    }
+    if (in->len - off - NWATCH_FRAME_HEADER < n) {
+      break; /* need more bytes */
+    }
+    const uint8_t *payload = h + NWATCH_FRAME_HEADER;
+    if (crc32c(payload, n) != le_get32(h + 4)) {
+      return CAIRN_EBADCRC;
+    }
+    nw->frames_received++;
+    if (nw->frame_cb != NULL && !nw->closing) {
+      nw->frame_cb(nw, in->sender_id, payload, n, nw->frame_data);
+    }
+    off += NWATCH_FRAME_HEADER + n;
+  }
+  memmove(in->buf, in->buf + off, in->len - off);
+  in->len -= off;
+  return 0;
+}
+
+/* Appends what was read to in->buf, bounded by one whole frame. */
+static int nwatch_inbound_take(struct nwatch_inbound *in, const char *data, size_t n)
+{
+  size_t need = in->len + n;
+  if (need > NWATCH_FRAME_HEADER + NWATCH_FRAME_MAX + NWATCH_READ_CHUNK) {
+    return CAIRN_EBADLEN; /* cannot happen with whole frames framed out */
+  }
+  if (need > in->cap) {
+    size_t cap = in->cap > 0 ? in->cap : NWATCH_READ_CHUNK;
+    while (cap < need) {
+      cap *= 2;
+    }
+    uint8_t *b = realloc(in->buf, cap);
+    if (b == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    in->buf = b;
+    in->cap = cap;
+  }
+  memcpy(in->buf + in->len, data, n);
+  in->len = need;
+  return 0;
+}
+
 static void nwatch_inbound_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-  (void)buf;
+  struct nwatch_inbound *in = s->data;
+  struct nodewatch *nw = in->nw;
   if (nread < 0) {
-    nwatch_inbound_close(s->data);
+    nwatch_inbound_close(in);
+    return;
+  }
+  if (nread == 0) {
+    return;
+  }
+  int rv = nwatch_inbound_take(in, buf->base, (size_t)nread);
+  if (rv == 0) {
+    rv = nwatch_inbound_frames(in);
+  }
+  if (rv != 0) {
+    nw->frames_bad++;
+    log_warn("nodewatch", "node %llu: malformed frame on its watch connection (%s): closed",
+             (unsigned long long)in->sender_id, cairn_strerror(rv));
+    nwatch_inbound_close(in);
   }
 }
 
@@ -296,7 +380,6 @@ static void nwatch_free_handle(uv_handle_t *h) { free(h); }
 
 static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
 {
-  (void)sender_id;
   struct nodewatch *nw = data;
   struct nwatch_inbound *in = calloc(1, sizeof *in);
   if (in == NULL || nw->closing) {
@@ -305,6 +388,7 @@ static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
     return;
   }
   in->nw = nw;
+  in->sender_id = sender_id;
   in->tcp = (uv_tcp_t *)stream;
   stream->data = in;
   in->next = nw->inbound;
@@ -314,7 +398,7 @@ static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
   nw->inbound = in;
   nw->open++;
   /* One byte says this node's watch took the connection (the dialer is
-   * UP only then); then only EOF is read. */
+   * UP only then); then frames, until EOF. */
   static char accept_byte = 1;
   uv_buf_t b = uv_buf_init(&accept_byte, 1);
   if (uv_try_write(stream, &b, 1) != 1 ||
@@ -415,6 +499,52 @@ int nwatch_set_peers(struct nodewatch *nw, const uint64_t *ids, const char *cons
     }
     p = next;
   }
+  return 0;
+}
+
+void nwatch_set_frame_cb(struct nodewatch *nw, nwatch_frame_cb cb, void *data)
+{
+  nw->frame_cb = cb;
+  nw->frame_data = data;
+}
+
+static void nwatch_on_written(uv_write_t *req, int status)
+{
+  (void)status; /* a lost frame is not retried (nodewatch.h) */
+  free(req->data);
+}
+
+int nwatch_send(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, size_t len)
+{
+  if (len == 0 || len > NWATCH_FRAME_MAX) {
+    return CAIRN_EINVAL;
+  }
+  struct nwatch_peer *p = nwatch_find(nw, node_id);
+  if (nw->closing || p == NULL || p->state != NWATCH_UP || p->stream == NULL) {
+    nw->frames_refused++;
+    return CAIRN_EUNREACHABLE;
+  }
+  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) > NWATCH_SENDQ_MAX) {
+    nw->frames_refused++;
+    return CAIRN_EQUEUE_FULL;
+  }
+  struct nwatch_write *w = malloc(sizeof *w + NWATCH_FRAME_HEADER + len);
+  if (w == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  w->len = NWATCH_FRAME_HEADER + len;
+  le_put32(w->data, (uint32_t)len);
+  le_put32(w->data + 4, crc32c(payload, len));
+  memcpy(w->data + NWATCH_FRAME_HEADER, payload, len);
+  w->req.data = w;
+  uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
+  int rv = uv_write(&w->req, (uv_stream_t *)p->stream, &b, 1, nwatch_on_written);
+  if (rv != 0) {
+    free(w);
+    nw->frames_refused++;
+    return CAIRN_EUNREACHABLE;
+  }
+  nw->frames_sent++;
   return 0;
 }
 

@@ -30,8 +30,20 @@
  * election timeout is what notices it, as before.
  *
  * The other end (nwatch_accept, given to transport_set_watch) writes its
- * accept byte, then only reads until EOF, so its half closes with the
- * peer.
+ * accept byte, then reads until EOF, so its half closes with the peer.
+ *
+ * Frames: the dialing end may also send small messages to the peer on its
+ * connection (nwatch_send; coalesced heartbeats, hbeat.h), each
+ *    0  u32 payload length n (1..NWATCH_FRAME_MAX), little-endian
+ *    4  u32 CRC-32C of the payload
+ *    8  n   payload
+ * The listening end hands each whole frame to the frame callback with the
+ * sender's node id (from the preamble); a frame that is too long or fails
+ * its checksum closes that connection with a log line (the dialer then
+ * reconnects, as after a blip). A node without a frame callback (or of an
+ * older version) reads and drops them. So each direction of a node pair
+ * has its own connection: A's frames to B go on the connection A dialed,
+ * B's answers on the one B dialed.
  *
  * Context: loop thread only. */
 #ifndef CAIRN_NODEWATCH_H
@@ -44,6 +56,9 @@
 #include <uv.h>
 
 #define NWATCH_RETRY_MS 1000 /* a peer not connected is dialed again after this */
+#define NWATCH_FRAME_HEADER 8
+#define NWATCH_FRAME_MAX (1u << 20) /* payload bytes; a longer frame is malformed */
+#define NWATCH_SENDQ_MAX (1u << 20) /* bytes queued on a connection before sends are refused */
 
 #define NWATCH_STATE_TABLE(X)                                                                      \
   X(NWATCH_IDLE, "idle")             /* not connected; dialed at the next retry */                 \
@@ -63,6 +78,11 @@ struct nodewatch;
  * from inside an nwatch_* call. */
 typedef void (*nwatch_gone_cb)(struct nodewatch *nw, uint64_t node_id, void *data);
 typedef void (*nwatch_close_cb)(struct nodewatch *nw);
+/* A whole frame from node sender_id. Ownership: payload is borrowed, valid
+ * until the callback returns. Called from a libuv read callback; it may
+ * call nwatch_send but not nwatch_close. */
+typedef void (*nwatch_frame_cb)(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
+                                size_t len, void *data);
 
 struct nwatch_peer;
 struct nwatch_inbound;
@@ -82,6 +102,10 @@ struct nodewatch {
   nwatch_close_cb close_cb;
   uint64_t gone; /* nodes reported gone, for metrics */
   uint64_t blips; /* connections dropped while the node still answered */
+  nwatch_frame_cb frame_cb; /* NULL: frames are dropped */
+  void *frame_data;
+  uint64_t frames_sent, frames_received, frames_refused; /* refused: not UP or queue full */
+  uint64_t frames_bad;      /* malformed frames (their connection closed) */
 };
 
 /* Initializes nw (caller allocates) and routes the transport's watch
@@ -101,6 +125,18 @@ __attribute__((warn_unused_result)) int nwatch_init(struct nodewatch *nw, uv_loo
 __attribute__((warn_unused_result)) int nwatch_set_peers(struct nodewatch *nw,
                                                          const uint64_t *ids,
                                                          const char *const *addresses, size_t n);
+
+/* Routes received frames to cb (NULL: drop them, the default). */
+void nwatch_set_frame_cb(struct nodewatch *nw, nwatch_frame_cb cb, void *data);
+
+/* Queues one frame with payload[0..len) to node_id on this node's
+ * connection to it. Ownership: borrows payload (copied). Returns 0, or
+ * CAIRN_EUNREACHABLE (not UP), CAIRN_EQUEUE_FULL (NWATCH_SENDQ_MAX bytes
+ * already queued: the peer does not read), CAIRN_EINVAL (len 0 or above
+ * NWATCH_FRAME_MAX) or CAIRN_ENOMEM. A frame queued may still be lost
+ * with its connection; nothing is retried. */
+__attribute__((warn_unused_result)) int nwatch_send(struct nodewatch *nw, uint64_t node_id,
+                                                    const uint8_t *payload, size_t len);
 
 /* The state of the watch on node_id; NWATCH_IDLE if not watched. */
 enum nwatch_state nwatch_peer_state(const struct nodewatch *nw, uint64_t node_id);

@@ -38,7 +38,9 @@
  * (fetch_serve.h).
  *
  * Idle groups: a leader with nothing to replicate for a while slows its
- * heartbeat and speeds it up again at its next proposal (rgroup_pace.h).
+ * heartbeat, or with opts.coalesce stops Raft's heartbeats while the
+ * node's coalesced beat (hbeat.h) stands in, and speeds it up again at its
+ * next proposal (rgroup_pace.h).
  *
  * Leadership: a tick hands leadership away while this
  * replica is catching up, and back to the preferred replica (the first of
@@ -150,6 +152,9 @@ struct rgroup_opts {
                                   Ignored when snapshot_threshold is set: then
                                   the counts are fixed. */
   bool no_preferred_leader;    /* do not move leadership back to replica 0 */
+  bool coalesce;               /* a quiesced leader stops Raft's heartbeats; the
+                                  node's coalesced beat (hbeat.h) stands in for
+                                  them (rgroup_pace.h) */
   bool join;                   /* start with an empty Raft log instead of
                                   bootstrapping the replica set: a replica
                                   added to a running group, which its leader
@@ -379,6 +384,10 @@ struct rgroup {
   raft_term pace_term;        /* the term in which the pace last dropped */
   uint64_t pace_quiesces;     /* times the pace dropped */
   uint64_t pace_wakes;        /* times it went back up */
+  bool coal_quiet;            /* Raft's heartbeats stopped: the coalesced beat stands in */
+  uint64_t coal_hold_ms;      /* not coalesced again before this (uv_now), after a refusal */
+  uint64_t coal_refusals;     /* coalesced beats of this leader refused or unanswered */
+  uint64_t raft_sent;         /* Raft messages sent by this replica (for metrics) */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };
 

@@ -34,6 +34,7 @@ bool rgroup_pace_idle(struct rgroup *rg)
 void rgroup_pace_wake(struct rgroup *rg)
 {
   rg->pace_quiet_ms = 0;
+  rg->coal_quiet = false;
   if (rgroup_pace_raised(rg)) {
     raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
     rg->pace_wakes++;
@@ -67,6 +68,35 @@ static bool rgroup_pace_quiet(struct rgroup *rg)
   return true;
 }
 
+/* May this leader stop Raft's heartbeats now (rgroup_pace.h)? */
+static bool rgroup_pace_coal_allowed(const struct rgroup *rg, uint64_t now_ms)
+{
+  return rg->opts.coalesce && now_ms >= rg->coal_hold_ms;
+}
+
+/* Drops the pace: to no Raft heartbeat at all when coalescing is allowed
+ * (the node's coalesced beat stands in), else to idle_ms. */
+static void rgroup_pace_drop(struct rgroup *rg, unsigned idle_ms, bool idle, uint64_t now_ms)
+{
+  if (rgroup_pace_coal_allowed(rg, now_ms)) {
+    raft_set_heartbeat_timeout(&rg->raft, RGROUP_PACE_COAL_HEARTBEAT_MS);
+    rg->coal_quiet = true;
+    rg->pace_term = rg->raft.current_term;
+    rg->pace_quiesces += idle ? 0 : 1;
+    log_debug("rgroup", "group %llu: leader quiesced: no Raft heartbeat, the coalesced beat "
+              "stands in", (unsigned long long)rg->group_id);
+    return;
+  }
+  if (idle) {
+    return; /* already on the idle pace */
+  }
+  raft_set_heartbeat_timeout(&rg->raft, idle_ms);
+  rg->pace_term = rg->raft.current_term;
+  rg->pace_quiesces++;
+  log_debug("rgroup", "group %llu: leader quiesced: heartbeat %u ms while nothing is replicated",
+            (unsigned long long)rg->group_id, idle_ms);
+}
+
 void rgroup_pace_tick(struct rgroup *rg)
 {
   raft_index last = rg->raft_open ? raft_last_index(&rg->raft) : 0;
@@ -78,24 +108,84 @@ void rgroup_pace_tick(struct rgroup *rg)
   now.election_ms = rg->raft_open ? rg->raft.election_timeout : rg->opts.election_ms;
   unsigned idle_ms = rgroup_pace_idle_ms(&now);
   bool idle = rgroup_pace_raised(rg);
-  if (moved || !rgroup_pace_quiet(rg) ||
-      (idle && (rg->pace_term != rg->raft.current_term || rg->raft.heartbeat_timeout > idle_ms))) {
+  bool stale = idle && (rg->pace_term != rg->raft.current_term ||
+                        (!rg->coal_quiet && rg->raft.heartbeat_timeout > idle_ms));
+  if (moved || !rgroup_pace_quiet(rg) || stale) {
     rgroup_pace_wake(rg);
     return;
   }
-  if (idle_ms == 0 || idle) {
+  if (idle_ms == 0 || rg->coal_quiet) {
     return;
   }
   uint64_t now_ms = uv_now(rg->loop);
-  if (rg->pace_quiet_ms == 0) {
-    rg->pace_quiet_ms = now_ms;
+  if (!idle) {
+    if (rg->pace_quiet_ms == 0) {
+      rg->pace_quiet_ms = now_ms;
+    }
+    if (now_ms - rg->pace_quiet_ms < RGROUP_PACE_QUIET_MS) {
+      return;
+    }
   }
-  if (now_ms - rg->pace_quiet_ms < RGROUP_PACE_QUIET_MS) {
+  rgroup_pace_drop(rg, idle_ms, idle, now_ms);
+}
+
+/* ---- coalesced heartbeats (hbeat.h) ---- */
+
+bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index)
+{
+  if (!rg->coal_quiet) {
+    return false;
+  }
+  if (!rgroup_pace_quiet(rg) || rg->pace_term != rg->raft.current_term) {
+    rgroup_pace_wake(rg);
+    return false;
+  }
+  *term = rg->raft.current_term;
+  *index = raft_last_index(&rg->raft);
+  return true;
+}
+
+bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, raft_index index)
+{
+  struct raft *r = &rg->raft;
+  if (rg->state != RGROUP_RUNNING || !rg->raft_open || rg->raft_failed || rg->raft_closing ||
+      raft_state(r) != RAFT_FOLLOWER || r->current_term != term ||
+      r->follower_state.current_leader.id != leader_id) {
+    return false;
+  }
+  /* The follower holds exactly the leader's log and knows it committed:
+   * nothing a heartbeat would bring it. */
+  if (raft_last_index(r) != index || r->last_stored != index || r->commit_index != index) {
+    return false;
+  }
+  /* What recvAppendEntries does for a heartbeat of the current leader
+   * (raft 0.15): restart the election timer. */
+  r->election_timer_start = r->io->time(r->io);
+  return true;
+}
+
+void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term)
+{
+  struct raft *r = &rg->raft;
+  if (!rg->coal_quiet || !rg->raft_open || rg->raft_failed || raft_state(r) != RAFT_LEADER ||
+      r->current_term != term) {
     return;
   }
-  raft_set_heartbeat_timeout(&rg->raft, idle_ms);
-  rg->pace_term = rg->raft.current_term;
-  rg->pace_quiesces++;
-  log_debug("rgroup", "group %llu: leader quiesced: heartbeat %u ms while nothing is replicated",
-            (unsigned long long)rg->group_id, idle_ms);
+  /* What replicationUpdate does on an AppendEntries result (raft 0.15):
+   * the leader's majority check (every election timeout) counts it. */
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    if (r->configuration.servers[i].id == follower_id) {
+      r->leader_state.progress[i].recent_recv = true;
+    }
+  }
+}
+
+void rgroup_coal_refused(struct rgroup *rg, raft_term term)
+{
+  if (!rg->coal_quiet || !rg->raft_open || rg->raft.current_term != term) {
+    return;
+  }
+  rg->coal_refusals++;
+  rg->coal_hold_ms = uv_now(rg->loop) + RGROUP_PACE_COAL_HOLD_MS;
+  rgroup_pace_wake(rg);
 }

@@ -45,6 +45,28 @@
  * configured heartbeat. A reopened instance (rgroup_raft_configure) starts
  * ACTIVE.
  *
+ * Coalesced (rg->opts.coalesce, --coalesce-heartbeats): IDLE goes further.
+ * Raft's heartbeat timeout is set beyond reach (RGROUP_PACE_COAL_HEARTBEAT_MS)
+ * and rg->coal_quiet is set: the leader sends no Raft message at all, and
+ * the node's coalesced beat (hbeat.h), one frame per node pair every beat
+ * period, names (group, term, last index) for each such group instead:
+ *
+ *   follower   rgroup_coal_follow: still a follower of that leader in that
+ *              term, holding exactly that log, committed to its end: it
+ *              restarts its election timer (as a heartbeat would) and the
+ *              answer accepts; otherwise the answer refuses;
+ *   leader     rgroup_coal_acked: an accepting answer marks that follower
+ *              heard from (raft's recent_recv), which the leader's
+ *              majority check every election timeout reads, so a leader
+ *              cut off from its followers still steps down;
+ *              rgroup_coal_refused: a refusal, or no answer from a node
+ *              for a few beat periods, or a beat that could not be sent,
+ *              wakes the group (ACTIVE, Raft's heartbeats at once) and
+ *              keeps it from coalescing again for RGROUP_PACE_COAL_HOLD_MS
+ *              (then it goes on the idle pace instead).
+ *   rgroup_coal_beat is asked at every beat; a group no longer quiet is
+ *   woken there too. A proposal wakes it as before (rgroup_pace_wake).
+ *
  * Context: loop thread only. */
 #ifndef CAIRN_RGROUP_PACE_H
 #define CAIRN_RGROUP_PACE_H
@@ -54,6 +76,8 @@
 #include <stdbool.h>
 
 #define RGROUP_PACE_QUIET_MS 2000 /* quiet this long before the pace drops */
+#define RGROUP_PACE_COAL_HEARTBEAT_MS (24u * 3600u * 1000u) /* coalesced: no Raft heartbeat */
+#define RGROUP_PACE_COAL_HOLD_MS 5000 /* after a refused beat: not coalesced for this long */
 
 /* The idle heartbeat interval for options o: o->idle_heartbeat_ms if set,
  * else election_ms / 2 - heartbeat_ms; 0 (never quiesce) when that is not
@@ -71,7 +95,27 @@ void rgroup_pace_tick(struct rgroup *rg);
  * message per heartbeat interval). */
 void rgroup_pace_wake(struct rgroup *rg);
 
-/* Is this replica a leader on the idle pace? */
+/* Is this replica a leader on the idle pace (coalesced or not)? */
 bool rgroup_pace_idle(struct rgroup *rg);
+
+/* Coalesced heartbeats (above). Context: loop thread, called by the node's
+ * hbeat. */
+
+/* Is this replica a coalesced leader whose beat goes out now? Fills the
+ * term and last index to name. A coalesced group no longer quiet is woken
+ * and false returned. */
+bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index);
+
+/* A beat for this replica from node leader_id: true (and its election
+ * timer restarted) if it still follows that leader in that term at
+ * exactly that last and commit index. */
+bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, raft_index index);
+
+/* Node follower_id accepted this leader's beat of term term. */
+void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term);
+
+/* A beat of term term was refused, unanswered or unsendable: back to
+ * Raft's heartbeats, no coalescing for RGROUP_PACE_COAL_HOLD_MS. */
+void rgroup_coal_refused(struct rgroup *rg, raft_term term);
 
 #endif

@@ -260,6 +260,7 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
 {
   struct rgroup *rg = rgroup_raft_of(io);
   struct raft *r = &rg->raft;
+  rg->raft_sent++;
   if (message->type == RAFT_IO_INSTALL_SNAPSHOT) {
     rg->snapshots_sent++; /* for the node's metrics */
   }
@@ -733,6 +734,7 @@ int rgroup_raft_init(struct rgroup *rg)
 void rgroup_raft_configure(struct rgroup *rg)
 {
   raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
+  rg->coal_quiet = false; /* a reopened instance starts ACTIVE (rgroup_pace.h) */
   raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
   /* Pre-vote: a candidate first asks whether it could win, without bumping
    * its term. Without it, raft 0.15's first follower to time out after a

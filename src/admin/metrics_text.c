@@ -156,7 +156,7 @@ struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
-  uint64_t quiesced, quiesces;
+  uint64_t quiesced, quiesces, coalesced, raft_sent;
 };
 
 static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
@@ -180,6 +180,8 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
     s->quiesced += rgroup_pace_idle(rg) ? 1 : 0;
     s->quiesces += rg->pace_quiesces;
+    s->coalesced += rg->coal_quiet ? 1 : 0;
+    s->raft_sent += rg->raft_sent;
     struct store_info si;
     store_info(rgroup_store(rg), &si);
     s->log_bytes += si.size_bytes;
@@ -206,6 +208,34 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_raft_quiesces_total", "counter",
                       "Times a leader hosted here dropped to the idle heartbeat.");
   admin_buf_printf(b, "cairn_raft_quiesces_total %" PRIu64 "\n", s.quiesces);
+  metrics_text_family(b, "cairn_raft_groups_coalesced", "gauge",
+                      "Hosted groups led by this node whose Raft heartbeats are stopped: the "
+                      "node's coalesced heartbeat stands in (cluster/hbeat.h).");
+  admin_buf_printf(b, "cairn_raft_groups_coalesced %" PRIu64 "\n", s.coalesced);
+  metrics_text_family(b, "cairn_raft_messages_sent_total", "counter",
+                      "Raft messages the hosted partition replicas sent (of the replicas open "
+                      "now).");
+  admin_buf_printf(b, "cairn_raft_messages_sent_total %" PRIu64 "\n", s.raft_sent);
+  const struct hbeat *hb = &n->hb;
+  metrics_text_family(b, "cairn_coalesced_beats_sent_total", "counter",
+                      "Coalesced heartbeat frames sent to peer nodes.");
+  admin_buf_printf(b, "cairn_coalesced_beats_sent_total %" PRIu64 "\n", hb->beats_sent);
+  metrics_text_family(b, "cairn_coalesced_beat_groups_sent_total", "counter",
+                      "(group, peer) pairs named in the coalesced heartbeats sent.");
+  admin_buf_printf(b, "cairn_coalesced_beat_groups_sent_total %" PRIu64 "\n", hb->entries_sent);
+  metrics_text_family(b, "cairn_coalesced_beats_received_total", "counter",
+                      "Coalesced heartbeat frames received from peer nodes.");
+  admin_buf_printf(b, "cairn_coalesced_beats_received_total %" PRIu64 "\n", hb->beats_received);
+  metrics_text_family(b, "cairn_coalesced_beat_groups_total", "counter",
+                      "Groups named in coalesced heartbeats received, by this follower's answer.");
+  admin_buf_printf(b, "cairn_coalesced_beat_groups_total{answer=\"accepted\"} %" PRIu64 "\n",
+                   hb->accepted);
+  admin_buf_printf(b, "cairn_coalesced_beat_groups_total{answer=\"refused\"} %" PRIu64 "\n",
+                   hb->refused);
+  metrics_text_family(b, "cairn_coalesced_wakes_total", "counter",
+                      "Coalesced groups led here sent back to Raft's heartbeats (refused, "
+                      "unanswered or unsendable beat).");
+  admin_buf_printf(b, "cairn_coalesced_wakes_total %" PRIu64 "\n", hb->woken);
   metrics_text_family(b, "cairn_raft_elections_total", "counter",
                       "Raft term changes seen in the hosted groups and the metadata group "
                       "(each is an election).");

@@ -83,6 +83,7 @@ enum config_key_id {
   CONFIG_K_SEGMENT,
   CONFIG_K_RAFT_LOG_BUDGET,
   CONFIG_K_RAFT_LOG,
+  CONFIG_K_COALESCE_HEARTBEATS,
   CONFIG_K_CLUSTER_SECRET_FILE,
   CONFIG_K_TLS_CERT,
   CONFIG_K_TLS_KEY,
@@ -263,6 +264,13 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                            "files); auto (default): node for a new data directory, else the "
                            "kind the directory holds",
                            NULL},
+    [CONFIG_K_COALESCE_HEARTBEATS] = {"coalesce-heartbeats", "raft", "coalesce_heartbeats",
+                                      "on|off", CONFIG_KIND_FILE,
+                                      CONFIG_OFF(coalesce_heartbeats), 0, 0,
+                                      "idle partition leaders stop Raft's heartbeats; one "
+                                      "message per node pair stands in for them "
+                                      "(docs/replication.md, \"Coalesced heartbeats\")",
+                                      NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
                                       "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
                                       0, 0,
@@ -700,6 +708,7 @@ static void config_defaults(struct config *cfg)
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
+  snprintf(cfg->coalesce_heartbeats, sizeof cfg->coalesce_heartbeats, "on");
   snprintf(cfg->auth, sizeof cfg->auth, "none");
   snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }
@@ -1182,6 +1191,11 @@ static int config_check(struct config_parse *ps)
   if (strcmp(cfg->raft_log, "group") != 0 && strcmp(cfg->raft_log, "node") != 0 &&
       strcmp(cfg->raft_log, "auto") != 0) {
     config_fail(ps, CAIRN_ECONFIG, "--raft-log: '%s' is not node, group or auto", cfg->raft_log);
+    return ps->err;
+  }
+  if (strcmp(cfg->coalesce_heartbeats, "on") != 0 && strcmp(cfg->coalesce_heartbeats, "off") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--coalesce-heartbeats: '%s' is not on or off",
+                cfg->coalesce_heartbeats);
     return ps->err;
   }
   if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "required") != 0) {

@@ -134,6 +134,10 @@ struct config {
                                      (raft_uv's files per partition replica) or "auto"
                                      (default: node unless the data directory holds group
                                      files; node.c resolves it at start) */
+  char coalesce_heartbeats[CONFIG_PATH_MAX]; /* coalesce_heartbeats (--coalesce-heartbeats):
+                                                "on" (default) or "off": idle partition
+                                                leaders' heartbeats go as one message per
+                                                node pair (cluster/hbeat.h) */
 
   /* [security] */
   char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):

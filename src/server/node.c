@@ -5,6 +5,7 @@
 
 #include "admin/admin.h"
 #include "admin/metrics_node.h"
+#include "cluster/rgroup_pace.h"
 #include "cluster/waldamage.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -541,6 +542,7 @@ static int node_start_groups(struct node *n)
   ro.heartbeat_ms = n->cfg.heartbeat_ms;
   ro.election_ms = n->cfg.election_ms;
   ro.idle_heartbeat_ms = n->cfg.idle_heartbeat_ms;
+  ro.coalesce = strcmp(n->cfg.coalesce_heartbeats, "on") == 0;
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);
@@ -555,6 +557,11 @@ static int node_start_groups(struct node *n)
   n->parts.data = n;
   n->parts.on_applied = node_part_applied;
   n->parts.on_leading = node_part_leading;
+  /* Beats go out only when coalescing is on; beats of other nodes are
+   * answered either way. */
+  unsigned period =
+      ro.coalesce ? hbeat_period_ms(n->cfg.heartbeat_ms, rgroup_pace_idle_ms(&ro)) : 0;
+  hbeat_init(&n->hb, n->loop, &n->parts, &n->nw, n->cfg.node_id, period);
   return 0;
 }
 
@@ -935,6 +942,12 @@ static void node_on_tr_closed(struct transport *tr)
   node_stop_step(n);
 }
 
+static void node_on_hb_closed(struct hbeat *hb)
+{
+  struct node *n = (struct node *)((char *)hb - offsetof(struct node, hb));
+  node_stop_step(n);
+}
+
 static void node_on_nw_closed(struct nodewatch *nw)
 {
   struct node *n = (struct node *)((char *)nw - offsetof(struct node, nw));
@@ -997,6 +1010,8 @@ static void node_stop_step(struct node *n)
     node_awaits(n);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);
+    node_awaits(n);
+    hbeat_close(&n->hb, node_on_hb_closed); /* before the partitions it walks */
     node_awaits(n);
     uv_close((uv_handle_t *)&n->tick, node_on_handle_closed);
     node_awaits(n);

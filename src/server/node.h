@@ -39,6 +39,7 @@
 #include "cluster/controller.h"
 #include "cluster/partitions.h"
 #include "cluster/chs.h"
+#include "cluster/hbeat.h"
 #include "cluster/nodewatch.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
@@ -75,6 +76,7 @@ struct node {
   char cluster_id[META_CLUSTER_ID_MAX + 1]; /* of the data dir, "" before known */
   struct transport tr;
   struct nodewatch nw;       /* peers' processes seen gone (cluster/nodewatch.h) */
+  struct hbeat hb;           /* coalesced heartbeats over nw (cluster/hbeat.h) */
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
   uint8_t *admin_token; /* --admin-token-file's token (chs_key_load), NULL: none */

@@ -140,6 +140,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
   assert_string_equal(a->authorizer, b->authorizer);
   assert_string_equal(a->raft_log, b->raft_log);
+  assert_string_equal(a->coalesce_heartbeats, b->coalesce_heartbeats);
   assert_string_equal(a->super_users, b->super_users);
 }
 
@@ -765,7 +766,8 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
                   "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
-                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log)",
+                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log, "
+                  "coalesce_heartbeats)",
                   NULL);
 }
 

@@ -1,0 +1,129 @@
+/* hbeat.h - coalesced heartbeats: one message per node pair every beat
+ * period stands in for the Raft heartbeats of every idle partition group
+ * this node leads (docs/replication.md, "Coalesced heartbeats").
+ *
+ * raft 0.15 sends one empty AppendEntries per group per follower every
+ * heartbeat, each answered, each over the group's own connection: at 1,000
+ * idle partitions that was most of a node's idle CPU even on the slow
+ * idle pace (docs/performance.md). A leader whose group is quiet stops
+ * them (rgroup_pace.h, "Coalesced"); every beat period this node sends each
+ * peer node one frame on its watch connection (nodewatch.h, "Frames")
+ * naming (group, term, last index) for each such group the peer follows.
+ * The peer answers with one frame of the groups it accepted (their
+ * election timers restarted) and one of those it refused; an accepted
+ * group counts as heard from on the leader (its majority check), a
+ * refused one goes back to Raft's heartbeats. A peer that is not connected,
+ * or that has not answered for HBEAT_ANSWER_PERIODS beat periods, has every
+ * group it follows here woken likewise, so nothing depends on a frame
+ * that cannot arrive. When this node stops (SIGSTOP, SIGKILL, a cut link)
+ * its beats stop with it and the followers elect after their election
+ * timeout, as when Raft's heartbeats stop.
+ *
+ * Payload (inside a nodewatch frame, which carries the length and a
+ * CRC-32C), little-endian, version HBEAT_VERSION = 1:
+ *    0  u8  version
+ *    1  u8  type: HBEAT_BEAT (leader to follower), HBEAT_ACK (accepted),
+ *           HBEAT_NACK (refused)
+ *    2  u16 0
+ *    4  u32 count n (1..HBEAT_MAX_GROUPS)
+ *    8  n × { u64 group id, u64 term, u64 last index (0 in answers) }
+ * A payload that does not parse is dropped with a log line (at most one a
+ * second); the groups it would have named wake by the missing answer.
+ *
+ * The receiving side always runs (a node answers beats whatever its own
+ * --coalesce-heartbeats); the beating side only when coalescing is on.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_HBEAT_H
+#define CAIRN_HBEAT_H
+
+#include "cluster/nodewatch.h"
+#include "cluster/partitions.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define HBEAT_VERSION 1
+#define HBEAT_HEADER 8
+#define HBEAT_ENTRY 24
+#define HBEAT_MAX_GROUPS 32768 /* per payload: 786 KiB, below NWATCH_FRAME_MAX */
+#define HBEAT_ANSWER_PERIODS 3 /* a peer silent this many beat periods wakes its groups */
+
+enum hbeat_type { HBEAT_BEAT = 1, HBEAT_ACK = 2, HBEAT_NACK = 3 };
+
+/* A list of entries being built, with room for the header in front. */
+struct hbeat_list {
+  uint8_t *buf;
+  size_t n, cap; /* entries */
+};
+
+struct hbeat_peer {
+  uint64_t id;
+  uint64_t waiting_ms; /* first beat sent since its last answer (uv_now); 0: none */
+  bool healthy;        /* this beat: connected and answering */
+  struct hbeat_list out;
+};
+
+struct hbeat;
+typedef void (*hbeat_close_cb)(struct hbeat *hb);
+
+struct hbeat {
+  uv_loop_t *loop;
+  struct parts *ps;
+  struct nodewatch *nw;
+  uint64_t self_id;
+  unsigned period_ms; /* 0: this node does not beat (it still answers) */
+  bool open;
+  uv_timer_t timer;
+  struct hbeat_peer *peers;
+  size_t npeers, cap;
+  struct hbeat_list ack, nack; /* answers being built */
+  hbeat_close_cb close_cb;
+  uint64_t bad_log_ms; /* when a malformed payload was last logged */
+  /* Counters (metrics). */
+  uint64_t beats_sent;     /* frames of beats sent */
+  uint64_t entries_sent;   /* (group, peer) pairs named in them */
+  uint64_t beats_received; /* frames of beats received */
+  uint64_t accepted;       /* groups this node accepted as a follower */
+  uint64_t refused;        /* groups this node refused as a follower */
+  uint64_t woken;          /* groups this node leads woken: refused, unanswered, unsendable */
+  uint64_t silent_peers;   /* times a peer was found not answering */
+  uint64_t bad;            /* malformed payloads */
+};
+
+/* Starts hb: answers beats from now on (nwatch_set_frame_cb) and, with
+ * period_ms > 0, beats every period_ms for the coalesced groups of ps.
+ * Ownership: borrows ps and nw, which must stay open until hbeat_close's
+ * callback. Caller allocates hb. */
+void hbeat_init(struct hbeat *hb, uv_loop_t *loop, struct parts *ps, struct nodewatch *nw,
+                uint64_t self_id, unsigned period_ms);
+
+/* Stops beating and answering, frees hb's memory, then cb (from the loop).
+ * An hb never initialized (zeroed) calls cb at once. Callback: fires
+ * exactly once. */
+void hbeat_close(struct hbeat *hb, hbeat_close_cb cb);
+
+/* The beat period for the given timings: half the idle heartbeat interval
+ * (rgroup_pace_idle_ms), at least the heartbeat; 0 when leaders never
+ * quiesce (then nothing coalesces). */
+unsigned hbeat_period_ms(unsigned heartbeat_ms, unsigned idle_ms);
+
+/* Encodes a payload header for n entries of type into buf (HBEAT_HEADER
+ * bytes). */
+void hbeat_encode_header(uint8_t *buf, enum hbeat_type type, uint32_t n);
+
+/* Parses a payload: 0 with *type and *n set (the entries follow the
+ * header), or CAIRN_EUNSUPPORTED (version, type) / CAIRN_EBADLEN. */
+__attribute__((warn_unused_result)) int hbeat_decode(const uint8_t *p, size_t len,
+                                                     enum hbeat_type *type, uint32_t *n);
+
+/* Entry i of a parsed payload p. */
+void hbeat_entry(const uint8_t *p, uint32_t i, uint64_t *group_id, uint64_t *term, uint64_t *index);
+
+/* Appends an entry to l. Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int hbeat_list_add(struct hbeat_list *l, uint64_t group_id,
+                                                       uint64_t term, uint64_t index);
+
+#endif
