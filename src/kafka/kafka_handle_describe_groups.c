@@ -21,7 +21,7 @@ static const char *kafka_dg_state(const char *s)
   if (strcmp(s, "preparing") == 0) {
     return "PreparingRebalance";
   }
-  if (strcmp(s, "completing") == 0) {
+  if (strcmp(s, "completing") == 0 || strcmp(s, "storing") == 0) {
     return "CompletingRebalance";
   }
   if (strcmp(s, "stable") == 0) {

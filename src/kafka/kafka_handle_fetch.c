@@ -29,6 +29,21 @@
 #define KAFKA_FETCH_MAX_BYTES (64u * 1024 * 1024) /* of one answer's records */
 #define KAFKA_FETCH_MAX_PARTS 10000
 
+/* Fetch's error for a native code. A new leader that has not applied its
+ * term's first entry yet (REPLICA_NOT_AVAILABLE, LEADER_NOT_AVAILABLE
+ * elsewhere) is NOT_LEADER_OR_FOLLOWER here, as Apache Kafka answers a
+ * fetch its replica cannot serve yet: every client refreshes its metadata
+ * and fetches again, while kafka-python's fetcher raises
+ * LeaderNotAvailableError out of poll() on LEADER_NOT_AVAILABLE (a fresh
+ * topic's or partition's first fetches hit it). */
+static int16_t kafka_fetch_err(Cairn__Client__ErrorCode code)
+{
+  if (code == CAIRN__CLIENT__ERROR_CODE__REPLICA_NOT_AVAILABLE) {
+    return KAFKA_ERR_NOT_LEADER_OR_FOLLOWER;
+  }
+  return kafka_err_from_wire(code);
+}
+
 struct kafka_fetch_part {
   char topic[KAFKA_TOPIC_MAX + 1];
   int32_t index;
@@ -124,8 +139,8 @@ static int kafka_fetch_put_batches(struct kafka_buf *b, struct kafka_fetch_src *
     }
     rv = kafka_batch_header_from_cairn(h, size, b->p + off);
     if (rv == 0) {
-      rv = kafka_fetch_src_read(src, b->p + off + KAFKA_BATCH_HEADER_SIZE,
-                                size - BATCH_HEADER_SIZE);
+      rv =
+          kafka_fetch_src_read(src, b->p + off + KAFKA_BATCH_HEADER_SIZE, size - BATCH_HEADER_SIZE);
     }
     if (rv != 0) {
       return rv;
@@ -196,7 +211,7 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
         res = r != NULL && native < r->n_partitions ? r->partitions[native] : NULL;
         native++;
         err = res == NULL ? (all_err != 0 ? all_err : KAFKA_ERR_UNKNOWN_SERVER)
-                          : kafka_err_from_wire(res->error != NULL ? res->error->code : 0);
+                          : kafka_fetch_err(res->error != NULL ? res->error->code : 0);
       }
       int64_t hw = res != NULL ? res->high_watermark : -1;
       kafka_put_i32(&b, fp->index);
@@ -241,7 +256,7 @@ static void kafka_fetch_on_answer(struct kafka_req *kr, const Cairn__Client__Env
   }
   /* On an error the answer carries no records: an empty source. */
   struct kafka_fetch_src src = {.parts = parts, .nparts = code == 0 ? nparts : 0};
-  kafka_fetch_answer(kr, code == 0 ? r : NULL, code == 0 ? 0 : kafka_err_from_wire(code), &src,
+  kafka_fetch_answer(kr, code == 0 ? r : NULL, code == 0 ? 0 : kafka_fetch_err(code), &src,
                      data_len);
   for (size_t i = 0; i < nparts; i++) {
     if (parts[i].release != NULL) {

@@ -1,9 +1,10 @@
 /* kafka_handle_sync_group.c - SyncGroup v0-3: the native SyncGroup of a
  * client-assigned group. The leader's assignments (opaque bytes per
  * member) go to the coordinator as they are; every member's SyncGroup is
- * answered with its own bytes once the leader's have arrived (a member
- * syncing first waits at the coordinator). group_instance_id (v3) is read
- * and ignored. */
+ * answered with its own bytes once the leader's have arrived and the
+ * group's membership with them is committed in __cairn_offsets (the
+ * coordinator holds the answers until then, as Kafka's storeGroup does).
+ * group_instance_id (v3) is read and ignored. */
 #include "kafka/kafka_handlers.h"
 
 #include "server/group/group.h"

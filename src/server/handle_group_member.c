@@ -1,7 +1,9 @@
 /* handle_group_member.c - JoinGroup, SyncGroup, Heartbeat, LeaveGroup: a
  * member's requests to its group's coordinator, fed to the group's state
- * machine (group.h) through coord_step. A JoinGroup waits (parked in the
- * coordinator) until its rebalance completes; the others answer at once. */
+ * machine (group.h) through the coordinator. A JoinGroup waits (parked in
+ * the coordinator) until its rebalance completes; a SyncGroup until its
+ * group's assignment is committed in the log (coord_sync); Heartbeat and
+ * LeaveGroup answer at once. */
 #include "server/handlers.h"
 #include "server/handle_group.h"
 
@@ -190,21 +192,13 @@ void handle_sync_group(struct node *n, struct conn_request *req)
                            .assignments = as,
                            .nassignments = r->n_assignments};
   coord_event_clock(&n->coord, &ev);
-  int rv = coord_step(&n->coord, slot, g, &ev);
+  /* Answered by the coordinator, now or once the assignment is kept. */
+  int rv = coord_sync(&n->coord, slot, g, &ev, req);
   free(as);
-  if (rv == 0 && group_client_assigned(g) && g->state == GROUP_COMPLETING && !g->assigned) {
-    /* Kafka's model: the leader's assignment is not in yet. */
-    rv = coord_park_sync(&n->coord, slot, g, r->member_id, req);
-    if (rv == 0) {
-      return;
-    }
-  }
   if (rv != 0) {
     handle_group_err_set(&he, rv, r->group, 0, NULL);
     handle_sync_respond(req, &he, NULL, 0);
-    return;
   }
-  coord_answer_sync(g, r->member_id, 0, req);
 }
 
 /* ---- Heartbeat, LeaveGroup ---- */

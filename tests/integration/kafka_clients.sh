@@ -3,7 +3,9 @@
 # cluster (docs/kafka.md): kcat (librdkafka) lists every broker and
 # partition leader, produces keyed messages with acks=all and reads back
 # exactly what it produced, in order per partition, also after a SIGKILL of
-# a partition leader; kafka-python produces and consumes by offset;
+# a partition leader; kafka-python produces and consumes by offset; a
+# Fetch right after CreateTopics never answers LEADER_NOT_AVAILABLE (which
+# kafka-python's consumer raises instead of retrying);
 # malformed frames (bad sizes, a 2 GiB length, unknown api keys, truncated
 # bodies and flexible fields) get a closed connection (or an error answer)
 # while the node keeps serving others.
@@ -22,6 +24,51 @@ k1="127.0.0.1:$((base + 3))"
 k2="127.0.0.1:$((base + 13))"
 k3="127.0.0.1:$((base + 23))"
 all="$k1,$k2,$k3"
+
+step "Fetch right after CreateTopics: a leader not ready yet answers NOT_LEADER_OR_FOLLOWER, never LEADER_NOT_AVAILABLE"
+# kafka-python's fetcher raises LeaderNotAvailableError out of poll() on
+# error 5 in a Fetch answer (it refreshes metadata only on 3 and 6): a
+# consumer of a topic or partition just created failed that way.
+timeout 120 $py - "$all" <<'PY' || fail "Fetch right after CreateTopics"
+import sys, time, collections
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.fetch import FetchRequest
+from kafka.client_async import KafkaClient
+bs = sys.argv[1].split(",")
+cl = KafkaClient(bootstrap_servers=bs)
+def call(node, req):
+    end = time.time() + 10
+    while not cl.ready(node) and time.time() < end:
+        cl.poll(timeout_ms=20)
+    f = cl.send(node, req)
+    while not f.is_done:
+        cl.poll(timeout_ms=20)
+    if f.failed():
+        raise f.exception
+    return f.value
+codes = collections.Counter()
+a = KafkaAdminClient(bootstrap_servers=bs)
+for k in range(5):
+    t = "fresh%d" % k
+    a.create_topics([NewTopic(t, 6, 3)], timeout_ms=30000)
+    todo, end = set(range(6)), time.time() + 30
+    while todo and time.time() < end:  # each partition fetched from its leader until served
+        md = call(cl.least_loaded_node(), MetadataRequest[1]([t]))
+        for perr, p, leader, *_ in md.topics[0][3]:
+            if p in todo and perr == 0 and leader >= 0:
+                r = call(leader, FetchRequest[4](-1, 100, 1, 1 << 20, 0, [(t, [(p, 0, 1 << 20)])]))
+                err = r.topics[0][1][0][1]
+                codes[err] += 1
+                if err == 0:
+                    todo.discard(p)
+        time.sleep(0.005)
+    assert not todo, "%s: partitions %s never served" % (t, sorted(todo))
+print("Fetch error codes right after CreateTopics:", dict(codes))
+assert not codes.get(5), "LEADER_NOT_AVAILABLE in %d Fetch answers" % codes[5]
+assert set(codes) <= {0, 6}, "unexpected Fetch errors: %s" % dict(codes)
+PY
 
 step "kcat -L names every broker (by its Kafka address) and every partition leader"
 expect 0 "$cli" topic create kt --partitions 3 --replication-factor 3

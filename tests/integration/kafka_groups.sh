@@ -5,7 +5,9 @@
 # message exactly once, the group's committed offsets are what
 # `cairn group describe` shows, and a member keeps its member id and
 # generation across a SIGKILL of its coordinator (its commit at the new
-# coordinator is accepted, as Kafka's persisted group metadata allows).
+# coordinator is accepted, as Kafka's persisted group metadata allows),
+# also when the SIGKILL comes the moment SyncGroup hands out the
+# assignment (the answer waits for the membership record to commit).
 #
 # Usage: kafka_groups.sh CAIRN CAIRND
 set -euo pipefail
@@ -111,6 +113,49 @@ assert all(committed[tp.partition] == c.position(tp) for tp in parts), "committe
 assert sum(committed.values()) == 300, "committed %s" % committed
 c.close()
 print("commit accepted by the new coordinator: %s" % committed)
+PY
+
+step "restart the killed node"
+bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
+  fail "restart: $(cat "$dir/restart.out")"
+for f in "$cdir"/node*.pid; do pids+=("$(cat "$f")"); done
+
+step "kafka-python: the coordinator SIGKILLed the moment SyncGroup hands out the assignment; the new one keeps the member and generation"
+# The SyncGroup answer waits until the group's membership record is
+# committed (Kafka's storeGroup), so the new coordinator has it.
+timeout 120 $py - "$all" "$cdir" <<'PY' || fail "kill right after SyncGroup"
+import os, signal, sys, time
+from kafka import KafkaConsumer, ConsumerRebalanceListener
+bs, cdir = sys.argv[1].split(","), sys.argv[2]
+c = KafkaConsumer(bootstrap_servers=bs, group_id="kg-sync", client_id="s",
+                  auto_offset_reset="earliest", enable_auto_commit=False,
+                  session_timeout_ms=10000, heartbeat_interval_ms=500, max_poll_interval_ms=60000)
+killed = {}
+class KillOnAssign(ConsumerRebalanceListener):
+    def on_partitions_revoked(self, revoked):
+        pass
+    def on_partitions_assigned(self, assigned):
+        if killed:
+            return
+        co = c._coordinator
+        killed["gen"] = (co._generation.generation_id, co._generation.member_id)
+        killed["node"] = int(str(co.coordinator_id).rsplit("-", 1)[-1])
+        os.kill(int(open("%s/node%d.pid" % (cdir, killed["node"])).read()), signal.SIGKILL)
+c.subscribe(["kg"], listener=KillOnAssign())
+got, end = 0, time.time() + 90
+while got < 300 and time.time() < end:
+    got += sum(len(ms) for ms in c.poll(timeout_ms=500).values())
+assert killed, "never assigned"
+print("killed the coordinator, node %d, as member %s got generation %d" % (killed["node"], killed["gen"][1], killed["gen"][0]))
+assert got == 300, "read %d of 300" % got
+c.commit()  # at the new coordinator; refused there, it raises CommitFailedError
+co = c._coordinator
+now = (co._generation.generation_id, co._generation.member_id)
+assert now == killed["gen"], "generation/member changed across the move: %s -> %s" % (killed["gen"], now)
+committed = {tp.partition: c.committed(tp) for tp in c.assignment()}
+assert sum(committed.values()) == 300, "committed %s" % committed
+c.close()
+print("the new coordinator accepted the commit of generation %d: %s" % (now[0], committed))
 PY
 
 echo "PASS"

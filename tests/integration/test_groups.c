@@ -8,7 +8,10 @@
  * commit; SIGKILL of the coordinator's node keeps every committed offset
  * and the membership (the new coordinator is found through FindCoordinator
  * and accepts a member's commit of its generation); a reset works once the
- * group is empty.
+ * group is empty; a SyncGroup is answered only once the group's membership
+ * record is committed (none while the offsets partition's followers are
+ * stopped), so a coordinator SIGKILLed right after the answer leaves a
+ * successor that accepts the member's commit of that generation.
  *
  * Usage: test_groups <path of cairnd>
  * CAIRN_TEST_FILTER='*coordinator*' runs a subset; CAIRN_KEEP_TEST_DIR=1
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -764,6 +768,161 @@ static void test_groups_offsets_of_a_gone_group_expire_and_stay_gone(void **stat
   cd_destroy(&c);
 }
 
+/* A member's full rejoin through node `via`, as a client does after an
+ * error: FindCoordinator, JoinGroup with its id (a fresh one if the
+ * coordinator does not know it), SyncGroup; again until synced. Leaves
+ * m->w connected to the coordinator; returns its index. */
+static int rejoin(struct cd_cluster *c, int via, struct member *m)
+{
+  long long end = tu_now_ms() + WAIT_MS;
+  int code = -1;
+  while (tu_now_ms() < end) {
+    int ci = find_coordinator(c, via);
+    if (wc_connect(&m->w, c->nodes[ci].client_addr, 5000) == 0) {
+      assert_int_equal(send_join(m, GROUP, "sticky"), 0);
+      code = recv_join(m);
+      if (code == CODE(UNKNOWN_MEMBER_ID)) {
+        m->id[0] = '\0';
+      } else if (code == 0) {
+        code = sync_member(m);
+        if (code == 0) {
+          return ci;
+        }
+      }
+      wc_close(&m->w);
+    }
+    usleep(200 * 1000);
+  }
+  fail_msg("the member did not rejoin (last code %d; logs under %s)", code, c->root);
+  return -1;
+}
+
+/* Kafka's storeGroup: the SyncGroup answer (the assignment) waits for the
+ * group's membership record to commit in its __cairn_offsets partition.
+ * With both followers of that partition stopped the record cannot commit,
+ * so no assignment is handed out (the leader gives up its leadership and
+ * answers NOT_COORDINATOR, or nothing comes). And once a member is synced,
+ * a SIGKILL of its coordinator at once leaves a successor that knows the
+ * member: its commit of that generation is accepted. */
+static void test_groups_sync_waits_for_the_membership_record(void **state)
+{
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  uint64_t ids[3];
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cd_start(&c, i), 0);
+    ids[i] = c.nodes[i].id;
+  }
+  if (cd_wait_alive(&c, 0, ids, 3, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form (logs under %s)", c.root);
+  }
+  char msg[256] = "";
+  int code = cd_create_topic(&c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg);
+  if (code != 0) {
+    fail_msg("create %s: %d %s", TOPIC, code, msg);
+  }
+  produce_everywhere(&c);
+  (void)find_coordinator(&c, 1);
+  if (cd_wait_settled(&c, "__cairn_offsets", WAIT_MS) != 0) {
+    fail_msg("__cairn_offsets' leaders did not settle (logs under %s)", c.root);
+  }
+  struct member a;
+  struct member *one[1] = {&a};
+  int ci = form_group(&c, one, 1);
+  int32_t gen1 = a.gen;
+
+  /* The followers of the group's offsets partition (every other node:
+   * three replicas on three nodes) stop; a rejoin completes in memory. */
+  int f1 = (ci + 1) % 3, f2 = (ci + 2) % 3;
+  tu_proc_signal(&c.nodes[f1].proc, SIGSTOP);
+  tu_proc_signal(&c.nodes[f2].proc, SIGSTOP);
+  assert_int_equal(send_join(&a, GROUP, "sticky"), 0);
+  code = recv_join(&a);
+  if (code != 0) {
+    tu_proc_signal(&c.nodes[f1].proc, SIGCONT);
+    tu_proc_signal(&c.nodes[f2].proc, SIGCONT);
+    fail_msg("the rejoin with the followers stopped: code %d (logs under %s)", code, c.root);
+  }
+  assert_true(a.gen > gen1);
+  Cairn__Client__SyncGroupRequest r = CAIRN__CLIENT__SYNC_GROUP_REQUEST__INIT;
+  r.group = GROUP;
+  r.member_id = a.id;
+  r.generation = a.gen;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_SYNC_GROUP;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_REQ;
+  env.sync_group_req = &r;
+  assert_int_equal(wc_send(&a.w, &env, NULL, 0), 0);
+  long long sent = tu_now_ms();
+  Cairn__Client__Envelope *resp = NULL;
+  int rv = wc_recv(&a.w, 5000, &resp, NULL, NULL);
+  code = -1;
+  if (rv == 0) {
+    assert_int_equal(resp->body_case, CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_RESP);
+    code = err_code(resp->sync_group_resp->error);
+    cairn__client__envelope__free_unpacked(resp, NULL);
+  }
+  tu_proc_signal(&c.nodes[f1].proc, SIGCONT);
+  tu_proc_signal(&c.nodes[f2].proc, SIGCONT);
+  if (code == 0) {
+    fail_msg("SyncGroup of generation %" PRId32 " answered with an assignment while its record "
+             "could not commit (logs under %s)",
+             a.gen, c.root);
+  }
+  if (rv == 0) {
+    printf("with the followers stopped SyncGroup was answered %d after %lld ms\n", code,
+           tu_now_ms() - sent);
+    assert_int_equal(code, CODE(NOT_COORDINATOR));
+  } else {
+    printf("with the followers stopped SyncGroup was not answered in 5 s\n");
+  }
+  wc_close(&a.w);
+
+  /* The member rejoins as a client does; its coordinator is SIGKILLed
+   * the moment the assignment arrives; the successor accepts its commit of
+   * that generation with that member id. */
+  for (int round = 0; round < 2; round++) {
+    int via = (ci + 1) % 3;
+    if (!cd_running(&c, via)) {
+      via = (ci + 2) % 3;
+    }
+    ci = rejoin(&c, via, &a);
+    cd_kill(&c, ci);
+    wc_close(&a.w);
+    via = (ci + 1) % 3; /* the coordinator may have moved to `via` meanwhile */
+    printf("round %d: member %s synced generation %" PRId32 " at node %" PRIu64
+           ", which was SIGKILLed at once\n",
+           round, a.id, a.gen, c.nodes[ci].id);
+    int codes[1];
+    int64_t off = 1;
+    long long end = tu_now_ms() + WAIT_MS;
+    code = -1;
+    while (tu_now_ms() < end) {
+      struct wc w;
+      if (wc_connect(&w, c.nodes[find_coordinator(&c, via)].client_addr, 2000) == 0) {
+        code = commit_on(&w, a.id, a.gen, &a.parts[0], &off, 1, codes, false);
+        wc_close(&w);
+      }
+      if (code != -1 && code != CODE(NOT_COORDINATOR) && code != CODE(COORDINATOR_LOADING)) {
+        break;
+      }
+      usleep(100 * 1000);
+    }
+    if (code != 0) {
+      fail_msg("round %d: the new coordinator refused member %s of generation %" PRId32
+               ": code %d (logs under %s)",
+               round, a.id, a.gen, code, c.root);
+    }
+    assert_int_equal(codes[0], 0);
+    /* Back to three nodes for the next round. */
+    assert_int_equal(cd_start(&c, ci), 0);
+    if (cd_wait_alive(&c, via, ids, 3, WAIT_MS) != 0) {
+      fail_msg("node %" PRIu64 " did not come back (logs under %s)", c.nodes[ci].id, c.root);
+    }
+  }
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -774,6 +933,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_share_rebalance_fence_and_survive_the_coordinator),
       cmocka_unit_test(test_groups_offsets_of_a_gone_group_expire_and_stay_gone),
+      cmocka_unit_test(test_groups_sync_waits_for_the_membership_record),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));

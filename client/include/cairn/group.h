@@ -120,7 +120,7 @@ void cairn_group_consumer_close(struct cairn_group_consumer *gc, cairn_group_clo
 
 struct cairn_group_listing {
   char *group;
-  char *state; /* "empty" "preparing" "completing" "stable" */
+  char *state; /* "empty" "preparing" "completing" "storing" "stable" */
   uint32_t members;
   uint64_t coordinator_id;
 };

@@ -16,8 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-/* A JoinGroup waiting for its rebalance to complete, or a SyncGroup of a
- * client-assigned group waiting for its leader's assignment. */
+/* A JoinGroup waiting for its rebalance to complete, or a SyncGroup
+ * waiting for its group to be STABLE in its generation (the leader's
+ * assignment, then the membership record committed). */
 struct coord_join {
   struct coord *c;
   struct conn_request *req;
@@ -30,8 +31,13 @@ struct coord_join {
 };
 
 static void coord_settle_syncs(struct coord *c, const struct coord_slot *slot, struct group *g);
+static void coord_after_step(struct coord *c, struct coord_slot *slot, struct group *g,
+                             enum group_state before, const struct group_actions *acts);
 
-static uint64_t coord_wall_ms(void) { return (uint64_t)wallclock_ms(); }
+static uint64_t coord_wall_ms(void)
+{
+  return (uint64_t)wallclock_ms();
+}
 
 void coord_event_clock(struct coord *c, struct group_event *ev)
 {
@@ -278,23 +284,135 @@ static void coord_fail_joins(struct coord *c, const struct coord_slot *slot, int
   }
 }
 
-/* Keeps g's membership in the log when it becomes stable or empty (the
- * moments Kafka's coordinator writes its GroupMetadata record): a new
- * coordinator then knows the members and their generation, and their
- * commits are not refused as from strangers after a coordinator move. */
-static void coord_keep_membership(struct coord *c, struct coord_slot *slot, const struct group *g,
-                                  enum group_state before)
+/* An emptied group's membership (none) goes to the log, as Kafka writes
+ * its GroupMetadata then: nothing waits for it. (A group's assignment is
+ * kept by a STORE action, which its members' SyncGroups wait for.) */
+static void coord_keep_empty(struct coord *c, struct coord_slot *slot, const struct group *g,
+                             enum group_state before)
 {
-  bool stable = g->state == GROUP_STABLE && before != GROUP_STABLE;
-  bool empty = g->state == GROUP_EMPTY && before != GROUP_EMPTY;
-  if (!stable && !empty) {
+  if (g->state != GROUP_EMPTY || before == GROUP_EMPTY) {
     return;
   }
-  int rv = coord_append_group(c, slot, g);
+  int rv = coord_append_group(c, slot, g, NULL, NULL);
   if (rv != 0) {
-    log_warn("coord", "group %s: keeping its membership (generation %" PRId32 "): %s", g->name,
+    log_warn("coord", "group %s: keeping it empty (generation %" PRId32 "): %s", g->name,
              g->generation, cairn_strerror(rv));
   }
+}
+
+/* A STORE in flight: which group's which generation it keeps. */
+struct coord_store {
+  struct coord *c;
+  uint32_t partition;
+  uint64_t epoch; /* the slot's: an unload in between answered its syncs */
+  int32_t generation;
+  char group[GROUP_NAME_MAX + 1];
+};
+
+/* Answers the parked SyncGroups of g with err. */
+static void coord_fail_syncs(struct coord *c, const struct coord_slot *slot, const struct group *g,
+                             int err)
+{
+  struct coord_join *j = c->joins;
+  while (j != NULL) {
+    struct coord_join *next = j->next;
+    if (j->sync && j->partition == slot->partition && strcmp(j->group, g->name) == 0) {
+      coord_join_unlink(c, j);
+      coord_join_respond_error(j->req, true, err, cairn_strerror(err));
+      free(j);
+    }
+    j = next;
+  }
+}
+
+/* Feeds g the outcome of its STORE of generation (0: committed). */
+static void coord_stored(struct coord *c, struct coord_slot *slot, struct group *g,
+                         int32_t generation, int err)
+{
+  struct group_event ev = {
+      .type = GROUP_EV_STORED, .member_id = "", .generation = generation, .err = err};
+  coord_event_clock(c, &ev);
+  int rv = coord_step(c, slot, g, &ev);
+  if (rv != 0) { /* STORED has no refusal: unreachable */
+    log_warn("coord", "group %s: the store of generation %" PRId32 ": %s", g->name, generation,
+             cairn_strerror(rv));
+  }
+}
+
+/* The store of generation failed with err: its waiting SyncGroups get the
+ * error (Kafka: NOT_COORDINATOR when this node cannot append, the append's
+ * own error otherwise) and the group rebalances. */
+static void coord_store_failed(struct coord *c, struct coord_slot *slot, struct group *g,
+                               int32_t generation, int err)
+{
+  log_warn("coord", "group %s: keeping generation %" PRId32 ": %s: rebalancing", g->name,
+           generation, cairn_strerror(err));
+  if (g->state == GROUP_STORING && g->generation == generation) {
+    coord_fail_syncs(c, slot, g, err == CAIRN_ENOTLEADER ? CAIRN_ENOT_COORDINATOR : err);
+  }
+  coord_stored(c, slot, g, generation, err);
+}
+
+static void coord_on_stored(void *data, int status)
+{
+  struct coord_store *st = data;
+  struct coord *c = st->c;
+  struct coord_slot *slot = st->partition < c->nslots ? &c->slots[st->partition] : NULL;
+  /* A failed append unloads the slot first (coord_on_produced): its syncs
+   * were answered NOT_COORDINATOR then, and its groups are gone. */
+  struct group *g = NULL;
+  if (!c->closing && slot != NULL && slot->epoch == st->epoch) {
+    g = coord_group(slot, st->group, false);
+  }
+  if (g != NULL && status != 0) {
+    coord_store_failed(c, slot, g, st->generation, status);
+  } else if (g != NULL) {
+    coord_stored(c, slot, g, st->generation, 0);
+  }
+  free(st);
+}
+
+/* A STORE action: g's membership of generation to the log; its SyncGroups
+ * are answered when the record commits (coord_on_stored). */
+static void coord_store(struct coord *c, struct coord_slot *slot, struct group *g,
+                        int32_t generation)
+{
+  if (g->state != GROUP_STORING || g->generation != generation) {
+    return; /* overtaken within the same step */
+  }
+  struct coord_store *st = calloc(1, sizeof *st);
+  int rv = CAIRN_ENOMEM;
+  if (st != NULL) {
+    st->c = c;
+    st->partition = slot->partition;
+    st->epoch = slot->epoch;
+    st->generation = generation;
+    snprintf(st->group, sizeof st->group, "%s", g->name);
+    rv = coord_append_group(c, slot, g, coord_on_stored, st);
+  }
+  if (rv != 0) {
+    free(st);
+    coord_store_failed(c, slot, g, generation, rv);
+  }
+}
+
+/* What follows every group_step: the empty record, the finished joins'
+ * answers, the STORE actions, then the parked syncs that can be answered. */
+static void coord_after_step(struct coord *c, struct coord_slot *slot, struct group *g,
+                             enum group_state before, const struct group_actions *acts)
+{
+  coord_keep_empty(c, slot, g, before);
+  for (size_t i = 0; i < acts->n; i++) {
+    if (acts->v[i].type == GROUP_ACT_JOIN_DONE) {
+      coord_finish_join(c, slot, g, acts->v[i].member_id, acts->v[i].err);
+    }
+  }
+  for (size_t i = 0; i < acts->n; i++) {
+    if (acts->v[i].type == GROUP_ACT_STORE) {
+      coord_store(c, slot, g, acts->v[i].generation);
+    }
+  }
+  coord_settle_syncs(c, slot, g);
 }
 
 int coord_step(struct coord *c, struct coord_slot *slot, struct group *g, struct group_event *ev)
@@ -303,12 +421,26 @@ int coord_step(struct coord *c, struct coord_slot *slot, struct group *g, struct
   struct group_actions acts = {0};
   enum group_state before = g->state;
   int rv = group_step(g, &env, ev, &acts);
-  coord_keep_membership(c, slot, g, before);
-  for (size_t i = 0; i < acts.n; i++) {
-    coord_finish_join(c, slot, g, acts.v[i].member_id, acts.v[i].err);
-  }
+  coord_after_step(c, slot, g, before, &acts);
   group_actions_free(&acts);
-  coord_settle_syncs(c, slot, g);
+  return rv;
+}
+
+int coord_sync(struct coord *c, struct coord_slot *slot, struct group *g, struct group_event *ev,
+               struct conn_request *req)
+{
+  struct group_env env = {.partitions = coord_topic_partitions, .ctx = c->n};
+  struct group_actions acts = {0};
+  enum group_state before = g->state;
+  int rv = group_step(g, &env, ev, &acts);
+  if (rv == 0 && g->state == GROUP_STABLE) {
+    coord_answer_sync(g, ev->member_id, 0, req);
+  } else if (rv == 0) {
+    /* Parked before the actions run: a store failing at once answers it. */
+    rv = coord_park_sync(c, slot, g, ev->member_id, req);
+  }
+  coord_after_step(c, slot, g, before, &acts);
+  group_actions_free(&acts);
   return rv;
 }
 
@@ -325,8 +457,9 @@ int coord_park_sync(struct coord *c, struct coord_slot *slot, struct group *g,
 }
 
 /* Answers the parked syncs of g that can be: with the assignment once the
- * leader has given it, REBALANCE_IN_PROGRESS once the generation they
- * synced is over, UNKNOWN_MEMBER for a member gone. */
+ * group is STABLE in their generation (the record committed),
+ * REBALANCE_IN_PROGRESS once that generation is over or rebalancing,
+ * UNKNOWN_MEMBER for a member gone. */
 static void coord_settle_syncs(struct coord *c, const struct coord_slot *slot, struct group *g)
 {
   struct coord_join *j = c->joins;
@@ -336,9 +469,10 @@ static void coord_settle_syncs(struct coord *c, const struct coord_slot *slot, s
       int err = -1; /* still waiting */
       if (group_member_find(g, j->member) == NULL) {
         err = CAIRN_EUNKNOWN_MEMBER;
-      } else if (j->generation == g->generation && g->assigned) {
+      } else if (j->generation == g->generation && g->state == GROUP_STABLE) {
         err = 0;
-      } else if (j->generation != g->generation || g->state != GROUP_COMPLETING) {
+      } else if (j->generation != g->generation ||
+                 (g->state != GROUP_COMPLETING && g->state != GROUP_STORING)) {
         err = CAIRN_EREBALANCE;
       }
       if (err == 0) {
@@ -507,8 +641,9 @@ static void coord_create_offsets(struct coord *c)
   uint32_t rf = coord_offsets_rf(n);
   if (rf == 0 || alive < rf) {
     if (rf != 0) {
-      log_warn("coord", "%s needs %" PRIu32 " alive nodes for its replicas, %" PRIu32
-               " are: waiting", COORD_OFFSETS_TOPIC, rf, alive);
+      log_warn("coord",
+               "%s needs %" PRIu32 " alive nodes for its replicas, %" PRIu32 " are: waiting",
+               COORD_OFFSETS_TOPIC, rf, alive);
     }
     c->create_after_ms = uv_now(n->loop) + 1000;
     return;

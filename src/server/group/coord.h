@@ -105,9 +105,25 @@ __attribute__((warn_unused_result)) int coord_lookup(struct coord *c, const char
  * when out of memory). Returns borrowed, valid until the next tick. */
 struct group *coord_group(struct coord_slot *slot, const char *name, bool create);
 
-/* Feeds ev to the group and answers the joins its actions finish. */
+/* Feeds ev to the group and carries out its actions: answers the joins
+ * they finish, appends the membership a STORE asks for (its SyncGroups are
+ * answered when the record commits), answers the parked syncs that can be.
+ * Returns group_step's code. */
 __attribute__((warn_unused_result)) int coord_step(struct coord *c, struct coord_slot *slot,
                                                    struct group *g, struct group_event *ev);
+
+/* A SyncGroup (ev, type GROUP_EV_SYNC) of g: req is answered with the
+ * member's assignment once g is STABLE in ev's generation, i.e. once the
+ * group's membership with that assignment is committed in the log (at once
+ * if it already is); with REBALANCE_IN_PROGRESS if the generation ends
+ * first, NOT_COORDINATOR if the slot unloads (the append failed or the
+ * leadership went), the append's error if it is refused at once, or
+ * UNKNOWN_MEMBER_ID if the member goes. Kafka's doSyncGroup/storeGroup.
+ * Returns 0 (req answered now or parked: the caller lets go of it), or
+ * group_step's refusal or CAIRN_ENOMEM (req untouched: the caller answers). */
+__attribute__((warn_unused_result)) int coord_sync(struct coord *c, struct coord_slot *slot,
+                                                   struct group *g, struct group_event *ev,
+                                                   struct conn_request *req);
 
 /* Parks req, a JoinGroup of member_id in g, until its JOIN_DONE (or the
  * slot unloads, or the conn closes). Returns 0 or CAIRN_ENOMEM. */
@@ -115,10 +131,10 @@ __attribute__((warn_unused_result)) int coord_park_join(struct coord *c, struct 
                                                         struct group *g, const char *member_id,
                                                         struct conn_request *req);
 
-/* Parks req, a SyncGroup of member_id in client-assigned g (COMPLETING,
- * the leader's assignment not in yet), until the leader syncs (answered
- * with the member's bytes), the generation ends (REBALANCE_IN_PROGRESS),
- * the member goes, the slot unloads, or the conn closes. Returns 0 or
+/* Parks req, a SyncGroup of member_id in g (COMPLETING or STORING), until
+ * g is STABLE in this generation (answered with the member's assignment),
+ * the generation ends (REBALANCE_IN_PROGRESS), the member goes, the slot
+ * unloads, or the conn closes (coord_sync's contract). Returns 0 or
  * CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int coord_park_sync(struct coord *c, struct coord_slot *slot,
                                                         struct group *g, const char *member_id,
@@ -170,12 +186,13 @@ __attribute__((warn_unused_result)) int coord_append(struct coord *c, struct coo
 
 /* Appends g's membership (offset_record_add_group) to slot's partition, so
  * that a coordinator loading the partition later restores the members and
- * generation (coord_step calls it when g becomes stable or empty). Nothing
- * waits for it: a failure unloads the slot as for any append. Returns 0,
- * CAIRN_ENOTLEADER, CAIRN_ETOOLARGE or CAIRN_ENOMEM. */
-__attribute__((warn_unused_result)) int coord_append_group(struct coord *c,
-                                                           struct coord_slot *slot,
-                                                           const struct group *g);
+ * generation (coord_step calls it for a STORE action, and when g becomes
+ * empty). cb (may be NULL) as for coord_append: a failure unloads the
+ * slot before cb(data, code). Returns 0, CAIRN_ENOTLEADER,
+ * CAIRN_ETOOLARGE or CAIRN_ENOMEM (no callback then). */
+__attribute__((warn_unused_result)) int coord_append_group(struct coord *c, struct coord_slot *slot,
+                                                           const struct group *g,
+                                                           coord_append_cb cb, void *data);
 
 /* Unloads slot: its groups dropped, waiting joins answered NOT_COORDINATOR. */
 void coord_unload(struct coord *c, struct coord_slot *slot, const char *why);

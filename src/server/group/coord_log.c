@@ -297,10 +297,11 @@ int coord_append(struct coord *c, struct coord_slot *slot, const struct coord_re
   return coord_append_fill(c, slot, &f, cb, data);
 }
 
-int coord_append_group(struct coord *c, struct coord_slot *slot, const struct group *g)
+int coord_append_group(struct coord *c, struct coord_slot *slot, const struct group *g,
+                       coord_append_cb cb, void *data)
 {
   struct coord_fill f = {.group = g};
-  return coord_append_fill(c, slot, &f, NULL, NULL);
+  return coord_append_fill(c, slot, &f, cb, data);
 }
 
 /* ---- loading ---- */

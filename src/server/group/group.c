@@ -96,6 +96,7 @@ static int group_act(struct group_actions *a, enum group_action_type type, const
   x->type = type;
   snprintf(x->member_id, sizeof x->member_id, "%s", member_id);
   x->err = err;
+  x->generation = 0;
   return 0;
 }
 
@@ -203,8 +204,14 @@ const struct group_member *group_owner(const struct group *g, const char *topic,
 
 static void group_start_rebalance(struct group *g, uint64_t now_ms)
 {
+  /* Members whose SYNC waited are answered now (REBALANCE_IN_PROGRESS or
+   * the store's error): their sessions restart from this answer. */
+  bool waited = g->state == GROUP_COMPLETING || g->state == GROUP_STORING;
   uint32_t longest = 0;
   for (size_t i = 0; i < g->nmembers; i++) {
+    if (waited && g->members[i].synced) {
+      g->members[i].last_seen_ms = now_ms;
+    }
     g->members[i].joining = false;
     if (g->members[i].rebalance_timeout_ms > longest) {
       longest = g->members[i].rebalance_timeout_ms;
@@ -220,6 +227,21 @@ static void group_become_empty(struct group *g, uint64_t wall_ms)
   g->state = GROUP_EMPTY;
   g->leader[0] = '\0';
   g->empty_since_wall_ms = wall_ms;
+}
+
+/* The assignment of this generation is complete: STORING, and a STORE
+ * action for the caller. If the action cannot be queued the group
+ * rebalances (it must never wait for a store nobody makes). */
+static int group_store(struct group *g, uint64_t now_ms, struct group_actions *acts)
+{
+  g->state = GROUP_STORING;
+  int rv = group_act(acts, GROUP_ACT_STORE, "", 0);
+  if (rv != 0) {
+    group_start_rebalance(g, now_ms);
+    return rv;
+  }
+  acts->v[acts->n - 1].generation = g->generation;
+  return 0;
 }
 
 /* The first strategy of the leader's preferences that every member
@@ -358,14 +380,12 @@ static int group_complete(struct group *g, const struct group_env *env, uint64_t
     m->last_seen_ms = now_ms;
   }
   free(am);
-  g->state = GROUP_COMPLETING;
-  for (size_t i = 0; i < g->nmembers; i++) {
+  /* The assignment is known now: kept before any member reads it. */
+  rv = group_store(g, now_ms, acts);
+  for (size_t i = 0; rv == 0 && i < g->nmembers; i++) {
     rv = group_act(acts, GROUP_ACT_JOIN_DONE, g->members[i].id, 0);
-    if (rv != 0) {
-      return rv;
-    }
   }
-  return 0;
+  return rv;
 }
 
 static int group_maybe_complete(struct group *g, const struct group_env *env, uint64_t now_ms,
@@ -648,14 +668,19 @@ static int group_on_tick(struct group *g, const struct group_env *env, const str
                          struct group_actions *acts)
 {
   int rv = 0;
+  /* A member whose SYNC waits for its answer is alive (Kafka's
+   * isAwaitingSync): the wait ends with the leader's SYNC, the store or a
+   * rebalance, never with this member's silence. */
+  bool waiting = g->state == GROUP_COMPLETING || g->state == GROUP_STORING;
   for (size_t i = g->nmembers; i-- > 0;) {
     struct group_member *m = &g->members[i];
-    if (!m->joining && ev->now_ms > m->last_seen_ms + m->session_timeout_ms) {
+    if (!m->joining && !(waiting && m->synced) &&
+        ev->now_ms > m->last_seen_ms + m->session_timeout_ms) {
       int r = group_drop(g, m, ev->now_ms, ev->wall_ms, acts);
       rv = rv != 0 ? rv : r;
     }
   }
-  if (g->state == GROUP_STABLE || g->state == GROUP_COMPLETING) {
+  if (g->state == GROUP_STABLE || g->state == GROUP_COMPLETING || g->state == GROUP_STORING) {
     for (size_t i = 0; i < g->nmembers; i++) {
       const struct group_member *m = &g->members[i];
       bool changed = false;
@@ -717,6 +742,32 @@ static int group_take_assignments(struct group *g, const struct group_event *ev)
   return rv;
 }
 
+/* The outcome of the STORE of ev->generation. */
+static void group_on_stored(struct group *g, const struct group_event *ev)
+{
+  if (g->state != GROUP_STORING || ev->generation != g->generation) {
+    return; /* the group moved on while the record was in flight */
+  }
+  if (ev->err == 0) {
+    g->state = GROUP_STABLE;
+    for (size_t i = 0; i < g->nmembers; i++) {
+      if (g->members[i].synced) {
+        g->members[i].last_seen_ms = ev->now_ms; /* answered now */
+      }
+    }
+    return;
+  }
+  /* Not kept: nobody may use this assignment. The leader assigns again in
+   * the next generation. */
+  for (size_t i = 0; i < g->nmembers && group_client_assigned(g); i++) {
+    free(g->members[i].assignment);
+    g->members[i].assignment = NULL;
+    g->members[i].assignment_len = 0;
+  }
+  g->assigned = false;
+  group_start_rebalance(g, ev->now_ms);
+}
+
 int group_step(struct group *g, const struct group_env *env, const struct group_event *ev,
                struct group_actions *acts)
 {
@@ -730,23 +781,19 @@ int group_step(struct group *g, const struct group_env *env, const struct group_
     if (rv != 0) {
       return rv;
     }
+    m->synced = true;
     if (group_client_assigned(g) && g->state == GROUP_COMPLETING && !g->assigned &&
         strcmp(m->id, g->leader) == 0) {
       rv = group_take_assignments(g, ev);
       if (rv != 0) {
+        m->synced = false;
         return rv;
       }
+      return group_store(g, ev->now_ms, acts);
     }
-    m->synced = true;
-    if (g->state == GROUP_COMPLETING && (!group_client_assigned(g) || g->assigned)) {
-      bool all = true;
-      for (size_t i = 0; i < g->nmembers && all; i++) {
-        all = g->members[i].synced;
-      }
-      if (all) {
-        g->state = GROUP_STABLE;
-      }
-    }
+    return 0;
+  case GROUP_EV_STORED:
+    group_on_stored(g, ev);
     return 0;
   case GROUP_EV_HEARTBEAT:
     return group_fence(g, ev, &m);
@@ -779,7 +826,10 @@ static void group_members_clear(struct group *g)
   g->leader[0] = '\0';
 }
 
-static bool group_name_ok(const char *s, size_t max) { return s != NULL && strlen(s) <= max; }
+static bool group_name_ok(const char *s, size_t max)
+{
+  return s != NULL && strlen(s) <= max;
+}
 
 /* Fills m (zeroed, already counted in g) from sm. */
 static int group_restore_member(struct group *g, struct group_member *m,
@@ -792,7 +842,8 @@ static int group_restore_member(struct group *g, struct group_member *m,
   }
   snprintf(m->id, sizeof m->id, "%s", sm->id);
   snprintf(m->client_id, sizeof m->client_id, "%s", sm->client_id);
-  m->session_timeout_ms = sm->session_timeout_ms ? sm->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
+  m->session_timeout_ms =
+      sm->session_timeout_ms ? sm->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
   m->rebalance_timeout_ms = sm->rebalance_timeout_ms;
   m->last_seen_ms = now_ms;
   m->synced = true;
@@ -859,8 +910,8 @@ int group_restore(struct group *g, const struct group_snapshot *s, const struct 
   bool client = ptype[0] != '\0';
   if (s->nmembers > GROUP_MAX_MEMBERS || !group_name_ok(ptype, GROUP_PROTOCOL_NAME_MAX) ||
       !group_name_ok(s->protocol, GROUP_PROTOCOL_NAME_MAX) ||
-      !group_name_ok(s->leader, GROUP_MEMBER_ID_MAX) ||
-      (client && s->protocol[0] == '\0') || (!client && s->strategy >= ASSIGN_NSTRATEGIES)) {
+      !group_name_ok(s->leader, GROUP_MEMBER_ID_MAX) || (client && s->protocol[0] == '\0') ||
+      (!client && s->strategy >= ASSIGN_NSTRATEGIES)) {
     group_become_empty(g, wall_ms);
     return CAIRN_EINVAL;
   }

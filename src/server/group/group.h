@@ -14,14 +14,34 @@
  *               passed), or the rebalance deadline: the
  *               generation is bumped, members that did not
  *               rejoin are dropped, the assignment computed,
- *               every waiting JOIN answered (JOIN_DONE)    COMPLETING
+ *               every waiting JOIN answered (JOIN_DONE),
+ *               a STORE action                             STORING
+ *   PREPARING   the same, client-assigned (the leader
+ *               member assigns: no STORE yet)              COMPLETING
  *   PREPARING   the same with no member left               EMPTY
- *   COMPLETING  every member synced (SYNC)                 STABLE
+ *   COMPLETING  the leader member's SYNC brings the
+ *               assignment (STORE action)                  STORING
+ *   STORING     STORED of this generation, no error        STABLE
+ *   STORING     STORED of this generation, an error        PREPARING
  *   COMPLETING,
+ *   STORING,
  *   STABLE      JOIN, LEAVE, a session expiring (TICK),
  *               a subscribed topic's partition count
  *               changing (TICK)                            PREPARING
  *   any         the last member leaves or expires          EMPTY
+ *
+ * Storing (Kafka's storeGroup at the leader's SyncGroup): no member learns
+ * its assignment before the group's membership with that assignment is in
+ * the coordinator's log, so that a coordinator taking over knows the
+ * member ids and generation every consuming member uses. A STORE action
+ * asks the caller to append the membership (offset_record_add_group); the
+ * caller feeds STORED with the append's outcome. SYNCs answer 0 in
+ * COMPLETING and STORING but the caller holds their answers until the group
+ * is STABLE in the same generation (or answers them with the error that
+ * ended the wait). A STORED of another generation, or arriving after the
+ * group left STORING, changes nothing (Kafka: "do nothing"). A member whose
+ * SYNC waits (COMPLETING, STORING) does not expire; when the wait ends its
+ * session restarts.
  *
  * Two modes, fixed while the group has members (a JOIN of the other mode
  * gets CAIRN_EINCONSISTENT_PROTOCOL):
@@ -34,9 +54,9 @@
  *     member computes the assignment and hands each member's opaque bytes
  *     over in its SYNC. Until it does (g->assigned false, COMPLETING), other
  *     members' SYNCs succeed but have nothing to read: the caller parks them
- *     until g->assigned, or the group leaves COMPLETING. Commits are
- *     checked for member and generation, not partition ownership (the bytes
- *     are opaque here).
+ *     until the group is STABLE, or leaves COMPLETING and STORING. Commits
+ *     are checked for member and generation, not partition ownership (the
+ *     bytes are opaque here).
  *
  * Fencing: SYNC, HEARTBEAT and commits name a member id and a generation;
  * an unknown member gets CAIRN_EUNKNOWN_MEMBER, another generation
@@ -74,7 +94,8 @@
 #define GROUP_STATE_TABLE(X)                                                                       \
   X(GROUP_EMPTY, "empty")                                                                          \
   X(GROUP_PREPARING, "preparing")   /* rebalancing: waiting for joins */                           \
-  X(GROUP_COMPLETING, "completing") /* assigned: waiting for syncs */                              \
+  X(GROUP_COMPLETING, "completing") /* client-assigned: waiting for the leader's SYNC */           \
+  X(GROUP_STORING, "storing")       /* the assignment's membership record is being appended */     \
   X(GROUP_STABLE, "stable")
 
 enum group_state {
@@ -101,7 +122,8 @@ struct group_member {
   size_t ntopics;
   uint64_t last_seen_ms;
   bool joining;               /* its JoinGroup of this rebalance waits for the answer */
-  bool synced;                /* it has synced the current generation */
+  bool synced;                /* it has synced the current generation (COMPLETING, STORING:
+                                 its SYNC waits for its answer) */
   struct assign_tp *assigned; /* of the current generation; owned, sorted */
   size_t nassigned;
   /* Client-assigned groups only: */
@@ -155,6 +177,7 @@ enum group_event_type {
   GROUP_EV_HEARTBEAT,
   GROUP_EV_LEAVE,
   GROUP_EV_TICK,
+  GROUP_EV_STORED, /* the outcome of a STORE action's append */
 };
 
 /* A protocol offered in a JOIN, or a member's assignment in a SYNC;
@@ -171,7 +194,8 @@ struct group_event {
   uint64_t now_ms;       /* monotonic: sessions and rebalance deadlines */
   uint64_t wall_ms;      /* wall clock: when the group became empty */
   const char *member_id; /* "" for a first JOIN */
-  int32_t generation;    /* SYNC, HEARTBEAT */
+  int32_t generation;    /* SYNC, HEARTBEAT, STORED (the STORE action's) */
+  int err;               /* STORED: 0 committed, else why the append failed */
   /* JOIN only: */
   const char *new_member_id; /* the id a first JOIN gets (unique: the caller's) */
   const char *client_id;
@@ -190,13 +214,17 @@ struct group_event {
 };
 
 /* JOIN_DONE: answer the waiting JoinGroup of member_id with err (0: with
- * the group's new generation, leader, strategy and members). */
-enum group_action_type { GROUP_ACT_JOIN_DONE };
+ * the group's new generation, leader, strategy and members).
+ * STORE: append the group's membership as it is now (generation
+ * `generation`, STORING) to the log, then feed GROUP_EV_STORED with that
+ * generation and the outcome. member_id is "". */
+enum group_action_type { GROUP_ACT_JOIN_DONE, GROUP_ACT_STORE };
 
 struct group_action {
   enum group_action_type type;
   char member_id[GROUP_MEMBER_ID_MAX + 1];
   int err;
+  int32_t generation; /* STORE */
 };
 
 /* Actions accumulate here (the caller empties it: n = 0). */
@@ -225,9 +253,11 @@ void group_actions_free(struct group_actions *a);
  *     CAIRN_EUNKNOWN_MEMBER (a member id this group does not know),
  *     CAIRN_ETOOLARGE (GROUP_MAX_MEMBERS), CAIRN_ENOMEM.
  *   SYNC: 0 (the member's assignment is m->assigned of group_member_find;
- *     client-assigned: m->assignment once g->assigned),
- *     CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION, CAIRN_EREBALANCE,
- *     CAIRN_ETOOLARGE or CAIRN_ENOMEM (a leader's assignments).
+ *     client-assigned: m->assignment; to be answered once the group is
+ *     STABLE, at once if it is now), CAIRN_EUNKNOWN_MEMBER,
+ *     CAIRN_EILLEGAL_GENERATION, CAIRN_EREBALANCE, CAIRN_ETOOLARGE or
+ *     CAIRN_ENOMEM (a leader's assignments).
+ *   STORED: 0.
  *   HEARTBEAT: 0, CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION,
  *     CAIRN_EREBALANCE.
  *   LEAVE: 0 or CAIRN_EUNKNOWN_MEMBER.

@@ -60,11 +60,47 @@ static int simple(struct group *g, enum group_event_type type, const char *membe
 static bool acted(const struct group_actions *a, const char *member, int err)
 {
   for (size_t i = 0; i < a->n; i++) {
-    if (strcmp(a->v[i].member_id, member) == 0 && a->v[i].err == err) {
+    if (a->v[i].type == GROUP_ACT_JOIN_DONE && strcmp(a->v[i].member_id, member) == 0 &&
+        a->v[i].err == err) {
       return true;
     }
   }
   return false;
+}
+
+/* How many JOIN_DONE actions a holds. */
+static size_t joins_done(const struct group_actions *a)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < a->n; i++) {
+    n += a->v[i].type == GROUP_ACT_JOIN_DONE;
+  }
+  return n;
+}
+
+/* The generation a STORE action of a asks to keep; -1 none. */
+static int32_t store_asked(const struct group_actions *a)
+{
+  int32_t gen = -1;
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->v[i].type == GROUP_ACT_STORE) {
+      assert_int_equal(gen, -1); /* one per step */
+      gen = a->v[i].generation;
+    }
+  }
+  return gen;
+}
+
+/* The outcome of the append a STORE asked for. */
+static int stored(struct group *g, int32_t gen, int err, uint64_t now, struct group_actions *a)
+{
+  struct group_event ev = {.type = GROUP_EV_STORED,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = "",
+                           .generation = gen,
+                           .err = err};
+  return group_step(g, &env, &ev, a);
 }
 
 /* Three members join a new group together: one generation, 4 each. */
@@ -77,10 +113,12 @@ static void form_three(struct group *g, struct group_actions *a)
   assert_int_equal(a->n, 0); /* the initial delay gathers them */
   assert_int_equal(g->state, GROUP_PREPARING);
   assert_int_equal(simple(g, GROUP_EV_TICK, "", 0, 200 + GROUP_INITIAL_DELAY_MS, a), 0);
-  assert_int_equal(a->n, 3);
+  assert_int_equal(joins_done(a), 3);
   assert_true(acted(a, "a", 0) && acted(a, "b", 0) && acted(a, "c", 0));
+  /* The assignment is computed: it is kept before anyone reads it. */
+  assert_int_equal(store_asked(a), 1);
   a->n = 0;
-  assert_int_equal(g->state, GROUP_COMPLETING);
+  assert_int_equal(g->state, GROUP_STORING);
   assert_int_equal(g->generation, 1);
   assert_int_equal(g->strategy, ASSIGN_STICKY);
   assert_string_equal(g->leader, "a");
@@ -90,9 +128,12 @@ static void form_three(struct group *g, struct group_actions *a)
   uint64_t now = 1300;
   assert_int_equal(simple(g, GROUP_EV_SYNC, "a", 1, now, a), 0);
   assert_int_equal(simple(g, GROUP_EV_SYNC, "b", 1, now, a), 0);
-  assert_int_equal(g->state, GROUP_COMPLETING);
+  assert_int_equal(g->state, GROUP_STORING); /* their answers wait */
+  assert_int_equal(stored(g, 1, 0, now, a), 0);
+  assert_int_equal(g->state, GROUP_STABLE);
   assert_int_equal(simple(g, GROUP_EV_SYNC, "c", 1, now, a), 0);
   assert_int_equal(g->state, GROUP_STABLE);
+  assert_int_equal(a->n, 0);
 }
 
 static void test_group_three_joins_form_one_generation(void **state)
@@ -131,7 +172,7 @@ static void test_group_silent_member_expires_and_its_partitions_move(void **stat
   assert_int_equal(join(&g, "a", NULL, now, &a), 0);
   assert_int_equal(a.n, 0);
   assert_int_equal(join(&g, "b", NULL, now, &a), 0);
-  assert_int_equal(a.n, 2);
+  assert_int_equal(joins_done(&a), 2);
   assert_int_equal(g.generation, 2);
   assert_int_equal(group_member_find(&g, "a")->nassigned, 6);
   assert_int_equal(group_member_find(&g, "b")->nassigned, 6);
@@ -162,7 +203,7 @@ static void test_group_rebalance_deadline_drops_members_that_do_not_rejoin(void 
   assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "b", 1, now + 100, &a), CAIRN_EREBALANCE);
   assert_int_equal(a.n, 0);
   assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, now + 5001, &a), 0);
-  assert_int_equal(a.n, 2);
+  assert_int_equal(joins_done(&a), 2);
   assert_true(acted(&a, "a", 0) && acted(&a, "d", 0));
   assert_int_equal(g.nmembers, 2);
   assert_int_equal(g.generation, 2);
@@ -232,6 +273,8 @@ static void test_group_leave_and_added_partitions_rebalance(void **state)
   assert_int_equal(g.generation, 2);
   assert_int_equal(simple(&g, GROUP_EV_SYNC, "a", 2, 1700, &a), 0);
   assert_int_equal(simple(&g, GROUP_EV_SYNC, "c", 2, 1700, &a), 0);
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_int_equal(stored(&g, 2, 0, 1700, &a), 0);
   assert_int_equal(g.state, GROUP_STABLE);
   topic_count = 16;
   assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, 1800, &a), 0);
@@ -239,7 +282,7 @@ static void test_group_leave_and_added_partitions_rebalance(void **state)
   a.n = 0;
   assert_int_equal(join(&g, "a", NULL, 1900, &a), 0);
   assert_int_equal(join(&g, "c", NULL, 1900, &a), 0);
-  assert_int_equal(a.n, 2);
+  assert_int_equal(joins_done(&a), 2);
   assert_int_equal(group_member_find(&g, "a")->nassigned, 8);
   topic_count = 12;
   /* Everyone leaves: empty, and a waiting join is answered on leave. */
@@ -276,10 +319,177 @@ static void test_group_offsets_are_kept_and_expire(void **state)
   group_close(&g);
 }
 
-/* Random orders of joins, heartbeats, syncs, leaves and ticks: every
- * answered join of generation G sees an assignment that covers the 12
- * partitions once, members of a stable group hold 4 or fewer apart by at
- * most one, and generations only grow. */
+/* A client-assigned (Kafka) member's JOIN: protocol "range". */
+static int kjoin(struct group *g, const char *member, const char *new_id, uint64_t now,
+                 struct group_actions *a)
+{
+  static const struct group_opaque_in protocols[] = {{"range", (const uint8_t *)"sub", 3}};
+  struct group_event ev = {.type = GROUP_EV_JOIN,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = member,
+                           .new_member_id = new_id,
+                           .client_id = "k",
+                           .session_timeout_ms = 3000,
+                           .rebalance_timeout_ms = 5000,
+                           .protocol_type = "consumer",
+                           .protocols = protocols,
+                           .nprotocols = 1};
+  return group_step(g, &env, &ev, a);
+}
+
+/* The leader's SYNC with bytes for a and b. */
+static int ksync_leader(struct group *g, const char *leader, int32_t gen, uint64_t now,
+                        struct group_actions *a)
+{
+  static const struct group_opaque_in as[] = {{"a", (const uint8_t *)"A", 1},
+                                              {"b", (const uint8_t *)"B", 1}};
+  struct group_event ev = {.type = GROUP_EV_SYNC,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = leader,
+                           .generation = gen,
+                           .assignments = as,
+                           .nassignments = 2};
+  return group_step(g, &env, &ev, a);
+}
+
+/* a and b form a client-assigned group: generation 1, COMPLETING, a leads. */
+static void kform_two(struct group *g, struct group_actions *a)
+{
+  assert_int_equal(group_init(g, "k1", 0, 0), 0);
+  assert_int_equal(kjoin(g, "", "a", 0, a), 0);
+  assert_int_equal(kjoin(g, "", "b", 100, a), 0);
+  assert_int_equal(simple(g, GROUP_EV_TICK, "", 0, 100 + GROUP_INITIAL_DELAY_MS, a), 0);
+  assert_int_equal(joins_done(a), 2);
+  assert_int_equal(store_asked(a), -1); /* the leader member assigns: nothing to keep yet */
+  a->n = 0;
+  assert_int_equal(g->state, GROUP_COMPLETING);
+  assert_string_equal(g->leader, "a");
+  assert_int_equal(g->generation, 1);
+}
+
+/* Kafka's storeGroup: the leader's SYNC asks for the membership to be kept,
+ * every SYNC waits (STORING) until that commits, members waiting do not
+ * expire however long it takes, a STORED of another generation changes
+ * nothing, and once stored their sessions restart. */
+static void test_group_client_assigned_syncs_wait_for_the_store(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  kform_two(&g, &a);
+  uint64_t now = 1200;
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "b", 1, now, &a), 0);
+  assert_int_equal(g.state, GROUP_COMPLETING);
+  assert_int_equal(a.n, 0);
+  assert_int_equal(ksync_leader(&g, "a", 1, now, &a), 0);
+  assert_int_equal(store_asked(&a), 1);
+  a.n = 0;
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_true(g.assigned);
+  /* A slow store: far past every session, nobody expires. */
+  now += 10 * 3000;
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, now, &a), 0);
+  assert_int_equal(g.nmembers, 2);
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "b", 1, now, &a), 0);
+  /* Another generation's outcome is not this one's. */
+  assert_int_equal(stored(&g, 0, 0, now, &a), 0);
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_int_equal(stored(&g, 1, 0, now, &a), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  const struct group_member *b = group_member_find(&g, "b");
+  assert_int_equal(b->assignment_len, 1);
+  assert_memory_equal(b->assignment, "B", 1);
+  /* Sessions restart from the answers: alive just under 3 s later. */
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, now + 2999, &a), 0);
+  assert_int_equal(g.nmembers, 2);
+  assert_int_equal(g.state, GROUP_STABLE);
+  /* A late SYNC of the stable generation is answered at once. */
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "b", 1, now + 100, &a), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+/* The store fails: nobody may use the assignment (the bytes are dropped),
+ * the group rebalances in the same generation, the waiting members'
+ * sessions restart, and the next generation is assigned and stored anew;
+ * the failed store's late success changes nothing. */
+static void test_group_failed_store_rebalances(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  kform_two(&g, &a);
+  uint64_t now = 1200;
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "b", 1, now, &a), 0);
+  assert_int_equal(ksync_leader(&g, "a", 1, now, &a), 0);
+  assert_int_equal(store_asked(&a), 1);
+  a.n = 0;
+  now += 20000;
+  assert_int_equal(stored(&g, 1, CAIRN_ENOTLEADER, now, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(g.generation, 1);
+  assert_false(g.assigned);
+  assert_null(group_member_find(&g, "a")->assignment);
+  assert_null(group_member_find(&g, "b")->assignment);
+  assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "b", 1, now, &a), CAIRN_EREBALANCE);
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, now + 2999, &a), 0);
+  assert_int_equal(g.nmembers, 2); /* sessions restarted at the failure */
+  assert_int_equal(kjoin(&g, "a", NULL, now + 3000, &a), 0);
+  assert_int_equal(kjoin(&g, "b", NULL, now + 3000, &a), 0);
+  assert_int_equal(joins_done(&a), 2);
+  a.n = 0;
+  assert_int_equal(g.generation, 2);
+  assert_int_equal(g.state, GROUP_COMPLETING);
+  assert_int_equal(stored(&g, 1, 0, now + 3000, &a), 0); /* the first store, late */
+  assert_int_equal(g.state, GROUP_COMPLETING);
+  assert_int_equal(ksync_leader(&g, "a", 2, now + 3100, &a), 0);
+  assert_int_equal(store_asked(&a), 2);
+  assert_int_equal(stored(&g, 2, 0, now + 3200, &a), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+/* A JOIN or a LEAVE while the store is in flight starts the next
+ * rebalance at once; the store's outcome then changes nothing. */
+static void test_group_join_or_leave_while_storing_rebalances(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  assert_int_equal(group_init(&g, "g1", 0, 0), 0);
+  assert_int_equal(join(&g, "", "a", 0, &a), 0);
+  assert_int_equal(join(&g, "", "b", 0, &a), 0);
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, GROUP_INITIAL_DELAY_MS, &a), 0);
+  assert_int_equal(store_asked(&a), 1);
+  a.n = 0;
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "a", 1, 1100, &a), 0);
+  assert_int_equal(join(&g, "", "c", 1200, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(stored(&g, 1, 0, 1300, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(simple(&g, GROUP_EV_SYNC, "a", 1, 1300, &a), CAIRN_EREBALANCE);
+  /* Everyone rejoins: generation 2, stored again; b leaves meanwhile. */
+  assert_int_equal(join(&g, "a", NULL, 1400, &a), 0);
+  assert_int_equal(join(&g, "b", NULL, 1400, &a), 0);
+  assert_int_equal(joins_done(&a), 3);
+  assert_int_equal(store_asked(&a), 2);
+  a.n = 0;
+  assert_int_equal(simple(&g, GROUP_EV_LEAVE, "b", 0, 1500, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(stored(&g, 2, 0, 1600, &a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+/* Random orders of joins, heartbeats, syncs, leaves, ticks and store
+ * outcomes (some failed): every answered join of generation G sees an
+ * assignment that covers the 12 partitions once, members of a stable group
+ * hold 4 or fewer apart by at most one, generations only grow, and a group
+ * that is STORING always has the store of its generation in flight. */
 static void test_group_random_event_orders_keep_invariants(void **state)
 {
   uint64_t seed = tu_seed("test_group_random");
@@ -290,9 +500,11 @@ static void test_group_random_event_orders_keep_invariants(void **state)
     assert_int_equal(group_init(&g, "r", 0, 0), 0);
     uint64_t now = 0;
     int32_t last_gen = 0;
+    int32_t pending[200]; /* generations whose STORE is in flight */
+    size_t npending = 0;
     for (int step = 0; step < 200; step++) {
       now += tu_rand(&rs) % 700;
-      int kind = (int)(tu_rand(&rs) % 6);
+      int kind = (int)(tu_rand(&rs) % 7);
       char who[8];
       snprintf(who, sizeof who, "m%d", (int)(tu_rand(&rs) % 6));
       int rv;
@@ -315,17 +527,42 @@ static void test_group_random_event_orders_keep_invariants(void **state)
       case 4:
         rv = simple(&g, GROUP_EV_LEAVE, who, 0, now, &a);
         break;
+      case 5:
+        if (npending > 0) {
+          size_t k = (size_t)(tu_rand(&rs) % npending);
+          int err = tu_rand(&rs) % 4 == 0 ? CAIRN_ENOTLEADER : 0;
+          assert_int_equal(stored(&g, pending[k], err, now, &a), 0);
+          pending[k] = pending[--npending];
+        }
+        break;
       default:
         rv = simple(&g, GROUP_EV_TICK, "", 0, now, &a);
         assert_int_equal(rv, 0);
         break;
       }
       (void)rv;
+      int32_t asked = store_asked(&a);
+      if (asked >= 0) {
+        assert_int_equal(asked, g.generation);
+        pending[npending++] = asked;
+      }
+      bool in_flight = false;
+      for (size_t k = 0; k < npending; k++) {
+        in_flight = in_flight || pending[k] == g.generation;
+      }
+      if (g.state == GROUP_STORING && !in_flight) {
+        fail_msg("seed %" PRIu64 " round %d step %d: storing generation %" PRId32
+                 " with no store in flight",
+                 seed, round, step, g.generation);
+      }
+      if (g.state == GROUP_COMPLETING) {
+        fail_msg("seed %" PRIu64 ": a Cairn-assigned group waits for a leader", seed);
+      }
       if (g.generation < last_gen) {
         fail_msg("seed %" PRIu64 ": generation went back", seed);
       }
       last_gen = g.generation;
-      if (g.state == GROUP_COMPLETING || g.state == GROUP_STABLE) {
+      if (g.state == GROUP_STORING || g.state == GROUP_STABLE) {
         size_t total = 0, lo = SIZE_MAX, hi = 0;
         for (size_t i = 0; i < g.nmembers; i++) {
           size_t k = g.members[i].nassigned;
@@ -357,6 +594,9 @@ int main(void)
       cmocka_unit_test(test_group_bad_joins_are_refused_and_the_group_goes_on),
       cmocka_unit_test(test_group_leave_and_added_partitions_rebalance),
       cmocka_unit_test(test_group_offsets_are_kept_and_expire),
+      cmocka_unit_test(test_group_client_assigned_syncs_wait_for_the_store),
+      cmocka_unit_test(test_group_failed_store_rebalances),
+      cmocka_unit_test(test_group_join_or_leave_while_storing_rebalances),
       cmocka_unit_test(test_group_random_event_orders_keep_invariants),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
