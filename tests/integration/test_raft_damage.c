@@ -14,6 +14,7 @@
  * Usage: test_raft_damage <path of cairnd>
  * CAIRN_TEST_FILTER='*meta*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps the
  * data dirs and node logs; CAIRN_TEST_SEED replays the garbage. */
+#include "acked.h"
 #include "cairnd.h"
 #include "common/fsutil.h"
 #include "format/batch.h"
@@ -38,7 +39,6 @@
 
 #define WAIT_MS 30000
 #define FAST "--raft-log group --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 --replace-delay-ms 60000"
-#define MAX_ACKED 256
 #define BATCH_RECORDS 3
 #define BATCH_VALUE 40
 #define TOPIC "t"
@@ -47,58 +47,16 @@
 static const char *cairnd_bin;
 static long long restarted_ms; /* when damage_follower restarted its victim */
 
-/* ---- acknowledged batches ---- */
+/* ---- acknowledged batches (tests/lib/acked.h) ---- */
 
-struct acked {
-  int64_t offset;
-  uint64_t tag;
-};
-
-static struct acked acked[MAX_ACKED];
-static int nacked;
-static uint64_t next_tag = 1;
+static struct ak_log acked;
 
 /* Produces one batch to TOPIC-0; it must be acknowledged, after the ones
  * before it. */
-static void produce_one(struct cd_cluster *c)
-{
-  size_t len = 0;
-  uint64_t tag = next_tag++;
-  uint8_t *b = tu_make_batch(tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)tag, &len);
-  int64_t base = -1;
-  int rv = cd_produce(c, TOPIC, 0, b, len, WAIT_MS, &base);
-  free(b);
-  if (rv != 0) {
-    fail_msg("produce to %s-0: wire code %d", TOPIC, rv);
-  }
-  assert_true(nacked < MAX_ACKED);
-  assert_true(nacked == 0 || base > acked[nacked - 1].offset);
-  acked[nacked].offset = base;
-  acked[nacked].tag = tag;
-  nacked++;
-}
+static void produce_one(struct cd_cluster *c) { ak_produce(&acked, c, 0, WAIT_MS); }
 
 /* Every acknowledged batch is at its offset, in acknowledgment order. */
-static void check_acked(struct cd_cluster *c)
-{
-  for (int i = 0; i < nacked; i++) {
-    uint8_t *data = NULL;
-    size_t len = 0;
-    int64_t hw = -1;
-    int rv = cd_fetch(c, TOPIC, 0, acked[i].offset, 1 << 20, WAIT_MS, &data, &len, &hw);
-    if (rv != 0) {
-      fail_msg("fetch %s-0@%" PRId64 ": wire code %d", TOPIC, acked[i].offset, rv);
-    }
-    size_t size = 0;
-    int err = 0;
-    assert_int_equal(batch_probe(data, len, len, &size, &err), BATCH_PROBE_OK);
-    if (tu_check_batch(data, size, acked[i].tag, BATCH_RECORDS, BATCH_VALUE) != 0) {
-      fail_msg("%s-0@%" PRId64 " does not hold batch %" PRIu64, TOPIC, acked[i].offset,
-               acked[i].tag);
-    }
-    free(data);
-  }
-}
+static void check_acked(struct cd_cluster *c) { ak_check_served(&acked, c, WAIT_MS); }
 
 /* ---- files ---- */
 
@@ -219,15 +177,10 @@ static void write_garbage(const char *dir, const char *name, int64_t at, size_t 
 
 /* ---- cluster ---- */
 
-static int exit_code_of(int status)
-{
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* Three voters, TOPIC with one partition at rf 3, n batches acknowledged. */
 static void setup(struct cd_cluster *c, int n)
 {
-  nacked = 0;
+  ak_init(&acked, TOPIC, 1, BATCH_RECORDS, BATCH_VALUE);
   assert_int_equal(cd_init(c, cairnd_bin, 3, 3, FAST), 0);
   if (cd_start_all(c, WAIT_MS) != 0) {
     fail_msg("the cluster did not form: see %s", c->root);
@@ -354,7 +307,7 @@ static void test_raft_damage_garbage_in_meta_exits_1(void **state)
   if (!WIFEXITED(st)) {
     fail_msg("cairnd died of signal %d: see %s", WTERMSIG(st), c.nodes[victim].log);
   }
-  assert_int_equal(exit_code_of(st), 1);
+  assert_int_equal(ak_exit_code(st), 1);
   char want[900];
   snprintf(want, sizeof want, "%s/%s: batch at byte 8", dir, seg);
   if (!tu_file_contains(c.nodes[victim].log, want)) {
@@ -460,90 +413,20 @@ static bool discarded_beside(const char *raft_dir)
   return fs_dir_has_prefix(parent, "raft.damaged-");
 }
 
-/* One batch of a replica's partition log. */
-struct held {
-  int64_t offset;
-  uint64_t tag; /* from its first timestamp (1000 + tag) */
-  uint32_t crc;
-};
-
-/* Reads every batch of node i's replica of TOPIC-0 (the node stopped)
- * into out (at most cap); returns how many. */
-static int read_replica(struct cd_cluster *c, int i, struct held *out, int cap)
-{
-  char raft[800], log[820];
-  replica_raft_dir(c, i, raft, sizeof raft);
-  snprintf(log, sizeof log, "%.*s/log", (int)(strrchr(raft, '/') - raft), raft);
-  struct plog_opts o;
-  plog_opts_default(&o);
-  struct store *s = NULL;
-  char err[256];
-  if (plog_open(log, &o, &s, err, sizeof err) != 0) {
-    fail_msg("%s: %s", log, err);
-  }
-  struct store_info si;
-  store_info(s, &si);
-  int n = 0;
-  for (int64_t off = si.start_offset; off < si.next_offset;) {
-    struct store_region r;
-    memset(&r, 0, sizeof r);
-    assert_int_equal(store_read_wait(s, off, 1 << 20, &r), 0);
-    assert_true(r.len > 0);
-    uint8_t *buf = malloc(r.len);
-    assert_non_null(buf);
-    if (r.mem != NULL) {
-      memcpy(buf, r.mem, r.len);
-    } else {
-      assert_int_equal(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
-    }
-    for (size_t at = 0; at < r.len;) {
-      struct batch_header h;
-      batch_header_decode(buf + at, &h);
-      assert_true(n < cap);
-      out[n].offset = h.base_offset;
-      out[n].tag = (uint64_t)(h.first_timestamp - 1000);
-      out[n].crc = h.crc;
-      n++;
-      at += batch_total_size(h.batch_length);
-    }
-    off = r.next_offset;
-    free(buf);
-    store_region_release(&r);
-  }
-  store_close(s);
-  return n;
-}
-
-/* Every node stopped: the three replicas hold the same batches, and every
- * acknowledged one once, at its offset, in acknowledgment order. */
+/* Every node stopped: the three replicas of TOPIC-0 hold the same
+ * batches, and every acknowledged one once, at its offset, in
+ * acknowledgment order. */
 static void check_replicas_equal(struct cd_cluster *c)
 {
-  static struct held v[3][MAX_ACKED + 16];
-  int n[3];
+  char logs[3][820];
+  const char *dirs[3];
   for (int i = 0; i < 3; i++) {
-    n[i] = read_replica(c, i, v[i], MAX_ACKED + 16);
-    print_message("node %d: %d batches\n", i, n[i]);
+    char raft[800];
+    replica_raft_dir(c, i, raft, sizeof raft);
+    snprintf(logs[i], sizeof logs[i], "%.*s/log", (int)(strrchr(raft, '/') - raft), raft);
+    dirs[i] = logs[i];
   }
-  for (int i = 1; i < 3; i++) {
-    assert_int_equal(n[i], n[0]);
-    assert_memory_equal(v[i], v[0], (size_t)n[0] * sizeof v[0][0]);
-  }
-  int k = 0;
-  for (int a = 0; a < nacked; a++) {
-    while (k < n[0] && v[0][k].offset < acked[a].offset) {
-      k++;
-    }
-    if (k == n[0] || v[0][k].offset != acked[a].offset || v[0][k].tag != acked[a].tag) {
-      fail_msg("batch %" PRIu64 " is not at offset %" PRId64, acked[a].tag, acked[a].offset);
-    }
-  }
-  for (int a = 0; a < nacked; a++) {
-    int seen = 0;
-    for (int j = 0; j < n[0]; j++) {
-      seen += v[0][j].tag == acked[a].tag;
-    }
-    assert_int_equal(seen, 1);
-  }
+  ak_check_replicas(&acked, 0, dirs, 3);
 }
 
 /* Sets up, stops a follower (returned), produces more while it is down,
@@ -602,7 +485,7 @@ static int damage_follower(struct cd_cluster *c, const char *seed, char *dir, si
 static void stop_and_compare(struct cd_cluster *c)
 {
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(exit_code_of(cd_term(c, i, WAIT_MS)), 0);
+    assert_int_equal(ak_exit_code(cd_term(c, i, WAIT_MS)), 0);
     assert_false(tu_file_contains(c->nodes[i].log, "AddressSanitizer"));
   }
   check_replicas_equal(c);

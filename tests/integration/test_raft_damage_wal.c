@@ -12,6 +12,7 @@
  * Usage: test_raft_damage_wal <path of cairnd>
  * CAIRN_TEST_FILTER='*leader*' runs a subset; CAIRN_KEEP_TEST_DIR=1 keeps
  * the data dirs and node logs; CAIRN_TEST_SEED replays the garbage. */
+#include "acked.h"
 #include "cairnd.h"
 #include "common/fsutil.h"
 #include "format/batch.h"
@@ -39,7 +40,6 @@
   "--raft-log node --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000 "                  \
   "--replace-delay-ms 60000"
 #define NPART 4
-#define MAX_ACKED 128
 #define BATCH_RECORDS 3
 #define BATCH_VALUE 40
 #define TOPIC "t"
@@ -56,35 +56,11 @@ static long long restarted_ms;
 static int want_rebuilds; /* replicas the victim's process moves aside */
 static int want_refused;  /* replicas of the victim that stay refused */
 
-/* ---- acknowledged batches, per partition ---- */
+/* ---- acknowledged batches, per partition (tests/lib/acked.h) ---- */
 
-struct acked {
-  int64_t offset;
-  uint64_t tag;
-};
+static struct ak_log acked;
 
-static struct acked acked[NPART][MAX_ACKED];
-static int nacked[NPART];
-static uint64_t next_tag = 1;
-
-static void produce_one(struct cd_cluster *c, uint32_t p)
-{
-  size_t len = 0;
-  uint64_t tag = next_tag++;
-  uint8_t *b = tu_make_batch(tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)tag, &len);
-  int64_t base = -1;
-  int rv = cd_produce(c, TOPIC, p, b, len, WAIT_MS, &base);
-  free(b);
-  if (rv != 0) {
-    fail_msg("produce to %s-%u: wire code %d", TOPIC, p, rv);
-  }
-  int n = nacked[p];
-  assert_true(n < MAX_ACKED);
-  assert_true(n == 0 || base > acked[p][n - 1].offset);
-  acked[p][n].offset = base;
-  acked[p][n].tag = tag;
-  nacked[p]++;
-}
+static void produce_one(struct cd_cluster *c, uint32_t p) { ak_produce(&acked, c, p, WAIT_MS); }
 
 /* One acknowledged batch to every partition, k times. */
 static void produce_rounds(struct cd_cluster *c, int k)
@@ -97,28 +73,7 @@ static void produce_rounds(struct cd_cluster *c, int k)
 }
 
 /* Every acknowledged batch is at its offset, as the leaders serve them. */
-static void check_acked(struct cd_cluster *c)
-{
-  for (uint32_t p = 0; p < NPART; p++) {
-    for (int i = 0; i < nacked[p]; i++) {
-      uint8_t *data = NULL;
-      size_t len = 0;
-      int64_t hw = -1;
-      int rv = cd_fetch(c, TOPIC, p, acked[p][i].offset, 1 << 20, WAIT_MS, &data, &len, &hw);
-      if (rv != 0) {
-        fail_msg("fetch %s-%u@%" PRId64 ": wire code %d", TOPIC, p, acked[p][i].offset, rv);
-      }
-      size_t size = 0;
-      int err = 0;
-      assert_int_equal(batch_probe(data, len, len, &size, &err), BATCH_PROBE_OK);
-      if (tu_check_batch(data, size, acked[p][i].tag, BATCH_RECORDS, BATCH_VALUE) != 0) {
-        fail_msg("%s-%u@%" PRId64 " does not hold batch %" PRIu64, TOPIC, p, acked[p][i].offset,
-                 acked[p][i].tag);
-      }
-      free(data);
-    }
-  }
-}
+static void check_acked(struct cd_cluster *c) { ak_check_served(&acked, c, WAIT_MS); }
 
 /* ---- the wal segment ---- */
 
@@ -189,14 +144,9 @@ static int64_t garble_wal(struct cd_cluster *c, int i, uint64_t *rnd)
 
 /* ---- cluster ---- */
 
-static int exit_code_of(int status)
-{
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void setup(struct cd_cluster *c, int rounds)
 {
-  memset(nacked, 0, sizeof nacked);
+  ak_init(&acked, TOPIC, NPART, BATCH_RECORDS, BATCH_VALUE);
   assert_int_equal(cd_init(c, cairnd_bin, 3, 3, FAST), 0);
   if (cd_start_all(c, WAIT_MS) != 0) {
     fail_msg("the cluster did not form: see %s", c->root);
@@ -320,12 +270,6 @@ static long long wait_rebuilt(struct cd_cluster *c, int victim)
 
 /* ---- comparing replicas ---- */
 
-struct held {
-  int64_t offset;
-  uint64_t tag;
-  uint32_t crc;
-};
-
 /* The partition log of node i's replica of p (<node>/partitions/t-p.<id>/log). */
 static void replica_log_dir(struct cd_cluster *c, int i, uint32_t p, char *out, size_t n)
 {
@@ -346,85 +290,23 @@ static void replica_log_dir(struct cd_cluster *c, int i, uint32_t p, char *out, 
   assert_true(out[0] != '\0');
 }
 
-static int read_replica(struct cd_cluster *c, int i, uint32_t p, struct held *out, int cap)
-{
-  char log[900];
-  replica_log_dir(c, i, p, log, sizeof log);
-  struct plog_opts o;
-  plog_opts_default(&o);
-  struct store *s = NULL;
-  char err[256];
-  if (plog_open(log, &o, &s, err, sizeof err) != 0) {
-    fail_msg("%s: %s", log, err);
-  }
-  struct store_info si;
-  store_info(s, &si);
-  int n = 0;
-  for (int64_t off = si.start_offset; off < si.next_offset;) {
-    struct store_region r;
-    memset(&r, 0, sizeof r);
-    assert_int_equal(store_read_wait(s, off, 1 << 20, &r), 0);
-    assert_true(r.len > 0);
-    uint8_t *buf = malloc(r.len);
-    assert_non_null(buf);
-    if (r.mem != NULL) {
-      memcpy(buf, r.mem, r.len);
-    } else {
-      assert_int_equal(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
-    }
-    for (size_t at = 0; at < r.len;) {
-      struct batch_header h;
-      batch_header_decode(buf + at, &h);
-      assert_true(n < cap);
-      out[n].offset = h.base_offset;
-      out[n].tag = (uint64_t)(h.first_timestamp - 1000);
-      out[n].crc = h.crc;
-      n++;
-      at += batch_total_size(h.batch_length);
-    }
-    off = r.next_offset;
-    free(buf);
-    store_region_release(&r);
-  }
-  store_close(s);
-  return n;
-}
-
 /* Every node stopped cleanly: for each partition the three replicas hold
  * the same batches, and every acknowledged one once, at its offset, in
  * acknowledgment order. */
 static void stop_and_compare(struct cd_cluster *c)
 {
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(exit_code_of(cd_term(c, i, WAIT_MS)), 0);
+    assert_int_equal(ak_exit_code(cd_term(c, i, WAIT_MS)), 0);
     assert_false(tu_file_contains(c->nodes[i].log, "AddressSanitizer"));
   }
-  static struct held v[3][MAX_ACKED + 16];
   for (uint32_t p = 0; p < NPART; p++) {
-    int n[3];
+    char logs[3][900];
+    const char *dirs[3];
     for (int i = 0; i < 3; i++) {
-      n[i] = read_replica(c, i, p, v[i], MAX_ACKED + 16);
+      replica_log_dir(c, i, p, logs[i], sizeof logs[i]);
+      dirs[i] = logs[i];
     }
-    print_message("%s-%u: %d, %d, %d batches\n", TOPIC, p, n[0], n[1], n[2]);
-    for (int i = 1; i < 3; i++) {
-      assert_int_equal(n[i], n[0]);
-      assert_memory_equal(v[i], v[0], (size_t)n[0] * sizeof v[0][0]);
-    }
-    int k = 0;
-    for (int a = 0; a < nacked[p]; a++) {
-      while (k < n[0] && v[0][k].offset < acked[p][a].offset) {
-        k++;
-      }
-      if (k == n[0] || v[0][k].offset != acked[p][a].offset || v[0][k].tag != acked[p][a].tag) {
-        fail_msg("%s-%u: batch %" PRIu64 " is not at offset %" PRId64, TOPIC, p, acked[p][a].tag,
-                 acked[p][a].offset);
-      }
-      int seen = 0;
-      for (int j = 0; j < n[0]; j++) {
-        seen += v[0][j].tag == acked[p][a].tag;
-      }
-      assert_int_equal(seen, 1);
-    }
+    ak_check_replicas(&acked, p, dirs, 3);
   }
 }
 
@@ -630,8 +512,8 @@ static void solo_create(struct cd_cluster *c)
   for (uint32_t p = 0; p < SOLO_PARTS; p++) {
     size_t len = 0;
     uint8_t *b =
-        tu_make_batch(next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)next_tag, &len);
-    next_tag++;
+        tu_make_batch(acked.next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)acked.next_tag, &len);
+    acked.next_tag++;
     int64_t base = -1;
     assert_int_equal(cd_produce(c, SOLO, p, b, len, WAIT_MS, &base), 0);
     free(b);
@@ -687,8 +569,8 @@ static void test_raft_damage_wal_only_replica_stays_refused(void **state)
     }
     size_t len = 0;
     uint8_t *b =
-        tu_make_batch(next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)next_tag, &len);
-    next_tag++;
+        tu_make_batch(acked.next_tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)acked.next_tag, &len);
+    acked.next_tag++;
     int64_t base = -1;
     assert_int_equal(cd_produce(&c, SOLO, p, b, len, WAIT_MS, &base), 0);
     free(b);
