@@ -412,34 +412,40 @@ static uint32_t group_partition(const char *group, uint32_t npartitions)
   return h % npartitions;
 }
 
+/* Three nodes, TOPIC with NPART partitions at rf 3 and a batch in each,
+ * and the offsets topic made with its leaders settled on their preferred
+ * replicas: coordinators then stay where they are (a move mid-test
+ * answers NOT_COORDINATOR, which a client follows but these steps do
+ * not). The first FindCoordinator makes the offsets topic. */
+static void start_settled(struct cd_cluster *c)
+{
+  assert_int_equal(cd_init(c, cairnd_bin, 3, 3, FAST), 0);
+  uint64_t ids[3];
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cd_start(c, i), 0);
+    ids[i] = c->nodes[i].id;
+  }
+  if (cd_wait_alive(c, 0, ids, 3, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form (logs under %s)", c->root);
+  }
+  char msg[256] = "";
+  int code = cd_create_topic(c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg);
+  if (code != 0) {
+    fail_msg("create %s: %d %s", TOPIC, code, msg);
+  }
+  produce_everywhere(c);
+  (void)find_coordinator(c, 1);
+  if (cd_wait_settled(c, "__cairn_offsets", WAIT_MS) != 0) {
+    fail_msg("__cairn_offsets' leaders did not settle (logs under %s)", c->root);
+  }
+}
+
 /* ---- the test ---- */
 
 static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void **state)
 {
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  uint64_t ids[3];
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-    ids[i] = c.nodes[i].id;
-  }
-  if (cd_wait_alive(&c, 0, ids, 3, WAIT_MS) != 0) {
-    fail_msg("the cluster did not form (logs under %s)", c.root);
-  }
-  char msg[256] = "";
-  int code = cd_create_topic(&c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg);
-  if (code != 0) {
-    fail_msg("create %s: %d %s", TOPIC, code, msg);
-  }
-  produce_everywhere(&c);
-  /* Coordinators stay where they are once the offsets partitions' leaders
-   * have settled on their preferred replicas (a move mid-test answers
-   * NOT_COORDINATOR, which a client follows but these steps do not). The
-   * first FindCoordinator makes the offsets topic. */
-  (void)find_coordinator(&c, 1);
-  if (cd_wait_settled(&c, "__cairn_offsets", WAIT_MS) != 0) {
-    fail_msg("__cairn_offsets' leaders did not settle (logs under %s)", c.root);
-  }
+  start_settled(&c);
 
   /* The coordinator: FindCoordinator through a node, then it loads. */
   struct member a, b, m3;
@@ -580,7 +586,7 @@ static void test_groups_share_rebalance_fence_and_survive_the_coordinator(void *
   int64_t got[NPART];
   long long end = tu_now_ms() + WAIT_MS;
   long long killed = tu_now_ms();
-  code = -1;
+  int code = -1;
   while (tu_now_ms() < end) {
     nci = find_coordinator(&c, via);
     struct wc w;
@@ -807,25 +813,7 @@ static int rejoin(struct cd_cluster *c, int via, struct member *m)
 static void test_groups_sync_waits_for_the_membership_record(void **state)
 {
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  uint64_t ids[3];
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(cd_start(&c, i), 0);
-    ids[i] = c.nodes[i].id;
-  }
-  if (cd_wait_alive(&c, 0, ids, 3, WAIT_MS) != 0) {
-    fail_msg("the cluster did not form (logs under %s)", c.root);
-  }
-  char msg[256] = "";
-  int code = cd_create_topic(&c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg);
-  if (code != 0) {
-    fail_msg("create %s: %d %s", TOPIC, code, msg);
-  }
-  produce_everywhere(&c);
-  (void)find_coordinator(&c, 1);
-  if (cd_wait_settled(&c, "__cairn_offsets", WAIT_MS) != 0) {
-    fail_msg("__cairn_offsets' leaders did not settle (logs under %s)", c.root);
-  }
+  start_settled(&c);
   struct member a;
   struct member *one[1] = {&a};
   int ci = form_group(&c, one, 1);
@@ -837,7 +825,7 @@ static void test_groups_sync_waits_for_the_membership_record(void **state)
   tu_proc_signal(&c.nodes[f1].proc, SIGSTOP);
   tu_proc_signal(&c.nodes[f2].proc, SIGSTOP);
   assert_int_equal(send_join(&a, GROUP, "sticky"), 0);
-  code = recv_join(&a);
+  int code = recv_join(&a);
   if (code != 0) {
     tu_proc_signal(&c.nodes[f1].proc, SIGCONT);
     tu_proc_signal(&c.nodes[f2].proc, SIGCONT);
@@ -916,6 +904,7 @@ static void test_groups_sync_waits_for_the_membership_record(void **state)
     assert_int_equal(codes[0], 0);
     /* Back to three nodes for the next round. */
     assert_int_equal(cd_start(&c, ci), 0);
+    uint64_t ids[3] = {c.nodes[0].id, c.nodes[1].id, c.nodes[2].id};
     if (cd_wait_alive(&c, via, ids, 3, WAIT_MS) != 0) {
       fail_msg("node %" PRIu64 " did not come back (logs under %s)", c.nodes[ci].id, c.root);
     }
