@@ -545,6 +545,10 @@ bool rgroup_elect_outlogged(struct raft *r, const struct raft_message *m);
  * range is empty). */
 int rgroup_elect_spread_max(int min, int max);
 
+/* The term of the last entry of r's log (of its last snapshot when the
+ * log holds no entry); raft 0.15 has no call for it. */
+raft_term rgroup_elect_last_term(const struct raft *r);
+
 /* The short election timeout: RGROUP_ELECT_SHORT_MS or twice the
  * heartbeat, whichever is longer, and never above the configured one. */
 unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms);

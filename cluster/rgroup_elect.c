@@ -71,10 +71,9 @@ static bool rgroup_elect_raft_up(const struct rgroup *rg)
   return rg->state == RGROUP_RUNNING && rg->raft_open && !rg->raft_failed;
 }
 
-/* The term of the last entry of r's log (of its last snapshot when the
- * log holds no entry): raft 0.15 has no call for it; struct raft_log is
- * a circular buffer of entries [front, back) laid out in raft.h. */
-static raft_term rgroup_elect_last_term(const struct raft *r)
+/* struct raft_log is a circular buffer of entries [front, back) laid out
+ * in raft.h. */
+raft_term rgroup_elect_last_term(const struct raft *r)
 {
   const struct raft_log *l = &r->log;
   size_t n = l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;

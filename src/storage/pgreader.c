@@ -60,6 +60,7 @@ struct pgreader_job {
   enum pgreader_job_kind kind;
   uint64_t gen;
   bool sent; /* a statement succeeded: a failure after it is not retried */
+  bool lost; /* the last statement failed for a lost connection */
   /* in */
   int64_t offset;               /* READ */
   int64_t timestamp;            /* LOOKUP */
@@ -263,6 +264,7 @@ static PGresult *pgreader_exec(struct pgreader_job *job, const char *what, const
     job->sent = true;
     return res;
   }
+  job->lost = pgstore_schema_conn_lost(job->r->conn, res);
   PQclear(res);
   pgreader_job_errmsg(job, what);
   return NULL;
@@ -572,7 +574,8 @@ static int pgreader_run(struct pgreader_job *job)
     }
   }
   int rv = pgreader_run_kind(job);
-  if (rv == CAIRN_EDATABASE && !job->sent && PQstatus(r->conn) == CONNECTION_BAD) {
+  if (rv == CAIRN_EDATABASE && !job->sent &&
+      (job->lost || pgstore_schema_conn_lost(r->conn, NULL))) {
     rv = pgreader_connect(job);
     if (rv == 0) {
       rv = pgreader_run_kind(job);

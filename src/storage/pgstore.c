@@ -197,7 +197,7 @@ static PGresult *pgstore_exec(struct pgstore *ps, const char *what, const char *
   ExecStatusType st = PQresultStatus(res);
   int reconnect = 1; /* not tried */
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && !ps->in_tx &&
-      PQstatus(ps->conn) == CONNECTION_BAD) {
+      pgstore_schema_conn_lost(ps->conn, res)) {
     /* Lost between transactions (PostgreSQL restarted a backend, a proxy
      * dropped an idle connection): nothing was pending, so nothing is
      * lost, and each statement run outside a transaction is idempotent

@@ -303,3 +303,19 @@ int pgstore_schema_connect(const char *conninfo, const char *password_file, int 
   *out = conn;
   return 0;
 }
+
+bool pgstore_schema_conn_lost(PGconn *conn, const PGresult *res)
+{
+  if (conn == NULL || PQstatus(conn) == CONNECTION_BAD) {
+    return true;
+  }
+  if (res == NULL) {
+    return false;
+  }
+  const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (sev != NULL && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0)) {
+    return true;
+  }
+  const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+  return state != NULL && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0);
+}

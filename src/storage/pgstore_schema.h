@@ -6,6 +6,7 @@
 #define CAIRN_PGSTORE_SCHEMA_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The newest schema version this build knows. */
@@ -31,5 +32,15 @@ __attribute__((warn_unused_result)) int pgstore_schema_connect(const char *conni
                                                                const char *password_file,
                                                                int timeout_ms, PGconn **out,
                                                                char *err, size_t errlen);
+
+/* Did the statement whose failed result is res (NULL: none) lose the
+ * connection? True when libpq has marked conn bad, and also when the
+ * server ended the session with the error itself (severity FATAL or
+ * PANIC, or SQLSTATE class 08 or 57P: pg_terminate_backend, a restart):
+ * libpq returns that error as the statement's result before it has read
+ * the end of the stream, so PQstatus can still say CONNECTION_OK. A
+ * caller that had nothing pending on conn may connect again and retry.
+ * Borrows both. Context: the thread that owns conn. */
+bool pgstore_schema_conn_lost(PGconn *conn, const PGresult *res);
 
 #endif

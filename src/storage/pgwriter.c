@@ -289,12 +289,19 @@ static int pgwriter_begin(struct pgwriter_job *job)
       return rv;
     }
   }
-  int rv = pgwriter_cmd(job, "BEGIN");
-  if (rv != 0 && PQstatus(w->conn) == CONNECTION_BAD) {
-    rv = pgwriter_connect(job);
-    if (rv == 0) {
-      rv = pgwriter_cmd(job, "BEGIN");
-    }
+  PGresult *res = PQexec(w->conn, "BEGIN");
+  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  bool lost = !ok && pgstore_schema_conn_lost(w->conn, res);
+  PQclear(res);
+  if (ok) {
+    return 0;
+  }
+  if (!lost) {
+    return pgwriter_job_fail(job, "BEGIN");
+  }
+  int rv = pgwriter_connect(job);
+  if (rv == 0) {
+    rv = pgwriter_cmd(job, "BEGIN");
   }
   return rv;
 }

@@ -494,6 +494,11 @@ static void driver_command(struct driver_conn *c, char *line)
     driver_reply(c, "pace %" PRIu64 " %d %" PRIu64 " %" PRIu64 " %" PRIu64, gid,
                  rgroup_pace_idle(&g->rg) ? 1 : 0, (uint64_t)g->rg.raft.current_term,
                  g->rg.pace_quiesces, g->rg.pace_wakes);
+  } else if (strcmp(cmd, "term") == 0) {
+    /* term G: the current term, the last log entry's index and term. */
+    driver_reply(c, "term %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, gid,
+                 (uint64_t)g->rg.raft.current_term, (uint64_t)raft_last_index(&g->rg.raft),
+                 (uint64_t)rgroup_elect_last_term(&g->rg.raft));
   } else if (strcmp(cmd, "pstate") == 0) {
     /* pstate G PID: the producer's epoch, newest sequence and its offset. */
     int64_t qpid = -1;
