@@ -237,8 +237,14 @@ struct lc_node {
   bool alive;
 };
 
+/* Replicas of a partition the cache keeps (Cairn's replication factor
+ * is at most the metadata group's node count; more are not kept). */
+#define LC_PART_REPLICAS 7
+
 struct lc_part {
   uint64_t leader_id; /* 0: none known */
+  uint64_t replicas[LC_PART_REPLICAS];
+  uint8_t nreplicas;
 };
 
 struct lc_topic {
@@ -271,6 +277,9 @@ struct lc_meta {
   bool stale; /* a failure says the cache may be wrong: refresh soon */
   size_t cursor; /* next candidate address to ask */
   size_t tried;  /* candidates tried in this refresh */
+  uint64_t prefer; /* a node to ask first at the next refresh (0: none) */
+  uint64_t asking; /* the preferred node this refresh is asking (0: none) */
+  unsigned prefer_turn; /* rotates lc_meta_prefer_replica over replicas */
   struct lc_meta_waiter *waiters;
   char errmsg[LC_ERRMSG_SIZE * 2];
 };
@@ -301,6 +310,16 @@ const struct lc_topic *lc_meta_topic(const struct cairn_client *c, const char *n
 
 /* The address of node id, or NULL. Borrowed until the next refresh. */
 const char *lc_meta_node_addr(const struct cairn_client *c, uint64_t id);
+
+/* The next refresh asks first one of (topic, partition)'s replicas other
+ * than avoid (in turn, one more each call), before the usual candidates:
+ * a node hosting no replica of it names the leader the metadata group
+ * last recorded, which stays the old one while the controller itself is
+ * on the silent node; the partition's replicas know a new leader first
+ * hand (handle_metadata.c). Nothing when the cache knows no other
+ * replica. */
+void lc_meta_prefer_replica(struct cairn_client *c, const char *topic, int32_t partition,
+                            uint64_t avoid);
 
 /* The cached leader of (topic, partition), 0 if unknown. */
 uint64_t lc_meta_leader(const struct cairn_client *c, const char *topic, int32_t partition);

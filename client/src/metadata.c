@@ -61,6 +61,7 @@ static void lc_meta_notify(struct cairn_client *c, int status)
   struct lc_meta_waiter *w = m->waiters;
   m->waiters = NULL;
   m->refreshing = false;
+  m->asking = 0;
   while (w != NULL) {
     struct lc_meta_waiter *next = w->next;
     w->cb(c, status, status == 0 ? "" : m->errmsg, w->data);
@@ -88,6 +89,15 @@ static size_t lc_meta_carry_over(struct lc_meta *m, struct lc_topic *topics, siz
     }
   }
   return nt;
+}
+
+static void lc_meta_set_part(struct lc_part *part, const Cairn__Client__PartitionInfo *pi)
+{
+  part->leader_id = pi->leader_id;
+  part->nreplicas = 0;
+  for (size_t r = 0; r < pi->n_replicas && part->nreplicas < LC_PART_REPLICAS; r++) {
+    part->replicas[part->nreplicas++] = pi->replicas[r];
+  }
 }
 
 /* Replaces the cache with a Metadata answer (of every topic); an answer
@@ -131,7 +141,7 @@ int lc_meta_apply(struct cairn_client *c, const Cairn__Client__MetadataResponse 
     for (size_t k = 0; k < ti->n_partitions; k++) {
       uint32_t p = ti->partitions[k]->partition;
       if (p < (uint32_t)t->count) {
-        t->parts[p].leader_id = ti->partitions[k]->leader_id;
+        lc_meta_set_part(&t->parts[p], ti->partitions[k]);
       }
     }
     nt++;
@@ -194,14 +204,51 @@ static void lc_meta_on_answer(struct cairn_client *c, int status, Cairn__Client_
     lc_fmt(m->errmsg + used, sizeof m->errmsg - used, "%s%s", used > 0 ? "; " : "", why);
   }
   free(data);
-  m->cursor++;
-  m->tried++;
+  if (m->asking != 0) {
+    m->asking = 0; /* the preferred node: the usual candidates follow */
+  } else {
+    m->cursor++;
+    m->tried++;
+  }
   lc_meta_ask_next(c);
+}
+
+/* Sends Metadata to addr (copied); lc_meta_on_answer goes on from
+ * there. Returns 0 or the error of sending. */
+static int lc_meta_ask(struct cairn_client *c, const char *addr)
+{
+  char *copy = strdup(addr);
+  if (copy == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  Cairn__Client__MetadataRequest mr = CAIRN__CLIENT__METADATA_REQUEST__INIT;
+  Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
+  env.api = CAIRN__CLIENT__API__API_METADATA;
+  env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_REQ;
+  env.metadata_req = &mr;
+  /* A Metadata answer takes a millisecond: a node silent for longer than
+   * LC_META_TIMEOUT_MS (paused, cut off) is passed over for the next. */
+  uint32_t timeout = c->opts.request_timeout_ms < LC_META_TIMEOUT_MS ? c->opts.request_timeout_ms
+                                                                      : LC_META_TIMEOUT_MS;
+  int rv = lc_call(c, copy, &env, NULL, 0, timeout, lc_meta_on_answer, copy);
+  if (rv != 0) {
+    free(copy);
+  }
+  return rv;
 }
 
 static void lc_meta_ask_next(struct cairn_client *c)
 {
   struct lc_meta *m = &c->meta;
+  if (m->prefer != 0) {
+    const char *addr = lc_meta_node_addr(c, m->prefer);
+    m->asking = m->prefer;
+    m->prefer = 0;
+    if (addr != NULL && lc_meta_ask(c, addr) == 0) {
+      return;
+    }
+    m->asking = 0;
+  }
   for (;;) {
     size_t count;
     lc_meta_candidate(c, 0, &count);
@@ -213,25 +260,14 @@ static void lc_meta_ask_next(struct cairn_client *c)
       return;
     }
     const char *addr = lc_meta_candidate(c, m->cursor % count, &count);
-    char *copy = strdup(addr);
-    if (copy == NULL) {
-      lc_meta_notify(c, CAIRN_ENOMEM);
+    int rv = lc_meta_ask(c, addr);
+    if (rv == CAIRN_ENOMEM) {
+      lc_meta_notify(c, rv);
       return;
     }
-    Cairn__Client__MetadataRequest mr = CAIRN__CLIENT__METADATA_REQUEST__INIT;
-    Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
-    env.api = CAIRN__CLIENT__API__API_METADATA;
-    env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_REQ;
-    env.metadata_req = &mr;
-    /* A Metadata answer takes a millisecond: a node silent for longer than
-     * LC_META_TIMEOUT_MS (paused, cut off) is passed over for the next. */
-    uint32_t timeout = c->opts.request_timeout_ms < LC_META_TIMEOUT_MS ? c->opts.request_timeout_ms
-                                                                        : LC_META_TIMEOUT_MS;
-    int rv = lc_call(c, copy, &env, NULL, 0, timeout, lc_meta_on_answer, copy);
     if (rv == 0) {
       return;
     }
-    free(copy);
     m->cursor++;
     m->tried++;
   }
@@ -258,6 +294,25 @@ int lc_meta_refresh(struct cairn_client *c, lc_meta_cb cb, void *data)
 }
 
 void lc_meta_invalidate(struct cairn_client *c) { c->meta.stale = true; }
+
+void lc_meta_prefer_replica(struct cairn_client *c, const char *topic, int32_t partition,
+                            uint64_t avoid)
+{
+  struct lc_meta *m = &c->meta;
+  const struct lc_topic *t = lc_meta_topic(c, topic);
+  if (t == NULL || partition < 0 || partition >= t->count) {
+    return;
+  }
+  const struct lc_part *part = &t->parts[partition];
+  for (unsigned k = 0; k < part->nreplicas; k++) {
+    uint64_t id = part->replicas[(m->prefer_turn + k) % part->nreplicas];
+    if (id != avoid && lc_meta_node_addr(c, id) != NULL) {
+      m->prefer = id;
+      m->prefer_turn += k + 1;
+      return;
+    }
+  }
+}
 
 const struct lc_topic *lc_meta_topic(const struct cairn_client *c, const char *name)
 {

@@ -254,6 +254,7 @@ void lc_prod_probe_leaders(struct cairn_producer *p)
     if (r->probe_gen == 0) {
       r->probe_gen = c->meta.generation; /* a refresh starts at the next tick */
       lc_meta_invalidate(c);
+      lc_meta_prefer_replica(c, r->items[0].t->name, r->items[0].partition, r->node);
       if (r->node != 0 && r->probe_wait_ms != LC_PROD_REPROBE_MS) {
         p->silent_node = r->node; /* silent for a whole probe */
       }
@@ -262,7 +263,9 @@ void lc_prod_probe_leaders(struct cairn_producer *p)
         lc_prod_preq_abandon(p, r);
         continue;
       }
-      r->probe_gen = 0; /* the same leader still: ask again soon */
+      /* The same leader still: ask again soon (of another of the
+       * partition's replicas first: lc_meta_prefer_replica above). */
+      r->probe_gen = 0;
       r->since_ms = now;
       r->probe_wait_ms = LC_PROD_REPROBE_MS;
       lc_prod_kick_at(p, now + LC_PROD_REPROBE_MS);

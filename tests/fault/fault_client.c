@@ -82,29 +82,66 @@ Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,
   return resp->metadata_resp;
 }
 
-int fc_find_leader(const struct fc_nodes *ns, int first, const char *topic, uint32_t partition)
+/* What node i's Metadata says of (topic, partition): the leader's node
+ * index (-1: none named, or no answer) and, in *replicas (a bit per node
+ * index), where its replicas are. */
+static int fc_ask_leader(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
+                         uint64_t *replicas)
 {
-  for (int k = 0; k < ns->n; k++) {
-    int i = (first + k) % ns->n;
-    Cairn__Client__Envelope *env = NULL;
-    Cairn__Client__MetadataResponse *md = fc_metadata(ns, i, &env);
-    int found = -1;
-    for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
-      const Cairn__Client__TopicInfo *ti = md->topics[t];
-      for (size_t p = 0; strcmp(ti->name, topic) == 0 && p < ti->n_partitions; p++) {
-        if (ti->partitions[p]->partition == partition && ti->partitions[p]->leader_id != 0) {
-          found = fc_index(ns, ti->partitions[p]->leader_id);
-        }
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__MetadataResponse *md = fc_metadata(ns, i, &env);
+  int found = -1;
+  for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
+    const Cairn__Client__TopicInfo *ti = md->topics[t];
+    for (size_t p = 0; strcmp(ti->name, topic) == 0 && p < ti->n_partitions; p++) {
+      const Cairn__Client__PartitionInfo *pi = ti->partitions[p];
+      if (pi->partition != partition) {
+        continue;
+      }
+      found = pi->leader_id != 0 ? fc_index(ns, pi->leader_id) : -1;
+      for (size_t r = 0; r < pi->n_replicas; r++) {
+        int k = fc_index(ns, pi->replicas[r]);
+        *replicas |= k >= 0 ? 1ull << k : 0;
       }
     }
-    if (env != NULL) {
-      cairn__client__envelope__free_unpacked(env, NULL);
-    }
-    if (found >= 0) {
-      return found;
+  }
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return found;
+}
+
+int fc_find_leader(const struct fc_nodes *ns, int first, const char *topic, uint32_t partition)
+{
+  return fc_find_leader_avoiding(ns, first, topic, partition, -1);
+}
+
+_Static_assert(FC_MAX_NODES <= 64, "node sets are 64-bit masks");
+
+int fc_find_leader_avoiding(const struct fc_nodes *ns, int first, const char *topic,
+                            uint32_t partition, int avoid)
+{
+  uint64_t replicas = 0, asked = 0;
+  bool named_avoid = false;
+  /* First the nodes in turn from first; once an answer names avoid, the
+   * partition's own replicas, which know its leader first hand. */
+  for (int round = 0; round < 2; round++) {
+    for (int k = 0; k < ns->n; k++) {
+      int i = (first + k) % ns->n;
+      bool replica = (replicas >> i & 1) != 0;
+      if (i == avoid || (asked >> i & 1) != 0 || (round == 0 && named_avoid) ||
+          (round == 1 && !replica)) {
+        continue;
+      }
+      asked |= 1ull << i;
+      int found = fc_ask_leader(ns, i, topic, partition, &replicas);
+      if (found >= 0 && found != avoid) {
+        return found;
+      }
+      named_avoid = named_avoid || (found >= 0 && found == avoid);
     }
   }
-  return -1;
+  return named_avoid ? avoid : -1;
 }
 
 int fc_find_controller(const struct fc_nodes *ns)

@@ -57,6 +57,16 @@ Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,
  * at node index `first`) says: a node index, or -1. */
 int fc_find_leader(const struct fc_nodes *ns, int first, const char *topic, uint32_t partition);
 
+/* As fc_find_leader, but node index avoid (silent: paused or cut off) is
+ * not asked, and a node that names it as the leader is not believed at
+ * once: the partition's other replicas are asked, as they learn a new
+ * leader first hand, while a node that hosts no replica names the leader
+ * the metadata group last recorded (which cannot change while the
+ * controller is on the silent node). Returns avoid only if every node
+ * that answered named it, -1 if none named a leader. */
+int fc_find_leader_avoiding(const struct fc_nodes *ns, int first, const char *topic,
+                            uint32_t partition, int avoid);
+
 /* The controller leader's node index as the first answering node says, or -1. */
 int fc_find_controller(const struct fc_nodes *ns);
 

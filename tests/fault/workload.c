@@ -307,7 +307,8 @@ static void wl_produce_idem(struct wl_producer *p, struct wl_op *op, const uint8
        * cost a timeout too. */
       int first = p->silent >= 0 ? (p->silent + 1) % wl.ns.n
                                  : (int)(wl_rand(&p->rng) % (uint64_t)wl.ns.n);
-      i = fc_find_leader(&wl.ns, first, wl.topic, op->partition);
+      i = fc_find_leader_avoiding(&wl.ns, first, wl.topic, op->partition,
+                                  fc_now_ms() - p->silent_at < WL_IDEM_SILENT_MS ? p->silent : -1);
     }
     if (i < 0) {
       wl_sleep_ms(100);

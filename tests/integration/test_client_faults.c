@@ -14,7 +14,11 @@
  *     timeout;
  *   - then a batch of another partition it led, sent to it while the
  *     producer's metadata still names it, is probed after 0.1 s, not
- *     0.5 s (the node counts as silent).
+ *     0.5 s (the node counts as silent);
+ *   - the controller's node SIGSTOPped while it leads a partition: the
+ *     nodes hosting no replica of it keep naming it (the metadata group
+ *     cannot record the new leader), so the producer must ask the
+ *     partition's other replicas.
  *
  * Usage: test_client_faults <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
@@ -492,6 +496,147 @@ static void test_producer_probes_a_silent_node_sooner(void **state)
   cd_destroy(&c);
 }
 
+/* Five nodes, three metadata voters (nodes 1-3). A partition whose
+ * replicas leave out node 1 has its leader SIGSTOPped, together with the
+ * voters that are not its replicas, save node 1: the metadata group has no
+ * majority left, so node 1 (and every node that hosts no replica of the
+ * partition) names the stopped leader for as long as it is stopped. The
+ * producer asks node 1 for Metadata (the first node it knows, which
+ * answers); only the partition's other replicas know the leader they
+ * elect. The producer asks them (lc_meta_prefer_replica) and the message
+ * is delivered there, with the metadata group still stopped. Without that
+ * it never is. */
+#define FROZEN_NODES 5
+#define FROZEN_VOTERS 3
+#define FROZEN_PARTS 10
+#define FROZEN_DELIVERY_MS 10000
+
+/* A partition as described above and the nodes to stop (a bit per node
+ * index); -1 if the placement has none. */
+static int32_t frozen_partition(struct cd_cluster *c, struct cairn_sync *obs, const char *topic,
+                                unsigned *stop)
+{
+  struct cairn_topic_info *t;
+  assert_int_equal(cairn_sync_describe_topic(obs, topic, &t), 0);
+  int32_t found = -1;
+  for (size_t k = 0; k < t->partition_info_count && found < 0; k++) {
+    const struct cairn_partition_info *pi = &t->partitions[k];
+    unsigned replicas = 0;
+    for (size_t r = 0; r < pi->replica_count; r++) {
+      replicas |= 1u << cd_index(c, pi->replicas[r]);
+    }
+    int leader = cd_index(c, pi->leader_id);
+    if (leader < 0 || (replicas & 1u) != 0) {
+      continue;
+    }
+    *stop = 1u << leader;
+    for (int v = 1; v < FROZEN_VOTERS; v++) {
+      *stop |= (replicas >> v & 1u) == 0 ? 1u << v : 0;
+    }
+    int voters_left = 0, replicas_left = 0;
+    for (int i = 0; i < FROZEN_NODES; i++) {
+      bool up = (*stop >> i & 1u) == 0;
+      voters_left += up && i < FROZEN_VOTERS;
+      replicas_left += up && (replicas >> i & 1u) != 0;
+    }
+    found = voters_left <= FROZEN_VOTERS / 2 && replicas_left >= 2 ? (int32_t)pi->partition : -1;
+  }
+  cairn_topic_info_free(t);
+  return found;
+}
+
+/* The node index of the metadata group's leader, or -1. */
+static int controller_index(struct cd_cluster *c, struct cairn_sync *obs)
+{
+  struct cairn_cluster_info *ci;
+  if (cairn_sync_describe_cluster(obs, &ci) != 0) {
+    return -1;
+  }
+  int i = cd_index(c, ci->controller_id);
+  cairn_cluster_info_free(ci);
+  return i;
+}
+
+/* If node i leads the metadata group, stops it until another voter does. */
+static void move_controller_off(struct cd_cluster *c, struct cairn_sync *obs, int i)
+{
+  if (controller_index(c, obs) != i) {
+    return;
+  }
+  tu_proc_signal(&c->nodes[i].proc, SIGSTOP);
+  int now = i;
+  for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end && (now < 0 || now == i);
+       usleep(100 * 1000)) {
+    now = controller_index(c, obs);
+  }
+  tu_proc_signal(&c->nodes[i].proc, SIGCONT);
+  if (now < 0 || now == i) {
+    fail_msg("no other node took the metadata group over from node %d", i + 1);
+  }
+}
+
+static void test_producer_asks_a_replica_when_the_controller_is_frozen(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, FROZEN_NODES, FROZEN_VOTERS, FAST), 0);
+  if (cd_start_all(&c, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c.root);
+  }
+  char boot[256];
+  lcf_bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *obs = connect_sync(boot, 20000);
+  assert_int_equal(cairn_sync_create_topic(obs, "frozen", FROZEN_PARTS, 3, NULL), 0);
+  assert_int_equal(cd_wait_settled(&c, "frozen", WAIT_MS), 0);
+  move_controller_off(&c, obs, 0);
+  assert_int_equal(cd_wait_settled(&c, "frozen", WAIT_MS), 0);
+  unsigned stop = 0;
+  int32_t part = frozen_partition(&c, obs, "frozen", &stop);
+  if (part < 0) {
+    fail_msg("no partition leaves out node 1 with a leader to stop (placement changed?)");
+  }
+  int ctl = controller_index(&c, obs);
+  if (ctl < 0 || (stop >> ctl & 1u) == 0) {
+    fail_msg("the controller (node index %d) is not among the nodes to stop (0x%x)", ctl, stop);
+  }
+  struct cairn_sync *s = connect_sync(boot, FROZEN_DELIVERY_MS);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  send_to_partition(s, p, "frozen", part);
+  for (int i = 0; i < FROZEN_NODES; i++) {
+    if (stop >> i & 1u) {
+      tu_proc_signal(&c.nodes[i].proc, SIGSTOP);
+    }
+  }
+  struct lcf_sent sent;
+  memset(&sent, 0, sizeof sent);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = "frozen";
+  m.partition = part;
+  m.value = "frozen";
+  m.value_len = 6;
+  long long t0 = tu_now_ms();
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &sent), 0);
+  int flushed = cairn_sync_flush(s, p); /* the delivery's status says more */
+  long long took = tu_now_ms() - t0;
+  print_message("partition %d's leader and voters stopped (nodes mask 0x%x): the message %s "
+                "after %lld ms (%s)\n",
+                part, stop, sent.status == 0 ? "was delivered" : "failed", took,
+                cairn_errname(sent.status));
+  (void)flushed;
+  for (int i = 0; i < FROZEN_NODES; i++) {
+    if (stop >> i & 1u) {
+      tu_proc_signal(&c.nodes[i].proc, SIGCONT);
+    }
+  }
+  assert_true(sent.done);
+  assert_int_equal(sent.status, 0);
+  cairn_sync_free(s);
+  cairn_sync_free(obs);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -504,6 +649,10 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_restart_of_every_node_fails_no_message),
       cmocka_unit_test(test_producer_leaves_a_paused_leader),
       cmocka_unit_test(test_producer_probes_a_silent_node_sooner),
+      cmocka_unit_test(test_producer_asks_a_replica_when_the_controller_is_frozen),
   };
+  if (getenv("CAIRN_TEST_FILTER") != NULL) {
+    cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
+  }
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
