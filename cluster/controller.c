@@ -529,7 +529,14 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
   raft_set_heartbeat_timeout(&ctl->raft, ctl->opts.heartbeat_ms);
   raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
   raft_set_pre_vote(&ctl->raft, true); /* as the partitions' groups: rgroup_raft.c */
-  raft_set_snapshot_threshold(&ctl->raft, 256);
+  /* A restarted node knows the metadata only as of its last snapshot until
+   * a leader tells it what is committed (raft 0.15 applies nothing past
+   * the snapshot before that): it opens the replicas that state assigns
+   * to it at once, so that a partition whose majority it completes writes
+   * again even while the metadata group has no majority. A snapshot every
+   * 16 entries keeps that state close to the last one; the state is small
+   * (docs/metadata.md). */
+  raft_set_snapshot_threshold(&ctl->raft, CTL_SNAPSHOT_THRESHOLD);
   raft_set_snapshot_trailing(&ctl->raft, 64);
   rv = ctl->voter ? ctl_bootstrap(ctl, voters, nvoters) : 0;
   if (rv == 0) {

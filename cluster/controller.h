@@ -59,6 +59,7 @@
 #define CTL_ERRMSG_SIZE 640
 #define CTL_MAX_VOTERS 7
 #define CTL_MAX_INFLIGHT 64 /* proposals of the planner and of requests */
+#define CTL_SNAPSHOT_THRESHOLD 16 /* entries between two snapshots of the metadata (controller.c) */
 
 enum ctl_state { CTL_RUNNING, CTL_CLOSING, CTL_CLOSED };
 

@@ -633,6 +633,12 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   n->state = NODE_RUNNING;
   log_info("node", "node %" PRIu64 " up: clients %s, cluster %s, data %s", n->cfg.node_id,
            n->cfg.advertise_client.str, n->cfg.advertise_cluster.str, n->cfg.data_dir);
+  if (ctl_state(&n->ctl)->last_index > 0) {
+    /* Restored from the metadata group's snapshot while starting (before
+     * RUNNING, so not reconciled then): open what it assigns to this node
+     * now, not once a metadata leader is known (controller.c). */
+    node_on_meta_change(&n->ctl, n);
+  }
   return 0;
 }
 

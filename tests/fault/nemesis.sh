@@ -61,8 +61,13 @@ nem_netem_kernel=""
 nem_rand() { echo $((RANDOM % $1)); } # 0 .. $1-1
 nem_elapsed() { echo $(($(date +%s%3N) - NEM_T0_MS)); } # ms
 
+# Each line in faults.txt ends with the nodes a fault holds down right
+# after the event ("[down: 1 3]"), so that the workload measures a
+# partition's availability only from events after which a majority of its
+# replicas is up (a staggered restart's first node may not bring it back).
 nem_record() {
-  echo "$(nem_elapsed) $*" >>"$NEM_FAULTS"
+  local down="${!nem_down[*]}"
+  echo "$(nem_elapsed) $* [down: ${down}]" >>"$NEM_FAULTS"
   printf '%s nemesis: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
 }
 

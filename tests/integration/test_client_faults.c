@@ -18,7 +18,10 @@
  *   - the controller's node SIGSTOPped while it leads a partition: the
  *     nodes hosting no replica of it keep naming it (the metadata group
  *     cannot record the new leader), so the producer must ask the
- *     partition's other replicas.
+ *     partition's other replicas;
+ *   - a node restarted while the metadata group has no majority opens its
+ *     replicas from its last metadata snapshot: a partition whose majority
+ *     it completes takes writes again.
  *
  * Usage: test_client_faults <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
@@ -637,6 +640,102 @@ static void test_producer_asks_a_replica_when_the_controller_is_frozen(void **st
   cd_destroy(&c);
 }
 
+/* Five nodes, three metadata voters (nodes 1-3). A partition with a
+ * replica on node 4 and on at most one of nodes 1 and 3 loses its majority
+ * when nodes 1, 3 and 4 are SIGKILLed; node 4 alone comes back. The
+ * metadata group (only node 2 of its voters up) cannot tell node 4 what is
+ * committed, so node 4 knows its replicas only from its last metadata
+ * snapshot; it must open them from it (node.c, controller.c), or the
+ * partition never takes a write while nodes 1 and 3 are down. */
+#define ALONE_PARTS 10
+
+/* A partition as described above, or -1. */
+static int32_t alone_partition(struct cd_cluster *c, struct cairn_sync *obs, const char *topic)
+{
+  struct cairn_topic_info *t;
+  assert_int_equal(cairn_sync_describe_topic(obs, topic, &t), 0);
+  int32_t found = -1;
+  for (size_t k = 0; k < t->partition_info_count && found < 0; k++) {
+    const struct cairn_partition_info *pi = &t->partitions[k];
+    bool on4 = false;
+    int up = 0; /* replicas on nodes 2 and 5 */
+    for (size_t r = 0; r < pi->replica_count; r++) {
+      int i = cd_index(c, pi->replicas[r]);
+      on4 = on4 || i == 3;
+      up += i == 1 || i == 4;
+    }
+    found = on4 && up == 1 ? (int32_t)pi->partition : -1;
+  }
+  cairn_topic_info_free(t);
+  return found;
+}
+
+/* Waits until node i's metadata replica has written a snapshot. */
+static void wait_meta_snapshot(struct cd_cluster *c, int i)
+{
+  char dir[700];
+  snprintf(dir, sizeof dir, "%s/meta/wal-snapshots", c->nodes[i].dir);
+  for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end; usleep(100 * 1000)) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls %s 2>/dev/null | grep -q .", dir);
+    if (system(cmd) == 0) {
+      return;
+    }
+  }
+  fail_msg("node %d wrote no metadata snapshot in %s within %d ms", i + 1, dir, WAIT_MS);
+}
+
+static void test_restarted_node_serves_without_the_metadata_group(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 5, 3, FAST), 0);
+  if (cd_start_all(&c, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c.root);
+  }
+  char boot[256];
+  lcf_bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *obs = connect_sync(boot, 20000);
+  assert_int_equal(cairn_sync_create_topic(obs, "alone", ALONE_PARTS, 3, NULL), 0);
+  assert_int_equal(cd_wait_settled(&c, "alone", WAIT_MS), 0);
+  int32_t part = alone_partition(&c, obs, "alone");
+  if (part < 0) {
+    fail_msg("no partition has a replica on node 4 and one on nodes 2 and 5 (placement?)");
+  }
+  cairn_sync_free(obs);
+  /* The producer takes its id first: InitProducerId needs the metadata
+   * group, as Kafka's needs a coordinator. */
+  struct cairn_sync *s = connect_sync(boot, FROZEN_DELIVERY_MS);
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, NULL, &p), 0);
+  send_to_partition(s, p, "alone", part);
+  wait_meta_snapshot(&c, 3);
+  cd_kill(&c, 3);
+  cd_kill(&c, 0);
+  cd_kill(&c, 2);
+  assert_int_equal(cd_start(&c, 3), 0);
+  struct lcf_sent sent;
+  memset(&sent, 0, sizeof sent);
+  struct cairn_message m;
+  cairn_message_init(&m);
+  m.topic = "alone";
+  m.partition = part;
+  m.value = "alone";
+  m.value_len = 5;
+  long long t0 = tu_now_ms();
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &sent), 0);
+  int flushed = cairn_sync_flush(s, p); /* the delivery's status says more */
+  print_message("nodes 1, 3 and 4 killed, node 4 restarted: a message to partition %d %s after "
+                "%lld ms (%s)\n",
+                part, sent.status == 0 ? "was delivered" : "failed", tu_now_ms() - t0,
+                cairn_errname(sent.status));
+  (void)flushed;
+  assert_true(sent.done);
+  assert_int_equal(sent.status, 0);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -650,6 +749,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_producer_leaves_a_paused_leader),
       cmocka_unit_test(test_producer_probes_a_silent_node_sooner),
       cmocka_unit_test(test_producer_asks_a_replica_when_the_controller_is_frozen),
+      cmocka_unit_test(test_restarted_node_serves_without_the_metadata_group),
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
