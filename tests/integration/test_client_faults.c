@@ -51,13 +51,16 @@ static const char *cairnd_bin;
 
 /* ---- helpers ---- */
 
-static void start_cluster(struct cd_cluster *c, int n)
+static void start_cluster_voters(struct cd_cluster *c, int n, int nvoters)
 {
-  assert_int_equal(cd_init(c, cairnd_bin, n, n, FAST), 0);
+  assert_int_equal(cd_init(c, cairnd_bin, n, nvoters, FAST), 0);
   if (cd_start_all(c, WAIT_MS) != 0) {
     fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c->root);
   }
 }
+
+/* n nodes, every one a metadata voter. */
+static void start_cluster(struct cd_cluster *c, int n) { start_cluster_voters(c, n, n); }
 
 static struct cairn_sync *connect_sync(const char *bootstrap, uint32_t delivery_ms)
 {
@@ -563,6 +566,19 @@ static int32_t frozen_partition(struct cd_cluster *c, struct cairn_sync *obs, co
   return found;
 }
 
+/* Creates topic (parts partitions, rf 3) and waits until every partition
+ * is led by its preferred replica; boot gets the bootstrap list. Returns
+ * a client for looking (free with cairn_sync_free). */
+static struct cairn_sync *create_settled(struct cd_cluster *c, const char *topic, int32_t parts,
+                                         char *boot, size_t len)
+{
+  lcf_bootstrap_list(c, boot, len);
+  struct cairn_sync *obs = connect_sync(boot, 20000);
+  assert_int_equal(cairn_sync_create_topic(obs, topic, parts, 3, NULL), 0);
+  assert_int_equal(cd_wait_settled(c, topic, WAIT_MS), 0);
+  return obs;
+}
+
 /* The node index of the metadata group's leader, or -1. */
 static int controller_index(struct cd_cluster *c, struct cairn_sync *obs)
 {
@@ -597,15 +613,9 @@ static void test_producer_asks_a_replica_when_the_controller_is_frozen(void **st
 {
   (void)state;
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, FROZEN_NODES, FROZEN_VOTERS, FAST), 0);
-  if (cd_start_all(&c, WAIT_MS) != 0) {
-    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c.root);
-  }
+  start_cluster_voters(&c, FROZEN_NODES, FROZEN_VOTERS);
   char boot[256];
-  lcf_bootstrap_list(&c, boot, sizeof boot);
-  struct cairn_sync *obs = connect_sync(boot, 20000);
-  assert_int_equal(cairn_sync_create_topic(obs, "frozen", FROZEN_PARTS, 3, NULL), 0);
-  assert_int_equal(cd_wait_settled(&c, "frozen", WAIT_MS), 0);
+  struct cairn_sync *obs = create_settled(&c, "frozen", FROZEN_PARTS, boot, sizeof boot);
   move_controller_off(&c, obs, 0);
   assert_int_equal(cd_wait_settled(&c, "frozen", WAIT_MS), 0);
   unsigned stop = 0;
@@ -651,6 +661,8 @@ static void test_producer_asks_a_replica_when_the_controller_is_frozen(void **st
  * committed, so node 4 knows its replicas only from its last metadata
  * snapshot; it must open them from it (node.c, controller.c), or the
  * partition never takes a write while nodes 1 and 3 are down. */
+#define ALONE_NODES 5
+#define ALONE_VOTERS 3
 #define ALONE_PARTS 10
 
 /* A partition as described above, or -1. */
@@ -693,15 +705,9 @@ static void test_restarted_node_serves_without_the_metadata_group(void **state)
 {
   (void)state;
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 5, 3, FAST), 0);
-  if (cd_start_all(&c, WAIT_MS) != 0) {
-    fail_msg("the cluster did not form within %d ms (logs under %s)", WAIT_MS, c.root);
-  }
+  start_cluster_voters(&c, ALONE_NODES, ALONE_VOTERS);
   char boot[256];
-  lcf_bootstrap_list(&c, boot, sizeof boot);
-  struct cairn_sync *obs = connect_sync(boot, 20000);
-  assert_int_equal(cairn_sync_create_topic(obs, "alone", ALONE_PARTS, 3, NULL), 0);
-  assert_int_equal(cd_wait_settled(&c, "alone", WAIT_MS), 0);
+  struct cairn_sync *obs = create_settled(&c, "alone", ALONE_PARTS, boot, sizeof boot);
   int32_t part = alone_partition(&c, obs, "alone");
   if (part < 0) {
     fail_msg("no partition has a replica on node 4 and one on nodes 2 and 5 (placement?)");
