@@ -40,6 +40,8 @@
 /* In the data directory: a damaged node-wide log set aside. */
 #define WALDAMAGE_PREFIX "wal.damaged-"
 #define WALDAMAGE_KEEP 3
+/* In a replica directory: Raft state moved aside by a rebuild. */
+#define WALDAMAGE_DISCARDED_PREFIX "raft.damaged-"
 
 /* Marks every replica directory under <data_dir>/partitions with why
  * (one that holds a mark already keeps its own), then moves <data_dir>/wal
@@ -52,6 +54,29 @@ __attribute__((warn_unused_result)) int waldamage_set_aside(const char *data_dir
                                                             char *moved, size_t len,
                                                             unsigned *marked, char *errmsg,
                                                             size_t errlen);
+
+/* The metadata group's log (<meta>/wal, its own: docs/metadata.md) damaged:
+ * marks dir (<data>/meta) itself with why, unless it holds a mark
+ * already, durably, then moves dir/wal to dir/wal.damaged-<seconds>[-<k>]
+ * as waldamage_set_aside does. moved (len bytes) gets the new path.
+ * Returns 0 or -errno, errmsg (errlen bytes) saying which step and file;
+ * the log is still in place when the mark failed. Ownership: borrows
+ * every argument. */
+__attribute__((warn_unused_result)) int waldamage_set_aside_log(const char *dir, const char *why,
+                                                                char *moved, size_t len,
+                                                                char *errmsg, size_t errlen);
+
+/* Does dir hold Raft state moved aside by a rebuild (a
+ * WALDAMAGE_DISCARDED_PREFIX entry)? Then its replica joins, never
+ * bootstraps: an empty log there is a discarded one. */
+bool waldamage_was_rebuilt(const char *dir);
+
+/* Makes dir/raft.damaged-<seconds>[-<k>] (its path into moved, len bytes)
+ * and moves dir's Raft state and last its mark into it
+ * (waldamage_move_state), durably. Returns 0 or -errno; a failure before
+ * the mark moved leaves dir refused. */
+__attribute__((warn_unused_result)) int waldamage_discard(const char *dir, char *moved,
+                                                          size_t len);
 
 /* Does replica dir hold the mark? reason (may be NULL; len bytes) gets its
  * text. */

@@ -437,6 +437,38 @@ static int node_wal_set_aside(struct node *n, const char *wdir, char *why)
   return rv;
 }
 
+/* The metadata group's log (meta/wal) is damaged beyond a torn tail (why:
+ * the file and byte): the node does not refuse to start; the log is set
+ * aside after a durable mark (waldamage_set_aside_log) and a new one
+ * opened; the mark keeps the metadata replica refused until the cluster
+ * rebuilt it (metaheal.h). why is overwritten on failure. Returns 0 with
+ * n->meta_wal open, or the error (why says it). */
+static int node_meta_wal_set_aside(struct node *n, const char *wdir, char *why)
+{
+  char damage[WAL_ERRMSG_SIZE], moved[CONFIG_PATH_MAX + 64], err[WAL_ERRMSG_SIZE];
+  char mdir[CONFIG_PATH_MAX + 8];
+  snprintf(damage, sizeof damage, "%s", why);
+  snprintf(mdir, sizeof mdir, "%s/meta", n->cfg.data_dir);
+  log_error("node", "the metadata group's Raft log is damaged: %s", damage);
+  int rv = waldamage_set_aside_log(mdir, damage, moved, sizeof moved, err, sizeof err);
+  if (rv != 0) {
+    snprintf(why, WAL_ERRMSG_SIZE, "%.200s; setting it aside failed: %.280s", damage, err);
+    return rv;
+  }
+  log_error("node",
+            "moved the damaged metadata log to %s and started a new one: the node's metadata "
+            "replica stays refused (no Raft: it neither votes nor acknowledges) until the "
+            "controller leader has removed it from the metadata group; then it rejoins empty and "
+            "is rebuilt from its peers; the node serves its partitions once it holds the metadata "
+            "again",
+            moved);
+  return wal_open(n->loop, wdir, NULL, &n->meta_wal, why);
+}
+
+/* This process's refusal id (metaheal.h): its incarnation, so that an OUT
+ * answering another process's report is not taken. */
+static uint64_t node_refusal_id(const struct node *n) { return n->incarnation; }
+
 /* Whether <data>/meta holds the metadata group's Raft state in raft_uv's
  * files (metadata1 or metadata2, written at bootstrap and at every term
  * change, before any entry): a data directory of a node that ran before
@@ -498,19 +530,74 @@ static int node_open_wal(struct node *n, struct ctl_opts *co)
              n->cfg.data_dir);
     return 0;
   }
-  /* A log of its own, not the partitions': damage there can be set aside
-   * and the partitions rebuilt from their peers (node_wal_set_aside), but
-   * the metadata replica has no such rebuild, so damage in its log
-   * refuses the start, with the file and byte. */
+  /* A log of its own, not the partitions': damage there is set aside too,
+   * but only the metadata replica is refused and rebuilt (metaheal.h). */
   snprintf(wdir, sizeof wdir, "%s/meta/wal", n->cfg.data_dir);
   rv = wal_open(n->loop, wdir, NULL, &n->meta_wal, why);
+  if (rv == CAIRN_ECORRUPT) {
+    rv = node_meta_wal_set_aside(n, wdir, why);
+  }
   if (rv != 0) {
     node_set_errmsg(n, "the metadata group's Raft log: %s", why);
     return rv;
   }
   co->wal = n->meta_wal;
   co->on_fatal = node_on_ctl_fatal;
+  char mdir[CONFIG_PATH_MAX + 8];
+  snprintf(mdir, sizeof mdir, "%s/meta", n->cfg.data_dir);
+  co->refused = mheal_begin(&n->mheal, mdir, node_refusal_id(n), uv_now(n->loop)) == MHEAL_REFUSED;
+  co->no_bootstrap = n->mheal.rebuilt_before;
   return 0;
+}
+
+static bool node_meta_synced(struct node *n);
+
+/* The leader's OUT for this process's refusal: the committed metadata
+ * configuration lacks this node, so its replica drops the refused state
+ * and starts Raft on its empty log, never bootstrapping. */
+static void node_meta_rejoin(struct node *n, uint64_t refusal_id)
+{
+  int rv = mheal_rebuild(&n->mheal, refusal_id, uv_now(n->loop));
+  if (rv <= 0) {
+    return; /* nothing to do, or logged: the next OUT retries */
+  }
+  rv = ctl_rejoin(&n->ctl);
+  if (rv != 0) {
+    char msg[CTL_ERRMSG_SIZE + 64];
+    snprintf(msg, sizeof msg, "rejoining the metadata group: %s", n->ctl.errmsg);
+    node_fatal(n, msg);
+  }
+}
+
+/* Frames on the watch connections: metaheal's (metaheal.h), or the
+ * coalesced heartbeats' (hbeat.h). */
+static void node_on_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
+                          size_t len, void *data)
+{
+  struct node *n = data;
+  enum mheal_type type;
+  uint64_t id = 0;
+  int rv = mheal_decode(payload, len, &type, &id);
+  if (rv == CAIRN_EINVAL) {
+    hbeat_frame(nw, sender_id, payload, len, &n->hb);
+    return;
+  }
+  if (rv != 0 || n->state != NODE_RUNNING) {
+    return; /* malformed: the sender reports again at its next tick */
+  }
+  if (type == MHEAL_REFUSED_FRAME && ctl_note_refused(&n->ctl, sender_id) == 1) {
+    uint8_t out[MHEAL_FRAME];
+    mheal_encode(out, MHEAL_OUT_FRAME, id);
+    if (nwatch_send(nw, sender_id, out, sizeof out) == 0) {
+      log_info("node", "node %llu's refused metadata replica is out of the group: told it to "
+                       "rejoin empty",
+               (unsigned long long)sender_id);
+    }
+  } else if (type == MHEAL_REJOINED_FRAME) {
+    ctl_note_rejoined(&n->ctl, sender_id);
+  } else if (type == MHEAL_OUT_FRAME) {
+    node_meta_rejoin(n, id);
+  }
 }
 
 static int node_start_groups(struct node *n)
@@ -562,6 +649,7 @@ static int node_start_groups(struct node *n)
   unsigned period =
       ro.coalesce ? hbeat_period_ms(n->cfg.heartbeat_ms, rgroup_pace_idle_ms(&ro)) : 0;
   hbeat_init(&n->hb, n->loop, &n->parts, &n->nw, n->cfg.node_id, period);
+  nwatch_set_frame_cb(&n->nw, node_on_frame, n); /* hbeat's frames and metaheal's */
   return 0;
 }
 
@@ -884,6 +972,15 @@ static void node_follow_clock_offset(struct node *n)
            n->clock_offset_file);
 }
 
+/* A rejoining metadata replica is rebuilt once it has applied what its
+ * leader committed and holds its role again: voter for a configured
+ * voter, standby for any other node. */
+static bool node_meta_rejoined(struct node *n)
+{
+  int role = ctl_self_role(&n->ctl);
+  return node_meta_synced(n) && role == (n->ctl.voter ? RAFT_VOTER : RAFT_STANDBY);
+}
+
 static void node_on_tick(uv_timer_t *t)
 {
   struct node *n = t->data;
@@ -891,6 +988,12 @@ static void node_on_tick(uv_timer_t *t)
     return;
   }
   node_follow_clock_offset(n);
+  uint64_t voters[CONFIG_MAX_VOTERS];
+  for (size_t i = 0; i < n->cfg.voters_len; i++) {
+    voters[i] = n->cfg.voters[i].id;
+  }
+  mheal_tick(&n->mheal, &n->nw, n->cfg.node_id, voters, n->cfg.voters_len,
+             n->mheal.state == MHEAL_JOINING && node_meta_rejoined(n), uv_now(n->loop));
   node_maybe_bootstrap(n);
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl), &n->sfaults);
