@@ -981,6 +981,45 @@ static bool node_meta_rejoined(struct node *n)
   return node_meta_synced(n) && role == (n->ctl.voter ? RAFT_VOTER : RAFT_STANDBY);
 }
 
+/* Where a refused or rejoining metadata replica reports (metaheal.h): the
+ * configured voters and every node watching this one (a node started
+ * without --voters learns the others only so, its metadata being empty).
+ * While refused this node watches them all, so that its frames can go out
+ * (its metadata names no peer to watch). */
+static void node_meta_heal_tick(struct node *n)
+{
+  if (n->mheal.state != MHEAL_REFUSED && n->mheal.state != MHEAL_JOINING) {
+    return;
+  }
+  enum { MAX = CONFIG_MAX_VOTERS + 64 };
+  uint64_t ids[MAX];
+  const char *addrs[MAX];
+  size_t k = 0;
+  for (size_t i = 0; i < n->cfg.voters_len; i++) {
+    ids[k] = n->cfg.voters[i].id;
+    addrs[k++] = n->cfg.voters[i].addr.str;
+  }
+  uint64_t wids[64];
+  const char *waddrs[64];
+  size_t nw = nwatch_watchers(&n->nw, wids, waddrs, 64);
+  for (size_t i = 0; i < nw; i++) {
+    bool dup = false;
+    for (size_t j = 0; j < k && !dup; j++) {
+      dup = ids[j] == wids[i];
+    }
+    if (!dup) {
+      ids[k] = wids[i];
+      addrs[k++] = waddrs[i];
+    }
+  }
+  if (n->mheal.state == MHEAL_REFUSED && k > 0) {
+    int rv = nwatch_set_peers(&n->nw, ids, addrs, k);
+    (void)rv; /* out of memory: the peers already watched stay */
+  }
+  mheal_tick(&n->mheal, &n->nw, n->cfg.node_id, ids, k,
+             n->mheal.state == MHEAL_JOINING && node_meta_rejoined(n), uv_now(n->loop));
+}
+
 static void node_on_tick(uv_timer_t *t)
 {
   struct node *n = t->data;
@@ -988,12 +1027,7 @@ static void node_on_tick(uv_timer_t *t)
     return;
   }
   node_follow_clock_offset(n);
-  uint64_t voters[CONFIG_MAX_VOTERS];
-  for (size_t i = 0; i < n->cfg.voters_len; i++) {
-    voters[i] = n->cfg.voters[i].id;
-  }
-  mheal_tick(&n->mheal, &n->nw, n->cfg.node_id, voters, n->cfg.voters_len,
-             n->mheal.state == MHEAL_JOINING && node_meta_rejoined(n), uv_now(n->loop));
+  node_meta_heal_tick(n);
   node_maybe_bootstrap(n);
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl), &n->sfaults);

@@ -881,6 +881,81 @@ static void test_meta_damage_wal_kill_while_refused(void **state)
   cd_destroy(&c);
 }
 
+/* Waits until node i's metadata shows topics topics, as node 0's does. */
+static void wait_meta_same(struct cd_cluster *c, int i, size_t topics)
+{
+  long long until = tu_now_ms() + WAIT_MS;
+  while (!(meta_topics(c, i) == topics && meta_same(c, i, 0))) {
+    if (tu_now_ms() > until) {
+      fail_msg("node %d's metadata did not catch up: see %s", i, c->root);
+    }
+    usleep(100 * 1000);
+  }
+}
+
+/* A node started without --voters (it joined through --join) has only the
+ * nodes watching it to report to: its refused metadata replica is removed
+ * by the leader all the same and rejoins as a standby with the others'
+ * metadata; every acknowledged batch is served. */
+static void test_meta_damage_wal_joined_node_is_rebuilt(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  uint64_t rnd = tu_seed("test_meta_damage_wal_joined_node_is_rebuilt");
+  ak_init(&acked, TOPIC, NPART, BATCH_RECORDS, BATCH_VALUE);
+  assert_int_equal(cd_init(&c, cairnd_bin, 4, 3, FAST), 0);
+  if (cd_start_all(&c, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form: see %s", c.root);
+  }
+  char msg[256];
+  assert_int_equal(cd_create_topic(&c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg), 0);
+  produce_rounds(&c, 3);
+  int victim = 3;
+  /* The joined node's replica gets the log in a few large appends at
+   * first: its log grows record by record once it follows. */
+  wait_meta_same(&c, victim, 1);
+  for (int k = 0; k < META_TOPICS; k++) {
+    char name[16];
+    snprintf(name, sizeof name, "m%d", k);
+    create_topic(&c, k % 3, name);
+    produce_rounds(&c, 1);
+  }
+  wait_meta_same(&c, victim, 1 + META_TOPICS);
+  cd_kill(&c, victim);
+  create_topic(&c, 0, "m4");
+  produce_rounds(&c, 1);
+  int64_t at = garble_wal_in(&c, victim, "meta/wal", &rnd);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(&c, victim), 0);
+  char want[900];
+  snprintf(want, sizeof want, "%.600s/meta/wal/%s: record at byte %" PRId64, c.nodes[victim].dir,
+           WAL_SEG, at);
+  long long until = tu_now_ms() + REBUILD_WAIT_MS;
+  while ((cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_state") != 3 ||
+          !meta_same(&c, victim, 0)) &&
+         tu_now_ms() < until) {
+    if (tu_proc_wait(&c.nodes[victim].proc, 0) != -1) {
+      fail_msg("node %d exited: see %s", victim, c.nodes[victim].log);
+    }
+    usleep(200 * 1000);
+  }
+  if (cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_state") != 3) {
+    fail_msg("node %d's metadata replica was not rebuilt: see %s", victim, c.nodes[victim].log);
+  }
+  print_message("node %d's metadata replica rebuilt %lld ms after its restart\n", victim,
+                tu_now_ms() - restarted_ms);
+  assert_true(tu_file_contains(c.nodes[victim].log, want));
+  assert_true(meta_same(&c, victim, 0));
+  assert_int_equal(meta_topics(&c, victim), 2 + META_TOPICS);
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_voter"), 0);
+  uint64_t all[4] = {1, 2, 3, 4};
+  assert_int_equal(cd_wait_alive(&c, victim, all, 4, WAIT_MS), 0);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  assert_false(tu_file_contains(c.nodes[victim].log, "AddressSanitizer"));
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -895,6 +970,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_meta_damage_wal_rebuild_survives_leader_kill),
       cmocka_unit_test(test_meta_damage_wal_kill_during_rebuild),
       cmocka_unit_test(test_meta_damage_wal_kill_while_refused),
+      cmocka_unit_test(test_meta_damage_wal_joined_node_is_rebuilt),
   };
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raft_damage_wal_replicas_are_rebuilt),
