@@ -20,6 +20,11 @@
  *            and last the mark into raft.damaged-<seconds>, and it rejoins
  *            empty, never bootstrapping.
  *
+ * The metadata group's own log (<data>/meta/wal) uses the same pieces on
+ * its directory: waldamage_set_aside_log marks <data>/meta itself, and
+ * metaheal.h's rebuild ends with waldamage_discard (docs/metadata.md, "A
+ * damaged metadata log").
+ *
  * Failure modes: a crash before the move leaves the damaged log in place:
  * the next start finds the same damage and marks again (idempotent). A
  * crash after it leaves a new empty log and every mark durable: no replica
