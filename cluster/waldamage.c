@@ -198,20 +198,31 @@ int waldamage_set_aside_log(const char *dir, const char *why, char *moved, size_
   }
   /* The mark durable before the log goes (a mark already there stays: it
    * names the first damage). */
-  if (!waldamage_marked(dir, NULL, 0)) {
-    char line[WALDAMAGE_REASON_MAX];
-    int w = snprintf(line, sizeof line, "%s (the log was moved to %s)\n", why, moved);
-    size_t line_len = w > 0 && (size_t)w < sizeof line ? (size_t)w : sizeof line - 1;
-    rv = fs_replace_file(dir, WALDAMAGE_MARK, line, line_len);
-    if (rv == 0) {
-      rv = fs_fsync_dir(dir);
-    }
-    if (rv != 0) {
-      waldamage_fmt(errmsg, errlen, "%s/%s: %s", dir, WALDAMAGE_MARK, cairn_strerror(rv));
-      return rv;
-    }
+  char line[WALDAMAGE_REASON_MAX];
+  snprintf(line, sizeof line, "%s (the log was moved to %s)", why, moved);
+  rv = waldamage_mark(dir, line, errmsg, errlen);
+  if (rv != 0) {
+    return rv;
   }
   return waldamage_move_log(dir, from, moved, errmsg, errlen);
+}
+
+int waldamage_mark(const char *dir, const char *why, char *errmsg, size_t errlen)
+{
+  if (waldamage_marked(dir, NULL, 0)) {
+    return 0;
+  }
+  char line[WALDAMAGE_REASON_MAX];
+  int w = snprintf(line, sizeof line, "%s\n", why);
+  size_t line_len = w > 0 && (size_t)w < sizeof line ? (size_t)w : sizeof line - 1;
+  int rv = fs_replace_file(dir, WALDAMAGE_MARK, line, line_len);
+  if (rv == 0) {
+    rv = fs_fsync_dir(dir);
+  }
+  if (rv != 0) {
+    waldamage_fmt(errmsg, errlen, "%s/%s: %s", dir, WALDAMAGE_MARK, cairn_strerror(rv));
+  }
+  return rv;
 }
 
 bool waldamage_was_rebuilt(const char *dir)

@@ -71,6 +71,12 @@ __attribute__((warn_unused_result)) int waldamage_set_aside_log(const char *dir,
                                                                 char *moved, size_t len,
                                                                 char *errmsg, size_t errlen);
 
+/* Writes the mark into dir with why (one line), durably, unless dir holds
+ * one already (kept: it names the first damage). Returns 0 or -errno with
+ * errmsg (errlen bytes) naming the file. */
+__attribute__((warn_unused_result)) int waldamage_mark(const char *dir, const char *why,
+                                                       char *errmsg, size_t errlen);
+
 /* Does dir hold Raft state moved aside by a rebuild (a
  * WALDAMAGE_DISCARDED_PREFIX entry)? Then its replica joins, never
  * bootstraps: an empty log there is a discarded one. */

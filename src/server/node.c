@@ -465,6 +465,37 @@ static int node_meta_wal_set_aside(struct node *n, const char *wdir, char *why)
   return wal_open(n->loop, wdir, NULL, &n->meta_wal, why);
 }
 
+/* The metadata log opened holds nothing of the group, but the data
+ * directory belongs to a cluster (NODE names its id, saved once this
+ * replica applied the cluster's Bootstrap): its log was lost (deleted,
+ * emptied, cut to nothing), and with it the votes and entries this
+ * replica gave. Opened as it is, a configured voter would bootstrap and
+ * vote on an empty log; so it is refused like a damaged one (the mark;
+ * metaheal.h). A replica that crashed while rejoining empty (before it
+ * received anything) is refused again too: one more removal, never an
+ * empty voter. Returns 0, or the mark's error (errmsg set). */
+static int node_meta_wal_lost(struct node *n, const char *mdir)
+{
+  struct wal_group_info gi;
+  if (n->cluster_id[0] == '\0' || wal_group_info(n->meta_wal, META_GROUP_ID, &gi) == 0) {
+    return 0;
+  }
+  char why[CONFIG_PATH_MAX + META_CLUSTER_ID_MAX + 200], err[WAL_ERRMSG_SIZE];
+  snprintf(why, sizeof why,
+           "%s/wal: the metadata group's log holds nothing, but this data directory belongs to "
+           "cluster %s: the log was lost",
+           mdir, n->cluster_id);
+  if (waldamage_marked(mdir, NULL, 0)) {
+    return 0;
+  }
+  log_error("node", "%s", why);
+  int rv = waldamage_mark(mdir, why, err, sizeof err);
+  if (rv != 0) {
+    node_set_errmsg(n, "the metadata group's Raft log: %s; marking it refused: %s", why, err);
+  }
+  return rv;
+}
+
 /* This process's refusal id (metaheal.h): its incarnation, so that an OUT
  * answering another process's report is not taken. */
 static uint64_t node_refusal_id(const struct node *n) { return n->incarnation; }
@@ -545,6 +576,10 @@ static int node_open_wal(struct node *n, struct ctl_opts *co)
   co->on_fatal = node_on_ctl_fatal;
   char mdir[CONFIG_PATH_MAX + 8];
   snprintf(mdir, sizeof mdir, "%s/meta", n->cfg.data_dir);
+  rv = node_meta_wal_lost(n, mdir);
+  if (rv != 0) {
+    return rv;
+  }
   co->refused = mheal_begin(&n->mheal, mdir, node_refusal_id(n), uv_now(n->loop)) == MHEAL_REFUSED;
   co->no_bootstrap = n->mheal.rebuilt_before;
   return 0;
