@@ -585,8 +585,6 @@ static int node_open_wal(struct node *n, struct ctl_opts *co)
   return 0;
 }
 
-static bool node_meta_synced(struct node *n);
-
 /* The leader's OUT for this process's refusal: the committed metadata
  * configuration lacks this node, so its replica drops the refused state
  * and starts Raft on its empty log, never bootstrapping. */
