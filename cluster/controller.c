@@ -596,8 +596,9 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
     return rv;
   }
   if (ctl->opts.refused) {
-    log_warn("ctl", "metadata replica %llu refused in %s: no Raft until the leader has removed it "
-                    "from the group",
+    log_warn("ctl",
+             "metadata replica %llu refused in %s: no Raft until the leader has removed it "
+             "from the group",
              (unsigned long long)self_id, dir);
     return 0;
   }
@@ -954,8 +955,9 @@ int ctl_note_refused(struct controller *ctl, uint64_t node_id)
     }
     f = &ctl->refused[i];
     f->node_id = node_id;
-    log_warn("ctl", "metadata group: node %llu reports its metadata replica refused (its log was "
-                    "damaged): it is removed from the group, then added back empty",
+    log_warn("ctl",
+             "metadata group: node %llu reports its metadata replica refused (its log was "
+             "damaged): it is removed from the group, then added back empty",
              (unsigned long long)node_id);
   }
   f->heard_ms = uv_now(ctl->loop);

@@ -120,8 +120,9 @@ void mheal_tick(struct mheal *mh, struct nodewatch *nw, uint64_t self_id, const 
     return;
   }
   if (synced) {
-    log_warn("metaheal", "the metadata replica is rebuilt: it holds the group's log again, %llu "
-                         "ms after it rejoined",
+    log_warn("metaheal",
+             "the metadata replica is rebuilt: it holds the group's log again, %llu "
+             "ms after it rejoined",
              (unsigned long long)(now_ms - mh->since_ms));
     mheal_set_state(mh, MHEAL_DONE, now_ms);
     return;

@@ -65,10 +65,10 @@
 #define MHEAL_REASON_MAX 1024
 #define MHEAL_PATH_MAX 4096
 
-#define MHEAL_STATE_TABLE(X)                                                                      \
-  X(MHEAL_OFF, "off")         /* the log was intact */                                            \
-  X(MHEAL_REFUSED, "refused") /* no Raft; waiting for the leader's OUT */                         \
-  X(MHEAL_JOINING, "joining") /* Raft on an empty log, being caught up */                         \
+#define MHEAL_STATE_TABLE(X)                                                                       \
+  X(MHEAL_OFF, "off")         /* the log was intact */                                             \
+  X(MHEAL_REFUSED, "refused") /* no Raft; waiting for the leader's OUT */                          \
+  X(MHEAL_JOINING, "joining") /* Raft on an empty log, being caught up */                          \
   X(MHEAL_DONE, "done")       /* rebuilt in this process */
 
 enum mheal_state {
@@ -107,8 +107,7 @@ void mheal_tick(struct mheal *mh, struct nodewatch *nw, uint64_t self_id, const 
  * is not one of these frames (another's: hbeat.h), CAIRN_ECORRUPT when it
  * is one but malformed. */
 __attribute__((warn_unused_result)) int mheal_decode(const uint8_t *payload, size_t len,
-                                                     enum mheal_type *type,
-                                                     uint64_t *refusal_id);
+                                                     enum mheal_type *type, uint64_t *refusal_id);
 
 /* Encodes a frame into out (MHEAL_FRAME bytes). */
 void mheal_encode(uint8_t out[MHEAL_FRAME], enum mheal_type type, uint64_t refusal_id);

@@ -380,8 +380,7 @@ static void nwatch_inbound_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t
 
 static void nwatch_free_handle(uv_handle_t *h) { free(h); }
 
-static void nwatch_accept(void *data, uint64_t sender_id, const char *address,
-                          uv_stream_t *stream)
+static void nwatch_accept(void *data, uint64_t sender_id, const char *address, uv_stream_t *stream)
 {
   struct nodewatch *nw = data;
   struct nwatch_inbound *in = calloc(1, sizeof *in);

@@ -139,8 +139,8 @@ static int waldamage_aside_name(const char *dir, const char *prefix, char *out, 
 
 /* Renames the log from to moved (chosen by waldamage_aside_name in
  * parent), makes that durable, and prunes the oldest set-aside logs. */
-static int waldamage_move_log(const char *parent, const char *from, const char *moved,
-                              char *errmsg, size_t errlen)
+static int waldamage_move_log(const char *parent, const char *from, const char *moved, char *errmsg,
+                              size_t errlen)
 {
   int rv = rename(from, moved) == 0 ? 0 : -errno;
   if (rv == 0) {
@@ -182,8 +182,8 @@ int waldamage_set_aside(const char *data_dir, const char *why, char *moved, size
   return waldamage_move_log(data_dir, from, moved, errmsg, errlen);
 }
 
-int waldamage_set_aside_log(const char *dir, const char *why, char *moved, size_t len,
-                            char *errmsg, size_t errlen)
+int waldamage_set_aside_log(const char *dir, const char *why, char *moved, size_t len, char *errmsg,
+                            size_t errlen)
 {
   char from[PATH_MAX];
   if (snprintf(from, sizeof from, "%s/wal", dir) >= (int)sizeof from) {

@@ -86,8 +86,7 @@ bool waldamage_was_rebuilt(const char *dir);
  * and moves dir's Raft state and last its mark into it
  * (waldamage_move_state), durably. Returns 0 or -errno; a failure before
  * the mark moved leaves dir refused. */
-__attribute__((warn_unused_result)) int waldamage_discard(const char *dir, char *moved,
-                                                          size_t len);
+__attribute__((warn_unused_result)) int waldamage_discard(const char *dir, char *moved, size_t len);
 
 /* Does replica dir hold the mark? reason (may be NULL; len bytes) gets its
  * text. */

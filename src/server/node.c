@@ -498,7 +498,10 @@ static int node_meta_wal_lost(struct node *n, const char *mdir)
 
 /* This process's refusal id (metaheal.h): its incarnation, so that an OUT
  * answering another process's report is not taken. */
-static uint64_t node_refusal_id(const struct node *n) { return n->incarnation; }
+static uint64_t node_refusal_id(const struct node *n)
+{
+  return n->incarnation;
+}
 
 /* Whether <data>/meta holds the metadata group's Raft state in raft_uv's
  * files (metadata1 or metadata2, written at bootstrap and at every term
@@ -622,8 +625,9 @@ static void node_on_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_
     uint8_t out[MHEAL_FRAME];
     mheal_encode(out, MHEAL_OUT_FRAME, id);
     if (nwatch_send(nw, sender_id, out, sizeof out) == 0) {
-      log_info("node", "node %llu's refused metadata replica is out of the group: told it to "
-                       "rejoin empty",
+      log_info("node",
+               "node %llu's refused metadata replica is out of the group: told it to "
+               "rejoin empty",
                (unsigned long long)sender_id);
     }
   } else if (type == MHEAL_REJOINED_FRAME) {

@@ -117,7 +117,7 @@ static int wal_records(const char *dir, struct rec *out, int cap)
  * records after it stay intact, so the damage was synced and is refused,
  * never cut as a torn tail. Returns the record's offset (what the refusal
  * names). */
-static bool garble_zeros; /* zeros instead of random bytes (a lost sector) */
+static bool garble_zeros;  /* zeros instead of random bytes (a lost sector) */
 static bool meta_truncate; /* damage_meta_wal empties the segment instead */
 
 static int64_t garble_wal_in(struct cd_cluster *c, int i, const char *sub, uint64_t *rnd)
@@ -144,8 +144,8 @@ static int64_t garble_wal_in(struct cd_cluster *c, int i, const char *sub, uint6
     memset(g, 0, len);
   }
   tu_write_at(dir, WAL_SEG, r->off, g, len);
-  print_message("wrote %zu %s bytes at byte %" PRId64
-                " of %s/%s (%d records, last job at %" PRId64 ")\n",
+  print_message("wrote %zu %s bytes at byte %" PRId64 " of %s/%s (%d records, last job at %" PRId64
+                ")\n",
                 len, garble_zeros ? "zero" : "random", r->off, dir, WAL_SEG, n, last_job);
   return r->off;
 }
@@ -594,7 +594,6 @@ static void test_raft_damage_wal_only_replica_stays_refused(void **state)
   cd_destroy(&c);
 }
 
-
 /* ---- the metadata group's log (meta/wal) ---- */
 
 #define META_TOPICS 4 /* m0..m3 before the damage, m4 while the victim is down */
@@ -702,8 +701,8 @@ static void damage_meta_wal(struct cd_cluster *c, int victim, const char *seed)
              c->nodes[victim].dir);
   } else {
     int64_t at = garble_wal_in(c, victim, "meta/wal", &rnd);
-    snprintf(want, sizeof want, "%.600s/meta/wal/%s: record at byte %" PRId64,
-             c->nodes[victim].dir, WAL_SEG, at);
+    snprintf(want, sizeof want, "%.600s/meta/wal/%s: record at byte %" PRId64, c->nodes[victim].dir,
+             WAL_SEG, at);
   }
   restarted_ms = tu_now_ms();
   assert_int_equal(cd_start(c, victim), 0);
@@ -897,7 +896,8 @@ static void test_meta_damage_wal_kill_while_refused(void **state)
   if (marked) {
     assert_true(log_line_since(c.nodes[victim].log, from, "the metadata replica is refused", ""));
   }
-  assert_false(log_line_since(c.nodes[victim].log, from, "metadata group's Raft log is damaged", ""));
+  assert_false(
+      log_line_since(c.nodes[victim].log, from, "metadata group's Raft log is damaged", ""));
   meta_check_counts(&c, victim);
   cd_destroy(&c);
 }

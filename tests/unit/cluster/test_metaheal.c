@@ -87,9 +87,8 @@ static void test_metaheal_only_its_own_out_rebuilds(void **state)
   snprintf(sub, sizeof sub, "%s/wal-snapshots", d);
   assert_int_equal(fs_mkdir_p(sub), 0);
   assert_int_equal(fs_replace_file(d, "wal-snapshots/snap-1-1", "s", 1), 0);
-  assert_int_equal(waldamage_set_aside_log(d, "record at byte 8", moved, sizeof moved, err,
-                                           sizeof err),
-                   0);
+  assert_int_equal(
+      waldamage_set_aside_log(d, "record at byte 8", moved, sizeof moved, err, sizeof err), 0);
   struct mheal mh;
   assert_int_equal(mheal_begin(&mh, d, 42, 1000), MHEAL_REFUSED);
   assert_non_null(strstr(mh.reason, "record at byte 8"));
