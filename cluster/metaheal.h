@@ -9,15 +9,22 @@
  *
  *   state       what runs                         event -> next          by
  *   OFF         the metadata group as usual        (none)
- *   REFUSED     no Raft at all (CTL_REFUSED):      leader's OUT frame     mheal_on_frame
+ *   REFUSED     no Raft at all (CTL_REFUSED):      leader's OUT frame     mheal_rebuild
  *               the replica neither votes nor      naming this refusal
  *               acknowledges; every tick a         -> state discarded,
  *               REFUSED frame goes to each         JOINING (node.c
- *               controller voter                   calls ctl_rejoin)
+ *               controller voter and each node     then calls
+ *               watching this one (node.c)         ctl_rejoin)
  *   JOINING     Raft on an empty log, never        the replica applied    mheal_tick
  *               bootstrapping; every tick a        the leader's commit
- *               REJOINED frame to each voter       -> DONE
+ *               REJOINED frame to the same         and holds its role
+ *               nodes                              -> DONE
  *   DONE        the metadata group as usual
+ *
+ * A log lost whole (no state of the group after wal_open) in a data dir
+ * whose NODE file names the cluster is marked the same way (node.c,
+ * node_meta_wal_lost): a configured voter would otherwise bootstrap and
+ * vote on an empty log.
  *
  * Node start (node.c): wal_open of meta/wal refusing the log (damage
  * beyond a torn tail) -> waldamage_set_aside_log writes the mark
