@@ -890,19 +890,32 @@ static void test_meta_damage_wal_kill_during_rebuild(void **state)
   cd_destroy(&c);
 }
 
-/* Killed while refused (before the leader's answer), restarted: the
- * durable mark keeps it refused, then it is rebuilt. */
+/* Stopped (SIGTERM, a clean exit) and then killed while refused (before
+ * the leader's answer), restarted: the durable mark keeps it refused, then
+ * it is rebuilt. */
 static void test_meta_damage_wal_kill_while_refused(void **state)
 {
   (void)state;
   struct cd_cluster c;
   int victim = 0;
   damage_meta_wal(&c, victim, "test_meta_damage_wal_kill_while_refused");
-  cd_kill(&c, victim);
   char meta[700];
   snprintf(meta, sizeof meta, "%.600s/meta/raft.refused", c.nodes[victim].dir);
   struct stat sb;
+  /* First a clean stop (SIGTERM) while refused: no Raft to close. */
+  assert_int_equal(ak_exit_code(cd_term(&c, victim, WAIT_MS)), 0);
   bool marked = stat(meta, &sb) == 0;
+  print_message("stopped node %d (SIGTERM, exit 0) while %s\n", victim,
+                marked ? "refused" : "already rebuilding");
+  long first = file_size(c.nodes[victim].log);
+  assert_int_equal(cd_start(&c, victim), 0);
+  long long until = tu_now_ms() + WAIT_MS;
+  while (marked && !log_line_since(c.nodes[victim].log, first, "the metadata replica is refused", "") &&
+         tu_now_ms() < until) {
+    usleep(10 * 1000);
+  }
+  cd_kill(&c, victim);
+  marked = stat(meta, &sb) == 0;
   print_message("killed node %d while %s\n", victim, marked ? "refused" : "already rebuilding");
   long from = file_size(c.nodes[victim].log);
   restarted_ms = tu_now_ms();
