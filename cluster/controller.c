@@ -353,6 +353,20 @@ static int ctl_attach_wal(struct controller *ctl)
   return 0;
 }
 
+int ctl_self_role(const struct controller *ctl)
+{
+  if (ctl->state != CTL_RUNNING) {
+    return -1;
+  }
+  const struct raft_configuration *c = &ctl->raft.configuration;
+  for (unsigned i = 0; i < c->n; i++) {
+    if (c->servers[i].id == ctl->self_id) {
+      return c->servers[i].role;
+    }
+  }
+  return -1;
+}
+
 bool ctl_failed(const struct controller *ctl)
 {
   return ctl->raft_failed;
@@ -444,6 +458,115 @@ static int ctl_check_files(struct controller *ctl, const char *dir)
   return 0;
 }
 
+/* Frees what ctl_open's first part made (no Raft, no I/O). */
+static void ctl_free_unstarted(struct controller *ctl)
+{
+  meta_state_close(&ctl->st);
+  free(ctl->self_address);
+  free(ctl->dir);
+  ctl->self_address = NULL;
+  ctl->dir = NULL;
+}
+
+/* Starts Raft: the group's transport, its I/O, raft_init, the bootstrap
+ * of a configured voter on a fresh log (not with opts.no_bootstrap),
+ * raft_start, the tick. Returns 0 (CTL_RUNNING), or a negative code with
+ * errmsg set: before raft_init nothing of it is left and the state is
+ * unchanged; after, the controller is CTL_CLOSING (raft closing). */
+static int ctl_start_raft(struct controller *ctl, const struct ctl_voter *voters, unsigned nvoters)
+{
+  int rv = transport_group_init(ctl->tr, &ctl->rt, CTL_GROUP_ID);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: transport: %s", cairn_strerror(rv));
+    return rv;
+  }
+  struct raft_io *io = &ctl->wio.io;
+  rv = raft_uv_init(io, ctl->loop, ctl->dir, &ctl->rt);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: raft I/O in %s: %s", ctl->dir, io->errmsg);
+    transport_group_release(&ctl->rt);
+    return raft_err_to_cairn(rv);
+  }
+  raft_uv_set_segment_size(io, ctl->opts.raft_segment_size);
+  raft_uv_set_auto_recovery(io, false); /* as rgroup_raft_init: never drop entries */
+  raft_uv_set_connect_retry_delay(io, 100);
+  if (ctl->opts.wal != NULL) {
+    rv = ctl_attach_wal(ctl);
+    if (rv != 0) {
+      raft_uv_close(io);
+      transport_group_release(&ctl->rt);
+      return rv;
+    }
+  }
+  ctl->io_send = io->send;
+  ctl->io_start = io->start;
+  ctl->io_random = io->random;
+  io->send = ctl_io_send;
+  io->start = ctl_io_start;
+  io->random = ctl_io_random;
+  ctl->fsm.version = 1;
+  ctl->fsm.data = ctl;
+  ctl->fsm.apply = ctl_fsm_apply;
+  ctl->fsm.snapshot = ctl_fsm_snapshot;
+  ctl->fsm.restore = ctl_fsm_restore;
+  rv = raft_init(&ctl->raft, io, &ctl->fsm, ctl->self_id, ctl->self_address);
+  if (rv != 0) {
+    ctl_set_errmsg(ctl, "metadata group: raft_init: %s", raft_errmsg(&ctl->raft));
+    raft_uv_close(io);
+    transport_group_release(&ctl->rt);
+    return raft_err_to_cairn(rv);
+  }
+  ctl->raft.data = ctl;
+  raft_set_heartbeat_timeout(&ctl->raft, ctl->opts.heartbeat_ms);
+  raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
+  raft_set_pre_vote(&ctl->raft, true); /* as the partitions' groups: rgroup_raft.c */
+  /* A restarted node knows the metadata only as of its last snapshot until
+   * a leader tells it what is committed (raft 0.15 applies nothing past
+   * the snapshot before that): it opens the replicas that state assigns
+   * to it at once, so that a partition whose majority it completes writes
+   * again even while the metadata group has no majority. A snapshot every
+   * 16 entries keeps that state close to the last one; the state is small
+   * (docs/metadata.md). */
+  raft_set_snapshot_threshold(&ctl->raft, CTL_SNAPSHOT_THRESHOLD);
+  raft_set_snapshot_trailing(&ctl->raft, 64);
+  /* A replica rebuilt once joins like a standby even when it is a
+   * configured voter: its empty log is a discarded one, and bootstrapping
+   * would make it a voter with none of the entries it acknowledged. */
+  rv = ctl->voter && !ctl->opts.no_bootstrap ? ctl_bootstrap(ctl, voters, nvoters) : 0;
+  if (rv == 0) {
+    rv = raft_start(&ctl->raft);
+    if (rv != 0) {
+      ctl_set_errmsg(ctl, "metadata group: starting raft in %s: %s", ctl->dir,
+                     raft_errmsg(&ctl->raft));
+      rv = raft_err_to_cairn(rv);
+    }
+  }
+  if (rv != 0) {
+    ctl->state = CTL_CLOSING;
+    ctl->closing_parts = 1;
+    raft_close(&ctl->raft, ctl_on_raft_closed);
+    return rv;
+  }
+  /* As a partition's replica (rgroup_elect_on_start): after a restart of
+   * every node the partitions open only once the metadata group has a
+   * leader and has applied its log, so its first election should not wait
+   * a full randomised timeout either. */
+  ctl->start_short = rgroup_elect_start_timer(
+      &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
+  ctl->started_ms = uv_now(ctl->loop);
+  uv_timer_init(ctl->loop, &ctl->tick);
+  ctl->tick.data = ctl;
+  uv_timer_start(&ctl->tick, ctl_on_tick, ctl->raft_failed ? 0 : CTL_TICK_MS, CTL_TICK_MS);
+  ctl->ticking = true;
+  ctl->state = CTL_RUNNING;
+  log_info("ctl", "metadata replica %llu open in %s (%s%s, %s)", (unsigned long long)ctl->self_id,
+           ctl->dir, ctl->voter ? "voter" : "standby",
+           ctl->voter && ctl->opts.no_bootstrap ? ", rebuilt once: joins without bootstrapping"
+                                                : "",
+           ctl->opts.wal != NULL ? "on the node's Raft log" : "raft_uv files");
+  return 0;
+}
+
 int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint64_t self_id,
              const char *self_address, const char *dir, const struct ctl_voter *voters,
              unsigned nvoters, const struct ctl_opts *opts, ctl_change_cb on_change,
@@ -463,6 +586,8 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
     free(ctl->dir);
     return CAIRN_ENOMEM;
   }
+  meta_state_init(&ctl->st);
+  ctl->state = CTL_REFUSED; /* no Raft yet */
   int rv = ctl_check_voters(ctl, voters, nvoters);
   if (rv == 0) {
     rv = fs_mkdir_p(dir);
@@ -473,101 +598,32 @@ int ctl_open(struct controller *ctl, uv_loop_t *loop, struct transport *tr, uint
   if (rv == 0 && ctl->opts.wal == NULL) {
     rv = ctl_check_files(ctl, dir);
   }
-  if (rv == 0) {
-    rv = transport_group_init(tr, &ctl->rt, CTL_GROUP_ID);
-  }
   if (rv != 0) {
-    free(ctl->self_address);
-    free(ctl->dir);
+    ctl_free_unstarted(ctl);
     return rv;
   }
-  struct raft_io *io = &ctl->wio.io;
-  rv = raft_uv_init(io, loop, dir, &ctl->rt);
-  if (rv != 0) {
-    ctl_set_errmsg(ctl, "metadata group: raft I/O in %s: %s", dir, io->errmsg);
-    transport_group_release(&ctl->rt);
-    free(ctl->self_address);
-    free(ctl->dir);
-    return raft_err_to_cairn(rv);
+  if (ctl->opts.refused) {
+    log_warn("ctl",
+             "metadata replica %llu refused in %s: no Raft until the leader has removed it "
+             "from the group",
+             (unsigned long long)self_id, dir);
+    return 0;
   }
-  raft_uv_set_segment_size(io, ctl->opts.raft_segment_size);
-  raft_uv_set_auto_recovery(io, false); /* as rgroup_raft_init: never drop entries */
-  raft_uv_set_connect_retry_delay(io, 100);
-  if (ctl->opts.wal != NULL) {
-    rv = ctl_attach_wal(ctl);
-    if (rv != 0) {
-      raft_uv_close(io);
-      transport_group_release(&ctl->rt);
-      free(ctl->self_address);
-      free(ctl->dir);
-      return rv;
-    }
+  rv = ctl_start_raft(ctl, voters, nvoters);
+  if (rv != 0 && ctl->state == CTL_REFUSED) {
+    ctl_free_unstarted(ctl);
   }
-  ctl->io_send = io->send;
-  ctl->io_start = io->start;
-  ctl->io_random = io->random;
-  io->send = ctl_io_send;
-  io->start = ctl_io_start;
-  io->random = ctl_io_random;
-  meta_state_init(&ctl->st);
-  ctl->fsm.version = 1;
-  ctl->fsm.data = ctl;
-  ctl->fsm.apply = ctl_fsm_apply;
-  ctl->fsm.snapshot = ctl_fsm_snapshot;
-  ctl->fsm.restore = ctl_fsm_restore;
-  rv = raft_init(&ctl->raft, io, &ctl->fsm, self_id, self_address);
-  if (rv != 0) {
-    ctl_set_errmsg(ctl, "metadata group: raft_init: %s", raft_errmsg(&ctl->raft));
-    raft_uv_close(io);
-    transport_group_release(&ctl->rt);
-    meta_state_close(&ctl->st);
-    free(ctl->self_address);
-    free(ctl->dir);
-    return raft_err_to_cairn(rv);
+  return rv;
+}
+
+int ctl_rejoin(struct controller *ctl)
+{
+  if (ctl->state != CTL_REFUSED) {
+    return CAIRN_EINVAL;
   }
-  ctl->raft.data = ctl;
-  raft_set_heartbeat_timeout(&ctl->raft, ctl->opts.heartbeat_ms);
-  raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
-  raft_set_pre_vote(&ctl->raft, true); /* as the partitions' groups: rgroup_raft.c */
-  /* A restarted node knows the metadata only as of its last snapshot until
-   * a leader tells it what is committed (raft 0.15 applies nothing past
-   * the snapshot before that): it opens the replicas that state assigns
-   * to it at once, so that a partition whose majority it completes writes
-   * again even while the metadata group has no majority. A snapshot every
-   * 16 entries keeps that state close to the last one; the state is small
-   * (docs/metadata.md). */
-  raft_set_snapshot_threshold(&ctl->raft, CTL_SNAPSHOT_THRESHOLD);
-  raft_set_snapshot_trailing(&ctl->raft, 64);
-  rv = ctl->voter ? ctl_bootstrap(ctl, voters, nvoters) : 0;
-  if (rv == 0) {
-    rv = raft_start(&ctl->raft);
-    if (rv != 0) {
-      ctl_set_errmsg(ctl, "metadata group: starting raft in %s: %s", dir, raft_errmsg(&ctl->raft));
-      rv = raft_err_to_cairn(rv);
-    }
-  }
-  if (rv != 0) {
-    ctl->state = CTL_CLOSING;
-    ctl->closing_parts = 1;
-    raft_close(&ctl->raft, ctl_on_raft_closed);
-    return rv;
-  }
-  /* As a partition's replica (rgroup_elect_on_start): after a restart of
-   * every node the partitions open only once the metadata group has a
-   * leader and has applied its log, so its first election should not wait
-   * a full randomised timeout either. */
-  ctl->start_short = rgroup_elect_start_timer(
-      &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
-  ctl->started_ms = uv_now(loop);
-  uv_timer_init(loop, &ctl->tick);
-  ctl->tick.data = ctl;
-  uv_timer_start(&ctl->tick, ctl_on_tick, ctl->raft_failed ? 0 : CTL_TICK_MS, CTL_TICK_MS);
-  ctl->ticking = true;
-  ctl->state = CTL_RUNNING;
-  log_info("ctl", "metadata replica %llu open in %s (%s, %s)", (unsigned long long)self_id, dir,
-           ctl->voter ? "voter" : "standby",
-           ctl->opts.wal != NULL ? "on the node's Raft log" : "raft_uv files");
-  return 0;
+  ctl->opts.refused = false;
+  ctl->opts.no_bootstrap = true;
+  return ctl_start_raft(ctl, NULL, 0);
 }
 
 /* ---- proposals ---- */
@@ -638,7 +694,10 @@ bool ctl_is_leader(struct controller *ctl)
   return ctl->state == CTL_RUNNING && !ctl->raft_failed && raft_state(&ctl->raft) == RAFT_LEADER;
 }
 
-uint64_t ctl_applied_index(struct controller *ctl) { return raft_last_applied(&ctl->raft); }
+uint64_t ctl_applied_index(struct controller *ctl)
+{
+  return ctl->state == CTL_RUNNING ? raft_last_applied(&ctl->raft) : 0;
+}
 
 static void ctl_on_barrier(struct raft_barrier *b, int status)
 {
@@ -714,6 +773,7 @@ static void ctl_reset_liveness(struct controller *ctl)
   uint64_t now = uv_now(ctl->loop);
   ctl->nseen = 0;
   ctl->nreports = 0;
+  ctl->nrefused = 0;
   for (size_t i = 0; i < ctl->st.nnodes; i++) {
     struct ctl_seen *s = ctl_seen_get(ctl, (&ctl->st.nodes[i])->id);
     if (s != NULL) {
@@ -859,19 +919,122 @@ static const struct raft_server *ctl_conf_find(const struct controller *ctl, uin
   return NULL;
 }
 
+/* ---- refused replicas of other nodes (leader only; metaheal.h) ---- */
+
+static struct ctl_refused *ctl_refused_find(struct controller *ctl, uint64_t node_id)
+{
+  for (size_t i = 0; i < ctl->nrefused; i++) {
+    if (ctl->refused[i].node_id == node_id) {
+      return &ctl->refused[i];
+    }
+  }
+  return NULL;
+}
+
+/* Was node_id's replica reported refused within CTL_REFUSED_HOLD_MS? */
+static bool ctl_refused_recent(struct controller *ctl, uint64_t node_id)
+{
+  struct ctl_refused *f = ctl_refused_find(ctl, node_id);
+  return f != NULL && uv_now(ctl->loop) - f->heard_ms < CTL_REFUSED_HOLD_MS;
+}
+
+int ctl_note_refused(struct controller *ctl, uint64_t node_id)
+{
+  if (!ctl_is_leader(ctl)) {
+    return CAIRN_ENOTLEADER;
+  }
+  if (node_id == ctl->self_id) {
+    return 0;
+  }
+  struct ctl_refused *f = ctl_refused_find(ctl, node_id);
+  if (f == NULL) {
+    size_t i = 0;
+    for (; i < ctl->nrefused; i++) {
+      if (!ctl_refused_recent(ctl, ctl->refused[i].node_id)) {
+        break; /* an expired entry is reused */
+      }
+    }
+    if (i == CTL_MAX_REFUSED) {
+      return 0; /* full: this report is not kept; the node reports again */
+    }
+    if (i == ctl->nrefused) {
+      ctl->nrefused++;
+    }
+    f = &ctl->refused[i];
+    f->node_id = node_id;
+    log_warn("ctl",
+             "metadata group: node %llu reports its metadata replica refused (its log was "
+             "damaged): it is removed from the group, then added back empty",
+             (unsigned long long)node_id);
+  }
+  f->heard_ms = uv_now(ctl->loop);
+  return ctl_conf_find(ctl, node_id) == NULL && !ctl->changing &&
+         ctl->raft.configuration_uncommitted_index == 0;
+}
+
+void ctl_note_rejoined(struct controller *ctl, uint64_t node_id)
+{
+  struct ctl_refused *f = ctl_is_leader(ctl) ? ctl_refused_find(ctl, node_id) : NULL;
+  if (f != NULL) {
+    *f = ctl->refused[--ctl->nrefused];
+  }
+}
+
+/* Is id one of the cluster's configured controller voters (Bootstrap)? */
+static bool ctl_configured_voter(const struct controller *ctl, uint64_t id)
+{
+  for (uint32_t i = 0; i < ctl->st.nvoters; i++) {
+    if (ctl->st.voters[i] == id) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A member whose replica is refused leaves first, voter or not: until the
+ * committed configuration lacks it, what it acknowledged and voted before
+ * its log was damaged still counts, and it may not discard its state. */
+static bool ctl_step_refused(struct controller *ctl)
+{
+  const struct raft_configuration *c = &ctl->raft.configuration;
+  for (unsigned i = 0; i < c->n; i++) {
+    uint64_t id = c->servers[i].id;
+    if (id == ctl->self_id || !ctl_refused_recent(ctl, id)) {
+      continue;
+    }
+    int rv = raft_remove(&ctl->raft, &ctl->change, id, ctl_on_change_done);
+    if (rv == 0) {
+      ctl->changing = true;
+      log_warn("ctl", "metadata group: remove node %llu (its metadata replica is refused)",
+               (unsigned long long)id);
+    } else {
+      log_warn("ctl", "metadata group: remove node %llu (refused): %s", (unsigned long long)id,
+               raft_errmsg(&ctl->raft));
+    }
+    return true;
+  }
+  return false;
+}
+
 /* Brings the group's membership one step closer to the node list: a
- * registered node not in it is added (as a spare) then made a standby; a
- * removed node that is a standby leaves. Voters are the configured ones
- * and are never changed here. */
+ * member whose replica is refused is removed (ctl_step_refused); a
+ * registered node not in it is added (as a spare) then made a voter (a
+ * configured voter: one rebuilt after its log was damaged) or a standby;
+ * a removed node that is a standby leaves. Configured voters that are
+ * voters are never changed here; a node reported refused is not added. */
 static void ctl_step_membership(struct controller *ctl)
 {
   if (ctl->changing) {
     return;
   }
   ctl->change.data = ctl;
+  if (ctl_step_refused(ctl)) {
+    return;
+  }
   for (size_t i = 0; i < ctl->st.nnodes; i++) {
     const struct meta_node *nd = (&ctl->st.nodes[i]);
     const struct raft_server *srv = ctl_conf_find(ctl, nd->id);
+    bool voter = ctl_configured_voter(ctl, nd->id);
     int rv = 0;
     const char *what = NULL;
     if (nd->state == META_NODE_REMOVED) {
@@ -879,9 +1042,15 @@ static void ctl_step_membership(struct controller *ctl)
         what = "remove";
         rv = raft_remove(&ctl->raft, &ctl->change, nd->id, ctl_on_change_done);
       }
+    } else if (ctl_refused_recent(ctl, nd->id)) {
+      continue; /* it rejoins empty first */
     } else if (srv == NULL) {
       what = "add";
       rv = raft_add(&ctl->raft, &ctl->change, nd->id, nd->cluster_addr, ctl_on_change_done);
+    } else if (voter && srv->role != RAFT_VOTER) {
+      /* raft 0.15 appends the change only once the server caught up */
+      what = "assign voter";
+      rv = raft_assign(&ctl->raft, &ctl->change, nd->id, RAFT_VOTER, ctl_on_change_done);
     } else if (srv->role == RAFT_SPARE) {
       what = "assign standby";
       rv = raft_assign(&ctl->raft, &ctl->change, nd->id, RAFT_STANDBY, ctl_on_change_done);
@@ -1074,6 +1243,20 @@ static void ctl_on_tick_closed(uv_handle_t *h) { ctl_on_part_closed(h->data); }
 
 void ctl_close(struct controller *ctl, ctl_close_cb cb)
 {
+  if (ctl->state == CTL_REFUSED) {
+    ctl_free_unstarted(ctl); /* no Raft, no I/O, no tick */
+    ctl->state = CTL_CLOSED;
+    cb(ctl);
+    return;
+  }
+  if (ctl->state == CTL_CLOSED) {
+    cb(ctl); /* a failed ctl_rejoin closed it already */
+    return;
+  }
+  if (ctl->state == CTL_CLOSING && ctl->close_cb == NULL) {
+    ctl->close_cb = cb; /* a failed ctl_rejoin: its raft_close calls back */
+    return;
+  }
   if (ctl->state != CTL_RUNNING) {
     return;
   }

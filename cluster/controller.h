@@ -35,9 +35,29 @@
  * place: the node's placement of every partition hangs on its state, and a
  * restart replays it from the log.
  *
+ * Refused (ctl_opts.refused: the node's metadata log was damaged and set
+ * aside, metaheal.h): ctl_open opens no Raft at all: no transport group, no
+ * I/O, no tick; the state is empty, ctl_leader names no one, proposals are
+ * refused (CAIRN_ESHUTDOWN). The replica neither votes nor acknowledges
+ * until the node, told by the leader that the committed configuration
+ * lacks it, calls ctl_rejoin: Raft then starts on the (empty) log without
+ * bootstrapping.
+ *
+ * Refused replicas of other nodes (the leader's side): ctl_note_refused
+ * records a node whose replica is refused; for CTL_REFUSED_HOLD_MS after
+ * its last report the membership step removes it from the group (even a
+ * voter: its lost votes and entries must stop counting) and never adds it
+ * back; ctl_note_refused answers whether the committed configuration lacks
+ * it. Configured voters (the cluster's Bootstrap voters) that are in the
+ * group as spares or standbys (a rebuilt replica added back) are assigned
+ * the voter role; raft 0.15 promotes only once the server caught up.
+ *
  * Lifecycle:
  *   ctl_open -> CTL_RUNNING --ctl_close--> CTL_CLOSING -> cb -> CTL_CLOSED
- *   (ctl_open failing leaves nothing to close.)
+ *   ctl_open (opts.refused) -> CTL_REFUSED --ctl_rejoin--> CTL_RUNNING
+ *   CTL_REFUSED --ctl_close--> cb -> CTL_CLOSED
+ *   (ctl_open failing leaves nothing to close; ctl_rejoin failing leaves
+ *   CTL_CLOSING, and ctl_close's callback fires once that is done.)
  *
  * Context: loop thread only. */
 #ifndef CAIRN_CONTROLLER_H
@@ -61,7 +81,15 @@
 #define CTL_MAX_INFLIGHT 64 /* proposals of the planner and of requests */
 #define CTL_SNAPSHOT_THRESHOLD 16 /* entries between two snapshots of the metadata (controller.c) */
 
-enum ctl_state { CTL_RUNNING, CTL_CLOSING, CTL_CLOSED };
+#define CTL_MAX_REFUSED 16       /* refused replicas the leader tracks at once */
+#define CTL_REFUSED_HOLD_MS 3000 /* a refused node is kept out this long after its report */
+
+enum ctl_state {
+  CTL_RUNNING, /* Raft runs */
+  CTL_CLOSING, /* ctl_close (or a failed ctl_rejoin): Raft closing */
+  CTL_CLOSED,  /* everything freed */
+  CTL_REFUSED  /* the log was damaged: no Raft until ctl_rejoin */
+};
 
 struct ctl_voter {
   uint64_t id;
@@ -87,6 +115,9 @@ struct ctl_opts {
   size_t raft_segment_size;  /* 0: 1 MiB */
   unsigned node_timeout_ms;  /* 0: 10000 */
   unsigned replace_delay_ms; /* 0: 60000 */
+  bool refused;              /* open in CTL_REFUSED (see "Refused") */
+  bool no_bootstrap;         /* a configured voter joins too: the data dir's
+                              * replica was rebuilt once (metaheal.h) */
 };
 
 struct ctl_propose;
@@ -126,6 +157,12 @@ struct ctl_seen {
   uint64_t last_ms;       /* loop time of the last heartbeat */
   uint64_t incarnation;
   uint64_t report_seq;    /* the node's report the reports hold, 0: none */
+};
+
+/* A node that reported its metadata replica refused (leader only). */
+struct ctl_refused {
+  uint64_t node_id;
+  uint64_t heard_ms; /* loop time of its last report */
 };
 
 struct controller {
@@ -181,6 +218,8 @@ struct controller {
                                 * (or a vote request from a shorter log) until a
                                 * leader is known (rgroup.h: rgroup_elect_start_timer) */
   uint64_t started_ms;
+  struct ctl_refused refused[CTL_MAX_REFUSED]; /* leader only */
+  size_t nrefused;
   ctl_change_cb on_change;
   void *change_data;
   ctl_close_cb close_cb;
@@ -262,6 +301,27 @@ bool ctl_node_is_live(const struct controller *ctl, uint64_t node_id);
  * says no.) */
 bool ctl_incarnation_is_live(const struct controller *ctl, uint64_t node_id,
                              uint64_t incarnation);
+
+/* CTL_REFUSED -> CTL_RUNNING: starts Raft on the group's log without
+ * bootstrapping. Only once the leader confirmed the committed
+ * configuration lacks this node. Returns 0 or a negative code with
+ * ctl->errmsg set (the controller is then CTL_CLOSING: close it). */
+__attribute__((warn_unused_result)) int ctl_rejoin(struct controller *ctl);
+
+/* Leader only: node_id reports its metadata replica refused (metaheal.h).
+ * Returns 1 when the committed configuration lacks it and no change is
+ * uncommitted (the node may drop its state: answer OUT), 0 when not yet
+ * (it is removed at the next tick), CAIRN_ENOTLEADER when not leader. */
+int ctl_note_refused(struct controller *ctl, uint64_t node_id);
+
+/* Leader only: node_id's replica rejoined empty: it may be added back at
+ * once. */
+void ctl_note_rejoined(struct controller *ctl, uint64_t node_id);
+
+/* This replica's role in the group's configuration as it knows it
+ * (RAFT_VOTER, RAFT_STANDBY, RAFT_SPARE), or -1 when it is not a member or
+ * runs no Raft. */
+int ctl_self_role(const struct controller *ctl);
 
 /* True once a write to the node's log failed (see "Failed write"). */
 bool ctl_failed(const struct controller *ctl);

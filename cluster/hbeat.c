@@ -284,8 +284,8 @@ static void hbeat_on_answer(struct hbeat *hb, uint64_t follower_id, enum hbeat_t
   }
 }
 
-static void hbeat_on_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
-                           size_t len, void *data)
+void hbeat_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload, size_t len,
+                 void *data)
 {
   (void)nw;
   struct hbeat *hb = data;
@@ -326,7 +326,7 @@ void hbeat_init(struct hbeat *hb, uv_loop_t *loop, struct parts *ps, struct node
   if (period_ms > 0) {
     uv_timer_start(&hb->timer, hbeat_on_timer, period_ms, period_ms);
   }
-  nwatch_set_frame_cb(nw, hbeat_on_frame, hb);
+  nwatch_set_frame_cb(nw, hbeat_frame, hb);
 }
 
 static void hbeat_on_closed(uv_handle_t *h)

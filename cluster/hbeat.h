@@ -93,6 +93,12 @@ struct hbeat {
   uint64_t bad;            /* malformed payloads */
 };
 
+/* hb's frame callback (nwatch_frame_cb, data = hb); hbeat_init installs
+ * it, and a node that shares the watch connections with other frames
+ * (metaheal.h) calls it for the payloads that are not its own. */
+void hbeat_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload, size_t len,
+                 void *data);
+
 /* Starts hb: answers beats from now on (nwatch_set_frame_cb) and, with
  * period_ms > 0, beats every period_ms for the coalesced groups of ps.
  * Ownership: borrows ps and nw, which must stay open until hbeat_close's

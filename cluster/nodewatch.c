@@ -8,6 +8,7 @@
 #include "format/endian.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ struct nwatch_inbound {
   struct nodewatch *nw;
   uv_tcp_t *tcp;
   uint64_t sender_id;
+  char address[TRANSPORT_ADDRESS_MAX + 1]; /* the sender's cluster address */
   uint8_t *buf; /* bytes read and not yet framed (at most one frame's) */
   size_t len, cap;
   char rbuf[NWATCH_READ_CHUNK];
@@ -378,7 +380,7 @@ static void nwatch_inbound_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t
 
 static void nwatch_free_handle(uv_handle_t *h) { free(h); }
 
-static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
+static void nwatch_accept(void *data, uint64_t sender_id, const char *address, uv_stream_t *stream)
 {
   struct nodewatch *nw = data;
   struct nwatch_inbound *in = calloc(1, sizeof *in);
@@ -389,6 +391,7 @@ static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
   }
   in->nw = nw;
   in->sender_id = sender_id;
+  snprintf(in->address, sizeof in->address, "%s", address);
   in->tcp = (uv_tcp_t *)stream;
   stream->data = in;
   in->next = nw->inbound;
@@ -405,6 +408,23 @@ static void nwatch_accept(void *data, uint64_t sender_id, uv_stream_t *stream)
       uv_read_start(stream, nwatch_inbound_alloc, nwatch_inbound_on_read) != 0) {
     nwatch_inbound_close(in);
   }
+}
+
+size_t nwatch_watchers(const struct nodewatch *nw, uint64_t *ids, const char **addresses,
+                       size_t cap)
+{
+  size_t k = 0;
+  for (const struct nwatch_inbound *in = nw->inbound; in != NULL && k < cap; in = in->next) {
+    bool seen = false;
+    for (size_t j = 0; j < k && !seen; j++) {
+      seen = ids[j] == in->sender_id;
+    }
+    if (!seen && in->address[0] != '\0') {
+      ids[k] = in->sender_id;
+      addresses[k++] = in->address;
+    }
+  }
+  return k;
 }
 
 /* ---- lifecycle ---- */

@@ -138,6 +138,13 @@ void nwatch_set_frame_cb(struct nodewatch *nw, nwatch_frame_cb cb, void *data);
 __attribute__((warn_unused_result)) int nwatch_send(struct nodewatch *nw, uint64_t node_id,
                                                     const uint8_t *payload, size_t len);
 
+/* The nodes watching this one now (their connections to it), each once:
+ * ids[i] at addresses[i] (their cluster addresses, borrowed: valid until
+ * the loop runs again), at most cap. Returns how many. A node that knows
+ * no peers yet (a refused metadata replica, metaheal.h) learns them here. */
+size_t nwatch_watchers(const struct nodewatch *nw, uint64_t *ids, const char **addresses,
+                       size_t cap);
+
 /* The state of the watch on node_id; NWATCH_IDLE if not watched. */
 enum nwatch_state nwatch_peer_state(const struct nodewatch *nw, uint64_t node_id);
 

@@ -741,7 +741,7 @@ static void transport_inbound_route_watch(struct transport_inbound *in, uint64_t
   }
   uv_tcp_t *tcp = transport_inbound_take(in);
   if (tcp != NULL) {
-    tr->watch_cb(tr->watch_data, sender, (uv_stream_t *)tcp);
+    tr->watch_cb(tr->watch_data, sender, address, (uv_stream_t *)tcp);
   }
 }
 

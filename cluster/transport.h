@@ -65,8 +65,10 @@ struct transport_inbound;
 
 /* Handles an inbound stream of a kind that belongs to no group
  * (TRANSPORT_KIND_WATCH): takes the stream (a malloc'd uv_tcp_t: uv_close
- * it, then free it). */
-typedef void (*transport_watch_cb)(void *data, uint64_t sender_id, uv_stream_t *stream);
+ * it, then free it). address (the sender's cluster address from the
+ * preamble) is borrowed, valid during the call only. */
+typedef void (*transport_watch_cb)(void *data, uint64_t sender_id, const char *address,
+                                   uv_stream_t *stream);
 
 struct transport;
 typedef void (*transport_close_cb)(struct transport *tr);

@@ -137,6 +137,23 @@ static int waldamage_aside_name(const char *dir, const char *prefix, char *out, 
   return -EEXIST;
 }
 
+/* Renames the log from to moved (chosen by waldamage_aside_name in
+ * parent), makes that durable, and prunes the oldest set-aside logs. */
+static int waldamage_move_log(const char *parent, const char *from, const char *moved, char *errmsg,
+                              size_t errlen)
+{
+  int rv = rename(from, moved) == 0 ? 0 : -errno;
+  if (rv == 0) {
+    rv = fs_fsync_dir(parent);
+  }
+  if (rv != 0) {
+    waldamage_fmt(errmsg, errlen, "%s: moving it to %s: %s", from, moved, cairn_strerror(rv));
+    return rv;
+  }
+  waldamage_prune(parent, WALDAMAGE_PREFIX, WALDAMAGE_KEEP);
+  return 0;
+}
+
 int waldamage_set_aside(const char *data_dir, const char *why, char *moved, size_t len,
                         unsigned *marked, char *errmsg, size_t errlen)
 {
@@ -162,16 +179,67 @@ int waldamage_set_aside(const char *data_dir, const char *why, char *moved, size
   if (rv != 0) {
     return rv;
   }
-  rv = rename(from, moved) == 0 ? 0 : -errno;
-  if (rv == 0) {
-    rv = fs_fsync_dir(data_dir);
+  return waldamage_move_log(data_dir, from, moved, errmsg, errlen);
+}
+
+int waldamage_set_aside_log(const char *dir, const char *why, char *moved, size_t len, char *errmsg,
+                            size_t errlen)
+{
+  char from[PATH_MAX];
+  if (snprintf(from, sizeof from, "%s/wal", dir) >= (int)sizeof from) {
+    waldamage_fmt(errmsg, errlen, "%s: path too long", dir);
+    return CAIRN_EINVAL;
   }
+  int rv = waldamage_aside_name(dir, WALDAMAGE_PREFIX, moved, len);
   if (rv != 0) {
-    waldamage_fmt(errmsg, errlen, "%s: moving it to %s: %s", from, moved, cairn_strerror(rv));
+    waldamage_fmt(errmsg, errlen, "%s: no free name to move the log to: %s", dir,
+                  cairn_strerror(rv));
     return rv;
   }
-  waldamage_prune(data_dir, WALDAMAGE_PREFIX, WALDAMAGE_KEEP);
-  return 0;
+  /* The mark durable before the log goes (a mark already there stays: it
+   * names the first damage). */
+  char line[WALDAMAGE_REASON_MAX];
+  snprintf(line, sizeof line, "%s (the log was moved to %s)", why, moved);
+  rv = waldamage_mark(dir, line, errmsg, errlen);
+  if (rv != 0) {
+    return rv;
+  }
+  return waldamage_move_log(dir, from, moved, errmsg, errlen);
+}
+
+int waldamage_mark(const char *dir, const char *why, char *errmsg, size_t errlen)
+{
+  if (waldamage_marked(dir, NULL, 0)) {
+    return 0;
+  }
+  char line[WALDAMAGE_REASON_MAX];
+  int w = snprintf(line, sizeof line, "%s\n", why);
+  size_t line_len = w > 0 && (size_t)w < sizeof line ? (size_t)w : sizeof line - 1;
+  int rv = fs_replace_file(dir, WALDAMAGE_MARK, line, line_len);
+  if (rv == 0) {
+    rv = fs_fsync_dir(dir);
+  }
+  if (rv != 0) {
+    waldamage_fmt(errmsg, errlen, "%s/%s: %s", dir, WALDAMAGE_MARK, cairn_strerror(rv));
+  }
+  return rv;
+}
+
+bool waldamage_was_rebuilt(const char *dir)
+{
+  return fs_dir_has_prefix(dir, WALDAMAGE_DISCARDED_PREFIX);
+}
+
+int waldamage_discard(const char *dir, char *moved, size_t len)
+{
+  int rv = waldamage_aside_name(dir, WALDAMAGE_DISCARDED_PREFIX, moved, len);
+  if (rv == 0) {
+    rv = mkdir(moved, 0755) == 0 ? 0 : -errno;
+  }
+  if (rv == 0) {
+    rv = waldamage_move_state(dir, moved); /* fsyncs dir: the new directory too */
+  }
+  return rv;
 }
 
 /* Moves dir/name into moved/name when it exists. */

@@ -20,6 +20,11 @@
  *            and last the mark into raft.damaged-<seconds>, and it rejoins
  *            empty, never bootstrapping.
  *
+ * The metadata group's own log (<data>/meta/wal) uses the same pieces on
+ * its directory: waldamage_set_aside_log marks <data>/meta itself, and
+ * metaheal.h's rebuild ends with waldamage_discard (docs/metadata.md, "A
+ * damaged metadata log").
+ *
  * Failure modes: a crash before the move leaves the damaged log in place:
  * the next start finds the same damage and marks again (idempotent). A
  * crash after it leaves a new empty log and every mark durable: no replica
@@ -40,6 +45,8 @@
 /* In the data directory: a damaged node-wide log set aside. */
 #define WALDAMAGE_PREFIX "wal.damaged-"
 #define WALDAMAGE_KEEP 3
+/* In a replica directory: Raft state moved aside by a rebuild. */
+#define WALDAMAGE_DISCARDED_PREFIX "raft.damaged-"
 
 /* Marks every replica directory under <data_dir>/partitions with why
  * (one that holds a mark already keeps its own), then moves <data_dir>/wal
@@ -52,6 +59,34 @@ __attribute__((warn_unused_result)) int waldamage_set_aside(const char *data_dir
                                                             char *moved, size_t len,
                                                             unsigned *marked, char *errmsg,
                                                             size_t errlen);
+
+/* The metadata group's log (<meta>/wal, its own: docs/metadata.md) damaged:
+ * marks dir (<data>/meta) itself with why, unless it holds a mark
+ * already, durably, then moves dir/wal to dir/wal.damaged-<seconds>[-<k>]
+ * as waldamage_set_aside does. moved (len bytes) gets the new path.
+ * Returns 0 or -errno, errmsg (errlen bytes) saying which step and file;
+ * the log is still in place when the mark failed. Ownership: borrows
+ * every argument. */
+__attribute__((warn_unused_result)) int waldamage_set_aside_log(const char *dir, const char *why,
+                                                                char *moved, size_t len,
+                                                                char *errmsg, size_t errlen);
+
+/* Writes the mark into dir with why (one line), durably, unless dir holds
+ * one already (kept: it names the first damage). Returns 0 or -errno with
+ * errmsg (errlen bytes) naming the file. */
+__attribute__((warn_unused_result)) int waldamage_mark(const char *dir, const char *why,
+                                                       char *errmsg, size_t errlen);
+
+/* Does dir hold Raft state moved aside by a rebuild (a
+ * WALDAMAGE_DISCARDED_PREFIX entry)? Then its replica joins, never
+ * bootstraps: an empty log there is a discarded one. */
+bool waldamage_was_rebuilt(const char *dir);
+
+/* Makes dir/raft.damaged-<seconds>[-<k>] (its path into moved, len bytes)
+ * and moves dir's Raft state and last its mark into it
+ * (waldamage_move_state), durably. Returns 0 or -errno; a failure before
+ * the mark moved leaves dir refused. */
+__attribute__((warn_unused_result)) int waldamage_discard(const char *dir, char *moved, size_t len);
 
 /* Does replica dir hold the mark? reason (may be NULL; len bytes) gets its
  * text. */

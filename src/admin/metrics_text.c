@@ -509,6 +509,15 @@ static void metrics_text_cluster(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_controller_leader", "gauge",
                       "1 when this node leads the metadata group (the controller).");
   admin_buf_printf(b, "cairn_controller_leader %d\n", ctl_is_leader(&n->ctl) ? 1 : 0);
+  metrics_text_family(b, "cairn_meta_replica_state", "gauge",
+                      "This node's metadata replica after its log was damaged (metaheal.h): 0 "
+                      "intact, 1 refused (no Raft), 2 joining empty, 3 rebuilt.");
+  admin_buf_printf(b, "cairn_meta_replica_state %d\n", (int)n->mheal.state);
+  metrics_text_family(b, "cairn_meta_replica_voter", "gauge",
+                      "1 when this node's metadata replica is a voter in the group's "
+                      "configuration as it knows it.");
+  admin_buf_printf(b, "cairn_meta_replica_voter %d\n",
+                   ctl_self_role(&n->ctl) == RAFT_VOTER ? 1 : 0);
   uint64_t by_state[5] = {0};
   for (size_t i = 0; i < st->nnodes; i++) {
     unsigned s = (unsigned)st->nodes[i].state;

@@ -1006,6 +1006,12 @@ static void hn_join_check(struct node *n)
 
 void handle_node_tick(struct node *n)
 {
+  if (n->mheal.state == MHEAL_REFUSED) {
+    /* No metadata to register against or report on: a registration sent
+     * through --join each tick would add an entry a second to the
+     * metadata log for as long as the replica stays refused. */
+    return;
+  }
   if (n->cfg.join_set && !n->join_checked) {
     if (!n->join_inflight) {
       hn_join_check(n);

@@ -437,6 +437,72 @@ static int node_wal_set_aside(struct node *n, const char *wdir, char *why)
   return rv;
 }
 
+/* The metadata group's log (meta/wal) is damaged beyond a torn tail (why:
+ * the file and byte): the node does not refuse to start; the log is set
+ * aside after a durable mark (waldamage_set_aside_log) and a new one
+ * opened; the mark keeps the metadata replica refused until the cluster
+ * rebuilt it (metaheal.h). why is overwritten on failure. Returns 0 with
+ * n->meta_wal open, or the error (why says it). */
+static int node_meta_wal_set_aside(struct node *n, const char *wdir, char *why)
+{
+  char damage[WAL_ERRMSG_SIZE], moved[CONFIG_PATH_MAX + 64], err[WAL_ERRMSG_SIZE];
+  char mdir[CONFIG_PATH_MAX + 8];
+  snprintf(damage, sizeof damage, "%s", why);
+  snprintf(mdir, sizeof mdir, "%s/meta", n->cfg.data_dir);
+  log_error("node", "the metadata group's Raft log is damaged: %s", damage);
+  int rv = waldamage_set_aside_log(mdir, damage, moved, sizeof moved, err, sizeof err);
+  if (rv != 0) {
+    snprintf(why, WAL_ERRMSG_SIZE, "%.200s; setting it aside failed: %.280s", damage, err);
+    return rv;
+  }
+  log_error("node",
+            "moved the damaged metadata log to %s and started a new one: the node's metadata "
+            "replica stays refused (no Raft: it neither votes nor acknowledges) until the "
+            "controller leader has removed it from the metadata group; then it rejoins empty and "
+            "is rebuilt from its peers; the node serves its partitions once it holds the metadata "
+            "again",
+            moved);
+  return wal_open(n->loop, wdir, NULL, &n->meta_wal, why);
+}
+
+/* The metadata log opened holds nothing of the group, but the data
+ * directory belongs to a cluster (NODE names its id, saved once this
+ * replica applied the cluster's Bootstrap): its log was lost (deleted,
+ * emptied, cut to nothing), and with it the votes and entries this
+ * replica gave. Opened as it is, a configured voter would bootstrap and
+ * vote on an empty log; so it is refused like a damaged one (the mark;
+ * metaheal.h). A replica that crashed while rejoining empty (before it
+ * received anything) is refused again too: one more removal, never an
+ * empty voter. Returns 0, or the mark's error (errmsg set). */
+static int node_meta_wal_lost(struct node *n, const char *mdir)
+{
+  struct wal_group_info gi;
+  if (n->cluster_id[0] == '\0' || wal_group_info(n->meta_wal, META_GROUP_ID, &gi) == 0) {
+    return 0;
+  }
+  char why[CONFIG_PATH_MAX + META_CLUSTER_ID_MAX + 200], err[WAL_ERRMSG_SIZE];
+  snprintf(why, sizeof why,
+           "%s/wal: the metadata group's log holds nothing, but this data directory belongs to "
+           "cluster %s: the log was lost",
+           mdir, n->cluster_id);
+  if (waldamage_marked(mdir, NULL, 0)) {
+    return 0;
+  }
+  log_error("node", "%s", why);
+  int rv = waldamage_mark(mdir, why, err, sizeof err);
+  if (rv != 0) {
+    node_set_errmsg(n, "the metadata group's Raft log: %s; marking it refused: %s", why, err);
+  }
+  return rv;
+}
+
+/* This process's refusal id (metaheal.h): its incarnation, so that an OUT
+ * answering another process's report is not taken. */
+static uint64_t node_refusal_id(const struct node *n)
+{
+  return n->incarnation;
+}
+
 /* Whether <data>/meta holds the metadata group's Raft state in raft_uv's
  * files (metadata1 or metadata2, written at bootstrap and at every term
  * change, before any entry): a data directory of a node that ran before
@@ -498,19 +564,77 @@ static int node_open_wal(struct node *n, struct ctl_opts *co)
              n->cfg.data_dir);
     return 0;
   }
-  /* A log of its own, not the partitions': damage there can be set aside
-   * and the partitions rebuilt from their peers (node_wal_set_aside), but
-   * the metadata replica has no such rebuild, so damage in its log
-   * refuses the start, with the file and byte. */
+  /* A log of its own, not the partitions': damage there is set aside too,
+   * but only the metadata replica is refused and rebuilt (metaheal.h). */
   snprintf(wdir, sizeof wdir, "%s/meta/wal", n->cfg.data_dir);
   rv = wal_open(n->loop, wdir, NULL, &n->meta_wal, why);
+  if (rv == CAIRN_ECORRUPT) {
+    rv = node_meta_wal_set_aside(n, wdir, why);
+  }
   if (rv != 0) {
     node_set_errmsg(n, "the metadata group's Raft log: %s", why);
     return rv;
   }
   co->wal = n->meta_wal;
   co->on_fatal = node_on_ctl_fatal;
+  char mdir[CONFIG_PATH_MAX + 8];
+  snprintf(mdir, sizeof mdir, "%s/meta", n->cfg.data_dir);
+  rv = node_meta_wal_lost(n, mdir);
+  if (rv != 0) {
+    return rv;
+  }
+  co->refused = mheal_begin(&n->mheal, mdir, node_refusal_id(n), uv_now(n->loop)) == MHEAL_REFUSED;
+  co->no_bootstrap = n->mheal.rebuilt_before;
   return 0;
+}
+
+/* The leader's OUT for this process's refusal: the committed metadata
+ * configuration lacks this node, so its replica drops the refused state
+ * and starts Raft on its empty log, never bootstrapping. */
+static void node_meta_rejoin(struct node *n, uint64_t refusal_id)
+{
+  int rv = mheal_rebuild(&n->mheal, refusal_id, uv_now(n->loop));
+  if (rv <= 0) {
+    return; /* nothing to do, or logged: the next OUT retries */
+  }
+  rv = ctl_rejoin(&n->ctl);
+  if (rv != 0) {
+    char msg[CTL_ERRMSG_SIZE + 64];
+    snprintf(msg, sizeof msg, "rejoining the metadata group: %s", n->ctl.errmsg);
+    node_fatal(n, msg);
+  }
+}
+
+/* Frames on the watch connections: metaheal's (metaheal.h), or the
+ * coalesced heartbeats' (hbeat.h). */
+static void node_on_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
+                          size_t len, void *data)
+{
+  struct node *n = data;
+  enum mheal_type type;
+  uint64_t id = 0;
+  int rv = mheal_decode(payload, len, &type, &id);
+  if (rv == CAIRN_EINVAL) {
+    hbeat_frame(nw, sender_id, payload, len, &n->hb);
+    return;
+  }
+  if (rv != 0 || n->state != NODE_RUNNING) {
+    return; /* malformed: the sender reports again at its next tick */
+  }
+  if (type == MHEAL_REFUSED_FRAME && ctl_note_refused(&n->ctl, sender_id) == 1) {
+    uint8_t out[MHEAL_FRAME];
+    mheal_encode(out, MHEAL_OUT_FRAME, id);
+    if (nwatch_send(nw, sender_id, out, sizeof out) == 0) {
+      log_info("node",
+               "node %llu's refused metadata replica is out of the group: told it to "
+               "rejoin empty",
+               (unsigned long long)sender_id);
+    }
+  } else if (type == MHEAL_REJOINED_FRAME) {
+    ctl_note_rejoined(&n->ctl, sender_id);
+  } else if (type == MHEAL_OUT_FRAME) {
+    node_meta_rejoin(n, id);
+  }
 }
 
 static int node_start_groups(struct node *n)
@@ -562,6 +686,7 @@ static int node_start_groups(struct node *n)
   unsigned period =
       ro.coalesce ? hbeat_period_ms(n->cfg.heartbeat_ms, rgroup_pace_idle_ms(&ro)) : 0;
   hbeat_init(&n->hb, n->loop, &n->parts, &n->nw, n->cfg.node_id, period);
+  nwatch_set_frame_cb(&n->nw, node_on_frame, n); /* hbeat's frames and metaheal's */
   return 0;
 }
 
@@ -890,6 +1015,54 @@ static void node_follow_clock_offset(struct node *n)
            n->clock_offset_file);
 }
 
+/* A rejoining metadata replica is rebuilt once it has applied what its
+ * leader committed and holds its role again: voter for a configured
+ * voter, standby for any other node. */
+static bool node_meta_rejoined(struct node *n)
+{
+  int role = ctl_self_role(&n->ctl);
+  return node_meta_synced(n) && role == (n->ctl.voter ? RAFT_VOTER : RAFT_STANDBY);
+}
+
+/* Where a refused or rejoining metadata replica reports (metaheal.h): the
+ * configured voters and every node watching this one (a node started
+ * without --voters learns the others only so, its metadata being empty).
+ * While refused this node watches them all, so that its frames can go out
+ * (its metadata names no peer to watch). */
+static void node_meta_heal_tick(struct node *n)
+{
+  if (n->mheal.state != MHEAL_REFUSED && n->mheal.state != MHEAL_JOINING) {
+    return;
+  }
+  enum { MAX = CONFIG_MAX_VOTERS + 64 };
+  uint64_t ids[MAX];
+  const char *addrs[MAX];
+  size_t k = 0;
+  for (size_t i = 0; i < n->cfg.voters_len; i++) {
+    ids[k] = n->cfg.voters[i].id;
+    addrs[k++] = n->cfg.voters[i].addr.str;
+  }
+  uint64_t wids[64];
+  const char *waddrs[64];
+  size_t nw = nwatch_watchers(&n->nw, wids, waddrs, 64);
+  for (size_t i = 0; i < nw; i++) {
+    bool dup = false;
+    for (size_t j = 0; j < k && !dup; j++) {
+      dup = ids[j] == wids[i];
+    }
+    if (!dup) {
+      ids[k] = wids[i];
+      addrs[k++] = waddrs[i];
+    }
+  }
+  if (n->mheal.state == MHEAL_REFUSED && k > 0) {
+    int rv = nwatch_set_peers(&n->nw, ids, addrs, k);
+    (void)rv; /* out of memory: the peers already watched stay */
+  }
+  mheal_tick(&n->mheal, &n->nw, n->cfg.node_id, ids, k,
+             n->mheal.state == MHEAL_JOINING && node_meta_rejoined(n), uv_now(n->loop));
+}
+
 static void node_on_tick(uv_timer_t *t)
 {
   struct node *n = t->data;
@@ -897,6 +1070,7 @@ static void node_on_tick(uv_timer_t *t)
     return;
   }
   node_follow_clock_offset(n);
+  node_meta_heal_tick(n);
   node_maybe_bootstrap(n);
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl), &n->sfaults);

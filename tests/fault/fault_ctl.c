@@ -11,6 +11,7 @@
  *   cairn-fault-ctl cut-unsynced LOGDIR SEED    see ctl_cut_unsynced
  *   cairn-fault-ctl tear-raft RAFTDIR SEED      see ctl_tear_raft
  *   cairn-fault-ctl tear-wal WALDIR SEED        see ctl_tear_wal
+ *   cairn-fault-ctl garble-wal WALDIR SEED      see ctl_garble_wal
  *   cairn-fault-ctl garble-log LOGDIR SEED      see ctl_garble_log
  *
  * NODES is ID@HOST:PORT,... (client ports). Exit status 0 when answered,
@@ -37,7 +38,7 @@ static int ctl_usage(void)
 {
   fprintf(stderr, "usage: cairn-fault-ctl controller|leader|state|decommission|create-topic "
                   "NODES ... | cut-unsynced LOGDIR SEED | tear-raft RAFTDIR SEED | tear-wal WALDIR "
-                  "SEED | garble-log LOGDIR SEED\n");
+                  "SEED | garble-wal WALDIR SEED | garble-log LOGDIR SEED\n");
   return 2;
 }
 
@@ -334,6 +335,62 @@ static int ctl_tear_wal(const char *dir, uint64_t seed)
   return rv == 0 ? 0 : 1;
 }
 
+/* Simulates media damage in the middle of a stopped node's node-wide log
+ * (the metadata group's, meta/wal, in the torn nemesis): 32 seeded bytes
+ * over the start of a seeded record of the newest segment written by an
+ * earlier job than the last one. A later job's records stay intact after
+ * it, so the damage was synced and is refused, never cut as a torn tail
+ * (docs/metadata.md, "A damaged metadata log"). */
+static int ctl_garble_wal(const char *dir, uint64_t seed)
+{
+  char path[1200];
+  uint8_t *buf;
+  size_t size;
+  if (ctl_newest_wal(dir, path, sizeof path, &buf, &size) != 0) {
+    printf("%s: no segment\n", dir);
+    return 0;
+  }
+  size_t offs[4096];
+  size_t n = 0, off = 24, job = 0;
+  while (off + 40 <= size && n < sizeof offs / sizeof offs[0]) {
+    uint64_t w = ctl_le64(buf + off);
+    size_t len = (size_t)(w >> 32);
+    if (w == 0 || off + 40 + len > size) {
+      break;
+    }
+    size_t back = (size_t)(ctl_le64(buf + off + 8) >> 32);
+    offs[n++] = off;
+    job = back <= off ? off - back : off;
+    off += 40 + len;
+  }
+  free(buf);
+  size_t cand = 0;
+  while (cand < n && offs[cand] < job) {
+    cand++;
+  }
+  if (cand == 0) {
+    printf("%s: no record before the last job\n", path);
+    return 0;
+  }
+  uint64_t z = ctl_mix(seed);
+  size_t at = offs[z % cand];
+  uint8_t junk[32];
+  for (size_t i = 0; i < sizeof junk; i++) {
+    z = ctl_mix(z);
+    junk[i] = (uint8_t)z;
+  }
+  junk[0] ^= 0x5a;
+  int fd = open(path, O_WRONLY);
+  if (fd < 0) {
+    return 1;
+  }
+  size_t k = at + sizeof junk <= off ? sizeof junk : off - at;
+  ssize_t wr = pwrite(fd, junk, k, (off_t)at);
+  close(fd);
+  printf("%s: record at byte %zu garbled (%zu bytes; last job at %zu)\n", path, at, k, job);
+  return wr == (ssize_t)k ? 0 : 1;
+}
+
 /* Simulates media damage in a stopped node's partition log: 64 seeded
  * random bytes over a seeded place of its newest segment. */
 static int ctl_garble_log(const char *dir, uint64_t seed)
@@ -408,6 +465,9 @@ int main(int argc, char **argv)
   }
   if (strcmp(cmd, "tear-wal") == 0) {
     return argc == 4 ? ctl_tear_wal(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
+  }
+  if (strcmp(cmd, "garble-wal") == 0) {
+    return argc == 4 ? ctl_garble_wal(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();
   }
   if (strcmp(cmd, "garble-log") == 0) {
     return argc == 4 ? ctl_garble_log(argv[2], strtoull(argv[3], NULL, 10)) : ctl_usage();

@@ -26,10 +26,14 @@
 #   torn       SIGKILL a node; while it is down, tear the last batch of the
 #              newest Raft open segment of some of its partitions (and of its
 #              metadata log) with --raft-log group, or with --raft-log node
-#              the last write job of its node-wide log (half the time; the
-#              metadata group is on it too), and write 64 random bytes
-#              into the newest log segment of one partition (cairn-fault-ctl
-#              tear-raft, tear-wal, garble-log); restart it
+#              the last write job of its node-wide log (half the time) and,
+#              a quarter of the time, garble a record of an earlier job in
+#              the middle of its metadata log (meta/wal: damage that sets
+#              that log aside and has the metadata replica rebuilt from its
+#              peers), and write 64 random
+#              bytes into the newest log segment of one partition
+#              (cairn-fault-ctl tear-raft, tear-wal, garble-wal,
+#              garble-log); restart it
 #   conncut    reset every client connection of a node (TCP RST for 1-2 s on
 #              its client port: requests in flight are cut mid-way)
 #   clock      jump one node's wall clock (not the machine's) by -2 days to
@@ -320,6 +324,12 @@ nem_torn_start() {
   d="$HOSTS_DIR/node$nem_torn_node/wal"
   if [ -d "$d" ] && (($(nem_rand 2) == 0)); then
     what+="$("$NEM_CTL" tear-wal "$d" "$((RANDOM * 65536 + RANDOM))" | sed "s#$HOSTS_DIR/##"); "
+  fi
+  d="$HOSTS_DIR/node$nem_torn_node/meta/wal"
+  if [ -d "$d" ]; then
+    if (($(nem_rand 4) == 0)); then
+      what+="$("$NEM_CTL" garble-wal "$d" "$((RANDOM * 65536 + RANDOM))" | sed "s#$HOSTS_DIR/##"); "
+    fi
   fi
   for d in "$HOSTS_DIR/node$nem_torn_node"/partitions/*/log; do
     [ -d "$d" ] || continue

@@ -112,13 +112,18 @@ static int wal_records(const char *dir, struct rec *out, int cap)
 }
 
 /* Random bytes over a record in the first half of node i's wal segment
- * whose write job is not the last one: later jobs' records after it stay
- * intact, so the damage was synced and is refused, never cut as a torn
- * tail. Returns the record's offset (what the refusal names). */
-static int64_t garble_wal(struct cd_cluster *c, int i, uint64_t *rnd)
+ * (in <node dir>/sub: "wal", the partitions' log, or "meta/wal", the
+ * metadata group's) whose write job is not the last one: later jobs'
+ * records after it stay intact, so the damage was synced and is refused,
+ * never cut as a torn tail. Returns the record's offset (what the refusal
+ * names). */
+static bool garble_zeros;  /* zeros instead of random bytes (a lost sector) */
+static bool meta_truncate; /* damage_meta_wal empties the segment instead */
+
+static int64_t garble_wal_in(struct cd_cluster *c, int i, const char *sub, uint64_t *rnd)
 {
   char dir[700];
-  snprintf(dir, sizeof dir, "%s/wal", c->nodes[i].dir);
+  snprintf(dir, sizeof dir, "%s/%s", c->nodes[i].dir, sub);
   static struct rec v[200000];
   int n = wal_records(dir, v, (int)(sizeof v / sizeof v[0]));
   assert_true(n > 10);
@@ -135,11 +140,19 @@ static int64_t garble_wal(struct cd_cluster *c, int i, uint64_t *rnd)
     g[k] = (uint8_t)tu_rand(rnd);
   }
   g[0] ^= 0x5a; /* the checksum field changes whatever the draw */
+  if (garble_zeros) {
+    memset(g, 0, len);
+  }
   tu_write_at(dir, WAL_SEG, r->off, g, len);
-  print_message("wrote %zu random bytes at byte %" PRId64
-                " of %s/%s (%d records, last job at %" PRId64 ")\n",
-                len, r->off, dir, WAL_SEG, n, last_job);
+  print_message("wrote %zu %s bytes at byte %" PRId64 " of %s/%s (%d records, last job at %" PRId64
+                ")\n",
+                len, garble_zeros ? "zero" : "random", r->off, dir, WAL_SEG, n, last_job);
   return r->off;
+}
+
+static int64_t garble_wal(struct cd_cluster *c, int i, uint64_t *rnd)
+{
+  return garble_wal_in(c, i, "wal", rnd);
 }
 
 /* ---- cluster ---- */
@@ -581,13 +594,456 @@ static void test_raft_damage_wal_only_replica_stays_refused(void **state)
   cd_destroy(&c);
 }
 
+/* ---- the metadata group's log (meta/wal) ---- */
+
+#define META_TOPICS 4 /* m0..m3 before the damage, m4 while the victim is down */
+
+static void create_topic_rf(struct cd_cluster *c, int via, const char *name, uint32_t rf)
+{
+  char msg[256];
+  int rv = cd_create_topic(c, via, name, 2, rf, WAIT_MS, msg, sizeof msg);
+  if (rv != 0) {
+    fail_msg("creating %s through node %d: %d %s", name, via, rv, msg);
+  }
+}
+
+static void create_topic(struct cd_cluster *c, int via, const char *name)
+{
+  create_topic_rf(c, via, name, 3);
+}
+
+/* The topics (names, partitions, replicas in order, initial replicas)
+ * node a's Metadata shows are node b's. */
+static bool meta_same(struct cd_cluster *c, int a, int b)
+{
+  Cairn__Client__Envelope *ea = NULL, *eb = NULL;
+  Cairn__Client__MetadataResponse *ma = cd_metadata(c, a, &ea);
+  Cairn__Client__MetadataResponse *mb = cd_metadata(c, b, &eb);
+  bool same = ma != NULL && mb != NULL && ma->n_topics == mb->n_topics &&
+              ma->n_nodes == mb->n_nodes && strcmp(ma->cluster_id, mb->cluster_id) == 0;
+  for (size_t t = 0; same && t < ma->n_topics; t++) {
+    const Cairn__Client__TopicInfo *ta = ma->topics[t], *tb = mb->topics[t];
+    same = strcmp(ta->name, tb->name) == 0 && ta->n_partitions == tb->n_partitions;
+    for (size_t k = 0; same && k < ta->n_partitions; k++) {
+      const Cairn__Client__PartitionInfo *pa = ta->partitions[k], *pb = tb->partitions[k];
+      same = pa->partition == pb->partition && pa->n_replicas == pb->n_replicas &&
+             memcmp(pa->replicas, pb->replicas, pa->n_replicas * sizeof pa->replicas[0]) == 0;
+    }
+  }
+  if (ea != NULL) {
+    cairn__client__envelope__free_unpacked(ea, NULL);
+  }
+  if (eb != NULL) {
+    cairn__client__envelope__free_unpacked(eb, NULL);
+  }
+  return same;
+}
+
+static size_t meta_topics(struct cd_cluster *c, int i)
+{
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__MetadataResponse *md = cd_metadata(c, i, &env);
+  size_t n = md != NULL ? md->n_topics : 0;
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return n;
+}
+
+/* The victim's metadata replica is a voter again and holds what the
+ * others hold (1 + META_TOPICS + 1 topics, the same placement), and its
+ * replicas of TOPIC are in sync. */
+static long long wait_meta_rebuilt(struct cd_cluster *c, int victim)
+{
+  int other = (victim + 1) % 3;
+  long long until = tu_now_ms() + REBUILD_WAIT_MS;
+  for (;;) {
+    bool ok = cd_metric(c->nodes[victim].admin_port, "cairn_meta_replica_voter") == 1 &&
+              meta_topics(c, victim) == 2 + META_TOPICS && meta_same(c, victim, other);
+    for (uint32_t p = 0; ok && p < NPART; p++) {
+      ok = partition_rebuilt(c, victim, p);
+    }
+    if (ok) {
+      return tu_now_ms() - restarted_ms;
+    }
+    if (tu_now_ms() > until) {
+      fail_msg("node %d's metadata replica was not rebuilt within %d ms: see %s", victim,
+               REBUILD_WAIT_MS, c->root);
+    }
+    usleep(200 * 1000);
+  }
+}
+
+/* Sets up (TOPIC and META_TOPICS more topics), SIGKILLs victim, produces
+ * and creates a topic while it is down, damages its meta/wal before the
+ * last write job's records, restarts it: it must stay up, log the file and
+ * byte, and set the metadata log aside. */
+static void damage_meta_wal(struct cd_cluster *c, int victim, const char *seed)
+{
+  uint64_t rnd = tu_seed(seed);
+  setup(c, 4);
+  for (int k = 0; k < META_TOPICS; k++) {
+    char name[16];
+    snprintf(name, sizeof name, "m%d", k);
+    create_topic(c, k % 3, name);
+  }
+  produce_rounds(c, 2);
+  cd_kill(c, victim);
+  produce_rounds(c, 2);
+  create_topic(c, (victim + 1) % 3, "m4");
+  char want[900];
+  if (meta_truncate) {
+    char seg[900];
+    snprintf(seg, sizeof seg, "%.600s/meta/wal/%s", c->nodes[victim].dir, WAL_SEG);
+    assert_int_equal(truncate(seg, 0), 0);
+    print_message("truncated %s to 0 bytes\n", seg);
+    snprintf(want, sizeof want, "%.600s/meta/wal: the metadata group's log holds nothing",
+             c->nodes[victim].dir);
+  } else {
+    int64_t at = garble_wal_in(c, victim, "meta/wal", &rnd);
+    snprintf(want, sizeof want, "%.600s/meta/wal/%s: record at byte %" PRId64, c->nodes[victim].dir,
+             WAL_SEG, at);
+  }
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(c, victim), 0);
+  long long until = tu_now_ms() + WAIT_MS;
+  int status = -1;
+  while (!tu_file_contains(c->nodes[victim].log, "the metadata replica is refused") &&
+         (status = tu_proc_wait(&c->nodes[victim].proc, 0)) == -1 && tu_now_ms() < until) {
+    usleep(50 * 1000);
+  }
+  if (status != -1 || tu_proc_wait(&c->nodes[victim].proc, 0) != -1 ||
+      !tu_file_contains(c->nodes[victim].log, "the metadata replica is refused")) {
+    fail_msg("node %d did not start on a damaged metadata log (%d): see %s", victim,
+             ak_exit_code(status), c->nodes[victim].log);
+  }
+  if (!tu_file_contains(c->nodes[victim].log, want)) {
+    fail_msg("no line naming %s in %s", want, c->nodes[victim].log);
+  }
+  char meta[700];
+  snprintf(meta, sizeof meta, "%.600s/meta", c->nodes[victim].dir);
+  assert_true(meta_truncate || fs_dir_has_prefix(meta, "wal.damaged-"));
+}
+
+/* The rebuilt replica counts: with another voter SIGKILLed, the metadata
+ * group (a topic created through the victim) and every partition still
+ * take writes; then everything is compared. */
+static void meta_check_counts(struct cd_cluster *c, int victim)
+{
+  int other = (victim + 2) % 3;
+  cd_kill(c, other);
+  /* rf 2: the planner may have marked the killed node dead already */
+  create_topic_rf(c, victim, "after", 2);
+  produce_rounds(c, 2);
+  check_acked(c);
+  assert_int_equal(cd_start(c, other), 0);
+  expect_up(c, other);
+  produce_rounds(c, 1);
+  usleep(3000 * 1000); /* the restarted one catches up */
+  for (int i = 0; i < 3; i++) {
+    assert_true(meta_topics(c, i) == 3 + META_TOPICS);
+  }
+  assert_true(meta_same(c, 0, 1) && meta_same(c, 0, 2));
+  stop_and_compare(c);
+}
+
+/* A voter restarted on a metadata log with garbage before a later job's
+ * records stays up, refuses only its metadata replica, and is rebuilt:
+ * removed from the group by the leader, rejoined empty, a voter again with
+ * the others' metadata; its partitions serve; every acknowledged batch is
+ * on every replica once, in order. */
+static void test_meta_damage_wal_replica_is_rebuilt(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 1;
+  damage_meta_wal(&c, victim, "test_meta_damage_wal_replica_is_rebuilt");
+  produce_rounds(&c, 1); /* the others serve meanwhile */
+  long long took = wait_meta_rebuilt(&c, victim);
+  print_message("node %d's metadata replica rebuilt %lld ms after its restart\n", victim, took);
+  long long until = tu_now_ms() + WAIT_MS; /* the node's next tick says so */
+  while (cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_state") != 3 &&
+         tu_now_ms() < until) {
+    usleep(100 * 1000);
+  }
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_state"), 3);
+  assert_true(tu_file_contains(c.nodes[victim].log, "the metadata replica is rebuilt"));
+  expect_up(&c, victim);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  meta_check_counts(&c, victim);
+  cd_destroy(&c);
+}
+
+/* The same with zeros over a record (a lost sector), and the node
+ * restarted again once rebuilt: it joins on its new log (no refusal, no
+ * bootstrap). */
+static void test_meta_damage_wal_zeros_then_restart(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 0;
+  garble_zeros = true;
+  damage_meta_wal(&c, victim, "test_meta_damage_wal_zeros_then_restart");
+  garble_zeros = false;
+  long long took = wait_meta_rebuilt(&c, victim);
+  print_message("node %d's metadata replica rebuilt %lld ms after its restart\n", victim, took);
+  cd_kill(&c, victim);
+  long from = file_size(c.nodes[victim].log);
+  assert_int_equal(cd_start(&c, victim), 0);
+  expect_up(&c, victim);
+  assert_false(log_line_since(c.nodes[victim].log, from, "the metadata replica is refused", ""));
+  assert_true(log_line_since(c.nodes[victim].log, from, "joins without bootstrapping", ""));
+  wait_meta_rebuilt(&c, victim);
+  meta_check_counts(&c, victim);
+  cd_destroy(&c);
+}
+
+/* The metadata leader is SIGKILLed as it starts removing the refused
+ * replica, and restarted a second later: the rebuild resumes (the new
+ * leader hears the next report) and completes. */
+static void test_meta_damage_wal_rebuild_survives_leader_kill(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 2;
+  damage_meta_wal(&c, victim, "test_meta_damage_wal_rebuild_survives_leader_kill");
+  char line[128];
+  snprintf(line, sizeof line, "remove node %llu (its metadata replica is refused)",
+           (unsigned long long)c.nodes[victim].id);
+  int leader = -1;
+  long long until = tu_now_ms() + WAIT_MS;
+  while (leader < 0 && tu_now_ms() < until) {
+    for (int i = 0; i < 3; i++) {
+      if (i != victim && tu_file_contains(c.nodes[i].log, line)) {
+        leader = i;
+      }
+    }
+    usleep(20 * 1000);
+  }
+  if (leader < 0) {
+    fail_msg("no metadata leader started removing node %d: see %s", victim, c.root);
+  }
+  cd_kill(&c, leader);
+  print_message("killed node %d, the metadata leader removing node %d\n", leader, victim);
+  usleep(1000 * 1000);
+  assert_int_equal(cd_start(&c, leader), 0);
+  long long took = wait_meta_rebuilt(&c, victim);
+  print_message("node %d's metadata replica rebuilt %lld ms after its restart\n", victim, took);
+  expect_up(&c, leader);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  meta_check_counts(&c, victim);
+  cd_destroy(&c);
+}
+
+/* The damaged node is SIGKILLed in its own rebuild, once it dropped its
+ * refused state and started Raft on its empty log, and restarted, twice:
+ * it never opens as a bootstrapping voter again (its log is a discarded
+ * one); it joins, or is refused once more while its new log is empty, and
+ * is rebuilt. */
+static void test_meta_damage_wal_kill_during_rebuild(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 1;
+  damage_meta_wal(&c, victim, "test_meta_damage_wal_kill_during_rebuild");
+  /* Twice: at once when its Raft starts on the empty log (nothing received
+   * yet: refused again, one more removal), then once it applied some of
+   * the log (it joins on what it holds). Never a bootstrap. */
+  long from = 0;
+  for (int round = 0; round < 2; round++) {
+    long long until = tu_now_ms() + WAIT_MS;
+    while (!log_line_since(c.nodes[victim].log, from, "joins without bootstrapping", "") &&
+           tu_now_ms() < until) {
+      usleep(10 * 1000);
+    }
+    assert_true(log_line_since(c.nodes[victim].log, from, "joins without bootstrapping", ""));
+    while (round == 1 && meta_topics(&c, victim) == 0 && tu_now_ms() < until) {
+      usleep(20 * 1000); /* the second time, once it applied some of the log */
+    }
+    long long voter = cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_voter");
+    cd_kill(&c, victim);
+    print_message("round %d: killed while %s\n", round, voter == 1 ? "a voter already" : "joining");
+    from = file_size(c.nodes[victim].log);
+    restarted_ms = tu_now_ms();
+    assert_int_equal(cd_start(&c, victim), 0);
+    until = tu_now_ms() + WAIT_MS;
+    while (!log_line_since(c.nodes[victim].log, from, "metadata replica ", " open in ") &&
+           !log_line_since(c.nodes[victim].log, from, "the metadata replica is refused", "") &&
+           tu_now_ms() < until) {
+      usleep(10 * 1000);
+    }
+    print_message("killed node %d in its rebuild (round %d): restarted, it was %s\n", victim,
+                  round,
+                  log_line_since(c.nodes[victim].log, from, "the metadata replica is refused", "")
+                      ? "refused again (its new log was empty)"
+                      : "joining on its new log");
+    assert_false(log_line_since(c.nodes[victim].log, from, "metadata replica ", "(voter, on"));
+  }
+  long long took = wait_meta_rebuilt(&c, victim);
+  print_message("node %d's metadata replica rebuilt %lld ms after its last restart\n", victim,
+                took);
+  assert_true(log_line_since(c.nodes[victim].log, from, "joins without bootstrapping", ""));
+  produce_rounds(&c, 1);
+  meta_check_counts(&c, victim);
+  cd_destroy(&c);
+}
+
+/* Stopped (SIGTERM, a clean exit) and then killed while refused (before
+ * the leader's answer), restarted: the durable mark keeps it refused, then
+ * it is rebuilt. */
+static void test_meta_damage_wal_kill_while_refused(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 0;
+  damage_meta_wal(&c, victim, "test_meta_damage_wal_kill_while_refused");
+  char meta[700];
+  snprintf(meta, sizeof meta, "%.600s/meta/raft.refused", c.nodes[victim].dir);
+  struct stat sb;
+  /* First a clean stop (SIGTERM) while refused: no Raft to close. */
+  assert_int_equal(ak_exit_code(cd_term(&c, victim, WAIT_MS)), 0);
+  bool marked = stat(meta, &sb) == 0;
+  print_message("stopped node %d (SIGTERM, exit 0) while %s\n", victim,
+                marked ? "refused" : "already rebuilding");
+  long first = file_size(c.nodes[victim].log);
+  assert_int_equal(cd_start(&c, victim), 0);
+  long long until = tu_now_ms() + WAIT_MS;
+  while (marked && !log_line_since(c.nodes[victim].log, first, "the metadata replica is refused", "") &&
+         tu_now_ms() < until) {
+    usleep(10 * 1000);
+  }
+  cd_kill(&c, victim);
+  marked = stat(meta, &sb) == 0;
+  print_message("killed node %d while %s\n", victim, marked ? "refused" : "already rebuilding");
+  long from = file_size(c.nodes[victim].log);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(&c, victim), 0);
+  long long took = wait_meta_rebuilt(&c, victim);
+  print_message("node %d's metadata replica rebuilt %lld ms after its second restart\n", victim,
+                took);
+  if (marked) {
+    assert_true(log_line_since(c.nodes[victim].log, from, "the metadata replica is refused", ""));
+  }
+  assert_false(
+      log_line_since(c.nodes[victim].log, from, "metadata group's Raft log is damaged", ""));
+  meta_check_counts(&c, victim);
+  cd_destroy(&c);
+}
+
+/* Waits until node i's metadata shows topics topics, as node 0's does. */
+static void wait_meta_same(struct cd_cluster *c, int i, size_t topics)
+{
+  long long until = tu_now_ms() + WAIT_MS;
+  while (!(meta_topics(c, i) == topics && meta_same(c, i, 0))) {
+    if (tu_now_ms() > until) {
+      fail_msg("node %d's metadata did not catch up: see %s", i, c->root);
+    }
+    usleep(100 * 1000);
+  }
+}
+
+/* A voter whose metadata log was lost whole (its segment cut to nothing
+ * while it was down: what a torn-tail repair cannot tell from a new log)
+ * would bootstrap and vote on an empty log: its data directory names the
+ * cluster, so it is refused and rebuilt like a damaged one. */
+static void test_meta_damage_wal_lost_log_is_rebuilt(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  int victim = 2;
+  meta_truncate = true;
+  damage_meta_wal(&c, victim, "test_meta_damage_wal_lost_log_is_rebuilt");
+  meta_truncate = false;
+  long long took = wait_meta_rebuilt(&c, victim);
+  print_message("node %d's metadata replica rebuilt %lld ms after its restart\n", victim, took);
+  assert_true(tu_file_contains(c.nodes[victim].log, "joins without bootstrapping"));
+  produce_rounds(&c, 1);
+  meta_check_counts(&c, victim);
+  cd_destroy(&c);
+}
+
+/* A node started without --voters (it joined through --join) has only the
+ * nodes watching it to report to: its refused metadata replica is removed
+ * by the leader all the same and rejoins as a standby with the others'
+ * metadata; every acknowledged batch is served. */
+static void test_meta_damage_wal_joined_node_is_rebuilt(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  uint64_t rnd = tu_seed("test_meta_damage_wal_joined_node_is_rebuilt");
+  ak_init(&acked, TOPIC, NPART, BATCH_RECORDS, BATCH_VALUE);
+  assert_int_equal(cd_init(&c, cairnd_bin, 4, 3, FAST), 0);
+  if (cd_start_all(&c, WAIT_MS) != 0) {
+    fail_msg("the cluster did not form: see %s", c.root);
+  }
+  char msg[256];
+  assert_int_equal(cd_create_topic(&c, 0, TOPIC, NPART, 3, WAIT_MS, msg, sizeof msg), 0);
+  produce_rounds(&c, 3);
+  int victim = 3;
+  /* The joined node's replica gets the log in a few large appends at
+   * first: its log grows record by record once it follows. */
+  wait_meta_same(&c, victim, 1);
+  for (int k = 0; k < META_TOPICS; k++) {
+    char name[16];
+    snprintf(name, sizeof name, "m%d", k);
+    create_topic(&c, k % 3, name);
+    produce_rounds(&c, 1);
+  }
+  wait_meta_same(&c, victim, 1 + META_TOPICS);
+  cd_kill(&c, victim);
+  create_topic(&c, 0, "m4");
+  produce_rounds(&c, 1);
+  int64_t at = garble_wal_in(&c, victim, "meta/wal", &rnd);
+  restarted_ms = tu_now_ms();
+  assert_int_equal(cd_start(&c, victim), 0);
+  char want[900];
+  snprintf(want, sizeof want, "%.600s/meta/wal/%s: record at byte %" PRId64, c.nodes[victim].dir,
+           WAL_SEG, at);
+  long long until = tu_now_ms() + REBUILD_WAIT_MS;
+  while ((cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_state") != 3 ||
+          !meta_same(&c, victim, 0)) &&
+         tu_now_ms() < until) {
+    if (tu_proc_wait(&c.nodes[victim].proc, 0) != -1) {
+      fail_msg("node %d exited: see %s", victim, c.nodes[victim].log);
+    }
+    usleep(200 * 1000);
+  }
+  if (cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_state") != 3) {
+    fail_msg("node %d's metadata replica was not rebuilt: see %s", victim, c.nodes[victim].log);
+  }
+  print_message("node %d's metadata replica rebuilt %lld ms after its restart\n", victim,
+                tu_now_ms() - restarted_ms);
+  assert_true(tu_file_contains(c.nodes[victim].log, want));
+  assert_true(meta_same(&c, victim, 0));
+  assert_int_equal(meta_topics(&c, victim), 2 + META_TOPICS);
+  assert_int_equal(cd_metric(c.nodes[victim].admin_port, "cairn_meta_replica_voter"), 0);
+  uint64_t all[4] = {1, 2, 3, 4};
+  assert_int_equal(cd_wait_alive(&c, victim, all, 4, WAIT_MS), 0);
+  produce_rounds(&c, 2);
+  check_acked(&c);
+  assert_false(tu_file_contains(c.nodes[victim].log, "AddressSanitizer"));
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s CAIRND\n", argv[0]);
+    fprintf(stderr, "usage: %s CAIRND [meta]\n", argv[0]);
     return 2;
   }
   cairnd_bin = argv[1];
+  /* "meta": the metadata group's log (its own ctest, test_meta_damage_wal) */
+  const struct CMUnitTest meta[] = {
+      cmocka_unit_test(test_meta_damage_wal_replica_is_rebuilt),
+      cmocka_unit_test(test_meta_damage_wal_zeros_then_restart),
+      cmocka_unit_test(test_meta_damage_wal_rebuild_survives_leader_kill),
+      cmocka_unit_test(test_meta_damage_wal_kill_during_rebuild),
+      cmocka_unit_test(test_meta_damage_wal_kill_while_refused),
+      cmocka_unit_test(test_meta_damage_wal_joined_node_is_rebuilt),
+      cmocka_unit_test(test_meta_damage_wal_lost_log_is_rebuilt),
+  };
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raft_damage_wal_replicas_are_rebuilt),
       cmocka_unit_test(test_raft_damage_wal_rebuild_survives_leader_kill),
@@ -596,6 +1052,9 @@ int main(int argc, char **argv)
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
+  }
+  if (argc > 2 && strcmp(argv[2], "meta") == 0) {
+    return cmocka_run_group_tests_name("test_meta_damage_wal", meta, NULL, NULL);
   }
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

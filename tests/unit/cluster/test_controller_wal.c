@@ -8,7 +8,9 @@
  *   - a failed write to the log (FAULT_WAL_WRITE) latches it: on_fatal
  *     fires once, it leads and proposes no more, it still closes (before
  *     the log), and a reopen from the disk holds everything acknowledged
- *     before the failure. */
+ *     before the failure;
+ *   - refused (its log was damaged, metaheal.h) it runs no Raft; rejoined
+ *     or reopened with no_bootstrap it never bootstraps. */
 #include "cluster/controller.h"
 #include "cluster/meta_state.h"
 #include "cluster/transport.h"
@@ -383,11 +385,111 @@ static void test_controller_wal_failed_write_latches_and_stops(void **state)
   tu_tmpdir_free(strdup(n.base));
 }
 
+static uint64_t run_deadline;
+static void on_wake(uv_timer_t *t)
+{
+  (void)t; /* wakes the loop so that run_until looks at the clock */
+}
+static bool deadline_passed(void *arg)
+{
+  (void)arg;
+  return uv_hrtime() > run_deadline;
+}
+
+/* Runs the loop for ms (with a timer, so that it never blocks for good). */
+static void run_for(uv_loop_t *loop, unsigned ms)
+{
+  uv_timer_t t;
+  uv_timer_init(loop, &t);
+  uv_timer_start(&t, on_wake, 10, 10);
+  run_deadline = uv_hrtime() + (uint64_t)ms * 1000 * 1000;
+  run_until(loop, deadline_passed, NULL, "the time to pass");
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* Opens the controller (log and transport open) with opts refused /
+ * no_bootstrap; fails the test on an error. */
+static void node_open_ctl(struct node *n, bool refused, bool no_bootstrap)
+{
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/meta", n->base);
+  struct ctl_voter v = {.id = 1, .address = n->address};
+  struct ctl_opts o = {.wal = n->w,
+                       .on_fatal = on_fatal,
+                       .heartbeat_ms = 20,
+                       .election_ms = 100,
+                       .refused = refused,
+                       .no_bootstrap = no_bootstrap};
+  n->ctl_closed = n->tr_closed = false;
+  int rv = ctl_open(&n->ctl, n->loop, &n->tr, 1, n->address, dir, &v, 1, &o, NULL, n);
+  if (rv != 0) {
+    fail_msg("ctl_open: %s", n->ctl.errmsg);
+  }
+}
+
+/* A refused replica (its log was damaged, metaheal.h) runs no Raft: the
+ * configured single voter neither bootstraps nor leads, proposes nothing,
+ * and closes. Rejoined, Raft runs on the empty log without bootstrapping
+ * (a voter with none of its entries would elect itself here: with one
+ * voter, it would make a new, empty cluster); a later open with
+ * no_bootstrap (a crash after the rebuild started) does not bootstrap
+ * either; only a plain open of the fresh log does. */
+static void test_controller_wal_refused_runs_no_raft_and_never_bootstraps(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  static struct node n;
+  node_init(&n, &loop, "ctlwal-refused");
+  node_open_wal(&n);
+  assert_int_equal(transport_init(&n.tr, n.loop, n.address), 0);
+  node_open_ctl(&n, true, false);
+  run_for(&loop, 500);
+  assert_false(ctl_is_leader(&n.ctl));
+  assert_int_equal(ctl_self_role(&n.ctl), -1);
+  assert_int_equal(ctl_applied_index(&n.ctl), 0);
+  uint64_t id = 9;
+  const char *addr = "x";
+  ctl_leader(&n.ctl, &id, &addr);
+  assert_true(id == 0 && addr == NULL);
+  struct ctl_propose req = {.data = &n};
+  uint8_t cmd[8] = {0};
+  assert_int_equal(ctl_propose(&n.ctl, &req, cmd, sizeof cmd, on_proposed), CAIRN_ESHUTDOWN);
+  node_close(&n);
+  /* Again refused, then rejoined: Raft runs, without a configuration. */
+  node_open_wal(&n);
+  assert_int_equal(transport_init(&n.tr, n.loop, n.address), 0);
+  node_open_ctl(&n, true, false);
+  assert_int_equal(ctl_rejoin(&n.ctl), 0);
+  assert_int_equal(ctl_rejoin(&n.ctl), CAIRN_EINVAL); /* running already */
+  run_for(&loop, 500);
+  assert_false(ctl_is_leader(&n.ctl));
+  assert_int_equal(ctl_self_role(&n.ctl), -1);
+  node_close(&n);
+  /* A restart of the rebuilt replica: no_bootstrap. */
+  node_open_wal(&n);
+  assert_int_equal(transport_init(&n.tr, n.loop, n.address), 0);
+  node_open_ctl(&n, false, true);
+  run_for(&loop, 500);
+  assert_false(ctl_is_leader(&n.ctl));
+  node_close(&n);
+  /* The same fresh log opened plainly bootstraps and leads (the contrast). */
+  node_open_wal(&n);
+  assert_int_equal(transport_init(&n.tr, n.loop, n.address), 0);
+  node_open_ctl(&n, false, false);
+  run_until(&loop, is_leader, &n, "leadership");
+  assert_int_equal(ctl_self_role(&n.ctl), RAFT_VOTER);
+  node_close(&n);
+  loop_finish(&loop);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_controller_wal_restarts_with_every_acknowledged_topic),
       cmocka_unit_test(test_controller_wal_failed_write_latches_and_stops),
+      cmocka_unit_test(test_controller_wal_refused_runs_no_raft_and_never_bootstraps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,9 @@
  * replica directory is marked (and only those) before the log moves, a
  * mark already there is kept, a failed mark leaves the log in place, a
  * rebuild moves the replica's Raft state and then the mark aside, and
- * only the newest WALDAMAGE_KEEP logs set aside are kept. */
+ * only the newest WALDAMAGE_KEEP logs set aside are kept; the metadata
+ * group's log is set aside after marking its own directory, and a discard
+ * leaves a raft.damaged-* that says the replica was rebuilt. */
 #include "cluster/waldamage.h"
 #include "common/fsutil.h"
 #include "testutil.h"
@@ -161,6 +163,57 @@ static void test_waldamage_prune_keeps_the_newest(void **state)
   tu_tmpdir_free(d);
 }
 
+/* The metadata group's log: the meta dir itself is marked (an earlier mark
+ * kept), then its wal moves; a discard then moves the snapshots and last
+ * the mark into raft.damaged-*, which says "never bootstrap" from then on. */
+static void test_waldamage_meta_log_set_aside_then_discarded(void **state)
+{
+  (void)state;
+  char *d = tu_tmpdir("waldamage");
+  mkdirf(d, "wal");
+  mkdirf(d, "wal-snapshots");
+  assert_int_equal(fs_replace_file(d, "wal/wal-0000000000000001.log", "x", 1), 0);
+  assert_int_equal(fs_replace_file(d, "wal-snapshots/snap-1-9", "s", 1), 0);
+  char moved[PATH_MAX], err[256], why[512], aside[PATH_MAX];
+  assert_int_equal(waldamage_set_aside_log(d, "wal-1.log: record at byte 488: checksum", moved,
+                                           sizeof moved, err, sizeof err),
+                   0);
+  assert_false(exists(d, "wal"));
+  assert_true(exists(moved, "wal-0000000000000001.log"));
+  assert_true(waldamage_marked(d, why, sizeof why));
+  assert_non_null(strstr(why, "record at byte 488"));
+  assert_non_null(strstr(why, moved));
+  assert_false(waldamage_was_rebuilt(d));
+  /* A second damage (a crash, the new log damaged too) keeps the first mark. */
+  mkdirf(d, "wal");
+  assert_int_equal(waldamage_set_aside_log(d, "second", moved, sizeof moved, err, sizeof err), 0);
+  assert_true(waldamage_marked(d, why, sizeof why));
+  assert_non_null(strstr(why, "record at byte 488"));
+  assert_int_equal(waldamage_discard(d, aside, sizeof aside), 0);
+  assert_false(waldamage_marked(d, NULL, 0));
+  assert_true(waldamage_was_rebuilt(d));
+  assert_true(strstr(aside, "/" WALDAMAGE_DISCARDED_PREFIX) != NULL);
+  assert_true(exists(aside, WALDAMAGE_MARK));
+  assert_true(exists(aside, "wal-snapshots/snap-1-9"));
+  assert_false(exists(d, "wal-snapshots"));
+  tu_tmpdir_free(d);
+}
+
+/* A mark that cannot be written leaves the metadata log in place. */
+static void test_waldamage_meta_failed_mark_leaves_the_log(void **state)
+{
+  (void)state;
+  char *d = tu_tmpdir("waldamage");
+  mkdirf(d, "wal");
+  mkdirf(d, WALDAMAGE_MARK ".tmp/x");
+  char moved[PATH_MAX], err[256];
+  assert_true(waldamage_set_aside_log(d, "damage", moved, sizeof moved, err, sizeof err) < 0);
+  assert_non_null(strstr(err, WALDAMAGE_MARK));
+  assert_true(exists(d, "wal"));
+  assert_false(fs_dir_has_prefix(d, WALDAMAGE_PREFIX));
+  tu_tmpdir_free(d);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -170,6 +223,8 @@ int main(void)
       cmocka_unit_test(test_waldamage_without_replicas),
       cmocka_unit_test(test_waldamage_move_state_moves_the_mark_last),
       cmocka_unit_test(test_waldamage_prune_keeps_the_newest),
+      cmocka_unit_test(test_waldamage_meta_log_set_aside_then_discarded),
+      cmocka_unit_test(test_waldamage_meta_failed_mark_leaves_the_log),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
