@@ -127,7 +127,13 @@ static void node_part_applied(struct rgroup *rg)
 static void node_part_leading(struct rgroup *rg)
 {
   struct part *p = rg->owner_data;
-  metrics_node_applied(p->owner->data, p);
+  struct node *n = p->owner->data;
+  metrics_node_applied(n, p);
+  /* The controller learns of the new leader at the next tick, not a
+   * heartbeat period later: clients find it (and a held CreateTopic
+   * answer, topic_wait.h, goes out) sooner. At most one heartbeat per
+   * tick however many groups start leading. */
+  n->last_heartbeat_ms = 0;
 }
 
 static bool node_host_is_loopback(const char *h)

@@ -8,9 +8,17 @@
  * acknowledged with, and the numbers increase with the offsets in each
  * partition (no reordering).
  *
+ * A second case freezes a majority under an idempotent producer until its
+ * messages time out (librdkafka bumps its own epoch) and checks the stored
+ * log's idempotence headers (test_idempotent_librdkafka_producer_bumps_
+ * epoch_after_timeouts).
+ *
  * Usage: test_kafka_rdkafka <path of cairnd>
- * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
+ * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs; in the second
+ * case RK_DEBUG sets librdkafka's debug contexts (default eos) and RK_LOG
+ * names a file for every librdkafka log line. */
 #include "cairnd.h"
+#include "format/batch.h"
 #include "testutil.h"
 
 #include <librdkafka/rdkafka.h>
@@ -308,10 +316,146 @@ static void rk_on_log(const rd_kafka_t *rk, int level, const char *fac, const ch
   (void)rk;
   (void)level;
   (void)fac;
+  static FILE *all;
+  if (all == NULL && getenv("RK_LOG") != NULL) {
+    all = fopen(getenv("RK_LOG"), "w");
+  }
+  if (all != NULL) {
+    fprintf(all, "%lld %s %s\n", tu_now_ms(), fac, buf);
+  }
   if (strstr(buf, "bumped epoch") != NULL) {
     epoch_bumps++;
     printf("librdkafka: %s\n", buf);
   }
+}
+
+/* One stored copy of a message, as the log holds it. */
+struct rk_copy {
+  int32_t partition;
+  int64_t offset;
+  int16_t epoch;
+};
+
+/* Reads every partition of topic through the native protocol (the stored
+ * batches with their idempotence headers) and checks what Cairn
+ * guarantees and what librdkafka was told:
+ *  - no two batches of one producer id, epoch and base sequence (a retry
+ *    is never stored twice);
+ *  - per partition the epochs never go down (an older epoch's batch after
+ *    a newer one is fenced), and within an epoch the numbers increase;
+ *  - every acknowledged message is at its acknowledged partition and
+ *    offset, and the acknowledged copies are in send order per partition.
+ * A message stored twice is reported, and allowed only when its copies
+ * are in different epochs: librdkafka renumbers the messages it still
+ * holds from sequence 0 after its epoch bump, including one whose earlier
+ * request may have been stored (its answer lost while the nodes were
+ * frozen), which no broker can tell from a new message (librdkafka issue
+ * #4953; Apache Kafka stores it twice as well). Returns how many such
+ * copies there were. */
+static int rk_check_log(struct cd_cluster *c)
+{
+  static struct rk_copy first[MAX_COUNT];
+  static int copies[MAX_COUNT];
+  memset(copies, 0, sizeof copies);
+  int renumbered = 0, stored = 0;
+  for (int32_t p = 0; p < PARTS; p++) {
+    int64_t off = 0, hw = 1;
+    int16_t epoch = -1;
+    int last_n = -1, last_acked_n = -1;
+    int64_t last_pid = -1;
+    struct { int16_t epoch; int32_t seq; } seen_seq[4096];
+    size_t nseen = 0;
+    while (off < hw) {
+      uint8_t *data = NULL;
+      size_t len = 0;
+      assert_int_equal(cd_fetch(c, topic, (uint32_t)p, off, 1 << 20, WAIT_MS, &data, &len, &hw), 0);
+      size_t pos = 0;
+      while (pos + BATCH_HEADER_SIZE <= len) {
+        struct batch_header h;
+        batch_header_decode(data + pos, &h);
+        size_t size = batch_total_size(h.batch_length);
+        assert_true(pos + size <= len);
+        if (h.base_offset + h.last_offset_delta < off) {
+          pos += size; /* before the fetch offset */
+          continue;
+        }
+        assert_true(h.producer_id >= 0);
+        assert_true(last_pid < 0 || h.producer_id == last_pid); /* one producer */
+        last_pid = h.producer_id;
+        if (h.producer_epoch < epoch) {
+          fail_msg("partition %d offset %" PRId64 ": epoch %d after epoch %d", p, h.base_offset,
+                   h.producer_epoch, epoch);
+        }
+        if (h.producer_epoch != epoch) {
+          last_n = -1; /* librdkafka renumbers from 0 in a new epoch */
+        }
+        epoch = h.producer_epoch;
+        for (size_t k = 0; k < nseen; k++) {
+          if (seen_seq[k].epoch == h.producer_epoch && seen_seq[k].seq == h.base_sequence) {
+            fail_msg("partition %d: epoch %d sequence %d stored twice (again at %" PRId64 ")", p,
+                     h.producer_epoch, h.base_sequence, h.base_offset);
+          }
+        }
+        if (nseen < sizeof seen_seq / sizeof seen_seq[0]) {
+          seen_seq[nseen].epoch = h.producer_epoch;
+          seen_seq[nseen++].seq = h.base_sequence;
+        }
+        struct batch_iter it;
+        assert_int_equal(batch_iter_init(&it, data + pos, size), 0);
+        struct batch_record r;
+        int rv;
+        while ((rv = batch_iter_next(&it, &r)) == 1) {
+          int n = -1;
+          assert_int_equal(r.value_len, 7);
+          assert_int_equal(sscanf((const char *)r.value, "n%6d", &n), 1);
+          assert_true(n >= 0 && n < count);
+          if (n <= last_n) {
+            fail_msg("partition %d: n%06d at offset %" PRId64 " after n%06d in epoch %d", p, n,
+                     r.offset, last_n, epoch);
+          }
+          last_n = n;
+          if (copies[n]++ == 0) {
+            first[n] = (struct rk_copy){p, r.offset, epoch};
+          } else if (first[n].epoch == epoch) {
+            fail_msg("n%06d stored twice in epoch %d (%d/%" PRId64 " and %d/%" PRId64 ")", n, epoch,
+                     first[n].partition, first[n].offset, p, r.offset);
+          } else {
+            renumbered++;
+            printf("n%06d stored again at %d/%" PRId64 " (epoch %d; first at %d/%" PRId64
+                   ", epoch %d): %s\n",
+                   n, p, r.offset, epoch, first[n].partition, first[n].offset, first[n].epoch,
+                   sent[n].err == RD_KAFKA_RESP_ERR_NO_ERROR ? "acknowledged" : "failed");
+          }
+          if (sent[n].err == RD_KAFKA_RESP_ERR_NO_ERROR && sent[n].partition == p &&
+              sent[n].offset == r.offset) {
+            if (n <= last_acked_n) {
+              fail_msg("partition %d: acknowledged n%06d at %" PRId64 " after acknowledged n%06d",
+                       p, n, r.offset, last_acked_n);
+            }
+            last_acked_n = n;
+            copies[n] += 1000; /* marks the acknowledged copy as found */
+          }
+          stored++;
+        }
+        assert_int_equal(rv, 0);
+        off = h.base_offset + h.last_offset_delta + 1;
+        pos += size;
+      }
+      free(data);
+    }
+  }
+  int missing = 0;
+  for (int n = 0; n < count; n++) {
+    if (sent[n].err == RD_KAFKA_RESP_ERR_NO_ERROR && copies[n] < 1000 && missing++ < 10) {
+      printf("n%06d acknowledged at %d/%" PRId64 " but not there\n", n, sent[n].partition,
+             sent[n].offset);
+    }
+  }
+  assert_int_equal(missing, 0);
+  printf("log: %d messages stored, every acknowledged one at its offset and in send order; "
+         "%d stored again in a later epoch (librdkafka's renumbering)\n",
+         stored, renumbered);
+  return renumbered;
 }
 
 /* A majority of the nodes frozen (SIGSTOP) for longer than
@@ -320,10 +464,10 @@ static void rk_on_log(const rd_kafka_t *rk, int level, const char *fac, const ch
  * drains, bumps its producer's epoch itself (no InitProducerId: KIP-360's
  * local bump for a producer without a transactional id) and restarts every
  * partition's sequences at 0. The broker must take the new epoch at
- * sequence 0: no fatal error, producing goes on after SIGCONT, and reading
- * back finds every acknowledged message once, at its acknowledged offset,
- * in send order per partition; a failed (timed-out) one may be there (in
- * doubt) but never twice. */
+ * sequence 0: no fatal error, producing goes on after SIGCONT, and the
+ * stored log (rk_check_log) holds every acknowledged message at its
+ * acknowledged offset, in send order per partition, no retried batch twice,
+ * no epoch going back; a failed (timed-out) one may be there (in doubt). */
 static void test_idempotent_librdkafka_producer_bumps_epoch_after_timeouts(void **state)
 {
   (void)state;
@@ -345,7 +489,7 @@ static void test_idempotent_librdkafka_producer_bumps_epoch_after_timeouts(void 
   char tmo[16];
   snprintf(tmo, sizeof tmo, "%d", MSG_TIMEOUT_MS);
   rk_set(conf, "message.timeout.ms", tmo);
-  rk_set(conf, "debug", "eos");
+  rk_set(conf, "debug", getenv("RK_DEBUG") ? getenv("RK_DEBUG") : "eos");
   rd_kafka_conf_set_log_cb(conf, rk_on_log);
   rd_kafka_conf_set_dr_msg_cb(conf, rk_on_delivery);
   char err[512];
@@ -424,7 +568,7 @@ static void test_idempotent_librdkafka_producer_bumps_epoch_after_timeouts(void 
   assert_true(epoch_bumps > 0); /* and librdkafka bumped its epoch */
   assert_int_equal(other, 0);
   assert_true(acked_after > 0); /* it went on producing */
-  rk_check(bootstrap);
+  (void)rk_check_log(&c);
   cd_destroy(&c);
 }
 
