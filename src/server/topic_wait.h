@@ -32,7 +32,8 @@
 #include <uv.h>
 
 /* The default hold of a native CreateTopic that names none (ms): under
- * libcairn's default request timeout (10 s), so the answer comes first. */
+ * libcairn's default request timeout (30 s) and the CLI's (10 s), so the
+ * answer comes first. */
 #define TWAIT_DEFAULT_MS 5000
 /* The longest hold a request may ask for (ms). */
 #define TWAIT_MAX_MS 60000
