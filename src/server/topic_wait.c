@@ -62,22 +62,28 @@ static bool twait_preferred_alive(const struct meta_state *st, const struct meta
   return nd != NULL && nd->state == META_NODE_ALIVE;
 }
 
-bool twait_topic_ready(const struct meta_state *st, uint32_t topic_id)
+enum twait_stage twait_topic_stage(const struct meta_state *st, uint32_t topic_id)
 {
   const struct meta_topic *t = meta_topic_find_id(st, topic_id);
   if (t == NULL) {
-    return false; /* not applied here yet (the create was forwarded) */
+    return TWAIT_UNLED; /* not applied here yet (the create was forwarded) */
   }
+  enum twait_stage stage = TWAIT_READY;
   for (uint32_t k = 0; k < t->npartitions; k++) {
     const struct meta_partition *mp = &t->partitions[k];
     if (mp->leader_id == 0) {
-      return false;
+      return TWAIT_UNLED;
     }
     if (mp->nreplicas > 0 && mp->leader_id != mp->replicas[0] && twait_preferred_alive(st, mp)) {
-      return false;
+      stage = TWAIT_LED;
     }
   }
-  return true;
+  return stage;
+}
+
+bool twait_topic_ready(const struct meta_state *st, uint32_t topic_id)
+{
+  return twait_topic_stage(st, topic_id) == TWAIT_READY;
 }
 
 /* Answers the ready waits, and with expired the ones past their deadline
@@ -89,9 +95,11 @@ static void twait_scan(struct twaits *tw, bool expired)
   struct twait *w = tw->head;
   while (w != NULL) {
     struct twait *next = w->next;
-    bool ready = twait_topic_ready(st, w->topic_id);
-    if (ready || (expired && now >= w->deadline_ms)) {
-      twait_finish(w, ready);
+    enum twait_stage stage = twait_topic_stage(st, w->topic_id);
+    if (stage == TWAIT_READY) {
+      twait_finish(w, true);
+    } else if (expired && now >= w->deadline_ms) {
+      twait_finish(w, stage == TWAIT_LED);
     }
     w = next;
   }

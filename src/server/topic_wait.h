@@ -15,8 +15,13 @@
  * (twait_check, from the node's reconcile) and by a 100 ms timer that also
  * ends the waits whose deadline passed; no wait blocks the loop.
  *
+ * At the deadline the weaker rule decides: every partition has a
+ * registered leader, preferred or not (a preferred replica whose node was
+ * just killed stays ALIVE in the metadata until the node timeout; Kafka's
+ * own rule is "every partition has a leader").
+ *
  *   twait_start -> held --ready (twait_check/timer)--> cb(req, true)
- *                       --deadline (timer)----------> cb(req, false)
+ *                       --deadline (timer)----------> cb(req, every partition led)
  *                       --conn closing--------------> freed, cb never fires
  *                       --twaits_close--------------> cb(req, false)
  *
@@ -31,10 +36,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-/* The default hold of a native CreateTopic that names none (ms): under
- * libcairn's default request timeout (30 s) and the CLI's (10 s), so the
- * answer comes first. */
-#define TWAIT_DEFAULT_MS 5000
+/* The default hold of a native CreateTopic that names none (ms): well
+ * under libcairn's default request timeout (30 s), the CLI's (10 s) and
+ * the 5 s of the tests' helpers, forwarding included, so the answer
+ * comes first. */
+#define TWAIT_DEFAULT_MS 3000
 /* The longest hold a request may ask for (ms). */
 #define TWAIT_MAX_MS 60000
 /* How often the held waits are looked at besides metadata changes (ms). */
@@ -70,7 +76,13 @@ __attribute__((warn_unused_result)) int twait_start(struct twaits *tw, struct co
                                                     uint32_t topic_id, uint32_t timeout_ms,
                                                     twait_cb cb);
 
-/* Whether every partition of topic_id has a ready leader in st (above). */
+/* How far topic_id is in st: not applied here or some partition without
+ * a registered leader; every partition led; every partition led by its
+ * preferred replica (or any, when that replica's node is not ALIVE). */
+enum twait_stage { TWAIT_UNLED, TWAIT_LED, TWAIT_READY };
+enum twait_stage twait_topic_stage(const struct meta_state *st, uint32_t topic_id);
+
+/* twait_topic_stage(st, topic_id) == TWAIT_READY. */
 bool twait_topic_ready(const struct meta_state *st, uint32_t topic_id);
 
 /* Answers the waits that are ready now. */

@@ -60,8 +60,10 @@ static void test_twait_ready_needs_every_partition_led_by_its_preferred_replica(
   assert_true(twait_topic_ready(&f.st, 7));
   f.parts[1].leader_id = 0; /* one partition still without a leader */
   assert_false(twait_topic_ready(&f.st, 7));
+  assert_int_equal(twait_topic_stage(&f.st, 7), TWAIT_UNLED);
   f.parts[1].leader_id = f.parts[1].replicas[2]; /* led elsewhere: a hand-over is coming */
   assert_false(twait_topic_ready(&f.st, 7));
+  assert_int_equal(twait_topic_stage(&f.st, 7), TWAIT_LED); /* enough at the deadline */
 }
 
 static void test_twait_ready_takes_any_leader_when_the_preferred_node_is_not_alive(void **state)
