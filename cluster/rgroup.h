@@ -496,7 +496,11 @@ void rgroup_elect_check(struct rgroup *rg);
 
 /* Called right after raft_start: a voter that starts knowing no leader
  * runs its first candidacy after the short election timeout, and keeps it
- * until a leader is known (rgroup_elect.c); nothing otherwise. */
+ * until a leader is known (rgroup_elect.c); nothing otherwise. In a group
+ * just bootstrapped (its log holds only the configuration) only the
+ * preferred replica does: the others keep raft's full timeout, so the
+ * first leader is the preferred one and no hand-over follows a second
+ * later (a new topic is ready for Produce sooner: server/topic_wait.h). */
 void rgroup_elect_on_start(struct rgroup *rg);
 
 /* Called once a replica is seen a candidate (its election timer ran out:

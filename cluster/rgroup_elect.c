@@ -316,7 +316,24 @@ static bool rgroup_elect_hurry(struct rgroup *rg)
   return true;
 }
 
-void rgroup_elect_on_start(struct rgroup *rg) { (void)rgroup_elect_hurry(rg); }
+/* A replica of a group just bootstrapped (nothing in its log but the
+ * configuration) that is not the preferred leader: it lets the preferred
+ * replica's short timeout run out first. When the preferred replica does
+ * not stand (its node is down), raft's full timeout elects another, and
+ * from its first candidacy on it hurries as usual. */
+static bool rgroup_elect_defers_at_birth(struct rgroup *rg)
+{
+  return !rg->opts.join && !rg->no_preferred_leader && rg->preferred_id != 0 &&
+         rg->preferred_id != rg->self_id && raft_last_index(&rg->raft) <= 1;
+}
+
+void rgroup_elect_on_start(struct rgroup *rg)
+{
+  if (rgroup_elect_defers_at_birth(rg)) {
+    return;
+  }
+  (void)rgroup_elect_hurry(rg);
+}
 
 void rgroup_elect_on_candidacy(struct rgroup *rg)
 {

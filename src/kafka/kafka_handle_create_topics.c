@@ -1,6 +1,7 @@
 /* kafka_handle_create_topics.c - CreateTopics v0-4: each topic through the
  * native CreateTopic (forwarded to the controller leader by any node,
- * answered once the command is applied), one after the other.
+ * answered once every partition has a ready leader, within timeout_ms:
+ * REQUEST_TIMED_OUT otherwise, as Kafka), one after the other.
  * num_partitions / replication_factor -1 (v4) take 1 and the controller's
  * default; manual assignments are refused (INVALID_REQUEST); the configs
  * retention.ms, retention.bytes, segment.bytes and max.message.bytes map
@@ -34,6 +35,7 @@ struct kafka_ct_op {
   size_t ntopics;
   size_t next;
   bool validate_only;
+  int32_t timeout_ms; /* the request's: how long the answer waits for leaders */
   Cairn__Client__Envelope env;
   Cairn__Client__CreateTopicRequest ct;
 };
@@ -87,6 +89,16 @@ static void kafka_ct_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
   if (e != NULL && e->message != NULL) {
     snprintf(t->message, sizeof t->message, "%s", e->message);
   }
+  if (t->err == KAFKA_ERR_NONE && env != NULL &&
+      env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP &&
+      env->create_topic_resp->not_ready) {
+    /* Kafka's answer when the partitions have no leaders within
+     * timeout_ms: the topic exists all the same. */
+    t->err = KAFKA_ERR_REQUEST_TIMED_OUT;
+    snprintf(t->message, sizeof t->message,
+             "created, but not every partition had a leader within timeout_ms %d",
+             (int)op->timeout_ms);
+  }
   kafka_ct_next(kr);
 }
 
@@ -106,6 +118,9 @@ static void kafka_ct_next(struct kafka_req *kr)
   op->ct.name = t->name;
   op->ct.partitions = t->partitions < 0 ? 1 : (uint32_t)t->partitions;
   op->ct.replication_factor = t->rf < 0 ? 0 : (uint32_t)t->rf; /* 0: the default */
+  /* As Kafka: timeout_ms 0 or less answers at once, more waits for every
+   * partition's leader up to it (the native wait, topic_wait.h). */
+  op->ct.ready_timeout_ms = op->timeout_ms > 0 ? op->timeout_ms : -1;
   if (t->has_cfg) {
     cairn__client__topic_config__init(&t->cfg);
     t->cfg.retention_ms = (int64_t)t->mcfg.retention_ms; /* topic_conf: at most INT64_MAX */
@@ -202,7 +217,7 @@ void kafka_handle_create_topics(struct kafka_req *kr)
       t->err = KAFKA_ERR_INVALID_REPLICATION_FACTOR;
     }
   }
-  (void)kafka_get_i32(r); /* timeout_ms: the native answer comes once applied */
+  op->timeout_ms = kafka_get_i32(r);
   if (kr->h.api_version >= 1) {
     op->validate_only = kafka_get_i8(r) != 0;
   }

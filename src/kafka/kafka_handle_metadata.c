@@ -194,6 +194,7 @@ static void kafka_md_create_next(struct kafka_req *kr)
   op->ct.name = op->names[op->next_create];
   op->ct.partitions = KAFKA_MD_AUTO_PARTITIONS;
   op->ct.replication_factor = 0; /* the controller's default */
+  op->ct.ready_timeout_ms = -1;   /* answered LEADER_NOT_AVAILABLE: the client asks again */
   cairn__client__envelope__init(&op->env);
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_REQ;
   op->env.create_topic_req = &op->ct;

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/wallclock.h"
 #include "net/wire_err.h"
+#include "server/topic_wait.h"
 #include "storage/store.h"
 
 #include <inttypes.h>
@@ -25,8 +26,11 @@
 
 struct fwd {
   struct peer_call call;
+  struct node *n;
   struct conn_request *req; /* NULL once the conn canceled it */
 };
+
+static void admin_created(struct node *n, struct conn_request *req, uint32_t topic_id, bool hold);
 
 static void fwd_on_cancel(struct conn_request *req)
 {
@@ -40,6 +44,7 @@ static void fwd_on_answer(struct peer_call *call, int status, const Cairn__Clien
 {
   struct fwd *fw = call->data;
   struct conn_request *req = fw->req;
+  struct node *n = fw->n;
   free(fw);
   if (req == NULL) {
     return;
@@ -49,6 +54,15 @@ static void fwd_on_answer(struct peer_call *call, int status, const Cairn__Clien
     char msg[160];
     snprintf(msg, sizeof msg, "forwarding to the controller leader: %s", cairn_strerror(status));
     conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__NOT_CONTROLLER, msg);
+    return;
+  }
+  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP &&
+      resp->create_topic_resp->topic != NULL &&
+      (resp->create_topic_resp->error == NULL ||
+       resp->create_topic_resp->error->code == CAIRN__CLIENT__ERROR_CODE__OK)) {
+    /* Created: this node holds the answer until its own metadata shows
+     * the topic ready (the controller leader answered once applied). */
+    admin_created(n, req, resp->create_topic_resp->topic->topic_id, true);
     return;
   }
   conn_respond(req, resp, NULL, 0);
@@ -73,6 +87,7 @@ bool handle_forward(struct node *n, struct conn_request *req)
     conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
     return true;
   }
+  fw->n = n;
   fw->req = req;
   fw->call.data = fw;
   req->env->forwarded++;
@@ -106,9 +121,9 @@ static void admin_on_cancel(struct conn_request *req)
 }
 
 /* Answers req with the body its api calls for, holding only err (and the
- * created topic's id and name for CreateTopic). */
-static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__BodyCase body,
-                          Cairn__Client__Error *err, uint32_t topic_id)
+ * created topic's id and name for CreateTopic, and not_ready). */
+static void admin_respond_ex(struct conn_request *req, Cairn__Client__Envelope__BodyCase body,
+                             Cairn__Client__Error *err, uint32_t topic_id, bool not_ready)
 {
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   Cairn__Client__CreateTopicResponse ct = CAIRN__CLIENT__CREATE_TOPIC_RESPONSE__INIT;
@@ -128,6 +143,7 @@ static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__Bod
       ti.partition_count = r->partitions;
       ti.replication_factor = r->replication_factor;
       ct.topic = &ti;
+      ct.not_ready = not_ready;
     }
     env.create_topic_resp = &ct;
     break;
@@ -151,16 +167,51 @@ static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__Bod
   conn_respond(req, &env, NULL, 0);
 }
 
+static void admin_respond(struct conn_request *req, Cairn__Client__Envelope__BodyCase body,
+                          Cairn__Client__Error *err, uint32_t topic_id)
+{
+  admin_respond_ex(req, body, err, topic_id, false);
+}
+
+static void admin_on_topic_ready(struct conn_request *req, uint32_t topic_id, bool ready)
+{
+  Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
+  admin_respond_ex(req, CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP, &err, topic_id, !ready);
+}
+
+/* topic_id was created for req: with hold, answers it once the topic is
+ * ready for Produce as this node's metadata shows it (topic_wait.h),
+ * within the request's ready_timeout_ms; without, at once (a request
+ * forwarded here: the node the client asked holds it). */
+static void admin_created(struct node *n, struct conn_request *req, uint32_t topic_id, bool hold)
+{
+  int32_t ms = req->env->create_topic_req->ready_timeout_ms;
+  if (ms < 0 || !hold) {
+    admin_on_topic_ready(req, topic_id, true);
+    return;
+  }
+  int rv = twait_start(&n->twaits, req, topic_id, ms == 0 ? TWAIT_DEFAULT_MS : (uint32_t)ms,
+                       admin_on_topic_ready);
+  if (rv != 0) {
+    admin_on_topic_ready(req, topic_id, false);
+  }
+}
+
 static void admin_on_applied(struct ctl_propose *prop, int status, const struct meta_result *res)
 {
   struct admin_op *op = prop->data;
   struct conn_request *req = op->req;
+  struct node *n = op->n;
   Cairn__Client__Envelope__BodyCase body = op->resp_case;
   free(op);
   if (req == NULL) {
     return;
   }
   req->handler_data = NULL;
+  if (body == CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_RESP && status == 0 && res->code == 0) {
+    admin_created(n, req, res->topic_id, req->env->forwarded == 0);
+    return;
+  }
   Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
   char msg[256];
   if (status != 0) {

@@ -127,7 +127,13 @@ static void node_part_applied(struct rgroup *rg)
 static void node_part_leading(struct rgroup *rg)
 {
   struct part *p = rg->owner_data;
-  metrics_node_applied(p->owner->data, p);
+  struct node *n = p->owner->data;
+  metrics_node_applied(n, p);
+  /* The controller learns of the new leader at the next tick, not a
+   * heartbeat period later: clients find it (and a held CreateTopic
+   * answer, topic_wait.h, goes out) sooner. At most one heartbeat per
+   * tick however many groups start leading. */
+  n->last_heartbeat_ms = 0;
 }
 
 static bool node_host_is_loopback(const char *h)
@@ -750,6 +756,7 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
     peer_set_tls(&n->peer, n->peer_tls);
   }
   coord_init(&n->coord, n);
+  twaits_init(&n->twaits, loop, &n->ctl);
   uv_timer_init(loop, &n->tick);
   n->tick.data = n;
   uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
@@ -907,6 +914,7 @@ static void node_on_reconcile(uv_idle_t *h)
   }
   parts_reconcile(&n->parts, st, node_meta_synced(n));
   node_watch_peers(n, st);
+  twait_check(&n->twaits);
 }
 
 /* Called from inside the metadata group's apply: the work is deferred to
@@ -1162,6 +1170,8 @@ static void node_on_wal_closed(void *data)
   node_stop_step(data);
 }
 
+static void node_on_twaits_closed(void *data) { node_stop_step(data); }
+
 static void node_on_admin_closed(void *data)
 {
   node_stop_step(data);
@@ -1185,6 +1195,8 @@ static void node_stop_step(struct node *n)
      * (a hand-kept total went wrong when two changes each added a close). */
     n->parts_open = 1;
     handle_fetch_close_all(n);
+    node_awaits(n);
+    twaits_close(&n->twaits, node_on_twaits_closed, n);
     node_awaits(n);
     uv_close(looplag_handle(&n->looplag), node_on_handle_closed);
     node_awaits(n);

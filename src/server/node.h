@@ -50,6 +50,7 @@
 #include "server/config.h"
 #include "server/authz_principal.h"
 #include "server/group/coord.h"
+#include "server/topic_wait.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -144,6 +145,7 @@ struct node {
   uint64_t sfaults_heard_ms; /* loop time of that answer, 0: none */
   struct ctl_propose bootstrap_req;
   struct fetch_wait *waits;  /* long-polling fetches (handle_fetch.c) */
+  struct twaits twaits;      /* CreateTopic answers held until ready (topic_wait.h) */
   struct coord coord;        /* consumer groups this node coordinates */
   int parts_open;            /* parts of the current stop stage still closing */
   int stop_stage;
