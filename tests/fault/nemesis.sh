@@ -59,19 +59,26 @@ NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncu
 : "${NEM_QUIET_S:=5}"
 NEM_T0_MS=${NEM_T0_MS:-$(date +%s%3N)}
 declare -A nem_down=()   # nodes a fault has stopped on purpose
+declare -A nem_paused=() # nodes a pause has frozen
+declare -A nem_cuts=()   # node pairs ("1-3") a partition has cut apart
 nem_churn_stuck=""       # nodes whose decommission never finished
 nem_netem_kernel=""
 
 nem_rand() { echo $((RANDOM % $1)); } # 0 .. $1-1
 nem_elapsed() { echo $(($(date +%s%3N) - NEM_T0_MS)); } # ms
 
-# Each line in faults.txt ends with the nodes a fault holds down right
-# after the event ("[down: 1 3]"), so that the workload measures a
-# partition's availability only from events after which a majority of its
-# replicas is up (a staggered restart's first node may not bring it back).
+# Each line in faults.txt ends with the state right after the event: the
+# nodes not up ("[down: 1 3]": stopped or paused) and the node pairs that
+# cannot reach each other ("[cut: 1-2 1-4]"), so that the workload measures
+# a partition's availability only while a majority of its replicas is up
+# and connected (a staggered restart's first node may not bring it back; a
+# pause overlapping a kill, or a bridge's middle node going down, may take
+# it away).
 nem_record() {
-  local down="${!nem_down[*]}"
-  echo "$(nem_elapsed) $* [down: ${down}]" >>"$NEM_FAULTS"
+  local -A out=()
+  local i
+  for i in "${!nem_down[@]}" "${!nem_paused[@]}"; do out[$i]=1; done
+  echo "$(nem_elapsed) $* [down: ${!out[*]}] [cut: ${!nem_cuts[*]}]" >>"$NEM_FAULTS"
   printf '%s nemesis: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
 }
 
@@ -112,11 +119,13 @@ nem_kill_heal() {
 nem_pause_start() {
   read -r nem_pause_node nem_pause_why < <(nem_target)
   hosts_pause "$nem_pause_node"
+  nem_paused[$nem_pause_node]=1
   nem_record "pause node $nem_pause_node ($nem_pause_why)"
   nem_pause_hold=$(((NEM_ELECTION_MS * (15 + $(nem_rand 16)) / 10 + 999) / 1000))
 }
 nem_pause_heal() {
   hosts_resume "$nem_pause_node"
+  unset "nem_paused[$nem_pause_node]"
   nem_record "pause healed: resume node $nem_pause_node"
 }
 
@@ -128,6 +137,7 @@ nem_cut() {
   hosts_exec "$a" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$b")" drop
   hosts_exec "$b" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$a")" drop
   hosts_exec "$b" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$a")" drop
+  nem_cuts[$a-$b]=1
 }
 
 # The nodes 1..n in a seeded random order.
@@ -181,6 +191,7 @@ nem_partition_heal() {
     hosts_exec "$i" nft flush chain inet cairnfault input
     hosts_exec "$i" nft flush chain inet cairnfault output
   done
+  nem_cuts=()
   nem_record "partition healed"
 }
 
@@ -400,6 +411,13 @@ nem_churn_start() {
     nem_churn_node=""
     return
   fi
+  # A decommission lands on the registered process: one started before it
+  # but registered after it takes the id over as a new incarnation and the
+  # node is ALIVE again (docs/metadata.md), so a just-restarted node (its
+  # registration is refused while its old process still looks live) is
+  # given up to 15 s to register first.
+  local w=0
+  while ((w++ < 30)) && ! nem_registered "$nem_churn_node"; do sleep 0.5; done
   if [[ " $nem_churn_stuck " == *" $nem_churn_node "* ]]; then
     nem_record "churn skipped (node $nem_churn_node's decommission never finished)"
     nem_churn_node=""
@@ -409,6 +427,15 @@ nem_churn_start() {
   code=$(nem_ctl decommission "$(hosts_client_list)" "$nem_churn_node")
   nem_record "churn: decommission node $nem_churn_node (code ${code:-none})"
 }
+# Succeeds if node $1's running process has registered: its log has a
+# "registered" line after its last "up:" line.
+nem_registered() {
+  local log="$HOSTS_DIR/node$1.log" up reg
+  up=$(grep -n "\[node\] node $1 up:" "$log" 2>/dev/null | tail -1 | cut -d: -f1)
+  reg=$(grep -n "\[node\] node $1 registered" "$log" 2>/dev/null | tail -1 | cut -d: -f1)
+  [ -n "$reg" ] && [ "$reg" -gt "${up:-0}" ]
+}
+
 # Runs after the step's other faults are healed (nem_run), so a drain is
 # judged on a healthy network: one still draining after 240 s is a finding.
 nem_churn_heal() {
@@ -417,6 +444,9 @@ nem_churn_heal() {
   for ((k = 0; k < 240; k++)); do
     state=$(nem_ctl state "$(hosts_client_list)" "$nem_churn_node") || state=""
     [ "$state" = removed ] && break
+    # A node that dies while this drain is awaited is restarted (and
+    # reported) at once: a drain that needs it would otherwise wait for it.
+    nem_check_crashes
     sleep 1
   done
   nem_record "churn: node $nem_churn_node is ${state:-unknown} after ${k} s"
@@ -467,6 +497,8 @@ nem_heal_all() {
     if ! hosts_alive "$i"; then hosts_start "$i" 2>/dev/null; fi
   done
   nem_down=()
+  nem_paused=()
+  nem_cuts=()
   nem_record "healed everything"
 }
 

@@ -804,7 +804,7 @@ static void wl_placement(uint64_t *replicas)
   }
 }
 
-/* The nodes a nemesis line says are held down after its event (its
+/* The nodes a nemesis line says are not up after its event (its
  * "[down: 1 3]" suffix, by node id), as a bit per node id. */
 static uint64_t wl_event_down(const char *what)
 {
@@ -823,28 +823,114 @@ static uint64_t wl_event_down(const char *what)
   return down;
 }
 
-/* Is a majority of the replicas (a bit per node id) outside down? True
- * when the placement is unknown. */
-static bool wl_majority_up(uint64_t replicas, uint64_t down)
+/* The node pairs a nemesis line says cannot reach each other after its
+ * event (its "[cut: 1-2 1-4]" suffix): cut[a] has a bit per node id that
+ * a cannot reach, both ways. */
+static void wl_event_cuts(const char *what, uint64_t cut[64])
 {
-  int n = __builtin_popcountll(replicas), up = __builtin_popcountll(replicas & ~down);
-  return n == 0 || up > n / 2;
+  memset(cut, 0, 64 * sizeof *cut);
+  const char *d = strstr(what, "[cut:");
+  for (d = d != NULL ? d + 5 : NULL; d != NULL && *d != '\0' && *d != ']';) {
+    char *end, *end2;
+    unsigned long a = strtoul(d, &end, 10);
+    if (end == d || *end != '-') {
+      d++;
+      continue;
+    }
+    unsigned long b = strtoul(end + 1, &end2, 10);
+    if (end2 != end + 1 && a < 64 && b < 64) {
+      cut[a] |= 1ull << b;
+      cut[b] |= 1ull << a;
+    }
+    d = end2;
+  }
 }
 
-/* For every nemesis event (--faults: "<ms> <what> [down: ids]" lines, ms
- * on this program's clock), how long until every partition that has a
- * majority of its replicas up after the event acknowledged a write again;
- * printed per kind: count, median, worst, how many took longer than the
- * target (WL_TARGET_MS: issue 20 asks writes to be acknowledged again
- * within 2 s of a fault that leaves a majority up and connected, and within
- * 2 s of a majority returning) and whether it is met. A partition whose
- * majority a fault holds down (killall, majority, a kill overlapping
- * another) is measured from the event that brings it back instead (a
- * staggered restart's second node, say); an event after which no
- * partition has a majority up is not counted. Faults that leave nodes up
- * but cut off or frozen (pause, partition) and faults that overlap (two
- * in one step, or a step's heal inside the previous one's window)
- * lengthen each other's figures: upper bounds. */
+/* Can a majority of the replicas (a bit per node id) be up and connected:
+ * is there an up replica that reaches enough others (a leader needs its
+ * followers, not a connected whole)? True when the placement is unknown. */
+static bool wl_majority_up(uint64_t replicas, uint64_t down, const uint64_t cut[64])
+{
+  int n = __builtin_popcountll(replicas);
+  uint64_t up = replicas & ~down;
+  for (int r = 0; r < 64; r++) {
+    if ((up >> r & 1) && 1 + __builtin_popcountll(up & ~(1ull << r) & ~cut[r]) > n / 2) {
+      return true;
+    }
+  }
+  return n == 0;
+}
+
+/* One nemesis event of --faults: "<ms> <what> [down: ids]", ms on this
+ * program's clock; down: the nodes not up and connected after it. */
+struct wl_event {
+  long long t;
+  uint64_t down;
+  uint64_t cut[64];
+  char kind[24];
+  bool measured; /* false: no fault (a skip, churn's progress) or a conncut */
+};
+
+/* Reads --faults into *events (malloc'd; *n of them, in time order). */
+static void wl_read_events(struct wl_event **events, size_t *n)
+{
+  size_t cap = 0;
+  *events = NULL;
+  *n = 0;
+  FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
+  char line[1024];
+  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+    char *what;
+    long long t = strtoll(line, &what, 10); /* ms from the workload's start */
+    while (*what == ' ') {
+      what++;
+    }
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 64;
+      *events = realloc(*events, cap * sizeof **events);
+    }
+    struct wl_event *e = &(*events)[(*n)++];
+    e->t = t;
+    e->down = wl_event_down(what);
+    wl_event_cuts(what, e->cut);
+    wl_event_kind(what, e->kind, sizeof e->kind);
+    /* A conncut refuses clients at a leader whose group is healthy: no
+     * election moves the partition away, so it is measured from its heal. */
+    e->measured = strstr(what, " skipped") == NULL && strncmp(what, "churn: node", 11) != 0 &&
+                  strncmp(what, "conncut node", 12) != 0;
+  }
+  if (ff != NULL) {
+    fclose(ff);
+  }
+}
+
+/* Does an event after events[i] and before ms `until` leave partition
+ * (replicas) without a majority up and connected? Then events[i]'s wait
+ * on it is not the fault's: the later event's heal measures it. */
+static bool wl_majority_lost_before(const struct wl_event *events, size_t n, size_t i,
+                                    uint64_t replicas, long long until)
+{
+  for (size_t j = i + 1; j < n && events[j].t < until; j++) {
+    if (!wl_majority_up(replicas, events[j].down, events[j].cut)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* For every nemesis event, how long until every partition that has a
+ * majority of its replicas up and connected after the event acknowledged
+ * a write again; printed per kind: count, median, worst, how many took
+ * longer than the target (WL_TARGET_MS: issue 20 asks writes to be
+ * acknowledged again within 2 s of a fault that leaves a majority up and
+ * connected, and within 2 s of a majority returning) and whether it is
+ * met. A partition whose majority an event leaves down, paused or cut off
+ * (killall, majority, a pause overlapping a kill) is measured from the
+ * event that brings it back instead; so is one whose majority a later
+ * event takes away before its next acknowledgement. An event after which
+ * no partition is measured is not counted. A conncut is measured from its
+ * heal. Faults that slow without stopping (netem, two in one step) lengthen
+ * each other's figures: upper bounds. */
 static void wl_report_availability(FILE *json)
 {
   long long *acks[WL_MAX_PARTS] = {0};
@@ -871,34 +957,32 @@ static void wl_report_availability(FILE *json)
   wl_placement(replicas);
   struct wl_kind kinds[WL_MAX_KINDS];
   int nkinds = 0;
-  FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
-  char line[1024];
-  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
-    char *what;
-    long long t = strtoll(line, &what, 10); /* ms from the workload's start */
-    while (*what == ' ') {
-      what++;
+  struct wl_event *events;
+  size_t nevents;
+  wl_read_events(&events, &nevents);
+  long long run_end = (long long)wl.seconds * 1000;
+  for (size_t i = 0; i < nevents; i++) {
+    const struct wl_event *e = &events[i];
+    if (!e->measured || e->t >= run_end) {
+      continue; /* no fault, or after the run (the final heal) */
     }
-    if (strstr(what, " skipped") != NULL || strncmp(what, "churn: node", 11) == 0) {
-      continue; /* no fault: a skipped one, or churn's progress */
-    }
-    char name[24];
-    wl_event_kind(what, name, sizeof name);
-    struct wl_kind *k = wl_kind_get(kinds, &nkinds, name);
+    struct wl_kind *k = wl_kind_get(kinds, &nkinds, e->kind);
     long long worst = 0;
-    uint64_t down = wl_event_down(what);
     int measured = 0;
     for (uint32_t q = 0; q < wl.parts && q < WL_MAX_PARTS && k != NULL; q++) {
-      if (!wl_majority_up(replicas[q], down)) {
+      if (!wl_majority_up(replicas[q], e->down, e->cut)) {
         continue; /* measured from the event that brings its majority back */
       }
+      long long a = wl_next_ack(acks, nacks, q, e->t);
+      long long until = a < 0 ? run_end : a;
+      if (wl_majority_lost_before(events, nevents, i, replicas[q], until)) {
+        continue;
+      }
       measured++;
-      long long a = wl_next_ack(acks, nacks, q, t);
-      long long w = a < 0 ? (long long)wl.seconds * 1000 - t : a - t;
-      worst = w > worst ? w : worst;
+      worst = until - e->t > worst ? until - e->t : worst;
     }
-    if (k == NULL || t >= (long long)wl.seconds * 1000 || measured == 0) {
-      continue; /* after the run (the final heal), or no majority up */
+    if (k == NULL || measured == 0) {
+      continue;
     }
     if (k->n == k->cap) {
       k->cap = k->cap ? k->cap * 2 : 16;
@@ -906,9 +990,7 @@ static void wl_report_availability(FILE *json)
     }
     k->waits[k->n++] = worst;
   }
-  if (ff != NULL) {
-    fclose(ff);
-  }
+  free(events);
   fprintf(json, "\"availability\": [");
   int nprinted = 0;
   for (int i = 0; i < nkinds; i++) {
