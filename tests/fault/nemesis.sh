@@ -129,14 +129,26 @@ nem_pause_heal() {
   nem_record "pause healed: resume node $nem_pause_node"
 }
 
+# Deletes node $1's nftables rules that fault $2 added (their comment), and
+# no other fault's: two faults of a step may both have rules on a node.
+nem_nft_drop() {
+  local chain h
+  for chain in input output; do
+    for h in $(hosts_exec "$1" nft -a list chain inet cairnfault "$chain" 2>/dev/null |
+      awk -v tag="comment \"$2\"" 'index($0, tag) { print $NF }'); do
+      hosts_exec "$1" nft delete rule inet cairnfault "$chain" handle "$h"
+    done
+  done
+}
+
 # ---- partition ----
 # Drops everything between nodes a and b, both ways.
 nem_cut() {
   local a=$1 b=$2
-  hosts_exec "$a" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$b")" drop
-  hosts_exec "$a" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$b")" drop
-  hosts_exec "$b" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$a")" drop
-  hosts_exec "$b" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$a")" drop
+  hosts_exec "$a" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$b")" drop comment partition
+  hosts_exec "$a" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$b")" drop comment partition
+  hosts_exec "$b" nft add rule inet cairnfault input ip saddr "$(hosts_ip "$a")" drop comment partition
+  hosts_exec "$b" nft add rule inet cairnfault output ip daddr "$(hosts_ip "$a")" drop comment partition
   nem_cuts[$a-$b]=1
 }
 
@@ -187,10 +199,7 @@ nem_partition_start() {
 nem_partition_heal() {
   local i n
   n=$(hosts_count)
-  for ((i = 1; i <= n; i++)); do
-    hosts_exec "$i" nft flush chain inet cairnfault input
-    hosts_exec "$i" nft flush chain inet cairnfault output
-  done
+  for ((i = 1; i <= n; i++)); do nem_nft_drop "$i" partition; done
   nem_cuts=()
   nem_record "partition healed"
 }
@@ -222,7 +231,7 @@ nem_netem_start() {
       what+=" node $i: delay ${delay}ms±$((delay / 2)) loss ${loss}% reorder 25%;"
     else
       hosts_exec "$i" nft add rule inet cairnfault input ip saddr != "$HOSTS_CLIENT_IP" \
-        numgen random mod 100 '<' "$loss" drop
+        numgen random mod 100 '<' "$loss" drop comment netem
       hosts_exec "$i" tc qdisc add dev eth0 root tbf rate 2mbit burst 32kb latency "${delay}ms"
       what+=" node $i: loss ${loss}% rate 2mbit queue ${delay}ms;"
     fi
@@ -235,7 +244,7 @@ nem_netem_heal() {
   local i
   for i in $nem_netem_nodes; do
     hosts_exec "$i" tc qdisc del dev eth0 root 2>/dev/null || true
-    hosts_exec "$i" nft flush chain inet cairnfault input
+    nem_nft_drop "$i" netem
   done
   nem_record "netem healed"
 }
@@ -364,12 +373,12 @@ nem_torn_heal() {
 nem_conncut_start() {
   read -r nem_cc_node nem_cc_why < <(nem_target)
   hosts_exec "$nem_cc_node" nft add rule inet cairnfault input ip saddr "$HOSTS_CLIENT_IP" \
-    tcp dport "$HOSTS_CLIENT_PORT" reject with tcp reset
+    tcp dport "$HOSTS_CLIENT_PORT" reject with tcp reset comment conncut
   nem_record "conncut node $nem_cc_node ($nem_cc_why): client connections reset"
   nem_conncut_hold=$((1 + $(nem_rand 2)))
 }
 nem_conncut_heal() {
-  hosts_exec "$nem_cc_node" nft flush chain inet cairnfault input
+  nem_nft_drop "$nem_cc_node" conncut
   nem_record "conncut healed: node $nem_cc_node"
 }
 
@@ -522,7 +531,7 @@ nem_wait_alive() {
 
 # nem_run SECONDS: the schedule.
 nem_run() {
-  local end=$((SECONDS + $1)) list faults f g hold h
+  local end=$((SECONDS + $1)) list faults f g h i w slept order holds
   IFS=, read -r -a list <<<"$NEM_LIST"
   while ((SECONDS < end)); do
     nem_check_crashes
@@ -531,17 +540,26 @@ nem_run() {
       g=${list[$(nem_rand ${#list[@]})]}
       [ "$g" = "${faults[0]}" ] || faults+=("$g")
     fi
-    hold=0
+    holds=()
     for f in "${faults[@]}"; do
       "nem_${f}_start"
       h="nem_${f}_hold"
-      ((${!h} > hold)) && hold=${!h}
+      holds+=("${!h}")
     done
-    ((SECONDS + hold < end)) || hold=$((end - SECONDS > 1 ? end - SECONDS : 1))
-    sleep "$hold"
-    # Healed in reverse order, churn last: its heal waits for the drain.
-    for ((k = ${#faults[@]} - 1; k >= 0; k--)); do
-      [ "${faults[k]}" = churn ] || "nem_${faults[k]}_heal"
+    # Each fault is healed once its own hold is over (a conncut's 1-2 s is
+    # not stretched to a partition's 20 s), a tie in reverse order; churn
+    # last: its heal waits for the drain.
+    order=(0)
+    if ((${#faults[@]} == 2)); then
+      if ((holds[0] < holds[1])); then order=(0 1); else order=(1 0); fi
+    fi
+    slept=0
+    for i in "${order[@]}"; do
+      [ "${faults[i]}" != churn ] || continue
+      w=$((holds[i] - slept))
+      ((SECONDS + w < end)) || w=$((end - SECONDS > 1 ? end - SECONDS : 1))
+      if ((w > 0)); then sleep "$w"; slept=$((slept + w)); fi
+      "nem_${faults[i]}_heal"
     done
     for f in "${faults[@]}"; do [ "$f" != churn ] || nem_churn_heal; done
     sleep "$NEM_QUIET_S"

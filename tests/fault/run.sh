@@ -107,7 +107,9 @@ RANDOM=$seed
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-ulimit -c 0
+# No core files (an ASan abort's would be huge) unless FAULT_CORES=1 asks
+# for them (a crash of a release build: set /proc/sys/kernel/core_pattern).
+[ "${FAULT_CORES:-0}" = 1 ] && ulimit -c unlimited || ulimit -c 0
 
 wl_pid=""
 finish() {

@@ -123,6 +123,13 @@ struct wl_log {
   int64_t start, hw;
 };
 
+/* Where each partition's replicas were (a bit per node id) from ms t on,
+ * as Metadata answered then: churn moves replicas during a run. */
+struct wl_placement_sample {
+  long long t;
+  uint64_t replicas[WL_MAX_PARTS];
+};
+
 static struct {
   struct fc_nodes ns;
   const char *topic;
@@ -145,6 +152,8 @@ static struct {
   struct wl_log log[WL_MAX_PARTS];
   FILE *viol; /* violations, one JSON string per line (temp file) */
   long nviol;
+  struct wl_placement_sample *placements; /* main thread only, in time order */
+  size_t nplacements, placements_cap;
 } wl;
 
 static uint64_t wl_rand(uint64_t *s)
@@ -775,13 +784,14 @@ static void wl_event_kind(const char *what, char *kind, size_t len)
   snprintf(kind, len, "%.*s%s", (int)n, what, strncmp(what, "healed", 6) == 0 ? " all" : "");
 }
 
-/* Where each partition's replicas are (a bit per node id), as a node
- * answers Metadata after the run (replicas moved by churn are where they
- * ended); 0 for a partition not learned. */
-static void wl_placement(uint64_t *replicas)
+/* Where each partition's replicas are (a bit per node id), as the first
+ * node from `first` on that answers Metadata says; 0 for a partition not
+ * learned. Returns whether a node answered with the topic. */
+static bool wl_placement(uint64_t *replicas, int first)
 {
   memset(replicas, 0, WL_MAX_PARTS * sizeof *replicas);
-  for (int i = 0; i < wl.ns.n; i++) {
+  for (int j = 0; j < wl.ns.n; j++) {
+    int i = (first + j) % wl.ns.n;
     Cairn__Client__Envelope *env = NULL;
     Cairn__Client__MetadataResponse *md = fc_metadata(&wl.ns, i, &env);
     bool found = false;
@@ -799,9 +809,45 @@ static void wl_placement(uint64_t *replicas)
       cairn__client__envelope__free_unpacked(env, NULL);
     }
     if (found) {
-      return;
+      return true;
     }
   }
+  return false;
+}
+
+/* Records the placement now if it changed since the last sample (main
+ * thread, about once a second during the run; each time asks another node
+ * first, so that a paused one does not hold every sample up). */
+static void wl_placement_sample(void)
+{
+  static int first;
+  uint64_t replicas[WL_MAX_PARTS];
+  if (!wl_placement(replicas, first++ % (wl.ns.n > 0 ? wl.ns.n : 1))) {
+    return;
+  }
+  struct wl_placement_sample *last =
+      wl.nplacements > 0 ? &wl.placements[wl.nplacements - 1] : NULL;
+  if (last != NULL && memcmp(last->replicas, replicas, sizeof replicas) == 0) {
+    return;
+  }
+  if (wl.nplacements == wl.placements_cap) {
+    wl.placements_cap = wl.placements_cap ? wl.placements_cap * 2 : 16;
+    wl.placements = realloc(wl.placements, wl.placements_cap * sizeof *wl.placements);
+  }
+  struct wl_placement_sample *sm = &wl.placements[wl.nplacements++];
+  sm->t = wl.nplacements == 1 ? 0 : wl_now();
+  memcpy(sm->replicas, replicas, sizeof replicas);
+}
+
+/* The placement of partition q at ms t: the last sample at or before t
+ * (the first one before any), or after the run's end when never sampled. */
+static uint64_t wl_placement_at(uint32_t q, long long t, const uint64_t *final)
+{
+  uint64_t r = final[q];
+  for (size_t i = 0; i < wl.nplacements && (i == 0 || wl.placements[i].t <= t); i++) {
+    r = wl.placements[i].replicas[q];
+  }
+  return r;
 }
 
 /* The nodes a nemesis line says are not up after its event (its
@@ -908,10 +954,10 @@ static void wl_read_events(struct wl_event **events, size_t *n)
  * (replicas) without a majority up and connected? Then events[i]'s wait
  * on it is not the fault's: the later event's heal measures it. */
 static bool wl_majority_lost_before(const struct wl_event *events, size_t n, size_t i,
-                                    uint64_t replicas, long long until)
+                                    uint32_t q, const uint64_t *final, long long until)
 {
   for (size_t j = i + 1; j < n && events[j].t < until; j++) {
-    if (!wl_majority_up(replicas, events[j].down, events[j].cut)) {
+    if (!wl_majority_up(wl_placement_at(q, events[j].t, final), events[j].down, events[j].cut)) {
       return true;
     }
   }
@@ -924,7 +970,8 @@ static bool wl_majority_lost_before(const struct wl_event *events, size_t n, siz
  * longer than the target (WL_TARGET_MS: issue 20 asks writes to be
  * acknowledged again within 2 s of a fault that leaves a majority up and
  * connected, and within 2 s of a majority returning) and whether it is
- * met. A partition whose majority an event leaves down, paused or cut off
+ * met. Placement is as sampled during the run (churn moves replicas). A
+ * partition whose majority an event leaves down, paused or cut off
  * (killall, majority, a pause overlapping a kill) is measured from the
  * event that brings it back instead; so is one whose majority a later
  * event takes away before its next acknowledgement. An event after which
@@ -953,8 +1000,8 @@ static void wl_report_availability(FILE *json)
   for (uint32_t q = 0; q < wl.parts && q < WL_MAX_PARTS; q++) {
     qsort(acks[q], nacks[q], sizeof *acks[q], wl_cmp_i64);
   }
-  uint64_t replicas[WL_MAX_PARTS];
-  wl_placement(replicas);
+  uint64_t final[WL_MAX_PARTS];
+  wl_placement(final, 0);
   struct wl_kind kinds[WL_MAX_KINDS];
   int nkinds = 0;
   struct wl_event *events;
@@ -970,12 +1017,12 @@ static void wl_report_availability(FILE *json)
     long long worst = 0;
     int measured = 0;
     for (uint32_t q = 0; q < wl.parts && q < WL_MAX_PARTS && k != NULL; q++) {
-      if (!wl_majority_up(replicas[q], e->down, e->cut)) {
+      if (!wl_majority_up(wl_placement_at(q, e->t, final), e->down, e->cut)) {
         continue; /* measured from the event that brings its majority back */
       }
       long long a = wl_next_ack(acks, nacks, q, e->t);
       long long until = a < 0 ? run_end : a;
-      if (wl_majority_lost_before(events, nevents, i, replicas[q], until)) {
+      if (wl_majority_lost_before(events, nevents, i, q, final, until)) {
         continue;
       }
       measured++;
@@ -991,6 +1038,9 @@ static void wl_report_availability(FILE *json)
     k->waits[k->n++] = worst;
   }
   free(events);
+  free(wl.placements);
+  wl.placements = NULL;
+  wl.nplacements = wl.placements_cap = 0;
   fprintf(json, "\"availability\": [");
   int nprinted = 0;
   for (int i = 0; i < nkinds; i++) {
@@ -1319,7 +1369,12 @@ int main(int argc, char **argv)
     }
     pthread_create(&wl.cons[k].th, NULL, wl_consumer_main, &wl.cons[k]);
   }
+  long long next_sample = 0;
   while (wl_now() < (long long)wl.seconds * 1000) {
+    if (wl_now() >= next_sample) {
+      wl_placement_sample();
+      next_sample = wl_now() + 1000;
+    }
     wl_sleep_ms(200);
   }
   atomic_store(&wl.stop, true);
