@@ -14,6 +14,18 @@
 #define CATCHUP_START_BYTES (1u << 20)
 #define CATCHUP_RUN_MAX 256 /* batches of one Raft entry appended at once */
 
+/* One request on the wire. Each has its own write request and bytes: the
+ * next request may be sent (a response already buffered was read in the
+ * same read loop) before libuv ran this one's write callback, and a
+ * uv_write_t still queued for its callback must not be written again
+ * (libuv's queues are corrupted: the crash of soak 12/13). */
+struct catchup_write {
+  uv_write_t req;
+  struct catchup *cu;
+  uv_tcp_t *tcp; /* the connection it was written on */
+  uint8_t bytes[FETCH_REQUEST_SIZE];
+};
+
 struct catchup_pending {
   struct catchup_pending *next;
   uint64_t index;
@@ -180,10 +192,16 @@ static void catchup_finish(struct catchup *cu)
            (unsigned long long)cu->fetched_bytes);
 }
 
-static void catchup_on_written(uv_write_t *w, int status)
+/* Fires before the connection's close callback, so cu is still there. A
+ * failure on a connection dropped since is that connection's, not the
+ * current one's. */
+static void catchup_on_written(uv_write_t *req, int status)
 {
-  struct catchup *cu = w->data;
-  if (status != 0 && cu->state == CATCHUP_FETCHING) {
+  struct catchup_write *w = req->data;
+  struct catchup *cu = w->cu;
+  bool current = w->tcp == cu->tcp;
+  free(w);
+  if (status != 0 && current && cu->state == CATCHUP_FETCHING) {
     catchup_backoff(cu, uv_strerror(status));
   }
 }
@@ -206,15 +224,24 @@ static void catchup_request(struct catchup *cu)
 {
   struct store_info info;
   store_info(cu->store, &info);
+  struct catchup_write *w = malloc(sizeof *w);
+  if (w == NULL) {
+    catchup_backoff(cu, "out of memory");
+    return;
+  }
   struct fetch_request q = {.offset = info.next_offset, .max_bytes = cu->max_bytes};
-  fetch_request_encode(&q, cu->request);
+  fetch_request_encode(&q, w->bytes);
+  w->cu = cu;
+  w->tcp = cu->tcp;
+  w->req.data = w;
   cu->header_got = 0;
   cu->payload_got = 0;
   cu->payload_len = 0;
-  uv_buf_t b = uv_buf_init((char *)cu->request, FETCH_REQUEST_SIZE);
-  cu->write.data = cu;
-  int rv = uv_write(&cu->write, (uv_stream_t *)cu->tcp, &b, 1, catchup_on_written);
-  if (rv == 0) {
+  uv_buf_t b = uv_buf_init((char *)w->bytes, FETCH_REQUEST_SIZE);
+  int rv = uv_write(&w->req, (uv_stream_t *)cu->tcp, &b, 1, catchup_on_written);
+  if (rv != 0) {
+    free(w); /* no callback when uv_write fails */
+  } else {
     rv = uv_read_start((uv_stream_t *)cu->tcp, catchup_alloc, catchup_on_read);
   }
   if (rv != 0) {

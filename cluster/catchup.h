@@ -60,8 +60,6 @@ struct catchup {
   struct transport_dial dial;
   uv_tcp_t *tcp;
   uv_timer_t timer;
-  uv_write_t write;
-  uint8_t request[32];
   uint8_t header[64];
   struct fetch_response response;
   size_t header_got;
