@@ -504,16 +504,21 @@ static void hn_registered(struct node *n, void *data, Cairn__Client__ErrorCode c
   if (code == CAIRN__CLIENT__ERROR_CODE__NODE_ID_IN_USE) {
     /* A process restarted right after a crash finds its previous
      * incarnation still counted live; the controller takes that one over
-     * once it has been silent long enough (docs/metadata.md). Only a
-     * refusal lasting past the node timeout means another live process. */
+     * once it has been silent long enough (docs/metadata.md). The old
+     * process's last heartbeat can reach the controller leader seconds
+     * after its death (4 s once in the fault rig), so its silence starts
+     * late: only a refusal lasting past twice the node timeout means
+     * another live process (which heartbeats every second and stays
+     * refused). */
     uint64_t now = uv_now(n->loop);
+    uint64_t grace = 2 * (uint64_t)n->cfg.node_timeout_ms + NODE_HEARTBEAT_MS;
     if (n->id_refused_ms == 0) {
       n->id_refused_ms = now;
       log_warn("node", "registration refused (%s); retrying for up to %" PRIu64 " ms in case "
                "that process is this node's previous one, gone",
-               msg, (uint64_t)n->cfg.node_timeout_ms + NODE_HEARTBEAT_MS);
+               msg, grace);
     }
-    if (now - n->id_refused_ms < n->cfg.node_timeout_ms + NODE_HEARTBEAT_MS) {
+    if (now - n->id_refused_ms < grace) {
       return;
     }
   }
