@@ -549,12 +549,9 @@ int riow_snapshot_put(struct riow *x, unsigned trailing, struct raft_io_snapshot
     return RAFT_NOMEM;
   }
   uint64_t index = snapshot->index;
-  /* trailing 0 from the leader (first 0 marks it): the whole log goes, the
-   * next append follows the snapshot. trailing 0 of raft's own snapshot
-   * (x->local_put): entries after the index stay. */
-  uint64_t first = trailing != 0 ? (index > trailing ? index - trailing + 1 : 1)
-                   : req == x->local_put ? index + 1
-                                         : 0;
+  /* trailing 0 (a snapshot installed from the leader; first 0 marks it):
+   * the whole log goes, the next append follows the snapshot. */
+  uint64_t first = trailing == 0 ? 0 : index > trailing ? index - trailing + 1 : 1;
   s->index = index;
   s->term = snapshot->term;
   s->first = first;

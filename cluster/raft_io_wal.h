@@ -48,12 +48,6 @@ struct riow {
   bool closing;
   void (*on_idle)(struct riow *x); /* set by riow_close */
   void *close_data;
-  /* raft's own snapshot request (&raft.snapshot.put), set by the owner;
-   * NULL: none. raft 0.15 passes trailing 0 both when it installs a
-   * leader's snapshot and when it takes one of its own with no trailing
-   * entries (rgroup_compact.h): only the first replaces the whole log, the
-   * second keeps any entry after the snapshot. */
-  const struct raft_io_snapshot_put *local_put;
 };
 
 /* Sets up x for group gid of w, its snapshot files in dir. errmsg: the
@@ -73,9 +67,6 @@ int riow_set_vote(struct riow *x, raft_id server_id);
 int riow_append(struct riow *x, struct raft_io_append *req, const struct raft_entry entries[],
                 unsigned n, raft_io_append_cb cb);
 int riow_truncate(struct riow *x, raft_index index);
-/* trailing 0 with req == x->local_put: a snapshot taken here keeping no
- * entry up to its index, and every entry after it; trailing 0 otherwise: a
- * snapshot installed from the leader, which replaces the whole log. */
 int riow_snapshot_put(struct riow *x, unsigned trailing, struct raft_io_snapshot_put *req,
                       const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb);
 int riow_snapshot_get(struct riow *x, struct raft_io_snapshot_get *req, raft_io_snapshot_get_cb cb);

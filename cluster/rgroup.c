@@ -3,7 +3,6 @@
 #include "cluster/rgroup.h"
 
 #include "cluster/raft_err.h"
-#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_fsm.h"
 #include "cluster/rgroup_pace.h"
 #include "cluster/rgroup_raft.h"
@@ -743,7 +742,6 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   rgroup_elect_check(rg);
   rgroup_raft_ensure_barrier(rg);
   rgroup_pace_tick(rg);
-  rgroup_compact_tick(rg);
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
     return;
   }

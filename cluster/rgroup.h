@@ -388,13 +388,6 @@ struct rgroup {
   uint64_t coal_hold_ms;      /* not coalesced again before this (uv_now), after a refusal */
   uint64_t coal_refusals;     /* coalesced beats of this leader refused or unanswered */
   uint64_t raft_sent;         /* Raft messages sent by this replica (for metrics) */
-  /* a quiet group drops its Raft log (rgroup_compact.c) */
-  unsigned snap_threshold, snap_trailing; /* as tuned for a busy group */
-  bool compact_armed;         /* raft's threshold 1, trailing 0 until the next apply */
-  raft_index compact_applied; /* last_applied at the previous tick */
-  uint64_t compact_still_ms;  /* since when applies have stopped (uv_now) */
-  unsigned compact_tries;     /* barriers this quiet period */
-  uint64_t compactions;       /* compaction barriers appended (leader) */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };
 

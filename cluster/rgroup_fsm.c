@@ -37,7 +37,6 @@
  * (threshold + trailing) x average stays under the group's budget. */
 #include "cluster/rgroup_fsm.h"
 
-#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_raft.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -65,7 +64,8 @@ static void rgroup_fsm_retune(struct rgroup *rg, size_t len)
   double total = (double)rg->raft_log_budget / per; /* threshold + trailing */
   unsigned threshold = total / 3 * 2 < 16 ? 16 : total / 3 * 2 > 8192 ? 8192 : (unsigned)(total / 3 * 2);
   unsigned trailing = threshold / 2 < 8 ? 8 : threshold / 2;
-  rgroup_compact_tune(rg, threshold, trailing);
+  raft_set_snapshot_threshold(&rg->raft, threshold);
+  raft_set_snapshot_trailing(&rg->raft, trailing);
 }
 
 /* A PostgreSQL store that failed is revived rather than latched
@@ -345,7 +345,6 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
   if (rg->fatal || rg->store_down) {
     return RAFT_IOERR;
   }
-  rgroup_compact_on_apply(rg);
   rgroup_fsm_retune(rg, buf->len);
   if (catchup_active(&rg->catchup)) {
     /* Behind the snapshot: hold the entry until the log has caught up. */

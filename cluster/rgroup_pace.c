@@ -41,7 +41,9 @@ void rgroup_pace_wake(struct rgroup *rg)
   }
 }
 
-bool rgroup_pace_quiet(struct rgroup *rg)
+/* Nothing to replicate, every follower streamed to and caught up (the
+ * definition in rgroup_pace.h). */
+static bool rgroup_pace_quiet(struct rgroup *rg)
 {
   struct raft *r = &rg->raft;
   if (rg->state != RGROUP_RUNNING || !rg->raft_open || rg->raft_failed ||

@@ -98,10 +98,6 @@ void rgroup_pace_wake(struct rgroup *rg);
 /* Is this replica a leader on the idle pace (coalesced or not)? */
 bool rgroup_pace_idle(struct rgroup *rg);
 
-/* Quiet as defined above (this replica leads, nothing to replicate, every
- * follower streamed to and matched), whatever the pace. */
-bool rgroup_pace_quiet(struct rgroup *rg);
-
 /* Coalesced heartbeats (above). Context: loop thread, called by the node's
  * hbeat. */
 

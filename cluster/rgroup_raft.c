@@ -22,7 +22,6 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/raft_files.h"
-#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_fsm.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -167,7 +166,6 @@ static void rgroup_raft_on_check(uv_check_t *h)
     return; /* the next message received re-arms the check */
   }
   req->data = rg;
-  rgroup_compact_disarm(rg); /* armed as a follower: not over this term's barrier */
   int rv = raft_barrier(r, req, rgroup_raft_on_barrier);
   if (rv != 0) {
     free(req);
@@ -748,8 +746,8 @@ void rgroup_raft_configure(struct rgroup *rg)
    * leader with a bumped term. Transfers and prompt elections (TimeoutNow:
    * rgroup_elect.c) skip it. */
   raft_set_pre_vote(&rg->raft, true);
-  rg->compact_armed = false; /* a new instance: raft's own defaults until tuned */
-  rgroup_compact_tune(rg, rg->opts.snapshot_threshold, rg->opts.snapshot_trailing);
+  raft_set_snapshot_threshold(&rg->raft, rg->opts.snapshot_threshold);
+  raft_set_snapshot_trailing(&rg->raft, rg->opts.snapshot_trailing);
 }
 
 static void rgroup_raft_on_closed(struct raft *r)

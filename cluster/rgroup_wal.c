@@ -56,7 +56,6 @@ int rgroup_wal_attach(struct rgroup *rg)
     return CAIRN_EINVAL;
   }
   int rv = riow_uv_attach(&rg->wio, rg->loop, rg->opts.wal, rg->group_id, dir);
-  rg->wio.riow.local_put = &rg->raft.snapshot.put; /* rgroup_compact.h */
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: %.200s: %s",
              (unsigned long long)rg->group_id, dir, cairn_strerror(rv));

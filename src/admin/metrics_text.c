@@ -157,7 +157,6 @@ struct metrics_text_sums {
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces, coalesced, raft_sent;
-  uint64_t log_entries, compactions;
 };
 
 static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
@@ -183,10 +182,6 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->quiesces += rg->pace_quiesces;
     s->coalesced += rg->coal_quiet ? 1 : 0;
     s->raft_sent += rg->raft_sent;
-    s->compactions += rg->compactions;
-    if (rg->raft_open && !rg->raft_closing) {
-      s->log_entries += raft_last_index(&rg->raft) - rg->raft.log.offset;
-    }
     struct store_info si;
     store_info(rgroup_store(rg), &si);
     s->log_bytes += si.size_bytes;
@@ -221,26 +216,6 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Raft messages the hosted partition replicas sent (of the replicas open "
                       "now).");
   admin_buf_printf(b, "cairn_raft_messages_sent_total %" PRIu64 "\n", s.raft_sent);
-  metrics_text_family(b, "cairn_raft_log_entries", "gauge",
-                      "Entries the hosted partition replicas' Raft logs hold (a quiet group "
-                      "drops them: cluster/rgroup_compact.h).");
-  admin_buf_printf(b, "cairn_raft_log_entries %" PRIu64 "\n", s.log_entries);
-  metrics_text_family(b, "cairn_raft_compactions_total", "counter",
-                      "Barriers appended by quiet leaders hosted here so that every replica "
-                      "drops its group's Raft log.");
-  admin_buf_printf(b, "cairn_raft_compactions_total %" PRIu64 "\n", s.compactions);
-  if (n->wal != NULL) {
-    struct wal_stats ws;
-    wal_get_stats(n->wal, &ws);
-    metrics_text_family(b, "cairn_wal_segments", "gauge",
-                        "Segment files of the node-wide Raft log of the partitions.");
-    admin_buf_printf(b, "cairn_wal_segments %" PRIu64 "\n",
-                     ws.last_seq >= ws.first_seq && ws.last_seq != 0 ? ws.last_seq - ws.first_seq + 1 : 0);
-    metrics_text_family(b, "cairn_wal_segments_deleted_total", "counter",
-                        "Segments of the node-wide Raft log deleted since the node started (no "
-                        "group held an entry in them any more).");
-    admin_buf_printf(b, "cairn_wal_segments_deleted_total %" PRIu64 "\n", ws.segments_deleted);
-  }
   const struct hbeat *hb = &n->hb;
   metrics_text_family(b, "cairn_coalesced_beats_sent_total", "counter",
                       "Coalesced heartbeat frames sent to peer nodes.");

@@ -81,7 +81,6 @@ enum config_key_id {
   CONFIG_K_ELECTION,
   CONFIG_K_IDLE_HEARTBEAT,
   CONFIG_K_SEGMENT,
-  CONFIG_K_WAL_SEGMENT,
   CONFIG_K_RAFT_LOG_BUDGET,
   CONFIG_K_RAFT_LOG,
   CONFIG_K_COALESCE_HEARTBEATS,
@@ -252,12 +251,6 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
     [CONFIG_K_SEGMENT] = {"raft-segment-bytes", "raft", "segment_bytes", "N", CONFIG_KIND_SIZE,
                           CONFIG_OFF(raft_segment_bytes), 64 * CONFIG_KIB, CONFIG_GIB,
                           "size of Raft's log segments, a multiple of 4096", NULL},
-    [CONFIG_K_WAL_SEGMENT] = {"wal-segment-bytes", "raft", "wal_segment_bytes", "N",
-                              CONFIG_KIND_SIZE, CONFIG_OFF(wal_segment_bytes), 64 * CONFIG_KIB,
-                              CONFIG_GIB,
-                              "size of the segments of the node-wide Raft log of the partitions "
-                              "(--raft-log node); an idle node keeps about one",
-                              NULL},
     [CONFIG_K_RAFT_LOG_BUDGET] = {"raft-log-budget-bytes", "raft", "log_budget_bytes", "N",
                                   CONFIG_KIND_SIZE, CONFIG_OFF(raft_log_budget_bytes),
                                   4 * CONFIG_KIB, 16 * CONFIG_GIB,
@@ -713,7 +706,6 @@ static void config_defaults(struct config *cfg)
   cfg->heartbeat_ms = 100;
   cfg->election_ms = 1000;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
-  cfg->wal_segment_bytes = 64 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
   snprintf(cfg->coalesce_heartbeats, sizeof cfg->coalesce_heartbeats, "on");

@@ -127,7 +127,6 @@ struct config {
                                  heartbeat_ms: never quiesce; otherwise
                                  2 * (idle + heartbeat) <= election */
   size_t raft_segment_bytes; /* segment_bytes; multiple of 4096; default 1 MiB */
-  size_t wal_segment_bytes;  /* wal_segment_bytes: the partitions' node-wide log; default 64 MiB */
   size_t raft_log_budget_bytes; /* log_budget_bytes: a partition's Raft entries in
                                    memory, which sets its snapshot interval
                                    (rgroup.h); default 64 MiB */

@@ -439,8 +439,7 @@ static int node_wal_set_aside(struct node *n, const char *wdir, char *why)
             "group; then it rejoins empty and is rebuilt from its peers (a replica with no peer "
             "stays refused)",
             moved, marked);
-  struct wal_opts wo = {.segment_bytes = n->cfg.wal_segment_bytes};
-  rv = wal_open(n->loop, wdir, &wo, &n->wal, why);
+  rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
   return rv;
 }
 
@@ -556,8 +555,7 @@ static int node_open_wal(struct node *n, struct ctl_opts *co)
   }
   char wdir[CONFIG_PATH_MAX + 16], why[WAL_ERRMSG_SIZE];
   snprintf(wdir, sizeof wdir, "%s/wal", n->cfg.data_dir);
-  struct wal_opts wo = {.segment_bytes = n->cfg.wal_segment_bytes};
-  rv = wal_open(n->loop, wdir, &wo, &n->wal, why);
+  rv = wal_open(n->loop, wdir, NULL, &n->wal, why);
   if (rv == CAIRN_ECORRUPT) {
     rv = node_wal_set_aside(n, wdir, why);
   }

@@ -6,7 +6,6 @@
  * several times, and after each restart replays exactly the commands it
  * had applied, from the snapshot and the entries after it. A second test
  * runs several groups on one wal at once. */
-#include "cluster/raft_io_wal.h"
 #include "cluster/riow_uv.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -339,102 +338,11 @@ static void test_raft_groups_share_one_wal(void **state)
   tu_tmpdir_free(base);
 }
 
-static void on_put(struct raft_io_snapshot_put *req, int status)
-{
-  assert_int_equal(status, 0);
-  *(bool *)req->data = true;
-}
-
-static void on_riow_idle(struct riow *x)
-{
-  *(bool *)x->close_data = true;
-}
-
-static void riow_put_and_wait(struct riow *x, uv_loop_t *loop, struct raft_io_snapshot_put *req,
-                              uint64_t index, raft_term term)
-{
-  struct raft_snapshot snap;
-  memset(&snap, 0, sizeof snap);
-  snap.index = index;
-  snap.term = term;
-  raft_configuration_init(&snap.configuration);
-  assert_int_equal(raft_configuration_add(&snap.configuration, 1, "127.0.0.1:1", RAFT_VOTER), 0);
-  snap.configuration_index = 1;
-  uint64_t v[2] = {0, 0};
-  struct raft_buffer buf = {v, sizeof v};
-  snap.bufs = &buf;
-  snap.n_bufs = 1;
-  bool done = false;
-  req->data = &done;
-  assert_int_equal(riow_snapshot_put(x, 0, req, &snap, on_put), 0);
-  run_until(loop, flag_set, &done, "a snapshot put");
-  raft_configuration_close(&snap.configuration);
-}
-
-/* raft 0.15 passes trailing 0 for a leader's snapshot being installed and
- * for one of its own kept with no trailing entry (a quiet group's
- * compaction, cluster/rgroup_compact.h): the first replaces the whole log,
- * the second must keep every entry after its index (they may be stored
- * and not applied yet). */
-static void test_own_snapshot_without_trailing_keeps_later_entries(void **state)
-{
-  (void)state;
-  uv_loop_t loop;
-  assert_int_equal(uv_loop_init(&loop), 0);
-  char *base = tu_tmpdir("riowt");
-  char wdir[512], sdir[600];
-  snprintf(wdir, sizeof wdir, "%s/wal", base);
-  snprintf(sdir, sizeof sdir, "%s/g7/snap", base);
-  struct wal *w;
-  char errmsg[WAL_ERRMSG_SIZE];
-  assert_int_equal(wal_open(&loop, wdir, NULL, &w, errmsg), 0);
-  struct rn *n = calloc(1, sizeof *n);
-  rn_open(n, &loop, w, 7, base, test_port(30), true);
-  run_until(&loop, is_leader, n, "leadership");
-  rn_apply(n, &loop, 1, 20); /* below the threshold: no snapshot yet */
-  raft_term term = n->raft.current_term;
-  rn_close(n, &loop);
-  struct wal_group_info gi;
-  assert_int_equal(wal_group_info(w, 7, &gi), 0);
-  uint64_t next = gi.next;
-  assert_true(gi.first == 1 && next > 12);
-
-  struct riow x;
-  char xerr[RAFT_ERRMSG_BUF_SIZE];
-  assert_int_equal(riow_init(&x, &loop, w, 7, sdir, xerr), 0);
-  struct raft_io_snapshot_put own, install;
-  x.local_put = &own;
-  riow_put_and_wait(&x, &loop, &own, 10, term);
-  assert_int_equal(wal_group_info(w, 7, &gi), 0);
-  assert_int_equal(gi.snap_index, 10);
-  assert_int_equal(gi.first, 11); /* nothing at or below the snapshot ... */
-  assert_int_equal(gi.next, next); /* ... and every entry after it */
-  struct wal_entry e;
-  assert_int_equal(wal_read(w, 7, next - 1, &e), 0);
-  free((void *)e.buf);
-
-  riow_put_and_wait(&x, &loop, &install, 11, term);
-  assert_int_equal(wal_group_info(w, 7, &gi), 0);
-  assert_int_equal(gi.snap_index, 11);
-  assert_int_equal(gi.first, 12); /* an install drops the whole log */
-  assert_int_equal(gi.next, 12);
-
-  bool idle = false;
-  riow_close(&x, on_riow_idle, &idle);
-  assert_true(idle);
-  close_wal(&loop, w);
-  free(n);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
-  tu_tmpdir_free(base);
-}
-
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raft_over_wal_restarts_with_every_applied_command),
       cmocka_unit_test(test_raft_groups_share_one_wal),
-      cmocka_unit_test(test_own_snapshot_without_trailing_keeps_later_entries),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,7 +137,6 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->election_ms, b->election_ms);
   assert_int_equal(a->idle_heartbeat_ms, b->idle_heartbeat_ms);
   assert_int_equal(a->raft_segment_bytes, b->raft_segment_bytes);
-  assert_int_equal(a->wal_segment_bytes, b->wal_segment_bytes);
   assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
   assert_string_equal(a->authorizer, b->authorizer);
   assert_string_equal(a->raft_log, b->raft_log);
@@ -198,7 +197,6 @@ static void test_config_no_arguments_give_the_single_node_cluster(void **state)
   assert_int_equal(cfg.heartbeat_ms, 100);
   assert_int_equal(cfg.election_ms, 1000);
   assert_int_equal(cfg.raft_segment_bytes, 1u << 20);
-  assert_int_equal(cfg.wal_segment_bytes, 64u << 20);
   assert_int_equal(cfg.node_timeout_ms, 10000);
   assert_int_equal(cfg.replace_delay_ms, 60000);
   assert_round_trips(&cfg);
@@ -293,8 +291,7 @@ static void test_config_every_flag_sets_its_setting(void **state)
                "127.0.0.1:9002", "--voters", "7@10.0.0.7:9001,8@10.0.0.8:9001", "--join",
                "10.0.0.8:9000", "--max-connections", "10", "--max-frame-bytes", "65536",
                "--max-inflight-bytes", "131072", "--idle-timeout-ms", "0", "--heartbeat-ms", "100",
-               "--election-ms", "1000", "--raft-segment-bytes", "8388608", "--wal-segment-bytes",
-               "1048576", "--node-timeout-ms",
+               "--election-ms", "1000", "--raft-segment-bytes", "8388608", "--node-timeout-ms",
                "5000", "--replace-delay-ms", "0"));
   assert_int_equal(cfg.node_id, 7);
   assert_string_equal(cfg.data_dir, "/srv/cairn");
@@ -318,7 +315,6 @@ static void test_config_every_flag_sets_its_setting(void **state)
   assert_int_equal(cfg.heartbeat_ms, 100);
   assert_int_equal(cfg.election_ms, 1000);
   assert_int_equal(cfg.raft_segment_bytes, 8u << 20);
-  assert_int_equal(cfg.wal_segment_bytes, 1u << 20);
   assert_int_equal(cfg.node_timeout_ms, 5000);
   assert_int_equal(cfg.replace_delay_ms, 0);
   assert_round_trips(&cfg);
@@ -770,7 +766,7 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
                   "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
-                  "election_ms, idle_heartbeat_ms, segment_bytes, wal_segment_bytes, log_budget_bytes, log, "
+                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log, "
                   "coalesce_heartbeats)",
                   NULL);
 }
@@ -884,7 +880,6 @@ static void test_config_example_file_loads_and_round_trips(void **state)
   assert_false(cfg.join_set);
   assert_int_equal(cfg.max_frame_bytes, 16u << 20);
   assert_int_equal(cfg.raft_segment_bytes, 1u << 20);
-  assert_int_equal(cfg.wal_segment_bytes, 64u << 20);
   assert_int_equal(cfg.raft_log_budget_bytes, 64u << 20);
   assert_round_trips(&cfg);
 
