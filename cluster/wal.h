@@ -111,6 +111,20 @@ struct wal_opts {
   uint64_t segment_bytes; /* roll past this size; 0: WAL_DEFAULT_SEGMENT_BYTES */
 };
 
+/* A write job's time in three phases, in microseconds (a histogram each:
+ * bucket k counts the jobs that took at most 2^k us, the last bucket also
+ * every longer one): handed to the thread pool until a worker ran it
+ * (queue), its writes and fdatasyncs (io), the worker done until its
+ * callbacks ran on the loop (callback). An acknowledgement waits for all
+ * three on the leader and on a follower. */
+#define WAL_HIST_BUCKETS 26
+enum wal_phase { WAL_PHASE_QUEUE, WAL_PHASE_IO, WAL_PHASE_CALLBACK, WAL_PHASES };
+
+struct wal_phase_hist {
+  uint64_t buckets[WAL_HIST_BUCKETS];
+  uint64_t count, sum_us;
+};
+
 struct wal_stats {
   uint64_t first_seq, last_seq; /* segments on disk or being created */
   uint64_t groups;
@@ -120,6 +134,7 @@ struct wal_stats {
   uint64_t durable_lsn; /* bytes made durable since open */
   uint64_t segments_deleted;
   uint64_t torn_bytes_cut; /* at open */
+  struct wal_phase_hist phase[WAL_PHASES]; /* write jobs that succeeded */
 };
 
 /* Opens (creating if needed) the log in dir and replays it, cutting a torn

@@ -109,6 +109,7 @@ struct wal_job {
   size_t nunlinks;
   struct wal_req *req_head;
   uint64_t end_lsn;
+  uint64_t queued_ns, ran_ns, io_done_ns; /* uv_hrtime(): handed over, worker start, worker end */
   int status;
   char errmsg[WAL_ERRMSG_SIZE];
   /* wal_flush_sync waits for the worker with these. */

@@ -98,7 +98,9 @@ static void wal_job_run(uv_work_t *work)
 static void wal_job_run_signal(uv_work_t *work)
 {
   struct wal_job *job = work->data;
+  job->ran_ns = uv_hrtime();
   wal_job_run(work);
+  job->io_done_ns = uv_hrtime();
   pthread_mutex_lock(&job->mu);
   job->ran = true;
   pthread_cond_signal(&job->cv);
@@ -149,6 +151,29 @@ void wal_latch(struct wal *w, int err, const char *msg)
 
 static void wal_collect(struct wal *w);
 
+static void wal_phase_note(struct wal_phase_hist *h, uint64_t from_ns, uint64_t to_ns)
+{
+  uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
+  unsigned k = 0;
+  while (k + 1 < WAL_HIST_BUCKETS && ((uint64_t)1 << k) < us) {
+    k++;
+  }
+  h->buckets[k]++;
+  h->count++;
+  h->sum_us += us;
+}
+
+/* A job's phases (wal.h, struct wal_phase_hist), for a job that ran. */
+static void wal_job_timed(struct wal *w, const struct wal_job *job)
+{
+  if (job->ran_ns == 0 || job->io_done_ns == 0) {
+    return; /* cancelled, or run by wal_flush_sync's wait */
+  }
+  wal_phase_note(&w->st.phase[WAL_PHASE_QUEUE], job->queued_ns, job->ran_ns);
+  wal_phase_note(&w->st.phase[WAL_PHASE_IO], job->ran_ns, job->io_done_ns);
+  wal_phase_note(&w->st.phase[WAL_PHASE_CALLBACK], job->io_done_ns, uv_hrtime());
+}
+
 static void wal_job_done(uv_work_t *work, int status)
 {
   struct wal_job *job = work->data;
@@ -174,6 +199,7 @@ static void wal_job_done(uv_work_t *work, int status)
       w->durable_lsn = job->end_lsn;
     }
     w->st.jobs++;
+    wal_job_timed(w, job);
   } else {
     wal_latch(w, job->status, job->errmsg);
     failed = wal_take_reqs(w);
@@ -227,6 +253,7 @@ static void wal_start_job(struct wal *w)
   w->unlinks = NULL;
   w->nunlinks = w->unlinks_cap = 0;
   w->job = job;
+  job->queued_ns = uv_hrtime();
   int rv = uv_queue_work(w->loop, &job->work, wal_job_run_signal, wal_job_done);
   if (rv != 0) {
     /* Cannot happen with a live loop; nothing was written. */

@@ -570,6 +570,43 @@ static void metrics_text_loop_lag(struct node *n, struct admin_buf *b)
   admin_buf_printf(b, "cairn_loop_lag_seconds_count %" PRIu64 "\n", h->count);
 }
 
+/* cairn_wal_job_seconds: the node-wide Raft log's write jobs by phase
+ * (cluster/wal.h, struct wal_phase_hist); absent without that log. */
+static void metrics_text_wal(struct node *n, struct admin_buf *b)
+{
+  if (n->wal == NULL) {
+    return;
+  }
+  struct wal_stats st;
+  wal_get_stats(n->wal, &st);
+  metrics_text_family(b, "cairn_wal_job_seconds", "histogram",
+                      "Write jobs of the partitions' node-wide Raft log, by phase: queue (handed "
+                      "to the thread pool until a worker ran it), io (its writes and "
+                      "fdatasyncs), callback (done until the loop ran its callbacks).");
+  static const char *const names[WAL_PHASES] = {"queue", "io", "callback"};
+  for (int p = 0; p < WAL_PHASES; p++) {
+    const struct wal_phase_hist *h = &st.phase[p];
+    uint64_t cum = 0;
+    for (int k = 0; k < WAL_HIST_BUCKETS - 1; k++) {
+      cum += h->buckets[k];
+      if (k < 3) {
+        continue; /* from 8 us */
+      }
+      uint64_t le_us = (uint64_t)1 << k;
+      admin_buf_printf(b,
+                       "cairn_wal_job_seconds_bucket{phase=\"%s\",le=\"%" PRIu64 ".%06" PRIu64
+                       "\"} %" PRIu64 "\n",
+                       names[p], le_us / 1000000, le_us % 1000000, cum);
+    }
+    admin_buf_printf(b, "cairn_wal_job_seconds_bucket{phase=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
+                     names[p], h->count);
+    admin_buf_printf(b, "cairn_wal_job_seconds_sum{phase=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n",
+                     names[p], h->sum_us / 1000000, h->sum_us % 1000000);
+    admin_buf_printf(b, "cairn_wal_job_seconds_count{phase=\"%s\"} %" PRIu64 "\n", names[p],
+                     h->count);
+  }
+}
+
 void metrics_node_write(struct node *n, struct admin_buf *b)
 {
   metrics_text_family(b, "cairn_node_info", "gauge", "This node's id and cluster (always 1).");
@@ -585,4 +622,5 @@ void metrics_node_write(struct node *n, struct admin_buf *b)
   metrics_text_groups(n, b);
   metrics_text_cluster(n, b);
   metrics_text_loop_lag(n, b);
+  metrics_text_wal(n, b);
 }

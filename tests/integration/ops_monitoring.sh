@@ -66,6 +66,12 @@ for i in 1 2 3; do
     process_start_time_seconds 'cairn_build_info{version="'; do
     grep -q "^$m" "$dir/metrics$i" || fail "node $i exports no $m"
   done
+  # The node-wide Raft log's write jobs: every node wrote (the topics'
+  # entries), so each phase counted jobs.
+  for ph in queue io callback; do
+    n=$(awk -v p="cairn_wal_job_seconds_count{phase=\"$ph\"}" '$1 == p { print $2 }' "$dir/metrics$i")
+    [ "${n:-0}" -gt 0 ] || fail "node $i: cairn_wal_job_seconds counted no $ph phase (${n:-absent})"
+  done
   if awk '!/^#/ && /_ms[{ ]/ { f = 1 } END { exit !f }' "$dir/metrics$i"; then
     fail "node $i: a metric in milliseconds: $(grep -v '^#' "$dir/metrics$i" | grep '_ms[{ ]' | head -3)"
   fi
