@@ -556,7 +556,9 @@ static void raftmux_on_idle(uv_idle_t *h)
     struct raftmux_send *next = s->next;
     struct raftmux_group *mg = s->mg;
     s->req->cb = s->cb;
-    s->cb(s->req, s->status);
+    if (s->cb != NULL) { /* raft 0.15 sends a transfer's TimeoutNow without one */
+      s->cb(s->req, s->status);
+    }
     free(s);
     mg->pending--;
     if (mg->closing && mg->pending == 0 && mg->close_cb != NULL) {
@@ -636,7 +638,9 @@ static void raftmux_on_closed(uv_handle_t *h)
 void raftmux_close(struct raftmux *mx, void (*cb)(struct raftmux *mx))
 {
   if (!mx->open) {
-    cb(mx);
+    if (cb != NULL) {
+      cb(mx);
+    }
     return;
   }
   mx->open = false;
@@ -763,4 +767,10 @@ void raftmux_io_close(struct raftmux_group *mg, raft_io_close_cb cb)
     return;
   }
   mg->uv_close(mg->io, cb);
+}
+
+void raftmux_detach(struct raftmux_group *mg)
+{
+  mg->closing = true;
+  raftmux_unregister(mg->mx, mg);
 }

@@ -160,7 +160,7 @@ __attribute__((warn_unused_result)) int raftmux_init(struct raftmux *mx, uv_loop
 
 /* Stops receiving, then cb from the loop once mx's handle closed. Every
  * group must have closed first. An mx never initialized (zeroed) calls cb
- * at once. Callback: fires exactly once. */
+ * at once. Callback (may be NULL): fires exactly once. */
 void raftmux_close(struct raftmux *mx, void (*cb)(struct raftmux *mx));
 
 /* Registers group gid (this replica, server self_id at address, copied) for receive and
@@ -177,6 +177,10 @@ __attribute__((warn_unused_result)) int raftmux_attach(struct raftmux *mx,
                                                        struct raftmux_group *mg,
                                                        struct raft_io *io, uint64_t gid,
                                                        uint64_t self_id, const char *address);
+
+/* Unregisters mg at once, for an io raft never started (raft_init failed):
+ * no send was made, nothing is closed. */
+void raftmux_detach(struct raftmux_group *mg);
 
 /* io->send: encodes m and queues it to m->server_id's node. Ownership:
  * borrows m (not referenced after the return). Callback: req's cb fires
