@@ -102,7 +102,7 @@ static bool is_cluster_port(const struct cd_cluster *c, int port)
 
 /* Established TCP connections of node i's process with a cluster port at
  * either end; *all_tcp gets every established TCP socket it holds. */
-static int cluster_conns(const struct cd_cluster *c, int i, int *all_tcp)
+static int cluster_conns(const struct cd_cluster *c, int i, int *all_tcp, int *fds)
 {
   static struct conn_table t;
   t.n = 0;
@@ -114,8 +114,13 @@ static int cluster_conns(const struct cd_cluster *c, int i, int *all_tcp)
   assert_non_null(d);
   int cluster = 0;
   *all_tcp = 0;
+  *fds = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') {
+      continue;
+    }
+    (*fds)++;
     char path[400], target[64];
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     ssize_t n = readlink(path, target, sizeof target - 1);
@@ -182,11 +187,11 @@ static int run_and_count(struct cd_cluster *c, const char *opts, const char *lab
   produce_everywhere(c, 2, RECORDS);
   int most = 0;
   for (int i = 0; i < 3; i++) {
-    int all = 0;
-    int n = cluster_conns(c, i, &all);
-    print_message("%s: node %d: %d established cluster connections (%d TCP in all) for %d "
-                  "partitions rf 3\n",
-                  label, i + 1, n, all, NPART);
+    int all = 0, fds = 0;
+    int n = cluster_conns(c, i, &all, &fds);
+    print_message("%s: node %d: %d established cluster connections (%d TCP in all, %d fds) "
+                  "for %d partitions rf 3\n",
+                  label, i + 1, n, all, fds, NPART);
     assert_true(n >= 4); /* at least the watch connections to and from both peers */
     most = n > most ? n : most;
   }
