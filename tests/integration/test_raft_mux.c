@@ -8,6 +8,8 @@
  *    /proc: its socket fds matched against /proc/net/tcp{,6}); the same
  *    cluster with --raft-mux off is counted first as the baseline (and to
  *    show the count sees raft_uv's per-group connections);
+ *    a fake peer's malformed Raft frame closes its connection with a log
+ *    line, and every partition then takes a third produce;
  *  - a partition leader's node SIGKILLed while a producer writes: every
  *    acknowledged batch is there once, in order, served by the leaders and
  *    on every replica's log after all nodes stop.
@@ -16,10 +18,18 @@
  * a subset; CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
 #include "acked.h"
 #include "cairnd.h"
+#include "cluster/raftmux.h"
+#include "cluster/transport.h"
+#include "format/crc32c.h"
+#include "format/endian.h"
 #include "proc.h"
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -198,6 +208,53 @@ static int run_and_count(struct cd_cluster *c, const char *opts, const char *lab
   return most;
 }
 
+/* ---- a malformed frame from a fake peer ---- */
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    assert_true(w > 0);
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Dials node i's cluster port as node `as` watching it, sends one Raft
+ * frame whose version no node speaks, and returns once node i closed the
+ * connection (a read of 0 or an error within 10 s; fails otherwise). */
+static void send_malformed_frame(struct cd_cluster *c, int i, int as)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->nodes[i].cluster_port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  struct timeval tv = {.tv_sec = 10};
+  assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", c->nodes[as].cluster_port);
+  uint8_t pre[TRANSPORT_PREAMBLE_MAX];
+  int n = transport_preamble_encode(pre, TRANSPORT_KIND_WATCH, 0, c->nodes[as].id, addr);
+  assert_true(n > 0);
+  write_all(fd, pre, (size_t)n);
+  uint8_t byte;
+  assert_int_equal(read(fd, &byte, 1), 1); /* the watch's accept byte */
+  uint8_t frame[8 + RAFTMUX_HEADER + 14] = {0};
+  uint8_t *payload = frame + 8;
+  payload[0] = RAFTMUX_TAG;
+  payload[1] = RAFTMUX_VERSION + 1;
+  payload[2] = RAFT_IO_TIMEOUT_NOW;
+  payload[3] = 14;
+  memcpy(payload + RAFTMUX_HEADER, "127.0.0.1:7001", 14);
+  le_put32(frame, RAFTMUX_HEADER + 14);
+  le_put32(frame + 4, crc32c(payload, RAFTMUX_HEADER + 14));
+  write_all(fd, frame, sizeof frame);
+  ssize_t r = read(fd, &byte, 1);
+  assert_true(r == 0 || (r < 0 && errno == ECONNRESET));
+  close(fd);
+}
+
 static void test_raft_mux_holds_connections_per_peer_not_per_partition(void **state)
 {
   (void)state;
@@ -216,6 +273,14 @@ static void test_raft_mux_holds_connections_per_peer_not_per_partition(void **st
   print_message("raftmux frames: %lld received, %lld malformed\n", received, malformed);
   assert_true(received >= 2 * NPART * 2); /* two rounds, two followers each */
   assert_int_equal(malformed, 0);
+  /* A malformed Raft frame closes its connection with a log line; the
+   * node goes on, and the real peer's watch is untouched. */
+  send_malformed_frame(&c, 0, 1);
+  assert_int_equal(cd_metric(c.nodes[0].admin_port,
+                             "cairn_raftmux_frames_total{outcome=\"malformed\"}"),
+                   1);
+  assert_true(tu_file_contains(c.nodes[0].log, "Raft frame of"));
+  produce_everywhere(&c, 3, 2 * RECORDS);
   /* One node stops cleanly with both peers up (its multiplexer closes
    * after every group). The others are killed: stopped one by one, each
    * would hand some ~100 leaderships to a stopped node first (raft 0.15
