@@ -12,10 +12,10 @@
 
 /* ---- codec ---- */
 
-#define RAFTMUX_AE_FIXED 36u   /* 4 u64 + u32 n */
-#define RAFTMUX_AE_ENTRY 16u   /* u64 term, u8 type, 3 pad, u32 length */
-#define RAFTMUX_IS_FIXED 36u   /* 4 u64 + u32 n */
-#define RAFTMUX_IS_SERVER 12u  /* u64 id, u8 role, u8 0, u16 address length */
+#define RAFTMUX_AE_FIXED 36u  /* 4 u64 + u32 n */
+#define RAFTMUX_AE_ENTRY 16u  /* u64 term, u8 type, 3 pad, u32 length */
+#define RAFTMUX_IS_FIXED 36u  /* 4 u64 + u32 n */
+#define RAFTMUX_IS_SERVER 12u /* u64 id, u8 role, u8 0, u16 address length */
 
 /* A cursor over a payload being read; every take is bounds-checked. */
 struct raftmux_rd {
@@ -413,8 +413,9 @@ static int raftmux_decode_body(struct raftmux_rd *r, struct raft_message *m)
       return CAIRN_EBADFRAME;
     }
     rr->vote_granted = granted == 1;
-    rr->pre_vote = pre == 1 ? raft_tribool_true : pre == 2 ? raft_tribool_false
-                                                           : raft_tribool_unknown;
+    rr->pre_vote = pre == 1   ? raft_tribool_true
+                   : pre == 2 ? raft_tribool_false
+                              : raft_tribool_unknown;
     return 0;
   }
   case RAFT_IO_APPEND_ENTRIES:
@@ -436,8 +437,7 @@ static int raftmux_decode_body(struct raftmux_rd *r, struct raft_message *m)
   }
 }
 
-int raftmux_decode(const uint8_t *p, size_t len, struct raft_message *m, uint64_t *gid,
-                   char *addr)
+int raftmux_decode(const uint8_t *p, size_t len, struct raft_message *m, uint64_t *gid, char *addr)
 {
   int rv = raftmux_peek(p, len, gid);
   if (rv != 0) {
@@ -649,8 +649,8 @@ void raftmux_close(struct raftmux *mx, void (*cb)(struct raftmux *mx))
   uv_close((uv_handle_t *)&mx->idle, raftmux_on_closed);
 }
 
-int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg, struct raft_io *io,
-                   uint64_t gid, uint64_t self_id, const char *address)
+int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg, struct raft_io *io, uint64_t gid,
+                   uint64_t self_id, const char *address)
 {
   size_t alen = address != NULL ? strlen(address) : 0;
   if (alen == 0 || alen > RAFTMUX_ADDRESS_MAX) {
@@ -668,8 +668,8 @@ int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg, struct raft_io 
 }
 
 /* Queues req's callback for the loop's next idle phase. */
-static int raftmux_complete(struct raftmux_group *mg, struct raft_io_send *req,
-                            raft_io_send_cb cb, int status)
+static int raftmux_complete(struct raftmux_group *mg, struct raft_io_send *req, raft_io_send_cb cb,
+                            int status)
 {
   struct raftmux *mx = mg->mx;
   struct raftmux_send *s = malloc(sizeof *s);
@@ -741,8 +741,8 @@ int raftmux_io_send(struct raftmux_group *mg, struct raft_io_send *req,
     if (rv != CAIRN_EUNREACHABLE && now - mx->bad_log_ms >= 1000) {
       mx->bad_log_ms = now;
       log_warn("raftmux", "group %llu: Raft message type %u to server %llu dropped: %s",
-               (unsigned long long)mg->gid, (unsigned)m->type,
-               (unsigned long long)m->server_id, cairn_strerror(rv));
+               (unsigned long long)mg->gid, (unsigned)m->type, (unsigned long long)m->server_id,
+               cairn_strerror(rv));
     }
   }
   return raftmux_complete(mg, req, cb, status);

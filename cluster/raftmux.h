@@ -52,7 +52,7 @@
  * lost. A closing group's sends call back before its io closes.
  *
  * Receiving: a frame for a group not attached here (unknown, not started,
- * closing) is dropped, with its allocations freed.
+ * closing) is dropped before it is decoded.
  *
  * Context: loop thread only. */
 #ifndef CAIRN_RAFTMUX_H
@@ -71,8 +71,8 @@
 #define RAFTMUX_HEADER 24
 #define RAFTMUX_ADDRESS_MAX 255
 #define RAFTMUX_MSG_MAX NWATCH_FRAME_MAX /* encoded payload bytes */
-#define RAFTMUX_SENDQ_MAX (16u << 20) /* bytes queued to a peer before sends drop */
-#define RAFTMUX_CONF_MAX 1024         /* servers in an InstallSnapshot's configuration */
+#define RAFTMUX_SENDQ_MAX (16u << 20)    /* bytes queued to a peer before sends drop */
+#define RAFTMUX_CONF_MAX 1024            /* servers in an InstallSnapshot's configuration */
 
 /* ---- codec ---- */
 
@@ -91,8 +91,7 @@ __attribute__((warn_unused_result)) long raftmux_encode(uint8_t *buf, size_t cap
 
 /* Reads the group id of payload p[0..len) after checking its header:
  * 0, or CAIRN_EBADLEN / CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED. */
-__attribute__((warn_unused_result)) int raftmux_peek(const uint8_t *p, size_t len,
-                                                     uint64_t *gid);
+__attribute__((warn_unused_result)) int raftmux_peek(const uint8_t *p, size_t len, uint64_t *gid);
 
 /* Decodes payload p[0..len) into *m. m->server_id is the sender, and
  * m->server_address points into addr (at least RAFTMUX_ADDRESS_MAX + 1
@@ -102,9 +101,8 @@ __attribute__((warn_unused_result)) int raftmux_peek(const uint8_t *p, size_t le
  * nothing is allocated. Returns 0, CAIRN_EBADLEN / CAIRN_ETRUNCATED (lengths
  * that do not add up), CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED (header),
  * CAIRN_EBADFRAME (a field out of range), CAIRN_ENOMEM. */
-__attribute__((warn_unused_result)) int raftmux_decode(const uint8_t *p, size_t len,
-                                                       struct raft_message *m, uint64_t *gid,
-                                                       char *addr);
+__attribute__((warn_unused_result)) int
+raftmux_decode(const uint8_t *p, size_t len, struct raft_message *m, uint64_t *gid, char *addr);
 
 /* Frees what raftmux_decode allocated for m, for a message raft never saw. */
 void raftmux_message_free(struct raft_message *m);
@@ -117,10 +115,10 @@ struct raftmux_group;
 struct raftmux {
   uv_loop_t *loop;
   struct nodewatch *nw;
-  uv_idle_t idle;                    /* fires the queued send callbacks */
-  struct raftmux_send *done_head;    /* callbacks due, FIFO */
+  uv_idle_t idle;                 /* fires the queued send callbacks */
+  struct raftmux_send *done_head; /* callbacks due, FIFO */
   struct raftmux_send *done_tail;
-  struct raftmux_group **groups;     /* attached groups, sorted by gid */
+  struct raftmux_group **groups; /* attached groups, sorted by gid */
   size_t ngroups, cap;
   uint8_t *scratch; /* one encoding buffer, reused */
   size_t scratch_cap;
@@ -128,11 +126,11 @@ struct raftmux {
   void (*close_cb)(struct raftmux *mx);
   uint64_t bad_log_ms;
   /* Counters (metrics). */
-  uint64_t sent, sent_bytes;  /* frames queued */
-  uint64_t dropped;           /* sends dropped: not connected, queue full, too large */
-  uint64_t received;          /* frames handed to a group */
-  uint64_t unknown;           /* frames for a group not attached here */
-  uint64_t malformed;         /* frames that did not decode */
+  uint64_t sent, sent_bytes; /* frames queued */
+  uint64_t dropped;          /* sends dropped: not connected, queue full, too large */
+  uint64_t received;         /* frames handed to a group */
+  uint64_t unknown;          /* frames for a group not attached here */
+  uint64_t malformed;        /* frames that did not decode */
 };
 
 /* One group's attachment; embedded by its owner next to the io. */
@@ -140,11 +138,10 @@ struct raftmux_group {
   struct raftmux *mx;
   struct raft_io *io;
   uint64_t gid;
-  uint64_t self_id; /* this replica's server id, sent as the sender's */
+  uint64_t self_id;                      /* this replica's server id, sent as the sender's */
   char address[RAFTMUX_ADDRESS_MAX + 1]; /* this replica's, sent as the sender's */
-  raft_io_recv_cb recv_cb;                /* raft's, from io->start; NULL before */
-  int (*uv_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
-                  raft_io_recv_cb recv);
+  raft_io_recv_cb recv_cb;               /* raft's, from io->start; NULL before */
+  int (*uv_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   void (*uv_close)(struct raft_io *io, raft_io_close_cb cb);
   raft_io_close_cb close_cb;
   unsigned pending; /* sends whose callback has not fired */
@@ -173,8 +170,7 @@ void raftmux_close(struct raftmux *mx, void (*cb)(struct raftmux *mx));
  * Ownership: borrows mx (open until io's close callback) and io; mg stays
  * put until io's close callback. Returns 0, CAIRN_EINVAL (address empty or
  * too long) or CAIRN_ENOMEM (nothing registered then). */
-__attribute__((warn_unused_result)) int raftmux_attach(struct raftmux *mx,
-                                                       struct raftmux_group *mg,
+__attribute__((warn_unused_result)) int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg,
                                                        struct raft_io *io, uint64_t gid,
                                                        uint64_t self_id, const char *address);
 
@@ -194,8 +190,8 @@ __attribute__((warn_unused_result)) int raftmux_io_send(struct raftmux_group *mg
 
 /* io->start: remembers recv (frames for the group go to it from now on)
  * and calls the saved start with the same arguments. */
-__attribute__((warn_unused_result)) int raftmux_io_start(struct raftmux_group *mg,
-                                                         unsigned msecs, raft_io_tick_cb tick,
+__attribute__((warn_unused_result)) int raftmux_io_start(struct raftmux_group *mg, unsigned msecs,
+                                                         raft_io_tick_cb tick,
                                                          raft_io_recv_cb recv);
 
 /* io->close: unregisters the group, waits until every send of the group

@@ -83,8 +83,8 @@ static void read_tcp_table(struct conn_table *t, const char *file)
     char local[128], remote[128];
     unsigned st;
     unsigned long inode;
-    if (sscanf(line, "%*d: %127s %127s %x %*s %*s %*s %*d %*d %lu", local, remote, &st,
-               &inode) != 4 ||
+    if (sscanf(line, "%*d: %127s %127s %x %*s %*s %*s %*d %*d %lu", local, remote, &st, &inode) !=
+            4 ||
         st != 1 /* TCP_ESTABLISHED */) {
       continue;
     }
@@ -227,7 +227,8 @@ static void send_malformed_frame(struct cd_cluster *c, int i, int as)
 {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->nodes[i].cluster_port)};
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)c->nodes[i].cluster_port)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
   struct timeval tv = {.tv_sec = 10};
@@ -276,9 +277,8 @@ static void test_raft_mux_holds_connections_per_peer_not_per_partition(void **st
   /* A malformed Raft frame closes its connection with a log line; the
    * node goes on, and the real peer's watch is untouched. */
   send_malformed_frame(&c, 0, 1);
-  assert_int_equal(cd_metric(c.nodes[0].admin_port,
-                             "cairn_raftmux_frames_total{outcome=\"malformed\"}"),
-                   1);
+  assert_int_equal(
+      cd_metric(c.nodes[0].admin_port, "cairn_raftmux_frames_total{outcome=\"malformed\"}"), 1);
   assert_true(tu_file_contains(c.nodes[0].log, "Raft frame of"));
   produce_everywhere(&c, 3, 2 * RECORDS);
   /* One node stops cleanly with both peers up (its multiplexer closes

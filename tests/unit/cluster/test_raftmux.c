@@ -72,9 +72,15 @@ static void test_header_matches_documented_layout(void **state)
   size_t len;
   uint8_t *p = encode(&m, 0x0102030405060708ull, &len);
   static const uint8_t golden[] = {
-      0x52, 0x01, RAFT_IO_TIMEOUT_NOW, 14, 0, 0, 0, 0, /* tag, version, type, addr len, 0 */
-      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* group */
-      0x03, 0,    0,    0,    0,    0,    0,    0,    /* sender id 3 */
+      0x52, 0x01, RAFT_IO_TIMEOUT_NOW,
+      14,   0,    0,
+      0,    0, /* tag, version, type, addr len, 0 */
+      0x08, 0x07, 0x06,
+      0x05, 0x04, 0x03,
+      0x02, 0x01, /* group */
+      0x03, 0,    0,
+      0,    0,    0,
+      0,    0, /* sender id 3 */
   };
   assert_int_equal(len, sizeof golden + 14 + 24);
   assert_memory_equal(p, golden, sizeof golden);
@@ -241,15 +247,15 @@ static void test_malformed_fields_refused(void **state)
     uint8_t v;
     int want;
   } cases[] = {
-      {0, 0x01, CAIRN_EBADMAGIC},             /* a heartbeat's first byte */
-      {1, 2, CAIRN_EUNSUPPORTED},             /* version */
-      {2, 99, CAIRN_EUNSUPPORTED},            /* message type */
-      {3, 0, CAIRN_EBADFRAME},                /* empty address */
-      {4, 1, CAIRN_EBADFRAME},                /* reserved */
-      {body + 32, 2, CAIRN_ETRUNCATED},       /* entry count 2, one entry's bytes */
+      {0, 0x01, CAIRN_EBADMAGIC},              /* a heartbeat's first byte */
+      {1, 2, CAIRN_EUNSUPPORTED},              /* version */
+      {2, 99, CAIRN_EUNSUPPORTED},             /* message type */
+      {3, 0, CAIRN_EBADFRAME},                 /* empty address */
+      {4, 1, CAIRN_EBADFRAME},                 /* reserved */
+      {body + 32, 2, CAIRN_ETRUNCATED},        /* entry count 2, one entry's bytes */
       {body + 32 + 3, 0x80, CAIRN_ETRUNCATED}, /* entry count 2^31 */
-      {body + 36 + 8, 77, CAIRN_EBADFRAME},   /* entry type */
-      {body + 36 + 12, 5, CAIRN_ETRUNCATED},  /* entry length past the end */
+      {body + 36 + 8, 77, CAIRN_EBADFRAME},    /* entry type */
+      {body + 36 + 12, 5, CAIRN_ETRUNCATED},   /* entry length past the end */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint8_t saved = p[cases[i].at];
