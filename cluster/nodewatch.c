@@ -321,7 +321,12 @@ static int nwatch_inbound_frames(struct nwatch_inbound *in)
       return CAIRN_EBADCRC;
     }
     nw->frames_received++;
-    if (nw->frame_cb != NULL && !nw->closing) {
+    if (nw->mux_cb != NULL && payload[0] == nw->mux_tag && !nw->closing) {
+      int rv = nw->mux_cb(nw, in->sender_id, payload, n, nw->mux_data);
+      if (rv != 0) {
+        return rv;
+      }
+    } else if (nw->frame_cb != NULL && !nw->closing) {
       nw->frame_cb(nw, in->sender_id, payload, n, nw->frame_data);
     }
     off += NWATCH_FRAME_HEADER + n;
@@ -534,7 +539,20 @@ static void nwatch_on_written(uv_write_t *req, int status)
   free(req->data);
 }
 
+void nwatch_set_mux_cb(struct nodewatch *nw, uint8_t tag, nwatch_mux_cb cb, void *data)
+{
+  nw->mux_tag = tag;
+  nw->mux_cb = cb;
+  nw->mux_data = data;
+}
+
 int nwatch_send(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, size_t len)
+{
+  return nwatch_send_bounded(nw, node_id, payload, len, NWATCH_SENDQ_MAX);
+}
+
+int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload,
+                        size_t len, size_t queue_max)
 {
   if (len == 0 || len > NWATCH_FRAME_MAX) {
     return CAIRN_EINVAL;
@@ -544,7 +562,7 @@ int nwatch_send(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, 
     nw->frames_refused++;
     return CAIRN_EUNREACHABLE;
   }
-  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) > NWATCH_SENDQ_MAX) {
+  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) > queue_max) {
     nw->frames_refused++;
     return CAIRN_EQUEUE_FULL;
   }

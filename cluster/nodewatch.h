@@ -45,6 +45,11 @@
  * has its own connection: A's frames to B go on the connection A dialed,
  * B's answers on the one B dialed.
  *
+ * A second consumer may claim the frames whose payload starts with one tag
+ * byte (nwatch_set_mux_cb; the partitions' Raft messages, raftmux.h): they
+ * go to its callback instead of the frame callback, and a frame it calls
+ * malformed closes its connection like a bad checksum.
+ *
  * Context: loop thread only. */
 #ifndef CAIRN_NODEWATCH_H
 #define CAIRN_NODEWATCH_H
@@ -57,7 +62,7 @@
 
 #define NWATCH_RETRY_MS 1000 /* a peer not connected is dialed again after this */
 #define NWATCH_FRAME_HEADER 8
-#define NWATCH_FRAME_MAX (1u << 20) /* payload bytes; a longer frame is malformed */
+#define NWATCH_FRAME_MAX (64u << 20) /* payload bytes; a longer frame is malformed */
 #define NWATCH_SENDQ_MAX (1u << 20) /* bytes queued on a connection before sends are refused */
 
 #define NWATCH_STATE_TABLE(X)                                                                      \
@@ -84,6 +89,13 @@ typedef void (*nwatch_close_cb)(struct nodewatch *nw);
 typedef void (*nwatch_frame_cb)(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
                                 size_t len, void *data);
 
+/* A whole frame whose payload starts with the mux tag, from node
+ * sender_id. Same ownership and context as nwatch_frame_cb. Returns 0, or
+ * a negative code when the payload is malformed: its connection is then
+ * closed with a log line. */
+typedef int (*nwatch_mux_cb)(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
+                             size_t len, void *data);
+
 struct nwatch_peer;
 struct nwatch_inbound;
 
@@ -104,6 +116,9 @@ struct nodewatch {
   uint64_t blips; /* connections dropped while the node still answered */
   nwatch_frame_cb frame_cb; /* NULL: frames are dropped */
   void *frame_data;
+  nwatch_mux_cb mux_cb; /* NULL: tagged frames go to frame_cb like others */
+  void *mux_data;
+  uint8_t mux_tag;
   uint64_t frames_sent, frames_received, frames_refused; /* refused: not UP or queue full */
   uint64_t frames_bad;      /* malformed frames (their connection closed) */
 };
@@ -128,6 +143,15 @@ __attribute__((warn_unused_result)) int nwatch_set_peers(struct nodewatch *nw,
 
 /* Routes received frames to cb (NULL: drop them, the default). */
 void nwatch_set_frame_cb(struct nodewatch *nw, nwatch_frame_cb cb, void *data);
+
+/* Routes frames whose payload's first byte is tag to cb (NULL: stop). */
+void nwatch_set_mux_cb(struct nodewatch *nw, uint8_t tag, nwatch_mux_cb cb, void *data);
+
+/* nwatch_send with queue_max in place of NWATCH_SENDQ_MAX. */
+__attribute__((warn_unused_result)) int nwatch_send_bounded(struct nodewatch *nw,
+                                                            uint64_t node_id,
+                                                            const uint8_t *payload, size_t len,
+                                                            size_t queue_max);
 
 /* Queues one frame with payload[0..len) to node_id on this node's
  * connection to it. Ownership: borrows payload (copied). Returns 0, or
