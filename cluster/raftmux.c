@@ -2,9 +2,11 @@
  * peer node: the frame codec and the send/receive multiplexer (raftmux.h). */
 #include "cluster/raftmux.h"
 
+#include "cluster/rgroup.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "format/endian.h"
+#include "storage/manifest.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -16,6 +18,19 @@
 #define RAFTMUX_AE_ENTRY 16u  /* u64 term, u8 type, 3 pad, u32 length */
 #define RAFTMUX_IS_FIXED 36u  /* 4 u64 + u32 n */
 #define RAFTMUX_IS_SERVER 12u /* u64 id, u8 role, u8 0, u16 address length */
+
+/* The sizes of raftmux.h follow from these (see "Sizes" there). */
+_Static_assert(RAFTMUX_ENTRIES_MAX >= RGROUP_CAP_BYTES &&
+                   RAFTMUX_ENTRIES_MAX >= RGROUP_DEFAULT_MAX_ENTRY_BYTES,
+               "an AppendEntries can carry more than RAFTMUX_ENTRIES_MAX");
+_Static_assert(RAFTMUX_SNAPSHOT_MAX >= MANIFEST_MAX_BYTES,
+               "a snapshot's manifest can be larger than RAFTMUX_SNAPSHOT_MAX");
+_Static_assert(RAFTMUX_AE_FIXED == 36u && RAFTMUX_AE_ENTRY == 16u && RAFTMUX_IS_FIXED == 36u &&
+                   RAFTMUX_IS_SERVER == 12u,
+               "raftmux.h's sizes assume these layouts");
+_Static_assert(RAFTMUX_MSG_MAX >= RAFTMUX_AE_MAX && RAFTMUX_MSG_MAX > NWATCH_FRAME_MAX &&
+                   RAFTMUX_MSG_MAX <= UINT32_MAX,
+               "RAFTMUX_MSG_MAX");
 
 /* A cursor over a payload being read; every take is bounds-checked. */
 struct raftmux_rd {
@@ -618,7 +633,7 @@ int raftmux_init(struct raftmux *mx, uv_loop_t *loop, struct nodewatch *nw)
   }
   mx->idle.data = mx;
   mx->open = true;
-  nwatch_set_mux_cb(nw, RAFTMUX_TAG, raftmux_on_frame, mx);
+  nwatch_set_mux_cb(nw, RAFTMUX_TAG, RAFTMUX_MSG_MAX, raftmux_on_frame, mx);
   return 0;
 }
 
@@ -645,7 +660,7 @@ void raftmux_close(struct raftmux *mx, void (*cb)(struct raftmux *mx))
   }
   mx->open = false;
   mx->close_cb = cb;
-  nwatch_set_mux_cb(mx->nw, 0, NULL, NULL);
+  nwatch_set_mux_cb(mx->nw, 0, 0, NULL, NULL);
   uv_close((uv_handle_t *)&mx->idle, raftmux_on_closed);
 }
 

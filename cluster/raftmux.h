@@ -70,9 +70,36 @@
 #define RAFTMUX_VERSION 1
 #define RAFTMUX_HEADER 24
 #define RAFTMUX_ADDRESS_MAX 255
-#define RAFTMUX_MSG_MAX NWATCH_FRAME_MAX /* encoded payload bytes */
-#define RAFTMUX_SENDQ_MAX (16u << 20)    /* bytes queued to a peer before sends drop */
-#define RAFTMUX_CONF_MAX 1024            /* servers in an InstallSnapshot's configuration */
+#define RAFTMUX_CONF_MAX 1024 /* servers in an InstallSnapshot's configuration */
+
+/* Sizes: what a partition replica's Raft message can really be (checked
+ * against the constants they come from in raftmux.c).
+ *  - AppendEntries: the leader sends the longest prefix of its entries
+ *    within RGROUP_CAP_BYTES (1 MiB, counting 16 bytes per entry, as this
+ *    encoding's entry header does) or one larger entry alone, and an entry
+ *    is at most a group's max_entry_bytes (RGROUP_DEFAULT_MAX_ENTRY_BYTES,
+ *    1 MiB; batches are checked against it before they are proposed). So
+ *    the body is at most 36 + 16 + 1 MiB.
+ *  - InstallSnapshot: the data is the partition's manifest (offsets,
+ *    segment list, producer table), which a receiver refuses above
+ *    MANIFEST_MAX_BYTES (16 MiB); the configuration at most
+ *    RAFTMUX_CONF_MAX servers with 255-byte addresses.
+ * A message above RAFTMUX_MSG_MAX is not sent (the receiver could not use
+ * it); the watch connection lets a tagged frame up to RAFTMUX_MSG_MAX
+ * through on a node with the mux on, every other frame keeps 1 MiB. */
+#define RAFTMUX_ENTRIES_MAX (1u << 20)   /* entry bytes (with 16 per entry) of one AppendEntries */
+#define RAFTMUX_SNAPSHOT_MAX (16u << 20) /* an InstallSnapshot's data */
+#define RAFTMUX_AE_MAX (RAFTMUX_HEADER + RAFTMUX_ADDRESS_MAX + 36u + 16u + RAFTMUX_ENTRIES_MAX)
+#define RAFTMUX_IS_MAX                                                                             \
+  (RAFTMUX_HEADER + RAFTMUX_ADDRESS_MAX + 36u + RAFTMUX_CONF_MAX * (12u + RAFTMUX_ADDRESS_MAX) +   \
+   8u + RAFTMUX_SNAPSHOT_MAX)
+#define RAFTMUX_MSG_MAX RAFTMUX_IS_MAX /* encoded payload bytes (16.3 MiB) */
+/* Bytes queued to a peer's node before sends drop: room for two of the
+ * largest AppendEntries, so a bounded one still goes, and little else.
+ * Raft retransmits what is dropped; frames queued behind a stalled
+ * connection (a partition that drops packets) are stale by the time it
+ * heals, so a long queue only delays the fresh ones after it. */
+#define RAFTMUX_SENDQ_MAX (2u * RAFTMUX_AE_MAX)
 
 /* ---- codec ---- */
 

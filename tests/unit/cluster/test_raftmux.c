@@ -1,9 +1,12 @@
 /* test_raftmux.c - the multiplexed Raft frame codec (raftmux.h): every raft
  * 0.15 message type round-trips with its entries, configuration and data;
  * the golden header pins the layout; every truncation of a valid frame and
- * seeded random damage are refused without a leak or a crash. */
+ * seeded random damage are refused without a leak or a crash; the largest
+ * messages a partition replica sends fit the size bounds. */
 #include "cluster/raftmux.h"
+#include "cluster/rgroup.h"
 #include "common/err.h"
+#include "storage/manifest.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -320,6 +323,58 @@ static void test_random_damage_never_crashes(void **state)
   raft_configuration_close(&is.install_snapshot.conf);
 }
 
+/* The largest messages a partition replica can send fit raftmux.h's
+ * bounds: a bounded AppendEntries (a prefix within RGROUP_CAP_BYTES, or
+ * one entry of max_entry_bytes alone) within RAFTMUX_AE_MAX, a snapshot of
+ * the largest manifest a receiver takes with the largest configuration
+ * within RAFTMUX_MSG_MAX; and the send queue holds two AppendEntries. */
+static void test_largest_messages_fit_the_bounds(void **state)
+{
+  (void)state;
+  char addr[RAFTMUX_ADDRESS_MAX + 1];
+  memset(addr, 'a', RAFTMUX_ADDRESS_MAX);
+  addr[RAFTMUX_ADDRESS_MAX] = '\0';
+
+  struct raft_entry one = {.term = 1, .type = RAFT_COMMAND};
+  one.buf.len = RGROUP_DEFAULT_MAX_ENTRY_BYTES;
+  struct raft_message m = {.type = RAFT_IO_APPEND_ENTRIES};
+  m.append_entries.entries = &one;
+  m.append_entries.n_entries = 1;
+  size_t ae_one = raftmux_encoded_size(&m, RAFTMUX_ADDRESS_MAX);
+  assert_true(ae_one <= RAFTMUX_AE_MAX);
+
+  /* A prefix that rgroup_cap_count keeps whole: 16 bytes per entry
+   * counted with its bytes, at most RGROUP_CAP_BYTES in all. */
+  enum { N = 64 };
+  struct raft_entry many[N];
+  memset(many, 0, sizeof many);
+  for (int i = 0; i < N; i++) {
+    many[i].type = RAFT_COMMAND;
+    many[i].buf.len = RGROUP_CAP_BYTES / N - 16;
+  }
+  m.append_entries.entries = many;
+  m.append_entries.n_entries = N;
+  assert_true(raftmux_encoded_size(&m, RAFTMUX_ADDRESS_MAX) <= RAFTMUX_AE_MAX);
+
+  struct raft_message is = {.type = RAFT_IO_INSTALL_SNAPSHOT};
+  is.install_snapshot.data.len = MANIFEST_MAX_BYTES;
+  struct raft_server *servers = calloc(RAFTMUX_CONF_MAX, sizeof *servers);
+  assert_non_null(servers);
+  for (unsigned i = 0; i < RAFTMUX_CONF_MAX; i++) {
+    servers[i].id = i + 1;
+    servers[i].address = addr;
+  }
+  is.install_snapshot.conf.servers = servers;
+  is.install_snapshot.conf.n = RAFTMUX_CONF_MAX;
+  size_t is_max = raftmux_encoded_size(&is, RAFTMUX_ADDRESS_MAX);
+  assert_int_equal(is_max, RAFTMUX_MSG_MAX);
+  free(servers);
+
+  assert_true(RAFTMUX_MSG_MAX > NWATCH_FRAME_MAX);
+  assert_true(RAFTMUX_SENDQ_MAX >= 2 * ae_one);
+  assert_true(RAFTMUX_SENDQ_MAX < 4u * NWATCH_FRAME_MAX);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -329,6 +384,7 @@ int main(void)
       cmocka_unit_test(test_install_snapshot_round_trip_with_conf_and_data),
       cmocka_unit_test(test_malformed_fields_refused),
       cmocka_unit_test(test_random_damage_never_crashes),
+      cmocka_unit_test(test_largest_messages_fit_the_bounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
