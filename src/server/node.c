@@ -679,14 +679,22 @@ static int node_start_groups(struct node *n)
   ro.pg_conninfo = n->cfg.pg_conninfo;
   ro.pg_password_file = n->cfg.pg_password_file;
   ro.wal = n->wal;
-  if (n->wal != NULL && strcmp(n->cfg.raft_mux, "on") == 0) {
+  /* auto is on wherever the mux can be: raft_uv's own log (--raft-log
+   * group) keeps raft_uv's connections. */
+  bool mux = strcmp(n->cfg.raft_mux, "off") != 0;
+  if (mux && n->wal == NULL && strcmp(n->cfg.raft_mux, "on") == 0) {
+    log_warn("node", "--raft-mux on needs the node-wide Raft log: the partitions' Raft "
+                     "messages use a connection per partition per peer (--raft-log group)");
+  }
+  if (mux && n->wal != NULL) {
     rv = raftmux_init(&n->mx, n->loop, &n->nw);
     if (rv != 0) {
       node_set_errmsg(n, "multiplexed Raft messages: %s", cairn_strerror(rv));
       return rv;
     }
     ro.mux = &n->mx;
-    log_info("node", "partitions' Raft messages: one connection per peer node (--raft-mux on)");
+    log_info("node", "partitions' Raft messages: one connection per peer node (--raft-mux %s)",
+             n->cfg.raft_mux);
   }
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {

@@ -7,7 +7,8 @@
  *    connections on the cluster ports, not O(partitions) (counted from
  *    /proc: its socket fds matched against /proc/net/tcp{,6}); the same
  *    cluster with --raft-mux off is counted first as the baseline (and to
- *    show the count sees raft_uv's per-group connections);
+ *    show the count sees raft_uv's per-group connections), then one
+ *    without the flag (the default, auto, is on with the node-wide log);
  *    a fake peer's malformed Raft frame closes its connection with a log
  *    line, and every partition then takes a third produce;
  *  - a partition leader's node SIGKILLed while a producer writes: every
@@ -48,6 +49,8 @@
   "--raft-log node --raft-mux on --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
 #define OPTS_OFF                                                                                   \
   "--raft-log node --raft-mux off --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
+/* No --raft-mux: the default (auto) is on with the node-wide log. */
+#define OPTS_DEFAULT "--raft-log node --heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
 /* Per node: 2 watch connections per peer, the metadata group's raft_uv
  * connections (one group), the test's own client connections, slack. Far
  * below one per partition per peer (2 x 2 x NPART without the mux). */
@@ -265,7 +268,7 @@ static void test_raft_mux_holds_connections_per_peer_not_per_partition(void **st
   int off = run_and_count(&c, OPTS_OFF, "--raft-mux off");
   assert_true(off > NPART);
   cd_destroy(&c);
-  int on = run_and_count(&c, OPTS, "--raft-mux on");
+  int on = run_and_count(&c, OPTS_DEFAULT, "--raft-mux auto (the default)");
   assert_true(on <= MAX_CLUSTER_CONNS);
   /* The replicas' Raft traffic went through the multiplexer, none of it
    * malformed. */

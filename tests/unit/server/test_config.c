@@ -892,17 +892,23 @@ static void test_config_example_file_loads_and_round_trips(void **state)
   free(path);
 }
 
-static void test_config_raft_mux_is_on_or_off_default_off(void **state)
+static void test_config_raft_mux_is_auto_on_or_off_default_auto(void **state)
 {
   (void)state;
   struct config cfg;
   load_ok(&cfg, ARGS("--node-id", "1"));
-  assert_string_equal(cfg.raft_mux, "off");
+  assert_string_equal(cfg.raft_mux, "auto");
+  assert_round_trips(&cfg);
   load_ok(&cfg, ARGS("--node-id", "1", "--raft-mux", "on"));
   assert_string_equal(cfg.raft_mux, "on");
   assert_round_trips(&cfg);
-  load_fails(ARGS("--node-id", "1", "--raft-mux", "yes"), "--raft-mux: 'yes' is not on or off",
-             NULL);
+  load_ok(&cfg, ARGS("--node-id", "1", "--raft-mux", "off"));
+  assert_string_equal(cfg.raft_mux, "off");
+  assert_round_trips(&cfg);
+  load_ok(&cfg, ARGS("--node-id", "1", "--raft-mux", "auto"));
+  assert_string_equal(cfg.raft_mux, "auto");
+  load_fails(ARGS("--node-id", "1", "--raft-mux", "yes"),
+             "--raft-mux: 'yes' is not auto, on or off", NULL);
 }
 
 static void test_config_loads_are_independent(void **state)
@@ -947,7 +953,7 @@ int main(void)
       cmocka_unit_test(test_config_file_lines_have_a_length_limit),
       cmocka_unit_test(test_config_file_voters_may_span_indented_lines),
       cmocka_unit_test(test_config_example_file_loads_and_round_trips),
-      cmocka_unit_test(test_config_raft_mux_is_on_or_off_default_off),
+      cmocka_unit_test(test_config_raft_mux_is_auto_on_or_off_default_auto),
       cmocka_unit_test(test_config_loads_are_independent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
