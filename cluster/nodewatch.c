@@ -29,13 +29,14 @@ struct nwatch_peer {
 };
 
 #define NWATCH_READ_CHUNK 16384
+#define NWATCH_BUF_KEEP (2u * NWATCH_FRAME_MAX) /* an inbound buffer shrinks back above this */
 
 struct nwatch_inbound {
   struct nodewatch *nw;
   uv_tcp_t *tcp;
   uint64_t sender_id;
   char address[TRANSPORT_ADDRESS_MAX + 1]; /* the sender's cluster address */
-  uint8_t *buf; /* bytes read and not yet framed (at most one frame's) */
+  uint8_t *buf;                            /* bytes read and not yet framed (at most one frame's) */
   size_t len, cap;
   char rbuf[NWATCH_READ_CHUNK];
   struct nwatch_inbound *prev, *next;
@@ -128,6 +129,7 @@ static void nwatch_drop_stream(struct nwatch_peer *p)
 }
 
 static void nwatch_dial(struct nwatch_peer *p);
+static struct nwatch_peer *nwatch_find(const struct nodewatch *nw, uint64_t id);
 
 static void nwatch_report(struct nwatch_peer *p, int status)
 {
@@ -244,8 +246,8 @@ static void nwatch_dial(struct nwatch_peer *p)
     nwatch_set_state(p, NWATCH_DIALING);
   }
   p->dial.data = p;
-  int rv = transport_dial(nw->tr, &p->dial, TRANSPORT_KIND_WATCH, 0, nw->self_id,
-                          nw->self_address, p->address, nwatch_on_dial);
+  int rv = transport_dial(nw->tr, &p->dial, TRANSPORT_KIND_WATCH, 0, nw->self_id, nw->self_address,
+                          p->address, nwatch_on_dial);
   if (rv != 0) {
     nwatch_set_state(p, NWATCH_IDLE);
     if (confirming) {
@@ -310,8 +312,18 @@ static int nwatch_inbound_frames(struct nwatch_inbound *in)
   while (in->len - off >= NWATCH_FRAME_HEADER) {
     const uint8_t *h = in->buf + off;
     uint32_t n = le_get32(h);
-    if (n == 0 || n > NWATCH_FRAME_MAX) {
+    if (n == 0) {
       return CAIRN_EBADLEN;
+    }
+    if (n > NWATCH_FRAME_MAX) {
+      /* Only a mux frame may be longer, and only here while the mux is
+       * on: its first payload byte decides, before the buffer grows. */
+      if (in->len - off == NWATCH_FRAME_HEADER) {
+        break; /* need more bytes */
+      }
+      if (n > nwatch_frame_limit(nw, h[NWATCH_FRAME_HEADER])) {
+        return CAIRN_EBADLEN;
+      }
     }
     if (in->len - off - NWATCH_FRAME_HEADER < n) {
       break; /* need more bytes */
@@ -321,13 +333,26 @@ static int nwatch_inbound_frames(struct nwatch_inbound *in)
       return CAIRN_EBADCRC;
     }
     nw->frames_received++;
-    if (nw->frame_cb != NULL && !nw->closing) {
+    if (nw->mux_cb != NULL && payload[0] == nw->mux_tag && !nw->closing) {
+      int rv = nw->mux_cb(nw, in->sender_id, payload, n, nw->mux_data);
+      if (rv != 0) {
+        return rv;
+      }
+    } else if (nw->frame_cb != NULL && !nw->closing) {
       nw->frame_cb(nw, in->sender_id, payload, n, nw->frame_data);
     }
     off += NWATCH_FRAME_HEADER + n;
   }
   memmove(in->buf, in->buf + off, in->len - off);
   in->len -= off;
+  /* A large mux frame's buffer is not kept for the small ones after it. */
+  if (in->cap > NWATCH_BUF_KEEP && in->len <= NWATCH_READ_CHUNK) {
+    uint8_t *b = realloc(in->buf, NWATCH_READ_CHUNK);
+    if (b != NULL) {
+      in->buf = b;
+      in->cap = NWATCH_READ_CHUNK;
+    }
+  }
   return 0;
 }
 
@@ -335,7 +360,8 @@ static int nwatch_inbound_frames(struct nwatch_inbound *in)
 static int nwatch_inbound_take(struct nwatch_inbound *in, const char *data, size_t n)
 {
   size_t need = in->len + n;
-  if (need > NWATCH_FRAME_HEADER + NWATCH_FRAME_MAX + NWATCH_READ_CHUNK) {
+  size_t frame_max = nwatch_frame_limit(in->nw, in->nw->mux_tag);
+  if (need > NWATCH_FRAME_HEADER + frame_max + NWATCH_READ_CHUNK) {
     return CAIRN_EBADLEN; /* cannot happen with whole frames framed out */
   }
   if (need > in->cap) {
@@ -378,7 +404,10 @@ static void nwatch_inbound_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t
   }
 }
 
-static void nwatch_free_handle(uv_handle_t *h) { free(h); }
+static void nwatch_free_handle(uv_handle_t *h)
+{
+  free(h);
+}
 
 static void nwatch_accept(void *data, uint64_t sender_id, const char *address, uv_stream_t *stream)
 {
@@ -407,6 +436,14 @@ static void nwatch_accept(void *data, uint64_t sender_id, const char *address, u
   if (uv_try_write(stream, &b, 1) != 1 ||
       uv_read_start(stream, nwatch_inbound_alloc, nwatch_inbound_on_read) != 0) {
     nwatch_inbound_close(in);
+    return;
+  }
+  /* The sender's process is up: if this node's own connection to it is
+   * down (it restarted), dial now, not at the next retry tick, so frames
+   * to it (Raft messages with --raft-mux) flow within a round trip. */
+  struct nwatch_peer *p = nwatch_find(nw, sender_id);
+  if (p != NULL && p->state == NWATCH_IDLE && !p->dialing) {
+    nwatch_dial(p);
   }
 }
 
@@ -534,9 +571,31 @@ static void nwatch_on_written(uv_write_t *req, int status)
   free(req->data);
 }
 
+void nwatch_set_mux_cb(struct nodewatch *nw, uint8_t tag, size_t frame_max, nwatch_mux_cb cb,
+                       void *data)
+{
+  nw->mux_tag = tag;
+  nw->mux_cb = cb;
+  nw->mux_data = data;
+  nw->mux_frame_max = frame_max < NWATCH_FRAME_MAX ? NWATCH_FRAME_MAX
+                      : frame_max > UINT32_MAX     ? UINT32_MAX
+                                                   : frame_max;
+}
+
+size_t nwatch_frame_limit(const struct nodewatch *nw, uint8_t first)
+{
+  return nw->mux_cb != NULL && first == nw->mux_tag ? nw->mux_frame_max : NWATCH_FRAME_MAX;
+}
+
 int nwatch_send(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, size_t len)
 {
-  if (len == 0 || len > NWATCH_FRAME_MAX) {
+  return nwatch_send_bounded(nw, node_id, payload, len, NWATCH_SENDQ_MAX);
+}
+
+int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, size_t len,
+                        size_t queue_max)
+{
+  if (len == 0 || len > nwatch_frame_limit(nw, payload[0])) {
     return CAIRN_EINVAL;
   }
   struct nwatch_peer *p = nwatch_find(nw, node_id);
@@ -544,7 +603,7 @@ int nwatch_send(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, 
     nw->frames_refused++;
     return CAIRN_EUNREACHABLE;
   }
-  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) > NWATCH_SENDQ_MAX) {
+  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) > queue_max) {
     nw->frames_refused++;
     return CAIRN_EQUEUE_FULL;
   }

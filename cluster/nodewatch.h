@@ -34,7 +34,8 @@
  *
  * Frames: the dialing end may also send small messages to the peer on its
  * connection (nwatch_send; coalesced heartbeats, hbeat.h), each
- *    0  u32 payload length n (1..NWATCH_FRAME_MAX), little-endian
+ *    0  u32 payload length n (1..NWATCH_FRAME_MAX, or 1..the mux's limit
+ *           for a tagged frame, below), little-endian
  *    4  u32 CRC-32C of the payload
  *    8  n   payload
  * The listening end hands each whole frame to the frame callback with the
@@ -44,6 +45,24 @@
  * older version) reads and drops them. So each direction of a node pair
  * has its own connection: A's frames to B go on the connection A dialed,
  * B's answers on the one B dialed.
+ *
+ * A second consumer may claim the frames whose payload starts with one tag
+ * byte (nwatch_set_mux_cb; the partitions' Raft messages, raftmux.h): they
+ * go to its callback instead of the frame callback, and a frame it calls
+ * malformed closes its connection like a bad checksum. Such a frame may be
+ * longer than NWATCH_FRAME_MAX, up to the limit the consumer gave (a Raft
+ * snapshot, raftmux.h "Sizes"), on a node where the consumer is set only:
+ * the reader lets a frame past NWATCH_FRAME_MAX only once its first payload
+ * byte shows the tag, so every other frame (and every frame on a node
+ * without the consumer) keeps the 1 MiB limit.
+ *
+ * Queued frames belong to their connection: when it drops, libuv cancels
+ * the writes still queued and they are freed, never sent on the next
+ * connection (a frame is lost, never late by a reconnect).
+ *
+ * A peer not connected here (IDLE) that dials this node is up again: it
+ * is dialed back at once instead of at the next retry tick, so this node's
+ * frames reach a restarted peer within a round trip of its start.
  *
  * Context: loop thread only. */
 #ifndef CAIRN_NODEWATCH_H
@@ -84,6 +103,13 @@ typedef void (*nwatch_close_cb)(struct nodewatch *nw);
 typedef void (*nwatch_frame_cb)(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
                                 size_t len, void *data);
 
+/* A whole frame whose payload starts with the mux tag, from node
+ * sender_id. Same ownership and context as nwatch_frame_cb. Returns 0, or
+ * a negative code when the payload is malformed: its connection is then
+ * closed with a log line. */
+typedef int (*nwatch_mux_cb)(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
+                             size_t len, void *data);
+
 struct nwatch_peer;
 struct nwatch_inbound;
 
@@ -93,19 +119,23 @@ struct nodewatch {
   uint64_t self_id;
   char self_address[TRANSPORT_ADDRESS_MAX + 1];
   uv_timer_t timer;
-  struct nwatch_peer *peers;     /* singly linked */
+  struct nwatch_peer *peers;      /* singly linked */
   struct nwatch_inbound *inbound; /* peers watching this node; doubly linked */
   nwatch_gone_cb gone_cb;
   void *data;
   bool closing;
   unsigned open; /* the timer, dials, streams: nw is closed when 0 */
   nwatch_close_cb close_cb;
-  uint64_t gone; /* nodes reported gone, for metrics */
-  uint64_t blips; /* connections dropped while the node still answered */
+  uint64_t gone;            /* nodes reported gone, for metrics */
+  uint64_t blips;           /* connections dropped while the node still answered */
   nwatch_frame_cb frame_cb; /* NULL: frames are dropped */
   void *frame_data;
+  nwatch_mux_cb mux_cb; /* NULL: tagged frames go to frame_cb like others */
+  void *mux_data;
+  uint8_t mux_tag;
+  size_t mux_frame_max; /* payload limit of a tagged frame while mux_cb is set */
   uint64_t frames_sent, frames_received, frames_refused; /* refused: not UP or queue full */
-  uint64_t frames_bad;      /* malformed frames (their connection closed) */
+  uint64_t frames_bad; /* malformed frames (their connection closed) */
 };
 
 /* Initializes nw (caller allocates) and routes the transport's watch
@@ -122,18 +152,35 @@ __attribute__((warn_unused_result)) int nwatch_init(struct nodewatch *nw, uv_loo
  * re-dialed, those no longer named dropped. self_id is skipped. Ownership:
  * borrows the arrays (copied). Returns 0 or CAIRN_ENOMEM (the peers
  * already watched stay). */
-__attribute__((warn_unused_result)) int nwatch_set_peers(struct nodewatch *nw,
-                                                         const uint64_t *ids,
+__attribute__((warn_unused_result)) int nwatch_set_peers(struct nodewatch *nw, const uint64_t *ids,
                                                          const char *const *addresses, size_t n);
 
 /* Routes received frames to cb (NULL: drop them, the default). */
 void nwatch_set_frame_cb(struct nodewatch *nw, nwatch_frame_cb cb, void *data);
 
+/* Routes frames whose payload's first byte is tag to cb (NULL: stop), and
+ * lets such frames carry up to frame_max payload bytes (NWATCH_FRAME_MAX
+ * if smaller; at most UINT32_MAX) in both directions while cb is set:
+ * nwatch_send takes them and the reader accepts them. Every other frame
+ * keeps NWATCH_FRAME_MAX. */
+void nwatch_set_mux_cb(struct nodewatch *nw, uint8_t tag, size_t frame_max, nwatch_mux_cb cb,
+                       void *data);
+
+/* The payload limit of a frame whose first payload byte is first: the
+ * mux's limit for its tag while a mux callback is set, NWATCH_FRAME_MAX
+ * otherwise. */
+size_t nwatch_frame_limit(const struct nodewatch *nw, uint8_t first);
+
+/* nwatch_send with queue_max in place of NWATCH_SENDQ_MAX. */
+__attribute__((warn_unused_result)) int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id,
+                                                            const uint8_t *payload, size_t len,
+                                                            size_t queue_max);
+
 /* Queues one frame with payload[0..len) to node_id on this node's
  * connection to it. Ownership: borrows payload (copied). Returns 0, or
  * CAIRN_EUNREACHABLE (not UP), CAIRN_EQUEUE_FULL (NWATCH_SENDQ_MAX bytes
  * already queued: the peer does not read), CAIRN_EINVAL (len 0 or above
- * NWATCH_FRAME_MAX) or CAIRN_ENOMEM. A frame queued may still be lost
+ * nwatch_frame_limit(nw, payload[0])) or CAIRN_ENOMEM. A frame queued may still be lost
  * with its connection; nothing is retried. */
 __attribute__((warn_unused_result)) int nwatch_send(struct nodewatch *nw, uint64_t node_id,
                                                     const uint8_t *payload, size_t len);

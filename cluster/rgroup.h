@@ -82,6 +82,7 @@
 #include "cluster/catchup.h"
 #include "cluster/fetch_serve.h"
 #include "cluster/producer_state.h"
+#include "cluster/raftmux.h"
 #include "cluster/riow_uv.h"
 #include "cluster/rgroup_apply.h"
 #include "cluster/rgroup_cap.h"
@@ -162,6 +163,9 @@ struct rgroup_opts {
   struct plog_opts plog;       /* the partition log's options (retention also pgstore's) */
   struct wal *wal;             /* the node-wide log for Raft (--raft-log node), borrowed;
                                   NULL: raft_uv's files in <dir>/raft */
+  struct raftmux *mux;         /* with wal: Raft messages over one connection per peer
+                                  node (--raft-mux on, raftmux.h), borrowed; NULL:
+                                  raft_uv's connection per group per peer */
   uint32_t storage;            /* enum store_kind: plog (file) or pgstore (postgresql) */
   const char *pg_conninfo;     /* pgstore's database (libpq); NULL or "": none, and a
                                   postgresql replica refuses to open. Borrowed: must
@@ -291,6 +295,7 @@ struct rgroup {
   /* raft_uv's io; with opts.wal its storage methods go to the node's log
    * (riow_uv.h, rgroup_wal.c) */
   struct riow_uv wio;
+  struct raftmux_group mxg; /* with opts.mux and opts.wal: wio's sends (rgroup_wal.c) */
   struct rgroup_raft_io_ops io_ops; /* the io's methods under the wrappers (rgroup_raft.c) */
   /* the Raft instance (rgroup_raft.c) */
   struct rgroup_opts opts;  /* filled options, for reopening */

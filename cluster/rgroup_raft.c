@@ -715,6 +715,7 @@ int rgroup_raft_init(struct rgroup *rg)
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft_init: %s",
              (unsigned long long)rg->group_id, raft_errmsg(&rg->raft));
+    rgroup_wal_detach(rg);
     raft_uv_close(&rg->wio.io);
     transport_group_release(&rg->rt);
     return raft_err_to_cairn(rv);

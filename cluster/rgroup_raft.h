@@ -56,6 +56,11 @@ __attribute__((warn_unused_result)) int rgroup_raft_ticker_join(struct rgroup *r
  * (rgroup_wal.c) */
 __attribute__((warn_unused_result)) int rgroup_wal_attach(struct rgroup *rg);
 
+/* Undoes rgroup_wal_attach's registration with the node's multiplexer
+ * (opts.mux) for an io that raft never started: after raft_init failed.
+ * (rgroup_wal.c) */
+void rgroup_wal_detach(struct rgroup *rg);
+
 /* With rg->opts.wal: CAIRN_ERAFTFILES (rg->errmsg naming the damage) when
  * the replica's directory holds the mark of a damaged node-wide log
  * (waldamage.h): its Raft state was lost with that log, and it stays

@@ -216,6 +216,21 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Raft messages the hosted partition replicas sent (of the replicas open "
                       "now).");
   admin_buf_printf(b, "cairn_raft_messages_sent_total %" PRIu64 "\n", s.raft_sent);
+  const struct raftmux *mx = &n->mx;
+  metrics_text_family(b, "cairn_raftmux_frames_total", "counter",
+                      "Partition Raft messages over the per-peer connection (--raft-mux, "
+                      "cluster/raftmux.h), by outcome: sent (queued), dropped (not connected, "
+                      "queue full, too large), received (handed to a group), unknown (no such "
+                      "group open here), malformed (its connection closed).");
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"sent\"} %" PRIu64 "\n", mx->sent);
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"dropped\"} %" PRIu64 "\n",
+                   mx->dropped);
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"received\"} %" PRIu64 "\n",
+                   mx->received);
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"unknown\"} %" PRIu64 "\n",
+                   mx->unknown);
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"malformed\"} %" PRIu64 "\n",
+                   mx->malformed);
   const struct hbeat *hb = &n->hb;
   metrics_text_family(b, "cairn_coalesced_beats_sent_total", "counter",
                       "Coalesced heartbeat frames sent to peer nodes.");

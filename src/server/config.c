@@ -84,6 +84,7 @@ enum config_key_id {
   CONFIG_K_RAFT_LOG_BUDGET,
   CONFIG_K_RAFT_LOG,
   CONFIG_K_COALESCE_HEARTBEATS,
+  CONFIG_K_RAFT_MUX,
   CONFIG_K_CLUSTER_SECRET_FILE,
   CONFIG_K_TLS_CERT,
   CONFIG_K_TLS_KEY,
@@ -271,6 +272,13 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                       "message per node pair stands in for them "
                                       "(docs/replication.md, \"Coalesced heartbeats\")",
                                       NULL},
+    [CONFIG_K_RAFT_MUX] = {"raft-mux", "raft", "raft_mux", "auto|on|off", CONFIG_KIND_FILE,
+                           CONFIG_OFF(raft_mux), 0, 0,
+                           "with --raft-log node, the partitions' Raft messages go over one "
+                           "connection per peer node instead of one per partition per peer; "
+                           "auto (default): on with the node-wide log "
+                           "(docs/replication.md, \"Multiplexed Raft messages\")",
+                           NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
                                       "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
                                       0, 0,
@@ -709,6 +717,7 @@ static void config_defaults(struct config *cfg)
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
   snprintf(cfg->coalesce_heartbeats, sizeof cfg->coalesce_heartbeats, "on");
+  snprintf(cfg->raft_mux, sizeof cfg->raft_mux, "auto");
   snprintf(cfg->auth, sizeof cfg->auth, "none");
   snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }
@@ -1196,6 +1205,11 @@ static int config_check(struct config_parse *ps)
   if (strcmp(cfg->coalesce_heartbeats, "on") != 0 && strcmp(cfg->coalesce_heartbeats, "off") != 0) {
     config_fail(ps, CAIRN_ECONFIG, "--coalesce-heartbeats: '%s' is not on or off",
                 cfg->coalesce_heartbeats);
+    return ps->err;
+  }
+  if (strcmp(cfg->raft_mux, "auto") != 0 && strcmp(cfg->raft_mux, "on") != 0 &&
+      strcmp(cfg->raft_mux, "off") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--raft-mux: '%s' is not auto, on or off", cfg->raft_mux);
     return ps->err;
   }
   if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "required") != 0) {

@@ -138,6 +138,10 @@ struct config {
                                                 "on" (default) or "off": idle partition
                                                 leaders' heartbeats go as one message per
                                                 node pair (cluster/hbeat.h) */
+  char raft_mux[CONFIG_PATH_MAX]; /* raft_mux (--raft-mux): "auto" (default: on with the
+                                     node-wide log), "on" or "off": with the node-wide log,
+                                     partition groups' Raft messages go over one
+                                     connection per peer (cluster/raftmux.h) */
 
   /* [security] */
   char cluster_secret_file[CONFIG_PATH_MAX]; /* cluster_secret_file (--cluster-secret-file):

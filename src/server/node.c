@@ -679,6 +679,23 @@ static int node_start_groups(struct node *n)
   ro.pg_conninfo = n->cfg.pg_conninfo;
   ro.pg_password_file = n->cfg.pg_password_file;
   ro.wal = n->wal;
+  /* auto is on wherever the mux can be: raft_uv's own log (--raft-log
+   * group) keeps raft_uv's connections. */
+  bool mux = strcmp(n->cfg.raft_mux, "off") != 0;
+  if (mux && n->wal == NULL && strcmp(n->cfg.raft_mux, "on") == 0) {
+    log_warn("node", "--raft-mux on needs the node-wide Raft log: the partitions' Raft "
+                     "messages use a connection per partition per peer (--raft-log group)");
+  }
+  if (mux && n->wal != NULL) {
+    rv = raftmux_init(&n->mx, n->loop, &n->nw);
+    if (rv != 0) {
+      node_set_errmsg(n, "multiplexed Raft messages: %s", cairn_strerror(rv));
+      return rv;
+    }
+    ro.mux = &n->mx;
+    log_info("node", "partitions' Raft messages: one connection per peer node (--raft-mux %s)",
+             n->cfg.raft_mux);
+  }
   rv = parts_init(&n->parts, n->loop, &n->tr, n->cfg.node_id, n->cfg.data_dir, &ro);
   if (rv != 0) {
     node_set_errmsg(n, "%s/%s: %s", n->cfg.data_dir, PARTS_DIRNAME, cairn_strerror(rv));
@@ -1136,6 +1153,12 @@ static void node_on_hb_closed(struct hbeat *hb)
   node_stop_step(n);
 }
 
+static void node_on_mx_closed(struct raftmux *mx)
+{
+  struct node *n = (struct node *)((char *)mx - offsetof(struct node, mx));
+  node_stop_step(n);
+}
+
 static void node_on_nw_closed(struct nodewatch *nw)
 {
   struct node *n = (struct node *)((char *)nw - offsetof(struct node, nw));
@@ -1251,7 +1274,8 @@ static void node_stop_step(struct node *n)
   case 4:
     /* The watches last: until the cluster port closes, peers that see
      * this node's watch connection drop find it still there. */
-    n->parts_open = 2;
+    n->parts_open = 3;
+    raftmux_close(&n->mx, node_on_mx_closed); /* every group closed in stage 1 */
     nwatch_close(&n->nw, node_on_nw_closed);
     transport_close(&n->tr, node_on_tr_closed);
     break;

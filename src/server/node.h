@@ -42,6 +42,7 @@
 #include "cluster/hbeat.h"
 #include "cluster/metaheal.h"
 #include "cluster/nodewatch.h"
+#include "cluster/raftmux.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
 #include "net/listener.h"
@@ -80,6 +81,7 @@ struct node {
   struct nodewatch nw;       /* peers' processes seen gone (cluster/nodewatch.h) */
   struct hbeat hb;           /* coalesced heartbeats over nw (cluster/hbeat.h) */
   struct mheal mheal;        /* the metadata replica after its log was damaged (metaheal.h) */
+  struct raftmux mx;         /* --raft-mux: partitions' Raft messages over nw (raftmux.h) */
   uint8_t *cluster_key; /* --cluster-secret-file's key (chs.h), NULL: none */
   size_t cluster_key_len;
   uint8_t *admin_token; /* --admin-token-file's token (chs_key_load), NULL: none */

@@ -77,7 +77,14 @@ int cd_start(struct cd_cluster *c, int i)
   snprintf(admin, sizeof admin, "127.0.0.1:%d", nd->admin_port);
   snprintf(join, sizeof join, "127.0.0.1:%d", c->nodes[0].client_port);
   char extra[1100];
-  snprintf(extra, sizeof extra, "%s %s", c->extra, nd->extra);
+  /* CAIRN_TEST_RAFT_MUX=on|off runs a test's nodes with --raft-mux so
+   * (a later --raft-mux in the test's own options wins). */
+  const char *mux = getenv("CAIRN_TEST_RAFT_MUX");
+  char muxopt[32] = "";
+  if (mux != NULL && (strcmp(mux, "on") == 0 || strcmp(mux, "off") == 0)) {
+    snprintf(muxopt, sizeof muxopt, "--raft-mux %s", mux);
+  }
+  snprintf(extra, sizeof extra, "%s %s %s", muxopt, c->extra, nd->extra);
   char *argv[64];
   int k = 0;
   argv[k++] = (char *)c->bin;

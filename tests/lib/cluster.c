@@ -63,6 +63,12 @@ void tc_node_spawn(struct tc_cluster *c, int i)
     argv[argc++] = "--raft-log";
     argv[argc++] = (char *)raft_log;
   }
+  /* ... and with every group's Raft messages over one connection per peer
+   * (cluster/raftmux.h). */
+  const char *mux = getenv("CAIRN_TEST_RAFT_MUX");
+  if (mux != NULL && strcmp(mux, "on") == 0) {
+    argv[argc++] = "--raft-mux";
+  }
   for (int k = 0; k < TC_MAX_EXTRA && c->extra[k] != NULL; k++) {
     argv[argc++] = (char *)c->extra[k];
   }

@@ -42,6 +42,8 @@
  * first (rgroup_shutdown); tests use SIGKILL for crashes. */
 #include "cluster/aio_defer.h"
 #include "cluster/gstart.h"
+#include "cluster/nodewatch.h"
+#include "cluster/raftmux.h"
 #include "cluster/rgroup.h"
 #include "cluster/rgroup_pace.h"
 #include "cluster/transport.h"
@@ -95,6 +97,9 @@ struct driver {
   bool ready;          /* every group open: control connections are read */
   struct rgroup_opts opts;
   struct wal *wal; /* --raft-log node: every group's Raft log */
+  struct nodewatch nw; /* --raft-mux: one connection per peer node */
+  struct raftmux mx;   /* --raft-mux: the groups' Raft messages over nw */
+  bool mux;
   struct driver_conn *conns;
   bool stopping;
   int exit_code;
@@ -373,10 +378,53 @@ static void driver_shutdown_group(struct driver_group *g)
   rgroup_shutdown(&g->rg, driver_on_group_closed);
 }
 
+static void driver_on_node_gone(struct nodewatch *nw, uint64_t node_id, void *data)
+{
+  (void)nw;
+  (void)node_id;
+  (void)data; /* the driver leaves elections to Raft's timers */
+}
+
+/* --raft-mux: every group's Raft messages go over one watch connection
+ * per peer driver (cluster/raftmux.h). */
+static int driver_start_mux(struct driver *d)
+{
+  const char *self_address = NULL;
+  uint64_t ids[DRIVER_MAX_REPLICAS];
+  const char *addrs[DRIVER_MAX_REPLICAS];
+  for (unsigned i = 0; i < d->nreplicas; i++) {
+    ids[i] = d->replicas[i].id;
+    addrs[i] = d->replicas[i].address;
+    if (ids[i] == d->self) {
+      self_address = addrs[i];
+    }
+  }
+  int rv = self_address != NULL ? nwatch_init(&d->nw, d->loop, &d->tr, d->self, self_address,
+                                              driver_on_node_gone, d)
+                                : CAIRN_EINVAL;
+  if (rv == 0) {
+    rv = nwatch_set_peers(&d->nw, ids, addrs, d->nreplicas);
+  }
+  if (rv == 0) {
+    rv = raftmux_init(&d->mx, d->loop, &d->nw);
+  }
+  if (rv != 0) {
+    fprintf(stderr, "cairn-rgroup-driver: --raft-mux: %s\n", cairn_strerror(rv));
+    return rv;
+  }
+  d->opts.mux = &d->mx;
+  return 0;
+}
+
 /* The node is done: close the cluster port, the control port and every
  * control connection (a test may still hold one open). */
 static void driver_close_all(struct driver *d)
 {
+  if (d->mux) {
+    raftmux_close(&d->mx, NULL);
+    nwatch_close(&d->nw, NULL);
+    d->mux = false;
+  }
   transport_close(&d->tr, NULL);
   if (d->gs.loop != NULL && !d->gs.closing) {
     gstart_close(&d->gs, NULL);
@@ -689,7 +737,8 @@ int main(int argc, char **argv)
       {"raft-log-budget", required_argument, NULL, 'B'},
       {"no-preferred-leader", no_argument, NULL, 'P'},
       {"sync-aio-destroy", no_argument, NULL, 'A'},
-      {"raft-log", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0}};
+      {"raft-log", required_argument, NULL, 'L'},
+      {"raft-mux", no_argument, NULL, 'M'}, {NULL, 0, NULL, 0}};
   const char *raft_log = "group";
   bool sync_aio_destroy = false;
   int o;
@@ -709,6 +758,7 @@ int main(int argc, char **argv)
     case 'P': d->opts.no_preferred_leader = true; break;
     case 'A': sync_aio_destroy = true; break;
     case 'L': raft_log = optarg; break;
+    case 'M': d->mux = true; break;
     default: return 2;
     }
   }
@@ -720,7 +770,7 @@ int main(int argc, char **argv)
                     "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
                     "[--heartbeat-ms MS] [--snapshot-threshold N] [--raft-segment-size BYTES] "
                     "[--raft-log-budget BYTES] [--no-preferred-leader] [--sync-aio-destroy] "
-                    "[--raft-log group|node]\n");
+                    "[--raft-log group|node] [--raft-mux]\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -761,6 +811,10 @@ int main(int argc, char **argv)
       return 1;
     }
     d->opts.wal = d->wal;
+  }
+  d->mux = d->mux && d->wal != NULL;
+  if (d->mux && driver_start_mux(d) != 0) {
+    return 1;
   }
   rv = driver_open_groups(d);
   if (rv != 0) {

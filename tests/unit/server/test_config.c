@@ -141,6 +141,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_string_equal(a->authorizer, b->authorizer);
   assert_string_equal(a->raft_log, b->raft_log);
   assert_string_equal(a->coalesce_heartbeats, b->coalesce_heartbeats);
+  assert_string_equal(a->raft_mux, b->raft_mux);
   assert_string_equal(a->super_users, b->super_users);
 }
 
@@ -767,7 +768,7 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
                   "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log, "
-                  "coalesce_heartbeats)",
+                  "coalesce_heartbeats, raft_mux)",
                   NULL);
 }
 
@@ -891,6 +892,25 @@ static void test_config_example_file_loads_and_round_trips(void **state)
   free(path);
 }
 
+static void test_config_raft_mux_is_auto_on_or_off_default_auto(void **state)
+{
+  (void)state;
+  struct config cfg;
+  load_ok(&cfg, ARGS("--node-id", "1"));
+  assert_string_equal(cfg.raft_mux, "auto");
+  assert_round_trips(&cfg);
+  load_ok(&cfg, ARGS("--node-id", "1", "--raft-mux", "on"));
+  assert_string_equal(cfg.raft_mux, "on");
+  assert_round_trips(&cfg);
+  load_ok(&cfg, ARGS("--node-id", "1", "--raft-mux", "off"));
+  assert_string_equal(cfg.raft_mux, "off");
+  assert_round_trips(&cfg);
+  load_ok(&cfg, ARGS("--node-id", "1", "--raft-mux", "auto"));
+  assert_string_equal(cfg.raft_mux, "auto");
+  load_fails(ARGS("--node-id", "1", "--raft-mux", "yes"),
+             "--raft-mux: 'yes' is not auto, on or off", NULL);
+}
+
 static void test_config_loads_are_independent(void **state)
 {
   (void)state;
@@ -933,6 +953,7 @@ int main(void)
       cmocka_unit_test(test_config_file_lines_have_a_length_limit),
       cmocka_unit_test(test_config_file_voters_may_span_indented_lines),
       cmocka_unit_test(test_config_example_file_loads_and_round_trips),
+      cmocka_unit_test(test_config_raft_mux_is_auto_on_or_off_default_auto),
       cmocka_unit_test(test_config_loads_are_independent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,228 @@
+/* raftmux.h - the partition groups' Raft messages over one connection per
+ * peer node (--raft-mux on): every group's io->send encodes its message into
+ * a frame tagged with the group id and the sender, and sends it on this
+ * node's watch connection to the peer's node (nodewatch.h, "Frames"); the
+ * peer hands it to that group's raft receive callback. So a node holds
+ * O(peers) cluster connections for its Raft traffic instead of raft_uv's
+ * one per group per peer (docs/replication.md, "Multiplexed Raft
+ * messages").
+ *
+ * Frame payload (inside a nodewatch frame, which carries the length and a
+ * CRC-32C), little-endian, version RAFTMUX_VERSION = 1:
+ *    0  u8  RAFTMUX_TAG ('R'; a coalesced heartbeat payload starts with its
+ *           version, 1, so the two never collide)
+ *    1  u8  version
+ *    2  u8  raft message type (RAFT_IO_APPEND_ENTRIES .. RAFT_IO_TIMEOUT_NOW)
+ *    3  u8  sender address length a (1..255)
+ *    4  u32 0
+ *    8  u64 group id
+ *   16  u64 sender server id
+ *   24  a   sender address (no NUL)
+ *  24+a     the body of the type:
+ *    RequestVote        u64 term, candidate id, last log index, last log term;
+ *                       u32 flags (1: disrupt leader, 2: pre-vote)
+ *    RequestVoteResult  u64 term; u8 vote granted (0/1); u8 pre-vote
+ *                       (0 unknown, 1 true, 2 false)
+ *    AppendEntries      u64 term, prev log index, prev log term, leader
+ *                       commit; u32 n (entries); n x { u64 term, u8 type,
+ *                       u8[3] 0, u32 length }; then the n entries' bytes
+ *                       back to back
+ *    AppendEntriesResult u64 term, rejected, last log index
+ *    InstallSnapshot    u64 term, last index, last term, conf index;
+ *                       u32 n (servers); n x { u64 id, u8 role, u8 0,
+ *                       u16 address length, address }; u64 data length;
+ *                       data
+ *    TimeoutNow         u64 term, last log index, last log term
+ * Nothing may follow the body. A payload that does not parse is malformed:
+ * its connection is closed with a log line (the sender reconnects).
+ *
+ * Ownership on receive is raft 0.15's (as raft_uv's uv_recv.c does it): the
+ * entries array of an AppendEntries and one batch buffer holding every
+ * entry's bytes (entries[i].batch) are raft_malloc'ed, as are an
+ * InstallSnapshot's data buffer and configuration; the receive callback
+ * takes them all.
+ *
+ * Sending: raftmux_attach replaces a group's io->send (and interposes
+ * start, to learn raft's receive callback, and close). A send is encoded
+ * at once (the message is not referenced after io->send returns) and its
+ * callback fires from the loop after io->send returned, never inside it:
+ * status 0 when the frame was queued, RAFT_NOCONNECTION when it was
+ * dropped (the peer's node not connected, RAFTMUX_SENDQ_MAX bytes already
+ * queued to it, a message above RAFTMUX_MSG_MAX). Raft retransmits what is
+ * lost. A closing group's sends call back before its io closes.
+ *
+ * Receiving: a frame for a group not attached here (unknown, not started,
+ * closing) is dropped before it is decoded.
+ *
+ * Context: loop thread only. */
+#ifndef CAIRN_RAFTMUX_H
+#define CAIRN_RAFTMUX_H
+
+#include "cluster/nodewatch.h"
+
+#include <raft.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define RAFTMUX_TAG 0x52 /* 'R' */
+#define RAFTMUX_VERSION 1
+#define RAFTMUX_HEADER 24
+#define RAFTMUX_ADDRESS_MAX 255
+#define RAFTMUX_CONF_MAX 1024 /* servers in an InstallSnapshot's configuration */
+
+/* Sizes: what a partition replica's Raft message can really be (checked
+ * against the constants they come from in raftmux.c).
+ *  - AppendEntries: the leader sends the longest prefix of its entries
+ *    within RGROUP_CAP_BYTES (1 MiB, counting 16 bytes per entry, as this
+ *    encoding's entry header does) or one larger entry alone, and an entry
+ *    is at most a group's max_entry_bytes (RGROUP_DEFAULT_MAX_ENTRY_BYTES,
+ *    1 MiB; batches are checked against it before they are proposed). So
+ *    the body is at most 36 + 16 + 1 MiB.
+ *  - InstallSnapshot: the data is the partition's manifest (offsets,
+ *    segment list, producer table), which a receiver refuses above
+ *    MANIFEST_MAX_BYTES (16 MiB); the configuration at most
+ *    RAFTMUX_CONF_MAX servers with 255-byte addresses.
+ * A message above RAFTMUX_MSG_MAX is not sent (the receiver could not use
+ * it); the watch connection lets a tagged frame up to RAFTMUX_MSG_MAX
+ * through on a node with the mux on, every other frame keeps 1 MiB. */
+#define RAFTMUX_ENTRIES_MAX (1u << 20)   /* entry bytes (with 16 per entry) of one AppendEntries */
+#define RAFTMUX_SNAPSHOT_MAX (16u << 20) /* an InstallSnapshot's data */
+#define RAFTMUX_AE_MAX (RAFTMUX_HEADER + RAFTMUX_ADDRESS_MAX + 36u + 16u + RAFTMUX_ENTRIES_MAX)
+#define RAFTMUX_IS_MAX                                                                             \
+  (RAFTMUX_HEADER + RAFTMUX_ADDRESS_MAX + 36u + RAFTMUX_CONF_MAX * (12u + RAFTMUX_ADDRESS_MAX) +   \
+   8u + RAFTMUX_SNAPSHOT_MAX)
+#define RAFTMUX_MSG_MAX RAFTMUX_IS_MAX /* encoded payload bytes (16.3 MiB) */
+/* Bytes queued to a peer's node before sends drop: room for two of the
+ * largest AppendEntries, so a bounded one still goes, and little else.
+ * Raft retransmits what is dropped; frames queued behind a stalled
+ * connection (a partition that drops packets) are stale by the time it
+ * heals, so a long queue only delays the fresh ones after it. */
+#define RAFTMUX_SENDQ_MAX (2u * RAFTMUX_AE_MAX)
+
+/* ---- codec ---- */
+
+/* The encoded size of m from a sender with an address of addr_len bytes;
+ * 0 if m's type is unknown. */
+size_t raftmux_encoded_size(const struct raft_message *m, size_t addr_len);
+
+/* Encodes m (from server sender_id at sender_address, for group gid) into
+ * buf[0..cap). Ownership: borrows everything. Returns the bytes written, or
+ * CAIRN_EINVAL (unknown type, address empty or too long, a field out of
+ * its range) or CAIRN_ETOOLARGE (cap too small). */
+__attribute__((warn_unused_result)) long raftmux_encode(uint8_t *buf, size_t cap, uint64_t gid,
+                                                        uint64_t sender_id,
+                                                        const char *sender_address,
+                                                        const struct raft_message *m);
+
+/* Reads the group id of payload p[0..len) after checking its header:
+ * 0, or CAIRN_EBADLEN / CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED. */
+__attribute__((warn_unused_result)) int raftmux_peek(const uint8_t *p, size_t len, uint64_t *gid);
+
+/* Decodes payload p[0..len) into *m. m->server_id is the sender, and
+ * m->server_address points into addr (at least RAFTMUX_ADDRESS_MAX + 1
+ * bytes, NUL-terminated here), valid as long as addr. Ownership: on 0,
+ * *m owns the raft_malloc'ed memory described above (hand it to raft's
+ * receive callback, or free it with raftmux_message_free); on failure
+ * nothing is allocated. Returns 0, CAIRN_EBADLEN / CAIRN_ETRUNCATED (lengths
+ * that do not add up), CAIRN_EBADMAGIC / CAIRN_EUNSUPPORTED (header),
+ * CAIRN_EBADFRAME (a field out of range), CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int
+raftmux_decode(const uint8_t *p, size_t len, struct raft_message *m, uint64_t *gid, char *addr);
+
+/* Frees what raftmux_decode allocated for m, for a message raft never saw. */
+void raftmux_message_free(struct raft_message *m);
+
+/* ---- the node-wide multiplexer ---- */
+
+struct raftmux_send;
+struct raftmux_group;
+
+struct raftmux {
+  uv_loop_t *loop;
+  struct nodewatch *nw;
+  uv_idle_t idle;                 /* fires the queued send callbacks */
+  struct raftmux_send *done_head; /* callbacks due, FIFO */
+  struct raftmux_send *done_tail;
+  struct raftmux_group **groups; /* attached groups, sorted by gid */
+  size_t ngroups, cap;
+  uint8_t *scratch; /* one encoding buffer, reused */
+  size_t scratch_cap;
+  bool open;
+  void (*close_cb)(struct raftmux *mx);
+  uint64_t bad_log_ms;
+  /* Counters (metrics). */
+  uint64_t sent, sent_bytes; /* frames queued */
+  uint64_t dropped;          /* sends dropped: not connected, queue full, too large */
+  uint64_t received;         /* frames handed to a group */
+  uint64_t unknown;          /* frames for a group not attached here */
+  uint64_t malformed;        /* frames that did not decode */
+};
+
+/* One group's attachment; embedded by its owner next to the io. */
+struct raftmux_group {
+  struct raftmux *mx;
+  struct raft_io *io;
+  uint64_t gid;
+  uint64_t self_id;                      /* this replica's server id, sent as the sender's */
+  char address[RAFTMUX_ADDRESS_MAX + 1]; /* this replica's, sent as the sender's */
+  raft_io_recv_cb recv_cb;               /* raft's, from io->start; NULL before */
+  int (*uv_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
+  void (*uv_close)(struct raft_io *io, raft_io_close_cb cb);
+  raft_io_close_cb close_cb;
+  unsigned pending; /* sends whose callback has not fired */
+  bool closing;
+};
+
+/* Starts mx over nw: frames tagged RAFTMUX_TAG received on nw go to the
+ * attached groups (nwatch_set_mux_cb). Ownership: borrows nw, which must
+ * stay open until raftmux_close's callback. Caller allocates mx. Returns 0
+ * or a negative libuv error. */
+__attribute__((warn_unused_result)) int raftmux_init(struct raftmux *mx, uv_loop_t *loop,
+                                                     struct nodewatch *nw);
+
+/* Stops receiving, then cb from the loop once mx's handle closed. Every
+ * group must have closed first. An mx never initialized (zeroed) calls cb
+ * at once. Callback (may be NULL): fires exactly once. */
+void raftmux_close(struct raftmux *mx, void (*cb)(struct raftmux *mx));
+
+/* Registers group gid (this replica, server self_id at address, copied) for receive and
+ * prepares mg to carry io's sends. The owner then points io->send,
+ * io->start and io->close at trampolines that find mg from io and call
+ * raftmux_io_send, raftmux_io_start and raftmux_io_close (as riow_uv.h does
+ * for storage); do that before any other interposer wraps those methods:
+ * mg saves io->start and io->close here and calls them. A group attached
+ * under a gid already attached replaces the older one for receive.
+ * Ownership: borrows mx (open until io's close callback) and io; mg stays
+ * put until io's close callback. Returns 0, CAIRN_EINVAL (address empty or
+ * too long) or CAIRN_ENOMEM (nothing registered then). */
+__attribute__((warn_unused_result)) int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg,
+                                                       struct raft_io *io, uint64_t gid,
+                                                       uint64_t self_id, const char *address);
+
+/* Unregisters mg at once, for an io raft never started (raft_init failed):
+ * no send was made, nothing is closed. */
+void raftmux_detach(struct raftmux_group *mg);
+
+/* io->send: encodes m and queues it to m->server_id's node. Ownership:
+ * borrows m (not referenced after the return). Callback: req's cb fires
+ * exactly once if this returned 0, from the loop, never inside this call.
+ * Returns 0 or RAFT_NOMEM / RAFT_CANCELED (closing); a frame dropped on
+ * the way still returns 0 and calls back with RAFT_NOCONNECTION. */
+__attribute__((warn_unused_result)) int raftmux_io_send(struct raftmux_group *mg,
+                                                        struct raft_io_send *req,
+                                                        const struct raft_message *m,
+                                                        raft_io_send_cb cb);
+
+/* io->start: remembers recv (frames for the group go to it from now on)
+ * and calls the saved start with the same arguments. */
+__attribute__((warn_unused_result)) int raftmux_io_start(struct raftmux_group *mg, unsigned msecs,
+                                                         raft_io_tick_cb tick,
+                                                         raft_io_recv_cb recv);
+
+/* io->close: unregisters the group, waits until every send of the group
+ * called back, then calls the saved close with cb. */
+void raftmux_io_close(struct raftmux_group *mg, raft_io_close_cb cb);
+
+#endif
