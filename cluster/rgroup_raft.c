@@ -695,6 +695,9 @@ static void rgroup_raft_io_release(struct rgroup *rg)
     riow_mux_release(&rg->wio.mux);
     return;
   }
+  if (rg->opts.wal != NULL) {
+    riow_release(&rg->wio.uv.riow);
+  }
   raft_uv_close(&rg->wio.io);
 }
 

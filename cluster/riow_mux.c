@@ -351,6 +351,7 @@ int riow_mux_init(struct riow_mux *m, uv_loop_t *loop, struct wal *w, uint64_t g
   io->close = riow_mux_on_close;
   rv = raftmux_attach(mx, &m->mxg, io, gid, self_id, self_address);
   if (rv != 0) {
+    riow_release(&m->riow);
     return rv;
   }
   io->start = riow_mux_start;
@@ -380,5 +381,6 @@ void riow_mux_release(struct riow_mux *m)
 {
   assert(m->state == RIOW_MUX_INIT);
   raftmux_detach(&m->mxg);
+  riow_release(&m->riow);
   m->rt_init = false; /* the owner releases rt; it never listened */
 }
