@@ -82,7 +82,7 @@
 #include <unistd.h>
 
 #define BENCH_MAX_NODES 5
-#define BENCH_MAX_GROUPS 1024 /* the driver's limit */
+#define BENCH_MAX_GROUPS 16384 /* the driver's limit */
 #define BENCH_MAX_POINTS 16
 #define BENCH_MAX_REPEAT 9
 #define BENCH_MAX_INFLIGHT 16384 /* the slot is the low 16 bits of a tag */
