@@ -42,9 +42,9 @@ struct riow {
   uv_loop_t *loop;
   struct wal *w; /* borrowed: the node's log outlives every group */
   uint64_t gid;
-  char *dir;          /* snapshot files; owned (riow_release) */
-  char *errmsg;       /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
-  unsigned pending;   /* requests that have not called back */
+  char *dir;        /* snapshot files; owned (riow_release) */
+  char *errmsg;     /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
+  unsigned pending; /* requests that have not called back */
   bool closing;
   void (*on_idle)(struct riow *x); /* set by riow_close */
   void *close_data;

@@ -140,7 +140,7 @@ struct rgroup_replica {
 struct rgroup_ticker;
 
 struct rgroup_opts {
-  struct rgroup_ticker *ticker; /* drives Raft's tick (NULL: raft_uv's own timer per group) */
+  struct rgroup_ticker *ticker; /* drives Raft's tick (NULL: the io's own timer per group) */
   unsigned heartbeat_ms;       /* 0: 100 */
   unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);

@@ -493,8 +493,8 @@ static void rgroup_raft_io_tick(struct raft_io *io)
   }
 }
 
-/* raft_uv's own tick timer while a ticker drives the group: it still
- * fires, once an hour (one extra tick is harmless). */
+/* The io's own tick timer (raft_uv's or riow_mux's) while a ticker drives
+ * the group: it still fires, once an hour (one extra tick is harmless). */
 #define RGROUP_TICK_PARKED_MS (3600u * 1000u)
 
 static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,

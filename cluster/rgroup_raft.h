@@ -37,9 +37,10 @@ void rgroup_set_state(struct rgroup *rg, enum rgroup_state to);
 
 /* Checks <dir>/raft first (raft_files_check: a torn tail of an open
  * segment is cut; other damage returns CAIRN_ERAFTFILES, the replica stays
- * closed), then initializes the group's Raft transport, raft_uv with its
- * interposers and struct raft (not started; the caller sets timeouts,
- * bootstraps if needed, and calls raft_start). Returns 0 with rg->raft_open
+ * closed), then initializes the group's Raft transport, its raft_io
+ * (raft_uv's, or its own: rgroup_wal_own_io) with the interposers and
+ * struct raft (not started; the caller sets timeouts, bootstraps if
+ * needed, and calls raft_start). Returns 0 with rg->raft_open
  * set, or a negative code with rg->errmsg set and nothing left to close. */
 __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
 
@@ -82,7 +83,7 @@ void rgroup_raft_handles_init(struct rgroup *rg);
 void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg));
 
 /* Closes the Raft instance (rg->raft_open must be set); rgroup_on_raft_closed
- * fires exactly once when it is closed, after raft_uv, the transport and
+ * fires exactly once when it is closed, after the raft_io, the transport and
  * every raft_transfer were released. */
 void rgroup_raft_close(struct rgroup *rg);
 

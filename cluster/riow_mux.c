@@ -83,8 +83,8 @@ static int riow_mux_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get
 
 /* ---- messages: the node's multiplexer (raftmux.h) ---- */
 
-static int riow_mux_send(struct raft_io *io, struct raft_io_send *req,
-                         const struct raft_message *m, raft_io_send_cb cb)
+static int riow_mux_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
+                         raft_io_send_cb cb)
 {
   return raftmux_io_send(&riow_mux_of(io)->mxg, req, m, cb);
 }
@@ -107,14 +107,18 @@ static void riow_mux_close(struct raft_io *io, raft_io_close_cb cb)
 /* A raft_uv connection from a peer that runs without --raft-mux: this
  * replica has no raft_uv to hand it to. The stream is the transport's
  * malloc'd uv_tcp_t. */
-static void riow_mux_on_stream_closed(uv_handle_t *h) { free(h); }
+static void riow_mux_on_stream_closed(uv_handle_t *h)
+{
+  free(h);
+}
 
 static void riow_mux_on_accept(struct raft_uv_transport *rt, raft_id id, const char *address,
                                struct uv_stream_s *stream)
 {
   struct riow_mux *m = rt->data;
   if (m->refused++ == 0) {
-    log_warn("riow", "group %llu: refused a Raft connection from server %llu at %s: this "
+    log_warn("riow",
+             "group %llu: refused a Raft connection from server %llu at %s: this "
              "replica takes Raft messages through the multiplexer only (--raft-mux on "
              "on every node)",
              (unsigned long long)m->riow.gid, (unsigned long long)id, address);

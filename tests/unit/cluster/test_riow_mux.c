@@ -7,7 +7,8 @@
  * reopen from its log, and close while traffic is in flight. Also: the io
  * closes and calls back from the loop when raft never started, its random
  * numbers stay in range and differ between ios, async_work runs on the
- * thread pool, and the group's transport routes only while started. */
+ * thread pool, the group's transport routes only while started, and a
+ * raft_uv connection (a peer without the mux) is closed on arrival. */
 #include "cluster/nodewatch.h"
 #include "cluster/raftmux.h"
 #include "cluster/riow_mux.h"
@@ -391,6 +392,64 @@ static int node_of(struct world *wd, const struct rn *r)
   return -1;
 }
 
+/* A raft_uv connection, as a node with --raft-mux off would dial it. */
+struct dial_probe {
+  struct transport_dial req;
+  uv_stream_t *stream;
+  int status;
+  bool dialed, ended;
+};
+
+static void probe_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
+{
+  (void)h;
+  buf->base = malloc(size);
+  buf->len = buf->base != NULL ? size : 0;
+}
+
+static void probe_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+  struct dial_probe *p = stream->data;
+  free(buf->base);
+  if (nread < 0) {
+    p->ended = true; /* closed by the replica's io */
+    uv_read_stop(stream);
+  }
+}
+
+static void probe_dialed(struct transport_dial *req, uv_stream_t *stream, int status)
+{
+  struct dial_probe *p = req->data;
+  p->status = status;
+  p->stream = stream;
+  p->dialed = true;
+  if (stream != NULL) {
+    stream->data = p;
+    assert_int_equal(uv_read_start(stream, probe_alloc, probe_read), 0);
+  }
+}
+
+static void probe_free(uv_handle_t *h)
+{
+  free(h);
+}
+
+/* Node 2 dials node 1's replica of group 100 the raft_uv way: the
+ * connection is closed, the replica counts it, nothing else changes. */
+static void raft_uv_dial_refused(struct world *wd)
+{
+  struct dial_probe p = {0};
+  p.req.data = &p;
+  assert_int_equal(transport_dial(&wd->n[1].tr, &p.req, TRANSPORT_KIND_RAFT, 100, wd->n[1].id,
+                                  wd->n[1].address, wd->n[0].address, probe_dialed),
+                   0);
+  run_until(&wd->loop, flag_set, &p.dialed, "the dial");
+  assert_int_equal(p.status, 0);
+  run_until(&wd->loop, flag_set, &p.ended, "the replica to close the connection");
+  uv_close((uv_handle_t *)p.stream, probe_free);
+  assert_int_equal(wd->n[0].g[0].m.refused, 1);
+}
+
 static void test_groups_elect_replicate_fail_over_and_catch_up(void **state)
 {
   (void)state;
@@ -403,6 +462,7 @@ static void test_groups_elect_replicate_fail_over_and_catch_up(void **state)
     /* Each replica's transport routes (catch-up fetches) while started. */
     assert_int_equal(wd->n[i].tr.ngroups, GROUPS);
   }
+  raft_uv_dial_refused(wd);
   uint64_t have[GROUPS];
   for (int g = 0; g < GROUPS; g++) {
     have[g] = 100 + 50 * (uint64_t)g;
@@ -500,9 +560,8 @@ static void test_io_close_release_random_and_async_work(void **state)
   struct rn *r = &n->g[0];
   memset(r, 0, sizeof *r);
   assert_int_equal(transport_group_init(&n->tr, &r->rt, 7), 0);
-  assert_int_equal(riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address,
-                                 &r->rt),
-                   0);
+  assert_int_equal(
+      riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address, &r->rt), 0);
   riow_mux_release(&r->m);
   transport_group_release(&r->rt);
   assert_int_equal(riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, "", NULL),
@@ -514,8 +573,7 @@ static void test_io_close_release_random_and_async_work(void **state)
                              .apply = fsm_apply,
                              .snapshot = fsm_snapshot,
                              .restore = fsm_restore};
-  assert_int_equal(riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address,
-                                 NULL),
+  assert_int_equal(riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address, NULL),
                    0);
   assert_int_equal(raft_init(&r->raft, &r->m.io, &r->fsm, n->id, n->address), 0);
   closed_flag = false;
@@ -525,10 +583,8 @@ static void test_io_close_release_random_and_async_work(void **state)
 
   /* Random numbers: in [min, max), and each io has its own sequence. */
   struct riow_mux *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
-  assert_int_equal(riow_mux_init(a, &wd->loop, n->w, 8, snap, &n->mx, n->id, n->address, NULL),
-                   0);
-  assert_int_equal(riow_mux_init(b, &wd->loop, n->w, 9, snap, &n->mx, n->id, n->address, NULL),
-                   0);
+  assert_int_equal(riow_mux_init(a, &wd->loop, n->w, 8, snap, &n->mx, n->id, n->address, NULL), 0);
+  assert_int_equal(riow_mux_init(b, &wd->loop, n->w, 9, snap, &n->mx, n->id, n->address, NULL), 0);
   int lo = 1000, hi = 0, same = 0;
   for (int k = 0; k < 10000; k++) {
     int x = a->io.random(&a->io, 100, 150);
@@ -551,9 +607,8 @@ static void test_io_close_release_random_and_async_work(void **state)
    * the loop; its time is the loop's. */
   memset(r, 0, sizeof *r);
   assert_int_equal(transport_group_init(&n->tr, &r->rt, 7), 0);
-  assert_int_equal(riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address,
-                                 &r->rt),
-                   0);
+  assert_int_equal(
+      riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address, &r->rt), 0);
   assert_int_equal(raft_init(&r->raft, &r->m.io, &r->fsm, n->id, n->address), 0);
   r->raft.data = r;
   struct raft_configuration conf;
