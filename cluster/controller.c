@@ -512,6 +512,9 @@ static int ctl_start_raft(struct controller *ctl, const struct ctl_voter *voters
   rv = raft_init(&ctl->raft, io, &ctl->fsm, ctl->self_id, ctl->self_address);
   if (rv != 0) {
     ctl_set_errmsg(ctl, "metadata group: raft_init: %s", raft_errmsg(&ctl->raft));
+    if (ctl->opts.wal != NULL) {
+      riow_release(&ctl->wio.riow);
+    }
     raft_uv_close(io);
     transport_group_release(&ctl->rt);
     return raft_err_to_cairn(rv);

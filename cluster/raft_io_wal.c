@@ -63,15 +63,26 @@ int riow_init(struct riow *x, uv_loop_t *loop, struct wal *w, uint64_t gid, cons
               char *errmsg)
 {
   memset(x, 0, sizeof *x);
-  if (strlen(dir) >= sizeof x->dir) {
+  if (strlen(dir) >= PATH_MAX) {
     return CAIRN_EINVAL;
+  }
+  /* On the heap, at its length: one struct riow per replica, 10,000 of
+   * them on a node (a PATH_MAX array was 4 KiB of each). */
+  x->dir = strdup(dir);
+  if (x->dir == NULL) {
+    return CAIRN_ENOMEM;
   }
   x->loop = loop;
   x->w = w;
   x->gid = gid;
   x->errmsg = errmsg;
-  memcpy(x->dir, dir, strlen(dir) + 1);
   return 0;
+}
+
+void riow_release(struct riow *x)
+{
+  free(x->dir);
+  x->dir = NULL;
 }
 
 static void riow_done(struct riow *x)
@@ -80,6 +91,7 @@ static void riow_done(struct riow *x)
   if (x->closing && x->pending == 0 && x->on_idle != NULL) {
     void (*cb)(struct riow *) = x->on_idle;
     x->on_idle = NULL;
+    riow_release(x);
     cb(x);
   }
 }
@@ -89,6 +101,7 @@ void riow_close(struct riow *x, void (*on_idle)(struct riow *x), void *data)
   x->closing = true;
   x->close_data = data;
   if (x->pending == 0) {
+    riow_release(x);
     on_idle(x);
     return;
   }
@@ -528,7 +541,7 @@ static struct riow_snap *riow_snap_new(struct riow *x)
   }
   s->x = x;
   s->work.data = s;
-  memcpy(s->dir, x->dir, sizeof s->dir);
+  snprintf(s->dir, sizeof s->dir, "%s", x->dir); /* riow_init bounded it */
   struct wal_group_info gi;
   riow_meta(x, &gi);
   riow_snap_name(gi.snap_term, gi.snap_index, s->keep, sizeof s->keep);

@@ -42,17 +42,18 @@ struct riow {
   uv_loop_t *loop;
   struct wal *w; /* borrowed: the node's log outlives every group */
   uint64_t gid;
-  char dir[PATH_MAX]; /* snapshot files */
-  char *errmsg;       /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
-  unsigned pending;   /* requests that have not called back */
+  char *dir;        /* snapshot files; owned (riow_release) */
+  char *errmsg;     /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
+  unsigned pending; /* requests that have not called back */
   bool closing;
   void (*on_idle)(struct riow *x); /* set by riow_close */
   void *close_data;
 };
 
 /* Sets up x for group gid of w, its snapshot files in dir. errmsg: the
- * raft_io's buffer. Ownership: borrows w (must outlive x) and dir (copied).
- * Returns 0 or CAIRN_EINVAL (dir too long). */
+ * raft_io's buffer. Ownership: borrows w (must outlive x) and dir (copied
+ * to the heap: riow_close frees it, or riow_release for an x never
+ * closed). Returns 0, CAIRN_EINVAL (dir too long) or CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int riow_init(struct riow *x, uv_loop_t *loop, struct wal *w,
                                                   uint64_t gid, const char *dir, char *errmsg);
 
@@ -72,7 +73,12 @@ int riow_snapshot_put(struct riow *x, unsigned trailing, struct raft_io_snapshot
 int riow_snapshot_get(struct riow *x, struct raft_io_snapshot_get *req, raft_io_snapshot_get_cb cb);
 
 /* Calls on_idle (once, from the loop or at once) when no request of x is
- * pending any more; no new request may start. */
+ * pending any more, after freeing what riow_init allocated; no new request
+ * may start. */
 void riow_close(struct riow *x, void (*on_idle)(struct riow *x), void *data);
+
+/* Frees what riow_init allocated, for an x whose io raft never closed
+ * (raft_init failed). Idempotent. */
+void riow_release(struct riow *x);
 
 #endif

@@ -200,7 +200,8 @@ static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o,
   return rv != 0 ? rv : pgstore_open(&po, out, err, errlen);
 }
 
-/* Creates <dir>/log (the store, unless it is in PostgreSQL) and <dir>/raft. */
+/* Creates <dir>/log (the store, unless it is in PostgreSQL) and <dir>/raft
+ * (raft_uv's; none for a replica on its own raft_io, rgroup_wal_own_io). */
 static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, struct store *begun)
 {
   if (begun != NULL && o->storage != STORE_KIND_POSTGRESQL) {
@@ -216,7 +217,8 @@ static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, str
     pgstore_open_abandon(begun);
     return CAIRN_EINVAL;
   }
-  int rv = fs_mkdir_p(raft_dir);
+  bool own_io = o->wal != NULL && o->mux != NULL;
+  int rv = own_io ? 0 : fs_mkdir_p(raft_dir);
   if (rv != 0) {
     rgroup_set_errmsg(rg, "%s: %s", raft_dir, cairn_strerror(rv));
     pgstore_open_abandon(begun);

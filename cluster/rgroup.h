@@ -83,6 +83,7 @@
 #include "cluster/fetch_serve.h"
 #include "cluster/producer_state.h"
 #include "cluster/raftmux.h"
+#include "cluster/riow_mux.h"
 #include "cluster/riow_uv.h"
 #include "cluster/rgroup_apply.h"
 #include "cluster/rgroup_cap.h"
@@ -139,7 +140,7 @@ struct rgroup_replica {
 struct rgroup_ticker;
 
 struct rgroup_opts {
-  struct rgroup_ticker *ticker; /* drives Raft's tick (NULL: raft_uv's own timer per group) */
+  struct rgroup_ticker *ticker; /* drives Raft's tick (NULL: the io's own timer per group) */
   unsigned heartbeat_ms;       /* 0: 100 */
   unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
@@ -292,10 +293,15 @@ struct rgroup {
   uint64_t applies;
   bool no_preferred_leader;
   struct raft_uv_transport rt;
-  /* raft_uv's io; with opts.wal its storage methods go to the node's log
-   * (riow_uv.h, rgroup_wal.c) */
-  struct riow_uv wio;
-  struct raftmux_group mxg; /* with opts.mux and opts.wal: wio's sends (rgroup_wal.c) */
+  /* The replica's raft_io (rgroup_wal.c): with opts.wal and opts.mux its
+   * own (riow_mux.h: the node's log and multiplexer, no raft_uv);
+   * otherwise raft_uv's, with opts.wal its storage methods in the node's
+   * log (riow_uv.h). Both begin with the io: rg->wio.io is it. */
+  union {
+    struct raft_io io;
+    struct riow_uv uv;
+    struct riow_mux mux;
+  } wio;
   struct rgroup_raft_io_ops io_ops; /* the io's methods under the wrappers (rgroup_raft.c) */
   /* the Raft instance (rgroup_raft.c) */
   struct rgroup_opts opts;  /* filled options, for reopening */

@@ -493,8 +493,8 @@ static void rgroup_raft_io_tick(struct raft_io *io)
   }
 }
 
-/* raft_uv's own tick timer while a ticker drives the group: it still
- * fires, once an hour (one extra tick is harmless). */
+/* The io's own tick timer (raft_uv's or riow_mux's) while a ticker drives
+ * the group: it still fires, once an hour (one extra tick is harmless). */
 #define RGROUP_TICK_PARKED_MS (3600u * 1000u)
 
 static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
@@ -658,6 +658,49 @@ static int rgroup_raft_check_files(struct rgroup *rg, const char *raft_dir)
   return 0;
 }
 
+/* The replica's raft_io, before the interposers: its own on the node's log
+ * with the mux (riow_mux.h), else raft_uv's, with its storage in the
+ * node's log under --raft-log node (riow_uv.h). Returns 0 or a negative
+ * code with rg->errmsg set; nothing of the io to undo then. */
+static int rgroup_raft_io_init(struct rgroup *rg, const char *raft_dir)
+{
+  if (rgroup_wal_own_io(rg)) {
+    return rgroup_wal_own_io_init(rg);
+  }
+  int rv = raft_uv_init(&rg->wio.io, rg->loop, raft_dir, &rg->rt);
+  if (rv != 0) {
+    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft I/O in %.120s: %.100s",
+             (unsigned long long)rg->group_id, raft_dir, rg->wio.io.errmsg);
+    return raft_err_to_cairn(rv);
+  }
+  raft_uv_set_segment_size(&rg->wio.io, rg->opts.raft_segment_size);
+  /* Its recovery moves a corrupt segment aside and loads without it:
+   * entries this replica reported durable would vanish. Fail instead. */
+  raft_uv_set_auto_recovery(&rg->wio.io, false);
+  raft_uv_set_connect_retry_delay(&rg->wio.io, 100);
+  if (rg->opts.wal != NULL) {
+    rv = rgroup_wal_attach(rg);
+    if (rv != 0) {
+      raft_uv_close(&rg->wio.io);
+      return rv;
+    }
+  }
+  return 0;
+}
+
+/* Undoes rgroup_raft_io_init for an io raft_init refused. */
+static void rgroup_raft_io_release(struct rgroup *rg)
+{
+  if (rgroup_wal_own_io(rg)) {
+    riow_mux_release(&rg->wio.mux);
+    return;
+  }
+  if (rg->opts.wal != NULL) {
+    riow_release(&rg->wio.uv.riow);
+  }
+  raft_uv_close(&rg->wio.io);
+}
+
 int rgroup_raft_init(struct rgroup *rg)
 {
   char raft_dir[PATH_MAX];
@@ -681,25 +724,10 @@ int rgroup_raft_init(struct rgroup *rg)
   /* The fetch server (initialized once, at open) keeps serving across a
    * reopen; the new transport routes to it. */
   transport_group_set_fetch(&rg->rt, fetch_server_accept, &rg->fetch);
-  rv = raft_uv_init(&rg->wio.io, rg->loop, raft_dir, &rg->rt);
+  rv = rgroup_raft_io_init(rg, raft_dir);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft I/O in %.120s: %.100s",
-             (unsigned long long)rg->group_id, raft_dir, rg->wio.io.errmsg);
     transport_group_release(&rg->rt);
-    return raft_err_to_cairn(rv);
-  }
-  raft_uv_set_segment_size(&rg->wio.io, rg->opts.raft_segment_size);
-  /* Its recovery moves a corrupt segment aside and loads without it:
-   * entries this replica reported durable would vanish. Fail instead. */
-  raft_uv_set_auto_recovery(&rg->wio.io, false);
-  raft_uv_set_connect_retry_delay(&rg->wio.io, 100);
-  if (rg->opts.wal != NULL) {
-    rv = rgroup_wal_attach(rg);
-    if (rv != 0) {
-      raft_uv_close(&rg->wio.io);
-      transport_group_release(&rg->rt);
-      return rv;
-    }
+    return rv;
   }
   rgroup_raft_interpose(rg);
   /* raft 0.15's raft_uv implements async_work (uv_work.c) but still says
@@ -715,8 +743,7 @@ int rgroup_raft_init(struct rgroup *rg)
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft_init: %s",
              (unsigned long long)rg->group_id, raft_errmsg(&rg->raft));
-    rgroup_wal_detach(rg);
-    raft_uv_close(&rg->wio.io);
+    rgroup_raft_io_release(rg);
     transport_group_release(&rg->rt);
     return raft_err_to_cairn(rv);
   }
@@ -754,7 +781,9 @@ void rgroup_raft_configure(struct rgroup *rg)
 static void rgroup_raft_on_closed(struct raft *r)
 {
   struct rgroup *rg = r->data;
-  raft_uv_close(&rg->wio.io);
+  if (!rgroup_wal_own_io(rg)) {
+    raft_uv_close(&rg->wio.io); /* frees raft_uv's state; its handles are closed */
+  }
   transport_group_release(&rg->rt);
   /* Nothing of this instance can reference a transfer any more. */
   rgroup_raft_free_transfers(rg);

@@ -37,9 +37,10 @@ void rgroup_set_state(struct rgroup *rg, enum rgroup_state to);
 
 /* Checks <dir>/raft first (raft_files_check: a torn tail of an open
  * segment is cut; other damage returns CAIRN_ERAFTFILES, the replica stays
- * closed), then initializes the group's Raft transport, raft_uv with its
- * interposers and struct raft (not started; the caller sets timeouts,
- * bootstraps if needed, and calls raft_start). Returns 0 with rg->raft_open
+ * closed), then initializes the group's Raft transport, its raft_io
+ * (raft_uv's, or its own: rgroup_wal_own_io) with the interposers and
+ * struct raft (not started; the caller sets timeouts, bootstraps if
+ * needed, and calls raft_start). Returns 0 with rg->raft_open
  * set, or a negative code with rg->errmsg set and nothing left to close. */
 __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
 
@@ -48,18 +49,23 @@ __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
  * Returns 0 or CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int rgroup_raft_ticker_join(struct rgroup *rg);
 
-/* With rg->opts.wal: points rg->io's storage methods (load, bootstrap,
- * recover, set_term, set_vote, append, truncate, snapshots) at the
- * node-wide log, and its close behind the log's pending requests.
- * Snapshot files go to <dir>/wal-snapshots. Call after raft_uv_init, before
- * the interposers. Returns 0 or a negative code with rg->errmsg set.
- * (rgroup_wal.c) */
-__attribute__((warn_unused_result)) int rgroup_wal_attach(struct rgroup *rg);
+/* Does the replica run on its own raft_io (riow_mux.h): opts.wal and
+ * opts.mux? Otherwise on raft_uv's. (rgroup_wal.c) */
+bool rgroup_wal_own_io(const struct rgroup *rg);
 
-/* Undoes rgroup_wal_attach's registration with the node's multiplexer
- * (opts.mux) for an io that raft never started: after raft_init failed.
- * (rgroup_wal.c) */
-void rgroup_wal_detach(struct rgroup *rg);
+/* With rgroup_wal_own_io: sets up rg->wio.mux over the node's log and
+ * multiplexer, driving rg->rt (set up by transport_group_init). Snapshot
+ * files go to <dir>/wal-snapshots. Before the interposers. Returns 0 or a
+ * negative code with rg->errmsg set. After 0: raft_close through raft, or
+ * riow_mux_release if raft_init failed. (rgroup_wal.c) */
+__attribute__((warn_unused_result)) int rgroup_wal_own_io_init(struct rgroup *rg);
+
+/* With rg->opts.wal and no mux: points the storage methods of raft_uv's
+ * io (rg->wio.uv) at the node-wide log, and its close behind the log's
+ * pending requests. Snapshot files go to <dir>/wal-snapshots. Call after
+ * raft_uv_init, before the interposers. Returns 0 or a negative code with
+ * rg->errmsg set. (rgroup_wal.c) */
+__attribute__((warn_unused_result)) int rgroup_wal_attach(struct rgroup *rg);
 
 /* With rg->opts.wal: CAIRN_ERAFTFILES (rg->errmsg naming the damage) when
  * the replica's directory holds the mark of a damaged node-wide log
@@ -77,7 +83,7 @@ void rgroup_raft_handles_init(struct rgroup *rg);
 void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg));
 
 /* Closes the Raft instance (rg->raft_open must be set); rgroup_on_raft_closed
- * fires exactly once when it is closed, after raft_uv, the transport and
+ * fires exactly once when it is closed, after the raft_io, the transport and
  * every raft_transfer were released. */
 void rgroup_raft_close(struct rgroup *rg);
 

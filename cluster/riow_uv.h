@@ -37,9 +37,10 @@ struct riow_uv {
  * w, and its close behind the group's pending requests. u->io must have
  * been raft_uv_init'ed, with no method replaced yet. snap_dir (created if
  * missing) holds the group's snapshot files. Ownership: borrows w (must
- * outlive the io) and snap_dir (copied). Returns 0, CAIRN_EINVAL
- * (snap_dir too long) or the error of creating snap_dir; on failure u->io
- * is unchanged. */
+ * outlive the io) and snap_dir (copied: riow_release(&u->riow) frees it
+ * if raft_init then fails; raft's close frees it otherwise). Returns 0,
+ * CAIRN_EINVAL (snap_dir too long), CAIRN_ENOMEM or the error of creating
+ * snap_dir; on failure u->io is unchanged. */
 __attribute__((warn_unused_result)) int riow_uv_attach(struct riow_uv *u, uv_loop_t *loop,
                                                        struct wal *w, uint64_t gid,
                                                        const char *snap_dir);

@@ -82,7 +82,7 @@
 #include <unistd.h>
 
 #define BENCH_MAX_NODES 5
-#define BENCH_MAX_GROUPS 1024 /* the driver's limit */
+#define BENCH_MAX_GROUPS 16384 /* the driver's limit */
 #define BENCH_MAX_POINTS 16
 #define BENCH_MAX_REPEAT 9
 #define BENCH_MAX_INFLIGHT 16384 /* the slot is the low 16 bits of a tag */
@@ -116,6 +116,7 @@ struct bench_opts {
   bool preferred_leader; /* leave the drivers' preferred leader (node 1) on */
   bool sync_aio_destroy; /* drivers destroy raft's AIO contexts on the loop thread */
   const char *raft_log;  /* --raft-log for the drivers: group (default) or node */
+  bool raft_mux;         /* --raft-mux for the drivers (with --raft-log node) */
 };
 
 struct bench_node {
@@ -137,7 +138,8 @@ struct bench_usage {
   uint64_t disk_used, disk_apparent;
   uint64_t raft_open_used;
   int raft_open_files;
-  double cpu_pct; /* of one core */
+  int aio_contexts; /* kernel AIO contexts mapped: "[aio]" lines of /proc/PID/maps */
+  double cpu_pct;   /* of one core */
 };
 
 struct bench_point {
@@ -385,9 +387,27 @@ static int bench_walk_cb(const char *path, const struct stat *st, int type, stru
   return 0;
 }
 
+/* Each kernel AIO context (io_setup) maps its ring into the process as
+ * "/[aio] (deleted)": a per-process count, unlike fs.aio-nr. */
+static int bench_proc_aio_contexts(pid_t pid)
+{
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    n += strstr(line, "/[aio]") != NULL;
+  }
+  if (f != NULL) {
+    fclose(f);
+  }
+  return n;
+}
+
 static void bench_usage_of(int i, struct bench_usage *u)
 {
   memset(u, 0, sizeof *u);
+  u->aio_contexts = bench_proc_aio_contexts(bench_nodes[i].proc.pid);
   bench_proc_status(bench_nodes[i].proc.pid, u);
   bench_proc_fds(bench_nodes[i].proc.pid, u);
   bench_walk_usage = u;
@@ -571,6 +591,9 @@ static void bench_node_start(int i, const char *replicas)
   if (bench_o.raft_log != NULL) {
     argv[argc++] = "--raft-log";
     argv[argc++] = (char *)bench_o.raft_log;
+  }
+  if (bench_o.raft_mux) {
+    argv[argc++] = "--raft-mux";
   }
   argv[argc] = NULL;
   if (tu_proc_start(&nd->proc, argv, nd->log) != 0) {
@@ -1031,6 +1054,7 @@ static void bench_print_idle(const struct bench_usage *u, double startup_s, doub
     sum.disk_apparent += x->disk_apparent;
     sum.raft_open_used += x->raft_open_used;
     sum.raft_open_files += x->raft_open_files;
+    sum.aio_contexts += x->aio_contexts;
     sum.cpu_pct += x->cpu_pct;
   }
   double n = bench_o.nodes;
@@ -1041,9 +1065,10 @@ static void bench_print_idle(const struct bench_usage *u, double startup_s, doub
          sum.disk_used / n / g / 1024, sum.raft_open_used / n / g / 1024,
          sum.raft_open_files / n / g, sum.disk_apparent / n / g / 1024, sum.cpu_pct / n / g);
   printf("all nodes: RSS %.1f MiB, fds %d, disk used %.1f MiB, idle CPU %.1f %% of a core "
-         "(whole machine meanwhile: %.1f %%); AIO contexts the drivers hold (fs.aio-nr) %ld\n",
+         "(whole machine meanwhile: %.1f %%); AIO contexts the drivers hold (fs.aio-nr) %ld, "
+         "mapped in their processes %d\n",
          sum.rss_kb / 1024.0, sum.fds, sum.disk_used / 1048576.0, sum.cpu_pct, machine_pct,
-         aio_nr);
+         aio_nr, sum.aio_contexts);
 }
 
 static void bench_print_aio(const struct bench_baseline *b)
@@ -1142,14 +1167,16 @@ static void bench_usage_text(FILE *f)
           "         [--idle S] [--settle S] [--baseline S] [--segment-size BYTES]\n"
           "         [--heartbeat-ms MS] [--election-ms MS] [--threadpool N] [--dir DIR]\n"
           "         [--keep] [--no-produce] [--restart] [--repeat R] [--preferred-leader]\n"
-          "         [--sync-aio-destroy] [--raft-log group|node]\n"
+          "         [--sync-aio-destroy] [--raft-log group|node] [--raft-mux]\n"
           "Starts NODES cairn-rgroup-driver processes with G Raft groups each, measures\n"
           "per-group memory, fds, disk and idle CPU, then produce throughput over P\n"
           "partitions, beside the fdatasync rate of the same disk. --restart: then kills\n"
           "the drivers (SIGKILL) and times their restart on the same data.\n"
           "--sync-aio-destroy: the drivers leave raft's io_destroy on the loop thread\n"
           "(as before cluster/aio_defer.c), for comparison.\n"
-          "--raft-log node: the drivers keep every group's Raft log in one node-wide wal.\n");
+          "--raft-log node: the drivers keep every group's Raft log in one node-wide wal.\n"
+          "--raft-mux: (with --raft-log node) the groups' Raft messages go over one\n"
+          "connection per peer node, each replica on its own raft_io (no raft_uv).\n");
 }
 
 static void bench_parse_list(const char *s, struct bench_opts *o)
@@ -1191,6 +1218,7 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
       {"preferred-leader", no_argument, NULL, 'P'},
       {"sync-aio-destroy", no_argument, NULL, 'A'},
       {"raft-log", required_argument, NULL, 'L'},
+      {"raft-mux", no_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1217,6 +1245,7 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
     case 'P': o->preferred_leader = true; break;
     case 'A': o->sync_aio_destroy = true; break;
     case 'L': o->raft_log = optarg; break;
+    case 'X': o->raft_mux = true; break;
     case 'h': bench_usage_text(stdout); exit(0);
     default: bench_usage_text(stderr); exit(2);
     }

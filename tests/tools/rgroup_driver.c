@@ -64,7 +64,7 @@
 #include <string.h>
 #include <uv.h>
 
-#define DRIVER_MAX_GROUPS 1024
+#define DRIVER_MAX_GROUPS 16384
 #define DRIVER_MAX_REPLICAS 7
 #define DRIVER_LINE_MAX 512
 
