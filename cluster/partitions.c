@@ -409,9 +409,16 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
 
 /* ---- queued opens ---- */
 
+/* Fibonacci hashing: group ids of one topic differ in their low bits. */
+static size_t parts_open_bucket(uint64_t group_id)
+{
+  return (size_t)((group_id * 0x9E3779B97F4A7C15ull) >> 52) & (PARTS_OPEN_BUCKETS - 1);
+}
+
 static bool parts_is_opening(const struct parts *ps, uint64_t group_id)
 {
-  for (const struct part_open *o = ps->opening; o != NULL; o = o->next) {
+  for (const struct part_open *o = ps->opening[parts_open_bucket(group_id)]; o != NULL;
+       o = o->next) {
     if (o->a.group_id == group_id) {
       return true;
     }
@@ -421,7 +428,8 @@ static bool parts_is_opening(const struct parts *ps, uint64_t group_id)
 
 static void parts_unqueue(struct parts *ps, struct part_open *o)
 {
-  for (struct part_open **pp = &ps->opening; *pp != NULL; pp = &(*pp)->next) {
+  for (struct part_open **pp = &ps->opening[parts_open_bucket(o->a.group_id)]; *pp != NULL;
+       pp = &(*pp)->next) {
     if (*pp == o) {
       *pp = o->next;
       return;
@@ -525,8 +533,9 @@ static void parts_queue_open(struct parts *ps, const struct meta_assignment *a)
     free(o);
     return;
   }
-  o->next = ps->opening;
-  ps->opening = o;
+  size_t b = parts_open_bucket(a->group_id);
+  o->next = ps->opening[b];
+  ps->opening[b] = o;
 }
 
 /* ---- close ---- */
@@ -601,14 +610,40 @@ static void parts_close_one(struct part *p, bool remove_data)
 
 /* ---- reconcile ---- */
 
+/* as is sorted by group id (parts_sort_assignments): a binary search, as a
+ * node with 10,000 replicas asks once per replica at every reconcile. */
 static bool parts_assigned(const struct meta_assignment *as, size_t n, uint64_t group_id)
 {
-  for (size_t i = 0; i < n; i++) {
-    if (as[i].group_id == group_id) {
-      return true;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (as[mid].group_id < group_id) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
     }
   }
-  return false;
+  return lo < n && as[lo].group_id == group_id;
+}
+
+static int parts_cmp_assignment(const void *x, const void *y)
+{
+  uint64_t a = ((const struct meta_assignment *)x)->group_id;
+  uint64_t b = ((const struct meta_assignment *)y)->group_id;
+  return a < b ? -1 : a > b;
+}
+
+/* meta_node_assignments lists topics by id, so group ids ascend already;
+ * sorted here all the same (one pass when they do) since parts_assigned
+ * depends on it. */
+static void parts_sort_assignments(struct meta_assignment *as, size_t n)
+{
+  for (size_t i = 1; i < n; i++) {
+    if (as[i - 1].group_id >= as[i].group_id) {
+      qsort(as, n, sizeof *as, parts_cmp_assignment);
+      return;
+    }
+  }
 }
 
 /* A topic id below next_topic_id that the state no longer has was
@@ -673,6 +708,7 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
   if (meta_node_assignments(st, ps->self_id, &as, &n) != 0) {
     return;
   }
+  parts_sort_assignments(as, n);
   /* Close what is no longer assigned (iterate over a snapshot of the table:
    * closing removes entries later, never now). */
   for (size_t i = 0; i < ps->n; i++) {

@@ -72,6 +72,9 @@
 
 /* raft.damaged-* directories kept in a replica dir (the oldest go). */
 #define PARTS_DAMAGED_KEEP 3
+/* Buckets of the queued opens' hash (a power of 2). */
+#define PARTS_OPEN_BUCKETS 4096u
+
 /* Refused replicas remembered (a node hosts fewer). */
 #define PARTS_DAMAGED_MAX SFAULT_MAX
 
@@ -114,7 +117,7 @@ struct part_open {
   struct gstart_job job;
   struct parts *ps;
   struct meta_assignment a;
-  struct part_open *next;
+  struct part_open *next; /* in its bucket of parts.opening */
   /* A postgresql replica: its database half (connect, migrate, load) runs
    * on the thread pool before the open finishes on the loop. */
   uv_work_t pg_work;
@@ -136,7 +139,11 @@ struct parts {
   uint64_t gen; /* bumped when a part is added, removed or starts closing */
   struct gstart gs;
   struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
-  struct part_open *opening;    /* queued opens, and postgresql ones connecting */
+  /* Queued opens, and postgresql ones connecting, hashed by group id
+   * (parts_open_bucket): a node creating 10,000 replicas looks one up per
+   * assignment at every reconcile and removes one per open, so a list
+   * walked each time cost O(replicas^2). */
+  struct part_open *opening[PARTS_OPEN_BUCKETS];
   unsigned pg_opening;          /* of those, connecting on the thread pool */
   const struct meta_state *st;  /* the state of the last reconcile */
   rgroup_applied_cb on_applied; /* given to every replica opened */
