@@ -57,7 +57,9 @@ static int index_grow(struct index *ix, size_t want)
   if (want <= ix->cap) {
     return 0;
   }
-  size_t cap = ix->cap ? ix->cap : 64;
+  /* Small first: most of a node's 10,000 replicas hold a few entries
+   * (docs/performance.md, "10,000 partitions"); doubling from there. */
+  size_t cap = ix->cap ? ix->cap : 4;
   while (cap < want) {
     cap *= 2;
   }
