@@ -459,8 +459,8 @@ static void parts_pg_work(uv_work_t *w)
 {
   struct part_open *o = w->data;
   if (o->plog) {
-    o->pg_rv = rgroup_plog_begin(o->plog_dir, &o->pg_opts, &o->pg_store, o->pg_err,
-                                 sizeof o->pg_err);
+    o->pg_rv =
+        rgroup_plog_begin(o->plog_dir, &o->pg_opts, &o->pg_store, o->pg_err, sizeof o->pg_err);
   } else {
     o->pg_rv = rgroup_pgstore_begin(&o->pg_opts, &o->pg_store, o->pg_err, sizeof o->pg_err);
   }

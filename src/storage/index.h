@@ -48,8 +48,8 @@ struct index_entry {
 
 struct index {
   enum index_kind kind;
-  int fd;       /* -1 while closed (idle); see "Descriptor" above */
-  char *path;   /* owned */
+  int fd;        /* -1 while closed (idle); see "Descriptor" above */
+  char *path;    /* owned */
   unsigned pins; /* syncs in flight holding fd (index_pin) */
   int64_t base_offset;
   struct index_entry *entries;
