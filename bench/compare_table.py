@@ -18,6 +18,11 @@ Inputs (one file per system and workload; a missing file is a blank cell):
                                        cluster; .cpu.json: the nodes' CPU seconds
   kafka3kd.{read100,read1k}[.cpu].json the same read-backs with librdkafka's
                                        consumer defaults (the tuning's baseline)
+  {scale,scale_base}.{produce_many,produce_ten}.json   cairn-bench --json
+  {scale,scale_base}.{create,idle,restart,metrics}.json the scale stage's own
+                                       figures (bench/compare): creation time,
+                                       RSS and fds per replica, idle CPU, the
+                                       restart until serving, a /metrics scrape
 """
 import csv
 import json
@@ -128,17 +133,8 @@ def collect(d):
         j = load_json(os.path.join(d, s + ".disk.json"))
         if j:
             v[(s, "disk_per_byte")] = j["bytes_per_payload_byte_per_replica"]
-    j = load_json(os.path.join(d, "scale.produce_many.json"))
-    if j and j.get("ok"):
-        v[("scale", "many_msgs")] = j["produce"]["msgs_per_s"]
-        v[("scale", "many_partitions")] = j["partitions"]
-    j = load_json(os.path.join(d, "scale.produce_ten.json"))
-    if j and j.get("ok"):
-        v[("scale", "ten_msgs")] = j["produce"]["msgs_per_s"]
-    j = load_json(os.path.join(d, "scale.idle.json"))
-    if j:
-        v[("scale", "idle_max")] = max(x for k, x in j.items() if k.startswith("idle_cpu_pct"))
-        v[("scale", "idle_partitions")] = j["partitions"]
+    for s in SCALE_RUNS:
+        collect_scale(d, s, v)
     for tag in ("failover_default", "failover_fast"):
         j = load_json(os.path.join(d, tag + ".json"))
         if j:
@@ -157,6 +153,80 @@ def collect(d):
         if xs:
             v[("limits", k.replace("fdatasync_4k", "fdatasync_4k_3writers"))] = max(xs)
     return v
+
+
+# The scale stage's runs: this build, and a baseline build in the same run.
+SCALE_RUNS = ["scale_base", "scale"]
+
+
+def collect_scale(d, s, v):
+    j = load_json(os.path.join(d, s + ".produce_many.json"))
+    if j and j.get("ok"):
+        v[(s, "many_msgs")] = j["produce"]["msgs_per_s"]
+        v[(s, "many_partitions")] = j["partitions"]
+    j = load_json(os.path.join(d, s + ".produce_ten.json"))
+    if j and j.get("ok"):
+        v[(s, "ten_msgs")] = j["produce"]["msgs_per_s"]
+    if (s, "many_msgs") in v and (s, "ten_msgs") in v and v[(s, "ten_msgs")]:
+        v[(s, "many_over_ten")] = v[(s, "many_msgs")] / v[(s, "ten_msgs")]
+    j = load_json(os.path.join(d, s + ".idle.json"))
+    if j:
+        v[(s, "idle_max")] = max(x for k, x in j.items() if k.startswith("idle_cpu_pct"))
+        v[(s, "idle_partitions")] = j["partitions"]
+    j = load_json(os.path.join(d, s + ".create.json"))
+    if j:
+        v[(s, "partitions")] = j["partitions"]
+        if j.get("ok"):
+            v[(s, "create_s")] = j["create_seconds"]
+        v[(s, "rss_per_replica")] = max(j["rss_kib_per_replica"])
+        v[(s, "fds_per_replica")] = max(j["fds_per_replica"])
+        v[(s, "rss_after_mib")] = max(j["rss_kib_after"]) / 1024
+        v[(s, "fds_after")] = max(j["fds_after"])
+        v[(s, "aio_nr_max")] = j["aio_nr_max"]
+    j = load_json(os.path.join(d, s + ".restart.json"))
+    if j:
+        if j.get("open_seconds") is not None:
+            v[(s, "restart_open_s")] = j["open_seconds"]
+        if j.get("serve_seconds") is not None:
+            v[(s, "restart_serve_s")] = j["serve_seconds"]
+    j = load_json(os.path.join(d, s + ".metrics.json"))
+    if j:
+        v[(s, "metrics_kib")] = j["bytes"] / 1024
+        v[(s, "metrics_s")] = j["seconds"]
+
+
+SCALE_ROWS = [
+    ("partitions", "partitions (rf 3: replicas per node)"),
+    ("create_s", "create until every partition leads and takes a produce, s"),
+    ("aio_nr_max", "peak /proc/sys/fs/aio-nr while creating"),
+    ("rss_per_replica", "RSS per replica, KiB (busiest node)"),
+    ("fds_per_replica", "open fds per replica (busiest node)"),
+    ("rss_after_mib", "RSS after creating, MiB (busiest node)"),
+    ("fds_after", "open fds after creating (busiest node)"),
+    ("idle_max", "idle CPU, busiest node, %"),
+    ("metrics_kib", "one /metrics scrape, KiB"),
+    ("metrics_s", "one /metrics scrape, s"),
+    ("many_msgs", "produce 100 B over all partitions, msg/s"),
+    ("ten_msgs", "produce 100 B over 10 partitions, msg/s"),
+    ("many_over_ten", "all ÷ 10"),
+    ("restart_open_s", "restart (SIGKILL) until every replica is open, s"),
+    ("restart_serve_s", "restart until every replica is caught up, s"),
+]
+
+
+def scale_table(v):
+    """The scale stage: this build beside the baseline build of the same run."""
+    runs = [s for s in SCALE_RUNS if any(k[0] == s for k in v)]
+    if not runs:
+        return []
+    titles = {"scale_base": "baseline build", "scale": "this build"}
+    out = ["", "| scale stage, 3 nodes rf 3 | " + " | ".join(titles[s] for s in runs) + " |",
+           "|---|" + "---:|" * len(runs)]
+    for key, title in SCALE_ROWS:
+        cells = [fmt(v.get((s, key))) for s in runs]
+        if any(cells):
+            out.append("| " + " | ".join([title] + cells) + " |")
+    return out
 
 
 ROWS = [
@@ -226,6 +296,7 @@ def table(v):
     if extra:
         out.append("")
         out.extend("- " + e for e in extra)
+    out.extend(scale_table(v))
     out.extend(tls_table(v))
     out.extend(kafka_table(v))
     lim = [(k, v[("limits", k)]) for (s, k) in sorted(v) if s == "limits"]
@@ -326,6 +397,20 @@ def targets(v):
     a, b = g("scale", "many_msgs"), g("scale", "ten_msgs")
     if a and b:
         row("produce over many partitions ≥ 0.5× over 10", f"{a / b:.2f}×", a / b >= 0.5)
+    n = g("scale", "partitions")
+    if n is not None:
+        a = g("scale", "create_s")
+        row(f"{n:,.0f} partitions created in under 60 s",
+            "failed" if a is None else f"{a:.1f} s", a is not None and a < 60)
+        a = g("scale", "restart_serve_s")
+        row(f"a node with {n:,.0f} replicas restarts and serves in under 10 s",
+            "not within the step's timeout" if a is None else f"{a:.1f} s",
+            a is not None and a < 10)
+        a = g("scale", "idle_max")
+        if a is not None:
+            row(f"idle CPU per node, {n:,.0f} partitions: < 2 %", f"{a:.1f} %", a < 2)
+        a = g("scale", "rss_per_replica")
+        row("memory per replica ≤ 8 KiB beyond its data", f"{a:.1f} KiB", a <= 8)
     for key, name in (("msgs_100", "Kafka port produce 100 B ≥ 0.9× native msg/s"),
                       ("mb_1k", "Kafka port produce 1 KiB ≥ 0.9× native MB/s"),
                       ("read_mb_1k", "Kafka port read-back 1 KiB ≥ 0.9× native MB/s")):
@@ -373,6 +458,14 @@ def self_test(fixtures):
     assert "| node CPU s per produced MB, 100 B | 0.10 | 0.13 | 1.30× |" in t, t
     assert "| Kafka port produce 100 B ≥ 0.9× native msg/s | 0.95× | yes |" in t, t
     assert "| Kafka port node CPU per produced MB (100 B) ≤ 1.2× native | 1.30× | **no** |" in t, t
+    # The scale stage's own figures, this build beside a baseline build.
+    assert "| create until every partition leads and takes a produce, s | 30.0 | 12.5 |" in t, t
+    assert "| RSS per replica, KiB (busiest node) | 40.0 | 7.50 |" in t, t
+    assert "| restart until every replica is caught up, s | 20.0 | 8.00 |" in t, t
+    assert "| 1,000 partitions created in under 60 s | 12.5 s | yes |" in t, t
+    assert "| a node with 1,000 replicas restarts and serves in under 10 s | 8.0 s | yes |" in t, t
+    assert "| memory per replica ≤ 8 KiB beyond its data | 7.5 KiB | yes |" in t, t
+    assert "| idle CPU per node, 1,000 partitions: < 2 % | 8.0 % | **no** |" in t, t
     print(t)
     print("compare_table self-test: ok")
 

@@ -5,7 +5,9 @@
  *
  * A group open is synchronous work on the loop thread (rgroup_open: the
  * partition log's recovery, raft's directory scan and I/O probe), from
- * ~1 ms to tens of ms each (docs/replication.md, per-group cost). The
+ * ~1 ms to tens of ms each (docs/replication.md, per-group cost); cairnd's
+ * partitions start the log's part on the thread pool from their turn
+ * (partitions.h, PARTS_LOG_OPENS_OFF_LOOP). The
  * starter queues jobs in order and, at each loop iteration, runs queued jobs
  * until budget_ms has been spent (at least one), then lets the loop poll
  * for I/O and timers before the next batch.

@@ -336,10 +336,12 @@ static void parts_on_open_failed_closed(struct rgroup *rg)
   free(p);
 }
 
-/* Opens replica a. pg_begun: its pgstore, connected off the loop (NULL:
- * none; taken in any case). */
+/* Opens replica a. pg_begun: its pgstore, connected off the loop;
+ * plog_begun: its partition log, opened off the loop (NULL: none; both
+ * taken in any case). */
 static void parts_open_one(struct parts *ps, const struct meta_state *st,
-                           const struct meta_assignment *a, struct store *pg_begun)
+                           const struct meta_assignment *a, struct store *pg_begun,
+                           struct store *plog_begun)
 {
   const struct meta_topic *t = meta_topic_find_id(st, a->topic_id);
   const struct meta_partition *mp = meta_partition_find(st, a->topic_id, a->partition);
@@ -356,6 +358,9 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   if (p == NULL || (p->dir = strdup(dir)) == NULL) {
     free(p);
     pgstore_open_abandon(pg_begun);
+    if (plog_begun != NULL) {
+      store_close(plog_begun);
+    }
     return;
   }
   p->owner = ps;
@@ -367,7 +372,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   parts_replica_opts(ps, t, a, p->topic, &o);
   o.join = !a->bootstraps || parts_dir_was_rebuilt(dir);
   o.pg_begun = pg_begun;
-  pg_begun = NULL; /* rgroup_open takes it */
+  o.plog_begun = plog_begun; /* rgroup_open takes both */
   int rv = rgroup_open(&p->rg, ps->loop, ps->tr, p->group_id, ps->self_id, dir, reps, n, &o);
   if (rv != 0) {
     bool damaged = rv == CAIRN_ERAFTFILES;
@@ -409,9 +414,16 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
 
 /* ---- queued opens ---- */
 
+/* Fibonacci hashing: group ids of one topic differ in their low bits. */
+static size_t parts_open_bucket(uint64_t group_id)
+{
+  return (size_t)((group_id * 0x9E3779B97F4A7C15ull) >> 52) & (PARTS_OPEN_BUCKETS - 1);
+}
+
 static bool parts_is_opening(const struct parts *ps, uint64_t group_id)
 {
-  for (const struct part_open *o = ps->opening; o != NULL; o = o->next) {
+  for (const struct part_open *o = ps->opening[parts_open_bucket(group_id)]; o != NULL;
+       o = o->next) {
     if (o->a.group_id == group_id) {
       return true;
     }
@@ -421,7 +433,8 @@ static bool parts_is_opening(const struct parts *ps, uint64_t group_id)
 
 static void parts_unqueue(struct parts *ps, struct part_open *o)
 {
-  for (struct part_open **pp = &ps->opening; *pp != NULL; pp = &(*pp)->next) {
+  for (struct part_open **pp = &ps->opening[parts_open_bucket(o->a.group_id)]; *pp != NULL;
+       pp = &(*pp)->next) {
     if (*pp == o) {
       *pp = o->next;
       return;
@@ -440,14 +453,33 @@ static bool parts_still_wanted(struct parts *ps, const struct meta_assignment *a
 
 static void parts_release(struct parts *ps);
 
-/* On the thread pool: the database half of a postgresql replica's open. */
+/* On the thread pool: the database half of a postgresql replica's open,
+ * or a partition log's open (its recovery's syncs included). */
 static void parts_pg_work(uv_work_t *w)
 {
   struct part_open *o = w->data;
-  o->pg_rv = rgroup_pgstore_begin(&o->pg_opts, &o->pg_store, o->pg_err, sizeof o->pg_err);
+  if (o->plog) {
+    o->pg_rv =
+        rgroup_plog_begin(o->plog_dir, &o->pg_opts, &o->pg_store, o->pg_err, sizeof o->pg_err);
+  } else {
+    o->pg_rv = rgroup_pgstore_begin(&o->pg_opts, &o->pg_store, o->pg_err, sizeof o->pg_err);
+  }
   if (o->pg_rv != 0) {
     o->pg_store = NULL;
   }
+}
+
+/* Frees what an off-loop open made, when no replica takes it. */
+static void parts_begun_abandon(struct part_open *o)
+{
+  if (o->plog) {
+    if (o->pg_store != NULL) {
+      store_close(o->pg_store);
+    }
+  } else {
+    pgstore_open_abandon(o->pg_store);
+  }
+  o->pg_store = NULL;
 }
 
 /* Back on the loop: finishes the open if the replica is still wanted. */
@@ -456,15 +488,19 @@ static void parts_pg_done(uv_work_t *w, int status)
   struct part_open *o = w->data;
   struct parts *ps = o->ps;
   ps->pg_opening--;
+  ps->plog_opening -= o->plog ? 1 : 0;
   parts_unqueue(ps, o);
   if (status == 0 && o->pg_rv == 0 && parts_still_wanted(ps, &o->a)) {
-    parts_open_one(ps, ps->st, &o->a, o->pg_store);
+    struct store *s = o->pg_store;
+    o->pg_store = NULL;
+    parts_open_one(ps, ps->st, &o->a, o->plog ? NULL : s, o->plog ? s : NULL);
   } else {
     if (o->pg_rv != 0 && !ps->closing) {
       log_error("parts", "%s-%u: %s", o->pg_topic, o->a.partition, o->pg_err);
     }
-    pgstore_open_abandon(o->pg_store);
+    parts_begun_abandon(o);
   }
+  free(o->plog_dir);
   free(o);
   if (ps->closing && --ps->closing_count == 0) {
     parts_release(ps);
@@ -472,23 +508,43 @@ static void parts_pg_done(uv_work_t *w, int status)
 }
 
 /* A postgresql replica on a node with a database: starts its database
- * half on the thread pool (o stays queued until parts_pg_done). Returns
- * whether it did. */
+ * half on the thread pool. A partition-log replica, while fewer than
+ * PARTS_LOG_OPENS_OFF_LOOP are under way: opens its log there (a
+ * recovery's syncs no longer stall the loop, and several overlap). o stays
+ * queued until parts_pg_done. Returns whether it did. */
 static bool parts_pg_begin(struct parts *ps, struct part_open *o)
 {
   const struct meta_topic *t = meta_topic_find_id(ps->st, o->a.topic_id);
-  if (t == NULL || t->config.storage != STORE_KIND_POSTGRESQL || ps->opts.pg_conninfo == NULL ||
-      ps->opts.pg_conninfo[0] == '\0') {
+  if (t == NULL) {
     return false;
+  }
+  if (t->config.storage == STORE_KIND_POSTGRESQL) {
+    if (ps->opts.pg_conninfo == NULL || ps->opts.pg_conninfo[0] == '\0') {
+      return false;
+    }
+  } else {
+    char dir[PATH_MAX];
+    if (ps->plog_opening >= PARTS_LOG_OPENS_OFF_LOOP) {
+      return false;
+    }
+    parts_dir_name(dir, sizeof dir, ps->root, t->name, o->a.partition, t->id);
+    if ((o->plog_dir = strdup(dir)) == NULL) {
+      return false;
+    }
+    o->plog = true;
   }
   snprintf(o->pg_topic, sizeof o->pg_topic, "%s", t->name);
   parts_replica_opts(ps, t, &o->a, o->pg_topic, &o->pg_opts);
   o->pg_store = NULL;
   o->pg_work.data = o;
   if (uv_queue_work(ps->loop, &o->pg_work, parts_pg_work, parts_pg_done) != 0) {
+    free(o->plog_dir);
+    o->plog_dir = NULL;
+    o->plog = false;
     return false;
   }
   ps->pg_opening++;
+  ps->plog_opening += o->plog ? 1 : 0;
   return true;
 }
 
@@ -502,7 +558,7 @@ static void parts_on_open_turn(struct gstart_job *job, int status)
       return;
     }
     parts_unqueue(ps, o);
-    parts_open_one(ps, ps->st, &o->a, NULL);
+    parts_open_one(ps, ps->st, &o->a, NULL, NULL);
   } else {
     parts_unqueue(ps, o);
   }
@@ -525,8 +581,9 @@ static void parts_queue_open(struct parts *ps, const struct meta_assignment *a)
     free(o);
     return;
   }
-  o->next = ps->opening;
-  ps->opening = o;
+  size_t b = parts_open_bucket(a->group_id);
+  o->next = ps->opening[b];
+  ps->opening[b] = o;
 }
 
 /* ---- close ---- */
@@ -601,14 +658,40 @@ static void parts_close_one(struct part *p, bool remove_data)
 
 /* ---- reconcile ---- */
 
+/* as is sorted by group id (parts_sort_assignments): a binary search, as a
+ * node with 10,000 replicas asks once per replica at every reconcile. */
 static bool parts_assigned(const struct meta_assignment *as, size_t n, uint64_t group_id)
 {
-  for (size_t i = 0; i < n; i++) {
-    if (as[i].group_id == group_id) {
-      return true;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (as[mid].group_id < group_id) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
     }
   }
-  return false;
+  return lo < n && as[lo].group_id == group_id;
+}
+
+static int parts_cmp_assignment(const void *x, const void *y)
+{
+  uint64_t a = ((const struct meta_assignment *)x)->group_id;
+  uint64_t b = ((const struct meta_assignment *)y)->group_id;
+  return a < b ? -1 : a > b;
+}
+
+/* meta_node_assignments lists topics by id, so group ids ascend already;
+ * sorted here all the same (one pass when they do) since parts_assigned
+ * depends on it. */
+static void parts_sort_assignments(struct meta_assignment *as, size_t n)
+{
+  for (size_t i = 1; i < n; i++) {
+    if (as[i - 1].group_id >= as[i].group_id) {
+      qsort(as, n, sizeof *as, parts_cmp_assignment);
+      return;
+    }
+  }
 }
 
 /* A topic id below next_topic_id that the state no longer has was
@@ -642,7 +725,9 @@ static void parts_sweep_dirs(struct parts *ps, const struct meta_state *st,
       continue;
     }
     uint64_t gid = meta_group_id((uint32_t)tid, (uint32_t)part);
-    if (parts_get(ps, gid) != NULL || parts_assigned(as, n, gid)) {
+    /* Not one being opened either: its log may be recovering on the
+     * thread pool right now (parts_pg_begin). */
+    if (parts_get(ps, gid) != NULL || parts_assigned(as, n, gid) || parts_is_opening(ps, gid)) {
       continue;
     }
     bool deleted = parts_topic_deleted(st, (uint32_t)tid);
@@ -673,6 +758,7 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
   if (meta_node_assignments(st, ps->self_id, &as, &n) != 0) {
     return;
   }
+  parts_sort_assignments(as, n);
   /* Close what is no longer assigned (iterate over a snapshot of the table:
    * closing removes entries later, never now). */
   for (size_t i = 0; i < ps->n; i++) {

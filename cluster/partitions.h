@@ -72,6 +72,15 @@
 
 /* raft.damaged-* directories kept in a replica dir (the oldest go). */
 #define PARTS_DAMAGED_KEEP 3
+/* Partition logs opened (recovered, created) on the thread pool at once;
+ * a replica whose turn comes while that many are under way opens its log
+ * on the loop, as before. The pool keeps a thread for the logs' sync jobs
+ * (libuv's default pool has 4). */
+#define PARTS_LOG_OPENS_OFF_LOOP 3u
+
+/* Buckets of the queued opens' hash (a power of 2). */
+#define PARTS_OPEN_BUCKETS 4096u
+
 /* Refused replicas remembered (a node hosts fewer). */
 #define PARTS_DAMAGED_MAX SFAULT_MAX
 
@@ -114,9 +123,13 @@ struct part_open {
   struct gstart_job job;
   struct parts *ps;
   struct meta_assignment a;
-  struct part_open *next;
+  struct part_open *next; /* in its bucket of parts.opening */
   /* A postgresql replica: its database half (connect, migrate, load) runs
-   * on the thread pool before the open finishes on the loop. */
+   * on the thread pool before the open finishes on the loop. A partition
+   * log's recovery (or creation) does too, PARTS_LOG_OPENS_OFF_LOOP at a
+   * time (plog set; pg_* then name the log's store and options). */
+  bool plog;
+  char *plog_dir; /* the replica's directory, owned */
   uv_work_t pg_work;
   struct rgroup_opts pg_opts; /* pg_* and topic fields; topic points at pg_topic */
   char pg_topic[256];
@@ -136,8 +149,14 @@ struct parts {
   uint64_t gen; /* bumped when a part is added, removed or starts closing */
   struct gstart gs;
   struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
-  struct part_open *opening;    /* queued opens, and postgresql ones connecting */
-  unsigned pg_opening;          /* of those, connecting on the thread pool */
+  /* Queued opens, and postgresql ones connecting, hashed by group id
+   * (parts_open_bucket): a node creating 10,000 replicas looks one up per
+   * assignment at every reconcile and removes one per open, so a list
+   * walked each time cost O(replicas^2). */
+  struct part_open *opening[PARTS_OPEN_BUCKETS];
+  unsigned pg_opening;          /* of those, connecting on the thread pool (or opening their
+                                   partition log there) */
+  unsigned plog_opening;        /* of pg_opening, partition logs */
   const struct meta_state *st;  /* the state of the last reconcile */
   rgroup_applied_cb on_applied; /* given to every replica opened */
   rgroup_leading_cb on_leading; /* the owner's (may be NULL): a hosted replica

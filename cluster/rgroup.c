@@ -200,13 +200,50 @@ static int rgroup_open_pgstore(struct rgroup *rg, const struct rgroup_opts *o,
   return rv != 0 ? rv : pgstore_open(&po, out, err, errlen);
 }
 
+/* A partition log opened on the thread pool that no replica takes. */
+static void rgroup_plog_abandon(struct store *s)
+{
+  if (s != NULL) {
+    store_close(s);
+  }
+}
+
+int rgroup_plog_begin(const char *dir, const struct rgroup_opts *o, struct store **out, char *err,
+                      size_t errlen)
+{
+  char raft_dir[PATH_MAX];
+  char log_dir[PATH_MAX];
+  if (snprintf(log_dir, sizeof log_dir, "%s/log", dir) >= (int)sizeof log_dir ||
+      snprintf(raft_dir, sizeof raft_dir, "%s/raft", dir) >= (int)sizeof raft_dir) {
+    snprintf(err, errlen, "%s: path too long", dir);
+    return CAIRN_EINVAL;
+  }
+  bool own_io = o->wal != NULL && o->mux != NULL; /* no raft_uv: no <dir>/raft */
+  int rv = own_io ? 0 : fs_mkdir_p(raft_dir);
+  if (rv != 0) {
+    snprintf(err, errlen, "%s: %s", raft_dir, cairn_strerror(rv));
+    return rv;
+  }
+  return plog_open(log_dir, &o->plog, out, err, errlen);
+}
+
 /* Creates <dir>/log (the store, unless it is in PostgreSQL) and <dir>/raft
- * (raft_uv's; none for a replica on its own raft_io, rgroup_wal_own_io). */
-static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, struct store *begun)
+ * (raft_uv's; none for a replica on its own raft_io, rgroup_wal_own_io); a
+ * partition log opened on the thread pool (plog_begun) is taken as is. */
+static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, struct store *begun,
+                             struct store *plog_begun)
 {
   if (begun != NULL && o->storage != STORE_KIND_POSTGRESQL) {
     pgstore_open_abandon(begun); /* cannot happen: only a postgresql replica is begun */
     begun = NULL;
+  }
+  if (plog_begun != NULL && o->storage == STORE_KIND_POSTGRESQL) {
+    store_close(plog_begun); /* cannot happen: a postgresql replica has no partition log */
+    plog_begun = NULL;
+  }
+  if (plog_begun != NULL) {
+    rg->store = plog_begun;
+    return 0;
   }
   char raft_dir[PATH_MAX];
   size_t raft_dir_len = sizeof raft_dir;
@@ -325,21 +362,25 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   rg->preferred_id = n > 0 ? replicas[0].id : 0;
   /* Taken whatever happens: finished by rgroup_open_store, or freed. */
   struct store *begun = opts != NULL ? opts->pg_begun : NULL;
+  struct store *plog_begun = opts != NULL ? opts->plog_begun : NULL;
   const char *self_address = rgroup_self_address(replicas, n, self_id);
   if (n > RGROUP_MAX_REPLICAS) {
     rgroup_set_errmsg(rg, "group %llu: %u replicas, at most %d", (unsigned long long)group_id, n,
                       RGROUP_MAX_REPLICAS);
     pgstore_open_abandon(begun);
+    rgroup_plog_abandon(plog_begun);
     return CAIRN_EINVAL;
   }
   if (self_address == NULL) {
     rgroup_set_errmsg(rg, "group %llu: node %llu is not in its replica set",
                       (unsigned long long)group_id, (unsigned long long)self_id);
     pgstore_open_abandon(begun);
+    rgroup_plog_abandon(plog_begun);
     return CAIRN_EINVAL;
   }
   rgroup_opts_fill(&rg->opts, opts);
   rg->opts.pg_begun = NULL; /* a reopen connects again */
+  rg->opts.plog_begun = NULL; /* and opens its log again */
   rg->max_entry_bytes = rg->opts.max_entry_bytes;
   rg->raft_log_budget =
       opts != NULL && opts->snapshot_threshold != 0 ? 0 : rg->opts.raft_log_budget;
@@ -348,10 +389,11 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
   rg->self_address = strdup(self_address);
   if (rg->dir == NULL || rg->self_address == NULL) {
     pgstore_open_abandon(begun);
+    rgroup_plog_abandon(plog_begun);
     rgroup_open_failed(rg, false);
     return CAIRN_ENOMEM;
   }
-  int rv = rgroup_open_store(rg, &rg->opts, begun);
+  int rv = rgroup_open_store(rg, &rg->opts, begun, plog_begun);
   if (rv != 0) {
     rgroup_open_failed(rg, false);
     return rv;

@@ -178,6 +178,9 @@ struct rgroup_opts {
   struct store *pg_begun; /* pgstore: a store rgroup_pgstore_begin made on the thread pool
                              (NULL: rgroup_open connects on the loop). rgroup_open takes it
                              whatever it returns */
+  struct store *plog_begun; /* partition log: one rgroup_plog_begin opened (recovered) on the
+                               thread pool (NULL: rgroup_open opens it on the loop).
+                               rgroup_open takes it whatever it returns */
 };
 
 struct rgroup;
@@ -412,6 +415,16 @@ struct rgroup {
 __attribute__((warn_unused_result)) int rgroup_pgstore_begin(const struct rgroup_opts *o,
                                                              struct store **out, char *err,
                                                              size_t errlen);
+
+/* The partition-log half of a replica's open: creates <dir>/raft and
+ * opens (recovers, or creates) <dir>/log with o->plog, the syncs of a
+ * recovery included. Context: any thread (the thread pool), touching no
+ * loop state. On success *out goes to rgroup_open as o->plog_begun, or to
+ * store_close. Returns 0 or a negative code with err filled. */
+__attribute__((warn_unused_result)) int rgroup_plog_begin(const char *dir,
+                                                          const struct rgroup_opts *o,
+                                                          struct store **out, char *err,
+                                                          size_t errlen);
 
 /* Opens (or creates) the replica of group_id in dir with the given replica
  * set, which every replica must be given identically: a fresh replica

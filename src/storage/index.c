@@ -57,7 +57,9 @@ static int index_grow(struct index *ix, size_t want)
   if (want <= ix->cap) {
     return 0;
   }
-  size_t cap = ix->cap ? ix->cap : 64;
+  /* Small first: most of a node's 10,000 replicas hold a few entries
+   * (docs/performance.md, "10,000 partitions"); doubling from there. */
+  size_t cap = ix->cap ? ix->cap : 4;
   while (cap < want) {
     cap *= 2;
   }
@@ -101,9 +103,51 @@ static int index_parse(struct index *ix, const uint8_t *buf, size_t len)
   return 0;
 }
 
+/* Makes sure the file is open (it is closed while idle). */
+static int index_reopen(struct index *ix)
+{
+  if (ix->fd >= 0) {
+    return 0;
+  }
+  ix->fd = open(ix->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  return ix->fd < 0 ? -errno : 0;
+}
+
+bool index_idle(struct index *ix)
+{
+  if (ix->fd >= 0 && ix->pins == 0 && ix->synced == ix->persisted) {
+    close(ix->fd);
+    ix->fd = -1;
+  }
+  return ix->fd < 0;
+}
+
+int index_pin(struct index *ix, int *fd)
+{
+  int rv = index_reopen(ix);
+  if (rv != 0) {
+    return rv;
+  }
+  ix->pins++;
+  *fd = ix->fd;
+  return 0;
+}
+
+void index_unpin(struct index *ix)
+{
+  if (ix->pins > 0) {
+    ix->pins--;
+  }
+  index_idle(ix);
+}
+
 /* Truncates the file to a fresh header. */
 static int index_reset_file(struct index *ix)
 {
+  int rv = index_reopen(ix);
+  if (rv != 0) {
+    return rv;
+  }
   uint8_t h[INDEX_HEADER_SIZE];
   index_encode_header(ix, h);
   if (ftruncate(ix->fd, 0) != 0) {
@@ -117,9 +161,15 @@ int index_open(struct index *ix, enum index_kind kind, const char *path, int64_t
   memset(ix, 0, sizeof *ix);
   ix->kind = kind;
   ix->base_offset = base_offset;
-  ix->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (ix->fd < 0) {
-    return -errno;
+  ix->fd = -1;
+  ix->path = strdup(path);
+  if (ix->path == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  int orv = index_reopen(ix);
+  if (orv != 0) {
+    index_close(ix);
+    return orv;
   }
   struct stat st;
   if (fstat(ix->fd, &st) != 0) {
@@ -131,6 +181,8 @@ int index_open(struct index *ix, enum index_kind kind, const char *path, int64_t
     int rv = index_reset_file(ix);
     if (rv != 0) {
       index_close(ix);
+    } else {
+      index_idle(ix);
     }
     return rv;
   }
@@ -156,6 +208,8 @@ int index_open(struct index *ix, enum index_kind kind, const char *path, int64_t
   }
   if (rv != 0) {
     index_close(ix);
+  } else {
+    index_idle(ix); /* a loaded file is synced once by the next persist; an empty one is idle */
   }
   return rv;
 }
@@ -166,6 +220,9 @@ void index_close(struct index *ix)
     close(ix->fd);
   }
   ix->fd = -1;
+  free(ix->path);
+  ix->path = NULL;
+  ix->pins = 0;
   free(ix->entries);
   ix->entries = NULL;
   ix->count = ix->cap = ix->persisted = 0;
@@ -242,6 +299,10 @@ int index_truncate_val(struct index *ix, uint32_t val)
     ix->persisted = keep;
     ix->synced = 0; /* the shorter file must be synced again */
     off_t size = (off_t)(INDEX_HEADER_SIZE + keep * index_entry_size(ix->kind));
+    int rv = index_reopen(ix);
+    if (rv != 0) {
+      return rv;
+    }
     if (ftruncate(ix->fd, size) != 0) {
       return -errno;
     }
@@ -261,6 +322,13 @@ int index_persist(struct index *ix, bool sync)
 {
   size_t esz = index_entry_size(ix->kind);
   size_t n = ix->count - ix->persisted;
+  bool owed = sync && ix->synced != ix->persisted;
+  if (n > 0 || owed) {
+    int rv = index_reopen(ix);
+    if (rv != 0) {
+      return rv;
+    }
+  }
   if (n > 0) {
     uint8_t *buf = malloc(n * esz);
     if (buf == NULL) {
@@ -288,6 +356,7 @@ int index_persist(struct index *ix, bool sync)
     return -errno;
   }
   ix->synced = ix->persisted;
+  index_idle(ix);
   return 0;
 }
 

@@ -18,7 +18,15 @@
  * rebuilt from the log, since an index is derived data.
  *
  * Entries are appended in memory; index_persist() writes the ones not yet
- * in the file (the log calls it on flush, roll and close). */
+ * in the file (the log calls it on flush, roll and close).
+ *
+ * Descriptor: the file is open only while something is owed to it (entries
+ * written but not yet fdatasynced, or a sync on the thread pool holding it,
+ * index_pin). Once all it holds is synced and nobody holds it, index_idle()
+ * closes it, and the next write opens it again: a node with 10,000 mostly
+ * idle partition replicas holds one descriptor per replica (the segment's
+ * log) instead of three, under hard limits like 20,000 (docs/performance.md,
+ * "10,000 partitions"). */
 #ifndef CAIRN_INDEX_H
 #define CAIRN_INDEX_H
 
@@ -40,7 +48,9 @@ struct index_entry {
 
 struct index {
   enum index_kind kind;
-  int fd;
+  int fd;        /* -1 while closed (idle); see "Descriptor" above */
+  char *path;    /* owned */
+  unsigned pins; /* syncs in flight holding fd (index_pin) */
   int64_t base_offset;
   struct index_entry *entries;
   size_t count;
@@ -57,8 +67,23 @@ struct index {
 __attribute__((warn_unused_result)) int index_open(struct index *ix, enum index_kind kind,
                                                    const char *path, int64_t base_offset);
 
-/* Closes the file and frees the entries (does not persist). */
+/* Closes the file and frees the entries (does not persist). Nothing may
+ * hold a pin. */
 void index_close(struct index *ix);
+
+/* Opens the file again if it was closed while idle, and pins its
+ * descriptor for a sync on another thread: *fd stays open until
+ * index_unpin. Returns 0 or -errno (nothing pinned then). Context: the
+ * index's owner. */
+__attribute__((warn_unused_result)) int index_pin(struct index *ix, int *fd);
+
+/* Drops a pin taken by index_pin, then index_idle. */
+void index_unpin(struct index *ix);
+
+/* Closes the descriptor when nothing is owed to the file (every persisted
+ * entry synced, the file's header too) and no pin holds it. Returns
+ * whether the file is now closed. */
+bool index_idle(struct index *ix);
 
 /* Appends an entry whose key and val exceed the last one's. Returns 0,
  * CAIRN_EINVAL (out of order) or CAIRN_ENOMEM. */

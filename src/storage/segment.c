@@ -591,12 +591,28 @@ int segment_sync_capture(struct segment *s, struct segment_sync *ss)
   if (rv != 0) {
     return rv;
   }
+  /* An index file is open only while a sync is owed to it (index.h): the
+   * pins keep the ones this sync needs open until segment_sync_release. */
+  bool sync_oix = s->oix.synced != s->oix.persisted;
+  bool sync_tix = s->tix.synced != s->tix.persisted;
+  int oix_fd = -1, tix_fd = -1;
+  if (sync_oix && (rv = index_pin(&s->oix, &oix_fd)) != 0) {
+    return rv;
+  }
+  if (sync_tix && (rv = index_pin(&s->tix, &tix_fd)) != 0) {
+    if (sync_oix) {
+      index_unpin(&s->oix);
+    }
+    return rv;
+  }
   memset(ss, 0, sizeof *ss);
+  ss->sync_oix = sync_oix;
+  ss->sync_tix = sync_tix;
+  ss->oix_fd = oix_fd;
+  ss->tix_fd = tix_fd;
   segment_ref(s);
   ss->s = s;
   ss->fd = s->fd;
-  ss->oix_fd = s->oix.fd;
-  ss->tix_fd = s->tix.fd;
   ss->base_offset = s->base_offset;
   ss->next_offset = s->next_offset;
   ss->last_index = s->last_index;
@@ -604,8 +620,6 @@ int segment_sync_capture(struct segment *s, struct segment_sync *ss)
   ss->oix_persisted = s->oix.persisted;
   ss->tix_persisted = s->tix.persisted;
   ss->sync_log = s->synced_size != s->size;
-  ss->sync_oix = s->oix.synced != s->oix.persisted;
-  ss->sync_tix = s->tix.synced != s->tix.persisted;
   ss->crc = s->crc_prefix;
   ss->crc_size = s->crc_prefix_size;
   return 0;
@@ -692,6 +706,12 @@ void segment_sync_commit(const struct segment_sync *ss)
 void segment_sync_release(struct segment_sync *ss)
 {
   if (ss->s != NULL) {
+    if (ss->sync_oix) {
+      index_unpin(&ss->s->oix);
+    }
+    if (ss->sync_tix) {
+      index_unpin(&ss->s->tix);
+    }
     segment_unref(ss->s);
     ss->s = NULL;
   }

@@ -154,7 +154,8 @@ __attribute__((warn_unused_result)) int segment_sync(struct segment *s);
  * truncation would change them, and the log waits for the sync first. */
 struct segment_sync {
   struct segment *s;       /* pinned from capture to release */
-  int fd, oix_fd, tix_fd;  /* s's descriptors, open while s is pinned */
+  int fd, oix_fd, tix_fd;  /* s's descriptors, open while s is pinned (an
+                            * index's only when its sync_* is set: index_pin) */
   int64_t base_offset;
   int64_t next_offset;     /* at capture */
   uint64_t last_index;     /* at capture */
@@ -167,10 +168,11 @@ struct segment_sync {
 };
 
 /* Writes s's pending index entries (no fsync: a page-cache write) and
- * captures what a sync of s needs into *ss, pinning s. Context: the loop
- * (the segment's owner). Returns 0, or -errno from the index write (ss is
- * then untouched and s not pinned: the log is fatal, as after any failed
- * write). */
+ * captures what a sync of s needs into *ss, pinning s and the index files
+ * it must sync (reopened if they were closed while idle). Context: the loop
+ * (the segment's owner). Returns 0, or -errno from the index write or
+ * reopen (ss is then untouched and nothing pinned: the log is fatal, as
+ * after any failed write). */
 __attribute__((warn_unused_result)) int segment_sync_capture(struct segment *s,
                                                              struct segment_sync *ss);
 

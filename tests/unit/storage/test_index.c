@@ -155,6 +155,51 @@ static void test_index_with_entries_out_of_order_is_corrupt(void **state)
   expect_corrupt_then_empty();
 }
 
+/* The file is open only while a sync is owed or pinned (index.h,
+ * "Descriptor"); closing it loses nothing: the next write reopens it and
+ * a reload finds every entry. */
+static void test_index_file_closes_when_synced_and_reopens_to_write(void **state)
+{
+  struct index ix;
+  assert_int_equal(index_open(&ix, INDEX_OFFSET, path, 100), 0);
+  assert_int_equal(ix.fd, -1); /* fresh file, header written, nothing owed */
+  fill(&ix, 10);
+  assert_int_equal(index_persist(&ix, false), 0);
+  assert_true(ix.fd >= 0); /* written, not synced: stays open */
+  assert_false(index_idle(&ix));
+  assert_int_equal(index_persist(&ix, true), 0);
+  assert_int_equal(ix.fd, -1); /* synced: closed */
+  /* A sync on another thread pins the descriptor: open until unpinned,
+   * even once what it held is synced. */
+  for (int i = 10; i < 20; i++) {
+    assert_int_equal(index_add(&ix, i * 10, (uint32_t)i * 1000), 0);
+  }
+  assert_int_equal(index_persist(&ix, false), 0);
+  int fd = -1;
+  assert_int_equal(index_pin(&ix, &fd), 0);
+  assert_int_equal(fd, ix.fd);
+  index_note_synced(&ix, ix.persisted);
+  assert_false(index_idle(&ix));
+  index_unpin(&ix);
+  assert_int_equal(ix.fd, -1);
+  /* Truncation reopens the file to cut it. */
+  assert_int_equal(index_truncate_val(&ix, 15000), 0);
+  assert_int_equal(ix.count, 15);
+  assert_int_equal(index_persist(&ix, true), 0);
+  assert_int_equal(ix.fd, -1);
+  index_close(&ix);
+  assert_int_equal(index_open(&ix, INDEX_OFFSET, path, 100), 0);
+  assert_int_equal(ix.count, 15);
+  struct index_entry e;
+  assert_true(index_last(&ix, &e));
+  assert_int_equal(e.key, 140);
+  assert_int_equal(e.val, 14000);
+  assert_true(ix.fd >= 0); /* loaded entries owe one sync (the crash may have left them unsynced) */
+  assert_int_equal(index_persist(&ix, true), 0);
+  assert_int_equal(ix.fd, -1);
+  index_close(&ix);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -169,6 +214,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(test_index_of_another_segment_is_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_with_entries_out_of_order_is_corrupt, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_index_file_closes_when_synced_and_reopens_to_write,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
