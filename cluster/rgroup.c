@@ -488,7 +488,7 @@ static void rgroup_on_applied(struct raft_apply *apply, int status, void *result
   struct rgroup_entry *e = apply->data;
   struct rgroup *rg = e->rg;
   const struct rgroup_applied *ap = result;
-  rg->inflight = NULL;
+  rg->inflight--;
   if (status != 0 || ap == NULL || ap->n == 0) {
     rgroup_entry_failed(rg, e, status);
     return;
@@ -531,11 +531,12 @@ static struct rgroup_produce *rgroup_take(struct rgroup *rg, size_t *bytes)
   return head;
 }
 
-/* Proposes the queued requests as one Raft entry, if none is in flight. */
+/* Proposes the queued requests as one Raft entry, unless
+ * RGROUP_MAX_INFLIGHT are in flight (the next apply proposes then). */
 static void rgroup_propose(struct rgroup *rg)
 {
-  if (rg->inflight != NULL || rg->queue_head == NULL || rg->state != RGROUP_RUNNING ||
-      rg->raft_failed) {
+  if (rg->inflight >= RGROUP_MAX_INFLIGHT || rg->queue_head == NULL ||
+      rg->state != RGROUP_RUNNING || rg->raft_failed) {
     return;
   }
   size_t bytes;
@@ -574,7 +575,8 @@ static void rgroup_propose(struct rgroup *rg)
                                                                     : raft_err_to_cairn(rv));
     return;
   }
-  rg->inflight = e;
+  rg->entries_pipelined += rg->inflight > 0;
+  rg->inflight++;
   rg->entries_proposed++;
   rgroup_raft_note_append(rg);
 }

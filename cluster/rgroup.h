@@ -10,9 +10,9 @@
  *                 was damaged and set aside (waldamage.h): refused until rebuilt
  *
  * Produce path (leader): rgroup_produce() validates the batch and queues
- * it; while no entry is in flight the queue is proposed at once, otherwise
- * what arrives meanwhile is coalesced into the next entry (group commit,
- * bounded by max_entry_bytes). When the entry commits, every replica's state
+ * it; while fewer than RGROUP_MAX_INFLIGHT entries are in flight the queue
+ * is proposed at once, otherwise what arrives meanwhile is coalesced into
+ * the next entry (group commit, bounded by max_entry_bytes). When the entry commits, every replica's state
  * machine applies it (rgroup_fsm.c): store_append(batches, raft index), so
  * every replica assigns the same offsets. The leader then answers each
  * request with its own outcome (its base offset, or why it was refused).
@@ -99,6 +99,15 @@
 
 #define RGROUP_ERRMSG_SIZE 640
 #define RGROUP_DEFAULT_MAX_ENTRY_BYTES (1u << 20)
+/* Entries a leader has proposed and not seen applied, at most. One entry
+ * at a time made a batch that arrived just after a proposal wait for that
+ * whole commit (the followers' round trip and fsync, and the apply) before
+ * it could even be appended; with a few in flight it waits only for the
+ * node-wide log's write in progress, and the log's next job takes it.
+ * What arrives while all are in flight is still coalesced into the next
+ * entry (group commit). Measured in docs/performance.md ("Entries in
+ * flight per partition leader"). */
+#define RGROUP_MAX_INFLIGHT 4u
 
 /* rgroup's tick rides on raft's (every heartbeat interval, fixed at
  * raft_start): it runs at the first of raft's ticks at least this long
@@ -340,7 +349,8 @@ struct rgroup {
   /* group commit */
   struct rgroup_produce *queue_head, *queue_tail;
   size_t queue_bytes;
-  struct rgroup_entry *inflight; /* at most one entry in flight */
+  unsigned inflight;             /* entries proposed, not called back: at most
+                                    RGROUP_MAX_INFLIGHT */
   struct rgroup_applied applied; /* set by the state machine for the apply cb */
   struct rgroup_apply ap;         /* the state machine's scratch and counters */
   /* idempotent producers (rgroup_fsm.c) */
@@ -391,6 +401,7 @@ struct rgroup {
   uint64_t snapshot_sync_ns;     /* thread-pool time syncing and checksumming the store */
   struct rgroup_snap *snap;      /* the snapshot in flight (rgroup_fsm.c), or NULL */
   uint64_t entries_proposed;
+  uint64_t entries_pipelined; /* of those, proposed while another was in flight */
   uint64_t batches_proposed;
   /* the leader's heartbeat pace (rgroup_pace.c) */
   uint64_t pace_quiet_ms;     /* since when it has been quiet, 0: not quiet */

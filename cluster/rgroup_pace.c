@@ -47,7 +47,7 @@ static bool rgroup_pace_quiet(struct rgroup *rg)
 {
   struct raft *r = &rg->raft;
   if (rg->state != RGROUP_RUNNING || !rg->raft_open || rg->raft_failed ||
-      raft_state(r) != RAFT_LEADER || rg->transferring || rg->inflight != NULL ||
+      raft_state(r) != RAFT_LEADER || rg->transferring || rg->inflight != 0 ||
       rg->queue_head != NULL || r->transfer != NULL || r->leader_state.change != NULL ||
       r->leader_state.promotee_id != 0 || rg->term_appended != r->current_term) {
     return false;

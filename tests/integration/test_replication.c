@@ -53,6 +53,20 @@ static void test_replicas_agree_on_every_acknowledged_batch(void **state)
   int l = tc_find_leader(&c, 1);
   assert_int_equal(tc_produce_many(&c, l, 1, 300), 300);
   tc_check_all_agree(&c, 1);
+  /* The 300 were sent at once: the leader had several entries in flight
+   * (RGROUP_MAX_INFLIGHT) and still coalesced the rest into fewer entries
+   * than batches, and every replica holds them once, in order (above). */
+  char stats[256];
+  unsigned open, leaders;
+  uint64_t entries, batches, pipelined;
+  assert_int_equal(tc_ask(&c, l, stats, sizeof stats, "stats"), 0);
+  assert_int_equal(sscanf(stats, "stats %u %u %" SCNu64 " %" SCNu64 " %" SCNu64, &open, &leaders,
+                          &entries, &batches, &pipelined),
+                   5);
+  printf("leader: %" PRIu64 " entries for %" PRIu64 " batches, %" PRIu64 " pipelined\n",
+         entries, batches, pipelined);
+  assert_true(pipelined > 0);
+  assert_true(entries < batches);
   /* A follower refuses produce and names the leader. */
   int f = (l + 1) % TC_NODES;
   char line[256];

@@ -19,10 +19,11 @@
  *   dump G                  -> "b BASE COUNT KEY0 VALID" per batch, then "end"
  *   close G                 -> "closed G"  (closes the replica)
  *   delete G                -> "deleted G" (closes it and removes its data)
- *   stats                   -> "stats OPEN LEADERS ENTRIES BATCHES": open groups,
- *                              how many this node leads, and the Raft entries
- *                              and batches its leaders proposed since start
- *                              (summed over groups; for benchmarks)
+ *   stats                   -> "stats OPEN LEADERS ENTRIES BATCHES PIPELINED": open
+ *                              groups, how many this node leads, the Raft entries
+ *                              and batches its leaders proposed since start, and
+ *                              of those entries the ones proposed while another
+ *                              was in flight (summed over groups)
  *   hash G                  -> "hash G NEXT CRC CATCHING": CRC-32C of every byte of the
  *                              log's batches from its start, the log end, and
  *                              whether the replica is catching up (0/1)
@@ -328,7 +329,7 @@ static void driver_cmd_stats(struct driver_conn *c)
 {
   struct driver *d = c->d;
   unsigned open = 0, leaders = 0;
-  uint64_t entries = 0, batches = 0;
+  uint64_t entries = 0, batches = 0, pipelined = 0;
   for (unsigned i = 0; i < d->ngroups && d->groups != NULL; i++) {
     struct driver_group *g = &d->groups[i];
     if (!g->open) {
@@ -338,8 +339,10 @@ static void driver_cmd_stats(struct driver_conn *c)
     leaders += rgroup_is_leader(&g->rg);
     entries += g->rg.entries_proposed;
     batches += g->rg.batches_proposed;
+    pipelined += g->rg.entries_pipelined;
   }
-  driver_reply(c, "stats %u %u %" PRIu64 " %" PRIu64, open, leaders, entries, batches);
+  driver_reply(c, "stats %u %u %" PRIu64 " %" PRIu64 " %" PRIu64, open, leaders, entries, batches,
+               pipelined);
 }
 
 static void driver_on_group_closed(struct rgroup *rg)
