@@ -620,6 +620,13 @@ static void lc_prod_round(struct cairn_producer *p)
             break; /* out of memory: try again next round */
           }
         }
+        /* A tail not due yet: a round when it is. The kick armed when it
+         * opened may have been replaced by an earlier one (a request's
+         * probe), whose round is this one; without this the tail waited
+         * for the client's tick (LC_TICK_MS), not linger_ms. */
+        if (a->tail != NULL && a->tail->open && !tail_ready) {
+          lc_prod_kick_at(p, a->tail->created_ms + p->o.linger_ms);
+        }
       }
       /* Expire or cancel batches not in flight, from the head on (their
        * deadlines grow along the queue). */

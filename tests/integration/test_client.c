@@ -21,6 +21,7 @@
 #include <cairn/cairn.h>
 
 #include "internal.h" /* lc_stats and lc_meta_set_leader, to force a NOT_LEADER */
+#include "producer.h" /* the producer's kick timer, for the linger test */
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -1175,6 +1176,63 @@ static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **s
   cd_destroy(&c);
 }
 
+/* ---- linger ---- */
+
+/* A batch waiting out its linger when a round comes earlier (an answer's,
+ * a probe's) must still be sealed at its linger time: that round re-arms
+ * the producer's kick for it. The kick used to be left at the open
+ * batch's delivery deadline, so the batch waited for the client's 10 ms
+ * tick instead (linger 3 ms at 1,000 msg/s: 9 records per request, not
+ * 3, and the median acknowledgement 6.4 ms instead of 2.8). */
+static void test_client_linger_survives_an_earlier_round(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  start_cluster_with(&c, 1, FAST);
+  char boot[256];
+  lcf_bootstrap_list(&c, boot, sizeof boot);
+  struct cairn_sync *s = connect_sync(boot, 60000);
+  assert_int_equal(cairn_sync_create_topic(s, "linger", 1, 1, NULL), 0);
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.linger_ms = 300;
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+  struct cairn_message m = {.topic = "linger", .partition = 0, .value = "m1", .value_len = 2};
+  int32_t part;
+  int64_t off = -1;
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, &off), 0); /* the producer id is known */
+
+  struct cairn_client *cl = cairn_sync_client(s);
+  uv_loop_t *loop = cairn_client_loop(cl);
+  struct lcf_sent s2 = {0};
+  m.value = "m2";
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, &s2), 0);
+  uint64_t opened_by = lc_now(cl); /* m2's batch opened at or before this */
+  assert_true(p->kick_armed);
+  assert_true(p->kick_due_ms <= opened_by + po.linger_ms);
+  /* A round before the linger is out (as an answer arriving now makes). */
+  lc_prod_kick(p);
+  for (int i = 0; i < 5; i++) {
+    uv_run(loop, UV_RUN_NOWAIT);
+    usleep(2000);
+  }
+  assert_false(s2.done); /* still lingering */
+  assert_true(lc_now(cl) < opened_by + po.linger_ms);
+  assert_true(p->kick_armed);
+  if (p->kick_due_ms > opened_by + po.linger_ms) {
+    fail_msg("after an early round the kick is due %" PRIu64 " ms after the batch opened, not at "
+             "its linger (%u ms)",
+             p->kick_due_ms - opened_by, po.linger_ms);
+  }
+  assert_int_equal(cairn_sync_flush(s, p), 0);
+  assert_true(s2.done);
+  assert_int_equal(s2.status, 0);
+  assert_int_equal(s2.offset, 1);
+  cairn_sync_free(s);
+  cd_destroy(&c);
+}
+
 /* ---- pipelined fetches ---- */
 
 #define PIPE_N 3000
@@ -1317,6 +1375,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_client_batch_in_doubt_at_an_epoch_bump_is_written_once),
       cmocka_unit_test(test_client_retention_deletes_old_segments_on_every_replica),
       cmocka_unit_test(test_client_paced_produce_across_leader_sigkill_elects_at_once),
+      cmocka_unit_test(test_client_linger_survives_an_earlier_round),
       cmocka_unit_test(test_client_pipelined_fetch_reads_once_in_order_across_seek_and_sigkill),
   };
   const char *filter = getenv("CAIRN_TEST_FILTER");
