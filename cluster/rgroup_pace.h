@@ -123,7 +123,7 @@ void rgroup_coal_refused(struct rgroup *rg, raft_term term);
  * timeout, no transfer, no catch-up), and either a coalesced leader that
  * is its group's preferred replica (or has none), or a follower that knows
  * its leader and accepted a coalesced beat within the last half election
- * timeout. */
+ * timeout, with no Raft message received since. */
 bool rgroup_pace_may_sleep(struct rgroup *rg);
 
 #endif

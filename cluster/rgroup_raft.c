@@ -447,8 +447,10 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     return;
   }
   /* Whatever the message, the group is no longer idle: back on the fast
-   * tick (rgroup_ticker.h). */
+   * tick (rgroup_ticker.h), and a follower sleeps again only once a
+   * coalesced beat is all it hears (rgroup_pace_may_sleep). */
   rgroup_ticker_wake(rg);
+  rg->coal_follow_ms = 0;
   /* raft 0.15 commits by counting replicas at its last stored index, of
    * whatever term (row 1). Until the leader's first entry of this term is
    * on its disk, a result of this term could make it commit an older
