@@ -77,10 +77,11 @@ int hbeat_list_add(struct hbeat_list *l, uint64_t group_id, uint64_t term, uint6
  * Raft's heartbeats (their beat was refused or could not go). */
 static void hbeat_wake(struct hbeat *hb, const struct hbeat_list *l, size_t from, size_t to)
 {
+  size_t hint = 0;
   for (size_t i = from; i < to; i++) {
     uint64_t gid, term, index;
     hbeat_entry(l->buf, (uint32_t)i, &gid, &term, &index);
-    struct part *pt = parts_get(hb->ps, gid);
+    struct part *pt = parts_get_next(hb->ps, gid, &hint);
     if (pt != NULL && pt->state == PART_OPEN && pt->rg.coal_quiet) {
       rgroup_coal_refused(&pt->rg, term);
       hb->woken++;
@@ -193,11 +194,39 @@ static void hbeat_group(struct hbeat *hb, struct rgroup *rg, uint64_t term, uint
   }
 }
 
+/* ---- nodes that stopped beating this one ---- */
+
+/* Every check period: a node that beat this one and has been silent for
+ * HBEAT_ANSWER_PERIODS periods gets the asleep groups following it woken
+ * (once per silence), so their election timers are looked at on the fast
+ * tick again (hbeat.h, "Asleep followers"). */
+static void hbeat_check_leaders(struct hbeat *hb, uint64_t now)
+{
+  for (size_t i = 0; i < hb->npeers; i++) {
+    struct hbeat_peer *p = &hb->peers[i];
+    if (p->beat_ms == 0 || now - p->beat_ms <= HBEAT_ANSWER_PERIODS * hb->check_ms) {
+      continue;
+    }
+    size_t woken = rgroup_ticker_wake_following(&hb->ps->ticker, p->id);
+    hb->silent_leaders++;
+    hb->sleepers_woken += woken;
+    log_info("hbeat",
+             "node %llu has not beaten this node for %llu ms: %zu asleep groups "
+             "following it woken",
+             (unsigned long long)p->id, (unsigned long long)(now - p->beat_ms), woken);
+    p->beat_ms = 0;
+  }
+}
+
 static void hbeat_on_timer(uv_timer_t *t)
 {
   struct hbeat *hb = t->data;
   struct parts *ps = hb->ps;
   uint64_t now = uv_now(hb->loop);
+  hbeat_check_leaders(hb, now);
+  if (hb->period_ms == 0) {
+    return; /* this node only answers */
+  }
   for (size_t i = 0; i < hb->npeers; i++) {
     struct hbeat_peer *p = &hb->peers[i];
     p->out.n = 0;
@@ -236,12 +265,17 @@ static void hbeat_on_timer(uv_timer_t *t)
 static void hbeat_on_beat(struct hbeat *hb, uint64_t leader_id, const uint8_t *payload, uint32_t n)
 {
   hb->beats_received++;
+  struct hbeat_peer *p = hbeat_peer_add(hb, leader_id);
+  if (p != NULL) {
+    p->beat_ms = uv_now(hb->loop);
+  }
   hb->ack.n = 0;
   hb->nack.n = 0;
+  size_t hint = 0; /* the beat names its groups in increasing order */
   for (uint32_t i = 0; i < n; i++) {
     uint64_t gid, term, index;
     hbeat_entry(payload, i, &gid, &term, &index);
-    struct part *pt = parts_get(hb->ps, gid);
+    struct part *pt = parts_get_next(hb->ps, gid, &hint);
     bool ok = pt != NULL && pt->state == PART_OPEN && !hb->ps->closing &&
               rgroup_coal_follow(&pt->rg, leader_id, term, index);
     struct hbeat_list *l = ok ? &hb->ack : &hb->nack;
@@ -266,10 +300,11 @@ static void hbeat_on_answer(struct hbeat *hb, uint64_t follower_id, enum hbeat_t
   if (p != NULL) {
     p->waiting_ms = 0;
   }
+  size_t hint = 0; /* answers keep the beat's order */
   for (uint32_t i = 0; i < n; i++) {
     uint64_t gid, term, index;
     hbeat_entry(payload, i, &gid, &term, &index);
-    struct part *pt = parts_get(hb->ps, gid);
+    struct part *pt = parts_get_next(hb->ps, gid, &hint);
     if (pt == NULL || pt->state != PART_OPEN) {
       continue;
     }
@@ -320,12 +355,11 @@ void hbeat_init(struct hbeat *hb, uv_loop_t *loop, struct parts *ps, struct node
   hb->nw = nw;
   hb->self_id = self_id;
   hb->period_ms = period_ms;
+  hb->check_ms = period_ms > 0 ? period_ms : HBEAT_CHECK_MS;
   hb->open = true;
   uv_timer_init(loop, &hb->timer);
   hb->timer.data = hb;
-  if (period_ms > 0) {
-    uv_timer_start(&hb->timer, hbeat_on_timer, period_ms, period_ms);
-  }
+  uv_timer_start(&hb->timer, hbeat_on_timer, hb->check_ms, hb->check_ms);
   nwatch_set_frame_cb(nw, hbeat_frame, hb);
 }
 

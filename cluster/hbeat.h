@@ -19,6 +19,15 @@
  * its beats stop with it and the followers elect after their election
  * timeout, as when Raft's heartbeats stop.
  *
+ * Asleep followers (rgroup_ticker.h): a follower kept by the beat is ticked
+ * only every slow period. So that a leader's node falling silent is still
+ * seen at the follower's own timing, the answering side notes when each
+ * node last beat it, and a node silent for HBEAT_ANSWER_PERIODS check
+ * periods (the beat period, or HBEAT_CHECK_MS on a node that does not
+ * beat) has every asleep group following it woken back to the fast tick
+ * (hbeat_on_timer), where its election timer, last restarted by the last
+ * beat, runs out as before.
+ *
  * Payload (inside a nodewatch frame, which carries the length and a
  * CRC-32C), little-endian, version HBEAT_VERSION = 1:
  *    0  u8  version
@@ -50,6 +59,7 @@
 #define HBEAT_ENTRY 24
 #define HBEAT_MAX_GROUPS 32768 /* per payload: 786 KiB, below NWATCH_FRAME_MAX */
 #define HBEAT_ANSWER_PERIODS 3 /* a peer silent this many beat periods wakes its groups */
+#define HBEAT_CHECK_MS 200     /* the silence check's period on a node that does not beat */
 
 enum hbeat_type { HBEAT_BEAT = 1, HBEAT_ACK = 2, HBEAT_NACK = 3 };
 
@@ -63,6 +73,7 @@ struct hbeat_peer {
   uint64_t id;
   uint64_t waiting_ms; /* first beat sent since its last answer (uv_now); 0: none */
   bool healthy;        /* this beat: connected and answering */
+  uint64_t beat_ms;    /* when it last beat this node (uv_now); 0: not since its silence */
   struct hbeat_list out;
 };
 
@@ -75,6 +86,7 @@ struct hbeat {
   struct nodewatch *nw;
   uint64_t self_id;
   unsigned period_ms; /* 0: this node does not beat (it still answers) */
+  unsigned check_ms;  /* the timer's period: period_ms, or HBEAT_CHECK_MS */
   bool open;
   uv_timer_t timer;
   struct hbeat_peer *peers;
@@ -90,6 +102,8 @@ struct hbeat {
   uint64_t refused;        /* groups this node refused as a follower */
   uint64_t woken;          /* groups this node leads woken: refused, unanswered, unsendable */
   uint64_t silent_peers;   /* times a peer was found not answering */
+  uint64_t silent_leaders; /* times a peer that beat this node stopped beating */
+  uint64_t sleepers_woken; /* asleep followers woken for that */
   uint64_t bad;            /* malformed payloads */
 };
 
@@ -99,7 +113,8 @@ struct hbeat {
 void hbeat_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload, size_t len,
                  void *data);
 
-/* Starts hb: answers beats from now on (nwatch_set_frame_cb) and, with
+/* Starts hb: answers beats from now on (nwatch_set_frame_cb), watches for
+ * nodes that stop beating (every period_ms, or HBEAT_CHECK_MS) and, with
  * period_ms > 0, beats every period_ms for the coalesced groups of ps.
  * Ownership: borrows ps and nw, which must stay open until hbeat_close's
  * callback. Caller allocates hb. */

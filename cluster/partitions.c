@@ -76,6 +76,29 @@ struct part *parts_get(struct parts *ps, uint64_t group_id)
   return i < ps->n && ps->v[i]->group_id == group_id ? ps->v[i] : NULL;
 }
 
+struct part *parts_get_next(struct parts *ps, uint64_t group_id, size_t *hint)
+{
+  /* A few slots on from the last one found: no search (and none of its
+   * cache misses) for a list in group order, in which the groups this node
+   * hosts but the list does not name (led by another node) lie between. */
+  for (size_t i = *hint; i < ps->n && i < *hint + 8; i++) {
+    uint64_t id = ps->v[i]->group_id;
+    if (id == group_id) {
+      *hint = i;
+      return ps->v[i];
+    }
+    if (id > group_id) {
+      break;
+    }
+  }
+  size_t i = parts_lower_bound(ps, group_id);
+  if (i < ps->n && ps->v[i]->group_id == group_id) {
+    *hint = i;
+    return ps->v[i];
+  }
+  return NULL;
+}
+
 struct part *parts_find(struct parts *ps, uint32_t topic_id, uint32_t partition)
 {
   struct part *p = parts_get(ps, meta_group_id(topic_id, partition));

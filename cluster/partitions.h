@@ -247,6 +247,12 @@ const struct part_damaged *parts_find_damaged(struct parts *ps, uint32_t topic_i
  * Returns borrowed, as parts_find. */
 struct part *parts_get(struct parts *ps, uint64_t group_id);
 
+/* parts_get for lookups that come in increasing group order (a coalesced
+ * heartbeat's entries, hbeat.h): tries the slot after the previous find
+ * (*hint, 0 to begin) before searching. Returns borrowed, like parts_get;
+ * *hint is updated. */
+struct part *parts_get_next(struct parts *ps, uint64_t group_id, size_t *hint);
+
 /* Node node_id was seen gone (nodewatch.h): every open replica that
  * follows a leader there starts an election now (rgroup_leader_gone). */
 void parts_node_gone(struct parts *ps, uint64_t node_id);

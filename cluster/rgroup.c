@@ -428,7 +428,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
                       (unsigned long long)group_id, rg->wio.io.errmsg);
     rv = CAIRN_ERAFT;
   }
-  if (rv == 0 && rgroup_raft_ticker_join(rg) != 0) {
+  if (rv == 0 && rgroup_ticker_add(rg) != 0) {
     rgroup_set_errmsg(rg, "group %llu: out of memory", (unsigned long long)group_id);
     rv = CAIRN_ENOMEM;
   }

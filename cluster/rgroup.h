@@ -87,6 +87,7 @@
 #include "cluster/riow_uv.h"
 #include "cluster/rgroup_apply.h"
 #include "cluster/rgroup_cap.h"
+#include "cluster/rgroup_ticker.h"
 #include "cluster/transport.h"
 #include "storage/pgstore.h"
 #include "storage/plog.h"
@@ -146,10 +147,9 @@ struct rgroup_replica {
   const char *address; /* the node's cluster address, "host:port" */
 };
 
-struct rgroup_ticker;
-
 struct rgroup_opts {
-  struct rgroup_ticker *ticker; /* drives Raft's tick (NULL: the io's own timer per group) */
+  struct rgroup_ticker *ticker; /* drives Raft's tick, fast or slow (rgroup_ticker.h;
+                                   NULL: the io's own timer per group) */
   unsigned heartbeat_ms;       /* 0: 100 */
   unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
@@ -196,31 +196,6 @@ struct rgroup;
 struct rgroup_produce;
 struct rgroup_snap;
 struct rgroup_transfer;
-
-/* One libuv timer that ticks the Raft instances of many groups, instead of
- * raft_uv's repeating timer per group (1,000 groups at 4 Hz were most of
- * libuv's time on an idle node: docs/performance.md). A group given one in
- * its options (rgroup_opts.ticker) is on it from raft_start until
- * raft_close; raft_uv's own timer is then parked (an hour's period).
- * Context: loop thread only. */
-struct rgroup_ticker {
-  uv_timer_t timer;
-  struct rgroup **v;  /* the groups ticked; NULL slots while ticking */
-  size_t n, cap;
-  unsigned msecs;     /* the period: the shortest any group asked; 0: stopped */
-  bool ticking;       /* inside the timer's callback */
-  bool holes;         /* slots emptied while ticking */
-  void (*close_cb)(struct rgroup_ticker *t);
-  void *data;         /* for the owner */
-};
-
-/* Initializes a ticker with no group on loop. Returns 0 or a negative code. */
-__attribute__((warn_unused_result)) int rgroup_ticker_init(struct rgroup_ticker *t,
-                                                           uv_loop_t *loop);
-
-/* Closes the timer and frees t's memory; no group may be on it. Callback
- * (may be NULL): fires exactly once, from the loop. */
-void rgroup_ticker_close(struct rgroup_ticker *t, void (*cb)(struct rgroup_ticker *t));
 
 /* raft_uv's methods that rgroup interposes (rgroup_raft.c). */
 struct rgroup_raft_io_ops {
@@ -318,7 +293,8 @@ struct rgroup {
   /* the Raft instance (rgroup_raft.c) */
   struct rgroup_opts opts;  /* filled options, for reopening */
   char *self_address;
-  size_t ticker_slot;       /* index in opts.ticker->v; SIZE_MAX: not on it */
+  size_t ticker_slot;       /* index in the ticker's list; SIZE_MAX: not on it */
+  bool ticker_asleep;       /* on the ticker's slow list (rgroup_ticker.h) */
   unsigned raft_tick_ms;    /* the tick period raft asked for at its start */
   bool raft_open;           /* raft_init done, raft_close not called yet */
   bool raft_closing;        /* raft_close called, its callback pending */
@@ -412,6 +388,7 @@ struct rgroup {
   bool coal_quiet;            /* Raft's heartbeats stopped: the coalesced beat stands in */
   uint64_t coal_hold_ms;      /* not coalesced again before this (uv_now), after a refusal */
   uint64_t coal_refusals;     /* coalesced beats of this leader refused or unanswered */
+  uint64_t coal_follow_ms;    /* when this follower last accepted a coalesced beat (uv_now) */
   uint64_t raft_sent;         /* Raft messages sent by this replica (for metrics) */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };

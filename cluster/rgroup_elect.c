@@ -190,6 +190,7 @@ void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id)
   if (!voter) {
     return;
   }
+  rgroup_ticker_wake(rg); /* the short timers need the fast tick */
   rg->elect_gone = node_id;
   rg->elect_rank = rank;
   rg->elect_since_ms = uv_now(rg->loop);

@@ -34,6 +34,11 @@ bool rgroup_pace_idle(struct rgroup *rg)
 void rgroup_pace_wake(struct rgroup *rg)
 {
   rg->pace_quiet_ms = 0;
+  if (rg->coal_quiet) {
+    /* An asleep leader is ticked every slow period only: the heartbeats
+     * raft now sends need the fast tick (rgroup_ticker.h). */
+    rgroup_ticker_wake(rg);
+  }
   rg->coal_quiet = false;
   if (rgroup_pace_raised(rg)) {
     raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
@@ -136,7 +141,11 @@ bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index)
   if (!rg->coal_quiet) {
     return false;
   }
-  if (!rgroup_pace_quiet(rg) || rg->pace_term != rg->raft.current_term) {
+  /* An asleep leader was quiet when it went to sleep, and anything that
+   * could change that since (a message received, a proposal, a transfer)
+   * woke it; its slow tick looks again (rgroup_pace_tick). So only an
+   * awake one is looked at here. */
+  if ((!rg->ticker_asleep && !rgroup_pace_quiet(rg)) || rg->pace_term != rg->raft.current_term) {
     rgroup_pace_wake(rg);
     return false;
   }
@@ -161,6 +170,7 @@ bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, r
   /* What recvAppendEntries does for a heartbeat of the current leader
    * (raft 0.15): restart the election timer. */
   r->election_timer_start = r->io->time(r->io);
+  rg->coal_follow_ms = uv_now(rg->loop);
   return true;
 }
 
@@ -188,4 +198,36 @@ void rgroup_coal_refused(struct rgroup *rg, raft_term term)
   rg->coal_refusals++;
   rg->coal_hold_ms = uv_now(rg->loop) + RGROUP_PACE_COAL_HOLD_MS;
   rgroup_pace_wake(rg);
+}
+
+/* ---- asleep groups (rgroup_ticker.h) ---- */
+
+/* Nothing under way that needs the fast tick: running, no prompt election
+ * or short election timeout, no transfer, no catch-up. */
+static bool rgroup_pace_settled(struct rgroup *rg)
+{
+  const struct raft *r = &rg->raft;
+  return rg->state == RGROUP_RUNNING && rg->raft_open && !rg->raft_failed && !rg->raft_closing &&
+         rg->elect_gone == 0 && r->election_timeout == rg->opts.election_ms && !rg->transferring &&
+         r->transfer == NULL && !catchup_active(&rg->catchup);
+}
+
+bool rgroup_pace_may_sleep(struct rgroup *rg)
+{
+  if (!rgroup_pace_settled(rg)) {
+    return false;
+  }
+  const struct raft *r = &rg->raft;
+  if (r->state == RAFT_LEADER) {
+    /* Coalesced, and not waiting to hand leadership to the preferred
+     * replica (rgroup's tick counts that in ticks). */
+    return rg->coal_quiet && (rg->no_preferred_leader || rg->self_id == rg->preferred_id);
+  }
+  if (r->state != RAFT_FOLLOWER || r->follower_state.current_leader.id == 0 ||
+      rg->coal_follow_ms == 0) {
+    return false;
+  }
+  /* Its leader's beats keep coming (several per election timeout). */
+  uint64_t now = uv_now(rg->loop);
+  return now - rg->coal_follow_ms < rg->opts.election_ms / 2;
 }

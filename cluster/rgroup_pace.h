@@ -118,4 +118,12 @@ void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term);
  * Raft's heartbeats, no coalescing for RGROUP_PACE_COAL_HOLD_MS. */
 void rgroup_coal_refused(struct rgroup *rg, raft_term term);
 
+/* May this replica be ticked only every slow period (rgroup_ticker.h)?
+ * Running with nothing under way (no prompt election or short election
+ * timeout, no transfer, no catch-up), and either a coalesced leader that
+ * is its group's preferred replica (or has none), or a follower that knows
+ * its leader and accepted a coalesced beat within the last half election
+ * timeout, with no Raft message received since. */
+bool rgroup_pace_may_sleep(struct rgroup *rg);
+
 #endif

@@ -23,6 +23,7 @@
 #include "cluster/raft_err.h"
 #include "cluster/raft_files.h"
 #include "cluster/rgroup_fsm.h"
+#include "cluster/rgroup_ticker.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -445,6 +446,11 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     rgroup_raft_discard(message);
     return;
   }
+  /* Whatever the message, the group is no longer idle: back on the fast
+   * tick (rgroup_ticker.h), and a follower sleeps again only once a
+   * coalesced beat is all it hears (rgroup_pace_may_sleep). */
+  rgroup_ticker_wake(rg);
+  rg->coal_follow_ms = 0;
   /* raft 0.15 commits by counting replicas at its last stored index, of
    * whatever term (row 1). Until the leader's first entry of this term is
    * on its disk, a result of this term could make it commit an older
@@ -484,13 +490,17 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
 
 /* Raft's periodic tick, then rgroup's; none for a latched instance
  * (heartbeats would send from the same inconsistent progress as above). */
-static void rgroup_raft_io_tick(struct raft_io *io)
+void rgroup_raft_tick(struct rgroup *rg)
 {
-  struct rgroup *rg = rgroup_raft_of(io);
   if (!rg->raft_failed) {
-    rg->io_ops.tick(io);
+    rg->io_ops.tick(&rg->wio.io);
     rgroup_on_raft_tick(rg);
   }
+}
+
+static void rgroup_raft_io_tick(struct raft_io *io)
+{
+  rgroup_raft_tick(rgroup_raft_of(io));
 }
 
 /* The io's own tick timer (raft_uv's or riow_mux's) while a ticker drives
@@ -507,109 +517,6 @@ static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick
   return rg->io_ops.start(io, rg->opts.ticker != NULL ? RGROUP_TICK_PARKED_MS : msecs,
                           rgroup_raft_io_tick, rgroup_raft_io_recv);
 }
-
-/* ---- the shared ticker ---- */
-
-static void rgroup_ticker_on_timer(uv_timer_t *h)
-{
-  struct rgroup_ticker *t = h->data;
-  t->ticking = true;
-  for (size_t i = 0; i < t->n; i++) {
-    struct rgroup *rg = t->v[i];
-    if (rg != NULL && rg->raft_open && !rg->raft_closing) {
-      rgroup_raft_io_tick(&rg->wio.io);
-    }
-  }
-  t->ticking = false;
-  if (t->holes) {
-    size_t w = 0;
-    for (size_t i = 0; i < t->n; i++) {
-      if (t->v[i] != NULL) {
-        t->v[i]->ticker_slot = w;
-        t->v[w++] = t->v[i];
-      }
-    }
-    t->n = w;
-    t->holes = false;
-  }
-}
-
-int rgroup_ticker_init(struct rgroup_ticker *t, uv_loop_t *loop)
-{
-  memset(t, 0, sizeof *t);
-  int rv = uv_timer_init(loop, &t->timer);
-  if (rv != 0) {
-    return CAIRN_EFATAL;
-  }
-  t->timer.data = t;
-  return 0;
-}
-
-static void rgroup_ticker_on_closed(uv_handle_t *h)
-{
-  struct rgroup_ticker *t = h->data;
-  if (t->close_cb != NULL) {
-    t->close_cb(t);
-  }
-}
-
-void rgroup_ticker_close(struct rgroup_ticker *t, void (*cb)(struct rgroup_ticker *t))
-{
-  free(t->v);
-  t->v = NULL;
-  t->n = t->cap = 0;
-  t->close_cb = cb;
-  uv_timer_stop(&t->timer);
-  uv_close((uv_handle_t *)&t->timer, rgroup_ticker_on_closed);
-}
-
-/* Puts rg on its ticker (after raft_start). Returns 0 or CAIRN_ENOMEM. */
-static int rgroup_ticker_add(struct rgroup *rg)
-{
-  struct rgroup_ticker *t = rg->opts.ticker;
-  if (t == NULL || rg->ticker_slot != SIZE_MAX) {
-    return 0;
-  }
-  if (t->n == t->cap) {
-    size_t cap = t->cap > 0 ? t->cap * 2 : 64;
-    struct rgroup **v = realloc(t->v, cap * sizeof *v);
-    if (v == NULL) {
-      return CAIRN_ENOMEM;
-    }
-    t->v = v;
-    t->cap = cap;
-  }
-  rg->ticker_slot = t->n;
-  t->v[t->n++] = rg;
-  unsigned ms = rg->raft_tick_ms > 0 ? rg->raft_tick_ms : 100;
-  if (t->msecs == 0 || ms < t->msecs) {
-    t->msecs = ms;
-    uv_timer_start(&t->timer, rgroup_ticker_on_timer, ms, ms);
-  }
-  return 0;
-}
-
-/* Takes rg off its ticker, if on it. */
-static void rgroup_ticker_remove(struct rgroup *rg)
-{
-  struct rgroup_ticker *t = rg->opts.ticker;
-  size_t i = rg->ticker_slot;
-  if (t == NULL || i == SIZE_MAX) {
-    return;
-  }
-  rg->ticker_slot = SIZE_MAX;
-  if (t->ticking) {
-    t->v[i] = NULL;
-    t->holes = true;
-    return;
-  }
-  t->v[i] = t->v[--t->n];
-  if (i < t->n) {
-    t->v[i]->ticker_slot = i;
-  }
-}
-
-int rgroup_raft_ticker_join(struct rgroup *rg) { return rgroup_ticker_add(rg); }
 
 /* Election timers from [T, 1.5T] (rgroup_elect_spread_max). */
 static int rgroup_raft_io_random(struct raft_io *io, int min, int max)

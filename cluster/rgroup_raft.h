@@ -44,10 +44,10 @@ void rgroup_set_state(struct rgroup *rg, enum rgroup_state to);
  * set, or a negative code with rg->errmsg set and nothing left to close. */
 __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
 
-/* After raft_start succeeded: puts rg on its options' ticker, if any
- * (rgroup.h, struct rgroup_ticker); rgroup_raft_close takes it off.
- * Returns 0 or CAIRN_ENOMEM. */
-__attribute__((warn_unused_result)) int rgroup_raft_ticker_join(struct rgroup *rg);
+/* Raft's tick, then rgroup's own (rgroup_on_raft_tick); nothing for a
+ * latched instance. The node's ticker calls it (rgroup_ticker.h), or the
+ * io's own timer without one. */
+void rgroup_raft_tick(struct rgroup *rg);
 
 /* Does the replica run on its own raft_io (riow_mux.h): opts.wal and
  * opts.mux? Otherwise on raft_uv's. (rgroup_wal.c) */

@@ -251,6 +251,19 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Coalesced groups led here sent back to Raft's heartbeats (refused, "
                       "unanswered or unsendable beat).");
   admin_buf_printf(b, "cairn_coalesced_wakes_total %" PRIu64 "\n", hb->woken);
+  metrics_text_family(b, "cairn_coalesced_silent_leaders_total", "counter",
+                      "Times a node that beat this one stopped beating it: its asleep "
+                      "followers here went back to the fast tick.");
+  admin_buf_printf(b, "cairn_coalesced_silent_leaders_total %" PRIu64 "\n", hb->silent_leaders);
+  const struct rgroup_ticker *tk = &n->parts.ticker;
+  metrics_text_family(b, "cairn_raft_groups_asleep", "gauge",
+                      "Hosted groups ticked only every slow period (an election timeout): "
+                      "idle, kept by the coalesced heartbeat (cluster/rgroup_ticker.h).");
+  admin_buf_printf(b, "cairn_raft_groups_asleep %zu\n", rgroup_ticker_asleep(tk));
+  metrics_text_family(b, "cairn_raft_ticker_moves_total", "counter",
+                      "Hosted groups moved between the fast and the slow tick.");
+  admin_buf_printf(b, "cairn_raft_ticker_moves_total{to=\"asleep\"} %" PRIu64 "\n", tk->sleeps);
+  admin_buf_printf(b, "cairn_raft_ticker_moves_total{to=\"awake\"} %" PRIu64 "\n", tk->wakes);
   metrics_text_family(b, "cairn_raft_elections_total", "counter",
                       "Raft term changes seen in the hosted groups and the metadata group "
                       "(each is an election).");

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define AK_MAX_PARTS 8
+#define AK_MAX_PARTS 64
 #define AK_MAX_ACKED 256
 
 struct ak_batch {
