@@ -775,7 +775,7 @@ static void ctl_reset_liveness(struct controller *ctl)
 {
   uint64_t now = uv_now(ctl->loop);
   ctl->nseen = 0;
-  ctl->nreports = 0;
+  ctl_reports_clear(&ctl->reports);
   ctl->nrefused = 0;
   for (size_t i = 0; i < ctl->st.nnodes; i++) {
     struct ctl_seen *s = ctl_seen_get(ctl, (&ctl->st.nodes[i])->id);
@@ -784,65 +784,6 @@ static void ctl_reset_liveness(struct controller *ctl)
     }
   }
   ctl->leader_term = ctl->raft.current_term;
-}
-
-static void ctl_drop_reports_of(struct controller *ctl, uint64_t node_id)
-{
-  size_t w = 0;
-  for (size_t i = 0; i < ctl->nreports; i++) {
-    if (ctl->reports[i].leader_id != node_id) {
-      ctl->reports[w++] = ctl->reports[i];
-    }
-  }
-  ctl->nreports = w;
-}
-
-static int ctl_reports_reserve(struct controller *ctl, size_t more)
-{
-  if (ctl->nreports + more <= ctl->reports_cap) {
-    return 0;
-  }
-  size_t cap = ctl->reports_cap ? ctl->reports_cap : 64;
-  while (cap < ctl->nreports + more) {
-    cap *= 2;
-  }
-  struct ctl_report *nr = realloc(ctl->reports, cap * sizeof *nr);
-  if (nr == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  ctl->reports = nr;
-  ctl->reports_cap = cap;
-  return 0;
-}
-
-/* Adds r unless a report of a higher term exists for its partition;
- * replaces one of a lower or equal term. */
-static void ctl_report_put(struct controller *ctl, const struct ctl_report *r)
-{
-  for (size_t i = 0; i < ctl->nreports; i++) {
-    struct ctl_report *o = &ctl->reports[i];
-    if (o->topic_id == r->topic_id && o->partition == r->partition) {
-      if (o->term <= r->term) {
-        *o = *r;
-      }
-      return;
-    }
-  }
-  ctl->reports[ctl->nreports++] = *r;
-}
-
-/* Drops node_id's report of the partition group_id, if it holds it. */
-static void ctl_drop_report(struct controller *ctl, uint64_t node_id, uint64_t group_id)
-{
-  for (size_t i = 0; i < ctl->nreports; i++) {
-    struct ctl_report *o = &ctl->reports[i];
-    if (meta_group_id(o->topic_id, o->partition) == group_id) {
-      if (o->leader_id == node_id) {
-        ctl->reports[i] = ctl->reports[--ctl->nreports];
-      }
-      return;
-    }
-  }
 }
 
 uint64_t ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t incarnation,
@@ -866,19 +807,14 @@ uint64_t ctl_note_heartbeat(struct controller *ctl, uint64_t node_id, uint64_t i
     return 0;
   }
   if (rep->base == 0) {
-    ctl_drop_reports_of(ctl, node_id);
+    ctl_reports_drop_node(&ctl->reports, node_id);
   }
   for (size_t i = 0; i < rep->nstopped && rep->base != 0; i++) {
-    ctl_drop_report(ctl, node_id, rep->stopped[i]);
+    ctl_reports_drop(&ctl->reports, node_id, rep->stopped[i]);
   }
-  if (ctl_reports_reserve(ctl, rep->n) != 0) {
+  if (ctl_reports_put(&ctl->reports, node_id, rep->reports, rep->n) != 0) {
     s->report_seq = 0;
     return 0;
-  }
-  for (size_t i = 0; i < rep->n; i++) {
-    struct ctl_report r = rep->reports[i];
-    r.leader_id = node_id;
-    ctl_report_put(ctl, &r);
   }
   s->report_seq = rep->seq;
   return rep->seq;
@@ -1112,7 +1048,7 @@ static void ctl_plan(struct controller *ctl)
   uint64_t now = uv_now(ctl->loop);
   size_t nn = ctl->st.nnodes;
   struct meta_plan_liveness *live = calloc(nn > 0 ? nn : 1, sizeof *live);
-  struct meta_plan_config *confs = calloc(ctl->nreports > 0 ? ctl->nreports : 1, sizeof *confs);
+  struct meta_plan_config *confs = calloc(ctl->reports.n > 0 ? ctl->reports.n : 1, sizeof *confs);
   if (live == NULL || confs == NULL) {
     free(live);
     free(confs);
@@ -1142,15 +1078,16 @@ static void ctl_plan(struct controller *ctl)
     live[nlive].ms_since_heartbeat = now - s->last_ms;
     nlive++;
   }
-  for (size_t i = 0; i < ctl->nreports; i++) {
-    confs[i].topic_id = ctl->reports[i].topic_id;
-    confs[i].partition = ctl->reports[i].partition;
-    confs[i].replica_epoch = ctl->reports[i].replica_epoch;
-    confs[i].voters = ctl->reports[i].voters;
-    confs[i].nvoters = ctl->reports[i].nvoters;
+  for (size_t i = 0; i < ctl->reports.n; i++) {
+    const struct ctl_report *r = &ctl->reports.v[i];
+    confs[i].topic_id = r->topic_id;
+    confs[i].partition = r->partition;
+    confs[i].replica_epoch = r->replica_epoch;
+    confs[i].voters = r->voters;
+    confs[i].nvoters = r->nvoters;
   }
   struct meta_plan_input in = {.st = &ctl->st, .live = live, .nlive = nlive, .configs = confs,
-                               .nconfigs = ctl->nreports, .now_ms = (uint64_t)wallclock_ms()};
+                               .nconfigs = ctl->reports.n, .now_ms = (uint64_t)wallclock_ms()};
   meta_plan_opts_default(&in.opts);
   in.opts.node_timeout_ms = ctl->opts.node_timeout_ms;
   in.opts.replace_delay_ms = ctl->opts.replace_delay_ms;
@@ -1221,11 +1158,10 @@ static void ctl_on_part_closed(struct controller *ctl)
   }
   meta_state_close(&ctl->st);
   free(ctl->seen);
-  free(ctl->reports);
+  ctl_reports_free(&ctl->reports);
   free(ctl->self_address);
   free(ctl->dir);
   ctl->seen = NULL;
-  ctl->reports = NULL;
   ctl->self_address = NULL;
   ctl->dir = NULL;
   ctl->state = CTL_CLOSED;

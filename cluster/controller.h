@@ -63,6 +63,7 @@
 #ifndef CAIRN_CONTROLLER_H
 #define CAIRN_CONTROLLER_H
 
+#include "cluster/ctl_reports.h"
 #include "cluster/meta_plan.h"
 #include "cluster/meta_state.h"
 #include "cluster/riow_uv.h"
@@ -140,16 +141,6 @@ struct ctl_propose {
   ctl_propose_cb cb;
 };
 
-/* A partition's Raft configuration as its leader reported it. */
-struct ctl_report {
-  uint32_t topic_id;
-  uint32_t partition;
-  uint64_t replica_epoch; /* of the metadata the leader had applied */
-  uint64_t leader_id;
-  uint64_t term;          /* the leader's Raft term: a newer one replaces */
-  uint64_t voters[META_MAX_REPLICAS];
-  size_t nvoters;
-};
 
 /* What the leader knows of one node beyond the replicated state. */
 struct ctl_seen {
@@ -188,8 +179,7 @@ struct controller {
   raft_term leader_term;       /* term in which liveness was reset */
   struct ctl_seen *seen;       /* leader only */
   size_t nseen, seen_cap;
-  struct ctl_report *reports; /* partition reports, leader only */
-  size_t nreports, reports_cap;
+  struct ctl_reports reports; /* partition reports, leader only (ctl_reports.h) */
   struct raft_barrier barrier; /* one per leader term: marks the state current */
   bool barrier_inflight;
   raft_term barrier_issued_term;
