@@ -47,10 +47,24 @@
  * depends on). A segment pinned only by metadata records of idle groups
  * gets those records rewritten at the head of the log.
  *
+ * Cleaning (wal_clean.c): an oldest segment still pinned by a few live
+ * entries (idle groups' last entries, which Raft keeps behind its
+ * snapshots), whose references have not dropped for a while, and whose
+ * cleaning pays (its live bytes at most half its size, or the log at
+ * least twice its live bytes), is read a window at a time on the thread
+ * pool; on the loop each entry it holds that is still live at that very
+ * place is appended again, unchanged, as a MOVE record at the head, and
+ * the index points at the copy. Once the copies are durable the segment
+ * has no reference left and goes as above. A truncation or snapshot that
+ * comes while a window is read wins: the copy is made only of an entry
+ * the index still places in that segment, and any later record about it
+ * follows the copy in the log. Raft sees nothing of it.
+ *
  * Invariants (wal_check() asserts them in tests): for each group, its
- * entries are contiguous from first to next-1; each segment's refs equal
- * the live entries plus current metadata records located in it; segments
- * have consecutive sequence numbers.
+ * entries are contiguous from first to next-1 (no hole); each segment's
+ * refs equal the live entries plus current metadata records located in it,
+ * and its live bytes their records' bytes; segments have consecutive
+ * sequence numbers.
  *
  * Context: every function on the loop thread that opened the log, unless
  * it says otherwise. */
@@ -107,8 +121,23 @@ struct wal_group_info {
   uint64_t next;  /* index the next append must have; next == first: none */
 };
 
+/* When the cleaner copies live entries forward (see "Cleaning"). */
+enum wal_clean_mode {
+  WAL_CLEAN_AUTO = 0, /* when it pays and the oldest segment is quiet */
+  WAL_CLEAN_OFF,      /* never */
+  WAL_CLEAN_EAGER,    /* whenever the oldest segment holds a live entry (tests) */
+};
+
+/* How long the oldest segment's references must not have dropped before
+ * it is cleaned (under AUTO): entries of busy groups die on their own. */
+#define WAL_CLEAN_QUIET_MS 1000
+/* Bytes of a segment the cleaner reads at a time (a larger record is read
+ * whole): what one loop turn looks through and at most what it copies. */
+#define WAL_CLEAN_WINDOW ((size_t)1 << 20)
+
 struct wal_opts {
   uint64_t segment_bytes; /* roll past this size; 0: WAL_DEFAULT_SEGMENT_BYTES */
+  enum wal_clean_mode clean;
 };
 
 /* A write job's time in three phases, in microseconds (a histogram each:
@@ -134,6 +163,13 @@ struct wal_stats {
   uint64_t durable_lsn; /* bytes made durable since open */
   uint64_t segments_deleted;
   uint64_t torn_bytes_cut; /* at open */
+  uint64_t clean_read_bytes;  /* segment bytes the cleaner read */
+  uint64_t clean_moved;       /* entries it copied forward */
+  uint64_t clean_moved_bytes; /* bytes of MOVE records it appended */
+  uint64_t segments_cleaned;  /* segments it read to the end */
+  uint64_t meta_rewrites;     /* META records rewritten to unpin a segment */
+  uint64_t total_bytes;       /* in the segments now */
+  uint64_t live_bytes;        /* of records still needed in them */
   struct wal_phase_hist phase[WAL_PHASES]; /* write jobs that succeeded */
 };
 
