@@ -272,7 +272,7 @@ static int wal_clean_copy(struct wal *w, const uint8_t *buf, size_t len, size_t 
 
 /* Walks the window: copies every live entry record in it. Returns the
  * bytes of whole records walked, or -1 with *err set. */
-static int64_t wal_clean_walk(struct wal *w, int *err, bool *moved)
+static int64_t wal_clean_walk(struct wal *w, int *err)
 {
   struct wal_clean *c = w->clean;
   size_t p = 0;
@@ -295,7 +295,6 @@ static int64_t wal_clean_walk(struct wal *w, int *err, bool *moved)
         if (*err != 0) {
           return -1;
         }
-        *moved = true;
       }
     }
     p += (size_t)rec;
@@ -320,8 +319,7 @@ static void wal_clean_on_read(uv_work_t *work, int status)
   if (err == 0 && c->got != c->rd_len) {
     err = CAIRN_ECORRUPT; /* shorter than the index says */
   }
-  bool moved = false;
-  int64_t walked = err == 0 ? wal_clean_walk(w, &err, &moved) : -1;
+  int64_t walked = err == 0 ? wal_clean_walk(w, &err) : -1;
   free(buf);
   c->buf = NULL;
   w->st.clean_read_bytes += c->got;
@@ -348,8 +346,6 @@ static void wal_clean_on_read(uv_work_t *work, int status)
       wal_clean_disable(w, "live entries left after the segment was read through");
     }
   }
-  if (moved) {
-    wal_kick(w);
-  }
   wal_collect(w); /* the next window, or the segment goes once the copies are durable */
+  wal_kick(w);    /* the copies, and any unlink wal_collect queued */
 }
