@@ -365,8 +365,8 @@ int wal_check_holes(struct wal *w)
     for (size_t k = 0; k < g->n; k++) {
       if (g->locs[g->head + k].seq == 0) {
         wal_fmt(w->errmsg, sizeof w->errmsg,
-                "%s: group %" PRIu64 " entry %" PRIu64
-                " has no record (between entries %" PRIu64 " and %" PRIu64 ")",
+                "%s: group %" PRIu64 " entry %" PRIu64 " has no record (between entries %" PRIu64
+                " and %" PRIu64 ")",
                 w->dir, g->id, g->first + k, g->first, g->first + g->n - 1);
         return CAIRN_ECORRUPT;
       }
@@ -439,8 +439,8 @@ int wal_seg_push(struct wal *w, uint64_t seq)
   if (wal_grow(&w->segs, &w->segs_cap, w->nsegs, sizeof *w->segs) != 0) {
     return CAIRN_ENOMEM;
   }
-  w->segs[w->nsegs++] = (struct wal_seg){
-      .seq = seq, .fd = -1, .size = WAL_SEG_HEADER, .dropped_ms = uv_now(w->loop)};
+  w->segs[w->nsegs++] =
+      (struct wal_seg){.seq = seq, .fd = -1, .size = WAL_SEG_HEADER, .dropped_ms = uv_now(w->loop)};
   w->st.last_seq = seq;
   if (w->nsegs == 1) {
     w->st.first_seq = seq;
@@ -514,7 +514,7 @@ static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct
 }
 
 int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
-                    uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off)
+             uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off)
 {
   size_t rec_len = WAL_REC_HEADER + (size_t)len;
   struct wal_seg *s;
@@ -812,8 +812,7 @@ static void wal_free(struct wal *w)
 int wal_revive(struct wal *w, char *errmsg)
 {
   errmsg[0] = '\0';
-  if (w->fatal == 0 || w->job != NULL || w->closing || w->req_head != NULL ||
-      wal_clean_busy(w)) {
+  if (w->fatal == 0 || w->job != NULL || w->closing || w->req_head != NULL || wal_clean_busy(w)) {
     return w->fatal == 0 ? 0 : CAIRN_EFATAL;
   }
   wal_forget(w);
@@ -1007,8 +1006,10 @@ int wal_check(const struct wal *w, char *errmsg, size_t len)
       const struct wal_loc *l = &g->locs[g->head + k];
       const struct wal_seg *s = wal_seg_find(w, l->seq);
       if (s == NULL) {
-        snprintf(errmsg, len, "group %" PRIu64 " entry %" PRIu64 " in a dropped segment (%" PRIu64
-                 ", 0: a hole)", g->id, g->first + k, l->seq);
+        snprintf(errmsg, len,
+                 "group %" PRIu64 " entry %" PRIu64 " in a dropped segment (%" PRIu64
+                 ", 0: a hole)",
+                 g->id, g->first + k, l->seq);
         rv = -1;
       } else {
         entry[s - w->segs]++;

@@ -163,13 +163,13 @@ struct wal_stats {
   uint64_t durable_lsn; /* bytes made durable since open */
   uint64_t segments_deleted;
   uint64_t torn_bytes_cut; /* at open */
-  uint64_t clean_read_bytes;  /* segment bytes the cleaner read */
-  uint64_t clean_moved;       /* entries it copied forward */
-  uint64_t clean_moved_bytes; /* bytes of MOVE records it appended */
-  uint64_t segments_cleaned;  /* segments it read to the end */
-  uint64_t meta_rewrites;     /* META records rewritten to unpin a segment */
-  uint64_t total_bytes;       /* in the segments now */
-  uint64_t live_bytes;        /* of records still needed in them */
+  uint64_t clean_read_bytes;               /* segment bytes the cleaner read */
+  uint64_t clean_moved;                    /* entries it copied forward */
+  uint64_t clean_moved_bytes;              /* bytes of MOVE records it appended */
+  uint64_t segments_cleaned;               /* segments it read to the end */
+  uint64_t meta_rewrites;                  /* META records rewritten to unpin a segment */
+  uint64_t total_bytes;                    /* in the segments now */
+  uint64_t live_bytes;                     /* of records still needed in them */
   struct wal_phase_hist phase[WAL_PHASES]; /* write jobs that succeeded */
 };
 
@@ -184,9 +184,10 @@ __attribute__((warn_unused_result)) int wal_open(uv_loop_t *loop, const char *di
                                                  const struct wal_opts *opts, struct wal **out,
                                                  char *errmsg);
 
-/* Closes: waits for a job in flight, calls back every request not yet
- * written with CAIRN_ECLOSED (nothing more is written), then calls cb
- * (may be NULL) from the loop and frees the log. Always consumes w. */
+/* Closes: waits for a job in flight (and the cleaner's read), calls back
+ * every request not yet written with CAIRN_ECLOSED (nothing more is
+ * written), then calls cb (may be NULL) from the loop and frees the log.
+ * Always consumes w. */
 void wal_close(struct wal *w, wal_close_cb cb, void *data);
 
 /* Appends n entries (n >= 1) of group gid at index, index+1, ...; index
@@ -265,9 +266,10 @@ size_t wal_groups(const struct wal *w, uint64_t *ids, size_t max);
  * synced before the failure). Every group's state is then the disk's: an
  * owner must reload (Raft: reopen) every group that had a write fail. Only
  * when nothing is in flight (the failed job has ended and its requests
- * have called back). Returns 0 (also when not fatal), CAIRN_EFATAL (still
- * busy: try later), or the error of the replay (errmsg says which file;
- * the log stays fatal). Blocking file I/O. */
+ * have called back, and the cleaner's read has ended). Returns 0 (also
+ * when not fatal), CAIRN_EFATAL (still busy: try later), or the error of
+ * the replay (errmsg says which file; the log stays fatal). Blocking file
+ * I/O. */
 __attribute__((warn_unused_result)) int wal_revive(struct wal *w, char *errmsg);
 
 /* 0, or the error that latched the log fatal. */

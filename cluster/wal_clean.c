@@ -204,8 +204,8 @@ static void wal_clean_disable(struct wal *w, const char *why)
 void wal_clean_consider(struct wal *w)
 {
   struct wal_clean *c = w->clean;
-  if (c == NULL || c->disabled || w->clean_mode == WAL_CLEAN_OFF || w->fatal != 0 ||
-      w->closing || c->state == WAL_CLEAN_READING || w->nsegs < 2) {
+  if (c == NULL || c->disabled || w->clean_mode == WAL_CLEAN_OFF || w->fatal != 0 || w->closing ||
+      c->state == WAL_CLEAN_READING || w->nsegs < 2) {
     return;
   }
   const struct wal_seg *s = &w->segs[0];
@@ -254,8 +254,8 @@ static int wal_clean_copy(struct wal *w, const uint8_t *buf, size_t len, size_t 
 {
   struct wal_rec r;
   char why[128];
-  if (!wal_rec_decode(buf, len, p, &r, why, sizeof why) || r.len != l->len ||
-      r.term != l->term || r.etype != l->type) {
+  if (!wal_rec_decode(buf, len, p, &r, why, sizeof why) || r.len != l->len || r.term != l->term ||
+      r.etype != l->type) {
     return CAIRN_ECORRUPT;
   }
   uint64_t seq, off;

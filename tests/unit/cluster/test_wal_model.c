@@ -786,27 +786,27 @@ static void test_wal_recovers_at_every_write_and_fsync_boundary(void **state)
   unsigned cases = 0;
   uint64_t moved = 0;
   for (int ci = 0; ci < 2; ci++) {
-  enum wal_clean_mode clean = ci == 0 ? WAL_CLEAN_OFF : WAL_CLEAN_EAGER;
-  for (int pi = 0; pi < 2; pi++) {
-    for (int power = 0; power < 2; power++) {
-      for (int k = 0;; k++) {
-        struct wm m;
-        wm_init(&m, seed, 700, clean);
-        for (int i = 0; i < 30; i++) { /* history to roll and compact over */
-          assert_int_equal(wm_step(&m), 0);
-        }
-        wm_settle(&m);
-        bool fired = wm_crash(&m, points[pi], k, 60, power);
-        wm_settle(&m);
-        wm_fini(&m);
-        moved += m.moved;
-        cases++;
-        if (!fired) {
-          break;
+    enum wal_clean_mode clean = ci == 0 ? WAL_CLEAN_OFF : WAL_CLEAN_EAGER;
+    for (int pi = 0; pi < 2; pi++) {
+      for (int power = 0; power < 2; power++) {
+        for (int k = 0;; k++) {
+          struct wm m;
+          wm_init(&m, seed, 700, clean);
+          for (int i = 0; i < 30; i++) { /* history to roll and compact over */
+            assert_int_equal(wm_step(&m), 0);
+          }
+          wm_settle(&m);
+          bool fired = wm_crash(&m, points[pi], k, 60, power);
+          wm_settle(&m);
+          wm_fini(&m);
+          moved += m.moved;
+          cases++;
+          if (!fired) {
+            break;
+          }
         }
       }
     }
-  }
   }
   print_message("%u crash cases, %llu entries moved by the cleaner\n", cases,
                 (unsigned long long)moved);
