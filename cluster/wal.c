@@ -606,6 +606,7 @@ int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
   if (n == 0) {
     return CAIRN_EINVAL;
   }
+  w->append_ms = uv_now(w->loop);
   const struct wal_group *g = wal_group_find(w, gid);
   if (g != NULL && g->n > 0 && index != g->first + g->n) {
     return CAIRN_EINDEX;

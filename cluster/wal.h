@@ -50,8 +50,10 @@
  * Cleaning (wal_clean.c): an oldest segment still pinned by a few live
  * entries (idle groups' last entries, which Raft keeps behind its
  * snapshots), whose references have not dropped for a while, and whose
- * cleaning pays (its live bytes at most half its size, or the log at
- * least twice its live bytes), is read a window at a time on the thread
+ * cleaning pays (its live bytes at most half its size, or the log more
+ * than twice its live bytes; on a node with no append for a while, the
+ * log more than a segment beyond its live bytes), is read a window at a
+ * time on the thread
  * pool; on the loop each entry it holds that is still live at that very
  * place is appended again, unchanged, as a MOVE record at the head, and
  * the index points at the copy. Once the copies are durable the segment

@@ -125,12 +125,25 @@ static uint64_t wal_clean_pending(const struct wal *w)
   return n;
 }
 
-/* Whether cleaning the oldest segment s pays now: its live bytes are at
- * most half of it (moving them frees at least as much), or the whole log
- * is at least twice its live bytes (so dense segments are moved on to
- * reach the sparse ones behind them); and (AUTO) no reference to it went
- * for WAL_CLEAN_QUIET_MS, since a busy group's entries die on their own.
- * When only the quiet time is missing, the timer looks again. */
+/* Milliseconds until WAL_CLEAN_QUIET_MS will have passed since t. */
+static uint64_t wal_clean_wait(uint64_t now, uint64_t t)
+{
+  if (now < t) {
+    return WAL_CLEAN_QUIET_MS;
+  }
+  return now - t >= WAL_CLEAN_QUIET_MS ? 0 : WAL_CLEAN_QUIET_MS - (now - t);
+}
+
+/* Whether cleaning the oldest segment s pays now. Always only once no
+ * reference to s went for WAL_CLEAN_QUIET_MS (a busy group's entries die
+ * on their own at its next snapshot). Then, while the node appends: when
+ * s's live bytes are at most half of it (moving them frees at least as
+ * much), or the log is more than twice its live bytes (dense old segments
+ * are moved on to reach sparse ones behind them; copies never exceed what
+ * they free, taken together). On a node with no append for as long, also
+ * whenever the log holds more than a segment beyond its live bytes: there
+ * is no produce path to slow, and no new garbage, so that ends. When only
+ * the quiet times are missing, the timer looks again. */
 static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
 {
   if (w->clean_mode == WAL_CLEAN_EAGER) {
@@ -141,20 +154,21 @@ static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
     total += w->segs[i].size;
     live += w->segs[i].live_bytes;
   }
-  if (s->live_bytes * 2 > s->size && total < live * 2) {
+  bool pays_busy = s->live_bytes * 2 <= s->size || total > live * 2;
+  bool pays_idle = pays_busy || total > live + w->segment_bytes;
+  if (!pays_idle) {
     return false;
   }
   uint64_t now = uv_now(w->loop);
-  uint64_t quiet = now - s->dropped_ms;
-  if (now >= s->dropped_ms && quiet >= WAL_CLEAN_QUIET_MS) {
+  uint64_t seg_wait = wal_clean_wait(now, s->dropped_ms);
+  uint64_t node_wait = wal_clean_wait(now, w->append_ms);
+  if (seg_wait == 0 && (pays_busy || node_wait == 0)) {
     return true;
   }
   struct wal_clean *c = w->clean;
-  if (!c->timer_on) {
-    uint64_t wait = now >= s->dropped_ms ? WAL_CLEAN_QUIET_MS - quiet : WAL_CLEAN_QUIET_MS;
-    if (uv_timer_start(&c->timer, wal_clean_on_timer, wait, 0) == 0) {
-      c->timer_on = true;
-    }
+  uint64_t wait = pays_busy || seg_wait > node_wait ? seg_wait : node_wait;
+  if (!c->timer_on && uv_timer_start(&c->timer, wal_clean_on_timer, wait ? wait : 1, 0) == 0) {
+    c->timer_on = true;
   }
   return false;
 }

@@ -164,6 +164,7 @@ struct wal {
   unsigned handles_open; /* prepare and timer, until their close callbacks */
 
   uint64_t lsn, durable_lsn;
+  uint64_t append_ms; /* uv_now() at the last wal_append (the cleaner's pace) */
   struct wal_stats st;
 };
 
