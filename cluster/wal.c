@@ -496,8 +496,10 @@ static int wal_chunk_reserve(struct wal_chunk *c, size_t more)
 static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct wal_chunk **cout)
 {
   struct wal_seg *s = w->nsegs ? &w->segs[w->nsegs - 1] : NULL;
-  bool roll = s == NULL || (s->size + rec_len > w->segment_bytes && s->size > WAL_SEG_HEADER);
+  bool roll = s == NULL || (s->size > WAL_SEG_HEADER &&
+                            (w->roll_next || s->size + rec_len > w->segment_bytes));
   if (roll) {
+    w->roll_next = false;
     int rv = wal_seg_push(w, s ? s->seq + 1 : w->next_seq);
     if (rv != 0) {
       return rv;
@@ -818,6 +820,7 @@ int wal_revive(struct wal *w, char *errmsg)
   }
   wal_forget(w);
   wal_clean_reset(w);
+  w->roll_next = false;
   w->next_seq = 1;
   w->lsn = w->durable_lsn = 0;
   int rv = wal_recover(w);

@@ -50,10 +50,10 @@
  * Cleaning (wal_clean.c): an oldest segment still pinned by a few live
  * entries (idle groups' last entries, which Raft keeps behind its
  * snapshots), whose references have not dropped for a while, and whose
- * cleaning pays (its live bytes at most half its size, or the log more
- * than twice its live bytes; on a node with no append for a while, the
- * log more than a segment beyond its live bytes), is read a window at a
- * time on the thread
+ * cleaning pays (while the node appends: its live bytes at most 1/8 of
+ * it, or the log over four times its live bytes; on a node with no append
+ * for a while also: at most half live, or the log more than a segment
+ * beyond its live bytes), is read a window at a time on the thread
  * pool; on the loop each entry it holds that is still live at that very
  * place is appended again, unchanged, as a MOVE record at the head, and
  * the index points at the copy. Once the copies are durable the segment
@@ -136,6 +136,9 @@ enum wal_clean_mode {
 /* Bytes of a segment the cleaner reads at a time (a larger record is read
  * whole): what one loop turn looks through and at most what it copies. */
 #define WAL_CLEAN_WINDOW ((size_t)1 << 20)
+/* The same while the node appends (WAL_CLEAN_QUIET_MS): a smaller write
+ * shared with acknowledgements. */
+#define WAL_CLEAN_WINDOW_BUSY ((size_t)256 << 10)
 
 struct wal_opts {
   uint64_t segment_bytes; /* roll past this size; 0: WAL_DEFAULT_SEGMENT_BYTES */

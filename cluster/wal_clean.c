@@ -134,28 +134,51 @@ static uint64_t wal_clean_wait(uint64_t now, uint64_t t)
   return now - t >= WAL_CLEAN_QUIET_MS ? 0 : WAL_CLEAN_QUIET_MS - (now - t);
 }
 
+/* Whether copying s's live entries pays while the node appends: s is
+ * sparse (live bytes at most 1/8 of it: the idle tails this is for), or
+ * the log is over four times its live bytes (dense old segments are moved
+ * on to reach the sparse ones behind them). Copies then cost the produce
+ * path at most 1/7, resp. 1/3, of the bytes they free. */
+static bool wal_clean_pays_busy(const struct wal_seg *s, uint64_t total, uint64_t live)
+{
+  return s->live_bytes * 8 <= s->size || total > live * 4;
+}
+
+/* The bytes in every segment and the live bytes among them. */
+static void wal_clean_totals(const struct wal *w, uint64_t *total, uint64_t *live)
+{
+  *total = *live = 0;
+  for (size_t i = 0; i < w->nsegs; i++) {
+    *total += w->segs[i].size;
+    *live += w->segs[i].live_bytes;
+  }
+}
+
+static void wal_clean_arm(struct wal *w, uint64_t wait)
+{
+  struct wal_clean *c = w->clean;
+  if (!c->timer_on && uv_timer_start(&c->timer, wal_clean_on_timer, wait ? wait : 1, 0) == 0) {
+    c->timer_on = true;
+  }
+}
+
 /* Whether cleaning the oldest segment s pays now. Always only once no
  * reference to s went for WAL_CLEAN_QUIET_MS (a busy group's entries die
- * on their own at its next snapshot). Then, while the node appends: when
- * s's live bytes are at most half of it (moving them frees at least as
- * much), or the log is more than twice its live bytes (dense old segments
- * are moved on to reach sparse ones behind them; copies never exceed what
- * they free, taken together). On a node with no append for as long, also
- * whenever the log holds more than a segment beyond its live bytes: there
- * is no produce path to slow, and no new garbage, so that ends. When only
- * the quiet times are missing, the timer looks again. */
+ * on their own at its next snapshot). Then, while the node appends, when
+ * wal_clean_pays_busy says so; on a node with no append for as long, also
+ * when s's live bytes are at most half of it (moving them frees at least
+ * as much) or the log holds more than a segment beyond its live bytes:
+ * there is no produce path to slow and no new garbage, so that ends.
+ * When only the quiet times are missing, the timer looks again. */
 static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
 {
   if (w->clean_mode == WAL_CLEAN_EAGER) {
     return true;
   }
-  uint64_t total = 0, live = 0;
-  for (size_t i = 0; i < w->nsegs; i++) {
-    total += w->segs[i].size;
-    live += w->segs[i].live_bytes;
-  }
-  bool pays_busy = s->live_bytes * 2 <= s->size || total > live * 2;
-  bool pays_idle = pays_busy || total > live + w->segment_bytes;
+  uint64_t total, live;
+  wal_clean_totals(w, &total, &live);
+  bool pays_busy = wal_clean_pays_busy(s, total, live);
+  bool pays_idle = pays_busy || s->live_bytes * 2 <= s->size || total > live + w->segment_bytes;
   if (!pays_idle) {
     return false;
   }
@@ -165,11 +188,33 @@ static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
   if (seg_wait == 0 && (pays_busy || node_wait == 0)) {
     return true;
   }
-  struct wal_clean *c = w->clean;
-  uint64_t wait = pays_busy || seg_wait > node_wait ? seg_wait : node_wait;
-  if (!c->timer_on && uv_timer_start(&c->timer, wal_clean_on_timer, wait ? wait : 1, 0) == 0) {
-    c->timer_on = true;
+  wal_clean_arm(w, pays_busy || seg_wait > node_wait ? seg_wait : node_wait);
+  return false;
+}
+
+/* Whether the log's only segment (the head) is worth sealing and
+ * cleaning: it is then the whole log, and after a node's load it holds the
+ * dead entries of its last snapshots. On a node with no append for
+ * WAL_CLEAN_QUIET_MS and no reference dropped for as long, when it is at
+ * most half live and at least a window is dead (eager: whenever anything
+ * in it is dead; moving only live records leaves nothing dead, so that
+ * ends). */
+static bool wal_clean_head_pays(struct wal *w, const struct wal_seg *s)
+{
+  uint64_t dead = s->size - WAL_SEG_HEADER - s->live_bytes;
+  if (w->clean_mode == WAL_CLEAN_EAGER) {
+    return s->size > WAL_SEG_HEADER + s->live_bytes;
   }
+  if (s->live_bytes * 2 > s->size || dead < WAL_CLEAN_WINDOW) {
+    return false;
+  }
+  uint64_t now = uv_now(w->loop);
+  uint64_t seg_wait = wal_clean_wait(now, s->dropped_ms);
+  uint64_t node_wait = wal_clean_wait(now, w->append_ms);
+  if (seg_wait == 0 && node_wait == 0) {
+    return true;
+  }
+  wal_clean_arm(w, seg_wait > node_wait ? seg_wait : node_wait);
   return false;
 }
 
@@ -181,11 +226,11 @@ static void wal_clean_read_run(uv_work_t *work)
 
 static void wal_clean_on_read(uv_work_t *work, int status);
 
-static void wal_clean_read_start(struct wal *w, const struct wal_seg *s)
+static void wal_clean_read_start(struct wal *w, const struct wal_seg *s, size_t window)
 {
   struct wal_clean *c = w->clean;
   uint64_t left = s->size - c->pos;
-  size_t len = c->want > WAL_CLEAN_WINDOW ? (size_t)c->want : WAL_CLEAN_WINDOW;
+  size_t len = c->want > window ? (size_t)c->want : window;
   c->rd_len = left < len ? (size_t)left : len;
   c->rd_off = c->pos;
   c->fd = s->fd;
@@ -219,7 +264,7 @@ void wal_clean_consider(struct wal *w)
 {
   struct wal_clean *c = w->clean;
   if (c == NULL || c->disabled || w->clean_mode == WAL_CLEAN_OFF || w->fatal != 0 || w->closing ||
-      c->state == WAL_CLEAN_READING || w->nsegs < 2) {
+      c->state == WAL_CLEAN_READING || w->nsegs == 0) {
     return;
   }
   const struct wal_seg *s = &w->segs[0];
@@ -229,9 +274,14 @@ void wal_clean_consider(struct wal *w)
   if (c->state == WAL_CLEAN_SCANNING && c->seq != s->seq) {
     wal_clean_set_state(c, WAL_CLEAN_IDLE);
   }
-  if (wal_clean_pending(w) > WAL_CLEAN_WINDOW) {
-    return; /* the next job's end looks again */
+  if (w->nsegs == 1 && c->state == WAL_CLEAN_IDLE) {
+    if (!wal_clean_head_pays(w, s)) {
+      return;
+    }
+    w->roll_next = true; /* sealed: what comes next, copies first, goes to a new one */
   }
+  uint64_t node_wait = wal_clean_wait(uv_now(w->loop), w->append_ms);
+  bool busy = w->clean_mode != WAL_CLEAN_EAGER && node_wait > 0;
   if (c->state == WAL_CLEAN_IDLE) {
     if (!wal_clean_pays(w, s)) {
       return;
@@ -240,12 +290,26 @@ void wal_clean_consider(struct wal *w)
     c->pos = WAL_SEG_HEADER;
     c->want = 0;
     wal_clean_set_state(c, WAL_CLEAN_SCANNING);
+  } else if (busy) {
+    uint64_t total, live;
+    wal_clean_totals(w, &total, &live);
+    if (!wal_clean_pays_busy(s, total, live)) {
+      wal_clean_arm(w, node_wait); /* paused while the node appends */
+      return;
+    }
+  }
+  /* While the node appends, a window goes only into an empty queue, and a
+   * small one: the copies share a write job with at most one loop turn's
+   * acknowledgements. Otherwise at most about a window waits per job. */
+  uint64_t pending = wal_clean_pending(w);
+  if (busy ? pending > 0 : pending > WAL_CLEAN_WINDOW) {
+    return; /* the next job's end looks again */
   }
   if (c->pos >= s->size) {
     wal_clean_disable(w, "live entries left after the segment was read through");
     return;
   }
-  wal_clean_read_start(w, s);
+  wal_clean_read_start(w, s, busy ? WAL_CLEAN_WINDOW_BUSY : WAL_CLEAN_WINDOW);
 }
 
 /* The loc of entry index of gid if the index holds it at (seq, off). */

@@ -165,6 +165,7 @@ struct wal {
 
   uint64_t lsn, durable_lsn;
   uint64_t append_ms; /* uv_now() at the last wal_append (the cleaner's pace) */
+  bool roll_next;     /* the next record starts a segment (the cleaner seals the head) */
   struct wal_stats st;
 };
 

@@ -313,6 +313,10 @@ static void wal_unpin_meta(struct wal *w, uint64_t seq)
  * to the cleaner. */
 void wal_collect(struct wal *w)
 {
+  if (w->nsegs == 1 && w->fatal == 0 && !w->closing) {
+    wal_clean_consider(w); /* the head alone may be worth sealing and cleaning */
+    return;
+  }
   while (w->nsegs > 1 && w->fatal == 0 && !w->closing) {
     struct wal_seg *s = &w->segs[0];
     if (s->entry_refs > 0) {

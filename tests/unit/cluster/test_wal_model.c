@@ -724,9 +724,12 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
   uint64_t moved = 0;
   for (int run = 0; run < runs; run++) {
     struct wm m;
-    /* Runs 1, 5, ...: no cleaning (the log as before it); others: eager. */
+    /* Runs 1, 5, ...: no cleaning (the log as before it); others: eager.
+     * Runs 3, 7, ...: segments large enough that the log is often one
+     * segment, which the cleaner then seals and cleans (the head). */
     enum wal_clean_mode clean = run % 4 == 1 ? WAL_CLEAN_OFF : WAL_CLEAN_EAGER;
-    wm_init(&m, seed + (uint64_t)run, 600 + 400 * (uint64_t)(run % 3), clean);
+    uint64_t seg_bytes = run % 4 == 3 ? 64 * 1024 : 600 + 400 * (uint64_t)(run % 3);
+    wm_init(&m, seed + (uint64_t)run, seg_bytes, clean);
     while (m.op < nops) {
       uint32_t dice = wm_rand(&m, 1000);
       if (dice < 8) {
