@@ -154,6 +154,15 @@ static void wal_clean_totals(const struct wal *w, uint64_t *total, uint64_t *liv
   }
 }
 
+/* The dead bytes a quiet node's log may keep beyond its live ones: half
+ * the live bytes (so a pass that moves them all frees at least half as
+ * much), at least a window, at most a segment. */
+static uint64_t wal_clean_slack(const struct wal *w, uint64_t live)
+{
+  uint64_t t = live / 2 > WAL_CLEAN_WINDOW ? live / 2 : WAL_CLEAN_WINDOW;
+  return t < w->segment_bytes ? t : w->segment_bytes;
+}
+
 static void wal_clean_arm(struct wal *w, uint64_t wait)
 {
   struct wal_clean *c = w->clean;
@@ -167,8 +176,10 @@ static void wal_clean_arm(struct wal *w, uint64_t wait)
  * on their own at its next snapshot). Then, while the node appends, when
  * wal_clean_pays_busy says so; on a node with no append for as long, also
  * when s's live bytes are at most half of it (moving them frees at least
- * as much) or the log holds more than a segment beyond its live bytes:
- * there is no produce path to slow and no new garbage, so that ends.
+ * as much) or the log's dead bytes pass wal_clean_slack: there is no
+ * produce path to slow and no new garbage, so that ends (a pass moves the
+ * live bytes once; the head, when it is all that is left, is sealed and
+ * cleaned by the same measure, wal_clean_head_pays).
  * When only the quiet times are missing, the timer looks again. */
 static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
 {
@@ -178,7 +189,8 @@ static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
   uint64_t total, live;
   wal_clean_totals(w, &total, &live);
   bool pays_busy = wal_clean_pays_busy(s, total, live);
-  bool pays_idle = pays_busy || s->live_bytes * 2 <= s->size || total > live + w->segment_bytes;
+  bool pays_idle =
+      pays_busy || s->live_bytes * 2 <= s->size || total > live + wal_clean_slack(w, live);
   if (!pays_idle) {
     return false;
   }
@@ -195,17 +207,16 @@ static bool wal_clean_pays(struct wal *w, const struct wal_seg *s)
 /* Whether the log's only segment (the head) is worth sealing and
  * cleaning: it is then the whole log, and after a node's load it holds the
  * dead entries of its last snapshots. On a node with no append for
- * WAL_CLEAN_QUIET_MS and no reference dropped for as long, when it is at
- * most half live and at least a window is dead (eager: whenever anything
- * in it is dead; moving only live records leaves nothing dead, so that
- * ends). */
+ * WAL_CLEAN_QUIET_MS and no reference dropped for as long, when its dead
+ * bytes pass wal_clean_slack (eager: whenever anything in it is dead;
+ * moving only live records leaves nothing dead, so that ends). */
 static bool wal_clean_head_pays(struct wal *w, const struct wal_seg *s)
 {
   uint64_t dead = s->size - WAL_SEG_HEADER - s->live_bytes;
   if (w->clean_mode == WAL_CLEAN_EAGER) {
     return s->size > WAL_SEG_HEADER + s->live_bytes;
   }
-  if (s->live_bytes * 2 > s->size || dead < WAL_CLEAN_WINDOW) {
+  if (dead <= wal_clean_slack(w, s->live_bytes)) {
     return false;
   }
   uint64_t now = uv_now(w->loop);
