@@ -656,6 +656,14 @@ int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t inde
   if (rv == 0) {
     rv = wal_apply_truncate(w, gid, index, w->lsn);
   }
+  /* A group left with no entry and no metadata would be held by nothing
+   * once the segments of its records go (and the cleaner makes that
+   * soon): a replay would not know it. Its metadata, written now, holds
+   * it (and its next index) as a current record. */
+  g = wal_group_find(w, gid);
+  if (rv == 0 && g != NULL && g->n == 0 && !g->has_meta) {
+    rv = wal_emit_meta(w, false, gid, 0, 0, 0, 0, index);
+  }
   if (rv == 0) {
     wal_queue_req(w, req, cb);
   }

@@ -560,14 +560,19 @@ static void wm_check_prefix(struct wm *m)
   for (size_t k = 0; k < must; k++) {
     ms_apply(&s, &m->recs[k]);
   }
-  char why[256] = "";
+  char why[256] = "", first_why[256] = "";
   size_t k = must;
   while (!wm_matches(m, &s, why, sizeof why)) {
+    if (k == must) {
+      memcpy(first_why, why, sizeof why);
+    }
     if (k == m->nrecs) {
       ms_free(&s);
-      char msg[400];
-      snprintf(msg, sizeof msg, "no prefix of the %zu records issued (%zu acknowledged): %s",
-               m->nrecs, m->acked, why);
+      char msg[700];
+      snprintf(msg, sizeof msg,
+               "no prefix of the %zu records issued (%zu acknowledged, %zu synced): with all of "
+               "them: %s; with the acknowledged ones: %s",
+               m->nrecs, m->acked, m->synced, why, first_why);
       wm_fail(m, "recovered log", msg);
     }
     ms_apply(&s, &m->recs[k++]);
