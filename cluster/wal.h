@@ -60,7 +60,10 @@
  * has no reference left and goes as above. A truncation or snapshot that
  * comes while a window is read wins: the copy is made only of an entry
  * the index still places in that segment, and any later record about it
- * follows the copy in the log. Raft sees nothing of it.
+ * follows the copy in the log. On a quiet node the head itself, when it
+ * is the only segment and holds enough dead records, is sealed (the next
+ * record starts a new segment) and cleaned the same way. Raft sees
+ * nothing of it.
  *
  * Invariants (wal_check() asserts them in tests): for each group, its
  * entries are contiguous from first to next-1 (no hole); each segment's
