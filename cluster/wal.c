@@ -101,9 +101,9 @@ bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *
   }
   /* A record that passes its checksum but breaks the layout was written by
    * something else: damage, not a torn write. */
-  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_REMOVE &&
+  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_MOVE &&
                  (r->type != WAL_REC_META || r->etype <= WAL_META_RESET);
-  bool ok_len = r->type == WAL_REC_ENTRY ||
+  bool ok_len = r->type == WAL_REC_ENTRY || r->type == WAL_REC_MOVE ||
                 (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD : r->len == 0);
   if (!ok_type || !ok_len || le_get16(p + 10) != 0) {
     snprintf(why, why_len, "record type %u of length %" PRIu32 " does not fit the format", r->type,
@@ -164,7 +164,15 @@ struct wal_seg *wal_seg_find(const struct wal *w, uint64_t seq)
   return &w->segs[seq - w->segs[0].seq];
 }
 
-static void wal_unref(struct wal *w, uint64_t seq, bool meta, uint64_t lsn)
+/* The bytes of a record with len bytes of payload. */
+static uint64_t wal_rec_bytes(uint32_t len)
+{
+  return WAL_REC_HEADER + (uint64_t)len;
+}
+
+/* Drops one reference to segment seq (a hole's seq 0 names none): the
+ * record of bytes there is no longer needed from lsn on. */
+static void wal_unref(struct wal *w, uint64_t seq, bool meta, uint64_t bytes, uint64_t lsn)
 {
   struct wal_seg *s = wal_seg_find(w, seq);
   if (s == NULL) {
@@ -173,13 +181,15 @@ static void wal_unref(struct wal *w, uint64_t seq, bool meta, uint64_t lsn)
   uint64_t *refs = meta ? &s->meta_refs : &s->entry_refs;
   if (*refs > 0) {
     (*refs)--;
+    s->live_bytes -= bytes <= s->live_bytes ? bytes : s->live_bytes;
   }
   if (lsn > s->release_lsn) {
     s->release_lsn = lsn;
   }
+  s->dropped_ms = uv_now(w->loop);
 }
 
-static void wal_ref(struct wal *w, uint64_t seq, bool meta)
+static void wal_ref(struct wal *w, uint64_t seq, bool meta, uint64_t bytes)
 {
   struct wal_seg *s = wal_seg_find(w, seq);
   if (s != NULL) {
@@ -188,6 +198,29 @@ static void wal_ref(struct wal *w, uint64_t seq, bool meta)
     } else {
       s->entry_refs++;
     }
+    s->live_bytes += bytes;
+  }
+}
+
+static void wal_loc_unref(struct wal *w, const struct wal_loc *l, uint64_t lsn)
+{
+  wal_unref(w, l->seq, false, wal_rec_bytes(l->len), lsn);
+}
+
+/* Replay may leave holes at either end after a drop: the range is kept
+ * between entries it has seen. */
+static void wal_group_trim(struct wal_group *g)
+{
+  while (g->n > 0 && g->locs[g->head].seq == 0) {
+    g->head++;
+    g->n--;
+    g->first++;
+  }
+  while (g->n > 0 && g->locs[g->head + g->n - 1].seq == 0) {
+    g->n--;
+  }
+  if (g->n == 0) {
+    g->head = 0;
   }
 }
 
@@ -195,23 +228,86 @@ static void wal_ref(struct wal *w, uint64_t seq, bool meta)
 static void wal_group_drop_tail(struct wal *w, struct wal_group *g, uint64_t from, uint64_t lsn)
 {
   while (g->n > 0 && g->first + g->n - 1 >= from) {
-    wal_unref(w, g->locs[g->head + g->n - 1].seq, false, lsn);
+    wal_loc_unref(w, &g->locs[g->head + g->n - 1], lsn);
     g->n--;
   }
+  wal_group_trim(g);
 }
 
 /* Drops entries below before, releasing their segments at lsn. */
 static void wal_group_drop_head(struct wal *w, struct wal_group *g, uint64_t before, uint64_t lsn)
 {
   while (g->n > 0 && g->first < before) {
-    wal_unref(w, g->locs[g->head].seq, false, lsn);
+    wal_loc_unref(w, &g->locs[g->head], lsn);
     g->head++;
     g->n--;
     g->first++;
   }
+  wal_group_trim(g);
+}
+
+/* Room for one more loc at the end of g. Returns 0 or CAIRN_ENOMEM. */
+static int wal_group_room(struct wal_group *g)
+{
+  if (g->head + g->n < g->cap) {
+    return 0;
+  }
+  if (g->head > g->n) { /* compact rather than grow */
+    memmove(g->locs, g->locs + g->head, g->n * sizeof *g->locs);
+    g->head = 0;
+    return 0;
+  }
+  return wal_grow(&g->locs, &g->cap, g->head + g->n, sizeof *g->locs);
+}
+
+/* Appends l at index first+n of g (holes before it up to index, replay
+ * only). Returns 0 or CAIRN_ENOMEM. */
+static int wal_group_push(struct wal *w, struct wal_group *g, uint64_t index,
+                          const struct wal_loc *l)
+{
   if (g->n == 0) {
+    g->first = index;
     g->head = 0;
   }
+  while (g->first + g->n <= index) {
+    if (wal_group_room(g) != 0) {
+      wal_group_trim(g); /* holes pushed so far go again */
+      return CAIRN_ENOMEM;
+    }
+    g->locs[g->head + g->n] = g->first + g->n == index ? *l : (struct wal_loc){0};
+    g->n++;
+  }
+  wal_ref(w, l->seq, false, wal_rec_bytes(l->len));
+  return 0;
+}
+
+/* Puts l at index, below first, of g (holes between), replay only.
+ * Returns 0 or CAIRN_ENOMEM. */
+static int wal_group_prepend(struct wal *w, struct wal_group *g, uint64_t index,
+                             const struct wal_loc *l)
+{
+  size_t k = (size_t)(g->first - index);
+  if (g->head < k) {
+    size_t cap = g->n + k;
+    struct wal_loc *nl = malloc(cap * sizeof *nl);
+    if (nl == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    memcpy(nl + k, g->locs + g->head, g->n * sizeof *nl);
+    free(g->locs);
+    g->locs = nl;
+    g->cap = cap;
+    g->head = k;
+  }
+  g->head -= k;
+  g->n += k;
+  g->first = index;
+  g->locs[g->head] = *l;
+  for (size_t i = 1; i < k; i++) {
+    g->locs[g->head + i] = (struct wal_loc){0};
+  }
+  wal_ref(w, l->seq, false, wal_rec_bytes(l->len));
+  return 0;
 }
 
 int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
@@ -225,23 +321,57 @@ int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, 
   /* A group holding no entries starts wherever its first append says
    * (after a snapshot install; or, at replay, where deleted segments held
    * its earlier history). */
-  if (g->n == 0) {
-    g->first = index;
-    g->head = 0;
-  } else if (index != g->first + g->n) {
+  /* An entry past next leaves holes (replay only: the entries between
+   * were in deleted segments and MOVE records bring them later); one
+   * below next never follows. */
+  if (g->n > 0 && (index < g->first + g->n || index - (g->first + g->n) > WAL_MAX_HOLES)) {
     return CAIRN_EINDEX;
   }
-  if (g->head + g->n == g->cap) {
-    if (g->head > g->n) { /* compact rather than grow */
-      memmove(g->locs, g->locs + g->head, g->n * sizeof *g->locs);
-      g->head = 0;
-    } else if (wal_grow(&g->locs, &g->cap, g->head + g->n, sizeof *g->locs) != 0) {
-      return CAIRN_ENOMEM;
+  struct wal_loc l = {term, seq, off, len, type};
+  return wal_group_push(w, g, index, &l);
+}
+
+int wal_apply_move(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
+                   uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn)
+{
+  struct wal_group *g = wal_group_get(w, gid, index);
+  if (g == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  struct wal_loc l = {term, seq, off, len, type};
+  if (g->n > 0 && index >= g->first && index < g->first + g->n) {
+    struct wal_loc *at = &g->locs[g->head + (index - g->first)];
+    wal_loc_unref(w, at, lsn);
+    *at = l;
+    wal_ref(w, seq, false, wal_rec_bytes(len));
+    return 0;
+  }
+  if (g->n == 0 || index >= g->first + g->n) {
+    if (g->n > 0 && index - (g->first + g->n) > WAL_MAX_HOLES) {
+      return CAIRN_EINDEX;
+    }
+    return wal_group_push(w, g, index, &l);
+  }
+  if (g->first - index > WAL_MAX_HOLES) {
+    return CAIRN_EINDEX;
+  }
+  return wal_group_prepend(w, g, index, &l);
+}
+
+int wal_check_holes(struct wal *w)
+{
+  for (size_t i = 0; i < w->ngroups; i++) {
+    const struct wal_group *g = w->groups[i];
+    for (size_t k = 0; k < g->n; k++) {
+      if (g->locs[g->head + k].seq == 0) {
+        wal_fmt(w->errmsg, sizeof w->errmsg,
+                "%s: group %" PRIu64 " entry %" PRIu64 " has no record (between entries %" PRIu64
+                " and %" PRIu64 ")",
+                w->dir, g->id, g->first + k, g->first, g->first + g->n - 1);
+        return CAIRN_ECORRUPT;
+      }
     }
   }
-  g->locs[g->head + g->n] = (struct wal_loc){term, seq, off, len, type};
-  g->n++;
-  wal_ref(w, seq, false);
   return 0;
 }
 
@@ -266,7 +396,7 @@ int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool res
     return CAIRN_ENOMEM;
   }
   if (g->has_meta) {
-    wal_unref(w, g->meta_seq, true, lsn);
+    wal_unref(w, g->meta_seq, true, wal_rec_bytes(WAL_META_PAYLOAD), lsn);
   }
   g->term = meta[0];
   g->vote = meta[1];
@@ -281,7 +411,7 @@ int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool res
   }
   g->has_meta = true;
   g->meta_seq = seq;
-  wal_ref(w, seq, true);
+  wal_ref(w, seq, true, wal_rec_bytes(WAL_META_PAYLOAD));
   return 0;
 }
 
@@ -294,7 +424,7 @@ void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn)
   struct wal_group *g = w->groups[i];
   wal_group_drop_tail(w, g, g->first, lsn);
   if (g->has_meta) {
-    wal_unref(w, g->meta_seq, true, lsn);
+    wal_unref(w, g->meta_seq, true, wal_rec_bytes(WAL_META_PAYLOAD), lsn);
   }
   free(g->locs);
   free(g);
@@ -309,7 +439,8 @@ int wal_seg_push(struct wal *w, uint64_t seq)
   if (wal_grow(&w->segs, &w->segs_cap, w->nsegs, sizeof *w->segs) != 0) {
     return CAIRN_ENOMEM;
   }
-  w->segs[w->nsegs++] = (struct wal_seg){.seq = seq, .fd = -1, .size = WAL_SEG_HEADER};
+  w->segs[w->nsegs++] =
+      (struct wal_seg){.seq = seq, .fd = -1, .size = WAL_SEG_HEADER, .dropped_ms = uv_now(w->loop)};
   w->st.last_seq = seq;
   if (w->nsegs == 1) {
     w->st.first_seq = seq;
@@ -365,8 +496,10 @@ static int wal_chunk_reserve(struct wal_chunk *c, size_t more)
 static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct wal_chunk **cout)
 {
   struct wal_seg *s = w->nsegs ? &w->segs[w->nsegs - 1] : NULL;
-  bool roll = s == NULL || (s->size + rec_len > w->segment_bytes && s->size > WAL_SEG_HEADER);
+  bool roll = s == NULL || (s->size > WAL_SEG_HEADER &&
+                            (w->roll_next || s->size + rec_len > w->segment_bytes));
   if (roll) {
+    w->roll_next = false;
     int rv = wal_seg_push(w, s ? s->seq + 1 : w->next_seq);
     if (rv != 0) {
       return rv;
@@ -382,10 +515,8 @@ static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct
   return 0;
 }
 
-/* Encodes one record into the pending buffer; *seq, *off: where it lands.
- * Advances the log's lsn. */
-static int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
-                    uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off)
+int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
+             uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off)
 {
   size_t rec_len = WAL_REC_HEADER + (size_t)len;
   struct wal_seg *s;
@@ -477,6 +608,7 @@ int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
   if (n == 0) {
     return CAIRN_EINVAL;
   }
+  w->append_ms = uv_now(w->loop);
   const struct wal_group *g = wal_group_find(w, gid);
   if (g != NULL && g->n > 0 && index != g->first + g->n) {
     return CAIRN_EINDEX;
@@ -523,6 +655,14 @@ int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t inde
   rv = wal_emit(w, WAL_REC_TRUNCATE, 0, gid, index, 0, NULL, 0, &seq, &off);
   if (rv == 0) {
     rv = wal_apply_truncate(w, gid, index, w->lsn);
+  }
+  /* A group left with no entry and no metadata would be held by nothing
+   * once the segments of its records go (and the cleaner makes that
+   * soon): a replay would not know it. Its metadata, written now, holds
+   * it (and its next index) as a current record. */
+  g = wal_group_find(w, gid);
+  if (rv == 0 && g != NULL && g->n == 0 && !g->has_meta) {
+    rv = wal_emit_meta(w, false, gid, 0, 0, 0, 0, index);
   }
   if (rv == 0) {
     wal_queue_req(w, req, cb);
@@ -612,6 +752,7 @@ int wal_open(uv_loop_t *loop, const char *dir, const struct wal_opts *opts, stru
   }
   w->loop = loop;
   w->segment_bytes = opts && opts->segment_bytes ? opts->segment_bytes : WAL_DEFAULT_SEGMENT_BYTES;
+  w->clean_mode = opts ? opts->clean : WAL_CLEAN_AUTO;
   w->next_seq = 1;
   int rv = fs_mkdir_p(dir);
   if (rv != 0) {
@@ -629,6 +770,14 @@ int wal_open(uv_loop_t *loop, const char *dir, const struct wal_opts *opts, stru
     return rv;
   }
   w->prepare.data = w;
+  w->handles_open = 1;
+  rv = wal_clean_init(w);
+  if (rv != 0) {
+    wal_fmt(errmsg, WAL_ERRMSG_SIZE, "%s: cleaner: %s", dir, cairn_strerror(rv));
+    w->closing = true;
+    wal_finish_close(w);
+    return rv;
+  }
   *out = w;
   return 0;
 }
@@ -666,6 +815,7 @@ static void wal_forget(struct wal *w)
 static void wal_free(struct wal *w)
 {
   wal_forget(w);
+  free(w->clean);
   free(w->dir);
   free(w);
 }
@@ -673,10 +823,12 @@ static void wal_free(struct wal *w)
 int wal_revive(struct wal *w, char *errmsg)
 {
   errmsg[0] = '\0';
-  if (w->fatal == 0 || w->job != NULL || w->closing || w->req_head != NULL) {
+  if (w->fatal == 0 || w->job != NULL || w->closing || w->req_head != NULL || wal_clean_busy(w)) {
     return w->fatal == 0 ? 0 : CAIRN_EFATAL;
   }
   wal_forget(w);
+  wal_clean_reset(w);
+  w->roll_next = false;
   w->next_seq = 1;
   w->lsn = w->durable_lsn = 0;
   int rv = wal_recover(w);
@@ -695,6 +847,9 @@ int wal_revive(struct wal *w, char *errmsg)
 static void wal_on_closed(uv_handle_t *h)
 {
   struct wal *w = h->data;
+  if (--w->handles_open > 0) {
+    return; /* the other handle's callback frees */
+  }
   wal_close_cb cb = w->close_cb;
   void *data = w->close_data;
   wal_free(w);
@@ -710,7 +865,15 @@ void wal_finish_close(struct wal *w)
     wal_free(w);
     return;
   }
+  wal_clean_close(w, wal_on_closed);
   uv_close((uv_handle_t *)&w->prepare, wal_on_closed);
+}
+
+void wal_close_if_drained(struct wal *w)
+{
+  if (w->closing && w->job == NULL && !w->in_done && !wal_clean_busy(w)) {
+    wal_finish_close(w);
+  }
 }
 
 void wal_close(struct wal *w, wal_close_cb cb, void *data)
@@ -721,9 +884,7 @@ void wal_close(struct wal *w, wal_close_cb cb, void *data)
   w->closing = true;
   w->close_cb = cb;
   w->close_data = data;
-  if (w->job == NULL && !w->in_done) {
-    wal_finish_close(w);
-  }
+  wal_close_if_drained(w);
 }
 
 /* ---- reads and introspection ---- */
@@ -827,6 +988,11 @@ void wal_get_stats(const struct wal *w, struct wal_stats *st)
   *st = w->st;
   st->groups = w->ngroups;
   st->durable_lsn = w->durable_lsn;
+  st->total_bytes = st->live_bytes = 0;
+  for (size_t i = 0; i < w->nsegs; i++) {
+    st->total_bytes += w->segs[i].size;
+    st->live_bytes += w->segs[i].live_bytes;
+  }
 }
 
 uint64_t wal_seg_durable(const struct wal *w, uint64_t seq)
@@ -839,7 +1005,8 @@ int wal_check(const struct wal *w, char *errmsg, size_t len)
 {
   uint64_t *entry = calloc(w->nsegs + 1, sizeof *entry);
   uint64_t *meta = calloc(w->nsegs + 1, sizeof *meta);
-  int rv = entry && meta ? 0 : -1;
+  uint64_t *live = calloc(w->nsegs + 1, sizeof *live);
+  int rv = entry && meta && live ? 0 : -1;
   snprintf(errmsg, len, "out of memory");
   for (size_t i = 0; rv == 0 && i < w->ngroups; i++) {
     const struct wal_group *g = w->groups[i];
@@ -848,13 +1015,17 @@ int wal_check(const struct wal *w, char *errmsg, size_t len)
       rv = -1;
     }
     for (size_t k = 0; rv == 0 && k < g->n; k++) {
-      const struct wal_seg *s = wal_seg_find(w, g->locs[g->head + k].seq);
+      const struct wal_loc *l = &g->locs[g->head + k];
+      const struct wal_seg *s = wal_seg_find(w, l->seq);
       if (s == NULL) {
-        snprintf(errmsg, len, "group %" PRIu64 " entry %" PRIu64 " in a dropped segment", g->id,
-                 g->first + k);
+        snprintf(errmsg, len,
+                 "group %" PRIu64 " entry %" PRIu64 " in a dropped segment (%" PRIu64
+                 ", 0: a hole)",
+                 g->id, g->first + k, l->seq);
         rv = -1;
       } else {
         entry[s - w->segs]++;
+        live[s - w->segs] += wal_rec_bytes(l->len);
       }
     }
     if (rv == 0 && g->has_meta) {
@@ -864,20 +1035,23 @@ int wal_check(const struct wal *w, char *errmsg, size_t len)
         rv = -1;
       } else {
         meta[s - w->segs]++;
+        live[s - w->segs] += wal_rec_bytes(WAL_META_PAYLOAD);
       }
     }
   }
   for (size_t i = 0; rv == 0 && i < w->nsegs; i++) {
     const struct wal_seg *s = &w->segs[i];
     if ((i > 0 && s->seq != w->segs[i - 1].seq + 1) || s->entry_refs != entry[i] ||
-        s->meta_refs != meta[i]) {
+        s->meta_refs != meta[i] || s->live_bytes != live[i]) {
       snprintf(errmsg, len,
-               "segment %" PRIu64 ": refs %" PRIu64 "+%" PRIu64 ", counted %" PRIu64 "+%" PRIu64,
-               s->seq, s->entry_refs, s->meta_refs, entry[i], meta[i]);
+               "segment %" PRIu64 ": refs %" PRIu64 "+%" PRIu64 ", counted %" PRIu64 "+%" PRIu64
+               ", live bytes %" PRIu64 ", counted %" PRIu64,
+               s->seq, s->entry_refs, s->meta_refs, entry[i], meta[i], s->live_bytes, live[i]);
       rv = -1;
     }
   }
   free(entry);
   free(meta);
+  free(live);
   return rv;
 }

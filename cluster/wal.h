@@ -47,10 +47,29 @@
  * depends on). A segment pinned only by metadata records of idle groups
  * gets those records rewritten at the head of the log.
  *
+ * Cleaning (wal_clean.c): an oldest segment still pinned by a few live
+ * entries (idle groups' last entries, which Raft keeps behind its
+ * snapshots), whose references have not dropped for a while, and whose
+ * cleaning pays (while the node appends: its live bytes at most 1/8 of
+ * it, or the log over four times its live bytes; on a node with no append
+ * for a while also: at most half live, or the log more than a segment
+ * beyond its live bytes), is read a window at a time on the thread
+ * pool; on the loop each entry it holds that is still live at that very
+ * place is appended again, unchanged, as a MOVE record at the head, and
+ * the index points at the copy. Once the copies are durable the segment
+ * has no reference left and goes as above. A truncation or snapshot that
+ * comes while a window is read wins: the copy is made only of an entry
+ * the index still places in that segment, and any later record about it
+ * follows the copy in the log. On a quiet node the head itself, when it
+ * is the only segment and holds enough dead records, is sealed (the next
+ * record starts a new segment) and cleaned the same way. Raft sees
+ * nothing of it.
+ *
  * Invariants (wal_check() asserts them in tests): for each group, its
- * entries are contiguous from first to next-1; each segment's refs equal
- * the live entries plus current metadata records located in it; segments
- * have consecutive sequence numbers.
+ * entries are contiguous from first to next-1 (no hole); each segment's
+ * refs equal the live entries plus current metadata records located in it,
+ * and its live bytes their records' bytes; segments have consecutive
+ * sequence numbers.
  *
  * Context: every function on the loop thread that opened the log, unless
  * it says otherwise. */
@@ -107,8 +126,26 @@ struct wal_group_info {
   uint64_t next;  /* index the next append must have; next == first: none */
 };
 
+/* When the cleaner copies live entries forward (see "Cleaning"). */
+enum wal_clean_mode {
+  WAL_CLEAN_AUTO = 0, /* when it pays and the oldest segment is quiet */
+  WAL_CLEAN_OFF,      /* never */
+  WAL_CLEAN_EAGER,    /* whenever the oldest segment holds a live entry (tests) */
+};
+
+/* How long the oldest segment's references must not have dropped before
+ * it is cleaned (under AUTO): entries of busy groups die on their own. */
+#define WAL_CLEAN_QUIET_MS 1000
+/* Bytes of a segment the cleaner reads at a time (a larger record is read
+ * whole): what one loop turn looks through and at most what it copies. */
+#define WAL_CLEAN_WINDOW ((size_t)1 << 20)
+/* The same while the node appends (WAL_CLEAN_QUIET_MS): a smaller write
+ * shared with acknowledgements. */
+#define WAL_CLEAN_WINDOW_BUSY ((size_t)256 << 10)
+
 struct wal_opts {
   uint64_t segment_bytes; /* roll past this size; 0: WAL_DEFAULT_SEGMENT_BYTES */
+  enum wal_clean_mode clean;
 };
 
 /* A write job's time in three phases, in microseconds (a histogram each:
@@ -134,6 +171,13 @@ struct wal_stats {
   uint64_t durable_lsn; /* bytes made durable since open */
   uint64_t segments_deleted;
   uint64_t torn_bytes_cut; /* at open */
+  uint64_t clean_read_bytes;               /* segment bytes the cleaner read */
+  uint64_t clean_moved;                    /* entries it copied forward */
+  uint64_t clean_moved_bytes;              /* bytes of MOVE records it appended */
+  uint64_t segments_cleaned;               /* segments it read to the end */
+  uint64_t meta_rewrites;                  /* META records rewritten to unpin a segment */
+  uint64_t total_bytes;                    /* in the segments now */
+  uint64_t live_bytes;                     /* of records still needed in them */
   struct wal_phase_hist phase[WAL_PHASES]; /* write jobs that succeeded */
 };
 
@@ -148,9 +192,10 @@ __attribute__((warn_unused_result)) int wal_open(uv_loop_t *loop, const char *di
                                                  const struct wal_opts *opts, struct wal **out,
                                                  char *errmsg);
 
-/* Closes: waits for a job in flight, calls back every request not yet
- * written with CAIRN_ECLOSED (nothing more is written), then calls cb
- * (may be NULL) from the loop and frees the log. Always consumes w. */
+/* Closes: waits for a job in flight (and the cleaner's read), calls back
+ * every request not yet written with CAIRN_ECLOSED (nothing more is
+ * written), then calls cb (may be NULL) from the loop and frees the log.
+ * Always consumes w. */
 void wal_close(struct wal *w, wal_close_cb cb, void *data);
 
 /* Appends n entries (n >= 1) of group gid at index, index+1, ...; index
@@ -229,9 +274,10 @@ size_t wal_groups(const struct wal *w, uint64_t *ids, size_t max);
  * synced before the failure). Every group's state is then the disk's: an
  * owner must reload (Raft: reopen) every group that had a write fail. Only
  * when nothing is in flight (the failed job has ended and its requests
- * have called back). Returns 0 (also when not fatal), CAIRN_EFATAL (still
- * busy: try later), or the error of the replay (errmsg says which file;
- * the log stays fatal). Blocking file I/O. */
+ * have called back, and the cleaner's read has ended). Returns 0 (also
+ * when not fatal), CAIRN_EFATAL (still busy: try later), or the error of
+ * the replay (errmsg says which file; the log stays fatal). Blocking file
+ * I/O. */
 __attribute__((warn_unused_result)) int wal_revive(struct wal *w, char *errmsg);
 
 /* 0, or the error that latched the log fatal. */

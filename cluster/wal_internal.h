@@ -16,17 +16,24 @@
  *       0  4  u32 CRC-32C of bytes 4..40+len
  *       4  4  u32 len (<= WAL_MAX_PAYLOAD)
  *       8  1  u8 type (enum wal_rec_type)
- *       9  1  u8 ENTRY: the Raft entry type; META: flags (WAL_META_RESET);
- *             others 0
+ *       9  1  u8 ENTRY, MOVE: the Raft entry type; META: flags
+ *             (WAL_META_RESET); others 0
  *      10  2  reserved, 0
  *      12  4  u32 job_back: bytes from the first byte the same write job
  *             wrote to this segment back to this record (recovery tells a
  *             torn tail from damage with it)
  *      16  8  u64 group id
- *      24  8  u64 ENTRY, TRUNCATE: the Raft index; others 0
- *      32  8  u64 ENTRY: the entry's term; others 0
- *     payload: ENTRY: the entry's data; META: 5 x u64 term, vote,
+ *      24  8  u64 ENTRY, MOVE, TRUNCATE: the Raft index; others 0
+ *      32  8  u64 ENTRY, MOVE: the entry's term; others 0
+ *     payload: ENTRY, MOVE: the entry's data; META: 5 x u64 term, vote,
  *     snapshot index, snapshot term, first index; TRUNCATE, REMOVE: none.
+ *
+ *   MOVE is a live entry copied forward by the cleaner (wal_clean.c): the
+ *   same entry, at a new place. Replay rule: the group holds that index
+ *   from here on, at this record, whatever it held before; entries may
+ *   arrive out of index order (a MOVE of an index below or past what the
+ *   replay has seen), leaving holes that later MOVE records fill. A hole
+ *   left at the end of the replay is damage.
  */
 #ifndef CAIRN_WAL_INTERNAL_H
 #define CAIRN_WAL_INTERNAL_H
@@ -48,12 +55,18 @@ enum wal_rec_type {
   WAL_REC_TRUNCATE = 2,
   WAL_REC_META = 3,
   WAL_REC_REMOVE = 4,
+  WAL_REC_MOVE = 5,
 };
+
+/* The most index slots one replayed record may leave unfilled in its
+ * group (holes that MOVE records fill later); more is damage, refused
+ * before it is allocated. */
+#define WAL_MAX_HOLES ((uint64_t)1 << 20)
 
 /* Where one entry's record is. */
 struct wal_loc {
   uint64_t term;
-  uint64_t seq; /* segment */
+  uint64_t seq; /* segment; 0: a hole (replay only: not seen yet) */
   uint64_t off; /* record start in the segment */
   uint32_t len; /* payload bytes */
   uint8_t type;
@@ -75,7 +88,9 @@ struct wal_seg {
   uint64_t size;    /* bytes assigned, pending included */
   uint64_t written; /* bytes written and fdatasynced */
   uint64_t entry_refs, meta_refs;
+  uint64_t live_bytes;  /* bytes of the records those references name */
   uint64_t release_lsn; /* the record that dropped the last reference */
+  uint64_t dropped_ms;  /* uv_now() when a reference last went */
 };
 
 /* Bytes bound for one segment in one job. */
@@ -144,8 +159,13 @@ struct wal {
   char **unlinks;                      /* segment paths the next job removes */
   size_t nunlinks, unlinks_cap;
   struct wal_job *job; /* in flight, or NULL */
+  struct wal_clean *clean; /* the cleaner's state (wal_clean.c), or NULL */
+  enum wal_clean_mode clean_mode;
+  unsigned handles_open; /* prepare and timer, until their close callbacks */
 
   uint64_t lsn, durable_lsn;
+  uint64_t append_ms; /* uv_now() at the last wal_append (the cleaner's pace) */
+  bool roll_next;     /* the next record starts a segment (the cleaner seals the head) */
   struct wal_stats st;
 };
 
@@ -164,6 +184,14 @@ int wal_seg_push(struct wal *w, uint64_t seq);
  * CAIRN_ENOMEM / CAIRN_EINDEX (an entry that does not follow). */
 int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
                     uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn);
+/* A MOVE record: entry index of gid now lives at (seq, off). In the
+ * writer the group always holds index; in a replay it may not yet (see
+ * the layout's MOVE rule). */
+int wal_apply_move(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
+                   uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn);
+/* At the end of a replay: CAIRN_ECORRUPT (errmsg filled) if a group still
+ * has a hole. */
+int wal_check_holes(struct wal *w);
 int wal_apply_truncate(struct wal *w, uint64_t gid, uint64_t index, uint64_t lsn);
 int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool reset, uint64_t seq,
                    uint64_t lsn);
@@ -190,8 +218,15 @@ void wal_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(
 /* Encodes a META record of gid with these fields and applies it. */
 int wal_emit_meta(struct wal *w, bool reset, uint64_t gid, uint64_t term, uint64_t vote,
                   uint64_t snap_index, uint64_t snap_term, uint64_t first);
-/* Cancels what is pending and closes the prepare handle, then frees. */
+/* Encodes one record into the pending buffer; *seq, *off: where it lands.
+ * Advances the log's lsn. */
+int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
+             uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off);
+/* Cancels what is pending and closes the handles, then frees, once
+ * nothing is in flight (the write job, the cleaner's read). */
 void wal_finish_close(struct wal *w);
+/* wal_finish_close if the log is closing and nothing is in flight. */
+void wal_close_if_drained(struct wal *w);
 
 /* ---- wal_job.c ---- */
 
@@ -203,6 +238,25 @@ void wal_fire(struct wal_req *r, int status);
 struct wal_req *wal_take_reqs(struct wal *w);
 /* Latches the log fatal with msg (the first failure wins). */
 void wal_latch(struct wal *w, int err, const char *msg);
+/* Drops segments no group needs any more; starts cleaning when it pays. */
+void wal_collect(struct wal *w);
+
+/* ---- wal_clean.c: copy-forward cleaning of the oldest segment ---- */
+
+/* Sets up the cleaner (its timer). Returns 0 or a libuv error. */
+int wal_clean_init(struct wal *w);
+/* Whether the cleaner has a read in flight (close and revive wait). */
+bool wal_clean_busy(const struct wal *w);
+/* Called by wal_collect when the oldest segment holds live entries: starts
+ * or continues cleaning it when it pays (bounded: one read window at a
+ * time), or arms the timer to look again. */
+void wal_clean_consider(struct wal *w);
+/* Whether segment seq is being read by the cleaner (not to be dropped). */
+bool wal_clean_reading(const struct wal *w, uint64_t seq);
+/* Forgets the cleaning in progress (revive: the segments are reloaded). */
+void wal_clean_reset(struct wal *w);
+/* Closes the timer (counted in handles_open) and frees the state. */
+void wal_clean_close(struct wal *w, uv_close_cb cb);
 
 /* ---- wal_recover.c ---- */
 

@@ -149,8 +149,6 @@ void wal_latch(struct wal *w, int err, const char *msg)
   }
 }
 
-static void wal_collect(struct wal *w);
-
 static void wal_phase_note(struct wal_phase_hist *h, uint64_t from_ns, uint64_t to_ns)
 {
   uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
@@ -214,7 +212,8 @@ static void wal_job_done(uv_work_t *work, int status)
   wal_fire(failed, job_status);
   w->in_done = false;
   if (w->closing || closing) {
-    wal_finish_close(w);
+    w->closing = true;
+    wal_close_if_drained(w); /* else the cleaner's read ends it */
     return;
   }
   if (w->fatal == 0) {
@@ -301,6 +300,7 @@ static void wal_unpin_meta(struct wal *w, uint64_t seq)
     if (g->has_meta && g->meta_seq == seq) {
       int rv =
           wal_emit_meta(w, false, g->id, g->term, g->vote, g->snap_index, g->snap_term, g->first);
+      w->st.meta_rewrites++;
       if (rv != 0) {
         wal_latch(w, rv, "rewriting group metadata: out of memory");
       }
@@ -309,16 +309,25 @@ static void wal_unpin_meta(struct wal *w, uint64_t seq)
 }
 
 /* Drops the oldest segments no group needs, once the records that freed
- * them are durable. */
-static void wal_collect(struct wal *w)
+ * them are durable; an oldest segment still pinned by live entries goes
+ * to the cleaner. */
+void wal_collect(struct wal *w)
 {
-  while (w->nsegs > 1) {
+  if (w->nsegs == 1 && w->fatal == 0 && !w->closing) {
+    wal_clean_consider(w); /* the head alone may be worth sealing and cleaning */
+    return;
+  }
+  while (w->nsegs > 1 && w->fatal == 0 && !w->closing) {
     struct wal_seg *s = &w->segs[0];
-    if (s->entry_refs == 0 && s->meta_refs > 0) {
+    if (s->entry_refs > 0) {
+      wal_clean_consider(w);
+      return;
+    }
+    if (s->meta_refs > 0) {
       wal_unpin_meta(w, s->seq);
       return;
     }
-    if (s->entry_refs + s->meta_refs > 0 || s->release_lsn > w->durable_lsn || s->fd < 0) {
+    if (s->release_lsn > w->durable_lsn || s->fd < 0 || wal_clean_reading(w, s->seq)) {
       return;
     }
     char path[PATH_MAX];

@@ -84,6 +84,9 @@ static int wal_recover_apply(struct wal *w, uint64_t seq, size_t off, const stru
   case WAL_REC_ENTRY:
     rv = wal_apply_entry(w, r->gid, r->index, r->term, r->etype, seq, off, r->len, 0);
     break;
+  case WAL_REC_MOVE:
+    rv = wal_apply_move(w, r->gid, r->index, r->term, r->etype, seq, off, r->len, 0);
+    break;
   case WAL_REC_TRUNCATE:
     rv = wal_apply_truncate(w, r->gid, r->index, 0);
     break;
@@ -102,8 +105,9 @@ static int wal_recover_apply(struct wal *w, uint64_t seq, size_t off, const stru
   if (rv == CAIRN_EINDEX) {
     const struct wal_group *g = wal_group_find(w, r->gid);
     char why[160];
-    snprintf(why, sizeof why, "group %" PRIu64 " entry %" PRIu64 " does not follow %" PRIu64,
-             r->gid, r->index, g ? g->first + g->n : 0);
+    snprintf(why, sizeof why, "group %" PRIu64 " entry %" PRIu64 " does not follow %" PRIu64 "%s",
+             r->gid, r->index, g ? g->first + g->n : 0,
+             r->type == WAL_REC_MOVE ? " (a moved entry too far from the others)" : "");
     return wal_recover_fail(w, CAIRN_ECORRUPT, seq, off, why);
   }
   if (rv != 0) {
@@ -120,7 +124,7 @@ static size_t wal_recover_later_record(const uint8_t *buf, size_t len, size_t ba
 {
   for (size_t p = bad + 1; p + WAL_REC_HEADER <= len; p++) {
     const uint8_t *h = buf + p;
-    if (h[8] < WAL_REC_ENTRY || h[8] > WAL_REC_REMOVE || le_get16(h + 10) != 0) {
+    if (h[8] < WAL_REC_ENTRY || h[8] > WAL_REC_MOVE || le_get16(h + 10) != 0) {
       continue; /* cheap filter before the checksum */
     }
     struct wal_rec r;
@@ -254,6 +258,9 @@ int wal_recover(struct wal *w)
   }
   if (rv == 0 && w->nsegs > 0) {
     w->next_seq = w->segs[w->nsegs - 1].seq + 1;
+  }
+  if (rv == 0) {
+    rv = wal_check_holes(w); /* every entry moved out of a deleted segment came back */
   }
   free(seqs);
   return rv;

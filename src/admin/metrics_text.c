@@ -633,6 +633,15 @@ static void metrics_text_wal(struct node *n, struct admin_buf *b)
     admin_buf_printf(b, "cairn_wal_job_seconds_count{phase=\"%s\"} %" PRIu64 "\n", names[p],
                      h->count);
   }
+  metrics_text_family(b, "cairn_wal_bytes", "gauge",
+                      "Bytes of the partitions' node-wide Raft log: in its segment files "
+                      "(total), and of the records still needed in them (live).");
+  admin_buf_printf(b, "cairn_wal_bytes{kind=\"total\"} %" PRIu64 "\n", st.total_bytes);
+  admin_buf_printf(b, "cairn_wal_bytes{kind=\"live\"} %" PRIu64 "\n", st.live_bytes);
+  metrics_text_family(b, "cairn_wal_cleaner_moved_bytes_total", "counter",
+                      "Bytes the log's cleaner appended again (live entries copied forward out "
+                      "of the oldest segment so that it can go).");
+  admin_buf_printf(b, "cairn_wal_cleaner_moved_bytes_total %" PRIu64 "\n", st.clean_moved_bytes);
 }
 
 void metrics_node_write(struct node *n, struct admin_buf *b)

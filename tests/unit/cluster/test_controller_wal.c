@@ -142,12 +142,22 @@ static bool flag_set(void *arg)
   return *(bool *)arg;
 }
 
-/* Closes in the node's order: the controller, then the log. */
+static bool node_ctl_closed(void *arg)
+{
+  return ((struct node *)arg)->ctl_closed;
+}
+
+/* Closes in the node's order (src/server/node.c): the controller, then
+ * the transport, then the log. The transport waits for the controller:
+ * the controller's Raft closes its transport group only once its last
+ * request in the log (a snapshot being recorded) has called back, which
+ * may be after a transport closed at the same time is gone. */
 static void node_close(struct node *n)
 {
   ctl_close(&n->ctl, on_ctl_closed);
+  run_until(n->loop, node_ctl_closed, n, "the controller to close");
   transport_close(&n->tr, on_tr_closed);
-  run_until(n->loop, closed, n, "the controller to close");
+  run_until(n->loop, closed, n, "the transport to close");
   bool wal_closed = false;
   wal_close(n->w, on_wal_closed, &wal_closed);
   run_until(n->loop, flag_set, &wal_closed, "the log to close");

@@ -147,7 +147,11 @@ static void rn_open(struct rn *n, uv_loop_t *loop, struct wal *w, uint64_t gid, 
     assert_int_equal(raft_bootstrap(&n->raft, &conf), 0);
     raft_configuration_close(&conf);
   }
-  assert_int_equal(raft_start(&n->raft), 0);
+  int rv = raft_start(&n->raft);
+  if (rv != 0) {
+    fail_msg("group %llu: raft_start: %s (%s)", (unsigned long long)gid, raft_strerror(rv),
+             raft_errmsg(&n->raft));
+  }
 }
 
 static void on_raft_closed(struct raft *r)

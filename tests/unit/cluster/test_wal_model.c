@@ -12,9 +12,16 @@
  * issued since the last check that holds every record acknowledged: the
  * log writes records in order, and a torn job can only lose a suffix.
  *
+ * Cleaning (wal_clean.c) runs in most runs in its eager mode: after every
+ * write job the oldest segment's live entries are copied forward (MOVE
+ * records), while appends, truncations and snapshots of the same entries
+ * go on and crashes land among the copies; the model does not change with
+ * a copy, so the same prefix rule checks it.
+ *
  * A last test SIGKILLs a process appending to 8 groups (with snapshots
- * that delete segments) at random moments and checks that every entry it
- * acknowledged is there, once, in order, with its content.
+ * that delete segments, and eager cleaning) at random moments and checks
+ * that every entry it acknowledged is there, once, in order, with its
+ * content.
  *
  * Replay: the test prints its seed; CAIRN_TEST_SEED=<seed> replays.
  * CAIRN_MODEL_RUNS and CAIRN_MODEL_OPS change the random test's size. */
@@ -80,6 +87,7 @@ struct wm {
   char *dir;
   struct wal *w;
   uint64_t seg_bytes;
+  enum wal_clean_mode clean;
   struct m_state base; /* what the log held at the last check */
   struct m_state cur;  /* base + recs */
   struct m_rec recs[MAX_RECS];
@@ -91,7 +99,7 @@ struct wm {
   int failures;
   int op;
   unsigned crashes, power_cuts, reopens, revives;
-  uint64_t deleted, cut_bytes;
+  uint64_t deleted, cut_bytes, moved, cleaned;
 };
 
 struct wm_req {
@@ -493,11 +501,19 @@ static void wm_on_closed(void *data)
   *(bool *)data = true;
 }
 
+static void wm_on_done_flag(struct wal_req *req, int status)
+{
+  assert_int_equal(status, 0);
+  *(bool *)req->data = true;
+}
+
 static void wm_close(struct wm *m)
 {
   struct wal_stats st;
   wal_get_stats(m->w, &st);
   m->deleted += st.segments_deleted;
+  m->moved += st.clean_moved;
+  m->cleaned += st.segments_cleaned;
   bool closed = false;
   wal_close(m->w, wm_on_closed, &closed);
   while (!closed) {
@@ -510,7 +526,7 @@ static void wm_close(struct wm *m)
 static void wm_open(struct wm *m)
 {
   char errmsg[WAL_ERRMSG_SIZE];
-  struct wal_opts o = {.segment_bytes = m->seg_bytes};
+  struct wal_opts o = {.segment_bytes = m->seg_bytes, .clean = m->clean};
   int rv = wal_open(&m->loop, m->dir, &o, &m->w, errmsg);
   if (rv != 0) {
     wm_fail(m, "wal_open", errmsg);
@@ -544,14 +560,19 @@ static void wm_check_prefix(struct wm *m)
   for (size_t k = 0; k < must; k++) {
     ms_apply(&s, &m->recs[k]);
   }
-  char why[256] = "";
+  char why[256] = "", first_why[256] = "";
   size_t k = must;
   while (!wm_matches(m, &s, why, sizeof why)) {
+    if (k == must) {
+      memcpy(first_why, why, sizeof why);
+    }
     if (k == m->nrecs) {
       ms_free(&s);
-      char msg[400];
-      snprintf(msg, sizeof msg, "no prefix of the %zu records issued (%zu acknowledged): %s",
-               m->nrecs, m->acked, why);
+      char msg[700];
+      snprintf(msg, sizeof msg,
+               "no prefix of the %zu records issued (%zu acknowledged, %zu synced): with all of "
+               "them: %s; with the acknowledged ones: %s",
+               m->nrecs, m->acked, m->synced, why, first_why);
       wm_fail(m, "recovered log", msg);
     }
     ms_apply(&s, &m->recs[k++]);
@@ -645,8 +666,15 @@ static bool wm_crash(struct wm *m, enum fault_point point, int skip, int nsteps,
   if (fired && !power && wm_rand(m, 2) == 0) {
     /* The process goes on: the log rebuilds itself from the disk. */
     char errmsg[WAL_ERRMSG_SIZE];
-    if (wal_revive(m->w, errmsg) != 0 || wal_fatal(m->w) != 0) {
-      wm_fail(m, "wal_revive", errmsg);
+    int rv = CAIRN_EFATAL;
+    for (int i = 0; i < 1000 && rv == CAIRN_EFATAL; i++) {
+      rv = wal_revive(m->w, errmsg); /* CAIRN_EFATAL: the cleaner's read is in flight */
+      if (rv == CAIRN_EFATAL) {
+        uv_run(&m->loop, UV_RUN_ONCE);
+      }
+    }
+    if (rv != 0 || wal_fatal(m->w) != 0) {
+      wm_fail(m, "wal_revive", errmsg[0] ? errmsg : "still busy");
     }
     m->revives++;
     wm_check_prefix(m);
@@ -661,12 +689,13 @@ static bool wm_crash(struct wm *m, enum fault_point point, int skip, int nsteps,
   return fired;
 }
 
-static void wm_init(struct wm *m, uint64_t seed, uint64_t seg_bytes)
+static void wm_init(struct wm *m, uint64_t seed, uint64_t seg_bytes, enum wal_clean_mode clean)
 {
   memset(m, 0, sizeof *m);
   m->seed = seed;
   m->rng = seed ? seed : 1;
   m->seg_bytes = seg_bytes;
+  m->clean = clean;
   assert_int_equal(uv_loop_init(&m->loop), 0);
   m->dir = tu_tmpdir("wal");
   wm_open(m);
@@ -696,10 +725,16 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
 {
   (void)state;
   uint64_t seed = tu_seed("test_wal_model");
-  int runs = env_int("CAIRN_MODEL_RUNS", 3), nops = env_int("CAIRN_MODEL_OPS", 2500);
+  int runs = env_int("CAIRN_MODEL_RUNS", 4), nops = env_int("CAIRN_MODEL_OPS", 2500);
+  uint64_t moved = 0;
   for (int run = 0; run < runs; run++) {
     struct wm m;
-    wm_init(&m, seed + (uint64_t)run, 600 + 400 * (uint64_t)run);
+    /* Runs 1, 5, ...: no cleaning (the log as before it); others: eager.
+     * Runs 3, 7, ...: segments large enough that the log is often one
+     * segment, which the cleaner then seals and cleans (the head). */
+    enum wal_clean_mode clean = run % 4 == 1 ? WAL_CLEAN_OFF : WAL_CLEAN_EAGER;
+    uint64_t seg_bytes = run % 4 == 3 ? 64 * 1024 : 600 + 400 * (uint64_t)(run % 3);
+    wm_init(&m, seed + (uint64_t)run, seg_bytes, clean);
     while (m.op < nops) {
       uint32_t dice = wm_rand(&m, 1000);
       if (dice < 8) {
@@ -730,13 +765,22 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
     wm_settle(&m);
     print_message("run %d: %u blocking flushes, %u revived after a failure\n", run, m.flushes,
                   m.revives);
+    wm_drain(&m);
+    wm_close(&m);
     print_message("run %d: %d ops, %u reopens, %u crashes (%u power cuts, %llu torn bytes cut), "
-                  "%llu segments deleted\n",
+                  "%llu segments deleted, cleaning %s: %llu entries moved, %llu segments read "
+                  "through\n",
                   run, m.op, m.reopens, m.crashes, m.power_cuts, (unsigned long long)m.cut_bytes,
-                  (unsigned long long)m.deleted);
+                  (unsigned long long)m.deleted, clean == WAL_CLEAN_OFF ? "off" : "eager",
+                  (unsigned long long)m.moved, (unsigned long long)m.cleaned);
     assert_true(m.crashes > 0);
+    if (clean == WAL_CLEAN_OFF) {
+      assert_int_equal(m.moved, 0);
+    }
+    moved += m.moved;
     wm_fini(&m);
   }
+  assert_true(moved > 0 || runs < 2);
 }
 
 /* One fixed workload, crashed at its k-th write and at its k-th fsync for
@@ -748,27 +792,34 @@ static void test_wal_recovers_at_every_write_and_fsync_boundary(void **state)
   uint64_t seed = tu_seed("test_wal_boundaries");
   enum fault_point points[2] = {FAULT_WAL_WRITE, FAULT_WAL_SYNC};
   unsigned cases = 0;
-  for (int pi = 0; pi < 2; pi++) {
-    for (int power = 0; power < 2; power++) {
-      for (int k = 0;; k++) {
-        struct wm m;
-        wm_init(&m, seed, 700);
-        for (int i = 0; i < 30; i++) { /* history to roll and compact over */
-          assert_int_equal(wm_step(&m), 0);
-        }
-        wm_settle(&m);
-        bool fired = wm_crash(&m, points[pi], k, 60, power);
-        wm_settle(&m);
-        wm_fini(&m);
-        cases++;
-        if (!fired) {
-          break;
+  uint64_t moved = 0;
+  for (int ci = 0; ci < 2; ci++) {
+    enum wal_clean_mode clean = ci == 0 ? WAL_CLEAN_OFF : WAL_CLEAN_EAGER;
+    for (int pi = 0; pi < 2; pi++) {
+      for (int power = 0; power < 2; power++) {
+        for (int k = 0;; k++) {
+          struct wm m;
+          wm_init(&m, seed, 700, clean);
+          for (int i = 0; i < 30; i++) { /* history to roll and compact over */
+            assert_int_equal(wm_step(&m), 0);
+          }
+          wm_settle(&m);
+          bool fired = wm_crash(&m, points[pi], k, 60, power);
+          wm_settle(&m);
+          wm_fini(&m);
+          moved += m.moved;
+          cases++;
+          if (!fired) {
+            break;
+          }
         }
       }
     }
   }
-  print_message("%u crash cases\n", cases);
-  assert_true(cases > 8);
+  print_message("%u crash cases, %llu entries moved by the cleaner\n", cases,
+                (unsigned long long)moved);
+  assert_true(cases > 16);
+  assert_true(moved > 0);
 }
 
 /* Damage that a torn write cannot explain is refused with the file and
@@ -777,7 +828,7 @@ static void test_wal_refuses_damage_before_synced_records(void **state)
 {
   (void)state;
   struct wm m;
-  wm_init(&m, 42, 1 << 20);
+  wm_init(&m, 42, 1 << 20, WAL_CLEAN_AUTO);
   for (int i = 0; i < 20; i++) {
     assert_int_equal(wm_op_append(&m, i % MG), 0);
     wm_settle(&m); /* one job per append: later records come from later jobs */
@@ -801,6 +852,240 @@ static void test_wal_refuses_damage_before_synced_records(void **state)
   wm_open(&m);
   wm_check_prefix(&m);
   wm_fini(&m);
+}
+
+/* ---- cleaning, directed ---- */
+
+#define T_PAY 1000 /* payload of the tail tests' entries */
+
+static uint32_t tail_payload(uint64_t gid, uint64_t index, uint32_t salt, uint8_t *p)
+{
+  uint32_t len = T_PAY - (uint32_t)((gid + index) % 16);
+  for (uint32_t j = 0; j < len; j++) {
+    p[j] = (uint8_t)(gid * 7 + index * 13 + salt + j);
+  }
+  return len;
+}
+
+static void tail_append(struct wal *w, uint64_t gid, uint64_t index, uint32_t salt)
+{
+  static uint8_t buf[T_PAY];
+  struct wal_entry e = {1, 1, buf, tail_payload(gid, index, salt, buf)};
+  assert_int_equal(wal_append(w, NULL, gid, index, &e, 1, NULL), 0);
+}
+
+/* Checks entries [from, to) of gid hold tail_payload(salt). */
+static void tail_check_entries(struct wal *w, uint64_t gid, uint64_t from, uint64_t to,
+                               uint32_t salt)
+{
+  for (uint64_t i = from; i < to; i++) {
+    uint8_t want[T_PAY];
+    uint32_t len = tail_payload(gid, i, salt, want);
+    struct wal_entry e;
+    assert_int_equal(wal_read(w, gid, i, &e), 0);
+    assert_int_equal(e.len, len);
+    assert_memory_equal(e.buf, want, len);
+    free((void *)e.buf);
+  }
+}
+
+/* Checks gid holds exactly [first, next), with tail_payload(salt). */
+static void tail_check(struct wal *w, uint64_t gid, uint64_t first, uint64_t next, uint32_t salt)
+{
+  struct wal_group_info info;
+  assert_int_equal(wal_group_info(w, gid, &info), 0);
+  assert_int_equal(info.first, first);
+  assert_int_equal(info.next, next);
+  tail_check_entries(w, gid, first, next, salt);
+}
+
+/* Waits for a write job to take everything pending (its end is where the
+ * log drops and cleans segments, as after Raft's appends in cairnd). */
+static void tail_flush(uv_loop_t *loop, struct wal *w)
+{
+  struct wal_req req;
+  bool done = false;
+  req.data = &done;
+  assert_int_equal(wal_set_meta(w, &req, 999, 1, 0, wm_on_done_flag), 0);
+  while (!done) {
+    uv_run(loop, UV_RUN_ONCE);
+  }
+}
+
+static void tail_on_tick(uv_timer_t *t)
+{
+  (void)t;
+}
+
+/* Runs the loop for ms milliseconds (the cleaner's timer is unreferenced:
+ * a ticking timer of the test's own keeps the loop running). */
+static void tail_idle(uv_loop_t *loop, uint64_t ms)
+{
+  uv_timer_t t;
+  assert_int_equal(uv_timer_init(loop, &t), 0);
+  assert_int_equal(uv_timer_start(&t, tail_on_tick, 20, 20), 0);
+  uint64_t end = uv_now(loop) + ms;
+  while (uv_now(loop) < end) {
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+struct tail_run {
+  uint64_t segs_before, bytes_before, segs_after, bytes_after, live_after, moved;
+};
+
+/* Six groups: group 0 goes idle after 100 entries, keeping 30..100 of them
+ * (Raft's trailing entries behind a snapshot), the others append 600 each
+ * and snapshot every 100, keeping 30. Then the node idles 2.5 s. */
+static void tail_workload(enum wal_clean_mode clean, struct tail_run *out)
+{
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("waltail");
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.segment_bytes = 64 * 1024, .clean = clean};
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  uint64_t first[6] = {1, 1, 1, 1, 1, 1};
+  for (uint64_t i = 1; i <= 600; i++) {
+    for (uint64_t g = 0; g < 6; g++) {
+      if (g == 0 && i > 100) {
+        continue;
+      }
+      tail_append(w, 100 + g, i, 0);
+      if (i % 100 == 0) {
+        first[g] = i - 30 + 1;
+        assert_int_equal(wal_snapshot(w, NULL, 100 + g, i, 1, first[g], NULL), 0);
+      }
+    }
+    if (i % 10 == 0) {
+      tail_flush(&loop, w);
+    }
+  }
+  tail_flush(&loop, w);
+  struct wal_stats st;
+  wal_get_stats(w, &st);
+  out->segs_before = st.last_seq - st.first_seq + 1;
+  out->bytes_before = st.total_bytes;
+  tail_idle(&loop, 2500);
+  wal_get_stats(w, &st);
+  out->segs_after = st.last_seq - st.first_seq + 1;
+  out->bytes_after = st.total_bytes;
+  out->live_after = st.live_bytes;
+  out->moved = st.clean_moved;
+  char why[256];
+  assert_int_equal(wal_check(w, why, sizeof why), 0);
+  bool closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  /* What a restart finds: every group's entries, where they were moved. */
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  assert_int_equal(wal_check(w, why, sizeof why), 0);
+  tail_check(w, 100, 71, 101, 0);
+  for (uint64_t g = 1; g < 6; g++) {
+    tail_check(w, 100 + g, first[g], 601, 0);
+  }
+  closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
+}
+
+static void test_wal_cleaning_drops_segments_pinned_by_idle_tails(void **state)
+{
+  (void)state;
+  struct tail_run off, on;
+  tail_workload(WAL_CLEAN_OFF, &off);
+  tail_workload(WAL_CLEAN_AUTO, &on);
+  print_message("without cleaning: %llu segments, %llu bytes before idling, %llu and %llu after\n",
+                (unsigned long long)off.segs_before, (unsigned long long)off.bytes_before,
+                (unsigned long long)off.segs_after, (unsigned long long)off.bytes_after);
+  print_message("with cleaning: %llu segments, %llu bytes before idling, %llu and %llu after "
+                "(%llu live; %llu entries moved)\n",
+                (unsigned long long)on.segs_before, (unsigned long long)on.bytes_before,
+                (unsigned long long)on.segs_after, (unsigned long long)on.bytes_after,
+                (unsigned long long)on.live_after, (unsigned long long)on.moved);
+  /* Group 0's tail pins the first segment and every later one. */
+  assert_true(off.segs_after >= 40);
+  assert_true(off.segs_after == off.segs_before);
+  /* Cleaned: the log shrinks to about what is live. */
+  assert_true(on.moved > 0);
+  assert_true(on.segs_after <= 6);
+  assert_true(on.bytes_after <= 2 * on.live_after + 2 * 64 * 1024);
+  assert_true(on.bytes_after * 5 < off.bytes_after);
+}
+
+/* A truncation and a rewrite of entries whose segment the cleaner is
+ * reading: the copies made are of the entries still live, the truncated
+ * ones do not come back at a restart, the rewritten ones read back new. */
+static void test_wal_cleaning_does_not_resurrect_entries_truncated_meanwhile(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("walrace");
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.segment_bytes = 16 * 1024, .clean = WAL_CLEAN_EAGER};
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  for (uint64_t i = 1; i <= 10; i++) {
+    tail_append(w, 7, i, 0); /* in the first segment */
+  }
+  tail_flush(&loop, w);
+  for (uint64_t i = 1; i <= 40; i++) { /* rolls; group 8 keeps nothing old */
+    tail_append(w, 8, i, 0);
+    assert_int_equal(wal_snapshot(w, NULL, 8, i, 1, i + 1, NULL), 0);
+  }
+  /* The job's end starts the cleaner's read of the first segment. */
+  struct wal_req req;
+  bool done = false;
+  req.data = &done;
+  assert_int_equal(wal_set_meta(w, &req, 8, 1, 0, wm_on_done_flag), 0);
+  while (!done) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  struct wal_stats st;
+  wal_get_stats(w, &st);
+  assert_int_equal(st.clean_read_bytes, 0); /* the read has not ended yet */
+  assert_int_equal(wal_truncate(w, NULL, 7, 5, NULL), 0);
+  tail_append(w, 7, 5, 1);
+  tail_append(w, 7, 6, 1);
+  tail_flush(&loop, w);
+  tail_idle(&loop, 300);
+  wal_get_stats(w, &st);
+  assert_true(st.clean_read_bytes > 0);
+  assert_true(st.clean_moved >= 4);
+  bool closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  struct wal_group_info info;
+  assert_int_equal(wal_group_info(w, 7, &info), 0);
+  assert_int_equal(info.first, 1);
+  assert_int_equal(info.next, 7);
+  tail_check_entries(w, 7, 1, 5, 0); /* moved */
+  tail_check_entries(w, 7, 5, 7, 1); /* rewritten: the old 5..10 did not come back */
+  char why[256];
+  assert_int_equal(wal_check(w, why, sizeof why), 0);
+  wal_get_stats(w, &st);
+  print_message("after the restart: segments %llu..%llu\n", (unsigned long long)st.first_seq,
+                (unsigned long long)st.last_seq);
+  closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
 }
 
 /* ---- SIGKILL of a writing process ---- */
@@ -875,7 +1160,7 @@ static void kill_child_run(const char *dir, int fd)
   uv_loop_t loop;
   struct kill_child k = {.fd = fd};
   char errmsg[WAL_ERRMSG_SIZE];
-  struct wal_opts o = {.segment_bytes = 16 * 1024};
+  struct wal_opts o = {.segment_bytes = 16 * 1024, .clean = WAL_CLEAN_EAGER};
   if (uv_loop_init(&loop) != 0 || wal_open(&loop, dir, &o, &k.w, errmsg) != 0) {
     _exit(9);
   }
@@ -990,6 +1275,8 @@ int main(void)
       cmocka_unit_test(test_wal_agrees_with_model_under_random_operations_and_crashes),
       cmocka_unit_test(test_wal_recovers_at_every_write_and_fsync_boundary),
       cmocka_unit_test(test_wal_refuses_damage_before_synced_records),
+      cmocka_unit_test(test_wal_cleaning_drops_segments_pinned_by_idle_tails),
+      cmocka_unit_test(test_wal_cleaning_does_not_resurrect_entries_truncated_meanwhile),
       cmocka_unit_test(test_wal_keeps_every_acknowledged_entry_across_sigkill),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
