@@ -488,6 +488,14 @@ static void rgroup_raft_io_tick(struct raft_io *io)
 {
   struct rgroup *rg = rgroup_raft_of(io);
   if (!rg->raft_failed) {
+    /* While its term or vote record is not durable, a candidate's
+     * RequestVotes (a voter's answer) are held (riow_mux.h): its election
+     * clock starts when they leave, not before, or a short election
+     * timeout (rgroup_elect.c) runs out under a slow write job and the
+     * election restarts in a new term, which needs another record. */
+    if (rgroup_wal_meta_pending(rg) && raft_state(&rg->raft) != RAFT_LEADER) {
+      rg->raft.election_timer_start = io->time(io);
+    }
     rg->io_ops.tick(io);
     rgroup_on_raft_tick(rg);
   }
