@@ -157,6 +157,9 @@ struct rgroup_opts {
   bool coalesce;               /* a quiesced leader stops Raft's heartbeats; the
                                   node's coalesced beat (hbeat.h) stands in for
                                   them (rgroup_pace.h) */
+  bool meta_group_commit;      /* on its own raft_io: term and vote group-committed,
+                                  messages held until durable (riow_mux.h); false:
+                                  durable on return (a blocking flush) */
   bool join;                   /* start with an empty Raft log instead of
                                   bootstrapping the replica set: a replica
                                   added to a running group, which its leader

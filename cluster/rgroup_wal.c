@@ -104,6 +104,7 @@ int rgroup_wal_own_io_init(struct rgroup *rg)
     return rv;
   }
   riow_mux_on_failed(&rg->wio.mux, rgroup_wal_on_meta_failed);
+  riow_mux_set_group_commit(&rg->wio.mux, rg->opts.meta_group_commit);
   return 0;
 }
 

@@ -53,7 +53,7 @@ static int riow_mux_set_term(struct raft_io *io, raft_term term)
 {
   struct riow_mux *m = riow_mux_of(io);
   int rv = riow_set_term(&m->riow, term);
-  if (rv == 0) {
+  if (rv == 0 && m->riow.on_meta != NULL) {
     raftmux_hold(&m->mxg);
   }
   return rv;
@@ -63,7 +63,7 @@ static int riow_mux_set_vote(struct raft_io *io, raft_id id)
 {
   struct riow_mux *m = riow_mux_of(io);
   int rv = riow_set_vote(&m->riow, id);
-  if (rv == 0) {
+  if (rv == 0 && m->riow.on_meta != NULL) {
     raftmux_hold(&m->mxg);
   }
   return rv;
@@ -407,6 +407,11 @@ int riow_mux_init(struct riow_mux *m, uv_loop_t *loop, struct wal *w, uint64_t g
   riow_mux_seed(m, gid);
   m->state = RIOW_MUX_INIT;
   return 0;
+}
+
+void riow_mux_set_group_commit(struct riow_mux *m, bool on)
+{
+  riow_set_meta_async(&m->riow, on ? riow_mux_on_meta : NULL);
 }
 
 void riow_mux_on_failed(struct riow_mux *m, void (*cb)(struct riow_mux *m, int status))

@@ -26,8 +26,9 @@
  *   CLOSING   sends, log requests and async work drained,
  *             transport and timer closed: raft's cb       CLOSED    riow_mux_on_timer_closed
  *
- * Term and vote (docs/replication.md, "Term and vote by group commit"):
- * set_term and set_vote do not block. Their record is queued in the
+ * Term and vote (docs/replication.md, "Term and vote by group commit"),
+ * unless riow_mux_set_group_commit turned it off: set_term and set_vote
+ * do not block. Their record is queued in the
  * node's log (riow_set_meta_async) and made durable by the next write job
  * with every other group's records, one fdatasync for all of them, off the
  * loop. Until it is, raft 0.15's contract (durable when set_term/set_vote
@@ -104,6 +105,12 @@ __attribute__((warn_unused_result)) int riow_mux_init(struct riow_mux *m, uv_loo
                                                       const char *snap_dir, struct raftmux *mx,
                                                       uint64_t self_id, const char *self_address,
                                                       struct raft_uv_transport *rt);
+
+/* Group commit of term and vote (above) on or off; on after riow_mux_init.
+ * Off: set_term and set_vote are durable when they return (a blocking
+ * wal_flush_sync, raft 0.15's own contract) and nothing is held. Call
+ * before raft uses the io. */
+void riow_mux_set_group_commit(struct riow_mux *m, bool on);
 
 /* cb fires (from the loop) when a term or vote record of m failed to
  * become durable: the log is fatal, m's sends fail from now on, and its
