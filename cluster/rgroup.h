@@ -126,6 +126,11 @@ enum rgroup_state {
  * the short election timeout until a leader is known (at least this, and
  * at least twice the heartbeat), and when to stop waiting for one. */
 #define RGROUP_ELECT_SHORT_MS 100
+/* The same with term and vote group-committed (opts.meta_group_commit):
+ * an election waits for two more write jobs (the candidate's record, the
+ * voter's), so 200-400 ms ran out and restarted elections in new terms
+ * under load (docs/performance.md, "Term and vote by group commit"). */
+#define RGROUP_ELECT_SHORT_GROUP_MS 500
 #define RGROUP_ELECT_GIVE_UP_MS 10000
 
 #define RGROUP_RECOVER_MIN_MS 50    /* first reopen after a failed write */
