@@ -19,7 +19,7 @@ Inputs (one file per system and workload; a missing file is a blank cell):
   kafka3kd.{read100,read1k}[.cpu].json the same read-backs with librdkafka's
                                        consumer defaults (the tuning's baseline)
   {scale,scale_base}.{produce_many,produce_ten}.json   cairn-bench --json
-  {scale,scale_base}.{create,idle,restart,metrics}.json the scale stage's own
+  {scale,scale_base}.{create,create_loop,idle,restart,metrics}.json the scale stage's own
                                        figures (bench/compare): creation time,
                                        RSS and fds per replica, idle CPU, the
                                        restart until serving, a /metrics scrape
@@ -188,6 +188,11 @@ def collect_scale(d, s, v):
         v[(s, "rss_after_mib")] = max(j["rss_kib_after"]) / 1024
         v[(s, "fds_after")] = max(j["fds_after"])
         v[(s, "aio_nr_max")] = j["aio_nr_max"]
+    j = load_json(os.path.join(d, s + ".create_loop.json"))
+    if j:
+        v[(s, "create_elections")] = max(j["elections"])
+        v[(s, "create_lags_65")] = max(j["lags_over_65ms"])
+        v[(s, "create_lag_max_ms")] = max(j["lag_max_le_s"]) * 1000
     j = load_json(os.path.join(d, s + ".restart.json"))
     if j:
         if j.get("open_seconds") is not None:
@@ -203,6 +208,9 @@ def collect_scale(d, s, v):
 SCALE_ROWS = [
     ("partitions", "partitions (rf 3: replicas per node)"),
     ("create_s", "create until every partition leads and takes a produce, s"),
+    ("create_elections", "elections while creating (busiest node)"),
+    ("create_lags_65", "loop lags over 65 ms while creating (busiest node)"),
+    ("create_lag_max_ms", "largest loop lag since start, ms (upper bound, busiest node)"),
     ("aio_nr_max", "peak /proc/sys/fs/aio-nr while creating"),
     ("rss_per_replica", "RSS per replica, KiB (busiest node)"),
     ("fds_per_replica", "open fds per replica (busiest node)"),

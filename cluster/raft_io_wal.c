@@ -335,16 +335,67 @@ static int riow_flush(struct riow *x, int rv, const char *what)
   return riow_raft_code(rv);
 }
 
+/* One term or vote record in flight (group-commit mode). */
+struct riow_meta_req {
+  struct wal_req wr;
+  struct riow *x;
+};
+
+static void riow_on_meta(struct wal_req *wr, int status)
+{
+  struct riow_meta_req *mr = wr->data;
+  struct riow *x = mr->x;
+  free(mr);
+  if (status != 0) {
+    riow_err(x, "term or vote record", status);
+  }
+  x->meta_pending--;
+  x->on_meta(x, status);
+  riow_done(x);
+}
+
+/* Records (term, vote): durable on return (blocking flush), or, in
+ * group-commit mode, queued with its callback (x->on_meta). */
+static int riow_put_meta(struct riow *x, uint64_t term, uint64_t vote, const char *what)
+{
+  if (x->on_meta == NULL) {
+    return riow_flush(x, wal_set_meta(x->w, NULL, x->gid, term, vote, NULL), what);
+  }
+  if (x->closing) {
+    return RAFT_CANCELED;
+  }
+  struct riow_meta_req *mr = malloc(sizeof *mr);
+  if (mr == NULL) {
+    return RAFT_NOMEM;
+  }
+  mr->x = x;
+  mr->wr.data = mr;
+  int rv = wal_set_meta(x->w, &mr->wr, x->gid, term, vote, riow_on_meta);
+  if (rv != 0) {
+    free(mr);
+    riow_err(x, what, rv);
+    return riow_raft_code(rv);
+  }
+  x->pending++;
+  x->meta_pending++;
+  return 0;
+}
+
+void riow_set_meta_async(struct riow *x, void (*on_meta)(struct riow *x, int status))
+{
+  x->on_meta = on_meta;
+}
+
 int riow_set_term(struct riow *x, raft_term term)
 {
-  return riow_flush(x, wal_set_meta(x->w, NULL, x->gid, term, 0, NULL), "set_term");
+  return riow_put_meta(x, term, 0, "set_term");
 }
 
 int riow_set_vote(struct riow *x, raft_id server_id)
 {
   struct wal_group_info gi;
-  riow_meta(x, &gi);
-  return riow_flush(x, wal_set_meta(x->w, NULL, x->gid, gi.term, server_id, NULL), "set_vote");
+  riow_meta(x, &gi); /* the term just set, durable or not */
+  return riow_put_meta(x, gi.term, server_id, "set_vote");
 }
 
 /* Appends a configuration entry at the group's next index in term. */

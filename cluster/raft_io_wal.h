@@ -17,10 +17,25 @@
  * (raft_configuration_encode); then the data.
  *
  * Contracts are raft 0.15's (raft.h, struct raft_io): append and
- * snapshot_put/get call back exactly once if they returned 0; set_term,
- * set_vote, bootstrap and recover are durable when they return (a blocking
- * wal_flush_sync, as raft_uv's metadata write is). Close: riow_close
- * waits for every request to call back before the raft_uv close it wraps.
+ * snapshot_put/get call back exactly once if they returned 0; bootstrap
+ * and recover are durable when they return (a blocking wal_flush_sync, as
+ * raft_uv's metadata write is), and so are set_term and set_vote unless
+ * the owner chose group commit for them (riow_set_meta_async).
+ *
+ * Term and vote by group commit (riow_set_meta_async; riow_mux.h uses it):
+ * set_term and set_vote queue their record in the log and return 0 at
+ * once; the record becomes durable with the next write job, together with
+ * every other group's records, and on_meta(x, status) fires from the loop
+ * when it is (status 0) or when its write failed (the log is then fatal,
+ * status the error) or the log closed (CAIRN_ECLOSED). So raft 0.15's
+ * "durable on return" no longer holds, and the owner must make up for it:
+ * nothing that reveals the term or vote may leave the node before on_meta
+ * reported it durable (riow_mux holds the group's sends; docs/replication.md,
+ * "Term and vote by group commit", has the argument). Entries appended
+ * after the record are after it in the log, so durable only after it.
+ * x->meta_pending counts the records in flight; riow_close waits for
+ * them like for any request. Close: riow_close waits for every request to
+ * call back before the io close it wraps.
  *
  * Context: the loop thread; file work runs on the thread pool. */
 #ifndef CAIRN_RAFT_IO_WAL_H
@@ -42,9 +57,12 @@ struct riow {
   uv_loop_t *loop;
   struct wal *w; /* borrowed: the node's log outlives every group */
   uint64_t gid;
-  char *dir;        /* snapshot files; owned (riow_release) */
-  char *errmsg;     /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
-  unsigned pending; /* requests that have not called back */
+  char *dir;             /* snapshot files; owned (riow_release) */
+  char *errmsg;          /* the raft_io's errmsg (RAFT_ERRMSG_BUF_SIZE) */
+  unsigned pending;      /* requests that have not called back */
+  unsigned meta_pending; /* of which term/vote records (group-commit mode) */
+  /* Group-commit mode for set_term/set_vote (NULL: blocking flush). */
+  void (*on_meta)(struct riow *x, int status);
   bool closing;
   void (*on_idle)(struct riow *x); /* set by riow_close */
   void *close_data;
@@ -56,6 +74,14 @@ struct riow {
  * closed). Returns 0, CAIRN_EINVAL (dir too long) or CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int riow_init(struct riow *x, uv_loop_t *loop, struct wal *w,
                                                   uint64_t gid, const char *dir, char *errmsg);
+
+/* Makes set_term and set_vote of x group-committed: they return once the
+ * record is queued, and on_meta fires (from the loop, exactly once per
+ * record queued) when it is durable (status 0) or when it failed (the
+ * error; the log is fatal) or the log closed (CAIRN_ECLOSED). Call before
+ * the io is used. The caller must hold back whatever reveals the term or
+ * vote until then (above). */
+void riow_set_meta_async(struct riow *x, void (*on_meta)(struct riow *x, int status));
 
 /* The storage methods: raft_io's, with x for io. Return 0 or a RAFT_*
  * code. */

@@ -8,6 +8,7 @@
 #include "format/endian.h"
 #include "storage/manifest.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,13 +504,17 @@ void raftmux_message_free(struct raft_message *m)
 
 /* ---- the multiplexer ---- */
 
-/* One send whose callback is due. */
+/* One send whose callback is due, or one held (raftmux_hold) with its
+ * encoded frame. */
 struct raftmux_send {
   struct raft_io_send *req;
   raft_io_send_cb cb;
   int status;
   struct raftmux_group *mg;
   struct raftmux_send *next;
+  uint64_t to;  /* held: the peer's server id */
+  uint8_t *buf; /* held: the frame (owned), NULL once sent or failed */
+  size_t len;
 };
 
 /* The index of gid in mx->groups, or where it would go. */
@@ -682,16 +687,10 @@ int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg, struct raft_io 
   return raftmux_register(mx, mg);
 }
 
-/* Queues req's callback for the loop's next idle phase. */
-static int raftmux_complete(struct raftmux_group *mg, struct raft_io_send *req, raft_io_send_cb cb,
-                            int status)
+/* Puts s on the queue of callbacks for the loop's next idle phase. */
+static void raftmux_done_push(struct raftmux *mx, struct raftmux_send *s)
 {
-  struct raftmux *mx = mg->mx;
-  struct raftmux_send *s = malloc(sizeof *s);
-  if (s == NULL) {
-    return RAFT_NOMEM;
-  }
-  *s = (struct raftmux_send){req, cb, status, mg, NULL};
+  s->next = NULL;
   if (mx->done_tail != NULL) {
     mx->done_tail->next = s;
   } else {
@@ -699,12 +698,24 @@ static int raftmux_complete(struct raftmux_group *mg, struct raft_io_send *req, 
     uv_idle_start(&mx->idle, raftmux_on_idle);
   }
   mx->done_tail = s;
+}
+
+/* Queues req's callback for the loop's next idle phase. */
+static int raftmux_complete(struct raftmux_group *mg, struct raft_io_send *req, raft_io_send_cb cb,
+                            int status)
+{
+  struct raftmux_send *s = malloc(sizeof *s);
+  if (s == NULL) {
+    return RAFT_NOMEM;
+  }
+  *s = (struct raftmux_send){.req = req, .cb = cb, .status = status, .mg = mg};
   mg->pending++;
+  raftmux_done_push(mg->mx, s);
   return 0;
 }
 
-/* Encodes m into mx's scratch buffer and queues it: 0, or why it was not. */
-static int raftmux_queue(struct raftmux_group *mg, const struct raft_message *m)
+/* Encodes m into mx's scratch buffer: its length, or why it could not. */
+static long raftmux_encode_scratch(struct raftmux_group *mg, const struct raft_message *m)
 {
   struct raftmux *mx = mg->mx;
   size_t need = raftmux_encoded_size(m, strlen(mg->address));
@@ -722,22 +733,95 @@ static int raftmux_queue(struct raftmux_group *mg, const struct raft_message *m)
     mx->scratch = b;
     mx->scratch_cap = need;
   }
-  long n = raftmux_encode(mx->scratch, mx->scratch_cap, mg->gid, mg->self_id, mg->address, m);
-  if (n < 0) {
-    return (int)n;
-  }
-  int rv = nwatch_send_bounded(mx->nw, m->server_id, mx->scratch, (size_t)n, RAFTMUX_SENDQ_MAX);
-  if (rv == 0) {
-    mx->sent++;
-    mx->sent_bytes += (uint64_t)n;
-  }
-  /* A large scratch buffer is not kept for the rare large message. */
-  if (mx->scratch_cap > (1u << 20) && (size_t)n <= (1u << 20)) {
+  return raftmux_encode(mx->scratch, mx->scratch_cap, mg->gid, mg->self_id, mg->address, m);
+}
+
+/* A large scratch buffer is not kept for the rare large message. */
+static void raftmux_scratch_trim(struct raftmux *mx, size_t used)
+{
+  if (mx->scratch_cap > (1u << 20) && used <= (1u << 20)) {
     free(mx->scratch);
     mx->scratch = NULL;
     mx->scratch_cap = 0;
   }
+}
+
+/* Queues an encoded frame to node to: 0, or why it was not. */
+static int raftmux_put(struct raftmux *mx, uint64_t to, const uint8_t *frame, size_t len)
+{
+  int rv = nwatch_send_bounded(mx->nw, to, frame, len, RAFTMUX_SENDQ_MAX);
+  if (rv == 0) {
+    mx->sent++;
+    mx->sent_bytes += (uint64_t)len;
+  } else {
+    mx->dropped++;
+  }
   return rv;
+}
+
+/* Encodes m and queues it: 0, or why it was not. */
+static int raftmux_queue(struct raftmux_group *mg, const struct raft_message *m)
+{
+  struct raftmux *mx = mg->mx;
+  long n = raftmux_encode_scratch(mg, m);
+  if (n < 0) {
+    mx->dropped++;
+    return (int)n;
+  }
+  int rv = raftmux_put(mx, m->server_id, mx->scratch, (size_t)n);
+  raftmux_scratch_trim(mx, (size_t)n);
+  return rv;
+}
+
+/* Encodes m into a frame of its own and holds it behind the group's
+ * earlier held sends: 0, or why it could not (then nothing is held). A
+ * group over its held bytes' bound drops the send (Raft retransmits). */
+static int raftmux_hold_send(struct raftmux_group *mg, struct raft_io_send *req,
+                             const struct raft_message *m, raft_io_send_cb cb)
+{
+  struct raftmux *mx = mg->mx;
+  long n = raftmux_encode_scratch(mg, m);
+  if (n >= 0 && mg->held_bytes + (size_t)n > RAFTMUX_SENDQ_MAX) {
+    n = CAIRN_EQUEUE_FULL;
+  }
+  if (n < 0) {
+    mx->dropped++;
+    return (int)n;
+  }
+  struct raftmux_send *s = malloc(sizeof *s);
+  uint8_t *frame = malloc((size_t)n);
+  if (s == NULL || frame == NULL) {
+    free(s);
+    free(frame);
+    mx->dropped++;
+    return CAIRN_ENOMEM;
+  }
+  memcpy(frame, mx->scratch, (size_t)n);
+  raftmux_scratch_trim(mx, (size_t)n);
+  *s = (struct raftmux_send){
+      .req = req, .cb = cb, .mg = mg, .to = m->server_id, .buf = frame, .len = (size_t)n};
+  if (mg->held_tail != NULL) {
+    mg->held_tail->next = s;
+  } else {
+    mg->held_head = s;
+  }
+  mg->held_tail = s;
+  mg->held_bytes += (size_t)n;
+  mg->pending++;
+  mx->held++;
+  return 0;
+}
+
+static void raftmux_log_drop(struct raftmux_group *mg, const struct raft_message *m, int rv)
+{
+  struct raftmux *mx = mg->mx;
+  uint64_t now = uv_now(mx->loop);
+  if (rv != CAIRN_EUNREACHABLE && now - mx->bad_log_ms >= 1000) {
+    mx->bad_log_ms = now;
+    log_warn("raftmux", "group %llu: Raft message type %u to server %llu dropped: %s",
+             (unsigned long long)mg->gid, (unsigned)m->type, (unsigned long long)m->server_id,
+             cairn_strerror(rv));
+  }
 }
 
 int raftmux_io_send(struct raftmux_group *mg, struct raft_io_send *req,
@@ -747,20 +831,70 @@ int raftmux_io_send(struct raftmux_group *mg, struct raft_io_send *req,
   if (mg->closing || !mx->open) {
     return RAFT_CANCELED;
   }
-  int rv = raftmux_queue(mg, m);
-  int status = 0;
-  if (rv != 0) {
-    mx->dropped++;
-    status = RAFT_NOCONNECTION;
-    uint64_t now = uv_now(mx->loop);
-    if (rv != CAIRN_EUNREACHABLE && now - mx->bad_log_ms >= 1000) {
-      mx->bad_log_ms = now;
-      log_warn("raftmux", "group %llu: Raft message type %u to server %llu dropped: %s",
-               (unsigned long long)mg->gid, (unsigned)m->type, (unsigned long long)m->server_id,
-               cairn_strerror(rv));
-    }
+  if (mg->failed != 0) {
+    return raftmux_complete(mg, req, cb, mg->failed);
   }
-  return raftmux_complete(mg, req, cb, status);
+  int rv;
+  if (mg->holds > 0) {
+    rv = raftmux_hold_send(mg, req, m, cb);
+    if (rv == 0) {
+      return 0;
+    }
+  } else {
+    rv = raftmux_queue(mg, m);
+  }
+  if (rv != 0) {
+    raftmux_log_drop(mg, m, rv);
+  }
+  return raftmux_complete(mg, req, cb, rv != 0 ? RAFT_NOCONNECTION : 0);
+}
+
+void raftmux_hold(struct raftmux_group *mg)
+{
+  mg->holds++;
+}
+
+bool raftmux_holding(const struct raftmux_group *mg)
+{
+  return mg->holds > 0;
+}
+
+/* Sends (status 0) or fails every held send, in order; their callbacks
+ * fire from the loop's next idle phase. */
+static void raftmux_flush_held(struct raftmux_group *mg, int status)
+{
+  struct raftmux *mx = mg->mx;
+  struct raftmux_send *s = mg->held_head;
+  mg->held_head = mg->held_tail = NULL;
+  mg->held_bytes = 0;
+  while (s != NULL) {
+    struct raftmux_send *next = s->next;
+    s->status = status;
+    if (status == 0) {
+      s->status = raftmux_put(mx, s->to, s->buf, s->len) == 0 ? 0 : RAFT_NOCONNECTION;
+    }
+    free(s->buf);
+    s->buf = NULL;
+    raftmux_done_push(mx, s); /* counted in pending since it was held */
+    s = next;
+  }
+}
+
+void raftmux_release(struct raftmux_group *mg, int status)
+{
+  assert(mg->holds > 0);
+  mg->holds--;
+  if (status != 0 && mg->failed == 0) {
+    mg->failed = status; /* the record's outcome is unknown: never reveal it */
+  }
+  if (mg->failed != 0) {
+    raftmux_flush_held(mg, mg->failed);
+    return;
+  }
+  if (mg->holds > 0) {
+    return;
+  }
+  raftmux_flush_held(mg, mg->closing || !mg->mx->open ? RAFT_CANCELED : 0);
 }
 
 int raftmux_io_start(struct raftmux_group *mg, unsigned msecs, raft_io_tick_cb tick,

@@ -51,6 +51,16 @@
  * queued to it, a message above RAFTMUX_MSG_MAX). Raft retransmits what is
  * lost. A closing group's sends call back before its io closes.
  *
+ * Holding (raftmux_hold / raftmux_release): while a group's owner has a
+ * term or vote record in flight to the disk, the group's sends are encoded
+ * at once but held, in order, and go out (or fail) when the owner releases
+ * them: nothing this replica says reveals a term or vote it could forget
+ * in a crash (riow_mux.h, "Term and vote"). Held bytes per group are
+ * bounded by RAFTMUX_SENDQ_MAX (a send beyond it is dropped, as on a full
+ * queue). A release with an error fails the held sends with it and every
+ * later send of the group too: the record's outcome is unknown, so the
+ * term or vote it carried must never be revealed.
+ *
  * Receiving: a frame for a group not attached here (unknown, not started,
  * closing) is dropped before it is decoded.
  *
@@ -158,6 +168,7 @@ struct raftmux {
   uint64_t received;         /* frames handed to a group */
   uint64_t unknown;          /* frames for a group not attached here */
   uint64_t malformed;        /* frames that did not decode */
+  uint64_t held;             /* sends that waited for a term or vote record */
 };
 
 /* One group's attachment; embedded by its owner next to the io. */
@@ -171,7 +182,11 @@ struct raftmux_group {
   int (*uv_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   void (*uv_close)(struct raft_io *io, raft_io_close_cb cb);
   raft_io_close_cb close_cb;
-  unsigned pending; /* sends whose callback has not fired */
+  unsigned pending; /* sends whose callback has not fired (held ones too) */
+  unsigned holds;   /* raftmux_hold calls not yet released */
+  struct raftmux_send *held_head, *held_tail; /* held sends, FIFO */
+  size_t held_bytes;                          /* their encoded bytes */
+  int failed;                                 /* 0, or the RAFT_* code every send fails with */
   bool closing;
 };
 
@@ -209,11 +224,26 @@ void raftmux_detach(struct raftmux_group *mg);
  * borrows m (not referenced after the return). Callback: req's cb fires
  * exactly once if this returned 0, from the loop, never inside this call.
  * Returns 0 or RAFT_NOMEM / RAFT_CANCELED (closing); a frame dropped on
- * the way still returns 0 and calls back with RAFT_NOCONNECTION. */
+ * the way still returns 0 and calls back with RAFT_NOCONNECTION; a held
+ * one calls back after its release (raftmux_release). */
 __attribute__((warn_unused_result)) int raftmux_io_send(struct raftmux_group *mg,
                                                         struct raft_io_send *req,
                                                         const struct raft_message *m,
                                                         raft_io_send_cb cb);
+
+/* Holds mg's sends from now on until a matching raftmux_release (holds
+ * nest: sends go out when every hold is released). */
+void raftmux_hold(struct raftmux_group *mg);
+
+/* Releases one hold. status 0: once no hold is left, the held sends go
+ * out in the order they were made (their callbacks as for any send).
+ * status a RAFT_* code: the held sends call back with it, unsent, and so
+ * does every later send of mg (mg is latched failed). A closing group's
+ * held sends call back with RAFT_CANCELED, unsent. */
+void raftmux_release(struct raftmux_group *mg, int status);
+
+/* Does mg hold its sends now (a hold not yet released)? */
+bool raftmux_holding(const struct raftmux_group *mg);
 
 /* io->start: remembers recv (frames for the group go to it from now on)
  * and calls the saved start with the same arguments. */

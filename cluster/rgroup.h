@@ -136,6 +136,11 @@ enum rgroup_state {
  * the short election timeout until a leader is known (at least this, and
  * at least twice the heartbeat), and when to stop waiting for one. */
 #define RGROUP_ELECT_SHORT_MS 100
+/* The same with term and vote group-committed (opts.meta_group_commit):
+ * an election waits for two more write jobs (the candidate's record, the
+ * voter's), so 200-400 ms ran out and restarted elections in new terms
+ * under load (docs/performance.md, "Term and vote by group commit"). */
+#define RGROUP_ELECT_SHORT_GROUP_MS 500
 #define RGROUP_ELECT_GIVE_UP_MS 10000
 
 #define RGROUP_RECOVER_MIN_MS 50    /* first reopen after a failed write */
@@ -166,6 +171,9 @@ struct rgroup_opts {
   bool coalesce;               /* a quiesced leader stops Raft's heartbeats; the
                                   node's coalesced beat (hbeat.h) stands in for
                                   them (rgroup_pace.h) */
+  bool meta_group_commit;      /* on its own raft_io: term and vote group-committed,
+                                  messages held until durable (riow_mux.h); false:
+                                  durable on return (a blocking flush) */
   bool join;                   /* start with an empty Raft log instead of
                                   bootstrapping the replica set: a replica
                                   added to a running group, which its leader

@@ -104,7 +104,12 @@ unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms)
 /* The short election timeout used while no leader is known. */
 static unsigned rgroup_elect_short_ms(const struct rgroup *rg)
 {
-  return rgroup_elect_short_timeout(rg->opts.heartbeat_ms, rg->opts.election_ms);
+  unsigned s = rgroup_elect_short_timeout(rg->opts.heartbeat_ms, rg->opts.election_ms);
+  if (rg->opts.meta_group_commit && rgroup_wal_own_io(rg) && s < RGROUP_ELECT_SHORT_GROUP_MS) {
+    s = RGROUP_ELECT_SHORT_GROUP_MS < rg->opts.election_ms ? RGROUP_ELECT_SHORT_GROUP_MS
+                                                           : rg->opts.election_ms;
+  }
+  return s;
 }
 
 /* Does this replica, a follower, still name node_id as its leader? */

@@ -3,6 +3,7 @@
  * proposal (rgroup_pace.h). */
 #include "cluster/rgroup_pace.h"
 
+#include "cluster/rgroup_raft.h"
 #include "common/log.h"
 
 /* raft 0.15's progress states (src/progress.h, not installed): a follower
@@ -144,8 +145,11 @@ bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index)
   /* An asleep leader was quiet when it went to sleep, and anything that
    * could change that since (a message received, a proposal, a transfer)
    * woke it; its slow tick looks again (rgroup_pace_tick). So only an
-   * awake one is looked at here. */
-  if ((!rg->ticker_asleep && !rgroup_pace_quiet(rg)) || rg->pace_term != rg->raft.current_term) {
+   * awake one is looked at here. A term not yet durable is not named
+   * (riow_mux.h, "Term and vote"): Raft's own heartbeats, held until it
+   * is, go instead. */
+  if ((!rg->ticker_asleep && !rgroup_pace_quiet(rg)) || rg->pace_term != rg->raft.current_term ||
+      rgroup_wal_meta_pending(rg)) {
     rgroup_pace_wake(rg);
     return false;
   }
@@ -160,6 +164,12 @@ bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, r
   if (rg->state != RGROUP_RUNNING || !rg->raft_open || rg->raft_failed || rg->raft_closing ||
       raft_state(r) != RAFT_FOLLOWER || r->current_term != term ||
       r->follower_state.current_leader.id != leader_id) {
+    return false;
+  }
+  /* An acceptance says "I follow you in this term": not before the term
+   * (or a vote in it) is durable here. The refusal names only the
+   * leader's term. */
+  if (rgroup_wal_meta_pending(rg)) {
     return false;
   }
   /* The follower holds exactly the leader's log and knows it committed:

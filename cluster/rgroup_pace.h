@@ -102,13 +102,15 @@ bool rgroup_pace_idle(struct rgroup *rg);
  * hbeat. */
 
 /* Is this replica a coalesced leader whose beat goes out now? Fills the
- * term and last index to name. A coalesced group no longer quiet is woken
- * and false returned. */
+ * term and last index to name. A coalesced group no longer quiet, or with
+ * a term or vote record not yet durable (rgroup_wal_meta_pending), is
+ * woken and false returned. */
 bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index);
 
 /* A beat for this replica from node leader_id: true (and its election
  * timer restarted) if it still follows that leader in that term at
- * exactly that last and commit index. */
+ * exactly that last and commit index, and its own term and vote are
+ * durable (no record pending: an acceptance reveals the term). */
 bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, raft_index index);
 
 /* Node follower_id accepted this leader's beat of term term. */

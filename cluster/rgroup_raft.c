@@ -493,6 +493,14 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
 void rgroup_raft_tick(struct rgroup *rg)
 {
   if (!rg->raft_failed) {
+    /* While its term or vote record is not durable, a candidate's
+     * RequestVotes (a voter's answer) are held (riow_mux.h): its election
+     * clock starts when they leave, not before, or a short election
+     * timeout (rgroup_elect.c) runs out under a slow write job and the
+     * election restarts in a new term, which needs another record. */
+    if (rgroup_wal_meta_pending(rg) && raft_state(&rg->raft) != RAFT_LEADER) {
+      rg->raft.election_timer_start = rg->raft.io->time(rg->raft.io);
+    }
     rg->io_ops.tick(&rg->wio.io);
     rgroup_on_raft_tick(rg);
   }

@@ -53,6 +53,12 @@ void rgroup_raft_tick(struct rgroup *rg);
  * opts.mux? Otherwise on raft_uv's. (rgroup_wal.c) */
 bool rgroup_wal_own_io(const struct rgroup *rg);
 
+/* Is a term or vote record of the replica's open Raft instance not yet
+ * durable (its own raft_io only; raft_uv's are durable on return)? Then
+ * nothing may reveal its term (riow_mux.h, "Term and vote"): the coalesced
+ * heartbeats ask this. (rgroup_wal.c) */
+bool rgroup_wal_meta_pending(const struct rgroup *rg);
+
 /* With rgroup_wal_own_io: sets up rg->wio.mux over the node's log and
  * multiplexer, driving rg->rt (set up by transport_group_init). Snapshot
  * files go to <dir>/wal-snapshots. Before the interposers. Returns 0 or a

@@ -68,6 +68,24 @@ bool rgroup_wal_own_io(const struct rgroup *rg)
   return rg->opts.wal != NULL && rg->opts.mux != NULL;
 }
 
+bool rgroup_wal_meta_pending(const struct rgroup *rg)
+{
+  return rgroup_wal_own_io(rg) && (rg->raft_open || rg->raft_closing) &&
+         riow_mux_meta_pending(&rg->wio.mux);
+}
+
+/* A term or vote record of the replica failed to become durable (the log
+ * is fatal): raft holds a term or vote the disk may not, so the replica
+ * closes and reopens from disk, as after any failed write. */
+static void rgroup_wal_on_meta_failed(struct riow_mux *m, int status)
+{
+  (void)status;
+  struct rgroup *rg = (struct rgroup *)((char *)m - offsetof(struct rgroup, wio.mux));
+  if (!rg->raft_closing) { /* closing anyway: a reopen starts from disk */
+    rgroup_raft_fail(rg, RAFT_IOERR, "persisting the Raft term or vote");
+  }
+}
+
 /* --raft-mux on: the replica's own raft_io (riow_mux.h), which also drives
  * rg->rt so that the node's listener keeps routing the group's catch-up
  * fetches. No raft_uv: no directory probe, AIO context or connection. */
@@ -83,8 +101,11 @@ int rgroup_wal_own_io_init(struct rgroup *rg)
   if (rv != 0) {
     snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: the replica's Raft I/O (%.200s): %s",
              (unsigned long long)rg->group_id, dir, cairn_strerror(rv));
+    return rv;
   }
-  return rv;
+  riow_mux_on_failed(&rg->wio.mux, rgroup_wal_on_meta_failed);
+  riow_mux_set_group_commit(&rg->wio.mux, rg->opts.meta_group_commit);
+  return 0;
 }
 
 int rgroup_wal_attach(struct rgroup *rg)

@@ -47,14 +47,41 @@ static int riow_mux_recover(struct raft_io *io, const struct raft_configuration 
   return riow_recover(&riow_mux_of(io)->riow, c);
 }
 
+/* Term and vote: the record is queued in the log, and the group's sends
+ * are held until it is durable (riow_mux.h, "Term and vote"). */
 static int riow_mux_set_term(struct raft_io *io, raft_term term)
 {
-  return riow_set_term(&riow_mux_of(io)->riow, term);
+  struct riow_mux *m = riow_mux_of(io);
+  int rv = riow_set_term(&m->riow, term);
+  if (rv == 0 && m->riow.on_meta != NULL) {
+    raftmux_hold(&m->mxg);
+  }
+  return rv;
 }
 
 static int riow_mux_set_vote(struct raft_io *io, raft_id id)
 {
-  return riow_set_vote(&riow_mux_of(io)->riow, id);
+  struct riow_mux *m = riow_mux_of(io);
+  int rv = riow_set_vote(&m->riow, id);
+  if (rv == 0 && m->riow.on_meta != NULL) {
+    raftmux_hold(&m->mxg);
+  }
+  return rv;
+}
+
+/* A term or vote record is durable (0), failed (the log is fatal) or was
+ * never written (the log closed): its hold on the sends ends. */
+static void riow_mux_on_meta(struct riow *x, int status)
+{
+  struct riow_mux *m = (struct riow_mux *)((char *)x - offsetof(struct riow_mux, riow));
+  int code = status == 0 ? 0 : status == CAIRN_ECLOSED ? RAFT_CANCELED : RAFT_IOERR;
+  raftmux_release(&m->mxg, code);
+  if (code == RAFT_IOERR) {
+    m->meta_failures++;
+    if (m->on_failed != NULL) {
+      m->on_failed(m, status);
+    }
+  }
 }
 
 static int riow_mux_append(struct raft_io *io, struct raft_io_append *req,
@@ -376,9 +403,25 @@ int riow_mux_init(struct riow_mux *m, uv_loop_t *loop, struct wal *w, uint64_t g
   if (rt != NULL) {
     rt->data = m;
   }
+  riow_set_meta_async(&m->riow, riow_mux_on_meta);
   riow_mux_seed(m, gid);
   m->state = RIOW_MUX_INIT;
   return 0;
+}
+
+void riow_mux_set_group_commit(struct riow_mux *m, bool on)
+{
+  riow_set_meta_async(&m->riow, on ? riow_mux_on_meta : NULL);
+}
+
+void riow_mux_on_failed(struct riow_mux *m, void (*cb)(struct riow_mux *m, int status))
+{
+  m->on_failed = cb;
+}
+
+bool riow_mux_meta_pending(const struct riow_mux *m)
+{
+  return m->riow.meta_pending > 0;
 }
 
 void riow_mux_release(struct riow_mux *m)

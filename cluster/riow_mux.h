@@ -26,6 +26,24 @@
  *   CLOSING   sends, log requests and async work drained,
  *             transport and timer closed: raft's cb       CLOSED    riow_mux_on_timer_closed
  *
+ * Term and vote (docs/replication.md, "Term and vote by group commit"),
+ * unless riow_mux_set_group_commit turned it off: set_term and set_vote
+ * do not block. Their record is queued in the
+ * node's log (riow_set_meta_async) and made durable by the next write job
+ * with every other group's records, one fdatasync for all of them, off the
+ * loop. Until it is, raft 0.15's contract (durable when set_term/set_vote
+ * return) is kept where it matters: the group's sends are held in order
+ * (raftmux_hold) from the set_term/set_vote on, and go out when every such
+ * record of the group is durable, so no RequestVote, vote granted,
+ * AppendEntries, result or TimeoutNow reveals a term or vote the node
+ * could forget in a crash. Entries appended after the record are after it
+ * in the log: durable only after it. If the record's write fails, the log
+ * latches fatal (wal.h), the held sends call back with RAFT_IOERR unsent,
+ * every later send of this io too, and the owner's failure callback
+ * (riow_mux_on_failed) fires so it can close and reopen the replica from
+ * disk. Whatever else reveals a term outside raft's messages (cairnd's
+ * coalesced heartbeats) asks riow_mux_meta_pending first.
+ *
  * Close: raft_close's io close waits, in this order, for every send of the
  * group to call back (raftmux_io_close), for every request of the group in
  * the log (riow_close) and every async_work to call back, then closes the
@@ -59,9 +77,11 @@ struct riow_mux {
   uv_timer_t timer;             /* raft's tick; initialized at start (or at close) */
   raft_io_tick_cb tick_cb;
   raft_io_close_cb close_cb;
-  uint64_t rand_state; /* xorshift64*; never 0 */
-  unsigned works;      /* async_work requests that have not called back */
-  unsigned refused;    /* raft_uv connections refused (logged once) */
+  uint64_t rand_state;    /* xorshift64*; never 0 */
+  unsigned works;         /* async_work requests that have not called back */
+  unsigned refused;       /* raft_uv connections refused (logged once) */
+  unsigned meta_failures; /* term/vote records whose write failed */
+  void (*on_failed)(struct riow_mux *m, int status); /* riow_mux_on_failed */
   enum riow_mux_state state;
   bool timer_init;
   bool rt_init;  /* rt->init succeeded: rt->close is due */
@@ -85,6 +105,23 @@ __attribute__((warn_unused_result)) int riow_mux_init(struct riow_mux *m, uv_loo
                                                       const char *snap_dir, struct raftmux *mx,
                                                       uint64_t self_id, const char *self_address,
                                                       struct raft_uv_transport *rt);
+
+/* Group commit of term and vote (above) on or off; on after riow_mux_init.
+ * Off: set_term and set_vote are durable when they return (a blocking
+ * wal_flush_sync, raft 0.15's own contract) and nothing is held. Call
+ * before raft uses the io. */
+void riow_mux_set_group_commit(struct riow_mux *m, bool on);
+
+/* cb fires (from the loop) when a term or vote record of m failed to
+ * become durable: the log is fatal, m's sends fail from now on, and its
+ * raft believes a term or vote the disk may not hold, so the owner must
+ * close this raft and reopen it from disk. status: the log's error. Call
+ * after riow_mux_init; NULL: none. */
+void riow_mux_on_failed(struct riow_mux *m, void (*cb)(struct riow_mux *m, int status));
+
+/* Is a term or vote record of m not yet durable (so m's sends are held)?
+ * Whatever reveals m's raft term other than its sends asks this first. */
+bool riow_mux_meta_pending(const struct riow_mux *m);
 
 /* Undoes riow_mux_init at once for an io whose raft_init failed (no
  * io->start, no send was made; rt never listened). */

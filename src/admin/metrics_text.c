@@ -231,6 +231,10 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                    mx->unknown);
   admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"malformed\"} %" PRIu64 "\n",
                    mx->malformed);
+  metrics_text_family(b, "cairn_raftmux_held_total", "counter",
+                      "Partition Raft messages held until their group's term or vote record "
+                      "was durable (group commit of term and vote, cluster/riow_mux.h).");
+  admin_buf_printf(b, "cairn_raftmux_held_total %" PRIu64 "\n", mx->held);
   const struct hbeat *hb = &n->hb;
   metrics_text_family(b, "cairn_coalesced_beats_sent_total", "counter",
                       "Coalesced heartbeat frames sent to peer nodes.");

@@ -85,6 +85,7 @@ enum config_key_id {
   CONFIG_K_RAFT_LOG,
   CONFIG_K_COALESCE_HEARTBEATS,
   CONFIG_K_RAFT_MUX,
+  CONFIG_K_RAFT_META_COMMIT,
   CONFIG_K_CLUSTER_SECRET_FILE,
   CONFIG_K_TLS_CERT,
   CONFIG_K_TLS_KEY,
@@ -279,6 +280,14 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                            "auto (default): on with the node-wide log "
                            "(docs/replication.md, \"Multiplexed Raft messages\")",
                            NULL},
+    [CONFIG_K_RAFT_META_COMMIT] = {"raft-meta-commit", "raft", "meta_commit", "sync|group",
+                                   CONFIG_KIND_FILE, CONFIG_OFF(raft_meta_commit), 0, 0,
+                                   "with the mux on: sync (default): a partition replica's Raft "
+                                   "term and vote are durable when written (one fdatasync on the "
+                                   "loop each); group: group-committed with the other writes, "
+                                   "the replica's messages held until they are "
+                                   "(docs/replication.md, \"Term and vote by group commit\")",
+                                   NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
                                       "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
                                       0, 0,
@@ -718,6 +727,7 @@ static void config_defaults(struct config *cfg)
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
   snprintf(cfg->coalesce_heartbeats, sizeof cfg->coalesce_heartbeats, "on");
   snprintf(cfg->raft_mux, sizeof cfg->raft_mux, "auto");
+  snprintf(cfg->raft_meta_commit, sizeof cfg->raft_meta_commit, "sync");
   snprintf(cfg->auth, sizeof cfg->auth, "none");
   snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }
@@ -1200,6 +1210,11 @@ static int config_check(struct config_parse *ps)
   if (strcmp(cfg->raft_log, "group") != 0 && strcmp(cfg->raft_log, "node") != 0 &&
       strcmp(cfg->raft_log, "auto") != 0) {
     config_fail(ps, CAIRN_ECONFIG, "--raft-log: '%s' is not node, group or auto", cfg->raft_log);
+    return ps->err;
+  }
+  if (strcmp(cfg->raft_meta_commit, "sync") != 0 && strcmp(cfg->raft_meta_commit, "group") != 0) {
+    config_fail(ps, CAIRN_ECONFIG, "--raft-meta-commit: '%s' is not sync or group",
+                cfg->raft_meta_commit);
     return ps->err;
   }
   if (strcmp(cfg->coalesce_heartbeats, "on") != 0 && strcmp(cfg->coalesce_heartbeats, "off") != 0) {

@@ -673,6 +673,7 @@ static int node_start_groups(struct node *n)
   ro.election_ms = n->cfg.election_ms;
   ro.idle_heartbeat_ms = n->cfg.idle_heartbeat_ms;
   ro.coalesce = strcmp(n->cfg.coalesce_heartbeats, "on") == 0;
+  ro.meta_group_commit = strcmp(n->cfg.raft_meta_commit, "group") == 0;
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
   plog_opts_default(&ro.plog);

@@ -14,9 +14,13 @@
 #include "cluster/riow_mux.h"
 #include "cluster/transport.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fsutil.h"
+#include "proc.h"
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <raft/uv.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,9 +67,13 @@ struct world {
   struct node n[NODES];
 };
 
-static int test_port(int k)
+/* A port reserved for this process, below the ephemeral range (a port
+ * from the pid could be taken by another process's outgoing connection). */
+static int test_port(void)
 {
-  return 20000 + (int)(getpid() % 20000) + k;
+  int port = tu_free_port();
+  assert_true(port > 0);
+  return port;
 }
 
 /* ---- the state machine ---- */
@@ -137,7 +145,7 @@ static void node_open(struct world *wd, int i)
 {
   struct node *n = &wd->n[i];
   n->id = (uint64_t)i + 1;
-  snprintf(n->address, sizeof n->address, "127.0.0.1:%d", test_port(i));
+  snprintf(n->address, sizeof n->address, "127.0.0.1:%d", test_port());
   snprintf(n->dir, sizeof n->dir, "%s/node%d", wd->base, i + 1);
   assert_int_equal(fs_mkdir_p(n->dir), 0);
   assert_int_equal(transport_init(&n->tr, &wd->loop, n->address), 0);
@@ -640,11 +648,415 @@ static void test_io_close_release_random_and_async_work(void **state)
   free(wd);
 }
 
+/* ---- term and vote by group commit: held sends ---- */
+
+#define HELD_GID 300
+#define CRASH_ROUNDS 60
+#define MAX_SEEN 64
+
+/* What node 2's bare io (no raft) received for HELD_GID. */
+struct seen {
+  unsigned n;
+  int type[MAX_SEEN];
+  uint64_t term[MAX_SEEN];
+  uint64_t durable_at[MAX_SEEN]; /* node 1's durable bytes when it arrived */
+};
+
+static struct seen seen;
+static struct wal *seen_sender_wal; /* node 1's log, read at each arrival */
+
+static void bare_tick(struct raft_io *io)
+{
+  (void)io;
+}
+
+static void bare_recv(struct raft_io *io, struct raft_message *m)
+{
+  (void)io;
+  assert_true(seen.n < MAX_SEEN);
+  struct wal_stats st;
+  wal_get_stats(seen_sender_wal, &st);
+  seen.type[seen.n] = m->type;
+  seen.term[seen.n] = m->type == RAFT_IO_REQUEST_VOTE            ? m->request_vote.term
+                      : m->type == RAFT_IO_APPEND_ENTRIES_RESULT ? m->append_entries_result.term
+                                                                 : 0;
+  seen.durable_at[seen.n] = st.durable_lsn;
+  seen.n++;
+}
+
+static void bare_closed(struct raft_io *io)
+{
+  (void)io;
+  closed_flag = true;
+}
+
+/* A riow_mux of group HELD_GID on node i, started without raft. */
+static void bare_open(struct world *wd, int i, struct riow_mux *m)
+{
+  struct node *n = &wd->n[i];
+  char snap[800];
+  snprintf(snap, sizeof snap, "%s/g%d/snap", n->dir, HELD_GID);
+  assert_int_equal(
+      riow_mux_init(m, &wd->loop, n->w, HELD_GID, snap, &n->mx, n->id, n->address, NULL), 0);
+  assert_int_equal(m->io.init(&m->io, n->id, n->address), 0);
+  assert_int_equal(m->io.start(&m->io, 3600 * 1000, bare_tick, bare_recv), 0);
+}
+
+static void bare_close(struct world *wd, struct riow_mux *m)
+{
+  closed_flag = false;
+  m->io.close(&m->io, bare_closed);
+  run_until(&wd->loop, flag_set, &closed_flag, "a bare io to close");
+}
+
+/* One send and its outcome. */
+struct bsend {
+  struct raft_io_send req;
+  int status;
+  bool done;
+};
+
+static void bsend_cb(struct raft_io_send *req, int status)
+{
+  struct bsend *b = req->data;
+  b->status = status;
+  b->done = true;
+}
+
+static void bare_send(struct world *wd, struct riow_mux *m, struct bsend *b, int type,
+                      uint64_t term)
+{
+  struct raft_message msg;
+  memset(&msg, 0, sizeof msg);
+  msg.type = type;
+  msg.server_id = wd->n[1].id;
+  msg.server_address = wd->n[1].address;
+  if (type == RAFT_IO_REQUEST_VOTE) {
+    msg.request_vote = (struct raft_request_vote){.term = term, .candidate_id = wd->n[0].id};
+  } else {
+    msg.append_entries_result = (struct raft_append_entries_result){.term = term};
+  }
+  *b = (struct bsend){.req = {.data = b}};
+  assert_int_equal(m->io.send(&m->io, &b->req, &msg, bsend_cb), 0);
+}
+
+static bool seen_at_least(void *arg)
+{
+  return seen.n >= *(unsigned *)arg;
+}
+
+static bool peers_up(void *arg)
+{
+  struct world *wd = arg;
+  return nwatch_peer_state(&wd->n[0].nw, wd->n[1].id) == NWATCH_UP &&
+         nwatch_peer_state(&wd->n[1].nw, wd->n[0].id) == NWATCH_UP;
+}
+
+static void on_pause(uv_timer_t *t)
+{
+  *(bool *)t->data = true;
+}
+
+/* Runs the loop for ms of wall time (whatever else is due runs too). */
+static void run_for(uv_loop_t *loop, unsigned ms)
+{
+  bool over = false;
+  uv_timer_t t;
+  uv_timer_init(loop, &t);
+  t.data = &over;
+  uv_timer_start(&t, on_pause, ms, 0);
+  run_until(loop, flag_set, &over, "a pause");
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* The thread pool's one worker (UV_THREADPOOL_SIZE=1, main) kept busy,
+ * so the log's write job waits: the record is queued, not durable. */
+struct pool_block {
+  uv_work_t work;
+  uv_sem_t go;
+  bool done;
+};
+
+static void pool_block_run(uv_work_t *w)
+{
+  struct pool_block *pb = w->data;
+  uv_sem_wait(&pb->go);
+}
+
+static void pool_block_done(uv_work_t *w, int status)
+{
+  (void)status;
+  struct pool_block *pb = w->data;
+  pb->done = true;
+}
+
+static void world_open_pair(struct world *wd, const char *tag)
+{
+  world_open(wd, tag);
+  run_until(&wd->loop, peers_up, wd, "nodes 1 and 2 to connect");
+  memset(&seen, 0, sizeof seen);
+  seen_sender_wal = wd->n[0].w;
+}
+
+/* A message sent after set_term/set_vote leaves only once their records
+ * are durable, after the messages sent before them, and in order; a
+ * message sent with no record in flight leaves at once. */
+static void test_sends_wait_until_the_term_and_vote_are_durable(void **state)
+{
+  (void)state;
+  struct world *wd = calloc(1, sizeof *wd);
+  world_open_pair(wd, "riowmux2");
+  struct riow_mux *snd = calloc(1, sizeof *snd), *rcv = calloc(1, sizeof *rcv);
+  bare_open(wd, 0, snd);
+  bare_open(wd, 1, rcv);
+  struct bsend b[4];
+
+  /* Nothing in flight: straight out. */
+  bare_send(wd, snd, &b[0], RAFT_IO_APPEND_ENTRIES_RESULT, 4);
+  unsigned want = 1;
+  run_until(&wd->loop, seen_at_least, &want, "an unheld message");
+  assert_true(b[0].done);
+  assert_int_equal(b[0].status, 0);
+
+  struct pool_block pb = {.work = {.data = &pb}};
+  assert_int_equal(uv_sem_init(&pb.go, 0), 0);
+  assert_int_equal(uv_queue_work(&wd->loop, &pb.work, pool_block_run, pool_block_done), 0);
+  assert_int_equal(snd->io.set_term(&snd->io, 5), 0);
+  assert_int_equal(snd->io.set_vote(&snd->io, wd->n[0].id), 0);
+  assert_true(riow_mux_meta_pending(snd));
+  struct wal_stats st;
+  wal_get_stats(wd->n[0].w, &st);
+  uint64_t need = st.bytes; /* both records end here */
+  assert_true(st.durable_lsn < need);
+  bare_send(wd, snd, &b[1], RAFT_IO_REQUEST_VOTE, 5);
+  bare_send(wd, snd, &b[2], RAFT_IO_APPEND_ENTRIES_RESULT, 5);
+  assert_int_equal(wd->n[0].mx.held, 2);
+
+  run_for(&wd->loop, 300);
+  assert_int_equal(seen.n, 1); /* held: the records are not durable */
+  assert_false(b[1].done);
+  assert_false(b[2].done);
+  wal_get_stats(wd->n[0].w, &st);
+  assert_true(st.durable_lsn < need);
+
+  uv_sem_post(&pb.go);
+  want = 3;
+  run_until(&wd->loop, seen_at_least, &want, "the held messages");
+  assert_true(pb.done);
+  uv_sem_destroy(&pb.go);
+  assert_int_equal(seen.type[1], RAFT_IO_REQUEST_VOTE);
+  assert_int_equal(seen.term[1], 5);
+  assert_int_equal(seen.type[2], RAFT_IO_APPEND_ENTRIES_RESULT);
+  for (unsigned k = 1; k < 3; k++) {
+    assert_true(seen.durable_at[k] >= need);
+  }
+  run_until(&wd->loop, flag_set, &b[2].done, "the held sends' callbacks");
+  assert_int_equal(b[1].status, 0);
+  assert_int_equal(b[2].status, 0);
+  assert_false(riow_mux_meta_pending(snd));
+  struct wal_group_info gi;
+  assert_int_equal(wal_group_info(wd->n[0].w, HELD_GID, &gi), 0);
+  assert_int_equal(gi.term, 5);
+  assert_int_equal(gi.vote, wd->n[0].id);
+
+  /* Once durable, sends go straight out again. */
+  bare_send(wd, snd, &b[3], RAFT_IO_APPEND_ENTRIES_RESULT, 5);
+  want = 4;
+  run_until(&wd->loop, seen_at_least, &want, "a message after the release");
+  assert_int_equal(wd->n[0].mx.held, 2);
+
+  bare_close(wd, snd);
+  bare_close(wd, rcv);
+  free(snd);
+  free(rcv);
+  world_close(wd);
+  free(wd);
+}
+
+static int failed_status;
+
+static void on_meta_failed(struct riow_mux *m, int status)
+{
+  (void)m;
+  failed_status = status;
+}
+
+/* A failed fsync of the term record: the held sends fail unsent, so do
+ * later ones, the owner hears of it, and the log is fatal. */
+static void test_a_failed_term_record_fails_the_held_sends(void **state)
+{
+  (void)state;
+  struct world *wd = calloc(1, sizeof *wd);
+  world_open_pair(wd, "riowmux3");
+  struct riow_mux *snd = calloc(1, sizeof *snd), *rcv = calloc(1, sizeof *rcv);
+  bare_open(wd, 0, snd);
+  bare_open(wd, 1, rcv);
+  riow_mux_on_failed(snd, on_meta_failed);
+  failed_status = 0;
+  struct bsend b[3];
+
+  fault_arm(FAULT_WAL_SYNC, 0, -EIO);
+  assert_int_equal(snd->io.set_term(&snd->io, 7), 0);
+  bare_send(wd, snd, &b[0], RAFT_IO_REQUEST_VOTE, 7);
+  bare_send(wd, snd, &b[1], RAFT_IO_APPEND_ENTRIES_RESULT, 7);
+  run_until(&wd->loop, flag_set, &b[1].done, "the held sends to fail");
+  fault_reset();
+  assert_int_equal(b[0].status, RAFT_IOERR);
+  assert_int_equal(b[1].status, RAFT_IOERR);
+  assert_int_not_equal(failed_status, 0);
+  assert_int_equal(snd->meta_failures, 1);
+  assert_int_not_equal(wal_fatal(wd->n[0].w), 0);
+  assert_false(riow_mux_meta_pending(snd));
+  /* Latched: the term is never revealed, whatever raft sends next. */
+  bare_send(wd, snd, &b[2], RAFT_IO_APPEND_ENTRIES_RESULT, 7);
+  run_until(&wd->loop, flag_set, &b[2].done, "a later send to fail");
+  assert_int_equal(b[2].status, RAFT_IOERR);
+  assert_int_equal(snd->io.set_vote(&snd->io, wd->n[0].id), RAFT_IOERR); /* the log is fatal */
+  run_for(&wd->loop, 300);
+  assert_int_equal(seen.n, 0);
+
+  bare_close(wd, snd);
+  bare_close(wd, rcv);
+  free(snd);
+  free(rcv);
+  world_close(wd);
+  free(wd);
+}
+
+/* The newest wal segment of dir: its name, 0 if none. */
+static uint64_t newest_segment(const char *dir, char *name, size_t len)
+{
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  uint64_t best = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    unsigned long long seq;
+    size_t l = strlen(de->d_name);
+    if (sscanf(de->d_name, "wal-%16llx.log", &seq) == 1 && seq >= best && l < len) {
+      best = seq;
+      memcpy(name, de->d_name, l + 1);
+    }
+  }
+  closedir(d);
+  return best;
+}
+
+/* Crashes at the boundaries of a term and vote record, many times: a
+ * write that fails (nothing written), an fsync that fails (written, then
+ * a power cut keeps a random part of what was not synced), or none (the
+ * records durable). After each, node 1's log is reopened from disk: every
+ * RequestVote node 2 received (term t, node 1's vote for itself) must be
+ * there (term > t, or term t with that vote), and with no fault the last
+ * term and vote are. */
+static void test_a_crash_keeps_every_revealed_term_and_vote(void **state)
+{
+  (void)state;
+  uint64_t seed = tu_seed("test_riow_mux_crash");
+  uint64_t rng = seed ? seed : 1;
+  struct world *wd = calloc(1, sizeof *wd);
+  world_open_pair(wd, "riowmux4");
+  struct node *n1 = &wd->n[0];
+  char wdir[700];
+  snprintf(wdir, sizeof wdir, "%s/wal", n1->dir);
+  struct riow_mux *snd = calloc(1, sizeof *snd), *rcv = calloc(1, sizeof *rcv);
+  bare_open(wd, 1, rcv);
+  uint64_t term = 0;
+  unsigned faults = 0, cuts = 0, revealed = 0;
+  for (int round = 0; round < CRASH_ROUNDS; round++) {
+    memset(&seen, 0, sizeof seen);
+    seen_sender_wal = n1->w;
+    bare_open(wd, 0, snd);
+    int mode = (int)(tu_rand(&rng) % 3); /* 0 none, 1 write fails, 2 fsync fails */
+    if (mode != 0) {
+      fault_arm(mode == 1 ? FAULT_WAL_WRITE : FAULT_WAL_SYNC, (int)(tu_rand(&rng) % 2), -EIO);
+    }
+    struct bsend b[4];
+    unsigned nsent = 0;
+    for (int k = 0; k < 4; k++) {
+      term++;
+      if (snd->io.set_term(&snd->io, term) != 0 || snd->io.set_vote(&snd->io, n1->id) != 0) {
+        break; /* the log went fatal */
+      }
+      bare_send(wd, snd, &b[nsent++], RAFT_IO_REQUEST_VOTE, term);
+      if (tu_rand(&rng) % 2) {
+        uv_run(&wd->loop, UV_RUN_NOWAIT); /* sometimes a job per record */
+      }
+    }
+    for (unsigned k = 0; k < nsent; k++) {
+      run_until(&wd->loop, flag_set, &b[k].done, "the sends' callbacks");
+    }
+    unsigned ok = 0;
+    for (unsigned k = 0; k < nsent; k++) {
+      ok += b[k].status == 0;
+      assert_true(b[k].status == 0 || b[k].status == RAFT_IOERR);
+    }
+    run_until(&wd->loop, seen_at_least, &ok, "every sent message to arrive");
+    bool fatal = wal_fatal(n1->w) != 0;
+    fault_reset();
+    faults += fatal;
+    char name[64];
+    uint64_t seq = newest_segment(wdir, name, sizeof name);
+    uint64_t durable = seq != 0 ? wal_seg_durable(n1->w, seq) : 0;
+    bare_close(wd, snd);
+    bool closed = false;
+    wal_close(n1->w, on_wal_closed, &closed);
+    run_until(&wd->loop, flag_set, &closed, "the wal to close");
+    if (fatal && seq != 0) {
+      int64_t size = tu_file_size(wdir, name);
+      if ((int64_t)durable < size) {
+        int64_t cut =
+            (int64_t)durable + (int64_t)(tu_rand(&rng) % (uint64_t)(size - (int64_t)durable + 1));
+        tu_truncate(wdir, name, cut);
+        cuts++;
+      }
+    }
+    char errmsg[WAL_ERRMSG_SIZE];
+    assert_int_equal(wal_open(&wd->loop, wdir, NULL, &n1->w, errmsg), 0);
+    struct wal_group_info gi = {0};
+    if (wal_group_info(n1->w, HELD_GID, &gi) != 0) {
+      gi = (struct wal_group_info){0}; /* nothing of the group on disk */
+    }
+    for (unsigned k = 0; k < seen.n; k++) {
+      assert_int_equal(seen.type[k], RAFT_IO_REQUEST_VOTE);
+      uint64_t t = seen.term[k];
+      if (gi.term < t || (gi.term == t && gi.vote != n1->id)) {
+        fail_msg("round %d (seed %llu): term %llu and vote were revealed, the disk has term "
+                 "%llu vote %llu",
+                 round, (unsigned long long)seed, (unsigned long long)t,
+                 (unsigned long long)gi.term, (unsigned long long)gi.vote);
+      }
+      revealed++;
+    }
+    if (!fatal) {
+      assert_int_equal(gi.term, term);
+      assert_int_equal(gi.vote, n1->id);
+    }
+    term = gi.term > term ? gi.term : term; /* never reuse a revealed term */
+  }
+  print_message("%d crash rounds: %u with a failed write or fsync, %u power cuts, %u votes "
+                "revealed, all on disk after the crash\n",
+                CRASH_ROUNDS, faults, cuts, revealed);
+  assert_true(faults > 0 && cuts > 0 && revealed > 0);
+  bare_close(wd, rcv);
+  free(snd);
+  free(rcv);
+  world_close(wd);
+  free(wd);
+}
+
 int main(void)
 {
+  /* One worker: a test can hold the log's write job back by keeping it
+   * busy (test_sends_wait_until_the_term_and_vote_are_durable). */
+  setenv("UV_THREADPOOL_SIZE", "1", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_elect_replicate_fail_over_and_catch_up),
       cmocka_unit_test(test_io_close_release_random_and_async_work),
+      cmocka_unit_test(test_sends_wait_until_the_term_and_vote_are_durable),
+      cmocka_unit_test(test_a_failed_term_record_fails_the_held_sends),
+      cmocka_unit_test(test_a_crash_keeps_every_revealed_term_and_vote),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -142,6 +142,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_string_equal(a->raft_log, b->raft_log);
   assert_string_equal(a->coalesce_heartbeats, b->coalesce_heartbeats);
   assert_string_equal(a->raft_mux, b->raft_mux);
+  assert_string_equal(a->raft_meta_commit, b->raft_meta_commit);
   assert_string_equal(a->super_users, b->super_users);
 }
 
@@ -768,7 +769,7 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
                   "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log, "
-                  "coalesce_heartbeats, raft_mux)",
+                  "coalesce_heartbeats, raft_mux, meta_commit)",
                   NULL);
 }
 
