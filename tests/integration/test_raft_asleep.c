@@ -145,28 +145,6 @@ static void produce_round(struct cd_cluster *c)
   }
 }
 
-/* The partition log of node i's replica of p (<node>/partitions/q-p.<id>/log). */
-static void replica_log_dir(struct cd_cluster *c, int i, uint32_t p, char *out, size_t n)
-{
-  char parts[700], prefix[32];
-  snprintf(parts, sizeof parts, "%s/partitions", c->nodes[i].dir);
-  snprintf(prefix, sizeof prefix, "%s-%u.", TOPIC, p);
-  DIR *d = opendir(parts);
-  if (d == NULL) {
-    fail_msg("%s: %s", parts, strerror(errno));
-  }
-  struct dirent *de;
-  out[0] = '\0';
-  while ((de = readdir(d)) != NULL) {
-    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
-      int w = snprintf(out, n, "%s/%.200s/log", parts, de->d_name);
-      assert_true(w > 0 && (size_t)w < n);
-    }
-  }
-  closedir(d);
-  assert_true(out[0] != '\0');
-}
-
 static void start_cluster(struct cd_cluster *c)
 {
   ak_init(&acked, TOPIC, NPART, RECORDS, 40);
@@ -199,7 +177,7 @@ static void stop_and_check_logs(struct cd_cluster *c)
     char logs[3][900];
     const char *dirs[3];
     for (int i = 0; i < 3; i++) {
-      replica_log_dir(c, i, p, logs[i], sizeof logs[i]);
+      cd_replica_log_dir(c, i, TOPIC, p, logs[i], sizeof logs[i]);
       dirs[i] = logs[i];
     }
     ak_check_replicas(&acked, p, dirs, 3);

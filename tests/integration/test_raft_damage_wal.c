@@ -283,26 +283,6 @@ static long long wait_rebuilt(struct cd_cluster *c, int victim)
 
 /* ---- comparing replicas ---- */
 
-/* The partition log of node i's replica of p (<node>/partitions/t-p.<id>/log). */
-static void replica_log_dir(struct cd_cluster *c, int i, uint32_t p, char *out, size_t n)
-{
-  char parts[700], prefix[32];
-  snprintf(parts, sizeof parts, "%s/partitions", c->nodes[i].dir);
-  snprintf(prefix, sizeof prefix, "%s-%u.", TOPIC, p);
-  DIR *d = opendir(parts);
-  assert_non_null(d);
-  struct dirent *de;
-  out[0] = '\0';
-  while ((de = readdir(d)) != NULL) {
-    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
-      int w = snprintf(out, n, "%s/%.200s/log", parts, de->d_name);
-      assert_true(w > 0 && (size_t)w < n);
-    }
-  }
-  closedir(d);
-  assert_true(out[0] != '\0');
-}
-
 /* Every node stopped cleanly: for each partition the three replicas hold
  * the same batches, and every acknowledged one once, at its offset, in
  * acknowledgment order. */
@@ -316,7 +296,7 @@ static void stop_and_compare(struct cd_cluster *c)
     char logs[3][900];
     const char *dirs[3];
     for (int i = 0; i < 3; i++) {
-      replica_log_dir(c, i, p, logs[i], sizeof logs[i]);
+      cd_replica_log_dir(c, i, TOPIC, p, logs[i], sizeof logs[i]);
       dirs[i] = logs[i];
     }
     ak_check_replicas(&acked, p, dirs, 3);
@@ -351,7 +331,7 @@ static long file_size(const char *path)
 static bool replica_marked(struct cd_cluster *c, int i, uint32_t p)
 {
   char log[900], mark[960];
-  replica_log_dir(c, i, p, log, sizeof log);
+  cd_replica_log_dir(c, i, TOPIC, p, log, sizeof log);
   snprintf(mark, sizeof mark, "%.*s/raft.refused", (int)(strrchr(log, '/') - log), log);
   struct stat sb;
   return stat(mark, &sb) == 0;

@@ -326,28 +326,6 @@ static int leader_index(struct cd_cluster *c, int ask, uint32_t p)
   return li;
 }
 
-/* The partition log of node i's replica of p (<node>/partitions/k-p.<id>/log). */
-static void replica_log_dir(struct cd_cluster *c, int i, uint32_t p, char *out, size_t n)
-{
-  char parts[700], prefix[32];
-  snprintf(parts, sizeof parts, "%s/partitions", c->nodes[i].dir);
-  snprintf(prefix, sizeof prefix, "%s-%u.", KTOPIC, p);
-  DIR *d = opendir(parts);
-  if (d == NULL) {
-    fail_msg("%s: %s", parts, strerror(errno));
-  }
-  struct dirent *de;
-  out[0] = '\0';
-  while ((de = readdir(d)) != NULL) {
-    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
-      int w = snprintf(out, n, "%s/%.200s/log", parts, de->d_name);
-      assert_true(w > 0 && (size_t)w < n);
-    }
-  }
-  closedir(d);
-  assert_true(out[0] != '\0');
-}
-
 static void produce_round(struct cd_cluster *c)
 {
   for (uint32_t p = 0; p < KPART; p++) {
@@ -393,7 +371,7 @@ static void test_raft_mux_leader_sigkill_keeps_every_acknowledged_batch(void **s
     char logs[3][900];
     const char *dirs[3];
     for (int i = 0; i < 3; i++) {
-      replica_log_dir(&c, i, p, logs[i], sizeof logs[i]);
+      cd_replica_log_dir(&c, i, KTOPIC, p, logs[i], sizeof logs[i]);
       dirs[i] = logs[i];
     }
     ak_check_replicas(&acked, p, dirs, 3);

@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "wire_client.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,12 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
 
 #define CD_CALL_RETRY_MS 100
 
@@ -466,4 +473,26 @@ long long cd_metric(int admin_port, const char *name)
   long long v = at != NULL ? strtoll(at + strlen(needle), NULL, 10) : -1;
   free(buf);
   return v;
+}
+
+void cd_replica_log_dir(struct cd_cluster *c, int i, const char *topic, uint32_t p, char *out,
+                        size_t n)
+{
+  char parts[700], prefix[300];
+  snprintf(parts, sizeof parts, "%s/partitions", c->nodes[i].dir);
+  snprintf(prefix, sizeof prefix, "%s-%u.", topic, p);
+  DIR *d = opendir(parts);
+  if (d == NULL) {
+    fail_msg("%s: %s", parts, strerror(errno));
+  }
+  struct dirent *de;
+  out[0] = '\0';
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
+      int w = snprintf(out, n, "%s/%.200s/log", parts, de->d_name);
+      assert_true(w > 0 && (size_t)w < n);
+    }
+  }
+  closedir(d);
+  assert_true(out[0] != '\0');
 }

@@ -66,6 +66,12 @@ bool cd_running(const struct cd_cluster *c, int i);
  * CAIRN_KEEP_TEST_DIR is set (then prints it). */
 void cd_destroy(struct cd_cluster *c);
 
+/* The partition log directory of node i's replica of topic's partition p
+ * (<node dir>/partitions/<topic>-<p>.<id>/log) into out; the test fails if
+ * there is none. */
+void cd_replica_log_dir(struct cd_cluster *c, int i, const char *topic, uint32_t p, char *out,
+                        size_t n);
+
 /* One request to node i: sends req (+payload), waits for the answer.
  * Returns 0 with *resp (free with cairn__client__envelope__free_unpacked)
  * and, if payload_out is not NULL, the payload (free()), or a negative
