@@ -318,7 +318,14 @@ expect 0 timeout 60 kcat "${sasl_ssl[@]}" -X sasl.password=alice-pw -C -t ss -e 
 echo "   Kafka and client ports serve the renewed certificate; kcat SASL_SSL reads back through it"
 
 step "a TLS client on node 5's plaintext Kafka port: closed, logged as such; plaintext clients go on"
-expect 1 timeout 30 kcat -b "$(kafka 5)" -X security.protocol=ssl -X "ssl.ca.location=$t/ca.pem" -L -m 2
+# kcat fails (1); kcat 1.7.1 sometimes crashes on its way out after the
+# failed metadata request instead (139, SIGSEGV in the client, seen once in
+# CI under load): either way it got no metadata. What is checked is the
+# node's side: the handshake closed at once, the reason logged, serving on.
+got=0
+timeout 30 kcat -b "$(kafka 5)" -X security.protocol=ssl -X "ssl.ca.location=$t/ca.pem" -L -m 2 \
+  >"$dir/out" 2>"$dir/err" || got=$?
+[ "$got" = 1 ] || [ "$got" = 139 ] || fail "kcat over TLS on a plaintext port: exit $got, not 1: $(head -5 "$dir/err")"
 err_has "in state SSL_HANDSHAKE" # closed during the handshake, not left waiting
 grep -q "a TLS handshake on a port without TLS" "$cdir/node5.log" ||
   fail "node 5 does not say why it closed the TLS client: $(tail -5 "$cdir/node5.log")"
