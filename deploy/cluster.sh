@@ -278,7 +278,9 @@ do_start() {
   while :; do
     ready=1
     for i in $(seq 1 "$nodes"); do
-      if [ -z "$(pid_of "$i")" ]; then
+      if [ -z "$(pid_of "$i")" ] && ! kill -0 "$(cat "$dir/node$i.pid" 2>/dev/null)" 2>/dev/null; then
+        # (pid_of alone can miss a node still being exec'd by a wrapper
+        # of --cairnd: its command line reads empty for that moment.)
         echo "$prog: node $i exited; the end of $dir/node$i.log:" >&2
         tail -5 "$dir/node$i.log" >&2
         do_stop >&2
