@@ -114,12 +114,14 @@ static bool rgroup_ticker_tickable(const struct rgroup *rg)
   return rg != NULL && rg->raft_open && !rg->raft_closing;
 }
 
-/* Every heartbeat: ticks each awake group, then puts to sleep those that
- * may sleep (rgroup_pace_may_sleep). */
-static void rgroup_ticker_on_fast(uv_timer_t *h)
+/* Ticks each group of the awake (asleep: false) or asleep list, then
+ * moves to the other list those whose fitness to sleep changed
+ * (rgroup_pace_may_sleep): an awake group that may sleep now, an asleep one
+ * that may no longer. An asleep group's tick runs its election timer, a
+ * leader's majority check and rgroup's own tick on the running clock. */
+static void rgroup_ticker_walk(struct rgroup_ticker *t, bool asleep)
 {
-  struct rgroup_ticker *t = h->data;
-  struct rgroup_tick_list *l = &t->awake;
+  struct rgroup_tick_list *l = rgroup_ticker_list(t, asleep);
   l->ticking = true;
   for (size_t i = 0; i < l->n; i++) {
     struct rgroup *rg = l->v[i];
@@ -129,33 +131,18 @@ static void rgroup_ticker_on_fast(uv_timer_t *h)
     rgroup_raft_tick(rg);
     /* The tick may have closed it (a failed write is closed later, from
      * a timer; a close takes it off the ticker): look again. */
-    if (l->v[i] == rg && rgroup_pace_may_sleep(rg)) {
-      rgroup_ticker_move(t, rg, true);
+    if (l->v[i] == rg && rgroup_pace_may_sleep(rg) != asleep) {
+      rgroup_ticker_move(t, rg, !asleep);
     }
   }
   rgroup_tick_list_compact(l);
 }
 
-/* Every slow period: ticks each asleep group (its election timer, a
- * leader's majority check and rgroup's own tick run on the running clock),
- * and wakes those that may no longer sleep. */
-static void rgroup_ticker_on_slow(uv_timer_t *h)
-{
-  struct rgroup_ticker *t = h->data;
-  struct rgroup_tick_list *l = &t->asleep;
-  l->ticking = true;
-  for (size_t i = 0; i < l->n; i++) {
-    struct rgroup *rg = l->v[i];
-    if (!rgroup_ticker_tickable(rg)) {
-      continue;
-    }
-    rgroup_raft_tick(rg);
-    if (l->v[i] == rg && !rgroup_pace_may_sleep(rg)) {
-      rgroup_ticker_move(t, rg, false);
-    }
-  }
-  rgroup_tick_list_compact(l);
-}
+/* Every heartbeat: the awake groups. */
+static void rgroup_ticker_on_fast(uv_timer_t *h) { rgroup_ticker_walk(h->data, false); }
+
+/* Every slow period (an election timeout): the asleep groups. */
+static void rgroup_ticker_on_slow(uv_timer_t *h) { rgroup_ticker_walk(h->data, true); }
 
 /* ---- membership ---- */
 
