@@ -1124,6 +1124,27 @@ static void ctl_start_short_end(struct controller *ctl, bool leader_known)
            (unsigned long long)(uv_now(ctl->loop) - ctl->started_ms));
 }
 
+/* Logs the replica's role and the leader it knows when either changed
+ * since the last tick (raft 0.15 has no state-change callback): an
+ * operator reading a node's log sees the metadata group's elections. */
+static void ctl_note_role(struct controller *ctl)
+{
+  int role = raft_state(&ctl->raft);
+  uint64_t leader = 0;
+  const char *addr = NULL;
+  ctl_leader(ctl, &leader, &addr);
+  if (role == ctl->last_role && leader == ctl->last_leader) {
+    return;
+  }
+  static const char *const names[] = {"unavailable", "follower", "candidate", "leader"};
+  log_info("ctl", "metadata replica %llu is now %s (term %llu, leader %llu, %s)",
+           (unsigned long long)ctl->self_id, role >= 0 && role <= 3 ? names[role] : "?",
+           (unsigned long long)ctl->raft.current_term, (unsigned long long)leader,
+           ctl_self_role(ctl) == RAFT_VOTER ? "a voter" : "not a voter");
+  ctl->last_role = role;
+  ctl->last_leader = leader;
+}
+
 static void ctl_on_tick(uv_timer_t *t)
 {
   struct controller *ctl = t->data;
@@ -1137,6 +1158,7 @@ static void ctl_on_tick(uv_timer_t *t)
     return;
   }
   ctl_start_short_end(ctl, false);
+  ctl_note_role(ctl);
   if (!ctl_is_leader(ctl)) {
     return;
   }

@@ -204,6 +204,8 @@ struct controller {
   bool raft_failed;            /* a write to the node's log failed: latched */
   bool fatal_reported;         /* on_fatal called */
   bool ticking;                /* the tick timer runs (ctl_open got past raft_start) */
+  int last_role;               /* raft_state() at the last tick: role changes are logged */
+  uint64_t last_leader;        /* the leader known at the last tick (0: none) */
   bool start_short;            /* on the short election timeout since the start
                                 * (or a vote request from a shorter log) until a
                                 * leader is known (rgroup.h: rgroup_elect_start_timer) */

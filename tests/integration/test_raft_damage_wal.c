@@ -583,6 +583,13 @@ static void create_topic_rf(struct cd_cluster *c, int via, const char *name, uin
   char msg[256];
   int rv = cd_create_topic(c, via, name, 2, rf, WAIT_MS, msg, sizeof msg);
   if (rv != 0) {
+    cd_print_log_lines(c, "[ctl]", 30);
+    cd_print_log_lines(c, "[metaheal]", 10);
+    for (int i = 0; i < c->n; i++) {
+      print_message("node %d: cairn_controller_leader %lld cairn_meta_replica_voter %lld\n", i,
+                    cd_metric(c->nodes[i].admin_port, "cairn_controller_leader"),
+                    cd_metric(c->nodes[i].admin_port, "cairn_meta_replica_voter"));
+    }
     fail_msg("creating %s through node %d: %d %s", name, via, rv, msg);
   }
 }
@@ -1043,6 +1050,9 @@ int main(int argc, char **argv)
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
   }
   if (argc > 2 && strcmp(argv[2], "meta") == 0) {
+    /* The metadata group's elections are logged at info: a failure prints
+     * them (create_topic_rf). */
+    setenv("CAIRN_LOG_LEVEL", "info", 1);
     return cmocka_run_group_tests_name("test_meta_damage_wal", meta, NULL, NULL);
   }
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -151,6 +151,38 @@ void cd_destroy(struct cd_cluster *c)
   tu_tmpdir_free(strdup(c->root));
 }
 
+void cd_print_log_lines(const struct cd_cluster *c, const char *substr, int max_lines)
+{
+  for (int i = 0; i < c->n; i++) {
+    FILE *f = fopen(c->nodes[i].log, "r");
+    if (f == NULL) {
+      continue;
+    }
+    /* A ring of the last max_lines matching lines. */
+    char **ring = calloc((size_t)max_lines, sizeof *ring);
+    int seen = 0;
+    char line[1024];
+    while (ring != NULL && fgets(line, sizeof line, f) != NULL) {
+      if (strstr(line, substr) == NULL) {
+        continue;
+      }
+      free(ring[seen % max_lines]);
+      ring[seen % max_lines] = strdup(line);
+      seen++;
+    }
+    fclose(f);
+    fprintf(stderr, "== node %d (%s): the last %d lines with \"%s\"\n", i, c->nodes[i].log,
+            seen < max_lines ? seen : max_lines, substr);
+    for (int k = seen < max_lines ? 0 : seen - max_lines; ring != NULL && k < seen; k++) {
+      fputs(ring[k % max_lines] != NULL ? ring[k % max_lines] : "", stderr);
+    }
+    for (int k = 0; ring != NULL && k < max_lines; k++) {
+      free(ring[k]);
+    }
+    free(ring);
+  }
+}
+
 int cd_index(const struct cd_cluster *c, uint64_t id)
 {
   for (int i = 0; i < c->n; i++) {

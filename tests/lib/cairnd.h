@@ -111,6 +111,10 @@ int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms);
 long long cd_metric(int admin_port, const char *name);
 
 /* The index of node id, or -1. */
+/* Prints to stderr, for each node, the last max_lines lines of its log
+ * that contain substr: what a failing test shows of the nodes' side. */
+void cd_print_log_lines(const struct cd_cluster *c, const char *substr, int max_lines);
+
 int cd_index(const struct cd_cluster *c, uint64_t id);
 
 /* Produces one batch to (topic, partition), asking any running node for
