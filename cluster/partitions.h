@@ -58,6 +58,7 @@
 
 #include "cluster/gstart.h"
 #include "cluster/meta_state.h"
+#include "cluster/parts_synced.h"
 #include "cluster/rgroup.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
@@ -161,6 +162,7 @@ struct parts {
   rgroup_applied_cb on_applied; /* given to every replica opened */
   rgroup_leading_cb on_leading; /* the owner's (may be NULL): a hosted replica
                                    started leading a term */
+  struct psync found; /* replica dirs found at start, synced by one syncfs (parts_synced.h) */
   struct part_damaged *damaged; /* refused replicas, [0, ndamaged) */
   size_t ndamaged, damaged_cap;
   bool faults_damaged;          /* the cluster's table listed a refused replica */

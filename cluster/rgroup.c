@@ -394,6 +394,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return CAIRN_ENOMEM;
   }
   int rv = rgroup_open_store(rg, &rg->opts, begun, plog_begun);
+  rg->opts.plog.disk_synced = false; /* a reopen finds what this process wrote */
   if (rv != 0) {
     rgroup_open_failed(rg, false);
     return rv;

@@ -310,8 +310,23 @@ int index_truncate_val(struct index *ix, uint32_t val)
   return 0;
 }
 
+void index_trust_disk(struct index *ix)
+{
+  if (ix->synced == (size_t)-1) {
+    ix->persisted = 0;
+    ix->rewrite = true;
+  } else {
+    ix->synced = ix->persisted;
+  }
+  if (ix->fd >= 0 && ix->pins == 0) {
+    close(ix->fd);
+    ix->fd = -1;
+  }
+}
+
 int index_clear(struct index *ix)
 {
+  ix->rewrite = false;
   ix->count = 0;
   ix->persisted = 0;
   ix->synced = (size_t)-1; /* differs from persisted: the reset file is synced once */
@@ -323,11 +338,18 @@ int index_persist(struct index *ix, bool sync)
   size_t esz = index_entry_size(ix->kind);
   size_t n = ix->count - ix->persisted;
   bool owed = sync && ix->synced != ix->persisted;
-  if (n > 0 || owed) {
+  if (n > 0 || owed || ix->rewrite) {
     int rv = index_reopen(ix);
     if (rv != 0) {
       return rv;
     }
+  }
+  if (ix->rewrite) {
+    int rv = index_reset_file(ix);
+    if (rv != 0) {
+      return rv;
+    }
+    ix->rewrite = false;
   }
   if (n > 0) {
     uint8_t *buf = malloc(n * esz);

@@ -57,7 +57,16 @@ struct index {
   size_t cap;
   size_t persisted; /* entries [0, persisted) are in the file */
   size_t synced;    /* entries [0, synced) are fdatasynced */
+  bool rewrite;     /* the next persist rewrites the file whole (index_trust_disk) */
 };
+
+/* After a syncfs made the file durable as this process found it
+ * (plog_opts.disk_synced): entries loaded from the file count as synced;
+ * an index rebuilt since open (index_clear) is rewritten whole, from a
+ * fresh header, by the next persist, so every write it owes goes through
+ * the descriptor that syncs it (a writeback error is reported to the
+ * descriptors open when it happens). Closes the file unless pinned. */
+void index_trust_disk(struct index *ix);
 
 /* Opens (creating if missing) the index file at path and loads it. Caller
  * allocates ix. Returns 0 with the entries loaded, or CAIRN_ECORRUPT when

@@ -184,8 +184,17 @@ static int plog_recover_segment(struct plog *pl, int64_t base, bool full, uint64
   *damaged = false;
   if (!indexes_ok) {
     pl->rec.indexes_rebuilt++;
-    log_warn("plog", "%s: segment %020lld: index missing or malformed, rebuilding", pl->dir,
-             (long long)base);
+    /* Index entries reach the files at the log's flushes; on the node's
+     * Raft log a replica's partition log is flushed lazily, so after a
+     * crash an active segment's indexes are often not written yet: that
+     * is expected, a malformed file is not. */
+    if (s->index_malformed) {
+      log_warn("plog", "%s: segment %020lld: index malformed, rebuilding", pl->dir,
+               (long long)base);
+    } else {
+      log_info("plog", "%s: segment %020lld: index not written yet, rebuilding", pl->dir,
+               (long long)base);
+    }
   }
   if (!full && indexes_ok) {
     rv = segment_check_tail(s, pl->opts.max_batch_bytes);
@@ -322,6 +331,28 @@ static int plog_recover_segments(struct plog *pl, const struct plog_listing *l, 
   return 0;
 }
 
+/* The disk already holds what recovery kept (plog_opts.disk_synced: a
+ * syncfs after the writer stopped, and recovery cut nothing): every
+ * segment's bytes count as synced and the log as durable to its end. The
+ * checkpoint still names the old durable offset, so a crash before the
+ * next flush scans the same segments again; the indexes rebuilt here are
+ * written and synced by that flush, before the checkpoint that covers
+ * them. A recovery that cut a tail or dropped segments syncs as usual
+ * (false): its truncations are not covered by the syncfs. */
+static bool plog_trust_disk(struct plog *pl)
+{
+  if (!pl->opts.disk_synced || pl->rec.bytes_truncated != 0 || pl->rec.batches_truncated != 0 ||
+      pl->rec.segments_dropped != 0) {
+    return false;
+  }
+  for (size_t i = 0; i < pl->nsegs; i++) {
+    segment_trust_disk(pl->segs[i]);
+  }
+  pl->durable_offset = pl->next_offset;
+  pl->durable_index = pl->last_index;
+  return true;
+}
+
 int plog_recover(struct plog *pl)
 {
   struct plog_listing l = {0};
@@ -359,6 +390,9 @@ int plog_recover(struct plog *pl)
     pl->dir_dirty = true;
   }
   plog_settle_offsets(pl, have_cp, &cp);
+  if (plog_trust_disk(pl)) {
+    return 0;
+  }
   /* Everything kept is now made durable, so the checkpoint can say so. */
   rv = plog_do_flush(pl, pl->next_offset);
   if (rv == 0 && pl->durable_offset < pl->next_offset) {
@@ -409,10 +443,14 @@ int plog_open(const char *dir, const struct plog_opts *opts, struct store **out,
     return rv;
   }
   if (pl->rec.bytes_truncated || pl->rec.segments_dropped || pl->rec.indexes_rebuilt) {
-    log_warn("plog", "%s: recovered: %u segment(s) scanned, %u index(es) rebuilt, %llu byte(s) "
-             "cut, %u segment(s) removed; log is [%lld, %lld)", dir, pl->rec.segments_scanned,
-             pl->rec.indexes_rebuilt, (unsigned long long)pl->rec.bytes_truncated,
-             pl->rec.segments_dropped, (long long)pl->start_offset, (long long)pl->next_offset);
+    /* Only indexes rebuilt: what a crash leaves (see plog_recover_segment). */
+    bool cut = pl->rec.bytes_truncated || pl->rec.segments_dropped;
+    log_write(cut ? LOG_WARN : LOG_INFO, "plog",
+           "%s: recovered: %u segment(s) scanned, %u index(es) rebuilt, %llu byte(s) cut, %u "
+           "segment(s) removed; log is [%lld, %lld)",
+           dir, pl->rec.segments_scanned, pl->rec.indexes_rebuilt,
+           (unsigned long long)pl->rec.bytes_truncated, pl->rec.segments_dropped,
+           (long long)pl->start_offset, (long long)pl->next_offset);
   }
   *out = &pl->base;
   return 0;

@@ -96,6 +96,7 @@ static int segment_open_indexes(struct segment *s, bool *ok)
   }
   if (rv == CAIRN_ECORRUPT) {
     *ok = false;
+    s->index_malformed = true;
     rv = 0;
   }
   if (rv != 0) {
@@ -107,6 +108,7 @@ static int segment_open_indexes(struct segment *s, bool *ok)
   }
   if (rv == CAIRN_ECORRUPT) {
     *ok = false;
+    s->index_malformed = true;
     rv = 0;
   }
   return rv;
@@ -562,6 +564,13 @@ int segment_scan(struct segment *s, uint64_t pos, int64_t expect_offset, uint64_
   }
   free(w.buf);
   return rv;
+}
+
+void segment_trust_disk(struct segment *s)
+{
+  s->synced_size = s->size;
+  index_trust_disk(&s->oix);
+  index_trust_disk(&s->tix);
 }
 
 int segment_sync(struct segment *s)

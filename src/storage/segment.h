@@ -28,6 +28,7 @@ struct segment {
   int64_t created_ms;      /* wall time of the first append (age roll) */
   uint64_t last_index;     /* source index of the last batch from Raft (non-zero),
                               0 if none */
+  bool index_malformed;     /* segment_open found an index file malformed (not merely unwritten) */
   uint32_t index_interval; /* bytes between offset index entries */
   uint64_t last_indexed;   /* position of the last offset index entry */
   int64_t max_ts_rel;      /* relative offset of the batch holding max_timestamp */
@@ -144,6 +145,12 @@ __attribute__((warn_unused_result)) int segment_find_time(const struct segment *
 /* Writes pending index entries and fdatasyncs the log and both indexes.
  * Returns 0 or -errno. Blocks. */
 __attribute__((warn_unused_result)) int segment_sync(struct segment *s);
+
+/* After a syncfs made the segment's files durable as this process found
+ * them (plog_opts.disk_synced): its bytes count as synced; its indexes as
+ * index_trust_disk says (loaded entries synced, rebuilt ones written and
+ * synced by the next persist); their files are closed. */
+void segment_trust_disk(struct segment *s);
 
 /* A segment's share of a log sync run off the loop thread (plog_sync.h).
  * segment_sync_capture() fills it on the loop; segment_sync_run() and

@@ -6,6 +6,7 @@
  * recovery counters say what was repaired, appends go on at the right
  * offset and a second open finds nothing left to repair. */
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "format/batch.h"
 #include "storage/checkpoint.h"
@@ -1525,6 +1526,144 @@ static void test_plog_keeps_durable_prefix_after_simulated_power_loss(void **sta
   tu_tmpdir_free(dir);
 }
 
+/* The first open of a log whose files a syncfs made durable
+ * (plog_opts.disk_synced, parts_synced.h) after a writer was killed with
+ * entries it never flushed: recovery syncs nothing and writes no
+ * checkpoint (every sync and checkpoint write is armed to fail), keeps
+ * every whole entry and counts it durable; the indexes it rebuilt are
+ * written and synced by the next flush, so a later open without the flag
+ * has nothing to repair. The same open without the flag syncs (the armed
+ * fault fails it): what the test relies on is real. */
+/* Appends entries and flushes (one ack: the durable end), appends a few
+ * more it never flushes (a second message: the log's end), then waits to
+ * be killed. */
+static void unflushed_child(const char *dir, int fd, uint64_t rng)
+{
+  log_set_level(LOG_ERROR);
+  struct plog_opts o;
+  kill_opts(&o);
+  struct store *s;
+  if (plog_open(dir, &o, &s, NULL, 0) != 0) {
+    _exit(2);
+  }
+  struct store_info info;
+  store_info(s, &info);
+  uint64_t idx = info.last_index;
+  for (int k = 0; k < 20 + (int)(rng % 20); k++) {
+    child_append(s, ++idx);
+  }
+  child_ack(s, fd);
+  for (int k = 0; k < 1 + (int)(rng % 5); k++) {
+    child_append(s, ++idx);
+  }
+  store_info(s, &info);
+  struct kill_ack end = {info.next_offset, info.last_index};
+  child_write(fd, &end, sizeof end);
+  for (;;) {
+    pause();
+  }
+}
+
+/* Runs unflushed_child on dir and kills it: *ack is what it flushed,
+ * *end the log it left. */
+static void kill_with_unflushed_tail(const char *dir, uint64_t rng, struct kill_ack *ack,
+                                     struct kill_ack *end)
+{
+  int fd;
+  pid_t pid = spawn(unflushed_child, dir, rng, &fd);
+  assert_int_equal(read(fd, ack, sizeof *ack), (ssize_t)sizeof *ack);
+  assert_int_equal(read(fd, end, sizeof *end), (ssize_t)sizeof *end);
+  kill_and_reap(pid);
+  close(fd);
+  assert_true(end->next_offset > ack->next_offset);
+}
+
+/* Index files this process holds open (their descriptors). */
+static int open_index_files(void)
+{
+  DIR *d = opendir("/proc/self/fd");
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char link[300], target[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+    ssize_t len = readlink(link, target, sizeof target - 1);
+    if (len <= 0) {
+      continue;
+    }
+    target[len] = '\0';
+    n += strstr(target, "index") != NULL ? 1 : 0;
+  }
+  closedir(d);
+  return n;
+}
+
+static void test_plog_trusts_a_synced_disk_at_first_open(void **state)
+{
+  (void)state;
+  uint64_t rng = tu_seed(__func__);
+  char *dir = tu_tmpdir("plogsyncfs");
+  struct kill_ack ack, end;
+  kill_with_unflushed_tail(dir, tu_rand(&rng), &ack, &end);
+
+  struct plog_opts o;
+  kill_opts(&o);
+  struct store *s;
+  char err[256] = "";
+  fault_arm(FAULT_SEGMENT_SYNC, 0, -EIO);
+  assert_int_not_equal(plog_open(dir, &o, &s, err, sizeof err), 0); /* it syncs: fails */
+  fault_reset();
+
+  /* Killed again with unflushed entries: what the flagged open must keep. */
+  kill_with_unflushed_tail(dir, tu_rand(&rng), &ack, &end);
+  struct checkpoint cp;
+  assert_int_equal(checkpoint_read(dir, &cp), 0);
+  assert_int_equal(cp.durable_offset, ack.next_offset);
+  o.disk_synced = true;
+  fault_arm(FAULT_SEGMENT_SYNC, 0, -EIO);
+  fault_arm(FAULT_CHECKPOINT_WRITE, 0, -EIO);
+  int rv = plog_open(dir, &o, &s, err, sizeof err);
+  fault_reset();
+  if (rv != 0) {
+    fail_msg("open trusting the disk synced or wrote a checkpoint: %s", err);
+  }
+  /* No index file is held open for the sync it owes (a node opens
+   * 10,000 replicas this way under a 20,000 descriptor limit). */
+  assert_int_equal(open_index_files(), 0);
+  struct store_info info;
+  verify_kill_log(s, &info);
+  assert_int_equal(info.next_offset, end.next_offset);
+  assert_int_equal(info.last_index, end.last_index);
+  assert_int_equal(info.durable_offset, info.next_offset);
+  assert_int_equal(info.durable_index, info.last_index);
+  assert_int_equal(checkpoint_read(dir, &cp), 0);
+  assert_int_equal(cp.durable_offset, ack.next_offset); /* not rewritten */
+  print_message("flushed up to %lld, log ends at %lld: durable to its end, checkpoint still at "
+                "%lld\n",
+                (long long)ack.next_offset, (long long)info.next_offset,
+                (long long)cp.durable_offset);
+
+  /* The next flush writes what recovery rebuilt, then the checkpoint. */
+  child_append(s, info.last_index + 1);
+  assert_int_equal(store_flush(s, INT64_MAX), 0);
+  store_info(s, &info);
+  store_close(s);
+  assert_int_equal(checkpoint_read(dir, &cp), 0);
+  assert_int_equal(cp.durable_offset, info.next_offset);
+  o.disk_synced = false;
+  assert_int_equal(plog_open(dir, &o, &s, err, sizeof err), 0);
+  struct plog_recovery rec;
+  plog_recovery_info(s, &rec);
+  assert_int_equal(rec.indexes_rebuilt, 0);
+  assert_int_equal(rec.bytes_truncated, 0);
+  struct store_info again;
+  verify_kill_log(s, &again);
+  assert_int_equal(again.next_offset, info.next_offset);
+  store_close(s);
+  tu_tmpdir_free(dir);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1546,6 +1685,7 @@ int main(void)
       cmocka_unit_test(test_plog_keeps_last_raft_index_across_entries_not_from_raft),
       cmocka_unit_test(test_plog_keeps_every_acknowledged_entry_across_sigkill),
       cmocka_unit_test(test_plog_keeps_durable_prefix_after_simulated_power_loss),
+      cmocka_unit_test(test_plog_trusts_a_synced_disk_at_first_open),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
