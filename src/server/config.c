@@ -727,7 +727,7 @@ static void config_defaults(struct config *cfg)
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
   snprintf(cfg->coalesce_heartbeats, sizeof cfg->coalesce_heartbeats, "on");
   snprintf(cfg->raft_mux, sizeof cfg->raft_mux, "auto");
-  snprintf(cfg->raft_meta_commit, sizeof cfg->raft_meta_commit, "sync");
+  snprintf(cfg->raft_meta_commit, sizeof cfg->raft_meta_commit, "group");
   snprintf(cfg->auth, sizeof cfg->auth, "none");
   snprintf(cfg->authorizer, sizeof cfg->authorizer, "none");
 }

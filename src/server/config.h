@@ -134,10 +134,10 @@ struct config {
                                      (raft_uv's files per partition replica) or "auto"
                                      (default: node unless the data directory holds group
                                      files; node.c resolves it at start) */
-  char raft_meta_commit[CONFIG_PATH_MAX];    /* meta_commit (--raft-meta-commit): "sync"
-                                                (default: term and vote durable on return,
-                                                one fdatasync each) or "group" (group-committed,
-                                                messages held until durable; riow_mux.h) */
+  char raft_meta_commit[CONFIG_PATH_MAX];    /* meta_commit (--raft-meta-commit): "group"
+                                                (default: group-committed, messages held
+                                                until durable; riow_mux.h) or "sync" (term and
+                                                vote durable on return, one fdatasync each) */
   char coalesce_heartbeats[CONFIG_PATH_MAX]; /* coalesce_heartbeats (--coalesce-heartbeats):
                                                 "on" (default) or "off": idle partition
                                                 leaders' heartbeats go as one message per
