@@ -130,6 +130,10 @@ static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struc
                        raft_io_send_cb cb)
 {
   struct controller *ctl = ctl_of_io(io);
+  int rv = rgroup_raft_check_destination(m); /* raft_uv would crash on it */
+  if (rv != 0) {
+    return rv;
+  }
   if (m->type == RAFT_IO_REQUEST_VOTE_RESULT) {
     struct raft_message copy = *m; /* encoded during the call */
     if (rgroup_elect_prevote_answer(&ctl->raft, &copy)) {

@@ -602,6 +602,15 @@ bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m);
  * metadata group's, controller.c). Ownership: consumes what m owns, not
  * m itself. */
 void rgroup_raft_discard(struct raft_message *m);
+
+/* 0 if m names where it goes, or RAFT_NOCONNECTION: raft 0.15 may answer
+ * an AppendEntries after the leader it came from is forgotten, with a NULL
+ * destination address, and raft_uv then crashes on it (strlen in
+ * uvClientInit; fixed upstream in 35479fc). Such a message cannot be
+ * delivered anyway; every raft_io send of a group (the partitions' in
+ * rgroup_raft.c, the metadata group's in controller.c) refuses it, which
+ * raft treats as a failed send. */
+int rgroup_raft_check_destination(const struct raft_message *m);
 bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
 
 /* Is a leadership transfer of this replica under way? */

@@ -256,6 +256,11 @@ static int rgroup_raft_send_capped(struct rgroup *rg, struct raft_io_send *req,
   return rv;
 }
 
+int rgroup_raft_check_destination(const struct raft_message *m)
+{
+  return m->server_address == NULL ? RAFT_NOCONNECTION : 0;
+}
+
 static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
                                const struct raft_message *message, raft_io_send_cb cb)
 {
@@ -265,13 +270,9 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
   if (message->type == RAFT_IO_INSTALL_SNAPSHOT) {
     rg->snapshots_sent++; /* for the node's metrics */
   }
-  /* raft 0.15 may answer an AppendEntries after the leader it came from is
-   * forgotten, with a NULL destination address, and then crashes creating
-   * a client for it (uvClientInit; fixed upstream in 35479fc). Such a
-   * message cannot be delivered anyway: refuse it, which raft treats as a
-   * failed send. */
-  if (message->server_address == NULL) {
-    return RAFT_NOCONNECTION;
+  int rv = rgroup_raft_check_destination(message);
+  if (rv != 0) {
+    return rv;
   }
   if (message->type == RAFT_IO_REQUEST_VOTE_RESULT) {
     struct raft_message copy = *message; /* encoded during the call */
@@ -291,7 +292,7 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
   if (message->type == RAFT_IO_TIMEOUT_NOW && r->transfer != NULL && req == &r->transfer->send &&
       cb == NULL) {
     struct rgroup_transfer *t = (struct rgroup_transfer *)r->transfer;
-    int rv = rg->io_ops.send(io, req, message, rgroup_raft_on_timeout_now_sent);
+    rv = rg->io_ops.send(io, req, message, rgroup_raft_on_timeout_now_sent);
     if (rv == 0) {
       t->send_pending = true;
     }
