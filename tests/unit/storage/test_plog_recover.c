@@ -1234,9 +1234,9 @@ static void verify_kill_log(struct store *s, struct store_info *info)
   assert_int_equal(info->last_index, idx - 1);
 }
 
-/* The child of the kill test: opens the log, goes on from its last entry,
- * acknowledges what each flush made durable, until killed. */
-static void kill_child(const char *dir, int fd, uint64_t rng)
+/* A child's open of the log (kill_opts): *last_index is the entry it goes
+ * on from. Exits the child if the open fails. */
+static struct store *child_open(const char *dir, uint64_t *last_index)
 {
   log_set_level(LOG_ERROR);
   struct plog_opts o;
@@ -1247,7 +1247,16 @@ static void kill_child(const char *dir, int fd, uint64_t rng)
   }
   struct store_info info;
   store_info(s, &info);
-  uint64_t idx = info.last_index;
+  *last_index = info.last_index;
+  return s;
+}
+
+/* The child of the kill test: opens the log, goes on from its last entry,
+ * acknowledges what each flush made durable, until killed. */
+static void kill_child(const char *dir, int fd, uint64_t rng)
+{
+  uint64_t idx;
+  struct store *s = child_open(dir, &idx);
   for (int k = 0; k < 2500; k++) {
     child_append(s, ++idx);
     if (tu_rand(&rng) % 4 == 0) {
@@ -1370,16 +1379,8 @@ static void test_plog_keeps_every_acknowledged_entry_across_sigkill(void **state
  * appends more without flushing, says so, and waits to be killed. */
 static void powerloss_child(const char *dir, int fd, uint64_t rng)
 {
-  log_set_level(LOG_ERROR);
-  struct plog_opts o;
-  kill_opts(&o);
-  struct store *s;
-  if (plog_open(dir, &o, &s, NULL, 0) != 0) {
-    _exit(2);
-  }
-  struct store_info info;
-  store_info(s, &info);
-  uint64_t idx = info.last_index;
+  uint64_t idx;
+  struct store *s = child_open(dir, &idx);
   int durable = 1 + (int)(tu_rand(&rng) % 30);
   int volatile_n = 1 + (int)(tu_rand(&rng) % 30);
   for (int k = 0; k < durable; k++) {
@@ -1539,16 +1540,8 @@ static void test_plog_keeps_durable_prefix_after_simulated_power_loss(void **sta
  * be killed. */
 static void unflushed_child(const char *dir, int fd, uint64_t rng)
 {
-  log_set_level(LOG_ERROR);
-  struct plog_opts o;
-  kill_opts(&o);
-  struct store *s;
-  if (plog_open(dir, &o, &s, NULL, 0) != 0) {
-    _exit(2);
-  }
-  struct store_info info;
-  store_info(s, &info);
-  uint64_t idx = info.last_index;
+  uint64_t idx;
+  struct store *s = child_open(dir, &idx);
   for (int k = 0; k < 20 + (int)(rng % 20); k++) {
     child_append(s, ++idx);
   }
@@ -1556,6 +1549,7 @@ static void unflushed_child(const char *dir, int fd, uint64_t rng)
   for (int k = 0; k < 1 + (int)(rng % 5); k++) {
     child_append(s, ++idx);
   }
+  struct store_info info;
   store_info(s, &info);
   struct kill_ack end = {info.next_offset, info.last_index};
   child_write(fd, &end, sizeof end);
