@@ -187,6 +187,14 @@ int fs_mkdir_p(const char *dir)
   if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
     return -ENAMETOOLONG;
   }
+  /* Usually the directory or its parent exists: one call instead of one
+   * per component (a restart opens 10,000 replicas' directories). */
+  if (mkdir(path, 0755) == 0 || errno == EEXIST) {
+    return 0;
+  }
+  if (errno != ENOENT) {
+    return -errno;
+  }
   for (char *p = path + 1; *p != '\0'; p++) {
     if (*p != '/') {
       continue;

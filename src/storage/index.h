@@ -58,6 +58,7 @@ struct index {
   size_t persisted; /* entries [0, persisted) are in the file */
   size_t synced;    /* entries [0, synced) are fdatasynced */
   bool rewrite;     /* the next persist rewrites the file whole (index_trust_disk) */
+  int64_t file_bytes; /* the file's size as this process last set or saw it; -1: unknown */
 };
 
 /* After a syncfs made the file durable as this process found it

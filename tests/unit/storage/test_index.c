@@ -104,6 +104,59 @@ static void test_index_truncate_val_drops_entries_in_file_too(void **state)
   index_close(&ix);
 }
 
+/* index_reset_file skips the ftruncate for a file known to hold at most a
+ * header: every path that empties or rewrites the file must still leave
+ * exactly what it owes on disk, whatever the file held before. */
+static void test_index_clear_and_rewrite_leave_the_file_exact(void **state)
+{
+  struct index ix;
+  /* Entries written, then cleared: the file must shrink to a header. */
+  assert_int_equal(index_open(&ix, INDEX_OFFSET, path, 100), 0);
+  fill(&ix, 30);
+  assert_int_equal(index_persist(&ix, true), 0);
+  assert_true(tu_file_size(dir, "00000000000000000100.index") > INDEX_HEADER_SIZE);
+  assert_int_equal(index_clear(&ix), 0);
+  assert_int_equal(tu_file_size(dir, "00000000000000000100.index"), INDEX_HEADER_SIZE);
+  /* Cleared twice (a rebuild right after open): still one header. */
+  assert_int_equal(index_clear(&ix), 0);
+  fill(&ix, 3);
+  assert_int_equal(index_persist(&ix, true), 0);
+  index_close(&ix);
+  assert_int_equal(index_open(&ix, INDEX_OFFSET, path, 100), 0);
+  assert_int_equal(ix.count, 3);
+  size_t esz = (size_t)tu_file_size(dir, "00000000000000000100.index") - INDEX_HEADER_SIZE;
+  assert_int_equal(esz % 3, 0);
+  esz /= 3;
+  /* Loaded from a file with entries, then rewritten whole (after a
+   * syncfs, index_trust_disk on a cleared index): the old entries go. */
+  assert_int_equal(index_clear(&ix), 0);
+  index_trust_disk(&ix);
+  assert_int_equal(index_add(&ix, 5, 7), 0);
+  assert_int_equal(index_persist(&ix, true), 0);
+  index_close(&ix);
+  assert_int_equal(tu_file_size(dir, "00000000000000000100.index"), INDEX_HEADER_SIZE + esz);
+  assert_int_equal(index_open(&ix, INDEX_OFFSET, path, 100), 0);
+  assert_int_equal(ix.count, 1);
+  /* Grown by another writer behind this one's back is not possible; a
+   * file longer than this process knows (loaded with entries, then
+   * truncated by index_truncate_val) is truncated again on a clear. */
+  fill(&ix, 0);
+  assert_int_equal(index_truncate_val(&ix, 0), 0);
+  assert_int_equal(index_clear(&ix), 0);
+  index_close(&ix);
+  assert_int_equal(tu_file_size(dir, "00000000000000000100.index"), INDEX_HEADER_SIZE);
+  /* An empty file (created, never written): opened and cleared, it holds
+   * one valid header. */
+  tu_truncate(dir, "00000000000000000100.index", 0);
+  assert_int_equal(index_open(&ix, INDEX_TIME, path, 100), 0);
+  assert_int_equal(index_clear(&ix), 0);
+  index_close(&ix);
+  assert_int_equal(tu_file_size(dir, "00000000000000000100.index"), INDEX_HEADER_SIZE);
+  assert_int_equal(index_open(&ix, INDEX_TIME, path, 100), 0);
+  assert_int_equal(ix.count, 0);
+  index_close(&ix);
+}
+
 static void expect_corrupt_then_empty(void)
 {
   struct index ix;
@@ -208,6 +261,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(test_index_rejects_entries_out_of_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_persists_and_reloads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_truncate_val_drops_entries_in_file_too, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_index_clear_and_rewrite_leave_the_file_exact, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_index_with_torn_entry_is_corrupt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_with_garbage_header_is_corrupt, setup, teardown),
