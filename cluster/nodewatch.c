@@ -627,15 +627,6 @@ int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id, const uint8_t *p
   return 0;
 }
 
-size_t nwatch_queued(const struct nodewatch *nw, uint64_t node_id)
-{
-  const struct nwatch_peer *p = nwatch_find(nw, node_id);
-  if (p == NULL || p->state != NWATCH_UP || p->stream == NULL) {
-    return SIZE_MAX;
-  }
-  return uv_stream_get_write_queue_size((const uv_stream_t *)p->stream);
-}
-
 enum nwatch_state nwatch_peer_state(const struct nodewatch *nw, uint64_t node_id)
 {
   const struct nwatch_peer *p = nwatch_find(nw, node_id);

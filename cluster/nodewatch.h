@@ -77,14 +77,7 @@
 #define NWATCH_RETRY_MS 1000 /* a peer not connected is dialed again after this */
 #define NWATCH_FRAME_HEADER 8
 #define NWATCH_FRAME_MAX (1u << 20) /* payload bytes; a longer frame is malformed */
-/* Bytes queued on a connection before nwatch_send refuses a frame. Its
- * users send small control frames (coalesced beats and their answers, the
- * metadata group's repair messages); the Raft mux refuses its data frames
- * (AppendEntries with entries, snapshots) at its own, lower bound
- * (RAFTMUX_SENDQ_MAX), so a connection full of data still has room for
- * them: a refused beat or vote under load turned into elections at
- * 10,000 partitions (docs/replication.md, "Bounded"). */
-#define NWATCH_SENDQ_MAX (4u << 20)
+#define NWATCH_SENDQ_MAX (1u << 20) /* bytes queued on a connection before sends are refused */
 
 #define NWATCH_STATE_TABLE(X)                                                                      \
   X(NWATCH_IDLE, "idle")             /* not connected; dialed at the next retry */                 \
@@ -177,10 +170,6 @@ void nwatch_set_mux_cb(struct nodewatch *nw, uint8_t tag, size_t frame_max, nwat
  * mux's limit for its tag while a mux callback is set, NWATCH_FRAME_MAX
  * otherwise. */
 size_t nwatch_frame_limit(const struct nodewatch *nw, uint8_t first);
-
-/* Bytes queued (not yet written to the socket) on this node's connection
- * to node_id; SIZE_MAX when it is not UP. */
-size_t nwatch_queued(const struct nodewatch *nw, uint64_t node_id);
 
 /* nwatch_send with queue_max in place of NWATCH_SENDQ_MAX. */
 __attribute__((warn_unused_result)) int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id,

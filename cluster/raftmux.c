@@ -515,7 +515,6 @@ struct raftmux_send {
   uint64_t to;  /* held: the peer's server id */
   uint8_t *buf; /* held: the frame (owned), NULL once sent or failed */
   size_t len;
-  bool control; /* held: queued up to the control bound (raftmux_is_control) */
 };
 
 /* The index of gid in mx->groups, or where it would go. */
@@ -747,30 +746,10 @@ static void raftmux_scratch_trim(struct raftmux *mx, size_t used)
   }
 }
 
-/* Is m a control message: a vote, a result, a heartbeat (AppendEntries
- * without entries), a TimeoutNow? Those are small and losing them costs
- * elections (a leader that hears no results steps down; a follower that
- * hears no heartbeat stands), so they are queued up to NWATCH_SENDQ_MAX,
- * past the data bound that AppendEntries with entries and snapshots stop
- * at. */
-static bool raftmux_is_control(const struct raft_message *m)
-{
-  switch (m->type) {
-  case RAFT_IO_APPEND_ENTRIES:
-    return m->append_entries.n_entries == 0;
-  case RAFT_IO_INSTALL_SNAPSHOT:
-    return false;
-  default:
-    return true;
-  }
-}
-
 /* Queues an encoded frame to node to: 0, or why it was not. */
-static int raftmux_put(struct raftmux *mx, uint64_t to, const uint8_t *frame, size_t len,
-                       bool control)
+static int raftmux_put(struct raftmux *mx, uint64_t to, const uint8_t *frame, size_t len)
 {
-  int rv = nwatch_send_bounded(mx->nw, to, frame, len,
-                               control ? NWATCH_SENDQ_MAX : RAFTMUX_SENDQ_MAX);
+  int rv = nwatch_send_bounded(mx->nw, to, frame, len, RAFTMUX_SENDQ_MAX);
   if (rv == 0) {
     mx->sent++;
     mx->sent_bytes += (uint64_t)len;
@@ -789,7 +768,7 @@ static int raftmux_queue(struct raftmux_group *mg, const struct raft_message *m)
     mx->dropped++;
     return (int)n;
   }
-  int rv = raftmux_put(mx, m->server_id, mx->scratch, (size_t)n, raftmux_is_control(m));
+  int rv = raftmux_put(mx, m->server_id, mx->scratch, (size_t)n);
   raftmux_scratch_trim(mx, (size_t)n);
   return rv;
 }
@@ -820,13 +799,7 @@ static int raftmux_hold_send(struct raftmux_group *mg, struct raft_io_send *req,
   memcpy(frame, mx->scratch, (size_t)n);
   raftmux_scratch_trim(mx, (size_t)n);
   *s = (struct raftmux_send){
-      .req = req,
-      .cb = cb,
-      .mg = mg,
-      .to = m->server_id,
-      .buf = frame,
-      .len = (size_t)n,
-      .control = raftmux_is_control(m)};
+      .req = req, .cb = cb, .mg = mg, .to = m->server_id, .buf = frame, .len = (size_t)n};
   if (mg->held_tail != NULL) {
     mg->held_tail->next = s;
   } else {
@@ -876,11 +849,6 @@ int raftmux_io_send(struct raftmux_group *mg, struct raft_io_send *req,
   return raftmux_complete(mg, req, cb, rv != 0 ? RAFT_NOCONNECTION : 0);
 }
 
-bool raftmux_busy(const struct raftmux *mx, uint64_t node_id)
-{
-  return nwatch_queued(mx->nw, node_id) > RAFTMUX_BUSY_BYTES;
-}
-
 void raftmux_hold(struct raftmux_group *mg)
 {
   mg->holds++;
@@ -903,8 +871,7 @@ static void raftmux_flush_held(struct raftmux_group *mg, int status)
     struct raftmux_send *next = s->next;
     s->status = status;
     if (status == 0) {
-      s->status =
-          raftmux_put(mx, s->to, s->buf, s->len, s->control) == 0 ? 0 : RAFT_NOCONNECTION;
+      s->status = raftmux_put(mx, s->to, s->buf, s->len) == 0 ? 0 : RAFT_NOCONNECTION;
     }
     free(s->buf);
     s->buf = NULL;

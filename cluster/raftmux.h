@@ -48,9 +48,7 @@
  * callback fires from the loop after io->send returned, never inside it:
  * status 0 when the frame was queued, RAFT_NOCONNECTION when it was
  * dropped (the peer's node not connected, RAFTMUX_SENDQ_MAX bytes already
- * queued to it for an AppendEntries with entries or a snapshot,
- * NWATCH_SENDQ_MAX for any other message, a message above
- * RAFTMUX_MSG_MAX). Raft retransmits what is
+ * queued to it, a message above RAFTMUX_MSG_MAX). Raft retransmits what is
  * lost. A closing group's sends call back before its io closes.
  *
  * Holding (raftmux_hold / raftmux_release): while a group's owner has a
@@ -112,10 +110,6 @@
  * connection (a partition that drops packets) are stale by the time it
  * heals, so a long queue only delays the fresh ones after it. */
 #define RAFTMUX_SENDQ_MAX (2u * RAFTMUX_AE_MAX)
-/* Bytes queued to a peer's node above which it counts as busy for new
- * proposals (raftmux_busy): half the data bound, so entries proposed while
- * it drains still fit under RAFTMUX_SENDQ_MAX instead of being dropped. */
-#define RAFTMUX_BUSY_BYTES (RAFTMUX_SENDQ_MAX / 2)
 
 /* ---- codec ---- */
 
@@ -250,14 +244,6 @@ void raftmux_release(struct raftmux_group *mg, int status);
 
 /* Does mg hold its sends now (a hold not yet released)? */
 bool raftmux_holding(const struct raftmux_group *mg);
-
-/* Is node_id's connection too full to take new entries now: more than
- * RAFTMUX_BUSY_BYTES queued, or not connected? A leader proposes only while
- * a majority of its voters (itself included) are not busy (rgroup.c,
- * "Replication backpressure"); an entry sent into a full queue is dropped
- * and costs a retransmission, and under a sustained overload the drops
- * starved followers into elections. */
-bool raftmux_busy(const struct raftmux *mx, uint64_t node_id);
 
 /* io->start: remembers recv (frames for the group go to it from now on)
  * and calls the saved start with the same arguments. */

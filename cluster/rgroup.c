@@ -532,56 +532,14 @@ static struct rgroup_produce *rgroup_take(struct rgroup *rg, size_t *bytes)
   return head;
 }
 
-/* Replication backpressure: may this leader hand Raft a new entry now?
- * Only while a majority of its voters (itself counted) have room on their
- * node's mux connection (raftmux_busy). When the peers cannot keep up (three
- * nodes on two cores, a produce spread over 10,000 partitions), proposing
- * anyway filled the connections, the mux dropped AppendEntries, the
- * followers heard nothing and stood for election: ~9,000 elections per
- * node in a few seconds. Held requests stay queued (bounded by the
- * node's request budget) and go at the next apply or tick. */
-static bool rgroup_replicas_ready(struct rgroup *rg)
-{
-  if (rg->opts.mux == NULL) {
-    return true;
-  }
-  const struct raft_configuration *cf = &rg->raft.configuration;
-  unsigned voters = 0, ready = 0;
-  for (unsigned i = 0; i < cf->n; i++) {
-    if (cf->servers[i].role != RAFT_VOTER) {
-      continue;
-    }
-    voters++;
-    if (cf->servers[i].id == rg->self_id || !raftmux_busy(rg->opts.mux, cf->servers[i].id)) {
-      ready++;
-    }
-  }
-  return ready > voters / 2;
-}
-
 /* Proposes the queued requests as one Raft entry, unless
- * RGROUP_MAX_INFLIGHT are in flight (the next apply proposes then) or the
- * peers have no room (the next tick tries again). */
+ * RGROUP_MAX_INFLIGHT are in flight (the next apply proposes then). */
 static void rgroup_propose(struct rgroup *rg)
 {
   if (rg->inflight >= RGROUP_MAX_INFLIGHT || rg->queue_head == NULL ||
       rg->state != RGROUP_RUNNING || rg->raft_failed) {
     return;
   }
-  if (!rgroup_replicas_ready(rg)) {
-    /* Held at most RGROUP_DEFER_MAX_MS: backpressure smooths a burst, it
-     * must not starve a group whose peers stay busy (their queues also
-     * carry heartbeats and results); then it proposes as before. */
-    uint64_t now = uv_now(rg->loop);
-    if (rg->deferred_since_ms == 0) {
-      rg->deferred_since_ms = now;
-    }
-    if (now - rg->deferred_since_ms < RGROUP_DEFER_MAX_MS) {
-      rg->proposals_deferred++;
-      return;
-    }
-  }
-  rg->deferred_since_ms = 0;
   size_t bytes;
   struct rgroup_produce *reqs = rgroup_take(rg, &bytes);
   struct rgroup_entry *e = calloc(1, sizeof *e);
@@ -821,9 +779,6 @@ static void rgroup_note_role(struct rgroup *rg)
  * replica when it is ready. */
 void rgroup_on_raft_tick(struct rgroup *rg)
 {
-  if (rg->queue_head != NULL && raft_state(&rg->raft) == RAFT_LEADER) {
-    rgroup_propose(rg); /* held back by rgroup_replicas_ready */
-  }
   uint64_t now = uv_now(rg->loop);
   if (rg->state != RGROUP_RUNNING ||
       now - rg->tick_ms + rg->opts.heartbeat_ms / 2 < RGROUP_TICK_MS) {

@@ -109,9 +109,6 @@
  * entry (group commit). Measured in docs/performance.md ("Entries in
  * flight per partition leader"). */
 #define RGROUP_MAX_INFLIGHT 4u
-/* Longest a proposal is held back because the peers' connections are full
- * (rgroup.c, "Replication backpressure"). */
-#define RGROUP_DEFER_MAX_MS 200u
 
 /* rgroup's tick rides on raft's (every heartbeat interval, fixed at
  * raft_start): it runs at the first of raft's ticks at least this long
@@ -330,8 +327,6 @@ struct rgroup {
   unsigned elect_rank;      /* this replica's turn among the survivors */
   bool elect_fired;         /* its TimeoutNow was handed to itself */
   uint64_t elections_prompted; /* for the node's metrics */
-  uint64_t proposals_deferred; /* proposals held back: the peers' queues were full */
-  uint64_t deferred_since_ms;  /* uv_now when the queued proposal was first held back; 0: not */
   struct raft_fsm fsm;
   struct raft raft;
   size_t max_entry_bytes;

@@ -156,7 +156,7 @@ struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
-  uint64_t quiesced, quiesces, coalesced, raft_sent, deferred;
+  uint64_t quiesced, quiesces, coalesced, raft_sent;
 };
 
 static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
@@ -175,7 +175,6 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->snapshots_installed += rg->restores;
     s->recoveries += rg->recoveries;
     s->prompt_elections += rg->elections_prompted;
-    s->deferred += rg->proposals_deferred;
     s->catchup_in += rg->catchup.fetched_bytes;
     s->catchup_out += rg->fetch.served_bytes;
     s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
@@ -277,11 +276,6 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Elections hosted replicas started at once because their leader's node "
                       "was seen gone (docs/replication.md, \"Failover\").");
   admin_buf_printf(b, "cairn_raft_prompt_elections_total %" PRIu64 "\n", s.prompt_elections);
-  metrics_text_family(b, "cairn_raft_proposals_deferred_total", "counter",
-                      "Times a partition leader held a proposal back because a majority of its "
-                      "replicas' nodes had full Raft connections (docs/replication.md, "
-                      "\"Bounded\").");
-  admin_buf_printf(b, "cairn_raft_proposals_deferred_total %" PRIu64 "\n", s.deferred);
   metrics_text_family(b, "cairn_nodes_seen_gone_total", "counter",
                       "Times a peer node's process was seen gone (its watch connection dropped "
                       "and a new one failed).");

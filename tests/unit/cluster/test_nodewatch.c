@@ -389,52 +389,6 @@ static void test_nodewatch_raftmux_sets_its_limit(void **state)
   fx_close(&f);
 }
 
-static size_t want_frames;
-static bool b_got_all(struct fx *f)
-{
-  return f->frames == want_frames;
-}
-
-/* B does not read (the loop is not run): data frames, bounded as the Raft
- * mux bounds AppendEntries (RAFTMUX_SENDQ_MAX), are refused once that much
- * is queued, and a small control frame (nwatch_send) still goes, until
- * its own, higher bound. Every frame queued arrives once the loop runs. */
-static void test_nodewatch_control_frames_pass_a_queue_full_of_data(void **state)
-{
-  (void)state;
-  struct fx f;
-  fx_init(&f);
-  fx_open_a(&f);
-  fx_open_b(&f);
-  fx_connect(&f);
-  assert_true(NWATCH_SENDQ_MAX >= RAFTMUX_SENDQ_MAX + (1u << 20));
-
-  uint8_t *p = payload(NWATCH_FRAME_MAX, 1);
-  size_t queued = 0;
-  int rv;
-  while ((rv = nwatch_send_bounded(&f.na, 2, p, NWATCH_FRAME_MAX, RAFTMUX_SENDQ_MAX)) == 0) {
-    queued++;
-    assert_true(queued < 256); /* the kernel's buffers, then 2 MiB */
-  }
-  assert_int_equal(rv, CAIRN_EQUEUE_FULL);
-  uint8_t small[24] = {1};
-  assert_int_equal(nwatch_send(&f.na, 2, small, sizeof small), 0);
-  queued++;
-  /* The control bound holds too. */
-  size_t more = 0;
-  while ((rv = nwatch_send(&f.na, 2, p, NWATCH_FRAME_MAX)) == 0) {
-    more++;
-    assert_true(more < 8);
-  }
-  assert_int_equal(rv, CAIRN_EQUEUE_FULL);
-  assert_true(more >= 1);
-  want_frames = queued + more;
-  assert_true(wait_for(&f, b_got_all));
-  assert_int_equal(f.nb.frames_bad, 0);
-  free(p);
-  fx_close(&f);
-}
-
 static bool b_sees_a_idle_after_refusal(struct fx *f)
 {
   return f->ta.rejected > 0 && nwatch_peer_state(&f->nb, 1) == NWATCH_IDLE;
@@ -472,7 +426,6 @@ int main(void)
       cmocka_unit_test(test_nodewatch_frames_above_1mib_refused_without_mux),
       cmocka_unit_test(test_nodewatch_mux_frames_take_the_mux_limit_only),
       cmocka_unit_test(test_nodewatch_raftmux_sets_its_limit),
-      cmocka_unit_test(test_nodewatch_control_frames_pass_a_queue_full_of_data),
       cmocka_unit_test(test_nodewatch_peer_that_dials_is_dialed_back_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
