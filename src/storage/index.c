@@ -144,8 +144,8 @@ void index_unpin(struct index *ix)
 /* Truncates the file to a fresh header. A file known to hold no more
  * than a header is not truncated: on ext4 each ftruncate is a journal
  * transaction (~0.2 ms), and a restart after a crash reset every active
- * segment's two indexes twice (docs/performance.md, "Restart at
- * 10,000"). The header itself is always written, through this
+ * segment's two indexes twice (docs/performance.md, "Opens without
+ * ftruncate"). The header itself is always written, through this
  * descriptor (index_trust_disk). */
 static int index_reset_file(struct index *ix)
 {

@@ -137,9 +137,8 @@ static void test_index_clear_and_rewrite_leave_the_file_exact(void **state)
   assert_int_equal(tu_file_size(dir, "00000000000000000100.index"), INDEX_HEADER_SIZE + esz);
   assert_int_equal(index_open(&ix, INDEX_OFFSET, path, 100), 0);
   assert_int_equal(ix.count, 1);
-  /* Grown by another writer behind this one's back is not possible; a
-   * file longer than this process knows (loaded with entries, then
-   * truncated by index_truncate_val) is truncated again on a clear. */
+  /* Loaded with an entry, cut back to its header by index_truncate_val
+   * (the size tracked through that ftruncate), then cleared: one header. */
   fill(&ix, 0);
   assert_int_equal(index_truncate_val(&ix, 0), 0);
   assert_int_equal(index_clear(&ix), 0);
