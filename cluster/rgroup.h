@@ -595,6 +595,7 @@ unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms)
  * no log (raft bumps the term, converts and votes on logs as usual).
  * Returns whether m changed. */
 bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m);
+bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
 
 /* Frees what a received message owns, for a message raft never sees (the
  * entries of an AppendEntries, a snapshot's data and configuration):
@@ -611,7 +612,6 @@ void rgroup_raft_discard(struct raft_message *m);
  * rgroup_raft.c, the metadata group's in controller.c) refuses it, which
  * raft treats as a failed send. */
 int rgroup_raft_check_destination(const struct raft_message *m);
-bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
 
 /* Is a leadership transfer of this replica under way? */
 bool rgroup_handing_off(struct rgroup *rg);
