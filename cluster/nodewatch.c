@@ -24,11 +24,13 @@ struct nwatch_peer {
   bool removed;         /* no longer named: freed once nothing is pending */
   bool listed;          /* named by the nwatch_set_peers call under way */
   uint64_t up_since_ms; /* when it last connected */
+  struct nwatch_write *cork; /* frames not yet handed to libuv (owned), NULL: none */
   char rbuf[16];        /* the peer sends nothing: room to read EOF */
   struct nwatch_peer *next;
 };
 
-#define NWATCH_READ_CHUNK 16384
+#define NWATCH_READ_CHUNK 65536 /* corked writes arrive in bursts: fewer reads */
+#define NWATCH_CORK_MIN 16384   /* a cork's first allocation */
 #define NWATCH_BUF_KEEP (2u * NWATCH_FRAME_MAX) /* an inbound buffer shrinks back above this */
 
 struct nwatch_inbound {
@@ -42,10 +44,11 @@ struct nwatch_inbound {
   struct nwatch_inbound *prev, *next;
 };
 
-/* One frame being written: freed by its write callback. */
+/* Frames being corked (len of cap bytes used), then written: freed by
+ * the write callback. */
 struct nwatch_write {
   uv_write_t req;
-  size_t len;
+  size_t len, cap;
   uint8_t data[];
 };
 
@@ -119,6 +122,8 @@ static void nwatch_on_stream_closed(uv_handle_t *h)
 
 static void nwatch_drop_stream(struct nwatch_peer *p)
 {
+  free(p->cork); /* lost with the connection, like the queued writes */
+  p->cork = NULL;
   if (p->stream == NULL) {
     return;
   }
@@ -482,7 +487,11 @@ int nwatch_init(struct nodewatch *nw, uv_loop_t *loop, struct transport *tr, uin
   uv_timer_init(loop, &nw->timer);
   nw->timer.data = nw;
   uv_timer_start(&nw->timer, nwatch_on_timer, NWATCH_RETRY_MS, NWATCH_RETRY_MS);
-  nw->open = 1;
+  uv_prepare_init(loop, &nw->flush_prepare);
+  nw->flush_prepare.data = nw;
+  uv_check_init(loop, &nw->flush_check);
+  nw->flush_check.data = nw;
+  nw->open = 3;
   transport_set_watch(tr, nwatch_accept, nw);
   return 0;
 }
@@ -592,6 +601,61 @@ int nwatch_send(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, 
   return nwatch_send_bounded(nw, node_id, payload, len, NWATCH_SENDQ_MAX);
 }
 
+/* Hands p's corked frames to libuv: one write. */
+static void nwatch_flush_peer(struct nwatch_peer *p)
+{
+  struct nwatch_write *w = p->cork;
+  p->cork = NULL;
+  if (w == NULL) {
+    return;
+  }
+  w->req.data = w;
+  uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
+  if (p->stream == NULL ||
+      uv_write(&w->req, (uv_stream_t *)p->stream, &b, 1, nwatch_on_written) != 0) {
+    free(w); /* lost, as a frame queued on a connection that drops */
+  }
+}
+
+static void nwatch_flush(struct nodewatch *nw)
+{
+  if (!nw->flush_armed) {
+    return;
+  }
+  nw->flush_armed = false;
+  uv_prepare_stop(&nw->flush_prepare);
+  uv_check_stop(&nw->flush_check);
+  for (struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    nwatch_flush_peer(p);
+  }
+}
+
+static void nwatch_on_flush_prepare(uv_prepare_t *h) { nwatch_flush(h->data); }
+
+static void nwatch_on_flush_check(uv_check_t *h) { nwatch_flush(h->data); }
+
+/* Room for need more bytes in p's cork: 0 or CAIRN_ENOMEM. */
+static int nwatch_cork_reserve(struct nwatch_peer *p, size_t need)
+{
+  size_t len = p->cork != NULL ? p->cork->len : 0;
+  size_t cap = p->cork != NULL ? p->cork->cap : 0;
+  if (len + need <= cap) {
+    return 0;
+  }
+  size_t ncap = cap > 0 ? cap * 2 : NWATCH_CORK_MIN;
+  while (ncap < len + need) {
+    ncap *= 2;
+  }
+  struct nwatch_write *w = realloc(p->cork, sizeof *w + ncap);
+  if (w == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  w->len = len;
+  w->cap = ncap;
+  p->cork = w;
+  return 0;
+}
+
 int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, size_t len,
                         size_t queue_max)
 {
@@ -603,27 +667,29 @@ int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id, const uint8_t *p
     nw->frames_refused++;
     return CAIRN_EUNREACHABLE;
   }
-  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) > queue_max) {
+  size_t corked = p->cork != NULL ? p->cork->len : 0;
+  if (uv_stream_get_write_queue_size((uv_stream_t *)p->stream) + corked > queue_max) {
     nw->frames_refused++;
     return CAIRN_EQUEUE_FULL;
   }
-  struct nwatch_write *w = malloc(sizeof *w + NWATCH_FRAME_HEADER + len);
-  if (w == NULL) {
+  if (nwatch_cork_reserve(p, NWATCH_FRAME_HEADER + len) != 0) {
     return CAIRN_ENOMEM;
   }
-  w->len = NWATCH_FRAME_HEADER + len;
-  le_put32(w->data, (uint32_t)len);
-  le_put32(w->data + 4, crc32c(payload, len));
-  memcpy(w->data + NWATCH_FRAME_HEADER, payload, len);
-  w->req.data = w;
-  uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
-  int rv = uv_write(&w->req, (uv_stream_t *)p->stream, &b, 1, nwatch_on_written);
-  if (rv != 0) {
-    free(w);
-    nw->frames_refused++;
-    return CAIRN_EUNREACHABLE;
-  }
+  uint8_t *d = p->cork->data + p->cork->len;
+  le_put32(d, (uint32_t)len);
+  le_put32(d + 4, crc32c(payload, len));
+  memcpy(d + NWATCH_FRAME_HEADER, payload, len);
+  p->cork->len += NWATCH_FRAME_HEADER + len;
   nw->frames_sent++;
+  if (p->cork->len >= NWATCH_CORK_FLUSH) {
+    nwatch_flush_peer(p);
+    return 0;
+  }
+  if (!nw->flush_armed) {
+    nw->flush_armed = true;
+    uv_prepare_start(&nw->flush_prepare, nwatch_on_flush_prepare);
+    uv_check_start(&nw->flush_check, nwatch_on_flush_check);
+  }
   return 0;
 }
 
@@ -642,6 +708,7 @@ static void nwatch_on_timer_closed(uv_handle_t *h)
 
 void nwatch_close(struct nodewatch *nw, nwatch_close_cb cb)
 {
+  nwatch_flush(nw); /* as before corking: what was sent is handed to the socket */
   nw->closing = true;
   nw->close_cb = cb;
   transport_set_watch(nw->tr, NULL, NULL);
@@ -655,4 +722,6 @@ void nwatch_close(struct nodewatch *nw, nwatch_close_cb cb)
     nwatch_inbound_close(nw->inbound);
   }
   uv_close((uv_handle_t *)&nw->timer, nwatch_on_timer_closed);
+  uv_close((uv_handle_t *)&nw->flush_prepare, nwatch_on_timer_closed);
+  uv_close((uv_handle_t *)&nw->flush_check, nwatch_on_timer_closed);
 }
