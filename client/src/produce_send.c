@@ -69,6 +69,30 @@ static bool lc_prod_outcome_unknown(int err)
   }
 }
 
+/* Whether a batch queued before b in its partition is not answered for
+ * good yet (in flight, or waiting for its retry). */
+static bool lc_prod_earlier_pending(const struct lc_ppart *pp, const struct lc_batch *b)
+{
+  for (const struct lc_batch *e = pp->acc.head; e != NULL && e != b; e = e->next) {
+    if (!e->done) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The partition's unanswered batches go again, from its head, once none
+ * is in flight and not before wait_ms from now (lc_prod_send_all). */
+static void lc_prod_retry_from_head(struct cairn_producer *p, struct lc_ppart *pp, uint64_t now,
+                                    uint64_t wait_ms)
+{
+  pp->retrying = true;
+  p->c->stats.retries++;
+  if (now + wait_ms > pp->wake_ms) {
+    pp->wake_ms = now + wait_ms;
+  }
+}
+
 /* A batch came back with err: retry it later, or fail it for good. */
 static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
                                  int32_t partition, struct lc_batch *b, int err, bool hinted)
@@ -77,10 +101,39 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
   uint64_t now = lc_now(p->c);
   b->in_flight = false;
   b->last_err = err;
-  if (err == CAIRN_EOUT_OF_ORDER && p->bump_needed && !p->closing) {
-    /* After a gap: the partition does not hold this batch (producer.c,
-     * "Epoch bumps"); it is renumbered under the new epoch. */
+  bool refused_seq = err == CAIRN_EOUT_OF_ORDER || err == CAIRN_EUNKNOWN_PRODUCER;
+  if (refused_seq && !p->closing) {
+    /* The partition refused the batch's sequence, so it does not hold it
+     * (a copy it held would be answered with its offset). */
     b->maybe_written = false;
+  }
+  if (refused_seq && p->bump_needed && !p->closing) {
+    /* After a gap: it is renumbered under the new epoch (producer.c,
+     * "Epoch bumps"). */
+    return;
+  }
+  if (refused_seq && !p->closing && lc_prod_earlier_pending(pp, b)) {
+    /* A batch before it is not in the partition yet: it went to a node
+     * that stopped leading, or its proposal was lost in an election, and
+     * it is being retried (or its answer is on the way). This one was
+     * refused for that gap, not for a gap of its own: it goes again after
+     * the earlier one, as librdkafka retries OUT_OF_ORDER_SEQUENCE behind
+     * an unacknowledged batch. Failing it instead lost a batch to every
+     * leader change under load (the scale stage at 10,000 partitions). */
+    if (now >= b->deadline_ms) {
+      lc_prod_batch_failed_for_good(p, b, CAIRN_EDELIVERY_TIMEOUT);
+      return;
+    }
+    lc_prod_retry_from_head(p, pp, now, 1);
+    return;
+  }
+  if (err == CAIRN_EUNKNOWN_PRODUCER && !p->closing) {
+    /* The first batch not delivered, and the partition has no state for
+     * this producer: it dropped it (its bound, producer_state.h). As
+     * Kafka clients after UNKNOWN_PRODUCER_ID: a new epoch, this batch
+     * and the rest renumbered from sequence 0 (which a partition without
+     * state takes), nothing failed. */
+    p->bump_needed = true;
     return;
   }
   if (lc_prod_outcome_unknown(err)) {
@@ -98,12 +151,7 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
       pp->unknown_gen = p->c->meta.generation;
     }
     lc_meta_invalidate(p->c);
-    pp->retrying = true;
-    p->c->stats.retries++;
-    uint64_t wake = now + lc_backoff_next(&pp->bk);
-    if (wake > pp->wake_ms) {
-      pp->wake_ms = wake;
-    }
+    lc_prod_retry_from_head(p, pp, now, lc_backoff_next(&pp->bk));
     return;
   }
   if (!lc_retriable(err) || p->closing) {
@@ -121,12 +169,7 @@ static void lc_prod_batch_failed(struct cairn_producer *p, struct lc_ptopic *t,
      * after the rest of the backoff (lc_prod_send_all). */
     pp->failed_leader = lc_meta_leader(p->c, t->name, partition);
   }
-  pp->retrying = true;
-  p->c->stats.retries++;
-  uint64_t wake = now + (hinted ? 1 : lc_backoff_next(&pp->bk));
-  if (wake > pp->wake_ms) {
-    pp->wake_ms = wake;
-  }
+  lc_prod_retry_from_head(p, pp, now, hinted ? 1 : lc_backoff_next(&pp->bk));
 }
 
 static void lc_prod_on_answer(struct cairn_client *c, int status, Cairn__Client__Envelope *env,

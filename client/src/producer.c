@@ -16,6 +16,11 @@
  * Non-idempotent (producer id -1): a batch retried after IN_DOUBT or a
  * timeout may be written twice.
  *
+ * Refused behind a gap (idempotent): OUT_OF_ORDER_SEQUENCE or
+ * UNKNOWN_PRODUCER for a batch with an earlier one of its partition not
+ * delivered yet is that earlier batch's gap: it is retried from the head
+ * like a retriable error, not failed (produce_send.c, docs/client.md).
+ *
  * Epoch bumps (idempotent): a batch that fails for good leaves a gap in
  * its partition's sequences, so the producer takes a new epoch and
  * renumbers the batches not yet delivered from sequence 0. A batch that

@@ -1176,6 +1176,109 @@ static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **s
   cd_destroy(&c);
 }
 
+/* ---- a batch refused behind a lost one ---- */
+
+/* Sends value as one batch to (topic "behind", partition) and runs the
+ * loop until its ProduceRequest left the client. */
+static void behind_send(struct cairn_sync *s, struct cairn_producer *p, int32_t partition,
+                        const char *value, struct lcf_sent *sent)
+{
+  struct cairn_message m = {
+      .topic = "behind", .partition = partition, .value = value, .value_len = strlen(value)};
+  assert_int_equal(cairn_sync_send(s, p, &m, lcf_on_delivery, sent), 0);
+  uv_loop_t *loop = cairn_client_loop(cairn_sync_client(s));
+  for (int i = 0; i < 50; i++) { /* linger 0: sealed and sent within a few turns */
+    uv_run(loop, UV_RUN_NOWAIT);
+    usleep(1000);
+  }
+}
+
+/* A ProduceRequest is lost on its way to the node (a proxy drops it; the
+ * connection stays up), and the producer's next batches of the same
+ * partition reach the node first. The node refuses them: out of order
+ * behind the missing batch (partition 0, whose producer state exists) or
+ * an unknown producer (partition 1, whose first batch was the lost one).
+ * That refusal is the lost batch's gap, not theirs: they must go again
+ * after it, and every message is delivered once, in order, with no new
+ * epoch. (libcairn failed them for good and bumped the epoch; under
+ * elections at 10,000 partitions that failed batches the application had
+ * sent once.) */
+static void test_client_batches_refused_behind_a_lost_one_are_retried(void **state)
+{
+  (void)state;
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
+  struct tp *px = tp_start(c.nodes[0].client_addr);
+  assert_non_null(px);
+  snprintf(c.nodes[0].extra, sizeof c.nodes[0].extra, "--advertise-client 127.0.0.1:%d",
+           tp_port(px));
+  assert_int_equal(cd_start(&c, 0), 0);
+  uint64_t id = c.nodes[0].id;
+  assert_int_equal(cd_wait_alive(&c, 0, &id, 1, WAIT_MS), 0);
+  assert_int_equal(cd_create_topic(&c, 0, "behind", 2, 1, WAIT_MS, NULL, 0), 0);
+
+  char boot[64];
+  snprintf(boot, sizeof boot, "127.0.0.1:%d", tp_port(px));
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.client_id = "test_client_behind";
+  o.request_timeout_ms = 1500; /* how long the lost request is waited for */
+  o.delivery_timeout_ms = 30000;
+  o.retry_backoff_ms = 50;
+  o.retry_backoff_max_ms = 200;
+  struct cairn_sync *s;
+  char err[512];
+  assert_int_equal(cairn_sync_new(boot, &o, &s, err, sizeof err), 0);
+  struct cairn_producer_options po;
+  cairn_producer_options_init(&po);
+  po.linger_ms = 0;
+  struct cairn_producer *p;
+  assert_int_equal(cairn_sync_producer_new(s, &po, &p), 0);
+  struct cairn_message m = {.topic = "behind", .partition = 0, .value = "a0", .value_len = 2};
+  int32_t part;
+  int64_t off = -1;
+  assert_int_equal(cairn_sync_produce(s, p, &m, &part, &off), 0);
+  assert_int_equal(off, 0);
+
+  const char *values[2][4] = {{"a0", "a1", "a2", "a3"}, {"b0", "b1", "b2", NULL}};
+  struct lcf_sent sent[2][3] = {{{0}}};
+  for (int32_t pt = 0; pt < 2; pt++) {
+    const char *const *v = pt == 0 ? &values[0][1] : values[1];
+    tp_drop_next_request(px, CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_REQ, 1);
+    behind_send(s, p, pt, v[0], &sent[pt][0]);
+    assert_int_equal(tp_requests_dropped(px), pt + 1);
+    behind_send(s, p, pt, v[1], &sent[pt][1]);
+    behind_send(s, p, pt, v[2], &sent[pt][2]);
+    assert_int_equal(cairn_sync_flush(s, p), 0);
+    for (int i = 0; i < 3; i++) {
+      assert_true(sent[pt][i].done);
+      if (sent[pt][i].status != 0) {
+        fail_msg("partition %d, %s: %s", (int)pt, v[i], cairn_strerror(sent[pt][i].status));
+      }
+      assert_int_equal(sent[pt][i].offset, (pt == 0 ? 1 : 0) + i);
+    }
+  }
+  int64_t pid;
+  int16_t epoch;
+  cairn_producer_id(p, &pid, &epoch);
+  assert_true(pid >= 0);
+  assert_int_equal(epoch, 0); /* nothing failed: no new epoch */
+
+  for (int32_t pt = 0; pt < 2; pt++) {
+    struct doubt_read d = {0};
+    consume_all(s, "behind", pt, 8, 1500, doubt_collect, &d);
+    size_t want = pt == 0 ? 4 : 3;
+    assert_int_equal(d.n, want);
+    for (size_t i = 0; i < want; i++) {
+      assert_string_equal(d.values[i], values[pt][i]);
+    }
+  }
+  cairn_sync_free(s);
+  assert_int_equal(cd_term(&c, 0, 10000), 0);
+  tp_stop(px);
+  cd_destroy(&c);
+}
+
 /* ---- linger ---- */
 
 /* A batch waiting out its linger when a round comes earlier (an answer's,
@@ -1373,6 +1476,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_client_produce_across_leader_sigkill),
       cmocka_unit_test(test_client_produce_across_leader_sigkill_during_snapshots),
       cmocka_unit_test(test_client_batch_in_doubt_at_an_epoch_bump_is_written_once),
+      cmocka_unit_test(test_client_batches_refused_behind_a_lost_one_are_retried),
       cmocka_unit_test(test_client_retention_deletes_old_segments_on_every_replica),
       cmocka_unit_test(test_client_paced_produce_across_leader_sigkill_elects_at_once),
       cmocka_unit_test(test_client_linger_survives_an_earlier_round),

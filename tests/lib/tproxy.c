@@ -17,12 +17,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define TP_BUF (17u << 20) /* node-to-client bytes held until a frame is whole (a frame <= 16 MiB + 64 KiB) */
+#define TP_BUF (17u << 20) /* bytes held until a frame is whole (a frame <= 16 MiB + 64 KiB) */
+
+/* Bytes read from one side and not yet forwarded to the other. */
+struct tp_dir {
+  uint8_t *buf;
+  size_t len;
+};
 
 struct tp_conn {
   int cfd, ufd;     /* client side, upstream side; -1 when unused */
-  uint8_t *buf;     /* node-to-client bytes not yet forwarded */
-  size_t len;
+  struct tp_dir down; /* node to client */
+  struct tp_dir up;   /* client to node */
+};
+
+/* Which frames of one direction to drop: the next left whose Envelope
+ * body case is body_case. */
+struct tp_rule {
+  atomic_int body_case;
+  atomic_int left;
+  atomic_int dropped;
 };
 
 struct tp {
@@ -31,9 +45,8 @@ struct tp {
   struct sockaddr_in up;
   int wake[2]; /* a pipe: tp_stop writes to end the thread */
   pthread_t thread;
-  atomic_int drop_case;
-  atomic_int drop_left;
-  atomic_int dropped;
+  struct tp_rule answers;  /* node to client */
+  struct tp_rule requests; /* client to node */
   struct tp_conn conns[TP_MAX_CONNS];
 };
 
@@ -61,14 +74,15 @@ static void tp_conn_close(struct tp_conn *c)
   if (c->ufd >= 0) {
     close(c->ufd);
   }
-  free(c->buf);
+  free(c->down.buf);
+  free(c->up.buf);
   *c = (struct tp_conn){.cfd = -1, .ufd = -1};
 }
 
 /* Whether the frame (4-byte length already stripped) is one to drop. */
-static bool tp_should_drop(struct tp *p, const uint8_t *f, size_t len)
+static bool tp_should_drop(struct tp_rule *r, const uint8_t *f, size_t len)
 {
-  if (atomic_load(&p->drop_left) <= 0 || len < 4) {
+  if (atomic_load(&r->left) <= 0 || len < 4) {
     return false;
   }
   uint32_t elen = (uint32_t)f[0] << 24 | (uint32_t)f[1] << 16 | (uint32_t)f[2] << 8 | f[3];
@@ -79,35 +93,36 @@ static bool tp_should_drop(struct tp *p, const uint8_t *f, size_t len)
   if (env == NULL) {
     return false;
   }
-  bool drop = (int)env->body_case == atomic_load(&p->drop_case);
+  bool drop = (int)env->body_case == atomic_load(&r->body_case);
   cairn__client__envelope__free_unpacked(env, NULL);
   if (drop) {
-    atomic_fetch_sub(&p->drop_left, 1);
-    atomic_fetch_add(&p->dropped, 1);
+    atomic_fetch_sub(&r->left, 1);
+    atomic_fetch_add(&r->dropped, 1);
   }
   return drop;
 }
 
-/* Forwards (or drops) every whole frame in c->buf. Returns 0 or -1. */
-static int tp_forward_frames(struct tp *p, struct tp_conn *c)
+/* Forwards to fd (or drops, by rule r) every whole frame in d. Returns 0
+ * or -1. */
+static int tp_forward_frames(struct tp_rule *r, struct tp_dir *d, int fd)
 {
   size_t off = 0;
-  while (c->len - off >= 4) {
-    const uint8_t *h = c->buf + off;
+  while (d->len - off >= 4) {
+    const uint8_t *h = d->buf + off;
     size_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
     if (flen > TP_BUF - 4) {
       return -1;
     }
-    if (c->len - off < 4 + flen) {
+    if (d->len - off < 4 + flen) {
       break;
     }
-    if (!tp_should_drop(p, h + 4, flen) && tp_write_all(c->cfd, h, 4 + flen) != 0) {
+    if (!tp_should_drop(r, h + 4, flen) && tp_write_all(fd, h, 4 + flen) != 0) {
       return -1;
     }
     off += 4 + flen;
   }
-  memmove(c->buf, c->buf + off, c->len - off);
-  c->len -= off;
+  memmove(d->buf, d->buf + off, d->len - off);
+  d->len -= off;
   return 0;
 }
 
@@ -132,8 +147,9 @@ static void tp_accept(struct tp *p)
   }
   for (int i = 0; i < TP_MAX_CONNS; i++) {
     if (p->conns[i].cfd < 0) {
-      p->conns[i] = (struct tp_conn){.cfd = cfd, .ufd = ufd, .buf = malloc(TP_BUF)};
-      if (p->conns[i].buf == NULL) {
+      p->conns[i] = (struct tp_conn){
+          .cfd = cfd, .ufd = ufd, .down.buf = malloc(TP_BUF), .up.buf = malloc(TP_BUF)};
+      if (p->conns[i].down.buf == NULL || p->conns[i].up.buf == NULL) {
         tp_conn_close(&p->conns[i]);
       }
       return;
@@ -143,28 +159,24 @@ static void tp_accept(struct tp *p)
   close(ufd);
 }
 
-/* Moves what is readable on one side of c; closes c when either side ends. */
+/* Moves what is readable on one side of c, frame by frame; closes c when
+ * either side ends. */
 static void tp_relay(struct tp *p, struct tp_conn *c, bool from_client)
 {
-  if (from_client) {
-    uint8_t b[65536];
-    ssize_t n = read(c->cfd, b, sizeof b);
-    if (n <= 0 || tp_write_all(c->ufd, b, (size_t)n) != 0) {
-      tp_conn_close(c);
-    }
-    return;
-  }
-  if (c->len == TP_BUF) {
+  struct tp_dir *d = from_client ? &c->up : &c->down;
+  int from = from_client ? c->cfd : c->ufd;
+  int to = from_client ? c->ufd : c->cfd;
+  if (d->len == TP_BUF) {
     tp_conn_close(c);
     return;
   }
-  ssize_t n = read(c->ufd, c->buf + c->len, TP_BUF - c->len);
+  ssize_t n = read(from, d->buf + d->len, TP_BUF - d->len);
   if (n <= 0) {
     tp_conn_close(c);
     return;
   }
-  c->len += (size_t)n;
-  if (tp_forward_frames(p, c) != 0) {
+  d->len += (size_t)n;
+  if (tp_forward_frames(from_client ? &p->requests : &p->answers, d, to) != 0) {
     tp_conn_close(c);
   }
 }
@@ -253,11 +265,19 @@ int tp_port(const struct tp *p) { return p->port; }
 
 void tp_drop_next(struct tp *p, int body_case, int count)
 {
-  atomic_store(&p->drop_case, body_case);
-  atomic_store(&p->drop_left, count);
+  atomic_store(&p->answers.body_case, body_case);
+  atomic_store(&p->answers.left, count);
 }
 
-int tp_dropped(struct tp *p) { return atomic_load(&p->dropped); }
+int tp_dropped(struct tp *p) { return atomic_load(&p->answers.dropped); }
+
+void tp_drop_next_request(struct tp *p, int body_case, int count)
+{
+  atomic_store(&p->requests.body_case, body_case);
+  atomic_store(&p->requests.left, count);
+}
+
+int tp_requests_dropped(struct tp *p) { return atomic_load(&p->requests.dropped); }
 
 void tp_stop(struct tp *p)
 {
