@@ -25,6 +25,7 @@ struct nwatch_peer {
   bool listed;          /* named by the nwatch_set_peers call under way */
   uint64_t up_since_ms; /* when it last connected */
   struct nwatch_write *cork; /* frames not yet handed to libuv (owned), NULL: none */
+  size_t cork_hint;          /* the last cork's length: the next one's first allocation */
   char rbuf[16];        /* the peer sends nothing: room to read EOF */
   struct nwatch_peer *next;
 };
@@ -609,6 +610,7 @@ static void nwatch_flush_peer(struct nwatch_peer *p)
   if (w == NULL) {
     return;
   }
+  p->cork_hint = w->len < NWATCH_CORK_FLUSH ? w->len : NWATCH_CORK_FLUSH;
   w->req.data = w;
   uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
   if (p->stream == NULL ||
@@ -642,7 +644,9 @@ static int nwatch_cork_reserve(struct nwatch_peer *p, size_t need)
   if (len + need <= cap) {
     return 0;
   }
-  size_t ncap = cap > 0 ? cap * 2 : NWATCH_CORK_MIN;
+  /* A new cork starts at the last one's size: doubling from 16 KiB to a
+   * loop phase's few hundred KiB copied each byte about twice more. */
+  size_t ncap = cap > 0 ? cap * 2 : p->cork_hint > NWATCH_CORK_MIN ? p->cork_hint : NWATCH_CORK_MIN;
   while (ncap < len + need) {
     ncap *= 2;
   }

@@ -94,6 +94,9 @@ struct wal_seg {
 };
 
 /* Bytes bound for one segment in one job. */
+#define WAL_CHUNK_MIN 4096u
+#define WAL_CHUNK_HINT_MAX (4u << 20) /* a new chunk never starts larger */
+
 struct wal_chunk {
   uint64_t seq;
   uint64_t off; /* where buf goes in the file */
@@ -155,6 +158,7 @@ struct wal {
 
   struct wal_chunk *pend; /* pending bytes, in file order */
   size_t npend, pend_cap;
+  size_t chunk_hint; /* the last job's largest chunk: a new chunk's first allocation */
   struct wal_req *req_head, *req_tail; /* pending requests, in order */
   char **unlinks;                      /* segment paths the next job removes */
   size_t nunlinks, unlinks_cap;

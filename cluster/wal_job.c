@@ -240,8 +240,13 @@ static void wal_start_job(struct wal *w)
   job->work.data = job;
   pthread_mutex_init(&job->mu, NULL);
   pthread_cond_init(&job->cv, NULL);
+  w->chunk_hint = 0;
   /* A chunk queued while the job creating its file ran learns its fd now. */
   for (size_t i = 0; i < job->nchunks; i++) {
+    if (job->chunks[i].len > w->chunk_hint) {
+      w->chunk_hint = job->chunks[i].len < WAL_CHUNK_HINT_MAX ? job->chunks[i].len
+                                                               : WAL_CHUNK_HINT_MAX;
+    }
     const struct wal_seg *s = wal_seg_find(w, job->chunks[i].seq);
     if (!job->chunks[i].create && s != NULL) {
       job->chunks[i].fd = s->fd;
