@@ -1079,6 +1079,37 @@ static void doubt_collect(const struct cairn_record *r, void *arg)
   d->n++;
 }
 
+/* A one-node cluster whose client port is behind proxy *px (clients learn
+ * the proxy as the node's address, so every connection goes through it),
+ * topic with partitions created, and a sync client through the proxy with
+ * a short request timeout (how long a lost frame is waited for). */
+static struct cairn_sync *proxied_cluster(struct cd_cluster *c, struct tp **px, const char *topic,
+                                          int partitions, const char *client_id)
+{
+  assert_int_equal(cd_init(c, cairnd_bin, 1, 1, FAST), 0);
+  *px = tp_start(c->nodes[0].client_addr);
+  assert_non_null(*px);
+  snprintf(c->nodes[0].extra, sizeof c->nodes[0].extra, "--advertise-client 127.0.0.1:%d",
+           tp_port(*px));
+  assert_int_equal(cd_start(c, 0), 0);
+  uint64_t id = c->nodes[0].id;
+  assert_int_equal(cd_wait_alive(c, 0, &id, 1, WAIT_MS), 0);
+  assert_int_equal(cd_create_topic(c, 0, topic, partitions, 1, WAIT_MS, NULL, 0), 0);
+  char boot[64];
+  snprintf(boot, sizeof boot, "127.0.0.1:%d", tp_port(*px));
+  struct cairn_options o;
+  cairn_options_init(&o);
+  o.client_id = client_id;
+  o.request_timeout_ms = 1500;
+  o.delivery_timeout_ms = 30000;
+  o.retry_backoff_ms = 50;
+  o.retry_backoff_max_ms = 200;
+  struct cairn_sync *s;
+  char err[512];
+  assert_int_equal(cairn_sync_new(boot, &o, &s, err, sizeof err), 0);
+  return s;
+}
+
 /* The node writes batch m2 but its answer is lost (a proxy in front of the
  * client port drops it; the connection stays up, so the client's request
  * times out). Meanwhile another batch of the same producer fails for good
@@ -1090,30 +1121,8 @@ static void test_client_batch_in_doubt_at_an_epoch_bump_is_written_once(void **s
 {
   (void)state;
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
-  struct tp *px = tp_start(c.nodes[0].client_addr);
-  assert_non_null(px);
-  /* Clients learn the proxy as the node's address, so every connection
-   * of the producer goes through it. */
-  snprintf(c.nodes[0].extra, sizeof c.nodes[0].extra, "--advertise-client 127.0.0.1:%d",
-           tp_port(px));
-  assert_int_equal(cd_start(&c, 0), 0);
-  uint64_t id = c.nodes[0].id;
-  assert_int_equal(cd_wait_alive(&c, 0, &id, 1, WAIT_MS), 0);
-  assert_int_equal(cd_create_topic(&c, 0, "doubt", 2, 1, WAIT_MS, NULL, 0), 0);
-
-  char boot[64];
-  snprintf(boot, sizeof boot, "127.0.0.1:%d", tp_port(px));
-  struct cairn_options o;
-  cairn_options_init(&o);
-  o.client_id = "test_client_doubt";
-  o.request_timeout_ms = 1500; /* how long the lost answer is waited for */
-  o.delivery_timeout_ms = 30000;
-  o.retry_backoff_ms = 50;
-  o.retry_backoff_max_ms = 200;
-  struct cairn_sync *s;
-  char err[512];
-  assert_int_equal(cairn_sync_new(boot, &o, &s, err, sizeof err), 0);
+  struct tp *px;
+  struct cairn_sync *s = proxied_cluster(&c, &px, "doubt", 2, "test_client_doubt");
   struct cairn_producer_options po;
   cairn_producer_options_init(&po);
   po.linger_ms = 0;
@@ -1207,28 +1216,8 @@ static void test_client_batches_refused_behind_a_lost_one_are_retried(void **sta
 {
   (void)state;
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 1, 1, FAST), 0);
-  struct tp *px = tp_start(c.nodes[0].client_addr);
-  assert_non_null(px);
-  snprintf(c.nodes[0].extra, sizeof c.nodes[0].extra, "--advertise-client 127.0.0.1:%d",
-           tp_port(px));
-  assert_int_equal(cd_start(&c, 0), 0);
-  uint64_t id = c.nodes[0].id;
-  assert_int_equal(cd_wait_alive(&c, 0, &id, 1, WAIT_MS), 0);
-  assert_int_equal(cd_create_topic(&c, 0, "behind", 2, 1, WAIT_MS, NULL, 0), 0);
-
-  char boot[64];
-  snprintf(boot, sizeof boot, "127.0.0.1:%d", tp_port(px));
-  struct cairn_options o;
-  cairn_options_init(&o);
-  o.client_id = "test_client_behind";
-  o.request_timeout_ms = 1500; /* how long the lost request is waited for */
-  o.delivery_timeout_ms = 30000;
-  o.retry_backoff_ms = 50;
-  o.retry_backoff_max_ms = 200;
-  struct cairn_sync *s;
-  char err[512];
-  assert_int_equal(cairn_sync_new(boot, &o, &s, err, sizeof err), 0);
+  struct tp *px;
+  struct cairn_sync *s = proxied_cluster(&c, &px, "behind", 2, "test_client_behind");
   struct cairn_producer_options po;
   cairn_producer_options_init(&po);
   po.linger_ms = 0;
