@@ -56,7 +56,7 @@ static int lc_acc_add(struct lc_batch *b, const struct cairn_message *m, int64_t
                       const struct lc_msg *msg)
 {
   if (b->nmsgs == b->cap) {
-    size_t cap = b->cap == 0 ? 16 : b->cap * 2;
+    size_t cap = b->cap == 0 ? 4 : b->cap * 2;
     struct lc_msg *nm = realloc(b->msgs, cap * sizeof *nm);
     if (nm == NULL) {
       return CAIRN_ENOMEM;
@@ -120,6 +120,9 @@ int lc_acc_append(struct lc_acc *a, size_t batch_bytes, size_t max_batch_bytes, 
     a->head = nb;
   }
   a->tail = nb;
+  if (a->first_open == NULL) {
+    a->first_open = nb;
+  }
   a->nbatches++;
   *opened = true;
   return 0;
@@ -160,6 +163,9 @@ int lc_acc_seal(struct lc_acc *a, struct lc_batch *b, int64_t producer_id, int16
   }
   batch_builder_close(&b->bb);
   b->open = false;
+  if (a->first_open == b) {
+    a->first_open = b->next;
+  }
   b->bytes = out;
   b->len = len;
   b->base_seq = seq;
@@ -199,6 +205,9 @@ struct lc_batch *lc_acc_pop(struct lc_acc *a)
   a->head = b->next;
   if (a->head == NULL) {
     a->tail = NULL;
+  }
+  if (a->first_open == b) {
+    a->first_open = b->next;
   }
   b->next = NULL;
   a->nbatches--;

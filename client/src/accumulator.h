@@ -57,6 +57,12 @@ struct lc_batch {
 
 struct lc_acc {
   struct lc_batch *head, *tail;
+  /* No batch before this one is open (NULL: none is). Sealing goes in
+   * queue order, so the open batches are the queue's end: a round looks
+   * for batches to seal from here, not from the head (at 10,000
+   * partitions with sealed batches queued behind slow answers, walking
+   * every queue from its head every round was most of a producer's CPU). */
+  struct lc_batch *first_open;
   size_t nbatches;
   int in_flight; /* batches of this queue in flight */
   int32_t next_seq;

@@ -384,7 +384,9 @@ void lc_prod_send_all(struct cairn_producer *p)
       }
       pp->failed_leader = 0;
       pp->unknown = false;
-      snprintf(pp->last_addr, sizeof pp->last_addr, "%s", addr);
+      if (strcmp(pp->last_addr, addr) != 0) { /* every partition, every round: no printf */
+        snprintf(pp->last_addr, sizeof pp->last_addr, "%s", addr);
+      }
       for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
         if (b->open || (uint32_t)a->in_flight >= p->o.max_in_flight) {
           break;

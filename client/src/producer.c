@@ -619,7 +619,7 @@ static void lc_prod_round(struct cairn_producer *p)
         bool tail_ready = lc_acc_tail_ready(a, p->o.batch_bytes, p->o.linger_ms, now, force);
         /* Open batches before the tail take no more records: seal them in
          * order, and the tail when it is due. */
-        for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+        for (struct lc_batch *b = a->first_open; b != NULL; b = b->next) {
           if (b->open && (b != a->tail || tail_ready) &&
               lc_acc_seal(a, b, p->pid, p->epoch, p->o.compression, p->o.compression_level) != 0) {
             break; /* out of memory: try again next round */
@@ -634,8 +634,15 @@ static void lc_prod_round(struct cairn_producer *p)
         }
       }
       /* Expire or cancel batches not in flight, from the head on (their
-       * deadlines grow along the queue). */
-      for (struct lc_batch *b = a->head; b != NULL; b = b->next) {
+       * deadlines grow along the queue). Before the head's deadline none
+       * has passed, and a round at that deadline looks again: the walk
+       * (up to max_in_flight batches in flight per partition) is skipped. */
+      struct lc_batch *from = a->head;
+      if (!p->closing && from != NULL && now < from->deadline_ms) {
+        lc_prod_kick_at(p, from->deadline_ms);
+        from = NULL;
+      }
+      for (struct lc_batch *b = from; b != NULL; b = b->next) {
         if (b->in_flight || b->done) {
           continue;
         }

@@ -10,11 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A builder's first buffer; it doubles as records come. Small, because a
+ * producer over thousands of partitions holds one per partition, most with
+ * a record or two (at 1,024 bytes the fresh pages were a third of a
+ * producer's CPU over 10,000 partitions). */
+#define BATCH_BUILDER_FIRST_CAP 256
+
 int batch_builder_init(struct batch_builder *b, size_t max_bytes)
 {
   memset(b, 0, sizeof *b);
   b->max_bytes = max_bytes;
-  b->cap = 1024;
+  b->cap = BATCH_BUILDER_FIRST_CAP;
   b->buf = malloc(b->cap);
   if (b->buf == NULL) {
     return CAIRN_ENOMEM;
@@ -144,14 +150,14 @@ int batch_builder_finish(struct batch_builder *b, uint8_t **out, size_t *len)
   le_put32(p + BATCH_OFF_CRC, crc32c(p + BATCH_CRC_START, b->len - BATCH_CRC_START));
 
   /* Hand the buffer over and start a fresh one for the next batch. */
-  uint8_t *fresh = malloc(1024);
+  uint8_t *fresh = malloc(BATCH_BUILDER_FIRST_CAP);
   if (fresh == NULL) {
     return CAIRN_ENOMEM;
   }
   *out = b->buf;
   *len = b->len;
   b->buf = fresh;
-  b->cap = 1024;
+  b->cap = BATCH_BUILDER_FIRST_CAP;
   b->len = BATCH_HEADER_SIZE;
   b->count = 0;
   return 0;

@@ -94,6 +94,51 @@ static void test_accumulator_fills_batches_to_batch_bytes_in_order(void **state)
   lc_acc_close(&a);
 }
 
+/* first_open names the first batch a round may have to seal: every batch
+ * before it is sealed, through appends, seals in order and pops. */
+static void test_accumulator_first_open_follows_seals_and_pops(void **state)
+{
+  (void)state;
+  struct lc_acc a;
+  lc_acc_init(&a);
+  assert_null(a.first_open);
+  char value[100];
+  memset(value, 'v', sizeof value - 1);
+  value[sizeof value - 1] = '\0';
+  for (int i = 0; i < 30; i++) {
+    struct cairn_message m = msg_of("k", value);
+    struct lc_msg msg = {NULL, NULL, 1000 + i, 10, (uint64_t)i};
+    bool opened;
+    assert_int_equal(lc_acc_append(&a, 1000, 100000, 0, 5000, &m, 1000 + i, &msg, &opened), 0);
+  }
+  assert_true(a.nbatches >= 3);
+  assert_ptr_equal(a.first_open, a.head);
+  struct lc_batch *second = a.head->next;
+  assert_int_equal(lc_acc_seal(&a, a.head, 42, 0, CAIRN_COMPRESSION_NONE, 0), 0);
+  assert_ptr_equal(a.first_open, second);
+  /* Popping the sealed head leaves it; popping the first open one moves it on. */
+  lc_acc_batch_free(lc_acc_pop(&a));
+  assert_ptr_equal(a.first_open, second);
+  struct lc_batch *third = second->next;
+  lc_acc_batch_free(lc_acc_pop(&a));
+  assert_ptr_equal(a.first_open, third);
+  while (a.first_open != NULL) {
+    assert_int_equal(lc_acc_seal(&a, a.first_open, 42, 0, CAIRN_COMPRESSION_NONE, 0), 0);
+  }
+  for (struct lc_batch *b = a.head; b != NULL; b = b->next) {
+    assert_false(b->open);
+  }
+  /* A batch opened after everything was sealed is the first open one. */
+  struct cairn_message m = msg_of("k", value);
+  struct lc_msg msg = {NULL, NULL, 2000, 10, 99};
+  bool opened;
+  assert_int_equal(lc_acc_append(&a, 1000, 100000, 0, 5000, &m, 2000, &msg, &opened), 0);
+  assert_true(opened);
+  assert_ptr_equal(a.first_open, a.tail);
+  lc_acc_close(&a);
+  assert_null(a.first_open);
+}
+
 static void test_accumulator_refuses_a_record_above_max_batch_bytes(void **state)
 {
   (void)state;
@@ -345,6 +390,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_partitioner_key_hash_is_crc32c_with_pinned_values),
       cmocka_unit_test(test_accumulator_fills_batches_to_batch_bytes_in_order),
+      cmocka_unit_test(test_accumulator_first_open_follows_seals_and_pops),
       cmocka_unit_test(test_accumulator_refuses_a_record_above_max_batch_bytes),
       cmocka_unit_test(test_accumulator_seals_with_producer_fields_and_sequences),
       cmocka_unit_test(test_compression_round_trips_a_batch_with_both_codecs),
