@@ -104,12 +104,19 @@
   (RAFTMUX_HEADER + RAFTMUX_ADDRESS_MAX + 36u + RAFTMUX_CONF_MAX * (12u + RAFTMUX_ADDRESS_MAX) +   \
    8u + RAFTMUX_SNAPSHOT_MAX)
 #define RAFTMUX_MSG_MAX RAFTMUX_IS_MAX /* encoded payload bytes (16.3 MiB) */
-/* Bytes queued to a peer's node before sends drop: room for two of the
- * largest AppendEntries, so a bounded one still goes, and little else.
- * Raft retransmits what is dropped; frames queued behind a stalled
- * connection (a partition that drops packets) are stale by the time it
- * heals, so a long queue only delays the fresh ones after it. */
-#define RAFTMUX_SENDQ_MAX (2u * RAFTMUX_AE_MAX)
+/* Bytes queued to a peer's node before sends drop (16 of the largest
+ * AppendEntries). Raft retransmits what is dropped, but a drop costs more
+ * than a wait: a lost AppendEntries puts its follower in probe and the
+ * entries go again, a lost heartbeat or answer brings an election. When
+ * one ProduceRequest spread over 10,000 partitions proposes an entry in
+ * each, the frames it makes at once (two per partition, ~300 bytes each)
+ * passed the former bound of two AppendEntries (2 MiB): a produce over
+ * 10,000 partitions dropped 10^5-10^6 frames per node and elected by the
+ * hundred thousand (docs/performance.md, "A queue that holds a burst").
+ * Frames queued behind a stalled connection (a partition that drops
+ * packets) are stale by the time it heals: the bound keeps that to 16 MiB
+ * per peer, a fraction of a second of a healthy loopback or LAN link. */
+#define RAFTMUX_SENDQ_MAX (16u * RAFTMUX_AE_MAX)
 
 /* ---- codec ---- */
 
