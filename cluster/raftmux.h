@@ -112,7 +112,8 @@
  * each, the frames it makes at once (two per partition, ~300 bytes each)
  * passed the former bound of two AppendEntries (2 MiB): a produce over
  * 10,000 partitions dropped 10^5-10^6 frames per node and elected by the
- * hundred thousand (docs/performance.md, "A queue that holds a burst").
+ * hundred thousand (docs/performance.md, "The producer's round, glibc's fastbins and
+ * the queue to a peer").
  * Frames queued behind a stalled connection (a partition that drops
  * packets) are stale by the time it heals: the bound keeps that to 16 MiB
  * per peer, a fraction of a second of a healthy loopback or LAN link. */

@@ -81,7 +81,8 @@ static void cairnd_on_sighup(uv_signal_t *s, int signum)
  * frees small blocks by the million between its larger ones (frames,
  * corked writes, request buffers). Profiled there, malloc was over a
  * quarter of a node's CPU; without fastbins the same run went from 25-28k
- * to 38-42k msg/s with no dropped frame (docs/performance.md). */
+ * to 34-42k msg/s in three runs, with far fewer dropped frames
+ * (docs/performance.md). */
 static void main_tune_malloc(void)
 {
 #ifdef M_MXFAST
