@@ -20,16 +20,18 @@ unsigned hbeat_period_ms(unsigned heartbeat_ms, unsigned idle_ms)
   return idle_ms / 2 > heartbeat_ms ? idle_ms / 2 : heartbeat_ms;
 }
 
-void hbeat_encode_header(uint8_t *buf, enum hbeat_type type, uint32_t n)
+void hbeat_encode_header(uint8_t *buf, const struct hbeat_hdr *h)
 {
   buf[0] = HBEAT_VERSION;
-  buf[1] = (uint8_t)type;
-  buf[2] = 0;
-  buf[3] = 0;
-  le_put32(buf + 4, n);
+  buf[1] = (uint8_t)h->type;
+  buf[2] = (uint8_t)h->flags;
+  buf[3] = (uint8_t)(h->flags >> 8);
+  le_put32(buf + 4, h->n);
+  le_put64(buf + 8, h->epoch);
+  le_put64(buf + 16, h->seq);
 }
 
-int hbeat_decode(const uint8_t *p, size_t len, enum hbeat_type *type, uint32_t *n)
+int hbeat_decode(const uint8_t *p, size_t len, struct hbeat_hdr *h)
 {
   if (len < HBEAT_HEADER) {
     return CAIRN_EBADLEN;
@@ -38,11 +40,14 @@ int hbeat_decode(const uint8_t *p, size_t len, enum hbeat_type *type, uint32_t *
     return CAIRN_EUNSUPPORTED;
   }
   uint32_t count = le_get32(p + 4);
-  if (count == 0 || count > HBEAT_MAX_GROUPS || len != HBEAT_HEADER + (size_t)count * HBEAT_ENTRY) {
+  if (count > HBEAT_MAX_GROUPS || len != HBEAT_HEADER + (size_t)count * HBEAT_ENTRY) {
     return CAIRN_EBADLEN;
   }
-  *type = (enum hbeat_type)p[1];
-  *n = count;
+  h->type = (enum hbeat_type)p[1];
+  h->flags = (uint16_t)(p[2] | (p[3] << 8));
+  h->n = count;
+  h->epoch = le_get64(p + 8);
+  h->seq = le_get64(p + 16);
   return 0;
 }
 
@@ -54,16 +59,28 @@ void hbeat_entry(const uint8_t *p, uint32_t i, uint64_t *group_id, uint64_t *ter
   *index = le_get64(e + 16);
 }
 
+int hbeat_list_reserve(struct hbeat_list *l, size_t n)
+{
+  if (l->buf != NULL && n <= l->cap) {
+    return 0;
+  }
+  size_t cap = l->cap > 0 ? l->cap : 64;
+  while (cap < n) {
+    cap *= 2;
+  }
+  uint8_t *b = realloc(l->buf, HBEAT_HEADER + cap * HBEAT_ENTRY);
+  if (b == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  l->buf = b;
+  l->cap = cap;
+  return 0;
+}
+
 int hbeat_list_add(struct hbeat_list *l, uint64_t group_id, uint64_t term, uint64_t index)
 {
-  if (l->n == l->cap) {
-    size_t cap = l->cap > 0 ? l->cap * 2 : 64;
-    uint8_t *b = realloc(l->buf, HBEAT_HEADER + cap * HBEAT_ENTRY);
-    if (b == NULL) {
-      return CAIRN_ENOMEM;
-    }
-    l->buf = b;
-    l->cap = cap;
+  if (hbeat_list_reserve(l, l->n + 1) != 0) {
+    return CAIRN_ENOMEM;
   }
   uint8_t *e = l->buf + HBEAT_HEADER + l->n * HBEAT_ENTRY;
   le_put64(e, group_id);
@@ -81,6 +98,9 @@ static void hbeat_wake(struct hbeat *hb, const struct hbeat_list *l, size_t from
   for (size_t i = from; i < to; i++) {
     uint64_t gid, term, index;
     hbeat_entry(l->buf, (uint32_t)i, &gid, &term, &index);
+    if (index == VOUCH_REVOKED) {
+      continue;
+    }
     struct part *pt = parts_get_next(hb->ps, gid, &hint);
     if (pt != NULL && pt->state == PART_OPEN && pt->rg.coal_quiet) {
       rgroup_coal_refused(&pt->rg, term);
@@ -89,24 +109,36 @@ static void hbeat_wake(struct hbeat *hb, const struct hbeat_list *l, size_t from
   }
 }
 
-/* Sends l to node_id as frames of type, HBEAT_MAX_GROUPS entries at most
- * each. Each frame's header goes in the 8 bytes before its first entry
- * (the tail of an entry already sent: nwatch_send copies). Returns the
- * number of entries sent; those after are not. */
-static size_t hbeat_send_list(struct hbeat *hb, uint64_t node_id, enum hbeat_type type,
-                              struct hbeat_list *l)
+/* Sends l to node_id as frames of h's type, HBEAT_MAX_GROUPS entries at
+ * most each, at least one frame even with no entry (a beat vouches, an
+ * answer says the beat arrived). Each frame's header goes in the
+ * HBEAT_HEADER bytes before its first entry (the tail of an entry already
+ * sent: nwatch_send copies). A beat's frames take consecutive sequence
+ * numbers from *seq. Returns the number of entries sent, or -1 when not
+ * even the first frame went. */
+static long hbeat_send_list(struct hbeat *hb, uint64_t node_id, struct hbeat_hdr h,
+                            struct hbeat_list *l, uint64_t *seq)
 {
   size_t sent = 0;
-  while (sent < l->n) {
+  bool first = true;
+  while (first || sent < l->n) {
     size_t k = l->n - sent < HBEAT_MAX_GROUPS ? l->n - sent : HBEAT_MAX_GROUPS;
-    uint8_t *h = l->buf + sent * HBEAT_ENTRY;
-    hbeat_encode_header(h, type, (uint32_t)k);
-    if (nwatch_send(hb->nw, node_id, h, HBEAT_HEADER + k * HBEAT_ENTRY) != 0) {
-      break;
+    if (l->buf == NULL && hbeat_list_reserve(l, 0) != 0) {
+      return first ? -1 : (long)sent;
+    }
+    uint8_t *buf = l->buf + sent * HBEAT_ENTRY;
+    h.n = (uint32_t)k;
+    if (seq != NULL) {
+      h.seq = ++*seq;
+    }
+    hbeat_encode_header(buf, &h);
+    if (nwatch_send(hb->nw, node_id, buf, HBEAT_HEADER + k * HBEAT_ENTRY) != 0) {
+      return first ? -1 : (long)sent;
     }
     sent += k;
+    first = false;
   }
-  return sent;
+  return (long)sent;
 }
 
 /* ---- the beating side ---- */
@@ -164,9 +196,12 @@ static bool hbeat_peer_check(struct hbeat *hb, struct hbeat_peer *p, uint64_t no
   return true;
 }
 
-/* Puts a coalesced group's beat in each follower's list, or wakes it when
- * a follower's node cannot be reached this way. */
-static void hbeat_group(struct hbeat *hb, struct rgroup *rg, uint64_t term, uint64_t index)
+/* Puts a coalesced group's beat in the list of each follower that has not
+ * accepted it in its current epoch (every follower when all), or wakes it
+ * when a follower's node cannot be reached this way. Returns true when
+ * every follower has accepted it already (nothing left to name). */
+static bool hbeat_group(struct hbeat *hb, struct rgroup *rg, uint64_t term, uint64_t index,
+                        bool all)
 {
   const struct raft_configuration *cf = &rg->raft.configuration;
   for (unsigned i = 0; i < cf->n; i++) {
@@ -178,20 +213,86 @@ static void hbeat_group(struct hbeat *hb, struct rgroup *rg, uint64_t term, uint
     if (p == NULL || !p->healthy) {
       rgroup_coal_refused(rg, term);
       hb->woken++;
-      return;
+      return false;
     }
   }
+  bool accepted = true;
   for (unsigned i = 0; i < cf->n; i++) {
     uint64_t id = cf->servers[i].id;
     if (id == hb->self_id) {
       continue;
     }
+    bool acked = rgroup_coal_acked_by(rg, id);
+    accepted = accepted && acked;
+    if (acked && !all) {
+      continue; /* vouched for by the node's beat */
+    }
     if (hbeat_list_add(&hbeat_peer_get(hb, id)->out, rg->group_id, term, index) != 0) {
       rgroup_coal_refused(rg, term); /* the followers listed so far are merely beaten */
       hb->woken++;
-      return;
+      return false;
     }
   }
+  return accepted;
+}
+
+/* The part of group gid if it is a coalesced leader whose beat goes out
+ * (rgroup_coal_beat), else NULL. */
+static struct part *hbeat_beating(struct hbeat *hb, uint64_t gid, size_t *hint, uint64_t *term,
+                                  uint64_t *index)
+{
+  struct part *pt = parts_get_next(hb->ps, gid, hint);
+  raft_term t;
+  raft_index i;
+  if (pt == NULL || pt->state != PART_OPEN || !rgroup_coal_beat(&pt->rg, &t, &i)) {
+    return NULL;
+  }
+  *term = t;
+  *index = i;
+  return pt;
+}
+
+/* Every coalesced group this node leads: named to every follower (all),
+ * or to those that have not accepted it in their current epoch. */
+static void hbeat_scan(struct hbeat *hb, bool all)
+{
+  struct parts *ps = hb->ps;
+  for (size_t i = 0; i < ps->n; i++) {
+    struct part *pt = ps->v[i];
+    raft_term term;
+    raft_index index;
+    if (pt->state == PART_OPEN && rgroup_coal_beat(&pt->rg, &term, &index)) {
+      (void)hbeat_group(hb, &pt->rg, term, index, all);
+    }
+  }
+}
+
+/* The groups that quiesced lately (vouch_table.to_name): named to the
+ * followers that have not accepted them yet (unless the scan just did),
+ * and taken off the list once every follower has, or once they are no
+ * longer coalesced. */
+static void hbeat_name_new(struct hbeat *hb, bool scanned)
+{
+  struct vouch_table *t = &hb->ps->vouch;
+  size_t kept = 0, hint = 0;
+  for (size_t i = 0; i < t->nto_name; i++) {
+    uint64_t gid = t->to_name[i], term = 0, index = 0;
+    struct part *pt = hbeat_beating(hb, gid, &hint, &term, &index);
+    bool done = true;
+    if (pt != NULL) {
+      done =
+          scanned ? rgroup_coal_all_acked(&pt->rg) : hbeat_group(hb, &pt->rg, term, index, false);
+    }
+    if (done) {
+      pt = parts_get(hb->ps, gid);
+      if (pt != NULL) {
+        pt->rg.coal_to_name = false;
+      }
+      continue;
+    }
+    t->to_name[kept++] = gid;
+  }
+  t->nto_name = kept;
 }
 
 /* ---- nodes that stopped beating this one ---- */
@@ -218,6 +319,31 @@ static void hbeat_check_leaders(struct hbeat *hb, uint64_t now)
   }
 }
 
+/* Sends p its beat: the revocations queued for it, then the groups named
+ * (p->out). A beat that could not go starts a new epoch for p (the
+ * follower sees it and drops what this node vouched for) and wakes the
+ * groups it named. */
+static void hbeat_beat_peer(struct hbeat *hb, struct hbeat_peer *p, struct vouch_peer *vp,
+                            uint64_t now)
+{
+  struct hbeat_hdr h = {.type = HBEAT_BEAT, .epoch = vp->out_epoch};
+  long sent = hbeat_send_list(hb, p->id, h, &p->out, &vp->out_seq);
+  if (sent < 0) {
+    vouch_bump(vp);
+    hbeat_wake(hb, &p->out, 0, p->out.n);
+    return;
+  }
+  hb->beats_sent++;
+  hb->entries_sent += (uint64_t)sent;
+  if (p->waiting_ms == 0) {
+    p->waiting_ms = now;
+  }
+  if ((size_t)sent < p->out.n) {
+    vouch_bump(vp);
+    hbeat_wake(hb, &p->out, (size_t)sent, p->out.n);
+  }
+}
+
 static void hbeat_on_timer(uv_timer_t *t)
 {
   struct hbeat *hb = t->data;
@@ -227,95 +353,183 @@ static void hbeat_on_timer(uv_timer_t *t)
   if (hb->period_ms == 0) {
     return; /* this node only answers */
   }
+  /* Every HBEAT_FULL_PERIODS periods, and whenever a follower is out of
+   * reach or an epoch changed, every coalesced group is looked at. */
+  bool all = ++hb->periods % HBEAT_FULL_PERIODS == 0;
+  bool scan = all;
   for (size_t i = 0; i < hb->npeers; i++) {
     struct hbeat_peer *p = &hb->peers[i];
     p->out.n = 0;
     p->healthy = hbeat_peer_check(hb, p, now);
+    struct vouch_peer *vp = vouch_add(&ps->vouch, p->id);
+    if (vp == NULL || !p->healthy) {
+      scan = true; /* its groups are woken (hbeat_group) */
+      if (vp != NULL) {
+        vouch_bump(vp);
+      }
+      continue;
+    }
+    scan = scan || vp->out_bumped;
+    /* Revocations first: a group revoked and named again in one beat ends
+     * accepted. */
+    for (size_t k = 0; k < vp->revokes.n; k++) {
+      const struct vouch_entry *e = &vp->revokes.v[k];
+      if (hbeat_list_add(&p->out, e->group_id, e->term, VOUCH_REVOKED) != 0) {
+        vouch_bump(vp); /* nothing vouched for at the new epoch */
+        break;
+      }
+    }
+    vp->revokes.n = 0;
   }
   if (ps->closing) {
     return;
   }
-  for (size_t i = 0; i < ps->n; i++) {
-    struct part *pt = ps->v[i];
-    raft_term term;
-    raft_index index;
-    if (pt->state == PART_OPEN && rgroup_coal_beat(&pt->rg, &term, &index)) {
-      hbeat_group(hb, &pt->rg, term, index);
-    }
+  if (scan) {
+    hb->scans++;
+    hbeat_scan(hb, all);
   }
+  hbeat_name_new(hb, scan);
   for (size_t i = 0; i < hb->npeers; i++) {
     struct hbeat_peer *p = &hb->peers[i];
-    if (p->out.n == 0) {
+    struct vouch_peer *vp = vouch_get(&ps->vouch, p->id);
+    if (vp == NULL || !p->healthy) {
       continue;
     }
-    size_t sent = hbeat_send_list(hb, p->id, HBEAT_BEAT, &p->out);
-    if (sent > 0) {
-      hb->beats_sent++;
-      hb->entries_sent += sent;
-      if (p->waiting_ms == 0) {
-        p->waiting_ms = now;
-      }
+    if (scan) {
+      vp->out_bumped = false;
     }
-    hbeat_wake(hb, &p->out, sent, p->out.n);
+    hbeat_beat_peer(hb, p, vp, now);
   }
 }
 
 /* ---- the answering side ---- */
 
-static void hbeat_on_beat(struct hbeat *hb, uint64_t leader_id, const uint8_t *payload, uint32_t n)
+/* A beat from leader_id in sequence with the last one? If not (a frame
+ * missed, or a new epoch), nothing that node vouched for before holds. */
+static void hbeat_follow_sequence(struct hbeat *hb, struct vouch_peer *vp,
+                                  const struct hbeat_hdr *h)
+{
+  if (h->epoch != vp->in_epoch || h->seq != vp->in_next_seq) {
+    if (h->epoch == vp->in_epoch && vp->in_next_seq != 0) {
+      vp->in_reset = true; /* a gap in one epoch: ask for everything again */
+      hb->gaps++;
+    }
+    vp->in_gen++;
+  }
+  vp->in_epoch = h->epoch;
+  vp->in_next_seq = h->seq + 1;
+  vp->in_ms = uv_now(hb->loop);
+}
+
+/* One named group of a beat: revoked, accepted or refused. */
+static void hbeat_beat_entry(struct hbeat *hb, uint64_t leader_id, uint64_t gen, uint64_t gid,
+                             uint64_t term, uint64_t index, size_t *hint)
+{
+  struct part *pt = parts_get_next(hb->ps, gid, hint);
+  bool open = pt != NULL && pt->state == PART_OPEN && !hb->ps->closing;
+  if (index == VOUCH_REVOKED) {
+    if (open && pt->rg.coal_vouch_node == leader_id && pt->rg.coal_vouch_term == term) {
+      pt->rg.coal_vouch_node = 0;
+    }
+    return;
+  }
+  bool ok = open && rgroup_coal_follow(&pt->rg, leader_id, gen, term, index);
+  struct hbeat_list *l = ok ? &hb->ack : &hb->nack;
+  if (hbeat_list_add(l, gid, term, index) != 0) {
+    return; /* out of memory: unanswered, the leader's timeout covers it */
+  }
+  if (ok) {
+    hb->accepted++;
+  } else {
+    hb->refused++;
+  }
+}
+
+static void hbeat_on_beat(struct hbeat *hb, uint64_t leader_id, const uint8_t *payload,
+                          const struct hbeat_hdr *h)
 {
   hb->beats_received++;
   struct hbeat_peer *p = hbeat_peer_add(hb, leader_id);
   if (p != NULL) {
     p->beat_ms = uv_now(hb->loop);
   }
+  struct vouch_peer *vp = vouch_add(&hb->ps->vouch, leader_id);
+  uint64_t gen = 0;
+  if (vp != NULL) {
+    hbeat_follow_sequence(hb, vp, h);
+    gen = vp->in_gen;
+  }
   hb->ack.n = 0;
   hb->nack.n = 0;
   size_t hint = 0; /* the beat names its groups in increasing order */
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; i < h->n; i++) {
     uint64_t gid, term, index;
     hbeat_entry(payload, i, &gid, &term, &index);
-    struct part *pt = parts_get_next(hb->ps, gid, &hint);
-    bool ok = pt != NULL && pt->state == PART_OPEN && !hb->ps->closing &&
-              rgroup_coal_follow(&pt->rg, leader_id, term, index);
-    struct hbeat_list *l = ok ? &hb->ack : &hb->nack;
-    if (hbeat_list_add(l, gid, term, 0) != 0) {
-      continue; /* out of memory: unanswered, the leader's timeout covers it */
+    if (vp == NULL && hbeat_list_add(&hb->nack, gid, term, index) != 0) {
+      break; /* out of memory: unanswered, the leader's timeout covers it */
     }
-    if (ok) {
-      hb->accepted++;
-    } else {
-      hb->refused++;
+    if (vp == NULL) {
+      continue; /* out of memory for the peer's table: refused */
+    }
+    hbeat_beat_entry(hb, leader_id, gen, gid, term, index, &hint);
+  }
+  struct hbeat_hdr a = {.type = HBEAT_ACK, .epoch = h->epoch, .seq = h->seq};
+  if (vp != NULL) {
+    for (size_t k = 0; k < vp->nacks.n; k++) {
+      const struct vouch_entry *e = &vp->nacks.v[k];
+      if (hbeat_list_add(&hb->nack, e->group_id, e->term, e->index) != 0) {
+        break; /* out of memory: the next full beat names them, and they are refused then */
+      }
+    }
+    vp->nacks.n = 0;
+    if (vp->in_reset) {
+      a.flags |= HBEAT_F_RESET;
+      vp->in_reset = false;
     }
   }
   /* Lost answers are covered by the leader's timeout (hbeat.h). */
-  (void)hbeat_send_list(hb, leader_id, HBEAT_ACK, &hb->ack);
-  (void)hbeat_send_list(hb, leader_id, HBEAT_NACK, &hb->nack);
+  (void)hbeat_send_list(hb, leader_id, a, &hb->ack, NULL);
+  if (hb->nack.n > 0) {
+    a.type = HBEAT_NACK;
+    a.flags = 0;
+    (void)hbeat_send_list(hb, leader_id, a, &hb->nack, NULL);
+  }
 }
 
-static void hbeat_on_answer(struct hbeat *hb, uint64_t follower_id, enum hbeat_type type,
-                            const uint8_t *payload, uint32_t n)
+static void hbeat_on_answer(struct hbeat *hb, uint64_t follower_id, const uint8_t *payload,
+                            const struct hbeat_hdr *h)
 {
   struct hbeat_peer *p = hbeat_peer_get(hb, follower_id);
   if (p != NULL) {
     p->waiting_ms = 0;
   }
+  struct vouch_peer *vp = vouch_get(&hb->ps->vouch, follower_id);
+  if (vp == NULL || h->epoch != vp->out_epoch) {
+    return; /* an answer to a beat of an epoch that has ended */
+  }
+  if (h->type == HBEAT_ACK) {
+    vp->answered_ms = uv_now(hb->loop);
+  }
   size_t hint = 0; /* answers keep the beat's order */
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; i < h->n; i++) {
     uint64_t gid, term, index;
     hbeat_entry(payload, i, &gid, &term, &index);
     struct part *pt = parts_get_next(hb->ps, gid, &hint);
     if (pt == NULL || pt->state != PART_OPEN) {
       continue;
     }
-    if (type == HBEAT_ACK) {
-      rgroup_coal_acked(&pt->rg, follower_id, term);
-    } else if (pt->rg.coal_quiet) {
+    if (h->type == HBEAT_ACK) {
+      rgroup_coal_acked(&pt->rg, follower_id, term, index, h->epoch);
+    } else if (pt->rg.coal_quiet && rgroup_coal_names(&pt->rg, term, index)) {
       log_debug("hbeat", "group %llu: node %llu refused the coalesced beat of term %llu",
                 (unsigned long long)gid, (unsigned long long)follower_id, (unsigned long long)term);
       rgroup_coal_refused(&pt->rg, term);
       hb->woken++;
     }
+  }
+  if (h->flags & HBEAT_F_RESET) {
+    hb->resets++;
+    vouch_bump(vp);
   }
 }
 
@@ -324,9 +538,8 @@ void hbeat_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payloa
 {
   (void)nw;
   struct hbeat *hb = data;
-  enum hbeat_type type;
-  uint32_t n;
-  int rv = hbeat_decode(payload, len, &type, &n);
+  struct hbeat_hdr h;
+  int rv = hbeat_decode(payload, len, &h);
   if (rv != 0) {
     hb->bad++;
     uint64_t now = uv_now(hb->loop);
@@ -337,10 +550,10 @@ void hbeat_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payloa
     }
     return;
   }
-  if (type == HBEAT_BEAT) {
-    hbeat_on_beat(hb, sender_id, payload, n);
+  if (h.type == HBEAT_BEAT) {
+    hbeat_on_beat(hb, sender_id, payload, &h);
   } else {
-    hbeat_on_answer(hb, sender_id, type, payload, n);
+    hbeat_on_answer(hb, sender_id, payload, &h);
   }
 }
 

@@ -28,16 +28,31 @@
  * (hbeat_on_timer), where its election timer, last restarted by the last
  * beat, runs out as before.
  *
+ * Sparse beats (vouch.h): a beat names a group only until every follower
+ * has accepted it at its (term, last index); after that the beat frame
+ * itself vouches for it, the follower applying the vouch at the group's
+ * own tick. Every frame of a beat, even one naming nothing, is answered
+ * with an ACK frame, which is what keeps the leader's groups heard from.
+ * Revocations, frame sequence numbers and epochs keep the vouch exact
+ * (vouch.h); every HBEAT_FULL_PERIODS periods every group is named again.
+ *
  * Payload (inside a nodewatch frame, which carries the length and a
- * CRC-32C), little-endian, version HBEAT_VERSION = 1:
+ * CRC-32C), little-endian, version HBEAT_VERSION = 2:
  *    0  u8  version
  *    1  u8  type: HBEAT_BEAT (leader to follower), HBEAT_ACK (accepted),
  *           HBEAT_NACK (refused)
- *    2  u16 0
- *    4  u32 count n (1..HBEAT_MAX_GROUPS)
- *    8  n × { u64 group id, u64 term, u64 last index (0 in answers) }
+ *    2  u16 flags: HBEAT_F_RESET in an answer (a beat was missed)
+ *    4  u32 count n (0..HBEAT_MAX_GROUPS)
+ *    8  u64 epoch: the leader node's epoch for this follower (answers echo it)
+ *   16  u64 sequence number of the beat frame (answers echo it)
+ *   24  n × { u64 group id, u64 term, u64 last index (VOUCH_REVOKED: the
+ *           group is no longer vouched for) }
  * A payload that does not parse is dropped with a log line (at most one a
  * second); the groups it would have named wake by the missing answer.
+ * Version 1 (no epoch or sequence, every group named in every beat) is
+ * not understood by this version, nor this by it: during a rolling
+ * upgrade the leaders of the nodes that differ see no answers and go back
+ * to Raft's heartbeats for the groups concerned.
  *
  * The receiving side always runs (a node answers beats whatever its own
  * --coalesce-heartbeats); the beating side only when coalescing is on.
@@ -54,14 +69,24 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define HBEAT_VERSION 1
-#define HBEAT_HEADER 8
+#define HBEAT_VERSION 2
+#define HBEAT_HEADER 24 /* at most HBEAT_ENTRY: hbeat_send_list puts it over a sent entry */
 #define HBEAT_ENTRY 24
 #define HBEAT_MAX_GROUPS 32768 /* per payload: 786 KiB, below NWATCH_FRAME_MAX */
 #define HBEAT_ANSWER_PERIODS 3 /* a peer silent this many beat periods wakes its groups */
 #define HBEAT_CHECK_MS 200     /* the silence check's period on a node that does not beat */
+#define HBEAT_FULL_PERIODS 25  /* every this many beats, every coalesced group is named */
+#define HBEAT_F_RESET 1u       /* answer flag: a beat was missed, name everything again */
 
 enum hbeat_type { HBEAT_BEAT = 1, HBEAT_ACK = 2, HBEAT_NACK = 3 };
+
+/* A payload's header (above). */
+struct hbeat_hdr {
+  enum hbeat_type type;
+  uint16_t flags;
+  uint32_t n;
+  uint64_t epoch, seq;
+};
 
 /* A list of entries being built, with room for the header in front. */
 struct hbeat_list {
@@ -105,6 +130,10 @@ struct hbeat {
   uint64_t silent_leaders; /* times a peer that beat this node stopped beating */
   uint64_t sleepers_woken; /* asleep followers woken for that */
   uint64_t bad;            /* malformed payloads */
+  uint64_t periods;        /* beat periods so far */
+  uint64_t scans;          /* beats that looked at every coalesced group */
+  uint64_t gaps;           /* beats received after one was missed */
+  uint64_t resets;         /* answers asking this node to name everything again */
 };
 
 /* hb's frame callback (nwatch_frame_cb, data = hb); hbeat_init installs
@@ -131,17 +160,20 @@ void hbeat_close(struct hbeat *hb, hbeat_close_cb cb);
  * quiesce (then nothing coalesces). */
 unsigned hbeat_period_ms(unsigned heartbeat_ms, unsigned idle_ms);
 
-/* Encodes a payload header for n entries of type into buf (HBEAT_HEADER
- * bytes). */
-void hbeat_encode_header(uint8_t *buf, enum hbeat_type type, uint32_t n);
+/* Encodes a payload header into buf (HBEAT_HEADER bytes). */
+void hbeat_encode_header(uint8_t *buf, const struct hbeat_hdr *h);
 
-/* Parses a payload: 0 with *type and *n set (the entries follow the
- * header), or CAIRN_EUNSUPPORTED (version, type) / CAIRN_EBADLEN. */
+/* Parses a payload: 0 with *h set (the entries follow the header), or
+ * CAIRN_EUNSUPPORTED (version, type) / CAIRN_EBADLEN. */
 __attribute__((warn_unused_result)) int hbeat_decode(const uint8_t *p, size_t len,
-                                                     enum hbeat_type *type, uint32_t *n);
+                                                     struct hbeat_hdr *h);
 
 /* Entry i of a parsed payload p. */
 void hbeat_entry(const uint8_t *p, uint32_t i, uint64_t *group_id, uint64_t *term, uint64_t *index);
+
+/* Makes room for n entries (and the header) in l. Returns 0 or
+ * CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int hbeat_list_reserve(struct hbeat_list *l, size_t n);
 
 /* Appends an entry to l. Returns 0 or CAIRN_ENOMEM. */
 __attribute__((warn_unused_result)) int hbeat_list_add(struct hbeat_list *l, uint64_t group_id,

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The replica dirs already here, made durable by one syncfs: their first
  * opens trust the disk (parts_synced.h). A failure only costs time: every
@@ -28,14 +29,15 @@ static void parts_find_synced(struct parts *ps)
 {
   int rv = psync_begin(&ps->found, ps->root);
   if (rv != 0) {
-    log_warn("parts", "%s: listing the replicas and syncfs: %s (each replica's recovery syncs "
+    log_warn("parts",
+             "%s: listing the replicas and syncfs: %s (each replica's recovery syncs "
              "its own files)",
              ps->root, cairn_strerror(rv));
     return;
   }
   if (ps->found.n > 0) {
-    log_info("parts", "%s: %zu replica directories made durable by one syncfs in %.1f ms",
-             ps->root, ps->found.n, ps->found.syncfs_ms);
+    log_info("parts", "%s: %zu replica directories made durable by one syncfs in %.1f ms", ps->root,
+             ps->found.n, ps->found.syncfs_ms);
   }
 }
 
@@ -65,6 +67,8 @@ int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t
     rv = rgroup_ticker_init(&ps->ticker, loop); /* cannot fail: libuv's timer init */
     ps->ticker.data = ps;
     ps->opts.ticker = &ps->ticker;
+    vouch_init(&ps->vouch, uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ self_id);
+    ps->opts.vouch = &ps->vouch;
   }
   if (rv != 0) {
     psync_free(&ps->found);
@@ -81,7 +85,7 @@ static size_t parts_lower_bound(const struct parts *ps, uint64_t group_id)
   size_t lo = 0, hi = ps->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (ps->v[mid]->group_id < group_id) {
+    if (ps->ids[mid] < group_id) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -93,7 +97,7 @@ static size_t parts_lower_bound(const struct parts *ps, uint64_t group_id)
 struct part *parts_get(struct parts *ps, uint64_t group_id)
 {
   size_t i = parts_lower_bound(ps, group_id);
-  return i < ps->n && ps->v[i]->group_id == group_id ? ps->v[i] : NULL;
+  return i < ps->n && ps->ids[i] == group_id ? ps->v[i] : NULL;
 }
 
 struct part *parts_get_next(struct parts *ps, uint64_t group_id, size_t *hint)
@@ -102,7 +106,7 @@ struct part *parts_get_next(struct parts *ps, uint64_t group_id, size_t *hint)
    * cache misses) for a list in group order, in which the groups this node
    * hosts but the list does not name (led by another node) lie between. */
   for (size_t i = *hint; i < ps->n && i < *hint + 8; i++) {
-    uint64_t id = ps->v[i]->group_id;
+    uint64_t id = ps->ids[i];
     if (id == group_id) {
       *hint = i;
       return ps->v[i];
@@ -112,7 +116,7 @@ struct part *parts_get_next(struct parts *ps, uint64_t group_id, size_t *hint)
     }
   }
   size_t i = parts_lower_bound(ps, group_id);
-  if (i < ps->n && ps->v[i]->group_id == group_id) {
+  if (i < ps->n && ps->ids[i] == group_id) {
     *hint = i;
     return ps->v[i];
   }
@@ -146,11 +150,18 @@ static int parts_insert(struct parts *ps, struct part *p)
       return CAIRN_ENOMEM;
     }
     ps->v = nv;
+    uint64_t *ni = realloc(ps->ids, cap * sizeof *ni);
+    if (ni == NULL) {
+      return CAIRN_ENOMEM; /* v is merely larger than needed */
+    }
+    ps->ids = ni;
     ps->cap = cap;
   }
   size_t i = parts_lower_bound(ps, p->group_id);
   memmove(&ps->v[i + 1], &ps->v[i], (ps->n - i) * sizeof *ps->v);
+  memmove(&ps->ids[i + 1], &ps->ids[i], (ps->n - i) * sizeof *ps->ids);
   ps->v[i] = p;
+  ps->ids[i] = p->group_id;
   ps->n++;
   ps->gen++;
   return 0;
@@ -161,6 +172,7 @@ static void parts_remove(struct parts *ps, struct part *p)
   size_t i = parts_lower_bound(ps, p->group_id);
   if (i < ps->n && ps->v[i] == p) {
     memmove(&ps->v[i], &ps->v[i + 1], (ps->n - i - 1) * sizeof *ps->v);
+    memmove(&ps->ids[i], &ps->ids[i + 1], (ps->n - i - 1) * sizeof *ps->ids);
     ps->n--;
     ps->gen++;
   }
@@ -643,8 +655,8 @@ static void parts_on_closed(struct rgroup *rg)
   struct parts *ps = p->owner;
   if (p->remove_data) {
     if (ps->opts.wal != NULL && wal_remove(ps->opts.wal, NULL, p->group_id, NULL) != 0) {
-      log_warn("parts", "%s-%u: the node's Raft log keeps its records: %s", p->topic,
-               p->partition, wal_errmsg(ps->opts.wal));
+      log_warn("parts", "%s-%u: the node's Raft log keeps its records: %s", p->topic, p->partition,
+               wal_errmsg(ps->opts.wal));
     }
     int rv = rgroup_delete(p->dir);
     if (rv != 0) {
@@ -784,8 +796,7 @@ static void parts_sweep_dirs(struct parts *ps, const struct meta_state *st,
     int rv = fs_remove_tree(path);
     int wrv = ps->opts.wal != NULL ? wal_remove(ps->opts.wal, NULL, gid, NULL) : 0;
     if (wrv != 0 && wrv != CAIRN_ENOTFOUND) {
-      log_warn("parts", "%s: the node's Raft log keeps its records: %s", path,
-               cairn_strerror(wrv));
+      log_warn("parts", "%s: the node's Raft log keeps its records: %s", path, cairn_strerror(wrv));
     }
     log_info("parts", "removed %s (%s)%s%s", path, deleted ? "topic deleted" : "not assigned",
              rv != 0 ? ": " : "", rv != 0 ? cairn_strerror(rv) : "");
@@ -1009,6 +1020,9 @@ static void parts_release(struct parts *ps)
 {
   free(ps->v);
   ps->v = NULL;
+  free(ps->ids);
+  ps->ids = NULL;
+  vouch_free(&ps->vouch);
   free(ps->damaged);
   ps->damaged = NULL;
   ps->ndamaged = ps->damaged_cap = 0;

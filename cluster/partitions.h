@@ -60,6 +60,7 @@
 #include "cluster/meta_state.h"
 #include "cluster/parts_synced.h"
 #include "cluster/rgroup.h"
+#include "cluster/vouch.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
 
@@ -146,10 +147,14 @@ struct parts {
   char *root; /* <data>/partitions */
   struct rgroup_opts opts;
   struct part **v; /* sorted by group id */
+  uint64_t *ids;   /* v[i]->group_id, in an array of their own: a lookup's binary
+                      search touches no part (each a cache miss; hbeat.c looks up
+                      every group named in every beat) */
   size_t n, cap;
   uint64_t gen; /* bumped when a part is added, removed or starts closing */
   struct gstart gs;
   struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
+  struct vouch_table vouch;     /* the node's sparse beats (vouch.h) */
   /* Queued opens, and postgresql ones connecting, hashed by group id
    * (parts_open_bucket): a node creating 10,000 replicas looks one up per
    * assignment at every reconcile and removes one per open, so a list

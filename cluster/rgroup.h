@@ -152,9 +152,15 @@ struct rgroup_replica {
   const char *address; /* the node's cluster address, "host:port" */
 };
 
+#define RGROUP_COAL_ACKS 8 /* followers of a group: META_MAX_REPLICAS - 1, and room */
+
+struct vouch_table;
+
 struct rgroup_opts {
   struct rgroup_ticker *ticker; /* drives Raft's tick, fast or slow (rgroup_ticker.h;
                                    NULL: the io's own timer per group) */
+  struct vouch_table *vouch;    /* the node's sparse beats (vouch.h); NULL: every
+                                   coalesced beat names every quiesced group */
   unsigned heartbeat_ms;       /* 0: 100 */
   unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
@@ -397,6 +403,17 @@ struct rgroup {
   uint64_t coal_hold_ms;      /* not coalesced again before this (uv_now), after a refusal */
   uint64_t coal_refusals;     /* coalesced beats of this leader refused or unanswered */
   uint64_t coal_follow_ms;    /* when this follower last accepted a coalesced beat (uv_now) */
+  /* sparse beats (vouch.h): as a leader, the followers that accepted this
+   * quiet period's (term, last index) and in which of their epochs */
+  struct rgroup_coal_ack {
+    uint64_t node, epoch;
+  } coal_acks[RGROUP_COAL_ACKS];
+  bool coal_to_name; /* on the node's list of groups to name (vouch_to_name) */
+  /* as a follower: what it accepted last, from which node, in which of the
+   * node's generations (vouch_peer.in_gen); coal_vouch_node 0: nothing */
+  uint64_t coal_vouch_node, coal_vouch_gen;
+  raft_term coal_vouch_term;
+  raft_index coal_vouch_index;
   uint64_t raft_sent;         /* Raft messages sent by this replica (for metrics) */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };

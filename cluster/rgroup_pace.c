@@ -4,7 +4,10 @@
 #include "cluster/rgroup_pace.h"
 
 #include "cluster/rgroup_raft.h"
+#include "cluster/vouch.h"
 #include "common/log.h"
+
+#include <string.h>
 
 /* raft 0.15's progress states (src/progress.h, not installed): a follower
  * being streamed to, as opposed to probed or sent a snapshot. */
@@ -32,6 +35,24 @@ bool rgroup_pace_idle(struct rgroup *rg)
   return rgroup_pace_raised(rg) && raft_state(&rg->raft) == RAFT_LEADER;
 }
 
+/* The followers that accepted this quiet period's beat stop applying the
+ * node's vouch to it: the next beat to each revokes it (vouch.h). */
+static void rgroup_coal_revoke(struct rgroup *rg)
+{
+  struct vouch_table *t = rg->opts.vouch;
+  for (unsigned i = 0; i < RGROUP_COAL_ACKS; i++) {
+    struct rgroup_coal_ack *a = &rg->coal_acks[i];
+    if (a->node == 0) {
+      continue;
+    }
+    struct vouch_peer *p = t != NULL ? vouch_get(t, a->node) : NULL;
+    if (p != NULL && p->out_epoch == a->epoch) {
+      vouch_revoke(t, a->node, rg->group_id, rg->pace_term);
+    }
+  }
+  memset(rg->coal_acks, 0, sizeof rg->coal_acks);
+}
+
 void rgroup_pace_wake(struct rgroup *rg)
 {
   rg->pace_quiet_ms = 0;
@@ -39,6 +60,7 @@ void rgroup_pace_wake(struct rgroup *rg)
     /* An asleep leader is ticked every slow period only: the heartbeats
      * raft now sends need the fast tick (rgroup_ticker.h). */
     rgroup_ticker_wake(rg);
+    rgroup_coal_revoke(rg);
   }
   rg->coal_quiet = false;
   if (rgroup_pace_raised(rg)) {
@@ -80,17 +102,35 @@ static bool rgroup_pace_coal_allowed(const struct rgroup *rg, uint64_t now_ms)
   return rg->opts.coalesce && now_ms >= rg->coal_hold_ms;
 }
 
+/* Is the group on the node's list of groups the next beats name (vouch.h),
+ * or is there no such list (every beat names every group)? False only
+ * when out of memory: then the group does not coalesce. */
+static bool rgroup_coal_listed(struct rgroup *rg)
+{
+  memset(rg->coal_acks, 0, sizeof rg->coal_acks); /* a new quiet period */
+  if (rg->opts.vouch == NULL || rg->coal_to_name) {
+    return true;
+  }
+  if (vouch_to_name(rg->opts.vouch, rg->group_id) != 0) {
+    return false;
+  }
+  rg->coal_to_name = true;
+  return true;
+}
+
 /* Drops the pace: to no Raft heartbeat at all when coalescing is allowed
  * (the node's coalesced beat stands in), else to idle_ms. */
 static void rgroup_pace_drop(struct rgroup *rg, unsigned idle_ms, bool idle, uint64_t now_ms)
 {
-  if (rgroup_pace_coal_allowed(rg, now_ms)) {
+  if (rgroup_pace_coal_allowed(rg, now_ms) && rgroup_coal_listed(rg)) {
     raft_set_heartbeat_timeout(&rg->raft, RGROUP_PACE_COAL_HEARTBEAT_MS);
     rg->coal_quiet = true;
     rg->pace_term = rg->raft.current_term;
     rg->pace_quiesces += idle ? 0 : 1;
-    log_debug("rgroup", "group %llu: leader quiesced: no Raft heartbeat, the coalesced beat "
-              "stands in", (unsigned long long)rg->group_id);
+    log_debug("rgroup",
+              "group %llu: leader quiesced: no Raft heartbeat, the coalesced beat "
+              "stands in",
+              (unsigned long long)rg->group_id);
     return;
   }
   if (idle) {
@@ -158,7 +198,8 @@ bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index)
   return true;
 }
 
-bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, raft_index index)
+bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, uint64_t gen, raft_term term,
+                        raft_index index)
 {
   struct raft *r = &rg->raft;
   if (rg->state != RGROUP_RUNNING || !rg->raft_open || rg->raft_failed || rg->raft_closing ||
@@ -181,14 +222,46 @@ bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, r
    * (raft 0.15): restart the election timer. */
   r->election_timer_start = r->io->time(r->io);
   rg->coal_follow_ms = uv_now(rg->loop);
+  rg->coal_vouch_node = leader_id;
+  rg->coal_vouch_gen = gen;
+  rg->coal_vouch_term = term;
+  rg->coal_vouch_index = index;
   return true;
 }
 
-void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term)
+/* Notes that node accepted this quiet period's beat in its epoch. */
+static void rgroup_coal_note_ack(struct rgroup *rg, uint64_t node, uint64_t epoch)
+{
+  struct rgroup_coal_ack *free_slot = NULL;
+  for (unsigned i = 0; i < RGROUP_COAL_ACKS; i++) {
+    struct rgroup_coal_ack *a = &rg->coal_acks[i];
+    if (a->node == node) {
+      a->epoch = epoch;
+      return;
+    }
+    if (a->node == 0 && free_slot == NULL) {
+      free_slot = a;
+    }
+  }
+  if (free_slot != NULL) {
+    *free_slot = (struct rgroup_coal_ack){.node = node, .epoch = epoch};
+  }
+}
+
+bool rgroup_coal_names(struct rgroup *rg, raft_term term, raft_index index)
 {
   struct raft *r = &rg->raft;
-  if (!rg->coal_quiet || !rg->raft_open || rg->raft_failed || raft_state(r) != RAFT_LEADER ||
-      r->current_term != term) {
+  return rg->coal_quiet && rg->raft_open && !rg->raft_failed && raft_state(r) == RAFT_LEADER &&
+         r->current_term == term && raft_last_index(r) == index;
+}
+
+void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term, raft_index index,
+                       uint64_t epoch)
+{
+  struct raft *r = &rg->raft;
+  /* An acceptance of an earlier quiet period (another last index) vouches
+   * for nothing now. */
+  if (!rgroup_coal_names(rg, term, index)) {
     return;
   }
   /* What replicationUpdate does on an AppendEntries result (raft 0.15):
@@ -198,6 +271,108 @@ void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term)
       r->leader_state.progress[i].recent_recv = true;
     }
   }
+  rgroup_coal_note_ack(rg, follower_id, epoch);
+}
+
+bool rgroup_coal_acked_by(const struct rgroup *rg, uint64_t follower_id)
+{
+  const struct vouch_table *t = rg->opts.vouch;
+  for (unsigned i = 0; i < RGROUP_COAL_ACKS; i++) {
+    const struct rgroup_coal_ack *a = &rg->coal_acks[i];
+    if (a->node == follower_id) {
+      const struct vouch_peer *p = t != NULL ? vouch_get((struct vouch_table *)t, a->node) : NULL;
+      return p != NULL && p->out_epoch == a->epoch;
+    }
+  }
+  return false;
+}
+
+bool rgroup_coal_all_acked(const struct rgroup *rg)
+{
+  const struct raft_configuration *cf = &rg->raft.configuration;
+  for (unsigned i = 0; i < cf->n; i++) {
+    if (cf->servers[i].id != rg->raft.id && !rgroup_coal_acked_by(rg, cf->servers[i].id)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* As the leader: the followers that accepted this quiet period's beat and
+ * whose node has answered a beat of the same epoch within an election
+ * timeout count as heard from (raft's recent_recv), as each answer did
+ * when every beat named the group. */
+static void rgroup_coal_vouch_leader(struct rgroup *rg, uint64_t now)
+{
+  struct raft *r = &rg->raft;
+  struct vouch_table *t = rg->opts.vouch;
+  if (!rg->coal_quiet || raft_state(r) != RAFT_LEADER || r->current_term != rg->pace_term) {
+    return;
+  }
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    uint64_t id = r->configuration.servers[i].id;
+    if (id == r->id || !rgroup_coal_acked_by(rg, id)) {
+      continue;
+    }
+    const struct vouch_peer *p = vouch_get(t, id);
+    if (p->answered_ms != 0 && now - p->answered_ms < r->election_timeout) {
+      r->leader_state.progress[i].recent_recv = true;
+    }
+  }
+}
+
+/* As a follower: the group still holds what it accepted from its leader's
+ * node, and that node's beats have followed on since: the latest one
+ * restarts the election timer, as accepting it by name would have. A group
+ * whose state moved is refused back to the leader (vouch.h). */
+static void rgroup_coal_vouch_follower(struct rgroup *rg, uint64_t now)
+{
+  struct raft *r = &rg->raft;
+  struct vouch_table *t = rg->opts.vouch;
+  struct vouch_peer *p = vouch_get(t, rg->coal_vouch_node);
+  if (p == NULL || p->in_gen != rg->coal_vouch_gen) {
+    rg->coal_vouch_node = 0; /* a beat was missed: the leader names it again */
+    return;
+  }
+  raft_index last = raft_last_index(r);
+  bool same = rg->state == RGROUP_RUNNING && raft_state(r) == RAFT_FOLLOWER &&
+              r->current_term == rg->coal_vouch_term &&
+              r->follower_state.current_leader.id == rg->coal_vouch_node &&
+              last == rg->coal_vouch_index && r->last_stored == last && r->commit_index == last &&
+              !rgroup_wal_meta_pending(rg);
+  if (!same) {
+    vouch_nack(t, rg->coal_vouch_node, rg->group_id, rg->coal_vouch_term, rg->coal_vouch_index);
+    rg->coal_vouch_node = 0;
+    return;
+  }
+  if (p->in_ms <= rg->coal_follow_ms || now - p->in_ms >= r->election_timeout) {
+    return;
+  }
+  raft_time at = r->io->time(r->io) - (now - p->in_ms);
+  if (at > r->election_timer_start) {
+    r->election_timer_start = at;
+  }
+  rg->coal_follow_ms = p->in_ms;
+}
+
+void rgroup_coal_vouch(struct rgroup *rg)
+{
+  if (rg->opts.vouch == NULL || !rg->raft_open || rg->raft_failed) {
+    return;
+  }
+  uint64_t now = uv_now(rg->loop);
+  rgroup_coal_vouch_leader(rg, now);
+  if (rg->coal_vouch_node != 0) {
+    rgroup_coal_vouch_follower(rg, now);
+  }
+}
+
+void rgroup_coal_forget(struct rgroup *rg)
+{
+  if (rg->coal_quiet) {
+    rgroup_coal_revoke(rg);
+  }
+  rg->coal_vouch_node = 0;
 }
 
 void rgroup_coal_refused(struct rgroup *rg, raft_term term)

@@ -110,11 +110,41 @@ bool rgroup_coal_beat(struct rgroup *rg, raft_term *term, raft_index *index);
 /* A beat for this replica from node leader_id: true (and its election
  * timer restarted) if it still follows that leader in that term at
  * exactly that last and commit index, and its own term and vote are
- * durable (no record pending: an acceptance reveals the term). */
-bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, raft_term term, raft_index index);
+ * durable (no record pending: an acceptance reveals the term). An
+ * acceptance is remembered with the leader node's generation gen
+ * (vouch_peer.in_gen): later beats of that node vouch for the group
+ * (rgroup_coal_vouch). */
+bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, uint64_t gen, raft_term term,
+                        raft_index index);
 
-/* Node follower_id accepted this leader's beat of term term. */
-void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term);
+/* Is this replica a coalesced leader naming (term, index) now? */
+bool rgroup_coal_names(struct rgroup *rg, raft_term term, raft_index index);
+
+/* Node follower_id accepted this leader's beat of (term, index), sent in
+ * this node's epoch for it (vouch_peer.out_epoch); ignored unless the
+ * leader still names exactly that (rgroup_coal_names). */
+void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term, raft_index index,
+                       uint64_t epoch);
+
+/* Has every follower accepted this quiet period's beat in its current
+ * epoch (rgroup_coal_acked_by)? */
+bool rgroup_coal_all_acked(const struct rgroup *rg);
+
+/* Has node follower_id accepted this quiet period's beat in this node's
+ * current epoch for it (so the node's beats vouch for the group there)? */
+bool rgroup_coal_acked_by(const struct rgroup *rg, uint64_t follower_id);
+
+/* Applies the node's sparse beats (vouch.h) to this replica before its
+ * Raft tick: as a coalesced leader, the followers that accepted it and
+ * whose node answers count as heard from; as a follower vouched for by
+ * its leader's node, the latest beat restarts its election timer, or, if
+ * the group's state moved, it is refused back to the leader. Cheap when
+ * there is nothing to do. */
+void rgroup_coal_vouch(struct rgroup *rg);
+
+/* The replica is closing: its followers' acceptances are revoked and its
+ * own vouch dropped. */
+void rgroup_coal_forget(struct rgroup *rg);
 
 /* A beat of term term was refused, unanswered or unsendable: back to
  * Raft's heartbeats, no coalescing for RGROUP_PACE_COAL_HOLD_MS. */

@@ -23,6 +23,7 @@
 #include "cluster/raft_err.h"
 #include "cluster/raft_files.h"
 #include "cluster/rgroup_fsm.h"
+#include "cluster/rgroup_pace.h"
 #include "cluster/rgroup_ticker.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -502,6 +503,7 @@ void rgroup_raft_tick(struct rgroup *rg)
     if (rgroup_wal_meta_pending(rg) && raft_state(&rg->raft) != RAFT_LEADER) {
       rg->raft.election_timer_start = rg->raft.io->time(rg->raft.io);
     }
+    rgroup_coal_vouch(rg);
     rg->io_ops.tick(&rg->wio.io);
     rgroup_on_raft_tick(rg);
   }
@@ -679,6 +681,8 @@ void rgroup_raft_configure(struct rgroup *rg)
 {
   raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
   rg->coal_quiet = false; /* a reopened instance starts ACTIVE (rgroup_pace.h) */
+  memset(rg->coal_acks, 0, sizeof rg->coal_acks);
+  rg->coal_vouch_node = 0;
   raft_set_election_timeout(&rg->raft, rg->opts.election_ms);
   /* Pre-vote: a candidate first asks whether it could win, without bumping
    * its term. Without it, raft 0.15's first follower to time out after a
@@ -711,6 +715,7 @@ static void rgroup_raft_on_closed(struct raft *r)
 
 void rgroup_raft_close(struct rgroup *rg)
 {
+  rgroup_coal_forget(rg);
   rgroup_ticker_remove(rg);
   rg->raft_open = false;
   rg->raft_closing = true;

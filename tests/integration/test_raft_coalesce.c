@@ -224,6 +224,20 @@ static void test_coalesced_idle_groups_go_silent_and_failures_are_still_seen(voi
          rate, NPART, beats);
   assert_true(beats > 0);
   assert_true(rate < NPART / 20.0); /* under 1 message per group per 20 s */
+  /* Sparse beats (vouch.h): once every follower has accepted a group, the
+   * beats stop naming it, except every HBEAT_FULL_PERIODS beats (5 s here).
+   * Naming every group in every beat would be 5 beats a second x 2
+   * followers x NPART = 10,000 names in 5 s; allow two full beats and
+   * some. Nothing elects meanwhile. */
+  long long named = metric_sum(&c, -1, "cairn_coalesced_beat_groups_sent_total");
+  long long elections = metric_sum(&c, -1, "cairn_raft_elections_total");
+  usleep(5 * 1000 * 1000);
+  long long named_after = metric_sum(&c, -1, "cairn_coalesced_beat_groups_sent_total");
+  long long elections_after = metric_sum(&c, -1, "cairn_raft_elections_total");
+  printf("on: %lld groups named in coalesced beats over 5 s, %lld elections\n", named_after - named,
+         elections_after - elections);
+  assert_true(named >= 0 && named_after - named <= 3 * 2 * NPART);
+  assert_int_equal(elections_after - elections, 0);
 
   freeze_a_leader(&c, "on");
   wait_coalesced(&c, -1, NPART);
