@@ -410,9 +410,15 @@ static void hbeat_follow_sequence(struct hbeat *hb, struct vouch_peer *vp,
                                   const struct hbeat_hdr *h)
 {
   if (h->epoch != vp->in_epoch || h->seq != vp->in_next_seq) {
-    if (h->epoch == vp->in_epoch && vp->in_next_seq != 0) {
-      vp->in_reset = true; /* a gap in one epoch: ask for everything again */
-      hb->gaps++;
+    /* A gap in one epoch, or the first beat this process sees from that
+     * node (it may hold acceptances from this node's previous run, made
+     * before a restart it did not see): ask for everything again. A new
+     * epoch alone does not ask: the leader renames everything after
+     * starting one, and asking would start another. */
+    bool gap = h->epoch == vp->in_epoch && vp->in_next_seq != 0;
+    if (gap || vp->in_next_seq == 0) {
+      vp->in_reset = true;
+      hb->gaps += gap ? 1 : 0;
     }
     vp->in_gen++;
   }

@@ -17,8 +17,10 @@
  *     sequence number; F accepts vouches only while the numbers follow on
  *     from the last (in_next_seq) within one epoch. A gap or a new epoch
  *     bumps F's generation for L (in_gen): every group F accepted from L
- *     before is no longer vouched for, and F's answer asks L to name them
- *     all again (VOUCH_RESET);
+ *     before is no longer vouched for. After a gap, and at the first beat
+ *     F's process sees from L (F may have restarted without L noticing,
+ *     while L still holds its acceptances), F's answer asks L to name them
+ *     all again (HBEAT_F_RESET);
  *   - L bumps its epoch for F whenever a beat to F could not be sent or F
  *     asks for a reset; acceptances L holds from another epoch do not count.
  *   - a group L leads that stops being quiet at (term, index) (woken,

@@ -259,6 +259,17 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Times a node that beat this one stopped beating it: its asleep "
                       "followers here went back to the fast tick.");
   admin_buf_printf(b, "cairn_coalesced_silent_leaders_total %" PRIu64 "\n", hb->silent_leaders);
+  metrics_text_family(b, "cairn_coalesced_full_beats_total", "counter",
+                      "Beats that looked at every coalesced group led here (every 25th, or "
+                      "after a follower was out of reach or asked for everything again).");
+  admin_buf_printf(b, "cairn_coalesced_full_beats_total %" PRIu64 "\n", hb->scans);
+  metrics_text_family(b, "cairn_coalesced_beat_gaps_total", "counter",
+                      "Beats received here after one from the same node was missed: what it "
+                      "vouched for here no longer holds until it names it again (cluster/vouch.h).");
+  admin_buf_printf(b, "cairn_coalesced_beat_gaps_total %" PRIu64 "\n", hb->gaps);
+  metrics_text_family(b, "cairn_coalesced_beat_resets_total", "counter",
+                      "Answers asking this node to name every group again.");
+  admin_buf_printf(b, "cairn_coalesced_beat_resets_total %" PRIu64 "\n", hb->resets);
   const struct rgroup_ticker *tk = &n->parts.ticker;
   metrics_text_family(b, "cairn_raft_groups_asleep", "gauge",
                       "Hosted groups ticked only every slow period (an election timeout): "
