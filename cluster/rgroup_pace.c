@@ -10,7 +10,9 @@
 #include <string.h>
 
 /* raft 0.15's progress states (src/progress.h, not installed): a follower
- * being streamed to, as opposed to probed or sent a snapshot. */
+ * probed (at most one AppendEntries per heartbeat) or being streamed to, as
+ * opposed to sent a snapshot. */
+#define RGROUP_PACE_PROGRESS_PROBE 0
 #define RGROUP_PACE_PROGRESS_PIPELINE 1
 
 unsigned rgroup_pace_idle_ms(const struct rgroup_opts *o)
@@ -94,6 +96,26 @@ static bool rgroup_pace_quiet(struct rgroup *rg)
     }
   }
   return true;
+}
+
+void rgroup_pace_on_result(struct rgroup *rg, const struct raft_message *m)
+{
+  struct raft *r = &rg->raft;
+  const struct raft_append_entries_result *res = &m->append_entries_result;
+  if (m->type != RAFT_IO_APPEND_ENTRIES_RESULT || !rg->raft_open || r->state != RAFT_LEADER ||
+      res->rejected != 0 || res->term != r->current_term) {
+    return;
+  }
+  raft_index last = raft_last_index(r);
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    struct raft_progress *p = &r->leader_state.progress[i];
+    if (r->configuration.servers[i].id == m->server_id && p->state == RGROUP_PACE_PROGRESS_PROBE &&
+        p->match_index == last && res->last_log_index >= last) {
+      /* What replicationUpdate does when a probed follower's match index
+       * rises (progressToPipeline sets the state, nothing else). */
+      p->state = RGROUP_PACE_PROGRESS_PIPELINE;
+    }
+  }
 }
 
 /* May this leader stop Raft's heartbeats now (rgroup_pace.h)? */

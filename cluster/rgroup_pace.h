@@ -95,6 +95,15 @@ void rgroup_pace_tick(struct rgroup *rg);
  * message per heartbeat interval). */
 void rgroup_pace_wake(struct rgroup *rg);
 
+/* After raft took message m: an AppendEntries result accepting every
+ * entry of this leader from a follower it still probes moves that
+ * follower to the pipeline state. raft 0.15 does so only when a result
+ * raises the follower's match index, so a follower back from a restart or
+ * a cut holding every entry stayed probed until the next write, and its
+ * idle groups never counted as quiet (their leaders kept Raft's
+ * heartbeats). */
+void rgroup_pace_on_result(struct rgroup *rg, const struct raft_message *m);
+
 /* Is this replica a leader on the idle pace (coalesced or not)? */
 bool rgroup_pace_idle(struct rgroup *rg);
 

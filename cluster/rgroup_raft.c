@@ -467,11 +467,11 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   rgroup_raft_vote_unstick(rg, message);
   rgroup_elect_on_vote_request(rg, message);
   if (rgroup_elect_prevote_refused(r, message)) {
-    log_info("rgroup", "group %llu: replica %llu: pre-vote refused by replica %llu of term %llu "
+    log_info("rgroup",
+             "group %llu: replica %llu: pre-vote refused by replica %llu of term %llu "
              "(this one's %llu): takes that term",
              (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
-             (unsigned long long)message->server_id,
-             (unsigned long long)message->request_vote.term,
+             (unsigned long long)message->server_id, (unsigned long long)message->request_vote.term,
              (unsigned long long)r->current_term);
   }
   if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
@@ -484,6 +484,7 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   }
   rg->io_ops.recv(io, message);
   rg->ae_receiving = false;
+  rgroup_pace_on_result(rg, message);
   if (r->state == RAFT_LEADER && rg->term_appended != r->current_term) {
     rgroup_raft_want_barrier(rg); /* became leader on this message (a vote) */
   }
@@ -798,8 +799,7 @@ static void rgroup_raft_revive(struct rgroup *rg)
     return;
   }
   rg->revive_work.data = rg;
-  rv = uv_queue_work(rg->loop, &rg->revive_work, rgroup_raft_revive_work,
-                     rgroup_raft_revive_done);
+  rv = uv_queue_work(rg->loop, &rg->revive_work, rgroup_raft_revive_work, rgroup_raft_revive_done);
   if (rv != 0) {
     (void)pgstore_revive_end(NULL, rg->revive_job);
     rg->revive_job = NULL;

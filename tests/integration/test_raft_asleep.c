@@ -245,6 +245,34 @@ static void test_asleep_groups_elect_when_their_leader_freezes(void **state)
   cd_destroy(&c);
 }
 
+/* SIGKILL of a node and its restart with nothing written meanwhile: its
+ * replicas come back holding every entry. raft 0.15 keeps probing such a
+ * follower until its match index rises, which without a write it never
+ * does, and a group with a probed follower never counts as quiet: its
+ * leader kept Raft's heartbeats and nothing fell asleep again
+ * (rgroup_pace_on_result). Every replica must fall asleep again, and a
+ * produce afterwards follows what was acknowledged. */
+static void test_asleep_groups_fall_asleep_again_after_a_restart_with_nothing_written(void **state)
+{
+  (void)state;
+  static struct cd_cluster c;
+  start_cluster(&c);
+  int victim = 2;
+  long long killed_at = tu_now_ms();
+  cd_kill(&c, victim);
+  long long took = wait_led_elsewhere(&c, 0, victim, killed_at);
+  printf("SIGKILL, nothing written: every partition led elsewhere after %lld ms\n", took);
+  assert_int_equal(cd_start(&c, victim), 0);
+  uint64_t all[3] = {1, 2, 3};
+  assert_int_equal(cd_wait_alive(&c, victim, all, 3, WAIT_MS), 0);
+  assert_int_equal(cd_wait_settled(&c, TOPIC, WAIT_MS), 0);
+  wait_all_asleep(&c, "after a restart with nothing written");
+  produce_round(&c);
+  ak_check_served(&acked, &c, WAIT_MS);
+  stop_and_check_logs(&c);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   cairnd_bin = argc > 1 ? argv[1] : NULL;
@@ -259,6 +287,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_asleep_groups_elect_when_their_leader_is_killed_and_lose_nothing),
       cmocka_unit_test(test_asleep_groups_elect_when_their_leader_freezes),
+      cmocka_unit_test(test_asleep_groups_fall_asleep_again_after_a_restart_with_nothing_written),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
