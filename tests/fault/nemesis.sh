@@ -62,6 +62,7 @@ declare -A nem_down=()   # nodes a fault has stopped on purpose
 declare -A nem_paused=() # nodes a pause has frozen
 declare -A nem_cuts=()   # node pairs ("1-3") a partition has cut apart
 nem_churn_stuck=""       # nodes whose decommission never finished
+nem_churn_code=""        # the wire code of the step's decommission request
 nem_netem_kernel=""
 
 nem_rand() { echo $((RANDOM % $1)); } # 0 .. $1-1
@@ -432,9 +433,8 @@ nem_churn_start() {
     nem_churn_node=""
     return
   fi
-  local code
-  code=$(nem_ctl decommission "$(hosts_client_list)" "$nem_churn_node")
-  nem_record "churn: decommission node $nem_churn_node (code ${code:-none})"
+  nem_churn_code=$(nem_ctl decommission "$(hosts_client_list)" "$nem_churn_node")
+  nem_record "churn: decommission node $nem_churn_node (code ${nem_churn_code:-none})"
 }
 # Succeeds if node $1's running process has registered: its log has a
 # "registered" line after its last "up:" line.
@@ -450,6 +450,19 @@ nem_registered() {
 nem_churn_heal() {
   [ -n "$nem_churn_node" ] || return 0
   local k state="" st
+  # Refused while other faults of the step held (NOT_CONTROLLER with the
+  # metadata voters down, a timeout): asked again now the network is
+  # healed, so the drain awaited below is one the cluster accepted. A
+  # refusal on a healed network is a finding.
+  if [ "${nem_churn_code:-}" != 0 ]; then
+    nem_churn_code=$(nem_ctl decommission "$(hosts_client_list)" "$nem_churn_node")
+    nem_record "churn: decommission node $nem_churn_node again after the heal (code ${nem_churn_code:-none})"
+    if [ "${nem_churn_code:-}" != 0 ]; then
+      echo "decommission of node $nem_churn_node refused on a healed network (code ${nem_churn_code:-none})" >>"$NEM_CRASHES"
+      nem_churn_stuck="$nem_churn_stuck $nem_churn_node"
+      return 0
+    fi
+  fi
   for ((k = 0; k < 240; k++)); do
     state=$(nem_ctl state "$(hosts_client_list)" "$nem_churn_node") || state=""
     [ "$state" = removed ] && break
