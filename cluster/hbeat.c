@@ -132,7 +132,9 @@ static long hbeat_send_list(struct hbeat *hb, uint64_t node_id, struct hbeat_hdr
       h.seq = ++*seq;
     }
     hbeat_encode_header(buf, &h);
-    if (nwatch_send(hb->nw, node_id, buf, HBEAT_HEADER + k * HBEAT_ENTRY) != 0) {
+    if (nwatch_send_bounded(hb->nw, node_id, buf, HBEAT_HEADER + k * HBEAT_ENTRY,
+                            HBEAT_SENDQ_MAX) != 0) {
+      hb->unsent++;
       return first ? -1 : (long)sent;
     }
     sent += k;
@@ -182,15 +184,18 @@ static bool hbeat_peer_check(struct hbeat *hb, struct hbeat_peer *p, uint64_t no
 {
   if (nwatch_peer_state(hb->nw, p->id) != NWATCH_UP) {
     p->waiting_ms = 0;
+    p->unanswered = 0;
     return false;
   }
-  if (p->waiting_ms != 0 && now - p->waiting_ms > HBEAT_ANSWER_PERIODS * hb->period_ms) {
+  if (p->waiting_ms != 0 && p->unanswered > HBEAT_ANSWER_PERIODS &&
+      now - p->waiting_ms > HBEAT_ANSWER_PERIODS * hb->period_ms) {
     hb->silent_peers++;
     log_info("hbeat",
              "node %llu has not answered coalesced heartbeats for %llu ms: its "
              "groups go back to Raft's heartbeats",
              (unsigned long long)p->id, (unsigned long long)(now - p->waiting_ms));
     p->waiting_ms = 0;
+    p->unanswered = 0;
     return false;
   }
   return true;
@@ -305,7 +310,14 @@ static void hbeat_check_leaders(struct hbeat *hb, uint64_t now)
 {
   for (size_t i = 0; i < hb->npeers; i++) {
     struct hbeat_peer *p = &hb->peers[i];
-    if (p->beat_ms == 0 || now - p->beat_ms <= HBEAT_ANSWER_PERIODS * hb->check_ms) {
+    if (p->beat_ms == 0) {
+      continue;
+    }
+    /* Counted in checks too: beats waiting unread while this loop stalled
+     * are not a silence (hbeat.h). */
+    p->quiet_checks++;
+    if (p->quiet_checks <= HBEAT_ANSWER_PERIODS ||
+        now - p->beat_ms <= HBEAT_ANSWER_PERIODS * hb->check_ms) {
       continue;
     }
     size_t woken = rgroup_ticker_wake_following(&hb->ps->ticker, p->id);
@@ -316,6 +328,7 @@ static void hbeat_check_leaders(struct hbeat *hb, uint64_t now)
              "following it woken",
              (unsigned long long)p->id, (unsigned long long)(now - p->beat_ms), woken);
     p->beat_ms = 0;
+    p->quiet_checks = 0;
   }
 }
 
@@ -338,6 +351,7 @@ static void hbeat_beat_peer(struct hbeat *hb, struct hbeat_peer *p, struct vouch
   if (p->waiting_ms == 0) {
     p->waiting_ms = now;
   }
+  p->unanswered++;
   if ((size_t)sent < p->out.n) {
     vouch_bump(vp);
     hbeat_wake(hb, &p->out, (size_t)sent, p->out.n);
@@ -458,6 +472,7 @@ static void hbeat_on_beat(struct hbeat *hb, uint64_t leader_id, const uint8_t *p
   struct hbeat_peer *p = hbeat_peer_add(hb, leader_id);
   if (p != NULL) {
     p->beat_ms = uv_now(hb->loop);
+    p->quiet_checks = 0;
   }
   struct vouch_peer *vp = vouch_add(&hb->ps->vouch, leader_id);
   uint64_t gen = 0;
@@ -508,6 +523,7 @@ static void hbeat_on_answer(struct hbeat *hb, uint64_t follower_id, const uint8_
   struct hbeat_peer *p = hbeat_peer_get(hb, follower_id);
   if (p != NULL) {
     p->waiting_ms = 0;
+    p->unanswered = 0;
   }
   struct vouch_peer *vp = vouch_get(&hb->ps->vouch, follower_id);
   if (vp == NULL || h->epoch != vp->out_epoch) {

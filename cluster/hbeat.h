@@ -15,16 +15,23 @@
  * refused one goes back to Raft's heartbeats. A peer that is not connected,
  * or that has not answered for HBEAT_ANSWER_PERIODS beat periods, has every
  * group it follows here woken likewise, so nothing depends on a frame
- * that cannot arrive. When this node stops (SIGSTOP, SIGKILL, a cut link)
- * its beats stop with it and the followers elect after their election
- * timeout, as when Raft's heartbeats stop.
+ * that cannot arrive. Silence is counted in beats as well as in time: a
+ * peer is silent only when more than HBEAT_ANSWER_PERIODS beats in a row
+ * went unanswered. This node's own loop may stall past that time (under a
+ * produce over thousands of partitions it did, 600-900 ms) with the
+ * answers waiting unread in the socket (timers run before the loop
+ * reads), and waking thousands of groups onto Raft's heartbeats then only
+ * adds to what stalled it. When this node stops (SIGSTOP, SIGKILL, a cut
+ * link) its beats stop with it and the followers elect after their
+ * election timeout, as when Raft's heartbeats stop.
  *
  * Asleep followers (rgroup_ticker.h): a follower kept by the beat is ticked
  * only every slow period. So that a leader's node falling silent is still
  * seen at the follower's own timing, the answering side notes when each
  * node last beat it, and a node silent for HBEAT_ANSWER_PERIODS check
  * periods (the beat period, or HBEAT_CHECK_MS on a node that does not
- * beat) has every asleep group following it woken back to the fast tick
+ * beat; more than that many checks in a row, as above) has every asleep
+ * group following it woken back to the fast tick
  * (hbeat_on_timer), where its election timer, last restarted by the last
  * beat, runs out as before.
  *
@@ -77,6 +84,13 @@
 #define HBEAT_CHECK_MS 200     /* the silence check's period on a node that does not beat */
 #define HBEAT_FULL_PERIODS 25  /* every this many beats, every coalesced group is named */
 #define HBEAT_F_RESET 1u       /* answer flag: a beat was missed, name everything again */
+/* Bytes already queued to a peer above which a beat or answer frame is
+ * refused: they stand in for Raft's heartbeats and answers, which queue
+ * behind Raft's data up to the mux's bound (RAFTMUX_SENDQ_MAX, 16 MiB), so
+ * they do too; under NWATCH_SENDQ_MAX (1 MiB) a produce's data made every
+ * beat unsendable and each such beat woke its groups and started a new
+ * epoch (docs/performance.md, "Admission control"). */
+#define HBEAT_SENDQ_MAX (17u << 20)
 
 enum hbeat_type { HBEAT_BEAT = 1, HBEAT_ACK = 2, HBEAT_NACK = 3 };
 
@@ -97,8 +111,10 @@ struct hbeat_list {
 struct hbeat_peer {
   uint64_t id;
   uint64_t waiting_ms; /* first beat sent since its last answer (uv_now); 0: none */
+  unsigned unanswered;   /* beats sent since its last answer */
   bool healthy;        /* this beat: connected and answering */
   uint64_t beat_ms;    /* when it last beat this node (uv_now); 0: not since its silence */
+  unsigned quiet_checks; /* this node's silence checks since its last beat */
   struct hbeat_list out;
 };
 
@@ -134,6 +150,7 @@ struct hbeat {
   uint64_t scans;          /* beats that looked at every coalesced group */
   uint64_t gaps;           /* beats received after one was missed */
   uint64_t resets;         /* answers asking this node to name everything again */
+  uint64_t unsent;         /* beat and answer frames the watch connection refused (full) */
 };
 
 /* hb's frame callback (nwatch_frame_cb, data = hb); hbeat_init installs

@@ -270,6 +270,10 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_coalesced_beat_resets_total", "counter",
                       "Answers asking this node to name every group again.");
   admin_buf_printf(b, "cairn_coalesced_beat_resets_total %" PRIu64 "\n", hb->resets);
+  metrics_text_family(b, "cairn_coalesced_frames_unsent_total", "counter",
+                      "Beat and answer frames the connection to a peer refused (its queue "
+                      "full): a beat's groups go back to Raft's heartbeats.");
+  admin_buf_printf(b, "cairn_coalesced_frames_unsent_total %" PRIu64 "\n", hb->unsent);
   const struct rgroup_ticker *tk = &n->parts.ticker;
   metrics_text_family(b, "cairn_raft_groups_asleep", "gauge",
                       "Hosted groups ticked only every slow period (an election timeout): "
