@@ -26,6 +26,8 @@ struct nwatch_peer {
   uint64_t up_since_ms; /* when it last connected */
   struct nwatch_write *cork; /* frames not yet handed to libuv (owned), NULL: none */
   size_t cork_hint;          /* the last cork's length: the next one's first allocation */
+  unsigned writes;           /* uv_writes whose callback has not fired */
+  uint64_t progress_ms;      /* when a write last completed, or writes became pending */
   char rbuf[16];        /* the peer sends nothing: room to read EOF */
   struct nwatch_peer *next;
 };
@@ -578,6 +580,9 @@ void nwatch_set_frame_cb(struct nodewatch *nw, nwatch_frame_cb cb, void *data)
 static void nwatch_on_written(uv_write_t *req, int status)
 {
   (void)status; /* a lost frame is not retried (nodewatch.h) */
+  struct nwatch_peer *p = req->handle->data; /* freed only after its streams close */
+  p->writes--;
+  p->progress_ms = uv_now(p->nw->loop);
   free(req->data);
 }
 
@@ -616,6 +621,10 @@ static void nwatch_flush_peer(struct nwatch_peer *p)
   if (p->stream == NULL ||
       uv_write(&w->req, (uv_stream_t *)p->stream, &b, 1, nwatch_on_written) != 0) {
     free(w); /* lost, as a frame queued on a connection that drops */
+    return;
+  }
+  if (p->writes++ == 0) {
+    p->progress_ms = uv_now(p->nw->loop);
   }
 }
 
@@ -658,6 +667,21 @@ static int nwatch_cork_reserve(struct nwatch_peer *p, size_t need)
   w->cap = ncap;
   p->cork = w;
   return 0;
+}
+
+size_t nwatch_queued_max(const struct nodewatch *nw)
+{
+  size_t most = 0;
+  uint64_t now = uv_now(nw->loop);
+  for (const struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    if (p->stream == NULL || (p->writes > 0 && now - p->progress_ms > NWATCH_STUCK_MS)) {
+      continue; /* not connected, or not reading (stopped, cut off): not a queue that drains */
+    }
+    size_t q = uv_stream_get_write_queue_size((uv_stream_t *)p->stream) +
+               (p->cork != NULL ? p->cork->len : 0);
+    most = q > most ? q : most;
+  }
+  return most;
 }
 
 int nwatch_send_bounded(struct nodewatch *nw, uint64_t node_id, const uint8_t *payload, size_t len,

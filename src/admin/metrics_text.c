@@ -143,6 +143,17 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
                       "was spent.");
   admin_buf_printf(b, "cairn_client_request_budget_waits_total %" PRIu64 "\n",
                    n->request_budget.waits);
+  metrics_text_family(b, "cairn_client_reads_held_total", "counter",
+                      "Times the client and Kafka ports stopped reading new requests because "
+                      "the queue to a peer node was long (admission control, net/admit.h).");
+  admin_buf_printf(b, "cairn_client_reads_held_total %" PRIu64 "\n", n->admit.holds);
+  metrics_text_family(b, "cairn_client_reads_held_seconds_total", "counter",
+                      "Time the client and Kafka ports spent not reading for that.");
+  admin_buf_printf(b, "cairn_client_reads_held_seconds_total %.6f\n",
+                   admit_held_seconds(&n->admit));
+  metrics_text_family(b, "cairn_peer_queue_peak_bytes", "gauge",
+                      "The largest queue of bytes to a peer node seen since start.");
+  admin_buf_printf(b, "cairn_peer_queue_peak_bytes %" PRIu64 "\n", n->admit.peak_queued);
   metrics_text_family(b, "cairn_client_received_bytes_total", "counter",
                       "Request frame bytes received from clients (counted when answered).");
   admin_buf_printf(b, "cairn_client_received_bytes_total %" PRIu64 "\n", m->bytes_in);

@@ -9,6 +9,7 @@ void rbudget_init(struct rbudget *b, uint64_t max)
   b->used = 0;
   b->peak = 0;
   b->waits = 0;
+  b->held = false;
   b->head = b->tail = NULL;
 }
 
@@ -22,7 +23,7 @@ static void rbudget_charge(struct rbudget *b, uint64_t n)
 
 bool rbudget_take(struct rbudget *b, uint64_t n)
 {
-  if (b->used + n > b->max) {
+  if (b->held || b->used + n > b->max) {
     return false;
   }
   rbudget_charge(b, n);
@@ -31,7 +32,15 @@ bool rbudget_take(struct rbudget *b, uint64_t n)
 
 void rbudget_force(struct rbudget *b, uint64_t n) { rbudget_charge(b, n); }
 
-bool rbudget_over(const struct rbudget *b) { return b->used > b->max + b->max / 4; }
+bool rbudget_over(const struct rbudget *b) { return b->held || b->used > b->max + b->max / 4; }
+
+void rbudget_hold(struct rbudget *b, bool held)
+{
+  b->held = held;
+  if (!held) {
+    rbudget_release(b, 0);
+  }
+}
 
 void rbudget_cancel(struct rbudget *b, struct rbudget_waiter *w)
 {
@@ -75,7 +84,7 @@ void rbudget_release(struct rbudget *b, uint64_t n)
   b->used = n <= b->used ? b->used - n : 0;
   while (b->head != NULL) {
     struct rbudget_waiter *w = b->head;
-    if (w->need == 0 ? rbudget_over(b) : b->used + w->need > b->max) {
+    if (w->need == 0 ? rbudget_over(b) : b->held || b->used + w->need > b->max) {
       break;
     }
     if (w->need > 0) {

@@ -45,6 +45,7 @@ struct rbudget {
   uint64_t used;
   uint64_t peak;
   uint64_t waits; /* times a conn stopped reading for want of budget */
+  bool held;      /* rbudget_hold: nothing granted, over whatever is used */
   struct rbudget_waiter *head, *tail;
 };
 
@@ -57,8 +58,14 @@ bool rbudget_take(struct rbudget *b, uint64_t n);
 /* Charges n bytes whatever the bound (a frame already in memory). */
 void rbudget_force(struct rbudget *b, uint64_t n);
 
-/* Whether the budget is exceeded by more than a quarter of max. */
+/* Whether the budget is exceeded by more than a quarter of max, or held. */
 bool rbudget_over(const struct rbudget *b);
+
+/* Holds the budget (held: rbudget_take grants nothing and rbudget_over is
+ * true, so every conn stops reading new requests and waits), or lifts the
+ * hold and wakes the waiters it can serve. For admission control
+ * (net/admit.h): the request bytes themselves are not the limit then. */
+void rbudget_hold(struct rbudget *b, bool held);
 
 /* Gives n charged bytes back, then wakes waiters in FIFO order: the head
  * waiter wanting need bytes once they fit (they are charged for it first:

@@ -714,6 +714,13 @@ static int node_start_groups(struct node *n)
   return 0;
 }
 
+/* What the client ports' admission control looks at (net/admit.h). */
+static size_t node_peer_queue(void *data)
+{
+  struct node *n = data;
+  return nwatch_queued_max(&n->nw);
+}
+
 int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
 {
   memset(n, 0, sizeof *n);
@@ -780,6 +787,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
   n->looplag.timer.data = n;
   looplag_start(loop, &n->looplag);
+  n->admit.check.data = n;
+  admit_start(loop, &n->admit, node_peer_queue, n, &n->request_budget);
   n->state = NODE_RUNNING;
   log_info("node", "node %" PRIu64 " up: clients %s, cluster %s, data %s", n->cfg.node_id,
            n->cfg.advertise_client.str, n->cfg.advertise_cluster.str, n->cfg.data_dir);
@@ -1223,6 +1232,8 @@ static void node_stop_step(struct node *n)
     twaits_close(&n->twaits, node_on_twaits_closed, n);
     node_awaits(n);
     uv_close(looplag_handle(&n->looplag), node_on_handle_closed);
+    node_awaits(n);
+    uv_close(admit_stop(&n->admit), node_on_handle_closed);
     node_awaits(n);
     admin_close(n->admin, node_on_admin_closed, n);
     coord_close(&n->coord);

@@ -45,6 +45,7 @@
 #include "cluster/raftmux.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
+#include "net/admit.h"
 #include "net/listener.h"
 #include "net/tls.h"
 #include "net/peer.h"
@@ -96,6 +97,7 @@ struct node {
   struct parts parts;
   struct listener lis;
   struct rbudget request_budget; /* shared by lis's and kafka_lis's conns (net/rbudget.h) */
+  struct admit admit;            /* holds request_budget while peers' queues are long */
   struct listener kafka_lis; /* the Kafka port (src/kafka/kafka_port.h), when kafka_on */
   struct listener ext_lis;   /* the external client port, when cfg.external_listen is set:
                                 the client protocol, with Metadata naming every node's

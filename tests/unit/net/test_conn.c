@@ -5,6 +5,7 @@
  * and checks that the loop closes with no handle left. */
 #include "common/err.h"
 #include "kafka/kafka_conn.h"
+#include "net/admit.h"
 #include "net/conn.h"
 #include "net/frame.h"
 #include "net/listener.h"
@@ -53,6 +54,13 @@ struct srv {
   uint64_t accepted, rejected;
   int conns_without_rbuf; /* at stop: idle conns that gave their read buffer back */
   bool listener_closed;
+  /* Admission control (srv_start_admitted): the conns' budget, held by
+   * admit while queued (set by the test thread) is long. */
+  bool admitted;
+  struct rbudget budget;
+  struct admit admit;
+  atomic_size_t queued;
+  uv_async_t poke; /* wakes the loop so that admit looks at queued again */
 };
 
 /* One part's memory and the server it counts on. */
@@ -236,6 +244,10 @@ static void srv_on_stop(uv_async_t *a)
   s->rejected = s->l.rejected;
   listener_close(&s->l, srv_on_listener_closed);
   uv_close((uv_handle_t *)&s->stop_async, NULL);
+  if (s->admitted) {
+    uv_close(admit_stop(&s->admit), NULL);
+    uv_close((uv_handle_t *)&s->poke, NULL);
+  }
 }
 
 static void *srv_thread(void *arg)
@@ -245,7 +257,17 @@ static void *srv_thread(void *arg)
   return NULL;
 }
 
-static struct srv *srv_start(const struct conn_limits *lim, unsigned max_conns)
+static size_t srv_queued(void *data)
+{
+  struct srv *s = data;
+  return atomic_load(&s->queued);
+}
+
+static void srv_on_poke(uv_async_t *a) { (void)a; }
+
+/* A server whose conns share a budget held by admission control
+ * (net/admit.h) looking at s->queued. */
+static struct srv *srv_start_with(const struct conn_limits *lim, unsigned max_conns, bool admitted)
 {
   struct srv *s = calloc(1, sizeof *s);
   assert_int_equal(uv_loop_init(&s->loop), 0);
@@ -256,6 +278,13 @@ static struct srv *srv_start(const struct conn_limits *lim, unsigned max_conns)
   } else {
     conn_limits_default(&cfg.limits);
   }
+  if (admitted) {
+    s->admitted = true;
+    rbudget_init(&s->budget, 64u << 20);
+    cfg.limits.budget = &s->budget;
+    admit_start(&s->loop, &s->admit, srv_queued, s, &s->budget);
+    assert_int_equal(uv_async_init(&s->loop, &s->poke, srv_on_poke), 0);
+  }
   assert_int_equal(listener_init(&s->l, &s->loop, &cfg), 0);
   assert_true(s->l.port > 0);
   snprintf(s->address, sizeof s->address, "127.0.0.1:%d", s->l.port);
@@ -264,6 +293,19 @@ static struct srv *srv_start(const struct conn_limits *lim, unsigned max_conns)
   s->file_fd = -1;
   assert_int_equal(pthread_create(&s->thread, NULL, srv_thread, s), 0);
   return s;
+}
+
+static struct srv *srv_start(const struct conn_limits *lim, unsigned max_conns)
+{
+  return srv_start_with(lim, max_conns, false);
+}
+
+/* Sets what admit sees as the longest queue to a peer, and has it look. */
+static void srv_set_queued(struct srv *s, size_t bytes)
+{
+  atomic_store(&s->queued, bytes);
+  assert_int_equal(uv_async_send(&s->poke), 0);
+  usleep(50000);
 }
 
 static void walk_print(uv_handle_t *h, void *arg)
@@ -535,6 +577,41 @@ static void test_conn_inflight_request_limit_pauses_reading(void **state)
   assert_int_equal(atomic_load(&s->canceled), 4);
   assert_int_equal(atomic_load(&s->requests), 4);
   wc_close(&w);
+  srv_free(s);
+}
+
+/* Admission control: while a queue to a peer is above ADMIT_HIGH_BYTES no
+ * conn of the budget dispatches a new request; every conn resumes once the
+ * queues are below ADMIT_LOW_BYTES (not merely below high), and nothing
+ * sent meanwhile is lost or reordered. */
+static void test_conn_admission_holds_every_conn_until_the_queue_drains(void **state)
+{
+  struct srv *s = srv_start_with(NULL, 0, true);
+  struct wc a, b;
+  assert_int_equal(wc_connect(&a, s->address, RECV_MS), 0);
+  assert_int_equal(wc_connect(&b, s->address, RECV_MS), 0);
+  client_send(&a, 1, "echo", "a1", 2);
+  client_expect(&a, 1, "a1", 2);
+  srv_set_queued(s, ADMIT_HIGH_BYTES + 1);
+  client_send(&a, 2, "echo", "a2", 2);
+  client_send(&b, 3, "echo", "b3", 2);
+  client_send(&a, 4, "echo", "a4", 2);
+  usleep(300000);
+  assert_int_equal(atomic_load(&s->requests), 1);
+  srv_set_queued(s, ADMIT_LOW_BYTES); /* below high, not below low: still held */
+  usleep(250000);
+  assert_int_equal(atomic_load(&s->requests), 1);
+  srv_set_queued(s, ADMIT_LOW_BYTES - 1);
+  client_expect(&a, 2, "a2", 2);
+  client_expect(&a, 4, "a4", 2);
+  client_expect(&b, 3, "b3", 2);
+  assert_int_equal(atomic_load(&s->requests), 4);
+  wc_close(&a);
+  wc_close(&b);
+  srv_stop(s);
+  assert_int_equal(s->admit.holds, 1);
+  assert_true(s->admit.peak_queued == ADMIT_HIGH_BYTES + 1);
+  assert_false(s->budget.held);
   srv_free(s);
 }
 
@@ -1293,6 +1370,7 @@ int main(void)
       cmocka_unit_test(test_conn_large_and_small_frames_interleave_in_one_write),
       cmocka_unit_test(test_conn_large_frame_with_a_bad_envelope_or_cut_short),
       cmocka_unit_test(test_conn_inflight_request_limit_pauses_reading),
+      cmocka_unit_test(test_conn_admission_holds_every_conn_until_the_queue_drains),
       cmocka_unit_test(test_conn_handler_may_close_from_dispatch),
       cmocka_unit_test(test_conn_garbage_bytes_get_malformed_request_then_close),
       cmocka_unit_test(test_conn_backpressure_bounds_memory_of_a_client_that_stops_reading),
