@@ -27,7 +27,12 @@ struct nwatch_peer {
   struct nwatch_write *cork; /* frames not yet handed to libuv (owned), NULL: none */
   size_t cork_hint;          /* the last cork's length: the next one's first allocation */
   unsigned writes;           /* uv_writes whose callback has not fired */
-  uint64_t progress_ms;      /* when a write last completed, or writes became pending */
+  uint64_t completions;      /* uv_writes whose callback fired */
+  /* What nwatch_queued_max last saw: completions, when it last saw one (or
+   * nothing pending), and how many looks since saw none. */
+  uint64_t seen_completions;
+  uint64_t progress_ms;
+  unsigned quiet_looks;
   char rbuf[16];        /* the peer sends nothing: room to read EOF */
   struct nwatch_peer *next;
 };
@@ -582,7 +587,7 @@ static void nwatch_on_written(uv_write_t *req, int status)
   (void)status; /* a lost frame is not retried (nodewatch.h) */
   struct nwatch_peer *p = req->handle->data; /* freed only after its streams close */
   p->writes--;
-  p->progress_ms = uv_now(p->nw->loop);
+  p->completions++;
   free(req->data);
 }
 
@@ -623,9 +628,7 @@ static void nwatch_flush_peer(struct nwatch_peer *p)
     free(w); /* lost, as a frame queued on a connection that drops */
     return;
   }
-  if (p->writes++ == 0) {
-    p->progress_ms = uv_now(p->nw->loop);
-  }
+  p->writes++;
 }
 
 static void nwatch_flush(struct nodewatch *nw)
@@ -669,12 +672,28 @@ static int nwatch_cork_reserve(struct nwatch_peer *p, size_t need)
   return 0;
 }
 
-size_t nwatch_queued_max(const struct nodewatch *nw)
+/* Whether p's peer has taken nothing for a while: no write completed over
+ * more than NWATCH_STUCK_LOOKS looks spanning NWATCH_STUCK_MS, writes
+ * pending. Counted in looks too: one long turn of this loop (no poll, so no
+ * completion seen) is not the peer's doing. */
+static bool nwatch_peer_stuck(struct nwatch_peer *p, uint64_t now)
+{
+  if (p->writes == 0 || p->completions != p->seen_completions) {
+    p->seen_completions = p->completions;
+    p->progress_ms = now;
+    p->quiet_looks = 0;
+    return false;
+  }
+  p->quiet_looks++;
+  return p->quiet_looks > NWATCH_STUCK_LOOKS && now - p->progress_ms > NWATCH_STUCK_MS;
+}
+
+size_t nwatch_queued_max(struct nodewatch *nw)
 {
   size_t most = 0;
-  uint64_t now = uv_now(nw->loop);
-  for (const struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
-    if (p->stream == NULL || (p->writes > 0 && now - p->progress_ms > NWATCH_STUCK_MS)) {
+  uint64_t now = uv_hrtime() / 1000000; /* not the loop's time, cached at the turn's start */
+  for (struct nwatch_peer *p = nw->peers; p != NULL; p = p->next) {
+    if (p->stream == NULL || nwatch_peer_stuck(p, now)) {
       continue; /* not connected, or not reading (stopped, cut off): not a queue that drains */
     }
     size_t q = uv_stream_get_write_queue_size((uv_stream_t *)p->stream) +

@@ -87,7 +87,8 @@
 #define NWATCH_FRAME_HEADER 8
 #define NWATCH_FRAME_MAX (1u << 20) /* payload bytes; a longer frame is malformed */
 #define NWATCH_SENDQ_MAX (1u << 20) /* bytes queued on a connection before sends are refused */
-#define NWATCH_STUCK_MS 500 /* writes pending this long with none completing: not reading */
+#define NWATCH_STUCK_MS 500  /* writes pending this long with none completing... */
+#define NWATCH_STUCK_LOOKS 2 /* ...seen by more than this many nwatch_queued_max calls */
 #define NWATCH_CORK_FLUSH (256u << 10) /* corked bytes to a peer written at once, not at the phase's end */
 
 #define NWATCH_STATE_TABLE(X)                                                                      \
@@ -210,10 +211,12 @@ size_t nwatch_watchers(const struct nodewatch *nw, uint64_t *ids, const char **a
 /* The most bytes queued (written and not yet taken by the kernel, plus
  * corked) on any of this node's connections to its peers that is draining:
  * what a frame sent now waits behind (net/admit.h). A connection on which
- * no write has completed for NWATCH_STUCK_MS while writes were pending is
- * left out: its peer is not reading (SIGSTOPped, cut off), and holding the
- * clients of this node for it would stop what a majority can still do. */
-size_t nwatch_queued_max(const struct nodewatch *nw);
+ * no write has completed while writes were pending, over more than
+ * NWATCH_STUCK_LOOKS calls spanning NWATCH_STUCK_MS, is left out: its peer
+ * is not reading (SIGSTOPped, cut off), and holding the clients of this
+ * node for it would stop what a majority can still do. Call it once per
+ * loop turn, after the poll (it keeps what it saw per peer). */
+size_t nwatch_queued_max(struct nodewatch *nw);
 
 /* The state of the watch on node_id; NWATCH_IDLE if not watched. */
 enum nwatch_state nwatch_peer_state(const struct nodewatch *nw, uint64_t node_id);

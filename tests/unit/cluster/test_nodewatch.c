@@ -2,20 +2,25 @@
  * with two real nodewatches over loopback: a frame above 1 MiB is malformed
  * unless it carries the mux tag on a node with the mux on (then up to the
  * mux's limit, which raftmux sets to RAFTMUX_MSG_MAX); a peer that dials a
- * node whose own connection to it is down is dialed back at once. */
+ * node whose own connection to it is down is dialed back at once; the
+ * queue to a peer that stops reading leaves nwatch_queued_max after
+ * NWATCH_STUCK_MS (B on a loop of its own, in a thread, then paused). */
 #include "cluster/nodewatch.h"
 #include "cluster/raftmux.h"
 #include "cluster/transport.h"
 #include "common/err.h"
 #include "format/endian.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -420,6 +425,153 @@ static void test_nodewatch_peer_that_dials_is_dialed_back_at_once(void **state)
   fx_close(&f);
 }
 
+/* ---- B on a loop of its own, which the test can pause ---- */
+
+struct bside {
+  uv_loop_t loop;
+  struct transport t;
+  struct nodewatch nw;
+  uv_async_t pause, stop;
+  pthread_t thread;
+  char addr[64];
+  atomic_size_t muxes, mux_bytes;
+  atomic_bool paused; /* b_on_pause holds B's loop while set */
+};
+
+static int b_on_mux(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload, size_t len,
+                    void *data)
+{
+  (void)nw;
+  (void)sender_id;
+  (void)payload;
+  struct bside *b = data;
+  atomic_fetch_add(&b->muxes, 1);
+  atomic_fetch_add(&b->mux_bytes, len);
+  return 0;
+}
+
+static void b_on_pause(uv_async_t *a)
+{
+  struct bside *b = a->data;
+  /* B reads nothing meanwhile, as if SIGSTOPped, until the test lets it
+   * go (20 s at most). */
+  for (int i = 0; i < 2000 && atomic_load(&b->paused); i++) {
+    usleep(10 * 1000);
+  }
+}
+
+static void b_on_nw_closed(struct nodewatch *nw)
+{
+  struct bside *b = nw->data;
+  transport_close(&b->t, on_tr_closed);
+  uv_close((uv_handle_t *)&b->pause, on_handle_closed);
+  uv_close((uv_handle_t *)&b->stop, on_handle_closed);
+}
+
+static void b_on_stop(uv_async_t *a)
+{
+  struct bside *b = a->data;
+  nwatch_close(&b->nw, b_on_nw_closed);
+}
+
+static void *b_thread(void *arg)
+{
+  struct bside *b = arg;
+  uv_run(&b->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+static void bside_start(struct bside *b)
+{
+  memset(b, 0, sizeof *b);
+  assert_int_equal(uv_loop_init(&b->loop), 0);
+  assert_int_equal(transport_init(&b->t, &b->loop, "127.0.0.1:0"), 0);
+  snprintf(b->addr, sizeof b->addr, "127.0.0.1:%d", transport_port(&b->t));
+  assert_int_equal(nwatch_init(&b->nw, &b->loop, &b->t, 2, b->addr, on_gone, b), 0);
+  nwatch_set_mux_cb(&b->nw, TAG, MUX_MAX, b_on_mux, b);
+  assert_int_equal(uv_async_init(&b->loop, &b->pause, b_on_pause), 0);
+  b->pause.data = b;
+  assert_int_equal(uv_async_init(&b->loop, &b->stop, b_on_stop), 0);
+  b->stop.data = b;
+  assert_int_equal(pthread_create(&b->thread, NULL, b_thread, b), 0);
+}
+
+static void bside_stop(struct bside *b)
+{
+  assert_int_equal(uv_async_send(&b->stop), 0);
+  assert_int_equal(pthread_join(b->thread, NULL), 0);
+  assert_int_equal(uv_loop_close(&b->loop), 0);
+}
+
+/* Runs f's loop for ms milliseconds. */
+static bool never(struct fx *f)
+{
+  (void)f;
+  return false;
+}
+static void run_for(struct fx *f, unsigned ms)
+{
+  f->pred = never;
+  uv_timer_start(&f->deadline, on_deadline, ms, 0);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  uv_timer_stop(&f->deadline);
+}
+
+#define B_FRAMES 40u      /* of MUX_MAX bytes */
+static struct bside *g_b; /* for the predicate below */
+static bool b_got_all(struct fx *f)
+{
+  (void)f;
+  return atomic_load(&g_b->muxes) == B_FRAMES;
+}
+
+/* A sends 160 MiB to B while B's loop is paused: the queue to B is counted
+ * while it may still drain, and left out once no write has completed for
+ * NWATCH_STUCK_MS; when B reads again, everything arrives. */
+static void test_nodewatch_queue_to_a_peer_that_stops_reading_is_left_out(void **state)
+{
+  (void)state;
+  struct fx f;
+  fx_init(&f);
+  fx_open_a(&f);
+  nwatch_set_mux_cb(&f.na, TAG, MUX_MAX, on_mux, &f);
+  struct bside b;
+  bside_start(&b);
+  g_b = &b;
+  const char *addrs[1] = {b.addr};
+  uint64_t ids[1] = {2};
+  assert_int_equal(nwatch_set_peers(&f.na, ids, addrs, 1), 0);
+  assert_true(wait_for(&f, a_sees_b_up));
+  assert_int_equal(nwatch_queued_max(&f.na), 0);
+
+  atomic_store(&b.paused, true);
+  assert_int_equal(uv_async_send(&b.pause), 0);
+  usleep(50 * 1000);
+  uint8_t *p = payload(MUX_MAX, TAG);
+  for (unsigned i = 0; i < B_FRAMES; i++) {
+    assert_int_equal(nwatch_send_bounded(&f.na, 2, p, MUX_MAX, 256u << 20), 0);
+  }
+  free(p);
+  /* What the kernel did not take: loopback's socket buffers took tens of
+   * MiB here (tcp_rmem's maximum is 32 MiB, counted with overhead). */
+  size_t queued = nwatch_queued_max(&f.na);
+  run_for(&f, NWATCH_STUCK_MS + 100);
+  size_t later = nwatch_queued_max(&f.na);
+  fprintf(stderr, "queued to the paused peer: %zu bytes, %zu %u ms later\n", queued, later,
+          NWATCH_STUCK_MS + 100);
+  assert_true(queued > 0);
+  assert_true(later > 0); /* counted: two looks only (one long turn is not the peer's doing) */
+  run_for(&f, 100);
+  assert_int_equal(nwatch_queued_max(&f.na), 0); /* B reads nothing: left out */
+  atomic_store(&b.paused, false);
+
+  assert_true(wait_for(&f, b_got_all)); /* B's pause ends: nothing lost */
+  assert_int_equal(atomic_load(&b.mux_bytes), (size_t)B_FRAMES * MUX_MAX);
+  assert_int_equal(nwatch_queued_max(&f.na), 0);
+  bside_stop(&b);
+  fx_close(&f);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -427,6 +579,7 @@ int main(void)
       cmocka_unit_test(test_nodewatch_mux_frames_take_the_mux_limit_only),
       cmocka_unit_test(test_nodewatch_raftmux_sets_its_limit),
       cmocka_unit_test(test_nodewatch_peer_that_dials_is_dialed_back_at_once),
+      cmocka_unit_test(test_nodewatch_queue_to_a_peer_that_stops_reading_is_left_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
