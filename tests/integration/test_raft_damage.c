@@ -128,6 +128,26 @@ static int64_t fullest_open_segment(const char *dir, char *out, size_t n)
   return best;
 }
 
+/* A follower on a loaded machine may lag the majority that acknowledged
+ * (or open its replica late): waits, WAIT_MS at most, until dir exists and
+ * an open segment in it holds data, so that what the test damages is there
+ * when it kills the node. */
+static void wait_for_open_data(const char *dir)
+{
+  char seg[64];
+  long long until = tu_now_ms() + WAIT_MS;
+  while (tu_now_ms() < until) {
+    DIR *d = opendir(dir);
+    if (d != NULL) {
+      closedir(d);
+      if (fullest_open_segment_or_none(dir, seg, sizeof seg) > 0) {
+        return;
+      }
+    }
+    usleep(50 * 1000);
+  }
+}
+
 /* Walks the whole batches of open segment dir/name (format in
  * cluster/raft_files.h); returns how many there are and, in *last, where
  * the last one starts. */
@@ -222,6 +242,7 @@ static void test_raft_damage_truncated_open_segment_is_repaired(void **state)
   int victim = 2;
   char dir[800], seg[64];
   replica_raft_dir(&c, victim, dir, sizeof dir);
+  wait_for_open_data(dir);
   cd_kill(&c, victim);
   int64_t end = fullest_open_segment(dir, seg, sizeof seg);
   int64_t cut = end - 300;
@@ -260,6 +281,7 @@ static void test_raft_damage_garbage_mid_segment_is_refused(void **state)
   int victim = 1;
   char dir[800], seg[64];
   replica_raft_dir(&c, victim, dir, sizeof dir);
+  wait_for_open_data(dir);
   cd_kill(&c, victim);
   int64_t end = fullest_open_segment(dir, seg, sizeof seg);
   int64_t at = 8 + (int64_t)(tu_rand(&rnd) % (uint64_t)(end / 2));
