@@ -13,8 +13,10 @@
  * (docs/performance.md, "Admission control"). Holding the reads instead
  * keeps the queue, and so the delay, near ADMIT_HIGH_BYTES, and lets the
  * TCP window carry the backpressure to the producers, as Kafka's muted
- * channels do. Requests already read are served; a held conn is not timed
- * out for it (it is waiting, not idle: conn.h).
+ * channels do. Requests already read are served; a frame begun on a held
+ * conn is not timed out for it (waiting is not trickling: conn.h). The
+ * idle timeout (--idle-timeout-ms, 10 min by default) still runs, far above
+ * any hold measured (docs/performance.md).
  *
  * States: ADMIT_OPEN -(a queue above high)-> ADMIT_HELD
  *         ADMIT_HELD -(every queue below low)-> ADMIT_OPEN
