@@ -60,7 +60,8 @@ struct srv {
   struct rbudget budget;
   struct admit admit;
   atomic_size_t queued;
-  uv_async_t poke; /* wakes the loop so that admit looks at queued again */
+  atomic_size_t seen; /* the last queued value admit looked at */
+  uv_async_t poke;    /* wakes the loop so that admit looks at queued again */
 };
 
 /* One part's memory and the server it counts on. */
@@ -260,10 +261,15 @@ static void *srv_thread(void *arg)
 static size_t srv_queued(void *data)
 {
   struct srv *s = data;
-  return atomic_load(&s->queued);
+  size_t q = atomic_load(&s->queued);
+  atomic_store(&s->seen, q); /* admit acts on it before the loop polls again */
+  return q;
 }
 
-static void srv_on_poke(uv_async_t *a) { (void)a; }
+static void srv_on_poke(uv_async_t *a)
+{
+  (void)a;
+}
 
 /* A server whose conns share a budget held by admission control
  * (net/admit.h) looking at s->queued. */
@@ -305,7 +311,10 @@ static void srv_set_queued(struct srv *s, size_t bytes)
 {
   atomic_store(&s->queued, bytes);
   assert_int_equal(uv_async_send(&s->poke), 0);
-  usleep(50000);
+  for (int i = 0; i < 2000 && atomic_load(&s->seen) != bytes; i++) {
+    usleep(5000); /* until admit has looked (10 s at most) */
+  }
+  assert_int_equal(atomic_load(&s->seen), bytes);
 }
 
 static void walk_print(uv_handle_t *h, void *arg)
