@@ -147,11 +147,10 @@ int main(int argc, char **argv)
 
   uv_loop_t *loop = uv_default_loop();
   static struct cairnd d;
-  rv = node_start(&d.node, loop, &cfg);
-  if (rv != 0) {
-    fprintf(stderr, "cairnd: %s\n", d.node.errmsg);
-    return rv == CAIRN_EINVAL || rv == CAIRN_ECORRUPT ? 2 : 1;
-  }
+  /* The handlers first: a SIGTERM while the node starts (opening its
+   * partitions can take seconds) is then served by the loop's first turn,
+   * a clean stop, rather than the default action killing the process
+   * half-way through its start. */
   uv_signal_init(loop, &d.sigterm);
   uv_signal_init(loop, &d.sigint);
   uv_timer_init(loop, &d.stop_timer);
@@ -161,6 +160,11 @@ int main(int argc, char **argv)
   uv_signal_init(loop, &d.sighup);
   d.sighup.data = &d;
   uv_signal_start(&d.sighup, cairnd_on_sighup, SIGHUP);
+  rv = node_start(&d.node, loop, &cfg);
+  if (rv != 0) {
+    fprintf(stderr, "cairnd: %s\n", d.node.errmsg);
+    return rv == CAIRN_EINVAL || rv == CAIRN_ECORRUPT ? 2 : 1;
+  }
   if (service_start(&d.svc, loop, &d.node) != 0) {
     log_warn("cairnd", "%s: systemd is not told when the node is ready", d.svc.sd.errmsg);
   }
