@@ -466,7 +466,12 @@ static void wait_leaders_moved(struct cairn_sync *obs, const char *topic, const 
  * round takes about 0.1 s plus a refresh and a resend. SILENT_ROUNDS
  * rounds, each under SILENT_BOUND_MS: in a round where every election
  * came before that refresh nothing goes to the stopped node (such a
- * round proves nothing, but then it is fast with or without the mark). */
+ * round proves nothing, but then it is fast with or without the mark).
+ * The bound is 20 ms under a whole probe: a loaded machine can stall a
+ * round past it (seen with ctest -j2 on 2 cores), so ctest runs this
+ * test alone (test_client_probe, RUN_SERIAL). A round can take less than
+ * a whole probe without the mark too (a refresh for partition 0 may land
+ * during it), so a bound on the best round would not show the mark. */
 static void test_producer_probes_a_silent_node_sooner(void **state)
 {
   (void)state;
@@ -753,6 +758,9 @@ int main(int argc, char **argv)
   };
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
+  }
+  if (getenv("CAIRN_TEST_SKIP") != NULL) {
+    cmocka_set_skip_filter(getenv("CAIRN_TEST_SKIP")); /* ctest runs that one alone */
   }
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
