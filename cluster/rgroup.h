@@ -326,6 +326,8 @@ struct rgroup {
   bool ae_receiving;        /* inside raft's handling of an AppendEntries */
   raft_index ae_end;        /* its prev_log_index + n_entries: what it verified */
   uint64_t results_clamped; /* answers cut back to ae_end (rgroup_raft_io_send) */
+  uint64_t second_votes_withheld; /* RequestVotes not given to raft: rgroup_elect_second_vote */
+  uint64_t second_leaders;  /* AppendEntries of this leader's own term, dropped (rgroup_raft.c) */
   struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
@@ -613,6 +615,19 @@ unsigned rgroup_elect_short_timeout(unsigned heartbeat_ms, unsigned election_ms)
  * Returns whether m changed. */
 bool rgroup_elect_prevote_answer(const struct raft *r, struct raft_message *m);
 bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
+
+/* raft 0.15 grants the target of its own pending leadership transfer a
+ * vote even when it already voted for another candidate in that term
+ * (electionVote's is_transferee): a leader handing over (r->transfer set,
+ * kept after it stepped down) that voted for a third replica's candidacy
+ * in term T also votes for the transferee in T, and both lead term T. Seen
+ * on 3 nodes stopping one after the other over 10,000 partitions: the
+ * second leader's AppendEntries then wrote the follower half of raft's
+ * state union over the first's (a SEGV in tickLeader), and two leaders of
+ * one term can each commit an entry at the same index. Returns whether m
+ * is such a RequestVote: r must not receive it (the candidate sees a lost
+ * message and tries a later term). Pre-votes are not votes: left alone. */
+bool rgroup_elect_second_vote(const struct raft *r, const struct raft_message *m);
 
 /* Frees what a received message owns, for a message raft never sees (the
  * entries of an AppendEntries, a snapshot's data and configuration):

@@ -307,6 +307,18 @@ bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m)
   return true;
 }
 
+bool rgroup_elect_second_vote(const struct raft *r, const struct raft_message *m)
+{
+  if (m->type != RAFT_IO_REQUEST_VOTE || m->request_vote.pre_vote || r->transfer == NULL) {
+    return false;
+  }
+  const struct raft_request_vote *rv = &m->request_vote;
+  /* A later term clears the vote before raft counts it (recvBumpCurrentTerm):
+   * only a request of the term already voted in is a second vote. */
+  return rv->candidate_id == r->transfer->id && rv->term == r->current_term && r->voted_for != 0 &&
+         r->voted_for != rv->candidate_id;
+}
+
 /* The short election timeout until a leader is known, without a gone node
  * (RGROUP_ELECT_START). */
 static bool rgroup_elect_hurry(struct rgroup *rg)

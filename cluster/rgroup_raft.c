@@ -435,6 +435,43 @@ static void rgroup_raft_vote_unstick(struct rgroup *rg, struct raft_message *m)
   }
 }
 
+/* Messages raft 0.15 must not see, for Raft's one leader per term: a
+ * second vote in a term (rgroup_elect_second_vote), and an AppendEntries
+ * of this leader's own term from another replica. The second cannot come
+ * from a correct Raft; given to raft 0.15 (built without its assertions)
+ * it writes the follower half of its state union over the leader's (the
+ * pending membership change pointer takes the sender's id: a SEGV at the
+ * next tick). Dropped as lost, with an error, and counted in the node's
+ * metrics. Returns whether message was dropped (and freed). */
+static bool rgroup_raft_one_leader_per_term(struct rgroup *rg, struct raft_message *message)
+{
+  struct raft *r = &rg->raft;
+  if (rgroup_elect_second_vote(r, message)) {
+    rg->second_votes_withheld++;
+    log_info("rgroup",
+             "group %llu: replica %llu: RequestVote of term %llu from %llu not given to raft: it "
+             "voted for %llu in that term (the target of its leadership transfer would get a "
+             "second vote)",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)message->request_vote.term,
+             (unsigned long long)message->request_vote.candidate_id,
+             (unsigned long long)r->voted_for);
+    return true;
+  }
+  if (message->type == RAFT_IO_APPEND_ENTRIES && r->state == RAFT_LEADER &&
+      message->append_entries.term == r->current_term) {
+    rg->second_leaders++;
+    log_error("rgroup",
+              "group %llu: replica %llu leads term %llu and replica %llu sent an AppendEntries "
+              "of the same term: dropped",
+              (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+              (unsigned long long)r->current_term, (unsigned long long)message->server_id);
+    rgroup_raft_discard(message);
+    return true;
+  }
+  return false;
+}
+
 static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message)
 {
   struct rgroup *rg = rgroup_raft_of(io);
@@ -462,6 +499,9 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
       message->append_entries_result.term == r->current_term && !rgroup_raft_term_durable(rg)) {
     rg->results_held++;
     rgroup_raft_want_barrier(rg);
+    return;
+  }
+  if (rgroup_raft_one_leader_per_term(rg, message)) {
     return;
   }
   rgroup_raft_vote_unstick(rg, message);

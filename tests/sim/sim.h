@@ -33,7 +33,7 @@
 #define SIM_MAX_ENTRY_BYTES (64u << 10) /* group commit bound, as max_entry_bytes */
 #define SIM_REQUEST_TIMEOUT_MS 3000     /* a producer resends a batch unanswered this long */
 #define SIM_ERRMSG_SIZE 512
-#define SIM_ELECTION_MS 1000  /* raft_fixture's election timeout; the io engine's too */
+#define SIM_ELECTION_MS 1000 /* raft_fixture's election timeout; the io engine's too */
 #define SIM_HEARTBEAT_MS 100
 
 /* ---- the seeded generator (splitmix64): the only source of choices ---- */
@@ -233,7 +233,8 @@ struct sim_replica {
   bool start_short;
   raft_time started_at;
   uint64_t start_short_used;
-  uint64_t prevote_terms_taken; /* rgroup_elect_prevote_refused */
+  uint64_t prevote_terms_taken;   /* rgroup_elect_prevote_refused */
+  uint64_t second_votes_withheld; /* rgroup_elect_second_vote */
   /* what the checker has verified of this replica's store */
   size_t checked_batches; /* batches compared with the reference log */
   int64_t checked_next;   /* the offset after them */
@@ -272,6 +273,8 @@ struct sim_check {
   uint64_t *table_hash; /* per Raft index: the producer table after applying it (0 unset) */
   size_t ntable;
   uint64_t acks, duplicates_answered, checks;
+  raft_id *term_leader; /* per term: the replica seen leading it (0 none): one per term */
+  size_t nterms;
 };
 
 /* What runs Raft's I/O: raft_fixture (no crash), or sim_io.c (crashes). */
@@ -282,21 +285,23 @@ enum sim_engine {
 
 struct sim_opts {
   enum sim_engine engine;
-  bool early_ack;           /* the io engine's mutant (sim_io.c) */
-  bool no_torn;             /* the io engine without torn writes */
-  bool cancel_oldest_first; /* the io engine: sim_io.c's close as raft_uv orders it */
-  bool no_clamp_results;    /* the io engine without rgroup's fix for seed 13488: raft 0.15's
-                               answers as they are (sim_replica.c) */
-  bool no_prevote_terms;    /* without rgroup_elect_prevote_answer/_refused: raft 0.15's
-                               pre-vote stall (a longest log with the lowest term) */
-  bool wide_timers;         /* election timers as raft 0.15 runs them: drawn from [T, 2T],
-                               not the nodes' [T, 1.5T] (rgroup_elect_spread_max), and a
-                               candidate's next try a full timeout later, not on the short
-                               one (rgroup_elect_on_candidacy) */
-  unsigned replicas;        /* 3 or 5; 0: chosen by the seed */
-  unsigned producers;       /* 0: chosen by the seed */
-  int64_t fault_ms;         /* simulated time with faults */
-  int64_t settle_ms;        /* then without, until every batch is acknowledged */
+  bool early_ack;            /* the io engine's mutant (sim_io.c) */
+  bool no_torn;              /* the io engine without torn writes */
+  bool cancel_oldest_first;  /* the io engine: sim_io.c's close as raft_uv orders it */
+  bool no_clamp_results;     /* the io engine without rgroup's fix for seed 13488: raft 0.15's
+                                answers as they are (sim_replica.c) */
+  bool no_prevote_terms;     /* without rgroup_elect_prevote_answer/_refused: raft 0.15's
+                                pre-vote stall (a longest log with the lowest term) */
+  bool no_second_vote_guard; /* without rgroup_elect_second_vote: raft 0.15 votes twice in a
+                                term for the target of its leadership transfer */
+  bool wide_timers;          /* election timers as raft 0.15 runs them: drawn from [T, 2T],
+                                not the nodes' [T, 1.5T] (rgroup_elect_spread_max), and a
+                                candidate's next try a full timeout later, not on the short
+                                one (rgroup_elect_on_candidacy) */
+  unsigned replicas;         /* 3 or 5; 0: chosen by the seed */
+  unsigned producers;        /* 0: chosen by the seed */
+  int64_t fault_ms;          /* simulated time with faults */
+  int64_t settle_ms;         /* then without, until every batch is acknowledged */
   bool trace;
   FILE *out; /* the trace */
 };
@@ -305,6 +310,7 @@ struct sim_stats {
   uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
   uint64_t duplicates_answered, refusals, sim_ms, votes_unstuck;
   uint64_t start_short_used, prevote_terms_taken; /* rgroup_elect.c's start and pre-vote rules */
+  uint64_t second_votes_withheld;                 /* rgroup_elect_second_vote */
   uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
   uint64_t msgs_lost, msgs_duplicated, results_clamped;
 };

@@ -16,7 +16,8 @@
  * At every acknowledgement: the acknowledged batch is the reference log's
  * batch at the acknowledged offset (so every replica that applied past it
  * holds it there, and by the sequence rule nowhere else).
- * Every step: each store's end is what the checker saw appended.
+ * Every step: each store's end is what the checker saw appended, and no term
+ * has two leaders (Raft's election safety).
  * At the end of a seed: every store again in full, and each replica's
  * table equal to the one rgroup_apply_scan() rebuilds from its store (what
  * a restart does). */
@@ -48,6 +49,7 @@ void sim_check_close(struct sim_check *c)
 {
   free(c->ref);
   free(c->table_hash);
+  free(c->term_leader);
   memset(c, 0, sizeof *c);
 }
 
@@ -258,10 +260,41 @@ void sim_check_ack(struct sim *s, const struct sim_batch *b, int64_t offset)
   }
 }
 
+/* Raft's election safety: at most one leader in a term. Every replica that
+ * leads is looked at each step; a term is never led by two ids. */
+static void sim_check_term_leader(struct sim *s, const struct raft *r)
+{
+  struct sim_check *c = &s->check;
+  raft_term t = r->current_term;
+  if (t >= c->nterms) {
+    size_t n = c->nterms == 0 ? 64 : c->nterms;
+    while (n <= t) {
+      n *= 2;
+    }
+    raft_id *v = realloc(c->term_leader, n * sizeof *v);
+    if (v == NULL) {
+      sim_fail(s, "out of memory for the term table");
+      return;
+    }
+    memset(v + c->nterms, 0, (n - c->nterms) * sizeof *v);
+    c->term_leader = v;
+    c->nterms = n;
+  }
+  if (c->term_leader[t] != 0 && c->term_leader[t] != r->id) {
+    sim_fail(s, "two leaders of term %llu: replicas %llu and %llu", (unsigned long long)t,
+             (unsigned long long)c->term_leader[t] - 1, (unsigned long long)r->id - 1);
+    return;
+  }
+  c->term_leader[t] = r->id;
+}
+
 void sim_check_step(struct sim *s)
 {
   for (unsigned i = 0; i < s->n && !s->failed; i++) {
     struct sim_replica *rep = &s->reps[i];
+    if (sim_replica_up(rep) && raft_state(sim_replica_raft(rep)) == RAFT_LEADER) {
+      sim_check_term_leader(s, sim_replica_raft(rep));
+    }
     struct store_info info;
     store_info(rep->store, &info);
     if (info.next_offset != rep->checked_next) {

@@ -571,6 +571,7 @@ static void sim_teardown(struct sim *s, struct sim_driver *d)
     s->stats.votes_unstuck += s->reps[i].votes_unstuck;
     s->stats.start_short_used += s->reps[i].start_short_used;
     s->stats.prevote_terms_taken += s->reps[i].prevote_terms_taken;
+    s->stats.second_votes_withheld += s->reps[i].second_votes_withheld;
     s->stats.duplicates_answered += s->reps[i].ap.duplicates;
     s->stats.refusals += s->reps[i].ap.refusals;
     sim_replica_close(&s->reps[i]); /* the io engine: closes raft, fails what is in flight */
@@ -659,6 +660,9 @@ static const char *sim_replay_flags(const struct sim_opts *o)
                    : o->no_clamp_results  ? " --no-clamp-results"
                    : o->no_prevote_terms  ? " --no-prevote-terms"
                                           : "");
+  if (o->no_second_vote_guard && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --no-second-vote-guard");
+  }
   if (o->wide_timers && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --wide-timers");
   }
@@ -683,7 +687,7 @@ static void sim_usage(FILE *out)
           "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
           "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
           "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results]\n"
-          "        [--no-prevote-terms] | --early-ack] [--wide-timers]\n");
+          "        [--no-prevote-terms] | --early-ack] [--wide-timers] [--no-second-vote-guard]\n");
 }
 
 int main(int argc, char **argv)
@@ -706,6 +710,10 @@ int main(int argc, char **argv)
     if (strcmp(arg, "--cancel-oldest-first") == 0) {
       opts.engine = SIM_ENGINE_IO;
       opts.cancel_oldest_first = true;
+      continue;
+    }
+    if (strcmp(arg, "--no-second-vote-guard") == 0) {
+      opts.no_second_vote_guard = true;
       continue;
     }
     if (strcmp(arg, "--wide-timers") == 0) {
@@ -782,6 +790,7 @@ int main(int argc, char **argv)
     total.votes_unstuck += s->stats.votes_unstuck;
     total.start_short_used += s->stats.start_short_used;
     total.prevote_terms_taken += s->stats.prevote_terms_taken;
+    total.second_votes_withheld += s->stats.second_votes_withheld;
     total.duplicates_answered += s->stats.duplicates_answered;
     total.refusals += s->stats.refusals;
     total.sim_ms += s->stats.sim_ms;
@@ -810,11 +819,12 @@ int main(int argc, char **argv)
           "%" PRIu64 " steps, %.0f simulated s, %" PRIu64 " batches, %" PRIu64 " acks, "
           "%" PRIu64 " entries, %" PRIu64 " duplicates answered, %" PRIu64 " refusals, "
           "%" PRIu64 " faults, %" PRIu64 " leader changes, %" PRIu64 " barriers, %" PRIu64
-          " results held, %" PRIu64 " votes despite a silent leader\n",
+          " results held, %" PRIu64 " votes despite a silent leader, %" PRIu64
+          " second votes withheld\n",
           done, start, status == 0 ? "passed" : "FAILED", secs, secs > 0 ? done / secs : 0.0,
           total.steps, (double)total.sim_ms / 1000, total.batches, total.acks, total.entries,
           total.duplicates_answered, total.refusals, total.faults, total.leader_changes,
-          total.barriers, total.results_held, total.votes_unstuck);
+          total.barriers, total.results_held, total.votes_unstuck, total.second_votes_withheld);
   if (opts.engine == SIM_ENGINE_IO) {
     fprintf(sum,
             "sim_partition: crashes %" PRIu64 " (%s), torn writes left %" PRIu64

@@ -358,6 +358,10 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
     rep->started_at = r->io->time(r->io);
     rep->start_short_used += rep->start_short;
   }
+  if (!rep->sim->opts.no_second_vote_guard && rgroup_elect_second_vote(r, m)) {
+    rep->second_votes_withheld++; /* rgroup_raft_io_recv: a RequestVote owns nothing */
+    return;
+  }
   if (!rep->sim->opts.no_prevote_terms && rgroup_elect_prevote_refused(r, m)) {
     rep->prevote_terms_taken++; /* rgroup_raft_io_recv */
   }
