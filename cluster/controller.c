@@ -150,6 +150,16 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
     rgroup_raft_discard(m); /* latched: no answer, no vote, no write */
     return;
   }
+  if (rgroup_elect_same_term_leader(&ctl->raft, m)) {
+    /* never from a correct Raft; raft 0.15 would corrupt its leader state */
+    log_error("ctl",
+              "metadata replica %llu leads term %llu and replica %llu sent a message of "
+              "its leader of the same term: dropped",
+              (unsigned long long)ctl->self_id, (unsigned long long)ctl->raft.current_term,
+              (unsigned long long)m->server_id);
+    rgroup_raft_discard(m);
+    return;
+  }
   if (!ctl->start_short && rgroup_elect_outlogged(&ctl->raft, m)) {
     ctl->start_short = rgroup_elect_start_timer(
         &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));

@@ -327,7 +327,7 @@ struct rgroup {
   raft_index ae_end;        /* its prev_log_index + n_entries: what it verified */
   uint64_t results_clamped; /* answers cut back to ae_end (rgroup_raft_io_send) */
   uint64_t second_votes_withheld; /* RequestVotes not given to raft: rgroup_elect_second_vote */
-  uint64_t second_leaders;  /* AppendEntries of this leader's own term, dropped (rgroup_raft.c) */
+  uint64_t second_leaders;  /* AppendEntries/InstallSnapshot of its own term, dropped (rgroup_raft.c) */
   struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
@@ -628,6 +628,12 @@ bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
  * is such a RequestVote: r must not receive it (the candidate sees a lost
  * message and tries a later term). Pre-votes are not votes: left alone. */
 bool rgroup_elect_second_vote(const struct raft *r, const struct raft_message *m);
+
+/* Is m an AppendEntries or InstallSnapshot of r's own term while r leads
+ * it? Never from a correct Raft (one leader per term); raft 0.15 would
+ * take it as a follower does (recvUpdateLeader, assertions compiled out)
+ * and write the follower half of its state union over the leader's. */
+bool rgroup_elect_same_term_leader(const struct raft *r, const struct raft_message *m);
 
 /* Frees what a received message owns, for a message raft never sees (the
  * entries of an AppendEntries, a snapshot's data and configuration):

@@ -319,6 +319,17 @@ bool rgroup_elect_second_vote(const struct raft *r, const struct raft_message *m
          r->voted_for != rv->candidate_id;
 }
 
+bool rgroup_elect_same_term_leader(const struct raft *r, const struct raft_message *m)
+{
+  if (r->state != RAFT_LEADER) {
+    return false;
+  }
+  if (m->type == RAFT_IO_APPEND_ENTRIES) {
+    return m->append_entries.term == r->current_term;
+  }
+  return m->type == RAFT_IO_INSTALL_SNAPSHOT && m->install_snapshot.term == r->current_term;
+}
+
 /* The short election timeout until a leader is known, without a gone node
  * (RGROUP_ELECT_START). */
 static bool rgroup_elect_hurry(struct rgroup *rg)

@@ -437,7 +437,7 @@ static void rgroup_raft_vote_unstick(struct rgroup *rg, struct raft_message *m)
 
 /* Messages raft 0.15 must not see, for Raft's one leader per term: a
  * second vote in a term (rgroup_elect_second_vote), and an AppendEntries
- * of this leader's own term from another replica. The second cannot come
+ * or InstallSnapshot of this leader's own term from another replica. The second cannot come
  * from a correct Raft; given to raft 0.15 (built without its assertions)
  * it writes the follower half of its state union over the leader's (the
  * pending membership change pointer takes the sender's id: a SEGV at the
@@ -458,14 +458,15 @@ static bool rgroup_raft_one_leader_per_term(struct rgroup *rg, struct raft_messa
              (unsigned long long)r->voted_for);
     return true;
   }
-  if (message->type == RAFT_IO_APPEND_ENTRIES && r->state == RAFT_LEADER &&
-      message->append_entries.term == r->current_term) {
+  if (rgroup_elect_same_term_leader(r, message)) {
+    bool ae = message->type == RAFT_IO_APPEND_ENTRIES;
     rg->second_leaders++;
     log_error("rgroup",
-              "group %llu: replica %llu leads term %llu and replica %llu sent an AppendEntries "
-              "of the same term: dropped",
+              "group %llu: replica %llu leads term %llu and replica %llu sent an %s of the same "
+              "term: dropped",
               (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
-              (unsigned long long)r->current_term, (unsigned long long)message->server_id);
+              (unsigned long long)r->current_term, (unsigned long long)message->server_id,
+              ae ? "AppendEntries" : "InstallSnapshot");
     rgroup_raft_discard(message);
     return true;
   }

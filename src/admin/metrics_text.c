@@ -312,8 +312,8 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   admin_buf_printf(b, "cairn_raft_second_votes_withheld_total %" PRIu64 "\n",
                    s.second_votes_withheld);
   metrics_text_family(b, "cairn_raft_same_term_leaders_total", "counter",
-                      "AppendEntries of a hosted leader's own term from another replica, dropped "
-                      "(never expected: two leaders of one term).");
+                      "AppendEntries or InstallSnapshots of a hosted leader's own term from "
+                      "another replica, dropped (never expected: two leaders of one term).");
   admin_buf_printf(b, "cairn_raft_same_term_leaders_total %" PRIu64 "\n", s.second_leaders);
   metrics_text_family(b, "cairn_nodes_seen_gone_total", "counter",
                       "Times a peer node's process was seen gone (its watch connection dropped "

@@ -65,6 +65,33 @@ static void test_second_vote_rule(void **state)
   assert_false(rgroup_elect_second_vote(&r, &m));
 }
 
+static void test_same_term_leader_rule(void **state)
+{
+  (void)state;
+  struct raft r;
+  memset(&r, 0, sizeof r);
+  r.state = RAFT_LEADER;
+  r.current_term = 8;
+  struct raft_message m;
+  memset(&m, 0, sizeof m);
+  m.type = RAFT_IO_APPEND_ENTRIES;
+  m.append_entries.term = 8;
+  assert_true(rgroup_elect_same_term_leader(&r, &m));
+  m.append_entries.term = 9; /* a later leader: raft steps down, as it should */
+  assert_false(rgroup_elect_same_term_leader(&r, &m));
+  m.append_entries.term = 7; /* an old one: raft refuses it */
+  assert_false(rgroup_elect_same_term_leader(&r, &m));
+  memset(&m, 0, sizeof m);
+  m.type = RAFT_IO_INSTALL_SNAPSHOT;
+  m.install_snapshot.term = 8;
+  assert_true(rgroup_elect_same_term_leader(&r, &m));
+  r.state = RAFT_FOLLOWER; /* a follower's leader of its term: the usual case */
+  assert_false(rgroup_elect_same_term_leader(&r, &m));
+  r.state = RAFT_LEADER;
+  m.type = RAFT_IO_REQUEST_VOTE;
+  assert_false(rgroup_elect_same_term_leader(&r, &m));
+}
+
 /* ---- raft 0.15 over a recording raft_io ---- */
 
 #define MAX_SENT 32
@@ -294,6 +321,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_second_vote_rule),
+      cmocka_unit_test(test_same_term_leader_rule),
       cmocka_unit_test(test_raft_015_votes_twice_for_its_transferee),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
