@@ -585,10 +585,13 @@ static void create_topic_rf(struct cd_cluster *c, int via, const char *name, uin
   if (rv != 0) {
     cd_print_log_lines(c, "[ctl]", 30);
     cd_print_log_lines(c, "[metaheal]", 10);
+    cd_print_log_lines(c, " error ", 10); /* a latched metadata log would say so */
     for (int i = 0; i < c->n; i++) {
-      print_message("node %d: cairn_controller_leader %lld cairn_meta_replica_voter %lld\n", i,
-                    cd_metric(c->nodes[i].admin_port, "cairn_controller_leader"),
-                    cd_metric(c->nodes[i].admin_port, "cairn_meta_replica_voter"));
+      print_message("node %d: cairn_controller_leader %lld cairn_meta_replica_voter %lld "
+                    "cairn_meta_replica_state %lld\n",
+                    i, cd_metric(c->nodes[i].admin_port, "cairn_controller_leader"),
+                    cd_metric(c->nodes[i].admin_port, "cairn_meta_replica_voter"),
+                    cd_metric(c->nodes[i].admin_port, "cairn_meta_replica_state"));
     }
     fail_msg("creating %s through node %d: %d %s", name, via, rv, msg);
   }
