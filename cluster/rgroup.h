@@ -326,8 +326,8 @@ struct rgroup {
   bool ae_receiving;        /* inside raft's handling of an AppendEntries */
   raft_index ae_end;        /* its prev_log_index + n_entries: what it verified */
   uint64_t results_clamped; /* answers cut back to ae_end (rgroup_raft_io_send) */
-  uint64_t second_votes_withheld; /* RequestVotes not given to raft: rgroup_elect_second_vote */
-  uint64_t second_leaders;  /* AppendEntries/InstallSnapshot of its own term, dropped (rgroup_raft.c) */
+  uint64_t second_votes_withheld; /* RequestVotes kept from raft: rgroup_elect_second_vote */
+  uint64_t second_leaders; /* messages of a leader of its own term, dropped: ..._same_term_leader */
   struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */
   uint64_t elect_gone;      /* that node, 0: none */
@@ -621,7 +621,7 @@ bool rgroup_elect_prevote_refused(const struct raft *r, struct raft_message *m);
  * (electionVote's is_transferee): a leader handing over (r->transfer set,
  * kept after it stepped down) that voted for a third replica's candidacy
  * in term T also votes for the transferee in T, and both lead term T. Seen
- * on 3 nodes stopping one after the other over 10,000 partitions: the
+ * on 3 nodes stopping together over 10,000 partitions: the
  * second leader's AppendEntries then wrote the follower half of raft's
  * state union over the first's (a SEGV in tickLeader), and two leaders of
  * one term can each commit an entry at the same index. Returns whether m

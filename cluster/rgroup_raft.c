@@ -437,11 +437,12 @@ static void rgroup_raft_vote_unstick(struct rgroup *rg, struct raft_message *m)
 
 /* Messages raft 0.15 must not see, for Raft's one leader per term: a
  * second vote in a term (rgroup_elect_second_vote), and an AppendEntries
- * or InstallSnapshot of this leader's own term from another replica. The second cannot come
- * from a correct Raft; given to raft 0.15 (built without its assertions)
- * it writes the follower half of its state union over the leader's (the
- * pending membership change pointer takes the sender's id: a SEGV at the
- * next tick). Dropped as lost, with an error, and counted in the node's
+ * or InstallSnapshot of this leader's own term from another replica
+ * (rgroup_elect_same_term_leader). The second cannot come from a correct
+ * Raft; given to raft 0.15 (built without its assertions) it writes the
+ * follower half of its state union over the leader's (the pending
+ * membership change pointer takes the sender's id: a SEGV at the next
+ * tick). Dropped as lost, with an error, and counted in the node's
  * metrics. Returns whether message was dropped (and freed). */
 static bool rgroup_raft_one_leader_per_term(struct rgroup *rg, struct raft_message *message)
 {

@@ -308,7 +308,7 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_raft_second_votes_withheld_total", "counter",
                       "RequestVotes hosted replicas kept from raft 0.15: the target of their "
                       "leadership transfer asking for a vote in a term they already voted in "
-                      "(docs/replication.md, \"One leader per term\").");
+                      "(docs/replication.md, \"Raft 0.15 weak spots\").");
   admin_buf_printf(b, "cairn_raft_second_votes_withheld_total %" PRIu64 "\n",
                    s.second_votes_withheld);
   metrics_text_family(b, "cairn_raft_same_term_leaders_total", "counter",
