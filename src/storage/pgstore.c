@@ -50,6 +50,11 @@
 /* How long a reconnect on the owner's thread may take (pgstore_reconnect)
  * before the store latches fatal and its owner revives it off the thread. */
 #define PGSTORE_RECONNECT_MS 1000
+/* How many new connections a reconnect makes when each is lost at once;
+ * PGSTORE_LOST is pgstore_check_end's answer for such a loss (not an
+ * error code: it never leaves pgstore_reconnect). */
+#define PGSTORE_RECONNECT_TRIES 3
+#define PGSTORE_LOST 1
 
 /* A revive's write probe (pgstore_probe): what it writes into
  * cairn_batches' tablespace, in rows of PGSTORE_PROBE_ROW bytes, and how
@@ -1430,35 +1435,69 @@ static int pgstore_connect(struct pgstore *ps, int timeout_ms)
                                 ps->s.errmsg, sizeof ps->s.errmsg);
 }
 
+/* Where the partition's rows end, on the new connection, against what
+ * this store committed: 0, CAIRN_EDATABASE (they differ, or the read
+ * failed; the store is failed with why), or PGSTORE_LOST when the new
+ * connection was lost too (the server dropping every connection again:
+ * worth another try). */
+static int pgstore_check_end(struct pgstore *ps)
+{
+  PGresult *res =
+      PQexecParams(ps->conn,
+                   "SELECT last_offset, raft_index FROM cairn_batches"
+                   " WHERE topic_id = $1 AND partition = $2 ORDER BY base_offset DESC LIMIT 1",
+                   2, NULL, (const char *const[]){ps->topic_id, ps->partition}, NULL, NULL, 0);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    bool lost = pgstore_schema_conn_lost(ps->conn, res);
+    int rv = lost ? PGSTORE_LOST
+                  : pgstore_fail(ps, CAIRN_EDATABASE,
+                                 "postgresql: reconnected, but reading where the partition's "
+                                 "rows end failed: %s",
+                                 PQresultErrorMessage(res));
+    PQclear(res);
+    return rv;
+  }
+  bool none = PQntuples(res) == 0;
+  int64_t next = none ? ps->start : pgstore_get_i64(res, 0, 0) + 1;
+  uint64_t index = none ? ps->prefix_index : (uint64_t)pgstore_get_i64(res, 0, 1);
+  PQclear(res);
+  if (next != ps->durable_offset || index != ps->durable_index) {
+    return pgstore_fail(ps, CAIRN_EDATABASE,
+                        "postgresql: reconnected, but the partition's rows end at offset %" PRId64
+                        " (Raft index %" PRIu64 "), not %" PRId64 " (%" PRIu64 ") as committed",
+                        next, index, ps->durable_offset, ps->durable_index);
+  }
+  return 0;
+}
+
 /* The connection was lost while nothing was pending (no transaction
  * open: everything this store wrote is committed). Connects again within
  * PGSTORE_RECONNECT_MS and checks that the partition's rows still end
  * where this store's state says; then the failed statement may simply run
- * again. Returns 0, or a negative code with the new connection dropped
- * (the caller then latches fatal: the owner revives off its thread). */
+ * again. A new connection lost during that check (the server dropping
+ * every connection more than once, as pg_terminate_backend in a loop
+ * does) is tried again, up to PGSTORE_RECONNECT_TRIES connections.
+ * Returns 0, or a negative code with the new connection dropped (the
+ * caller then latches fatal: the owner revives off its thread). */
 static int pgstore_reconnect(struct pgstore *ps)
 {
   PGconn *old = ps->conn;
-  ps->conn = NULL;
-  int rv = pgstore_connect(ps, PGSTORE_RECONNECT_MS);
-  if (rv == 0) {
-    PGresult *res = PQexecParams(ps->conn,
-                                 "SELECT last_offset, raft_index FROM cairn_batches"
-                                 " WHERE topic_id = $1 AND partition = $2"
-                                 " ORDER BY base_offset DESC LIMIT 1",
-                                 2, NULL, (const char *const[]){ps->topic_id, ps->partition},
-                                 NULL, NULL, 0);
-    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-    bool none = ok && PQntuples(res) == 0;
-    int64_t next = !ok || none ? ps->start : pgstore_get_i64(res, 0, 0) + 1;
-    uint64_t index = !ok || none ? ps->prefix_index : (uint64_t)pgstore_get_i64(res, 0, 1);
-    PQclear(res);
-    if (!ok || next != ps->durable_offset || index != ps->durable_index) {
-      rv = pgstore_fail(ps, CAIRN_EDATABASE,
-                        "postgresql: reconnected, but the partition's rows end at offset %" PRId64
-                        " (Raft index %" PRIu64 "), not %" PRId64 " (%" PRIu64 ") as committed",
-                        next, index, ps->durable_offset, ps->durable_index);
+  int rv = PGSTORE_LOST;
+  for (int tries = 0; rv == PGSTORE_LOST && tries < PGSTORE_RECONNECT_TRIES; tries++) {
+    ps->conn = NULL;
+    rv = pgstore_connect(ps, PGSTORE_RECONNECT_MS);
+    if (rv == 0) {
+      rv = pgstore_check_end(ps);
     }
+    if (rv == PGSTORE_LOST) {
+      PQfinish(ps->conn);
+    }
+  }
+  if (rv == PGSTORE_LOST) {
+    ps->conn = NULL;
+    rv = pgstore_fail(ps, CAIRN_EDATABASE,
+                      "postgresql: reconnected %d times, each new connection lost at once",
+                      PGSTORE_RECONNECT_TRIES);
   }
   if (rv != 0) {
     PQfinish(ps->conn);
