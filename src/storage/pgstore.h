@@ -33,8 +33,10 @@
  * Except a connection lost between transactions (nothing pending: the
  * server restarted a backend, a proxy dropped it while idle): the store
  * connects again at once, within PGSTORE_RECONNECT_MS on the caller's
- * thread, checks that the partition's rows still end where it committed,
- * and runs the statement again; only if that fails does it latch fatal.
+ * thread (up to PGSTORE_RECONNECT_TRIES connections when each new one is
+ * lost at once), checks that the partition's rows still end where it
+ * committed, and runs the statement again; only if that fails does it
+ * latch fatal.
  *
  * Written behind (opts.loop set, what a replica uses): an append touches
  * no database. It stamps the batches into the tail, which then holds
