@@ -47,8 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How long a reconnect on the owner's thread may take (pgstore_reconnect)
- * before the store latches fatal and its owner revives it off the thread. */
+/* How long one connection of a reconnect on the owner's thread may take
+ * (pgstore_reconnect; at most PGSTORE_RECONNECT_TRIES of them) before the
+ * store latches fatal and its owner revives it off the thread. */
 #define PGSTORE_RECONNECT_MS 1000
 /* How many new connections a reconnect makes when each is lost at once;
  * PGSTORE_LOST is pgstore_check_end's answer for such a loss (not an
@@ -1471,8 +1472,8 @@ static int pgstore_check_end(struct pgstore *ps)
 }
 
 /* The connection was lost while nothing was pending (no transaction
- * open: everything this store wrote is committed). Connects again within
- * PGSTORE_RECONNECT_MS and checks that the partition's rows still end
+ * open: everything this store wrote is committed). Connects again (each
+ * connection within PGSTORE_RECONNECT_MS) and checks that the partition's rows still end
  * where this store's state says; then the failed statement may simply run
  * again. A new connection lost during that check (the server dropping
  * every connection more than once, as pg_terminate_backend in a loop
