@@ -1018,6 +1018,15 @@ static void parts_on_ticker_closed(struct rgroup_ticker *t)
 /* Every replica is closed: the ticker goes last. */
 static void parts_release(struct parts *ps)
 {
+  /* The replicas closed unflushed (rgroup_handoff marked them stopping). */
+  double ms;
+  int rv = ps->root != NULL ? psync_end(ps->root, &ms) : 0;
+  if (rv != 0) {
+    log_warn("parts", "%s: syncfs at stop: %s (each replica's Raft log holds what its partition "
+             "log had not flushed)", ps->root, cairn_strerror(rv));
+  } else if (ps->root != NULL) {
+    log_info("parts", "%s: replica logs made durable by one syncfs in %.1f ms", ps->root, ms);
+  }
   free(ps->v);
   ps->v = NULL;
   free(ps->ids);

@@ -76,6 +76,27 @@ static double psync_now_ms(void)
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* One syncfs of dfd's file system; *ms how long it took. */
+static int psync_syncfs(int dfd, double *ms)
+{
+  double t0 = psync_now_ms();
+  int rv = syncfs(dfd) == 0 ? 0 : -errno;
+  *ms = psync_now_ms() - t0;
+  return rv;
+}
+
+int psync_end(const char *root, double *ms)
+{
+  *ms = 0;
+  int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    return -errno;
+  }
+  int rv = psync_syncfs(dfd, ms);
+  close(dfd);
+  return rv;
+}
+
 int psync_begin(struct psync *ps, const char *root)
 {
   int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -83,13 +104,11 @@ int psync_begin(struct psync *ps, const char *root)
     return -errno;
   }
   int rv = psync_list(ps, dfd);
-  double t0 = psync_now_ms();
   /* After the listing: whatever was written into a listed directory
    * before this call is made durable by it. */
-  if (rv == 0 && syncfs(dfd) != 0) {
-    rv = -errno;
+  if (rv == 0) {
+    rv = psync_syncfs(dfd, &ps->syncfs_ms);
   }
-  ps->syncfs_ms = psync_now_ms() - t0;
   close(dfd);
   if (rv != 0) {
     psync_free(ps);

@@ -53,4 +53,12 @@ size_t psync_left(const struct psync *ps);
 
 void psync_free(struct psync *ps);
 
+/* At a node's stop, once its replicas closed without their own flushes
+ * (store_close_unflushed): one syncfs of root's file system, so a clean
+ * stop leaves their logs on disk (their Raft log holds the same entries,
+ * so this is not what keeps them; a replica on another file system is
+ * left to its Raft log). *ms: how long it took. Returns 0 or a negative
+ * code. Context: blocks (once, at stop). */
+__attribute__((warn_unused_result)) int psync_end(const char *root, double *ms);
+
 #endif

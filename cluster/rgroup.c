@@ -863,6 +863,7 @@ void rgroup_set_preferred(struct rgroup *rg, uint64_t id)
 
 int rgroup_handoff(struct rgroup *rg)
 {
+  rg->stopping = true;
   if (rg->state != RGROUP_RUNNING || !rgroup_is_leader(rg) || rg->raft.configuration.n < 2) {
     return 0;
   }
@@ -882,7 +883,10 @@ void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb)
     return;
   }
   rg->close_cb = cb;
-  if (raft_state(&rg->raft) != RAFT_LEADER || rg->raft.configuration.n < 2) {
+  /* A stopping replica handed off once (rgroup_handoff): what still leads
+   * found no peer that took it, and those peers are stopping too. */
+  bool hand_off = !rg->stopping || rg->transferring;
+  if (raft_state(&rg->raft) != RAFT_LEADER || rg->raft.configuration.n < 2 || !hand_off) {
     rgroup_close(rg, cb);
     return;
   }
@@ -906,7 +910,11 @@ void rgroup_on_part_closed(struct rgroup *rg)
   if (--rg->closing_parts > 0) {
     return;
   }
-  store_close(rg->store);
+  if (rg->stopping) {
+    store_close_unflushed(rg->store); /* its node syncs once (parts_close) */
+  } else {
+    store_close(rg->store);
+  }
   rg->store = NULL;
   rgroup_fsm_close(rg);
   free(rg->dir);

@@ -284,6 +284,7 @@ struct rgroup {
   struct fetch_server fetch;
   uint64_t tick_ms;         /* when rgroup's tick last ran (rgroup_on_raft_tick) */
   bool transferring;
+  bool stopping;            /* its node is stopping: refuses leadership (rgroup_handoff) */
   struct rgroup_transfer *transfers; /* every raft_transfer raft may still reference */
   int last_role;            /* raft_state() at the previous tick */
   unsigned preferred_ready; /* ticks the preferred replica has been caught up */
@@ -513,13 +514,25 @@ void rgroup_close(struct rgroup *rg, rgroup_close_cb cb);
 
 /* A clean shutdown: if this replica leads, first hands leadership to a
  * caught-up follower (waiting at most an election timeout), so producers
- * see a new leader rather than a gap; then rgroup_close(). Callback: fires
- * exactly once. */
+ * see a new leader rather than a gap; then rgroup_close(). A stopping
+ * replica (rgroup_handoff) only waits for a transfer already running.
+ * Callback: fires exactly once. */
 void rgroup_shutdown(struct rgroup *rg, rgroup_close_cb cb);
 
-/* If this replica leads, starts handing leadership to a caught-up peer
- * (without closing), failing queued produces with CAIRN_ENOTLEADER: a node
- * that stops hands off every partition at once, then closes them.
+/* Its node is stopping: marks this replica stopping, then, if it leads,
+ * starts handing leadership to a caught-up peer (without closing), failing
+ * queued produces with CAIRN_ENOTLEADER: a node that stops hands off every
+ * partition at once, then closes them.
+ *
+ * A stopping replica refuses leadership until it closes: it drops a
+ * TimeoutNow (a peer's handoff), starts no election (no Raft tick while it
+ * does not lead, no prompt election when its leader's node goes:
+ * rgroup_leader_gone), and its rgroup_shutdown() hands nothing off a
+ * second time and closes its store unflushed (store_close_unflushed). It
+ * still votes, so replicas on nodes that keep running elect among
+ * themselves. When every node stops at once, leaderships do not bounce
+ * between stopping nodes (at 10,000 partitions each node handed off
+ * ~20,000 times and one close waited on each bounce: over 30 s).
  * Returns 0 or a negative code (nothing to hand off is 0). */
 __attribute__((warn_unused_result)) int rgroup_handoff(struct rgroup *rg);
 

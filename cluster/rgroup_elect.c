@@ -174,7 +174,7 @@ static void rgroup_elect_end(struct rgroup *rg, const char *why)
 void rgroup_leader_gone(struct rgroup *rg, uint64_t node_id)
 {
   const char *address;
-  if (rg->elect_gone != 0 || !rgroup_elect_follows(rg, node_id, &address)) {
+  if (rg->stopping || rg->elect_gone != 0 || !rgroup_elect_follows(rg, node_id, &address)) {
     return;
   }
   /* Rank among the surviving voters, by id: the first goes at once. */

@@ -503,6 +503,13 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     rgroup_raft_want_barrier(rg);
     return;
   }
+  if (rg->stopping && message->type == RAFT_IO_TIMEOUT_NOW) {
+    log_info("rgroup", "group %llu: replica %llu refuses leadership from replica %llu: its node is "
+             "stopping", (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)message->server_id);
+    rgroup_raft_discard(message);
+    return;
+  }
   if (rgroup_raft_one_leader_per_term(rg, message)) {
     return;
   }
@@ -537,6 +544,12 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
  * (heartbeats would send from the same inconsistent progress as above). */
 void rgroup_raft_tick(struct rgroup *rg)
 {
+  /* A stopping replica that does not lead starts no election (rgroup.h,
+   * rgroup_handoff); raft 0.15's follower and candidate ticks do nothing
+   * else. */
+  if (rg->stopping && raft_state(&rg->raft) != RAFT_LEADER) {
+    return;
+  }
   if (!rg->raft_failed) {
     /* While its term or vote record is not durable, a candidate's
      * RequestVotes (a voter's answer) are held (riow_mux.h): its election

@@ -622,8 +622,10 @@ static void plog_close(struct store *st)
   /* A job's outcome first (its segments stay pinned by it until its owner
    * ends it). */
   plog_sync_collect(pl);
-  /* A clean close leaves nothing to recover: all of it durable. */
-  if (!pl->fatal && pl->nsegs > 0 && plog_do_flush(pl, pl->next_offset) != 0) {
+  /* A clean close leaves nothing to recover: all of it durable (unless the
+   * caller's Raft log holds it: store_close_unflushed). */
+  bool flush = !pl->fatal && pl->nsegs > 0 && !st->close_unflushed;
+  if (flush && plog_do_flush(pl, pl->next_offset) != 0) {
     log_error("plog", "%s: flush at close failed: %s", pl->dir, pl->base.errmsg);
   }
   for (size_t i = 0; i < pl->nsegs; i++) {

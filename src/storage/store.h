@@ -89,6 +89,9 @@ struct store {
    * (store_set_retention). */
   uint64_t retention_bytes;
   int64_t retention_ms;
+  /* Set by store_close_unflushed: the close skips the flush a clean close
+   * makes (a partition log's fsyncs and checkpoint). */
+  bool close_unflushed;
 };
 
 /* Appends the batches of one Raft entry (n >= 1) as one unit. Each batch is
@@ -217,6 +220,19 @@ static inline void store_info(struct store *s, struct store_info *out) { s->ops-
 /* Closes and frees the store (the object and everything it owns; files stay
  * on disk). Regions still pinned stay readable until released. */
 static inline void store_close(struct store *s) { s->ops->close(s); }
+
+/* store_close without the flush that makes a partition log's close leave
+ * nothing to recover (an fdatasync of its active segment and indexes, then
+ * a checkpoint: ~5 fsyncs): for a node stopping thousands of replicas,
+ * whose Raft log still holds every entry the store has not made durable
+ * (a Raft log is trimmed only past a snapshot, taken after a flush). The
+ * next open recovers the unflushed tail as after a SIGKILL; the caller
+ * syncs the file system once after the last close (parts.h). */
+static inline void store_close_unflushed(struct store *s)
+{
+  s->close_unflushed = true;
+  s->ops->close(s);
+}
 
 /* The last failure's message. Returns borrowed (valid until the next call
  * on s). */

@@ -212,20 +212,22 @@ int tu_free_port(void)
   return port;
 }
 
-bool tu_file_contains(const char *path, const char *text)
+int tu_file_count(const char *path, const char *text)
 {
   FILE *f = fopen(path, "r");
   if (f == NULL) {
-    return false;
+    return 0;
   }
   char line[4096];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f) != NULL) {
-    found = strstr(line, text) != NULL;
+  int n = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    n += strstr(line, text) != NULL;
   }
   fclose(f);
-  return found;
+  return n;
 }
+
+bool tu_file_contains(const char *path, const char *text) { return tu_file_count(path, text) > 0; }
 
 int tu_ctl_connect(struct tu_ctl *c, int port, int timeout_ms)
 {

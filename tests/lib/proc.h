@@ -39,6 +39,9 @@ int tu_free_port(void);
 /* Does the file contain the text? */
 bool tu_file_contains(const char *path, const char *text);
 
+/* How many of the file's lines contain the text (0 if it cannot be read). */
+int tu_file_count(const char *path, const char *text);
+
 struct tu_ctl {
   int fd;
   char buf[1 << 16];

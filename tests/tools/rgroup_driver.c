@@ -17,6 +17,9 @@
  *                              leads on the idle heartbeat (rgroup_pace.h), its
  *                              Raft term, and how often its pace dropped and rose
  *   dump G                  -> "b BASE COUNT KEY0 VALID" per batch, then "end"
+ *   handoff G               -> "handoff G RV": as a stopping node does (rgroup_handoff):
+ *                              the replica refuses leadership from now on and,
+ *                              if it leads, hands leadership off; RV its result
  *   close G                 -> "closed G"  (closes the replica)
  *   delete G                -> "deleted G" (closes it and removes its data)
  *   stats                   -> "stats OPEN LEADERS ENTRIES BATCHES PIPELINED": open
@@ -564,6 +567,8 @@ static void driver_command(struct driver_conn *c, char *line)
       driver_reply(c, "pstate %" PRIu64 " %d %d %" PRId64 " %u", gid, (int)e->epoch,
                    (int)b->last_sequence, b->base_offset, e->nbatches);
     }
+  } else if (strcmp(cmd, "handoff") == 0) {
+    driver_reply(c, "handoff %" PRIu64 " %d", gid, rgroup_handoff(&g->rg));
   } else if (strcmp(cmd, "dump") == 0) {
     driver_cmd_dump(c, g);
   } else if (strcmp(cmd, "hash") == 0) {

@@ -251,6 +251,37 @@ static void test_plog_flush_writes_checkpoint(void **state)
   assert_int_equal(cp.start_offset, 0);
 }
 
+/* store_close_unflushed (a node stopping many replicas) leaves the
+ * checkpoint where the last flush put it; the next open finds every batch
+ * again by scanning, as after a SIGKILL, and nothing is lost. */
+static void test_plog_close_unflushed_keeps_every_batch(void **state)
+{
+  struct fixture *f = *state;
+  append_one(f->s, 1, 10, 10, test_now, 3);
+  assert_int_equal(store_flush(f->s, 10), 0);
+  append_one(f->s, 2, 10, 10, test_now, 4);
+  append_one(f->s, 3, 5, 10, test_now, 5);
+  store_close_unflushed(f->s);
+  struct checkpoint cp;
+  assert_int_equal(checkpoint_read(f->dir, &cp), 0);
+  assert_int_equal(cp.durable_offset, 10);
+  assert_int_equal(cp.durable_index, 3);
+  char err[256];
+  assert_int_equal(plog_open(f->dir, &f->opts, &f->s, err, sizeof err), 0);
+  struct store_info info;
+  store_info(f->s, &info);
+  assert_int_equal(info.next_offset, 25);
+  assert_int_equal(info.last_index, 5);
+  expect_batch(f->s, 0, 1, 10, 10);
+  expect_batch(f->s, 10, 2, 10, 10);
+  expect_batch(f->s, 20, 3, 5, 10);
+  /* A plain close still flushes: the checkpoint covers everything. */
+  reopen(f);
+  assert_int_equal(checkpoint_read(f->dir, &cp), 0);
+  assert_int_equal(cp.durable_offset, 25);
+  assert_int_equal(cp.durable_index, 5);
+}
+
 static void test_plog_truncate_removes_suffix_and_later_segments(void **state)
 {
   struct fixture *f = *state;
@@ -501,6 +532,7 @@ int main(void)
       cmocka_unit_test_setup_teardown(test_plog_finds_first_offset_at_or_after_timestamp, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_plog_flush_writes_checkpoint, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plog_close_unflushed_keeps_every_batch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_truncate_removes_suffix_and_later_segments,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_truncate_refuses_the_middle_of_a_raft_entry,
