@@ -738,6 +738,39 @@ static int rgroup_transfer(struct rgroup *rg, uint64_t to, const char *why)
   return 0;
 }
 
+/* As the leader: has it heard from server i of its configuration lately?
+ * An AppendEntries result since raft's last contact check (raft clears
+ * recent_recv at every election timeout), or, while the group is quiet,
+ * the follower's node answering the coalesced beat. */
+static bool rgroup_heard_from(struct rgroup *rg, unsigned i)
+{
+  struct raft *r = &rg->raft;
+  return r->leader_state.progress[i].recent_recv ||
+         rgroup_coal_heard_from(rg, r->configuration.servers[i].id, uv_now(rg->loop));
+}
+
+size_t rgroup_in_sync(struct rgroup *rg, raft_index max_lag, uint64_t *out)
+{
+  struct raft *r = &rg->raft;
+  size_t k = 0;
+  if (!rg->raft_open || r->state != RAFT_LEADER) {
+    return 0;
+  }
+  raft_index last = raft_last_index(r);
+  for (unsigned i = 0; i < r->configuration.n; i++) {
+    const struct raft_server *s = &r->configuration.servers[i];
+    if (s->role != RAFT_VOTER) {
+      continue;
+    }
+    bool self = s->id == r->id;
+    if (self || (rgroup_heard_from(rg, i) &&
+                 r->leader_state.progress[i].match_index + max_lag >= last)) {
+      out[k++] = s->id;
+    }
+  }
+  return k;
+}
+
 /* Is the preferred replica reachable and (nearly) caught up? */
 static bool rgroup_preferred_caught_up(struct rgroup *rg)
 {
@@ -749,10 +782,10 @@ static bool rgroup_preferred_caught_up(struct rgroup *rg)
     if (r->configuration.servers[i].role != RAFT_VOTER) {
       return false; /* still being added: not a transfer target yet */
     }
-    const struct raft_progress *p = &r->leader_state.progress[i];
     /* Fully caught up: raft 0.15 sends TimeoutNow without waiting for the
      * target to persist what it lacks (docs/raft-0.15.md). */
-    return p->recent_recv && p->match_index >= raft_last_index(r);
+    return rgroup_heard_from(rg, i) &&
+           r->leader_state.progress[i].match_index >= raft_last_index(r);
   }
   return false;
 }

@@ -483,6 +483,14 @@ bool rgroup_is_leader(struct rgroup *rg);
  * served: reads must wait (produce may queue). */
 bool rgroup_leader_caught_up(struct rgroup *rg);
 
+/* As the leader: the in-sync replicas, itself included: the voters it
+ * heard from lately (an AppendEntries result since raft's last contact
+ * check, or, while the group is quiet, the follower's node answering the
+ * coalesced beat: rgroup_pace.h) and at most max_lag entries behind its
+ * last index. Writes at most configuration.n ids to out; returns how many
+ * (0 when this replica does not lead). */
+size_t rgroup_in_sync(struct rgroup *rg, raft_index max_lag, uint64_t *out);
+
 /* The partition store, for reads. Returns borrowed (valid until close).
  * Everything in it is committed: the high watermark is its next offset. */
 struct store *rgroup_store(struct rgroup *rg);

@@ -320,24 +320,26 @@ bool rgroup_coal_all_acked(const struct rgroup *rg)
   return true;
 }
 
-/* As the leader: the followers that accepted this quiet period's beat and
- * whose node has answered a beat of the same epoch within an election
- * timeout count as heard from (raft's recent_recv), as each answer did
- * when every beat named the group. */
+bool rgroup_coal_heard_from(const struct rgroup *rg, uint64_t follower_id, uint64_t now)
+{
+  const struct raft *r = &rg->raft;
+  if (!rg->coal_quiet || !rg->raft_open || r->state != RAFT_LEADER ||
+      r->current_term != rg->pace_term || !rgroup_coal_acked_by(rg, follower_id)) {
+    return false;
+  }
+  const struct vouch_peer *p = vouch_get(rg->opts.vouch, follower_id);
+  return p != NULL && p->answered_ms != 0 && now - p->answered_ms < r->election_timeout;
+}
+
+/* As the leader: the followers heard from through the node's beats
+ * (rgroup_coal_heard_from) count as heard from for raft (recent_recv),
+ * as each answer did when every beat named the group. */
 static void rgroup_coal_vouch_leader(struct rgroup *rg, uint64_t now)
 {
   struct raft *r = &rg->raft;
-  struct vouch_table *t = rg->opts.vouch;
-  if (!rg->coal_quiet || raft_state(r) != RAFT_LEADER || r->current_term != rg->pace_term) {
-    return;
-  }
   for (unsigned i = 0; i < r->configuration.n; i++) {
     uint64_t id = r->configuration.servers[i].id;
-    if (id == r->id || !rgroup_coal_acked_by(rg, id)) {
-      continue;
-    }
-    const struct vouch_peer *p = vouch_get(t, id);
-    if (p->answered_ms != 0 && now - p->answered_ms < r->election_timeout) {
+    if (id != r->id && rgroup_coal_heard_from(rg, id, now)) {
       r->leader_state.progress[i].recent_recv = true;
     }
   }

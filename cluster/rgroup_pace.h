@@ -143,6 +143,12 @@ bool rgroup_coal_all_acked(const struct rgroup *rg);
  * current epoch for it (so the node's beats vouch for the group there)? */
 bool rgroup_coal_acked_by(const struct rgroup *rg, uint64_t follower_id);
 
+/* As a coalesced leader: has follower_id accepted this quiet period's beat
+ * (rgroup_coal_acked_by), and has its node answered a beat within an
+ * election timeout of now (the loop's time)? What an AppendEntries result
+ * told the leader while every beat named the group. */
+bool rgroup_coal_heard_from(const struct rgroup *rg, uint64_t follower_id, uint64_t now);
+
 /* Applies the node's sparse beats (vouch.h) to this replica before its
  * Raft tick: as a coalesced leader, the followers that accepted it and
  * whose node answers count as heard from; as a follower vouched for by

@@ -92,27 +92,6 @@ static void md_free_all(struct md_frees *f)
   free(f->v);
 }
 
-/* In-sync replicas as the leader sees them: voters it heard from lately
- * and that are close to its last index (itself included). */
-static size_t md_isr_local(struct rgroup *rg, uint64_t *out)
-{
-  struct raft *r = &rg->raft;
-  size_t k = 0;
-  raft_index last = raft_last_index(r);
-  for (unsigned i = 0; i < r->configuration.n; i++) {
-    const struct raft_server *s = &r->configuration.servers[i];
-    if (s->role != RAFT_VOTER) {
-      continue;
-    }
-    const struct raft_progress *p = &r->leader_state.progress[i];
-    bool self = s->id == r->id;
-    if (self || (p->recent_recv && p->match_index + MD_ISR_MAX_LAG_ENTRIES >= last)) {
-      out[k++] = s->id;
-    }
-  }
-  return k;
-}
-
 /* Without first-hand knowledge: the replicas whose nodes are alive. */
 static size_t md_isr_alive(const struct meta_state *st, const struct meta_partition *mp,
                            uint64_t *out)
@@ -131,7 +110,7 @@ size_t handle_metadata_isr(struct node *n, const struct meta_partition *mp, stru
                            uint64_t *out)
 {
   if (p != NULL && rgroup_is_leader(&p->rg)) {
-    return md_isr_local(&p->rg, out);
+    return rgroup_in_sync(&p->rg, MD_ISR_MAX_LAG_ENTRIES, out);
   }
   return md_isr_alive(ctl_state(&n->ctl), mp, out);
 }

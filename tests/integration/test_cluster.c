@@ -708,6 +708,74 @@ static void test_cluster_all_nodes_stopped_at_once(void **state)
   cd_destroy(&c);
 }
 
+/* How many of topic's partitions node i leads, and of those how many it
+ * reports with n_isr in-sync replicas (its Metadata answer). */
+static void isr_of_led(struct cd_cluster *c, int i, const char *topic, size_t n_isr, int *led,
+                       int *with_n)
+{
+  *led = *with_n = 0;
+  struct md md;
+  if (!md_get(c, i, &md)) {
+    return;
+  }
+  const Cairn__Client__TopicInfo *ti = md_topic(&md, topic);
+  for (size_t p = 0; ti != NULL && p < ti->n_partitions; p++) {
+    const Cairn__Client__PartitionInfo *pi = ti->partitions[p];
+    if (pi->leader_id == c->nodes[i].id) {
+      (*led)++;
+      *with_n += pi->n_isr == n_isr;
+    }
+  }
+  md_free(&md);
+}
+
+/* A leader's in-sync replicas stay every replica while its partitions sit
+ * idle (quiet groups are kept by the node's coalesced beat, whose answers
+ * count as hearing from a follower; raft clears its own flag at every
+ * election timeout, so an idle leader showed only itself), and lose a
+ * replica whose node is killed. */
+static void test_cluster_idle_leaders_report_every_replica_in_sync(void **state)
+{
+  enum { PARTS = 6 };
+  struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  start_all(&c);
+  char msg[256];
+  assert_int_equal(cd_create_topic(&c, 0, "quiet", PARTS, 3, WAIT_MS, msg, sizeof msg), 0);
+  wait_leaders(&c, "quiet");
+  for (uint32_t p = 0; p < PARTS; p++) {
+    produce_one(&c, "quiet", p);
+  }
+  /* Idle for 8 s (quiet after ~2 s with FAST): every sample, every node. */
+  int samples = 0, short_isr = 0;
+  for (long long end = tu_now_ms() + 8000; tu_now_ms() < end; usleep(200 * 1000)) {
+    for (int i = 0; i < 3; i++) {
+      int led, full;
+      isr_of_led(&c, i, "quiet", 3, &led, &full);
+      samples += led;
+      short_isr += led - full;
+    }
+  }
+  print_message("%d leader samples, %d with fewer than 3 in sync\n", samples, short_isr);
+  assert_true(samples > 0);
+  assert_int_equal(short_isr, 0);
+  /* Node 3 killed: the leaders left report 2 in sync within a few election
+   * timeouts. */
+  cd_kill(&c, 2);
+  bool dropped = false;
+  for (long long end = tu_now_ms() + WAIT_MS; !dropped && tu_now_ms() < end; usleep(200 * 1000)) {
+    dropped = true;
+    for (int i = 0; i < 2; i++) {
+      int led, two;
+      isr_of_led(&c, i, "quiet", 2, &led, &two);
+      dropped = dropped && led > 0 && two == led;
+    }
+  }
+  assert_true(dropped);
+  nacked = 0;
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -720,6 +788,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_cluster_bad_config_is_refused),
       cmocka_unit_test(test_cluster_sigterm_with_many_partitions_exits_cleanly),
       cmocka_unit_test(test_cluster_all_nodes_stopped_at_once),
+      cmocka_unit_test(test_cluster_idle_leaders_report_every_replica_in_sync),
       cmocka_unit_test(test_cluster_forms_places_evenly_and_survives_restarts),
       cmocka_unit_test(test_cluster_dead_node_replaced_join_and_decommission),
       cmocka_unit_test(test_cluster_new_controller_learns_every_partition),
