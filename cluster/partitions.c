@@ -1022,8 +1022,10 @@ static void parts_release(struct parts *ps)
   double ms;
   int rv = ps->root != NULL ? psync_end(ps->root, &ms) : 0;
   if (rv != 0) {
-    log_warn("parts", "%s: syncfs at stop: %s (each replica's Raft log holds what its partition "
-             "log had not flushed)", ps->root, cairn_strerror(rv));
+    log_warn("parts",
+             "%s: syncfs at stop: %s (each replica's Raft log holds what its partition "
+             "log had not flushed)",
+             ps->root, cairn_strerror(rv));
   } else if (ps->root != NULL) {
     log_info("parts", "%s: replica logs made durable by one syncfs in %.1f ms", ps->root, ms);
   }

@@ -763,8 +763,8 @@ size_t rgroup_in_sync(struct rgroup *rg, raft_index max_lag, uint64_t *out)
       continue;
     }
     bool self = s->id == r->id;
-    if (self || (rgroup_heard_from(rg, i) &&
-                 r->leader_state.progress[i].match_index + max_lag >= last)) {
+    if (self ||
+        (rgroup_heard_from(rg, i) && r->leader_state.progress[i].match_index + max_lag >= last)) {
       out[k++] = s->id;
     }
   }

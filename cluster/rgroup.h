@@ -284,7 +284,7 @@ struct rgroup {
   struct fetch_server fetch;
   uint64_t tick_ms;         /* when rgroup's tick last ran (rgroup_on_raft_tick) */
   bool transferring;
-  bool stopping;            /* its node is stopping: refuses leadership (rgroup_handoff) */
+  bool stopping;                     /* its node is stopping: refuses leadership (rgroup_handoff) */
   struct rgroup_transfer *transfers; /* every raft_transfer raft may still reference */
   int last_role;            /* raft_state() at the previous tick */
   unsigned preferred_ready; /* ticks the preferred replica has been caught up */

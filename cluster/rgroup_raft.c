@@ -504,8 +504,10 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
     return;
   }
   if (rg->stopping && message->type == RAFT_IO_TIMEOUT_NOW) {
-    log_info("rgroup", "group %llu: replica %llu refuses leadership from replica %llu: its node is "
-             "stopping", (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+    log_info("rgroup",
+             "group %llu: replica %llu refuses leadership from replica %llu: its node is "
+             "stopping",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
              (unsigned long long)message->server_id);
     rgroup_raft_discard(message);
     return;

@@ -697,8 +697,7 @@ static void test_cluster_all_nodes_stopped_at_once(void **state)
       int handing = tu_file_count(c.nodes[i].log, "handing leadership") - handing0[i];
       print_message("round %d: node %d handed off %d leaderships\n", round, i + 1, handing);
       assert_true(handing <= PARTS);
-      assert_int_equal(tu_file_count(c.nodes[i].log, "made durable by one syncfs"),
-                       synced0[i] + 1);
+      assert_int_equal(tu_file_count(c.nodes[i].log, "made durable by one syncfs"), synced0[i] + 1);
     }
     start_all(&c);
     wait_leaders(&c, "all");

@@ -557,8 +557,8 @@ static void test_stopping_replicas_refuse_leadership(void **state)
   tu_proc_signal(&c.n[l].proc, SIGTERM);
   int status = tu_proc_wait(&c.n[l].proc, TC_DEADLINE_MS);
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fail_msg("node %d did not exit cleanly after SIGTERM: wait status %d (see %s)", l + 1,
-             status, c.n[l].log);
+    fail_msg("node %d did not exit cleanly after SIGTERM: wait status %d (see %s)", l + 1, status,
+             c.n[l].log);
   }
   assert_int_equal(tu_file_count(c.n[l].log, "handing leadership"), 1);
   assert_true(tu_file_contains(c.n[f[0]].log, "refuses leadership") ||

@@ -227,7 +227,10 @@ int tu_file_count(const char *path, const char *text)
   return n;
 }
 
-bool tu_file_contains(const char *path, const char *text) { return tu_file_count(path, text) > 0; }
+bool tu_file_contains(const char *path, const char *text)
+{
+  return tu_file_count(path, text) > 0;
+}
 
 int tu_ctl_connect(struct tu_ctl *c, int port, int timeout_ms)
 {
