@@ -739,13 +739,14 @@ static int rgroup_transfer(struct rgroup *rg, uint64_t to, const char *why)
 }
 
 /* As the leader: has it heard from server i of its configuration lately?
- * An AppendEntries result since raft's last contact check (raft clears
- * recent_recv at every election timeout), or, while the group is quiet,
+ * An AppendEntries result since raft's last contact check or in the
+ * period before it (raft clears recent_recv at every election timeout:
+ * rg->heard_prev keeps the period before), or, while the group is quiet,
  * the follower's node answering the coalesced beat. */
 static bool rgroup_heard_from(struct rgroup *rg, unsigned i)
 {
   struct raft *r = &rg->raft;
-  return r->leader_state.progress[i].recent_recv ||
+  return r->leader_state.progress[i].recent_recv || (i < 32 && (rg->heard_prev >> i & 1u)) ||
          rgroup_coal_heard_from(rg, r->configuration.servers[i].id, uv_now(rg->loop));
 }
 

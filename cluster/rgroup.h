@@ -417,6 +417,13 @@ struct rgroup {
   uint64_t coal_vouch_node, coal_vouch_gen;
   raft_term coal_vouch_term;
   raft_index coal_vouch_index;
+  uint32_t heard_prev; /* as leader: recent_recv before raft's last contact check, bit per
+                          configuration index (rgroup_in_sync) */
+  /* a quiet group's log compaction (rgroup_compact.c) */
+  bool compact_armed;          /* snapshot threshold and trailing at 1 for one snapshot */
+  unsigned snap_threshold;     /* the values raft has outside a compaction */
+  unsigned snap_trailing;
+  uint64_t compactions;        /* barriers proposed to compact, as leader */
   uint64_t raft_sent;         /* Raft messages sent by this replica (for metrics) */
   char errmsg[RGROUP_ERRMSG_SIZE];
 };

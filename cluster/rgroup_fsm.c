@@ -37,6 +37,7 @@
  * (threshold + trailing) x average stays under the group's budget. */
 #include "cluster/rgroup_fsm.h"
 
+#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_raft.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -64,8 +65,7 @@ static void rgroup_fsm_retune(struct rgroup *rg, size_t len)
   double total = (double)rg->raft_log_budget / per; /* threshold + trailing */
   unsigned threshold = total / 3 * 2 < 16 ? 16 : total / 3 * 2 > 8192 ? 8192 : (unsigned)(total / 3 * 2);
   unsigned trailing = threshold / 2 < 8 ? 8 : threshold / 2;
-  raft_set_snapshot_threshold(&rg->raft, threshold);
-  raft_set_snapshot_trailing(&rg->raft, trailing);
+  rgroup_compact_tune(rg, threshold, trailing);
 }
 
 /* A PostgreSQL store that failed is revived rather than latched
@@ -564,6 +564,7 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
                                         unsigned *n)
 {
   struct rgroup *rg = fsm->data;
+  rgroup_compact_on_snapshot_end(rg);
   if (*bufs != NULL) {
     for (unsigned i = 0; i < *n; i++) {
       raft_free((*bufs)[i].base);

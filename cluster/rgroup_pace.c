@@ -3,6 +3,7 @@
  * proposal (rgroup_pace.h). */
 #include "cluster/rgroup_pace.h"
 
+#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_raft.h"
 #include "cluster/vouch.h"
 #include "common/log.h"
@@ -55,6 +56,8 @@ static void rgroup_coal_revoke(struct rgroup *rg)
   memset(rg->coal_acks, 0, sizeof rg->coal_acks);
 }
 
+static void rgroup_coal_vouch_leader(struct rgroup *rg, uint64_t now);
+
 void rgroup_pace_wake(struct rgroup *rg)
 {
   rg->pace_quiet_ms = 0;
@@ -62,6 +65,10 @@ void rgroup_pace_wake(struct rgroup *rg)
     /* An asleep leader is ticked every slow period only: the heartbeats
      * raft now sends need the fast tick (rgroup_ticker.h). */
     rgroup_ticker_wake(rg);
+    /* What the beats told of each follower stays true until raft's next
+     * contact check: without it a woken leader reports its followers out
+     * of sync until their first answer (rgroup_in_sync). */
+    rgroup_coal_vouch_leader(rg, uv_now(rg->loop));
     rgroup_coal_revoke(rg);
   }
   rg->coal_quiet = false;
@@ -248,6 +255,7 @@ bool rgroup_coal_follow(struct rgroup *rg, uint64_t leader_id, uint64_t gen, raf
   rg->coal_vouch_gen = gen;
   rg->coal_vouch_term = term;
   rg->coal_vouch_index = index;
+  rgroup_compact_on_follow(rg);
   return true;
 }
 
@@ -294,6 +302,7 @@ void rgroup_coal_acked(struct rgroup *rg, uint64_t follower_id, raft_term term, 
     }
   }
   rgroup_coal_note_ack(rg, follower_id, epoch);
+  rgroup_compact_on_acked(rg);
 }
 
 bool rgroup_coal_acked_by(const struct rgroup *rg, uint64_t follower_id)

@@ -22,6 +22,7 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/raft_files.h"
+#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_fsm.h"
 #include "cluster/rgroup_pace.h"
 #include "cluster/rgroup_ticker.h"
@@ -147,6 +148,22 @@ static void rgroup_raft_on_barrier(struct raft_barrier *req, int status)
   free(req);
 }
 
+int rgroup_raft_barrier(struct rgroup *rg)
+{
+  struct raft_barrier *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    return RAFT_NOMEM;
+  }
+  req->data = rg;
+  int rv = raft_barrier(&rg->raft, req, rgroup_raft_on_barrier);
+  if (rv != 0) {
+    free(req);
+    return rv;
+  }
+  rgroup_raft_note_append(rg);
+  return 0;
+}
+
 /* Runs after the poll phase of the iteration in which this replica became
  * leader, before the next poll: no follower's reply to this term's first
  * AppendEntries can have been read yet. Also after an append completed
@@ -163,20 +180,14 @@ static void rgroup_raft_on_check(uv_check_t *h)
       rg->term_appended == r->current_term) {
     return;
   }
-  struct raft_barrier *req = calloc(1, sizeof *req);
-  if (req == NULL) {
-    return; /* the next message received re-arms the check */
-  }
-  req->data = rg;
-  int rv = raft_barrier(r, req, rgroup_raft_on_barrier);
+  int rv = rgroup_raft_barrier(rg);
   if (rv != 0) {
-    free(req);
+    /* (RAFT_NOMEM: the next message received re-arms the check) */
     log_warn("rgroup", "group %llu: barrier at the start of term %llu: %s",
              (unsigned long long)rg->group_id, (unsigned long long)r->current_term,
              raft_strerror(rv));
     return;
   }
-  rgroup_raft_note_append(rg);
   rg->barriers++;
   log_info("rgroup", "group %llu: replica %llu leads term %llu: barrier at index %llu",
            (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
@@ -542,6 +553,20 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   rgroup_elect_check(rg); /* a prompt election ends with the first leader known */
 }
 
+/* As the leader: bit i set when raft heard from configuration server i
+ * since its last contact check (progress[i].recent_recv). */
+static uint32_t rgroup_raft_heard_now(struct rgroup *rg)
+{
+  const struct raft *r = &rg->raft;
+  uint32_t mask = 0;
+  for (unsigned i = 0; i < r->configuration.n && i < 32; i++) {
+    if (r->leader_state.progress[i].recent_recv) {
+      mask |= 1u << i;
+    }
+  }
+  return mask;
+}
+
 /* Raft's periodic tick, then rgroup's; none for a latched instance
  * (heartbeats would send from the same inconsistent progress as above). */
 void rgroup_raft_tick(struct rgroup *rg)
@@ -562,7 +587,15 @@ void rgroup_raft_tick(struct rgroup *rg)
       rg->raft.election_timer_start = rg->raft.io->time(rg->raft.io);
     }
     rgroup_coal_vouch(rg);
+    bool leading = raft_state(&rg->raft) == RAFT_LEADER;
+    uint32_t heard = leading ? rgroup_raft_heard_now(rg) : 0;
+    raft_time checked = rg->raft.election_timer_start;
     rg->io_ops.tick(&rg->wio.io);
+    /* Raft's contact check (every election timeout) cleared the flags:
+     * what they said counts for one more period (rgroup_in_sync). */
+    if (!leading || rg->raft.election_timer_start != checked) {
+      rg->heard_prev = heard;
+    }
     rgroup_on_raft_tick(rg);
   }
 }
@@ -752,8 +785,8 @@ void rgroup_raft_configure(struct rgroup *rg)
    * leader with a bumped term. Transfers and prompt elections (TimeoutNow:
    * rgroup_elect.c) skip it. */
   raft_set_pre_vote(&rg->raft, true);
-  raft_set_snapshot_threshold(&rg->raft, rg->opts.snapshot_threshold);
-  raft_set_snapshot_trailing(&rg->raft, rg->opts.snapshot_trailing);
+  rg->compact_armed = false; /* a new instance */
+  rgroup_compact_tune(rg, rg->opts.snapshot_threshold, rg->opts.snapshot_trailing);
 }
 
 static void rgroup_raft_on_closed(struct raft *r)

@@ -130,6 +130,10 @@ void rgroup_raft_store_down(struct rgroup *rg);
 /* Records that rgroup appended an entry as leader (after raft_apply). */
 void rgroup_raft_note_append(struct rgroup *rg);
 
+/* As the leader: appends a barrier entry (raft_barrier; nothing waits
+ * for its outcome). Returns 0 or a RAFT_* code. */
+__attribute__((warn_unused_result)) int rgroup_raft_barrier(struct rgroup *rg);
+
 /* A leader that has appended nothing in its term yet gets its barrier (a
  * single-voter group sends no heartbeat that would trigger it). */
 void rgroup_raft_ensure_barrier(struct rgroup *rg);

@@ -166,7 +166,7 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
 struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
-  uint64_t second_votes_withheld, second_leaders;
+  uint64_t second_votes_withheld, second_leaders, compactions;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces, coalesced, raft_sent;
 };
@@ -189,6 +189,7 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->prompt_elections += rg->elections_prompted;
     s->second_votes_withheld += rg->second_votes_withheld;
     s->second_leaders += rg->second_leaders;
+    s->compactions += rg->compactions;
     s->catchup_in += rg->catchup.fetched_bytes;
     s->catchup_out += rg->fetch.served_bytes;
     s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
@@ -315,6 +316,10 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "AppendEntries or InstallSnapshots of a hosted leader's own term from "
                       "another replica, dropped (never expected: two leaders of one term).");
   admin_buf_printf(b, "cairn_raft_same_term_leaders_total %" PRIu64 "\n", s.second_leaders);
+  metrics_text_family(b, "cairn_raft_quiet_compactions_total", "counter",
+                      "Barriers hosted leaders proposed to compact a quiet group's Raft log to "
+                      "one entry (docs/replication.md, \"Quiet groups compact their log\").");
+  admin_buf_printf(b, "cairn_raft_quiet_compactions_total %" PRIu64 "\n", s.compactions);
   metrics_text_family(b, "cairn_nodes_seen_gone_total", "counter",
                       "Times a peer node's process was seen gone (its watch connection dropped "
                       "and a new one failed).");

@@ -205,6 +205,26 @@ static void start_all(struct cd_cluster *c)
   }
 }
 
+/* A cluster of n voters (FAST timings) with topic `name` of parts
+ * partitions at replication factor rf, every partition led. */
+static void start_with_topic(struct cd_cluster *c, int n, const char *name, uint32_t parts, int rf)
+{
+  nacked = 0; /* a new cluster: nothing acknowledged (a failed test may have left some) */
+  assert_int_equal(cd_init(c, cairnd_bin, n, n, FAST), 0);
+  start_all(c);
+  char msg[256];
+  assert_int_equal(cd_create_topic(c, 0, name, parts, rf, WAIT_MS, msg, sizeof msg), 0);
+  wait_leaders(c, name);
+}
+
+/* One acknowledged batch to each of topic's first parts partitions. */
+static void produce_each(struct cd_cluster *c, const char *topic, uint32_t parts)
+{
+  for (uint32_t p = 0; p < parts; p++) {
+    produce_one(c, topic, p);
+  }
+}
+
 /* Does <node dir>/partitions hold an entry starting with prefix? */
 static bool dir_has_prefix(const char *node_dir, const char *prefix)
 {
@@ -662,15 +682,9 @@ static void test_cluster_all_nodes_stopped_at_once(void **state)
 {
   enum { PARTS = 24 };
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  start_all(&c);
-  char msg[256];
-  assert_int_equal(cd_create_topic(&c, 0, "all", PARTS, 3, WAIT_MS, msg, sizeof msg), 0);
-  wait_leaders(&c, "all");
+  start_with_topic(&c, 3, "all", PARTS, 3);
   for (int round = 0; round < 2; round++) {
-    for (uint32_t p = 0; p < PARTS; p++) {
-      produce_one(&c, "all", p);
-    }
+    produce_each(&c, "all", PARTS);
     int handing0[3], synced0[3];
     for (int i = 0; i < 3; i++) {
       handing0[i] = tu_file_count(c.nodes[i].log, "handing leadership");
@@ -737,14 +751,8 @@ static void test_cluster_idle_leaders_report_every_replica_in_sync(void **state)
 {
   enum { PARTS = 6 };
   struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  start_all(&c);
-  char msg[256];
-  assert_int_equal(cd_create_topic(&c, 0, "quiet", PARTS, 3, WAIT_MS, msg, sizeof msg), 0);
-  wait_leaders(&c, "quiet");
-  for (uint32_t p = 0; p < PARTS; p++) {
-    produce_one(&c, "quiet", p);
-  }
+  start_with_topic(&c, 3, "quiet", PARTS, 3);
+  produce_each(&c, "quiet", PARTS);
   /* Idle for 8 s (quiet after ~2 s with FAST): every sample, every node. */
   int samples = 0, short_isr = 0;
   for (long long end = tu_now_ms() + 8000; tu_now_ms() < end; usleep(200 * 1000)) {
@@ -775,6 +783,73 @@ static void test_cluster_idle_leaders_report_every_replica_in_sync(void **state)
   cd_destroy(&c);
 }
 
+/* Waits until every running node's node-wide log holds at most max_live
+ * live bytes; returns whether it did within WAIT_MS. */
+static bool wal_live_at_most(struct cd_cluster *c, long long max_live)
+{
+  for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end; usleep(200 * 1000)) {
+    bool all = true;
+    for (int i = 0; i < c->n && all; i++) {
+      long long live = cd_metric(c->nodes[i].admin_port, "cairn_wal_bytes{kind=\"live\"}");
+      all = !cd_running(c, i) || (live >= 0 && live <= max_live);
+    }
+    if (all) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static void kill_all_and_restart(struct cd_cluster *c, const char *topic)
+{
+  for (int i = 0; i < c->n; i++) {
+    cd_kill(c, i);
+  }
+  start_all(c);
+  wait_leaders(c, topic);
+  check_acked(c);
+}
+
+/* A group that goes quiet compacts its Raft log to one entry on every
+ * replica (rgroup_compact.h), so the node-wide log drops what the
+ * partition logs hold: its live bytes fall to a few hundred. Every node is
+ * then SIGKILLed, at rest and, three times, while the groups go quiet
+ * (the barrier, the snapshots and the log's cleaning in flight); each
+ * time every acknowledged batch is back, once and in order. */
+static void test_cluster_quiet_groups_compact_the_node_log(void **state)
+{
+  enum { PARTS = 3, PER_PART = 40 };
+  struct cd_cluster c;
+  start_with_topic(&c, 3, "q", PARTS, 3);
+  for (int k = 0; k < PER_PART; k++) {
+    produce_each(&c, "q", PARTS);
+  }
+  long long live = cd_metric(c.nodes[0].admin_port, "cairn_wal_bytes{kind=\"live\"}");
+  print_message("node log live bytes after the writes: %lld\n", live);
+  assert_true(live > 8192);
+  /* Idle: compacted (a barrier and the configuration per group remain). */
+  assert_true(wal_live_at_most(&c, 4096));
+  long long compactions = 0;
+  for (int i = 0; i < 3; i++) {
+    compactions += cd_metric(c.nodes[i].admin_port, "cairn_raft_quiet_compactions_total");
+  }
+  assert_true(compactions >= PARTS);
+  kill_all_and_restart(&c, "q");
+  /* Killed while going quiet: FAST groups quiesce about 1-2 s after the
+   * last write. */
+  const int delays_ms[] = {800, 1600, 2400};
+  for (int round = 0; round < 3; round++) {
+    for (int k = 0; k < 10; k++) {
+      produce_each(&c, "q", PARTS);
+    }
+    usleep((useconds_t)delays_ms[round] * 1000);
+    kill_all_and_restart(&c, "q");
+  }
+  assert_true(wal_live_at_most(&c, 4096));
+  nacked = 0;
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -788,6 +863,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_cluster_sigterm_with_many_partitions_exits_cleanly),
       cmocka_unit_test(test_cluster_all_nodes_stopped_at_once),
       cmocka_unit_test(test_cluster_idle_leaders_report_every_replica_in_sync),
+      cmocka_unit_test(test_cluster_quiet_groups_compact_the_node_log),
       cmocka_unit_test(test_cluster_forms_places_evenly_and_survives_restarts),
       cmocka_unit_test(test_cluster_dead_node_replaced_join_and_decommission),
       cmocka_unit_test(test_cluster_new_controller_learns_every_partition),
