@@ -69,6 +69,8 @@ int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t
     ps->opts.ticker = &ps->ticker;
     vouch_init(&ps->vouch, uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ self_id);
     ps->opts.vouch = &ps->vouch;
+    rgroup_compact_gate_init(&ps->compact_gate, uv_now(loop));
+    ps->opts.compact_gate = &ps->compact_gate;
   }
   if (rv != 0) {
     psync_free(&ps->found);

@@ -60,6 +60,7 @@
 #include "cluster/meta_state.h"
 #include "cluster/parts_synced.h"
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_compact.h"
 #include "cluster/vouch.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
@@ -155,6 +156,7 @@ struct parts {
   struct gstart gs;
   struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
   struct vouch_table vouch;     /* the node's sparse beats (vouch.h) */
+  struct rgroup_compact_gate compact_gate; /* quiet-log compactions (rgroup_compact.h) */
   /* Queued opens, and postgresql ones connecting, hashed by group id
    * (parts_open_bucket): a node creating 10,000 replicas looks one up per
    * assignment at every reconcile and removes one per open, so a list

@@ -4,6 +4,7 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/rgroup_fsm.h"
+#include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_pace.h"
 #include "cluster/rgroup_raft.h"
 #include "common/err.h"
@@ -823,6 +824,7 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   rgroup_elect_check(rg);
   rgroup_raft_ensure_barrier(rg);
   rgroup_pace_tick(rg);
+  rgroup_compact_on_acked(rg); /* again: the node's gate may have said no */
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
     return;
   }

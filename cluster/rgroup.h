@@ -155,12 +155,15 @@ struct rgroup_replica {
 #define RGROUP_COAL_ACKS 8 /* followers of a group: META_MAX_REPLICAS - 1, and room */
 
 struct vouch_table;
+struct rgroup_compact_gate;
 
 struct rgroup_opts {
   struct rgroup_ticker *ticker; /* drives Raft's tick, fast or slow (rgroup_ticker.h;
                                    NULL: the io's own timer per group) */
   struct vouch_table *vouch;    /* the node's sparse beats (vouch.h); NULL: every
                                    coalesced beat names every quiesced group */
+  struct rgroup_compact_gate *compact_gate; /* the node's bound on quiet-log compactions
+                                               (rgroup_compact.h); NULL: none */
   unsigned heartbeat_ms;       /* 0: 100 */
   unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
@@ -421,6 +424,7 @@ struct rgroup {
                           configuration index (rgroup_in_sync) */
   /* a quiet group's log compaction (rgroup_compact.c) */
   bool compact_armed;          /* snapshot threshold and trailing at 1 for one snapshot */
+  raft_index compact_small_at; /* the log end at which its log was too small to compact */
   unsigned snap_threshold;     /* the values raft has outside a compaction */
   unsigned snap_trailing;
   uint64_t compactions;        /* barriers proposed to compact, as leader */

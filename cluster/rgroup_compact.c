@@ -8,14 +8,63 @@
 #include "cluster/rgroup_raft.h"
 #include "common/log.h"
 
-/* More than one entry kept past the snapshot (the first entry raft holds
- * is log.offset + 1), nothing in the way. */
+void rgroup_compact_gate_init(struct rgroup_compact_gate *g, uint64_t now_ms)
+{
+  g->tokens = 0;
+  g->last_ms = now_ms;
+}
+
+/* Takes one token from the node's gate if it has one. */
+static bool rgroup_compact_gate_take(struct rgroup_compact_gate *g, uint64_t now_ms)
+{
+  if (now_ms > g->last_ms) {
+    g->tokens += (double)(now_ms - g->last_ms) * RGROUP_COMPACT_PER_S / 1000.0;
+    if (g->tokens > RGROUP_COMPACT_PER_S) {
+      g->tokens = RGROUP_COMPACT_PER_S; /* a burst of at most one second's */
+    }
+    g->last_ms = now_ms;
+  }
+  if (g->tokens < 1) {
+    return false;
+  }
+  g->tokens -= 1;
+  return true;
+}
+
+/* Bytes of the entries raft keeps past its snapshot, counting up to
+ * RGROUP_COMPACT_MIN_BYTES (the first entry raft holds is log.offset + 1;
+ * the log is a circular buffer of entries [front, back)). */
+static size_t rgroup_compact_log_bytes(const struct raft *r)
+{
+  const struct raft_log *l = &r->log;
+  size_t bytes = 0;
+  for (size_t i = l->front; i != l->back && bytes < RGROUP_COMPACT_MIN_BYTES;
+       i = (i + 1) % l->size) {
+    bytes += l->entries[i].buf.len;
+  }
+  return bytes;
+}
+
+/* More than one entry and RGROUP_COMPACT_MIN_BYTES kept past the
+ * snapshot, nothing in the way. */
 static bool rgroup_compact_worth(struct rgroup *rg)
 {
   struct raft *r = &rg->raft;
-  return rg->state == RGROUP_RUNNING && rg->raft_open && !rg->raft_failed && !rg->stopping &&
-         !rg->compact_armed && r->snapshot.pending.term == 0 && r->snapshot.put.data == NULL &&
-         !catchup_active(&rg->catchup) && raft_last_index(r) > r->log.offset + 1;
+  if (rg->opts.compact_gate == NULL || rg->state != RGROUP_RUNNING || !rg->raft_open ||
+      rg->raft_failed || rg->stopping || rg->compact_armed || r->snapshot.pending.term != 0 ||
+      r->snapshot.put.data != NULL || catchup_active(&rg->catchup) ||
+      raft_last_index(r) <= r->log.offset + 1) {
+    return false;
+  }
+  /* The walk once per log end: a small log stays small until it grows. */
+  if (rg->compact_small_at == raft_last_index(r)) {
+    return false;
+  }
+  if (rgroup_compact_log_bytes(r) < RGROUP_COMPACT_MIN_BYTES) {
+    rg->compact_small_at = raft_last_index(r);
+    return false;
+  }
+  return true;
 }
 
 static void rgroup_compact_arm(struct rgroup *rg)
@@ -44,7 +93,8 @@ void rgroup_compact_on_follow(struct rgroup *rg)
 
 void rgroup_compact_on_acked(struct rgroup *rg)
 {
-  if (!rgroup_coal_all_acked(rg) || !rgroup_compact_worth(rg)) {
+  if (!rg->coal_quiet || !rgroup_coal_all_acked(rg) || !rgroup_compact_worth(rg) ||
+      !rgroup_compact_gate_take(rg->opts.compact_gate, uv_now(rg->loop))) {
     return;
   }
   rgroup_compact_arm(rg);

@@ -26,17 +26,44 @@
  * its one snapshot at the next entry it applies, whatever it is.
  *
  * A group is worth compacting while its log holds more than one entry
- * past its snapshot and no snapshot is under way; a replica catching up
- * from a peer (catchup.h) is left alone. Without coalesced heartbeats
- * (--coalesce-heartbeats off) nothing arms.
+ * and at least RGROUP_COMPACT_MIN_BYTES past its snapshot and no snapshot
+ * is under way; a replica catching up from a peer (catchup.h) is left
+ * alone. Leaders start at most RGROUP_COMPACT_PER_S a second per node.
+ * Without coalesced heartbeats (--coalesce-heartbeats off) or a gate
+ * (rgroup_opts.compact_gate) nothing arms.
  *
  * Context: loop thread. */
 #ifndef CAIRN_RGROUP_COMPACT_H
 #define CAIRN_RGROUP_COMPACT_H
 
 #include <raft.h>
+#include <stdint.h>
 
 struct rgroup;
+
+/* Compactions a node's leaders start per second, and at most at once
+ * (rgroup_compact_gate): each is a barrier on every replica and a snapshot
+ * flushing a partition log on the libuv thread pool, which the node-wide
+ * log's writes share. Without a bound, 10,000 partitions going quiet
+ * together after their creation queued 10,000 snapshots there at once:
+ * idle CPU 16-29 % per node, elections, and the next produce found
+ * partitions without a leader. */
+#define RGROUP_COMPACT_PER_S 20
+
+/* A group is compacted only when its Raft log holds at least this many
+ * bytes of entries past its snapshot: below, the disk and memory it frees
+ * do not pay for a barrier and a snapshot. */
+#define RGROUP_COMPACT_MIN_BYTES (64u * 1024)
+
+/* The node's token bucket of compactions (one per node, shared by its
+ * replicas through rgroup_opts.compact_gate; NULL there: none compact). */
+struct rgroup_compact_gate {
+  double tokens;    /* compactions that may start now */
+  uint64_t last_ms; /* uv_now of the last refill */
+};
+
+/* An empty gate that fills at RGROUP_COMPACT_PER_S from now_ms. */
+void rgroup_compact_gate_init(struct rgroup_compact_gate *g, uint64_t now_ms);
 
 /* Sets the snapshot threshold and trailing count raft uses outside a
  * compaction (at open, and from rgroup_fsm.c's retuning); applied to raft
@@ -48,8 +75,9 @@ void rgroup_compact_tune(struct rgroup *rg, unsigned threshold, unsigned trailin
 void rgroup_compact_on_follow(struct rgroup *rg);
 
 /* As a coalesced leader, after a follower accepted this quiet period's
- * beat: once every follower has, arms and proposes the barrier if the
- * group is worth compacting. */
+ * beat, and at its ticks: once every follower has, arms and proposes the
+ * barrier if the group is worth compacting and the node's gate lets it
+ * (otherwise a later tick tries again). */
 void rgroup_compact_on_acked(struct rgroup *rg);
 
 /* A snapshot ended (snapshot_finalize): disarms, back to the tuned values. */

@@ -42,6 +42,7 @@ struct acked {
   uint32_t partition;
   int64_t offset;
   uint64_t tag;
+  size_t vsize; /* of each of its BATCH_RECORDS values */
 };
 
 static struct acked acked[MAX_ACKED];
@@ -51,12 +52,14 @@ static uint64_t next_tag = 1;
 #define BATCH_RECORDS 3
 #define BATCH_VALUE 40
 
-/* Produces one batch and records it: it must be acknowledged. */
-static void produce_one(struct cd_cluster *c, const char *topic, uint32_t partition)
+/* Produces one batch of BATCH_RECORDS values of vsize bytes and records
+ * it: it must be acknowledged. */
+static void produce_sized(struct cd_cluster *c, const char *topic, uint32_t partition,
+                          size_t vsize)
 {
   size_t len = 0;
   uint64_t tag = next_tag++;
-  uint8_t *b = tu_make_batch(tag, BATCH_RECORDS, BATCH_VALUE, 1000 + (int64_t)tag, &len);
+  uint8_t *b = tu_make_batch(tag, BATCH_RECORDS, vsize, 1000 + (int64_t)tag, &len);
   int64_t base = -1;
   int rv = cd_produce(c, topic, partition, b, len, WAIT_MS, &base);
   free(b);
@@ -69,6 +72,12 @@ static void produce_one(struct cd_cluster *c, const char *topic, uint32_t partit
   a->partition = partition;
   a->offset = base;
   a->tag = tag;
+  a->vsize = vsize;
+}
+
+static void produce_one(struct cd_cluster *c, const char *topic, uint32_t partition)
+{
+  produce_sized(c, topic, partition, BATCH_VALUE);
 }
 
 /* Every acknowledged batch is at its offset, read from the partition's
@@ -89,7 +98,7 @@ static void check_acked(struct cd_cluster *c)
     size_t size = 0;
     int err = 0;
     assert_int_equal(batch_probe(data, len, len, &size, &err), BATCH_PROBE_OK);
-    if (tu_check_batch(data, size, a->tag, BATCH_RECORDS, BATCH_VALUE) != 0) {
+    if (tu_check_batch(data, size, a->tag, BATCH_RECORDS, a->vsize) != 0) {
       fail_msg("%s-%u@%" PRId64 " does not hold batch %" PRIu64, a->topic, a->partition,
                a->offset, a->tag);
     }
@@ -824,15 +833,18 @@ static void kill_all_and_restart(struct cd_cluster *c, const char *topic)
  * time every acknowledged batch is back, once and in order. */
 static void test_cluster_quiet_groups_compact_the_node_log(void **state)
 {
-  enum { PARTS = 3, PER_PART = 40 };
+  /* 40 batches of 6 KB per partition: above RGROUP_COMPACT_MIN_BYTES. */
+  enum { PARTS = 3, PER_PART = 40, VSIZE = 2000 };
   struct cd_cluster c;
   start_with_topic(&c, 3, "q", PARTS, 3);
   for (int k = 0; k < PER_PART; k++) {
-    produce_each(&c, "q", PARTS);
+    for (uint32_t p = 0; p < PARTS; p++) {
+      produce_sized(&c, "q", p, VSIZE);
+    }
   }
   long long live = cd_metric(c.nodes[0].admin_port, "cairn_wal_bytes{kind=\"live\"}");
   print_message("node log live bytes after the writes: %lld\n", live);
-  assert_true(live > 8192);
+  assert_true(live > 3 * 64 * 1024);
   /* Idle: compacted (a barrier and the configuration per group remain). */
   assert_true(wal_live_at_most(&c, 4096));
   long long compactions = 0;
@@ -845,8 +857,10 @@ static void test_cluster_quiet_groups_compact_the_node_log(void **state)
    * last write. */
   const int delays_ms[] = {800, 1600, 2400};
   for (int round = 0; round < 3; round++) {
-    for (int k = 0; k < 10; k++) {
-      produce_each(&c, "q", PARTS);
+    for (int k = 0; k < 12; k++) {
+      for (uint32_t p = 0; p < PARTS; p++) {
+        produce_sized(&c, "q", p, VSIZE);
+      }
     }
     usleep((useconds_t)delays_ms[round] * 1000);
     kill_all_and_restart(&c, "q");
