@@ -825,7 +825,8 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   rgroup_raft_ensure_barrier(rg);
   rgroup_pace_tick(rg);
   rgroup_compact_on_acked(rg); /* again: the node's gate may have said no */
-  if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring) {
+  /* A stopping replica handed off once already (rgroup_handoff). */
+  if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring || rg->stopping) {
     return;
   }
   if (catchup_active(&rg->catchup)) {
