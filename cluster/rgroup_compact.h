@@ -26,7 +26,8 @@
  * its one snapshot at the next entry it applies, whatever it is.
  *
  * A group is worth compacting while its log holds more than one entry
- * and at least RGROUP_COMPACT_MIN_BYTES past its snapshot and no snapshot
+ * and at least RGROUP_COMPACT_MIN_BYTES of entries (what raft keeps, its
+ * trailing ones included) and no snapshot
  * is under way; a replica catching up from a peer (catchup.h) is left
  * alone. Leaders start at most RGROUP_COMPACT_PER_S a second per node.
  * Without coalesced heartbeats (--coalesce-heartbeats off) or a gate
@@ -41,8 +42,8 @@
 
 struct rgroup;
 
-/* Compactions a node's leaders start per second, and at most at once
- * (rgroup_compact_gate): each is a barrier on every replica and a snapshot
+/* Compactions a node's leaders start per second, in bursts of at most as
+ * many (rgroup_compact_gate): each is a barrier on every replica and a snapshot
  * flushing a partition log on the libuv thread pool, which the node-wide
  * log's writes share. Without a bound, 10,000 partitions going quiet
  * together after their creation queued 10,000 snapshots there at once:
@@ -51,7 +52,7 @@ struct rgroup;
 #define RGROUP_COMPACT_PER_S 20
 
 /* A group is compacted only when its Raft log holds at least this many
- * bytes of entries past its snapshot: below, the disk and memory it frees
+ * bytes of entries (trailing ones included): below, the disk and memory it frees
  * do not pay for a barrier and a snapshot. */
 #define RGROUP_COMPACT_MIN_BYTES (64u * 1024)
 
