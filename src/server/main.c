@@ -5,7 +5,6 @@
  * Exit codes: 0 after a clean stop; 1 when the node cannot start (a port
  * in use, an unreadable data dir); 2 for a bad configuration or a refused
  * identity (a data dir of another node or cluster, a node id in use). */
-#include "cluster/aio_defer.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -138,13 +137,6 @@ int main(int argc, char **argv)
   if (fs_raise_nofile(&nofile) != 0) {
     log_warn("cairnd", "could not raise the open-file limit");
   }
-  /* raft 0.15 tears down a kernel AIO context on the loop thread at every
-   * group open and every full segment (~33 ms each): done on threads
-   * instead (cluster/aio_defer.h says why that is safe). */
-  if (aio_defer_start(AIO_DEFER_DEFAULT_THREADS, AIO_DEFER_DEFAULT_MAX_PENDING) != 0) {
-    log_warn("cairnd", "io_destroy stays on the loop thread");
-  }
-
   uv_loop_t *loop = uv_default_loop();
   static struct cairnd d;
   /* The handlers first: a SIGTERM while the node starts (opening its
@@ -173,6 +165,5 @@ int main(int argc, char **argv)
   uv_run(loop, UV_RUN_DEFAULT);
   int code = d.node.exit_code;
   uv_loop_close(loop);
-  aio_defer_stop();
   return code;
 }

@@ -114,7 +114,6 @@ struct bench_opts {
   bool restart;
   int repeat; /* runs of the whole produce sweep */
   bool preferred_leader; /* leave the drivers' preferred leader (node 1) on */
-  bool sync_aio_destroy; /* drivers destroy raft's AIO contexts on the loop thread */
   const char *raft_log;  /* --raft-log for the drivers: group (default) or node */
   bool raft_mux;         /* --raft-mux for the drivers (with --raft-log node) */
 };
@@ -584,9 +583,6 @@ static void bench_node_start(int i, const char *replicas)
    * stay where elections put them unless asked. */
   if (!bench_o.preferred_leader) {
     argv[argc++] = "--no-preferred-leader";
-  }
-  if (bench_o.sync_aio_destroy) {
-    argv[argc++] = "--sync-aio-destroy";
   }
   if (bench_o.raft_log != NULL) {
     argv[argc++] = "--raft-log";
@@ -1074,11 +1070,13 @@ static void bench_print_idle(const struct bench_usage *u, double startup_s, doub
 static void bench_print_aio(const struct bench_baseline *b)
 {
   double seg = bench_o.segment_size != 0 ? (double)bench_o.segment_size : 1048576.0;
-  printf("  io_setup + io_destroy of one AIO context: %.1f ms (raft 0.15 does one per group "
-         "opened and per full open segment; the drivers run it %s)\n",
+  bool raft_uv = bench_o.raft_log == NULL || strcmp(bench_o.raft_log, "group") == 0 ||
+                 !bench_o.raft_mux;
+  printf("  io_setup + io_destroy of one AIO context: %.1f ms (raft_uv does one per group "
+         "opened and per full open segment, on the loop thread; %s)\n",
          b->aio_destroy_ms,
-         bench_o.sync_aio_destroy ? "on the loop thread" : "on aio_defer's threads");
-  if (b->aio_destroy_ms > 0 && bench_o.sync_aio_destroy) {
+         raft_uv ? "these groups are on raft_uv" : "these groups have no raft_uv");
+  if (b->aio_destroy_ms > 0 && raft_uv) {
     printf("  => with %.0f KiB segments%s, a node whose loop did nothing else could append at "
            "most %.1f MB/s of Raft log\n",
            seg / 1024, bench_o.segment_size != 0 ? "" : " (assuming the 1 MiB default)",
@@ -1167,13 +1165,11 @@ static void bench_usage_text(FILE *f)
           "         [--idle S] [--settle S] [--baseline S] [--segment-size BYTES]\n"
           "         [--heartbeat-ms MS] [--election-ms MS] [--threadpool N] [--dir DIR]\n"
           "         [--keep] [--no-produce] [--restart] [--repeat R] [--preferred-leader]\n"
-          "         [--sync-aio-destroy] [--raft-log group|node] [--raft-mux]\n"
+          "         [--raft-log group|node] [--raft-mux]\n"
           "Starts NODES cairn-rgroup-driver processes with G Raft groups each, measures\n"
           "per-group memory, fds, disk and idle CPU, then produce throughput over P\n"
           "partitions, beside the fdatasync rate of the same disk. --restart: then kills\n"
           "the drivers (SIGKILL) and times their restart on the same data.\n"
-          "--sync-aio-destroy: the drivers leave raft's io_destroy on the loop thread\n"
-          "(as before cluster/aio_defer.c), for comparison.\n"
           "--raft-log node: the drivers keep every group's Raft log in one node-wide wal.\n"
           "--raft-mux: (with --raft-log node) the groups' Raft messages go over one\n"
           "connection per peer node, each replica on its own raft_io (no raft_uv).\n");
@@ -1216,7 +1212,6 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
       {"keep", no_argument, NULL, 'k'},             {"no-produce", no_argument, NULL, 'N'},
       {"restart", no_argument, NULL, 'R'},          {"repeat", required_argument, NULL, 'r'},
       {"preferred-leader", no_argument, NULL, 'P'},
-      {"sync-aio-destroy", no_argument, NULL, 'A'},
       {"raft-log", required_argument, NULL, 'L'},
       {"raft-mux", no_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
@@ -1243,7 +1238,6 @@ static void bench_parse_args(int argc, char **argv, struct bench_opts *o)
     case 'R': o->restart = true; break;
     case 'r': o->repeat = atoi(optarg); break;
     case 'P': o->preferred_leader = true; break;
-    case 'A': o->sync_aio_destroy = true; break;
     case 'L': o->raft_log = optarg; break;
     case 'X': o->raft_mux = true; break;
     case 'h': bench_usage_text(stdout); exit(0);
@@ -1275,7 +1269,7 @@ static double bench_start_nodes(const char *replicas, double *leaders_s)
     }
   }
   /* A driver reads commands once every group is open (with
-   * --sync-aio-destroy ~40 ms a group): the first answer says so. */
+   * raft_uv ~32 ms a group): the first answer says so. */
   uint64_t unused[BENCH_MAX_NODES];
   bench_collect_stats(unused, 60 + bench_o.groups * 0.5);
   double startup = bench_now() - t0;
@@ -1360,10 +1354,9 @@ int main(int argc, char **argv)
   bench_fmt_opt(el, sizeof el, bench_o.election_ms, "default");
   printf("setup:     %d node(s) on loopback, %d groups (a replica of each on every node), "
          "raft segment size %s, heartbeat %s ms, election timeout %s ms, libuv threadpool %d, "
-         "%s, io_destroy %s\n",
+         "%s\n",
          bench_o.nodes, bench_o.groups, seg, hb, el, bench_threadpool_size(),
-         bench_o.preferred_leader ? "preferred leader node 1" : "leaders where elected",
-         bench_o.sync_aio_destroy ? "on the loop thread" : "deferred to threads");
+         bench_o.preferred_leader ? "preferred leader node 1" : "leaders where elected");
 
   struct bench_baseline base;
   bench_baseline(&base);

@@ -38,13 +38,13 @@
  * keep their heartbeats while the rest open. The control port listens from
  * the start, but commands are read only once every group is open (then
  * "ready" is printed), so a test never sees a group still opening. At
- * start the driver raises its open-file limit to the hard limit and moves
- * raft's io_destroy calls off the loop thread (cluster/aio_defer.h);
- * --sync-aio-destroy keeps them on it, for comparison.
+ * start the driver raises its open-file limit to the hard limit. With
+ * --raft-log group (the default here) every group's raft_uv probes its
+ * directory at open and each open segment has a kernel AIO context, whose
+ * io_destroy (~32 ms) runs on the loop thread, as in cairnd.
  *
  * SIGTERM shuts down cleanly, each group handing its leadership away
  * first (rgroup_shutdown); tests use SIGKILL for crashes. */
-#include "cluster/aio_defer.h"
 #include "cluster/gstart.h"
 #include "cluster/nodewatch.h"
 #include "cluster/raftmux.h"
@@ -744,11 +744,9 @@ int main(int argc, char **argv)
       {"raft-segment-size", required_argument, NULL, 'S'},
       {"raft-log-budget", required_argument, NULL, 'B'},
       {"no-preferred-leader", no_argument, NULL, 'P'},
-      {"sync-aio-destroy", no_argument, NULL, 'A'},
       {"raft-log", required_argument, NULL, 'L'},
       {"raft-mux", no_argument, NULL, 'M'}, {NULL, 0, NULL, 0}};
   const char *raft_log = "group";
-  bool sync_aio_destroy = false;
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
@@ -764,7 +762,6 @@ int main(int argc, char **argv)
     case 'S': d->opts.raft_segment_size = (size_t)strtoull(optarg, NULL, 10); break;
     case 'B': d->opts.raft_log_budget = (size_t)strtoull(optarg, NULL, 10); break;
     case 'P': d->opts.no_preferred_leader = true; break;
-    case 'A': sync_aio_destroy = true; break;
     case 'L': raft_log = optarg; break;
     case 'M': d->mux = true; break;
     default: return 2;
@@ -777,7 +774,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: cairn-rgroup-driver --id N --cluster HOST:PORT --control HOST:PORT "
                     "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
                     "[--heartbeat-ms MS] [--snapshot-threshold N] [--raft-segment-size BYTES] "
-                    "[--raft-log-budget BYTES] [--no-preferred-leader] [--sync-aio-destroy] "
+                    "[--raft-log-budget BYTES] [--no-preferred-leader] "
                     "[--raft-log group|node] [--raft-mux]\n");
     return 2;
   }
@@ -788,13 +785,6 @@ int main(int argc, char **argv)
     /* ~11 per group with 3 replicas: say so now rather than fail later. */
     log_warn("driver", "open-file limit %" PRIu64 " (%s) may be too low for %u groups", nofile,
              cairn_strerror(rv), d->ngroups);
-  }
-  if (!sync_aio_destroy) {
-    rv = aio_defer_start(AIO_DEFER_DEFAULT_THREADS, AIO_DEFER_DEFAULT_MAX_PENDING);
-    if (rv != 0) {
-      fprintf(stderr, "cairn-rgroup-driver: deferring io_destroy: %s\n", cairn_strerror(rv));
-      return 1;
-    }
   }
   d->loop = uv_default_loop();
   rv = transport_init(&d->tr, d->loop, cluster);
@@ -833,6 +823,5 @@ int main(int argc, char **argv)
   uv_run(d->loop, UV_RUN_DEFAULT);
   uv_loop_close(d->loop);
   free(d->groups);
-  aio_defer_stop();
   return d->exit_code;
 }
