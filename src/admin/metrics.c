@@ -85,6 +85,37 @@ void metrics_request(struct metrics *m, unsigned api, unsigned code, uint64_t by
   }
 }
 
+unsigned metrics_kafka_code_slot(bool answered, int code)
+{
+  if (!answered) {
+    return 0;
+  }
+  if (code < -1) {
+    code = -1;
+  }
+  return code + 2 < METRICS_KAFKA_CODE_SLOTS ? (unsigned)(code + 2) : METRICS_KAFKA_CODE_SLOTS - 1;
+}
+
+void metrics_kafka_slot_code(unsigned slot, bool *answered, int *code)
+{
+  *answered = slot != 0;
+  *code = slot != 0 ? (int)slot - 2 : 0;
+}
+
+void metrics_kafka_request(struct metrics *m, int api_key, bool answered, int code,
+                           uint64_t latency_us)
+{
+  unsigned api = api_key >= 0 && api_key < METRICS_KAFKA_API_SLOTS ? (unsigned)api_key
+                                                                   : METRICS_KAFKA_API_SLOTS - 1;
+  m->kafka_requests[api][metrics_kafka_code_slot(answered, code)]++;
+  /* Kafka's api keys of Produce and Fetch. */
+  if (api_key == 0) {
+    metrics_hist_observe(&m->kafka_latency[METRICS_LAT_PRODUCE], latency_us);
+  } else if (api_key == 1) {
+    metrics_hist_observe(&m->kafka_latency[METRICS_LAT_FETCH], latency_us);
+  }
+}
+
 /* The position of group_id in m->parts, or where it would go. */
 static size_t metrics_part_pos(const struct metrics *m, uint64_t group_id)
 {

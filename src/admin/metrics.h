@@ -47,6 +47,12 @@
 #define METRICS_HIST_BUCKETS (METRICS_HIST_SUB + (METRICS_HIST_MAX_LOG2 - 1) * METRICS_HIST_SUB)
 #define METRICS_API_SLOTS 64  /* wire api numbers 0..63 (groups 30..39, security 50..56) */
 #define METRICS_CODE_SLOTS 80 /* wire error codes 0..78; larger ones share the last */
+/* The Kafka port's requests (metrics_kafka_request): api keys 0..62, the
+ * rest share the last slot; slot 0 of the codes counts requests closed
+ * without an answer, slot c + 2 Kafka error code c (-1 .. 126), larger
+ * codes share the last. */
+#define METRICS_KAFKA_API_SLOTS 64
+#define METRICS_KAFKA_CODE_SLOTS 129
 #define METRICS_LAG_SAMPLES 64
 #define METRICS_LAG_SAMPLE_MS 250
 #define METRICS_TERM_SAMPLES 16  /* lag samples per walk over every group's term (4 s) */
@@ -84,6 +90,8 @@ struct metrics_part {
 struct metrics {
   uint64_t requests[METRICS_API_SLOTS][METRICS_CODE_SLOTS];
   struct metrics_hist latency[METRICS_LAT_COUNT];
+  uint64_t kafka_requests[METRICS_KAFKA_API_SLOTS][METRICS_KAFKA_CODE_SLOTS];
+  struct metrics_hist kafka_latency[METRICS_LAT_COUNT]; /* Produce, Fetch */
   uint64_t bytes_in;          /* request frame bytes */
   uint64_t bytes_out;         /* answer bytes queued for sending */
   uint64_t slow_requests;     /* answered later than the slow-request threshold */
@@ -126,6 +134,20 @@ void metrics_close(struct metrics *m);
  * latency_us is observed in the matching histogram (produce, fetch). */
 void metrics_request(struct metrics *m, unsigned api, unsigned code, uint64_t bytes_in,
                      uint64_t bytes_out, uint64_t latency_us);
+
+/* One request of the Kafka port finished: api_key as the client sent it,
+ * answered false when the connection was closed instead of an answer
+ * (code is then ignored), else code the first non-zero Kafka error code
+ * the answer carries (0 when none; a Produce with acks 0 counts as
+ * answered with 0). latency_us is observed for Produce and Fetch. */
+void metrics_kafka_request(struct metrics *m, int api_key, bool answered, int code,
+                           uint64_t latency_us);
+
+/* The slot of metrics.kafka_requests' second index for (answered, code),
+ * and back: *answered false for slot 0, else *code (the last slot names
+ * its smallest code). */
+unsigned metrics_kafka_code_slot(bool answered, int code);
+void metrics_kafka_slot_code(unsigned slot, bool *answered, int *code);
 
 /* The counters of group_id, created at zero on first use. Returns
  * borrowed, valid until the next metrics_part or metrics_prune call; NULL

@@ -10,6 +10,7 @@
 #include "admin/admin_state.h"
 #include "admin/metrics.h"
 #include "cluster/rgroup_pace.h"
+#include "kafka/kafka_port.h"
 #include "server/node.h"
 
 #include <ctype.h>
@@ -68,6 +69,69 @@ static void metrics_text_enum_name(const ProtobufCEnumDescriptor *d, int v, cons
 
 /* ---- node ---- */
 
+/* One latency histogram (microseconds) of family name, labelled api, in
+ * seconds at the exported bucket bounds. */
+static void metrics_text_latency(struct admin_buf *b, const char *name, const char *api,
+                                 const struct metrics_hist *h)
+{
+  for (int e = METRICS_TEXT_LE_MIN_LOG2; e <= METRICS_TEXT_LE_MAX_LOG2; e++) {
+    uint64_t le_us = (uint64_t)1 << e;
+    admin_buf_printf(b, "%s_bucket{api=\"%s\",le=\"%" PRIu64 ".%06" PRIu64 "\"} %" PRIu64 "\n",
+                     name, api, le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
+  }
+  admin_buf_printf(b, "%s_bucket{api=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, api, h->count);
+  admin_buf_printf(b, "%s_sum{api=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, api,
+                   h->sum / 1000000, h->sum % 1000000);
+  admin_buf_printf(b, "%s_count{api=\"%s\"} %" PRIu64 "\n", name, api, h->count);
+}
+
+/* The Kafka port's requests by Kafka's own api and error names (as its
+ * brokers' RequestMetrics name them); CLOSED: closed without an answer. */
+static void metrics_text_kafka_requests(struct node *n, struct admin_buf *b)
+{
+  const struct metrics *m = &n->metrics;
+  metrics_text_family(b, "cairn_kafka_requests_total", "counter",
+                      "Kafka port requests, by api and the first error code the answer carries "
+                      "(NONE: none; CLOSED: the connection was closed instead).");
+  for (unsigned api = 0; api < METRICS_KAFKA_API_SLOTS; api++) {
+    char an[24];
+    const char *aname = kafka_api_name((int)api);
+    if (aname == NULL) {
+      snprintf(an, sizeof an, api + 1 < METRICS_KAFKA_API_SLOTS ? "%u" : "other", api);
+      aname = an;
+    }
+    for (unsigned slot = 0; slot < METRICS_KAFKA_CODE_SLOTS; slot++) {
+      if (m->kafka_requests[api][slot] == 0) {
+        continue;
+      }
+      bool answered;
+      int code;
+      metrics_kafka_slot_code(slot, &answered, &code);
+      char cn[24];
+      const char *cname = answered ? kafka_err_name(code) : "CLOSED";
+      if (cname == NULL) {
+        snprintf(cn, sizeof cn, "%d", code);
+        cname = cn;
+      }
+      admin_buf_printf(b, "cairn_kafka_requests_total{api=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+                       aname, cname, m->kafka_requests[api][slot]);
+    }
+  }
+  metrics_text_family(b, "cairn_kafka_request_duration_seconds", "histogram",
+                      "Kafka port Produce and Fetch: time from dispatch to the answer being "
+                      "queued (a Fetch includes its long-poll wait).");
+  static const char *const names[METRICS_LAT_COUNT] = {"Produce", "Fetch"};
+  for (int k = 0; k < METRICS_LAT_COUNT; k++) {
+    metrics_text_latency(b, "cairn_kafka_request_duration_seconds", names[k], &m->kafka_latency[k]);
+  }
+  metrics_text_family(b, "cairn_kafka_connections", "gauge", "Open Kafka port connections.");
+  admin_buf_printf(b, "cairn_kafka_connections %u\n", n->kafka_on ? n->kafka_lis.nconns : 0);
+  metrics_text_family(b, "cairn_kafka_connections_accepted_total", "counter",
+                      "Kafka port connections accepted.");
+  admin_buf_printf(b, "cairn_kafka_connections_accepted_total %" PRIu64 "\n",
+                   n->kafka_on ? n->kafka_lis.accepted : 0);
+}
+
 static void metrics_text_requests(struct node *n, struct admin_buf *b)
 {
   const struct metrics *m = &n->metrics;
@@ -90,22 +154,7 @@ static void metrics_text_requests(struct node *n, struct admin_buf *b)
                       "includes its long-poll wait).");
   static const char *const names[METRICS_LAT_COUNT] = {"produce", "fetch"};
   for (int k = 0; k < METRICS_LAT_COUNT; k++) {
-    const struct metrics_hist *h = &m->latency[k];
-    for (int e = METRICS_TEXT_LE_MIN_LOG2; e <= METRICS_TEXT_LE_MAX_LOG2; e++) {
-      uint64_t le_us = (uint64_t)1 << e;
-      admin_buf_printf(b,
-                       "cairn_request_duration_seconds_bucket{api=\"%s\",le=\"%" PRIu64
-                       ".%06" PRIu64 "\"} %" PRIu64 "\n",
-                       names[k], le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
-    }
-    admin_buf_printf(b,
-                     "cairn_request_duration_seconds_bucket{api=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
-                     names[k], h->count);
-    admin_buf_printf(b,
-                     "cairn_request_duration_seconds_sum{api=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n",
-                     names[k], h->sum / 1000000, h->sum % 1000000);
-    admin_buf_printf(b, "cairn_request_duration_seconds_count{api=\"%s\"} %" PRIu64 "\n", names[k],
-                     h->count);
+    metrics_text_latency(b, "cairn_request_duration_seconds", names[k], &m->latency[k]);
   }
   metrics_text_family(b, "cairn_slow_requests_total", "counter",
                       "Requests answered later than slow_request_ms (each logged with its "
@@ -700,6 +749,7 @@ void metrics_node_write(struct node *n, struct admin_buf *b)
   admin_buf_puts(b, "\"} 1\n");
   metrics_text_client_port(n, b);
   metrics_text_requests(n, b);
+  metrics_text_kafka_requests(n, b);
   metrics_text_raft(n, b);
   metrics_node_write_process(n, b);
   metrics_text_partitions(n, b);

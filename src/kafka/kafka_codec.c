@@ -248,6 +248,14 @@ void kafka_put_i8(struct kafka_buf *b, int8_t v)
   }
 }
 
+void kafka_put_err(struct kafka_buf *b, int16_t code)
+{
+  if (b->first_err == 0) {
+    b->first_err = code;
+  }
+  kafka_put_i16(b, code);
+}
+
 void kafka_put_i16(struct kafka_buf *b, int16_t v)
 {
   uint8_t *at = kafka_grow(b, 2);

@@ -108,6 +108,8 @@ struct kafka_buf {
                * (then given back with kafka_bufpool_put, not free) */
   size_t len, cap;
   int err; /* 0, CAIRN_ENOMEM or CAIRN_ETOOLARGE */
+  int16_t first_err; /* the first non-zero code put with kafka_put_err, 0 none:
+                      * what the node's metrics count the answer as */
 };
 
 void kafka_buf_init(struct kafka_buf *b);
@@ -120,6 +122,9 @@ void kafka_buf_free(struct kafka_buf *b);
 void kafka_put_raw(struct kafka_buf *b, const void *p, size_t n);
 void kafka_put_i8(struct kafka_buf *b, int8_t v);
 void kafka_put_i16(struct kafka_buf *b, int16_t v);
+/* A Kafka error code field (top-level or per partition): kafka_put_i16,
+ * and the first non-zero one is kept in b->first_err. */
+void kafka_put_err(struct kafka_buf *b, int16_t code);
 void kafka_put_i32(struct kafka_buf *b, int32_t v);
 void kafka_put_i64(struct kafka_buf *b, int64_t v);
 void kafka_put_uvarint(struct kafka_buf *b, uint32_t v);

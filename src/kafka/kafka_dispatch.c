@@ -6,6 +6,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "admin/metrics.h"
 #include "kafka/kafka_bufpool.h"
 #include "net/frame.h"
 #include "server/config_value.h"
@@ -19,6 +20,7 @@
 #define KAFKA_MAX_INFLIGHT 16 /* requests of one connection dispatched at once */
 
 struct kafka_dispatch_entry {
+  const char *name; /* Kafka's name of the api (metrics) */
   struct kafka_api_range range;
   int16_t flexible_from; /* first flexible version (request header v2); INT16_MAX none */
   kafka_handler_fn fn;
@@ -26,30 +28,30 @@ struct kafka_dispatch_entry {
 
 /* In api key order (ApiVersions lists it as is). */
 static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
-    {{KAFKA_API_PRODUCE, 3, 7}, INT16_MAX, kafka_handle_produce},
-    {{KAFKA_API_FETCH, 4, 11}, INT16_MAX, kafka_handle_fetch},
-    {{KAFKA_API_LIST_OFFSETS, 1, 3}, INT16_MAX, kafka_handle_list_offsets},
-    {{KAFKA_API_METADATA, 0, 5}, INT16_MAX, kafka_handle_metadata},
-    {{KAFKA_API_OFFSET_COMMIT, 2, 7}, INT16_MAX, kafka_handle_offset_commit},
-    {{KAFKA_API_OFFSET_FETCH, 1, 5}, INT16_MAX, kafka_handle_offset_fetch},
-    {{KAFKA_API_FIND_COORDINATOR, 0, 2}, INT16_MAX, kafka_handle_find_coordinator},
-    {{KAFKA_API_JOIN_GROUP, 0, 5}, INT16_MAX, kafka_handle_join_group},
-    {{KAFKA_API_HEARTBEAT, 0, 3}, INT16_MAX, kafka_handle_heartbeat},
-    {{KAFKA_API_LEAVE_GROUP, 0, 2}, INT16_MAX, kafka_handle_leave_group},
-    {{KAFKA_API_SYNC_GROUP, 0, 3}, INT16_MAX, kafka_handle_sync_group},
-    {{KAFKA_API_DESCRIBE_GROUPS, 0, 4}, INT16_MAX, kafka_handle_describe_groups},
-    {{KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},
-    {{KAFKA_API_SASL_HANDSHAKE, 0, 1}, INT16_MAX, kafka_handle_sasl_handshake},
-    {{KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
-    {{KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
-    {{KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
-    {{KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
-    {{KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
-    {{KAFKA_API_ALTER_CONFIGS, 0, 1}, INT16_MAX, kafka_handle_alter_configs},
-    {{KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
-    {{KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
-    {{KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
-    {{KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 1}, 1, kafka_handle_incremental_alter_configs},
+    {"Produce", {KAFKA_API_PRODUCE, 3, 7}, INT16_MAX, kafka_handle_produce},
+    {"Fetch", {KAFKA_API_FETCH, 4, 11}, INT16_MAX, kafka_handle_fetch},
+    {"ListOffsets", {KAFKA_API_LIST_OFFSETS, 1, 3}, INT16_MAX, kafka_handle_list_offsets},
+    {"Metadata", {KAFKA_API_METADATA, 0, 5}, INT16_MAX, kafka_handle_metadata},
+    {"OffsetCommit", {KAFKA_API_OFFSET_COMMIT, 2, 7}, INT16_MAX, kafka_handle_offset_commit},
+    {"OffsetFetch", {KAFKA_API_OFFSET_FETCH, 1, 5}, INT16_MAX, kafka_handle_offset_fetch},
+    {"FindCoordinator", {KAFKA_API_FIND_COORDINATOR, 0, 2}, INT16_MAX, kafka_handle_find_coordinator},
+    {"JoinGroup", {KAFKA_API_JOIN_GROUP, 0, 5}, INT16_MAX, kafka_handle_join_group},
+    {"Heartbeat", {KAFKA_API_HEARTBEAT, 0, 3}, INT16_MAX, kafka_handle_heartbeat},
+    {"LeaveGroup", {KAFKA_API_LEAVE_GROUP, 0, 2}, INT16_MAX, kafka_handle_leave_group},
+    {"SyncGroup", {KAFKA_API_SYNC_GROUP, 0, 3}, INT16_MAX, kafka_handle_sync_group},
+    {"DescribeGroups", {KAFKA_API_DESCRIBE_GROUPS, 0, 4}, INT16_MAX, kafka_handle_describe_groups},
+    {"ListGroups", {KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},
+    {"SaslHandshake", {KAFKA_API_SASL_HANDSHAKE, 0, 1}, INT16_MAX, kafka_handle_sasl_handshake},
+    {"ApiVersions", {KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
+    {"CreateTopics", {KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
+    {"DeleteTopics", {KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
+    {"InitProducerId", {KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
+    {"DescribeConfigs", {KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
+    {"AlterConfigs", {KAFKA_API_ALTER_CONFIGS, 0, 1}, INT16_MAX, kafka_handle_alter_configs},
+    {"SaslAuthenticate", {KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
+    {"CreatePartitions", {KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
+    {"DeleteGroups", {KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
+    {"IncrementalAlterConfigs", {KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 1}, 1, kafka_handle_incremental_alter_configs},
 };
 #define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])
 
@@ -79,9 +81,19 @@ static void kafka_on_sent(void *arg, int status)
   kafka_bufpool_put(arg);
 }
 
+/* Counts a request in the node's metrics (metrics_kafka_request). */
+static void kafka_count(struct node *n, const struct conn_request *req, int api_key, bool answered,
+                        int code)
+{
+  uint64_t now = uv_hrtime();
+  uint64_t us = now > req->arrival_ns ? (now - req->arrival_ns) / 1000 : 0;
+  metrics_kafka_request(&n->metrics, api_key, answered, code, us);
+}
+
 void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b)
 {
   struct conn_request *req = kr->req;
+  kafka_count(kr->n, req, kr->h.api_key, b->err == 0, b->first_err);
   if (b->err != 0) {
     struct conn *c = req->c;
     log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: answer to api %d v%d not encoded: %s; closing", c->id,
@@ -120,15 +132,25 @@ void kafka_req_malformed(struct kafka_req *kr)
   log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d: the body does not parse (%s): closing",
            c->id, c->peer, kr->h.api_key, kr->h.api_version,
            cairn_strerror(kr->body.err != 0 ? kr->body.err : CAIRN_EBADREQUEST));
-  kafka_req_finish_silent(kr);
-  conn_close(c);
+  kafka_req_close(kr);
 }
 
 void kafka_req_finish_silent(struct kafka_req *kr)
 {
   struct conn_request *req = kr->req;
+  kafka_count(kr->n, req, kr->h.api_key, true, KAFKA_ERR_NONE);
   kafka_req_free(kr);
   conn_finish_unanswered(req);
+}
+
+void kafka_req_close(struct kafka_req *kr)
+{
+  struct conn_request *req = kr->req;
+  struct conn *c = req->c;
+  kafka_count(kr->n, req, kr->h.api_key, false, 0);
+  kafka_req_free(kr);
+  conn_finish_unanswered(req);
+  conn_close(c);
 }
 
 /* ---- relayed native requests ---- */
@@ -309,6 +331,73 @@ int32_t kafka_get_array_alloc(struct kafka_reader *r, size_t min_elem, int32_t m
 
 /* ---- dispatch ---- */
 
+static const struct kafka_dispatch_entry *kafka_dispatch_find(int key)
+{
+  for (size_t i = 0; i < KAFKA_NAPIS; i++) {
+    if (kafka_dispatch_table[i].range.api_key == key) {
+      return &kafka_dispatch_table[i];
+    }
+  }
+  return NULL;
+}
+
+const char *kafka_api_name(int api_key)
+{
+  const struct kafka_dispatch_entry *e = kafka_dispatch_find(api_key);
+  return e != NULL ? e->name : NULL;
+}
+
+const char *kafka_err_name(int code)
+{
+  switch (code) {
+  case KAFKA_ERR_UNKNOWN_SERVER: return "UNKNOWN_SERVER_ERROR";
+  case KAFKA_ERR_NONE: return "NONE";
+  case KAFKA_ERR_OFFSET_OUT_OF_RANGE: return "OFFSET_OUT_OF_RANGE";
+  case KAFKA_ERR_CORRUPT_MESSAGE: return "CORRUPT_MESSAGE";
+  case KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION: return "UNKNOWN_TOPIC_OR_PARTITION";
+  case KAFKA_ERR_LEADER_NOT_AVAILABLE: return "LEADER_NOT_AVAILABLE";
+  case KAFKA_ERR_NOT_LEADER_OR_FOLLOWER: return "NOT_LEADER_OR_FOLLOWER";
+  case KAFKA_ERR_REQUEST_TIMED_OUT: return "REQUEST_TIMED_OUT";
+  case KAFKA_ERR_REPLICA_NOT_AVAILABLE: return "REPLICA_NOT_AVAILABLE";
+  case KAFKA_ERR_MESSAGE_TOO_LARGE: return "MESSAGE_TOO_LARGE";
+  case KAFKA_ERR_OFFSET_METADATA_TOO_LARGE: return "OFFSET_METADATA_TOO_LARGE";
+  case KAFKA_ERR_COORDINATOR_LOAD_IN_PROGRESS: return "COORDINATOR_LOAD_IN_PROGRESS";
+  case KAFKA_ERR_COORDINATOR_NOT_AVAILABLE: return "COORDINATOR_NOT_AVAILABLE";
+  case KAFKA_ERR_NOT_COORDINATOR: return "NOT_COORDINATOR";
+  case KAFKA_ERR_INVALID_TOPIC: return "INVALID_TOPIC_EXCEPTION";
+  case KAFKA_ERR_INVALID_REQUIRED_ACKS: return "INVALID_REQUIRED_ACKS";
+  case KAFKA_ERR_ILLEGAL_GENERATION: return "ILLEGAL_GENERATION";
+  case KAFKA_ERR_INCONSISTENT_GROUP_PROTOCOL: return "INCONSISTENT_GROUP_PROTOCOL";
+  case KAFKA_ERR_INVALID_GROUP_ID: return "INVALID_GROUP_ID";
+  case KAFKA_ERR_UNKNOWN_MEMBER_ID: return "UNKNOWN_MEMBER_ID";
+  case KAFKA_ERR_REBALANCE_IN_PROGRESS: return "REBALANCE_IN_PROGRESS";
+  case KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED: return "TOPIC_AUTHORIZATION_FAILED";
+  case KAFKA_ERR_GROUP_AUTHORIZATION_FAILED: return "GROUP_AUTHORIZATION_FAILED";
+  case KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED: return "CLUSTER_AUTHORIZATION_FAILED";
+  case KAFKA_ERR_UNSUPPORTED_SASL_MECHANISM: return "UNSUPPORTED_SASL_MECHANISM";
+  case KAFKA_ERR_ILLEGAL_SASL_STATE: return "ILLEGAL_SASL_STATE";
+  case KAFKA_ERR_UNSUPPORTED_VERSION: return "UNSUPPORTED_VERSION";
+  case KAFKA_ERR_TOPIC_ALREADY_EXISTS: return "TOPIC_ALREADY_EXISTS";
+  case KAFKA_ERR_INVALID_PARTITIONS: return "INVALID_PARTITIONS";
+  case KAFKA_ERR_INVALID_REPLICATION_FACTOR: return "INVALID_REPLICATION_FACTOR";
+  case KAFKA_ERR_INVALID_CONFIG: return "INVALID_CONFIG";
+  case KAFKA_ERR_NOT_CONTROLLER: return "NOT_CONTROLLER";
+  case KAFKA_ERR_INVALID_REQUEST: return "INVALID_REQUEST";
+  case KAFKA_ERR_OUT_OF_ORDER_SEQUENCE: return "OUT_OF_ORDER_SEQUENCE_NUMBER";
+  case KAFKA_ERR_INVALID_PRODUCER_EPOCH: return "INVALID_PRODUCER_EPOCH";
+  case KAFKA_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+    return "TRANSACTIONAL_ID_AUTHORIZATION_FAILED";
+  case KAFKA_ERR_KAFKA_STORAGE_ERROR: return "KAFKA_STORAGE_ERROR";
+  case KAFKA_ERR_SASL_AUTHENTICATION_FAILED: return "SASL_AUTHENTICATION_FAILED";
+  case KAFKA_ERR_UNKNOWN_PRODUCER_ID: return "UNKNOWN_PRODUCER_ID";
+  case KAFKA_ERR_NON_EMPTY_GROUP: return "NON_EMPTY_GROUP";
+  case KAFKA_ERR_GROUP_ID_NOT_FOUND: return "GROUP_ID_NOT_FOUND";
+  case KAFKA_ERR_FETCH_SESSION_ID_NOT_FOUND: return "FETCH_SESSION_ID_NOT_FOUND";
+  case KAFKA_ERR_UNSUPPORTED_COMPRESSION_TYPE: return "UNSUPPORTED_COMPRESSION_TYPE";
+  default: return NULL;
+  }
+}
+
 /* A known api at a version not offered: Kafka clients read the error code
  * right after the correlation id of ApiVersions; for the others the same
  * two bytes are the best a broker can say (Apache Kafka closes instead). */
@@ -320,7 +409,7 @@ static void kafka_unsupported_version(struct kafka_req *kr)
     kafka_handle_api_versions(kr); /* answers v0 with UNSUPPORTED_VERSION */
     return;
   }
-  kafka_put_i16(&b, KAFKA_ERR_UNSUPPORTED_VERSION);
+  kafka_put_err(&b, KAFKA_ERR_UNSUPPORTED_VERSION);
   kafka_req_respond(kr, &b);
 }
 
@@ -371,20 +460,16 @@ static void kafka_dispatch(struct conn_request *req, void *data)
              "conn %" PRIu64 " %s: api %d v%d before SASL authentication, which this node "
              "requires (SCRAM-SHA-256; docs/kafka.md): closing",
              c->id, c->peer, key, version);
+    kafka_count(n, req, key, false, 0);
     conn_finish_unanswered(req);
     conn_close(c);
     return;
   }
-  const struct kafka_dispatch_entry *e = NULL;
-  for (size_t i = 0; i < KAFKA_NAPIS; i++) {
-    if (kafka_dispatch_table[i].range.api_key == key) {
-      e = &kafka_dispatch_table[i];
-      break;
-    }
-  }
+  const struct kafka_dispatch_entry *e = kafka_dispatch_find(key);
   if (e == NULL) {
     log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: unknown api key %d (version %d): closing", c->id,
              c->peer, key, version);
+    kafka_count(n, req, key, false, 0);
     conn_finish_unanswered(req);
     conn_close(c);
     return;
@@ -401,8 +486,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
   if (rv != 0) {
     log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: api %d v%d: request header: %s: closing", c->id,
              c->peer, key, version, cairn_strerror(rv));
-    kafka_req_finish_silent(kr);
-    conn_close(c);
+    kafka_req_close(kr);
     return;
   }
   kr->body_at = kr->body.pos;
@@ -413,8 +497,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     return;
   }
   if (n->state != NODE_RUNNING) {
-    kafka_req_finish_silent(kr);
-    conn_close(c);
+    kafka_req_close(kr);
     return;
   }
   e->fn(kr);

@@ -102,6 +102,6 @@ void kafka_group_answer_err(struct kafka_req *kr, int16_t err)
   if (kr->h.api_version >= 1) {
     kafka_put_i32(&b, 0); /* throttle_time_ms */
   }
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   kafka_req_respond(kr, &b);
 }

@@ -97,7 +97,7 @@ static void kafka_ac_answer(struct kafka_req *kr)
   for (size_t i = 0; i < op->nres; i++) {
     const struct kafka_ac_res *r = &op->res[i];
     const char *msg = r->err != 0 && r->message[0] != '\0' ? r->message : NULL;
-    kafka_put_i16(&b, r->err);
+    kafka_put_err(&b, r->err);
     if (op->flexible) {
       kafka_put_compact_string(&b, msg);
       kafka_put_i8(&b, r->type);

@@ -21,7 +21,7 @@ void kafka_handle_api_versions(struct kafka_req *kr)
   size_t n = kafka_api_ranges(&ranges);
   struct kafka_buf b;
   kafka_buf_init(&b);
-  kafka_put_i16(&b, supported ? KAFKA_ERR_NONE : KAFKA_ERR_UNSUPPORTED_VERSION);
+  kafka_put_err(&b, supported ? KAFKA_ERR_NONE : KAFKA_ERR_UNSUPPORTED_VERSION);
   bool flexible = supported && v >= 3;
   if (flexible) {
     kafka_put_compact_array_len(&b, (int32_t)n);

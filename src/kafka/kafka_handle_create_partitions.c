@@ -48,7 +48,7 @@ static void kafka_cp_answer(struct kafka_req *kr)
   for (size_t i = 0; i < op->ntopics; i++) {
     const struct kafka_cp_topic *t = &op->topics[i];
     kafka_put_string(&b, t->name);
-    kafka_put_i16(&b, t->err);
+    kafka_put_err(&b, t->err);
     kafka_put_string(&b, t->err != 0 && t->message[0] != '\0' ? t->message : NULL);
   }
   kafka_req_respond(kr, &b);

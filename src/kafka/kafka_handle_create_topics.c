@@ -62,7 +62,7 @@ static void kafka_ct_answer(struct kafka_req *kr)
   for (size_t i = 0; i < op->ntopics; i++) {
     const struct kafka_ct_topic *t = &op->topics[i];
     kafka_put_string(&b, t->name);
-    kafka_put_i16(&b, t->err);
+    kafka_put_err(&b, t->err);
     if (v >= 1) {
       kafka_put_string(&b, t->err != 0 && t->message[0] != '\0' ? t->message : NULL);
     }

@@ -31,7 +31,7 @@ static void kafka_dg_answer(struct kafka_req *kr, const struct kafka_dg_state *s
   kafka_put_array_len(&b, (int32_t)st->ngroups);
   for (size_t i = 0; i < st->ngroups; i++) {
     kafka_put_string(&b, st->groups[i].name);
-    kafka_put_i16(&b, st->groups[i].err);
+    kafka_put_err(&b, st->groups[i].err);
   }
   kafka_req_respond(kr, &b);
 }

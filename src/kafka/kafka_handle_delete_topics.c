@@ -43,7 +43,7 @@ static void kafka_dt_answer(struct kafka_req *kr)
   kafka_put_array_len(&b, (int32_t)op->ntopics);
   for (size_t i = 0; i < op->ntopics; i++) {
     kafka_put_string(&b, op->topics[i].name);
-    kafka_put_i16(&b, op->topics[i].err);
+    kafka_put_err(&b, op->topics[i].err);
   }
   kafka_req_respond(kr, &b);
 }

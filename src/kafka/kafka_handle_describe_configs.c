@@ -174,7 +174,7 @@ static void kafka_dc_answer(struct kafka_req *kr)
   kafka_put_array_len(&b, (int32_t)op->nres);
   for (size_t i = 0; i < op->nres; i++) {
     const struct kafka_dc_res *r = &op->res[i];
-    kafka_put_i16(&b, r->err);
+    kafka_put_err(&b, r->err);
     kafka_put_string(&b, r->err != 0 && r->message[0] != '\0' ? r->message : NULL);
     kafka_put_i8(&b, r->type);
     kafka_put_kstr(&b, r->name);

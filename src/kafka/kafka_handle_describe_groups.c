@@ -60,7 +60,7 @@ static void kafka_dg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
                                                      : CAIRN__CLIENT__ERROR_CODE__OK;
     bool dead = gc == CAIRN__CLIENT__ERROR_CODE__UNKNOWN_GROUP;
     bool ok = gc == CAIRN__CLIENT__ERROR_CODE__OK && d != NULL;
-    kafka_put_i16(&b, dead ? KAFKA_ERR_NONE : kafka_group_err(gc != 0 || d != NULL ? gc : 1));
+    kafka_put_err(&b, dead ? KAFKA_ERR_NONE : kafka_group_err(gc != 0 || d != NULL ? gc : 1));
     kafka_put_string(&b, q->groups[i]);
     kafka_put_string(&b, ok ? kafka_dg_state(d->state) : dead ? "Dead" : "");
     kafka_put_string(&b, ok ? d->protocol_type : "");

@@ -191,7 +191,7 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
   }
   kafka_put_i32(&b, 0); /* throttle_time_ms */
   if (v >= 7) {
-    kafka_put_i16(&b, op->top_err);
+    kafka_put_err(&b, op->top_err);
     kafka_put_i32(&b, 0); /* session_id: none */
   }
   kafka_put_array_len(&b, op->top_err != 0 ? 0 : (int32_t)op->ntopics);
@@ -216,7 +216,7 @@ static void kafka_fetch_answer(struct kafka_req *kr, const Cairn__Client__FetchR
       int64_t hw = res != NULL ? res->high_watermark : -1;
       kafka_put_i32(&b, fp->index);
       size_t err_at = b.len;
-      kafka_put_i16(&b, err);
+      kafka_put_err(&b, err);
       kafka_put_i64(&b, hw);
       kafka_put_i64(&b, hw); /* last_stable_offset: no transactions */
       if (v >= 5) {

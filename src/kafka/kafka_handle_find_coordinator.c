@@ -21,7 +21,7 @@ static void kafka_fc_answer(struct kafka_req *kr, int16_t err, const char *messa
   if (v >= 1) {
     kafka_put_i32(&b, 0); /* throttle_time_ms */
   }
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   if (v >= 1) {
     kafka_put_string(&b, err != 0 ? message : NULL);
   }

@@ -11,7 +11,7 @@ static void kafka_init_pid_answer(struct kafka_req *kr, int16_t err, int64_t id,
   struct kafka_buf b;
   kafka_buf_init(&b);
   kafka_put_i32(&b, 0); /* throttle_time_ms */
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   kafka_put_i64(&b, id);
   kafka_put_i16(&b, epoch);
   kafka_req_respond(kr, &b);

@@ -23,7 +23,7 @@ static void kafka_jg_error(struct kafka_req *kr, int16_t err, struct kafka_str m
   if (v >= 2) {
     kafka_put_i32(&b, 0); /* throttle_time_ms */
   }
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   kafka_put_i32(&b, -1); /* generation_id */
   kafka_put_string(&b, "");
   kafka_put_string(&b, "");

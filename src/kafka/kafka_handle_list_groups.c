@@ -17,7 +17,7 @@ static void kafka_lsg_on_answer(struct kafka_req *kr, const Cairn__Client__Envel
   if (kr->h.api_version >= 1) {
     kafka_put_i32(&b, 0); /* throttle_time_ms */
   }
-  kafka_put_i16(&b, kafka_group_err(code));
+  kafka_put_err(&b, kafka_group_err(code));
   size_t n = code == CAIRN__CLIENT__ERROR_CODE__OK ? r->n_groups : 0;
   kafka_put_array_len(&b, (int32_t)n);
   for (size_t i = 0; i < n; i++) {

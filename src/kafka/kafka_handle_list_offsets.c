@@ -73,7 +73,7 @@ static void kafka_lo_answer(struct kafka_req *kr, const Cairn__Client__ListOffse
         }
       }
       kafka_put_i32(&b, lp->index);
-      kafka_put_i16(&b, err);
+      kafka_put_err(&b, err);
       kafka_put_i64(&b, ts);
       kafka_put_i64(&b, offset);
     }

@@ -104,7 +104,7 @@ static void kafka_md_topic(struct kafka_buf *b, int16_t v, const char *name,
   if (ti != NULL && ti->error != NULL && ti->error->code != 0) {
     err = kafka_err_from_wire(ti->error->code);
   }
-  kafka_put_i16(b, err);
+  kafka_put_err(b, err);
   kafka_put_string(b, name);
   if (v >= 1) {
     kafka_put_bool(b, strncmp(name, "__", 2) == 0); /* Cairn's own (__cairn_offsets) */
@@ -117,7 +117,7 @@ static void kafka_md_topic(struct kafka_buf *b, int16_t v, const char *name,
   for (size_t i = 0; i < ti->n_partitions; i++) {
     const Cairn__Client__PartitionInfo *pi = ti->partitions[i];
     int32_t leader = kafka_md_node_id(pi->leader_id);
-    kafka_put_i16(b, leader < 0 ? KAFKA_ERR_LEADER_NOT_AVAILABLE : KAFKA_ERR_NONE);
+    kafka_put_err(b, leader < 0 ? KAFKA_ERR_LEADER_NOT_AVAILABLE : KAFKA_ERR_NONE);
     kafka_put_i32(b, (int32_t)pi->partition);
     kafka_put_i32(b, leader);
     kafka_md_id_array(b, pi->replicas, pi->n_replicas);
@@ -239,7 +239,7 @@ void kafka_handle_metadata(struct kafka_req *kr)
   int16_t v = kr->h.api_version;
   struct kafka_md_op *op = calloc(1, sizeof *op);
   if (op == NULL) {
-    kafka_req_finish_silent(kr);
+    kafka_req_close(kr);
     return;
   }
   kr->op = op;
@@ -253,7 +253,7 @@ void kafka_handle_metadata(struct kafka_req *kr)
   if (!all && kr->body.err == 0) {
     op->names = calloc(n > 0 ? (size_t)n : 1, sizeof *op->names);
     if (op->names == NULL) {
-      kafka_req_finish_silent(kr);
+      kafka_req_close(kr);
       return;
     }
     for (int32_t i = 0; i < n && kr->body.err == 0; i++) {

@@ -59,7 +59,7 @@ static void kafka_oc_answer(struct kafka_req *kr, const struct kafka_oc_state *s
                   : kafka_group_err(code);
       }
       kafka_put_i32(&b, p->partition);
-      kafka_put_i16(&b, err);
+      kafka_put_err(&b, err);
     }
     ntopics++;
     i = j;

@@ -17,7 +17,7 @@ static void kafka_of_part(struct kafka_buf *b, int16_t v, int32_t partition, int
     kafka_put_i32(b, -1); /* committed_leader_epoch */
   }
   kafka_put_string(b, metadata);
-  kafka_put_i16(b, err);
+  kafka_put_err(b, err);
 }
 
 /* Writes the answer: for explicit topics from the request (read again from
@@ -76,7 +76,7 @@ static void kafka_of_answer(struct kafka_req *kr, int16_t err,
     }
   }
   if (v >= 2) {
-    kafka_put_i16(&b, err);
+    kafka_put_err(&b, err);
   }
   kafka_req_respond(kr, &b);
 }

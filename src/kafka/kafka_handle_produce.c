@@ -144,7 +144,7 @@ static void kafka_produce_answer(struct kafka_req *kr, const Cairn__Client__Prod
         }
       }
       kafka_put_i32(&b, pp->index);
-      kafka_put_i16(&b, err);
+      kafka_put_err(&b, err);
       kafka_put_i64(&b, base);
       kafka_put_i64(&b, -1); /* log_append_time_ms: CreateTime only */
       if (v >= 5) {

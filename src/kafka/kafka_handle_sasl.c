@@ -64,7 +64,7 @@ void kafka_handle_sasl_handshake(struct kafka_req *kr)
   }
   struct kafka_buf b;
   kafka_buf_init(&b);
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   kafka_put_array_len(&b, 1);
   kafka_put_string(&b, KAFKA_SASL_MECHANISM);
   kafka_req_respond(kr, &b);
@@ -129,7 +129,7 @@ static void kafka_sasl_auth_on_answer(struct kafka_req *kr, const Cairn__Client_
   }
   struct kafka_buf b;
   kafka_buf_init(&b);
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   kafka_put_string(&b, err != KAFKA_ERR_NONE ? text : NULL);
   kafka_put_bytes(&b, msg.ptr, msg.len);
   if (kr->h.api_version >= 1) {
@@ -149,7 +149,7 @@ void kafka_handle_sasl_authenticate(struct kafka_req *kr)
   if (c->proto_state != KAFKA_SASL_FRAMED) {
     struct kafka_buf b;
     kafka_buf_init(&b);
-    kafka_put_i16(&b, KAFKA_ERR_ILLEGAL_SASL_STATE);
+    kafka_put_err(&b, KAFKA_ERR_ILLEGAL_SASL_STATE);
     kafka_put_string(&b, "SaslAuthenticate without a SaslHandshake v1 first");
     kafka_put_bytes(&b, NULL, 0);
     if (kr->h.api_version >= 1) {
@@ -177,8 +177,7 @@ static void kafka_sasl_raw_on_answer(struct kafka_req *kr, const Cairn__Client__
     log_warn("kafka", "conn %" PRIu64 " %s: SASL (raw tokens) refused: %s; closing", c->id,
              c->peer, why != NULL ? why : "authentication failed");
     kafka_sasl_set_state(c, KAFKA_SASL_NONE);
-    kafka_req_finish_silent(kr);
-    conn_close(c);
+    kafka_req_close(kr);
     return;
   }
   if (done) {

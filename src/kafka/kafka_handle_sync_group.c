@@ -16,7 +16,7 @@ static void kafka_sg_answer(struct kafka_req *kr, int16_t err, const uint8_t *p,
   if (kr->h.api_version >= 1) {
     kafka_put_i32(&b, 0); /* throttle_time_ms */
   }
-  kafka_put_i16(&b, err);
+  kafka_put_err(&b, err);
   kafka_put_bytes(&b, p, err == 0 ? len : 0);
   kafka_req_respond(kr, &b);
 }

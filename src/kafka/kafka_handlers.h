@@ -141,8 +141,13 @@ void kafka_req_malformed(struct kafka_req *kr);
 __attribute__((warn_unused_result)) int kafka_reserve(void **arr, size_t *cap, size_t need,
                                                       size_t elem);
 
-/* Finishes kr without an answer (Produce with acks 0). Consumes kr. */
+/* Finishes kr without an answer (Produce with acks 0), counted as
+ * answered without error. Consumes kr. */
 void kafka_req_finish_silent(struct kafka_req *kr);
+
+/* Finishes kr without an answer and closes its conn (a client could not
+ * match anything else to it), counted as CLOSED. Consumes kr. */
+void kafka_req_close(struct kafka_req *kr);
 
 /* Runs the native request env (borrowed, with payload, until fn fires) on
  * kr's conn through the native dispatch; fn(kr, answer) fires exactly

@@ -25,4 +25,10 @@ __attribute__((warn_unused_result)) int kafka_port_start(struct node *n);
  * cb fires once, also at once (from this call) when the port was off. */
 void kafka_port_close(struct node *n, void (*cb)(struct listener *l));
 
+/* Kafka's own names, for the node's metrics: of an api key this port
+ * serves ("Produce"), and of a Kafka error code it answers
+ * ("NOT_LEADER_OR_FOLLOWER"); NULL for others. Context: any thread. */
+const char *kafka_api_name(int api_key);
+const char *kafka_err_name(int code);
+
 #endif

@@ -213,6 +213,30 @@ assert struct.unpack(">ih", body[:6]) == (44, 0), body[:6]
 t.close()
 print("malformed frames: every case closed, others served")
 PY
+
+step "the Kafka port's requests are in /metrics, by Kafka's api and error names"
+alive_node=1
+[ "$alive" = "$k1" ] || alive_node=2
+metrics() { curl -fsS "http://127.0.0.1:$((base + 10 * ($1 - 1) + 2))/metrics"; }
+# metric NODE SERIES: its value on that node (0 when absent or the node is down)
+metric() { { metrics "$1" 2>/dev/null || true; } | awk -v s="$2" '$1 == s {v = $2} END {print v + 0}'; }
+# metric_sum SERIES: summed over the nodes that are up (the leader killed above is not)
+metric_sum() { local t=0 i; for i in 1 2 3; do t=$((t + $(metric $i "$1"))); done; echo $t; }
+for s in 'cairn_kafka_requests_total{api="Metadata",code="CLOSED"}' \
+  'cairn_kafka_requests_total{api="Produce",code="CLOSED"}' \
+  'cairn_kafka_requests_total{api="other",code="CLOSED"}' \
+  'cairn_kafka_requests_total{api="ApiVersions",code="UNSUPPORTED_VERSION"}' \
+  'cairn_kafka_requests_total{api="Metadata",code="UNSUPPORTED_VERSION"}'; do
+  [ "$(metric $alive_node "$s")" -ge 1 ] || fail "node $alive_node: $s is not counted: $(metrics $alive_node | grep '^cairn_kafka_requests_total')"
+done
+# what the clients above did, on whichever nodes led
+produced=$(metric_sum 'cairn_kafka_requests_total{api="Produce",code="NONE"}')
+timed=$(metric_sum 'cairn_kafka_request_duration_seconds_count{api="Produce"}')
+fetched=$(metric_sum 'cairn_kafka_request_duration_seconds_count{api="Fetch"}')
+[ "$produced" -ge 1 ] && [ "$timed" -ge "$produced" ] && [ "$fetched" -ge 1 ] ||
+  fail "Kafka Produce/Fetch not counted: produced $produced, timed $timed, fetched $fetched"
+[ "$(metric_sum cairn_kafka_connections_accepted_total)" -ge 10 ] || fail "Kafka connections not counted"
+echo "metrics: $produced Produce answered without error, $fetched Fetch timed"
 expect 0 timeout 20 kcat -b "$alive" -L -t kt
 out_has "partition 0"
 

@@ -33,6 +33,15 @@ expect 0 "$cli" produce orders -p 0 <"$dir/in"
 expect 0 "$cli" consume orders -o beginning -e
 expect 0 "$cli" consume -g billing orders -n 12
 seq 31 40 | sed 's/^/order-/' | "$cli" produce orders -p 0 >/dev/null
+# and through the Kafka port, on a topic of its own (its request metrics
+# are in the dashboard too)
+command -v kcat >/dev/null || fail "kcat is not installed (deploy/setup.sh)"
+kafka_all="127.0.0.1:$((base + 3)),127.0.0.1:$((base + 13)),127.0.0.1:$((base + 23))"
+expect 0 "$cli" topic create kevents --partitions 1 --replication-factor 3
+seq 1 5 | sed 's/^/event-/' | timeout 60 kcat -b "$kafka_all" -P -t kevents -X acks=all ||
+  fail "kcat produce"
+[ "$(timeout 60 kcat -b "$kafka_all" -C -t kevents -o beginning -e -q | wc -l)" = 5 ] ||
+  fail "kcat read back"
 # What the group committed, as the client protocol's DescribeGroups says.
 eventually 0 "$cli" group describe billing --json
 committed=$("$py" -c 'import json,sys; print(sum(o["committed"] for o in json.load(open(sys.argv[1]))["offsets"] if o["committed"] > 0))' "$dir/out")

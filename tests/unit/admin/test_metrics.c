@@ -87,6 +87,42 @@ static void test_metrics_requests_land_in_their_slots(void **state)
   free(m);
 }
 
+static void test_metrics_kafka_requests_land_in_their_slots(void **state)
+{
+  struct metrics *m = malloc(sizeof *m);
+  metrics_init(m);
+  metrics_kafka_request(m, 0, true, 0, 1500);   /* Produce NONE, 1.5 ms */
+  metrics_kafka_request(m, 0, true, 6, 20);     /* Produce NOT_LEADER_OR_FOLLOWER */
+  metrics_kafka_request(m, 0, false, 99, 30);   /* Produce closed: the code is ignored */
+  metrics_kafka_request(m, 1, true, 0, 500000); /* Fetch, 500 ms (a long poll) */
+  metrics_kafka_request(m, 3, true, -1, 1);     /* Metadata UNKNOWN_SERVER_ERROR */
+  metrics_kafka_request(m, 18, true, 500, 1);   /* a code past the slots */
+  metrics_kafka_request(m, 9999, false, 0, 1);  /* an unknown api key */
+  metrics_kafka_request(m, -5, false, 0, 1);
+  assert_true(m->kafka_requests[0][metrics_kafka_code_slot(true, 0)] == 1);
+  assert_true(m->kafka_requests[0][metrics_kafka_code_slot(true, 6)] == 1);
+  assert_true(m->kafka_requests[0][0] == 1);
+  assert_true(m->kafka_requests[1][metrics_kafka_code_slot(true, 0)] == 1);
+  assert_true(m->kafka_requests[3][1] == 1);
+  assert_true(m->kafka_requests[18][METRICS_KAFKA_CODE_SLOTS - 1] == 1);
+  assert_true(m->kafka_requests[METRICS_KAFKA_API_SLOTS - 1][0] == 2);
+  assert_true(m->kafka_latency[METRICS_LAT_PRODUCE].count == 3);
+  assert_true(m->kafka_latency[METRICS_LAT_FETCH].count == 1);
+  assert_true(metrics_hist_count_le(&m->kafka_latency[METRICS_LAT_PRODUCE], 1024) == 2);
+  assert_true(m->latency[METRICS_LAT_PRODUCE].count == 0); /* the native port's are apart */
+  /* the slots map back to what was counted */
+  bool answered;
+  int code;
+  metrics_kafka_slot_code(0, &answered, &code);
+  assert_false(answered);
+  for (int c = -1; c <= 126; c++) {
+    metrics_kafka_slot_code(metrics_kafka_code_slot(true, c), &answered, &code);
+    assert_true(answered && code == c);
+  }
+  metrics_close(m);
+  free(m);
+}
+
 static bool test_keep_even(uint64_t group_id, void *data)
 {
   return group_id % 2 == 0;
@@ -187,6 +223,7 @@ int main(void)
       cmocka_unit_test(test_metrics_hist_buckets_are_contiguous_and_hold_their_values),
       cmocka_unit_test(test_metrics_hist_counts_at_powers_of_two_are_exact),
       cmocka_unit_test(test_metrics_requests_land_in_their_slots),
+      cmocka_unit_test(test_metrics_kafka_requests_land_in_their_slots),
       cmocka_unit_test(test_metrics_parts_are_found_sorted_and_pruned),
       cmocka_unit_test(test_metrics_lag_follows_the_leaders_samples),
       cmocka_unit_test(test_metrics_marks_list_each_group_once),
