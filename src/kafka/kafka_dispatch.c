@@ -60,6 +60,16 @@ size_t kafka_api_ranges(const struct kafka_api_range **out)
   static struct kafka_api_range ranges[KAFKA_NAPIS];
   for (size_t i = 0; i < KAFKA_NAPIS; i++) {
     ranges[i] = kafka_dispatch_table[i].range;
+    /* Produce is listed from version 0 though only 3 and up are served,
+     * as Apache Kafka 4.0 lists it (KAFKA-18659): librdkafka 2.0.2 (and
+     * the releases around it) compresses with gzip, snappy or lz4 only
+     * when the broker's Produce versions overlap [0, 0], and sends its
+     * batches plain otherwise (its issue #4956).
+     * Clients send the highest version both sides know (7 here); one that
+     * sends 0-2 is answered UNSUPPORTED_VERSION, as by Kafka 4.0. */
+    if (ranges[i].api_key == KAFKA_API_PRODUCE) {
+      ranges[i].min_version = 0;
+    }
   }
   *out = ranges;
   return KAFKA_NAPIS;

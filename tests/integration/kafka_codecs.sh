@@ -3,9 +3,11 @@
 # cluster (docs/kafka.md, "Compression"): kcat produces with -z gzip,
 # snappy, lz4 and zstd, kafka-python with compression_type gzip, snappy
 # (xerial framing), lz4 and zstd, and a raw Produce carries a raw-snappy
-# batch (librdkafka's form; librdkafka 2.0.2 itself sends gzip, snappy and
-# lz4 uncompressed to a broker without Produce v0, see docs/kafka.md); the
-# stored batches hold all four codecs; the partition leader is SIGKILLed;
+# batch (librdkafka's form, built by hand too); the stored batches hold all
+# four codecs, each of kcat's batches the codec it was sent with (librdkafka
+# 2.0.2 compresses gzip, snappy and lz4 only because Produce is listed from
+# version 0, docs/kafka.md), and a Produce v0-v2 is answered
+# UNSUPPORTED_VERSION; the partition leader is SIGKILLed;
 # then kcat, kafka-python and `cairn consume` each read back every
 # acknowledged message exactly once, in order. A gzip, an lz4 and a zstd
 # batch each with a good CRC and garbage records are stored as Kafka
@@ -149,6 +151,34 @@ print("stored (offset, cairn codec):", seen)
 names = {1: "lz4", 2: "zstd", 3: "gzip", 4: "snappy"}
 missing = [names[c] for c in names if c not in {c for _, c in seen}]
 assert not missing, "no stored batch with codec " + ", ".join(missing)
+# kcat sent offsets 0-59 with gzip, 60-119 snappy, 120-179 lz4, 180-239 zstd
+for first, codec in ((0, 3), (60, 4), (120, 1), (180, 2)):
+    got = {c for off, c in seen if first <= off < first + 60}
+    assert got == {codec}, "kcat's %s batches at %d-%d stored with codecs %s" % (
+        names[codec], first, first + 59, sorted(got))
+print("kcat's gzip, snappy, lz4 and zstd batches stored compressed, as sent")
+PY
+
+step "Produce is listed from version 0 (as Kafka 4.0 lists it) but v0-v2 are refused"
+$py - "$k1" <<'PY' || fail "Produce versions"
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=10)
+def call(key, ver, corr, body=b""):
+    b = struct.pack(">hhih", key, ver, corr, 1) + b"c" + body
+    s.sendall(struct.pack(">i", len(b)) + b)
+    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    return s.recv(size, socket.MSG_WAITALL)
+r = call(18, 0, 1)  # ApiVersions v0: error, [api_key, min, max]
+err, n = struct.unpack_from(">hi", r, 4)
+apis = {k: (lo, hi) for k, lo, hi in (struct.unpack_from(">hhh", r, 10 + 6 * i) for i in range(n))}
+assert err == 0 and apis[0] == (0, 7), apis.get(0)
+for v in (0, 1, 2):  # acks -1, timeout, no topics: refused before the body is read
+    r = call(0, v, 10 + v, struct.pack(">hii", -1, 1000, 0))
+    assert struct.unpack(">ih", r[:6]) == (10 + v, 35), (v, r[:6])
+r = call(18, 0, 20)  # the conn is still served
+assert struct.unpack(">ih", r[:6]) == (20, 0)
+print("Produce listed 0-7, v0-v2 answered UNSUPPORTED_VERSION")
 PY
 
 step "SIGKILL the leader of kc/0; every acknowledged message is still there"
