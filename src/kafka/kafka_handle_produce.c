@@ -6,14 +6,19 @@
  * acks: -1 and 1 both answer only once committed on a majority (Cairn
  * never acknowledges an uncommitted write); 0 answers nothing, but the
  * Kafka request is finished only when the native one is, so the conn's
- * in-flight bounds still hold the bytes. A partition whose batches fail
+ * in-flight bounds still hold the bytes, and when any partition failed
+ * the connection is closed instead, as Kafka does: the producer then
+ * refreshes its metadata rather than sending on to a node that is no
+ * longer the leader. A partition whose batches fail
  * conversion (CORRUPT_MESSAGE) is left out of the native request: nothing
  * of it is appended. Every Kafka codec is accepted and stored as sent. */
 #include "kafka/kafka_handlers.h"
 
 #include "common/err.h"
+#include "common/log.h"
 #include "kafka/kafka_batch.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +116,60 @@ static void kafka_produce_convert(struct kafka_produce_op *op, struct kafka_prod
   op->payload_len = out;
 }
 
+/* The Kafka error of partition pp in the native answer r (NULL: the
+ * request failed as a whole with all_err), with its base offset and log
+ * start offset (-1 when unknown). */
+static int16_t kafka_produce_part_err(const struct kafka_produce_part *pp,
+                                      const Cairn__Client__ProduceResponse *r, int16_t all_err,
+                                      int64_t *base, int64_t *log_start)
+{
+  *base = -1;
+  *log_start = -1;
+  if (pp->err != KAFKA_ERR_NONE) {
+    return pp->err;
+  }
+  const Cairn__Client__ProducePartitionResult *res =
+      r != NULL && pp->native >= 0 && (size_t)pp->native < r->n_partitions
+          ? r->partitions[pp->native]
+          : NULL;
+  if (res == NULL) {
+    return all_err != KAFKA_ERR_NONE ? all_err : KAFKA_ERR_UNKNOWN_SERVER;
+  }
+  int16_t err = kafka_err_from_wire(res->error != NULL ? res->error->code : 0);
+  *base = err == KAFKA_ERR_NONE ? res->base_offset : -1;
+  *log_start = res->log_start_offset;
+  return err;
+}
+
+/* The first partition error of the request (KAFKA_ERR_NONE: none). */
+static int16_t kafka_produce_first_err(const struct kafka_produce_op *op,
+                                       const Cairn__Client__ProduceResponse *r, int16_t all_err)
+{
+  for (size_t i = 0; i < op->nparts; i++) {
+    int64_t base, log_start;
+    int16_t err = kafka_produce_part_err(&op->parts[i], r, all_err, &base, &log_start);
+    if (err != KAFKA_ERR_NONE) {
+      return err;
+    }
+  }
+  return KAFKA_ERR_NONE;
+}
+
+/* acks 0: nothing is answered; an error closes the connection (above). */
+static void kafka_produce_finish_acks0(struct kafka_req *kr,
+                                       const Cairn__Client__ProduceResponse *r, int16_t all_err)
+{
+  int16_t err = kafka_produce_first_err(kr->op, r, all_err);
+  if (err == KAFKA_ERR_NONE) {
+    kafka_req_finish_silent(kr);
+    return;
+  }
+  struct conn *c = kr->req->c;
+  log_debug("kafka", "conn %" PRIu64 " %s: Produce with acks 0 failed (error %d): closing", c->id,
+            c->peer, err);
+  kafka_req_close(kr);
+}
+
 static void kafka_produce_answer(struct kafka_req *kr, const Cairn__Client__ProduceResponse *r,
                                  int16_t all_err)
 {
@@ -128,21 +187,8 @@ static void kafka_produce_answer(struct kafka_req *kr, const Cairn__Client__Prod
     kafka_put_array_len(&b, (int32_t)(i - first));
     for (size_t k = first; k < i; k++) {
       const struct kafka_produce_part *pp = &op->parts[k];
-      int16_t err = pp->err;
-      int64_t base = -1, log_start = -1;
-      if (err == KAFKA_ERR_NONE) {
-        const Cairn__Client__ProducePartitionResult *res =
-            r != NULL && pp->native >= 0 && (size_t)pp->native < r->n_partitions
-                ? r->partitions[pp->native]
-                : NULL;
-        if (res == NULL) {
-          err = all_err != KAFKA_ERR_NONE ? all_err : KAFKA_ERR_UNKNOWN_SERVER;
-        } else {
-          err = kafka_err_from_wire(res->error != NULL ? res->error->code : 0);
-          base = err == KAFKA_ERR_NONE ? res->base_offset : -1;
-          log_start = res->log_start_offset;
-        }
-      }
+      int64_t base, log_start;
+      int16_t err = kafka_produce_part_err(pp, r, all_err, &base, &log_start);
       kafka_put_i32(&b, pp->index);
       kafka_put_err(&b, err);
       kafka_put_i64(&b, base);
@@ -162,10 +208,6 @@ static void kafka_produce_on_answer(struct kafka_req *kr, const Cairn__Client__E
   (void)parts;
   (void)nparts;
   struct kafka_produce_op *op = kr->op;
-  if (op->acks == 0) {
-    kafka_req_finish_silent(kr);
-    return;
-  }
   const Cairn__Client__ProduceResponse *r =
       env != NULL && env->body_case == CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP
           ? env->produce_resp
@@ -174,7 +216,13 @@ static void kafka_produce_on_answer(struct kafka_req *kr, const Cairn__Client__E
   if (code == 0 && r != NULL && r->error != NULL && r->error->code != 0) {
     code = r->error->code; /* the request as a whole was refused */
   }
-  kafka_produce_answer(kr, code == 0 ? r : NULL, code == 0 ? 0 : kafka_err_from_wire(code));
+  const Cairn__Client__ProduceResponse *ok = code == 0 ? r : NULL;
+  int16_t all_err = code == 0 ? KAFKA_ERR_NONE : kafka_err_from_wire(code);
+  if (op->acks == 0) {
+    kafka_produce_finish_acks0(kr, ok, all_err);
+    return;
+  }
+  kafka_produce_answer(kr, ok, all_err);
 }
 
 /* Reads the request into op; returns false when it does not parse. */
@@ -254,7 +302,7 @@ void kafka_handle_produce(struct kafka_req *kr)
   }
   if (nsend == 0) {
     if (op->acks == 0) {
-      kafka_req_finish_silent(kr);
+      kafka_produce_finish_acks0(kr, NULL, KAFKA_ERR_NONE);
     } else {
       kafka_produce_answer(kr, NULL, KAFKA_ERR_NONE);
     }

@@ -117,6 +117,52 @@ step "kcat produces 50 keyed messages with acks=all and reads them back in order
 produce 0 49
 check_all 50
 
+step "acks=0: the leader stores without answering; a node that is not the leader closes the connection"
+# As Kafka does: with no answer to carry the error, the closed connection
+# is what makes the producer refresh its metadata.
+expect 0 "$cli" topic create kz --partitions 1 --replication-factor 3
+zl=""
+for _ in $(seq 1 100); do
+  zl=$(kcat -b "$all" -L -t kz 2>/dev/null | sed -n 's/.*partition 0, leader \([1-3]\),.*/\1/p' | head -1)
+  [ -n "$zl" ] && break
+  sleep 0.2
+done
+[ -n "$zl" ] || fail "no leader of kz/0"
+$py - "$all" "$zl" <<'PY' || fail "acks=0"
+import socket, struct, sys, time
+from kafka.record import default_records
+addrs, leader = sys.argv[1].split(","), int(sys.argv[2])
+def conn(node):
+    host, port = addrs[node - 1].rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+def frame(key, ver, corr, body):
+    b = struct.pack(">hhih", key, ver, corr, 1) + b"c" + body
+    return struct.pack(">i", len(b)) + b
+def produce_acks0(value, corr):
+    b = default_records.DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    b.append(0, int(time.time() * 1000), b"z", value, [])
+    batch = bytes(b.build())
+    body = struct.pack(">hhii", -1, 0, 1000, 1) + struct.pack(">h", 2) + b"kz"
+    body += struct.pack(">iii", 1, 0, len(batch)) + batch
+    return frame(0, 3, corr, body)
+other = [n for n in (1, 2, 3) if n != leader][0]
+s = conn(other)
+s.sendall(produce_acks0(b"to-a-follower", 5))
+try:
+    closed = s.recv(1) == b""
+except ConnectionResetError:
+    closed = True
+assert closed, "node %d (not the leader) answered or kept an acks=0 Produce's conn" % other
+s = conn(leader)
+s.sendall(produce_acks0(b"to-the-leader", 6) + frame(18, 0, 7, b""))
+size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+corr, err = struct.unpack(">ih", s.recv(size, socket.MSG_WAITALL)[:6])
+assert (corr, err) == (7, 0), "after an acks=0 Produce the leader answered corr %d" % corr
+print("acks=0: node %d closed the conn, leader %d stored without an answer" % (other, leader))
+PY
+[ "$(timeout 60 kcat -b "$all" -C -t kz -e -o beginning -q -f '%s\n')" = "to-the-leader" ] ||
+  fail "kz/0 does not hold exactly the leader's acks=0 message"
+
 step "SIGKILL the leader of partition 0 between produce and consume"
 leader=$(sed -n 's/.*partition 0, leader \([0-9]\),.*/\1/p' "$dir/md" | head -1)
 kcat -b "$k1" -L -t kt >"$dir/md" 2>&1 || true
