@@ -346,6 +346,12 @@ bool rgroup_coal_heard_from(const struct rgroup *rg, uint64_t follower_id, uint6
 static void rgroup_coal_vouch_leader(struct rgroup *rg, uint64_t now)
 {
   struct raft *r = &rg->raft;
+  /* What rgroup_coal_heard_from checks first, once per group rather than
+   * per server: two thirds of a node's groups are followers, and at
+   * 10,000 groups this walk was 14 % of an idle node's samples. */
+  if (!rg->coal_quiet || r->state != RAFT_LEADER) {
+    return;
+  }
   for (unsigned i = 0; i < r->configuration.n; i++) {
     uint64_t id = r->configuration.servers[i].id;
     if (id != r->id && rgroup_coal_heard_from(rg, id, now)) {
