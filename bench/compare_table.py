@@ -12,10 +12,12 @@ Inputs (one file per system and workload; a missing file is a blank cell):
                                        cairn-bench / cairn-nats-bench --json
   {redis_aof,redis_mem}.{produce100,produce1k,read100,read1k}.csv
                                        redis-benchmark --csv
-  {kafka3n,kafka3k}.{produce100,produce1k,read100,read1k}[.cpu].json
+  {kafka3n,kafka3k}.{produce100,produce1k,read100,read1k}[.2][.cpu].json
                                        the kafka stage: cairn-bench (native) and
                                        cairn-kafka-bench (Kafka port) on one
-                                       cluster; .cpu.json: the nodes' CPU seconds
+                                       cluster, each run twice (.2: the second
+                                       round; the better run of each counts);
+                                       .cpu.json: the nodes' CPU seconds
   kafka3kd.{read100,read1k}[.cpu].json the same read-backs with librdkafka's
                                        consumer defaults (the tuning's baseline)
   {scale,scale_base}.{produce_many,produce_ten}.json   cairn-bench --json
@@ -82,6 +84,20 @@ def load_redis_rps(path):
     return None
 
 
+def load_best(d, s, w, section):
+    """The better ok run of system s's workload w: S.W.json and, when the
+    stage ran it again, S.W.2.json (the kafka stage alternates each
+    workload twice), by section's msgs_per_s; returns (json, path stem)
+    or (None, None)."""
+    best, stem = None, None
+    for sfx in ("", ".2"):
+        p = os.path.join(d, "%s.%s%s" % (s, w, sfx))
+        j = load_json(p + ".json")
+        if j and j.get("ok") and (best is None or j[section]["msgs_per_s"] > best[section]["msgs_per_s"]):
+            best, stem = j, p
+    return best, stem
+
+
 def collect(d):
     """Returns {(system, metric): value}; metrics: msgs_100, mb_1k,
     lat_p50, lat_p99, lat_p999, read_msgs_100, read_mb_1k, and limits."""
@@ -101,12 +117,12 @@ def collect(d):
             if rps is not None:
                 v[(s, "read_mb_1k")] = rps * REDIS_PAGE * 1024 / 1e6
             continue
-        j = load_json(os.path.join(d, s + ".produce100.json"))
-        if j and j.get("ok"):
+        j, _ = load_best(d, s, "produce100", "produce")
+        if j:
             v[(s, "msgs_100")] = j["produce"]["msgs_per_s"]
             v[(s, "mb_100")] = j["produce"]["mb_per_s"]
-        j = load_json(os.path.join(d, s + ".produce1k.json"))
-        if j and j.get("ok"):
+        j, _ = load_best(d, s, "produce1k", "produce")
+        if j:
             v[(s, "mb_1k")] = j["produce"]["mb_per_s"]
             v[(s, "msgs_1k")] = j["produce"]["msgs_per_s"]
         j = load_json(os.path.join(d, s + ".latency.json"))
@@ -121,17 +137,17 @@ def collect(d):
             v[(s, "loaded_msgs")] = j["produce"]["msgs_per_s"]
             v[(s, "loaded_p50")] = j["ack_latency"]["p50_us"]
             v[(s, "loaded_p99")] = j["ack_latency"]["p99_us"]
-        j = load_json(os.path.join(d, s + ".read100.json"))
-        if j and j.get("ok"):
+        j, _ = load_best(d, s, "read100", "consume")
+        if j:
             v[(s, "read_msgs_100")] = j["consume"]["msgs_per_s"]
-        j = load_json(os.path.join(d, s + ".read1k.json"))
-        if j and j.get("ok"):
+        j, _ = load_best(d, s, "read1k", "consume")
+        if j:
             v[(s, "read_mb_1k")] = j["consume"]["mb_per_s"]
     for s in ("kafka3n", "kafka3k"):
         for w, size in (("produce100", 100), ("produce1k", 1024)):
-            j = load_json(os.path.join(d, "%s.%s.json" % (s, w)))
-            c = load_json(os.path.join(d, "%s.%s.cpu.json" % (s, w)))
-            if j and j.get("ok") and c and j["produce"]["messages"]:
+            j, stem = load_best(d, s, w, "produce")  # the CPU of the run the table shows
+            c = load_json(stem + ".cpu.json") if stem else None
+            if j and c and j["produce"]["messages"]:
                 mb = j["produce"]["messages"] * size / 1e6
                 v[(s, "cpu_per_mb_" + w[7:])] = c["cpu_seconds"] / mb
     for s in ("cairn3", "nats3"):
@@ -478,10 +494,13 @@ def self_test(fixtures):
     assert "| read-back 1 KiB, MB/s | 1,000 | 400 | 0.40× |" in t, t
     # The Kafka port beside native, same cluster: CPU s per MB from the
     # .cpu.json files (2.0 s over 200,000 x 100 B = 20 MB: 0.1 s/MB).
-    assert "| produce 100 B, msg/s | 200,000 | 190,000 | 0.95× |" in t, t
-    assert "| node CPU s per produced MB, 100 B | 0.10 | 0.13 | 1.30× |" in t, t
-    assert "| Kafka port produce 100 B ≥ 0.9× native msg/s | 0.95× | yes |" in t, t
-    assert "| Kafka port node CPU per produced MB (100 B) ≤ 1.2× native | 1.30× | **no** |" in t, t
+    # Each side's better of two rounds counts, with that run's CPU: the
+    # Kafka port's second round (196,000 msg/s, 2.36 s) beats its first
+    # (190,000, 2.60 s); the native second round (150,000) is ignored.
+    assert "| produce 100 B, msg/s | 200,000 | 196,000 | 0.98× |" in t, t
+    assert "| node CPU s per produced MB, 100 B | 0.10 | 0.12 | 1.18× |" in t, t
+    assert "| Kafka port produce 100 B ≥ 0.9× native msg/s | 0.98× | yes |" in t, t
+    assert "| Kafka port node CPU per produced MB (100 B) ≤ 1.2× native | 1.18× | yes |" in t, t
     # The scale stage's own figures, this build beside a baseline build.
     assert "| create until every partition leads and takes a produce, s | 30.0 | 12.5 |" in t, t
     assert "| RSS per replica, KiB (busiest node) | 40.0 | 7.50 |" in t, t
