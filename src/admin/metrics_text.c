@@ -80,8 +80,8 @@ static void metrics_text_latency(struct admin_buf *b, const char *name, const ch
                      name, api, le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
   }
   admin_buf_printf(b, "%s_bucket{api=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, api, h->count);
-  admin_buf_printf(b, "%s_sum{api=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, api,
-                   h->sum / 1000000, h->sum % 1000000);
+  admin_buf_printf(b, "%s_sum{api=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, api, h->sum / 1000000,
+                   h->sum % 1000000);
   admin_buf_printf(b, "%s_count{api=\"%s\"} %" PRIu64 "\n", name, api, h->count);
 }
 
@@ -113,8 +113,8 @@ static void metrics_text_kafka_requests(struct node *n, struct admin_buf *b)
         snprintf(cn, sizeof cn, "%d", code);
         cname = cn;
       }
-      admin_buf_printf(b, "cairn_kafka_requests_total{api=\"%s\",code=\"%s\"} %" PRIu64 "\n",
-                       aname, cname, m->kafka_requests[api][slot]);
+      admin_buf_printf(b, "cairn_kafka_requests_total{api=\"%s\",code=\"%s\"} %" PRIu64 "\n", aname,
+                       cname, m->kafka_requests[api][slot]);
     }
   }
   metrics_text_family(b, "cairn_kafka_request_duration_seconds", "histogram",
