@@ -723,8 +723,10 @@ int main(int argc, char **argv)
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  /* Some checks read the nodes' info lines (leadership moves, catch-up). */
-  setenv("CAIRN_LOG_LEVEL", "info", 1);
+  /* Some checks read the nodes' info lines (leadership moves, catch-up);
+   * CAIRN_TEST_DRIVER_LOG=debug gives the drivers more, to chase a flake. */
+  const char *driver_log = getenv("CAIRN_TEST_DRIVER_LOG");
+  setenv("CAIRN_LOG_LEVEL", driver_log != NULL ? driver_log : "info", 1);
   if (getenv("CAIRN_TEST_FILTER") != NULL) {
     cmocka_set_test_filter(getenv("CAIRN_TEST_FILTER"));
   }
