@@ -138,8 +138,8 @@ void metrics_request(struct metrics *m, unsigned api, unsigned code, uint64_t by
 /* One request of the Kafka port finished: api_key as the client sent it,
  * answered false when the connection was closed instead of an answer
  * (code is then ignored), else code the first non-zero Kafka error code
- * the answer carries (0 when none; a Produce with acks 0 counts as
- * answered with 0). latency_us is observed for Produce and Fetch. */
+ * the answer carries (0 when none; a Produce with acks 0 that succeeded
+ * counts as answered with 0, a failed one as closed). latency_us is observed for Produce and Fetch. */
 void metrics_kafka_request(struct metrics *m, int api_key, bool answered, int code,
                            uint64_t latency_us);
 
