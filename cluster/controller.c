@@ -140,6 +140,10 @@ static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struc
       return ctl->io_send(io, req, &copy, cb);
     }
   }
+  struct raft_message clamped; /* encoded during the call */
+  if (raftfix_clamp(&ctl->clamp, m, &clamped)) {
+    return ctl->io_send(io, req, &clamped, cb);
+  }
   return ctl->io_send(io, req, m, cb);
 }
 
@@ -171,7 +175,16 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
              (unsigned long long)ctl->self_id, (unsigned long long)m->server_id,
              (unsigned long long)m->request_vote.term);
   }
+  if (raftfix_below_snapshot(&ctl->raft, m)) {
+    log_info("ctl",
+             "metadata replica %llu: AppendEntries from %llu starts below its snapshot "
+             "(%llu): answered as a heartbeat at the snapshot",
+             (unsigned long long)ctl->self_id, (unsigned long long)m->server_id,
+             (unsigned long long)ctl->raft.log.snapshot.last_index);
+  }
+  raftfix_clamp_begin(&ctl->clamp, m);
   ctl->raft_recv(io, m);
+  raftfix_clamp_end(&ctl->clamp);
 }
 
 static void ctl_io_tick(struct raft_io *io)

@@ -82,6 +82,7 @@
 #include "cluster/catchup.h"
 #include "cluster/fetch_serve.h"
 #include "cluster/producer_state.h"
+#include "cluster/raftfix.h"
 #include "cluster/raftmux.h"
 #include "cluster/riow_mux.h"
 #include "cluster/riow_uv.h"
@@ -327,10 +328,9 @@ struct rgroup {
   uint64_t barriers;        /* barriers appended at the start of a term */
   uint64_t results_held;    /* AppendEntries results dropped until the term's
                                first entry was durable (rgroup_raft_io_recv) */
-  bool ae_receiving;        /* inside raft's handling of an AppendEntries */
-  raft_index ae_end;        /* its prev_log_index + n_entries: what it verified */
-  uint64_t results_clamped; /* answers cut back to ae_end (rgroup_raft_io_send) */
+  struct raftfix_clamp clamp;     /* answers cut back to what was verified (raftfix.h) */
   uint64_t second_votes_withheld; /* RequestVotes kept from raft: rgroup_elect_second_vote */
+  uint64_t below_snapshot;        /* AppendEntries rewritten: raftfix_below_snapshot */
   uint64_t second_leaders; /* messages of a leader of its own term, dropped: ..._same_term_leader */
   struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */
   /* a prompt election after the leader's node was seen gone (rgroup_elect.c) */

@@ -22,7 +22,7 @@
  * may already hold, followed by a tail of an older term; raft 0.15 would
  * answer it with last_stored, counting that tail, but such answers (sent
  * from inside the receive callback) are cut back to prev_log_index +
- * n_entries by rgroup_raft_send_clamped; an answer after a write ends at
+ * n_entries by raftfix_clamp; an answer after a write ends at
  * the message's end anyway (raft replaced the tail from the first entry
  * that differed).
  *

@@ -221,29 +221,6 @@ static int rgroup_raft_refuse(struct rgroup *rg)
   return RAFT_IOERR;
 }
 
-/* raft 0.15 answers an AppendEntries it has nothing to write for (an empty
- * one, or entries it already holds) at once, inside the receive callback,
- * with last_log_index = last_stored (recvAppendEntries). That counts a
- * tail this replica kept from an older term beyond what the message
- * verified, and the leader takes it as a match: it then committed its own
- * entry at that index on a count that included this replica, which held
- * another entry there, and an acknowledged produce was lost after the next
- * crash of every replica (the simulation's crash engine, seed 13488 with
- * --fault-ms 20000; docs/raft-0.15.md). Such an answer is cut back to what
- * the message verified, prev_log_index + n_entries. An answer after a
- * write needs nothing: raft writes from the first entry that differs,
- * which drops any older tail. The message is encoded during the send call
- * (raft_uv), so a copy on the stack will do. */
-static int rgroup_raft_send_clamped(struct raft_io *io, struct raft_io_send *req,
-                                    const struct raft_message *message, raft_io_send_cb cb)
-{
-  struct rgroup *rg = rgroup_raft_of(io);
-  struct raft_message copy = *message;
-  copy.append_entries_result.last_log_index = rg->ae_end;
-  rg->results_clamped++;
-  return rg->io_ops.send(io, req, &copy, cb);
-}
-
 /* Bounds what one AppendEntries carries (rgroup_cap.h). raft_uv encodes
  * the message before its send returns, so a changed copy on the stack is
  * enough; raft's request still holds every entry it acquired and releases
@@ -296,10 +273,9 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
       rg->term_appended != r->current_term) {
     rgroup_raft_want_barrier(rg); /* raft 0.15 sends heartbeats at conversion */
   }
-  if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT && rg->ae_receiving &&
-      message->append_entries_result.rejected == 0 &&
-      message->append_entries_result.last_log_index > rg->ae_end) {
-    return rgroup_raft_send_clamped(io, req, message, cb);
+  struct raft_message clamped; /* encoded during the send call: the stack will do */
+  if (raftfix_clamp(&rg->clamp, message, &clamped)) {
+    return rg->io_ops.send(io, req, &clamped, cb);
   }
   if (message->type == RAFT_IO_TIMEOUT_NOW && r->transfer != NULL && req == &r->transfer->send &&
       cb == NULL) {
@@ -406,15 +382,7 @@ static int rgroup_raft_io_truncate(struct raft_io *io, raft_index index)
 void rgroup_raft_discard(struct raft_message *message)
 {
   if (message->type == RAFT_IO_APPEND_ENTRIES) {
-    struct raft_append_entries *ae = &message->append_entries;
-    void *freed = NULL;
-    for (unsigned i = 0; i < ae->n_entries; i++) {
-      if (ae->entries[i].batch != NULL && ae->entries[i].batch != freed) {
-        freed = ae->entries[i].batch;
-        raft_free(freed);
-      }
-    }
-    raft_free(ae->entries);
+    raftfix_discard_entries(&message->append_entries);
   } else if (message->type == RAFT_IO_INSTALL_SNAPSHOT) {
     raft_configuration_close(&message->install_snapshot.conf);
     raft_free(message->install_snapshot.data.base);
@@ -539,13 +507,18 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
     rgroup_cap_on_result(&rg->cap, r, message->server_id, &message->append_entries_result);
   }
-  if (message->type == RAFT_IO_APPEND_ENTRIES) {
-    /* read before raft takes the entries; see rgroup_raft_send_clamped */
-    rg->ae_end = message->append_entries.prev_log_index + message->append_entries.n_entries;
-    rg->ae_receiving = true;
+  if (raftfix_below_snapshot(r, message)) {
+    rg->below_snapshot++;
+    log_info("rgroup",
+             "group %llu: replica %llu: AppendEntries from %llu starts below its snapshot "
+             "(%llu): answered as a heartbeat at the snapshot",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)message->server_id,
+             (unsigned long long)r->log.snapshot.last_index);
   }
+  raftfix_clamp_begin(&rg->clamp, message);
   rg->io_ops.recv(io, message);
-  rg->ae_receiving = false;
+  raftfix_clamp_end(&rg->clamp);
   rgroup_pace_on_result(rg, message);
   if (r->state == RAFT_LEADER && rg->term_appended != r->current_term) {
     rgroup_raft_want_barrier(rg); /* became leader on this message (a vote) */

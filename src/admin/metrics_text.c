@@ -215,7 +215,7 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
 struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
-  uint64_t second_votes_withheld, second_leaders, compactions;
+  uint64_t second_votes_withheld, second_leaders, compactions, below_snapshot;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces, coalesced, raft_sent;
 };
@@ -238,6 +238,7 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->prompt_elections += rg->elections_prompted;
     s->second_votes_withheld += rg->second_votes_withheld;
     s->second_leaders += rg->second_leaders;
+    s->below_snapshot += rg->below_snapshot;
     s->compactions += rg->compactions;
     s->catchup_in += rg->catchup.fetched_bytes;
     s->catchup_out += rg->fetch.served_bytes;
@@ -365,6 +366,11 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "AppendEntries or InstallSnapshots of a hosted leader's own term from "
                       "another replica, dropped (never expected: two leaders of one term).");
   admin_buf_printf(b, "cairn_raft_same_term_leaders_total %" PRIu64 "\n", s.second_leaders);
+  metrics_text_family(b, "cairn_raft_below_snapshot_total", "counter",
+                      "AppendEntries hosted followers took as a heartbeat at their snapshot: "
+                      "the leader probed below it (docs/replication.md, \"Raft 0.15 weak "
+                      "spots\").");
+  admin_buf_printf(b, "cairn_raft_below_snapshot_total %" PRIu64 "\n", s.below_snapshot);
   metrics_text_family(b, "cairn_raft_quiet_compactions_total", "counter",
                       "Barriers hosted leaders proposed to compact a quiet group's Raft log to "
                       "one entry (docs/replication.md, \"Quiet groups compact their log\").");

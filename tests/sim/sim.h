@@ -17,6 +17,7 @@
 #define CAIRN_SIM_H
 
 #include "cluster/producer_state.h"
+#include "cluster/rgroup.h"
 #include "cluster/rgroup_apply.h"
 #include "storage/store.h"
 
@@ -215,9 +216,7 @@ struct sim_replica {
   int (*io_send)(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
                  raft_io_send_cb cb);
   int (*io_random)(struct raft_io *io, int min, int max); /* the io engine's sim_io_random */
-  bool receiving;
-  raft_index receiving_end;
-  uint64_t results_clamped;
+  struct raftfix_clamp clamp;                             /* raftfix_clamp, as every node's group */
   /* The disk: raft_uv writes appends one after the other, so they complete
    * in the order they were asked. The fixture completes each at its own
    * "now + latency", which reorders them when the latency drops; raft 0.15

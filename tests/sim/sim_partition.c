@@ -562,7 +562,7 @@ static void sim_teardown(struct sim *s, struct sim_driver *d)
   for (unsigned i = 0; i < s->n; i++) {
     s->stats.crashes += s->reps[i].crashes;
     s->stats.store_cut_batches += s->reps[i].store_cut_batches;
-    s->stats.results_clamped += s->reps[i].results_clamped;
+    s->stats.results_clamped += s->reps[i].clamp.clamped;
     s->stats.torn_entries += s->reps[i].sio.torn_entries;
     s->stats.torn_cut += s->reps[i].sio.torn_cut;
     s->stats.torn_dropped += s->reps[i].sio.torn_dropped;

@@ -371,10 +371,9 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
   if (!rep->sim->opts.no_clamp_results && m->type == RAFT_IO_APPEND_ENTRIES) {
     /* Answered inside this call when nothing is to be written (see
      * sim_replica_io_send); the end is read before raft takes the entries. */
-    rep->receiving_end = m->append_entries.prev_log_index + m->append_entries.n_entries;
-    rep->receiving = true;
+    raftfix_clamp_begin(&rep->clamp, m);
     rep->raft_recv(io, m);
-    rep->receiving = false;
+    raftfix_clamp_end(&rep->clamp);
     return;
   }
   if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
@@ -396,7 +395,7 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
   rep->raft_recv(io, m);
 }
 
-/* What rgroup_raft_send_clamped does on a node (cluster/rgroup_raft.c), the
+/* What raftfix_clamp does on a node (cluster/rgroup.h), the
  * fix for seed 13488 (docs/fault-tolerance.md; --no-clamp-results leaves it
  * out):
  * raft 0.15 answers an AppendEntries it needs to write nothing for (an
@@ -416,17 +415,13 @@ static int sim_replica_io_send(struct raft_io *io, struct raft_io_send *req,
       return rep->io_send(io, req, &answer, cb);
     }
   }
-  if (!rep->receiving || m->type != RAFT_IO_APPEND_ENTRIES_RESULT ||
-      m->append_entries_result.rejected != 0 ||
-      m->append_entries_result.last_log_index <= rep->receiving_end) {
+  struct raft_message copy; /* sim_io copies it again: nothing of it is kept */
+  if (!raftfix_clamp(&rep->clamp, m, &copy)) {
     return rep->io_send(io, req, m, cb);
   }
-  struct raft_message copy = *m; /* sim_io copies it again: nothing of it is kept */
   sim_trace(rep->sim, "clamp r%u result last=%llu to %llu", rep->index,
-            (unsigned long long)copy.append_entries_result.last_log_index,
-            (unsigned long long)rep->receiving_end);
-  copy.append_entries_result.last_log_index = rep->receiving_end;
-  rep->results_clamped++;
+            (unsigned long long)m->append_entries_result.last_log_index,
+            (unsigned long long)copy.append_entries_result.last_log_index);
   return rep->io_send(io, req, &copy, cb);
 }
 

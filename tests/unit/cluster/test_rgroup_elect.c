@@ -6,6 +6,7 @@
  * grants replica 2 a second vote in term 3 (electionVote's is_transferee).
  * That is the message the rule keeps from raft. */
 #include "cluster/rgroup.h"
+#include "raft_rec.h"
 
 #include <raft.h>
 #include <setjmp.h>
@@ -92,144 +93,16 @@ static void test_same_term_leader_rule(void **state)
   assert_false(rgroup_elect_same_term_leader(&r, &m));
 }
 
-/* ---- raft 0.15 over a recording raft_io ---- */
-
-#define MAX_SENT 32
-
-struct rec_io {
-  struct raft_io io;
-  raft_io_tick_cb tick;
-  raft_io_recv_cb recv;
-  raft_time now;
-  raft_term term;
-  raft_id vote;
-  struct raft_io_send *reqs[MAX_SENT];
-  raft_io_send_cb cbs[MAX_SENT];
-  struct raft_message sent[MAX_SENT];
-  unsigned nsent;
-};
-
-static int rec_init(struct raft_io *io, raft_id id, const char *address)
-{
-  (void)io, (void)id, (void)address;
-  return 0;
-}
-
-/* Term 1, no vote, one entry: the configuration of voters 1, 2 and 3. */
-static int rec_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
-                    struct raft_snapshot **snapshot, raft_index *start_index,
-                    struct raft_entry **entries, size_t *n_entries)
-{
-  struct rec_io *ri = io->impl;
-  struct raft_configuration conf;
-  raft_configuration_init(&conf);
-  for (raft_id id = 1; id <= 3; id++) {
-    assert_int_equal(raft_configuration_add(&conf, id,
-                                            id == 1   ? "1"
-                                            : id == 2 ? "2"
-                                                      : "3",
-                                            RAFT_VOTER),
-                     0);
-  }
-  struct raft_entry *e = raft_calloc(1, sizeof *e);
-  assert_non_null(e);
-  e->term = 1;
-  e->type = RAFT_CHANGE;
-  assert_int_equal(raft_configuration_encode(&conf, &e->buf), 0);
-  e->batch = e->buf.base;
-  raft_configuration_close(&conf);
-  ri->term = 1;
-  *term = 1;
-  *voted_for = 0;
-  *snapshot = NULL;
-  *start_index = 1;
-  *entries = e;
-  *n_entries = 1;
-  return 0;
-}
-
-static int rec_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv)
-{
-  (void)msecs;
-  struct rec_io *ri = io->impl;
-  ri->tick = tick;
-  ri->recv = recv;
-  return 0;
-}
-
-static int rec_set_term(struct raft_io *io, raft_term term)
-{
-  struct rec_io *ri = io->impl;
-  ri->term = term;
-  ri->vote = 0;
-  return 0;
-}
-
-static int rec_set_vote(struct raft_io *io, raft_id id)
-{
-  struct rec_io *ri = io->impl;
-  ri->vote = id;
-  return 0;
-}
-
-static int rec_send(struct raft_io *io, struct raft_io_send *req, const struct raft_message *m,
-                    raft_io_send_cb cb)
-{
-  struct rec_io *ri = io->impl;
-  assert_true(ri->nsent < MAX_SENT);
-  ri->reqs[ri->nsent] = req;
-  ri->cbs[ri->nsent] = cb;
-  ri->sent[ri->nsent] = *m; /* the fields read here hold no pointers */
-  ri->nsent++;
-  return 0;
-}
-
-static raft_time rec_time(struct raft_io *io)
-{
-  return ((struct rec_io *)io->impl)->now;
-}
-
-static int rec_random(struct raft_io *io, int min, int max)
-{
-  (void)io, (void)max;
-  return min;
-}
-
-static void rec_close(struct raft_io *io, raft_io_close_cb cb)
-{
-  if (cb != NULL) {
-    cb(io);
-  }
-}
-
-/* Every send done (outside raft's calls, as an I/O backend would). */
-static void rec_flush(struct rec_io *ri)
-{
-  for (unsigned i = 0; i < ri->nsent; i++) {
-    if (ri->cbs[i] != NULL) {
-      ri->cbs[i](ri->reqs[i], 0);
-    }
-    ri->cbs[i] = NULL;
-  }
-}
+/* ---- raft 0.15 over a recording raft_io (raft_rec.h) ---- */
 
 /* The last RequestVote result raft sent to id: its vote_granted. */
-static bool rec_granted(const struct rec_io *ri, raft_id to)
+static bool rec_granted(const struct raft_rec *ri, raft_id to)
 {
-  for (unsigned i = ri->nsent; i-- > 0;) {
-    if (ri->sent[i].type == RAFT_IO_REQUEST_VOTE_RESULT && ri->sent[i].server_id == to) {
-      return ri->sent[i].request_vote_result.vote_granted;
-    }
+  const struct raft_message *m = raft_rec_last(ri, RAFT_IO_REQUEST_VOTE_RESULT, to);
+  if (m == NULL) {
+    fail_msg("no RequestVote result sent to %llu", (unsigned long long)to);
   }
-  fail_msg("no RequestVote result sent to %llu", (unsigned long long)to);
-  return false;
-}
-
-static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
-{
-  (void)fsm, (void)buf;
-  *result = NULL;
-  return 0;
+  return m->request_vote_result.vote_granted;
 }
 
 static bool transfer_done;
@@ -249,21 +122,10 @@ static void on_close(struct raft *r)
 static void test_raft_015_votes_twice_for_its_transferee(void **state)
 {
   (void)state;
-  static struct rec_io ri;
-  memset(&ri, 0, sizeof ri);
-  ri.io.impl = &ri;
-  ri.io.init = rec_init;
-  ri.io.load = rec_load;
-  ri.io.start = rec_start;
-  ri.io.set_term = rec_set_term;
-  ri.io.set_vote = rec_set_vote;
-  ri.io.send = rec_send;
-  ri.io.time = rec_time;
-  ri.io.random = rec_random;
-  ri.io.close = rec_close;
+  static struct raft_rec ri;
+  raft_rec_init(&ri);
   struct raft_fsm fsm;
-  memset(&fsm, 0, sizeof fsm);
-  fsm.apply = fsm_apply;
+  raft_rec_fsm(&fsm);
   static struct raft r;
   assert_int_equal(raft_init(&r, &ri.io, &fsm, 1, "1"), 0);
   assert_int_equal(raft_start(&r), 0);
@@ -284,7 +146,7 @@ static void test_raft_015_votes_twice_for_its_transferee(void **state)
   res.request_vote_result.pre_vote = raft_tribool_false;
   ri.recv(&ri.io, &res);
   assert_int_equal(raft_state(&r), RAFT_LEADER);
-  rec_flush(&ri);
+  raft_rec_flush(&ri);
 
   /* It hands leadership to replica 2 (shutting down, say); before replica
    * 2 stands, replica 3 asks for term 3 with the disrupt flag (a transfer
@@ -311,9 +173,9 @@ static void test_raft_015_votes_twice_for_its_transferee(void **state)
    * message. */
   ri.recv(&ri.io, &v2);
   assert_true(rec_granted(&ri, 2));
-  rec_flush(&ri);
+  raft_rec_flush(&ri);
   raft_close(&r, on_close);
-  rec_flush(&ri);
+  raft_rec_flush(&ri);
   assert_true(closed);
 }
 

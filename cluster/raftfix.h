@@ -1,0 +1,71 @@
+/* raftfix.h - rules every Raft group of a node (the partitions' groups in
+ * rgroup_raft.c, the metadata group in controller.c, and the simulation in
+ * tests/sim) applies to the messages raft 0.15 receives and sends, where
+ * raft 0.15 itself is wrong (docs/raft-0.15.md). Each rule works on raft's
+ * public structures and the message only; the caller's raft_io wraps
+ * raft's receive callback and its own send with them.
+ *
+ * Context: the loop thread of the group's raft instance. */
+#ifndef CAIRN_RAFTFIX_H
+#define CAIRN_RAFTFIX_H
+
+#include <raft.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* raft 0.15 answers an AppendEntries it has nothing to write for (an empty
+ * one, or entries it already holds) at once, inside the receive callback,
+ * with last_log_index = last_stored (recvAppendEntries). That counts a
+ * tail this replica kept from an older term beyond what the message
+ * verified, and the leader takes it as a match: it then committed its own
+ * entry at that index on a count that included this replica, which held
+ * another entry there, and an acknowledged produce was lost after the next
+ * crash of every replica (the simulation's crash engine, seed 13488 with
+ * --fault-ms 20000; docs/raft-0.15.md). Such an answer is cut back to what
+ * the message verified, prev_log_index + n_entries. An answer after a
+ * write needs nothing: raft writes from the first entry that differs,
+ * which drops any older tail. Every group's raft_io uses it (partitions in
+ * rgroup_raft.c; the metadata group in controller.c, since 2026-12-05):
+ *
+ *   raftfix_clamp_begin(c, m) before raft receives m, and
+ *   raftfix_clamp_end(c) after; in between, the raft_io's send calls
+ *   raftfix_clamp(c, m, &copy) and, when it returns true, sends copy
+ *   (the result cut back) instead of m.
+ *
+ * Loop thread; c is the group's, zeroed at its creation. */
+struct raftfix_clamp {
+  bool receiving;   /* inside raft's handling of an AppendEntries */
+  raft_index end;   /* its prev_log_index + n_entries: what it verified */
+  uint64_t clamped; /* answers cut back */
+};
+
+void raftfix_clamp_begin(struct raftfix_clamp *c, const struct raft_message *m);
+void raftfix_clamp_end(struct raftfix_clamp *c);
+bool raftfix_clamp(struct raftfix_clamp *c, const struct raft_message *m,
+                   struct raft_message *copy);
+
+/* Frees the entries of a received AppendEntries and their batches (all of
+ * one message share one batch, but each distinct batch is freed once), and
+ * leaves ae with no entries. */
+void raftfix_discard_entries(struct raft_append_entries *ae);
+
+/* raft 0.15 refuses an AppendEntries whose prev_log_index lies inside the
+ * replica's snapshot and no longer in its log (checkLogMatchingProperty:
+ * no entry there, "reject"), although every entry up to the snapshot is
+ * committed and so the same on every leader. A leader whose own snapshot
+ * is older then walks next_index down past its log start, sends its
+ * older snapshot (answered "have a more recent one") and probes from
+ * below again: the follower stays behind until the leader snapshots past
+ * it, after more writes (seen after a restart of a partition's old
+ * leader: its snapshot at 895, the new leader's at 864). If m is such an
+ * AppendEntries, from a leader of r's term or later, it is rewritten into
+ * a heartbeat at the snapshot (prev = the snapshot's index and term, its
+ * entries freed, leader_commit at most the snapshot's index) and true is
+ * returned: raft accepts it and the leader goes on from there. Its answer
+ * must then say the snapshot's index, not raft's last stored one (which
+ * may be an uncommitted tail the leader does not hold): only a group whose
+ * raft_io clamps its answers (struct raftfix_clamp, every group's) may use
+ * the rule. Consumes the entries it drops; m stays the caller's. */
+bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m);
+
+#endif

@@ -1,0 +1,57 @@
+/* raft_rec.h - raft 0.15 over a raft_io that only records, for unit tests
+ * that drive one raft instance message by message (test_rgroup_elect.c,
+ * test_rgroup_snapshot.c).
+ *
+ * The instance is replica 1 of voters 1, 2 and 3 (addresses "1", "2",
+ * "3"). What load returns is set before raft_start: by default term 1, no
+ * vote, no snapshot and one entry, the configuration; with snap_index set,
+ * a snapshot at snap_index of term snap_term (the configuration in it,
+ * one empty buffer of data) and n_tail command entries of term snap_term
+ * after it. Sends and appends are recorded and complete only at
+ * raft_rec_flush, outside raft's calls, as an I/O backend's would. The
+ * clock is `now`, set by the test; `tick` and `recv` are raft's callbacks.
+ *
+ * Single-threaded; the struct must outlive the raft instance. */
+#ifndef CAIRN_TEST_RAFT_REC_H
+#define CAIRN_TEST_RAFT_REC_H
+
+#include <raft.h>
+#include <stdbool.h>
+
+#define RAFT_REC_MAX 32
+
+struct raft_rec {
+  struct raft_io io;
+  raft_io_tick_cb tick;
+  raft_io_recv_cb recv;
+  raft_time now;
+  raft_term term;
+  raft_id vote;
+  raft_index snap_index; /* 0: no snapshot */
+  raft_term snap_term;
+  unsigned n_tail;
+  struct raft_io_send *reqs[RAFT_REC_MAX];
+  raft_io_send_cb cbs[RAFT_REC_MAX];
+  struct raft_message sent[RAFT_REC_MAX]; /* copies: pointers in them are not to be followed */
+  unsigned nsent;
+  struct raft_io_append *appends[RAFT_REC_MAX];
+  raft_io_append_cb append_cbs[RAFT_REC_MAX];
+  unsigned nappends;
+};
+
+/* Zeroes ri and fills its raft_io; set snap_index, snap_term and n_tail
+ * after this, before raft_start. */
+void raft_rec_init(struct raft_rec *ri);
+
+/* Completes every recorded send and append (status 0). */
+void raft_rec_flush(struct raft_rec *ri);
+
+/* The last message of type sent to replica `to`, or NULL. */
+const struct raft_message *raft_rec_last(const struct raft_rec *ri, unsigned short type,
+                                         raft_id to);
+
+/* An fsm whose apply does nothing and whose restore takes (frees) the
+ * snapshot's buffer. */
+void raft_rec_fsm(struct raft_fsm *fsm);
+
+#endif
