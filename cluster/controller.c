@@ -169,6 +169,13 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
         &ctl->raft, rgroup_elect_short_timeout(ctl->opts.heartbeat_ms, ctl->opts.election_ms));
     ctl->started_ms = uv_now(ctl->loop);
   }
+  if (raftfix_vote_unstick(&ctl->raft, m, ctl->opts.election_ms)) {
+    log_info("ctl",
+             "metadata replica %llu: its leader silent for the election timeout, votes on the "
+             "RequestVote of replica %llu for term %llu",
+             (unsigned long long)ctl->self_id, (unsigned long long)m->server_id,
+             (unsigned long long)m->request_vote.term);
+  }
   if (rgroup_elect_prevote_refused(&ctl->raft, m)) {
     log_info("ctl", "metadata replica %llu: pre-vote refused by replica %llu of term %llu: "
              "takes that term",

@@ -194,7 +194,7 @@ struct controller {
   int (*io_random)(struct raft_io *io, int min, int max); /* raft_uv's, narrowed by ctl_io_random */
   raft_io_recv_cb raft_recv;
   raft_io_tick_cb raft_tick;
-  struct raftfix_clamp clamp; /* answers cut back to what was verified (rgroup.h) */
+  struct raftfix_clamp clamp; /* answers cut back to what was verified (raftfix.h) */
   /* with opts.wal: the storage writes, wrapped to latch a failure */
   int (*io_append)(struct raft_io *io, struct raft_io_append *req,
                    const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);

@@ -64,3 +64,17 @@ bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m)
   }
   return true;
 }
+
+bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms)
+{
+  if (m->type != RAFT_IO_REQUEST_VOTE || r->state != RAFT_FOLLOWER ||
+      m->request_vote.disrupt_leader) {
+    return false;
+  }
+  raft_time now = r->io->time(r->io);
+  if (now < r->election_timer_start || now - r->election_timer_start < election_ms) {
+    return false;
+  }
+  m->request_vote.disrupt_leader = true;
+  return true;
+}

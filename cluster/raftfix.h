@@ -68,4 +68,19 @@ void raftfix_discard_entries(struct raft_append_entries *ae);
  * the rule. Consumes the entries it drops; m stays the caller's. */
 bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m);
 
+/* The Raft thesis (4.2.3) has a follower refuse a vote "within the minimum
+ * election timeout of hearing from a current leader"; raft 0.15 refuses it
+ * for as long as the follower names a leader, however long that leader has
+ * been silent (recvRequestVote). So after a leader froze or was cut off, a
+ * candidate (or pre-candidate) could win only once every voter it needed had
+ * timed out itself: the later of their randomised timers instead of the
+ * first. A follower that has not heard from its leader for the configured
+ * election timeout takes a RequestVote as if it carried the "disrupt leader"
+ * flag of a transfer's candidate, and votes on terms and logs as usual.
+ * Safety does not rest on the rule (one vote per term, the log comparison);
+ * a healthy leader's followers, and a replica back from a partition
+ * (pre-vote), are still refused. election_ms is the group's configured
+ * election timeout. Returns whether m was changed. */
+bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms);
+
 #endif

@@ -389,31 +389,6 @@ void rgroup_raft_discard(struct raft_message *message)
   }
 }
 
-/* The Raft thesis (4.2.3) has a follower refuse a vote "within the minimum
- * election timeout of hearing from a current leader"; raft 0.15 refuses it
- * for as long as the follower names a leader, however long that leader has
- * been silent (recvRequestVote). So after a leader froze or was cut off, a
- * candidate (or pre-candidate) could win only once every voter it needed had
- * timed out itself: the later of their randomised timers instead of the
- * first. A follower that has not heard from its leader for the configured
- * election timeout takes a RequestVote as if it carried the "disrupt leader"
- * flag of a transfer's candidate, and votes on terms and logs as usual.
- * Safety does not rest on the rule (one vote per term, the log comparison);
- * a healthy leader's followers, and a replica back from a partition
- * (pre-vote), are still refused. */
-static void rgroup_raft_vote_unstick(struct rgroup *rg, struct raft_message *m)
-{
-  struct raft *r = &rg->raft;
-  if (m->type != RAFT_IO_REQUEST_VOTE || r->state != RAFT_FOLLOWER ||
-      m->request_vote.disrupt_leader) {
-    return;
-  }
-  raft_time now = r->io->time(r->io);
-  if (now >= r->election_timer_start && now - r->election_timer_start >= rg->opts.election_ms) {
-    m->request_vote.disrupt_leader = true;
-  }
-}
-
 /* Messages raft 0.15 must not see, for Raft's one leader per term: a
  * second vote in a term (rgroup_elect_second_vote), and an AppendEntries
  * or InstallSnapshot of this leader's own term from another replica
@@ -494,7 +469,7 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   if (rgroup_raft_one_leader_per_term(rg, message)) {
     return;
   }
-  rgroup_raft_vote_unstick(rg, message);
+  raftfix_vote_unstick(r, message, rg->opts.election_ms);
   rgroup_elect_on_vote_request(rg, message);
   if (rgroup_elect_prevote_refused(r, message)) {
     log_info("rgroup",
@@ -752,7 +727,7 @@ void rgroup_raft_configure(struct rgroup *rg)
    * its term. Without it, raft 0.15's first follower to time out after a
    * leader froze bumped its term, lost (the others still named the leader),
    * and the next round came another randomized timeout (T..2T) later. With
-   * it and rgroup_raft_vote_unstick, the first follower whose timer runs
+   * it and raftfix_vote_unstick, the first follower whose timer runs
    * out wins (with three replicas the earlier of two timers: 1.33T on
    * average), and a replica cut off and back does not depose a healthy
    * leader with a bumped term. Transfers and prompt elections (TimeoutNow:

@@ -383,13 +383,10 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
     rep->results_held++;
     return;
   }
-  /* rgroup_raft_vote_unstick: a follower that has not heard from its
-   * leader for the election timeout votes as if the request could disrupt
-   * that leader. */
-  if (m->type == RAFT_IO_REQUEST_VOTE && r->state == RAFT_FOLLOWER &&
-      !m->request_vote.disrupt_leader && io->time(io) >= r->election_timer_start &&
-      io->time(io) - r->election_timer_start >= SIM_ELECTION_MS) {
-    m->request_vote.disrupt_leader = true;
+  /* raftfix_vote_unstick: a follower that has not heard from its leader
+   * for the election timeout votes as if the request could disrupt that
+   * leader. */
+  if (raftfix_vote_unstick(r, m, SIM_ELECTION_MS)) {
     rep->votes_unstuck++;
   }
   rep->raft_recv(io, m);

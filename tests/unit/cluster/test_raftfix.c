@@ -9,7 +9,10 @@
  *  - it refuses an AppendEntries with prev_log_index 15 (committed entries
  *    it compacted away), which kept a restarted replica behind its leader;
  *    rewritten into a heartbeat at the snapshot, the same message is
- *    accepted (raftfix_below_snapshot). */
+ *    accepted (raftfix_below_snapshot);
+ * and a follower of term 2 that still names a leader silent for three
+ * election timeouts refuses a candidate of term 3 until the vote is taken
+ * as disrupting that leader (raftfix_vote_unstick). */
 #include "cluster/raftfix.h"
 #include "cluster/rgroup.h"
 #include "raft_rec.h"
@@ -235,12 +238,76 @@ static void test_raft_015_answers_past_what_it_verified(void **state)
   assert_true(closed);
 }
 
+/* A follower of replica 2 in term 2, asked by replica 3 for term 3. */
+static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **state)
+{
+  (void)state;
+  static struct raft_rec ri;
+  raft_rec_init(&ri);
+  struct raft_fsm fsm;
+  raft_rec_fsm(&fsm);
+  static struct raft r;
+  assert_int_equal(raft_init(&r, &ri.io, &fsm, 1, "1"), 0);
+  assert_int_equal(raft_start(&r), 0);
+  unsigned election_ms = r.election_timeout;
+  struct raft_message hb = append_entries(2, 1, 0, 1);
+  hb.append_entries.prev_log_term = 1;
+  ri.recv(&ri.io, &hb);
+  assert_int_equal(r.follower_state.current_leader.id, 2);
+  raft_rec_flush(&ri);
+
+  struct raft_message vote;
+  memset(&vote, 0, sizeof vote);
+  vote.type = RAFT_IO_REQUEST_VOTE;
+  vote.server_id = 3;
+  vote.server_address = "3";
+  vote.request_vote.term = 3;
+  vote.request_vote.candidate_id = 3;
+  vote.request_vote.last_log_index = 1;
+  vote.request_vote.last_log_term = 1;
+
+  /* Within the election timeout of the leader's last word: refused, by
+   * raft and by the rule alike. */
+  ri.now = election_ms / 2;
+  struct raft_message early = vote;
+  assert_false(raftfix_vote_unstick(&r, &early, election_ms));
+  ri.recv(&ri.io, &early);
+  const struct raft_message *res = raft_rec_last(&ri, RAFT_IO_REQUEST_VOTE_RESULT, 3);
+  assert_non_null(res);
+  assert_false(res->request_vote_result.vote_granted);
+
+  /* The leader silent for longer: raft 0.15 still refuses, for as long as
+   * it names that leader (its own timer has not fired: the tick is not
+   * called here). */
+  ri.now = 3 * election_ms;
+  struct raft_message late = vote;
+  ri.recv(&ri.io, &late);
+  res = raft_rec_last(&ri, RAFT_IO_REQUEST_VOTE_RESULT, 3);
+  assert_false(res->request_vote_result.vote_granted);
+  assert_int_equal(r.current_term, 2);
+
+  /* Through the rule: granted, on terms and logs as usual. */
+  late = vote;
+  assert_true(raftfix_vote_unstick(&r, &late, election_ms));
+  ri.recv(&ri.io, &late);
+  res = raft_rec_last(&ri, RAFT_IO_REQUEST_VOTE_RESULT, 3);
+  assert_true(res->request_vote_result.vote_granted);
+  assert_int_equal(r.current_term, 3);
+  assert_int_equal(r.voted_for, 3);
+  raft_rec_flush(&ri);
+  closed = false;
+  raft_close(&r, on_close);
+  raft_rec_flush(&ri);
+  assert_true(closed);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_clamp_rule),
       cmocka_unit_test(test_below_snapshot_rule),
       cmocka_unit_test(test_raft_015_answers_past_what_it_verified),
+      cmocka_unit_test(test_raft_015_refuses_votes_while_it_names_a_silent_leader),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
