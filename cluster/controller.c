@@ -147,12 +147,17 @@ static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struc
   return ctl->io_send(io, req, m, cb);
 }
 
+static void ctl_maybe_barrier(struct controller *ctl);
+
 static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct controller *ctl = ctl_of_io(io);
   if (ctl->raft_failed) {
     rgroup_raft_discard(m); /* latched: no answer, no vote, no write */
     return;
+  }
+  if (raftfix_hold_result(&ctl->raft, m, ctl->barrier_issued_term, ctl->barrier_index)) {
+    return; /* until the barrier of the term is on disk: as if lost */
   }
   if (rgroup_elect_same_term_leader(&ctl->raft, m)) {
     /* never from a correct Raft; raft 0.15 would corrupt its leader state */
@@ -192,6 +197,9 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
   raftfix_clamp_begin(&ctl->clamp, m);
   ctl->raft_recv(io, m);
   raftfix_clamp_end(&ctl->clamp);
+  /* Leading from this message on (a vote): the barrier before any result
+   * of the term can be read (raftfix_hold_result). */
+  ctl_maybe_barrier(ctl);
 }
 
 static void ctl_io_tick(struct raft_io *io)
@@ -758,6 +766,7 @@ static void ctl_maybe_barrier(struct controller *ctl)
   if (raft_barrier(&ctl->raft, &ctl->barrier, ctl_on_barrier) == 0) {
     ctl->barrier_inflight = true;
     ctl->barrier_issued_term = ctl->raft.current_term;
+    ctl->barrier_index = raft_last_index(&ctl->raft);
   }
 }
 

@@ -184,6 +184,7 @@ struct controller {
   struct raft_barrier barrier; /* one per leader term: marks the state current */
   bool barrier_inflight;
   raft_term barrier_issued_term;
+  raft_index barrier_index;    /* its index: results of its term held until stored */
   raft_term barrier_term;      /* term whose barrier was applied: as leader in
                                 * it, everything committed is applied */
   /* raft_uv's send and raft's receive callback, wrapped for the pre-vote

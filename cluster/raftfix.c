@@ -78,3 +78,13 @@ bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned
   m->request_vote.disrupt_leader = true;
   return true;
 }
+
+bool raftfix_hold_result(const struct raft *r, const struct raft_message *m,
+                         raft_term term_appended, raft_index first_index)
+{
+  if (m->type != RAFT_IO_APPEND_ENTRIES_RESULT || r->state != RAFT_LEADER ||
+      m->append_entries_result.term != r->current_term) {
+    return false;
+  }
+  return term_appended != r->current_term || r->last_stored < first_index;
+}

@@ -83,4 +83,19 @@ bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m);
  * election timeout. Returns whether m was changed. */
 bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms);
 
+/* raft 0.15 commits by counting replicas at its last stored index, of
+ * whatever term (docs/raft-0.15.md, row 1: the Raft paper's figure 8), and
+ * appends nothing when it wins an election. So every group's leader
+ * appends a barrier in the iteration in which it starts to lead a term
+ * (partitions: rgroup_raft.c; the metadata group: controller.c), and until
+ * its first entry of that term is on its own disk an AppendEntries result
+ * of the term could make it commit an older term's entry. Returns whether
+ * m is such a result: the caller drops it as if lost (it owns nothing),
+ * and the follower is asked again at the next heartbeat. term_appended is
+ * the last term in which this replica appended as leader and first_index
+ * the index of its first entry in that term. Results of other terms cannot
+ * commit anything. */
+bool raftfix_hold_result(const struct raft *r, const struct raft_message *m,
+                         raft_term term_appended, raft_index first_index);
+
 #endif

@@ -126,14 +126,6 @@ static void rgroup_raft_free_transfers(struct rgroup *rg)
 
 /* ---- the barrier at the start of a term ---- */
 
-/* Is the leader's first entry of its current term on its own disk? Until
- * then raft 0.15 evaluates the quorum at its last stored index, which is of
- * an older term, and would commit it by counting replicas. */
-static bool rgroup_raft_term_durable(struct rgroup *rg)
-{
-  return rg->term_appended == rg->raft.current_term && rg->raft.last_stored >= rg->term_first_index;
-}
-
 void rgroup_raft_note_append(struct rgroup *rg)
 {
   if (rg->term_appended != rg->raft.current_term) {
@@ -446,13 +438,9 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
    * coalesced beat is all it hears (rgroup_pace_may_sleep). */
   rgroup_ticker_wake(rg);
   rg->coal_follow_ms = 0;
-  /* raft 0.15 commits by counting replicas at its last stored index, of
-   * whatever term (row 1). Until the leader's first entry of this term is
-   * on its disk, a result of this term could make it commit an older
-   * term's entry: drop it as if lost; the follower is asked again at the
-   * next heartbeat. Results of other terms cannot commit anything. */
-  if (message->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
-      message->append_entries_result.term == r->current_term && !rgroup_raft_term_durable(rg)) {
+  /* Until the leader's first entry of this term is on its disk (row 1):
+   * dropped as if lost, and the barrier is made sure of. */
+  if (raftfix_hold_result(r, message, rg->term_appended, rg->term_first_index)) {
     rg->results_held++;
     rgroup_raft_want_barrier(rg);
     return;

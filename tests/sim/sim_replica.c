@@ -376,9 +376,7 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
     raftfix_clamp_end(&rep->clamp);
     return;
   }
-  if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r->state == RAFT_LEADER &&
-      m->append_entries_result.term == r->current_term &&
-      !(rep->term_appended == r->current_term && r->last_stored >= rep->term_first_index)) {
+  if (raftfix_hold_result(r, m, rep->term_appended, rep->term_first_index)) {
     /* rgroup_raft_io_recv: dropped as if lost; nothing of it is owned. */
     rep->results_held++;
     return;

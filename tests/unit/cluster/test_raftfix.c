@@ -163,6 +163,34 @@ static void test_clamp_rule(void **state)
   rgroup_raft_discard(&two);
 }
 
+static void test_hold_result_rule(void **state)
+{
+  (void)state;
+  struct raft r;
+  memset(&r, 0, sizeof r);
+  r.state = RAFT_LEADER;
+  r.current_term = 5;
+  r.last_stored = 40; /* entries of older terms */
+  struct raft_message res;
+  memset(&res, 0, sizeof res);
+  res.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+  res.append_entries_result.term = 5;
+  res.append_entries_result.last_log_index = 40;
+  assert_true(raftfix_hold_result(&r, &res, 4, 30)); /* nothing appended in term 5 yet */
+  assert_true(raftfix_hold_result(&r, &res, 5, 41)); /* its barrier (41) not on disk yet */
+  r.last_stored = 41;
+  assert_false(raftfix_hold_result(&r, &res, 5, 41)); /* stored: counting is safe */
+  r.last_stored = 40;
+  res.append_entries_result.term = 4; /* an older term's result commits nothing */
+  assert_false(raftfix_hold_result(&r, &res, 4, 30));
+  res.append_entries_result.term = 5;
+  r.state = RAFT_FOLLOWER;
+  assert_false(raftfix_hold_result(&r, &res, 4, 30));
+  r.state = RAFT_LEADER;
+  res.type = RAFT_IO_REQUEST_VOTE_RESULT;
+  assert_false(raftfix_hold_result(&r, &res, 4, 30));
+}
+
 static bool closed;
 static void on_close(struct raft *r)
 {
@@ -306,6 +334,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_clamp_rule),
       cmocka_unit_test(test_below_snapshot_rule),
+      cmocka_unit_test(test_hold_result_rule),
       cmocka_unit_test(test_raft_015_answers_past_what_it_verified),
       cmocka_unit_test(test_raft_015_refuses_votes_while_it_names_a_silent_leader),
   };
