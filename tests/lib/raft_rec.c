@@ -80,8 +80,8 @@ static int raft_rec_load(struct raft_io *io, raft_term *term, raft_id *voted_for
   return 0;
 }
 
-static int raft_rec_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
-                          raft_io_recv_cb recv)
+static int raft_rec_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                             raft_io_recv_cb recv)
 {
   (void)msecs;
   struct raft_rec *ri = io->impl;
@@ -153,7 +153,7 @@ void raft_rec_init(struct raft_rec *ri)
   ri->io.impl = ri;
   ri->io.init = raft_rec_init_io;
   ri->io.load = raft_rec_load;
-  ri->io.start = raft_rec_start;
+  ri->io.start = raft_rec_io_start;
   ri->io.set_term = raft_rec_set_term;
   ri->io.set_vote = raft_rec_set_vote;
   ri->io.send = raft_rec_send;
@@ -203,9 +203,28 @@ static int raft_rec_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   return 0;
 }
 
-void raft_rec_fsm(struct raft_fsm *fsm)
+void raft_rec_start(struct raft_rec *ri, struct raft *r, struct raft_fsm *fsm)
 {
   memset(fsm, 0, sizeof *fsm);
   fsm->apply = raft_rec_apply;
   fsm->restore = raft_rec_restore;
+  assert_int_equal(raft_init(r, &ri->io, fsm, 1, "1"), 0);
+  assert_int_equal(raft_start(r), 0);
+  assert_int_equal(raft_state(r), RAFT_FOLLOWER);
+}
+
+static bool raft_rec_closed;
+static void raft_rec_on_close(struct raft *r)
+{
+  (void)r;
+  raft_rec_closed = true;
+}
+
+void raft_rec_stop(struct raft_rec *ri, struct raft *r)
+{
+  raft_rec_flush(ri);
+  raft_rec_closed = false;
+  raft_close(r, raft_rec_on_close);
+  raft_rec_flush(ri);
+  assert_true(raft_rec_closed);
 }

@@ -50,8 +50,12 @@ void raft_rec_flush(struct raft_rec *ri);
 const struct raft_message *raft_rec_last(const struct raft_rec *ri, unsigned short type,
                                          raft_id to);
 
-/* An fsm whose apply does nothing and whose restore takes (frees) the
- * snapshot's buffer. */
-void raft_rec_fsm(struct raft_fsm *fsm);
+/* Starts r as replica 1 over ri (raft_init, raft_start with an fsm whose
+ * apply does nothing and whose restore frees the snapshot's buffer):
+ * asserts that it starts as a follower. ri, r and fsm must outlive it. */
+void raft_rec_start(struct raft_rec *ri, struct raft *r, struct raft_fsm *fsm);
+
+/* Completes what is pending, closes r and asserts that it closed. */
+void raft_rec_stop(struct raft_rec *ri, struct raft *r);
 
 #endif

@@ -191,13 +191,6 @@ static void test_hold_result_rule(void **state)
   assert_false(raftfix_hold_result(&r, &res, 4, 30));
 }
 
-static bool closed;
-static void on_close(struct raft *r)
-{
-  (void)r;
-  closed = true;
-}
-
 static void test_raft_015_answers_past_what_it_verified(void **state)
 {
   (void)state;
@@ -207,11 +200,8 @@ static void test_raft_015_answers_past_what_it_verified(void **state)
   ri.snap_term = 1;
   ri.n_tail = 5;
   struct raft_fsm fsm;
-  raft_rec_fsm(&fsm);
   static struct raft r;
-  assert_int_equal(raft_init(&r, &ri.io, &fsm, 1, "1"), 0);
-  assert_int_equal(raft_start(&r), 0);
-  assert_int_equal(raft_state(&r), RAFT_FOLLOWER);
+  raft_rec_start(&ri, &r, &fsm);
   assert_int_equal(r.log.snapshot.last_index, 20);
   assert_int_equal(r.last_stored, 25);
 
@@ -260,10 +250,7 @@ static void test_raft_015_answers_past_what_it_verified(void **state)
   assert_true(res->append_entries_result.last_log_index >= 20);
   assert_int_equal(r.commit_index, 20);
   assert_int_equal(ri.nappends, 0);
-  raft_rec_flush(&ri);
-  raft_close(&r, on_close);
-  raft_rec_flush(&ri);
-  assert_true(closed);
+  raft_rec_stop(&ri, &r);
 }
 
 /* A follower of replica 2 in term 2, asked by replica 3 for term 3. */
@@ -273,10 +260,8 @@ static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **st
   static struct raft_rec ri;
   raft_rec_init(&ri);
   struct raft_fsm fsm;
-  raft_rec_fsm(&fsm);
   static struct raft r;
-  assert_int_equal(raft_init(&r, &ri.io, &fsm, 1, "1"), 0);
-  assert_int_equal(raft_start(&r), 0);
+  raft_rec_start(&ri, &r, &fsm);
   unsigned election_ms = r.election_timeout;
   struct raft_message hb = append_entries(2, 1, 0, 1);
   hb.append_entries.prev_log_term = 1;
@@ -322,11 +307,7 @@ static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **st
   assert_true(res->request_vote_result.vote_granted);
   assert_int_equal(r.current_term, 3);
   assert_int_equal(r.voted_for, 3);
-  raft_rec_flush(&ri);
-  closed = false;
-  raft_close(&r, on_close);
-  raft_rec_flush(&ri);
-  assert_true(closed);
+  raft_rec_stop(&ri, &r);
 }
 
 int main(void)

@@ -112,24 +112,14 @@ static void on_transfer(struct raft_transfer *req)
   transfer_done = true;
 }
 
-static bool closed;
-static void on_close(struct raft *r)
-{
-  (void)r;
-  closed = true;
-}
-
 static void test_raft_015_votes_twice_for_its_transferee(void **state)
 {
   (void)state;
   static struct raft_rec ri;
   raft_rec_init(&ri);
   struct raft_fsm fsm;
-  raft_rec_fsm(&fsm);
   static struct raft r;
-  assert_int_equal(raft_init(&r, &ri.io, &fsm, 1, "1"), 0);
-  assert_int_equal(raft_start(&r), 0);
-  assert_int_equal(raft_state(&r), RAFT_FOLLOWER);
+  raft_rec_start(&ri, &r, &fsm);
 
   /* Term 2: replica 1 stands and wins with replica 2's vote. */
   ri.now = 10 * r.election_timeout;
@@ -173,10 +163,7 @@ static void test_raft_015_votes_twice_for_its_transferee(void **state)
    * message. */
   ri.recv(&ri.io, &v2);
   assert_true(rec_granted(&ri, 2));
-  raft_rec_flush(&ri);
-  raft_close(&r, on_close);
-  raft_rec_flush(&ri);
-  assert_true(closed);
+  raft_rec_stop(&ri, &r);
 }
 
 int main(void)
