@@ -1,6 +1,9 @@
 /* limits_bench.c - cairn-limits-bench: what this machine allows, measured
  * in the same run as the brokers (bench/compare), so ratios mean something:
- *   - fdatasync latency of a 4 KiB append (write at the end, fdatasync);
+ *   - fdatasync latency of a 4 KiB append (write at the end, fdatasync),
+ *     and of a 4 KiB overwrite of a file written and synced before (what
+ *     a log that reuses its segment files would see: no size or extent
+ *     change for the filesystem's journal to commit);
  *   - sustained synced sequential writes: 1 MiB writes, fdatasync after
  *     each, over --mb MiB (default 256);
  *   - loopback TCP: MB/s of one stream of 256 KiB writes (1 GiB), and the
@@ -53,11 +56,14 @@ static int lim_write_all(int fd, const void *p, size_t n)
   return 0;
 }
 
-static int lim_fsync_latency(const char *dir, struct hist *h)
+/* Writes 4 KiB and fdatasyncs it, LIM_SYNC_ROUNDS times: appended at the
+ * end of a new file, or (overwrite) over a file of that size written and
+ * synced first. */
+static int lim_fsync_latency(const char *dir, struct hist *h, bool overwrite)
 {
   char path[4096];
   snprintf(path, sizeof path, "%s/limits-sync.%ld", dir, (long)getpid());
-  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0600);
+  int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
   if (fd < 0) {
     perror(path);
     return -1;
@@ -65,6 +71,13 @@ static int lim_fsync_latency(const char *dir, struct hist *h)
   char buf[4096];
   memset(buf, 'x', sizeof buf);
   int rv = 0;
+  for (int i = 0; overwrite && i < LIM_SYNC_ROUNDS && rv == 0; i++) {
+    rv = lim_write_all(fd, buf, sizeof buf);
+  }
+  if (rv == 0 && overwrite) {
+    rv = fsync(fd) == 0 && lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
+  }
+  memset(buf, 'w', sizeof buf);
   for (int i = 0; i < LIM_SYNC_ROUNDS && rv == 0; i++) {
     uint64_t t = lim_now_ns();
     rv = lim_write_all(fd, buf, sizeof buf) != 0 || fdatasync(fd) != 0 ? -1 : 0;
@@ -184,37 +197,53 @@ int main(int argc, char **argv)
   uint64_t mb = 256;
   bool json = false;
   static const struct option lo[] = {
-    {"dir", 1, 0, 'd'}, {"mb", 1, 0, 'm'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
+      {"dir", 1, 0, 'd'}, {"mb", 1, 0, 'm'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (c) {
-    case 'd': dir = optarg; break;
-    case 'm': mb = strtoull(optarg, NULL, 10); break;
-    case 'j': json = true; break;
+    case 'd':
+      dir = optarg;
+      break;
+    case 'm':
+      mb = strtoull(optarg, NULL, 10);
+      break;
+    case 'j':
+      json = true;
+      break;
     default:
       fprintf(stderr, "usage: cairn-limits-bench [--dir DIR] [--mb N] [--json]\n");
       return 2;
     }
   }
-  static struct hist sync_lat, rtt;
+  static struct hist sync_lat, over_lat, rtt;
   hist_init(&sync_lat);
+  hist_init(&over_lat);
   hist_init(&rtt);
   double seq_mbps = 0, tcp_mbps = 0;
-  if (lim_fsync_latency(dir, &sync_lat) != 0 || lim_synced_write(dir, mb, &seq_mbps) != 0 ||
+  if (lim_fsync_latency(dir, &sync_lat, false) != 0 ||
+      lim_fsync_latency(dir, &over_lat, true) != 0 || lim_synced_write(dir, mb, &seq_mbps) != 0 ||
       lim_tcp(false, &tcp_mbps, NULL) != 0 || lim_tcp(true, NULL, &rtt) != 0) {
     fprintf(stderr, "cairn-limits-bench: a measurement failed\n");
     return 1;
   }
   if (json) {
     printf("{\"fdatasync_4k_p50_us\":%.1f,\"fdatasync_4k_p99_us\":%.1f,"
+           "\"fdatasync_4k_overwrite_p50_us\":%.1f,\"fdatasync_4k_overwrite_p99_us\":%.1f,"
            "\"synced_seq_write_mb_per_s\":%.1f,\"loopback_tcp_mb_per_s\":%.1f,"
            "\"loopback_rtt_p50_us\":%.1f,\"loopback_rtt_p99_us\":%.1f}\n",
-           (double)hist_quantile(&sync_lat, 0.5) / 1e3, (double)hist_quantile(&sync_lat, 0.99) / 1e3,
-           seq_mbps, tcp_mbps, (double)hist_quantile(&rtt, 0.5) / 1e3,
-           (double)hist_quantile(&rtt, 0.99) / 1e3);
+           (double)hist_quantile(&sync_lat, 0.5) / 1e3,
+           (double)hist_quantile(&sync_lat, 0.99) / 1e3,
+           (double)hist_quantile(&over_lat, 0.5) / 1e3,
+           (double)hist_quantile(&over_lat, 0.99) / 1e3, seq_mbps, tcp_mbps,
+           (double)hist_quantile(&rtt, 0.5) / 1e3, (double)hist_quantile(&rtt, 0.99) / 1e3);
   } else {
     printf("fdatasync of a 4 KiB append: p50 %.0f us, p99 %.0f us\n",
-           (double)hist_quantile(&sync_lat, 0.5) / 1e3, (double)hist_quantile(&sync_lat, 0.99) / 1e3);
+           (double)hist_quantile(&sync_lat, 0.5) / 1e3,
+           (double)hist_quantile(&sync_lat, 0.99) / 1e3);
+    printf("fdatasync of a 4 KiB overwrite (file written and synced before): p50 %.0f us, p99 "
+           "%.0f us\n",
+           (double)hist_quantile(&over_lat, 0.5) / 1e3,
+           (double)hist_quantile(&over_lat, 0.99) / 1e3);
     printf("synced sequential write (1 MiB + fdatasync): %.0f MB/s\n", seq_mbps);
     printf("loopback TCP: %.0f MB/s; round trip p50 %.1f us, p99 %.1f us\n", tcp_mbps,
            (double)hist_quantile(&rtt, 0.5) / 1e3, (double)hist_quantile(&rtt, 0.99) / 1e3);
