@@ -216,6 +216,7 @@ struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
   uint64_t second_votes_withheld, second_leaders, compactions, below_snapshot;
+  uint64_t barriers, results_held, results_clamped;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces, coalesced, raft_sent;
 };
@@ -239,6 +240,9 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->second_votes_withheld += rg->second_votes_withheld;
     s->second_leaders += rg->second_leaders;
     s->below_snapshot += rg->below_snapshot;
+    s->barriers += rg->barriers;
+    s->results_held += rg->results_held;
+    s->results_clamped += rg->clamp.clamped;
     s->compactions += rg->compactions;
     s->catchup_in += rg->catchup.fetched_bytes;
     s->catchup_out += rg->fetch.served_bytes;
@@ -371,6 +375,18 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "the leader probed below it (docs/replication.md, \"Raft 0.15 weak "
                       "spots\").");
   admin_buf_printf(b, "cairn_raft_below_snapshot_total %" PRIu64 "\n", s.below_snapshot);
+  metrics_text_family(b, "cairn_raft_barriers_total", "counter",
+                      "Barrier entries hosted replicas appended as they started to lead a term "
+                      "(docs/raft-0.15.md, \"The figure 8 fix\").");
+  admin_buf_printf(b, "cairn_raft_barriers_total %" PRIu64 "\n", s.barriers);
+  metrics_text_family(b, "cairn_raft_results_held_total", "counter",
+                      "AppendEntries results hosted leaders dropped until their term's first "
+                      "entry was on disk (docs/raft-0.15.md, \"The figure 8 fix\").");
+  admin_buf_printf(b, "cairn_raft_results_held_total %" PRIu64 "\n", s.results_held);
+  metrics_text_family(b, "cairn_raft_results_clamped_total", "counter",
+                      "AppendEntries answers of hosted followers cut back to what the message "
+                      "verified (raft 0.15 counted a stale tail; docs/raft-0.15.md).");
+  admin_buf_printf(b, "cairn_raft_results_clamped_total %" PRIu64 "\n", s.results_clamped);
   metrics_text_family(b, "cairn_raft_quiet_compactions_total", "counter",
                       "Barriers hosted leaders proposed to compact a quiet group's Raft log to "
                       "one entry (docs/replication.md, \"Quiet groups compact their log\").");

@@ -81,10 +81,19 @@ for i in 1 2 3; do
     n=$(awk -v p="cairn_wal_job_seconds_count{phase=\"$ph\"}" '$1 == p { print $2 }' "$dir/metrics$i")
     [ "${n:-0}" -gt 0 ] || fail "node $i: cairn_wal_job_seconds counted no $ph phase (${n:-absent})"
   done
+  # raft 0.15's weak spots, counted (the barriers summed below).
+  for m in cairn_raft_below_snapshot_total cairn_raft_results_held_total \
+    cairn_raft_results_clamped_total cairn_raft_same_term_leaders_total \
+    cairn_raft_barriers_total; do
+    grep -q "^$m " "$dir/metrics$i" || fail "node $i exports no $m"
+  done
+  barriers=$((${barriers:-0} + $(awk '$1 == "cairn_raft_barriers_total" { print $2 }' "$dir/metrics$i")))
   if awk '!/^#/ && /_ms[{ ]/ { f = 1 } END { exit !f }' "$dir/metrics$i"; then
     fail "node $i: a metric in milliseconds: $(grep -v '^#' "$dir/metrics$i" | grep '_ms[{ ]' | head -3)"
   fi
 done
+# Each partition's first leader appended a barrier as it started to lead.
+[ "$barriers" -ge 4 ] || fail "cairn_raft_barriers_total summed over the nodes: $barriers, want one per partition (4) at least"
 echo "promtool: 3 nodes clean"
 
 step "the group's lag: /v1/groups of its coordinator and cairn_group_lag agree"
