@@ -30,6 +30,14 @@ static void metrics_text_family(struct admin_buf *b, const char *name, const cha
   admin_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A metric without labels: its family (HELP, TYPE) and its one sample. */
+static void metrics_text_scalar(struct admin_buf *b, const char *name, const char *type,
+                                const char *help, uint64_t value)
+{
+  metrics_text_family(b, name, type, help);
+  admin_buf_printf(b, "%s %" PRIu64 "\n", name, value);
+}
+
 /* A label value with Prometheus' escapes (\\, \", \n). */
 static void metrics_text_label_value(struct admin_buf *b, const char *v)
 {
@@ -126,10 +134,8 @@ static void metrics_text_kafka_requests(struct node *n, struct admin_buf *b)
   }
   metrics_text_family(b, "cairn_kafka_connections", "gauge", "Open Kafka port connections.");
   admin_buf_printf(b, "cairn_kafka_connections %u\n", n->kafka_on ? n->kafka_lis.nconns : 0);
-  metrics_text_family(b, "cairn_kafka_connections_accepted_total", "counter",
-                      "Kafka port connections accepted.");
-  admin_buf_printf(b, "cairn_kafka_connections_accepted_total %" PRIu64 "\n",
-                   n->kafka_on ? n->kafka_lis.accepted : 0);
+  metrics_text_scalar(b, "cairn_kafka_connections_accepted_total", "counter",
+                      "Kafka port connections accepted.", n->kafka_on ? n->kafka_lis.accepted : 0);
 }
 
 static void metrics_text_requests(struct node *n, struct admin_buf *b)
@@ -156,10 +162,10 @@ static void metrics_text_requests(struct node *n, struct admin_buf *b)
   for (int k = 0; k < METRICS_LAT_COUNT; k++) {
     metrics_text_latency(b, "cairn_request_duration_seconds", names[k], &m->latency[k]);
   }
-  metrics_text_family(b, "cairn_slow_requests_total", "counter",
+  metrics_text_scalar(b, "cairn_slow_requests_total", "counter",
                       "Requests answered later than slow_request_ms (each logged with its "
-                      "phases).");
-  admin_buf_printf(b, "cairn_slow_requests_total %" PRIu64 "\n", m->slow_requests);
+                      "phases).",
+                      m->slow_requests);
 }
 
 static void metrics_text_client_port(struct node *n, struct admin_buf *b)
@@ -167,48 +173,43 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
   const struct metrics *m = &n->metrics;
   metrics_text_family(b, "cairn_client_connections", "gauge", "Open client connections.");
   admin_buf_printf(b, "cairn_client_connections %u\n", n->lis.nconns);
-  metrics_text_family(b, "cairn_client_connections_accepted_total", "counter",
-                      "Client connections accepted.");
-  admin_buf_printf(b, "cairn_client_connections_accepted_total %" PRIu64 "\n", n->lis.accepted);
-  metrics_text_family(b, "cairn_client_connections_rejected_total", "counter",
-                      "Client connections closed at once because max_connections were open.");
-  admin_buf_printf(b, "cairn_client_connections_rejected_total %" PRIu64 "\n", n->lis.rejected);
-  metrics_text_family(b, "cairn_client_connections_rejected_per_address_total", "counter",
+  metrics_text_scalar(b, "cairn_client_connections_accepted_total", "counter",
+                      "Client connections accepted.", n->lis.accepted);
+  metrics_text_scalar(b, "cairn_client_connections_rejected_total", "counter",
+                      "Client connections closed at once because max_connections were open.",
+                      n->lis.rejected);
+  metrics_text_scalar(b, "cairn_client_connections_rejected_per_address_total", "counter",
                       "Client connections refused over --max-connections-per-ip (also counted "
-                      "in cairn_client_connections_rejected_total).");
-  admin_buf_printf(b, "cairn_client_connections_rejected_per_address_total %" PRIu64 "\n",
-                   n->lis.rejected_per_ip);
-  metrics_text_family(b, "cairn_client_frames_timed_out_total", "counter",
+                      "in cairn_client_connections_rejected_total).",
+                      n->lis.rejected_per_ip);
+  metrics_text_scalar(b, "cairn_client_frames_timed_out_total", "counter",
                       "Client connections closed for a request frame not complete within "
-                      "--frame-timeout-ms.");
-  admin_buf_printf(b, "cairn_client_frames_timed_out_total %" PRIu64 "\n",
-                   n->lis.frames_timed_out);
-  metrics_text_family(b, "cairn_client_request_budget_bytes", "gauge",
+                      "--frame-timeout-ms.",
+                      n->lis.frames_timed_out);
+  metrics_text_scalar(b, "cairn_client_request_budget_bytes", "gauge",
                       "Request bytes received and not yet answered, all client connections "
-                      "together (--max-queued-request-bytes bounds it).");
-  admin_buf_printf(b, "cairn_client_request_budget_bytes %" PRIu64 "\n", n->request_budget.used);
-  metrics_text_family(b, "cairn_client_request_budget_waits_total", "counter",
+                      "together (--max-queued-request-bytes bounds it).",
+                      n->request_budget.used);
+  metrics_text_scalar(b, "cairn_client_request_budget_waits_total", "counter",
                       "Times a client connection stopped reading because the request budget "
-                      "was spent.");
-  admin_buf_printf(b, "cairn_client_request_budget_waits_total %" PRIu64 "\n",
-                   n->request_budget.waits);
-  metrics_text_family(b, "cairn_client_reads_held_total", "counter",
+                      "was spent.",
+                      n->request_budget.waits);
+  metrics_text_scalar(b, "cairn_client_reads_held_total", "counter",
                       "Times the client and Kafka ports stopped reading new requests because "
-                      "the queue to a peer node was long (admission control, net/admit.h).");
-  admin_buf_printf(b, "cairn_client_reads_held_total %" PRIu64 "\n", n->admit.holds);
+                      "the queue to a peer node was long (admission control, net/admit.h).",
+                      n->admit.holds);
   metrics_text_family(b, "cairn_client_reads_held_seconds_total", "counter",
                       "Time the client and Kafka ports spent not reading for that.");
   admin_buf_printf(b, "cairn_client_reads_held_seconds_total %.6f\n",
                    admit_held_seconds(&n->admit));
-  metrics_text_family(b, "cairn_peer_queue_peak_bytes", "gauge",
-                      "The largest queue of bytes to a peer node seen since start.");
-  admin_buf_printf(b, "cairn_peer_queue_peak_bytes %" PRIu64 "\n", n->admit.peak_queued);
-  metrics_text_family(b, "cairn_client_received_bytes_total", "counter",
-                      "Request frame bytes received from clients (counted when answered).");
-  admin_buf_printf(b, "cairn_client_received_bytes_total %" PRIu64 "\n", m->bytes_in);
-  metrics_text_family(b, "cairn_client_sent_bytes_total", "counter",
-                      "Answer bytes queued for clients (frames and payloads).");
-  admin_buf_printf(b, "cairn_client_sent_bytes_total %" PRIu64 "\n", m->bytes_out);
+  metrics_text_scalar(b, "cairn_peer_queue_peak_bytes", "gauge",
+                      "The largest queue of bytes to a peer node seen since start.",
+                      n->admit.peak_queued);
+  metrics_text_scalar(b, "cairn_client_received_bytes_total", "counter",
+                      "Request frame bytes received from clients (counted when answered).",
+                      m->bytes_in);
+  metrics_text_scalar(b, "cairn_client_sent_bytes_total", "counter",
+                      "Answer bytes queued for clients (frames and payloads).", m->bytes_out);
 }
 
 /* Sums over the hosted partition groups. */
@@ -267,24 +268,23 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
   for (int i = 0; i < 4; i++) {
     admin_buf_printf(b, "cairn_raft_groups{role=\"%s\"} %" PRIu64 "\n", roles[i], s.roles[i]);
   }
-  metrics_text_family(b, "cairn_raft_groups_catching_up", "gauge",
-                      "Hosted replicas fetching their log from a peer after a snapshot.");
-  admin_buf_printf(b, "cairn_raft_groups_catching_up %" PRIu64 "\n", s.catching_up);
-  metrics_text_family(b, "cairn_raft_groups_quiesced", "gauge",
+  metrics_text_scalar(b, "cairn_raft_groups_catching_up", "gauge",
+                      "Hosted replicas fetching their log from a peer after a snapshot.",
+                      s.catching_up);
+  metrics_text_scalar(b, "cairn_raft_groups_quiesced", "gauge",
                       "Hosted groups led by this node on the idle heartbeat (nothing to "
-                      "replicate).");
-  admin_buf_printf(b, "cairn_raft_groups_quiesced %" PRIu64 "\n", s.quiesced);
-  metrics_text_family(b, "cairn_raft_quiesces_total", "counter",
-                      "Times a leader hosted here dropped to the idle heartbeat.");
-  admin_buf_printf(b, "cairn_raft_quiesces_total %" PRIu64 "\n", s.quiesces);
-  metrics_text_family(b, "cairn_raft_groups_coalesced", "gauge",
+                      "replicate).",
+                      s.quiesced);
+  metrics_text_scalar(b, "cairn_raft_quiesces_total", "counter",
+                      "Times a leader hosted here dropped to the idle heartbeat.", s.quiesces);
+  metrics_text_scalar(b, "cairn_raft_groups_coalesced", "gauge",
                       "Hosted groups led by this node whose Raft heartbeats are stopped: the "
-                      "node's coalesced heartbeat stands in (cluster/hbeat.h).");
-  admin_buf_printf(b, "cairn_raft_groups_coalesced %" PRIu64 "\n", s.coalesced);
-  metrics_text_family(b, "cairn_raft_messages_sent_total", "counter",
+                      "node's coalesced heartbeat stands in (cluster/hbeat.h).",
+                      s.coalesced);
+  metrics_text_scalar(b, "cairn_raft_messages_sent_total", "counter",
                       "Raft messages the hosted partition replicas sent (of the replicas open "
-                      "now).");
-  admin_buf_printf(b, "cairn_raft_messages_sent_total %" PRIu64 "\n", s.raft_sent);
+                      "now).",
+                      s.raft_sent);
   const struct raftmux *mx = &n->mx;
   metrics_text_family(b, "cairn_raftmux_frames_total", "counter",
                       "Partition Raft messages over the per-peer connection (--raft-mux, "
@@ -292,57 +292,52 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "queue full, too large), received (handed to a group), unknown (no such "
                       "group open here), malformed (its connection closed).");
   admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"sent\"} %" PRIu64 "\n", mx->sent);
-  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"dropped\"} %" PRIu64 "\n",
-                   mx->dropped);
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"dropped\"} %" PRIu64 "\n", mx->dropped);
   admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"received\"} %" PRIu64 "\n",
                    mx->received);
-  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"unknown\"} %" PRIu64 "\n",
-                   mx->unknown);
+  admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"unknown\"} %" PRIu64 "\n", mx->unknown);
   admin_buf_printf(b, "cairn_raftmux_frames_total{outcome=\"malformed\"} %" PRIu64 "\n",
                    mx->malformed);
-  metrics_text_family(b, "cairn_raftmux_held_total", "counter",
+  metrics_text_scalar(b, "cairn_raftmux_held_total", "counter",
                       "Partition Raft messages held until their group's term or vote record "
-                      "was durable (group commit of term and vote, cluster/riow_mux.h).");
-  admin_buf_printf(b, "cairn_raftmux_held_total %" PRIu64 "\n", mx->held);
+                      "was durable (group commit of term and vote, cluster/riow_mux.h).",
+                      mx->held);
   const struct hbeat *hb = &n->hb;
-  metrics_text_family(b, "cairn_coalesced_beats_sent_total", "counter",
-                      "Coalesced heartbeat frames sent to peer nodes.");
-  admin_buf_printf(b, "cairn_coalesced_beats_sent_total %" PRIu64 "\n", hb->beats_sent);
-  metrics_text_family(b, "cairn_coalesced_beat_groups_sent_total", "counter",
-                      "(group, peer) pairs named in the coalesced heartbeats sent.");
-  admin_buf_printf(b, "cairn_coalesced_beat_groups_sent_total %" PRIu64 "\n", hb->entries_sent);
-  metrics_text_family(b, "cairn_coalesced_beats_received_total", "counter",
-                      "Coalesced heartbeat frames received from peer nodes.");
-  admin_buf_printf(b, "cairn_coalesced_beats_received_total %" PRIu64 "\n", hb->beats_received);
+  metrics_text_scalar(b, "cairn_coalesced_beats_sent_total", "counter",
+                      "Coalesced heartbeat frames sent to peer nodes.", hb->beats_sent);
+  metrics_text_scalar(b, "cairn_coalesced_beat_groups_sent_total", "counter",
+                      "(group, peer) pairs named in the coalesced heartbeats sent.",
+                      hb->entries_sent);
+  metrics_text_scalar(b, "cairn_coalesced_beats_received_total", "counter",
+                      "Coalesced heartbeat frames received from peer nodes.", hb->beats_received);
   metrics_text_family(b, "cairn_coalesced_beat_groups_total", "counter",
                       "Groups named in coalesced heartbeats received, by this follower's answer.");
   admin_buf_printf(b, "cairn_coalesced_beat_groups_total{answer=\"accepted\"} %" PRIu64 "\n",
                    hb->accepted);
   admin_buf_printf(b, "cairn_coalesced_beat_groups_total{answer=\"refused\"} %" PRIu64 "\n",
                    hb->refused);
-  metrics_text_family(b, "cairn_coalesced_wakes_total", "counter",
+  metrics_text_scalar(b, "cairn_coalesced_wakes_total", "counter",
                       "Coalesced groups led here sent back to Raft's heartbeats (refused, "
-                      "unanswered or unsendable beat).");
-  admin_buf_printf(b, "cairn_coalesced_wakes_total %" PRIu64 "\n", hb->woken);
-  metrics_text_family(b, "cairn_coalesced_silent_leaders_total", "counter",
+                      "unanswered or unsendable beat).",
+                      hb->woken);
+  metrics_text_scalar(b, "cairn_coalesced_silent_leaders_total", "counter",
                       "Times a node that beat this one stopped beating it: its asleep "
-                      "followers here went back to the fast tick.");
-  admin_buf_printf(b, "cairn_coalesced_silent_leaders_total %" PRIu64 "\n", hb->silent_leaders);
-  metrics_text_family(b, "cairn_coalesced_full_beats_total", "counter",
+                      "followers here went back to the fast tick.",
+                      hb->silent_leaders);
+  metrics_text_scalar(b, "cairn_coalesced_full_beats_total", "counter",
                       "Beats that looked at every coalesced group led here (every 25th, or "
-                      "after a follower was out of reach or asked for everything again).");
-  admin_buf_printf(b, "cairn_coalesced_full_beats_total %" PRIu64 "\n", hb->scans);
-  metrics_text_family(b, "cairn_coalesced_beat_gaps_total", "counter",
+                      "after a follower was out of reach or asked for everything again).",
+                      hb->scans);
+  metrics_text_scalar(b, "cairn_coalesced_beat_gaps_total", "counter",
                       "Beats received here after one from the same node was missed: what it "
-                      "vouched for here no longer holds until it names it again (cluster/vouch.h).");
-  admin_buf_printf(b, "cairn_coalesced_beat_gaps_total %" PRIu64 "\n", hb->gaps);
-  metrics_text_family(b, "cairn_coalesced_beat_resets_total", "counter",
-                      "Answers asking this node to name every group again.");
-  admin_buf_printf(b, "cairn_coalesced_beat_resets_total %" PRIu64 "\n", hb->resets);
-  metrics_text_family(b, "cairn_coalesced_frames_unsent_total", "counter",
+                      "vouched for here no longer holds until it names it again (cluster/vouch.h).",
+                      hb->gaps);
+  metrics_text_scalar(b, "cairn_coalesced_beat_resets_total", "counter",
+                      "Answers asking this node to name every group again.", hb->resets);
+  metrics_text_scalar(b, "cairn_coalesced_frames_unsent_total", "counter",
                       "Beat and answer frames the connection to a peer refused (its queue "
-                      "full): a beat's groups go back to Raft's heartbeats.");
-  admin_buf_printf(b, "cairn_coalesced_frames_unsent_total %" PRIu64 "\n", hb->unsent);
+                      "full): a beat's groups go back to Raft's heartbeats.",
+                      hb->unsent);
   const struct rgroup_ticker *tk = &n->parts.ticker;
   metrics_text_family(b, "cairn_raft_groups_asleep", "gauge",
                       "Hosted groups ticked only every slow period (an election timeout): "
@@ -352,81 +347,73 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Hosted groups moved between the fast and the slow tick.");
   admin_buf_printf(b, "cairn_raft_ticker_moves_total{to=\"asleep\"} %" PRIu64 "\n", tk->sleeps);
   admin_buf_printf(b, "cairn_raft_ticker_moves_total{to=\"awake\"} %" PRIu64 "\n", tk->wakes);
-  metrics_text_family(b, "cairn_raft_elections_total", "counter",
+  metrics_text_scalar(b, "cairn_raft_elections_total", "counter",
                       "Raft term changes seen in the hosted groups and the metadata group "
-                      "(each is an election).");
-  admin_buf_printf(b, "cairn_raft_elections_total %" PRIu64 "\n", n->metrics.elections);
-  metrics_text_family(b, "cairn_raft_prompt_elections_total", "counter",
+                      "(each is an election).",
+                      n->metrics.elections);
+  metrics_text_scalar(b, "cairn_raft_prompt_elections_total", "counter",
                       "Elections hosted replicas started at once because their leader's node "
-                      "was seen gone (docs/replication.md, \"Failover\").");
-  admin_buf_printf(b, "cairn_raft_prompt_elections_total %" PRIu64 "\n", s.prompt_elections);
-  metrics_text_family(b, "cairn_raft_second_votes_withheld_total", "counter",
+                      "was seen gone (docs/replication.md, \"Failover\").",
+                      s.prompt_elections);
+  metrics_text_scalar(b, "cairn_raft_second_votes_withheld_total", "counter",
                       "RequestVotes hosted replicas kept from raft 0.15: the target of their "
                       "leadership transfer asking for a vote in a term they already voted in "
-                      "(docs/replication.md, \"Raft 0.15 weak spots\").");
-  admin_buf_printf(b, "cairn_raft_second_votes_withheld_total %" PRIu64 "\n",
-                   s.second_votes_withheld);
-  metrics_text_family(b, "cairn_raft_same_term_leaders_total", "counter",
+                      "(docs/replication.md, \"Raft 0.15 weak spots\").",
+                      s.second_votes_withheld);
+  metrics_text_scalar(b, "cairn_raft_same_term_leaders_total", "counter",
                       "AppendEntries or InstallSnapshots of a hosted leader's own term from "
-                      "another replica, dropped (never expected: two leaders of one term).");
-  admin_buf_printf(b, "cairn_raft_same_term_leaders_total %" PRIu64 "\n", s.second_leaders);
-  metrics_text_family(b, "cairn_raft_below_snapshot_total", "counter",
+                      "another replica, dropped (never expected: two leaders of one term).",
+                      s.second_leaders);
+  metrics_text_scalar(b, "cairn_raft_below_snapshot_total", "counter",
                       "AppendEntries hosted followers took as a heartbeat at their snapshot: "
                       "the leader probed below it (docs/replication.md, \"Raft 0.15 weak "
-                      "spots\").");
-  admin_buf_printf(b, "cairn_raft_below_snapshot_total %" PRIu64 "\n", s.below_snapshot);
-  metrics_text_family(b, "cairn_raft_barriers_total", "counter",
+                      "spots\").",
+                      s.below_snapshot);
+  metrics_text_scalar(b, "cairn_raft_barriers_total", "counter",
                       "Barrier entries hosted replicas appended as they started to lead a term "
-                      "(docs/raft-0.15.md, \"The figure 8 fix\").");
-  admin_buf_printf(b, "cairn_raft_barriers_total %" PRIu64 "\n", s.barriers);
-  metrics_text_family(b, "cairn_raft_results_held_total", "counter",
+                      "(docs/raft-0.15.md, \"The figure 8 fix\").",
+                      s.barriers);
+  metrics_text_scalar(b, "cairn_raft_results_held_total", "counter",
                       "AppendEntries results hosted leaders dropped until their term's first "
-                      "entry was on disk (docs/raft-0.15.md, \"The figure 8 fix\").");
-  admin_buf_printf(b, "cairn_raft_results_held_total %" PRIu64 "\n", s.results_held);
-  metrics_text_family(b, "cairn_raft_results_clamped_total", "counter",
+                      "entry was on disk (docs/raft-0.15.md, \"The figure 8 fix\").",
+                      s.results_held);
+  metrics_text_scalar(b, "cairn_raft_results_clamped_total", "counter",
                       "AppendEntries answers of hosted followers cut back to what the message "
-                      "verified (raft 0.15 counted a stale tail; docs/raft-0.15.md).");
-  admin_buf_printf(b, "cairn_raft_results_clamped_total %" PRIu64 "\n", s.results_clamped);
-  metrics_text_family(b, "cairn_raft_quiet_compactions_total", "counter",
+                      "verified (raft 0.15 counted a stale tail; docs/raft-0.15.md).",
+                      s.results_clamped);
+  metrics_text_scalar(b, "cairn_raft_quiet_compactions_total", "counter",
                       "Barriers hosted leaders proposed to compact a quiet group's Raft log to "
-                      "one entry (docs/replication.md, \"Quiet groups compact their log\").");
-  admin_buf_printf(b, "cairn_raft_quiet_compactions_total %" PRIu64 "\n", s.compactions);
-  metrics_text_family(b, "cairn_nodes_seen_gone_total", "counter",
+                      "one entry (docs/replication.md, \"Quiet groups compact their log\").",
+                      s.compactions);
+  metrics_text_scalar(b, "cairn_nodes_seen_gone_total", "counter",
                       "Times a peer node's process was seen gone (its watch connection dropped "
-                      "and a new one failed).");
-  admin_buf_printf(b, "cairn_nodes_seen_gone_total %" PRIu64 "\n", n->nw.gone);
-  metrics_text_family(b, "cairn_node_watch_blips_total", "counter",
+                      "and a new one failed).",
+                      n->nw.gone);
+  metrics_text_scalar(b, "cairn_node_watch_blips_total", "counter",
                       "Watch connections to a peer node that dropped while the node still "
-                      "accepted a new one (no election).");
-  admin_buf_printf(b, "cairn_node_watch_blips_total %" PRIu64 "\n", n->nw.blips);
-  metrics_text_family(b, "cairn_raft_snapshots_taken_total", "counter",
-                      "Snapshots taken by hosted replicas.");
-  admin_buf_printf(b, "cairn_raft_snapshots_taken_total %" PRIu64 "\n", s.snapshots_taken);
-  metrics_text_family(b, "cairn_raft_snapshots_sent_total", "counter",
-                      "InstallSnapshot messages sent by hosted leaders.");
-  admin_buf_printf(b, "cairn_raft_snapshots_sent_total %" PRIu64 "\n", s.snapshots_sent);
-  metrics_text_family(b, "cairn_raft_snapshots_installed_total", "counter",
-                      "Snapshots installed (restored) by hosted replicas.");
-  admin_buf_printf(b, "cairn_raft_snapshots_installed_total %" PRIu64 "\n", s.snapshots_installed);
-  metrics_text_family(b, "cairn_raft_recoveries_total", "counter",
-                      "Raft instances reopened after a failed write.");
-  admin_buf_printf(b, "cairn_raft_recoveries_total %" PRIu64 "\n", s.recoveries);
+                      "accepted a new one (no election).",
+                      n->nw.blips);
+  metrics_text_scalar(b, "cairn_raft_snapshots_taken_total", "counter",
+                      "Snapshots taken by hosted replicas.", s.snapshots_taken);
+  metrics_text_scalar(b, "cairn_raft_snapshots_sent_total", "counter",
+                      "InstallSnapshot messages sent by hosted leaders.", s.snapshots_sent);
+  metrics_text_scalar(b, "cairn_raft_snapshots_installed_total", "counter",
+                      "Snapshots installed (restored) by hosted replicas.", s.snapshots_installed);
+  metrics_text_scalar(b, "cairn_raft_recoveries_total", "counter",
+                      "Raft instances reopened after a failed write.", s.recoveries);
   metrics_text_family(b, "cairn_raft_replicas_refused", "gauge",
                       "Hosted replicas whose Raft files were refused, waiting to be rebuilt "
                       "from their peers (docs/fault-tolerance.md).");
   admin_buf_printf(b, "cairn_raft_replicas_refused %zu\n", n->parts.ndamaged);
-  metrics_text_family(b, "cairn_raft_replicas_rebuilt_total", "counter",
-                      "Refused replicas whose Raft files this node moved aside to rejoin empty.");
-  admin_buf_printf(b, "cairn_raft_replicas_rebuilt_total %" PRIu64 "\n", n->parts.rebuilds);
-  metrics_text_family(b, "cairn_catchup_received_bytes_total", "counter",
-                      "Log bytes fetched from peers by catching-up replicas.");
-  admin_buf_printf(b, "cairn_catchup_received_bytes_total %" PRIu64 "\n", s.catchup_in);
-  metrics_text_family(b, "cairn_catchup_served_bytes_total", "counter",
-                      "Log bytes served to catching-up peers.");
-  admin_buf_printf(b, "cairn_catchup_served_bytes_total %" PRIu64 "\n", s.catchup_out);
-  metrics_text_family(b, "cairn_log_bytes", "gauge",
-                      "Bytes of record batches held by the hosted partition logs.");
-  admin_buf_printf(b, "cairn_log_bytes %" PRIu64 "\n", s.log_bytes);
+  metrics_text_scalar(b, "cairn_raft_replicas_rebuilt_total", "counter",
+                      "Refused replicas whose Raft files this node moved aside to rejoin empty.",
+                      n->parts.rebuilds);
+  metrics_text_scalar(b, "cairn_catchup_received_bytes_total", "counter",
+                      "Log bytes fetched from peers by catching-up replicas.", s.catchup_in);
+  metrics_text_scalar(b, "cairn_catchup_served_bytes_total", "counter",
+                      "Log bytes served to catching-up peers.", s.catchup_out);
+  metrics_text_scalar(b, "cairn_log_bytes", "gauge",
+                      "Bytes of record batches held by the hosted partition logs.", s.log_bytes);
 }
 
 /* ---- partitions ---- */
@@ -689,13 +676,13 @@ static void metrics_text_cluster(struct node *n, struct admin_buf *b)
   admin_buf_printf(b, "cairn_cluster_topics %zu\n", st->ntopics);
   metrics_text_family(b, "cairn_cluster_partitions", "gauge", "Partitions in the metadata.");
   admin_buf_printf(b, "cairn_cluster_partitions %zu\n", st->total_partitions);
-  metrics_text_family(b, "cairn_cluster_under_replicated_partitions", "gauge",
+  metrics_text_scalar(b, "cairn_cluster_under_replicated_partitions", "gauge",
                       "Partitions with a replica on a node that is not live, or fewer "
-                      "replicas than their replication factor.");
-  admin_buf_printf(b, "cairn_cluster_under_replicated_partitions %" PRIu64 "\n", under);
-  metrics_text_family(b, "cairn_cluster_offline_partitions", "gauge",
-                      "Partitions with fewer than a majority of their replicas on live nodes.");
-  admin_buf_printf(b, "cairn_cluster_offline_partitions %" PRIu64 "\n", offline);
+                      "replicas than their replication factor.",
+                      under);
+  metrics_text_scalar(b, "cairn_cluster_offline_partitions", "gauge",
+                      "Partitions with fewer than a majority of their replicas on live nodes.",
+                      offline);
 }
 
 /* cairn_loop_lag_seconds: how late the loop ran its lag timer
@@ -708,8 +695,9 @@ static void metrics_text_loop_lag(struct node *n, struct admin_buf *b)
                       "spent in other callbacks.");
   for (int e = METRICS_TEXT_LE_MIN_LOG2; e <= METRICS_TEXT_LE_MAX_LOG2; e++) {
     uint64_t le_us = (uint64_t)1 << e;
-    admin_buf_printf(b, "cairn_loop_lag_seconds_bucket{le=\"%" PRIu64 ".%06" PRIu64 "\"} %" PRIu64
-                     "\n", le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
+    admin_buf_printf(
+        b, "cairn_loop_lag_seconds_bucket{le=\"%" PRIu64 ".%06" PRIu64 "\"} %" PRIu64 "\n",
+        le_us / 1000000, le_us % 1000000, metrics_hist_count_le(h, le_us));
   }
   admin_buf_printf(b, "cairn_loop_lag_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", h->count);
   admin_buf_printf(b, "cairn_loop_lag_seconds_sum %" PRIu64 ".%06" PRIu64 "\n", h->sum / 1000000,
@@ -757,10 +745,10 @@ static void metrics_text_wal(struct node *n, struct admin_buf *b)
                       "(total), and of the records still needed in them (live).");
   admin_buf_printf(b, "cairn_wal_bytes{kind=\"total\"} %" PRIu64 "\n", st.total_bytes);
   admin_buf_printf(b, "cairn_wal_bytes{kind=\"live\"} %" PRIu64 "\n", st.live_bytes);
-  metrics_text_family(b, "cairn_wal_cleaner_moved_bytes_total", "counter",
+  metrics_text_scalar(b, "cairn_wal_cleaner_moved_bytes_total", "counter",
                       "Bytes the log's cleaner appended again (live entries copied forward out "
-                      "of the oldest segment so that it can go).");
-  admin_buf_printf(b, "cairn_wal_cleaner_moved_bytes_total %" PRIu64 "\n", st.clean_moved_bytes);
+                      "of the oldest segment so that it can go).",
+                      st.clean_moved_bytes);
 }
 
 void metrics_node_write(struct node *n, struct admin_buf *b)
