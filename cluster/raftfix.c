@@ -88,3 +88,104 @@ bool raftfix_hold_result(const struct raft *r, const struct raft_message *m,
   }
   return term_appended != r->current_term || r->last_stored < first_index;
 }
+
+/* ---- raftfix_log_trim ---- */
+
+static size_t raftfix_log_entries(const struct raft_log *l)
+{
+  if (l->front <= l->back) {
+    return l->back - l->front;
+  }
+  return l->size - l->front + l->back; /* the circular buffer is wrapped */
+}
+
+/* Copies the live slots of l's table into t of size slots, keyed as raft
+ * keys them ((index - 1) % size). Returns false on a collision. */
+static bool raftfix_refs_rehash(const struct raft_log *l, struct raft_entry_ref *t, size_t size)
+{
+  for (size_t i = 0; i < l->refs_size; i++) {
+    const struct raft_entry_ref *s = &l->refs[i];
+    if (s->count == 0) {
+      continue;
+    }
+    struct raft_entry_ref *d = &t[(s->index - 1) % size];
+    if (d->count != 0) {
+      return false;
+    }
+    *d = *s;
+  }
+  return true;
+}
+
+static size_t raftfix_refs_trim(struct raft_log *l)
+{
+  if (l->refs == NULL || l->refs_size <= RAFTFIX_REFS_MIN) {
+    return 0;
+  }
+  size_t live = 0;
+  for (size_t i = 0; i < l->refs_size; i++) {
+    if (l->refs[i].count == 0) {
+      continue;
+    }
+    if (l->refs[i].next != NULL) {
+      return 0; /* two terms at one index: chained slots, left to raft */
+    }
+    live++;
+  }
+  size_t size = RAFTFIX_REFS_MIN;
+  while (size < live) {
+    size *= 2;
+  }
+  /* Live indexes are nearly always consecutive, so the first size that
+   * holds them all fits; a scattered few may need a larger one. */
+  for (; size < l->refs_size; size *= 2) {
+    struct raft_entry_ref *t = raft_calloc(size, sizeof *t);
+    if (t == NULL) {
+      return 0;
+    }
+    if (!raftfix_refs_rehash(l, t, size)) {
+      raft_free(t);
+      continue;
+    }
+    size_t freed = (l->refs_size - size) * sizeof *t;
+    raft_free(l->refs);
+    l->refs = t;
+    l->refs_size = size;
+    return freed;
+  }
+  return 0;
+}
+
+static size_t raftfix_entries_trim(struct raft_log *l)
+{
+  size_t n = raftfix_log_entries(l);
+  if (l->entries == NULL || l->size <= 2 * (n + 2)) {
+    return 0;
+  }
+  size_t freed = l->size * sizeof *l->entries;
+  if (n == 0) {
+    raft_free(l->entries); /* as raft's clearIfEmpty leaves an empty log */
+    l->entries = NULL;
+    l->size = l->front = l->back = 0;
+    return freed;
+  }
+  size_t size = n + 2; /* raft grows an array with fewer than 2 free slots */
+  struct raft_entry *e = raft_calloc(size, sizeof *e);
+  if (e == NULL) {
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    e[i] = l->entries[(l->front + i) % l->size];
+  }
+  raft_free(l->entries);
+  l->entries = e;
+  l->size = size;
+  l->front = 0;
+  l->back = n;
+  return freed - size * sizeof *e;
+}
+
+size_t raftfix_log_trim(struct raft *r)
+{
+  return raftfix_refs_trim(&r->log) + raftfix_entries_trim(&r->log);
+}

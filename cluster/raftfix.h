@@ -11,6 +11,7 @@
 
 #include <raft.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* raft 0.15 answers an AppendEntries it has nothing to write for (an empty
@@ -97,5 +98,25 @@ bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned
  * commit anything. */
 bool raftfix_hold_result(const struct raft *r, const struct raft_message *m,
                          raft_term term_appended, raft_index first_index);
+
+/* raft 0.15's in-memory log only grows until raft_close: the table that
+ * counts references to its entries starts at 256 slots (8 KiB) with the
+ * first entry and doubles whenever the entries held outgrow it, and the
+ * entries' circular array doubles likewise; neither shrinks when a
+ * snapshot leaves a few entries (log.c: refsInit, refsGrow,
+ * ensureCapacity). At 10,000 replicas per node the table alone was 8 KiB
+ * of the ~29 KiB each replica cost (docs/performance.md). This rebuilds
+ * both at the size the entries now held need: the table at the least
+ * power of two, at least RAFTFIX_REFS_MIN, in which every live reference
+ * (an entry in the log, or one an I/O request still holds) has a slot of
+ * its own; the array at those entries plus two. Each only when that frees
+ * memory; raft grows them again by its own rules. A table with two terms
+ * at one index (a truncated entry still held by an I/O request) is left
+ * as it is, as is anything when memory runs out. Must not be called from
+ * inside a raft call (from a callback raft is running): the rgroup calls
+ * it after raft_start and when a group falls asleep (rgroup_ticker.h).
+ * Returns the bytes freed. */
+#define RAFTFIX_REFS_MIN 4
+size_t raftfix_log_trim(struct raft *r);
 
 #endif

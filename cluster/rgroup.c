@@ -438,6 +438,7 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     rgroup_close(rg, NULL);
     return rv;
   }
+  rgroup_raft_trim(rg); /* raft_start loaded the log into 8 KiB tables */
   rgroup_set_state(rg, RGROUP_RUNNING);
   rgroup_elect_on_start(rg);
   log_info("rgroup", "group %llu: replica %llu open in %s", (unsigned long long)group_id,

@@ -505,6 +505,14 @@ static uint32_t rgroup_raft_heard_now(struct rgroup *rg)
 
 /* Raft's periodic tick, then rgroup's; none for a latched instance
  * (heartbeats would send from the same inconsistent progress as above). */
+void rgroup_raft_trim(struct rgroup *rg)
+{
+  if (!rg->raft_open || rg->raft_closing) {
+    return;
+  }
+  rg->log_trimmed += raftfix_log_trim(&rg->raft);
+}
+
 void rgroup_raft_tick(struct rgroup *rg)
 {
   /* A stopping replica that does not lead starts no election (rgroup.h,
@@ -876,6 +884,7 @@ static void rgroup_raft_reopen(struct rgroup *rg)
     rgroup_raft_close(rg); /* then rgroup_on_raft_closed: backoff */
     return;
   }
+  rgroup_raft_trim(rg); /* raft_start loaded the log into 8 KiB tables */
   rgroup_set_state(rg, RGROUP_RUNNING);
   rgroup_elect_on_start(rg);
   rg->recoveries++;

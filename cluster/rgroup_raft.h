@@ -49,6 +49,12 @@ __attribute__((warn_unused_result)) int rgroup_raft_init(struct rgroup *rg);
  * io's own timer without one. */
 void rgroup_raft_tick(struct rgroup *rg);
 
+/* Gives back the memory raft 0.15's in-memory log kept past what its
+ * entries need now (raftfix_log_trim), counted in rg->log_trimmed. Called
+ * after raft_start and when the ticker puts the group to sleep; never from
+ * inside a raft call. Nothing for a group whose raft is not open. */
+void rgroup_raft_trim(struct rgroup *rg);
+
 /* Does the replica run on its own raft_io (riow_mux.h): opts.wal and
  * opts.mux? Otherwise on raft_uv's. (rgroup_wal.c) */
 bool rgroup_wal_own_io(const struct rgroup *rg);

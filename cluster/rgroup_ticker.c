@@ -83,6 +83,8 @@ static void rgroup_ticker_move(struct rgroup_ticker *t, struct rgroup *rg, bool 
   int rv = rgroup_ticker_push(t, rg, asleep); /* room reserved above */
   (void)rv;
   if (asleep) {
+    /* Idle from here on: what raft's log grew to while busy goes back. */
+    rgroup_raft_trim(rg);
     t->sleeps++;
   } else {
     t->wakes++;

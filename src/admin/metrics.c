@@ -64,6 +64,9 @@ void metrics_init(struct metrics *m)
 
 void metrics_close(struct metrics *m)
 {
+  for (size_t i = 0; i < m->nparts; i++) {
+    free(m->parts[i].ring);
+  }
   free(m->parts);
   free(m->applied);
   memset(m, 0, sizeof *m);
@@ -204,12 +207,14 @@ void metrics_prune(struct metrics *m, bool (*keep)(uint64_t group_id, void *data
 {
   size_t k = 0;
   for (size_t i = 0; i < m->nparts; i++) {
-    if (keep(m->parts[i].group_id, data)) {
-      if (k != i) {
-        m->parts[k] = m->parts[i];
-      }
-      k++;
+    if (!keep(m->parts[i].group_id, data)) {
+      free(m->parts[i].ring);
+      continue;
     }
+    if (k != i) {
+      m->parts[k] = m->parts[i];
+    }
+    k++;
   }
   m->nparts = k;
 }
@@ -231,6 +236,12 @@ bool metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index
     }
     if (now_ms < last->ms + METRICS_LAG_SAMPLE_MS) {
       return false;
+    }
+  }
+  if (mp->ring == NULL) {
+    mp->ring = calloc(METRICS_LAG_SAMPLES, sizeof *mp->ring);
+    if (mp->ring == NULL) {
+      return true;
     }
   }
   mp->ring[mp->ring_next] =

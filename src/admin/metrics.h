@@ -81,7 +81,9 @@ struct metrics_part {
   uint64_t fetches;       /* partition reads answered */
   uint64_t last_term;     /* the Raft term seen at the last sample */
   bool term_seen;
-  struct metrics_lag_sample ring[METRICS_LAG_SAMPLES];
+  /* owned: METRICS_LAG_SAMPLES samples, allocated at the first one (only
+   * leaders sample: 1.5 KiB a replica saved on the others) */
+  struct metrics_lag_sample *ring;
   unsigned ring_len;  /* samples held */
   unsigned ring_next; /* where the next one goes */
   bool applied;       /* listed in metrics.applied: a lag sample is due later */
@@ -174,7 +176,8 @@ void metrics_part_mark(struct metrics *m, struct metrics_part *mp);
 /* Leader side of the lag estimate: records (now_ms, index, next_offset)
  * unless the newest sample has the same index or is younger than
  * METRICS_LAG_SAMPLE_MS. Returns false only in the second case (the sample
- * is due later), true when recorded or nothing new. */
+ * is due later), true when recorded or nothing new, or when the ring could
+ * not be allocated (nothing recorded: the estimate knows less). */
 bool metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index,
                         int64_t next_offset);
 

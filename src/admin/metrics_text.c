@@ -216,7 +216,7 @@ static void metrics_text_client_port(struct node *n, struct admin_buf *b)
 struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
-  uint64_t second_votes_withheld, second_leaders, compactions, below_snapshot;
+  uint64_t second_votes_withheld, second_leaders, compactions, below_snapshot, log_trimmed;
   uint64_t barriers, results_held, results_clamped;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces, coalesced, raft_sent;
@@ -241,6 +241,7 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->second_votes_withheld += rg->second_votes_withheld;
     s->second_leaders += rg->second_leaders;
     s->below_snapshot += rg->below_snapshot;
+    s->log_trimmed += rg->log_trimmed;
     s->barriers += rg->barriers;
     s->results_held += rg->results_held;
     s->results_clamped += rg->clamp.clamped;
@@ -369,6 +370,11 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "the leader probed below it (docs/replication.md, \"Raft 0.15 weak "
                       "spots\").",
                       s.below_snapshot);
+  metrics_text_scalar(b, "cairn_raft_log_trimmed_bytes_total", "counter",
+                      "Bytes of raft 0.15's in-memory log tables (entry reference counts, the "
+                      "entries' array) hosted replicas gave back after raft_start and when "
+                      "falling asleep: raft itself only grows them (docs/raft-0.15.md).",
+                      s.log_trimmed);
   metrics_text_scalar(b, "cairn_raft_barriers_total", "counter",
                       "Barrier entries hosted replicas appended as they started to lead a term "
                       "(docs/raft-0.15.md, \"The figure 8 fix\").",

@@ -129,6 +129,13 @@ static int raft_rec_append(struct raft_io *io, struct raft_io_append *req,
   return 0;
 }
 
+/* Truncations complete at once: nothing is stored to cut. */
+static int raft_rec_truncate(struct raft_io *io, raft_index index)
+{
+  (void)io, (void)index;
+  return 0;
+}
+
 static raft_time raft_rec_time(struct raft_io *io)
 {
   return ((struct raft_rec *)io->impl)->now;
@@ -158,6 +165,7 @@ void raft_rec_init(struct raft_rec *ri)
   ri->io.set_vote = raft_rec_set_vote;
   ri->io.send = raft_rec_send;
   ri->io.append = raft_rec_append;
+  ri->io.truncate = raft_rec_truncate;
   ri->io.time = raft_rec_time;
   ri->io.random = raft_rec_random;
   ri->io.close = raft_rec_close;

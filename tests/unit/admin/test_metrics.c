@@ -143,6 +143,12 @@ static void test_metrics_parts_are_found_sorted_and_pruned(void **state)
   struct metrics_part *mp = metrics_part(m, 30);
   assert_true(mp->produced_bytes == 10 && mp->produced_batches == 1 && mp->fetched_bytes == 7 &&
               mp->fetches == 1);
+  /* Leaders' lag rings: the pruned parts' go with them (the leak check). */
+  assert_null(metrics_part(m, 33)->ring);
+  for (uint64_t g = 1; g <= 100; g++) {
+    assert_true(metrics_lag_sample(metrics_part(m, g * 3), 1000, 5, 10));
+  }
+  assert_non_null(metrics_part(m, 33)->ring);
   metrics_prune(m, test_keep_even, NULL);
   assert_int_equal(m->nparts, 50);
   assert_true(metrics_part(m, 30)->produced_bytes == 10);
@@ -182,6 +188,7 @@ static void test_metrics_lag_follows_the_leaders_samples(void **state)
     metrics_lag_sample(mp, 1000 + k * METRICS_LAG_SAMPLE_MS, 5 + k, (int64_t)(10 * (k + 1)));
   }
   assert_int_equal(mp->ring_len, METRICS_LAG_SAMPLES);
+  free(mp->ring); /* the part's owner (struct metrics) frees it otherwise */
   free(mp);
 }
 

@@ -310,12 +310,72 @@ static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **st
   raft_rec_stop(&ri, &r);
 }
 
+/* raft 0.15 keeps its log's tables at their largest; raftfix_log_trim
+ * rebuilds them at what the entries held need, and raft goes on with
+ * them: it grows them again, an append in flight while they were rebuilt
+ * completes through the new table, a truncation, and raft_close checks
+ * that every entry still has its one reference. */
+static void test_log_trim(void **state)
+{
+  (void)state;
+  static struct raft_rec ri;
+  raft_rec_init(&ri);
+  ri.snap_index = 20;
+  ri.snap_term = 1;
+  ri.n_tail = 5;
+  struct raft_fsm fsm;
+  static struct raft r;
+  raft_rec_start(&ri, &r, &fsm);
+  assert_int_equal(r.log.refs_size, 256); /* raft 0.15's first table: 8 KiB */
+  size_t freed = raftfix_log_trim(&r);
+  assert_true(freed >= (256 - 8) * sizeof(struct raft_entry_ref));
+  assert_int_equal(r.log.refs_size, 8);      /* 5 live entries, 21-25 */
+  assert_int_equal(raftfix_log_trim(&r), 0); /* nothing more to give back */
+
+  /* 300 entries from the leader of term 2: raft grows both again. */
+  struct raft_message big = append_entries(2, 25, 300, 20);
+  ri.recv(&ri.io, &big);
+  raft_rec_flush(&ri);
+  assert_int_equal(r.last_stored, 325);
+  assert_true(r.log.refs_size >= 305);
+  assert_true(r.log.size >= 305);
+
+  /* A leader of term 3 replaces 27-325 with its own entry 27: raft keeps
+   * seven entries in tables sized for 305. The append of 27 is in flight
+   * (its request holds a second reference) while they are rebuilt. */
+  struct raft_message cut = append_entries(3, 26, 1, 20);
+  cut.append_entries.entries[0].term = 3;
+  ri.recv(&ri.io, &cut);
+  assert_int_equal(raft_last_index(&r), 27);
+  size_t refs_before = r.log.refs_size;
+  assert_true(raftfix_log_trim(&r) > 0);
+  assert_true(r.log.refs_size < refs_before);
+  assert_true(r.log.refs_size <= 16);
+  assert_int_equal(r.log.size, 9);
+  assert_int_equal(r.log.back - r.log.front, 7);
+  raft_rec_flush(&ri); /* raft releases the request's reference */
+  assert_int_equal(r.last_stored, 27);
+
+  /* And goes on from there. */
+  struct raft_message more = append_entries(3, 27, 3, 27);
+  more.append_entries.prev_log_term = 3;
+  ri.recv(&ri.io, &more);
+  raft_rec_flush(&ri);
+  assert_int_equal(r.last_stored, 30);
+  assert_int_equal(r.commit_index, 27);
+  const struct raft_message *res = raft_rec_last(&ri, RAFT_IO_APPEND_ENTRIES_RESULT, 2);
+  assert_non_null(res);
+  assert_int_equal(res->append_entries_result.rejected, 0);
+  raft_rec_stop(&ri, &r); /* logClose: every entry has exactly one reference */
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_clamp_rule),
       cmocka_unit_test(test_below_snapshot_rule),
       cmocka_unit_test(test_hold_result_rule),
+      cmocka_unit_test(test_log_trim),
       cmocka_unit_test(test_raft_015_answers_past_what_it_verified),
       cmocka_unit_test(test_raft_015_refuses_votes_while_it_names_a_silent_leader),
   };
