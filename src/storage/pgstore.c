@@ -83,7 +83,6 @@ struct pgstore {
   char partition[16];
   size_t max_batch_bytes;
   bool in_tx;
-  bool fatal;
   bool settling; /* a settle or an op job owns conn and the rows applied */
   bool closed;   /* store_close came while an op job ran: its end frees the store */
   uv_loop_t *loop;            /* written behind: where op jobs are queued */
@@ -168,7 +167,7 @@ static int pgstore_reconnect(struct pgstore *ps);
  * never committed, is emptied. */
 static void pgstore_latch(struct pgstore *ps)
 {
-  ps->fatal = true;
+  ps->s.fatal = true;
   pgstore_tail_drop_front(ps, ps->ntail);
   ps->next = ps->durable_offset;
   ps->last_index = ps->durable_index;
@@ -416,7 +415,7 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
                           uint64_t source_index, int64_t *base_offset)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   if (batches == NULL || n == 0) {
@@ -458,7 +457,7 @@ static int pgstore_append(struct store *s, struct store_batch *batches, size_t n
       if (ps->writer != NULL) {
         pgstore_latch(ps);
       } else {
-        ps->fatal = true;
+        ps->s.fatal = true;
       }
     }
     return rv;
@@ -577,7 +576,7 @@ static int pgstore_read(struct store *s, int64_t offset, size_t max_bytes, struc
     out->next_offset = offset;
     return 0;
   }
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL; /* its view of the rows may be stale: reopen */
   }
   if (ps->ntail > 0 && offset >= ps->tail[0]->base) {
@@ -606,7 +605,7 @@ static int pgstore_lookup_time_tail(struct pgstore *ps, int64_t timestamp, int64
 static int pgstore_lookup_time(struct store *s, int64_t timestamp, int64_t *offset)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   int64_t scanned;
@@ -639,7 +638,7 @@ static struct pgstore *pgstore_from_member(struct pgwriter_member *m)
 static int pgstore_collect(struct pgwriter_member *m, struct pgwriter_job *job)
 {
   struct pgstore *ps = pgstore_from_member(m);
-  if (ps->fatal || ps->settling) {
+  if (ps->s.fatal || ps->settling) {
     return 0; /* its revive reloads what is committed; the settle's end readies it again */
   }
   size_t bytes = 0;
@@ -663,7 +662,7 @@ static int pgstore_collect(struct pgwriter_member *m, struct pgwriter_job *job)
 static void pgstore_written(struct pgwriter_member *m, int status, const char *msg)
 {
   struct pgstore *ps = pgstore_from_member(m);
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return; /* latched meanwhile: its revive reloads what is committed */
   }
   if (status == 0) {
@@ -813,7 +812,7 @@ int pgstore_settle_begin(struct store *s, struct pgstore_settle **out)
 {
   struct pgstore *ps = pgstore_from(s);
   *out = NULL;
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   if (ps->writer == NULL || ps->member.inflight || ps->settling) {
@@ -844,7 +843,7 @@ int pgstore_settle_end(struct pgstore_settle *job)
   int status = job->status;
   ps->conn = sh->conn; /* the same, or the one a reconnect made */
   ps->settling = false;
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     status = CAIRN_EFATAL; /* latched meanwhile: its revive reloads what is committed */
   } else if (!job->ran) {
     ps->sent_offset = job->from; /* nothing was sent: the writer takes them */
@@ -861,7 +860,7 @@ int pgstore_settle_end(struct pgstore_settle *job)
     }
     pgstore_tail_trim(ps);
   }
-  if (!ps->fatal && ps->sent_offset < ps->next) {
+  if (!ps->s.fatal && ps->sent_offset < ps->next) {
     pgwriter_ready(ps->writer, &ps->member); /* what was applied meanwhile */
   }
   pgstore_settle_free(job);
@@ -873,7 +872,7 @@ int pgstore_settle_end(struct pgstore_settle *job)
 static int pgstore_flush(struct store *s, int64_t up_to)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   int64_t target = up_to < ps->next ? up_to : ps->next;
@@ -997,7 +996,7 @@ static void pgstore_free(struct pgstore *ps);
 static int pgstore_truncate(struct store *s, int64_t offset)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   if (offset < ps->start || offset > ps->next) {
@@ -1080,7 +1079,7 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
 static int pgstore_delete_before(struct store *s, int64_t offset)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   if (offset < 0) {
@@ -1093,7 +1092,7 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
     return pgstore_op_request(ps, PGSTORE_OP_DELETE_BEFORE, offset);
   }
   pgreader_stop(ps->reader); /* no retention job races this one */
-  int rv = ps->fatal ? CAIRN_EFATAL : 0; /* the stopped job was a failed retention */
+  int rv = ps->s.fatal ? CAIRN_EFATAL : 0; /* the stopped job was a failed retention */
   if (rv == 0) {
     rv = pgstore_drop_before(ps, offset);
   }
@@ -1131,7 +1130,7 @@ static void pgstore_op_work(uv_work_t *w)
     rv = job->kind == PGSTORE_OP_TRUNCATE ? pgstore_truncate_rows(sh, job->offset)
                                           : pgstore_drop_before(sh, job->offset);
   }
-  if (rv != 0 && !sh->fatal) {
+  if (rv != 0 && !sh->s.fatal) {
     /* Refused (not an entry boundary): nothing of the job is written. */
     if (sh->in_tx) {
       PQclear(PQexec(sh->conn, "ROLLBACK"));
@@ -1146,7 +1145,7 @@ static void pgstore_op_work(uv_work_t *w)
 static int pgstore_op_apply(struct pgstore *ps, struct pgstore_settle *job)
 {
   struct pgstore *sh = &job->shadow;
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL; /* latched meanwhile: its revive reloads what is committed */
   }
   if (!job->ran || job->refused) {
@@ -1195,7 +1194,7 @@ static void pgstore_op_after(uv_work_t *w, int status)
   ps->op_result = rv;
   ps->op_result_kind = (int)job->kind;
   ps->op_result_offset = job->offset;
-  bool failed = rv != 0 && ps->fatal && job->status != 0 && job->ran && !job->refused;
+  bool failed = rv != 0 && ps->s.fatal && job->status != 0 && job->ran && !job->refused;
   pgstore_settle_free(job);
   if (failed) {
     if (ps->on_fatal != NULL) {
@@ -1203,7 +1202,7 @@ static void pgstore_op_after(uv_work_t *w, int status)
     }
     return;
   }
-  if (!ps->fatal && ps->sent_offset < ps->next) {
+  if (!ps->s.fatal && ps->sent_offset < ps->next) {
     pgwriter_ready(ps->writer, &ps->member); /* what waited for the op */
   }
   if (ps->on_durable != NULL) {
@@ -1279,7 +1278,7 @@ static int64_t pgstore_retention_point(struct store *s, int64_t now_ms)
   struct pgreader_retention rt;
   pgstore_retention_args(ps, now_ms, INT64_MAX, &rt);
   int64_t point = ps->start;
-  if (ps->fatal || pgstore_commit_for_reader(ps) != 0 ||
+  if (ps->s.fatal || pgstore_commit_for_reader(ps) != 0 ||
       pgreader_scan(ps->reader, &rt, &point, ps->s.errmsg, sizeof ps->s.errmsg) != 0) {
     return ps->start; /* no answer (yet): nothing is due */
   }
@@ -1293,7 +1292,7 @@ static int pgstore_retention(struct store *s, int64_t now_ms, int64_t below, uin
 {
   struct pgstore *ps = pgstore_from(s);
   *deleted = 0;
-  if (ps->fatal) {
+  if (ps->s.fatal) {
     return CAIRN_EFATAL;
   }
   if (ps->op != NULL) {
@@ -1312,7 +1311,7 @@ static int pgstore_retention(struct store *s, int64_t now_ms, int64_t below, uin
   if (rv == CAIRN_EPENDING) {
     return 0; /* a job runs: the next pass starts one */
   }
-  return ps->fatal ? CAIRN_EFATAL : rv;
+  return ps->s.fatal ? CAIRN_EFATAL : rv;
 }
 
 /* A job of the reader ended (on the loop; without one, inside the call
@@ -1322,7 +1321,7 @@ static void pgstore_on_reader_done(void *arg, enum pgreader_job_kind kind, int s
                                    const char *msg, const struct pgreader_retained *retained)
 {
   struct pgstore *ps = arg;
-  if (kind == PGREADER_RETAIN && !ps->fatal) {
+  if (kind == PGREADER_RETAIN && !ps->s.fatal) {
     if (status != 0) {
       /* The delete's COMMIT may or may not have happened: the revive
        * reloads the start PostgreSQL has. */
@@ -1361,7 +1360,7 @@ static void pgstore_info(struct store *s, struct store_info *out)
   out->durable_index = ps->durable_index;
   out->size_bytes = ps->size_bytes;
   out->segments = 1;
-  out->fatal = ps->fatal;
+  out->fatal = ps->s.fatal;
 }
 
 static void pgstore_free(struct pgstore *ps)
@@ -1393,7 +1392,7 @@ static void pgstore_close(struct store *s)
     ps->closed = true; /* the op job has the connection: its end frees the store */
     return;
   }
-  if (ps->writer == NULL && !ps->fatal) {
+  if (ps->writer == NULL && !ps->s.fatal) {
     (void)pgstore_commit(ps); /* a failure loses nothing Raft lacks */
   }
   pgstore_free(ps);
@@ -1719,7 +1718,7 @@ int pgstore_open(const struct pgstore_opts *o, struct store **out, char *err, si
 int pgstore_revive_begin(struct store *s, struct pgstore_revive **out)
 {
   struct pgstore *ps = pgstore_from(s);
-  if (!ps->fatal) {
+  if (!ps->s.fatal) {
     return CAIRN_EINVAL;
   }
   if (ps->member.inflight || ps->settling) {
@@ -1868,7 +1867,7 @@ int pgstore_revive_end(struct store *s, struct pgstore_revive *job)
   ps->durable_index = sh->durable_index;
   ps->sent_offset = sh->next;
   ps->pending_bytes = 0;
-  ps->fatal = false;
+  ps->s.fatal = false;
   ps->s.errmsg[0] = '\0';
   pgstore_revive_free(job);
   return 0;

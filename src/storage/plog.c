@@ -70,7 +70,7 @@ int plog_drop_segment(struct plog *pl, size_t i)
  * or fsync, so nothing more may be acknowledged on top of it. */
 int plog_fail(struct plog *pl, int err, const char *what)
 {
-  pl->fatal = true;
+  pl->base.fatal = true;
   plog_set_errmsg(pl, "%s: %s: %s", pl->dir, what, cairn_strerror(err));
   log_error("plog", "%s (log is now read-only)", pl->base.errmsg);
   return err;
@@ -203,7 +203,7 @@ static int plog_append(struct store *st, struct store_batch *b, size_t n, uint64
                        int64_t *base_offset)
 {
   struct plog *pl = (struct plog *)st;
-  if (pl->fatal) {
+  if (pl->base.fatal) {
     return CAIRN_EFATAL;
   }
   if (n == 0) {
@@ -402,7 +402,7 @@ static int plog_flush(struct store *st, int64_t up_to)
 {
   struct plog *pl = (struct plog *)st;
   plog_sync_collect(pl); /* its checkpoint first; fatal if it failed */
-  if (pl->fatal) {
+  if (pl->base.fatal) {
     return CAIRN_EFATAL;
   }
   return plog_do_flush(pl, up_to);
@@ -437,7 +437,7 @@ static int plog_truncate(struct store *st, int64_t offset)
 {
   struct plog *pl = (struct plog *)st;
   plog_sync_collect(pl); /* it must not sync bytes cut here, nor race the checkpoint */
-  if (pl->fatal) {
+  if (pl->base.fatal) {
     return CAIRN_EFATAL;
   }
   if (offset < pl->start_offset || offset > pl->next_offset) {
@@ -518,7 +518,7 @@ static int plog_delete_before(struct store *st, int64_t offset)
 {
   struct plog *pl = (struct plog *)st;
   plog_sync_collect(pl); /* its checkpoint names the old start: ours must be the last */
-  if (pl->fatal) {
+  if (pl->base.fatal) {
     return CAIRN_EFATAL;
   }
   if (offset <= pl->start_offset) {
@@ -573,7 +573,7 @@ static int64_t plog_retention_point(struct store *st, int64_t now_ms)
 {
   struct plog *pl = (struct plog *)st;
   uint64_t total;
-  size_t k = pl->fatal ? 0 : plog_retention_keep(pl, now_ms, INT64_MAX, &total);
+  size_t k = pl->base.fatal ? 0 : plog_retention_keep(pl, now_ms, INT64_MAX, &total);
   return k > 0 ? pl->segs[k]->base_offset : pl->start_offset;
 }
 
@@ -582,7 +582,7 @@ static int plog_retention(struct store *st, int64_t now_ms, int64_t below, uint3
   struct plog *pl = (struct plog *)st;
   *deleted = 0;
   plog_sync_collect(pl); /* as delete_before */
-  if (pl->fatal) {
+  if (pl->base.fatal) {
     return CAIRN_EFATAL;
   }
   uint64_t total;
@@ -613,7 +613,7 @@ static void plog_info(struct store *st, struct store_info *out)
   out->durable_index = pl->durable_index;
   out->size_bytes = plog_total_bytes(pl);
   out->segments = (uint32_t)pl->nsegs;
-  out->fatal = pl->fatal;
+  out->fatal = pl->base.fatal;
 }
 
 static void plog_close(struct store *st)
@@ -624,7 +624,7 @@ static void plog_close(struct store *st)
   plog_sync_collect(pl);
   /* A clean close leaves nothing to recover: all of it durable (unless the
    * caller's Raft log holds it: store_close_unflushed). */
-  bool flush = !pl->fatal && pl->nsegs > 0 && !st->close_unflushed;
+  bool flush = !pl->base.fatal && pl->nsegs > 0 && !st->close_unflushed;
   if (flush && plog_do_flush(pl, pl->next_offset) != 0) {
     log_error("plog", "%s: flush at close failed: %s", pl->dir, pl->base.errmsg);
   }

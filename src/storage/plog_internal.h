@@ -19,8 +19,7 @@ struct plog {
   uint64_t last_index;
   int64_t durable_offset;
   uint64_t durable_index;
-  bool dir_dirty; /* files created or removed since the last dir fsync */
-  bool fatal;
+  bool dir_dirty;         /* files created or removed since the last dir fsync */
   struct plog_sync *sync; /* a sync job out (plog_sync.h: "syncing"), or NULL */
   struct plog_recovery rec;
 };

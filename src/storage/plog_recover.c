@@ -438,7 +438,7 @@ int plog_open(const char *dir, const struct plog_opts *opts, struct store **out,
     if (errmsg != NULL) {
       snprintf(errmsg, errmsg_len, "%s", pl->base.errmsg[0] ? pl->base.errmsg : cairn_strerror(rv));
     }
-    pl->fatal = true; /* close without flushing a half-recovered log */
+    pl->base.fatal = true; /* close without flushing a half-recovered log */
     plog_ops.close(&pl->base);
     return rv;
   }

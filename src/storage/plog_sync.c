@@ -120,7 +120,7 @@ static void plog_sync_marks(const struct plog *pl, struct plog_sync *job)
 int plog_sync_begin(struct store *st, struct plog_sync **out)
 {
   struct plog *pl = (struct plog *)st;
-  if (pl->fatal) {
+  if (pl->base.fatal) {
     return CAIRN_EFATAL;
   }
   if (pl->sync != NULL) {
@@ -245,8 +245,8 @@ int plog_sync_collect(struct plog *pl)
   }
   if (!job->durable) {
     /* Never retried: what the failed fsync covered is unknown. */
-    if (!pl->fatal) {
-      pl->fatal = true;
+    if (!pl->base.fatal) {
+      pl->base.fatal = true;
       snprintf(pl->base.errmsg, sizeof pl->base.errmsg, "%s", job->errmsg);
       log_error("plog", "%s (log is now read-only)", pl->base.errmsg);
     }

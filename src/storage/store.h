@@ -92,7 +92,17 @@ struct store {
   /* Set by store_close_unflushed: the close skips the flush a clean close
    * makes (a partition log's fsyncs and checkpoint). */
   bool close_unflushed;
+  /* The implementation's latch: a write or fsync failed, read-only from
+   * now on (store_info's fatal). In the base so that a walk over every
+   * partition asks it without a call (store_fatal). Loop thread. */
+  bool fatal;
 };
+
+/* Has a write or fsync of s failed (the latch store_info reports)? */
+static inline bool store_fatal(const struct store *s)
+{
+  return s->fatal;
+}
 
 /* Appends the batches of one Raft entry (n >= 1) as one unit. Each batch is
  * validated first (length, magic, CRC, records); if any is malformed nothing

@@ -381,7 +381,7 @@ static void pm_open(struct pm *p)
  * log closes without writing, as a failed open does. */
 static void pm_abandon(struct pm *p)
 {
-  ((struct plog *)p->pl)->fatal = true;
+  ((struct plog *)p->pl)->base.fatal = true;
   store_close(p->pl);
   p->pl = NULL;
 }
