@@ -132,7 +132,7 @@ static int producer_state_reserve(struct producer_state *ps, size_t n)
   if (n <= ps->cap) {
     return 0;
   }
-  size_t cap = ps->cap ? ps->cap * 2 : 8;
+  size_t cap = ps->cap ? ps->cap * 2 : 1; /* most partitions see one producer */
   while (cap < n) {
     cap *= 2;
   }

@@ -30,7 +30,7 @@ static int rgroup_apply_batches(struct rgroup_apply *ap, size_t n)
   if (n <= ap->batches_cap) {
     return 0;
   }
-  size_t cap = ap->batches_cap ? ap->batches_cap * 2 : 16;
+  size_t cap = ap->batches_cap ? ap->batches_cap * 2 : 1;
   while (cap < n) {
     cap *= 2;
   }
@@ -48,7 +48,7 @@ static int rgroup_apply_results(struct rgroup_apply *ap, size_t n)
   if (n <= ap->results_cap) {
     return 0;
   }
-  size_t cap = ap->results_cap ? ap->results_cap * 2 : 16;
+  size_t cap = ap->results_cap ? ap->results_cap * 2 : 1;
   while (cap < n) {
     cap *= 2;
   }

@@ -35,7 +35,7 @@ int wal_grow(void *arrp, size_t *cap, size_t n, size_t elem)
   if (n < *cap) {
     return 0;
   }
-  size_t c = *cap ? *cap * 2 : 8;
+  size_t c = *cap ? *cap * 2 : 2; /* a group's locations: a quiet one holds few */
   void **arr = arrp;
   void *nv = realloc(*arr, c * elem);
   if (nv == NULL) {
