@@ -389,6 +389,7 @@ static void parts_replica_opts(const struct parts *ps, const struct meta_topic *
 static void parts_on_open_failed_closed(struct rgroup *rg)
 {
   struct part *p = (struct part *)((char *)rg - offsetof(struct part, rg));
+  rgroup_release(rg);
   free(p->dir);
   free(p);
 }
@@ -438,20 +439,21 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
      * acknowledged entries only it has, so it stays refused (an operator
      * restores the files or recreates the topic). */
     bool alone = damaged && mp->nreplicas == 1 && mp->replicas[0] == ps->self_id;
-    log_error("parts", "%s-%u: %s%s", t->name, a->partition, p->rg.errmsg,
+    log_error("parts", "%s-%u: %s%s", t->name, a->partition, rgroup_errmsg(&p->rg),
               alone     ? " (it is the partition's only replica: it stays refused, as nothing can "
                           "rebuild it; restore its Raft state or recreate the topic)"
               : damaged ? " (the replica is rebuilt from its peers once the partition's leader has "
                           "removed it from the group)"
                         : "");
     if (damaged) {
-      parts_damaged_note(ps, a, p->rg.errmsg);
+      parts_damaged_note(ps, a, rgroup_errmsg(&p->rg));
     }
     if (p->rg.state == RGROUP_CLOSING) {
       /* Raft was up when the open failed: p goes once it has closed. */
       p->rg.close_cb = parts_on_open_failed_closed;
       return;
     }
+    rgroup_release(&p->rg);
     free(p->dir);
     free(p);
     return;
@@ -669,6 +671,7 @@ static void parts_on_closed(struct rgroup *rg)
     }
   }
   parts_remove(ps, p);
+  rgroup_release(&p->rg);
   free(p->dir);
   free(p);
   if (ps->closing) {

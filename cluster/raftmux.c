@@ -556,6 +556,9 @@ static int raftmux_register(struct raftmux *mx, struct raftmux_group *mg)
 
 static void raftmux_unregister(struct raftmux *mx, struct raftmux_group *mg)
 {
+  /* A closing group sends nothing more (raftmux_io_send). */
+  free(mg->address);
+  mg->address = NULL;
   size_t i = raftmux_find(mx, mg->gid);
   if (i >= mx->ngroups || mx->groups[i] != mg) {
     return; /* replaced by a newer attachment of the same gid */
@@ -681,10 +684,18 @@ int raftmux_attach(struct raftmux *mx, struct raftmux_group *mg, struct raft_io 
   mg->io = io;
   mg->gid = gid;
   mg->self_id = self_id;
-  memcpy(mg->address, address, alen + 1);
+  mg->address = strdup(address);
+  if (mg->address == NULL) {
+    return CAIRN_ENOMEM;
+  }
   mg->uv_start = io->start;
   mg->uv_close = io->close;
-  return raftmux_register(mx, mg);
+  int rv = raftmux_register(mx, mg);
+  if (rv != 0) {
+    free(mg->address);
+    mg->address = NULL;
+  }
+  return rv;
 }
 
 /* Puts s on the queue of callbacks for the loop's next idle phase. */

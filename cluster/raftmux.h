@@ -185,7 +185,7 @@ struct raftmux_group {
   struct raft_io *io;
   uint64_t gid;
   uint64_t self_id;                      /* this replica's server id, sent as the sender's */
-  char address[RAFTMUX_ADDRESS_MAX + 1]; /* this replica's, sent as the sender's */
+  char *address; /* owned copy of this replica's, sent as the sender's (freed when unregistered) */
   raft_io_recv_cb recv_cb;               /* raft's, from io->start; NULL before */
   int (*uv_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   void (*uv_close)(struct raft_io *io, raft_io_close_cb cb);

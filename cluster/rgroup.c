@@ -21,15 +21,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void rgroup_set_errmsg(struct rgroup *rg, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void rgroup_set_errmsg(struct rgroup *rg, const char *fmt, ...)
+void rgroup_set_errmsg(struct rgroup *rg, const char *fmt, ...)
 {
+  if (rg->errmsg == NULL) {
+    rg->errmsg = malloc(RGROUP_ERRMSG_SIZE);
+    if (rg->errmsg == NULL) {
+      return;
+    }
+  }
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(rg->errmsg, sizeof rg->errmsg, fmt, ap);
+  vsnprintf(rg->errmsg, RGROUP_ERRMSG_SIZE, fmt, ap);
   va_end(ap);
+}
+
+const char *rgroup_errmsg(const struct rgroup *rg)
+{
+  return rg->errmsg != NULL ? rg->errmsg : "";
+}
+
+void rgroup_release(struct rgroup *rg)
+{
+  free(rg->errmsg);
+  rg->errmsg = NULL;
+  free(rg->probation_reason);
+  rg->probation_reason = NULL;
 }
 
 static const char *rgroup_state_name(enum rgroup_state st)
@@ -700,7 +716,7 @@ void rgroup_store_failure(struct rgroup *rg, struct rgroup_store_failure *out)
   out->since_ms = out->failed ? rg->store_failed_ms : 0;
   if (!out->failed && rgroup_store_on_probation(rg, &si)) {
     out->failed = true;
-    out->reason = rg->probation_reason;
+    out->reason = rg->probation_reason != NULL ? rg->probation_reason : "revived, no write since";
     out->since_ms = rg->probation_since_ms;
   }
 }

@@ -100,6 +100,7 @@
 #include <uv.h>
 
 #define RGROUP_ERRMSG_SIZE 640
+#define RGROUP_PROBATION_REASON_SIZE 256
 #define RGROUP_DEFAULT_MAX_ENTRY_BYTES (1u << 20)
 /* Entries a leader has proposed and not seen applied, at most. One entry
  * at a time made a batch that arrived just after a proposal wait for that
@@ -382,7 +383,7 @@ struct rgroup {
   int64_t probation_offset;      /* durable_offset when the store came back */
   uint64_t probation_start;      /* uv_now when it came back */
   uint64_t probation_since_ms;   /* the failure's time, kept for the report */
-  char probation_reason[256];    /* the failure's message, kept for the report */
+  char *probation_reason;        /* owned: the failure's message, kept for the report */
   bool revive_busy;              /* revive_work is queued or running */
   bool revive_counted;           /* rgroup_close_parts waits for it */
   uv_work_t revive_work;
@@ -430,9 +431,25 @@ struct rgroup {
   unsigned snap_trailing;
   uint64_t compactions;        /* barriers proposed to compact, as leader */
   uint64_t raft_sent;         /* Raft messages sent by this replica (for metrics) */
-  char errmsg[RGROUP_ERRMSG_SIZE];
+  /* owned: RGROUP_ERRMSG_SIZE bytes from the first error on, NULL before
+   * (a replica that never failed keeps none); rgroup_errmsg reads it */
+  char *errmsg;
 };
 
+/* The last error's message: "" if none (or none could be kept, out of
+ * memory). Valid until the next error or rgroup_release. */
+const char *rgroup_errmsg(const struct rgroup *rg);
+
+/* Sets it, printf-style, cut at RGROUP_ERRMSG_SIZE; the buffer is
+ * allocated with the first error. rgroup's own files only. */
+void rgroup_set_errmsg(struct rgroup *rg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Frees the messages rg keeps for its owner (rgroup_errmsg, the
+ * probation's reason). The owner calls it once before freeing rg's
+ * memory: after the close callback, or after an rgroup_open that failed
+ * with nothing left to close. */
+void rgroup_release(struct rgroup *rg);
 
 /* The half of a postgresql replica's open that waits on the database
  * (connect, migrate, load: pgstore_open_begin) for options o, which need

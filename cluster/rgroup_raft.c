@@ -599,9 +599,9 @@ static int rgroup_raft_check_files(struct rgroup *rg, const char *raft_dir)
   struct raft_files_report rep;
   int rv = raft_files_check(raft_dir, &rep);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg,
-             "group %llu: replica %llu stays closed: its Raft files are refused: %s",
-             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, rep.errmsg);
+    rgroup_set_errmsg(rg, "group %llu: replica %llu stays closed: its Raft files are refused: %s",
+                      (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+                      rep.errmsg);
     return rv;
   }
   if (rep.repaired > 0) {
@@ -622,8 +622,8 @@ static int rgroup_raft_io_init(struct rgroup *rg, const char *raft_dir)
   }
   int rv = raft_uv_init(&rg->wio.io, rg->loop, raft_dir, &rg->rt);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft I/O in %.120s: %.100s",
-             (unsigned long long)rg->group_id, raft_dir, rg->wio.io.errmsg);
+    rgroup_set_errmsg(rg, "group %llu: raft I/O in %.120s: %.100s",
+                      (unsigned long long)rg->group_id, raft_dir, rg->wio.io.errmsg);
     return raft_err_to_cairn(rv);
   }
   raft_uv_set_segment_size(&rg->wio.io, rg->opts.raft_segment_size);
@@ -658,7 +658,7 @@ int rgroup_raft_init(struct rgroup *rg)
 {
   char raft_dir[PATH_MAX];
   if (snprintf(raft_dir, sizeof raft_dir, "%s/raft", rg->dir) >= (int)sizeof raft_dir) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "%s: path too long", rg->dir);
+    rgroup_set_errmsg(rg, "%s: path too long", rg->dir);
     return CAIRN_EINVAL;
   }
   int rv = rgroup_wal_check_mark(rg);
@@ -670,8 +670,8 @@ int rgroup_raft_init(struct rgroup *rg)
   }
   rv = transport_group_init(rg->tr, &rg->rt, rg->group_id);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: transport: %s",
-             (unsigned long long)rg->group_id, cairn_strerror(rv));
+    rgroup_set_errmsg(rg, "group %llu: transport: %s", (unsigned long long)rg->group_id,
+                      cairn_strerror(rv));
     return rv;
   }
   /* The fetch server (initialized once, at open) keeps serving across a
@@ -694,8 +694,8 @@ int rgroup_raft_init(struct rgroup *rg)
   rgroup_fsm_init(rg);
   rv = raft_init(&rg->raft, &rg->wio.io, &rg->fsm, rg->self_id, rg->self_address);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: raft_init: %s",
-             (unsigned long long)rg->group_id, raft_errmsg(&rg->raft));
+    rgroup_set_errmsg(rg, "group %llu: raft_init: %s", (unsigned long long)rg->group_id,
+                      raft_errmsg(&rg->raft));
     rgroup_raft_io_release(rg);
     transport_group_release(&rg->rt);
     return raft_err_to_cairn(rv);
@@ -807,8 +807,14 @@ static void rgroup_raft_revive_done(uv_work_t *w, int status)
   rg->probation_offset = info.durable_offset;
   rg->probation_start = uv_now(rg->loop);
   rg->probation_since_ms = since;
-  snprintf(rg->probation_reason, sizeof rg->probation_reason, "%.199s (revived, no write since)",
-           reason);
+  /* Kept until the next revive or rgroup_release; without memory the
+   * report says only the second half. */
+  free(rg->probation_reason);
+  rg->probation_reason = malloc(RGROUP_PROBATION_REASON_SIZE);
+  if (rg->probation_reason != NULL) {
+    snprintf(rg->probation_reason, RGROUP_PROBATION_REASON_SIZE, "%.199s (revived, no write since)",
+             reason);
+  }
   rgroup_fsm_producers_reload(rg);
   log_warn("rgroup",
            "group %llu: replica %llu: the PostgreSQL store is back (committed up to offset "
@@ -867,7 +873,7 @@ static void rgroup_raft_reopen(struct rgroup *rg)
   int rv = rgroup_raft_init(rg);
   if (rv != 0) {
     log_warn("rgroup", "group %llu: reopening Raft: %s", (unsigned long long)rg->group_id,
-             rg->errmsg);
+             rgroup_errmsg(rg));
     rgroup_raft_backoff(rg);
     return;
   }

@@ -37,10 +37,11 @@ int rgroup_wal_check_mark(struct rgroup *rg)
   if (rg->opts.wal == NULL || !waldamage_marked(rg->dir, why, sizeof why)) {
     return 0;
   }
-  snprintf(rg->errmsg, sizeof rg->errmsg,
-           "group %llu: replica %llu stays closed: its Raft state was in the node's Raft log, "
-           "found damaged and set aside: %s",
-           (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why);
+  rgroup_set_errmsg(
+      rg,
+      "group %llu: replica %llu stays closed: its Raft state was in the node's Raft log, "
+      "found damaged and set aside: %s",
+      (unsigned long long)rg->group_id, (unsigned long long)rg->self_id, why);
   return CAIRN_ERAFTFILES;
 }
 
@@ -49,15 +50,16 @@ int rgroup_wal_check_mark(struct rgroup *rg)
 static int rgroup_wal_prepare(struct rgroup *rg, char *dir, size_t len)
 {
   if (rgroup_wal_has_uv_state(rg)) {
-    snprintf(rg->errmsg, sizeof rg->errmsg,
-             "group %llu: %.200s/raft holds raft_uv's log (written with --raft-log group): "
-             "switching --raft-log on existing data is not supported",
-             (unsigned long long)rg->group_id, rg->dir);
+    rgroup_set_errmsg(
+        rg,
+        "group %llu: %.200s/raft holds raft_uv's log (written with --raft-log group): "
+        "switching --raft-log on existing data is not supported",
+        (unsigned long long)rg->group_id, rg->dir);
     return CAIRN_ECONFIG;
   }
   if (snprintf(dir, len, "%s/wal-snapshots", rg->dir) >= (int)len) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: %.200s: path too long",
-             (unsigned long long)rg->group_id, rg->dir);
+    rgroup_set_errmsg(rg, "group %llu: %.200s: path too long", (unsigned long long)rg->group_id,
+                      rg->dir);
     return CAIRN_EINVAL;
   }
   return 0;
@@ -99,8 +101,8 @@ int rgroup_wal_own_io_init(struct rgroup *rg)
   rv = riow_mux_init(&rg->wio.mux, rg->loop, rg->opts.wal, rg->group_id, dir, rg->opts.mux,
                      rg->self_id, rg->self_address, &rg->rt);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: the replica's Raft I/O (%.200s): %s",
-             (unsigned long long)rg->group_id, dir, cairn_strerror(rv));
+    rgroup_set_errmsg(rg, "group %llu: the replica's Raft I/O (%.200s): %s",
+                      (unsigned long long)rg->group_id, dir, cairn_strerror(rv));
     return rv;
   }
   riow_mux_on_failed(&rg->wio.mux, rgroup_wal_on_meta_failed);
@@ -117,8 +119,8 @@ int rgroup_wal_attach(struct rgroup *rg)
   }
   rv = riow_uv_attach(&rg->wio.uv, rg->loop, rg->opts.wal, rg->group_id, dir);
   if (rv != 0) {
-    snprintf(rg->errmsg, sizeof rg->errmsg, "group %llu: %.200s: %s",
-             (unsigned long long)rg->group_id, dir, cairn_strerror(rv));
+    rgroup_set_errmsg(rg, "group %llu: %.200s: %s", (unsigned long long)rg->group_id, dir,
+                      cairn_strerror(rv));
   }
   return rv;
 }

@@ -304,7 +304,7 @@ static void handle_produce_submit_part(struct handle_produce_op *op, size_t i)
       }
       if (rv != CAIRN_ENOTLEADER) {
         log_warn("produce", "%s/%" PRIu32 ": batch %zu refused: %s (%s)", pp->req->topic,
-                 pp->req->partition, b, cairn_strerror(rv), rg->errmsg);
+                 pp->req->partition, b, cairn_strerror(rv), rgroup_errmsg(rg));
       }
       return;
     }

@@ -699,7 +699,7 @@ static void driver_on_open_turn(struct gstart_job *job, int status)
     } else {
       /* As before the opens were staggered: the first failure stops the
        * node, and the opens still queued are cancelled. */
-      fprintf(stderr, "cairn-rgroup-driver: %s\n", g->rg.errmsg);
+      fprintf(stderr, "cairn-rgroup-driver: %s\n", rgroup_errmsg(&g->rg));
       d->exit_code = 1;
       driver_stop(d);
     }
@@ -822,6 +822,9 @@ int main(int argc, char **argv)
   }
   uv_run(d->loop, UV_RUN_DEFAULT);
   uv_loop_close(d->loop);
+  for (unsigned i = 0; i < d->ngroups; i++) {
+    rgroup_release(&d->groups[i].rg);
+  }
   free(d->groups);
   return d->exit_code;
 }
