@@ -222,8 +222,34 @@ void metrics_prune(struct metrics *m, bool (*keep)(uint64_t group_id, void *data
 /* The i-th newest sample (0 = newest); i < ring_len. */
 static const struct metrics_lag_sample *metrics_lag_at(const struct metrics_part *mp, unsigned i)
 {
-  unsigned pos = (mp->ring_next + METRICS_LAG_SAMPLES - 1 - i) % METRICS_LAG_SAMPLES;
+  unsigned pos = (mp->ring_next + mp->ring_cap - 1 - i) % mp->ring_cap;
   return &mp->ring[pos];
+}
+
+/* A full ring below METRICS_LAG_SAMPLES doubles (the samples oldest
+ * first). Returns false without memory: a ring already there is kept and
+ * its oldest sample is overwritten, as in a full one. */
+static bool metrics_lag_grow(struct metrics_part *mp)
+{
+  if (mp->ring_len < mp->ring_cap || mp->ring_cap == METRICS_LAG_SAMPLES) {
+    return true;
+  }
+  unsigned cap = mp->ring_cap == 0 ? METRICS_LAG_FIRST : mp->ring_cap * 2;
+  if (cap > METRICS_LAG_SAMPLES) {
+    cap = METRICS_LAG_SAMPLES;
+  }
+  struct metrics_lag_sample *v = malloc(cap * sizeof *v);
+  if (v == NULL) {
+    return mp->ring != NULL;
+  }
+  for (unsigned i = 0; i < mp->ring_len; i++) {
+    v[i] = *metrics_lag_at(mp, mp->ring_len - 1 - i);
+  }
+  free(mp->ring);
+  mp->ring = v;
+  mp->ring_cap = cap;
+  mp->ring_next = mp->ring_len;
+  return true;
 }
 
 bool metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index,
@@ -238,16 +264,13 @@ bool metrics_lag_sample(struct metrics_part *mp, uint64_t now_ms, uint64_t index
       return false;
     }
   }
-  if (mp->ring == NULL) {
-    mp->ring = calloc(METRICS_LAG_SAMPLES, sizeof *mp->ring);
-    if (mp->ring == NULL) {
-      return true;
-    }
+  if (!metrics_lag_grow(mp)) {
+    return true;
   }
   mp->ring[mp->ring_next] =
       (struct metrics_lag_sample){.ms = now_ms, .index = index, .next_offset = next_offset};
-  mp->ring_next = (mp->ring_next + 1) % METRICS_LAG_SAMPLES;
-  if (mp->ring_len < METRICS_LAG_SAMPLES) {
+  mp->ring_next = (mp->ring_next + 1) % mp->ring_cap;
+  if (mp->ring_len < mp->ring_cap) {
     mp->ring_len++;
   }
   return true;

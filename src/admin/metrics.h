@@ -54,6 +54,7 @@
 #define METRICS_KAFKA_API_SLOTS 64
 #define METRICS_KAFKA_CODE_SLOTS 129
 #define METRICS_LAG_SAMPLES 64
+#define METRICS_LAG_FIRST 4 /* a ring's first size */
 #define METRICS_LAG_SAMPLE_MS 250
 #define METRICS_TERM_SAMPLES 16  /* lag samples per walk over every group's term (4 s) */
 #define METRICS_MAX_PARTS 200000 /* the cluster's own partition limit */
@@ -81,9 +82,11 @@ struct metrics_part {
   uint64_t fetches;       /* partition reads answered */
   uint64_t last_term;     /* the Raft term seen at the last sample */
   bool term_seen;
-  /* owned: METRICS_LAG_SAMPLES samples, allocated at the first one (only
-   * leaders sample: 1.5 KiB a replica saved on the others) */
+  /* owned: ring_cap samples, allocated at the first one (only leaders
+   * sample) and doubled as it fills, up to METRICS_LAG_SAMPLES: a quiet
+   * partition's few samples do not cost a full ring (1.5 KiB) */
   struct metrics_lag_sample *ring;
+  unsigned ring_cap;
   unsigned ring_len;  /* samples held */
   unsigned ring_next; /* where the next one goes */
   bool applied;       /* listed in metrics.applied: a lag sample is due later */

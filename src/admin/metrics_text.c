@@ -649,6 +649,10 @@ static void metrics_text_cluster(struct node *n, struct admin_buf *b)
   metrics_text_family(b, "cairn_controller_leader", "gauge",
                       "1 when this node leads the metadata group (the controller).");
   admin_buf_printf(b, "cairn_controller_leader %d\n", ctl_is_leader(&n->ctl) ? 1 : 0);
+  metrics_text_scalar(b, "cairn_controller_leader_claims_held_total", "counter",
+                      "Leaderships named by heartbeats that this controller leader did not "
+                      "propose again: the same ReportLeader was in flight (cluster/ctl_claims.h).",
+                      n->hb_claims_held);
   metrics_text_family(b, "cairn_meta_replica_state", "gauge",
                       "This node's metadata replica after its log was damaged (metaheal.h): 0 "
                       "intact, 1 refused (no Raft), 2 joining empty, 3 rebuilt.");

@@ -251,12 +251,24 @@ static void hn_register_apply(struct node *n, const Cairn__Client__NodeRegisterR
 
 /* ---- leader side: heartbeats ---- */
 
+/* A ReportLeader proposal and the claim it carries (ctl_claims.h). */
+struct hn_claim {
+  struct ctl_propose prop; /* first: the callback's pointer is the claim's */
+  struct node *n;
+  uint32_t topic_id, partition;
+  uint64_t node_id, term;
+};
+
 static void hn_on_reported(struct ctl_propose *prop, int status, const struct meta_result *res)
 {
-  free(prop);
+  (void)status, (void)res;
+  struct hn_claim *c = (struct hn_claim *)prop;
+  ctl_claims_end(&c->n->hb_claims, c->topic_id, c->partition, c->node_id, c->term);
+  free(c);
 }
 
-/* Proposes ReportLeader for a leadership the metadata does not show yet. */
+/* Proposes ReportLeader for a leadership the metadata does not show yet,
+ * unless the same claim is in flight already (ctl_claims.h). */
 static void hn_report_leader(struct node *n, uint64_t node_id,
                              const Cairn__Client__PartitionReport *pr)
 {
@@ -266,14 +278,27 @@ static void hn_report_leader(struct node *n, uint64_t node_id,
       mp->leader_term > pr->term) {
     return;
   }
-  uint8_t *cmd = NULL;
-  size_t len = 0;
-  if (meta_cmd_report_leader(pr->topic_id, pr->partition, node_id, pr->term, &cmd, &len) != 0) {
+  if (!ctl_claims_take(&n->hb_claims, pr->topic_id, pr->partition, node_id, pr->term)) {
+    n->hb_claims_held++;
     return;
   }
-  struct ctl_propose *prop = calloc(1, sizeof *prop);
-  if (prop != NULL && ctl_propose(&n->ctl, prop, cmd, len, hn_on_reported) != 0) {
-    free(prop);
+  uint8_t *cmd = NULL;
+  size_t len = 0;
+  struct hn_claim *c = calloc(1, sizeof *c);
+  if (c == NULL ||
+      meta_cmd_report_leader(pr->topic_id, pr->partition, node_id, pr->term, &cmd, &len) != 0) {
+    ctl_claims_end(&n->hb_claims, pr->topic_id, pr->partition, node_id, pr->term);
+    free(c);
+    return;
+  }
+  *c = (struct hn_claim){.n = n,
+                         .topic_id = pr->topic_id,
+                         .partition = pr->partition,
+                         .node_id = node_id,
+                         .term = pr->term};
+  if (ctl_propose(&n->ctl, &c->prop, cmd, len, hn_on_reported) != 0) {
+    ctl_claims_end(&n->hb_claims, pr->topic_id, pr->partition, node_id, pr->term);
+    free(c);
   }
   free(cmd);
 }
@@ -780,10 +805,12 @@ static int hn_reports_reserve(struct node *n, size_t cap)
   return 0;
 }
 
-/* The partitions this node leads, ascending group id, into n->hb_cur (at
- * least n->parts.n reserved). Returns how many. Voters past
- * META_MAX_REPLICAS are left out: the controller keeps no more. */
-static size_t hn_led(struct node *n)
+/* The partitions this node leads, ascending group id, into n->hb_cur
+ * (the report arrays grow as it fills: a third of the replicas lead, so
+ * they are not sized by the replicas). Sets *nled. Voters past
+ * META_MAX_REPLICAS are left out: the controller keeps no more. Returns
+ * 0 or CAIRN_ENOMEM. */
+static int hn_led(struct node *n, size_t *nled)
 {
   const struct meta_state *st = ctl_state(&n->ctl);
   size_t k = 0;
@@ -791,6 +818,9 @@ static size_t hn_led(struct node *n)
     struct part *p = n->parts.v[i];
     if (p->state != PART_OPEN || !rgroup_is_leader(&p->rg)) {
       continue;
+    }
+    if (k == n->hb_cap && hn_reports_reserve(n, k > 0 ? 2 * k : 64) != 0) {
+      return CAIRN_ENOMEM;
     }
     struct hn_led *l = &n->hb_cur[k++];
     l->group_id = p->group_id;
@@ -810,7 +840,8 @@ static size_t hn_led(struct node *n)
       }
     }
   }
-  return k;
+  *nled = k;
+  return 0;
 }
 
 static bool hn_led_same(const struct hn_led *a, const struct hn_led *b)
@@ -843,10 +874,15 @@ static void hn_put_report(struct node *n, struct hn_led *l, size_t *k)
  * otherwise a delta on the acknowledged one: the partitions whose report
  * changed, that this node started leading, or whose leadership the
  * metadata does not show yet (so that a ReportLeader that failed is
- * proposed again), and the group ids it no longer leads. */
-static void hn_fill_report(struct node *n, Cairn__Client__NodeHeartbeatRequest *hb)
+ * proposed again), and the group ids it no longer leads. Returns 0 or
+ * CAIRN_ENOMEM (then no report is due: the acknowledged one stays). */
+static int hn_fill_report(struct node *n, Cairn__Client__NodeHeartbeatRequest *hb)
 {
-  size_t nled = hn_led(n);
+  size_t nled = 0;
+  int rv = hn_led(n, &nled);
+  if (rv != 0) {
+    return rv;
+  }
   uint64_t now = uv_now(n->loop);
   bool full = n->hb_acked_seq == 0 || now - n->hb_full_ms >= HN_FULL_REPORT_MS;
   size_t k = 0, nstopped = 0;
@@ -884,19 +920,19 @@ static void hn_fill_report(struct node *n, Cairn__Client__NodeHeartbeatRequest *
   n->hb_sent = n->hb_cur;
   n->hb_cur = t;
   n->hb_nsent = nled;
+  return 0;
 }
 
 static void hn_heartbeat(struct node *n)
 {
   /* hb_stopped holds up to the acknowledged count, which is at most the
-   * partitions once held: the capacity never shrinks. */
-  if (hn_reports_reserve(n, n->parts.n > 0 ? n->parts.n : 1) != 0) {
-    return; /* the next tick tries again */
-  }
+   * partitions led at once: the capacity never shrinks. */
   Cairn__Client__NodeHeartbeatRequest hb = CAIRN__CLIENT__NODE_HEARTBEAT_REQUEST__INIT;
   hb.node_id = n->cfg.node_id;
   hb.incarnation = n->incarnation;
-  hn_fill_report(n, &hb);
+  if (hn_fill_report(n, &hb) != 0) {
+    return; /* out of memory: the next tick tries again */
+  }
   Cairn__Client__StoreFailure sfs[SFAULT_MAX];
   Cairn__Client__StoreFailure *sfp[SFAULT_MAX];
   hb.n_store_failures = hn_sfault_own(n, sfs, sfp);
@@ -943,6 +979,7 @@ void handle_node_free(struct node *n)
   free(n->hb_rp);
   free(n->hb_stopped);
   free(n->hb_apply);
+  ctl_claims_free(&n->hb_claims);
   n->hb_acked = n->hb_sent = n->hb_cur = NULL;
   n->hb_reps = NULL;
   n->hb_rp = NULL;

@@ -37,6 +37,7 @@
 #include "admin/metrics.h"
 #include "cluster/wal.h"
 #include "cluster/controller.h"
+#include "cluster/ctl_claims.h"
 #include "cluster/partitions.h"
 #include "cluster/chs.h"
 #include "cluster/hbeat.h"
@@ -142,6 +143,8 @@ struct node {
   size_t hb_cap;
   struct ctl_report *hb_apply; /* the controller leader's copy of one heartbeat's */
   size_t hb_apply_cap;
+  struct ctl_claims hb_claims; /* ReportLeader proposals in flight (zeroed: empty) */
+  uint64_t hb_claims_held;     /* heartbeats' claims not proposed again: one in flight */
   /* Every node's failed replica stores (cluster/store_faults.h): on the
    * controller leader, what each node's heartbeats said; elsewhere, the
    * copy from the last heartbeat answer (handle_node.c). */
