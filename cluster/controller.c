@@ -1202,6 +1202,10 @@ static void ctl_on_tick(uv_timer_t *t)
   }
   ctl_start_short_end(ctl, false);
   ctl_note_role(ctl);
+  size_t trimmed = raftfix_log_trim(&ctl->raft);
+  if (trimmed > 0) {
+    log_debug("controller", "metadata log: %zu bytes of raft's tables given back", trimmed);
+  }
   if (!ctl_is_leader(ctl)) {
     return;
   }

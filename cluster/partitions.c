@@ -384,14 +384,25 @@ static void parts_replica_opts(const struct parts *ps, const struct meta_topic *
   o->partition = (int32_t)a->partition;
 }
 
+/* Frees p and what it owns (NULL: nothing). Its rgroup is closed or was
+ * never opened. */
+static void parts_free(struct part *p)
+{
+  if (p == NULL) {
+    return;
+  }
+  rgroup_release(&p->rg);
+  free(p->topic);
+  free(p->dir);
+  free(p);
+}
+
 /* A replica whose open failed once its Raft was up (rgroup_open) has
  * closed. It never entered ps. */
 static void parts_on_open_failed_closed(struct rgroup *rg)
 {
   struct part *p = (struct part *)((char *)rg - offsetof(struct part, rg));
-  rgroup_release(rg);
-  free(p->dir);
-  free(p);
+  parts_free(p);
 }
 
 /* Opens replica a. pg_begun: its pgstore, connected off the loop;
@@ -413,8 +424,8 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   if (p != NULL) {
     parts_dir_name(dir, sizeof dir, ps->root, t->name, a->partition, t->id);
   }
-  if (p == NULL || (p->dir = strdup(dir)) == NULL) {
-    free(p);
+  if (p == NULL || (p->dir = strdup(dir)) == NULL || (p->topic = strdup(t->name)) == NULL) {
+    parts_free(p);
     pgstore_open_abandon(pg_begun);
     if (plog_begun != NULL) {
       store_close(plog_begun);
@@ -425,7 +436,6 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
   p->group_id = a->group_id;
   p->topic_id = a->topic_id;
   p->partition = a->partition;
-  snprintf(p->topic, sizeof p->topic, "%s", t->name);
   struct rgroup_opts o;
   parts_replica_opts(ps, t, a, p->topic, &o);
   o.plog.disk_synced = plog_begun == NULL && psync_take(&ps->found, dir);
@@ -453,9 +463,7 @@ static void parts_open_one(struct parts *ps, const struct meta_state *st,
       p->rg.close_cb = parts_on_open_failed_closed;
       return;
     }
-    rgroup_release(&p->rg);
-    free(p->dir);
-    free(p);
+    parts_free(p);
     return;
   }
   parts_damaged_drop(ps, a->group_id); /* files restored by an operator */
@@ -671,9 +679,7 @@ static void parts_on_closed(struct rgroup *rg)
     }
   }
   parts_remove(ps, p);
-  rgroup_release(&p->rg);
-  free(p->dir);
-  free(p);
+  parts_free(p);
   if (ps->closing) {
     parts_close_next(ps);
     if (--ps->closing_count == 0) {

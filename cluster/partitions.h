@@ -106,7 +106,7 @@ struct part {
   uint64_t group_id;
   uint32_t topic_id;
   uint32_t partition;
-  char topic[META_TOPIC_NAME_MAX + 1];
+  char *topic; /* owned: the topic's name */
   char *dir;
   enum part_state state;
   bool remove_data;  /* delete dir once closed */

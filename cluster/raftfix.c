@@ -119,7 +119,10 @@ static bool raftfix_refs_rehash(const struct raft_log *l, struct raft_entry_ref 
 
 static size_t raftfix_refs_trim(struct raft_log *l)
 {
-  if (l->refs == NULL || l->refs_size <= RAFTFIX_REFS_MIN) {
+  /* The entries held bound the live references from below: a table at
+   * most about twice their number has nothing worth giving back (and the
+   * scan below is skipped). */
+  if (l->refs == NULL || l->refs_size <= 2 * raftfix_log_entries(l) + RAFTFIX_REFS_MIN) {
     return 0;
   }
   size_t live = 0;
