@@ -384,9 +384,8 @@ struct rgroup {
   uint64_t probation_start;      /* uv_now when it came back */
   uint64_t probation_since_ms;   /* the failure's time, kept for the report */
   char *probation_reason;        /* owned: the failure's message, kept for the report */
-  bool revive_busy;              /* revive_work is queued or running */
+  bool revive_busy;              /* a revive job (its uv_work_t allocated) is queued or running */
   bool revive_counted;           /* rgroup_close_parts waits for it */
-  uv_work_t revive_work;
   struct pgstore_revive *revive_job;
   uint64_t store_revives;        /* revives that succeeded */
   rgroup_close_cb close_cb;

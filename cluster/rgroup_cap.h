@@ -37,9 +37,10 @@
 
 /* Entry bytes per AppendEntries; a larger single entry still goes alone. */
 #define RGROUP_CAP_BYTES ((size_t)1 << 20)
-/* Peers tracked; beyond them a bounded message's answer reaches raft as
- * is (in pipeline state a rejection and a probe follow). */
-#define RGROUP_CAP_PEERS 16
+/* Peers tracked: a replica set's others (META_MAX_REPLICAS is 8, so at
+ * most 7); beyond them a bounded message's answer reaches raft as is (in
+ * pipeline state a rejection and a probe follow). */
+#define RGROUP_CAP_PEERS 8
 
 struct rgroup_cap_peer {
   raft_id id;

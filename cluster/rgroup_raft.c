@@ -771,6 +771,7 @@ static void rgroup_raft_revive_work(uv_work_t *w)
 static void rgroup_raft_revive_done(uv_work_t *w, int status)
 {
   struct rgroup *rg = w->data;
+  free(w);
   struct pgstore_revive *job = rg->revive_job;
   rg->revive_job = NULL;
   rg->revive_busy = false;
@@ -838,9 +839,15 @@ static void rgroup_raft_revive(struct rgroup *rg)
     rgroup_raft_backoff(rg);
     return;
   }
-  rg->revive_work.data = rg;
-  rv = uv_queue_work(rg->loop, &rg->revive_work, rgroup_raft_revive_work, rgroup_raft_revive_done);
+  /* Allocated per revive: a replica on another store never needs one. */
+  uv_work_t *w = malloc(sizeof *w);
+  rv = w == NULL ? UV_ENOMEM : 0;
+  if (w != NULL) {
+    w->data = rg;
+    rv = uv_queue_work(rg->loop, w, rgroup_raft_revive_work, rgroup_raft_revive_done);
+  }
   if (rv != 0) {
+    free(w);
     (void)pgstore_revive_end(NULL, rg->revive_job);
     rg->revive_job = NULL;
     log_warn("rgroup", "group %llu: reviving the PostgreSQL store: %s",
