@@ -61,6 +61,17 @@ static struct raft_message append_entries(raft_term term, raft_index prev, unsig
   return m;
 }
 
+/* raft 0.15 as replica 1 over ri: a follower of term 1 with a snapshot
+ * at 20 and entries 21-25 (raft_rec.h). */
+static void start_follower(struct raft_rec *ri, struct raft *r, struct raft_fsm *fsm)
+{
+  raft_rec_init(ri);
+  ri->snap_index = 20;
+  ri->snap_term = 1;
+  ri->n_tail = 5;
+  raft_rec_start(ri, r, fsm);
+}
+
 static void test_below_snapshot_rule(void **state)
 {
   (void)state;
@@ -195,13 +206,9 @@ static void test_raft_015_answers_past_what_it_verified(void **state)
 {
   (void)state;
   static struct raft_rec ri;
-  raft_rec_init(&ri);
-  ri.snap_index = 20;
-  ri.snap_term = 1;
-  ri.n_tail = 5;
   struct raft_fsm fsm;
   static struct raft r;
-  raft_rec_start(&ri, &r, &fsm);
+  start_follower(&ri, &r, &fsm);
   assert_int_equal(r.log.snapshot.last_index, 20);
   assert_int_equal(r.last_stored, 25);
 
@@ -319,13 +326,9 @@ static void test_log_trim(void **state)
 {
   (void)state;
   static struct raft_rec ri;
-  raft_rec_init(&ri);
-  ri.snap_index = 20;
-  ri.snap_term = 1;
-  ri.n_tail = 5;
   struct raft_fsm fsm;
   static struct raft r;
-  raft_rec_start(&ri, &r, &fsm);
+  start_follower(&ri, &r, &fsm);
   assert_int_equal(r.log.refs_size, 256); /* raft 0.15's first table: 8 KiB */
   size_t freed = raftfix_log_trim(&r);
   assert_true(freed >= (256 - 8) * sizeof(struct raft_entry_ref));
