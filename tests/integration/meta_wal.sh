@@ -213,9 +213,19 @@ nacked=$(wc -l <"$tmp/new/acked")
 kill9_all
 for i in 1 2 3; do start new $i; done
 wait_formed
+# A restarted follower applies what follows its snapshot once the leader
+# tells it the commit index (raft 0.15 starts at the snapshot's), so its
+# list may lag the leader's for a moment after the cluster formed (seen
+# once under CI's parallel load: c14 and c15 missing on node 1 at 0.1 s,
+# there on every node when the same data directories were started again).
+# Missing for 30 s is a loss.
 for i in 1 2 3; do
-  have=$(topics $i)
-  missing=$(sort "$tmp/new/acked" | comm -23 - <(echo "$have" | sort))
+  for _ in $(seq 1 150); do
+    have=$(topics $i)
+    missing=$(sort "$tmp/new/acked" | comm -23 - <(echo "$have" | sort))
+    [ -z "$missing" ] && break
+    sleep 0.2
+  done
   [ -z "$missing" ] || fail "node $i lost acknowledged topic creations: $(echo $missing)"
 done
 ok "$kills SIGKILLs of the controller leader during creations: all $nacked acknowledged topics there after a SIGKILL of every node"
