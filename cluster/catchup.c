@@ -45,10 +45,9 @@ static void catchup_set_state(struct catchup *cu, enum catchup_state s)
   cu->state = s;
 }
 
-int catchup_init(struct catchup *cu, uv_loop_t *loop, struct transport *tr, struct store *store,
-                 uint64_t group_id, uint64_t self_id, const char *self_address,
-                 const struct catchup_peer *peers, unsigned npeers, catchup_apply_fn apply,
-                 void *apply_data)
+void catchup_init(struct catchup *cu, uv_loop_t *loop, struct transport *tr, struct store *store,
+                  uint64_t group_id, uint64_t self_id, const char *self_address,
+                  const struct catchup_owner *owner)
 {
   memset(cu, 0, sizeof *cu);
   cu->loop = loop;
@@ -56,38 +55,19 @@ int catchup_init(struct catchup *cu, uv_loop_t *loop, struct transport *tr, stru
   cu->store = store;
   cu->group_id = group_id;
   cu->self_id = self_id;
-  cu->apply = apply;
-  cu->apply_data = apply_data;
+  cu->self_address = self_address;
+  cu->pick = owner->pick;
+  cu->apply = owner->apply;
+  cu->done = owner->done;
+  cu->apply_data = owner->data;
   cu->max_bytes = CATCHUP_START_BYTES;
-  cu->self_address = strdup(self_address);
-  cu->peers = calloc(npeers + 1, sizeof *cu->peers);
-  if (cu->self_address == NULL || cu->peers == NULL) {
-    free(cu->self_address);
-    free(cu->peers);
-    return CAIRN_ENOMEM;
-  }
-  for (unsigned i = 0; i < npeers; i++) {
-    cu->peers[i].id = peers[i].id;
-    cu->peers[i].address = strdup(peers[i].address);
-    if (cu->peers[i].address == NULL) {
-      cu->npeers = i;
-      return CAIRN_ENOMEM;
-    }
-  }
-  cu->npeers = npeers;
-  uv_timer_init(loop, &cu->timer);
+  uv_timer_init(loop, &cu->timer); /* cannot fail: no system call */
   cu->timer.data = cu;
   cu->handles = 1;
-  return 0;
 }
 
 static void catchup_free(struct catchup *cu)
 {
-  for (unsigned i = 0; i < cu->npeers; i++) {
-    free(cu->peers[i].address);
-  }
-  free(cu->peers);
-  free(cu->self_address);
   free(cu->payload);
   struct catchup_pending *p = cu->pending_head;
   while (p != NULL) {
@@ -190,6 +170,9 @@ static void catchup_finish(struct catchup *cu)
            "fetched", (unsigned long long)cu->group_id, (long long)info.start_offset,
            (long long)info.next_offset, (unsigned long long)info.last_index,
            (unsigned long long)cu->fetched_bytes);
+  if (cu->done != NULL) {
+    cu->done(cu->apply_data, cu); /* last: it may close cu */
+  }
 }
 
 /* Fires before the connection's close callback, so cu is still there. A
@@ -430,15 +413,15 @@ static void catchup_on_dialed(struct transport_dial *d, uv_stream_t *stream, int
 
 static void catchup_dial(struct catchup *cu)
 {
-  if (cu->npeers == 0) {
-    catchup_backoff(cu, "no peer replica");
+  const char *address = cu->pick(cu->apply_data, cu->next_peer++);
+  if (address == NULL) {
+    catchup_backoff(cu, "no peer replica known yet");
     return;
   }
-  const struct catchup_peer *p = &cu->peers[cu->next_peer++ % cu->npeers];
   catchup_set_state(cu, CATCHUP_DIALING);
   cu->dial.data = cu;
   int rv = transport_dial(cu->tr, &cu->dial, TRANSPORT_KIND_FETCH, cu->group_id, cu->self_id,
-                          cu->self_address, p->address, catchup_on_dialed);
+                          cu->self_address, address, catchup_on_dialed);
   if (rv != 0) {
     catchup_set_state(cu, CATCHUP_BACKOFF);
     uv_timer_start(&cu->timer, catchup_on_timer, CATCHUP_BACKOFF_MS, 0);
@@ -460,7 +443,8 @@ void catchup_start(struct catchup *cu, int64_t target_next, uint64_t target_inde
            "%llu): fetching from a peer", (unsigned long long)cu->group_id,
            (long long)cu->target_next, (unsigned long long)cu->target_index);
   cu->max_bytes = CATCHUP_START_BYTES;
-  catchup_dial(cu);
+  catchup_set_state(cu, CATCHUP_BACKOFF); /* dials from the loop, right away */
+  uv_timer_start(&cu->timer, catchup_on_timer, 0, 0);
 }
 
 int catchup_defer(struct catchup *cu, const uint8_t *entry, size_t len, uint64_t index)

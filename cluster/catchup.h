@@ -37,12 +37,15 @@ struct catchup_pending;
 
 /* Applies one deferred Raft entry (owned by the callee only for the call). */
 typedef int (*catchup_apply_fn)(void *data, const uint8_t *entry, size_t len, uint64_t index);
+/* The address of the n-th peer to try (n counts up from 0 over the
+ * catch-up's life; the callee wraps it around its replicas other than
+ * this one), or NULL if none is known now (retried after a pause). The
+ * string need only live until the call returns. */
+typedef const char *(*catchup_pick_fn)(void *data, unsigned n);
+/* The log reached the target and the held entries were applied: cu is
+ * OFF, and the owner may close it from within this call. */
+typedef void (*catchup_done_fn)(void *data, struct catchup *cu);
 typedef void (*catchup_close_cb)(struct catchup *cu);
-
-struct catchup_peer {
-  uint64_t id;
-  char *address;
-};
 
 struct catchup {
   uv_loop_t *loop;
@@ -50,10 +53,8 @@ struct catchup {
   struct store *store; /* borrowed */
   uint64_t group_id;
   uint64_t self_id;
-  char *self_address;
-  struct catchup_peer *peers; /* the other replicas */
-  unsigned npeers;
-  unsigned next_peer;
+  const char *self_address; /* borrowed: outlives cu */
+  unsigned next_peer;       /* what the next dial passes to pick */
   enum catchup_state state;
   int64_t target_next;
   uint64_t target_index;
@@ -69,8 +70,10 @@ struct catchup {
   uint32_t max_bytes;
   struct catchup_pending *pending_head, *pending_tail;
   size_t pending_bytes;
+  catchup_pick_fn pick;
   catchup_apply_fn apply;
-  void *apply_data;
+  catchup_done_fn done;
+  void *apply_data; /* the owner's, for pick, apply and done */
   bool failed; /* pending entries overflowed: the replica must be rebuilt */
   int handles; /* open handles to wait for at close */
   catchup_close_cb close_cb;
@@ -78,17 +81,25 @@ struct catchup {
   void *data; /* for the owner */
 };
 
-/* Initializes cu (caller allocates) for a group. peers are the other
- * replicas (copied). Returns 0 or CAIRN_ENOMEM. */
-__attribute__((warn_unused_result)) int catchup_init(struct catchup *cu, uv_loop_t *loop,
-                                                     struct transport *tr, struct store *store,
-                                                     uint64_t group_id, uint64_t self_id,
-                                                     const char *self_address,
-                                                     const struct catchup_peer *peers,
-                                                     unsigned npeers, catchup_apply_fn apply,
-                                                     void *apply_data);
+/* What catchup_init needs besides the group. */
+struct catchup_owner {
+  catchup_pick_fn pick;   /* the peers, asked at each dial */
+  catchup_apply_fn apply; /* held entries, once caught up */
+  catchup_done_fn done;   /* may be NULL */
+  void *data;
+};
 
-/* Starts (or retargets) catching up to target_next / target_index. */
+/* Initializes cu (caller allocates) for a group; self_address is
+ * borrowed and must outlive cu. Cannot fail (no system call); cu holds a
+ * timer from here until catchup_close. */
+void catchup_init(struct catchup *cu, uv_loop_t *loop, struct transport *tr, struct store *store,
+                  uint64_t group_id, uint64_t self_id, const char *self_address,
+                  const struct catchup_owner *owner);
+
+/* Starts (or retargets) catching up to target_next / target_index. The
+ * first dial happens from the loop, not within this call (a snapshot
+ * restored inside raft_start has no configuration to pick peers from
+ * until raft_start returns). */
 void catchup_start(struct catchup *cu, int64_t target_next, uint64_t target_index);
 
 /* Is the replica behind its snapshot? */

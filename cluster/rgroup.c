@@ -333,23 +333,96 @@ static int rgroup_apply_deferred(void *data, const uint8_t *entry, size_t len, u
   return rgroup_fsm_apply_entry(data, entry, len, index);
 }
 
-/* Sets up fetching from and serving to the other replicas. */
-static int rgroup_open_catchup(struct rgroup *rg, const struct rgroup_replica *replicas,
-                               unsigned n, const char *self_address)
+/* catchup_pick_fn: the n-th of the other voters in Raft's configuration
+ * (empty until raft_start returns, gone while Raft is closed). */
+static const char *rgroup_catchup_pick(void *data, unsigned n)
 {
-  struct catchup_peer peers[RGROUP_MAX_REPLICAS];
-  unsigned np = 0;
-  for (unsigned i = 0; i < n; i++) {
-    if (replicas[i].id != rg->self_id) {
-      peers[np].id = replicas[i].id;
-      peers[np].address = (char *)replicas[i].address;
-      np++;
+  struct rgroup *rg = data;
+  if (!rg->raft_open) {
+    return NULL;
+  }
+  const struct raft_configuration *c = &rg->raft.configuration;
+  unsigned others = 0;
+  for (unsigned i = 0; i < c->n; i++) {
+    others += c->servers[i].id != rg->self_id ? 1u : 0u;
+  }
+  if (others == 0) {
+    return NULL;
+  }
+  unsigned k = n % others;
+  for (unsigned i = 0; i < c->n; i++) {
+    if (c->servers[i].id != rg->self_id && k-- == 0) {
+      return c->servers[i].address;
     }
   }
+  return NULL;
+}
+
+static void rgroup_on_catchup_closed(struct catchup *cu)
+{
+  struct rgroup *rg = cu->data;
+  free(cu);
+  rg->catchups_closing--;
+  if (rg->closing_parts > 0) {
+    rgroup_on_part_closed(rg); /* rgroup_close_parts counted it */
+  }
+}
+
+/* Closes the catch-up (caught up, or the replica closing); its bytes stay
+ * counted. */
+static void rgroup_catchup_release(struct rgroup *rg)
+{
+  struct catchup *cu = rg->catchup;
+  rg->catchup = NULL;
+  rg->catchup_fetched += cu->fetched_bytes;
+  rg->catchups_closing++;
+  cu->data = rg;
+  catchup_close(cu, rgroup_on_catchup_closed);
+}
+
+/* catchup_done_fn: caught up, the held entries applied. */
+static void rgroup_catchup_done(void *data, struct catchup *cu)
+{
+  struct rgroup *rg = data;
+  if (rg->catchup == cu) {
+    rgroup_catchup_release(rg);
+  }
+}
+
+int rgroup_catchup_start(struct rgroup *rg, int64_t target_next, uint64_t target_index)
+{
+  if (rg->catchup == NULL) {
+    rg->catchup = malloc(sizeof *rg->catchup);
+    if (rg->catchup == NULL) {
+      return CAIRN_ENOMEM;
+    }
+    const struct catchup_owner owner = {.pick = rgroup_catchup_pick,
+                                        .apply = rgroup_apply_deferred,
+                                        .done = rgroup_catchup_done,
+                                        .data = rg};
+    catchup_init(rg->catchup, rg->loop, rg->tr, rg->store, rg->group_id, rg->self_id,
+                 rg->self_address, &owner);
+  }
+  catchup_start(rg->catchup, target_next, target_index);
+  return 0;
+}
+
+uint64_t rgroup_catchup_fetched(const struct rgroup *rg)
+{
+  return rg->catchup_fetched + (rg->catchup != NULL ? rg->catchup->fetched_bytes : 0);
+}
+
+/* Sets up serving the log to catching-up peers: raft_uv's transport
+ * routes their connections (rgroup_raft.c), or, with the mux, the
+ * replica's own route. Returns 0 or a negative code. */
+static int rgroup_open_fetch(struct rgroup *rg)
+{
   fetch_server_init(&rg->fetch, rg->loop, rg->store, rg->group_id);
-  transport_group_set_fetch(&rg->rt, fetch_server_accept, &rg->fetch);
-  return catchup_init(&rg->catchup, rg->loop, rg->tr, rg->store, rg->group_id, rg->self_id,
-                      self_address, peers, np, rgroup_apply_deferred, rg);
+  if (rg->rt != NULL) {
+    return 0;
+  }
+  return transport_route_add(rg->tr, &rg->fetch_route, rg->group_id, fetch_server_accept,
+                             &rg->fetch);
 }
 
 /* Undoes a partial open, before Raft was initialized. */
@@ -423,11 +496,11 @@ int rgroup_open(struct rgroup *rg, uv_loop_t *loop, struct transport *tr, uint64
     return rv;
   }
   /* From here on only rgroup_close releases what is open: Raft, the
-   * handles, the catch-up state (zeroed: closes as nothing). */
-  rgroup_raft_handles_init(rg);
-  rv = rgroup_open_catchup(rg, replicas, n, self_address);
+   * handles, a catch-up. */
+  rv = rgroup_open_fetch(rg);
   if (rv != 0) {
-    rgroup_set_errmsg(rg, "group %llu: out of memory", (unsigned long long)group_id);
+    rgroup_set_errmsg(rg, "group %llu: routing its fetches: %s", (unsigned long long)group_id,
+                      cairn_strerror(rv));
     rgroup_close(rg, NULL);
     return rv;
   }
@@ -610,7 +683,7 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
   if (rg->fatal) {
     return CAIRN_EFATAL;
   }
-  if (raft_state(&rg->raft) != RAFT_LEADER || catchup_active(&rg->catchup) || rg->raft_failed) {
+  if (raft_state(&rg->raft) != RAFT_LEADER || rgroup_is_catching_up(rg) || rg->raft_failed) {
     return CAIRN_ENOTLEADER;
   }
   /* A malformed batch must never reach the Raft log: every replica would
@@ -854,7 +927,7 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   if (raft_state(&rg->raft) != RAFT_LEADER || rg->transferring || rg->stopping) {
     return;
   }
-  if (catchup_active(&rg->catchup)) {
+  if (rgroup_is_catching_up(rg)) {
     int rv = rgroup_transfer(rg, 0, "this replica is catching up");
     (void)rv; /* retried at the next tick */
     return;
@@ -869,13 +942,16 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   }
 }
 
-bool rgroup_is_catching_up(struct rgroup *rg) { return catchup_active(&rg->catchup); }
+bool rgroup_is_catching_up(const struct rgroup *rg)
+{
+  return rg->catchup != NULL && catchup_active(rg->catchup);
+}
 
 int rgroup_retention(struct rgroup *rg, int64_t now_ms, uint32_t *deleted)
 {
   *deleted = 0;
   bool serving = rg->state == RGROUP_RUNNING || rg->state == RGROUP_TRANSFERRING;
-  if (!serving || catchup_active(&rg->catchup) || rg->snap != NULL) {
+  if (!serving || rgroup_is_catching_up(rg) || rg->snap != NULL) {
     return 0; /* (a snapshot in flight writes <dir>/producers: the next check) */
   }
   struct store_info info;
@@ -991,11 +1067,6 @@ void rgroup_on_part_closed(struct rgroup *rg)
   }
 }
 
-static void rgroup_on_catchup_closed(struct catchup *cu)
-{
-  rgroup_on_part_closed(cu->data);
-}
-
 static void rgroup_on_fetch_closed(struct fetch_server *srv)
 {
   rgroup_on_part_closed((struct rgroup *)((char *)srv - offsetof(struct rgroup, fetch)));
@@ -1004,22 +1075,25 @@ static void rgroup_on_fetch_closed(struct fetch_server *srv)
 /* Closes everything that uses the store, then the store (Raft is closed). */
 static void rgroup_close_parts(struct rgroup *rg)
 {
-  /* Four parts: the catch-up, the fetch server and the two handles of
-   * rgroup_raft.c; five while a revive of the store is in flight. */
-  rg->closing_parts = 4;
+  /* One count held until every close below has started (the fetch
+   * server may call back at once), then one per part: the fetch server,
+   * the handles rgroup_raft.c allocated, each catch-up still closing and
+   * a revive of the store in flight. */
+  rg->closing_parts = 1;
   if (rg->revive_busy) {
     /* Its worker reads only its job, but its completion must find rg. */
     rg->revive_counted = true;
     rg->closing_parts++;
   }
-  rg->catchup.data = rg;
-  if (rg->catchup.loop != NULL) {
-    catchup_close(&rg->catchup, rgroup_on_catchup_closed);
-  } else {
-    rgroup_on_part_closed(rg); /* never initialized */
+  if (rg->catchup != NULL) {
+    rgroup_catchup_release(rg);
   }
+  rg->closing_parts += (int)rg->catchups_closing;
+  rg->closing_parts++;
+  transport_route_remove(rg->tr, &rg->fetch_route); /* no-op unless added */
   fetch_server_close(&rg->fetch, rgroup_on_fetch_closed);
-  rgroup_raft_handles_close(rg, rgroup_on_part_closed);
+  rg->closing_parts += (int)rgroup_raft_handles_close(rg, rgroup_on_part_closed);
+  rgroup_on_part_closed(rg);
 }
 
 void rgroup_on_raft_closed(struct rgroup *rg)
@@ -1039,7 +1113,7 @@ void rgroup_close(struct rgroup *rg, rgroup_close_cb cb)
   rgroup_set_state(rg, RGROUP_CLOSING);
   rg->close_cb = cb;
   rgroup_fail_queue(rg, CAIRN_ESHUTDOWN);
-  uv_timer_stop(&rg->recover_timer);
+  rgroup_raft_recover_stop(rg);
   if (rg->raft_open) {
     /* An entry in flight gets RAFT_CANCELED from raft_close. */
     rgroup_raft_close(rg);

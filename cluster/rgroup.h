@@ -285,7 +285,12 @@ struct rgroup {
   char *dir;
   enum rgroup_state state;
   struct store *store;
-  struct catchup catchup;
+  /* The catch-up in progress (catchup.h), allocated when a restored
+   * snapshot finds the log behind it and closed once caught up; NULL
+   * otherwise (rgroup_is_catching_up). */
+  struct catchup *catchup;
+  unsigned catchups_closing; /* finished ones whose handles still close */
+  uint64_t catchup_fetched;  /* bytes fetched by the finished ones */
   struct fetch_server fetch;
   uint64_t tick_ms;         /* when rgroup's tick last ran (rgroup_on_raft_tick) */
   bool transferring;
@@ -299,7 +304,12 @@ struct rgroup {
   double entry_bytes_avg;   /* of entries applied, for the snapshot threshold */
   uint64_t applies;
   bool no_preferred_leader;
-  struct raft_uv_transport rt;
+  /* Inbound connections for this replica: with raft_uv (--raft-mux off)
+   * its transport, made with each Raft instance (rgroup_raft.c), which
+   * routes Raft's connections and the fetches; with the mux (Raft's
+   * messages over the multiplexer) only the fetches' route (rt NULL). */
+  struct raft_uv_transport *rt;
+  struct transport_route fetch_route;
   /* The replica's raft_io (rgroup_wal.c): with opts.wal and opts.mux its
    * own (riow_mux.h: the node's log and multiplexer, no raft_uv);
    * otherwise raft_uv's, with opts.wal its storage methods in the node's
@@ -321,8 +331,10 @@ struct rgroup {
   bool raft_failed;         /* a write of this Raft instance failed: latched */
   unsigned recover_delay_ms; /* next reopen delay; 0 after a write succeeded */
   uint64_t recoveries;      /* reopens after a failed write */
-  uv_timer_t recover_timer; /* defers the close after a failure; backoff */
-  uv_check_t barrier_check; /* a barrier right after becoming leader */
+  /* Owned, allocated when first needed (most replicas never fail, and
+   * only leaders propose a barrier), closed with the replica: */
+  uv_timer_t *recover_timer; /* defers the close after a failure; backoff */
+  uv_check_t *barrier_check; /* a barrier right after becoming leader */
   void (*handle_closed_cb)(struct rgroup *rg);
   raft_term term_appended;  /* last term in which this replica appended as leader */
   raft_index term_first_index; /* index of its first entry in that term */
@@ -443,6 +455,14 @@ const char *rgroup_errmsg(const struct rgroup *rg);
  * allocated with the first error. rgroup's own files only. */
 void rgroup_set_errmsg(struct rgroup *rg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Bytes fetched by this replica's catch-ups, for the node's metrics. */
+uint64_t rgroup_catchup_fetched(const struct rgroup *rg);
+
+/* Starts (or retargets) a catch-up to target_next / target_index: the
+ * state machine's restore (rgroup_fsm.c). Returns 0 or CAIRN_ENOMEM. */
+__attribute__((warn_unused_result)) int rgroup_catchup_start(struct rgroup *rg, int64_t target_next,
+                                                             uint64_t target_index);
 
 /* Frees the messages rg keeps for its owner (rgroup_errmsg, the
  * probation's reason). The owner calls it once before freeing rg's
@@ -709,7 +729,7 @@ void rgroup_set_preferred(struct rgroup *rg, uint64_t id);
 
 /* Is this replica catching up (serving nothing it lacks, refusing
  * produce)? */
-bool rgroup_is_catching_up(struct rgroup *rg);
+bool rgroup_is_catching_up(const struct rgroup *rg);
 
 /* Applies the topic's retention limits (rgroup_opts.plog) to this
  * replica's log, as every replica does on its own (Kafka's way): deletes

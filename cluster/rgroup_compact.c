@@ -52,7 +52,7 @@ static bool rgroup_compact_worth(struct rgroup *rg)
   struct raft *r = &rg->raft;
   if (rg->opts.compact_gate == NULL || rg->state != RGROUP_RUNNING || !rg->raft_open ||
       rg->raft_failed || rg->stopping || rg->compact_armed || r->snapshot.pending.term != 0 ||
-      r->snapshot.put.data != NULL || catchup_active(&rg->catchup) ||
+      r->snapshot.put.data != NULL || rgroup_is_catching_up(rg) ||
       raft_last_index(r) <= r->log.offset + 1) {
     return false;
   }

@@ -346,9 +346,9 @@ static int rgroup_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     return RAFT_IOERR;
   }
   rgroup_fsm_retune(rg, buf->len);
-  if (catchup_active(&rg->catchup)) {
+  if (rgroup_is_catching_up(rg)) {
     /* Behind the snapshot: hold the entry until the log has caught up. */
-    if (catchup_defer(&rg->catchup, buf->base, buf->len, index) != 0) {
+    if (catchup_defer(rg->catchup, buf->base, buf->len, index) != 0) {
       return rgroup_fsm_fail(rg, index, CAIRN_ETOOLARGE);
     }
     return 0;
@@ -447,7 +447,7 @@ static int rgroup_fsm_store_settle(struct rgroup *rg, struct pgstore_settle **ou
 static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
 {
   struct rgroup *rg = fsm->data;
-  if (catchup_active(&rg->catchup) || rg->fatal || rg->store_down || rg->snap != NULL) {
+  if (rgroup_is_catching_up(rg) || rg->fatal || rg->store_down || rg->snap != NULL) {
     /* The log does not hold what Raft applied: a descriptor of it now
      * would let Raft drop entries the log still lacks. (rg->snap: raft
      * takes one at a time; never seen.) */
@@ -666,7 +666,11 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     rg->snap_producers_offset = table_offset;
     rg->snap_producers_pending = true;
   }
-  catchup_start(&rg->catchup, next_offset, last_index);
+  if (rgroup_catchup_start(rg, next_offset, last_index) != 0) {
+    log_error("rgroup", "group %llu: no memory to catch up behind the snapshot",
+              (unsigned long long)rg->group_id);
+    return RAFT_NOMEM;
+  }
   return 0;
 }
 

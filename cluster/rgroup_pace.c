@@ -433,7 +433,7 @@ static bool rgroup_pace_settled(struct rgroup *rg)
   const struct raft *r = &rg->raft;
   return rg->state == RGROUP_RUNNING && rg->raft_open && !rg->raft_failed && !rg->raft_closing &&
          rg->elect_gone == 0 && r->election_timeout == rg->opts.election_ms && !rg->transferring &&
-         r->transfer == NULL && !catchup_active(&rg->catchup);
+         r->transfer == NULL && !rgroup_is_catching_up(rg);
 }
 
 bool rgroup_pace_may_sleep(struct rgroup *rg)

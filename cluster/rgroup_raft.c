@@ -189,11 +189,26 @@ static void rgroup_raft_on_check(uv_check_t *h)
   }
 }
 
+/* Runs rgroup_raft_on_check in this loop iteration's check phase. Out of
+ * memory, the next tick's rgroup_raft_ensure_barrier asks again. */
+static void rgroup_raft_want_check(struct rgroup *rg)
+{
+  if (rg->barrier_check == NULL) {
+    rg->barrier_check = malloc(sizeof *rg->barrier_check);
+    if (rg->barrier_check == NULL) {
+      return;
+    }
+    uv_check_init(rg->loop, rg->barrier_check); /* cannot fail: no system call */
+    rg->barrier_check->data = rg;
+  }
+  if (!uv_is_active((uv_handle_t *)rg->barrier_check)) {
+    uv_check_start(rg->barrier_check, rgroup_raft_on_check);
+  }
+}
+
 static void rgroup_raft_want_barrier(struct rgroup *rg)
 {
-  if (!uv_is_active((uv_handle_t *)&rg->barrier_check)) {
-    uv_check_start(&rg->barrier_check, rgroup_raft_on_check);
-  }
+  rgroup_raft_want_check(rg);
 }
 
 void rgroup_raft_ensure_barrier(struct rgroup *rg)
@@ -299,8 +314,8 @@ static void rgroup_raft_on_append(struct raft_io_append *req, int status)
   cb(orig, status);
   /* A prompt election waiting for this write (rgroup_elect.c): after this
    * callback, in the check phase. */
-  if (rg->elect_gone != 0 && !uv_is_active((uv_handle_t *)&rg->barrier_check)) {
-    uv_check_start(&rg->barrier_check, rgroup_raft_on_check);
+  if (rg->elect_gone != 0) {
+    rgroup_raft_want_check(rg);
   }
 }
 
@@ -620,7 +635,7 @@ static int rgroup_raft_io_init(struct rgroup *rg, const char *raft_dir)
   if (rgroup_wal_own_io(rg)) {
     return rgroup_wal_own_io_init(rg);
   }
-  int rv = raft_uv_init(&rg->wio.io, rg->loop, raft_dir, &rg->rt);
+  int rv = raft_uv_init(&rg->wio.io, rg->loop, raft_dir, rg->rt);
   if (rv != 0) {
     rgroup_set_errmsg(rg, "group %llu: raft I/O in %.120s: %.100s",
                       (unsigned long long)rg->group_id, raft_dir, rg->wio.io.errmsg);
@@ -654,6 +669,36 @@ static void rgroup_raft_io_release(struct rgroup *rg)
   raft_uv_close(&rg->wio.io);
 }
 
+/* raft_uv's transport (--raft-mux off), made with each Raft instance: it
+ * routes Raft's connections and this replica's fetches. With the mux the
+ * replica's fetch route does (rgroup_open_fetch) and none is made. */
+static int rgroup_raft_transport_init(struct rgroup *rg)
+{
+  if (rgroup_wal_own_io(rg)) {
+    return 0;
+  }
+  rg->rt = malloc(sizeof *rg->rt);
+  int rv = rg->rt == NULL ? CAIRN_ENOMEM : transport_group_init(rg->tr, rg->rt, rg->group_id);
+  if (rv != 0) {
+    free(rg->rt);
+    rg->rt = NULL;
+    return rv;
+  }
+  /* The fetch server (initialized once, at open) keeps serving across a
+   * reopen; the new transport routes to it. */
+  transport_group_set_fetch(rg->rt, fetch_server_accept, &rg->fetch);
+  return 0;
+}
+
+static void rgroup_raft_transport_release(struct rgroup *rg)
+{
+  if (rg->rt != NULL) {
+    transport_group_release(rg->rt);
+    free(rg->rt);
+    rg->rt = NULL;
+  }
+}
+
 int rgroup_raft_init(struct rgroup *rg)
 {
   char raft_dir[PATH_MAX];
@@ -668,18 +713,15 @@ int rgroup_raft_init(struct rgroup *rg)
   if (rv != 0) {
     return rv;
   }
-  rv = transport_group_init(rg->tr, &rg->rt, rg->group_id);
+  rv = rgroup_raft_transport_init(rg);
   if (rv != 0) {
     rgroup_set_errmsg(rg, "group %llu: transport: %s", (unsigned long long)rg->group_id,
                       cairn_strerror(rv));
     return rv;
   }
-  /* The fetch server (initialized once, at open) keeps serving across a
-   * reopen; the new transport routes to it. */
-  transport_group_set_fetch(&rg->rt, fetch_server_accept, &rg->fetch);
   rv = rgroup_raft_io_init(rg, raft_dir);
   if (rv != 0) {
-    transport_group_release(&rg->rt);
+    rgroup_raft_transport_release(rg);
     return rv;
   }
   rgroup_raft_interpose(rg);
@@ -697,7 +739,7 @@ int rgroup_raft_init(struct rgroup *rg)
     rgroup_set_errmsg(rg, "group %llu: raft_init: %s", (unsigned long long)rg->group_id,
                       raft_errmsg(&rg->raft));
     rgroup_raft_io_release(rg);
-    transport_group_release(&rg->rt);
+    rgroup_raft_transport_release(rg);
     return raft_err_to_cairn(rv);
   }
   rg->raft.data = rg;
@@ -739,11 +781,13 @@ static void rgroup_raft_on_closed(struct raft *r)
   if (!rgroup_wal_own_io(rg)) {
     raft_uv_close(&rg->wio.io); /* frees raft_uv's state; its handles are closed */
   }
-  transport_group_release(&rg->rt);
+  rgroup_raft_transport_release(rg);
   /* Nothing of this instance can reference a transfer any more. */
   rgroup_raft_free_transfers(rg);
   rg->transferring = false;
-  uv_check_stop(&rg->barrier_check);
+  if (rg->barrier_check != NULL) {
+    uv_check_stop(rg->barrier_check);
+  }
   rg->raft_closing = false;
   rgroup_on_raft_closed(rg);
 }
@@ -892,7 +936,7 @@ static void rgroup_raft_reopen(struct rgroup *rg)
   if (rv != 0 || rg->raft_failed) {
     log_warn("rgroup", "group %llu: restarting Raft: %s", (unsigned long long)rg->group_id,
              rv != 0 ? raft_errmsg(&rg->raft) : "a write failed");
-    uv_timer_stop(&rg->recover_timer);
+    rgroup_raft_recover_stop(rg);
     rg->raft_failed = true;
     rgroup_raft_close(rg); /* then rgroup_on_raft_closed: backoff */
     return;
@@ -928,6 +972,32 @@ static void rgroup_raft_on_timer(uv_timer_t *t)
   }
 }
 
+/* Runs rgroup_raft_on_timer after ms. Out of memory, the replica stays
+ * RECOVERING (logged, and in its error message): nothing is acknowledged
+ * meanwhile, nothing is lost. */
+static void rgroup_raft_recover_after(struct rgroup *rg, unsigned ms)
+{
+  if (rg->recover_timer == NULL) {
+    rg->recover_timer = malloc(sizeof *rg->recover_timer);
+    if (rg->recover_timer == NULL) {
+      rgroup_set_errmsg(rg, "group %llu: out of memory scheduling Raft's reopen",
+                        (unsigned long long)rg->group_id);
+      log_error("rgroup", "%s", rgroup_errmsg(rg));
+      return;
+    }
+    uv_timer_init(rg->loop, rg->recover_timer); /* cannot fail: no system call */
+    rg->recover_timer->data = rg;
+  }
+  uv_timer_start(rg->recover_timer, rgroup_raft_on_timer, ms, 0);
+}
+
+void rgroup_raft_recover_stop(struct rgroup *rg)
+{
+  if (rg->recover_timer != NULL) {
+    uv_timer_stop(rg->recover_timer);
+  }
+}
+
 void rgroup_raft_backoff(struct rgroup *rg)
 {
   unsigned d = rg->recover_delay_ms;
@@ -935,7 +1005,7 @@ void rgroup_raft_backoff(struct rgroup *rg)
       : d >= RGROUP_RECOVER_MAX_MS / 2 ? RGROUP_RECOVER_MAX_MS
                                        : d * 2;
   rg->recover_delay_ms = d;
-  uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, d, 0);
+  rgroup_raft_recover_after(rg, d);
 }
 
 /* Enters RECOVERING and closes Raft on the next iteration (not from
@@ -947,7 +1017,7 @@ static void rgroup_raft_latch(struct rgroup *rg)
     /* Never entered the log: their producers go to the next leader. */
     rgroup_fail_queue(rg, CAIRN_ENOTLEADER);
   }
-  uv_timer_start(&rg->recover_timer, rgroup_raft_on_timer, 0, 0);
+  rgroup_raft_recover_after(rg, 0);
 }
 
 void rgroup_raft_fail(struct rgroup *rg, int status, const char *what)
@@ -987,23 +1057,26 @@ void rgroup_raft_store_down(struct rgroup *rg)
   rgroup_raft_latch(rg);
 }
 
-void rgroup_raft_handles_init(struct rgroup *rg)
-{
-  uv_timer_init(rg->loop, &rg->recover_timer);
-  rg->recover_timer.data = rg;
-  uv_check_init(rg->loop, &rg->barrier_check);
-  rg->barrier_check.data = rg;
-}
-
 static void rgroup_raft_on_handle_closed(uv_handle_t *h)
 {
   struct rgroup *rg = h->data;
+  free(h);
   rg->handle_closed_cb(rg);
 }
 
-void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg))
+unsigned rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg))
 {
+  unsigned n = 0;
   rg->handle_closed_cb = done;
-  uv_close((uv_handle_t *)&rg->recover_timer, rgroup_raft_on_handle_closed);
-  uv_close((uv_handle_t *)&rg->barrier_check, rgroup_raft_on_handle_closed);
+  if (rg->recover_timer != NULL) {
+    uv_close((uv_handle_t *)rg->recover_timer, rgroup_raft_on_handle_closed);
+    rg->recover_timer = NULL;
+    n++;
+  }
+  if (rg->barrier_check != NULL) {
+    uv_close((uv_handle_t *)rg->barrier_check, rgroup_raft_on_handle_closed);
+    rg->barrier_check = NULL;
+    n++;
+  }
+  return n;
 }

@@ -88,11 +88,14 @@ __attribute__((warn_unused_result)) int rgroup_wal_check_mark(struct rgroup *rg)
 /* Applies rg->opts' timeouts and snapshot counts to rg->raft. */
 void rgroup_raft_configure(struct rgroup *rg);
 
-/* Initializes the recovery timer and the barrier check (once, at open). */
-void rgroup_raft_handles_init(struct rgroup *rg);
+/* Stops the recovery timer, if it was ever started. */
+void rgroup_raft_recover_stop(struct rgroup *rg);
 
-/* Closes the two handles; done is called once per handle closed (2 calls). */
-void rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg));
+/* Closes the recovery timer and the barrier check, which are allocated
+ * only once needed (a failure; leadership or a prompt election): done is
+ * called from the loop once per handle closed. Returns how many calls
+ * will come (0, 1 or 2). */
+unsigned rgroup_raft_handles_close(struct rgroup *rg, void (*done)(struct rgroup *rg));
 
 /* Closes the Raft instance (rg->raft_open must be set); rgroup_on_raft_closed
  * fires exactly once when it is closed, after the raft_io, the transport and

@@ -88,9 +88,9 @@ static void rgroup_wal_on_meta_failed(struct riow_mux *m, int status)
   }
 }
 
-/* --raft-mux on: the replica's own raft_io (riow_mux.h), which also drives
- * rg->rt so that the node's listener keeps routing the group's catch-up
- * fetches. No raft_uv: no directory probe, AIO context or connection. */
+/* --raft-mux on: the replica's own raft_io (riow_mux.h); the node's
+ * listener routes the group's catch-up fetches by rg->fetch_route. No
+ * raft_uv: no directory probe, AIO context, transport or connection. */
 int rgroup_wal_own_io_init(struct rgroup *rg)
 {
   char dir[PATH_MAX];
@@ -99,7 +99,7 @@ int rgroup_wal_own_io_init(struct rgroup *rg)
     return rv;
   }
   rv = riow_mux_init(&rg->wio.mux, rg->loop, rg->opts.wal, rg->group_id, dir, rg->opts.mux,
-                     rg->self_id, rg->self_address, &rg->rt);
+                     rg->self_id, rg->self_address, NULL);
   if (rv != 0) {
     rgroup_set_errmsg(rg, "group %llu: the replica's Raft I/O (%.200s): %s",
                       (unsigned long long)rg->group_id, dir, cairn_strerror(rv));

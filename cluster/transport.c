@@ -88,8 +88,7 @@ struct transport_group {
   raft_id id;
   char *address;
   raft_uv_accept_cb accept_cb;
-  transport_fetch_cb fetch_cb;
-  void *fetch_data;
+  struct transport_route route; /* in the node's routes while listening */
   bool listening;
   bool closing;
   unsigned connects; /* outbound attempts still running */
@@ -194,52 +193,59 @@ static void transport_log_auth(struct transport *tr, const char *fmt, ...)
   tr->auth_unlogged = 0;
 }
 
-static size_t transport_group_find(const struct transport *tr, uint64_t group_id, bool *found)
+static size_t transport_route_find(const struct transport *tr, uint64_t group_id, bool *found)
 {
-  size_t lo = 0, hi = tr->ngroups;
+  size_t lo = 0, hi = tr->nroutes;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (tr->groups[mid]->group_id < group_id) {
+    if (tr->routes[mid]->group_id < group_id) {
       lo = mid + 1;
     } else {
       hi = mid;
     }
   }
-  *found = lo < tr->ngroups && tr->groups[lo]->group_id == group_id;
+  *found = lo < tr->nroutes && tr->routes[lo]->group_id == group_id;
   return lo;
 }
 
-static int transport_group_add(struct transport *tr, struct transport_group *g)
+static int transport_route_insert(struct transport *tr, struct transport_route *r)
 {
   bool found;
-  size_t at = transport_group_find(tr, g->group_id, &found);
+  size_t at = transport_route_find(tr, r->group_id, &found);
   if (found) {
     return CAIRN_EEXIST;
   }
-  if (tr->ngroups == tr->cap) {
+  if (tr->nroutes == tr->cap) {
     size_t cap = tr->cap ? tr->cap * 2 : 16;
-    struct transport_group **ng = realloc(tr->groups, cap * sizeof *ng);
-    if (ng == NULL) {
+    struct transport_route **nr = realloc(tr->routes, cap * sizeof *nr);
+    if (nr == NULL) {
       return CAIRN_ENOMEM;
     }
-    tr->groups = ng;
+    tr->routes = nr;
     tr->cap = cap;
   }
-  memmove(&tr->groups[at + 1], &tr->groups[at], (tr->ngroups - at) * sizeof *tr->groups);
-  tr->groups[at] = g;
-  tr->ngroups++;
+  memmove(&tr->routes[at + 1], &tr->routes[at], (tr->nroutes - at) * sizeof *tr->routes);
+  tr->routes[at] = r;
+  tr->nroutes++;
   return 0;
 }
 
-static void transport_group_remove(struct transport *tr, struct transport_group *g)
+void transport_route_remove(struct transport *tr, struct transport_route *r)
 {
   bool found;
-  size_t at = transport_group_find(tr, g->group_id, &found);
-  if (!found || tr->groups[at] != g) {
+  size_t at = transport_route_find(tr, r->group_id, &found);
+  if (!found || tr->routes[at] != r) {
     return;
   }
-  memmove(&tr->groups[at], &tr->groups[at + 1], (tr->ngroups - at - 1) * sizeof *tr->groups);
-  tr->ngroups--;
+  memmove(&tr->routes[at], &tr->routes[at + 1], (tr->nroutes - at - 1) * sizeof *tr->routes);
+  tr->nroutes--;
+}
+
+int transport_route_add(struct transport *tr, struct transport_route *r, uint64_t group_id,
+                        transport_fetch_cb cb, void *data)
+{
+  *r = (struct transport_route){.group_id = group_id, .fetch_cb = cb, .fetch_data = data};
+  return transport_route_insert(tr, r);
 }
 
 static int transport_group_on_init(struct raft_uv_transport *rt, raft_id id, const char *address)
@@ -255,7 +261,7 @@ static int transport_group_on_listen(struct raft_uv_transport *rt, raft_uv_accep
 {
   struct transport_group *g = rt->impl;
   g->accept_cb = cb;
-  int rv = transport_group_add(g->tr, g);
+  int rv = transport_route_insert(g->tr, &g->route);
   if (rv != 0) {
     snprintf(rt->errmsg, sizeof rt->errmsg, "group %llu is already listening",
              (unsigned long long)g->group_id);
@@ -609,8 +615,8 @@ void transport_dial_cancel(struct transport_dial *req)
 void transport_group_set_fetch(struct raft_uv_transport *rt, transport_fetch_cb cb, void *data)
 {
   struct transport_group *g = rt->impl;
-  g->fetch_cb = cb;
-  g->fetch_data = data;
+  g->route.fetch_cb = cb;
+  g->route.fetch_data = data;
 }
 
 static void transport_group_on_close(struct raft_uv_transport *rt, raft_uv_transport_close_cb cb)
@@ -619,7 +625,7 @@ static void transport_group_on_close(struct raft_uv_transport *rt, raft_uv_trans
   g->closing = true;
   g->close_cb = cb;
   if (g->listening) {
-    transport_group_remove(g->tr, g);
+    transport_route_remove(g->tr, &g->route);
     g->listening = false;
   }
   /* Running attempts see `closing` at their next step and end with
@@ -636,6 +642,8 @@ int transport_group_init(struct transport *tr, struct raft_uv_transport *rt, uin
   g->tr = tr;
   g->rt = rt;
   g->group_id = group_id;
+  g->route.group_id = group_id;
+  g->route.g = g;
   memset(rt, 0, sizeof *rt);
   rt->impl = g;
   rt->init = transport_group_on_init;
@@ -766,17 +774,21 @@ static void transport_inbound_route(struct transport_inbound *in)
     return;
   }
   bool found;
-  size_t at = transport_group_find(tr, group_id, &found);
+  size_t at = transport_route_find(tr, group_id, &found);
   if (!found) {
     snprintf(why, sizeof why, "unknown group %llu (from node %llu at %s)",
              (unsigned long long)group_id, (unsigned long long)sender, address);
     transport_inbound_reject(in, why);
     return;
   }
-  struct transport_group *g = tr->groups[at];
-  if (kind == TRANSPORT_KIND_FETCH && g->fetch_cb == NULL) {
-    snprintf(why, sizeof why, "group %llu serves no fetches (from node %llu at %s)",
-             (unsigned long long)group_id, (unsigned long long)sender, address);
+  struct transport_route *r = tr->routes[at];
+  const char *refused = kind == TRANSPORT_KIND_FETCH && r->fetch_cb == NULL ? "fetches"
+                        : kind != TRANSPORT_KIND_FETCH && r->g == NULL
+                            ? "Raft connections (its Raft messages go over the multiplexer)"
+                            : NULL;
+  if (refused != NULL) {
+    snprintf(why, sizeof why, "group %llu takes no %s (from node %llu at %s)",
+             (unsigned long long)group_id, refused, (unsigned long long)sender, address);
     transport_inbound_reject(in, why);
     return;
   }
@@ -785,10 +797,10 @@ static void transport_inbound_route(struct transport_inbound *in)
     return;
   }
   if (kind == TRANSPORT_KIND_FETCH) {
-    g->fetch_cb(g->fetch_data, sender, (uv_stream_t *)tcp);
+    r->fetch_cb(r->fetch_data, sender, (uv_stream_t *)tcp);
     return;
   }
-  g->accept_cb(g->rt, sender, address, (uv_stream_t *)tcp);
+  r->g->accept_cb(r->g->rt, sender, address, (uv_stream_t *)tcp);
 }
 
 /* With a cluster key: the dialer's answer, holding the preamble. */
@@ -1038,9 +1050,9 @@ static void transport_on_handle_closed(uv_handle_t *h)
   if (--tr->handles_open > 0) {
     return;
   }
-  free(tr->groups);
+  free(tr->routes);
   free(tr->bind_address);
-  tr->groups = NULL;
+  tr->routes = NULL;
   tr->bind_address = NULL;
   if (tr->close_cb != NULL) {
     tr->close_cb(tr);

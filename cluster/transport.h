@@ -79,8 +79,8 @@ struct transport {
   uv_timer_t sweeper; /* closes inbound connections past their deadline */
   char *bind_address;
   unsigned preamble_timeout_ms;
-  struct transport_group **groups; /* sorted by group id */
-  size_t ngroups;
+  struct transport_route **routes; /* sorted by group id */
+  size_t nroutes;
   size_t cap;
   struct transport_inbound *pending; /* doubly linked */
   size_t npending;
@@ -142,6 +142,29 @@ typedef void (*transport_fetch_cb)(void *data, uint64_t sender_id, uv_stream_t *
 /* Routes the group's fetch connections to cb (NULL: refuse them). Valid
  * once Raft listens on rt. */
 void transport_group_set_fetch(struct raft_uv_transport *rt, transport_fetch_cb cb, void *data);
+
+/* A group's entry in the routing of inbound connections: its fetches go
+ * to fetch_cb (NULL: refused); Raft's connections to its raft_uv
+ * transport (g: set by transport_group_init's listen; NULL for a group
+ * whose Raft messages go over the multiplexer, which takes none). */
+struct transport_route {
+  uint64_t group_id;
+  transport_fetch_cb fetch_cb;
+  void *fetch_data;
+  struct transport_group *g; /* private */
+};
+
+/* Routes group_id's fetch connections to cb, for a group without a
+ * raft_uv transport (riow_mux.h); r is the caller's and stays in the
+ * routing until transport_route_remove. Returns 0, CAIRN_EEXIST (the
+ * group is routed already) or CAIRN_ENOMEM. Context: loop thread. */
+__attribute__((warn_unused_result)) int transport_route_add(struct transport *tr,
+                                                            struct transport_route *r,
+                                                            uint64_t group_id,
+                                                            transport_fetch_cb cb, void *data);
+
+/* Takes r out of the routing (at once; no-op if it is not in it). */
+void transport_route_remove(struct transport *tr, struct transport_route *r);
 
 /* An outbound connection of any kind. */
 struct transport_dial;

@@ -246,7 +246,7 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->results_held += rg->results_held;
     s->results_clamped += rg->clamp.clamped;
     s->compactions += rg->compactions;
-    s->catchup_in += rg->catchup.fetched_bytes;
+    s->catchup_in += rgroup_catchup_fetched(rg);
     s->catchup_out += rg->fetch.served_bytes;
     s->catching_up += rgroup_is_catching_up(rg) ? 1 : 0;
     s->quiesced += rgroup_pace_idle(rg) ? 1 : 0;

@@ -162,6 +162,22 @@ static void on_tr_closed(struct transport *tr)
 }
 static void close_timer(uv_handle_t *h) { (void)h; }
 
+static unsigned picks;
+static const char *pick_peer(void *data, unsigned n)
+{
+  assert_int_equal(n, picks); /* counts up, one per dial */
+  picks++;
+  return data;
+}
+
+static unsigned done_calls;
+static void on_done(void *data, struct catchup *cu)
+{
+  (void)data;
+  assert_false(catchup_active(cu)); /* OFF, the held entries applied */
+  done_calls++;
+}
+
 static void test_catchup_answers_already_buffered(void **state)
 {
   (void)state;
@@ -176,11 +192,10 @@ static void test_catchup_answers_already_buffered(void **state)
   assert_int_equal(memlog_new(&mo, &st), 0);
   char peer_address[64];
   snprintf(peer_address, sizeof peer_address, "127.0.0.1:%d", p.port);
-  struct catchup_peer peers[1] = {{.id = 2, .address = peer_address}};
   struct catchup cu;
-  assert_int_equal(catchup_init(&cu, &loop, &tr, st, 7, 1, "127.0.0.1:1", peers, 1, apply_entry,
-                                NULL),
-                   0);
+  const struct catchup_owner owner = {
+      .pick = pick_peer, .apply = apply_entry, .done = on_done, .data = peer_address};
+  catchup_init(&cu, &loop, &tr, st, 7, 1, "127.0.0.1:1", &owner);
   catchup_start(&cu, ENTRIES, ENTRIES);
   uv_timer_t deadline, poll;
   uv_timer_init(&loop, &deadline);
@@ -196,6 +211,8 @@ static void test_catchup_answers_already_buffered(void **state)
   assert_int_equal(info.next_offset, ENTRIES);
   assert_int_equal(info.last_index, ENTRIES);
   assert_int_equal(cu.fetched_bytes > 0, 1);
+  assert_int_equal(done_calls, 1);
+  assert_true(picks >= 1);
 
   catchup_close(&cu, on_cu_closed);
   uv_close((uv_handle_t *)&deadline, close_timer);

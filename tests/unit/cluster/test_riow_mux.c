@@ -468,7 +468,7 @@ static void test_groups_elect_replicate_fail_over_and_catch_up(void **state)
       rn_open(wd, i, g, true);
     }
     /* Each replica's transport routes (catch-up fetches) while started. */
-    assert_int_equal(wd->n[i].tr.ngroups, GROUPS);
+    assert_int_equal(wd->n[i].tr.nroutes, GROUPS);
   }
   raft_uv_dial_refused(wd);
   uint64_t have[GROUPS];
@@ -488,7 +488,7 @@ static void test_groups_elect_replicate_fail_over_and_catch_up(void **state)
   propose(wd, 0, have[0] + 1, 20);
   rn_close_begin(old);
   run_until(&wd->loop, rn_is_closed, old, "the replica to close");
-  assert_int_equal(wd->n[old_node].tr.ngroups, GROUPS - 1);
+  assert_int_equal(wd->n[old_node].tr.nroutes, GROUPS - 1);
   struct rn *now = barrier(wd, 0);
   assert_true(now->raft.current_term > term);
   /* The in-flight ones committed or not, as a prefix. */
@@ -517,7 +517,7 @@ static void test_groups_elect_replicate_fail_over_and_catch_up(void **state)
     for (int g = 0; g < GROUPS; g++) {
       run_until(&wd->loop, rn_is_closed, &wd->n[i].g[g], "every replica to close");
     }
-    assert_int_equal(wd->n[i].tr.ngroups, 0);
+    assert_int_equal(wd->n[i].tr.nroutes, 0);
   }
   world_close(wd);
   free(wd);
@@ -628,7 +628,7 @@ static void test_io_close_release_random_and_async_work(void **state)
   raft_set_heartbeat_timeout(&r->raft, 10);
   assert_int_equal(raft_start(&r->raft), 0);
   r->open = true;
-  assert_int_equal(n->tr.ngroups, 1);
+  assert_int_equal(n->tr.nroutes, 1);
   assert_int_equal(r->m.io.time(&r->m.io), uv_now(&wd->loop));
   struct gwait gw = {wd, 0, 0};
   run_until(&wd->loop, has_leader, &gw, "a sole voter to lead (ticks)");
@@ -643,7 +643,7 @@ static void test_io_close_release_random_and_async_work(void **state)
   assert_true(p.done);
   assert_int_equal(p.status, 7);
   assert_false(uv_thread_equal(&p.worker, &p.loop_thread));
-  assert_int_equal(n->tr.ngroups, 0);
+  assert_int_equal(n->tr.nroutes, 0);
   world_close(wd);
   free(wd);
 }
