@@ -567,6 +567,43 @@ static void raftmux_unregister(struct raftmux *mx, struct raftmux_group *mg)
   mx->ngroups--;
 }
 
+static void raftmux_on_idle(uv_idle_t *h);
+
+/* Fires the raftmux_defer callbacks queued so far; those they queue wait
+ * for the next iteration. */
+static void raftmux_run_deferred(struct raftmux *mx)
+{
+  struct raftmux_group *mg = mx->defer_head;
+  mx->defer_head = mx->defer_tail = NULL;
+  while (mg != NULL) {
+    struct raftmux_group *next = mg->defer_next;
+    void (*cb)(struct raftmux_group * mg) = mg->deferred;
+    mg->deferred = NULL;
+    mg->defer_next = NULL;
+    cb(mg); /* may free mg */
+    mg = next;
+  }
+}
+
+void raftmux_defer(struct raftmux_group *mg, void (*cb)(struct raftmux_group *mg))
+{
+  struct raftmux *mx = mg->mx;
+  if (!mx->open) {
+    cb(mg);
+    return;
+  }
+  assert(mg->deferred == NULL);
+  mg->deferred = cb;
+  mg->defer_next = NULL;
+  if (mx->defer_tail != NULL) {
+    mx->defer_tail->defer_next = mg;
+  } else {
+    mx->defer_head = mg;
+  }
+  mx->defer_tail = mg;
+  uv_idle_start(&mx->idle, raftmux_on_idle);
+}
+
 /* Fires every callback queued before this iteration; a callback's own
  * sends queue behind them and fire next time. */
 static void raftmux_on_idle(uv_idle_t *h)
@@ -591,6 +628,7 @@ static void raftmux_on_idle(uv_idle_t *h)
     }
     s = next;
   }
+  raftmux_run_deferred(mx);
 }
 
 static int raftmux_on_frame(struct nodewatch *nw, uint64_t sender_id, const uint8_t *payload,
@@ -648,6 +686,7 @@ int raftmux_init(struct raftmux *mx, uv_loop_t *loop, struct nodewatch *nw)
 static void raftmux_on_closed(uv_handle_t *h)
 {
   struct raftmux *mx = h->data;
+  raftmux_run_deferred(mx); /* none should be left: every group closed first */
   free(mx->groups);
   free(mx->scratch);
   mx->groups = NULL;

@@ -163,6 +163,8 @@ struct raftmux {
   uv_idle_t idle;                 /* fires the queued send callbacks */
   struct raftmux_send *done_head; /* callbacks due, FIFO */
   struct raftmux_send *done_tail;
+  struct raftmux_group *defer_head; /* raftmux_defer's, FIFO */
+  struct raftmux_group *defer_tail;
   struct raftmux_group **groups; /* attached groups, sorted by gid */
   size_t ngroups, cap;
   uint8_t *scratch; /* one encoding buffer, reused */
@@ -196,6 +198,8 @@ struct raftmux_group {
   size_t held_bytes;                          /* their encoded bytes */
   int failed;                                 /* 0, or the RAFT_* code every send fails with */
   bool closing;
+  void (*deferred)(struct raftmux_group *mg); /* raftmux_defer's callback, NULL: none */
+  struct raftmux_group *defer_next;
 };
 
 /* Starts mx over nw: frames tagged RAFTMUX_TAG received on nw go to the
@@ -258,6 +262,13 @@ bool raftmux_holding(const struct raftmux_group *mg);
 __attribute__((warn_unused_result)) int raftmux_io_start(struct raftmux_group *mg, unsigned msecs,
                                                          raft_io_tick_cb tick,
                                                          raft_io_recv_cb recv);
+
+/* Calls cb(mg) from the loop (the idle phase of this or the next
+ * iteration), after the send callbacks already due: an owner's way to
+ * finish a close asynchronously, as raft expects, without a handle of its
+ * own. At most one per group at a time; mg must stay allocated until cb.
+ * After raftmux_close: cb at once. */
+void raftmux_defer(struct raftmux_group *mg, void (*cb)(struct raftmux_group *mg));
 
 /* io->close: unregisters the group, waits until every send of the group
  * called back, then calls the saved close with cb. */

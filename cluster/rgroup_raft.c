@@ -564,8 +564,8 @@ static void rgroup_raft_io_tick(struct raft_io *io)
   rgroup_raft_tick(rgroup_raft_of(io));
 }
 
-/* The io's own tick timer (raft_uv's or riow_mux's) while a ticker drives
- * the group: it still fires, once an hour (one extra tick is harmless). */
+/* raft_uv's own tick timer while a ticker drives the group: it still
+ * fires, once an hour (one extra tick is harmless). */
 #define RGROUP_TICK_PARKED_MS (3600u * 1000u)
 
 static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
@@ -575,8 +575,12 @@ static int rgroup_raft_io_start(struct raft_io *io, unsigned msecs, raft_io_tick
   rg->io_ops.recv = recv;
   rg->io_ops.tick = tick;
   rg->raft_tick_ms = msecs;
-  return rg->io_ops.start(io, rg->opts.ticker != NULL ? RGROUP_TICK_PARKED_MS : msecs,
-                          rgroup_raft_io_tick, rgroup_raft_io_recv);
+  /* Ticked by the node's ticker: riow_mux then keeps no timer at all
+   * (msecs 0); raft_uv's is parked. */
+  unsigned io_ms = rg->opts.ticker == NULL ? msecs
+                   : rgroup_wal_own_io(rg) ? 0
+                                           : RGROUP_TICK_PARKED_MS;
+  return rg->io_ops.start(io, io_ms, rgroup_raft_io_tick, rgroup_raft_io_recv);
 }
 
 /* Election timers from [T, 1.5T] (rgroup_elect_spread_max). */

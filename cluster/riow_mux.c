@@ -185,15 +185,6 @@ static void riow_mux_on_timer(uv_timer_t *t)
   }
 }
 
-static void riow_mux_timer_init(struct riow_mux *m)
-{
-  if (!m->timer_init) {
-    (void)uv_timer_init(m->loop, &m->timer); /* cannot fail: no system call */
-    m->timer.data = m;
-    m->timer_init = true;
-  }
-}
-
 /* raft_io->start, under raftmux's (which keeps recv). */
 static int riow_mux_on_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
                              raft_io_recv_cb recv)
@@ -210,9 +201,17 @@ static int riow_mux_on_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb
       return rv;
     }
   }
-  riow_mux_timer_init(m);
   m->tick_cb = tick;
-  uv_timer_start(&m->timer, riow_mux_on_timer, msecs, msecs);
+  if (msecs > 0) { /* 0: the owner ticks raft itself */
+    m->timer = malloc(sizeof *m->timer);
+    if (m->timer == NULL) {
+      snprintf(io->errmsg, sizeof io->errmsg, "tick timer: out of memory");
+      return RAFT_NOMEM;
+    }
+    (void)uv_timer_init(m->loop, m->timer); /* cannot fail: no system call */
+    m->timer->data = m;
+    uv_timer_start(m->timer, riow_mux_on_timer, msecs, msecs);
+  }
   riow_mux_set_state(m, RIOW_MUX_STARTED);
   return 0;
 }
@@ -304,9 +303,9 @@ static int riow_mux_async_work(struct raft_io *io, struct raft_io_async_work *re
 
 /* ---- close ---- */
 
-static void riow_mux_on_timer_closed(uv_handle_t *h)
+/* The last step of a close, from the loop. */
+static void riow_mux_closed(struct riow_mux *m)
 {
-  struct riow_mux *m = h->data;
   raft_io_close_cb cb = m->close_cb;
   riow_mux_set_state(m, RIOW_MUX_CLOSED);
   if (cb != NULL) {
@@ -314,10 +313,28 @@ static void riow_mux_on_timer_closed(uv_handle_t *h)
   }
 }
 
+static void riow_mux_on_timer_closed(uv_handle_t *h)
+{
+  struct riow_mux *m = h->data;
+  free(h);
+  riow_mux_closed(m);
+}
+
+static void riow_mux_on_deferred(struct raftmux_group *mg)
+{
+  riow_mux_closed((struct riow_mux *)((char *)mg - offsetof(struct riow_mux, mxg)));
+}
+
+/* Closes the timer, or without one (never started, or ticked by its
+ * owner) still calls back from the loop. */
 static void riow_mux_close_timer(struct riow_mux *m)
 {
-  riow_mux_timer_init(m); /* a never started io still calls back from the loop */
-  uv_close((uv_handle_t *)&m->timer, riow_mux_on_timer_closed);
+  if (m->timer == NULL) {
+    raftmux_defer(&m->mxg, riow_mux_on_deferred);
+    return;
+  }
+  uv_close((uv_handle_t *)m->timer, riow_mux_on_timer_closed);
+  m->timer = NULL;
 }
 
 static void riow_mux_on_rt_closed(struct raft_uv_transport *rt)
@@ -353,8 +370,8 @@ static void riow_mux_on_wal_idle(struct riow *x)
 static void riow_mux_on_close(struct raft_io *io, raft_io_close_cb cb)
 {
   struct riow_mux *m = riow_mux_of(io);
-  if (m->timer_init) {
-    uv_timer_stop(&m->timer);
+  if (m->timer != NULL) {
+    uv_timer_stop(m->timer);
   }
   m->close_cb = cb;
   riow_mux_set_state(m, RIOW_MUX_CLOSING);

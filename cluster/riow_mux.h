@@ -1,8 +1,9 @@
 /* riow_mux.h - a complete raft 0.15 raft_io for one Raft group on the
  * node-wide log with the node's Raft multiplexer (--raft-log node with
  * --raft-mux on): storage in the node's log (raft_io_wal.h), messages
- * over the node's one connection per peer (raftmux.h), one libuv timer
- * for raft's tick, uv_now for its time, a per-io generator for its random
+ * over the node's one connection per peer (raftmux.h), a libuv timer for
+ * raft's tick unless the owner ticks raft itself (io->start with msecs 0:
+ * no timer), uv_now for its time, a per-io generator for its random
  * numbers, the thread pool for its async_work. No raft_uv: no directory
  * probe, no kernel AIO context, no per-group connection, listener state or
  * buffers (docs/replication.md, "A replica's own raft_io").
@@ -12,19 +13,21 @@
  * raft_init. The methods find the riow_mux from the io they are called
  * with, so the io must stay inside its struct riow_mux.
  *
- * The group's transport (optional, transport.h): the io drives it the way
- * raft_uv drives its own (init at io->init, listen at io->start, close at
- * io->close), so the node's listener keeps routing the group's catch-up
- * fetch connections (transport_group_set_fetch). A raft_uv connection
- * from a peer without --raft-mux is closed on arrival (with one log line
- * per io): the replica speaks to its peers only through the mux.
+ * The group's transport (optional, transport.h; cairnd's replicas route
+ * their fetches with transport_route_add instead and pass none): the io
+ * drives it the way raft_uv drives its own (init at io->init, listen at
+ * io->start, close at io->close), so the node's listener routes the
+ * group's catch-up fetch connections (transport_group_set_fetch). A
+ * raft_uv connection from a peer without --raft-mux is closed on arrival
+ * (with one log line per io): the replica speaks to its peers only
+ * through the mux.
  *
  *   state     event                                       to        by
  *   INIT      raft's io->start                            STARTED   riow_mux_on_start
  *   INIT      raft's io->close (raft_start failed)        CLOSING   riow_mux_on_close
  *   STARTED   raft's io->close                            CLOSING   riow_mux_on_close
  *   CLOSING   sends, log requests and async work drained,
- *             transport and timer closed: raft's cb       CLOSED    riow_mux_on_timer_closed
+ *             transport and timer closed: raft's cb       CLOSED    riow_mux_closed
  *
  * Term and vote (docs/replication.md, "Term and vote by group commit"),
  * unless riow_mux_set_group_commit turned it off: set_term and set_vote
@@ -47,7 +50,8 @@
  * Close: raft_close's io close waits, in this order, for every send of the
  * group to call back (raftmux_io_close), for every request of the group in
  * the log (riow_close) and every async_work to call back, then closes the
- * transport and the timer; raft's close callback fires from the loop after
+ * transport and the timer (without a timer, raftmux_defer stands in for
+ * its close callback); raft's close callback fires from the loop after
  * that, when nothing of the io is pending: raft (and the riow_mux) may be
  * freed from it.
  *
@@ -74,7 +78,7 @@ struct riow_mux {
   /* private */
   uv_loop_t *loop;
   struct raft_uv_transport *rt; /* borrowed, NULL: none */
-  uv_timer_t timer;             /* raft's tick; initialized at start (or at close) */
+  uv_timer_t *timer;            /* owned: raft's tick, from a start with msecs > 0; NULL */
   raft_io_tick_cb tick_cb;
   raft_io_close_cb close_cb;
   uint64_t rand_state;    /* xorshift64*; never 0 */
@@ -83,7 +87,6 @@ struct riow_mux {
   unsigned meta_failures; /* term/vote records whose write failed */
   void (*on_failed)(struct riow_mux *m, int status); /* riow_mux_on_failed */
   enum riow_mux_state state;
-  bool timer_init;
   bool rt_init;  /* rt->init succeeded: rt->close is due */
   bool wal_idle; /* closing: no request of the group left in the log */
   bool drained;  /* closing: the transport's and timer's close begun */

@@ -555,6 +555,25 @@ static void probe_done(struct raft_io_async_work *req, int status)
 
 /* The io without a peer: close before start, release after a refused
  * init, random numbers, async_work. */
+static void never_tick(struct raft_io *io)
+{
+  (void)io;
+  fail_msg("an io started with msecs 0 ticked");
+}
+
+static void never_recv(struct raft_io *io, struct raft_message *m)
+{
+  (void)io;
+  (void)m;
+}
+
+static bool io_closed;
+static void on_io_closed(struct raft_io *io)
+{
+  (void)io;
+  io_closed = true;
+}
+
 static void test_io_close_release_random_and_async_work(void **state)
 {
   (void)state;
@@ -588,6 +607,17 @@ static void test_io_close_release_random_and_async_work(void **state)
   raft_close(&r->raft, on_closed_flag);
   assert_false(closed_flag);
   run_until(&wd->loop, flag_set, &closed_flag, "an unstarted io to close");
+
+  /* Started with msecs 0 (its owner ticks raft): no timer; the close
+   * still calls back from the loop (raftmux_defer). */
+  assert_int_equal(riow_mux_init(&r->m, &wd->loop, n->w, 7, snap, &n->mx, n->id, n->address, NULL),
+                   0);
+  assert_int_equal(r->m.io.start(&r->m.io, 0, never_tick, never_recv), 0);
+  assert_null(r->m.timer);
+  io_closed = false;
+  r->m.io.close(&r->m.io, on_io_closed);
+  assert_false(io_closed);
+  run_until(&wd->loop, flag_set, &io_closed, "a timerless io to close");
 
   /* Random numbers: in [min, max), and each io has its own sequence. */
   struct riow_mux *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
