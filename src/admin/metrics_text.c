@@ -370,6 +370,13 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "the leader probed below it (docs/replication.md, \"Raft 0.15 weak "
                       "spots\").",
                       s.below_snapshot);
+  metrics_text_scalar(b, "cairn_heap_trims_total", "counter",
+                      "Times the node gave the pages of freed heap memory back to the kernel "
+                      "after the heap's free bytes grew by 2 MiB (malloc_trim, "
+                      "src/common/heaptrim.h).",
+                      n->heaptrim.trims);
+  metrics_text_scalar(b, "cairn_heap_released_bytes_total", "counter",
+                      "Resident bytes those trims gave back.", n->heaptrim.released);
   metrics_text_scalar(b, "cairn_raft_log_trimmed_bytes_total", "counter",
                       "Bytes of raft 0.15's in-memory log tables (entry reference counts, the "
                       "entries' array) hosted replicas gave back after raft_start and when "

@@ -782,6 +782,7 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg)
   }
   coord_init(&n->coord, n);
   twaits_init(&n->twaits, loop, &n->ctl);
+  heaptrim_init(&n->heaptrim);
   uv_timer_init(loop, &n->tick);
   n->tick.data = n;
   uv_timer_start(&n->tick, node_on_tick, NODE_TICK_MS, NODE_TICK_MS);
@@ -1110,6 +1111,7 @@ static void node_on_tick(uv_timer_t *t)
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl), &n->sfaults);
   node_maybe_retention(n);
+  heaptrim_tick(&n->heaptrim, uv_now(n->loop));
 }
 
 /* ---- requests ---- */

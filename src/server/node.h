@@ -46,6 +46,7 @@
 #include "cluster/raftmux.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
+#include "common/heaptrim.h"
 #include "net/admit.h"
 #include "net/listener.h"
 #include "net/tls.h"
@@ -98,6 +99,7 @@ struct node {
   struct parts parts;
   struct listener lis;
   struct rbudget request_budget; /* shared by lis's and kafka_lis's conns (net/rbudget.h) */
+  struct heaptrim heaptrim;      /* freed heap pages given back after bursts (common/heaptrim.h) */
   struct admit admit;            /* holds request_budget while peers' queues are long */
   struct listener kafka_lis; /* the Kafka port (src/kafka/kafka_port.h), when kafka_on */
   struct listener ext_lis;   /* the external client port, when cfg.external_listen is set:

@@ -84,7 +84,8 @@ for i in 1 2 3; do
   # raft 0.15's weak spots, counted (the barriers summed below).
   for m in cairn_raft_below_snapshot_total cairn_raft_results_held_total \
     cairn_raft_results_clamped_total cairn_raft_same_term_leaders_total \
-    cairn_raft_barriers_total cairn_raft_log_trimmed_bytes_total; do
+    cairn_raft_barriers_total cairn_raft_log_trimmed_bytes_total \
+    cairn_heap_trims_total cairn_heap_released_bytes_total; do
     grep -q "^$m " "$dir/metrics$i" || fail "node $i exports no $m"
   done
   barriers=$((${barriers:-0} + $(awk '$1 == "cairn_raft_barriers_total" { print $2 }' "$dir/metrics$i")))
