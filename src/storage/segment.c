@@ -225,9 +225,10 @@ static int segment_note_batch(struct segment *s, uint64_t pos, const struct batc
   return 0;
 }
 
-/* Starts writeback of each full 8 MiB written, without waiting for it, so
- * the disk works while the loop goes on and a later fsync (roll, flush)
- * finds little left to do. Advisory: a failure changes nothing. */
+/* Starts writeback of each full SEGMENT_WRITEBACK_BYTES written, without
+ * waiting for it, so the disk works while the loop goes on and a later
+ * fsync (roll, flush) finds little left to do. Advisory: a failure
+ * changes nothing. */
 static void segment_kick_writeback(struct segment *s)
 {
   if (s->size - s->kicked_size < SEGMENT_WRITEBACK_BYTES) {
