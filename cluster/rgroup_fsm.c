@@ -61,11 +61,27 @@ static void rgroup_fsm_retune(struct rgroup *rg, size_t len)
   if (rg->applies++ % 32 != 0 || rg->raft_log_budget == 0) {
     return;
   }
-  double per = rg->entry_bytes_avg > 64 ? rg->entry_bytes_avg : 64;
-  double total = (double)rg->raft_log_budget / per; /* threshold + trailing */
-  unsigned threshold = total / 3 * 2 < 16 ? 16 : total / 3 * 2 > 8192 ? 8192 : (unsigned)(total / 3 * 2);
+  unsigned threshold = rgroup_fsm_snapshot_threshold(rg->raft_log_budget, rg->entry_bytes_avg,
+                                                     rg->group_id, rg->self_id);
   unsigned trailing = threshold / 2 < 8 ? 8 : threshold / 2;
   rgroup_compact_tune(rg, threshold, trailing);
+}
+
+unsigned rgroup_fsm_snapshot_threshold(size_t raft_log_budget, double entry_bytes,
+                                       uint64_t group_id, uint64_t self_id)
+{
+  double per = entry_bytes > 64 ? entry_bytes : 64;
+  double total = (double)raft_log_budget / per; /* threshold + trailing */
+  unsigned threshold = total / 3 * 2 < 16     ? 16
+                       : total / 3 * 2 > 8192 ? 8192
+                                              : (unsigned)(total / 3 * 2);
+  /* splitmix64's finalizer: neighbouring ids land far apart. */
+  uint64_t h = group_id * 0x9E3779B97F4A7C15ULL ^ self_id * 0xBF58476D1CE4E5B9ULL;
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+  h ^= h >> 31;
+  unsigned cut = (unsigned)((uint64_t)threshold * (h & 255) / 1024); /* up to a quarter */
+  return threshold - cut < 16 ? 16 : threshold - cut;
 }
 
 /* A PostgreSQL store that failed is revived rather than latched

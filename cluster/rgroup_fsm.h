@@ -8,6 +8,17 @@
 
 #include "cluster/rgroup.h"
 
+/* The snapshot threshold (entries) for a replica whose entries average
+ * entry_bytes: two thirds of what raft_log_budget holds (the rest is the
+ * trailing), within [16, 8192], then scaled by a factor in [3/4, 1] drawn
+ * from (group_id, self_id). Replicas taking the same traffic would
+ * otherwise cross their thresholds together and snapshot at once, every
+ * partition on every node in the same ~50 ms (docs/performance.md, "The
+ * partition log's writeback and the ack tail under load"). A pure
+ * function. */
+unsigned rgroup_fsm_snapshot_threshold(size_t raft_log_budget, double entry_bytes,
+                                       uint64_t group_id, uint64_t self_id);
+
 /* Fills rg->fsm. */
 void rgroup_fsm_init(struct rgroup *rg);
 
