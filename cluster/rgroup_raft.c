@@ -206,16 +206,11 @@ static void rgroup_raft_want_check(struct rgroup *rg)
   }
 }
 
-static void rgroup_raft_want_barrier(struct rgroup *rg)
-{
-  rgroup_raft_want_check(rg);
-}
-
 void rgroup_raft_ensure_barrier(struct rgroup *rg)
 {
   if (rg->state == RGROUP_RUNNING && !rg->raft_failed && raft_state(&rg->raft) == RAFT_LEADER &&
       rg->term_appended != rg->raft.current_term) {
-    rgroup_raft_want_barrier(rg);
+    rgroup_raft_want_check(rg);
   }
 }
 
@@ -278,7 +273,7 @@ static int rgroup_raft_io_send(struct raft_io *io, struct raft_io_send *req,
   }
   if (message->type == RAFT_IO_APPEND_ENTRIES && r->state == RAFT_LEADER &&
       rg->term_appended != r->current_term) {
-    rgroup_raft_want_barrier(rg); /* raft 0.15 sends heartbeats at conversion */
+    rgroup_raft_want_check(rg); /* raft 0.15 sends heartbeats at conversion */
   }
   struct raft_message clamped; /* encoded during the send call: the stack will do */
   if (raftfix_clamp(&rg->clamp, message, &clamped)) {
@@ -457,7 +452,7 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
    * dropped as if lost, and the barrier is made sure of. */
   if (raftfix_hold_result(r, message, rg->term_appended, rg->term_first_index)) {
     rg->results_held++;
-    rgroup_raft_want_barrier(rg);
+    rgroup_raft_want_check(rg);
     return;
   }
   if (rg->stopping && message->type == RAFT_IO_TIMEOUT_NOW) {
@@ -499,7 +494,7 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
   raftfix_clamp_end(&rg->clamp);
   rgroup_pace_on_result(rg, message);
   if (r->state == RAFT_LEADER && rg->term_appended != r->current_term) {
-    rgroup_raft_want_barrier(rg); /* became leader on this message (a vote) */
+    rgroup_raft_want_check(rg); /* became leader on this message (a vote) */
   }
   rgroup_elect_check(rg); /* a prompt election ends with the first leader known */
 }
