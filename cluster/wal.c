@@ -60,6 +60,11 @@ void wal_seg_path(const struct wal *w, uint64_t seq, char *buf, size_t len)
   snprintf(buf, len, "%s/%s", w->dir, name);
 }
 
+void wal_spare_name(uint64_t id, char *buf, size_t len)
+{
+  snprintf(buf, len, "spare-%016" PRIx64 ".log", id);
+}
+
 void wal_seg_header_put(uint8_t *p, uint64_t seq)
 {
   memcpy(p, WAL_MAGIC, 8);
@@ -68,14 +73,30 @@ void wal_seg_header_put(uint8_t *p, uint64_t seq)
   le_put32(p + 20, crc32c(p, 20));
 }
 
-bool wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq)
+uint32_t wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq)
 {
-  return len >= WAL_SEG_HEADER && memcmp(buf, WAL_MAGIC, 8) == 0 && le_get64(buf + 8) == seq &&
-         le_get32(buf + 16) == WAL_FORMAT_VERSION && le_get32(buf + 20) == crc32c(buf, 20);
+  if (len < WAL_SEG_HEADER || memcmp(buf, WAL_MAGIC, 8) != 0 || le_get64(buf + 8) != seq ||
+      le_get32(buf + 20) != crc32c(buf, 20)) {
+    return 0;
+  }
+  uint32_t v = le_get32(buf + 16);
+  return v == 1 || v == WAL_FORMAT_VERSION ? v : 0;
 }
 
-bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *r, char *why,
-                    size_t why_len)
+/* Version 1 records carry a plain CRC-32C. Version 2 seeds it with the
+ * sequence, so a recycled file's stale records fail under the new one. */
+uint32_t wal_seg_seed(uint32_t version, uint64_t seq)
+{
+  if (version < 2) {
+    return 0;
+  }
+  uint8_t b[8];
+  le_put64(b, seq);
+  return crc32c(b, sizeof b);
+}
+
+bool wal_rec_decode(const struct wal_seg *s, const uint8_t *buf, size_t len, size_t off,
+                    struct wal_rec *r, char *why, size_t why_len)
 {
   if (len - off < WAL_REC_HEADER) {
     snprintf(why, why_len, "only %zu bytes left for a %d-byte record header", len - off,
@@ -95,17 +116,20 @@ bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *
     snprintf(why, why_len, "payload length %" PRIu32 " runs past the end of the file", r->len);
     return false;
   }
-  if (le_get32(p) != crc32c(p + 4, WAL_REC_HEADER - 4 + (size_t)r->len)) {
+  if (le_get32(p) != crc32c_extend(s->seed, p + 4, WAL_REC_HEADER - 4 + (size_t)r->len)) {
     snprintf(why, why_len, "checksum mismatch");
     return false;
   }
   /* A record that passes its checksum but breaks the layout was written by
    * something else: damage, not a torn write. */
-  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= WAL_REC_MOVE &&
+  uint8_t last_type = s->version >= 2 ? WAL_REC_END : WAL_REC_MOVE;
+  bool ok_type = r->type >= WAL_REC_ENTRY && r->type <= last_type &&
                  (r->type != WAL_REC_META || r->etype <= WAL_META_RESET);
   bool ok_len = r->type == WAL_REC_ENTRY || r->type == WAL_REC_MOVE ||
                 (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD : r->len == 0);
-  if (!ok_type || !ok_len || le_get16(p + 10) != 0) {
+  bool ok_end =
+      r->type != WAL_REC_END || (r->etype == 0 && r->gid == 0 && r->index == 0 && r->term == 0);
+  if (!ok_type || !ok_len || !ok_end || le_get16(p + 10) != 0) {
     snprintf(why, why_len, "record type %u of length %" PRIu32 " does not fit the format", r->type,
              r->len);
     return false;
@@ -439,8 +463,12 @@ int wal_seg_push(struct wal *w, uint64_t seq)
   if (wal_grow(&w->segs, &w->segs_cap, w->nsegs, sizeof *w->segs) != 0) {
     return CAIRN_ENOMEM;
   }
-  w->segs[w->nsegs++] =
-      (struct wal_seg){.seq = seq, .fd = -1, .size = WAL_SEG_HEADER, .dropped_ms = uv_now(w->loop)};
+  w->segs[w->nsegs++] = (struct wal_seg){.seq = seq,
+                                         .fd = -1,
+                                         .version = WAL_FORMAT_VERSION,
+                                         .seed = wal_seg_seed(WAL_FORMAT_VERSION, seq),
+                                         .size = WAL_SEG_HEADER,
+                                         .dropped_ms = uv_now(w->loop)};
   w->st.last_seq = seq;
   if (w->nsegs == 1) {
     w->st.first_seq = seq;
@@ -469,6 +497,12 @@ static struct wal_chunk *wal_chunk_for(struct wal *w, struct wal_seg *s, bool cr
     }
     wal_seg_header_put(c->buf, s->seq);
     c->len = WAL_SEG_HEADER;
+    if (w->nspares > 0) { /* its bytes overwrite a spare's (wal.h, "Recycling") */
+      const struct wal_spare *sp = &w->spares[--w->nspares];
+      c->spare = sp->id;
+      s->file_bytes = sp->bytes;
+      w->st.segments_recycled++;
+    }
   }
   return c;
 }
@@ -495,15 +529,71 @@ static int wal_chunk_reserve(struct wal_chunk *c, size_t more, size_t hint)
   return 0;
 }
 
+/* Writes one record's bytes at the end of chunk c of segment s (room
+ * reserved) and accounts for them; returns where it starts. */
+static uint64_t wal_rec_put(struct wal *w, struct wal_seg *s, struct wal_chunk *c, uint8_t type,
+                            uint8_t etype, uint64_t gid, uint64_t index, uint64_t term,
+                            const void *payload, uint32_t len)
+{
+  size_t rec_len = WAL_REC_HEADER + (size_t)len;
+  uint8_t *p = c->buf + c->len;
+  uint64_t at = c->off + c->len;
+  le_put32(p + 4, len);
+  p[8] = type;
+  p[9] = etype;
+  le_put16(p + 10, 0);
+  le_put32(p + 12, (uint32_t)(at - c->off));
+  le_put64(p + 16, gid);
+  le_put64(p + 24, index);
+  le_put64(p + 32, term);
+  if (len > 0) {
+    memcpy(p + WAL_REC_HEADER, payload, len);
+  }
+  le_put32(p, crc32c_extend(s->seed, p + 4, rec_len - 4));
+  c->len += rec_len;
+  s->size += rec_len;
+  w->lsn += rec_len;
+  w->st.records++;
+  w->st.bytes += rec_len;
+  return at;
+}
+
+int wal_seal(struct wal *w, struct wal_seg *s)
+{
+  struct wal_chunk *c = wal_chunk_for(w, s, false);
+  if (c == NULL || wal_chunk_reserve(c, WAL_REC_HEADER, w->chunk_hint) != 0) {
+    return CAIRN_ENOMEM;
+  }
+  (void)wal_rec_put(w, s, c, WAL_REC_END, 0, 0, 0, 0, NULL, 0);
+  s->sealed = true;
+  wal_kick(w);
+  return 0;
+}
+
+/* Whether the next record of rec_len bytes needs a new segment: there is
+ * none, the newest is closed or of an older format, or full (room is kept
+ * for its END record). */
+static bool wal_must_roll(const struct wal *w, const struct wal_seg *s, size_t rec_len)
+{
+  if (s == NULL || s->sealed || s->version != WAL_FORMAT_VERSION) {
+    return true;
+  }
+  return s->size > WAL_SEG_HEADER && s->size + rec_len + WAL_REC_HEADER > w->segment_bytes;
+}
+
 /* Where the next record of rec_len bytes goes: the newest segment, or a
  * new one when it is full. */
 static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct wal_chunk **cout)
 {
   struct wal_seg *s = w->nsegs ? &w->segs[w->nsegs - 1] : NULL;
-  bool roll = s == NULL || (s->size > WAL_SEG_HEADER &&
-                            (w->roll_next || s->size + rec_len > w->segment_bytes));
+  bool roll = wal_must_roll(w, s, rec_len);
   if (roll) {
-    w->roll_next = false;
+    if (s != NULL && !s->sealed && s->version == WAL_FORMAT_VERSION) {
+      int rv = wal_seal(w, s);
+      if (rv != 0) {
+        return rv;
+      }
+    }
     int rv = wal_seg_push(w, s ? s->seq + 1 : w->next_seq);
     if (rv != 0) {
       return rv;
@@ -522,34 +612,14 @@ static int wal_place(struct wal *w, size_t rec_len, struct wal_seg **out, struct
 int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,
              uint64_t term, const void *payload, uint32_t len, uint64_t *seq, uint64_t *off)
 {
-  size_t rec_len = WAL_REC_HEADER + (size_t)len;
   struct wal_seg *s;
   struct wal_chunk *c;
-  int rv = wal_place(w, rec_len, &s, &c);
+  int rv = wal_place(w, WAL_REC_HEADER + (size_t)len, &s, &c);
   if (rv != 0) {
     return rv;
   }
-  uint8_t *p = c->buf + c->len;
-  uint64_t at = c->off + c->len;
-  le_put32(p + 4, len);
-  p[8] = type;
-  p[9] = etype;
-  le_put16(p + 10, 0);
-  le_put32(p + 12, (uint32_t)(at - c->off));
-  le_put64(p + 16, gid);
-  le_put64(p + 24, index);
-  le_put64(p + 32, term);
-  if (len > 0) {
-    memcpy(p + WAL_REC_HEADER, payload, len);
-  }
-  le_put32(p, crc32c(p + 4, rec_len - 4));
-  c->len += rec_len;
-  s->size += rec_len;
-  w->lsn += rec_len;
-  w->st.records++;
-  w->st.bytes += rec_len;
+  *off = wal_rec_put(w, s, c, type, etype, gid, index, term, payload, len);
   *seq = s->seq;
-  *off = at;
   wal_kick(w);
   return 0;
 }
@@ -801,18 +871,19 @@ static void wal_forget(struct wal *w)
   for (size_t i = 0; i < w->npend; i++) {
     free(w->pend[i].buf);
   }
-  for (size_t i = 0; i < w->nunlinks; i++) {
-    free(w->unlinks[i]);
+  for (size_t i = 0; i < w->ndrops; i++) {
+    free(w->drops[i].path);
   }
-  free(w->unlinks);
+  free(w->drops);
   free(w->pend);
   free(w->segs);
   free(w->groups);
-  w->unlinks = NULL;
+  w->drops = NULL;
   w->pend = NULL;
   w->segs = NULL;
   w->groups = NULL;
-  w->nunlinks = w->unlinks_cap = w->npend = w->pend_cap = 0;
+  w->ndrops = w->drops_cap = w->npend = w->pend_cap = 0;
+  w->nspares = w->spares_coming = 0; /* a replay lists the spares on disk */
   w->nsegs = w->segs_cap = w->ngroups = w->groups_cap = 0;
 }
 
@@ -832,7 +903,6 @@ int wal_revive(struct wal *w, char *errmsg)
   }
   wal_forget(w);
   wal_clean_reset(w);
-  w->roll_next = false;
   w->next_seq = 1;
   w->lsn = w->durable_lsn = 0;
   int rv = wal_recover(w);
@@ -951,8 +1021,8 @@ int wal_read(struct wal *w, uint64_t gid, uint64_t index, struct wal_entry *e)
   }
   struct wal_rec r;
   char why[128];
-  if (rv == 0 &&
-      (!wal_rec_decode(rec, rec_len, 0, &r, why, sizeof why) || r.gid != gid || r.index != index)) {
+  if (rv == 0 && (s == NULL || !wal_rec_decode(s, rec, rec_len, 0, &r, why, sizeof why) ||
+                  r.gid != gid || r.index != index)) {
     rv = CAIRN_ECORRUPT;
   }
   if (rv != 0) {

@@ -47,6 +47,20 @@
  * depends on). A segment pinned only by metadata records of idle groups
  * gets those records rewritten at the head of the log.
  *
+ * Recycling: an fdatasync after a write that grows a file waits for a
+ * journal commit (the size and the block map change); one after a write
+ * over blocks written before only flushes data, about half the time on
+ * ext4 (docs/performance.md). So a segment file no group needs is not
+ * always unlinked: while fewer than WAL_SPARES_MAX are kept, one at least
+ * half a segment long is renamed to spare-<its sequence>.log, and the next
+ * new segment is written over it (header and first records synced under
+ * the spare's name, then renamed to the segment's name). The bytes of
+ * the file's previous life stay after the segment's records; two rules
+ * keep a replay from taking them (format version 2): every record's
+ * checksum is seeded with its segment's sequence, so an old record fails
+ * it, and every segment but the newest ends with an END record. A replay
+ * takes the spare files on disk (more than WAL_SPARES_MAX are removed).
+ *
  * Cleaning (wal_clean.c): an oldest segment still pinned by a few live
  * entries (idle groups' last entries, which Raft keeps behind its
  * snapshots), whose references have not dropped for a while, and whose
@@ -81,7 +95,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define WAL_FORMAT_VERSION 1
+#define WAL_FORMAT_VERSION 2
 #define WAL_ERRMSG_SIZE 512
 #define WAL_DEFAULT_SEGMENT_BYTES ((uint64_t)64 * 1024 * 1024)
 /* The largest payload of one record (a Raft entry): larger appends are
@@ -170,6 +184,7 @@ struct wal_stats {
   uint64_t bytes;       /* bytes appended since open */
   uint64_t durable_lsn; /* bytes made durable since open */
   uint64_t segments_deleted;
+  uint64_t segments_recycled; /* new segments written over a spare file */
   uint64_t torn_bytes_cut; /* at open */
   uint64_t clean_read_bytes;               /* segment bytes the cleaner read */
   uint64_t clean_moved;                    /* entries it copied forward */

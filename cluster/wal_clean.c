@@ -289,7 +289,13 @@ void wal_clean_consider(struct wal *w)
     if (!wal_clean_head_pays(w, s)) {
       return;
     }
-    w->roll_next = true; /* sealed: what comes next, copies first, goes to a new one */
+    if (s->version == WAL_FORMAT_VERSION && !s->sealed) {
+      /* Sealed: what comes next, copies first, goes to a new segment. It
+       * is read once its END record is written (on ENOMEM: tried again
+       * after the next job). */
+      (void)wal_seal(w, &w->segs[0]);
+      return;
+    }
   }
   uint64_t node_wait = wal_clean_wait(uv_now(w->loop), w->append_ms);
   bool busy = w->clean_mode != WAL_CLEAN_EAGER && node_wait > 0;
@@ -343,8 +349,9 @@ static int wal_clean_copy(struct wal *w, const uint8_t *buf, size_t len, size_t 
 {
   struct wal_rec r;
   char why[128];
-  if (!wal_rec_decode(buf, len, p, &r, why, sizeof why) || r.len != l->len || r.term != l->term ||
-      r.etype != l->type) {
+  const struct wal_seg *s = wal_seg_find(w, l->seq);
+  if (s == NULL || !wal_rec_decode(s, buf, len, p, &r, why, sizeof why) || r.len != l->len ||
+      r.term != l->term || r.etype != l->type) {
     return CAIRN_ECORRUPT;
   }
   uint64_t seq, off;

@@ -8,12 +8,16 @@
  *     header, 24 bytes:
  *       0  8  magic "CAIRNWAL"
  *       8  8  u64 sequence (the file name's)
- *      16  4  u32 format version (WAL_FORMAT_VERSION)
+ *      16  4  u32 format version (1, or WAL_FORMAT_VERSION = 2)
  *      20  4  u32 CRC-32C of bytes 0..20
- *     then records back to back.
+ *     then records back to back; in version 2 the file may go on past the
+ *     segment's last record with bytes of the file's previous life (a
+ *     recycled file: see "Recycling" in wal.h).
  *
  *   record, 40-byte header then len bytes of payload:
- *       0  4  u32 CRC-32C of bytes 4..40+len
+ *       0  4  u32 CRC-32C of bytes 4..40+len; version 2: seeded with the
+ *             CRC-32C of the segment's sequence (8 bytes, little endian),
+ *             so that a record of a recycled file's previous life fails it
  *       4  4  u32 len (<= WAL_MAX_PAYLOAD)
  *       8  1  u8 type (enum wal_rec_type)
  *       9  1  u8 ENTRY, MOVE: the Raft entry type; META: flags
@@ -27,6 +31,10 @@
  *      32  8  u64 ENTRY, MOVE: the entry's term; others 0
  *     payload: ENTRY, MOVE: the entry's data; META: 5 x u64 term, vote,
  *     snapshot index, snapshot term, first index; TRUNCATE, REMOVE: none.
+ *
+ *   END (version 2 only, len 0, all fields 0) closes a segment: it is the
+ *   last record of every segment but the newest (bytes after it are
+ *   stale), and a newest segment that ends with one takes no more records.
  *
  *   MOVE is a live entry copied forward by the cleaner (wal_clean.c): the
  *   same entry, at a new place. Replay rule: the group holds that index
@@ -56,7 +64,13 @@ enum wal_rec_type {
   WAL_REC_META = 3,
   WAL_REC_REMOVE = 4,
   WAL_REC_MOVE = 5,
+  WAL_REC_END = 6,
 };
+
+/* Spare files kept for recycling (wal.h, "Recycling"). A dropped
+ * segment's file becomes one only if it is at least half a segment long
+ * (one the cleaner sealed small is not worth the place). */
+#define WAL_SPARES_MAX 1
 
 /* The most index slots one replayed record may leave unfilled in its
  * group (holes that MOVE records fill later); more is damage, refused
@@ -85,8 +99,12 @@ struct wal_group {
 struct wal_seg {
   uint64_t seq;
   int fd;           /* -1 until the job that creates the file ends */
+  uint32_t version; /* of its header: 1 (read only) or WAL_FORMAT_VERSION */
+  uint32_t seed;    /* its records' CRC seed (wal_seg_seed) */
+  bool sealed;      /* ends with an END record: takes no more records */
   uint64_t size;    /* bytes assigned, pending included */
   uint64_t written; /* bytes written and fdatasynced */
+  uint64_t file_bytes; /* the file's length on disk (a recycled file's may pass size) */
   uint64_t entry_refs, meta_refs;
   uint64_t live_bytes;  /* bytes of the records those references name */
   uint64_t release_lsn; /* the record that dropped the last reference */
@@ -102,8 +120,24 @@ struct wal_chunk {
   uint64_t off; /* where buf goes in the file */
   uint8_t *buf;
   size_t len, cap;
-  bool create; /* the job creates the file (buf starts with its header) */
-  int fd;      /* the file's fd; for a created file, set by the worker */
+  bool create;    /* the job creates the file (buf starts with its header) */
+  uint64_t spare; /* create: the spare file it recycles (its id), 0: a new file */
+  int fd;         /* the file's fd; for a created file, set by the worker */
+};
+
+/* A spare file: spare-IIIIIIIIIIIIIIII.log, I the sequence of the segment
+ * whose file it was. */
+struct wal_spare {
+  uint64_t id;
+  uint64_t bytes; /* its length */
+};
+
+/* A segment file the next job drops: unlinked, or renamed to a spare. */
+struct wal_drop {
+  char *path;
+  uint64_t spare; /* 0: unlink; else rename to that spare */
+  uint64_t bytes; /* the file's length (for the spare) */
+  bool kept;      /* set by the worker: the rename succeeded */
 };
 
 /* A decoded record header (payload not copied). */
@@ -123,8 +157,8 @@ struct wal_job {
   char *dir;
   struct wal_chunk *chunks;
   size_t nchunks;
-  char **unlinks;
-  size_t nunlinks;
+  struct wal_drop *drops;
+  size_t ndrops;
   struct wal_req *req_head;
   uint64_t end_lsn;
   uint64_t queued_ns, ran_ns, io_done_ns; /* uv_hrtime(): handed over, worker start, worker end */
@@ -160,8 +194,11 @@ struct wal {
   size_t npend, pend_cap;
   size_t chunk_hint; /* the last job's largest chunk: a new chunk's first allocation */
   struct wal_req *req_head, *req_tail; /* pending requests, in order */
-  char **unlinks;                      /* segment paths the next job removes */
-  size_t nunlinks, unlinks_cap;
+  struct wal_drop *drops;              /* segment files the next job removes or recycles */
+  size_t ndrops, drops_cap;
+  struct wal_spare spares[WAL_SPARES_MAX]; /* ready for a new segment */
+  size_t nspares;
+  size_t spares_coming; /* renames to a spare in a job not yet ended */
   struct wal_job *job; /* in flight, or NULL */
   struct wal_clean *clean; /* the cleaner's state (wal_clean.c), or NULL */
   enum wal_clean_mode clean_mode;
@@ -169,7 +206,6 @@ struct wal {
 
   uint64_t lsn, durable_lsn;
   uint64_t append_ms; /* uv_now() at the last wal_append (the cleaner's pace) */
-  bool roll_next;     /* the next record starts a segment (the cleaner seals the head) */
   struct wal_stats st;
 };
 
@@ -201,15 +237,20 @@ int wal_apply_meta(struct wal *w, uint64_t gid, const uint64_t meta[5], bool res
                    uint64_t lsn);
 void wal_apply_remove(struct wal *w, uint64_t gid, uint64_t lsn);
 
-/* Decodes and checks the record at buf[off..len): structure and CRC only.
- * Returns true, or false with why filled. */
-bool wal_rec_decode(const uint8_t *buf, size_t len, size_t off, struct wal_rec *r, char *why,
-                    size_t why_len);
-/* Checks a segment header. */
-bool wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq);
+/* Decodes and checks the record at buf[off..len) of segment s (its format
+ * version and CRC seed): structure and CRC only. Returns true, or false
+ * with why filled. */
+bool wal_rec_decode(const struct wal_seg *s, const uint8_t *buf, size_t len, size_t off,
+                    struct wal_rec *r, char *why, size_t why_len);
+/* Checks a segment header; returns its format version (1 or 2), or 0. */
+uint32_t wal_seg_header_ok(const uint8_t *buf, size_t len, uint64_t seq);
+/* Writes a header of format WAL_FORMAT_VERSION. */
 void wal_seg_header_put(uint8_t *p, uint64_t seq);
+/* The CRC seed of records in a segment of that version and sequence. */
+uint32_t wal_seg_seed(uint32_t version, uint64_t seq);
 void wal_seg_path(const struct wal *w, uint64_t seq, char *buf, size_t len);
 void wal_seg_name(uint64_t seq, char *buf, size_t len);
+void wal_spare_name(uint64_t id, char *buf, size_t len);
 
 /* Makes room for one more element in *arrp (an array pointer of n elements
  * of elem bytes, *cap allocated), doubling. Returns 0 or CAIRN_ENOMEM. */
@@ -222,6 +263,9 @@ void wal_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(
 /* Encodes a META record of gid with these fields and applies it. */
 int wal_emit_meta(struct wal *w, bool reset, uint64_t gid, uint64_t term, uint64_t vote,
                   uint64_t snap_index, uint64_t snap_term, uint64_t first);
+/* Closes segment s (the newest, of WAL_FORMAT_VERSION) with an END record:
+ * the next record starts a new segment. Returns 0 or CAIRN_ENOMEM. */
+int wal_seal(struct wal *w, struct wal_seg *s);
 /* Encodes one record into the pending buffer; *seq, *off: where it lands.
  * Advances the log's lsn. */
 int wal_emit(struct wal *w, uint8_t type, uint8_t etype, uint64_t gid, uint64_t index,

@@ -43,18 +43,53 @@ static int wal_job_sync_dir(struct wal_job *job)
   return rv;
 }
 
+/* Opens the file a chunk creates: a spare file to overwrite (it gets its
+ * segment's name once the bytes are durable, wal_job_adopt), or a new
+ * one. */
+static int wal_job_open(struct wal_job *job, struct wal_chunk *c)
+{
+  char name[32], path[PATH_MAX];
+  if (c->spare != 0) {
+    wal_spare_name(c->spare, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", job->dir, name);
+    c->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (c->fd >= 0) {
+      return 0;
+    }
+    log_warn("wal", "%s: %s: creating a new segment instead", path, strerror(errno));
+    c->spare = 0;
+  }
+  wal_seg_name(c->seq, name, sizeof name);
+  snprintf(path, sizeof path, "%s/%s", job->dir, name);
+  c->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (c->fd < 0) {
+    wal_job_fail(job, -errno, "create", c->seq, 0);
+    return job->status;
+  }
+  return 0;
+}
+
+/* Renames the spare a chunk overwrote to its segment's name. Its header
+ * and records were synced first, so the name never shows a file whose
+ * header is not its own. */
+static int wal_job_adopt(struct wal_job *job, const struct wal_chunk *c)
+{
+  char from[PATH_MAX], to[PATH_MAX], name[32];
+  wal_spare_name(c->spare, name, sizeof name);
+  snprintf(from, sizeof from, "%s/%s", job->dir, name);
+  wal_seg_name(c->seq, name, sizeof name);
+  snprintf(to, sizeof to, "%s/%s", job->dir, name);
+  if (rename(from, to) != 0) {
+    wal_job_fail(job, -errno, "rename of a spare", c->seq, 0);
+    return job->status;
+  }
+  return 0;
+}
+
 static int wal_job_chunk(struct wal_job *job, struct wal_chunk *c)
 {
-  char path[PATH_MAX];
-  if (c->create) {
-    char name[32];
-    wal_seg_name(c->seq, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", job->dir, name);
-    c->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (c->fd < 0) {
-      wal_job_fail(job, -errno, "create", c->seq, 0);
-      return job->status;
-    }
+  if (c->create && wal_job_open(job, c) != 0) {
+    return job->status;
   }
   int rv = fault_check(FAULT_WAL_WRITE);
   if (rv == 0) {
@@ -72,20 +107,39 @@ static int wal_job_chunk(struct wal_job *job, struct wal_chunk *c)
     wal_job_fail(job, rv, "fdatasync", c->seq, c->off + c->len);
     return rv;
   }
+  if (c->create && c->spare != 0 && wal_job_adopt(job, c) != 0) {
+    return job->status;
+  }
   /* A new file's directory entry must be durable before a later segment
    * is written: replay refuses a gap in the sequence. */
   return c->create ? wal_job_sync_dir(job) : 0;
 }
 
+/* Removes a segment file no group needs, or keeps it as a spare. */
+static void wal_job_drop(struct wal_drop *d, const char *dir)
+{
+  if (d->spare != 0) {
+    char name[32], to[PATH_MAX];
+    wal_spare_name(d->spare, name, sizeof name);
+    snprintf(to, sizeof to, "%s/%s", dir, name);
+    if (rename(d->path, to) == 0) {
+      d->kept = true;
+      return;
+    }
+    log_warn("wal", "rename %s to %s: %s", d->path, to, strerror(errno));
+  }
+  if (unlink(d->path) != 0 && errno != ENOENT) {
+    log_warn("wal", "unlink %s: %s", d->path, strerror(errno));
+  }
+}
+
 static void wal_job_run(uv_work_t *work)
 {
   struct wal_job *job = work->data;
-  for (size_t i = 0; i < job->nunlinks; i++) {
-    if (unlink(job->unlinks[i]) != 0 && errno != ENOENT) {
-      log_warn("wal", "unlink %s: %s", job->unlinks[i], strerror(errno));
-    }
+  for (size_t i = 0; i < job->ndrops; i++) {
+    wal_job_drop(&job->drops[i], job->dir);
   }
-  if (job->nunlinks > 0 && wal_job_sync_dir(job) != 0) {
+  if (job->ndrops > 0 && wal_job_sync_dir(job) != 0) {
     return;
   }
   for (size_t i = 0; i < job->nchunks; i++) {
@@ -112,11 +166,11 @@ static void wal_job_free(struct wal_job *job)
   for (size_t i = 0; i < job->nchunks; i++) {
     free(job->chunks[i].buf);
   }
-  for (size_t i = 0; i < job->nunlinks; i++) {
-    free(job->unlinks[i]);
+  for (size_t i = 0; i < job->ndrops; i++) {
+    free(job->drops[i].path);
   }
   free(job->chunks);
-  free(job->unlinks);
+  free(job->drops);
   pthread_mutex_destroy(&job->mu);
   pthread_cond_destroy(&job->cv);
   free(job);
@@ -172,6 +226,21 @@ static void wal_job_timed(struct wal *w, const struct wal_job *job)
   wal_phase_note(&w->st.phase[WAL_PHASE_CALLBACK], job->io_done_ns, uv_hrtime());
 }
 
+/* The files the job kept as spares are ready for new segments. */
+static void wal_job_spares(struct wal *w, const struct wal_job *job)
+{
+  for (size_t i = 0; i < job->ndrops; i++) {
+    const struct wal_drop *d = &job->drops[i];
+    if (d->spare == 0) {
+      continue;
+    }
+    w->spares_coming--;
+    if (d->kept && w->nspares < WAL_SPARES_MAX) {
+      w->spares[w->nspares++] = (struct wal_spare){.id = d->spare, .bytes = d->bytes};
+    }
+  }
+}
+
 static void wal_job_done(uv_work_t *work, int status)
 {
   struct wal_job *job = work->data;
@@ -190,7 +259,14 @@ static void wal_job_done(uv_work_t *work, int status)
     if (s != NULL && job->status == 0 && c->off + c->len > s->written) {
       s->written = c->off + c->len; /* wal_flush_sync may have gone further */
     }
+    if (s != NULL && c->create && c->spare == 0) {
+      s->file_bytes = 0; /* a new file after all (the spare could not be opened) */
+    }
+    if (s != NULL && job->status == 0 && s->written > s->file_bytes) {
+      s->file_bytes = s->written;
+    }
   }
+  wal_job_spares(w, job);
   struct wal_req *failed = NULL;
   if (job->status == 0) {
     if (job->end_lsn > w->durable_lsn) {
@@ -233,8 +309,8 @@ static void wal_start_job(struct wal *w)
   job->dir = w->dir;
   job->chunks = w->pend;
   job->nchunks = w->npend;
-  job->unlinks = w->unlinks;
-  job->nunlinks = w->nunlinks;
+  job->drops = w->drops;
+  job->ndrops = w->ndrops;
   job->req_head = wal_take_reqs(w);
   job->end_lsn = w->lsn;
   job->work.data = job;
@@ -254,8 +330,8 @@ static void wal_start_job(struct wal *w)
   }
   w->pend = NULL;
   w->npend = w->pend_cap = 0;
-  w->unlinks = NULL;
-  w->nunlinks = w->unlinks_cap = 0;
+  w->drops = NULL;
+  w->ndrops = w->drops_cap = 0;
   w->job = job;
   job->queued_ns = uv_hrtime();
   int rv = uv_queue_work(w->loop, &job->work, wal_job_run_signal, wal_job_done);
@@ -282,7 +358,7 @@ static void wal_on_prepare(uv_prepare_t *h)
   }
   /* Requests alone: wal_flush_sync wrote their records; an empty job
    * calls them back in order. */
-  if (w->npend > 0 || w->nunlinks > 0 || w->req_head != NULL) {
+  if (w->npend > 0 || w->ndrops > 0 || w->req_head != NULL) {
     wal_start_job(w);
   }
 }
@@ -290,7 +366,7 @@ static void wal_on_prepare(uv_prepare_t *h)
 /* Makes sure pending work goes out at this loop turn's end. */
 void wal_kick(struct wal *w)
 {
-  if (w->prepare_on || w->closing || (w->npend == 0 && w->nunlinks == 0 && w->req_head == NULL)) {
+  if (w->prepare_on || w->closing || (w->npend == 0 && w->ndrops == 0 && w->req_head == NULL)) {
     return;
   }
   uv_prepare_start(&w->prepare, wal_on_prepare);
@@ -311,6 +387,27 @@ static void wal_unpin_meta(struct wal *w, uint64_t seq)
       }
     }
   }
+}
+
+/* Queues segment s's file for the next job: kept as a spare while fewer
+ * than WAL_SPARES_MAX are kept or coming and it is at least half a
+ * segment long, else unlinked. Returns 0 or CAIRN_ENOMEM. */
+static int wal_drop_queue(struct wal *w, const struct wal_seg *s)
+{
+  char path[PATH_MAX];
+  wal_seg_path(w, s->seq, path, sizeof path);
+  char *p = strdup(path);
+  if (p == NULL || wal_grow(&w->drops, &w->drops_cap, w->ndrops, sizeof *w->drops) != 0) {
+    free(p);
+    return CAIRN_ENOMEM;
+  }
+  struct wal_drop d = {.path = p, .bytes = s->file_bytes};
+  if (w->nspares + w->spares_coming < WAL_SPARES_MAX && s->file_bytes >= w->segment_bytes / 2) {
+    d.spare = s->seq;
+    w->spares_coming++;
+  }
+  w->drops[w->ndrops++] = d;
+  return 0;
 }
 
 /* Drops the oldest segments no group needs, once the records that freed
@@ -335,14 +432,9 @@ void wal_collect(struct wal *w)
     if (s->release_lsn > w->durable_lsn || s->fd < 0 || wal_clean_reading(w, s->seq)) {
       return;
     }
-    char path[PATH_MAX];
-    wal_seg_path(w, s->seq, path, sizeof path);
-    char *p = strdup(path);
-    if (p == NULL || wal_grow(&w->unlinks, &w->unlinks_cap, w->nunlinks, sizeof *w->unlinks) != 0) {
-      free(p);
+    if (wal_drop_queue(w, s) != 0) {
       return; /* retried after the next job */
     }
-    w->unlinks[w->nunlinks++] = p;
     close(s->fd);
     memmove(w->segs, w->segs + 1, (w->nsegs - 1) * sizeof *w->segs);
     w->nsegs--;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int wal_recover_fail(struct wal *w, int err, uint64_t seq, size_t at, const char *why)
@@ -33,8 +34,36 @@ static int wal_cmp_u64(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-/* The sequences of dir's segment files, ascending; other files are not
- * the log's and are left alone. */
+/* Takes spare file name (spare-IIIIIIIIIIIIIIII.log) for recycling, or
+ * removes it when WAL_SPARES_MAX are kept already. Returns whether name
+ * is a spare's. */
+static bool wal_recover_spare(struct wal *w, const char *name)
+{
+  uint64_t id;
+  char check[32];
+  if (sscanf(name, "spare-%16" SCNx64 ".log", &id) != 1) {
+    return false;
+  }
+  wal_spare_name(id, check, sizeof check);
+  if (strcmp(check, name) != 0 || id == 0) {
+    return false;
+  }
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", w->dir, name);
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && w->nspares < WAL_SPARES_MAX) {
+    w->spares[w->nspares++] = (struct wal_spare){.id = id, .bytes = (uint64_t)st.st_size};
+    return true;
+  }
+  if (unlink(path) != 0) {
+    log_warn("wal", "unlink %s: %s", path, strerror(errno));
+  }
+  return true;
+}
+
+/* The sequences of dir's segment files, ascending; spare files are taken
+ * (wal_recover_spare); other files are not the log's and are left
+ * alone. */
 static int wal_recover_list(struct wal *w, uint64_t **out, size_t *n)
 {
   DIR *d = opendir(w->dir);
@@ -50,7 +79,8 @@ static int wal_recover_list(struct wal *w, uint64_t **out, size_t *n)
   while (rv == 0 && (de = readdir(d)) != NULL) {
     uint64_t seq;
     char check[32];
-    if (sscanf(de->d_name, "wal-%16" SCNx64 ".log", &seq) != 1) {
+    if (wal_recover_spare(w, de->d_name) ||
+        sscanf(de->d_name, "wal-%16" SCNx64 ".log", &seq) != 1) {
       continue;
     }
     wal_seg_name(seq, check, sizeof check);
@@ -116,30 +146,49 @@ static int wal_recover_apply(struct wal *w, uint64_t seq, size_t off, const stru
   return 0;
 }
 
-/* Damage at bad in the newest segment is a torn tail unless a record
- * after it was written by a later job (which started only after the job
- * that wrote the damaged bytes had been fdatasynced). Returns the offset
- * of such a record, or 0. */
-static size_t wal_recover_later_record(const uint8_t *buf, size_t len, size_t bad)
+/* What follows the last good record (at bad) of the newest segment: the
+ * first record intact under this segment's checksum seed that a later job
+ * wrote (which started only after the job that wrote the damaged bytes
+ * had been fdatasynced: then the damage is not a torn tail), and the end
+ * of the farthest intact record (the torn job's records that made it to
+ * disk after a torn one). A recycled file's old records fail the seed. */
+struct wal_tail {
+  size_t later;    /* 0: none */
+  size_t live_end; /* 0: no intact record after bad */
+};
+
+static struct wal_tail wal_recover_scan_tail(const struct wal_seg *s, const uint8_t *buf,
+                                             size_t len, size_t bad)
 {
+  struct wal_tail t = {0, 0};
   for (size_t p = bad + 1; p + WAL_REC_HEADER <= len; p++) {
     const uint8_t *h = buf + p;
-    if (h[8] < WAL_REC_ENTRY || h[8] > WAL_REC_MOVE || le_get16(h + 10) != 0) {
+    if (h[8] < WAL_REC_ENTRY || h[8] > WAL_REC_END || le_get16(h + 10) != 0) {
       continue; /* cheap filter before the checksum */
     }
     struct wal_rec r;
     char why[128];
-    if (wal_rec_decode(buf, len, p, &r, why, sizeof why) && r.job_back <= p &&
-        p - r.job_back > bad) {
-      return p;
+    if (!wal_rec_decode(s, buf, len, p, &r, why, sizeof why)) {
+      continue;
     }
+    if (r.job_back <= p && p - r.job_back > bad) {
+      t.later = p;
+      return t;
+    }
+    size_t end = p + WAL_REC_HEADER + (size_t)r.len;
+    t.live_end = end > t.live_end ? end : t.live_end;
   }
-  return 0;
+  return t;
 }
 
-/* Cuts the newest segment at bad (removing it when not even its header is
- * whole). Returns 0 or -errno. */
-static int wal_recover_cut(struct wal *w, struct wal_seg *s, size_t bad, size_t len)
+/* Ends the newest segment at bad: removed when not even its header is
+ * whole; else every byte from bad to live_end (the torn job's intact
+ * records) is zeroed, so that no position past the end holds a record
+ * that checks. Nothing else after bad can ever check: a recycled file's
+ * old bytes fail the seed, a torn record fails its checksum, and the
+ * writer only writes from bad on. The file keeps its length (a recycled
+ * file's blocks stay allocated). Returns 0 or -errno. */
+static int wal_recover_cut(struct wal *w, struct wal_seg *s, size_t bad, size_t live_end)
 {
   char path[PATH_MAX];
   wal_seg_path(w, s->seq, path, sizeof path);
@@ -148,16 +197,26 @@ static int wal_recover_cut(struct wal *w, struct wal_seg *s, size_t bad, size_t 
     close(s->fd);
     s->fd = -1;
     rv = unlink(path) == 0 ? fs_fsync_dir(w->dir) : -errno;
-  } else if (ftruncate(s->fd, (off_t)bad) != 0 || fdatasync(s->fd) != 0) {
-    rv = -errno;
+  } else if (live_end > bad) {
+    static const uint8_t zeros[4096];
+    for (size_t at = bad; rv == 0 && at < live_end; at += sizeof zeros) {
+      size_t n = live_end - at < sizeof zeros ? live_end - at : sizeof zeros;
+      rv = fs_pwrite_all(s->fd, zeros, n, (off_t)at);
+    }
+    if (rv == 0 && fdatasync(s->fd) != 0) {
+      rv = -errno;
+    }
   }
   if (rv != 0) {
     wal_fmt(w->errmsg, sizeof w->errmsg, "%s: cutting a torn tail at %zu: %s", path, bad,
             cairn_strerror(rv));
     return rv;
   }
-  log_warn("wal", "%s: cut a torn tail of %zu bytes at byte %zu", path, len - bad, bad);
-  w->st.torn_bytes_cut += len - bad;
+  if (bad < WAL_SEG_HEADER || live_end > bad) {
+    size_t cut = bad < WAL_SEG_HEADER ? WAL_SEG_HEADER : live_end - bad;
+    log_warn("wal", "%s: cut a torn tail of %zu bytes at byte %zu", path, cut, bad);
+    w->st.torn_bytes_cut += cut;
+  }
   return 0;
 }
 
@@ -167,40 +226,47 @@ static int wal_recover_segment(struct wal *w, struct wal_seg *s, const uint8_t *
 {
   size_t off = 0;
   char why[128] = "segment header is damaged";
-  bool damaged = !wal_seg_header_ok(buf, len, s->seq);
+  s->file_bytes = len;
+  s->version = wal_seg_header_ok(buf, len, s->seq);
+  s->seed = wal_seg_seed(s->version, s->seq);
+  bool damaged = s->version == 0;
   if (!damaged) {
     off = WAL_SEG_HEADER;
   }
-  while (!damaged && off < len) {
+  while (!damaged && off < len && !s->sealed) {
     struct wal_rec r;
-    if (!wal_rec_decode(buf, len, off, &r, why, sizeof why)) {
+    if (!wal_rec_decode(s, buf, len, off, &r, why, sizeof why)) {
       damaged = true;
       break;
     }
     if (r.job_back > off) { /* its job would start before the file */
       return wal_recover_fail(w, CAIRN_ECORRUPT, s->seq, off, "job offset before the file start");
     }
-    int rv = wal_recover_apply(w, s->seq, off, &r);
-    if (rv != 0) {
-      return rv;
+    if (r.type == WAL_REC_END) {
+      s->sealed = true; /* what follows is a recycled file's past */
+    } else {
+      int rv = wal_recover_apply(w, s->seq, off, &r);
+      if (rv != 0) {
+        return rv;
+      }
     }
     off += WAL_REC_HEADER + (size_t)r.len;
   }
   if (!damaged) {
-    s->size = s->written = len;
+    s->size = s->written = off;
     return 0;
   }
   if (!newest) {
     return wal_recover_fail(w, CAIRN_ECORRUPT, s->seq, off, why);
   }
-  size_t later = wal_recover_later_record(buf, len, off);
-  if (later != 0) {
+  struct wal_tail t = wal_recover_scan_tail(s, buf, len, off);
+  if (t.later != 0) {
     char msg[200];
     wal_fmt(msg, sizeof msg, "%s (the record at byte %zu, written after it was synced, is intact)",
-            why, later);
+            why, t.later);
     return wal_recover_fail(w, CAIRN_ECORRUPT, s->seq, off, msg);
   }
-  int rv = wal_recover_cut(w, s, off, len);
+  int rv = wal_recover_cut(w, s, off, t.live_end);
   s->size = s->written = off;
   return rv;
 }

@@ -766,6 +766,10 @@ static void metrics_text_wal(struct node *n, struct admin_buf *b)
                       "Bytes the log's cleaner appended again (live entries copied forward out "
                       "of the oldest segment so that it can go).",
                       st.clean_moved_bytes);
+  metrics_text_scalar(b, "cairn_wal_segments_recycled_total", "counter",
+                      "New segments of the log written over the file of a segment it no longer "
+                      "needed (an fdatasync after an overwrite waits for no journal commit).",
+                      st.segments_recycled);
 }
 
 void metrics_node_write(struct node *n, struct admin_buf *b)

@@ -1,11 +1,15 @@
 /* test_wal_format.c - the node-wide log's byte layout (docs/format.md):
- * a fixed sequence of calls must write exactly tests/golden/wal_v1.bin,
+ * a fixed sequence of calls must write exactly tests/golden/wal_v2.bin,
  * whose first bytes are also spelled out here, and that file must replay
- * to the expected groups. CAIRN_GOLDEN_WRITE=1 regenerates the file (only
- * for a deliberate format change, with a new WAL_FORMAT_VERSION). */
+ * to the expected groups. tests/golden/wal_v1.bin, written by the same
+ * calls before format version 2 (seeded checksums, END records), must
+ * still replay, and a log opened on it goes on in a version 2 segment.
+ * CAIRN_GOLDEN_WRITE=1 regenerates wal_v2.bin (only for a deliberate
+ * format change, with a new WAL_FORMAT_VERSION). */
 #include "cluster/wal.h"
 #include "common/err.h"
 #include "common/fsutil.h"
+#include "format/crc32c.h"
 #include "testutil.h"
 
 #include <limits.h>
@@ -19,7 +23,8 @@
 
 #include <cmocka.h>
 
-#define GOLDEN_NAME "wal_v1.bin"
+#define GOLDEN_NAME "wal_v2.bin"
+#define GOLDEN_V1_NAME "wal_v1.bin"
 #define SEG_NAME "wal-0000000000000001.log"
 
 static void on_closed(void *data)
@@ -74,17 +79,22 @@ static void golden_path(char *buf, size_t n)
   snprintf(buf, n, "%s", dir != NULL && dir[0] != '\0' ? dir : "tests/golden");
 }
 
-static uint8_t *golden_read(size_t *len)
+static uint8_t *golden_read_name(const char *name, size_t *len)
 {
   char dir[PATH_MAX];
   golden_path(dir, sizeof dir);
   uint8_t *buf = NULL;
-  int rv = fs_read_file(dir, GOLDEN_NAME, 1 << 20, &buf, len);
+  int rv = fs_read_file(dir, name, 1 << 20, &buf, len);
   if (rv != 0) {
     fail_msg("cannot read %s/%s: %s (set CAIRN_GOLDEN_DIR; CAIRN_GOLDEN_WRITE=1 regenerates)", dir,
-             GOLDEN_NAME, cairn_strerror(rv));
+             name, cairn_strerror(rv));
   }
   return buf;
+}
+
+static uint8_t *golden_read(size_t *len)
+{
+  return golden_read_name(GOLDEN_NAME, len);
 }
 
 static int golden_setup(void **state)
@@ -116,7 +126,7 @@ static void test_wal_writes_the_golden_bytes(void **state)
   static const uint8_t head[] = {
       'C', 'A', 'I', 'R', 'N', 'W', 'A', 'L', /* magic */
       1,   0,   0,   0,   0,   0,   0,   0,   /* sequence 1 */
-      1,   0,   0,   0,                       /* format version 1 */
+      2,   0,   0,   0,                       /* format version 2 */
   };
   assert_memory_equal(g, head, sizeof head);
   static const uint8_t rec1[] = {
@@ -126,23 +136,21 @@ static void test_wal_writes_the_golden_bytes(void **state)
       7,  0, 0, 0, 0, 0, 0, 0, /* group 7 */
   };
   assert_memory_equal(g + 24 + 4, rec1, sizeof rec1);
+  /* Its checksum is seeded with the CRC-32C of the sequence (8 bytes). */
+  static const uint8_t seq1[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+  uint32_t crc = crc32c_extend(crc32c(seq1, sizeof seq1), g + 24 + 4, 36 + 40);
+  uint32_t stored =
+      (uint32_t)g[24] | (uint32_t)g[25] << 8 | (uint32_t)g[26] << 16 | (uint32_t)g[27] << 24;
+  assert_int_equal(stored, crc);
+  assert_int_not_equal(stored, crc32c(g + 24 + 4, 36 + 40));
   free(p);
   free(g);
 }
 
-static void test_wal_golden_file_replays_to_the_expected_groups(void **state)
+/* Opens a log on dir holding one golden segment and checks group 7 (and
+ * that group 9 is gone). */
+static void golden_check_groups(struct wal *w)
 {
-  (void)state;
-  size_t glen;
-  uint8_t *g = golden_read(&glen);
-  char *dir = tu_tmpdir("walgold");
-  assert_int_equal(fs_replace_file(dir, SEG_NAME, g, glen), 0);
-  free(g);
-  uv_loop_t loop;
-  assert_int_equal(uv_loop_init(&loop), 0);
-  struct wal *w;
-  char errmsg[WAL_ERRMSG_SIZE];
-  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
   struct wal_group_info info;
   assert_int_equal(wal_group_info(w, 9, &info), CAIRN_ENOTFOUND);
   assert_int_equal(wal_group_info(w, 7, &info), 0);
@@ -160,6 +168,65 @@ static void test_wal_golden_file_replays_to_the_expected_groups(void **state)
   assert_memory_equal(e.buf, "abc", 3);
   free((void *)e.buf);
   assert_int_equal(wal_read(w, 7, 2, &e), CAIRN_EOFFSET);
+}
+
+static char *golden_dir(const char *golden)
+{
+  size_t glen;
+  uint8_t *g = golden_read_name(golden, &glen);
+  char *dir = tu_tmpdir("walgold");
+  assert_int_equal(fs_replace_file(dir, SEG_NAME, g, glen), 0);
+  free(g);
+  return dir;
+}
+
+static void test_wal_golden_file_replays_to_the_expected_groups(void **state)
+{
+  (void)state;
+  char *dir = golden_dir(GOLDEN_NAME);
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
+  golden_check_groups(w);
+  close_wal(&loop, w);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
+}
+
+/* A version 1 log (before seeded checksums and END records) replays, and
+ * what is appended to it goes to a new version 2 segment; both replay. */
+static void test_wal_v1_file_replays_and_goes_on_in_v2(void **state)
+{
+  (void)state;
+  char *dir = golden_dir(GOLDEN_V1_NAME);
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
+  golden_check_groups(w);
+  struct wal_entry e = {3, 1, "defg", 4};
+  struct wal_req req;
+  assert_int_equal(wal_append(w, &req, 7, 2, &e, 1, on_done), 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  close_wal(&loop, w);
+  uint8_t *seg2;
+  size_t len2;
+  assert_int_equal(fs_read_file(dir, "wal-0000000000000002.log", 1 << 20, &seg2, &len2), 0);
+  assert_true(len2 >= 24);
+  assert_int_equal(seg2[16], 2); /* format version 2 */
+  free(seg2);
+  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
+  struct wal_group_info info;
+  assert_int_equal(wal_group_info(w, 7, &info), 0);
+  assert_int_equal(info.next, 3);
+  struct wal_entry got;
+  assert_int_equal(wal_read(w, 7, 2, &got), 0);
+  assert_int_equal(got.len, 4);
+  assert_memory_equal(got.buf, "defg", 4);
+  free((void *)got.buf);
   close_wal(&loop, w);
   assert_int_equal(uv_loop_close(&loop), 0);
   tu_tmpdir_free(dir);
@@ -170,6 +237,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wal_writes_the_golden_bytes),
       cmocka_unit_test(test_wal_golden_file_replays_to_the_expected_groups),
+      cmocka_unit_test(test_wal_v1_file_replays_and_goes_on_in_v2),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

@@ -34,7 +34,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,7 +101,7 @@ struct wm {
   int failures;
   int op;
   unsigned crashes, power_cuts, reopens, revives;
-  uint64_t deleted, cut_bytes, moved, cleaned;
+  uint64_t deleted, cut_bytes, moved, cleaned, recycled;
 };
 
 struct wm_req {
@@ -512,6 +514,7 @@ static void wm_close(struct wm *m)
   struct wal_stats st;
   wal_get_stats(m->w, &st);
   m->deleted += st.segments_deleted;
+  m->recycled += st.segments_recycled;
   m->moved += st.clean_moved;
   m->cleaned += st.segments_cleaned;
   bool closed = false;
@@ -726,7 +729,7 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
   (void)state;
   uint64_t seed = tu_seed("test_wal_model");
   int runs = env_int("CAIRN_MODEL_RUNS", 4), nops = env_int("CAIRN_MODEL_OPS", 2500);
-  uint64_t moved = 0;
+  uint64_t moved = 0, recycled = 0;
   for (int run = 0; run < runs; run++) {
     struct wm m;
     /* Runs 1, 5, ...: no cleaning (the log as before it); others: eager.
@@ -768,19 +771,22 @@ static void test_wal_agrees_with_model_under_random_operations_and_crashes(void 
     wm_drain(&m);
     wm_close(&m);
     print_message("run %d: %d ops, %u reopens, %u crashes (%u power cuts, %llu torn bytes cut), "
-                  "%llu segments deleted, cleaning %s: %llu entries moved, %llu segments read "
-                  "through\n",
+                  "%llu segments deleted, %llu written over a recycled file, cleaning %s: %llu "
+                  "entries moved, %llu segments read through\n",
                   run, m.op, m.reopens, m.crashes, m.power_cuts, (unsigned long long)m.cut_bytes,
-                  (unsigned long long)m.deleted, clean == WAL_CLEAN_OFF ? "off" : "eager",
-                  (unsigned long long)m.moved, (unsigned long long)m.cleaned);
+                  (unsigned long long)m.deleted, (unsigned long long)m.recycled,
+                  clean == WAL_CLEAN_OFF ? "off" : "eager", (unsigned long long)m.moved,
+                  (unsigned long long)m.cleaned);
     assert_true(m.crashes > 0);
     if (clean == WAL_CLEAN_OFF) {
       assert_int_equal(m.moved, 0);
     }
     moved += m.moved;
+    recycled += m.recycled;
     wm_fini(&m);
   }
   assert_true(moved > 0 || runs < 2);
+  assert_true(recycled > 0 || runs < 2); /* the crashes also land on reused files */
 }
 
 /* One fixed workload, crashed at its k-th write and at its k-th fsync for
@@ -1020,6 +1026,192 @@ static void test_wal_cleaning_drops_segments_pinned_by_idle_tails(void **state)
   assert_true(on.segs_after <= 6);
   assert_true(on.bytes_after <= 2 * on.live_after + 2 * 64 * 1024);
   assert_true(on.bytes_after * 5 < off.bytes_after);
+}
+
+/* The one spare-*.log file in dir: its name into name, its inode; false
+ * if there is none. */
+static bool recycle_spare(const char *dir, char *name, size_t len, ino_t *ino)
+{
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *de;
+  bool found = false;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "spare-", 6) == 0) {
+      assert_false(found);
+      found = true;
+      snprintf(name, len, "%s", de->d_name);
+    }
+  }
+  closedir(d);
+  if (found) {
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(stat(path, &st), 0);
+    *ino = st.st_ino;
+  }
+  return found;
+}
+
+/* A segment no group needs becomes the spare file, and the next new
+ * segment is written over it (same inode, the file longer than the
+ * segment's records): group 102's entries, removed, are still in the
+ * file's old bytes and must not come back at a restart, nor must group
+ * 101's old entries below its snapshot. */
+static void test_wal_recycles_a_dropped_segment_file_and_replays_past_its_old_bytes(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("walrecycle");
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.segment_bytes = 16 * 1024, .clean = WAL_CLEAN_OFF};
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  for (uint64_t i = 1; i <= 200; i++) { /* about 6 segments */
+    tail_append(w, 101, i, 0);
+    tail_append(w, 102, i, 0);
+  }
+  tail_flush(&loop, w);
+  struct wal_stats st;
+  wal_get_stats(w, &st);
+  assert_true(st.last_seq >= 4);
+  /* Group 102 goes, 101 keeps 191..200 behind a snapshot at 190: every
+   * segment but the head empties out. */
+  assert_int_equal(wal_remove(w, NULL, 102, NULL), 0);
+  assert_int_equal(wal_snapshot(w, NULL, 101, 190, 1, 191, NULL), 0);
+  tail_flush(&loop, w); /* durable: the segments are dropped after it */
+  tail_flush(&loop, w); /* the job that removes them */
+  char spare[256];
+  ino_t ino = 0;
+  assert_true(recycle_spare(dir, spare, sizeof spare, &ino));
+  wal_get_stats(w, &st);
+  uint64_t head = st.last_seq;
+  assert_int_equal(st.segments_recycled, 0);
+  /* Appends until a new segment starts: it is written over the spare. */
+  uint64_t next = 201;
+  while (st.last_seq == head) {
+    tail_append(w, 101, next++, 0);
+    wal_get_stats(w, &st);
+  }
+  tail_flush(&loop, w);
+  wal_get_stats(w, &st);
+  assert_int_equal(st.segments_recycled, 1);
+  char name[256], path[PATH_MAX];
+  ino_t none;
+  assert_false(recycle_spare(dir, name, sizeof name, &none));
+  snprintf(path, sizeof path, "%s/wal-%016llx.log", dir, (unsigned long long)st.last_seq);
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_ino, ino);
+  assert_true((uint64_t)sb.st_size > 8 * 1024); /* its old life's bytes follow */
+  char why[256];
+  assert_int_equal(wal_check(w, why, sizeof why), 0);
+  bool closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  assert_int_equal(wal_check(w, why, sizeof why), 0);
+  struct wal_group_info info;
+  assert_int_equal(wal_group_info(w, 102, &info), CAIRN_ENOTFOUND);
+  tail_check(w, 101, 191, next, 0);
+  wal_get_stats(w, &st);
+  assert_int_equal(st.torn_bytes_cut, 0); /* old bytes are not a torn tail to cut */
+  /* And the log goes on in the same file. */
+  tail_append(w, 101, next, 0);
+  tail_flush(&loop, w);
+  closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  tail_check(w, 101, 191, next + 1, 0);
+  closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
+}
+
+static void remnant_reopen(uv_loop_t *loop, struct wal **w, const char *dir)
+{
+  bool closed = false;
+  wal_close(*w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.clean = WAL_CLEAN_OFF};
+  assert_int_equal(wal_open(loop, dir, &o, w, errmsg), 0);
+}
+
+/* A torn job whose second record made it to disk whole after a damaged
+ * first one: both go at the restart (a torn tail), and the second must not
+ * come back when the log, going on from the first one's place, ends right
+ * where it starts (the cut zeroes it; the file keeps its length). */
+static void test_wal_torn_job_remnants_never_come_back(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("walremnant");
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.clean = WAL_CLEAN_OFF};
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  struct wal_entry e[2] = {{1, 1, "aaaa", 4}, {1, 1, "cccc", 4}};
+  assert_int_equal(wal_append(w, NULL, 5, 1, e, 1, NULL), 0);
+  tail_flush(&loop, w);
+  uint64_t seq = 1;
+  char name[32];
+  snprintf(name, sizeof name, "wal-%016llx.log", (unsigned long long)seq);
+  int64_t job2 = tu_file_size(dir, name); /* entries 2 and 3 in one job */
+  struct wal_entry two[2] = {{1, 1, "bbbb", 4}, {1, 1, "cccc", 4}};
+  assert_int_equal(wal_append(w, NULL, 5, 2, two, 2, NULL), 0);
+  tail_flush(&loop, w);
+  bool closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  int64_t size = tu_file_size(dir, name);
+  /* Entry 2's payload damaged (torn), entry 3's record intact. */
+  tu_write_at(dir, name, job2 + 40, "X", 1);
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  struct wal_group_info info;
+  assert_int_equal(wal_group_info(w, 5, &info), 0);
+  assert_int_equal(info.next, 2);
+  assert_int_equal(tu_file_size(dir, name), size);
+  /* The log goes on: entry 2 again, as long as before, ends where entry
+   * 3's old record started. */
+  struct wal_entry again = {1, 1, "dddd", 4};
+  struct wal_req req;
+  bool done = false;
+  req.data = &done;
+  assert_int_equal(wal_append(w, &req, 5, 2, &again, 1, wm_on_done_flag), 0);
+  while (!done) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  remnant_reopen(&loop, &w, dir);
+  assert_int_equal(wal_group_info(w, 5, &info), 0);
+  assert_int_equal(info.next, 3);
+  struct wal_entry got;
+  assert_int_equal(wal_read(w, 5, 2, &got), 0);
+  assert_memory_equal(got.buf, "dddd", 4);
+  free((void *)got.buf);
+  closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
 }
 
 /* A truncation and a rewrite of entries whose segment the cleaner is
@@ -1277,6 +1469,8 @@ int main(void)
       cmocka_unit_test(test_wal_refuses_damage_before_synced_records),
       cmocka_unit_test(test_wal_cleaning_drops_segments_pinned_by_idle_tails),
       cmocka_unit_test(test_wal_cleaning_does_not_resurrect_entries_truncated_meanwhile),
+      cmocka_unit_test(test_wal_recycles_a_dropped_segment_file_and_replays_past_its_old_bytes),
+      cmocka_unit_test(test_wal_torn_job_remnants_never_come_back),
       cmocka_unit_test(test_wal_keeps_every_acknowledged_entry_across_sigkill),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
