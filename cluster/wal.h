@@ -97,7 +97,7 @@
 
 #define WAL_FORMAT_VERSION 2
 #define WAL_ERRMSG_SIZE 512
-#define WAL_DEFAULT_SEGMENT_BYTES ((uint64_t)64 * 1024 * 1024)
+#define WAL_DEFAULT_SEGMENT_BYTES ((uint64_t)16 * 1024 * 1024)
 /* The largest payload of one record (a Raft entry): larger appends are
  * refused with CAIRN_ETOOLARGE, larger lengths on disk are damage. */
 #define WAL_MAX_PAYLOAD ((uint32_t)64 * 1024 * 1024)
