@@ -16,10 +16,12 @@
  *   the prepare handle (once per loop turn) hands everything pending to
  *     one thread-pool job;
  *   the job (wal_job_run, a worker): unlinks segments no group needs any
- *     more, then per segment touched: creates it if new, writes its bytes
- *     with one pwritev, fdatasyncs it (a segment is synced before the next
- *     one is written, so only the newest segment can hold a torn write),
- *     fsyncs the directory if it created or removed a file;
+ *     more (or renames one to a spare: "Recycling"), then per segment
+ *     touched: creates it if new (or opens a spare), writes its bytes with
+ *     one pwritev, fdatasyncs it (a segment is synced before the next one
+ *     is written, so only the newest segment can hold a torn write),
+ *     renames an adopted spare to the segment's name, fsyncs the directory
+ *     if it created, renamed or removed a file;
  *   the job's end (loop): on success fires the callbacks in order, drops
  *     segments that became unneeded, starts the next job if more is
  *     pending; on failure latches the log fatal.
@@ -34,8 +36,11 @@
  * Recovery (wal_open): replays every segment in order. Damage in the
  * newest segment that only the last, unsynced job can have left (nothing
  * valid after it that a later job wrote: every record carries the offset
- * of its job's first byte) is a torn tail, cut at the last good record.
- * Any other damage is refused with the file and byte offset (CAIRN_ECORRUPT);
+ * of its job's first byte) is a torn tail: the segment ends at the last
+ * good record, and the torn job's whole records after it are zeroed.
+ * Any other damage (an older version 2 segment that does not end with its
+ * END record included) is refused with the file and byte offset
+ * (CAIRN_ECORRUPT);
  * cairnd then sets the log aside and has the replicas it held rebuilt
  * (waldamage.h).
  *

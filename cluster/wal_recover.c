@@ -252,6 +252,12 @@ static int wal_recover_segment(struct wal *w, struct wal_seg *s, const uint8_t *
     }
     off += WAL_REC_HEADER + (size_t)r.len;
   }
+  if (!damaged && !newest && s->version >= 2 && !s->sealed) {
+    /* Every segment but the newest was closed before the next one was
+     * written: an older one without its END record lost its tail. */
+    return wal_recover_fail(w, CAIRN_ECORRUPT, s->seq, off,
+                            "the segment ends without its END record (its tail is missing)");
+  }
   if (!damaged) {
     s->size = s->written = off;
     return 0;

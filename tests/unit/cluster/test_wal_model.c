@@ -861,6 +861,51 @@ static void test_wal_refuses_damage_before_synced_records(void **state)
   wm_fini(&m);
 }
 
+/* An older segment that lost its tail at a record boundary (its END
+ * record, here) is damage, not a short segment. */
+static void test_wal_refuses_an_older_segment_without_its_end(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("walend");
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  struct wal_opts o = {.segment_bytes = 16 * 1024, .clean = WAL_CLEAN_OFF};
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
+  for (uint64_t i = 1; i <= 40; i++) { /* about 3 segments */
+    static uint8_t big[1000];
+    struct wal_entry e = {1, 1, big, sizeof big};
+    assert_int_equal(wal_append(w, NULL, 7, i, &e, 1, NULL), 0);
+  }
+  struct wal_req req;
+  bool done = false;
+  req.data = &done;
+  assert_int_equal(wal_set_meta(w, &req, 7, 1, 0, wm_on_done_flag), 0);
+  while (!done) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  struct wal_stats st;
+  wal_get_stats(w, &st);
+  assert_true(st.last_seq >= 3);
+  bool closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  const char *name = "wal-0000000000000001.log";
+  int64_t size = tu_file_size(dir, name);
+  uint8_t end[40];
+  tu_read_at(dir, name, size - 40, end, sizeof end);
+  assert_int_equal(end[8], 6); /* the END record closes it */
+  tu_truncate(dir, name, size - 40);
+  assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), CAIRN_ECORRUPT);
+  assert_non_null(strstr(errmsg, name));
+  assert_non_null(strstr(errmsg, "without its END record"));
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
+}
+
 /* ---- cleaning, directed ---- */
 
 #define T_PAY 1000 /* payload of the tail tests' entries */
@@ -1481,6 +1526,7 @@ int main(void)
       cmocka_unit_test(test_wal_agrees_with_model_under_random_operations_and_crashes),
       cmocka_unit_test(test_wal_recovers_at_every_write_and_fsync_boundary),
       cmocka_unit_test(test_wal_refuses_damage_before_synced_records),
+      cmocka_unit_test(test_wal_refuses_an_older_segment_without_its_end),
       cmocka_unit_test(test_wal_cleaning_drops_segments_pinned_by_idle_tails),
       cmocka_unit_test(test_wal_cleaning_does_not_resurrect_entries_truncated_meanwhile),
       cmocka_unit_test(test_wal_recycles_a_dropped_segment_file_and_replays_past_its_old_bytes),
