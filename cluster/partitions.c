@@ -71,6 +71,8 @@ int parts_init(struct parts *ps, uv_loop_t *loop, struct transport *tr, uint64_t
     ps->opts.vouch = &ps->vouch;
     rgroup_compact_gate_init(&ps->compact_gate, uv_now(loop));
     ps->opts.compact_gate = &ps->compact_gate;
+    rgroup_mem_init(&ps->mem, ps->opts.raft_log_node_budget);
+    ps->opts.mem = &ps->mem;
   }
   if (rv != 0) {
     psync_free(&ps->found);
@@ -988,6 +990,15 @@ bool parts_replica_out(struct parts *ps, uint32_t topic_id, uint32_t partition, 
    * pending, the current one may still be lost with a leader change. */
   return r->configuration_index != 0 && r->configuration_uncommitted_index == 0 &&
          !parts_in_conf(&r->configuration, node_id);
+}
+
+void parts_mem_tick(struct parts *ps)
+{
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < ps->n; i++) {
+    bytes += rgroup_mem_bytes(&ps->v[i]->rg);
+  }
+  rgroup_mem_update(&ps->mem, bytes, ps->n);
 }
 
 void parts_step_membership(struct parts *ps, const struct meta_state *st,

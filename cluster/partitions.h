@@ -61,6 +61,7 @@
 #include "cluster/parts_synced.h"
 #include "cluster/rgroup.h"
 #include "cluster/rgroup_compact.h"
+#include "cluster/rgroup_mem.h"
 #include "cluster/vouch.h"
 #include "cluster/store_faults.h"
 #include "cluster/transport.h"
@@ -157,6 +158,7 @@ struct parts {
   struct rgroup_ticker ticker;  /* ticks every hosted replica's Raft (rgroup.h) */
   struct vouch_table vouch;     /* the node's sparse beats (vouch.h) */
   struct rgroup_compact_gate compact_gate; /* quiet-log compactions (rgroup_compact.h) */
+  struct rgroup_mem mem; /* the bound on Raft's entries in memory (rgroup_mem.h) */
   /* Queued opens, and postgresql ones connecting, hashed by group id
    * (parts_open_bucket): a node creating 10,000 replicas looks one up per
    * assignment at every reconcile and removes one per open, so a list
@@ -221,6 +223,11 @@ void parts_reconcile(struct parts *ps, const struct meta_state *st, bool synced)
  * while listed. */
 void parts_step_membership(struct parts *ps, const struct meta_state *st,
                            const struct sfault_table *faults);
+
+/* Sums what the hosted replicas' Raft holds in memory and moves the
+ * node's scale (rgroup_mem.h). Called on the node's tick: one pass over
+ * the replicas, a few arithmetic operations each. */
+void parts_mem_tick(struct parts *ps);
 
 /* The cluster's table of failed replicas changed (faults borrowed for the
  * call): while it lists a refused replica, and once more after it listed

@@ -158,6 +158,7 @@ struct rgroup_replica {
 
 struct vouch_table;
 struct rgroup_compact_gate;
+struct rgroup_mem;
 
 struct rgroup_opts {
   struct rgroup_ticker *ticker; /* drives Raft's tick, fast or slow (rgroup_ticker.h;
@@ -166,6 +167,8 @@ struct rgroup_opts {
                                    coalesced beat names every quiesced group */
   struct rgroup_compact_gate *compact_gate; /* the node's bound on quiet-log compactions
                                                (rgroup_compact.h); NULL: none */
+  struct rgroup_mem *mem;      /* the node's bound on Raft's entries in memory (rgroup_mem.h);
+                                  NULL: each group's budget alone */
   unsigned heartbeat_ms;       /* 0: 100 */
   unsigned election_ms;        /* 0: 1000 */
   unsigned idle_heartbeat_ms;  /* a quiesced leader's heartbeat (rgroup_pace.h);
@@ -178,6 +181,8 @@ struct rgroup_opts {
   size_t raft_log_budget;      /* bytes of entries Raft may hold in memory; 0: 64 MiB.
                                   Ignored when snapshot_threshold is set: then
                                   the counts are fixed. */
+  uint64_t raft_log_node_budget; /* parts_init: the same for every replica of the
+                                    node together (rgroup_mem.h); 0: no bound */
   bool no_preferred_leader;    /* do not move leadership back to replica 0 */
   bool coalesce;               /* a quiesced leader stops Raft's heartbeats; the
                                   node's coalesced beat (hbeat.h) stands in for

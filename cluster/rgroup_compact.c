@@ -4,6 +4,7 @@
 
 #include "cluster/catchup.h"
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_mem.h"
 #include "cluster/rgroup_pace.h"
 #include "cluster/rgroup_raft.h"
 #include "common/log.h"
@@ -31,15 +32,14 @@ static bool rgroup_compact_gate_take(struct rgroup_compact_gate *g, uint64_t now
   return true;
 }
 
-/* Bytes of the entries raft keeps past its snapshot, counting up to
- * RGROUP_COMPACT_MIN_BYTES (the first entry raft holds is log.offset + 1;
- * the log is a circular buffer of entries [front, back)). */
-static size_t rgroup_compact_log_bytes(const struct raft *r)
+/* Bytes of the entries raft keeps past its snapshot, counting up to min
+ * (the first entry raft holds is log.offset + 1; the log is a circular
+ * buffer of entries [front, back)). */
+static size_t rgroup_compact_log_bytes(const struct raft *r, size_t min)
 {
   const struct raft_log *l = &r->log;
   size_t bytes = 0;
-  for (size_t i = l->front; i != l->back && bytes < RGROUP_COMPACT_MIN_BYTES;
-       i = (i + 1) % l->size) {
+  for (size_t i = l->front; i != l->back && bytes < min; i = (i + 1) % l->size) {
     bytes += l->entries[i].buf.len;
   }
   return bytes;
@@ -56,11 +56,15 @@ static bool rgroup_compact_worth(struct rgroup *rg)
       raft_last_index(r) <= r->log.offset + 1) {
     return false;
   }
-  /* The walk once per log end: a small log stays small until it grows. */
-  if (rg->compact_small_at == raft_last_index(r)) {
+  /* The floor comes down with the node's memory scale (rgroup_mem.h). The
+   * walk once per log end: a small log stays small until it grows, or
+   * until the floor comes down (then the walks are short). */
+  double scale = rgroup_mem_scale(rg);
+  size_t min = (size_t)((double)RGROUP_COMPACT_MIN_BYTES * scale);
+  if (rg->compact_small_at == raft_last_index(r) && scale >= 1.0) {
     return false;
   }
-  if (rgroup_compact_log_bytes(r) < RGROUP_COMPACT_MIN_BYTES) {
+  if (rgroup_compact_log_bytes(r, min) < min) {
     rg->compact_small_at = raft_last_index(r);
     return false;
   }

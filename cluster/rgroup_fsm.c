@@ -38,6 +38,7 @@
 #include "cluster/rgroup_fsm.h"
 
 #include "cluster/rgroup_compact.h"
+#include "cluster/rgroup_mem.h"
 #include "cluster/rgroup_raft.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -53,16 +54,18 @@
 #define RGROUP_SNAPSHOT_SLOW_NS (10u * 1000 * 1000) /* 10 ms */
 #define RGROUP_PRODUCERS_FILE "producers"
 
-/* Keeps Raft's in-memory log under raft_log_budget bytes: Raft 0.15
- * counts entries, not bytes, so the counts follow the entry sizes seen. */
+/* Keeps Raft's in-memory log under raft_log_budget bytes (times the
+ * node's scale, rgroup_mem.h): Raft 0.15 counts entries, not bytes, so the
+ * counts follow the entry sizes seen. */
 static void rgroup_fsm_retune(struct rgroup *rg, size_t len)
 {
   rg->entry_bytes_avg = rg->applies == 0 ? (double)len : rg->entry_bytes_avg * 0.97 + len * 0.03;
   if (rg->applies++ % 32 != 0 || rg->raft_log_budget == 0) {
     return;
   }
-  unsigned threshold = rgroup_fsm_snapshot_threshold(rg->raft_log_budget, rg->entry_bytes_avg,
-                                                     rg->group_id, rg->self_id);
+  size_t budget = (size_t)((double)rg->raft_log_budget * rgroup_mem_scale(rg));
+  unsigned threshold =
+      rgroup_fsm_snapshot_threshold(budget, rg->entry_bytes_avg, rg->group_id, rg->self_id);
   unsigned trailing = threshold / 2 < 8 ? 8 : threshold / 2;
   rgroup_compact_tune(rg, threshold, trailing);
 }

@@ -38,6 +38,23 @@ static void metrics_text_scalar(struct admin_buf *b, const char *name, const cha
   admin_buf_printf(b, "%s %" PRIu64 "\n", name, value);
 }
 
+/* The node-wide bound on Raft's entries in memory (cluster/rgroup_mem.h). */
+static void metrics_text_raft_memory(struct node *n, struct admin_buf *b)
+{
+  const struct rgroup_mem *m = &n->parts.mem;
+  metrics_text_scalar(b, "cairn_raft_log_memory_bytes", "gauge",
+                      "Bytes of entries the hosted replicas' Raft holds in memory, estimated "
+                      "(entries held times the group's average entry size) at the last tick.",
+                      m->bytes);
+  metrics_text_scalar(b, "cairn_raft_log_memory_budget_bytes", "gauge",
+                      "The node's bound on those bytes (--raft-log-node-budget-bytes; 0: none).",
+                      m->budget);
+  metrics_text_family(b, "cairn_raft_log_memory_scale", "gauge",
+                      "What each group's Raft log budget and the quiet compaction's floor are "
+                      "multiplied by to keep the node under its bound (1: not pressed).");
+  admin_buf_printf(b, "cairn_raft_log_memory_scale %.6f\n", m->scale);
+}
+
 /* A label value with Prometheus' escapes (\\, \", \n). */
 static void metrics_text_label_value(struct admin_buf *b, const char *v)
 {
@@ -398,6 +415,7 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "Barriers hosted leaders proposed to compact a quiet group's Raft log to "
                       "one entry (docs/replication.md, \"Quiet groups compact their log\").",
                       s.compactions);
+  metrics_text_raft_memory(n, b);
   metrics_text_scalar(b, "cairn_nodes_seen_gone_total", "counter",
                       "Times a peer node's process was seen gone (its watch connection dropped "
                       "and a new one failed).",

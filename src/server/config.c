@@ -82,6 +82,7 @@ enum config_key_id {
   CONFIG_K_IDLE_HEARTBEAT,
   CONFIG_K_SEGMENT,
   CONFIG_K_RAFT_LOG_BUDGET,
+  CONFIG_K_RAFT_LOG_NODE_BUDGET,
   CONFIG_K_RAFT_LOG,
   CONFIG_K_COALESCE_HEARTBEATS,
   CONFIG_K_RAFT_MUX,
@@ -127,8 +128,7 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                             CONFIG_OFF(log_level), 0, 0, "debug, info, warn or error", NULL},
     [CONFIG_K_SLOW_REQUEST] = {"slow-request-ms", "node", "slow_request_ms", "N", CONFIG_KIND_UINT,
                                CONFIG_OFF(slow_request_ms), 0, CONFIG_DAY_MS,
-                               "log requests slower than this, with their phases (0: never)",
-                               NULL},
+                               "log requests slower than this, with their phases (0: never)", NULL},
     [CONFIG_K_LISTEN] = {"listen", "network", "listen", "HOST:PORT", CONFIG_KIND_LISTEN,
                          CONFIG_OFF(listen), 0, 0, "client port (port 0: any free port)", NULL},
     [CONFIG_K_CLUSTER_LISTEN] = {"cluster-listen", "network", "cluster_listen", "HOST:PORT",
@@ -166,8 +166,8 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                   "off: none",
                                   "off"},
     [CONFIG_K_EXTERNAL_ADVERTISE] = {"external-advertise", "network", "external_advertise",
-                                     "HOST:PORT", CONFIG_KIND_ADDR,
-                                     CONFIG_OFF(external_advertise), 0, 0,
+                                     "HOST:PORT", CONFIG_KIND_ADDR, CONFIG_OFF(external_advertise),
+                                     0, 0,
                                      "the address clients of the external port dial: what "
                                      "Metadata asked there names for this node",
                                      "advertise host, external-listen port"},
@@ -188,14 +188,13 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                      "partitions of __cairn_offsets, where consumer groups "
                                      "commit (read when the cluster creates it)",
                                      NULL},
-    [CONFIG_K_OFFSETS_RF] = {"offsets-replication-factor", "cluster",
-                             "offsets_replication_factor", "N", CONFIG_KIND_UINT,
-                             CONFIG_OFF(offsets_replication_factor), 1, 7,
+    [CONFIG_K_OFFSETS_RF] = {"offsets-replication-factor", "cluster", "offsets_replication_factor",
+                             "N", CONFIG_KIND_UINT, CONFIG_OFF(offsets_replication_factor), 1, 7,
                              "replicas of __cairn_offsets (read when the cluster creates it; "
                              "it waits until that many nodes are alive)",
                              "3, or the cluster's node count if smaller"},
-    [CONFIG_K_OFFSETS_RETENTION] = {"offsets-retention-ms", "cluster", "offsets_retention_ms",
-                                    "N", CONFIG_KIND_UINT, CONFIG_OFF(offsets_retention_ms), 1000,
+    [CONFIG_K_OFFSETS_RETENTION] = {"offsets-retention-ms", "cluster", "offsets_retention_ms", "N",
+                                    CONFIG_KIND_UINT, CONFIG_OFF(offsets_retention_ms), 1000,
                                     30 * CONFIG_DAY_MS,
                                     "an empty group's offsets are dropped after this", NULL},
     [CONFIG_K_RETENTION_CHECK] = {"retention-check-ms", "cluster", "retention_check_ms", "N",
@@ -227,13 +226,12 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                          "max_connections_per_ip", "N", CONFIG_KIND_UINT,
                                          CONFIG_OFF(max_connections_per_ip), 1, 1000000,
                                          "client connections at once from one address", NULL},
-    [CONFIG_K_MAX_QUEUED_REQUEST] = {"max-queued-request-bytes", "limits",
-                                     "max_queued_request_bytes", "N", CONFIG_KIND_SIZE,
-                                     CONFIG_OFF(max_queued_request_bytes), CONFIG_MIB,
-                                     64 * CONFIG_GIB,
-                                     "request bytes received and not yet answered, all client "
-                                     "connections together; reads pause above it",
-                                     NULL},
+    [CONFIG_K_MAX_QUEUED_REQUEST] =
+        {"max-queued-request-bytes", "limits", "max_queued_request_bytes", "N", CONFIG_KIND_SIZE,
+         CONFIG_OFF(max_queued_request_bytes), CONFIG_MIB, 64 * CONFIG_GIB,
+         "request bytes received and not yet answered, all client "
+         "connections together; reads pause above it",
+         NULL},
     [CONFIG_K_FRAME_TIMEOUT] = {"frame-timeout-ms", "limits", "frame_timeout_ms", "N",
                                 CONFIG_KIND_UINT, CONFIG_OFF(frame_timeout_ms), 0, CONFIG_DAY_MS,
                                 "close a client connection whose request frame is not complete "
@@ -259,6 +257,13 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                   "bytes of entries a partition's Raft keeps in memory; sets "
                                   "how often it snapshots",
                                   NULL},
+    [CONFIG_K_RAFT_LOG_NODE_BUDGET] = {"raft-log-node-budget-bytes", "raft",
+                                       "log_node_budget_bytes", "N", CONFIG_KIND_SIZE,
+                                       CONFIG_OFF(raft_log_node_budget_bytes), 0, 1024 * CONFIG_GIB,
+                                       "bytes of entries all the node's partitions' Raft keep "
+                                       "in memory; above it they snapshot and compact sooner "
+                                       "(0: no bound)",
+                                       NULL},
     [CONFIG_K_RAFT_LOG] = {"raft-log", "raft", "log", "MODE", CONFIG_KIND_FILE,
                            CONFIG_OFF(raft_log), 0, 0,
                            "node: one write-ahead log per node for every partition "
@@ -267,8 +272,8 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                            "kind the directory holds",
                            NULL},
     [CONFIG_K_COALESCE_HEARTBEATS] = {"coalesce-heartbeats", "raft", "coalesce_heartbeats",
-                                      "on|off", CONFIG_KIND_FILE,
-                                      CONFIG_OFF(coalesce_heartbeats), 0, 0,
+                                      "on|off", CONFIG_KIND_FILE, CONFIG_OFF(coalesce_heartbeats),
+                                      0, 0,
                                       "idle partition leaders stop Raft's heartbeats; one "
                                       "message per node pair stands in for them "
                                       "(docs/replication.md, \"Coalesced heartbeats\")",
@@ -289,8 +294,8 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                    "(docs/replication.md, \"Term and vote by group commit\")",
                                    NULL},
     [CONFIG_K_CLUSTER_SECRET_FILE] = {"cluster-secret-file", "security", "cluster_secret_file",
-                                      "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file),
-                                      0, 0,
+                                      "PATH", CONFIG_KIND_FILE, CONFIG_OFF(cluster_secret_file), 0,
+                                      0,
                                       "file holding the cluster's shared secret (16+ bytes); "
                                       "set on every node or none (docs/security.md)",
                                       "none"},
@@ -308,8 +313,7 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                               CONFIG_OFF(tls_ciphers), 0, 0,
                               "OpenSSL cipher list for TLS 1.2 (1.3 uses OpenSSL's suites)",
                               "OpenSSL's defaults"},
-    [CONFIG_K_AUTH] = {"auth", "security", "auth", "MODE", CONFIG_KIND_FILE, CONFIG_OFF(auth), 0,
-                       0,
+    [CONFIG_K_AUTH] = {"auth", "security", "auth", "MODE", CONFIG_KIND_FILE, CONFIG_OFF(auth), 0, 0,
                        "none, or required: clients must authenticate (SCRAM or a client "
                        "certificate) before anything but Hello",
                        NULL},
@@ -329,8 +333,8 @@ static const struct config_key config_keys[CONFIG_K_COUNT] = {
                                    "every request but /health and /ready (Authorization: "
                                    "Bearer TOKEN)",
                                    "none"},
-    [CONFIG_K_PG_CONNINFO] = {"pg-conninfo", "node", "pg_conninfo", "CONNINFO",
-                              CONFIG_KIND_FILE, CONFIG_OFF(pg_conninfo), 0, 0,
+    [CONFIG_K_PG_CONNINFO] = {"pg-conninfo", "node", "pg_conninfo", "CONNINFO", CONFIG_KIND_FILE,
+                              CONFIG_OFF(pg_conninfo), 0, 0,
                               "PostgreSQL database (a libpq connection string or URI) for "
                               "the replicas of topics created with --storage postgresql; "
                               "without it the node hosts none",
@@ -724,6 +728,7 @@ static void config_defaults(struct config *cfg)
   cfg->election_ms = 1000;
   cfg->raft_segment_bytes = 1 * CONFIG_MIB;
   cfg->raft_log_budget_bytes = 64 * CONFIG_MIB;
+  cfg->raft_log_node_budget_bytes = CONFIG_GIB;
   snprintf(cfg->raft_log, sizeof cfg->raft_log, "auto");
   snprintf(cfg->coalesce_heartbeats, sizeof cfg->coalesce_heartbeats, "on");
   snprintf(cfg->raft_mux, sizeof cfg->raft_mux, "auto");

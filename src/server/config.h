@@ -130,6 +130,9 @@ struct config {
   size_t raft_log_budget_bytes; /* log_budget_bytes: a partition's Raft entries in
                                    memory, which sets its snapshot interval
                                    (rgroup.h); default 64 MiB */
+  size_t raft_log_node_budget_bytes; /* log_node_budget_bytes: every partition's Raft
+                                        entries in memory together (rgroup_mem.h);
+                                        0: no bound; default 1 GiB */
   char raft_log[CONFIG_PATH_MAX]; /* log (--raft-log): "node" (one wal per node), "group"
                                      (raft_uv's files per partition replica) or "auto"
                                      (default: node unless the data directory holds group

@@ -676,6 +676,7 @@ static int node_start_groups(struct node *n)
   ro.meta_group_commit = strcmp(n->cfg.raft_meta_commit, "group") == 0;
   ro.raft_segment_size = n->cfg.raft_segment_bytes;
   ro.raft_log_budget = n->cfg.raft_log_budget_bytes;
+  ro.raft_log_node_budget = n->cfg.raft_log_node_budget_bytes;
   plog_opts_default(&ro.plog);
   ro.pg_conninfo = n->cfg.pg_conninfo;
   ro.pg_password_file = n->cfg.pg_password_file;
@@ -1110,6 +1111,7 @@ static void node_on_tick(uv_timer_t *t)
   node_maybe_bootstrap(n);
   handle_node_tick(n);
   parts_step_membership(&n->parts, ctl_state(&n->ctl), &n->sfaults);
+  parts_mem_tick(&n->parts);
   node_maybe_retention(n);
   heaptrim_tick(&n->heaptrim, uv_now(n->loop));
 }

@@ -883,6 +883,81 @@ static void test_cluster_quiet_groups_compact_the_node_log(void **state)
   cd_destroy(&c);
 }
 
+/* Waits until every node's estimate of its replicas' Raft entries in
+ * memory is at most max and the nodes' leaders proposed at least
+ * compactions quiet compactions; returns whether that was within ms. The
+ * estimate is a node's sum at its last tick (every 500 ms). */
+static bool raft_memory_compacted(struct cd_cluster *c, long long max, long long compactions,
+                                  long long ms)
+{
+  for (long long end = tu_now_ms() + ms; tu_now_ms() < end; usleep(200 * 1000)) {
+    bool all = true;
+    long long k = 0;
+    for (int i = 0; i < c->n && all; i++) {
+      long long bytes = cd_metric(c->nodes[i].admin_port, "cairn_raft_log_memory_bytes");
+      all = bytes >= 0 && bytes <= max;
+      k += cd_metric(c->nodes[i].admin_port, "cairn_raft_quiet_compactions_total");
+    }
+    if (all && k >= compactions) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Groups left idle below the quiet compaction's floor (48 KB each, under
+ * RGROUP_COMPACT_MIN_BYTES) keep their entries in Raft's memory for as long
+ * as they stay idle; under a node-wide budget below what they hold
+ * (--raft-log-node-budget-bytes, rgroup_mem.h) the floor comes down, they
+ * are compacted, each node's estimate falls under the budget, and every
+ * acknowledged batch reads back. */
+static void test_cluster_node_budget_compacts_small_quiet_logs(void **state)
+{
+  (void)state;
+  enum { PARTS = 6, PER_PART = 8, VSIZE = 2000, BUDGET = 65536 };
+  for (int bounded = 0; bounded < 2; bounded++) {
+    struct cd_cluster c;
+    nacked = 0;
+    char flags[256];
+    snprintf(flags, sizeof flags, "%s --raft-log-node-budget-bytes %d", FAST, bounded ? BUDGET : 0);
+    assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, flags), 0);
+    start_all(&c);
+    char msg[256];
+    assert_int_equal(cd_create_topic(&c, 0, "m", PARTS, 3, WAIT_MS, msg, sizeof msg), 0);
+    wait_leaders(&c, "m");
+    for (int k = 0; k < PER_PART; k++) {
+      for (uint32_t p = 0; p < PARTS; p++) {
+        produce_sized(&c, "m", p, VSIZE);
+      }
+    }
+    long long held = PARTS * PER_PART * BATCH_RECORDS * VSIZE * 3 / 4; /* 216 KB */
+    if (!bounded) {
+      long long compactions = 0;
+      /* Quiet for 4 s, far longer than the FAST groups take to go quiet:
+       * still held on every node. */
+      usleep(4000 * 1000);
+      for (int i = 0; i < c.n; i++) {
+        long long bytes = cd_metric(c.nodes[i].admin_port, "cairn_raft_log_memory_bytes");
+        print_message("node %d, no node budget: %lld bytes of entries held\n", i, bytes);
+        assert_true(bytes > held);
+        compactions += cd_metric(c.nodes[i].admin_port, "cairn_raft_quiet_compactions_total");
+      }
+      assert_int_equal(compactions, 0);
+    } else {
+      /* Each group's leader compacts it, and every node ends under the
+       * budget. */
+      assert_true(raft_memory_compacted(&c, BUDGET, PARTS, WAIT_MS));
+      for (int i = 0; i < c.n; i++) {
+        print_message("node %d, budget %d: %lld bytes of entries held\n", i, BUDGET,
+                      cd_metric(c.nodes[i].admin_port, "cairn_raft_log_memory_bytes"));
+      }
+    }
+    check_acked(&c);
+    nacked = 0;
+    cd_destroy(&c);
+  }
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -897,6 +972,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_cluster_all_nodes_stopped_at_once),
       cmocka_unit_test(test_cluster_idle_leaders_report_every_replica_in_sync),
       cmocka_unit_test(test_cluster_quiet_groups_compact_the_node_log),
+      cmocka_unit_test(test_cluster_node_budget_compacts_small_quiet_logs),
       cmocka_unit_test(test_cluster_forms_places_evenly_and_survives_restarts),
       cmocka_unit_test(test_cluster_dead_node_replaced_join_and_decommission),
       cmocka_unit_test(test_cluster_new_controller_learns_every_partition),

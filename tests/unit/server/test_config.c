@@ -138,6 +138,7 @@ static void assert_configs_equal(const struct config *a, const struct config *b)
   assert_int_equal(a->idle_heartbeat_ms, b->idle_heartbeat_ms);
   assert_int_equal(a->raft_segment_bytes, b->raft_segment_bytes);
   assert_int_equal(a->raft_log_budget_bytes, b->raft_log_budget_bytes);
+  assert_int_equal(a->raft_log_node_budget_bytes, b->raft_log_node_budget_bytes);
   assert_string_equal(a->authorizer, b->authorizer);
   assert_string_equal(a->raft_log, b->raft_log);
   assert_string_equal(a->coalesce_heartbeats, b->coalesce_heartbeats);
@@ -768,7 +769,8 @@ static void test_config_unknown_key_in_cluster_section_is_named(void **state)
                   "c.conf:2: unknown key 'join' in [network]: join belongs in [cluster]", NULL);
   load_text_fails("[raft]\nraft_segment_bytes = 4096\n",
                   "c.conf:2: unknown key 'raft_segment_bytes' in [raft] (keys: heartbeat_ms, "
-                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, log, "
+                  "election_ms, idle_heartbeat_ms, segment_bytes, log_budget_bytes, "
+                  "log_node_budget_bytes, log, "
                   "coalesce_heartbeats, raft_mux, meta_commit)",
                   NULL);
 }
@@ -883,6 +885,7 @@ static void test_config_example_file_loads_and_round_trips(void **state)
   assert_int_equal(cfg.max_frame_bytes, 16u << 20);
   assert_int_equal(cfg.raft_segment_bytes, 1u << 20);
   assert_int_equal(cfg.raft_log_budget_bytes, 64u << 20);
+  assert_int_equal(cfg.raft_log_node_budget_bytes, 1u << 30);
   assert_round_trips(&cfg);
 
   /* the example with flags on top: a fourth node joining */
