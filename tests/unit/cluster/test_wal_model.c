@@ -504,6 +504,16 @@ static void wm_on_closed(void *data)
   *(bool *)data = true;
 }
 
+/* Closes w and runs loop until it has. */
+static void wm_close_wal(uv_loop_t *loop, struct wal *w)
+{
+  bool closed = false;
+  wal_close(w, wm_on_closed, &closed);
+  while (!closed) {
+    uv_run(loop, UV_RUN_ONCE);
+  }
+}
+
 static void wm_on_done_flag(struct wal_req *req, int status)
 {
   assert_int_equal(status, 0);
@@ -518,11 +528,7 @@ static void wm_close(struct wm *m)
   m->recycled += st.segments_recycled;
   m->moved += st.clean_moved;
   m->cleaned += st.segments_cleaned;
-  bool closed = false;
-  wal_close(m->w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&m->loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&m->loop, m->w);
   assert_int_equal(m->outstanding, 0);
   m->w = NULL;
 }
@@ -888,11 +894,7 @@ static void test_wal_refuses_an_older_segment_without_its_end(void **state)
   struct wal_stats st;
   wal_get_stats(w, &st);
   assert_true(st.last_seq >= 3);
-  bool closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   const char *name = "wal-0000000000000001.log";
   int64_t size = tu_file_size(dir, name);
   uint8_t end[40];
@@ -1029,11 +1031,7 @@ static void tail_workload(enum wal_clean_mode clean, struct tail_run *out)
   out->moved = st.clean_moved;
   char why[256];
   assert_int_equal(wal_check(w, why, sizeof why), 0);
-  bool closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   /* What a restart finds: every group's entries, where they were moved. */
   assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
   assert_int_equal(wal_check(w, why, sizeof why), 0);
@@ -1041,11 +1039,7 @@ static void tail_workload(enum wal_clean_mode clean, struct tail_run *out)
   for (uint64_t g = 1; g < 6; g++) {
     tail_check(w, 100 + g, first[g], 601, 0);
   }
-  closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(uv_loop_close(&loop), 0);
   tu_tmpdir_free(dir);
 }
@@ -1154,11 +1148,7 @@ static void test_wal_recycles_a_dropped_segment_file_and_replays_past_its_old_by
   assert_true((uint64_t)sb.st_size > 8 * 1024); /* its old life's bytes follow */
   char why[256];
   assert_int_equal(wal_check(w, why, sizeof why), 0);
-  bool closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
   assert_int_equal(wal_check(w, why, sizeof why), 0);
   struct wal_group_info info;
@@ -1169,29 +1159,17 @@ static void test_wal_recycles_a_dropped_segment_file_and_replays_past_its_old_by
   /* And the log goes on in the same file. */
   tail_append(w, 101, next, 0);
   tail_flush(&loop, w);
-  closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
   tail_check(w, 101, 191, next + 1, 0);
-  closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(uv_loop_close(&loop), 0);
   tu_tmpdir_free(dir);
 }
 
 static void remnant_reopen(uv_loop_t *loop, struct wal **w, const char *dir)
 {
-  bool closed = false;
-  wal_close(*w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(loop, *w);
   char errmsg[WAL_ERRMSG_SIZE];
   struct wal_opts o = {.clean = WAL_CLEAN_OFF};
   assert_int_equal(wal_open(loop, dir, &o, w, errmsg), 0);
@@ -1221,11 +1199,7 @@ static void test_wal_torn_job_remnants_never_come_back(void **state)
   struct wal_entry two[2] = {{1, 1, "bbbb", 4}, {1, 1, "cccc", 4}};
   assert_int_equal(wal_append(w, NULL, 5, 2, two, 2, NULL), 0);
   tail_flush(&loop, w);
-  bool closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   int64_t size = tu_file_size(dir, name);
   /* Entry 2's payload damaged (torn), entry 3's record intact. */
   tu_write_at(dir, name, job2 + 40, "X", 1);
@@ -1251,11 +1225,7 @@ static void test_wal_torn_job_remnants_never_come_back(void **state)
   assert_int_equal(wal_read(w, 5, 2, &got), 0);
   assert_memory_equal(got.buf, "dddd", 4);
   free((void *)got.buf);
-  closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(uv_loop_close(&loop), 0);
   tu_tmpdir_free(dir);
 }
@@ -1300,11 +1270,7 @@ static void test_wal_cleaning_does_not_resurrect_entries_truncated_meanwhile(voi
   wal_get_stats(w, &st);
   assert_true(st.clean_read_bytes > 0);
   assert_true(st.clean_moved >= 4);
-  bool closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(wal_open(&loop, dir, &o, &w, errmsg), 0);
   struct wal_group_info info;
   assert_int_equal(wal_group_info(w, 7, &info), 0);
@@ -1317,11 +1283,7 @@ static void test_wal_cleaning_does_not_resurrect_entries_truncated_meanwhile(voi
   wal_get_stats(w, &st);
   print_message("after the restart: segments %llu..%llu\n", (unsigned long long)st.first_seq,
                 (unsigned long long)st.last_seq);
-  closed = false;
-  wal_close(w, wm_on_closed, &closed);
-  while (!closed) {
-    uv_run(&loop, UV_RUN_ONCE);
-  }
+  wm_close_wal(&loop, w);
   assert_int_equal(uv_loop_close(&loop), 0);
   tu_tmpdir_free(dir);
 }
@@ -1505,11 +1467,7 @@ static void test_wal_keeps_every_acknowledged_entry_across_sigkill(void **state)
     if (tu_file_size(dir, name) > (int64_t)wal_seg_durable(w, st.last_seq)) {
       on_recycled++;
     }
-    bool closed = false;
-    wal_close(w, wm_on_closed, &closed);
-    while (!closed) {
-      uv_run(&loop, UV_RUN_ONCE);
-    }
+    wm_close_wal(&loop, w);
     assert_int_equal(uv_loop_close(&loop), 0);
   }
   print_message("%u acknowledgements checked over %d kills, %u of them in a recycled file\n", total,
