@@ -44,7 +44,7 @@ static void metrics_text_raft_memory(struct node *n, struct admin_buf *b)
   const struct rgroup_mem *m = &n->parts.mem;
   metrics_text_scalar(b, "cairn_raft_log_memory_bytes", "gauge",
                       "Bytes of entries the hosted replicas' Raft holds in memory, estimated "
-                      "(entries held times the group's average entry size) at the last tick.",
+                      "(from up to 16 of each group's entries, sampled) at the last tick.",
                       m->bytes);
   metrics_text_scalar(b, "cairn_raft_log_memory_budget_bytes", "gauge",
                       "The node's bound on those bytes (--raft-log-node-budget-bytes; 0: none).",

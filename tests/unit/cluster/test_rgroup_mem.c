@@ -34,12 +34,41 @@ static void test_over_the_budget_scales_down_in_proportion(void **state)
   rgroup_mem_update(&m, 2048 * MIB, 100); /* twice the budget: under half, with the margin */
   assert_true(m.scale > 0.44 && m.scale < 0.46);
   double after_one = m.scale;
-  rgroup_mem_update(&m, 2048 * MIB, 100); /* still over: down again */
+  for (int i = 1; i < RGROUP_MEM_CUT_TICKS; i++) {
+    rgroup_mem_update(&m, 2048 * MIB, 100); /* still over: given time to show */
+    assert_true(m.scale == after_one);
+  }
+  rgroup_mem_update(&m, 2048 * MIB, 100); /* then down again */
   assert_true(m.scale < after_one);
-  for (int i = 0; i < 100; i++) {
+  for (int i = 0; i < 100 * RGROUP_MEM_CUT_TICKS; i++) {
     rgroup_mem_update(&m, 1024 * 1024 * MIB, 100);
   }
   assert_true(m.scale == RGROUP_MEM_MIN_SCALE); /* never to zero */
+}
+
+/* Compactions go at a gate's pace: over a window in which the sum fell
+ * by 5 % or more, the scale holds instead of piling up to its floor; a
+ * window stuck over the budget cuts again. */
+static void test_held_while_the_sum_already_falls(void **state)
+{
+  (void)state;
+  struct rgroup_mem m;
+  rgroup_mem_init(&m, 128 * MIB);
+  rgroup_mem_update(&m, 256 * MIB, 10000);
+  double first = m.scale;
+  assert_true(first < 0.46);
+  uint64_t bytes = 256 * MIB;
+  for (int i = 0; i < 3 * RGROUP_MEM_CUT_TICKS; i++) {
+    bytes = bytes / 100 * 97; /* 3 % less a tick, still over the budget */
+    rgroup_mem_update(&m, bytes, 10000);
+    assert_true(m.scale == first);
+  }
+  for (int i = 0; i < RGROUP_MEM_CUT_TICKS - 1; i++) {
+    rgroup_mem_update(&m, bytes, 10000); /* stuck: the window runs */
+  }
+  assert_true(m.scale == first);
+  rgroup_mem_update(&m, bytes, 10000); /* a whole window stuck: cut */
+  assert_true(m.scale < first);
 }
 
 static void test_back_up_once_well_under_the_budget(void **state)
@@ -65,6 +94,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unbounded_never_scales),
       cmocka_unit_test(test_over_the_budget_scales_down_in_proportion),
+      cmocka_unit_test(test_held_while_the_sum_already_falls),
       cmocka_unit_test(test_back_up_once_well_under_the_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
