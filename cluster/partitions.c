@@ -998,7 +998,7 @@ void parts_mem_tick(struct parts *ps)
   for (size_t i = 0; i < ps->n; i++) {
     bytes += rgroup_mem_bytes(&ps->v[i]->rg);
   }
-  rgroup_mem_update(&ps->mem, bytes, ps->n);
+  rgroup_mem_update(&ps->mem, bytes);
 }
 
 void parts_step_membership(struct parts *ps, const struct meta_state *st,

@@ -39,9 +39,8 @@ uint64_t rgroup_mem_bytes(const struct rgroup *rg)
   return seen == 0 ? 0 : bytes * n / seen;
 }
 
-void rgroup_mem_update(struct rgroup_mem *m, uint64_t bytes, uint64_t groups)
+void rgroup_mem_update(struct rgroup_mem *m, uint64_t bytes)
 {
-  m->groups = groups;
   m->bytes = bytes;
   m->since_cut++;
   if (m->budget == 0) {

@@ -39,7 +39,6 @@ struct rgroup_mem {
   uint64_t budget;       /* bytes for every replica of the node; 0: unbounded */
   double scale;          /* each group's budget and the compaction floor, times this */
   uint64_t bytes;        /* the last sum (rgroup_mem_update) */
-  uint64_t groups;       /* replicas in it */
   uint64_t bytes_at_cut; /* the sum at the start of this window of calls */
   unsigned since_cut;    /* calls in it (from RGROUP_MEM_CUT_TICKS at init) */
 };
@@ -55,13 +54,13 @@ void rgroup_mem_init(struct rgroup_mem *m, uint64_t budget);
  * spread over its log. */
 uint64_t rgroup_mem_bytes(const struct rgroup *rg);
 
-/* Takes the sum of rgroup_mem_bytes over the node's replicas (bytes over
- * groups of them) and moves the scale: times budget / bytes (and a
+/* Takes the sum of rgroup_mem_bytes over the node's replicas and moves
+ * the scale: times budget / bytes (and a
  * margin) when above the budget, at most once a window of
  * RGROUP_MEM_CUT_TICKS calls and not when the sum fell by 5 % over it;
  * up by a quarter, to at most 1, when below three quarters of the
  * budget. */
-void rgroup_mem_update(struct rgroup_mem *m, uint64_t bytes, uint64_t groups);
+void rgroup_mem_update(struct rgroup_mem *m, uint64_t bytes);
 
 /* What rg's budget and compaction floor are multiplied by now (1 without a
  * node bound). */
