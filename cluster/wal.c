@@ -129,7 +129,14 @@ bool wal_rec_decode(const struct wal_seg *s, const uint8_t *buf, size_t len, siz
                 (r->type == WAL_REC_META ? r->len == WAL_META_PAYLOAD : r->len == 0);
   bool ok_end =
       r->type != WAL_REC_END || (r->etype == 0 && r->gid == 0 && r->index == 0 && r->term == 0);
-  if (!ok_type || !ok_len || !ok_end || le_get16(p + 10) != 0) {
+  /* Raft indexes start at 1 and never near the top of the range, where
+   * index + 1 (a group's next) would wrap. */
+  bool ok_index = r->index < WAL_MAX_INDEX;
+  if (r->type == WAL_REC_META && r->len == WAL_META_PAYLOAD) {
+    ok_index =
+        le_get64(r->payload + 16) < WAL_MAX_INDEX && le_get64(r->payload + 32) < WAL_MAX_INDEX;
+  }
+  if (!ok_type || !ok_len || !ok_end || !ok_index || le_get16(p + 10) != 0) {
     snprintf(why, why_len, "record type %u of length %" PRIu32 " does not fit the format", r->type,
              r->len);
     return false;
@@ -293,7 +300,7 @@ static int wal_group_push(struct wal *w, struct wal_group *g, uint64_t index,
     g->first = index;
     g->head = 0;
   }
-  while (g->first + g->n <= index) {
+  while (index - g->first >= g->n) { /* index >= first: no overflow near UINT64_MAX */
     if (wal_group_room(g) != 0) {
       wal_group_trim(g); /* holes pushed so far go again */
       return CAIRN_ENOMEM;
@@ -334,6 +341,21 @@ static int wal_group_prepend(struct wal *w, struct wal_group *g, uint64_t index,
   return 0;
 }
 
+/* Whether a replayed record may leave k index slots unfilled (WAL_MAX_HOLES
+ * for one record, replay_holes_left in all); takes them. The writer never
+ * leaves any (k == 0). */
+static bool wal_holes_take(struct wal *w, uint64_t k)
+{
+  if (k == 0) {
+    return true;
+  }
+  if (k > WAL_MAX_HOLES || k > w->replay_holes_left) {
+    return false;
+  }
+  w->replay_holes_left -= k;
+  return true;
+}
+
 int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
                     uint64_t seq, uint64_t off, uint32_t len, uint64_t lsn)
 {
@@ -348,7 +370,7 @@ int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, 
   /* An entry past next leaves holes (replay only: the entries between
    * were in deleted segments and MOVE records bring them later); one
    * below next never follows. */
-  if (g->n > 0 && (index < g->first + g->n || index - (g->first + g->n) > WAL_MAX_HOLES)) {
+  if (g->n > 0 && (index < g->first + g->n || !wal_holes_take(w, index - (g->first + g->n)))) {
     return CAIRN_EINDEX;
   }
   struct wal_loc l = {term, seq, off, len, type};
@@ -371,12 +393,12 @@ int wal_apply_move(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, u
     return 0;
   }
   if (g->n == 0 || index >= g->first + g->n) {
-    if (g->n > 0 && index - (g->first + g->n) > WAL_MAX_HOLES) {
+    if (g->n > 0 && !wal_holes_take(w, index - (g->first + g->n))) {
       return CAIRN_EINDEX;
     }
     return wal_group_push(w, g, index, &l);
   }
-  if (g->first - index > WAL_MAX_HOLES) {
+  if (!wal_holes_take(w, g->first - index - 1)) {
     return CAIRN_EINDEX;
   }
   return wal_group_prepend(w, g, index, &l);

@@ -17,11 +17,11 @@
  *     one thread-pool job;
  *   the job (wal_job_run, a worker): unlinks segments no group needs any
  *     more (or renames one to a spare: "Recycling"), then per segment
- *     touched: creates it if new (or opens a spare), writes its bytes with
+ *     touched: creates it if new (or opens a spare and renames it to the
+ *     segment's name, then fsyncs the directory), writes its bytes with
  *     one pwritev, fdatasyncs it (a segment is synced before the next one
  *     is written, so only the newest segment can hold a torn write),
- *     renames an adopted spare to the segment's name, fsyncs the directory
- *     if it created, renamed or removed a file;
+ *     fsyncs the directory if it created or removed a file;
  *   the job's end (loop): on success fires the callbacks in order, drops
  *     segments that became unneeded, starts the next job if more is
  *     pending; on failure latches the log fatal.
@@ -58,8 +58,8 @@
  * ext4 (docs/performance.md). So a segment file no group needs is not
  * always unlinked: while fewer than WAL_SPARES_MAX are kept, one at least
  * half a segment long is renamed to spare-<its sequence>.log, and the next
- * new segment is written over it (header and first records synced under
- * the spare's name, then renamed to the segment's name). The bytes of
+ * new segment is written over it (renamed to the segment's name first:
+ * a spare never holds records of a segment to come). The bytes of
  * the file's previous life stay after the segment's records; two rules
  * keep a replay from taking them (format version 2): every record's
  * checksum is seeded with its segment's sequence, so an old record fails

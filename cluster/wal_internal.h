@@ -74,8 +74,16 @@ enum wal_rec_type {
 
 /* The most index slots one replayed record may leave unfilled in its
  * group (holes that MOVE records fill later); more is damage, refused
- * before it is allocated. */
+ * before it is allocated. A replay as a whole may leave no more than its
+ * files could hold records to fill them (struct wal, replay_holes_left):
+ * else forged records that each leave WAL_MAX_HOLES would make it
+ * allocate without bound. */
 #define WAL_MAX_HOLES ((uint64_t)1 << 20)
+
+/* Indexes (an entry's, a snapshot's, a group's first) stay below this: a
+ * record naming one above is damage (Raft never gets near; index + 1 must
+ * not wrap). */
+#define WAL_MAX_INDEX ((uint64_t)1 << 62)
 
 /* Where one entry's record is. */
 struct wal_loc {
@@ -205,6 +213,9 @@ struct wal {
   unsigned handles_open; /* prepare and timer, until their close callbacks */
 
   uint64_t lsn, durable_lsn;
+  /* Replay only (wal_recover): the index slots its records may still
+   * leave unfilled, in all (wal_holes_take); 0 otherwise. */
+  uint64_t replay_holes_left;
   uint64_t append_ms; /* uv_now() at the last wal_append (the cleaner's pace) */
   struct wal_stats st;
 };

@@ -43,9 +43,8 @@ static int wal_job_sync_dir(struct wal_job *job)
   return rv;
 }
 
-/* Opens the file a chunk creates: a spare file to overwrite (it gets its
- * segment's name once the bytes are durable, wal_job_adopt), or a new
- * one. */
+/* Opens the file a chunk creates: a spare file to overwrite (it takes its
+ * segment's name before it is written, wal_job_adopt), or a new one. */
 static int wal_job_open(struct wal_job *job, struct wal_chunk *c)
 {
   char name[32], path[PATH_MAX];
@@ -69,9 +68,14 @@ static int wal_job_open(struct wal_job *job, struct wal_chunk *c)
   return 0;
 }
 
-/* Renames the spare a chunk overwrote to its segment's name. Its header
- * and records were synced first, so the name never shows a file whose
- * header is not its own. */
+/* Renames the spare a chunk overwrites to its segment's name, before any
+ * byte of the segment is written to it. So no file under a spare's name
+ * ever holds records of a segment to come: a job that wrote them and
+ * died before a rename would have left, in a spare, records that check
+ * under the sequence the next attempt gives the same segment, and a
+ * replay could take them after that attempt's records. Until its header
+ * is written the file shows its previous life's header, whose sequence
+ * is not the name's: replay removes it as a torn new segment. */
 static int wal_job_adopt(struct wal_job *job, const struct wal_chunk *c)
 {
   char from[PATH_MAX], to[PATH_MAX], name[32];
@@ -91,6 +95,10 @@ static int wal_job_chunk(struct wal_job *job, struct wal_chunk *c)
   if (c->create && wal_job_open(job, c) != 0) {
     return job->status;
   }
+  bool adopt = c->create && c->spare != 0;
+  if (adopt && (wal_job_adopt(job, c) != 0 || wal_job_sync_dir(job) != 0)) {
+    return job->status;
+  }
   int rv = fault_check(FAULT_WAL_WRITE);
   if (rv == 0) {
     rv = fs_pwrite_all(c->fd, c->buf, c->len, (off_t)c->off);
@@ -107,12 +115,9 @@ static int wal_job_chunk(struct wal_job *job, struct wal_chunk *c)
     wal_job_fail(job, rv, "fdatasync", c->seq, c->off + c->len);
     return rv;
   }
-  if (c->create && c->spare != 0 && wal_job_adopt(job, c) != 0) {
-    return job->status;
-  }
   /* A new file's directory entry must be durable before a later segment
    * is written: replay refuses a gap in the sequence. */
-  return c->create ? wal_job_sync_dir(job) : 0;
+  return c->create && !adopt ? wal_job_sync_dir(job) : 0;
 }
 
 /* Removes a segment file no group needs, or keeps it as a spare. */

@@ -187,7 +187,13 @@ static struct wal_tail wal_recover_scan_tail(const struct wal_seg *s, const uint
  * that checks. Nothing else after bad can ever check: a recycled file's
  * old bytes fail the seed, a torn record fails its checksum, and the
  * writer only writes from bad on. The file keeps its length (a recycled
- * file's blocks stay allocated). Returns 0 or -errno. */
+ * file's blocks stay allocated).
+ *
+ * A version 1 segment is cut to bad instead (ftruncate, as version 1
+ * did): nothing is ever written to it again (the log goes on in a new
+ * segment), so the torn bytes would stay, and the next replay reads an
+ * older segment to its end, where they would be damage. Version 1 never
+ * recycled files: no blocks to keep. Returns 0 or -errno. */
 static int wal_recover_cut(struct wal *w, struct wal_seg *s, size_t bad, size_t live_end)
 {
   char path[PATH_MAX];
@@ -197,6 +203,10 @@ static int wal_recover_cut(struct wal *w, struct wal_seg *s, size_t bad, size_t 
     close(s->fd);
     s->fd = -1;
     rv = unlink(path) == 0 ? fs_fsync_dir(w->dir) : -errno;
+  } else if (s->version < 2) {
+    live_end = s->file_bytes; /* for the log line: every byte from bad on goes */
+    rv = ftruncate(s->fd, (off_t)bad) == 0 && fdatasync(s->fd) == 0 ? 0 : -errno;
+    s->file_bytes = bad;
   } else if (live_end > bad) {
     static const uint8_t zeros[4096];
     for (size_t at = bad; rv == 0 && at < live_end; at += sizeof zeros) {
@@ -228,7 +238,10 @@ static int wal_recover_segment(struct wal *w, struct wal_seg *s, const uint8_t *
   char why[128] = "segment header is damaged";
   s->file_bytes = len;
   s->version = wal_seg_header_ok(buf, len, s->seq);
-  s->seed = wal_seg_seed(s->version, s->seq);
+  /* A damaged header's segment is looked through (wal_recover_scan_tail)
+   * with the seed its name gives it in the current format: not with
+   * version 1's seed 0, which a recycled file's version 1 past checks. */
+  s->seed = wal_seg_seed(s->version != 0 ? s->version : WAL_FORMAT_VERSION, s->seq);
   bool damaged = s->version == 0;
   if (!damaged) {
     off = WAL_SEG_HEADER;
@@ -311,6 +324,22 @@ static int wal_recover_one(struct wal *w, uint64_t seq, bool newest)
   return rv;
 }
 
+/* The holes a replay of these files may leave in all: each must be filled
+ * by a later record, and a record takes at least WAL_REC_HEADER bytes. */
+static uint64_t wal_recover_holes_budget(const struct wal *w, const uint64_t *seqs, size_t n)
+{
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    char path[PATH_MAX];
+    struct stat st;
+    wal_seg_path(w, seqs[i], path, sizeof path);
+    if (stat(path, &st) == 0 && st.st_size > 0) {
+      bytes += (uint64_t)st.st_size;
+    }
+  }
+  return bytes / WAL_REC_HEADER;
+}
+
 int wal_recover(struct wal *w)
 {
   uint64_t *seqs = NULL;
@@ -319,6 +348,7 @@ int wal_recover(struct wal *w)
   if (rv != 0) {
     return rv;
   }
+  w->replay_holes_left = wal_recover_holes_budget(w, seqs, n);
   for (size_t i = 0; rv == 0 && i < n; i++) {
     if (i > 0 && seqs[i] != seqs[i - 1] + 1) {
       char why[96];
@@ -334,6 +364,7 @@ int wal_recover(struct wal *w)
   if (rv == 0) {
     rv = wal_check_holes(w); /* every entry moved out of a deleted segment came back */
   }
+  w->replay_holes_left = 0;
   free(seqs);
   return rv;
 }

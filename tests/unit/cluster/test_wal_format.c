@@ -7,9 +7,11 @@
  * CAIRN_GOLDEN_WRITE=1 regenerates wal_v2.bin (only for a deliberate
  * format change, with a new WAL_FORMAT_VERSION). */
 #include "cluster/wal.h"
+#include "cluster/wal_internal.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "format/crc32c.h"
+#include "format/endian.h"
 #include "testutil.h"
 
 #include <limits.h>
@@ -195,12 +197,25 @@ static void test_wal_golden_file_replays_to_the_expected_groups(void **state)
   tu_tmpdir_free(dir);
 }
 
-/* A version 1 log (before seeded checksums and END records) replays, and
- * what is appended to it goes to a new version 2 segment; both replay. */
-static void test_wal_v1_file_replays_and_goes_on_in_v2(void **state)
+/* A version 1 log (before seeded checksums and END records), its file
+ * ending with tail (a torn write's bytes, or nothing), replays; what is
+ * appended to it goes to a new version 2 segment; both replay, again and
+ * again (the version 1 segment, no longer the newest, is then read to its
+ * end: a torn tail left in it would be damage). */
+static void v1_goes_on_in_v2(const uint8_t *tail, size_t tail_len)
 {
-  (void)state;
-  char *dir = golden_dir(GOLDEN_V1_NAME);
+  size_t glen;
+  uint8_t *g = golden_read_name(GOLDEN_V1_NAME, &glen);
+  uint8_t *file = malloc(glen + tail_len);
+  assert_non_null(file);
+  memcpy(file, g, glen);
+  if (tail_len > 0) {
+    memcpy(file + glen, tail, tail_len);
+  }
+  char *dir = tu_tmpdir("walgold");
+  assert_int_equal(fs_replace_file(dir, SEG_NAME, file, glen + tail_len), 0);
+  free(file);
+  free(g);
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
   struct wal *w;
@@ -218,16 +233,174 @@ static void test_wal_v1_file_replays_and_goes_on_in_v2(void **state)
   assert_true(len2 >= 24);
   assert_int_equal(seg2[16], 2); /* format version 2 */
   free(seg2);
+  for (int round = 0; round < 2; round++) {
+    int rv = wal_open(&loop, dir, NULL, &w, errmsg);
+    if (rv != 0) {
+      fail_msg("reopen %d: %s", round + 1, errmsg);
+    }
+    struct wal_group_info info;
+    assert_int_equal(wal_group_info(w, 7, &info), 0);
+    assert_int_equal(info.next, 3);
+    struct wal_entry got;
+    assert_int_equal(wal_read(w, 7, 2, &got), 0);
+    assert_int_equal(got.len, 4);
+    assert_memory_equal(got.buf, "defg", 4);
+    free((void *)got.buf);
+    close_wal(&loop, w);
+  }
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
+}
+
+static void test_wal_v1_file_replays_and_goes_on_in_v2(void **state)
+{
+  (void)state;
+  v1_goes_on_in_v2(NULL, 0);
+}
+
+/* The same after a SIGKILL tore the version 1 log's last write: the torn
+ * bytes are cut off the file (found by tests/fuzz/fuzz_wal.c: they stayed
+ * and the second open refused the log as damaged). */
+static void test_wal_v1_torn_tail_is_cut_before_going_on_in_v2(void **state)
+{
+  (void)state;
+  uint8_t torn[40 + 20];
+  memset(torn, 0, sizeof torn);
+  torn[0] = 0x5a; /* a checksum that does not match */
+  torn[4] = 20;   /* len: the payload is there, the checksum is not its own */
+  torn[8] = 1;    /* an ENTRY */
+  torn[16] = 7;   /* of group 7 */
+  torn[24] = 2;   /* at index 2 */
+  memset(torn + 40, 0xab, 20);
+  v1_goes_on_in_v2(torn, sizeof torn);
+  v1_goes_on_in_v2(torn, 17); /* torn inside the record header */
+}
+
+/* Writes segment 1 (version 2) holding MOVE records of group 5 at the
+ * given indexes, each with its checksum, into a new directory. */
+static char *moves_dir(const uint64_t *index, size_t n)
+{
+  size_t len = WAL_SEG_HEADER + n * (WAL_REC_HEADER + 1);
+  uint8_t *p = calloc(1, len);
+  assert_non_null(p);
+  wal_seg_header_put(p, 1);
+  uint32_t seed = wal_seg_seed(WAL_FORMAT_VERSION, 1);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t *r = p + WAL_SEG_HEADER + i * (WAL_REC_HEADER + 1);
+    le_put32(r + 4, 1);
+    r[8] = WAL_REC_MOVE;
+    r[9] = 1;
+    le_put64(r + 16, 5);
+    le_put64(r + 24, index[i]);
+    le_put64(r + 32, 1);
+    r[WAL_REC_HEADER] = (uint8_t)index[i];
+    le_put32(r, crc32c_extend(seed, r + 4, WAL_REC_HEADER - 4 + 1));
+  }
+  char *dir = tu_tmpdir("walholes");
+  assert_int_equal(fs_replace_file(dir, SEG_NAME, p, len), 0);
+  free(p);
+  return dir;
+}
+
+/* Moved entries may arrive out of order and leave holes that later ones
+ * fill; but no more holes than the files hold records to fill them: two
+ * checked MOVE records 100 indexes apart are refused as damage, before
+ * replay allocates the slots between (found by tests/fuzz/fuzz_wal.c:
+ * forged records each 2^20 apart made it allocate gigabytes). */
+static void test_wal_replay_holes_are_bounded_by_the_files(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  const uint64_t fills[] = {1, 3, 2};
+  char *dir = moves_dir(fills, 3);
   assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
   struct wal_group_info info;
-  assert_int_equal(wal_group_info(w, 7, &info), 0);
-  assert_int_equal(info.next, 3);
-  struct wal_entry got;
-  assert_int_equal(wal_read(w, 7, 2, &got), 0);
-  assert_int_equal(got.len, 4);
-  assert_memory_equal(got.buf, "defg", 4);
-  free((void *)got.buf);
+  assert_int_equal(wal_group_info(w, 5, &info), 0);
+  assert_int_equal(info.first, 1);
+  assert_int_equal(info.next, 4);
   close_wal(&loop, w);
+  tu_tmpdir_free(dir);
+
+  const uint64_t apart[] = {1, 101};
+  dir = moves_dir(apart, 2);
+  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), CAIRN_ECORRUPT);
+  assert_non_null(strstr(errmsg, "too far"));
+  tu_tmpdir_free(dir);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* A crash between a spare's rename to its new segment's name and the
+ * write of its header (wal_job_adopt renames first) leaves a newest
+ * segment with its previous life's header and records: replay removes it
+ * as a torn new segment and the log goes on. The previous life here is a
+ * version 1 segment (checksum seed 0) whose last record claims a later
+ * job: looked through with seed 0 it would pass as a record written after
+ * the damage was synced, and the log would be refused. */
+static void test_wal_adopted_spare_cut_before_its_header(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("walspare");
+  struct wal_opts opts = {.segment_bytes = 4096};
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  assert_int_equal(wal_open(&loop, dir, &opts, &w, errmsg), 0);
+  char payload[1000];
+  memset(payload, 'x', sizeof payload);
+  /* Appends until one lands in a new segment (the one before it then ends
+   * with its END record): the crash comes right after that segment's
+   * rename, so its entry never was written. */
+  struct wal_stats st;
+  uint64_t lost = 0;
+  for (uint64_t i = 1; lost == 0; i++) {
+    struct wal_entry e = {1, 1, payload, sizeof payload};
+    struct wal_req req;
+    assert_int_equal(wal_append(w, &req, 3, i, &e, 1, on_done), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    wal_get_stats(w, &st);
+    lost = st.last_seq >= 3 ? i : 0;
+  }
+  close_wal(&loop, w);
+
+  size_t glen;
+  uint8_t *old = golden_read_name(GOLDEN_V1_NAME, &glen);
+  /* The golden log's last record gets job_back 0 (its job would start
+   * at the record itself, after byte 0) and its seed-0 checksum again. */
+  size_t last = 0;
+  for (size_t off = 24; off + 40 <= glen;) {
+    last = off;
+    off += 40 + le_get32(old + off + 4);
+  }
+  le_put32(old + last + 12, 0);
+  le_put32(old + last, crc32c_extend(0, old + last + 4, 36 + le_get32(old + last + 4)));
+  char name[64];
+  snprintf(name, sizeof name, "wal-%016llx.log", (unsigned long long)st.last_seq);
+  assert_int_equal(fs_replace_file(dir, name, old, glen), 0);
+  free(old);
+
+  for (int round = 0; round < 2; round++) {
+    int rv = wal_open(&loop, dir, &opts, &w, errmsg);
+    if (rv != 0) {
+      fail_msg("open %d: %s", round + 1, errmsg);
+    }
+    struct wal_group_info info;
+    assert_int_equal(wal_group_info(w, 3, &info), 0);
+    assert_int_equal(info.next, lost + (uint64_t)round);
+    for (uint64_t i = 1; i < info.next; i++) {
+      struct wal_entry got;
+      assert_int_equal(wal_read(w, 3, i, &got), 0);
+      free((void *)got.buf);
+    }
+    struct wal_entry e = {1, 1, payload, sizeof payload};
+    struct wal_req req;
+    assert_int_equal(wal_append(w, &req, 3, info.next, &e, 1, on_done), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    close_wal(&loop, w);
+  }
   assert_int_equal(uv_loop_close(&loop), 0);
   tu_tmpdir_free(dir);
 }
@@ -238,6 +411,9 @@ int main(void)
       cmocka_unit_test(test_wal_writes_the_golden_bytes),
       cmocka_unit_test(test_wal_golden_file_replays_to_the_expected_groups),
       cmocka_unit_test(test_wal_v1_file_replays_and_goes_on_in_v2),
+      cmocka_unit_test(test_wal_v1_torn_tail_is_cut_before_going_on_in_v2),
+      cmocka_unit_test(test_wal_replay_holes_are_bounded_by_the_files),
+      cmocka_unit_test(test_wal_adopted_spare_cut_before_its_header),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }
