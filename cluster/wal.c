@@ -701,7 +701,7 @@ int wal_append(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t index,
   if (rv != 0) {
     return rv;
   }
-  if (n == 0) {
+  if (n == 0 || index >= WAL_MAX_INDEX || n >= WAL_MAX_INDEX - index) {
     return CAIRN_EINVAL;
   }
   w->append_ms = uv_now(w->loop);
@@ -739,6 +739,9 @@ int wal_truncate(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t inde
   int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
+  }
+  if (index >= WAL_MAX_INDEX) {
+    return CAIRN_EINVAL;
   }
   const struct wal_group *g = wal_group_find(w, gid);
   if (g == NULL) {
@@ -789,6 +792,9 @@ int wal_snapshot(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap
   if (rv != 0) {
     return rv;
   }
+  if (snap_index >= WAL_MAX_INDEX || first >= WAL_MAX_INDEX) {
+    return CAIRN_EINVAL;
+  }
   const struct wal_group *g = wal_group_find(w, gid);
   if (g != NULL && first < g->first) {
     first = g->first; /* what is dropped already stays dropped */
@@ -806,6 +812,9 @@ int wal_reset(struct wal *w, struct wal_req *req, uint64_t gid, uint64_t snap_in
   int rv = wal_usable(w, req, cb);
   if (rv != 0) {
     return rv;
+  }
+  if (snap_index >= WAL_MAX_INDEX - 1) {
+    return CAIRN_EINVAL;
   }
   const struct wal_group *g = wal_group_find(w, gid);
   rv = wal_emit_meta(w, true, gid, g ? g->term : 0, g ? g->vote : 0, snap_index, snap_term,

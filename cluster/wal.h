@@ -102,6 +102,11 @@
 
 #define WAL_FORMAT_VERSION 2
 #define WAL_ERRMSG_SIZE 512
+/* Indexes (an entry's, a snapshot's, a group's next) stay below this: the
+ * write calls refuse one at or above it (CAIRN_EINVAL) and replay takes a
+ * record naming one as damage. Raft never gets near; index + 1 must not
+ * wrap. */
+#define WAL_MAX_INDEX ((uint64_t)1 << 62)
 #define WAL_DEFAULT_SEGMENT_BYTES ((uint64_t)16 * 1024 * 1024)
 /* The largest payload of one record (a Raft entry): larger appends are
  * refused with CAIRN_ETOOLARGE, larger lengths on disk are damage. */
@@ -223,7 +228,9 @@ void wal_close(struct wal *w, wal_close_cb cb, void *data);
  * says). Callback: cb (may be NULL, then req may be NULL) fires exactly
  * once if the call returned 0, never if it failed. Returns 0,
  * CAIRN_EFATAL, CAIRN_ECLOSED, CAIRN_EINDEX (index is not next),
- * CAIRN_ETOOLARGE, CAIRN_EINVAL or CAIRN_ENOMEM. Ownership: borrows
+ * CAIRN_ETOOLARGE, CAIRN_EINVAL (n is 0, or the group's next would reach
+ * WAL_MAX_INDEX; the other calls too for an index that does) or
+ * CAIRN_ENOMEM. Ownership: borrows
  * entries and their buffers (copied before return); req is the caller's
  * until its callback. */
 __attribute__((warn_unused_result)) int wal_append(struct wal *w, struct wal_req *req, uint64_t gid,

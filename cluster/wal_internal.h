@@ -80,11 +80,6 @@ enum wal_rec_type {
  * allocate without bound. */
 #define WAL_MAX_HOLES ((uint64_t)1 << 20)
 
-/* Indexes (an entry's, a snapshot's, a group's first) stay below this: a
- * record naming one above is damage (Raft never gets near; index + 1 must
- * not wrap). */
-#define WAL_MAX_INDEX ((uint64_t)1 << 62)
-
 /* Where one entry's record is. */
 struct wal_loc {
   uint64_t term;

@@ -288,10 +288,15 @@ static void plog_settle_offsets(struct plog *pl, bool have_cp, const struct chec
       break;
     }
   }
-  if (pl->last_index == 0 && have_cp) {
-    pl->last_index = cp->durable_index; /* an empty log after a snapshot reset */
+  /* An empty log after a snapshot reset: the checkpoint's index, unless
+   * the checkpoint names batches the log no longer has (then the entries
+   * it counts as applied are gone, and claiming them would keep Raft from
+   * applying them again). */
+  bool lost = have_cp && cp->durable_offset > pl->next_offset;
+  if (pl->last_index == 0 && have_cp && !lost) {
+    pl->last_index = cp->durable_index;
   }
-  if (have_cp && cp->durable_offset > pl->next_offset) {
+  if (lost) {
     log_error("plog", "%s: the checkpoint says offsets below %lld were durable but the log "
               "ends at %lld: data was lost below the file system",
               pl->dir, (long long)cp->durable_offset, (long long)pl->next_offset);

@@ -257,16 +257,27 @@ static void fw_close(struct wal *w)
   }
 }
 
-/* One more entry on the first group (or a new one), written through. */
+/* One more entry on the first group with room below WAL_MAX_INDEX (or
+ * on a new group), written through. */
 static void fw_append(struct wal *w, const struct fw_state *st, uint64_t *gid, uint64_t *index)
 {
-  *gid = st->n > 0 ? st->ids[0] : 7;
-  *index = st->n > 0 ? st->info[0].next : 1;
+  *gid = 7;
+  *index = 1;
+  uint64_t term = 1;
+  bool found = false;
+  for (size_t i = 0; i < st->n && !found; i++) {
+    found = st->info[i].next < WAL_MAX_INDEX - 1;
+    if (found) {
+      *gid = st->ids[i];
+      *index = st->info[i].next;
+      term = st->info[i].term + 1;
+    }
+  }
+  for (size_t i = 0; i < st->n && !found; i++) {
+    *gid = st->ids[i] == *gid ? *gid + 1 : *gid; /* ids ascend: one none has */
+  }
   static const char payload[] = "fuzz";
-  struct wal_entry e = {.term = st->n > 0 ? st->info[0].term + 1 : 1,
-                        .type = 1,
-                        .buf = payload,
-                        .len = sizeof payload};
+  struct wal_entry e = {.term = term, .type = 1, .buf = payload, .len = sizeof payload};
   int done = 0;
   struct wal_req req = {.data = &done};
   if (wal_append(w, &req, *gid, *index, &e, 1, fw_on_append) != 0) {
@@ -289,11 +300,27 @@ static void fw_check(const struct wal *w)
   }
 }
 
+static void fw_print(const char *what, const struct fw_state *st)
+{
+  for (size_t i = 0; i < st->n; i++) {
+    const struct wal_group_info *g = &st->info[i];
+    fprintf(stderr,
+            "  %s: group %llu term %llu vote %llu snapshot %llu/%llu entries [%llu, %llu)\n", what,
+            (unsigned long long)st->ids[i], (unsigned long long)g->term,
+            (unsigned long long)g->vote, (unsigned long long)g->snap_index,
+            (unsigned long long)g->snap_term, (unsigned long long)g->first,
+            (unsigned long long)g->next);
+  }
+}
+
 /* after == before, but for the one entry appended at (gid, index). */
 static bool fw_same_but_append(const struct fw_state *before, const struct fw_state *after,
                                uint64_t gid, uint64_t index)
 {
-  bool had = before->n > 0 && before->ids[0] == gid;
+  bool had = false;
+  for (size_t j = 0; j < before->n; j++) {
+    had = had || before->ids[j] == gid;
+  }
   if (after->n != before->n + (had ? 0 : 1)) {
     return false;
   }
@@ -354,7 +381,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   struct fw_state after;
   fw_snapshot(w, &after);
   if (before.n < FW_MAX_GROUPS && !fw_same_but_append(&before, &after, gid, index)) {
-    fprintf(stderr, "the second replay holds another state than the first\n");
+    fprintf(stderr,
+            "the second replay holds another state than the first (append: group %llu "
+            "entry %llu)\n",
+            (unsigned long long)gid, (unsigned long long)index);
+    fw_print("first", &before);
+    fw_print("second", &after);
     abort();
   }
   fw_read_all(w, &after);

@@ -405,6 +405,37 @@ static void test_wal_adopted_spare_cut_before_its_header(void **state)
   tu_tmpdir_free(dir);
 }
 
+/* The write calls refuse an index replay would take as damage (at or
+ * above WAL_MAX_INDEX): found by tests/fuzz/fuzz_wal.c, an append at 2^62
+ * was acknowledged and then cut at the next open as a torn tail. */
+static void test_wal_refuses_indexes_replay_would_refuse(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  char *dir = tu_tmpdir("walmax");
+  struct wal *w;
+  char errmsg[WAL_ERRMSG_SIZE];
+  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
+  struct wal_entry e = {1, 1, "x", 1};
+  struct wal_req req;
+  assert_int_equal(wal_append(w, &req, 1, WAL_MAX_INDEX - 1, &e, 1, on_done), CAIRN_EINVAL);
+  assert_int_equal(wal_append(w, &req, 1, WAL_MAX_INDEX - 2, &e, 1, on_done), 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(wal_truncate(w, NULL, 1, WAL_MAX_INDEX, NULL), CAIRN_EINVAL);
+  assert_int_equal(wal_snapshot(w, NULL, 1, WAL_MAX_INDEX, 1, 1, NULL), CAIRN_EINVAL);
+  assert_int_equal(wal_reset(w, NULL, 1, WAL_MAX_INDEX - 1, 1, NULL), CAIRN_EINVAL);
+  close_wal(&loop, w);
+  assert_int_equal(wal_open(&loop, dir, NULL, &w, errmsg), 0);
+  struct wal_group_info info;
+  assert_int_equal(wal_group_info(w, 1, &info), 0);
+  assert_int_equal(info.first, WAL_MAX_INDEX - 2);
+  assert_int_equal(info.next, WAL_MAX_INDEX - 1);
+  close_wal(&loop, w);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  tu_tmpdir_free(dir);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -414,6 +445,7 @@ int main(void)
       cmocka_unit_test(test_wal_v1_torn_tail_is_cut_before_going_on_in_v2),
       cmocka_unit_test(test_wal_replay_holes_are_bounded_by_the_files),
       cmocka_unit_test(test_wal_adopted_spare_cut_before_its_header),
+      cmocka_unit_test(test_wal_refuses_indexes_replay_would_refuse),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

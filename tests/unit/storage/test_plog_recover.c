@@ -7,6 +7,7 @@
  * offset and a second open finds nothing left to repair. */
 #include "common/err.h"
 #include "common/fault.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "format/batch.h"
 #include "storage/checkpoint.h"
@@ -1123,6 +1124,41 @@ static void test_plog_keeps_last_raft_index_across_entries_not_from_raft(void **
   }
 }
 
+/* Opens dir holding one empty segment at base and the checkpoint cp;
+ * returns the log's Raft index. */
+static uint64_t open_empty_with_checkpoint(int64_t base, const struct checkpoint *cp)
+{
+  char *dir = tu_tmpdir("plogcp");
+  char name[64];
+  assert_int_equal(fs_replace_file(dir, tu_segname(name, base, "log"), "", 0), 0);
+  assert_int_equal(checkpoint_write(dir, cp), 0);
+  struct plog_opts opts;
+  plog_opts_default(&opts);
+  struct store *s;
+  char errmsg[256];
+  assert_int_equal(plog_open(dir, &opts, &s, errmsg, sizeof errmsg), 0);
+  struct store_info info;
+  store_info(s, &info);
+  assert_int_equal(info.next_offset, base);
+  store_close(s);
+  tu_tmpdir_free(dir);
+  return info.last_index;
+}
+
+/* An empty log after a snapshot reset (the checkpoint at its end) keeps
+ * the checkpoint's Raft index; one whose checkpoint names batches it no
+ * longer has (lost below the file system) does not: the entries that
+ * index counts are gone, and claiming them applied would keep Raft from
+ * applying them again (found by tests/fuzz/fuzz_plog.c). */
+static void test_plog_lost_batches_do_not_lend_the_checkpoints_index(void **state)
+{
+  (void)state;
+  struct checkpoint reset = {.durable_offset = 5, .durable_index = 7, .start_offset = 5};
+  assert_int_equal(open_empty_with_checkpoint(5, &reset), 7);
+  struct checkpoint lost = {.durable_offset = 10, .durable_index = 7, .start_offset = 0};
+  assert_int_equal(open_empty_with_checkpoint(0, &lost), 0);
+}
+
 /* ---- processes killed at bad moments ---- */
 
 /* The batches of Raft entry idx in the kill tests: 1-3 of them, shapes
@@ -1677,6 +1713,7 @@ int main(void)
       cmocka_unit_test(test_plog_scans_every_segment_without_a_sound_checkpoint),
       cmocka_unit_test(test_plog_drops_batches_of_raft_entry_cut_short),
       cmocka_unit_test(test_plog_keeps_last_raft_index_across_entries_not_from_raft),
+      cmocka_unit_test(test_plog_lost_batches_do_not_lend_the_checkpoints_index),
       cmocka_unit_test(test_plog_keeps_every_acknowledged_entry_across_sigkill),
       cmocka_unit_test(test_plog_keeps_durable_prefix_after_simulated_power_loss),
       cmocka_unit_test(test_plog_trusts_a_synced_disk_at_first_open),
