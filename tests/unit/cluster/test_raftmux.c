@@ -258,6 +258,7 @@ static void test_malformed_fields_refused(void **state)
       {body + 32, 2, CAIRN_ETRUNCATED},        /* entry count 2, one entry's bytes */
       {body + 32 + 3, 0x80, CAIRN_ETRUNCATED}, /* entry count 2^31 */
       {body + 36 + 8, 77, CAIRN_EBADFRAME},    /* entry type */
+      {body + 36 + 10, 1, CAIRN_EBADFRAME},    /* an entry's padding (fuzz_raftmux) */
       {body + 36 + 12, 5, CAIRN_ETRUNCATED},   /* entry length past the end */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
