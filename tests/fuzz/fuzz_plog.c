@@ -29,6 +29,7 @@
 #include "format/batch_builder.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
+#include "fuzz_util.h"
 #include "storage/checkpoint.h"
 #include "storage/plog.h"
 #include "storage/segment.h"
@@ -58,8 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   if (getenv("FUZZ_PLOG_LOG") == NULL) {
     log_set_level(LOG_OFF); /* FUZZ_PLOG_LOG=1 shows what recovery says */
   }
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(fp_dir, sizeof fp_dir, "%s/cairn-fuzz-plog-%d", base, (int)getpid());
+  fuzz_dir_name(fp_dir, sizeof fp_dir, "plog");
   struct batch_builder b;
   if (batch_builder_init(&b, BATCH_DEFAULT_MAX_BYTES) != 0 ||
       batch_builder_add(&b, 1700000000000, "k", 1, "fuzz", 4, NULL, 0) != 0 ||
@@ -69,36 +69,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   }
   batch_builder_close(&b);
   return 0;
-}
-
-static void fp_clear_dir(void)
-{
-  DIR *d = opendir(fp_dir);
-  if (d == NULL) {
-    return;
-  }
-  struct dirent *e;
-  char path[512];
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] != '.') {
-      snprintf(path, sizeof path, "%s/%s", fp_dir, e->d_name);
-      unlink(path);
-    }
-  }
-  closedir(d);
-}
-
-static int fp_write_file(const char *name, const uint8_t *p, size_t len)
-{
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", fp_dir, name);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return -1;
-  }
-  ssize_t n = len > 0 ? write(fd, p, len) : 0;
-  close(fd);
-  return n == (ssize_t)len ? 0 : -1;
 }
 
 /* Rewrites the batches of a segment image in place as the mode asks;
@@ -164,7 +134,7 @@ static int fp_put(const char *name, const uint8_t *src, size_t len, uint8_t mode
   if (segment) {
     *next = fp_fix_batches(p, len, mode, base);
   }
-  int rv = fp_write_file(name, p, len);
+  int rv = fuzz_dir_write(fp_dir, name, p, len);
   free(p);
   return rv;
 }
@@ -197,7 +167,7 @@ static int fp_make_files(const uint8_t *data, size_t size)
       le_put32(cp + 36, crc32c(cp, 36));
     }
     bool fixed = mode & 4;
-    if (fp_write_file(CHECKPOINT_FILE, fixed ? cp : part, fixed ? sizeof cp : len) != 0) {
+    if (fuzz_dir_write(fp_dir, CHECKPOINT_FILE, fixed ? cp : part, fixed ? sizeof cp : len) != 0) {
       return -1;
     }
   }
@@ -291,8 +261,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (size < 1) {
     return 0;
   }
-  fp_clear_dir();
-  if (mkdir(fp_dir, 0755) != 0 && access(fp_dir, W_OK) != 0) {
+  if (fuzz_dir_reset(fp_dir) != 0) {
     return 0;
   }
   if (fp_make_files(data, size) != 0) {

@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
+#include "fuzz_util.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,16 +19,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  if (size < 1) {
-    return 0;
-  }
-  uint8_t mode = data[0];
-  size_t len = size - 1;
-  uint8_t *p = malloc(len + 1);
+  uint8_t mode;
+  size_t len;
+  uint8_t *p = fuzz_body(data, size, &mode, &len);
   if (p == NULL) {
     return 0;
   }
-  memcpy(p, data + 1, len);
   if ((mode & 1) && len >= PRODUCER_STATE_HEADER_BYTES) {
     le_put32(p, PRODUCER_STATE_MAGIC);
     le_put32(p + 4, PRODUCER_STATE_VERSION);

@@ -9,6 +9,7 @@
 #include "cluster/raftmux_codec.h"
 #include "common/err.h"
 #include "format/endian.h"
+#include "fuzz_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,16 +17,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  if (size < 1) {
-    return 0;
-  }
-  uint8_t mode = data[0];
-  size_t len = size - 1;
-  uint8_t *p = malloc(len + 1);
+  uint8_t mode;
+  size_t len;
+  uint8_t *p = fuzz_body(data, size, &mode, &len);
   if (p == NULL) {
     return 0;
   }
-  memcpy(p, data + 1, len);
   if ((mode & 1) && len >= RAFTMUX_HEADER) {
     p[0] = RAFTMUX_TAG;
     p[1] = RAFTMUX_VERSION;

@@ -32,6 +32,7 @@
 #include "common/log.h"
 #include "format/crc32c.h"
 #include "format/endian.h"
+#include "fuzz_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -60,27 +61,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   if (getenv("FUZZ_WAL_LOG") == NULL) {
     log_set_level(LOG_OFF); /* FUZZ_WAL_LOG=1 shows what the replay says */
   }
-  /* tmpfs when there is one: the replay fsyncs what it cuts. */
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(fw_dir, sizeof fw_dir, "%s/cairn-fuzz-wal-%d", base, (int)getpid());
+  fuzz_dir_name(fw_dir, sizeof fw_dir, "wal");
   return uv_loop_init(&fw_loop);
-}
-
-static void fw_clear_dir(void)
-{
-  DIR *d = opendir(fw_dir);
-  if (d == NULL) {
-    return;
-  }
-  struct dirent *e;
-  char path[512];
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] != '.') {
-      snprintf(path, sizeof path, "%s/%s", fw_dir, e->d_name);
-      unlink(path);
-    }
-  }
-  closedir(d);
 }
 
 /* Rewrites the records of one segment image in place as the mode asks. */
@@ -123,38 +105,33 @@ static void fw_fix_records(uint8_t *p, size_t len, uint8_t mode, uint32_t seed)
 
 /* Breaks every record of a spare's image that checks under a sequence
  * from from_seq on, which the log may give a new segment (the writer
- * never leaves one there). */
-static void fw_spare_precondition(uint8_t *p, size_t len, uint64_t from_seq)
+ * never leaves one there). A change to one record's checksum byte is a
+ * change inside its neighbours' bytes, and CRCs under two seeds differ by
+ * a constant of the length: so passes repeat until one changes nothing.
+ * Returns 0, or -1 when that does not come (the input is skipped). */
+static int fw_spare_precondition(uint8_t *p, size_t len, uint64_t from_seq)
 {
-  for (size_t off = 0; off + WAL_REC_HEADER <= len; off++) {
-    uint8_t *r = p + off;
-    uint32_t n = le_get32(r + 4);
-    if (r[8] < WAL_REC_ENTRY || r[8] > WAL_REC_END || n > len - off - WAL_REC_HEADER) {
-      continue;
-    }
-    /* Until no sequence's seed checks it (a CRC under two seeds differs
-     * by a constant of the length: one change can make another match). */
-    for (uint64_t seq = from_seq; seq <= FW_LAST_SEQ; seq++) {
-      uint32_t seed = wal_seg_seed(WAL_FORMAT_VERSION, seq);
-      if (le_get32(r) == crc32c_extend(seed, r + 4, WAL_REC_HEADER - 4 + (size_t)n)) {
-        r[0]++;
-        seq = from_seq - 1; /* look again from the first */
+  for (int pass = 0; pass < 16; pass++) {
+    bool changed = false;
+    for (size_t off = 0; off + WAL_REC_HEADER <= len; off++) {
+      uint8_t *r = p + off;
+      uint32_t n = le_get32(r + 4);
+      if (r[8] < WAL_REC_ENTRY || r[8] > WAL_REC_END || n > len - off - WAL_REC_HEADER) {
+        continue;
+      }
+      for (uint64_t seq = from_seq; seq <= FW_LAST_SEQ; seq++) {
+        uint32_t seed = wal_seg_seed(WAL_FORMAT_VERSION, seq);
+        if (le_get32(r) == crc32c_extend(seed, r + 4, WAL_REC_HEADER - 4 + (size_t)n)) {
+          r[0]++;
+          changed = true;
+        }
       }
     }
+    if (!changed) {
+      return 0;
+    }
   }
-}
-
-static int fw_write_file(const char *name, const uint8_t *p, size_t len)
-{
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", fw_dir, name);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return -1;
-  }
-  ssize_t n = len > 0 ? write(fd, p, len) : 0;
-  close(fd);
-  return n == (ssize_t)len ? 0 : -1;
+  return -1;
 }
 
 /* Lays the input out as files in fw_dir. Returns 0, or -1 when it could
@@ -193,12 +170,15 @@ static int fw_make_files(const uint8_t *data, size_t size)
     char name[64];
     if (spare) {
       /* With no segment beside it the log starts again at sequence 1. */
-      fw_spare_precondition(p, len, nfiles == 1 ? 1 : FW_FIRST_SEQ);
+      if (fw_spare_precondition(p, len, nfiles == 1 ? 1 : FW_FIRST_SEQ) != 0) {
+        free(p);
+        return -1;
+      }
       wal_spare_name(seq, name, sizeof name);
     } else {
       wal_seg_name(seq, name, sizeof name);
     }
-    int rv = fw_write_file(name, p, len);
+    int rv = fuzz_dir_write(fw_dir, name, p, len);
     free(p);
     if (rv != 0) {
       return -1;
@@ -351,8 +331,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (size < 1) {
     return 0;
   }
-  fw_clear_dir();
-  if (mkdir(fw_dir, 0755) != 0 && access(fw_dir, W_OK) != 0) {
+  if (fuzz_dir_reset(fw_dir) != 0) {
     return 0;
   }
   if (fw_make_files(data, size) != 0 || getenv("FUZZ_WAL_FILES_ONLY") != NULL) {
