@@ -341,19 +341,11 @@ static int wal_group_prepend(struct wal *w, struct wal_group *g, uint64_t index,
   return 0;
 }
 
-/* Whether a replayed record may leave k index slots unfilled (WAL_MAX_HOLES
- * for one record, replay_holes_left in all); takes them. The writer never
- * leaves any (k == 0). */
-static bool wal_holes_take(struct wal *w, uint64_t k)
+/* Whether a replayed record may leave k index slots unfilled: at most
+ * WAL_MAX_HOLES (wal_internal.h). The writer never leaves any (k == 0). */
+static bool wal_holes_ok(uint64_t k)
 {
-  if (k == 0) {
-    return true;
-  }
-  if (k > WAL_MAX_HOLES || k > w->replay_holes_left) {
-    return false;
-  }
-  w->replay_holes_left -= k;
-  return true;
+  return k <= WAL_MAX_HOLES;
 }
 
 int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, uint8_t type,
@@ -370,7 +362,7 @@ int wal_apply_entry(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, 
   /* An entry past next leaves holes (replay only: the entries between
    * were in deleted segments and MOVE records bring them later); one
    * below next never follows. */
-  if (g->n > 0 && (index < g->first + g->n || !wal_holes_take(w, index - (g->first + g->n)))) {
+  if (g->n > 0 && (index < g->first + g->n || !wal_holes_ok(index - (g->first + g->n)))) {
     return CAIRN_EINDEX;
   }
   struct wal_loc l = {term, seq, off, len, type};
@@ -393,12 +385,12 @@ int wal_apply_move(struct wal *w, uint64_t gid, uint64_t index, uint64_t term, u
     return 0;
   }
   if (g->n == 0 || index >= g->first + g->n) {
-    if (g->n > 0 && !wal_holes_take(w, index - (g->first + g->n))) {
+    if (g->n > 0 && !wal_holes_ok(index - (g->first + g->n))) {
       return CAIRN_EINDEX;
     }
     return wal_group_push(w, g, index, &l);
   }
-  if (!wal_holes_take(w, g->first - index - 1)) {
+  if (!wal_holes_ok(g->first - index)) {
     return CAIRN_EINDEX;
   }
   return wal_group_prepend(w, g, index, &l);

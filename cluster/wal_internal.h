@@ -73,11 +73,12 @@ enum wal_rec_type {
 #define WAL_SPARES_MAX 1
 
 /* The most index slots one replayed record may leave unfilled in its
- * group (holes that MOVE records fill later); more is damage, refused
- * before it is allocated. A replay as a whole may leave no more than its
- * files could hold records to fill them (struct wal, replay_holes_left):
- * else forged records that each leave WAL_MAX_HOLES would make it
- * allocate without bound. */
+ * group (holes that MOVE records fill later, or a later META or TRUNCATE
+ * drops); more is damage, refused before it is allocated. No bound on
+ * the files' size limits the holes of a whole replay: one META record
+ * drops any number of them. So a directory of records forged with valid
+ * checksums can make a replay allocate up to WAL_MAX_HOLES slots per
+ * record; damage never passes the checksums. */
 #define WAL_MAX_HOLES ((uint64_t)1 << 20)
 
 /* Where one entry's record is. */
@@ -208,9 +209,6 @@ struct wal {
   unsigned handles_open; /* prepare and timer, until their close callbacks */
 
   uint64_t lsn, durable_lsn;
-  /* Replay only (wal_recover): the index slots its records may still
-   * leave unfilled, in all (wal_holes_take); 0 otherwise. */
-  uint64_t replay_holes_left;
   uint64_t append_ms; /* uv_now() at the last wal_append (the cleaner's pace) */
   struct wal_stats st;
 };

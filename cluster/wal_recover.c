@@ -324,22 +324,6 @@ static int wal_recover_one(struct wal *w, uint64_t seq, bool newest)
   return rv;
 }
 
-/* The holes a replay of these files may leave in all: each must be filled
- * by a later record, and a record takes at least WAL_REC_HEADER bytes. */
-static uint64_t wal_recover_holes_budget(const struct wal *w, const uint64_t *seqs, size_t n)
-{
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < n; i++) {
-    char path[PATH_MAX];
-    struct stat st;
-    wal_seg_path(w, seqs[i], path, sizeof path);
-    if (stat(path, &st) == 0 && st.st_size > 0) {
-      bytes += (uint64_t)st.st_size;
-    }
-  }
-  return bytes / WAL_REC_HEADER;
-}
-
 int wal_recover(struct wal *w)
 {
   uint64_t *seqs = NULL;
@@ -348,7 +332,6 @@ int wal_recover(struct wal *w)
   if (rv != 0) {
     return rv;
   }
-  w->replay_holes_left = wal_recover_holes_budget(w, seqs, n);
   for (size_t i = 0; rv == 0 && i < n; i++) {
     if (i > 0 && seqs[i] != seqs[i - 1] + 1) {
       char why[96];
@@ -364,7 +347,6 @@ int wal_recover(struct wal *w)
   if (rv == 0) {
     rv = wal_check_holes(w); /* every entry moved out of a deleted segment came back */
   }
-  w->replay_holes_left = 0;
   free(seqs);
   return rv;
 }
