@@ -134,6 +134,8 @@ static void group_describe_json(const struct cairn_group_info *g)
     oj_str(&j, m->member_id);
     oj_key(&j, "client_id");
     oj_str(&j, m->client_id);
+    oj_key(&j, "group_instance_id");
+    oj_str(&j, m->group_instance_id);
     oj_key(&j, "partitions");
     oj_array_begin(&j);
     for (size_t k = 0; k < m->assignment_count; k++) {
@@ -181,9 +183,15 @@ static int group_describe_text(const struct cairn_group_info *g)
   int rv = 0;
   if (g->member_count > 0) {
     printf("\n");
-    static const char *const head[] = {"MEMBER", "CLIENT", "PARTITIONS"};
+    /* The INSTANCE column only where static members are (Kafka's
+     * group.instance.id): the table stays as it was for the rest. */
+    bool statics = false;
+    for (size_t i = 0; i < g->member_count; i++) {
+      statics = statics || g->members[i].group_instance_id[0] != '\0';
+    }
+    static const char *const head[] = {"MEMBER", "CLIENT", "PARTITIONS", "INSTANCE"};
     struct tbl tb;
-    tbl_init(&tb, 3, head);
+    tbl_init(&tb, statics ? 4 : 3, head);
     for (size_t i = 0; i < g->member_count && rv == 0; i++) {
       const struct cairn_group_member_info *m = &g->members[i];
       char parts[1024] = "";
@@ -193,7 +201,8 @@ static int group_describe_text(const struct cairn_group_info *g)
             (size_t)snprintf(parts + used, sizeof parts - used, "%s%s/%" PRId32, k > 0 ? "," : "",
                              m->assignment[k].topic, m->assignment[k].partition);
       }
-      const char *row[] = {m->member_id, m->client_id, used > 0 ? parts : "-"};
+      const char *instance = m->group_instance_id[0] != '\0' ? m->group_instance_id : "-";
+      const char *row[] = {m->member_id, m->client_id, used > 0 ? parts : "-", instance};
       rv = tbl_row(&tb, row);
     }
     tbl_print(&tb, stdout);

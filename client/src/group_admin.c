@@ -36,6 +36,7 @@ void cairn_group_info_free(struct cairn_group_info *g)
     struct cairn_group_member_info *m = &g->members[i];
     free(m->member_id);
     free(m->client_id);
+    free(m->group_instance_id);
     for (size_t k = 0; k < m->assignment_count; k++) {
       free((char *)m->assignment[k].topic);
     }
@@ -115,12 +116,14 @@ static struct cairn_group_info *lc_gadmin_info(const Cairn__Client__GroupDescrip
     struct cairn_group_member_info *x = &g->members[g->member_count++];
     x->member_id = lc_gdup(m->member_id);
     x->client_id = lc_gdup(m->client_id);
+    x->group_instance_id = lc_gdup(m->group_instance_id);
     size_t n = 0;
     for (size_t k = 0; k < m->n_assignment; k++) {
       n += m->assignment[k]->n_partitions;
     }
     x->assignment = calloc(n + 1, sizeof *x->assignment);
-    ok = x->member_id != NULL && x->client_id != NULL && x->assignment != NULL;
+    ok = x->member_id != NULL && x->client_id != NULL && x->group_instance_id != NULL &&
+         x->assignment != NULL;
     for (size_t k = 0; ok && k < m->n_assignment; k++) {
       for (size_t j = 0; ok && j < m->assignment[k]->n_partitions; j++) {
         struct cairn_group_partition *p = &x->assignment[x->assignment_count];

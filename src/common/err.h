@@ -74,6 +74,7 @@
   X(CAIRN_ENOT_ASSIGNED,       -10157, "the partition is not assigned to this member") \
   X(CAIRN_EUNKNOWN_GROUP,      -10158, "unknown group") \
   X(CAIRN_EINVALID_GROUP,      -10159, "invalid group name, session timeout or subscription") \
+  X(CAIRN_EFENCED_INSTANCE,    -10160, "another member now holds this group instance id (static membership)") \
   X(CAIRN_EHTTP,               -10120, "the admin HTTP server could not start") \
   X(CAIRN_ECLUSTER_AUTH,       -10180, "cluster authentication failed: wrong or missing cluster secret") \
   X(CAIRN_EBADSECRET,          -10181, "unusable cluster secret file") \

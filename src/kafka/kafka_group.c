@@ -60,6 +60,11 @@ char *kafka_gop_str(struct kafka_gop *op, struct kafka_str s)
   return p;
 }
 
+const char *kafka_instance_or_null(const char *instance_id)
+{
+  return instance_id != NULL && instance_id[0] != '\0' ? instance_id : NULL;
+}
+
 int16_t kafka_group_err(Cairn__Client__ErrorCode code)
 {
   switch (code) {
@@ -88,6 +93,8 @@ int16_t kafka_group_err(Cairn__Client__ErrorCode code)
     return KAFKA_ERR_GROUP_ID_NOT_FOUND;
   case CAIRN__CLIENT__ERROR_CODE__INVALID_GROUP:
     return KAFKA_ERR_INVALID_GROUP_ID;
+  case CAIRN__CLIENT__ERROR_CODE__FENCED_INSTANCE_ID:
+    return KAFKA_ERR_FENCED_INSTANCE_ID;
   case CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED:
     return KAFKA_ERR_GROUP_AUTHORIZATION_FAILED;
   default:

@@ -71,7 +71,7 @@ static void kafka_dg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
       const Cairn__Client__GroupMember *m = d->members[k];
       kafka_put_string(&b, m->member_id);
       if (v >= 4) {
-        kafka_put_string(&b, NULL); /* group_instance_id */
+        kafka_put_string(&b, kafka_instance_or_null(m->group_instance_id));
       }
       kafka_put_string(&b, m->client_id);
       kafka_put_string(&b, ""); /* client_host */

@@ -1,6 +1,6 @@
 /* kafka_handle_heartbeat.c - Heartbeat v0-3: the native Heartbeat
  * (REBALANCE_IN_PROGRESS tells the member to join again).
- * group_instance_id (v3) is read and ignored. */
+ * group_instance_id (v3): a static member's (group.h). */
 #include "kafka/kafka_handlers.h"
 
 static void kafka_hb_on_answer(struct kafka_req *kr, const Cairn__Client__Envelope *env,
@@ -19,9 +19,8 @@ void kafka_handle_heartbeat(struct kafka_req *kr)
   struct kafka_str group = kafka_get_string(rd);
   int32_t generation = kafka_get_i32(rd);
   struct kafka_str member = kafka_get_string(rd);
-  if (kr->h.api_version >= 3) {
-    (void)kafka_get_string(rd); /* group_instance_id */
-  }
+  struct kafka_str instance =
+      kr->h.api_version >= 3 ? kafka_get_string(rd) : (struct kafka_str){NULL, 0};
   if (rd->err != 0) {
     kafka_req_malformed(kr);
     return;
@@ -35,8 +34,9 @@ void kafka_handle_heartbeat(struct kafka_req *kr)
   cairn__client__heartbeat_request__init(r);
   r->group = kafka_gop_str(op, group);
   r->member_id = kafka_gop_str(op, member);
+  r->group_instance_id = kafka_gop_str(op, instance);
   r->generation = generation;
-  if (r->group == NULL || r->member_id == NULL) {
+  if (r->group == NULL || r->member_id == NULL || r->group_instance_id == NULL) {
     kafka_group_answer_err(kr, KAFKA_ERR_INVALID_REQUEST);
     return;
   }

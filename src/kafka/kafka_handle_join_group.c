@@ -5,8 +5,8 @@
  * protocol's metadata (Kafka's ConsumerProtocol Subscription: int16
  * version, array of string topics, ...) so that the coordinator knows the
  * subscription (descriptions, partition-count changes); the bytes still go
- * to the leader unchanged. group_instance_id (v5, static membership) is
- * read and ignored: every member is dynamic. */
+ * to the leader unchanged. group_instance_id (v5) makes a static member
+ * (Kafka's KIP-345: group.h, "Static membership"). */
 #include "kafka/kafka_handlers.h"
 
 #include "server/group/group.h"
@@ -66,7 +66,7 @@ static void kafka_jg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
     const Cairn__Client__GroupMember *m = r->members[i];
     kafka_put_string(&b, m->member_id);
     if (v >= 5) {
-      kafka_put_string(&b, NULL); /* group_instance_id */
+      kafka_put_string(&b, kafka_instance_or_null(m->group_instance_id));
     }
     kafka_put_bytes(&b, m->metadata.data, m->metadata.len);
   }
@@ -117,9 +117,7 @@ void kafka_handle_join_group(struct kafka_req *kr)
   int32_t session = kafka_get_i32(rd);
   int32_t rebalance = v >= 1 ? kafka_get_i32(rd) : session;
   struct kafka_str member = kafka_get_string(rd);
-  if (v >= 5) {
-    (void)kafka_get_string(rd); /* group_instance_id */
-  }
+  struct kafka_str instance = v >= 5 ? kafka_get_string(rd) : (struct kafka_str){NULL, 0};
   struct kafka_str ptype = kafka_get_string(rd);
   int32_t np = kafka_get_array_len(rd, 6);
   struct kafka_str names[KAFKA_JG_MAX_PROTOCOLS], metas[KAFKA_JG_MAX_PROTOCOLS];
@@ -159,13 +157,14 @@ void kafka_handle_join_group(struct kafka_req *kr)
   r->member_id = kafka_gop_str(op, member);
   r->client_id = kafka_gop_str(op, kr->h.client_id);
   r->protocol_type = kafka_gop_str(op, ptype);
+  r->group_instance_id = kafka_gop_str(op, instance);
   if (r->client_id != NULL && strlen(r->client_id) > GROUP_CLIENT_ID_MAX) {
     r->client_id[GROUP_CLIENT_ID_MAX] = '\0'; /* Kafka client ids may be longer */
   }
   r->session_timeout_ms = (uint32_t)session;
   r->rebalance_timeout_ms = (uint32_t)rebalance;
-  bool ok =
-      r->group != NULL && r->member_id != NULL && r->client_id != NULL && r->protocol_type != NULL;
+  bool ok = r->group != NULL && r->member_id != NULL && r->client_id != NULL &&
+            r->protocol_type != NULL && r->group_instance_id != NULL;
   for (int32_t i = 0; ok && i < np; i++) {
     cairn__client__group_protocol__init(&pv[i]);
     pv[i].name = kafka_gop_str(op, names[i]);

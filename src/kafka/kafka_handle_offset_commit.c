@@ -2,8 +2,9 @@
  * OffsetCommit (member and generation checked, the offsets appended to the
  * group's __cairn_offsets partition and answered once committed), one
  * answer per requested partition in the request's order.
- * retention_time_ms (v2-4), committed_leader_epoch (v6) and
- * group_instance_id (v7) are read and ignored; a null metadata is "". */
+ * retention_time_ms (v2-4) and committed_leader_epoch (v6) are read and
+ * ignored; group_instance_id (v7) is a static member's (group.h); a null
+ * metadata is "". */
 #include "kafka/kafka_handlers.h"
 
 #include <stdlib.h>
@@ -98,9 +99,7 @@ void kafka_handle_offset_commit(struct kafka_req *kr)
   struct kafka_str group = kafka_get_string(rd);
   int32_t generation = kafka_get_i32(rd);
   struct kafka_str member = kafka_get_string(rd);
-  if (v >= 7) {
-    (void)kafka_get_string(rd); /* group_instance_id */
-  }
+  struct kafka_str instance = v >= 7 ? kafka_get_string(rd) : (struct kafka_str){NULL, 0};
   if (v <= 4) {
     (void)kafka_get_i64(rd); /* retention_time_ms */
   }
@@ -132,8 +131,9 @@ void kafka_handle_offset_commit(struct kafka_req *kr)
       pv != NULL ? kafka_gop_alloc(op, (total + 1) * sizeof *pp) : NULL;
   r->group = kafka_gop_str(op, group);
   r->member_id = kafka_gop_str(op, member);
+  r->group_instance_id = kafka_gop_str(op, instance);
   r->generation = generation;
-  if (pp == NULL || r->group == NULL || r->member_id == NULL) {
+  if (pp == NULL || r->group == NULL || r->member_id == NULL || r->group_instance_id == NULL) {
     kafka_req_malformed(kr);
     return;
   }

@@ -4,7 +4,7 @@
  * answered with its own bytes once the leader's have arrived and the
  * group's membership with them is committed in __cairn_offsets (the
  * coordinator holds the answers until then, as Kafka's storeGroup does).
- * group_instance_id (v3) is read and ignored. */
+ * group_instance_id (v3): a static member's (group.h). */
 #include "kafka/kafka_handlers.h"
 
 #include "server/group/group.h"
@@ -44,9 +44,7 @@ void kafka_handle_sync_group(struct kafka_req *kr)
   struct kafka_str group = kafka_get_string(rd);
   int32_t generation = kafka_get_i32(rd);
   struct kafka_str member = kafka_get_string(rd);
-  if (v >= 3) {
-    (void)kafka_get_string(rd); /* group_instance_id */
-  }
+  struct kafka_str instance = v >= 3 ? kafka_get_string(rd) : (struct kafka_str){NULL, 0};
   int32_t na = kafka_get_array_len(rd, 6);
   size_t at = rd->pos; /* the assignments, read again below */
   for (int32_t i = 0; rd->err == 0 && i < na; i++) {
@@ -73,8 +71,9 @@ void kafka_handle_sync_group(struct kafka_req *kr)
   cairn__client__sync_group_request__init(r);
   r->group = kafka_gop_str(op, group);
   r->member_id = kafka_gop_str(op, member);
+  r->group_instance_id = kafka_gop_str(op, instance);
   r->generation = generation;
-  bool ok = r->group != NULL && r->member_id != NULL;
+  bool ok = r->group != NULL && r->member_id != NULL && r->group_instance_id != NULL;
   rd->pos = at;
   for (size_t i = 0; ok && i < n; i++) {
     struct kafka_str m = kafka_get_string(rd);

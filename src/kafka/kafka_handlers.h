@@ -72,6 +72,7 @@ enum kafka_error {
   KAFKA_ERR_GROUP_ID_NOT_FOUND = 69,
   KAFKA_ERR_FETCH_SESSION_ID_NOT_FOUND = 70,
   KAFKA_ERR_UNSUPPORTED_COMPRESSION_TYPE = 76,
+  KAFKA_ERR_FENCED_INSTANCE_ID = 82,
 };
 
 /* Kafka api keys of this slice. */
@@ -212,6 +213,10 @@ void *kafka_gop_alloc(struct kafka_gop *op, size_t size);
 /* s as a NUL-terminated copy owned by op ("" for null), or NULL when out of
  * memory or s holds a NUL. */
 char *kafka_gop_str(struct kafka_gop *op, struct kafka_str s);
+
+/* A member's group_instance_id as Kafka writes it: null for a dynamic
+ * member (the native "", or NULL). */
+const char *kafka_instance_or_null(const char *instance_id);
 
 /* A consumer-group answer's native error code as Kafka's. */
 int16_t kafka_group_err(Cairn__Client__ErrorCode code);

@@ -196,6 +196,7 @@ static int handle_describe_members(const struct group *g, struct handle_describe
     cairn__client__group_member__init(x);
     x->member_id = (char *)m->id;
     x->client_id = (char *)m->client_id;
+    x->group_instance_id = (char *)m->instance_id;
     x->session_timeout_ms = m->session_timeout_ms;
     const struct group_protocol *gp = group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
     if (gp != NULL) {

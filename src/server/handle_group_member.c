@@ -83,6 +83,7 @@ void handle_join_group(struct node *n, struct conn_request *req)
   }
   struct group_event ev = {.type = GROUP_EV_JOIN,
                            .member_id = r->member_id,
+                           .instance_id = r->group_instance_id,
                            .new_member_id = new_id,
                            .client_id = r->client_id,
                            .session_timeout_ms = r->session_timeout_ms,
@@ -153,9 +154,11 @@ static struct group *handle_group_of(struct node *n, const char *name, struct co
 }
 
 static int handle_member_step(struct node *n, struct coord_slot *slot, struct group *g,
-                              enum group_event_type type, const char *member, int32_t generation)
+                              enum group_event_type type, const char *member, const char *instance,
+                              int32_t generation)
 {
-  struct group_event ev = {.type = type, .member_id = member, .generation = generation};
+  struct group_event ev = {
+      .type = type, .member_id = member, .instance_id = instance, .generation = generation};
   coord_event_clock(&n->coord, &ev);
   return coord_step(&n->coord, slot, g, &ev);
 }
@@ -188,6 +191,7 @@ void handle_sync_group(struct node *n, struct conn_request *req)
   }
   struct group_event ev = {.type = GROUP_EV_SYNC,
                            .member_id = r->member_id,
+                           .instance_id = r->group_instance_id,
                            .generation = r->generation,
                            .assignments = as,
                            .nassignments = r->n_assignments};
@@ -210,7 +214,8 @@ void handle_heartbeat(struct node *n, struct conn_request *req)
   struct coord_slot *slot = NULL;
   struct group *g = handle_group_of(n, r->group, &slot, &he);
   if (g != NULL) {
-    int rv = handle_member_step(n, slot, g, GROUP_EV_HEARTBEAT, r->member_id, r->generation);
+    int rv = handle_member_step(n, slot, g, GROUP_EV_HEARTBEAT, r->member_id, r->group_instance_id,
+                                r->generation);
     handle_group_err_set(&he, rv, r->group, 0, NULL);
   }
   Cairn__Client__HeartbeatResponse resp = CAIRN__CLIENT__HEARTBEAT_RESPONSE__INIT;
@@ -230,7 +235,7 @@ void handle_leave_group(struct node *n, struct conn_request *req)
   struct coord_slot *slot = NULL;
   struct group *g = handle_group_of(n, r->group, &slot, &he);
   if (g != NULL) {
-    int rv = handle_member_step(n, slot, g, GROUP_EV_LEAVE, r->member_id, 0);
+    int rv = handle_member_step(n, slot, g, GROUP_EV_LEAVE, r->member_id, r->group_instance_id, 0);
     handle_group_err_set(&he, rv, r->group, 0, NULL);
   }
   Cairn__Client__LeaveGroupResponse resp = CAIRN__CLIENT__LEAVE_GROUP_RESPONSE__INIT;

@@ -167,7 +167,7 @@ static int handle_commit_check_part(struct node *n, struct conn *c, const struct
 
 /* OffsetCommit (reset false) and ResetOffsets (reset true). */
 static void handle_commit(struct node *n, struct conn_request *req, const char *group,
-                          const char *member, int32_t generation, bool reset)
+                          const char *member, const char *instance, int32_t generation, bool reset)
 {
   struct handle_group_err he;
   struct coord_slot *slot = NULL;
@@ -182,7 +182,7 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
     rv = CAIRN_EGROUP_NOT_EMPTY;
   }
   if (rv == 0) {
-    rv = group_commit_check(g, member, generation, uv_now(n->loop));
+    rv = group_commit_check(g, member, instance, generation, uv_now(n->loop));
   }
   size_t np = 0;
   const Cairn__Client__OffsetCommitPartition *const *parts = handle_commit_parts(req, &np);
@@ -246,7 +246,7 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
 void handle_offset_commit(struct node *n, struct conn_request *req)
 {
   const Cairn__Client__OffsetCommitRequest *r = req->env->offset_commit_req;
-  handle_commit(n, req, r->group, r->member_id, r->generation, false);
+  handle_commit(n, req, r->group, r->member_id, r->group_instance_id, r->generation, false);
 }
 
 /* ResetOffsets with delete_group: tombstones for every offset of g (which
@@ -293,7 +293,7 @@ void handle_reset_offsets(struct node *n, struct conn_request *req)
 {
   const Cairn__Client__ResetOffsetsRequest *r = req->env->reset_offsets_req;
   if (!r->delete_group) {
-    handle_commit(n, req, r->group, "", -1, true);
+    handle_commit(n, req, r->group, "", "", -1, true);
     return;
   }
   struct handle_group_err he;

@@ -135,6 +135,7 @@ struct cairn_group_member_info {
   char *client_id;
   struct cairn_group_partition *assignment; /* topics owned by the info */
   size_t assignment_count;
+  char *group_instance_id; /* a static member's (Kafka's group.instance.id); "" dynamic */
 };
 
 /* One partition the group has committed or been assigned. */

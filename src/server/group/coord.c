@@ -145,8 +145,8 @@ static void coord_join_respond_error(struct conn_request *req, bool sync, int er
   conn_respond(req, &env, NULL, 0);
 }
 
-void coord_answer_join(struct coord *c, struct group *g, const char *member_id, int err,
-                       struct conn_request *req)
+void coord_answer_join(struct coord *c, struct group *g, const char *member_id, const char *leader,
+                       int err, struct conn_request *req)
 {
   (void)c;
   if (err != 0) {
@@ -164,6 +164,7 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
     mp[i] = &mv[i];
     mv[i].member_id = (char *)m->id;
     mv[i].client_id = (char *)m->client_id;
+    mv[i].group_instance_id = (char *)m->instance_id;
     mv[i].session_timeout_ms = m->session_timeout_ms;
     const struct group_protocol *gp = group_client_assigned(g) ? group_member_protocol(g, m) : NULL;
     if (gp != NULL) {
@@ -186,7 +187,7 @@ void coord_answer_join(struct coord *c, struct group *g, const char *member_id, 
     resp.error = &e;
     resp.generation = g->generation;
     resp.member_id = (char *)member_id;
-    resp.leader_id = g->leader;
+    resp.leader_id = leader != NULL && leader[0] != '\0' ? (char *)leader : g->leader;
     resp.strategy =
         group_client_assigned(g) ? g->protocol : (char *)assign_strategy_name(g->strategy);
     resp.protocol_type = g->protocol_type;
@@ -251,10 +252,12 @@ void coord_unpark_join(struct coord *c, struct conn_request *req)
   conn_request_set_cancel(req, NULL);
 }
 
-/* Answers the waiting join of (slot, group, member), if any. */
+/* Answers the waiting join of (slot, group, member), if any, with a
+ * JOIN_DONE action's outcome. */
 static void coord_finish_join(struct coord *c, struct coord_slot *slot, struct group *g,
-                              const char *member_id, int err)
+                              const struct group_action *a)
 {
+  const char *member_id = a->member_id;
   for (struct coord_join *j = c->joins; j != NULL; j = j->next) {
     if (!j->sync && j->partition == slot->partition && strcmp(j->group, g->name) == 0 &&
         strcmp(j->member, member_id) == 0) {
@@ -262,7 +265,7 @@ static void coord_finish_join(struct coord *c, struct coord_slot *slot, struct g
       struct conn_request *req = j->req;
       free(j);
       req->handler_data = NULL;
-      coord_answer_join(c, g, member_id, err, req);
+      coord_answer_join(c, g, member_id, a->leader, a->err, req);
       return;
     }
   }
@@ -404,7 +407,7 @@ static void coord_after_step(struct coord *c, struct coord_slot *slot, struct gr
   coord_keep_empty(c, slot, g, before);
   for (size_t i = 0; i < acts->n; i++) {
     if (acts->v[i].type == GROUP_ACT_JOIN_DONE) {
-      coord_finish_join(c, slot, g, acts->v[i].member_id, acts->v[i].err);
+      coord_finish_join(c, slot, g, &acts->v[i]);
     }
   }
   for (size_t i = 0; i < acts->n; i++) {

@@ -148,9 +148,10 @@ void coord_answer_sync(struct group *g, const char *member_id, int err, struct c
 void coord_unpark_join(struct coord *c, struct conn_request *req);
 
 /* Answers req (a JoinGroup) for member_id of g with err or the group's
- * generation. */
-void coord_answer_join(struct coord *c, struct group *g, const char *member_id, int err,
-                       struct conn_request *req);
+ * generation, naming leader as its leader (NULL or "": the group's; a
+ * static member's takeover names the one from before, group.h). */
+void coord_answer_join(struct coord *c, struct group *g, const char *member_id, const char *leader,
+                       int err, struct conn_request *req);
 
 /* The partition counts the metadata has (for group_env). */
 uint32_t coord_topic_partitions(void *node, const char *topic);

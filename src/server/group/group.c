@@ -97,6 +97,7 @@ static int group_act(struct group_actions *a, enum group_action_type type, const
   snprintf(x->member_id, sizeof x->member_id, "%s", member_id);
   x->err = err;
   x->generation = 0;
+  x->leader[0] = '\0';
   return 0;
 }
 
@@ -149,6 +150,28 @@ static struct group_member *group_member_get(struct group *g, const char *member
 const struct group_member *group_member_find(const struct group *g, const char *member_id)
 {
   return group_member_get((struct group *)g, member_id);
+}
+
+/* The member of a static instance, or NULL (instance_id NULL or "" too). */
+static struct group_member *group_instance_get(struct group *g, const char *instance_id)
+{
+  if (instance_id == NULL || instance_id[0] == '\0') {
+    return NULL;
+  }
+  for (size_t i = 0; i < g->nmembers; i++) {
+    if (strcmp(g->members[i].instance_id, instance_id) == 0) {
+      return &g->members[i];
+    }
+  }
+  return NULL;
+}
+
+/* Is instance_id held by a member other than member_id? (Kafka's
+ * isStaticMemberFenced: the caller was replaced by a newer instance.) */
+static bool group_fenced(struct group *g, const char *member_id, const char *instance_id)
+{
+  const struct group_member *s = group_instance_get(g, instance_id);
+  return s != NULL && strcmp(s->id, member_id) != 0;
 }
 
 static void group_member_remove(struct group *g, struct group_member *m)
@@ -525,14 +548,14 @@ static int group_copy_protocols(const struct group *g, const struct group_event 
   return 0;
 }
 
-static int group_on_join(struct group *g, const struct group_env *env, const struct group_event *ev,
-                         struct group_actions *acts)
+/* A JOIN's checks that need no member: mode, timeouts, subscription,
+ * instance id. Returns 0 or the JOIN's error (group_step). */
+static int group_join_check(const struct group *g, const struct group_event *ev, uint32_t session,
+                            uint32_t rebalance, const char *ptype)
 {
-  uint32_t session = ev->session_timeout_ms ? ev->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
-  uint32_t rebalance = ev->rebalance_timeout_ms ? ev->rebalance_timeout_ms : session;
-  const char *ptype = ev->protocol_type != NULL ? ev->protocol_type : "";
   bool client = ptype[0] != '\0';
-  if (strlen(ptype) > GROUP_PROTOCOL_NAME_MAX) {
+  if (strlen(ptype) > GROUP_PROTOCOL_NAME_MAX ||
+      (ev->instance_id != NULL && strlen(ev->instance_id) > GROUP_INSTANCE_ID_MAX)) {
     return CAIRN_EINVALID_GROUP;
   }
   /* One mode at a time: an empty group takes the mode of its next join. */
@@ -551,39 +574,44 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
       return CAIRN_EINVALID_GROUP;
     }
   }
-  uint8_t offer[ASSIGN_NSTRATEGIES];
-  uint32_t noffer = 0;
-  int rv = client ? 0 : group_parse_strategies(ev, offer, &noffer);
-  if (rv != 0) {
-    return rv;
-  }
+  return 0;
+}
+
+/* The member a JOIN is for: *m the existing one (NULL: a new member),
+ * *id the id it has after the join. A first JOIN (member id "") of a
+ * known instance takes over that instance's member (*takeover). Returns 0
+ * or the JOIN's error. */
+static int group_join_member(struct group *g, const struct group_event *ev, struct group_member **m,
+                             const char **id, bool *takeover)
+{
   bool first = ev->member_id[0] == '\0';
-  const char *id = first ? ev->new_member_id : ev->member_id;
-  struct group_member *m = first ? NULL : group_member_get(g, ev->member_id);
-  if (!first && m == NULL) {
-    return CAIRN_EUNKNOWN_MEMBER;
+  struct group_member *st = group_instance_get(g, ev->instance_id);
+  *takeover = first && st != NULL;
+  *id = first ? ev->new_member_id : ev->member_id;
+  *m = first ? st : group_member_get(g, ev->member_id);
+  if (!first && group_fenced(g, ev->member_id, ev->instance_id)) {
+    return CAIRN_EFENCED_INSTANCE;
   }
-  if (first && (id == NULL || id[0] == '\0' || strlen(id) > GROUP_MEMBER_ID_MAX ||
-                group_member_get(g, id) != NULL)) {
+  bool unknown_instance = ev->instance_id != NULL && ev->instance_id[0] != '\0' && st == NULL;
+  if (!first && (*m == NULL || unknown_instance)) {
+    return CAIRN_EUNKNOWN_MEMBER; /* Kafka: reset the member id and join again */
+  }
+  if (first && (*id == NULL || (*id)[0] == '\0' || strlen(*id) > GROUP_MEMBER_ID_MAX ||
+                group_member_get(g, *id) != NULL)) {
     return CAIRN_EINVAL;
   }
-  if (!client && !group_strategies_fit(g, id, offer, noffer)) {
-    return CAIRN_EINCONSISTENT_PROTOCOL;
-  }
-  if (first && g->nmembers >= GROUP_MAX_MEMBERS) {
+  if (first && !*takeover && g->nmembers >= GROUP_MAX_MEMBERS) {
     return CAIRN_ETOOLARGE;
   }
-  struct group_protocol *protocols = NULL;
-  if (client) {
-    rv = group_copy_protocols(g, ev, id, &protocols);
-    if (rv != 0) {
-      return rv;
-    }
-  }
-  /* The subscription, interned (topics added stay: harmless). */
+  return 0;
+}
+
+/* The subscription, interned (topics added stay: harmless): *out owned.
+ * Returns the count or a negative code. */
+static long group_join_topics(struct group *g, const struct group_event *ev, uint32_t **out)
+{
   uint32_t *topics = malloc((ev->ntopics + 1) * sizeof *topics);
   if (topics == NULL) {
-    group_protocols_free(protocols, client ? ev->nprotocols : 0);
     return CAIRN_ENOMEM;
   }
   size_t ntopics = 0;
@@ -591,8 +619,7 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
     long t = group_topic_index(g, ev->topics[i], true);
     if (t < 0) {
       free(topics);
-      group_protocols_free(protocols, client ? ev->nprotocols : 0);
-      return (int)t;
+      return t;
     }
     bool dup = false;
     for (size_t j = 0; j < ntopics; j++) {
@@ -602,31 +629,81 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
       topics[ntopics++] = (uint32_t)t;
     }
   }
-  if (first) {
-    struct group_member *v = realloc(g->members, (g->nmembers + 1) * sizeof *v);
-    if (v == NULL) {
-      free(topics);
-      group_protocols_free(protocols, client ? ev->nprotocols : 0);
-      return CAIRN_ENOMEM;
-    }
-    g->members = v;
-    m = &g->members[g->nmembers++];
-    memset(m, 0, sizeof *m);
-    snprintf(m->id, sizeof m->id, "%s", id);
+  *out = topics;
+  return (long)ntopics;
+}
+
+static bool group_topics_same(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
+{
+  if (na != nb) {
+    return false;
   }
-  snprintf(m->client_id, sizeof m->client_id, "%s", ev->client_id ? ev->client_id : "");
-  m->session_timeout_ms = session;
-  m->rebalance_timeout_ms = rebalance;
-  memcpy(m->strategies, offer, sizeof offer);
-  m->nstrategies = noffer;
-  free(m->topics);
-  m->topics = topics;
-  m->ntopics = ntopics;
-  group_protocols_free(m->protocols, m->nprotocols);
-  m->protocols = protocols;
-  m->nprotocols = client ? ev->nprotocols : 0;
-  m->last_seen_ms = ev->now_ms;
-  snprintf(g->protocol_type, sizeof g->protocol_type, "%s", ptype);
+  for (size_t i = 0; i < na; i++) {
+    bool has = false;
+    for (size_t j = 0; j < nb && !has; j++) {
+      has = a[i] == b[j];
+    }
+    if (!has) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Would a restarted static member's JOIN (protocols, topics, strategies
+ * offered) leave the current generation's assignment as it is? */
+static bool group_join_same(const struct group *g, const struct group_member *m,
+                            const struct group_protocol *protocols, size_t nprotocols,
+                            const uint32_t *topics, size_t ntopics, const uint8_t *offer,
+                            uint32_t noffer)
+{
+  if (!group_topics_same(m->topics, m->ntopics, topics, ntopics)) {
+    return false;
+  }
+  if (!group_client_assigned(g)) {
+    for (uint32_t k = 0; k < noffer; k++) {
+      if (offer[k] == g->strategy) {
+        return true;
+      }
+    }
+    return false;
+  }
+  const struct group_protocol *was = group_member_protocol(g, m);
+  for (size_t k = 0; was != NULL && k < nprotocols; k++) {
+    const struct group_protocol *p = &protocols[k];
+    if (strcmp(p->name, g->protocol) == 0) {
+      return p->len == was->len && (p->len == 0 || memcmp(p->meta, was->meta, p->len) == 0);
+    }
+  }
+  return false;
+}
+
+/* A static member restarted while its group is STABLE, its metadata the
+ * same: it goes on in this generation with its assignment, answered at
+ * once (naming the leader from before its takeover), and the membership
+ * with its new id is stored again (STORING), as Kafka's coordinator
+ * stores it, so that a coordinator taking over fences the old id too. */
+static int group_takeover_keep(struct group *g, struct group_member *m, const char *prev_leader,
+                               uint64_t now_ms, struct group_actions *acts)
+{
+  m->joining = false;
+  m->synced = false;
+  int rv = group_store(g, now_ms, acts);
+  if (rv == 0) {
+    rv = group_act(acts, GROUP_ACT_JOIN_DONE, m->id, 0);
+  }
+  if (rv == 0) {
+    snprintf(acts->v[acts->n - 1].leader, sizeof acts->v[acts->n - 1].leader, "%s", prev_leader);
+  }
+  return rv;
+}
+
+/* The group's state after a member's JOIN: a rebalance starts or goes on
+ * (m joining), and may complete at once. */
+static int group_join_rebalance(struct group *g, const struct group_env *env,
+                                const struct group_event *ev, struct group_member *m,
+                                uint32_t rebalance, struct group_actions *acts)
+{
   if (g->state == GROUP_EMPTY) {
     g->state = GROUP_PREPARING;
     g->rebalance_deadline_ms = ev->now_ms + rebalance;
@@ -646,9 +723,97 @@ static int group_on_join(struct group *g, const struct group_env *env, const str
   return group_maybe_complete(g, env, ev->now_ms, ev->wall_ms, acts);
 }
 
-/* SYNC and HEARTBEAT: the member and generation checks. */
+static int group_on_join(struct group *g, const struct group_env *env, const struct group_event *ev,
+                         struct group_actions *acts)
+{
+  uint32_t session = ev->session_timeout_ms ? ev->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
+  uint32_t rebalance = ev->rebalance_timeout_ms ? ev->rebalance_timeout_ms : session;
+  const char *ptype = ev->protocol_type != NULL ? ev->protocol_type : "";
+  bool client = ptype[0] != '\0';
+  int rv = group_join_check(g, ev, session, rebalance, ptype);
+  uint8_t offer[ASSIGN_NSTRATEGIES];
+  uint32_t noffer = 0;
+  if (rv == 0 && !client) {
+    rv = group_parse_strategies(ev, offer, &noffer);
+  }
+  struct group_member *m = NULL;
+  const char *id = NULL;
+  bool takeover = false;
+  if (rv == 0) {
+    rv = group_join_member(g, ev, &m, &id, &takeover);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  /* The fit checks skip the member's own entry (a takeover's old one). */
+  const char *self = m != NULL ? m->id : id;
+  if (!client && !group_strategies_fit(g, self, offer, noffer)) {
+    return CAIRN_EINCONSISTENT_PROTOCOL;
+  }
+  struct group_protocol *protocols = NULL;
+  size_t nprotocols = client ? ev->nprotocols : 0;
+  if (client && (rv = group_copy_protocols(g, ev, self, &protocols)) != 0) {
+    return rv;
+  }
+  uint32_t *topics = NULL;
+  long ntopics = group_join_topics(g, ev, &topics);
+  if (ntopics < 0) {
+    group_protocols_free(protocols, nprotocols);
+    return (int)ntopics;
+  }
+  bool same = takeover &&
+              group_join_same(g, m, protocols, nprotocols, topics, (size_t)ntopics, offer, noffer);
+  if (m == NULL) {
+    struct group_member *v = realloc(g->members, (g->nmembers + 1) * sizeof *v);
+    if (v == NULL) {
+      free(topics);
+      group_protocols_free(protocols, nprotocols);
+      return CAIRN_ENOMEM;
+    }
+    g->members = v;
+    m = &g->members[g->nmembers++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->instance_id, sizeof m->instance_id, "%s", ev->instance_id ? ev->instance_id : "");
+  }
+  char prev_leader[GROUP_MEMBER_ID_MAX + 1];
+  snprintf(prev_leader, sizeof prev_leader, "%s", g->leader);
+  if (takeover && m->joining) {
+    /* The replaced member's JoinGroup still waits: it is fenced now. */
+    rv = group_act(acts, GROUP_ACT_JOIN_DONE, m->id, CAIRN_EFENCED_INSTANCE);
+    m->joining = false;
+  }
+  if (takeover && strcmp(g->leader, m->id) == 0) {
+    snprintf(g->leader, sizeof g->leader, "%s", id);
+  }
+  snprintf(m->id, sizeof m->id, "%s", id);
+  snprintf(m->client_id, sizeof m->client_id, "%s", ev->client_id ? ev->client_id : "");
+  m->session_timeout_ms = session;
+  m->rebalance_timeout_ms = rebalance;
+  memcpy(m->strategies, offer, sizeof offer);
+  m->nstrategies = noffer;
+  free(m->topics);
+  m->topics = topics;
+  m->ntopics = (size_t)ntopics;
+  group_protocols_free(m->protocols, m->nprotocols);
+  m->protocols = protocols;
+  m->nprotocols = nprotocols;
+  m->last_seen_ms = ev->now_ms;
+  snprintf(g->protocol_type, sizeof g->protocol_type, "%s", ptype);
+  if (rv != 0) {
+    return rv; /* no room for the fenced join's answer: the client retries */
+  }
+  if (same && g->state == GROUP_STABLE) {
+    return group_takeover_keep(g, m, prev_leader, ev->now_ms, acts);
+  }
+  return group_join_rebalance(g, env, ev, m, rebalance, acts);
+}
+
+/* SYNC and HEARTBEAT: the instance, member and generation checks. */
 static int group_fence(struct group *g, const struct group_event *ev, struct group_member **out)
 {
+  if (group_fenced(g, ev->member_id, ev->instance_id)) {
+    return CAIRN_EFENCED_INSTANCE;
+  }
   struct group_member *m = group_member_get(g, ev->member_id);
   if (m == NULL) {
     return CAIRN_EUNKNOWN_MEMBER;
@@ -798,7 +963,11 @@ int group_step(struct group *g, const struct group_env *env, const struct group_
   case GROUP_EV_HEARTBEAT:
     return group_fence(g, ev, &m);
   case GROUP_EV_LEAVE:
-    m = group_member_get(g, ev->member_id);
+    if (ev->member_id[0] != '\0' && group_fenced(g, ev->member_id, ev->instance_id)) {
+      return CAIRN_EFENCED_INSTANCE;
+    }
+    m = ev->member_id[0] != '\0' ? group_member_get(g, ev->member_id)
+                                 : group_instance_get(g, ev->instance_id);
     if (m == NULL) {
       return CAIRN_EUNKNOWN_MEMBER;
     }
@@ -835,13 +1004,17 @@ static bool group_name_ok(const char *s, size_t max)
 static int group_restore_member(struct group *g, struct group_member *m,
                                 const struct group_snapshot_member *sm, uint64_t now_ms)
 {
+  const char *inst = sm->instance_id != NULL ? sm->instance_id : "";
   if (!group_name_ok(sm->id, GROUP_MEMBER_ID_MAX) || sm->id[0] == '\0' ||
-      !group_name_ok(sm->client_id, GROUP_CLIENT_ID_MAX) || sm->ntopics > GROUP_MAX_SUBSCRIPTION ||
-      sm->assignment_len > GROUP_OPAQUE_MAX || sm->metadata_len > GROUP_OPAQUE_MAX) {
+      !group_name_ok(sm->client_id, GROUP_CLIENT_ID_MAX) ||
+      !group_name_ok(inst, GROUP_INSTANCE_ID_MAX) || group_instance_get(g, inst) != NULL ||
+      sm->ntopics > GROUP_MAX_SUBSCRIPTION || sm->assignment_len > GROUP_OPAQUE_MAX ||
+      sm->metadata_len > GROUP_OPAQUE_MAX) {
     return CAIRN_EINVAL;
   }
   snprintf(m->id, sizeof m->id, "%s", sm->id);
   snprintf(m->client_id, sizeof m->client_id, "%s", sm->client_id);
+  snprintf(m->instance_id, sizeof m->instance_id, "%s", inst);
   m->session_timeout_ms =
       sm->session_timeout_ms ? sm->session_timeout_ms : GROUP_DEFAULT_SESSION_MS;
   m->rebalance_timeout_ms = sm->rebalance_timeout_ms;
@@ -939,10 +1112,14 @@ int group_restore(struct group *g, const struct group_snapshot *s, const struct 
   return 0;
 }
 
-int group_commit_check(struct group *g, const char *member_id, int32_t generation, uint64_t now_ms)
+int group_commit_check(struct group *g, const char *member_id, const char *instance_id,
+                       int32_t generation, uint64_t now_ms)
 {
   if (member_id[0] == '\0' && generation == -1) {
     return g->nmembers == 0 ? 0 : CAIRN_EUNKNOWN_MEMBER;
+  }
+  if (group_fenced(g, member_id, instance_id)) {
+    return CAIRN_EFENCED_INSTANCE;
   }
   struct group_member *m = group_member_get(g, member_id);
   if (m == NULL) {

@@ -21,6 +21,10 @@
  *   PREPARING   the same with no member left               EMPTY
  *   COMPLETING  the leader member's SYNC brings the
  *               assignment (STORE action)                  STORING
+ *   STABLE      a static member's JOIN with member id "" and
+ *               its metadata unchanged: it takes over its
+ *               instance's place, its JOIN answered at once
+ *               (JOIN_DONE), a STORE action                STORING
  *   STORING     STORED of this generation, no error        STABLE
  *   STORING     STORED of this generation, an error        PREPARING
  *   COMPLETING,
@@ -58,12 +62,27 @@
  *     are checked for member and generation, not partition ownership (the
  *     bytes are opaque here).
  *
- * Fencing: SYNC, HEARTBEAT and commits name a member id and a generation;
- * an unknown member gets CAIRN_EUNKNOWN_MEMBER, another generation
- * CAIRN_EILLEGAL_GENERATION. While PREPARING, HEARTBEAT and SYNC answer
- * CAIRN_EREBALANCE (join again), but commits of the current generation are
- * still accepted for the partitions the member holds: eager rebalancing,
- * where a member commits and gives up everything before rejoining.
+ * Static membership (Kafka's group.instance.id, KIP-345): a member may
+ * name an instance id, unique in the group. A JOIN with member id "" and
+ * a known instance id is that instance restarting: it takes over the
+ * instance's member (subscription, assignment, leadership) under a new
+ * member id, and the old id is fenced. In STABLE with the same metadata
+ * (client-assigned: the chosen protocol's bytes; Cairn-assigned: the
+ * subscription and the strategy in use) there is no rebalance: the JOIN
+ * is answered at once in the current generation, naming as leader the
+ * leader's id from before (so a restarted leader does not assign), and
+ * the membership is stored again (STORING) so that a new coordinator
+ * knows the new id; in any other state, or with other metadata, the
+ * group rebalances as for any JOIN. An instance's member that expires
+ * or leaves is removed as a dynamic one is.
+ *
+ * Fencing: SYNC, HEARTBEAT and commits name a member id and a generation
+ * (and an instance id for static members); a known instance id held by
+ * another member id gets CAIRN_EFENCED_INSTANCE, an unknown member
+ * CAIRN_EUNKNOWN_MEMBER, another generation CAIRN_EILLEGAL_GENERATION. While PREPARING, HEARTBEAT
+ * and SYNC answer CAIRN_EREBALANCE (join again), but commits of the current generation are still
+ * accepted for the partitions the member holds: eager rebalancing, where a member commits and gives
+ * up everything before rejoining.
  *
  * Context: none of these functions does I/O or keeps global state; a group
  * is used by one thread. */
@@ -79,6 +98,7 @@
 #define GROUP_NAME_MAX 249u
 #define GROUP_MEMBER_ID_MAX 127u
 #define GROUP_CLIENT_ID_MAX 63u
+#define GROUP_INSTANCE_ID_MAX 249u /* as Kafka's: a topic name's bound */
 #define GROUP_METADATA_MAX 4096u
 #define GROUP_MAX_MEMBERS 1000u
 #define GROUP_MAX_SUBSCRIPTION 100u /* topics per member */
@@ -114,6 +134,7 @@ struct group_protocol {
 struct group_member {
   char id[GROUP_MEMBER_ID_MAX + 1];
   char client_id[GROUP_CLIENT_ID_MAX + 1];
+  char instance_id[GROUP_INSTANCE_ID_MAX + 1]; /* static members; "" dynamic */
   uint32_t session_timeout_ms;
   uint32_t rebalance_timeout_ms;
   uint8_t strategies[ASSIGN_NSTRATEGIES]; /* preference order */
@@ -193,7 +214,8 @@ struct group_event {
   enum group_event_type type;
   uint64_t now_ms;       /* monotonic: sessions and rebalance deadlines */
   uint64_t wall_ms;      /* wall clock: when the group became empty */
-  const char *member_id; /* "" for a first JOIN */
+  const char *member_id; /* "" for a first JOIN (LEAVE: with instance_id) */
+  const char *instance_id; /* JOIN, SYNC, HEARTBEAT, LEAVE: NULL or "" dynamic */
   int32_t generation;    /* SYNC, HEARTBEAT, STORED (the STORE action's) */
   int err;               /* STORED: 0 committed, else why the append failed */
   /* JOIN only: */
@@ -214,7 +236,8 @@ struct group_event {
 };
 
 /* JOIN_DONE: answer the waiting JoinGroup of member_id with err (0: with
- * the group's new generation, leader, strategy and members).
+ * the group's generation, leader, strategy and members; the leader named
+ * is `leader` when set: a static member's takeover, see above).
  * STORE: append the group's membership as it is now (generation
  * `generation`, STORING) to the log, then feed GROUP_EV_STORED with that
  * generation and the outcome. member_id is "". */
@@ -224,7 +247,8 @@ struct group_action {
   enum group_action_type type;
   char member_id[GROUP_MEMBER_ID_MAX + 1];
   int err;
-  int32_t generation; /* STORE */
+  int32_t generation;                   /* STORE */
+  char leader[GROUP_MEMBER_ID_MAX + 1]; /* JOIN_DONE: "" the group's */
 };
 
 /* Actions accumulate here (the caller empties it: n = 0). */
@@ -260,7 +284,10 @@ void group_actions_free(struct group_actions *a);
  *   STORED: 0.
  *   HEARTBEAT: 0, CAIRN_EUNKNOWN_MEMBER, CAIRN_EILLEGAL_GENERATION,
  *     CAIRN_EREBALANCE.
- *   LEAVE: 0 or CAIRN_EUNKNOWN_MEMBER.
+ *   LEAVE: 0, CAIRN_EUNKNOWN_MEMBER or CAIRN_EFENCED_INSTANCE.
+ *   JOIN, SYNC, HEARTBEAT also CAIRN_EFENCED_INSTANCE (static membership,
+ *     above); JOIN CAIRN_EUNKNOWN_MEMBER for a member id with an instance
+ *     id the group does not know.
  *   TICK: 0 (or CAIRN_ENOMEM computing an assignment: retried next tick).
  * env is consulted when a rebalance completes and on TICK. */
 __attribute__((warn_unused_result)) int group_step(struct group *g, const struct group_env *env,
@@ -273,6 +300,7 @@ __attribute__((warn_unused_result)) int group_step(struct group *g, const struct
 struct group_snapshot_member {
   const char *id;
   const char *client_id;
+  const char *instance_id; /* NULL or "": dynamic */
   uint32_t session_timeout_ms;
   uint32_t rebalance_timeout_ms;
   const char *const *topics; /* subscription */
@@ -308,11 +336,13 @@ __attribute__((warn_unused_result)) int group_restore(struct group *g,
                                                       const struct group_env *env, uint64_t now_ms,
                                                       uint64_t wall_ms);
 
-/* May member_id of generation commit offsets now? Counts as a heartbeat.
- * member_id "" with generation -1 commits outside membership: allowed only
- * while the group has no member. Returns 0, CAIRN_EUNKNOWN_MEMBER or
- * CAIRN_EILLEGAL_GENERATION. */
+/* May member_id (of instance_id: NULL or "" for a dynamic member) of
+ * generation commit offsets now? Counts as a heartbeat. member_id "" with
+ * generation -1 commits outside membership: allowed only while the group
+ * has no member. Returns 0, CAIRN_EFENCED_INSTANCE, CAIRN_EUNKNOWN_MEMBER
+ * or CAIRN_EILLEGAL_GENERATION. */
 __attribute__((warn_unused_result)) int group_commit_check(struct group *g, const char *member_id,
+                                                           const char *instance_id,
                                                            int32_t generation, uint64_t now_ms);
 
 /* Does member_id hold (topic, partition) in the current generation? True

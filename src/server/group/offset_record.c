@@ -155,6 +155,7 @@ static int offset_record_group_value(const struct group *g, Cairn__Group__GroupR
     cairn__group__group_member_record__init(r);
     r->member_id = (char *)m->id;
     r->client_id = (char *)m->client_id;
+    r->group_instance_id = (char *)m->instance_id;
     r->session_timeout_ms = m->session_timeout_ms;
     r->rebalance_timeout_ms = m->rebalance_timeout_ms;
     r->topics = tp;
@@ -240,6 +241,7 @@ static int offset_record_snapshot(const Cairn__Group__GroupRecordValue *v,
     struct group_snapshot_member *m = &mv[i];
     m->id = r->member_id;
     m->client_id = r->client_id;
+    m->instance_id = r->group_instance_id;
     m->session_timeout_ms = r->session_timeout_ms;
     m->rebalance_timeout_ms = r->rebalance_timeout_ms;
     m->topics = (const char *const *)r->topics;

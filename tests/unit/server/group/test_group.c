@@ -168,7 +168,7 @@ static void test_group_silent_member_expires_and_its_partitions_move(void **stat
   assert_int_equal(g.state, GROUP_PREPARING);
   assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "a", 1, now, &a), CAIRN_EREBALANCE);
   /* Commits of generation 1 still go through while preparing. */
-  assert_int_equal(group_commit_check(&g, "a", 1, now), 0);
+  assert_int_equal(group_commit_check(&g, "a", NULL, 1, now), 0);
   assert_int_equal(join(&g, "a", NULL, now, &a), 0);
   assert_int_equal(a.n, 0);
   assert_int_equal(join(&g, "b", NULL, now, &a), 0);
@@ -182,10 +182,10 @@ static void test_group_silent_member_expires_and_its_partitions_move(void **stat
     assert_string_not_equal(o->id, "c");
   }
   /* The old generation is fenced. */
-  assert_int_equal(group_commit_check(&g, "a", 1, now), CAIRN_EILLEGAL_GENERATION);
+  assert_int_equal(group_commit_check(&g, "a", NULL, 1, now), CAIRN_EILLEGAL_GENERATION);
   assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "a", 1, now, &a), CAIRN_EILLEGAL_GENERATION);
   assert_int_equal(simple(&g, GROUP_EV_HEARTBEAT, "c", 2, now, &a), CAIRN_EUNKNOWN_MEMBER);
-  assert_int_equal(group_commit_check(&g, "a", 2, now), 0);
+  assert_int_equal(group_commit_check(&g, "a", NULL, 2, now), 0);
   group_actions_free(&a);
   group_close(&g);
 }
@@ -256,7 +256,7 @@ static void test_group_bad_joins_are_refused_and_the_group_goes_on(void **state)
   assert_false(group_member_owns(&g, "a", "orders", bp));
   assert_false(group_member_owns(&g, "a", "other", 0));
   /* A commit outside membership is refused while the group has members. */
-  assert_int_equal(group_commit_check(&g, "", -1, 1500), CAIRN_EUNKNOWN_MEMBER);
+  assert_int_equal(group_commit_check(&g, "", NULL, -1, 1500), CAIRN_EUNKNOWN_MEMBER);
   group_actions_free(&a);
   group_close(&g);
 }
@@ -293,7 +293,7 @@ static void test_group_leave_and_added_partitions_rebalance(void **state)
   assert_int_equal(simple(&g, GROUP_EV_LEAVE, "c", 0, 2100, &a), 0);
   assert_int_equal(g.state, GROUP_EMPTY);
   assert_int_equal(g.nmembers, 0);
-  assert_int_equal(group_commit_check(&g, "", -1, 2200), 0);
+  assert_int_equal(group_commit_check(&g, "", NULL, -1, 2200), 0);
   group_actions_free(&a);
   group_close(&g);
 }
@@ -485,6 +485,223 @@ static void test_group_join_or_leave_while_storing_rebalances(void **state)
   group_close(&g);
 }
 
+/* ---- static membership (group.instance.id) ---- */
+
+/* A client-assigned JOIN of a static member: instance, protocol bytes. */
+static int sjoin(struct group *g, const char *member, const char *new_id, const char *instance,
+                 const char *meta, uint64_t now, struct group_actions *a)
+{
+  struct group_opaque_in protocols[] = {{"range", (const uint8_t *)meta, strlen(meta)}};
+  struct group_event ev = {.type = GROUP_EV_JOIN,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = member,
+                           .instance_id = instance,
+                           .new_member_id = new_id,
+                           .client_id = "k",
+                           .session_timeout_ms = 3000,
+                           .rebalance_timeout_ms = 5000,
+                           .protocol_type = "consumer",
+                           .protocols = protocols,
+                           .nprotocols = 1};
+  return group_step(g, &env, &ev, a);
+}
+
+/* A SYNC, HEARTBEAT or LEAVE naming an instance. */
+static int sevent(struct group *g, enum group_event_type type, const char *member,
+                  const char *instance, int32_t gen, uint64_t now, struct group_actions *a)
+{
+  struct group_event ev = {.type = type,
+                           .now_ms = now,
+                           .wall_ms = 1000000 + now,
+                           .member_id = member,
+                           .instance_id = instance,
+                           .generation = gen};
+  return group_step(g, &env, &ev, a);
+}
+
+/* The leader a JOIN_DONE of member names ("" the group's); NULL none. */
+static const char *join_leader(const struct group_actions *a, const char *member)
+{
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->v[i].type == GROUP_ACT_JOIN_DONE && strcmp(a->v[i].member_id, member) == 0) {
+      return a->v[i].leader;
+    }
+  }
+  return NULL;
+}
+
+/* Static members a (instance ia) and b (ib) stable in generation 1, a
+ * leading, holding "A" and "B". */
+static void sform_two(struct group *g, struct group_actions *a)
+{
+  assert_int_equal(group_init(g, "s1", 0, 0), 0);
+  assert_int_equal(sjoin(g, "", "a", "ia", "sub", 0, a), 0);
+  assert_int_equal(sjoin(g, "", "b", "ib", "sub", 100, a), 0);
+  assert_int_equal(simple(g, GROUP_EV_TICK, "", 0, 100 + GROUP_INITIAL_DELAY_MS, a), 0);
+  assert_int_equal(joins_done(a), 2);
+  a->n = 0;
+  assert_string_equal(group_member_find(g, "b")->instance_id, "ib");
+  assert_int_equal(sevent(g, GROUP_EV_SYNC, "b", "ib", 1, 1200, a), 0);
+  assert_int_equal(ksync_leader(g, "a", 1, 1200, a), 0);
+  assert_int_equal(store_asked(a), 1);
+  assert_int_equal(stored(g, 1, 0, 1200, a), 0);
+  a->n = 0;
+  assert_int_equal(g->state, GROUP_STABLE);
+}
+
+/* KIP-345: a static member restarting (member id "", its instance id)
+ * while the group is stable takes over its place and assignment in the
+ * same generation: answered at once, naming the leader from before (so a
+ * restarted leader does not assign), the membership stored again; the
+ * old member id is fenced everywhere; other metadata rebalances. */
+static void test_group_static_member_restart_keeps_its_place(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  sform_two(&g, &a);
+  uint64_t now = 2000;
+  assert_int_equal(sjoin(&g, "", "b2", "ib", "sub", now, &a), 0);
+  assert_true(acted(&a, "b2", 0));
+  assert_string_equal(join_leader(&a, "b2"), "a");
+  assert_int_equal(store_asked(&a), 1); /* the same generation, with b2 */
+  a.n = 0;
+  assert_int_equal(g.generation, 1);
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_null(group_member_find(&g, "b"));
+  const struct group_member *b2 = group_member_find(&g, "b2");
+  assert_non_null(b2);
+  assert_string_equal(b2->instance_id, "ib");
+  assert_int_equal(b2->assignment_len, 1);
+  assert_memory_equal(b2->assignment, "B", 1);
+  /* The old id is fenced; without the instance id it is just unknown. */
+  assert_int_equal(sevent(&g, GROUP_EV_HEARTBEAT, "b", "ib", 1, now, &a), CAIRN_EFENCED_INSTANCE);
+  assert_int_equal(sevent(&g, GROUP_EV_SYNC, "b", "ib", 1, now, &a), CAIRN_EFENCED_INSTANCE);
+  assert_int_equal(sevent(&g, GROUP_EV_LEAVE, "b", "ib", 0, now, &a), CAIRN_EFENCED_INSTANCE);
+  assert_int_equal(group_commit_check(&g, "b", "ib", 1, now), CAIRN_EFENCED_INSTANCE);
+  assert_int_equal(group_commit_check(&g, "b", NULL, 1, now), CAIRN_EUNKNOWN_MEMBER);
+  assert_int_equal(sjoin(&g, "b", NULL, "ib", "sub", now, &a), CAIRN_EFENCED_INSTANCE);
+  assert_int_equal(sjoin(&g, "b2", NULL, "other", "sub", now, &a), CAIRN_EUNKNOWN_MEMBER);
+  assert_int_equal(a.n, 0);
+  /* The others go on; b2's SYNC gets b's bytes once stored. */
+  assert_int_equal(sevent(&g, GROUP_EV_HEARTBEAT, "a", "ia", 1, now, &a), 0);
+  assert_int_equal(group_commit_check(&g, "b2", "ib", 1, now), 0);
+  assert_int_equal(sevent(&g, GROUP_EV_SYNC, "b2", "ib", 1, now, &a), 0);
+  assert_int_equal(stored(&g, 1, 0, now + 10, &a), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  assert_int_equal(g.generation, 1);
+  /* The leader restarts: it becomes a2, still the leader, but is told the
+   * old id leads, so it syncs as a follower and keeps its bytes. */
+  assert_int_equal(sjoin(&g, "", "a2", "ia", "sub", now + 100, &a), 0);
+  assert_string_equal(join_leader(&a, "a2"), "a");
+  assert_string_equal(g.leader, "a2");
+  assert_int_equal(store_asked(&a), 1);
+  a.n = 0;
+  assert_int_equal(stored(&g, 1, 0, now + 110, &a), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  assert_memory_equal(group_member_find(&g, "a2")->assignment, "A", 1);
+  /* Other metadata: the assignment may change, so the group rebalances. */
+  assert_int_equal(sjoin(&g, "", "b3", "ib", "sub2", now + 200, &a), 0);
+  assert_int_equal(joins_done(&a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(sjoin(&g, "a2", NULL, "ia", "sub", now + 300, &a), 0);
+  assert_true(acted(&a, "a2", 0) && acted(&a, "b3", 0));
+  assert_int_equal(g.generation, 2);
+  assert_string_equal(g.leader, "a2");
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+/* A restart during a rebalance: the replaced member's waiting JoinGroup is
+ * answered FENCED_INSTANCE, the new one joins in its place; a static
+ * member that goes silent expires and one that leaves by instance id (no
+ * member id) is removed, each starting a rebalance as a dynamic one does. */
+static void test_group_static_member_fenced_expires_and_leaves(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  sform_two(&g, &a);
+  assert_int_equal(sjoin(&g, "a", NULL, "ia", "sub", 2000, &a), 0); /* a rebalance */
+  assert_int_equal(g.state, GROUP_PREPARING);
+  assert_int_equal(sjoin(&g, "", "a2", "ia", "sub", 2100, &a), 0);
+  assert_true(acted(&a, "a", CAIRN_EFENCED_INSTANCE));
+  assert_int_equal(g.nmembers, 2);
+  a.n = 0;
+  assert_int_equal(sjoin(&g, "b", NULL, "ib", "sub", 2200, &a), 0);
+  assert_true(acted(&a, "a2", 0) && acted(&a, "b", 0));
+  assert_int_equal(g.generation, 2);
+  assert_string_equal(g.leader, "a2");
+  a.n = 0;
+  /* b goes silent past its session: removed, the group rebalances. */
+  assert_int_equal(sevent(&g, GROUP_EV_HEARTBEAT, "a2", "ia", 2, 4000, &a), 0);
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, 2200 + 3001, &a), 0);
+  assert_null(group_member_find(&g, "b"));
+  assert_int_equal(g.state, GROUP_PREPARING);
+  /* ib joins again as a new member; then a2 leaves by its instance id. */
+  assert_int_equal(sjoin(&g, "", "b2", "ib", "sub", 5300, &a), 0);
+  assert_int_equal(sevent(&g, GROUP_EV_LEAVE, "", "ia", 0, 5400, &a), 0);
+  assert_null(group_member_find(&g, "a2"));
+  assert_int_equal(sevent(&g, GROUP_EV_LEAVE, "", "ia", 0, 5400, &a), CAIRN_EUNKNOWN_MEMBER);
+  assert_true(acted(&a, "b2", 0));
+  assert_string_equal(g.leader, "b2");
+  group_actions_free(&a);
+  group_close(&g);
+}
+
+/* A Cairn-assigned static member restarting keeps its partitions; with
+ * another subscription the group rebalances. */
+static void test_group_static_member_keeps_its_partitions(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  assert_int_equal(group_init(&g, "s2", 0, 0), 0);
+  struct group_event ev = {.type = GROUP_EV_JOIN,
+                           .member_id = "",
+                           .client_id = "t",
+                           .session_timeout_ms = 3000,
+                           .rebalance_timeout_ms = 5000,
+                           .topics = topics,
+                           .ntopics = 1,
+                           .strategies = all_strategies,
+                           .nstrategies = 3};
+  ev.new_member_id = "a";
+  ev.instance_id = "ia";
+  assert_int_equal(group_step(&g, &env, &ev, &a), 0);
+  ev.new_member_id = "b";
+  ev.instance_id = "ib";
+  assert_int_equal(group_step(&g, &env, &ev, &a), 0);
+  assert_int_equal(simple(&g, GROUP_EV_TICK, "", 0, GROUP_INITIAL_DELAY_MS, &a), 0);
+  assert_int_equal(stored(&g, 1, 0, 1100, &a), 0);
+  a.n = 0;
+  assert_int_equal(g.state, GROUP_STABLE);
+  struct assign_tp held[12];
+  size_t nheld = group_member_find(&g, "b")->nassigned;
+  assert_int_equal(nheld, 6);
+  memcpy(held, group_member_find(&g, "b")->assigned, nheld * sizeof held[0]);
+  ev.now_ms = 1500;
+  ev.new_member_id = "b2";
+  assert_int_equal(group_step(&g, &env, &ev, &a), 0);
+  assert_true(acted(&a, "b2", 0));
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_int_equal(g.generation, 1);
+  const struct group_member *b2 = group_member_find(&g, "b2");
+  assert_int_equal(b2->nassigned, nheld);
+  assert_memory_equal(b2->assigned, held, nheld * sizeof held[0]);
+  assert_int_equal(stored(&g, 1, 0, 1600, &a), 0);
+  a.n = 0;
+  /* Another subscription: a rebalance. */
+  static const char *const two[] = {"orders", "more"};
+  ev.now_ms = 1700;
+  ev.new_member_id = "b3";
+  ev.topics = two;
+  ev.ntopics = 2;
+  assert_int_equal(group_step(&g, &env, &ev, &a), 0);
+  assert_int_equal(joins_done(&a), 0);
+  assert_int_equal(g.state, GROUP_PREPARING);
+  group_actions_free(&a);
+  group_close(&g);
+}
+
 /* Random orders of joins, heartbeats, syncs, leaves, ticks and store
  * outcomes (some failed): every answered join of generation G sees an
  * assignment that covers the 12 partitions once, members of a stable group
@@ -597,6 +814,9 @@ int main(void)
       cmocka_unit_test(test_group_client_assigned_syncs_wait_for_the_store),
       cmocka_unit_test(test_group_failed_store_rebalances),
       cmocka_unit_test(test_group_join_or_leave_while_storing_rebalances),
+      cmocka_unit_test(test_group_static_member_restart_keeps_its_place),
+      cmocka_unit_test(test_group_static_member_fenced_expires_and_leaves),
+      cmocka_unit_test(test_group_static_member_keeps_its_partitions),
       cmocka_unit_test(test_group_random_event_orders_keep_invariants),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,8 +186,8 @@ static uint32_t env_partitions(void *ctx, const char *topic)
 static const struct group_env env = {.partitions = env_partitions};
 static const char *const topics[] = {"orders"};
 
-static void step(struct group *g, enum group_event_type type, const char *member, int32_t gen,
-                 uint64_t now, const char *ptype)
+static void step_as(struct group *g, enum group_event_type type, const char *member,
+                    const char *instance, int32_t gen, uint64_t now, const char *ptype)
 {
   static const char *const strategies[] = {"range"};
   static const struct group_opaque_in protocols[] = {{"range", (const uint8_t *)"sub", 3}};
@@ -198,6 +198,7 @@ static void step(struct group *g, enum group_event_type type, const char *member
                            .wall_ms = 1000000 + now,
                            .member_id = type == GROUP_EV_JOIN ? "" : member,
                            .new_member_id = member,
+                           .instance_id = instance,
                            .generation = gen,
                            .client_id = "t",
                            .session_timeout_ms = 3000,
@@ -213,6 +214,12 @@ static void step(struct group *g, enum group_event_type type, const char *member
                            .nassignments = strcmp(member, "a") == 0 ? 1 : 0};
   assert_int_equal(group_step(g, &env, &ev, &acts), 0);
   group_actions_free(&acts);
+}
+
+static void step(struct group *g, enum group_event_type type, const char *member, int32_t gen,
+                 uint64_t now, const char *ptype)
+{
+  step_as(g, type, member, NULL, gen, now, ptype);
 }
 
 /* g's membership through a GROUP record into a fresh group (a new
@@ -262,9 +269,9 @@ static void test_group_record_restores_a_native_group(void **state)
     assert_non_null(o);
     assert_true(group_member_owns(&h, o->id, "orders", p));
   }
-  assert_int_equal(group_commit_check(&h, "a", 1, 50100), 0);
-  assert_int_equal(group_commit_check(&h, "a", 0, 50100), CAIRN_EILLEGAL_GENERATION);
-  assert_int_equal(group_commit_check(&h, "x", 1, 50100), CAIRN_EUNKNOWN_MEMBER);
+  assert_int_equal(group_commit_check(&h, "a", NULL, 1, 50100), 0);
+  assert_int_equal(group_commit_check(&h, "a", NULL, 0, 50100), CAIRN_EILLEGAL_GENERATION);
+  assert_int_equal(group_commit_check(&h, "x", NULL, 1, 50100), CAIRN_EUNKNOWN_MEMBER);
   step(&h, GROUP_EV_HEARTBEAT, "b", 1, 50200, NULL);
   /* The sessions restarted at the load: a silent member expires later. */
   step(&h, GROUP_EV_HEARTBEAT, "a", 1, 52000, NULL);
@@ -303,7 +310,7 @@ static void test_group_record_restores_a_client_assigned_group(void **state)
   assert_non_null(gp);
   assert_int_equal(gp->len, 3);
   assert_memory_equal(gp->meta, "sub", 3);
-  assert_int_equal(group_commit_check(&h, "a", 1, 50100), 0);
+  assert_int_equal(group_commit_check(&h, "a", NULL, 1, 50100), 0);
   step(&h, GROUP_EV_JOIN, "b", 0, 50200, "consumer");
   assert_int_equal(h.state, GROUP_PREPARING);
   step(&g, GROUP_EV_LEAVE, "a", 0, 2000, "consumer");
@@ -316,6 +323,32 @@ static void test_group_record_restores_a_client_assigned_group(void **state)
   group_close(&h);
 }
 
+/* A static member's instance id survives the record: the new coordinator
+ * fences the old member id once the instance restarts, and a restart
+ * under it takes over the member without a rebalance. */
+static void test_group_record_keeps_static_members(void **state)
+{
+  (void)state;
+  struct group g, h;
+  assert_int_equal(group_init(&g, "ks", 0, 0), 0);
+  step_as(&g, GROUP_EV_JOIN, "a", "host-1", 0, 0, "consumer");
+  step_as(&g, GROUP_EV_TICK, "", NULL, 0, GROUP_INITIAL_DELAY_MS, "consumer");
+  step_as(&g, GROUP_EV_SYNC, "a", "host-1", 1, 1100, "consumer");
+  assert_int_equal(g.state, GROUP_STORING);
+  assert_int_equal(group_init(&h, "ks", 0, 0), 0);
+  restore_via_record(&g, &h);
+  assert_string_equal(group_member_find(&h, "a")->instance_id, "host-1");
+  assert_int_equal(group_commit_check(&h, "zz", "host-1", 1, 50100), CAIRN_EFENCED_INSTANCE);
+  step_as(&h, GROUP_EV_JOIN, "a2", "host-1", 0, 50200, "consumer");
+  assert_null(group_member_find(&h, "a"));
+  assert_int_equal(h.state, GROUP_STORING);
+  assert_int_equal(h.generation, 1);
+  assert_memory_equal(group_member_find(&h, "a2")->assignment, "A-bytes", 7);
+  assert_int_equal(group_commit_check(&h, "a", "host-1", 1, 50300), CAIRN_EFENCED_INSTANCE);
+  group_close(&g);
+  group_close(&h);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -323,6 +356,7 @@ int main(void)
       cmocka_unit_test(test_offset_records_refuse_bad_keys_and_names),
       cmocka_unit_test(test_group_record_restores_a_native_group),
       cmocka_unit_test(test_group_record_restores_a_client_assigned_group),
+      cmocka_unit_test(test_group_record_keeps_static_members),
   };
   return cmocka_run_group_tests(tests, golden_setup, NULL);
 }

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# kafka_static.sh - static group membership (Kafka's group.instance.id,
+# KIP-345) with confluent-kafka (librdkafka) on a 3-node cluster
+# (docs/kafka.md, docs/consumer-groups.md): two static consumers share a
+# topic; one is SIGKILLed and started again under the same instance id:
+# it gets its partitions back in the same generation while the other sees
+# no rebalance, and every message produced after is read once; a second
+# process started under a live instance id takes over and the first is
+# fenced (FENCED_INSTANCE_ID: a fatal error for librdkafka). `cairn group
+# describe` shows the instance ids.
+#
+# Usage: kafka_static.sh CAIRN CAIRND
+set -euo pipefail
+CLI_TEST_TAG=kafkastatic
+. "$(dirname "$0")/../lib/cli_test.sh"
+py=/usr/bin/python3 # Debian's, where python3-confluent-kafka is installed
+$py -c 'import confluent_kafka' 2>/dev/null ||
+  fail "python3-confluent-kafka is not installed (deploy/setup.sh)"
+
+# The consumers are this script's children: stopped by PID whatever happens.
+members=()
+stop_members() {
+  local p
+  for p in "${members[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+}
+trap 'rc=$?; stop_members; (exit $rc); cleanup' EXIT
+
+step "start a 3-node cluster, a topic of 4 partitions"
+start_cluster3
+all="127.0.0.1:$((base + 3)),127.0.0.1:$((base + 13)),127.0.0.1:$((base + 23))"
+expect 0 "$cli" topic create st --partitions 4 --replication-factor 3
+
+# One static consumer: logs its assignments, messages and errors as JSON
+# lines; stops at a fatal error or when $dir/stop exists.
+cat >"$dir/member.py" <<'PY'
+import json, os, sys, time
+from confluent_kafka import Consumer
+bs, instance, out, stop = sys.argv[1:5]
+log = open(out, "a", buffering=1)
+def emit(**kw):
+    kw["t"] = time.time()
+    log.write(json.dumps(kw) + "\n")
+def on_error(e):
+    emit(ev="error", name=e.name(), fatal=e.fatal(), text=e.str())
+c = Consumer({"bootstrap.servers": bs, "group.id": "sg", "group.instance.id": instance,
+              "session.timeout.ms": 60000, "heartbeat.interval.ms": 300,
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "partition.assignment.strategy": "range", "error_cb": on_error})
+c.subscribe(["st"],
+            on_assign=lambda c, ps: emit(ev="assign", parts=sorted(p.partition for p in ps)),
+            on_revoke=lambda c, ps: emit(ev="revoke", parts=sorted(p.partition for p in ps)))
+while not os.path.exists(stop):
+    m = c.poll(0.2)
+    if m is None:
+        continue
+    if m.error():
+        emit(ev="error", name=m.error().name(), fatal=m.error().fatal(), text=m.error().str())
+        if m.error().fatal():
+            break
+        continue
+    emit(ev="msg", part=m.partition(), off=m.offset(), value=m.value().decode())
+emit(ev="exit")
+c.close()
+PY
+member() { # member NAME INSTANCE: starts one in the background, logging to $dir/NAME.log
+  $py "$dir/member.py" "$all" "$2" "$dir/$1.log" "$dir/stop" >"$dir/$1.out" 2>&1 &
+  members+=($!)
+  eval "pid_$1=$!"
+}
+# events NAME KIND: the JSON lines of that kind in NAME's log
+events() { grep "\"ev\": \"$2\"" "$dir/$1.log" 2>/dev/null || true; }
+last_parts() { events "$1" assign | tail -1 | $py -c 'import json,sys; print(json.loads(sys.stdin.read())["parts"])'; }
+# wait_for SECONDS CONDITION...: until the shell condition holds
+wait_for() {
+  local s=$1 i
+  shift
+  for i in $(seq 1 $((s * 5))); do
+    if eval "$*"; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
+describe() { "$cli" group describe sg --json >"$dir/desc.json" 2>"$dir/desc.err" && cat "$dir/desc.json"; }
+
+step "two static consumers (instances i-a, i-b) share the topic"
+member a i-a
+member b i-b
+wait_for 60 '[ -n "$(events a assign)" ] && [ -n "$(events b assign)" ]' ||
+  fail "not both assigned: $(cat "$dir/a.log" "$dir/b.log" "$dir/a.out" "$dir/b.out" 2>/dev/null)"
+# The first to join may form a generation alone and give up half its
+# partitions when the other joins: the baseline is once both hold two.
+split() { $py -c 'import sys; a, b = eval(sys.argv[1]), eval(sys.argv[2]); sys.exit(0 if len(a) == 2 and sorted(a + b) == [0, 1, 2, 3] else 1)' "$(last_parts a)" "$(last_parts b)"; }
+wait_for 30 'split && describe | $py -c "import json,sys; j=json.load(sys.stdin); sys.exit(0 if j[\"state\"] == \"stable\" and len(j[\"members\"]) == 2 else 1)"' ||
+  fail "the group is not stable with 2 members of 2 partitions: $(cat "$dir/desc.json" "$dir/desc.err" "$dir/a.log" "$dir/b.log")"
+sleep 1 # an assignment still on its way would show now
+parts_a=$(last_parts a)
+parts_b=$(last_parts b)
+gen=$(describe | $py -c 'import json,sys; print(json.load(sys.stdin)["generation"])')
+old_b=$(describe | $py -c 'import json,sys; print([m["member_id"] for m in json.load(sys.stdin)["members"] if m["group_instance_id"] == "i-b"][0])')
+assigns_a=$(events a assign | wc -l)
+revokes_a=$(events a revoke | wc -l)
+echo "generation $gen: i-a holds $parts_a, i-b ($old_b) holds $parts_b"
+[ "$parts_a" != "[]" ] && [ "$parts_b" != "[]" ] || fail "a member holds nothing: $parts_a $parts_b"
+expect 0 "$cli" group describe sg
+out_has "INSTANCE"
+out_has "i-b"
+
+step "SIGKILL i-b's process (no LeaveGroup) and start it again: same partitions, same generation, no rebalance for i-a"
+kill -KILL "$pid_b"
+wait "$pid_b" 2>/dev/null || true
+member b2 i-b
+wait_for 60 '[ -n "$(events b2 assign)" ]' || fail "i-b not assigned again: $(cat "$dir/b2.log" "$dir/b2.out" 2>/dev/null)"
+[ "$(last_parts b2)" = "$parts_b" ] || fail "i-b came back with $(last_parts b2), held $parts_b"
+sleep 2 # a rebalance, had one started, would reach i-a by now (heartbeats every 300 ms)
+[ "$(events a revoke | wc -l)" -eq "$revokes_a" ] || fail "i-a saw a revoke: $(events a revoke)"
+[ "$(events a assign | wc -l)" -eq "$assigns_a" ] || fail "i-a was assigned again: $(events a assign)"
+describe >/dev/null || fail "describe: $(cat "$dir/desc.err")"
+pyj "$dir/desc.json" "j['generation'] == $gen and j['state'] == 'stable' and len(j['members']) == 2"
+pyj "$dir/desc.json" "sorted(m['group_instance_id'] for m in j['members']) == ['i-a', 'i-b']"
+pyj "$dir/desc.json" "'$old_b' not in [m['member_id'] for m in j['members']]"
+
+step "produce 40 keyed messages: the two read each exactly once, each from its own partitions"
+timeout 60 $py - "$all" <<'PY' || fail "produce"
+import sys
+from confluent_kafka import Producer
+acked = []
+p = Producer({"bootstrap.servers": sys.argv[1], "acks": "all"})
+for i in range(40):
+    p.produce("st", key=b"k%d" % i, value=b"v%d" % i,
+              on_delivery=lambda e, m: acked.append(m) if e is None else None)
+assert p.flush(30) == 0 and len(acked) == 40, "acknowledged %d of 40" % len(acked)
+PY
+wait_for 30 '[ $(( $(events a msg | wc -l) + $(events b2 msg | wc -l) )) -ge 40 ]' ||
+  fail "read $(events a msg | wc -l) + $(events b2 msg | wc -l) of 40"
+$py - "$dir/a.log" "$dir/b2.log" "$parts_a" "$parts_b" <<'PY' || fail "what the consumers read"
+import json, sys
+seen = []
+for log, parts in ((sys.argv[1], json.loads(sys.argv[3])), (sys.argv[2], json.loads(sys.argv[4]))):
+    for line in open(log):
+        e = json.loads(line)
+        if e["ev"] == "msg":
+            assert e["part"] in parts, "%s read partition %d, holds %s" % (log, e["part"], parts)
+            seen.append(e["value"])
+assert sorted(seen) == sorted("v%d" % i for i in range(40)), "read %s" % sorted(seen)
+print("40 messages read once each")
+PY
+
+step "a second process under the live instance i-b takes over; the first is fenced"
+member b3 i-b
+wait_for 60 '[ -n "$(events b3 assign)" ]' || fail "the new i-b was not assigned: $(cat "$dir/b3.log" "$dir/b3.out" 2>/dev/null)"
+[ "$(last_parts b3)" = "$parts_b" ] || fail "the new i-b got $(last_parts b3), i-b held $parts_b"
+# librdkafka hands a fatal error to error_cb as _FATAL, its cause in the text.
+wait_for 30 'events b2 error | grep -q "_FATAL\|\"fatal\": true"' ||
+  fail "the replaced i-b was not fenced: $(cat "$dir/b2.log")"
+events b2 error | grep -qi "fenced" || fail "the replaced i-b's error does not say fenced: $(events b2 error)"
+[ "$(events a revoke | wc -l)" -eq "$revokes_a" ] || fail "i-a saw a revoke: $(events a revoke)"
+describe >/dev/null || fail "describe: $(cat "$dir/desc.err")"
+pyj "$dir/desc.json" "j['generation'] == $gen and len(j['members']) == 2"
+
+touch "$dir/stop"
+wait_for 30 '[ -n "$(events a exit)" ] && [ -n "$(events b3 exit)" ]' || fail "the consumers did not stop"
+echo "PASS"
