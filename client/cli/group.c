@@ -26,7 +26,7 @@ static void group_help(FILE *out)
           "                  --to-datetime TIME | --shift-by N) [--force] [--dry-run]\n"
           "       cairn group delete GROUP\n"
           "       cairn consume -g GROUP TOPIC... [-n COUNT] [-e] [-o beginning|end]\n"
-          "                                       [-f FORMAT]\n"
+          "                                       [-f FORMAT] [--group-instance-id ID]\n"
           "\n"
           "list           every consumer group of the cluster: state, members\n"
           "describe       the members with their partitions, and per partition the\n"
@@ -49,7 +49,11 @@ static void group_help(FILE *out)
           "               those (the rest of a batch is read again next time);\n"
           "               -e exits once every partition assigned to this member\n"
           "               is read up to its high watermark;\n"
-          "               -f FORMAT prints as `cairn consume -f` does\n"
+          "               -f FORMAT prints as `cairn consume -f` does;\n"
+          "               --group-instance-id ID makes a static member: started\n"
+          "               again under ID within the session timeout it takes its\n"
+          "               partitions back without a rebalance, and it does not\n"
+          "               leave the group when it exits\n"
           "\n"
           "%s",
           cli_common_help);
@@ -298,6 +302,7 @@ struct group_consume {
   bool at_end; /* -e */
   bool latest;
   const char *group;
+  const char *instance; /* --group-instance-id: NULL dynamic */
   bool closed;
   int error;
 };
@@ -362,6 +367,9 @@ static int group_consume_opt(void *ctx, int o, const char *arg)
   case 'g':
     gs->group = arg;
     return CLI_OK;
+  case 'i':
+    gs->instance = arg;
+    return CLI_OK;
   case 'c': /* kcat's spelling */
   case 'n':
     return cli_parse_u64("consume", "-n", arg, 1, UINT64_MAX, &gs->count) == 0 ? CLI_OK : CLI_USAGE;
@@ -390,6 +398,7 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
                                       {"offset", required_argument, NULL, 'o'},
                                       {"format", required_argument, NULL, 'f'},
                                       {"exit-at-end", no_argument, NULL, 'e'},
+                                      {"group-instance-id", required_argument, NULL, 'i'},
                                       {NULL, 0, NULL, 0}};
   struct group_consume gs = {0};
   int first;
@@ -415,6 +424,7 @@ int cli_group_consume(struct cli *c, int argc, char **argv)
   o.auto_commit_interval_ms = 1000;
   o.on_error = group_on_error;
   o.cb_data = &gs;
+  o.group_instance_id = gs.instance;
   struct cairn_group_consumer *gc = NULL;
   rv = cairn_group_consumer_new(client, gs.group, (const char *const *)(argv + first),
                                 (size_t)(argc - first), &o, &gc);

@@ -15,16 +15,19 @@
  *   UNKNOWN_MEMBER_ID anywhere clears the member id; ILLEGAL_GENERATION and
  *   REBALANCE_IN_PROGRESS lead to JOINING (through REVOKING when
  *   partitions are held); a final error (INCONSISTENT_PROTOCOL,
- *   INVALID_GROUP, AUTHORIZATION_FAILED) to FAILED and on_error. A step that runs out of retries
- *   (coordinator unreachable) is tried again a second later.
+ *   INVALID_GROUP, AUTHORIZATION_FAILED, FENCED_INSTANCE_ID: a newer
+ *   process holds this static member's instance id) to FAILED and on_error. A step that runs out of
+ * retries (coordinator unreachable) is tried again a second later.
  *
  * Positions: a partition's position is the offset after the last record
  * whose records callback returned (at-least-once); commits send those.
  *
  * Close: waits for the join, sync or offset fetch in flight (a JoinGroup
  * answered after the close would leave a member behind until its session
- * expires), commits with auto commit, sends LeaveGroup, closes the
- * consumer and the timer, and frees once every request has called back. */
+ * expires), commits with auto commit, sends LeaveGroup (not for a static
+ * member: as Kafka's clients, so that its restart takes its place back
+ * without a rebalance), closes the consumer and the timer, and frees once every request has called
+ * back. */
 #include "internal.h"
 
 #include <cairn/group.h>
@@ -69,6 +72,7 @@ struct cairn_group_consumer {
   struct cairn_consumer *cons;
   struct cairn_group_options o;
   char *group;
+  char *instance; /* group_instance_id: "" for a dynamic member */
   char **topics;
   size_t ntopics;
   char *strategies[3];
@@ -132,6 +136,7 @@ struct lc_gop {
 
 static void lc_group_start_join(struct cairn_group_consumer *gc);
 static void lc_group_revoke(struct cairn_group_consumer *gc);
+static void lc_group_revoked(struct cairn_group_consumer *gc, int status);
 static void lc_group_maybe_free(struct cairn_group_consumer *gc);
 static void lc_group_close_leave(struct cairn_group_consumer *gc, int status);
 
@@ -373,8 +378,12 @@ static void lc_group_step_failed(struct cairn_group_consumer *gc, int status, co
   }
   bool final = status == CAIRN_EINCONSISTENT_PROTOCOL || status == CAIRN_EINVALID_GROUP ||
                status == CAIRN_EBADREQUEST || status == CAIRN_EUNSUPPORTED ||
-               status == CAIRN_EPROTOCOL || status == CAIRN_EAUTHZ;
+               status == CAIRN_EPROTOCOL || status == CAIRN_EAUTHZ ||
+               status == CAIRN_EFENCED_INSTANCE;
   if (final) {
+    if (gc->nparts > 0) {
+      lc_group_revoked(gc, 0); /* nothing more is read (a fenced member's are another's) */
+    }
     gc->state = LC_G_FAILED;
     if (gc->o.on_error != NULL) {
       gc->o.on_error(gc, status, errmsg, gc->o.cb_data);
@@ -469,6 +478,10 @@ static void lc_gop_on_done(struct lc_op *op)
     if (gc->closing || status == UV_ECANCELED || gc->state != LC_G_STABLE || g->gen != gc->gen) {
       break;
     }
+    if (status == CAIRN_EFENCED_INSTANCE) {
+      lc_group_step_failed(gc, status, op->errmsg); /* final: stops with on_error */
+      break;
+    }
     if (status == CAIRN_EREBALANCE || status == CAIRN_EILLEGAL_GENERATION ||
         status == CAIRN_EUNKNOWN_MEMBER || status == CAIRN_EUNKNOWN_GROUP) {
       if (status == CAIRN_EUNKNOWN_MEMBER || status == CAIRN_EUNKNOWN_GROUP) {
@@ -526,6 +539,7 @@ static void lc_group_start_join(struct cairn_group_consumer *gc)
   cairn__client__join_group_request__init(r);
   r->group = gc->group;
   r->member_id = gc->member;
+  r->group_instance_id = gc->instance;
   r->client_id = gc->c->client_id;
   r->session_timeout_ms = gc->o.session_timeout_ms;
   r->rebalance_timeout_ms = gc->o.rebalance_timeout_ms;
@@ -556,6 +570,7 @@ static void lc_group_start_sync(struct cairn_group_consumer *gc)
   cairn__client__sync_group_request__init(&g->u.sync);
   g->u.sync.group = gc->group;
   g->u.sync.member_id = gc->member;
+  g->u.sync.group_instance_id = gc->instance;
   g->u.sync.generation = gc->gen;
   g->env.api = CAIRN__CLIENT__API__API_SYNC_GROUP;
   g->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_SYNC_GROUP_REQ;
@@ -620,6 +635,7 @@ static void lc_group_heartbeat(struct cairn_group_consumer *gc)
   cairn__client__heartbeat_request__init(&g->u.hb);
   g->u.hb.group = gc->group;
   g->u.hb.member_id = gc->member;
+  g->u.hb.group_instance_id = gc->instance;
   g->u.hb.generation = gc->gen;
   g->env.api = CAIRN__CLIENT__API__API_HEARTBEAT;
   g->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_HEARTBEAT_REQ;
@@ -680,6 +696,7 @@ static int lc_group_commit(struct cairn_group_consumer *gc, cairn_done_cb user_c
   cairn__client__offset_commit_request__init(&g->u.commit);
   g->u.commit.group = gc->group;
   g->u.commit.member_id = gc->member;
+  g->u.commit.group_instance_id = gc->instance;
   g->u.commit.generation = gc->gen;
   g->u.commit.partitions = g->cptrs;
   g->u.commit.n_partitions = g->ncparts;
@@ -832,6 +849,7 @@ int cairn_group_consumer_start(struct cairn_group_consumer *gc, cairn_records_cb
 static void lc_group_free(struct cairn_group_consumer *gc)
 {
   free(gc->group);
+  free(gc->instance);
   for (size_t i = 0; i < gc->ntopics; i++) {
     free(gc->topics[i]);
   }
@@ -872,8 +890,10 @@ int cairn_group_consumer_new(struct cairn_client *c, const char *group, const ch
   }
   gc->gen = -1;
   gc->group = strdup(group);
+  gc->instance = strdup(gc->o.group_instance_id != NULL ? gc->o.group_instance_id : "");
+  gc->o.group_instance_id = NULL; /* borrowed: not kept */
   gc->topics = calloc(ntopics, sizeof *gc->topics);
-  bool ok = gc->group != NULL && gc->topics != NULL;
+  bool ok = gc->group != NULL && gc->instance != NULL && gc->topics != NULL;
   for (size_t i = 0; ok && i < ntopics; i++) {
     ok = (gc->topics[i] = strdup(topics[i])) != NULL;
     gc->ntopics += ok;
@@ -933,7 +953,7 @@ static void lc_group_close_leave(struct cairn_group_consumer *gc, int status)
 {
   (void)status;
   lc_group_revoked(gc, 0); /* unassign, on_revoked */
-  if (gc->member[0] != '\0') {
+  if (gc->member[0] != '\0' && gc->instance[0] == '\0') {
     struct lc_gop *g = lc_gop_new(gc, LC_G_LEAVE);
     if (g != NULL) {
       cairn__client__leave_group_request__init(&g->u.leave);

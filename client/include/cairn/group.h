@@ -63,6 +63,14 @@ struct cairn_group_options {
   cairn_group_error_cb on_error;         /* may be NULL */
   void *cb_data;
   struct cairn_consumer_options consumer;
+  /* Static membership (Kafka's group.instance.id; NULL or "": a dynamic
+   * member): a process that restarts under the same id within the
+   * session timeout takes over its previous member and partitions without
+   * a rebalance of the others; a static member does not leave the group
+   * when closed (its restart or its session timeout decides), and one
+   * replaced by a newer process under its id stops with
+   * CAIRN_EFENCED_INSTANCE (on_error). Copied. docs/consumer-groups.md. */
+  const char *group_instance_id;
 };
 
 /* Fills o with the defaults above. Context: any thread. */
@@ -108,8 +116,9 @@ bool cairn_group_at_end(const struct cairn_group_consumer *gc);
 typedef void (*cairn_group_close_cb)(struct cairn_group_consumer *gc, void *data);
 
 /* Stops handing out records, commits (with auto commit), leaves the group
- * (the others rebalance at once), closes the consumer, then cb (may be
- * NULL) and gc is freed. Context: the loop thread, not from inside the
+ * (the others rebalance at once; a static member stays until its session
+ * expires or it restarts), closes the consumer, then cb (may be NULL) and
+ * gc is freed. Context: the loop thread, not from inside the
  * records callback. */
 void cairn_group_consumer_close(struct cairn_group_consumer *gc, cairn_group_close_cb cb,
                                 void *data);
