@@ -28,13 +28,15 @@ static const struct group_env env = {.partitions = env_partitions};
 static const char *const topics[] = {"orders"};
 static const char *const all_strategies[] = {"sticky", "range", "roundrobin"};
 
-static int join(struct group *g, const char *member, const char *new_id, uint64_t now,
-                struct group_actions *a)
+/* A Cairn-assigned JOIN; instance NULL: a dynamic member. */
+static int join_as(struct group *g, const char *member, const char *new_id, const char *instance,
+                   uint64_t now, struct group_actions *a)
 {
   struct group_event ev = {.type = GROUP_EV_JOIN,
                            .now_ms = now,
                            .wall_ms = 1000000 + now,
                            .member_id = member,
+                           .instance_id = instance,
                            .new_member_id = new_id,
                            .client_id = "t",
                            .session_timeout_ms = 3000,
@@ -44,6 +46,12 @@ static int join(struct group *g, const char *member, const char *new_id, uint64_
                            .strategies = all_strategies,
                            .nstrategies = 3};
   return group_step(g, &env, &ev, a);
+}
+
+static int join(struct group *g, const char *member, const char *new_id, uint64_t now,
+                struct group_actions *a)
+{
+  return join_as(g, member, new_id, NULL, now, a);
 }
 
 static int simple(struct group *g, enum group_event_type type, const char *member, int32_t gen,
@@ -702,11 +710,13 @@ static void test_group_static_member_keeps_its_partitions(void **state)
   group_close(&g);
 }
 
-/* Random orders of joins, heartbeats, syncs, leaves, ticks and store
- * outcomes (some failed): every answered join of generation G sees an
- * assignment that covers the 12 partitions once, members of a stable group
- * hold 4 or fewer apart by at most one, generations only grow, and a group
- * that is STORING always has the store of its generation in flight. */
+/* Random orders of joins, heartbeats, syncs, leaves, ticks, store
+ * outcomes (some failed) and static members' joins and restarts
+ * (takeovers): every answered join of generation G sees an assignment that
+ * covers the 12 partitions once, members of a stable group hold 4 or fewer
+ * apart by at most one, generations only grow, a group that is STORING
+ * always has the store of its generation in flight, and no two members
+ * hold one instance id. */
 static void test_group_random_event_orders_keep_invariants(void **state)
 {
   uint64_t seed = tu_seed("test_group_random");
@@ -721,9 +731,12 @@ static void test_group_random_event_orders_keep_invariants(void **state)
     size_t npending = 0;
     for (int step = 0; step < 200; step++) {
       now += tu_rand(&rs) % 700;
-      int kind = (int)(tu_rand(&rs) % 7);
-      char who[8];
+      int kind = (int)(tu_rand(&rs) % 8);
+      char who[GROUP_MEMBER_ID_MAX + 1];
       snprintf(who, sizeof who, "m%d", (int)(tu_rand(&rs) % 6));
+      if (g.nmembers > 0 && tu_rand(&rs) % 2 == 0) {
+        snprintf(who, sizeof who, "%s", g.members[tu_rand(&rs) % g.nmembers].id);
+      }
       int rv;
       switch (kind) {
       case 0:
@@ -744,6 +757,16 @@ static void test_group_random_event_orders_keep_invariants(void **state)
       case 4:
         rv = simple(&g, GROUP_EV_LEAVE, who, 0, now, &a);
         break;
+      case 7: {
+        /* A static member (instances s0..s2) joins, or restarts: member
+         * id "" with a fresh id, taking over the instance's member. */
+        char inst[8], fresh[24];
+        snprintf(inst, sizeof inst, "s%d", (int)(tu_rand(&rs) % 3));
+        snprintf(fresh, sizeof fresh, "%s-%d", inst, step);
+        rv = join_as(&g, "", fresh, inst, now, &a);
+        assert_int_equal(rv, 0);
+        break;
+      }
       case 5:
         if (npending > 0) {
           size_t k = (size_t)(tu_rand(&rs) % npending);
@@ -779,6 +802,13 @@ static void test_group_random_event_orders_keep_invariants(void **state)
         fail_msg("seed %" PRIu64 ": generation went back", seed);
       }
       last_gen = g.generation;
+      for (size_t i = 0; i < g.nmembers; i++) {
+        for (size_t k = i + 1; k < g.nmembers && g.members[i].instance_id[0] != '\0'; k++) {
+          if (strcmp(g.members[i].instance_id, g.members[k].instance_id) == 0) {
+            fail_msg("seed %" PRIu64 ": instance %s held twice", seed, g.members[i].instance_id);
+          }
+        }
+      }
       if (g.state == GROUP_STORING || g.state == GROUP_STABLE) {
         size_t total = 0, lo = SIZE_MAX, hi = 0;
         for (size_t i = 0; i < g.nmembers; i++) {
