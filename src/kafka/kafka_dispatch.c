@@ -464,7 +464,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
 {
   struct node *n = data;
   struct conn *c = req->c;
-  if (c->proto_state == KAFKA_SASL_RAW) {
+  if (kafka_sasl_raw(c->proto_state)) {
     /* after a SaslHandshake v0: a SCRAM message, no request header */
     struct kafka_req *kr = kafka_req_new(n, req);
     if (kr != NULL) {
@@ -535,7 +535,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
  * producer's pipelined batches commit together and keep their order. */
 static bool kafka_runs_alone(const struct conn_request *req)
 {
-  if (req->c->proto_state == KAFKA_SASL_RAW || req->payload_len < 4) {
+  if (kafka_sasl_raw(req->c->proto_state) || req->payload_len < 4) {
     return true;
   }
   int16_t key, version;

@@ -1,8 +1,11 @@
 /* kafka_handle_sasl.c - SaslHandshake v0-1 and SaslAuthenticate v0-1:
- * SCRAM-SHA-256 on the Kafka port over the native Authenticate (the same
- * users, the same exchange state on the conn, the same failure counting;
+ * SCRAM-SHA-256, and PLAIN on a TLS conn (SASL_SSL), on the Kafka port
+ * over the native Authenticate (the same users and credentials, the same
+ * exchange state on the conn, the same failure counting;
  * src/server/handle_auth.c), after which the conn's principal is the
- * user's and the ACLs apply to it as to a native client.
+ * user's and the ACLs apply to it as to a native client. PLAIN is one
+ * message ("[authzid] NUL user NUL password") and is not offered on a
+ * plaintext conn, where the password would cross the network as it is.
  *
  * Two shapes, chosen by the handshake's version (Kafka's KIP-152):
  *   v1 (librdkafka): each SCRAM message in a SaslAuthenticate request and
@@ -16,6 +19,7 @@
  *
  *   NONE --SaslHandshake v0--> RAW --token...--> NONE (authenticated)
  *        \-SaslHandshake v1--> FRAMED --SaslAuthenticate...--> NONE
+ *   (PLAIN: RAW_PLAIN and FRAMED_PLAIN, one token each)
  *   any failure: RAW closes the conn; FRAMED answers the error and
  *   returns to NONE (the client may start again, within the native limit
  *   on failures per conn).
@@ -31,7 +35,20 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KAFKA_SASL_MECHANISM "SCRAM-SHA-256"
+#define KAFKA_SASL_SCRAM "SCRAM-SHA-256"
+#define KAFKA_SASL_PLAIN "PLAIN"
+
+/* The mechanism of a conn's exchange (its state). */
+static const char *kafka_sasl_mechanism(int state)
+{
+  return state == KAFKA_SASL_RAW_PLAIN || state == KAFKA_SASL_FRAMED_PLAIN ? KAFKA_SASL_PLAIN
+                                                                           : KAFKA_SASL_SCRAM;
+}
+
+static bool kafka_sasl_is(struct kafka_str mech, const char *name)
+{
+  return mech.ptr != NULL && mech.len == strlen(name) && memcmp(mech.ptr, name, mech.len) == 0;
+}
 
 static void kafka_sasl_set_state(struct conn *c, enum kafka_sasl_state to)
 {
@@ -51,26 +68,32 @@ void kafka_handle_sasl_handshake(struct kafka_req *kr)
     return;
   }
   int16_t err = KAFKA_ERR_NONE;
+  bool v0 = kr->h.api_version == 0;
+  bool tls = conn_encrypted(c); /* PLAIN only there */
   /* Refused once logged in, or while an exchange is under way; a client
    * certificate's principal (SASL_SSL under mutual TLS) is replaced by the
    * login, as in Kafka and on the native port. */
   if (!handle_auth_may_start(c) || c->proto_state != KAFKA_SASL_NONE) {
     err = KAFKA_ERR_ILLEGAL_SASL_STATE;
-  } else if (mech.ptr == NULL || mech.len != strlen(KAFKA_SASL_MECHANISM) ||
-             memcmp(mech.ptr, KAFKA_SASL_MECHANISM, mech.len) != 0) {
-    err = KAFKA_ERR_UNSUPPORTED_SASL_MECHANISM;
+  } else if (kafka_sasl_is(mech, KAFKA_SASL_SCRAM)) {
+    kafka_sasl_set_state(c, v0 ? KAFKA_SASL_RAW : KAFKA_SASL_FRAMED);
+  } else if (tls && kafka_sasl_is(mech, KAFKA_SASL_PLAIN)) {
+    kafka_sasl_set_state(c, v0 ? KAFKA_SASL_RAW_PLAIN : KAFKA_SASL_FRAMED_PLAIN);
   } else {
-    kafka_sasl_set_state(c, kr->h.api_version == 0 ? KAFKA_SASL_RAW : KAFKA_SASL_FRAMED);
+    err = KAFKA_ERR_UNSUPPORTED_SASL_MECHANISM;
   }
   struct kafka_buf b;
   kafka_buf_init(&b);
   kafka_put_err(&b, err);
-  kafka_put_array_len(&b, 1);
-  kafka_put_string(&b, KAFKA_SASL_MECHANISM);
+  kafka_put_array_len(&b, tls ? 2 : 1);
+  kafka_put_string(&b, KAFKA_SASL_SCRAM);
+  if (tls) {
+    kafka_put_string(&b, KAFKA_SASL_PLAIN);
+  }
   kafka_req_respond(kr, &b);
 }
 
-/* ---- one SCRAM message through the native Authenticate ---- */
+/* ---- one SASL message through the native Authenticate ---- */
 
 static void kafka_sasl_relay(struct kafka_req *kr, struct kafka_str token, kafka_relay_fn fn)
 {
@@ -81,7 +104,7 @@ static void kafka_sasl_relay(struct kafka_req *kr, struct kafka_str token, kafka
     return;
   }
   cairn__client__authenticate_request__init(r);
-  r->mechanism = KAFKA_SASL_MECHANISM;
+  r->mechanism = (char *)kafka_sasl_mechanism(kr->req->c->proto_state);
   r->message.data = (uint8_t *)token.ptr; /* borrowed from the request, which outlives the relay */
   r->message.len = token.len;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_REQ;
@@ -146,7 +169,7 @@ void kafka_handle_sasl_authenticate(struct kafka_req *kr)
     kafka_req_malformed(kr);
     return;
   }
-  if (c->proto_state != KAFKA_SASL_FRAMED) {
+  if (c->proto_state != KAFKA_SASL_FRAMED && c->proto_state != KAFKA_SASL_FRAMED_PLAIN) {
     struct kafka_buf b;
     kafka_buf_init(&b);
     kafka_put_err(&b, KAFKA_ERR_ILLEGAL_SASL_STATE);

@@ -1710,6 +1710,11 @@ int conn_start_tls(struct conn *c, struct tls_ctx *ctx)
   return 0;
 }
 
+bool conn_encrypted(const struct conn *c)
+{
+  return c->tls != NULL;
+}
+
 const char *conn_tls_principal(const struct conn *c)
 {
   return c->tls != NULL ? tls_peer_principal(c->tls) : "";

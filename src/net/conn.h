@@ -374,6 +374,9 @@ __attribute__((warn_unused_result)) int conn_new(uv_loop_t *loop, uv_stream_t *s
  * borrowed only during the call. Context: loop thread. */
 __attribute__((warn_unused_result)) int conn_start_tls(struct conn *c, struct tls_ctx *ctx);
 
+/* Does c speak TLS (conn_start_tls)? */
+bool conn_encrypted(const struct conn *c);
+
 /* The client certificate's principal under mutual TLS ("" when none).
  * Returns borrowed, valid while c is. */
 const char *conn_tls_principal(const struct conn *c);

@@ -88,6 +88,17 @@ int scram_cred_make(const char *password, const uint8_t *salt, size_t salt_len, 
   return 0;
 }
 
+bool scram_password_matches(const struct scram_cred *cred, const char *password)
+{
+  struct scram_cred made;
+  if (scram_cred_make(password, cred->salt, cred->salt_len, cred->iterations, &made) != 0) {
+    return false;
+  }
+  bool same = CRYPTO_memcmp(made.stored_key, cred->stored_key, SCRAM_KEY_LEN) == 0;
+  OPENSSL_cleanse(&made, sizeof made);
+  return same;
+}
+
 /* Finds "k=" attribute k in msg (comma separated, len bytes); returns its
  * value and length, or NULL. */
 static const char *scram_attr(const char *msg, size_t len, char k, size_t *vlen)

@@ -61,6 +61,12 @@ __attribute__((warn_unused_result)) int scram_cred_make(const char *password, co
                                                         size_t salt_len, uint32_t iterations,
                                                         struct scram_cred *out);
 
+/* Is password the one cred was made from? (SASL PLAIN against the stored
+ * SCRAM credential: the salted password's StoredKey, compared in constant
+ * time.) Costs cred->iterations rounds of PBKDF2: keep it off the loop
+ * thread. */
+bool scram_password_matches(const struct scram_cred *cred, const char *password);
+
 /* ---- server ---- */
 
 enum scram_server_state { SCRAM_S_START, SCRAM_S_CHALLENGED, SCRAM_S_DONE, SCRAM_S_FAILED };

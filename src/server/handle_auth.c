@@ -1,5 +1,6 @@
 /* handle_auth.c - Authenticate (SCRAM-SHA-256 on the connection, against
- * the users in the metadata state) and the user admin requests
+ * the users in the metadata state; or SASL PLAIN over TLS, checked against
+ * the same stored credential on the thread pool) and the user admin requests
  * (UpsertUser and DeleteUser through the controller leader, ListUsers from
  * any node's state). docs/security.md.
  *
@@ -17,12 +18,15 @@
 #include "net/scram.h"
 #include "net/wire_err.h"
 
+#include <openssl/crypto.h>
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define AUTH_MECHANISM "SCRAM-SHA-256"
+#define AUTH_PLAIN_MECHANISM "PLAIN"     /* over TLS only, checked against the SCRAM credential */
 #define AUTH_NODE_MECHANISM "CAIRN-NODE" /* nodes, with the cluster key */
 #define AUTH_NODE_LABEL "cairn node auth v1"
 #define AUTH_CONN_FAILURES 3
@@ -205,6 +209,154 @@ static void auth_fail(struct node *n, struct conn_request *req, const char *user
   }
 }
 
+/* ---- PLAIN (RFC 4616) ---- */
+
+/* Marks a PLAIN check under way in c->auth (a SCRAM state never has it):
+ * another Authenticate meanwhile is refused, not mixed in. */
+#define AUTH_PLAIN_STATE 98
+
+/* One PLAIN check on the thread pool: the password against the user's
+ * SCRAM credential (PBKDF2 over its iterations, milliseconds: never on the
+ * loop). req is NULL once the conn closed under it (auth_plain_on_cancel);
+ * the work then only frees itself. */
+struct auth_plain {
+  uv_work_t work;
+  struct node *n;
+  struct conn_request *req;
+  char user[SCRAM_USER_MAX + 1];
+  char password[256];
+  struct scram_cred cred; /* the user's, or made up (unknown users fail alike) */
+  bool known;
+  bool ok;
+};
+
+static void auth_plain_run(uv_work_t *w)
+{
+  struct auth_plain *p = w->data;
+  p->ok = scram_password_matches(&p->cred, p->password) && p->known;
+  OPENSSL_cleanse(p->password, sizeof p->password);
+}
+
+static void auth_plain_done(uv_work_t *w, int status)
+{
+  struct auth_plain *p = w->data;
+  struct conn_request *req = p->req;
+  if (req != NULL) {
+    struct conn *c = req->c;
+    conn_request_set_cancel(req, NULL);
+    req->handler_data = NULL;
+    auth_state_free(c->auth); /* the marker */
+    c->auth = NULL;
+    if (status != 0 || !p->ok) {
+      auth_fail(p->n, req, p->user, "wrong password or unknown user", NULL);
+    } else {
+      snprintf(c->principal, sizeof c->principal, "User:%s", p->user);
+      log_info("auth", "conn %" PRIu64 " %s: authenticated as %s (PLAIN)", c->id, c->peer,
+               c->principal);
+      auth_respond(req, CAIRN__CLIENT__ERROR_CODE__OK, "", NULL, true, c->principal);
+    }
+  }
+  OPENSSL_cleanse(p, sizeof *p);
+  free(p);
+}
+
+static void auth_plain_on_cancel(struct conn_request *req)
+{
+  struct auth_plain *p = req->handler_data;
+  p->req = NULL; /* the work frees itself when it ends */
+  req->handler_data = NULL;
+  conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__SHUTTING_DOWN, "connection closing");
+}
+
+/* Splits "[authzid] NUL user NUL password" (len bytes) into p's user and
+ * password. Returns false for another shape, a bad user name, a password
+ * too long or with a NUL, or an authzid other than the user. */
+static bool auth_plain_parse(struct auth_plain *p, const uint8_t *msg, size_t len)
+{
+  const uint8_t *z1 = len > 0 ? memchr(msg, 0, len) : NULL;
+  if (z1 == NULL) {
+    return false;
+  }
+  size_t azlen = (size_t)(z1 - msg);
+  const uint8_t *user = z1 + 1;
+  size_t rest = len - azlen - 1;
+  const uint8_t *z2 = rest > 0 ? memchr(user, 0, rest) : NULL;
+  if (z2 == NULL) {
+    return false;
+  }
+  size_t ulen = (size_t)(z2 - user);
+  size_t plen = rest - ulen - 1;
+  if (ulen == 0 || ulen > SCRAM_USER_MAX || plen >= sizeof p->password ||
+      memchr(z2 + 1, 0, plen) != NULL ||
+      (azlen > 0 && (azlen != ulen || memcmp(msg, user, ulen) != 0))) {
+    return false;
+  }
+  memcpy(p->user, user, ulen);
+  p->user[ulen] = '\0';
+  memcpy(p->password, z2 + 1, plen);
+  p->password[plen] = '\0';
+  return scram_user_ok(p->user);
+}
+
+/* SASL PLAIN: one message, checked on the thread pool. Only over TLS: the
+ * password crosses the network as it is. */
+static void auth_plain_start(struct node *n, struct conn_request *req, const uint8_t *msg,
+                             size_t len)
+{
+  struct conn *c = req->c;
+  if (!conn_encrypted(c)) {
+    auth_fail(n, req, "?",
+              "PLAIN only over TLS (the password would cross in the clear): "
+              "use SCRAM-SHA-256",
+              NULL);
+    return;
+  }
+  struct auth_plain *p = calloc(1, sizeof *p);
+  struct scram_server *mark = calloc(1, sizeof *mark);
+  if (p == NULL || mark == NULL) {
+    free(p);
+    free(mark);
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
+    return;
+  }
+  if (!auth_plain_parse(p, msg, len)) {
+    free(p);
+    free(mark);
+    auth_fail(n, req, "?", "malformed PLAIN message", NULL);
+    return;
+  }
+  const struct meta_user *u = meta_user_find(ctl_state(&n->ctl), p->user);
+  p->known = u != NULL;
+  if (u != NULL) {
+    p->cred = u->cred;
+  } else {
+    /* An unknown user costs what a known one does (no user enumeration by
+     * timing): a credential made up from the fake key. */
+    if (!auth_fake_key_set) {
+      auth_fake_key_set = chs_random(auth_fake_key, sizeof auth_fake_key) == 0;
+    }
+    p->cred.salt_len = 16;
+    chs_mac(auth_fake_key, sizeof auth_fake_key, "cairn fake salt", (const uint8_t *)p->user,
+            strlen(p->user), p->cred.salt);
+    p->cred.iterations = SCRAM_ITERATIONS_DEFAULT;
+  }
+  p->n = n;
+  p->req = req;
+  p->work.data = p;
+  mark->state = (enum scram_server_state)AUTH_PLAIN_STATE;
+  if (uv_queue_work(n->loop, &p->work, auth_plain_run, auth_plain_done) != 0) {
+    OPENSSL_cleanse(p, sizeof *p);
+    free(p);
+    free(mark);
+    conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "cannot queue the PLAIN check");
+    return;
+  }
+  c->auth = mark;
+  c->auth_free = auth_state_free;
+  req->handler_data = p;
+  conn_request_set_cancel(req, auth_plain_on_cancel);
+}
+
 /* The rule handlers.h states: a login replaces only a certificate's
  * principal, never another login's. */
 bool handle_auth_may_start(const struct conn *c)
@@ -230,13 +382,24 @@ void handle_authenticate(struct node *n, struct conn_request *req)
                  NULL);
     return;
   }
+  /* Nothing touches c->auth while a PLAIN check holds it. */
+  if (c->auth != NULL && (int)((struct scram_server *)c->auth)->state == AUTH_PLAIN_STATE) {
+    auth_respond(req, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED,
+                 "a PLAIN authentication of this connection is under way", NULL, false, NULL);
+    return;
+  }
   if (r->mechanism != NULL && strcmp(r->mechanism, AUTH_NODE_MECHANISM) == 0 &&
       r->message.len <= SCRAM_MSG_MAX && handle_auth_may_start(c)) {
     auth_node_step(n, req, (const char *)r->message.data, r->message.len);
     return;
   }
+  if (r->mechanism != NULL && strcmp(r->mechanism, AUTH_PLAIN_MECHANISM) == 0 &&
+      r->message.len <= SCRAM_MSG_MAX && handle_auth_may_start(c) && c->auth == NULL) {
+    auth_plain_start(n, req, r->message.data, r->message.len);
+    return;
+  }
   if (r->mechanism == NULL || strcmp(r->mechanism, AUTH_MECHANISM) != 0) {
-    auth_fail(n, req, "?", "unsupported mechanism (SCRAM-SHA-256 only)", NULL);
+    auth_fail(n, req, "?", "unsupported mechanism (SCRAM-SHA-256, or PLAIN over TLS)", NULL);
     return;
   }
   if (r->message.len > SCRAM_MSG_MAX) {

@@ -11,12 +11,14 @@
 #    client without a certificate, a plaintext client and plaintext
 #    garbage are refused with a log line, and the nodes go on serving;
 #  - one node with TLS (no client certificates) and --auth required:
-#    kafka-python and kcat with SASL_SSL / SCRAM-SHA-256 produce and read
-#    back; SSL without a login is refused; after its certificate files are
+#    kafka-python and kcat with SASL_SSL / SCRAM-SHA-256, then with
+#    SASL_SSL / PLAIN (checked against the SCRAM credential), produce and
+#    read back, a wrong password or user refused; SSL without a login is
+#    refused; after its certificate files are
 #    replaced and SIGHUP, new TLS connections to its Kafka port (and client
 #    port) get the new certificate and kcat reads back through it;
 #  - one node without TLS: a TLS client is closed with a log line that says
-#    so, and plaintext clients still work.
+#    so, and plaintext clients still work; PLAIN is not offered there.
 #
 # Usage: kafka_tls.sh CAIRN CAIRND
 set -euo pipefail
@@ -30,20 +32,22 @@ $py -c 'import kafka, confluent_kafka' 2>/dev/null ||
 
 step() { echo "== [${SECONDS}s] $*"; }
 
-# kafka_python_roundtrip ADDR TOPIC PROTOCOL N: kafka-python produces N
-# messages to partition 0 of TOPIC with acks=all over PROTOCOL (SSL with
-# alice's certificate, or SASL_SSL as alice), then reads exactly them back
-# from the first one's offset.
+# kafka_python_roundtrip ADDR TOPIC PROTOCOL N [MECHANISM]: kafka-python
+# produces N messages to partition 0 of TOPIC with acks=all over PROTOCOL
+# (SSL with alice's certificate, or SASL_SSL as alice with MECHANISM,
+# SCRAM-SHA-256 by default), then reads exactly them back from the first
+# one's offset.
 kafka_python_roundtrip() {
   timeout 90 $py - "$@" "$t" <<'PY' || fail "kafka-python over $3"
 import sys, time
 from kafka import KafkaProducer, KafkaConsumer, TopicPartition
-bs, topic, proto, n, t = [sys.argv[1]], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+bs, topic, proto, n = [sys.argv[1]], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mech, t = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else ("SCRAM-SHA-256", sys.argv[5])
 sec = dict(security_protocol=proto, ssl_cafile=t + "/ca.pem")
 if proto == "SSL":
     sec.update(ssl_certfile=t + "/alice.pem", ssl_keyfile=t + "/alice.key")
 else:
-    sec.update(sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+    sec.update(sasl_mechanism=mech, sasl_plain_username="alice",
                sasl_plain_password="alice-pw")
 p = KafkaProducer(bootstrap_servers=bs, acks="all", retries=5, **sec)
 sent = [p.send(topic, value=b"py%d" % i, partition=0).get(timeout=30) for i in range(n)]
@@ -57,7 +61,7 @@ while len(got) < n and time.time() < deadline:
     for ms in c.poll(timeout_ms=200).values():
         got.extend(m.value for m in ms)
 assert got == [b"py%d" % i for i in range(n)], got
-print("kafka-python: %d produced and read back over %s" % (n, proto))
+print("kafka-python: %d produced and read back over %s (%s)" % (n, proto, mech))
 PY
 }
 
@@ -281,6 +285,25 @@ expect 1 timeout 30 kcat "${sasl_ssl[@]}" -X sasl.password=wrong -L -m 2
 expect 1 timeout 30 kcat -b "$(kafka 4)" -X security.protocol=ssl -X "ssl.ca.location=$t/ca.pem" -L -m 2
 grep -q "before SASL authentication" "$cdir/node4.log" || fail "SSL without a login was not refused"
 
+step "SASL_SSL with PLAIN on node 4 (checked against alice's SCRAM credential): kafka-python and kcat"
+# kafka-python sends PLAIN as a raw token after SaslHandshake v0; kcat in a
+# SaslAuthenticate after v1.
+expect 0 "$cli" -b "127.0.0.1:$(port 4 0)" --tls-ca "$t/ca.pem" --user alice topic create sp \
+  --partitions 1 --replication-factor 1
+kafka_python_roundtrip "$(kafka 4)" sp SASL_SSL 5 PLAIN
+plain=(-b "$(kafka 4)" -X security.protocol=SASL_SSL -X "ssl.ca.location=$t/ca.pem"
+  -X sasl.mechanisms=PLAIN -X sasl.username=alice)
+seq 1 10 | sed 's/^/kp/' >"$dir/in"
+expect 0 timeout 60 kcat "${plain[@]}" -X sasl.password=alice-pw -P -t sp -X acks=all "$dir/in"
+expect 0 timeout 60 kcat "${plain[@]}" -X sasl.password=alice-pw -C -t sp -e -o beginning -q
+grep '^kp' "$dir/out" | diff - "$dir/in" >/dev/null || fail "kcat PLAIN read back: $(cat "$dir/out")"
+[ "$(grep -c '^py' "$dir/out")" -eq 5 ] || fail "kcat PLAIN read back: $(cat "$dir/out")"
+grep -q "authenticated as User:alice (PLAIN)" "$cdir/node4.log" || fail "no PLAIN login logged on node 4"
+expect 1 timeout 30 kcat "${plain[@]}" -X sasl.password=alice-pw-not -L -m 2
+err_has "Authentication failed"
+expect 1 timeout 30 kcat "${plain[@]/alice/mallory}" -X sasl.password=alice-pw -L -m 2
+err_has "Authentication failed"
+
 # served_fingerprint ADDR: the SHA-256 fingerprint of the certificate a new
 # TLS connection to ADDR is given ("" if none).
 served_fingerprint() {
@@ -331,5 +354,11 @@ grep -q "a TLS handshake on a port without TLS" "$cdir/node5.log" ||
   fail "node 5 does not say why it closed the TLS client: $(tail -5 "$cdir/node5.log")"
 expect 0 timeout 30 kcat -b "$(kafka 5)" -L -m 10
 out_has "broker 1 at $(kafka 5)"
+
+step "PLAIN is not offered on node 5's plaintext Kafka port (the password would cross in the clear)"
+expect 1 timeout 30 kcat -b "$(kafka 5)" -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN \
+  -X sasl.username=alice -X sasl.password=alice-pw -L -m 2
+err_has "Unsupported SASL mechanism"
+err_has "SCRAM-SHA-256"
 
 echo "PASS"

@@ -264,13 +264,15 @@ static Cairn__Client__Envelope *wcall(struct wc *w, Cairn__Client__Envelope *env
   return wc_recv(w, 10000, &resp, NULL, NULL) == 0 ? resp : NULL;
 }
 
-/* One Authenticate step; returns the answer (owned) or NULL. */
-static Cairn__Client__Envelope *auth_step(struct wc *w, const char *msg)
+/* One Authenticate step of mechanism (len bytes of msg); returns the
+ * answer (owned) or NULL. */
+static Cairn__Client__Envelope *auth_step_mech(struct wc *w, const char *mechanism, const char *msg,
+                                               size_t len)
 {
   Cairn__Client__AuthenticateRequest r = CAIRN__CLIENT__AUTHENTICATE_REQUEST__INIT;
-  r.mechanism = "SCRAM-SHA-256";
+  r.mechanism = (char *)mechanism;
   r.message.data = (uint8_t *)msg;
-  r.message.len = strlen(msg);
+  r.message.len = len;
   Cairn__Client__Envelope env = CAIRN__CLIENT__ENVELOPE__INIT;
   env.api = CAIRN__CLIENT__API__API_AUTHENTICATE;
   env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_REQ;
@@ -278,6 +280,12 @@ static Cairn__Client__Envelope *auth_step(struct wc *w, const char *msg)
   Cairn__Client__Envelope *resp = wcall(w, &env);
   assert_true(resp == NULL || resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_AUTHENTICATE_RESP);
   return resp;
+}
+
+/* One SCRAM-SHA-256 step. */
+static Cairn__Client__Envelope *auth_step(struct wc *w, const char *msg)
+{
+  return auth_step_mech(w, "SCRAM-SHA-256", msg, strlen(msg));
 }
 
 static int auth_code(const Cairn__Client__Envelope *resp)
@@ -390,6 +398,18 @@ static void test_security_scram_login_wrong_password_replay_and_limits(void **st
   char recorded[SCRAM_MSG_MAX];
   assert_int_equal(wc_connect(&w, addr, 5000), 0);
   assert_int_equal(login(&w, "alice", "correct horse", recorded, sizeof recorded), 0);
+  wc_close(&w);
+
+  /* PLAIN, even with the right password, only over TLS (the password
+   * would cross in the clear): refused here, and nobody is logged in. */
+  assert_int_equal(wc_connect(&w, addr, 5000), 0);
+  static const char plain[] = "\0alice\0correct horse";
+  resp = auth_step_mech(&w, "PLAIN", plain, sizeof plain - 1);
+  assert_non_null(resp);
+  assert_int_equal(auth_code(resp), CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED);
+  assert_false(resp->authenticate_resp->done);
+  assert_non_null(strstr(resp->authenticate_resp->error->message, "only over TLS"));
+  cairn__client__envelope__free_unpacked(resp, NULL);
   wc_close(&w);
 
   /* A wrong password, and an unknown user: the same refusal. */

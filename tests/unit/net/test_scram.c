@@ -130,6 +130,22 @@ static void test_scram_client_refuses_a_server_without_the_credential(void **sta
   (void)other;
 }
 
+/* SASL PLAIN's check against the stored credential: the RFC 7677 user's
+ * password matches, others (a prefix, a longer one, empty) do not. */
+static void test_scram_password_matches_the_credential(void **state)
+{
+  (void)state;
+  struct scram_cred cred;
+  assert_int_equal(scram_cred_make("pencil", rfc_salt, sizeof rfc_salt, 4096, &cred), 0);
+  assert_true(scram_password_matches(&cred, "pencil"));
+  assert_false(scram_password_matches(&cred, "pencil2"));
+  assert_false(scram_password_matches(&cred, "pencI"));
+  assert_false(scram_password_matches(&cred, ""));
+  struct scram_cred bad = cred;
+  bad.iterations = 1; /* out of range: never a match */
+  assert_false(scram_password_matches(&bad, "pencil"));
+}
+
 static void test_scram_malformed_and_oversized_messages(void **state)
 {
   struct scram_server s;
@@ -213,6 +229,7 @@ int main(void)
       cmocka_unit_test(test_scram_wrong_password_and_unknown_user_fail_alike),
       cmocka_unit_test(test_scram_replayed_client_final_is_refused),
       cmocka_unit_test(test_scram_client_refuses_a_server_without_the_credential),
+      cmocka_unit_test(test_scram_password_matches_the_credential),
       cmocka_unit_test(test_scram_malformed_and_oversized_messages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
