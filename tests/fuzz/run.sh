@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build/fuzz and runs each one
 # for SECONDS (default 20) from the seeds in tests/fuzz/seeds/<target>.
-#   bash tests/fuzz/run.sh                 20 s per target (ctest's fuzz_short: 12 s)
+#   bash tests/fuzz/run.sh                 20 s per target (ctest's fuzz_short: 11 s)
 #   bash tests/fuzz/run.sh 600             ten minutes per target
-#   bash tests/fuzz/run.sh 600 frame       one target: frame | batch | producers | kafka | wal | plog | raftmux | meta
+#   bash tests/fuzz/run.sh 600 frame       one target: frame | batch | producers | kafka | wal | plog | raftmux | meta | group
 #   bash tests/fuzz/run.sh --build-only
 # The growing corpus stays in build/fuzz/corpus/<target> (reused by later
 # runs); a crashing input is saved as build/fuzz/artifacts/<target>-crash-*
@@ -16,18 +16,18 @@ targets=()
 for a in "$@"; do
   case "$a" in
     --build-only) build_only=1 ;;
-    frame|batch|producers|kafka|wal|plog|raftmux|meta) targets+=("$a") ;;
+    frame|batch|producers|kafka|wal|plog|raftmux|meta|group) targets+=("$a") ;;
     *[!0-9]*|'') echo "run.sh: unknown argument '$a'" >&2; exit 2 ;;
     *) secs="$a" ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(frame batch producers kafka wal plog raftmux meta)
+[ ${#targets[@]} -gt 0 ] || targets=(frame batch producers kafka wal plog raftmux meta group)
 if ! command -v clang >/dev/null; then
   echo "run.sh: clang not found (bash deploy/setup.sh installs it)" >&2
   exit 1
 fi
 CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCAIRN_FUZZ=ON -DCAIRN_WERROR=ON >/dev/null
-cmake --build build/fuzz --target fuzz_frame fuzz_batch fuzz_producers fuzz_kafka fuzz_wal fuzz_plog fuzz_raftmux fuzz_meta -j 2 >build/fuzz/build.log 2>&1 ||
+cmake --build build/fuzz --target fuzz_frame fuzz_batch fuzz_producers fuzz_kafka fuzz_wal fuzz_plog fuzz_raftmux fuzz_meta fuzz_group -j 2 >build/fuzz/build.log 2>&1 ||
   { cat build/fuzz/build.log; exit 1; }
 [ "$build_only" -eq 0 ] || exit 0
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"

@@ -1006,7 +1006,7 @@ static int group_restore_member(struct group *g, struct group_member *m,
 {
   const char *inst = sm->instance_id != NULL ? sm->instance_id : "";
   if (!group_name_ok(sm->id, GROUP_MEMBER_ID_MAX) || sm->id[0] == '\0' ||
-      !group_name_ok(sm->client_id, GROUP_CLIENT_ID_MAX) ||
+      group_member_get(g, sm->id) != NULL || !group_name_ok(sm->client_id, GROUP_CLIENT_ID_MAX) ||
       !group_name_ok(inst, GROUP_INSTANCE_ID_MAX) || group_instance_get(g, inst) != NULL ||
       sm->ntopics > GROUP_MAX_SUBSCRIPTION || sm->assignment_len > GROUP_OPAQUE_MAX ||
       sm->metadata_len > GROUP_OPAQUE_MAX) {
@@ -1097,6 +1097,11 @@ int group_restore(struct group *g, const struct group_snapshot *s, const struct 
   for (size_t i = 0; rv == 0 && i < s->nmembers; i++) {
     g->nmembers++;
     rv = group_restore_member(g, &g->members[i], &s->members[i], now_ms);
+  }
+  /* A stable group's leader is one of its members: another is damage (a
+   * rebalance would look for the leader's protocols and find none). */
+  if (rv == 0 && g->leader[0] != '\0' && group_member_get(g, g->leader) == NULL) {
+    rv = CAIRN_EINVAL;
   }
   if (rv != 0) {
     group_members_clear(g);

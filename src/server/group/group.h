@@ -330,7 +330,8 @@ struct group_snapshot {
  * STABLE (EMPTY with no member). A restored member offers only the chosen
  * protocol (client-assigned) or strategy until it joins again. Returns 0,
  * CAIRN_EINVAL (a bad name, protocol or strategy, too many members or
- * topics; g then has no member) or CAIRN_ENOMEM (likewise). */
+ * topics, a member id or an instance id twice, a leader that is not a
+ * member; g then has no member) or CAIRN_ENOMEM (likewise). */
 __attribute__((warn_unused_result)) int group_restore(struct group *g,
                                                       const struct group_snapshot *s,
                                                       const struct group_env *env, uint64_t now_ms,

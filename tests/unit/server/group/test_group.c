@@ -710,6 +710,51 @@ static void test_group_static_member_keeps_its_partitions(void **state)
   group_close(&g);
 }
 
+/* A membership record whose leader is not one of its members (damage, or
+ * a forged record) is refused: restored, the next rebalance with every
+ * member rejoining looked for the missing leader's protocols (a NULL
+ * dereference). Member ids and instance ids held twice are refused too
+ * (fuzz_group found the first restored as two members). The group starts
+ * empty and takes joins. */
+static void test_group_restore_refuses_a_foreign_leader_or_a_shared_id(void **state)
+{
+  struct group g;
+  struct group_actions a = {0};
+  assert_int_equal(group_init(&g, "r1", 0, 0), 0);
+  struct group_snapshot_member sm[2] = {
+      {.id = "a", .client_id = "k", .instance_id = "ia", .session_timeout_ms = 3000},
+      {.id = "b", .client_id = "k", .instance_id = "ib", .session_timeout_ms = 3000}};
+  struct group_snapshot snap = {.generation = 4,
+                                .protocol_type = "consumer",
+                                .protocol = "range",
+                                .leader = "x",
+                                .members = sm,
+                                .nmembers = 2};
+  assert_int_equal(group_restore(&g, &snap, &env, 100, 100), CAIRN_EINVAL);
+  assert_int_equal(g.nmembers, 0);
+  assert_int_equal(g.state, GROUP_EMPTY);
+  snap.leader = "b";
+  sm[1].instance_id = "ia";
+  assert_int_equal(group_restore(&g, &snap, &env, 100, 100), CAIRN_EINVAL);
+  assert_int_equal(g.nmembers, 0);
+  sm[1].instance_id = "ib";
+  sm[1].id = "a";
+  snap.leader = "a";
+  assert_int_equal(group_restore(&g, &snap, &env, 100, 100), CAIRN_EINVAL);
+  assert_int_equal(g.nmembers, 0);
+  sm[1].id = "b";
+  snap.leader = "b";
+  assert_int_equal(group_restore(&g, &snap, &env, 100, 100), 0);
+  assert_int_equal(g.state, GROUP_STABLE);
+  /* Both rejoin: the rebalance completes with b leading. */
+  assert_int_equal(sjoin(&g, "a", NULL, "ia", "sub", 200, &a), 0);
+  assert_int_equal(sjoin(&g, "b", NULL, "ib", "sub", 200, &a), 0);
+  assert_true(acted(&a, "a", 0) && acted(&a, "b", 0));
+  assert_string_equal(g.leader, "b");
+  group_actions_free(&a);
+  group_close(&g);
+}
+
 /* Random orders of joins, heartbeats, syncs, leaves, ticks, store
  * outcomes (some failed) and static members' joins and restarts
  * (takeovers): every answered join of generation G sees an assignment that
@@ -847,6 +892,7 @@ int main(void)
       cmocka_unit_test(test_group_static_member_restart_keeps_its_place),
       cmocka_unit_test(test_group_static_member_fenced_expires_and_leaves),
       cmocka_unit_test(test_group_static_member_keeps_its_partitions),
+      cmocka_unit_test(test_group_restore_refuses_a_foreign_leader_or_a_shared_id),
       cmocka_unit_test(test_group_random_event_orders_keep_invariants),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
