@@ -304,11 +304,24 @@ static void auth_plain_start(struct node *n, struct conn_request *req, const uin
                              size_t len)
 {
   struct conn *c = req->c;
+  if (!handle_auth_may_start(c)) {
+    auth_respond(req, CAIRN__CLIENT__ERROR_CODE__AUTHENTICATION_FAILED,
+                 "this connection is already authenticated", NULL, false, NULL);
+    return;
+  }
+  if (c->auth != NULL) {
+    auth_fail(n, req, "?", "mechanisms mixed in one exchange", NULL);
+    return;
+  }
   if (!conn_encrypted(c)) {
     auth_fail(n, req, "?",
               "PLAIN only over TLS (the password would cross in the clear): "
               "use SCRAM-SHA-256",
               NULL);
+    return;
+  }
+  if (len > SCRAM_MSG_MAX) {
+    auth_fail(n, req, "?", "PLAIN message too large", NULL);
     return;
   }
   struct auth_plain *p = calloc(1, sizeof *p);
@@ -393,8 +406,7 @@ void handle_authenticate(struct node *n, struct conn_request *req)
     auth_node_step(n, req, (const char *)r->message.data, r->message.len);
     return;
   }
-  if (r->mechanism != NULL && strcmp(r->mechanism, AUTH_PLAIN_MECHANISM) == 0 &&
-      r->message.len <= SCRAM_MSG_MAX && handle_auth_may_start(c) && c->auth == NULL) {
+  if (r->mechanism != NULL && strcmp(r->mechanism, AUTH_PLAIN_MECHANISM) == 0) {
     auth_plain_start(n, req, r->message.data, r->message.len);
     return;
   }

@@ -6,8 +6,11 @@
 # it gets its partitions back in the same generation while the other sees
 # no rebalance, and every message produced after is read once; a second
 # process started under a live instance id takes over and the first is
-# fenced (FENCED_INSTANCE_ID: a fatal error for librdkafka). `cairn group
-# describe` shows the instance ids.
+# fenced (FENCED_INSTANCE_ID: a fatal error for librdkafka); after a
+# SIGKILL of the group's coordinator node, the instance restarts once more
+# into the same partitions and generation at the new coordinator (which
+# read the instance ids from the group's record). `cairn group describe`
+# shows the instance ids.
 #
 # Usage: kafka_static.sh CAIRN CAIRND
 set -euo pipefail
@@ -157,6 +160,21 @@ events b2 error | grep -qi "fenced" || fail "the replaced i-b's error does not s
 describe >/dev/null || fail "describe: $(cat "$dir/desc.err")"
 pyj "$dir/desc.json" "j['generation'] == $gen and len(j['members']) == 2"
 
+step "SIGKILL the group's coordinator node, then restart i-b: the new coordinator knows the instance (its record), no rebalance"
+coord=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["coordinator"])' "$dir/desc.json")
+b3_id=$($py -c 'import json,sys; print([m["member_id"] for m in json.load(open(sys.argv[1]))["members"] if m["group_instance_id"] == "i-b"][0])' "$dir/desc.json")
+kill -KILL "$(cat "$cdir/node$coord.pid")"
+echo "killed node $coord, the coordinator; i-b is $b3_id"
+kill -KILL "$pid_b3"
+wait "$pid_b3" 2>/dev/null || true
+member b4 i-b
+wait_for 90 '[ -n "$(events b4 assign)" ]' || fail "i-b not assigned at the new coordinator: $(cat "$dir/b4.log" "$dir/b4.out" 2>/dev/null)"
+[ "$(last_parts b4)" = "$parts_b" ] || fail "i-b came back with $(last_parts b4) at the new coordinator, held $parts_b"
+wait_for 60 'describe >/dev/null && $py -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[\"coordinator\"] != $coord and len(j[\"members\"]) == 2 and \"$b3_id\" not in [m[\"member_id\"] for m in j[\"members\"]] else 1)" "$dir/desc.json"' ||
+  fail "the new coordinator's view: $(cat "$dir/desc.json" "$dir/desc.err")"
+pyj "$dir/desc.json" "j['generation'] == $gen and j['state'] == 'stable'"
+[ "$(events a revoke | wc -l)" -eq "$revokes_a" ] || fail "i-a saw a revoke across the coordinator's move: $(events a revoke)"
+
 touch "$dir/stop"
-wait_for 30 '[ -n "$(events a exit)" ] && [ -n "$(events b3 exit)" ]' || fail "the consumers did not stop"
+wait_for 30 '[ -n "$(events a exit)" ] && [ -n "$(events b4 exit)" ]' || fail "the consumers did not stop"
 echo "PASS"
