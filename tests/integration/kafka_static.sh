@@ -6,7 +6,8 @@
 # it gets its partitions back in the same generation while the other sees
 # no rebalance, and every message produced after is read once; a second
 # process started under a live instance id takes over and the first is
-# fenced (FENCED_INSTANCE_ID: a fatal error for librdkafka); after a
+# fenced (FENCED_INSTANCE_ID: a fatal error for librdkafka); DescribeGroups
+# v4 (a raw request) names the instance ids; after a
 # SIGKILL of the group's coordinator node, the instance restarts once more
 # into the same partitions and generation at the new coordinator (which
 # read the instance ids from the group's record). `cairn group describe`
@@ -160,8 +161,49 @@ events b2 error | grep -qi "fenced" || fail "the replaced i-b's error does not s
 describe >/dev/null || fail "describe: $(cat "$dir/desc.err")"
 pyj "$dir/desc.json" "j['generation'] == $gen and len(j['members']) == 2"
 
-step "SIGKILL the group's coordinator node, then restart i-b: the new coordinator knows the instance (its record), no rebalance"
+step "Kafka's DescribeGroups v4 at the coordinator names each member's group_instance_id"
 coord=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["coordinator"])' "$dir/desc.json")
+timeout 30 $py - "127.0.0.1:$((base + 10 * (coord - 1) + 3))" <<'PY' || fail "DescribeGroups v4"
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=10)
+body = struct.pack(">i", 1) + struct.pack(">h", 2) + b"sg" + b"\0"  # groups ["sg"], no operations
+req = struct.pack(">hhih", 15, 4, 7, 1) + b"c" + body
+s.sendall(struct.pack(">i", len(req)) + req)
+def read(n):
+    b = b""
+    while len(b) < n:
+        chunk = s.recv(n - len(b))
+        assert chunk, "closed"
+        b += chunk
+    return b
+data = read(struct.unpack(">i", read(4))[0])
+at = 8  # correlation id, throttle_time_ms
+def i16():
+    global at; at += 2; return struct.unpack(">h", data[at - 2:at])[0]
+def i32():
+    global at; at += 4; return struct.unpack(">i", data[at - 4:at])[0]
+def string():
+    n = i16()
+    if n < 0:
+        return None
+    global at; at += n; return data[at - n:at].decode()
+def blob():
+    n = i32()
+    global at; at += max(n, 0)
+assert struct.unpack(">i", data[:4])[0] == 7 and i32() == 1, "one group"
+err, group, state, ptype, proto = i16(), string(), string(), string(), string()
+assert (err, group, state, ptype) == (0, "sg", "Stable", "consumer"), (err, group, state, ptype)
+instances = []
+for _ in range(i32()):
+    member, instance, client, host_ = string(), string(), string(), string()
+    blob(); blob()
+    instances.append(instance)
+print("DescribeGroups v4: members' instance ids %s" % sorted(instances))
+assert sorted(instances) == ["i-a", "i-b"], instances
+PY
+
+step "SIGKILL the group's coordinator node, then restart i-b: the new coordinator knows the instance (its record), no rebalance"
 b3_id=$($py -c 'import json,sys; print([m["member_id"] for m in json.load(open(sys.argv[1]))["members"] if m["group_instance_id"] == "i-b"][0])' "$dir/desc.json")
 kill -KILL "$(cat "$cdir/node$coord.pid")"
 echo "killed node $coord, the coordinator; i-b is $b3_id"
