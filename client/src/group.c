@@ -16,8 +16,9 @@
  *   REBALANCE_IN_PROGRESS lead to JOINING (through REVOKING when
  *   partitions are held); a final error (INCONSISTENT_PROTOCOL,
  *   INVALID_GROUP, AUTHORIZATION_FAILED, FENCED_INSTANCE_ID: a newer
- *   process holds this static member's instance id) to FAILED and on_error. A step that runs out of
- * retries (coordinator unreachable) is tried again a second later.
+ *   process holds this static member's instance id) to FAILED and
+ *   on_error. A step that runs out of retries (coordinator unreachable)
+ *   is tried again a second later.
  *
  * Positions: a partition's position is the offset after the last record
  * whose records callback returned (at-least-once); commits send those.
@@ -26,8 +27,8 @@
  * answered after the close would leave a member behind until its session
  * expires), commits with auto commit, sends LeaveGroup (not for a static
  * member: as Kafka's clients, so that its restart takes its place back
- * without a rebalance), closes the consumer and the timer, and frees once every request has called
- * back. */
+ * without a rebalance), closes the consumer and the timer, and frees once
+ * every request has called back. */
 #include "internal.h"
 
 #include <cairn/group.h>
