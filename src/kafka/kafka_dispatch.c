@@ -38,7 +38,7 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {"FindCoordinator", {KAFKA_API_FIND_COORDINATOR, 0, 2}, INT16_MAX, kafka_handle_find_coordinator},
     {"JoinGroup", {KAFKA_API_JOIN_GROUP, 0, 5}, INT16_MAX, kafka_handle_join_group},
     {"Heartbeat", {KAFKA_API_HEARTBEAT, 0, 3}, INT16_MAX, kafka_handle_heartbeat},
-    {"LeaveGroup", {KAFKA_API_LEAVE_GROUP, 0, 2}, INT16_MAX, kafka_handle_leave_group},
+    {"LeaveGroup", {KAFKA_API_LEAVE_GROUP, 0, 3}, INT16_MAX, kafka_handle_leave_group},
     {"SyncGroup", {KAFKA_API_SYNC_GROUP, 0, 3}, INT16_MAX, kafka_handle_sync_group},
     {"DescribeGroups", {KAFKA_API_DESCRIBE_GROUPS, 0, 4}, INT16_MAX, kafka_handle_describe_groups},
     {"ListGroups", {KAFKA_API_LIST_GROUPS, 0, 2}, INT16_MAX, kafka_handle_list_groups},

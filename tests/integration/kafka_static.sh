@@ -11,7 +11,8 @@
 # SIGKILL of the group's coordinator node, the instance restarts once more
 # into the same partitions and generation at the new coordinator (which
 # read the instance ids from the group's record). `cairn group describe`
-# shows the instance ids.
+# shows the instance ids; a raw LeaveGroup v3 removes i-b by its instance
+# id alone (an unknown instance gets UNKNOWN_MEMBER_ID) and i-a goes on alone.
 #
 # Usage: kafka_static.sh CAIRN CAIRND
 set -euo pipefail
@@ -217,6 +218,39 @@ wait_for 60 'describe >/dev/null && $py -c "import json,sys; j=json.load(open(sy
 pyj "$dir/desc.json" "j['generation'] == $gen and j['state'] == 'stable'"
 [ "$(events a revoke | wc -l)" -eq "$revokes_a" ] || fail "i-a saw a revoke across the coordinator's move: $(events a revoke)"
 
+step "i-b's process goes for good; Kafka's LeaveGroup v3 removes its member by instance id alone (as admin tools do), without waiting for its session"
+kill -KILL "$pid_b4"
+wait "$pid_b4" 2>/dev/null || true
+coord=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["coordinator"])' "$dir/desc.json")
+timeout 30 $py - "127.0.0.1:$((base + 10 * (coord - 1) + 3))" <<'PY' || fail "LeaveGroup v3"
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=10)
+def kstr(v):
+    return struct.pack(">h", -1) if v is None else struct.pack(">h", len(v)) + v.encode()
+body = kstr("sg") + struct.pack(">i", 2) + kstr("") + kstr("i-b") + kstr("") + kstr("i-none")
+req = struct.pack(">hhih", 13, 3, 9, 1) + b"c" + body
+s.sendall(struct.pack(">i", len(req)) + req)
+def read(n):
+    b = b""
+    while len(b) < n:
+        chunk = s.recv(n - len(b))
+        assert chunk, "closed"
+        b += chunk
+    return b
+data = read(struct.unpack(">i", read(4))[0])
+corr, throttle, err, n = struct.unpack(">iihi", data[:14])
+at, got = 14, []
+for _ in range(n):
+    ml = struct.unpack(">h", data[at:at + 2])[0]; at += 2 + ml
+    il = struct.unpack(">h", data[at:at + 2])[0]; inst = data[at + 2:at + 2 + il].decode(); at += 2 + il
+    got.append((inst, struct.unpack(">h", data[at:at + 2])[0])); at += 2
+print("LeaveGroup v3: top-level error %d, members %s" % (err, got))
+assert (corr, err) == (9, 0) and got == [("i-b", 0), ("i-none", 25)], (corr, err, got)
+PY
+wait_for 60 'describe >/dev/null && $py -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[\"state\"] == \"stable\" and [m[\"group_instance_id\"] for m in j[\"members\"]] == [\"i-a\"] else 1)" "$dir/desc.json"' ||
+  fail "i-b is still in the group, or i-a did not rejoin alone: $(cat "$dir/desc.json")"
+
 touch "$dir/stop"
-wait_for 30 '[ -n "$(events a exit)" ] && [ -n "$(events b4 exit)" ]' || fail "the consumers did not stop"
+wait_for 30 '[ -n "$(events a exit)" ]' || fail "the consumers did not stop"
 echo "PASS"
