@@ -67,6 +67,46 @@ while not os.path.exists(stop):
 emit(ev="exit")
 c.close()
 PY
+# One raw Kafka request (what no client here sends: DescribeGroups v4,
+# LeaveGroup v3) on a new connection, and a reader of its answer.
+cat >"$dir/kraw.py" <<'PY'
+import socket, struct
+
+def kstr(v):
+    return struct.pack(">h", -1) if v is None else struct.pack(">h", len(v)) + v.encode()
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.at = data, 0
+    def take(self, n):
+        self.at += n
+        return self.data[self.at - n:self.at]
+    def i16(self):
+        return struct.unpack(">h", self.take(2))[0]
+    def i32(self):
+        return struct.unpack(">i", self.take(4))[0]
+    def string(self):
+        n = self.i16()
+        return None if n < 0 else self.take(n).decode()
+    def blob(self):
+        return self.take(max(self.i32(), 0))
+
+def call(addr, key, version, corr, body):
+    host, port = addr.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=10)
+    req = struct.pack(">hhih", key, version, corr, 1) + b"c" + body
+    s.sendall(struct.pack(">i", len(req)) + req)
+    def read(n):
+        b = b""
+        while len(b) < n:
+            chunk = s.recv(n - len(b))
+            assert chunk, "closed"
+            b += chunk
+        return b
+    data = read(struct.unpack(">i", read(4))[0])
+    s.close()
+    return Reader(data)
+PY
 member() { # member NAME INSTANCE: starts one in the background, logging to $dir/NAME.log
   $py "$dir/member.py" "$all" "$2" "$dir/$1.log" "$dir/stop" >"$dir/$1.out" 2>&1 &
   members+=($!)
@@ -164,41 +204,20 @@ pyj "$dir/desc.json" "j['generation'] == $gen and len(j['members']) == 2"
 
 step "Kafka's DescribeGroups v4 at the coordinator names each member's group_instance_id"
 coord=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["coordinator"])' "$dir/desc.json")
-timeout 30 $py - "127.0.0.1:$((base + 10 * (coord - 1) + 3))" <<'PY' || fail "DescribeGroups v4"
-import socket, struct, sys
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=10)
-body = struct.pack(">i", 1) + struct.pack(">h", 2) + b"sg" + b"\0"  # groups ["sg"], no operations
-req = struct.pack(">hhih", 15, 4, 7, 1) + b"c" + body
-s.sendall(struct.pack(">i", len(req)) + req)
-def read(n):
-    b = b""
-    while len(b) < n:
-        chunk = s.recv(n - len(b))
-        assert chunk, "closed"
-        b += chunk
-    return b
-data = read(struct.unpack(">i", read(4))[0])
-at = 8  # correlation id, throttle_time_ms
-def i16():
-    global at; at += 2; return struct.unpack(">h", data[at - 2:at])[0]
-def i32():
-    global at; at += 4; return struct.unpack(">i", data[at - 4:at])[0]
-def string():
-    n = i16()
-    if n < 0:
-        return None
-    global at; at += n; return data[at - n:at].decode()
-def blob():
-    n = i32()
-    global at; at += max(n, 0)
-assert struct.unpack(">i", data[:4])[0] == 7 and i32() == 1, "one group"
-err, group, state, ptype, proto = i16(), string(), string(), string(), string()
+timeout 30 $py - "127.0.0.1:$((base + 10 * (coord - 1) + 3))" "$dir" <<'PY' || fail "DescribeGroups v4"
+import struct, sys
+sys.path.insert(0, sys.argv[2])
+from kraw import call, kstr
+r = call(sys.argv[1], 15, 4, 7, struct.pack(">i", 1) + kstr("sg") + b"\0")  # no operations
+assert r.i32() == 7, "correlation id"
+r.i32()  # throttle_time_ms
+assert r.i32() == 1, "one group"
+err, group, state, ptype, proto = r.i16(), r.string(), r.string(), r.string(), r.string()
 assert (err, group, state, ptype) == (0, "sg", "Stable", "consumer"), (err, group, state, ptype)
 instances = []
-for _ in range(i32()):
-    member, instance, client, host_ = string(), string(), string(), string()
-    blob(); blob()
+for _ in range(r.i32()):
+    member, instance, client, host = r.string(), r.string(), r.string(), r.string()
+    r.blob(), r.blob()
     instances.append(instance)
 print("DescribeGroups v4: members' instance ids %s" % sorted(instances))
 assert sorted(instances) == ["i-a", "i-b"], instances
@@ -222,29 +241,17 @@ step "i-b's process goes for good; Kafka's LeaveGroup v3 removes its member by i
 kill -KILL "$pid_b4"
 wait "$pid_b4" 2>/dev/null || true
 coord=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["coordinator"])' "$dir/desc.json")
-timeout 30 $py - "127.0.0.1:$((base + 10 * (coord - 1) + 3))" <<'PY' || fail "LeaveGroup v3"
-import socket, struct, sys
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=10)
-def kstr(v):
-    return struct.pack(">h", -1) if v is None else struct.pack(">h", len(v)) + v.encode()
+timeout 30 $py - "127.0.0.1:$((base + 10 * (coord - 1) + 3))" "$dir" <<'PY' || fail "LeaveGroup v3"
+import struct, sys
+sys.path.insert(0, sys.argv[2])
+from kraw import call, kstr
 body = kstr("sg") + struct.pack(">i", 2) + kstr("") + kstr("i-b") + kstr("") + kstr("i-none")
-req = struct.pack(">hhih", 13, 3, 9, 1) + b"c" + body
-s.sendall(struct.pack(">i", len(req)) + req)
-def read(n):
-    b = b""
-    while len(b) < n:
-        chunk = s.recv(n - len(b))
-        assert chunk, "closed"
-        b += chunk
-    return b
-data = read(struct.unpack(">i", read(4))[0])
-corr, throttle, err, n = struct.unpack(">iihi", data[:14])
-at, got = 14, []
-for _ in range(n):
-    ml = struct.unpack(">h", data[at:at + 2])[0]; at += 2 + ml
-    il = struct.unpack(">h", data[at:at + 2])[0]; inst = data[at + 2:at + 2 + il].decode(); at += 2 + il
-    got.append((inst, struct.unpack(">h", data[at:at + 2])[0])); at += 2
+r = call(sys.argv[1], 13, 3, 9, body)
+corr, throttle, err = r.i32(), r.i32(), r.i16()
+got = []
+for _ in range(r.i32()):
+    member, instance = r.string(), r.string()
+    got.append((instance, r.i16()))
 print("LeaveGroup v3: top-level error %d, members %s" % (err, got))
 assert (corr, err) == (9, 0) and got == [("i-b", 0), ("i-none", 25)], (corr, err, got)
 PY
