@@ -13,12 +13,13 @@ set -euo pipefail
 CLI_TEST_TAG=cli-group-static
 . "$(dirname "$0")/../lib/cli_test.sh"
 
+# The members are this script's children: stopped by PID whatever happens
+# (cleanup calls test_cleanup).
 members=()
-stop_members() {
+test_cleanup() {
   local p
-  for p in "${members[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${members[@]}"; do kill -KILL "$p" 2>/dev/null; done
 }
-trap 'rc=$?; stop_members; (exit $rc); cleanup' EXIT
 
 member() { # member NAME INSTANCE: `cairn consume -g sg` in the background; sets pid_NAME
   "$cli" consume -g sg --group-instance-id "$2" st >"$dir/$1.out" 2>"$dir/$1.err" &

@@ -22,13 +22,13 @@ py=/usr/bin/python3 # Debian's, where python3-confluent-kafka is installed
 $py -c 'import confluent_kafka' 2>/dev/null ||
   fail "python3-confluent-kafka is not installed (deploy/setup.sh)"
 
-# The consumers are this script's children: stopped by PID whatever happens.
+# The consumers are this script's children: stopped by PID whatever happens
+# (cleanup calls test_cleanup).
 members=()
-stop_members() {
+test_cleanup() {
   local p
-  for p in "${members[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${members[@]}"; do kill -KILL "$p" 2>/dev/null; done
 }
-trap 'rc=$?; stop_members; (exit $rc); cleanup' EXIT
 
 step "start a 3-node cluster, a topic of 4 partitions"
 start_cluster3

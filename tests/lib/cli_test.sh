@@ -15,9 +15,14 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-${CLI_TEST_TAG}-XXXXXX")
 cdir="$dir/cluster"
 pids=()
 
+# A test that starts more than nodes (clients in the background) defines
+# test_cleanup, which cleanup calls first, whatever happens.
 cleanup() {
   local rc=$?
   set +e
+  if declare -F test_cleanup >/dev/null; then
+    test_cleanup
+  fi
   if [ -f "$cdir/cluster.conf" ]; then
     bash "$cluster_sh" stop -d "$cdir" --timeout-s 15 >/dev/null 2>&1
   fi
