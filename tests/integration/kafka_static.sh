@@ -125,6 +125,14 @@ wait_for() {
   done
   return 1
 }
+# restart OLD NEW SECONDS: SIGKILLs member OLD's process (no LeaveGroup),
+# starts NEW under i-b, and checks it gets i-b's partitions back.
+restart() {
+  eval "kill -KILL \"\$pid_$1\"; wait \"\$pid_$1\" 2>/dev/null || true"
+  member "$2" i-b
+  wait_for "$3" "[ -n \"\$(events $2 assign)\" ]" || fail "i-b not assigned again: $(cat "$dir/$2.log" "$dir/$2.out" 2>/dev/null)"
+  [ "$(last_parts "$2")" = "$parts_b" ] || fail "i-b came back with $(last_parts "$2"), held $parts_b"
+}
 describe() { "$cli" group describe sg --json >"$dir/desc.json" 2>"$dir/desc.err" && cat "$dir/desc.json"; }
 
 step "two static consumers (instances i-a, i-b) share the topic"
@@ -151,11 +159,7 @@ out_has "INSTANCE"
 out_has "i-b"
 
 step "SIGKILL i-b's process (no LeaveGroup) and start it again: same partitions, same generation, no rebalance for i-a"
-kill -KILL "$pid_b"
-wait "$pid_b" 2>/dev/null || true
-member b2 i-b
-wait_for 60 '[ -n "$(events b2 assign)" ]' || fail "i-b not assigned again: $(cat "$dir/b2.log" "$dir/b2.out" 2>/dev/null)"
-[ "$(last_parts b2)" = "$parts_b" ] || fail "i-b came back with $(last_parts b2), held $parts_b"
+restart b b2 60
 sleep 2 # a rebalance, had one started, would reach i-a by now (heartbeats every 300 ms)
 [ "$(events a revoke | wc -l)" -eq "$revokes_a" ] || fail "i-a saw a revoke: $(events a revoke)"
 [ "$(events a assign | wc -l)" -eq "$assigns_a" ] || fail "i-a was assigned again: $(events a assign)"
@@ -227,11 +231,7 @@ step "SIGKILL the group's coordinator node, then restart i-b: the new coordinato
 b3_id=$($py -c 'import json,sys; print([m["member_id"] for m in json.load(open(sys.argv[1]))["members"] if m["group_instance_id"] == "i-b"][0])' "$dir/desc.json")
 kill -KILL "$(cat "$cdir/node$coord.pid")"
 echo "killed node $coord, the coordinator; i-b is $b3_id"
-kill -KILL "$pid_b3"
-wait "$pid_b3" 2>/dev/null || true
-member b4 i-b
-wait_for 90 '[ -n "$(events b4 assign)" ]' || fail "i-b not assigned at the new coordinator: $(cat "$dir/b4.log" "$dir/b4.out" 2>/dev/null)"
-[ "$(last_parts b4)" = "$parts_b" ] || fail "i-b came back with $(last_parts b4) at the new coordinator, held $parts_b"
+restart b3 b4 90 # at the new coordinator
 wait_for 60 'describe >/dev/null && $py -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[\"coordinator\"] != $coord and len(j[\"members\"]) == 2 and \"$b3_id\" not in [m[\"member_id\"] for m in j[\"members\"]] else 1)" "$dir/desc.json"' ||
   fail "the new coordinator's view: $(cat "$dir/desc.json" "$dir/desc.err")"
 pyj "$dir/desc.json" "j['generation'] == $gen and j['state'] == 'stable'"
