@@ -821,16 +821,39 @@ int pgstore_settle_begin(struct store *s, struct pgstore_settle **out)
   return pgstore_job_new(ps, PGSTORE_OP_SETTLE, 0, out);
 }
 
+/* The settle's transaction: BEGIN, its rows, COMMIT. *lost says that the
+ * connection was lost after BEGIN and before COMMIT was sent: the server
+ * rolled the transaction back, nothing of it committed. */
+static int pgstore_settle_tx(struct pgstore *sh, const struct pgstore_settle *job, bool *lost)
+{
+  *lost = false;
+  int rv = job->nrows > 0 ? pgstore_begin(sh) : 0;
+  if (rv != 0) {
+    return rv; /* BEGIN already connects again once if the idle connection was lost */
+  }
+  for (size_t i = 0; i < job->nrows && rv == 0; i++) {
+    rv = pgstore_insert(sh, job->rows[i]);
+  }
+  if (rv != 0) {
+    *lost = PQstatus(sh->conn) == CONNECTION_BAD;
+    return rv;
+  }
+  return pgstore_commit(sh); /* a COMMIT lost in flight is in doubt: the revive reads back */
+}
+
 int pgstore_settle_run(struct pgstore_settle *job)
 {
   struct pgstore *sh = &job->shadow;
   job->ran = true;
-  int rv = job->nrows > 0 ? pgstore_begin(sh) : 0;
-  for (size_t i = 0; i < job->nrows && rv == 0; i++) {
-    rv = pgstore_insert(sh, job->rows[i]);
-  }
-  if (rv == 0) {
-    rv = pgstore_commit(sh);
+  bool lost;
+  int rv = pgstore_settle_tx(sh, job, &lost);
+  if (rv != 0 && lost) {
+    /* Sent once more on a new connection (BEGIN makes it, and checks the
+     * rows still end where they did): cannot write a row twice. The
+     * shadow's latch undone: its view was already the committed one. */
+    sh->s.fatal = false;
+    sh->in_tx = false;
+    rv = pgstore_settle_tx(sh, job, &lost);
   }
   job->status = rv;
   return rv;

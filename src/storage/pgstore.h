@@ -219,9 +219,10 @@ struct pgstore_settle;
 __attribute__((warn_unused_result)) int pgstore_settle_begin(struct store *s,
                                                              struct pgstore_settle **out);
 
-/* Writes and commits the job's rows. Returns 0 or the failure
- * (CAIRN_EDATABASE). Blocks. Context: any one thread, at most once per
- * job, while the owner does not end it. */
+/* Writes and commits the job's rows; a connection lost before COMMIT
+ * (the transaction died with it) is made again and the rows sent once
+ * more. Returns 0 or the failure (CAIRN_EDATABASE). Blocks. Context: any one thread, at most once
+ * per job, while the owner does not end it. */
 int pgstore_settle_run(struct pgstore_settle *job);
 
 /* Applies the job's outcome to its store (see above) and frees the job.

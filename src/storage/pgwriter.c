@@ -334,17 +334,37 @@ static int pgwriter_copy(struct pgwriter_job *job)
   return rv;
 }
 
-static int pgwriter_run(struct pgwriter_job *job)
+/* BEGIN; COPY. Returns 0 with the transaction open, or a negative code
+ * with *lost set if the connection was lost after BEGIN (the server then
+ * rolled the transaction back: nothing of it committed). */
+static int pgwriter_send(struct pgwriter_job *job, bool *lost)
 {
+  *lost = false;
   int rv = pgwriter_begin(job);
   if (rv != 0) {
-    return rv;
+    return rv; /* not connected, or BEGIN refused: no second try */
   }
   rv = pgwriter_copy(job);
+  *lost = rv != 0 && PQstatus(job->w->conn) == CONNECTION_BAD;
+  return rv;
+}
+
+static int pgwriter_run(struct pgwriter_job *job)
+{
+  bool lost;
+  int rv = pgwriter_send(job, &lost);
+  if (rv != 0 && lost) {
+    /* Dropped before COMMIT was sent (a backend terminated, a proxy or a
+     * failover cutting connections): the transaction died with it, so
+     * sending it once more on a new connection cannot write a row twice. */
+    rv = pgwriter_send(job, &lost);
+  }
   if (rv == 0) {
+    /* A COMMIT whose answer is lost is in doubt: reported as failed, and
+     * each member's revive reads back what PostgreSQL holds. */
     rv = pgwriter_cmd(job, "COMMIT");
   }
-  if (rv != 0 && PQstatus(job->w->conn) == CONNECTION_OK) {
+  if (rv != 0 && job->w->conn != NULL && PQstatus(job->w->conn) == CONNECTION_OK) {
     PQclear(PQexec(job->w->conn, "ROLLBACK"));
   }
   return rv;

@@ -20,6 +20,9 @@
  * Lost idle:   a connection that dropped between jobs (BEGIN fails on a
  *              bad connection) is made again once and BEGIN runs again:
  *              nothing was sent, nothing is lost.
+ * Lost in COPY: a connection lost after BEGIN and before COMMIT took the
+ *              transaction with it: the job is sent once more (BEGIN on a
+ *              new connection, COPY); a second loss fails it.
  *
  * Threading: everything here is called on the loop thread; the job's
  * statements run on a thread-pool worker that touches only the job and

@@ -5,7 +5,8 @@
  * flush answers at once and completes when the writer commits (the loop
  * turning while the database is stalled), a close never waits (the job
  * in flight commits alone), a snapshot's settle runs off the loop, and
- * a snapshot install settles first. Needs a
+ * a snapshot install settles first, and a connection lost inside a
+ * transaction (the writer's or a settle's) sends it once more. Needs a
  * database: run through tests/lib/with_pg.sh (CAIRN_PG_CONNINFO). */
 #include "common/err.h"
 #include "storage/pgstore.h"
@@ -615,6 +616,127 @@ static void test_pgwriter_settle_runs_off_the_loop_unless_a_job_holds_the_rows(v
   close_loop(&loop);
 }
 
+/* ---- a connection lost inside the transaction ---- */
+
+/* A trigger on cairn_batches that terminates its own backend while it
+ * inserts a row of topic_id, for the first kills rows (a sequence counts
+ * them: it is not rolled back with the transaction it kills). */
+static void kill_inserts_of(PGconn *conn, uint32_t topic_id, int kills)
+{
+  char q[512];
+  sql_cmd(conn, "DROP SEQUENCE IF EXISTS cairn_test_kills");
+  sql_cmd(conn, "CREATE SEQUENCE cairn_test_kills");
+  sql_cmd(conn,
+          "CREATE OR REPLACE FUNCTION cairn_test_kill() RETURNS trigger LANGUAGE plpgsql AS $$"
+          " BEGIN IF NEW.topic_id = TG_ARGV[0]::bigint"
+          " AND nextval('cairn_test_kills') <= TG_ARGV[1]::int THEN"
+          " PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5);"
+          " END IF; RETURN NEW; END $$");
+  sql_cmd(conn, "DROP TRIGGER IF EXISTS cairn_test_kill ON cairn_batches");
+  snprintf(q, sizeof q,
+           "CREATE TRIGGER cairn_test_kill BEFORE INSERT ON cairn_batches FOR EACH ROW"
+           " EXECUTE FUNCTION cairn_test_kill('%u', '%d')",
+           topic_id, kills);
+  sql_cmd(conn, q);
+}
+
+static void kill_inserts_end(PGconn *conn)
+{
+  sql_cmd(conn, "DROP TRIGGER cairn_test_kill ON cairn_batches");
+  PQfinish(conn);
+}
+
+/* The writer's job loses its connection inside COPY (after BEGIN, before
+ * COMMIT): the server rolled it back, so it is sent once more on a new
+ * connection and commits, every row once, no store failed. Lost twice in
+ * one job, it fails: the store latches and its revive reads back. */
+static void test_pgwriter_a_connection_lost_inside_the_transaction_sends_it_once_more(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  PGconn *conn = pg_sql_connect();
+  kill_inserts_of(conn, 208, 1);
+  struct store *s = open_store(&loop, 208, 0);
+  fatal_calls = 0;
+  append_batch(s, 1, 1);
+  append_batch(s, 2, 2);
+  run_until_committed(&loop, s, NULL);
+  assert_int_equal(fatal_calls, 0);
+  assert_int_equal(sql_value("SELECT last_value FROM cairn_test_kills"),
+                   3); /* killed, then 2 rows */
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 208"), 2);
+  kill_inserts_of(conn, 208, 2);
+  append_batch(s, 3, 3);
+  for (int i = 0; i < 10000 && fatal_calls == 0; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_int_equal(fatal_calls, 1);
+  struct store_info info;
+  store_info(s, &info);
+  assert_true(info.fatal);
+  assert_int_equal(info.next_offset, 10); /* back at the commit */
+  assert_non_null(strstr(store_errmsg(s), "postgresql"));
+  kill_inserts_end(conn);
+  revive(s);
+  append_batch(s, 3, 3); /* Raft's replay */
+  run_until_committed(&loop, s, NULL);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 208"), 3);
+  store_close(s);
+  close_loop(&loop);
+}
+
+static void settle_now_work(uv_work_t *w)
+{
+  struct settle_run *sr = w->data;
+  (void)pgstore_settle_run(sr->job);
+}
+
+static void settle_now_after(uv_work_t *w, int status)
+{
+  struct settle_run *sr = w->data;
+  assert_int_equal(status, 0);
+  sr->end_status = pgstore_settle_end(sr->job);
+  sr->ended = true;
+}
+
+/* A settle's transaction loses its connection while it inserts: sent
+ * once more on a new connection, it commits, every row once. */
+static void test_pgwriter_a_settle_that_loses_its_connection_sends_its_rows_once_more(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 209, 0);
+  append_batch(s, 1, 1);
+  run_until_committed(&loop, s, NULL);
+  PGconn *conn = pg_sql_connect();
+  kill_inserts_of(conn, 209, 1);
+  append_batch(s, 2, 2);
+  append_batch(s, 3, 3);
+  struct settle_run sr = {.s = s};
+  assert_int_equal(pgstore_settle_begin(s, &sr.job), 0);
+  sr.work.data = &sr;
+  assert_int_equal(uv_queue_work(&loop, &sr.work, settle_now_work, settle_now_after), 0);
+  for (int i = 0; i < 20000 && !sr.ended; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_true(sr.ended);
+  assert_int_equal(sr.end_status, 0);
+  assert_true(committed(s));
+  struct store_info info;
+  store_info(s, &info);
+  assert_false(info.fatal);
+  assert_int_equal(info.durable_offset, 15);
+  assert_int_equal(sql_value("SELECT last_value FROM cairn_test_kills"), 3);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 209"), 3);
+  kill_inserts_end(conn);
+  store_close(s);
+  close_loop(&loop);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -626,9 +748,10 @@ int main(void)
       cmocka_unit_test(
           test_pgwriter_flush_never_waits_on_the_loop_and_completes_once_the_lock_goes),
       cmocka_unit_test(test_pgwriter_snapshot_install_settles_then_restarts_committed),
-      cmocka_unit_test(
-          test_pgwriter_truncate_never_waits_on_the_loop_and_cuts_once_the_lock_goes),
+      cmocka_unit_test(test_pgwriter_truncate_never_waits_on_the_loop_and_cuts_once_the_lock_goes),
       cmocka_unit_test(test_pgwriter_settle_runs_off_the_loop_unless_a_job_holds_the_rows),
+      cmocka_unit_test(test_pgwriter_a_connection_lost_inside_the_transaction_sends_it_once_more),
+      cmocka_unit_test(test_pgwriter_a_settle_that_loses_its_connection_sends_its_rows_once_more),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
