@@ -1,5 +1,6 @@
 /* group.c - consumer groups on the command line: `cairn group list`,
- * `cairn group describe GROUP` (reset-offsets and delete: group_reset.c), and
+ * `cairn group describe GROUP` (reset-offsets, delete and remove-member:
+ * group_reset.c), and
  * `cairn consume -g GROUP TOPIC...` (a member of the group: the partitions
  * are shared with the group's other members, offsets committed after each
  * record is printed). docs/consumer-groups.md has the protocol. */
@@ -25,6 +26,7 @@ static void group_help(FILE *out)
           "                 (--to-earliest | --to-latest | --to-offset N |\n"
           "                  --to-datetime TIME | --shift-by N) [--force] [--dry-run]\n"
           "       cairn group delete GROUP\n"
+          "       cairn group remove-member GROUP (--group-instance-id ID | --member-id ID)\n"
           "       cairn consume -g GROUP TOPIC... [-n COUNT] [-e] [-o beginning|end]\n"
           "                                       [-f FORMAT] [--group-instance-id ID]\n"
           "\n"
@@ -41,6 +43,9 @@ static void group_help(FILE *out)
           "               --dry-run prints the plan and changes nothing\n"
           "delete         drops the group and its committed offsets (refused\n"
           "               while it has members)\n"
+          "remove-member  takes one member out of the group now (the group\n"
+          "               rebalances without it): a static member that is gone for\n"
+          "               good, which never leaves by itself, by its instance id\n"
           "consume -g     joins GROUP and prints each record's value (--json: one\n"
           "               object per line) of the partitions the group assigns to\n"
           "               this member; offsets are committed once printed;\n"
@@ -270,9 +275,13 @@ int cli_group(struct cli *c, int argc, char **argv)
   if (strcmp(sub, "delete") == 0) {
     return cli_group_delete(c, argc - 1, argv + 1, group_help);
   }
+  if (strcmp(sub, "remove-member") == 0) {
+    return cli_group_remove_member(c, argc - 1, argv + 1, group_help);
+  }
   if (strcmp(sub, "list") != 0 && strcmp(sub, "describe") != 0) {
-    return cli_usage_error("group", "unknown subcommand '%s' (list, describe, reset-offsets, delete)",
-                           sub);
+    return cli_usage_error(
+        "group", "unknown subcommand '%s' (list, describe, reset-offsets, delete, remove-member)",
+        sub);
   }
   char cmd[32];
   snprintf(cmd, sizeof cmd, "group %s", sub);

@@ -1,5 +1,6 @@
-/* group_reset.c - `cairn group reset-offsets` and `cairn group delete`:
- * changing a consumer group's committed offsets from outside the group.
+/* group_reset.c - `cairn group reset-offsets`, `cairn group delete` and
+ * `cairn group remove-member`: changing a consumer group's committed
+ * offsets or its membership from outside the group.
  *
  * reset-offsets plans every partition's new offset first (to the log
  * start, the high watermark, an offset, the first record at a time, or the
@@ -344,6 +345,73 @@ int cli_group_delete(struct cli *c, int argc, char **argv, void (*help)(FILE *))
     oj_end(&j);
   } else {
     printf("deleted group %s (its committed offsets are dropped)\n", group);
+  }
+  return CLI_OK;
+}
+
+/* ---- remove-member ---- */
+
+#define GROUP_REMOVE_OPT_MEMBER 4100
+#define GROUP_REMOVE_OPT_INSTANCE 4101
+
+struct group_remove {
+  const char *member_id;
+  const char *instance_id;
+};
+
+static int group_remove_opt(void *ctx, int o, const char *arg)
+{
+  struct group_remove *r = ctx;
+  if (o == GROUP_REMOVE_OPT_MEMBER) {
+    r->member_id = arg;
+  } else {
+    r->instance_id = arg;
+  }
+  return CLI_OK;
+}
+
+int cli_group_remove_member(struct cli *c, int argc, char **argv, void (*help)(FILE *))
+{
+  static const struct option own[] = {
+      {"member-id", required_argument, NULL, GROUP_REMOVE_OPT_MEMBER},
+      {"group-instance-id", required_argument, NULL, GROUP_REMOVE_OPT_INSTANCE},
+      {NULL, 0, NULL, 0}};
+  const char *cmd = "group remove-member";
+  struct group_remove r = {NULL, NULL};
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, NULL, own, group_remove_opt, &r, help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  if (argc - first != 1) {
+    return cli_usage_error(cmd, argc == first ? "which group?" : "one group at a time");
+  }
+  if ((r.member_id == NULL || r.member_id[0] == '\0') &&
+      (r.instance_id == NULL || r.instance_id[0] == '\0')) {
+    return cli_usage_error(cmd, "which member? (--group-instance-id ID or --member-id ID)");
+  }
+  const char *group = argv[first];
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  char err[256] = "";
+  rv = cairn_sync_remove_group_member(c->sync, group, r.member_id, r.instance_id, err, sizeof err);
+  const char *who = r.instance_id != NULL && r.instance_id[0] != '\0' ? r.instance_id : r.member_id;
+  if (rv != 0) {
+    return cli_fail(cmd, "%s: %s: %s", group, who, err[0] != '\0' ? err : cairn_strerror(rv));
+  }
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "group");
+    oj_str(&j, group);
+    oj_key(&j, "removed");
+    oj_str(&j, who);
+    oj_object_end(&j);
+    oj_end(&j);
+  } else {
+    printf("removed %s from group %s (the group rebalances without it)\n", who, group);
   }
   return CLI_OK;
 }

@@ -66,7 +66,8 @@ struct lc_gadmin {
   Cairn__Client__Envelope env;
   Cairn__Client__DescribeGroupsRequest describe;
   Cairn__Client__ResetOffsetsRequest reset;
-  char *names[1];
+  Cairn__Client__LeaveGroupRequest leave;
+  char *names[3]; /* the group; a removal's member id and instance id */
   Cairn__Client__OffsetCommitPartition *parts;
   Cairn__Client__OffsetCommitPartition **ptrs;
   char **topics;
@@ -79,7 +80,9 @@ struct lc_gadmin {
 
 static void lc_gadmin_free(struct lc_gadmin *a)
 {
-  free(a->names[0]);
+  for (size_t i = 0; i < sizeof a->names / sizeof a->names[0]; i++) {
+    free(a->names[i]);
+  }
   for (size_t i = 0; a->topics != NULL && i < a->nparts; i++) {
     free(a->topics[i]);
   }
@@ -181,6 +184,13 @@ static enum lc_op_verdict lc_gadmin_on_answer(struct lc_op *op, Cairn__Client__E
     a->info = lc_gadmin_info(d);
     op->status = a->info != NULL ? 0 : CAIRN_ENOMEM;
     return LC_OP_DONE;
+  }
+  if (a->env.body_case == CAIRN__CLIENT__ENVELOPE__BODY_LEAVE_GROUP_REQ) {
+    if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_LEAVE_GROUP_RESP) {
+      op->status = CAIRN_EPROTOCOL;
+      return LC_OP_DONE;
+    }
+    return lc_gadmin_verdict(op, env->leave_group_resp->error);
   }
   if (env->body_case != CAIRN__CLIENT__ENVELOPE__BODY_RESET_OFFSETS_RESP) {
     op->status = CAIRN_EPROTOCOL;
@@ -321,6 +331,39 @@ int cairn_delete_group(struct cairn_client *c, const char *group, cairn_done_cb 
   a->env.api = CAIRN__CLIENT__API__API_RESET_OFFSETS;
   a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_RESET_OFFSETS_REQ;
   a->env.reset_offsets_req = &a->reset;
+  a->done_cb = cb;
+  a->data = data;
+  return lc_gadmin_run(c, group, a);
+}
+
+int cairn_remove_group_member(struct cairn_client *c, const char *group, const char *member_id,
+                              const char *group_instance_id, cairn_done_cb cb, void *data)
+{
+  member_id = member_id != NULL ? member_id : "";
+  group_instance_id = group_instance_id != NULL ? group_instance_id : "";
+  if (group == NULL || group[0] == '\0' || cb == NULL ||
+      (member_id[0] == '\0' && group_instance_id[0] == '\0')) {
+    return CAIRN_EINVAL;
+  }
+  struct lc_gadmin *a = calloc(1, sizeof *a);
+  if (a == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  a->names[0] = strdup(group);
+  a->names[1] = strdup(member_id);
+  a->names[2] = strdup(group_instance_id);
+  if (a->names[0] == NULL || a->names[1] == NULL || a->names[2] == NULL) {
+    lc_gadmin_free(a);
+    return CAIRN_ENOMEM;
+  }
+  cairn__client__envelope__init(&a->env);
+  cairn__client__leave_group_request__init(&a->leave);
+  a->leave.group = a->names[0];
+  a->leave.member_id = a->names[1];
+  a->leave.group_instance_id = a->names[2];
+  a->env.api = CAIRN__CLIENT__API__API_LEAVE_GROUP;
+  a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LEAVE_GROUP_REQ;
+  a->env.leave_group_req = &a->leave;
   a->done_cb = cb;
   a->data = data;
   return lc_gadmin_run(c, group, a);
@@ -539,6 +582,15 @@ int cairn_sync_delete_group(struct cairn_sync *s, const char *group, char *errms
 {
   struct lc_gsync w = {.errmsg = errmsg, .errmsg_len = errmsg_len};
   return lc_gsync_wait(s, &w, cairn_delete_group(cairn_sync_client(s), group, lc_gsync_on_done, &w));
+}
+
+int cairn_sync_remove_group_member(struct cairn_sync *s, const char *group, const char *member_id,
+                                   const char *group_instance_id, char *errmsg, size_t errmsg_len)
+{
+  struct lc_gsync w = {.errmsg = errmsg, .errmsg_len = errmsg_len};
+  return lc_gsync_wait(s, &w,
+                       cairn_remove_group_member(cairn_sync_client(s), group, member_id,
+                                                 group_instance_id, lc_gsync_on_done, &w));
 }
 
 int cairn_sync_reset_offsets(struct cairn_sync *s, const char *group,

@@ -6,7 +6,9 @@
 # offsets (every record read, the other member never rebalanced); a
 # second process under a live instance id takes over and the first exits
 # with "another member now holds this group instance id"; a static member
-# that exits does not leave the group.
+# that exits does not leave the group, and `cairn group remove-member
+# --group-instance-id` takes it out at once (the other member then reads
+# every partition).
 #
 # usage: cli_group_static.sh CAIRN CAIRND
 set -euo pipefail
@@ -94,4 +96,22 @@ kill -INT "$pid_a"
 wait "$pid_a" || fail "i1 exited $?: $(cat "$dir/a.err")"
 desc || fail "describe"
 pyj "$dir/d.json" "len(j['members']) == 2 and j['generation'] == $gen"
+
+step "group remove-member takes the gone i1 out now: the group rebalances, i2 holds every partition"
+expect 2 "$cli" group remove-member sg
+err_has "which member"
+expect 1 "$cli" group remove-member sg --group-instance-id i9
+err_has "i9"
+expect 0 "$cli" group remove-member sg --group-instance-id i1
+out_has "removed i1 from group sg"
+# At once, not by i1's session timeout (10 s): the next description lacks it.
+desc || fail "describe"
+pyj "$dir/d.json" "[m['group_instance_id'] for m in j['members']] == ['i2']"
+until_desc "j['state'] == 'stable' and j['generation'] > $gen and len(j['members']) == 1 and j['members'][0]['group_instance_id'] == 'i2' and len(j['members'][0]['partitions']) == 4"
+for i in $(seq 81 100); do echo "k$i:r-$i"; done | "$cli" produce st -K : >/dev/null
+until_desc "sum(o['committed'] for o in j['offsets']) == 100"
+cat "$dir/a.out" "$dir/b.out" "$dir/b2.out" "$dir/b3.out" | sort -u >"$dir/all"
+seq 1 100 | sed 's/^/r-/' | sort >"$dir/want"
+cmp -s "$dir/want" "$dir/all" || fail "records not read: $(comm -23 "$dir/want" "$dir/all" | head | tr '\n' ' ')"
+expect 1 "$cli" group remove-member sg --group-instance-id i1
 echo "PASS"

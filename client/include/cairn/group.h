@@ -217,6 +217,19 @@ __attribute__((warn_unused_result)) int cairn_delete_group(struct cairn_client *
                                                            const char *group, cairn_done_cb cb,
                                                            void *data);
 
+/* Removes one member from group at its coordinator, as Kafka's
+ * AdminClient.removeMembersFromConsumerGroup: by member_id, or by
+ * group_instance_id alone (member_id NULL or ""), which is how a static
+ * member that is gone for good leaves before its session times out
+ * (static members send no LeaveGroup of their own). The group rebalances
+ * without it. CAIRN_EUNKNOWN_MEMBER if the group has no such member,
+ * CAIRN_EFENCED_INSTANCE if both are given and the instance now has
+ * another member id, CAIRN_EINVAL if neither is given. Ownership: borrows
+ * the strings for the call. */
+__attribute__((warn_unused_result)) int
+cairn_remove_group_member(struct cairn_client *c, const char *group, const char *member_id,
+                          const char *group_instance_id, cairn_done_cb cb, void *data);
+
 /* The same, blocking, on a cairn_sync's client (errmsg, errmsg_len: the
  * failure's text, may be NULL). Results are returned owned. */
 __attribute__((warn_unused_result)) int cairn_sync_list_groups(struct cairn_sync *s,
@@ -229,6 +242,9 @@ __attribute__((warn_unused_result)) int cairn_sync_describe_group(struct cairn_s
                                                                   const char *group,
                                                                   struct cairn_group_info **out,
                                                                   char *errmsg, size_t errmsg_len);
+__attribute__((warn_unused_result)) int
+cairn_sync_remove_group_member(struct cairn_sync *s, const char *group, const char *member_id,
+                               const char *group_instance_id, char *errmsg, size_t errmsg_len);
 __attribute__((warn_unused_result)) int
 cairn_sync_reset_offsets(struct cairn_sync *s, const char *group,
                          const struct cairn_group_reset *resets, size_t count, char *errmsg,
