@@ -192,20 +192,20 @@ static void meta_cmd_describe_ids(char *buf, size_t cap, const uint64_t *ids, si
   }
 }
 
-int meta_cmd_upsert_user(const char *name, const struct scram_cred *cred, uint8_t **out,
-                         size_t *len)
+int meta_cmd_upsert_user(const struct meta_user *mu, uint8_t **out, size_t *len)
 {
-  if (!meta_user_cred_ok(name, cred->salt_len, cred->iterations, SCRAM_KEY_LEN, SCRAM_KEY_LEN))
+  struct meta_user_fields f;
+  meta_user_fields_of(mu, &f);
+  if (!meta_user_cred_ok(f.name, f.salt_len, f.iterations, f.stored_len, f.server_len))
     return CAIRN_EINVAL;
   Cairn__Meta__UpsertUser u = CAIRN__META__UPSERT_USER__INIT;
-  u.name = meta_cmd_str(name);
-  u.salt.data = (uint8_t *)cred->salt;
-  u.salt.len = cred->salt_len;
-  u.iterations = cred->iterations;
-  u.stored_key.data = (uint8_t *)cred->stored_key;
-  u.stored_key.len = SCRAM_KEY_LEN;
-  u.server_key.data = (uint8_t *)cred->server_key;
-  u.server_key.len = SCRAM_KEY_LEN;
+  u.name = meta_cmd_str(f.name);
+  u.salt = (ProtobufCBinaryData){f.salt_len, (uint8_t *)f.salt};
+  u.iterations = f.iterations;
+  u.stored_key = (ProtobufCBinaryData){f.stored_len, (uint8_t *)f.stored_key};
+  u.server_key = (ProtobufCBinaryData){f.server_len, (uint8_t *)f.server_key};
+  u.stored_key_512 = (ProtobufCBinaryData){f.stored_512_len, (uint8_t *)f.stored_key_512};
+  u.server_key_512 = (ProtobufCBinaryData){f.server_512_len, (uint8_t *)f.server_key_512};
   Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;
   m.cmd_case = CAIRN__META__META_COMMAND__CMD_UPSERT_USER;
   m.upsert_user = &u;

@@ -150,14 +150,15 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
     const struct meta_user *u = &st->users[i];
     Cairn__Meta__UserRecord *r = &v.users[i];
     cairn__meta__user_record__init(r);
-    r->name = (char *)u->name;
-    r->salt.data = (uint8_t *)u->cred.salt;
-    r->salt.len = u->cred.salt_len;
-    r->iterations = u->cred.iterations;
-    r->stored_key.data = (uint8_t *)u->cred.stored_key;
-    r->stored_key.len = SCRAM_KEY_LEN;
-    r->server_key.data = (uint8_t *)u->cred.server_key;
-    r->server_key.len = SCRAM_KEY_LEN;
+    struct meta_user_fields f;
+    meta_user_fields_of(u, &f);
+    r->name = (char *)f.name;
+    r->salt = (ProtobufCBinaryData){f.salt_len, (uint8_t *)f.salt};
+    r->iterations = f.iterations;
+    r->stored_key = (ProtobufCBinaryData){f.stored_len, (uint8_t *)f.stored_key};
+    r->server_key = (ProtobufCBinaryData){f.server_len, (uint8_t *)f.server_key};
+    r->stored_key_512 = (ProtobufCBinaryData){f.stored_512_len, (uint8_t *)f.stored_key_512};
+    r->server_key_512 = (ProtobufCBinaryData){f.server_512_len, (uint8_t *)f.server_key_512};
     v.user_ptrs[i] = r;
   }
   snap.users = v.user_ptrs;
@@ -251,16 +252,20 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
   }
   for (size_t i = 0; i < snap->n_users; i++) {
     const Cairn__Meta__UserRecord *r = snap->users[i];
-    if (!meta_user_cred_ok(r->name, r->salt.len, r->iterations, r->stored_key.len,
-                           r->server_key.len))
+    struct meta_user_fields f = {r->name,
+                                 r->salt.data,
+                                 r->salt.len,
+                                 r->iterations,
+                                 r->stored_key.data,
+                                 r->server_key.data,
+                                 r->stored_key.len,
+                                 r->server_key.len,
+                                 r->stored_key_512.data,
+                                 r->server_key_512.data,
+                                 r->stored_key_512.len,
+                                 r->server_key_512.len};
+    if (meta_user_set(&st->users[i], &f) != 0)
       return CAIRN_ECORRUPT;
-    struct meta_user *u = &st->users[i];
-    snprintf(u->name, sizeof u->name, "%s", r->name);
-    memcpy(u->cred.salt, r->salt.data, r->salt.len);
-    u->cred.salt_len = r->salt.len;
-    u->cred.iterations = r->iterations;
-    memcpy(u->cred.stored_key, r->stored_key.data, SCRAM_KEY_LEN);
-    memcpy(u->cred.server_key, r->server_key.data, SCRAM_KEY_LEN);
     st->nusers++;
   }
   st->producer_ids = snap->producer_ids;

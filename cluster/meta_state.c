@@ -939,10 +939,64 @@ bool meta_user_cred_ok(const char *name, size_t salt_len, uint32_t iterations, s
          stored_len == SCRAM_KEY_LEN && server_len == SCRAM_KEY_LEN;
 }
 
+int meta_user_set(struct meta_user *u, const struct meta_user_fields *f)
+{
+  bool has512 = f->stored_512_len != 0 || f->server_512_len != 0;
+  if (!meta_user_cred_ok(f->name, f->salt_len, f->iterations, f->stored_len, f->server_len) ||
+      (has512 && (f->stored_512_len != 64 || f->server_512_len != 64)))
+    return CAIRN_EINVAL;
+  memset(u, 0, sizeof *u);
+  snprintf(u->name, sizeof u->name, "%s", f->name);
+  struct scram_cred *c = &u->cred;
+  c->mech = SCRAM_SHA_256;
+  memcpy(c->salt, f->salt, f->salt_len);
+  c->salt_len = f->salt_len;
+  c->iterations = f->iterations;
+  memcpy(c->stored_key, f->stored_key, SCRAM_KEY_LEN);
+  memcpy(c->server_key, f->server_key, SCRAM_KEY_LEN);
+  if (has512) {
+    u->cred512 = *c;
+    u->cred512.mech = SCRAM_SHA_512;
+    memcpy(u->cred512.stored_key, f->stored_key_512, 64);
+    memcpy(u->cred512.server_key, f->server_key_512, 64);
+  }
+  return 0;
+}
+
+void meta_user_fields_of(const struct meta_user *u, struct meta_user_fields *f)
+{
+  memset(f, 0, sizeof *f);
+  f->name = u->name;
+  f->salt = u->cred.salt;
+  f->salt_len = u->cred.salt_len;
+  f->iterations = u->cred.iterations;
+  f->stored_key = u->cred.stored_key;
+  f->server_key = u->cred.server_key;
+  f->stored_len = f->server_len = SCRAM_KEY_LEN;
+  if (u->cred512.salt_len != 0) {
+    f->stored_key_512 = u->cred512.stored_key;
+    f->server_key_512 = u->cred512.server_key;
+    f->stored_512_len = f->server_512_len = 64;
+  }
+}
+
 static int apply_upsert_user(struct meta_state *st, const Cairn__Meta__UpsertUser *u,
                              struct meta_result *res)
 {
-  if (!meta_user_cred_ok(u->name, u->salt.len, u->iterations, u->stored_key.len, u->server_key.len))
+  struct meta_user made;
+  struct meta_user_fields f = {u->name,
+                               u->salt.data,
+                               u->salt.len,
+                               u->iterations,
+                               u->stored_key.data,
+                               u->server_key.data,
+                               u->stored_key.len,
+                               u->server_key.len,
+                               u->stored_key_512.data,
+                               u->server_key_512.data,
+                               u->stored_key_512.len,
+                               u->server_key_512.len};
+  if (meta_user_set(&made, &f) != 0)
     return meta_fail(res, CAIRN_EINVAL, "upsert user: a bad name or credential");
   size_t i = meta_user_lower_bound(st, u->name);
   bool known = i < st->nusers && strcmp(st->users[i].name, u->name) == 0;
@@ -957,14 +1011,7 @@ static int apply_upsert_user(struct meta_state *st, const Cairn__Meta__UpsertUse
     memmove(&st->users[i + 1], &st->users[i], (st->nusers - i) * sizeof *st->users);
     st->nusers++;
   }
-  struct meta_user *mu = &st->users[i];
-  memset(mu, 0, sizeof *mu);
-  snprintf(mu->name, sizeof mu->name, "%s", u->name);
-  memcpy(mu->cred.salt, u->salt.data, u->salt.len);
-  mu->cred.salt_len = u->salt.len;
-  mu->cred.iterations = u->iterations;
-  memcpy(mu->cred.stored_key, u->stored_key.data, SCRAM_KEY_LEN);
-  memcpy(mu->cred.server_key, u->server_key.data, SCRAM_KEY_LEN);
+  st->users[i] = made;
   return 0;
 }
 

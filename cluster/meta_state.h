@@ -140,8 +140,32 @@ struct meta_partition {
  * never its password. */
 struct meta_user {
   char name[SCRAM_USER_MAX + 1];
-  struct scram_cred cred;
+  struct scram_cred cred; /* SCRAM-SHA-256's (PLAIN is checked against it) */
+  /* SCRAM-SHA-512's, same salt and iterations; salt_len 0: none (a user
+   * made before SCRAM-SHA-512, or by a client that did not derive it). */
+  struct scram_cred cred512;
 };
+
+/* A user's credential as the records and requests carry it (borrowed):
+ * the SCRAM-SHA-512 keys are optional (both lengths 0). */
+struct meta_user_fields {
+  const char *name;
+  const uint8_t *salt;
+  size_t salt_len;
+  uint32_t iterations;
+  const uint8_t *stored_key, *server_key;
+  size_t stored_len, server_len;
+  const uint8_t *stored_key_512, *server_key_512;
+  size_t stored_512_len, server_512_len;
+};
+
+/* Fills u from f: 0, or CAIRN_EINVAL for a bad name or credential (u
+ * then untouched). */
+__attribute__((warn_unused_result)) int meta_user_set(struct meta_user *u,
+                                                      const struct meta_user_fields *f);
+
+/* u's fields (pointing into u) for a record or request. */
+void meta_user_fields_of(const struct meta_user *u, struct meta_user_fields *f);
 
 /* An access control entry (docs/security.md). */
 enum meta_acl_resource { META_ACL_TOPIC = 1, META_ACL_GROUP = 2, META_ACL_CLUSTER = 3 };
@@ -302,10 +326,10 @@ meta_cmd_set_replicas(uint32_t topic_id, uint32_t partition, const uint64_t *rep
 __attribute__((warn_unused_result)) int meta_cmd_allocate_producer_id(uint64_t producer_id,
                                                                       uint8_t **out, size_t *len);
 
-/* Creates user name or replaces its credential. CAIRN_EINVAL for a bad
- * name or credential (at encoding or, from another node, at apply). */
-__attribute__((warn_unused_result)) int
-meta_cmd_upsert_user(const char *name, const struct scram_cred *cred, uint8_t **out, size_t *len);
+/* Creates user u->name or replaces its credentials. CAIRN_EINVAL for a
+ * bad name or credential (at encoding or, from another node, at apply). */
+__attribute__((warn_unused_result)) int meta_cmd_upsert_user(const struct meta_user *u,
+                                                             uint8_t **out, size_t *len);
 
 /* Deletes user name: CAIRN_EUNKNOWN_USER at apply when there is none. */
 __attribute__((warn_unused_result)) int meta_cmd_delete_user(const char *name, uint8_t **out,

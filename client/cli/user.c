@@ -1,6 +1,7 @@
 /* user.c - `cairn user create|delete|list`: the users of the client port
  * (docs/security.md). A password is read from stdin (its first line) and
- * turned into a SCRAM-SHA-256 credential by libcairn; it is never sent. */
+ * turned into SCRAM-SHA-256 and SCRAM-SHA-512 credentials by libcairn; it
+ * is never sent. */
 #include "cli.h"
 #include "output.h"
 
@@ -14,8 +15,9 @@ static void user_help(FILE *out)
           "       cairn user delete NAME\n"
           "       cairn user list\n"
           "\n"
-          "Users of the client port, kept by the cluster's metadata as SCRAM-SHA-256\n"
-          "credentials: the password itself is never sent to a node. `create` also\n"
+          "Users of the client and Kafka ports, kept by the cluster's metadata as\n"
+          "SCRAM-SHA-256 and SCRAM-SHA-512 credentials: the password itself is never\n"
+          "sent to a node. `create` also\n"
           "changes the password of an existing user. Names: 1..64 of A-Z a-z 0-9 . _ @ -.\n"
           "\n"
           "  printf '%%s\\n' \"$PASSWORD\" | cairn user create alice\n"

@@ -23,7 +23,8 @@ struct lc_user {
     Cairn__Client__DeleteUserRequest del;
     Cairn__Client__ListUsersRequest list;
   } u;
-  struct scram_cred cred;
+  struct scram_cred cred;    /* SCRAM-SHA-256 */
+  struct scram_cred cred512; /* SCRAM-SHA-512, same salt and iterations */
   char name[SCRAM_USER_MAX + 1];
   cairn_done_cb done;
   cairn_user_list_cb list_cb;
@@ -47,6 +48,7 @@ static void lc_user_free(struct lc_acall *ac)
 {
   struct lc_user *a = (struct lc_user *)ac;
   OPENSSL_cleanse(&a->cred, sizeof a->cred);
+  OPENSSL_cleanse(&a->cred512, sizeof a->cred512);
   cairn_user_list_free(a->result);
   free(a);
 }
@@ -135,8 +137,12 @@ int cairn_user_set(struct cairn_client *c, const char *name, const char *passwor
     return CAIRN_ENOMEM;
   }
   uint8_t salt[16];
+  /* Both mechanisms' keys from one salt: a Kafka client may log in with
+   * either (the node stores keys, never the password). */
   if (RAND_bytes(salt, sizeof salt) != 1 ||
-      scram_cred_make(password, salt, sizeof salt, SCRAM_ITERATIONS_DEFAULT, &a->cred) != 0) {
+      scram_cred_make(password, salt, sizeof salt, SCRAM_ITERATIONS_DEFAULT, &a->cred) != 0 ||
+      scram_cred_make_mech(SCRAM_SHA_512, password, salt, sizeof salt, SCRAM_ITERATIONS_DEFAULT,
+                           &a->cred512) != 0) {
     lc_user_free(&a->call);
     return CAIRN_EINVAL;
   }
@@ -150,6 +156,10 @@ int cairn_user_set(struct cairn_client *c, const char *name, const char *passwor
   a->u.upsert.stored_key.len = SCRAM_KEY_LEN;
   a->u.upsert.server_key.data = a->cred.server_key;
   a->u.upsert.server_key.len = SCRAM_KEY_LEN;
+  a->u.upsert.stored_key_512.data = a->cred512.stored_key;
+  a->u.upsert.stored_key_512.len = scram_key_len(SCRAM_SHA_512);
+  a->u.upsert.server_key_512.data = a->cred512.server_key;
+  a->u.upsert.server_key_512.len = scram_key_len(SCRAM_SHA_512);
   a->call.env.upsert_user_req = &a->u.upsert;
   a->done = cb;
   a->data = data;

@@ -480,7 +480,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
   if (n->auth_required && c->principal[0] == '\0' && !kafka_open_before_auth(key)) {
     log_warn(KAFKA_LOG,
              "conn %" PRIu64 " %s: api %d v%d before SASL authentication, which this node "
-             "requires (SCRAM-SHA-256; docs/kafka.md): closing",
+             "requires (SCRAM-SHA-256 or -512; docs/kafka.md): closing",
              c->id, c->peer, key, version);
     kafka_count(n, req, key, false, 0);
     conn_finish_unanswered(req);

@@ -1,5 +1,5 @@
 /* kafka_handle_sasl.c - SaslHandshake v0-1 and SaslAuthenticate v0-1:
- * SCRAM-SHA-256, and PLAIN on a TLS conn (SASL_SSL), on the Kafka port
+ * SCRAM-SHA-256, SCRAM-SHA-512, and PLAIN on a TLS conn (SASL_SSL), on the Kafka port
  * over the native Authenticate (the same users and credentials, the same
  * exchange state on the conn, the same failure counting;
  * src/server/handle_auth.c), after which the conn's principal is the
@@ -19,7 +19,8 @@
  *
  *   NONE --SaslHandshake v0--> RAW --token...--> NONE (authenticated)
  *        \-SaslHandshake v1--> FRAMED --SaslAuthenticate...--> NONE
- *   (PLAIN: RAW_PLAIN and FRAMED_PLAIN, one token each)
+ *   (SCRAM-SHA-512: RAW_512 and FRAMED_512; PLAIN: RAW_PLAIN and
+ *   FRAMED_PLAIN, one token each)
  *   any failure: RAW closes the conn; FRAMED answers the error and
  *   returns to NONE (the client may start again, within the native limit
  *   on failures per conn).
@@ -36,13 +37,22 @@
 #include <string.h>
 
 #define KAFKA_SASL_SCRAM "SCRAM-SHA-256"
+#define KAFKA_SASL_SCRAM_512 "SCRAM-SHA-512"
 #define KAFKA_SASL_PLAIN "PLAIN"
 
 /* The mechanism of a conn's exchange (its state). */
 static const char *kafka_sasl_mechanism(int state)
 {
-  return state == KAFKA_SASL_RAW_PLAIN || state == KAFKA_SASL_FRAMED_PLAIN ? KAFKA_SASL_PLAIN
-                                                                           : KAFKA_SASL_SCRAM;
+  switch (state) {
+  case KAFKA_SASL_RAW_PLAIN:
+  case KAFKA_SASL_FRAMED_PLAIN:
+    return KAFKA_SASL_PLAIN;
+  case KAFKA_SASL_RAW_512:
+  case KAFKA_SASL_FRAMED_512:
+    return KAFKA_SASL_SCRAM_512;
+  default:
+    return KAFKA_SASL_SCRAM;
+  }
 }
 
 static bool kafka_sasl_is(struct kafka_str mech, const char *name)
@@ -77,6 +87,8 @@ void kafka_handle_sasl_handshake(struct kafka_req *kr)
     err = KAFKA_ERR_ILLEGAL_SASL_STATE;
   } else if (kafka_sasl_is(mech, KAFKA_SASL_SCRAM)) {
     kafka_sasl_set_state(c, v0 ? KAFKA_SASL_RAW : KAFKA_SASL_FRAMED);
+  } else if (kafka_sasl_is(mech, KAFKA_SASL_SCRAM_512)) {
+    kafka_sasl_set_state(c, v0 ? KAFKA_SASL_RAW_512 : KAFKA_SASL_FRAMED_512);
   } else if (tls && kafka_sasl_is(mech, KAFKA_SASL_PLAIN)) {
     kafka_sasl_set_state(c, v0 ? KAFKA_SASL_RAW_PLAIN : KAFKA_SASL_FRAMED_PLAIN);
   } else {
@@ -85,8 +97,9 @@ void kafka_handle_sasl_handshake(struct kafka_req *kr)
   struct kafka_buf b;
   kafka_buf_init(&b);
   kafka_put_err(&b, err);
-  kafka_put_array_len(&b, tls ? 2 : 1);
+  kafka_put_array_len(&b, tls ? 3 : 2);
   kafka_put_string(&b, KAFKA_SASL_SCRAM);
+  kafka_put_string(&b, KAFKA_SASL_SCRAM_512);
   if (tls) {
     kafka_put_string(&b, KAFKA_SASL_PLAIN);
   }
@@ -169,7 +182,8 @@ void kafka_handle_sasl_authenticate(struct kafka_req *kr)
     kafka_req_malformed(kr);
     return;
   }
-  if (c->proto_state != KAFKA_SASL_FRAMED && c->proto_state != KAFKA_SASL_FRAMED_PLAIN) {
+  if (c->proto_state != KAFKA_SASL_FRAMED && c->proto_state != KAFKA_SASL_FRAMED_PLAIN &&
+      c->proto_state != KAFKA_SASL_FRAMED_512) {
     struct kafka_buf b;
     kafka_buf_init(&b);
     kafka_put_err(&b, KAFKA_ERR_ILLEGAL_SASL_STATE);

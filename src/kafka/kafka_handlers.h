@@ -255,17 +255,19 @@ void kafka_handle_sasl_authenticate(struct kafka_req *kr);
 
 /* A conn's SASL step (conn.proto_state; kafka_handle_sasl.c). */
 enum kafka_sasl_state {
-  KAFKA_SASL_NONE = 0,     /* no exchange under way (authenticated or not) */
-  KAFKA_SASL_RAW,          /* SCRAM after SaslHandshake v0: the next frames are raw tokens */
-  KAFKA_SASL_FRAMED,       /* SCRAM after SaslHandshake v1: SaslAuthenticate requests */
-  KAFKA_SASL_RAW_PLAIN,    /* PLAIN (TLS only), as KAFKA_SASL_RAW */
+  KAFKA_SASL_NONE = 0,  /* no exchange under way (authenticated or not) */
+  KAFKA_SASL_RAW,       /* SCRAM-SHA-256 after SaslHandshake v0: the next frames are raw tokens */
+  KAFKA_SASL_FRAMED,    /* SCRAM-SHA-256 after SaslHandshake v1: SaslAuthenticate requests */
+  KAFKA_SASL_RAW_PLAIN, /* PLAIN (TLS only), as KAFKA_SASL_RAW */
   KAFKA_SASL_FRAMED_PLAIN, /* PLAIN (TLS only), as KAFKA_SASL_FRAMED */
+  KAFKA_SASL_RAW_512,      /* SCRAM-SHA-512, as KAFKA_SASL_RAW */
+  KAFKA_SASL_FRAMED_512,   /* SCRAM-SHA-512, as KAFKA_SASL_FRAMED */
 };
 
 /* Are the next frames of a conn in state s raw SASL tokens? */
 static inline bool kafka_sasl_raw(int s)
 {
-  return s == KAFKA_SASL_RAW || s == KAFKA_SASL_RAW_PLAIN;
+  return s == KAFKA_SASL_RAW || s == KAFKA_SASL_RAW_PLAIN || s == KAFKA_SASL_RAW_512;
 }
 
 /* A frame on a conn in KAFKA_SASL_RAW: kr's body is the whole frame, a

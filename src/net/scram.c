@@ -1,6 +1,6 @@
-/* scram.c - SCRAM-SHA-256 for both ends, pure (scram.h); the crypto is
- * OpenSSL's (PBKDF2, HMAC, SHA-256, base64 through common/b64.h,
- * constant-time compare). */
+/* scram.c - SCRAM-SHA-256 and SCRAM-SHA-512 for both ends, pure
+ * (scram.h); the crypto is OpenSSL's (PBKDF2, HMAC, SHA-2, base64 through
+ * common/b64.h, constant-time compare). */
 #include "net/scram.h"
 
 #include "common/b64.h"
@@ -35,12 +35,51 @@ bool scram_user_ok(const char *user)
   return true;
 }
 
-static void scram_hmac(const uint8_t *key, size_t key_len, const void *data, size_t len,
-                       uint8_t out[SCRAM_KEY_LEN])
+size_t scram_key_len(enum scram_mech m)
 {
-  unsigned n = SCRAM_KEY_LEN;
-  if (HMAC(EVP_sha256(), key, (int)key_len, data, len, out, &n) == NULL) {
-    memset(out, 0, SCRAM_KEY_LEN);
+  return m == SCRAM_SHA_512 ? 64 : 32;
+}
+
+const char *scram_mech_name(enum scram_mech m)
+{
+  return m == SCRAM_SHA_512 ? "SCRAM-SHA-512" : "SCRAM-SHA-256";
+}
+
+bool scram_mech_from_name(const char *name, enum scram_mech *out)
+{
+  if (name != NULL && strcmp(name, "SCRAM-SHA-256") == 0) {
+    *out = SCRAM_SHA_256;
+    return true;
+  }
+  if (name != NULL && strcmp(name, "SCRAM-SHA-512") == 0) {
+    *out = SCRAM_SHA_512;
+    return true;
+  }
+  return false;
+}
+
+static const EVP_MD *scram_md(enum scram_mech m)
+{
+  return m == SCRAM_SHA_512 ? EVP_sha512() : EVP_sha256();
+}
+
+/* out: scram_key_len(m) bytes. */
+static void scram_hmac(enum scram_mech m, const uint8_t *key, size_t key_len, const void *data,
+                       size_t len, uint8_t *out)
+{
+  unsigned n = (unsigned)scram_key_len(m);
+  if (HMAC(scram_md(m), key, (int)key_len, data, len, out, &n) == NULL) {
+    memset(out, 0, scram_key_len(m));
+  }
+}
+
+/* H(in): scram_key_len(m) bytes into out. */
+static void scram_hash(enum scram_mech m, const uint8_t *in, size_t len, uint8_t *out)
+{
+  if (m == SCRAM_SHA_512) {
+    SHA512(in, len, out);
+  } else {
+    SHA256(in, len, out);
   }
 }
 
@@ -55,46 +94,55 @@ static int scram_unb64(const char *in, size_t n, uint8_t *out, size_t cap)
   return (int)len;
 }
 
-static int scram_salted(const char *password, const uint8_t *salt, size_t salt_len,
-                        uint32_t iterations, uint8_t out[SCRAM_KEY_LEN])
+static int scram_salted(enum scram_mech m, const char *password, const uint8_t *salt,
+                        size_t salt_len, uint32_t iterations, uint8_t *out)
 {
   return PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt, (int)salt_len, (int)iterations,
-                           EVP_sha256(), SCRAM_KEY_LEN, out) == 1
+                           scram_md(m), (int)scram_key_len(m), out) == 1
              ? 0
              : CAIRN_EINVAL;
 }
 
-int scram_cred_make(const char *password, const uint8_t *salt, size_t salt_len, uint32_t iterations,
-                    struct scram_cred *out)
+int scram_cred_make_mech(enum scram_mech m, const char *password, const uint8_t *salt,
+                         size_t salt_len, uint32_t iterations, struct scram_cred *out)
 {
-  if (salt_len == 0 || salt_len > SCRAM_SALT_MAX || iterations < SCRAM_ITERATIONS_MIN ||
-      iterations > SCRAM_ITERATIONS_MAX) {
+  if ((m != SCRAM_SHA_256 && m != SCRAM_SHA_512) || salt_len == 0 || salt_len > SCRAM_SALT_MAX ||
+      iterations < SCRAM_ITERATIONS_MIN || iterations > SCRAM_ITERATIONS_MAX) {
     return CAIRN_EINVAL;
   }
-  uint8_t salted[SCRAM_KEY_LEN], client_key[SCRAM_KEY_LEN];
-  int rv = scram_salted(password, salt, salt_len, iterations, salted);
+  uint8_t salted[SCRAM_KEY_MAX], client_key[SCRAM_KEY_MAX];
+  int rv = scram_salted(m, password, salt, salt_len, iterations, salted);
   if (rv != 0) {
     return rv;
   }
+  size_t klen = scram_key_len(m);
   memset(out, 0, sizeof *out);
+  out->mech = m;
   memcpy(out->salt, salt, salt_len);
   out->salt_len = salt_len;
   out->iterations = iterations;
-  scram_hmac(salted, sizeof salted, "Client Key", 10, client_key);
-  SHA256(client_key, sizeof client_key, out->stored_key);
-  scram_hmac(salted, sizeof salted, "Server Key", 10, out->server_key);
+  scram_hmac(m, salted, klen, "Client Key", 10, client_key);
+  scram_hash(m, client_key, klen, out->stored_key);
+  scram_hmac(m, salted, klen, "Server Key", 10, out->server_key);
   OPENSSL_cleanse(salted, sizeof salted);
   OPENSSL_cleanse(client_key, sizeof client_key);
   return 0;
 }
 
+int scram_cred_make(const char *password, const uint8_t *salt, size_t salt_len, uint32_t iterations,
+                    struct scram_cred *out)
+{
+  return scram_cred_make_mech(SCRAM_SHA_256, password, salt, salt_len, iterations, out);
+}
+
 bool scram_password_matches(const struct scram_cred *cred, const char *password)
 {
   struct scram_cred made;
-  if (scram_cred_make(password, cred->salt, cred->salt_len, cred->iterations, &made) != 0) {
+  if (scram_cred_make_mech(cred->mech, password, cred->salt, cred->salt_len, cred->iterations,
+                           &made) != 0) {
     return false;
   }
-  bool same = CRYPTO_memcmp(made.stored_key, cred->stored_key, SCRAM_KEY_LEN) == 0;
+  bool same = CRYPTO_memcmp(made.stored_key, cred->stored_key, scram_key_len(cred->mech)) == 0;
   OPENSSL_cleanse(&made, sizeof made);
   return same;
 }
@@ -149,10 +197,12 @@ static bool scram_printable(const char *s, size_t n)
 
 /* ---- server ---- */
 
-int scram_server_parse_first(struct scram_server *s, const char *msg, size_t len)
+int scram_server_parse_first(struct scram_server *s, enum scram_mech mech, const char *msg,
+                             size_t len)
 {
   memset(s, 0, sizeof *s);
   s->state = SCRAM_S_FAILED;
+  s->mech = mech;
   /* gs2 header: "n,," (no channel binding, no authzid) */
   if (len > SCRAM_MSG_MAX || len < 3 || memcmp(msg, "n,,", 3) != 0) {
     return CAIRN_EBADREQUEST;
@@ -188,12 +238,13 @@ int scram_server_challenge(struct scram_server *s, const struct scram_cred *cred
   if (s->state != SCRAM_S_START) {
     return CAIRN_EINVAL;
   }
-  if (cred != NULL) {
+  if (cred != NULL && cred->mech == s->mech) {
     s->cred = *cred;
     s->known = true;
   } else {
     /* Looks like a real user's challenge; no proof can match it. */
     memset(&s->cred, 0, sizeof s->cred);
+    s->cred.mech = s->mech;
     memcpy(s->cred.salt, fake_salt, 16);
     s->cred.salt_len = 16;
     s->cred.iterations = SCRAM_ITERATIONS_DEFAULT;
@@ -260,8 +311,9 @@ int scram_server_final(struct scram_server *s, const char *msg, size_t len, char
   if (!scram_nonce_ok(s, r, rlen)) {
     return CAIRN_EBADREQUEST; /* not this exchange's nonce: a replay or a mix-up */
   }
-  uint8_t proof[SCRAM_KEY_LEN + 4];
-  if (scram_unb64(p, plen, proof, sizeof proof) != SCRAM_KEY_LEN) {
+  size_t klen = scram_key_len(s->mech);
+  uint8_t proof[SCRAM_KEY_MAX + 4];
+  if (scram_unb64(p, plen, proof, sizeof proof) != (int)klen) {
     return CAIRN_EBADREQUEST;
   }
   char am[3 * SCRAM_MSG_MAX + 8];
@@ -270,22 +322,22 @@ int scram_server_final(struct scram_server *s, const char *msg, size_t len, char
     return CAIRN_EBADREQUEST;
   }
   /* ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage); H(ClientKey) must be StoredKey. */
-  uint8_t sig[SCRAM_KEY_LEN], client_key[SCRAM_KEY_LEN], stored[SCRAM_KEY_LEN];
-  scram_hmac(s->cred.stored_key, SCRAM_KEY_LEN, am, strlen(am), sig);
-  for (int i = 0; i < SCRAM_KEY_LEN; i++) {
+  uint8_t sig[SCRAM_KEY_MAX], client_key[SCRAM_KEY_MAX], stored[SCRAM_KEY_MAX];
+  scram_hmac(s->mech, s->cred.stored_key, klen, am, strlen(am), sig);
+  for (size_t i = 0; i < klen; i++) {
     client_key[i] = proof[i] ^ sig[i];
   }
-  SHA256(client_key, SCRAM_KEY_LEN, stored);
-  bool ok = CRYPTO_memcmp(stored, s->cred.stored_key, SCRAM_KEY_LEN) == 0 && s->known;
+  scram_hash(s->mech, client_key, klen, stored);
+  bool ok = CRYPTO_memcmp(stored, s->cred.stored_key, klen) == 0 && s->known;
   OPENSSL_cleanse(client_key, sizeof client_key);
   if (!ok) {
     snprintf(out, cap, "e=invalid-proof");
     return CAIRN_EAUTH;
   }
-  uint8_t server_sig[SCRAM_KEY_LEN];
-  scram_hmac(s->cred.server_key, SCRAM_KEY_LEN, am, strlen(am), server_sig);
-  char b64[64];
-  b64_encode(server_sig, SCRAM_KEY_LEN, b64);
+  uint8_t server_sig[SCRAM_KEY_MAX];
+  scram_hmac(s->mech, s->cred.server_key, klen, am, strlen(am), server_sig);
+  char b64[2 * SCRAM_KEY_MAX];
+  b64_encode(server_sig, klen, b64);
   snprintf(out, cap, "v=%s", b64);
   s->state = SCRAM_S_DONE;
   return 0;
@@ -296,7 +348,14 @@ int scram_server_final(struct scram_server *s, const char *msg, size_t len, char
 int scram_client_start(struct scram_client *c, const char *user, const char *password,
                        const char *cnonce, char *out, size_t cap)
 {
+  return scram_client_start_mech(c, SCRAM_SHA_256, user, password, cnonce, out, cap);
+}
+
+int scram_client_start_mech(struct scram_client *c, enum scram_mech mech, const char *user,
+                            const char *password, const char *cnonce, char *out, size_t cap)
+{
   memset(c, 0, sizeof *c);
+  c->mech = mech;
   if (!scram_user_ok(user) || strlen(password) >= sizeof c->password || cnonce[0] == '\0' ||
       strlen(cnonce) >= sizeof c->cnonce || !scram_printable(cnonce, strlen(cnonce))) {
     return CAIRN_EINVAL;
@@ -349,24 +408,26 @@ int scram_client_final(struct scram_client *c, const char *msg, size_t len, char
       scram_auth_message(c->client_first_bare, sf, without, (size_t)wn, am, sizeof am) < 0) {
     return CAIRN_EPROTOCOL;
   }
-  uint8_t salted[SCRAM_KEY_LEN], client_key[SCRAM_KEY_LEN], stored[SCRAM_KEY_LEN];
-  uint8_t sig[SCRAM_KEY_LEN], proof[SCRAM_KEY_LEN], server_key[SCRAM_KEY_LEN];
-  if (scram_salted(c->password, salt, (size_t)salt_len, iterations, salted) != 0) {
+  enum scram_mech m = c->mech;
+  size_t klen = scram_key_len(m);
+  uint8_t salted[SCRAM_KEY_MAX], client_key[SCRAM_KEY_MAX], stored[SCRAM_KEY_MAX];
+  uint8_t sig[SCRAM_KEY_MAX], proof[SCRAM_KEY_MAX], server_key[SCRAM_KEY_MAX];
+  if (scram_salted(m, c->password, salt, (size_t)salt_len, iterations, salted) != 0) {
     return CAIRN_EPROTOCOL;
   }
-  scram_hmac(salted, SCRAM_KEY_LEN, "Client Key", 10, client_key);
-  SHA256(client_key, SCRAM_KEY_LEN, stored);
-  scram_hmac(stored, SCRAM_KEY_LEN, am, strlen(am), sig);
-  for (int i = 0; i < SCRAM_KEY_LEN; i++) {
+  scram_hmac(m, salted, klen, "Client Key", 10, client_key);
+  scram_hash(m, client_key, klen, stored);
+  scram_hmac(m, stored, klen, am, strlen(am), sig);
+  for (size_t i = 0; i < klen; i++) {
     proof[i] = client_key[i] ^ sig[i];
   }
-  scram_hmac(salted, SCRAM_KEY_LEN, "Server Key", 10, server_key);
-  scram_hmac(server_key, SCRAM_KEY_LEN, am, strlen(am), c->server_signature);
+  scram_hmac(m, salted, klen, "Server Key", 10, server_key);
+  scram_hmac(m, server_key, klen, am, strlen(am), c->server_signature);
   OPENSSL_cleanse(salted, sizeof salted);
   OPENSSL_cleanse(client_key, sizeof client_key);
   OPENSSL_cleanse(server_key, sizeof server_key);
-  char p64[64];
-  b64_encode(proof, SCRAM_KEY_LEN, p64);
+  char p64[2 * SCRAM_KEY_MAX];
+  b64_encode(proof, klen, p64);
   int n = snprintf(out, cap, "%s,p=%s", without, p64);
   if (n < 0 || (size_t)n >= cap) {
     return CAIRN_EPROTOCOL;
@@ -383,10 +444,11 @@ int scram_client_verify(struct scram_client *c, const char *msg, size_t len)
   if (len >= 2 && msg[0] == 'e' && msg[1] == '=') {
     return CAIRN_EAUTH;
   }
-  uint8_t v[SCRAM_KEY_LEN + 4];
+  size_t klen = scram_key_len(c->mech);
+  uint8_t v[SCRAM_KEY_MAX + 4];
   if (len < 2 || msg[0] != 'v' || msg[1] != '=' ||
-      scram_unb64(msg + 2, len - 2, v, sizeof v) != SCRAM_KEY_LEN ||
-      CRYPTO_memcmp(v, c->server_signature, SCRAM_KEY_LEN) != 0) {
+      scram_unb64(msg + 2, len - 2, v, sizeof v) != (int)klen ||
+      CRYPTO_memcmp(v, c->server_signature, klen) != 0) {
     return CAIRN_EPROTOCOL; /* the server does not know our credential */
   }
   c->state = SCRAM_C_DONE;

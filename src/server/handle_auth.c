@@ -1,4 +1,4 @@
-/* handle_auth.c - Authenticate (SCRAM-SHA-256 on the connection, against
+/* handle_auth.c - Authenticate (SCRAM-SHA-256 or -512 on the connection, against
  * the users in the metadata state; or SASL PLAIN over TLS, checked against
  * the same stored credential on the thread pool) and the user admin requests
  * (UpsertUser and DeleteUser through the controller leader, ListUsers from
@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AUTH_MECHANISM "SCRAM-SHA-256"
 #define AUTH_PLAIN_MECHANISM "PLAIN"     /* over TLS only, checked against the SCRAM credential */
 #define AUTH_NODE_MECHANISM "CAIRN-NODE" /* nodes, with the cluster key */
 #define AUTH_NODE_LABEL "cairn node auth v1"
@@ -316,7 +315,7 @@ static void auth_plain_start(struct node *n, struct conn_request *req, const uin
   if (!conn_encrypted(c)) {
     auth_fail(n, req, "?",
               "PLAIN only over TLS (the password would cross in the clear): "
-              "use SCRAM-SHA-256",
+              "use SCRAM-SHA-256 or SCRAM-SHA-512",
               NULL);
     return;
   }
@@ -382,6 +381,19 @@ bool handle_auth_may_start(const struct conn *c)
          strcmp(c->principal + 5, cn) == 0;
 }
 
+/* u's credential for mech, or NULL (no such user, or one without a
+ * credential of mech: both look alike to the client). */
+static const struct scram_cred *auth_cred_of(const struct meta_user *u, enum scram_mech mech)
+{
+  if (u == NULL) {
+    return NULL;
+  }
+  if (mech == SCRAM_SHA_512) {
+    return u->cred512.salt_len != 0 ? &u->cred512 : NULL;
+  }
+  return &u->cred;
+}
+
 void handle_authenticate(struct node *n, struct conn_request *req)
 {
   const Cairn__Client__AuthenticateRequest *r = req->env->authenticate_req;
@@ -410,8 +422,10 @@ void handle_authenticate(struct node *n, struct conn_request *req)
     auth_plain_start(n, req, r->message.data, r->message.len);
     return;
   }
-  if (r->mechanism == NULL || strcmp(r->mechanism, AUTH_MECHANISM) != 0) {
-    auth_fail(n, req, "?", "unsupported mechanism (SCRAM-SHA-256, or PLAIN over TLS)", NULL);
+  enum scram_mech mech;
+  if (!scram_mech_from_name(r->mechanism, &mech)) {
+    auth_fail(n, req, "?",
+              "unsupported mechanism (SCRAM-SHA-256, SCRAM-SHA-512, or PLAIN over TLS)", NULL);
     return;
   }
   if (r->message.len > SCRAM_MSG_MAX) {
@@ -433,7 +447,7 @@ void handle_authenticate(struct node *n, struct conn_request *req)
       conn_respond_error(req, CAIRN__CLIENT__ERROR_CODE__UNKNOWN, "out of memory");
       return;
     }
-    if (scram_server_parse_first(s, msg != NULL ? msg : "", len) != 0) {
+    if (scram_server_parse_first(s, mech, msg != NULL ? msg : "", len) != 0) {
       free(s);
       auth_fail(n, req, "?", "malformed SCRAM client-first message", NULL);
       return;
@@ -453,8 +467,7 @@ void handle_authenticate(struct node *n, struct conn_request *req)
     }
     scram_nonce(raw, snonce);
     const struct meta_user *u = meta_user_find(ctl_state(&n->ctl), s->user);
-    int rv =
-        scram_server_challenge(s, u != NULL ? &u->cred : NULL, snonce, fake_salt, out, sizeof out);
+    int rv = scram_server_challenge(s, auth_cred_of(u, mech), snonce, fake_salt, out, sizeof out);
     if (rv < 0) {
       free(s);
       auth_fail(n, req, "?", "cannot answer that client-first message", NULL);
@@ -467,14 +480,25 @@ void handle_authenticate(struct node *n, struct conn_request *req)
   }
   /* client-final */
   struct scram_server *s = c->auth;
-  if ((int)s->state == AUTH_NODE_STATE) {
+  if ((int)s->state == AUTH_NODE_STATE || s->mech != mech) {
     auth_fail(n, req, "?", "mechanisms mixed in one exchange", NULL);
     return;
   }
   char user[SCRAM_USER_MAX + 1];
   snprintf(user, sizeof user, "%s", s->user);
+  bool no512 =
+      mech == SCRAM_SHA_512 && !s->known && meta_user_find(ctl_state(&n->ctl), user) != NULL;
   int rv = scram_server_final(s, msg != NULL ? msg : "", len, out, sizeof out);
   if (rv != 0) {
+    if (no512) {
+      /* The log, never the client (which must not learn that the user
+       * exists), says why: made before SCRAM-SHA-512, its password must be
+       * set again. */
+      log_warn("auth",
+               "conn %" PRIu64 " %s: user '%s' has no SCRAM-SHA-512 credential (created before "
+               "Cairn offered it: `cairn user create` it again)",
+               c->id, c->peer, user);
+    }
     auth_fail(n, req, user,
               rv == CAIRN_EAUTH ? "wrong password or unknown user"
                                 : "malformed or replayed SCRAM client-final message",
@@ -572,22 +596,24 @@ void handle_upsert_user(struct node *n, struct conn_request *req)
                        "the user name ANONYMOUS is reserved (connections that did not log in)");
     return;
   }
-  struct scram_cred cred;
-  memset(&cred, 0, sizeof cred);
-  int rv = CAIRN_EINVAL;
-  if (r->name != NULL && meta_user_cred_ok(r->name, r->salt.len, r->iterations, r->stored_key.len,
-                                           r->server_key.len)) {
-    memcpy(cred.salt, r->salt.data, r->salt.len);
-    cred.salt_len = r->salt.len;
-    cred.iterations = r->iterations;
-    memcpy(cred.stored_key, r->stored_key.data, SCRAM_KEY_LEN);
-    memcpy(cred.server_key, r->server_key.data, SCRAM_KEY_LEN);
-    rv = 0;
-  }
+  struct meta_user u;
+  struct meta_user_fields f = {r->name,
+                               r->salt.data,
+                               r->salt.len,
+                               r->iterations,
+                               r->stored_key.data,
+                               r->server_key.data,
+                               r->stored_key.len,
+                               r->server_key.len,
+                               r->stored_key_512.data,
+                               r->server_key_512.data,
+                               r->stored_key_512.len,
+                               r->server_key_512.len};
+  int rv = r->name != NULL ? meta_user_set(&u, &f) : CAIRN_EINVAL;
   uint8_t *cmd = NULL;
   size_t len = 0;
   if (rv == 0) {
-    rv = meta_cmd_upsert_user(r->name, &cred, &cmd, &len);
+    rv = meta_cmd_upsert_user(&u, &cmd, &len);
   }
   auth_propose(n, req, cmd, len, rv, CAIRN__CLIENT__ENVELOPE__BODY_UPSERT_USER_RESP);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# kafka_sasl.sh - SASL SCRAM-SHA-256 on the Kafka port of a node started
-# with --auth required and --authorizer acl (docs/kafka.md): kafka-python
+# kafka_sasl.sh - SASL SCRAM-SHA-256 and SCRAM-SHA-512 on the Kafka port
+# of a node started with --auth required and --authorizer acl
+# (docs/kafka.md): kafka-python
 # (SaslHandshake v0, then raw tokens) and kcat (librdkafka: SaslHandshake
 # v1, then SaslAuthenticate) produce and consume with good credentials;
 # a bad password is refused (kcat prints why, the node logs it); a conn
@@ -103,6 +104,43 @@ expect 0 timeout 60 kcat "${kc[@]}" -X sasl.username=alice -X sasl.password=alic
 [ "$(grep -c '^kc' "$dir/out")" -eq 15 ] || fail "kcat read back: $(cat "$dir/out")"
 grep '^kc' "$dir/out" | diff - "$dir/in" >/dev/null || fail "kcat read back out of order: $(cat "$dir/out")"
 grep -q "authenticated as User:alice" "$cdir/node1.log" || fail "no authentication logged"
+
+step "SCRAM-SHA-512 (as managed Kafka services offer it): kcat and kafka-python log in as alice, a wrong password is refused"
+k5=(-b "$kafka" -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-512)
+seq 1 10 | sed 's/^/k5-/' >"$dir/in5"
+expect 0 timeout 60 kcat "${k5[@]}" -X sasl.username=alice -X sasl.password=alice-pw -P -t ks -p 0 -X acks=all "$dir/in5"
+expect 0 timeout 60 kcat "${k5[@]}" -X sasl.username=alice -X sasl.password=alice-pw -C -t ks -p 0 -e -o beginning -q
+grep '^k5-' "$dir/out" | diff - "$dir/in5" >/dev/null || fail "kcat SCRAM-SHA-512 read back: $(cat "$dir/out")"
+expect 1 timeout 30 kcat "${k5[@]}" -X sasl.username=alice -X sasl.password=wrong -L -m 5
+grep -qi "Authentication failed" "$dir/err" || fail "kcat's error: $(cat "$dir/err")"
+timeout 90 $py - "$kafka" <<'PY' || fail "kafka-python SCRAM-SHA-512"
+import sys, time
+from kafka import KafkaProducer, KafkaConsumer, TopicPartition
+from kafka.errors import NoBrokersAvailable, KafkaError
+bs = [sys.argv[1]]
+sasl = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username="alice", sasl_plain_password="alice-pw")
+p = KafkaProducer(bootstrap_servers=bs, acks="all", retries=5, **sasl)
+md = [p.send("ks", partition=0, value=b"py512-%d" % i).get(timeout=30) for i in range(5)]
+p.close()
+c = KafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False, **sasl)
+tp = TopicPartition("ks", 0)
+c.assign([tp])
+c.seek(tp, md[0].offset)
+got, deadline = [], time.time() + 30
+while len(got) < 5 and time.time() < deadline:
+    for ms in c.poll(timeout_ms=200).values():
+        got += [m.value for m in ms]
+assert got[:5] == [b"py512-%d" % i for i in range(5)], got
+c.close()
+try:
+    KafkaProducer(bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT",
+                  sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice",
+                  sasl_plain_password="wrong", api_version_auto_timeout_ms=5000)
+    raise AssertionError("connected with a wrong password")
+except (NoBrokersAvailable, KafkaError) as e:
+    print("kafka-python SCRAM-SHA-512: 5 produced and read back; a wrong password refused:", type(e).__name__)
+PY
 
 step "a bad password is refused: kcat says why, kafka-python cannot connect"
 expect 1 timeout 30 kcat "${kc[@]}" -X sasl.username=alice -X sasl.password=wrong -L -m 5

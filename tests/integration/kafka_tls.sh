@@ -360,5 +360,6 @@ expect 1 timeout 30 kcat -b "$(kafka 5)" -X security.protocol=SASL_PLAINTEXT -X 
   -X sasl.username=alice -X sasl.password=alice-pw -L -m 2
 err_has "Unsupported SASL mechanism"
 err_has "SCRAM-SHA-256"
+err_has "SCRAM-SHA-512"
 
 echo "PASS"

@@ -295,8 +295,8 @@ typedef void (*cairn_user_list_cb)(struct cairn_client *c, int status, const cha
                                    struct cairn_user_list *list, void *data);
 
 /* Creates user name (1..64 of A-Z a-z 0-9 . _ @ -) or changes its password.
- * The SCRAM-SHA-256 credential is derived here with a fresh salt; the
- * password is never sent. cb gets 0 or a code (CAIRN_ENOT_CONTROLLER after
+ * The SCRAM-SHA-256 and SCRAM-SHA-512 credentials are derived here with
+ * one fresh salt; the password is never sent. cb gets 0 or a code (CAIRN_ENOT_CONTROLLER after
  * the retries, ...). Ownership: borrows name and password (not kept).
  * Returns 0 (cb fires exactly once), CAIRN_EINVAL (bad name, NULL
  * arguments), CAIRN_ECLOSED or CAIRN_ENOMEM. Context: the loop thread. */

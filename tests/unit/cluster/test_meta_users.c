@@ -30,13 +30,38 @@ static void bootstrap(struct meta_state *st)
   free(cmd);
 }
 
+/* u with both mechanisms' keys of password (as libcairn derives them). */
+static int user_of(struct meta_user *u, const char *name, const char *password)
+{
+  struct scram_cred c256, c512;
+  assert_int_equal(scram_cred_make(password, salt, sizeof salt, 4096, &c256), 0);
+  assert_int_equal(scram_cred_make_mech(SCRAM_SHA_512, password, salt, sizeof salt, 4096, &c512),
+                   0);
+  struct meta_user_fields f = {name,
+                               salt,
+                               sizeof salt,
+                               4096,
+                               c256.stored_key,
+                               c256.server_key,
+                               SCRAM_KEY_LEN,
+                               SCRAM_KEY_LEN,
+                               c512.stored_key,
+                               c512.server_key,
+                               64,
+                               64};
+  return meta_user_set(u, &f);
+}
+
 static int upsert(struct meta_state *st, const char *name, const char *password)
 {
-  struct scram_cred cred;
-  assert_int_equal(scram_cred_make(password, salt, sizeof salt, 4096, &cred), 0);
+  struct meta_user u;
+  int rv = user_of(&u, name, password);
+  if (rv != 0) {
+    return rv;
+  }
   uint8_t *cmd;
   size_t len;
-  int rv = meta_cmd_upsert_user(name, &cred, &cmd, &len);
+  rv = meta_cmd_upsert_user(&u, &cmd, &len);
   if (rv != 0) {
     return rv;
   }
@@ -72,9 +97,15 @@ static void test_meta_users_create_replace_delete(void **state)
   assert_string_equal(st.users[2].name, "carol");
   const struct meta_user *u = meta_user_find(&st, "bob");
   assert_non_null(u);
-  struct scram_cred want;
+  struct scram_cred want, want512;
   assert_int_equal(scram_cred_make("pw-b", salt, sizeof salt, 4096, &want), 0);
   assert_memory_equal(u->cred.stored_key, want.stored_key, SCRAM_KEY_LEN);
+  assert_int_equal(scram_cred_make_mech(SCRAM_SHA_512, "pw-b", salt, sizeof salt, 4096, &want512),
+                   0);
+  assert_int_equal(u->cred512.mech, SCRAM_SHA_512);
+  assert_memory_equal(u->cred512.stored_key, want512.stored_key, 64);
+  assert_memory_equal(u->cred512.server_key, want512.server_key, 64);
+  assert_true(scram_password_matches(&u->cred512, "pw-b"));
   /* Replacing changes the credential, not the count. */
   assert_int_equal(upsert(&st, "bob", "new"), 0);
   assert_int_equal(st.nusers, 3);
@@ -119,7 +150,26 @@ static void test_meta_users_bad_commands_are_refused_and_change_nothing(void **s
   u.name = "";
   len = cairn__meta__meta_command__pack(&m, buf);
   assert_int_equal(meta_apply(&st, buf, len, 0, &res), CAIRN_EINVAL);
+  /* A SCRAM-SHA-512 key of SHA-256's length, or one key of the pair. */
+  u.name = "eve";
+  uint8_t key512[64] = {0};
+  u.stored_key_512 = (ProtobufCBinaryData){SCRAM_KEY_LEN, key512};
+  u.server_key_512 = (ProtobufCBinaryData){SCRAM_KEY_LEN, key512};
+  len = cairn__meta__meta_command__pack(&m, buf);
+  assert_int_equal(meta_apply(&st, buf, len, 0, &res), CAIRN_EINVAL);
+  u.stored_key_512.len = 64;
+  u.server_key_512.len = 0;
+  len = cairn__meta__meta_command__pack(&m, buf);
+  assert_int_equal(meta_apply(&st, buf, len, 0, &res), CAIRN_EINVAL);
   assert_int_equal(st.nusers, 0);
+  /* Without the pair (a client from before SCRAM-SHA-512): a user with
+   * no SCRAM-SHA-512 credential. */
+  u.stored_key_512.len = 0;
+  len = cairn__meta__meta_command__pack(&m, buf);
+  assert_int_equal(meta_apply(&st, buf, len, 0, &res), 0);
+  assert_int_equal(st.nusers, 1);
+  assert_int_equal(meta_user_find(&st, "eve")->cred512.salt_len, 0);
+  assert_int_equal(delete_user(&st, "eve"), 0);
   /* Before Bootstrap nothing applies. */
   struct meta_state fresh;
   meta_state_init(&fresh);
@@ -150,6 +200,8 @@ static void test_meta_users_snapshot_round_trip(void **state)
   for (size_t i = 0; i < 2; i++) {
     assert_string_equal(back.users[i].name, st.users[i].name);
     assert_memory_equal(&back.users[i].cred, &st.users[i].cred, sizeof st.users[i].cred);
+    assert_memory_equal(&back.users[i].cred512, &st.users[i].cred512, sizeof st.users[i].cred512);
+    assert_int_equal(back.users[i].cred512.salt_len, sizeof salt);
   }
   /* Deleting every user gives back the bytes of a state without users. */
   assert_int_equal(delete_user(&back, "alice"), 0);
@@ -169,11 +221,11 @@ static void test_meta_users_snapshot_round_trip(void **state)
 
 static void test_meta_users_describe_shows_no_credential(void **state)
 {
-  struct scram_cred cred;
-  assert_int_equal(scram_cred_make("secret-pw", salt, sizeof salt, 4096, &cred), 0);
+  struct meta_user u;
+  assert_int_equal(user_of(&u, "alice", "secret-pw"), 0);
   uint8_t *cmd;
   size_t len;
-  assert_int_equal(meta_cmd_upsert_user("alice", &cred, &cmd, &len), 0);
+  assert_int_equal(meta_cmd_upsert_user(&u, &cmd, &len), 0);
   char line[256];
   meta_cmd_describe(cmd, len, line, sizeof line);
   assert_string_equal(line, "UpsertUser alice");
