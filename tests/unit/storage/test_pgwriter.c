@@ -687,20 +687,6 @@ static void test_pgwriter_a_connection_lost_inside_the_transaction_sends_it_once
   close_loop(&loop);
 }
 
-static void settle_now_work(uv_work_t *w)
-{
-  struct settle_run *sr = w->data;
-  (void)pgstore_settle_run(sr->job);
-}
-
-static void settle_now_after(uv_work_t *w, int status)
-{
-  struct settle_run *sr = w->data;
-  assert_int_equal(status, 0);
-  sr->end_status = pgstore_settle_end(sr->job);
-  sr->ended = true;
-}
-
 /* A settle's transaction loses its connection while it inserts: sent
  * once more on a new connection, it commits, every row once. */
 static void test_pgwriter_a_settle_that_loses_its_connection_sends_its_rows_once_more(void **state)
@@ -718,7 +704,7 @@ static void test_pgwriter_a_settle_that_loses_its_connection_sends_its_rows_once
   struct settle_run sr = {.s = s};
   assert_int_equal(pgstore_settle_begin(s, &sr.job), 0);
   sr.work.data = &sr;
-  assert_int_equal(uv_queue_work(&loop, &sr.work, settle_now_work, settle_now_after), 0);
+  assert_int_equal(uv_queue_work(&loop, &sr.work, settle_work, settle_after), 0);
   for (int i = 0; i < 20000 && !sr.ended; i++) {
     uv_run(&loop, UV_RUN_NOWAIT);
     uv_sleep(1);
