@@ -1035,7 +1035,7 @@ bool meta_acl_ok(const struct meta_acl *a)
   size_t pn = strnlen(a->principal, sizeof a->principal);
   size_t rn = strnlen(a->resource, sizeof a->resource);
   if (pn == 0 || pn > META_PRINCIPAL_MAX || rn > META_RESOURCE_MAX ||
-      a->operation < META_ACL_READ || a->operation > META_ACL_ALTER ||
+      a->operation < META_ACL_READ || a->operation > META_ACL_ALL ||
       a->resource_type < META_ACL_TOPIC || a->resource_type > META_ACL_CLUSTER)
     return false;
   if (a->resource_type == META_ACL_CLUSTER)
@@ -1098,7 +1098,7 @@ static int meta_acl_decide_range(const struct meta_state *st, size_t lo, size_t 
   int decision = 0;
   for (size_t i = lo; i < hi; i++) {
     const struct meta_acl *a = &st->acls[i];
-    if (a->resource_type != type || a->operation != op)
+    if (a->resource_type != type || (a->operation != op && a->operation != META_ACL_ALL))
       continue;
     bool match = a->prefix ? strncmp(name, a->resource, strlen(a->resource)) == 0
                            : strcmp(name, a->resource) == 0;

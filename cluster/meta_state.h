@@ -175,7 +175,8 @@ enum meta_acl_op {
   META_ACL_CREATE = 3,
   META_ACL_DELETE = 4,
   META_ACL_DESCRIBE = 5,
-  META_ACL_ALTER = 6
+  META_ACL_ALTER = 6,
+  META_ACL_ALL = 7 /* an entry for every operation (Kafka's ALL) */
 };
 struct meta_acl {
   char principal[META_PRINCIPAL_MAX + 1]; /* "User:NAME", "Node:ID" or "*" */

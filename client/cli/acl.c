@@ -17,10 +17,10 @@
 #define ACL_OPT_OPERATION 2006
 #define ACL_OPT_ALLOW 2007
 #define ACL_OPT_DENY 2008
-#define ACL_MAX_OPS 6
+#define ACL_MAX_OPS 7
 
 static const char *const acl_op_names[] = {NULL,     "read",     "write", "create",
-                                           "delete", "describe", "alter"};
+                                           "delete", "describe", "alter", "all"};
 
 static void acl_help(FILE *out)
 {
@@ -40,8 +40,9 @@ static void acl_help(FILE *out)
           "  --group NAME         a consumer group\n"
           "  --group-prefix P     every group whose name starts with P\n"
           "  --cluster            the cluster (create topics, users, ACLs, nodes)\n"
-          "  --operation OP       read, write, create, delete, describe or alter; a\n"
-          "                       comma-separated list adds (removes) one entry each\n"
+          "  --operation OP       read, write, create, delete, describe, alter, or all\n"
+          "                       (one entry for every operation); a comma-separated\n"
+          "                       list adds (removes) one entry each\n"
           "  --allow | --deny     allow (the default) or deny\n"
           "\n"
           "`remove` removes the entry exactly as added. `list` filters on the principal\n"
@@ -81,8 +82,8 @@ static int acl_parse_ops(struct acl_args *a, const char *arg)
     }
     if (op == 0) {
       return cli_usage_error(a->cmd,
-                             "--operation: '%.*s' is not read, write, create, delete, describe "
-                             "or alter",
+                             "--operation: '%.*s' is not read, write, create, delete, describe, "
+                             "alter or all",
                              (int)(len < 40 ? len : 40), p);
     }
     bool dup = false;
@@ -144,7 +145,7 @@ static const char *acl_type_name(int type)
 
 static const char *acl_op_name(enum cairn_acl_op op)
 {
-  return op >= CAIRN_ACL_READ && op <= CAIRN_ACL_ALTER ? acl_op_names[op] : "?";
+  return op >= CAIRN_ACL_READ && op <= CAIRN_ACL_ALL ? acl_op_names[op] : "?";
 }
 
 /* "topic orders", "topic orders.*" (a prefix), "cluster". */

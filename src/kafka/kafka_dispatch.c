@@ -52,6 +52,9 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {"SaslAuthenticate", {KAFKA_API_SASL_AUTHENTICATE, 0, 1}, INT16_MAX, kafka_handle_sasl_authenticate},
     {"CreatePartitions", {KAFKA_API_CREATE_PARTITIONS, 0, 1}, INT16_MAX, kafka_handle_create_partitions},
     {"DeleteGroups", {KAFKA_API_DELETE_GROUPS, 0, 1}, INT16_MAX, kafka_handle_delete_groups},
+    {"DescribeAcls", {KAFKA_API_DESCRIBE_ACLS, 0, 1}, INT16_MAX, kafka_handle_describe_acls},
+    {"CreateAcls", {KAFKA_API_CREATE_ACLS, 0, 1}, INT16_MAX, kafka_handle_create_acls},
+    {"DeleteAcls", {KAFKA_API_DELETE_ACLS, 0, 1}, INT16_MAX, kafka_handle_delete_acls},
     {"IncrementalAlterConfigs", {KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 1}, 1, kafka_handle_incremental_alter_configs},
 };
 /* clang-format on */
@@ -300,6 +303,14 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
   default:
     return KAFKA_ERR_UNKNOWN_SERVER;
   }
+}
+
+int16_t kafka_cluster_err_from_wire(Cairn__Client__ErrorCode code)
+{
+  if (code == CAIRN__CLIENT__ERROR_CODE__AUTHORIZATION_FAILED) {
+    return KAFKA_ERR_CLUSTER_AUTHORIZATION_FAILED;
+  }
+  return kafka_err_from_wire(code);
 }
 
 bool kafka_topic_name(struct kafka_str s, char *dst)

@@ -95,6 +95,9 @@ enum kafka_api {
   KAFKA_API_CREATE_TOPICS = 19,
   KAFKA_API_DELETE_TOPICS = 20,
   KAFKA_API_INIT_PRODUCER_ID = 22,
+  KAFKA_API_DESCRIBE_ACLS = 29,
+  KAFKA_API_CREATE_ACLS = 30,
+  KAFKA_API_DELETE_ACLS = 31,
   KAFKA_API_DESCRIBE_CONFIGS = 32,
   KAFKA_API_ALTER_CONFIGS = 33,
   KAFKA_API_SASL_AUTHENTICATE = 36,
@@ -159,6 +162,10 @@ void kafka_req_relay(struct kafka_req *kr, Cairn__Client__Api api, Cairn__Client
 
 /* A native answer's error code as Kafka's. */
 int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code);
+
+/* kafka_err_from_wire for a request on the cluster resource (users,
+ * ACLs): a refusal is CLUSTER_AUTHORIZATION_FAILED. */
+int16_t kafka_cluster_err_from_wire(Cairn__Client__ErrorCode code);
 
 /* The native answer's top-level error code when it is an error_resp (the
  * dispatch refused it), else OK. */
@@ -250,6 +257,9 @@ void kafka_handle_delete_groups(struct kafka_req *kr);
 void kafka_handle_create_partitions(struct kafka_req *kr);
 void kafka_handle_alter_configs(struct kafka_req *kr);
 void kafka_handle_incremental_alter_configs(struct kafka_req *kr);
+void kafka_handle_describe_acls(struct kafka_req *kr);
+void kafka_handle_create_acls(struct kafka_req *kr);
+void kafka_handle_delete_acls(struct kafka_req *kr);
 void kafka_handle_sasl_handshake(struct kafka_req *kr);
 void kafka_handle_sasl_authenticate(struct kafka_req *kr);
 

@@ -75,7 +75,7 @@ int authz_parse_super_users(struct authz *az, const char *list, char *why, size_
 const char *authz_op_name(uint32_t op)
 {
   static const char *const names[] = {"?",      "READ",     "WRITE", "CREATE",
-                                      "DELETE", "DESCRIBE", "ALTER"};
+                                      "DELETE", "DESCRIBE", "ALTER", "ALL"};
   return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 

@@ -89,10 +89,10 @@ static int acl_from_wire(const Cairn__Client__AclEntry *e, struct meta_acl *a, c
              e->resource_type);
     return CAIRN_EINVAL;
   }
-  if (e->operation < META_ACL_READ || e->operation > META_ACL_ALTER) {
+  if (e->operation < META_ACL_READ || e->operation > META_ACL_ALL) {
     snprintf(why, cap,
-             "operation %u: not 1 (read), 2 (write), 3 (create), 4 (delete), 5 (describe) or "
-             "6 (alter)",
+             "operation %u: not 1 (read), 2 (write), 3 (create), 4 (delete), 5 (describe), "
+             "6 (alter) or 7 (all)",
              e->operation);
     return CAIRN_EINVAL;
   }

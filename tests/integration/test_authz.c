@@ -451,7 +451,7 @@ static void test_authz_acls_decide_every_kind_of_request(void **state)
       {entry("Node:x1", 1, "t", 1, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
       {entry("User:alice", 9, "t", 1, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
       {entry("User:alice", 1, "t", 0, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
-      {entry("User:alice", 1, "t", 7, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
+      {entry("User:alice", 1, "t", 8, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
       {entry("User:alice", 1, big, 1, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
       {entry("User:alice", 1, "", 1, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},
       {entry("User:alice", 3, "c", 6, true), CAIRN__CLIENT__ERROR_CODE__MALFORMED_REQUEST},

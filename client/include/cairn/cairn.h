@@ -323,7 +323,8 @@ enum cairn_acl_op {
   CAIRN_ACL_CREATE = 3,
   CAIRN_ACL_DELETE = 4,
   CAIRN_ACL_DESCRIBE = 5,
-  CAIRN_ACL_ALTER = 6
+  CAIRN_ACL_ALTER = 6,
+  CAIRN_ACL_ALL = 7 /* every operation: matches any (Kafka's ALL) */
 };
 
 /* One entry: principal may (allow) or may not (deny) do operation on a

@@ -77,7 +77,7 @@ static void test_meta_acls_add_remove_and_refusals(void **state)
                    CAIRN_EINVAL);
   assert_int_equal(acl(&st, entry("User:a", 9, "x", false, META_ACL_READ, true), true),
                    CAIRN_EINVAL);
-  assert_int_equal(acl(&st, entry("User:a", META_ACL_TOPIC, "x", false, 7, true), true),
+  assert_int_equal(acl(&st, entry("User:a", META_ACL_TOPIC, "x", false, 8, true), true),
                    CAIRN_EINVAL);
   assert_int_equal(
       acl(&st, entry("User:a", META_ACL_CLUSTER, "x", false, META_ACL_ALTER, true), true),
@@ -121,6 +121,30 @@ static void test_meta_acls_deny_wins_prefix_wildcard_default_deny(void **state)
   assert_false(meta_acl_allows(&st, "User:alice", META_ACL_CLUSTER, "", META_ACL_ALTER));
   /* a group entry is not a topic entry */
   assert_false(meta_acl_allows(&st, "User:alice", META_ACL_GROUP, "orders-eu", META_ACL_READ));
+  meta_state_close(&st);
+}
+
+/* ALL matches every operation, in an allow and in a deny (which still
+ * wins over an allow of one operation). */
+static void test_meta_acls_all_matches_every_operation(void **state)
+{
+  (void)state;
+  struct meta_state st;
+  bootstrap(&st);
+  assert_int_equal(
+      acl(&st, entry("User:alice", META_ACL_TOPIC, "logs-", true, META_ACL_ALL, true), true), 0);
+  assert_int_equal(
+      acl(&st, entry("*", META_ACL_TOPIC, "logs-secret", false, META_ACL_ALL, false), true), 0);
+  assert_int_equal(
+      acl(&st, entry("User:alice", META_ACL_TOPIC, "logs-secret", false, META_ACL_READ, true),
+          true),
+      0);
+  for (uint32_t op = META_ACL_READ; op <= META_ACL_ALTER; op++) {
+    assert_true(meta_acl_allows(&st, "User:alice", META_ACL_TOPIC, "logs-a", op));
+    assert_false(meta_acl_allows(&st, "User:alice", META_ACL_TOPIC, "logs-secret", op));
+    assert_false(meta_acl_allows(&st, "User:bob", META_ACL_TOPIC, "logs-a", op));
+    assert_false(meta_acl_allows(&st, "User:alice", META_ACL_GROUP, "logs-a", op));
+  }
   meta_state_close(&st);
 }
 
@@ -176,7 +200,7 @@ static int reference_decide(const struct meta_state *st, const char *principal, 
   int d = 0;
   for (size_t i = 0; i < st->nacls; i++) {
     const struct meta_acl *a = &st->acls[i];
-    if (a->resource_type != type || a->operation != op ||
+    if (a->resource_type != type || (a->operation != op && a->operation != META_ACL_ALL) ||
         (strcmp(a->principal, "*") != 0 && strcmp(a->principal, principal) != 0))
       continue;
     bool match = a->prefix ? strncmp(name, a->resource, strlen(a->resource)) == 0
@@ -207,7 +231,7 @@ static void test_meta_acls_decide_matches_a_full_walk(void **state)
         r = "o";
       assert_int_equal(acl(&st,
                            entry(principals[tu_rand(&rs) % 5], type, r, prefix,
-                                 1 + (uint32_t)(tu_rand(&rs) % 6), tu_rand(&rs) % 3 != 0),
+                                 1 + (uint32_t)(tu_rand(&rs) % 7), tu_rand(&rs) % 3 != 0),
                            true),
                        0);
     }
@@ -232,6 +256,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_meta_acls_add_remove_and_refusals),
       cmocka_unit_test(test_meta_acls_deny_wins_prefix_wildcard_default_deny),
+      cmocka_unit_test(test_meta_acls_all_matches_every_operation),
       cmocka_unit_test(test_meta_acls_snapshot_round_trip),
       cmocka_unit_test(test_meta_acls_decide_matches_a_full_walk),
   };

@@ -1,0 +1,251 @@
+/* test_kafka_rdkafka_acls.c - librdkafka's ACL admin API (rd_kafka_
+ * CreateAcls, DescribeAcls, DeleteAcls) against the Kafka port of three
+ * real cairnd processes, bootstrapped from the last node (the requests
+ * that change entries are forwarded to the controller leader): bindings
+ * are created (one Cairn cannot hold is refused INVALID_REQUEST), every
+ * node's native ListAcls then holds them as Cairn entries (User:* as "*",
+ * LITERAL "*" as the prefix "", ALL as all), a MATCH filter describes the
+ * bindings that apply to a topic, and DeleteAcls removes what its filter
+ * matches on every node.
+ *
+ * Usage: test_kafka_rdkafka_acls <path of cairnd>
+ * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
+#include "cairnd.h"
+#include "testutil.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define FAST "--heartbeat-ms 100 --election-ms 1000 --node-timeout-ms 2000"
+#define WAIT_MS 60000
+
+static const char *cairnd_bin;
+
+static rd_kafka_t *rk_admin(const char *bootstrap)
+{
+  char err[256];
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err) !=
+      RD_KAFKA_CONF_OK) {
+    fail_msg("bootstrap.servers: %s", err);
+  }
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == NULL) {
+    fail_msg("rd_kafka_new: %s", err);
+  }
+  return rk;
+}
+
+/* The next admin result of type want on q (fails after WAIT_MS). */
+static rd_kafka_event_t *rk_wait(rd_kafka_queue_t *q, rd_kafka_event_type_t want)
+{
+  for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end;) {
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 1000);
+    if (ev == NULL) {
+      continue;
+    }
+    if (rd_kafka_event_type(ev) == want) {
+      if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fail_msg("admin request failed: %s", rd_kafka_event_error_string(ev));
+      }
+      return ev;
+    }
+    rd_kafka_event_destroy(ev);
+  }
+  fail_msg("no admin result of type %d within %d ms", (int)want, WAIT_MS);
+  return NULL;
+}
+
+static rd_kafka_AclBinding_t *binding(rd_kafka_ResourceType_t t, const char *name,
+                                      rd_kafka_ResourcePatternType_t pattern, const char *who,
+                                      const char *host, rd_kafka_AclOperation_t op,
+                                      rd_kafka_AclPermissionType_t perm)
+{
+  char err[256];
+  rd_kafka_AclBinding_t *b =
+      rd_kafka_AclBinding_new(t, name, pattern, who, host, op, perm, err, sizeof err);
+  if (b == NULL) {
+    fail_msg("rd_kafka_AclBinding_new: %s", err);
+  }
+  return b;
+}
+
+/* Whether node i's native ListAcls holds exactly n entries, one of them
+ * (principal, type, resource, prefix, operation, allow). */
+static bool native_has(struct cd_cluster *c, int i, size_t n, const char *principal, uint32_t type,
+                       const char *resource, bool prefix, uint32_t op, bool allow)
+{
+  Cairn__Client__ListAclsRequest lr = CAIRN__CLIENT__LIST_ACLS_REQUEST__INIT;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_LIST_ACLS;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_REQ;
+  req.list_acls_req = &lr;
+  Cairn__Client__Envelope *resp = NULL;
+  if (cd_call(c, i, &req, NULL, 0, 5000, &resp, NULL, NULL) != 0 || resp == NULL) {
+    return false;
+  }
+  bool found = false;
+  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_LIST_ACLS_RESP &&
+      resp->list_acls_resp->n_entries == n) {
+    for (size_t k = 0; k < n; k++) {
+      const Cairn__Client__AclEntry *e = resp->list_acls_resp->entries[k];
+      found = found || (strcmp(e->principal, principal) == 0 && e->resource_type == type &&
+                        strcmp(e->resource, resource) == 0 && e->prefix == prefix &&
+                        e->operation == op && e->allow == allow);
+    }
+  }
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  return found;
+}
+
+/* native_has on every node, within WAIT_MS (a node's copy of the metadata
+ * may lag the controller leader's). */
+static void wait_native(struct cd_cluster *c, size_t n, const char *principal, uint32_t type,
+                        const char *resource, bool prefix, uint32_t op, bool allow)
+{
+  for (int i = 0; i < 3; i++) {
+    long long end = tu_now_ms() + WAIT_MS;
+    while (!native_has(c, i, n, principal, type, resource, prefix, op, allow)) {
+      if (tu_now_ms() > end) {
+        fail_msg("node %d: no %s entry on '%s' among %zu: see %s", i, principal, resource, n,
+                 c->root);
+      }
+      usleep(100 * 1000);
+    }
+  }
+}
+
+static void rk_create(rd_kafka_t *rk, rd_kafka_queue_t *q)
+{
+  rd_kafka_AclBinding_t *b[] = {
+      binding(RD_KAFKA_RESOURCE_TOPIC, "orders", RD_KAFKA_RESOURCE_PATTERN_LITERAL, "User:alice",
+              "*", RD_KAFKA_ACL_OPERATION_WRITE, RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW),
+      binding(RD_KAFKA_RESOURCE_TOPIC, "logs-", RD_KAFKA_RESOURCE_PATTERN_PREFIXED, "User:*", "*",
+              RD_KAFKA_ACL_OPERATION_ALL, RD_KAFKA_ACL_PERMISSION_TYPE_DENY),
+      binding(RD_KAFKA_RESOURCE_GROUP, "*", RD_KAFKA_RESOURCE_PATTERN_LITERAL, "User:bob", "*",
+              RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW),
+      binding(RD_KAFKA_RESOURCE_TOPIC, "orders", RD_KAFKA_RESOURCE_PATTERN_LITERAL, "User:alice",
+              "10.0.0.1", RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW),
+  };
+  size_t nb = sizeof b / sizeof b[0];
+  rd_kafka_CreateAcls(rk, b, nb, NULL, q);
+  rd_kafka_event_t *ev = rk_wait(q, RD_KAFKA_EVENT_CREATEACLS_RESULT);
+  size_t n = 0;
+  const rd_kafka_acl_result_t **res =
+      rd_kafka_CreateAcls_result_acls(rd_kafka_event_CreateAcls_result(ev), &n);
+  assert_int_equal(n, nb);
+  for (size_t i = 0; i < n; i++) {
+    const rd_kafka_error_t *e = rd_kafka_acl_result_error(res[i]);
+    print_message("binding %zu: %s\n", i, e != NULL ? rd_kafka_error_string(e) : "created");
+    if (i < 3) {
+      assert_null(e);
+    } else {
+      assert_non_null(e);
+      assert_int_equal(rd_kafka_error_code(e), RD_KAFKA_RESP_ERR_INVALID_REQUEST);
+      assert_non_null(strstr(rd_kafka_error_string(e), "host '10.0.0.1'"));
+    }
+  }
+  rd_kafka_event_destroy(ev);
+  rd_kafka_AclBinding_destroy_array(b, nb);
+}
+
+/* DescribeAcls of the bindings that apply to topic logs-x: the deny. */
+static void rk_describe_match(rd_kafka_t *rk, rd_kafka_queue_t *q)
+{
+  char err[256];
+  rd_kafka_AclBindingFilter_t *f = rd_kafka_AclBindingFilter_new(
+      RD_KAFKA_RESOURCE_TOPIC, "logs-x", RD_KAFKA_RESOURCE_PATTERN_MATCH, NULL, NULL,
+      RD_KAFKA_ACL_OPERATION_ANY, RD_KAFKA_ACL_PERMISSION_TYPE_ANY, err, sizeof err);
+  assert_non_null(f);
+  rd_kafka_DescribeAcls(rk, f, NULL, q);
+  rd_kafka_event_t *ev = rk_wait(q, RD_KAFKA_EVENT_DESCRIBEACLS_RESULT);
+  size_t n = 0;
+  const rd_kafka_AclBinding_t **acls =
+      rd_kafka_DescribeAcls_result_acls(rd_kafka_event_DescribeAcls_result(ev), &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(rd_kafka_AclBinding_name(acls[0]), "logs-");
+  assert_int_equal(rd_kafka_AclBinding_resource_pattern_type(acls[0]),
+                   RD_KAFKA_RESOURCE_PATTERN_PREFIXED);
+  assert_string_equal(rd_kafka_AclBinding_principal(acls[0]), "User:*");
+  assert_string_equal(rd_kafka_AclBinding_host(acls[0]), "*");
+  assert_int_equal(rd_kafka_AclBinding_operation(acls[0]), RD_KAFKA_ACL_OPERATION_ALL);
+  assert_int_equal(rd_kafka_AclBinding_permission_type(acls[0]), RD_KAFKA_ACL_PERMISSION_TYPE_DENY);
+  rd_kafka_event_destroy(ev);
+  rd_kafka_AclBinding_destroy(f);
+}
+
+/* DeleteAcls of alice's bindings: the one on orders. */
+static void rk_delete_alice(rd_kafka_t *rk, rd_kafka_queue_t *q)
+{
+  char err[256];
+  rd_kafka_AclBindingFilter_t *f = rd_kafka_AclBindingFilter_new(
+      RD_KAFKA_RESOURCE_ANY, NULL, RD_KAFKA_RESOURCE_PATTERN_ANY, "User:alice", NULL,
+      RD_KAFKA_ACL_OPERATION_ANY, RD_KAFKA_ACL_PERMISSION_TYPE_ANY, err, sizeof err);
+  assert_non_null(f);
+  rd_kafka_DeleteAcls(rk, &f, 1, NULL, q);
+  rd_kafka_event_t *ev = rk_wait(q, RD_KAFKA_EVENT_DELETEACLS_RESULT);
+  size_t nr = 0;
+  const rd_kafka_DeleteAcls_result_response_t **rs =
+      rd_kafka_DeleteAcls_result_responses(rd_kafka_event_DeleteAcls_result(ev), &nr);
+  assert_int_equal(nr, 1);
+  assert_null(rd_kafka_DeleteAcls_result_response_error(rs[0]));
+  size_t nm = 0;
+  const rd_kafka_AclBinding_t **m = rd_kafka_DeleteAcls_result_response_matching_acls(rs[0], &nm);
+  assert_int_equal(nm, 1);
+  assert_string_equal(rd_kafka_AclBinding_name(m[0]), "orders");
+  assert_int_equal(rd_kafka_AclBinding_operation(m[0]), RD_KAFKA_ACL_OPERATION_WRITE);
+  rd_kafka_event_destroy(ev);
+  rd_kafka_AclBinding_destroy(f);
+}
+
+static void test_librdkafka_acls_are_cairn_entries(void **state)
+{
+  (void)state;
+  static struct cd_cluster c;
+  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
+  int port[3];
+  for (int i = 0; i < 3; i++) {
+    port[i] = tu_free_port();
+    assert_true(port[i] > 0);
+    snprintf(c.nodes[i].extra, sizeof c.nodes[i].extra, "--kafka-listen 127.0.0.1:%d", port[i]);
+  }
+  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
+  char bootstrap[64];
+  snprintf(bootstrap, sizeof bootstrap, "127.0.0.1:%d", port[2]);
+  rd_kafka_t *rk = rk_admin(bootstrap);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+
+  rk_create(rk, q);
+  wait_native(&c, 3, "User:alice", 1, "orders", false, 2, true);
+  wait_native(&c, 3, "*", 1, "logs-", true, 7, false);
+  wait_native(&c, 3, "User:bob", 2, "", true, 1, true);
+  rk_describe_match(rk, q);
+  rk_delete_alice(rk, q);
+  wait_native(&c, 2, "User:bob", 2, "", true, 1, true);
+
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  cd_destroy(&c);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <path of cairnd>\n", argv[0]);
+    return 2;
+  }
+  cairnd_bin = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_librdkafka_acls_are_cairn_entries),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
