@@ -86,6 +86,11 @@ expect 0 "$cli" --user admin acl remove --principal User:alice --topic-prefix or
 out_has "removed: allow User:alice write"
 expect 0 "$cli" --user admin acl list --principal User:alice --json
 pyj "$dir/out" 'len(j) == 1 and j[0]["operation"] == "read"'
+expect 0 "$cli" --user admin acl add --principal User:carol --group-prefix etl. --operation all
+out_has "added: allow User:carol all group etl.\*"
+expect 0 "$cli" --user admin acl list --principal User:carol --json
+pyj "$dir/out" 'len(j) == 1 and j[0]["operation"] == "all" and j[0]["prefix"]'
+expect 0 "$cli" --user admin acl remove --principal User:carol --group-prefix etl. --operation all
 
 step "the node's refusals"
 expect 1 "$cli" --user admin acl remove --principal User:alice --topic-prefix orders. --operation write
