@@ -171,6 +171,24 @@ void kafka_skip_tagged_fields(struct kafka_reader *r)
   }
 }
 
+struct kafka_str kafka_get_string_f(struct kafka_reader *r, bool flexible)
+{
+  return flexible ? kafka_get_compact_string(r) : kafka_get_string(r);
+}
+
+int32_t kafka_get_array_len_f(struct kafka_reader *r, size_t min_elem_bytes, bool flexible)
+{
+  return flexible ? kafka_get_compact_array_len(r, min_elem_bytes)
+                  : kafka_get_array_len(r, min_elem_bytes);
+}
+
+void kafka_get_tags(struct kafka_reader *r, bool flexible)
+{
+  if (flexible) {
+    kafka_skip_tagged_fields(r);
+  }
+}
+
 /* ---- writer ---- */
 
 void kafka_buf_init(struct kafka_buf *b)
@@ -341,6 +359,46 @@ void kafka_put_compact_string(struct kafka_buf *b, const char *s)
   size_t n = strlen(s);
   kafka_put_uvarint(b, (uint32_t)n + 1);
   kafka_put_raw(b, s, n);
+}
+
+void kafka_put_string_f(struct kafka_buf *b, const char *s, bool flexible)
+{
+  if (flexible) {
+    kafka_put_compact_string(b, s);
+  } else {
+    kafka_put_string(b, s);
+  }
+}
+
+void kafka_put_kstr_f(struct kafka_buf *b, struct kafka_str s, bool flexible)
+{
+  if (!flexible) {
+    kafka_put_kstr(b, s);
+    return;
+  }
+  if (s.ptr == NULL) {
+    kafka_put_uvarint(b, 0);
+    return;
+  }
+  size_t n = s.len > INT16_MAX ? INT16_MAX : s.len;
+  kafka_put_uvarint(b, (uint32_t)n + 1);
+  kafka_put_raw(b, s.ptr, n);
+}
+
+void kafka_put_array_len_f(struct kafka_buf *b, int32_t n, bool flexible)
+{
+  if (flexible) {
+    kafka_put_compact_array_len(b, n);
+  } else {
+    kafka_put_array_len(b, n);
+  }
+}
+
+void kafka_put_tags(struct kafka_buf *b, bool flexible)
+{
+  if (flexible) {
+    kafka_put_empty_tagged_fields(b);
+  }
 }
 
 void kafka_put_array_len(struct kafka_buf *b, int32_t n)

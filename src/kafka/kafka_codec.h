@@ -103,6 +103,14 @@ int32_t kafka_get_compact_array_len(struct kafka_reader *r, size_t min_elem_byte
 /* Skips a tagged-field section (every tag is optional to us). */
 void kafka_skip_tagged_fields(struct kafka_reader *r);
 
+/* A field in the form of the request's version: flexible (compact strings
+ * and arrays, tagged-field sections) or classic (int16/int32 lengths, no
+ * tags). kafka_get_tags skips a tagged-field section when flexible and
+ * reads nothing otherwise. */
+struct kafka_str kafka_get_string_f(struct kafka_reader *r, bool flexible);
+int32_t kafka_get_array_len_f(struct kafka_reader *r, size_t min_elem_bytes, bool flexible);
+void kafka_get_tags(struct kafka_reader *r, bool flexible);
+
 struct kafka_buf {
   uint8_t *p; /* owned: free with kafka_buf_free, or taken by the caller
                * (then given back with kafka_bufpool_put, not free) */
@@ -139,6 +147,13 @@ void kafka_put_bytes(struct kafka_buf *b, const uint8_t *p, size_t len);
 void kafka_put_array_len(struct kafka_buf *b, int32_t n);
 void kafka_put_compact_array_len(struct kafka_buf *b, int32_t n); /* -1: null */
 void kafka_put_empty_tagged_fields(struct kafka_buf *b);
+/* The writing side of kafka_get_*_f: the answer's form for its version.
+ * kafka_put_tags writes an empty tagged-field section when flexible
+ * (also the response header v1's, first in a flexible answer body). */
+void kafka_put_string_f(struct kafka_buf *b, const char *s, bool flexible);
+void kafka_put_kstr_f(struct kafka_buf *b, struct kafka_str s, bool flexible);
+void kafka_put_array_len_f(struct kafka_buf *b, int32_t n, bool flexible);
+void kafka_put_tags(struct kafka_buf *b, bool flexible);
 /* Reserves n bytes and returns their offset (to fill with
  * kafka_buf_set_i32 once known); SIZE_MAX after a failure. */
 size_t kafka_buf_reserve(struct kafka_buf *b, size_t n);

@@ -112,3 +112,23 @@ void kafka_group_answer_err(struct kafka_req *kr, int16_t err)
   kafka_put_err(&b, err);
   kafka_req_respond(kr, &b);
 }
+
+const char *kafka_group_state(const char *s)
+{
+  if (s == NULL || s[0] == '\0') {
+    return "Dead";
+  }
+  if (strcmp(s, "empty") == 0) {
+    return "Empty";
+  }
+  if (strcmp(s, "preparing") == 0) {
+    return "PreparingRebalance";
+  }
+  if (strcmp(s, "completing") == 0 || strcmp(s, "storing") == 0) {
+    return "CompletingRebalance";
+  }
+  if (strcmp(s, "stable") == 0) {
+    return "Stable";
+  }
+  return "Unknown";
+}

@@ -10,26 +10,6 @@
 
 #include <string.h>
 
-static const char *kafka_dg_state(const char *s)
-{
-  if (s == NULL || s[0] == '\0') {
-    return "Dead";
-  }
-  if (strcmp(s, "empty") == 0) {
-    return "Empty";
-  }
-  if (strcmp(s, "preparing") == 0) {
-    return "PreparingRebalance";
-  }
-  if (strcmp(s, "completing") == 0 || strcmp(s, "storing") == 0) {
-    return "CompletingRebalance";
-  }
-  if (strcmp(s, "stable") == 0) {
-    return "Stable";
-  }
-  return "Unknown";
-}
-
 static void kafka_dg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelope *env,
                                const struct conn_part *parts, size_t nparts)
 {
@@ -62,7 +42,7 @@ static void kafka_dg_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
     bool ok = gc == CAIRN__CLIENT__ERROR_CODE__OK && d != NULL;
     kafka_put_err(&b, dead ? KAFKA_ERR_NONE : kafka_group_err(gc != 0 || d != NULL ? gc : 1));
     kafka_put_string(&b, q->groups[i]);
-    kafka_put_string(&b, ok ? kafka_dg_state(d->state) : dead ? "Dead" : "");
+    kafka_put_string(&b, ok ? kafka_group_state(d->state) : dead ? "Dead" : "");
     kafka_put_string(&b, ok ? d->protocol_type : "");
     kafka_put_string(&b, ok ? d->strategy : "");
     size_t nm = ok ? d->n_members : 0;

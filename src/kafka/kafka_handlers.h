@@ -225,6 +225,12 @@ char *kafka_gop_str(struct kafka_gop *op, struct kafka_str s);
  * member (the native "", or NULL). */
 const char *kafka_instance_or_null(const char *instance_id);
 
+/* A group's native state ("empty", "preparing", "completing", "storing",
+ * "stable"; "" or NULL: none) as Kafka names it ("Empty",
+ * "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"). Returns a
+ * static string. */
+const char *kafka_group_state(const char *s);
+
 /* A consumer-group answer's native error code as Kafka's. */
 int16_t kafka_group_err(Cairn__Client__ErrorCode code);
 

@@ -150,6 +150,40 @@ static void test_kafka_codec_malformed_values_are_not_truncations(void **state)
   assert_int_equal(r.err, CAIRN_ETRUNCATED);
 }
 
+/* The _f forms write and read the version's form: classic lengths, or
+ * compact ones and tagged-field sections; a null string and array too. */
+static void test_kafka_codec_flexible_forms_round_trip(void **state)
+{
+  (void)state;
+  for (int flexible = 0; flexible <= 1; flexible++) {
+    struct kafka_buf b;
+    kafka_buf_init(&b);
+    kafka_put_string_f(&b, "orders", flexible);
+    kafka_put_string_f(&b, NULL, flexible);
+    struct kafka_str k = {(const uint8_t *)"g1", 2};
+    kafka_put_kstr_f(&b, k, flexible);
+    kafka_put_array_len_f(&b, 1, flexible); /* bounded by the bytes left */
+    kafka_put_array_len_f(&b, -1, flexible);
+    kafka_put_tags(&b, flexible);
+    assert_int_equal(b.err, 0);
+    /* classic: 2+6, 2, 2+2, 4, 4; compact: 1+6, 1, 1+2, 1, 1, 1 */
+    assert_int_equal(b.len, flexible ? 14u : 22u);
+    struct kafka_reader r;
+    kafka_reader_init(&r, b.p, b.len);
+    struct kafka_str s1 = kafka_get_string_f(&r, flexible);
+    assert_true(s1.len == 6 && memcmp(s1.ptr, "orders", 6) == 0);
+    assert_null(kafka_get_string_f(&r, flexible).ptr);
+    struct kafka_str s3 = kafka_get_string_f(&r, flexible);
+    assert_true(s3.len == 2 && memcmp(s3.ptr, "g1", 2) == 0);
+    assert_int_equal(kafka_get_array_len_f(&r, 0, flexible), 1);
+    assert_int_equal(kafka_get_array_len_f(&r, 0, flexible), -1);
+    kafka_get_tags(&r, flexible);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(kafka_reader_left(&r), 0);
+    kafka_buf_free(&b);
+  }
+}
+
 static void test_kafka_codec_writer_has_a_limit(void **state)
 {
   (void)state;
@@ -232,6 +266,7 @@ int main(void)
       cmocka_unit_test(test_kafka_codec_round_trips_every_type),
       cmocka_unit_test(test_kafka_codec_every_truncation_is_reported_not_overread),
       cmocka_unit_test(test_kafka_codec_malformed_values_are_not_truncations),
+      cmocka_unit_test(test_kafka_codec_flexible_forms_round_trip),
       cmocka_unit_test(test_kafka_codec_writer_has_a_limit),
       cmocka_unit_test(test_kafka_frame_needs_more_until_whole_and_refuses_bad_sizes),
       cmocka_unit_test(test_kafka_frame_refuses_a_tls_client_hello),

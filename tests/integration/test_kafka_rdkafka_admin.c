@@ -1,4 +1,4 @@
-/* test_kafka_rdkafka_acls.c - librdkafka's ACL admin API (rd_kafka_
+/* test_kafka_rdkafka_admin.c - librdkafka's ACL admin API (rd_kafka_
  * CreateAcls, DescribeAcls, DeleteAcls) against the Kafka port of three
  * real cairnd processes, bootstrapped from the last node (the requests
  * that change entries are forwarded to the controller leader): bindings
@@ -8,7 +8,13 @@
  * bindings that apply to a topic, and DeleteAcls removes what its filter
  * matches on every node.
  *
- * Usage: test_kafka_rdkafka_acls <path of cairnd>
+ * Consumer groups: a librdkafka consumer group reads a topic and commits;
+ * rd_kafka_ListConsumerGroups with a states filter (ListGroups v4,
+ * flexible) finds it Stable while it runs and Empty once it left, and
+ * rd_kafka_committed (OffsetFetch v7, flexible) reads back what it
+ * committed, partition by partition.
+ *
+ * Usage: test_kafka_rdkafka_admin <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
 #include "cairnd.h"
 #include "testutil.h"
@@ -30,19 +36,50 @@
 
 static const char *cairnd_bin;
 
-static rd_kafka_t *rk_admin(const char *bootstrap)
+static void rk_set(rd_kafka_conf_t *conf, const char *key, const char *value)
+{
+  char err[256];
+  if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
+    fail_msg("%s=%s: %s", key, value, err);
+  }
+}
+
+/* A client of type on bootstrap; group: a consumer's group.id (NULL for
+ * a producer). */
+static rd_kafka_t *rk_new(rd_kafka_type_t type, const char *bootstrap, const char *group)
 {
   char err[256];
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
-  if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err) !=
-      RD_KAFKA_CONF_OK) {
-    fail_msg("bootstrap.servers: %s", err);
+  rk_set(conf, "bootstrap.servers", bootstrap);
+  if (group != NULL) {
+    rk_set(conf, "group.id", group);
+    rk_set(conf, "auto.offset.reset", "earliest");
+    rk_set(conf, "enable.auto.commit", "false");
   }
-  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof err);
   if (rk == NULL) {
     fail_msg("rd_kafka_new: %s", err);
   }
   return rk;
+}
+
+static rd_kafka_t *rk_admin(const char *bootstrap)
+{
+  return rk_new(RD_KAFKA_PRODUCER, bootstrap, NULL);
+}
+
+/* Three nodes with Kafka ports; bootstrap (cap bytes) names node last's. */
+static void rk_cluster(struct cd_cluster *c, int last, char *bootstrap, size_t cap)
+{
+  assert_int_equal(cd_init(c, cairnd_bin, 3, 3, FAST), 0);
+  int port[3];
+  for (int i = 0; i < 3; i++) {
+    port[i] = tu_free_port();
+    assert_true(port[i] > 0);
+    snprintf(c->nodes[i].extra, sizeof c->nodes[i].extra, "--kafka-listen 127.0.0.1:%d", port[i]);
+  }
+  assert_int_equal(cd_start_all(c, WAIT_MS), 0);
+  snprintf(bootstrap, cap, "127.0.0.1:%d", port[last]);
 }
 
 /* The next admin result of type want on q (fails after WAIT_MS). */
@@ -211,16 +248,8 @@ static void test_librdkafka_acls_are_cairn_entries(void **state)
 {
   (void)state;
   static struct cd_cluster c;
-  assert_int_equal(cd_init(&c, cairnd_bin, 3, 3, FAST), 0);
-  int port[3];
-  for (int i = 0; i < 3; i++) {
-    port[i] = tu_free_port();
-    assert_true(port[i] > 0);
-    snprintf(c.nodes[i].extra, sizeof c.nodes[i].extra, "--kafka-listen 127.0.0.1:%d", port[i]);
-  }
-  assert_int_equal(cd_start_all(&c, WAIT_MS), 0);
   char bootstrap[64];
-  snprintf(bootstrap, sizeof bootstrap, "127.0.0.1:%d", port[2]);
+  rk_cluster(&c, 2, bootstrap, sizeof bootstrap);
   rd_kafka_t *rk = rk_admin(bootstrap);
   rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
 
@@ -237,6 +266,132 @@ static void test_librdkafka_acls_are_cairn_entries(void **state)
   cd_destroy(&c);
 }
 
+#define CG_TOPIC "cg"
+#define CG_GROUP "g-rk"
+#define CG_PARTS 3
+#define CG_COUNT 30
+
+/* Whether ListConsumerGroups, filtered on state, lists CG_GROUP. */
+static bool rk_group_listed(rd_kafka_t *rk, rd_kafka_queue_t *q,
+                            rd_kafka_consumer_group_state_t state)
+{
+  rd_kafka_AdminOptions_t *o = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS);
+  rd_kafka_error_t *e = rd_kafka_AdminOptions_set_match_consumer_group_states(o, &state, 1);
+  assert_null(e);
+  rd_kafka_ListConsumerGroups(rk, o, q);
+  rd_kafka_event_t *ev = rk_wait(q, RD_KAFKA_EVENT_LISTCONSUMERGROUPS_RESULT);
+  const rd_kafka_ListConsumerGroups_result_t *res = rd_kafka_event_ListConsumerGroups_result(ev);
+  size_t nerr = 0;
+  const rd_kafka_error_t **errs = rd_kafka_ListConsumerGroups_result_errors(res, &nerr);
+  for (size_t i = 0; i < nerr; i++) {
+    print_message("ListConsumerGroups: %s\n", rd_kafka_error_string(errs[i]));
+  }
+  assert_int_equal(nerr, 0);
+  size_t n = 0;
+  const rd_kafka_ConsumerGroupListing_t **gs = rd_kafka_ListConsumerGroups_result_valid(res, &n);
+  bool found = false;
+  for (size_t i = 0; i < n; i++) {
+    assert_int_equal(rd_kafka_ConsumerGroupListing_state(gs[i]), state);
+    found = found || strcmp(rd_kafka_ConsumerGroupListing_group_id(gs[i]), CG_GROUP) == 0;
+  }
+  rd_kafka_event_destroy(ev);
+  rd_kafka_AdminOptions_destroy(o);
+  return found;
+}
+
+static void rk_wait_listed(rd_kafka_t *rk, rd_kafka_queue_t *q, rd_kafka_t *consumer,
+                           rd_kafka_consumer_group_state_t state)
+{
+  for (long long end = tu_now_ms() + WAIT_MS; !rk_group_listed(rk, q, state);) {
+    if (tu_now_ms() > end) {
+      fail_msg("group %s is not listed in state %s", CG_GROUP,
+               rd_kafka_consumer_group_state_name(state));
+    }
+    if (consumer != NULL) {
+      rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 200);
+      if (m != NULL) {
+        rd_kafka_message_destroy(m);
+      }
+    } else {
+      usleep(200 * 1000);
+    }
+  }
+}
+
+static void rk_produce_cg(const char *bootstrap)
+{
+  rd_kafka_t *p = rk_new(RD_KAFKA_PRODUCER, bootstrap, NULL);
+  for (int i = 0; i < CG_COUNT; i++) {
+    char v[16];
+    int n = snprintf(v, sizeof v, "m%d", i);
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        p, RD_KAFKA_V_TOPIC(CG_TOPIC), RD_KAFKA_V_PARTITION(i % CG_PARTS),
+        RD_KAFKA_V_VALUE(v, (size_t)n), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    assert_int_equal(err, RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  assert_int_equal(rd_kafka_flush(p, WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(p);
+}
+
+/* Consumes every message of CG_TOPIC in the group and commits. */
+static void rk_consume_commit(rd_kafka_t *c)
+{
+  rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(sub, CG_TOPIC, RD_KAFKA_PARTITION_UA);
+  assert_int_equal(rd_kafka_subscribe(c, sub), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(sub);
+  int got = 0;
+  for (long long end = tu_now_ms() + WAIT_MS; got < CG_COUNT && tu_now_ms() < end;) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 200);
+    if (m != NULL) {
+      got += m->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+      rd_kafka_message_destroy(m);
+    }
+  }
+  assert_int_equal(got, CG_COUNT);
+  assert_int_equal(rd_kafka_commit(c, NULL, 0), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+static void test_librdkafka_lists_groups_by_state_and_reads_commits(void **state)
+{
+  (void)state;
+  static struct cd_cluster c;
+  char bootstrap[64];
+  rk_cluster(&c, 0, bootstrap, sizeof bootstrap);
+  char msg[256] = "";
+  assert_int_equal(cd_create_topic(&c, 0, CG_TOPIC, CG_PARTS, 3, WAIT_MS, msg, sizeof msg), 0);
+  assert_int_equal(cd_wait_settled(&c, CG_TOPIC, WAIT_MS), 0);
+  rk_produce_cg(bootstrap);
+
+  rd_kafka_t *consumer = rk_new(RD_KAFKA_CONSUMER, bootstrap, CG_GROUP);
+  rk_consume_commit(consumer);
+  rd_kafka_t *rk = rk_admin(bootstrap);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+  rk_wait_listed(rk, q, consumer, RD_KAFKA_CONSUMER_GROUP_STATE_STABLE);
+  assert_false(rk_group_listed(rk, q, RD_KAFKA_CONSUMER_GROUP_STATE_EMPTY));
+
+  /* OffsetFetch v7: what was committed, per partition (one in three of
+   * the messages went to each). */
+  rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(CG_PARTS);
+  for (int i = 0; i < CG_PARTS; i++) {
+    rd_kafka_topic_partition_list_add(parts, CG_TOPIC, i);
+  }
+  assert_int_equal(rd_kafka_committed(consumer, parts, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (int i = 0; i < parts->cnt; i++) {
+    assert_int_equal(parts->elems[i].err, RD_KAFKA_RESP_ERR_NO_ERROR);
+    assert_int_equal(parts->elems[i].offset, CG_COUNT / CG_PARTS);
+  }
+  rd_kafka_topic_partition_list_destroy(parts);
+
+  assert_int_equal(rd_kafka_consumer_close(consumer), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(consumer);
+  rk_wait_listed(rk, q, NULL, RD_KAFKA_CONSUMER_GROUP_STATE_EMPTY);
+  assert_false(rk_group_listed(rk, q, RD_KAFKA_CONSUMER_GROUP_STATE_STABLE));
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -246,6 +401,7 @@ int main(int argc, char **argv)
   cairnd_bin = argv[1];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_librdkafka_acls_are_cairn_entries),
+      cmocka_unit_test(test_librdkafka_lists_groups_by_state_and_reads_commits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
