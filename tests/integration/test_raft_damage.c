@@ -550,7 +550,8 @@ static void test_raft_damage_refused_replica_is_rebuilt(void **state)
   assert_int_equal(cd_start(&c, other), 0);
   expect_up(&c, other);
   produce_one(&c);
-  usleep(2000 * 1000); /* the restarted one catches up */
+  /* the restarted one catches up */
+  assert_int_equal(cd_wait_replicas_equal(&c, TOPIC, WAIT_MS), 0);
   stop_and_compare(&c);
   cd_destroy(&c);
 }
@@ -589,7 +590,7 @@ static void test_raft_damage_rebuild_survives_leader_kill(void **state)
     produce_one(&c);
   }
   check_acked(&c);
-  usleep(2000 * 1000);
+  assert_int_equal(cd_wait_replicas_equal(&c, TOPIC, WAIT_MS), 0);
   stop_and_compare(&c);
   cd_destroy(&c);
 }

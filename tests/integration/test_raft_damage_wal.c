@@ -283,6 +283,15 @@ static long long wait_rebuilt(struct cd_cluster *c, int victim)
 
 /* ---- comparing replicas ---- */
 
+/* Every replica of TOPIC has applied what its peers have (a restarted one
+ * caught up), waited for rather than slept. */
+static void wait_caught_up(struct cd_cluster *c)
+{
+  if (cd_wait_replicas_equal(c, TOPIC, WAIT_MS) != 0) {
+    fail_msg("the replicas of %s did not reach the same log end: see %s", TOPIC, c->root);
+  }
+}
+
 /* Every node stopped cleanly: for each partition the three replicas hold
  * the same batches, and every acknowledged one once, at its offset, in
  * acknowledgment order. */
@@ -394,14 +403,14 @@ static void test_raft_damage_wal_replicas_are_rebuilt(void **state)
   /* The rebuilt replicas count toward commits: with another node down
    * every partition still takes writes. */
   int other = (victim + 1) % 3;
-  usleep(2000 * 1000); /* the restarted replicas catch up */
+  wait_caught_up(&c); /* the restarted replicas */
   cd_kill(&c, other);
   produce_rounds(&c, 2);
   check_acked(&c);
   assert_int_equal(cd_start(&c, other), 0);
   expect_up(&c, other);
   produce_rounds(&c, 1);
-  usleep(3000 * 1000); /* the restarted one catches up */
+  wait_caught_up(&c); /* the restarted one */
   stop_and_compare(&c);
   cd_destroy(&c);
 }
@@ -436,7 +445,7 @@ static void test_raft_damage_wal_rebuild_survives_leader_kill(void **state)
   print_message("node %d's %d replicas rebuilt %lld ms after its restart\n", victim, NPART, took);
   produce_rounds(&c, 2);
   check_acked(&c);
-  usleep(3000 * 1000);
+  wait_caught_up(&c);
   stop_and_compare(&c);
   cd_destroy(&c);
 }
@@ -486,7 +495,7 @@ static void test_raft_damage_wal_restart_before_rebuild_stays_refused(void **sta
   print_message("node %d's replicas rebuilt %lld ms after its second restart\n", victim, took);
   produce_rounds(&c, 2);
   check_acked(&c);
-  usleep(3000 * 1000);
+  wait_caught_up(&c);
   stop_and_compare(&c);
   cd_destroy(&c);
 }
@@ -715,6 +724,18 @@ static void damage_meta_wal(struct cd_cluster *c, int victim, const char *seed)
   assert_true(meta_truncate || fs_dir_has_prefix(meta, "wal.damaged-"));
 }
 
+/* Waits until node i's metadata shows topics topics, as node 0's does. */
+static void wait_meta_same(struct cd_cluster *c, int i, size_t topics)
+{
+  long long until = tu_now_ms() + WAIT_MS;
+  while (!(meta_topics(c, i) == topics && meta_same(c, i, 0))) {
+    if (tu_now_ms() > until) {
+      fail_msg("node %d's metadata did not catch up: see %s", i, c->root);
+    }
+    usleep(100 * 1000);
+  }
+}
+
 /* The rebuilt replica counts: with another voter SIGKILLed, the metadata
  * group (a topic created through the victim) and every partition still
  * take writes; then everything is compared. */
@@ -729,11 +750,11 @@ static void meta_check_counts(struct cd_cluster *c, int victim)
   assert_int_equal(cd_start(c, other), 0);
   expect_up(c, other);
   produce_rounds(c, 1);
-  usleep(3000 * 1000); /* the restarted one catches up */
-  for (int i = 0; i < 3; i++) {
-    assert_true(meta_topics(c, i) == 3 + META_TOPICS);
+  for (int i = 1; i < 3; i++) {
+    wait_meta_same(c, i, 3 + META_TOPICS); /* the restarted one catches up */
   }
-  assert_true(meta_same(c, 0, 1) && meta_same(c, 0, 2));
+  assert_true(meta_topics(c, 0) == 3 + META_TOPICS);
+  wait_caught_up(c);
   stop_and_compare(c);
 }
 
@@ -920,18 +941,6 @@ static void test_meta_damage_wal_kill_while_refused(void **state)
       log_line_since(c.nodes[victim].log, from, "metadata group's Raft log is damaged", ""));
   meta_check_counts(&c, victim);
   cd_destroy(&c);
-}
-
-/* Waits until node i's metadata shows topics topics, as node 0's does. */
-static void wait_meta_same(struct cd_cluster *c, int i, size_t topics)
-{
-  long long until = tu_now_ms() + WAIT_MS;
-  while (!(meta_topics(c, i) == topics && meta_same(c, i, 0))) {
-    if (tu_now_ms() > until) {
-      fail_msg("node %d's metadata did not catch up: see %s", i, c->root);
-    }
-    usleep(100 * 1000);
-  }
 }
 
 /* A voter whose metadata log was lost whole (its segment cut to nothing

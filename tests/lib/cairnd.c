@@ -374,6 +374,78 @@ int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms)
   return -1;
 }
 
+/* Node i's first-hand log end of each partition of topic it hosts (-1
+ * when its replica is not open; CD_NOT_HOSTED where it hosts none), in
+ * ends[0..cap); the partition count, or -1 when node i did not answer or
+ * does not know topic. */
+#define CD_NOT_HOSTED (-2)
+static int cd_log_ends(struct cd_cluster *c, int i, const char *topic, int64_t *ends, size_t cap)
+{
+  Cairn__Client__Envelope *env = NULL;
+  Cairn__Client__MetadataResponse *md = cd_metadata(c, i, &env);
+  int n = -1;
+  for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
+    const Cairn__Client__TopicInfo *ti = md->topics[t];
+    if (strcmp(ti->name, topic) != 0 || ti->n_partitions > cap) {
+      continue;
+    }
+    n = (int)ti->n_partitions;
+    for (size_t k = 0; k < ti->n_partitions; k++) {
+      const Cairn__Client__PartitionInfo *pi = ti->partitions[k];
+      bool hosts = false;
+      for (size_t r = 0; r < pi->n_replicas; r++) {
+        hosts = hosts || pi->replicas[r] == c->nodes[i].id;
+      }
+      ends[k] = hosts ? pi->high_watermark : CD_NOT_HOSTED;
+    }
+  }
+  if (env != NULL) {
+    cairn__client__envelope__free_unpacked(env, NULL);
+  }
+  return n;
+}
+
+/* One look for cd_wait_replicas_equal. */
+static bool cd_replicas_equal(struct cd_cluster *c, const char *topic)
+{
+  enum { CD_MAX_PARTS = 256 };
+  int64_t first[CD_MAX_PARTS], ends[CD_MAX_PARTS];
+  int nparts = -1;
+  for (int i = 0; i < c->n; i++) {
+    if (!cd_running(c, i)) {
+      continue;
+    }
+    int n = cd_log_ends(c, i, topic, ends, CD_MAX_PARTS);
+    if (n < 0 || (nparts >= 0 && n != nparts)) {
+      return false;
+    }
+    for (int k = 0; k < n; k++) {
+      if (ends[k] == -1) {
+        return false; /* hosted, not open yet */
+      }
+      if (nparts < 0 || first[k] == CD_NOT_HOSTED) {
+        first[k] = ends[k];
+      } else if (ends[k] != CD_NOT_HOSTED && ends[k] != first[k]) {
+        return false;
+      }
+    }
+    nparts = n;
+  }
+  return nparts >= 0;
+}
+
+int cd_wait_replicas_equal(struct cd_cluster *c, const char *topic, int timeout_ms)
+{
+  long long end = tu_now_ms() + timeout_ms;
+  while (!cd_replicas_equal(c, topic)) {
+    if (tu_now_ms() > end) {
+      return -1;
+    }
+    usleep(CD_CALL_RETRY_MS * 1000);
+  }
+  return 0;
+}
+
 int cd_produce(struct cd_cluster *c, const char *topic, uint32_t partition, const void *batch,
                size_t len, int timeout_ms, int64_t *base_offset)
 {

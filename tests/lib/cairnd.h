@@ -106,6 +106,14 @@ int cd_create_topic(struct cd_cluster *c, int i, const char *name, uint32_t part
  * needs it not to move afterwards. Returns 0, or -1 after timeout_ms. */
 int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms);
 
+/* Waits until, for every partition of topic, each running node hosting a
+ * replica reports the same log end for it (its store's next offset, which
+ * its Metadata answer gives first hand): the replicas have applied the
+ * same batches. What a test waits for after a restart, before it stops
+ * the nodes to compare their logs, instead of a fixed sleep. Returns 0, or
+ * -1 after timeout_ms. */
+int cd_wait_replicas_equal(struct cd_cluster *c, const char *topic, int timeout_ms);
+
 /* The value of an unlabeled metric in the /metrics of the admin port
  * (plain HTTP, no token), or -1 when absent or unreachable. */
 long long cd_metric(int admin_port, const char *name);
