@@ -176,11 +176,12 @@ int cli_acl(struct cli *c, int argc, char **argv);
  * hands a command line with -g/--group to cli_group_consume). */
 int cli_group(struct cli *c, int argc, char **argv);
 int cli_group_consume(struct cli *c, int argc, char **argv);
-/* group_reset.c: `cairn group reset-offsets`, `cairn group delete` and
- * `cairn group remove-member` (argv[0] is the subcommand's word; help
- * prints group's help). */
+/* group_reset.c: `cairn group reset-offsets`, `cairn group delete`,
+ * `cairn group delete-offsets` and `cairn group remove-member` (argv[0] is
+ * the subcommand's word; help prints group's help). */
 int cli_group_reset(struct cli *c, int argc, char **argv, void (*help)(FILE *));
 int cli_group_delete(struct cli *c, int argc, char **argv, void (*help)(FILE *));
+int cli_group_delete_offsets(struct cli *c, int argc, char **argv, void (*help)(FILE *));
 int cli_group_remove_member(struct cli *c, int argc, char **argv, void (*help)(FILE *));
 
 #endif

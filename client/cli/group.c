@@ -26,6 +26,7 @@ static void group_help(FILE *out)
           "                 (--to-earliest | --to-latest | --to-offset N |\n"
           "                  --to-datetime TIME | --shift-by N) [--force] [--dry-run]\n"
           "       cairn group delete GROUP\n"
+          "       cairn group delete-offsets GROUP --topic TOPIC [--partition N]\n"
           "       cairn group remove-member GROUP (--group-instance-id ID | --member-id ID)\n"
           "       cairn consume -g GROUP TOPIC... [-n COUNT] [-e] [-o beginning|end]\n"
           "                                       [-f FORMAT] [--group-instance-id ID]\n"
@@ -43,6 +44,9 @@ static void group_help(FILE *out)
           "               --dry-run prints the plan and changes nothing\n"
           "delete         drops the group and its committed offsets (refused\n"
           "               while it has members)\n"
+          "delete-offsets drops the group's committed offsets of TOPIC (every\n"
+          "               partition, or N) while it has no members (Kafka's\n"
+          "               --delete-offsets); its consumers then start as -o says\n"
           "remove-member  takes one member out of the group now (the group\n"
           "               rebalances without it): a static member that is gone for\n"
           "               good, which never leaves by itself, by its instance id\n"
@@ -275,12 +279,17 @@ int cli_group(struct cli *c, int argc, char **argv)
   if (strcmp(sub, "delete") == 0) {
     return cli_group_delete(c, argc - 1, argv + 1, group_help);
   }
+  if (strcmp(sub, "delete-offsets") == 0) {
+    return cli_group_delete_offsets(c, argc - 1, argv + 1, group_help);
+  }
   if (strcmp(sub, "remove-member") == 0) {
     return cli_group_remove_member(c, argc - 1, argv + 1, group_help);
   }
   if (strcmp(sub, "list") != 0 && strcmp(sub, "describe") != 0) {
     return cli_usage_error(
-        "group", "unknown subcommand '%s' (list, describe, reset-offsets, delete, remove-member)",
+        "group",
+        "unknown subcommand '%s' (list, describe, reset-offsets, delete, delete-offsets, "
+        "remove-member)",
         sub);
   }
   char cmd[32];

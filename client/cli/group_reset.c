@@ -1,6 +1,7 @@
-/* group_reset.c - `cairn group reset-offsets`, `cairn group delete` and
- * `cairn group remove-member`: changing a consumer group's committed
- * offsets or its membership from outside the group.
+/* group_reset.c - `cairn group reset-offsets`, `cairn group delete`,
+ * `cairn group delete-offsets` and `cairn group remove-member`: changing a
+ * consumer group's committed offsets or its membership from outside the
+ * group.
  *
  * reset-offsets plans every partition's new offset first (to the log
  * start, the high watermark, an offset, the first record at a time, or the
@@ -347,6 +348,107 @@ int cli_group_delete(struct cli *c, int argc, char **argv, void (*help)(FILE *))
     printf("deleted group %s (its committed offsets are dropped)\n", group);
   }
   return CLI_OK;
+}
+
+/* ---- delete-offsets ---- */
+
+struct group_delete_offsets {
+  const char *topic;
+  int64_t partition; /* -1: every partition */
+};
+
+static int group_delete_offsets_opt(void *ctx, int o, const char *arg)
+{
+  struct group_delete_offsets *d = ctx;
+  uint64_t v;
+  if (o == 't') {
+    d->topic = arg;
+    return CLI_OK;
+  }
+  if (cli_parse_u64("group delete-offsets", "--partition", arg, 0, INT32_MAX, &v) != 0) {
+    return CLI_USAGE;
+  }
+  d->partition = (int64_t)v;
+  return CLI_OK;
+}
+
+static void group_delete_offsets_print(struct cli *c, const char *group, const char *topic,
+                                       const struct cairn_group_partition *parts, size_t n)
+{
+  if (c->json) {
+    struct oj j;
+    oj_init(&j, stdout, true);
+    oj_object_begin(&j);
+    oj_key(&j, "group");
+    oj_str(&j, group);
+    oj_key(&j, "topic");
+    oj_str(&j, topic);
+    oj_key(&j, "partitions");
+    oj_array_begin(&j);
+    for (size_t i = 0; i < n; i++) {
+      oj_int(&j, parts[i].partition);
+    }
+    oj_array_end(&j);
+    oj_object_end(&j);
+    oj_end(&j);
+    return;
+  }
+  printf("deleted the committed offsets of %s on %s, partition%s", group, topic, n > 1 ? "s" : "");
+  for (size_t i = 0; i < n; i++) {
+    printf("%s%" PRId32, i == 0 ? " " : ",", parts[i].partition);
+  }
+  printf(" (its consumers start there as their offset reset says)\n");
+}
+
+int cli_group_delete_offsets(struct cli *c, int argc, char **argv, void (*help)(FILE *))
+{
+  static const struct option own[] = {{"topic", required_argument, NULL, 't'},
+                                      {"partition", required_argument, NULL, 'p'},
+                                      {NULL, 0, NULL, 0}};
+  const char *cmd = "group delete-offsets";
+  struct group_delete_offsets d = {NULL, -1};
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, "t:p:", own, group_delete_offsets_opt, &d, help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  if (argc - first != 1) {
+    return cli_usage_error(cmd, argc == first ? "which group?" : "one group at a time");
+  }
+  if (d.topic == NULL) {
+    return cli_usage_error(cmd, "which topic? (--topic TOPIC)");
+  }
+  const char *group = argv[first];
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  struct cairn_topic_info *t = NULL;
+  if ((rv = cli_describe_topic(c, d.topic, &t)) != 0) {
+    return cli_fail_call(c, cmd, d.topic, rv);
+  }
+  uint32_t count = t->partition_count;
+  cairn_topic_info_free(t);
+  if (d.partition >= (int64_t)count) {
+    return cli_fail(cmd, "%s has partitions 0..%" PRIu32, d.topic, count - 1);
+  }
+  size_t n = d.partition >= 0 ? 1 : count;
+  struct cairn_group_partition *parts = calloc(n, sizeof *parts);
+  if (parts == NULL) {
+    return cli_fail(cmd, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    parts[i].topic = d.topic;
+    parts[i].partition = d.partition >= 0 ? (int32_t)d.partition : (int32_t)i;
+  }
+  char err[256] = "";
+  rv = cairn_sync_delete_group_offsets(c->sync, group, parts, n, err, sizeof err);
+  int code =
+      rv == 0 ? CLI_OK : cli_fail(cmd, "%s: %s", group, err[0] != '\0' ? err : cairn_strerror(rv));
+  if (code == CLI_OK) {
+    group_delete_offsets_print(c, group, d.topic, parts, n);
+  }
+  free(parts);
+  return code;
 }
 
 /* ---- remove-member ---- */

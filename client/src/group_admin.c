@@ -267,9 +267,11 @@ int cairn_describe_group(struct cairn_client *c, const char *group, cairn_group_
   return lc_gadmin_run(c, group, a);
 }
 
-int cairn_reset_offsets(struct cairn_client *c, const char *group,
-                        const struct cairn_group_reset *resets, size_t count, cairn_done_cb cb,
-                        void *data)
+/* ResetOffsets of resets, or (drop) the deletion of their committed
+ * offsets (delete_offsets: their offsets are not sent). */
+static int lc_reset_offsets(struct cairn_client *c, const char *group,
+                            const struct cairn_group_reset *resets, size_t count, bool drop,
+                            cairn_done_cb cb, void *data)
 {
   if (group == NULL || group[0] == '\0' || cb == NULL || resets == NULL || count == 0) {
     return CAIRN_EINVAL;
@@ -306,12 +308,39 @@ int cairn_reset_offsets(struct cairn_client *c, const char *group,
   a->reset.group = a->names[0];
   a->reset.partitions = a->ptrs;
   a->reset.n_partitions = count;
+  a->reset.delete_offsets = drop;
   a->env.api = CAIRN__CLIENT__API__API_RESET_OFFSETS;
   a->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_RESET_OFFSETS_REQ;
   a->env.reset_offsets_req = &a->reset;
   a->done_cb = cb;
   a->data = data;
   return lc_gadmin_run(c, group, a);
+}
+
+int cairn_reset_offsets(struct cairn_client *c, const char *group,
+                        const struct cairn_group_reset *resets, size_t count, cairn_done_cb cb,
+                        void *data)
+{
+  return lc_reset_offsets(c, group, resets, count, false, cb, data);
+}
+
+int cairn_delete_group_offsets(struct cairn_client *c, const char *group,
+                               const struct cairn_group_partition *parts, size_t count,
+                               cairn_done_cb cb, void *data)
+{
+  if (parts == NULL || count == 0 || count > SIZE_MAX / sizeof(struct cairn_group_reset)) {
+    return CAIRN_EINVAL;
+  }
+  struct cairn_group_reset *v = calloc(count, sizeof *v);
+  if (v == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  for (size_t i = 0; i < count; i++) {
+    v[i] = (struct cairn_group_reset){parts[i].topic, parts[i].partition, 0};
+  }
+  int rv = lc_reset_offsets(c, group, v, count, true, cb, data); /* copies what it keeps */
+  free(v);
+  return rv;
 }
 
 int cairn_delete_group(struct cairn_client *c, const char *group, cairn_done_cb cb, void *data)
@@ -582,6 +611,16 @@ int cairn_sync_delete_group(struct cairn_sync *s, const char *group, char *errms
 {
   struct lc_gsync w = {.errmsg = errmsg, .errmsg_len = errmsg_len};
   return lc_gsync_wait(s, &w, cairn_delete_group(cairn_sync_client(s), group, lc_gsync_on_done, &w));
+}
+
+int cairn_sync_delete_group_offsets(struct cairn_sync *s, const char *group,
+                                    const struct cairn_group_partition *parts, size_t count,
+                                    char *errmsg, size_t errmsg_len)
+{
+  struct lc_gsync w = {.errmsg = errmsg, .errmsg_len = errmsg_len};
+  return lc_gsync_wait(
+      s, &w,
+      cairn_delete_group_offsets(cairn_sync_client(s), group, parts, count, lc_gsync_on_done, &w));
 }
 
 int cairn_sync_remove_group_member(struct cairn_sync *s, const char *group, const char *member_id,

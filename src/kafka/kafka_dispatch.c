@@ -56,6 +56,7 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {"CreateAcls", {KAFKA_API_CREATE_ACLS, 0, 1}, INT16_MAX, kafka_handle_create_acls},
     {"DeleteAcls", {KAFKA_API_DELETE_ACLS, 0, 1}, INT16_MAX, kafka_handle_delete_acls},
     {"IncrementalAlterConfigs", {KAFKA_API_INCREMENTAL_ALTER_CONFIGS, 0, 1}, 1, kafka_handle_incremental_alter_configs},
+    {"OffsetDelete", {KAFKA_API_OFFSET_DELETE, 0, 0}, INT16_MAX, kafka_handle_offset_delete},
 };
 /* clang-format on */
 #define KAFKA_NAPIS (sizeof kafka_dispatch_table / sizeof kafka_dispatch_table[0])

@@ -104,6 +104,7 @@ enum kafka_api {
   KAFKA_API_CREATE_PARTITIONS = 37,
   KAFKA_API_DELETE_GROUPS = 42,
   KAFKA_API_INCREMENTAL_ALTER_CONFIGS = 44,
+  KAFKA_API_OFFSET_DELETE = 47,
 };
 
 #define KAFKA_TOPIC_MAX 249 /* Kafka's topic name limit */
@@ -266,6 +267,7 @@ void kafka_handle_incremental_alter_configs(struct kafka_req *kr);
 void kafka_handle_describe_acls(struct kafka_req *kr);
 void kafka_handle_create_acls(struct kafka_req *kr);
 void kafka_handle_delete_acls(struct kafka_req *kr);
+void kafka_handle_offset_delete(struct kafka_req *kr);
 void kafka_handle_sasl_handshake(struct kafka_req *kr);
 void kafka_handle_sasl_authenticate(struct kafka_req *kr);
 

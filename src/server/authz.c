@@ -192,8 +192,10 @@ bool authz_request(struct node *n, struct conn_request *req)
     break;
   case CAIRN__CLIENT__API__API_RESET_OFFSETS:
     rv = authz_check(n, c, META_ACL_GROUP, authz_str(env->reset_offsets_req->group),
-                     env->reset_offsets_req->delete_group ? META_ACL_DELETE : META_ACL_READ, msg,
-                     sizeof msg);
+                     env->reset_offsets_req->delete_group || env->reset_offsets_req->delete_offsets
+                         ? META_ACL_DELETE
+                         : META_ACL_READ,
+                     msg, sizeof msg);
     break;
   case CAIRN__CLIENT__API__API_DESCRIBE_GROUPS: {
     const Cairn__Client__DescribeGroupsRequest *r = env->describe_groups_req;

@@ -32,7 +32,9 @@
  *   JoinGroup, SyncGroup,           READ group
  *   Heartbeat, LeaveGroup,
  *   OffsetFetch
- *   OffsetCommit, ResetOffsets      READ group; READ topic per partition (a
+ *   OffsetCommit, ResetOffsets      READ group (DELETE group for a ResetOffsets
+ *                                   with delete_group or delete_offsets); READ
+ *                                   topic per partition (a
  *                                   refused partition is answered on its
  *                                   own, the others are committed)
  *   ListGroups                      DESCRIBE group: others left out

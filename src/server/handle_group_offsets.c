@@ -5,7 +5,9 @@
  * on its own, the others are committed, as Kafka does), appended to the group's
  * offsets partition as one batch, and answered when that batch is
  * committed by Raft (coord_append); ResetOffsets is a commit outside
- * membership that only an empty group accepts. */
+ * membership that only an empty group accepts, and with delete_offsets
+ * (Kafka's OffsetDelete) it appends tombstones for the partitions named
+ * instead. */
 #include "server/handlers.h"
 #include "server/handle_group.h"
 
@@ -139,7 +141,7 @@ static void handle_commit_on_appended(void *data, int status)
 /* The check of one partition before it is appended: 0 or its code. The
  * ACL comes before the topic's existence, which it must not reveal. */
 static int handle_commit_check_part(struct node *n, struct conn *c, const struct group *g,
-                                    const char *member,
+                                    const char *member, bool drop,
                                     const Cairn__Client__OffsetCommitPartition *p)
 {
   if (!meta_topic_name_valid(p->topic)) {
@@ -156,7 +158,7 @@ static int handle_commit_check_part(struct node *n, struct conn *c, const struct
   if (p->partition >= t->npartitions) {
     return CAIRN_EUNKNOWN_PARTITION;
   }
-  if (p->offset < 0 || strlen(p->metadata) > GROUP_METADATA_MAX) {
+  if (!drop && (p->offset < 0 || strlen(p->metadata) > GROUP_METADATA_MAX)) {
     return CAIRN_EINVALID_GROUP;
   }
   if (!group_member_owns(g, member, p->topic, p->partition)) {
@@ -165,9 +167,60 @@ static int handle_commit_check_part(struct node *n, struct conn *c, const struct
   return 0;
 }
 
-/* OffsetCommit (reset false) and ResetOffsets (reset true). */
+/* The records of a commit: one per partition that passes its check (its
+ * code HANDLE_COMMIT_SENT; the others keep their refusal in codes), a
+ * tombstone each when drop. Returns how many. */
+static size_t handle_commit_records(struct node *n, struct conn_request *req, const struct group *g,
+                                    const char *member, int32_t generation, bool drop,
+                                    struct coord_record *recs, bool *tomb, int *codes)
+{
+  size_t np = 0;
+  const Cairn__Client__OffsetCommitPartition *const *parts = handle_commit_parts(req, &np);
+  size_t nrec = 0;
+  for (size_t i = 0; i < np; i++) {
+    codes[i] = handle_commit_check_part(n, req->c, g, member, drop, parts[i]);
+    if (codes[i] != 0) {
+      continue;
+    }
+    codes[i] = HANDLE_COMMIT_SENT;
+    recs[nrec].group = g->name;
+    recs[nrec].topic = parts[i]->topic;
+    recs[nrec].partition = parts[i]->partition;
+    recs[nrec].offset = drop ? 0 : parts[i]->offset;
+    recs[nrec].metadata = drop ? "" : parts[i]->metadata;
+    recs[nrec].generation = generation;
+    tomb[nrec] = drop;
+    nrec++;
+  }
+  return nrec;
+}
+
+/* Why a commit is refused before any record: 0, or its code. g is NULL
+ * when there is no such group, or (create) when making it failed. */
+static int handle_commit_refusal(struct node *n, struct conn_request *req, struct group *g,
+                                 bool create, const char *member, const char *instance,
+                                 int32_t generation, bool reset)
+{
+  if (g == NULL) {
+    return create ? CAIRN_ENOMEM : CAIRN_EUNKNOWN_GROUP;
+  }
+  if (reset && g->nmembers > 0) {
+    return CAIRN_EGROUP_NOT_EMPTY;
+  }
+  int rv = group_commit_check(g, member, instance, generation, uv_now(n->loop));
+  size_t np = 0;
+  (void)handle_commit_parts(req, &np);
+  if (rv == 0 && (np == 0 || np > COORD_MAX_COMMIT_PARTITIONS)) {
+    rv = np == 0 ? CAIRN_EBADREQUEST : CAIRN_ETOOLARGE;
+  }
+  return rv;
+}
+
+/* OffsetCommit (reset false), ResetOffsets (reset true) and its
+ * delete_offsets (drop: tombstones, for a group that exists). */
 static void handle_commit(struct node *n, struct conn_request *req, const char *group,
-                          const char *member, const char *instance, int32_t generation, bool reset)
+                          const char *member, const char *instance, int32_t generation, bool reset,
+                          bool drop)
 {
   struct handle_group_err he;
   struct coord_slot *slot = NULL;
@@ -176,35 +229,29 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
     return;
   }
   bool outside = member[0] == '\0' && generation == -1;
-  struct group *g = coord_group(slot, group, outside);
-  int rv = g == NULL ? (outside ? CAIRN_ENOMEM : CAIRN_EUNKNOWN_GROUP) : 0;
-  if (rv == 0 && reset && g->nmembers > 0) {
-    rv = CAIRN_EGROUP_NOT_EMPTY;
-  }
-  if (rv == 0) {
-    rv = group_commit_check(g, member, instance, generation, uv_now(n->loop));
-  }
-  size_t np = 0;
-  const Cairn__Client__OffsetCommitPartition *const *parts = handle_commit_parts(req, &np);
-  if (rv == 0 && (np == 0 || np > COORD_MAX_COMMIT_PARTITIONS)) {
-    rv = np == 0 ? CAIRN_EBADREQUEST : CAIRN_ETOOLARGE;
-  }
+  bool create = outside && !drop; /* deleting offsets makes no group */
+  struct group *g = coord_group(slot, group, create);
+  int rv = handle_commit_refusal(n, req, g, create, member, instance, generation, reset);
   if (rv != 0) {
     handle_group_err_set(&he, rv, group, 0, NULL);
     if (rv == CAIRN_EGROUP_NOT_EMPTY) {
       snprintf(he.msg, sizeof he.msg,
-               "group %.200s has %zu members: offsets are reset only while it is empty", group,
-               g->nmembers);
+               "group %.200s has %zu members: offsets are %s only while it is empty", group,
+               g->nmembers, drop ? "deleted" : "reset");
     }
     handle_commit_answer(req, reset, &he, NULL, 0);
     return;
   }
+  size_t np = 0;
+  (void)handle_commit_parts(req, &np);
   struct handle_commit_op *op = calloc(1, sizeof *op);
   struct coord_record *recs = calloc(np, sizeof *recs);
+  bool *tomb = calloc(np, sizeof *tomb);
   int *codes = calloc(np, sizeof *codes);
-  if (op == NULL || recs == NULL || codes == NULL) {
+  if (op == NULL || recs == NULL || tomb == NULL || codes == NULL) {
     free(op);
     free(recs);
+    free(tomb);
     free(codes);
     handle_group_err_set(&he, CAIRN_ENOMEM, group, 0, NULL);
     handle_commit_answer(req, reset, &he, NULL, 0);
@@ -215,29 +262,20 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
   op->n = np;
   op->codes = codes;
   snprintf(op->group, sizeof op->group, "%s", group);
-  size_t nrec = 0;
-  for (size_t i = 0; i < np; i++) {
-    codes[i] = handle_commit_check_part(n, req->c, g, member, parts[i]);
-    if (codes[i] != 0) {
-      continue;
-    }
-    codes[i] = HANDLE_COMMIT_SENT;
-    recs[nrec].group = group;
-    recs[nrec].topic = parts[i]->topic;
-    recs[nrec].partition = parts[i]->partition;
-    recs[nrec].offset = parts[i]->offset;
-    recs[nrec].metadata = parts[i]->metadata;
-    recs[nrec].generation = outside ? -1 : generation;
-    nrec++;
-  }
+  size_t nrec =
+      handle_commit_records(n, req, g, member, outside ? -1 : generation, drop, recs, tomb, codes);
   rv =
-      nrec > 0 ? coord_append(&n->coord, slot, recs, NULL, nrec, handle_commit_on_appended, op) : 0;
+      nrec > 0 ? coord_append(&n->coord, slot, recs, tomb, nrec, handle_commit_on_appended, op) : 0;
   free(recs);
+  free(tomb);
   if (nrec == 0 || rv != 0) {
     op->status = rv == CAIRN_ENOTLEADER ? CAIRN_ENOT_COORDINATOR : rv;
     handle_commit_finish(op);
     handle_commit_free(op);
     return;
+  }
+  if (drop) {
+    log_info("coord", "group %s: %zu committed offsets deleted by a request", group, nrec);
   }
   req->handler_data = op;
   conn_request_set_cancel(req, handle_commit_on_cancel);
@@ -246,7 +284,7 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
 void handle_offset_commit(struct node *n, struct conn_request *req)
 {
   const Cairn__Client__OffsetCommitRequest *r = req->env->offset_commit_req;
-  handle_commit(n, req, r->group, r->member_id, r->group_instance_id, r->generation, false);
+  handle_commit(n, req, r->group, r->member_id, r->group_instance_id, r->generation, false, false);
 }
 
 /* ResetOffsets with delete_group: tombstones for every offset of g (which
@@ -293,7 +331,7 @@ void handle_reset_offsets(struct node *n, struct conn_request *req)
 {
   const Cairn__Client__ResetOffsetsRequest *r = req->env->reset_offsets_req;
   if (!r->delete_group) {
-    handle_commit(n, req, r->group, "", "", -1, true);
+    handle_commit(n, req, r->group, "", "", -1, true, r->delete_offsets);
     return;
   }
   struct handle_group_err he;

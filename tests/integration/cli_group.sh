@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `cairn consume -g` and `cairn group list|describe|reset-offsets` end to
+# `cairn consume -g` and `cairn group list|describe|reset-offsets|
+# delete-offsets|delete` end to
 # end, against a real 3-node cluster (deploy/cluster.sh): two group members
 # share a topic's records with nothing read twice; describe shows the
 # committed offsets with lag 0, list names the group; reset-offsets is
@@ -95,6 +96,8 @@ for _ in $(seq 1 100); do
 done
 expect 1 "$cli" group reset-offsets g1 --topic jobs --to-earliest
 err_has "has 1 members"
+expect 1 "$cli" group delete-offsets g1 --topic jobs
+err_has "offsets are deleted only while it is empty"
 kill -INT "$m3"
 wait "$m3" || fail "member 3 exited $?: $(cat "$dir/m3.err")"
 [ ! -s "$dir/m3.out" ] || fail "member 3 read records already committed: $(head -3 "$dir/m3.out")"
@@ -142,6 +145,18 @@ expect 2 "$cli" group reset-offsets g1 --topic jobs --to-earliest --to-latest
 err_has "one of these at a time"
 expect 0 "$cli" group reset-offsets g1 --topic jobs --partition 0 --to-offset 9999 --force
 [ "$(p0)" -eq 9999 ] || fail "--force: $(p0), not 9999"
+expect 2 "$cli" group delete-offsets g1
+err_has "which topic"
+expect 1 "$cli" group delete-offsets g1 --topic jobs --partition 6
+err_has "partitions 0..5"
+expect 1 "$cli" group delete-offsets nobody --topic jobs
+err_has "unknown group"
+expect 0 "$cli" group delete-offsets g1 --topic jobs --partition 0
+out_has "deleted the committed offsets of g1 on jobs, partition 0"
+expect 0 "$cli" group delete-offsets g1 --topic jobs --partition 1 --json
+pyj "$dir/out" 'j == {"group": "g1", "topic": "jobs", "partitions": [1]}'
+expect 0 "$cli" group describe g1 --json
+pyj "$dir/out" 'sorted(o["partition"] for o in j["offsets"] if o["topic"] == "jobs" and o["committed"] >= 0) == [2, 3, 4, 5]'
 expect 0 "$cli" group delete g1
 out_has "deleted group g1"
 eventually 1 "$cli" group describe g1

@@ -12,7 +12,10 @@
  * rd_kafka_ListConsumerGroups with a states filter (ListGroups v4,
  * flexible) finds it Stable while it runs and Empty once it left, and
  * rd_kafka_committed (OffsetFetch v7, flexible) reads back what it
- * committed, partition by partition.
+ * committed, partition by partition. rd_kafka_DeleteConsumerGroupOffsets
+ * (OffsetDelete) is refused NON_EMPTY_GROUP while the consumer is in the
+ * group, then drops two partitions' offsets: rd_kafka_ListConsumerGroup-
+ * Offsets shows them gone and the third kept.
  *
  * Usage: test_kafka_rdkafka_admin <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
@@ -82,24 +85,31 @@ static void rk_cluster(struct cd_cluster *c, int last, char *bootstrap, size_t c
   snprintf(bootstrap, cap, "127.0.0.1:%d", port[last]);
 }
 
-/* The next admin result of type want on q (fails after WAIT_MS). */
-static rd_kafka_event_t *rk_wait(rd_kafka_queue_t *q, rd_kafka_event_type_t want)
+/* The next admin result of type want on q, whatever its error (fails
+ * after WAIT_MS). */
+static rd_kafka_event_t *rk_wait_result(rd_kafka_queue_t *q, rd_kafka_event_type_t want)
 {
   for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end;) {
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 1000);
-    if (ev == NULL) {
-      continue;
-    }
-    if (rd_kafka_event_type(ev) == want) {
-      if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        fail_msg("admin request failed: %s", rd_kafka_event_error_string(ev));
-      }
+    if (ev != NULL && rd_kafka_event_type(ev) == want) {
       return ev;
     }
-    rd_kafka_event_destroy(ev);
+    if (ev != NULL) {
+      rd_kafka_event_destroy(ev);
+    }
   }
   fail_msg("no admin result of type %d within %d ms", (int)want, WAIT_MS);
   return NULL;
+}
+
+/* rk_wait_result, failing on a request-level error. */
+static rd_kafka_event_t *rk_wait(rd_kafka_queue_t *q, rd_kafka_event_type_t want)
+{
+  rd_kafka_event_t *ev = rk_wait_result(q, want);
+  if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    fail_msg("admin request failed: %s", rd_kafka_event_error_string(ev));
+  }
+  return ev;
 }
 
 static rd_kafka_AclBinding_t *binding(rd_kafka_ResourceType_t t, const char *name,
@@ -352,7 +362,73 @@ static void rk_consume_commit(rd_kafka_t *c)
   assert_int_equal(rd_kafka_commit(c, NULL, 0), RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
-static void test_librdkafka_lists_groups_by_state_and_reads_commits(void **state)
+/* CG_PARTS partitions of CG_TOPIC, or the first n. */
+static rd_kafka_topic_partition_list_t *cg_parts(int n)
+{
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+  for (int i = 0; i < n; i++) {
+    rd_kafka_topic_partition_list_add(l, CG_TOPIC, i);
+  }
+  return l;
+}
+
+/* DeleteConsumerGroupOffsets of CG_GROUP's partitions 0 and 1: the
+ * group-level error (want), or each partition deleted. */
+static void rk_delete_offsets(rd_kafka_t *rk, rd_kafka_queue_t *q, rd_kafka_resp_err_t want)
+{
+  rd_kafka_topic_partition_list_t *l = cg_parts(2);
+  rd_kafka_DeleteConsumerGroupOffsets_t *d = rd_kafka_DeleteConsumerGroupOffsets_new(CG_GROUP, l);
+  rd_kafka_topic_partition_list_destroy(l);
+  rd_kafka_DeleteConsumerGroupOffsets(rk, &d, 1, NULL, q);
+  rd_kafka_event_t *ev = rk_wait_result(q, RD_KAFKA_EVENT_DELETECONSUMERGROUPOFFSETS_RESULT);
+  if (want != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    /* librdkafka gives a whole-request error as the event's */
+    print_message("DeleteConsumerGroupOffsets: %s\n", rd_kafka_event_error_string(ev));
+    assert_int_equal(rd_kafka_event_error(ev), want);
+    rd_kafka_event_destroy(ev);
+    rd_kafka_DeleteConsumerGroupOffsets_destroy(d);
+    return;
+  }
+  assert_int_equal(rd_kafka_event_error(ev), RD_KAFKA_RESP_ERR_NO_ERROR);
+  size_t n = 0;
+  const rd_kafka_group_result_t **gs = rd_kafka_DeleteConsumerGroupOffsets_result_groups(
+      rd_kafka_event_DeleteConsumerGroupOffsets_result(ev), &n);
+  assert_int_equal(n, 1);
+  const rd_kafka_error_t *e = rd_kafka_group_result_error(gs[0]);
+  print_message("DeleteConsumerGroupOffsets: %s\n", e != NULL ? rd_kafka_error_string(e) : "ok");
+  assert_int_equal(e != NULL ? rd_kafka_error_code(e) : RD_KAFKA_RESP_ERR_NO_ERROR, want);
+  const rd_kafka_topic_partition_list_t *res = rd_kafka_group_result_partitions(gs[0]);
+  for (int i = 0; want == RD_KAFKA_RESP_ERR_NO_ERROR && i < res->cnt; i++) {
+    assert_int_equal(res->elems[i].err, RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  rd_kafka_event_destroy(ev);
+  rd_kafka_DeleteConsumerGroupOffsets_destroy(d);
+}
+
+/* ListConsumerGroupOffsets: partitions 0 and 1 have none, 2 its commit. */
+static void rk_check_offsets_deleted(rd_kafka_t *rk, rd_kafka_queue_t *q)
+{
+  rd_kafka_topic_partition_list_t *l = cg_parts(CG_PARTS);
+  rd_kafka_ListConsumerGroupOffsets_t *o = rd_kafka_ListConsumerGroupOffsets_new(CG_GROUP, l);
+  rd_kafka_topic_partition_list_destroy(l);
+  rd_kafka_ListConsumerGroupOffsets(rk, &o, 1, NULL, q);
+  rd_kafka_event_t *ev = rk_wait(q, RD_KAFKA_EVENT_LISTCONSUMERGROUPOFFSETS_RESULT);
+  size_t n = 0;
+  const rd_kafka_group_result_t **gs = rd_kafka_ListConsumerGroupOffsets_result_groups(
+      rd_kafka_event_ListConsumerGroupOffsets_result(ev), &n);
+  assert_int_equal(n, 1);
+  assert_null(rd_kafka_group_result_error(gs[0]));
+  const rd_kafka_topic_partition_list_t *res = rd_kafka_group_result_partitions(gs[0]);
+  assert_int_equal(res->cnt, CG_PARTS);
+  for (int i = 0; i < res->cnt; i++) {
+    int64_t want = res->elems[i].partition == 2 ? CG_COUNT / CG_PARTS : RD_KAFKA_OFFSET_INVALID;
+    assert_int_equal(res->elems[i].offset, want);
+  }
+  rd_kafka_event_destroy(ev);
+  rd_kafka_ListConsumerGroupOffsets_destroy(o);
+}
+
+static void test_librdkafka_lists_groups_and_reads_and_deletes_commits(void **state)
 {
   (void)state;
   static struct cd_cluster c;
@@ -382,11 +458,14 @@ static void test_librdkafka_lists_groups_by_state_and_reads_commits(void **state
     assert_int_equal(parts->elems[i].offset, CG_COUNT / CG_PARTS);
   }
   rd_kafka_topic_partition_list_destroy(parts);
+  rk_delete_offsets(rk, q, RD_KAFKA_RESP_ERR_NON_EMPTY_GROUP);
 
   assert_int_equal(rd_kafka_consumer_close(consumer), RD_KAFKA_RESP_ERR_NO_ERROR);
   rd_kafka_destroy(consumer);
   rk_wait_listed(rk, q, NULL, RD_KAFKA_CONSUMER_GROUP_STATE_EMPTY);
   assert_false(rk_group_listed(rk, q, RD_KAFKA_CONSUMER_GROUP_STATE_STABLE));
+  rk_delete_offsets(rk, q, RD_KAFKA_RESP_ERR_NO_ERROR);
+  rk_check_offsets_deleted(rk, q);
   rd_kafka_queue_destroy(q);
   rd_kafka_destroy(rk);
   cd_destroy(&c);
@@ -401,7 +480,7 @@ int main(int argc, char **argv)
   cairnd_bin = argv[1];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_librdkafka_acls_are_cairn_entries),
-      cmocka_unit_test(test_librdkafka_lists_groups_by_state_and_reads_commits),
+      cmocka_unit_test(test_librdkafka_lists_groups_and_reads_and_deletes_commits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

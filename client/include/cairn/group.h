@@ -209,6 +209,19 @@ __attribute__((warn_unused_result)) int cairn_reset_offsets(struct cairn_client 
                                                             size_t count, cairn_done_cb cb,
                                                             void *data);
 
+/* Deletes the group's committed offsets of the partitions in parts, as
+ * Kafka's OffsetDelete (kafka-consumer-groups.sh --delete-offsets; a
+ * ResetOffsets with delete_offsets on the wire): its consumers then start
+ * where their offset reset policy says. Only while the group has no
+ * members: else CAIRN_EGROUP_NOT_EMPTY; CAIRN_EUNKNOWN_GROUP if there is
+ * no such group; a refused partition's code (CAIRN_EUNKNOWN_TOPIC,
+ * CAIRN_EAUTHZ, ...) is the call's status. Ownership: borrows group and
+ * parts for the call. */
+__attribute__((warn_unused_result)) int
+cairn_delete_group_offsets(struct cairn_client *c, const char *group,
+                           const struct cairn_group_partition *parts, size_t count,
+                           cairn_done_cb cb, void *data);
+
 /* Deletes group: every committed offset is dropped, as Kafka's
  * DeleteGroups (a ResetOffsets with delete_group on the wire). Only while
  * it has no members: else CAIRN_EGROUP_NOT_EMPTY; CAIRN_EUNKNOWN_GROUP if
@@ -235,6 +248,10 @@ cairn_remove_group_member(struct cairn_client *c, const char *group, const char 
 __attribute__((warn_unused_result)) int cairn_sync_list_groups(struct cairn_sync *s,
                                                                struct cairn_group_list **out,
                                                                char *errmsg, size_t errmsg_len);
+__attribute__((warn_unused_result)) int
+cairn_sync_delete_group_offsets(struct cairn_sync *s, const char *group,
+                                const struct cairn_group_partition *parts, size_t count,
+                                char *errmsg, size_t errmsg_len);
 __attribute__((warn_unused_result)) int cairn_sync_delete_group(struct cairn_sync *s,
                                                                 const char *group, char *errmsg,
                                                                 size_t errmsg_len);
