@@ -19,22 +19,7 @@ py=/usr/bin/python3 # Debian's, where python3-kafka is installed
 $py -c 'import kafka' 2>/dev/null || fail "python3-kafka is not installed (deploy/setup.sh)"
 
 step "start a node with --auth required, ACLs and a Kafka port; users admin, alice, bob, carol"
-base=$(free_base_port 1)
-kafka="127.0.0.1:$((base + 3))"
-mkdir -p "$cdir"
-"$cairnd" --data-dir "$cdir/node1" --listen "127.0.0.1:$base" --cluster-listen "127.0.0.1:$((base + 1))" \
-  --admin-listen "127.0.0.1:$((base + 2))" --kafka-listen "$kafka" --auth required \
-  --authorizer acl --super-users User:admin >"$cdir/node1.log" 2>&1 &
-pids+=($!)
-export CAIRN_BOOTSTRAP="127.0.0.1:$base"
-for _ in $(seq 1 100); do
-  printf 'admin-pw\n' | "$cli" user create admin >/dev/null 2>&1 && break
-  sleep 0.2
-done
-export CAIRN_PASSWORD=admin-pw
-for u in alice bob carol; do
-  printf '%s-pw\n' "$u" | "$cli" --user admin user create "$u" >/dev/null || fail "user $u"
-done
+start_acl_node alice bob carol
 wait_alive 1 "$cli" --user admin
 for t in orders logs-a logs-secret other; do
   expect 0 "$cli" --user admin topic create "$t" --partitions 1 --replication-factor 1
@@ -101,24 +86,9 @@ def can_produce(user, topic):
         p.close()
 PY
 
-step "ApiVersions lists DescribeAcls, CreateAcls and DeleteAcls 0-1"
-$py - "$kafka" <<'PY' || fail "ApiVersions"
-import socket, struct, sys
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=10)
-b = struct.pack(">hhih", 18, 0, 1, 1) + b"t"
-s.sendall(struct.pack(">i", len(b)) + b)
-size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-body = s.recv(size, socket.MSG_WAITALL)
-corr, err, n = struct.unpack(">ihi", body[:10])
-apis = {}
-for i in range(n):
-    k, lo, hi = struct.unpack(">hhh", body[10 + 6 * i:16 + 6 * i])
-    apis[k] = (lo, hi)
-for k in (29, 30, 31):
-    assert apis.get(k) == (0, 1), (k, apis.get(k))
-print("ApiVersions: 29, 30, 31 at 0-1")
-PY
+step "ApiVersions lists DescribeAcls, CreateAcls and DeleteAcls 0-1 (and OffsetDelete 0, OffsetFetch 1-7, ListGroups 0-4)"
+python3 "$(dirname "$0")/../lib/kafka_apis.py" "$kafka" 29=0-1 30=0-1 31=0-1 47=0-0 9=1-7 16=0-4 ||
+  fail "ApiVersions"
 
 step "before any entry: alice may not produce to orders or logs-a"
 timeout 60 $py - "$kafka" <<PY || fail "before"
@@ -267,9 +237,7 @@ pyj "$dir/out" '[e["resource_type"] for e in j] == ["topic"]'
 step "the entries outlive a restart of the node"
 kill -TERM "${pids[0]}"
 wait "${pids[0]}" || true
-"$cairnd" --data-dir "$cdir/node1" --listen "127.0.0.1:$base" --cluster-listen "127.0.0.1:$((base + 1))" \
-  --admin-listen "127.0.0.1:$((base + 2))" --kafka-listen "$kafka" --auth required \
-  --authorizer acl --super-users User:admin >>"$cdir/node1.log" 2>&1 &
+"$cairnd" "${node1_args[@]}" >>"$cdir/node1.log" 2>&1 &
 pids[0]=$!
 wait_alive 1 "$cli" --user admin
 timeout 90 $py - "$kafka" <<PY || fail "after restart"

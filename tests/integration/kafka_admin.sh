@@ -24,24 +24,7 @@ k1="127.0.0.1:$((base + 3))"
 all="$k1,127.0.0.1:$((base + 13)),127.0.0.1:$((base + 23))"
 
 step "ApiVersions lists DeleteTopics 0-3, DescribeConfigs 0-2, CreatePartitions 0-1, DeleteGroups 0-1"
-$py - "$k1" <<'PY' || fail "ApiVersions"
-import socket, struct, sys
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=10)
-b = struct.pack(">hhih", 18, 0, 1, 1) + b"t"
-s.sendall(struct.pack(">i", len(b)) + b)
-size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-body = s.recv(size, socket.MSG_WAITALL)
-corr, err, n = struct.unpack(">ihi", body[:10])
-apis = {}
-for i in range(n):
-    k, lo, hi = struct.unpack(">hhh", body[10 + 6 * i:16 + 6 * i])
-    apis[k] = (lo, hi)
-want = {20: (0, 3), 32: (0, 2), 37: (0, 1), 42: (0, 1)}
-for k, v in want.items():
-    assert apis.get(k) == v, "api %d: %s" % (k, apis.get(k))
-print("ApiVersions:", sorted(apis))
-PY
+python3 "$(dirname "$0")/../lib/kafka_apis.py" "$k1" 20=0-3 32=0-2 37=0-1 42=0-1 || fail "ApiVersions"
 
 step "kafka-python: DescribeConfigs of a topic, of a broker, and their errors"
 timeout 120 $py - "$all" <<'PY' || fail "DescribeConfigs"

@@ -18,21 +18,7 @@ command -v kcat >/dev/null || fail "kcat is not installed (deploy/setup.sh)"
 $py -c 'import kafka' 2>/dev/null || fail "python3-kafka is not installed (deploy/setup.sh)"
 
 step "start a node with --auth required, ACLs and a Kafka port; users admin, alice, bob"
-base=$(free_base_port 1)
-kafka="127.0.0.1:$((base + 3))"
-mkdir -p "$cdir"
-"$cairnd" --data-dir "$cdir/node1" --listen "127.0.0.1:$base" --cluster-listen "127.0.0.1:$((base + 1))" \
-  --admin-listen "127.0.0.1:$((base + 2))" --kafka-listen "$kafka" --auth required \
-  --authorizer acl --super-users User:admin >"$cdir/node1.log" 2>&1 &
-pids+=($!)
-export CAIRN_BOOTSTRAP="127.0.0.1:$base"
-for _ in $(seq 1 100); do
-  printf 'admin-pw\n' | "$cli" user create admin >/dev/null 2>&1 && break
-  sleep 0.2
-done
-export CAIRN_PASSWORD=admin-pw
-printf 'alice-pw\n' | "$cli" --user admin user create alice >/dev/null || fail "user alice"
-printf 'bob-pw\n' | "$cli" --user admin user create bob >/dev/null || fail "user bob"
+start_acl_node alice bob
 wait_alive 1 "$cli" --user admin
 expect 0 "$cli" --user admin topic create ks --partitions 2 --replication-factor 1
 expect 0 "$cli" --user admin acl add --principal User:alice --topic ks --operation read,write

@@ -148,6 +148,33 @@ group_committed() {
 
 command -v python3 >/dev/null || fail "python3 is needed (deploy/setup.sh installs it)"
 
+# Starts one node in $cdir/node1 with --auth required, --authorizer acl,
+# super-user User:admin and a Kafka port (node1_args: its arguments, to
+# start it again), creates the user admin (password admin-pw: the first
+# user is open), then each user NAME given (password NAME-pw); records the
+# PID, exports CAIRN_BOOTSTRAP and CAIRN_PASSWORD (admin's); sets base and
+# kafka (the Kafka address).
+start_acl_node() {
+  local u
+  base=$(free_base_port 1)
+  kafka="127.0.0.1:$((base + 3))"
+  mkdir -p "$cdir"
+  node1_args=(--data-dir "$cdir/node1" --listen "127.0.0.1:$base"
+    --cluster-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))"
+    --kafka-listen "$kafka" --auth required --authorizer acl --super-users User:admin)
+  "$cairnd" "${node1_args[@]}" >"$cdir/node1.log" 2>&1 &
+  pids+=($!)
+  export CAIRN_BOOTSTRAP="127.0.0.1:$base"
+  for _ in $(seq 1 100); do
+    printf 'admin-pw\n' | "$cli" user create admin >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  export CAIRN_PASSWORD=admin-pw
+  for u in "$@"; do
+    printf '%s-pw\n' "$u" | "$cli" --user admin user create "$u" >/dev/null || fail "user $u"
+  done
+}
+
 # Starts a 3-node cluster in $cdir with deploy/cluster.sh on ports below
 # the kernel's ephemeral range (another base if one is taken), records the
 # nodes' PIDs for cleanup, and exports CAIRN_BOOTSTRAP; sets base.
