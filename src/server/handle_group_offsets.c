@@ -168,8 +168,8 @@ static int handle_commit_check_part(struct node *n, struct conn *c, const struct
 }
 
 /* The records of a commit: one per partition that passes its check (its
- * code HANDLE_COMMIT_SENT; the others keep their refusal in codes), a
- * tombstone each when drop. Returns how many. */
+ * code HANDLE_COMMIT_SENT; the others keep their refusal in codes); with
+ * tomb (drop), a tombstone each. Returns how many. */
 static size_t handle_commit_records(struct node *n, struct conn_request *req, const struct group *g,
                                     const char *member, int32_t generation, bool drop,
                                     struct coord_record *recs, bool *tomb, int *codes)
@@ -189,7 +189,9 @@ static size_t handle_commit_records(struct node *n, struct conn_request *req, co
     recs[nrec].offset = drop ? 0 : parts[i]->offset;
     recs[nrec].metadata = drop ? "" : parts[i]->metadata;
     recs[nrec].generation = generation;
-    tomb[nrec] = drop;
+    if (tomb != NULL) {
+      tomb[nrec] = true;
+    }
     nrec++;
   }
   return nrec;
@@ -246,9 +248,9 @@ static void handle_commit(struct node *n, struct conn_request *req, const char *
   (void)handle_commit_parts(req, &np);
   struct handle_commit_op *op = calloc(1, sizeof *op);
   struct coord_record *recs = calloc(np, sizeof *recs);
-  bool *tomb = calloc(np, sizeof *tomb);
+  bool *tomb = drop ? calloc(np, sizeof *tomb) : NULL; /* a commit has none */
   int *codes = calloc(np, sizeof *codes);
-  if (op == NULL || recs == NULL || tomb == NULL || codes == NULL) {
+  if (op == NULL || recs == NULL || (drop && tomb == NULL) || codes == NULL) {
     free(op);
     free(recs);
     free(tomb);
