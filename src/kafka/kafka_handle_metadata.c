@@ -5,17 +5,8 @@
  * replicas and in-sync replicas. Topic creation through Metadata
  * (--kafka-auto-create-topics) creates each unknown topic with the native
  * CreateTopic, one after the other, and answers LEADER_NOT_AVAILABLE for
- * it: the client asks again once the partitions have leaders.
- *
- * A named topic the conn may not DESCRIBE is answered
- * TOPIC_AUTHORIZATION_FAILED on its own (authz_check, logged once) and left
- * out of the native request, which would refuse the whole request: the
- * brokers and the other topics are answered, as Kafka does (a client would
- * otherwise see no broker and time out). */
+ * it: the client asks again once the partitions have leaders. */
 #include "kafka/kafka_handlers.h"
-
-#include "common/err.h"
-#include "server/authz.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +20,6 @@ struct kafka_md_op {
   Cairn__Client__MetadataRequest mr;
   char **names; /* requested topics, NUL-terminated; NULL: all */
   size_t nnames;
-  bool *refused; /* per name: the conn may not DESCRIBE it */
-  char **asked;  /* the names not refused (borrowed from names) */
   bool allow_auto;
   /* auto creation */
   Cairn__Client__CreateTopicRequest ct;
@@ -46,8 +35,6 @@ static void kafka_md_op_free(void *p)
     free(op->names[i]);
   }
   free(op->names);
-  free(op->refused);
-  free(op->asked);
   free(op->create);
   free(op);
 }
@@ -178,12 +165,11 @@ static void kafka_md_answer(struct kafka_req *kr, const Cairn__Client__MetadataR
     kafka_put_array_len(&b, (int32_t)op->nnames);
     for (size_t i = 0; i < op->nnames; i++) {
       const Cairn__Client__TopicInfo *ti = kafka_md_find(r, op->names[i]);
-      int16_t err = op->refused[i]                        ? KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED
-                    : r == NULL                           ? KAFKA_ERR_UNKNOWN_SERVER
+      int16_t err = r == NULL                             ? KAFKA_ERR_UNKNOWN_SERVER
                     : op->create != NULL && op->create[i] ? KAFKA_ERR_LEADER_NOT_AVAILABLE
                     : ti == NULL                          ? KAFKA_ERR_UNKNOWN_TOPIC_OR_PARTITION
                                                           : KAFKA_ERR_NONE;
-      kafka_md_topic(&b, v, op->names[i], err == KAFKA_ERR_NONE ? ti : NULL, err);
+      kafka_md_topic(&b, v, op->names[i], err == KAFKA_ERR_LEADER_NOT_AVAILABLE ? NULL : ti, err);
     }
   }
   kafka_req_respond(kr, &b);
@@ -237,7 +223,7 @@ static void kafka_md_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
     op->create = calloc(op->nnames, sizeof *op->create);
     bool any = false;
     for (size_t i = 0; op->create != NULL && i < op->nnames; i++) {
-      op->create[i] = !op->refused[i] && kafka_md_find(r, op->names[i]) == NULL && !r->behind;
+      op->create[i] = kafka_md_find(r, op->names[i]) == NULL && !r->behind;
       any = any || op->create[i];
     }
     if (any) {
@@ -246,32 +232,6 @@ static void kafka_md_on_answer(struct kafka_req *kr, const Cairn__Client__Envelo
     }
   }
   kafka_md_answer(kr, r);
-}
-
-/* Marks the names the conn may not DESCRIBE and asks the native Metadata
- * for the others (all of them when none is left: the answer then carries
- * the brokers, and no named topic is looked up in it). 0, or CAIRN_ENOMEM. */
-static int kafka_md_authorize(struct kafka_req *kr)
-{
-  struct kafka_md_op *op = kr->op;
-  size_t cap = op->nnames > 0 ? op->nnames : 1;
-  op->refused = calloc(cap, sizeof *op->refused);
-  op->asked = calloc(cap, sizeof *op->asked);
-  if (op->refused == NULL || op->asked == NULL) {
-    return CAIRN_ENOMEM;
-  }
-  size_t n = 0;
-  for (size_t i = 0; i < op->nnames; i++) {
-    char msg[256];
-    op->refused[i] = authz_check(kr->n, kr->req->c, META_ACL_TOPIC, op->names[i], META_ACL_DESCRIBE,
-                                 msg, sizeof msg) != 0;
-    if (!op->refused[i]) {
-      op->asked[n++] = op->names[i];
-    }
-  }
-  op->mr.topics = op->asked;
-  op->mr.n_topics = n;
-  return 0;
 }
 
 void kafka_handle_metadata(struct kafka_req *kr)
@@ -316,10 +276,8 @@ void kafka_handle_metadata(struct kafka_req *kr)
   op->allow_auto = allow && kr->n->cfg.kafka_auto_create_topics != 0;
   cairn__client__envelope__init(&op->env);
   cairn__client__metadata_request__init(&op->mr);
-  if (kafka_md_authorize(kr) != 0) {
-    kafka_req_close(kr);
-    return;
-  }
+  op->mr.topics = op->names;
+  op->mr.n_topics = op->nnames;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_METADATA_REQ;
   op->env.metadata_req = &op->mr;
   kafka_req_relay(kr, CAIRN__CLIENT__API__API_METADATA, &op->env, NULL, 0, kafka_md_on_answer);
