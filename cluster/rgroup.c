@@ -1,6 +1,7 @@
 /* rgroup.c - a partition replica's lifecycle and its produce path with
  * group commit (rgroup.h). The state machine is in rgroup_fsm.c. */
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_cmd.h"
 
 #include "cluster/raft_err.h"
 #include "cluster/rgroup_fsm.h"
@@ -279,6 +280,7 @@ static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, str
     return rv;
   }
   char err[512];
+  rg->store_kind = o->storage;
   if (o->storage == STORE_KIND_POSTGRESQL) {
     rv = rgroup_open_pgstore(rg, o, begun, &rg->store, err, sizeof err);
   } else {
@@ -673,8 +675,9 @@ static void rgroup_propose(struct rgroup *rg)
   rgroup_raft_note_append(rg);
 }
 
-int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t *batch,
-                   size_t len, rgroup_produce_cb cb)
+/* Whether this replica may propose now: 0, CAIRN_ENOTLEADER, CAIRN_ESHUTDOWN
+ * or CAIRN_EFATAL. */
+static int rgroup_can_propose(struct rgroup *rg)
 {
   if (rg->state != RGROUP_RUNNING) {
     return rg->state == RGROUP_TRANSFERRING || rg->state == RGROUP_RECOVERING ? CAIRN_ENOTLEADER
@@ -686,6 +689,19 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
   if (raft_state(&rg->raft) != RAFT_LEADER || rgroup_is_catching_up(rg) || rg->raft_failed) {
     return CAIRN_ENOTLEADER;
   }
+  return 0;
+}
+
+static void rgroup_enqueue(struct rgroup *rg, struct rgroup_produce *req, const uint8_t *item,
+                           size_t len, int32_t records, rgroup_produce_cb cb);
+
+int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t *batch, size_t len,
+                   rgroup_produce_cb cb)
+{
+  int ok = rgroup_can_propose(rg);
+  if (ok != 0) {
+    return ok;
+  }
   /* A malformed batch must never reach the Raft log: every replica would
    * fail to apply it. */
   char why[160];
@@ -696,10 +712,19 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
   }
   struct batch_header h;
   batch_header_decode(batch, &h);
+  rg->batches_proposed++;
+  rgroup_enqueue(rg, req, batch, len, h.record_count, cb);
+  return 0;
+}
+
+/* Queues one validated item (a batch or a command) for the next entry. */
+static void rgroup_enqueue(struct rgroup *rg, struct rgroup_produce *req, const uint8_t *item,
+                           size_t len, int32_t records, rgroup_produce_cb cb)
+{
   req->rg = rg;
-  req->batch = batch;
+  req->batch = item;
   req->len = len;
-  req->records = h.record_count;
+  req->records = records;
   req->cb = cb;
   req->next = NULL;
   if (rg->queue_tail != NULL) {
@@ -709,8 +734,41 @@ int rgroup_produce(struct rgroup *rg, struct rgroup_produce *req, const uint8_t 
   }
   rg->queue_tail = req;
   rg->queue_bytes += len;
-  rg->batches_proposed++;
   rgroup_propose(rg);
+}
+
+int rgroup_delete_records(struct rgroup *rg, struct rgroup_produce *req, uint8_t *cmd,
+                          int64_t offset, rgroup_produce_cb cb)
+{
+  int rv = rgroup_can_propose(rg);
+  if (rv != 0) {
+    return rv;
+  }
+  if (!rgroup_leader_caught_up(rg)) {
+    return CAIRN_ENOTLEADER; /* its store may be behind what is committed */
+  }
+  if (rg->store_kind == STORE_KIND_POSTGRESQL) {
+    rgroup_set_errmsg(rg, "deleting records is not offered for postgresql topics");
+    return CAIRN_EPOLICY;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (offset == -1) {
+    offset = info.next_offset;
+  }
+  if (offset < 0) {
+    rgroup_set_errmsg(rg, "offset %lld: not an offset (-1 names the high watermark)",
+                      (long long)offset);
+    return CAIRN_EOFFSET;
+  }
+  if (offset > info.next_offset) {
+    rgroup_set_errmsg(rg, "offset %lld is above the high watermark, %lld", (long long)offset,
+                      (long long)info.next_offset);
+    return CAIRN_EOFFSET;
+  }
+  struct rgroup_cmd c = {.kind = RGROUP_CMD_LOG_START, .offset = offset};
+  rgroup_cmd_encode(&c, cmd);
+  rgroup_enqueue(rg, req, cmd, RGROUP_CMD_SIZE, 0, cb);
   return 0;
 }
 

@@ -361,6 +361,7 @@ struct rgroup {
   struct raft_fsm fsm;
   struct raft raft;
   size_t max_entry_bytes;
+  uint32_t store_kind; /* enum store_kind, from the open's options */
   /* group commit */
   struct rgroup_produce *queue_head, *queue_tail;
   size_t queue_bytes;
@@ -520,6 +521,24 @@ __attribute__((warn_unused_result)) int rgroup_produce(struct rgroup *rg,
                                                        struct rgroup_produce *req,
                                                        const uint8_t *batch, size_t len,
                                                        rgroup_produce_cb cb);
+
+/* Proposes deleting every record below offset (Kafka's DeleteRecords) on
+ * every replica: a LOG_START command (rgroup_cmd.h) through the Raft log,
+ * queued behind the batches already queued. offset -1 means the high
+ * watermark. cmd is the command's buffer, filled here; req and cmd are
+ * borrowed until the callback, which fires exactly once if this returns 0,
+ * with the log start once the command is applied (an offset at or below
+ * the start changes nothing and answers the start), or the codes of
+ * rgroup_produce_cb. Returns 0, CAIRN_ENOTLEADER (also while this leader
+ * has not applied its term's first entry: its high watermark may be
+ * behind), CAIRN_ESHUTDOWN, CAIRN_EFATAL, CAIRN_EOFFSET (offset below -1,
+ * or above the high watermark; rg->errmsg says which), or CAIRN_EPOLICY
+ * (a PostgreSQL store: its deletes run off the loop and may not race the
+ * appends that follow in the log). */
+__attribute__((warn_unused_result)) int rgroup_delete_records(struct rgroup *rg,
+                                                              struct rgroup_produce *req,
+                                                              uint8_t *cmd, int64_t offset,
+                                                              rgroup_produce_cb cb);
 
 /* The current leader as this replica knows it: id 0 when unknown (also
  * while recovering from a failed write, or once closing). The

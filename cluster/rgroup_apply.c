@@ -3,6 +3,7 @@
  * that the node (rgroup_fsm.c) and the simulation (tests/sim/) share. */
 #include "cluster/rgroup_apply.h"
 
+#include "cluster/rgroup_cmd.h"
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "format/batch.h"
@@ -75,8 +76,8 @@ static bool rgroup_apply_is_padding(const uint8_t *p, size_t n)
   return true;
 }
 
-/* Splits an entry into ap->batches. Returns their count or a negative
- * code. */
+/* Splits an entry into ap->batches: its batches and commands
+ * (rgroup_cmd.h), in order. Returns their count or a negative code. */
 static int rgroup_apply_split(struct rgroup_apply *ap, const uint8_t *p, size_t len)
 {
   size_t pos = 0;
@@ -84,7 +85,12 @@ static int rgroup_apply_split(struct rgroup_apply *ap, const uint8_t *p, size_t 
   while (pos < len && !rgroup_apply_is_padding(p + pos, len - pos)) {
     size_t size = 0;
     int err = 0;
-    if (batch_probe(p + pos, len - pos, len - pos, &size, &err) != BATCH_PROBE_OK) {
+    struct rgroup_cmd cmd;
+    int is_cmd = rgroup_cmd_probe(p + pos, len - pos, &cmd, &size);
+    if (is_cmd < 0) {
+      return is_cmd;
+    }
+    if (is_cmd == 0 && batch_probe(p + pos, len - pos, len - pos, &size, &err) != BATCH_PROBE_OK) {
       return err != 0 ? err : CAIRN_ETRUNCATED;
     }
     if (rgroup_apply_batches(ap, (size_t)n + 1) != 0) {
@@ -151,6 +157,38 @@ int rgroup_apply_scan(struct store *store, struct producer_state *ps, int64_t fr
   return 0;
 }
 
+static bool rgroup_apply_is_command(const struct store_batch *b)
+{
+  return b->len > BATCH_OFF_MAGIC && b->data[BATCH_OFF_MAGIC] == RGROUP_CMD_MAGIC;
+}
+
+/* Runs the entry's commands on the store (info: the store before the
+ * entry, updated), each answered in ap->results with the log start after
+ * it. A LOG_START offset above the log's end is taken as the end (the same
+ * on every replica: each applies it at the same point of the log). */
+static int rgroup_apply_commands(struct rgroup_apply *ap, struct store *store, int n,
+                                 struct store_info *info)
+{
+  for (int i = 0; i < n; i++) {
+    struct rgroup_cmd cmd;
+    size_t size;
+    if (rgroup_cmd_probe(ap->batches[i].data, ap->batches[i].len, &cmd, &size) != 1) {
+      continue;
+    }
+    int64_t to = cmd.offset < info->next_offset ? cmd.offset : info->next_offset;
+    if (to > info->start_offset) {
+      int rv = store_delete_before(store, to);
+      if (rv != 0) {
+        return rv;
+      }
+      store_info(store, info);
+    }
+    ap->results[i].status = 0;
+    ap->results[i].offset = info->start_offset;
+  }
+  return 0;
+}
+
 int rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct producer_state *ps,
                        const uint8_t *entry, size_t len, uint64_t index, struct rgroup_applied *out)
 {
@@ -163,11 +201,20 @@ int rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct prod
   }
   struct store_info info;
   store_info(store, &info);
-  if (index <= info.last_index) {
-    return 0; /* applied before a restart: nobody waits for it */
-  }
   if (rgroup_apply_results(ap, (size_t)n) != 0) {
     return CAIRN_ENOMEM;
+  }
+  /* Commands first: each moves the log start within what the store held
+   * before this entry (the leader accepted the offset at or below its
+   * high watermark then), so the entry's batches are never touched by
+   * them. Also for an entry applied before a restart: a command is
+   * idempotent, and its effect may not have reached the disk. */
+  int rv = rgroup_apply_commands(ap, store, n, &info);
+  if (rv != 0) {
+    return rv;
+  }
+  if (index <= info.last_index) {
+    return 0; /* applied before a restart: nobody waits for it */
   }
   /* Judge each batch in entry order, recording the ones to append at the
    * offsets the store will give them (gap-free from next_offset), so that a
@@ -175,6 +222,9 @@ int rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct prod
   int64_t next = info.next_offset;
   size_t nappend = 0;
   for (int i = 0; i < n; i++) {
+    if (rgroup_apply_is_command(&ap->batches[i])) {
+      continue; /* answered by rgroup_apply_commands */
+    }
     struct batch_header h;
     batch_header_decode(ap->batches[i].data, &h);
     struct producer_batch_info b;
@@ -192,7 +242,7 @@ int rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct prod
       }
       continue;
     }
-    int rv = producer_state_record(ps, &b, next, index);
+    rv = producer_state_record(ps, &b, next, index);
     if (rv != 0) {
       return rv;
     }
@@ -207,7 +257,7 @@ int rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct prod
     return 0; /* every batch refused or a duplicate: the store is unchanged */
   }
   int64_t base = -1;
-  int rv = store_append(store, ap->batches, nappend, index, &base);
+  rv = store_append(store, ap->batches, nappend, index, &base);
   if (rv == 0 && base != info.next_offset) {
     rv = CAIRN_ECORRUPT; /* the store numbered the batches otherwise */
   }

@@ -46,14 +46,18 @@ void rgroup_apply_init(struct rgroup_apply *ap);
 void rgroup_apply_close(struct rgroup_apply *ap);
 
 /* Applies the entry entry[0..len) at Raft index: splits it into batches
- * (trailing zero padding of fewer than 8 bytes ends it), judges each with
+ * and commands (rgroup_cmd.h; trailing zero padding of fewer than 8 bytes
+ * ends it), runs the commands first (a LOG_START deletes below its offset,
+ * capped at the log's end; also when the store holds index already, as a
+ * command is idempotent), then judges each batch with
  * producer_state_check() in entry order (a later batch of a producer sees
  * an earlier one of the same entry), records the accepted ones with
  * producer_state_record() at the offsets the store will give them, and
  * store_append()s them as one unit with index. ps must cover the store up
  * to its end (the caller brings it there: rgroup_apply_scan).
  *
- * *out gets one result per batch, or n 0 when the store holds index
+ * *out gets one result per item (a command's: status 0 and the log start
+ * after it), or n 0 when the store holds index
  * already (applied before a restart: nobody waits for it); its results
  * are borrowed from ap (valid until the next call). Borrows entry for the
  * call only.

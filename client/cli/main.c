@@ -23,6 +23,7 @@ static void main_usage(FILE *out)
           "  topic delete NAME\n"
           "  topic add-partitions NAME --partitions N\n"
           "  topic alter-config NAME --set KEY=VALUE [--delete KEY]\n"
+          "  topic delete-records NAME --offset N|end [--partition P]\n"
           "  produce TOPIC              send stdin to TOPIC, one message per line\n"
           "  consume TOPIC              print TOPIC's messages, one value per line\n"
           "  consume -g GROUP TOPIC...  the same as a member of a consumer group\n"

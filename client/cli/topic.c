@@ -1,4 +1,5 @@
-/* topic.c - `cairn topic create|list|describe|delete|add-partitions|alter-config`,
+/* topic.c - `cairn topic create|list|describe|delete|add-partitions|alter-config|
+ * delete-records`,
  * and how a topic and
  * its partitions are printed (also by `cairn cluster status`). */
 #include "cli.h"
@@ -22,6 +23,7 @@ static void topic_help(FILE *out)
           "       cairn topic delete NAME\n"
           "       cairn topic add-partitions NAME --partitions N\n"
           "       cairn topic alter-config NAME --set KEY=VALUE [--set ...] [--delete KEY]\n"
+          "       cairn topic delete-records NAME --offset N|end [--partition P]\n"
           "\n"
           "  create     a topic of N partitions (1..%d), each replicated on R nodes\n"
           "             (1..%d, at most the alive nodes); NAME is 1..%d of\n"
@@ -39,6 +41,10 @@ static void topic_help(FILE *out)
           "             -s, --set KEY=VALUE sets a key, -d, --delete KEY puts it back to\n"
           "             its default; retention.ms and retention.bytes (-1: no limit)\n"
           "             apply on every replica at its next retention pass\n"
+          "  delete-records\n"
+          "             delete every record below offset N (end: the high watermark)\n"
+          "             of partition P, or of every partition, on every replica: the\n"
+          "             log start moves to N (Kafka's kafka-delete-records)\n"
           "\n"
           "create options:\n"
           "  -P, --partitions N             partition count (required)\n"
@@ -571,6 +577,118 @@ static int topic_add_partitions(struct cli *c, int argc, char **argv)
   return CLI_OK;
 }
 
+struct topic_delrec {
+  int64_t offset;    /* -1: the high watermark */
+  int64_t partition; /* -1: every partition */
+  bool have_offset;
+};
+
+static int topic_delrec_opt(void *ctx, int o, const char *arg)
+{
+  const char *cmd = "topic delete-records";
+  struct topic_delrec *d = ctx;
+  uint64_t v = 0;
+  switch (o) {
+  case 'o':
+    d->have_offset = true;
+    if (strcmp(arg, "end") == 0) {
+      d->offset = -1;
+      return CLI_OK;
+    }
+    if (cli_parse_u64(cmd, "--offset", arg, 0, INT64_MAX, &v) != 0) {
+      return CLI_USAGE;
+    }
+    d->offset = (int64_t)v;
+    return CLI_OK;
+  case 'p':
+    if (cli_parse_u64(cmd, "--partition", arg, 0, TOPIC_MAX_PARTITIONS - 1, &v) != 0) {
+      return CLI_USAGE;
+    }
+    d->partition = (int64_t)v;
+    return CLI_OK;
+  default:
+    return cli_usage_error(cmd, "unexpected option");
+  }
+}
+
+/* One partition's delete: printed (or added to j), *failed on an error. */
+static void topic_delrec_one(struct cli *c, const char *name, int32_t partition, int64_t offset,
+                             struct oj *j, bool *failed)
+{
+  const char *cmd = "topic delete-records";
+  int64_t start = -1;
+  int rv = cairn_sync_delete_records(c->sync, name, partition, offset, &start);
+  if (rv != 0) {
+    char what[300];
+    snprintf(what, sizeof what, "%s/%" PRId32, name, partition);
+    (void)cli_fail_call(c, cmd, what, rv);
+    *failed = true;
+    return;
+  }
+  if (j != NULL) {
+    oj_object_begin(j);
+    oj_key(j, "topic");
+    oj_str(j, name);
+    oj_key(j, "partition");
+    oj_uint(j, (uint64_t)partition);
+    oj_key(j, "low_watermark");
+    oj_int(j, start);
+    oj_object_end(j);
+  } else {
+    printf("%s/%" PRId32 ": log start now %" PRId64 "\n", name, partition, start);
+  }
+}
+
+static int topic_delete_records(struct cli *c, int argc, char **argv)
+{
+  const char *cmd = "topic delete-records";
+  static const struct option own[] = {{"offset", required_argument, NULL, 'o'},
+                                      {"partition", required_argument, NULL, 'p'},
+                                      {NULL, 0, NULL, 0}};
+  struct topic_delrec d = {.offset = -1, .partition = -1};
+  int first;
+  int rv = cli_getopt(c, cmd, argc, argv, "o:p:", own, topic_delrec_opt, &d, topic_help, &first);
+  if (rv != CLI_OK) {
+    return rv == CLI_HELP_DONE ? CLI_OK : rv;
+  }
+  const char *name;
+  if ((rv = topic_one_name(cmd, argc, argv, first, &name)) != CLI_OK) {
+    return rv;
+  }
+  if (!d.have_offset) {
+    return cli_usage_error(cmd, "below which offset? (--offset N, or --offset end for "
+                                "everything up to the high watermark)");
+  }
+  if ((rv = cli_connect(c, cmd)) != CLI_OK) {
+    return rv;
+  }
+  uint32_t from = (uint32_t)d.partition, to = (uint32_t)d.partition + 1;
+  if (d.partition < 0) {
+    struct cairn_topic_info *t = NULL;
+    rv = cli_describe_topic(c, name, &t);
+    if (rv != 0) {
+      return cli_fail_call(c, cmd, name, rv);
+    }
+    from = 0;
+    to = t->partition_count;
+    cairn_topic_info_free(t);
+  }
+  struct oj j;
+  if (c->json) {
+    oj_init(&j, stdout, true);
+    oj_array_begin(&j);
+  }
+  bool failed = false;
+  for (uint32_t p = from; p < to; p++) {
+    topic_delrec_one(c, name, (int32_t)p, d.offset, c->json ? &j : NULL, &failed);
+  }
+  if (c->json) {
+    oj_array_end(&j);
+    oj_end(&j);
+  }
+  return failed ? CLI_FAIL : CLI_OK;
+}
+
 #define TOPIC_MAX_CHANGES 32
 
 struct topic_alter {
@@ -733,7 +851,8 @@ int cli_topic(struct cli *c, int argc, char **argv)
               {"describe", topic_describe},
               {"delete", topic_delete},
               {"add-partitions", topic_add_partitions},
-              {"alter-config", topic_alter_config}};
+              {"alter-config", topic_alter_config},
+              {"delete-records", topic_delete_records}};
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     topic_help(argc < 2 ? stderr : stdout);
     return argc < 2 ? CLI_USAGE : CLI_OK;
@@ -743,6 +862,8 @@ int cli_topic(struct cli *c, int argc, char **argv)
       return subs[i].run(c, argc - 1, argv + 1);
     }
   }
-  return cli_usage_error("topic", "unknown subcommand '%s' (create, list, describe, delete, add-partitions or alter-config)",
+  return cli_usage_error("topic",
+                         "unknown subcommand '%s' (create, list, describe, delete, add-partitions, "
+                         "alter-config or delete-records)",
                          argv[1]);
 }

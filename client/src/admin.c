@@ -21,7 +21,8 @@ enum lc_admin_kind {
   LC_ADMIN_DESCRIBE,
   LC_ADMIN_CLUSTER,
   LC_ADMIN_DECOMMISSION,
-  LC_ADMIN_OFFSETS
+  LC_ADMIN_OFFSETS,
+  LC_ADMIN_DELETE_RECORDS
 };
 
 /* One admin call: the lc_acall with its request, and the caller's
@@ -39,11 +40,14 @@ struct lc_admin {
     Cairn__Client__DecommissionNodeRequest decommission;
     Cairn__Client__MetadataRequest metadata;
     Cairn__Client__ListOffsetsRequest offsets;
+    Cairn__Client__DeleteRecordsRequest delrec;
   } u;
   Cairn__Client__TopicConfig cfg;
   char storage[16]; /* cfg.storage points here */
   Cairn__Client__ListOffsetsPartition lop;
   Cairn__Client__ListOffsetsPartition *lops[1];
+  Cairn__Client__DeleteRecordsPartition drp;
+  Cairn__Client__DeleteRecordsPartition *drps[1];
   char *topics[1];
   char *name;
   /* An AlterTopicConfig's changes: copies of the caller's strings. */
@@ -92,6 +96,7 @@ static const Cairn__Client__Envelope__BodyCase lc_admin_body[] = {
     [LC_ADMIN_CLUSTER] = CAIRN__CLIENT__ENVELOPE__BODY_DESCRIBE_CLUSTER_RESP,
     [LC_ADMIN_DECOMMISSION] = CAIRN__CLIENT__ENVELOPE__BODY_DECOMMISSION_RESP,
     [LC_ADMIN_OFFSETS] = CAIRN__CLIENT__ENVELOPE__BODY_LIST_OFFSETS_RESP,
+    [LC_ADMIN_DELETE_RECORDS] = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_RESP,
 };
 
 /* An answer of the expected body without an error (admin_call.h). */
@@ -150,6 +155,24 @@ static enum lc_op_verdict lc_admin_on_answer(struct lc_acall *ac, struct lc_op *
     }
     a->offset = pr->offset;
     a->timestamp = pr->timestamp;
+    return LC_OP_DONE;
+  }
+  case LC_ADMIN_DELETE_RECORDS: {
+    const Cairn__Client__DeleteRecordsResponse *r = env->delete_records_resp;
+    if (r->n_partitions != 1) {
+      op->status = CAIRN_EPROTOCOL;
+      return LC_OP_DONE;
+    }
+    const Cairn__Client__DeleteRecordsPartitionResult *pr = r->partitions[0];
+    if (pr->error != NULL && pr->error->code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER) {
+      op->c->stats.not_leader++;
+      lc_meta_set_leader(op->c, op->topic, op->partition, pr->leader_id, pr->leader_address);
+    }
+    enum lc_op_verdict v = lc_acall_verdict(op, pr->error);
+    if (op->status != 0) {
+      return v;
+    }
+    a->offset = pr->low_watermark;
     return LC_OP_DONE;
   }
   default:
@@ -212,6 +235,9 @@ static void lc_admin_on_done(struct lc_acall *ac, struct cairn_client *c, int st
   case LC_ADMIN_OFFSETS:
     a->cb.offset(c, status, msg, status == 0 ? a->offset : -1,
                  status == 0 ? a->timestamp : -1, a->data);
+    break;
+  case LC_ADMIN_DELETE_RECORDS:
+    a->cb.offset(c, status, msg, status == 0 ? a->offset : -1, -1, a->data);
     break;
   }
 }
@@ -514,6 +540,32 @@ int cairn_list_offsets(struct cairn_client *c, const char *topic, int32_t partit
   a->u.offsets.n_partitions = 1;
   a->u.offsets.partitions = a->lops;
   a->call.env.list_offsets_req = &a->u.offsets;
+  a->cb.offset = cb;
+  a->data = data;
+  return lc_acall_start(c, &a->call, LC_OP_LEADER, topic, partition);
+}
+
+int cairn_delete_records(struct cairn_client *c, const char *topic, int32_t partition,
+                         int64_t offset, cairn_offset_cb cb, void *data)
+{
+  int rv = lc_acall_check(c, cb != NULL);
+  if (rv != 0 || topic == NULL || partition < 0 || offset < -1) {
+    return rv != 0 ? rv : CAIRN_EINVAL;
+  }
+  struct lc_admin *a = lc_admin_new(LC_ADMIN_DELETE_RECORDS, CAIRN__CLIENT__API__API_DELETE_RECORDS,
+                                    CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_REQ, topic);
+  if (a == NULL) {
+    return CAIRN_ENOMEM;
+  }
+  cairn__client__delete_records_request__init(&a->u.delrec);
+  cairn__client__delete_records_partition__init(&a->drp);
+  a->drp.topic = a->name;
+  a->drp.partition = (uint32_t)partition;
+  a->drp.offset = offset;
+  a->drps[0] = &a->drp;
+  a->u.delrec.n_partitions = 1;
+  a->u.delrec.partitions = a->drps;
+  a->call.env.delete_records_req = &a->u.delrec;
   a->cb.offset = cb;
   a->data = data;
   return lc_acall_start(c, &a->call, LC_OP_LEADER, topic, partition);

@@ -324,6 +324,18 @@ int cairn_sync_list_offsets(struct cairn_sync *s, const char *topic, int32_t par
   return rv;
 }
 
+int cairn_sync_delete_records(struct cairn_sync *s, const char *topic, int32_t partition,
+                              int64_t offset, int64_t *low_watermark)
+{
+  struct lc_swait w = {.s = s};
+  int rv = lc_sync_wait(
+      s, &w, cairn_delete_records(s->c, topic, partition, offset, lc_sync_on_offset, &w));
+  if (low_watermark != NULL) {
+    *low_watermark = rv == 0 ? w.offset : -1;
+  }
+  return rv;
+}
+
 /* ---- producer ---- */
 
 int cairn_sync_producer_new(struct cairn_sync *s, const struct cairn_producer_options *o,

@@ -44,6 +44,7 @@
   X(CAIRN_EINVALID_REPLICAS,   -10054, "invalid replica assignment change") \
   X(CAIRN_EINTERNAL_TOPIC,     -10060, "internal topic: users may not delete or alter it") \
   X(CAIRN_EINVALID_CONFIG,     -10061, "invalid topic configuration: an unknown key, a bad value or a key that cannot change") \
+  X(CAIRN_EPOLICY,             -10062, "the topic's storage does not offer this operation") \
   X(CAIRN_EBADREQUEST,  -10080, "request fields do not match its payload or are not offered") \
   X(CAIRN_EFRAMEEMPTY,  -10055, "zero-length frame")                              \
   X(CAIRN_EBADFRAME,    -10056, "malformed frame: envelope length does not fit the frame") \

@@ -228,7 +228,7 @@ bool authz_request(struct node *n, struct conn_request *req)
     }
     break;
   default:
-    /* Hello, Authenticate: open. Produce, Fetch, ListOffsets, Metadata,
+    /* Hello, Authenticate: open. Produce, Fetch, ListOffsets, DeleteRecords, Metadata,
      * ListTopics, DescribeTopic, DescribeCluster, ListGroups: per topic or
      * group in their handlers. */
     break;

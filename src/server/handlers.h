@@ -133,6 +133,10 @@ void handle_init_producer_id(struct node *n, struct conn_request *req);
 /* handle_list_offsets.c */
 void handle_list_offsets(struct node *n, struct conn_request *req);
 
+/* handle_delete_records.c: answers once every partition's command is
+ * applied at its leader, or at the request's timeout. */
+void handle_delete_records(struct node *n, struct conn_request *req);
+
 /* Consumer groups (docs/consumer-groups.md), served by the group's
  * coordinator (server/group/coord.h); any other node answers
  * NOT_COORDINATOR with the coordinator it knows.

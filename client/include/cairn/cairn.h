@@ -471,6 +471,19 @@ __attribute__((warn_unused_result)) int cairn_list_offsets(struct cairn_client *
                                                            int64_t timestamp_ms,
                                                            cairn_offset_cb cb, void *data);
 
+/* DeleteRecords at the partition's leader: every record below offset goes,
+ * on every replica (Kafka's DeleteRecords; -1 names the high watermark:
+ * the partition is emptied). cb gets the log start afterwards as its offset
+ * (an offset at or below the start changes nothing) and -1 as its
+ * timestamp; or CAIRN_EOFFSET (offset above the high watermark),
+ * CAIRN_EPOLICY (a postgresql topic: not offered), CAIRN_EAUTHZ (needs
+ * DELETE on the topic), CAIRN_EUNKNOWN_TOPIC, ... Retried through leader
+ * changes within request_timeout_ms, as ListOffsets. */
+__attribute__((warn_unused_result)) int cairn_delete_records(struct cairn_client *c,
+                                                             const char *topic, int32_t partition,
+                                                             int64_t offset, cairn_offset_cb cb,
+                                                             void *data);
+
 /* ------------------------------------------------------------------------
  * Producer
  *
@@ -773,6 +786,12 @@ __attribute__((warn_unused_result)) int cairn_sync_list_acls(struct cairn_sync *
                                                              int resource_type,
                                                              const char *resource,
                                                              struct cairn_acl_list **out);
+/* cairn_delete_records, waited for: *low_watermark the log start after it
+ * (-1 on an error). */
+__attribute__((warn_unused_result)) int cairn_sync_delete_records(struct cairn_sync *s,
+                                                                  const char *topic,
+                                                                  int32_t partition, int64_t offset,
+                                                                  int64_t *low_watermark);
 __attribute__((warn_unused_result)) int cairn_sync_list_offsets(struct cairn_sync *s,
                                                                 const char *topic,
                                                                 int32_t partition,
