@@ -46,6 +46,7 @@ static const struct kafka_dispatch_entry kafka_dispatch_table[] = {
     {"ApiVersions", {KAFKA_API_API_VERSIONS, 0, 3}, 3, kafka_handle_api_versions},
     {"CreateTopics", {KAFKA_API_CREATE_TOPICS, 0, 4}, INT16_MAX, kafka_handle_create_topics},
     {"DeleteTopics", {KAFKA_API_DELETE_TOPICS, 0, 3}, INT16_MAX, kafka_handle_delete_topics},
+    {"DeleteRecords", {KAFKA_API_DELETE_RECORDS, 0, 2}, 2, kafka_handle_delete_records},
     {"InitProducerId", {KAFKA_API_INIT_PRODUCER_ID, 0, 1}, INT16_MAX, kafka_handle_init_producer_id},
     {"DescribeConfigs", {KAFKA_API_DESCRIBE_CONFIGS, 0, 2}, INT16_MAX, kafka_handle_describe_configs},
     {"AlterConfigs", {KAFKA_API_ALTER_CONFIGS, 0, 1}, INT16_MAX, kafka_handle_alter_configs},
@@ -275,6 +276,8 @@ int16_t kafka_err_from_wire(Cairn__Client__ErrorCode code)
     return KAFKA_ERR_TOPIC_AUTHORIZATION_FAILED;
   case CAIRN__CLIENT__ERROR_CODE__INVALID_CONFIG:
     return KAFKA_ERR_INVALID_CONFIG;
+  case CAIRN__CLIENT__ERROR_CODE__POLICY_VIOLATION:
+    return KAFKA_ERR_POLICY_VIOLATION;
   case CAIRN__CLIENT__ERROR_CODE__CORRUPT_BATCH:
     return KAFKA_ERR_CORRUPT_MESSAGE;
   /* In doubt: the batch may be committed; a timeout makes the client retry,

@@ -62,6 +62,7 @@ enum kafka_error {
   KAFKA_ERR_INVALID_CONFIG = 40,
   KAFKA_ERR_NOT_CONTROLLER = 41,
   KAFKA_ERR_INVALID_REQUEST = 42,
+  KAFKA_ERR_POLICY_VIOLATION = 44,
   KAFKA_ERR_OUT_OF_ORDER_SEQUENCE = 45,
   KAFKA_ERR_INVALID_PRODUCER_EPOCH = 47,
   KAFKA_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
@@ -94,6 +95,7 @@ enum kafka_api {
   KAFKA_API_API_VERSIONS = 18,
   KAFKA_API_CREATE_TOPICS = 19,
   KAFKA_API_DELETE_TOPICS = 20,
+  KAFKA_API_DELETE_RECORDS = 21,
   KAFKA_API_INIT_PRODUCER_ID = 22,
   KAFKA_API_DESCRIBE_ACLS = 29,
   KAFKA_API_CREATE_ACLS = 30,
@@ -268,6 +270,7 @@ void kafka_handle_describe_acls(struct kafka_req *kr);
 void kafka_handle_create_acls(struct kafka_req *kr);
 void kafka_handle_delete_acls(struct kafka_req *kr);
 void kafka_handle_offset_delete(struct kafka_req *kr);
+void kafka_handle_delete_records(struct kafka_req *kr);
 void kafka_handle_sasl_handshake(struct kafka_req *kr);
 void kafka_handle_sasl_authenticate(struct kafka_req *kr);
 

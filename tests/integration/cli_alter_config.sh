@@ -21,55 +21,8 @@ cairnd="$dir/cairnd-ret"
 start_cluster3
 expect 0 "$cli" topic create ret --partitions 1 --replication-factor 3 --segment-bytes 4096
 
-# produce_range FIRST LAST: records r-FIRST..r-LAST (100 bytes each), one
-# produce (one segment) per 40, each acknowledged (exit 0) before the next.
-produce_range() {
-  local from=$1
-  while [ "$from" -le "$2" ]; do
-    local to=$((from + 39))
-    [ "$to" -le "$2" ] || to=$2
-    seq -f 'r-%05g' "$from" "$to" | sed 's/$/-..........................................................................................-/' |
-      cut -c1-100 >"$dir/batch"
-    expect 0 "$cli" produce ret -p 0 <"$dir/batch"
-    from=$((to + 1))
-  done
-}
-# replica NODE: node NODE's replica of ret/0 as its admin port shows it.
-replica() {
-  curl -sf "http://127.0.0.1:$((base + 10 * ($1 - 1) + 2))/v1/topics/ret" |
-    python3 -c 'import json,sys; p=json.load(sys.stdin)["partitions"][0]; print(p["log_start_offset"], p["high_watermark"], p["hosted_here"])'
-}
-# every_replica PYEXPR: waits up to 30 s until, on every node, the replica
-# (s: log start, h: high watermark) satisfies PYEXPR.
-every_replica() {
-  local i ok
-  for _ in $(seq 1 150); do
-    ok=1
-    for i in 1 2 3; do
-      read -r s h hosted < <(replica "$i" || echo "-1 -1 False")
-      python3 -c "import sys; s, h = $s, $h; sys.exit(0 if '$hosted' == 'True' and ($1) else 1)" || ok=0
-    done
-    [ "$ok" -eq 0 ] || return 0
-    sleep 0.2
-  done
-  for i in 1 2 3; do echo "node $i: $(replica "$i" || true)"; done
-  fail "not every replica has $1 after 30 s"
-}
-# tail_ok LAST: `consume` from the log start reads a contiguous run of
-# records ending at r-LAST, each once, in order; prints how many.
-tail_ok() {
-  expect 0 "$cli" consume ret -p 0 -o beginning -e
-  cut -c1-7 "$dir/out" >"$dir/got"
-  local first
-  first=$(head -1 "$dir/got" | sed 's/^r-0*//')
-  [ -n "$first" ] || fail "nothing read"
-  seq -f 'r-%05g' "$first" "$1" | diff - "$dir/got" >/dev/null ||
-    fail "not a contiguous tail ending at r-$1: $(head -3 "$dir/got" | tr '\n' ' ') ... $(tail -3 "$dir/got" | tr '\n' ' ')"
-  wc -l <"$dir/got"
-}
-
-produce_range 1 200
-every_replica 's == 0 and h == 200'
+produce_range ret 0 1 200
+every_replica ret 0 's == 0 and h == 200'
 echo "200 records on every replica, log start 0"
 
 step "refusals: clear reasons, exit 1; usage errors exit 2"
@@ -105,34 +58,34 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 out_has "retention 8192 bytes per partition"
-every_replica 's > 0 and h == 200 and h - s <= 160'
-n=$(tail_ok 200)
-echo "retention left the last $n records on every replica"
+every_replica ret 0 's > 0 and h == 200 and h - s <= 160'
+n=$(tail_ok ret 0 200)
+echo "retention left the last ${n#* } records on every replica"
 
 step "a node SIGKILLed and restarted keeps the value; acknowledged records survive"
 kill -KILL "$(cat "$cdir/node2.pid")"
-produce_range 201 240
+produce_range ret 0 201 240
 bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
   fail "restart: $(cat "$dir/restart.out")"
 pids+=("$(cat "$cdir/node2.pid")")
 describe_has ret 'j["config"]["retention_bytes"] == 8192' -b "127.0.0.1:$((base + 10))"
-produce_range 241 280
-every_replica 's > 0 and h == 280 and h - s <= 160'
-n=$(tail_ok 280)
-echo "after the restart: the last $n records, contiguous, on every replica"
+produce_range ret 0 241 280
+every_replica ret 0 's > 0 and h == 280 and h - s <= 160'
+n=$(tail_ok ret 0 280)
+echo "after the restart: the last ${n#* } records, contiguous, on every replica"
 
 step "retention.bytes back to its default; retention.ms lowered deletes by age"
 expect 0 "$cli" topic alter-config ret --delete retention.bytes
 out_has "retention.bytes back to its default"
 describe_has ret 'j["config"]["retention_bytes"] == 0'
-produce_range 281 400
-every_replica 'h == 400'
-read -r before _ _ < <(replica 1)
+produce_range ret 0 281 400
+every_replica ret 0 'h == 400'
+read -r before _ _ < <(replica 1 ret 0)
 sleep 2.5
 expect 0 "$cli" topic alter-config ret --set retention.ms=2000
-every_replica "s > $before and h == 400"
-n=$(tail_ok 400)
-echo "retention.ms 2000: the last $n records left"
+every_replica ret 0 "s > $before and h == 400"
+n=$(tail_ok ret 0 400)
+echo "retention.ms 2000: the last ${n#* } records left"
 expect 0 "$cli" topic alter-config ret --set retention.ms=-1
 describe_has ret 'j["config"]["retention_ms"] == 0'
 echo "PASS"

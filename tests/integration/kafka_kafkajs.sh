@@ -5,7 +5,8 @@
 # is SIGKILLed, reads them back by offset and in a consumer group that
 # commits; every acknowledged message is read exactly once, in order per
 # partition, and the group's committed offsets are what `cairn group
-# describe` shows.
+# describe` shows. Then deleteTopicRecords (DeleteRecords) moves partition
+# 0's log start, and an offset above its end is refused.
 #
 # kafkajs is installed with npm into MODULES (a folder under the build
 # directory) the first time. The test is skipped (exit 77) only when npm's
@@ -187,6 +188,30 @@ async function main() {
   console.log(`by offset: ${total} read, every acknowledged one once, in order`);
   check(await consume("kj-g", total, true), acked, "group");
   console.log(`group: ${total} read and committed`);
+
+  // DeleteRecords (deleteTopicRecords): partition 0's records below half
+  // its end go on the replicas left; the low watermark says so, the end
+  // stays; an offset above the end is refused OFFSET_OUT_OF_RANGE.
+  const p0 = ends.find((p) => p.partition === 0);
+  const cut = Math.floor(Number(p0.high) / 2);
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: `${cut}` }] });
+  const a0 = (await admin.fetchTopicOffsets(topic)).find((p) => p.partition === 0);
+  assert(Number(a0.low) === cut && a0.high === p0.high,
+    `after deleteTopicRecords partition 0 has low ${a0.low} high ${a0.high}, want ${cut} ${p0.high}`);
+  let refused = null;
+  try {
+    await admin.deleteTopicRecords({ topic,
+      partitions: [{ partition: 0, offset: `${Number(p0.high) + 5}` }] });
+  } catch (e) {
+    refused = e;
+  }
+  // kafkajs's retrier wraps the per-partition error (its cause).
+  const parts = refused === null ? undefined : (refused.cause || refused).partitions;
+  const type = parts === undefined ? undefined : parts[0].error.type;
+  assert(type === "OFFSET_OUT_OF_RANGE", `an offset above the end: ${refused === null
+    ? "accepted" : `${refused.name}: ${refused.message} ${JSON.stringify(parts)}`}`);
+  console.log(`deleteTopicRecords: partition 0 starts at ${cut} of ${p0.high}; ` +
+    `above the end: ${type}`);
   await admin.disconnect();
   fs.writeFileSync(totalFile, `${total}\n`);
 }

@@ -17,6 +17,12 @@
  * group, then drops two partitions' offsets: rd_kafka_ListConsumerGroup-
  * Offsets shows them gone and the third kept.
  *
+ * DeleteRecords: rd_kafka_DeleteRecords moves a partition's log start
+ * (and empties another with OFFSET_END), refuses an offset above the high
+ * watermark per partition, and the new start holds on the next leaders
+ * after SIGKILLs of two leaders in turn: the records above it are read
+ * from it once each, in order, and none below comes back.
+ *
  * Usage: test_kafka_rdkafka_admin <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
 #include "cairnd.h"
@@ -471,6 +477,173 @@ static void test_librdkafka_lists_groups_and_reads_and_deletes_commits(void **st
   cd_destroy(&c);
 }
 
+#define DR_TOPIC "dr"
+#define DR_PER_PART 150
+#define DR_START 100
+
+/* The node leading DR_TOPIC/part as the cluster tells librdkafka, other
+ * than not (a node just killed, which metadata may still name); 0 none
+ * known yet. */
+static int32_t dr_leader(rd_kafka_t *rk, int32_t part, int32_t not )
+{
+  rd_kafka_topic_t *t = rd_kafka_topic_new(rk, DR_TOPIC, NULL);
+  const struct rd_kafka_metadata *md = NULL;
+  int32_t leader = 0;
+  if (rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (md->topic_cnt == 1 && md->topics[0].partition_cnt > part) {
+      leader = md->topics[0].partitions[part].leader;
+    }
+    rd_kafka_metadata_destroy(md);
+  }
+  rd_kafka_topic_destroy(t);
+  return leader > 0 && leader != not ? leader : 0;
+}
+
+static void dr_produce(const char *bootstrap)
+{
+  rd_kafka_t *p = rk_new(RD_KAFKA_PRODUCER, bootstrap, NULL);
+  for (int part = 0; part < 2; part++) {
+    for (int i = 0; i < DR_PER_PART; i++) {
+      char v[32];
+      int n = snprintf(v, sizeof v, "p%d-%d", part, i);
+      assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(DR_TOPIC), RD_KAFKA_V_PARTITION(part),
+                                         RD_KAFKA_V_VALUE(v, (size_t)n),
+                                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                       RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+  }
+  assert_int_equal(rd_kafka_flush(p, WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(p);
+}
+
+/* rd_kafka_DeleteRecords of DR_TOPIC's partitions part[i] below
+ * offset[i]: each partition's result is err[i], with the low watermark
+ * want[i] when it succeeded. */
+static void dr_delete(rd_kafka_t *rk, rd_kafka_queue_t *q, int n, const int32_t *part,
+                      const int64_t *offset, const rd_kafka_resp_err_t *err, const int64_t *want)
+{
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+  for (int i = 0; i < n; i++) {
+    rd_kafka_topic_partition_list_add(l, DR_TOPIC, part[i])->offset = offset[i];
+  }
+  rd_kafka_DeleteRecords_t *d = rd_kafka_DeleteRecords_new(l);
+  rd_kafka_topic_partition_list_destroy(l);
+  rd_kafka_DeleteRecords(rk, &d, 1, NULL, q);
+  rd_kafka_event_t *ev = rk_wait_result(q, RD_KAFKA_EVENT_DELETERECORDS_RESULT);
+  const rd_kafka_topic_partition_list_t *res =
+      rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+  assert_non_null(res);
+  assert_int_equal(res->cnt, n);
+  for (int i = 0; i < n; i++) {
+    const rd_kafka_topic_partition_t *r =
+        rd_kafka_topic_partition_list_find(res, DR_TOPIC, part[i]);
+    assert_non_null(r);
+    print_message("DeleteRecords %s/%d below %lld: %s, low watermark %lld\n", DR_TOPIC,
+                  (int)part[i], (long long)offset[i], rd_kafka_err2str(r->err),
+                  (long long)r->offset);
+    assert_int_equal(r->err, err[i]);
+    if (err[i] == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      assert_int_equal(r->offset, want[i]);
+    }
+  }
+  rd_kafka_event_destroy(ev);
+  rd_kafka_DeleteRecords_destroy(d);
+}
+
+/* Waits for DR_TOPIC/part's watermarks from a leader other than not and
+ * checks them. */
+static void dr_check_watermarks(rd_kafka_t *rk, int32_t part, int32_t not, int64_t lo_want,
+                                int64_t hi_want)
+{
+  int64_t lo = -1, hi = -1;
+  rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+  for (long long end = tu_now_ms() + WAIT_MS; tu_now_ms() < end;) {
+    if (dr_leader(rk, part, not ) != 0 &&
+        (e = rd_kafka_query_watermark_offsets(rk, DR_TOPIC, part, &lo, &hi, 5000)) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+      break;
+    }
+    usleep(200 * 1000);
+  }
+  assert_int_equal(e, RD_KAFKA_RESP_ERR_NO_ERROR);
+  assert_int_equal(lo, lo_want);
+  assert_int_equal(hi, hi_want);
+}
+
+/* Reads DR_TOPIC/0 from its beginning to the end: exactly the records
+ * DR_START.. in order, once each. */
+static void dr_read_from_beginning(const char *bootstrap)
+{
+  rd_kafka_t *c = rk_new(RD_KAFKA_CONSUMER, bootstrap, NULL);
+  rd_kafka_topic_t *t = rd_kafka_topic_new(c, DR_TOPIC, NULL);
+  assert_int_equal(rd_kafka_consume_start(t, 0, RD_KAFKA_OFFSET_BEGINNING), 0);
+  int64_t next = DR_START;
+  for (long long end = tu_now_ms() + WAIT_MS; next < DR_PER_PART && tu_now_ms() < end;) {
+    rd_kafka_message_t *m = rd_kafka_consume(t, 0, 500);
+    if (m == NULL) {
+      continue;
+    }
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      char want[32];
+      int n = snprintf(want, sizeof want, "p0-%lld", (long long)next);
+      assert_int_equal(m->offset, next);
+      assert_int_equal(m->len, (size_t)n);
+      assert_memory_equal(m->payload, want, (size_t)n);
+      next++;
+    } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      print_message("consume: %s\n", rd_kafka_message_errstr(m));
+    }
+    rd_kafka_message_destroy(m);
+  }
+  assert_int_equal(next, DR_PER_PART);
+  rd_kafka_consume_stop(t, 0);
+  rd_kafka_topic_destroy(t);
+  rd_kafka_destroy(c);
+}
+
+static void test_librdkafka_deletes_records_across_leader_kills(void **state)
+{
+  (void)state;
+  static struct cd_cluster c;
+  char bootstrap[64];
+  rk_cluster(&c, 2, bootstrap, sizeof bootstrap);
+  char msg[256] = "";
+  assert_int_equal(cd_create_topic(&c, 0, DR_TOPIC, 2, 3, WAIT_MS, msg, sizeof msg), 0);
+  assert_int_equal(cd_wait_settled(&c, DR_TOPIC, WAIT_MS), 0);
+  dr_produce(bootstrap);
+  rd_kafka_t *rk = rk_admin(bootstrap);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+  const rd_kafka_resp_err_t ok[] = {RD_KAFKA_RESP_ERR_NO_ERROR, RD_KAFKA_RESP_ERR_NO_ERROR};
+  dr_delete(rk, q, 2, (const int32_t[]){0, 1}, (const int64_t[]){DR_START, RD_KAFKA_OFFSET_END}, ok,
+            (const int64_t[]){DR_START, DR_PER_PART});
+  /* Above the high watermark: refused, nothing moves; below the start:
+   * nothing moves, the start is the answer. */
+  dr_delete(rk, q, 1, (const int32_t[]){0}, (const int64_t[]){DR_PER_PART + 1},
+            (const rd_kafka_resp_err_t[]){RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE}, NULL);
+  dr_delete(rk, q, 1, (const int32_t[]){0}, (const int64_t[]){40}, ok, (const int64_t[]){DR_START});
+  dr_check_watermarks(rk, 0, 0, DR_START, DR_PER_PART);
+  dr_check_watermarks(rk, 1, 0, DR_PER_PART, DR_PER_PART);
+  dr_read_from_beginning(bootstrap);
+  /* Every replica applied the command at the same point of its log: two
+   * leaders in turn are SIGKILLed, each next one has the same start. */
+  for (int round = 0; round < 2; round++) {
+    int32_t victim = 0;
+    for (long long end = tu_now_ms() + WAIT_MS; victim == 0 && tu_now_ms() < end;) {
+      victim = dr_leader(rk, 0, 0);
+    }
+    assert_true(victim > 0);
+    int vi = cd_index(&c, (uint64_t)victim);
+    print_message("SIGKILL node %d, the leader of %s/0\n", (int)victim, DR_TOPIC);
+    cd_kill(&c, vi);
+    dr_check_watermarks(rk, 0, victim, DR_START, DR_PER_PART);
+    dr_read_from_beginning(bootstrap);
+    assert_int_equal(cd_start(&c, vi), 0);
+  }
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -481,6 +654,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_librdkafka_acls_are_cairn_entries),
       cmocka_unit_test(test_librdkafka_lists_groups_and_reads_and_deletes_commits),
+      cmocka_unit_test(test_librdkafka_deletes_records_across_leader_kills),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -196,3 +196,54 @@ start_cluster3() {
   export CAIRN_BOOTSTRAP
   CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
 }
+
+# produce_range TOPIC PART FIRST LAST: records r-FIRST..r-LAST (100 bytes
+# each, r-%05g then filler) to TOPIC/PART, one produce (one batch) per 40,
+# each acknowledged (exit 0) before the next.
+produce_range() {
+  local topic=$1 part=$2 from=$3 last=$4 to
+  while [ "$from" -le "$last" ]; do
+    to=$((from + 39))
+    [ "$to" -le "$last" ] || to=$last
+    seq -f 'r-%05g' "$from" "$to" | sed 's/$/-..........................................................................................-/' |
+      cut -c1-100 >"$dir/batch"
+    expect 0 "$cli" produce "$topic" -p "$part" <"$dir/batch"
+    from=$((to + 1))
+  done
+}
+# replica NODE TOPIC PART: "LOG_START HIGH_WATERMARK HOSTED" of node NODE's
+# replica of TOPIC/PART as its admin port shows it (a start_cluster3 node).
+replica() {
+  curl -sf "http://127.0.0.1:$((base + 10 * ($1 - 1) + 2))/v1/topics/$2" |
+    python3 -c 'import json,sys; p=[p for p in json.load(sys.stdin)["partitions"] if p["partition"] == int(sys.argv[1])][0]; print(p["log_start_offset"], p["high_watermark"], p["hosted_here"])' "$3"
+}
+# every_replica TOPIC PART PYEXPR: waits up to 30 s until, on every node,
+# the replica of TOPIC/PART (s: log start, h: high watermark) satisfies
+# PYEXPR.
+every_replica() {
+  local i ok s h hosted
+  for _ in $(seq 1 150); do
+    ok=1
+    for i in 1 2 3; do
+      read -r s h hosted < <(replica "$i" "$1" "$2" || echo "-1 -1 False")
+      python3 -c "import sys; s, h = $s, $h; sys.exit(0 if '$hosted' == 'True' and ($3) else 1)" || ok=0
+    done
+    [ "$ok" -eq 0 ] || return 0
+    sleep 0.2
+  done
+  for i in 1 2 3; do echo "node $i: $(replica "$i" "$1" "$2" || true)"; done
+  fail "not every replica of $1/$2 has $3 after 30 s"
+}
+# tail_ok TOPIC PART LAST: `consume` from the log start reads a contiguous
+# run of produce_range's records ending at r-LAST, each once, in order;
+# prints the first one's number and how many.
+tail_ok() {
+  expect 0 "$cli" consume "$1" -p "$2" -o beginning -e
+  cut -c1-7 "$dir/out" >"$dir/got"
+  local first
+  first=$(head -1 "$dir/got" | sed 's/^r-0*//')
+  [ -n "$first" ] || fail "nothing read"
+  seq -f 'r-%05g' "$first" "$3" | diff - "$dir/got" >/dev/null ||
+    fail "not a contiguous tail ending at r-$3: $(head -3 "$dir/got" | tr '\n' ' ') ... $(tail -3 "$dir/got" | tr '\n' ' ')"
+  echo "$first $(wc -l <"$dir/got")"
+}
