@@ -101,4 +101,14 @@ expect 1 "$cli" --user admin acl add --principal "User:$(printf 'x%.0s' $(seq 1 
 err_has "not \*, User:NAME"
 grep -q "refused: User:ANONYMOUS may not DESCRIBE the cluster" "$cdir/node1.log" ||
   fail "the node did not log the refusal"
+step "delete-records needs DELETE on the topic"
+printf 'bob-pw\n' | "$cli" --user admin user create bob >/dev/null || fail "user bob"
+expect 0 "$cli" --user admin topic create recs --partitions 1 --replication-factor 1
+seq 1 30 | "$cli" --user admin produce recs >/dev/null || fail "produce to recs"
+expect 0 "$cli" --user admin acl add --principal User:bob --topic recs --operation read,write,describe
+expect 1 env CAIRN_PASSWORD=bob-pw "$cli" --user bob topic delete-records recs --offset 10 --partition 0
+err_has "User:bob may not DELETE topic 'recs'"
+expect 0 "$cli" --user admin acl add --principal User:bob --topic recs --operation delete
+expect 0 env CAIRN_PASSWORD=bob-pw "$cli" --user bob topic delete-records recs --offset 10 --partition 0
+out_has "recs/0: log start now 10"
 echo "cli_acl: ok"
