@@ -99,6 +99,19 @@ static const Cairn__Client__Envelope__BodyCase lc_admin_body[] = {
     [LC_ADMIN_DELETE_RECORDS] = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_RESP,
 };
 
+/* The verdict on one partition's result from its leader (ListOffsets,
+ * DeleteRecords): a NOT_LEADER hint goes into the metadata first, so that
+ * the retry goes to the new leader. */
+static enum lc_op_verdict lc_admin_at_leader(struct lc_op *op, const Cairn__Client__Error *err,
+                                             uint64_t leader_id, const char *leader_address)
+{
+  if (err != NULL && err->code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER) {
+    op->c->stats.not_leader++;
+    lc_meta_set_leader(op->c, op->topic, op->partition, leader_id, leader_address);
+  }
+  return lc_acall_verdict(op, err);
+}
+
 /* An answer of the expected body without an error (admin_call.h). */
 static enum lc_op_verdict lc_admin_on_answer(struct lc_acall *ac, struct lc_op *op,
                                              Cairn__Client__Envelope *env)
@@ -145,11 +158,7 @@ static enum lc_op_verdict lc_admin_on_answer(struct lc_acall *ac, struct lc_op *
       return LC_OP_DONE;
     }
     const Cairn__Client__ListOffsetsPartitionResult *pr = r->partitions[0];
-    if (pr->error != NULL && pr->error->code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER) {
-      op->c->stats.not_leader++;
-      lc_meta_set_leader(op->c, op->topic, op->partition, pr->leader_id, pr->leader_address);
-    }
-    enum lc_op_verdict v = lc_acall_verdict(op, pr->error);
+    enum lc_op_verdict v = lc_admin_at_leader(op, pr->error, pr->leader_id, pr->leader_address);
     if (op->status != 0) {
       return v;
     }
@@ -164,11 +173,7 @@ static enum lc_op_verdict lc_admin_on_answer(struct lc_acall *ac, struct lc_op *
       return LC_OP_DONE;
     }
     const Cairn__Client__DeleteRecordsPartitionResult *pr = r->partitions[0];
-    if (pr->error != NULL && pr->error->code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER) {
-      op->c->stats.not_leader++;
-      lc_meta_set_leader(op->c, op->topic, op->partition, pr->leader_id, pr->leader_address);
-    }
-    enum lc_op_verdict v = lc_acall_verdict(op, pr->error);
+    enum lc_op_verdict v = lc_admin_at_leader(op, pr->error, pr->leader_id, pr->leader_address);
     if (op->status != 0) {
       return v;
     }
