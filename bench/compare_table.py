@@ -20,6 +20,8 @@ Inputs (one file per system and workload; a missing file is a blank cell):
                                        .cpu.json: the nodes' CPU seconds
   kafka3kd.{read100,read1k}[.cpu].json the same read-backs with librdkafka's
                                        consumer defaults (the tuning's baseline)
+  {kafka3np,kafka3kp,kafka3kdp}.*       the kafkapin stage: the same with the nodes
+                                       on CPU 0 and the clients on the others
   {scale,scale_base}.{produce_many,produce_ten}.json   cairn-bench --json
   {scale,scale_base}.{create,create_loop,idle,restart,metrics}.json the scale stage's own
                                        figures (bench/compare): creation time,
@@ -33,7 +35,12 @@ import sys
 
 SYSTEMS = ["cairn3", "nats3", "cairn1", "nats1", "redis_aof", "redis_mem"]
 # Read like the Cairn systems, shown in their own table (the cost of TLS).
-EXTRA_SYSTEMS = ["cairn1tls", "kafka3n", "kafka3k", "kafka3kd"]
+EXTRA_SYSTEMS = ["cairn1tls", "kafka3n", "kafka3k", "kafka3kd", "kafka3np", "kafka3kp",
+                 "kafka3kdp"]
+# The Kafka stages: (native, Kafka, Kafka with librdkafka's consumer
+# defaults, how the CPUs were shared).
+KAFKA_STAGES = [("kafka3n", "kafka3k", "kafka3kd", ""),
+                ("kafka3np", "kafka3kp", "kafka3kdp", "nodes on CPU 0, clients on the others")]
 TITLES = {
     "cairn3": "Cairn 3 nodes rf 3",
     "nats3": "NATS JS R3",
@@ -143,7 +150,7 @@ def collect(d):
         j, _ = load_best(d, s, "read1k", "consume")
         if j:
             v[(s, "read_mb_1k")] = j["consume"]["mb_per_s"]
-    for s in ("kafka3n", "kafka3k"):
+    for s in [x for stage in KAFKA_STAGES for x in stage[:2]]:
         for w, size in (("produce100", 100), ("produce1k", 1024)):
             j, stem = load_best(d, s, w, "produce")  # the CPU of the run the table shows
             c = load_json(stem + ".cpu.json") if stem else None
@@ -366,14 +373,19 @@ KAFKA_ROWS = ROWS[:4] + ROWS[8:10] + [
 
 
 def kafka_table(v):
-    """The Kafka port beside the native protocol on one 3-node cluster,
-    then the read-backs with librdkafka's consumer defaults."""
-    return beside_table(v, KAFKA_ROWS, "kafka3n", "kafka3k",
-                        "| workload (Cairn 3 nodes rf 3) | native (cairn-bench) | "
-                        "Kafka port (librdkafka) | Kafka ÷ native |") + beside_table(
-        v, ROWS[8:10], "kafka3n", "kafka3kd",
-        "| read-back (Cairn 3 nodes rf 3) | native (cairn-bench) | "
-        "Kafka port, librdkafka's consumer defaults | Kafka ÷ native |")
+    """For each Kafka stage run: the Kafka port beside the native protocol
+    on one 3-node cluster, then the read-backs with librdkafka's consumer
+    defaults."""
+    out = []
+    for n, k, kd, how in KAFKA_STAGES:
+        where = "Cairn 3 nodes rf 3" + (f"; {how}" if how else "")
+        out += beside_table(v, KAFKA_ROWS, n, k,
+                            f"| workload ({where}) | native (cairn-bench) | "
+                            "Kafka port (librdkafka) | Kafka ÷ native |") + beside_table(
+            v, ROWS[8:10], n, kd,
+            f"| read-back ({where}) | native (cairn-bench) | "
+            "Kafka port, librdkafka's consumer defaults | Kafka ÷ native |")
+    return out
 
 
 def targets(v):
@@ -451,17 +463,19 @@ def targets(v):
             row(f"idle CPU per node, {n:,.0f} partitions: < 2 %", f"{a:.1f} %", a < 2)
         a = g("scale", "rss_per_replica")
         row("memory per replica ≤ 8 KiB beyond its data", f"{a:.1f} KiB", a <= 8)
-    for key, name in (("msgs_100", "Kafka port produce 100 B ≥ 0.9× native msg/s"),
-                      ("mb_1k", "Kafka port produce 1 KiB ≥ 0.9× native MB/s"),
-                      ("read_mb_1k", "Kafka port read-back 1 KiB ≥ 0.9× native MB/s")):
-        a, b = g("kafka3k", key), g("kafka3n", key)
-        if a and b:
-            row(name, f"{a / b:.2f}×", a / b >= 0.9)
-    for key, size in (("cpu_per_mb_100", "100 B"), ("cpu_per_mb_1k", "1 KiB")):
-        a, b = g("kafka3k", key), g("kafka3n", key)
-        if a and b:
-            row(f"Kafka port node CPU per produced MB ({size}) ≤ 1.2× native", f"{a / b:.2f}×",
-                a / b <= 1.2)
+    for n, k, _, how in KAFKA_STAGES:
+        sfx = f" ({how})" if how else ""
+        for key, name in (("msgs_100", "Kafka port produce 100 B ≥ 0.9× native msg/s"),
+                          ("mb_1k", "Kafka port produce 1 KiB ≥ 0.9× native MB/s"),
+                          ("read_mb_1k", "Kafka port read-back 1 KiB ≥ 0.9× native MB/s")):
+            a, b = g(k, key), g(n, key)
+            if a and b:
+                row(name + sfx, f"{a / b:.2f}×", a / b >= 0.9)
+        for key, size in (("cpu_per_mb_100", "100 B"), ("cpu_per_mb_1k", "1 KiB")):
+            a, b = g(k, key), g(n, key)
+            if a and b:
+                row(f"Kafka port node CPU per produced MB ({size}) ≤ 1.2× native{sfx}",
+                    f"{a / b:.2f}×", a / b <= 1.2)
     for tag, name in (("failover_default", "default timings"),
                       ("failover_fast", "election 500 ms")):
         a = g(tag, "gap_ms")
@@ -501,6 +515,15 @@ def self_test(fixtures):
     assert "| node CPU s per produced MB, 100 B | 0.10 | 0.12 | 1.18× |" in t, t
     assert "| Kafka port produce 100 B ≥ 0.9× native msg/s | 0.98× | yes |" in t, t
     assert "| Kafka port node CPU per produced MB (100 B) ≤ 1.2× native | 1.18× | yes |" in t, t
+    # The kafkapin stage (nodes on CPU 0, clients on the others): its own
+    # table and target rows, named for how the CPUs were shared.
+    assert ("| workload (Cairn 3 nodes rf 3; nodes on CPU 0, clients on the others) | native "
+            "(cairn-bench) | Kafka port (librdkafka) | Kafka ÷ native |") in t, t
+    assert "| produce 100 B, msg/s | 180,000 | 189,000 | 1.05× |" in t, t
+    assert ("| Kafka port produce 100 B ≥ 0.9× native msg/s (nodes on CPU 0, clients on the "
+            "others) | 1.05× | yes |") in t, t
+    assert ("| Kafka port node CPU per produced MB (100 B) ≤ 1.2× native (nodes on CPU 0, "
+            "clients on the others) | 1.06× | yes |") in t, t
     # The scale stage's own figures, this build beside a baseline build.
     assert "| create until every partition leads and takes a produce, s | 30.0 | 12.5 |" in t, t
     assert "| RSS per replica, KiB (busiest node) | 40.0 | 7.50 |" in t, t
