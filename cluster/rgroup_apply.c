@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "format/batch.h"
+#include "format/endian.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -102,6 +103,22 @@ static int rgroup_apply_split(struct rgroup_apply *ap, const uint8_t *p, size_t 
     pos += size;
   }
   return n;
+}
+
+bool rgroup_apply_has_command(const uint8_t *entry, size_t len)
+{
+  size_t pos = 0;
+  while (pos + BATCH_LENGTH_FIELD_END <= len && !rgroup_apply_is_padding(entry + pos, len - pos)) {
+    if (len - pos > BATCH_OFF_MAGIC && entry[pos + BATCH_OFF_MAGIC] == RGROUP_CMD_MAGIC) {
+      return true;
+    }
+    int32_t blen = (int32_t)le_get32(entry + pos + BATCH_OFF_LENGTH);
+    if (blen <= 0) {
+      return false; /* malformed: rgroup_apply_entry says why */
+    }
+    pos += batch_total_size(blen);
+  }
+  return false;
 }
 
 static void rgroup_apply_batch_info(const struct batch_header *h, struct producer_batch_info *b)

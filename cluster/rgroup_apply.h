@@ -13,6 +13,7 @@
 #include "cluster/producer_state.h"
 #include "storage/store.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,12 @@ void rgroup_apply_close(struct rgroup_apply *ap);
 __attribute__((warn_unused_result)) int
 rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct producer_state *ps,
                    const uint8_t *entry, size_t len, uint64_t index, struct rgroup_applied *out);
+
+/* Whether the entry entry[0..len) carries a command (rgroup_cmd.h): what
+ * the node checks before applying it (a LOG_START needs the producer table
+ * saved first, rgroup_fsm.c). Walks the items by their length fields; a
+ * malformed entry answers false (rgroup_apply_entry refuses it). */
+bool rgroup_apply_has_command(const uint8_t *entry, size_t len);
 
 /* Records the batches of the store in [from, to) into ps, in order, from
  * their headers (base offset and source index as the store stamped them):

@@ -53,6 +53,10 @@
 
 #define RGROUP_SNAPSHOT_SLOW_NS (10u * 1000 * 1000) /* 10 ms */
 #define RGROUP_PRODUCERS_FILE "producers"
+/* The table a LOG_START command wrote while a snapshot's worker was
+ * writing RGROUP_PRODUCERS_FILE (rgroup_fsm_producers_cover); an open
+ * takes whichever of the two covers more of the log. */
+#define RGROUP_PRODUCERS_CMD_FILE "producers.cmd"
 
 /* Keeps Raft's in-memory log under raft_log_budget bytes (times the
  * node's scale, rgroup_mem.h): Raft 0.15 counts entries, not bytes, so the
@@ -182,28 +186,52 @@ static int rgroup_fsm_producers_sync(struct rgroup *rg)
   return 0;
 }
 
+/* Decodes <dir>/name into ps (init'ed, empty). Returns 0, -ENOENT, or the
+ * read's or decode's error (logged); ps is unchanged on failure. */
+static int rgroup_fsm_producers_read(struct rgroup *rg, const char *name, struct producer_state *ps,
+                                     int64_t *offset, uint64_t *index)
+{
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rv = fs_read_file(rg->dir, name, PRODUCER_STATE_MAX_BYTES, &buf, &len);
+  if (rv == 0) {
+    rv = producer_state_decode(ps, buf, len, offset, index);
+  }
+  free(buf);
+  if (rv != 0 && rv != -ENOENT) {
+    log_warn("rgroup", "group %llu: %s/%s: %s: not used", (unsigned long long)rg->group_id, rg->dir,
+             name, cairn_strerror(rv));
+  }
+  return rv;
+}
+
 static void rgroup_fsm_producers_load(struct rgroup *rg)
 {
   struct store_info info;
   store_info(rg->store, &info);
   rg->producers_offset = info.start_offset; /* without a file: from the log start */
   rg->producers_index = 0;
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  int rv = fs_read_file(rg->dir, RGROUP_PRODUCERS_FILE, PRODUCER_STATE_MAX_BYTES, &buf, &len);
-  if (rv == -ENOENT) {
-    return;
-  }
   int64_t offset = 0;
   uint64_t index = 0;
-  if (rv == 0) {
-    rv = producer_state_decode(&rg->producers, buf, len, &offset, &index);
+  bool have =
+      rgroup_fsm_producers_read(rg, RGROUP_PRODUCERS_FILE, &rg->producers, &offset, &index) == 0;
+  struct producer_state alt;
+  producer_state_init(&alt);
+  int64_t alt_offset = 0;
+  uint64_t alt_index = 0;
+  if (rgroup_fsm_producers_read(rg, RGROUP_PRODUCERS_CMD_FILE, &alt, &alt_offset, &alt_index) ==
+          0 &&
+      (!have || alt_offset > offset)) {
+    producer_state_close(&rg->producers);
+    rg->producers = alt; /* a LOG_START's table, newer than the snapshot's */
+    producer_state_init(&alt);
+    offset = alt_offset;
+    index = alt_index;
+    have = true;
   }
-  free(buf);
-  if (rv != 0) {
-    log_warn("rgroup", "group %llu: %s/%s: %s: rebuilding the producer table from the log",
-             (unsigned long long)rg->group_id, rg->dir, RGROUP_PRODUCERS_FILE, cairn_strerror(rv));
-    return;
+  producer_state_close(&alt);
+  if (!have) {
+    return; /* rebuilt from the log's start */
   }
   rg->producers_offset = offset;
   rg->producers_index = index;
@@ -326,6 +354,36 @@ int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
   return rgroup_fsm_checkpoint_finish(rg);
 }
 
+/* Before a LOG_START command deletes below an offset: makes a table that
+ * covers the log's end durable, so that a restart never rebuilds the
+ * table without the batches the command deletes. Every replica's table
+ * must stay the same (it judges every batch: a replica that forgot a
+ * producer would refuse its next batch where the others append it).
+ * Through the usual checkpoint (<dir>/producers) when it can; while a
+ * snapshot's worker writes that file, into <dir>/producers.cmd, which an
+ * open prefers when it covers more. Blocks in fdatasync (the command is
+ * rare). Returns 0 or a negative code. */
+static int rgroup_fsm_producers_cover(struct rgroup *rg)
+{
+  int rv = rgroup_fsm_producers_checkpoint(rg);
+  if (rv != CAIRN_EEXIST) {
+    return rv;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  rv = store_flush(rg->store, info.next_offset);
+  uint8_t *enc = NULL;
+  size_t len = 0;
+  if (rv == 0) {
+    rv = producer_state_encode(&rg->producers, info.next_offset, info.last_index, &enc, &len);
+  }
+  if (rv == 0) {
+    rv = fs_replace_file(rg->dir, RGROUP_PRODUCERS_CMD_FILE, enc, len);
+  }
+  free(enc);
+  return rv;
+}
+
 /* ---- apply ---- */
 
 int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, uint64_t index)
@@ -334,6 +392,9 @@ int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, 
   rg->applied.n = 0;
   rg->applied.appended = 0;
   int rv = rgroup_fsm_producers_sync(rg);
+  if (rv == 0 && rgroup_apply_has_command(entry, len)) {
+    rv = rgroup_fsm_producers_cover(rg);
+  }
   if (rv == 0) {
     rv = rgroup_apply_entry(&rg->ap, rg->store, &rg->producers, entry, len, index, &rg->applied);
   }

@@ -23,6 +23,13 @@
  * after SIGKILLs of two leaders in turn: the records above it are read
  * from it once each, in order, and none below comes back.
  *
+ * The idempotent producer's state across a delete: a librdkafka producer
+ * with enable.idempotence writes batches, DeleteRecords removes all of
+ * them, a follower is SIGKILLed and restarted (it rebuilds its producer
+ * table from disk), and the same producer goes on with its next
+ * sequences: every replica appends them (their logs end alike), none
+ * refuses a producer it forgot.
+ *
  * Usage: test_kafka_rdkafka_admin <path of cairnd>
  * CAIRN_KEEP_TEST_DIR=1 keeps the data dirs and node logs. */
 #include "cairnd.h"
@@ -644,6 +651,88 @@ static void test_librdkafka_deletes_records_across_leader_kills(void **state)
   cd_destroy(&c);
 }
 
+#define DI_TOPIC "di"
+#define DI_COUNT 50
+
+static void di_produce(rd_kafka_t *p, int from)
+{
+  for (int i = from; i < from + DI_COUNT; i++) {
+    char v[16];
+    int n = snprintf(v, sizeof v, "i%d", i);
+    assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(DI_TOPIC), RD_KAFKA_V_PARTITION(0),
+                                       RD_KAFKA_V_VALUE(v, (size_t)n),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  assert_int_equal(rd_kafka_flush(p, WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+static int di_failed; /* delivery reports with an error */
+
+static void di_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+  (void)rk;
+  (void)opaque;
+  if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    print_message("delivery failed: %s\n", rd_kafka_err2str(m->err));
+    di_failed++;
+  }
+}
+
+static void test_idempotent_producer_state_survives_a_delete_and_a_restart(void **state)
+{
+  (void)state;
+  static struct cd_cluster c;
+  char bootstrap[64];
+  rk_cluster(&c, 0, bootstrap, sizeof bootstrap);
+  char msg[256] = "";
+  assert_int_equal(cd_create_topic(&c, 0, DI_TOPIC, 1, 3, WAIT_MS, msg, sizeof msg), 0);
+  assert_int_equal(cd_wait_settled(&c, DI_TOPIC, WAIT_MS), 0);
+  char err[256];
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  rk_set(conf, "bootstrap.servers", bootstrap);
+  rk_set(conf, "enable.idempotence", "true");
+  rd_kafka_conf_set_dr_msg_cb(conf, di_on_delivery);
+  rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  assert_non_null(p);
+  di_produce(p, 0);
+  /* Every batch of the producer goes. */
+  rd_kafka_queue_t *q = rd_kafka_queue_new(p);
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(l, DI_TOPIC, 0)->offset = RD_KAFKA_OFFSET_END;
+  rd_kafka_DeleteRecords_t *d = rd_kafka_DeleteRecords_new(l);
+  rd_kafka_topic_partition_list_destroy(l);
+  rd_kafka_DeleteRecords(p, &d, 1, NULL, q);
+  rd_kafka_event_t *ev = rk_wait(q, RD_KAFKA_EVENT_DELETERECORDS_RESULT);
+  const rd_kafka_topic_partition_list_t *res =
+      rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+  assert_int_equal(res->elems[0].err, RD_KAFKA_RESP_ERR_NO_ERROR);
+  assert_int_equal(res->elems[0].offset, DI_COUNT);
+  rd_kafka_event_destroy(ev);
+  rd_kafka_DeleteRecords_destroy(d);
+  rd_kafka_queue_destroy(q);
+  assert_int_equal(cd_wait_replicas_start(&c, DI_TOPIC, 0, DI_COUNT, WAIT_MS), 0);
+  /* A follower restarts: its producer table comes from its disk, its log
+   * holds none of the producer's batches. */
+  rd_kafka_topic_t *t = rd_kafka_topic_new(p, DI_TOPIC, NULL);
+  const struct rd_kafka_metadata *md = NULL;
+  assert_int_equal(rd_kafka_metadata(p, 0, t, &md, 5000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  int32_t leader = md->topics[0].partitions[0].leader;
+  rd_kafka_metadata_destroy(md);
+  rd_kafka_topic_destroy(t);
+  int fi = cd_index(&c, (uint64_t)(leader % 3 + 1));
+  print_message("SIGKILL and restart of node %d, a follower of %s/0 (leader %d)\n", fi + 1,
+                DI_TOPIC, (int)leader);
+  cd_kill(&c, fi);
+  assert_int_equal(cd_start(&c, fi), 0);
+  /* The producer's next sequences: appended by every replica alike. */
+  di_produce(p, DI_COUNT);
+  assert_int_equal(di_failed, 0);
+  assert_int_equal(cd_wait_replicas_equal(&c, DI_TOPIC, WAIT_MS), 0);
+  rd_kafka_destroy(p);
+  cd_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -655,6 +744,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_librdkafka_acls_are_cairn_entries),
       cmocka_unit_test(test_librdkafka_lists_groups_and_reads_and_deletes_commits),
       cmocka_unit_test(test_librdkafka_deletes_records_across_leader_kills),
+      cmocka_unit_test(test_idempotent_producer_state_survives_a_delete_and_a_restart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -379,7 +379,8 @@ int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms)
  * ends[0..cap); the partition count, or -1 when node i did not answer or
  * does not know topic. */
 #define CD_NOT_HOSTED (-2)
-static int cd_log_ends(struct cd_cluster *c, int i, const char *topic, int64_t *ends, size_t cap)
+static int cd_log_ends(struct cd_cluster *c, int i, const char *topic, int64_t *ends, size_t cap,
+                       int64_t *starts)
 {
   Cairn__Client__Envelope *env = NULL;
   Cairn__Client__MetadataResponse *md = cd_metadata(c, i, &env);
@@ -397,6 +398,9 @@ static int cd_log_ends(struct cd_cluster *c, int i, const char *topic, int64_t *
         hosts = hosts || pi->replicas[r] == c->nodes[i].id;
       }
       ends[k] = hosts ? pi->high_watermark : CD_NOT_HOSTED;
+      if (starts != NULL) {
+        starts[k] = hosts ? pi->log_start_offset : CD_NOT_HOSTED;
+      }
     }
   }
   if (env != NULL) {
@@ -415,7 +419,7 @@ static bool cd_replicas_equal(struct cd_cluster *c, const char *topic)
     if (!cd_running(c, i)) {
       continue;
     }
-    int n = cd_log_ends(c, i, topic, ends, CD_MAX_PARTS);
+    int n = cd_log_ends(c, i, topic, ends, CD_MAX_PARTS, NULL);
     if (n < 0 || (nparts >= 0 && n != nparts)) {
       return false;
     }
@@ -438,6 +442,37 @@ int cd_wait_replicas_equal(struct cd_cluster *c, const char *topic, int timeout_
 {
   long long end = tu_now_ms() + timeout_ms;
   while (!cd_replicas_equal(c, topic)) {
+    if (tu_now_ms() > end) {
+      return -1;
+    }
+    usleep(CD_CALL_RETRY_MS * 1000);
+  }
+  return 0;
+}
+
+/* One look for cd_wait_replicas_start. */
+static bool cd_replicas_start(struct cd_cluster *c, const char *topic, uint32_t partition,
+                              int64_t start)
+{
+  enum { CD_MAX_PARTS = 256 };
+  int64_t ends[CD_MAX_PARTS], starts[CD_MAX_PARTS];
+  for (int i = 0; i < c->n; i++) {
+    if (!cd_running(c, i)) {
+      continue;
+    }
+    int n = cd_log_ends(c, i, topic, ends, CD_MAX_PARTS, starts);
+    if (n <= (int)partition || (starts[partition] != CD_NOT_HOSTED && starts[partition] != start)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int cd_wait_replicas_start(struct cd_cluster *c, const char *topic, uint32_t partition,
+                           int64_t start, int timeout_ms)
+{
+  long long end = tu_now_ms() + timeout_ms;
+  while (!cd_replicas_start(c, topic, partition, start)) {
     if (tu_now_ms() > end) {
       return -1;
     }

@@ -114,6 +114,12 @@ int cd_wait_settled(struct cd_cluster *c, const char *topic, int timeout_ms);
  * -1 after timeout_ms. */
 int cd_wait_replicas_equal(struct cd_cluster *c, const char *topic, int timeout_ms);
 
+/* Waits until every running node hosting a replica of topic/partition
+ * reports its log start as start (its Metadata answer, first hand): every
+ * replica has applied a DeleteRecords. Returns 0, or -1 after timeout_ms. */
+int cd_wait_replicas_start(struct cd_cluster *c, const char *topic, uint32_t partition,
+                           int64_t start, int timeout_ms);
+
 /* The value of an unlabeled metric in the /metrics of the admin port
  * (plain HTTP, no token), or -1 when absent or unreachable. */
 long long cd_metric(int admin_port, const char *name);

@@ -234,6 +234,31 @@ static void test_replayed_command_applies_again(void **state)
   assert_int_equal(info_of(f).last_index, 3);
 }
 
+static void test_has_command(void **state)
+{
+  (void)state;
+  size_t l1, len;
+  uint8_t *b1 = batch_of(3, &l1);
+  uint8_t c[RGROUP_CMD_SIZE];
+  struct rgroup_cmd cmd = {.kind = RGROUP_CMD_LOG_START, .offset = 1};
+  rgroup_cmd_encode(&cmd, c);
+  const uint8_t *only_batch[] = {b1};
+  uint8_t *e = entry_of(only_batch, &l1, 1, &len);
+  assert_false(rgroup_apply_has_command(e, len));
+  free(e);
+  const uint8_t *mixed[] = {b1, c};
+  size_t lens[] = {l1, sizeof c};
+  e = entry_of(mixed, lens, 2, &len);
+  assert_true(rgroup_apply_has_command(e, len));
+  /* A length field that does not walk: false, the apply refuses it. */
+  le_put32(e + BATCH_OFF_LENGTH, 0);
+  assert_false(rgroup_apply_has_command(e, len));
+  le_put32(e + BATCH_OFF_LENGTH, 0x7fffffff);
+  assert_false(rgroup_apply_has_command(e, len));
+  free(e);
+  free(b1);
+}
+
 static void test_malformed_command_fails_the_entry(void **state)
 {
   struct fx *f = *state;
@@ -254,6 +279,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cmd_roundtrip_and_refusals),
+      cmocka_unit_test(test_has_command),
       cmocka_unit_test_setup_teardown(test_log_start_moves_within_the_log, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_command_beside_batches_in_one_entry, fx_setup,
                                       fx_teardown),
