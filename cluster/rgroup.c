@@ -280,7 +280,6 @@ static int rgroup_open_store(struct rgroup *rg, const struct rgroup_opts *o, str
     return rv;
   }
   char err[512];
-  rg->store_kind = o->storage;
   if (o->storage == STORE_KIND_POSTGRESQL) {
     rv = rgroup_open_pgstore(rg, o, begun, &rg->store, err, sizeof err);
   } else {
@@ -747,7 +746,7 @@ int rgroup_delete_records(struct rgroup *rg, struct rgroup_produce *req, uint8_t
   if (!rgroup_leader_caught_up(rg)) {
     return CAIRN_ENOTLEADER; /* its store may be behind what is committed */
   }
-  if (rg->store_kind == STORE_KIND_POSTGRESQL) {
+  if (rg->opts.storage == STORE_KIND_POSTGRESQL) {
     rgroup_set_errmsg(rg, "deleting records is not offered for postgresql topics");
     return CAIRN_EPOLICY;
   }

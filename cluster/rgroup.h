@@ -361,7 +361,6 @@ struct rgroup {
   struct raft_fsm fsm;
   struct raft raft;
   size_t max_entry_bytes;
-  uint32_t store_kind; /* enum store_kind, from the open's options */
   /* group commit */
   struct rgroup_produce *queue_head, *queue_tail;
   size_t queue_bytes;
