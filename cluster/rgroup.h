@@ -442,6 +442,8 @@ struct rgroup {
                           configuration index (rgroup_in_sync) */
   /* a quiet group's log compaction (rgroup_compact.c) */
   bool compact_armed;          /* snapshot threshold and trailing at 1 for one snapshot */
+  bool snapshot_soon;          /* threshold at 1 until a snapshot at snapshot_soon_index */
+  raft_index snapshot_soon_index; /* the LOG_START command's entry (rgroup_compact_snapshot_soon) */
   raft_index compact_small_at; /* the log end at which its log was too small to compact */
   unsigned snap_threshold;     /* the values raft has outside a compaction */
   unsigned snap_trailing;

@@ -83,9 +83,16 @@ void rgroup_compact_tune(struct rgroup *rg, unsigned threshold, unsigned trailin
   rg->snap_threshold = threshold;
   rg->snap_trailing = trailing;
   if (!rg->compact_armed) {
-    raft_set_snapshot_threshold(&rg->raft, threshold);
+    raft_set_snapshot_threshold(&rg->raft, rg->snapshot_soon ? 1 : threshold);
     raft_set_snapshot_trailing(&rg->raft, trailing);
   }
+}
+
+void rgroup_compact_snapshot_soon(struct rgroup *rg, raft_index index)
+{
+  rg->snapshot_soon = true;
+  rg->snapshot_soon_index = index;
+  raft_set_snapshot_threshold(&rg->raft, 1);
 }
 
 void rgroup_compact_on_follow(struct rgroup *rg)
@@ -114,12 +121,15 @@ void rgroup_compact_on_acked(struct rgroup *rg)
             (unsigned long long)rg->group_id, (unsigned long long)raft_last_index(&rg->raft));
 }
 
-void rgroup_compact_on_snapshot_end(struct rgroup *rg)
+void rgroup_compact_on_snapshot_end(struct rgroup *rg, raft_index index)
 {
-  if (!rg->compact_armed) {
+  if (!rg->compact_armed && !rg->snapshot_soon) {
     return;
   }
   rg->compact_armed = false;
-  raft_set_snapshot_threshold(&rg->raft, rg->snap_threshold);
+  if (rg->snapshot_soon && index >= rg->snapshot_soon_index) {
+    rg->snapshot_soon = false;
+  }
+  raft_set_snapshot_threshold(&rg->raft, rg->snapshot_soon ? 1 : rg->snap_threshold);
   raft_set_snapshot_trailing(&rg->raft, rg->snap_trailing);
 }

@@ -82,6 +82,15 @@ void rgroup_compact_on_follow(struct rgroup *rg);
 void rgroup_compact_on_acked(struct rgroup *rg);
 
 /* A snapshot ended (snapshot_finalize): disarms, back to the tuned values. */
-void rgroup_compact_on_snapshot_end(struct rgroup *rg);
+void rgroup_compact_on_snapshot_end(struct rgroup *rg, raft_index index);
+
+/* A snapshot at the next apply, keeping the trailing entries (not a
+ * compaction), and again at the next ones until one covers index: after a
+ * LOG_START command at index, so that a follower that must install a
+ * snapshot gets one whose producer table covers the delete (a snapshot
+ * from before it would leave the follower without the producers whose
+ * batches the delete removed: docs/kafka.md, "DeleteRecords"). The end of
+ * a snapshot at or past index puts the tuned threshold back. */
+void rgroup_compact_snapshot_soon(struct rgroup *rg, raft_index index);
 
 #endif

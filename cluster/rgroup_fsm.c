@@ -392,11 +392,15 @@ int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, 
   rg->applied.n = 0;
   rg->applied.appended = 0;
   int rv = rgroup_fsm_producers_sync(rg);
-  if (rv == 0 && rgroup_apply_has_command(entry, len)) {
+  bool command = rv == 0 && rgroup_apply_has_command(entry, len);
+  if (command) {
     rv = rgroup_fsm_producers_cover(rg);
   }
   if (rv == 0) {
     rv = rgroup_apply_entry(&rg->ap, rg->store, &rg->producers, entry, len, index, &rg->applied);
+  }
+  if (rv == 0 && command) {
+    rgroup_compact_snapshot_soon(rg, index);
   }
   if (rv != 0) {
     rg->applied.n = 0;
@@ -644,7 +648,7 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
                                         unsigned *n)
 {
   struct rgroup *rg = fsm->data;
-  rgroup_compact_on_snapshot_end(rg);
+  rgroup_compact_on_snapshot_end(rg, rg->snap != NULL ? rg->snap->index : 0);
   if (*bufs != NULL) {
     for (unsigned i = 0; i < *n; i++) {
       raft_free((*bufs)[i].base);

@@ -771,6 +771,7 @@ void rgroup_raft_configure(struct rgroup *rg)
    * rgroup_elect.c) skip it. */
   raft_set_pre_vote(&rg->raft, true);
   rg->compact_armed = false; /* a new instance */
+  rg->snapshot_soon = false;
   rgroup_compact_tune(rg, rg->opts.snapshot_threshold, rg->opts.snapshot_trailing);
 }
 

@@ -38,6 +38,13 @@ expect 2 "$cli" topic delete-records dr --offset -3 --partition 0
 expect 2 "$cli" topic delete-records dr --offset soon
 every_replica dr 0 's == 0 and h == 200'
 
+# snapshots NODE: the snapshots node NODE's replicas have taken.
+snapshots() {
+  curl -sf "http://127.0.0.1:$((base + 10 * ($1 - 1) + 2))/metrics" |
+    awk '/^cairn_raft_snapshots_taken_total /{print $2}'
+}
+for i in 1 2 3; do snaps[$i]=$(snapshots "$i"); done
+
 step "delete below 120 while a producer appends r-201..r-400: every replica starts at 120"
 # The producer's own scratch files (expect writes $dir/out and $dir/err).
 mkdir -p "$dir/p"
@@ -54,6 +61,12 @@ every_replica dr 0 's == 120 and h == 400'
 t=$(tail_ok dr 0 400)
 [ "$t" = "121 280" ] || fail "read from the start: '$t', not r-121 on, 280 records"
 echo "every replica: log start 120, records r-121..r-400 once each, in order"
+# Each replica took a snapshot after applying the delete (a follower that
+# must install one then gets a producer table that covers it).
+for i in 1 2 3; do
+  now=$(snapshots "$i")
+  [ "${now:-0}" -gt "${snaps[$i]:-0}" ] || fail "node $i took no snapshot after the delete (${snaps[$i]} -> $now)"
+done
 # Below the start: nothing moves, the start is the answer.
 expect 0 "$cli" topic delete-records dr --offset 50 --partition 0
 out_has "dr/0: log start now 120"
