@@ -53,9 +53,9 @@
 
 #define RGROUP_SNAPSHOT_SLOW_NS (10u * 1000 * 1000) /* 10 ms */
 #define RGROUP_PRODUCERS_FILE "producers"
-/* The table a LOG_START command wrote while a snapshot's worker was
- * writing RGROUP_PRODUCERS_FILE (rgroup_fsm_producers_cover); an open
- * takes whichever of the two covers more of the log. */
+/* The table a LOG_START command wrote before deleting
+ * (rgroup_fsm_producers_cover); an open takes whichever of the two files
+ * covers more of the log. */
 #define RGROUP_PRODUCERS_CMD_FILE "producers.cmd"
 
 /* Keeps Raft's in-memory log under raft_log_budget bytes (times the
@@ -359,19 +359,16 @@ int rgroup_fsm_producers_checkpoint(struct rgroup *rg)
  * table without the batches the command deletes. Every replica's table
  * must stay the same (it judges every batch: a replica that forgot a
  * producer would refuse its next batch where the others append it).
- * Through the usual checkpoint (<dir>/producers) when it can; while a
- * snapshot's worker writes that file, into <dir>/producers.cmd, which an
- * open prefers when it covers more. Blocks in fdatasync (the command is
+ * Written to <dir>/producers.cmd, not <dir>/producers, which a snapshot's
+ * worker may be writing now: an open takes whichever of the two covers
+ * more of the log. Flushes the log first (a sync job of a snapshot in
+ * flight is collected: plog.h). Blocks in fdatasync (the command is
  * rare). Returns 0 or a negative code. */
 static int rgroup_fsm_producers_cover(struct rgroup *rg)
 {
-  int rv = rgroup_fsm_producers_checkpoint(rg);
-  if (rv != CAIRN_EEXIST) {
-    return rv;
-  }
   struct store_info info;
   store_info(rg->store, &info);
-  rv = store_flush(rg->store, info.next_offset);
+  int rv = store_flush(rg->store, info.next_offset);
   uint8_t *enc = NULL;
   size_t len = 0;
   if (rv == 0) {
