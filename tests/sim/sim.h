@@ -270,6 +270,7 @@ struct sim_check {
   struct sim_ref_producer rp[SIM_MAX_PRODUCERS];
   size_t nrp;
   uint64_t *table_hash; /* per Raft index: the producer table after applying it (0 unset) */
+  int64_t *start_at;    /* per Raft index: the log start after applying it, + 1 (0 unset) */
   size_t ntable;
   uint64_t acks, duplicates_answered, checks;
   raft_id *term_leader; /* per term: the replica seen leading it (0 none): one per term */
@@ -297,6 +298,8 @@ struct sim_opts {
                                 not the nodes' [T, 1.5T] (rgroup_elect_spread_max), and a
                                 candidate's next try a full timeout later, not on the short
                                 one (rgroup_elect_on_candidacy) */
+  bool log_start;            /* leaders propose LOG_START commands (DeleteRecords,
+                                cluster/rgroup_cmd.h) now and then; the fixture engine */
   unsigned replicas;         /* 3 or 5; 0: chosen by the seed */
   unsigned producers;        /* 0: chosen by the seed */
   int64_t fault_ms;          /* simulated time with faults */
@@ -312,6 +315,7 @@ struct sim_stats {
   uint64_t second_votes_withheld;                 /* rgroup_elect_second_vote */
   uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
   uint64_t msgs_lost, msgs_duplicated, results_clamped;
+  uint64_t log_starts; /* LOG_START commands proposed (opts.log_start) */
 };
 
 struct sim {
@@ -358,6 +362,11 @@ int sim_replica_start(struct sim_replica *rep, const struct raft_configuration *
 void sim_replica_crash(struct sim_replica *rep);
 /* Queues one attempt (rgroup_produce): 0, or CAIRN_ENOTLEADER at once. */
 int sim_replica_produce(struct sim_replica *rep, struct sim_req *req);
+
+/* As rgroup_delete_records: a LOG_START command with offset (within the
+ * leader's log) proposed as an entry of its own. Returns 0 or
+ * CAIRN_ENOTLEADER (or a raft error as a negative code). */
+int sim_replica_log_start(struct sim_replica *rep, int64_t offset);
 /* After each fixture step: the barrier of a new leader (rgroup_raft.c). */
 void sim_replica_after_step(struct sim_replica *rep);
 

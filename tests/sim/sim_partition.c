@@ -7,6 +7,10 @@
  *   sim_partition --seed X [--trace]      one seed, its step trace on stdout
  *   --crash                               the crash engine (sim_io.c) instead
  *                                         of raft_fixture: crashes, torn writes
+ *   --log-start                           leaders propose LOG_START commands
+ *                                         (DeleteRecords) now and then; every
+ *                                         replica must start its log at the
+ *                                         same offset after the same index
  * A violation prints the seed, the step and how to replay it; exit 1.
  *
  * Faults, chosen by the seed (each with a duration in simulated time):
@@ -72,6 +76,10 @@ struct sim_driver {
   int64_t next_fault_ms;
   int64_t next_timeouts_ms;
   struct sim_transfer *transfers;
+  /* opts.log_start: its own generator, so that the seeds' other draws stay
+   * what they are without it */
+  struct sim_rng log_start_rng;
+  int64_t next_log_start_ms;
 };
 
 struct sim_transfer {
@@ -398,6 +406,30 @@ static struct sim *sim_of(struct raft_fixture *f)
   return (struct sim *)((char *)f - offsetof(struct sim, f));
 }
 
+/* opts.log_start: now and then the leader proposes deleting below an
+ * offset of its log (from its start to its end), as DeleteRecords does. */
+static void sim_log_start_turn(struct sim *s, struct sim_driver *d)
+{
+  if (!s->opts.log_start || sim_now(s) < d->next_log_start_ms) {
+    return;
+  }
+  d->next_log_start_ms = sim_now(s) + 500 + sim_rng_below(&d->log_start_rng, 2500);
+  raft_id leader = sim_leader_id(s);
+  if (leader == 0) {
+    return;
+  }
+  struct sim_replica *rep = &s->reps[leader - 1];
+  struct store_info info;
+  store_info(rep->store, &info);
+  int64_t span = info.next_offset - info.start_offset;
+  int64_t offset =
+      info.start_offset + (int64_t)sim_rng_below(&d->log_start_rng, (uint32_t)span + 1);
+  int rv = sim_replica_log_start(rep, offset);
+  if (rv == 0) {
+    s->stats.log_starts++;
+  }
+}
+
 /* After every event of either engine. */
 static void sim_after_event(struct sim *s, unsigned index, const char *type)
 {
@@ -602,6 +634,8 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
   struct sim_driver d;
   memset(&d, 0, sizeof d);
   d.next_fault_ms = 500 + sim_rng_below(&s->rng, 2000);
+  d.log_start_rng.s = seed * 0x9e3779b97f4a7c15ull + 7;
+  d.next_log_start_ms = 1000;
   sim_trace(s, "seed %" PRIu64 " replicas=%u producers=%u", seed, s->n, s->nproducers);
   int rv = sim_setup(s);
   if (rv == 0) {
@@ -615,6 +649,7 @@ static int sim_run(struct sim *s, uint64_t seed, const struct sim_opts *opts)
   while (!s->failed && sim_now(s) < opts->fault_ms) {
     sim_faults_turn(s, &d, true);
     sim_workload_turn(s, true);
+    sim_log_start_turn(s, &d);
     sim_engine_step(s);
   }
   if (!s->failed) {
@@ -666,6 +701,9 @@ static const char *sim_replay_flags(const struct sim_opts *o)
   if (o->wide_timers && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --wide-timers");
   }
+  if (o->log_start && n >= 0 && (size_t)n < sizeof buf) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, " --log-start");
+  }
   if (o->fault_ms != SIM_DEFAULT_FAULT_MS && n >= 0 && (size_t)n < sizeof buf) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, " --fault-ms %lld", (long long)o->fault_ms);
   }
@@ -687,7 +725,8 @@ static void sim_usage(FILE *out)
           "usage: sim_partition --seeds N [--start S] | --seed X [--trace]\n"
           "       [--replicas 3|5] [--producers N] [--fault-ms MS] [--settle-ms MS]\n"
           "       [--crash [--no-torn] [--cancel-oldest-first] [--no-clamp-results]\n"
-          "        [--no-prevote-terms] | --early-ack] [--wide-timers] [--no-second-vote-guard]\n");
+          "        [--no-prevote-terms] | --early-ack] [--wide-timers] [--no-second-vote-guard]\n"
+          "       [--log-start]  (leaders propose DeleteRecords' LOG_START; not with --crash)\n");
 }
 
 int main(int argc, char **argv)
@@ -718,6 +757,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(arg, "--wide-timers") == 0) {
       opts.wide_timers = true;
+      continue;
+    }
+    if (strcmp(arg, "--log-start") == 0) {
+      opts.log_start = true;
       continue;
     }
     if (strcmp(arg, "--no-clamp-results") == 0) {
@@ -767,6 +810,13 @@ int main(int argc, char **argv)
     }
   }
   (void)single;
+  if (opts.log_start && opts.engine == SIM_ENGINE_IO) {
+    /* The crash engine rebuilds a restarted replica's producer table from
+     * its store, where the node keeps it in producers.cmd (rgroup_fsm.c):
+     * not modelled. */
+    fprintf(stderr, "sim_partition: --log-start runs on the fixture engine only\n");
+    return 2;
+  }
   struct sim *s = malloc(sizeof *s);
   if (s == NULL) {
     return 2;
@@ -802,6 +852,7 @@ int main(int argc, char **argv)
     total.msgs_lost += s->stats.msgs_lost;
     total.msgs_duplicated += s->stats.msgs_duplicated;
     total.results_clamped += s->stats.results_clamped;
+    total.log_starts += s->stats.log_starts;
     if (rv != 0) {
       fprintf(opts.trace ? stdout : stderr,
               "sim_partition: seed %" PRIu64 ": %s: %s\nreplay: sim_partition --seed %" PRIu64
@@ -825,6 +876,9 @@ int main(int argc, char **argv)
           total.steps, (double)total.sim_ms / 1000, total.batches, total.acks, total.entries,
           total.duplicates_answered, total.refusals, total.faults, total.leader_changes,
           total.barriers, total.results_held, total.votes_unstuck, total.second_votes_withheld);
+  if (opts.log_start) {
+    fprintf(sum, "sim_partition: LOG_START commands proposed %" PRIu64 "\n", total.log_starts);
+  }
   if (opts.engine == SIM_ENGINE_IO) {
     fprintf(sum,
             "sim_partition: crashes %" PRIu64 " (%s), torn writes left %" PRIu64

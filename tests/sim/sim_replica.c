@@ -9,6 +9,8 @@
  * term is on its disk (docs/raft-0.15.md, row 1). */
 #include "sim.h"
 
+#include "cluster/rgroup_cmd.h"
+
 #include "cluster/rgroup.h"
 #include "common/err.h"
 #include "storage/memlog.h"
@@ -231,6 +233,49 @@ static void sim_replica_propose(struct sim_replica *rep)
   sim_trace(rep->sim, "propose r%u index=%llu bytes=%zu term=%llu", rep->index,
             (unsigned long long)raft_last_index(r), padded, (unsigned long long)r->current_term);
   sim_replica_note_append(rep);
+}
+
+struct sim_cmd_entry {
+  struct raft_apply apply;
+  struct sim_replica *rep;
+};
+
+static void sim_replica_on_command(struct raft_apply *apply, int status, void *result)
+{
+  (void)result;
+  struct sim_cmd_entry *e = apply->data;
+  sim_trace(e->rep->sim, "log-start r%u status=%s", e->rep->index,
+            status == 0 ? "ok" : raft_strerror(status));
+  free(e);
+}
+
+int sim_replica_log_start(struct sim_replica *rep, int64_t offset)
+{
+  struct raft *r = sim_replica_raft(rep);
+  if (raft_state(r) != RAFT_LEADER) {
+    return CAIRN_ENOTLEADER;
+  }
+  struct sim_cmd_entry *e = calloc(1, sizeof *e);
+  struct raft_buffer buf = {.base = raft_malloc(RGROUP_CMD_SIZE), .len = RGROUP_CMD_SIZE};
+  if (e == NULL || buf.base == NULL) {
+    free(e);
+    raft_free(buf.base);
+    return CAIRN_ENOMEM;
+  }
+  struct rgroup_cmd c = {.kind = RGROUP_CMD_LOG_START, .offset = offset};
+  rgroup_cmd_encode(&c, buf.base); /* 40 bytes: already a multiple of 8 */
+  e->rep = rep;
+  e->apply.data = e;
+  int rv = raft_apply(r, &e->apply, &buf, 1, sim_replica_on_command);
+  if (rv != 0) {
+    raft_free(buf.base);
+    free(e);
+    return -rv;
+  }
+  sim_trace(rep->sim, "propose r%u log-start %lld index=%llu", rep->index, (long long)offset,
+            (unsigned long long)raft_last_index(r));
+  sim_replica_note_append(rep);
+  return 0;
 }
 
 int sim_replica_produce(struct sim_replica *rep, struct sim_req *req)
