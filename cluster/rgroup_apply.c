@@ -109,7 +109,7 @@ bool rgroup_apply_has_command(const uint8_t *entry, size_t len)
 {
   size_t pos = 0;
   while (pos + BATCH_LENGTH_FIELD_END <= len && !rgroup_apply_is_padding(entry + pos, len - pos)) {
-    if (len - pos > BATCH_OFF_MAGIC && entry[pos + BATCH_OFF_MAGIC] == RGROUP_CMD_MAGIC) {
+    if (rgroup_cmd_is(entry + pos, len - pos)) {
       return true;
     }
     int32_t blen = (int32_t)le_get32(entry + pos + BATCH_OFF_LENGTH);
@@ -174,11 +174,6 @@ int rgroup_apply_scan(struct store *store, struct producer_state *ps, int64_t fr
   return 0;
 }
 
-static bool rgroup_apply_is_command(const struct store_batch *b)
-{
-  return b->len > BATCH_OFF_MAGIC && b->data[BATCH_OFF_MAGIC] == RGROUP_CMD_MAGIC;
-}
-
 /* Runs the entry's commands on the store (info: the store before the
  * entry, updated), each answered in ap->results with the log start after
  * it. A LOG_START offset above the log's end is taken as the end (the same
@@ -239,7 +234,7 @@ int rgroup_apply_entry(struct rgroup_apply *ap, struct store *store, struct prod
   int64_t next = info.next_offset;
   size_t nappend = 0;
   for (int i = 0; i < n; i++) {
-    if (rgroup_apply_is_command(&ap->batches[i])) {
+    if (rgroup_cmd_is(ap->batches[i].data, ap->batches[i].len)) {
       continue; /* answered by rgroup_apply_commands */
     }
     struct batch_header h;

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+_Static_assert(BATCH_OFF_MAGIC == 21, "rgroup_cmd_is reads a batch's magic at byte 21");
+
 #define RGROUP_CMD_OFF_KIND 26
 #define RGROUP_CMD_OFF_RESERVED 28
 #define RGROUP_CMD_OFF_OFFSET 32
@@ -24,7 +26,7 @@ void rgroup_cmd_encode(const struct rgroup_cmd *c, uint8_t out[RGROUP_CMD_SIZE])
 
 int rgroup_cmd_probe(const uint8_t *p, size_t len, struct rgroup_cmd *c, size_t *size)
 {
-  if (len <= BATCH_OFF_MAGIC || p[BATCH_OFF_MAGIC] != RGROUP_CMD_MAGIC) {
+  if (!rgroup_cmd_is(p, len)) {
     return 0;
   }
   if (len < RGROUP_CMD_SIZE) {

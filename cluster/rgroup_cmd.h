@@ -26,6 +26,7 @@
 #ifndef CAIRN_RGROUP_CMD_H
 #define CAIRN_RGROUP_CMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,13 @@ struct rgroup_cmd {
   enum rgroup_cmd_kind kind;
   int64_t offset;
 };
+
+/* Whether the item at p[0..len) is framed as a command (its magic), well
+ * formed or not: how an entry's walkers tell commands from batches. */
+static inline bool rgroup_cmd_is(const uint8_t *p, size_t len)
+{
+  return len > 21 && p[21] == RGROUP_CMD_MAGIC; /* byte 21: a batch's magic */
+}
 
 /* Writes the command c into out. c->offset must be >= 0. */
 void rgroup_cmd_encode(const struct rgroup_cmd *c, uint8_t out[RGROUP_CMD_SIZE]);
