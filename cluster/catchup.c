@@ -59,6 +59,8 @@ void catchup_init(struct catchup *cu, uv_loop_t *loop, struct transport *tr, str
   cu->pick = owner->pick;
   cu->apply = owner->apply;
   cu->done = owner->done;
+  cu->table_wanted = owner->table_wanted;
+  cu->table = owner->table;
   cu->apply_data = owner->data;
   cu->max_bytes = CATCHUP_START_BYTES;
   uv_timer_init(loop, &cu->timer); /* cannot fail: no system call */
@@ -203,6 +205,26 @@ static void catchup_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void catchup_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 
+/* Should the next request ask for the peer's producer table? */
+static bool catchup_wants_table(struct catchup *cu, const struct store_info *info)
+{
+  return cu->table_wanted != NULL && cu->table_failures < CATCHUP_TABLE_TRIES &&
+         cu->table_wanted(cu->apply_data, info->start_offset);
+}
+
+/* A table request failed (refused, closed, unreadable): another peer is
+ * asked, up to CATCHUP_TABLE_TRIES times in all. */
+static void catchup_table_failed(struct catchup *cu)
+{
+  cu->asking_table = false;
+  if (++cu->table_failures == CATCHUP_TABLE_TRIES) {
+    log_warn("catchup",
+             "group %llu: no peer gave its producer table after %u tries: going on "
+             "without; producers whose batches lie below this log's start may be unknown here",
+             (unsigned long long)cu->group_id, cu->table_failures);
+  }
+}
+
 static void catchup_request(struct catchup *cu)
 {
   struct store_info info;
@@ -212,7 +234,10 @@ static void catchup_request(struct catchup *cu)
     catchup_backoff(cu, "out of memory");
     return;
   }
-  struct fetch_request q = {.offset = info.next_offset, .max_bytes = cu->max_bytes};
+  cu->asking_table = catchup_wants_table(cu, &info);
+  struct fetch_request q = {.kind = cu->asking_table ? FETCH_KIND_TABLE : FETCH_KIND_BATCHES,
+                            .offset = cu->asking_table ? 0 : info.next_offset,
+                            .max_bytes = cu->asking_table ? 0 : cu->max_bytes};
   fetch_request_encode(&q, w->bytes);
   w->cu = cu;
   w->tcp = cu->tcp;
@@ -279,10 +304,49 @@ static int catchup_apply_payload(struct catchup *cu, int *appended)
   return 0; /* a trailing partial entry is asked for again next time */
 }
 
+/* The peer's producer table arrived: the owner takes it, and the
+ * catch-up goes at least to the point it covers. */
+static void catchup_on_table(struct catchup *cu)
+{
+  int64_t offset = 0;
+  uint64_t index = 0;
+  int rv = cu->table(cu->apply_data, cu->payload, cu->payload_len, &offset, &index);
+  free(cu->payload);
+  cu->payload = NULL;
+  if (rv != 0) {
+    catchup_table_failed(cu);
+    catchup_backoff(cu, cairn_strerror(rv));
+    return;
+  }
+  cu->asking_table = false;
+  log_info("catchup",
+           "group %llu: producer table from a peer, covering offsets up to %lld "
+           "(raft index %llu): catching up at least that far",
+           (unsigned long long)cu->group_id, (long long)offset, (unsigned long long)index);
+  if (offset > cu->target_next) {
+    cu->target_next = offset;
+  }
+  if (index > cu->target_index) {
+    cu->target_index = index;
+  }
+  if (catchup_reached(cu)) {
+    catchup_finish(cu);
+    return;
+  }
+  catchup_request(cu);
+}
+
 static void catchup_on_payload(struct catchup *cu, const struct fetch_response *r)
 {
   if (crc32c(cu->payload, cu->payload_len) != r->payload_crc) {
+    if (cu->asking_table) {
+      catchup_table_failed(cu);
+    }
     catchup_backoff(cu, "payload checksum mismatch");
+    return;
+  }
+  if (cu->asking_table) {
+    catchup_on_table(cu);
     return;
   }
   int appended;
@@ -308,11 +372,33 @@ static void catchup_on_payload(struct catchup *cu, const struct fetch_response *
   catchup_request(cu);
 }
 
+/* Makes room for the payload r announces; returns false (backing off)
+ * without memory. */
+static bool catchup_expect_payload(struct catchup *cu, const struct fetch_response *r)
+{
+  cu->payload = malloc(r->nbytes);
+  if (cu->payload == NULL) {
+    catchup_backoff(cu, "out of memory");
+    return false;
+  }
+  cu->payload_len = r->nbytes;
+  cu->payload_got = 0;
+  return true;
+}
+
 /* Reacts to a response header; returns true if a payload follows. */
 static bool catchup_on_header(struct catchup *cu, struct fetch_response *r)
 {
   struct store_info info;
   store_info(cu->store, &info);
+  if (cu->asking_table && (r->status != 0 || r->nbytes == 0)) {
+    catchup_table_failed(cu);
+    catchup_backoff(cu, r->status != 0 ? cairn_strerror(r->status) : "an empty producer table");
+    return false;
+  }
+  if (cu->asking_table) {
+    return catchup_expect_payload(cu, r);
+  }
   if (r->status == CAIRN_EOFFSET && info.next_offset < r->log_start) {
     /* The peer no longer has what follows our log (retention): start our
      * log where the peer's starts. */
@@ -343,14 +429,7 @@ static bool catchup_on_header(struct catchup *cu, struct fetch_response *r)
     }
     return false;
   }
-  cu->payload = malloc(r->nbytes);
-  if (cu->payload == NULL) {
-    catchup_backoff(cu, "out of memory");
-    return false;
-  }
-  cu->payload_len = r->nbytes;
-  cu->payload_got = 0;
-  return true;
+  return catchup_expect_payload(cu, r);
 }
 
 static void catchup_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -360,6 +439,9 @@ static void catchup_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     return;
   }
   if (n < 0) {
+    if (cu->asking_table) {
+      catchup_table_failed(cu); /* a peer without tables closes on the request */
+    }
     catchup_backoff(cu, n == UV_EOF ? "the peer closed the connection" : uv_strerror((int)n));
     return;
   }

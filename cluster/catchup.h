@@ -1,7 +1,11 @@
 /* catchup.h - a replica whose Raft snapshot descriptor is ahead of its log
  * fetches the missing batches from a peer replica (fetch_proto.h) and
  * appends them with their original Raft indexes, so its log ends up
- * byte-identical to the peer's. Meanwhile entries Raft applies after the
+ * byte-identical to the peer's. When the owner's producer table would not
+ * cover the log's start (the log restarted at the peer's start: retention
+ * or a LOG_START deleted below it), it first asks the peer for its table
+ * (catchup_owner.table) and catches up at least to the point that table
+ * covers. Meanwhile entries Raft applies after the
  * snapshot are held in memory (at most CATCHUP_MAX_PENDING_BYTES) and applied
  * in order once the log has caught up; the replica serves nothing of the
  * missing range because its store does not have it, and refuses produce.
@@ -29,6 +33,10 @@
 
 #define CATCHUP_MAX_PENDING_BYTES (256u << 20)
 #define CATCHUP_BACKOFF_MS 200
+/* Table requests that may fail (a peer catching up itself, or of a
+ * version without them, which closes the connection) before the catch-up
+ * goes on without one, as it did before tables were served. */
+#define CATCHUP_TABLE_TRIES 6
 
 enum catchup_state { CATCHUP_OFF, CATCHUP_DIALING, CATCHUP_FETCHING, CATCHUP_BACKOFF, CATCHUP_CLOSED };
 
@@ -45,6 +53,14 @@ typedef const char *(*catchup_pick_fn)(void *data, unsigned n);
 /* The log reached the target and the held entries were applied: cu is
  * OFF, and the owner may close it from within this call. */
 typedef void (*catchup_done_fn)(void *data, struct catchup *cu);
+/* Would the owner's producer table, once caught up, cover less than its
+ * log, which starts at log_start? */
+typedef bool (*catchup_table_wanted_fn)(void *data, int64_t log_start);
+/* Takes a peer's encoded producer table (borrowed for the call; untrusted)
+ * and sets the log offset and Raft index it covers. Returns 0, or a
+ * negative code (the table is refused: another peer is asked). */
+typedef int (*catchup_table_fn)(void *data, const uint8_t *buf, size_t len, int64_t *offset,
+                                uint64_t *index);
 typedef void (*catchup_close_cb)(struct catchup *cu);
 
 struct catchup {
@@ -74,6 +90,10 @@ struct catchup {
   catchup_apply_fn apply;
   catchup_done_fn done;
   void *apply_data; /* the owner's, for pick, apply and done */
+  catchup_table_wanted_fn table_wanted;
+  catchup_table_fn table;
+  bool asking_table;       /* the request in flight asks for the peer's table */
+  unsigned table_failures; /* table requests refused or failed (CATCHUP_TABLE_TRIES) */
   bool failed; /* pending entries overflowed: the replica must be rebuilt */
   int handles; /* open handles to wait for at close */
   catchup_close_cb close_cb;
@@ -86,6 +106,8 @@ struct catchup_owner {
   catchup_pick_fn pick;   /* the peers, asked at each dial */
   catchup_apply_fn apply; /* held entries, once caught up */
   catchup_done_fn done;   /* may be NULL */
+  catchup_table_wanted_fn table_wanted; /* may be NULL (with table): never asked */
+  catchup_table_fn table;
   void *data;
 };
 

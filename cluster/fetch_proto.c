@@ -10,7 +10,7 @@
 void fetch_request_encode(const struct fetch_request *q, uint8_t *buf)
 {
   memset(buf, 0, FETCH_REQUEST_SIZE);
-  le_put32(buf, FETCH_REQUEST_MAGIC);
+  le_put32(buf, q->kind == FETCH_KIND_TABLE ? FETCH_TABLE_MAGIC : FETCH_REQUEST_MAGIC);
   le_put32(buf + 4, q->max_bytes);
   le_put64(buf + 8, (uint64_t)q->offset);
   le_put32(buf + 20, crc32c(buf, 20));
@@ -18,12 +18,14 @@ void fetch_request_encode(const struct fetch_request *q, uint8_t *buf)
 
 int fetch_request_decode(const uint8_t *buf, struct fetch_request *q)
 {
-  if (le_get32(buf) != FETCH_REQUEST_MAGIC) {
+  uint32_t magic = le_get32(buf);
+  if (magic != FETCH_REQUEST_MAGIC && magic != FETCH_TABLE_MAGIC) {
     return CAIRN_EBADMAGIC;
   }
   if (le_get32(buf + 20) != crc32c(buf, 20)) {
     return CAIRN_EBADCRC;
   }
+  q->kind = magic == FETCH_TABLE_MAGIC ? FETCH_KIND_TABLE : FETCH_KIND_BATCHES;
   q->max_bytes = le_get32(buf + 4);
   q->offset = (int64_t)le_get64(buf + 8);
   return 0;

@@ -5,9 +5,9 @@
  * exactly as stored. Little-endian, version FETCH_VERSION = 1.
  *
  * Request, FETCH_REQUEST_SIZE = 24 bytes:
- *    0 u32 magic "CFQ1"
- *    4 u32 max_bytes (the peer caps it at FETCH_MAX_BYTES)
- *    8 i64 offset    first offset wanted
+ *    0 u32 magic     "CFQ1": batches; "CFT1": the peer's producer table
+ *    4 u32 max_bytes (the peer caps it at FETCH_MAX_BYTES; 0 for a table)
+ *    8 i64 offset    first offset wanted (0 for a table)
  *   16 u32 reserved, 0
  *   20 u32 CRC-32C of bytes [0, 20)
  *
@@ -18,10 +18,21 @@
  *    8 i64 log_start
  *   16 i64 log_next
  *   24 u32 nbytes     whole batches from the one holding offset; 0 when
- *                     offset == log_next
+ *                     offset == log_next. For a table: the table as
+ *                     producer_state_encode() writes it (it names the
+ *                     offset and Raft index it covers, the peer's log end),
+ *                     or 0 with status CAIRN_EREPLICA_NOT_AVAILABLE when the
+ *                     peer has none that covers its log (it is catching up
+ *                     itself, or lacks producers below its own start)
  *   28 u32 payload CRC-32C of the nbytes that follow
  *   32 u32 reserved, 0
  *   36 u32 CRC-32C of bytes [0, 36)
+ *
+ * Why a table: a replica whose log restarts at its peer's log start
+ * (retention or a LOG_START deleted what it lacks) cannot rebuild the
+ * producers of the deleted batches from any log; the peer's table, taken
+ * at its log end, covers them (docs/replication.md, "Catch-up"). A peer of
+ * an older version closes the connection on the "CFT1" magic.
  */
 #ifndef CAIRN_FETCH_PROTO_H
 #define CAIRN_FETCH_PROTO_H
@@ -32,13 +43,17 @@
 #define FETCH_VERSION 1
 #define FETCH_REQUEST_MAGIC 0x31514643u  /* "CFQ1" */
 #define FETCH_RESPONSE_MAGIC 0x31524643u /* "CFR1" */
+#define FETCH_TABLE_MAGIC 0x31544643u    /* "CFT1" */
 #define FETCH_REQUEST_SIZE 24
 #define FETCH_RESPONSE_SIZE 40
 #define FETCH_MAX_BYTES (4u << 20)
 /* A response may exceed max_bytes by one batch (the first is always whole). */
 #define FETCH_MAX_PAYLOAD (FETCH_MAX_BYTES + (16u << 20))
 
+enum fetch_kind { FETCH_KIND_BATCHES, FETCH_KIND_TABLE };
+
 struct fetch_request {
+  enum fetch_kind kind;
   int64_t offset;
   uint32_t max_bytes;
 };

@@ -79,9 +79,53 @@ static void fetch_conn_on_written(uv_write_t *w, int status)
   uv_read_start((uv_stream_t *)fc->tcp, fetch_conn_alloc, fetch_conn_on_read);
 }
 
+void fetch_server_set_table(struct fetch_server *srv, fetch_table_fn table, void *table_data)
+{
+  srv->table = table;
+  srv->table_data = table_data;
+}
+
+/* Builds the answer to a table request: header plus the encoded table, or
+ * a header with the owner's refusal. */
+static int fetch_conn_answer_table(struct fetch_conn *fc, size_t *len)
+{
+  struct fetch_server *srv = fc->srv;
+  struct store_info info;
+  store_info(srv->store, &info);
+  struct fetch_response r = {.log_start = info.start_offset, .log_next = info.next_offset};
+  uint8_t *table = NULL;
+  size_t n = 0;
+  r.status = srv->table != NULL ? srv->table(srv->table_data, &table, &n) : CAIRN_EUNSUPPORTED;
+  if (r.status == 0 && n > FETCH_MAX_PAYLOAD) {
+    r.status = CAIRN_ETOOLARGE;
+  }
+  if (r.status != 0) {
+    free(table);
+    table = NULL;
+    n = 0;
+  }
+  fc->out = malloc(FETCH_RESPONSE_SIZE + n);
+  if (fc->out == NULL) {
+    free(table);
+    return CAIRN_ENOMEM;
+  }
+  if (n > 0) {
+    memcpy(fc->out + FETCH_RESPONSE_SIZE, table, n);
+  }
+  free(table);
+  r.nbytes = (uint32_t)n;
+  r.payload_crc = crc32c(fc->out + FETCH_RESPONSE_SIZE, n);
+  fetch_response_encode(&r, fc->out);
+  *len = FETCH_RESPONSE_SIZE + n;
+  return 0;
+}
+
 /* Builds the answer to one request: header plus whole batches. */
 static int fetch_conn_answer(struct fetch_conn *fc, const struct fetch_request *q, size_t *len)
 {
+  if (q->kind == FETCH_KIND_TABLE) {
+    return fetch_conn_answer_table(fc, len);
+  }
   struct store_info info;
   store_info(fc->srv->store, &info);
   struct fetch_response r = {.log_start = info.start_offset, .log_next = info.next_offset};

@@ -381,10 +381,29 @@ static void rgroup_catchup_release(struct rgroup *rg)
   catchup_close(cu, rgroup_on_catchup_closed);
 }
 
+/* catchup_table_wanted_fn and catchup_table_fn: rgroup_fsm.h. */
+static bool rgroup_catchup_table_wanted(void *data, int64_t log_start)
+{
+  return rgroup_fsm_table_wanted(data, log_start);
+}
+
+static int rgroup_catchup_table(void *data, const uint8_t *buf, size_t len, int64_t *offset,
+                                uint64_t *index)
+{
+  return rgroup_fsm_table_take(data, buf, len, offset, index);
+}
+
+/* fetch_table_fn: this replica's table, for a peer catching up. */
+static int rgroup_fetch_table(void *data, uint8_t **out, size_t *len)
+{
+  return rgroup_fsm_table_share(data, out, len);
+}
+
 /* catchup_done_fn: caught up, the held entries applied. */
 static void rgroup_catchup_done(void *data, struct catchup *cu)
 {
   struct rgroup *rg = data;
+  rgroup_fsm_caught_up(rg);
   if (rg->catchup == cu) {
     rgroup_catchup_release(rg);
   }
@@ -400,6 +419,8 @@ int rgroup_catchup_start(struct rgroup *rg, int64_t target_next, uint64_t target
     const struct catchup_owner owner = {.pick = rgroup_catchup_pick,
                                         .apply = rgroup_apply_deferred,
                                         .done = rgroup_catchup_done,
+                                        .table_wanted = rgroup_catchup_table_wanted,
+                                        .table = rgroup_catchup_table,
                                         .data = rg};
     catchup_init(rg->catchup, rg->loop, rg->tr, rg->store, rg->group_id, rg->self_id,
                  rg->self_address, &owner);
@@ -419,6 +440,7 @@ uint64_t rgroup_catchup_fetched(const struct rgroup *rg)
 static int rgroup_open_fetch(struct rgroup *rg)
 {
   fetch_server_init(&rg->fetch, rg->loop, rg->store, rg->group_id);
+  fetch_server_set_table(&rg->fetch, rgroup_fetch_table, rg);
   if (rg->rt != NULL) {
     return 0;
   }

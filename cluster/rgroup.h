@@ -381,9 +381,15 @@ struct rgroup {
   uint8_t *ck_enc;
   size_t ck_len;
   int64_t ck_covers;
-  struct producer_state snap_producers; /* a restored snapshot's table, adopted */
-  int64_t snap_producers_offset;        /* once the log reaches this offset */
-  bool snap_producers_pending;
+  struct producer_state snap_producers; /* a restored snapshot's table, or a */
+  int64_t snap_producers_offset;        /* peer's (catch-up), adopted once the */
+  bool snap_producers_pending;          /* log reaches this offset */
+  bool producers_from_peer; /* the table pending or adopted is a peer's: saved once caught up */
+  /* The table lacks producers of batches deleted below the log's start
+   * before it recorded them (a log restarted at a peer's start with an
+   * older table): such a replica asks a peer for its table at its next
+   * restore, and serves its own to no one. */
+  bool producers_gap;
   bool fatal; /* the store failed: this replica applies nothing more */
   uint64_t store_failed_ms; /* wall clock of the store's failure (fatal or store_down), 0 none */
   /* A PostgreSQL store that failed (rgroup_raft.c, "store down"): Raft is

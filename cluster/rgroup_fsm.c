@@ -147,9 +147,10 @@ static int rgroup_fsm_producers_sync(struct rgroup *rg)
     producer_state_init(&rg->snap_producers);
     rg->producers_offset = rg->snap_producers_offset;
     rg->snap_producers_pending = false;
-    log_info("rgroup", "group %llu: producer table of the snapshot adopted (%zu producers, "
-             "offset %lld)", (unsigned long long)rg->group_id, rg->producers.n,
-             (long long)rg->producers_offset);
+    rg->producers_gap = false;
+    log_info("rgroup", "group %llu: producer table of the %s adopted (%zu producers, offset %lld)",
+             (unsigned long long)rg->group_id, rg->producers_from_peer ? "peer" : "snapshot",
+             rg->producers.n, (long long)rg->producers_offset);
   }
   if (rg->producers_offset == info.next_offset) {
     return 0;
@@ -161,6 +162,7 @@ static int rgroup_fsm_producers_sync(struct rgroup *rg)
              (long long)rg->producers_offset, (long long)info.next_offset);
     producer_state_close(&rg->producers);
     rg->producers_offset = info.start_offset;
+    rg->producers_gap = info.start_offset > 0; /* whatever lay below the start is unknown */
   }
   if (rg->producers_offset < info.start_offset) {
     log_warn("rgroup", "group %llu: batches [%lld, %lld) are gone from the log before the "
@@ -168,6 +170,7 @@ static int rgroup_fsm_producers_sync(struct rgroup *rg)
              (unsigned long long)rg->group_id, (long long)rg->producers_offset,
              (long long)info.start_offset);
     rg->producers_offset = info.start_offset;
+    rg->producers_gap = true;
   }
   uint64_t t0 = uv_hrtime();
   int rv = rgroup_fsm_producers_scan(rg, rg->producers_offset, info.next_offset);
@@ -231,7 +234,10 @@ static void rgroup_fsm_producers_load(struct rgroup *rg)
   }
   producer_state_close(&alt);
   if (!have) {
-    return; /* rebuilt from the log's start */
+    /* Rebuilt from the log's start; what was deleted below a start past 0
+     * is unknown (a damaged or removed file). */
+    rg->producers_gap = info.start_offset > 0;
+    return;
   }
   rg->producers_offset = offset;
   rg->producers_index = index;
@@ -379,6 +385,78 @@ static int rgroup_fsm_producers_cover(struct rgroup *rg)
   }
   free(enc);
   return rv;
+}
+
+/* ---- the producer table between replicas ---- */
+
+bool rgroup_fsm_table_wanted(struct rgroup *rg, int64_t log_start)
+{
+  if (rg->snap_producers_pending) {
+    return rg->snap_producers_offset < log_start;
+  }
+  return rg->producers_gap || rg->producers_offset < log_start;
+}
+
+int rgroup_fsm_table_take(struct rgroup *rg, const uint8_t *buf, size_t len, int64_t *offset,
+                          uint64_t *index)
+{
+  struct producer_state table;
+  producer_state_init(&table);
+  int rv = producer_state_decode(&table, buf, len, offset, index);
+  if (rv != 0) {
+    log_warn("rgroup", "group %llu: a peer's producer table is malformed: %s",
+             (unsigned long long)rg->group_id, cairn_strerror(rv));
+    return rv;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (*offset < info.start_offset) {
+    producer_state_close(&table); /* the peer is behind this log's start */
+    return CAIRN_EOFFSET;
+  }
+  producer_state_close(&rg->snap_producers);
+  rg->snap_producers = table;
+  rg->snap_producers_offset = *offset;
+  rg->snap_producers_pending = true;
+  rg->producers_from_peer = true;
+  return 0;
+}
+
+int rgroup_fsm_table_share(struct rgroup *rg, uint8_t **out, size_t *len)
+{
+  if (rgroup_is_catching_up(rg) || rg->snap_producers_pending || rg->producers_gap ||
+      rgroup_fsm_store_down(rg)) {
+    return CAIRN_EREPLICA_NOT_AVAILABLE;
+  }
+  int rv = rgroup_fsm_producers_sync(rg);
+  if (rv != 0) {
+    return rv;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  return producer_state_encode(&rg->producers, info.next_offset, info.last_index, out, len);
+}
+
+void rgroup_fsm_caught_up(struct rgroup *rg)
+{
+  if (!rg->producers_from_peer) {
+    return;
+  }
+  int rv = rgroup_fsm_producers_sync(rg); /* adopts it, if no apply has yet */
+  if (rv == 0 && rg->snap_producers_pending) {
+    rv = CAIRN_EOFFSET; /* the log ends below what it covers: not caught up */
+  }
+  if (rv == 0) {
+    rv = rgroup_fsm_producers_cover(rg);
+  }
+  if (rv != 0) {
+    log_warn("rgroup",
+             "group %llu: the producer table from a peer is not saved (%s): a restart "
+             "asks a peer again",
+             (unsigned long long)rg->group_id, cairn_strerror(rv));
+    return;
+  }
+  rg->producers_from_peer = false;
 }
 
 /* ---- apply ---- */
@@ -738,7 +816,16 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   raft_free(buf->base); /* ours on success */
   if (info.last_index >= last_index && info.next_offset >= next_offset) {
     producer_state_close(&table); /* this replica's own table covers as much */
-    return 0;
+    if (!rg->producers_gap) {
+      return 0;
+    }
+    /* ... but lacks producers below the log's start (a restart before a
+     * peer's table was saved): a catch-up asks a peer for theirs. */
+    log_info("rgroup",
+             "group %llu: the producer table lacks producers below the log's start: "
+             "asking a peer for its table",
+             (unsigned long long)rg->group_id);
+    return rgroup_catchup_start(rg, next_offset, last_index) == 0 ? 0 : RAFT_NOMEM;
   }
   if (has_table) {
     /* Adopted once the fetched log reaches the snapshot's end. */

@@ -57,6 +57,31 @@ void rgroup_fsm_producers_reload(struct rgroup *rg);
  * leaves the store fatal). */
 __attribute__((warn_unused_result)) int rgroup_fsm_producers_checkpoint(struct rgroup *rg);
 
+/* ---- the producer table between replicas (catch-up, fetch_proto.h) ---- */
+
+/* catchup_table_wanted_fn: would the table this replica has once caught
+ * up (a restored snapshot's, or its own) cover less than its log, which
+ * starts at log_start (or does it lack producers already: producers_gap)? */
+bool rgroup_fsm_table_wanted(struct rgroup *rg, int64_t log_start);
+
+/* catchup_table_fn: keeps a peer's encoded table (buf untrusted) to adopt
+ * once the log reaches the offset it covers, as a restored snapshot's is.
+ * Returns 0 with that offset and Raft index, CAIRN_EOFFSET when it covers
+ * less than this log, or the decode's error. */
+int rgroup_fsm_table_take(struct rgroup *rg, const uint8_t *buf, size_t len, int64_t *offset,
+                          uint64_t *index);
+
+/* fetch_table_fn: this replica's table brought to its log's end and
+ * encoded (*out malloc'd). CAIRN_EREPLICA_NOT_AVAILABLE while it is
+ * catching up, has a table pending or lacks producers (producers_gap). */
+int rgroup_fsm_table_share(struct rgroup *rg, uint8_t **out, size_t *len);
+
+/* Caught up: a peer's table is adopted now and saved to
+ * <dir>/producers.cmd (a flush, then the file: blocks in fdatasync), so a
+ * restart does not rebuild it from a log that lacks what it covers. A
+ * failure is logged; the restart then finds the gap and asks again. */
+void rgroup_fsm_caught_up(struct rgroup *rg);
+
 /* The store committed what a checkpoint waits for (pgstore's on_durable):
  * writes the kept table if it is covered now. Context: loop. */
 void rgroup_fsm_producers_durable(struct rgroup *rg);

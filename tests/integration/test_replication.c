@@ -427,6 +427,156 @@ static void test_producer_table_survives_snapshot_catch_up_and_restart(void **st
   cluster_stop(&c);
 }
 
+/* Node i's "info" of group g: log start, end and last Raft index. */
+static void node_info(struct tc_cluster *c, int i, int g, int64_t *start, int64_t *next,
+                      uint64_t *last)
+{
+  char line[256];
+  int gg;
+  assert_int_equal(tc_ask(c, i, line, sizeof line, "info %d", g), 0);
+  assert_int_equal(sscanf(line, "info %d %" SCNd64 " %" SCNd64 " %" SCNu64, &gg, start, next, last),
+                   4);
+}
+
+/* The Raft index of node i's last snapshot of group g. */
+static uint64_t node_snapshot_index(struct tc_cluster *c, int i, int g)
+{
+  char line[256];
+  int gg;
+  uint64_t taken, index;
+  assert_int_equal(tc_ask(c, i, line, sizeof line, "snap %d", g), 0);
+  assert_int_equal(sscanf(line, "snap %d %" SCNu64 " %" SCNu64, &gg, &taken, &index), 3);
+  return index;
+}
+
+/* One plain produce of one record of vsize bytes through node i, waited for. */
+static void produce_one(struct tc_cluster *c, int i, int g, size_t vsize)
+{
+  tc_send_produce(c, i, g, 1, vsize);
+  int acked = 0;
+  tc_collect(c, i, 1, 15000, &acked);
+  assert_int_equal(acked, 1);
+}
+
+/* Retention on node i down to its active segment; returns the log start. */
+static int64_t node_retain_all(struct tc_cluster *c, int i, int g)
+{
+  char line[256];
+  int gg, rv;
+  unsigned deleted;
+  int64_t start;
+  assert_int_equal(tc_ask(c, i, line, sizeof line, "retain %d 1", g), 0);
+  assert_int_equal(sscanf(line, "retain %d %d %u %" SCNd64, &gg, &rv, &deleted, &start), 4);
+  assert_int_equal(rv, 0);
+  return start;
+}
+
+static const char *const small_segments[] = {
+    "--snapshot-threshold", "16", "--segment-bytes", "65536", "--no-preferred-leader", NULL};
+
+/* A follower far behind installs the leader's last snapshot, but its peers'
+ * retention has since deleted past that snapshot's end: the follower's log
+ * restarts at their log start, and the producers whose batches lay between
+ * the snapshot's end and that start are in no snapshot and in no log it
+ * can fetch. It gets them from a peer's producer table, or it would refuse
+ * such a producer's next batch (UNKNOWN_PRODUCER) where its peers append
+ * it, and the replicas' logs would part. Then the same after a SIGKILL and
+ * restart of that follower (the table it adopted is on its disk). */
+static void test_follower_behind_retention_gets_the_producer_table_from_a_peer(void **state)
+{
+  static struct tc_cluster c;
+  cluster_start_with(&c, 1, small_segments);
+  int l = tc_find_leader(&c, 1);
+  int f = (l + 1) % TC_NODES, o = (l + 2) % TC_NODES;
+  char line[256], want[128], got[128];
+  iproduce(&c, l, 1, 42, 0, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  tc_node_kill(&c, f);
+  /* Far more entries than the leader keeps after a snapshot (16 between
+   * snapshots, 128 trailing): f will need one. */
+  for (int k = 0; k < 200; k++) {
+    produce_one(&c, l, 1, 4000);
+  }
+  /* A new producer's first batch after the leader's last snapshot, then a
+   * few big batches, fewer than the snapshot threshold, so that its batch
+   * is in a closed segment: retention deletes it and no snapshot holds it
+   * yet. A snapshot may still fall among them: then try again. */
+  int64_t pid = -1, pid_off = -1, start_l = -1, start_o = -1;
+  for (int attempt = 0; attempt < 20 && pid < 0; attempt++) {
+    int64_t p = 100 + attempt;
+    iproduce(&c, l, 1, p, 0, line, sizeof line);
+    assert_true(strncmp(line, "ok ", 3) == 0);
+    int64_t off = -1;
+    assert_int_equal(sscanf(line, "ok %*d %*u %" SCNd64, &off), 1);
+    int64_t s, n;
+    uint64_t p_index;
+    node_info(&c, l, 1, &s, &n, &p_index);
+    for (int k = 0; k < 3; k++) {
+      produce_one(&c, l, 1, 30000);
+    }
+    if (node_snapshot_index(&c, l, 1) >= p_index) {
+      continue;
+    }
+    start_l = node_retain_all(&c, l, 1);
+    start_o = node_retain_all(&c, o, 1);
+    if (start_l > off && start_o > off && node_snapshot_index(&c, l, 1) < p_index) {
+      pid = p;
+      pid_off = off;
+    }
+  }
+  assert_true(pid >= 0);
+  printf("  producer %" PRId64 "'s batch at offset %" PRId64 ": after the leader's snapshot, "
+         "below the peers' log start (%" PRId64 ", %" PRId64 ")\n",
+         pid, pid_off, start_l, start_o);
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  assert_true(tu_file_contains(c.n[f].log, "restarts there"));
+  assert_true(tu_file_contains(c.n[f].log, "producer table from a peer"));
+  /* The producer goes on: every replica appends its next batch. */
+  iproduce(&c, l, 1, pid, 1, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  wait_identical(&c, l, f, 1);
+  wait_identical(&c, l, o, 1);
+  node_pstate(&c, l, 1, pid, want, sizeof want);
+  node_pstate(&c, f, 1, pid, got, sizeof got);
+  assert_string_equal(got, want);
+  node_pstate(&c, l, 1, 42, want, sizeof want);
+  node_pstate(&c, f, 1, 42, got, sizeof got);
+  assert_string_equal(got, want);
+  /* f SIGKILLed and restarted: the table it adopted was saved. */
+  tc_node_kill(&c, f);
+  tc_node_start(&c, f);
+  node_pstate(&c, l, 1, pid, want, sizeof want);
+  node_pstate(&c, f, 1, pid, got, sizeof got);
+  assert_string_equal(got, want);
+  iproduce(&c, l, 1, pid, 2, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  wait_identical(&c, l, f, 1);
+  /* As if f had been killed before it saved the peer's table: without its
+   * table files its log (from the peers' start) names neither producer 42
+   * nor the first batch of pid; it asks a peer for the table again. */
+  tc_node_kill(&c, f);
+  char path[700];
+  snprintf(path, sizeof path, "%s/group-1/producers", c.n[f].dir);
+  assert_int_equal(unlink(path), 0);
+  snprintf(path, sizeof path, "%s/group-1/producers.cmd", c.n[f].dir);
+  assert_int_equal(unlink(path), 0);
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  assert_true(tu_file_contains(c.n[f].log, "lacks producers below the log's start"));
+  node_pstate(&c, l, 1, 42, want, sizeof want);
+  node_pstate(&c, f, 1, 42, got, sizeof got);
+  assert_string_equal(got, want);
+  node_pstate(&c, l, 1, pid, want, sizeof want);
+  node_pstate(&c, f, 1, pid, got, sizeof got);
+  assert_string_equal(got, want);
+  iproduce(&c, l, 1, 42, 1, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  wait_identical(&c, l, f, 1);
+  wait_identical(&c, l, o, 1);
+  cluster_stop(&c);
+}
+
 /* Pipelined idempotent produces, each sent twice in a row, so that group
  * commit puts originals and their duplicates into the same Raft entries:
  * every request gets its own answer, a duplicate the offset of its
@@ -741,6 +891,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_follower_far_behind_catches_up_through_snapshot),
       cmocka_unit_test(test_catch_up_completes_from_third_replica_when_leader_dies),
       cmocka_unit_test(test_producer_table_survives_snapshot_catch_up_and_restart),
+      cmocka_unit_test(test_follower_behind_retention_gets_the_producer_table_from_a_peer),
       cmocka_unit_test(test_duplicates_within_one_entry_get_the_original_offset),
       cmocka_unit_test(test_sigterm_hands_leadership_over_first),
       cmocka_unit_test(test_stopping_replicas_refuse_leadership),

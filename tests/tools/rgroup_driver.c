@@ -30,6 +30,13 @@
  *   hash G                  -> "hash G NEXT CRC CATCHING": CRC-32C of every byte of the
  *                              log's batches from its start, the log end, and
  *                              whether the replica is catching up (0/1)
+ *   retain G BYTES          -> "retain G RV DELETED START": sets the replica's retention
+ *                              to BYTES (0: none) and applies it now, as a node's
+ *                              retention check does (rgroup_retention); RV its result,
+ *                              DELETED the segments it removed, START the log start after
+ *   snap G                  -> "snap G TAKEN INDEX": snapshots this replica has taken,
+ *                              and the Raft index of the last one it has (taken or
+ *                              installed; 0: none)
  *   quit                    -> "bye", then a clean shutdown
  * Batches are built like tests/lib's tu_make_batch(TAG, N, VSIZE), so a
  * test can tell which produce a stored batch came from by its first key.
@@ -54,6 +61,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/wallclock.h"
 #include "format/batch.h"
 #include "format/crc32c.h"
 #include "testutil.h"
@@ -495,6 +503,22 @@ static void driver_stop(struct driver *d)
   }
 }
 
+/* retain G BYTES (the header). */
+static void driver_cmd_retain(struct driver_conn *c, struct driver_group *g, const char *line)
+{
+  unsigned long long bytes = 0;
+  if (sscanf(line, "%*s %*u %llu", &bytes) != 1) {
+    driver_reply(c, "error usage: retain G BYTES");
+    return;
+  }
+  rgroup_set_retention(&g->rg, bytes, 0);
+  uint32_t deleted = 0;
+  int rv = rgroup_retention(&g->rg, wallclock_ms(), &deleted);
+  struct store_info info;
+  store_info(rgroup_store(&g->rg), &info);
+  driver_reply(c, "retain %" PRIu64 " %d %u %" PRId64, g->id, rv, deleted, info.start_offset);
+}
+
 static void driver_command(struct driver_conn *c, char *line)
 {
   char cmd[16];
@@ -569,6 +593,11 @@ static void driver_command(struct driver_conn *c, char *line)
     }
   } else if (strcmp(cmd, "handoff") == 0) {
     driver_reply(c, "handoff %" PRIu64 " %d", gid, rgroup_handoff(&g->rg));
+  } else if (strcmp(cmd, "retain") == 0) {
+    driver_cmd_retain(c, g, line);
+  } else if (strcmp(cmd, "snap") == 0) {
+    driver_reply(c, "snap %" PRIu64 " %" PRIu64 " %" PRIu64, gid, g->rg.snapshots,
+                 (uint64_t)g->rg.raft.log.snapshot.last_index);
   } else if (strcmp(cmd, "dump") == 0) {
     driver_cmd_dump(c, g);
   } else if (strcmp(cmd, "hash") == 0) {
@@ -735,17 +764,22 @@ int main(int argc, char **argv)
   d->ngroups = 1;
   memset(&d->opts, 0, sizeof d->opts);
   plog_opts_default(&d->opts.plog);
-  static const struct option opts[] = {
-      {"id", required_argument, NULL, 'i'},        {"cluster", required_argument, NULL, 'c'},
-      {"control", required_argument, NULL, 'C'},   {"dir", required_argument, NULL, 'd'},
-      {"replicas", required_argument, NULL, 'r'},  {"groups", required_argument, NULL, 'g'},
-      {"election-ms", required_argument, NULL, 'e'}, {"heartbeat-ms", required_argument, NULL, 'h'},
-      {"snapshot-threshold", required_argument, NULL, 's'},
-      {"raft-segment-size", required_argument, NULL, 'S'},
-      {"raft-log-budget", required_argument, NULL, 'B'},
-      {"no-preferred-leader", no_argument, NULL, 'P'},
-      {"raft-log", required_argument, NULL, 'L'},
-      {"raft-mux", no_argument, NULL, 'M'}, {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"id", required_argument, NULL, 'i'},
+                                       {"cluster", required_argument, NULL, 'c'},
+                                       {"control", required_argument, NULL, 'C'},
+                                       {"dir", required_argument, NULL, 'd'},
+                                       {"replicas", required_argument, NULL, 'r'},
+                                       {"groups", required_argument, NULL, 'g'},
+                                       {"election-ms", required_argument, NULL, 'e'},
+                                       {"heartbeat-ms", required_argument, NULL, 'h'},
+                                       {"snapshot-threshold", required_argument, NULL, 's'},
+                                       {"raft-segment-size", required_argument, NULL, 'S'},
+                                       {"raft-log-budget", required_argument, NULL, 'B'},
+                                       {"no-preferred-leader", no_argument, NULL, 'P'},
+                                       {"raft-log", required_argument, NULL, 'L'},
+                                       {"raft-mux", no_argument, NULL, 'M'},
+                                       {"segment-bytes", required_argument, NULL, 'G'},
+                                       {NULL, 0, NULL, 0}};
   const char *raft_log = "group";
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -764,6 +798,9 @@ int main(int argc, char **argv)
     case 'P': d->opts.no_preferred_leader = true; break;
     case 'L': raft_log = optarg; break;
     case 'M': d->mux = true; break;
+    case 'G':
+      d->opts.plog.segment_bytes = strtoull(optarg, NULL, 10);
+      break;
     default: return 2;
     }
   }
@@ -775,7 +812,7 @@ int main(int argc, char **argv)
                     "--dir DIR --replicas ID@HOST:PORT,... [--groups N] [--election-ms MS] "
                     "[--heartbeat-ms MS] [--snapshot-threshold N] [--raft-segment-size BYTES] "
                     "[--raft-log-budget BYTES] [--no-preferred-leader] "
-                    "[--raft-log group|node] [--raft-mux]\n");
+                    "[--raft-log group|node] [--raft-mux] [--segment-bytes BYTES]\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);

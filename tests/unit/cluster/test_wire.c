@@ -84,8 +84,15 @@ static void test_fetch_frames_round_trip_and_refuse_damage(void **state)
   fetch_request_encode(&in, q);
   assert_memory_equal(q, "CFQ1", 4);
   assert_int_equal(fetch_request_decode(q, &out), 0);
+  assert_int_equal(out.kind, FETCH_KIND_BATCHES);
   assert_int_equal(out.offset, in.offset);
   assert_int_equal(out.max_bytes, in.max_bytes);
+  struct fetch_request tin = {.kind = FETCH_KIND_TABLE}, tout = {.kind = FETCH_KIND_BATCHES};
+  fetch_request_encode(&tin, q);
+  assert_memory_equal(q, "CFT1", 4); /* a peer without tables refuses the magic */
+  assert_int_equal(fetch_request_decode(q, &tout), 0);
+  assert_int_equal(tout.kind, FETCH_KIND_TABLE);
+  fetch_request_encode(&in, q);
   q[10] ^= 1;
   assert_int_equal(fetch_request_decode(q, &out), CAIRN_EBADCRC);
   q[0] = 'X';
