@@ -205,11 +205,20 @@ static void catchup_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void catchup_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 
+/* May a peer still be asked for its table? */
+static bool catchup_tables_left(const struct catchup *cu)
+{
+  return cu->table != NULL && cu->table_failures < CATCHUP_TABLE_TRIES;
+}
+
 /* Should the next request ask for the peer's producer table? */
 static bool catchup_wants_table(struct catchup *cu, const struct store_info *info)
 {
-  return cu->table_wanted != NULL && cu->table_failures < CATCHUP_TABLE_TRIES &&
-         cu->table_wanted(cu->apply_data, info->start_offset);
+  if (!catchup_tables_left(cu)) {
+    return false;
+  }
+  return cu->restart_pending ||
+         (cu->table_wanted != NULL && cu->table_wanted(cu->apply_data, info->start_offset));
 }
 
 /* A table request failed (refused, closed, unreadable): another peer is
@@ -217,6 +226,7 @@ static bool catchup_wants_table(struct catchup *cu, const struct store_info *inf
 static void catchup_table_failed(struct catchup *cu)
 {
   cu->asking_table = false;
+  cu->restart_pending = false; /* the next answer says again whether to restart */
   if (++cu->table_failures == CATCHUP_TABLE_TRIES) {
     log_warn("catchup",
              "group %llu: no peer gave its producer table after %u tries: going on "
@@ -304,8 +314,35 @@ static int catchup_apply_payload(struct catchup *cu, int *appended)
   return 0; /* a trailing partial entry is asked for again next time */
 }
 
+/* Empties our log and restarts it at the peer's start; last_index: see
+ * store_reset (0: our own kept). Then asks for what follows. */
+static void catchup_restart_log(struct catchup *cu, int64_t start, uint64_t last_index)
+{
+  struct store_info info;
+  store_info(cu->store, &info);
+  log_info("catchup",
+           "group %llu: the peer's log starts at %lld, past ours (%lld): ours "
+           "restarts there",
+           (unsigned long long)cu->group_id, (long long)start, (long long)info.next_offset);
+  int rv = store_reset(cu->store, start, last_index);
+  if (rv == CAIRN_EPENDING) {
+    /* The store deletes off the loop (pgstore): ask again after a pause,
+     * which finds it done (its start moved) or still running. */
+    catchup_retry_later(cu);
+  } else if (rv != 0) {
+    catchup_backoff(cu, cairn_strerror(rv));
+  } else if (catchup_reached(cu)) {
+    catchup_finish(cu);
+  } else {
+    catchup_request(cu);
+  }
+}
+
 /* The peer's producer table arrived: the owner takes it, and the
- * catch-up goes at least to the point it covers. */
+ * catch-up goes at least to the point it covers. If our log is to restart
+ * at the peer's start, it does now: when the peer's log holds no batch,
+ * with the peer's last Raft index (the table's), so that the entries whose
+ * batches the peer deleted are not applied here again. */
 static void catchup_on_table(struct catchup *cu)
 {
   int64_t offset = 0;
@@ -319,6 +356,8 @@ static void catchup_on_table(struct catchup *cu)
     return;
   }
   cu->asking_table = false;
+  bool restart = cu->restart_pending;
+  cu->restart_pending = false;
   log_info("catchup",
            "group %llu: producer table from a peer, covering offsets up to %lld "
            "(raft index %llu): catching up at least that far",
@@ -328,6 +367,13 @@ static void catchup_on_table(struct catchup *cu)
   }
   if (index > cu->target_index) {
     cu->target_index = index;
+  }
+  const struct fetch_response *r = &cu->response;
+  struct store_info info;
+  store_info(cu->store, &info);
+  if (restart && info.next_offset < r->log_start) {
+    catchup_restart_log(cu, r->log_start, r->log_next == r->log_start ? index : 0);
+    return;
   }
   if (catchup_reached(cu)) {
     catchup_finish(cu);
@@ -400,20 +446,14 @@ static bool catchup_on_header(struct catchup *cu, struct fetch_response *r)
     return catchup_expect_payload(cu, r);
   }
   if (r->status == CAIRN_EOFFSET && info.next_offset < r->log_start) {
-    /* The peer no longer has what follows our log (retention): start our
-     * log where the peer's starts. */
-    log_info("catchup", "group %llu: the peer's log starts at %lld, past ours (%lld): ours "
-             "restarts there", (unsigned long long)cu->group_id, (long long)r->log_start,
-             (long long)info.next_offset);
-    int rv = store_delete_before(cu->store, r->log_start);
-    if (rv == CAIRN_EPENDING) {
-      /* The store deletes off the loop (pgstore): ask again after a pause,
-       * which finds it done (its start moved) or still running. */
-      catchup_retry_later(cu);
-    } else if (rv != 0) {
-      catchup_backoff(cu, cairn_strerror(rv));
-    } else {
+    /* The peer no longer has what follows our log (retention, a
+     * LOG_START): our log restarts where the peer's starts, with its
+     * producer table (catchup_on_table); a peer without tables: without. */
+    if (catchup_tables_left(cu)) {
+      cu->restart_pending = true;
       catchup_request(cu);
+    } else {
+      catchup_restart_log(cu, r->log_start, 0);
     }
     return false;
   }

@@ -93,6 +93,7 @@ struct catchup {
   catchup_table_wanted_fn table_wanted;
   catchup_table_fn table;
   bool asking_table;       /* the request in flight asks for the peer's table */
+  bool restart_pending;    /* our log restarts at the peer's start once its table is in */
   unsigned table_failures; /* table requests refused or failed (CATCHUP_TABLE_TRIES) */
   bool failed; /* pending entries overflowed: the replica must be rebuilt */
   int handles; /* open handles to wait for at close */

@@ -406,6 +406,18 @@ static int memlog_delete_before(struct store *s, int64_t offset)
   return 0;
 }
 
+static int memlog_reset(struct store *s, int64_t offset, uint64_t last_index)
+{
+  struct memlog *m = memlog_from(s);
+  if (offset <= m->next) {
+    return memlog_fail(m, CAIRN_EINVAL, "reset at %lld: not past the end", (long long)offset);
+  }
+  if (last_index > m->last_index) {
+    m->last_index = last_index;
+  }
+  return memlog_delete_before(s, offset);
+}
+
 /* Whether retention deletes b, given the bytes held from b on. */
 static bool memlog_expired(const struct memlog *m, const struct memlog_batch *b, uint64_t held,
                            int64_t cutoff)
@@ -490,6 +502,7 @@ static const struct store_ops memlog_ops = {
     .flush = memlog_flush,
     .truncate = memlog_truncate,
     .delete_before = memlog_delete_before,
+    .reset = memlog_reset,
     .retention = memlog_retention,
     .retention_point = memlog_retention_point,
     .info = memlog_info,

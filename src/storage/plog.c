@@ -514,6 +514,23 @@ static int plog_reset_at(struct plog *pl, int64_t offset)
   return plog_write_checkpoint(pl);
 }
 
+static int plog_reset(struct store *st, int64_t offset, uint64_t last_index)
+{
+  struct plog *pl = (struct plog *)st;
+  plog_sync_collect(pl); /* its checkpoint names the old start: ours must be the last */
+  if (pl->base.fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (offset <= pl->next_offset) {
+    plog_set_errmsg(pl, "%s: reset at %lld: not past the log's end", pl->dir, (long long)offset);
+    return CAIRN_EINVAL;
+  }
+  if (last_index > pl->last_index) {
+    pl->last_index = last_index; /* kept by plog_reset_at's checkpoint */
+  }
+  return plog_reset_at(pl, offset);
+}
+
 static int plog_delete_before(struct store *st, int64_t offset)
 {
   struct plog *pl = (struct plog *)st;
@@ -690,6 +707,7 @@ const struct store_ops plog_ops = {
     .flush = plog_flush,
     .truncate = plog_truncate,
     .delete_before = plog_delete_before,
+    .reset = plog_reset,
     .retention = plog_retention,
     .retention_point = plog_retention_point,
     .info = plog_info,

@@ -70,6 +70,8 @@ struct store_ops {
   int (*flush)(struct store *s, int64_t up_to);
   int (*truncate)(struct store *s, int64_t offset);
   int (*delete_before)(struct store *s, int64_t offset);
+  /* NULL: store_reset falls back to delete_before */
+  int (*reset)(struct store *s, int64_t offset, uint64_t last_index);
   int (*retention)(struct store *s, int64_t now_ms, int64_t below, uint32_t *deleted);
   int64_t (*retention_point)(struct store *s, int64_t now_ms);
   /* read for a caller that may block; NULL: read never answers CAIRN_EPENDING */
@@ -182,6 +184,24 @@ __attribute__((warn_unused_result)) static inline int store_delete_before(struct
                                                                           int64_t offset)
 {
   return s->ops->delete_before(s, offset);
+}
+
+/* Empties the log and restarts it at offset (above its end), with every
+ * Raft entry up to last_index counted as held (store_info's last_index
+ * never goes back): a catch-up whose peer's log starts past this one's end
+ * and holds no batch (a LOG_START deleted them all). The entries that
+ * appended the deleted batches must then not be applied here again, and
+ * with no batch to carry an index, the store keeps it (plog: in its
+ * checkpoint). A store without the op (pgstore) empties the log as
+ * store_delete_before does and keeps its last index. Returns as
+ * store_delete_before. */
+__attribute__((warn_unused_result)) static inline int store_reset(struct store *s, int64_t offset,
+                                                                  uint64_t last_index)
+{
+  if (s->ops->reset == NULL) {
+    return s->ops->delete_before(s, offset);
+  }
+  return s->ops->reset(s, offset, last_index);
 }
 
 /* Applies the store's retention limits (those it was opened with, or

@@ -577,6 +577,65 @@ static void test_follower_behind_retention_gets_the_producer_table_from_a_peer(v
   cluster_stop(&c);
 }
 
+/* Every record deleted (a LOG_START at the log's end) while a follower was
+ * down and far behind: it installs the snapshot taken after the delete, its
+ * log restarts at the peers' start, and there is nothing after it to
+ * fetch. It must catch up all the same, and take the next batches. */
+static void test_follower_behind_an_emptied_log_catches_up(void **state)
+{
+  static struct tc_cluster c;
+  cluster_start_with(&c, 1, small_raft_log);
+  int l = tc_find_leader(&c, 1);
+  int f = (l + 1) % TC_NODES, o = (l + 2) % TC_NODES;
+  char line[256], want[128], got[128];
+  iproduce(&c, l, 1, 42, 0, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  tc_node_kill(&c, f);
+  for (int k = 0; k < 150; k++) {
+    assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
+  }
+  int64_t s, n;
+  uint64_t last;
+  node_info(&c, l, 1, &s, &n, &last);
+  assert_int_equal(tu_ctl_send(&c.n[l].ctl, "logstart 1 %" PRIu64 " -1", c.next_tag++), 0);
+  assert_int_equal(tu_ctl_line(&c.n[l].ctl, line, sizeof line, 15000), 1);
+  int64_t start = -1;
+  assert_int_equal(sscanf(line, "ok %*d %*u %" SCNd64, &start), 1);
+  assert_int_equal(start, n);
+  /* Every live replica took its snapshot after the delete. */
+  long long deadline = tu_now_ms() + TC_DEADLINE_MS;
+  while ((node_snapshot_index(&c, l, 1) <= last || node_snapshot_index(&c, o, 1) <= last) &&
+         tu_now_ms() < deadline) {
+    usleep(50000);
+  }
+  assert_true(node_snapshot_index(&c, l, 1) > last);
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  int64_t fs, fn;
+  node_info(&c, f, 1, &fs, &fn, &last);
+  assert_int_equal(fs, n);
+  assert_int_equal(fn, n);
+  /* A SIGKILL and restart of f before anything more is appended: its empty
+   * log keeps the Raft index it took over (the checkpoint), so the
+   * entries whose batches were deleted are not applied again. */
+  tc_node_kill(&c, f);
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  node_info(&c, f, 1, &fs, &fn, &last);
+  assert_int_equal(fs, n);
+  assert_int_equal(fn, n);
+  /* Producer 42, whose one batch was deleted, goes on everywhere. */
+  iproduce(&c, l, 1, 42, 1, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
+  wait_identical(&c, l, f, 1);
+  wait_identical(&c, l, o, 1);
+  node_pstate(&c, l, 1, 42, want, sizeof want);
+  node_pstate(&c, f, 1, 42, got, sizeof got);
+  assert_string_equal(got, want);
+  cluster_stop(&c);
+}
+
 /* Pipelined idempotent produces, each sent twice in a row, so that group
  * commit puts originals and their duplicates into the same Raft entries:
  * every request gets its own answer, a duplicate the offset of its
@@ -892,6 +951,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_catch_up_completes_from_third_replica_when_leader_dies),
       cmocka_unit_test(test_producer_table_survives_snapshot_catch_up_and_restart),
       cmocka_unit_test(test_follower_behind_retention_gets_the_producer_table_from_a_peer),
+      cmocka_unit_test(test_follower_behind_an_emptied_log_catches_up),
       cmocka_unit_test(test_duplicates_within_one_entry_get_the_original_offset),
       cmocka_unit_test(test_sigterm_hands_leadership_over_first),
       cmocka_unit_test(test_stopping_replicas_refuse_leadership),

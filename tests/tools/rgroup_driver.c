@@ -30,6 +30,9 @@
  *   hash G                  -> "hash G NEXT CRC CATCHING": CRC-32C of every byte of the
  *                              log's batches from its start, the log end, and
  *                              whether the replica is catching up (0/1)
+ *   logstart G TAG OFFSET   -> later "ok G TAG START" or "err G TAG CODE LEADER": a
+ *                              LOG_START command (rgroup_delete_records; -1: the
+ *                              log end) through this node, the group's leader
  *   retain G BYTES          -> "retain G RV DELETED START": sets the replica's retention
  *                              to BYTES (0: none) and applies it now, as a node's
  *                              retention check does (rgroup_retention); RV its result,
@@ -56,6 +59,7 @@
 #include "cluster/nodewatch.h"
 #include "cluster/raftmux.h"
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_cmd.h"
 #include "cluster/rgroup_pace.h"
 #include "cluster/transport.h"
 #include "common/err.h"
@@ -256,6 +260,28 @@ static void driver_cmd_produce(struct driver_conn *c, uint64_t gid, uint64_t tag
     const char *addr;
     rgroup_leader(&g->rg, &lid, &addr);
     driver_reply(c, "err %" PRIu64 " %" PRIu64 " %s %" PRIu64, gid, tag, cairn_errname(rv), lid);
+    free(p->batch);
+    free(p);
+    return;
+  }
+  c->pending++;
+}
+
+/* logstart G TAG OFFSET: a LOG_START command through the group's leader
+ * (rgroup_delete_records), answered like a produce with the new start. */
+static void driver_cmd_logstart(struct driver_conn *c, uint64_t gid, uint64_t tag, int64_t offset)
+{
+  struct driver_group *g = driver_group(c->d, gid);
+  struct driver_produce *p = calloc(1, sizeof *p);
+  p->batch = malloc(RGROUP_CMD_SIZE);
+  p->c = c;
+  p->group = gid;
+  p->tag = tag;
+  p->req.data = p;
+  int rv = g == NULL ? CAIRN_EINVAL
+                     : rgroup_delete_records(&g->rg, &p->req, p->batch, offset, driver_on_produced);
+  if (rv != 0) {
+    driver_reply(c, "err %" PRIu64 " %" PRIu64 " %s 0", gid, tag, cairn_errname(rv));
     free(p->batch);
     free(p);
     return;
@@ -539,6 +565,12 @@ static void driver_command(struct driver_conn *c, char *line)
       sscanf(line, "%*s %" SCNu64 " %" SCNu64 " %" SCNd64 " %d %d", &gid, &tag, &pid, &epoch,
              &seq) == 5) {
     driver_cmd_produce(c, gid, tag, 1, 16, pid, epoch, seq);
+    return;
+  }
+  int64_t offset = 0;
+  if (strcmp(cmd, "logstart") == 0 &&
+      sscanf(line, "%*s %" SCNu64 " %" SCNu64 " %" SCNd64, &gid, &tag, &offset) == 3) {
+    driver_cmd_logstart(c, gid, tag, offset);
     return;
   }
   if (strcmp(cmd, "stats") == 0) {

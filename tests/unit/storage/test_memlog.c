@@ -624,6 +624,24 @@ static void test_memlog_truncate_to_start_keeps_the_index_of_deleted_entries(voi
   mlt_close(t);
 }
 
+/* store_reset: empty past the end, the entries up to the index given
+ * counted as held; below the end refused. */
+static void test_memlog_reset_keeps_the_index_it_is_given(void **state)
+{
+  (void)state;
+  struct mlt *t = mlt_open_two_entries(NULL);
+  assert_int_equal(store_reset(t->s, 9, 40), CAIRN_EINVAL);
+  assert_int_equal(store_reset(t->s, 20, 40), 0);
+  struct store_info info = mlt_info(t);
+  assert_int_equal(info.start_offset, 20);
+  assert_int_equal(info.next_offset, 20);
+  assert_int_equal(info.last_index, 40);
+  assert_int_equal(mlt_append(t, 40, 1, (int[]){1}, NULL), CAIRN_EEXIST);
+  mlt_kill_below(t, 20);
+  mlt_append_one(t, 41, 2, 20);
+  mlt_close(t);
+}
+
 /* ---- deleting from the front ---- */
 
 static void test_memlog_delete_before_drops_whole_batches_and_may_start_mid_batch(void **state)
@@ -873,20 +891,17 @@ int main(void)
       cmocka_unit_test(test_memlog_lookup_time_skips_records_below_start),
       cmocka_unit_test(test_memlog_lookup_time_in_a_compressed_batch_gives_its_base_offset),
       cmocka_unit_test(test_memlog_flush_moves_durable_marks_to_the_batch_boundary_below),
-      cmocka_unit_test(
-          test_memlog_truncate_removes_batches_from_a_boundary_and_rewinds_last_index),
+      cmocka_unit_test(test_memlog_truncate_removes_batches_from_a_boundary_and_rewinds_last_index),
       cmocka_unit_test(test_memlog_truncate_at_log_end_changes_nothing),
-      cmocka_unit_test(
-          test_memlog_truncate_inside_a_batch_is_einval_and_outside_the_log_eoffset),
+      cmocka_unit_test(test_memlog_truncate_inside_a_batch_is_einval_and_outside_the_log_eoffset),
       cmocka_unit_test(test_memlog_truncate_to_start_empties_the_store),
       cmocka_unit_test(test_memlog_truncate_to_start_keeps_the_index_of_deleted_entries),
       cmocka_unit_test(test_memlog_delete_before_drops_whole_batches_and_may_start_mid_batch),
       cmocka_unit_test(test_memlog_delete_before_log_end_leaves_it_empty_at_the_end),
-      cmocka_unit_test(
-          test_memlog_delete_before_beyond_the_end_restarts_there_keeping_last_index),
-      cmocka_unit_test(
-          test_memlog_retention_by_bytes_drops_oldest_batches_but_never_the_newest),
+      cmocka_unit_test(test_memlog_delete_before_beyond_the_end_restarts_there_keeping_last_index),
+      cmocka_unit_test(test_memlog_retention_by_bytes_drops_oldest_batches_but_never_the_newest),
       cmocka_unit_test(test_memlog_retention_by_age_drops_old_batches_but_never_the_newest),
+      cmocka_unit_test(test_memlog_reset_keeps_the_index_it_is_given),
       cmocka_unit_test(test_memlog_retention_without_limits_deletes_nothing),
       cmocka_unit_test(test_memlog_region_stays_valid_after_truncate_delete_and_close),
       cmocka_unit_test(test_memlog_random_operations_keep_reads_whole_and_contiguous),

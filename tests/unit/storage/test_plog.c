@@ -455,6 +455,35 @@ static void test_plog_delete_before_past_end_resets_log(void **state)
   assert_int_equal(append_one(f->s, 11, 2, 10, test_now, 11), 1000);
 }
 
+/* store_reset: the log restarts empty past its end and counts the Raft
+ * entries up to the index it is given as held, across a reopen (a
+ * catch-up whose peer deleted every batch); below the end it is refused
+ * without latching anything. */
+static void test_plog_reset_keeps_the_index_it_is_given(void **state)
+{
+  struct fixture *f = *state;
+  for (int i = 0; i < 4; i++) {
+    append_one(f->s, (uint64_t)i, 2, 10, test_now, (uint64_t)i + 1);
+  }
+  assert_int_equal(store_reset(f->s, 8, 7), CAIRN_EINVAL);
+  assert_int_equal(store_reset(f->s, 500, 90), 0);
+  struct store_info info;
+  store_info(f->s, &info);
+  assert_false(info.fatal);
+  assert_int_equal(info.start_offset, 500);
+  assert_int_equal(info.next_offset, 500);
+  assert_int_equal(info.last_index, 90);
+  reopen(f);
+  store_info(f->s, &info);
+  assert_int_equal(info.start_offset, 500);
+  assert_int_equal(info.next_offset, 500);
+  assert_int_equal(info.last_index, 90);
+  assert_int_equal(store_reset(f->s, 600, 3), 0); /* the index never goes back */
+  store_info(f->s, &info);
+  assert_int_equal(info.last_index, 90);
+  assert_int_equal(append_one(f->s, 11, 2, 10, test_now, 91), 600);
+}
+
 static void test_plog_failed_write_latches_fatal_state(void **state)
 {
   struct fixture *f = *state;
@@ -545,6 +574,7 @@ int main(void)
                                       teardown),
       cmocka_unit_test_setup_teardown(test_plog_rolls_segment_by_age, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_delete_before_past_end_resets_log, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plog_reset_keeps_the_index_it_is_given, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_failed_write_latches_fatal_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_failed_fsync_latches_fatal_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plog_region_outlives_deleted_segment, setup, teardown),
