@@ -83,6 +83,7 @@ struct pgstore {
   char partition[16];
   size_t max_batch_bytes;
   bool in_tx;
+  bool commit_sent; /* this transaction's COMMIT went out (its loss leaves it in doubt) */
   bool settling; /* a settle or an op job owns conn and the rows applied */
   bool closed;   /* store_close came while an op job ran: its end frees the store */
   uv_loop_t *loop;            /* written behind: where op jobs are queued */
@@ -268,6 +269,7 @@ static int pgstore_begin(struct pgstore *ps)
   }
   int rv = pgstore_cmd(ps, "BEGIN", "BEGIN");
   ps->in_tx = rv == 0;
+  ps->commit_sent = false;
   return rv;
 }
 
@@ -277,6 +279,7 @@ static int pgstore_begin(struct pgstore *ps)
 static int pgstore_commit(struct pgstore *ps)
 {
   if (ps->in_tx) {
+    ps->commit_sent = true;
     int rv = pgstore_cmd(ps, "COMMIT", "COMMIT");
     if (rv != 0) {
       return rv;
@@ -821,12 +824,17 @@ int pgstore_settle_begin(struct store *s, struct pgstore_settle **out)
   return pgstore_job_new(ps, PGSTORE_OP_SETTLE, 0, out);
 }
 
-/* The settle's transaction: BEGIN, its rows, COMMIT. *lost says that the
- * connection was lost after BEGIN and before COMMIT was sent: the server
- * rolled the transaction back, nothing of it committed. */
-static int pgstore_settle_tx(struct pgstore *sh, const struct pgstore_settle *job, bool *lost)
+/* A job's transaction failed because its connection was lost after BEGIN
+ * and before its COMMIT went out: the server rolled it back, nothing of it
+ * committed, and it may be sent once more. */
+static bool pgstore_lost_before_commit(const struct pgstore *sh)
 {
-  *lost = false;
+  return sh->s.fatal && !sh->commit_sent && PQstatus(sh->conn) == CONNECTION_BAD;
+}
+
+/* The settle's transaction: BEGIN, its rows, COMMIT. */
+static int pgstore_settle_tx(struct pgstore *sh, const struct pgstore_settle *job)
+{
   int rv = job->nrows > 0 ? pgstore_begin(sh) : 0;
   if (rv != 0) {
     return rv; /* BEGIN already connects again once if the idle connection was lost */
@@ -835,7 +843,6 @@ static int pgstore_settle_tx(struct pgstore *sh, const struct pgstore_settle *jo
     rv = pgstore_insert(sh, job->rows[i]);
   }
   if (rv != 0) {
-    *lost = PQstatus(sh->conn) == CONNECTION_BAD;
     return rv;
   }
   return pgstore_commit(sh); /* a COMMIT lost in flight is in doubt: the revive reads back */
@@ -845,15 +852,14 @@ int pgstore_settle_run(struct pgstore_settle *job)
 {
   struct pgstore *sh = &job->shadow;
   job->ran = true;
-  bool lost;
-  int rv = pgstore_settle_tx(sh, job, &lost);
-  if (rv != 0 && lost) {
+  int rv = pgstore_settle_tx(sh, job);
+  if (rv != 0 && job->nrows > 0 && pgstore_lost_before_commit(sh)) {
     /* Sent once more on a new connection (BEGIN makes it, and checks the
      * rows still end where they did): cannot write a row twice. The
      * shadow's latch undone: its view was already the committed one. */
     sh->s.fatal = false;
     sh->in_tx = false;
-    rv = pgstore_settle_tx(sh, job, &lost);
+    rv = pgstore_settle_tx(sh, job);
   }
   job->status = rv;
   return rv;
@@ -1140,11 +1146,44 @@ static const char *pgstore_op_name(enum pgstore_op_kind kind)
   return kind == PGSTORE_OP_TRUNCATE ? "truncate" : "delete_before";
 }
 
-static void pgstore_op_work(uv_work_t *w)
+/* What an op job's transaction changes in its shadow, kept to run the
+ * transaction once more (pgstore_op_work). */
+struct pgstore_op_mark {
+  int64_t start, next, durable_offset;
+  uint64_t last_index, prefix_index, durable_index, size_bytes;
+};
+
+static void pgstore_op_mark(const struct pgstore *sh, struct pgstore_op_mark *m)
 {
-  struct pgstore_settle *job = w->data;
-  struct pgstore *sh = &job->shadow;
-  job->ran = true;
+  *m = (struct pgstore_op_mark){.start = sh->start,
+                                .next = sh->next,
+                                .durable_offset = sh->durable_offset,
+                                .last_index = sh->last_index,
+                                .prefix_index = sh->prefix_index,
+                                .durable_index = sh->durable_index,
+                                .size_bytes = sh->size_bytes};
+}
+
+/* The shadow as at the mark, its latch undone: its view was the committed
+ * one, and its connection (lost) is replaced by the next BEGIN. */
+static void pgstore_op_rewind(struct pgstore *sh, const struct pgstore_op_mark *m)
+{
+  sh->start = m->start;
+  sh->next = m->next;
+  sh->durable_offset = m->durable_offset;
+  sh->last_index = m->last_index;
+  sh->prefix_index = m->prefix_index;
+  sh->durable_index = m->durable_index;
+  sh->size_bytes = m->size_bytes;
+  sh->s.fatal = false;
+  sh->in_tx = false;
+  sh->commit_sent = false;
+}
+
+/* The op's transaction: BEGIN, the rows PostgreSQL lacks, the cut or the
+ * delete, COMMIT. */
+static int pgstore_op_tx(struct pgstore *sh, const struct pgstore_settle *job)
+{
   int rv = pgstore_begin(sh);
   for (size_t i = 0; i < job->nrows && rv == 0; i++) {
     rv = pgstore_insert(sh, job->rows[i]);
@@ -1152,6 +1191,27 @@ static void pgstore_op_work(uv_work_t *w)
   if (rv == 0) {
     rv = job->kind == PGSTORE_OP_TRUNCATE ? pgstore_truncate_rows(sh, job->offset)
                                           : pgstore_drop_before(sh, job->offset);
+  }
+  return rv;
+}
+
+static void pgstore_op_work(uv_work_t *w)
+{
+  struct pgstore_settle *job = w->data;
+  struct pgstore *sh = &job->shadow;
+  job->ran = true;
+  struct pgstore_op_mark mark;
+  pgstore_op_mark(sh, &mark);
+  int rv = pgstore_op_tx(sh, job);
+  if (rv != 0 && pgstore_lost_before_commit(sh)) {
+    /* The connection was lost inside the transaction, before its COMMIT
+     * went out: the server rolled it back, nothing of it committed. Sent
+     * once more on a new connection (BEGIN makes it, and checks the rows
+     * still end where they did), as a settle is: no row twice. A COMMIT
+     * lost in flight stays in doubt: the store latches, its revive reads
+     * back. */
+    pgstore_op_rewind(sh, &mark);
+    rv = pgstore_op_tx(sh, job);
   }
   if (rv != 0 && !sh->s.fatal) {
     /* Refused (not an entry boundary): nothing of the job is written. */

@@ -723,6 +723,70 @@ static void test_pgwriter_a_settle_that_loses_its_connection_sends_its_rows_once
   close_loop(&loop);
 }
 
+/* A truncate's and a delete_before's transaction (written behind: off
+ * the loop, the rows PostgreSQL lacks first) lose their connection while
+ * they insert those rows, before COMMIT: the server rolled them back, so
+ * each is sent once more on a new connection and commits, every row once,
+ * no store failed. Lost twice in one op, it fails: the store latches and
+ * its revive reads back what is committed. */
+static void test_pgwriter_an_op_that_loses_its_connection_sends_it_once_more(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 210, 0);
+  fatal_calls = 0;
+  append_batch(s, 1, 1);
+  append_batch(s, 2, 2);
+  run_until_committed(&loop, s, NULL);
+  PGconn *conn = pg_sql_connect();
+  kill_inserts_of(conn, 210, 1);
+  append_batch(s, 3, 3); /* [10, 20): the truncate writes them first */
+  append_batch(s, 4, 4);
+  assert_int_equal(until_done(&loop, s, do_truncate, 15), 0);
+  assert_int_equal(fatal_calls, 0);
+  assert_true(committed(s));
+  struct store_info info;
+  store_info(s, &info);
+  assert_int_equal(info.next_offset, 15);
+  assert_int_equal(info.last_index, 3);
+  assert_int_equal(sql_value("SELECT last_value FROM cairn_test_kills"), 3); /* killed, 2 rows */
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 210"), 3);
+  kill_inserts_of(conn, 210, 1);
+  append_batch(s, 5, 5); /* [15, 20) */
+  assert_int_equal(until_done(&loop, s, do_delete_before, 10), 0);
+  assert_int_equal(fatal_calls, 0);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 10);
+  assert_int_equal(info.next_offset, 20);
+  assert_true(committed(s));
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 210"), 2);
+  /* Lost twice in one op: latched, back at the commit, revived. */
+  kill_inserts_of(conn, 210, 2);
+  append_batch(s, 6, 6); /* [20, 25) */
+  for (int i = 0; i < 20000; i++) {
+    int rv = store_delete_before(s, 15);
+    if (rv != CAIRN_EPENDING) {
+      assert_true(rv != 0);
+      break;
+    }
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_sleep(1);
+  }
+  assert_int_equal(fatal_calls, 1);
+  store_info(s, &info);
+  assert_true(info.fatal);
+  assert_int_equal(info.next_offset, 20);
+  kill_inserts_end(conn);
+  revive(s);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 10);
+  assert_int_equal(info.next_offset, 20);
+  assert_int_equal(sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 210"), 2);
+  store_close(s);
+  close_loop(&loop);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -738,6 +802,7 @@ int main(void)
       cmocka_unit_test(test_pgwriter_settle_runs_off_the_loop_unless_a_job_holds_the_rows),
       cmocka_unit_test(test_pgwriter_a_connection_lost_inside_the_transaction_sends_it_once_more),
       cmocka_unit_test(test_pgwriter_a_settle_that_loses_its_connection_sends_its_rows_once_more),
+      cmocka_unit_test(test_pgwriter_an_op_that_loses_its_connection_sends_it_once_more),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
