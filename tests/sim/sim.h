@@ -243,6 +243,20 @@ struct sim_replica {
   struct sim_io sio;
   uint64_t store_index_at_start; /* the store's last index when raft last started */
   uint64_t crashes, store_cut_batches;
+  /* <replica>/producers.cmd (rgroup_fsm_producers_cover): before a
+   * LOG_START runs, the node flushes its log and saves its producer table
+   * as of the log's end; a restart takes it and scans what follows. The
+   * crash engine keeps the encoded table here, and never cuts the store
+   * below flushed_offset. */
+  uint8_t *cmd_table;
+  size_t cmd_table_len;
+  int64_t flushed_offset;
+  uint64_t cmd_tables_used; /* restarts that took it */
+  /* The last index applied before the last crash: a replay up to it may
+   * find the log start already past where it was at that index (a
+   * LOG_START's delete is durable, an entry with nothing appended leaves
+   * no trace in the store and is replayed). */
+  uint64_t applied_at_crash;
 };
 
 /* One batch of the reference log: the first replica to apply an offset
@@ -316,6 +330,7 @@ struct sim_stats {
   uint64_t crashes, torn_entries, torn_cut, torn_dropped, store_cut_batches;
   uint64_t msgs_lost, msgs_duplicated, results_clamped;
   uint64_t log_starts; /* LOG_START commands proposed (opts.log_start) */
+  uint64_t cmd_tables_used; /* restarts that took a LOG_START's saved producer table */
 };
 
 struct sim {

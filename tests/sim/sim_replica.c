@@ -11,7 +11,9 @@
 
 #include "cluster/rgroup_cmd.h"
 
+#include "cluster/producer_state.h"
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_apply.h"
 #include "common/err.h"
 #include "storage/memlog.h"
 
@@ -43,6 +45,53 @@ static struct sim_replica *sim_replica_of_io(struct raft_io *io)
 
 /* ---- the state machine ---- */
 
+/* As rgroup_fsm_producers_cover before a command: the log flushed to its
+ * end (no crash cuts below it) and the table as of that end saved. */
+static int sim_replica_producers_cover(struct sim_replica *rep)
+{
+  struct store_info info;
+  store_info(rep->store, &info);
+  free(rep->cmd_table);
+  rep->cmd_table = NULL;
+  int rv = producer_state_encode(&rep->producers, info.next_offset, info.last_index,
+                                 &rep->cmd_table, &rep->cmd_table_len);
+  if (rv == 0) {
+    rep->flushed_offset = info.next_offset;
+  }
+  return rv;
+}
+
+/* The producer table as a restarted node rebuilds it (rgroup_fsm.c): the
+ * saved one when the store still reaches what it covers, then the batches
+ * after it; otherwise from the log's start. */
+static int sim_replica_producers_rebuild(struct sim_replica *rep)
+{
+  struct store_info info;
+  store_info(rep->store, &info);
+  producer_state_close(&rep->producers);
+  producer_state_init(&rep->producers);
+  int64_t from = info.start_offset;
+  if (rep->cmd_table != NULL) {
+    int64_t covers = 0;
+    int rv =
+        producer_state_decode(&rep->producers, rep->cmd_table, rep->cmd_table_len, &covers, NULL);
+    if (rv != 0) {
+      return rv;
+    }
+    if (covers < info.start_offset || covers > info.next_offset) {
+      sim_fail(rep->sim,
+               "replica %u: its saved producer table covers offset %lld, outside its "
+               "log [%lld, %lld]",
+               rep->index, (long long)covers, (long long)info.start_offset,
+               (long long)info.next_offset);
+      return CAIRN_ECORRUPT;
+    }
+    from = covers;
+    rep->cmd_tables_used++;
+  }
+  return rgroup_apply_scan(rep->store, &rep->producers, from, info.next_offset);
+}
+
 static int sim_replica_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
   struct sim_replica *rep = fsm->data;
@@ -52,8 +101,14 @@ static int sim_replica_apply(struct raft_fsm *fsm, const struct raft_buffer *buf
   *result = NULL;
   struct store_info info;
   store_info(rep->store, &info);
-  int rv = rgroup_apply_entry(&rep->ap, rep->store, &rep->producers, buf->base, buf->len, index,
-                              &rep->applied);
+  int rv = 0;
+  if (rgroup_apply_has_command(buf->base, buf->len)) {
+    rv = sim_replica_producers_cover(rep);
+  }
+  if (rv == 0) {
+    rv = rgroup_apply_entry(&rep->ap, rep->store, &rep->producers, buf->base, buf->len, index,
+                            &rep->applied);
+  }
   if (rv != 0) {
     sim_fail(s, "replica %u: applying entry %llu: %s (%s)", rep->index, (unsigned long long)index,
              cairn_strerror(rv), store_errmsg(rep->store));
@@ -120,6 +175,8 @@ void sim_replica_close(struct sim_replica *rep)
   }
   producer_state_close(&rep->producers);
   rgroup_apply_close(&rep->ap);
+  free(rep->cmd_table);
+  rep->cmd_table = NULL;
 }
 
 /* ---- the produce queue (rgroup.c) ---- */
@@ -598,8 +655,17 @@ static int sim_replica_cut_store(struct sim_replica *rep)
   if (n == 0 || sim_rng_chance(&s->rng, 1, 2)) {
     return 0;
   }
-  size_t k = sim_rng_below(&s->rng, (uint32_t)n);
-  while (k > 0 && c->ref[k].source_index == c->ref[k - 1].source_index) {
+  /* Not below what was flushed before a LOG_START ran (an entry's
+   * boundary: the log's end then). */
+  size_t lo = 0;
+  while (lo < n && c->ref[lo].base_offset < rep->flushed_offset) {
+    lo++;
+  }
+  if (lo == n) {
+    return 0;
+  }
+  size_t k = lo + sim_rng_below(&s->rng, (uint32_t)(n - lo));
+  while (k > lo && c->ref[k].source_index == c->ref[k - 1].source_index) {
     k--; /* back to the first batch of its entry */
   }
   rep->store_cut_batches += n - k;
@@ -620,6 +686,9 @@ void sim_replica_crash(struct sim_replica *rep)
   /* The clients' connections drop: what was queued was never proposed. */
   sim_replica_fail_queue(rep, CAIRN_ENOTLEADER);
   struct raft *r = rep->raft;
+  if (raft_last_applied(r) > rep->applied_at_crash) {
+    rep->applied_at_crash = raft_last_applied(r);
+  }
   raft_close(r, sim_replica_on_closed); /* sim_io closes at once: in flight fails, in doubt */
   rep->raft = NULL;
   sim_replica_fail_queue(rep, CAIRN_ENOTLEADER);
@@ -628,10 +697,8 @@ void sim_replica_crash(struct sim_replica *rep)
   int rv = sim_replica_cut_store(rep);
   struct store_info info;
   store_info(rep->store, &info);
-  producer_state_close(&rep->producers);
-  producer_state_init(&rep->producers);
   if (rv == 0) {
-    rv = rgroup_apply_scan(rep->store, &rep->producers, info.start_offset, info.next_offset);
+    rv = sim_replica_producers_rebuild(rep);
   }
   if (rv != 0) {
     sim_fail(s, "replica %u: rebuilding its state after a crash: %s", rep->index,
