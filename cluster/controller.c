@@ -5,6 +5,7 @@
 
 #include "cluster/raft_err.h"
 #include "cluster/raft_files.h"
+#include "cluster/raftfix.h"
 #include "cluster/rgroup.h"
 #include "common/err.h"
 #include "common/fsutil.h"
@@ -71,6 +72,9 @@ static int ctl_fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, vo
 static int ctl_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
   struct controller *ctl = fsm->data;
+  if (raftfix_snapshot_refused(&ctl->raft)) {
+    return RAFT_BUSY; /* a configuration change in flight would go into it */
+  }
   uint8_t *enc = NULL;
   size_t len = 0;
   int rv = meta_snapshot_encode(&ctl->st, &enc, &len);

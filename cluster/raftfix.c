@@ -65,6 +65,11 @@ bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m)
   return true;
 }
 
+bool raftfix_snapshot_refused(const struct raft *r)
+{
+  return r->configuration_uncommitted_index != 0;
+}
+
 bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms)
 {
   if (m->type != RAFT_IO_REQUEST_VOTE || r->state != RAFT_FOLLOWER ||

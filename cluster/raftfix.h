@@ -84,6 +84,22 @@ bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m);
  * election timeout. Returns whether m was changed. */
 bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms);
 
+/* raft 0.15 puts its current configuration into a snapshot, an
+ * uncommitted one included, labelled with the committed one's index
+ * (replication.c, takeSnapshot; upstream takes the last committed one since
+ * 0.17.1: docs/raft-0.15.md, row 14). A follower that installs such a
+ * snapshot, or this replica restarting from it, takes a configuration that
+ * no majority has agreed on and that may yet be rolled back. Seen: the
+ * metadata group's leader appended "node 1 is a voter" for a rebuilt node,
+ * took a snapshot before that change committed and sent it to node 1; the
+ * leader died before node 2 had the change: node 1 counted itself a voter
+ * and needed node 2's vote, node 2 (its log longer, node 1 not a voter in
+ * its configuration) needed the dead leader's, and the group had no leader
+ * until that node came back. So every group's state machine refuses a
+ * snapshot (RAFT_BUSY, which raft retries at its next apply) while r holds
+ * an uncommitted configuration; returns whether it must. */
+bool raftfix_snapshot_refused(const struct raft *r);
+
 /* raft 0.15 commits by counting replicas at its last stored index, of
  * whatever term (docs/raft-0.15.md, row 1: the Raft paper's figure 8), and
  * appends nothing when it wins an election. So every group's leader

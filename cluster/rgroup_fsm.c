@@ -37,6 +37,7 @@
  * (threshold + trailing) x average stays under the group's budget. */
 #include "cluster/rgroup_fsm.h"
 
+#include "cluster/raftfix.h"
 #include "cluster/rgroup_compact.h"
 #include "cluster/rgroup_mem.h"
 #include "cluster/rgroup_raft.h"
@@ -611,6 +612,9 @@ static int rgroup_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
      * would let Raft drop entries the log still lacks. (rg->snap: raft
      * takes one at a time; never seen.) */
     return RAFT_BUSY;
+  }
+  if (raftfix_snapshot_refused(&rg->raft)) {
+    return RAFT_BUSY; /* a configuration change in flight would go into it */
   }
   struct pgstore_settle *settle = NULL;
   if (rg->opts.storage == STORE_KIND_POSTGRESQL && rgroup_fsm_store_settle(rg, &settle) != 0) {

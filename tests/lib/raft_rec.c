@@ -129,6 +129,26 @@ static int raft_rec_append(struct raft_io *io, struct raft_io_append *req,
   return 0;
 }
 
+static int raft_rec_snapshot_put(struct raft_io *io, unsigned trailing,
+                                 struct raft_io_snapshot_put *req,
+                                 const struct raft_snapshot *snapshot, raft_io_snapshot_put_cb cb)
+{
+  (void)trailing;
+  struct raft_rec *ri = io->impl;
+  assert_null(ri->put_cb); /* raft takes one at a time */
+  ri->put = req;
+  ri->put_cb = cb;
+  ri->nputs++;
+  ri->put_index = snapshot->index;
+  ri->put_conf_index = snapshot->configuration_index;
+  ri->put_servers = snapshot->configuration.n;
+  ri->put_voters = 0;
+  for (unsigned i = 0; i < snapshot->configuration.n; i++) {
+    ri->put_voters += snapshot->configuration.servers[i].role == RAFT_VOTER ? 1u : 0u;
+  }
+  return 0;
+}
+
 /* Truncations complete at once: nothing is stored to cut. */
 static int raft_rec_truncate(struct raft_io *io, raft_index index)
 {
@@ -166,6 +186,7 @@ void raft_rec_init(struct raft_rec *ri)
   ri->io.send = raft_rec_send;
   ri->io.append = raft_rec_append;
   ri->io.truncate = raft_rec_truncate;
+  ri->io.snapshot_put = raft_rec_snapshot_put;
   ri->io.time = raft_rec_time;
   ri->io.random = raft_rec_random;
   ri->io.close = raft_rec_close;
@@ -184,6 +205,11 @@ void raft_rec_flush(struct raft_rec *ri)
       ri->append_cbs[i](ri->appends[i], 0);
     }
     ri->append_cbs[i] = NULL;
+  }
+  if (ri->put_cb != NULL) {
+    raft_io_snapshot_put_cb cb = ri->put_cb;
+    ri->put_cb = NULL;
+    cb(ri->put, 0);
   }
 }
 

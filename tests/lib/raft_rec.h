@@ -8,7 +8,9 @@
  * a snapshot at snap_index of term snap_term (the configuration in it,
  * one empty buffer of data) and n_tail command entries of term snap_term
  * after it. Sends and appends are recorded and complete only at
- * raft_rec_flush, outside raft's calls, as an I/O backend's would. The
+ * raft_rec_flush, outside raft's calls, as an I/O backend's would; so do
+ * snapshot puts, of which the last one's index, configuration index and
+ * configuration (servers, voters) are kept. The
  * clock is `now`, set by the test; `tick` and `recv` are raft's callbacks.
  *
  * Single-threaded; the struct must outlive the raft instance. */
@@ -37,6 +39,14 @@ struct raft_rec {
   struct raft_io_append *appends[RAFT_REC_MAX];
   raft_io_append_cb append_cbs[RAFT_REC_MAX];
   unsigned nappends;
+  /* snapshot puts: the one pending, and what the last one held */
+  struct raft_io_snapshot_put *put;
+  raft_io_snapshot_put_cb put_cb;
+  unsigned nputs;
+  raft_index put_index;
+  raft_index put_conf_index;
+  unsigned put_servers;
+  unsigned put_voters;
 };
 
 /* Zeroes ri and fills its raft_io; set snap_index, snap_term and n_tail

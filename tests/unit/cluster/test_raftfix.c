@@ -260,6 +260,117 @@ static void test_raft_015_answers_past_what_it_verified(void **state)
   raft_rec_stop(&ri, &r);
 }
 
+/* ---- a snapshot while a configuration change is in flight ---- */
+
+static bool snap_guarded;
+static struct raft *snap_raft;
+
+static int snap_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+  (void)fsm;
+  if (snap_guarded && raftfix_snapshot_refused(snap_raft)) {
+    return RAFT_BUSY;
+  }
+  struct raft_buffer *b = raft_malloc(sizeof *b);
+  assert_non_null(b);
+  b->base = raft_malloc(8);
+  assert_non_null(b->base);
+  memset(b->base, 0, 8);
+  b->len = 8;
+  *bufs = b;
+  *n = 1;
+  return 0;
+}
+
+/* Replica 2, leader of term 1, sends entry 21 (a command) and entry 22 (a
+ * configuration adding replica 4 as a voter) with leader_commit 21: the
+ * change is appended, not committed. */
+static struct raft_message change_in_flight(void)
+{
+  struct raft_message m = append_entries(1, 20, 1, 21);
+  struct raft_append_entries *ae = &m.append_entries;
+  struct raft_entry *two = raft_calloc(2, sizeof *two);
+  assert_non_null(two);
+  two[0] = ae->entries[0];
+  raft_free(ae->entries);
+  struct raft_configuration conf;
+  raft_configuration_init(&conf);
+  static const char *const addrs[] = {"1", "2", "3", "4"};
+  for (raft_id id = 1; id <= 4; id++) {
+    assert_int_equal(raft_configuration_add(&conf, id, addrs[id - 1], RAFT_VOTER), 0);
+  }
+  two[1].term = 1;
+  two[1].type = RAFT_CHANGE;
+  assert_int_equal(raft_configuration_encode(&conf, &two[1].buf), 0);
+  two[1].batch = two[1].buf.base;
+  raft_configuration_close(&conf);
+  ae->entries = two;
+  ae->n_entries = 2;
+  return m;
+}
+
+/* raft 0.15 as a follower (snapshot at 20, voters 1-3) takes entries 21
+ * and 22 as above, with a snapshot threshold of 1: applying 21 takes a
+ * snapshot. Then a heartbeat commits 22. */
+static void snapshot_around_a_change(struct raft_rec *ri, bool guarded)
+{
+  struct raft_fsm fsm;
+  static struct raft r;
+  raft_rec_init(ri);
+  ri->snap_index = 20;
+  ri->snap_term = 1;
+  raft_rec_start(ri, &r, &fsm);
+  fsm.version = 1; /* snapshots closed by raft (no snapshot_finalize) */
+  fsm.snapshot = snap_fsm_snapshot;
+  snap_guarded = guarded;
+  snap_raft = &r;
+  raft_set_snapshot_threshold(&r, 1);
+  raft_set_snapshot_trailing(&r, 1);
+  struct raft_message m = change_in_flight();
+  ri->recv(&ri->io, &m);
+  raft_rec_flush(ri);
+  assert_int_equal(r.last_applied, 21);
+  assert_int_equal(r.configuration_uncommitted_index, 22);
+  assert_int_equal(r.configuration.n, 4);
+  if (!guarded) {
+    raft_rec_stop(ri, &r);
+    return;
+  }
+  /* Refused while the change is in flight; taken once it is committed. */
+  assert_int_equal(ri->nputs, 0);
+  struct raft_message hb = append_entries(1, 22, 0, 22);
+  hb.append_entries.prev_log_term = 1;
+  ri->recv(&ri->io, &hb);
+  raft_rec_flush(ri);
+  assert_int_equal(r.last_applied, 22);
+  assert_int_equal(r.configuration_uncommitted_index, 0);
+  raft_rec_stop(ri, &r);
+}
+
+/* raft 0.15 puts the uncommitted configuration (4 voters) into the
+ * snapshot at 21, labelled with the committed configuration's index (1):
+ * installed elsewhere, or loaded after a restart, it names a voter no
+ * majority agreed on. If this fails, the raft linked here takes the last
+ * committed configuration (upstream since 0.17.1) and the rule only delays
+ * a snapshot. With the rule the snapshot waits until the change commits,
+ * and then carries it with its own index. */
+static void test_raft_015_snapshots_an_uncommitted_configuration(void **state)
+{
+  (void)state;
+  static struct raft_rec ri;
+  snapshot_around_a_change(&ri, false);
+  assert_int_equal(ri.nputs, 1);
+  assert_int_equal(ri.put_index, 21);
+  assert_int_equal(ri.put_voters, 4);  /* replica 4: not yet agreed on */
+  assert_true(ri.put_conf_index < 22); /* and labelled as the committed one */
+
+  snapshot_around_a_change(&ri, true);
+  assert_int_equal(ri.nputs, 1);
+  assert_int_equal(ri.put_index, 22);
+  assert_int_equal(ri.put_voters, 4);
+  assert_int_equal(ri.put_conf_index, 22);
+}
+
 /* A follower of replica 2 in term 2, asked by replica 3 for term 3. */
 static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **state)
 {
@@ -381,6 +492,7 @@ int main(void)
       cmocka_unit_test(test_log_trim),
       cmocka_unit_test(test_raft_015_answers_past_what_it_verified),
       cmocka_unit_test(test_raft_015_refuses_votes_while_it_names_a_silent_leader),
+      cmocka_unit_test(test_raft_015_snapshots_an_uncommitted_configuration),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
