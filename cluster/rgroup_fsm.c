@@ -440,10 +440,12 @@ int rgroup_fsm_table_share(struct rgroup *rg, uint8_t **out, size_t *len)
 
 void rgroup_fsm_caught_up(struct rgroup *rg)
 {
+  /* Adopts a pending table now (the snapshot's or a peer's), if no apply
+   * has yet: until then this replica would refuse to share its own. */
+  int rv = rgroup_fsm_producers_sync(rg);
   if (!rg->producers_from_peer) {
     return;
   }
-  int rv = rgroup_fsm_producers_sync(rg); /* adopts it, if no apply has yet */
   if (rv == 0 && rg->snap_producers_pending) {
     rv = CAIRN_EOFFSET; /* the log ends below what it covers: not caught up */
   }

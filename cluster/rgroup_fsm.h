@@ -76,7 +76,7 @@ int rgroup_fsm_table_take(struct rgroup *rg, const uint8_t *buf, size_t len, int
  * catching up, has a table pending or lacks producers (producers_gap). */
 int rgroup_fsm_table_share(struct rgroup *rg, uint8_t **out, size_t *len);
 
-/* Caught up: a peer's table is adopted now and saved to
+/* Caught up: a pending table is adopted now; a peer's is also saved to
  * <dir>/producers.cmd (a flush, then the file: blocks in fdatasync), so a
  * restart does not rebuild it from a log that lacks what it covers. A
  * failure is logged; the restart then finds the gap and asks again. */

@@ -392,7 +392,8 @@ static void test_producer_leaves_a_paused_leader(void **state)
 }
 
 #define SILENT_PARTS 9
-#define SILENT_ROUNDS 4
+#define SILENT_ROUNDS 5
+#define SILENT_SLOW_ALLOWED 1 /* rounds over the bound: a loaded machine's stall */
 #define SILENT_BOUND_MS 480 /* under a probe (500 ms) plus a refresh and a resend */
 
 /* Sends one message to partition part of topic and flushes; returns the
@@ -469,9 +470,12 @@ static void wait_leaders_moved(struct cairn_sync *obs, const char *topic, const 
  * round proves nothing, but then it is fast with or without the mark).
  * The bound is 20 ms under a whole probe: a loaded machine can stall a
  * round past it (seen with ctest -j2 on 2 cores), so ctest runs this
- * test alone (test_client_probe, RUN_SERIAL). A round can take less than
- * a whole probe without the mark too (a refresh for partition 0 may land
- * during it), so a bound on the best round would not show the mark. */
+ * test alone (test_client_probe, RUN_SERIAL), and one round of the five
+ * may still pass it (one did in a CI run, 726 ms, while the other
+ * tests' processes were still exiting). A round can take less than a
+ * whole probe without the mark too (a refresh for partition 0 may land
+ * during it), so a bound on the best round would not show the mark:
+ * without it, every round that sends to the stopped node is slow. */
 static void test_producer_probes_a_silent_node_sooner(void **state)
 {
   (void)state;
@@ -481,7 +485,7 @@ static void test_producer_probes_a_silent_node_sooner(void **state)
   lcf_bootstrap_list(&c, boot, sizeof boot);
   struct cairn_sync *obs = connect_sync(boot, 20000);
   assert_int_equal(cairn_sync_create_topic(obs, "silent", SILENT_PARTS, 3, NULL), 0);
-  long long worst = 0;
+  int slow = 0;
   for (int round = 0; round < SILENT_ROUNDS; round++) {
     struct cairn_sync *s = connect_sync(boot, 20000);
     struct cairn_producer *p;
@@ -512,12 +516,13 @@ static void test_producer_probes_a_silent_node_sooner(void **state)
     tu_proc_signal(&c.nodes[victim].proc, SIGCONT);
     print_message("round %d: node %d stopped; the other partitions it led took %lld ms\n", round,
                   victim + 1, took);
-    worst = took > worst ? took : worst;
+    slow += took >= SILENT_BOUND_MS ? 1 : 0;
     cairn_sync_free(s);
     wait_all_alive(&c);
     assert_int_equal(cd_wait_settled(&c, "silent", WAIT_MS), 0); /* preferred leaders back */
   }
-  assert_true(worst < SILENT_BOUND_MS);
+  print_message("%d of %d rounds at or over %d ms\n", slow, SILENT_ROUNDS, SILENT_BOUND_MS);
+  assert_true(slow <= SILENT_SLOW_ALLOWED);
   cairn_sync_free(obs);
   cd_destroy(&c);
 }
