@@ -471,6 +471,22 @@ static int64_t node_retain_all(struct tc_cluster *c, int i, int g)
   return start;
 }
 
+/* A cluster of one group started with args: its leader l, the follower f
+ * that is then SIGKILLed and the other follower o; idempotent producer 42
+ * wrote its first batch before f went. */
+static void start_and_leave_behind(struct tc_cluster *c, const char *const *args, int *l, int *f,
+                                   int *o)
+{
+  cluster_start_with(c, 1, args);
+  *l = tc_find_leader(c, 1);
+  *f = (*l + 1) % TC_NODES;
+  *o = (*l + 2) % TC_NODES;
+  char line[256];
+  iproduce(c, *l, 1, 42, 0, line, sizeof line);
+  assert_true(strncmp(line, "ok ", 3) == 0);
+  tc_node_kill(c, *f);
+}
+
 static const char *const small_segments[] = {
     "--snapshot-threshold", "16", "--segment-bytes", "65536", "--no-preferred-leader", NULL};
 
@@ -485,13 +501,9 @@ static const char *const small_segments[] = {
 static void test_follower_behind_retention_gets_the_producer_table_from_a_peer(void **state)
 {
   static struct tc_cluster c;
-  cluster_start_with(&c, 1, small_segments);
-  int l = tc_find_leader(&c, 1);
-  int f = (l + 1) % TC_NODES, o = (l + 2) % TC_NODES;
+  int l, f, o;
   char line[256], want[128], got[128];
-  iproduce(&c, l, 1, 42, 0, line, sizeof line);
-  assert_true(strncmp(line, "ok ", 3) == 0);
-  tc_node_kill(&c, f);
+  start_and_leave_behind(&c, small_segments, &l, &f, &o);
   /* Far more entries than the leader keeps after a snapshot (16 between
    * snapshots, 128 trailing): f will need one. */
   for (int k = 0; k < 200; k++) {
@@ -584,13 +596,9 @@ static void test_follower_behind_retention_gets_the_producer_table_from_a_peer(v
 static void test_follower_behind_an_emptied_log_catches_up(void **state)
 {
   static struct tc_cluster c;
-  cluster_start_with(&c, 1, small_raft_log);
-  int l = tc_find_leader(&c, 1);
-  int f = (l + 1) % TC_NODES, o = (l + 2) % TC_NODES;
+  int l, f, o;
   char line[256], want[128], got[128];
-  iproduce(&c, l, 1, 42, 0, line, sizeof line);
-  assert_true(strncmp(line, "ok ", 3) == 0);
-  tc_node_kill(&c, f);
+  start_and_leave_behind(&c, small_raft_log, &l, &f, &o);
   for (int k = 0; k < 150; k++) {
     assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
   }
