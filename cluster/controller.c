@@ -198,6 +198,13 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
              (unsigned long long)ctl->self_id, (unsigned long long)m->server_id,
              (unsigned long long)ctl->raft.log.snapshot.last_index);
   }
+  raftfix_conf_keep(&ctl->conf_kept, &ctl->raft, m);
+  if (raftfix_conf_rollback(&ctl->conf_kept, &ctl->raft, m)) {
+    log_info("ctl",
+             "metadata replica %llu: leader %llu's entries replace an uncommitted configuration "
+             "change: rolled back to the committed configuration (kept aside)",
+             (unsigned long long)ctl->self_id, (unsigned long long)m->server_id);
+  }
   raftfix_clamp_begin(&ctl->clamp, m);
   ctl->raft_recv(io, m);
   raftfix_clamp_end(&ctl->clamp);
@@ -508,6 +515,7 @@ static int ctl_check_files(struct controller *ctl, const char *dir)
 static void ctl_free_unstarted(struct controller *ctl)
 {
   meta_state_close(&ctl->st);
+  raftfix_conf_close(&ctl->conf_kept);
   free(ctl->self_address);
   free(ctl->dir);
   ctl->self_address = NULL;
@@ -1013,6 +1021,7 @@ static void ctl_step_membership(struct controller *ctl)
   if (ctl->changing) {
     return;
   }
+  raftfix_conf_keep_now(&ctl->conf_kept, &ctl->raft); /* before a change of its own */
   ctl->change.data = ctl;
   if (ctl_step_refused(ctl)) {
     return;

@@ -900,6 +900,7 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
   int rv = 0;
   const char *what = NULL;
   uint64_t who = 0;
+  raftfix_conf_keep_now(&p->rg.conf_kept, r); /* before a change of its own */
   /* A replica whose Raft files were refused goes first: it must be out of
    * the configuration before its node may discard them (partitions.h). */
   for (unsigned i = 0; i < c->n && what == NULL; i++) {

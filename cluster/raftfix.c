@@ -197,3 +197,121 @@ size_t raftfix_log_trim(struct raft *r)
 {
   return raftfix_refs_trim(&r->log) + raftfix_entries_trim(&r->log);
 }
+
+/* ---- the committed configuration kept aside (raftfix_conf) ---- */
+
+void raftfix_conf_init(struct raftfix_conf *k)
+{
+  raft_configuration_init(&k->conf);
+  k->index = 0;
+}
+
+void raftfix_conf_close(struct raftfix_conf *k)
+{
+  raft_configuration_close(&k->conf);
+  raftfix_conf_init(k);
+}
+
+/* A copy of from into to (initialized, empty). Returns 0 or RAFT_NOMEM. */
+static int raftfix_conf_copy(const struct raft_configuration *from, struct raft_configuration *to)
+{
+  for (unsigned i = 0; i < from->n; i++) {
+    const struct raft_server *s = &from->servers[i];
+    int rv = raft_configuration_add(to, s->id, s->address, s->role);
+    if (rv != 0) {
+      raft_configuration_close(to);
+      raft_configuration_init(to);
+      return rv;
+    }
+  }
+  return 0;
+}
+
+/* Is the entry at index in r's in-memory log? */
+static bool raftfix_in_log(const struct raft *r, raft_index index)
+{
+  return index > r->log.offset && index <= r->log.offset + raftfix_log_entries(&r->log);
+}
+
+/* Is there a committed configuration raft would need and k lacks? */
+static bool raftfix_conf_wanted(const struct raftfix_conf *k, const struct raft *r)
+{
+  return r->configuration_uncommitted_index == 0 && r->configuration_index != 0 &&
+         !raftfix_in_log(r, r->configuration_index) && k->index != r->configuration_index;
+}
+
+void raftfix_conf_keep_now(struct raftfix_conf *k, const struct raft *r)
+{
+  if (!raftfix_conf_wanted(k, r)) {
+    return; /* nothing committed to keep, raft has it, or kept already */
+  }
+  raftfix_conf_close(k);
+  if (raftfix_conf_copy(&r->configuration, &k->conf) == 0) {
+    k->index = r->configuration_index;
+  }
+}
+
+void raftfix_conf_keep(struct raftfix_conf *k, const struct raft *r, const struct raft_message *m)
+{
+  if (m->type != RAFT_IO_APPEND_ENTRIES || !raftfix_conf_wanted(k, r)) {
+    return;
+  }
+  const struct raft_append_entries *ae = &m->append_entries;
+  for (unsigned i = 0; i < ae->n_entries; i++) {
+    if (ae->entries[i].type == RAFT_CHANGE) {
+      raftfix_conf_keep_now(k, r);
+      return;
+    }
+  }
+}
+
+/* The term of the entry at index as raft 0.15's logTermOf gives it: from
+ * the in-memory log, the snapshot's at its index, 0 otherwise. */
+static raft_term raftfix_term_of(const struct raft *r, raft_index index)
+{
+  const struct raft_log *l = &r->log;
+  if (raftfix_in_log(r, index)) {
+    return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
+  }
+  return index != 0 && index == l->snapshot.last_index ? l->snapshot.last_term : 0;
+}
+
+/* Would raft 0.15, receiving ae, truncate from an index at or below the
+ * uncommitted change (replication.c: checkLogMatchingProperty, then
+ * deleteConflictingEntries)? */
+static bool raftfix_truncates_change(const struct raft *r, const struct raft_append_entries *ae)
+{
+  if (ae->term < r->current_term) {
+    return false; /* refused */
+  }
+  if (ae->prev_log_index != 0 && raftfix_term_of(r, ae->prev_log_index) != ae->prev_log_term) {
+    return false; /* refused: the logs do not match there */
+  }
+  for (unsigned j = 0; j < ae->n_entries; j++) {
+    raft_index index = ae->prev_log_index + 1 + j;
+    raft_term local = raftfix_term_of(r, index);
+    if (local > 0 && local != ae->entries[j].term) {
+      return index > r->commit_index && r->configuration_uncommitted_index >= index;
+    }
+  }
+  return false;
+}
+
+bool raftfix_conf_rollback(const struct raftfix_conf *k, struct raft *r,
+                           const struct raft_message *m)
+{
+  if (m->type != RAFT_IO_APPEND_ENTRIES || r->configuration_uncommitted_index == 0 ||
+      raftfix_in_log(r, r->configuration_index) || k->index != r->configuration_index ||
+      k->conf.n == 0 || !raftfix_truncates_change(r, &m->append_entries)) {
+    return false;
+  }
+  struct raft_configuration conf;
+  raft_configuration_init(&conf);
+  if (raftfix_conf_copy(&k->conf, &conf) != 0) {
+    return false;
+  }
+  raft_configuration_close(&r->configuration);
+  r->configuration = conf;
+  r->configuration_uncommitted_index = 0; /* what membershipRollback does */
+  return true;
+}

@@ -100,6 +100,47 @@ bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned
  * an uncommitted configuration; returns whether it must. */
 bool raftfix_snapshot_refused(const struct raft *r);
 
+/* raft 0.15 rolls a follower's configuration back when an AppendEntries
+ * truncates an uncommitted configuration change (replication.c,
+ * deleteConflictingEntries -> membershipRollback) by decoding the last
+ * committed configuration from its log entry. When a snapshot has
+ * compacted that entry out of the in-memory log, 0.15 decodes a NULL entry
+ * (its assertions are compiled out in Debian's build): the node crashes.
+ * Upstream keeps the committed configuration aside since 0.17.1
+ * (configuration_previous; docs/raft-0.15.md row 14). So a group keeps a
+ * copy of its committed configuration when a change arrives while that
+ * entry is already compacted (raftfix_conf_keep, before raft receives each
+ * message; raftfix_conf_keep_now before the group's own raft_add,
+ * raft_assign or raft_remove), and raftfix_conf_rollback, before raft
+ * receives an AppendEntries that would make 0.15 roll back without the
+ * entry, rolls back from the copy itself: raft then finds no uncommitted
+ * change to undo and truncates as usual. (No snapshot is taken while a
+ * change is uncommitted, raftfix_snapshot_refused, so an entry in memory
+ * when the change arrives stays there until it commits or rolls back.)
+ * Not covered: a replica restarted with a change uncommitted in its log
+ * and the committed entry in its snapshot. */
+struct raftfix_conf {
+  struct raft_configuration conf; /* the copy; n 0: none */
+  raft_index index;               /* r->configuration_index it is the content of */
+};
+
+void raftfix_conf_init(struct raftfix_conf *k);
+void raftfix_conf_close(struct raftfix_conf *k);
+
+/* Before raft receives m: keeps the committed configuration if m brings
+ * a change while none is uncommitted and the committed entry is no longer
+ * in the log. A failed copy (no memory) leaves none. */
+void raftfix_conf_keep(struct raftfix_conf *k, const struct raft *r, const struct raft_message *m);
+
+/* The same before the group proposes a change itself. */
+void raftfix_conf_keep_now(struct raftfix_conf *k, const struct raft *r);
+
+/* Before raft receives m (after any other rule rewrote it): if raft would
+ * roll back a change whose committed entry is gone, and k holds that
+ * configuration, rolls r back from k and returns true. */
+bool raftfix_conf_rollback(const struct raftfix_conf *k, struct raft *r,
+                           const struct raft_message *m);
+
 /* raft 0.15 commits by counting replicas at its last stored index, of
  * whatever term (docs/raft-0.15.md, row 1: the Raft paper's figure 8), and
  * appends nothing when it wins an election. So every group's leader

@@ -455,6 +455,7 @@ static void rgroup_open_failed(struct rgroup *rg, bool store_open)
     store_close(rg->store);
   }
   rgroup_fsm_close(rg);
+  raftfix_conf_close(&rg->conf_kept);
   free(rg->dir);
   free(rg->self_address);
 }
@@ -1134,6 +1135,7 @@ void rgroup_on_part_closed(struct rgroup *rg)
   }
   rg->store = NULL;
   rgroup_fsm_close(rg);
+  raftfix_conf_close(&rg->conf_kept);
   free(rg->dir);
   rg->dir = NULL;
   free(rg->self_address);

@@ -489,6 +489,14 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
              (unsigned long long)message->server_id,
              (unsigned long long)r->log.snapshot.last_index);
   }
+  raftfix_conf_keep(&rg->conf_kept, r, message);
+  if (raftfix_conf_rollback(&rg->conf_kept, r, message)) {
+    log_info("rgroup",
+             "group %llu: replica %llu: leader %llu's entries replace an uncommitted "
+             "configuration change: rolled back to the committed configuration (kept aside)",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)message->server_id);
+  }
   raftfix_clamp_begin(&rg->clamp, message);
   rg->io_ops.recv(io, message);
   raftfix_clamp_end(&rg->clamp);

@@ -19,6 +19,9 @@
 
 #include <raft.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -371,6 +374,80 @@ static void test_raft_015_snapshots_an_uncommitted_configuration(void **state)
   assert_int_equal(ri.put_conf_index, 22);
 }
 
+/* ---- rolling back a change whose committed configuration is compacted ---- */
+
+/* A follower with a snapshot at 20 (the committed configuration, index 1,
+ * no longer in its log) takes entries 21 and 22 (22: a change to 4
+ * voters; 21 committed); then replica 3, leader of term 2, sends another
+ * entry 22: raft 0.15 truncates the change and rolls the configuration
+ * back. Returns with r's configuration after that, or crashes inside
+ * raft (the unguarded case). */
+static void rollback_scenario(struct raft_rec *ri, struct raft *r, bool guarded)
+{
+  struct raft_fsm fsm;
+  raft_rec_init(ri);
+  ri->snap_index = 20;
+  ri->snap_term = 1;
+  raft_rec_start(ri, r, &fsm);
+  struct raftfix_conf k;
+  raftfix_conf_init(&k);
+  struct raft_message m = change_in_flight();
+  raftfix_conf_keep(&k, r, &m);
+  ri->recv(&ri->io, &m);
+  raft_rec_flush(ri);
+  assert_int_equal(r->configuration_uncommitted_index, 22);
+  assert_int_equal(r->configuration_index, 1);
+  assert_true(r->log.offset >= 1); /* entry 1 is in the snapshot, not in the log */
+  assert_int_equal(k.index, 1);    /* kept when the change arrived */
+  struct raft_message next = append_entries(2, 21, 1, 21);
+  next.server_id = 3;
+  next.server_address = "3";
+  next.append_entries.entries[0].term = 2;
+  if (guarded) {
+    assert_true(raftfix_conf_rollback(&k, r, &next));
+  }
+  ri->recv(&ri->io, &next);
+  raft_rec_flush(ri);
+  assert_int_equal(r->configuration_uncommitted_index, 0);
+  assert_int_equal(r->configuration.n, 3);
+  assert_int_equal(raft_last_index(r), 22);
+  raftfix_conf_close(&k);
+  raft_rec_stop(ri, r);
+}
+
+static void on_segv(int sig)
+{
+  (void)sig;
+  _exit(77);
+}
+
+/* raft 0.15 crashes on that rollback (a NULL entry decoded: run in a
+ * child, which dies of SIGSEGV); with the kept copy the rollback is done
+ * before raft looks, and the new leader's entry replaces the change. If
+ * the child survives, the raft linked here keeps the committed
+ * configuration itself (upstream since 0.17.1). */
+static void test_raft_015_rolls_back_to_a_configuration_it_no_longer_holds(void **state)
+{
+  (void)state;
+  static struct raft_rec ri;
+  static struct raft r;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, NULL);
+    rollback_scenario(&ri, &r, false);
+    _exit(0);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 77); /* raft 0.15 read through a NULL entry */
+  rollback_scenario(&ri, &r, true);
+}
+
 /* A follower of replica 2 in term 2, asked by replica 3 for term 3. */
 static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **state)
 {
@@ -493,6 +570,7 @@ int main(void)
       cmocka_unit_test(test_raft_015_answers_past_what_it_verified),
       cmocka_unit_test(test_raft_015_refuses_votes_while_it_names_a_silent_leader),
       cmocka_unit_test(test_raft_015_snapshots_an_uncommitted_configuration),
+      cmocka_unit_test(test_raft_015_rolls_back_to_a_configuration_it_no_longer_holds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
