@@ -153,6 +153,20 @@ static int ctl_io_send(struct raft_io *io, struct raft_io_send *req, const struc
 
 static void ctl_maybe_barrier(struct controller *ctl);
 
+/* What raft starts from: a change uncommitted in it keeps the snapshot's
+ * configuration aside (raftfix_conf_keep_loaded). */
+static int ctl_io_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                       struct raft_snapshot **snapshot, raft_index *start_index,
+                       struct raft_entry *entries[], size_t *n_entries)
+{
+  struct controller *ctl = ctl_of_io(io);
+  int rv = ctl->io_load(io, term, voted_for, snapshot, start_index, entries, n_entries);
+  if (rv == 0) {
+    raftfix_conf_keep_loaded(&ctl->conf_kept, *snapshot, *entries, *n_entries);
+  }
+  return rv;
+}
+
 static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct controller *ctl = ctl_of_io(io);
@@ -555,6 +569,8 @@ static int ctl_start_raft(struct controller *ctl, const struct ctl_voter *voters
   ctl->io_send = io->send;
   ctl->io_start = io->start;
   ctl->io_random = io->random;
+  ctl->io_load = io->load;
+  io->load = ctl_io_load;
   io->send = ctl_io_send;
   io->start = ctl_io_start;
   io->random = ctl_io_random;

@@ -203,6 +203,9 @@ struct controller {
   int (*io_set_term)(struct raft_io *io, raft_term term);
   int (*io_set_vote)(struct raft_io *io, raft_id id);
   int (*io_truncate)(struct raft_io *io, raft_index index);
+  int (*io_load)(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                 struct raft_snapshot **snapshot, raft_index *start_index,
+                 struct raft_entry *entries[], size_t *n_entries);
   unsigned appends_inflight;   /* interposed appends not called back */
   struct ctl_append *failed;   /* failed appends held back (controller.c) */
   bool raft_failed;            /* a write to the node's log failed: latched */

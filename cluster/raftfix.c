@@ -265,6 +265,23 @@ void raftfix_conf_keep(struct raftfix_conf *k, const struct raft *r, const struc
   }
 }
 
+void raftfix_conf_keep_loaded(struct raftfix_conf *k, const struct raft_snapshot *snapshot,
+                              const struct raft_entry *entries, size_t n)
+{
+  if (snapshot == NULL || snapshot->configuration_index == 0) {
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (entries[i].type == RAFT_CHANGE) {
+      raftfix_conf_close(k);
+      if (raftfix_conf_copy(&snapshot->configuration, &k->conf) == 0) {
+        k->index = snapshot->configuration_index;
+      }
+      return;
+    }
+  }
+}
+
 /* The term of the entry at index as raft 0.15's logTermOf gives it: from
  * the in-memory log, the snapshot's at its index, 0 otherwise. */
 static raft_term raftfix_term_of(const struct raft *r, raft_index index)
@@ -276,33 +293,45 @@ static raft_term raftfix_term_of(const struct raft *r, raft_index index)
   return index != 0 && index == l->snapshot.last_index ? l->snapshot.last_term : 0;
 }
 
-/* Would raft 0.15, receiving ae, truncate from an index at or below the
- * uncommitted change (replication.c: checkLogMatchingProperty, then
- * deleteConflictingEntries)? */
-static bool raftfix_truncates_change(const struct raft *r, const struct raft_append_entries *ae)
+/* Where raft 0.15, receiving ae, would truncate its log (replication.c:
+ * checkLogMatchingProperty, then deleteConflictingEntries): the first
+ * index whose entry's term differs, above the commit index; 0 if it would
+ * not truncate. */
+static raft_index raftfix_conflict_at(const struct raft *r, const struct raft_append_entries *ae)
 {
   if (ae->term < r->current_term) {
-    return false; /* refused */
+    return 0; /* refused */
   }
   if (ae->prev_log_index != 0 && raftfix_term_of(r, ae->prev_log_index) != ae->prev_log_term) {
-    return false; /* refused: the logs do not match there */
+    return 0; /* refused: the logs do not match there */
   }
   for (unsigned j = 0; j < ae->n_entries; j++) {
     raft_index index = ae->prev_log_index + 1 + j;
     raft_term local = raftfix_term_of(r, index);
     if (local > 0 && local != ae->entries[j].term) {
-      return index > r->commit_index && r->configuration_uncommitted_index >= index;
+      return index > r->commit_index ? index : 0; /* (committed: raft shuts down) */
     }
   }
-  return false;
+  return 0;
 }
 
 bool raftfix_conf_rollback(const struct raftfix_conf *k, struct raft *r,
                            const struct raft_message *m)
 {
-  if (m->type != RAFT_IO_APPEND_ENTRIES || r->configuration_uncommitted_index == 0 ||
-      raftfix_in_log(r, r->configuration_index) || k->index != r->configuration_index ||
-      k->conf.n == 0 || !raftfix_truncates_change(r, &m->append_entries)) {
+  if (m->type != RAFT_IO_APPEND_ENTRIES || k->conf.n == 0) {
+    return false;
+  }
+  raft_index at = raftfix_conflict_at(r, &m->append_entries);
+  /* 1. 0.15 would roll back an uncommitted change by decoding a compacted
+   *    entry (a NULL one). 2. After a restart 0.15 takes the log's last
+   *    configuration as committed (start.c, restoreEntries) and would keep
+   *    it although it is truncated away: back to the snapshot's. */
+  bool crash = r->configuration_uncommitted_index != 0 &&
+               r->configuration_uncommitted_index >= at &&
+               !raftfix_in_log(r, r->configuration_index) && k->index == r->configuration_index;
+  bool stale =
+      r->configuration_uncommitted_index == 0 && r->configuration_index >= at && k->index < at;
+  if (at == 0 || (!crash && !stale)) {
     return false;
   }
   struct raft_configuration conf;
@@ -312,6 +341,7 @@ bool raftfix_conf_rollback(const struct raftfix_conf *k, struct raft *r,
   }
   raft_configuration_close(&r->configuration);
   r->configuration = conf;
+  r->configuration_index = k->index;
   r->configuration_uncommitted_index = 0; /* what membershipRollback does */
   return true;
 }

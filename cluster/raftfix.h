@@ -117,8 +117,11 @@ bool raftfix_snapshot_refused(const struct raft *r);
  * change to undo and truncates as usual. (No snapshot is taken while a
  * change is uncommitted, raftfix_snapshot_refused, so an entry in memory
  * when the change arrives stays there until it commits or rolls back.)
- * Not covered: a replica restarted with a change uncommitted in its log
- * and the committed entry in its snapshot. */
+ * A replica restarted with a change uncommitted in its log keeps its
+ * snapshot's configuration as it loads (raftfix_conf_keep_loaded): 0.15
+ * then takes the log's last configuration as committed (start.c,
+ * restoreEntries) and, when a new leader truncates that entry, would keep
+ * it; the rule goes back to the snapshot's instead. */
 struct raftfix_conf {
   struct raft_configuration conf; /* the copy; n 0: none */
   raft_index index;               /* r->configuration_index it is the content of */
@@ -134,6 +137,13 @@ void raftfix_conf_keep(struct raftfix_conf *k, const struct raft *r, const struc
 
 /* The same before the group proposes a change itself. */
 void raftfix_conf_keep_now(struct raftfix_conf *k, const struct raft *r);
+
+/* What raft_io's load gave raft at its start: with a change among the
+ * entries after the snapshot (uncommitted until a leader says otherwise),
+ * keeps the snapshot's configuration, the committed one, which raft
+ * replaces with the change's. */
+void raftfix_conf_keep_loaded(struct raftfix_conf *k, const struct raft_snapshot *snapshot,
+                              const struct raft_entry *entries, size_t n);
 
 /* Before raft receives m (after any other rule rewrote it): if raft would
  * roll back a change whose committed entry is gone, and k holds that

@@ -232,6 +232,9 @@ struct rgroup_raft_io_ops {
   int (*set_vote)(struct raft_io *io, raft_id server_id);
   int (*truncate)(struct raft_io *io, raft_index index);
   int (*random)(struct raft_io *io, int min, int max);
+  int (*load)(struct raft_io *io, raft_term *term, raft_id *voted_for,
+              struct raft_snapshot **snapshot, raft_index *start_index,
+              struct raft_entry *entries[], size_t *n_entries);
   raft_io_recv_cb recv; /* raft's receive callback, given to start */
   raft_io_tick_cb tick; /* and its tick callback */
 };

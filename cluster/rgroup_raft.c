@@ -593,6 +593,20 @@ static int rgroup_raft_io_random(struct raft_io *io, int min, int max)
   return rg->io_ops.random(io, min, rgroup_elect_spread_max(min, max));
 }
 
+/* What raft starts from: a change uncommitted in it keeps the snapshot's
+ * configuration aside (raftfix_conf_keep_loaded). */
+static int rgroup_raft_io_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                               struct raft_snapshot **snapshot, raft_index *start_index,
+                               struct raft_entry *entries[], size_t *n_entries)
+{
+  struct rgroup *rg = rgroup_raft_of(io);
+  int rv = rg->io_ops.load(io, term, voted_for, snapshot, start_index, entries, n_entries);
+  if (rv == 0) {
+    raftfix_conf_keep_loaded(&rg->conf_kept, *snapshot, *entries, *n_entries);
+  }
+  return rv;
+}
+
 static void rgroup_raft_interpose(struct rgroup *rg)
 {
   rg->io_ops.send = rg->wio.io.send;
@@ -602,6 +616,8 @@ static void rgroup_raft_interpose(struct rgroup *rg)
   rg->io_ops.set_vote = rg->wio.io.set_vote;
   rg->io_ops.truncate = rg->wio.io.truncate;
   rg->io_ops.random = rg->wio.io.random;
+  rg->io_ops.load = rg->wio.io.load;
+  rg->wio.io.load = rgroup_raft_io_load;
   rg->wio.io.send = rgroup_raft_io_send;
   rg->wio.io.append = rgroup_raft_io_append;
   rg->wio.io.start = rgroup_raft_io_start;

@@ -55,7 +55,14 @@ static int raft_rec_load(struct raft_io *io, raft_term *term, raft_id *voted_for
   assert_true(n == 0 || e != NULL);
   for (size_t i = 0; i < n; i++) {
     e[i].term = t;
-    if (snap) {
+    if (snap && ri->tail_change && i + 1 == n) {
+      struct raft_configuration conf;
+      raft_rec_conf(&conf);
+      assert_int_equal(raft_configuration_add(&conf, 4, "4", RAFT_VOTER), 0);
+      e[i].type = RAFT_CHANGE;
+      assert_int_equal(raft_configuration_encode(&conf, &e[i].buf), 0);
+      raft_configuration_close(&conf);
+    } else if (snap) {
       e[i].type = RAFT_COMMAND;
       e[i].buf.base = raft_malloc(8);
       assert_non_null(e[i].buf.base);

@@ -32,6 +32,7 @@ struct raft_rec {
   raft_index snap_index; /* 0: no snapshot */
   raft_term snap_term;
   unsigned n_tail;
+  bool tail_change; /* the last of the n_tail entries is a change to voters 1-4 */
   struct raft_io_send *reqs[RAFT_REC_MAX];
   raft_io_send_cb cbs[RAFT_REC_MAX];
   struct raft_message sent[RAFT_REC_MAX]; /* copies: pointers in them are not to be followed */

@@ -448,6 +448,64 @@ static void test_raft_015_rolls_back_to_a_configuration_it_no_longer_holds(void 
   rollback_scenario(&ri, &r, true);
 }
 
+/* After a restart with the change in the loaded log after a snapshot at 20
+ * (whose configuration is the committed one): raft 0.15 takes the change as
+ * committed, and when leader 3 replaces entry 22 it would keep the 4-voter
+ * configuration of an entry no longer in its log. The snapshot's, kept as
+ * raft loads it (raftfix_conf_keep_loaded, as every group's raft_io load
+ * does), is put back instead. */
+static struct raftfix_conf loaded_kept;
+static int (*rec_load)(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                       struct raft_snapshot **snapshot, raft_index *start_index,
+                       struct raft_entry *entries[], size_t *n_entries);
+
+static int load_keeping(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                        struct raft_snapshot **snapshot, raft_index *start_index,
+                        struct raft_entry *entries[], size_t *n_entries)
+{
+  int rv = rec_load(io, term, voted_for, snapshot, start_index, entries, n_entries);
+  if (rv == 0) {
+    raftfix_conf_keep_loaded(&loaded_kept, *snapshot, *entries, *n_entries);
+  }
+  return rv;
+}
+
+static void test_restarted_with_a_change_rolls_back_from_the_snapshots_configuration(void **state)
+{
+  (void)state;
+  static struct raft_rec ri;
+  static struct raft r;
+  struct raft_fsm fsm;
+  raft_rec_init(&ri);
+  ri.snap_index = 20;
+  ri.snap_term = 1;
+  ri.n_tail = 2;
+  ri.tail_change = true;
+  rec_load = ri.io.load;
+  ri.io.load = load_keeping;
+  raftfix_conf_init(&loaded_kept);
+  raft_rec_start(&ri, &r, &fsm);
+  /* 0.15 takes the change as committed (start.c: restoreEntries). */
+  assert_int_equal(r.configuration_uncommitted_index, 0);
+  assert_int_equal(r.configuration_index, 22);
+  assert_int_equal(r.configuration.n, 4);
+  assert_int_equal(loaded_kept.index, 1);
+  assert_int_equal(loaded_kept.conf.n, 3);
+  struct raft_message next = append_entries(2, 21, 1, 21);
+  next.server_id = 3;
+  next.server_address = "3";
+  next.append_entries.entries[0].term = 2;
+  assert_true(raftfix_conf_rollback(&loaded_kept, &r, &next));
+  ri.recv(&ri.io, &next);
+  raft_rec_flush(&ri);
+  assert_int_equal(raft_last_index(&r), 22);
+  assert_int_equal(r.configuration_uncommitted_index, 0);
+  assert_int_equal(r.configuration_index, 1);
+  assert_int_equal(r.configuration.n, 3);
+  raftfix_conf_close(&loaded_kept);
+  raft_rec_stop(&ri, &r);
+}
+
 /* A follower of replica 2 in term 2, asked by replica 3 for term 3. */
 static void test_raft_015_refuses_votes_while_it_names_a_silent_leader(void **state)
 {
@@ -571,6 +629,7 @@ int main(void)
       cmocka_unit_test(test_raft_015_refuses_votes_while_it_names_a_silent_leader),
       cmocka_unit_test(test_raft_015_snapshots_an_uncommitted_configuration),
       cmocka_unit_test(test_raft_015_rolls_back_to_a_configuration_it_no_longer_holds),
+      cmocka_unit_test(test_restarted_with_a_change_rolls_back_from_the_snapshots_configuration),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
