@@ -900,13 +900,13 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
   int rv = 0;
   const char *what = NULL;
   uint64_t who = 0;
-  raftfix_conf_keep_now(&p->rg.conf_kept, r); /* before a change of its own */
   /* A replica whose Raft files were refused goes first: it must be out of
    * the configuration before its node may discard them (partitions.h). */
   for (unsigned i = 0; i < c->n && what == NULL; i++) {
     who = c->servers[i].id;
     if (who != p->rg.self_id && sfault_raft_damaged(faults, who, p->topic_id, p->partition)) {
       what = "remove damaged";
+      raftfix_conf_keep_now(&p->rg.conf_kept, r); /* before a change of its own */
       rv = raft_remove(r, &p->change, who, parts_on_change_done);
     }
   }
@@ -921,9 +921,11 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
     }
     if (!parts_in_conf(c, who)) {
       what = "add";
+      raftfix_conf_keep_now(&p->rg.conf_kept, r);
       rv = raft_add(r, &p->change, who, nd->cluster_addr, parts_on_change_done);
     } else {
       what = "promote";
+      raftfix_conf_keep_now(&p->rg.conf_kept, r);
       rv = raft_assign(r, &p->change, who, RAFT_VOTER, parts_on_change_done);
     }
   }
@@ -931,6 +933,7 @@ static void parts_step_one(struct part *p, const struct meta_state *st,
     who = c->servers[i].id;
     if (!meta_replicas_contain(mp->replicas, mp->nreplicas, who) && who != p->rg.self_id) {
       what = "remove";
+      raftfix_conf_keep_now(&p->rg.conf_kept, r); /* before a change of its own */
       rv = raft_remove(r, &p->change, who, parts_on_change_done);
     }
   }
