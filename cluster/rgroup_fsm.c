@@ -21,7 +21,10 @@
  *           batches are fetched from a peer, and the entries Raft applies
  *           meanwhile are held and applied once the log has caught up, so no
  *           entry is ever applied on top of a hole. The descriptor's producer
- *           table replaces this replica's once the log reaches its end.
+ *           table replaces this replica's once the log reaches its end; when
+ *           the log restarts at the peer's start, the peer's table does
+ *           (rgroup_fsm_table_take: the producers of batches deleted below
+ *           that start are in no log this replica can fetch).
  *
  * The producer table is a function of the appended batches' headers only
  * (refused and duplicate batches change nothing), so before an entry is
