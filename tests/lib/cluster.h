@@ -23,7 +23,7 @@
 #define TC_NODES 3
 #define TC_MAX_ACKS 4096
 #define TC_MAX_DOOMED 256
-#define TC_MAX_EXTRA 8
+#define TC_MAX_EXTRA 12
 #define TC_DEADLINE_MS 20000 /* for a leader, for replicas to apply */
 
 struct tc_node {
