@@ -219,6 +219,13 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
              "change: rolled back to the committed configuration (kept aside)",
              (unsigned long long)ctl->self_id, (unsigned long long)m->server_id);
   }
+  if (raftfix_snapshot_hold(&ctl->snap_held, &ctl->raft, m)) {
+    log_info("ctl",
+             "metadata replica %llu: InstallSnapshot from %llu held until its own snapshot is "
+             "done (raft 0.15 would drop it unanswered)",
+             (unsigned long long)ctl->self_id, (unsigned long long)m->server_id);
+    return; /* given to raft at a tick once it is done */
+  }
   raftfix_clamp_begin(&ctl->clamp, m);
   ctl->raft_recv(io, m);
   raftfix_clamp_end(&ctl->clamp);
@@ -530,6 +537,7 @@ static void ctl_free_unstarted(struct controller *ctl)
 {
   meta_state_close(&ctl->st);
   raftfix_conf_close(&ctl->conf_kept);
+  raftfix_snapshot_close(&ctl->snap_held);
   free(ctl->self_address);
   free(ctl->dir);
   ctl->self_address = NULL;
@@ -1231,6 +1239,11 @@ static void ctl_on_tick(uv_timer_t *t)
   }
   ctl_start_short_end(ctl, false);
   ctl_note_role(ctl);
+  struct raft_message *held = raftfix_snapshot_release(&ctl->snap_held, &ctl->raft);
+  if (held != NULL) {
+    ctl_io_recv(&ctl->wio.io, held);
+    free(held);
+  }
   size_t trimmed = raftfix_log_trim(&ctl->raft);
   if (trimmed > 0) {
     log_debug("controller", "metadata log: %zu bytes of raft's tables given back", trimmed);

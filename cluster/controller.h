@@ -197,6 +197,7 @@ struct controller {
   raft_io_tick_cb raft_tick;
   struct raftfix_clamp clamp; /* answers cut back to what was verified (raftfix.h) */
   struct raftfix_conf conf_kept; /* the committed configuration, for a rollback (raftfix.h) */
+  struct raftfix_held snap_held; /* an InstallSnapshot raft would drop now (raftfix.h) */
   /* with opts.wal: the storage writes, wrapped to latch a failure */
   int (*io_append)(struct raft_io *io, struct raft_io_append *req,
                    const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);

@@ -2,6 +2,9 @@
  * (raftfix.h). */
 #include "cluster/raftfix.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 void raftfix_clamp_begin(struct raftfix_clamp *c, const struct raft_message *m)
 {
   if (m->type != RAFT_IO_APPEND_ENTRIES) {
@@ -68,6 +71,60 @@ bool raftfix_below_snapshot(const struct raft *r, struct raft_message *m)
 bool raftfix_snapshot_refused(const struct raft *r)
 {
   return r->configuration_uncommitted_index != 0;
+}
+
+/* What replicationInstallSnapshot checks before it drops the message. */
+static bool raftfix_snapshot_busy(const struct raft *r)
+{
+  return r->snapshot.pending.term != 0 || r->snapshot.put.data != NULL;
+}
+
+static void raftfix_snapshot_free(struct raft_message *m)
+{
+  raft_configuration_close(&m->install_snapshot.conf);
+  raft_free(m->install_snapshot.data.base);
+}
+
+bool raftfix_snapshot_hold(struct raftfix_held *h, const struct raft *r, struct raft_message *m)
+{
+  if (m->type != RAFT_IO_INSTALL_SNAPSHOT || !raftfix_snapshot_busy(r) ||
+      m->install_snapshot.term < r->current_term) {
+    return false; /* (an older term's: raft answers it with a refusal) */
+  }
+  /* The sender's address lives only as long as raft's receive callback:
+   * copied after the message, in the same block. */
+  const char *addr = m->server_address != NULL ? m->server_address : "";
+  size_t alen = strlen(addr) + 1;
+  struct raft_message *copy = malloc(sizeof *copy + alen);
+  if (copy == NULL) {
+    return false; /* raft drops it, as without the rule */
+  }
+  *copy = *m; /* the configuration and data move to the copy */
+  char *a = (char *)(copy + 1);
+  memcpy(a, addr, alen);
+  copy->server_address = a;
+  raftfix_snapshot_close(h); /* a newer message replaces it */
+  h->m = copy;
+  return true;
+}
+
+struct raft_message *raftfix_snapshot_release(struct raftfix_held *h, const struct raft *r)
+{
+  if (h->m == NULL || raftfix_snapshot_busy(r)) {
+    return NULL;
+  }
+  struct raft_message *m = h->m;
+  h->m = NULL;
+  return m;
+}
+
+void raftfix_snapshot_close(struct raftfix_held *h)
+{
+  if (h->m != NULL) {
+    raftfix_snapshot_free(h->m);
+    free(h->m);
+    h->m = NULL;
+  }
 }
 
 bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms)

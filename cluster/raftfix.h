@@ -100,6 +100,39 @@ bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned
  * an uncommitted configuration; returns whether it must. */
 bool raftfix_snapshot_refused(const struct raft *r);
 
+/* raft 0.15 drops an InstallSnapshot that arrives while the replica takes
+ * a snapshot of its own or installs another (replicationInstallSnapshot:
+ * "already taking or installing snapshot", RAFT_BUSY, no answer; "the
+ * leader will eventually retry"). The leader keeps the replica in its
+ * snapshot state until install_snapshot_timeout (30 s) has passed: it
+ * sends it only heartbeats, whose prev_log_index the replica does not
+ * hold, and ignores the refusals in that state. Seen: a follower that
+ * caught up from the AppendEntries its leader had queued while it was
+ * down, snapshotting as it applied them, while the leader sent it a
+ * snapshot, stayed 60 entries behind for those 30 s (test_replication's
+ * retention catch-up over raft_uv's transport, 1 run in about 30; upstream
+ * still drops it in 0.18). So such a message is held, the newest one (a
+ * held one it replaces is freed), and given to raft once the replica's
+ * own snapshot is done:
+ *
+ *   raftfix_snapshot_hold(h, r, m) before raft receives m: true when h
+ *   took m (raft must not see it now);
+ *   raftfix_snapshot_release(h, r) when r may be done: the held message
+ *   when it may go to raft now, else NULL. The caller owns it, passes it
+ *   through its receive path (which takes its configuration and data, or
+ *   holds it again) and then free()s it; h holds nothing then.
+ *   raftfix_snapshot_close(h) frees a held message (the group closes).
+ *
+ * h is the group's, zeroed at its creation (8 bytes while nothing is
+ * held). Loop thread. */
+struct raftfix_held {
+  struct raft_message *m; /* NULL: none held */
+};
+
+bool raftfix_snapshot_hold(struct raftfix_held *h, const struct raft *r, struct raft_message *m);
+struct raft_message *raftfix_snapshot_release(struct raftfix_held *h, const struct raft *r);
+void raftfix_snapshot_close(struct raftfix_held *h);
+
 /* raft 0.15 rolls a follower's configuration back when an AppendEntries
  * truncates an uncommitted configuration change (replication.c,
  * deleteConflictingEntries -> membershipRollback) by decoding the last

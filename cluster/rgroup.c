@@ -456,6 +456,7 @@ static void rgroup_open_failed(struct rgroup *rg, bool store_open)
   }
   rgroup_fsm_close(rg);
   raftfix_conf_close(&rg->conf_kept);
+  raftfix_snapshot_close(&rg->snap_held);
   free(rg->dir);
   free(rg->self_address);
 }
@@ -1136,6 +1137,7 @@ void rgroup_on_part_closed(struct rgroup *rg)
   rg->store = NULL;
   rgroup_fsm_close(rg);
   raftfix_conf_close(&rg->conf_kept);
+  raftfix_snapshot_close(&rg->snap_held);
   free(rg->dir);
   rg->dir = NULL;
   free(rg->self_address);

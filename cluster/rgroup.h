@@ -351,6 +351,7 @@ struct rgroup {
                                first entry was durable (rgroup_raft_io_recv) */
   struct raftfix_clamp clamp;     /* answers cut back to what was verified (raftfix.h) */
   struct raftfix_conf conf_kept;  /* the committed configuration, for a rollback (raftfix.h) */
+  struct raftfix_held snap_held;  /* an InstallSnapshot raft would drop now (raftfix.h) */
   uint64_t second_votes_withheld; /* RequestVotes kept from raft: rgroup_elect_second_vote */
   uint64_t below_snapshot;        /* AppendEntries rewritten: raftfix_below_snapshot */
   uint64_t log_trimmed;           /* bytes of raft's log tables freed: rgroup_raft_trim */

@@ -160,10 +160,31 @@ int rgroup_raft_barrier(struct rgroup *rg)
  * leader, before the next poll: no follower's reply to this term's first
  * AppendEntries can have been read yet. Also after an append completed
  * while a prompt election waited for it (rgroup_elect.c). */
+static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message);
+static void rgroup_raft_want_check(struct rgroup *rg);
+
+/* Gives raft the InstallSnapshot held while its own snapshot was in
+ * flight, once it is done (raftfix_snapshot_hold); until then asks again
+ * at the next iteration. */
+static void rgroup_raft_release_held(struct rgroup *rg)
+{
+  if (rg->snap_held.m == NULL || !rg->raft_open || rg->raft_failed) {
+    return; /* (freed at close) */
+  }
+  struct raft_message *m = raftfix_snapshot_release(&rg->snap_held, &rg->raft);
+  if (m == NULL) {
+    rgroup_raft_want_check(rg);
+    return;
+  }
+  rgroup_raft_io_recv(&rg->wio.io, m);
+  free(m);
+}
+
 static void rgroup_raft_on_check(uv_check_t *h)
 {
   struct rgroup *rg = h->data;
   uv_check_stop(h);
+  rgroup_raft_release_held(rg);
   struct raft *r = &rg->raft;
   if (rg->raft_open && !rg->raft_failed && rg->state == RGROUP_RUNNING) {
     rgroup_elect_check(rg);
@@ -496,6 +517,15 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
              "configuration change: rolled back to the committed configuration (kept aside)",
              (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
              (unsigned long long)message->server_id);
+  }
+  if (raftfix_snapshot_hold(&rg->snap_held, r, message)) {
+    log_info("rgroup",
+             "group %llu: replica %llu: InstallSnapshot from %llu held until its own snapshot "
+             "is done (raft 0.15 would drop it unanswered)",
+             (unsigned long long)rg->group_id, (unsigned long long)rg->self_id,
+             (unsigned long long)message->server_id);
+    rgroup_raft_want_check(rg);
+    return;
   }
   raftfix_clamp_begin(&rg->clamp, message);
   rg->io_ops.recv(io, message);

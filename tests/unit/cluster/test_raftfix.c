@@ -10,6 +10,9 @@
  *    it compacted away), which kept a restarted replica behind its leader;
  *    rewritten into a heartbeat at the snapshot, the same message is
  *    accepted (raftfix_below_snapshot);
+ *  - taking a snapshot of its own (threshold 1), it drops an InstallSnapshot
+ *    unanswered; held until its snapshot is done, the same message is
+ *    installed and answered (raftfix_snapshot_hold);
  * and a follower of term 2 that still names a leader silent for three
  * election timeouts refuses a candidate of term 3 until the vote is taken
  * as disrupting that leader (raftfix_vote_unstick). */
@@ -618,6 +621,137 @@ static void test_log_trim(void **state)
   raft_rec_stop(&ri, &r); /* logClose: every entry has exactly one reference */
 }
 
+/* ---- an InstallSnapshot while the follower snapshots ---- */
+
+/* An InstallSnapshot of term 1 from replica 2: a snapshot at index (of
+ * term 1) with voters 1-3 and 8 bytes of data. */
+static struct raft_message install_snapshot_at(raft_index index)
+{
+  struct raft_message m;
+  memset(&m, 0, sizeof m);
+  m.type = RAFT_IO_INSTALL_SNAPSHOT;
+  m.server_id = 2;
+  m.server_address = "2";
+  struct raft_install_snapshot *is = &m.install_snapshot;
+  is->term = 1;
+  is->last_index = index;
+  is->last_term = 1;
+  is->conf_index = 1;
+  raft_configuration_init(&is->conf);
+  static const char *const addrs[] = {"1", "2", "3"};
+  for (raft_id id = 1; id <= 3; id++) {
+    assert_int_equal(raft_configuration_add(&is->conf, id, addrs[id - 1], RAFT_VOTER), 0);
+  }
+  is->data.base = raft_malloc(8);
+  assert_non_null(is->data.base);
+  memset(is->data.base, 0, 8);
+  is->data.len = 8;
+  return m;
+}
+
+/* raft 0.15 as a follower (snapshot at 20, entries 21-25 of term 1, a
+ * snapshot threshold of 1): a heartbeat commits 25, it applies and takes a
+ * snapshot, whose put is in flight when an InstallSnapshot at 40 arrives.
+ * Unguarded, raft drops it: no answer, then or after its own snapshot is
+ * done, so its leader would wait for install_snapshot_timeout. Guarded,
+ * the message is held (the sender's address copied), released once the
+ * put completed, installed and answered with a match at 40. */
+static void snapshot_while_snapshotting(bool guarded)
+{
+  struct raft_rec ri;
+  static struct raft r;
+  struct raft_fsm fsm;
+  start_follower(&ri, &r, &fsm);
+  fsm.version = 1; /* snapshots closed by raft (no snapshot_finalize) */
+  fsm.snapshot = snap_fsm_snapshot;
+  snap_guarded = false;
+  snap_raft = &r;
+  raft_set_snapshot_threshold(&r, 1);
+  raft_set_snapshot_trailing(&r, 1);
+  struct raft_message hb = append_entries(1, 25, 0, 25);
+  ri.recv(&ri.io, &hb);
+  assert_int_equal(r.last_applied, 25);
+  assert_non_null(ri.put); /* its own snapshot at 25, in flight */
+  unsigned sent = ri.nsent;
+  struct raft_message is = install_snapshot_at(40);
+  if (!guarded) {
+    ri.recv(&ri.io, &is);
+    raft_rec_flush(&ri);
+    assert_int_equal(ri.nsent, sent);
+    assert_int_equal(r.log.snapshot.last_index, 25);
+    raft_rec_stop(&ri, &r);
+    return;
+  }
+  struct raftfix_held h = {0};
+  assert_true(raftfix_snapshot_hold(&h, &r, &is));
+  assert_null(raftfix_snapshot_release(&h, &r)); /* still busy */
+  raft_rec_flush(&ri);
+  assert_int_equal(r.log.snapshot.last_index, 25);
+  struct raft_message *m = raftfix_snapshot_release(&h, &r);
+  assert_non_null(m);
+  assert_null(h.m);
+  assert_string_equal(m->server_address, "2");
+  ri.recv(&ri.io, m);
+  free(m);
+  raft_rec_flush(&ri);
+  assert_int_equal(r.log.snapshot.last_index, 40);
+  const struct raft_message *a = raft_rec_last(&ri, RAFT_IO_APPEND_ENTRIES_RESULT, 2);
+  assert_non_null(a);
+  assert_int_equal(a->append_entries_result.rejected, 0);
+  assert_int_equal(a->append_entries_result.last_log_index, 40);
+  /* A newer message replaces a held one; close frees what is held. */
+  struct raft_message hb2 = append_entries(1, 40, 0, 40);
+  hb2.append_entries.prev_log_term = 1;
+  ri.recv(&ri.io, &hb2);
+  raft_rec_stop(&ri, &r);
+  raftfix_snapshot_close(&h);
+}
+
+static void test_raft_015_drops_a_snapshot_while_it_snapshots(void **state)
+{
+  (void)state;
+  snapshot_while_snapshotting(false);
+}
+
+static void test_snapshot_held_while_snapshotting(void **state)
+{
+  (void)state;
+  snapshot_while_snapshotting(true);
+}
+
+/* The hold rule alone: only an InstallSnapshot of the current term or
+ * later, only while busy; the newest one kept. */
+static void test_snapshot_hold_rule(void **state)
+{
+  (void)state;
+  struct raft r;
+  memset(&r, 0, sizeof r);
+  r.current_term = 2;
+  struct raftfix_held h = {0};
+  struct raft_message is = install_snapshot_at(40);
+  is.install_snapshot.term = 2;
+  assert_false(raftfix_snapshot_hold(&h, &r, &is)); /* not busy */
+  r.snapshot.pending.term = 2;
+  struct raft_message hb = append_entries(2, 0, 0, 0);
+  assert_false(raftfix_snapshot_hold(&h, &r, &hb));
+  is.install_snapshot.term = 1;
+  assert_false(raftfix_snapshot_hold(&h, &r, &is)); /* older term: raft refuses it */
+  is.install_snapshot.term = 2;
+  assert_true(raftfix_snapshot_hold(&h, &r, &is));
+  struct raft_message is2 = install_snapshot_at(50);
+  is2.install_snapshot.term = 3;
+  assert_true(raftfix_snapshot_hold(&h, &r, &is2)); /* frees the first */
+  assert_null(raftfix_snapshot_release(&h, &r));
+  r.snapshot.pending.term = 0;
+  struct raft_message *m = raftfix_snapshot_release(&h, &r);
+  assert_non_null(m);
+  assert_int_equal(m->install_snapshot.last_index, 50);
+  raft_configuration_close(&m->install_snapshot.conf);
+  raft_free(m->install_snapshot.data.base);
+  free(m);
+  assert_null(raftfix_snapshot_release(&h, &r));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -630,6 +764,9 @@ int main(void)
       cmocka_unit_test(test_raft_015_snapshots_an_uncommitted_configuration),
       cmocka_unit_test(test_raft_015_rolls_back_to_a_configuration_it_no_longer_holds),
       cmocka_unit_test(test_restarted_with_a_change_rolls_back_from_the_snapshots_configuration),
+      cmocka_unit_test(test_snapshot_hold_rule),
+      cmocka_unit_test(test_raft_015_drops_a_snapshot_while_it_snapshots),
+      cmocka_unit_test(test_snapshot_held_while_snapshotting),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
