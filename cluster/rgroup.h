@@ -354,6 +354,7 @@ struct rgroup {
   struct raftfix_held snap_held;  /* an InstallSnapshot raft would drop now (raftfix.h) */
   uint64_t second_votes_withheld; /* RequestVotes kept from raft: rgroup_elect_second_vote */
   uint64_t below_snapshot;        /* AppendEntries rewritten: raftfix_below_snapshot */
+  uint64_t snapshots_held;        /* InstallSnapshot held: raftfix_snapshot_hold */
   uint64_t log_trimmed;           /* bytes of raft's log tables freed: rgroup_raft_trim */
   uint64_t second_leaders; /* messages of a leader of its own term, dropped: ..._same_term_leader */
   struct rgroup_cap cap;    /* AppendEntries bounded in bytes (rgroup_cap.h) */

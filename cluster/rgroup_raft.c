@@ -519,6 +519,7 @@ static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message
              (unsigned long long)message->server_id);
   }
   if (raftfix_snapshot_hold(&rg->snap_held, r, message)) {
+    rg->snapshots_held++;
     log_info("rgroup",
              "group %llu: replica %llu: InstallSnapshot from %llu held until its own snapshot "
              "is done (raft 0.15 would drop it unanswered)",

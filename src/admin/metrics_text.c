@@ -234,6 +234,7 @@ struct metrics_text_sums {
   uint64_t roles[4]; /* leader, follower, candidate, other */
   uint64_t snapshots_taken, snapshots_sent, snapshots_installed, recoveries, prompt_elections;
   uint64_t second_votes_withheld, second_leaders, compactions, below_snapshot, log_trimmed;
+  uint64_t snapshots_held;
   uint64_t barriers, results_held, results_clamped;
   uint64_t catchup_in, catchup_out, log_bytes, catching_up;
   uint64_t quiesced, quiesces, coalesced, raft_sent;
@@ -258,6 +259,7 @@ static void metrics_text_sum(struct node *n, struct metrics_text_sums *s)
     s->second_votes_withheld += rg->second_votes_withheld;
     s->second_leaders += rg->second_leaders;
     s->below_snapshot += rg->below_snapshot;
+    s->snapshots_held += rg->snapshots_held;
     s->log_trimmed += rg->log_trimmed;
     s->barriers += rg->barriers;
     s->results_held += rg->results_held;
@@ -387,6 +389,10 @@ static void metrics_text_raft(struct node *n, struct admin_buf *b)
                       "the leader probed below it (docs/replication.md, \"Raft 0.15 weak "
                       "spots\").",
                       s.below_snapshot);
+  metrics_text_scalar(b, "cairn_raft_snapshots_held_total", "counter",
+                      "InstallSnapshot messages hosted followers held until their own snapshot "
+                      "was done (raft 0.15 drops them unanswered; docs/raft-0.15.md).",
+                      s.snapshots_held);
   metrics_text_scalar(b, "cairn_heap_trims_total", "counter",
                       "Times the node gave the pages of freed heap memory back to the kernel "
                       "after the heap's free bytes grew by 2 MiB (malloc_trim, "

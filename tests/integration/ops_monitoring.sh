@@ -82,7 +82,7 @@ for i in 1 2 3; do
     [ "${n:-0}" -gt 0 ] || fail "node $i: cairn_wal_job_seconds counted no $ph phase (${n:-absent})"
   done
   # raft 0.15's weak spots, counted (the barriers summed below).
-  for m in cairn_raft_below_snapshot_total cairn_raft_results_held_total \
+  for m in cairn_raft_below_snapshot_total cairn_raft_snapshots_held_total cairn_raft_results_held_total \
     cairn_raft_results_clamped_total cairn_raft_same_term_leaders_total \
     cairn_raft_barriers_total cairn_raft_log_trimmed_bytes_total \
     cairn_heap_trims_total cairn_heap_released_bytes_total; do
