@@ -1090,7 +1090,7 @@ static void change_cut_short(enum cut_how how)
     }
   }
   assert_true(raft_memory_compacted(&c, LLONG_MAX, PARTS, WAIT_MS));
-  int a, b, f;
+  int a = 0, b = 0, f = 0; /* (set by pick_partition, or the test fails) */
   uint32_t p = pick_partition(&c, "cut", &a, &b, &f);
   print_message("cut-%u: leader node %d, followers %d and %d (killed); node %d decommissioned\n", p,
                 a + 1, b + 1, f + 1, f + 1);
