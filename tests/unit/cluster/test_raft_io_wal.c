@@ -9,6 +9,7 @@
 #include "cluster/riow_uv.h"
 #include "common/err.h"
 #include "common/fsutil.h"
+#include "proc.h"
 #include "testutil.h"
 
 #include <raft/uv.h>
@@ -245,9 +246,18 @@ static uint64_t tri(uint64_t n)
   return n * (n + 1) / 2;
 }
 
+/* Port k of this process, the same in every round (the configuration
+ * holds the address): reserved once (tu_free_port), where a port derived
+ * from the pid collided with another test's under ctest -j. */
 static int test_port(int k)
 {
-  return 20000 + (int)(getpid() % 20000) + k;
+  static int ports[32];
+  assert_true(k >= 0 && k < 32);
+  if (ports[k] == 0) {
+    ports[k] = tu_free_port();
+    assert_true(ports[k] > 0);
+  }
+  return ports[k];
 }
 
 static void test_raft_over_wal_restarts_with_every_applied_command(void **state)
