@@ -156,6 +156,19 @@ static int raft_rec_snapshot_put(struct raft_io *io, unsigned trailing,
   return 0;
 }
 
+/* A leader reads its snapshot to send it: the loaded one (snap_index),
+ * handed over at the next raft_rec_flush. */
+static int raft_rec_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
+                                 raft_io_snapshot_get_cb cb)
+{
+  struct raft_rec *ri = io->impl;
+  assert_null(ri->get_cb); /* one at a time here */
+  ri->get = req;
+  ri->get_cb = cb;
+  ri->ngets++;
+  return 0;
+}
+
 /* Truncations complete at once: nothing is stored to cut. */
 static int raft_rec_truncate(struct raft_io *io, raft_index index)
 {
@@ -194,6 +207,7 @@ void raft_rec_init(struct raft_rec *ri)
   ri->io.append = raft_rec_append;
   ri->io.truncate = raft_rec_truncate;
   ri->io.snapshot_put = raft_rec_snapshot_put;
+  ri->io.snapshot_get = raft_rec_snapshot_get;
   ri->io.time = raft_rec_time;
   ri->io.random = raft_rec_random;
   ri->io.close = raft_rec_close;
@@ -218,6 +232,17 @@ void raft_rec_flush(struct raft_rec *ri)
     ri->put_cb = NULL;
     cb(ri->put, 0);
   }
+  if (ri->get_cb != NULL) {
+    raft_io_snapshot_get_cb cb = ri->get_cb;
+    ri->get_cb = NULL;
+    cb(ri->get, raft_rec_snapshot(ri), 0); /* raft frees it after the send */
+  }
+}
+
+void raft_rec_forget_sent(struct raft_rec *ri)
+{
+  raft_rec_flush(ri);
+  ri->nsent = 0;
 }
 
 const struct raft_message *raft_rec_last(const struct raft_rec *ri, unsigned short type, raft_id to)

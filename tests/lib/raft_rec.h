@@ -10,7 +10,8 @@
  * after it. Sends and appends are recorded and complete only at
  * raft_rec_flush, outside raft's calls, as an I/O backend's would; so do
  * snapshot puts, of which the last one's index, configuration index and
- * configuration (servers, voters) are kept. The
+ * configuration (servers, voters) are kept, and snapshot gets (the loaded
+ * snapshot). The
  * clock is `now`, set by the test; `tick` and `recv` are raft's callbacks.
  *
  * Single-threaded; the struct must outlive the raft instance. */
@@ -48,14 +49,23 @@ struct raft_rec {
   raft_index put_conf_index;
   unsigned put_servers;
   unsigned put_voters;
+  /* snapshot gets (a leader sending its snapshot): the one pending */
+  struct raft_io_snapshot_get *get;
+  raft_io_snapshot_get_cb get_cb;
+  unsigned ngets;
 };
 
 /* Zeroes ri and fills its raft_io; set snap_index, snap_term and n_tail
  * after this, before raft_start. */
 void raft_rec_init(struct raft_rec *ri);
 
-/* Completes every recorded send and append (status 0). */
+/* Completes every recorded send and append (status 0), a pending snapshot
+ * put, and a pending snapshot get (with the loaded snapshot). */
 void raft_rec_flush(struct raft_rec *ri);
+
+/* raft_rec_flush, then forgets the recorded sends (for tests that run
+ * longer than RAFT_REC_MAX sends). */
+void raft_rec_forget_sent(struct raft_rec *ri);
 
 /* The last message of type sent to replica `to`, or NULL. */
 const struct raft_message *raft_rec_last(const struct raft_rec *ri, unsigned short type,

@@ -13,11 +13,15 @@
  *  - taking a snapshot of its own (threshold 1), it drops an InstallSnapshot
  *    unanswered; held until its snapshot is done, the same message is
  *    installed and answered (raftfix_snapshot_hold);
+ *  - as a leader whose snapshot to a follower is lost, it sends it again
+ *    only after install_snapshot_timeout: 30 s by default, three election
+ *    timeouts in a partition's group (rgroup_raft_install_snapshot_ms);
  * and a follower of term 2 that still names a leader silent for three
  * election timeouts refuses a candidate of term 3 until the vote is taken
  * as disrupting that leader (raftfix_vote_unstick). */
 #include "cluster/raftfix.h"
 #include "cluster/rgroup.h"
+#include "cluster/rgroup_raft.h"
 #include "raft_rec.h"
 
 #include <raft.h>
@@ -752,6 +756,107 @@ static void test_snapshot_hold_rule(void **state)
   assert_null(raftfix_snapshot_release(&h, &r));
 }
 
+/* ---- a snapshot lost on the way ---- */
+
+/* A follower's answer to the leader's AppendEntries of term 2. */
+static struct raft_message append_result(raft_id from, raft_index rejected, raft_index last)
+{
+  static const char *const addrs[] = {"", "1", "2", "3"};
+  struct raft_message m;
+  memset(&m, 0, sizeof m);
+  m.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+  m.server_id = from;
+  m.server_address = addrs[from];
+  m.append_entries_result.term = 2;
+  m.append_entries_result.rejected = rejected;
+  m.append_entries_result.last_log_index = last;
+  return m;
+}
+
+/* raft 0.15 as the leader of term 2 (snapshot at 20, log 21-25): replica 2
+ * says it holds only 3, so it gets the snapshot, which is lost (no answer).
+ * Replica 3 answers every heartbeat; replica 2 refuses them (their
+ * prev_log_index is past its log). Returns the ms after which the leader
+ * sends the snapshot again (0: not within 40 s). */
+static raft_time snapshot_resent_after(unsigned install_snapshot_ms)
+{
+  static struct raft_rec ri;
+  static struct raft r;
+  struct raft_fsm fsm;
+  raft_rec_init(&ri);
+  ri.snap_index = 20;
+  ri.snap_term = 1;
+  ri.n_tail = 5;
+  raft_rec_start(&ri, &r, &fsm);
+  if (install_snapshot_ms != 0) {
+    raft_set_install_snapshot_timeout(&r, install_snapshot_ms);
+  }
+  ri.now = 10 * r.election_timeout;
+  ri.tick(&ri.io);
+  assert_int_equal(raft_state(&r), RAFT_CANDIDATE);
+  struct raft_message vote;
+  memset(&vote, 0, sizeof vote);
+  vote.type = RAFT_IO_REQUEST_VOTE_RESULT;
+  vote.server_id = 3;
+  vote.server_address = "3";
+  vote.request_vote_result.term = 2;
+  vote.request_vote_result.vote_granted = true;
+  vote.request_vote_result.pre_vote = raft_tribool_false;
+  ri.recv(&ri.io, &vote);
+  assert_int_equal(raft_state(&r), RAFT_LEADER);
+  raft_rec_forget_sent(&ri);
+  struct raft_message refused = append_result(2, 25, 3);
+  ri.recv(&ri.io, &refused);
+  ri.now += r.heartbeat_timeout; /* a probe sends once per heartbeat */
+  ri.tick(&ri.io);
+  raft_rec_flush(&ri); /* the snapshot read: sent */
+  assert_int_equal(ri.ngets, 1);
+  assert_non_null(raft_rec_last(&ri, RAFT_IO_INSTALL_SNAPSHOT, 2));
+  raft_rec_forget_sent(&ri); /* ... and lost */
+  raft_time sent_at = ri.now, resent = 0;
+  while (resent == 0 && ri.now - sent_at < 40000) {
+    ri.now += r.heartbeat_timeout;
+    ri.tick(&ri.io);
+    raft_rec_flush(&ri); /* a snapshot read started by the tick: sent */
+    /* What each replica answers to what it was sent. */
+    struct raft_message answers[RAFT_REC_MAX];
+    unsigned n = 0;
+    for (unsigned i = 0; i < ri.nsent; i++) {
+      const struct raft_message *m = &ri.sent[i];
+      if (m->type == RAFT_IO_INSTALL_SNAPSHOT && m->server_id == 2) {
+        resent = ri.now - sent_at;
+      } else if (m->type == RAFT_IO_APPEND_ENTRIES && m->server_id == 3) {
+        answers[n++] = append_result(3, 0, 25);
+      } else if (m->type == RAFT_IO_APPEND_ENTRIES && m->server_id == 2) {
+        answers[n++] = append_result(2, m->append_entries.prev_log_index, 3);
+      }
+    }
+    raft_rec_forget_sent(&ri);
+    for (unsigned i = 0; i < n && resent == 0; i++) {
+      ri.recv(&ri.io, &answers[i]);
+    }
+    assert_int_equal(raft_state(&r), RAFT_LEADER);
+  }
+  raft_rec_stop(&ri, &r);
+  return resent;
+}
+
+/* raft's default: the follower waits 30 s for the snapshot again; with a
+ * partition group's timeout (rgroup_raft_configure) three election
+ * timeouts. */
+static void test_raft_015_resends_a_lost_snapshot_after_its_timeout(void **state)
+{
+  (void)state;
+  raft_time dflt = snapshot_resent_after(0);
+  print_message("snapshot sent again after %llu ms with raft's default\n",
+                (unsigned long long)dflt);
+  assert_true(dflt >= 30000);
+  unsigned ms = rgroup_raft_install_snapshot_ms(1000);
+  raft_time ours = snapshot_resent_after(ms);
+  print_message("snapshot sent again after %llu ms with %u ms\n", (unsigned long long)ours, ms);
+  assert_true(ours >= ms && ours <= ms + 200);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -767,6 +872,7 @@ int main(void)
       cmocka_unit_test(test_snapshot_hold_rule),
       cmocka_unit_test(test_raft_015_drops_a_snapshot_while_it_snapshots),
       cmocka_unit_test(test_snapshot_held_while_snapshotting),
+      cmocka_unit_test(test_raft_015_resends_a_lost_snapshot_after_its_timeout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
