@@ -225,8 +225,6 @@ struct sim_replica {
   unsigned disk_latency; /* what the faults ask for, in ms */
   raft_time append_done; /* completion time of the last append asked */
   uint64_t results_held;
-  struct raftfix_held snap_held; /* raftfix_snapshot_hold, as every node's group */
-  uint64_t snapshots_held;
   uint64_t barriers;
   uint64_t votes_unstuck; /* vote requests taken despite a silent leader */
   /* rgroup_elect_on_start: started with no leader known, the short
@@ -326,7 +324,6 @@ struct sim_opts {
 
 struct sim_stats {
   uint64_t steps, acks, batches, entries, faults, leader_changes, results_held, barriers;
-  uint64_t snapshots_held;
   uint64_t duplicates_answered, refusals, sim_ms, votes_unstuck;
   uint64_t start_short_used, prevote_terms_taken; /* rgroup_elect.c's start and pre-vote rules */
   uint64_t second_votes_withheld;                 /* rgroup_elect_second_vote */

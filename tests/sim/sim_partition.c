@@ -600,7 +600,6 @@ static void sim_teardown(struct sim *s, struct sim_driver *d)
     s->stats.torn_cut += s->reps[i].sio.torn_cut;
     s->stats.torn_dropped += s->reps[i].sio.torn_dropped;
     s->stats.results_held += s->reps[i].results_held;
-    s->stats.snapshots_held += s->reps[i].snapshots_held;
     s->stats.barriers += s->reps[i].barriers;
     s->stats.votes_unstuck += s->reps[i].votes_unstuck;
     s->stats.start_short_used += s->reps[i].start_short_used;
@@ -831,7 +830,6 @@ int main(int argc, char **argv)
     total.faults += s->stats.faults;
     total.leader_changes += s->stats.leader_changes;
     total.results_held += s->stats.results_held;
-    total.snapshots_held += s->stats.snapshots_held;
     total.barriers += s->stats.barriers;
     total.votes_unstuck += s->stats.votes_unstuck;
     total.start_short_used += s->stats.start_short_used;
@@ -868,12 +866,11 @@ int main(int argc, char **argv)
           "%" PRIu64 " entries, %" PRIu64 " duplicates answered, %" PRIu64 " refusals, "
           "%" PRIu64 " faults, %" PRIu64 " leader changes, %" PRIu64 " barriers, %" PRIu64
           " results held, %" PRIu64 " votes despite a silent leader, %" PRIu64
-          " second votes withheld, %" PRIu64 " snapshots held\n",
+          " second votes withheld\n",
           done, start, status == 0 ? "passed" : "FAILED", secs, secs > 0 ? done / secs : 0.0,
           total.steps, (double)total.sim_ms / 1000, total.batches, total.acks, total.entries,
           total.duplicates_answered, total.refusals, total.faults, total.leader_changes,
-          total.barriers, total.results_held, total.votes_unstuck, total.second_votes_withheld,
-          total.snapshots_held);
+          total.barriers, total.results_held, total.votes_unstuck, total.second_votes_withheld);
   if (opts.log_start) {
     fprintf(sum,
             "sim_partition: LOG_START commands proposed %" PRIu64

@@ -175,7 +175,6 @@ void sim_replica_close(struct sim_replica *rep)
   }
   producer_state_close(&rep->producers);
   rgroup_apply_close(&rep->ap);
-  raftfix_snapshot_close(&rep->snap_held);
   free(rep->cmd_table);
   rep->cmd_table = NULL;
 }
@@ -364,17 +363,9 @@ static void sim_replica_on_barrier(struct raft_barrier *req, int status)
  * has not read any reply to its first AppendEntries yet (they need the
  * network latency, at least 1 ms), as rgroup's uv_check runs before the
  * next poll. */
-static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m);
-
 void sim_replica_after_step(struct sim_replica *rep)
 {
   struct raft *r = sim_replica_raft(rep);
-  struct raft_message *held =
-      sim_replica_up(rep) ? raftfix_snapshot_release(&rep->snap_held, r) : NULL;
-  if (held != NULL) {
-    sim_replica_io_recv(r->io, held); /* rgroup_raft_release_held */
-    free(held);
-  }
   if (sim_replica_up(rep) && rep->sim->opts.engine == SIM_ENGINE_IO &&
       !rep->sim->opts.wide_timers && !rep->start_short && raft_state(r) == RAFT_CANDIDATE) {
     /* rgroup_elect_on_candidacy: a candidate retries on the short timeout */
@@ -497,14 +488,6 @@ static void sim_replica_io_recv(struct raft_io *io, struct raft_message *m)
    * leader. */
   if (raftfix_vote_unstick(r, m, SIM_ELECTION_MS)) {
     rep->votes_unstuck++;
-  }
-  /* rgroup_raft_io_recv: raft 0.15 would drop it unanswered while its own
-   * snapshot is in flight; given to raft after the step that ends it. */
-  if (raftfix_snapshot_hold(&rep->snap_held, r, m)) {
-    rep->snapshots_held++;
-    sim_trace(rep->sim, "hold snapshot r%u index=%llu", rep->index,
-              (unsigned long long)m->install_snapshot.last_index);
-    return;
   }
   rep->raft_recv(io, m);
 }
@@ -708,7 +691,6 @@ void sim_replica_crash(struct sim_replica *rep)
   }
   raft_close(r, sim_replica_on_closed); /* sim_io closes at once: in flight fails, in doubt */
   rep->raft = NULL;
-  raftfix_snapshot_close(&rep->snap_held); /* a message in the dead process's memory */
   sim_replica_fail_queue(rep, CAIRN_ENOTLEADER);
   /* The state machine as a restarted node rebuilds it (rgroup_fsm.c): the
    * store's durable prefix, the producer table scanned from it. */
