@@ -576,7 +576,16 @@ static void test_nodewatch_queue_to_a_peer_that_stops_reading_is_left_out(void *
   assert_int_equal(now_queued, 0);
   atomic_store(&b.paused, false);
 
-  assert_true(wait_for(&f, b_got_all)); /* B's pause ends: nothing lost */
+  /* B's pause ends: nothing lost. 160 MiB through an ASan build took over
+   * WAIT_MS once in CI's parallel pass: this checks delivery, not speed. */
+  uint64_t resumed = uv_hrtime();
+  bool all = false;
+  for (int k = 0; k < 4 && !all; k++) {
+    all = wait_for(&f, b_got_all);
+  }
+  fprintf(stderr, "B read every frame %.0f ms after its pause ended\n",
+          (double)(uv_hrtime() - resumed) / 1e6);
+  assert_true(all);
   assert_int_equal(atomic_load(&b.mux_bytes), (size_t)B_FRAMES * MUX_MAX);
   assert_int_equal(nwatch_queued_max(&f.na), 0);
   bside_stop(&b);
