@@ -239,6 +239,26 @@ void raft_rec_flush(struct raft_rec *ri)
   }
 }
 
+void raft_rec_lead(struct raft_rec *ri, struct raft *r, raft_id voter)
+{
+  static const char *const addrs[] = {"", "1", "2", "3"};
+  raft_term term = r->current_term + 1;
+  ri->now += 10 * r->election_timeout;
+  ri->tick(&ri->io);
+  assert_int_equal(raft_state(r), RAFT_CANDIDATE);
+  assert_int_equal(r->current_term, term);
+  struct raft_message res;
+  memset(&res, 0, sizeof res);
+  res.type = RAFT_IO_REQUEST_VOTE_RESULT;
+  res.server_id = voter;
+  res.server_address = addrs[voter];
+  res.request_vote_result.term = term;
+  res.request_vote_result.vote_granted = true;
+  res.request_vote_result.pre_vote = raft_tribool_false;
+  ri->recv(&ri->io, &res);
+  assert_int_equal(raft_state(r), RAFT_LEADER);
+}
+
 void raft_rec_forget_sent(struct raft_rec *ri)
 {
   raft_rec_flush(ri);

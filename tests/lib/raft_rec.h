@@ -76,6 +76,10 @@ const struct raft_message *raft_rec_last(const struct raft_rec *ri, unsigned sho
  * asserts that it starts as a follower. ri, r and fsm must outlive it. */
 void raft_rec_start(struct raft_rec *ri, struct raft *r, struct raft_fsm *fsm);
 
+/* r (a follower of term t, no pre-vote) stands at its election timeout
+ * and wins term t + 1 with voter's vote: asserts it leads. */
+void raft_rec_lead(struct raft_rec *ri, struct raft *r, raft_id voter);
+
 /* Completes what is pending, closes r and asserts that it closed. */
 void raft_rec_stop(struct raft_rec *ri, struct raft *r);
 

@@ -783,27 +783,11 @@ static raft_time snapshot_resent_after(unsigned install_snapshot_ms)
   static struct raft_rec ri;
   static struct raft r;
   struct raft_fsm fsm;
-  raft_rec_init(&ri);
-  ri.snap_index = 20;
-  ri.snap_term = 1;
-  ri.n_tail = 5;
-  raft_rec_start(&ri, &r, &fsm);
+  start_follower(&ri, &r, &fsm);
   if (install_snapshot_ms != 0) {
     raft_set_install_snapshot_timeout(&r, install_snapshot_ms);
   }
-  ri.now = 10 * r.election_timeout;
-  ri.tick(&ri.io);
-  assert_int_equal(raft_state(&r), RAFT_CANDIDATE);
-  struct raft_message vote;
-  memset(&vote, 0, sizeof vote);
-  vote.type = RAFT_IO_REQUEST_VOTE_RESULT;
-  vote.server_id = 3;
-  vote.server_address = "3";
-  vote.request_vote_result.term = 2;
-  vote.request_vote_result.vote_granted = true;
-  vote.request_vote_result.pre_vote = raft_tribool_false;
-  ri.recv(&ri.io, &vote);
-  assert_int_equal(raft_state(&r), RAFT_LEADER);
+  raft_rec_lead(&ri, &r, 3);
   raft_rec_forget_sent(&ri);
   struct raft_message refused = append_result(2, 25, 3);
   ri.recv(&ri.io, &refused);

@@ -122,20 +122,8 @@ static void test_raft_015_votes_twice_for_its_transferee(void **state)
   raft_rec_start(&ri, &r, &fsm);
 
   /* Term 2: replica 1 stands and wins with replica 2's vote. */
-  ri.now = 10 * r.election_timeout;
-  ri.tick(&ri.io);
-  assert_int_equal(raft_state(&r), RAFT_CANDIDATE);
+  raft_rec_lead(&ri, &r, 2);
   assert_int_equal(r.current_term, 2);
-  struct raft_message res;
-  memset(&res, 0, sizeof res);
-  res.type = RAFT_IO_REQUEST_VOTE_RESULT;
-  res.server_id = 2;
-  res.server_address = "2";
-  res.request_vote_result.term = 2;
-  res.request_vote_result.vote_granted = true;
-  res.request_vote_result.pre_vote = raft_tribool_false;
-  ri.recv(&ri.io, &res);
-  assert_int_equal(raft_state(&r), RAFT_LEADER);
   raft_rec_flush(&ri);
 
   /* It hands leadership to replica 2 (shutting down, say); before replica
