@@ -156,10 +156,6 @@ int rgroup_raft_barrier(struct rgroup *rg)
   return 0;
 }
 
-/* Runs after the poll phase of the iteration in which this replica became
- * leader, before the next poll: no follower's reply to this term's first
- * AppendEntries can have been read yet. Also after an append completed
- * while a prompt election waited for it (rgroup_elect.c). */
 static void rgroup_raft_io_recv(struct raft_io *io, struct raft_message *message);
 static void rgroup_raft_want_check(struct rgroup *rg);
 
@@ -180,6 +176,11 @@ static void rgroup_raft_release_held(struct rgroup *rg)
   free(m);
 }
 
+/* Runs after the poll phase of the iteration in which this replica became
+ * leader, before the next poll: no follower's reply to this term's first
+ * AppendEntries can have been read yet. Also after an append completed
+ * while a prompt election waited for it (rgroup_elect.c), and after an
+ * InstallSnapshot was held (rgroup_raft_release_held). */
 static void rgroup_raft_on_check(uv_check_t *h)
 {
   struct rgroup *rg = h->data;
