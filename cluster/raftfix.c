@@ -79,10 +79,11 @@ static bool raftfix_snapshot_busy(const struct raft *r)
   return r->snapshot.pending.term != 0 || r->snapshot.put.data != NULL;
 }
 
-static void raftfix_snapshot_free(struct raft_message *m)
+void raftfix_discard_snapshot(struct raft_install_snapshot *is)
 {
-  raft_configuration_close(&m->install_snapshot.conf);
-  raft_free(m->install_snapshot.data.base);
+  raft_configuration_close(&is->conf);
+  raft_free(is->data.base);
+  is->data.base = NULL;
 }
 
 bool raftfix_snapshot_hold(struct raftfix_held *h, const struct raft *r, struct raft_message *m)
@@ -121,7 +122,7 @@ struct raft_message *raftfix_snapshot_release(struct raftfix_held *h, const stru
 void raftfix_snapshot_close(struct raftfix_held *h)
 {
   if (h->m != NULL) {
-    raftfix_snapshot_free(h->m);
+    raftfix_discard_snapshot(&h->m->install_snapshot);
     free(h->m);
     h->m = NULL;
   }

@@ -50,6 +50,9 @@ bool raftfix_clamp(struct raftfix_clamp *c, const struct raft_message *m,
  * leaves ae with no entries. */
 void raftfix_discard_entries(struct raft_append_entries *ae);
 
+/* Frees the configuration and data of a received InstallSnapshot. */
+void raftfix_discard_snapshot(struct raft_install_snapshot *is);
+
 /* raft 0.15 refuses an AppendEntries whose prev_log_index lies inside the
  * replica's snapshot and no longer in its log (checkLogMatchingProperty:
  * no entry there, "reject"), although every entry up to the snapshot is
@@ -110,7 +113,7 @@ bool raftfix_snapshot_refused(const struct raft *r);
  * caught up from the AppendEntries its leader had queued while it was
  * down, snapshotting as it applied them, while the leader sent it a
  * snapshot, stayed 60 entries behind for those 30 s (test_replication's
- * retention catch-up over raft_uv's transport, 1 run in about 30; upstream
+ * retention catch-up over raft_uv's transport, 1 run in about 90; upstream
  * still drops it in 0.18). So such a message is held, the newest one (a
  * held one it replaces is freed), and given to raft once the replica's
  * own snapshot is done:

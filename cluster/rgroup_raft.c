@@ -408,8 +408,7 @@ void rgroup_raft_discard(struct raft_message *message)
   if (message->type == RAFT_IO_APPEND_ENTRIES) {
     raftfix_discard_entries(&message->append_entries);
   } else if (message->type == RAFT_IO_INSTALL_SNAPSHOT) {
-    raft_configuration_close(&message->install_snapshot.conf);
-    raft_free(message->install_snapshot.data.base);
+    raftfix_discard_snapshot(&message->install_snapshot);
   }
 }
 

@@ -750,8 +750,7 @@ static void test_snapshot_hold_rule(void **state)
   struct raft_message *m = raftfix_snapshot_release(&h, &r);
   assert_non_null(m);
   assert_int_equal(m->install_snapshot.last_index, 50);
-  raft_configuration_close(&m->install_snapshot.conf);
-  raft_free(m->install_snapshot.data.base);
+  raftfix_discard_snapshot(&m->install_snapshot);
   free(m);
   assert_null(raftfix_snapshot_release(&h, &r));
 }
