@@ -105,6 +105,8 @@ static int ctl_fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], un
 static int ctl_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
   struct controller *ctl = fsm->data;
+  uint64_t t0 = uv_hrtime();
+  size_t len = buf->len;
   struct meta_state fresh;
   meta_state_init(&fresh);
   int rv = meta_snapshot_decode(&fresh, buf->base, buf->len);
@@ -116,10 +118,12 @@ static int ctl_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   }
   meta_state_close(&ctl->st);
   ctl->st = fresh;
-  log_info("ctl", "metadata restored from a snapshot");
   if (ctl->on_change != NULL) {
     ctl->on_change(ctl, ctl->change_data);
   }
+  /* How long a restore takes (the install_snapshot_timeout above it) */
+  log_info("ctl", "metadata restored from a snapshot (%zu bytes, %.1f ms)", len,
+           (double)(uv_hrtime() - t0) / 1e6);
   return 0;
 }
 
@@ -600,6 +604,7 @@ static int ctl_start_raft(struct controller *ctl, const struct ctl_voter *voters
   ctl->raft.data = ctl;
   raft_set_heartbeat_timeout(&ctl->raft, ctl->opts.heartbeat_ms);
   raft_set_election_timeout(&ctl->raft, ctl->opts.election_ms);
+  raft_set_install_snapshot_timeout(&ctl->raft, raftfix_install_snapshot_ms(ctl->opts.election_ms));
   raft_set_pre_vote(&ctl->raft, true); /* as the partitions' groups: rgroup_raft.c */
   /* A restarted node knows the metadata only as of its last snapshot until
    * a leader tells it what is committed (raft 0.15 applies nothing past

@@ -128,6 +128,11 @@ void raftfix_snapshot_close(struct raftfix_held *h)
   }
 }
 
+unsigned raftfix_install_snapshot_ms(unsigned election_ms)
+{
+  return RAFTFIX_INSTALL_SNAPSHOT_ELECTIONS * election_ms;
+}
+
 bool raftfix_vote_unstick(const struct raft *r, struct raft_message *m, unsigned election_ms)
 {
   if (m->type != RAFT_IO_REQUEST_VOTE || r->state != RAFT_FOLLOWER ||

@@ -136,6 +136,21 @@ bool raftfix_snapshot_hold(struct raftfix_held *h, const struct raft *r, struct 
 struct raft_message *raftfix_snapshot_release(struct raftfix_held *h, const struct raft *r);
 void raftfix_snapshot_close(struct raftfix_held *h);
 
+/* raft 0.15 waits install_snapshot_timeout (30 s by default) for the
+ * answer to an InstallSnapshot before it sends it again, and meanwhile
+ * sends that follower only heartbeats and ignores its refusals. A snapshot
+ * lost on the way (queued on a connection that dropped as the follower
+ * restarted, reported sent) left the follower behind for those 30 s. Every
+ * group sets its timeout to RAFTFIX_INSTALL_SNAPSHOT_ELECTIONS election
+ * timeouts: a partition's snapshot is a descriptor installed in
+ * milliseconds (its data follows by catch-up); the metadata group's is the
+ * whole metadata state, restored in 17 ms at 10,100 partitions (166 KB,
+ * docs/raft-0.15.md). An install slower than the timeout costs a second
+ * send, which the follower holds while it installs the first
+ * (raftfix_snapshot_hold) and installs again after: never a stall. */
+#define RAFTFIX_INSTALL_SNAPSHOT_ELECTIONS 3
+unsigned raftfix_install_snapshot_ms(unsigned election_ms);
+
 /* raft 0.15 rolls a follower's configuration back when an AppendEntries
  * truncates an uncommitted configuration change (replication.c,
  * deleteConflictingEntries -> membershipRollback) by decoding the last

@@ -808,16 +808,10 @@ int rgroup_raft_init(struct rgroup *rg)
   return 0;
 }
 
-unsigned rgroup_raft_install_snapshot_ms(unsigned election_ms)
-{
-  return RGROUP_INSTALL_SNAPSHOT_ELECTIONS * election_ms;
-}
-
 void rgroup_raft_configure(struct rgroup *rg)
 {
   raft_set_heartbeat_timeout(&rg->raft, rg->opts.heartbeat_ms);
-  raft_set_install_snapshot_timeout(&rg->raft,
-                                    rgroup_raft_install_snapshot_ms(rg->opts.election_ms));
+  raft_set_install_snapshot_timeout(&rg->raft, raftfix_install_snapshot_ms(rg->opts.election_ms));
   rg->coal_quiet = false; /* a reopened instance starts ACTIVE (rgroup_pace.h) */
   memset(rg->coal_acks, 0, sizeof rg->coal_acks);
   rg->coal_vouch_node = 0;

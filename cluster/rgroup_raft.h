@@ -88,17 +88,6 @@ __attribute__((warn_unused_result)) int rgroup_wal_check_mark(struct rgroup *rg)
 /* Applies rg->opts' timeouts and snapshot counts to rg->raft. */
 void rgroup_raft_configure(struct rgroup *rg);
 
-/* How long a partition's leader waits for the answer to an InstallSnapshot
- * before it sends the snapshot again (raft_set_install_snapshot_timeout;
- * raft's default is 30 s). Until then raft 0.15 sends that follower only
- * heartbeats and ignores its refusals of them, so a snapshot lost on the
- * way (queued on a connection that dropped as the follower restarted) left
- * the follower behind for the whole 30 s. A partition's snapshot is a
- * descriptor, installed in milliseconds (its data follows by catch-up):
- * RGROUP_INSTALL_SNAPSHOT_ELECTIONS election timeouts are ample. */
-#define RGROUP_INSTALL_SNAPSHOT_ELECTIONS 3
-unsigned rgroup_raft_install_snapshot_ms(unsigned election_ms);
-
 /* Stops the recovery timer, if it was ever started. */
 void rgroup_raft_recover_stop(struct rgroup *rg);
 

@@ -15,7 +15,7 @@
  *    installed and answered (raftfix_snapshot_hold);
  *  - as a leader whose snapshot to a follower is lost, it sends it again
  *    only after install_snapshot_timeout: 30 s by default, three election
- *    timeouts in a partition's group (rgroup_raft_install_snapshot_ms);
+ *    timeouts in every group (raftfix_install_snapshot_ms);
  * and a follower of term 2 that still names a leader silent for three
  * election timeouts refuses a candidate of term 3 until the vote is taken
  * as disrupting that leader (raftfix_vote_unstick). */
@@ -834,7 +834,7 @@ static void test_raft_015_resends_a_lost_snapshot_after_its_timeout(void **state
   print_message("snapshot sent again after %llu ms with raft's default\n",
                 (unsigned long long)dflt);
   assert_true(dflt >= 30000);
-  unsigned ms = rgroup_raft_install_snapshot_ms(1000);
+  unsigned ms = raftfix_install_snapshot_ms(1000);
   raft_time ours = snapshot_resent_after(ms);
   print_message("snapshot sent again after %llu ms with %u ms\n", (unsigned long long)ours, ms);
   assert_true(ours >= ms && ours <= ms + 200);
