@@ -770,10 +770,6 @@ int rgroup_delete_records(struct rgroup *rg, struct rgroup_produce *req, uint8_t
   if (!rgroup_leader_caught_up(rg)) {
     return CAIRN_ENOTLEADER; /* its store may be behind what is committed */
   }
-  if (rg->opts.storage == STORE_KIND_POSTGRESQL) {
-    rgroup_set_errmsg(rg, "deleting records is not offered for postgresql topics");
-    return CAIRN_EPOLICY;
-  }
   struct store_info info;
   store_info(rg->store, &info);
   if (offset == -1) {
@@ -988,9 +984,30 @@ static void rgroup_note_role(struct rgroup *rg)
   }
 }
 
+/* A PostgreSQL store whose start a DeleteRecords moved in memory deletes
+ * the rows below it at a retention pass: run one now rather than at the
+ * node's next (--retention-check-ms), so that the rows go within a few
+ * ticks and the command's entry need not be kept for the reopen. */
+static void rgroup_save_start(struct rgroup *rg)
+{
+  if (rg->opts.storage != STORE_KIND_POSTGRESQL) {
+    return;
+  }
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (info.saved_start_offset >= info.start_offset) {
+    return;
+  }
+  uint32_t deleted = 0;
+  int rv = rgroup_retention(rg, wallclock_ms(), &deleted);
+  (void)rv;                      /* logged; the next tick tries again */
+  rg->retained_early += deleted; /* reported by the node's next pass */
+}
+
 /* Periodic checks that need no event from Raft (0.15 has no state-change
  * callback): leadership away while catching up, back to the preferred
- * replica when it is ready. */
+ * replica when it is ready; a PostgreSQL store's rows below a start moved
+ * by a command deleted. */
 void rgroup_on_raft_tick(struct rgroup *rg)
 {
   uint64_t now = uv_now(rg->loop);
@@ -1001,6 +1018,7 @@ void rgroup_on_raft_tick(struct rgroup *rg)
   rg->tick_ms = now;
   rgroup_note_role(rg);
   rgroup_elect_check(rg);
+  rgroup_save_start(rg);
   rgroup_raft_ensure_barrier(rg);
   rgroup_pace_tick(rg);
   rgroup_compact_on_acked(rg); /* again: the node's gate may have said no */
@@ -1035,21 +1053,26 @@ int rgroup_retention(struct rgroup *rg, int64_t now_ms, uint32_t *deleted)
   if (!serving || rgroup_is_catching_up(rg) || rg->snap != NULL) {
     return 0; /* (a snapshot in flight writes <dir>/producers: the next check) */
   }
+  *deleted = rg->retained_early;
+  rg->retained_early = 0;
   struct store_info info;
   store_info(rg->store, &info);
   int64_t point = store_retention_point(rg->store, now_ms);
-  if (point <= info.start_offset) {
+  bool unsaved = info.saved_start_offset < info.start_offset; /* a pgstore's, moved by a command */
+  if (point <= info.start_offset && !unsaved) {
     return 0; /* nothing due */
   }
   int rv = 0;
-  if (rg->producers_saved_offset < point) {
+  if (rg->producers_saved_offset < (point > info.start_offset ? point : info.start_offset)) {
     rv = rgroup_fsm_producers_checkpoint(rg);
   }
   if (rv == CAIRN_EPENDING) {
     return 0; /* the store is committing what the checkpoint covers: a later pass */
   }
   if (rv == 0) {
-    rv = store_retention(rg->store, now_ms, rg->producers_saved_offset, deleted);
+    uint32_t now_deleted = 0;
+    rv = store_retention(rg->store, now_ms, rg->producers_saved_offset, &now_deleted);
+    *deleted += now_deleted;
   }
   if (rv != 0) {
     log_warn("rgroup", "group %llu: retention: %s", (unsigned long long)rg->group_id,

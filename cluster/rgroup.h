@@ -380,6 +380,7 @@ struct rgroup {
   uint64_t producers_index;        /* Raft index of the last entry it covers */
   int64_t producers_saved_offset;  /* what <dir>/producers covers (durable log);
                                     * retention deletes only below it */
+  uint32_t retained_early;         /* rows deleted by the tick's passes (rgroup_retention) */
   bool producers_loaded;           /* <dir>/producers read (or found absent) */
   /* A checkpoint waiting for the store to commit (a pgstore's flush
    * answered CAIRN_EPENDING): the table encoded as of ck_covers, written
@@ -773,9 +774,12 @@ bool rgroup_is_catching_up(const struct rgroup *rg);
  * whole segments too old or beyond the size limit, oldest first, but only
  * below what the replica's saved producer table covers, so a restart
  * rebuilds that table from the log that is left and a retried batch is
- * still known. Nothing while the replica is opening, recovering, closing
- * or catching up. *deleted counts the segments removed. Returns 0 or a
- * negative code (the store's; logged). Context: loop thread. */
+ * still known. A PostgreSQL store's rows below a start a DeleteRecords
+ * moved go too (store_info's saved_start_offset; the replica's tick also
+ * runs a pass for them, without waiting for the node's). Nothing while the
+ * replica is opening, recovering, closing or catching up. *deleted counts
+ * the segments (rows) removed. Returns 0 or a negative code (the store's;
+ * logged). Context: loop thread. */
 __attribute__((warn_unused_result)) int rgroup_retention(struct rgroup *rg, int64_t now_ms,
                                                          uint32_t *deleted);
 

@@ -474,7 +474,10 @@ int rgroup_fsm_apply_entry(struct rgroup *rg, const uint8_t *entry, size_t len, 
   rg->applied.appended = 0;
   int rv = rgroup_fsm_producers_sync(rg);
   bool command = rv == 0 && rgroup_apply_has_command(entry, len);
-  if (command) {
+  if (command && rg->opts.storage != STORE_KIND_POSTGRESQL) {
+    /* A PostgreSQL store moves its start in memory and deletes the rows
+     * only at a retention pass, below what <dir>/producers covers
+     * (rgroup_retention): the table is rebuilt from rows still there. */
     rv = rgroup_fsm_producers_cover(rg);
   }
   if (rv == 0) {
@@ -793,6 +796,33 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
   return 0;
 }
 
+/* A snapshot covers a start its store may not have saved: a PostgreSQL
+ * store moves it in memory (pgstore.h) and a reopen finds the partition
+ * row's; the command that moved it is in no Raft entry after the
+ * snapshot, so the snapshot's start is applied again (in memory again,
+ * until the store's next retention pass saves it, below what its
+ * producer table covers). Not for plog: its delete is durable at the
+ * apply, and a leader's descriptor may carry the start of the leader's
+ * own retention, which must not delete here below what this replica's
+ * saved table covers. */
+static int rgroup_fsm_restore_start(struct rgroup *rg, int64_t start, const struct store_info *info)
+{
+  if (rg->opts.storage != STORE_KIND_POSTGRESQL || start <= info->start_offset ||
+      start > info->next_offset) {
+    return 0;
+  }
+  int rv = store_delete_before(rg->store, start);
+  if (rv != 0) {
+    log_error("rgroup", "group %llu: the snapshot's log start %lld: %s (%s)",
+              (unsigned long long)rg->group_id, (long long)start, cairn_strerror(rv),
+              store_errmsg(rg->store));
+    return rv;
+  }
+  log_info("rgroup", "group %llu: log start %lld from the snapshot (the store had %lld)",
+           (unsigned long long)rg->group_id, (long long)start, (long long)info->start_offset);
+  return 0;
+}
+
 static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
   struct rgroup *rg = fsm->data;
@@ -818,6 +848,7 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   }
   struct store_info info;
   store_info(rg->store, &info);
+  int64_t start_offset = m.start_offset;
   int64_t next_offset = m.next_offset;
   uint64_t last_index = m.last_index;
   bool has_table = m.producers != NULL;
@@ -825,6 +856,10 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   raft_free(buf->base); /* ours on success */
   if (info.last_index >= last_index && info.next_offset >= next_offset) {
     producer_state_close(&table); /* this replica's own table covers as much */
+    rv = rgroup_fsm_restore_start(rg, start_offset, &info);
+    if (rv != 0) {
+      return RAFT_IOERR;
+    }
     if (!rg->producers_gap) {
       return 0;
     }

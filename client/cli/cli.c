@@ -305,7 +305,8 @@ static const char *cli_hint(const char *cmd, int rv)
     return "topics whose names start with __ belong to the cluster (__cairn_offsets holds the "
            "consumer groups' offsets: `cairn group` manages them)";
   case CAIRN_EPOLICY:
-    return "records of a postgresql topic go by its retention (retention.ms, retention.bytes)";
+    return "a node of a release before 2026-12-06 refuses to delete records of a postgresql "
+           "topic: upgrade it";
   case CAIRN_EINVALID_CONFIG:
     return "`cairn topic describe TOPIC` shows the configuration; retention.ms and "
            "retention.bytes change on a running topic (-1: no limit)";

@@ -1,8 +1,7 @@
 /* kafka_handle_delete_records.c - DeleteRecords v0-2 (v2 flexible) as the
  * native DeleteRecords: each partition's log start moved at its leader,
  * through its Raft log (docs/kafka.md, "DeleteRecords"). Offset -1 is the
- * high watermark; an offset above it is OFFSET_OUT_OF_RANGE; a postgresql
- * topic POLICY_VIOLATION. */
+ * high watermark; an offset above it is OFFSET_OUT_OF_RANGE. */
 #include "kafka/kafka_handlers.h"
 
 #include <stdlib.h>

@@ -476,6 +476,7 @@ static void memlog_info(struct store *s, struct store_info *out)
   struct memlog *m = memlog_from(s);
   memset(out, 0, sizeof *out);
   out->start_offset = m->start;
+  out->saved_start_offset = m->start;
   out->next_offset = m->next;
   out->last_index = m->last_index;
   out->durable_offset = m->durable_offset;

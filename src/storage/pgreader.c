@@ -391,11 +391,11 @@ static int pgreader_run_lookup(struct pgreader_job *job)
   }
 }
 
-/* Where retention moves the start (pgreader_retention): the newest row
+/* Where the limits move the start (pgreader_retention): the newest row
  * always stays, as plog keeps its active segment; a row goes when the
  * next one (which then holds the start) is within the bound and it is
  * expired. *count gets the rows below the point. */
-static int pgreader_run_scan(struct pgreader_job *job, int64_t *point, uint32_t *count)
+static int pgreader_run_limits(struct pgreader_job *job, int64_t *point, uint32_t *count)
 {
   const struct pgreader_retention *rt = &job->rt;
   *point = rt->start;
@@ -445,6 +445,17 @@ static int pgreader_run_scan(struct pgreader_job *job, int64_t *point, uint32_t 
       return 0;
     }
   }
+}
+
+/* Where retention moves the start: the limits' point, or the floor if
+ * that is further. */
+static int pgreader_run_scan(struct pgreader_job *job, int64_t *point, uint32_t *count)
+{
+  int rv = pgreader_run_limits(job, point, count);
+  if (rv == 0 && job->rt.floor > *point) {
+    *point = job->rt.floor;
+  }
+  return rv;
 }
 
 int pgreader_delete_below(PGconn *conn, const char *topic_id, const char *partition, int64_t offset,
@@ -512,7 +523,7 @@ static int pgreader_run_retain(struct pgreader_job *job)
     rv = pgreader_run_scan(job, &point, &count);
   }
   job->retained.start = job->rt.start;
-  if (rv == 0 && count > 0) {
+  if (rv == 0 && point > job->rt.start) {
     rv = pgreader_delete_below(job->r->conn, job->r->topic_id, job->r->partition, point, 0,
                                &job->retained, job->errmsg, sizeof job->errmsg);
   }
@@ -648,7 +659,8 @@ static void pgreader_deliver(struct pgreader *r, struct pgreader_job *job)
     pgreader_keep(r, job);
   }
   if (r->on_done != NULL) {
-    bool deleted = job->kind == PGREADER_RETAIN && job->status == 0 && job->retained.count > 0;
+    bool deleted = job->kind == PGREADER_RETAIN && job->status == 0 &&
+                   (job->retained.count > 0 || job->retained.start > job->rt.start);
     r->on_done(r->arg, job->kind, job->status, job->errmsg, deleted ? &job->retained : NULL);
   }
 }

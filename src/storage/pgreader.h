@@ -81,7 +81,7 @@ struct pgreader_opts {
   uv_loop_t *loop;    /* NULL: jobs run at once on the caller's thread */
   /* A job ended and its result is in (never from inside a call on the
    * reader when it has a loop; without one, from inside the call that ran
-   * it). For a PGREADER_RETAIN job that deleted rows, retained says what
+   * it). For a PGREADER_RETAIN job that deleted rows or moved the start, retained says what
    * (NULL otherwise); status is the job's outcome, msg (borrowed for the
    * call) its failure. May be NULL. */
   void (*on_done)(void *arg, enum pgreader_job_kind kind, int status, const char *msg,
@@ -144,7 +144,11 @@ struct pgreader_retention {
   uint64_t retention_bytes; /* 0: no limit */
   int64_t retention_ms;     /* 0: no limit */
   uint64_t size_bytes;      /* of the rows now */
-  int64_t start;            /* the log start now */
+  int64_t start;            /* the log start the partition row holds now */
+  /* The start moves at least this far (a DeleteRecords moved the store's
+   * start in memory: pgstore.h), whatever the limits say; the caller
+   * keeps it at or below below. At or below start: no floor. */
+  int64_t floor;
 };
 
 /* Where retention would move the start now (the start when nothing is

@@ -5,9 +5,13 @@
  * Invariants:
  *   - the rows of (topic id, partition), read inside the store's own
  *     transaction, are the batches [first held, next) back to back; the
- *     partition row holds start (possibly inside the first batch) and
- *     prefix_index (the Raft index covered by the batches deleted from the
- *     front);
+ *     partition row holds start_saved (possibly inside the first batch)
+ *     and prefix_index (the Raft index covered by the batches deleted from
+ *     the front);
+ *   - start_saved <= start: written behind, a delete_before within the
+ *     log (a DeleteRecords applied) moves start in memory only, and the
+ *     rows go at the owner's next retention pass, which moves start_saved
+ *     (store_info's saved_start_offset; pgstore.h);
  *   - a row's raft_index is the Raft index wholly applied once the batch is
  *     in (its entry's index on the entry's last batch, the previous entry's
  *     otherwise), as memlog's covered_index;
@@ -93,7 +97,8 @@ struct pgstore {
   int op_result;
   int op_result_kind; /* 0: none */
   int64_t op_result_offset;
-  int64_t start;
+  int64_t start;       /* the first offset readable */
+  int64_t start_saved; /* the partition row's start_offset */
   int64_t next;
   uint64_t last_index;
   uint64_t prefix_index;
@@ -768,7 +773,8 @@ static void pgstore_settle_shadow(struct pgstore *ps, struct pgstore *sh, bool f
   memcpy(sh->partition, ps->partition, sizeof sh->partition);
   sh->conninfo = ps->conninfo;
   sh->password_file = ps->password_file;
-  sh->start = ps->start;
+  sh->start = ps->start_saved; /* what PostgreSQL holds */
+  sh->start_saved = ps->start_saved;
   sh->prefix_index = ps->prefix_index;
   sh->next = ps->durable_offset;
   sh->last_index = ps->durable_index;
@@ -1063,6 +1069,7 @@ static int pgstore_set_start(struct pgstore *ps, int64_t start)
     return CAIRN_EDATABASE;
   }
   ps->start = start;
+  ps->start_saved = start;
   return pgstore_commit(ps);
 }
 
@@ -1095,7 +1102,8 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
     }
     ps->size_bytes -= d.bytes;
     ps->prefix_index = d.prefix_index;
-    ps->start = offset;
+    ps->start = offset > ps->start ? offset : ps->start;
+    ps->start_saved = offset;
     size_t k = 0;
     while (k < ps->ntail && ps->tail[k]->next <= offset) {
       k++;
@@ -1103,6 +1111,22 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
     pgstore_tail_drop_front(ps, k);
   }
   return pgstore_commit(ps); /* the partition row moved with the delete */
+}
+
+/* Written behind, a delete within the log moves the start in memory: reads
+ * below it are refused from now on, and the rows go at the owner's next
+ * retention pass (pgstore_retention_args' floor), once its producer table
+ * covers them (a restart rebuilds the table from the rows still there).
+ * Until then the command that asked it is in the owner's Raft log or
+ * snapshot, and a reopen applies it again. */
+static void pgstore_move_start(struct pgstore *ps, int64_t offset)
+{
+  ps->start = offset;
+  size_t k = 0;
+  while (k < ps->ntail && ps->tail[k]->next <= offset) {
+    k++;
+  }
+  pgstore_tail_drop_front(ps, k);
 }
 
 static int pgstore_delete_before(struct store *s, int64_t offset)
@@ -1116,6 +1140,10 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
   }
   if (offset <= ps->start) {
     return 0; /* the start never moves back (and an op job that moved it is done) */
+  }
+  if (ps->writer != NULL && offset <= ps->next) {
+    pgstore_move_start(ps, offset);
+    return 0;
   }
   if (ps->writer != NULL) {
     return pgstore_op_request(ps, PGSTORE_OP_DELETE_BEFORE, offset);
@@ -1245,7 +1273,8 @@ static int pgstore_op_apply(struct pgstore *ps, struct pgstore_settle *job)
   if (job->kind == PGSTORE_OP_TRUNCATE) {
     pgstore_tail_drop_back(ps, sh->next);
   } else {
-    ps->start = sh->start;
+    ps->start = sh->start > ps->start ? sh->start : ps->start;
+    ps->start_saved = sh->start;
     ps->prefix_index = sh->prefix_index;
     size_t k = 0;
     while (k < ps->ntail && (ps->tail[k]->next <= ps->start || sh->next > ps->next)) {
@@ -1342,7 +1371,10 @@ static void pgstore_retention_args(struct pgstore *ps, int64_t now_ms, int64_t b
   rt->retention_bytes = ps->s.retention_bytes;
   rt->retention_ms = ps->s.retention_ms;
   rt->size_bytes = ps->size_bytes;
-  rt->start = ps->start;
+  rt->start = ps->start_saved;
+  /* A start moved in memory (pgstore_move_start): its rows go too, within
+   * the owner's bound. */
+  rt->floor = ps->start < below ? ps->start : below;
 }
 
 /* Without a writer, the reader's connection must see every row: the
@@ -1360,7 +1392,7 @@ static int64_t pgstore_retention_point(struct store *s, int64_t now_ms)
   struct pgstore *ps = pgstore_from(s);
   struct pgreader_retention rt;
   pgstore_retention_args(ps, now_ms, INT64_MAX, &rt);
-  int64_t point = ps->start;
+  int64_t point = ps->start_saved;
   if (ps->s.fatal || pgstore_commit_for_reader(ps) != 0 ||
       pgreader_scan(ps->reader, &rt, &point, ps->s.errmsg, sizeof ps->s.errmsg) != 0) {
     return ps->start; /* no answer (yet): nothing is due */
@@ -1413,15 +1445,13 @@ static void pgstore_on_reader_done(void *arg, enum pgreader_job_kind kind, int s
       if (ps->on_fatal != NULL && ps->writer != NULL) {
         ps->on_fatal(ps->on_fatal_arg);
       }
-    } else if (retained != NULL && retained->start > ps->start) {
-      ps->start = retained->start;
+    } else if (retained != NULL && retained->start > ps->start_saved) {
+      ps->start_saved = retained->start;
       ps->prefix_index = retained->prefix_index;
       ps->size_bytes -= retained->bytes < ps->size_bytes ? retained->bytes : ps->size_bytes;
-      size_t k = 0;
-      while (k < ps->ntail && ps->tail[k]->next <= ps->start) {
-        k++;
+      if (retained->start > ps->start) {
+        pgstore_move_start(ps, retained->start);
       }
-      pgstore_tail_drop_front(ps, k);
       ps->retained_unreported += retained->count;
     }
   }
@@ -1437,6 +1467,7 @@ static void pgstore_info(struct store *s, struct store_info *out)
   struct pgstore *ps = pgstore_from(s);
   memset(out, 0, sizeof *out);
   out->start_offset = ps->start;
+  out->saved_start_offset = ps->start_saved;
   out->next_offset = ps->next;
   out->last_index = ps->last_index;
   out->durable_offset = ps->durable_offset;
@@ -1541,7 +1572,7 @@ static int pgstore_check_end(struct pgstore *ps)
     return rv;
   }
   bool none = PQntuples(res) == 0;
-  int64_t next = none ? ps->start : pgstore_get_i64(res, 0, 0) + 1;
+  int64_t next = none ? ps->start_saved : pgstore_get_i64(res, 0, 0) + 1;
   uint64_t index = none ? ps->prefix_index : (uint64_t)pgstore_get_i64(res, 0, 1);
   PQclear(res);
   if (next != ps->durable_offset || index != ps->durable_index) {
@@ -1617,6 +1648,7 @@ static int pgstore_load_partition(struct pgstore *ps, const char *topic)
     return CAIRN_EDATABASE;
   }
   ps->start = pgstore_get_i64(res, 0, 0);
+  ps->start_saved = ps->start;
   ps->prefix_index = (uint64_t)pgstore_get_i64(res, 0, 1);
   PQclear(res);
   return 0;
@@ -1942,6 +1974,7 @@ int pgstore_revive_end(struct store *s, struct pgstore_revive *job)
   pgstore_tail_drop_front(ps, ps->ntail);
   ps->in_tx = false;
   ps->start = sh->start;
+  ps->start_saved = sh->start;
   ps->prefix_index = sh->prefix_index;
   ps->next = sh->next;
   ps->last_index = sh->last_index;

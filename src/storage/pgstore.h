@@ -54,7 +54,16 @@
  * committed it answers CAIRN_EPENDING (the writer's next job, or the one
  * in flight, commits them) and calls opts.on_durable once the writer's
  * commit reaches the target. store_close never waits either (pgstore_open).
- * truncate and delete_before answer CAIRN_EPENDING and run as a job on the
+ * delete_before within the log (offset <= next: a DeleteRecords applied)
+ * moves the start in memory and answers 0: reads below it are refused at
+ * once, store_info's saved_start_offset stays where the partition row
+ * is, and the rows go at the owner's next store_retention, as far as its
+ * below allows (the retention delete moves the row's start with them);
+ * a reopen finds the saved start, so the owner keeps what asked for the
+ * move (the command in its Raft log or snapshot) until saved_start_offset
+ * has reached it.
+ * truncate and delete_before above the log's end (a snapshot install)
+ * answer CAIRN_EPENDING and run as a job on the
  * loop's thread pool over the store's connection, in one transaction: the
  * batches PostgreSQL lacks, then the cut or delete, then COMMIT; the job
  * starts (from the call, or the same call asked again) only when no job of

@@ -624,6 +624,7 @@ static void plog_info(struct store *st, struct store_info *out)
 {
   struct plog *pl = (struct plog *)st;
   out->start_offset = pl->start_offset;
+  out->saved_start_offset = pl->start_offset;
   out->next_offset = pl->next_offset;
   out->last_index = pl->last_index;
   out->durable_offset = pl->durable_offset;

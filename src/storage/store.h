@@ -53,6 +53,10 @@ struct store_batch {
 
 struct store_info {
   int64_t start_offset;   /* first offset readable */
+  /* The start a reopen finds (<= start_offset): below start_offset while
+   * a start moved by a command waits to be deleted durably (a pgstore
+   * deletes its rows at its owner's next retention pass: pgstore.h). */
+  int64_t saved_start_offset;
   int64_t next_offset;    /* offset the next append gets (= log end) */
   uint64_t last_index;    /* Raft index of the last entry applied, 0 none */
   int64_t durable_offset; /* every offset below this is on disk (fsynced) */

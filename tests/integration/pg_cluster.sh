@@ -71,12 +71,6 @@ echo "   $acked records acknowledged"
 
 verify_all
 
-# DeleteRecords is not offered for a postgresql topic: refused with the
-# reason, nothing deleted.
-expect 1 "$cli" topic delete-records pgt --offset 5 --partition 0
-err_has "not offered for postgresql topics"
-verify_all
-
 record_node_pids
 
 step "PostgreSQL drops every connection: the replicas reconnect by themselves"

@@ -36,3 +36,16 @@ PGresult *pg_sql(PGconn *conn, const char *q)
   }
   return res;
 }
+
+int64_t pg_sql_value(const char *q)
+{
+  PGconn *conn = pg_sql_connect();
+  PGresult *res = pg_sql(conn, q);
+  if (PQntuples(res) == 0) {
+    fail_msg("%s: no row", q);
+  }
+  int64_t v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+  PQclear(res);
+  PQfinish(conn);
+  return v;
+}

@@ -6,6 +6,7 @@
 #define CAIRN_TEST_PG_SQL_H
 
 #include <libpq-fe.h>
+#include <stdint.h>
 
 /* CAIRN_PG_CONNINFO; fails the test when it is not set. */
 const char *pg_sql_conninfo(void);
@@ -16,5 +17,9 @@ PGconn *pg_sql_connect(void);
 /* Runs q; returns its result (free with PQclear); fails the test unless q
  * succeeded. */
 PGresult *pg_sql(PGconn *conn, const char *q);
+
+/* The first column of q's first row as a number, on a connection of its
+ * own; fails the test on an error. */
+int64_t pg_sql_value(const char *q);
 
 #endif

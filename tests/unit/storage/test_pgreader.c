@@ -260,6 +260,78 @@ static void test_pgreader_retention_scans_and_deletes_off_the_loop(void **state)
   store_close(s);
 }
 
+/* A DeleteRecords applied to a store written behind (delete_before within
+ * the log): the start moves at once in memory, the rows stay until a
+ * retention pass, which deletes them only below its bound (the owner's
+ * saved producer table) and moves the partition row's start with them; a
+ * reopen finds that saved start. No limits are set: the floor alone moves
+ * the start. */
+static void
+test_pgreader_a_start_moved_in_memory_is_saved_by_retention_within_its_bound(void **state)
+{
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  struct store *s = open_store(&loop, 310, 0, NULL);
+  append_batches(s, 4); /* [0, 20), 5 records each */
+  run_until_committed(&loop, s);
+  assert_int_equal(store_delete_before(s, 12), 0); /* at once, no job */
+  struct store_info info;
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 12);
+  assert_int_equal(info.saved_start_offset, 0);
+  struct store_region r;
+  assert_int_equal(store_read(s, 5, SIZE_MAX, &r), CAIRN_EOFFSET);
+  store_region_release(&r);
+  assert_int_equal(store_delete_before(s, 7), 0); /* below the start: nothing */
+  assert_int_equal(pg_sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 310"), 4);
+  assert_int_equal(pg_sql_value("SELECT start_offset FROM cairn_partitions WHERE topic_id = 310"),
+                   0);
+  /* Nothing is due by the limits, but the start is unsaved: the scan's
+   * point is the floor. */
+  int seen = readable_calls;
+  assert_int_equal(store_retention_point(s, 0), 12); /* the start while it runs */
+  run_until_readable(&loop, seen);
+  assert_int_equal(store_retention_point(s, 0), 12);
+  /* Bounded at 8: the row [0, 5) goes, the row's start is 8. */
+  uint32_t deleted = 99;
+  seen = readable_calls;
+  assert_int_equal(store_retention(s, 0, 8, &deleted), 0);
+  run_until_readable(&loop, seen);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 12);
+  assert_int_equal(info.saved_start_offset, 8);
+  assert_int_equal(pg_sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 310"), 3);
+  assert_int_equal(pg_sql_value("SELECT start_offset FROM cairn_partitions WHERE topic_id = 310"),
+                   8);
+  /* Unbounded: [5, 10) goes, [10, 15) holds the start. */
+  seen = readable_calls;
+  assert_int_equal(store_retention(s, 0, INT64_MAX, &deleted), 0);
+  assert_int_equal(deleted, 1);
+  run_until_readable(&loop, seen);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 12);
+  assert_int_equal(info.saved_start_offset, 12);
+  assert_int_equal(pg_sql_value("SELECT count(*) FROM cairn_batches WHERE topic_id = 310"), 2);
+  assert_int_equal(store_retention(s, 0, INT64_MAX, &deleted), 0);
+  assert_int_equal(deleted, 1);
+  /* The whole log: start at its end, no row read below it. */
+  assert_int_equal(store_delete_before(s, 20), 0);
+  assert_int_equal(store_read(s, 15, SIZE_MAX, &r), CAIRN_EOFFSET);
+  store_region_release(&r);
+  assert_int_equal(store_read(s, 20, SIZE_MAX, &r), 0);
+  assert_int_equal(r.len, 0);
+  store_region_release(&r);
+  store_close(s);
+  close_loop(&loop);
+  /* Reopened: the saved start, and the rows above it. */
+  s = open_store(NULL, 310, 0, NULL);
+  store_info(s, &info);
+  assert_int_equal(info.start_offset, 12);
+  assert_int_equal(info.next_offset, 20);
+  store_close(s);
+}
+
 /* What a replica's open does to rebuild its producer table
  * (rgroup_apply_scan): store_read_wait over the whole log, on the loop's
  * thread, the loop not running meanwhile. Each read needs a job (a cache
@@ -374,6 +446,8 @@ int main(void)
           test_pgreader_read_below_the_tail_waits_off_the_loop_and_answers_after_the_lock),
       cmocka_unit_test(test_pgreader_failed_read_answers_an_error_once_and_the_store_goes_on),
       cmocka_unit_test(test_pgreader_retention_scans_and_deletes_off_the_loop),
+      cmocka_unit_test(
+          test_pgreader_a_start_moved_in_memory_is_saved_by_retention_within_its_bound),
       cmocka_unit_test(test_pgreader_one_loop_runs_at_most_two_jobs_and_the_starved_read_follows),
       cmocka_unit_test(test_pgreader_blocking_reads_walk_the_log_without_the_loop),
   };
