@@ -99,6 +99,9 @@ struct pgstore {
   int64_t op_result_offset;
   int64_t start;       /* the first offset readable */
   int64_t start_saved; /* the partition row's start_offset */
+  /* A store_reset's last index: a delete_before above the log's end
+   * counts every entry up to it as held (0: none asked). */
+  uint64_t reset_index;
   int64_t next;
   uint64_t last_index;
   uint64_t prefix_index;
@@ -775,6 +778,7 @@ static void pgstore_settle_shadow(struct pgstore *ps, struct pgstore *sh, bool f
   sh->password_file = ps->password_file;
   sh->start = ps->start_saved; /* what PostgreSQL holds */
   sh->start_saved = ps->start_saved;
+  sh->reset_index = ps->reset_index;
   sh->prefix_index = ps->prefix_index;
   sh->next = ps->durable_offset;
   sh->last_index = ps->durable_index;
@@ -1088,6 +1092,9 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
       return (int)rows;
     }
     pgstore_tail_drop_front(ps, ps->ntail);
+    if (ps->reset_index > ps->last_index) {
+      ps->last_index = ps->reset_index; /* store_reset: the peer's entries counted as held */
+    }
     ps->prefix_index = ps->last_index;
     ps->next = offset;
     return pgstore_set_start(ps, offset);
@@ -1155,6 +1162,27 @@ static int pgstore_delete_before(struct store *s, int64_t offset)
   }
   pgreader_invalidate(ps->reader);
   return rv;
+}
+
+/* store_reset: delete_before above the log's end, with last_index (kept
+ * in the partition row's prefix_index, which an empty log's last index is
+ * read from at open). Asked again once its job has ended: 0. */
+static int pgstore_reset(struct store *s, int64_t offset, uint64_t last_index)
+{
+  struct pgstore *ps = pgstore_from(s);
+  if (ps->s.fatal) {
+    return CAIRN_EFATAL;
+  }
+  if (ps->start >= offset && ps->next == ps->start && ps->last_index >= last_index) {
+    return 0; /* done */
+  }
+  if (offset <= ps->next) {
+    return pgstore_fail(ps, CAIRN_EINVAL, "reset at %" PRId64 ": not past the log's end", offset);
+  }
+  if (last_index > ps->reset_index) {
+    ps->reset_index = last_index;
+  }
+  return pgstore_delete_before(s, offset);
 }
 
 /* ---- truncate and delete_before off the loop (written behind) ----
@@ -1531,6 +1559,7 @@ static const struct store_ops pgstore_ops = {
     .flush = pgstore_flush,
     .truncate = pgstore_truncate,
     .delete_before = pgstore_delete_before,
+    .reset = pgstore_reset,
     .retention = pgstore_retention,
     .retention_point = pgstore_retention_point,
     .read_blocking = pgstore_read_blocking,

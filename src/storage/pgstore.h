@@ -62,8 +62,9 @@
  * a reopen finds the saved start, so the owner keeps what asked for the
  * move (the command in its Raft log or snapshot) until saved_start_offset
  * has reached it.
- * truncate and delete_before above the log's end (a snapshot install)
- * answer CAIRN_EPENDING and run as a job on the
+ * truncate, and delete_before and reset above the log's end (a snapshot
+ * install, a catch-up to an emptied log: reset keeps the Raft index
+ * asked in the partition row's prefix_index) answer CAIRN_EPENDING and run as a job on the
  * loop's thread pool over the store's connection, in one transaction: the
  * batches PostgreSQL lacks, then the cut or delete, then COMMIT; the job
  * starts (from the call, or the same call asked again) only when no job of

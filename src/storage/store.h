@@ -196,9 +196,11 @@ __attribute__((warn_unused_result)) static inline int store_delete_before(struct
  * and holds no batch (a LOG_START deleted them all). The entries that
  * appended the deleted batches must then not be applied here again, and
  * with no batch to carry an index, the store keeps it (plog: in its
- * checkpoint). A store without the op (pgstore) empties the log as
- * store_delete_before does and keeps its last index. Returns as
- * store_delete_before. */
+ * checkpoint; pgstore: in the partition row's prefix_index). A store
+ * without the op empties the log as store_delete_before does and keeps
+ * its last index. Returns as store_delete_before; CAIRN_EINVAL when
+ * offset is not past the log's end (a pgstore asked again after its job
+ * ended: 0). */
 __attribute__((warn_unused_result)) static inline int store_reset(struct store *s, int64_t offset,
                                                                   uint64_t last_index)
 {
