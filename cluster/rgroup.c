@@ -995,8 +995,8 @@ static void rgroup_save_start(struct rgroup *rg)
   }
   struct store_info info;
   store_info(rg->store, &info);
-  if (info.saved_start_offset >= info.start_offset) {
-    return;
+  if (info.saved_start_offset >= info.start_offset || info.fatal) {
+    return; /* (a failed store: its revive reopens, and the next pass deletes) */
   }
   uint32_t deleted = 0;
   int rv = rgroup_retention(rg, wallclock_ms(), &deleted);

@@ -392,6 +392,10 @@ struct rgroup {
   int64_t snap_producers_offset;        /* peer's (catch-up), adopted once the */
   bool snap_producers_pending;          /* log reaches this offset */
   bool producers_from_peer; /* the table pending or adopted is a peer's: saved once caught up */
+  /* A restored snapshot's log start, taken once the log covers the
+   * snapshot (rgroup_fsm_take_start): a LOG_START inside the snapshot is
+   * an entry this replica never applies. 0: none. */
+  int64_t snap_start;
   /* The table lacks producers of batches deleted below the log's start
    * before it recorded them (a log restarted at a peer's start with an
    * older table): such a replica asks a peer for its table at its next

@@ -441,11 +441,54 @@ int rgroup_fsm_table_share(struct rgroup *rg, uint8_t **out, size_t *len)
   return producer_state_encode(&rg->producers, info.next_offset, info.last_index, out, len);
 }
 
+/* Takes the start of the snapshot last restored (rg->snap_start) once
+ * the log covers it, as Kafka's followers take their leader's log start: a
+ * LOG_START inside the snapshot is an entry this replica never applies,
+ * and without it a replica whose log already went past that start (down
+ * during the delete, back through a snapshot install) kept the deleted
+ * records, and served them again as leader. The same start also when the
+ * replica restarts from its own snapshot while its store says less: a
+ * PostgreSQL store moves its start in memory (pgstore.h) and a reopen
+ * finds the partition row's. As the command does, plog first makes the
+ * table cover the log (the start may be a peer's retention's); a
+ * PostgreSQL store deletes its rows only below what the saved table
+ * covers anyway. Returns 0 or a negative code (logged). */
+static int rgroup_fsm_take_start(struct rgroup *rg)
+{
+  int64_t start = rg->snap_start;
+  struct store_info info;
+  store_info(rg->store, &info);
+  if (start <= info.start_offset || start > info.next_offset) {
+    rg->snap_start = start > info.next_offset ? start : 0; /* (above: after the catch-up) */
+    return 0;
+  }
+  int rv = 0;
+  if (rg->opts.storage != STORE_KIND_POSTGRESQL) {
+    rv = rgroup_fsm_producers_cover(rg);
+  }
+  if (rv == 0) {
+    rv = store_delete_before(rg->store, start);
+  }
+  if (rv != 0) {
+    log_error("rgroup", "group %llu: the snapshot's log start %lld: %s (%s)",
+              (unsigned long long)rg->group_id, (long long)start, cairn_strerror(rv),
+              store_errmsg(rg->store));
+    return rv;
+  }
+  log_info("rgroup", "group %llu: log start %lld from the snapshot (the store had %lld)",
+           (unsigned long long)rg->group_id, (long long)start, (long long)info.start_offset);
+  rg->snap_start = 0;
+  return 0;
+}
+
 void rgroup_fsm_caught_up(struct rgroup *rg)
 {
   /* Adopts a pending table now (the snapshot's or a peer's), if no apply
    * has yet: until then this replica would refuse to share its own. */
   int rv = rgroup_fsm_producers_sync(rg);
+  if (rv == 0 && !rg->snap_producers_pending && !rg->producers_gap) {
+    (void)rgroup_fsm_take_start(rg); /* logged; a later restore takes it again */
+  }
   if (!rg->producers_from_peer) {
     return;
   }
@@ -796,33 +839,6 @@ static int rgroup_fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer
   return 0;
 }
 
-/* A snapshot covers a start its store may not have saved: a PostgreSQL
- * store moves it in memory (pgstore.h) and a reopen finds the partition
- * row's; the command that moved it is in no Raft entry after the
- * snapshot, so the snapshot's start is applied again (in memory again,
- * until the store's next retention pass saves it, below what its
- * producer table covers). Not for plog: its delete is durable at the
- * apply, and a leader's descriptor may carry the start of the leader's
- * own retention, which must not delete here below what this replica's
- * saved table covers. */
-static int rgroup_fsm_restore_start(struct rgroup *rg, int64_t start, const struct store_info *info)
-{
-  if (rg->opts.storage != STORE_KIND_POSTGRESQL || start <= info->start_offset ||
-      start > info->next_offset) {
-    return 0;
-  }
-  int rv = store_delete_before(rg->store, start);
-  if (rv != 0) {
-    log_error("rgroup", "group %llu: the snapshot's log start %lld: %s (%s)",
-              (unsigned long long)rg->group_id, (long long)start, cairn_strerror(rv),
-              store_errmsg(rg->store));
-    return rv;
-  }
-  log_info("rgroup", "group %llu: log start %lld from the snapshot (the store had %lld)",
-           (unsigned long long)rg->group_id, (long long)start, (long long)info->start_offset);
-  return 0;
-}
-
 static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
   struct rgroup *rg = fsm->data;
@@ -848,7 +864,7 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   }
   struct store_info info;
   store_info(rg->store, &info);
-  int64_t start_offset = m.start_offset;
+  rg->snap_start = m.start_offset;
   int64_t next_offset = m.next_offset;
   uint64_t last_index = m.last_index;
   bool has_table = m.producers != NULL;
@@ -856,12 +872,8 @@ static int rgroup_fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
   raft_free(buf->base); /* ours on success */
   if (info.last_index >= last_index && info.next_offset >= next_offset) {
     producer_state_close(&table); /* this replica's own table covers as much */
-    rv = rgroup_fsm_restore_start(rg, start_offset, &info);
-    if (rv != 0) {
-      return RAFT_IOERR;
-    }
     if (!rg->producers_gap) {
-      return 0;
+      return rgroup_fsm_take_start(rg) == 0 ? 0 : RAFT_IOERR;
     }
     /* ... but lacks producers below the log's start (a restart before a
      * peer's table was saved): a catch-up asks a peer for theirs. */

@@ -651,6 +651,61 @@ static void test_follower_behind_an_emptied_log_catches_up(void **state)
   cluster_stop(&c);
 }
 
+/* A LOG_START applied while a follower was down with its log already past
+ * the new start: the follower comes back through the snapshot taken after
+ * the delete (the command is inside it, an entry it never applies) and
+ * fetches what follows. Its log must then start where its peers' do, not
+ * keep the deleted records (and serve them again as leader), as Kafka's
+ * followers take their leader's log start; and keep that start across a
+ * SIGKILL and restart. */
+static void test_follower_behind_a_delete_inside_a_snapshot_takes_its_start(void **state)
+{
+  static struct tc_cluster c;
+  cluster_start_with(&c, 1, small_raft_log);
+  int l = tc_find_leader(&c, 1);
+  int f = (l + 1) % TC_NODES;
+  int o = (l + 2) % TC_NODES;
+  for (int k = 0; k < 20; k++) {
+    assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
+  }
+  wait_identical(&c, l, f, 1);
+  int64_t s, n;
+  uint64_t last;
+  node_info(&c, l, 1, &s, &n, &last);
+  tc_node_kill(&c, f);
+  int64_t want = n / 2;
+  char line[256];
+  assert_int_equal(tu_ctl_send(&c.n[l].ctl, "logstart 1 %" PRIu64 " %" PRId64, c.next_tag++, want),
+                   0);
+  assert_int_equal(tu_ctl_line(&c.n[l].ctl, line, sizeof line, 15000), 1);
+  int64_t start = -1;
+  assert_int_equal(sscanf(line, "ok %*d %*u %" SCNd64, &start), 1);
+  assert_int_equal(start, want);
+  for (int k = 0; k < 150; k++) {
+    assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
+  }
+  node_info(&c, l, 1, &s, &n, &last);
+  long long deadline = tu_now_ms() + TC_DEADLINE_MS;
+  while ((node_snapshot_index(&c, l, 1) < last || node_snapshot_index(&c, o, 1) < last) &&
+         tu_now_ms() < deadline) {
+    assert_int_equal(tc_produce_many(&c, l, 1, 8), 8); /* until both snapshot past it all */
+    node_info(&c, l, 1, &s, &n, &last);
+    usleep(50000);
+  }
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  int64_t fs, fn;
+  node_info(&c, f, 1, &fs, &fn, &last);
+  assert_int_equal(fs, want);
+  tc_node_kill(&c, f);
+  tc_node_start(&c, f);
+  wait_identical(&c, l, f, 1);
+  node_info(&c, f, 1, &fs, &fn, &last);
+  assert_int_equal(fs, want);
+  wait_identical(&c, l, o, 1);
+  cluster_stop(&c);
+}
+
 /* Pipelined idempotent produces, each sent twice in a row, so that group
  * commit puts originals and their duplicates into the same Raft entries:
  * every request gets its own answer, a duplicate the offset of its
@@ -967,6 +1022,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_producer_table_survives_snapshot_catch_up_and_restart),
       cmocka_unit_test(test_follower_behind_retention_gets_the_producer_table_from_a_peer),
       cmocka_unit_test(test_follower_behind_an_emptied_log_catches_up),
+      cmocka_unit_test(test_follower_behind_a_delete_inside_a_snapshot_takes_its_start),
       cmocka_unit_test(test_duplicates_within_one_entry_get_the_original_offset),
       cmocka_unit_test(test_sigterm_hands_leadership_over_first),
       cmocka_unit_test(test_stopping_replicas_refuse_leadership),
