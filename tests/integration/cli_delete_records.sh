@@ -73,9 +73,7 @@ out_has "dr/0: log start now 120"
 
 step "every node SIGKILLed at once and restarted: the start holds, nothing acknowledged is lost"
 for i in 1 2 3; do kill -KILL "$(cat "$cdir/node$i.pid")"; done
-bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
-  fail "restart: $(cat "$dir/restart.out")"
-for i in 1 2 3; do pids+=("$(cat "$cdir/node$i.pid")"); done
+restart_nodes 1 2 3
 every_replica dr 0 's == 120 and h == 400'
 t=$(tail_ok dr 0 400)
 [ "$t" = "121 280" ] || fail "after the restart: '$t'"
@@ -90,9 +88,7 @@ kill -KILL "$(cat "$cdir/node$leader.pid")"
 describe_has dr '[p for p in j["partitions"] if p["partition"] == 0][0]["log_start_offset"] == 430 and [p for p in j["partitions"] if p["partition"] == 0][0]["leader_id"] not in (0, '"$leader"')'
 t=$(tail_ok dr 0 450)
 [ "$t" = "431 20" ] || fail "after the leader's kill: '$t'"
-bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
-  fail "restart: $(cat "$dir/restart.out")"
-pids+=("$(cat "$cdir/node$leader.pid")")
+restart_nodes "$leader"
 every_replica dr 0 's == 430 and h == 450'
 echo "node $leader killed after the answer; every replica starts at 430 after its restart"
 

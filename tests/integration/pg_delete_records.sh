@@ -101,9 +101,7 @@ lockers=()
 echo "   answered 'log start now 260'; killed; every database still says 120"
 
 step "restarted: every replica starts at 260 again, the rows below it go, nothing acknowledged is lost"
-bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
-  fail "restart: $(cat "$dir/restart.out")"
-for i in 1 2 3; do pids+=("$(cat "$cdir/node$i.pid")"); done
+restart_nodes 1 2 3
 every_replica pgd 0 's == 260 and h == 300'
 t=$(tail_ok pgd 0 300)
 [ "$t" = "261 40" ] || fail "after the restart: '$t', not r-261 on, 40 records"
@@ -123,9 +121,7 @@ kill -KILL "$(cat "$cdir/node$down.pid")"
 produce_range pgd 0 301 1660
 expect 0 "$cli" topic delete-records pgd --offset end
 out_has "pgd/0: log start now 1660"
-bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
-  fail "restarting node $down: $(cat "$dir/restart.out")"
-pids+=("$(cat "$cdir/node$down.pid")")
+restart_nodes "$down"
 # The peer's log holds no batch: ours restarts empty at its start with the
 # peer's last Raft index (pgstore's store_reset), so the catch-up ends at
 # once rather than waiting for the next batch.

@@ -197,6 +197,16 @@ start_cluster3() {
   CAIRN_BOOTSTRAP=$(cat "$cdir/bootstrap")
 }
 
+# restart_nodes I...: starts again the stopped nodes of the start_cluster3
+# cluster (cluster.sh start starts only those), waits for the cluster, and
+# adds nodes I... to the PIDs the cleanup kills.
+restart_nodes() {
+  local i
+  bash "$cluster_sh" start -d "$cdir" --cairnd "$cairnd" --cli "$cli" --wait-s 90 >"$dir/restart.out" 2>&1 ||
+    fail "restarting node(s) $*: $(cat "$dir/restart.out")"
+  for i in "$@"; do pids+=("$(cat "$cdir/node$i.pid")"); done
+}
+
 # produce_range TOPIC PART FIRST LAST: records r-FIRST..r-LAST (100 bytes
 # each, r-%05g then filler) to TOPIC/PART, one produce (one batch) per 40,
 # each acknowledged (exit 0) before the next.
