@@ -596,6 +596,20 @@ static void test_follower_behind_retention_gets_the_producer_table_from_a_peer(v
   cluster_stop(&c);
 }
 
+/* A LOG_START through node i's replica of group g (its leader): every
+ * record below offset (-1: the high watermark) deleted on every replica.
+ * Returns the log start it answers. */
+static int64_t delete_below(struct tc_cluster *c, int i, int g, int64_t offset)
+{
+  char line[256];
+  assert_int_equal(
+      tu_ctl_send(&c->n[i].ctl, "logstart %d %" PRIu64 " %" PRId64, g, c->next_tag++, offset), 0);
+  assert_int_equal(tu_ctl_line(&c->n[i].ctl, line, sizeof line, 15000), 1);
+  int64_t start = -1;
+  assert_int_equal(sscanf(line, "ok %*d %*u %" SCNd64, &start), 1);
+  return start;
+}
+
 /* Every record deleted (a LOG_START at the log's end) while a follower was
  * down and far behind: it installs the snapshot taken after the delete, its
  * log restarts at the peers' start, and there is nothing after it to
@@ -612,11 +626,7 @@ static void test_follower_behind_an_emptied_log_catches_up(void **state)
   int64_t s, n;
   uint64_t last;
   node_info(&c, l, 1, &s, &n, &last);
-  assert_int_equal(tu_ctl_send(&c.n[l].ctl, "logstart 1 %" PRIu64 " -1", c.next_tag++), 0);
-  assert_int_equal(tu_ctl_line(&c.n[l].ctl, line, sizeof line, 15000), 1);
-  int64_t start = -1;
-  assert_int_equal(sscanf(line, "ok %*d %*u %" SCNd64, &start), 1);
-  assert_int_equal(start, n);
+  assert_int_equal(delete_below(&c, l, 1, -1), n);
   /* Every live replica took its snapshot after the delete. */
   long long deadline = tu_now_ms() + TC_DEADLINE_MS;
   while ((node_snapshot_index(&c, l, 1) <= last || node_snapshot_index(&c, o, 1) <= last) &&
@@ -674,13 +684,7 @@ static void test_follower_behind_a_delete_inside_a_snapshot_takes_its_start(void
   node_info(&c, l, 1, &s, &n, &last);
   tc_node_kill(&c, f);
   int64_t want = n / 2;
-  char line[256];
-  assert_int_equal(tu_ctl_send(&c.n[l].ctl, "logstart 1 %" PRIu64 " %" PRId64, c.next_tag++, want),
-                   0);
-  assert_int_equal(tu_ctl_line(&c.n[l].ctl, line, sizeof line, 15000), 1);
-  int64_t start = -1;
-  assert_int_equal(sscanf(line, "ok %*d %*u %" SCNd64, &start), 1);
-  assert_int_equal(start, want);
+  assert_int_equal(delete_below(&c, l, 1, want), want);
   for (int k = 0; k < 150; k++) {
     assert_int_equal(tc_produce_many(&c, l, 1, 8), 8);
   }
