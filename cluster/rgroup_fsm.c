@@ -459,7 +459,8 @@ static int rgroup_fsm_take_start(struct rgroup *rg)
   struct store_info info;
   store_info(rg->store, &info);
   if (start <= info.start_offset || start > info.next_offset) {
-    rg->snap_start = start > info.next_offset ? start : 0; /* (above: after the catch-up) */
+    /* Done, or above the log's end: kept for the catch-up's end. */
+    rg->snap_start = start > info.next_offset ? start : 0;
     return 0;
   }
   int rv = 0;
