@@ -1058,6 +1058,22 @@ static int pgstore_truncate(struct store *s, int64_t offset)
 
 /* ---- deleting from the front ---- */
 
+/* Written behind, a delete within the log moves the start in memory: reads
+ * below it are refused from now on, and the rows go at the owner's next
+ * retention pass (pgstore_retention_args' floor), once its producer table
+ * covers them (a restart rebuilds the table from the rows still there).
+ * Until then the command that asked it is in the owner's Raft log or
+ * snapshot, and a reopen applies it again. */
+static void pgstore_move_start(struct pgstore *ps, int64_t offset)
+{
+  ps->start = offset;
+  size_t k = 0;
+  while (k < ps->ntail && ps->tail[k]->next <= offset) {
+    k++;
+  }
+  pgstore_tail_drop_front(ps, k);
+}
+
 /* Records the new start (and prefix_index) in the partition row and
  * commits. */
 static int pgstore_set_start(struct pgstore *ps, int64_t start)
@@ -1109,31 +1125,10 @@ static int pgstore_drop_before(struct pgstore *ps, int64_t offset)
     }
     ps->size_bytes -= d.bytes;
     ps->prefix_index = d.prefix_index;
-    ps->start = offset > ps->start ? offset : ps->start;
     ps->start_saved = offset;
-    size_t k = 0;
-    while (k < ps->ntail && ps->tail[k]->next <= offset) {
-      k++;
-    }
-    pgstore_tail_drop_front(ps, k);
+    pgstore_move_start(ps, offset > ps->start ? offset : ps->start);
   }
   return pgstore_commit(ps); /* the partition row moved with the delete */
-}
-
-/* Written behind, a delete within the log moves the start in memory: reads
- * below it are refused from now on, and the rows go at the owner's next
- * retention pass (pgstore_retention_args' floor), once its producer table
- * covers them (a restart rebuilds the table from the rows still there).
- * Until then the command that asked it is in the owner's Raft log or
- * snapshot, and a reopen applies it again. */
-static void pgstore_move_start(struct pgstore *ps, int64_t offset)
-{
-  ps->start = offset;
-  size_t k = 0;
-  while (k < ps->ntail && ps->tail[k]->next <= offset) {
-    k++;
-  }
-  pgstore_tail_drop_front(ps, k);
 }
 
 static int pgstore_delete_before(struct store *s, int64_t offset)
