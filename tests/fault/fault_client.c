@@ -82,15 +82,12 @@ Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,
   return resp->metadata_resp;
 }
 
-/* What node i's Metadata says of (topic, partition): the leader's node
- * index (-1: none named, or no answer) and, in *replicas (a bit per node
- * index), where its replicas are. */
-static int fc_ask_leader(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
-                         uint64_t *replicas)
+int fc_partition_info(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
+                      struct fc_partition *out)
 {
   Cairn__Client__Envelope *env = NULL;
   Cairn__Client__MetadataResponse *md = fc_metadata(ns, i, &env);
-  int found = -1;
+  int rv = -1;
   for (size_t t = 0; md != NULL && t < md->n_topics; t++) {
     const Cairn__Client__TopicInfo *ti = md->topics[t];
     for (size_t p = 0; strcmp(ti->name, topic) == 0 && p < ti->n_partitions; p++) {
@@ -98,17 +95,21 @@ static int fc_ask_leader(const struct fc_nodes *ns, int i, const char *topic, ui
       if (pi->partition != partition) {
         continue;
       }
-      found = pi->leader_id != 0 ? fc_index(ns, pi->leader_id) : -1;
+      out->leader = pi->leader_id != 0 ? fc_index(ns, pi->leader_id) : -1;
+      out->replicas = 0;
       for (size_t r = 0; r < pi->n_replicas; r++) {
         int k = fc_index(ns, pi->replicas[r]);
-        *replicas |= k >= 0 ? 1ull << k : 0;
+        out->replicas |= k >= 0 ? 1ull << k : 0;
       }
+      out->log_start = pi->log_start_offset;
+      out->high_watermark = pi->high_watermark;
+      rv = 0;
     }
   }
   if (env != NULL) {
     cairn__client__envelope__free_unpacked(env, NULL);
   }
-  return found;
+  return rv;
 }
 
 int fc_find_leader(const struct fc_nodes *ns, int first, const char *topic, uint32_t partition)
@@ -134,7 +135,12 @@ int fc_find_leader_avoiding(const struct fc_nodes *ns, int first, const char *to
         continue;
       }
       asked |= 1ull << i;
-      int found = fc_ask_leader(ns, i, topic, partition, &replicas);
+      struct fc_partition pi;
+      int found = -1;
+      if (fc_partition_info(ns, i, topic, partition, &pi) == 0) {
+        found = pi.leader;
+        replicas |= pi.replicas;
+      }
       if (found >= 0 && found != avoid) {
         return found;
       }
@@ -294,6 +300,7 @@ int fc_init_producer(const struct fc_nodes *ns, int timeout_ms, int64_t *produce
 static bool fc_code_definite(int code)
 {
   switch (code) {
+  case CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE: /* a DeleteRecords above the log */
   case CAIRN__CLIENT__ERROR_CODE__NOT_LEADER:
   case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_TOPIC:
   case CAIRN__CLIENT__ERROR_CODE__UNKNOWN_PARTITION:
@@ -356,8 +363,10 @@ enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *to
 }
 
 int fc_fetch_once(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
-                  int64_t offset, uint32_t max_bytes, uint8_t **data, size_t *len, int64_t *hw)
+                  int64_t offset, uint32_t max_bytes, uint8_t **data, size_t *len, int64_t *hw,
+                  int64_t *log_start)
 {
+  *log_start = -1;
   Cairn__Client__FetchPartition fp = CAIRN__CLIENT__FETCH_PARTITION__INIT;
   fp.topic = (char *)topic;
   fp.partition = partition;
@@ -385,6 +394,7 @@ int fc_fetch_once(const struct fc_nodes *ns, int i, const char *topic, uint32_t 
       resp->fetch_resp->n_partitions == 1) {
     const Cairn__Client__FetchPartitionResult *fr = resp->fetch_resp->partitions[0];
     code = fr->error != NULL ? (int)fr->error->code : 0;
+    *log_start = fr->log_start_offset;
     if (code == 0) {
       *data = p;
       *len = plen;
@@ -395,4 +405,55 @@ int fc_fetch_once(const struct fc_nodes *ns, int i, const char *topic, uint32_t 
   free(p);
   cairn__client__envelope__free_unpacked(resp, NULL);
   return code;
+}
+
+enum fc_outcome fc_delete_records(const struct fc_nodes *ns, int i, const char *topic,
+                                  uint32_t partition, int64_t offset, int answer_ms, int *code,
+                                  int64_t *low_watermark)
+{
+  Cairn__Client__DeleteRecordsPartition dp = CAIRN__CLIENT__DELETE_RECORDS_PARTITION__INIT;
+  dp.topic = (char *)topic;
+  dp.partition = partition;
+  dp.offset = offset;
+  Cairn__Client__DeleteRecordsPartition *dpp = &dp;
+  Cairn__Client__DeleteRecordsRequest r = CAIRN__CLIENT__DELETE_RECORDS_REQUEST__INIT;
+  r.n_partitions = 1;
+  r.partitions = &dpp;
+  r.timeout_ms = (uint32_t)answer_ms;
+  Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
+  req.api = CAIRN__CLIENT__API__API_DELETE_RECORDS;
+  req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_REQ;
+  req.delete_records_req = &r;
+  Cairn__Client__Envelope *resp = NULL;
+  bool sent;
+  *low_watermark = -1;
+  /* The node answers TIMEOUT itself after answer_ms; a second more for that. */
+  int rv = fc_call(ns->addr[i], &req, NULL, 0, answer_ms + 1000, &resp, NULL, NULL, &sent);
+  if (rv != 0) {
+    *code = rv;
+    return sent ? FC_INDETERMINATE : FC_FAIL;
+  }
+  enum fc_outcome out = FC_INDETERMINATE;
+  *code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_RESP) {
+    const Cairn__Client__DeleteRecordsResponse *dr = resp->delete_records_resp;
+    if (dr->error != NULL && dr->error->code != 0) {
+      *code = (int)dr->error->code; /* refused as a whole: nothing proposed */
+      out = FC_FAIL;
+    } else if (dr->n_partitions == 1) {
+      const Cairn__Client__DeleteRecordsPartitionResult *res = dr->partitions[0];
+      *code = res->error != NULL ? (int)res->error->code : 0;
+      if (*code == 0) {
+        *low_watermark = res->low_watermark;
+        out = FC_ACK;
+      } else if (fc_code_definite(*code)) {
+        out = FC_FAIL;
+      }
+    }
+  } else if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
+    *code = resp->error_resp != NULL ? (int)resp->error_resp->code : -1;
+    out = FC_FAIL;
+  }
+  cairn__client__envelope__free_unpacked(resp, NULL);
+  return out;
 }

@@ -53,6 +53,19 @@ int fc_call(const char *addr, Cairn__Client__Envelope *req, const void *payload,
 Cairn__Client__MetadataResponse *fc_metadata(const struct fc_nodes *ns, int i,
                                              Cairn__Client__Envelope **env);
 
+/* A partition as one node's Metadata describes it. */
+struct fc_partition {
+  int leader;        /* node index, -1: none named */
+  uint64_t replicas; /* a bit per node index */
+  int64_t log_start; /* -1 when the node cannot tell */
+  int64_t high_watermark;
+};
+
+/* (topic, partition) as node index i's Metadata says. Returns 0 with *out,
+ * or -1 (no answer, or the partition is not in it). */
+int fc_partition_info(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
+                      struct fc_partition *out);
+
 /* The leader of (topic, partition) as the first answering node (starting
  * at node index `first`) says: a node index, or -1. */
 int fc_find_leader(const struct fc_nodes *ns, int first, const char *topic, uint32_t partition);
@@ -97,8 +110,19 @@ enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *to
 
 /* One fetch at node index i from offset. Returns 0 with *data (owned:
  * free(); NULL when empty), *len and *hw; a positive wire code; or a
- * negative transport code. */
+ * negative transport code. *log_start gets the partition's log start when
+ * the node answered for it (also with OFFSET_OUT_OF_RANGE), else -1. */
 int fc_fetch_once(const struct fc_nodes *ns, int i, const char *topic, uint32_t partition,
-                  int64_t offset, uint32_t max_bytes, uint8_t **data, size_t *len, int64_t *hw);
+                  int64_t offset, uint32_t max_bytes, uint8_t **data, size_t *len, int64_t *hw,
+                  int64_t *log_start);
+
+/* One DeleteRecords of (topic, partition) below offset, sent to node index
+ * i, which has answer_ms to apply it. Returns the outcome (FC_FAIL: not
+ * proposed; FC_INDETERMINATE: it may still be applied); *code gets the
+ * wire code (or a negative transport code), *low_watermark the log start
+ * after it on FC_ACK, else -1. */
+enum fc_outcome fc_delete_records(const struct fc_nodes *ns, int i, const char *topic,
+                                  uint32_t partition, int64_t offset, int answer_ms, int *code,
+                                  int64_t *low_watermark);
 
 #endif

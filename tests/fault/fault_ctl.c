@@ -1,10 +1,13 @@
 /* fault_ctl.c - cairn-fault-ctl, the fault rig's probe and knife: asks a
  * cluster who leads what (for the nemesis's targeted faults), decommissions
- * a node, and cuts the unsynced tail off a stopped node's partition log
+ * a node, deletes records, and cuts the unsynced tail off a stopped node's partition log
  * (the "lost page cache" fault).
  *
  *   cairn-fault-ctl controller NODES            the controller leader's id
  *   cairn-fault-ctl leader NODES TOPIC P        partition P's leader id
+ *   cairn-fault-ctl replicas NODES TOPIC P      partition P's replica ids
+ *   cairn-fault-ctl delete-records NODES TOPIC P PERCENT
+ *                                               see ctl_delete_records
  *   cairn-fault-ctl state NODES ID              node ID's state (alive, dead, draining, removed)
  *   cairn-fault-ctl decommission NODES ID       DecommissionNode(ID); prints the wire code
  *   cairn-fault-ctl create-topic NODES TOPIC P RF
@@ -36,8 +39,9 @@
 
 static int ctl_usage(void)
 {
-  fprintf(stderr, "usage: cairn-fault-ctl controller|leader|state|decommission|create-topic "
-                  "NODES ... | cut-unsynced LOGDIR SEED | tear-raft RAFTDIR SEED | tear-wal WALDIR "
+  fprintf(stderr, "usage: cairn-fault-ctl controller|leader|replicas|state|decommission|"
+                  "create-topic|delete-records NODES ... | cut-unsynced LOGDIR SEED | tear-raft "
+                  "RAFTDIR SEED | tear-wal WALDIR "
                   "SEED | garble-wal WALDIR SEED | garble-log LOGDIR SEED\n");
   return 2;
 }
@@ -451,6 +455,69 @@ static int ctl_state(const struct fc_nodes *ns, uint64_t id)
   return 1;
 }
 
+static const char *ctl_outcome_name(enum fc_outcome o)
+{
+  return o == FC_ACK ? "ack" : o == FC_FAIL ? "fail" : "indeterminate";
+}
+
+/* DeleteRecords of topic/q below the offset `percent` of the way from its
+ * log start to its high watermark, as its leader's Metadata says, sent to
+ * that leader; again (up to 3 times, a new target each) while refused for
+ * certain (no leader, NOT_LEADER). Prints "OUTCOME target OFFSET code CODE
+ * low LOW node ID" (OUTCOME ack, fail or indeterminate: the workload's
+ * check reads it from the faults file). Returns 0 when a request was
+ * sent, 1 when none could be. */
+static int ctl_delete_records(const struct fc_nodes *ns, const char *topic, uint32_t q, int percent)
+{
+  char last[160] = "";
+  for (int attempt = 0; attempt < 3; attempt++) {
+    if (attempt > 0) {
+      usleep(300 * 1000);
+    }
+    int i = fc_find_leader(ns, attempt % ns->n, topic, q);
+    struct fc_partition pi;
+    if (i < 0 || fc_partition_info(ns, i, topic, q, &pi) != 0 || pi.log_start < 0 ||
+        pi.high_watermark < pi.log_start) {
+      continue;
+    }
+    int64_t target = pi.log_start + (pi.high_watermark - pi.log_start) * percent / 100;
+    int code;
+    int64_t low;
+    enum fc_outcome o = fc_delete_records(ns, i, topic, q, target, 5000, &code, &low);
+    snprintf(last, sizeof last, "%s target %" PRId64 " code %d low %" PRId64 " node %" PRIu64,
+             ctl_outcome_name(o), target, code, low, ns->id[i]);
+    if (o != FC_FAIL) {
+      break;
+    }
+  }
+  if (last[0] == '\0') {
+    return 1;
+  }
+  printf("%s\n", last);
+  return 0;
+}
+
+/* Prints the replica ids of topic/q, as the first node to answer says. */
+static int ctl_replicas(const struct fc_nodes *ns, const char *topic, uint32_t q)
+{
+  for (int i = 0; i < ns->n; i++) {
+    struct fc_partition pi;
+    if (fc_partition_info(ns, i, topic, q, &pi) != 0 || pi.replicas == 0) {
+      continue;
+    }
+    const char *sep = "";
+    for (int k = 0; k < ns->n; k++) {
+      if ((pi.replicas >> k & 1) != 0) {
+        printf("%s%" PRIu64, sep, ns->id[k]);
+        sep = " ";
+      }
+    }
+    printf("\n");
+    return 0;
+  }
+  return 1;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 3) {
@@ -492,6 +559,12 @@ int main(int argc, char **argv)
     }
     printf("%" PRIu64 "\n", ns.id[i]);
     return 0;
+  }
+  if (strcmp(cmd, "replicas") == 0 && argc == 5) {
+    return ctl_replicas(&ns, argv[3], (uint32_t)strtoul(argv[4], NULL, 10));
+  }
+  if (strcmp(cmd, "delete-records") == 0 && argc == 6) {
+    return ctl_delete_records(&ns, argv[3], (uint32_t)strtoul(argv[4], NULL, 10), atoi(argv[5]));
   }
   if (strcmp(cmd, "state") == 0 && argc == 4) {
     return ctl_state(&ns, strtoull(argv[3], NULL, 10));

@@ -40,6 +40,14 @@
 #              +2 days for 5-15 s (CAIRN_CLOCK_OFFSET_FILE, read each 0.5 s),
 #              then back: what keeps calendar time (retention by time, group
 #              offsets' expiry, timestamps) sees the jump, timers do not
+#   delete     DeleteRecords on a random partition, 25-95 % of the way from
+#              its log start to its high watermark (cairn-fault-ctl
+#              delete-records); half the time a follower of that partition
+#              is SIGKILLed 1-3 s before and restarted 5-20 s after, so that
+#              it comes back behind the delete, through its own log or a
+#              snapshot that holds it. The outcome (ack, fail, indeterminate)
+#              goes into the faults file: the workload checks each
+#              partition's final log start against it
 #
 # Each step starts one fault, or two at once (a third of the steps), keeps
 # them for a while, heals them, and leaves the cluster a quiet period. The
@@ -55,7 +63,7 @@
 
 # The nem_*_hold variables and NEM_ALL are read indirectly (${!h}) or by run.sh.
 # shellcheck disable=SC2034
-NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncut,clock"
+NEM_ALL="kill,pause,partition,netem,lostcache,churn,killall,majority,torn,conncut,clock,delete"
 : "${NEM_QUIET_S:=5}"
 NEM_T0_MS=${NEM_T0_MS:-$(date +%s%3N)}
 declare -A nem_down=()   # nodes a fault has stopped on purpose
@@ -540,6 +548,38 @@ nem_wait_alive() {
     sleep 1
   done
   return 1
+}
+
+# ---- delete ----
+nem_delete_start() {
+  local q leader r res candidates=()
+  q=$(nem_rand "$NEM_PARTS")
+  nem_delete_node=""
+  if (($(nem_rand 2) == 0)); then
+    leader=$(nem_ctl leader "$(hosts_client_list)" "$NEM_TOPIC" "$q")
+    for r in $(nem_ctl replicas "$(hosts_client_list)" "$NEM_TOPIC" "$q"); do
+      [ "$r" = "$leader" ] || [ -n "${nem_down[$r]:-}" ] || [ -n "${nem_paused[$r]:-}" ] ||
+        candidates+=("$r")
+    done
+    ((${#candidates[@]} == 0)) || nem_delete_node=${candidates[$(nem_rand ${#candidates[@]})]}
+  fi
+  if [ -n "$nem_delete_node" ]; then
+    nem_down[$nem_delete_node]=1
+    hosts_kill "$nem_delete_node"
+    nem_record "kill node $nem_delete_node (a follower of p$q, before a delete)"
+    sleep $((1 + $(nem_rand 3)))
+  fi
+  # One line the workload's check reads: "delete pQ: OUTCOME target T ...".
+  res=$(nem_ctl delete-records "$(hosts_client_list)" "$NEM_TOPIC" "$q" $((25 + $(nem_rand 71)))) ||
+    res="skipped: no leader to ask"
+  nem_record "delete p$q: $res"
+  nem_delete_hold=$((5 + $(nem_rand 16)))
+}
+nem_delete_heal() {
+  [ -n "$nem_delete_node" ] || return 0
+  hosts_start "$nem_delete_node" 2>/dev/null
+  unset "nem_down[$nem_delete_node]"
+  nem_record "delete healed: restart node $nem_delete_node"
 }
 
 # nem_run SECONDS: the schedule.

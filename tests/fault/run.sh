@@ -209,22 +209,32 @@ for ((q = 0; q < parts; q++)); do
     for d in "$HOSTS_DIR/node$i/partitions/$NEM_TOPIC-$q".*/log; do
       [ -d "$d" ] || continue
       dump="$out/replica-n$i-p$q.txt"
-      if ! "$bin_dir/cairn-log" dump "$d" --show-records 2>"$dump.err" |
-        sed -n 's/^  record offset=\([0-9]*\) ts=[0-9-]* key=null value="\(.*\)" headers=0$/\1 \2/p' >"$dump"; then
+      if ! "$bin_dir/cairn-log" dump "$d" --show-records >"$dump.raw" 2>"$dump.err"; then
         fail "node $i partition $q: cairn-log dump failed: $(head -1 "$dump.err")"
         continue
       fi
+      sed -n 's/^  record offset=\([0-9]*\) ts=[0-9-]* key=null value="\(.*\)" headers=0$/\1 \2/p' "$dump.raw" >"$dump"
       replicas=$((replicas + 1))
-      res=$(awk -v who="node $i partition $q" '
+      # Its log start against the leader's (DeleteRecords moved it: a
+      # replica below it kept deleted records, one above it lost some).
+      rstart=$(sed -n 's/^log: offsets \[\([0-9]*\), .*/\1/p' "$dump.raw")
+      fstart=$(cat "$out/final-p$q.start" 2>/dev/null || echo 0)
+      if [ -n "$rstart" ] && ((rstart > fstart)); then
+        fail "node $i partition $q starts at $rstart, above the leader's log start $fstart"
+      fi
+      res=$(awk -v who="node $i partition $q" -v from="$fstart" '
         NR == FNR { want[$1] = substr($0, length($1) + 2); n = NR; next }
         ($1 in want) && want[$1] != substr($0, length($1) + 2) {
           if (bad++ < 3) printf "%s offset %s: replica has \"%s\", the leader had \"%s\"\n", who, $1, substr($0, length($1) + 2), want[$1]
         }
-        { have++ }
+        $1 >= from { have++ }
         END { printf "END %d %d %d\n", bad + 0, have + 0, n + 0 }' "$final" "$dump")
       while read -r line; do
         case "$line" in
           END*) read -r _ _ have n <<<"$line"
+                if ((have >= n)) && [ -n "$rstart" ] && ((rstart < fstart)); then
+                  fail "node $i partition $q starts at $rstart, below the leader's log start $fstart: it holds deleted records"
+                fi
                 ((have >= n)) || { lagging=$((lagging + 1)); echo "note: node $i partition $q holds $have of $n committed records (lagging)"; } ;;
           *) fail "replicas disagree: $line" ;;
         esac
@@ -243,7 +253,7 @@ nfaults=$(grep -c -v -E "healed|restart node|resume node|skipped|churn: node .* 
   for k in "kill:kill node" "pause:pause node" "partition:partition (majority|isolate|bridge|ring)" \
     "netem:netem( \(|:)" "lostcache:lostcache node" "churn:churn: decommission" \
     "killall:killall: every" "majority:majority: nodes" "torn:torn node" "conncut:conncut node" "clock:clock node" \
-    "crash:CRASH"; do
+    "delete:delete p[0-9]+: (ack|indeterminate)" "crash:CRASH"; do
     kinds+="${kinds:+, }${k%%:*} $(grep -c -E "^[0-9]+ ${k#*:}" "$NEM_FAULTS" || true)"
   done
   echo "by kind: $kinds"

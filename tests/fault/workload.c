@@ -15,7 +15,12 @@
  *  - no value refused with a definite error (NOT_LEADER, ...) appears;
  *  - a producer's acknowledged values of a partition appear in sequence order;
  *  - offsets run contiguous from the log start, every value's checksum holds;
- *  - every consumer read, at every offset, what the final log holds there.
+ *  - every consumer read, at every offset, what the final log holds there;
+ *  - each partition's log start is where the nemesis's DeleteRecords put it
+ *    (lines "delete pQ: OUTCOME target T ..." in --faults): at least the
+ *    highest acknowledged target, at most the highest that may have been
+ *    applied, 0 with no delete. Acknowledged values and consumers' reads
+ *    below the final log start are not compared (they were deleted).
  *
  * It prints a summary and writes OUT/history.json (every produce operation,
  * the faults of --faults, the availability gaps, the violations) and
@@ -114,13 +119,21 @@ struct wl_consumer {
   int64_t next[WL_MAX_PARTS];
   int leader[WL_MAX_PARTS];
   uint64_t fetches, errors;
+  uint64_t skipped;  /* offsets jumped over: below a log start a delete moved */
   char problem[400]; /* the first thing it saw that was wrong, "" if none */
 };
 
 struct wl_log {
-  char (*v)[WL_VALUE_LEN];
+  char (*v)[WL_VALUE_LEN]; /* v[j]: the value at offset start + j */
   size_t n, cap;
   int64_t start, hw;
+};
+
+/* The nemesis's DeleteRecords of one partition, from --faults. */
+struct wl_deletes {
+  int64_t floor;   /* the highest acknowledged target: the log start is at least this */
+  int64_t ceiling; /* the highest target acknowledged or in doubt: at most this */
+  int acked, indeterminate, failed;
 };
 
 /* Where each partition's replicas were (a bit per node id) from ms t on,
@@ -150,6 +163,9 @@ static struct {
   struct wl_producer prod[WL_MAX_THREADS];
   struct wl_consumer cons[WL_MAX_THREADS];
   struct wl_log log[WL_MAX_PARTS];
+  struct wl_deletes deletes[WL_MAX_PARTS];
+  long acked_deleted; /* acknowledged values below their partition's final log start */
+  long reads_deleted; /* consumers' reads below it */
   FILE *viol; /* violations, one JSON string per line (temp file) */
   long nviol;
   struct wl_placement_sample *placements; /* main thread only, in time order */
@@ -494,9 +510,15 @@ static void *wl_consumer_main(void *arg)
     }
     uint8_t *data = NULL;
     size_t len = 0;
-    int64_t hw = 0;
+    int64_t hw = 0, log_start;
     c->fetches++;
-    int rv = fc_fetch_once(&wl.ns, i, wl.topic, q, c->next[q], WL_FETCH_BYTES, &data, &len, &hw);
+    int rv = fc_fetch_once(&wl.ns, i, wl.topic, q, c->next[q], WL_FETCH_BYTES, &data, &len, &hw,
+                           &log_start);
+    if (rv == CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE && log_start > c->next[q]) {
+      c->skipped += (uint64_t)(log_start - c->next[q]); /* deleted: go on from the start */
+      c->next[q] = log_start;
+      continue;
+    }
     if (rv != 0) {
       c->errors++;
       c->leader[q] = -1;
@@ -567,8 +589,8 @@ static int wl_sentinel(uint32_t q, int timeout_ms)
   return rv;
 }
 
-/* Reads partition q from its leader, from offset 0 to the high watermark,
- * into wl.log[q]. Retries from scratch until timeout_ms. Returns 0 or -1. */
+/* Reads partition q from its leader, from its log start to the high
+ * watermark, into wl.log[q]. Retries from scratch until timeout_ms. Returns 0 or -1. */
 static int wl_read_back(uint32_t q, int timeout_ms)
 {
   long long end = fc_now_ms() + timeout_ms;
@@ -584,8 +606,15 @@ static int wl_read_back(uint32_t q, int timeout_ms)
     while (ok && (hw < 0 || next < hw)) {
       uint8_t *data = NULL;
       size_t len = 0;
-      int rv = fc_fetch_once(&wl.ns, i, wl.topic, q, next, WL_FETCH_BYTES, &data, &len, &hw);
+      int64_t log_start;
+      int rv =
+          fc_fetch_once(&wl.ns, i, wl.topic, q, next, WL_FETCH_BYTES, &data, &len, &hw, &log_start);
       char why[256];
+      if (rv == CAIRN__CLIENT__ERROR_CODE__OFFSET_OUT_OF_RANGE && lg->n == 0 && log_start > next) {
+        lg->start = next = log_start; /* a delete moved it: the log is read from there */
+        hw = -1;
+        continue;
+      }
       if (rv != 0) {
         ok = false;
       } else if (wl_walk(data, len, q, &next, wl_log_record, lg, why, sizeof why) != 0) {
@@ -618,6 +647,52 @@ static const char *wl_outcome_name(enum fc_outcome o)
   return o == FC_ACK ? "ack" : o == FC_FAIL ? "fail" : "indeterminate";
 }
 
+/* Reads the nemesis's DeleteRecords from --faults into wl.deletes (lines
+ * "<ms> delete pQ: OUTCOME target T code C low L node N ..."). */
+static void wl_read_deletes(void)
+{
+  FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
+  char line[1024];
+  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+    long long t, target;
+    unsigned q;
+    char outcome[24];
+    if (sscanf(line, "%lld delete p%u: %23s target %lld", &t, &q, outcome, &target) != 4 ||
+        q >= wl.parts) {
+      continue;
+    }
+    struct wl_deletes *d = &wl.deletes[q];
+    if (strcmp(outcome, "fail") == 0) {
+      d->failed++;
+      continue;
+    }
+    bool ack = strcmp(outcome, "ack") == 0;
+    d->acked += ack;
+    d->indeterminate += !ack;
+    d->floor = ack && target > d->floor ? target : d->floor;
+    d->ceiling = target > d->ceiling ? target : d->ceiling;
+  }
+  if (ff != NULL) {
+    fclose(ff);
+  }
+}
+
+/* Partition q's final log start against its deletes (the file comment). */
+static void wl_check_start(uint32_t q)
+{
+  const struct wl_deletes *d = &wl.deletes[q];
+  int64_t start = wl.log[q].start;
+  if (start < d->floor) {
+    wl_violation("partition %" PRIu32 " starts at %" PRId64 " but an acknowledged DeleteRecords "
+                 "moved its start to %" PRId64 ": deleted records came back",
+                 q, start, d->floor);
+  } else if (start > d->ceiling) {
+    wl_violation("partition %" PRIu32 " starts at %" PRId64 ", above every DeleteRecords sent "
+                 "to it (the highest: %" PRId64 "): records were lost from its start",
+                 q, start, d->ceiling);
+  }
+}
+
 /* The checks of the file comment; fills each producer's found[]. */
 static void wl_check(void)
 {
@@ -630,7 +705,9 @@ static void wl_check(void)
   }
   for (uint32_t q = 0; q < wl.parts; q++) {
     const struct wl_log *lg = &wl.log[q];
+    wl_check_start(q);
     for (size_t j = 0; j < lg->n; j++) {
+      int64_t off = lg->start + (int64_t)j;
       int producer;
       int64_t seq;
       uint32_t part;
@@ -640,18 +717,18 @@ static void wl_check(void)
       }
       if (rv < 0 || producer < 0 || producer >= wl.nproducers || part != q || seq < 0 ||
           (size_t)seq >= wl.prod[producer].n + 1) {
-        wl_violation("partition %" PRIu32 " offset %zu: value '%s' was never produced here", q, j,
-                     lg->v[j]);
+        wl_violation("partition %" PRIu32 " offset %" PRId64 ": value '%s' was never produced here",
+                     q, off, lg->v[j]);
         continue;
       }
       struct wl_producer *p = &wl.prod[producer];
       if (p->found[seq] >= 0) {
         wl_violation("value '%s' appears twice in partition %" PRIu32 ": offsets %" PRId64
-                     " and %zu",
-                     lg->v[j], q, p->found[seq], j);
+                     " and %" PRId64,
+                     lg->v[j], q, p->found[seq], off);
         continue;
       }
-      p->found[seq] = (int64_t)j;
+      p->found[seq] = off;
     }
   }
   for (int k = 0; k < wl.nproducers; k++) {
@@ -668,7 +745,9 @@ static void wl_check(void)
       char value[WL_VALUE_LEN];
       wl_value(value, sizeof value, p->id, op->seq, op->partition);
       if (op->out == FC_ACK) {
-        if (f < 0) {
+        if (f < 0 && op->offset < wl.log[op->partition].start) {
+          wl.acked_deleted++; /* below the log start: a DeleteRecords took it */
+        } else if (f < 0) {
           wl_violation("acknowledged value '%s' (partition %" PRIu32 " offset %" PRId64
                        ", acked at %lld ms) is missing from the final log",
                        value, op->partition, op->offset, op->end);
@@ -703,7 +782,12 @@ static void wl_check(void)
     for (size_t j = 0; j < cs->n; j++) {
       const struct wl_obs *o = &cs->obs[j];
       const struct wl_log *lg = &wl.log[o->partition];
-      const char *final = o->offset < (int64_t)lg->n ? lg->v[o->offset] : NULL;
+      if (o->offset < lg->start) {
+        wl.reads_deleted++; /* nothing left to compare it with */
+        continue;
+      }
+      int64_t at = o->offset - lg->start;
+      const char *final = at < (int64_t)lg->n ? lg->v[at] : NULL;
       if (final == NULL || strcmp(final, o->value) != 0) {
         if (bad++ < 5) {
           wl_violation("consumer %d read '%s' at offset %" PRId64 " of partition %" PRIu32
@@ -941,9 +1025,10 @@ static void wl_read_events(struct wl_event **events, size_t *n)
     wl_event_cuts(what, e->cut);
     wl_event_kind(what, e->kind, sizeof e->kind);
     /* A conncut refuses clients at a leader whose group is healthy: no
-     * election moves the partition away, so it is measured from its heal. */
+     * election moves the partition away, so it is measured from its heal.
+     * A delete is no fault (its follower's kill is measured as a kill). */
     e->measured = strstr(what, " skipped") == NULL && strncmp(what, "churn: node", 11) != 0 &&
-                  strncmp(what, "conncut node", 12) != 0;
+                  strncmp(what, "conncut node", 12) != 0 && strncmp(what, "delete p", 8) != 0;
   }
   if (ff != NULL) {
     fclose(ff);
@@ -1146,8 +1231,10 @@ static int wl_report(void)
   wl_report_availability(f);
   fprintf(f, "\"final_log\": [");
   for (uint32_t q = 0; q < wl.parts; q++) {
-    fprintf(f, "%s{\"partition\": %" PRIu32 ", \"records\": %zu, \"high_watermark\": %" PRId64 "}",
-            q ? ", " : "", q, wl.log[q].n, wl.log[q].hw);
+    fprintf(f,
+            "%s{\"partition\": %" PRIu32 ", \"records\": %zu, \"log_start\": %" PRId64
+            ", \"high_watermark\": %" PRId64 "}",
+            q ? ", " : "", q, wl.log[q].n, wl.log[q].start, wl.log[q].hw);
   }
   fprintf(f, "],\n\"faults\": [");
   FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
@@ -1202,6 +1289,22 @@ static int wl_report(void)
          ferrs);
   printf("workload: nemesis events %d; acknowledgement gaps >= %d ms: %d, longest %lld ms\n",
          nfaults, WL_GAP_MS, ngaps, max_gap);
+  int dacked = 0, dindet = 0, dfailed = 0;
+  uint64_t skipped = 0;
+  for (uint32_t q = 0; q < wl.parts; q++) {
+    dacked += wl.deletes[q].acked;
+    dindet += wl.deletes[q].indeterminate;
+    dfailed += wl.deletes[q].failed;
+  }
+  for (int c = 0; c < wl.nconsumers; c++) {
+    skipped += wl.cons[c].skipped;
+  }
+  if (dacked + dindet + dfailed > 0) {
+    printf("workload: DeleteRecords acknowledged %d, in doubt %d, refused %d; acknowledged values "
+           "deleted %ld; consumer reads below the final log start %ld, offsets skipped %" PRIu64
+           "\n",
+           dacked, dindet, dfailed, wl.acked_deleted, wl.reads_deleted, skipped);
+  }
   printf("workload: violations %ld; history in %s\n", wl.nviol, path);
   free(ends);
   return 0;
@@ -1217,8 +1320,16 @@ static int wl_write_final(void)
       return -1;
     }
     for (size_t j = 0; j < wl.log[q].n; j++) {
-      fprintf(f, "%zu %s\n", j, wl.log[q].v[j]);
+      fprintf(f, "%" PRId64 " %s\n", wl.log[q].start + (int64_t)j, wl.log[q].v[j]);
     }
+    fclose(f);
+    /* The log start, for run.sh's replica comparison. */
+    snprintf(path, sizeof path, "%s/final-p%" PRIu32 ".start", wl.out_dir, q);
+    f = fopen(path, "w");
+    if (f == NULL) {
+      return -1;
+    }
+    fprintf(f, "%" PRId64 "\n", wl.log[q].start);
     fclose(f);
   }
   return 0;
@@ -1398,6 +1509,7 @@ int main(int argc, char **argv)
       rv = 1;
     }
   }
+  wl_read_deletes();
   if (rv == 0) {
     wl_check();
   } else {
