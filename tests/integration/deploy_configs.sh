@@ -18,6 +18,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+. "$root/tests/lib/reaper.sh"
+reaper_watch "$tmp" # deploy/local/cluster's nodes, should a timeout kill this shell
 fails=0
 check() { # check NAME WANT-ID CMD...: the command validates and names node WANT-ID
   local name=$1 want=$2 out

@@ -48,6 +48,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A ctest timeout SIGKILLs this shell, and no trap runs: the reaper kills
+# the nodes it leaves (tests/lib/reaper.sh).
+. "$repo/tests/lib/reaper.sh"
+reaper_watch "$dir"
+
 fail() {
   echo "FAIL: $*" >&2
   exit 1
