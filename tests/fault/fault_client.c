@@ -319,44 +319,77 @@ static bool fc_code_definite(int code)
   }
 }
 
-enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *topic,
-                                uint32_t partition, const uint8_t *batch, size_t len,
-                                int answer_ms, int *code, int64_t *offset, int *hint)
+/* Sends req to addr and waits answer_ms for an answer of body `want`:
+ * returns FC_ACK with *resp (owned: free with
+ * cairn__client__envelope__free_unpacked) when one came; otherwise *resp
+ * is NULL and the outcome is FC_FAIL (not sent, or an ErrorResponse: the
+ * request was refused whole) or FC_INDETERMINATE (sent, no answer or
+ * another body), with *code the transport or wire code. */
+static enum fc_outcome fc_call_answer(const char *addr, Cairn__Client__Envelope *req,
+                                      const void *payload, size_t len, int answer_ms,
+                                      Cairn__Client__Envelope__BodyCase want,
+                                      Cairn__Client__Envelope **resp, int *code)
 {
-  *hint = -1;
-  struct wc_produce p;
-  wc_produce_init(&p, topic, partition, len, 5000);
-  Cairn__Client__Envelope *resp = NULL;
   bool sent;
-  int rv = fc_call(ns->addr[i], &p.env, batch, len, answer_ms, &resp, NULL, NULL, &sent);
+  *resp = NULL;
+  int rv = fc_call(addr, req, payload, len, answer_ms, resp, NULL, NULL, &sent);
   if (rv != 0) {
     *code = rv;
     return sent ? FC_INDETERMINATE : FC_FAIL;
   }
+  if ((*resp)->body_case == want) {
+    return FC_ACK;
+  }
   enum fc_outcome out = FC_INDETERMINATE;
   *code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP) {
-    const Cairn__Client__ProduceResponse *pr = resp->produce_resp;
-    if (pr->error != NULL && pr->error->code != 0) {
-      /* A whole-request refusal happens before anything is produced. */
-      *code = (int)pr->error->code;
-      out = FC_FAIL;
-    } else if (pr->n_partitions == 1) {
-      const Cairn__Client__ProducePartitionResult *res = pr->partitions[0];
-      *code = res->error != NULL ? (int)res->error->code : 0;
-      if (*code == 0) {
-        *offset = res->base_offset;
-        out = FC_ACK;
-      } else if (fc_code_definite(*code)) {
-        out = FC_FAIL;
-        if (*code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER && res->leader_id != 0) {
-          *hint = fc_index(ns, res->leader_id);
-        }
-      }
-    }
-  } else if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
-    *code = resp->error_resp != NULL ? (int)resp->error_resp->code : -1;
+  if ((*resp)->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
+    *code = (*resp)->error_resp != NULL ? (int)(*resp)->error_resp->code : -1;
     out = FC_FAIL;
+  }
+  cairn__client__envelope__free_unpacked(*resp, NULL);
+  *resp = NULL;
+  return out;
+}
+
+/* The outcome of a one-partition answer from its whole-request error (a
+ * refusal before anything was proposed), its partition count and that
+ * partition's error; *code gets the code. */
+static enum fc_outcome fc_outcome_of(const Cairn__Client__Error *whole, size_t nparts,
+                                     const Cairn__Client__Error *part, int *code)
+{
+  if (whole != NULL && whole->code != 0) {
+    *code = (int)whole->code;
+    return FC_FAIL;
+  }
+  if (nparts != 1) {
+    *code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
+    return FC_INDETERMINATE;
+  }
+  *code = part != NULL ? (int)part->code : 0;
+  return *code == 0 ? FC_ACK : fc_code_definite(*code) ? FC_FAIL : FC_INDETERMINATE;
+}
+
+enum fc_outcome fc_produce_once(const struct fc_nodes *ns, int i, const char *topic,
+                                uint32_t partition, const uint8_t *batch, size_t len, int answer_ms,
+                                int *code, int64_t *offset, int *hint)
+{
+  *hint = -1;
+  struct wc_produce p;
+  wc_produce_init(&p, topic, partition, len, 5000);
+  Cairn__Client__Envelope *resp;
+  enum fc_outcome out = fc_call_answer(ns->addr[i], &p.env, batch, len, answer_ms,
+                                       CAIRN__CLIENT__ENVELOPE__BODY_PRODUCE_RESP, &resp, code);
+  if (resp == NULL) {
+    return out;
+  }
+  const Cairn__Client__ProduceResponse *pr = resp->produce_resp;
+  const Cairn__Client__ProducePartitionResult *res =
+      pr->n_partitions == 1 ? pr->partitions[0] : NULL;
+  out = fc_outcome_of(pr->error, pr->n_partitions, res != NULL ? res->error : NULL, code);
+  if (out == FC_ACK) {
+    *offset = res->base_offset;
+  } else if (res != NULL && *code == CAIRN__CLIENT__ERROR_CODE__NOT_LEADER && res->leader_id != 0) {
+    *hint = fc_index(ns, res->leader_id);
   }
   cairn__client__envelope__free_unpacked(resp, NULL);
   return out;
@@ -424,35 +457,21 @@ enum fc_outcome fc_delete_records(const struct fc_nodes *ns, int i, const char *
   req.api = CAIRN__CLIENT__API__API_DELETE_RECORDS;
   req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_REQ;
   req.delete_records_req = &r;
-  Cairn__Client__Envelope *resp = NULL;
-  bool sent;
   *low_watermark = -1;
   /* The node answers TIMEOUT itself after answer_ms; a second more for that. */
-  int rv = fc_call(ns->addr[i], &req, NULL, 0, answer_ms + 1000, &resp, NULL, NULL, &sent);
-  if (rv != 0) {
-    *code = rv;
-    return sent ? FC_INDETERMINATE : FC_FAIL;
+  Cairn__Client__Envelope *resp;
+  enum fc_outcome out =
+      fc_call_answer(ns->addr[i], &req, NULL, 0, answer_ms + 1000,
+                     CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_RESP, &resp, code);
+  if (resp == NULL) {
+    return out;
   }
-  enum fc_outcome out = FC_INDETERMINATE;
-  *code = CAIRN__CLIENT__ERROR_CODE__UNKNOWN;
-  if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_DELETE_RECORDS_RESP) {
-    const Cairn__Client__DeleteRecordsResponse *dr = resp->delete_records_resp;
-    if (dr->error != NULL && dr->error->code != 0) {
-      *code = (int)dr->error->code; /* refused as a whole: nothing proposed */
-      out = FC_FAIL;
-    } else if (dr->n_partitions == 1) {
-      const Cairn__Client__DeleteRecordsPartitionResult *res = dr->partitions[0];
-      *code = res->error != NULL ? (int)res->error->code : 0;
-      if (*code == 0) {
-        *low_watermark = res->low_watermark;
-        out = FC_ACK;
-      } else if (fc_code_definite(*code)) {
-        out = FC_FAIL;
-      }
-    }
-  } else if (resp->body_case == CAIRN__CLIENT__ENVELOPE__BODY_ERROR_RESP) {
-    *code = resp->error_resp != NULL ? (int)resp->error_resp->code : -1;
-    out = FC_FAIL;
+  const Cairn__Client__DeleteRecordsResponse *dr = resp->delete_records_resp;
+  const Cairn__Client__DeleteRecordsPartitionResult *res =
+      dr->n_partitions == 1 ? dr->partitions[0] : NULL;
+  out = fc_outcome_of(dr->error, dr->n_partitions, res != NULL ? res->error : NULL, code);
+  if (out == FC_ACK) {
+    *low_watermark = res->low_watermark;
   }
   cairn__client__envelope__free_unpacked(resp, NULL);
   return out;
