@@ -248,12 +248,13 @@ static int fc_admin_resp(const struct fc_nodes *ns, Cairn__Client__Envelope *req
 }
 
 int fc_create_topic(const struct fc_nodes *ns, const char *topic, uint32_t partitions, uint32_t rf,
-                    int timeout_ms)
+                    const Cairn__Client__TopicConfig *config, int timeout_ms)
 {
   Cairn__Client__CreateTopicRequest r = CAIRN__CLIENT__CREATE_TOPIC_REQUEST__INIT;
   r.name = (char *)topic;
   r.partitions = partitions;
   r.replication_factor = rf;
+  r.config = (Cairn__Client__TopicConfig *)config;
   Cairn__Client__Envelope req = CAIRN__CLIENT__ENVELOPE__INIT;
   req.api = CAIRN__CLIENT__API__API_CREATE_TOPIC;
   req.body_case = CAIRN__CLIENT__ENVELOPE__BODY_CREATE_TOPIC_REQ;

@@ -83,11 +83,11 @@ int fc_find_leader_avoiding(const struct fc_nodes *ns, int first, const char *to
 /* The controller leader's node index as the first answering node says, or -1. */
 int fc_find_controller(const struct fc_nodes *ns);
 
-/* CreateTopic through any node, retrying while the controller elects,
- * until timeout_ms. Returns the wire code (0; TOPIC_EXISTS counts as 0)
- * or -1 with no answer. */
+/* CreateTopic through any node, with config (NULL: the defaults), retrying
+ * while the controller elects, until timeout_ms. Returns the wire code (0;
+ * TOPIC_EXISTS counts as 0) or -1 with no answer. Borrows config. */
 int fc_create_topic(const struct fc_nodes *ns, const char *topic, uint32_t partitions, uint32_t rf,
-                    int timeout_ms);
+                    const Cairn__Client__TopicConfig *config, int timeout_ms);
 
 /* DecommissionNode(id) through any node, retrying NOT_CONTROLLER until
  * timeout_ms. Returns the wire code or -1. */

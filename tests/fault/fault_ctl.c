@@ -576,7 +576,7 @@ int main(int argc, char **argv)
   }
   if (strcmp(cmd, "create-topic") == 0 && argc == 6) {
     int code = fc_create_topic(&ns, argv[3], (uint32_t)strtoul(argv[4], NULL, 10),
-                               (uint32_t)strtoul(argv[5], NULL, 10), 60000);
+                               (uint32_t)strtoul(argv[5], NULL, 10), NULL, 60000);
     printf("%d\n", code);
     return code == 0 ? 0 : 1;
   }

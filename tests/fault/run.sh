@@ -10,7 +10,7 @@
 #   tests/fault/run.sh [--time SECONDS] [--seed N] [--nemesis kill,pause,...]
 #                      [--nodes 3|5] [--partitions N] [--producers N]
 #                      [--raft-log group|node] [--bin-dir DIR] [--out DIR]
-#                      [--keep] [--node-flags "FLAGS"]
+#                      [--keep] [--node-flags "FLAGS"] [--retention-bytes N]
 #   tests/fault/run.sh --short [--bin-dir DIR]   the ctest run: 150 s, seed 7,
 #                                                every nemesis, 5 nodes
 #
@@ -19,7 +19,11 @@
 # timeout: what users get; --node-flags adds cairnd flags, e.g. other
 # timings to compare), cairnd's own --raft-log (auto: node on the rig's
 # new data directories) unless --raft-log
-# is given (passed to every cairnd). Needs root, iproute2 and nftables;
+# is given (passed to every cairnd), no retention.
+# --retention-bytes N gives the topic retention by size (segments of N/4
+# bytes), which each replica applies on its own during the run: the log
+# start is then checked against DeleteRecords only from below, and replicas'
+# starts are not compared. Needs root, iproute2 and nftables;
 # exits 77 (skipped) without them. Exit status 0 pass, 1 a violation (the seed is printed),
 # 2 a setup failure. Results stay in the output directory on failure or
 # with --keep: summary.txt, history.json, faults.txt, node logs.
@@ -37,6 +41,7 @@ raft_log=""
 bin_dir="$root/build/release"
 out=""
 node_flags=""
+retention=0
 keep=0
 short=0
 while [ $# -gt 0 ]; do
@@ -53,7 +58,8 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --node-flags) node_flags=$2; shift 2 ;;
     --short) short=1; shift ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    --retention-bytes) retention=$2; shift 2 ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -118,7 +124,7 @@ finish() {
   hosts_down
   if ((rc != 0 && rc != 77)); then
     echo "fault run FAILED (exit $rc): seed $seed; results kept in $out"
-    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}"
+    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}$( ((retention == 0)) || echo " --retention-bytes $retention")"
   elif ((keep == 0 && rc == 0)); then
     rm -rf "$out"
   fi
@@ -127,7 +133,7 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-echo "fault run: seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST, raft log ${raft_log:-default}, output $out${node_flags:+, node flags $node_flags}"
+echo "fault run: seed $seed, $time_s s, $nodes nodes, nemesis $NEM_LIST, raft log ${raft_log:-default}, output $out${node_flags:+, node flags $node_flags}$( ((retention == 0)) || echo ", retention $retention bytes")"
 hosts_create "$nodes" || { echo "run.sh: creating the hosts failed" >&2; exit 2; }
 for ((i = 1; i <= nodes; i++)); do hosts_start "$i"; done
 if ! nem_wait_alive 120; then
@@ -139,6 +145,7 @@ fi
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --topic "$NEM_TOPIC" --partitions "$parts" --rf 3 --producers "$producers" --consumers 2 \
   --time "$time_s" --seed "$seed" --ready-file "$out/ready" --faults "$NEM_FAULTS" \
+  --retention-bytes "$retention" \
   >"$out/workload.log" 2>&1 &
 wl_pid=$!
 for ((k = 0; k < 180; k++)); do
@@ -217,13 +224,20 @@ for ((q = 0; q < parts; q++)); do
       replicas=$((replicas + 1))
       # Its log start against the leader's (DeleteRecords moved it: a
       # replica below it kept deleted records, one above it lost some).
-      rstart=$(sed -n 's/^log: offsets \[\([0-9]*\), .*/\1/p' "$dump.raw")
+      rstart=$("$bin_dir/cairn-log" verify "$d" 2>/dev/null | sed -n 's/^log: offsets \[\([0-9]*\), .*/\1/p')
       fstart=$(cat "$out/final-p$q.start" 2>/dev/null || echo 0)
+      # With retention each replica moves its own start: its records are
+      # compared from there, and the starts are not.
+      from=$fstart
+      if ((retention > 0)); then
+        [ -z "$rstart" ] || ((rstart <= fstart)) || from=$rstart
+        rstart=""
+      fi
       if [ -n "$rstart" ] && ((rstart > fstart)); then
         fail "node $i partition $q starts at $rstart, above the leader's log start $fstart"
       fi
-      res=$(awk -v who="node $i partition $q" -v from="$fstart" '
-        NR == FNR { want[$1] = substr($0, length($1) + 2); n = NR; next }
+      res=$(awk -v who="node $i partition $q" -v from="$from" '
+        NR == FNR { want[$1] = substr($0, length($1) + 2); n += $1 >= from; next }
         ($1 in want) && want[$1] != substr($0, length($1) + 2) {
           if (bad++ < 3) printf "%s offset %s: replica has \"%s\", the leader had \"%s\"\n", who, $1, substr($0, length($1) + 2), want[$1]
         }

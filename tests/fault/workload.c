@@ -19,8 +19,10 @@
  *  - each partition's log start is where the nemesis's DeleteRecords put it
  *    (lines "delete pQ: OUTCOME target T ..." in --faults): at least the
  *    highest acknowledged target, at most the highest that may have been
- *    applied, 0 with no delete. Acknowledged values and consumers' reads
- *    below the final log start are not compared (they were deleted).
+ *    applied, 0 with no delete (with --retention-bytes, retention may have
+ *    moved it anywhere above that floor). Acknowledged values and
+ *    consumers' reads below the final log start are not compared (they
+ *    were deleted).
  *
  * It prints a summary and writes OUT/history.json (every produce operation,
  * the faults of --faults, the availability gaps, the violations) and
@@ -152,6 +154,7 @@ static struct {
   int nrandom; /* producers 0..nrandom-1 pick a partition per op; the rest are pinned */
   int seconds;
   double rate;
+  int64_t retention_bytes; /* the topic's (0: unlimited); its segments a quarter of it */
   uint64_t seed;
   const char *idem_mode; /* "auto", "on", "off" */
   bool idem;
@@ -686,7 +689,7 @@ static void wl_check_start(uint32_t q)
     wl_violation("partition %" PRIu32 " starts at %" PRId64 " but an acknowledged DeleteRecords "
                  "moved its start to %" PRId64 ": deleted records came back",
                  q, start, d->floor);
-  } else if (start > d->ceiling) {
+  } else if (start > d->ceiling && wl.retention_bytes == 0) {
     wl_violation("partition %" PRIu32 " starts at %" PRId64 ", above every DeleteRecords sent "
                  "to it (the highest: %" PRId64 "): records were lost from its start",
                  q, start, d->ceiling);
@@ -1340,19 +1343,27 @@ static void wl_usage(void)
   fprintf(stderr, "usage: cairn-fault-workload --nodes ID@HOST:PORT,... --out DIR [--topic T]\n"
                   "  [--partitions N] [--rf N] [--producers N] [--consumers N] [--time SECONDS]\n"
                   "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n"
-                  "  [--idempotent auto|on|off]   (auto: when the nodes offer InitProducerId)\n");
+                  "  [--idempotent auto|on|off]   (auto: when the nodes offer InitProducerId)\n"
+                  "  [--retention-bytes N]        (the topic's; segments of N/4 bytes)\n");
 }
 
 int main(int argc, char **argv)
 {
-  static const struct option opts[] = {
-      {"nodes", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
-      {"partitions", required_argument, 0, 'p'}, {"rf", required_argument, 0, 'r'},
-      {"producers", required_argument, 0, 'P'},  {"consumers", required_argument, 0, 'C'},
-      {"time", required_argument, 0, 'T'},       {"rate", required_argument, 0, 'R'},
-      {"seed", required_argument, 0, 's'},       {"ready-file", required_argument, 0, 'y'},
-      {"faults", required_argument, 0, 'f'},     {"out", required_argument, 0, 'o'},
-      {"idempotent", required_argument, 0, 'i'}, {0, 0, 0, 0}};
+  static const struct option opts[] = {{"nodes", required_argument, 0, 'n'},
+                                       {"topic", required_argument, 0, 't'},
+                                       {"partitions", required_argument, 0, 'p'},
+                                       {"rf", required_argument, 0, 'r'},
+                                       {"producers", required_argument, 0, 'P'},
+                                       {"consumers", required_argument, 0, 'C'},
+                                       {"time", required_argument, 0, 'T'},
+                                       {"rate", required_argument, 0, 'R'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"ready-file", required_argument, 0, 'y'},
+                                       {"faults", required_argument, 0, 'f'},
+                                       {"out", required_argument, 0, 'o'},
+                                       {"idempotent", required_argument, 0, 'i'},
+                                       {"retention-bytes", required_argument, 0, 'B'},
+                                       {0, 0, 0, 0}};
   wl.topic = "fault";
   wl.parts = 4;
   wl.rf = 3;
@@ -1405,6 +1416,9 @@ int main(int argc, char **argv)
     case 'i':
       wl.idem_mode = optarg;
       break;
+    case 'B':
+      wl.retention_bytes = strtoll(optarg, NULL, 10);
+      break;
     default:
       wl_usage();
       return 2;
@@ -1431,7 +1445,13 @@ int main(int argc, char **argv)
     fprintf(stderr, "cairn-fault-workload: cannot set up %s\n", wl.out_dir);
     return 2;
   }
-  int code = fc_create_topic(&wl.ns, wl.topic, wl.parts, wl.rf, 120000);
+  /* Retention by size, with segments small enough that it deletes some
+   * during the run (a replica deletes whole segments, on its own). */
+  Cairn__Client__TopicConfig cfg = CAIRN__CLIENT__TOPIC_CONFIG__INIT;
+  cfg.retention_bytes = wl.retention_bytes;
+  cfg.segment_bytes = (uint64_t)(wl.retention_bytes / 4);
+  int code = fc_create_topic(&wl.ns, wl.topic, wl.parts, wl.rf,
+                             wl.retention_bytes > 0 ? &cfg : NULL, 120000);
   if (code != 0) {
     fprintf(stderr, "cairn-fault-workload: CreateTopic %s failed (code %d); seed %" PRIu64 "\n",
             wl.topic, code, wl.seed);
