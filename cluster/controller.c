@@ -171,6 +171,8 @@ static int ctl_io_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
   return rv;
 }
 
+static void ctl_on_held_check(uv_check_t *h);
+
 static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
 {
   struct controller *ctl = ctl_of_io(io);
@@ -228,7 +230,10 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
              "metadata replica %llu: InstallSnapshot from %llu held until its own snapshot is "
              "done (raft 0.15 would drop it unanswered)",
              (unsigned long long)ctl->self_id, (unsigned long long)m->server_id);
-    return; /* given to raft at a tick once it is done */
+    if (ctl->state == CTL_RUNNING) {
+      uv_check_start(&ctl->held_check, ctl_on_held_check);
+    }
+    return; /* given to raft once it is done (ctl_on_held_check), or freed at close */
   }
   raftfix_clamp_begin(&ctl->clamp, m);
   ctl->raft_recv(io, m);
@@ -236,6 +241,27 @@ static void ctl_io_recv(struct raft_io *io, struct raft_message *m)
   /* Leading from this message on (a vote): the barrier before any result
    * of the term can be read (raftfix_hold_result). */
   ctl_maybe_barrier(ctl);
+}
+
+/* Runs after each poll while an InstallSnapshot is held (ctl_io_recv):
+ * gives it to raft in the iteration in which the replica's own snapshot
+ * is done (its completion wakes the loop), not at the next 1 s tick. */
+static void ctl_on_held_check(uv_check_t *h)
+{
+  struct controller *ctl = h->data;
+  uv_check_stop(h);
+  if (ctl->state != CTL_RUNNING || ctl->raft_failed) {
+    return; /* (freed at close) */
+  }
+  struct raft_message *held = raftfix_snapshot_release(&ctl->snap_held, &ctl->raft);
+  if (held == NULL) {
+    if (ctl->snap_held.m != NULL) {
+      uv_check_start(h, ctl_on_held_check); /* still busy: the next iteration */
+    }
+    return;
+  }
+  ctl_io_recv(&ctl->wio.io, held);
+  free(held);
 }
 
 static void ctl_io_tick(struct raft_io *io)
@@ -642,6 +668,8 @@ static int ctl_start_raft(struct controller *ctl, const struct ctl_voter *voters
   ctl->started_ms = uv_now(ctl->loop);
   uv_timer_init(ctl->loop, &ctl->tick);
   ctl->tick.data = ctl;
+  uv_check_init(ctl->loop, &ctl->held_check);
+  ctl->held_check.data = ctl;
   uv_timer_start(&ctl->tick, ctl_on_tick, ctl->raft_failed ? 0 : CTL_TICK_MS, CTL_TICK_MS);
   ctl->ticking = true;
   ctl->state = CTL_RUNNING;
@@ -1244,11 +1272,6 @@ static void ctl_on_tick(uv_timer_t *t)
   }
   ctl_start_short_end(ctl, false);
   ctl_note_role(ctl);
-  struct raft_message *held = raftfix_snapshot_release(&ctl->snap_held, &ctl->raft);
-  if (held != NULL) {
-    ctl_io_recv(&ctl->wio.io, held);
-    free(held);
-  }
   size_t trimmed = raftfix_log_trim(&ctl->raft);
   if (trimmed > 0) {
     log_debug("controller", "metadata log: %zu bytes of raft's tables given back", trimmed);
@@ -1273,6 +1296,8 @@ static void ctl_on_part_closed(struct controller *ctl)
     return;
   }
   meta_state_close(&ctl->st);
+  raftfix_conf_close(&ctl->conf_kept);
+  raftfix_snapshot_close(&ctl->snap_held);
   free(ctl->seen);
   ctl_reports_free(&ctl->reports);
   free(ctl->self_address);
@@ -1317,7 +1342,8 @@ void ctl_close(struct controller *ctl, ctl_close_cb cb)
   }
   ctl->state = CTL_CLOSING;
   ctl->close_cb = cb;
-  ctl->closing_parts = 2;
+  ctl->closing_parts = 3;
   uv_close((uv_handle_t *)&ctl->tick, ctl_on_tick_closed);
+  uv_close((uv_handle_t *)&ctl->held_check, ctl_on_tick_closed);
   raft_close(&ctl->raft, ctl_on_raft_closed);
 }

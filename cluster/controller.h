@@ -173,6 +173,7 @@ struct controller {
   struct raft raft;
   struct meta_result result; /* of the entry being applied */
   uv_timer_t tick;
+  uv_check_t held_check;      /* gives raft snap_held once its own snapshot is done */
   struct raft_change change;  /* the one membership change in flight */
   bool changing;
   bool planning;               /* planner proposals in flight */
