@@ -74,7 +74,9 @@ verify_all
 record_node_pids
 
 step "PostgreSQL drops every connection: the replicas reconnect by themselves"
-failures=$(store_failures)
+# Store failures other than a COMMIT cut in flight.
+not_in_doubt() { cat "$cdir"/node*.log | grep "its PostgreSQL store failed" | grep -vc "(postgresql: COMMIT: " || true; }
+failures=$(not_in_doubt)
 for drop in 1 2 3; do
   pg_psql postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
   produce_acked "r3$drop"
@@ -82,10 +84,15 @@ done
 resumed_without_restart
 # Each replica connects again inside its next statement; a transaction
 # the drop cut before its COMMIT (the writer's or a snapshot's settle) is
-# sent once more on the new connection: no store fails.
-[ "$(store_failures)" = "$failures" ] ||
-  fail "a dropped idle connection failed a store: $(grep -h "its PostgreSQL store failed" "$cdir"/node*.log | tail -1)"
-echo "   produced again on the same processes after the connections were dropped, no store failed"
+# sent once more on the new connection: no store fails. A COMMIT the drop
+# cut in flight is in doubt (it may have committed): that store fails and
+# revives by itself (docs/format.md), which resumed_without_restart
+# checked; any other failure is the test's.
+[ "$(not_in_doubt)" = "$failures" ] ||
+  fail "a dropped idle connection failed a store: $(grep -h "its PostgreSQL store failed" "$cdir"/node*.log | grep -v "(postgresql: COMMIT: " | tail -1)"
+echo "   produced again on the same processes after the connections were dropped, no store failed$(
+  n=$(cat "$cdir"/node*.log | grep "its PostgreSQL store failed" | grep -c "(postgresql: COMMIT: " || true)
+  [ "$n" = 0 ] || echo " except $n whose COMMIT the drop cut in flight (in doubt: revived)")"
 
 step "PostgreSQL stops while producing: the stores fail, and then nothing is acknowledged"
 pg_stop
