@@ -926,11 +926,22 @@ static bool rgroup_heard_from(struct rgroup *rg, unsigned i)
          rgroup_coal_heard_from(rg, r->configuration.servers[i].id, uv_now(rg->loop));
 }
 
+/* Leading, with the per-follower progress to read. raft 0.15 frees the
+ * progress array before it fails the pending proposals of a leader that
+ * steps down, and sets the new state only after: a callback of those
+ * failures (a produce answered NOT_LEADER) that asks about the followers
+ * must see "not leading", not read a NULL array. */
+static bool rgroup_leading(const struct rgroup *rg)
+{
+  const struct raft *r = &rg->raft;
+  return rg->raft_open && r->state == RAFT_LEADER && r->leader_state.progress != NULL;
+}
+
 size_t rgroup_in_sync(struct rgroup *rg, raft_index max_lag, uint64_t *out)
 {
   struct raft *r = &rg->raft;
   size_t k = 0;
-  if (!rg->raft_open || r->state != RAFT_LEADER) {
+  if (!rgroup_leading(rg)) {
     return 0;
   }
   raft_index last = raft_last_index(r);
@@ -952,6 +963,9 @@ size_t rgroup_in_sync(struct rgroup *rg, raft_index max_lag, uint64_t *out)
 static bool rgroup_preferred_caught_up(struct rgroup *rg)
 {
   struct raft *r = &rg->raft;
+  if (!rgroup_leading(rg)) {
+    return false;
+  }
   for (unsigned i = 0; i < r->configuration.n; i++) {
     if (r->configuration.servers[i].id != rg->preferred_id) {
       continue;

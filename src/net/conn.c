@@ -1175,12 +1175,22 @@ static void conn_dispatch_request(struct conn *c, struct conn_request *req,
   c->dispatch(req, c->data);
 }
 
-/* The request waiting to run alone: dispatched once it is the conn's only
- * one; dropped unanswered when the conn stops serving. */
-static void conn_start_waiting(struct conn *c)
+/* The request waiting to run alone: once it is the conn's only one, it is
+ * dispatched from the kick timer (from_kick), never on the stack of the
+ * conn_respond() that finished the last earlier request: that answer may
+ * come from inside a Raft callback (a partition's leader stepping down
+ * fails its proposals), where the next handler would read the group's
+ * state half changed. Dropped unanswered when the conn stops serving. */
+static void conn_start_waiting(struct conn *c, bool from_kick)
 {
   struct conn_request *req = c->waiting_alone;
   if (req == NULL || (c->state == CONN_OPEN && c->nreqs > 1)) {
+    return;
+  }
+  if (c->state == CONN_OPEN && !from_kick) {
+    if (!uv_is_active((uv_handle_t *)&c->kick)) {
+      uv_timer_start(&c->kick, conn_on_kick, 0, 0);
+    }
     return;
   }
   c->waiting_alone = NULL;
@@ -1474,6 +1484,7 @@ static void conn_on_kick(uv_timer_t *t)
   if (c->tls != NULL) {
     conn_tls_pull(c); /* what waited in the session while reading was paused */
   }
+  conn_start_waiting(c, true);
   conn_process(c);
   c->busy--;
   conn_maybe_free(c);
@@ -1485,7 +1496,7 @@ static void conn_on_kick(uv_timer_t *t)
  * re-entered). */
 static void conn_update_reading(struct conn *c)
 {
-  conn_start_waiting(c);
+  conn_start_waiting(c, false);
   bool want;
   if (c->state == CONN_OPEN) {
     want = conn_under_limits(c);

@@ -35,6 +35,12 @@
 
 struct srv {
   uv_loop_t loop;
+  /* Loop thread only: a deferred answer is being given, and how many
+   * requests were dispatched from inside one (never, by conn's contract:
+   * a handler answering from a callback, e.g. Raft's, must not have
+   * another handler run on its stack). */
+  bool answering;
+  atomic_int nested_dispatches;
   struct listener l;
   uv_async_t stop_async;
   pthread_t thread;
@@ -137,7 +143,9 @@ static void srv_on_deferred(uv_timer_t *t)
 {
   struct deferred *d = t->data;
   struct conn_part p = srv_mem_part(d->s, d->req->payload, d->req->payload_len);
+  d->s->answering = true; /* a dispatch from here would re-enter the handler */
   srv_answer(d->req, &p, 1);
+  d->s->answering = false;
   uv_close((uv_handle_t *)&d->timer, srv_on_deferred_closed);
 }
 
@@ -167,6 +175,7 @@ static void srv_dispatch(struct conn_request *req, void *data)
 {
   struct srv *s = data;
   atomic_fetch_add(&s->requests, 1);
+  atomic_fetch_add(&s->nested_dispatches, s->answering ? 1 : 0);
   srv_note_peaks(s, req->c);
   /* Kafka framing: the action is the payload after the 8-byte header. */
   char action[32] = "echo";
@@ -1349,6 +1358,8 @@ static void test_conn_request_that_runs_alone_waits_for_the_earlier_ones(void **
   kafka_expect(fd, 3, "echo");
   kafka_expect(fd, 4, "echo");
   assert_int_equal(atomic_load(&s->requests), 4);
+  /* 3 was dispatched after 1's answer, from the loop, not on its stack. */
+  assert_int_equal(atomic_load(&s->nested_dispatches), 0);
   /* A request waiting to run alone when the conn closes is dropped. */
   kafka_send(fd, 5, "hold");
   kafka_send_v(fd, 6, 1, "echo");
