@@ -6,7 +6,8 @@
 # no namespace has yet, so concurrent runs do not collide):
 #   PREFIX-br   the bridge's own namespace: br0, and one veth end per host
 #   PREFIX-nI   host I (1..N): eth0 = 10.77.0.I/24, cairnd on :7400 (client),
-#               :7401 (cluster), :7402 (admin), data in DIR/nodeI
+#               :7401 (cluster), :7402 (admin), :9092 (Kafka),
+#               data in DIR/nodeI
 #   PREFIX-cl   the client host: eth0 = 10.77.0.100/24 (workload, probes)
 # Nothing is added to the root namespace's networking; all addresses live in
 # namespaces this script made. Needs root, iproute2 and nftables. Nodes
@@ -25,6 +26,7 @@
 HOSTS_SUBNET=10.77.0
 HOSTS_CLIENT_IP=$HOSTS_SUBNET.100
 HOSTS_CLIENT_PORT=7400
+HOSTS_KAFKA_PORT=9092
 : "${HOSTS_CAIRND:=}"
 : "${HOSTS_FLAGS:=}"
 
@@ -41,6 +43,14 @@ hosts_client_list() {
   local n i out=""
   n=$(hosts_count)
   for ((i = 1; i <= n; i++)); do out+="${out:+,}$i@$(hosts_ip "$i"):$HOSTS_CLIENT_PORT"; done
+  echo "$out"
+}
+
+# "10.77.0.1:9092,..." (Kafka ports), for the workload's Kafka producers.
+hosts_kafka_list() {
+  local n i out=""
+  n=$(hosts_count)
+  for ((i = 1; i <= n; i++)); do out+="${out:+,}$(hosts_ip "$i"):$HOSTS_KAFKA_PORT"; done
   echo "$out"
 }
 
@@ -144,7 +154,8 @@ hosts_start() {
   fi
   if [ "${2:-}" = --fresh ]; then rm -rf "$HOSTS_DIR/node$i"; mkdir -p "$HOSTS_DIR/node$i"; fi
   local args=(--node-id "$i" --data-dir "$HOSTS_DIR/node$i"
-    --listen "$ip:7400" --cluster-listen "$ip:7401" --admin-listen "$ip:7402")
+    --listen "$ip:7400" --cluster-listen "$ip:7401" --admin-listen "$ip:7402"
+    --kafka-listen "$ip:$HOSTS_KAFKA_PORT")
   if ((i <= v)); then
     args+=(--voters "$(hosts_voters)")
   else

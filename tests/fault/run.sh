@@ -11,6 +11,7 @@
 #                      [--nodes 3|5] [--partitions N] [--producers N]
 #                      [--raft-log group|node] [--bin-dir DIR] [--out DIR]
 #                      [--keep] [--node-flags "FLAGS"] [--retention-bytes N]
+#                      [--kafka-producers N]
 #   tests/fault/run.sh --short [--bin-dir DIR]   the ctest run: 150 s, seed 7,
 #                                                every nemesis, 5 nodes
 #
@@ -19,7 +20,9 @@
 # timeout: what users get; --node-flags adds cairnd flags, e.g. other
 # timings to compare), cairnd's own --raft-log (auto: node on the rig's
 # new data directories) unless --raft-log
-# is given (passed to every cairnd), no retention.
+# is given (passed to every cairnd), no retention, one Kafka producer
+# (librdkafka's idempotent producer on the nodes' Kafka ports, checked as
+# the native producers are; --kafka-producers 0 runs none).
 # --retention-bytes N gives the topic retention by size (segments of N/4
 # bytes), which each replica applies on its own during the run: the log
 # start is then checked against DeleteRecords only from below, and replicas'
@@ -42,6 +45,7 @@ bin_dir="$root/build/release"
 out=""
 node_flags=""
 retention=0
+kafka_producers=1
 keep=0
 short=0
 while [ $# -gt 0 ]; do
@@ -59,6 +63,7 @@ while [ $# -gt 0 ]; do
     --node-flags) node_flags=$2; shift 2 ;;
     --short) short=1; shift ;;
     --retention-bytes) retention=$2; shift 2 ;;
+    --kafka-producers) kafka_producers=$2; shift 2 ;;
     -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -124,7 +129,7 @@ finish() {
   hosts_down
   if ((rc != 0 && rc != 77)); then
     echo "fault run FAILED (exit $rc): seed $seed; results kept in $out"
-    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}$( ((retention == 0)) || echo " --retention-bytes $retention")"
+    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}$( ((retention == 0)) || echo " --retention-bytes $retention")$( ((kafka_producers == 1)) || echo " --kafka-producers $kafka_producers")"
   elif ((keep == 0 && rc == 0)); then
     rm -rf "$out"
   fi
@@ -145,7 +150,7 @@ fi
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --topic "$NEM_TOPIC" --partitions "$parts" --rf 3 --producers "$producers" --consumers 2 \
   --time "$time_s" --seed "$seed" --ready-file "$out/ready" --faults "$NEM_FAULTS" \
-  --retention-bytes "$retention" \
+  --retention-bytes "$retention" --kafka "$(hosts_kafka_list)" --kafka-producers "$kafka_producers" \
   >"$out/workload.log" 2>&1 &
 wl_pid=$!
 for ((k = 0; k < 180; k++)); do

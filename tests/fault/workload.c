@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <librdkafka/rdkafka.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -102,6 +103,13 @@ struct wl_producer {
   int16_t epoch;
   int32_t next_seq[WL_MAX_PARTS];
   bool broken;
+  /* A Kafka producer (librdkafka's idempotent producer on the nodes'
+   * Kafka ports; wl_kafka_main): the ops it has not heard back about, and
+   * what librdkafka reported. */
+  bool kafka;
+  int outstanding;
+  int kafka_errors;      /* error callbacks (transport and the like) */
+  char kafka_fatal[300]; /* librdkafka's fatal error, "" if none */
   /* filled by the check: where each seq was found (-1: absent) */
   int64_t *found;
 };
@@ -152,6 +160,8 @@ static struct {
   uint32_t rf;
   int nproducers, nconsumers;
   int nrandom; /* producers 0..nrandom-1 pick a partition per op; the rest are pinned */
+  int nkafka;  /* the last nkafka producers are Kafka producers (wl_kafka_main) */
+  const char *kafka_bootstrap; /* the nodes' Kafka ports, HOST:PORT,... */
   int seconds;
   double rate;
   int64_t retention_bytes; /* the topic's (0: unlimited); its segments a quarter of it */
@@ -417,6 +427,177 @@ static void *wl_producer_main(void *arg)
       wl_sleep_ms(period_ms - spent);
     }
   }
+  return NULL;
+}
+
+/* ---- Kafka producers: librdkafka's idempotent producer on the Kafka port ----
+ *
+ * The same values as the native producers (so the same checks hold: every
+ * acknowledged value at its offset, none twice, none refused yet present,
+ * a producer's acknowledged values of a partition in order), sent by
+ * librdkafka with enable.idempotence=true, many in flight, retried by
+ * librdkafka itself through the faults: its retries, its epoch bump after a
+ * message times out, and its NOT_LEADER / NOT_COORDINATOR handling are
+ * what this exercises. An op's outcome is the delivery report's:
+ * acknowledged with its offset (PERSISTED), refused (NOT_PERSISTED: never
+ * written), or in doubt (POSSIBLY_PERSISTED, a timeout). A fatal error of
+ * the idempotent producer (a sequence the broker should not have answered
+ * so) is a violation. */
+
+#define WL_KAFKA_RATE_X 5         /* a Kafka producer sends this many times a native one's rate */
+#define WL_KAFKA_WINDOW 200       /* values awaiting their delivery report, at most */
+#define WL_KAFKA_TIMEOUT_MS 20000 /* message.timeout.ms: then in doubt, and the epoch is bumped */
+#define WL_KAFKA_LOG_LINES 40     /* librdkafka log lines shown (warnings and worse) */
+
+static atomic_int wl_kafka_log_lines;
+
+static void wl_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+  (void)rk;
+  if (level > 4 || atomic_fetch_add(&wl_kafka_log_lines, 1) >= WL_KAFKA_LOG_LINES) {
+    return;
+  }
+  fprintf(stderr, "workload: %lld ms librdkafka %s: %s\n", wl_now(), fac, buf);
+}
+
+static void wl_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+  struct wl_producer *p = opaque;
+  p->kafka_errors++;
+  if (err != RD_KAFKA_RESP_ERR__FATAL || p->kafka_fatal[0] != '\0') {
+    return;
+  }
+  char why[256];
+  rd_kafka_resp_err_t fe = rd_kafka_fatal_error(rk, why, sizeof why);
+  snprintf(p->kafka_fatal, sizeof p->kafka_fatal, "%s: %s (%s)", rd_kafka_err2name(fe), why,
+           reason);
+}
+
+/* A delivery report: the op whose seq is the message's opaque. */
+static void wl_kafka_delivered(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+  (void)rk;
+  struct wl_producer *p = opaque;
+  size_t seq = (size_t)(uintptr_t)m->_private;
+  if (seq >= p->n) {
+    return;
+  }
+  struct wl_op *op = &p->ops[seq];
+  op->end = wl_now();
+  op->code = m->err;
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    op->out = FC_ACK;
+    op->offset = m->offset;
+  } else {
+    op->out = rd_kafka_message_status(m) == RD_KAFKA_MSG_STATUS_NOT_PERSISTED ? FC_FAIL
+                                                                              : FC_INDETERMINATE;
+  }
+  p->outstanding--;
+}
+
+static rd_kafka_t *wl_kafka_open(struct wl_producer *p)
+{
+  char timeout[16], err[512];
+  snprintf(timeout, sizeof timeout, "%d", WL_KAFKA_TIMEOUT_MS);
+  const char *kv[][2] = {
+      {"bootstrap.servers", wl.kafka_bootstrap},
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      {"linger.ms", "2"},
+      {"message.timeout.ms", timeout},
+      {"request.timeout.ms", "5000"}, /* a paused leader: sent again after this */
+      {"retry.backoff.ms", "100"},
+      {"reconnect.backoff.max.ms", "1000"}, /* a restarted node is dialled again soon */
+      {"topic.metadata.refresh.interval.ms", "10000"},
+      {"log.connection.close", "false"},
+  };
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+    if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK) {
+      fprintf(stderr, "workload: kafka producer %d: %s\n", p->id, err);
+      rd_kafka_conf_destroy(conf);
+      return NULL;
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, p);
+  rd_kafka_conf_set_dr_msg_cb(conf, wl_kafka_delivered);
+  rd_kafka_conf_set_error_cb(conf, wl_kafka_error);
+  rd_kafka_conf_set_log_cb(conf, wl_kafka_log);
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == NULL) {
+    fprintf(stderr, "workload: kafka producer %d: rd_kafka_new: %s\n", p->id, err);
+    rd_kafka_conf_destroy(conf);
+  }
+  return rk;
+}
+
+/* Sends the op's value; an op librdkafka refuses at once (never sent) is
+ * a refusal. */
+static void wl_kafka_send(struct wl_producer *p, rd_kafka_t *rk, struct wl_op *op)
+{
+  char value[WL_VALUE_LEN];
+  wl_value(value, sizeof value, p->id, op->seq, op->partition);
+  rd_kafka_resp_err_t e = rd_kafka_producev(
+      rk, RD_KAFKA_V_TOPIC(wl.topic), RD_KAFKA_V_PARTITION((int32_t)op->partition),
+      RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_OPAQUE((void *)(uintptr_t)op->seq), RD_KAFKA_V_END);
+  if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    p->outstanding++;
+    return;
+  }
+  op->out = FC_FAIL;
+  op->code = e;
+  op->end = wl_now();
+}
+
+static void *wl_kafka_main(void *arg)
+{
+  struct wl_producer *p = arg;
+  rd_kafka_t *rk = wl_kafka_open(p);
+  if (rk == NULL) {
+    wl_violation("kafka producer %d could not start", p->id);
+    return NULL;
+  }
+  double rate = wl.rate > 0 ? wl.rate * WL_KAFKA_RATE_X : 100;
+  long long next = wl_now();
+  while (!atomic_load(&wl.stop) && p->kafka_fatal[0] == '\0') {
+    long long now = wl_now();
+    if (now < next || p->outstanding >= WL_KAFKA_WINDOW) {
+      rd_kafka_poll(rk, now < next ? (int)(next - now) : 10);
+      continue;
+    }
+    next += (long long)(1000.0 / rate);
+    next = next < now - 1000 ? now : next; /* no burst to catch up after a full window */
+    struct wl_op op = {.seq = (int64_t)p->n,
+                       .partition = (uint32_t)(wl_rand(&p->rng) % wl.parts),
+                       .start = now,
+                       .out = FC_INDETERMINATE,
+                       .code = -1};
+    if (wl_push_op(p, &op) != 0) {
+      break;
+    }
+    wl_kafka_send(p, rk, &p->ops[p->n - 1]);
+    rd_kafka_poll(rk, 0);
+  }
+  /* What is still unanswered gets WL_OP_DEADLINE_MS, as the native
+   * producers' last op; then librdkafka's reports of the purge (in doubt
+   * for what was in flight). What never gets a report stays in doubt. */
+  rd_kafka_flush(rk, WL_OP_DEADLINE_MS);
+  rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  for (int i = 0; i < 50 && p->outstanding > 0; i++) {
+    rd_kafka_poll(rk, 100);
+  }
+  long long end = wl_now();
+  for (size_t s = 0; s < p->n; s++) {
+    if (p->ops[s].out == FC_INDETERMINATE && p->ops[s].code == -1) {
+      p->ops[s].end = end;
+    }
+  }
+  if (p->kafka_fatal[0] != '\0') {
+    wl_violation("kafka producer %d: librdkafka's idempotent producer failed fatally: %s", p->id,
+                 p->kafka_fatal);
+  }
+  rd_kafka_destroy(rk);
   return NULL;
 }
 
@@ -1070,7 +1251,7 @@ static void wl_report_availability(FILE *json)
 {
   long long *acks[WL_MAX_PARTS] = {0};
   size_t nacks[WL_MAX_PARTS] = {0}, caps[WL_MAX_PARTS] = {0};
-  for (int k = 0; k < wl.nproducers; k++) {
+  for (int k = 0; k < wl.nproducers - wl.nkafka; k++) { /* the native client's failover */
     const struct wl_producer *p = &wl.prod[k];
     for (size_t s = 0; s < p->n; s++) {
       const struct wl_op *op = &p->ops[s];
@@ -1163,6 +1344,22 @@ static void wl_report_availability(FILE *json)
   for (uint32_t q = 0; q < WL_MAX_PARTS; q++) {
     free(acks[q]);
   }
+}
+
+/* One Kafka producer's line of the summary. */
+static void wl_report_kafka(const struct wl_producer *p)
+{
+  long acked = 0, failed = 0, indet = 0, present = 0;
+  for (size_t s = 0; s < p->n; s++) {
+    acked += p->ops[s].out == FC_ACK;
+    failed += p->ops[s].out == FC_FAIL;
+    indet += p->ops[s].out == FC_INDETERMINATE;
+    present += p->ops[s].out == FC_INDETERMINATE && p->found[s] >= 0;
+  }
+  printf("workload: kafka producer %d (librdkafka %s, idempotent): %zu sent, acknowledged %ld, "
+         "refused %ld, in doubt %ld (%ld of them in the log), %d errors reported%s%s\n",
+         p->id, rd_kafka_version_str(), p->n, acked, failed, indet, present, p->kafka_errors,
+         p->kafka_fatal[0] != '\0' ? ", fatal: " : "", p->kafka_fatal);
 }
 
 static int wl_report(void)
@@ -1288,6 +1485,9 @@ static int wl_report(void)
   printf("workload: produces attempted %ld, acknowledged %ld, failed %ld, indeterminate %ld "
          "(%ld of them in the log)\n",
          attempted, acked, failed, indet, indet_present);
+  for (int k = wl.nproducers - wl.nkafka; k < wl.nproducers; k++) {
+    wl_report_kafka(&wl.prod[k]);
+  }
   printf("workload: consumers read %lld records in %lld fetches (%lld failed)\n", reads, fetches,
          ferrs);
   printf("workload: nemesis events %d; acknowledgement gaps >= %d ms: %d, longest %lld ms\n",
@@ -1344,7 +1544,9 @@ static void wl_usage(void)
                   "  [--partitions N] [--rf N] [--producers N] [--consumers N] [--time SECONDS]\n"
                   "  [--rate OPS_PER_S_PER_PRODUCER] [--seed N] [--ready-file F] [--faults F]\n"
                   "  [--idempotent auto|on|off]   (auto: when the nodes offer InitProducerId)\n"
-                  "  [--retention-bytes N]        (the topic's; segments of N/4 bytes)\n");
+                  "  [--retention-bytes N]        (the topic's; segments of N/4 bytes)\n"
+                  "  [--kafka HOST:PORT,...]      (the nodes' Kafka ports: Kafka producers too)\n"
+                  "  [--kafka-producers N]        (with --kafka; 1 by default)\n");
 }
 
 int main(int argc, char **argv)
@@ -1363,6 +1565,8 @@ int main(int argc, char **argv)
                                        {"out", required_argument, 0, 'o'},
                                        {"idempotent", required_argument, 0, 'i'},
                                        {"retention-bytes", required_argument, 0, 'B'},
+                                       {"kafka", required_argument, 0, 'k'},
+                                       {"kafka-producers", required_argument, 0, 'K'},
                                        {0, 0, 0, 0}};
   wl.topic = "fault";
   wl.parts = 4;
@@ -1373,6 +1577,7 @@ int main(int argc, char **argv)
   wl.rate = 20;
   wl.seed = 1;
   wl.idem_mode = "auto";
+  wl.nkafka = -1;
   const char *nodes = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1419,6 +1624,12 @@ int main(int argc, char **argv)
     case 'B':
       wl.retention_bytes = strtoll(optarg, NULL, 10);
       break;
+    case 'k':
+      wl.kafka_bootstrap = optarg;
+      break;
+    case 'K':
+      wl.nkafka = atoi(optarg);
+      break;
     default:
       wl_usage();
       return 2;
@@ -1439,6 +1650,15 @@ int main(int argc, char **argv)
   if (wl.nproducers + (int)wl.parts <= WL_MAX_THREADS) {
     wl.nproducers += (int)wl.parts;
   }
+  /* The Kafka producers come last (their ids follow the native ones'). */
+  if (wl.nkafka < 0) {
+    wl.nkafka = wl.kafka_bootstrap != NULL ? 1 : 0;
+  }
+  if (wl.nkafka > 0 && (wl.kafka_bootstrap == NULL || wl.nproducers + wl.nkafka > WL_MAX_THREADS)) {
+    wl_usage();
+    return 2;
+  }
+  wl.nproducers += wl.nkafka;
   setvbuf(stdout, NULL, _IOLBF, 0);
   wl.viol = tmpfile();
   if (wl.viol == NULL || (mkdir(wl.out_dir, 0755) != 0 && errno != EEXIST)) {
@@ -1458,7 +1678,7 @@ int main(int argc, char **argv)
     return 2;
   }
   wl.idem = strcmp(wl.idem_mode, "off") != 0;
-  for (int k = 0; k < wl.nproducers && wl.idem; k++) {
+  for (int k = 0; k < wl.nproducers - wl.nkafka && wl.idem; k++) {
     int rc = fc_init_producer(&wl.ns, 60000, &wl.prod[k].pid, &wl.prod[k].epoch);
     if (rc != 0 && strcmp(wl.idem_mode, "on") == 0) {
       fprintf(stderr, "cairn-fault-workload: InitProducerId failed (code %d)\n", rc);
@@ -1486,11 +1706,13 @@ int main(int argc, char **argv)
     wl.prod[k].id = k;
     wl.prod[k].rng = wl_rand(&rng);
     wl.prod[k].silent = -1;
-    wl.prod[k].pinned = k < wl.nrandom ? -1 : k - wl.nrandom;
+    wl.prod[k].kafka = k >= wl.nproducers - wl.nkafka;
+    wl.prod[k].pinned = k < wl.nrandom || wl.prod[k].kafka ? -1 : k - wl.nrandom;
     for (int q = 0; q < WL_MAX_PARTS; q++) {
       wl.prod[k].leader[q] = -1;
     }
-    pthread_create(&wl.prod[k].th, NULL, wl_producer_main, &wl.prod[k]);
+    pthread_create(&wl.prod[k].th, NULL, wl.prod[k].kafka ? wl_kafka_main : wl_producer_main,
+                   &wl.prod[k]);
   }
   for (int k = 0; k < wl.nconsumers; k++) {
     wl.cons[k].id = k;
