@@ -84,6 +84,16 @@ size_t kafka_api_ranges(const struct kafka_api_range **out)
 
 /* ---- finishing a request ---- */
 
+/* Finishes req unanswered and closes its conn, in that order of effect but
+ * closing first: conn_finish_unanswered() frees a closing conn whose last
+ * request req was (an answer that came back after the client left), so
+ * the conn must not be touched after it. */
+static void kafka_finish_and_close(struct conn_request *req)
+{
+  conn_close(req->c);
+  conn_finish_unanswered(req);
+}
+
 static void kafka_req_free(struct kafka_req *kr)
 {
   if (kr->op_free != NULL) {
@@ -117,8 +127,7 @@ void kafka_req_respond(struct kafka_req *kr, struct kafka_buf *b)
              c->peer, kr->h.api_key, kr->h.api_version, cairn_strerror(b->err));
     kafka_buf_free(b);
     kafka_req_free(kr);
-    conn_finish_unanswered(req);
-    conn_close(c);
+    kafka_finish_and_close(req);
     return;
   }
   struct conn_part part = {
@@ -163,11 +172,9 @@ void kafka_req_finish_silent(struct kafka_req *kr)
 void kafka_req_close(struct kafka_req *kr)
 {
   struct conn_request *req = kr->req;
-  struct conn *c = req->c;
   kafka_count(kr->n, req, kr->h.api_key, false, 0);
   kafka_req_free(kr);
-  conn_finish_unanswered(req);
-  conn_close(c);
+  kafka_finish_and_close(req);
 }
 
 /* ---- relayed native requests ---- */
@@ -456,8 +463,7 @@ static struct kafka_req *kafka_req_new(struct node *n, struct conn_request *req)
   struct kafka_req *kr = calloc(1, sizeof *kr);
   if (kr == NULL) {
     log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: out of memory: closing", c->id, c->peer);
-    conn_finish_unanswered(req);
-    conn_close(c);
+    kafka_finish_and_close(req);
     return NULL;
   }
   kr->n = n;
@@ -498,8 +504,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
              "requires (SCRAM-SHA-256 or -512; docs/kafka.md): closing",
              c->id, c->peer, key, version);
     kafka_count(n, req, key, false, 0);
-    conn_finish_unanswered(req);
-    conn_close(c);
+    kafka_finish_and_close(req);
     return;
   }
   const struct kafka_dispatch_entry *e = kafka_dispatch_find(key);
@@ -507,8 +512,7 @@ static void kafka_dispatch(struct conn_request *req, void *data)
     log_warn(KAFKA_LOG, "conn %" PRIu64 " %s: unknown api key %d (version %d): closing", c->id,
              c->peer, key, version);
     kafka_count(n, req, key, false, 0);
-    conn_finish_unanswered(req);
-    conn_close(c);
+    kafka_finish_and_close(req);
     return;
   }
   struct kafka_req *kr = kafka_req_new(n, req);

@@ -402,7 +402,9 @@ void conn_request_set_cancel(struct conn_request *req, conn_cancel_cb cb);
  * bytes were written, a negative code when dropped; when dropped at once,
  * for a closing conn or an answer too large to encode, before this
  * returns); borrows env and the parts array. A file part's fd must stay
- * open until its release callback. Context: loop thread. */
+ * open until its release callback. A closing conn whose last request req
+ * was is freed before this returns: req->c must not be used after (close
+ * it first, if it is to be closed). Context: loop thread. */
 void conn_respond(struct conn_request *req, const Cairn__Client__Envelope *env,
                   const struct conn_part *parts, size_t nparts);
 
@@ -417,8 +419,10 @@ void conn_respond_error(struct conn_request *req, Cairn__Client__ErrorCode code,
 void conn_respond_bytes(struct conn_request *req, const struct conn_part *parts, size_t nparts);
 
 /* Finishes req without any answer (a Kafka produce with acks 0): its
- * charge is released, nothing is written. Always consumes req. Context:
- * loop thread. */
+ * charge is released, nothing is written. Always consumes req; as with
+ * conn_respond(), a closing conn whose last request req was is freed
+ * before this returns, so req->c must not be used after. Context: loop
+ * thread. */
 void conn_finish_unanswered(struct conn_request *req);
 
 /* A request a front-end makes on c's behalf for a core handler (the Kafka
