@@ -3,8 +3,9 @@
 # kills every node, deletes partition 0's replicas on all of them (data loss
 # Cairn does not survive, by design), restarts them, and requires the
 # workload to fail, reporting acknowledged values missing and consumer reads
-# the final log does not hold; and a DeleteRecords the faults file claims
-# acknowledged, which never happened, reported as a log start below it.
+# the final log does not hold, the Kafka producer's lost values among them;
+# and a DeleteRecords the faults file claims acknowledged, which never
+# happened, reported as a log start below it.
 #   tests/fault/selfcheck.sh [--bin-dir DIR]     (exit 77: skipped, no root/netns)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +39,7 @@ for i in 1 2 3; do hosts_start "$i"; done
 echo "1000 delete p1: ack target 5 code 0 low 5 node 1 [down: ] [cut: ]" >"$out/faults.txt"
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --partitions 2 --time 20 --seed 9 --ready-file "$out/ready" --faults "$out/faults.txt" \
+  --producers 4 --kafka "$(hosts_kafka_list)" \
   >"$out/workload.log" 2>&1 &
 wl=$!
 for ((k = 0; k < 120; k++)); do grep -q "topic .* ready" "$out/workload.log" && break; sleep 1; done
@@ -50,10 +52,12 @@ st=0
 wait "$wl" || st=$?
 wl=""
 tail -6 "$out/workload.log"
+kafka_id=6 # --producers 4: 0-3 pick a partition per value, 4-5 one per partition, 6 is the Kafka one
 if ((st == 1)) && grep -q "acknowledged value .* is missing from the final log" "$out/workload.log" &&
   grep -q "consumer [0-9] read .* but the final log has" "$out/history.json" &&
+  grep -q "acknowledged value 'p$kafka_id s[0-9]* q0 .* is missing from the final log" "$out/history.json" &&
   grep -q "partition 1 starts at 0 but an acknowledged DeleteRecords moved its start to 5" "$out/history.json"; then
-  echo "checker self-check passed: the wiped partition's losses and the undone delete were reported"
+  echo "checker self-check passed: the wiped partition's losses (the Kafka producer's too) and the undone delete were reported"
 else
   echo "checker self-check: the workload exited $st without reporting the losses" >&2
   exit 1

@@ -112,6 +112,10 @@ struct wl_producer {
   char kafka_fatal[300]; /* librdkafka's fatal error, "" if none */
   /* filled by the check: where each seq was found (-1: absent) */
   int64_t *found;
+  /* Kafka producers: the later copy of a value stored twice across an
+   * epoch bump (-1: none), and how many were (wl_check_kafka_copy). */
+  int64_t *copy;
+  long restamped;
 };
 
 struct wl_obs {
@@ -135,6 +139,8 @@ struct wl_consumer {
 
 struct wl_log {
   char (*v)[WL_VALUE_LEN]; /* v[j]: the value at offset start + j */
+  int64_t *pid;            /* pid[j], epoch[j]: its batch's producer id and epoch */
+  int16_t *epoch;
   size_t n, cap;
   int64_t start, hw;
 };
@@ -162,6 +168,7 @@ static struct {
   int nrandom; /* producers 0..nrandom-1 pick a partition per op; the rest are pinned */
   int nkafka;  /* the last nkafka producers are Kafka producers (wl_kafka_main) */
   const char *kafka_bootstrap; /* the nodes' Kafka ports, HOST:PORT,... */
+  int kafka_timeout_ms;        /* the Kafka producers' message.timeout.ms */
   int seconds;
   double rate;
   int64_t retention_bytes; /* the topic's (0: unlimited); its segments a quarter of it */
@@ -446,7 +453,11 @@ static void *wl_producer_main(void *arg)
 
 #define WL_KAFKA_RATE_X 5         /* a Kafka producer sends this many times a native one's rate */
 #define WL_KAFKA_WINDOW 200       /* values awaiting their delivery report, at most */
-#define WL_KAFKA_TIMEOUT_MS 20000 /* message.timeout.ms: then in doubt, and the epoch is bumped */
+/* message.timeout.ms by default: a value unacknowledged this long is
+ * reported in doubt (or refused if never sent), and librdkafka starts its
+ * producer over (epoch bump or new producer id) before sending more. Short
+ * enough that the rig's 8-20 s partitions reach it. */
+#define WL_KAFKA_TIMEOUT_MS 8000
 #define WL_KAFKA_LOG_LINES 40     /* librdkafka log lines shown (warnings and worse) */
 
 static atomic_int wl_kafka_log_lines;
@@ -498,7 +509,7 @@ static void wl_kafka_delivered(rd_kafka_t *rk, const rd_kafka_message_t *m, void
 static rd_kafka_t *wl_kafka_open(struct wl_producer *p)
 {
   char timeout[16], err[512];
-  snprintf(timeout, sizeof timeout, "%d", WL_KAFKA_TIMEOUT_MS);
+  snprintf(timeout, sizeof timeout, "%d", wl.kafka_timeout_ms);
   const char *kv[][2] = {
       {"bootstrap.servers", wl.kafka_bootstrap},
       {"enable.idempotence", "true"},
@@ -625,8 +636,8 @@ static int wl_push_obs(struct wl_consumer *c, uint32_t partition, int64_t offset
 /* Walks the batches of a fetch answer: calls back for each record, checks
  * each batch and that offsets continue from *next. Returns 0, or -1 with
  * why filled. */
-typedef int (*wl_record_fn)(void *ctx, uint32_t partition, int64_t offset, const uint8_t *v,
-                            size_t vlen);
+typedef int (*wl_record_fn)(void *ctx, uint32_t partition, int64_t offset,
+                            const struct batch_header *h, const uint8_t *v, size_t vlen);
 static int wl_walk(const uint8_t *data, size_t len, uint32_t partition, int64_t *next,
                    wl_record_fn fn, void *ctx, char *why, size_t whylen)
 {
@@ -662,7 +673,7 @@ static int wl_walk(const uint8_t *data, size_t len, uint32_t partition, int64_t 
                  partition, r.offset, *next - 1);
         return -1;
       }
-      if (fn(ctx, partition, r.offset, r.value, r.value_len) != 0) {
+      if (fn(ctx, partition, r.offset, &h, r.value, r.value_len) != 0) {
         snprintf(why, whylen, "out of memory");
         return -1;
       }
@@ -673,9 +684,10 @@ static int wl_walk(const uint8_t *data, size_t len, uint32_t partition, int64_t 
   return 0;
 }
 
-static int wl_consumer_record(void *ctx, uint32_t partition, int64_t offset, const uint8_t *v,
-                              size_t vlen)
+static int wl_consumer_record(void *ctx, uint32_t partition, int64_t offset,
+                              const struct batch_header *h, const uint8_t *v, size_t vlen)
 {
+  (void)h;
   return wl_push_obs(ctx, partition, offset, v, vlen);
 }
 
@@ -723,8 +735,8 @@ static void *wl_consumer_main(void *arg)
   return NULL;
 }
 
-static int wl_log_record(void *ctx, uint32_t partition, int64_t offset, const uint8_t *v,
-                         size_t vlen)
+static int wl_log_record(void *ctx, uint32_t partition, int64_t offset,
+                         const struct batch_header *h, const uint8_t *v, size_t vlen)
 {
   (void)partition;
   (void)offset;
@@ -732,15 +744,21 @@ static int wl_log_record(void *ctx, uint32_t partition, int64_t offset, const ui
   if (lg->n == lg->cap) {
     size_t cap = lg->cap ? lg->cap * 2 : 4096;
     void *nv = realloc(lg->v, cap * sizeof *lg->v);
-    if (nv == NULL) {
+    void *np = realloc(lg->pid, cap * sizeof *lg->pid);
+    void *ne = realloc(lg->epoch, cap * sizeof *lg->epoch);
+    lg->v = nv != NULL ? nv : lg->v;
+    lg->pid = np != NULL ? np : lg->pid;
+    lg->epoch = ne != NULL ? ne : lg->epoch;
+    if (nv == NULL || np == NULL || ne == NULL) {
       return -1;
     }
-    lg->v = nv;
     lg->cap = cap;
   }
   size_t n = vlen < WL_VALUE_LEN - 1 ? vlen : WL_VALUE_LEN - 1;
   memcpy(lg->v[lg->n], v, n);
   lg->v[lg->n][n] = '\0';
+  lg->pid[lg->n] = h->producer_id;
+  lg->epoch[lg->n] = h->producer_epoch;
   lg->n++;
   return 0;
 }
@@ -877,14 +895,41 @@ static void wl_check_start(uint32_t q)
   }
 }
 
+/* A Kafka producer's value found again at index j of lg, its first copy at
+ * found[seq]: librdkafka renumbers every value it still holds from
+ * sequence 0 after an epoch bump (or a new producer id), a retried one
+ * whose earlier request was stored but whose answer was lost included, and
+ * no broker can tell the two apart (librdkafka issue #4953; Apache Kafka
+ * stores it twice too: docs/kafka.md). So a second copy under another
+ * (producer id, epoch) is that, counted and allowed once; one under the
+ * same is the broker's duplicate. Returns whether it was allowed. */
+static bool wl_check_kafka_copy(struct wl_producer *p, const struct wl_log *lg, int64_t seq,
+                                size_t j)
+{
+  if (!p->kafka || p->copy[seq] >= 0) {
+    return false;
+  }
+  size_t i = (size_t)(p->found[seq] - lg->start);
+  if (lg->pid[i] == lg->pid[j] && lg->epoch[i] == lg->epoch[j]) {
+    return false;
+  }
+  p->copy[seq] = lg->start + (int64_t)j;
+  p->restamped++;
+  return true;
+}
+
 /* The checks of the file comment; fills each producer's found[]. */
 static void wl_check(void)
 {
   for (int k = 0; k < wl.nproducers; k++) {
     struct wl_producer *p = &wl.prod[k];
     p->found = malloc((p->n + 1) * sizeof *p->found);
+    p->copy = p->kafka ? malloc((p->n + 1) * sizeof *p->copy) : NULL;
     for (size_t s = 0; s <= p->n; s++) {
       p->found[s] = -1;
+      if (p->copy != NULL) {
+        p->copy[s] = -1;
+      }
     }
   }
   for (uint32_t q = 0; q < wl.parts; q++) {
@@ -906,6 +951,9 @@ static void wl_check(void)
         continue;
       }
       struct wl_producer *p = &wl.prod[producer];
+      if (p->found[seq] >= 0 && wl_check_kafka_copy(p, lg, seq, j)) {
+        continue;
+      }
       if (p->found[seq] >= 0) {
         wl_violation("value '%s' appears twice in partition %" PRIu32 ": offsets %" PRId64
                      " and %" PRId64,
@@ -926,6 +974,9 @@ static void wl_check(void)
     for (size_t s = 0; s < p->n; s++) {
       const struct wl_op *op = &p->ops[s];
       int64_t f = p->found[s];
+      if (p->copy != NULL && p->copy[s] >= 0 && op->out == FC_ACK && op->offset == p->copy[s]) {
+        f = p->copy[s]; /* acknowledged as its later copy */
+      }
       char value[WL_VALUE_LEN];
       wl_value(value, sizeof value, p->id, op->seq, op->partition);
       if (op->out == FC_ACK) {
@@ -1357,9 +1408,10 @@ static void wl_report_kafka(const struct wl_producer *p)
     present += p->ops[s].out == FC_INDETERMINATE && p->found[s] >= 0;
   }
   printf("workload: kafka producer %d (librdkafka %s, idempotent): %zu sent, acknowledged %ld, "
-         "refused %ld, in doubt %ld (%ld of them in the log), %d errors reported%s%s\n",
-         p->id, rd_kafka_version_str(), p->n, acked, failed, indet, present, p->kafka_errors,
-         p->kafka_fatal[0] != '\0' ? ", fatal: " : "", p->kafka_fatal);
+         "refused %ld, in doubt %ld (%ld of them in the log), stored twice across an epoch "
+         "bump %ld, %d errors reported%s%s\n",
+         p->id, rd_kafka_version_str(), p->n, acked, failed, indet, present, p->restamped,
+         p->kafka_errors, p->kafka_fatal[0] != '\0' ? ", fatal: " : "", p->kafka_fatal);
 }
 
 static int wl_report(void)
@@ -1546,7 +1598,8 @@ static void wl_usage(void)
                   "  [--idempotent auto|on|off]   (auto: when the nodes offer InitProducerId)\n"
                   "  [--retention-bytes N]        (the topic's; segments of N/4 bytes)\n"
                   "  [--kafka HOST:PORT,...]      (the nodes' Kafka ports: Kafka producers too)\n"
-                  "  [--kafka-producers N]        (with --kafka; 1 by default)\n");
+                  "  [--kafka-producers N]        (with --kafka; 1 by default)\n"
+                  "  [--kafka-timeout-ms MS]      (their message.timeout.ms; 8000)\n");
 }
 
 int main(int argc, char **argv)
@@ -1567,6 +1620,7 @@ int main(int argc, char **argv)
                                        {"retention-bytes", required_argument, 0, 'B'},
                                        {"kafka", required_argument, 0, 'k'},
                                        {"kafka-producers", required_argument, 0, 'K'},
+                                       {"kafka-timeout-ms", required_argument, 0, 'm'},
                                        {0, 0, 0, 0}};
   wl.topic = "fault";
   wl.parts = 4;
@@ -1578,6 +1632,7 @@ int main(int argc, char **argv)
   wl.seed = 1;
   wl.idem_mode = "auto";
   wl.nkafka = -1;
+  wl.kafka_timeout_ms = WL_KAFKA_TIMEOUT_MS;
   const char *nodes = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1629,6 +1684,9 @@ int main(int argc, char **argv)
       break;
     case 'K':
       wl.nkafka = atoi(optarg);
+      break;
+    case 'm':
+      wl.kafka_timeout_ms = atoi(optarg);
       break;
     default:
       wl_usage();
