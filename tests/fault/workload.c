@@ -135,6 +135,12 @@ struct wl_consumer {
   uint64_t fetches, errors;
   uint64_t skipped;  /* offsets jumped over: below a log start a delete moved */
   char problem[400]; /* the first thing it saw that was wrong, "" if none */
+  /* A Kafka group consumer (wl_kafka_group_main): the highest offset the
+   * coordinator acknowledged committing per partition (-1: none), and the
+   * group's assignments and commits. */
+  bool kafka;
+  int64_t acked_commit[WL_MAX_PARTS];
+  long commits_ok, commits_failed, assignments;
 };
 
 struct wl_log {
@@ -167,6 +173,7 @@ static struct {
   int nproducers, nconsumers;
   int nrandom; /* producers 0..nrandom-1 pick a partition per op; the rest are pinned */
   int nkafka;  /* the last nkafka producers are Kafka producers (wl_kafka_main) */
+  int nkafka_groups;           /* the last consumer is a Kafka group consumer when 1 */
   const char *kafka_bootstrap; /* the nodes' Kafka ports, HOST:PORT,... */
   int kafka_timeout_ms;        /* the Kafka producers' message.timeout.ms */
   int seconds;
@@ -733,6 +740,199 @@ static void *wl_consumer_main(void *arg)
     }
   }
   return NULL;
+}
+
+/* ---- a Kafka group consumer: librdkafka's high-level consumer ----
+ *
+ * Subscribes to the topic in group WL_KAFKA_GROUP (alone in it, so it is
+ * assigned every partition, again after each rebalance a fault causes),
+ * records every record it is handed (checked against the final log as the
+ * native consumers' reads are) and commits its position every
+ * WL_KAFKA_COMMIT_MS. A commit the coordinator acknowledged is acknowledged
+ * data: whenever the group hands the consumer its partitions again, their
+ * committed offsets must be at least what it acknowledged (checked here), and
+ * after the run too (wl_check_kafka_commits). */
+
+#define WL_KAFKA_GROUP "fault-group"
+#define WL_KAFKA_COMMIT_MS 500
+
+static void wl_kafka_group_conf(rd_kafka_conf_t *conf, char *err, size_t errlen)
+{
+  const char *kv[][2] = {
+      {"bootstrap.servers", wl.kafka_bootstrap}, {"group.id", WL_KAFKA_GROUP},
+      {"enable.auto.commit", "false"},           {"session.timeout.ms", "6000"},
+      {"heartbeat.interval.ms", "500"},          {"fetch.wait.max.ms", "100"},
+      {"reconnect.backoff.max.ms", "1000"},      {"topic.metadata.refresh.interval.ms", "10000"},
+      {"log.connection.close", "false"},
+  };
+  for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+    if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, errlen) != RD_KAFKA_CONF_OK) {
+      return;
+    }
+  }
+  rd_kafka_conf_set_log_cb(conf, wl_kafka_log);
+  /* A topic setting in librdkafka 2.0.2: from the start, with nothing
+   * committed yet. */
+  rd_kafka_topic_conf_t *tconf = rd_kafka_topic_conf_new();
+  if (rd_kafka_topic_conf_set(tconf, "auto.offset.reset", "earliest", err, errlen) !=
+      RD_KAFKA_CONF_OK) {
+    rd_kafka_topic_conf_destroy(tconf);
+    return;
+  }
+  rd_kafka_conf_set_default_topic_conf(conf, tconf);
+}
+
+/* The group's committed offsets in parts (as rd_kafka_committed, an
+ * OffsetFetch from the coordinator, filled them) against what c had
+ * acknowledged; a lower one is a lost commit. */
+static void wl_kafka_check_committed(const struct wl_consumer *c,
+                                     const rd_kafka_topic_partition_list_t *parts, const char *when)
+{
+  for (int i = 0; i < parts->cnt; i++) {
+    const rd_kafka_topic_partition_t *tp = &parts->elems[i];
+    if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR || tp->partition < 0 ||
+        tp->partition >= WL_MAX_PARTS) {
+      continue;
+    }
+    int64_t want = c->acked_commit[tp->partition];
+    if (want >= 0 && tp->offset < want) {
+      wl_violation("kafka group %s: partition %" PRId32 "'s committed offset is %" PRId64
+                   " %s, below the %" PRId64 " the coordinator acknowledged: a commit was lost",
+                   WL_KAFKA_GROUP, tp->partition, tp->offset, when, want);
+    }
+  }
+}
+
+static void wl_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                               rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+  struct wl_consumer *c = opaque;
+  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    c->assignments++;
+    rd_kafka_topic_partition_list_t *copy = rd_kafka_topic_partition_list_copy(parts);
+    if (rd_kafka_committed(rk, copy, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      wl_kafka_check_committed(c, copy, "when the group assigned it");
+    } /* else the coordinator is away: nothing learnt */
+    rd_kafka_topic_partition_list_destroy(copy);
+    rd_kafka_assign(rk, parts);
+  } else {
+    rd_kafka_assign(rk, NULL);
+  }
+}
+
+/* Commits the consumer's position; an acknowledged commit raises
+ * acked_commit. */
+static void wl_kafka_commit(struct wl_consumer *c, rd_kafka_t *rk)
+{
+  rd_kafka_topic_partition_list_t *pos = NULL;
+  int valid = 0;
+  if (rd_kafka_assignment(rk, &pos) == RD_KAFKA_RESP_ERR_NO_ERROR && pos->cnt > 0 &&
+      rd_kafka_position(rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    for (int i = 0; i < pos->cnt; i++) {
+      valid += pos->elems[i].offset >= 0; /* nothing consumed yet: no position */
+    }
+  }
+  if (valid == 0) {
+    if (pos != NULL) {
+      rd_kafka_topic_partition_list_destroy(pos);
+    }
+    return;
+  }
+  if (rd_kafka_commit(rk, pos, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    c->commits_failed++;
+    rd_kafka_topic_partition_list_destroy(pos);
+    return;
+  }
+  c->commits_ok++;
+  for (int i = 0; i < pos->cnt; i++) {
+    const rd_kafka_topic_partition_t *tp = &pos->elems[i];
+    if (tp->offset >= 0 && tp->partition >= 0 && tp->partition < WL_MAX_PARTS &&
+        tp->offset > c->acked_commit[tp->partition]) {
+      c->acked_commit[tp->partition] = tp->offset;
+    }
+  }
+  rd_kafka_topic_partition_list_destroy(pos);
+}
+
+static void *wl_kafka_group_main(void *arg)
+{
+  struct wl_consumer *c = arg;
+  char err[512] = "";
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  wl_kafka_group_conf(conf, err, sizeof err);
+  rd_kafka_conf_set_opaque(conf, c);
+  rd_kafka_conf_set_rebalance_cb(conf, wl_kafka_rebalance);
+  rd_kafka_t *rk = err[0] == '\0' ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err) : NULL;
+  if (rk == NULL) {
+    rd_kafka_conf_destroy(conf);
+    snprintf(c->problem, sizeof c->problem, "kafka group consumer %d could not start: %.300s",
+             c->id, err);
+    return NULL;
+  }
+  rd_kafka_poll_set_consumer(rk);
+  rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(sub, wl.topic, RD_KAFKA_PARTITION_UA);
+  rd_kafka_subscribe(rk, sub);
+  rd_kafka_topic_partition_list_destroy(sub);
+  long long next_commit = wl_now() + WL_KAFKA_COMMIT_MS;
+  while (!atomic_load(&wl.stop)) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+    if (m != NULL) {
+      if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition >= 0 &&
+          (uint32_t)m->partition < wl.parts) {
+        c->fetches++;
+        (void)wl_push_obs(c, (uint32_t)m->partition, m->offset, m->payload, m->len);
+      } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        c->errors++;
+      }
+      rd_kafka_message_destroy(m);
+    }
+    if (wl_now() >= next_commit) {
+      wl_kafka_commit(c, rk);
+      next_commit = wl_now() + WL_KAFKA_COMMIT_MS;
+    }
+  }
+  wl_kafka_commit(c, rk);
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  return NULL;
+}
+
+/* After the run: the group's committed offsets against every commit the
+ * coordinator acknowledged (a fresh handle of the group, not a member). */
+static void wl_check_kafka_commits(void)
+{
+  for (int k = 0; k < wl.nconsumers; k++) {
+    struct wl_consumer *c = &wl.cons[k];
+    if (!c->kafka) {
+      continue;
+    }
+    char err[512] = "";
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    wl_kafka_group_conf(conf, err, sizeof err);
+    rd_kafka_t *rk = err[0] == '\0' ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err) : NULL;
+    if (rk == NULL) {
+      rd_kafka_conf_destroy(conf);
+      wl_violation("kafka group %s: cannot read its committed offsets: %s", WL_KAFKA_GROUP, err);
+      continue;
+    }
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new((int)wl.parts);
+    for (uint32_t q = 0; q < wl.parts; q++) {
+      rd_kafka_topic_partition_list_add(parts, wl.topic, (int32_t)q);
+    }
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    for (int attempt = 0; attempt < 6 && e != RD_KAFKA_RESP_ERR_NO_ERROR; attempt++) {
+      e = rd_kafka_committed(rk, parts, 10000);
+    }
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      wl_violation("kafka group %s: its committed offsets unreadable after healing: %s",
+                   WL_KAFKA_GROUP, rd_kafka_err2str(e));
+    } else {
+      wl_kafka_check_committed(c, parts, "after the run");
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    rd_kafka_destroy(rk);
+  }
 }
 
 static int wl_log_record(void *ctx, uint32_t partition, int64_t offset,
@@ -1540,6 +1740,12 @@ static int wl_report(void)
   for (int k = wl.nproducers - wl.nkafka; k < wl.nproducers; k++) {
     wl_report_kafka(&wl.prod[k]);
   }
+  for (int c = wl.nconsumers - wl.nkafka_groups; c < wl.nconsumers; c++) {
+    const struct wl_consumer *cs = &wl.cons[c];
+    printf("workload: kafka group consumer %d (group %s): %zu records read, %ld assignments, "
+           "commits acknowledged %ld, failed %ld\n",
+           cs->id, WL_KAFKA_GROUP, cs->n, cs->assignments, cs->commits_ok, cs->commits_failed);
+  }
   printf("workload: consumers read %lld records in %lld fetches (%lld failed)\n", reads, fetches,
          ferrs);
   printf("workload: nemesis events %d; acknowledgement gaps >= %d ms: %d, longest %lld ms\n",
@@ -1717,6 +1923,8 @@ int main(int argc, char **argv)
     return 2;
   }
   wl.nproducers += wl.nkafka;
+  wl.nkafka_groups = wl.nkafka > 0 && wl.nconsumers < WL_MAX_THREADS ? 1 : 0;
+  wl.nconsumers += wl.nkafka_groups;
   setvbuf(stdout, NULL, _IOLBF, 0);
   wl.viol = tmpfile();
   if (wl.viol == NULL || (mkdir(wl.out_dir, 0755) != 0 && errno != EEXIST)) {
@@ -1775,10 +1983,13 @@ int main(int argc, char **argv)
   for (int k = 0; k < wl.nconsumers; k++) {
     wl.cons[k].id = k;
     wl.cons[k].rng = wl_rand(&rng);
+    wl.cons[k].kafka = k >= wl.nconsumers - wl.nkafka_groups;
     for (int q = 0; q < WL_MAX_PARTS; q++) {
       wl.cons[k].leader[q] = -1;
+      wl.cons[k].acked_commit[q] = -1;
     }
-    pthread_create(&wl.cons[k].th, NULL, wl_consumer_main, &wl.cons[k]);
+    pthread_create(&wl.cons[k].th, NULL, wl.cons[k].kafka ? wl_kafka_group_main : wl_consumer_main,
+                   &wl.cons[k]);
   }
   long long next_sample = 0;
   while (wl_now() < (long long)wl.seconds * 1000) {
@@ -1812,6 +2023,7 @@ int main(int argc, char **argv)
   wl_read_deletes();
   if (rv == 0) {
     wl_check();
+    wl_check_kafka_commits();
   } else {
     for (int k = 0; k < wl.nproducers; k++) {
       wl.prod[k].found = calloc(wl.prod[k].n + 1, sizeof *wl.prod[k].found);
