@@ -4,8 +4,10 @@
 # Cairn does not survive, by design), restarts them, and requires the
 # workload to fail, reporting acknowledged values missing and consumer reads
 # the final log does not hold, the Kafka producer's lost values among them;
-# and a DeleteRecords the faults file claims acknowledged, which never
-# happened, reported as a log start below it.
+# a DeleteRecords the faults file claims acknowledged, which never
+# happened, reported as a log start below it; and a commit of the Kafka
+# group claimed acknowledged (--claim-commit) above what the group holds,
+# reported lost.
 #   tests/fault/selfcheck.sh [--bin-dir DIR]     (exit 77: skipped, no root/netns)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,7 +41,7 @@ for i in 1 2 3; do hosts_start "$i"; done
 echo "1000 delete p1: ack target 5 code 0 low 5 node 1 [down: ] [cut: ]" >"$out/faults.txt"
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --partitions 2 --time 20 --seed 9 --ready-file "$out/ready" --faults "$out/faults.txt" \
-  --producers 4 --kafka "$(hosts_kafka_list)" \
+  --producers 4 --kafka "$(hosts_kafka_list)" --claim-commit 1000000000 \
   >"$out/workload.log" 2>&1 &
 wl=$!
 for ((k = 0; k < 120; k++)); do grep -q "topic .* ready" "$out/workload.log" && break; sleep 1; done
@@ -56,8 +58,9 @@ kafka_id=6 # --producers 4: 0-3 pick a partition per value, 4-5 one per partitio
 if ((st == 1)) && grep -q "acknowledged value .* is missing from the final log" "$out/workload.log" &&
   grep -q "consumer [0-9] read .* but the final log has" "$out/history.json" &&
   grep -q "acknowledged value 'p$kafka_id s[0-9]* q0 .* is missing from the final log" "$out/history.json" &&
-  grep -q "partition 1 starts at 0 but an acknowledged DeleteRecords moved its start to 5" "$out/history.json"; then
-  echo "checker self-check passed: the wiped partition's losses (the Kafka producer's too) and the undone delete were reported"
+  grep -q "partition 1 starts at 0 but an acknowledged DeleteRecords moved its start to 5" "$out/history.json" &&
+  grep -q "partition 0's committed offset is -\?[0-9]* after the run, below the 1000000000 the coordinator acknowledged: a commit was lost" "$out/history.json"; then
+  echo "checker self-check passed: the wiped partition's losses (the Kafka producer's too), the undone delete and the lost commit were reported"
 else
   echo "checker self-check: the workload exited $st without reporting the losses" >&2
   exit 1

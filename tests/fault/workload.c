@@ -7,7 +7,11 @@
  * threads read every partition from its leader. When the run is over and
  * the cluster is healed (--ready-file appears), a sentinel value is
  * produced to each partition (so its leader has committed in its own term)
- * and every partition is read back from its leader in full. Then it checks:
+ * and every partition is read back from its leader in full. With --kafka,
+ * a librdkafka idempotent producer writes the same kind of values through
+ * the nodes' Kafka ports and a librdkafka group consumer reads and commits
+ * through them ("Kafka producers", "a Kafka group consumer" below); their
+ * values and reads go through the same checks. Then it checks:
  *
  *  - every acknowledged value is in the final log, at its acknowledged offset;
  *  - no value appears twice (a value is never sent again once it may have
@@ -16,6 +20,8 @@
  *  - a producer's acknowledged values of a partition appear in sequence order;
  *  - offsets run contiguous from the log start, every value's checksum holds;
  *  - every consumer read, at every offset, what the final log holds there;
+ *  - the Kafka group's committed offsets never fall below a commit the
+ *    coordinator acknowledged;
  *  - each partition's log start is where the nemesis's DeleteRecords put it
  *    (lines "delete pQ: OUTCOME target T ..." in --faults): at least the
  *    highest acknowledged target, at most the highest that may have been
@@ -176,6 +182,7 @@ static struct {
   int nkafka_groups;           /* the last consumer is a Kafka group consumer when 1 */
   const char *kafka_bootstrap; /* the nodes' Kafka ports, HOST:PORT,... */
   int kafka_timeout_ms;        /* the Kafka producers' message.timeout.ms */
+  int64_t claimed_commit;      /* --claim-commit: a commit of partition 0 never made (-1: none) */
   int seconds;
   double rate;
   int64_t retention_bytes; /* the topic's (0: unlimited); its segments a quarter of it */
@@ -906,6 +913,9 @@ static void wl_check_kafka_commits(void)
     struct wl_consumer *c = &wl.cons[k];
     if (!c->kafka) {
       continue;
+    }
+    if (wl.claimed_commit > c->acked_commit[0]) {
+      c->acked_commit[0] = wl.claimed_commit; /* the checker's own check (selfcheck.sh) */
     }
     char err[512] = "";
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -1805,7 +1815,9 @@ static void wl_usage(void)
                   "  [--retention-bytes N]        (the topic's; segments of N/4 bytes)\n"
                   "  [--kafka HOST:PORT,...]      (the nodes' Kafka ports: Kafka producers too)\n"
                   "  [--kafka-producers N]        (with --kafka; 1 by default)\n"
-                  "  [--kafka-timeout-ms MS]      (their message.timeout.ms; 8000)\n");
+                  "  [--kafka-timeout-ms MS]      (their message.timeout.ms; 8000)\n"
+                  "  [--claim-commit OFFSET]      (selfcheck.sh: counts a commit of partition 0\n"
+                  "                               at OFFSET as acknowledged, which never was)\n");
 }
 
 int main(int argc, char **argv)
@@ -1827,6 +1839,7 @@ int main(int argc, char **argv)
                                        {"kafka", required_argument, 0, 'k'},
                                        {"kafka-producers", required_argument, 0, 'K'},
                                        {"kafka-timeout-ms", required_argument, 0, 'm'},
+                                       {"claim-commit", required_argument, 0, 'c'},
                                        {0, 0, 0, 0}};
   wl.topic = "fault";
   wl.parts = 4;
@@ -1839,6 +1852,7 @@ int main(int argc, char **argv)
   wl.idem_mode = "auto";
   wl.nkafka = -1;
   wl.kafka_timeout_ms = WL_KAFKA_TIMEOUT_MS;
+  wl.claimed_commit = -1;
   const char *nodes = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1893,6 +1907,9 @@ int main(int argc, char **argv)
       break;
     case 'm':
       wl.kafka_timeout_ms = atoi(optarg);
+      break;
+    case 'c':
+      wl.claimed_commit = strtoll(optarg, NULL, 10);
       break;
     default:
       wl_usage();
