@@ -80,28 +80,6 @@ void kafka_acl_of_entry(const Cairn__Client__AclEntry *e, struct kafka_acl_spec 
   out->permission = e->allow ? KAFKA_ACL_PERM_ALLOW : KAFKA_ACL_PERM_DENY;
 }
 
-void kafka_acl_wire_of(const struct meta_acl *a, Cairn__Client__AclEntry *e)
-{
-  cairn__client__acl_entry__init(e);
-  e->principal = (char *)a->principal;
-  e->resource_type = a->resource_type;
-  e->resource = (char *)a->resource;
-  e->prefix = a->prefix;
-  e->operation = a->operation;
-  e->allow = a->allow;
-}
-
-void kafka_acl_from_wire(const Cairn__Client__AclEntry *e, struct meta_acl *a)
-{
-  memset(a, 0, sizeof *a);
-  snprintf(a->principal, sizeof a->principal, "%s", e->principal != NULL ? e->principal : "");
-  snprintf(a->resource, sizeof a->resource, "%s", e->resource != NULL ? e->resource : "");
-  a->resource_type = e->resource_type;
-  a->prefix = e->prefix;
-  a->operation = e->operation;
-  a->allow = e->allow;
-}
-
 /* The resource part of kafka_acl_to_entry. */
 static bool kafka_acl_resource_to(const struct kafka_acl_spec *b, struct meta_acl *a, char *why,
                                   size_t cap)

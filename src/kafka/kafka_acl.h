@@ -96,11 +96,6 @@ void kafka_acl_get_spec(struct kafka_reader *r, int16_t version, bool filter,
 /* The Kafka view of the native entry e. Borrows e. */
 void kafka_acl_of_entry(const Cairn__Client__AclEntry *e, struct kafka_acl_spec *out);
 
-/* The native entry e for a (e's strings point into a) and back (a copy;
- * a string too long is cut: the listing's entries always fit). */
-void kafka_acl_wire_of(const struct meta_acl *a, Cairn__Client__AclEntry *e);
-void kafka_acl_from_wire(const Cairn__Client__AclEntry *e, struct meta_acl *a);
-
 /* The Cairn entry a binding creates, in a. Returns true, or false with
  * why (cap bytes) saying what Cairn cannot hold (the caller answers
  * INVALID_REQUEST). */

@@ -6,6 +6,7 @@
  * entry that exists already is no change, answered without error (as
  * Kafka does). */
 #include "kafka/kafka_acl.h"
+#include "server/acl_wire.h"
 #include "kafka/kafka_handlers.h"
 
 #include <stdio.h>
@@ -84,7 +85,7 @@ static void kafka_ca_next(struct kafka_req *kr)
   struct meta_acl *a = &op->items[op->next].a;
   cairn__client__envelope__init(&op->env);
   cairn__client__add_acl_request__init(&op->add);
-  kafka_acl_wire_of(a, &op->entry);
+  acl_wire_of(a, &op->entry);
   op->add.entry = &op->entry;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_ADD_ACL_REQ;
   op->env.add_acl_req = &op->add;

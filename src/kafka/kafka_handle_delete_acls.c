@@ -7,6 +7,7 @@
  * it matched with the outcome of their removal. A filter with an UNKNOWN
  * element is INVALID_REQUEST and matches nothing. */
 #include "kafka/kafka_acl.h"
+#include "server/acl_wire.h"
 #include "kafka/kafka_handlers.h"
 
 #include <stdio.h>
@@ -128,7 +129,7 @@ static void kafka_da_next(struct kafka_req *kr)
   struct meta_acl *a = &op->victims[op->next].a;
   cairn__client__envelope__init(&op->env);
   cairn__client__remove_acl_request__init(&op->remove);
-  kafka_acl_wire_of(a, &op->entry);
+  acl_wire_of(a, &op->entry);
   op->remove.entry = &op->entry;
   op->env.body_case = CAIRN__CLIENT__ENVELOPE__BODY_REMOVE_ACL_REQ;
   op->env.remove_acl_req = &op->remove;
@@ -171,7 +172,7 @@ static void kafka_da_on_listed(struct kafka_req *kr, const Cairn__Client__Envelo
     if (!kafka_da_matched(op, &v->b)) {
       continue;
     }
-    kafka_acl_from_wire(e, &v->a);
+    acl_wire_to(e, &v->a);
     op->nvictims++;
   }
   kafka_da_next(kr);

@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "net/wire_err.h"
+#include "server/acl_wire.h"
 #include "server/authz.h"
 
 #include <stdio.h>
@@ -101,12 +102,7 @@ static int acl_from_wire(const Cairn__Client__AclEntry *e, struct meta_acl *a, c
     snprintf(why, cap, "resource name of %zu bytes: at most %u", rn, META_RESOURCE_MAX);
     return CAIRN_EINVAL;
   }
-  snprintf(a->principal, sizeof a->principal, "%s", p);
-  snprintf(a->resource, sizeof a->resource, "%s", r);
-  a->resource_type = e->resource_type;
-  a->prefix = e->prefix;
-  a->operation = e->operation;
-  a->allow = e->allow;
+  acl_wire_to(e, a);
   if (!meta_acl_ok(a)) {
     snprintf(why, cap,
              a->resource_type == META_ACL_CLUSTER
@@ -207,15 +203,9 @@ void handle_list_acls(struct node *n, struct conn_request *req)
         (fr[0] != '\0' && strcmp(fr, a->resource) != 0)) {
       continue;
     }
-    Cairn__Client__AclEntry *e = &es[k];
-    cairn__client__acl_entry__init(e);
-    e->principal = (char *)a->principal;
-    e->resource_type = a->resource_type;
-    e->resource = (char *)a->resource;
-    e->prefix = a->prefix;
-    e->operation = a->operation;
-    e->allow = a->allow;
-    ptrs[k++] = e;
+    acl_wire_of(a, &es[k]);
+    ptrs[k] = &es[k];
+    k++;
   }
   Cairn__Client__Error err = CAIRN__CLIENT__ERROR__INIT;
   Cairn__Client__ListAclsResponse resp = CAIRN__CLIENT__LIST_ACLS_RESPONSE__INIT;

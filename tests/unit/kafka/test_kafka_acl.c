@@ -4,6 +4,7 @@
  * (ANY, MATCH, LITERAL, PREFIXED, null strings), and reading bindings and
  * filters of v0 and v1 off the wire. */
 #include "kafka/kafka_acl.h"
+#include "server/acl_wire.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,7 +48,7 @@ static void round_trip(struct kafka_acl_spec b, struct meta_acl *out)
   char why[240];
   assert_true(kafka_acl_to_entry(&b, out, why, sizeof why));
   Cairn__Client__AclEntry e;
-  kafka_acl_wire_of(out, &e);
+  acl_wire_of(out, &e);
   struct kafka_acl_spec back;
   kafka_acl_of_entry(&e, &back);
   assert_int_equal(back.resource_type, b.resource_type);
@@ -58,7 +59,7 @@ static void round_trip(struct kafka_acl_spec b, struct meta_acl *out)
   assert_int_equal(back.operation, b.operation);
   assert_int_equal(back.permission, b.permission);
   struct meta_acl again;
-  kafka_acl_from_wire(&e, &again);
+  acl_wire_to(&e, &again);
   assert_memory_equal(&again, out, sizeof again);
 }
 
