@@ -24,9 +24,12 @@
 # (librdkafka's idempotent producer on the nodes' Kafka ports, checked as
 # the native producers are; --kafka-producers 0 runs none).
 # --retention-bytes N gives the topic retention by size (segments of N/4
-# bytes), which each replica applies on its own during the run: the log
-# start is then checked against DeleteRecords only from below, and replicas'
-# starts are not compared. Needs root, iproute2 and nftables;
+# bytes), which each replica applies on its own every 5 s (unless
+# --node-flags gives --retention-check-ms) during the run: the log
+# start is then checked against DeleteRecords only from below, replicas'
+# starts are not compared, and each caught-up replica must hold at least
+# N bytes unless its start is 0 or a DeleteRecords put it there
+# (retention_bound.sh). Needs root, iproute2 and nftables;
 # exits 77 (skipped) without them. Exit status 0 pass, 1 a violation (the seed is printed),
 # 2 a setup failure. Results stay in the output directory on failure or
 # with --keep: summary.txt, history.json, faults.txt, node logs.
@@ -82,6 +85,8 @@ seed=${seed:-$(( $(date +%s%N) % 1000000 ))}
 source "$here/hosts.sh"
 # shellcheck source=tests/fault/nemesis.sh
 source "$here/nemesis.sh"
+# shellcheck source=tests/fault/retention_bound.sh
+source "$here/retention_bound.sh"
 NEM_LIST=${nemesis:-$NEM_ALL}
 for f in ${NEM_LIST//,/ }; do
   case ",$NEM_ALL," in *",$f,"*) ;; *) echo "run.sh: unknown nemesis '$f' ($NEM_ALL)" >&2; exit 2 ;; esac
@@ -106,6 +111,8 @@ election_ms=1000
 if [[ " $node_flags " =~ \ --election-ms\ ([0-9]+)\  ]]; then election_ms=${BASH_REMATCH[1]}; fi
 HOSTS_FLAGS="--replace-delay-ms 600000 --log-level info $node_flags"
 [ -n "$raft_log" ] && HOSTS_FLAGS+=" --raft-log $raft_log"
+# Retention every 5 s (the default is 5 minutes, once or twice a run).
+((retention == 0)) || [[ " $node_flags " == *" --retention-check-ms "* ]] || HOSTS_FLAGS+=" --retention-check-ms 5000"
 NEM_CTL="$bin_dir/cairn-fault-ctl"
 NEM_TOPIC=fault
 NEM_PARTS=$parts
@@ -229,8 +236,10 @@ for ((q = 0; q < parts; q++)); do
       replicas=$((replicas + 1))
       # Its log start against the leader's (DeleteRecords moved it: a
       # replica below it kept deleted records, one above it lost some).
-      rstart=$("$bin_dir/cairn-log" verify "$d" 2>/dev/null | sed -n 's/^log: offsets \[\([0-9]*\), .*/\1/p')
+      read -r rstart rbytes < <(retention_bound_read "$bin_dir/cairn-log" "$d") || true
       fstart=$(cat "$out/final-p$q.start" 2>/dev/null || echo 0)
+      ceiling=$(cat "$out/final-p$q.ceiling" 2>/dev/null || echo 0)
+      held=${rstart:-0} # its start, for the retention bound
       # With retention each replica moves its own start: its records are
       # compared from there, and the starts are not.
       from=$fstart
@@ -253,6 +262,10 @@ for ((q = 0; q < parts; q++)); do
           END*) read -r _ _ have n <<<"$line"
                 if ((have >= n)) && [ -n "$rstart" ] && ((rstart < fstart)); then
                   fail "node $i partition $q starts at $rstart, below the leader's log start $fstart: it holds deleted records"
+                fi
+                if ((have >= n)); then
+                  why=$(retention_bound_why "$held" "${rbytes:-0}" "$retention" "$ceiling")
+                  [ -z "$why" ] || fail "node $i partition $q $why"
                 fi
                 ((have >= n)) || { lagging=$((lagging + 1)); echo "note: node $i partition $q holds $have of $n committed records (lagging)"; } ;;
           *) fail "replicas disagree: $line" ;;

@@ -1810,6 +1810,15 @@ static int wl_write_final(void)
     }
     fprintf(f, "%" PRId64 "\n", wl.log[q].start);
     fclose(f);
+    /* The highest DeleteRecords target that may have been applied, for
+     * run.sh's retention bound (retention_bound.sh). */
+    snprintf(path, sizeof path, "%s/final-p%" PRIu32 ".ceiling", wl.out_dir, q);
+    f = fopen(path, "w");
+    if (f == NULL) {
+      return -1;
+    }
+    fprintf(f, "%" PRId64 "\n", wl.deletes[q].ceiling);
+    fclose(f);
   }
   return 0;
 }
