@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # retention_bound.sh - the lower bound on what a replica keeps under
 # retention by size, for run.sh's replica comparison (sourced).
 #
