@@ -11,7 +11,7 @@
 #                      [--nodes 3|5] [--partitions N] [--producers N]
 #                      [--raft-log group|node] [--bin-dir DIR] [--out DIR]
 #                      [--keep] [--node-flags "FLAGS"] [--retention-bytes N]
-#                      [--kafka-producers N]
+#                      [--kafka-producers N] [--idempotent auto|on|off]
 #   tests/fault/run.sh --short [--bin-dir DIR]   the ctest run: 150 s, seed 7,
 #                                                every nemesis, 5 nodes
 #
@@ -22,7 +22,11 @@
 # new data directories) unless --raft-log
 # is given (passed to every cairnd), no retention, one Kafka producer
 # (librdkafka's idempotent producer on the nodes' Kafka ports, checked as
-# the native producers are; --kafka-producers 0 runs none).
+# the native producers are; --kafka-producers 0 runs none). --idempotent
+# off makes every producer plain (no producer id, no resend of a value
+# whose outcome is unknown: librdkafka's with no retries), so Produce
+# without the producer table is what the faults meet; auto (the default)
+# is idempotent when the nodes offer InitProducerId.
 # --retention-bytes N gives the topic retention by size (segments of N/4
 # bytes), which each replica applies on its own every 5 s (unless
 # --node-flags gives --retention-check-ms) during the run: the log
@@ -49,6 +53,7 @@ out=""
 node_flags=""
 retention=0
 kafka_producers=1
+idempotent=auto
 keep=0
 short=0
 while [ $# -gt 0 ]; do
@@ -67,6 +72,7 @@ while [ $# -gt 0 ]; do
     --short) short=1; shift ;;
     --retention-bytes) retention=$2; shift 2 ;;
     --kafka-producers) kafka_producers=$2; shift 2 ;;
+    --idempotent) idempotent=$2; shift 2 ;;
     -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -136,7 +142,7 @@ finish() {
   hosts_down
   if ((rc != 0 && rc != 77)); then
     echo "fault run FAILED (exit $rc): seed $seed; results kept in $out"
-    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}$( ((retention == 0)) || echo " --retention-bytes $retention")$( ((kafka_producers == 1)) || echo " --kafka-producers $kafka_producers")"
+    echo "reproduce: bash tests/fault/run.sh --time $time_s --seed $seed --nemesis $NEM_LIST --nodes $nodes${raft_log:+ --raft-log $raft_log}${node_flags:+ --node-flags \"$node_flags\"}$( ((retention == 0)) || echo " --retention-bytes $retention")$( ((kafka_producers == 1)) || echo " --kafka-producers $kafka_producers")$([ "$idempotent" = auto ] || echo " --idempotent $idempotent")"
   elif ((keep == 0 && rc == 0)); then
     rm -rf "$out"
   fi
@@ -157,7 +163,7 @@ fi
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --topic "$NEM_TOPIC" --partitions "$parts" --rf 3 --producers "$producers" --consumers 2 \
   --time "$time_s" --seed "$seed" --ready-file "$out/ready" --faults "$NEM_FAULTS" \
-  --retention-bytes "$retention" --kafka "$(hosts_kafka_list)" --kafka-producers "$kafka_producers" \
+  --retention-bytes "$retention" --kafka "$(hosts_kafka_list)" --kafka-producers "$kafka_producers" --idempotent "$idempotent" \
   >"$out/workload.log" 2>&1 &
 wl_pid=$!
 for ((k = 0; k < 180; k++)); do

@@ -459,7 +459,9 @@ static void *wl_producer_main(void *arg)
  * librdkafka with enable.idempotence=true, many in flight, retried by
  * librdkafka itself through the faults: its retries, its epoch bump after a
  * message times out, and its NOT_LEADER / NOT_COORDINATOR handling are
- * what this exercises. An op's outcome is the delivery report's:
+ * what this exercises. With --idempotent off it is librdkafka's plain
+ * producer (Kafka's producer id -1) with no retries, as the native
+ * producers are then: every value in one request at most. An op's outcome is the delivery report's:
  * acknowledged with its offset (PERSISTED), refused (NOT_PERSISTED: never
  * written), or in doubt (POSSIBLY_PERSISTED, a timeout). A fatal error of
  * the idempotent producer (a sequence the broker should not have answered
@@ -526,7 +528,11 @@ static rd_kafka_t *wl_kafka_open(struct wl_producer *p)
   snprintf(timeout, sizeof timeout, "%d", wl.kafka_timeout_ms);
   const char *kv[][2] = {
       {"bootstrap.servers", wl.kafka_bootstrap},
-      {"enable.idempotence", "true"},
+      {"enable.idempotence", wl.idem ? "true" : "false"},
+      /* Not idempotent (--idempotent off): no resend, so a value is in at
+       * most one request and never stored twice by a retry; a request
+       * that fails is in doubt or refused, as the native producers' are. */
+      {"message.send.max.retries", wl.idem ? "2147483647" : "0"},
       {"acks", "all"},
       {"linger.ms", "2"},
       {"message.timeout.ms", timeout},
@@ -1624,11 +1630,12 @@ static void wl_report_kafka(const struct wl_producer *p)
     indet += p->ops[s].out == FC_INDETERMINATE;
     present += p->ops[s].out == FC_INDETERMINATE && p->found[s] >= 0;
   }
-  printf("workload: kafka producer %d (librdkafka %s, idempotent): %zu sent, acknowledged %ld "
+  printf("workload: kafka producer %d (librdkafka %s, %s): %zu sent, acknowledged %ld "
          "(%ld without an offset, implied by a later batch), refused %ld, in doubt %ld (%ld of "
          "them in the log), stored twice across an epoch "
          "bump %ld, %d errors reported%s%s\n",
-         p->id, rd_kafka_version_str(), p->n, acked, implicit, failed, indet, present, p->restamped,
+         p->id, rd_kafka_version_str(), wl.idem ? "idempotent" : "not idempotent, no retries", p->n,
+         acked, implicit, failed, indet, present, p->restamped,
          p->kafka_errors, p->kafka_fatal[0] != '\0' ? ", fatal: " : "", p->kafka_fatal);
 }
 
