@@ -216,13 +216,8 @@ int meta_cmd_acl(const struct meta_acl *a, bool add, uint8_t **out, size_t *len)
 {
   if (!meta_acl_ok(a))
     return CAIRN_EINVAL;
-  Cairn__Meta__AclEntry e = CAIRN__META__ACL_ENTRY__INIT;
-  e.principal = (char *)a->principal;
-  e.resource_type = a->resource_type;
-  e.resource = (char *)a->resource;
-  e.prefix = a->prefix;
-  e.operation = a->operation;
-  e.allow = a->allow;
+  Cairn__Meta__AclEntry e;
+  meta_acl_to_record(a, &e);
   Cairn__Meta__AddAcl ad = CAIRN__META__ADD_ACL__INIT;
   Cairn__Meta__RemoveAcl rm = CAIRN__META__REMOVE_ACL__INIT;
   Cairn__Meta__MetaCommand m = CAIRN__META__META_COMMAND__INIT;

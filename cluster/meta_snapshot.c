@@ -164,16 +164,8 @@ int meta_snapshot_encode(const struct meta_state *st, uint8_t **buf, size_t *len
   snap.users = v.user_ptrs;
   snap.n_users = st->nusers;
   for (size_t i = 0; i < st->nacls; i++) {
-    const struct meta_acl *a = &st->acls[i];
-    Cairn__Meta__AclEntry *e = &v.acls[i];
-    cairn__meta__acl_entry__init(e);
-    e->principal = (char *)a->principal;
-    e->resource_type = a->resource_type;
-    e->resource = (char *)a->resource;
-    e->prefix = a->prefix;
-    e->operation = a->operation;
-    e->allow = a->allow;
-    v.acl_ptrs[i] = e;
+    meta_acl_to_record(&st->acls[i], &v.acls[i]);
+    v.acl_ptrs[i] = &v.acls[i];
   }
   snap.acls = v.acl_ptrs;
   snap.n_acls = st->nacls;
@@ -237,17 +229,8 @@ static int meta_snap_fill(struct meta_state *st, const Cairn__Meta__MetaSnapshot
   if (st->users == NULL || st->acls == NULL || snap->n_acls > META_MAX_ACLS)
     return st->users == NULL || st->acls == NULL ? CAIRN_ENOMEM : CAIRN_ECORRUPT;
   for (size_t i = 0; i < snap->n_acls; i++) {
-    const Cairn__Meta__AclEntry *e = snap->acls[i];
-    struct meta_acl *a = &st->acls[i];
-    if (e->principal == NULL || e->resource == NULL || strlen(e->principal) > META_PRINCIPAL_MAX ||
-        strlen(e->resource) > META_RESOURCE_MAX)
+    if (!meta_acl_of_record(snap->acls[i], &st->acls[i]))
       return CAIRN_ECORRUPT;
-    snprintf(a->principal, sizeof a->principal, "%s", e->principal);
-    snprintf(a->resource, sizeof a->resource, "%s", e->resource);
-    a->resource_type = e->resource_type;
-    a->prefix = e->prefix;
-    a->operation = e->operation;
-    a->allow = e->allow;
     st->nacls++;
   }
   for (size_t i = 0; i < snap->n_users; i++) {

@@ -1134,8 +1134,18 @@ bool meta_acl_allows(const struct meta_state *st, const char *principal, uint32_
   return meta_acl_decide(st, principal, type, name, op) > 0;
 }
 
-/* Copies a wire entry into a; false when a field does not fit. */
-static bool meta_acl_from(const Cairn__Meta__AclEntry *e, struct meta_acl *a)
+void meta_acl_to_record(const struct meta_acl *a, Cairn__Meta__AclEntry *e)
+{
+  cairn__meta__acl_entry__init(e);
+  e->principal = (char *)a->principal;
+  e->resource_type = a->resource_type;
+  e->resource = (char *)a->resource;
+  e->prefix = a->prefix;
+  e->operation = a->operation;
+  e->allow = a->allow;
+}
+
+bool meta_acl_of_record(const Cairn__Meta__AclEntry *e, struct meta_acl *a)
 {
   memset(a, 0, sizeof *a);
   if (e == NULL || e->principal == NULL || e->resource == NULL ||
@@ -1147,14 +1157,14 @@ static bool meta_acl_from(const Cairn__Meta__AclEntry *e, struct meta_acl *a)
   a->prefix = e->prefix;
   a->operation = e->operation;
   a->allow = e->allow;
-  return meta_acl_ok(a);
+  return true;
 }
 
 static int apply_acl(struct meta_state *st, const Cairn__Meta__AclEntry *e, bool add,
                      struct meta_result *res)
 {
   struct meta_acl a;
-  if (!meta_acl_from(e, &a))
+  if (!meta_acl_of_record(e, &a) || !meta_acl_ok(&a))
     return meta_fail(res, CAIRN_EINVAL, "acl: a bad principal, resource or operation");
   size_t i = meta_acl_lower_bound(st, &a);
   bool known = i < st->nacls && meta_acl_cmp(&st->acls[i], &a) == 0;

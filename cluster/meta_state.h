@@ -350,6 +350,16 @@ __attribute__((warn_unused_result)) int meta_cmd_acl(const struct meta_acl *a, b
 /* True when an entry's fields are acceptable. */
 bool meta_acl_ok(const struct meta_acl *a);
 
+/* An entry as the metadata's commands and snapshots carry it
+ * (proto/meta.proto AclEntry) and back. meta_acl_to_record fills e
+ * (initialized here) with strings pointing into a (a must outlive e's
+ * use); meta_acl_of_record copies e into a (zeroed first) and returns
+ * false when a string is missing or too long for a, checking nothing more
+ * (meta_acl_ok does). */
+struct Cairn__Meta__AclEntry;
+void meta_acl_to_record(const struct meta_acl *a, struct Cairn__Meta__AclEntry *e);
+bool meta_acl_of_record(const struct Cairn__Meta__AclEntry *e, struct meta_acl *a);
+
 /* The total order of ACL entries (snapshots list them in it). */
 int meta_acl_cmp(const struct meta_acl *a, const struct meta_acl *b);
 
