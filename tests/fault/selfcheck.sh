@@ -9,7 +9,7 @@
 # lost by deleting the __cairn_offsets replicas on every node too (the
 # coordinator comes back without them), reported lost; and a commit
 # claimed acknowledged (--claim-commit) above what the group holds,
-# reported lost.
+# reported lost; and a faults line longer than 1 KiB read as one event.
 #   tests/fault/selfcheck.sh [--bin-dir DIR]     (exit 77: skipped, no root/netns)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +41,12 @@ for i in 1 2 3; do hosts_start "$i"; done
 # was acknowledged but no node ever received: its start stays 0, which the
 # check must report as deleted records come back.
 echo "1000 delete p1: ack target 5 code 0 low 5 node 1 [down: ] [cut: ]" >"$out/faults.txt"
+# And a lostcache line longer than any line buffer (one names every
+# replica it cut): it must be read as one event, of kind lostcache (a
+# line read in pieces made its rest an event of a kind "of").
+cuts=""
+for ((k = 0; k < 40; k++)); do cuts+="durable offset $k, cut 233 of 1001 bytes (from 768); "; done
+echo "2000 lostcache node 3 (random): $cuts [down: 3] [cut: ]" >>"$out/faults.txt"
 hosts_client "$bin_dir/cairn-fault-workload" --nodes "$(hosts_client_list)" --out "$out" \
   --partitions 2 --time 20 --seed 9 --ready-file "$out/ready" --faults "$out/faults.txt" \
   --producers 4 --kafka "$(hosts_kafka_list)" --claim-commit 1000000000 \
@@ -65,6 +71,7 @@ if ((st == 1)) && grep -q "acknowledged value .* is missing from the final log" 
   grep -q "acknowledged value 'p$kafka_id s[0-9]* q0 .* is missing from the final log" "$out/history.json" &&
   grep -q "partition 1 starts at 0 but an acknowledged DeleteRecords moved its start to 5" "$out/history.json" &&
   grep -q "partition 0's committed offset is -\?[0-9]* after the run, below the 1000000000 the coordinator acknowledged: a commit was lost" "$out/history.json" &&
+  [ "$(grep "^workload: after " "$out/workload.log" | awk '{print $3}' | sort -u)" = lostcache ] &&
   grep -q "partition 1's committed offset is -\?[0-9]* [a-z ]*, below the [0-9]* the coordinator acknowledged: a commit was lost" "$out/history.json"; then
   echo "checker self-check passed: the wiped partition's losses (the Kafka producer's too), the undone delete, the commits lost with the wiped offsets topic and the claimed one were reported"
 else

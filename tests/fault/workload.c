@@ -1070,8 +1070,9 @@ static const char *wl_outcome_name(enum fc_outcome o)
 static void wl_read_deletes(void)
 {
   FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
-  char line[1024];
-  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+  char *line = NULL; /* whole lines: a lostcache or torn line can be long */
+  size_t linecap = 0;
+  while (ff != NULL && getline(&line, &linecap, ff) > 0) {
     long long t, target;
     unsigned q;
     char outcome[24];
@@ -1090,6 +1091,7 @@ static void wl_read_deletes(void)
     d->floor = ack && target > d->floor ? target : d->floor;
     d->ceiling = target > d->ceiling ? target : d->ceiling;
   }
+  free(line);
   if (ff != NULL) {
     fclose(ff);
   }
@@ -1465,8 +1467,13 @@ static void wl_read_events(struct wl_event **events, size_t *n)
   *events = NULL;
   *n = 0;
   FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
-  char line[1024];
-  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+  /* Whole lines: a lostcache line names every replica cut and can run
+   * past any fixed buffer; a line read in pieces made its rest an event of
+   * its own ("<n> of <m> bytes ..." read as kind "of" at n ms) and left
+   * the fault without its "[down: ...]". */
+  char *line = NULL;
+  size_t linecap = 0;
+  while (ff != NULL && getline(&line, &linecap, ff) > 0) {
     char *what;
     long long t = strtoll(line, &what, 10); /* ms from the workload's start */
     while (*what == ' ') {
@@ -1487,6 +1494,7 @@ static void wl_read_events(struct wl_event **events, size_t *n)
     e->measured = strstr(what, " skipped") == NULL && strncmp(what, "churn: node", 11) != 0 &&
                   strncmp(what, "conncut node", 12) != 0 && strncmp(what, "delete p", 8) != 0;
   }
+  free(line);
   if (ff != NULL) {
     fclose(ff);
   }
@@ -1715,9 +1723,10 @@ static int wl_report(void)
   }
   fprintf(f, "],\n\"faults\": [");
   FILE *ff = wl.faults_file != NULL ? fopen(wl.faults_file, "r") : NULL;
-  char line[1024];
+  char *line = NULL; /* whole lines (wl_read_events) */
+  size_t linecap = 0;
   int nfaults = 0;
-  while (ff != NULL && fgets(line, sizeof line, ff) != NULL) {
+  while (ff != NULL && getline(&line, &linecap, ff) > 0) {
     line[strcspn(line, "\n")] = '\0';
     fprintf(f, "%s\n  ", nfaults++ ? "," : "");
     wl_json_str(f, line);
@@ -1728,11 +1737,12 @@ static int wl_report(void)
   fprintf(f, "],\n\"violations\": [");
   rewind(wl.viol);
   int nv = 0;
-  while (fgets(line, sizeof line, wl.viol) != NULL) {
+  while (getline(&line, &linecap, wl.viol) > 0) {
     line[strcspn(line, "\n")] = '\0';
     fprintf(f, "%s\n  ", nv++ ? "," : "");
     wl_json_str(f, line);
   }
+  free(line);
   fprintf(f, "],\n\"ops\": [");
   bool first = true;
   for (int k = 0; k < wl.nproducers; k++) {
