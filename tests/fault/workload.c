@@ -1806,6 +1806,19 @@ static int wl_report(void)
   return 0;
 }
 
+/* Writes OUT/final-p<q>.<suffix> holding v and a newline. */
+static int wl_write_number(uint32_t q, const char *suffix, int64_t v)
+{
+  char path[1024];
+  snprintf(path, sizeof path, "%s/final-p%" PRIu32 ".%s", wl.out_dir, q, suffix);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    return -1;
+  }
+  fprintf(f, "%" PRId64 "\n", v);
+  return fclose(f) == 0 ? 0 : -1;
+}
+
 static int wl_write_final(void)
 {
   for (uint32_t q = 0; q < wl.parts; q++) {
@@ -1819,23 +1832,13 @@ static int wl_write_final(void)
       fprintf(f, "%" PRId64 " %s\n", wl.log[q].start + (int64_t)j, wl.log[q].v[j]);
     }
     fclose(f);
-    /* The log start, for run.sh's replica comparison. */
-    snprintf(path, sizeof path, "%s/final-p%" PRIu32 ".start", wl.out_dir, q);
-    f = fopen(path, "w");
-    if (f == NULL) {
+    /* For run.sh's replica comparison: the log start, and the highest
+     * DeleteRecords target that may have been applied (its retention
+     * bound, retention_bound.sh). */
+    if (wl_write_number(q, "start", wl.log[q].start) != 0 ||
+        wl_write_number(q, "ceiling", wl.deletes[q].ceiling) != 0) {
       return -1;
     }
-    fprintf(f, "%" PRId64 "\n", wl.log[q].start);
-    fclose(f);
-    /* The highest DeleteRecords target that may have been applied, for
-     * run.sh's retention bound (retention_bound.sh). */
-    snprintf(path, sizeof path, "%s/final-p%" PRIu32 ".ceiling", wl.out_dir, q);
-    f = fopen(path, "w");
-    if (f == NULL) {
-      return -1;
-    }
-    fprintf(f, "%" PRId64 "\n", wl.deletes[q].ceiling);
-    fclose(f);
   }
   return 0;
 }
