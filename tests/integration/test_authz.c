@@ -76,7 +76,7 @@ static int cli(struct cd_cluster *c, int i, const char *user, const char *stdin_
     long long end_ = tu_now_ms() + WAIT_MS;                                                        \
     while (cli(c, i, user, in, out, sizeof out, __VA_ARGS__) != 0) {                               \
       if (tu_now_ms() >= end_) {                                                                   \
-        fail_msg("cairn " #__VA_ARGS__ " as %s: %s", user != NULL ? user : "-", out);             \
+        fail_msg("cairn %s as %s: %s", #__VA_ARGS__, user != NULL ? user : "-", out);              \
       }                                                                                            \
       usleep(300 * 1000);                                                                          \
     }                                                                                              \
@@ -87,7 +87,7 @@ static int cli(struct cd_cluster *c, int i, const char *user, const char *stdin_
   do {                                                                                             \
     int rv_ = cli(c, i, user, in, out, sizeof out, __VA_ARGS__);                                   \
     if (rv_ != 1 || strstr(out, what) == NULL) {                                                   \
-      fail_msg("cairn " #__VA_ARGS__ " as %s: exit %d, want 1 and '%s': %s",                      \
+      fail_msg("cairn %s as %s: exit %d, want 1 and '%s': %s", #__VA_ARGS__,                       \
                user != NULL ? user : "-", rv_, what, out);                                         \
     }                                                                                              \
   } while (0)
