@@ -6,8 +6,8 @@
  * entry that exists already is no change, answered without error (as
  * Kafka does). */
 #include "kafka/kafka_acl.h"
-#include "server/acl_wire.h"
 #include "kafka/kafka_handlers.h"
+#include "server/acl_wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

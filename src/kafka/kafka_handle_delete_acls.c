@@ -7,8 +7,8 @@
  * it matched with the outcome of their removal. A filter with an UNKNOWN
  * element is INVALID_REQUEST and matches nothing. */
 #include "kafka/kafka_acl.h"
-#include "server/acl_wire.h"
 #include "kafka/kafka_handlers.h"
+#include "server/acl_wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1931,6 +1931,10 @@ int main(int argc, char **argv)
       wl.out_dir = optarg;
       break;
     case 'i':
+      if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+        fprintf(stderr, "cairn-fault-workload: --idempotent '%s' is not auto, on or off\n", optarg);
+        return 2;
+      }
       wl.idem_mode = optarg;
       break;
     case 'B':
